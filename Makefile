@@ -1,0 +1,29 @@
+# Ebb — the commands you need. `make test` works on a fresh machine: it builds .venv itself.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: test lint bench run clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) -m bench.codec
+
+run:
+	@echo "make run arrives with the single-broker issue (#4); there is no broker to start yet." >&2
+	@exit 2
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,167 @@
+"""Size framing, request/response headers, and whole-frame encode/decode.
+
+Every frame on a Kafka connection is `int32 size` then header then body. The request header version
+follows from the API's flexible versions (v2 when flexible, else v1); the response header is v1 when
+flexible, else v0 — except ApiVersions responses, which always use v0 so any client can read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from io import BytesIO
+
+from . import messages
+from .errors import ErrorCode, ProtocolError
+from .messages import ApiMessage
+from .wire import I16, I32
+
+API_VERSIONS_KEY = 18
+SIZE_BYTES = 4
+DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
+
+RequestHeader = messages.MESSAGES["RequestHeader"]
+ResponseHeader = messages.MESSAGES["ResponseHeader"]
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    return 2 if api_version in messages.api(api_key).request.flexible_versions else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    return 1 if api_version in messages.api(api_key).response.flexible_versions else 0
+
+
+def frame(payload: bytes) -> bytes:
+    return I32.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames (sans-IO): feed bytes, take out whole frames.
+
+    A negative size or one above `max_frame` raises ProtocolError: the connection cannot be trusted
+    to stay in step after that, so the caller closes it.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME):
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buffer += data
+        frames = []
+        buf = self._buffer
+        pos = 0
+        while len(buf) - pos >= SIZE_BYTES:
+            size = I32.unpack_from(buf, pos)[0]
+            if size < 0 or size > self.max_frame:
+                raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{self.max_frame}")
+            end = pos + SIZE_BYTES + size
+            if end > len(buf):
+                break
+            frames.append(bytes(buf[pos + SIZE_BYTES:end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def pending(self) -> int:
+        """Bytes held that do not yet make a whole frame."""
+        return len(self._buffer)
+
+
+@dataclass
+class Request:
+    header: ApiMessage
+    api_key: int
+    api_version: int
+    correlation_id: int
+    body: ApiMessage | None  # None for an ApiVersions request newer than we know (body not parsed)
+
+
+def peek_request(frame_bytes: bytes) -> tuple[int, int, int]:
+    """api_key, api_version and correlation_id, read without parsing the rest."""
+    if len(frame_bytes) < 8:
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"request of {len(frame_bytes)} bytes has no header")
+    api_key, api_version = I16.unpack_from(frame_bytes, 0)[0], I16.unpack_from(frame_bytes, 2)[0]
+    return api_key, api_version, I32.unpack_from(frame_bytes, 4)[0]
+
+
+def decode_request(frame_bytes: bytes) -> Request:
+    """Parse a request frame (without its size prefix).
+
+    An unknown api key or an unsupported version raises ProtocolError — except ApiVersions, whose
+    body is skipped when its version is newer than ours, so the broker can answer UNSUPPORTED_VERSION
+    in the v0 layout (KIP-511).
+    """
+    api_key, api_version, _ = peek_request(frame_bytes)
+    api = messages.api(api_key)
+    io = BytesIO(frame_bytes)
+    header_version = 2 if api_version in api.request.flexible_versions else 1
+    header = RequestHeader[header_version].codec.decode_from(io)
+    if header.client_id is None:
+        header.client_id = ""
+    if api_version not in api.versions:
+        if api_key == API_VERSIONS_KEY and api_version > api.versions.high:
+            return Request(header, api_key, api_version, header.correlation_id, None)
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_VERSION, f"{api.name} v{api_version} is not supported ({api.versions})"
+        )
+    codec = api.request[api_version].codec
+    body = codec.decode_from(io)
+    if io.tell() != len(frame_bytes):
+        raise ProtocolError(
+            ErrorCode.INVALID_REQUEST,
+            f"{api.name} v{api_version}: {len(frame_bytes) - io.tell()} bytes left after the request",
+        )
+    return Request(header, api_key, api_version, header.correlation_id, body)
+
+
+def encode_request(body: ApiMessage, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """A whole request frame, size prefix included."""
+    api = messages.api(body.api_key)
+    header = RequestHeader(
+        request_api_key=body.api_key, request_api_version=api_version,
+        correlation_id=correlation_id, client_id=client_id,
+    )
+    io = BytesIO()
+    io.write(b"\0\0\0\0")
+    RequestHeader[request_header_version(api.key, api_version)].codec.encode_into(io, header)
+    api.request[api_version].codec.encode_into(io, body)
+    return _finish_frame(io)
+
+
+def encode_response(body: ApiMessage, api_version: int, correlation_id: int) -> bytes:
+    """A whole response frame, size prefix included."""
+    io = BytesIO()
+    io.write(b"\0\0\0\0")
+    encode_response_header_into(io, body.api_key, api_version, correlation_id)
+    messages.api(body.api_key).response[api_version].codec.encode_into(io, body)
+    return _finish_frame(io)
+
+
+def encode_response_header_into(io: BytesIO, api_key: int, api_version: int, correlation_id: int) -> None:
+    io.write(I32.pack(correlation_id))
+    if response_header_version(api_key, api_version) == 1:
+        io.write(b"\x00")  # no header tagged fields
+
+
+def decode_response(frame_bytes: bytes, api_key: int, api_version: int) -> tuple[int, ApiMessage]:
+    """Parse a response frame (without its size prefix): correlation id and body."""
+    api = messages.api(api_key)
+    io = BytesIO(frame_bytes)
+    header = ResponseHeader[response_header_version(api_key, api_version)].codec.decode_from(io)
+    codec = api.response[api_version].codec
+    body = codec.decode_from(io)
+    if io.tell() != len(frame_bytes):
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"{api.name} v{api_version} response has trailing bytes")
+    return header.correlation_id, body
+
+
+def _finish_frame(io: BytesIO) -> bytes:
+    buf = io.getbuffer()
+    I32.pack_into(buf, 0, len(buf) - SIZE_BYTES)
+    del buf
+    return io.getvalue()

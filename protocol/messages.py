@@ -1,0 +1,192 @@
+"""Message classes built from the specs at import time, and the registry of APIs.
+
+    from protocol.messages import DeleteRecordsRequest
+    req = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(name="t")], timeout_ms=500)
+    data = DeleteRecordsRequest[3].encode(req)         # the version is picked with one subscript
+    back = DeleteRecordsRequest[3].decode(data)
+
+Attribute names are the spec names in snake_case (`LogStartOffset` -> `log_start_offset`). Nested
+struct classes hang off their message class under their spec type name.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from .codec import CompiledStruct, StructCodec, default_value, is_immutable_default
+from .errors import ErrorCode, ProtocolError
+from .specs import FieldSpec, MessageSpec, Versions, load_all
+
+
+class Struct:
+    """Base of every message and nested struct: plain attributes, equality by value."""
+
+    __slots__ = ()
+    _specs: tuple[FieldSpec, ...] = ()
+    _defaults: tuple[tuple[str, object, bool], ...] = ()
+
+    def __init__(self, **values):
+        for attr, default, immutable in self._defaults:
+            if attr in values:
+                setattr(self, attr, values.pop(attr))
+            else:
+                setattr(self, attr, default if immutable else copy.deepcopy(default))
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}")
+
+    def __eq__(self, other) -> bool:
+        if type(self) is not type(other):
+            return NotImplemented
+        return all(getattr(self, a) == getattr(other, a) for a, _, _ in self._defaults)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{a}={getattr(self, a)!r}" for a, _, _ in self._defaults)
+        return f"{type(self).__name__}({inner})"
+
+    def to_dict(self) -> dict:
+        def plain(value):
+            if isinstance(value, Struct):
+                return value.to_dict()
+            if isinstance(value, list):
+                return [plain(v) for v in value]
+            return value
+
+        return {a: plain(getattr(self, a)) for a, _, _ in self._defaults}
+
+
+class VersionView:
+    """One (message, version): `encode`, `decode`, and construction of instances."""
+
+    def __init__(self, message_class: type[ApiMessage], version: int):
+        self.message_class = message_class
+        self.version = version
+        self._codec: CompiledStruct | None = message_class._codecs.get(version)
+
+    @property
+    def codec(self) -> CompiledStruct:
+        return self._codec
+
+    @property
+    def flexible(self) -> bool:
+        return self.version in self.message_class.flexible_versions
+
+    def __call__(self, **values) -> ApiMessage:
+        return self.message_class(**values)
+
+    def encode(self, obj: ApiMessage) -> bytes:
+        return self._codec.encode(obj)
+
+    def decode(self, data) -> ApiMessage:
+        return self._codec.decode(data)
+
+    def __repr__(self) -> str:
+        return f"{self.message_class.__name__}[{self.version}]"
+
+
+class _MessageMeta(type):
+    def __getitem__(cls, version: int) -> VersionView:
+        view = cls._views.get(version)
+        if view is None:
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{cls.__name__} has no version {version} (valid {cls.valid_versions})",
+            )
+        return view
+
+
+class ApiMessage(Struct, metaclass=_MessageMeta):
+    """A top-level request, response, header or data struct."""
+
+    __slots__ = ()
+    spec: MessageSpec
+    api_key: int | None
+    valid_versions: Versions
+    flexible_versions: Versions
+    _codecs: dict[int, CompiledStruct]
+    _views: dict[int, VersionView]
+
+    def encode(self, version: int) -> bytes:
+        return type(self)[version].encode(self)
+
+    @classmethod
+    def decode(cls, data, version: int) -> ApiMessage:
+        return cls[version].decode(data)
+
+
+def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], base: type,
+                namespace: dict) -> type:
+    """Create the class for one struct and, recursively, the classes of its nested structs."""
+    nested = {}
+    for f in fields:
+        if f.is_struct:
+            if f.element_type not in nested:
+                nested[f.element_type] = _make_class(f.element_type, f.fields, classes, Struct, {})
+            classes[id(f)] = nested[f.element_type]
+    defaults = tuple(
+        (f.attr, default_value(f, classes.get(id(f))), is_immutable_default(f)) for f in fields
+    )
+    body = dict(namespace)
+    body.update(nested)
+    body.update(__slots__=tuple(f.attr for f in fields), _specs=tuple(fields), _defaults=defaults)
+    return type(name, (base,), body)
+
+
+def _build_message_class(spec: MessageSpec) -> type[ApiMessage]:
+    classes: dict[int, type] = {}
+    cls = _make_class(spec.name, spec.fields, classes, ApiMessage, {
+        "spec": spec, "api_key": spec.api_key, "valid_versions": spec.valid_versions,
+        "flexible_versions": spec.flexible_versions,
+    })
+    cls._codecs = {
+        v: CompiledStruct(StructCodec(spec.name, cls, spec.fields, v, spec.flexible_versions, classes))
+        for v in spec.valid_versions
+    }
+    cls._views = {v: VersionView(cls, v) for v in spec.valid_versions}
+    return cls
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API key: its request and response classes and the versions both specs cover."""
+
+    key: int
+    name: str
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+
+    @property
+    def versions(self) -> Versions:
+        return self.request.valid_versions.intersect(self.response.valid_versions)
+
+    @property
+    def flexible_versions(self) -> Versions:
+        return self.request.flexible_versions
+
+
+MESSAGES: dict[str, type[ApiMessage]] = {}
+APIS: dict[int, Api] = {}
+
+
+def _load() -> None:
+    for name, spec in load_all().items():
+        MESSAGES[name] = _build_message_class(spec)
+    for name, cls in MESSAGES.items():
+        if cls.spec.type == "request":
+            base = name[: -len("Request")]
+            response = MESSAGES.get(base + "Response")
+            if response is None or response.api_key != cls.api_key:
+                raise ProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{name} has no matching response spec")
+            APIS[cls.api_key] = Api(cls.api_key, base, cls, response)
+
+
+def api(key: int) -> Api:
+    """The API with this key, or ProtocolError(INVALID_REQUEST) for a key we have no spec for."""
+    found = APIS.get(key)
+    if found is None:
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"unknown api key {key}")
+    return found
+
+
+_load()
+globals().update(MESSAGES)

@@ -1,0 +1,1 @@
+"""Kafka message specs (JSON data). Python code reads them through protocol.specs."""

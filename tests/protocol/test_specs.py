@@ -1,0 +1,88 @@
+"""Every spec in schemas/ is valid, and a broken spec fails loudly with its file and field."""
+
+import json
+
+import jsonschema
+import pytest
+
+from protocol import specs
+from protocol.specs import SpecError, Versions
+
+
+def test_every_spec_validates_against_the_meta_schema():
+    validator = jsonschema.Draft202012Validator(specs.meta_schema())
+    files = [p for p in specs.schemas_dir().glob("*.json") if p.name != "meta-schema.json"]
+    assert len(files) >= 50
+    for path in files:
+        errors = list(validator.iter_errors(json.loads(path.read_text())))
+        assert errors == [], f"{path.name}: {errors[0].message if errors else ''}"
+
+
+def test_all_specs_load_and_pair_up():
+    loaded = specs.load_all()
+    requests = {n[: -len("Request")] for n, s in loaded.items() if s.type == "request"}
+    responses = {n[: -len("Response")] for n, s in loaded.items() if s.type == "response"}
+    assert requests == responses
+
+
+def _write(tmp_path, spec: dict):
+    path = tmp_path / f"{spec['name']}.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+BASE = {
+    "apiKey": 99, "type": "request", "name": "BrokenRequest", "validVersions": "0-2",
+    "flexibleVersions": "1+",
+    "fields": [
+        {"name": "Topics", "type": "[]Topic", "versions": "0+", "about": "topics", "fields": [
+            {"name": "Name", "type": "string", "versions": "0+", "about": "name"},
+        ]},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "patch, expected",
+    [
+        (lambda s: s["fields"][0]["fields"][0].update(type="strnig"), "fields[Topics].fields[Name].type"),
+        (lambda s: s["fields"][0]["fields"][0].update(versions="x"), "fields[Topics].fields[Name].versions"),
+        (lambda s: s.update(flexibleVersions="1-2"), "flexibleVersions"),
+        (lambda s: s.pop("apiKey"), "apiKey"),
+        (lambda s: s["fields"][0]["fields"][0].pop("about"), "about"),
+        (lambda s: s["fields"][0]["fields"][0].update(tag=0), "Name"),
+        (lambda s: s["fields"][0]["fields"][0].update(tag=0, taggedVersions="0+"), "taggedVersions"),
+        (lambda s: s["fields"][0]["fields"].append(
+            {"name": "Id", "type": "int32", "versions": "0+", "nullableVersions": "0+", "about": "x"}),
+         "cannot be nullable"),
+    ],
+)
+def test_broken_spec_names_file_and_field(tmp_path, patch, expected):
+    spec = json.loads(json.dumps(BASE))
+    patch(spec)
+    path = _write(tmp_path, spec)
+    with pytest.raises(SpecError) as info:
+        specs.load_spec_file(path)
+    assert "BrokenRequest.json" in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_versions_grammar():
+    assert Versions.parse("3+") == Versions(3, specs.MAX_VERSION)
+    assert 5 in Versions.parse("0-5") and 6 not in Versions.parse("0-5")
+    assert Versions.parse("none").empty
+    assert list(Versions.parse("2")) == [2]
+
+
+def test_delete_records_v3_is_ours_and_evolves_by_the_rules():
+    loaded = specs.load_all()
+    request, response = loaded["DeleteRecordsRequest"], loaded["DeleteRecordsResponse"]
+    assert str(request.valid_versions) == "0-3" and str(request.flexible_versions) == "2+"
+    leader_only = request.fields[-1]
+    assert (leader_only.name, leader_only.type, leader_only.default) == ("LeaderOnly", "bool", "false")
+    assert 3 in leader_only.versions and 2 not in leader_only.versions
+    partition = response.fields[1].fields[1].fields
+    names = [f.name for f in partition]
+    assert names == ["PartitionIndex", "LowWatermark", "ErrorCode", "LeaderLogStartOffset"]
+    assert 3 in partition[-1].versions and 2 not in partition[-1].versions
+    assert partition[-1].default == "-1"
