@@ -30,8 +30,8 @@ def _decode(data: bytes, entry) -> None:
 
 
 @st.composite
-def mutated(draw):
-    data, entry = draw(st.sampled_from(FRAMES))
+def mutated(draw, frames=FRAMES):
+    data, entry = draw(st.sampled_from(frames))
     data = bytearray(data)
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(["flip", "set", "insert", "delete", "truncate"]))

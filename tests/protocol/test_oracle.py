@@ -9,7 +9,6 @@
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from kafka.protocol.api_message import ApiMessage as KafkaPythonApiMessage
 
 from protocol.messages import MESSAGES

@@ -1,0 +1,271 @@
+"""Hand-written codecs for the two messages that carry bulk record data.
+
+The compiled construct path reads through BytesIO, so every record set is copied on decode and
+again on encode. Here, Produce requests are parsed over a memoryview and their `records` are
+zero-copy slices of the frame; Fetch responses are written as a list of chunks in which the record
+data appears as-is, ready for `transport.writelines`. Both produce exactly what the construct path
+produces (tests/protocol/test_fastpath.py checks it byte for byte and value for value).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from . import messages
+from .errors import ErrorCode, ProtocolError
+from .framing import Request, encode_response_header_into
+from .wire import I16, I32, I64, uvarint_bytes
+
+ProduceRequest = messages.MESSAGES["ProduceRequest"]
+FetchResponse = messages.MESSAGES["FetchResponse"]
+RequestHeader = messages.MESSAGES["RequestHeader"]
+_TopicData = ProduceRequest.TopicProduceData
+_PartitionData = _TopicData.PartitionProduceData
+PRODUCE_KEY = 0
+_PRODUCE_FLEXIBLE = 9
+_PRODUCE_TOPIC_IDS = 13
+_FETCH_FLEXIBLE = 12
+
+
+class _Reader:
+    """A cursor over a memoryview; every read checks bounds and raises the typed error."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: memoryview):
+        self.buf = buf
+        self.pos = 0
+        self.end = len(buf)
+
+    def _need(self, n: int) -> int:
+        start = self.pos
+        if n < 0 or start + n > self.end:
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, f"Produce: truncated at byte {start}")
+        self.pos = start + n
+        return start
+
+    def int16(self) -> int:
+        return I16.unpack_from(self.buf, self._need(2))[0]
+
+    def int32(self) -> int:
+        return I32.unpack_from(self.buf, self._need(4))[0]
+
+    def uvarint(self) -> int:
+        result = 0
+        for shift in range(0, 35, 7):
+            b = self.buf[self._need(1)]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, "Produce: varint longer than 5 bytes")
+
+    def length(self, compact: bool, size16: bool = False) -> int:
+        """A length or count; -1 means null."""
+        n = self.uvarint() - 1 if compact else (self.int16() if size16 else self.int32())
+        if n < -1:
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, f"Produce: invalid length {n}")
+        return n
+
+    def take(self, n: int) -> memoryview:
+        start = self._need(n)
+        return self.buf[start:start + n]
+
+    def string(self, compact: bool, nullable: bool) -> str | None:
+        n = self.length(compact, size16=True)
+        if n < 0:
+            if nullable:
+                return None
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, "Produce: null in a non-nullable string")
+        try:
+            return str(self.take(n), "utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, "Produce: string is not valid UTF-8") from None
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+    def count(self, compact: bool) -> int:
+        n = self.length(compact)
+        if n < 0:
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, "Produce: null in a non-nullable array")
+        return n
+
+
+def decode_produce_request(frame) -> Request:
+    """Parse a Produce request frame (no size prefix). `records` are memoryviews into `frame`."""
+    r = _Reader(memoryview(frame))
+    api_key, version, correlation_id = r.int16(), r.int16(), r.int32()
+    if api_key != PRODUCE_KEY:
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"not a Produce request (api key {api_key})")
+    if version not in ProduceRequest.valid_versions:
+        raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"Produce v{version} is not supported")
+    flexible = version >= _PRODUCE_FLEXIBLE
+    client_id = r.string(compact=False, nullable=True)
+    if flexible:
+        r.skip_tags()
+    header = RequestHeader(request_api_key=api_key, request_api_version=version,
+                           correlation_id=correlation_id, client_id=client_id or "")
+    body = ProduceRequest.__new__(ProduceRequest)
+    body.transactional_id = r.string(flexible, nullable=True)
+    body.acks = r.int16()
+    body.timeout_ms = r.int32()
+    body.topic_data = [_read_topic(r, version, flexible) for _ in range(r.count(flexible))]
+    if flexible:
+        r.skip_tags()
+    if r.pos != r.end:
+        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"Produce v{version}: {r.end - r.pos} bytes left over")
+    return Request(header, api_key, version, correlation_id, body)
+
+
+def _read_topic(r: _Reader, version: int, flexible: bool):
+    topic = _TopicData.__new__(_TopicData)
+    if version >= _PRODUCE_TOPIC_IDS:
+        topic.name = ""
+        topic.topic_id = uuid.UUID(bytes=bytes(r.take(16)))
+    else:
+        topic.name = r.string(flexible, nullable=False)
+        topic.topic_id = uuid.UUID(int=0)
+    partitions = []
+    for _ in range(r.count(flexible)):
+        partition = _PartitionData.__new__(_PartitionData)
+        partition.index = r.int32()
+        size = r.length(flexible)
+        partition.records = None if size < 0 else r.take(size)
+        if flexible:
+            r.skip_tags()
+        partitions.append(partition)
+    topic.partition_data = partitions
+    if flexible:
+        r.skip_tags()
+    return topic
+
+
+# --- Fetch response -------------------------------------------------------------------------------
+
+def encode_fetch_response(body, version: int, correlation_id: int) -> list:
+    """A whole Fetch response frame as chunks (size prefix first); record data is not copied."""
+    if version not in FetchResponse.valid_versions:
+        raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"Fetch v{version} is not supported")
+    flexible = version >= _FETCH_FLEXIBLE
+    w = _ChunkWriter()
+    w.write(b"\0\0\0\0")
+    encode_response_header_into(w, 1, version, correlation_id)
+    w.write(I32.pack(body.throttle_time_ms))
+    if version >= 7:
+        w.write(I16.pack(body.error_code) + I32.pack(body.session_id))
+    _array_len(w, body.responses, flexible)
+    for topic in body.responses:
+        if version >= 13:
+            w.write(topic.topic_id.bytes)
+        else:
+            _string(w, topic.topic, flexible)
+        _array_len(w, topic.partitions, flexible)
+        for partition in topic.partitions:
+            _write_partition(w, partition, version, flexible)
+        if flexible:
+            w.write(b"\x00")
+    if flexible:
+        _write_top_tags(w, body, version)
+    chunks = w.finish()
+    chunks[0][0:4] = I32.pack(sum(len(c) for c in chunks) - 4)
+    return chunks
+
+
+class _ChunkWriter:
+    """Collects small writes in a bytearray and cuts a new chunk around each record set."""
+
+    __slots__ = ("chunks", "head")
+
+    def __init__(self):
+        self.chunks: list = []
+        self.head = bytearray()
+
+    def write(self, data) -> None:
+        self.head += data
+
+    def records(self, data) -> None:
+        self.chunks.append(self.head)
+        self.chunks.append(data)
+        self.head = bytearray()
+
+    def finish(self) -> list:
+        if self.head or not self.chunks:
+            self.chunks.append(self.head)
+        return self.chunks
+
+
+def _array_len(w, items, flexible: bool) -> None:
+    if items is None:
+        w.write(b"\x00" if flexible else b"\xff\xff\xff\xff")
+    else:
+        w.write(uvarint_bytes(len(items) + 1) if flexible else I32.pack(len(items)))
+
+
+def _string(w, value: str, flexible: bool) -> None:
+    data = value.encode("utf-8")
+    w.write(uvarint_bytes(len(data) + 1) if flexible else I16.pack(len(data)))
+    w.write(data)
+
+
+_NO_EPOCH = (-1, -1)
+
+
+def _write_partition(w: _ChunkWriter, p, version: int, flexible: bool) -> None:
+    w.write(I32.pack(p.partition_index) + I16.pack(p.error_code) + I64.pack(p.high_watermark)
+            + I64.pack(p.last_stable_offset))
+    if version >= 5:
+        w.write(I64.pack(p.log_start_offset))
+    aborted = p.aborted_transactions
+    _array_len(w, aborted, flexible)
+    for txn in aborted or ():
+        w.write(I64.pack(txn.producer_id) + I64.pack(txn.first_offset))
+        if flexible:
+            w.write(b"\x00")
+    if version >= 11:
+        w.write(I32.pack(p.preferred_read_replica))
+    records = p.records
+    if records is None:
+        w.write(b"\x00" if flexible else b"\xff\xff\xff\xff")
+    else:
+        w.write(uvarint_bytes(len(records) + 1) if flexible else I32.pack(len(records)))
+        if len(records):
+            w.records(records)
+    if flexible:
+        _write_partition_tags(w, p)
+
+
+def _write_partition_tags(w, p) -> None:
+    tags = []
+    if (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) != _NO_EPOCH:
+        tags.append((0, I32.pack(p.diverging_epoch.epoch) + I64.pack(p.diverging_epoch.end_offset) + b"\x00"))
+    if (p.current_leader.leader_id, p.current_leader.leader_epoch) != _NO_EPOCH:
+        tags.append((1, I32.pack(p.current_leader.leader_id) + I32.pack(p.current_leader.leader_epoch) + b"\x00"))
+    if (p.snapshot_id.end_offset, p.snapshot_id.epoch) != _NO_EPOCH:
+        tags.append((2, I64.pack(p.snapshot_id.end_offset) + I32.pack(p.snapshot_id.epoch) + b"\x00"))
+    _tag_section(w, tags)
+
+
+def _write_top_tags(w, body, version: int) -> None:
+    tags = []
+    if version >= 16 and body.node_endpoints:
+        data = _ChunkWriter()
+        _array_len(data, body.node_endpoints, True)
+        for node in body.node_endpoints:
+            data.write(I32.pack(node.node_id))
+            _string(data, node.host, True)
+            data.write(I32.pack(node.port))
+            if node.rack is None:
+                data.write(b"\x00")
+            else:
+                _string(data, node.rack, True)
+            data.write(b"\x00")
+        tags.append((0, bytes(data.head)))
+    _tag_section(w, tags)
+
+
+def _tag_section(w, tags: list[tuple[int, bytes]]) -> None:
+    w.write(uvarint_bytes(len(tags)))
+    for tag, data in tags:
+        w.write(uvarint_bytes(tag) + uvarint_bytes(len(data)) + data)
