@@ -86,3 +86,13 @@ def test_delete_records_v3_is_ours_and_evolves_by_the_rules():
     assert names == ["PartitionIndex", "LowWatermark", "ErrorCode", "LeaderLogStartOffset"]
     assert 3 in partition[-1].versions and 2 not in partition[-1].versions
     assert partition[-1].default == "-1"
+
+
+def test_docs_table_lists_every_api_with_its_versions():
+    from pathlib import Path
+
+    from protocol.messages import APIS
+
+    doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    for key, api in APIS.items():
+        assert f"| {key} | {api.name} | {api.versions} | {api.flexible_versions} |" in doc
