@@ -1,0 +1,92 @@
+"""The `ebb` command.
+
+Today it carries the protocol tools: `ebb apis` lists what the codec covers, `ebb decode` turns a
+captured frame into JSON. `ebb broker` arrives with the single-broker issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+
+
+def _plain(value):
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"bytes": len(value), "hex": bytes(value[:64]).hex()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def cmd_apis(args) -> int:
+    from protocol.messages import APIS
+
+    for key, api in sorted(APIS.items()):
+        print(f"{key:>3}  {api.name:<24} versions {str(api.versions):<6} flexible {api.flexible_versions}")
+    return 0
+
+
+def cmd_decode(args) -> int:
+    from protocol import framing
+    from protocol.errors import ProtocolError
+
+    try:
+        data = Path(args.file).read_bytes()
+    except OSError as exc:
+        print(f"ebb decode: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    if args.hex:
+        try:
+            data = bytes.fromhex(data.decode("ascii").strip())
+        except ValueError as exc:
+            print(f"ebb decode: {args.file} is not hex: {exc}", file=sys.stderr)
+            return 2
+    if args.framed:
+        data = data[4:]
+    try:
+        if args.response:
+            if args.api_key is None or args.api_version is None:
+                print("ebb decode: a response needs --api-key and --api-version", file=sys.stderr)
+                return 2
+            correlation_id, body = framing.decode_response(data, args.api_key, args.api_version)
+            out = {"correlation_id": correlation_id, "body": body.to_dict()}
+        else:
+            request = framing.decode_request(data)
+            out = {"header": request.header.to_dict(),
+                   "body": request.body.to_dict() if request.body is not None else None}
+    except ProtocolError as exc:
+        print(f"ebb decode: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(_plain(out), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ebb", description="Ebb, a Kafka-protocol broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("apis", help="list the APIs and versions the codec covers").set_defaults(func=cmd_apis)
+    decode = sub.add_parser("decode", help="decode one Kafka frame (header + body) and print it as JSON")
+    decode.add_argument("file", help="the frame, raw bytes (or hex with --hex)")
+    decode.add_argument("--hex", action="store_true", help="the file holds hex text")
+    decode.add_argument("--framed", action="store_true", help="the frame starts with its int32 size")
+    decode.add_argument("--response", action="store_true", help="a response frame (needs --api-key/--api-version)")
+    decode.add_argument("--api-key", type=int)
+    decode.add_argument("--api-version", type=int)
+    decode.set_defaults(func=cmd_decode)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
