@@ -20,6 +20,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.codec
+	$(PY) -m bench.records
 
 run:
 	@echo "make run arrives with the single-broker issue (#4); there is no broker to start yet." >&2

@@ -1,0 +1,139 @@
+"""The four record-batch codecs, on top of cramjam.
+
+What sits on the wire, per codec (the codec id lives in bits 0-2 of the batch attributes):
+
+- gzip: an RFC 1952 stream; several members back to back are read as one.
+- snappy: Kafka's Java client wraps snappy in the xerial block framing: a 16-byte header
+  (0x82 "SNAPPY" 0x00, int32 version, int32 oldest compatible version) and then blocks, each an int32
+  big-endian length followed by one raw snappy block. librdkafka writes a bare raw snappy block instead.
+  We read both and write the xerial framing, since that is what Java writes and every client reads.
+- lz4: the LZ4 frame format. Kafka's Java reader decompresses each block on its own, so we write
+  independent blocks.
+- zstd: a standard zstd frame (several frames are read as one).
+
+`decompress` raises ProtocolError(CORRUPT_MESSAGE) for anything it cannot decode; nothing else escapes.
+Known gap: there is no cap on the decompressed size of well-formed but very compressible input.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+
+import cramjam
+
+from protocol.errors import ErrorCode, ProtocolError
+
+Buffer = bytes | bytearray | memoryview
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_HEADER_SIZE = len(XERIAL_HEADER)  # 16
+XERIAL_BLOCK_SIZE = 32 * 1024  # uncompressed bytes per block, as the xerial library does by default
+
+_BLOCK_LENGTH = struct.Struct(">i")
+
+
+def _corrupt(message: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+# --- snappy (xerial framing) ----------------------------------------------------------------------
+
+
+def _snappy_xerial_compress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    out = bytearray(XERIAL_HEADER)
+    for start in range(0, len(view), XERIAL_BLOCK_SIZE):
+        block = cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_SIZE])
+        out += _BLOCK_LENGTH.pack(len(block))
+        out += block
+    return bytes(out)
+
+
+def _snappy_decompress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(view))
+    # The version and compatibility words are ignored: some writers get their byte order wrong, and
+    # there has only ever been one version of this framing.
+    if len(view) < XERIAL_HEADER_SIZE:
+        raise _corrupt("xerial snappy header is truncated")
+    out = bytearray()
+    pos = XERIAL_HEADER_SIZE
+    end = len(view)
+    while pos < end:
+        # A second stream may be appended to the first; its header simply restarts the framing.
+        if bytes(view[pos : pos + len(XERIAL_MAGIC)]) == XERIAL_MAGIC:
+            if end - pos < XERIAL_HEADER_SIZE:
+                raise _corrupt("xerial snappy header is truncated")
+            pos += XERIAL_HEADER_SIZE
+            continue
+        if end - pos < _BLOCK_LENGTH.size:
+            raise _corrupt("xerial snappy block length is truncated")
+        (length,) = _BLOCK_LENGTH.unpack_from(view, pos)
+        pos += _BLOCK_LENGTH.size
+        if length < 0 or length > end - pos:
+            raise _corrupt(f"xerial snappy block length {length} is out of range")
+        out += cramjam.snappy.decompress_raw(view[pos : pos + length])
+        pos += length
+    return bytes(out)
+
+
+# --- lz4 ------------------------------------------------------------------------------------------
+
+
+def _lz4_compress(data: Buffer) -> bytes:
+    # cramjam's one-shot lz4.compress links blocks, so use the streaming compressor, which can be told
+    # not to (and which only takes bytes).
+    compressor = cramjam.lz4.Compressor(block_linked=False)
+    compressor.compress(data if isinstance(data, bytes) else bytes(data))
+    return bytes(compressor.finish())
+
+
+# --- dispatch -------------------------------------------------------------------------------------
+
+
+def compress(codec: Compression, data: Buffer) -> bytes:
+    """Compress `data` the way a Kafka producer would for `codec` (NONE returns a copy)."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == Compression.SNAPPY:
+        return _snappy_xerial_compress(data)
+    if codec == Compression.LZ4:
+        return _lz4_compress(data)
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec!r}")
+
+
+def decompress(codec: int, data: Buffer) -> bytes:
+    """Undo `compress`. Raises ProtocolError(CORRUPT_MESSAGE) on an unknown codec or bad data."""
+    try:
+        if codec == Compression.GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == Compression.SNAPPY:
+            return _snappy_decompress(data)
+        if codec == Compression.LZ4:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == Compression.ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+        if codec == Compression.NONE:
+            return bytes(data)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # cramjam raises DecompressionError, and occasionally others, on bad input
+        name = Compression(codec).name.lower()
+        raise _corrupt(f"cannot decompress {name} data: {exc}") from exc
+    raise _corrupt(f"unknown compression codec {codec}")

@@ -1,0 +1,573 @@
+"""Record batches, magic 2: zero-copy views for the broker, a decoder, and a builder.
+
+A batch is a 61-byte big-endian header followed by its records (compressed as one stream when the
+codec bits say so):
+
+    off  size  field                  off  size  field
+      0     8  base_offset             27     8  base_timestamp
+      8     4  batch_length            35     8  max_timestamp
+     12     4  partition_leader_epoch  43     8  producer_id
+     16     1  magic (= 2)             51     2  producer_epoch
+     17     4  crc                     53     4  base_sequence
+     21     2  attributes              57     4  records_count
+     23     4  last_offset_delta       61     .  records
+
+batch_length counts the bytes after itself, so a batch takes batch_length + 12 bytes. The CRC is
+CRC-32C over bytes [21, end): base_offset, batch_length and partition_leader_epoch lie outside it, so
+the leader can stamp offsets and its epoch without recomputing it. The magic byte sits at offset 16 in
+every format, which is how legacy message sets (magic 0 and 1) are told apart.
+
+The broker stays on the header (RecordBatch, iter_batches, assign_offsets, set_log_append_time) and
+decodes records only when it must (RecordBatch.records). Every decoding path raises ProtocolError and
+nothing else.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from crc32c import crc32c
+
+from protocol.compression import Compression, compress, decompress
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.varint import INT32_MAX, read_varint, read_varlong, write_varint, write_varlong
+
+__all__ = [
+    "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "Compression", "TimestampType",
+    "Record", "NewRecord", "RecordBatch", "RecordBatchBuilder", "assign_offsets", "build_batch",
+    "iter_batches", "set_log_append_time",
+]
+
+Buffer = bytes | bytearray | memoryview
+WritableBuffer = bytearray | memoryview
+Headers = list[tuple[str, bytes | None]]
+
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes batch_length does not count
+MAGIC = 2
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+NO_TIMESTAMP = -1
+
+# Field positions inside the header.
+_BASE_OFFSET = 0
+_BATCH_LENGTH = 8
+_LEADER_EPOCH = 12
+_MAGIC = 16
+_CRC = 17
+_ATTRIBUTES = 21  # the CRC covers from here to the end of the batch
+_LAST_OFFSET_DELTA = 23
+_BASE_TIMESTAMP = 27
+_MAX_TIMESTAMP = 35
+_PRODUCER_ID = 43
+_PRODUCER_EPOCH = 51
+_BASE_SEQUENCE = 53
+_RECORDS_COUNT = 57
+
+# Attribute bits.
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT8 = struct.Struct(">b")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT64 = struct.Struct(">q")
+assert _HEADER.size == BATCH_HEADER_SIZE
+
+
+class TimestampType(IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+def _corrupt(message: str) -> ProtocolError:
+    return ProtocolError(ErrorCode.CORRUPT_MESSAGE, message)
+
+
+def _check_magic(magic: int, position: int) -> None:
+    if magic == MAGIC:
+        return
+    if magic in (0, 1):
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+            f"message set with magic {magic} at position {position}; only magic 2 is supported",
+        )
+    raise _corrupt(f"unknown magic {magic} at position {position}")
+
+
+# --- decoded records ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record, with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class NewRecord:
+    """A record to be written; `build_batch` also takes plain (key, value, headers, timestamp) tuples."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp: int = NO_TIMESTAMP
+
+
+# --- the zero-copy view ---------------------------------------------------------------------------
+
+
+class RecordBatch:
+    """A view over one magic-2 batch that starts at `position` in `buffer`; nothing is copied.
+
+    Construction checks the framing (header present, magic 2, sane batch_length, batch inside the
+    buffer), so every header property is safe to read. `validate()` checks the contents.
+    """
+
+    __slots__ = ("buffer", "position")
+
+    buffer: Buffer
+    position: int
+
+    def __init__(self, buffer: Buffer, position: int = 0) -> None:
+        available = len(buffer) - position
+        if position < 0 or available < BATCH_HEADER_SIZE:
+            if 0 <= position and available > _MAGIC:
+                _check_magic(buffer[position + _MAGIC], position)
+            raise _corrupt(f"record batch at position {position} is shorter than a batch header")
+        _check_magic(_INT8.unpack_from(buffer, position + _MAGIC)[0], position)
+        (batch_length,) = _INT32.unpack_from(buffer, position + _BATCH_LENGTH)
+        if batch_length < MIN_BATCH_LENGTH:
+            raise _corrupt(f"record batch at position {position} has batch_length {batch_length}")
+        if batch_length + LOG_OVERHEAD > available:
+            raise _corrupt(
+                f"record batch at position {position} needs {batch_length + LOG_OVERHEAD} bytes, "
+                f"{available} are left"
+            )
+        self.buffer = buffer
+        self.position = position
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"records_count={self.records_count}, size={self.size}, attributes={self.attributes:#x})"
+        )
+
+    # -- header fields, each read on demand --
+
+    @property
+    def base_offset(self) -> int:
+        return _INT64.unpack_from(self.buffer, self.position + _BASE_OFFSET)[0]
+
+    @property
+    def batch_length(self) -> int:
+        return _INT32.unpack_from(self.buffer, self.position + _BATCH_LENGTH)[0]
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes: batch_length + LOG_OVERHEAD."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return _INT32.unpack_from(self.buffer, self.position + _LEADER_EPOCH)[0]
+
+    @property
+    def magic(self) -> int:
+        return _INT8.unpack_from(self.buffer, self.position + _MAGIC)[0]
+
+    @property
+    def crc(self) -> int:
+        return _UINT32.unpack_from(self.buffer, self.position + _CRC)[0]
+
+    @property
+    def attributes(self) -> int:
+        return _INT16.unpack_from(self.buffer, self.position + _ATTRIBUTES)[0]
+
+    @property
+    def compression(self) -> Compression:
+        codec = self.attributes & _CODEC_MASK
+        if codec > Compression.ZSTD:
+            raise _corrupt(f"record batch at position {self.position} has unknown compression codec {codec}")
+        return Compression(codec)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def last_offset_delta(self) -> int:
+        return _INT32.unpack_from(self.buffer, self.position + _LAST_OFFSET_DELTA)[0]
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def base_timestamp(self) -> int:
+        return _INT64.unpack_from(self.buffer, self.position + _BASE_TIMESTAMP)[0]
+
+    @property
+    def max_timestamp(self) -> int:
+        return _INT64.unpack_from(self.buffer, self.position + _MAX_TIMESTAMP)[0]
+
+    @property
+    def producer_id(self) -> int:
+        return _INT64.unpack_from(self.buffer, self.position + _PRODUCER_ID)[0]
+
+    @property
+    def producer_epoch(self) -> int:
+        return _INT16.unpack_from(self.buffer, self.position + _PRODUCER_EPOCH)[0]
+
+    @property
+    def base_sequence(self) -> int:
+        return _INT32.unpack_from(self.buffer, self.position + _BASE_SEQUENCE)[0]
+
+    @property
+    def records_count(self) -> int:
+        return _INT32.unpack_from(self.buffer, self.position + _RECORDS_COUNT)[0]
+
+    def header(self) -> tuple[Any, ...]:
+        """All 13 header fields at once, in wire order (one unpack instead of many)."""
+        return _HEADER.unpack_from(self.buffer, self.position)
+
+    def raw(self) -> memoryview:
+        """The batch's bytes, without copying."""
+        return memoryview(self.buffer)[self.position : self.position + self.size]
+
+    # -- integrity --
+
+    def compute_crc(self) -> int:
+        start = self.position
+        return crc32c(memoryview(self.buffer)[start + _ATTRIBUTES : start + self.size])
+
+    def crc_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def validate(self) -> None:
+        """Check the CRC and the header's counts; raise ProtocolError(CORRUPT_MESSAGE) if wrong."""
+        buffer, position = self.buffer, self.position
+        header = _HEADER.unpack_from(buffer, position)
+        end = position + LOG_OVERHEAD + header[1]
+        stored, computed = header[4], crc32c(memoryview(buffer)[position + _ATTRIBUTES : end])
+        if stored != computed:
+            raise _corrupt(f"record batch at position {position}: CRC {stored:#010x}, data {computed:#010x}")
+        if header[12] < 0:
+            raise _corrupt(f"record batch at position {position} has records_count {header[12]}")
+        if header[6] < 0:
+            raise _corrupt(f"record batch at position {position} has last_offset_delta {header[6]}")
+        if header[5] & _CODEC_MASK > Compression.ZSTD:
+            codec = header[5] & _CODEC_MASK
+            raise _corrupt(f"record batch at position {position} has unknown compression codec {codec}")
+
+    # -- records --
+
+    def records(self) -> Iterator[Record]:
+        """Decode the records, decompressing first if need be. Does not check the CRC."""
+        base_offset, _, _, _, _, attributes, _, base_timestamp, max_timestamp, _, _, _, count = self.header()
+        if count < 0:
+            raise _corrupt(f"record batch at position {self.position} has records_count {count}")
+        codec = self.compression
+        section = memoryview(self.buffer)[self.position + BATCH_HEADER_SIZE : self.position + self.size]
+        # One copy of the record section up front: indexing and slicing bytes beats a memoryview.
+        body = bytes(section) if codec == Compression.NONE else decompress(codec, section)
+        log_append_time = max_timestamp if attributes & _TIMESTAMP_TYPE_BIT else None
+        return _decode_records(body, count, base_offset, base_timestamp, log_append_time)
+
+
+def _read_bytes(body: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    # A varint length (-1 for null), then that many bytes, all inside the record ending at `end`.
+    length, pos = read_varint(body, pos)
+    if 0 <= length <= end - pos:
+        return body[pos : pos + length], pos + length
+    if length == -1:
+        return None, pos
+    raise _corrupt(f"field of {length} bytes at position {pos} does not fit in its record")
+
+
+def _decode_records(
+    body: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> Iterator[Record]:
+    # Record: length varint | attributes int8 | timestamp_delta varlong | offset_delta varint |
+    #         key bytes | value bytes | header_count varint | headers (key string, value bytes)
+    # Varint reads are bounded by the buffer, not the record; the check that a record's fields add up
+    # to its length catches any that strayed past it.
+    pos = 0
+    body_end = len(body)
+    for index in range(count):
+        length, pos = read_varint(body, pos)
+        if length < 1 or length > body_end - pos:
+            raise _corrupt(f"record {index} claims {length} bytes, {body_end - pos} are left")
+        end = pos + length
+        timestamp_delta, pos = read_varlong(body, pos + 1)  # + 1 skips the (unused) record attributes
+        offset_delta, pos = read_varint(body, pos)
+        key, pos = _read_bytes(body, pos, end)
+        value, pos = _read_bytes(body, pos, end)
+        header_count, pos = read_varint(body, pos)
+        headers: Headers = []
+        if header_count:
+            if header_count < 0:
+                raise _corrupt(f"record {index} has header count {header_count}")
+            for _ in range(header_count):
+                header_key, pos = _read_bytes(body, pos, end)
+                if header_key is None:
+                    raise _corrupt(f"record {index} has a null header key")
+                try:
+                    name = header_key.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise _corrupt(f"record {index} has a header key that is not UTF-8") from exc
+                header_value, pos = _read_bytes(body, pos, end)
+                headers.append((name, header_value))
+        if pos != end:
+            raise _corrupt(f"record {index} claims {length} bytes but its fields take {length + pos - end}")
+        timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
+        yield Record(base_offset + offset_delta, timestamp, key, value, headers)
+    if pos != body_end:
+        raise _corrupt(f"{body_end - pos} bytes left over after {count} records")
+
+
+# --- walking a buffer of batches ------------------------------------------------------------------
+
+
+def iter_batches(buf: Buffer, *, allow_partial_tail: bool = False) -> Iterator[RecordBatch]:
+    """Yield a view over each batch in `buf`, a run of batches back to back.
+
+    Legacy message sets raise UNSUPPORTED_FOR_MESSAGE_FORMAT and unknown magics CORRUPT_MESSAGE. A
+    batch cut short at the end of `buf` raises CORRUPT_MESSAGE, unless `allow_partial_tail` is set
+    (fetch responses may end that way), in which case iteration just stops there.
+    """
+    new_view = object.__new__  # iter_batches has checked the framing that RecordBatch() would
+    end = len(buf)
+    pos = 0
+    while pos < end:
+        available = end - pos
+        if available < LOG_OVERHEAD:
+            if allow_partial_tail:
+                return
+            raise _corrupt(f"{available} stray bytes after the last record batch at position {pos}")
+        (batch_length,) = _INT32.unpack_from(buf, pos + _BATCH_LENGTH)
+        if available > _MAGIC and buf[pos + _MAGIC] != MAGIC:
+            _check_magic(buf[pos + _MAGIC], pos)
+        if batch_length < MIN_BATCH_LENGTH:
+            raise _corrupt(f"record batch at position {pos} has batch_length {batch_length}")
+        size = batch_length + LOG_OVERHEAD
+        if size > available:
+            if allow_partial_tail:
+                return
+            raise _corrupt(f"record batch at position {pos} needs {size} bytes, {available} are left")
+        batch = new_view(RecordBatch)
+        batch.buffer, batch.position = buf, pos
+        yield batch
+        pos += size
+
+
+# --- in-place edits by the leader -----------------------------------------------------------------
+
+
+def assign_offsets(buf: WritableBuffer, position: int, base_offset: int, partition_leader_epoch: int) -> int:
+    """Stamp base_offset and partition_leader_epoch on the batch at `position`; return its last offset.
+
+    Both fields lie outside the CRC, so the CRC stays valid.
+    """
+    _INT64.pack_into(buf, position + _BASE_OFFSET, base_offset)
+    _INT32.pack_into(buf, position + _LEADER_EPOCH, partition_leader_epoch)
+    return base_offset + _INT32.unpack_from(buf, position + _LAST_OFFSET_DELTA)[0]
+
+
+def set_log_append_time(buf: WritableBuffer, position: int, timestamp_ms: int) -> None:
+    """Mark the batch at `position` as LogAppendTime with `timestamp_ms`, and recompute its CRC."""
+    (attributes,) = _INT16.unpack_from(buf, position + _ATTRIBUTES)
+    _INT16.pack_into(buf, position + _ATTRIBUTES, attributes | _TIMESTAMP_TYPE_BIT)
+    _INT64.pack_into(buf, position + _MAX_TIMESTAMP, timestamp_ms)
+    end = position + LOG_OVERHEAD + _INT32.unpack_from(buf, position + _BATCH_LENGTH)[0]
+    _UINT32.pack_into(buf, position + _CRC, crc32c(memoryview(buf)[position + _ATTRIBUTES : end]))
+
+
+# --- building -------------------------------------------------------------------------------------
+
+
+class RecordBatchBuilder:
+    """Accumulates records and writes one batch. Offsets are consecutive unless `append` is given one."""
+
+    def __init__(
+        self,
+        *,
+        base_offset: int = 0,
+        compression: Compression = Compression.NONE,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        partition_leader_epoch: int = -1,
+        is_transactional: bool = False,
+        is_control: bool = False,
+    ) -> None:
+        self.base_offset = base_offset
+        self.compression = Compression(compression)
+        self.timestamp_type = TimestampType(timestamp_type)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.partition_leader_epoch = partition_leader_epoch
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self._body = bytearray()
+        self._scratch = bytearray()
+        self._count = 0
+        self._base_timestamp: int | None = None
+        self._max_timestamp = NO_TIMESTAMP
+        self._last_offset_delta = -1
+
+    @property
+    def records_count(self) -> int:
+        return self._count
+
+    @property
+    def uncompressed_size(self) -> int:
+        """Bytes the batch would take uncompressed, header included."""
+        return BATCH_HEADER_SIZE + len(self._body)
+
+    def append(
+        self,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Iterable[tuple[str, Buffer | None]] = (),
+        timestamp: int = NO_TIMESTAMP,
+        *,
+        offset: int | None = None,
+    ) -> int:
+        """Add a record and return its offset. Explicit offsets must increase (gaps are allowed)."""
+        if offset is None:
+            offset_delta = self._last_offset_delta + 1
+        else:
+            offset_delta = offset - self.base_offset
+            if offset_delta <= self._last_offset_delta:
+                previous = self.base_offset + self._last_offset_delta
+                raise ValueError(f"offset {offset} does not follow {previous}")
+        if offset_delta > INT32_MAX:
+            raise ValueError(f"offset {self.base_offset + offset_delta} is too far from the base offset")
+        if self._base_timestamp is None:
+            self._base_timestamp = timestamp
+
+        record = self._scratch
+        record.clear()
+        record.append(0)  # record attributes
+        write_varlong(record, timestamp - self._base_timestamp)
+        write_varint(record, offset_delta)
+        _write_bytes(record, key)
+        _write_bytes(record, value)
+        headers = list(headers)
+        write_varint(record, len(headers))
+        for name, header_value in headers:
+            if not isinstance(name, str):
+                raise TypeError(f"header key must be str, not {type(name).__name__}")
+            _write_bytes(record, name.encode("utf-8"))
+            _write_bytes(record, header_value)
+        write_varint(self._body, len(record))
+        self._body += record
+
+        self._count += 1
+        self._last_offset_delta = offset_delta
+        self._max_timestamp = max(self._max_timestamp, timestamp)
+        return self.base_offset + offset_delta
+
+    def build(self) -> bytes:
+        payload = compress(self.compression, self._body) if self.compression else self._body
+        attributes = int(self.compression)
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= _TIMESTAMP_TYPE_BIT
+        if self.is_transactional:
+            attributes |= _TRANSACTIONAL_BIT
+        if self.is_control:
+            attributes |= _CONTROL_BIT
+        out = bytearray(BATCH_HEADER_SIZE)
+        out += payload
+        _HEADER.pack_into(
+            out, 0,
+            self.base_offset,
+            len(out) - LOG_OVERHEAD,
+            self.partition_leader_epoch,
+            MAGIC,
+            0,  # CRC, filled in below once the rest is in place
+            attributes,
+            max(self._last_offset_delta, 0),
+            NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self._count,
+        )
+        _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
+        return bytes(out)
+
+
+def _write_bytes(out: bytearray, data: Buffer | None) -> None:
+    if data is None:
+        out.append(1)  # zigzag(-1)
+        return
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"record fields must be bytes-like or None, not {type(data).__name__}")
+    write_varint(out, len(data))
+    out += data
+
+
+def build_batch(
+    records: Iterable[NewRecord | Record | tuple[Buffer | None, Buffer | None, Any, int]],
+    *,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
+    """One batch holding `records`, given as (key, value, headers, timestamp) tuples or objects with
+    those attributes (NewRecord, or a decoded Record, whose offset is then ignored)."""
+    builder = RecordBatchBuilder(
+        base_offset=base_offset,
+        compression=compression,
+        timestamp_type=timestamp_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+        is_transactional=is_transactional,
+        is_control=is_control,
+    )
+    for item in records:
+        if isinstance(item, tuple):
+            key, value, headers, timestamp = item
+        else:
+            key, value, headers, timestamp = item.key, item.value, item.headers, item.timestamp
+        builder.append(key, value, headers, timestamp)
+    return builder.build()
