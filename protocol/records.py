@@ -129,6 +129,15 @@ class NewRecord:
 # --- the zero-copy view ---------------------------------------------------------------------------
 
 
+def _header_field(layout: struct.Struct, offset: int) -> property:
+    """A read-only property for one fixed-width header field, read straight from the buffer."""
+
+    def read(self: RecordBatch) -> int:
+        return layout.unpack_from(self.buffer, self.position + offset)[0]
+
+    return property(read)
+
+
 class RecordBatch:
     """A view over one magic-2 batch that starts at `position` in `buffer`; nothing is copied.
 
@@ -167,34 +176,22 @@ class RecordBatch:
 
     # -- header fields, each read on demand --
 
-    @property
-    def base_offset(self) -> int:
-        return _INT64.unpack_from(self.buffer, self.position + _BASE_OFFSET)[0]
+    base_offset = _header_field(_INT64, _BASE_OFFSET)
 
-    @property
-    def batch_length(self) -> int:
-        return _INT32.unpack_from(self.buffer, self.position + _BATCH_LENGTH)[0]
+    batch_length = _header_field(_INT32, _BATCH_LENGTH)
 
     @property
     def size(self) -> int:
         """Bytes the whole batch takes: batch_length + LOG_OVERHEAD."""
         return self.batch_length + LOG_OVERHEAD
 
-    @property
-    def partition_leader_epoch(self) -> int:
-        return _INT32.unpack_from(self.buffer, self.position + _LEADER_EPOCH)[0]
+    partition_leader_epoch = _header_field(_INT32, _LEADER_EPOCH)
 
-    @property
-    def magic(self) -> int:
-        return _INT8.unpack_from(self.buffer, self.position + _MAGIC)[0]
+    magic = _header_field(_INT8, _MAGIC)
 
-    @property
-    def crc(self) -> int:
-        return _UINT32.unpack_from(self.buffer, self.position + _CRC)[0]
+    crc = _header_field(_UINT32, _CRC)
 
-    @property
-    def attributes(self) -> int:
-        return _INT16.unpack_from(self.buffer, self.position + _ATTRIBUTES)[0]
+    attributes = _header_field(_INT16, _ATTRIBUTES)
 
     @property
     def compression(self) -> Compression:
@@ -217,9 +214,7 @@ class RecordBatch:
     def is_control(self) -> bool:
         return bool(self.attributes & _CONTROL_BIT)
 
-    @property
-    def last_offset_delta(self) -> int:
-        return _INT32.unpack_from(self.buffer, self.position + _LAST_OFFSET_DELTA)[0]
+    last_offset_delta = _header_field(_INT32, _LAST_OFFSET_DELTA)
 
     @property
     def last_offset(self) -> int:
@@ -229,29 +224,17 @@ class RecordBatch:
     def next_offset(self) -> int:
         return self.last_offset + 1
 
-    @property
-    def base_timestamp(self) -> int:
-        return _INT64.unpack_from(self.buffer, self.position + _BASE_TIMESTAMP)[0]
+    base_timestamp = _header_field(_INT64, _BASE_TIMESTAMP)
 
-    @property
-    def max_timestamp(self) -> int:
-        return _INT64.unpack_from(self.buffer, self.position + _MAX_TIMESTAMP)[0]
+    max_timestamp = _header_field(_INT64, _MAX_TIMESTAMP)
 
-    @property
-    def producer_id(self) -> int:
-        return _INT64.unpack_from(self.buffer, self.position + _PRODUCER_ID)[0]
+    producer_id = _header_field(_INT64, _PRODUCER_ID)
 
-    @property
-    def producer_epoch(self) -> int:
-        return _INT16.unpack_from(self.buffer, self.position + _PRODUCER_EPOCH)[0]
+    producer_epoch = _header_field(_INT16, _PRODUCER_EPOCH)
 
-    @property
-    def base_sequence(self) -> int:
-        return _INT32.unpack_from(self.buffer, self.position + _BASE_SEQUENCE)[0]
+    base_sequence = _header_field(_INT32, _BASE_SEQUENCE)
 
-    @property
-    def records_count(self) -> int:
-        return _INT32.unpack_from(self.buffer, self.position + _RECORDS_COUNT)[0]
+    records_count = _header_field(_INT32, _RECORDS_COUNT)
 
     def header(self) -> tuple[Any, ...]:
         """All 13 header fields at once, in wire order (one unpack instead of many)."""
