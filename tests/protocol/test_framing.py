@@ -84,3 +84,14 @@ def test_frame_decoder_rejects_bad_sizes(size):
     decoder = framing.FrameDecoder(max_frame=1024)
     with pytest.raises(ProtocolError):
         decoder.feed(size.to_bytes(4, "big", signed=True) + b"x")
+
+
+def test_request_header_versions():
+    header = framing.RequestHeader(request_api_key=7, request_api_version=0, correlation_id=5, client_id="x")
+    with pytest.raises(ProtocolError):  # v0 has no client id, and it is not ignorable
+        framing.RequestHeader[0].encode(header)
+    bare = framing.RequestHeader(request_api_key=7, request_api_version=0, correlation_id=5)
+    assert framing.RequestHeader[0].encode(bare) == bytes.fromhex("0007" "0000" "00000005")
+    assert framing.RequestHeader[1].encode(header) == bytes.fromhex("0007000000000005" "0001") + b"x"
+    assert framing.RequestHeader[2].encode(header) == bytes.fromhex("0007000000000005" "0001") + b"x" + b"\x00"
+    assert framing.RequestHeader[0].decode(bytes.fromhex("000700000000000a")).client_id == ""
