@@ -12,7 +12,6 @@ fields absent from the version taking their spec default.
 from __future__ import annotations
 
 import struct
-import uuid
 from io import BytesIO
 
 from construct import Construct
@@ -325,4 +324,4 @@ class CompiledStruct:
         return io.getvalue()
 
 
-__all__ = ["CompiledStruct", "StructCodec", "UnsupportedFieldValue", "default_value", "uuid"]
+__all__ = ["CompiledStruct", "StructCodec", "UnsupportedFieldValue", "default_value", "is_immutable_default"]

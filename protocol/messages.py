@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .codec import CompiledStruct, StructCodec, default_value, is_immutable_default
 from .errors import ErrorCode, ProtocolError
-from .specs import FieldSpec, MessageSpec, Versions, load_all
+from .specs import FieldSpec, MessageSpec, SpecError, Versions, load_all
 
 
 class Struct:
@@ -176,7 +176,7 @@ def _load() -> None:
             base = name[: -len("Request")]
             response = MESSAGES.get(base + "Response")
             if response is None or response.api_key != cls.api_key:
-                raise ProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{name} has no matching response spec")
+                raise SpecError(f"{name}.json has no matching {base}Response.json with the same apiKey")
             APIS[cls.api_key] = Api(cls.api_key, base, cls, response)
 
 
