@@ -1,7 +1,7 @@
 """The `ebb` command.
 
-Today it carries the protocol tools: `ebb apis` lists what the codec covers, `ebb decode` turns a
-captured frame into JSON. `ebb broker` arrives with the single-broker issue.
+`ebb broker` runs a broker; `ebb apis` lists what the codec covers; `ebb decode` turns a captured
+frame into JSON.
 """
 
 from __future__ import annotations
@@ -68,9 +68,39 @@ def cmd_decode(args) -> int:
     return 0
 
 
+def cmd_broker(args) -> int:
+    import uvloop
+
+    from broker import logs
+    from broker.app import run
+    from broker.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config, args.override or ())
+    except ConfigError as exc:
+        print(f"ebb broker: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(config.log_level)
+    try:
+        uvloop.run(run(config))
+    except ConfigError as exc:
+        print(f"ebb broker: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ebb broker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ebb", description="Ebb, a Kafka-protocol broker.")
     sub = parser.add_subparsers(dest="command", required=True)
+    broker = sub.add_parser("broker", help="run a broker (Kafka property names; see docs/features.md)")
+    broker.add_argument("--config", help="a server.properties file")
+    broker.add_argument("--override", action="append", metavar="KEY=VALUE", help="set one property (repeatable)")
+    broker.set_defaults(func=cmd_broker)
     sub.add_parser("apis", help="list the APIs and versions the codec covers").set_defaults(func=cmd_apis)
     decode = sub.add_parser("decode", help="decode one Kafka frame (header + body) and print it as JSON")
     decode.add_argument("file", help="the frame, raw bytes (or hex with --hex)")

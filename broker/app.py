@@ -1,0 +1,121 @@
+"""The broker process: wires the metadata store, the logs, the topics and the network together,
+and shuts them down in the order that loses nothing (stop accepting, finish requests, checkpoint)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+
+import structlog
+
+from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
+from broker.config import BrokerConfig, ConfigError
+from broker.handlers import load_handlers
+from broker.log.manager import LogManager
+from broker.server import BrokerServer
+from broker.topics import TopicManager, topic_id_to_str
+
+log = structlog.get_logger("broker")
+
+METADATA_FILE = "ebb-metadata.json"
+META_PROPERTIES = "meta.properties"
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.store: MetadataStore | None = None
+        self.logs: LogManager | None = None
+        self.topics: TopicManager | None = None
+        self.server = BrokerServer(self)
+        self.cluster_id = ""
+        self.started_at_ms = 0
+        # Services started after the topics and stopped before the logs (data path, groups, ...),
+        # each with async start() and stop().
+        self.services: list = []
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    async def start(self) -> None:
+        load_handlers()
+        config = self.config
+        config.log_dir.mkdir(parents=True, exist_ok=True)
+        self.store = await EmbeddedStore.open(config.log_dir / METADATA_FILE)
+        self.cluster_id = await self._cluster_id()
+        await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
+        self.topics = TopicManager(self.store, None, config)
+        topic_configs = await self.topics.load()
+        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
+                               topic_configs=topic_configs)
+        await self.logs.startup()
+        self.topics.logs = self.logs
+        await self.topics.reconcile()
+        await self._register()
+        for service in self.services:
+            await service.start()
+        await self.server.start()
+        self.started_at_ms = int(time.time() * 1000)
+        log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
+                 clean_shutdown=self.logs.had_clean_shutdown, topics=len(self.topics.all()))
+
+    async def stop(self) -> None:
+        log.info("broker stopping")
+        await self.server.stop()
+        for service in reversed(self.services):
+            await service.stop()
+        if self.logs is not None:
+            await self.logs.shutdown()
+        if self.store is not None:
+            await self.store.close()
+        log.info("broker stopped")
+
+    async def _cluster_id(self) -> str:
+        try:
+            return (await self.store.get_json("/cluster/id"))["id"]
+        except NoNode:
+            cluster_id = topic_id_to_str(uuid.uuid4())
+            await self.store.create("/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode())
+            return cluster_id
+
+    def _check_meta_properties(self) -> None:
+        """meta.properties ties the log dir to one node and cluster, as in Kafka: a mix-up stops start-up."""
+        path = self.config.log_dir / META_PROPERTIES
+        wanted = {"version": "1", "node.id": str(self.config.node_id), "cluster.id": self.cluster_id}
+        if path.exists():
+            found = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line
+                         and not line.startswith("#"))
+            for key in ("node.id", "cluster.id"):
+                if found.get(key) not in (None, wanted[key]):
+                    raise ConfigError(f"{key}: log dir {self.config.log_dir} belongs to {key}={found[key]}, "
+                                      f"not {wanted[key]}")
+            return
+        path.write_text("".join(f"{k}={v}\n" for k, v in wanted.items()))
+
+    async def _register(self) -> None:
+        listener = self.config.advertised_listener
+        registration = {"version": 5, "host": listener.host, "port": listener.port, "rack": self.config.rack,
+                        "endpoints": [str(listener)], "timestamp": str(int(time.time() * 1000))}
+        path = f"/brokers/ids/{self.config.node_id}"
+        try:
+            await self.store.create(path, json.dumps(registration).encode(), ephemeral=True)
+        except NodeExists:
+            await self.store.set(path, json.dumps(registration).encode())
+
+
+async def run(config: BrokerConfig) -> None:
+    """Run until SIGTERM or SIGINT, then shut down cleanly."""
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()

@@ -1,0 +1,244 @@
+"""Broker configuration: Kafka's property names and defaults, from server.properties and overrides.
+
+`load_config(path, overrides)` reads a Java-properties file (optional) and `key=value` overrides and
+returns a `BrokerConfig`. A bad value stops start-up with a ConfigError that names the property.
+Broker-level topic defaults (`log.retention.ms`, `log.segment.bytes`, ...) become the default
+`LogConfig` of every topic, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from broker.log.config import LogConfig, LogManagerConfig
+
+log = structlog.get_logger("config")
+
+
+class ConfigError(Exception):
+    """A setting that stops start-up; the message names the property."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+# Broker property -> topic property, for the broker-wide topic defaults (Kafka's names on both sides).
+TOPIC_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.retention.min.timestamp": "retention.min.timestamp",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "message.max.bytes": "max.message.bytes",
+}
+# Coarser units Kafka also accepts; the finer one wins when both are set.
+_TIME_ALIASES = {
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+}
+_LOG_MANAGER_KEYS = {
+    "log.retention.check.interval.ms", "log.initial.task.delay.ms", "log.flush.offset.checkpoint.interval.ms",
+    "log.flush.start.offset.checkpoint.interval.ms", "log.start.offset.checkpoint.sync",
+    "replica.high.watermark.checkpoint.interval.ms", "log.flush.scheduler.interval.ms",
+    "num.recovery.threads.per.data.dir",
+}
+_BROKER_DEFAULTS = {
+    "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "log.dirs": "data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "socket.request.max.bytes": "104857600",
+    "message.max.bytes": "1048588",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "offsets.retention.minutes": "10080",
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "broker.rack": "",
+    "log.level": "INFO",
+    # Ebb's own: keep DeleteRecords v3 off to act like a broker without KIP-1343 (client tests use it).
+    "delete.records.v3.enable": "true",
+}
+_LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://([^:/]*|\[[0-9a-fA-F:]+\]):(\d+)$")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int
+    listeners: tuple[Listener, ...]
+    advertised_listener: Listener
+    log_dir: Path
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
+    message_max_bytes: int
+    socket_request_max_bytes: int
+    offsets_topic_num_partitions: int
+    offsets_retention_minutes: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    rack: str | None
+    log_level: str
+    delete_records_v3_enable: bool
+    log_manager: LogManagerConfig
+    topic_defaults: LogConfig
+    properties: Mapping[str, str]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties, the parts server.properties uses: `key=value` or `key: value`, # and ! comments."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
+        props[match.group(1)] = match.group(2).strip()
+    return props
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+    props: dict[str, str] = {}
+    if path is not None:
+        try:
+            props.update(parse_properties(Path(path).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override {item!r}: expected key=value")
+        props[key.strip()] = value.strip()
+    return build_config(props)
+
+
+def build_config(props: Mapping[str, str]) -> BrokerConfig:
+    merged = {**_BROKER_DEFAULTS, **props}
+    listeners = tuple(_listener(item, "listeners") for item in _split(merged["listeners"]))
+    if not listeners:
+        raise ConfigError("listeners: at least one listener is required")
+    advertised = _split(merged["advertised.listeners"])
+    advertised_listener = _listener(advertised[0], "advertised.listeners") if advertised else listeners[0]
+    if advertised_listener.host in ("", "0.0.0.0", "::"):
+        raise ConfigError("advertised.listeners: clients need a concrete host, not a wildcard address")
+    log_dirs = _split(merged.get("log.dirs") or merged.get("log.dir", ""))
+    if len(log_dirs) != 1:
+        raise ConfigError(f"log.dirs: Ebb uses exactly one log directory, got {len(log_dirs)}")
+    for key in props:
+        if not _known(key):
+            log.warning("unknown property ignored", property=key)
+    return BrokerConfig(
+        node_id=_int(merged, "node.id", minimum=0),
+        listeners=listeners,
+        advertised_listener=advertised_listener,
+        log_dir=Path(log_dirs[0]),
+        num_partitions=_int(merged, "num.partitions", minimum=1),
+        default_replication_factor=_int(merged, "default.replication.factor", minimum=1),
+        auto_create_topics_enable=_bool(merged, "auto.create.topics.enable"),
+        delete_topic_enable=_bool(merged, "delete.topic.enable"),
+        message_max_bytes=_int(merged, "message.max.bytes", minimum=0),
+        socket_request_max_bytes=_int(merged, "socket.request.max.bytes", minimum=1024),
+        offsets_topic_num_partitions=_int(merged, "offsets.topic.num.partitions", minimum=1),
+        offsets_retention_minutes=_int(merged, "offsets.retention.minutes", minimum=1),
+        group_initial_rebalance_delay_ms=_int(merged, "group.initial.rebalance.delay.ms", minimum=0),
+        group_min_session_timeout_ms=_int(merged, "group.min.session.timeout.ms", minimum=0),
+        group_max_session_timeout_ms=_int(merged, "group.max.session.timeout.ms", minimum=0),
+        rack=merged["broker.rack"] or None,
+        log_level=merged["log.level"],
+        delete_records_v3_enable=_bool(merged, "delete.records.v3.enable"),
+        log_manager=_log_manager(merged),
+        topic_defaults=_topic_defaults(merged),
+        properties=dict(merged),
+    )
+
+
+def _known(key: str) -> bool:
+    return key in _BROKER_DEFAULTS or key in TOPIC_DEFAULTS or key in _TIME_ALIASES or key in _LOG_MANAGER_KEYS \
+        or key in ("log.dir", "broker.id")
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _listener(text: str, key: str) -> Listener:
+    match = _LISTENER.match(text)
+    if match is None:
+        raise ConfigError(f"{key}: {text!r} is not NAME://host:port")
+    port = int(match.group(3))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{key}: port {port} out of range")
+    return Listener(match.group(1), match.group(2).strip("[]"), port)
+
+
+def _int(props: Mapping[str, str], key: str, minimum: int | None = None) -> int:
+    raw = props[key]
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"{key}: {raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
+    return value
+
+
+def _bool(props: Mapping[str, str], key: str) -> bool:
+    raw = str(props[key]).strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigError(f"{key}: {props[key]!r} is not true or false")
+    return raw == "true"
+
+
+def _topic_props(props: Mapping[str, str]) -> dict[str, str]:
+    topic: dict[str, str] = {}
+    for alias, (target, factor) in _TIME_ALIASES.items():
+        if alias in props and target not in props:
+            topic[TOPIC_DEFAULTS[target]] = str(_int(props, alias) * factor)
+    for broker_key, topic_key in TOPIC_DEFAULTS.items():
+        if broker_key in props:
+            topic[topic_key] = props[broker_key]
+    return topic
+
+
+def _topic_defaults(props: Mapping[str, str]) -> LogConfig:
+    try:
+        return LogConfig.from_properties(_topic_props(props))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"topic default: {exc}") from None
+
+
+def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
+    chosen = {k: v for k, v in props.items() if k in _LOG_MANAGER_KEYS}
+    try:
+        return LogManagerConfig.from_properties(chosen)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"log manager: {exc}") from None

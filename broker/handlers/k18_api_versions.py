@@ -1,0 +1,48 @@
+"""ApiVersions (key 18), versions 0-4.
+
+Lists every registered handler with its version range. A request newer than v4 is answered in the v0
+layout with UNSUPPORTED_VERSION and our own ApiVersions range, so the client retries at a version we
+speak (KIP-511); the body of such a request is never parsed. v3+ requests must name the client
+software in Kafka's allowed characters, else INVALID_REQUEST.
+
+Errors: NONE, UNSUPPORTED_VERSION, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import re
+
+from broker.handlers import REGISTRY, handles
+from protocol.errors import ErrorCode
+from protocol.messages import ApiVersionsResponse
+
+API_KEY = 18
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def advertised(broker) -> list:
+    entries = []
+    for key, handler in sorted(REGISTRY.items()):
+        high = handler.versions.high
+        if key == 21 and not broker.config.delete_records_v3_enable:
+            high = min(high, 2)
+        entries.append(ApiVersionsResponse.ApiVersion(api_key=key, min_version=handler.advertised_min,
+                                                      max_version=high))
+    return entries
+
+
+def unsupported_version_reply() -> ApiVersionsResponse:
+    own = REGISTRY[API_KEY]
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=API_KEY, min_version=own.advertised_min,
+                                       max_version=own.versions.high)])
+
+
+@handles(API_KEY, "0-4")
+async def api_versions(broker, request) -> ApiVersionsResponse:
+    body = request.body
+    if request.api_version >= 3 and not (
+        _SOFTWARE.match(body.client_software_name or "") and _SOFTWARE.match(body.client_software_version or "")
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=advertised(broker))
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=advertised(broker))

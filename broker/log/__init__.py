@@ -1,0 +1,52 @@
+"""Ebb's partition log: Kafka's on-disk layout, a durable log start offset, recovery, retention.
+
+manager.LogManager     one log dir: loading, checkpoints, topic deletion, background tasks
+log.PartitionLog       one partition: append, read, offsets, truncation, retention
+segment.LogSegment     one .log file with its .index and .timeindex
+index                  the two sparse indexes, in Kafka's binary formats
+checkpoint             Kafka's text checkpoint files, written atomically
+epoch                  the leader epoch cache
+config                 topic and manager settings under Kafka's names
+"""
+
+from broker.log.common import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    InconsistentTopicIdError,
+    InvalidRecordError,
+    LogError,
+    Offset,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+    StartOffsetReason,
+    StorageError,
+    TopicPartition,
+)
+from broker.log.config import LogConfig, LogManagerConfig
+from broker.log.log import AppendInfo, FileSlice, PartitionLog, ReadBound, ReadInfo, TimestampOffset
+from broker.log.manager import LogManager
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "FileSlice",
+    "InconsistentTopicIdError",
+    "InvalidRecordError",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "LogManagerConfig",
+    "Offset",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "PolicyViolationError",
+    "ReadBound",
+    "ReadInfo",
+    "StartOffsetReason",
+    "StorageError",
+    "TimestampOffset",
+    "TopicPartition",
+]

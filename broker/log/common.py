@@ -1,0 +1,141 @@
+"""Names, types and errors shared by the log modules.
+
+Offsets are plain ints on disk and on the wire; `Offset` marks the ones the log hands out so a
+position or a size is not passed where an offset belongs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import NewType
+
+from protocol.errors import ErrorCode
+
+Offset = NewType("Offset", int)
+LeaderEpoch = NewType("LeaderEpoch", int)
+
+NO_TIMESTAMP = -1
+NO_LEADER_EPOCH = -1
+
+# ListOffsets special timestamps (ListOffsetsRequest.java).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+TMP_SUFFIX = ".tmp"
+DELETE_DIR_SUFFIX = "-delete"
+
+_DELETE_DIR = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-delete$")
+_PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
+MAX_TOPIC_LENGTH = 249
+MAX_DIR_NAME = 255
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def from_dir_name(cls, name: str) -> TopicPartition | None:
+        """Parse `<topic>-<partition>`; None for anything else (deleted, future, stray dirs, files)."""
+        match = _PARTITION_DIR.match(name)
+        if match is None or len(match.group(1)) > MAX_TOPIC_LENGTH:
+            return None
+        return cls(match.group(1), int(match.group(2)))
+
+
+def delete_dir_name(tp: TopicPartition, unique_hex: str) -> str:
+    """`<topic>-<partition>.<uuid hex>-delete`, the topic cut so the name fits in 255 characters."""
+    tail = f"-{tp.partition}.{unique_hex}{DELETE_DIR_SUFFIX}"
+    return tp.topic[: MAX_DIR_NAME - len(tail)] + tail
+
+
+def is_delete_dir(name: str) -> bool:
+    return _DELETE_DIR.match(name) is not None
+
+
+def segment_prefix(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def segment_paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
+    """(.log, .index, .timeindex) paths of the segment starting at `base_offset`."""
+    prefix = directory / segment_prefix(base_offset)
+    return (
+        prefix.with_name(prefix.name + LOG_SUFFIX),
+        prefix.with_name(prefix.name + INDEX_SUFFIX),
+        prefix.with_name(prefix.name + TIME_INDEX_SUFFIX),
+    )
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """`00000000000000001234.index` -> (1234, ".index"); None if the name is not a segment file."""
+    stem, dot, suffix = name.partition(".")
+    if not dot or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem), "." + suffix
+
+
+class StartOffsetReason(Enum):
+    """Why the log start offset moved (LogStartOffsetIncrementReason in Kafka)."""
+
+    LEADER_OFFSET_INCREMENTED = "leader offset increment"
+    SEGMENT_DELETION = "segment deletion"
+    CLIENT_RECORD_DELETION = "client delete records request"
+    SNAPSHOT_GENERATED = "snapshot generated"
+
+
+class LogError(Exception):
+    """A log operation failed; `error_code` is what a handler answers with."""
+
+    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        if error_code is not None:
+            self.error_code = error_code
+        self.message = message
+
+
+class OffsetOutOfRangeError(LogError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class InvalidRecordError(LogError):
+    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ..."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class PolicyViolationError(LogError):
+    error_code = ErrorCode.POLICY_VIOLATION
+
+
+class StorageError(LogError):
+    """The partition (or its log dir) hit an I/O error and is offline."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class InconsistentTopicIdError(LogError):
+    error_code = ErrorCode.INCONSISTENT_TOPIC_ID
+
+
+class CorruptCheckpointError(Exception):
+    """A checkpoint or metadata file does not parse. Callers rebuild what it held and log it."""

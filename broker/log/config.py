@@ -1,0 +1,102 @@
+"""Topic-level log settings and the log manager's own settings, under Kafka's names and defaults.
+
+`LogConfig.from_properties({"retention.ms": "1000", ...})` takes Kafka property names; the
+attributes use Python names. `retention.min.timestamp` is Ebb's: an absolute floor in Unix ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+
+def _prop(name: str, default: Any) -> Any:
+    return field(default=default, metadata={"property": name})
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = _prop("segment.bytes", 1024 * 1024 * 1024)
+    segment_ms: int = _prop("segment.ms", 7 * 24 * 3600 * 1000)
+    segment_index_bytes: int = _prop("segment.index.bytes", 10 * 1024 * 1024)
+    index_interval_bytes: int = _prop("index.interval.bytes", 4096)
+    retention_ms: int = _prop("retention.ms", 7 * 24 * 3600 * 1000)
+    retention_bytes: int = _prop("retention.bytes", -1)
+    retention_min_timestamp: int | None = _prop("retention.min.timestamp", None)
+    cleanup_policy: tuple[str, ...] = _prop("cleanup.policy", ("delete",))
+    file_delete_delay_ms: int = _prop("file.delete.delay.ms", 60_000)
+    flush_messages: int = _prop("flush.messages", LONG_MAX)
+    flush_ms: int = _prop("flush.ms", LONG_MAX)
+    message_timestamp_type: str = _prop("message.timestamp.type", "CreateTime")
+    max_message_bytes: int = _prop("max.message.bytes", 1024 * 1024 + 12)
+
+    def __post_init__(self) -> None:
+        if not 61 <= self.segment_bytes <= INT32_MAX:
+            raise ValueError(f"segment.bytes must fit a 32-bit file position, got {self.segment_bytes}")
+        if self.segment_index_bytes < 12:
+            raise ValueError("segment.index.bytes must hold at least one index entry")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError(f"message.timestamp.type {self.message_timestamp_type!r}")
+        unknown = set(self.cleanup_policy) - {"delete", "compact"}
+        if unknown or not self.cleanup_policy:
+            raise ValueError(f"cleanup.policy {','.join(self.cleanup_policy)!r}")
+
+    @property
+    def delete_enabled(self) -> bool:
+        """DeleteRecords and time/size/floor retention apply only under `cleanup.policy=delete`."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
+        return _apply(base or cls(), props)
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerConfig:
+    retention_check_interval_ms: int = _prop("log.retention.check.interval.ms", 300_000)
+    initial_task_delay_ms: int = _prop("log.initial.task.delay.ms", 30_000)
+    recovery_point_checkpoint_interval_ms: int = _prop("log.flush.offset.checkpoint.interval.ms", 60_000)
+    start_offset_checkpoint_interval_ms: int = _prop("log.flush.start.offset.checkpoint.interval.ms", 60_000)
+    # Ebb's own: the log start offset is on disk before increment_log_start_offset returns.
+    start_offset_checkpoint_sync: bool = _prop("log.start.offset.checkpoint.sync", True)
+    high_watermark_checkpoint_interval_ms: int = _prop("replica.high.watermark.checkpoint.interval.ms", 5_000)
+    flush_scheduler_interval_ms: int = _prop("log.flush.scheduler.interval.ms", LONG_MAX)
+    io_threads: int = _prop("num.recovery.threads.per.data.dir", 4)
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, Any], base: LogManagerConfig | None = None
+    ) -> LogManagerConfig:
+        return _apply(base or cls(), props)
+
+
+def _apply(config: Any, props: Mapping[str, Any]) -> Any:
+    by_name = {f.metadata["property"]: f for f in fields(config)}
+    changes: dict[str, Any] = {}
+    for key, raw in props.items():
+        spec = by_name.get(key)
+        if spec is None:
+            raise ValueError(f"unknown log property {key!r}")
+        changes[spec.name] = _convert(spec.name, getattr(config, spec.name), raw)
+    return replace(config, **changes)
+
+
+def _convert(name: str, current: Any, raw: Any) -> Any:
+    if name == "cleanup_policy":
+        items = raw.split(",") if isinstance(raw, str) else list(raw)
+        return tuple(item.strip() for item in items if item.strip())
+    if name == "retention_min_timestamp":
+        return None if raw in (None, "", "null") else int(raw)
+    if isinstance(current, bool):
+        return raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
+    if isinstance(current, int):
+        return int(raw)
+    return str(raw)

@@ -1,0 +1,98 @@
+"""Where the log's blocking work runs, and the background work it leaves behind.
+
+Everything that may wait on the disk (fsync, unlink, rmtree, recovery scans) goes through
+`LogIO.run`, i.e. a thread pool, so the event loop keeps serving. Deletions wait
+`file.delete.delay.ms` first, so reads already handed a file can finish sending it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from broker.log.segment import SegmentFile
+
+logger = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+def unlink_all(paths: Iterable[Path]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=False)
+
+
+class LogIO:
+    def __init__(self, executor: Executor | None = None) -> None:
+        self.executor = executor
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: dict[asyncio.TimerHandle, tuple[list[SegmentFile], Callable[[], None]]] = {}
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run `coro` in the background; its failure is logged, not lost."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+
+        def finished(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                logger.error("background log task failed", task=what, error=repr(t.exception()))
+
+        task.add_done_callback(finished)
+        return task
+
+    def delete_later(self, delay_ms: int, files: list[SegmentFile], remove: Callable[[], None]) -> None:
+        """After `delay_ms`, close `files` and run the blocking `remove` in the pool."""
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.pop(handle, None)
+            for f in files:
+                f.close()
+            self.spawn(self.run(remove), "delete files")
+
+        handle = loop.call_later(max(delay_ms, 0) / 1000, fire)
+        self._timers[handle] = (files, remove)
+
+    @property
+    def pending_deletions(self) -> int:
+        return len(self._timers)
+
+    async def drain(self, *, finish_deletions: bool = False) -> None:
+        """Wait for background work. Deletions still waiting out their delay are either run now or
+        left on disk for the next startup to finish (their files are closed either way)."""
+        for handle, (files, remove) in list(self._timers.items()):
+            handle.cancel()
+            for f in files:
+                f.close()
+            if finish_deletions:
+                self.spawn(self.run(remove), "delete files")
+        self._timers.clear()
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def cancel_all(self) -> None:
+        """Drop background work without waiting (simulated crash)."""
+        for handle, (files, _) in list(self._timers.items()):
+            handle.cancel()
+            for f in files:
+                f.close()
+        self._timers.clear()
+        for task in list(self._tasks):
+            task.cancel()

@@ -1,0 +1,489 @@
+"""The logs of one log dir: loading and recovery at startup, the per-dir checkpoint files, topic
+deletion, and the background tasks (retention, checkpoints, time-based flush).
+
+Per-dir files (Kafka's names and formats): `log-start-offset-checkpoint`,
+`recovery-point-offset-checkpoint`, `replication-offset-checkpoint`, and `.kafka_cleanshutdown`,
+whose presence at startup lets recovery skip the scan.
+
+The log start offset checkpoint is group-committed: every caller waits for a write that began after
+its change, and all callers that arrive while one write runs share the next one. With
+`log.start.offset.checkpoint.sync=false` it is written every
+`log.flush.start.offset.checkpoint.interval.ms` instead, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from broker.log import checkpoint
+from broker.log.common import (
+    TMP_SUFFIX,
+    CorruptCheckpointError,
+    InconsistentTopicIdError,
+    LogError,
+    StorageError,
+    TopicPartition,
+    delete_dir_name,
+    is_delete_dir,
+)
+from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.io import LogIO, remove_tree, unlink_all
+from broker.log.log import Clock, LoadReport, PartitionLog, wall_clock_ms
+
+logger = structlog.get_logger(__name__)
+
+Offsets = dict[TopicPartition, int]
+
+
+class _CheckpointFile:
+    """One per-dir offset checkpoint with group commit: `write()` returns once a write that started
+    after the call has reached the disk; concurrent callers share writes."""
+
+    def __init__(
+        self, path: Path, io: LogIO, snapshot: Callable[[], tuple[Offsets, Callable[[], None]]]
+    ) -> None:
+        self.path = path
+        self._io = io
+        self._snapshot = snapshot
+        self._waiters: list[asyncio.Future[None]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self.writes = 0  # for tests and the benchmark: how many times the file was written
+
+    async def write(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write_loop())
+        await asyncio.shield(waiter)
+
+    async def _write_loop(self) -> None:
+        while self._waiters:
+            waiters, self._waiters = self._waiters, []
+            offsets, on_durable = self._snapshot()
+            try:
+                await self._io.run(checkpoint.write_offsets, self.path, offsets)
+            except OSError as exc:
+                logger.error("checkpoint write failed", file=str(self.path), error=repr(exc))
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(StorageError(f"cannot write {self.path.name}: {exc!r}"))
+                continue
+            self.writes += 1
+            on_durable()
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def drain(self) -> None:
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
+
+
+def _nothing() -> None:
+    return None
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dir: Path | str,
+        *,
+        config: LogManagerConfig | None = None,
+        default_log_config: LogConfig | None = None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        clock: Clock = wall_clock_ms,
+        executor: Executor | None = None,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.config = config or LogManagerConfig()
+        self.default_log_config = default_log_config or LogConfig()
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self.clock = clock
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(
+            max_workers=self.config.io_threads, thread_name_prefix="ebb-log-io"
+        )
+        self._io = LogIO(self._executor)
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._offline: dict[TopicPartition, str] = {}
+        # Checkpoint entries of partitions that failed to load: kept so their state is not forgotten.
+        self._carried: dict[str, Offsets] = {"start": {}, "recovery": {}, "hw": {}}
+        self._create_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self.load_reports: dict[TopicPartition, LoadReport] = {}
+        self.had_clean_shutdown = False
+
+        self.start_offsets = _CheckpointFile(
+            self.log_dir / checkpoint.LOG_START_OFFSET_CHECKPOINT, self._io, self._start_offset_snapshot
+        )
+        self.recovery_points = _CheckpointFile(
+            self.log_dir / checkpoint.RECOVERY_POINT_CHECKPOINT,
+            self._io,
+            lambda: (self._offsets("recovery", lambda log: log.recovery_point), _nothing),
+        )
+        self.high_watermarks = _CheckpointFile(
+            self.log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
+            self._io,
+            lambda: (self._offsets("hw", lambda log: log.high_watermark), _nothing),
+        )
+
+    # --- access ----------------------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_log_config)
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        """The partition's log, None if this dir has none; KAFKA_STORAGE_ERROR if it is offline."""
+        if tp in self._offline:
+            raise StorageError(f"{tp} is offline: {self._offline[tp]}")
+        log = self._logs.get(tp)
+        if log is not None and log.offline:
+            raise StorageError(f"{tp} is offline: {log.offline_reason}")
+        return log
+
+    @property
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    @property
+    def offline_partitions(self) -> dict[TopicPartition, str]:
+        found = dict(self._offline)
+        found.update({tp: log.offline_reason for tp, log in self._logs.items() if log.offline_reason})
+        return found
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await self._io.run(functools.partial(fn, *args, **kwargs))
+
+    # --- startup ---------------------------------------------------------------------------------
+
+    async def startup(self, *, background_tasks: bool = True) -> None:
+        """Load every partition (recovering after an unclean stop), finish leftover deletions,
+        rewrite the checkpoints, then start the background tasks."""
+        await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
+        state = await self._run(self._read_dir_state)
+        clean, starts, recovery, hws, partition_dirs, delete_dirs = state
+        self.had_clean_shutdown = clean
+        if delete_dirs:
+            logger.info("finishing deletion of partition dirs", count=len(delete_dirs))
+            await asyncio.gather(*(self._run(remove_tree, d) for d in delete_dirs), return_exceptions=True)
+
+        async def load(tp: TopicPartition, directory: Path) -> None:
+            try:
+                log, report = await self._run(
+                    PartitionLog.load,
+                    directory,
+                    self.config_for(tp.topic),
+                    io=LogIO(self._executor),
+                    clock=self.clock,
+                    log_start_offset=starts.get(tp),
+                    recovery_point=recovery.get(tp, 0),
+                    high_watermark=hws.get(tp),
+                    clean=clean,
+                )
+            except (OSError, LogError, ValueError) as exc:
+                self._offline[tp] = f"load failed: {exc!r}"
+                for name, source in (("start", starts), ("recovery", recovery), ("hw", hws)):
+                    if tp in source:
+                        self._carried[name][tp] = source[tp]
+                logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc))
+                return
+            self._register(tp, log)
+            self.load_reports[tp] = report
+            if report.problems or report.truncated_bytes:
+                logger.warning(
+                    "recovered partition",
+                    partition=str(tp),
+                    problems=report.problems,
+                    truncated_bytes=report.truncated_bytes,
+                    recovered=report.recovered_segments,
+                )
+
+        await asyncio.gather(*(load(tp, d) for tp, d in partition_dirs))
+        logger.info(
+            "loaded logs",
+            log_dir=str(self.log_dir),
+            partitions=len(self._logs),
+            offline=len(self._offline),
+            clean_shutdown=clean,
+        )
+        # From here on a crash must look unclean; and the checkpoints now match what was loaded.
+        await self._run(checkpoint.remove_clean_shutdown, self.log_dir)
+        await self.checkpoint_all()
+        self._started = True
+        if background_tasks:
+            self._start_background_tasks()
+
+    def _read_dir_state(
+        self,
+    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path]]:
+        try:
+            clean = checkpoint.read_clean_shutdown(self.log_dir)
+        except CorruptCheckpointError as exc:
+            logger.warning("clean shutdown marker unreadable; recovering as after a crash", error=str(exc))
+            clean = False
+        offsets: list[Offsets] = []
+        for name in (
+            checkpoint.LOG_START_OFFSET_CHECKPOINT,
+            checkpoint.RECOVERY_POINT_CHECKPOINT,
+            checkpoint.REPLICATION_OFFSET_CHECKPOINT,
+        ):
+            try:
+                found = checkpoint.read_offsets(self.log_dir / name)
+            except (CorruptCheckpointError, OSError) as exc:
+                logger.warning(
+                    "checkpoint damaged; rebuilding it from the segments", file=name, error=str(exc)
+                )
+                found = None
+                if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
+                    clean = False  # without recovery points, trust nothing
+            offsets.append(found or {})
+        partitions: list[tuple[TopicPartition, Path]] = []
+        deleting: list[Path] = []
+        for entry in sorted(os.listdir(self.log_dir)):
+            path = self.log_dir / entry
+            if entry.endswith(TMP_SUFFIX) and path.is_file():
+                unlink_all([path])
+            elif is_delete_dir(entry) and path.is_dir():
+                deleting.append(path)
+            elif path.is_dir():
+                tp = TopicPartition.from_dir_name(entry)
+                if tp is not None:
+                    partitions.append((tp, path))
+        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting
+
+    def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
+        log.start_offset_sink = self._commit_start_offsets
+        log.on_offline = self._on_offline
+        self._logs[tp] = log
+
+    def _on_offline(self, log: PartitionLog) -> None:
+        logger.error(
+            "partition marked offline", partition=str(log.topic_partition), reason=log.offline_reason
+        )
+
+    # --- checkpoints -----------------------------------------------------------------------------
+
+    def _offsets(self, kind: str, value: Callable[[PartitionLog], int]) -> Offsets:
+        result = dict(self._carried[kind])
+        for tp, log in self._logs.items():
+            result[tp] = value(log)
+        return result
+
+    def _start_offset_snapshot(self) -> tuple[Offsets, Callable[[], None]]:
+        # Every log is written, not only those whose start is above their first segment (Kafka's
+        # filter): a crash that undoes a segment rename must not bring deleted records back.
+        taken = [(log, log.log_start_offset) for log in self._logs.values()]
+        offsets = dict(self._carried["start"])
+        offsets.update({log.topic_partition: start for log, start in taken})
+
+        def durable() -> None:
+            for log, start in taken:
+                log.durable_log_start_offset = start
+
+        return offsets, durable
+
+    async def _commit_start_offsets(self) -> None:
+        if self.config.start_offset_checkpoint_sync:
+            await self.start_offsets.write()
+
+    async def checkpoint_all(self) -> None:
+        await asyncio.gather(
+            self.start_offsets.write(), self.recovery_points.write(), self.high_watermarks.write()
+        )
+
+    # --- creating and deleting -------------------------------------------------------------------
+
+    async def get_or_create_log(
+        self, tp: TopicPartition, *, topic_id: uuid.UUID | None = None, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log, created empty if missing. A directory holding another topic id is a
+        stale leftover of a deleted topic: INCONSISTENT_TOPIC_ID (delete it first)."""
+        async with self._create_lock:
+            log = self.get_log(tp)
+            if log is not None:
+                if topic_id is not None and log.topic_id is not None and log.topic_id != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"{tp}: directory holds topic id {checkpoint.topic_id_to_str(log.topic_id)}, "
+                        f"not {checkpoint.topic_id_to_str(topic_id)}"
+                    )
+                if topic_id is not None and log.topic_id is None:
+                    await self._run(
+                        checkpoint.write_partition_metadata,
+                        log.directory / checkpoint.PARTITION_METADATA,
+                        topic_id,
+                    )
+                    log.topic_id = topic_id
+                if config is not None:
+                    log.config = config
+                return log
+            if config is not None:
+                self.topic_configs[tp.topic] = config
+            try:
+                log = await self._run(
+                    PartitionLog.create,
+                    self.log_dir / tp.dir_name,
+                    self.config_for(tp.topic),
+                    io=LogIO(self._executor),
+                    clock=self.clock,
+                    topic_id=topic_id,
+                )
+            except OSError as exc:
+                raise StorageError(f"cannot create {tp}: {exc!r}") from exc
+            self._register(tp, log)
+            logger.info(
+                "created log", partition=str(tp), topic_id=topic_id and checkpoint.topic_id_to_str(topic_id)
+            )
+            return log
+
+    async def delete_log(self, tp: TopicPartition) -> bool:
+        """Topic deletion for one partition: the directory is renamed
+        `<topic>-<partition>.<uuid>-delete` (durably) and dropped from the checkpoints now, and
+        removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
+        log = self._logs.pop(tp, None)
+        offline = self._offline.pop(tp, None)
+        for carried in self._carried.values():
+            carried.pop(tp, None)
+        directory = self.log_dir / tp.dir_name
+        if log is None and offline is None:
+            return False
+        target = self.log_dir / delete_dir_name(tp, uuid.uuid4().hex)
+        files = []
+        if log is not None:
+            log.start_offset_sink = None
+            await log.io.drain()
+            files = [s.file for s in log.segments]
+        try:
+            await self._run(_rename_durably, directory, target)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot rename {directory.name} for deletion: {exc!r}") from exc
+        logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
+        await self.checkpoint_all()
+        delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms
+        self._io.delete_later(delay, files, lambda: remove_tree(target) if target.exists() else None)
+        return True
+
+    # --- background work ------------------------------------------------------------------------
+
+    def _start_background_tasks(self) -> None:
+        cfg = self.config
+        jobs: list[tuple[str, int, int, Callable[[], Awaitable[Any]]]] = [
+            ("retention", cfg.initial_task_delay_ms, cfg.retention_check_interval_ms, self.run_retention),
+            (
+                "recovery-point-checkpoint",
+                cfg.initial_task_delay_ms,
+                cfg.recovery_point_checkpoint_interval_ms,
+                self.recovery_points.write,
+            ),
+            (
+                "high-watermark-checkpoint",
+                cfg.high_watermark_checkpoint_interval_ms,
+                cfg.high_watermark_checkpoint_interval_ms,
+                self.high_watermarks.write,
+            ),
+            ("flush", cfg.initial_task_delay_ms, cfg.flush_scheduler_interval_ms, self.flush_due_logs),
+        ]
+        if not cfg.start_offset_checkpoint_sync:
+            jobs.append(
+                (
+                    "log-start-offset-checkpoint",
+                    cfg.initial_task_delay_ms,
+                    cfg.start_offset_checkpoint_interval_ms,
+                    self.start_offsets.write,
+                )
+            )
+        for name, delay, interval, job in jobs:
+            if interval < LONG_MAX:
+                self._tasks.append(
+                    asyncio.get_running_loop().create_task(self._periodic(name, delay, interval, job))
+                )
+
+    async def _periodic(
+        self, name: str, delay_ms: int, interval_ms: int, job: Callable[[], Awaitable[Any]]
+    ) -> None:
+        await asyncio.sleep(delay_ms / 1000)
+        while True:
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failed round is logged; the next one tries again
+                logger.error("background log task failed", task=name, error=repr(exc))
+            await asyncio.sleep(interval_ms / 1000)
+
+    async def run_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log; returns the segments deleted."""
+        total = 0
+        for log in list(self._logs.values()):
+            try:
+                total += await log.delete_old_segments(now_ms)
+            except LogError as exc:
+                logger.error("retention failed", partition=str(log.topic_partition), error=exc.message)
+        return total
+
+    async def flush_due_logs(self) -> None:
+        for log in list(self._logs.values()):
+            try:
+                await log.maybe_flush_on_time()
+            except LogError as exc:
+                logger.error("flush failed", partition=str(log.topic_partition), error=exc.message)
+
+    # --- shutdown --------------------------------------------------------------------------------
+
+    async def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def shutdown(self) -> None:
+        """Clean shutdown: flush every log, write every checkpoint, then the clean-shutdown marker
+        (only if every partition closed cleanly, since the marker lets the next start skip recovery)."""
+        await self._stop_tasks()
+        await asyncio.gather(*(log.close() for log in self._logs.values()))
+        clean = not self.offline_partitions
+        try:
+            await self.checkpoint_all()
+            await asyncio.gather(
+                self.start_offsets.drain(), self.recovery_points.drain(), self.high_watermarks.drain()
+            )
+            await self._io.drain()
+            if clean:
+                await self._run(checkpoint.write_clean_shutdown, self.log_dir)
+        except StorageError as exc:
+            logger.error("log dir shutdown incomplete", log_dir=str(self.log_dir), error=exc.message)
+        finally:
+            logger.info("log manager shut down", log_dir=str(self.log_dir), clean=clean)
+            self._close_executor(wait=True)
+
+    def abandon(self) -> None:
+        """Drop everything without flushing or writing checkpoints and the marker: the state a crash
+        leaves (minus the page cache). For tests and benchmarks."""
+        for task in self._tasks:
+            task.cancel()
+        for log in self._logs.values():
+            log.io.cancel_all()
+            log.abandon()
+        self._io.cancel_all()
+        self._close_executor(wait=True)
+
+    def _close_executor(self, *, wait: bool) -> None:
+        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
+            self._executor.shutdown(wait=wait)
+
+
+def _rename_durably(source: Path, target: Path) -> None:
+    os.rename(source, target)
+    checkpoint.fsync_dir(source.parent)

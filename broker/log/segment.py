@@ -1,0 +1,496 @@
+"""One log segment: a `.log` file of record batches plus its `.index` and `.timeindex`.
+
+The `.log` file is opened O_APPEND, so writes land at its end even after a truncation. Appends go to
+the page cache (os.write); fsync happens only in `prepare_flush`'s blocking half, which the log runs
+in an executor. Reads never copy batches: they return byte ranges of the file.
+
+Only batch headers are ever parsed here, and only the fields the log needs.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import structlog
+
+from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, segment_paths
+from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, PendingIndexWrite, TimeIndex
+from protocol.errors import ProtocolError
+from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+
+logger = structlog.get_logger(__name__)
+
+# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
+# base_timestamp, max_timestamp: the first 43 bytes of a batch header.
+_HEAD = struct.Struct(">qiibIhiqq")
+_SCAN_WINDOW = 16 * 1024
+_RECOVERY_CHUNK = 8 * 1024 * 1024
+
+
+class BatchInfo(NamedTuple):
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int
+    leader_epoch: int
+
+
+class CorruptSegmentError(Exception):
+    """The `.log` file does not hold what memory says it holds (damaged underneath us)."""
+
+
+class SegmentFile:
+    """The `.log` file descriptor, closed only once no reader has it pinned.
+
+    Read results hand out `SegmentFile`s; a deleted segment's file stays open until
+    `file.delete.delay.ms` has passed so that a response being sent from it can finish.
+    """
+
+    __slots__ = ("path", "fd", "_pins", "_close_wanted")
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self._pins = 0
+        self._close_wanted = False
+
+    def fileno(self) -> int:
+        if self.fd < 0:
+            raise ValueError(f"{self.path} is closed")
+        return self.fd
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    def pin(self) -> None:
+        self._pins += 1
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._pins == 0 and self._close_wanted:
+            self._close_now()
+
+    def close(self) -> None:
+        if self._pins:
+            self._close_wanted = True
+        else:
+            self._close_now()
+
+    def _close_now(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
+def scan_headers(fd: int, start: int, end: int) -> Iterator[BatchInfo]:
+    """Headers of the batches in [start, end) of a file already known to be well formed."""
+    position = start
+    window = b""
+    window_start = start
+    while position < end:
+        rel = position - window_start
+        if rel < 0 or rel + _HEAD.size > len(window):
+            window = os.pread(fd, max(_HEAD.size, min(_SCAN_WINDOW, end - position)), position)
+            window_start, rel = position, 0
+            if len(window) < _HEAD.size:
+                raise CorruptSegmentError(f"batch header at {position} is cut short")
+        base, length, epoch, _magic, _crc, _attrs, delta, _first_ts, max_ts = _HEAD.unpack_from(window, rel)
+        size = length + LOG_OVERHEAD
+        if size < BATCH_HEADER_SIZE or position + size > end:
+            raise CorruptSegmentError(f"batch at {position} claims {size} bytes")
+        yield BatchInfo(position, base, base + delta, size, max_ts, epoch)
+        position += size
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    truncated_bytes: int
+    batches: int
+    reason: str | None = None
+    epoch_starts: list[tuple[int, int]] = field(default_factory=list)
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        file: SegmentFile,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        created_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        self.file = file
+        self.index = OffsetIndex(index_path, base_offset, max_index_bytes // OffsetIndex.entry_size)
+        self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes // TimeIndex.entry_size)
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp = NO_TIMESTAMP
+        self._bytes_since_index_entry = 0
+        self.deleted = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    # -- creating and opening --
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        fd = os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        for path in (index_path, time_index_path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        return cls(
+            directory,
+            base_offset,
+            SegmentFile(log_path, fd),
+            index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
+            created_ms=now_ms,
+        )
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        now_ms: int,
+    ) -> LogSegment:
+        """Open an existing segment without looking at its batches (blocking). Call `load_indexes`
+        or `recover` next."""
+        log_path = segment_paths(directory, base_offset)[0]
+        fd = os.open(log_path, os.O_RDWR | os.O_APPEND)
+        segment = cls(
+            directory,
+            base_offset,
+            SegmentFile(log_path, fd),
+            index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
+            created_ms=now_ms,
+        )
+        segment.size = os.fstat(fd).st_size
+        return segment
+
+    def load_indexes(self) -> None:
+        """Trust the flushed segment: read its indexes and the tail after the last index entry
+        (blocking). Raises CorruptIndexError or CorruptSegmentError; the caller then recovers."""
+        if self.size > INT32_MAX:
+            raise CorruptSegmentError(f"{self.log_path} is larger than a 32-bit position")
+        self.index.load()
+        self.time_index.load()
+        self.index.check(self.size)
+        tail_start = self.index.lookup(2**63 - 1)[1] if len(self.index) else 0
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        last: BatchInfo | None = None
+        for batch in scan_headers(self.file.fd, tail_start, self.size):
+            if batch.base_offset < self.base_offset or (
+                last is not None and batch.base_offset <= last.last_offset
+            ):
+                raise CorruptSegmentError(f"{self.log_path}: offsets out of order at {batch.position}")
+            if batch.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
+            last = batch
+        if last is not None:
+            self.next_offset = last.last_offset + 1
+        elif self.size:
+            raise CorruptSegmentError(f"{self.log_path}: no batch after the last index entry")
+        self.time_index.check(self.next_offset)
+        self._bytes_since_index_entry = self.size - tail_start
+        self._load_first_timestamp()
+
+    def _load_first_timestamp(self) -> None:
+        self.first_batch_timestamp = NO_TIMESTAMP
+        if self.size:
+            self.first_batch_timestamp = next(scan_headers(self.file.fd, 0, self.size)).max_timestamp
+
+    def recover(self, max_batch_size: int) -> RecoveryResult:
+        """Validate every batch, rebuild both indexes, cut the file at the first bad batch (blocking)."""
+        self.index.clear()
+        self.time_index.clear()
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self._bytes_since_index_entry = 0
+        result = RecoveryResult(0, 0, 0)
+        file_size = os.fstat(self.file.fd).st_size
+        last_epoch = None
+        position = 0
+        chunk, chunk_start = b"", 0
+        while position < file_size:
+            rel = position - chunk_start
+            if rel + LOG_OVERHEAD > len(chunk):
+                chunk, chunk_start, rel = os.pread(self.file.fd, _RECOVERY_CHUNK, position), position, 0
+            if rel + LOG_OVERHEAD > len(chunk):
+                result.reason = "torn batch header at the end"
+                break
+            size = struct.unpack_from(">i", chunk, rel + 8)[0] + LOG_OVERHEAD
+            if size < BATCH_HEADER_SIZE or size > max_batch_size:
+                result.reason = f"batch at {position} claims {size} bytes"
+                break
+            if position + size > file_size:
+                result.reason = f"batch at {position} is cut short ({file_size - position} of {size} bytes)"
+                break
+            if rel + size > len(chunk):
+                chunk, chunk_start, rel = (
+                    os.pread(self.file.fd, max(size, _RECOVERY_CHUNK), position),
+                    position,
+                    0,
+                )
+                if size > len(chunk):
+                    result.reason = f"batch at {position} is cut short ({len(chunk)} of {size} bytes)"
+                    break
+            try:
+                batch = RecordBatch(chunk, rel)
+                batch.validate()
+            except ProtocolError as exc:
+                result.reason = f"batch at {position}: {exc.message}"
+                break
+            base, last = batch.base_offset, batch.last_offset
+            if base < max(self.base_offset, self.next_offset) or last - self.base_offset > INT32_MAX:
+                result.reason = f"batch at {position} has offsets {base}..{last} out of order"
+                break
+            epoch = batch.partition_leader_epoch
+            if epoch >= 0 and epoch != last_epoch:
+                result.epoch_starts.append((epoch, base))
+                last_epoch = epoch
+            self._index_batch(position, size, last, batch.max_timestamp)
+            self.next_offset = last + 1
+            result.batches += 1
+            position += size
+        result.valid_bytes = position
+        result.truncated_bytes = file_size - position
+        if result.truncated_bytes:
+            os.ftruncate(self.file.fd, position)
+        self.size = position
+        self._load_first_timestamp()
+        self.index.write_all()
+        self.time_index.write_all()
+        return result
+
+    # -- appending --
+
+    def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        # Kafka's rule: index a batch once more than index.interval.bytes lie between the last indexed
+        # batch and it. Appends and recovery share this, so a rebuilt index equals the original.
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    def append(self, data: memoryview, batches: list[BatchInfo]) -> None:
+        """Write `data` (batches back to back; positions in `batches` are relative to it)."""
+        start = self.size
+        view = data
+        while view:
+            view = view[os.write(self.file.fd, view) :]
+        if start == 0 and batches:
+            self.first_batch_timestamp = batches[0].max_timestamp
+        for batch in batches:
+            self._index_batch(start + batch.position, batch.size, batch.last_offset, batch.max_timestamp)
+        self.size = start + len(data)
+        if batches:
+            self.next_offset = batches[-1].last_offset + 1
+
+    def should_roll(
+        self,
+        incoming_bytes: int,
+        incoming_max_timestamp: int,
+        last_offset: int,
+        segment_bytes: int,
+        segment_ms: int,
+        now_ms: int,
+    ) -> bool:
+        if self.size == 0:
+            return False
+        if self.size + incoming_bytes > segment_bytes:
+            return True
+        if self.first_batch_timestamp >= 0 and incoming_max_timestamp >= 0:
+            waited = incoming_max_timestamp - self.first_batch_timestamp
+        else:
+            waited = now_ms - self.created_ms
+        if waited > segment_ms:
+            return True
+        return self.index.is_full or self.time_index.is_full or last_offset - self.base_offset > INT32_MAX
+
+    def seal(self) -> None:
+        """No more appends: record the segment's max timestamp as the last time index entry, so a
+        restart finds it without reading batches."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # -- reading (headers only, bounded by the index) --
+
+    def translate_offset(self, offset: int) -> BatchInfo | None:
+        """The first batch whose last offset is at or above `offset`, or None."""
+        if offset >= self.next_offset:
+            return None
+        start = self.index.lookup(offset)[1]
+        for batch in scan_headers(self.file.fd, start, self.size):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """Where the batch holding `offset` starts; the end of the file if no batch reaches it."""
+        batch = self.translate_offset(offset)
+        return self.size if batch is None else batch.position
+
+    def read(
+        self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool
+    ) -> tuple[int, int, int] | None:
+        """(position, length, next offset) of whole batches from the one holding `offset`, at most
+        `max_bytes` (one batch even if larger when `min_one_batch`), never past `max_position`.
+        The next offset is where a reader continues: the first offset not returned."""
+        first = self.translate_offset(offset)
+        if first is None or first.position + first.size > max_position:
+            return None
+        if first.size > max_bytes:
+            return (first.position, first.size, first.last_offset + 1) if min_one_batch else None
+        limit = min(max_position, first.position + max_bytes)
+        end, next_offset = first.position + first.size, first.last_offset + 1
+        # Batches are back to back and every one before the last indexed batch at or below `limit`
+        # fits, so the header walk starts there instead of at `end`.
+        for batch in scan_headers(self.file.fd, max(end, self.index.lookup_position(limit)), self.size):
+            if batch.position + batch.size > limit:
+                end, next_offset = batch.position, batch.base_offset
+                break
+            end, next_offset = batch.position + batch.size, batch.last_offset + 1
+        return first.position, end - first.position, next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        """(max timestamp, first offset) of the first batch at or after `starting_offset` whose max
+        timestamp is at or above `timestamp`. Batch granularity: records are not decoded."""
+        if self.max_timestamp < timestamp:
+            return None
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        start = self.index.lookup(max(indexed_offset, starting_offset))[1]
+        for batch in scan_headers(self.file.fd, start, self.size):
+            if batch.last_offset >= starting_offset and batch.max_timestamp >= timestamp:
+                return batch.max_timestamp, max(batch.base_offset, starting_offset)
+        return None
+
+    def batches(self, start_position: int = 0) -> Iterator[BatchInfo]:
+        return scan_headers(self.file.fd, start_position, self.size)
+
+    # -- truncating --
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding `offset` and everything after it; return the bytes removed."""
+        batch = self.translate_offset(offset)
+        if batch is None:
+            return 0
+        removed = self.size - batch.position
+        os.ftruncate(self.file.fd, batch.position)
+        self.size = batch.position
+        self.index.truncate_to(batch.base_offset)
+        self.time_index.truncate_to(batch.base_offset)
+        # Recompute what the cut batches contributed, exactly as a reload would.
+        tail_start = self.index.lookup(2**63 - 1)[1] if len(self.index) else 0
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self.next_offset = self.base_offset
+        for info in scan_headers(self.file.fd, tail_start, self.size):
+            if info.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = info.max_timestamp, info.last_offset
+            self.next_offset = info.last_offset + 1
+        self._bytes_since_index_entry = self.size - tail_start
+        if self.size == 0:
+            self.first_batch_timestamp = NO_TIMESTAMP
+        return removed
+
+    # -- flushing and deleting --
+
+    @property
+    def indexes_dirty(self) -> bool:
+        """Index entries exist in memory that the files do not hold yet."""
+        return self.index.unpersisted or self.time_index.unpersisted
+
+    def prepare_flush(self) -> SegmentFlush:
+        """On the event loop: a handle for fsyncing this segment from another thread."""
+        return SegmentFlush(
+            os.dup(self.file.fileno()),
+            [w for w in (self.index.prepare_persist(), self.time_index.prepare_persist()) if w is not None],
+        )
+
+    def rename_to_deleted(self) -> list[Path]:
+        """Rename the segment's files with the `.deleted` suffix; return the new paths."""
+        self.deleted = True
+        renamed = []
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                continue
+            renamed.append(target)
+        self.file.path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        return renamed
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class SegmentFlush:
+    """fsync of one segment's `.log` (through a duplicated descriptor, so a concurrent close of the
+    original cannot hand the number to another file) and the index tails it lacks."""
+
+    __slots__ = ("fd", "index_writes")
+
+    def __init__(self, fd: int, index_writes: list[PendingIndexWrite]) -> None:
+        self.fd = fd
+        self.index_writes = index_writes
+
+    def run(self) -> None:
+        try:
+            os.fsync(self.fd)
+            for write in self.index_writes:
+                write.run()
+        finally:
+            os.close(self.fd)
+
+    def done(self) -> None:
+        for write in self.index_writes:
+            write.done()
+
+    def abandon(self) -> None:
+        os.close(self.fd)
+
+
+__all__ = [
+    "BatchInfo",
+    "CorruptIndexError",
+    "CorruptSegmentError",
+    "LogSegment",
+    "RecoveryResult",
+    "SegmentFile",
+    "SegmentFlush",
+    "scan_headers",
+]

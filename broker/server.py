@@ -1,0 +1,167 @@
+"""The network layer: one asyncio.Protocol per connection.
+
+Frames are split by protocol.framing.FrameDecoder (int32 size, capped by socket.request.max.bytes).
+Requests on one connection are served one at a time in arrival order, as Kafka does, so responses
+always come back in request order however deeply the client pipelines. Backpressure both ways: reading
+pauses while too many requests wait, and serving pauses while the socket's write buffer is full.
+A malformed frame, an unknown API or an unsupported version closes that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import structlog
+
+from broker.handlers import REGISTRY
+from broker.handlers.k18_api_versions import unsupported_version_reply
+from protocol import fastpath, framing
+from protocol.errors import ProtocolError
+
+log = structlog.get_logger("server")
+
+PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
+MAX_QUEUED_REQUESTS = 32
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: BrokerServer):
+        self.server = server
+        self.broker = server.broker
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.decoder = framing.FrameDecoder(server.broker.config.socket_request_max_bytes)
+        self.queue: deque[bytes] = deque()
+        self.worker: asyncio.Task | None = None
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.reading_paused = False
+        self.closed = False
+
+    # --- asyncio callbacks ----------------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self._drop("bad frame", error=str(exc))
+            return
+        if not frames:
+            return
+        self.queue.extend(frames)
+        if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        if self.worker is None:
+            self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.writable.set()
+        self.server.connections.discard(self)
+        if self.worker is not None and not self.server.stopping:
+            self.worker.cancel()  # nobody will read the answer (e.g. a parked long-poll fetch)
+
+    # --- serving ---------------------------------------------------------------------------------------
+
+    async def _serve_queue(self) -> None:
+        try:
+            while self.queue and not self.closed and not self.server.stopping:
+                frame = self.queue.popleft()
+                if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
+                    self.transport.resume_reading()
+                    self.reading_paused = False
+                if not await self._serve(frame):
+                    return
+                await self.writable.wait()
+        finally:
+            self.worker = None
+            if self.queue and not self.closed:  # frames that arrived while the last one was finishing
+                self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
+
+    async def _serve(self, frame: bytes) -> bool:
+        """Serve one request; False when the connection must close."""
+        try:
+            api_key, version, correlation_id = framing.peek_request(frame)
+        except ProtocolError as exc:
+            return self._drop("bad request header", error=str(exc))
+        handler = REGISTRY.get(api_key)
+        if handler is None:
+            return self._drop("request for an API we do not serve", api_key=api_key, version=version)
+        if api_key == API_VERSIONS and version > handler.versions.high:
+            self.transport.write(framing.encode_response(unsupported_version_reply(), 0, correlation_id))
+            return True
+        if version not in handler.versions:
+            return self._drop("unsupported version", api=handler.name, version=version)
+        try:
+            if api_key == PRODUCE:
+                request = fastpath.decode_produce_request(frame)
+            else:
+                request = framing.decode_request(frame)
+        except ProtocolError as exc:
+            return self._drop("malformed request", api=handler.name, version=version, error=exc.message)
+        try:
+            response = await handler.fn(self.broker, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("handler failed", api=handler.name, version=version, peer=self.peer,
+                          client_id=request.header.client_id)
+            return self._drop("handler failed", api=handler.name)
+        if response is None or self.closed:
+            return True
+        if api_key == FETCH:
+            self.transport.writelines(fastpath.encode_fetch_response(response, version, correlation_id))
+        else:
+            self.transport.write(framing.encode_response(response, version, correlation_id))
+        return True
+
+    def _drop(self, reason: str, **details) -> bool:
+        log.warning(f"closing connection: {reason}", peer=self.peer, **details)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        return False
+
+
+class BrokerServer:
+    def __init__(self, broker):
+        self.broker = broker
+        self.servers: list[asyncio.base_events.Server] = []
+        self.connections: set[Connection] = set()
+        self.stopping = False
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for listener in self.broker.config.listeners:
+            server = await loop.create_server(lambda: Connection(self), listener.host or None, listener.port,
+                                              reuse_address=True)
+            self.servers.append(server)
+            log.info("listening", listener=str(listener))
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to `grace_s`), then close every connection."""
+        self.stopping = True
+        for server in self.servers:
+            server.close()
+        workers = [c.worker for c in self.connections if c.worker is not None]
+        if workers:
+            await asyncio.wait(workers, timeout=grace_s)
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+        for server in self.servers:
+            await server.wait_closed()

@@ -1,0 +1,281 @@
+"""PartitionLog on its own: append, read, offsets, timestamps, start offset, truncation, rolling, flush."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from crc32c import crc32c
+
+from broker.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    InvalidRecordError,
+    LogConfig,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    PolicyViolationError,
+    ReadBound,
+    StartOffsetReason,
+)
+from protocol.errors import ErrorCode
+from protocol.records import RecordBatch, TimestampType, build_batch, iter_batches
+from tests.broker.test_log_support import SMALL, FakeClock, batch, batches_of, files, settle
+
+
+def ts_offset(found) -> tuple[int, int]:
+    return found.timestamp, found.offset
+
+
+def new_log(tmp_path: Path, config: LogConfig = SMALL, clock: FakeClock | None = None) -> PartitionLog:
+    return PartitionLog.create(tmp_path / "topic-0", config, clock=clock or FakeClock())
+
+
+async def fill(log: PartitionLog, count: int, records: int = 2, ts0: int = 1000) -> None:
+    for i in range(count):
+        await log.append(batch(records, timestamp=ts0 + i), leader_epoch=3)
+    log.update_high_watermark(log.log_end_offset)
+
+
+async def test_append_assigns_offsets_and_epoch(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    first = await log.append(batch(3) + batch(2), leader_epoch=5)
+    assert (first.first_offset, first.last_offset, first.batches) == (0, 4, 2)
+    second = await log.append(batch(1), leader_epoch=6)
+    assert (second.first_offset, second.last_offset) == (5, 5)
+    assert log.log_end_offset == 6 and log.high_watermark == 0
+    data = log.read(0, 10_000, bound=ReadBound.LOG_END).read_bytes()
+    views = list(iter_batches(data))
+    assert [(v.base_offset, v.last_offset, v.partition_leader_epoch) for v in views] == [
+        (0, 2, 5),
+        (3, 4, 5),
+        (5, 5, 6),
+    ]
+    assert all(v.crc_valid() for v in views)
+    assert log.epoch_cache.entries() == [(5, 0), (6, 5)]
+    empty = await log.append(b"")
+    assert empty.batches == 0 and log.log_end_offset == 6
+
+
+@pytest.mark.parametrize(
+    "mangle, code",
+    [
+        (lambda b: b[:-1] + bytes([b[-1] ^ 1]), ErrorCode.CORRUPT_MESSAGE),  # CRC
+        (lambda b: b[:-3], ErrorCode.CORRUPT_MESSAGE),  # cut short
+        (lambda b: b[:16] + b"\x01" + b[17:], ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),  # magic 1
+        (lambda b: b + b"\0" * 5, ErrorCode.CORRUPT_MESSAGE),  # stray bytes
+    ],
+)
+async def test_append_rejects_bad_input_without_writing(tmp_path: Path, mangle, code) -> None:
+    log = new_log(tmp_path)
+    await log.append(batch(1))
+    with pytest.raises(InvalidRecordError) as info:
+        await log.append(batch(1) + mangle(batch(2)))
+    assert info.value.error_code == code
+    assert log.log_end_offset == 1 and log.segments[-1].size == len(batch(1))
+
+
+async def test_append_rejects_inconsistent_counts_and_oversized_batches(tmp_path: Path) -> None:
+    log = new_log(tmp_path, replace(SMALL, max_message_bytes=500))
+    wrong = bytearray(batch(3))
+    struct.pack_into(">i", wrong, 57, 2)  # records_count 2 over 3 offsets, CRC recomputed
+    view = RecordBatch(wrong)
+    struct.pack_into(">I", wrong, 17, crc32c(bytes(wrong[21:])))
+    assert view.crc_valid()
+    with pytest.raises(InvalidRecordError) as info:
+        await log.append(bytes(wrong))
+    assert info.value.error_code == ErrorCode.INVALID_RECORD
+    with pytest.raises(InvalidRecordError) as info:
+        await log.append(batch(1, value=b"x" * 600))
+    assert info.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+async def test_log_append_time(tmp_path: Path) -> None:
+    clock = FakeClock(5_000_000)
+    log = new_log(tmp_path, replace(SMALL, message_timestamp_type="LogAppendTime"), clock)
+    info = await log.append(batch(2, timestamp=7))
+    assert info.log_append_time == 5_000_000 and info.max_timestamp == 5_000_000
+    (view,) = iter_batches(log.read(0, 10_000, bound=ReadBound.LOG_END).read_bytes())
+    assert view.timestamp_type == TimestampType.LOG_APPEND_TIME and view.max_timestamp == 5_000_000
+    assert view.crc_valid()
+
+
+async def test_follower_append_keeps_offsets(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await log.append(
+        build_batch([(b"k", b"v", [], 1)] * 2, base_offset=10, partition_leader_epoch=4), assign_offsets=False
+    )
+    assert log.log_end_offset == 12 and log.epoch_cache.entries() == [(4, 10)]
+    with pytest.raises(InvalidRecordError):
+        await log.append(build_batch([(b"k", b"v", [], 1)], base_offset=11), assign_offsets=False)
+
+
+async def test_rolls_on_size_and_reads_across_segments(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 60)
+    assert len(log.segments) > 3
+    bases = [s.base_offset for s in log.segments]
+    assert bases == sorted(bases) and all(s.size <= SMALL.segment_bytes for s in log.segments)
+    everything = log.read(0, 10**9)
+    assert len(everything.slices) == len(log.segments)
+    assert [b[0] for b in batches_of(everything.read_bytes())] == list(range(0, 120, 2))
+    # Each read is whole batches, starts at the batch holding the offset, and respects max_bytes.
+    size = len(batch(2))
+    for offset in (0, 1, 37, 64, 119):
+        for max_bytes in (1, size, size + 1, 3 * size - 1, 5000):
+            info = log.read(offset, max_bytes)
+            found = batches_of(info.read_bytes())
+            assert found[0][0] == offset - offset % 2
+            assert info.size == max(size, max_bytes // size * size) or found[-1][1] == 119
+    assert log.read(120, 100).slices == ()
+
+
+async def test_read_bounds(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 5)
+    await log.append(batch(2))  # above the high watermark
+    assert log.high_watermark == 10 and log.log_end_offset == 12
+    assert batches_of(log.read(0, 10**6).read_bytes())[-1][1] == 9
+    assert batches_of(log.read(0, 10**6, bound=ReadBound.LOG_END).read_bytes())[-1][1] == 11
+    assert log.read(10, 10**6).slices == ()  # between HW and LEO: empty, not an error
+    assert log.read(12, 10**6, bound=ReadBound.LOG_END).slices == ()
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(13, 100)
+    assert log.read(0, 10, min_one_batch=False).slices == ()
+    assert len(log.read(0, 10).slices) == 1  # one batch even though larger than max_bytes
+
+
+async def test_offset_for_timestamp(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    timestamps = [100, 300, 200, 500, 400, 500, 250]
+    for ts in timestamps:
+        await log.append(batch(2, timestamp=ts), leader_epoch=1)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
+    assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 14
+    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 6)
+    for target, expected in [(0, 0), (100, 0), (101, 2), (300, 2), (301, 6), (450, 6), (500, 6)]:
+        found = log.offset_for_timestamp(target)
+        assert found is not None and found.offset == expected, target
+    assert log.offset_for_timestamp(501) is None
+    await log.increment_log_start_offset(7)
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 7
+    assert log.offset_for_timestamp(100).offset == 7  # never below the start offset
+    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 7)  # batch 6..7 is still half there
+    await log.increment_log_start_offset(8)
+    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 10)  # the first 500 is gone
+    await log.increment_log_start_offset(12)
+    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (250, 12)
+
+
+async def test_offset_for_timestamp_across_segments(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 60, ts0=10_000)
+    assert len(log.segments) > 3
+    for i in (0, 17, 33, 59):
+        assert log.offset_for_timestamp(10_000 + i).offset == 2 * i
+    assert log.offset_for_timestamp(MAX_TIMESTAMP).offset == 118
+
+
+async def test_increment_log_start_offset(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 60)
+    await log.append(batch(2))
+    segments_before = len(log.segments)
+    with pytest.raises(OffsetOutOfRangeError):
+        await log.increment_log_start_offset(121)  # above the high watermark
+    assert await log.increment_log_start_offset(45) == 45
+    assert await log.increment_log_start_offset(30) == 45  # no-op success
+    assert log.segments[0].base_offset <= 45 < log.segments[0].next_offset
+    assert len(log.segments) < segments_before
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(44, 100)
+    assert batches_of(log.read(45, 100).read_bytes())[0][0] == 44  # the batch holding 45
+    await settle()
+    assert all(not name.endswith(".deleted") for name in files(log.directory))
+    assert await log.increment_log_start_offset(120) == 120
+    assert log.read(120, 100).slices == ()
+
+
+async def test_delete_records_needs_delete_policy(tmp_path: Path) -> None:
+    log = new_log(tmp_path, replace(SMALL, cleanup_policy=("compact",)))
+    await fill(log, 3)
+    with pytest.raises(PolicyViolationError):
+        await log.increment_log_start_offset(2)
+    # A follower copying its leader's start offset is not a client deletion.
+    assert await log.increment_log_start_offset(2, StartOffsetReason.LEADER_OFFSET_INCREMENTED) == 2
+
+
+async def test_truncate_to(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 60)
+    assert await log.truncate_to(200) is False
+    assert await log.truncate_to(51) is True  # batch 50..51 goes whole
+    assert log.log_end_offset == 50 and log.high_watermark == 50
+    assert log.epoch_cache.entries() == [(3, 0)]
+    await settle()
+    assert batches_of(log.read(0, 10**6).read_bytes())[-1][1] == 49
+    info = await log.append(batch(1), leader_epoch=4)
+    assert info.first_offset == 50
+    assert log.segments[-1].base_offset <= 50
+    # Data on disk after a truncation and an append matches a fresh scan.
+    reloaded, report = PartitionLog.load(log.directory, SMALL, recovery_point=0)
+    assert reloaded.log_end_offset == 51 and report.truncated_bytes == 0
+    reloaded.abandon()
+
+
+async def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 10)
+    await log.truncate_fully_and_start_at(500)
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (500, 500, 500)
+    assert [s.base_offset for s in log.segments] == [500]
+    info = await log.append(batch(1))
+    assert info.first_offset == 500
+    await settle()
+    assert [n for n in files(log.directory) if n.endswith(".log")] == ["00000000000000000500.log"]
+
+
+async def test_roll_on_segment_ms(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = new_log(tmp_path, replace(SMALL, segment_ms=1000), clock)
+    await log.append(batch(1, timestamp=50_000))
+    await log.append(batch(1, timestamp=50_900))
+    assert len(log.segments) == 1
+    await log.append(batch(1, timestamp=51_001))  # more than segment.ms after the first batch
+    assert len(log.segments) == 2
+    await log.append(batch(1, timestamp=-1))  # no timestamps: time since the segment was created
+    clock.now += 1001
+    await log.append(batch(1, timestamp=-1))
+    assert len(log.segments) == 3
+
+
+async def test_flush_moves_recovery_point_and_writes_indexes(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 5)
+    assert log.recovery_point == 0
+    await log.flush()
+    assert log.recovery_point == 10
+    segment = log.segments[-1]
+    assert segment.index.path.stat().st_size == len(segment.index) * 8
+    assert (log.directory / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n"
+
+
+async def test_flush_messages_one(tmp_path: Path) -> None:
+    log = new_log(tmp_path, replace(SMALL, flush_messages=1))
+    await log.append(batch(3))
+    assert log.recovery_point == 3
+    await log.append(batch(1))
+    assert log.recovery_point == 4
+
+
+async def test_roll_flushes_the_finished_segment(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    await fill(log, 30)
+    await settle()
+    assert len(log.segments) > 1
+    assert log.recovery_point >= log.segments[-1].base_offset
+    await log.close()

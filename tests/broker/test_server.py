@@ -1,0 +1,100 @@
+"""The network layer and ApiVersions, against a real broker process on loopback."""
+
+import socket
+import struct
+
+import pytest
+
+from protocol import framing
+from protocol.errors import ErrorCode
+from protocol.messages import ApiVersionsRequest, MetadataRequest
+from tests.support.broker_process import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("server")) as process:
+        yield process
+
+
+def _connect(broker) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    return sock
+
+
+def _read_frame(sock) -> bytes:
+    size = struct.unpack(">i", _read_exact(sock, 4))[0]
+    return _read_exact(sock, size)
+
+
+def _read_exact(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _api_versions(broker, version: int):
+    with _connect(broker) as sock:
+        sock.sendall(framing.encode_request(
+            ApiVersionsRequest(client_software_name="ebb-test", client_software_version="1.0"), version, 7, "t"))
+        return framing.decode_response(_read_frame(sock), 18, version)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_what_is_registered(broker, version):
+    correlation_id, body = _api_versions(broker, version)
+    assert correlation_id == 7 and body.error_code == ErrorCode.NONE
+    keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert keys[18] == (0, 4)
+    assert 69 not in keys and 71 not in keys  # never advertise what is not implemented
+
+
+def test_too_new_api_versions_gets_the_v0_error_reply(broker):
+    with _connect(broker) as sock:
+        frame = bytearray(framing.encode_request(ApiVersionsRequest(), 4, 9, "t"))
+        frame[6:8] = struct.pack(">h", 99)
+        sock.sendall(frame)
+        assert _read_frame(sock) == bytes.fromhex("00000009" "0023" "00000001" "001200000004")
+
+
+def test_bad_client_software_name_is_invalid_request(broker):
+    with _connect(broker) as sock:
+        sock.sendall(framing.encode_request(
+            ApiVersionsRequest(client_software_name="bad name!", client_software_version="1"), 3, 1, "t"))
+        _, body = framing.decode_response(_read_frame(sock), 18, 3)
+    assert body.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_pipelined_requests_are_answered_in_order(broker):
+    with _connect(broker) as sock:
+        sock.sendall(b"".join(framing.encode_request(ApiVersionsRequest(), v % 3, 100 + v, "t") for v in range(20)))
+        ids = [framing.decode_response(_read_frame(sock), 18, v % 3)[0] for v in range(20)]
+    assert ids == list(range(100, 120))
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\xff\xff\xff\xff",                                   # negative size
+    struct.pack(">i", 200 * 1024 * 1024),                  # above socket.request.max.bytes
+    struct.pack(">i", 6) + b"\x00\x12\x00\x00\x00\x00",   # header cut short
+    struct.pack(">i", 10) + b"\x7f\x00\x00\x00\x00\x00\x00\x01\x00\x00",  # unknown api key
+])
+def test_bad_frames_close_only_that_connection(broker, garbage):
+    with _connect(broker) as sock:
+        sock.sendall(garbage)
+        with pytest.raises((ConnectionError, OSError)):
+            _read_frame(sock)
+    assert _api_versions(broker, 3)[1].error_code == ErrorCode.NONE
+
+
+def test_unsupported_version_closes_the_connection(broker):
+    with _connect(broker) as sock:
+        frame = bytearray(framing.encode_request(MetadataRequest(topics=[]), 12, 1, "t"))
+        frame[6:8] = struct.pack(">h", 50)
+        sock.sendall(frame)
+        with pytest.raises((ConnectionError, OSError)):
+            _read_frame(sock)
+    assert _api_versions(broker, 0)[1].error_code == ErrorCode.NONE
