@@ -22,9 +22,9 @@ bench: $(STAMP)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
 
-run:
-	@echo "make run arrives with the single-broker issue (#4); there is no broker to start yet." >&2
-	@exit 2
+# One broker on 127.0.0.1:9092, data under ./data, no ZooKeeper. Extra settings: make run ARGS="--override k=v"
+run: $(STAMP)
+	$(PY) -m broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
