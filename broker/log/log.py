@@ -23,7 +23,7 @@ import time
 import uuid
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -31,17 +31,11 @@ import structlog
 
 from broker.log import checkpoint
 from broker.log.common import (
-    DELETED_SUFFIX,
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
-    INDEX_SUFFIX,
     LATEST_TIMESTAMP,
-    LOG_SUFFIX,
     MAX_TIMESTAMP,
     NO_TIMESTAMP,
-    TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
-    CorruptCheckpointError,
     InvalidRecordError,
     LogError,
     Offset,
@@ -50,12 +44,11 @@ from broker.log.common import (
     StartOffsetReason,
     StorageError,
     TopicPartition,
-    parse_segment_name,
 )
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
-from broker.log.index import CorruptIndexError
 from broker.log.io import LogIO, unlink_all
+from broker.log.loader import LoadReport, load_partition
 from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment, SegmentFile, SegmentFlush
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import assign_offsets as stamp_batch
@@ -123,19 +116,6 @@ class TimestampOffset:
     timestamp: int
     offset: Offset
     leader_epoch: int
-
-
-@dataclass(slots=True)
-class LoadReport:
-    """What loading found; the manager logs it and tests look at it."""
-
-    clean: bool
-    recovered_segments: list[int] = field(default_factory=list)
-    rebuilt_indexes: list[int] = field(default_factory=list)
-    truncated_bytes: int = 0
-    deleted_segments: list[int] = field(default_factory=list)
-    leftovers_removed: int = 0
-    problems: list[str] = field(default_factory=list)
 
 
 class PartitionLog:
@@ -787,143 +767,28 @@ class PartitionLog:
         holding `recovery_point` on is validated batch by batch and cut at the first bad batch; any
         segment whose indexes do not check out is rebuilt. The log start offset never moves below
         `log_start_offset`."""
-        report = LoadReport(clean=clean)
-        log_files: list[int] = []
-        index_only: list[Path] = []
-        for entry in sorted(os.listdir(directory)):
-            path = directory / entry
-            if entry.endswith(DELETED_SUFFIX) or entry.endswith(TMP_SUFFIX):
-                unlink_all([path])  # a deletion or checkpoint write that a stop interrupted
-                report.leftovers_removed += 1
-                continue
-            parsed = parse_segment_name(entry)
-            if parsed is None:
-                continue
-            base, suffix = parsed
-            if suffix == LOG_SUFFIX:
-                log_files.append(base)
-            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                index_only.append(path)
-        for path in index_only:
-            if parse_segment_name(path.name)[0] not in log_files:  # type: ignore[index]
-                unlink_all([path])
-                report.leftovers_removed += 1
-
-        topic_id = None
-        try:
-            topic_id = checkpoint.read_partition_metadata(directory / checkpoint.PARTITION_METADATA)
-        except CorruptCheckpointError as exc:
-            report.problems.append(f"partition.metadata unreadable: {exc}")
-
-        epochs_path = directory / checkpoint.LEADER_EPOCH_CHECKPOINT
-        epoch_cache: LeaderEpochCache | None = None
-        try:
-            entries = checkpoint.read_leader_epochs(epochs_path)
-            if entries is not None:
-                epoch_cache = LeaderEpochCache(entries)
-            elif log_files:
-                report.problems.append("leader-epoch-checkpoint missing; rebuilt from batch headers")
-        except CorruptCheckpointError as exc:
-            report.problems.append(f"leader-epoch-checkpoint damaged ({exc}); rebuilt from batch headers")
-        rebuild_epochs = epoch_cache is None
-        epoch_cache = epoch_cache or LeaderEpochCache()
-
-        options = dict(
-            index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.segment_index_bytes
+        loaded = load_partition(
+            directory,
+            config,
+            now_ms=clock(),
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            high_watermark=high_watermark,
+            clean=clean,
         )
-        segments: list[LogSegment] = []
-        try:
-            for base in log_files:
-                segments.append(LogSegment.open(directory, base, now_ms=clock(), **options))  # type: ignore[arg-type]
-            first_unflushed = len(segments)
-            if not clean:
-                first_unflushed = max(bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0)
-            kept: list[LogSegment] = []
-            for i, segment in enumerate(segments):
-                if i < first_unflushed:
-                    try:
-                        segment.load_indexes()
-                        if rebuild_epochs:
-                            for batch in segment.batches():
-                                epoch_cache.assign(batch.leader_epoch, batch.base_offset)
-                        kept.append(segment)
-                        continue
-                    except (CorruptIndexError, CorruptSegmentError, FileNotFoundError) as exc:
-                        report.problems.append(f"segment {base_name(segment)}: {exc}; rebuilding its indexes")
-                        report.rebuilt_indexes.append(segment.base_offset)
-                else:
-                    report.recovered_segments.append(segment.base_offset)
-                if kept and segment.base_offset < kept[-1].next_offset:
-                    report.problems.append(f"segment {base_name(segment)} overlaps its predecessor; dropped")
-                    _drop_segment(segment, report)
-                    continue
-                result = segment.recover(max_batch_size=2**31 - 1)
-                for epoch, start in result.epoch_starts:
-                    epoch_cache.assign(epoch, start)
-                kept.append(segment)
-                if result.truncated_bytes:
-                    report.truncated_bytes += result.truncated_bytes
-                    report.problems.append(
-                        f"segment {base_name(segment)}: {result.reason}; cut {result.truncated_bytes} bytes"
-                    )
-                    if i >= first_unflushed:
-                        # Everything after a torn or corrupt batch is suspect: Kafka drops it too.
-                        for later in segments[i + 1 :]:
-                            _drop_segment(later, report)
-                        break
-            segments = kept
-            start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
-            if not segments:
-                segments = [LogSegment.create(directory, start, now_ms=clock(), **options)]  # type: ignore[arg-type]
-            end = segments[-1].next_offset
-            if end < start:
-                report.problems.append(
-                    f"log end offset {end} is below the log start offset {start}; starting empty at {start}"
-                )
-                for segment in segments:
-                    _drop_segment(segment, report)
-                segments = [LogSegment.create(directory, start, now_ms=clock(), **options)]  # type: ignore[arg-type]
-                epoch_cache.clear()
-            while len(segments) > 1 and segments[1].base_offset <= start:
-                _drop_segment(segments.pop(0), report)
-            end = segments[-1].next_offset
-            epoch_cache.truncate_from_end(end)
-            epoch_cache.truncate_from_start(start)
-            for segment in segments:
-                if segment.base_offset in report.recovered_segments + report.rebuilt_indexes:
-                    os.fsync(segment.file.fd)
-            if epoch_cache.dirty or rebuild_epochs:
-                checkpoint.write_leader_epochs(epochs_path, epoch_cache.entries())
-                epoch_cache.dirty = False
-            checkpoint.fsync_dir(directory)
-        except BaseException:
-            for segment in segments:
-                segment.close()
-            raise
-        high_watermark = min(max(high_watermark or 0, start), end)
         log = cls(
             directory,
             config,
-            segments,
+            loaded.segments,
             io=io,
             clock=clock,
-            log_start_offset=start,
-            recovery_point=end,
-            high_watermark=high_watermark,
-            epoch_cache=epoch_cache,
-            topic_id=topic_id,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.log_end_offset,
+            high_watermark=loaded.high_watermark,
+            epoch_cache=loaded.epoch_cache,
+            topic_id=loaded.topic_id,
         )
-        return log, report
-
-
-def base_name(segment: LogSegment) -> str:
-    return segment.log_path.name
-
-
-def _drop_segment(segment: LogSegment, report: LoadReport) -> None:
-    segment.close()
-    unlink_all([segment.log_path, segment.index.path, segment.time_index.path])
-    report.deleted_segments.append(segment.base_offset)
+        return log, loaded.report
 
 
 def _largest_timestamp(segment: LogSegment) -> int:

@@ -20,10 +20,11 @@ from broker.log import (
     PolicyViolationError,
     ReadBound,
     StartOffsetReason,
+    TopicPartition,
 )
 from protocol.errors import ErrorCode
 from protocol.records import RecordBatch, TimestampType, build_batch, iter_batches
-from tests.broker.test_log_support import SMALL, FakeClock, batch, batches_of, files, settle
+from tests.broker.test_log_support import SMALL, FakeClock, batch, batches_of, files, open_manager, settle
 
 
 def ts_offset(found) -> tuple[int, int]:
@@ -279,3 +280,29 @@ async def test_roll_flushes_the_finished_segment(tmp_path: Path) -> None:
     assert len(log.segments) > 1
     assert log.recovery_point >= log.segments[-1].base_offset
     await log.close()
+
+
+async def test_close_seals_the_max_timestamp_into_the_time_index(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    for ts in (50, 900, 10):  # the max is not in a sparse entry: too few bytes for one
+        await log.append(batch(1, timestamp=ts))
+    await log.close()
+    active = log.segments[-1]
+    assert active.time_index.path.read_bytes() == struct.pack(">qi", 900, 1)
+    reopened, report = PartitionLog.load(log.directory, SMALL, recovery_point=3, clean=True)
+    assert report.recovered_segments == []
+    assert (reopened.segments[-1].max_timestamp, reopened.segments[-1].offset_of_max_timestamp) == (900, 1)
+    reopened.abandon()
+
+
+async def test_flush_ms_through_the_manager(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = await open_manager(tmp_path, replace(SMALL, flush_ms=1000), clock=clock)
+    log = await manager.get_or_create_log(TopicPartition("flushed", 0))
+    await log.append(batch(2))
+    await manager.flush_due_logs()
+    assert log.recovery_point == 0
+    clock.now += 1000
+    await manager.flush_due_logs()
+    assert log.recovery_point == 2
+    await manager.shutdown()

@@ -219,6 +219,11 @@ class LogModel(RuleBasedStateMachine):
         self.start, self.hw = min(self.start, self.end), min(self.hw, self.end)
 
     @rule()
+    def flush(self) -> None:
+        self.run(self.log.flush())
+        assert self.log.recovery_point == self.end
+
+    @rule()
     def clean_restart(self) -> None:
         self.run(self.manager.shutdown())
         self._start_manager()

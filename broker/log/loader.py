@@ -1,0 +1,194 @@
+"""Opening a partition directory: trust what was flushed, validate what was not.
+
+After an unclean stop every segment from the one holding the recovery point on is validated batch by
+batch (framing, magic, CRC-32C, offsets increasing) and cut at the first bad batch; everything after
+a cut is dropped, as Kafka does. Segments before it keep their indexes unless those fail a sanity
+check, in which case they are rebuilt. The log start offset never moves below the checkpointed one.
+
+Blocking throughout: the LogManager calls it from its thread pool.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log import checkpoint
+from broker.log.common import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    CorruptCheckpointError,
+    parse_segment_name,
+)
+from broker.log.config import LogConfig
+from broker.log.epoch import LeaderEpochCache
+from broker.log.index import CorruptIndexError
+from broker.log.io import unlink_all
+from broker.log.segment import CorruptSegmentError, LogSegment
+
+
+@dataclass(slots=True)
+class LoadReport:
+    """What loading found; the manager logs it and tests look at it."""
+
+    clean: bool
+    recovered_segments: list[int] = field(default_factory=list)
+    rebuilt_indexes: list[int] = field(default_factory=list)
+    truncated_bytes: int = 0
+    deleted_segments: list[int] = field(default_factory=list)
+    leftovers_removed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    epoch_cache: LeaderEpochCache
+    topic_id: uuid.UUID | None
+    report: LoadReport
+
+
+def load_partition(
+    directory: Path,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    log_start_offset: int | None,
+    recovery_point: int,
+    high_watermark: int | None,
+    clean: bool,
+) -> LoadedLog:
+    report = LoadReport(clean=clean)
+    log_files: list[int] = []
+    index_only: list[Path] = []
+    for entry in sorted(os.listdir(directory)):
+        path = directory / entry
+        if entry.endswith(DELETED_SUFFIX) or entry.endswith(TMP_SUFFIX):
+            unlink_all([path])  # a deletion or checkpoint write that a stop interrupted
+            report.leftovers_removed += 1
+            continue
+        parsed = parse_segment_name(entry)
+        if parsed is None:
+            continue
+        base, suffix = parsed
+        if suffix == LOG_SUFFIX:
+            log_files.append(base)
+        elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            index_only.append(path)
+    for path in index_only:
+        if parse_segment_name(path.name)[0] not in log_files:  # type: ignore[index]
+            unlink_all([path])
+            report.leftovers_removed += 1
+
+    topic_id = None
+    try:
+        topic_id = checkpoint.read_partition_metadata(directory / checkpoint.PARTITION_METADATA)
+    except CorruptCheckpointError as exc:
+        report.problems.append(f"partition.metadata unreadable: {exc}")
+
+    epochs_path = directory / checkpoint.LEADER_EPOCH_CHECKPOINT
+    epoch_cache: LeaderEpochCache | None = None
+    try:
+        entries = checkpoint.read_leader_epochs(epochs_path)
+        if entries is not None:
+            epoch_cache = LeaderEpochCache(entries)
+        elif log_files:
+            report.problems.append("leader-epoch-checkpoint missing; rebuilt from batch headers")
+    except CorruptCheckpointError as exc:
+        report.problems.append(f"leader-epoch-checkpoint damaged ({exc}); rebuilt from batch headers")
+    rebuild_epochs = epoch_cache is None
+    epoch_cache = epoch_cache or LeaderEpochCache()
+
+    options = dict(
+        index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.segment_index_bytes
+    )
+    segments: list[LogSegment] = []
+    try:
+        for base in log_files:
+            segments.append(LogSegment.open(directory, base, now_ms=now_ms, **options))  # type: ignore[arg-type]
+        first_unflushed = len(segments)
+        if not clean:
+            first_unflushed = max(bisect_right([s.base_offset for s in segments], recovery_point) - 1, 0)
+        kept: list[LogSegment] = []
+        for i, segment in enumerate(segments):
+            if i < first_unflushed:
+                try:
+                    segment.load_indexes()
+                    if rebuild_epochs:
+                        for batch in segment.batches():
+                            epoch_cache.assign(batch.leader_epoch, batch.base_offset)
+                    kept.append(segment)
+                    continue
+                except (CorruptIndexError, CorruptSegmentError, FileNotFoundError) as exc:
+                    report.problems.append(f"segment {_name(segment)}: {exc}; rebuilding its indexes")
+                    report.rebuilt_indexes.append(segment.base_offset)
+            else:
+                report.recovered_segments.append(segment.base_offset)
+            if kept and segment.base_offset < kept[-1].next_offset:
+                report.problems.append(f"segment {_name(segment)} overlaps its predecessor; dropped")
+                _drop_segment(segment, report)
+                continue
+            result = segment.recover(max_batch_size=2**31 - 1)
+            for epoch, start in result.epoch_starts:
+                epoch_cache.assign(epoch, start)
+            kept.append(segment)
+            if result.truncated_bytes:
+                report.truncated_bytes += result.truncated_bytes
+                report.problems.append(
+                    f"segment {_name(segment)}: {result.reason}; cut {result.truncated_bytes} bytes"
+                )
+                if i >= first_unflushed:
+                    # Everything after a torn or corrupt batch is suspect: Kafka drops it too.
+                    for later in segments[i + 1 :]:
+                        _drop_segment(later, report)
+                    break
+        segments = kept
+        start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
+        if not segments:
+            segments = [LogSegment.create(directory, start, now_ms=now_ms, **options)]  # type: ignore[arg-type]
+        end = segments[-1].next_offset
+        if end < start:
+            report.problems.append(
+                f"log end offset {end} is below the log start offset {start}; starting empty at {start}"
+            )
+            for segment in segments:
+                _drop_segment(segment, report)
+            segments = [LogSegment.create(directory, start, now_ms=now_ms, **options)]  # type: ignore[arg-type]
+            epoch_cache.clear()
+        while len(segments) > 1 and segments[1].base_offset <= start:
+            _drop_segment(segments.pop(0), report)
+        end = segments[-1].next_offset
+        epoch_cache.truncate_from_end(end)
+        epoch_cache.truncate_from_start(start)
+        for segment in segments:
+            if segment.base_offset in report.recovered_segments + report.rebuilt_indexes:
+                os.fsync(segment.file.fd)
+        if epoch_cache.dirty or rebuild_epochs:
+            checkpoint.write_leader_epochs(epochs_path, epoch_cache.entries())
+            epoch_cache.dirty = False
+        checkpoint.fsync_dir(directory)
+    except BaseException:
+        for segment in segments:
+            segment.close()
+        raise
+    high_watermark = min(max(high_watermark or 0, start), end)
+    return LoadedLog(segments, start, end, high_watermark, epoch_cache, topic_id, report)
+
+
+def _name(segment: LogSegment) -> str:
+    return segment.log_path.name
+
+
+def _drop_segment(segment: LogSegment, report: LoadReport) -> None:
+    segment.close()
+    unlink_all([segment.log_path, segment.index.path, segment.time_index.path])
+    report.deleted_segments.append(segment.base_offset)
