@@ -21,6 +21,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
+	$(PY) -m bench.log
 
 # One broker on 127.0.0.1:9092, data under ./data, no ZooKeeper. Extra settings: make run ARGS="--override k=v"
 run: $(STAMP)
