@@ -404,10 +404,10 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets at the log level. EARLIEST (-2, and -4) is the log start offset, LATEST (-1)
         the log end offset, MAX_TIMESTAMP (-3) the first batch holding the largest timestamp, and
-        t >= 0 the first batch at or after the log start offset whose max timestamp is >= t (None if
-        there is none). Batch granularity: the offset is the batch's first (or the log start offset),
-        the timestamp its max; Kafka decodes records to find the exact one. Capping at the high
-        watermark is the caller's business (it depends on the isolation level)."""
+        t >= 0 the first record at or after the log start offset whose timestamp is >= t (None if
+        there is none; only the batch holding it is decoded). MAX_TIMESTAMP stays at batch
+        granularity. Capping at the high watermark is the caller's business (it depends on the
+        isolation level)."""
         self._check_online()
         start = self._log_start_offset
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

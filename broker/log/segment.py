@@ -387,15 +387,29 @@ class LogSegment:
         return first.position, end - first.position, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
-        """(max timestamp, first offset) of the first batch at or after `starting_offset` whose max
-        timestamp is at or above `timestamp`. Batch granularity: records are not decoded."""
+        """(timestamp, offset) of the first record at or after `starting_offset` whose timestamp is at
+        or above `timestamp`. Headers pick the batch (its max timestamp); only that one batch is
+        decoded, because ListOffsets answers with the exact record, as Kafka does."""
         if self.max_timestamp < timestamp:
             return None
         _, indexed_offset = self.time_index.lookup(timestamp)
         start = self.index.lookup(max(indexed_offset, starting_offset))[1]
         for batch in scan_headers(self.file.fd, start, self.size):
             if batch.last_offset >= starting_offset and batch.max_timestamp >= timestamp:
-                return batch.max_timestamp, max(batch.base_offset, starting_offset)
+                found = self._first_record_at(batch, timestamp, starting_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def _first_record_at(self, batch: BatchInfo, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        data = os.pread(self.file.fd, batch.size, batch.position)
+        try:
+            for record in RecordBatch(data).records():
+                if record.offset >= starting_offset and record.timestamp >= timestamp:
+                    return record.timestamp, record.offset
+        except ProtocolError:
+            # A batch whose records cannot be read still answers at batch level rather than not at all.
+            return batch.max_timestamp, max(batch.base_offset, starting_offset)
         return None
 
     def batches(self, start_position: int = 0) -> Iterator[BatchInfo]:

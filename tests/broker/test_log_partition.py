@@ -306,3 +306,16 @@ async def test_flush_ms_through_the_manager(tmp_path: Path) -> None:
     await manager.flush_due_logs()
     assert log.recovery_point == 2
     await manager.shutdown()
+
+
+async def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    # one batch, out-of-order timestamps: ListOffsets answers with the first record at or after t
+    await log.append(build_batch([(b"k", b"v", [], ts) for ts in (100, 300, 200, 400)]), leader_epoch=1)
+    log.update_high_watermark(log.log_end_offset)
+    assert ts_offset(log.offset_for_timestamp(150)) == (300, 1)
+    assert ts_offset(log.offset_for_timestamp(300)) == (300, 1)
+    assert ts_offset(log.offset_for_timestamp(301)) == (400, 3)
+    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (400, 3)
+    await log.increment_log_start_offset(2)
+    assert ts_offset(log.offset_for_timestamp(150)) == (200, 2)  # never below the log start offset
