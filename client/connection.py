@@ -1,0 +1,281 @@
+"""One TCP connection to one broker: framing, pipelining, timeouts, and ApiVersions negotiation.
+
+Requests are written as soon as they are made and may be in flight together; a single reader task
+matches each response to its request by correlation id. Kafka brokers answer in order, but matching
+by id means we never depend on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from importlib import metadata
+
+import structlog
+
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.framing import DEFAULT_MAX_FRAME, decode_response, encode_request
+from protocol.messages import ApiMessage, ApiVersionsRequest
+from protocol.wire import I16, I32
+
+from .errors import (
+    BrokerConnectionError,
+    BrokerUnreachableError,
+    ConnectionClosedError,
+    MalformedResponseError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+    error_for,
+)
+from .versions import API_VERSIONS, API_VERSIONS_FIRST_TRY, BrokerVersions, api_name, api_versions_retry, pick_version
+
+log = structlog.get_logger("ebb.client.connection")
+
+SOFTWARE_NAME = "ebb-python"
+try:
+    SOFTWARE_VERSION = metadata.version("ebb")
+except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+    SOFTWARE_VERSION = "0.0.0"
+
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+_CORRELATION_IDS = 2**31
+
+
+class BrokerConnection:
+    """A connection to one broker. `await connect()` opens it and negotiates versions."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int | None = None,
+        client_id: str = "ebb",
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ):
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_frame = max_frame
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.api_versions_version: int | None = None  # which ApiVersions version the broker answered
+        self._correlation = itertools.count(1)
+        self._pending: dict[int, tuple[asyncio.Future[ApiMessage], int, int]] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._closed = False
+        self._close_reason = "not connected"
+        self._log = log.bind(broker=self.address, node_id=node_id)
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._closed
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        state = "open" if self.connected else self._close_reason
+        return f"<BrokerConnection {self.address} node={self.node_id} {state}>"
+
+    # -- lifecycle --
+
+    async def connect(self) -> BrokerConnection:
+        if self._writer is not None:
+            raise RuntimeError(f"{self!r} was already connected; make a new one")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            reason = f"timed out after {self.connect_timeout_s:g}s" if isinstance(exc, TimeoutError) else str(exc)
+            raise BrokerUnreachableError(
+                f"cannot connect to {self.address}: {reason}", host=self.host, port=self.port
+            ) from exc
+        self._writer = writer
+        self._reader_task = asyncio.create_task(self._read_loop(reader), name=f"ebb-read-{self.address}")
+        try:
+            await self._negotiate()
+        except BaseException:
+            await self.close()
+            raise
+        self._log.debug("connected", api_versions=self.api_versions_version, apis=len(self.api_versions))
+        return self
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._shut("closed by the client")
+        if self._reader_task is not None and self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()
+            await asyncio.gather(self._reader_task, return_exceptions=True)
+        if self._writer is not None:
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+
+    async def __aenter__(self) -> BrokerConnection:
+        return await self.connect()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def _shut(self, reason: str) -> None:
+        """Mark closed, fail everything in flight, and close the socket (without waiting)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        pending, self._pending = self._pending, {}
+        for future, api_key, version in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosedError(
+                    f"connection to {self.address} {reason} while waiting for {api_name(api_key)} v{version}",
+                    host=self.host, port=self.port, request_sent=True,
+                ))
+        if self._writer is not None:
+            self._writer.close()
+
+    # -- versions --
+
+    def pick_version(self, api_key: int, *, low: int | None = None, high: int | None = None) -> int:
+        """The highest version of an API both we and this broker speak (UnsupportedVersionError if none)."""
+        try:
+            return pick_version(api_key, self.api_versions, low=low, high=high)
+        except UnsupportedVersionError as exc:
+            raise UnsupportedVersionError(f"{exc.message} ({self.address})") from None
+
+    def broker_versions(self) -> BrokerVersions:
+        return self.api_versions
+
+    async def _negotiate(self) -> None:
+        version = API_VERSIONS_FIRST_TRY
+        body = ApiVersionsRequest(client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION)
+        response = await self.request(body, version=version)
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            # An older broker: its error reply is in the v0 layout and names the ApiVersions range it reads.
+            retry = api_versions_retry((k.api_key, k.min_version, k.max_version) for k in response.api_keys)
+            self._log.debug("api_versions_fallback", tried=version, retry=retry)
+            version = retry
+            response = await self.request(body, version=version)
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, f"ApiVersions v{version} from {self.address}")
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        self.api_versions_version = version
+
+    # -- requests --
+
+    async def request(self, body: ApiMessage, *, version: int | None = None,
+                      timeout_s: float | None = None) -> ApiMessage:
+        """Send one request and wait for its response body."""
+        if version is None:
+            version = self.pick_version(body.api_key)
+        correlation_id = next(self._correlation) % _CORRELATION_IDS
+        future: asyncio.Future[ApiMessage] = asyncio.get_running_loop().create_future()
+        frame = self._encode(body, version, correlation_id)
+        # Registered before writing: a fast broker may answer before drain() returns.
+        self._pending[correlation_id] = (future, body.api_key, version)
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        try:
+            await self._write(frame)
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"{api_name(body.api_key)} v{version} to {self.address}: no response within {timeout:g}s"
+            ) from None
+        finally:
+            # A late answer to a request we gave up on finds no entry and is dropped by the reader.
+            self._pending.pop(correlation_id, None)
+
+    async def send_only(self, body: ApiMessage, *, version: int | None = None) -> None:
+        """Send a request the broker will not answer (Produce with acks=0)."""
+        if version is None:
+            version = self.pick_version(body.api_key)
+        await self._write(self._encode(body, version, next(self._correlation) % _CORRELATION_IDS))
+
+    def _encode(self, body: ApiMessage, version: int, correlation_id: int) -> bytes:
+        try:
+            return encode_request(body, version, correlation_id, self.client_id)
+        except ProtocolError as exc:
+            if exc.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                raise UnsupportedVersionError(exc.message) from None
+            raise
+
+    async def _write(self, frame: bytes) -> None:
+        if self._closed or self._writer is None:
+            raise ConnectionClosedError(f"connection to {self.address} is {self._close_reason}",
+                                        host=self.host, port=self.port, request_sent=False)
+        try:
+            self._writer.write(frame)
+            await self._writer.drain()
+        except OSError as exc:
+            self._shut(f"failed on write ({exc})")
+            raise ConnectionClosedError(f"connection to {self.address} failed on write: {exc}",
+                                        host=self.host, port=self.port, request_sent=True) from exc
+
+    # -- the reader --
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        reason = "closed by the broker"
+        try:
+            while True:
+                size = I32.unpack(await reader.readexactly(4))[0]
+                if size < 4 or size > self.max_frame:
+                    reason = f"sent a frame of {size} bytes"
+                    return
+                self._dispatch(await reader.readexactly(size))
+        except asyncio.IncompleteReadError:
+            pass
+        except OSError as exc:
+            reason = f"failed on read ({exc})"
+        except asyncio.CancelledError:
+            reason = "closed by the client"
+            raise
+        finally:
+            if not self._closed:
+                self._log.info("connection_lost", reason=reason, in_flight=len(self._pending))
+            self._shut(reason)
+
+    def _dispatch(self, frame: bytes) -> None:
+        correlation_id = I32.unpack_from(frame, 0)[0]
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            self._log.debug("response_dropped", correlation_id=correlation_id)
+            return
+        future, api_key, version = entry
+        if future.done():  # the caller was cancelled
+            return
+        try:
+            future.set_result(_decode(frame, api_key, version))
+        except ProtocolError as exc:
+            future.set_exception(MalformedResponseError(
+                f"{api_name(api_key)} v{version} response from {self.address} does not decode: {exc}"))
+
+
+def _decode(frame: bytes, api_key: int, version: int) -> ApiMessage:
+    # An UNSUPPORTED_VERSION ApiVersions reply is always in the v0 layout, whatever we asked for. Its
+    # header is v0 (4 bytes) and every version's body starts with the error code, so we can peek.
+    if (api_key == API_VERSIONS and version > 0 and len(frame) >= 6
+            and I16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION):
+        version = 0
+    return decode_response(frame, api_key, version)[1]
+
+
+async def open_connection(host: str, port: int, **options) -> BrokerConnection:
+    """Connect and negotiate; the caller closes it."""
+    return await BrokerConnection(host, port, **options).connect()
+
+
+__all__ = ["BrokerConnection", "BrokerConnectionError", "open_connection"]
