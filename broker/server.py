@@ -123,10 +123,15 @@ class Connection(asyncio.Protocol):
             return self._drop("handler failed", api=handler.name)
         if response is None or self.closed:
             return True
-        if api_key == FETCH:
-            self.transport.writelines(fastpath.encode_fetch_response(response, version, correlation_id))
-        else:
-            self.transport.write(framing.encode_response(response, version, correlation_id))
+        try:
+            if api_key == FETCH:
+                self.transport.writelines(fastpath.encode_fetch_response(response, version, correlation_id))
+            else:
+                self.transport.write(framing.encode_response(response, version, correlation_id))
+        except Exception:
+            # A response the version cannot carry is our bug; the client must not wait for it forever.
+            log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
+            return self._drop("response encoding failed", api=handler.name)
         return True
 
     def _drop(self, reason: str, **details) -> bool:

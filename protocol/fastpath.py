@@ -114,9 +114,7 @@ def decode_produce_request(frame) -> Request:
     body.topic_data = [_read_topic(r, version, flexible) for _ in range(r.count(flexible))]
     if flexible:
         r.skip_tags()
-    if r.pos != r.end:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST, f"Produce v{version}: {r.end - r.pos} bytes left over")
-    return Request(header, api_key, version, correlation_id, body)
+    return Request(header, api_key, version, correlation_id, body)  # trailing bytes ignored, as decode_request
 
 
 def _read_topic(r: _Reader, version: int, flexible: bool):

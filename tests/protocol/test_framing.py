@@ -95,3 +95,10 @@ def test_request_header_versions():
     assert framing.RequestHeader[1].encode(header) == bytes.fromhex("0007000000000005" "0001") + b"x"
     assert framing.RequestHeader[2].encode(header) == bytes.fromhex("0007000000000005" "0001") + b"x" + b"\x00"
     assert framing.RequestHeader[0].decode(bytes.fromhex("000700000000000a")).client_id == ""
+
+
+def test_trailing_bytes_after_a_request_are_ignored_as_kafka_does():
+    # librdkafka 2.16's Metadata v13 "all topics" request, captured: 3 bytes follow the body.
+    frame = bytes.fromhex("0003000d00000003000772646b61666b61" "00" "00000000" "010000")
+    request = framing.decode_request(frame)
+    assert request.body.topics is None and request.body.allow_auto_topic_creation is False
