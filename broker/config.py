@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import structlog
 
 from broker.log.config import LogConfig, LogManagerConfig
+from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
 
 log = structlog.get_logger("config")
 
@@ -110,6 +111,8 @@ class BrokerConfig:
     log_manager: LogManagerConfig
     topic_defaults: LogConfig
     properties: Mapping[str, str]
+    # What the properties file and the overrides set (DescribeConfigs' STATIC_BROKER_CONFIG source).
+    explicit_properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -156,6 +159,11 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
     for key in props:
         if not _known(key):
             log.warning("unknown property ignored", property=key)
+        elif key in STORED_ONLY_BROKER_PROPERTIES:
+            try:
+                TOPIC_CONFIGS[STORED_ONLY_BROKER_PROPERTIES[key]].parse(props[key])
+            except InvalidConfig as exc:
+                raise ConfigError(f"{key}: {exc}") from None
     return BrokerConfig(
         node_id=_int(merged, "node.id", minimum=0),
         listeners=listeners,
@@ -178,12 +186,13 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         log_manager=_log_manager(merged),
         topic_defaults=_topic_defaults(merged),
         properties=dict(merged),
+        explicit_properties=dict(props),
     )
 
 
 def _known(key: str) -> bool:
     return key in _BROKER_DEFAULTS or key in TOPIC_DEFAULTS or key in _TIME_ALIASES or key in _LOG_MANAGER_KEYS \
-        or key in ("log.dir", "broker.id")
+        or key in STORED_ONLY_BROKER_PROPERTIES or key in ("log.dir", "broker.id")
 
 
 def _split(value: str) -> list[str]:
@@ -230,8 +239,16 @@ def _topic_props(props: Mapping[str, str]) -> dict[str, str]:
 
 
 def _topic_defaults(props: Mapping[str, str]) -> LogConfig:
+    topic_props = _topic_props(props)
+    for topic_key, value in topic_props.items():
+        try:
+            TOPIC_CONFIGS[topic_key].parse(value)
+        except InvalidConfig as exc:
+            setters = [b for b, t in TOPIC_DEFAULTS.items() if t == topic_key and b in props]
+            setters += [a for a, (b, _) in _TIME_ALIASES.items() if TOPIC_DEFAULTS[b] == topic_key and a in props]
+            raise ConfigError(f"{setters[0] if setters else topic_key}: {exc}") from None
     try:
-        return LogConfig.from_properties(_topic_props(props))
+        return LogConfig.from_properties(topic_props)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"topic default: {exc}") from None
 
@@ -242,3 +259,23 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
         return LogManagerConfig.from_properties(chosen)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"log manager: {exc}") from None
+
+
+def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
+    """Every broker property Ebb knows, with the value in force: what was set, else the default
+    (None where Kafka has no default, e.g. log.retention.minutes). DescribeConfigs lists these."""
+    values: dict[str, str | None] = dict(_BROKER_DEFAULTS)
+    topic_defaults = config.topic_defaults  # the broker-wide topic defaults in force
+    by_property = {f.metadata["property"]: getattr(topic_defaults, f.name) for f in fields(LogConfig)}
+    for broker_key, topic_key in TOPIC_DEFAULTS.items():
+        default = by_property[topic_key]
+        values.setdefault(broker_key, ",".join(default) if isinstance(default, tuple)
+                          else None if default is None else str(default))
+    values.update({"log.retention.minutes": None, "log.retention.hours": "168", "log.roll.hours": "168"})
+    for f in fields(LogManagerConfig):
+        value = getattr(config.log_manager, f.name)
+        values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+    for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
+        values[broker_key] = TOPIC_CONFIGS[topic_key].default
+    values.update(config.explicit_properties)
+    return values

@@ -7,20 +7,22 @@ asynchronous removal. Topic-level errors carry the Kafka error code the handlers
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
 
 from broker.cluster.store import MetadataStore, NoNode
 from broker.config import BrokerConfig
-from broker.log.common import TopicPartition
+from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
+from broker.topic_configs import STORED_ONLY_DEFAULTS, InvalidConfig, validate_overrides
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("topics")
@@ -30,26 +32,13 @@ MAX_TOPIC_NAME = 249
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 # Kafka topic configs that Ebb stores and lists but whose behaviour is not implemented here; they are
-# accepted so tools that set them keep working. docs/features.md lists them.
-STORED_ONLY_CONFIGS = {
-    "compression.type": "producer",
-    "min.insync.replicas": "1",
-    "unclean.leader.election.enable": "false",
-    "min.compaction.lag.ms": "0",
-    "max.compaction.lag.ms": "9223372036854775807",
-    "min.cleanable.dirty.ratio": "0.5",
-    "delete.retention.ms": "86400000",
-    "message.timestamp.before.max.ms": "9223372036854775807",
-    "message.timestamp.after.max.ms": "9223372036854775807",
-    "message.downconversion.enable": "true",
-    "preallocate": "false",
-    "segment.jitter.ms": "0",
-    "follower.replication.throttled.replicas": "",
-    "leader.replication.throttled.replicas": "",
-    "local.retention.bytes": "-2",
-    "local.retention.ms": "-2",
-    "remote.storage.enable": "false",
-}
+# accepted so tools that set them keep working. The table with types, checks and documentation is
+# broker/topic_configs.py; docs/features.md lists them.
+STORED_ONLY_CONFIGS = STORED_ONLY_DEFAULTS
+# Partitions one CreateTopics or CreatePartitions request may create (Kafka's MAX_PARTITIONS_PER_BATCH).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+# Config changes after which the topic's logs run a retention pass at once.
+RETENTION_CONFIGS = frozenset({"retention.ms", "retention.bytes", "retention.min.timestamp", "cleanup.policy"})
 
 
 class TopicError(Exception):
@@ -66,6 +55,8 @@ class Topic:
     replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
     configs: dict[str, str] = field(default_factory=dict)  # overrides only; defaults come from the broker
     log_config: LogConfig = field(default_factory=LogConfig)
+    # partition -> {"leader", "leader_epoch", "isr", ...}: /brokers/topics/<t>/partitions/<p>/state
+    states: dict[int, dict] = field(default_factory=dict)
 
     @property
     def internal(self) -> bool:
@@ -73,6 +64,16 @@ class Topic:
 
     def partitions(self) -> list[TopicPartition]:
         return [TopicPartition(self.name, p) for p in sorted(self.replicas)]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.replicas[min(self.replicas)]) if self.replicas else 0
+
+    def leader_epoch(self, partition: int) -> int:
+        return int(self.states.get(partition, {}).get("leader_epoch", 0))
+
+    def isr(self, partition: int) -> list[int]:
+        return list(self.states.get(partition, {}).get("isr", self.replicas.get(partition, [])))
 
 
 def topic_id_to_str(topic_id: uuid.UUID) -> str:
@@ -111,6 +112,7 @@ class TopicManager:
         self.config = config
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._lock = asyncio.Lock()  # one topic change at a time: create, delete, add partitions, configs
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -160,12 +162,20 @@ class TopicManager:
             configs = (await self.store.get_json(f"/config/topics/{name}")).get("config", {})
         except NoNode:
             configs = {}
+        replicas = {int(p): list(r) for p, r in assignment["partitions"].items()}
+        states = {}
+        for partition in replicas:
+            try:
+                states[partition] = await self.store.get_json(f"/brokers/topics/{name}/partitions/{partition}/state")
+            except NoNode:
+                pass
         return Topic(
             name=name,
             topic_id=topic_id_from_str(assignment["topic_id"]),
-            replicas={int(p): list(r) for p, r in assignment["partitions"].items()},
+            replicas=replicas,
             configs=dict(configs),
             log_config=self.log_config_for(configs),
+            states=states,
         )
 
     async def _pending_deletions(self) -> list[str]:
@@ -185,53 +195,51 @@ class TopicManager:
     # --- changes -----------------------------------------------------------------------------------
 
     def validate_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
-        """Check topic config overrides; returns them with nulls dropped. INVALID_CONFIG names the key."""
-        known = {f for f in _log_config_names()} | set(STORED_ONLY_CONFIGS)
-        clean: dict[str, str] = {}
-        for key, value in configs.items():
-            if key not in known:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
-            if value is None:
-                continue
-            clean[key] = str(value)
+        """Check topic config overrides; returns them in canonical text with nulls dropped.
+        INVALID_CONFIG with Kafka's wording names the bad key."""
         try:
+            clean = validate_overrides({k: v for k, v in configs.items() if v is not None})
             self.log_config_for(clean)
+        except InvalidConfig as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         except (ValueError, TypeError) as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"invalid topic config: {exc}") from None
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid topic config: {exc}") from None
         return clean
 
     async def create(self, name: str, num_partitions: int, replication_factor: int,
                      configs: Mapping[str, str | None] | None = None,
-                     assignments: Mapping[int, list[int]] | None = None, validate_only: bool = False) -> Topic:
-        validate_topic_name(name)
-        if name in self._topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if await self.store.exists(f"/admin/delete_topics/{name}"):
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being deleted")
-        collision = self._collision(name)
-        if collision:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"topic {name!r} collides with {collision!r} ('.' and '_' are the same in metric names)")
-        broker_ids = [self.config.node_id]
-        replicas = self._assign(num_partitions, replication_factor, assignments, broker_ids)
-        clean = self.validate_configs(configs or {})
-        topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
-        if validate_only:
+                     assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None = None,
+                     validate_only: bool = False) -> Topic:
+        """Create a topic, checking in Kafka's order: name, existence, configs, then partitions and
+        replicas. -1 partitions or replication factor means the broker default (KIP-464)."""
+        async with self._lock:
+            validate_topic_name(name)
+            collision = self._collision(name)
+            if collision:
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"Topic '{name}' collides with existing topic: {collision}")
+            if name in self._topics:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            if await self.store.exists(f"/admin/delete_topics/{name}"):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
+            nulls = [key for key, value in (configs or {}).items() if value is None]
+            if nulls:
+                raise TopicError(ErrorCode.INVALID_CONFIG,
+                                 f"Null value not supported for topic configs: {','.join(nulls)}")
+            clean = self.validate_configs(configs or {})
+            replicas = self._assign(num_partitions, replication_factor, assignments, [self.config.node_id])
+            topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
+            topic.states = {p: _initial_state(r) for p, r in replicas.items()}
+            if validate_only:
+                return topic
+            await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
+            await self.store.create(f"/brokers/topics/{name}", _json_bytes(_assignment_node(topic)))
+            for partition, state in topic.states.items():
+                await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", state)
+            self._remember(topic)
+            await self._ensure_logs(topic)
+            log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
             return topic
-        await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
-        await self.store.create(f"/brokers/topics/{name}", _json_bytes({
-            "version": 3, "topic_id": topic_id_to_str(topic.topic_id),
-            "partitions": {str(p): r for p, r in replicas.items()}, "adding_replicas": {}, "removing_replicas": {},
-        }))
-        for partition, partition_replicas in replicas.items():
-            await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", {
-                "version": 1, "controller_epoch": 1, "leader": partition_replicas[0], "leader_epoch": 0,
-                "isr": partition_replicas,
-            })
-        self._remember(topic)
-        await self._ensure_logs(topic)
-        log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
-        return topic
 
     def _collision(self, name: str) -> str | None:
         if "." not in name and "_" not in name:
@@ -239,62 +247,148 @@ class TopicManager:
         key = name.replace(".", "_")
         return next((t for t in self._topics if t != name and t.replace(".", "_") == key), None)
 
-    def _assign(self, num_partitions: int, replication_factor: int, assignments: Mapping[int, list[int]] | None,
+    def _assign(self, num_partitions: int, replication_factor: int,
+                assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None,
                 broker_ids: list[int]) -> dict[int, list[int]]:
-        if assignments:
-            if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "give either an assignment or partitions and replication factor, not both")
-            if sorted(assignments) != list(range(len(assignments))):
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1")
-            for partition, replicas in assignments.items():
-                if not replicas or len(set(replicas)) != len(replicas) or set(replicas) - set(broker_ids):
+        """Replica placement as Kafka's ReplicationControlManager.createTopic decides it."""
+        pairs = list(assignments.items() if isinstance(assignments, Mapping) else assignments or [])
+        if pairs:
+            if replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but replication factor was not set to -1.")
+            if num_partitions != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but numPartitions was not set to -1.")
+            placed: dict[int, list[int]] = {}
+            expected: int | None = None
+            for partition, replicas in pairs:
+                if partition in placed:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"partition {partition}: replicas {replicas} are not distinct live brokers")
-            return {p: list(r) for p, r in assignments.items()}
+                                     f"Found multiple manual partition assignments for partition {partition}")
+                validate_manual_assignment(list(replicas), expected, broker_ids)
+                expected = len(replicas)
+                placed[partition] = list(replicas)
+            if sorted(placed) != list(range(len(placed))):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "partitions should be a consecutive 0-based integer sequence")
+            return dict(sorted(placed.items()))
+        if replication_factor < -1 or replication_factor == 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0, or -1 to use the default value.")
+        if num_partitions < -1 or num_partitions == 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions was set to an invalid non-positive value.")
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if replication_factor == -1:
             replication_factor = self.config.default_replication_factor
-        if num_partitions <= 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"number of partitions must be positive, got {num_partitions}")
-        if replication_factor <= 0:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor must be positive, got {replication_factor}")
+        return self._place(0, num_partitions, replication_factor, broker_ids)
+
+    @staticmethod
+    def _place(first: int, count: int, replication_factor: int, broker_ids: list[int]) -> dict[int, list[int]]:
         if replication_factor > len(broker_ids):
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the {len(broker_ids)} "
-                             "available broker(s)")
+                             f"Unable to replicate the partition {replication_factor} time(s): The target "
+                             f"replication factor of {replication_factor} cannot be reached because only "
+                             f"{len(broker_ids)} broker(s) are registered.")
         return {p: [broker_ids[(p + i) % len(broker_ids)] for i in range(replication_factor)]
-                for p in range(num_partitions)}
+                for p in range(first, first + count)}
 
-    async def alter_configs(self, name: str, configs: Mapping[str, str | None], validate_only: bool = False) -> Topic:
-        """Replace the topic's overrides with `configs` (already merged by the caller for incremental ops)."""
-        topic = self._topics.get(name)
-        if topic is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        clean = self.validate_configs(configs)
-        if validate_only:
+    async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                             validate_only: bool = False) -> Topic:
+        """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs."""
+        async with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            current = len(topic.replicas)
+            if count == current:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            if count < current:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
+                                 f"partition(s); {count} would not be an increase.")
+            additional = count - current
+            if additional > MAX_PARTITIONS_PER_REQUEST:
+                raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+            broker_ids = [self.config.node_id]
+            if assignments is not None:
+                if len(assignments) != additional:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Attempted to add {additional} additional partition(s), but only "
+                                     f"{len(assignments)} assignment(s) were specified.")
+                for replicas in assignments:
+                    validate_manual_assignment(list(replicas), topic.replication_factor, broker_ids)
+                new = {current + i: list(r) for i, r in enumerate(assignments)}
+            else:
+                new = self._place(current, additional, topic.replication_factor, broker_ids)
+            if validate_only:
+                return topic
+            grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new})
+            new_states = {p: _initial_state(r) for p, r in new.items()}
+            await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
+            for partition, state in new_states.items():
+                await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", state)
+            topic.replicas = grown.replicas
+            topic.states.update(new_states)
+            await self._ensure_logs(topic)
+            log.info("added partitions", topic=name, partitions=len(topic.replicas))
             return topic
-        await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
-        topic.configs = clean
-        topic.log_config = self.log_config_for(clean)
-        for tp in topic.partitions():
-            await self.logs.get_or_create_log(tp, topic_id=topic.topic_id, config=topic.log_config)
-        log.info("altered topic configs", topic=name, configs=clean)
+
+    async def update_partition_state(self, name: str, partition: int, state: Mapping) -> None:
+        """Record a partition's leader, leader epoch and ISR (the store and the cache Metadata reads)."""
+        topic = self._topics.get(name)
+        if topic is None or partition not in topic.replicas:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{partition} does not exist")
+        await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", dict(state))
+        topic.states[partition] = dict(state)
+
+    async def alter_configs(self, name: str, configs: Mapping[str, str | None] | Callable[[dict], Mapping],
+                            validate_only: bool = False) -> Topic:
+        """Replace the topic's overrides with `configs` — or with `configs(current overrides)`, computed
+        under the topic lock, for incremental changes — persist them, and push the new LogConfig to every
+        partition log. A change to a retention config runs a retention pass on the topic's logs at once."""
+        async with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            clean = self.validate_configs(configs(dict(topic.configs)) if callable(configs) else configs)
+            if validate_only:
+                return topic
+            changed = {k for k in set(clean) | set(topic.configs) if clean.get(k) != topic.configs.get(k)}
+            await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
+            topic.configs = clean
+            topic.log_config = self.log_config_for(clean)
+            self.logs.topic_configs[name] = topic.log_config
+            for tp in topic.partitions():
+                try:
+                    await self.logs.get_or_create_log(tp, topic_id=topic.topic_id, config=topic.log_config)
+                except StorageError as exc:  # an offline log gets the config when it is loaded again
+                    log.warning("config not applied to an offline log", partition=str(tp), error=exc.message)
+            log.info("altered topic configs", topic=name, configs=clean)
+        if changed & RETENTION_CONFIGS:
+            await self._apply_retention(topic)
         return topic
+
+    async def _apply_retention(self, topic: Topic) -> None:
+        for tp in topic.partitions():
+            try:
+                partition_log = self.logs.get_log(tp)
+                if partition_log is not None:
+                    await partition_log.delete_old_segments()
+            except Exception as exc:  # the periodic pass retries; the config change itself stands
+                log.warning("retention after a config change failed", partition=str(tp), error=repr(exc))
 
     async def delete(self, name: str) -> None:
         """Mark for deletion (the ZooKeeper way), then delete: a crash in between finishes at start-up."""
-        if name not in self._topics:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        if not self.config.delete_topic_enable:
-            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        marker = f"/admin/delete_topics/{name}"
-        if not await self.store.exists(marker):
-            await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
-        await self._delete(name)
+        async with self._lock:
+            if name not in self._topics:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            if not self.config.delete_topic_enable:
+                raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            marker = f"/admin/delete_topics/{name}"
+            if not await self.store.exists(marker):
+                await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
+            await self._delete(name)
 
     async def _delete(self, name: str) -> None:
         topic = self._topics.pop(name, None)
@@ -310,10 +404,34 @@ class TopicManager:
         log.info("deleted topic", topic=name)
 
 
-def _log_config_names() -> list[str]:
-    from dataclasses import fields
+def validate_manual_assignment(replicas: list[int], replication_factor: int | None, broker_ids: list[int]) -> None:
+    """One partition's explicit replica list, checked as Kafka's validateManualPartitionAssignment does."""
+    if not replicas:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(replicas):
+        if broker_id not in broker_ids:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                             f"broker {broker_id}, but no such broker is registered.")
+        if broker_id == previous:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                             f"the broker {broker_id} more than once.")
+        previous = broker_id
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes a "
+                         f"partition with {len(replicas)} replica(s), but this is not consistent with previous "
+                         f"partitions, which have {replication_factor} replica(s).")
 
-    return [f.metadata["property"] for f in fields(LogConfig)]
+
+def _initial_state(replicas: list[int]) -> dict:
+    return {"version": 1, "controller_epoch": 1, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas)}
+
+
+def _assignment_node(topic: Topic) -> dict:
+    return {"version": 3, "topic_id": topic_id_to_str(topic.topic_id),
+            "partitions": {str(p): r for p, r in sorted(topic.replicas.items())},
+            "adding_replicas": {}, "removing_replicas": {}}
 
 
 def _json_bytes(value) -> bytes:

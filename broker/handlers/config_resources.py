@@ -1,0 +1,116 @@
+"""What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: resource types, the checks
+Kafka's ConfigAdminManager makes before touching anything, and the broker's own config entries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from broker.config import known_broker_properties
+from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType, Synonym
+from protocol.errors import ErrorCode
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+class ResourceError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str | None):
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def duplicate_resources(resources) -> set[tuple[int, str]]:
+    """(type, name) pairs that appear more than once; each of their entries fails with INVALID_REQUEST."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+DUPLICATE_RESOURCE = "Each resource must appear at most once."
+
+
+def check_alterations(configs, *, null_allowed_for_op: int | None = None) -> None:
+    """Duplicate keys and null values are INVALID_REQUEST (DELETE may carry null in incremental alters)."""
+    names = [c.name for c in configs]
+    if len(names) != len(set(names)):
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in configs
+             if c.value is None and (null_allowed_for_op is None or c.config_operation != null_allowed_for_op)]
+    if nulls:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+
+
+def check_broker_name(broker, name: str, *, empty_allowed: bool = True) -> None:
+    """A BROKER resource names this broker's id, or "" for the cluster-wide defaults."""
+    if name == "" and empty_allowed:
+        return
+    if name == "":
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+    if node_id != broker.node_id:
+        expected = f"{broker.node_id} or empty string" if empty_allowed else str(broker.node_id)
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Unexpected broker id, expected {expected}, but received {name}")
+
+
+def refuse_broker_changes(keys: Iterable[str]) -> None:
+    """Ebb has no dynamic broker configs: every broker property is read-only at runtime."""
+    keys = sorted(keys)
+    if keys:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Cannot update these configs dynamically: {', '.join(keys)} "
+                            "(Ebb has no dynamic broker configs; set them in server.properties)")
+
+
+_LIST_PROPERTIES = {"listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy"}
+
+
+def _broker_type(name: str, value: str | None) -> ConfigType:
+    if name in _LIST_PROPERTIES:
+        return ConfigType.LIST
+    if value in ("true", "false"):
+        return ConfigType.BOOLEAN
+    try:
+        number = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        try:
+            float(value)  # type: ignore[arg-type]
+            return ConfigType.DOUBLE
+        except (TypeError, ValueError):
+            return ConfigType.STRING
+    wide = name.endswith((".ms", ".bytes", ".messages", ".timestamp")) or not -(2**31) <= number < 2**31
+    return ConfigType.LONG if wide else ConfigType.INT
+
+
+def _broker_doc(name: str) -> str | None:
+    for definition in TOPIC_CONFIGS.values():
+        if name in definition.broker_synonyms:
+            return f"The default of the topic config {definition.name}: {definition.doc}"
+    return None
+
+
+def broker_config_entries(broker) -> list[ConfigEntry]:
+    """The broker's properties as DescribeConfigs lists them for BROKER <own id>: read-only, from the
+    properties file and overrides (STATIC_BROKER_CONFIG) or the defaults (DEFAULT_CONFIG)."""
+    explicit = broker.config.explicit_properties
+    entries = []
+    for name, value in sorted(known_broker_properties(broker.config).items()):
+        if name in explicit:
+            source = ConfigSource.STATIC_BROKER_CONFIG
+            synonyms = (Synonym(name, value, source),)
+        else:
+            source = ConfigSource.DEFAULT_CONFIG
+            synonyms = (Synonym(name, value, source),) if value is not None else ()
+        entries.append(ConfigEntry(name, value, source, synonyms, _broker_type(name, value), _broker_doc(name),
+                                   read_only=True, sensitive="password" in name))
+    return entries
+
+
+def logger_config_entries(broker) -> list[ConfigEntry]:
+    """BROKER_LOGGER: Ebb has one level for all its loggers (log.level); it cannot change at runtime."""
+    level = broker.config.log_level.upper()
+    return [ConfigEntry("root", level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (), ConfigType.STRING,
+                        "Level of every Ebb logger (the broker's log.level).", read_only=True)]

@@ -1,0 +1,155 @@
+"""Metadata (key 3), versions 0-13.
+
+Lists this broker (the only one, and the controller), the cluster id (v2+) and the requested topics
+with their ids (v10+), partitions, leader (this node), leader epoch (v7+, from the partition state),
+replicas and ISR; offline replicas (v5+) hold this node for a partition whose log is offline.
+
+Which topics: v0 an empty list means all; v1+ null means all and [] none. From v12 a topic may be
+asked for by id (name null): known ids are answered by name, unknown ones with UNKNOWN_TOPIC_ID and a
+null name; when any id is given, names in the same request are ignored (as in Kafka). v10 and v11
+must not use ids: a null name or a non-zero id there is INVALID_REQUEST.
+
+Auto-creation, as Kafka does it: a missing topic asked for by name is created with num.partitions and
+default.replication.factor when the request allows it (allow_auto_topic_creation, v4+; always in
+v0-3) and auto.create.topics.enable is true. Creation on one broker is immediate, so the answer
+already describes the new topic. Internal topics (__consumer_offsets, ...) are never auto-created
+here (their owners create them); an invalid name gets INVALID_TOPIC_EXCEPTION whether or not creation
+is allowed.
+
+Authorized operations (v8+): INT32_MIN unless requested, then every operation the resource supports
+(Ebb has no authorizer). v13 adds a top-level error code, always NONE unless the request is invalid.
+
+Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
+LEADER_NOT_AVAILABLE (partition log offline), and whatever auto-creation fails with
+(INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, ...).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import structlog
+
+from broker.handlers import handles
+from broker.handlers.acl_operations import cluster_operations, topic_operations
+from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from protocol.errors import ErrorCode
+from protocol.messages import MetadataResponse
+
+log = structlog.get_logger("metadata")
+
+API_KEY = 3
+ZERO_UUID = uuid.UUID(int=0)
+TopicResult = MetadataResponse.MetadataResponseTopic
+PartitionResult = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+
+
+@handles(API_KEY, "0-13")
+async def metadata(broker, request) -> MetadataResponse:
+    version, body = request.api_version, request.body
+    listener = broker.config.advertised_listener
+    response = MetadataResponse(
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=listener.host,
+                                                         port=listener.port, rack=broker.config.rack)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        cluster_authorized_operations=cluster_operations(version >= 8 and body.include_cluster_authorized_operations),
+    )
+    include_ops = version >= 8 and body.include_topic_authorized_operations
+    requested = body.topics
+    if requested is not None and 10 <= version < 12:
+        for wanted in requested:
+            if wanted.name is None or wanted.topic_id != ZERO_UUID:
+                return _invalid_request(response, requested, version,
+                                        f"Topic ids are not supported in Metadata v{version}")
+    if requested is None or (version == 0 and not requested):
+        offline = broker.logs.offline_partitions if broker.logs is not None else {}
+        response.topics = [_describe(broker, topic, include_ops, offline) for topic in broker.topics.all()]
+        return response
+    ids = [t.topic_id for t in requested if version >= 10 and t.topic_id != ZERO_UUID]
+    if ids:
+        for topic_id in dict.fromkeys(ids):
+            topic = broker.topics.by_id(topic_id)
+            if topic is None:
+                response.topics.append(TopicResult(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                   topic_id=topic_id,
+                                                   topic_authorized_operations=topic_operations(include_ops)))
+            else:
+                response.topics.append(_describe(broker, topic, include_ops))
+        return response
+    if any(t.name is None for t in requested):
+        return _invalid_request(response, requested, version, "A topic has neither a name nor an id")
+    allow_create = (version < 4 or body.allow_auto_topic_creation) and broker.config.auto_create_topics_enable
+    for name in dict.fromkeys(t.name for t in requested):
+        topic = broker.topics.get(name)
+        if topic is None:
+            error = await _missing(broker, name, allow_create)
+            topic = broker.topics.get(name) if error == ErrorCode.NONE else None
+            if topic is None:
+                response.topics.append(TopicResult(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS,
+                                                   topic_authorized_operations=topic_operations(include_ops)))
+                continue
+        response.topics.append(_describe(broker, topic, include_ops))
+    return response
+
+
+async def _missing(broker, name: str, allow_create: bool) -> ErrorCode:
+    """The error for a topic that does not exist, creating it first when allowed."""
+    try:
+        validate_topic_name(name)
+    except TopicError:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if not allow_create or name in INTERNAL_TOPICS:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        await broker.topics.create(name, -1, -1)
+    except TopicError as exc:
+        if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return ErrorCode.NONE if broker.topics.get(name) else ErrorCode.LEADER_NOT_AVAILABLE
+        log.warning("auto-creation failed", topic=name, error=exc.error_code.name, message=exc.message)
+        return exc.error_code
+    log.info("auto-created topic", topic=name)
+    return ErrorCode.NONE
+
+
+def _describe(broker, topic, include_ops: bool, offline=None) -> TopicResult:
+    if offline is None:
+        offline = broker.logs.offline_partitions if broker.logs is not None else {}
+    partitions = []
+    for tp in topic.partitions():
+        replicas = topic.replicas[tp.partition]
+        if tp in offline:
+            partitions.append(PartitionResult(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=tp.partition, leader_id=-1,
+                leader_epoch=topic.leader_epoch(tp.partition), replica_nodes=list(replicas), isr_nodes=[],
+                offline_replicas=[broker.node_id]))
+            continue
+        partitions.append(PartitionResult(
+            error_code=ErrorCode.NONE, partition_index=tp.partition, leader_id=broker.node_id,
+            leader_epoch=_leader_epoch(broker, topic, tp), replica_nodes=list(replicas),
+            isr_nodes=topic.isr(tp.partition), offline_replicas=[]))
+    return TopicResult(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
+                       partitions=partitions, topic_authorized_operations=topic_operations(include_ops))
+
+
+def _leader_epoch(broker, topic, tp) -> int:
+    """The partition state's epoch, or the log's latest if it was written under a newer one — the epoch
+    the data path fences requests with (broker/replica/partition.py)."""
+    epoch = topic.leader_epoch(tp.partition)
+    try:
+        partition_log = broker.logs.get_log(tp) if broker.logs is not None else None
+    except Exception:
+        partition_log = None
+    if partition_log is not None:
+        epoch = max(epoch, partition_log.epoch_cache.latest_epoch)
+    return epoch
+
+
+def _invalid_request(response: MetadataResponse, requested, version: int, message: str) -> MetadataResponse:
+    """Kafka's MetadataRequest.getErrorResponse: every requested topic carries the error, no brokers."""
+    log.info("invalid metadata request", version=version, reason=message)
+    response.brokers = []
+    response.topics = [TopicResult(error_code=ErrorCode.INVALID_REQUEST, name=t.name if t.name is not None else "",
+                                   topic_id=t.topic_id) for t in requested]
+    response.error_code = ErrorCode.INVALID_REQUEST
+    return response

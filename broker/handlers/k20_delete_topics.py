@@ -1,0 +1,107 @@
+"""DeleteTopics (key 20), versions 1-6.
+
+Topics are named in v1-5 (TopicNames) and by name or by id in v6 (Topics). On one broker deletion is
+immediate: the topic is marked under /admin/delete_topics, removed from the store, and its partition
+directories are renamed `-delete` for removal after file.delete.delay.ms (TopicManager.delete); a stop
+in between finishes the deletion at start-up. The answer comes once that is done, so timeout_ms is
+never reached.
+
+Checks, as Kafka's controller makes them: a v6 entry with neither name nor id, or with both, is
+INVALID_REQUEST; a name or id given twice gets one INVALID_REQUEST result; a name whose id another
+entry already gave is INVALID_REQUEST. Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
+UNKNOWN_TOPIC_ID. Internal topics (__consumer_offsets, ...) cannot be deleted:
+INVALID_TOPIC_EXCEPTION. With delete.topic.enable=false every topic fails with
+TOPIC_DELETION_DISABLED (v3+) or INVALID_REQUEST (v1-2). Results carry the name, the id (v6) and an
+error message (v5+).
+
+Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
+TOPIC_DELETION_DISABLED.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+import structlog
+
+from broker.handlers import handles
+from broker.topics import TopicError
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteTopicsResponse
+
+log = structlog.get_logger("delete_topics")
+
+API_KEY = 20
+ZERO_UUID = uuid.UUID(int=0)
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+@handles(API_KEY, "1-6")
+async def delete_topics(broker, request) -> DeleteTopicsResponse:
+    version, body = request.api_version, request.body
+    rows = [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(n, ZERO_UUID) for n in body.topic_names]
+    if not broker.config.delete_topic_enable:
+        error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+        return DeleteTopicsResponse(responses=[
+            Result(name=name, topic_id=topic_id, error_code=error, error_message="Topic deletion is disabled.")
+            for name, topic_id in rows])
+    name_counts = Counter(name for name, topic_id in rows if name is not None and topic_id == ZERO_UUID)
+    id_counts = Counter(topic_id for name, topic_id in rows if name is None and topic_id != ZERO_UUID)
+    results: list[DeleteTopicsResponse.DeletableTopicResult] = []
+    reported: set = set()
+    ids_given = {topic_id for topic_id, count in id_counts.items() if count == 1}
+    before = {name: broker.topics.get(name) for name in name_counts}  # deletions below must not change this
+    for name, topic_id in rows:
+        if name is None and topic_id == ZERO_UUID:
+            results.append(_result(None, ZERO_UUID, ErrorCode.INVALID_REQUEST,
+                                   "Neither topic name nor id were specified."))
+        elif name is not None and topic_id != ZERO_UUID:
+            results.append(_result(name, topic_id, ErrorCode.INVALID_REQUEST,
+                                   "You may not specify both topic name and topic id."))
+        elif name is not None:
+            if name in reported:
+                continue
+            reported.add(name)
+            if name_counts[name] > 1:
+                results.append(_result(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                continue
+            topic = before[name]
+            if topic is not None and topic.topic_id in ids_given:
+                results.append(_result(name, topic.topic_id, ErrorCode.INVALID_REQUEST,
+                                       "The provided topic name maps to an ID that was already supplied."))
+                continue
+            results.append(await _delete(broker, name, topic.topic_id if topic else ZERO_UUID, version))
+        else:
+            if topic_id in reported:
+                continue
+            reported.add(topic_id)
+            if id_counts[topic_id] > 1:
+                results.append(_result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+                continue
+            topic = broker.topics.by_id(topic_id)
+            if topic is None:
+                results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                                       "This server does not host this topic ID."))
+                continue
+            results.append(await _delete(broker, topic.name, topic_id, version))
+    return DeleteTopicsResponse(responses=results)
+
+
+async def _delete(broker, name: str, topic_id: uuid.UUID, version: int) -> DeleteTopicsResponse.DeletableTopicResult:
+    topic = broker.topics.get(name)
+    if topic is not None and topic.internal:
+        return _result(name, topic_id, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted.")
+    try:
+        await broker.topics.delete(name)
+    except TopicError as exc:
+        error = exc.error_code
+        if error == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+            error = ErrorCode.INVALID_REQUEST
+        return _result(name, topic_id, error, exc.message)
+    log.info("deleted topic on request", topic=name)
+    return _result(name, topic_id, ErrorCode.NONE, None)
+
+
+def _result(name: str | None, topic_id: uuid.UUID, error: ErrorCode, message: str | None) -> Result:
+    return Result(name=name, topic_id=topic_id, error_code=error, error_message=message)

@@ -1,0 +1,100 @@
+"""DescribeConfigs (key 32), versions 1-4.
+
+TOPIC (2): every topic config Ebb knows (broker/topic_configs.py), defaults included — kafka-python's
+alter_configs first calls DescribeConfigs and refuses keys that are not listed — sorted by name, each
+with its value, its source (DYNAMIC_TOPIC_CONFIG for a topic override, STATIC_BROKER_CONFIG when the
+broker's properties set the default, else DEFAULT_CONFIG), read_only=false and is_sensitive=false.
+With include_synonyms (v1+) each entry lists where a value could come from, highest precedence
+first: the topic override, the broker properties that were set (log.* names), then the default under
+the broker name. v3+ adds the config type and, with include_documentation, its description. An
+unknown topic is UNKNOWN_TOPIC_OR_PARTITION and an illegal name INVALID_TOPIC_EXCEPTION, for that
+resource only.
+
+BROKER (4): the broker's own id lists every broker property Ebb knows (read-only: there are no
+dynamic broker configs); "" (cluster-wide dynamic defaults) lists nothing; another id or a
+non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's own id lists "root" with log.level.
+Other resource types are INVALID_REQUEST.
+
+configuration_keys filters each resource's entries; null or empty means all (as in Kafka).
+
+Errors (per resource): NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from broker.handlers.config_resources import (
+    BROKER,
+    BROKER_LOGGER,
+    TOPIC,
+    ResourceError,
+    broker_config_entries,
+    check_broker_name,
+    logger_config_entries,
+)
+from broker.topic_configs import ConfigEntry, describe_topic_configs
+from broker.topics import TopicError, validate_topic_name
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeConfigsResponse
+
+API_KEY = 32
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+SynonymEntry = Entry.DescribeConfigsSynonym
+
+
+@handles(API_KEY, "1-4")
+async def describe_configs(broker, request) -> DescribeConfigsResponse:
+    version, body = request.api_version, request.body
+    synonyms = body.include_synonyms
+    documentation = version >= 3 and body.include_documentation
+    results = []
+    for resource in body.resources:
+        result = Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
+                        resource_name=resource.resource_name, configs=[])
+        try:
+            entries = _entries(broker, resource)
+        except ResourceError as exc:
+            result.error_code, result.error_message = exc.error_code, exc.message
+        else:
+            keys = resource.configuration_keys
+            if keys:
+                wanted = set(keys)
+                entries = [e for e in entries if e.name in wanted]
+            result.configs = [_entry(e, synonyms, documentation) for e in entries]
+        results.append(result)
+    return DescribeConfigsResponse(results=results)
+
+
+def _entries(broker, resource) -> list[ConfigEntry]:
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == TOPIC:
+        try:
+            validate_topic_name(name)
+        except TopicError as exc:
+            raise ResourceError(exc.error_code, exc.message) from None
+        topic = broker.topics.get(name)
+        if topic is None:
+            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        return describe_topic_configs(topic.configs, topic.log_config, broker.config.explicit_properties)
+    if kind == BROKER:
+        check_broker_name(broker, name)
+        return broker_config_entries(broker) if name else []
+    if kind == BROKER_LOGGER:
+        check_broker_name(broker, name, empty_allowed=False)
+        return logger_config_entries(broker)
+    raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+
+def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> Entry:
+    return Entry(
+        name=entry.name,
+        value=None if entry.sensitive else entry.value,
+        read_only=entry.read_only,
+        config_source=entry.source,
+        is_sensitive=entry.sensitive,
+        synonyms=[SynonymEntry(name=s.name, value=None if entry.sensitive else s.value, source=s.source)
+                  for s in entry.synonyms] if synonyms else [],
+        config_type=entry.type,
+        documentation=entry.doc if documentation else None,
+    )

@@ -1,0 +1,59 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Grows a topic to `count` partitions (the new total): the assignment in the store and the partition
+states are written, then the new partition logs are created, before the answer goes. Partitions can
+only be added: the same count is INVALID_PARTITIONS ("Topic already has N partition(s)."), a smaller
+one too. Explicit assignments, when given, must list exactly the added partitions, each with as many
+distinct registered brokers as the topic's replication factor (INVALID_REPLICA_ASSIGNMENT). A topic
+named twice gets one INVALID_REQUEST result. Internal topics keep their partition count (their
+owners hash keys over it): INVALID_REQUEST. Adding more than 10000 partitions at once is
+POLICY_VIOLATION. validate_only checks without changing anything.
+
+Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
+INVALID_REQUEST, POLICY_VIOLATION.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import structlog
+
+from broker.handlers import handles
+from broker.topics import TopicError
+from protocol.errors import ErrorCode
+from protocol.messages import CreatePartitionsResponse
+
+log = structlog.get_logger("create_partitions")
+
+API_KEY = 37
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+@handles(API_KEY, "0-3")
+async def create_partitions(broker, request) -> CreatePartitionsResponse:
+    body = request.body
+    counts = Counter(t.name for t in body.topics)
+    results = []
+    for wanted in body.topics:
+        if counts[wanted.name] > 1:
+            continue
+        topic = broker.topics.get(wanted.name)
+        if topic is not None and topic.internal:
+            results.append(Result(name=wanted.name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message=f"Cannot add partitions to internal topic {wanted.name}."))
+            continue
+        assignments = None if wanted.assignments is None else [list(a.broker_ids) for a in wanted.assignments]
+        try:
+            await broker.topics.add_partitions(wanted.name, wanted.count, assignments,
+                                               validate_only=body.validate_only)
+        except TopicError as exc:
+            log.info("partitions not added", topic=wanted.name, error=exc.error_code.name, message=exc.message)
+            results.append(Result(name=wanted.name, error_code=exc.error_code, error_message=exc.message))
+            continue
+        results.append(Result(name=wanted.name, error_code=ErrorCode.NONE, error_message=None))
+    for name, count in counts.items():
+        if count > 1:
+            results.append(Result(name=name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="Duplicate topic name."))
+    return CreatePartitionsResponse(results=results)

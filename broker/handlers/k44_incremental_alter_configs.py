@@ -1,0 +1,129 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1 — what librdkafka and kafka-python use.
+
+For a TOPIC each key gets one operation on the topic's overrides: SET (0) sets it, DELETE (1) drops
+the override (the default returns; deleting an unset or unknown key is a no-op), APPEND (2) adds the
+comma-separated items not yet in the list, SUBTRACT (3) removes them. APPEND and SUBTRACT start from
+the current value (override, else the broker default) and only apply to list configs
+(cleanup.policy, the throttled-replica lists): on any other key they are INVALID_CONFIG, as in
+Kafka's KRaft controller. The resulting override set is validated as a whole (INVALID_CONFIG, Kafka's
+wording), persisted and pushed at once to the partition logs; a change to retention.ms,
+retention.bytes, retention.min.timestamp or cleanup.policy runs a retention pass on the topic's
+partitions straight away. validate_only checks without changing anything. One failing key fails the
+resource and changes nothing.
+
+Before that, as Kafka's ConfigAdminManager: a resource given twice fails (every copy) with
+INVALID_REQUEST, so do duplicate keys, a null value for anything but DELETE and an unknown operation.
+An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. BROKER
+resources must name this broker (or "") and Ebb has no dynamic broker configs: a change is
+INVALID_REQUEST, and so are BROKER_LOGGER (log levels are fixed at start-up) and other types.
+
+Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_TOPIC_EXCEPTION.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.handlers import handles
+from broker.handlers.config_resources import (
+    BROKER,
+    BROKER_LOGGER,
+    DUPLICATE_RESOURCE,
+    TOPIC,
+    ResourceError,
+    check_alterations,
+    check_broker_name,
+    duplicate_resources,
+    refuse_broker_changes,
+)
+from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
+from broker.topics import TopicError, validate_topic_name
+from protocol.errors import ErrorCode
+from protocol.messages import IncrementalAlterConfigsResponse
+
+log = structlog.get_logger("incremental_alter_configs")
+
+API_KEY = 44
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OPERATION_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+@handles(API_KEY, "0-1")
+async def incremental_alter_configs(broker, request) -> IncrementalAlterConfigsResponse:
+    body = request.body
+    duplicates = duplicate_resources(body.resources)
+    responses = []
+    for resource in body.resources:
+        error, message = ErrorCode.NONE, None
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            await _alter(broker, resource, body.validate_only)
+        except ResourceError as exc:
+            error, message = exc.error_code, exc.message
+        except TopicError as exc:
+            error, message = exc.error_code, exc.message
+        if error != ErrorCode.NONE:
+            log.info("configs not altered", resource_type=resource.resource_type, resource=resource.resource_name,
+                     error=error.name, message=message)
+        responses.append(Result(error_code=error, error_message=message, resource_type=resource.resource_type,
+                                resource_name=resource.resource_name))
+    return IncrementalAlterConfigsResponse(responses=responses)
+
+
+async def _alter(broker, resource, validate_only: bool) -> None:
+    check_alterations(resource.configs, null_allowed_for_op=DELETE)
+    unknown = [c.config_operation for c in resource.configs if c.config_operation not in OPERATION_NAMES]
+    if unknown:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {unknown[0]}")
+    if resource.resource_type == TOPIC:
+        validate_topic_name(resource.resource_name)
+        topic = broker.topics.get(resource.resource_name)
+        if topic is None:
+            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"Topic '{resource.resource_name}' does not exist.")
+
+        def change(current: dict[str, str]) -> dict[str, str]:  # runs under the topic lock: no lost updates
+            return apply_operations(broker, current, resource.configs)
+
+        await broker.topics.alter_configs(topic.name, change, validate_only=validate_only)
+    elif resource.resource_type == BROKER:
+        check_broker_name(broker, resource.resource_name)
+        refuse_broker_changes(c.name for c in resource.configs)
+    elif resource.resource_type == BROKER_LOGGER:
+        check_broker_name(broker, resource.resource_name, empty_allowed=False)
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Ebb cannot change log levels at runtime; set log.level")
+    else:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
+
+
+def apply_operations(broker, overrides: dict[str, str], operations) -> dict[str, str]:
+    """The topic's overrides after the operations (validated afterwards as a whole)."""
+    for op in operations:
+        key, operation = op.name, op.config_operation
+        if operation == SET:
+            overrides[key] = op.value
+        elif operation == DELETE:
+            overrides.pop(key, None)
+        else:
+            if not is_list(key):
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Can't {OPERATION_NAMES[operation]} to key {key} "
+                                    "because its type is not LIST.")
+            current = overrides[key] if key in overrides else _default(broker, key)
+            items = [i.strip() for i in (current or "").split(",") if i.strip()]
+            for item in (i.strip() for i in op.value.split(",")):
+                if operation == APPEND and item and item not in items:
+                    items.append(item)
+                elif operation == SUBTRACT and item in items:
+                    items.remove(item)
+            overrides[key] = ",".join(items)
+    return overrides
+
+
+def _default(broker, key: str) -> str | None:
+    """The value a topic without an override has: the broker-wide default."""
+    if TOPIC_CONFIGS[key].effective:
+        return log_config_value(broker.config.topic_defaults, key)
+    return stored_only_default(key, broker.config.explicit_properties)

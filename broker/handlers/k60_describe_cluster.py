@@ -1,0 +1,50 @@
+"""DescribeCluster (key 60), versions 0-2.
+
+The cluster id, this broker as the only (unfenced) broker and as the controller, and the cluster's
+authorized operations: INT32_MIN unless requested, then every cluster operation (Ebb has no
+authorizer; kafka-python asks for them and rejects unknown bits, so the bitset is valid).
+
+Endpoint type (v1+): 1 (brokers) is served; 2 (controllers) is MISMATCHED_ENDPOINT_TYPE, since this is
+a broker endpoint; anything else is UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST for either in v0, which
+cannot carry the field anyway). include_fenced_brokers (v2) changes nothing: no broker is fenced.
+
+Errors: NONE, MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from broker.handlers.acl_operations import cluster_operations
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeClusterResponse
+
+API_KEY = 60
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+
+
+@handles(API_KEY, "0-2")
+async def describe_cluster(broker, request) -> DescribeClusterResponse:
+    version, body = request.api_version, request.body
+    endpoint_type = body.endpoint_type if version >= 1 else BROKER_ENDPOINT
+    if endpoint_type not in (BROKER_ENDPOINT, CONTROLLER_ENDPOINT):
+        return DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST,
+            error_message=f"Unsupported endpoint type {endpoint_type}", endpoint_type=endpoint_type,
+            cluster_id=broker.cluster_id)
+    if endpoint_type != BROKER_ENDPOINT:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST,
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                          "type CONTROLLER", endpoint_type=endpoint_type, cluster_id=broker.cluster_id)
+    listener = broker.config.advertised_listener
+    return DescribeClusterResponse(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.node_id, host=listener.host, port=listener.port, rack=broker.config.rack,
+            is_fenced=False)],
+        cluster_authorized_operations=cluster_operations(body.include_cluster_authorized_operations),
+    )

@@ -1,0 +1,415 @@
+"""The topic config table: every topic config Ebb knows, with Kafka's name, type, default, checks,
+documentation and broker-level synonyms, and whether Ebb acts on it.
+
+*Effective* configs are fields of `LogConfig` (`broker/log/config.py`) and change how the partition
+logs behave. *Stored-only* configs are Kafka configs whose behaviour Ebb does not implement
+(compaction, replication throttles, tiered storage, ...): they are validated, persisted, listed by
+DescribeConfigs and otherwise ignored, so tools that set them keep working.
+
+`describe_topic_configs` answers DescribeConfigs and CreateTopics v5+ for a topic: each config's
+value, where it comes from (topic override, the broker's properties file, or the default) and its
+synonyms, as Kafka's ConfigHelper reports them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from enum import IntEnum
+
+from broker.log.config import LogConfig
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ `ConfigType` codes."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs v1+ `ConfigSource` codes."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class InvalidConfig(ValueError):
+    """A value a config does not accept; the message is Kafka's ConfigException wording."""
+
+
+# --- value checks (Kafka's ConfigDef validators) ------------------------------------------------------
+
+Check = Callable[[object], str | None]  # parsed value -> problem, or None when fine
+
+
+def at_least(minimum: float) -> Check:
+    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+
+
+def between(low: float, high: float) -> Check:
+    return lambda v: None if low <= v <= high else f"Value must be no less than {low} and no more than {high}"
+
+
+def one_of(*allowed: str) -> Check:
+    return lambda v: None if v in allowed else f"String must be one of: {', '.join(allowed)}"
+
+
+def items_in(*allowed: str) -> Check:
+    def check(items):
+        if not items:
+            return "Empty list is not allowed"
+        bad = [i for i in items if i not in allowed]
+        return f"Invalid value {','.join(bad)}, must be one of {', '.join(allowed)}" if bad else None
+
+    return check
+
+
+def _gzip_level(v: int) -> str | None:
+    return None if v == -1 or 1 <= v <= 9 else "Value must be -1 or between 1 and 9"
+
+
+def _throttled_replicas(items: list[str]) -> str | None:
+    if items == ["*"]:
+        return None
+    for item in items:
+        partition, sep, replica = item.partition(":")
+        if not sep or not partition.strip().isdigit() or not replica.strip().isdigit():
+            return "Value must be '*' or a list of partitionId:brokerId pairs"
+    return None
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: ConfigType
+    default: str | None  # Kafka's default, as text; None where Kafka has none
+    doc: str
+    broker_synonyms: tuple[str, ...] = ()  # broker properties that set the default, most specific first
+    check: Check | None = None
+    effective: bool = False  # a LogConfig field, acted on by the logs
+
+    def parse(self, raw: object):
+        """The value `raw` stands for, checked; InvalidConfig with Kafka's message if it is not one."""
+        text = "" if raw is None else str(raw).strip()
+        value = _parse(self.type, text, self.name, raw)
+        if self.check is not None and value is not None:
+            problem = self.check(value)
+            if problem:
+                raise InvalidConfig(f"Invalid value {raw} for configuration {self.name}: {problem}")
+        return value
+
+    def canonical(self, raw: object) -> str | None:
+        """The value as Kafka writes it back (trimmed, list items joined by ',')."""
+        return render(self.type, self.parse(raw))
+
+
+def _parse(kind: ConfigType, text: str, name: str, raw: object):
+    def fail(what: str):
+        return InvalidConfig(f"Invalid value {raw} for configuration {name}: {what}")
+
+    if kind is ConfigType.BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise fail("Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+        low, high = {ConfigType.INT: (INT32_MIN, INT32_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX),
+                     ConfigType.SHORT: (-(2**15), 2**15 - 1)}[kind]
+        try:
+            value = int(text)
+        except ValueError:
+            raise fail(f"Not a number of type {kind.name}") from None
+        if not low <= value <= high:
+            raise fail(f"Not a number of type {kind.name}")
+        return value
+    if kind is ConfigType.DOUBLE:
+        try:
+            value = float(text)
+        except ValueError:
+            raise fail("Not a number of type DOUBLE") from None
+        if math.isnan(value) or math.isinf(value):
+            raise fail("Not a number of type DOUBLE")
+        return value
+    if kind is ConfigType.LIST:
+        return [item.strip() for item in text.split(",") if item.strip()] if text else []
+    return text
+
+
+def render(kind: ConfigType, value) -> str | None:
+    if value is None:
+        return None
+    if kind is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    if kind is ConfigType.LIST:
+        return ",".join(value)
+    if kind is ConfigType.DOUBLE:
+        return repr(float(value))
+    return str(value)
+
+
+_MAX = str(LONG_MAX)
+_WEEK_MS = str(7 * 24 * 3600 * 1000)
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
+    # --- effective: LogConfig fields --------------------------------------------------------------------
+    TopicConfigDef(
+        "cleanup.policy", ConfigType.LIST, "delete",
+        "How old data goes: 'delete' removes old segments by retention.ms, retention.bytes and "
+        "retention.min.timestamp and allows DeleteRecords; 'compact' is accepted but Ebb does not compact, "
+        "so a topic without 'delete' keeps everything and refuses DeleteRecords (POLICY_VIOLATION).",
+        ("log.cleanup.policy",), items_in("compact", "delete"), effective=True),
+    TopicConfigDef(
+        "file.delete.delay.ms", ConfigType.LONG, "60000",
+        "Time to wait before removing a deleted segment's files from the file system.",
+        ("log.segment.delete.delay.ms",), at_least(0), effective=True),
+    TopicConfigDef(
+        "flush.messages", ConfigType.LONG, _MAX,
+        "Force an fsync of the log after this many messages; by default Ebb, like Kafka, leaves "
+        "durability to replication and the OS.",
+        ("log.flush.interval.messages",), at_least(1), effective=True),
+    TopicConfigDef(
+        "flush.ms", ConfigType.LONG, _MAX,
+        "Force an fsync of the log when this much time has passed since the last one.",
+        ("log.flush.interval.ms",), at_least(0), effective=True),
+    TopicConfigDef(
+        "index.interval.bytes", ConfigType.INT, "4096",
+        "How many bytes of records go between two offset-index entries.",
+        ("log.index.interval.bytes",), at_least(0), effective=True),
+    TopicConfigDef(
+        "max.message.bytes", ConfigType.INT, "1048588",
+        "The largest record batch size allowed in this topic (after compression).",
+        ("message.max.bytes",), at_least(0), effective=True),
+    TopicConfigDef(
+        "message.timestamp.type", ConfigType.STRING, "CreateTime",
+        "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime).",
+        ("log.message.timestamp.type",), one_of("CreateTime", "LogAppendTime"), effective=True),
+    TopicConfigDef(
+        "retention.bytes", ConfigType.LONG, "-1",
+        "Under cleanup.policy=delete, the size a partition may grow to before its oldest segments are "
+        "deleted; -1 means no size limit.",
+        ("log.retention.bytes",), None, effective=True),
+    TopicConfigDef(
+        "retention.min.timestamp", ConfigType.LONG, None,
+        "Ebb's own: an absolute retention floor in Unix milliseconds. Under cleanup.policy=delete, the oldest "
+        "segments whose newest record is older than this timestamp are deleted and the log start offset moves "
+        "past them, whatever retention.ms and retention.bytes say. Unset (or -1) means no floor. A change takes "
+        "effect at once: the topic's partitions run a retention pass when it is altered.",
+        ("log.retention.min.timestamp",), at_least(-1), effective=True),
+    TopicConfigDef(
+        "retention.ms", ConfigType.LONG, _WEEK_MS,
+        "Under cleanup.policy=delete, how long a segment is kept after its newest record's timestamp; "
+        "-1 means no time limit.",
+        ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), at_least(-1), effective=True),
+    TopicConfigDef(
+        "segment.bytes", ConfigType.INT, str(1024 * 1024 * 1024),
+        "The size of one log segment file; a new segment is rolled when it would grow past this.",
+        ("log.segment.bytes",), at_least(61), effective=True),
+    TopicConfigDef(
+        "segment.index.bytes", ConfigType.INT, str(10 * 1024 * 1024),
+        "The size of the offset and time index files preallocated for each segment.",
+        ("log.index.size.max.bytes",), at_least(12), effective=True),
+    TopicConfigDef(
+        "segment.ms", ConfigType.LONG, _WEEK_MS,
+        "Roll a new segment after this much time even if the current one is not full, so retention can "
+        "delete or compact it.",
+        ("log.roll.ms", "log.roll.hours"), at_least(1), effective=True),
+    # --- stored only: accepted, persisted and listed; Ebb does not act on them ---------------------------
+    TopicConfigDef(
+        "compression.type", ConfigType.STRING, "producer",
+        "Final compression of the topic's data; Ebb stores batches as the producer sent them ('producer').",
+        ("compression.type",), one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    TopicConfigDef(
+        "compression.gzip.level", ConfigType.INT, "-1",
+        "Compression level for gzip when the broker recompresses (it does not in Ebb).",
+        ("compression.gzip.level",), _gzip_level),
+    TopicConfigDef(
+        "compression.lz4.level", ConfigType.INT, "9",
+        "Compression level for lz4 when the broker recompresses (it does not in Ebb).",
+        ("compression.lz4.level",), between(1, 17)),
+    TopicConfigDef(
+        "compression.zstd.level", ConfigType.INT, "3",
+        "Compression level for zstd when the broker recompresses (it does not in Ebb).",
+        ("compression.zstd.level",), between(-131072, 22)),
+    TopicConfigDef(
+        "delete.retention.ms", ConfigType.LONG, "86400000",
+        "How long delete tombstones are kept in compacted topics (Ebb does not compact).",
+        ("log.cleaner.delete.retention.ms",), at_least(0)),
+    TopicConfigDef(
+        "follower.replication.throttled.replicas", ConfigType.LIST, "",
+        "Replicas whose follower-side replication is throttled: partitionId:brokerId pairs or '*'.",
+        (), _throttled_replicas),
+    TopicConfigDef(
+        "leader.replication.throttled.replicas", ConfigType.LIST, "",
+        "Replicas whose leader-side replication is throttled: partitionId:brokerId pairs or '*'.",
+        (), _throttled_replicas),
+    TopicConfigDef(
+        "local.retention.bytes", ConfigType.LONG, "-2",
+        "Tiered storage: bytes kept locally before upload (Ebb has no tiered storage).",
+        ("log.local.retention.bytes",), at_least(-2)),
+    TopicConfigDef(
+        "local.retention.ms", ConfigType.LONG, "-2",
+        "Tiered storage: time kept locally before upload (Ebb has no tiered storage).",
+        ("log.local.retention.ms",), at_least(-2)),
+    TopicConfigDef(
+        "max.compaction.lag.ms", ConfigType.LONG, _MAX,
+        "Longest time a record stays uncompacted (Ebb does not compact).",
+        ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
+    TopicConfigDef(
+        "message.downconversion.enable", ConfigType.BOOLEAN, "true",
+        "Whether old-format fetches get down-converted batches (Ebb serves magic 2 only).",
+        ("log.message.downconversion.enable",)),
+    TopicConfigDef(
+        "message.timestamp.after.max.ms", ConfigType.LONG, _MAX,
+        "How far in the future a CreateTime timestamp may be (not enforced by Ebb).",
+        ("log.message.timestamp.after.max.ms",), at_least(0)),
+    TopicConfigDef(
+        "message.timestamp.before.max.ms", ConfigType.LONG, _MAX,
+        "How far in the past a CreateTime timestamp may be (not enforced by Ebb).",
+        ("log.message.timestamp.before.max.ms",), at_least(0)),
+    TopicConfigDef(
+        "min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5",
+        "Dirty ratio above which the log cleaner compacts (Ebb does not compact).",
+        ("log.cleaner.min.cleanable.ratio",), between(0, 1)),
+    TopicConfigDef(
+        "min.compaction.lag.ms", ConfigType.LONG, "0",
+        "Shortest time a record stays uncompacted (Ebb does not compact).",
+        ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
+    TopicConfigDef(
+        "min.insync.replicas", ConfigType.INT, "1",
+        "Fewest in-sync replicas for an acks=all write to succeed (a single Ebb broker has one).",
+        ("min.insync.replicas",), at_least(1)),
+    TopicConfigDef(
+        "preallocate", ConfigType.BOOLEAN, "false",
+        "Whether segment files are preallocated on disk when rolled (Ebb does not).",
+        ("log.preallocate",)),
+    TopicConfigDef(
+        "remote.log.copy.disable", ConfigType.BOOLEAN, "false",
+        "Tiered storage: stop copying segments to remote storage (Ebb has no tiered storage).", ()),
+    TopicConfigDef(
+        "remote.log.delete.on.disable", ConfigType.BOOLEAN, "false",
+        "Tiered storage: delete remote data when tiering is turned off (Ebb has no tiered storage).", ()),
+    TopicConfigDef(
+        "remote.storage.enable", ConfigType.BOOLEAN, "false",
+        "Tiered storage for this topic. Ebb has none, so only false is accepted.",
+        (), lambda v: "Tiered storage is not available in Ebb" if v else None),
+    TopicConfigDef(
+        "segment.jitter.ms", ConfigType.LONG, "0",
+        "Random jitter subtracted from segment.ms (not applied by Ebb).",
+        ("log.roll.jitter.ms",), at_least(0)),
+    TopicConfigDef(
+        "unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
+        "Whether an out-of-sync replica may become leader (a single Ebb broker has no election).",
+        ("unclean.leader.election.enable",)),
+]}
+
+EFFECTIVE_CONFIGS = frozenset(name for name, d in TOPIC_CONFIGS.items() if d.effective)
+STORED_ONLY_DEFAULTS: dict[str, str | None] = {name: d.default for name, d in TOPIC_CONFIGS.items()
+                                               if not d.effective}
+# Broker properties that only set the default of a stored-only topic config (their main synonym).
+STORED_ONLY_BROKER_PROPERTIES: dict[str, str] = {d.broker_synonyms[0]: name for name, d in TOPIC_CONFIGS.items()
+                                                 if not d.effective and d.broker_synonyms}
+
+_LOG_CONFIG_FIELDS = {f.metadata["property"]: f.name for f in fields(LogConfig)}
+assert EFFECTIVE_CONFIGS == set(_LOG_CONFIG_FIELDS), "every LogConfig field needs a row in TOPIC_CONFIGS"
+
+
+def is_list(name: str) -> bool:
+    d = TOPIC_CONFIGS.get(name)
+    return d is not None and d.type is ConfigType.LIST
+
+
+def validate_overrides(overrides: Mapping[str, object]) -> dict[str, str]:
+    """Check topic config overrides one by one; the canonical text of each. InvalidConfig names the first
+    bad key the way Kafka does ("Unknown topic config name: x", "Invalid value ...")."""
+    clean: dict[str, str] = {}
+    for key, raw in overrides.items():
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            raise InvalidConfig(f"Unknown topic config name: {key}")
+        clean[key] = definition.canonical(raw)
+    return clean
+
+
+def log_config_value(log_config: LogConfig, name: str) -> str | None:
+    """A LogConfig field as Kafka's text."""
+    value = getattr(log_config, _LOG_CONFIG_FIELDS[name])
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    synonyms: tuple[Synonym, ...]
+    type: ConfigType
+    doc: str
+    read_only: bool = False
+    sensitive: bool = False
+
+
+def stored_only_default(name: str, broker_properties: Mapping[str, str]) -> str | None:
+    """The broker-wide default of a stored-only config: its broker property if set, else Kafka's."""
+    d = TOPIC_CONFIGS[name]
+    if d.broker_synonyms and d.broker_synonyms[0] in broker_properties:
+        return d.canonical(broker_properties[d.broker_synonyms[0]])
+    return d.default
+
+
+def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
+                           explicit_broker_properties: Mapping[str, str],
+                           names: Iterable[str] | None = None) -> list[ConfigEntry]:
+    """Every topic config (or those in `names`), sorted by name, as DescribeConfigs reports it.
+
+    `overrides` are the topic's own settings, `log_config` its effective LogConfig, and
+    `explicit_broker_properties` what the broker's properties file and overrides set (the
+    STATIC_BROKER_CONFIG source); everything else is Kafka's default (DEFAULT_CONFIG).
+    """
+    wanted = sorted(TOPIC_CONFIGS) if names is None else sorted(set(names) & set(TOPIC_CONFIGS))
+    entries = []
+    for name in wanted:
+        d = TOPIC_CONFIGS[name]
+        synonyms: list[Synonym] = []
+        if name in overrides:
+            synonyms.append(Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        for broker_name in d.broker_synonyms:
+            if broker_name in explicit_broker_properties:
+                synonyms.append(Synonym(broker_name, explicit_broker_properties[broker_name],
+                                        ConfigSource.STATIC_BROKER_CONFIG))
+        if d.broker_synonyms and d.default is not None:
+            synonyms.append(Synonym(d.broker_synonyms[0], d.default, ConfigSource.DEFAULT_CONFIG))
+        if d.effective:
+            value = log_config_value(log_config, name)
+        elif name in overrides:
+            value = overrides[name]
+        else:
+            value = stored_only_default(name, explicit_broker_properties)
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(name, value, source, tuple(synonyms), d.type, d.doc))
+    return entries

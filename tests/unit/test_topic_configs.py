@@ -1,0 +1,99 @@
+"""The topic config table: consistent with LogConfig and docs/features.md, Kafka's checks and wording."""
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from broker.config import ConfigError, known_broker_properties, load_config
+from broker.log.config import LogConfig
+from broker.topic_configs import (
+    EFFECTIVE_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigSource,
+    InvalidConfig,
+    describe_topic_configs,
+    validate_overrides,
+)
+from broker.topics import STORED_ONLY_CONFIGS
+
+FEATURES = Path(__file__).parents[2] / "docs" / "features.md"
+
+
+def test_effective_configs_are_exactly_the_log_config_fields():
+    assert EFFECTIVE_CONFIGS == {f.metadata["property"] for f in fields(LogConfig)}
+    assert set(STORED_ONLY_CONFIGS) == set(TOPIC_CONFIGS) - EFFECTIVE_CONFIGS
+
+
+def test_defaults_pass_their_own_checks_and_match_log_config():
+    log_config = LogConfig()
+    for name, definition in TOPIC_CONFIGS.items():
+        if definition.default is not None:
+            assert definition.canonical(definition.default) == definition.default, name
+        if definition.effective:
+            assert LogConfig.from_properties({name: definition.default} if definition.default else {}) == log_config
+
+
+def test_docs_list_every_config_in_its_section():
+    text = FEATURES.read_text()
+    effective = text.split("### Effective")[1].split("### Stored only")[0]
+    stored = text.split("### Stored only")[1].split("## Known gaps")[0]
+    assert set(re.findall(r"^\| `([a-z0-9.]+)` \|", effective, re.M)) == EFFECTIVE_CONFIGS
+    assert set(re.findall(r"^\| `([a-z0-9.]+)` \|", stored, re.M)) == set(STORED_ONLY_CONFIGS)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"no.such": "1"}, "Unknown topic config name: no.such"),
+    ({"retention.ms": "abc"}, "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+    ({"segment.bytes": "2147483648"}, "Not a number of type INT"),
+    ({"segment.ms": "0"}, "Value must be at least 1"),
+    ({"min.cleanable.dirty.ratio": "1.5"}, "Value must be no less than 0 and no more than 1"),
+    ({"compression.type": "brotli"}, "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+    ({"cleanup.policy": "delete,shred"}, "Invalid value shred"),
+    ({"cleanup.policy": ""}, "Empty list is not allowed"),
+    ({"preallocate": "1"}, "Expected value to be either true or false"),
+    ({"compression.gzip.level": "0"}, "Value must be -1 or between 1 and 9"),
+    ({"leader.replication.throttled.replicas": "0:x"}, "partitionId:brokerId"),
+    ({"remote.storage.enable": "true"}, "Tiered storage is not available"),
+])
+def test_bad_values_are_refused_in_kafkas_words(overrides, message):
+    with pytest.raises(InvalidConfig, match=re.escape(message)):
+        validate_overrides(overrides)
+
+
+def test_values_are_stored_canonically():
+    assert validate_overrides({"cleanup.policy": " delete , compact ", "preallocate": "TRUE",
+                               "min.cleanable.dirty.ratio": "1", "retention.ms": " 100 ",
+                               "leader.replication.throttled.replicas": "0:1, 1:1"}) == {
+        "cleanup.policy": "delete,compact", "preallocate": "true", "min.cleanable.dirty.ratio": "1.0",
+        "retention.ms": "100", "leader.replication.throttled.replicas": "0:1,1:1"}
+
+
+def test_sources_and_synonyms():
+    explicit = {"log.retention.hours": "2", "min.insync.replicas": "2"}
+    config = load_config(None, [f"{k}={v}" for k, v in explicit.items()])
+    overrides = {"segment.ms": "1000"}
+    log_config = LogConfig.from_properties(overrides, base=config.topic_defaults)
+    entries = {e.name: e for e in describe_topic_configs(overrides, log_config, config.explicit_properties)}
+    assert (entries["segment.ms"].value, entries["segment.ms"].source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == \
+        ("7200000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert [(s.name, s.source) for s in entries["retention.ms"].synonyms] == [
+        ("log.retention.hours", ConfigSource.STATIC_BROKER_CONFIG), ("log.retention.ms", ConfigSource.DEFAULT_CONFIG)]
+    assert (entries["min.insync.replicas"].value, entries["min.insync.replicas"].source) == \
+        ("2", ConfigSource.STATIC_BROKER_CONFIG)
+    assert entries["retention.min.timestamp"].value is None
+    assert known_broker_properties(config)["min.insync.replicas"] == "2"
+
+
+@pytest.mark.parametrize("override, named", [
+    ("min.insync.replicas=0", "min.insync.replicas"),
+    ("compression.type=brotli", "compression.type"),
+    ("log.retention.ms=-5", "log.retention.ms"),
+    ("log.roll.hours=0", "log.roll.hours"),
+    ("log.segment.bytes=10", "log.segment.bytes"),
+])
+def test_bad_broker_topic_defaults_stop_start_up(override, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_config(None, [override])
