@@ -15,6 +15,7 @@ from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNod
 from broker.config import BrokerConfig, ConfigError
 from broker.handlers import load_handlers
 from broker.log.manager import LogManager
+from broker.replica import ReplicaManager
 from broker.server import BrokerServer
 from broker.topics import TopicManager, topic_id_to_str
 
@@ -30,6 +31,7 @@ class Broker:
         self.store: MetadataStore | None = None
         self.logs: LogManager | None = None
         self.topics: TopicManager | None = None
+        self.replicas: ReplicaManager | None = None
         self.server = BrokerServer(self)
         self.cluster_id = ""
         self.started_at_ms = 0
@@ -56,6 +58,8 @@ class Broker:
         self.topics.logs = self.logs
         await self.topics.reconcile()
         await self._register()
+        self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        self.services.insert(0, self.replicas)  # started first, stopped last
         for service in self.services:
             await service.start()
         await self.server.start()

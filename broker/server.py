@@ -14,7 +14,7 @@ from collections import deque
 
 import structlog
 
-from broker.handlers import REGISTRY
+from broker.handlers import REGISTRY, CloseConnection
 from broker.handlers.k18_api_versions import unsupported_version_reply
 from protocol import fastpath, framing
 from protocol.errors import ProtocolError
@@ -117,6 +117,8 @@ class Connection(asyncio.Protocol):
             response = await handler.fn(self.broker, request)
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:
+            return self._drop(str(exc) or "closed by the handler", api=handler.name)
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer,
                           client_id=request.header.client_id)
@@ -162,6 +164,9 @@ class BrokerServer:
         self.stopping = True
         for server in self.servers:
             server.close()
+        replicas = getattr(self.broker, "replicas", None)
+        if replicas is not None:
+            replicas.wake_all()  # parked long polls answer now instead of holding shutdown
         workers = [c.worker for c in self.connections if c.worker is not None]
         if workers:
             await asyncio.wait(workers, timeout=grace_s)

@@ -20,6 +20,11 @@ from protocol.specs import Versions
 HandlerFn = Callable[..., Awaitable[object | None]]
 
 
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would answer by closing the connection (e.g. an acks=0 produce
+    that failed: the client learns of it by reconnecting and refreshing its metadata)."""
+
+
 @dataclass(frozen=True)
 class Handler:
     api_key: int

@@ -1,0 +1,189 @@
+"""Produce (key 0), versions 3-11; ApiVersions advertises 0-11.
+
+Kafka 4.x advertises Produce from v0 although it refuses v0-2, because librdkafka's compression
+check needs the advertised range to overlap v0 (KAFKA-18659); we do the same. A v0-2 request never
+reaches this handler: the server closes the connection, as for any version outside 3-11.
+
+Per partition, in Kafka's order (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords,
+UnifiedLog.append):
+- the topic or partition is unknown: UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics;
+  clients create them through Metadata or CreateTopics);
+- the records are not exactly one complete magic-2 batch: INVALID_RECORD (ProduceRequest
+  .validateRecords for v3+: legacy magic 0/1 message sets are INVALID_RECORD, not
+  UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
+- acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
+- an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
+- a control batch from a client: INVALID_RECORD; a transactional batch, or any request with a
+  transactional id: transactions are not supported (INVALID_TXN_STATE for the batch,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id, as from InitProducerId);
+- batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
+  CORRUPT_MESSAGE / INVALID_RECORD;
+- idempotent producers: a retried batch is answered with its original offsets and NONE;
+  OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH (see broker/replica/producer_state.py);
+- an I/O failure: KAFKA_STORAGE_ERROR for that partition only.
+
+LogAppendTime topics get the broker's time stamped into the batch and returned in
+LogAppendTimeMs. LogStartOffset (v5+) is the partition's log start offset after the append.
+acks=0: the records are appended and no response is sent; on an error the connection is closed, as
+Kafka does, so the client refreshes its metadata. acks=-1 waits in
+the produce purgatory until the high watermark covers the batch (at once on one broker);
+REQUEST_TIMED_OUT after TimeoutMs. Records stay raw bytes: only batch headers are read here.
+
+Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE,
+INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, INVALID_TXN_STATE,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE,
+OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR,
+REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.handlers import CloseConnection, handles
+from broker.log import LogError
+from broker.replica import PartitionError
+from protocol.compression import Compression
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import ProduceResponse
+from protocol.records import RecordBatch
+from protocol.wire import I32
+
+log = structlog.get_logger("produce")
+
+API_KEY = 0
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
+_TopicResponse = ProduceResponse.TopicProduceResponse
+_PartitionResponse = _TopicResponse.PartitionProduceResponse
+_HEADER_UP_TO_MAGIC = 17
+_MIN_BATCH_LENGTH = 49
+_CODEC_MASK = 0x07
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+
+
+class _Rejected(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
+    """ProduceRequest.validateRecords for v3+: exactly one complete magic-2 batch. Returns that
+    batch's bytes (a partial tail shorter than a header is dropped, as Kafka trims it)."""
+    if records is None or len(records) < _HEADER_UP_TO_MAGIC:
+        raise _Rejected(ErrorCode.INVALID_RECORD,
+                        f"Produce requests with version {version} must have at least one record batch per partition")
+    records = memoryview(records)
+    size = I32.unpack_from(records, 8)[0] + 12
+    if size > len(records):
+        raise _Rejected(ErrorCode.INVALID_RECORD,
+                        f"Produce requests with version {version} must have at least one record batch per partition")
+    if records[16] != 2:
+        raise _Rejected(ErrorCode.INVALID_RECORD,
+                        f"Produce requests with version {version} are only allowed to contain record batches "
+                        f"with magic version 2 (got magic {records[16]})")
+    try:
+        batch = RecordBatch(records[:size])
+    except ProtocolError as exc:
+        raise _Rejected(exc.error_code, exc.message) from None
+    codec = batch.attributes & _CODEC_MASK
+    if codec == Compression.ZSTD and version < 7:
+        raise _Rejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                        f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    rest = records[size:]
+    if len(rest) >= _HEADER_UP_TO_MAGIC:
+        next_length = I32.unpack_from(rest, 8)[0]
+        if next_length < _MIN_BATCH_LENGTH:
+            raise _Rejected(ErrorCode.CORRUPT_MESSAGE, f"record batch after the first has length {next_length}")
+        if next_length + 12 <= len(rest):
+            raise _Rejected(ErrorCode.INVALID_RECORD,
+                            f"Produce requests with version {version} are only allowed to contain exactly one "
+                            "record batch per partition")
+    if batch.is_control:
+        raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+    if batch.is_transactional:
+        raise _Rejected(ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
+    return records[:size], batch
+
+
+def _error(index: int, code: ErrorCode, message: str | None) -> object:
+    return _PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                              log_start_offset=-1, error_message=message)
+
+
+@handles(API_KEY, "3-11", advertised_min=0)
+async def produce(broker, request) -> ProduceResponse | None:
+    body = request.body
+    version = request.api_version
+    acks = body.acks
+    replicas = broker.replicas
+    client_id = request.header.client_id
+    internal_allowed = client_id == ADMIN_CLIENT_ID
+    topics = []
+    waiting: list[tuple[object, object, int]] = []  # (partition, response, offset the HW must pass)
+    failures = 0
+    for topic_data in body.topic_data:
+        results = []
+        topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
+        topic = broker.topics.get(topic_data.name)
+        for data in topic_data.partition_data:
+            index = data.index
+            if body.transactional_id is not None:
+                results.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      "transactions are not supported by this broker"))
+                continue
+            if topic is None or index not in topic.replicas:
+                results.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      "This server does not host this topic-partition."))
+                continue
+            try:
+                records, batch = _one_batch(data.records, version)
+                if acks not in (0, 1, -1):
+                    raise _Rejected(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}")
+                if topic.internal and not internal_allowed:
+                    raise _Rejected(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot append to internal topic {topic.name}")
+                partition = replicas.partition(topic.name, index)
+                result = await partition.append_records_as_leader(records, batch)
+            except _Rejected as exc:
+                log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
+                         error=ErrorCode(exc.error_code).name, reason=exc.message)
+                results.append(_error(index, exc.error_code, exc.message))
+                continue
+            except (PartitionError, LogError) as exc:
+                results.append(_error(index, exc.error_code, exc.message))
+                continue
+            response = _PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
+                                          log_append_time_ms=result.log_append_time,
+                                          log_start_offset=result.log_start_offset)
+            results.append(response)
+            if acks == -1:
+                waiting.append((partition, response, result.last_offset + 1))
+    for topic in topics:
+        failures += sum(1 for r in topic.partition_responses if r.error_code)
+    if acks == 0:
+        if failures:
+            errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
+                      for r in t.partition_responses if r.error_code]
+            # No response can carry the error, so Kafka closes the connection: the client reconnects
+            # and refreshes its metadata.
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(errors)})")
+        return None
+    if waiting:
+        await _await_replication(replicas, waiting, body.timeout_ms)
+    return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+
+async def _await_replication(replicas, waiting, timeout_ms: int) -> None:
+    """acks=-1: wait until each partition's high watermark covers its batch (Kafka's DelayedProduce)."""
+
+    def replicated() -> bool:
+        return all(p.high_watermark >= needed for p, _, needed in waiting)
+
+    await replicas.produces.wait([p.topic_partition for p, _, _ in waiting], replicated, timeout_ms)
+    for partition, response, needed in waiting:
+        if partition.high_watermark < needed:
+            response.error_code = ErrorCode.REQUEST_TIMED_OUT
+            response.error_message = "the batch was not replicated to the in-sync replicas in time"

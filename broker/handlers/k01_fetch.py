@@ -1,0 +1,216 @@
+"""Fetch (key 1), versions 4-16.
+
+Topics are named up to v12 and identified by topic id from v13 (librdkafka uses v16 with ids); an
+unknown id is UNKNOWN_TOPIC_ID, an unknown name or partition UNKNOWN_TOPIC_OR_PARTITION.
+
+Sessions (KIP-227): every request is answered as a full fetch with SessionId 0, which tells the
+client that no session was created, so it keeps sending full fetches (kafka-python asks for a
+session with epoch 0; the others are sessionless with epoch -1). An incremental fetch (epoch > 0)
+names a session we never created: FETCH_SESSION_ID_NOT_FOUND at the top level.
+
+Per partition, as Kafka's ReplicaManager.readFromLog:
+- CurrentLeaderEpoch (v9+) older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH;
+- an offset below the log start offset or above the log end offset: OFFSET_OUT_OF_RANGE with
+  HighWatermark, LastStableOffset and LogStartOffset all -1;
+- consumers read up to the high watermark (READ_UNCOMMITTED) or the last stable offset
+  (READ_COMMITTED; it equals the high watermark while there are no transactions), so a fetch at or
+  past it returns empty records; followers (ReplicaId >= 0) read up to the log end offset and report
+  their log end and start offsets (LastFetchedEpoch gives them a DivergingEpoch when their log
+  diverged);
+- whole batches are returned; the first batch may start below the fetch offset (clients skip
+  what they did not ask for). MaxBytes and PartitionMaxBytes bound the response, except that the
+  first batch of the first partition with data is returned even if larger (KIP-74);
+- LogStartOffset (v5+) is always the partition's; AbortedTransactions is null for READ_UNCOMMITTED
+  and empty for READ_COMMITTED.
+
+Long polling: when nothing failed and fewer than MinBytes are available, the request parks in the
+fetch purgatory keyed by its partitions for up to MaxWaitMs; appends and high watermark moves wake
+it, nothing polls. Record bytes are read from the file ranges the log returns, off the event loop
+(see ReplicaManager.read_slices), and written to the socket without another copy.
+
+Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER,
+KAFKA_STORAGE_ERROR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.handlers import handles
+from broker.log import LogError, ReadBound, ReadInfo
+from broker.replica import Partition, PartitionError
+from protocol.errors import ErrorCode
+from protocol.messages import FetchResponse
+
+API_KEY = 1
+READ_COMMITTED = 1
+FINAL_EPOCH = -1
+INITIAL_EPOCH = 0
+_TopicResponse = FetchResponse.FetchableTopicResponse
+_PartitionData = _TopicResponse.PartitionData
+# Shared, never mutated: the "absent" values of the tagged fields (a diverging follower gets its own).
+_NO_DIVERGENCE = _PartitionData.EpochEndOffset()
+_NO_LEADER = _PartitionData.LeaderIdAndEpoch()
+_NO_SNAPSHOT = _PartitionData.SnapshotId()
+
+
+def _partition_data(index: int) -> object:
+    """A partition answer without Struct.__init__'s deep copies of the defaults (the per-partition
+    cost of a fetch); every field is set here."""
+    p = object.__new__(_PartitionData)
+    p.partition_index = index
+    p.error_code = ErrorCode.NONE
+    p.high_watermark = p.last_stable_offset = p.log_start_offset = -1
+    p.diverging_epoch = _NO_DIVERGENCE
+    p.current_leader = _NO_LEADER
+    p.snapshot_id = _NO_SNAPSHOT
+    p.aborted_transactions = None
+    p.preferred_read_replica = -1
+    p.records = b""
+    return p
+
+
+@dataclass(slots=True)
+class _Wanted:
+    """One requested partition: where it goes in the response and what was asked."""
+
+    response: object  # the _PartitionData this partition's answer is written into
+    partition: Partition | None
+    fetch_offset: int
+    max_bytes: int
+    last_fetched_epoch: int
+    error: ErrorCode = ErrorCode.NONE
+    read: ReadInfo | None = None
+
+
+@handles(API_KEY, "4-16")
+async def fetch(broker, request) -> FetchResponse:
+    body = request.body
+    version = request.api_version
+    replicas = broker.replicas
+    if version >= 7 and body.session_epoch not in (FINAL_EPOCH, INITIAL_EPOCH):
+        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0,
+                             responses=[])
+    replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
+    follower = replica_id >= 0
+    committed = body.isolation_level == READ_COMMITTED and not follower
+    topics, wanted = _resolve(broker, body, version, replica_id)
+
+    def plan() -> tuple[int, bool]:
+        """Where each partition's read would come from now: (bytes available, any error)."""
+        return _plan(replicas, wanted, body.max_bytes, follower)
+
+    available, failed = plan()
+    if body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes:
+        def enough() -> bool:
+            size, error = plan()
+            return error or size >= body.min_bytes
+
+        keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
+        await replicas.fetches.wait(keys, enough, body.max_wait_ms)
+        plan()
+    chunks = await replicas.read_slices([w.read.slices if w.read is not None else () for w in wanted])
+    for w, records in zip(wanted, chunks, strict=True):
+        _answer(w, records, committed)
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
+
+
+def _resolve(broker, body, version: int, replica_id: int) -> tuple[list, list[_Wanted]]:
+    replicas = broker.replicas
+    topics = []
+    wanted: list[_Wanted] = []
+    for topic in body.topics:
+        partitions = []
+        if version >= 13:
+            found = broker.topics.by_id(topic.topic_id)
+            topics.append(_TopicResponse(topic_id=topic.topic_id, partitions=partitions))
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            found = broker.topics.get(topic.topic)
+            topics.append(_TopicResponse(topic=topic.topic, partitions=partitions))
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for asked in topic.partitions:
+            response = _partition_data(asked.partition)
+            partitions.append(response)
+            w = _Wanted(response, None, asked.fetch_offset, asked.partition_max_bytes, asked.last_fetched_epoch)
+            wanted.append(w)
+            if found is None:
+                w.error = unknown
+                continue
+            try:
+                partition = replicas.partition(found.name, asked.partition)
+                partition.check_leader()
+                partition.check_leader_epoch(asked.current_leader_epoch)
+                if replica_id >= 0:
+                    partition.update_follower_state(replica_id, asked.fetch_offset, asked.log_start_offset)
+            except PartitionError as exc:
+                w.error = exc.error_code
+                continue
+            w.partition = partition
+    return topics, wanted
+
+
+def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool) -> tuple[int, bool]:
+    """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
+    data may exceed it with its first batch (KIP-74), the others may not."""
+    limit = max_bytes
+    min_one = True
+    total = 0
+    failed = False
+    bound = ReadBound.LOG_END if follower else ReadBound.HIGH_WATERMARK
+    for w in wanted:
+        if w.partition is None:
+            failed = True
+            continue
+        w.error = ErrorCode.NONE
+        w.read = None
+        if not replicas.still_hosted(w.partition):  # deleted while the request waited
+            w.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            failed = True
+            continue
+        log_ = w.partition.log
+        if follower and w.last_fetched_epoch >= 0 and _diverging(w):
+            failed = True
+            continue
+        try:
+            read = log_.read(w.fetch_offset, max(0, min(w.max_bytes, limit)), bound=bound, min_one_batch=min_one)
+        except LogError as exc:
+            w.error = exc.error_code
+            failed = True
+            continue
+        w.read = read
+        size = read.size
+        total += size
+        limit = max(0, limit - size)
+        if size:
+            min_one = False
+    return total, failed
+
+
+def _diverging(w: _Wanted) -> bool:
+    """A follower whose last fetched epoch ends below its fetch offset here must truncate first."""
+    cache = w.partition.log.epoch_cache
+    epoch, end_offset = cache.end_offset_for(w.last_fetched_epoch, w.partition.log.log_end_offset)
+    if epoch < w.last_fetched_epoch or end_offset < w.fetch_offset:
+        w.response.diverging_epoch = _PartitionData.EpochEndOffset(epoch=epoch, end_offset=end_offset)
+        w.error = ErrorCode.NONE
+        w.read = None
+        return True
+    return False
+
+
+def _answer(w: _Wanted, records, committed: bool) -> None:
+    response = w.response
+    response.records = records
+    response.error_code = w.error
+    if w.error != ErrorCode.NONE or w.partition is None:
+        # Kafka's createLogReadResult(e): no offsets on any partition-level error.
+        response.high_watermark = response.last_stable_offset = response.log_start_offset = -1
+        return
+    partition = w.partition
+    response.high_watermark = partition.high_watermark
+    response.last_stable_offset = partition.last_stable_offset
+    response.log_start_offset = partition.log_start_offset
+    if committed:
+        response.aborted_transactions = []

@@ -1,0 +1,110 @@
+"""DeleteRecords (key 21), versions 0-3 (v3 is Ebb's KIP-1343 extension: LeaderOnly, LeaderLogStartOffset).
+
+Moves each partition's log start offset up to the requested offset; the records below it are no
+longer readable at once, and their segments are deleted once wholly below it. Per partition, in
+Kafka's order (KafkaApis.handleDeleteRecordsRequest, ReplicaManager.deleteRecordsOnLocalLog,
+Partition.deleteRecordsOnLeader, UnifiedLog.maybeIncrementLogStartOffset):
+- unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION;
+- an internal topic (`__consumer_offsets`, ...): INVALID_TOPIC_EXCEPTION;
+- not the leader: NOT_LEADER_OR_FOLLOWER;
+- `cleanup.policy` without `delete` (compact only): POLICY_VIOLATION;
+- offset -1 means the high watermark; any other negative offset, or one above the high watermark:
+  OFFSET_OUT_OF_RANGE;
+- an offset at or below the current log start offset: a successful no-op;
+- an I/O failure: KAFKA_STORAGE_ERROR.
+A partition listed twice counts once, with its last offset (Kafka keys the request by partition).
+
+Completion: a successful partition is done when its low watermark (the smallest log start offset
+over the alive replicas; the leader's own on one broker) reaches the requested offset. Until then the
+request waits in the delete-records purgatory, woken when a low watermark moves, for up to
+TimeoutMs; partitions still short then get REQUEST_TIMED_OUT with the low watermark they had when
+the request arrived. On one broker every partition completes at once.
+
+v3 LeaderOnly=true answers as soon as the leader's new log start offset is durable (on disk in
+log-start-offset-checkpoint; forced if `log.start.offset.checkpoint.sync` is off), without waiting
+for followers. Every v3 response carries LeaderLogStartOffset: the leader's log start offset after
+the request, -1 on errors. With `delete.records.v3.enable=false` ApiVersions stops at v2 and a v3
+request is answered UNSUPPORTED_VERSION for every partition. LowWatermark is -1 on errors.
+
+Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, NOT_LEADER_OR_FOLLOWER,
+POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.handlers import handles
+from broker.log import LogError
+from broker.replica import PartitionError
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteRecordsResponse
+
+log = structlog.get_logger("delete_records")
+
+API_KEY = 21
+_TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+_PartitionResult = _TopicResult.DeleteRecordsPartitionResult
+
+
+@handles(API_KEY, "0-3")
+async def delete_records(broker, request) -> DeleteRecordsResponse:
+    body = request.body
+    version = request.api_version
+    leader_only = version >= 3 and body.leader_only
+    refused = version >= 3 and not broker.config.delete_records_v3_enable
+    asked: dict[tuple[str, int], int] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            asked.pop((topic.name, p.partition_index), None)
+            asked[(topic.name, p.partition_index)] = p.offset
+    by_topic: dict[str, list] = {}
+    pending = []  # (partition, result, offset the low watermark must reach)
+    for (name, index), offset in asked.items():
+        result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=ErrorCode.NONE,
+                                  leader_log_start_offset=-1)
+        by_topic.setdefault(name, []).append(result)
+        topic = broker.topics.get(name)
+        if refused:
+            result.error_code = ErrorCode.UNSUPPORTED_VERSION
+        elif topic is None or index not in topic.replicas:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif topic.internal:
+            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        else:
+            try:
+                partition = broker.replicas.partition(name, index)
+                required = await partition.delete_records_on_leader(offset)
+                if leader_only and partition.log.durable_log_start_offset < partition.log_start_offset:
+                    await broker.logs.start_offsets.write()
+            except (PartitionError, LogError) as exc:
+                result.error_code = exc.error_code
+                log.info("delete records refused", partition=f"{name}-{index}", offset=offset,
+                         error=ErrorCode(exc.error_code).name, reason=exc.message)
+                continue
+            result.low_watermark = partition.low_watermark()
+            result.leader_log_start_offset = partition.log_start_offset
+            if not leader_only and result.low_watermark < required:
+                pending.append((partition, result, required))
+    if pending:
+        await _await_low_watermarks(broker, pending, body.timeout_ms)
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=[
+        _TopicResult(name=name, partitions=results) for name, results in by_topic.items()])
+
+
+async def _await_low_watermarks(broker, pending, timeout_ms: int) -> None:
+    """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset."""
+
+    def reached() -> bool:
+        return all(p.low_watermark() >= required for p, _, required in pending)
+
+    await broker.replicas.deletions.wait([p.topic_partition for p, _, _ in pending], reached, timeout_ms)
+    for partition, result, required in pending:
+        low = partition.low_watermark()
+        if low >= required:
+            result.low_watermark = low
+            result.leader_log_start_offset = partition.log_start_offset
+        else:
+            # Kafka keeps the low watermark seen on arrival; LeaderLogStartOffset is -1 on every error.
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            result.leader_log_start_offset = -1

@@ -1,0 +1,234 @@
+"""The replicas this broker hosts, the purgatories their requests wait in, and producer ids.
+
+Partitions are looked up lazily from `broker.topics` and `broker.logs`, so creating or deleting a
+topic needs no call into this module: a partition whose topic is gone answers
+UNKNOWN_TOPIC_OR_PARTITION, and one whose topic id or log object changed (deleted and created
+again) is a new Partition with fresh state.
+
+Events wake the purgatories, keyed by TopicPartition: an append wakes fetches (followers read to the
+log end), a high watermark move wakes produces with acks=-1 and fetches, a low watermark move wakes
+DeleteRecords.
+
+Record data is read off the event loop: `read_slices` copies the file ranges the log returns into
+one buffer in a thread (inline only when the whole read is at most `INLINE_READ_BYTES`, which costs
+microseconds from the page cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import structlog
+
+from broker.log import FileSlice, StorageError, TopicPartition
+from broker.purgatory import Purgatory
+from broker.replica.partition import Partition, PartitionError
+from broker.replica.producer_ids import ProducerIdManager
+from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger("replica")
+
+T = TypeVar("T")
+INLINE_READ_BYTES = 64 * 1024
+IO_THREADS = 4
+
+
+class ReplicaManager:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetches = Purgatory("fetch")
+        self.produces = Purgatory("produce")
+        self.deletions = Purgatory("delete-records")
+        self.producer_ids: ProducerIdManager | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    # --- lifecycle (a broker service) ------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
+        self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
+        # Become leader of everything hosted here now, not at first use: the high watermark of a log
+        # recovered after a crash catches up with its log end offset before anyone reads it.
+        for topic in self.broker.topics.all():
+            for index in topic.replicas:
+                try:
+                    self._partition(topic, index)
+                except PartitionError as exc:
+                    log.warning("partition not led here", partition=f"{topic.name}-{index}", error=exc.message)
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._snapshot_periodically()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.wake_all()
+        await self.write_producer_snapshots()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    async def _snapshot_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(SNAPSHOT_INTERVAL_MS / 1000)
+            try:
+                for partition in list(self._partitions.values()):
+                    partition.producers.expire()
+                await self.write_producer_snapshots()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("producer state snapshot round failed", error=repr(exc))
+
+    async def write_producer_snapshots(self) -> int:
+        written = 0
+        for tp, partition in list(self._partitions.items()):
+            if not self.still_hosted(partition):
+                # Deleted (maybe re-created under the same name): its state must not land in the
+                # directory of a new incarnation.
+                if self._partitions.get(tp) is partition:
+                    self._forget(tp)
+                continue
+            if partition.log.offline:
+                continue
+            written += await partition.write_producer_snapshot()
+        return written
+
+    # --- finding partitions ----------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition led here; PartitionError(UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+        KAFKA_STORAGE_ERROR) otherwise."""
+        found = self.broker.topics.get(topic)
+        if found is None:
+            self._forget(TopicPartition(topic, index))
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
+        return self._partition(found, index)
+
+    def partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition:
+        found = self.broker.topics.by_id(topic_id)
+        if found is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id} does not exist")
+        return self._partition(found, index)
+
+    def _partition(self, topic: Any, index: int) -> Partition:
+        tp = TopicPartition(topic.name, index)
+        replicas = topic.replicas.get(index)
+        if replicas is None:
+            self._forget(tp)
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"topic {topic.name!r} has no partition {index}")
+        try:
+            log_ = self.broker.logs.get_log(tp)
+        except StorageError as exc:
+            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from None
+        if log_ is None:
+            # Listed in the metadata but no local replica (yet): Kafka's answer for that.
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp} has no replica on this broker")
+        partition = self._partitions.get(tp)
+        if partition is None or partition.log is not log_ or partition.topic_id != topic.topic_id:
+            if partition is not None:
+                self._forget(tp)
+            partition = Partition(self, tp, topic.topic_id, replicas, log_)
+            self._partitions[tp] = partition
+        return partition
+
+    def still_hosted(self, partition: Partition) -> bool:
+        """False once the partition's topic was deleted (or re-created) or its log replaced."""
+        topic = self.broker.topics.get(partition.topic_partition.topic)
+        if topic is None or topic.topic_id != partition.topic_id:
+            return False
+        try:
+            return self.broker.logs.get_log(partition.topic_partition) is partition.log
+        except StorageError:
+            return False
+
+    def wake_all(self) -> int:
+        """Answer every parked request now (shutdown: nobody should wait out MaxWaitMs)."""
+        return sum(p.complete_all() for p in (self.fetches, self.produces, self.deletions))
+
+    def _forget(self, tp: TopicPartition) -> None:
+        """A partition that went away: drop it and let whoever waits on it answer now."""
+        if self._partitions.pop(tp, None) is not None:
+            for purgatory in (self.fetches, self.produces, self.deletions):
+                purgatory.complete_all(tp)
+
+    @property
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return dict(self._partitions)
+
+    def is_alive(self, broker_id: int) -> bool:
+        """Single broker: only this one. The cluster issue answers from broker registrations."""
+        return broker_id == self.node_id
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def appended(self, partition: Partition) -> None:
+        self.fetches.notify(partition.topic_partition)
+
+    def high_watermark_moved(self, partition: Partition) -> None:
+        self.produces.notify(partition.topic_partition)
+        self.fetches.notify(partition.topic_partition)
+
+    def log_start_offset_moved(self, partition: Partition) -> None:
+        self.deletions.notify(partition.topic_partition)
+
+    # --- blocking work ---------------------------------------------------------------------------
+
+    async def run_io(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def read_slices(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
+        """The bytes of each group of file slices (one group per partition), read in one go: off the
+        loop unless the total is small. Files are pinned so a segment deleted meanwhile stays open."""
+        total = sum(s.length for group in groups for s in group)
+        if total == 0:
+            return [memoryview(b"") for _ in groups]
+        pinned = [s.file for group in groups for s in group]
+        for file in pinned:
+            file.pin()
+        try:
+            if total <= INLINE_READ_BYTES:
+                return _read_groups(groups, total)
+            return await self.run_io(_read_groups, groups, total)
+        finally:
+            for file in pinned:
+                file.unpin()
+
+
+def _read_groups(groups: Sequence[Sequence[FileSlice]], total: int) -> list[memoryview]:
+    """Blocking: read every slice into one buffer; a view per group. A short read (the file was cut
+    underneath) ends that group early: clients ignore a partial trailing batch."""
+    buffer = bytearray(total)
+    view = memoryview(buffer)
+    result = []
+    position = 0
+    for group in groups:
+        start = position
+        for piece in group:
+            wanted = piece.length
+            done = 0
+            while done < wanted:
+                n = os.preadv(piece.file.fileno(), [view[position + done:position + wanted]], piece.position + done)
+                if n <= 0:
+                    break
+                done += n
+            position += done
+            if done < wanted:
+                break
+        result.append(view[start:position])
+        position = start + sum(s.length for s in group)
+    return result

@@ -1,0 +1,367 @@
+"""One partition as a replica: its log, leadership, watermarks and producer state.
+
+On a single broker every partition is led here: ISR = {this node}, and the high watermark moves to
+the log end offset after each append. The rules are written for a replica set anyway, so the cluster
+issue extends them rather than replacing them:
+
+    high watermark = min log end offset over the ISR       (followers report theirs in Fetch)
+    low watermark  = min log start offset over alive replicas (the leader's own on one broker)
+
+A Partition is bound to one log object and one topic id: the ReplicaManager drops it when either
+changes (topic deleted, or deleted and created again), so state never leaks between incarnations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.log import OffsetOutOfRangeError, PartitionLog, ReadBound, StartOffsetReason, TopicPartition
+from broker.replica.producer_state import (
+    SNAPSHOT_VERSION,
+    BatchMetadata,
+    ProducerStateError,
+    ProducerStateManager,
+    last_sequence,
+    read_snapshot,
+    remove_snapshot,
+    scan_headers,
+    write_snapshot,
+)
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import RecordBatch
+
+if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaManager
+
+log = structlog.get_logger("replica")
+
+NO_LEADER_EPOCH = -1
+
+
+class PartitionError(Exception):
+    """A per-partition failure with the Kafka error code a handler answers with."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of a follower from its fetches (-1 until its first fetch)."""
+
+    replica_id: int
+    log_end_offset: int = -1
+    log_start_offset: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 under CreateTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class Partition:
+    def __init__(self, manager: ReplicaManager, topic_partition: TopicPartition, topic_id: uuid.UUID,
+                 replicas: list[int], log_: PartitionLog) -> None:
+        self.manager = manager
+        self.topic_partition = topic_partition
+        self.topic_id = topic_id
+        self.replicas = list(replicas)
+        self.log = log_
+        self.local_id = manager.node_id
+        self.leader_id = self.local_id
+        # Single broker: the leader epoch is the one the log was written under (0 for a new topic);
+        # the cluster controller will set it through make_leader.
+        self.leader_epoch = max(0, log_.epoch_cache.latest_epoch)
+        self.isr: set[int] = {self.local_id}
+        self.followers: dict[int, FollowerState] = {
+            r: FollowerState(r) for r in self.replicas if r != self.local_id
+        }
+        self.producers = ProducerStateManager(log_.directory)
+        self.producers_loaded = False
+        self._producers_loading: asyncio.Future[None] | None = None
+        self._note_leader_epoch()
+        # Becoming leader: the high watermark catches up with the ISR at once (after an unclean stop
+        # the checkpointed one can lag the log end offset).
+        self.maybe_increment_high_watermark()
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic_partition}, epoch={self.leader_epoch}, log={self.log!r})"
+
+    # --- leadership ------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
+
+    def make_leader(self, leader_epoch: int, isr: set[int]) -> None:
+        """Become (or stay) leader at `leader_epoch` (the cluster controller calls this)."""
+        self.leader_id = self.local_id
+        self.leader_epoch = leader_epoch
+        self.isr = set(isr) | {self.local_id}
+        self._note_leader_epoch()
+        self.maybe_increment_high_watermark()
+
+    def _note_leader_epoch(self) -> None:
+        # Kafka's makeLeader: the new epoch starts at the current log end offset, so
+        # OffsetForLeaderEpoch answers for it before anything is written under it.
+        if self.log.epoch_cache.latest_epoch < self.leader_epoch:
+            self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's Partition.checkCurrentLeaderEpoch: -1 skips the check."""
+        if current_leader_epoch == NO_LEADER_EPOCH:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH,
+                                 f"{self.topic_partition}: leader epoch {current_leader_epoch} is older than "
+                                 f"{self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH,
+                                 f"{self.topic_partition}: leader epoch {current_leader_epoch} is newer than "
+                                 f"{self.leader_epoch}")
+
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"{self.topic_partition}: broker {self.local_id} is not the leader")
+
+    # --- watermarks ------------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactions: the last stable offset is the high watermark."""
+        return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def low_watermark(self) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset among the leader and every
+        alive replica of the assignment (in sync or not)."""
+        offsets = [self.log.log_start_offset]
+        offsets += [f.log_start_offset for f in self.followers.values() if self.manager.is_alive(f.replica_id)]
+        return min(offsets)
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark up to the smallest log end offset in the ISR; wakes waiters."""
+        candidates = [self.log.log_end_offset]
+        candidates += [f.log_end_offset for r, f in self.followers.items() if r in self.isr]
+        target = min(candidates)
+        if target <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(target)
+        self.manager.high_watermark_moved(self)
+        return True
+
+    def update_follower_state(self, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
+        """A follower fetched at `fetch_offset`, so its log ends there; it reports its log start."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"{self.topic_partition}: broker {replica_id} is not a replica")
+        low_before = self.low_watermark()
+        state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
+        state.last_fetch_ms = time.time_ns() // 1_000_000
+        self.maybe_increment_high_watermark()
+        if self.low_watermark() != low_before:
+            self.manager.log_start_offset_moved(self)
+
+    # --- appending -------------------------------------------------------------------------------
+
+    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch) -> AppendResult:
+        """Append one client batch (already checked for shape by the handler). Idempotent batches
+        go through the producer checks; a duplicate returns the original offsets unwritten.
+        LogError and PartitionError carry the error code."""
+        self.check_leader()
+        producer_id = batch.producer_id
+        if not self.producers_loaded:
+            await self.load_producer_state()
+        # From here to the producer state update nothing awaits: check, write and record are atomic.
+        first_seq = last_seq = -1
+        epoch = batch.producer_epoch
+        if producer_id >= 0:
+            first_seq = batch.base_sequence
+            last_seq = last_sequence(first_seq, batch.last_offset_delta)
+            try:
+                duplicate = self.producers.check(producer_id, epoch, first_seq, last_seq)
+            except ProducerStateError as exc:
+                raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
+            if duplicate is not None:
+                try:
+                    batch.validate()  # a damaged retry is CORRUPT_MESSAGE, as the log would say
+                except ProtocolError as exc:
+                    raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
+                log.info("duplicate batch from an idempotent producer", partition=str(self.topic_partition),
+                         producer_id=producer_id, epoch=epoch, sequence=first_seq,
+                         offset=duplicate.first_offset)
+                append_time = duplicate.timestamp if self.log.config.log_append_time else -1
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
+                                    self.log.log_start_offset, duplicate=True)
+        info = self.log.append_nowait(records, leader_epoch=self.leader_epoch)
+        if producer_id >= 0:
+            self.producers.update(producer_id, epoch, BatchMetadata(first_seq, last_seq, info.first_offset,
+                                                                    info.last_offset, info.max_timestamp))
+        self.manager.appended(self)
+        self.maybe_increment_high_watermark()
+        if self.log.log_end_offset - self.log.recovery_point >= self.log.config.flush_messages:
+            await self.log.flush()  # flush.messages, as PartitionLog.append would
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time, info.log_start_offset)
+
+    # --- deleting records ------------------------------------------------------------------------
+
+    async def delete_records_on_leader(self, offset: int) -> int:
+        """Kafka's Partition.deleteRecordsOnLeader: -1 means the high watermark; returns the offset
+        the low watermark must reach. POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, KAFKA_STORAGE_ERROR
+        come from the log as LogError."""
+        self.check_leader()
+        wanted = self.log.high_watermark if offset == -1 else offset
+        before = self.log.log_start_offset
+        await self.log.increment_log_start_offset(wanted, StartOffsetReason.CLIENT_RECORD_DELETION)
+        if self.log.log_start_offset != before:
+            self.manager.log_start_offset_moved(self)
+        return wanted
+
+    # --- producer state --------------------------------------------------------------------------
+
+    async def load_producer_state(self) -> None:
+        """Rebuild the producer table once (snapshot, then the batch headers after it). Every append
+        waits for it, so no batch is checked against a partial table. Concurrent callers share one
+        load; after a failure the next caller tries again."""
+        if self.producers_loaded:
+            return
+        if self._producers_loading is None:
+            self._producers_loading = asyncio.ensure_future(self._load_producer_state())
+        loading = self._producers_loading
+        try:
+            await asyncio.shield(loading)
+        except OSError as exc:
+            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"{self.topic_partition}: cannot load producer state: {exc!r}") from exc
+        finally:
+            if loading.done() and self._producers_loading is loading:
+                self._producers_loading = None
+        self.producers_loaded = True
+
+    async def _load_producer_state(self) -> None:
+        path = self.producers.snapshot_path
+        data = await self.manager.run_io(read_snapshot, path)
+        start = self.log.log_start_offset
+        scan_from = start
+        now = time.time_ns() // 1_000_000
+        if data is not None:
+            try:
+                covered = self.producers.restore(data)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("producer state snapshot unreadable; rebuilding from the log",
+                            partition=str(self.topic_partition), error=repr(exc))
+                covered = None
+                self.producers.producers.clear()
+            if covered is not None and covered > self.log.log_end_offset:
+                log.info("producer state snapshot is ahead of the log (its tail was lost); rebuilding",
+                         partition=str(self.topic_partition), snapshot_offset=covered,
+                         log_end_offset=self.log.log_end_offset)
+                self.producers.producers.clear()
+                covered = None
+            if covered is None:
+                await self.manager.run_io(remove_snapshot, path)
+            else:
+                scan_from = max(covered, start)
+        scanned = await self._replay_log(scan_from, now)
+        # Producers whose every batch lies below the log start offset are gone with their records.
+        for pid in [p for p, e in self.producers.producers.items() if e.last_offset < start]:
+            del self.producers.producers[pid]
+        self.producers.expire(now)
+        self.producers.dirty = scanned > 0
+        log.debug("loaded producer state", partition=str(self.topic_partition), producers=len(self.producers),
+                  from_offset=scan_from, batches_scanned=scanned)
+
+    async def _replay_log(self, offset: int, now_ms: int) -> int:
+        """Feed the batch headers from `offset` to the log end into the producer table, one segment
+        file at a time (the log finds where `offset` lies; the files are scanned off the loop)."""
+        scanned = 0
+        end = self.log.log_end_offset
+        while offset < end:
+            try:
+                first = self.log.read(offset, 1, bound=ReadBound.LOG_END, min_one_batch=True)
+            except OffsetOutOfRangeError:
+                break
+            if not first.slices:
+                break
+            piece, before = first.slices[0], offset
+            piece.file.pin()
+            try:
+                position = piece.position
+                while True:
+                    headers, position = await self.manager.run_io(_scan_chunk, piece.file.fileno(), position)
+                    if not headers:
+                        break
+                    for header in headers:
+                        if header.last_offset >= offset and header.base_offset < end:
+                            self.producers.apply(header, now_ms)
+                            scanned += 1
+                    offset = max(offset, headers[-1].last_offset + 1)
+            finally:
+                piece.file.unpin()
+            if offset == before:
+                break
+        return scanned
+
+    def producer_snapshot(self) -> tuple[bytes, int] | None:
+        """Snapshot bytes and the offset they cover, if the table changed since the last one."""
+        if not self.producers_loaded or not self.producers.dirty:
+            return None
+        offset = self.log.log_end_offset
+        return self.producers.snapshot(offset), offset
+
+    async def write_producer_snapshot(self) -> bool:
+        taken = self.producer_snapshot()
+        if taken is None:
+            return False
+        data, offset = taken
+        self.producers.dirty = False
+        try:
+            await self.manager.run_io(write_snapshot, self.producers.snapshot_path, data)
+        except OSError as exc:
+            self.producers.dirty = True
+            log.error("cannot write producer state snapshot", partition=str(self.topic_partition), error=repr(exc))
+            return False
+        log.debug("wrote producer state snapshot", partition=str(self.topic_partition), offset=offset,
+                  version=SNAPSHOT_VERSION)
+        return True
+
+
+def _scan_chunk(fd: int, position: int, limit: int = 65_536) -> tuple[list, int]:
+    """Blocking: up to `limit` batch headers from `position` to the end of the file, and where the
+    next chunk starts."""
+    size = os.fstat(fd).st_size
+    headers = []
+    for header in scan_headers(fd, position, size - position):
+        headers.append(header)
+        position = header.end_position
+        if len(headers) >= limit:
+            break
+    return headers, position

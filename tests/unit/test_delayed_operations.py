@@ -1,0 +1,174 @@
+"""What a single broker cannot show through the wire: requests that wait for a follower.
+
+A partition assigned to brokers 1 (here, the leader) and 2 (a follower that is alive but only
+reports through the calls below). DeleteRecords waits for the low watermark, Produce acks=-1 for
+the high watermark; both complete when the follower's fetch state moves and time out otherwise.
+The handlers, ReplicaManager, Partition and PartitionLog are the real ones; only the broker shell
+around them is a stand-in.
+"""
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from broker.cluster.store import EmbeddedStore
+from broker.handlers.k00_produce import produce
+from broker.handlers.k21_delete_records import delete_records
+from broker.log import LogManager, TopicPartition
+from broker.replica import ReplicaManager
+from broker.topics import Topic
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteRecordsRequest, ProduceRequest
+from protocol.records import RecordBatch, build_batch
+
+LEADER, FOLLOWER = 1, 2
+
+
+class _Topics:
+    def __init__(self, topic):
+        self.topic = topic
+
+    def get(self, name):
+        return self.topic if name == self.topic.name else None
+
+    def by_id(self, topic_id):
+        return self.topic if topic_id == self.topic.topic_id else None
+
+    def all(self):
+        return [self.topic]
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    topic = Topic("t", uuid.uuid4(), {0: [LEADER, FOLLOWER]})
+    logs = LogManager(tmp_path / "logs")
+    await logs.startup(background_tasks=False)
+    await logs.get_or_create_log(TopicPartition("t", 0), topic_id=topic.topic_id)
+    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs,
+                             store=await EmbeddedStore.open(tmp_path / "meta.json"),
+                             config=SimpleNamespace(delete_records_v3_enable=True))
+    replicas = ReplicaManager(broker)
+    replicas.is_alive = lambda broker_id: True
+    broker.replicas = replicas
+    await replicas.start()
+    partition = replicas.partition("t", 0)
+    data = build_batch([(None, b"v%d" % i, [], 1) for i in range(10)])
+    await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data))
+    yield broker, partition
+    await replicas.stop()
+    await logs.shutdown()
+
+
+def _delete(broker, offset, timeout_ms, version=2, leader_only=False):
+    request = DeleteRecordsRequest(timeout_ms=timeout_ms, leader_only=leader_only, topics=[
+        DeleteRecordsRequest.DeleteRecordsTopic(name="t", partitions=[
+            DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])])
+    return delete_records(broker, SimpleNamespace(body=request, api_version=version))
+
+
+async def test_delete_records_times_out_while_an_alive_follower_lags(cluster):
+    broker, partition = cluster
+    reply = await _delete(broker, 4, timeout_ms=50, version=3)
+    result = reply.topics[0].partitions[0]
+    # the follower has not fetched since the leader took over: its log start offset is unknown (-1)
+    assert (result.error_code, result.low_watermark, result.leader_log_start_offset) == \
+        (ErrorCode.REQUEST_TIMED_OUT, -1, -1)
+    assert partition.log_start_offset == 4  # the leader did move
+    assert len(broker.replicas.deletions) == 0
+
+
+async def test_delete_records_completes_when_the_follower_catches_up(cluster):
+    broker, partition = cluster
+    waiting = asyncio.ensure_future(_delete(broker, 4, timeout_ms=600_000, version=3))
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and len(broker.replicas.deletions) == 1
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=2)  # still short of 4
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=4)
+    result = (await asyncio.wait_for(waiting, 10)).topics[0].partitions[0]
+    assert (result.error_code, result.low_watermark, result.leader_log_start_offset) == (ErrorCode.NONE, 4, 4)
+
+
+async def test_leader_only_does_not_wait_for_followers(cluster):
+    broker, partition = cluster
+    result = (await _delete(broker, 6, timeout_ms=600_000, version=3, leader_only=True)).topics[0].partitions[0]
+    assert (result.error_code, result.leader_log_start_offset) == (ErrorCode.NONE, 6)
+    assert result.low_watermark == -1  # the follower has not confirmed anything yet
+    assert partition.log.durable_log_start_offset == 6
+
+
+async def test_dead_followers_do_not_hold_deletion_back(cluster):
+    broker, partition = cluster
+    broker.replicas.is_alive = lambda broker_id: broker_id == LEADER
+    result = (await _delete(broker, 5, timeout_ms=600_000)).topics[0].partitions[0]
+    assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 5)
+
+
+def _produce(broker, timeout_ms):
+    request = ProduceRequest(acks=-1, timeout_ms=timeout_ms, topic_data=[ProduceRequest.TopicProduceData(
+        name="t", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
+            index=0, records=build_batch([(None, b"more", [], 1)]))])])
+    return produce(broker, SimpleNamespace(body=request, api_version=9, header=SimpleNamespace(client_id="c")))
+
+
+async def test_acks_all_waits_for_the_isr(cluster):
+    broker, partition = cluster
+    partition.make_leader(partition.leader_epoch, {LEADER, FOLLOWER})
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=0)
+    timed_out = (await _produce(broker, 50)).responses[0].partition_responses[0]
+    assert (timed_out.error_code, timed_out.base_offset) == (ErrorCode.REQUEST_TIMED_OUT, 10)
+    waiting = asyncio.ensure_future(_produce(broker, 600_000))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    partition.update_follower_state(FOLLOWER, fetch_offset=12, log_start_offset=0)
+    done = (await asyncio.wait_for(waiting, 10)).responses[0].partition_responses[0]
+    assert (done.error_code, done.base_offset) == (ErrorCode.NONE, 11)
+    assert partition.high_watermark == 12
+
+
+async def test_storage_error_is_per_partition(tmp_path):
+    """An I/O failure under one partition (its active segment's descriptor swapped for a read-only one,
+    so the append's write fails) is KAFKA_STORAGE_ERROR for that partition only; the other keeps
+    serving."""
+    import os
+
+    from broker.handlers.k01_fetch import fetch
+    from protocol.messages import FetchRequest
+
+    topic = Topic("s", uuid.uuid4(), {0: [LEADER], 1: [LEADER]})
+    logs = LogManager(tmp_path / "logs")
+    await logs.startup(background_tasks=False)
+    for index in (0, 1):
+        await logs.get_or_create_log(TopicPartition("s", index), topic_id=topic.topic_id)
+    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs,
+                             store=await EmbeddedStore.open(tmp_path / "meta.json"),
+                             config=SimpleNamespace(delete_records_v3_enable=True))
+    broker.replicas = ReplicaManager(broker)
+    await broker.replicas.start()
+    try:
+        segment_file = logs.get_log(TopicPartition("s", 0)).segments[-1].file
+        read_only = os.open(segment_file.path, os.O_RDONLY)
+        os.dup2(read_only, segment_file.fd)
+        os.close(read_only)
+        data = build_batch([(None, b"x", [], 1)])
+        request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+            name="s", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=data)
+                                      for i in (0, 1)])])
+        reply = await produce(broker, SimpleNamespace(body=request, api_version=9,
+                                                      header=SimpleNamespace(client_id="c")))
+        assert [r.error_code for r in reply.responses[0].partition_responses] == \
+            [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+        fetch_request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[FetchRequest.FetchTopic(
+            topic="s", partitions=[FetchRequest.FetchTopic.FetchPartition(partition=i, fetch_offset=0,
+                                                                          partition_max_bytes=1 << 20)
+                                   for i in (0, 1)])])
+        answer = await fetch(broker, SimpleNamespace(body=fetch_request, api_version=12))
+        parts = answer.responses[0].partitions
+        assert [p.error_code for p in parts] == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+        assert len(parts[1].records) > 0
+    finally:
+        await broker.replicas.stop()
+        await logs.shutdown()

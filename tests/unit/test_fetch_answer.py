@@ -1,0 +1,9 @@
+"""The Fetch handler builds its per-partition answers without Struct.__init__ (hot path)."""
+
+from broker.handlers.k01_fetch import _partition_data
+from protocol.messages import FetchResponse
+
+
+def test_fetch_partition_answers_are_complete_structs():
+    assert _partition_data(3) == FetchResponse.FetchableTopicResponse.PartitionData(
+        partition_index=3, high_watermark=-1, aborted_transactions=None, records=b"")

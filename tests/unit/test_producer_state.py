@@ -1,0 +1,101 @@
+"""Idempotent producer state: Kafka's sequence and epoch rules, snapshots, header scans."""
+
+import os
+
+import pytest
+
+from broker.replica.producer_state import (
+    INT32_MAX,
+    BatchMetadata,
+    ProducerStateError,
+    ProducerStateManager,
+    in_sequence,
+    last_sequence,
+    scan_headers,
+)
+from protocol.errors import ErrorCode
+from protocol.records import build_batch
+
+
+def _append(state, pid, epoch, first_seq, count, offset):
+    batch = BatchMetadata(first_seq, last_sequence(first_seq, count - 1), offset, offset + count - 1, 1000)
+    assert state.check(pid, epoch, batch.first_seq, batch.last_seq) is None
+    state.update(pid, epoch, batch, now_ms=1)
+    return batch
+
+
+def test_unknown_producer_may_start_at_any_sequence(tmp_path):
+    state = ProducerStateManager(tmp_path)
+    assert state.check(7, 0, 42, 45) is None
+
+
+def test_in_order_batches_and_duplicates_of_the_last_five(tmp_path):
+    state = ProducerStateManager(tmp_path)
+    batches = [_append(state, 7, 0, i * 2, 2, 100 + i * 2) for i in range(7)]
+    for batch in batches[-5:]:
+        assert state.check(7, 0, batch.first_seq, batch.last_seq) == batch
+    # older than the last five: no longer recognised, and out of sequence
+    with pytest.raises(ProducerStateError) as exc:
+        state.check(7, 0, batches[0].first_seq, batches[0].last_seq)
+    assert exc.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_gap_is_out_of_order(tmp_path):
+    state = ProducerStateManager(tmp_path)
+    _append(state, 7, 0, 0, 3, 0)
+    with pytest.raises(ProducerStateError) as exc:
+        state.check(7, 0, 4, 4)
+    assert exc.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_epochs(tmp_path):
+    state = ProducerStateManager(tmp_path)
+    _append(state, 7, 1, 0, 3, 0)
+    with pytest.raises(ProducerStateError) as exc:
+        state.check(7, 0, 3, 3)
+    assert exc.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(ProducerStateError) as exc:
+        state.check(7, 2, 3, 3)  # a new epoch starts at 0
+    assert exc.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    _append(state, 7, 2, 0, 1, 3)
+    assert state.producers[7].epoch == 2 and len(state.producers[7].batches) == 1
+
+
+def test_sequences_wrap_after_int32_max():
+    assert last_sequence(INT32_MAX - 1, 3) == 1
+    assert last_sequence(INT32_MAX, 0) == INT32_MAX
+    assert in_sequence(INT32_MAX, 0) and not in_sequence(INT32_MAX, 1)
+
+
+def test_snapshot_round_trip_and_expiry(tmp_path):
+    state = ProducerStateManager(tmp_path, expiration_ms=1000)
+    _append(state, 7, 0, 0, 3, 10)
+    _append(state, 9, 4, 0, 1, 13)
+    data = state.snapshot(14)
+    again = ProducerStateManager(tmp_path, expiration_ms=1000)
+    assert again.restore(data) == 14
+    assert {pid: (e.epoch, list(e.batches)) for pid, e in again.producers.items()} == \
+        {pid: (e.epoch, list(e.batches)) for pid, e in state.producers.items()}
+    assert again.expire(now_ms=5000) == 2 and len(again) == 0
+
+
+def test_snapshot_of_an_unknown_version_is_refused(tmp_path):
+    with pytest.raises(ValueError):
+        ProducerStateManager(tmp_path).restore(b'{"version": 99, "offset": 0, "producers": {}}')
+
+
+def test_scan_headers_reads_producer_fields(tmp_path):
+    first = bytearray(build_batch([(None, b"x" * 100_000, [], 5)], producer_id=3, producer_epoch=1, base_sequence=0))
+    second = bytearray(build_batch([(None, b"y", [], 6), (None, b"z", [], 7)], producer_id=3, producer_epoch=1,
+                                   base_sequence=1))
+    second[0:8] = (1).to_bytes(8, "big")
+    path = tmp_path / "seg"
+    path.write_bytes(bytes(first) + bytes(second) + b"\x00" * 10)  # a torn tail is ignored
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        headers = list(scan_headers(fd, 0, os.fstat(fd).st_size))
+    finally:
+        os.close(fd)
+    assert [(h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
+            for h in headers] == [(0, 0, 3, 1, 0, 0), (1, 2, 3, 1, 1, 2)]
+    assert headers[-1].end_position == len(first) + len(second)
