@@ -1,7 +1,8 @@
 """The `ebb` command.
 
 `ebb broker` runs a broker; `ebb apis` lists what the codec covers; `ebb decode` turns a captured
-frame into JSON.
+frame into JSON. The admin commands (`delete-records`, `topics`, `configs`, `offsets`) live in
+client/cli/ and are registered here.
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_argument("--api-key", type=int)
     decode.add_argument("--api-version", type=int)
     decode.set_defaults(func=cmd_decode)
+    from client.cli import register as register_admin_commands
+
+    register_admin_commands(sub)  # delete-records, topics, configs, offsets (client/cli/)
     return parser
 
 

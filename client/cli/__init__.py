@@ -1,0 +1,18 @@
+"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets.
+
+broker/cli.py owns the `ebb` parser and calls `register` to add these subcommands.
+"""
+
+from __future__ import annotations
+
+from . import configs, delete_records, offsets, topics
+from .common import common_options
+
+
+def register(subparsers) -> None:
+    """Add the admin subcommands to `ebb`'s subparsers; each sets `func(args) -> exit code`."""
+    common = common_options()
+    delete_records.add_parser(subparsers, common)
+    topics.add_parser(subparsers, common)
+    configs.add_parser(subparsers, common)
+    offsets.add_parser(subparsers, common)

@@ -1,0 +1,197 @@
+"""`ebb delete-records`: Kafka's kafka-delete-records.sh, plus leader-only (KIP-1343) and by-timestamp deletion.
+
+    ebb delete-records --bootstrap-server HOST:PORT --offset-json-file offsets.json [--leader-only]
+    ebb delete-records --bootstrap-server HOST:PORT --topic T [--partition P] --before-offset N
+    ebb delete-records --bootstrap-server HOST:PORT --topic T [--partition P] --before-timestamp 2024-05-01T00:00:00Z
+
+Everything is checked before the first DeleteRecords is sent: the file, the offsets (>= 0 or -1 for
+the high watermark, and not above the high watermark), the timestamp, that every topic and partition
+exists. Any problem is exit code 2 with nothing deleted.
+
+By timestamp: per partition, ListOffsets finds the first record (lowest offset) whose timestamp is at
+or after the time, and records below that offset are deleted. Every deleted record is therefore older
+than the time; with out-of-order timestamps, an older record that sits after a newer one is kept
+(never delete a record at or after the time). If no record is at or after the time, every record
+present is older and the partition is emptied up to the high watermark as it was *before* the
+timestamp lookup (an explicit offset, not -1), so records produced meanwhile are never deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from ..admin import LATEST, Admin, DeleteRecordsResult
+from ..offsets_file import OffsetsFileError, parse_offsets_json
+from ..types import TopicPartition
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    BadInput,
+    Failed,
+    check_partitions,
+    connect,
+    error_text,
+    existing_topics,
+    parse_timestamp,
+    resolve_partitions,
+    run,
+)
+from .output import Progress, print_json, print_table
+
+HEADERS = ("TOPIC", "PARTITION", "OFFSET", "LOW-WATERMARK", "LEADER-LOG-START-OFFSET", "ERROR")
+
+
+def add_parser(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "delete-records", parents=[common], help="delete records below an offset or a time (DeleteRecords)",
+        description="Delete the records below an offset in each partition, from Kafka's offset JSON file "
+                    "or from --topic/--partition with --before-offset or --before-timestamp. Exit code 0 when "
+                    "every partition succeeded, 1 when any failed, 2 on bad input (nothing deleted).")
+    p.add_argument("--offset-json-file", metavar="FILE",
+                   help='{"partitions":[{"topic":"t","partition":0,"offset":3}],"version":1}; "-" reads stdin')
+    p.add_argument("--topic", help="delete from this topic (all its partitions unless --partition)")
+    p.add_argument("--partition", type=int, help="only this partition of --topic")
+    before = p.add_mutually_exclusive_group()
+    before.add_argument("--before-offset", type=int, metavar="N",
+                        help="delete the records below offset N (-1: up to the high watermark)")
+    before.add_argument("--before-timestamp", metavar="ISO8601|MS",
+                        help="delete the records before the first record at or after this time")
+    p.add_argument("--leader-only", action="store_true",
+                   help="answer once the leaders moved their log start offset, without waiting for followers "
+                        "(DeleteRecords v3; fails per partition on brokers without it)")
+    p.add_argument("--timeout-ms", type=int, default=30000,
+                   help="how long the brokers may wait for the low watermarks to move (default 30000)")
+    p.set_defaults(func=lambda args: run(args, delete_records_command))
+
+
+def _read_offsets_file(path: str) -> dict[TopicPartition, int]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--offset-json-file {path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--offset-json-file {path}: not UTF-8 text") from None
+    try:
+        return parse_offsets_json(text)
+    except OffsetsFileError as exc:
+        raise BadInput(f"--offset-json-file {path}: {exc}") from None
+
+
+def _check_arguments(args: argparse.Namespace) -> tuple[dict[TopicPartition, int] | None, int | None]:
+    """What can be checked without the cluster: (offsets from the file, the timestamp in ms)."""
+    if args.timeout_ms < 0:
+        raise BadInput(f"--timeout-ms {args.timeout_ms} is negative")
+    if args.offset_json_file is not None:
+        flags = [name for name, value in (("--topic", args.topic), ("--partition", args.partition),
+                                          ("--before-offset", args.before_offset),
+                                          ("--before-timestamp", args.before_timestamp)) if value is not None]
+        if flags:
+            raise BadInput(f"--offset-json-file cannot be combined with {', '.join(flags)}")
+        return _read_offsets_file(args.offset_json_file), None
+    if args.topic is None:
+        raise BadInput("say what to delete: --offset-json-file FILE, or --topic with --before-offset "
+                       "or --before-timestamp")
+    if args.before_offset is None and args.before_timestamp is None:
+        raise BadInput("--topic needs --before-offset N or --before-timestamp TIME")
+    if args.before_offset is not None and args.before_offset < -1:
+        raise BadInput(f"--before-offset {args.before_offset} is negative (only -1, the high watermark, is allowed)")
+    if args.partition is not None and args.partition < 0:
+        raise BadInput(f"--partition {args.partition} is negative")
+    timestamp = None
+    if args.before_timestamp is not None:
+        timestamp = parse_timestamp(args.before_timestamp, "--before-timestamp")
+    return None, timestamp
+
+
+async def _latest_offsets(admin: Admin, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    results = await admin.list_offsets(dict.fromkeys(partitions, LATEST))
+    for tp in partitions:
+        result = results[tp]
+        if not result.ok:
+            raise Failed(f"cannot read the high watermark of {tp}: {error_text(result.error, result.error_message)}"
+                         " (nothing was deleted)")
+    return {tp: results[tp].offset for tp in partitions}
+
+
+async def _offsets_before(admin: Admin, partitions: list[TopicPartition], timestamp: int,
+                          latest: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """Per partition, the offset of the first record at or after `timestamp`, or `latest` if there is none."""
+    results = await admin.list_offsets(dict.fromkeys(partitions, timestamp))
+    offsets = {}
+    for tp in partitions:
+        result = results[tp]
+        if not result.ok:
+            raise Failed(f"cannot find the offset for the time in {tp}: "
+                         f"{error_text(result.error, result.error_message)} (nothing was deleted)")
+        offsets[tp] = result.offset if result.offset >= 0 else latest[tp]
+    return offsets
+
+
+async def _delete(admin: Admin, offsets: dict[TopicPartition, int], *, leader_only: bool,
+                  timeout_ms: int) -> dict[TopicPartition, DeleteRecordsResult]:
+    """One delete_records per leader broker, concurrently, so the progress bar moves as brokers answer."""
+    by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+    for tp, offset in offsets.items():
+        info = admin.cluster.partition_info(tp)
+        by_leader[info.leader if info is not None else -1][tp] = offset
+    results: dict[TopicPartition, DeleteRecordsResult] = {}
+    with Progress(len(offsets), "deleting records") as progress:
+        async def one(share: dict[TopicPartition, int]) -> None:
+            results.update(await admin.delete_records(share, leader_only=leader_only, timeout_ms=timeout_ms))
+            progress.advance(len(share))
+
+        await asyncio.gather(*(one(share) for share in by_leader.values()))
+    return results
+
+
+async def delete_records_command(args: argparse.Namespace) -> int:
+    from_file, timestamp = _check_arguments(args)
+    async with connect(args) as admin:
+        if from_file is not None:
+            topics = await existing_topics(admin, {tp.topic for tp in from_file})
+            check_partitions(topics, from_file)
+            partitions = sorted(from_file)
+        else:
+            partitions = await resolve_partitions(admin, args.topic, args.partition)
+        latest = await _latest_offsets(admin, partitions)
+        if from_file is not None:
+            offsets = {tp: from_file[tp] for tp in partitions}
+        elif args.before_offset is not None:
+            offsets = dict.fromkeys(partitions, args.before_offset)
+        else:
+            offsets = None
+        if offsets is not None:
+            for tp, offset in offsets.items():
+                if offset > latest[tp]:
+                    raise BadInput(f"offset {offset} for {tp} is above its high watermark {latest[tp]}")
+        else:
+            offsets = await _offsets_before(admin, partitions, timestamp, latest)
+        results = await _delete(admin, offsets, leader_only=args.leader_only, timeout_ms=args.timeout_ms)
+
+    rows = [(tp, offsets[tp], results[tp]) for tp in partitions]
+    if args.output == "json":
+        document: dict = {"partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "offset": offset, "low_watermark": r.low_watermark,
+             "leader_log_start_offset": r.leader_log_start_offset,
+             "error": r.error.name if not r.ok else None,
+             "error_message": error_text(r.error, r.error_message)}
+            for tp, offset, r in rows]}
+        if timestamp is not None:
+            document["before_timestamp"] = timestamp
+        print_json(document)
+    else:
+        print_table(HEADERS, [
+            (tp.topic, tp.partition, offset, r.low_watermark if r.ok else None,
+             r.leader_log_start_offset if r.ok and r.leader_log_start_offset >= 0 else None,
+             error_text(r.error, r.error_message))
+            for tp, offset, r in rows])
+    failed = [tp for tp, _, r in rows if not r.ok]
+    if failed:
+        print(f"ebb delete-records: {len(failed)} of {len(rows)} partition(s) failed: "
+              f"{', '.join(map(str, failed[:10]))}{' ...' if len(failed) > 10 else ''}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
