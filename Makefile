@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+JS     := tests/conformance/js
+JSSTAMP := $(JS)/node_modules/.installed
 
 .PHONY: test lint bench run clean
 
@@ -12,7 +14,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# kafkajs for the conformance tests, pinned by the committed package-lock.json
+$(JSSTAMP): $(JS)/package.json $(JS)/package-lock.json
+	cd $(JS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(JSSTAMP)
+
+test: $(STAMP) $(JSSTAMP)
 	$(PY) -m pytest tests
 
 lint: $(STAMP)
@@ -28,4 +35,4 @@ run: $(STAMP)
 	$(PY) -m broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules
