@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from broker.config import known_broker_properties
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType, Synonym
+from broker.topics import TopicError
 from protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -114,3 +115,24 @@ def logger_config_entries(broker) -> list[ConfigEntry]:
     level = broker.config.log_level.upper()
     return [ConfigEntry("root", level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (), ConfigType.STRING,
                         "Level of every Ebb logger (the broker's log.level).", read_only=True)]
+
+
+async def alter_each(resources, alter, result_class, log) -> list:
+    """Run `alter(resource)` for every resource of an (Incremental)AlterConfigs request and build the
+    per-resource results; a resource named twice fails with INVALID_REQUEST and is left alone."""
+    duplicates = duplicate_resources(resources)
+    responses = []
+    for resource in resources:
+        error, message = ErrorCode.NONE, None
+        try:
+            if (resource.resource_type, resource.resource_name) in duplicates:
+                raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            await alter(resource)
+        except (ResourceError, TopicError) as exc:
+            error, message = exc.error_code, exc.message
+        if error != ErrorCode.NONE:
+            log.info("configs not altered", resource_type=resource.resource_type, resource=resource.resource_name,
+                     error=error.name, message=message)
+        responses.append(result_class(error_code=error, error_message=message, resource_type=resource.resource_type,
+                                      resource_name=resource.resource_name))
+    return responses

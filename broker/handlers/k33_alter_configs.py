@@ -23,15 +23,14 @@ import structlog
 from broker.handlers import handles
 from broker.handlers.config_resources import (
     BROKER,
-    DUPLICATE_RESOURCE,
     TOPIC,
     ResourceError,
+    alter_each,
     check_alterations,
     check_broker_name,
-    duplicate_resources,
     refuse_broker_changes,
 )
-from broker.topics import TopicError, validate_topic_name
+from broker.topics import validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 
@@ -44,23 +43,7 @@ Result = AlterConfigsResponse.AlterConfigsResourceResponse
 @handles(API_KEY, "0-2")
 async def alter_configs(broker, request) -> AlterConfigsResponse:
     body = request.body
-    duplicates = duplicate_resources(body.resources)
-    responses = []
-    for resource in body.resources:
-        error, message = ErrorCode.NONE, None
-        try:
-            if (resource.resource_type, resource.resource_name) in duplicates:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-            await _alter(broker, resource, body.validate_only)
-        except ResourceError as exc:
-            error, message = exc.error_code, exc.message
-        except TopicError as exc:
-            error, message = exc.error_code, exc.message
-        if error != ErrorCode.NONE:
-            log.info("configs not altered", resource_type=resource.resource_type, resource=resource.resource_name,
-                     error=error.name, message=message)
-        responses.append(Result(error_code=error, error_message=message, resource_type=resource.resource_type,
-                                resource_name=resource.resource_name))
+    responses = await alter_each(body.resources, lambda r: _alter(broker, r, body.validate_only), Result, log)
     return AlterConfigsResponse(responses=responses)
 
 

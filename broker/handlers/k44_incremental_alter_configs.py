@@ -29,16 +29,15 @@ from broker.handlers import handles
 from broker.handlers.config_resources import (
     BROKER,
     BROKER_LOGGER,
-    DUPLICATE_RESOURCE,
     TOPIC,
     ResourceError,
+    alter_each,
     check_alterations,
     check_broker_name,
-    duplicate_resources,
     refuse_broker_changes,
 )
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
-from broker.topics import TopicError, validate_topic_name
+from broker.topics import validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.messages import IncrementalAlterConfigsResponse
 
@@ -53,23 +52,7 @@ Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 @handles(API_KEY, "0-1")
 async def incremental_alter_configs(broker, request) -> IncrementalAlterConfigsResponse:
     body = request.body
-    duplicates = duplicate_resources(body.resources)
-    responses = []
-    for resource in body.resources:
-        error, message = ErrorCode.NONE, None
-        try:
-            if (resource.resource_type, resource.resource_name) in duplicates:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
-            await _alter(broker, resource, body.validate_only)
-        except ResourceError as exc:
-            error, message = exc.error_code, exc.message
-        except TopicError as exc:
-            error, message = exc.error_code, exc.message
-        if error != ErrorCode.NONE:
-            log.info("configs not altered", resource_type=resource.resource_type, resource=resource.resource_name,
-                     error=error.name, message=message)
-        responses.append(Result(error_code=error, error_message=message, resource_type=resource.resource_type,
-                                resource_name=resource.resource_name))
+    responses = await alter_each(body.resources, lambda r: _alter(broker, r, body.validate_only), Result, log)
     return IncrementalAlterConfigsResponse(responses=responses)
 
 
