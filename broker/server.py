@@ -89,7 +89,7 @@ class Connection(asyncio.Protocol):
                 await self.writable.wait()
         finally:
             self.worker = None
-            if self.queue and not self.closed:  # frames that arrived while the last one was finishing
+            if self.queue and not self.closed and not self.server.stopping:  # arrived while finishing
                 self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
 
     async def _serve(self, frame: bytes) -> bool:
