@@ -13,6 +13,7 @@ import structlog
 
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
+from broker.group import GroupCoordinator
 from broker.handlers import load_handlers
 from broker.log.manager import LogManager
 from broker.replica import ReplicaManager
@@ -32,6 +33,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.topics: TopicManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.groups: GroupCoordinator | None = None  # consumer groups and committed offsets
         self.server = BrokerServer(self)
         self.cluster_id = ""
         self.started_at_ms = 0
@@ -60,6 +62,8 @@ class Broker:
         await self._register()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.services.insert(0, self.replicas)  # started first, stopped last
+        self.groups = GroupCoordinator(self)  # replays __consumer_offsets through the replicas
+        self.services.insert(1, self.groups)
         for service in self.services:
             await service.start()
         await self.server.start()
@@ -69,6 +73,12 @@ class Broker:
 
     async def stop(self) -> None:
         log.info("broker stopping")
+        for service in self.services:
+            # Requests parked by a service (JoinGroup, SyncGroup) are answered before the network waits
+            # for in-flight requests to finish.
+            begin_shutdown = getattr(service, "begin_shutdown", None)
+            if begin_shutdown is not None:
+                begin_shutdown()
         await self.server.stop()
         for service in reversed(self.services):
             await service.stop()

@@ -77,6 +77,9 @@ _BROKER_DEFAULTS = {
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
     "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offsets.commit.timeout.ms": "5000",
+    "offset.metadata.max.bytes": "4096",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
@@ -101,7 +104,11 @@ class BrokerConfig:
     message_max_bytes: int
     socket_request_max_bytes: int
     offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
     offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
+    offsets_commit_timeout_ms: int
+    offset_metadata_max_bytes: int
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
@@ -176,7 +183,11 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         message_max_bytes=_int(merged, "message.max.bytes", minimum=0),
         socket_request_max_bytes=_int(merged, "socket.request.max.bytes", minimum=1024),
         offsets_topic_num_partitions=_int(merged, "offsets.topic.num.partitions", minimum=1),
+        offsets_topic_replication_factor=_int(merged, "offsets.topic.replication.factor", minimum=1),
         offsets_retention_minutes=_int(merged, "offsets.retention.minutes", minimum=1),
+        offsets_retention_check_interval_ms=_int(merged, "offsets.retention.check.interval.ms", minimum=1),
+        offsets_commit_timeout_ms=_int(merged, "offsets.commit.timeout.ms", minimum=1),
+        offset_metadata_max_bytes=_int(merged, "offset.metadata.max.bytes", minimum=0),
         group_initial_rebalance_delay_ms=_int(merged, "group.initial.rebalance.delay.ms", minimum=0),
         group_min_session_timeout_ms=_int(merged, "group.min.session.timeout.ms", minimum=0),
         group_max_session_timeout_ms=_int(merged, "group.max.session.timeout.ms", minimum=0),

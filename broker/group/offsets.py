@@ -1,0 +1,241 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, retention, and the broker-side API
+that later features use to trim what every group has consumed.
+
+Commits are checked as Kafka's ClassicGroup.validateOffsetCommit checks them:
+
+- unknown group: generation < 0 (admin or "simple" consumers, no membership) creates an Empty group
+  without a protocol type and commits; otherwise GROUP_ID_NOT_FOUND (v9+) / ILLEGAL_GENERATION;
+- Dead: COORDINATOR_NOT_AVAILABLE;
+- generation < 0 on an Empty group: accepted (an admin resetting offsets);
+- otherwise the member must exist (UNKNOWN_MEMBER_ID; a static member under another id:
+  FENCED_INSTANCE_ID) and the generation match (ILLEGAL_GENERATION); a group completing a rebalance
+  answers REBALANCE_IN_PROGRESS. Commits are accepted while PreparingRebalance (consumers commit
+  before they rejoin), and refresh the member's session;
+- metadata longer than offset.metadata.max.bytes (4096): OFFSET_METADATA_TOO_LARGE for that partition.
+
+Retention (Kafka's OffsetExpirationCondition, checked every offsets.retention.check.interval.ms):
+an offset with an explicit expire timestamp (OffsetCommit v2-v4 RetentionTimeMs) expires then;
+otherwise after offsets.retention.minutes counted from when an Empty group became empty, from the
+commit for a group without a protocol type, and from the commit for topics a Stable consumer group
+no longer subscribes to. Groups with members keep the offsets of topics they consume. Expired
+offsets get tombstones; an Empty group left without offsets is deleted (a group tombstone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+import structlog
+
+from broker.group.group import Group, GroupError, GroupState, Member, now_ms
+from broker.group.offsets_store import CommittedOffset
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.group.coordinator import GroupCoordinator
+
+log = structlog.get_logger("groups")
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
+                                              GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
+NO_RETENTION = -1
+
+
+class MinCommittedOffset(NamedTuple):
+    """The smallest offset any group committed for a partition (None: no group has one), and the
+    groups with live members that consume the partition's topic (or committed for the partition).
+    A group listed there without an entry in `committed_offsets` has not committed yet."""
+
+    offset: int | None
+    active_groups: tuple[str, ...]
+
+
+class OffsetCommit(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+class OffsetManager:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.store = coordinator.store
+        config = coordinator.config
+        self.metadata_max_bytes = config.offset_metadata_max_bytes
+        self.retention_ms = config.offsets_retention_minutes * 60_000
+        self.check_interval_ms = config.offsets_retention_check_interval_ms
+
+    # --- OffsetCommit ------------------------------------------------------------------------------
+
+    async def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                     retention_time_ms: int, commits: list[OffsetCommit], version: int) -> list[ErrorCode]:
+        """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request."""
+        coordinator = self.coordinator
+        coordinator._check_active()
+        group = coordinator.groups.get(group_id)
+        created = False
+        if group is None:
+            if generation_id >= 0:
+                if version >= 9:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION, f"group {group_id} does not exist")
+            group = coordinator.groups[group_id] = Group(group_id)
+            created = True
+        member = self._validate_commit(group, generation_id, member_id, group_instance_id)
+        if member is not None and group.is_in(STABLE, PREPARING):
+            coordinator._schedule_heartbeat(group, member, member.session_timeout_ms)
+        now = now_ms()
+        expire = None if retention_time_ms == NO_RETENTION else now + retention_time_ms
+        errors = []
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for c in commits:
+            if c.metadata is not None and len(c.metadata) > self.metadata_max_bytes:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            errors.append(ErrorCode.NONE)
+            accepted[(c.topic, c.partition)] = CommittedOffset(c.offset, c.leader_epoch, c.metadata or "", now, expire)
+        try:
+            await self.store.commit(group_id, accepted)
+        except GroupError:
+            if created:
+                coordinator.forget_if_unused(group)
+            raise
+        return errors
+
+    @staticmethod
+    def _validate_commit(group: Group, generation_id: int, member_id: str,
+                         group_instance_id: str | None) -> Member | None:
+        if group.is_in(DEAD):
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id} is being deleted")
+        if generation_id < 0 and group.is_in(EMPTY):
+            return None  # an admin or a consumer without group membership
+        member = None
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            member = group.validate_member(member_id, group_instance_id)
+            if generation_id != group.generation_id:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION,
+                                 f"generation {generation_id} is not the group's {group.generation_id}")
+        else:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, "commits without a member are only taken by empty groups")
+        if group.is_in(COMPLETING):
+            raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS, f"group {group.group_id} is completing a rebalance")
+        return member
+
+    # --- OffsetFetch -------------------------------------------------------------------------------
+
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+              ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+        """Committed offsets per topic; None entries for partitions without one. `topics=None` means
+        every partition the group has an offset for."""
+        self.coordinator._check_active()
+        group = self.coordinator.groups.get(group_id)
+        offsets = {} if group is None or group.is_in(DEAD) else self.store.group_offsets(group_id)
+        if topics is None:
+            by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
+            for (topic, partition), committed in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append((partition, committed))
+            return list(by_topic.items())
+        return [(topic, [(p, offsets.get((topic, p))) for p in partitions]) for topic, partitions in topics]
+
+    # --- OffsetDelete ------------------------------------------------------------------------------
+
+    async def delete(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """Kafka's OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes;
+        GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request."""
+        self.coordinator._check_active()
+        group = self.coordinator.groups.get(group_id)
+        if group is None or group.is_in(DEAD):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+        if group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol:
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members and is not a consumer group")
+        results: dict[tuple[str, int], ErrorCode] = {}
+        doomed = []
+        for topic, partition in partitions:
+            if group.is_subscribed_to_topic(topic):
+                results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[(topic, partition)] = ErrorCode.NONE
+            if self.store.get(group_id, topic, partition) is not None and (topic, partition) not in doomed:
+                doomed.append((topic, partition))
+        await self.store.delete(group_id, doomed)
+        if doomed:
+            log.info("deleted committed offsets", group=group_id, partitions=len(doomed))
+        return results
+
+    # --- retention ---------------------------------------------------------------------------------
+
+    async def expire_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.check_interval_ms / 1000)
+            try:
+                await self.expire()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("offset expiration round failed", error=repr(exc))
+
+    async def expire(self, now: int | None = None) -> int:
+        """One retention pass; returns how many offsets expired."""
+        coordinator = self.coordinator
+        now = now_ms() if now is None else now
+        removed = 0
+        for group_id in sorted(set(coordinator.groups) | set(self.store.groups_with_offsets())):
+            group = coordinator.groups.get(group_id)
+            if group is None or group.is_in(DEAD) or not coordinator.active:
+                continue
+            base = self._expiry_base(group)
+            offsets = self.store.group_offsets(group_id)
+            expired = [tp for tp, c in offsets.items()
+                       if base is not None and not group.is_subscribed_to_topic(tp[0])
+                       and self._expired(c, base, now)]
+            drop_group = (group.is_in(EMPTY) and not group.members and not group.pending_members
+                          and len(expired) == len(offsets))
+            if not expired and not drop_group:
+                continue
+            if drop_group:
+                group.transition_to(DEAD)
+                coordinator._cancel_timers(group)
+                del coordinator.groups[group_id]
+            try:
+                await self.store.delete(group_id, expired, group_tombstone=drop_group)
+            except GroupError as exc:
+                log.warning("could not expire offsets", group=group_id, error=exc.error_code.name)
+                if drop_group and group_id not in coordinator.groups:
+                    coordinator.groups[group_id] = Group(group_id, generation_id=group.generation_id,
+                                                         protocol_type=group.protocol_type)
+                continue
+            removed += len(expired)
+            log.info("expired committed offsets", group=group_id, offsets=len(expired), group_deleted=drop_group)
+        return removed
+
+    def _expiry_base(self, group: Group) -> Callable[[CommittedOffset], int] | None:
+        """Kafka's ClassicGroup.offsetExpirationCondition: what retention counts from, or None."""
+        if group.protocol_type is None:
+            return lambda c: c.commit_timestamp
+        if group.is_in(EMPTY):
+            since = group.state_timestamp_ms
+            return lambda c: since if since is not None else c.commit_timestamp
+        if group.uses_consumer_protocol and group.subscribed_topics is not None and group.is_in(STABLE):
+            return lambda c: c.commit_timestamp
+        return None
+
+    def _expired(self, committed: CommittedOffset, base: Callable[[CommittedOffset], int], now: int) -> bool:
+        if committed.expire_timestamp is not None:
+            return now >= committed.expire_timestamp
+        return now - base(committed) >= self.retention_ms
+
+    # --- the broker-side API -----------------------------------------------------------------------
+
+    def committed_offsets(self, topic: str, partition: int) -> dict[str, int]:
+        return {group: c.offset for group, c in sorted(self.store.partition_offsets(topic, partition).items())}
+
+    def min_committed_offset(self, topic: str, partition: int) -> MinCommittedOffset:
+        committed = self.committed_offsets(topic, partition)
+        active = sorted(group_id for group_id, group in self.coordinator.groups.items()
+                        if group.members and not group.is_in(DEAD)
+                        and (group.is_subscribed_to_topic(topic) or group_id in committed))
+        return MinCommittedOffset(min(committed.values()) if committed else None, tuple(active))

@@ -1,0 +1,324 @@
+"""Committed offsets and group metadata as records in `__consumer_offsets`.
+
+The topic is created on first use (internal, `cleanup.policy=compact`,
+`offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor`), or adopted with
+whatever partition count it already has. A group lives in partition
+`abs(java String.hashCode(group_id)) % partitions` (Kafka's GroupCoordinator.partitionFor), so all
+of one group's records are ordered in one log.
+
+Writes go through the partition's leader append path, the one Produce uses, then wait in the produce
+purgatory until the high watermark covers them (acks=-1, `offsets.commit.timeout.ms`): offsets
+replicate like any partition. Only then does the in-memory view change, and an entry remembers the
+log offset of its record, so a slower write never overwrites a newer one. At start-up every
+partition is replayed from its log start to its log end (committed offsets, their tombstones,
+group metadata), so a restart — clean or SIGKILL — loses no acknowledged commit.
+
+Append errors are mapped as Kafka maps them for the coordinator: UNKNOWN_TOPIC_OR_PARTITION,
+NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER and
+KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE -> the caller's
+choice (INVALID_COMMIT_OFFSET_SIZE for commits, UNKNOWN_SERVER_ERROR for group metadata).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from broker.group import records
+from broker.group.group import GroupError, now_ms
+from broker.log import LogError, OffsetOutOfRangeError, ReadBound, StorageError
+from broker.replica import PartitionError
+from broker.topics import TopicError
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import GroupMetadataKey, GroupMetadataValue
+from protocol.records import RecordBatch, build_batch, iter_batches
+
+log = structlog.get_logger("groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's offsets.topic.segment.bytes and offsets.topic.compression.codec defaults.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+LOAD_READ_BYTES = 1 << 20
+
+_COORDINATOR_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+_TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE)
+
+TopicPartitionKey = tuple[str, int]
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: over UTF-16 code units, h = 31 * h + unit, in int32."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's partitionFor: Utils.abs(groupId.hashCode) % partitions (abs(INT32_MIN) is 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass(slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int | None  # explicit retention (OffsetCommit v2-v4), else None
+    record_offset: int = -1  # position of its record in __consumer_offsets
+
+
+@dataclass
+class LoadStats:
+    records: int = 0
+    skipped: int = 0
+    offsets: int = 0
+    groups: int = 0
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()  # whoever awaited it has seen it; nobody else needs to
+
+
+async def _shielded(coro):
+    """Run `coro` to the end even if the caller is cancelled (its client went away): a write and the
+    in-memory change that follows it happen together or not at all."""
+    task = asyncio.get_running_loop().create_task(coro)
+    task.add_done_callback(_retrieve)
+    return await asyncio.shield(task)
+
+
+class OffsetsStore:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._creating: asyncio.Task | None = None
+        self._by_group: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
+        self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
+        config = broker.config
+        self.commit_timeout_ms = config.offsets_commit_timeout_ms
+
+    # --- the topic ---------------------------------------------------------------------------------
+
+    def partition_count(self) -> int:
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        return len(topic.replicas) if topic is not None else self.broker.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count())
+
+    def topic_exists(self) -> bool:
+        return self.broker.topics.get(OFFSETS_TOPIC) is not None
+
+    async def ensure_topic(self) -> None:
+        """Create __consumer_offsets if nothing has yet; COORDINATOR_NOT_AVAILABLE if that fails.
+        One creation at a time, and a caller that goes away (its client disconnected) does not
+        interrupt it."""
+        if self.topic_exists():
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create_topic())
+            self._creating.add_done_callback(_retrieve)
+        await asyncio.shield(self._creating)
+
+    async def _create_topic(self) -> None:
+        config = self.broker.config
+        try:
+            await self.broker.topics.create(OFFSETS_TOPIC, config.offsets_topic_num_partitions,
+                                            config.offsets_topic_replication_factor, dict(OFFSETS_TOPIC_CONFIGS))
+        except TopicError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS or self.topic_exists():
+                return
+            log.error("cannot create the offsets topic", error=ErrorCode(exc.error_code).name, reason=exc.message)
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"cannot create {OFFSETS_TOPIC}: {exc.message}") from None
+        except Exception as exc:
+            log.error("cannot create the offsets topic", error=repr(exc))
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {OFFSETS_TOPIC}: {exc!r}") from None
+        log.info("created the offsets topic", partitions=config.offsets_topic_num_partitions)
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    async def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]],
+                     too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None) -> int:
+        """Append records for one group as one batch; returns the offset of the first. Waits until
+        the high watermark covers them. GroupError with the coordinator's error code otherwise."""
+        await self.ensure_topic()
+        index = self.partition_for(group_id)
+        timestamp = now_ms() if timestamp is None else timestamp
+        data = build_batch([(key, value, [], timestamp) for key, value in entries])
+        replicas = self.broker.replicas
+        try:
+            partition = replicas.partition(OFFSETS_TOPIC, index)
+            result = await partition.append_records_as_leader(memoryview(data), RecordBatch(data))
+        except (PartitionError, LogError) as exc:
+            code = ErrorCode(exc.error_code) if exc.error_code is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+            mapped = too_large if code in _TOO_LARGE else _COORDINATOR_ERRORS.get(code, code)
+            log.warning("offsets topic append failed", group=group_id, partition=index, error=code.name,
+                        answered=mapped.name, reason=exc.message)
+            raise GroupError(mapped, exc.message) from None
+        needed = result.last_offset + 1
+        if partition.high_watermark < needed:
+            done = await replicas.produces.wait([partition.topic_partition],
+                                                lambda: partition.high_watermark >= needed, self.commit_timeout_ms)
+            if not done:
+                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 f"{OFFSETS_TOPIC}-{index}: the write was not replicated in time")
+        return result.base_offset
+
+    async def commit(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset]) -> None:
+        if offsets:
+            await _shielded(self._commit(group_id, offsets))
+
+    async def _commit(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset]) -> None:
+        entries = [(records.offset_key(group_id, topic, partition),
+                    records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
+                   for (topic, partition), c in offsets.items()]
+        timestamp = max(c.commit_timestamp for c in offsets.values())
+        base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE, timestamp=timestamp)
+        for i, ((topic, partition), committed) in enumerate(offsets.items()):
+            committed.record_offset = base + i
+            self._put(group_id, topic, partition, committed)
+
+    async def delete(self, group_id: str, keys: Iterable[TopicPartitionKey], *, group_tombstone: bool = False) -> None:
+        """Tombstones for these offsets (and the group's metadata if asked), then forget them."""
+        await _shielded(self._delete(group_id, list(keys), group_tombstone))
+
+    async def _delete(self, group_id: str, keys: list[TopicPartitionKey], group_tombstone: bool) -> None:
+        entries: list[tuple[bytes, bytes | None]] = [(records.offset_key(group_id, t, p), None) for t, p in keys]
+        if group_tombstone:
+            entries.append((records.group_key(group_id), None))
+        if not entries:
+            return
+        base = await self.append(group_id, entries)
+        for i, (topic, partition) in enumerate(keys):
+            self._remove(group_id, topic, partition, base + i)
+
+    async def store_group(self, group_id: str, value: GroupMetadataValue) -> int:
+        return await _shielded(self.append(group_id, [(records.group_key(group_id), records.group_value(value))]))
+
+    # --- the in-memory view --------------------------------------------------------------------------
+
+    def get(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
+        return self._by_group.get(group_id, {}).get((topic, partition))
+
+    def group_offsets(self, group_id: str) -> dict[TopicPartitionKey, CommittedOffset]:
+        return dict(self._by_group.get(group_id, {}))
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self._by_group.get(group_id))
+
+    def groups_with_offsets(self) -> list[str]:
+        return list(self._by_group)
+
+    def partition_offsets(self, topic: str, partition: int) -> dict[str, CommittedOffset]:
+        return dict(self._by_partition.get((topic, partition), {}))
+
+    def _put(self, group_id: str, topic: str, partition: int, committed: CommittedOffset) -> None:
+        current = self.get(group_id, topic, partition)
+        if current is not None and current.record_offset > committed.record_offset:
+            return  # a newer commit of the same partition was written after this one
+        self._by_group.setdefault(group_id, {})[(topic, partition)] = committed
+        self._by_partition.setdefault((topic, partition), {})[group_id] = committed
+
+    def _remove(self, group_id: str, topic: str, partition: int, record_offset: int) -> None:
+        current = self.get(group_id, topic, partition)
+        if current is None or current.record_offset > record_offset:
+            return
+        offsets = self._by_group[group_id]
+        del offsets[(topic, partition)]
+        if not offsets:
+            del self._by_group[group_id]
+        by_partition = self._by_partition[(topic, partition)]
+        del by_partition[group_id]
+        if not by_partition:
+            del self._by_partition[(topic, partition)]
+
+    # --- loading -------------------------------------------------------------------------------------
+
+    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> LoadStats:
+        """Replay every partition of the offsets topic: offsets into this store, group metadata
+        through `replay_group(group_id, value or None for a tombstone)`."""
+        stats = LoadStats()
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            return stats
+        for index in sorted(topic.replicas):
+            try:
+                partition = self.broker.replicas.partition(OFFSETS_TOPIC, index)
+            except PartitionError as exc:
+                log.error("offsets partition not loadable", partition=index, error=exc.message)
+                continue
+            await self._load_partition(partition, replay_group, stats)
+        stats.offsets = sum(len(v) for v in self._by_group.values())
+        return stats
+
+    async def _load_partition(self, partition, replay_group, stats: LoadStats) -> None:
+        partition_log = partition.log
+        offset = partition_log.log_start_offset
+        while offset < partition_log.log_end_offset:
+            try:
+                info = partition_log.read(offset, LOAD_READ_BYTES, bound=ReadBound.LOG_END, min_one_batch=True)
+            except (OffsetOutOfRangeError, StorageError) as exc:
+                log.error("offsets partition read failed", partition=str(partition.topic_partition), offset=offset,
+                          error=exc.message)
+                return
+            if not info.slices:
+                return
+            (data,) = await self.broker.replicas.read_slices([info.slices])
+            for batch in iter_batches(data, allow_partial_tail=True):
+                if batch.is_control or batch.last_offset < offset:
+                    continue
+                for record in batch.records():
+                    if record.offset >= offset:
+                        self._replay(record, replay_group, stats)
+            if info.next_offset <= offset:
+                return
+            offset = info.next_offset
+
+    def _replay(self, record, replay_group, stats: LoadStats) -> None:
+        stats.records += 1
+        if record.key is None:
+            stats.skipped += 1
+            log.debug("offsets topic record without a key skipped", offset=record.offset)
+            return
+        try:
+            key = records.parse_key(record.key)
+            if isinstance(key, GroupMetadataKey):
+                value = None if record.value is None else records.parse_group_value(record.value)
+                replay_group(key.group, value)
+                stats.groups += 1
+                return
+            if record.value is None:
+                self._remove(key.group, key.topic, key.partition, record.offset)
+                return
+            value = records.parse_offset_value(record.value)
+        except records.UnknownRecord as exc:
+            stats.skipped += 1
+            log.debug("offsets topic record of an unknown type skipped", offset=record.offset, reason=str(exc))
+            return
+        except ProtocolError as exc:
+            stats.skipped += 1
+            log.debug("malformed offsets topic record skipped", offset=record.offset, error=exc.message)
+            return
+        expire = value.expire_timestamp if value.expire_timestamp >= 0 else None
+        self._put(key.group, key.topic, key.partition,
+                  CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, expire,
+                                  record.offset))
+
+    def forget_group(self, group_id: str) -> None:
+        for topic, partition in list(self._by_group.get(group_id, {})):
+            self._remove(group_id, topic, partition, 1 << 62)

@@ -1,0 +1,62 @@
+"""OffsetCommit (key 8), versions 2-9 (v0-1 are gone from Kafka 4; librdkafka's feature check only
+needs v2 in the range).
+
+Stores each partition's offset (with its leader epoch, v6+, and metadata string) for the group, as a
+record in `__consumer_offsets`; answered once the record is replicated. The group rules are
+broker/group/offsets.py's (Kafka's validateOffsetCommit):
+- a member commits with its member id and generation (v7+: and GroupInstanceId);
+- generation -1 with an empty member id commits for a group without members (admin tools, consumers
+  using assign()); an unknown group is then created without a protocol type;
+- v2-v4 RetentionTimeMs other than -1 gives these offsets their own expiry (OffsetCommitValue v1).
+Per partition first: a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION, a
+metadata string over offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE; a group-level error
+applies to every other partition of the request.
+
+Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, ILLEGAL_GENERATION (v0-8
+unknown group with a generation), GROUP_ID_NOT_FOUND (v9, the same), UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+INVALID_COMMIT_OFFSET_SIZE (the records do not fit a batch).
+"""
+
+from __future__ import annotations
+
+from broker.group import GroupError, OffsetCommit
+from broker.handlers import handles
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetCommitResponse
+
+API_KEY = 8
+_Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+_Partition = _Topic.OffsetCommitResponsePartition
+
+
+@handles(API_KEY, "2-9")
+async def offset_commit(broker, request) -> OffsetCommitResponse:
+    version, body = request.api_version, request.body
+    results: list[tuple[str, list]] = []
+    pending: list[tuple[object, OffsetCommit]] = []  # (partition result, commit)
+    for topic in body.topics:
+        partitions = []
+        results.append((topic.name, partitions))
+        known = broker.topics.get(topic.name)
+        for p in topic.partitions:
+            result = _Partition(partition_index=p.partition_index, error_code=ErrorCode.NONE)
+            partitions.append(result)
+            if known is None or p.partition_index not in known.replicas:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            pending.append((result, OffsetCommit(topic.name, p.partition_index, p.committed_offset, epoch,
+                                                 p.committed_metadata)))
+    if pending:
+        try:
+            errors = await broker.groups.offsets.commit(
+                body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                body.group_instance_id if version >= 7 else None,
+                body.retention_time_ms if version <= 4 else -1,
+                [commit for _, commit in pending], version)
+        except GroupError as exc:
+            errors = [exc.error_code] * len(pending)
+        for (result, _), error in zip(pending, errors, strict=True):
+            result.error_code = error
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[_Topic(name=n, partitions=p) for n, p in results])

@@ -1,0 +1,62 @@
+"""OffsetFetch (key 9), versions 1-9.
+
+Two layouts: v1-7 ask for one group (GroupId, Topics), v8+ for a list of groups (Groups[], each with
+its own Topics) and answer per group. Topics null (v2+) asks for every partition the group has an
+offset for. A partition without a committed offset answers offset -1, leader epoch -1, metadata ""
+and NONE — so does every partition of an unknown group. RequireStable (v7+) is accepted; with no
+transactions there is never a pending transactional commit, so UNSTABLE_OFFSET_COMMIT is never
+returned. v9's MemberId/MemberEpoch concern KIP-848 groups and are ignored for classic groups.
+A coordinator error is the group's ErrorCode (v2-7 top level, v8+ per group; v1 per partition).
+
+Errors: NONE, COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from broker.group import GroupError
+from broker.handlers import handles
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetFetchResponse
+
+API_KEY = 9
+_Group = OffsetFetchResponse.OffsetFetchResponseGroup
+_GroupTopic = _Group.OffsetFetchResponseTopics
+_GroupPartition = _GroupTopic.OffsetFetchResponsePartitions
+_Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+_Partition = _Topic.OffsetFetchResponsePartition
+
+
+def _fetch(broker, group_id: str, topics):
+    """[(topic, [(partition, offset, leader epoch, metadata)])] and the group's error."""
+    asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    try:
+        fetched = broker.groups.offsets.fetch(group_id, asked)
+    except GroupError as exc:
+        failed = [(name, [(p, -1, -1, "") for p in partitions]) for name, partitions in asked or []]
+        return failed, exc.error_code
+    return [(name, [(p, -1, -1, "") if c is None else (p, c.offset, c.leader_epoch, c.metadata) for p, c in parts])
+            for name, parts in fetched], ErrorCode.NONE
+
+
+@handles(API_KEY, "1-9")
+async def offset_fetch(broker, request) -> OffsetFetchResponse:
+    version, body = request.api_version, request.body
+    if version >= 8:
+        groups = []
+        for group in body.groups:
+            topics, error = _fetch(broker, group.group_id, group.topics)
+            groups.append(_Group(group_id=group.group_id, error_code=error, topics=[] if error else [
+                _GroupTopic(name=name, partitions=[
+                    _GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                                    error_code=ErrorCode.NONE) for p, o, e, m in parts])
+                for name, parts in topics]))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    topics, error = _fetch(broker, body.group_id, body.topics)
+    per_partition = error if version < 2 else ErrorCode.NONE
+    if error and version >= 2:
+        topics = []
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
+        _Topic(name=name, partitions=[
+            _Partition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                       error_code=per_partition) for p, o, e, m in parts])
+        for name, parts in topics])

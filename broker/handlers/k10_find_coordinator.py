@@ -1,0 +1,65 @@
+"""FindCoordinator (key 10), versions 0-6; v4+ resolves a batch of keys (CoordinatorKeys).
+
+Group keys (KeyType 0, and every v0 request): the coordinator of every group is this broker, the
+leader of the group's `__consumer_offsets` partition (abs(java hashCode(group id)) % partitions).
+The topic is created on the first lookup (internal, compacted, `offsets.topic.num.partitions`
+partitions), so the answer names a coordinator that is ready; COORDINATOR_NOT_AVAILABLE if that
+fails or the broker is stopping.
+
+Transaction keys (KeyType 1): Ebb has no transaction coordinator. They are answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so — the answer InitProducerId gives a
+transactional id, fatal in every client instead of a retry loop. Share-group keys (KeyType 2) and
+unknown key types: INVALID_REQUEST. A failed lookup carries NodeId -1, Host "" and Port -1.
+
+Errors: NONE, COORDINATOR_NOT_AVAILABLE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from broker.group import GroupError
+from broker.handlers import handles
+from protocol.errors import ErrorCode
+from protocol.messages import FindCoordinatorResponse
+
+API_KEY = 10
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
+_Coordinator = FindCoordinatorResponse.Coordinator
+
+
+async def _lookup(broker, key_type: int, key: str) -> _Coordinator:
+    found = _Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None)
+    if key_type == TRANSACTION_KEY:
+        found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        found.error_message = "transactions are not supported by this broker: it has no transaction coordinator"
+        return found
+    if key_type == SHARE_KEY:
+        found.error_code = ErrorCode.INVALID_REQUEST
+        found.error_message = "share groups are not supported by this broker"
+        return found
+    if key_type != GROUP_KEY:
+        found.error_code = ErrorCode.INVALID_REQUEST
+        found.error_message = f"unknown coordinator key type {key_type}"
+        return found
+    groups = broker.groups
+    try:
+        if groups is None or not groups.active:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not active")
+        await groups.store.ensure_topic()
+    except GroupError as exc:
+        found.error_code, found.error_message = exc.error_code, exc.message
+        return found
+    listener = broker.config.advertised_listener
+    found.node_id, found.host, found.port = broker.node_id, listener.host, listener.port
+    return found
+
+
+@handles(API_KEY, "0-6")
+async def find_coordinator(broker, request) -> FindCoordinatorResponse:
+    version, body = request.api_version, request.body
+    key_type = body.key_type if version >= 1 else GROUP_KEY
+    if version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            await _lookup(broker, key_type, key) for key in body.coordinator_keys])
+    found = await _lookup(broker, key_type, body.key)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code, error_message=found.error_message,
+                                   node_id=found.node_id, host=found.host, port=found.port)

@@ -1,0 +1,24 @@
+"""Heartbeat (key 12), versions 0-4 (v3+ carries GroupInstanceId).
+
+A member of the current generation pushes its session deadline out by its session timeout. While the
+group prepares a rebalance the answer is REBALANCE_IN_PROGRESS: the member must rejoin. In
+CompletingRebalance and Stable the answer is NONE.
+
+Errors: NONE, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (unknown group or member, or an Empty group),
+FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from protocol.messages import HeartbeatResponse
+
+API_KEY = 12
+
+
+@handles(API_KEY, "0-4")
+async def heartbeat(broker, request) -> HeartbeatResponse:
+    version, body = request.api_version, request.body
+    error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
+                                    body.group_instance_id if version >= 3 else None)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

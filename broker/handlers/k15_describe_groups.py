@@ -1,0 +1,57 @@
+"""DescribeGroups (key 15), versions 0-6.
+
+Per group: state, protocol type, the protocol in use (only while Stable, else ""), and the members
+with client id and host ("/<address>", as Kafka prints it); their metadata and assignment are filled
+in only while Stable. v4+ adds members' GroupInstanceId. A group that does not exist is described
+as Dead with no members and NONE before v6; v6 answers GROUP_ID_NOT_FOUND with a message (KIP-1043).
+AuthorizedOperations (v3+): INT32_MIN unless asked for, then the group operations READ, DESCRIBE and
+DELETE — a valid bitset, since kafka-python rejects unknown bits (Ebb has no authorizer).
+ConsumerGroupDescribe (69) is deliberately not served: librdkafka would switch to it.
+
+Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from broker.group import GroupError, GroupState
+from broker.handlers import handles
+from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeGroupsResponse
+
+API_KEY = 15
+_Described = DescribeGroupsResponse.DescribedGroup
+_Member = _Described.DescribedGroupMember
+
+
+@handles(API_KEY, "0-6")
+async def describe_groups(broker, request) -> DescribeGroupsResponse:
+    version, body = request.api_version, request.body
+    wanted = version >= 3 and body.include_authorized_operations
+    described = []
+    for group_id in body.groups:
+        entry = _Described(error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state="",
+                           protocol_type="", protocol_data="", members=[], authorized_operations=NOT_REQUESTED)
+        described.append(entry)
+        try:
+            group = broker.groups.describe_group(group_id)
+        except GroupError as exc:
+            entry.error_code, entry.error_message = exc.error_code, exc.message
+            continue
+        if wanted:
+            entry.authorized_operations = GROUP_OPERATIONS
+        if group is None:
+            entry.group_state = GroupState.DEAD.value
+            if version >= 6:
+                entry.error_code, entry.error_message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            continue
+        stable = group.is_in(GroupState.STABLE)
+        entry.group_state = group.state.value
+        entry.protocol_type = group.protocol_type or ""
+        entry.protocol_data = (group.protocol_name or "") if stable else ""
+        entry.members = [
+            _Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                    client_host=m.client_host, member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                    member_assignment=m.assignment if stable else b"")
+            for m in group.members.values()]
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)

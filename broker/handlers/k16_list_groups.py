@@ -1,0 +1,35 @@
+"""ListGroups (key 16), versions 0-5.
+
+Every group this broker coordinates except Dead ones, with its protocol type ("" for a group that
+only stores offsets). v4+: StatesFilter keeps groups in one of the named states (Empty,
+PreparingRebalance, CompletingRebalance, Stable; case-insensitive) and the answer carries the state;
+v5+: TypesFilter keeps groups of the named types — every group here is "classic" — and the answer
+carries the type. Empty filters filter nothing.
+
+Errors: NONE, COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from broker.group import GroupError
+from broker.group.group import GROUP_TYPE
+from broker.handlers import handles
+from protocol.errors import ErrorCode
+from protocol.messages import ListGroupsResponse
+
+API_KEY = 16
+_Listed = ListGroupsResponse.ListedGroup
+
+
+@handles(API_KEY, "0-5")
+async def list_groups(broker, request) -> ListGroupsResponse:
+    version, body = request.api_version, request.body
+    states = set(body.states_filter) if version >= 4 else set()
+    types = set(body.types_filter) if version >= 5 else set()
+    try:
+        groups = broker.groups.list_groups(states, types)
+    except GroupError as exc:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=exc.error_code, groups=[])
+    return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
+        _Listed(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
+                group_type=GROUP_TYPE) for g in groups])

@@ -1,0 +1,25 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Deletes Empty groups: tombstones for every committed offset and for the group metadata are written
+to `__consumer_offsets`, then the group is gone (Dead). A group with members (or a member that got
+MEMBER_ID_REQUIRED and may still rejoin) is NON_EMPTY_GROUP; an unknown group GROUP_ID_NOT_FOUND.
+A group named twice is answered once.
+
+Errors: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from protocol.messages import DeleteGroupsResponse
+
+API_KEY = 42
+_Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+@handles(API_KEY, "0-2")
+async def delete_groups(broker, request) -> DeleteGroupsResponse:
+    names = list(dict.fromkeys(request.body.groups_names))
+    results = await broker.groups.delete_groups(names)
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        _Result(group_id=name, error_code=results[name]) for name in names])
