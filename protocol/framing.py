@@ -72,6 +72,86 @@ class FrameDecoder:
         return len(self._buffer)
 
 
+class FrameReader:
+    """The same splitting for an `asyncio.BufferedProtocol` (sans-IO): the transport reads straight
+    into `get_buffer()`, then `buffer_updated(n)` returns the frames completed.
+
+    Small frames are read many at a time into a scratch buffer and copied out once. A frame larger than
+    `direct_min` gets a buffer of its own as soon as its size is known; the bytes of it already in the
+    scratch buffer are moved there and the socket fills in the rest, so a Produce request's records are
+    never copied in user space before they reach the log. Frames are bytearrays the caller owns (the
+    log stamps offsets into them in place). Size checks as FrameDecoder.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, scratch_bytes: int = 64 * 1024,
+                 direct_min: int = 16 * 1024):
+        self.max_frame = max_frame
+        self.direct_min = direct_min
+        self._scratch = bytearray(scratch_bytes)
+        self._view = memoryview(self._scratch)
+        self._start = 0  # first byte in the scratch buffer not yet taken out
+        self._end = 0  # end of the bytes received into the scratch buffer
+        self._frame: bytearray | None = None  # a large frame being received into its own buffer
+        self._frame_view: memoryview | None = None
+        self._filled = 0
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        if self._frame_view is not None:
+            return self._frame_view[self._filled:]
+        if self._end == len(self._scratch):
+            self._compact()
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> list[bytearray]:
+        if self._frame_view is not None:
+            self._filled += nbytes
+            if self._filled < len(self._frame_view):
+                return []
+            frames = [self._frame]
+            self._frame = self._frame_view = None
+            return frames
+        self._end += nbytes
+        frames: list[bytearray] = []
+        view, start, end = self._view, self._start, self._end
+        while end - start >= SIZE_BYTES:
+            size = I32.unpack_from(view, start)[0]
+            if size < 0 or size > self.max_frame:
+                raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{self.max_frame}")
+            stop = start + SIZE_BYTES + size
+            if stop <= end:
+                frames.append(bytearray(view[start + SIZE_BYTES:stop]))
+                start = stop
+                continue
+            if size >= self.direct_min or size + SIZE_BYTES > len(self._scratch):
+                # Receive the rest of this frame into its own buffer.
+                frame = bytearray(size)
+                have = end - start - SIZE_BYTES
+                frame[:have] = view[start + SIZE_BYTES:end]
+                self._frame, self._frame_view, self._filled = frame, memoryview(frame), have
+                start = end = 0
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+        if self._frame_view is None and end == len(self._scratch):
+            self._compact()
+        return frames
+
+    def _compact(self) -> None:
+        """Move the unfinished frame to the front of the scratch buffer."""
+        start, end = self._start, self._end
+        if start:
+            self._scratch[:end - start] = self._view[start:end]
+            self._start, self._end = 0, end - start
+
+    @property
+    def pending(self) -> int:
+        """Bytes held that do not yet make a whole frame."""
+        if self._frame_view is not None:
+            return self._filled + SIZE_BYTES
+        return self._end - self._start
+
+
 @dataclass
 class Request:
     header: ApiMessage

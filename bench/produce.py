@@ -1,0 +1,144 @@
+"""Produce throughput, Ebb next to Tansu: `python -m bench.produce [--quick] [--reps N] [--dir PATH]`.
+
+For each case (1 KiB and 100 B records, 1 and 6 partitions, acks=1 and acks=all), both brokers are
+started fresh (Ebb persisting to disk, Tansu with its memory engine), then each repetition produces
+the same records to a new topic on one broker and then the other (order flipped every repetition),
+with confluent-kafka (librdkafka; linger.ms=5, no compression, not idempotent). The time runs from
+the first produce() to the end of flush(), when every record is acknowledged. Prints the medians:
+MB/s (10^6 bytes of record values), records/s, and the broker's CPU-seconds per GB (10^9 bytes of
+values) from /proc/<pid>/stat, and the ratio Ebb/Tansu (> 1 is Ebb faster for MB/s; < 1 is Ebb
+cheaper for CPU-s/GB). Both brokers and the client share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.peers import EBB, TANSU, Ebb, Tansu, alternate, create_topic, header, machine_line, median, ratio, row
+
+KiB = 1024
+
+
+@dataclass
+class Case:
+    value_size: int
+    partitions: int
+    acks: str
+    records: int
+
+    @property
+    def label(self) -> str:
+        size = "1 KiB" if self.value_size == KiB else f"{self.value_size} B"
+        return f"{size}, {self.partitions} part, acks={self.acks}"
+
+
+def produce_load(bootstrap: str, topic: str, partitions: int, count: int, value_size: int, acks: str = "1",
+                 **config) -> float:
+    """Produce `count` records of `value_size` bytes round robin over the partitions; seconds taken
+    until all are acknowledged. Raises if any delivery failed."""
+    from confluent_kafka import KafkaException, Producer
+
+    failures: list = []
+
+    def on_delivery(err, _msg) -> None:  # delivery.report.only.error: called for failures only
+        failures.append(err)
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "compression.type": "none",
+        "enable.idempotence": False, "queue.buffering.max.messages": 500_000,
+        "delivery.report.only.error": True, "on_delivery": on_delivery, **config,
+    })
+    # Connect and learn the metadata before the clock starts.
+    producer.list_topics(topic, timeout=10)
+    value = os.urandom(value_size)
+    produce = producer.produce
+    poll = producer.poll
+    start = time.perf_counter()
+    if partitions == 1:
+        for _ in range(count):
+            try:
+                produce(topic, value, partition=0)
+            except BufferError:
+                poll(0.001)
+                produce(topic, value, partition=0)
+    else:
+        for i in range(count):
+            try:
+                produce(topic, value, partition=i % partitions)
+            except BufferError:
+                poll(0.001)
+                produce(topic, value, partition=i % partitions)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if left or failures:
+        raise KafkaException(f"{left} records unacknowledged, {len(failures)} failed: {failures[:3]}")
+    return elapsed
+
+
+def cases(quick: bool) -> list[Case]:
+    kib_records, small_records = (100_000, 400_000) if quick else (400_000, 2_000_000)
+    return [Case(size, partitions, acks, kib_records if size == KiB else small_records)
+            for size in (KiB, 100) for partitions in (1, 6) for acks in ("1", "all")]
+
+
+def run_case(case: Case, root: Path, reps: int) -> dict[str, dict[str, list[float]]]:
+    results = {name: {"mb_s": [], "rec_s": [], "cpu_gb": []} for name in (EBB, TANSU)}
+    with Ebb(root) as ebb, Tansu(root) as tansu:
+        for rep in range(reps):
+            for broker in alternate([ebb, tansu], rep):
+                topic = f"bench-{rep}"
+                create_topic(broker.bootstrap, topic, case.partitions)
+                before = broker.cpu_seconds()
+                seconds = produce_load(broker.bootstrap, topic, case.partitions, case.records, case.value_size,
+                                       case.acks)
+                cpu = broker.cpu_seconds() - before
+                payload = case.records * case.value_size
+                r = results[broker.name]
+                r["mb_s"].append(payload / seconds / 1e6)
+                r["rec_s"].append(case.records / seconds)
+                r["cpu_gb"].append(cpu / (payload / 1e9))
+    shutil.rmtree(ebb.data_dir, ignore_errors=True)
+    return results
+
+
+WIDTHS = [30, 9, 9, 7, 11, 11, 7, 10, 10, 7]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer records and repetitions")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per broker (default 3, quick 2)")
+    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
+    parser.add_argument("--only", default=None, help="run only the cases whose label contains this")
+    args = parser.parse_args()
+    reps = args.reps or (2 if args.quick else 3)
+    root = Path(tempfile.mkdtemp(prefix="ebb-bench-produce-", dir=args.dir))
+    print(f"Produce throughput, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")
+    print(f"medians of {reps} repetitions per broker, alternating" + (" (--quick: fewer records)" if args.quick
+                                                                        else ""))
+    header("", list(zip(["case", "Ebb MB/s", "Tansu", "ratio", "Ebb rec/s", "Tansu", "ratio",
+                         "Ebb CPU-s/GB", "Tansu", "ratio"], WIDTHS, strict=True)))
+    try:
+        for case in cases(args.quick):
+            if args.only and args.only not in case.label:
+                continue
+            r = run_case(case, root, reps)
+            e, t = r[EBB], r[TANSU]
+            row([case.label,
+                 f"{median(e['mb_s']):.0f}", f"{median(t['mb_s']):.0f}", ratio(median(e["mb_s"]), median(t["mb_s"])),
+                 f"{median(e['rec_s']):,.0f}", f"{median(t['rec_s']):,.0f}",
+                 ratio(median(e["rec_s"]), median(t["rec_s"])),
+                 f"{median(e['cpu_gb']):.2f}", f"{median(t['cpu_gb']):.2f}",
+                 ratio(median(e["cpu_gb"]), median(t["cpu_gb"]))], WIDTHS)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

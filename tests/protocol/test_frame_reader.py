@@ -1,0 +1,67 @@
+"""FrameReader (the BufferedProtocol framing) splits any stream exactly as FrameDecoder does."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import framing
+from protocol.errors import ProtocolError
+
+
+def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> list[bytes]:
+    """Feed `stream` through get_buffer/buffer_updated, each read taking at most the next size in
+    `reads` (cycled), as a transport does."""
+    out: list[bytes] = []
+    position = 0
+    i = 0
+    while position < len(stream):
+        buffer = reader.get_buffer(-1)
+        assert len(buffer) > 0
+        n = min(len(buffer), reads[i % len(reads)], len(stream) - position)
+        i += 1
+        buffer[:n] = stream[position:position + n]
+        position += n
+        out += [bytes(f) for f in reader.buffer_updated(n)]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 3000)), max_size=30),
+    reads=st.lists(st.integers(1, 5000), min_size=1, max_size=10),
+    scratch=st.sampled_from([64, 256, 4096]),
+    direct=st.sampled_from([8, 100, 1000]),
+)
+def test_same_frames_as_frame_decoder(sizes, reads, scratch, direct):
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    stream = b"".join(framing.frame(p) for p in payloads)
+    reader = framing.FrameReader(scratch_bytes=scratch, direct_min=min(direct, scratch - 4))
+    assert read_all(reader, stream, reads) == payloads
+    assert reader.pending == 0
+
+
+def test_large_frame_lands_in_its_own_buffer():
+    payload = bytes(range(256)) * 400  # 100 KiB: above direct_min and the scratch buffer
+    reader = framing.FrameReader(scratch_bytes=4096, direct_min=1024)
+    stream = framing.frame(b"small") + framing.frame(payload) + framing.frame(b"after")
+    frames = read_all(reader, stream, [4096])
+    assert frames == [b"small", payload, b"after"]
+
+
+def test_frames_are_writable_bytearrays():
+    reader = framing.FrameReader()
+    buffer = reader.get_buffer(-1)
+    data = framing.frame(b"abc")
+    buffer[:len(data)] = data
+    (frame,) = reader.buffer_updated(len(data))
+    assert isinstance(frame, bytearray) and frame == b"abc"
+
+
+@pytest.mark.parametrize("size", [-1, -2**31, 1025])
+def test_bad_sizes_are_rejected(size):
+    reader = framing.FrameReader(max_frame=1024)
+    data = size.to_bytes(4, "big", signed=True) + b"x"
+    buffer = reader.get_buffer(-1)
+    buffer[:len(data)] = data
+    with pytest.raises(ProtocolError):
+        reader.buffer_updated(len(data))
