@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from broker.aio import uncancellable
 from broker.cluster.store import MetadataStore, NoNode
 from broker.config import BrokerConfig
 from broker.log.common import StorageError, TopicPartition
@@ -206,6 +207,7 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid topic config: {exc}") from None
         return clean
 
+    @uncancellable
     async def create(self, name: str, num_partitions: int, replication_factor: int,
                      configs: Mapping[str, str | None] | None = None,
                      assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None = None,
@@ -294,6 +296,7 @@ class TopicManager:
         return {p: [broker_ids[(p + i) % len(broker_ids)] for i in range(replication_factor)]
                 for p in range(first, first + count)}
 
+    @uncancellable
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                              validate_only: bool = False) -> Topic:
         """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs."""
@@ -342,6 +345,7 @@ class TopicManager:
         await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", dict(state))
         topic.states[partition] = dict(state)
 
+    @uncancellable
     async def alter_configs(self, name: str, configs: Mapping[str, str | None] | Callable[[dict], Mapping],
                             validate_only: bool = False) -> Topic:
         """Replace the topic's overrides with `configs` — or with `configs(current overrides)`, computed
@@ -378,6 +382,7 @@ class TopicManager:
             except Exception as exc:  # the periodic pass retries; the config change itself stands
                 log.warning("retention after a config change failed", partition=str(tp), error=repr(exc))
 
+    @uncancellable
     async def delete(self, name: str) -> None:
         """Mark for deletion (the ZooKeeper way), then delete: a crash in between finishes at start-up."""
         async with self._lock:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from broker.aio import retrieve_exception, run_to_completion
 from broker.group import records
 from broker.group.group import GroupError, now_ms
 from broker.log import LogError, OffsetOutOfRangeError, ReadBound, StorageError
@@ -89,19 +90,6 @@ class LoadStats:
     groups: int = 0
 
 
-def _retrieve(task: asyncio.Task) -> None:
-    if not task.cancelled():
-        task.exception()  # whoever awaited it has seen it; nobody else needs to
-
-
-async def _shielded(coro):
-    """Run `coro` to the end even if the caller is cancelled (its client went away): a write and the
-    in-memory change that follows it happen together or not at all."""
-    task = asyncio.get_running_loop().create_task(coro)
-    task.add_done_callback(_retrieve)
-    return await asyncio.shield(task)
-
-
 class OffsetsStore:
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -131,7 +119,7 @@ class OffsetsStore:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(self._create_topic())
-            self._creating.add_done_callback(_retrieve)
+            self._creating.add_done_callback(retrieve_exception)
         await asyncio.shield(self._creating)
 
     async def _create_topic(self) -> None:
@@ -181,7 +169,7 @@ class OffsetsStore:
 
     async def commit(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset]) -> None:
         if offsets:
-            await _shielded(self._commit(group_id, offsets))
+            await run_to_completion(self._commit(group_id, offsets))
 
     async def _commit(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset]) -> None:
         entries = [(records.offset_key(group_id, topic, partition),
@@ -195,7 +183,7 @@ class OffsetsStore:
 
     async def delete(self, group_id: str, keys: Iterable[TopicPartitionKey], *, group_tombstone: bool = False) -> None:
         """Tombstones for these offsets (and the group's metadata if asked), then forget them."""
-        await _shielded(self._delete(group_id, list(keys), group_tombstone))
+        await run_to_completion(self._delete(group_id, list(keys), group_tombstone))
 
     async def _delete(self, group_id: str, keys: list[TopicPartitionKey], group_tombstone: bool) -> None:
         entries: list[tuple[bytes, bytes | None]] = [(records.offset_key(group_id, t, p), None) for t, p in keys]
@@ -208,7 +196,8 @@ class OffsetsStore:
             self._remove(group_id, topic, partition, base + i)
 
     async def store_group(self, group_id: str, value: GroupMetadataValue) -> int:
-        return await _shielded(self.append(group_id, [(records.group_key(group_id), records.group_value(value))]))
+        record = (records.group_key(group_id), records.group_value(value))
+        return await run_to_completion(self.append(group_id, [record]))
 
     # --- the in-memory view --------------------------------------------------------------------------
 
