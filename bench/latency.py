@@ -36,6 +36,7 @@ from bench.peers import (
     percentile,
     ratio,
     row,
+    warm_up,
 )
 
 STAMP = struct.Struct(">qq")  # sequence number, send time (ns)
@@ -125,6 +126,8 @@ def main() -> None:
                          "Tansu", "ratio"], WIDTHS, strict=True)))
     try:
         with Ebb(root) as ebb, Tansu(root) as tansu:
+            for broker in (ebb, tansu):
+                warm_up(broker.bootstrap)  # the group coordinator's set-up is not measured
             for label, consumer_config in MODES:
                 results = {name: {"p50": [], "p99": [], "p999": [], "max": []} for name in (EBB, TANSU)}
                 for rep in range(reps):

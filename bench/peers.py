@@ -191,6 +191,29 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     raise RuntimeError(f"topic {name} has no leaders on {bootstrap}")
 
 
+def warm_up(bootstrap: str) -> None:
+    """Produce and consume a few records with a consumer that has a group.id, as the benchmarks'
+    consumers do: the broker sets up its group coordinator (Ebb creates `__consumer_offsets`) now,
+    not inside a timed run."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    create_topic(bootstrap, "bench-warm-up", 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for _ in range(10):
+        producer.produce("bench-warm-up", b"x" * 100, partition=0)
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up", **CONSUMER_DEFAULTS})
+    try:
+        consumer.assign([TopicPartition("bench-warm-up", 0, 0)])
+        got, deadline = 0, time.monotonic() + 30
+        while got < 10 and time.monotonic() < deadline:
+            got += len(consumer.consume(10, 1.0))
+        # A commit makes the coordinator answer for the group (FindCoordinator, OffsetCommit).
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+
+
 # --- figures -------------------------------------------------------------------------------------
 
 def median(values: list[float]) -> float:

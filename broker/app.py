@@ -4,6 +4,7 @@ and shuts them down in the order that loses nothing (stop accepting, finish requ
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import signal
 import time
@@ -129,6 +130,10 @@ async def run(config: BrokerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
+    # What start-up built (codecs, configs, logs) lives as long as the process: keep it out of the
+    # cyclic collector's full passes, which otherwise stop the loop for ~20 ms now and then.
+    gc.collect()
+    gc.freeze()
     try:
         await stop.wait()
     finally:

@@ -80,13 +80,17 @@ class FrameReader:
     `direct_min` gets a buffer of its own as soon as its size is known; the bytes of it already in the
     scratch buffer are moved there and the socket fills in the rest, so a Produce request's records are
     never copied in user space before they reach the log. Frames are bytearrays the caller owns (the
-    log stamps offsets into them in place). Size checks as FrameDecoder.
+    log stamps offsets into them in place). Size checks as FrameDecoder. A frame's own buffer grows
+    by at most `direct_step` bytes ahead of the data received, so a bare size header cannot make the
+    broker commit up to socket.request.max.bytes of memory at once.
     """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, scratch_bytes: int = 64 * 1024,
-                 direct_min: int = 16 * 1024):
+                 direct_min: int = 16 * 1024, direct_step: int = 8 * 1024 * 1024):
         self.max_frame = max_frame
         self.direct_min = direct_min
+        self.direct_step = direct_step
+        self._size = 0  # the size of the large frame being received
         self._scratch = bytearray(scratch_bytes)
         self._view = memoryview(self._scratch)
         self._start = 0  # first byte in the scratch buffer not yet taken out
@@ -97,6 +101,11 @@ class FrameReader:
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         if self._frame_view is not None:
+            if self._filled == len(self._frame_view):
+                # Grow here, not in buffer_updated: the transport has let go of the last buffer now.
+                self._frame_view.release()
+                self._frame.extend(bytes(min(self._size - self._filled, self.direct_step)))
+                self._frame_view = memoryview(self._frame)
             return self._frame_view[self._filled:]
         if self._end == len(self._scratch):
             self._compact()
@@ -105,7 +114,7 @@ class FrameReader:
     def buffer_updated(self, nbytes: int) -> list[bytearray]:
         if self._frame_view is not None:
             self._filled += nbytes
-            if self._filled < len(self._frame_view):
+            if self._filled < self._size:  # get_buffer makes room for the next step
                 return []
             frames = [self._frame]
             self._frame = self._frame_view = None
@@ -124,10 +133,10 @@ class FrameReader:
                 continue
             if size >= self.direct_min or size + SIZE_BYTES > len(self._scratch):
                 # Receive the rest of this frame into its own buffer.
-                frame = bytearray(size)
                 have = end - start - SIZE_BYTES
+                frame = bytearray(min(size, have + self.direct_step))
                 frame[:have] = view[start + SIZE_BYTES:end]
-                self._frame, self._frame_view, self._filled = frame, memoryview(frame), have
+                self._frame, self._frame_view, self._filled, self._size = frame, memoryview(frame), have, size
                 start = end = 0
             break
         if start == end:

@@ -30,8 +30,14 @@ class Struct:
         for attr, default, immutable in self._defaults:
             if attr in values:
                 setattr(self, attr, values.pop(attr))
+            elif immutable:
+                setattr(self, attr, default)
+            elif type(default) is list:  # an array's default is always empty
+                setattr(self, attr, [])
+            elif isinstance(default, Struct):  # a fresh default instance: what deepcopy gave, far cheaper
+                setattr(self, attr, type(default)())
             else:
-                setattr(self, attr, default if immutable else copy.deepcopy(default))
+                setattr(self, attr, copy.deepcopy(default))
         if values:
             raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}")
 

@@ -25,8 +25,9 @@ Per partition, as Kafka's ReplicaManager.readFromLog:
 
 Long polling: when nothing failed and fewer than MinBytes are available, the request parks in the
 fetch purgatory keyed by its partitions for up to MaxWaitMs; appends and high watermark moves wake
-it, nothing polls. Record bytes are read from the file ranges the log returns, off the event loop
-(see ReplicaManager.read_slices), and written to the socket without another copy.
+it, nothing polls. Record bytes are read from the file ranges the log returns, from the page cache
+without blocking or else off the event loop (see ReplicaManager.read_slices), and written to the socket
+without another copy.
 
 Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER,

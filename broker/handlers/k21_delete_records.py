@@ -18,8 +18,8 @@ Completion: a successful partition is done when its low watermark (the smallest 
 over the alive replicas; the leader's own on one broker) reaches the requested offset. Until then the
 request waits in the delete-records purgatory, woken when a low watermark moves, for up to
 TimeoutMs; partitions still short then get REQUEST_TIMED_OUT with the low watermark they had when
-the request arrived. On one broker every partition completes at once. The partitions of one request are
-deleted concurrently, so their new log start offsets reach the checkpoint in one durable write.
+the request arrived. On one broker every partition completes at once. All partitions of a request move
+their log start offsets first and then wait for the disk, so one checkpoint write covers them.
 
 v3 LeaderOnly=true answers as soon as the leader's new log start offset is durable (on disk in
 log-start-offset-checkpoint; forced if `log.start.offset.checkpoint.sync` is off), without waiting
@@ -32,8 +32,6 @@ POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, U
 """
 
 from __future__ import annotations
-
-import asyncio
 
 import structlog
 
@@ -64,23 +62,12 @@ async def delete_records(broker, request) -> DeleteRecordsResponse:
     by_topic: dict[str, list] = {}
     pending = []  # (partition, result, offset the low watermark must reach)
 
-    async def delete_one(name: str, index: int, offset: int, result) -> None:
-        try:
-            partition = broker.replicas.partition(name, index)
-            required = await partition.delete_records_on_leader(offset)
-            if leader_only and partition.log.durable_log_start_offset < partition.log_start_offset:
-                await broker.logs.start_offsets.write()
-        except (PartitionError, LogError) as exc:
-            result.error_code = exc.error_code
-            log.info("delete records refused", partition=f"{name}-{index}", offset=offset,
-                     error=ErrorCode(exc.error_code).name, reason=exc.message)
-            return
-        result.low_watermark = partition.low_watermark()
-        result.leader_log_start_offset = partition.log_start_offset
-        if not leader_only and result.low_watermark < required:
-            pending.append((partition, result, required))
+    def refuse(result, name: str, index: int, offset: int, exc: PartitionError | LogError) -> None:
+        result.error_code = exc.error_code
+        log.info("delete records refused", partition=f"{name}-{index}", offset=offset,
+                 error=ErrorCode(exc.error_code).name, reason=exc.message)
 
-    deletions = []
+    started = []  # (partition, result, required, moved, name, index, offset)
     for (name, index), offset in asked.items():
         result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=ErrorCode.NONE,
                                   leader_log_start_offset=-1)
@@ -93,13 +80,27 @@ async def delete_records(broker, request) -> DeleteRecordsResponse:
         elif topic.internal:
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
         else:
-            deletions.append(delete_one(name, index, offset, result))
-    # All partitions at once: their start offsets move together and share one durable checkpoint
-    # write (group commit) instead of one write, fsync and rename each.
-    if len(deletions) == 1:
-        await deletions[0]
-    elif deletions:
-        await asyncio.gather(*deletions)
+            try:
+                partition = broker.replicas.partition(name, index)
+                required, moved = partition.start_delete_records_on_leader(offset)
+            except (PartitionError, LogError) as exc:
+                refuse(result, name, index, offset, exc)
+                continue
+            started.append((partition, result, required, moved, name, index, offset))
+    # Every start offset has moved in memory; the first wait below writes the checkpoint with all of
+    # them (group commit), so the others find theirs durable already.
+    for partition, result, required, moved, name, index, offset in started:
+        try:
+            await partition.finish_delete_records(moved)
+            if leader_only and partition.log.durable_log_start_offset < partition.log_start_offset:
+                await broker.logs.start_offsets.write()
+        except (PartitionError, LogError) as exc:
+            refuse(result, name, index, offset, exc)
+            continue
+        result.low_watermark = partition.low_watermark()
+        result.leader_log_start_offset = partition.log_start_offset
+        if not leader_only and result.low_watermark < required:
+            pending.append((partition, result, required))
     if pending:
         await _await_low_watermarks(broker, pending, body.timeout_ms)
     return DeleteRecordsResponse(throttle_time_ms=0, topics=[

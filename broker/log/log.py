@@ -511,6 +511,16 @@ class PartitionLog:
         current one; OFFSET_OUT_OF_RANGE above the high watermark; POLICY_VIOLATION for a client
         deletion without `cleanup.policy=delete`. Segments wholly below it are deleted. When the
         manager syncs the checkpoint (the default) the new offset is on disk on return."""
+        self.move_log_start_offset(offset, reason)
+        await self._make_start_offset_durable()
+        return self.log_start_offset
+
+    def move_log_start_offset(
+        self, offset: int, reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
+    ) -> None:
+        """`increment_log_start_offset` up to the wait for the checkpoint: the offset has moved in memory
+        on return; `make_start_offset_durable` waits for the disk. Moving many logs first and then
+        waiting lets one checkpoint write cover them all."""
         self._check_online()
         if reason is StartOffsetReason.CLIENT_RECORD_DELETION and not self.config.delete_enabled:
             raise PolicyViolationError(
@@ -525,8 +535,6 @@ class PartitionLog:
             self._set_log_start_offset(offset, reason)
             with self._guard("delete segments"):
                 self._delete_segments(self._count_below_start())
-        await self._make_start_offset_durable()
-        return self.log_start_offset
 
     def _set_log_start_offset(self, offset: int, reason: StartOffsetReason) -> None:
         self._log_start_offset = offset
@@ -568,6 +576,11 @@ class PartitionLog:
     async def _make_start_offset_durable(self) -> None:
         if self.start_offset_sink is not None and self.durable_log_start_offset != self._log_start_offset:
             await self.start_offset_sink()
+
+    async def make_start_offset_durable(self) -> None:
+        """Return once the current log start offset is on disk (at once when it already is, or when
+        the log keeps it in memory only)."""
+        await self._make_start_offset_durable()
 
     # --- retention -------------------------------------------------------------------------------
 

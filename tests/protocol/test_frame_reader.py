@@ -22,6 +22,7 @@ def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> li
         buffer[:n] = stream[position:position + n]
         position += n
         out += [bytes(f) for f in reader.buffer_updated(n)]
+        del buffer  # a transport holds the buffer at most until buffer_updated returns
     return out
 
 
@@ -31,11 +32,12 @@ def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> li
     reads=st.lists(st.integers(1, 5000), min_size=1, max_size=10),
     scratch=st.sampled_from([64, 256, 4096]),
     direct=st.sampled_from([8, 100, 1000]),
+    step=st.sampled_from([1, 7, 500, 8 << 20]),
 )
-def test_same_frames_as_frame_decoder(sizes, reads, scratch, direct):
+def test_same_frames_as_frame_decoder(sizes, reads, scratch, direct, step):
     payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
     stream = b"".join(framing.frame(p) for p in payloads)
-    reader = framing.FrameReader(scratch_bytes=scratch, direct_min=min(direct, scratch - 4))
+    reader = framing.FrameReader(scratch_bytes=scratch, direct_min=min(direct, scratch - 4), direct_step=step)
     assert read_all(reader, stream, reads) == payloads
     assert reader.pending == 0
 
@@ -46,6 +48,15 @@ def test_large_frame_lands_in_its_own_buffer():
     stream = framing.frame(b"small") + framing.frame(payload) + framing.frame(b"after")
     frames = read_all(reader, stream, [4096])
     assert frames == [b"small", payload, b"after"]
+
+
+def test_a_bare_size_header_does_not_allocate_the_whole_frame():
+    reader = framing.FrameReader(max_frame=100 << 20, direct_step=1 << 20)
+    header = (100 << 20).to_bytes(4, "big")
+    buffer = reader.get_buffer(-1)
+    buffer[:4] = header
+    assert reader.buffer_updated(4) == []
+    assert len(reader.get_buffer(-1)) == 1 << 20
 
 
 def test_frames_are_writable_bytearrays():
