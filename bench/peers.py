@@ -14,6 +14,7 @@ fresh one per case. CPU time is read from /proc/<pid>/stat (user + system, all t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -29,6 +30,19 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 EBB, TANSU = "ebb", "tansu"
 # librdkafka's default fetch.queue.backoff.ms=1000 caps a fast consumer at ~190k records/s.
 CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": 10, "enable.auto.commit": False, "enable.partition.eof": False}
+
+
+try:  # resolved here: the child between fork and exec must not import or look anything up
+    _PRCTL = ctypes.CDLL(None).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """In the broker's process before exec: SIGKILL when the benchmark dies (a Ctrl-C or a crash
+    leaves no broker behind)."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 def free_port() -> int:
@@ -92,7 +106,7 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         self.log_file = open(self.log_path(), "ab")  # noqa: SIM115 - kept open for the process's life
         self.process = subprocess.Popen(self.command(), stdout=self.log_file, stderr=subprocess.STDOUT,
-                                        env=self.env())
+                                        env=self.env(), preexec_fn=_die_with_parent)
         self.started_in_s = wait_listening(self.port, self.process, self.name)
         return self
 
