@@ -15,6 +15,7 @@ import structlog
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
+from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.manager import LogManager
 from broker.replica import ReplicaManager
@@ -65,6 +66,7 @@ class Broker:
         self.services.insert(0, self.replicas)  # started first, stopped last
         self.groups = GroupCoordinator(self)  # replays __consumer_offsets through the replicas
         self.services.insert(1, self.groups)
+        self.services.insert(2, CommittedTrimmer(self))  # retention.committed.groups
         for service in self.services:
             await service.start()
         await self.server.start()

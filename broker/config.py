@@ -44,6 +44,7 @@ TOPIC_DEFAULTS = {
     "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
     "log.retention.min.timestamp": "retention.min.timestamp",
+    "log.retention.committed.groups": "retention.committed.groups",
     "log.cleanup.policy": "cleanup.policy",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.flush.interval.messages": "flush.messages",

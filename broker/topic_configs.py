@@ -96,6 +96,12 @@ def _throttled_replicas(items: list[str]) -> str | None:
     return None
 
 
+def _committed_groups(items: list[str]) -> str | None:
+    if "*" in items and len(items) > 1:
+        return "'*' (every group) cannot be listed with named groups"
+    return None
+
+
 @dataclass(frozen=True)
 class TopicConfigDef:
     name: str
@@ -212,6 +218,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "past them, whatever retention.ms and retention.bytes say. Unset (or -1) means no floor. A change takes "
         "effect at once: the topic's partitions run a retention pass when it is altered.",
         ("log.retention.min.timestamp",), at_least(-1), effective=True),
+    TopicConfigDef(
+        "retention.committed.groups", ConfigType.LIST, "",
+        "Ebb's own: under cleanup.policy=delete, move the log start offset up to the smallest offset that "
+        "these consumer groups have committed, as DeleteRecords would, so records every listed group has "
+        "consumed go. '*' means every group that has committed an offset on the partition or has live "
+        "members reading the topic. A listed (or live) group without a commit on a partition holds that "
+        "partition back. Empty (the default) trims nothing.",
+        ("log.retention.committed.groups",), _committed_groups, effective=True),
     TopicConfigDef(
         "retention.ms", ConfigType.LONG, _WEEK_MS,
         "Under cleanup.policy=delete, how long a segment is kept after its newest record's timestamp; "

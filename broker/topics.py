@@ -114,6 +114,7 @@ class TopicManager:
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lock = asyncio.Lock()  # one topic change at a time: create, delete, add partitions, configs
+        self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -371,6 +372,8 @@ class TopicManager:
             log.info("altered topic configs", topic=name, configs=clean)
         if changed & RETENTION_CONFIGS:
             await self._apply_retention(topic)
+        for listener in self.config_listeners:
+            listener(topic)
         return topic
 
     async def _apply_retention(self, topic: Topic) -> None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -112,6 +112,8 @@ class GroupCoordinator:
         self.active = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        # Called with the (topic, partition) keys of every stored commit (broker/group/trim.py).
+        self.commit_listeners: list[Callable[[Iterable[tuple[str, int]]], None]] = []
 
     # --- lifecycle (a broker service) --------------------------------------------------------------
 

@@ -104,6 +104,8 @@ class OffsetManager:
             if created:
                 coordinator.forget_if_unused(group)
             raise
+        for listener in coordinator.commit_listeners:
+            listener(accepted.keys())
         return errors
 
     @staticmethod

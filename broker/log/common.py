@@ -99,6 +99,7 @@ class StartOffsetReason(Enum):
     SEGMENT_DELETION = "segment deletion"
     CLIENT_RECORD_DELETION = "client delete records request"
     SNAPSHOT_GENERATED = "snapshot generated"
+    COMMITTED_OFFSETS = "consumer groups committed past it"  # Ebb's retention.committed.groups
 
 
 class LogError(Exception):

@@ -1,7 +1,8 @@
 """Topic-level log settings and the log manager's own settings, under Kafka's names and defaults.
 
 `LogConfig.from_properties({"retention.ms": "1000", ...})` takes Kafka property names; the
-attributes use Python names. `retention.min.timestamp` is Ebb's: an absolute floor in Unix ms.
+attributes use Python names. Ebb's own: `retention.min.timestamp` (an absolute floor in Unix ms) and
+`retention.committed.groups` (trim what consumer groups have committed).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class LogConfig:
     retention_ms: int = _prop("retention.ms", 7 * 24 * 3600 * 1000)
     retention_bytes: int = _prop("retention.bytes", -1)
     retention_min_timestamp: int | None = _prop("retention.min.timestamp", None)
+    # Ebb's own: trim what these consumer groups have all committed ("*": every group); acted on by
+    # broker/group/trim.py, which reads it here so that it is set, altered and described like the rest.
+    retention_committed_groups: tuple[str, ...] = _prop("retention.committed.groups", ())
     cleanup_policy: tuple[str, ...] = _prop("cleanup.policy", ("delete",))
     file_delete_delay_ms: int = _prop("file.delete.delay.ms", 60_000)
     flush_messages: int = _prop("flush.messages", LONG_MAX)
@@ -90,7 +94,7 @@ def _apply(config: Any, props: Mapping[str, Any]) -> Any:
 
 
 def _convert(name: str, current: Any, raw: Any) -> Any:
-    if name == "cleanup_policy":
+    if name in ("cleanup_policy", "retention_committed_groups"):
         items = raw.split(",") if isinstance(raw, str) else list(raw)
         return tuple(item.strip() for item in items if item.strip())
     if name == "retention_min_timestamp":

@@ -241,7 +241,9 @@ class Partition:
         await self.finish_delete_records(moved)
         return wanted
 
-    def start_delete_records_on_leader(self, offset: int) -> tuple[int, bool]:
+    def start_delete_records_on_leader(
+        self, offset: int, reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
+    ) -> tuple[int, bool]:
         """delete_records_on_leader up to the wait for the disk: the log start offset has moved in
         memory. Returns the offset the low watermark must reach and whether the start offset moved;
         `finish_delete_records` makes it durable and wakes the waiting deletions. A request over many
@@ -249,7 +251,7 @@ class Partition:
         self.check_leader()
         wanted = self.log.high_watermark if offset == -1 else offset
         before = self.log.log_start_offset
-        self.log.move_log_start_offset(wanted, StartOffsetReason.CLIENT_RECORD_DELETION)
+        self.log.move_log_start_offset(wanted, reason)
         return wanted, self.log.log_start_offset != before
 
     async def finish_delete_records(self, moved: bool) -> None:

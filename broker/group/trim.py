@@ -1,0 +1,165 @@
+"""Trimming records that consumer groups have committed: Ebb's `retention.committed.groups` topic config.
+
+A committed offset is the next offset its group will read, so every record below the smallest
+committed offset of the groups that matter has been consumed by all of them. For each partition led
+here whose topic sets the config (under `cleanup.policy=delete`, internal topics never), the log start
+offset moves up to that offset, capped at the high watermark, the way DeleteRecords moves it: records
+below stop being readable at once (ListOffsets earliest returns the new start, a Fetch below it gets
+OFFSET_OUT_OF_RANGE), whole segments below it go, and the new start is in log-start-offset-checkpoint
+before the round ends.
+
+Which groups matter:
+- named groups: every one must have a commit on the partition; one without holds the partition back;
+- "*": every group with a commit on the partition, and every group whose live members read the
+  topic; a live group without a commit holds the partition back (its position is unknown). A group
+  that was never seen here (never joined, never committed) cannot be waited for: name it.
+
+When: a commit on such a topic schedules its partitions at once (commits that arrive during a round
+are trimmed together in the next); a config change trims the topic at once; a full pass every
+`log.retention.check.interval.ms` catches what no commit signals (a group deleted, its offsets
+expired or deleted, its members gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import structlog
+
+from broker.log import LogError, StartOffsetReason, TopicPartition
+from broker.replica import PartitionError
+
+log = structlog.get_logger("trim")
+
+EVERY_GROUP = "*"
+
+
+def trim_offset(groups: tuple[str, ...], committed: dict[str, int], live_readers: Iterable[str]) -> int | None:
+    """The offset below which every group that matters has consumed, or None when one of them has no
+    commit (or nobody has committed). `committed`: group -> committed offset on the partition;
+    `live_readers`: groups with live members reading the topic or committed on the partition."""
+    if not groups:
+        return None
+    if groups == (EVERY_GROUP,):
+        if not committed or any(group not in committed for group in live_readers):
+            return None
+        return min(committed.values())
+    if any(group not in committed for group in groups):
+        return None
+    return min(committed[group] for group in groups)
+
+
+class CommittedTrimmer:
+    """A broker service: moves log start offsets up to what the configured groups have committed."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.interval_s = broker.config.log_manager.retention_check_interval_ms / 1000
+        self._pending: set[TopicPartition] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.rounds = 0  # finished rounds, for tests and logs
+
+    async def start(self) -> None:
+        self.broker.groups.commit_listeners.append(self.note_commits)
+        self.broker.topics.config_listeners.append(self.note_config_change)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    # --- what starts a round ---------------------------------------------------------------------
+
+    def note_commits(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Called after a commit is stored: queue the partitions of topics that trim."""
+        topics = self.broker.topics
+        for topic_name, index in partitions:
+            topic = topics.get(topic_name)
+            if topic is not None and topic.log_config.retention_committed_groups:
+                self._pending.add(TopicPartition(topic_name, index))
+        if self._pending:
+            self._wakeup.set()
+
+    def note_config_change(self, topic) -> None:
+        if topic.log_config.retention_committed_groups:
+            self._pending.update(topic.partitions())
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        next_full = asyncio.get_running_loop().time() + self.interval_s
+        while True:
+            timeout = max(0.0, next_full - asyncio.get_running_loop().time())
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._wakeup.clear()
+            if asyncio.get_running_loop().time() >= next_full:
+                chosen = self._all_trimmed_partitions()
+                next_full = asyncio.get_running_loop().time() + self.interval_s
+            else:
+                chosen = set(self._pending)
+            self._pending.difference_update(chosen)
+            try:
+                await self.trim(chosen)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the next round tries again
+                log.error("trim round failed", error=repr(exc))
+
+    def _all_trimmed_partitions(self) -> set[TopicPartition]:
+        return {tp for topic in self.broker.topics.all() if topic.log_config.retention_committed_groups
+                for tp in topic.partitions()}
+
+    # --- a round ---------------------------------------------------------------------------------
+
+    async def trim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Move each partition's log start offset up to its groups' committed offset; one checkpoint
+        write covers the round. Returns the new log start offset of each partition that moved."""
+        moved = []
+        for tp in sorted(partitions):
+            partition = self._leader(tp)
+            if partition is None:
+                continue
+            config = partition.log.config
+            if not config.delete_enabled:
+                continue
+            groups = self.broker.groups
+            offset = trim_offset(config.retention_committed_groups, groups.committed_offsets(tp.topic, tp.partition),
+                                 groups.min_committed_offset(tp.topic, tp.partition).active_groups)
+            if offset is None:
+                continue
+            offset = min(offset, partition.high_watermark)
+            if offset <= partition.log_start_offset:
+                continue
+            try:
+                partition.start_delete_records_on_leader(offset, StartOffsetReason.COMMITTED_OFFSETS)
+            except (LogError, PartitionError) as exc:
+                log.warning("trim failed", partition=str(tp), offset=offset, error=exc.message)
+                continue
+            moved.append(partition)
+        result = {}
+        for partition in moved:
+            try:
+                await partition.finish_delete_records(True)
+            except LogError as exc:
+                log.warning("trim not made durable", partition=str(partition.topic_partition), error=exc.message)
+                continue
+            result[partition.topic_partition] = partition.log_start_offset
+        if result:
+            log.info("trimmed committed records", partitions={str(tp): o for tp, o in result.items()})
+        self.rounds += 1
+        return result
+
+    def _leader(self, tp: TopicPartition):
+        topic = self.broker.topics.get(tp.topic)
+        if topic is None or topic.internal:
+            return None
+        try:
+            return self.broker.replicas.partition(tp.topic, tp.partition)
+        except PartitionError:
+            return None
