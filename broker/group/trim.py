@@ -15,9 +15,11 @@ Which groups matter:
   that was never seen here (never joined, never committed) cannot be waited for: name it.
 
 When: a commit on such a topic schedules its partitions at once (commits that arrive during a round
-are trimmed together in the next); a config change trims the topic at once; a full pass every
-`log.retention.check.interval.ms` catches what no commit signals (a group deleted, its offsets
-expired or deleted, its members gone).
+are trimmed together in the next); a config change trims the topic at once; a full pass at start-up
+and every `log.retention.check.interval.ms` catches what no commit signals (a group deleted, its
+offsets expired or deleted, its members gone, a trim a crash kept from the disk). Readers see a new
+start as soon as it moves, and the round ends once it is on disk; like DeleteRecords without a
+caller, a crash in between loses only the move, which the start-up round makes again.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ class CommittedTrimmer:
     async def start(self) -> None:
         self.broker.groups.commit_listeners.append(self.note_commits)
         self.broker.topics.config_listeners.append(self.note_config_change)
+        # A full round at start: commits were replayed from __consumer_offsets, and a trim that a crash
+        # kept from reaching log-start-offset-checkpoint is redone from them.
+        self._pending.update(self._all_trimmed_partitions())
+        self._wakeup.set()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:

@@ -151,10 +151,26 @@ def test_the_trim_is_durable_across_a_crash(tmp_path):
             topic = topic_with(c, "*")
             commit(c, "durable", {(topic, 0): 7})
             wait_start(c, topic, 7)
+        checkpoint = process.data_dir / "logs" / "log-start-offset-checkpoint"
+        wait_for(lambda: f"{topic} 0 7" in checkpoint.read_text().splitlines(), what="the new start on disk")
         process.restart(signal.SIGKILL)
         with WireClient(process.port) as c:
             assert start_of(c, topic) == 7
             assert fetch(c, topic, 0, 6).error_code == E.OFFSET_OUT_OF_RANGE
+
+
+def test_start_up_trims_what_was_committed_before(tmp_path):
+    """Commits made while no topic trimmed; the broker restarts with the broker-wide default set."""
+    process = BrokerProcess(tmp_path, OVERRIDES)
+    with process:
+        with WireClient(process.port) as c:
+            topic = topic_with(c, None)
+            commit(c, "before", {(topic, 0): 4})
+            assert start_of(c, topic) == 0
+    process.overrides["log.retention.committed.groups"] = "*"
+    with process:
+        with WireClient(process.port) as c:
+            wait_start(c, topic, 4)
 
 
 def test_the_periodic_pass_trims_once_a_holding_group_is_gone(tmp_path):
