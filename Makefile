@@ -25,7 +25,13 @@ $(JSSTAMP): $(JS)/package.json $(JS)/package-lock.json
 	cd $(JS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(JSSTAMP)
 
-test: $(STAMP) $(JSSTAMP)
+# A standalone ZooKeeper for tests/cluster (Debian's package; installed only when it is missing)
+ZKJAR  := /usr/share/java/zookeeper.jar
+APT    := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends zookeeper
+$(ZKJAR):
+	$(APT) || { apt-get update -q && $(APT); }
+
+test: $(STAMP) $(JSSTAMP) $(ZKJAR)
 	$(PY) -m pytest tests
 
 lint: $(STAMP)

@@ -4,14 +4,17 @@ and shuts them down in the order that loses nothing (stop accepting, finish requ
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gc
 import json
+import os
 import signal
 import time
 import uuid
 
 import structlog
 
+from broker.cluster.cluster import Cluster
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
@@ -26,6 +29,8 @@ log = structlog.get_logger("broker")
 
 METADATA_FILE = "ebb-metadata.json"
 META_PROPERTIES = "meta.properties"
+LOCK_FILE = ".lock"  # as Kafka's: one broker process per log dir
+ZOOKEEPER_SESSION_FILE = "zookeeper-session"  # this broker's ZooKeeper session, to end it after a crash
 
 
 class Broker:
@@ -36,9 +41,11 @@ class Broker:
         self.topics: TopicManager | None = None
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None  # consumer groups and committed offsets
+        self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
         self.server = BrokerServer(self)
         self.cluster_id = ""
         self.started_at_ms = 0
+        self._lock_fd: int | None = None
         # Services started after the topics and stopped before the logs (data path, groups, ...),
         # each with async start() and stop().
         self.services: list = []
@@ -51,9 +58,19 @@ class Broker:
         load_handlers()
         config = self.config
         config.log_dir.mkdir(parents=True, exist_ok=True)
-        self.store = await EmbeddedStore.open(config.log_dir / METADATA_FILE)
-        self.cluster_id = await self._cluster_id()
-        await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
+        self._lock_log_dir()
+        try:
+            self.store = await self._open_store()
+            self.cluster_id = await self._cluster_id()
+            await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
+            # The node id is claimed before anything shared is read or changed: a second broker with the
+            # same node.id stops here.
+            await self._register()
+        except BaseException:
+            if self.store is not None:
+                await self.store.close()
+            self._unlock_log_dir()
+            raise
         self.topics = TopicManager(self.store, None, config)
         topic_configs = await self.topics.load()
         self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
@@ -61,12 +78,15 @@ class Broker:
         await self.logs.startup()
         self.topics.logs = self.logs
         await self.topics.reconcile()
-        await self._register()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.services.insert(0, self.replicas)  # started first, stopped last
+        if config.zookeeper_connect is not None:
+            self.cluster = Cluster(self)  # brokers, partition states and roles, the controller election
+            self.topics.broker_ids = self.cluster.alive_ids
+            self.services.insert(1, self.cluster)
         self.groups = GroupCoordinator(self)  # replays __consumer_offsets through the replicas
-        self.services.insert(1, self.groups)
-        self.services.insert(2, CommittedTrimmer(self))  # retention.committed.groups
+        self.services.append(self.groups)
+        self.services.append(CommittedTrimmer(self))  # retention.committed.groups
         for service in self.services:
             await service.start()
         await self.server.start()
@@ -88,16 +108,76 @@ class Broker:
         if self.logs is not None:
             await self.logs.shutdown()
         if self.store is not None:
-            await self.store.close()
+            await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
+        self._unlock_log_dir()
         log.info("broker stopped")
+
+    def _lock_log_dir(self) -> None:
+        """Kafka's `.lock`: a second process on the same log dir stops here. It also makes this
+        process the only one that can be using the ZooKeeper session recorded in the log dir."""
+        path = self.config.log_dir / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigError(f"log.dirs: {self.config.log_dir} is in use by another broker process "
+                              f"(it holds {path})") from None
+        self._lock_fd = fd
+
+    def _unlock_log_dir(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the lock
+            self._lock_fd = None
+
+    async def _open_store(self) -> MetadataStore:
+        """The embedded store, or ZooKeeper when zookeeper.connect is set."""
+        config = self.config
+        if config.zookeeper_connect is None:
+            return await EmbeddedStore.open(config.log_dir / METADATA_FILE)
+        from broker.cluster.zookeeper import ZooKeeperStore, load_session
+
+        loop = asyncio.get_running_loop()
+        session_file = config.log_dir / ZOOKEEPER_SESSION_FILE
+        previous = await loop.run_in_executor(None, load_session, session_file)
+        store = await ZooKeeperStore.open(config.zookeeper_connect,
+                                          session_timeout_ms=config.zookeeper_session_timeout_ms,
+                                          connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+                                          previous_session=previous)
+        self.store = store  # closed by start() if what follows fails
+        await self._save_session()
+        store.add_session_listener(self._on_new_session)
+        return store
+
+    async def _save_session(self) -> None:
+        """Written before the registration that the session will own, so a crash never leaves a
+        registration whose session this broker cannot end."""
+        from broker.cluster.zookeeper import save_session
+
+        await asyncio.get_running_loop().run_in_executor(
+            None, save_session, self.config.log_dir / ZOOKEEPER_SESSION_FILE, self.store.session)
+
+    async def _on_new_session(self) -> None:
+        """The ZooKeeper session expired and a new one began: the registration went with the old one."""
+        await self._save_session()
+        try:
+            await self._register()
+        except ConfigError as exc:
+            log.error("broker not registered after a new ZooKeeper session", node_id=self.node_id, error=str(exc))
+            return
+        log.warning("broker registered again after a new ZooKeeper session", node_id=self.node_id,
+                    session=str(self.store.session))
 
     async def _cluster_id(self) -> str:
         try:
             return (await self.store.get_json("/cluster/id"))["id"]
         except NoNode:
             cluster_id = topic_id_to_str(uuid.uuid4())
+        try:
             await self.store.create("/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode())
-            return cluster_id
+        except NodeExists:  # another broker of the cluster made it first
+            return (await self.store.get_json("/cluster/id"))["id"]
+        return cluster_id
 
     def _check_meta_properties(self) -> None:
         """meta.properties ties the log dir to one node and cluster, as in Kafka: a mix-up stops start-up."""
@@ -119,9 +199,10 @@ class Broker:
                         "endpoints": [str(listener)], "timestamp": str(int(time.time() * 1000))}
         path = f"/brokers/ids/{self.config.node_id}"
         try:
-            await self.store.create(path, json.dumps(registration).encode(), ephemeral=True)
-        except NodeExists:
-            await self.store.set(path, json.dumps(registration).encode())
+            await self.store.register(path, json.dumps(registration).encode())
+        except NodeExists as exc:
+            raise ConfigError(f"node.id={self.config.node_id} is already registered by another live broker "
+                              f"(NodeExists: {exc}); every broker of a cluster needs its own node.id") from None
 
 
 async def run(config: BrokerConfig) -> None:

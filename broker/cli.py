@@ -75,6 +75,7 @@ def cmd_broker(args) -> int:
     from broker import logs
     from broker.allocator import keep_freed_memory
     from broker.app import run
+    from broker.cluster.store import StoreError
     from broker.config import ConfigError, load_config
 
     try:
@@ -89,7 +90,7 @@ def cmd_broker(args) -> int:
     except ConfigError as exc:
         print(f"ebb broker: bad configuration: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, StoreError) as exc:  # a port in use, ZooKeeper unreachable, ...
         print(f"ebb broker: cannot start: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -88,8 +88,33 @@ _BROKER_DEFAULTS = {
     "log.level": "INFO",
     # Ebb's own: keep DeleteRecords v3 off to act like a broker without KIP-1343 (client tests use it).
     "delete.records.v3.enable": "true",
+    "zookeeper.session.timeout.ms": "18000",
+    # Replication (followers fetching from leaders), Kafka's names and defaults.
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.socket.timeout.ms": "30000",
+    "replica.lag.time.max.ms": "30000",
 }
+# Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
+# set, and the connection timeout falls back to the session timeout.
+_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms")
 _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://([^:/]*|\[[0-9a-fA-F:]+\]):(\d+)$")
+
+
+@dataclass(frozen=True)
+class ReplicationConfig:
+    """Kafka's replica.* broker properties: how followers fetch and when the leader drops them from the ISR."""
+
+    fetch_wait_max_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 1024 * 1024  # per partition
+    fetch_response_max_bytes: int = 10 * 1024 * 1024
+    fetch_backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+    lag_time_max_ms: int = 30_000
 
 
 @dataclass(frozen=True)
@@ -116,6 +141,10 @@ class BrokerConfig:
     rack: str | None
     log_level: str
     delete_records_v3_enable: bool
+    zookeeper_connect: str | None  # None: the embedded metadata store (one broker)
+    zookeeper_session_timeout_ms: int
+    zookeeper_connection_timeout_ms: int
+    replication: ReplicationConfig
     log_manager: LogManagerConfig
     topic_defaults: LogConfig
     properties: Mapping[str, str]
@@ -172,6 +201,9 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
                 TOPIC_CONFIGS[STORED_ONLY_BROKER_PROPERTIES[key]].parse(props[key])
             except InvalidConfig as exc:
                 raise ConfigError(f"{key}: {exc}") from None
+    session_timeout_ms = _int(merged, "zookeeper.session.timeout.ms", minimum=1)
+    connection_timeout_ms = (_int(merged, "zookeeper.connection.timeout.ms", minimum=1)
+                             if merged.get("zookeeper.connection.timeout.ms", "").strip() else session_timeout_ms)
     return BrokerConfig(
         node_id=_int(merged, "node.id", minimum=0),
         listeners=listeners,
@@ -195,6 +227,17 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         rack=merged["broker.rack"] or None,
         log_level=merged["log.level"],
         delete_records_v3_enable=_bool(merged, "delete.records.v3.enable"),
+        zookeeper_connect=_zookeeper_connect(merged.get("zookeeper.connect", "")),
+        zookeeper_session_timeout_ms=session_timeout_ms,
+        zookeeper_connection_timeout_ms=connection_timeout_ms,
+        replication=ReplicationConfig(
+            fetch_wait_max_ms=_int(merged, "replica.fetch.wait.max.ms", minimum=0),
+            fetch_min_bytes=_int(merged, "replica.fetch.min.bytes", minimum=1),
+            fetch_max_bytes=_int(merged, "replica.fetch.max.bytes", minimum=0),
+            fetch_response_max_bytes=_int(merged, "replica.fetch.response.max.bytes", minimum=0),
+            fetch_backoff_ms=_int(merged, "replica.fetch.backoff.ms", minimum=0),
+            socket_timeout_ms=_int(merged, "replica.socket.timeout.ms", minimum=1),
+            lag_time_max_ms=_int(merged, "replica.lag.time.max.ms", minimum=1)),
         log_manager=_log_manager(merged),
         topic_defaults=_topic_defaults(merged),
         properties=dict(merged),
@@ -204,7 +247,24 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
 
 def _known(key: str) -> bool:
     return key in _BROKER_DEFAULTS or key in TOPIC_DEFAULTS or key in _TIME_ALIASES or key in _LOG_MANAGER_KEYS \
-        or key in STORED_ONLY_BROKER_PROPERTIES or key in ("log.dir", "broker.id")
+        or key in STORED_ONLY_BROKER_PROPERTIES or key in _NO_DEFAULT or key in ("log.dir", "broker.id")
+
+
+def _zookeeper_connect(value: str) -> str | None:
+    """`host:port[,host:port...][/chroot]`, as Kafka and ZooKeeper take it; empty means no ZooKeeper."""
+    value = value.strip()
+    if not value:
+        return None
+    hosts, slash, chroot = value.partition("/")
+    if slash and not chroot:
+        value = hosts  # a bare "/" is no chroot, as in ZooKeeper's own parser
+    elif slash and (chroot.endswith("/") or "//" in chroot):
+        raise ConfigError(f"zookeeper.connect: {value!r} has an invalid chroot path")
+    for host in hosts.split(","):
+        name, _, port = host.strip().rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"zookeeper.connect: {host.strip()!r} in {value!r} is not host:port")
+    return value
 
 
 def _split(value: str) -> list[str]:
@@ -284,6 +344,7 @@ def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
         values.setdefault(broker_key, ",".join(default) if isinstance(default, tuple)
                           else None if default is None else str(default))
     values.update({"log.retention.minutes": None, "log.retention.hours": "168", "log.roll.hours": "168"})
+    values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
         values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)

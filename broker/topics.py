@@ -115,6 +115,8 @@ class TopicManager:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lock = asyncio.Lock()  # one topic change at a time: create, delete, add partitions, configs
         self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
+        # The brokers new replicas may go to: the alive ones in a cluster (set by broker/app.py).
+        self.broker_ids: Callable[[], list[int]] = lambda: [config.node_id]
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -150,10 +152,14 @@ class TopicManager:
         for name in await self._pending_deletions():
             log.info("finishing topic deletion interrupted by a stop", topic=name)
             await self._delete(name)
-        for tp in list(self.logs.logs):
+        for tp, partition_log in list(self.logs.logs.items()):
             topic = self._topics.get(tp.topic)
-            if topic is None or tp.partition not in topic.replicas:
-                log.warning("log of an unknown topic partition scheduled for deletion", partition=str(tp))
+            if topic is None or self.config.node_id not in topic.replicas.get(tp.partition, []):
+                log.warning("log of a partition not hosted here scheduled for deletion", partition=str(tp))
+                await self.logs.delete_log(tp)
+            elif partition_log.topic_id is not None and partition_log.topic_id != topic.topic_id:
+                # Left by a topic deleted (and created again) while this broker was down.
+                log.warning("log of an earlier topic of the same name scheduled for deletion", partition=str(tp))
                 await self.logs.delete_log(tp)
         for topic in self._topics.values():
             await self._ensure_logs(topic)
@@ -191,8 +197,68 @@ class TopicManager:
         self._by_id[topic.topic_id] = topic
 
     async def _ensure_logs(self, topic: Topic) -> None:
+        """The logs of the topic's replicas on this broker (every partition on a single broker)."""
         for tp in topic.partitions():
+            await self.ensure_local_log(topic, tp)
+
+    async def ensure_local_log(self, topic: Topic, tp: TopicPartition) -> None:
+        if self.config.node_id in topic.replicas.get(tp.partition, []):
             await self.logs.get_or_create_log(tp, topic_id=topic.topic_id, config=topic.log_config)
+
+    # --- changes made by other brokers (broker/cluster/cluster.py) ------------------------------------
+
+    async def refresh(self, name: str) -> Topic | None:
+        """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
+        async with self._lock:
+            try:
+                fresh = await self._read_topic(name)
+            except NoNode:
+                return None
+            topic = self._topics.get(name)
+            if topic is None or topic.topic_id != fresh.topic_id:
+                self._remember(fresh)
+                self.logs.topic_configs[name] = fresh.log_config
+                topic = fresh
+                log.info("topic appeared", topic=name, partitions=len(fresh.replicas))
+            else:
+                topic.replicas = fresh.replicas
+                for partition, state in fresh.states.items():
+                    topic.states.setdefault(partition, state)
+            return topic
+
+    async def forget(self, name: str) -> None:
+        """The topic is gone from the store (deleted through another broker): drop it and its logs."""
+        async with self._lock:
+            topic = self._topics.pop(name, None)
+            if topic is None:
+                return
+            self._by_id.pop(topic.topic_id, None)
+            for tp in topic.partitions():
+                await self.logs.delete_log(tp)
+            log.info("topic deleted elsewhere; local logs removed", topic=name)
+
+    async def configs_changed(self, name: str) -> None:
+        """Another broker altered the topic's configs: read them and push them to the local logs."""
+        async with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                return
+            try:
+                configs = (await self.store.get_json(f"/config/topics/{name}")).get("config", {})
+            except NoNode:
+                return
+            if configs == topic.configs:
+                return
+            topic.configs = dict(configs)
+            topic.log_config = self.log_config_for(configs)
+            self.logs.topic_configs[name] = topic.log_config
+            for tp in topic.partitions():
+                try:
+                    await self.ensure_local_log(topic, tp)  # which sets the new config on it
+                except StorageError as exc:
+                    log.warning("config not applied to an offline log", partition=str(tp), error=exc.message)
+        for listener in self.config_listeners:
+            listener(topic)
 
     # --- changes -----------------------------------------------------------------------------------
 
@@ -230,7 +296,7 @@ class TopicManager:
                 raise TopicError(ErrorCode.INVALID_CONFIG,
                                  f"Null value not supported for topic configs: {','.join(nulls)}")
             clean = self.validate_configs(configs or {})
-            replicas = self._assign(num_partitions, replication_factor, assignments, [self.config.node_id])
+            replicas = self._assign(num_partitions, replication_factor, assignments, self.broker_ids())
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
             topic.states = {p: _initial_state(r) for p, r in replicas.items()}
             if validate_only:
@@ -314,7 +380,7 @@ class TopicManager:
             additional = count - current
             if additional > MAX_PARTITIONS_PER_REQUEST:
                 raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
-            broker_ids = [self.config.node_id]
+            broker_ids = self.broker_ids()
             if assignments is not None:
                 if len(assignments) != additional:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

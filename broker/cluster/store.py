@@ -1,9 +1,14 @@
 """The metadata store behind the controller: a tree of versioned znodes, shaped like ZooKeeper.
 
 Paths follow Kafka's ZooKeeper layout (`/brokers/topics/<t>`, `/config/topics/<t>`,
-`/admin/delete_topics/<t>`, `/cluster/id`, ...) so the cluster backend (kazoo) is a second
-implementation of `MetadataStore`, not a rewrite. `EmbeddedStore` serves a single broker: the tree
-lives in memory and every change is written to one JSON file, atomically, off the event loop.
+`/admin/delete_topics/<t>`, `/cluster/id`, ...) so the cluster backend (`ZooKeeperStore`, kazoo,
+broker/cluster/zookeeper.py) is a second implementation of `MetadataStore`, not a rewrite.
+`EmbeddedStore` serves a single broker: the tree lives in memory and every change is written to one
+JSON file, atomically, off the event loop.
+
+Watches (`watch_children`, `watch_data`) call back on the event loop with the latest state; like
+ZooKeeper's one-shot watches that are re-armed on every read, changes in quick succession may be
+reported once, but the last state is always reported.
 """
 
 from __future__ import annotations
@@ -12,8 +17,13 @@ import asyncio
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("store")
 
 FORMAT_VERSION = 1
 
@@ -32,6 +42,30 @@ class NodeExists(StoreError):
 
 class BadVersion(StoreError):
     pass
+
+
+class NotEmpty(StoreError):
+    """A non-recursive delete of a node that has children."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (ZooKeeper down, session lost). A write that failed this way may or
+    may not have been applied, as with ZooKeeper's ConnectionLoss."""
+
+
+ChildrenCallback = Callable[[list[str] | None], None]
+DataCallback = Callable[[bytes | None, int | None], None]
+SessionListener = Callable[[], Awaitable[None]]
+
+
+class Watch:
+    """A registered watch; `cancel()` stops its callbacks."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 @dataclass
@@ -82,6 +116,30 @@ class MetadataStore(ABC):
         except NoNode:
             await self.create(path, data)
 
+    async def register(self, path: str, data: bytes) -> None:
+        """Create the ephemeral node that announces this process (`/brokers/ids/<id>`). NodeExists, naming
+        the owner where the store knows it, when a live session other than ours holds it."""
+        try:
+            await self.create(path, data, ephemeral=True)
+        except NodeExists:
+            # Embedded ephemeral nodes are never persisted: one that exists is this process's own.
+            await self.set(path, data)
+
+    @abstractmethod
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+        """Call `callback(sorted children)` now and after every change of the children of `path`;
+        `callback(None)` once if the node goes away, which ends the watch. NoNode if absent now."""
+
+    @abstractmethod
+    async def watch_data(self, path: str, callback: DataCallback) -> Watch:
+        """Call `callback(data, version)` now and after every change of `path`; `(None, None)` while it
+        does not exist. The watch lasts through deletion and re-creation."""
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        """`await listener()` after the store lost its session and opened a new one: ephemeral nodes are
+        gone and must be created again. A store without sessions never calls it."""
+        return None
+
     async def close(self) -> None:
         return None
 
@@ -99,12 +157,15 @@ class EmbeddedStore(MetadataStore):
     """One broker's store: a dict of znodes, persisted to `path` after every change.
 
     Ephemeral nodes are not persisted: like a ZooKeeper session, they end with the process.
+    Watches fire from the store's own writes, on the event loop, after the change is persisted.
     """
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self._nodes: dict[str, Node] = {"/": Node(b"")}
         self._lock = asyncio.Lock()
+        self._child_watches: dict[str, list[tuple[Watch, ChildrenCallback]]] = {}
+        self._data_watches: dict[str, list[tuple[Watch, DataCallback]]] = {}
 
     @classmethod
     async def open(cls, path: Path) -> EmbeddedStore:
@@ -146,17 +207,20 @@ class EmbeddedStore(MetadataStore):
             if path in self._nodes:
                 raise NodeExists(path)
             parent = _parent(path)
+            missing = []
             if parent not in self._nodes:
                 if not makepath:
                     raise NoNode(parent)
-                missing = []
                 while parent not in self._nodes:
                     missing.append(parent)
                     parent = _parent(parent)
                 for p in reversed(missing):
                     self._nodes[p] = Node(b"")
+            elif self._nodes[parent].ephemeral:
+                raise StoreError(f"{parent} is ephemeral and cannot have children")  # as ZooKeeper
             self._nodes[path] = Node(data, ephemeral=ephemeral)
             await self._persist()
+        self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         async with self._lock:
@@ -167,7 +231,9 @@ class EmbeddedStore(MetadataStore):
                 raise BadVersion(f"{path}: version {node.version}, expected {version}")
             node.data, node.version = data, node.version + 1
             await self._persist()
-            return node.version
+            new_version = node.version
+        self._notify(data_changed=[path])
+        return new_version
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         async with self._lock:
@@ -178,22 +244,76 @@ class EmbeddedStore(MetadataStore):
                 raise BadVersion(f"{path}: version {node.version}, expected {version}")
             below = [p for p in self._nodes if p.startswith(path + "/")]
             if below and not recursive:
-                raise StoreError(f"{path} has children")
+                raise NotEmpty(f"{path} has children")
             for p in below + [path]:
                 del self._nodes[p]
             await self._persist()
+        gone = below + [path]
+        self._notify(data_changed=gone, children_changed=[_parent(path)], deleted=gone)
 
     async def children(self, path: str) -> list[str]:
         if path not in self._nodes:
             raise NoNode(path)
+        return self._children(path)
+
+    def _children(self, path: str) -> list[str]:
         prefix = path.rstrip("/") + "/"
         return sorted(p[len(prefix):] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix):])
 
+    # --- watches -----------------------------------------------------------------------------------
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """tmp, fsync, rename, fsync the directory: a crash leaves the old file or the new one."""
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+        children = await self.children(path)
+        watch = Watch()
+        self._child_watches.setdefault(path, []).append((watch, callback))
+        callback(children)
+        return watch
+
+    async def watch_data(self, path: str, callback: DataCallback) -> Watch:
+        watch = Watch()
+        self._data_watches.setdefault(path, []).append((watch, callback))
+        node = self._nodes.get(path)
+        callback(*((node.data, node.version) if node is not None else (None, None)))
+        return watch
+
+    def _notify(self, *, data_changed=(), children_changed=(), deleted=()) -> None:
+        for path in data_changed:
+            node = self._nodes.get(path)
+            for _watch, callback in self._live(self._data_watches, path):
+                _call_back(callback, *((node.data, node.version) if node is not None else (None, None)))
+        for path in dict.fromkeys([*children_changed, *deleted]):
+            exists = path in self._nodes
+            for watch, callback in self._live(self._child_watches, path):
+                if not exists:
+                    watch.cancel()  # a children watch ends with its node, as kazoo's ChildrenWatch does
+                _call_back(callback, self._children(path) if exists else None)
+
+    @staticmethod
+    def _live(watches: dict[str, list], path: str) -> list:
+        registered = watches.get(path)
+        if not registered:
+            return []
+        registered[:] = [(w, c) for w, c in registered if not w.cancelled]
+        if not registered:
+            del watches[path]
+        return list(registered)
+
+
+def _call_back(callback, *args) -> None:
+    """A watcher's bug must not fail the write that triggered it."""
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("watch callback failed", callback=getattr(callback, "__qualname__", repr(callback)))
+
+
+def _write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
+    """tmp, fsync, rename, fsync the directory: a crash leaves the old file or the new one. `mode` sets
+    the permission bits before any data is written (for secrets)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
+        if mode is not None:
+            os.fchmod(f.fileno(), mode)
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

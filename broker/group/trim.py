@@ -166,6 +166,7 @@ class CommittedTrimmer:
         if topic is None or topic.internal:
             return None
         try:
-            return self.broker.replicas.partition(tp.topic, tp.partition)
+            partition = self.broker.replicas.partition(tp.topic, tp.partition)
         except PartitionError:
             return None
+        return partition if partition.is_leader else None  # followers take the start from their leader

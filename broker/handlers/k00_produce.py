@@ -180,10 +180,14 @@ async def _await_replication(replicas, waiting, timeout_ms: int) -> None:
     """acks=-1: wait until each partition's high watermark covers its batch (Kafka's DelayedProduce)."""
 
     def replicated() -> bool:
-        return all(p.high_watermark >= needed for p, _, needed in waiting)
+        return all(p.high_watermark >= needed or not p.is_leader for p, _, needed in waiting)
 
     await replicas.produces.wait([p.topic_partition for p, _, _ in waiting], replicated, timeout_ms)
     for partition, response, needed in waiting:
-        if partition.high_watermark < needed:
+        if not partition.is_leader and partition.high_watermark < needed:
+            # Leadership moved while the batch waited: it may or may not survive on the new leader.
+            response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            response.error_message = "leadership moved before the batch was replicated"
+        elif partition.high_watermark < needed:
             response.error_code = ErrorCode.REQUEST_TIMED_OUT
             response.error_message = "the batch was not replicated to the in-sync replicas in time"

@@ -1,8 +1,11 @@
 """Metadata (key 3), versions 0-13.
 
-Lists this broker (the only one, and the controller), the cluster id (v2+) and the requested topics
-with their ids (v10+), partitions, leader (this node), leader epoch (v7+, from the partition state),
-replicas and ISR; offline replicas (v5+) hold this node for a partition whose log is offline.
+Lists the alive brokers and the controller (on one broker: itself), the cluster id (v2+) and the
+requested topics with their ids (v10+), partitions, leader, leader epoch (v7+, from the partition
+state), replicas and ISR. One broker: it leads everything, and offline replicas (v5+) hold it for a
+partition whose log is offline. In a cluster: the leader and ISR of the partition state, leader -1
+with LEADER_NOT_AVAILABLE while the partition has no alive leader, offline replicas are the
+replicas whose broker is not registered.
 
 Which topics: v0 an empty list means all; v1+ null means all and [] none. From v12 a topic may be
 asked for by id (name null): known ids are answered by name, unknown ones with UNKNOWN_TOPIC_ID and a
@@ -32,6 +35,7 @@ import structlog
 
 from broker.handlers import handles
 from broker.handlers.acl_operations import cluster_operations, topic_operations
+from broker.handlers.cluster_view import alive_brokers, controller_id, leader_of
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataResponse
@@ -47,12 +51,11 @@ PartitionResult = MetadataResponse.MetadataResponseTopic.MetadataResponsePartiti
 @handles(API_KEY, "0-13")
 async def metadata(broker, request) -> MetadataResponse:
     version, body = request.api_version, request.body
-    listener = broker.config.advertised_listener
     response = MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=listener.host,
-                                                         port=listener.port, rack=broker.config.rack)],
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                 for b in alive_brokers(broker)],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id(broker),
         cluster_authorized_operations=cluster_operations(version >= 8 and body.include_cluster_authorized_operations),
     )
     include_ops = version >= 8 and body.include_topic_authorized_operations
@@ -116,8 +119,17 @@ def _describe(broker, topic, include_ops: bool, offline=None) -> TopicResult:
     if offline is None:
         offline = broker.logs.offline_partitions if broker.logs is not None else {}
     partitions = []
+    cluster = broker.cluster
     for tp in topic.partitions():
         replicas = topic.replicas[tp.partition]
+        if cluster is not None:
+            leader = leader_of(broker, topic, tp.partition)
+            partitions.append(PartitionResult(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=tp.partition, leader_id=leader, leader_epoch=topic.leader_epoch(tp.partition),
+                replica_nodes=list(replicas), isr_nodes=topic.isr(tp.partition),
+                offline_replicas=[r for r in replicas if not cluster.is_alive(r)]))
+            continue
         if tp in offline:
             partitions.append(PartitionResult(
                 error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=tp.partition, leader_id=-1,

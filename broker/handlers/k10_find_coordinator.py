@@ -1,7 +1,8 @@
 """FindCoordinator (key 10), versions 0-6; v4+ resolves a batch of keys (CoordinatorKeys).
 
-Group keys (KeyType 0, and every v0 request): the coordinator of every group is this broker, the
-leader of the group's `__consumer_offsets` partition (abs(java hashCode(group id)) % partitions).
+Group keys (KeyType 0, and every v0 request): the coordinator of a group is the leader of the
+group's `__consumer_offsets` partition (abs(java hashCode(group id)) % partitions): this broker when
+it is alone.
 The topic is created on the first lookup (internal, compacted, `offsets.topic.num.partitions`
 partitions), so the answer names a coordinator that is ready; COORDINATOR_NOT_AVAILABLE if that
 fails or the broker is stopping.
@@ -17,7 +18,9 @@ Errors: NONE, COORDINATOR_NOT_AVAILABLE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 
 from __future__ import annotations
 
 from broker.group import GroupError
+from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import handles
+from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
@@ -48,9 +51,23 @@ async def _lookup(broker, key_type: int, key: str) -> _Coordinator:
     except GroupError as exc:
         found.error_code, found.error_message = exc.error_code, exc.message
         return found
-    listener = broker.config.advertised_listener
-    found.node_id, found.host, found.port = broker.node_id, listener.host, listener.port
+    coordinator = _coordinator_of(broker, key)
+    if coordinator is None:
+        found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        found.error_message = "the group's offsets partition has no leader now"
+        return found
+    found.node_id, found.host, found.port = coordinator.node_id, coordinator.host, coordinator.port
     return found
+
+
+def _coordinator_of(broker, group_id: str):
+    """The leader of the group's __consumer_offsets partition (this broker when it is alone)."""
+    if broker.cluster is None:
+        return alive_brokers(broker)[0]
+    topic = broker.topics.get(OFFSETS_TOPIC)
+    partition = broker.groups.store.partition_for(group_id)
+    leader = leader_of(broker, topic, partition) if topic is not None else -1
+    return endpoint_of(broker, leader) if leader >= 0 else None
 
 
 @handles(API_KEY, "0-6")

@@ -111,12 +111,15 @@ async def _await_low_watermarks(broker, pending, timeout_ms: int) -> None:
     """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset."""
 
     def reached() -> bool:
-        return all(p.low_watermark() >= required for p, _, required in pending)
+        return all(not p.is_leader or p.low_watermark() >= required for p, _, required in pending)
 
     await broker.replicas.deletions.wait([p.topic_partition for p, _, _ in pending], reached, timeout_ms)
     for partition, result, required in pending:
         low = partition.low_watermark()
-        if low >= required:
+        if not partition.is_leader:
+            result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the new leader has the start offset
+            result.low_watermark = result.leader_log_start_offset = -1
+        elif low >= required:
             result.low_watermark = low
             result.leader_log_start_offset = partition.log_start_offset
         else:

@@ -1,6 +1,6 @@
 """DescribeCluster (key 60), versions 0-2.
 
-The cluster id, this broker as the only (unfenced) broker and as the controller, and the cluster's
+The cluster id, the alive (unfenced) brokers and the controller (on one broker: itself), and the cluster's
 authorized operations: INT32_MIN unless requested, then every cluster operation (Ebb has no
 authorizer; kafka-python asks for them and rejects unknown bits, so the bitset is valid).
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from broker.handlers import handles
 from broker.handlers.acl_operations import cluster_operations
+from broker.handlers.cluster_view import alive_brokers, controller_id
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterResponse
 
@@ -36,15 +37,14 @@ async def describe_cluster(broker, request) -> DescribeClusterResponse:
             error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST,
             error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
                           "type CONTROLLER", endpoint_type=endpoint_type, cluster_id=broker.cluster_id)
-    listener = broker.config.advertised_listener
     return DescribeClusterResponse(
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id(broker),
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.node_id, host=listener.host, port=listener.port, rack=broker.config.rack,
-            is_fenced=False)],
+            broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+            for b in alive_brokers(broker)],
         cluster_authorized_operations=cluster_operations(body.include_cluster_authorized_operations),
     )

@@ -62,6 +62,10 @@ class LeaderEpochCache:
             self._entries = []
             self.dirty = True
 
+    def start_offset_of(self, epoch: int, default: int) -> int:
+        """Where `epoch` starts in this log; `default` when it has no entry."""
+        return next((start for e, start in self._entries if e == epoch), default)
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, where that epoch ends), as OffsetsForLeaderEpoch answers."""
         if not self._entries or epoch < self._entries[0][0]:

@@ -30,6 +30,7 @@ import structlog
 
 from broker.log import FileSlice, StorageError, TopicPartition
 from broker.purgatory import Purgatory
+from broker.replica.fetcher import ReplicaFetcher
 from broker.replica.partition import Partition, PartitionError
 from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
@@ -52,10 +53,17 @@ class ReplicaManager:
         self.producer_ids: ProducerIdManager | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._fetchers: dict[int, ReplicaFetcher] = {}  # leader broker id -> the fetcher following it
+        self._isr_changes: dict[TopicPartition, asyncio.Task[None]] = {}  # at most one in flight each
 
     @property
     def node_id(self) -> int:
         return self.broker.node_id
+
+    @property
+    def cluster(self) -> Any:
+        """The broker's cluster view (broker/cluster/cluster.py); None on a single broker."""
+        return getattr(self.broker, "cluster", None)
 
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
@@ -72,12 +80,19 @@ class ReplicaManager:
                     log.warning("partition not led here", partition=f"{topic.name}-{index}", error=exc.message)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._snapshot_periodically()))
+        if self.cluster is not None:
+            self._tasks.append(loop.create_task(self._shrink_isr_periodically()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.stop()
+        self._fetchers.clear()
+        tasks = self._tasks + list(self._isr_changes.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
+        self._isr_changes.clear()
         self.wake_all()
         await self.write_producer_snapshots()
         if self._executor is not None:
@@ -145,9 +160,33 @@ class ReplicaManager:
         if partition is None or partition.log is not log_ or partition.topic_id != topic.topic_id:
             if partition is not None:
                 self._forget(tp)
-            partition = Partition(self, tp, topic.topic_id, replicas, log_)
+            state = topic.states.get(index) if self.cluster is not None else None
+            partition = Partition(self, tp, topic.topic_id, replicas, log_, state)
             self._partitions[tp] = partition
+            if not partition.is_leader:
+                self.leadership_changed(partition)
         return partition
+
+    def apply_state(self, topic: Any, index: int) -> None:
+        """The cluster's state of a partition changed: take the role it gives this broker's replica."""
+        state = topic.states.get(index)
+        try:
+            partition = self._partition(topic, index)
+        except PartitionError:
+            return  # no replica here
+        if state is None:
+            return
+        leader, epoch, isr = int(state["leader"]), int(state["leader_epoch"]), set(state["isr"])
+        if leader == self.node_id:
+            if not partition.is_leader or partition.leader_epoch != epoch:
+                partition.make_leader(epoch, isr)
+            else:
+                partition.isr = isr | {self.node_id}
+                partition.maybe_increment_high_watermark()
+        elif partition.is_leader or partition.leader_id != leader or partition.leader_epoch != epoch:
+            partition.make_follower(leader, epoch, isr)
+        else:
+            partition.isr = isr
 
     def still_hosted(self, partition: Partition) -> bool:
         """False once the partition's topic was deleted (or re-created) or its log replaced."""
@@ -165,6 +204,7 @@ class ReplicaManager:
 
     def _forget(self, tp: TopicPartition) -> None:
         """A partition that went away: drop it and let whoever waits on it answer now."""
+        self.stop_following(tp)
         if self._partitions.pop(tp, None) is not None:
             for purgatory in (self.fetches, self.produces, self.deletions):
                 purgatory.complete_all(tp)
@@ -174,8 +214,69 @@ class ReplicaManager:
         return dict(self._partitions)
 
     def is_alive(self, broker_id: int) -> bool:
-        """Single broker: only this one. The cluster issue answers from broker registrations."""
-        return broker_id == self.node_id
+        """Registered in the cluster now (one broker: only this one)."""
+        cluster = self.cluster
+        return broker_id == self.node_id if cluster is None else cluster.is_alive(broker_id)
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where another broker listens, from its registration."""
+        cluster = self.cluster
+        return None if cluster is None else cluster.endpoint(broker_id)
+
+    # --- leaders and followers -------------------------------------------------------------------
+
+    def leadership_changed(self, partition: Partition) -> None:
+        """A partition became leader or follower (or changed leader or epoch): requests parked on it
+        answer now, and it is fetched from its new leader, if any."""
+        tp = partition.topic_partition
+        for purgatory in (self.fetches, self.produces, self.deletions):
+            purgatory.complete_all(tp)
+        for fetcher in self._fetchers.values():
+            fetcher.remove(tp)
+        if not partition.is_leader and partition.leader_id >= 0:
+            fetcher = self._fetchers.get(partition.leader_id)
+            if fetcher is None:
+                fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
+                    self, partition.leader_id, self.broker.config.replication)
+            fetcher.add(partition)
+
+    def stop_following(self, tp: TopicPartition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.remove(tp)
+
+    def request_isr_change(self, partition: Partition, isr: set[int]) -> None:
+        """Ask the cluster to record a new ISR for a partition led here (one change in flight per
+        partition; a later need is seen again at the next fetch or shrink round)."""
+        cluster = self.cluster
+        tp = partition.topic_partition
+        if cluster is None or tp in self._isr_changes or isr == partition.isr:
+            return
+
+        async def change() -> None:
+            try:
+                await cluster.alter_isr(partition, isr)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("ISR change failed", partition=str(tp), isr=sorted(isr), error=repr(exc))
+            finally:
+                self._isr_changes.pop(tp, None)
+
+        self._isr_changes[tp] = asyncio.get_running_loop().create_task(change())
+
+    async def _shrink_isr_periodically(self) -> None:
+        """Kafka's isr-expiration task: every half of replica.lag.time.max.ms, drop followers that
+        have not caught up within it from the ISR of every partition led here."""
+        lag_ms = self.broker.config.replication.lag_time_max_ms
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            for partition in list(self._partitions.values()):
+                if partition.is_leader:
+                    lagging = partition.lagging_replicas(lag_ms)
+                    if lagging:
+                        log.info("followers out of sync", partition=str(partition.topic_partition),
+                                 replicas=sorted(lagging))
+                        self.request_isr_change(partition, partition.isr - lagging)
 
     # --- events ----------------------------------------------------------------------------------
 

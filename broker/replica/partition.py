@@ -62,6 +62,11 @@ class FollowerState:
     log_end_offset: int = -1
     log_start_offset: int = -1
     last_fetch_ms: int = 0
+    last_caught_up_ms: int = 0  # the last fetch that asked from the leader's log end: in sync then
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,24 +80,33 @@ class AppendResult:
 
 class Partition:
     def __init__(self, manager: ReplicaManager, topic_partition: TopicPartition, topic_id: uuid.UUID,
-                 replicas: list[int], log_: PartitionLog) -> None:
+                 replicas: list[int], log_: PartitionLog, state: dict | None = None) -> None:
+        """`state`: the cluster's partition state (leader, leader_epoch, isr); without one (a single
+        broker) the partition is led here at the epoch its log was last written under."""
         self.manager = manager
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.replicas = list(replicas)
         self.log = log_
         self.local_id = manager.node_id
-        self.leader_id = self.local_id
-        # Single broker: the leader epoch is the one the log was written under (0 for a new topic);
-        # the cluster controller will set it through make_leader.
-        self.leader_epoch = max(0, log_.epoch_cache.latest_epoch)
-        self.isr: set[int] = {self.local_id}
-        self.followers: dict[int, FollowerState] = {
-            r: FollowerState(r) for r in self.replicas if r != self.local_id
-        }
         self.producers = ProducerStateManager(log_.directory)
         self.producers_loaded = False
         self._producers_loading: asyncio.Future[None] | None = None
+        self.followers: dict[int, FollowerState] = {}
+        if state is not None and state["leader"] != self.local_id:
+            self.leader_id = int(state["leader"])
+            self.leader_epoch = int(state["leader_epoch"])
+            self.isr: set[int] = set(state["isr"])
+            return
+        self.leader_id = self.local_id
+        if state is not None:
+            self.leader_epoch = int(state["leader_epoch"])
+            self.isr = set(state["isr"]) | {self.local_id}
+        else:
+            self.leader_epoch = max(0, log_.epoch_cache.latest_epoch)
+            self.isr = {self.local_id}
+        now = _now_ms()
+        self.followers = {r: FollowerState(r, last_caught_up_ms=now) for r in self.replicas if r != self.local_id}
         self._note_leader_epoch()
         # Becoming leader: the high watermark catches up with the ISR at once (after an unclean stop
         # the checkpointed one can lag the log end offset).
@@ -108,12 +122,73 @@ class Partition:
         return self.leader_id == self.local_id
 
     def make_leader(self, leader_epoch: int, isr: set[int]) -> None:
-        """Become (or stay) leader at `leader_epoch` (the cluster controller calls this)."""
+        """Become (or stay) leader at `leader_epoch` (the cluster's partition state says so)."""
+        was_follower = not self.is_leader
+        if was_follower or leader_epoch != self.leader_epoch:
+            # A new term: what followers reported to an earlier one does not count; every replica is
+            # given replica.lag.time.max.ms from now before it can be dropped from the ISR.
+            now = _now_ms()
+            self.followers = {r: FollowerState(r, last_caught_up_ms=now) for r in self.replicas if r != self.local_id}
+        if was_follower:
+            # Batches appended as a follower never went through the producer table: rebuild it from
+            # the log before the first produce is checked against it.
+            self.producers.producers.clear()
+            self.producers_loaded = False
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.isr = set(isr) | {self.local_id}
         self._note_leader_epoch()
         self.maybe_increment_high_watermark()
+        self.manager.leadership_changed(self)
+
+    def make_follower(self, leader_id: int, leader_epoch: int, isr: set[int]) -> None:
+        """Follow `leader_id` at `leader_epoch`: produce and consumer fetches here are refused from now
+        on (NOT_LEADER_OR_FOLLOWER), and waiting requests are answered."""
+        if self.is_leader:
+            self.producers.producers.clear()  # rebuilt from the log if this replica leads again
+            self.producers_loaded = False
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.isr = set(isr)
+        self.followers = {}
+        self.manager.leadership_changed(self)
+
+    # --- as a follower ---------------------------------------------------------------------------
+
+    async def append_as_follower(self, records: memoryview) -> None:
+        """Whole batches from the leader, offsets and epochs as the leader wrote them."""
+        if self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic_partition} is led here")
+        await self.log.append(records, assign_offsets=False)
+        self.manager.appended(self)
+
+    async def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """The leader's high watermark (capped at our log end) and log start offset; the new start is
+        on disk on return, before the next Fetch reports it to the leader."""
+        log_ = self.log
+        if leader_high_watermark > log_.high_watermark:
+            log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
+            self.manager.high_watermark_moved(self)
+        if leader_log_start_offset > log_.log_start_offset:
+            log_.move_log_start_offset(min(leader_log_start_offset, log_.high_watermark),
+                                       StartOffsetReason.LEADER_OFFSET_INCREMENTED)
+            await log_.make_start_offset_durable()
+            self.manager.log_start_offset_moved(self)
+
+    async def truncate_as_follower(self, diverging_epoch: int, diverging_end_offset: int) -> None:
+        """The leader says our log diverges from its own after `diverging_end_offset` (the end of
+        `diverging_epoch` there): cut ours at the earlier of that and our own end of that epoch."""
+        epoch, own_end = self.log.epoch_cache.end_offset_for(diverging_epoch, self.log.log_end_offset)
+        if diverging_epoch < 0 or epoch < 0:
+            offset = self.log.high_watermark  # nothing to compare: keep only what was committed
+        elif epoch != diverging_epoch:
+            offset = own_end  # we never saw that epoch: cut to the end of ours before it, then ask again
+        else:
+            offset = min(own_end, diverging_end_offset)
+        offset = max(0, min(offset, self.log.log_end_offset))
+        log.info("truncating diverged follower log", partition=str(self.topic_partition), offset=offset,
+                 leader_epoch=diverging_epoch, log_end_offset=self.log.log_end_offset)
+        await self.log.truncate_to(offset)
 
     def _note_leader_epoch(self) -> None:
         # Kafka's makeLeader: the new epoch starts at the current log end offset, so
@@ -183,12 +258,33 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                  f"{self.topic_partition}: broker {replica_id} is not a replica")
         low_before = self.low_watermark()
+        now = _now_ms()
         state.log_end_offset = fetch_offset
         state.log_start_offset = log_start_offset
-        state.last_fetch_ms = time.time_ns() // 1_000_000
+        state.last_fetch_ms = now
+        if fetch_offset >= self.log.log_end_offset:
+            state.last_caught_up_ms = now
+        self.maybe_expand_isr(state)
         self.maybe_increment_high_watermark()
         if self.low_watermark() != low_before:
             self.manager.log_start_offset_moved(self)
+
+    # --- the in-sync replica set (leader) --------------------------------------------------------
+
+    def maybe_expand_isr(self, state: FollowerState) -> None:
+        """A follower outside the ISR that has reached the high watermark (and this term's first
+        offset) is back in sync: Kafka's isFollowerInSync."""
+        if state.replica_id in self.isr or state.log_end_offset < self.log.high_watermark:
+            return
+        if state.log_end_offset < self.log.epoch_cache.start_offset_of(self.leader_epoch, self.log.log_end_offset):
+            return
+        self.manager.request_isr_change(self, self.isr | {state.replica_id})
+
+    def lagging_replicas(self, lag_time_max_ms: int, now_ms: int | None = None) -> set[int]:
+        """ISR members that have not caught up with the log end within `lag_time_max_ms`."""
+        now = _now_ms() if now_ms is None else now_ms
+        return {r for r, f in self.followers.items()
+                if r in self.isr and now - f.last_caught_up_ms > lag_time_max_ms}
 
     # --- appending -------------------------------------------------------------------------------
 

@@ -1,0 +1,225 @@
+"""This broker's view of a cluster on ZooKeeper, kept current by watches.
+
+- Brokers: the children of `/brokers/ids` (ephemeral registrations) are the alive brokers, with the
+  endpoint each registered. A broker that goes away stops counting for the low watermark at once.
+- Topics: the children of `/brokers/topics`; for each, its assignment node (partitions added), its
+  configs (`/config/topics/<t>`, altered through any broker) and each partition's state node
+  (`leader`, `leader_epoch`, `isr`, written by the controller and by the partition's leader). Every
+  change updates the topic cache the handlers read and gives this broker's replica the role the
+  state names: leader, or follower fetching from the leader.
+- ISR changes: the leader writes the new ISR itself, conditional on the state node's version (as
+  ZooKeeper-era Kafka brokers did); a write that loses to the controller is dropped, and the new
+  state arrives through the watch.
+- The controller (broker/cluster/controller.py) runs here when this broker wins the election.
+
+A single broker without ZooKeeper has no Cluster: `broker.cluster` is None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import structlog
+
+from broker.cluster.controller import Controller
+from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
+from broker.log import TopicPartition
+
+log = structlog.get_logger("cluster")
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+
+class Cluster:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.registrations: dict[int, dict] = {}  # alive broker id -> its /brokers/ids node
+        self.controller_id = -1
+        self.controller = Controller(self)
+        self._state_versions: dict[TopicPartition, int] = {}
+        self._topic_watches: dict[str, list[Watch]] = {}
+        self._watches: list[Watch] = []
+        self._tasks: set[asyncio.Task] = set()
+        self.broker_listeners: list = []  # called with the alive ids after each change (the controller)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Read the brokers and topics and watch them; then stand for controller."""
+        for path in ("/brokers/ids", "/brokers/topics"):
+            try:
+                await self.store.create(path)
+            except NodeExists:
+                pass
+        self._watches.append(await self.store.watch_children("/brokers/ids", self._on_brokers))
+        await self._settle()
+        self._watches.append(await self.store.watch_children("/brokers/topics", self._on_topics))
+        await self._settle()
+        self._watches.append(await self.store.watch_data("/controller", self._on_controller))
+        await self.controller.start()
+
+    async def stop(self) -> None:
+        await self.controller.stop()
+        for watch in self._watches + [w for ws in self._topic_watches.values() for w in ws]:
+            watch.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cluster metadata update failed", error=repr(task.exception()))
+
+    async def _settle(self) -> None:
+        """Wait for the reads that watch callbacks started (start-up wants a complete picture)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # --- brokers ---------------------------------------------------------------------------------
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.registrations
+
+    def alive_ids(self) -> list[int]:
+        return sorted(self.registrations)
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        found = self.registrations.get(broker_id)
+        return None if found is None else (found["host"], int(found["port"]))
+
+    def _on_brokers(self, children: list[str] | None) -> None:
+        ids = {int(c) for c in children or [] if c.isdigit()}
+        for gone in set(self.registrations) - ids:
+            del self.registrations[gone]
+            log.info("broker left the cluster", broker=gone)
+        self._spawn(self._read_brokers(ids - set(self.registrations)))
+
+    async def _read_brokers(self, new: set[int]) -> None:
+        for broker_id in sorted(new):
+            try:
+                self.registrations[broker_id] = await self.store.get_json(f"/brokers/ids/{broker_id}")
+                log.info("broker in the cluster", broker=broker_id)
+            except NoNode:
+                pass  # gone again already
+        replicas = self.broker.replicas
+        if replicas is not None:
+            # The low watermark counts alive replicas only: a broker leaving may complete deletions.
+            for partition in replicas.partitions.values():
+                replicas.log_start_offset_moved(partition)
+        for listener in self.broker_listeners:
+            listener(self.alive_ids())
+
+    def _on_controller(self, data: bytes | None, version: int | None) -> None:
+        try:
+            self.controller_id = int(json.loads(data)["brokerid"]) if data else -1
+        except (ValueError, KeyError, TypeError):
+            self.controller_id = -1
+        self.controller.controller_changed(self.controller_id)
+
+    # --- topics ----------------------------------------------------------------------------------
+
+    def _on_topics(self, children: list[str] | None) -> None:
+        names = set(children or [])
+        known = set(self._topic_watches)
+        for name in known - names:
+            for watch in self._topic_watches.pop(name):
+                watch.cancel()
+            self._spawn(self.broker.topics.forget(name))
+        for name in sorted(names - known):
+            self._topic_watches[name] = []
+            self._spawn(self._follow_topic(name))
+
+    async def _follow_topic(self, name: str) -> None:
+        watches = self._topic_watches.get(name)
+        if watches is None:
+            return
+        watches.append(await self.store.watch_data(f"/brokers/topics/{name}",
+                                                   lambda data, version: self._on_assignment(name, data)))
+        watches.append(await self.store.watch_data(
+            f"/config/topics/{name}",
+            lambda data, version: data is not None and self._spawn(self.broker.topics.configs_changed(name))))
+
+    def _on_assignment(self, name: str, data: bytes | None) -> None:
+        if data is None:
+            return  # deleted: the children watch of /brokers/topics takes it from here
+        self._spawn(self._apply_assignment(name))
+
+    async def _apply_assignment(self, name: str) -> None:
+        topics = self.broker.topics
+        topic = await topics.refresh(name)
+        if topic is None:
+            return
+        watches = self._topic_watches.get(name)
+        if watches is None:
+            return
+        watched = {tp for tp in self._state_versions if tp.topic == name}
+        for tp in topic.partitions():
+            if tp in watched:
+                continue
+            self._state_versions[tp] = -1
+            watches.append(await self.store.watch_data(
+                state_path(name, tp.partition),
+                lambda data, version, tp=tp: self._on_state(tp, data, version)))
+
+    def _on_state(self, tp: TopicPartition, data: bytes | None, version: int | None) -> None:
+        topic = self.broker.topics.get(tp.topic)
+        if topic is None or data is None or version is None:
+            return
+        if version <= self._state_versions.get(tp, -1):
+            return  # a write of our own already applied
+        state = json.loads(data)
+        self._state_versions[tp] = version
+        topic.states[tp.partition] = state
+        self._spawn(self._take_role(topic, tp))
+
+    async def _take_role(self, topic, tp: TopicPartition) -> None:
+        if self.broker.node_id in topic.replicas.get(tp.partition, []):
+            await self.broker.topics.ensure_local_log(topic, tp)
+            self.broker.replicas.apply_state(topic, tp.partition)
+
+    def state_version(self, tp: TopicPartition) -> int:
+        return self._state_versions.get(tp, -1)
+
+    def note_state_written(self, tp: TopicPartition, state: dict, version: int) -> None:
+        """A state this broker (or its controller) wrote: cache it before the watch reports it."""
+        topic = self.broker.topics.get(tp.topic)
+        if topic is None or version <= self._state_versions.get(tp, -1):
+            return
+        self._state_versions[tp] = version
+        topic.states[tp.partition] = state
+        if self.broker.node_id in topic.replicas.get(tp.partition, []):
+            self.broker.replicas.apply_state(topic, tp.partition)
+
+    # --- ISR changes by the leader ---------------------------------------------------------------
+
+    async def alter_isr(self, partition, isr: set[int]) -> None:
+        """Write the new ISR of a partition led here, if the state still names this broker leader at
+        the partition's epoch and nobody wrote it since we read it."""
+        tp = partition.topic_partition
+        topic = self.broker.topics.get(tp.topic)
+        if topic is None:
+            return
+        state = dict(topic.states.get(tp.partition) or {})
+        if state.get("leader") != self.broker.node_id or state.get("leader_epoch") != partition.leader_epoch:
+            return
+        state["isr"] = sorted(isr)
+        try:
+            version = await self.store.set(state_path(tp.topic, tp.partition), json.dumps(state).encode(),
+                                           self.state_version(tp))
+        except BadVersion:
+            log.info("ISR change lost to a newer partition state", partition=str(tp))
+            return
+        log.info("ISR changed", partition=str(tp), isr=state["isr"], leader_epoch=partition.leader_epoch)
+        self.note_state_written(tp, state, version)

@@ -1,0 +1,168 @@
+"""The controller: one broker of the cluster, elected through ZooKeeper, that moves leadership.
+
+Election, as in ZooKeeper-era Kafka: every broker watches `/controller`; when it is missing, each
+tries to create it (ephemeral, `{"version": 1, "brokerid": N, "timestamp": ...}`) and the one that
+succeeds bumps `/controller_epoch` and takes over. When its session ends the node goes, and the
+others elect again.
+
+What the controller does with the brokers it sees alive (the children of `/brokers/ids`):
+- a partition whose leader is gone gets a new one: the first replica of the assignment that is alive
+  and in the ISR; the leader epoch goes up by one. With none, the leader is -1 (offline) and the ISR
+  keeps its last member, so that replica leads again when it comes back (no unclean election);
+- dead brokers leave every ISR (the leader re-admits a follower once it has caught up);
+- an offline partition whose ISR member returns gets it as leader.
+Every write is conditional on the state node's version; one that loses a race is read again and
+decided again. The partition state carries the controller epoch that wrote it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.cluster.store import BadVersion, NodeExists, NoNode
+from broker.log import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.cluster.cluster import Cluster
+
+log = structlog.get_logger("controller")
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+NO_LEADER = -1
+
+
+def elect(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
+    """The state a partition should have with `alive` brokers, or None when it is right as it is."""
+    leader, isr = int(state["leader"]), [int(r) for r in state["isr"]]
+    alive_isr = [r for r in isr if r in alive]
+    if leader in alive:
+        if alive_isr == isr:
+            return None
+        return {**state, "isr": alive_isr or [leader]}
+    candidates = [r for r in replicas if r in alive_isr]
+    if candidates:
+        new_leader = candidates[0]
+        return {**state, "leader": new_leader, "leader_epoch": int(state["leader_epoch"]) + 1, "isr": alive_isr}
+    if leader == NO_LEADER and isr == isr[:1]:
+        return None  # offline, waiting for its last in-sync replica
+    # Nobody in sync is alive: offline; keep one ISR member so it leads when it returns.
+    return {**state, "leader": NO_LEADER, "leader_epoch": int(state["leader_epoch"]) + 1, "isr": isr[:1]}
+
+
+class Controller:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.node_id = cluster.broker.node_id
+        self.active = False
+        self.epoch = 0
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.rounds = 0
+
+    async def start(self) -> None:
+        self.cluster.broker_listeners.append(lambda alive: self._wakeup.set())
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._wakeup.set()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self.active:
+            self.active = False
+            try:
+                await self.store.delete(CONTROLLER)  # hand over at once instead of at session expiry
+            except (NoNode, Exception):  # noqa: BLE001 - the session's end removes it anyway
+                pass
+
+    def controller_changed(self, controller_id: int) -> None:
+        if controller_id != self.node_id and self.active:
+            log.warning("controllership lost", new_controller=controller_id)
+            self.active = False
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                if not self.active and self.cluster.controller_id == NO_LEADER:
+                    await self._try_to_become_controller()
+                if self.active:
+                    await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # ZooKeeper trouble: try again on the next change or in a second
+                log.error("controller round failed", error=repr(exc))
+                asyncio.get_running_loop().call_later(1.0, self._wakeup.set)
+
+    async def _try_to_become_controller(self) -> None:
+        node = {"version": 1, "brokerid": self.node_id, "timestamp": str(int(time.time() * 1000))}
+        try:
+            await self.store.create(CONTROLLER, json.dumps(node).encode(), ephemeral=True)
+        except NodeExists:
+            return
+        self.epoch = await self._bump_epoch()
+        self.active = True
+        log.info("became controller", broker=self.node_id, controller_epoch=self.epoch)
+
+    async def _bump_epoch(self) -> int:
+        while True:
+            try:
+                data, version = await self.store.get(CONTROLLER_EPOCH)
+            except NoNode:
+                try:
+                    await self.store.create(CONTROLLER_EPOCH, b"1")
+                    return 1
+                except NodeExists:
+                    continue
+            epoch = int(data or b"0") + 1
+            try:
+                await self.store.set(CONTROLLER_EPOCH, str(epoch).encode(), version)
+                return epoch
+            except BadVersion:
+                continue
+
+    async def reconcile(self) -> int:
+        """Give every partition the leader and ISR the alive brokers call for; returns the changes."""
+        alive = set(self.cluster.alive_ids())
+        changed = 0
+        for topic in self.cluster.broker.topics.all():
+            for index, replicas in sorted(topic.replicas.items()):
+                if self.active:
+                    changed += await self._reconcile_partition(topic.name, index, replicas, alive)
+        self.rounds += 1
+        return changed
+
+    async def _reconcile_partition(self, name: str, index: int, replicas: list[int], alive: set[int]) -> int:
+        tp = TopicPartition(name, index)
+        path = f"/brokers/topics/{name}/partitions/{index}/state"
+        for _ in range(5):
+            try:
+                data, version = await self.store.get(path)
+            except NoNode:
+                return 0  # the topic is being created or deleted
+            state = json.loads(data)
+            new = elect(state, replicas, alive)
+            if new is None:
+                return 0
+            new["controller_epoch"] = self.epoch
+            try:
+                written = await self.store.set(path, json.dumps(new).encode(), version)
+            except BadVersion:
+                continue  # the leader changed the ISR meanwhile: decide again on what is there now
+            log.info("partition state changed", partition=str(tp), leader=new["leader"],
+                     leader_epoch=new["leader_epoch"], isr=new["isr"], alive=sorted(alive))
+            self.cluster.note_state_written(tp, new, written)
+            return 1
+        log.warning("partition state kept changing; deciding at the next round", partition=str(tp))
+        self._wakeup.set()
+        return 0

@@ -1,0 +1,244 @@
+"""Following a leader: one `ReplicaFetcher` per leader broker pulls every partition this broker
+follows there, as Kafka's ReplicaFetcherThread does.
+
+The loop sends one Fetch at a time: ReplicaId is this broker, and each partition asks from its log end
+offset with the epoch of its last batch (LastFetchedEpoch), its current leader epoch and its log start
+offset, long-polling up to replica.fetch.wait.max.ms. Per partition in the answer:
+- DivergingEpoch: our log and the leader's part ways at that epoch's end offset; truncate there
+  and ask again (the leader sends no records with it);
+- records: appended as the leader wrote them (offsets and epochs kept), whole batches only. The high
+  watermark follows the leader's, capped at our log end. The log start offset follows the leader's,
+  made durable before the next Fetch reports it, so the leader's low watermark never counts a start
+  that a crash here could undo;
+- OFFSET_OUT_OF_RANGE: our log end lies outside the leader's log. Below its start: start empty at
+  its start; above its end (a leader elected without our tail): truncate to its end;
+- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION:
+  one side's metadata is behind; the partition waits replica.fetch.backoff.ms and tries again, until
+  the metadata change moves it to another fetcher or stops it.
+A lost connection backs off and reconnects; partitions stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.log import LogError, TopicPartition
+from protocol.errors import ErrorCode
+from protocol.messages import FetchRequest, ListOffsetsRequest
+from protocol.records import iter_batches
+
+if TYPE_CHECKING:
+    from broker.config import ReplicationConfig
+    from broker.replica.manager import ReplicaManager
+    from broker.replica.partition import Partition
+
+log = structlog.get_logger("fetcher")
+
+FETCH_VERSION = 12  # topic names, LastFetchedEpoch/DivergingEpoch, LogStartOffset
+LIST_OFFSETS_VERSION = 7
+EARLIEST, LATEST = -2, -1
+_RETRY_LATER = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                          ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                          ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE})
+
+
+def whole_batches(records: bytes | memoryview | None) -> memoryview:
+    """The complete batches at the front of a Fetch answer (a size-limited answer may end in a cut one)."""
+    view = memoryview(records or b"")
+    end = 0
+    for batch in iter_batches(view, allow_partial_tail=True):
+        end = batch.position + batch.size
+    return view[:end]
+
+
+class ReplicaFetcher:
+    """Fetches every partition followed on one leader broker."""
+
+    def __init__(self, manager: ReplicaManager, leader_id: int, config: ReplicationConfig) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.config = config
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._delayed: dict[TopicPartition, float] = {}  # loop time before which a partition is skipped
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._connection = None
+        self.fetches = 0  # answered Fetch requests, for tests and logs
+
+    # --- membership ------------------------------------------------------------------------------
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[partition.topic_partition] = partition
+        self._delayed.pop(partition.topic_partition, None)
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self._delayed.pop(tp, None)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._disconnect()
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            ready = self._ready(loop.time())
+            if not ready:
+                await self._wait_for_work(loop)
+                continue
+            try:
+                connection = await self._connect()
+                reply = await connection.request(self._fetch_request(ready), version=FETCH_VERSION)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # connection refused or lost, timeout: try again later
+                log.info("fetch from leader failed", leader=self.leader_id, error=repr(exc))
+                await self._disconnect()
+                await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
+                continue
+            self.fetches += 1
+            if reply.error_code != ErrorCode.NONE:
+                log.warning("leader refused the fetch", leader=self.leader_id, error=ErrorCode(reply.error_code).name)
+                await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
+                continue
+            for topic in reply.responses:
+                for answer in topic.partitions:
+                    tp = TopicPartition(topic.topic, answer.partition_index)
+                    partition = ready.get(tp)
+                    if partition is None or self.partitions.get(tp) is not partition:
+                        continue  # removed or replaced while the fetch was out
+                    try:
+                        await self._apply(partition, answer)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        log.warning("follower could not apply the leader's answer", partition=str(tp),
+                                    error=getattr(exc, "message", repr(exc)))
+                        self._delay(tp)
+
+    def _ready(self, now: float) -> dict[TopicPartition, Partition]:
+        return {tp: p for tp, p in self.partitions.items()
+                if self._delayed.get(tp, 0.0) <= now and not p.log.offline}
+
+    async def _wait_for_work(self, loop) -> None:
+        self._changed.clear()
+        upcoming = [t for tp, t in self._delayed.items() if tp in self.partitions]
+        timeout = max(0.0, min(upcoming) - loop.time()) if upcoming else None
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def _delay(self, tp: TopicPartition) -> None:
+        self._delayed[tp] = asyncio.get_running_loop().time() + self.config.fetch_backoff_ms / 1000
+
+    def _fetch_request(self, ready: dict[TopicPartition, Partition]) -> FetchRequest:
+        by_topic: dict[str, list] = {}
+        for tp, partition in sorted(ready.items()):
+            plog = partition.log
+            by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+                partition=tp.partition, current_leader_epoch=partition.leader_epoch,
+                fetch_offset=plog.log_end_offset, last_fetched_epoch=plog.epoch_cache.latest_epoch,
+                log_start_offset=plog.log_start_offset, partition_max_bytes=self.config.fetch_max_bytes))
+        config = self.config
+        return FetchRequest(
+            replica_id=self.manager.node_id, max_wait_ms=config.fetch_wait_max_ms, min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+
+    # --- one partition's answer ------------------------------------------------------------------
+
+    async def _apply(self, partition: Partition, answer) -> None:
+        tp = partition.topic_partition
+        error = ErrorCode(answer.error_code)
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._reset_out_of_range(partition)
+            return
+        if error in _RETRY_LATER:
+            log.info("leader cannot serve this partition now", partition=str(tp), leader=self.leader_id,
+                     error=error.name)
+            self._delay(tp)
+            return
+        if error != ErrorCode.NONE:
+            log.warning("fetch error", partition=str(tp), leader=self.leader_id, error=error.name)
+            self._delay(tp)
+            return
+        diverging = answer.diverging_epoch
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            await partition.truncate_as_follower(diverging.epoch, diverging.end_offset)
+            return
+        records = whole_batches(answer.records)
+        if len(records):
+            await partition.append_as_follower(records)
+        await partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
+
+    async def _reset_out_of_range(self, partition: Partition) -> None:
+        """Kafka's handleOutOfRangeError: ask the leader for its earliest and latest offsets."""
+        tp = partition.topic_partition
+        connection = await self._connect()
+        earliest = await self._list_offset(connection, partition, EARLIEST)
+        latest = await self._list_offset(connection, partition, LATEST)
+        end = partition.log.log_end_offset
+        if end > latest:
+            log.warning("follower log ends past the leader's; truncating", partition=str(tp), log_end_offset=end,
+                        leader_log_end_offset=latest)
+            await partition.log.truncate_to(latest)
+        elif end < earliest:
+            log.info("follower log ends before the leader's start; starting over there", partition=str(tp),
+                     log_end_offset=end, leader_log_start_offset=earliest)
+            await partition.log.truncate_fully_and_start_at(earliest)
+            await partition.log.make_start_offset_durable()
+        else:
+            self._delay(tp)  # in range by now (the leader moved); try again after a pause
+
+    async def _list_offset(self, connection, partition: Partition, timestamp: int) -> int:
+        tp = partition.topic_partition
+        wanted = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=tp.partition, current_leader_epoch=partition.leader_epoch, timestamp=timestamp)
+        reply = await connection.request(ListOffsetsRequest(
+            replica_id=self.manager.node_id, isolation_level=0, timeout_ms=self.config.socket_timeout_ms,
+            topics=[ListOffsetsRequest.ListOffsetsTopic(name=tp.topic, partitions=[wanted])]),
+            version=LIST_OFFSETS_VERSION)
+        answer = reply.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NONE:
+            raise LogError(f"{tp}: the leader answered ListOffsets with {ErrorCode(answer.error_code).name}",
+                           ErrorCode(answer.error_code))
+        return answer.offset
+
+    # --- the connection --------------------------------------------------------------------------
+
+    async def _connect(self):
+        from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
+
+        if self._connection is not None and self._connection.connected:
+            return self._connection
+        endpoint = self.manager.endpoint(self.leader_id)
+        if endpoint is None:
+            raise ConnectionError(f"broker {self.leader_id} is not registered")
+        host, port = endpoint
+        timeout_s = (self.config.socket_timeout_ms + self.config.fetch_wait_max_ms) / 1000
+        self._connection = await BrokerConnection(
+            host, port, node_id=self.leader_id, client_id=f"ebb-replica-fetcher-{self.manager.node_id}",
+            request_timeout_s=timeout_s, connect_timeout_s=self.config.socket_timeout_ms / 1000).connect()
+        return self._connection
+
+    async def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                await connection.close()
+            except Exception:  # already gone
+                pass
+

@@ -1,0 +1,67 @@
+"""Fixtures for the cluster tests: one real ZooKeeper server for the whole package, and the metadata
+store under test — EmbeddedStore or ZooKeeperStore, each test in its own chroot.
+
+Outside CI a machine without Java or Debian's `zookeeper` package skips the ZooKeeper tests (`make
+test` installs the package); in CI (CI=true) that is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from broker.cluster.store import EmbeddedStore
+from broker.cluster.zookeeper import ZooKeeperStore
+from tests.support import zookeeper
+
+
+@pytest.fixture(scope="package")
+def zk_server(tmp_path_factory):
+    reason = zookeeper.available()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"ZooKeeper is needed in CI: {reason}")
+        pytest.skip(f"no ZooKeeper here: {reason}")
+    with zookeeper.ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def chroot() -> str:
+    """A fresh ZooKeeper namespace per test: tests share the server, never their nodes."""
+    return f"/test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk_connect(zk_server, chroot) -> str:
+    return zk_server.connect + chroot
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+async def store_factory(request, tmp_path):
+    """`await open_store()` opens the store under test; a second call is a second session on the same
+    data (a restart for the embedded store, another client for ZooKeeper). All are closed at the end."""
+    opened = []
+    if request.param == "zookeeper":
+        connect = request.getfixturevalue("zk_connect")
+
+        async def open_store():
+            opened.append(await ZooKeeperStore.open(connect, session_timeout_ms=6000))
+            return opened[-1]
+    else:
+
+        async def open_store():
+            opened.append(await EmbeddedStore.open(tmp_path / "metadata.json"))
+            return opened[-1]
+
+    open_store.kind = request.param
+    yield open_store
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+async def store(store_factory):
+    return await store_factory()

@@ -1,0 +1,134 @@
+"""One broker process on a real ZooKeeper (`zookeeper.connect`): its metadata lives in ZooKeeper, it
+survives SIGTERM and SIGKILL restarts, it refuses a node.id that a live broker holds, it registers
+again after its session expires, and it stops with a clear error when ZooKeeper cannot be reached.
+Driven over the wire with the project's codec; znodes checked with a plain kazoo client."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.cluster.zookeeper import load_session
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteTopicsRequest
+from tests.broker.data_wire import WireClient, batch, create_topic, fetch, produce, values
+from tests.broker.group_wire import wait_for
+from tests.support.broker_process import BrokerProcess, free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def kazoo(zk_server, chroot):
+    """A plain kazoo client inside the test's chroot (made here: the broker would make it too)."""
+    root = KazooClient(zk_server.connect)
+    root.start(timeout=10)
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
+    client = KazooClient(zk_server.connect + chroot)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def on_zookeeper(connect: str, **extra: str) -> dict[str, str]:
+    return {"zookeeper.connect": connect, "zookeeper.session.timeout.ms": "6000", **extra}
+
+
+def owner(kazoo: KazooClient, path: str) -> int | None:
+    stat = kazoo.exists(path)
+    return stat.ephemeralOwner if stat is not None else None
+
+
+def read_all(broker: BrokerProcess, topic: str, partition: int) -> list[bytes]:
+    with WireClient(broker.port) as client:
+        return values(fetch(client, topic, partition, offset=0))
+
+
+def test_metadata_lives_in_zookeeper_and_survives_restarts(zk_connect, kazoo, tmp_path):
+    with BrokerProcess(tmp_path, on_zookeeper(zk_connect)) as broker:
+        with WireClient(broker.port) as client:
+            create_topic(client, "events", partitions=2, configs={"retention.ms": "86400000"})
+            assert produce(client, "events", 1, batch([b"a", b"b"])).error_code == ErrorCode.NONE
+            create_topic(client, "doomed")
+
+        assignment = json.loads(kazoo.get("/brokers/topics/events")[0])
+        assert assignment["partitions"] == {"0": [1], "1": [1]}
+        state = json.loads(kazoo.get("/brokers/topics/events/partitions/1/state")[0])
+        assert (state["leader"], state["isr"]) == (1, [1])
+        assert json.loads(kazoo.get("/config/topics/events")[0])["config"] == {"retention.ms": "86400000"}
+        cluster_id = json.loads(kazoo.get("/cluster/id")[0])["id"]
+        registration = json.loads(kazoo.get("/brokers/ids/1")[0])
+        assert (registration["host"], registration["port"]) == ("127.0.0.1", broker.port)
+        assert owner(kazoo, "/brokers/ids/1")  # ephemeral
+        assert not (broker.data_dir / "logs" / "ebb-metadata.json").exists()
+
+        with WireClient(broker.port) as client:
+            reply = client.send(DeleteTopicsRequest(topic_names=["doomed"], timeout_ms=5000), 4)
+            assert reply.responses[0].error_code == ErrorCode.NONE
+        assert kazoo.exists("/brokers/topics/doomed") is None and kazoo.exists("/config/topics/doomed") is None
+        assert kazoo.get_children("/admin/delete_topics") == []
+
+        assert broker.stop(signal.SIGTERM) == 0
+        assert kazoo.exists("/brokers/ids/1") is None  # a clean stop ends the session: unregistered at once
+        broker.start()
+        assert read_all(broker, "events", 1) == [b"a", b"b"]
+        assert kazoo.get_children("/brokers/topics") == ["events"]
+        before_kill = owner(kazoo, "/brokers/ids/1")
+        assert before_kill
+
+        # SIGKILL leaves the old session (and its registration) on the server for up to 6 s; the
+        # restarted broker ends that session, which it recorded in its log dir, and registers at once.
+        broker.restart(signal.SIGKILL)
+        assert read_all(broker, "events", 1) == [b"a", b"b"]
+        assert owner(kazoo, "/brokers/ids/1") not in (None, before_kill)
+        assert json.loads(kazoo.get("/cluster/id")[0])["id"] == cluster_id
+        with WireClient(broker.port) as client:
+            assert produce(client, "events", 1, batch([b"c"])).base_offset == 2
+        assert "ending this broker's session from before its restart" in broker.log_text()
+
+
+def test_a_second_broker_with_the_same_node_id_refuses_to_start(zk_connect, kazoo, tmp_path):
+    with BrokerProcess(tmp_path / "first", on_zookeeper(zk_connect)) as first:
+        registered = owner(kazoo, "/brokers/ids/1")
+        second = BrokerProcess(tmp_path / "second", on_zookeeper(zk_connect))
+        with pytest.raises(RuntimeError, match="broker exited with 2"):
+            second.start()
+        assert "node.id=1 is already registered by another live broker (NodeExists" in second.log_text()
+        assert owner(kazoo, "/brokers/ids/1") == registered  # the first broker keeps its registration
+        assert json.loads(kazoo.get("/brokers/ids/1")[0])["port"] == first.port
+        with WireClient(first.port) as client:
+            create_topic(client, "still-served")
+
+
+def test_the_broker_registers_again_when_its_session_expires(zk_server, zk_connect, kazoo, tmp_path):
+    with BrokerProcess(tmp_path, on_zookeeper(zk_connect)) as broker:
+        session_file = broker.data_dir / "logs" / "zookeeper-session"
+        old = load_session(session_file)
+        assert owner(kazoo, "/brokers/ids/1") == old.session_id
+        # Expire the broker's session as the server would: another client resumes it and closes it.
+        thief = KazooClient(zk_server.connect, client_id=(old.session_id, old.password))
+        thief.start(timeout=10)
+        thief.stop()
+        thief.close()
+        new_owner = wait_for(lambda: owner(kazoo, "/brokers/ids/1") not in (None, old.session_id) and
+                               owner(kazoo, "/brokers/ids/1"), what="the broker's new registration")
+        assert wait_for(lambda: load_session(session_file).session_id == new_owner, what="the new session file")
+        assert "broker registered again after a new ZooKeeper session" in broker.log_text()
+        with WireClient(broker.port) as client:  # and it serves as before
+            create_topic(client, "after-expiry")
+        assert kazoo.exists("/brokers/topics/after-expiry") is not None
+
+
+def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):
+    broker = BrokerProcess(tmp_path, {"zookeeper.connect": f"127.0.0.1:{free_port()}",
+                                      "zookeeper.connection.timeout.ms": "1000"})
+    with pytest.raises(RuntimeError, match="broker exited with 1"):
+        broker.start()
+    assert "could not connect to ZooKeeper at 127.0.0.1:" in broker.log_text()
+    assert "zookeeper.connection.timeout.ms" in broker.log_text()
