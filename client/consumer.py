@@ -42,6 +42,7 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime (from the batch attributes)
 
 
 @dataclass
@@ -71,10 +72,11 @@ def decode_partition(tp: TopicPartition, position: int, records: bytes | None) -
             continue
         if not batch.is_control:
             batch.validate()
+            timestamp_type = int(batch.timestamp_type)
             for r in batch.records():
                 if r.offset >= position:
                     out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.key, r.value,
-                                              r.headers))
+                                              r.headers, timestamp_type))
         position = batch.next_offset
     return out, position
 

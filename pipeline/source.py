@@ -1,0 +1,190 @@
+"""The "ebb" data source: Ebb topics as Spark DataFrames, batch and streaming, read and write.
+
+    spark.dataSource.register(EbbDataSource)
+    df = (spark.read.format("ebb").option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").load())
+
+The schema and the options follow Spark's Kafka connector (docs/pipeline.md lists them).
+Readers and writers parse their options where Spark creates them, so bad options fail before
+any task runs; the broker is only contacted in partitions()/offset calls (driver) and read()/write()
+(executors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from client import Admin
+
+from .config import ReadConfig, WriteConfig
+from .options import EbbSourceError, flag, from_json_offsets, to_json_offsets
+from .planning import (
+    OffsetRange,
+    connect,
+    latest_for_stream,
+    latest_now,
+    plan_batch,
+    quiet_client_logs,
+    stream_ranges,
+    stream_start,
+)
+from .transfer import read_range, write_rows
+
+SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+          "timestampType int")
+HEADERS = "headers array<struct<key: string, value: binary>>"
+
+
+class EbbDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "ebb"
+
+    def schema(self) -> str:
+        return SCHEMA + (", " + HEADERS if flag(self.options, "includeHeaders", False) else "")
+
+    def reader(self, schema) -> DataSourceReader:
+        return EbbBatchReader(ReadConfig.from_options(self.options, streaming=False))
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return EbbStreamReader(ReadConfig.from_options(self.options, streaming=True))
+
+    def writer(self, schema, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise EbbSourceError("save mode overwrite is not supported: a topic can only be appended to")
+        return EbbBatchWriter(WriteConfig.from_options(self.options, schema))
+
+    def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamWriter:
+        # overwrite means output mode "complete": like the Kafka sink, each batch appends the whole result
+        return EbbStreamWriter(WriteConfig.from_options(self.options, schema))
+
+
+def _read(config: ReadConfig, partition):
+    if isinstance(partition, OffsetRange):  # with nothing to read, Spark may still run one empty partition
+        yield from read_range(config, partition)
+
+
+class EbbBatchReader(DataSourceReader):
+    def __init__(self, config: ReadConfig):
+        self.config = config
+
+    def partitions(self) -> list[OffsetRange]:
+        quiet_client_logs()
+        return asyncio.run(plan_batch(self.config))
+
+    def read(self, partition: OffsetRange):
+        return _read(self.config, partition)
+
+
+class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are {topic: {"partition": offset}}, the JSON of the connector's startingOffsets.
+
+    Spark keeps one instance of this class for the whole query in a long-lived Python process and calls
+    the offset methods on it, as often as every few milliseconds when idle; that instance keeps one Admin
+    connection on its own event loop. A second instance is pickled to the executors for read() and
+    never connects here.
+    """
+
+    def __init__(self, config: ReadConfig):
+        self.config = config
+        self._initial: dict | None = None
+        self._available_now: dict | None = None
+        self._runner: asyncio.Runner | None = None
+        self._admin: Admin | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_runner": None, "_admin": None}
+
+    def _call(self, operation):
+        """Run `operation(admin)` on the kept connection; after a failure the next call reconnects."""
+        if self._runner is None:
+            quiet_client_logs()
+            self._runner = asyncio.Runner()
+        try:
+            if self._admin is None:
+                self._admin = self._runner.run(connect(self.config).start())
+            return self._runner.run(operation(self._admin))
+        except BaseException:
+            self._close_admin()
+            raise
+
+    def _close_admin(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            self._runner.run(admin.close())
+
+    def initialOffset(self) -> dict:
+        # Spark asks twice for batch 0; with "latest" the two answers could differ, so keep the first.
+        if self._initial is None:
+            self._initial = to_json_offsets(self._call(lambda admin: stream_start(admin, self.config)))
+        return self._initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.config.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # the cap: what is there now; partitions that appear later wait for the next run
+        self._available_now = self._call(lambda admin: latest_now(admin, self.config))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        start_offsets = from_json_offsets(start)
+        end = self._call(lambda admin: latest_for_stream(admin, self.config, start_offsets, self._available_now,
+                                                         max_rows))
+        return to_json_offsets(end)
+
+    def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
+        return stream_ranges(from_json_offsets(start), from_json_offsets(end), self.config.min_partitions)
+
+    def read(self, partition: OffsetRange):
+        return _read(self.config, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: like the Kafka connector, offsets live in the query's checkpoint only."""
+
+    def stop(self) -> None:
+        # Spark may kill this process instead of calling stop(): nothing here may matter for correctness.
+        if self._runner is not None:
+            self._close_admin()
+            self._runner.close()
+            self._runner = None
+
+
+class EbbCommitMessage(WriterCommitMessage):
+    def __init__(self, records: int):
+        self.records = records
+
+
+class EbbBatchWriter(DataSourceWriter):
+    def __init__(self, config: WriteConfig):
+        self.config = config
+
+    def write(self, iterator) -> EbbCommitMessage:
+        return EbbCommitMessage(write_rows(self.config, iterator))
+
+
+class EbbStreamWriter(DataSourceStreamWriter):
+    """At least once, as the Kafka sink: tasks produce as they go, so a replayed batch is produced again."""
+
+    def __init__(self, config: WriteConfig):
+        self.config = config
+
+    def write(self, iterator) -> EbbCommitMessage:
+        return EbbCommitMessage(write_rows(self.config, iterator))
+
+    def commit(self, messages, batchId: int) -> None:
+        """The records are on the broker already; nothing to finish."""
+
+    def abort(self, messages, batchId: int) -> None:
+        """Produced records cannot be taken back; a failed batch is retried by Spark."""
