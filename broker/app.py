@@ -72,6 +72,7 @@ class Broker:
             self._unlock_log_dir()
             raise
         self.topics = TopicManager(self.store, None, config)
+        self.topics.controlled_deletion = config.zookeeper_connect is not None
         topic_configs = await self.topics.load()
         self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
                                topic_configs=topic_configs)

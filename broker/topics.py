@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from broker.aio import uncancellable
-from broker.cluster.store import MetadataStore, NoNode
+from broker.cluster.store import MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
@@ -117,6 +117,8 @@ class TopicManager:
         self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
         # The brokers new replicas may go to: the alive ones in a cluster (set by broker/app.py).
         self.broker_ids: Callable[[], list[int]] = lambda: [config.node_id]
+        # In a cluster a deletion is finished by the controller, not by the broker that marks it.
+        self.controlled_deletion = False
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -142,14 +144,18 @@ class TopicManager:
             names = await self.store.children("/brokers/topics")
         except NoNode:
             names = []
+        marked = set(await self._pending_deletions()) if self.controlled_deletion else set()
         for name in names:
-            self._remember(await self._read_topic(name))
+            if name not in marked:  # a cluster's marked topic is being deleted: never served again
+                self._remember(await self._read_topic(name))
         return {name: topic.log_config for name, topic in self._topics.items()}
 
     async def reconcile(self) -> None:
         """After the logs are loaded: finish interrupted deletions, drop logs of unknown topics, and
         create any missing partition logs."""
         for name in await self._pending_deletions():
+            if self.controlled_deletion:
+                continue  # the cluster drops it once it watches the marks (broker/cluster/deletion.py)
             log.info("finishing topic deletion interrupted by a stop", topic=name)
             await self._delete(name)
         for tp, partition_log in list(self.logs.logs.items()):
@@ -210,6 +216,8 @@ class TopicManager:
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
         async with self._lock:
+            if await self.store.exists(f"/admin/delete_topics/{name}"):
+                return None  # being deleted
             try:
                 fresh = await self._read_topic(name)
             except NoNode:
@@ -452,17 +460,35 @@ class TopicManager:
                 log.warning("retention after a config change failed", partition=str(tp), error=repr(exc))
 
     @uncancellable
-    async def delete(self, name: str) -> None:
-        """Mark for deletion (the ZooKeeper way), then delete: a crash in between finishes at start-up."""
+    async def delete(self, name: str) -> bool:
+        """Mark for deletion (the ZooKeeper way, `/admin/delete_topics/<t>`). On one broker the deletion
+        follows at once (a crash in between finishes it at start-up): True. In a cluster every broker
+        drops its replicas when it sees the mark, at once or when it comes back, and the controller
+        removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
         async with self._lock:
             if name not in self._topics:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
             if not self.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             marker = f"/admin/delete_topics/{name}"
-            if not await self.store.exists(marker):
+            try:
                 await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
+            except NodeExists:
+                pass
+            if self.controlled_deletion:
+                return False
             await self._delete(name)
+            return True
+
+    async def drop_for_deletion(self, name: str) -> None:
+        """A cluster broker's part of a deletion: stop serving the topic and remove its local logs."""
+        async with self._lock:
+            topic = self._topics.pop(name, None)
+            if topic is not None:
+                self._by_id.pop(topic.topic_id, None)
+            for tp in list(self.logs.logs):
+                if tp.topic == name:
+                    await self.logs.delete_log(tp)
 
     async def _delete(self, name: str) -> None:
         topic = self._topics.pop(name, None)

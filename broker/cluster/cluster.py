@@ -10,6 +10,7 @@
 - ISR changes: the leader writes the new ISR itself, conditional on the state node's version (as
   ZooKeeper-era Kafka brokers did); a write that loses to the controller is dropped, and the new
   state arrives through the watch.
+- Topic deletion (broker/cluster/deletion.py): marked topics are dropped here and acknowledged.
 - The controller (broker/cluster/controller.py) runs here when this broker wins the election.
 
 A single broker without ZooKeeper has no Cluster: `broker.cluster` is None.
@@ -24,6 +25,7 @@ from typing import Any
 import structlog
 
 from broker.cluster.controller import Controller
+from broker.cluster.deletion import TopicDeletions
 from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
 
@@ -41,6 +43,7 @@ class Cluster:
         self.registrations: dict[int, dict] = {}  # alive broker id -> its /brokers/ids node
         self.controller_id = -1
         self.controller = Controller(self)
+        self.deletions = TopicDeletions(self)
         self._state_versions: dict[TopicPartition, int] = {}
         self._topic_watches: dict[str, list[Watch]] = {}
         self._watches: list[Watch] = []
@@ -61,7 +64,12 @@ class Cluster:
         self._watches.append(await self.store.watch_children("/brokers/topics", self._on_topics))
         await self._settle()
         self._watches.append(await self.store.watch_data("/controller", self._on_controller))
+        await self.deletions.start()
         await self.controller.start()
+
+    def keep(self, watch: Watch) -> None:
+        """A watch that lasts as long as the cluster view (cancelled at stop)."""
+        self._watches.append(watch)
 
     async def stop(self) -> None:
         await self.controller.stop()
@@ -71,7 +79,7 @@ class Cluster:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -104,7 +112,7 @@ class Cluster:
         for gone in set(self.registrations) - ids:
             del self.registrations[gone]
             log.info("broker left the cluster", broker=gone)
-        self._spawn(self._read_brokers(ids - set(self.registrations)))
+        self.spawn(self._read_brokers(ids - set(self.registrations)))
 
     async def _read_brokers(self, new: set[int]) -> None:
         for broker_id in sorted(new):
@@ -136,10 +144,10 @@ class Cluster:
         for name in known - names:
             for watch in self._topic_watches.pop(name):
                 watch.cancel()
-            self._spawn(self.broker.topics.forget(name))
+            self.spawn(self.broker.topics.forget(name))
         for name in sorted(names - known):
             self._topic_watches[name] = []
-            self._spawn(self._follow_topic(name))
+            self.spawn(self._follow_topic(name))
 
     async def _follow_topic(self, name: str) -> None:
         watches = self._topic_watches.get(name)
@@ -149,12 +157,12 @@ class Cluster:
                                                    lambda data, version: self._on_assignment(name, data)))
         watches.append(await self.store.watch_data(
             f"/config/topics/{name}",
-            lambda data, version: data is not None and self._spawn(self.broker.topics.configs_changed(name))))
+            lambda data, version: data is not None and self.spawn(self.broker.topics.configs_changed(name))))
 
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if data is None:
             return  # deleted: the children watch of /brokers/topics takes it from here
-        self._spawn(self._apply_assignment(name))
+        self.spawn(self._apply_assignment(name))
 
     async def _apply_assignment(self, name: str) -> None:
         topics = self.broker.topics
@@ -182,7 +190,7 @@ class Cluster:
         state = json.loads(data)
         self._state_versions[tp] = version
         topic.states[tp.partition] = state
-        self._spawn(self._take_role(topic, tp))
+        self.spawn(self._take_role(topic, tp))
 
     async def _take_role(self, topic, tp: TopicPartition) -> None:
         if self.broker.node_id in topic.replicas.get(tp.partition, []):

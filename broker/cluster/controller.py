@@ -12,7 +12,8 @@ What the controller does with the brokers it sees alive (the children of `/broke
 - dead brokers leave every ISR (the leader re-admits a follower once it has caught up);
 - an offline partition whose ISR member returns gets it as leader.
 Every write is conditional on the state node's version; one that loses a race is read again and
-decided again. The partition state carries the controller epoch that wrote it.
+decided again. The partition state carries the controller epoch that wrote it. It also finishes
+topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.cluster.deletion import finish_deletions
 from broker.cluster.store import BadVersion, NodeExists, NoNode
 from broker.log import TopicPartition
 
@@ -64,6 +66,7 @@ class Controller:
         self.epoch = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._deletions_waiting: dict[str, frozenset[int]] = {}
         self.rounds = 0
 
     async def start(self) -> None:
@@ -83,6 +86,10 @@ class Controller:
             except (NoNode, Exception):  # noqa: BLE001 - the session's end removes it anyway
                 pass
 
+    def wake(self) -> None:
+        """Something the controller acts on changed (deletion marks or acknowledgements)."""
+        self._wakeup.set()
+
     def controller_changed(self, controller_id: int) -> None:
         if controller_id != self.node_id and self.active:
             log.warning("controllership lost", new_controller=controller_id)
@@ -98,6 +105,8 @@ class Controller:
                     await self._try_to_become_controller()
                 if self.active:
                     await self.reconcile()
+                if self.active:
+                    await finish_deletions(self.store, self._deletions_waiting)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # ZooKeeper trouble: try again on the next change or in a second

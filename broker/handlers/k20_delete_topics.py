@@ -3,8 +3,10 @@
 Topics are named in v1-5 (TopicNames) and by name or by id in v6 (Topics). On one broker deletion is
 immediate: the topic is marked under /admin/delete_topics, removed from the store, and its partition
 directories are renamed `-delete` for removal after file.delete.delay.ms (TopicManager.delete); a stop
-in between finishes the deletion at start-up. The answer comes once that is done, so timeout_ms is
-never reached.
+in between finishes the deletion at start-up. In a cluster the mark is all this broker writes; every
+broker drops its replicas and the controller finishes the deletion (broker/cluster/deletion.py). The
+answer waits for that up to timeout_ms, then says REQUEST_TIMED_OUT while the deletion goes on (a
+replica's broker is down, say) — as Kafka does.
 
 Checks, as Kafka's controller makes them: a v6 entry with neither name nor id, or with both, is
 INVALID_REQUEST; a name or id given twice gets one INVALID_REQUEST result; a name whose id another
@@ -15,11 +17,12 @@ TOPIC_DELETION_DISABLED (v3+) or INVALID_REQUEST (v1-2). Results carry the name,
 error message (v5+).
 
 Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
-TOPIC_DELETION_DISABLED.
+TOPIC_DELETION_DISABLED, REQUEST_TIMED_OUT (cluster).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 
@@ -50,6 +53,7 @@ async def delete_topics(broker, request) -> DeleteTopicsResponse:
     id_counts = Counter(topic_id for name, topic_id in rows if name is None and topic_id != ZERO_UUID)
     results: list[DeleteTopicsResponse.DeletableTopicResult] = []
     reported: set = set()
+    pending: list[Result] = []  # marked in a cluster, not deleted yet
     ids_given = {topic_id for topic_id, count in id_counts.items() if count == 1}
     before = {name: broker.topics.get(name) for name in name_counts}  # deletions below must not change this
     for name, topic_id in rows:
@@ -71,7 +75,7 @@ async def delete_topics(broker, request) -> DeleteTopicsResponse:
                 results.append(_result(name, topic.topic_id, ErrorCode.INVALID_REQUEST,
                                        "The provided topic name maps to an ID that was already supplied."))
                 continue
-            results.append(await _delete(broker, name, topic.topic_id if topic else ZERO_UUID, version))
+            results.append(await _delete(broker, name, topic.topic_id if topic else ZERO_UUID, version, pending))
         else:
             if topic_id in reported:
                 continue
@@ -84,23 +88,43 @@ async def delete_topics(broker, request) -> DeleteTopicsResponse:
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                                        "This server does not host this topic ID."))
                 continue
-            results.append(await _delete(broker, topic.name, topic_id, version))
+            results.append(await _delete(broker, topic.name, topic_id, version, pending))
+    if pending:
+        await _await_deletions(broker, pending, body.timeout_ms)
     return DeleteTopicsResponse(responses=results)
 
 
-async def _delete(broker, name: str, topic_id: uuid.UUID, version: int) -> DeleteTopicsResponse.DeletableTopicResult:
+async def _await_deletions(broker, pending: list[Result], timeout_ms: int) -> None:
+    """Wait (together, up to timeout_ms) for the controller to finish the marked deletions."""
+    done = await asyncio.gather(*(broker.cluster.deletions.wait_deleted(r.name, timeout_ms) for r in pending))
+    for result, finished in zip(pending, done, strict=True):
+        if finished:
+            log.info("deleted topic on request", topic=result.name)
+        else:
+            log.info("topic deletion still in progress at the request's timeout", topic=result.name)
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            result.error_message = ("The topic is marked for deletion; it goes once every replica's broker "
+                                    "has dropped it.")
+
+
+async def _delete(broker, name: str, topic_id: uuid.UUID, version: int,
+                  pending: list[Result]) -> DeleteTopicsResponse.DeletableTopicResult:
     topic = broker.topics.get(name)
     if topic is not None and topic.internal:
         return _result(name, topic_id, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted.")
     try:
-        await broker.topics.delete(name)
+        done = await broker.topics.delete(name)
     except TopicError as exc:
         error = exc.error_code
         if error == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
             error = ErrorCode.INVALID_REQUEST
         return _result(name, topic_id, error, exc.message)
-    log.info("deleted topic on request", topic=name)
-    return _result(name, topic_id, ErrorCode.NONE, None)
+    result = _result(name, topic_id, ErrorCode.NONE, None)
+    if done:
+        log.info("deleted topic on request", topic=name)
+    else:
+        pending.append(result)
+    return result
 
 
 def _result(name: str | None, topic_id: uuid.UUID, error: ErrorCode, message: str | None) -> Result:

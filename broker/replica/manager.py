@@ -240,6 +240,11 @@ class ReplicaManager:
                     self, partition.leader_id, self.broker.config.replication)
             fetcher.add(partition)
 
+    def forget_topic(self, name: str) -> None:
+        """The topic is being deleted: stop fetching and serving every partition of it."""
+        for tp in [tp for tp in self._partitions if tp.topic == name]:
+            self._forget(tp)
+
     def stop_following(self, tp: TopicPartition) -> None:
         for fetcher in self._fetchers.values():
             fetcher.remove(tp)

@@ -12,16 +12,10 @@ follows, catches up and rejoins the ISR; a killed controller is replaced. Plus a
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import signal
-from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode
-from protocol.messages import CreateTopicsRequest
-from protocol.records import iter_batches
 from tests.broker.data_wire import (
     WireClient,
     batch,
@@ -33,97 +27,27 @@ from tests.broker.data_wire import (
     values,
 )
 from tests.broker.group_wire import wait_for
-from tests.broker.wire_client import metadata
+from tests.cluster.three_brokers import (
+    NODES,
+    E,
+    in_sync,
+    leader_of,
+    metadata_of,
+    new_topic,
+    partition_state,
+    segment_batches,
+    start_offset_checkpoint,
+    three_brokers,
+)
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)
-E = ErrorCode
-NODES = (1, 2, 3)
-_topics = itertools.count()
-
-
-def overrides(connect: str, node_id: int) -> dict[str, str]:
-    return {
-        "node.id": str(node_id),
-        "zookeeper.connect": connect,
-        "zookeeper.session.timeout.ms": "4000",
-        "default.replication.factor": "3",
-        "offsets.topic.replication.factor": "3",
-        "offsets.topic.num.partitions": "3",
-        "replica.lag.time.max.ms": "4000",
-        "replica.fetch.wait.max.ms": "200",
-        "replica.fetch.backoff.ms": "200",
-        "group.initial.rebalance.delay.ms": "0",
-    }
 
 
 @pytest.fixture
 def cluster(zk_connect, tmp_path):
-    brokers = {n: BrokerProcess(tmp_path / f"broker-{n}", overrides(zk_connect, n)) for n in NODES}
-    with contextlib.ExitStack() as stack:
-        for process in brokers.values():
-            stack.enter_context(process)
-        wait_for(lambda: all(len(_brokers(b)) == 3 for b in brokers.values()), what="every broker seeing three")
+    with three_brokers(zk_connect, tmp_path) as brokers:
         yield brokers
-
-
-def _metadata(broker: BrokerProcess, topics: list[str] | None = None):
-    with WireClient(broker.port) as client:
-        return metadata(client, topics)
-
-
-def _brokers(broker: BrokerProcess) -> list[int]:
-    return sorted(b.node_id for b in _metadata(broker).brokers)
-
-
-def _partition(broker: BrokerProcess, topic: str, index: int = 0):
-    [found] = _metadata(broker, [topic]).topics
-    return next(p for p in found.partitions if p.partition_index == index)
-
-
-def new_topic(cluster, partitions: int = 1) -> str:
-    name = f"replicated-{next(_topics)}"
-    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1,
-                                               configs=[])
-    with WireClient(cluster[1].port) as client:  # -1: default.replication.factor, 3 here
-        [created] = client.send(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics
-    assert created.error_code == E.NONE, created.error_message
-    wait_for(lambda: all(_in_sync(b, name, p) for b in cluster.values() for p in range(partitions)),
-             what=f"{name} known everywhere with three replicas in sync")
-    return name
-
-
-def _in_sync(broker: BrokerProcess, topic: str, index: int) -> bool:
-    try:
-        p = _partition(broker, topic, index)
-    except (StopIteration, ValueError):
-        return False
-    return p.error_code == E.NONE and p.leader_id in NODES and sorted(p.isr_nodes) == list(NODES)
-
-
-def leader_of(cluster, topic: str, index: int = 0, via: BrokerProcess | None = None) -> BrokerProcess:
-    return cluster[_partition(via or cluster[1], topic, index).leader_id]
-
-
-def segment_batches(broker: BrokerProcess, topic: str, index: int = 0) -> list[bytes]:
-    """The record batches in the broker's segment files for the partition, raw, in offset order."""
-    directory = broker.data_dir / "logs" / f"{topic}-{index}"
-    found = []
-    for segment in sorted(Path(directory).glob("*.log")):
-        data = segment.read_bytes()
-        found += [bytes(b.raw()) for b in iter_batches(data, allow_partial_tail=True)]
-    return found
-
-
-def start_offset_checkpoint(broker: BrokerProcess, topic: str, index: int = 0) -> int | None:
-    path = broker.data_dir / "logs" / "log-start-offset-checkpoint"
-    if not path.exists():
-        return None
-    for line in path.read_text().splitlines()[2:]:
-        name, partition, offset = line.split()
-        if (name, int(partition)) == (topic, index):
-            return int(offset)
-    return None
 
 
 def produce_to_leader(cluster, topic: str, values_: list[bytes], index: int = 0, acks: int = -1,
@@ -135,7 +59,7 @@ def produce_to_leader(cluster, topic: str, values_: list[bytes], index: int = 0,
 
 def test_every_broker_lists_the_cluster(cluster):
     topic = new_topic(cluster, partitions=3)
-    views = [_metadata(b, [topic]) for b in cluster.values()]
+    views = [metadata_of(b, [topic]) for b in cluster.values()]
     assert {v.controller_id for v in views} <= set(NODES) and len({v.controller_id for v in views}) == 1
     leaders = [{p.partition_index: (p.leader_id, p.leader_epoch) for p in v.topics[0].partitions} for v in views]
     assert leaders[0] == leaders[1] == leaders[2]
@@ -194,12 +118,12 @@ def test_a_killed_leader_is_replaced_without_losing_acknowledged_records(cluster
     topic = new_topic(cluster)
     acknowledged = [b"a%d" % i for i in range(30)]
     assert produce_to_leader(cluster, topic, acknowledged).error_code == E.NONE
-    old = _partition(cluster[1], topic)
+    old = partition_state(cluster[1], topic)
     cluster[old.leader_id].stop(signal.SIGKILL)
     survivors = [b for n, b in cluster.items() if n != old.leader_id]
 
     def new_leader():
-        p = _partition(survivors[0], topic)
+        p = partition_state(survivors[0], topic)
         return p if p.leader_id not in (-1, old.leader_id) else None
 
     moved = wait_for(new_leader, what="a new leader")
@@ -210,19 +134,19 @@ def test_a_killed_leader_is_replaced_without_losing_acknowledged_records(cluster
         assert values(fetch(client, topic, 0, 0)) == acknowledged + [b"after"]
 
     cluster[old.leader_id].start()  # comes back as a follower, catches up, rejoins the ISR
-    wait_for(lambda: _in_sync(cluster[moved.leader_id], topic, 0), what="the old leader back in the ISR")
+    wait_for(lambda: in_sync(cluster[moved.leader_id], topic, 0), what="the old leader back in the ISR")
     wait_for(lambda: segment_batches(cluster[old.leader_id], topic) == segment_batches(cluster[moved.leader_id], topic),
              what="the old leader holding the new leader's batches")
 
 
 def test_a_killed_controller_is_replaced(cluster):
     topic = new_topic(cluster)
-    controller = _metadata(cluster[1]).controller_id
+    controller = metadata_of(cluster[1]).controller_id
     cluster[controller].stop(signal.SIGKILL)
     others = [b for n, b in cluster.items() if n != controller]
-    wait_for(lambda: _metadata(others[0]).controller_id not in (-1, controller), what="a new controller")
+    wait_for(lambda: metadata_of(others[0]).controller_id not in (-1, controller), what="a new controller")
     # The new controller moves leadership away from the dead broker.
-    wait_for(lambda: _partition(others[0], topic).leader_id not in (-1, controller), what="a live leader")
+    wait_for(lambda: partition_state(others[0], topic).leader_id not in (-1, controller), what="a live leader")
 
 
 def test_librdkafka_through_the_cluster(cluster):

@@ -1,0 +1,129 @@
+"""Topic deletion in a cluster, the KAFKA-330 way: it survives broker outages and controller failover.
+
+1. DeleteTopics on any broker writes the mark `/admin/delete_topics/<t>` (TopicManager.delete).
+2. Every broker watches the marks. For each one it stops serving the topic, renames its replicas'
+   logs away (`-delete`, removed after file.delete.delay.ms) and acknowledges with the child
+   `/admin/delete_topics/<t>/<node.id>`. A broker that is down does this when it starts again: the
+   mark waits for it.
+3. The controller watches the marks and their acknowledgements; once every broker of the topic's
+   assignment has acknowledged, it removes `/brokers/topics/<t>` and `/config/topics/<t>`, then the
+   mark. A new controller goes on from what is in ZooKeeper.
+While the mark exists the name cannot be created again (TOPIC_ALREADY_EXISTS, "marked for
+deletion"). DeleteTopics answers when the mark is gone, or REQUEST_TIMED_OUT at its timeout while
+the deletion goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.cluster.store import NodeExists, NoNode, Watch
+
+if TYPE_CHECKING:
+    from broker.cluster.cluster import Cluster
+
+log = structlog.get_logger("deletion")
+
+MARKS = "/admin/delete_topics"
+
+
+class TopicDeletions:
+    """Every broker's side: drop marked topics here, acknowledge, and tell waiting requests."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.marked: dict[str, Watch | None] = {}  # name -> the watch of its acknowledgements
+        self._waiters: dict[str, list[asyncio.Future]] = {}
+
+    async def start(self) -> None:
+        try:
+            await self.store.create(MARKS)
+        except NodeExists:
+            pass
+        self.cluster.keep(await self.store.watch_children(MARKS, self._on_marks))
+
+    def _on_marks(self, children: list[str] | None) -> None:
+        names = set(children or [])
+        for name in sorted(names - set(self.marked)):
+            self.marked[name] = None
+            self.cluster.spawn(self._drop(name))
+        for name in set(self.marked) - names:
+            watch = self.marked.pop(name)
+            if watch is not None:
+                watch.cancel()
+            for waiter in self._waiters.pop(name, []):
+                if not waiter.done():
+                    waiter.set_result(True)
+            log.info("topic deletion finished", topic=name)
+        self.cluster.controller.wake()
+
+    async def _drop(self, name: str) -> None:
+        broker = self.cluster.broker
+        log.info("topic marked for deletion; dropping local replicas", topic=name)
+        broker.replicas.forget_topic(name)
+        await broker.topics.drop_for_deletion(name)
+        try:
+            await self.store.create(f"{MARKS}/{name}/{broker.node_id}", makepath=False)
+        except (NodeExists, NoNode):  # acknowledged before, or the deletion is already over
+            pass
+        if name in self.marked:
+            try:
+                self.marked[name] = await self.store.watch_children(
+                    f"{MARKS}/{name}", lambda acks: self.cluster.controller.wake())
+            except NoNode:
+                pass
+
+    async def wait_deleted(self, name: str, timeout_ms: int) -> bool:
+        """True once the topic's mark is gone (the deletion finished), False at the timeout."""
+        if not await self.store.exists(f"{MARKS}/{name}"):
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(name, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), max(0, timeout_ms) / 1000)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiting = self._waiters.get(name, [])
+            if waiter in waiting:
+                waiting.remove(waiter)
+
+
+async def finish_deletions(store, log_waiting: dict[str, frozenset[int]]) -> int:
+    """The controller's side: remove each marked topic every replica's broker has acknowledged.
+    `log_waiting` remembers what was last reported as missing, so a wait is logged once."""
+    try:
+        names = await store.children(MARKS)
+    except NoNode:
+        return 0
+    finished = 0
+    for name in names:
+        try:
+            assignment = await store.get_json(f"/brokers/topics/{name}")
+            brokers = {int(r) for replicas in assignment["partitions"].values() for r in replicas}
+        except NoNode:
+            brokers = set()
+        try:
+            acks = {int(c) for c in await store.children(f"{MARKS}/{name}") if c.isdigit()}
+        except NoNode:
+            continue
+        missing = frozenset(brokers - acks)
+        if missing:
+            if log_waiting.get(name) != missing:
+                log_waiting[name] = missing
+                log.info("topic deletion waits for brokers", topic=name, brokers=sorted(missing))
+            continue
+        for path in (f"/brokers/topics/{name}", f"/config/topics/{name}", f"{MARKS}/{name}"):
+            try:
+                await store.delete(path, recursive=True)
+            except NoNode:
+                pass
+        log_waiting.pop(name, None)
+        log.info("topic deleted from the cluster", topic=name, replicas_on=sorted(brokers))
+        finished += 1
+    return finished

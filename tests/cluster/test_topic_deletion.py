@@ -1,0 +1,112 @@
+"""Topic deletion in a cluster, the KAFKA-330 way (broker/cluster/deletion.py): three broker processes on a
+real ZooKeeper. A deletion with every broker up finishes before DeleteTopics answers; with a replica's
+broker down it waits (REQUEST_TIMED_OUT, the mark stays, the name cannot be reused) and finishes when
+that broker comes back — also after the controller that started it was killed. Logs of a deleted topic
+are gone from every broker; the name can then be created again with a new topic id."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from kazoo.client import KazooClient
+
+from protocol.messages import CreateTopicsRequest, DeleteTopicsRequest
+from tests.broker.data_wire import WireClient, batch, produce
+from tests.broker.group_wire import wait_for
+from tests.cluster.three_brokers import E, metadata_of, new_topic, partition_state, three_brokers
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def cluster(zk_connect, tmp_path):
+    with three_brokers(zk_connect, tmp_path) as brokers:
+        yield brokers
+
+
+@pytest.fixture
+def kazoo(zk_connect):
+    client = KazooClient(zk_connect)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def delete(broker, name: str, timeout_ms: int = 20_000):
+    with WireClient(broker.port) as client:
+        [result] = client.send(DeleteTopicsRequest(topic_names=[name], timeout_ms=timeout_ms), 4).responses
+    return result
+
+
+def create(broker, name: str):
+    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=-1, configs=[])
+    with WireClient(broker.port) as client:
+        [created] = client.send(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics
+    return created
+
+
+def live_dirs(broker, name: str) -> list[str]:
+    """The topic's partition directories that are not renamed away for deletion."""
+    return sorted(p.name for p in (broker.data_dir / "logs").glob(f"{name}-*") if not p.name.endswith("-delete"))
+
+
+def listed(broker, name: str) -> bool:
+    return any(t.name == name and t.error_code == E.NONE for t in metadata_of(broker).topics)
+
+
+def test_deletion_with_every_broker_up(cluster, kazoo):
+    name = new_topic(cluster, partitions=2, prefix="doomed")
+    assert delete(cluster[2], name).error_code == E.NONE
+    assert kazoo.exists(f"/brokers/topics/{name}") is None
+    assert kazoo.exists(f"/config/topics/{name}") is None
+    assert kazoo.exists(f"/admin/delete_topics/{name}") is None
+    for broker in cluster.values():
+        assert live_dirs(broker, name) == []
+        assert not listed(broker, name)
+
+
+def test_deletion_waits_for_a_broker_that_is_down(cluster, kazoo):
+    name = new_topic(cluster, prefix="outage")
+    leader = partition_state(cluster[1], name).leader_id
+    with WireClient(cluster[leader].port) as client:
+        assert produce(client, name, 0, batch([b"x"] * 5), acks=-1).error_code == E.NONE
+    cluster[3].stop(signal.SIGKILL)
+    up = [cluster[1], cluster[2]]
+
+    result = delete(up[0], name, timeout_ms=1500)
+    assert result.error_code == E.REQUEST_TIMED_OUT
+    wait_for(lambda: sorted(kazoo.get_children(f"/admin/delete_topics/{name}")) == ["1", "2"],
+             what="the two brokers that are up dropping their replicas")  # 3 cannot
+    assert kazoo.exists(f"/brokers/topics/{name}") is not None
+    for broker in up:
+        assert live_dirs(broker, name) == [] and not listed(broker, name)
+    assert live_dirs(cluster[3], name) == [f"{name}-0"]  # the stopped broker's replica is still on disk
+    again = create(up[1], name)
+    assert again.error_code == E.TOPIC_ALREADY_EXISTS and "marked for deletion" in again.error_message
+
+    cluster[3].start()  # drops its replica, acknowledges; the controller finishes the deletion
+    wait_for(lambda: kazoo.exists(f"/admin/delete_topics/{name}") is None, what="the deletion finishing")
+    assert kazoo.exists(f"/brokers/topics/{name}") is None
+    assert live_dirs(cluster[3], name) == []
+    assert create(up[1], name).error_code == E.NONE  # the name is free again
+
+
+def test_deletion_survives_a_controller_failover(cluster, kazoo):
+    name = new_topic(cluster, prefix="failover")
+    controller = metadata_of(cluster[1]).controller_id
+    replica_down = next(n for n in cluster if n != controller)
+    asker = next(n for n in cluster if n not in (controller, replica_down))
+    cluster[replica_down].stop(signal.SIGKILL)
+    assert delete(cluster[asker], name, timeout_ms=1000).error_code == E.REQUEST_TIMED_OUT
+
+    cluster[controller].stop(signal.SIGKILL)  # the controller that saw the deletion start is gone
+    wait_for(lambda: metadata_of(cluster[asker]).controller_id not in (-1, controller), what="a new controller")
+    cluster[replica_down].start()
+    wait_for(lambda: kazoo.exists(f"/admin/delete_topics/{name}") is None,
+             what="the new controller finishing the deletion")
+    assert live_dirs(cluster[replica_down], name) == []
+    cluster[controller].start()
+    assert live_dirs(cluster[controller], name) == []
+    assert not listed(cluster[controller], name)

@@ -1,0 +1,104 @@
+"""Three broker processes on one ZooKeeper, and what the cluster tests ask of them over the wire."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+from protocol.errors import ErrorCode
+from protocol.messages import CreateTopicsRequest
+from protocol.records import iter_batches
+from tests.broker.data_wire import WireClient
+from tests.broker.group_wire import wait_for
+from tests.broker.wire_client import metadata
+from tests.support.broker_process import BrokerProcess
+
+E = ErrorCode
+NODES = (1, 2, 3)
+_topics = itertools.count()
+
+
+@contextlib.contextmanager
+def three_brokers(zk_connect: str, root: Path) -> Iterator[dict[int, BrokerProcess]]:
+    brokers = {n: BrokerProcess(root / f"broker-{n}", overrides(zk_connect, n)) for n in NODES}
+    with contextlib.ExitStack() as stack:
+        for process in brokers.values():
+            stack.enter_context(process)
+        wait_for(lambda: all(len(broker_ids(b)) == 3 for b in brokers.values()), what="every broker seeing three")
+        yield brokers
+
+
+def overrides(connect: str, node_id: int) -> dict[str, str]:
+    return {
+        "node.id": str(node_id),
+        "zookeeper.connect": connect,
+        "zookeeper.session.timeout.ms": "4000",
+        "default.replication.factor": "3",
+        "offsets.topic.replication.factor": "3",
+        "offsets.topic.num.partitions": "3",
+        "replica.lag.time.max.ms": "4000",
+        "replica.fetch.wait.max.ms": "200",
+        "replica.fetch.backoff.ms": "200",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+
+def metadata_of(broker: BrokerProcess, topics: list[str] | None = None):
+    with WireClient(broker.port) as client:
+        return metadata(client, topics)
+
+
+def broker_ids(broker: BrokerProcess) -> list[int]:
+    return sorted(b.node_id for b in metadata_of(broker).brokers)
+
+
+def partition_state(broker: BrokerProcess, topic: str, index: int = 0):
+    [found] = metadata_of(broker, [topic]).topics
+    return next(p for p in found.partitions if p.partition_index == index)
+
+
+def new_topic(cluster, partitions: int = 1, prefix: str = "replicated") -> str:
+    name = f"{prefix}-{next(_topics)}"
+    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1,
+                                               configs=[])
+    with WireClient(cluster[1].port) as client:  # -1: default.replication.factor, 3 here
+        [created] = client.send(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics
+    assert created.error_code == E.NONE, created.error_message
+    wait_for(lambda: all(in_sync(b, name, p) for b in cluster.values() for p in range(partitions)),
+             what=f"{name} known everywhere with three replicas in sync")
+    return name
+
+
+def in_sync(broker: BrokerProcess, topic: str, index: int) -> bool:
+    try:
+        p = partition_state(broker, topic, index)
+    except (StopIteration, ValueError):
+        return False
+    return p.error_code == E.NONE and p.leader_id in NODES and sorted(p.isr_nodes) == list(NODES)
+
+
+def leader_of(cluster, topic: str, index: int = 0, via: BrokerProcess | None = None) -> BrokerProcess:
+    return cluster[partition_state(via or cluster[1], topic, index).leader_id]
+
+
+def segment_batches(broker: BrokerProcess, topic: str, index: int = 0) -> list[bytes]:
+    """The record batches in the broker's segment files for the partition, raw, in offset order."""
+    directory = broker.data_dir / "logs" / f"{topic}-{index}"
+    found = []
+    for segment in sorted(Path(directory).glob("*.log")):
+        data = segment.read_bytes()
+        found += [bytes(b.raw()) for b in iter_batches(data, allow_partial_tail=True)]
+    return found
+
+
+def start_offset_checkpoint(broker: BrokerProcess, topic: str, index: int = 0) -> int | None:
+    path = broker.data_dir / "logs" / "log-start-offset-checkpoint"
+    if not path.exists():
+        return None
+    for line in path.read_text().splitlines()[2:]:
+        name, partition, offset = line.split()
+        if (name, int(partition)) == (topic, index):
+            return int(offset)
+    return None
