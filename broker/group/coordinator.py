@@ -51,7 +51,8 @@ from broker.group.group import (
     Member,
 )
 from broker.group.offsets import MinCommittedOffset, OffsetManager
-from broker.group.offsets_store import OffsetsStore
+from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore, partition_for
+from broker.replica import PartitionError
 from protocol.errors import ErrorCode
 from protocol.messages import GroupMetadataValue
 
@@ -114,19 +115,20 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task] = set()
         # Called with the (topic, partition) keys of every stored commit (broker/group/trim.py).
         self.commit_listeners: list[Callable[[Iterable[tuple[str, int]]], None]] = []
+        # In a cluster: __consumer_offsets partitions being replayed after this broker became their leader.
+        self._loads: dict[int, asyncio.Task] = {}
 
     # --- lifecycle (a broker service) --------------------------------------------------------------
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        stats = await self.store.load(self._replay_group)
-        for group_id in self.store.groups_with_offsets():
-            if group_id not in self.groups:  # offsets without group metadata: a "simple" group
-                self.groups[group_id] = Group(group_id)
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        clustered = self.broker.cluster is not None
+        # In a cluster only the partitions led here are this coordinator's; the others load when their
+        # leadership moves here (offsets_partition_moved).
+        stats = await self.store.load(self._replay_group, only_leaders=clustered)
+        self._adopt_loaded(self.groups)
         self.active = True
+        self.broker.replicas.leadership_listeners.append(self.offsets_partition_moved)
         self._spawn(self.offsets.expire_periodically())
         log.info("group coordinator started", groups=len(self.groups), offsets=stats.offsets,
                  records=stats.records)
@@ -162,9 +164,89 @@ class GroupCoordinator:
         if not task.cancelled() and task.exception() is not None:
             log.error("group coordinator task failed", error=repr(task.exception()))
 
+    def _adopt_loaded(self, groups) -> None:
+        """After a replay: offsets without group metadata make a "simple" group, and loaded members get
+        their session timers."""
+        for group_id in self.store.groups_with_offsets():
+            if group_id not in self.groups:
+                self.groups[group_id] = Group(group_id)
+        for group in list(groups.values()):
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
     def _check_active(self) -> None:
         if not self.active:
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not active")
+
+    def not_served(self, group_id: str) -> ErrorCode | None:
+        """Why this coordinator cannot answer for the group now, or None. In a cluster a group belongs
+        to the leader of its __consumer_offsets partition (Kafka's NOT_COORDINATOR otherwise), and is
+        COORDINATOR_LOAD_IN_PROGRESS while that partition is replayed after a leadership move."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.broker.cluster is None or not group_id or not self.store.topic_exists():
+            return None
+        index = self.store.partition_for(group_id)
+        if index in self._loads:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        try:
+            partition = self.broker.replicas.partition(OFFSETS_TOPIC, index)
+        except PartitionError:
+            return ErrorCode.NOT_COORDINATOR
+        return None if partition.is_leader else ErrorCode.NOT_COORDINATOR
+
+    def check_served(self, group_id: str) -> None:
+        error = self.not_served(group_id)
+        if error is not None:
+            raise GroupError(error, f"this broker does not coordinate group {group_id} now ({error.name})")
+
+    # --- leadership of __consumer_offsets partitions (a cluster) -------------------------------------
+
+    def offsets_partition_moved(self, partition) -> None:
+        """A partition's leadership changed here. For a __consumer_offsets partition: its groups are
+        dropped from memory (members waiting in a join or sync are told NOT_COORDINATOR), and replayed
+        from the log when this broker is the new leader (Kafka's onElection / onResignation)."""
+        tp = partition.topic_partition
+        if tp.topic != OFFSETS_TOPIC or not self.active or self.broker.cluster is None:
+            return
+        self._unload(tp.partition)
+        if partition.is_leader:
+            self._loads[tp.partition] = self._spawn(self._load(tp.partition, partition))
+
+    def _unload(self, index: int) -> None:
+        loading = self._loads.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        count = self.store.partition_count()
+        doomed = {g for g in [*self.groups, *self.store.groups_with_offsets()] if partition_for(g, count) == index}
+        for group_id in doomed:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                for member in group.members.values():
+                    member.complete_join(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                    member.complete_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+                self._cancel_timers(group)
+            self.store.forget_group(group_id)
+        if doomed:
+            log.info("groups unloaded: their offsets partition is led elsewhere now", partition=index,
+                     groups=len(doomed))
+
+    async def _load(self, index: int, partition) -> None:
+        try:
+            loaded: dict[str, Group] = {}
+
+            def replay(group_id: str, value) -> None:
+                self._replay_group(group_id, value)
+                if group_id in self.groups:
+                    loaded[group_id] = self.groups[group_id]
+
+            await self.store.load_partition(partition, replay)
+            self._adopt_loaded(loaded)
+            log.info("groups loaded: this broker leads their offsets partition now", partition=index,
+                     groups=len(loaded))
+        finally:
+            if self._loads.get(index) is asyncio.current_task():
+                del self._loads[index]
 
     # --- the broker-side API -----------------------------------------------------------------------
 
@@ -184,6 +266,8 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not request.group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
+        if (refused := self.not_served(request.group_id)) is not None:
+            return JoinResult(refused, member_id)
         if not (self.config.group_min_session_timeout_ms <= request.session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
@@ -540,6 +624,8 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group_id:
             return SyncResult(ErrorCode.INVALID_GROUP_ID)
+        if (refused := self.not_served(group_id)) is not None:
+            return SyncResult(refused)
         group = self.groups.get(group_id)
         if group is None or group.is_in(EMPTY):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -606,6 +692,8 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if (refused := self.not_served(group_id)) is not None:
+            return refused
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -628,6 +716,8 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if (refused := self.not_served(group_id)) is not None:
+            return refused, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -680,6 +770,7 @@ class GroupCoordinator:
 
     def describe_group(self, group_id: str) -> Group | None:
         self._check_active()
+        self.check_served(group_id)
         group = self.groups.get(group_id)
         return None if group is None or group.is_in(DEAD) else group
 
@@ -687,8 +778,8 @@ class GroupCoordinator:
         """Kafka's DeleteGroups: only Empty groups; their offsets and metadata get tombstones."""
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
-            if not self.active:
-                results[group_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if (refused := self.not_served(group_id)) is not None:
+                results[group_id] = refused
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(DEAD):

@@ -76,6 +76,7 @@ class OffsetManager:
         """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request."""
         coordinator = self.coordinator
         coordinator._check_active()
+        coordinator.check_served(group_id)
         group = coordinator.groups.get(group_id)
         created = False
         if group is None:
@@ -134,6 +135,7 @@ class OffsetManager:
         """Committed offsets per topic; None entries for partitions without one. `topics=None` means
         every partition the group has an offset for."""
         self.coordinator._check_active()
+        self.coordinator.check_served(group_id)
         group = self.coordinator.groups.get(group_id)
         offsets = {} if group is None or group.is_in(DEAD) else self.store.group_offsets(group_id)
         if topics is None:
@@ -149,6 +151,7 @@ class OffsetManager:
         """Kafka's OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes;
         GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request."""
         self.coordinator._check_active()
+        self.coordinator.check_served(group_id)
         group = self.coordinator.groups.get(group_id)
         if group is None or group.is_in(DEAD):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")

@@ -238,9 +238,10 @@ class OffsetsStore:
 
     # --- loading -------------------------------------------------------------------------------------
 
-    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> LoadStats:
-        """Replay every partition of the offsets topic: offsets into this store, group metadata
-        through `replay_group(group_id, value or None for a tombstone)`."""
+    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None],
+                   only_leaders: bool = False) -> LoadStats:
+        """Replay every partition of the offsets topic (in a cluster: those led here): offsets into this
+        store, group metadata through `replay_group(group_id, value or None for a tombstone)`."""
         stats = LoadStats()
         topic = self.broker.topics.get(OFFSETS_TOPIC)
         if topic is None:
@@ -249,11 +250,18 @@ class OffsetsStore:
             try:
                 partition = self.broker.replicas.partition(OFFSETS_TOPIC, index)
             except PartitionError as exc:
-                log.error("offsets partition not loadable", partition=index, error=exc.message)
+                if not only_leaders:
+                    log.error("offsets partition not loadable", partition=index, error=exc.message)
+                continue
+            if only_leaders and not partition.is_leader:
                 continue
             await self._load_partition(partition, replay_group, stats)
         stats.offsets = sum(len(v) for v in self._by_group.values())
         return stats
+
+    async def load_partition(self, partition, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> None:
+        """Replay one partition (this broker just became its leader)."""
+        await self._load_partition(partition, replay_group, LoadStats())
 
     async def _load_partition(self, partition, replay_group, stats: LoadStats) -> None:
         partition_log = partition.log

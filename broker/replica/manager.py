@@ -55,6 +55,8 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}  # leader broker id -> the fetcher following it
         self._isr_changes: dict[TopicPartition, asyncio.Task[None]] = {}  # at most one in flight each
+        # Called with a partition whose role here changed (the group coordinator follows its offsets topic).
+        self.leadership_listeners: list[Callable[[Partition], None]] = []
 
     @property
     def node_id(self) -> int:
@@ -163,7 +165,7 @@ class ReplicaManager:
             state = topic.states.get(index) if self.cluster is not None else None
             partition = Partition(self, tp, topic.topic_id, replicas, log_, state)
             self._partitions[tp] = partition
-            if not partition.is_leader:
+            if state is not None:
                 self.leadership_changed(partition)
         return partition
 
@@ -239,6 +241,8 @@ class ReplicaManager:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
                     self, partition.leader_id, self.broker.config.replication)
             fetcher.add(partition)
+        for listener in self.leadership_listeners:
+            listener(partition)
 
     def forget_topic(self, name: str) -> None:
         """The topic is being deleted: stop fetching and serving every partition of it."""

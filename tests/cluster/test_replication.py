@@ -26,7 +26,8 @@ from tests.broker.data_wire import (
     produce,
     values,
 )
-from tests.broker.group_wire import wait_for
+from tests.broker.group_wire import commit, find_coordinator, wait_for
+from tests.broker.group_wire import fetch as fetch_offsets
 from tests.cluster.three_brokers import (
     NODES,
     E,
@@ -172,3 +173,33 @@ def test_librdkafka_through_the_cluster(cluster):
     consumer.commit(asynchronous=False)
     consumer.close()
     assert sorted(seen) == sorted(b"m%d" % i for i in range(300))
+
+
+def test_committed_offsets_survive_a_coordinator_failover(cluster):
+    """The coordinator is the leader of the group's __consumer_offsets partition; when it dies the
+    new leader replays that partition and answers with every acknowledged commit."""
+    topic = new_topic(cluster)
+    with WireClient(cluster[1].port) as client:
+        coordinator = find_coordinator(client, "failover-group")
+    assert coordinator.error_code == E.NONE and coordinator.node_id in NODES
+    elsewhere = next(b for n, b in cluster.items() if n != coordinator.node_id)
+    with WireClient(elsewhere.port) as client:
+        assert commit(client, "failover-group", {(topic, 0): 7}) == {(topic, 0): E.NOT_COORDINATOR}
+    with WireClient(cluster[coordinator.node_id].port) as client:
+        assert commit(client, "failover-group", {(topic, 0): 7}) == {(topic, 0): E.NONE}
+
+    cluster[coordinator.node_id].stop(signal.SIGKILL)
+
+    def new_coordinator():
+        with WireClient(elsewhere.port) as client:
+            found = find_coordinator(client, "failover-group")
+        return found if found.error_code == E.NONE and found.node_id != coordinator.node_id else None
+
+    successor = wait_for(new_coordinator, what="a new coordinator")
+
+    def committed():
+        with WireClient(cluster[successor.node_id].port) as client:
+            error, offsets = fetch_offsets(client, "failover-group", {topic: [0]})
+        return offsets[(topic, 0)] if error == E.NONE and offsets[(topic, 0)][3] == E.NONE else None
+
+    assert wait_for(committed, what="the commit on the new coordinator")[0] == 7
