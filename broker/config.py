@@ -51,6 +51,7 @@ TOPIC_DEFAULTS = {
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",
     "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
 }
 # Coarser units Kafka also accepts; the finer one wins when both are set.
 _TIME_ALIASES = {

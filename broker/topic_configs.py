@@ -207,6 +207,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime).",
         ("log.message.timestamp.type",), one_of("CreateTime", "LogAppendTime"), effective=True),
     TopicConfigDef(
+        "min.insync.replicas", ConfigType.INT, "1",
+        "Fewest in-sync replicas for an acks=all write: with fewer the leader refuses it (NOT_ENOUGH_REPLICAS), "
+        "and one that waited while the ISR shrank below it is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND. A "
+        "single broker is one in-sync replica.",
+        ("min.insync.replicas",), at_least(1), effective=True),
+    TopicConfigDef(
         "retention.bytes", ConfigType.LONG, "-1",
         "Under cleanup.policy=delete, the size a partition may grow to before its oldest segments are "
         "deleted; -1 means no size limit.",
@@ -305,10 +311,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "min.compaction.lag.ms", ConfigType.LONG, "0",
         "Shortest time a record stays uncompacted (Ebb does not compact).",
         ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
-    TopicConfigDef(
-        "min.insync.replicas", ConfigType.INT, "1",
-        "Fewest in-sync replicas for an acks=all write to succeed (a single Ebb broker has one).",
-        ("min.insync.replicas",), at_least(1)),
     TopicConfigDef(
         "preallocate", ConfigType.BOOLEAN, "false",
         "Whether segment files are preallocated on disk when rolled (Ebb does not).",

@@ -108,6 +108,16 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
     return records[:size], batch
 
 
+def _check_min_insync(partition) -> None:
+    """Kafka's Partition.appendRecordsToLeader: acks=-1 needs min.insync.replicas in the ISR."""
+    partition.check_leader()
+    wanted = partition.log.config.min_insync_replicas
+    if len(partition.isr) < wanted:
+        raise _Rejected(ErrorCode.NOT_ENOUGH_REPLICAS,
+                        f"The in-sync replicas of {partition.topic_partition} ({len(partition.isr)}) are fewer than "
+                        f"min.insync.replicas ({wanted})")
+
+
 def _error(index: int, code: ErrorCode, message: str | None) -> object:
     return _PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                               log_start_offset=-1, error_message=message)
@@ -146,6 +156,8 @@ async def produce(broker, request) -> ProduceResponse | None:
                     raise _Rejected(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot append to internal topic {topic.name}")
                 partition = replicas.partition(topic.name, index)
+                if acks == -1:
+                    _check_min_insync(partition)
                 result = await partition.append_records_as_leader(records, batch)
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
@@ -191,3 +203,7 @@ async def _await_replication(replicas, waiting, timeout_ms: int) -> None:
         elif partition.high_watermark < needed:
             response.error_code = ErrorCode.REQUEST_TIMED_OUT
             response.error_message = "the batch was not replicated to the in-sync replicas in time"
+        elif len(partition.isr) < partition.log.config.min_insync_replicas:
+            # Written and replicated to the ISR, but the ISR shrank below the minimum meanwhile.
+            response.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            response.error_message = "the in-sync replicas fell below min.insync.replicas after the append"

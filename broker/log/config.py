@@ -37,6 +37,9 @@ class LogConfig:
     flush_ms: int = _prop("flush.ms", LONG_MAX)
     message_timestamp_type: str = _prop("message.timestamp.type", "CreateTime")
     max_message_bytes: int = _prop("max.message.bytes", 1024 * 1024 + 12)
+    # Not a log setting: the leader's acks=all check (broker/handlers/k00_produce.py) reads it here so that
+    # it is set, altered and described with the topic's other configs.
+    min_insync_replicas: int = _prop("min.insync.replicas", 1)
 
     def __post_init__(self) -> None:
         if not 61 <= self.segment_bytes <= INT32_MAX:

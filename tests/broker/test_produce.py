@@ -81,6 +81,15 @@ def test_acks_minus_one_answers_once_replicated(client):
     assert (reply.error_code, reply.base_offset) == (0, 0)
 
 
+def test_acks_minus_one_needs_min_insync_replicas(client):
+    """One broker is one in-sync replica: min.insync.replicas=2 refuses acks=-1 (before anything is
+    written), while acks=1 needs no quorum."""
+    topic = new_topic(client, configs={"min.insync.replicas": "2"})
+    assert produce(client, topic, 0, batch([b"x"]), acks=-1).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert list_offsets(client, topic, 0, -1).offset == 0
+    assert produce(client, topic, 0, batch([b"x"]), acks=1).error_code == ErrorCode.NONE
+
+
 def test_acks_zero_sends_no_response_but_appends(client):
     topic = new_topic(client)
     client.submit(produce_request(topic, 0, batch([b"fire", b"forget"]), acks=0), 9)

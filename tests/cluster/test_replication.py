@@ -16,6 +16,7 @@ import signal
 
 import pytest
 
+from protocol.messages import IncrementalAlterConfigsRequest
 from tests.broker.data_wire import (
     WireClient,
     batch,
@@ -43,6 +44,7 @@ from tests.cluster.three_brokers import (
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)
+_Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
 
 
 @pytest.fixture
@@ -203,3 +205,28 @@ def test_committed_offsets_survive_a_coordinator_failover(cluster):
         return offsets[(topic, 0)] if error == E.NONE and offsets[(topic, 0)][3] == E.NONE else None
 
     assert wait_for(committed, what="the commit on the new coordinator")[0] == 7
+
+
+def test_min_insync_replicas_with_followers_gone(cluster):
+    """RF 3, min.insync.replicas 2: one follower down still takes acks=-1 writes; with both down the
+    leader (once it has dropped them from the ISR) refuses them, and acks=1 still works."""
+    topic = new_topic(cluster)
+    leader = leader_of(cluster, topic)
+    with WireClient(leader.port) as client:
+        reply = client.send(IncrementalAlterConfigsRequest(resources=[_Resource(
+            resource_type=2, resource_name=topic, configs=[_Resource.AlterableConfig(
+                name="min.insync.replicas", config_operation=0, value="2")])], validate_only=False), 1)
+        assert reply.responses[0].error_code == E.NONE
+    followers = [n for n, b in cluster.items() if b is not leader]
+    cluster[followers[0]].stop(signal.SIGKILL)
+    wait_for(lambda: len(partition_state(leader, topic).isr_nodes) == 2, what="the ISR down to two")
+    assert produce_to_leader(cluster, topic, [b"two"], via=leader).error_code == E.NONE
+    cluster[followers[1]].stop(signal.SIGKILL)
+    wait_for(lambda: partition_state(leader, topic).isr_nodes == [leader_id(cluster, leader)],
+             what="the ISR down to the leader")
+    assert produce_to_leader(cluster, topic, [b"one"], via=leader).error_code == E.NOT_ENOUGH_REPLICAS
+    assert produce_to_leader(cluster, topic, [b"one"], via=leader, acks=1).error_code == E.NONE
+
+
+def leader_id(cluster, broker: BrokerProcess) -> int:
+    return next(n for n, b in cluster.items() if b is broker)
