@@ -7,7 +7,7 @@ BENCHSTAMP := $(VENV)/.installed-bench
 JS     := tests/conformance/js
 JSSTAMP := $(JS)/node_modules/.installed
 
-.PHONY: test lint bench run clean
+.PHONY: test lint bench run clean docker cluster
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,3 +54,11 @@ run: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules
+
+# The broker image, and ZooKeeper with three brokers from it on this (Linux) host: 127.0.0.1:9092-9094
+docker:
+	docker build -t ebb:latest .
+
+cluster:
+	docker compose up --build -d
+	@echo "bootstrap servers: 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 (docker compose down to stop)"
