@@ -44,7 +44,11 @@ class Cluster:
         self.controller_id = -1
         self.controller = Controller(self)
         self.deletions = TopicDeletions(self)
-        self._state_versions: dict[TopicPartition, int] = {}
+        # The newest state version applied, per (topic id, partition): a topic deleted and created again
+        # under its name starts its versions over.
+        self._state_versions: dict[tuple[Any, int], int] = {}
+        self._watched_states: set[TopicPartition] = set()
+        self._topic_ids: dict[str, Any] = {}  # the topic id each name was last seen with
         self._topic_watches: dict[str, list[Watch]] = {}
         self._watches: list[Watch] = []
         self._tasks: set[asyncio.Task] = set()
@@ -144,6 +148,7 @@ class Cluster:
         for name in known - names:
             for watch in self._topic_watches.pop(name):
                 watch.cancel()
+            self._watched_states = {tp for tp in self._watched_states if tp.topic != name}
             self.spawn(self.broker.topics.forget(name))
         for name in sorted(names - known):
             self._topic_watches[name] = []
@@ -172,23 +177,36 @@ class Cluster:
         watches = self._topic_watches.get(name)
         if watches is None:
             return
-        watched = {tp for tp in self._state_versions if tp.topic == name}
+        new_incarnation = self._topic_ids.get(name) != topic.topic_id
+        self._topic_ids[name] = topic.topic_id
         for tp in topic.partitions():
-            if tp in watched:
-                continue
-            self._state_versions[tp] = -1
-            watches.append(await self.store.watch_data(
-                state_path(name, tp.partition),
-                lambda data, version, tp=tp: self._on_state(tp, data, version)))
+            if tp not in self._watched_states:
+                self._watched_states.add(tp)  # the watch reports the current state at once
+                watches.append(await self.store.watch_data(
+                    state_path(name, tp.partition),
+                    lambda data, version, tp=tp: self._on_state(tp, data, version)))
+            elif new_incarnation:
+                # Deleted and created again: the watch may have reported the new state before this
+                # broker knew the new topic, and ignored it. Read it again.
+                try:
+                    data, version = await self.store.get(state_path(name, tp.partition))
+                except NoNode:
+                    continue
+                self._on_state(tp, data, version)
+
+    def _version_key(self, tp: TopicPartition) -> tuple[Any, int] | None:
+        topic = self.broker.topics.get(tp.topic)
+        return None if topic is None else (topic.topic_id, tp.partition)
 
     def _on_state(self, tp: TopicPartition, data: bytes | None, version: int | None) -> None:
         topic = self.broker.topics.get(tp.topic)
         if topic is None or data is None or version is None:
             return
-        if version <= self._state_versions.get(tp, -1):
+        key = (topic.topic_id, tp.partition)
+        if version <= self._state_versions.get(key, -1):
             return  # a write of our own already applied
         state = json.loads(data)
-        self._state_versions[tp] = version
+        self._state_versions[key] = version
         topic.states[tp.partition] = state
         self.spawn(self._take_role(topic, tp))
 
@@ -198,14 +216,15 @@ class Cluster:
             self.broker.replicas.apply_state(topic, tp.partition)
 
     def state_version(self, tp: TopicPartition) -> int:
-        return self._state_versions.get(tp, -1)
+        return self._state_versions.get(self._version_key(tp), -1)
 
     def note_state_written(self, tp: TopicPartition, state: dict, version: int) -> None:
         """A state this broker (or its controller) wrote: cache it before the watch reports it."""
         topic = self.broker.topics.get(tp.topic)
-        if topic is None or version <= self._state_versions.get(tp, -1):
+        key = self._version_key(tp)
+        if topic is None or version <= self._state_versions.get(key, -1):
             return
-        self._state_versions[tp] = version
+        self._state_versions[key] = version
         topic.states[tp.partition] = state
         if self.broker.node_id in topic.replicas.get(tp.partition, []):
             self.broker.replicas.apply_state(topic, tp.partition)
@@ -223,9 +242,12 @@ class Cluster:
         if state.get("leader") != self.broker.node_id or state.get("leader_epoch") != partition.leader_epoch:
             return
         state["isr"] = sorted(isr)
+        expected = self.state_version(tp)
+        if expected < 0:
+            return  # not read yet: never write without the version condition
         try:
             version = await self.store.set(state_path(tp.topic, tp.partition), json.dumps(state).encode(),
-                                           self.state_version(tp))
+                                           expected)
         except BadVersion:
             log.info("ISR change lost to a newer partition state", partition=str(tp))
             return

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from protocol.messages import CreateTopicsRequest, DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, produce
 from tests.broker.group_wire import wait_for
-from tests.cluster.three_brokers import E, metadata_of, new_topic, partition_state, three_brokers
+from tests.cluster.three_brokers import E, in_sync, metadata_of, new_topic, partition_state, three_brokers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -91,6 +91,12 @@ def test_deletion_waits_for_a_broker_that_is_down(cluster, kazoo):
     assert kazoo.exists(f"/brokers/topics/{name}") is None
     assert live_dirs(cluster[3], name) == []
     assert create(up[1], name).error_code == E.NONE  # the name is free again
+    # The new topic of the old name is a topic like any other on every broker, the returning one too.
+    wait_for(lambda: all(in_sync(b, name, 0) for b in cluster.values()), what="the new topic in sync everywhere")
+    leader = cluster[partition_state(up[0], name).leader_id]
+    with WireClient(leader.port) as client:
+        reply = produce(client, name, 0, batch([b"new"]), acks=-1)
+    assert (reply.error_code, reply.base_offset) == (E.NONE, 0)
 
 
 def test_deletion_survives_a_controller_failover(cluster, kazoo):
