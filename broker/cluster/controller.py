@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.cluster.deletion import finish_deletions
-from broker.cluster.store import BadVersion, NodeExists, NoNode
+from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Controller:
             self.active = False
             try:
                 await self.store.delete(CONTROLLER)  # hand over at once instead of at session expiry
-            except (NoNode, Exception):  # noqa: BLE001 - the session's end removes it anyway
+            except StoreError:  # gone already, or ZooKeeper unreachable: the session's end removes it
                 pass
 
     def wake(self) -> None:
