@@ -98,6 +98,10 @@ _BROKER_DEFAULTS = {
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",
     "replica.lag.time.max.ms": "30000",
+    # The controller moving leadership back to each partition's preferred (first) replica.
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout.
@@ -107,7 +111,8 @@ _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://([^:/]*|\[[0-9a-fA-F:]+\]):
 
 @dataclass(frozen=True)
 class ReplicationConfig:
-    """Kafka's replica.* broker properties: how followers fetch and when the leader drops them from the ISR."""
+    """Kafka's replica.* broker properties (how followers fetch, when the leader drops them from the ISR)
+    and the controller's leader rebalancing."""
 
     fetch_wait_max_ms: int = 500
     fetch_min_bytes: int = 1
@@ -116,6 +121,9 @@ class ReplicationConfig:
     fetch_backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
     lag_time_max_ms: int = 30_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
 
 
 @dataclass(frozen=True)
@@ -238,7 +246,11 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             fetch_response_max_bytes=_int(merged, "replica.fetch.response.max.bytes", minimum=0),
             fetch_backoff_ms=_int(merged, "replica.fetch.backoff.ms", minimum=0),
             socket_timeout_ms=_int(merged, "replica.socket.timeout.ms", minimum=1),
-            lag_time_max_ms=_int(merged, "replica.lag.time.max.ms", minimum=1)),
+            lag_time_max_ms=_int(merged, "replica.lag.time.max.ms", minimum=1),
+            auto_leader_rebalance_enable=_bool(merged, "auto.leader.rebalance.enable"),
+            leader_imbalance_check_interval_s=_int(merged, "leader.imbalance.check.interval.seconds", minimum=1),
+            leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage",
+                                                        minimum=0)),
         log_manager=_log_manager(merged),
         topic_defaults=_topic_defaults(merged),
         properties=dict(merged),

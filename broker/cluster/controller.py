@@ -10,7 +10,10 @@ What the controller does with the brokers it sees alive (the children of `/broke
   and in the ISR; the leader epoch goes up by one. With none, the leader is -1 (offline) and the ISR
   keeps its last member, so that replica leads again when it comes back (no unclean election);
 - dead brokers leave every ISR (the leader re-admits a follower once it has caught up);
-- an offline partition whose ISR member returns gets it as leader.
+- an offline partition whose ISR member returns gets it as leader;
+- every leader.imbalance.check.interval.seconds (auto.leader.rebalance.enable): a broker that leads
+  more than leader.imbalance.per.broker.percentage fewer of the partitions it is the preferred (first)
+  replica of gets them back once it is in sync again (Kafka's auto leader rebalance).
 Every write is conditional on the state node's version; one that loses a race is read again and
 decided again. The partition state carries the controller epoch that wrote it. It also finishes
 topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py).
@@ -37,6 +40,14 @@ log = structlog.get_logger("controller")
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 NO_LEADER = -1
+
+
+def prefer(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
+    """The state with the preferred (first) replica leading, if it is alive, in sync and not leading."""
+    leader, isr, first = int(state["leader"]), [int(r) for r in state["isr"]], replicas[0]
+    if leader in (NO_LEADER, first) or first not in alive or first not in isr:
+        return None
+    return {**state, "leader": first, "leader_epoch": int(state["leader_epoch"]) + 1}
 
 
 def elect(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
@@ -66,19 +77,37 @@ class Controller:
         self.epoch = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._rebalancing: asyncio.Task | None = None
         self._deletions_waiting: dict[str, frozenset[int]] = {}
         self.rounds = 0
 
     async def start(self) -> None:
         self.cluster.broker_listeners.append(lambda alive: self._wakeup.set())
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run())
+        if self.cluster.broker.config.replication.auto_leader_rebalance_enable:
+            self._rebalancing = loop.create_task(self._rebalance_periodically())
         self._wakeup.set()
 
+    async def _rebalance_periodically(self) -> None:
+        interval_s = self.cluster.broker.config.replication.leader_imbalance_check_interval_s
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.active:
+                continue
+            try:
+                await self.rebalance_leaders()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # ZooKeeper trouble: the next check tries again
+                log.error("leader rebalance failed", error=repr(exc))
+
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
+        tasks = [t for t in (self._task, self._rebalancing) if t is not None]
+        self._task = self._rebalancing = None
+        for task in tasks:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self.active:
             self.active = False
             try:
@@ -152,6 +181,34 @@ class Controller:
         return changed
 
     async def _reconcile_partition(self, name: str, index: int, replicas: list[int], alive: set[int]) -> int:
+        return await self._change_partition(name, index, lambda state: elect(state, replicas, alive), alive)
+
+    async def rebalance_leaders(self) -> int:
+        """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage
+        fewer of the partitions it is the preferred (first) replica of gets them back, where it is
+        alive and in sync. Returns the partitions moved."""
+        alive = set(self.cluster.alive_ids())
+        preferred: dict[int, list[tuple[str, int, list[int], bool]]] = {}
+        for topic in self.cluster.broker.topics.all():
+            for index, replicas in sorted(topic.replicas.items()):
+                leads = int(topic.states.get(index, {}).get("leader", NO_LEADER)) == replicas[0]
+                preferred.setdefault(replicas[0], []).append((topic.name, index, replicas, leads))
+        threshold = self.cluster.broker.config.replication.leader_imbalance_per_broker_percentage / 100
+        moved = 0
+        for broker_id, partitions in sorted(preferred.items()):
+            elsewhere = [p for p in partitions if not p[3]]
+            if broker_id not in alive or len(elsewhere) / len(partitions) <= threshold:
+                continue
+            log.info("leaders imbalanced; moving them back to their preferred replica", broker=broker_id,
+                     partitions=len(elsewhere), of=len(partitions))
+            for name, index, replicas, _ in elsewhere:
+                if self.active:
+                    moved += await self._change_partition(
+                        name, index, lambda state, replicas=replicas: prefer(state, replicas, alive), alive)
+        return moved
+
+    async def _change_partition(self, name: str, index: int, decide, alive: set[int]) -> int:
+        """Write `decide(state)` to the partition's state, conditional on the version read; 1 if written."""
         tp = TopicPartition(name, index)
         path = f"/brokers/topics/{name}/partitions/{index}/state"
         for _ in range(5):
@@ -160,7 +217,7 @@ class Controller:
             except NoNode:
                 return 0  # the topic is being created or deleted
             state = json.loads(data)
-            new = elect(state, replicas, alive)
+            new = decide(state)
             if new is None:
                 return 0
             new["controller_epoch"] = self.epoch

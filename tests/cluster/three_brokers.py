@@ -21,8 +21,9 @@ _topics = itertools.count()
 
 
 @contextlib.contextmanager
-def three_brokers(zk_connect: str, root: Path) -> Iterator[dict[int, BrokerProcess]]:
-    brokers = {n: BrokerProcess(root / f"broker-{n}", overrides(zk_connect, n)) for n in NODES}
+def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = None
+                  ) -> Iterator[dict[int, BrokerProcess]]:
+    brokers = {n: BrokerProcess(root / f"broker-{n}", {**overrides(zk_connect, n), **(extra or {})}) for n in NODES}
     with contextlib.ExitStack() as stack:
         for process in brokers.values():
             stack.enter_context(process)
