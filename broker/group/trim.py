@@ -14,6 +14,10 @@ Which groups matter:
   topic; a live group without a commit holds the partition back (its position is unknown). A group
   that was never seen here (never joined, never committed) cannot be waited for: name it.
 
+In a cluster the groups are spread over the coordinators: the leader asks every broker for its groups'
+commits and members (broker/group/cluster_commits.py) each round, and trims nothing under "*" when
+one of them cannot answer.
+
 When: a commit on such a topic schedules its partitions at once (commits that arrive during a round
 are trimmed together in the next); a config change trims the topic at once; a full pass at start-up
 and every `log.retention.check.interval.ms` catches what no commit signals (a group deleted, its
@@ -29,6 +33,7 @@ from collections.abc import Iterable
 
 import structlog
 
+from broker.group.cluster_commits import gather
 from broker.log import LogError, StartOffsetReason, TopicPartition
 from broker.replica import PartitionError
 
@@ -126,17 +131,32 @@ class CommittedTrimmer:
     async def trim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Move each partition's log start offset up to its groups' committed offset; one checkpoint
         write covers the round. Returns the new log start offset of each partition that moved."""
-        moved = []
+        candidates = []
         for tp in sorted(partitions):
             partition = self._leader(tp)
-            if partition is None:
-                continue
-            config = partition.log.config
-            if not config.delete_enabled:
-                continue
-            groups = self.broker.groups
-            offset = trim_offset(config.retention_committed_groups, groups.committed_offsets(tp.topic, tp.partition),
-                                 groups.min_committed_offset(tp.topic, tp.partition).active_groups)
+            if partition is not None and partition.log.config.delete_enabled \
+                    and partition.log.config.retention_committed_groups:
+                candidates.append(partition)
+        view = None
+        if candidates and self.broker.cluster is not None:
+            # Other brokers coordinate other groups: ask them all (broker/group/cluster_commits.py).
+            wanted: dict[str, list[int]] = {}
+            for partition in candidates:
+                wanted.setdefault(partition.topic_partition.topic, []).append(partition.topic_partition.partition)
+            view = await gather(self.broker, wanted)
+        moved = []
+        for partition in candidates:
+            tp, config = partition.topic_partition, partition.log.config
+            if view is None:
+                groups = self.broker.groups
+                committed = groups.committed_offsets(tp.topic, tp.partition)
+                live_readers = groups.min_committed_offset(tp.topic, tp.partition).active_groups
+            elif not view.complete and config.retention_committed_groups == (EVERY_GROUP,):
+                continue  # a coordinator did not answer: its groups' positions are unknown
+            else:
+                committed = view.committed.get((tp.topic, tp.partition), {})
+                live_readers = view.live_readers(tp.topic, tp.partition)
+            offset = trim_offset(config.retention_committed_groups, committed, live_readers)
             if offset is None:
                 continue
             offset = min(offset, partition.high_watermark)

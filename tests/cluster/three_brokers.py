@@ -60,10 +60,11 @@ def partition_state(broker: BrokerProcess, topic: str, index: int = 0):
     return next(p for p in found.partitions if p.partition_index == index)
 
 
-def new_topic(cluster, partitions: int = 1, prefix: str = "replicated") -> str:
+def new_topic(cluster, partitions: int = 1, prefix: str = "replicated", configs: dict[str, str] | None = None) -> str:
     name = f"{prefix}-{next(_topics)}"
     topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1,
-                                               configs=[])
+                                               configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(
+                                                   name=k, value=v) for k, v in (configs or {}).items()])
     with WireClient(cluster[1].port) as client:  # -1: default.replication.factor, 3 here
         [created] = client.send(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics
     assert created.error_code == E.NONE, created.error_message
