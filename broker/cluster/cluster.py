@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -89,6 +90,27 @@ class Cluster:
         task.add_done_callback(self._done)
         return task
 
+    def spawn_until_done(self, make: Callable[[], Awaitable[Any]], what: str,
+                         still_wanted: Callable[[], bool] = lambda: True) -> asyncio.Task:
+        """Run `make()` until it succeeds (ZooKeeper unreachable for a while, a log dir failing) or is no
+        longer wanted, backing off from half a second to ten: a watch event happens once, so the work
+        it starts must not be dropped on the first failure."""
+
+        async def run() -> None:
+            delay = 0.5
+            while still_wanted():
+                try:
+                    await make()
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning(f"{what} failed; trying again", error=repr(exc), retry_in_s=delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+
+        return self.spawn(run())
+
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
@@ -152,22 +174,33 @@ class Cluster:
             self.spawn(self.broker.topics.forget(name))
         for name in sorted(names - known):
             self._topic_watches[name] = []
-            self.spawn(self._follow_topic(name))
+            self.spawn_until_done(lambda name=name: self._follow_topic(name), "following a topic",
+                                  lambda name=name: name in self._topic_watches)
 
     async def _follow_topic(self, name: str) -> None:
         watches = self._topic_watches.get(name)
         if watches is None:
             return
-        watches.append(await self.store.watch_data(f"/brokers/topics/{name}",
-                                                   lambda data, version: self._on_assignment(name, data)))
-        watches.append(await self.store.watch_data(
-            f"/config/topics/{name}",
-            lambda data, version: data is not None and self.spawn(self.broker.topics.configs_changed(name))))
+        made: list[Watch] = []
+        try:
+            made.append(await self.store.watch_data(f"/brokers/topics/{name}",
+                                                    lambda data, version: self._on_assignment(name, data)))
+            made.append(await self.store.watch_data(
+                f"/config/topics/{name}",
+                lambda data, version: data is not None and self.spawn_until_done(
+                    lambda: self.broker.topics.configs_changed(name), "applying topic configs",
+                    lambda: name in self._topic_watches)))
+        except BaseException:
+            for watch in made:  # the next attempt makes them again
+                watch.cancel()
+            raise
+        watches.extend(made)
 
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if data is None:
             return  # deleted: the children watch of /brokers/topics takes it from here
-        self.spawn(self._apply_assignment(name))
+        self.spawn_until_done(lambda: self._apply_assignment(name), "reading a topic's assignment",
+                              lambda: name in self._topic_watches)
 
     async def _apply_assignment(self, name: str) -> None:
         topics = self.broker.topics
@@ -208,7 +241,8 @@ class Cluster:
         state = json.loads(data)
         self._state_versions[key] = version
         topic.states[tp.partition] = state
-        self.spawn(self._take_role(topic, tp))
+        self.spawn_until_done(lambda: self._take_role(topic, tp), "taking a partition's role",
+                              lambda: self.broker.topics.get(tp.topic) is topic)
 
     async def _take_role(self, topic, tp: TopicPartition) -> None:
         if self.broker.node_id in topic.replicas.get(tp.partition, []):

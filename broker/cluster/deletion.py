@@ -50,7 +50,8 @@ class TopicDeletions:
         names = set(children or [])
         for name in sorted(names - set(self.marked)):
             self.marked[name] = None
-            self.cluster.spawn(self._drop(name))
+            self.cluster.spawn_until_done(lambda name=name: self._drop(name), "dropping a deleted topic",
+                                          lambda name=name: name in self.marked)
         for name in set(self.marked) - names:
             watch = self.marked.pop(name)
             if watch is not None:

@@ -122,13 +122,20 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        clustered = self.broker.cluster is not None
-        # In a cluster only the partitions led here are this coordinator's; the others load when their
-        # leadership moves here (offsets_partition_moved).
-        stats = await self.store.load(self._replay_group, only_leaders=clustered)
+        if self.broker.cluster is not None:
+            # Only the partitions led here are this coordinator's, and leadership may move while they
+            # load: follow it from the start, and load each led partition as if it had just moved here.
+            self.active = True
+            self.broker.replicas.leadership_listeners.append(self.offsets_partition_moved)
+            for partition in self.store.local_partitions():
+                if partition.is_leader:
+                    self.offsets_partition_moved(partition)
+            self._spawn(self.offsets.expire_periodically())
+            log.info("group coordinator started", loading=sorted(self._loads))
+            return
+        stats = await self.store.load(self._replay_group)
         self._adopt_loaded(self.groups)
         self.active = True
-        self.broker.replicas.leadership_listeners.append(self.offsets_partition_moved)
         self._spawn(self.offsets.expire_periodically())
         log.info("group coordinator started", groups=len(self.groups), offsets=stats.offsets,
                  records=stats.records)

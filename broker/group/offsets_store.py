@@ -160,9 +160,15 @@ class OffsetsStore:
             raise GroupError(mapped, exc.message) from None
         needed = result.last_offset + 1
         if partition.high_watermark < needed:
-            done = await replicas.produces.wait([partition.topic_partition],
-                                                lambda: partition.high_watermark >= needed, self.commit_timeout_ms)
-            if not done:
+            await replicas.produces.wait([partition.topic_partition],
+                                         lambda: partition.high_watermark >= needed or not partition.is_leader,
+                                         self.commit_timeout_ms)
+            # Leadership may have moved meanwhile: then the record may be cut from this log when it
+            # follows the new leader, and the write is not acknowledged (Kafka: NOT_COORDINATOR).
+            if not partition.is_leader:
+                raise GroupError(ErrorCode.NOT_COORDINATOR,
+                                 f"{OFFSETS_TOPIC}-{index}: leadership moved before the write was replicated")
+            if partition.high_watermark < needed:
                 raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                  f"{OFFSETS_TOPIC}-{index}: the write was not replicated in time")
         return result.base_offset
@@ -238,10 +244,9 @@ class OffsetsStore:
 
     # --- loading -------------------------------------------------------------------------------------
 
-    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None],
-                   only_leaders: bool = False) -> LoadStats:
-        """Replay every partition of the offsets topic (in a cluster: those led here): offsets into this
-        store, group metadata through `replay_group(group_id, value or None for a tombstone)`."""
+    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> LoadStats:
+        """Replay every partition of the offsets topic (one broker): offsets into this store, group
+        metadata through `replay_group(group_id, value or None for a tombstone)`."""
         stats = LoadStats()
         topic = self.broker.topics.get(OFFSETS_TOPIC)
         if topic is None:
@@ -250,14 +255,22 @@ class OffsetsStore:
             try:
                 partition = self.broker.replicas.partition(OFFSETS_TOPIC, index)
             except PartitionError as exc:
-                if not only_leaders:
-                    log.error("offsets partition not loadable", partition=index, error=exc.message)
-                continue
-            if only_leaders and not partition.is_leader:
+                log.error("offsets partition not loadable", partition=index, error=exc.message)
                 continue
             await self._load_partition(partition, replay_group, stats)
         stats.offsets = sum(len(v) for v in self._by_group.values())
         return stats
+
+    def local_partitions(self) -> list:
+        """The offsets topic's partitions with a replica here (a cluster broker hosts some of them)."""
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        found = []
+        for index in sorted(topic.replicas) if topic is not None else []:
+            try:
+                found.append(self.broker.replicas.partition(OFFSETS_TOPIC, index))
+            except PartitionError:
+                continue
+        return found
 
     async def load_partition(self, partition, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> None:
         """Replay one partition (this broker just became its leader)."""

@@ -83,6 +83,7 @@ class _Wanted:
     last_fetched_epoch: int
     error: ErrorCode = ErrorCode.NONE
     read: ReadInfo | None = None
+    follower_log_start_offset: int = -1  # what a follower reports of its own log
 
 
 @handles(API_KEY, "4-16")
@@ -103,6 +104,8 @@ async def fetch(broker, request) -> FetchResponse:
         return _plan(replicas, wanted, body.max_bytes, follower)
 
     available, failed = plan()
+    if follower:
+        _note_follower_fetches(wanted, replica_id)
     if body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes:
         def enough() -> bool:
             size, error = plan()
@@ -143,13 +146,26 @@ def _resolve(broker, body, version: int, replica_id: int) -> tuple[list, list[_W
                 partition = replicas.partition(found.name, asked.partition)
                 partition.check_leader()
                 partition.check_leader_epoch(asked.current_leader_epoch)
-                if replica_id >= 0:
-                    partition.update_follower_state(replica_id, asked.fetch_offset, asked.log_start_offset)
+                if replica_id >= 0 and replica_id not in partition.replicas:
+                    raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                         f"{partition.topic_partition}: broker {replica_id} is not a replica")
             except PartitionError as exc:
                 w.error = exc.error_code
                 continue
             w.partition = partition
+            w.follower_log_start_offset = asked.log_start_offset
     return topics, wanted
+
+
+def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
+    """A follower's position counts (high watermark, ISR, low watermark) only where its fetch read from
+    this log: not where it diverges or asked out of range (Kafka's updateFollowerFetchState)."""
+    for w in wanted:
+        if w.partition is not None and w.error == ErrorCode.NONE and w.read is not None:
+            try:
+                w.partition.update_follower_state(replica_id, w.fetch_offset, w.follower_log_start_offset)
+            except PartitionError as exc:
+                w.error, w.read, w.partition = exc.error_code, None, None
 
 
 def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool) -> tuple[int, bool]:
@@ -168,6 +184,10 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool) -> tu
         w.read = None
         if not replicas.still_hosted(w.partition):  # deleted while the request waited
             w.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            failed = True
+            continue
+        if not w.partition.is_leader:  # leadership moved while the request waited
+            w.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             failed = True
             continue
         log_ = w.partition.log

@@ -97,6 +97,7 @@ class ReplicaFetcher:
             if not ready:
                 await self._wait_for_work(loop)
                 continue
+            epochs = {tp: p.leader_epoch for tp, p in ready.items()}
             try:
                 connection = await self._connect()
                 reply = await connection.request(self._fetch_request(ready), version=FETCH_VERSION)
@@ -116,8 +117,9 @@ class ReplicaFetcher:
                 for answer in topic.partitions:
                     tp = TopicPartition(topic.topic, answer.partition_index)
                     partition = ready.get(tp)
-                    if partition is None or self.partitions.get(tp) is not partition:
-                        continue  # removed or replaced while the fetch was out
+                    if partition is None or self.partitions.get(tp) is not partition \
+                            or partition.is_leader or partition.leader_epoch != epochs[tp]:
+                        continue  # removed, replaced or in another term since the fetch went out
                     try:
                         await self._apply(partition, answer)
                     except asyncio.CancelledError:

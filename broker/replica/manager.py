@@ -229,12 +229,12 @@ class ReplicaManager:
 
     def leadership_changed(self, partition: Partition) -> None:
         """A partition became leader or follower (or changed leader or epoch): requests parked on it
-        answer now, and it is fetched from its new leader, if any."""
+        check again (theirs now fail NOT_LEADER_OR_FOLLOWER, the other partitions of the same request
+        keep waiting), and it is fetched from its new leader, if any."""
         tp = partition.topic_partition
         for purgatory in (self.fetches, self.produces, self.deletions):
-            purgatory.complete_all(tp)
-        for fetcher in self._fetchers.values():
-            fetcher.remove(tp)
+            purgatory.notify(tp)
+        self.stop_following(tp)
         if not partition.is_leader and partition.leader_id >= 0:
             fetcher = self._fetchers.get(partition.leader_id)
             if fetcher is None:
@@ -250,8 +250,14 @@ class ReplicaManager:
             self._forget(tp)
 
     def stop_following(self, tp: TopicPartition) -> None:
-        for fetcher in self._fetchers.values():
+        """No fetcher follows `tp` any more; a fetcher left with nothing to follow stops."""
+        for leader_id, fetcher in list(self._fetchers.items()):
             fetcher.remove(tp)
+            if not fetcher.partitions:
+                del self._fetchers[leader_id]
+                task = asyncio.get_running_loop().create_task(fetcher.stop())
+                self._tasks.append(task)
+                task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
 
     def request_isr_change(self, partition: Partition, isr: set[int]) -> None:
         """Ask the cluster to record a new ISR for a partition led here (one change in flight per

@@ -62,7 +62,8 @@ class FollowerState:
     log_end_offset: int = -1
     log_start_offset: int = -1
     last_fetch_ms: int = 0
-    last_caught_up_ms: int = 0  # the last fetch that asked from the leader's log end: in sync then
+    last_caught_up_ms: int = 0  # when the follower last had everything the leader had (Kafka's rule below)
+    last_fetch_leader_log_end_offset: int = -1  # the leader's log end when the previous fetch came
 
 
 def _now_ms() -> int:
@@ -259,11 +260,18 @@ class Partition:
                                  f"{self.topic_partition}: broker {replica_id} is not a replica")
         low_before = self.low_watermark()
         now = _now_ms()
+        leader_end = self.log.log_end_offset
+        # Kafka's Replica.updateFetchState: caught up now when asking from the leader's log end, or as
+        # of the previous fetch when asking from where the leader's log ended then (a follower under
+        # steady load is always one fetch behind the very end).
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = now
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_leader_log_end_offset = leader_end
         state.log_end_offset = fetch_offset
         state.log_start_offset = log_start_offset
         state.last_fetch_ms = now
-        if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = now
         self.maybe_expand_isr(state)
         self.maybe_increment_high_watermark()
         if self.low_watermark() != low_before:

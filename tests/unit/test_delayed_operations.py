@@ -172,3 +172,33 @@ async def test_storage_error_is_per_partition(tmp_path):
     finally:
         await broker.replicas.stop()
         await logs.shutdown()
+
+
+def _follower_fetch(broker, offset, last_fetched_epoch, log_start_offset=0):
+    from broker.handlers.k01_fetch import fetch
+    from protocol.messages import FetchRequest
+
+    wanted = FetchRequest.FetchTopic.FetchPartition(
+        partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=last_fetched_epoch,
+        log_start_offset=log_start_offset, partition_max_bytes=1 << 20)
+    request = FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t",
+                                                                                          partitions=[wanted])])
+    return fetch(broker, SimpleNamespace(body=request, api_version=12))
+
+
+async def test_a_follower_position_counts_only_where_its_fetch_read_this_log(cluster):
+    """Kafka's updateFollowerFetchState: a fetch that diverges (its last epoch ends earlier here) or
+    asks past the log end says nothing about what the follower holds, so it cannot raise the high
+    watermark, rejoin the ISR or count for the low watermark."""
+    broker, partition = cluster
+    follower = partition.followers[FOLLOWER]
+    epoch = partition.leader_epoch
+    diverging = (await _follower_fetch(broker, 1000, epoch + 5)).responses[0].partitions[0]
+    assert diverging.diverging_epoch.end_offset == 10
+    beyond = (await _follower_fetch(broker, 1000, -1)).responses[0].partitions[0]
+    assert beyond.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (follower.log_end_offset, follower.log_start_offset) == (-1, -1)
+    valid = (await _follower_fetch(broker, 10, epoch, log_start_offset=3)).responses[0].partitions[0]
+    assert valid.error_code == ErrorCode.NONE
+    assert (follower.log_end_offset, follower.log_start_offset) == (10, 3)
