@@ -6,7 +6,8 @@ offset for the latest epoch (LeaderEpochFileCache.endOffsetFor). An epoch older 
 cached gets LeaderEpoch -1, EndOffset -1 with NONE. A new leader notes its epoch at the log end
 offset when it takes over, so an empty partition answers (epoch, 0). CurrentLeaderEpoch is checked
 as in Fetch: FENCED_LEADER_EPOCH when older, UNKNOWN_LEADER_EPOCH when newer, -1 skips the check.
-ReplicaId (v3+) is not needed on one broker: every partition is led here.
+ReplicaId (v3+) is ignored: only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), and Ebb's
+followers learn where they diverge from DivergingEpoch in Fetch instead.
 
 Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
 NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR.
