@@ -42,6 +42,8 @@ class Cluster:
         self.broker = broker
         self.store = broker.store
         self.registrations: dict[int, dict] = {}  # alive broker id -> its /brokers/ids node
+        self._member_ids: set[int] = set()  # the children of /brokers/ids as last reported
+        self._registration_watches: dict[int, Watch | None] = {}
         self.controller_id = -1
         self.controller = Controller(self)
         self.deletions = TopicDeletions(self)
@@ -78,7 +80,8 @@ class Cluster:
 
     async def stop(self) -> None:
         await self.controller.stop()
-        for watch in self._watches + [w for ws in self._topic_watches.values() for w in ws]:
+        registrations = [w for w in self._registration_watches.values() if w is not None]
+        for watch in self._watches + registrations + [w for ws in self._topic_watches.values() for w in ws]:
             watch.cancel()
         for task in list(self._tasks):
             task.cancel()
@@ -135,18 +138,51 @@ class Cluster:
 
     def _on_brokers(self, children: list[str] | None) -> None:
         ids = {int(c) for c in children or [] if c.isdigit()}
-        for gone in set(self.registrations) - ids:
-            del self.registrations[gone]
-            log.info("broker left the cluster", broker=gone)
-        self.spawn(self._read_brokers(ids - set(self.registrations)))
+        self._member_ids = ids
+        for gone in set(self._registration_watches) - ids:
+            self._registration_watches.pop(gone).cancel()
+        if self.registrations.keys() - ids:
+            for gone in self.registrations.keys() - ids:
+                del self.registrations[gone]
+                log.info("broker left the cluster", broker=gone)
+            self._brokers_changed()
+        for broker_id in sorted(ids - set(self._registration_watches)):
+            self._registration_watches[broker_id] = None
+            self.spawn_until_done(lambda broker_id=broker_id: self._watch_registration(broker_id),
+                                  "watching a broker's registration",
+                                  lambda broker_id=broker_id: self._registration_watches.get(broker_id, 1) is None)
 
-    async def _read_brokers(self, new: set[int]) -> None:
-        for broker_id in sorted(new):
-            try:
-                self.registrations[broker_id] = await self.store.get_json(f"/brokers/ids/{broker_id}")
-                log.info("broker in the cluster", broker=broker_id)
-            except NoNode:
-                pass  # gone again already
+    async def _watch_registration(self, broker_id: int) -> None:
+        watch = await self.store.watch_data(f"/brokers/ids/{broker_id}",
+                                            lambda data, version: self._on_registration(broker_id, data))
+        if broker_id in self._registration_watches:
+            self._registration_watches[broker_id] = watch
+        else:
+            watch.cancel()  # left again meanwhile
+
+    def _on_registration(self, broker_id: int, data: bytes | None) -> None:
+        """A broker's registration appeared or changed. Its `timestamp` is set when the broker starts, so
+        a new one on a node that never went away is a restart the children watch did not see (a broker
+        epoch, as KIP-380 has): the controller then treats it as gone and back."""
+        if data is None or broker_id not in self._member_ids:
+            return
+        try:
+            found = json.loads(data)
+        except ValueError:
+            log.warning("unreadable broker registration", broker=broker_id)
+            return
+        before = self.registrations.get(broker_id)
+        self.registrations[broker_id] = found
+        if before is None:
+            log.info("broker in the cluster", broker=broker_id)
+        elif before.get("timestamp") != found.get("timestamp"):
+            log.warning("broker restarted while its registration stayed", broker=broker_id)
+            self.controller.broker_restarted(broker_id)
+        else:
+            return
+        self._brokers_changed()
+
+    def _brokers_changed(self) -> None:
         replicas = self.broker.replicas
         if replicas is not None:
             # The low watermark counts alive replicas only: a broker leaving may complete deletions.

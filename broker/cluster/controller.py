@@ -78,6 +78,7 @@ class Controller:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._rebalancing: asyncio.Task | None = None
+        self._restarted: set[int] = set()
         self._deletions_waiting: dict[str, frozenset[int]] = {}
         self.rounds = 0
 
@@ -114,6 +115,13 @@ class Controller:
                 await self.store.delete(CONTROLLER)  # hand over at once instead of at session expiry
             except StoreError:  # gone already, or ZooKeeper unreachable: the session's end removes it
                 pass
+
+    def broker_restarted(self, broker_id: int) -> None:
+        """A broker restarted without its registration being seen gone: its log may be shorter than what
+        it led with (a machine crash), so for one round it counts as gone: leadership moves to another
+        in-sync replica and it leaves the ISRs, then it comes back as a follower."""
+        self._restarted.add(broker_id)
+        self._wakeup.set()
 
     def wake(self) -> None:
         """Something the controller acts on changed (deletion marks or acknowledgements)."""
@@ -171,13 +179,16 @@ class Controller:
 
     async def reconcile(self) -> int:
         """Give every partition the leader and ISR the alive brokers call for; returns the changes."""
-        alive = set(self.cluster.alive_ids())
+        restarted, self._restarted = self._restarted, set()
+        alive = set(self.cluster.alive_ids()) - restarted
         changed = 0
         for topic in self.cluster.broker.topics.all():
             for index, replicas in sorted(topic.replicas.items()):
                 if self.active:
                     changed += await self._reconcile_partition(topic.name, index, replicas, alive)
         self.rounds += 1
+        if restarted:
+            self._wakeup.set()  # the next round counts them alive again: offline partitions may come back
         return changed
 
     async def _reconcile_partition(self, name: str, index: int, replicas: list[int], alive: set[int]) -> int:

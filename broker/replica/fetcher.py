@@ -45,6 +45,14 @@ _RETRY_LATER = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEA
                           ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE})
 
 
+def _last_batch_epoch(plog) -> int:
+    """LastFetchedEpoch: the epoch of the last batch in the log (-1 for an empty one). Not the latest
+    epoch cache entry: a replica that led notes its epoch before writing anything under it, and a new
+    leader that never saw that epoch could not place it."""
+    end = plog.log_end_offset
+    return plog.epoch_cache.epoch_at(end - 1) if end > plog.log_start_offset else -1
+
+
 def whole_batches(records: bytes | memoryview | None) -> memoryview:
     """The complete batches at the front of a Fetch answer (a size-limited answer may end in a cut one)."""
     view = memoryview(records or b"")
@@ -151,7 +159,7 @@ class ReplicaFetcher:
             plog = partition.log
             by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
                 partition=tp.partition, current_leader_epoch=partition.leader_epoch,
-                fetch_offset=plog.log_end_offset, last_fetched_epoch=plog.epoch_cache.latest_epoch,
+                fetch_offset=plog.log_end_offset, last_fetched_epoch=_last_batch_epoch(plog),
                 log_start_offset=plog.log_start_offset, partition_max_bytes=self.config.fetch_max_bytes))
         config = self.config
         return FetchRequest(

@@ -12,6 +12,7 @@ follows, catches up and rejoins the ISR; a killed controller is replaced. Plus a
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -248,3 +249,26 @@ def test_leadership_returns_to_the_preferred_replica(zk_connect, tmp_path):
                        .replica_nodes[0] for p in range(3))
 
         wait_for(all_preferred, timeout_s=60, what="every partition led by its preferred replica again")
+
+
+def test_a_restart_the_controller_never_saw_moves_leadership(cluster, zk_connect):
+    """A broker epoch as KIP-380 has it: the registration's start timestamp changes while the node stays
+    (a restart faster than the watch) -> the controller treats the broker as gone and back, so a log
+    that may have lost its tail in a machine crash does not go on leading at the same epoch."""
+    from kazoo.client import KazooClient
+
+    topic = new_topic(cluster)
+    before = partition_state(cluster[1], topic)
+    kazoo = KazooClient(zk_connect)
+    kazoo.start(timeout=10)
+    try:
+        path = f"/brokers/ids/{before.leader_id}"
+        registration = json.loads(kazoo.get(path)[0])
+        kazoo.set(path, json.dumps({**registration, "timestamp": str(int(registration["timestamp"]) + 1)}).encode())
+    finally:
+        kazoo.stop()
+        kazoo.close()
+    moved = wait_for(lambda: (p := partition_state(cluster[1], topic)).leader_id not in (-1, before.leader_id) and p,
+                     what="leadership moving off the restarted broker")
+    assert moved.leader_epoch == before.leader_epoch + 1
+    wait_for(lambda: in_sync(cluster[1], topic, 0), what="the restarted broker back in the ISR as a follower")
