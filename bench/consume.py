@@ -28,11 +28,11 @@ from bench.peers import (
     Tansu,
     alternate,
     create_topic,
-    header,
     machine_line,
-    median,
-    ratio,
-    row,
+    repetitions,
+    run_arguments,
+    throughput_header,
+    throughput_row,
     warm_up,
 )
 from bench.produce import KiB, produce_load
@@ -97,18 +97,15 @@ WIDTHS = [22, 9, 9, 7, 11, 11, 7, 10, 10, 7]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer records and repetitions")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per broker (default 3, quick 2)")
-    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
+    run_arguments(parser, "fewer records and repetitions")
     args = parser.parse_args()
-    reps = args.reps or (2 if args.quick else 3)
+    reps = repetitions(args)
     kib_records, small_records = (100_000, 400_000) if args.quick else (400_000, 2_000_000)
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-consume-", dir=args.dir))
     print(f"Consume throughput, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")
     print(f"medians of {reps} repetitions per broker, alternating" + (" (--quick: fewer records)" if args.quick
                                                                         else ""))
-    header("", list(zip(["case", "Ebb MB/s", "Tansu", "ratio", "Ebb rec/s", "Tansu", "ratio",
-                         "Ebb CPU-s/GB", "Tansu", "ratio"], WIDTHS, strict=True)))
+    throughput_header(WIDTHS)
     try:
         for value_size in (KiB, 100):
             for partitions in (1, 6):
@@ -116,13 +113,7 @@ def main() -> None:
                 r = run_case(value_size, partitions, records, root, reps)
                 e, t = r[EBB], r[TANSU]
                 size = "1 KiB" if value_size == KiB else f"{value_size} B"
-                row([f"{size}, {partitions} part",
-                     f"{median(e['mb_s']):.0f}", f"{median(t['mb_s']):.0f}",
-                     ratio(median(e["mb_s"]), median(t["mb_s"])),
-                     f"{median(e['rec_s']):,.0f}", f"{median(t['rec_s']):,.0f}",
-                     ratio(median(e["rec_s"]), median(t["rec_s"])),
-                     f"{median(e['cpu_gb']):.2f}", f"{median(t['cpu_gb']):.2f}",
-                     ratio(median(e["cpu_gb"]), median(t["cpu_gb"]))], WIDTHS)
+                throughput_row(f"{size}, {partitions} part", e, t, WIDTHS)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

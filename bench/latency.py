@@ -35,7 +35,9 @@ from bench.peers import (
     median,
     percentile,
     ratio,
+    repetitions,
     row,
+    run_arguments,
     warm_up,
 )
 
@@ -110,13 +112,11 @@ MODES = [("long poll (500 ms)", {"fetch.wait.max.ms": 500, "fetch.min.bytes": 1}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="shorter runs, fewer repetitions")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per broker (default 3, quick 2)")
+    run_arguments(parser, "shorter runs, fewer repetitions")
     parser.add_argument("--rate", type=float, default=2000.0, help="records per second (default 2000)")
     parser.add_argument("--seconds", type=float, default=None, help="measured seconds per run (default 8, quick 4)")
-    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
     args = parser.parse_args()
-    reps = args.reps or (2 if args.quick else 3)
+    reps = repetitions(args)
     seconds = args.seconds or (4.0 if args.quick else 8.0)
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-latency-", dir=args.dir))
     print(f"End-to-end latency, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")

@@ -260,6 +260,34 @@ def row(cells: list[str], widths: list[int]) -> None:
           flush=True)
 
 
+def run_arguments(parser, quick_help: str, reps_help: str = "repetitions per broker") -> None:
+    """The options every side-by-side benchmark takes: --quick, --reps, --dir."""
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--reps", type=int, default=None, help=f"{reps_help} (default 3, quick 2)")
+    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
+
+
+def repetitions(args) -> int:
+    return args.reps or (2 if args.quick else 3)
+
+
+THROUGHPUT_COLUMNS = ["case", "Ebb MB/s", "Tansu", "ratio", "Ebb rec/s", "Tansu", "ratio", "Ebb CPU-s/GB", "Tansu",
+                      "ratio"]
+
+
+def throughput_header(widths: list[int]) -> None:
+    header("", list(zip(THROUGHPUT_COLUMNS, widths, strict=True)))
+
+
+def throughput_row(label: str, ebb: dict[str, list[float]], tansu: dict[str, list[float]], widths: list[int]) -> None:
+    """One case of produce or consume: medians of MB/s, records/s and broker CPU-s/GB, and the ratios."""
+    cells = [label]
+    for key, form in (("mb_s", "{:.0f}"), ("rec_s", "{:,.0f}"), ("cpu_gb", "{:.2f}")):
+        e, t = median(ebb[key]), median(tansu[key])
+        cells += [form.format(e), form.format(t), ratio(e, t)]
+    row(cells, widths)
+
+
 def machine_line() -> str:
     cpu = "?"
     try:

@@ -20,7 +20,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.peers import EBB, TANSU, Ebb, Tansu, alternate, create_topic, header, machine_line, median, ratio, row
+from bench.peers import (
+    EBB,
+    TANSU,
+    Ebb,
+    Tansu,
+    alternate,
+    create_topic,
+    machine_line,
+    repetitions,
+    run_arguments,
+    throughput_header,
+    throughput_row,
+)
 
 KiB = 1024
 
@@ -112,30 +124,22 @@ WIDTHS = [30, 9, 9, 7, 11, 11, 7, 10, 10, 7]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer records and repetitions")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per broker (default 3, quick 2)")
-    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
+    run_arguments(parser, "fewer records and repetitions")
     parser.add_argument("--only", default=None, help="run only the cases whose label contains this")
     args = parser.parse_args()
-    reps = args.reps or (2 if args.quick else 3)
+    reps = repetitions(args)
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-produce-", dir=args.dir))
     print(f"Produce throughput, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")
     print(f"medians of {reps} repetitions per broker, alternating" + (" (--quick: fewer records)" if args.quick
                                                                         else ""))
-    header("", list(zip(["case", "Ebb MB/s", "Tansu", "ratio", "Ebb rec/s", "Tansu", "ratio",
-                         "Ebb CPU-s/GB", "Tansu", "ratio"], WIDTHS, strict=True)))
+    throughput_header(WIDTHS)
     try:
         for case in cases(args.quick):
             if args.only and args.only not in case.label:
                 continue
             r = run_case(case, root, reps)
             e, t = r[EBB], r[TANSU]
-            row([case.label,
-                 f"{median(e['mb_s']):.0f}", f"{median(t['mb_s']):.0f}", ratio(median(e["mb_s"]), median(t["mb_s"])),
-                 f"{median(e['rec_s']):,.0f}", f"{median(t['rec_s']):,.0f}",
-                 ratio(median(e["rec_s"]), median(t["rec_s"])),
-                 f"{median(e['cpu_gb']):.2f}", f"{median(t['cpu_gb']):.2f}",
-                 ratio(median(e["cpu_gb"]), median(t["cpu_gb"]))], WIDTHS)
+            throughput_row(case.label, e, t, WIDTHS)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.peers import Ebb, Tansu, create_topic, machine_line, median
+from bench.peers import Ebb, Tansu, create_topic, machine_line, median, repetitions, run_arguments
 from bench.produce import KiB, produce_load
 
 TOPIC = "bench-startup"
@@ -48,11 +48,9 @@ def ready_in(broker: Ebb, partitions: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="less data, fewer repetitions")
-    parser.add_argument("--reps", type=int, default=None, help="restarts of each kind (default 3, quick 2)")
-    parser.add_argument("--dir", default=None, help="where Ebb's data goes (default: system temp dir)")
+    run_arguments(parser, "less data, fewer repetitions", "restarts of each kind")
     args = parser.parse_args()
-    reps = args.reps or (2 if args.quick else 3)
+    reps = repetitions(args)
     partitions = 1000
     per_partition = 20 if args.quick else 100
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-startup-", dir=args.dir))

@@ -77,6 +77,11 @@ class Topic:
         return list(self.states.get(partition, {}).get("isr", self.replicas.get(partition, [])))
 
 
+def state_path(topic: str, partition: int) -> str:
+    """The znode of a partition's leader, leader epoch and ISR (Kafka's ZooKeeper layout)."""
+    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+
 def topic_id_to_str(topic_id: uuid.UUID) -> str:
     """Kafka's text form of a topic id: URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
@@ -180,7 +185,7 @@ class TopicManager:
         states = {}
         for partition in replicas:
             try:
-                states[partition] = await self.store.get_json(f"/brokers/topics/{name}/partitions/{partition}/state")
+                states[partition] = await self.store.get_json(state_path(name, partition))
             except NoNode:
                 pass
         return Topic(
@@ -233,17 +238,6 @@ class TopicManager:
                 for partition, state in fresh.states.items():
                     topic.states.setdefault(partition, state)
             return topic
-
-    async def forget(self, name: str) -> None:
-        """The topic is gone from the store (deleted through another broker): drop it and its logs."""
-        async with self._lock:
-            topic = self._topics.pop(name, None)
-            if topic is None:
-                return
-            self._by_id.pop(topic.topic_id, None)
-            for tp in topic.partitions():
-                await self.logs.delete_log(tp)
-            log.info("topic deleted elsewhere; local logs removed", topic=name)
 
     async def configs_changed(self, name: str) -> None:
         """Another broker altered the topic's configs: read them and push them to the local logs."""
@@ -312,7 +306,7 @@ class TopicManager:
             await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
             await self.store.create(f"/brokers/topics/{name}", _json_bytes(_assignment_node(topic)))
             for partition, state in topic.states.items():
-                await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", state)
+                await self.store.put_json(state_path(name, partition), state)
             self._remember(topic)
             await self._ensure_logs(topic)
             log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
@@ -405,7 +399,7 @@ class TopicManager:
             new_states = {p: _initial_state(r) for p, r in new.items()}
             await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
             for partition, state in new_states.items():
-                await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", state)
+                await self.store.put_json(state_path(name, partition), state)
             topic.replicas = grown.replicas
             topic.states.update(new_states)
             await self._ensure_logs(topic)
@@ -417,7 +411,7 @@ class TopicManager:
         topic = self._topics.get(name)
         if topic is None or partition not in topic.replicas:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{partition} does not exist")
-        await self.store.put_json(f"/brokers/topics/{name}/partitions/{partition}/state", dict(state))
+        await self.store.put_json(state_path(name, partition), dict(state))
         topic.states[partition] = dict(state)
 
     @uncancellable
@@ -480,8 +474,9 @@ class TopicManager:
             await self._delete(name)
             return True
 
-    async def drop_for_deletion(self, name: str) -> None:
-        """A cluster broker's part of a deletion: stop serving the topic and remove its local logs."""
+    async def drop(self, name: str) -> None:
+        """A cluster broker's part of a deletion (the topic is marked, or already gone from the store):
+        stop serving the topic and remove its local logs."""
         async with self._lock:
             topic = self._topics.pop(name, None)
             if topic is not None:

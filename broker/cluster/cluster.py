@@ -29,12 +29,9 @@ from broker.cluster.controller import Controller
 from broker.cluster.deletion import TopicDeletions
 from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
+from broker.topics import state_path
 
 log = structlog.get_logger("cluster")
-
-
-def state_path(topic: str, partition: int) -> str:
-    return f"/brokers/topics/{topic}/partitions/{partition}/state"
 
 
 class Cluster:
@@ -207,7 +204,7 @@ class Cluster:
             for watch in self._topic_watches.pop(name):
                 watch.cancel()
             self._watched_states = {tp for tp in self._watched_states if tp.topic != name}
-            self.spawn(self.broker.topics.forget(name))
+            self.spawn(self.broker.topics.drop(name))
         for name in sorted(names - known):
             self._topic_watches[name] = []
             self.spawn_until_done(lambda name=name: self._follow_topic(name), "following a topic",

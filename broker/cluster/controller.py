@@ -31,6 +31,7 @@ import structlog
 from broker.cluster.deletion import finish_deletions
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
+from broker.topics import state_path
 
 if TYPE_CHECKING:
     from broker.cluster.cluster import Cluster
@@ -221,7 +222,7 @@ class Controller:
     async def _change_partition(self, name: str, index: int, decide, alive: set[int]) -> int:
         """Write `decide(state)` to the partition's state, conditional on the version read; 1 if written."""
         tp = TopicPartition(name, index)
-        path = f"/brokers/topics/{name}/partitions/{index}/state"
+        path = state_path(name, index)
         for _ in range(5):
             try:
                 data, version = await self.store.get(path)

@@ -66,7 +66,7 @@ class TopicDeletions:
         broker = self.cluster.broker
         log.info("topic marked for deletion; dropping local replicas", topic=name)
         broker.replicas.forget_topic(name)
-        await broker.topics.drop_for_deletion(name)
+        await broker.topics.drop(name)
         try:
             await self.store.create(f"{MARKS}/{name}/{broker.node_id}", makepath=False)
         except (NodeExists, NoNode):  # acknowledged before, or the deletion is already over

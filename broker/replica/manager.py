@@ -65,7 +65,7 @@ class ReplicaManager:
     @property
     def cluster(self) -> Any:
         """The broker's cluster view (broker/cluster/cluster.py); None on a single broker."""
-        return getattr(self.broker, "cluster", None)
+        return self.broker.cluster
 
     # --- lifecycle (a broker service) ------------------------------------------------------------
 

@@ -106,8 +106,7 @@ class Partition:
         else:
             self.leader_epoch = max(0, log_.epoch_cache.latest_epoch)
             self.isr = {self.local_id}
-        now = _now_ms()
-        self.followers = {r: FollowerState(r, last_caught_up_ms=now) for r in self.replicas if r != self.local_id}
+        self.followers = self._fresh_followers()
         self._note_leader_epoch()
         # Becoming leader: the high watermark catches up with the ISR at once (after an unclean stop
         # the checkpointed one can lag the log end offset).
@@ -126,10 +125,8 @@ class Partition:
         """Become (or stay) leader at `leader_epoch` (the cluster's partition state says so)."""
         was_follower = not self.is_leader
         if was_follower or leader_epoch != self.leader_epoch:
-            # A new term: what followers reported to an earlier one does not count; every replica is
-            # given replica.lag.time.max.ms from now before it can be dropped from the ISR.
-            now = _now_ms()
-            self.followers = {r: FollowerState(r, last_caught_up_ms=now) for r in self.replicas if r != self.local_id}
+            # A new term: what followers reported to an earlier one does not count.
+            self.followers = self._fresh_followers()
         if was_follower:
             # Batches appended as a follower never went through the producer table: rebuild it from
             # the log before the first produce is checked against it.
@@ -141,6 +138,12 @@ class Partition:
         self._note_leader_epoch()
         self.maybe_increment_high_watermark()
         self.manager.leadership_changed(self)
+
+    def _fresh_followers(self) -> dict[int, FollowerState]:
+        """The other replicas, nothing known of them yet; each is given replica.lag.time.max.ms from now
+        before it can be dropped from the ISR."""
+        now = _now_ms()
+        return {r: FollowerState(r, last_caught_up_ms=now) for r in self.replicas if r != self.local_id}
 
     def make_follower(self, leader_id: int, leader_epoch: int, isr: set[int]) -> None:
         """Follow `leader_id` at `leader_epoch`: produce and consumer fetches here are refused from now

@@ -31,9 +31,8 @@ BROKER_PROPERTIES = {"log.retention.hours": "48", "compression.type": "gzip", "l
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("configs"), BROKER_PROPERTIES) as process:
-        yield process
+def broker_overrides():
+    return BROKER_PROPERTIES
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,8 @@ PartitionsAssignment = CreatePartitionsRequest.CreatePartitionsTopic.CreateParti
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("topics"), {"num.partitions": "3"}) as process:
-        yield process
+def broker_overrides():
+    return {"num.partitions": "3"}
 
 
 @pytest.fixture(scope="module")

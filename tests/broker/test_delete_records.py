@@ -24,18 +24,6 @@ from tests.support.broker_process import BrokerProcess
 NONE, OUT_OF_RANGE = ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("delete-records")) as process:
-        yield process
-
-
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.port) as c:
-        yield c
-
-
 @dataclass(frozen=True)
 class Case:
     id: str

@@ -8,7 +8,6 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest
 from tests.broker.data_wire import (
-    WireClient,
     batch,
     create_topic,
     delete_records,
@@ -16,21 +15,8 @@ from tests.broker.data_wire import (
     offset_for_leader_epoch,
     produce,
 )
-from tests.support.broker_process import BrokerProcess
 
 T0 = int(time.time() * 1000) - 3_600_000  # recent: retention (7 days) must not delete them
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("list-offsets")) as process:
-        yield process
-
-
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.port) as c:
-        yield c
 
 
 _topics = iter(range(10_000))

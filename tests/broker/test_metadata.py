@@ -16,9 +16,8 @@ ALL_VERSIONS = list(range(14))
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("metadata"), {"num.partitions": "2"}) as process:
-        yield process
+def broker_overrides():
+    return {"num.partitions": "2"}
 
 
 @pytest.fixture(scope="module")

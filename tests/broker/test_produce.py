@@ -25,19 +25,6 @@ from tests.broker.data_wire import (
 )
 from tests.support.broker_process import BrokerProcess
 
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("produce")) as process:
-        yield process
-
-
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.port) as c:
-        yield c
-
-
 _topics = iter(range(10_000))
 
 

@@ -8,13 +8,6 @@ import pytest
 from protocol import framing
 from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest, MetadataRequest
-from tests.support.broker_process import BrokerProcess
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("server")) as process:
-        yield process
 
 
 def _connect(broker) -> socket.socket:

@@ -33,15 +33,8 @@ _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("trim"), OVERRIDES) as process:
-        yield process
-
-
-@pytest.fixture
-def client(broker):
-    with WireClient(broker.port) as c:
-        yield c
+def broker_overrides():
+    return OVERRIDES
 
 
 def topic_with(client, groups: str | None, *, partitions: int = 1, policy: str = "delete") -> str:

@@ -109,14 +109,20 @@ def _require_advertised_apis(request):
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory, request):
+def broker_overrides() -> dict[str, str]:
+    """Broker properties a module's broker starts with (a module overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, request, broker_overrides):
     """One broker for the whole module: the client flows are ordered steps on one topic."""
     bootstrap = external_bootstrap()
     if bootstrap:
         yield Broker(bootstrap, None)
         return
     require_ebb()
-    process = BrokerProcess(tmp_path_factory.mktemp("broker"))
+    process = BrokerProcess(tmp_path_factory.mktemp("broker"), broker_overrides)
     process.start()
     request.node.conformance_broker = process
     try:

@@ -88,6 +88,18 @@ SOURCE_DYNAMIC_TOPIC = 1
 SOURCES_NOT_OVERRIDDEN = {3, 4, 5}  # dynamic default broker, static broker, default
 
 
+def check_default_topic_configs(values: dict, sources: dict, not_overridden=SOURCES_NOT_OVERRIDDEN) -> None:
+    """What DescribeConfigs must say of a topic created without overrides, as each client reports it:
+    every required config listed (`values`: name -> value), Kafka's defaults, and no source (`sources`:
+    name -> source) saying a topic override."""
+    missing = REQUIRED_TOPIC_CONFIGS - values.keys()
+    assert not missing, f"DescribeConfigs does not list {sorted(missing)}"
+    for name, default in TOPIC_CONFIG_DEFAULTS.items():
+        assert values[name] == default, name
+    overridden = {name: s for name, s in sources.items() if s not in not_overridden}
+    assert overridden == {}, "configs of a topic created without overrides must come from defaults"
+
+
 @dataclass(frozen=True)
 class Record:
     partition: int

@@ -26,10 +26,7 @@ from tests.conformance.scenario import (
     DELETE_BEFORE,
     DELETE_PARTITION,
     PARTITIONS,
-    REQUIRED_TOPIC_CONFIGS,
     SOURCE_DYNAMIC_TOPIC,
-    SOURCES_NOT_OVERRIDDEN,
-    TOPIC_CONFIG_DEFAULTS,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -231,12 +228,8 @@ async def test_describe_configs(broker, flow):
     flow.require("create")
     async with admin_client(broker) as admin:
         configs = await describe(admin, flow)
-    missing = REQUIRED_TOPIC_CONFIGS - configs.keys()
-    assert not missing, f"DescribeConfigs does not list {sorted(missing)}"
-    for name, default in TOPIC_CONFIG_DEFAULTS.items():
-        assert configs[name]["config_value"] == default, name
-    overridden = {n: e["config_source"] for n, e in configs.items() if e["config_source"] not in SOURCES_NOT_OVERRIDDEN}
-    assert overridden == {}, "configs of a topic created without overrides must come from defaults"
+    scenario.check_default_topic_configs({n: e["config_value"] for n, e in configs.items()},
+                                         {n: e["config_source"] for n, e in configs.items()})
 
 
 @pytest.mark.apis("AlterConfigs", "DescribeConfigs")

@@ -30,10 +30,10 @@ from tests.conformance.scenario import (
     DELETE_PARTITION,
     PARTITIONS,
     RDKAFKA_LOG,
-    REQUIRED_TOPIC_CONFIGS,
     SOURCE_DYNAMIC_TOPIC,
     SOURCES_NOT_OVERRIDDEN,
     TOPIC_CONFIG_DEFAULTS,
+    check_default_topic_configs,
     wait_until,
 )
 
@@ -251,12 +251,7 @@ def test_read_below_log_start(broker, flow):
 def test_describe_configs(admin, flow):
     flow.require("create")
     configs = describe(admin, flow)
-    missing = REQUIRED_TOPIC_CONFIGS - configs.keys()
-    assert not missing, f"DescribeConfigs does not list {sorted(missing)}"
-    for name, default in TOPIC_CONFIG_DEFAULTS.items():
-        assert configs[name].value == default, name
-    overridden = {name: source(e) for name, e in configs.items() if source(e) not in SOURCES_NOT_OVERRIDDEN}
-    assert overridden == {}, "configs of a topic created without overrides must come from defaults"
+    check_default_topic_configs({n: e.value for n, e in configs.items()}, {n: source(e) for n, e in configs.items()})
 
 
 @pytest.mark.apis("IncrementalAlterConfigs", "DescribeConfigs")

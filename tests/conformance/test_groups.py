@@ -40,9 +40,7 @@ from pathlib import Path
 import pytest
 
 from tests.broker.data_wire import WireClient, batch, create_topic, produce
-from tests.conformance.conftest import Broker, external_bootstrap, require_ebb
 from tests.conformance.scenario import RDKAFKA_LOG, wait_until
-from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -56,20 +54,8 @@ JS_DIR = Path(__file__).parent / "js"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory, request):
-    """A broker of this module's own, with a short initial rebalance delay."""
-    bootstrap = external_bootstrap()
-    if bootstrap:
-        yield Broker(bootstrap, None)
-        return
-    require_ebb()
-    process = BrokerProcess(tmp_path_factory.mktemp("groups-broker"), BROKER_OVERRIDES)
-    process.start()
-    request.node.conformance_broker = process
-    try:
-        yield Broker(process.bootstrap, process)
-    finally:
-        process.stop()
+def broker_overrides():
+    return BROKER_OVERRIDES
 
 
 # --- the shared scenario ----------------------------------------------------------------------------

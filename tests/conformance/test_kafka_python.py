@@ -25,8 +25,8 @@ from tests.conformance.scenario import (
     DELETE_BEFORE,
     DELETE_PARTITION,
     PARTITIONS,
-    REQUIRED_TOPIC_CONFIGS,
     TOPIC_CONFIG_DEFAULTS,
+    check_default_topic_configs,
     wait_until,
 )
 
@@ -212,12 +212,8 @@ def test_read_below_log_start(broker, flow):
 def test_describe_configs(admin, flow):
     flow.require("create")
     configs = describe(admin, flow)
-    missing = REQUIRED_TOPIC_CONFIGS - configs.keys()
-    assert not missing, f"DescribeConfigs does not list {sorted(missing)}"
-    for name, default in TOPIC_CONFIG_DEFAULTS.items():
-        assert configs[name]["value"] == default, name
-    overridden = {name: c["config_source"] for name, c in configs.items() if c["config_source"] not in NOT_OVERRIDDEN}
-    assert overridden == {}, "configs of a topic created without overrides must come from defaults"
+    check_default_topic_configs({n: c["value"] for n, c in configs.items()},
+                                {n: c["config_source"] for n, c in configs.items()}, NOT_OVERRIDDEN)
 
 
 @pytest.mark.apis("IncrementalAlterConfigs", "DescribeConfigs")

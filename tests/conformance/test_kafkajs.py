@@ -27,10 +27,8 @@ from tests.conformance.scenario import (
     DELETE_BEFORE,
     DELETE_PARTITION,
     PARTITIONS,
-    REQUIRED_TOPIC_CONFIGS,
     SOURCE_DYNAMIC_TOPIC,
-    SOURCES_NOT_OVERRIDDEN,
-    TOPIC_CONFIG_DEFAULTS,
+    check_default_topic_configs,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -173,12 +171,8 @@ def test_read_below_log_start(run, flow):
 def test_describe_configs(run, flow):
     flow.require("create")
     described = configs(run)
-    missing = REQUIRED_TOPIC_CONFIGS - described.keys()
-    assert not missing, f"DescribeConfigs does not list {sorted(missing)}"
-    for name, default in TOPIC_CONFIG_DEFAULTS.items():
-        assert described[name]["configValue"] == default, name
-    overridden = {n: e["configSource"] for n, e in described.items() if e["configSource"] not in SOURCES_NOT_OVERRIDDEN}
-    assert overridden == {}, "configs of a topic created without overrides must come from defaults"
+    check_default_topic_configs({n: e["configValue"] for n, e in described.items()},
+                                {n: e["configSource"] for n, e in described.items()})
 
 
 @pytest.mark.apis("AlterConfigs", "DescribeConfigs")
