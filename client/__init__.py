@@ -9,7 +9,6 @@ from .admin import (
     Admin,
     ConfigEntry,
     ConfigSource,
-    DeleteRecordsResult,
     ListOffsetsResult,
     NewTopic,
     ResourceType,
@@ -18,6 +17,7 @@ from .admin import (
 from .cluster import Cluster, parse_bootstrap
 from .connection import BrokerConnection
 from .consumer import Consumer, ConsumerRecord
+from .delete_records import DeletedRecords, DeleteRecordsResult
 from .errors import (
     BootstrapError,
     BrokerConnectionError,
@@ -39,9 +39,9 @@ from .types import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicP
 __all__ = [
     "EARLIEST", "LATEST", "MAX_TIMESTAMP", "Admin", "BootstrapError", "BrokerConnection", "BrokerConnectionError",
     "BrokerInfo", "BrokerUnreachableError", "Cluster", "ClusterMetadata", "ConfigEntry", "ConfigSource",
-    "ConnectionClosedError", "Consumer", "ConsumerRecord", "DeleteRecordsResult", "ErrorCode", "KafkaClientError",
-    "KafkaError", "ListOffsetsResult", "MalformedResponseError", "NewTopic", "OffsetOutOfRangeError",
-    "OffsetsFileError", "PartitionInfo", "ProduceResult", "Producer", "RequestTimeoutError", "ResourceType",
-    "TopicAlreadyExistsError", "TopicInfo", "TopicPartition", "TopicResult", "UnknownTopicOrPartitionError",
-    "UnsupportedVersionError", "parse_bootstrap", "parse_offsets_json",
+    "ConnectionClosedError", "Consumer", "ConsumerRecord", "DeletedRecords", "DeleteRecordsResult", "ErrorCode",
+    "KafkaClientError", "KafkaError", "ListOffsetsResult", "MalformedResponseError", "NewTopic",
+    "OffsetOutOfRangeError", "OffsetsFileError", "PartitionInfo", "ProduceResult", "Producer", "RequestTimeoutError",
+    "ResourceType", "TopicAlreadyExistsError", "TopicInfo", "TopicPartition", "TopicResult",
+    "UnknownTopicOrPartitionError", "UnsupportedVersionError", "parse_bootstrap", "parse_offsets_json",
 ]

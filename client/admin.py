@@ -2,7 +2,7 @@
 
     async with Admin("127.0.0.1:9092") as admin:
         await admin.create_topic("events", num_partitions=3)
-        results = await admin.delete_records({("events", 0): 100}, leader_only=True)
+        result = await admin.delete_records({("events", 0): 100}, leader_only=True)
 
 Batch calls return one result per topic or partition, each with an `error` (ErrorCode.NONE on
 success), so one bad partition does not hide the others. Single-item conveniences raise instead.
@@ -20,7 +20,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterConfigsRequest,
     CreateTopicsRequest,
-    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
@@ -29,17 +28,16 @@ from protocol.messages import (
 
 from .cluster import LEADERSHIP_ERRORS, Cluster
 from .connection import BrokerConnection
+from .delete_records import DeleteRecordsResult, delete_records
 from .errors import KafkaError, UnsupportedVersionError, error_for
 from .types import TopicInfo, TopicPartition
 from .versions import (
     ALTER_CONFIGS,
     CREATE_TOPICS,
-    DELETE_RECORDS,
     DELETE_TOPICS,
     DESCRIBE_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
     LIST_OFFSETS,
-    broker_max,
 )
 
 log = structlog.get_logger("ebb.client.admin")
@@ -48,8 +46,6 @@ log = structlog.get_logger("ebb.client.admin")
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # the record with the highest timestamp (ListOffsets v7+)
-
-LEADER_ONLY_MIN_VERSION = 3  # DeleteRecords v3 is Ebb's KIP-1343 extension
 
 Share = dict[TopicPartition, int]  # one broker's part of a per-partition request
 
@@ -135,24 +131,8 @@ class ListOffsetsResult:
         return self.error == ErrorCode.NONE
 
 
-@dataclass
-class DeleteRecordsResult:
-    low_watermark: int
-    leader_log_start_offset: int = -1  # only DeleteRecords v3 reports it
-    error: ErrorCode = ErrorCode.NONE
-    error_message: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error == ErrorCode.NONE
-
-
 def _failed_offsets(code: ErrorCode, message: str | None) -> ListOffsetsResult:
     return ListOffsetsResult(-1, error=code, error_message=message)
-
-
-def _failed_delete(code: ErrorCode, message: str | None) -> DeleteRecordsResult:
-    return DeleteRecordsResult(-1, -1, code, message)
 
 
 def _dynamic_source(resource_type: ResourceType, name: str) -> ConfigSource:
@@ -439,48 +419,14 @@ class Admin:
     # -- DeleteRecords --
 
     async def delete_records(self, offsets: Mapping[tuple[str, int], int], *, leader_only: bool = False,
-                             timeout_ms: int = 30000) -> dict[TopicPartition, DeleteRecordsResult]:
+                             timeout_ms: int = 30000) -> DeleteRecordsResult:
         """Delete the records below `offsets[tp]` in each partition (-1: up to the high watermark).
 
-        One request per leader broker. `leader_only=True` asks for DeleteRecords v3 (Ebb's extension):
-        the broker answers once the leader's log start offset moved, without waiting for followers, and
-        reports it as `leader_log_start_offset`. A broker without v3 gets no request at all for
-        leader-only: its partitions fail with UNSUPPORTED_VERSION. Without leader_only a pre-v3 broker
-        is asked with v2 or lower, and `leader_log_start_offset` is -1.
+        `leader_only=True` asks for DeleteRecords v3 (KIP-1343): the broker answers once the leader's
+        log start offset moved, without waiting for followers. See client/delete_records.py.
         """
-        for tp, offset in offsets.items():
-            if offset < -1:
-                raise ValueError(f"offset {offset} for {TopicPartition(*tp)}: use >= 0, or -1 for the high watermark")
-        Req = DeleteRecordsRequest
-
-        async def send(conn: BrokerConnection, share: Share) -> dict[TopicPartition, DeleteRecordsResult]:
-            if leader_only:
-                top = broker_max(DELETE_RECORDS, conn.api_versions)
-                if top is None or top < LEADER_ONLY_MIN_VERSION:
-                    offered = "does not offer DeleteRecords" if top is None else f"offers DeleteRecords up to v{top}"
-                    message = f"broker {conn.address} {offered}; leader-only needs v{LEADER_ONLY_MIN_VERSION}"
-                    return {tp: _failed_delete(ErrorCode.UNSUPPORTED_VERSION, message) for tp in share}
-                version = conn.pick_version(DELETE_RECORDS, low=LEADER_ONLY_MIN_VERSION)
-            else:
-                version = conn.pick_version(DELETE_RECORDS)
-            by_topic: dict[str, list] = {}
-            for tp, offset in share.items():
-                by_topic.setdefault(tp.topic, []).append(
-                    Req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=tp.partition, offset=offset))
-            request = Req(topics=[Req.DeleteRecordsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
-                          timeout_ms=timeout_ms, leader_only=leader_only)
-            response = await conn.request(request, version=version, timeout_s=self._request_timeout(timeout_ms))
-            return {
-                TopicPartition(t.name, p.partition_index): DeleteRecordsResult(
-                    p.low_watermark,
-                    p.leader_log_start_offset if version >= LEADER_ONLY_MIN_VERSION else -1,
-                    ErrorCode.from_code(p.error_code),
-                )
-                for t in response.topics for p in t.partitions
-            }
-
-        return await self.cluster.for_each_leader(
-            offsets, send, _failed_delete, what="DeleteRecords", timeout_s=self._request_timeout(timeout_ms))
+        return await delete_records(self.cluster, offsets, leader_only=leader_only, timeout_ms=timeout_ms,
+                                    request_timeout_s=self._request_timeout(timeout_ms))
 
 
 def _creatable(topic: NewTopic) -> CreateTopicsRequest.CreatableTopic:

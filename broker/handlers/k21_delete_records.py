@@ -21,10 +21,15 @@ TimeoutMs; partitions still short then get REQUEST_TIMED_OUT with the low waterm
 the request arrived. On one broker every partition completes at once. All partitions of a request move
 their log start offsets first and then wait for the disk, so one checkpoint write covers them.
 
-v3 LeaderOnly=true answers as soon as the leader's new log start offset is durable (on disk in
-log-start-offset-checkpoint; forced if `log.start.offset.checkpoint.sync` is off), without waiting
-for followers. Every v3 response carries LeaderLogStartOffset: the leader's log start offset after
-the request, -1 on errors. With `delete.records.v3.enable=false` ApiVersions stops at v2 and a v3
+TimeoutMs <= 0 parks nothing: partitions whose low watermark is short are REQUEST_TIMED_OUT at once
+with the low watermark known then (KAFKA-20560; Kafka answers the same, after a trip through its
+purgatory).
+
+v3 (KIP-1343) LeaderOnly=true answers as soon as the leader's new log start offset is durable (on
+disk in log-start-offset-checkpoint; forced if `log.start.offset.checkpoint.sync` is off), without
+waiting for followers and without entering the purgatory. Every v3 partition result carries
+LeaderLogStartOffset (between LowWatermark and ErrorCode on the wire): the leader's log start offset
+when it answered, -1 on errors. With `delete.records.v3.enable=false` ApiVersions stops at v2 and a v3
 request is answered UNSUPPORTED_VERSION for every partition. LowWatermark is -1 on errors.
 
 Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, NOT_LEADER_OR_FOLLOWER,
@@ -69,8 +74,9 @@ async def delete_records(broker, request) -> DeleteRecordsResponse:
 
     started = []  # (partition, result, required, moved, name, index, offset)
     for (name, index), offset in asked.items():
-        result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=ErrorCode.NONE,
-                                  leader_log_start_offset=-1)
+        result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=ErrorCode.NONE)
+        if version >= 3:
+            result.leader_log_start_offset = -1
         by_topic.setdefault(name, []).append(result)
         topic = broker.topics.get(name)
         if refused:
@@ -98,31 +104,41 @@ async def delete_records(broker, request) -> DeleteRecordsResponse:
             refuse(result, name, index, offset, exc)
             continue
         result.low_watermark = partition.low_watermark()
-        result.leader_log_start_offset = partition.log_start_offset
+        if version >= 3:
+            result.leader_log_start_offset = partition.log_start_offset
         if not leader_only and result.low_watermark < required:
             pending.append((partition, result, required))
     if pending:
-        await _await_low_watermarks(broker, pending, body.timeout_ms)
+        await _await_low_watermarks(broker, pending, body.timeout_ms, version)
     return DeleteRecordsResponse(throttle_time_ms=0, topics=[
         _TopicResult(name=name, partitions=results) for name, results in by_topic.items()])
 
 
-async def _await_low_watermarks(broker, pending, timeout_ms: int) -> None:
+async def _await_low_watermarks(broker, pending, timeout_ms: int, version: int) -> None:
     """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset."""
 
-    def reached() -> bool:
-        return all(not p.is_leader or p.low_watermark() >= required for p, _, required in pending)
-
-    await broker.replicas.deletions.wait([p.topic_partition for p, _, _ in pending], reached, timeout_ms)
+    if timeout_ms > 0:  # nothing to wait for otherwise: the answer is what is known now
+        await broker.replicas.deletions.wait([p.topic_partition for p, _, _ in pending], _reached(pending),
+                                             timeout_ms)
     for partition, result, required in pending:
         low = partition.low_watermark()
         if not partition.is_leader:
             result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the new leader has the start offset
-            result.low_watermark = result.leader_log_start_offset = -1
+            result.low_watermark = -1
         elif low >= required:
             result.low_watermark = low
-            result.leader_log_start_offset = partition.log_start_offset
+            if version >= 3:
+                result.leader_log_start_offset = partition.log_start_offset
+            continue
         else:
-            # Kafka keeps the low watermark seen on arrival; LeaderLogStartOffset is -1 on every error.
+            # Kafka keeps the low watermark seen on arrival.
             result.error_code = ErrorCode.REQUEST_TIMED_OUT
-            result.leader_log_start_offset = -1
+        if version >= 3:
+            result.leader_log_start_offset = -1  # -1 on every error (KIP-1343)
+
+
+def _reached(pending):
+    def reached() -> bool:
+        return all(not p.is_leader or p.low_watermark() >= required for p, _, required in pending)
+
+    return reached

@@ -24,7 +24,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from ..admin import LATEST, Admin, DeleteRecordsResult
+from ..admin import LATEST, Admin
+from ..delete_records import DeletedRecords
 from ..offsets_file import OffsetsFileError, parse_offsets_json
 from ..types import TopicPartition
 from .common import (
@@ -132,16 +133,17 @@ async def _offsets_before(admin: Admin, partitions: list[TopicPartition], timest
 
 
 async def _delete(admin: Admin, offsets: dict[TopicPartition, int], *, leader_only: bool,
-                  timeout_ms: int) -> dict[TopicPartition, DeleteRecordsResult]:
+                  timeout_ms: int) -> dict[TopicPartition, DeletedRecords]:
     """One delete_records per leader broker, concurrently, so the progress bar moves as brokers answer."""
     by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
     for tp, offset in offsets.items():
         info = admin.cluster.partition_info(tp)
         by_leader[info.leader if info is not None else -1][tp] = offset
-    results: dict[TopicPartition, DeleteRecordsResult] = {}
+    results: dict[TopicPartition, DeletedRecords] = {}
     with Progress(len(offsets), "deleting records") as progress:
         async def one(share: dict[TopicPartition, int]) -> None:
-            results.update(await admin.delete_records(share, leader_only=leader_only, timeout_ms=timeout_ms))
+            deleted = await admin.delete_records(share, leader_only=leader_only, timeout_ms=timeout_ms)
+            results.update(deleted.partition_results())
             progress.advance(len(share))
 
         await asyncio.gather(*(one(share) for share in by_leader.values()))

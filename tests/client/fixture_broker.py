@@ -195,8 +195,10 @@ async def delete_records(broker: FixtureBroker, request: Request):
                     error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 continue
             offset = broker.cluster.high_watermark if p.offset == -1 else p.offset
-            results.append(R.DeleteRecordsPartitionResult(
-                partition_index=p.partition_index, low_watermark=offset, leader_log_start_offset=offset))
+            result = R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=offset)
+            if request.api_version >= 3:  # the field exists from v3 only
+                result.leader_log_start_offset = offset
+            results.append(result)
         topics.append(R(name=t.name, partitions=results))
     return DeleteRecordsResponse(topics=topics)
 

@@ -109,7 +109,8 @@ async def test_delete_records_moves_the_log_start(bootstrap, leader_only):
     topic = f"del-{int(leader_only)}"
     async with Admin(bootstrap) as admin:
         await _filled_topic(admin, topic, partitions=2)
-        results = await admin.delete_records({(topic, 0): 4, (topic, 1): -1}, leader_only=leader_only)
+        deleted = await admin.delete_records({(topic, 0): 4, (topic, 1): -1}, leader_only=leader_only)
+        results = deleted.partition_results()
         assert results[(topic, 0)].ok and results[(topic, 0)].low_watermark == 4
         assert results[(topic, 0)].leader_log_start_offset == 4
         assert results[(topic, 1)].ok and results[(topic, 1)].low_watermark == 10  # -1: the high watermark
@@ -125,14 +126,15 @@ async def test_delete_records_moves_the_log_start(bootstrap, leader_only):
         records = await consumer.read_to_end()
         assert [r.offset for r in records] == [4, 5, 6, 7, 8, 9]
 
-        again = await admin.delete_records({(topic, 0): 2})  # below the log start: a no-op success
+        again = (await admin.delete_records({(topic, 0): 2})).partition_results()  # below the log start: a no-op
         assert again[(topic, 0)].ok and again[(topic, 0)].low_watermark == 4
 
 
 async def test_delete_records_errors_per_partition(bootstrap):
     async with Admin(bootstrap) as admin:
         await _filled_topic(admin, "del-err")
-        results = await admin.delete_records({("del-err", 0): 11, ("del-err", 3): 1, ("gone", 0): 1})
+        deleted = await admin.delete_records({("del-err", 0): 11, ("del-err", 3): 1, ("gone", 0): 1})
+        results = deleted.partition_results()
     assert results[("del-err", 0)].error == ErrorCode.OFFSET_OUT_OF_RANGE  # above the high watermark
     assert results[("del-err", 3)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert results[("gone", 0)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -143,7 +145,7 @@ async def test_delete_records_on_a_compacted_topic_is_a_policy_violation(bootstr
         await admin.create_topic("compacted", configs={"cleanup.policy": "compact"})
         async with Producer(admin.cluster) as producer:
             await producer.send("compacted", 0, [(b"k", b"v")])
-        results = await admin.delete_records({("compacted", 0): 1})
+        results = (await admin.delete_records({("compacted", 0): 1})).partition_results()
     assert results[("compacted", 0)].error == ErrorCode.POLICY_VIOLATION
 
 

@@ -19,7 +19,8 @@ DELETE_RECORDS = 21
 async def test_leader_only_against_v2_broker_fails_every_partition_and_sends_nothing():
     async with FixtureCluster({1: {21: (0, 2)}}, topics={"t": {0: 1, 1: 1}, "u": {0: 1}}) as fixture:
         async with Admin(fixture.bootstrap) as admin:
-            results = await admin.delete_records({("t", 0): 5, ("t", 1): -1, ("u", 0): 3}, leader_only=True)
+            deleted = await admin.delete_records({("t", 0): 5, ("t", 1): -1, ("u", 0): 3}, leader_only=True)
+            results = deleted.partition_results()
     assert set(results) == {("t", 0), ("t", 1), ("u", 0)}
     for result in results.values():
         assert result.error == ErrorCode.UNSUPPORTED_VERSION
@@ -31,7 +32,7 @@ async def test_leader_only_against_v2_broker_fails_every_partition_and_sends_not
 async def test_without_leader_only_a_v2_broker_is_asked_with_v2():
     async with FixtureCluster({1: {21: (0, 2)}}, topics={"t": {0: 1, 1: 1}}, high_watermark=42) as fixture:
         async with Admin(fixture.bootstrap) as admin:
-            results = await admin.delete_records({("t", 0): 5, ("t", 1): -1}, timeout_ms=1234)
+            results = (await admin.delete_records({("t", 0): 5, ("t", 1): -1}, timeout_ms=1234)).partition_results()
     (seen,) = fixture.seen(DELETE_RECORDS)
     assert seen.api_version == 2 and seen.body.timeout_ms == 1234
     assert results[TopicPartition("t", 0)].low_watermark == 5
@@ -45,7 +46,7 @@ async def test_without_any_delete_records_support():
         fixture.brokers[1].api_versions.pop(21)
         async with Admin(fixture.bootstrap) as admin:
             for leader_only in (False, True):
-                results = await admin.delete_records({("t", 0): 1}, leader_only=leader_only)
+                results = (await admin.delete_records({("t", 0): 1}, leader_only=leader_only)).partition_results()
                 assert results[("t", 0)].error == ErrorCode.UNSUPPORTED_VERSION
     assert fixture.seen(DELETE_RECORDS) == []
 
@@ -54,11 +55,23 @@ async def test_without_any_delete_records_support():
 async def test_v3_broker_gets_v3_and_reports_the_leader_log_start_offset(leader_only):
     async with FixtureCluster({1: {21: (0, 3)}}, topics={"t": {0: 1}}) as fixture:
         async with Admin(fixture.bootstrap) as admin:
-            results = await admin.delete_records({("t", 0): 7}, leader_only=leader_only)
+            results = (await admin.delete_records({("t", 0): 7}, leader_only=leader_only)).partition_results()
     (seen,) = fixture.seen(DELETE_RECORDS)
     assert seen.api_version == 3 and seen.body.leader_only is leader_only
     assert results[("t", 0)].ok
     assert results[("t", 0)].leader_log_start_offset == 7
+
+
+async def test_results_follow_the_kips_admin_api():
+    """partition_results() is the name; low_watermarks() is its deprecated alias (KIP-1343)."""
+    async with FixtureCluster({1: {21: (0, 3)}}, topics={"t": {0: 1}}) as fixture:
+        async with Admin(fixture.bootstrap) as admin:
+            result = await admin.delete_records({("t", 0): 3}, leader_only=True)
+    (deleted,) = result.partition_results().values()
+    assert (deleted.low_watermark, deleted.leader_log_start_offset, deleted.error) == (3, 3, ErrorCode.NONE)
+    with pytest.warns(DeprecationWarning, match="partition_results"):
+        assert result.low_watermarks() == result.partition_results()
+    assert result.failed() == {}
 
 
 async def test_one_request_per_leader_and_mixed_support():
@@ -66,7 +79,7 @@ async def test_one_request_per_leader_and_mixed_support():
     async with FixtureCluster({1: {21: (0, 3)}, 2: {21: (0, 2)}}, topics=topics) as fixture:
         async with Admin(fixture.bootstrap) as admin:
             offsets = {("t", p): 10 + p for p in range(4)}
-            plain = await admin.delete_records(offsets)
+            plain = (await admin.delete_records(offsets)).partition_results()
             per_node = sorted((s.node_id, s.api_version, sorted(p.partition_index for p in s.body.topics[0].partitions))
                               for s in fixture.seen(DELETE_RECORDS))
             assert per_node == [(1, 3, [0, 2]), (2, 2, [1, 3])]
@@ -74,7 +87,7 @@ async def test_one_request_per_leader_and_mixed_support():
             assert [plain[("t", p)].leader_log_start_offset for p in range(4)] == [10, -1, 12, -1]
 
             fixture.requests.clear()
-            leader_only = await admin.delete_records(offsets, leader_only=True)
+            leader_only = (await admin.delete_records(offsets, leader_only=True)).partition_results()
             assert [(s.node_id, s.api_version) for s in fixture.seen(DELETE_RECORDS)] == [(1, 3)]
             assert [leader_only[("t", p)].error for p in range(4)] == [
                 ErrorCode.NONE, ErrorCode.UNSUPPORTED_VERSION, ErrorCode.NONE, ErrorCode.UNSUPPORTED_VERSION]
@@ -83,7 +96,7 @@ async def test_one_request_per_leader_and_mixed_support():
 async def test_unknown_topics_and_partitions_fail_without_a_request():
     async with FixtureCluster(topics={"t": {0: 1}}) as fixture:
         async with Admin(fixture.bootstrap) as admin:
-            results = await admin.delete_records({("t", 0): 1, ("t", 5): 1, ("nope", 0): 1})
+            results = (await admin.delete_records({("t", 0): 1, ("t", 5): 1, ("nope", 0): 1})).partition_results()
     assert results[("t", 0)].ok
     assert results[("t", 5)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert "has no partition 5" in results[("t", 5)].error_message
@@ -100,7 +113,7 @@ async def test_not_leader_refreshes_metadata_and_retries_at_the_new_leader():
 
         async with Admin(fixture.bootstrap, retry_backoff_ms=10) as admin:
             fixture.handlers[DELETE_RECORDS] = moved_leader
-            results = await admin.delete_records({("t", 0): 4})
+            results = (await admin.delete_records({("t", 0): 4})).partition_results()
     assert [s.node_id for s in fixture.seen(DELETE_RECORDS)] == [1, 2]
     assert results[("t", 0)].ok and results[("t", 0)].low_watermark == 4
 
@@ -109,7 +122,7 @@ async def test_gives_up_with_the_last_error_at_the_deadline():
     async with FixtureCluster(topics={"t": {0: 1}}) as fixture:
         fixture.topics["t"][0] = 9  # a leader that is not among the brokers
         async with Admin(fixture.bootstrap, retry_backoff_ms=10, request_timeout_ms=300) as admin:
-            results = await admin.delete_records({("t", 0): 4}, timeout_ms=0)
+            results = (await admin.delete_records({("t", 0): 4}, timeout_ms=0)).partition_results()
     assert results[("t", 0)].error == ErrorCode.LEADER_NOT_AVAILABLE
     assert "gave up" in results[("t", 0)].error_message
     assert fixture.seen(DELETE_RECORDS) == []

@@ -40,7 +40,7 @@ def consume_all(bootstrap: str, topic: str) -> list[ConsumerRecord]:
 def delete_records(bootstrap: str, offsets: dict[tuple[str, int], int]) -> None:
     async def go():
         async with Admin(bootstrap) as admin:
-            results = await admin.delete_records(offsets)
+            results = (await admin.delete_records(offsets)).partition_results()
             assert all(r.ok for r in results.values()), results
 
     asyncio.run(go())

@@ -119,8 +119,11 @@ def ours_as_plain(obj, our_fields, version) -> dict:
 
 
 def _pairs(our_fields, their_struct):
-    """Our fields beside kafka-python's, by position. Fields only we have (our own later versions,
-    e.g. DeleteRecords v3) come last, as the evolution rules demand, and pair with nothing."""
+    """Our fields beside kafka-python's, by position. Fields only we have (in versions kafka-python
+    does not know, e.g. DeleteRecords v3's LeaderLogStartOffset) pair with nothing and are left out."""
     theirs = their_fields(their_struct)
-    assert len(our_fields) >= len(theirs)
-    return zip(our_fields, theirs, strict=False)
+    if len(our_fields) > len(theirs):
+        known = {t._json["name"] for t in theirs}
+        our_fields = [f for f in our_fields if f.name in known]
+    assert len(our_fields) == len(theirs)
+    return zip(our_fields, theirs, strict=True)

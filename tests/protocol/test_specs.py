@@ -83,9 +83,9 @@ def test_delete_records_v3_is_ours_and_evolves_by_the_rules():
     assert 3 in leader_only.versions and 2 not in leader_only.versions
     partition = response.fields[1].fields[1].fields
     names = [f.name for f in partition]
-    assert names == ["PartitionIndex", "LowWatermark", "ErrorCode", "LeaderLogStartOffset"]
-    assert 3 in partition[-1].versions and 2 not in partition[-1].versions
-    assert partition[-1].default == "-1"
+    assert names == ["PartitionIndex", "LowWatermark", "LeaderLogStartOffset", "ErrorCode"]  # KIP-1343's order
+    assert 3 in partition[2].versions and 2 not in partition[2].versions
+    assert partition[2].default is None  # the KIP gives none: int64's zero
 
 
 def test_docs_table_lists_every_api_with_its_versions():

@@ -100,6 +100,35 @@ async def test_leader_only_does_not_wait_for_followers(cluster):
     assert partition.log.durable_log_start_offset == 6
 
 
+def _purgatory_must_stay_empty(broker, monkeypatch):
+    async def no_waiting(*args, **kwargs):
+        raise AssertionError("a delayed DeleteRecords was created")
+
+    monkeypatch.setattr(broker.replicas.deletions, "wait", no_waiting)
+
+
+async def test_leader_only_never_enters_the_purgatory(cluster, monkeypatch):
+    """KIP-1343's test plan: leader-only answers without enrolling a delayed operation."""
+    broker, partition = cluster
+    _purgatory_must_stay_empty(broker, monkeypatch)
+    result = (await _delete(broker, 3, timeout_ms=600_000, version=3, leader_only=True)).topics[0].partitions[0]
+    assert (result.error_code, result.leader_log_start_offset) == (ErrorCode.NONE, 3)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+async def test_timeout_zero_answers_with_what_is_known_without_parking(cluster, monkeypatch, version):
+    """KAFKA-20560: TimeoutMs=0 on the all-replica path is REQUEST_TIMED_OUT at once where the low
+    watermark is short; the leader has moved all the same."""
+    broker, partition = cluster
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=2)
+    _purgatory_must_stay_empty(broker, monkeypatch)
+    result = (await _delete(broker, 5, timeout_ms=0, version=version)).topics[0].partitions[0]
+    assert (result.error_code, result.low_watermark) == (ErrorCode.REQUEST_TIMED_OUT, 2)
+    if version >= 3:
+        assert result.leader_log_start_offset == -1  # -1 with every error
+    assert partition.log_start_offset == 5
+
+
 async def test_dead_followers_do_not_hold_deletion_back(cluster):
     broker, partition = cluster
     broker.replicas.is_alive = lambda broker_id: broker_id == LEADER
