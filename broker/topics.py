@@ -25,6 +25,7 @@ from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.topic_configs import STORED_ONLY_DEFAULTS, InvalidConfig, validate_overrides
 from protocol.errors import ErrorCode
+from protocol.wire import MAX_SHORT_STRING_BYTES, fits_short_string
 
 log = structlog.get_logger("topics")
 
@@ -267,6 +268,11 @@ class TopicManager:
     def validate_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         """Check topic config overrides; returns them in canonical text with nulls dropped.
         INVALID_CONFIG with Kafka's wording names the bad key."""
+        # DescribeConfigs v0-3 must be able to show every name and value again
+        too_long = [k[:100] for k, v in configs.items() if not (fits_short_string(k) and fits_short_string(v))]
+        if too_long:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"config names and values are limited to "
+                                                       f"{MAX_SHORT_STRING_BYTES} bytes: {', '.join(too_long)}")
         try:
             clean = validate_overrides({k: v for k, v in configs.items() if v is not None})
             self.log_config_for(clean)

@@ -273,6 +273,8 @@ class StructCodec(Construct):
             return f"io.write(b'\\x01' if {value} else b'\\x00')"
         if t == "uuid":
             return f"io.write({value}.bytes)"
+        if t == "string" and not compact and f.name.endswith("ErrorMessage"):
+            return f"write_free_text(io, {value}, {nullable})"
         prefix = "write_compact_" if compact else "write_"
         kind = "string" if t == "string" else "bytes"
         return f"{prefix}{kind}(io, {value}, {nullable})"

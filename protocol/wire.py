@@ -139,6 +139,29 @@ def write_string(io: BytesIO, value: str | None, nullable: bool) -> None:
     io.write(data)
 
 
+MAX_SHORT_STRING_BYTES = 0x7FFF  # an int16-length string: what every non-flexible version can carry
+
+
+def fits_short_string(value: str | None) -> bool:
+    """True when `value` can go out in any version, flexible or not (and so into Kafka's int16-length
+    record keys and values)."""
+    return value is None or len(value) <= MAX_SHORT_STRING_BYTES // 4 or \
+        len(value.encode("utf-8")) <= MAX_SHORT_STRING_BYTES
+
+
+def write_free_text(io: BytesIO, value: str | None, nullable: bool) -> None:
+    """An error message: free text, so one too long for an int16 length is cut (at a character
+    boundary), never a reason to fail the whole response."""
+    if value is not None and len(value) > 0x7FFF // 4:
+        data = value.encode("utf-8")
+        if len(data) > 0x7FFF:
+            value = data[:0x7FFF - len(ELLIPSIS)].decode("utf-8", "ignore") + "…"
+    write_string(io, value, nullable)
+
+
+ELLIPSIS = "…".encode()
+
+
 def write_compact_string(io: BytesIO, value: str | None, nullable: bool) -> None:
     if value is None:
         if not nullable:

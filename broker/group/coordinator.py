@@ -55,6 +55,7 @@ from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore, partition_fo
 from broker.replica import PartitionError
 from protocol.errors import ErrorCode
 from protocol.messages import GroupMetadataValue
+from protocol.wire import fits_short_string
 
 log = structlog.get_logger("groups")
 
@@ -191,6 +192,8 @@ class GroupCoordinator:
         COORDINATOR_LOAD_IN_PROGRESS while that partition is replayed after a leadership move."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not fits_short_string(group_id):  # its __consumer_offsets key has an int16 length
+            return ErrorCode.INVALID_GROUP_ID
         if self.broker.cluster is None or not group_id or not self.store.topic_exists():
             return None
         index = self.store.partition_for(group_id)
@@ -278,6 +281,10 @@ class GroupCoordinator:
         if not (self.config.group_min_session_timeout_ms <= request.session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        # Stored in the group's record and shown by JoinGroup v0-5, DescribeGroups v0-4, ListGroups v0-2
+        if not all(map(fits_short_string, [request.group_instance_id, request.protocol_type,
+                                           *(name for name, _ in request.protocols)])):
+            return JoinResult(ErrorCode.INVALID_REQUEST, member_id)
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(request.group_id)
         created = group is None

@@ -23,6 +23,7 @@ from io import BytesIO
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import ConsumerProtocolSubscription
+from protocol.wire import MAX_SHORT_STRING_BYTES, fits_short_string
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_TYPE = "classic"
@@ -283,7 +284,12 @@ class Group:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
-        return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
+        prefix = group_instance_id if group_instance_id is not None else client_id
+        suffix = f"-{uuid.uuid4()}"
+        if not fits_short_string(prefix + suffix):  # JoinGroup v0-5 and DescribeGroups v0-4 must carry it
+            room = MAX_SHORT_STRING_BYTES - len(suffix)
+            prefix = prefix.encode("utf-8")[:room].decode("utf-8", "ignore")
+        return prefix + suffix
 
     # --- protocols ---------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ log = structlog.get_logger("groups")
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                                               GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
 NO_RETENTION = -1
+MAX_TIMESTAMP_MS = 2**63 - 1
 
 
 class MinCommittedOffset(NamedTuple):
@@ -90,7 +91,8 @@ class OffsetManager:
         if member is not None and group.is_in(STABLE, PREPARING):
             coordinator._schedule_heartbeat(group, member, member.session_timeout_ms)
         now = now_ms()
-        expire = None if retention_time_ms == NO_RETENTION else now + retention_time_ms
+        # v2-v4 carry any int64 here: a time past the int64 range means never
+        expire = None if retention_time_ms == NO_RETENTION else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
         errors = []
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for c in commits:

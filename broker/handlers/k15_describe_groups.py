@@ -36,7 +36,9 @@ async def describe_groups(broker, request) -> DescribeGroupsResponse:
         try:
             group = broker.groups.describe_group(group_id)
         except GroupError as exc:
-            entry.error_code, entry.error_message = exc.error_code, exc.message
+            entry.error_code = exc.error_code
+            if version >= 6:  # ErrorMessage exists from v6
+                entry.error_message = exc.message
             continue
         if wanted:
             entry.authorized_operations = GROUP_OPERATIONS
