@@ -11,8 +11,8 @@ APIs must still answer. A failure prints the log lines and the requests that cau
 from __future__ import annotations
 
 import asyncio
-import os
 import json
+import os
 import re
 import struct
 
