@@ -47,6 +47,7 @@ bench: $(BENCHSTAMP)
 	$(PY) -m bench.latency $(QUICK)
 	$(PY) -m bench.delete_records $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
+	$(PY) -m bench.scale $(QUICK)
 
 # One broker on 127.0.0.1:9092, data under ./data, no ZooKeeper. Extra settings: make run ARGS="--override k=v"
 run: $(STAMP)

@@ -77,6 +77,7 @@ def cmd_broker(args) -> int:
     from broker.app import run
     from broker.cluster.store import StoreError
     from broker.config import ConfigError, load_config
+    from broker.log.open_files import OpenFilesExhausted
 
     try:
         config = load_config(args.config, args.override or ())
@@ -90,7 +91,7 @@ def cmd_broker(args) -> int:
     except ConfigError as exc:
         print(f"ebb broker: bad configuration: {exc}", file=sys.stderr)
         return 2
-    except (OSError, StoreError) as exc:  # a port in use, ZooKeeper unreachable, ...
+    except (OSError, StoreError, OpenFilesExhausted) as exc:  # a port in use, ZooKeeper unreachable, ...
         print(f"ebb broker: cannot start: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

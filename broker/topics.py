@@ -210,8 +210,8 @@ class TopicManager:
 
     async def _ensure_logs(self, topic: Topic) -> None:
         """The logs of the topic's replicas on this broker (every partition on a single broker)."""
-        for tp in topic.partitions():
-            await self.ensure_local_log(topic, tp)
+        local = [tp for tp in topic.partitions() if self.config.node_id in topic.replicas.get(tp.partition, [])]
+        await self.logs.get_or_create_logs(local, topic_id=topic.topic_id, config=topic.log_config)
 
     async def ensure_local_log(self, topic: Topic, tp: TopicPartition) -> None:
         if self.config.node_id in topic.replicas.get(tp.partition, []):
@@ -307,16 +307,24 @@ class TopicManager:
             replicas = self._assign(num_partitions, replication_factor, assignments, self.broker_ids())
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
             topic.states = {p: _initial_state(r) for p, r in replicas.items()}
+            self._check_open_files(replicas, f"topic '{name}'")
             if validate_only:
                 return topic
             await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
             await self.store.create(f"/brokers/topics/{name}", _json_bytes(_assignment_node(topic)))
-            for partition, state in topic.states.items():
-                await self.store.put_json(state_path(name, partition), state)
+            await self.store.put_json_many({state_path(name, p): state for p, state in topic.states.items()})
             self._remember(topic)
             await self._ensure_logs(topic)
             log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
             return topic
+
+    def _check_open_files(self, replicas: Mapping[int, list[int]], what: str) -> None:
+        """Refuse, before anything is written, partitions whose logs would not fit under `ulimit -n`."""
+        local = sum(self.config.node_id in r for r in replicas.values())
+        try:
+            self.logs.check_room_for(local, what)
+        except StorageError as exc:
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
     def _collision(self, name: str) -> str | None:
         if "." not in name and "_" not in name:
@@ -399,26 +407,18 @@ class TopicManager:
                 new = {current + i: list(r) for i, r in enumerate(assignments)}
             else:
                 new = self._place(current, additional, topic.replication_factor, broker_ids)
+            self._check_open_files(new, f"{len(new)} new partitions of '{name}'")
             if validate_only:
                 return topic
             grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new})
             new_states = {p: _initial_state(r) for p, r in new.items()}
             await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
-            for partition, state in new_states.items():
-                await self.store.put_json(state_path(name, partition), state)
+            await self.store.put_json_many({state_path(name, p): state for p, state in new_states.items()})
             topic.replicas = grown.replicas
             topic.states.update(new_states)
             await self._ensure_logs(topic)
             log.info("added partitions", topic=name, partitions=len(topic.replicas))
             return topic
-
-    async def update_partition_state(self, name: str, partition: int, state: Mapping) -> None:
-        """Record a partition's leader, leader epoch and ISR (the store and the cache Metadata reads)."""
-        topic = self._topics.get(name)
-        if topic is None or partition not in topic.replicas:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{partition} does not exist")
-        await self.store.put_json(state_path(name, partition), dict(state))
-        topic.states[partition] = dict(state)
 
     @uncancellable
     async def alter_configs(self, name: str, configs: Mapping[str, str | None] | Callable[[dict], Mapping],

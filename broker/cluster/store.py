@@ -17,7 +17,7 @@ import asyncio
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +115,11 @@ class MetadataStore(ABC):
             await self.set(path, data)
         except NoNode:
             await self.create(path, data)
+
+    async def put_json_many(self, values: Mapping[str, object]) -> None:
+        """put_json for each path; a store that can makes them durable with one write."""
+        for path, value in values.items():
+            await self.put_json(path, value)
 
     async def register(self, path: str, data: bytes) -> None:
         """Create the ephemeral node that announces this process (`/brokers/ids/<id>`). NodeExists, naming
@@ -221,6 +226,31 @@ class EmbeddedStore(MetadataStore):
             self._nodes[path] = Node(data, ephemeral=ephemeral)
             await self._persist()
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
+
+    async def put_json_many(self, values: Mapping[str, object]) -> None:
+        """Every node set or created in memory, then one write of the file: the partition states of a
+        10,000-partition CreateTopics cost one fsync, not 10,000 rewrites of the whole store."""
+        for path in values:
+            _check(path)
+        created, changed = [], []
+        async with self._lock:
+            for path, value in values.items():
+                data = json.dumps(value, sort_keys=True).encode()
+                node = self._nodes.get(path)
+                if node is not None:
+                    node.data, node.version = data, node.version + 1
+                    changed.append(path)
+                    continue
+                parent = path
+                while (parent := _parent(parent)) not in self._nodes:
+                    self._nodes[parent] = Node(b"")
+                    created.append(parent)
+                if self._nodes[parent].ephemeral:
+                    raise StoreError(f"{parent} is ephemeral and cannot have children")
+                self._nodes[path] = Node(data)
+                created.append(path)
+            await self._persist()
+        self._notify(data_changed=[*created, *changed], children_changed=[_parent(p) for p in created])
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         async with self._lock:

@@ -11,6 +11,7 @@ Every function here blocks (fsync); async callers run them in an executor.
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import uuid
@@ -37,6 +38,21 @@ def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Everything written on `directory`'s filesystem made durable with one syncfs(2): for a batch of
+    new files, far cheaper than an fsync of each file and directory."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
     finally:
         os.close(fd)
 
@@ -194,8 +210,8 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
         raise CorruptCheckpointError(f"{path}: bad topic_id") from exc
 
 
-def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
-    write_atomically(path, format_partition_metadata(topic_id))
+def write_partition_metadata(path: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    write_atomically(path, format_partition_metadata(topic_id), sync=sync)
 
 
 # --- clean-shutdown marker -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ from broker.log.common import (
     TMP_SUFFIX,
     CorruptCheckpointError,
     parse_segment_name,
+    segment_paths,
 )
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
@@ -101,7 +102,8 @@ def load_partition(
         entries = checkpoint.read_leader_epochs(epochs_path)
         if entries is not None:
             epoch_cache = LeaderEpochCache(entries)
-        elif log_files:
+        elif any(os.path.getsize(segment_paths(directory, base)[0]) for base in log_files):
+            # only data needs epochs: a partition that never had a batch has nothing to rebuild
             report.problems.append("leader-epoch-checkpoint missing; rebuilt from batch headers")
     except CorruptCheckpointError as exc:
         report.problems.append(f"leader-epoch-checkpoint damaged ({exc}); rebuilt from batch headers")

@@ -743,11 +743,14 @@ class PartitionLog:
         clock: Clock = wall_clock_ms,
         topic_id: uuid.UUID | None = None,
         start_offset: int = 0,
+        durable: bool = True,
     ) -> PartitionLog:
-        """Blocking: a new, empty partition directory (partition.metadata is durable before any data)."""
+        """Blocking: a new, empty partition directory (partition.metadata is durable before any data).
+        `durable=False` skips the fsyncs: the caller makes a whole batch durable at once (`sync_filesystem`)
+        before anything is appended."""
         directory.mkdir(parents=True, exist_ok=False)
         if topic_id is not None:
-            checkpoint.write_partition_metadata(directory / checkpoint.PARTITION_METADATA, topic_id)
+            checkpoint.write_partition_metadata(directory / checkpoint.PARTITION_METADATA, topic_id, sync=durable)
         segment = LogSegment.create(
             directory,
             start_offset,
@@ -755,8 +758,9 @@ class PartitionLog:
             max_index_bytes=config.segment_index_bytes,
             now_ms=clock(),
         )
-        checkpoint.fsync_dir(directory)
-        checkpoint.fsync_dir(directory.parent)
+        if durable:
+            checkpoint.fsync_dir(directory)
+            checkpoint.fsync_dir(directory.parent)
         return cls(
             directory,
             config,

@@ -42,6 +42,16 @@ async def filled(manager, tp: TopicPartition, count: int, ts0: int = 1000):
     return log
 
 
+async def test_an_empty_partition_reloads_without_problems(tmp_path: Path) -> None:
+    """A partition that never had a batch has no epochs to rebuild: no warning on a clean restart."""
+    manager = await open_manager(tmp_path)
+    await manager.get_or_create_log(T0)
+    await manager.shutdown()
+    again = await open_manager(tmp_path)
+    assert again.load_reports[T0].problems == []
+    await again.shutdown()
+
+
 async def test_clean_shutdown_and_reload(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     log = await filled(manager, T0, 40)

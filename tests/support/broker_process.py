@@ -11,6 +11,7 @@ The broker runs as `python -m broker` with Kafka property overrides; its log goe
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -28,8 +29,10 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None):
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, port: int | None = None,
+                 open_files_limit: int | None = None):
         self.data_dir = Path(data_dir)
+        self.open_files_limit = open_files_limit  # soft and hard RLIMIT_NOFILE of the process, if set
         self.port = port or free_port()
         self.overrides = {
             "node.id": "1",
@@ -53,7 +56,8 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
+                                        preexec_fn=self._limit_open_files if self.open_files_limit else None)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -66,6 +70,9 @@ class BrokerProcess:
                 time.sleep(0.05)
         self.stop(signal.SIGKILL)
         raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s:\n{self.log_text()}")
+
+    def _limit_open_files(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int | None:
         if self.process is None or self.process.poll() is not None:
