@@ -27,7 +27,7 @@ from .errors import (
     UnsupportedVersionError,
     error_for,
 )
-from .versions import API_VERSIONS, API_VERSIONS_FIRST_TRY, BrokerVersions, api_name, api_versions_retry, pick_version
+from .versions import API_VERSIONS, API_VERSIONS_FIRST_TRY, api_name, api_versions_retry, pick_version
 
 log = structlog.get_logger("ebb.client.connection")
 
@@ -156,9 +156,6 @@ class BrokerConnection:
             return pick_version(api_key, self.api_versions, low=low, high=high)
         except UnsupportedVersionError as exc:
             raise UnsupportedVersionError(f"{exc.message} ({self.address})") from None
-
-    def broker_versions(self) -> BrokerVersions:
-        return self.api_versions
 
     async def _negotiate(self) -> None:
         version = API_VERSIONS_FIRST_TRY

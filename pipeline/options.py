@@ -125,10 +125,6 @@ def offset_spec(options: Mapping[str, str], name: str, default: str) -> OffsetSp
     return OffsetSpec("specific", offsets)
 
 
-def tp_key(tp: tuple[str, int]) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
 def to_json_offsets(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
     """{(topic, partition): offset} as the canonical JSON-able dict: topics sorted, partitions by number.
 

@@ -431,11 +431,6 @@ class RecordBatchBuilder:
     def records_count(self) -> int:
         return self._count
 
-    @property
-    def uncompressed_size(self) -> int:
-        """Bytes the batch would take uncompressed, header included."""
-        return BATCH_HEADER_SIZE + len(self._body)
-
     def append(
         self,
         key: Buffer | None,

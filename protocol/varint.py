@@ -70,10 +70,6 @@ def zigzag_encode(value: int) -> int:
     return value * 2 if value >= 0 else -value * 2 - 1
 
 
-def zigzag_decode(raw: int) -> int:
-    return (raw >> 1) ^ -(raw & 1)
-
-
 def write_varint(out: bytearray, value: int) -> None:
     """Append a zigzag varint (int32) to `out`."""
     if not INT32_MIN <= value <= INT32_MAX:

@@ -70,10 +70,6 @@ class LogIO:
         handle = loop.call_later(max(delay_ms, 0) / 1000, fire)
         self._timers[handle] = (files, remove)
 
-    @property
-    def pending_deletions(self) -> int:
-        return len(self._timers)
-
     async def drain(self, *, finish_deletions: bool = False) -> None:
         """Wait for background work. Deletions still waiting out their delay are either run now or
         left on disk for the next startup to finish (their files are closed either way)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -136,12 +135,6 @@ class ReplicaManager:
         if found is None:
             self._forget(TopicPartition(topic, index))
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-        return self._partition(found, index)
-
-    def partition_by_id(self, topic_id: uuid.UUID, index: int) -> Partition:
-        found = self.broker.topics.by_id(topic_id)
-        if found is None:
-            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id} does not exist")
         return self._partition(found, index)
 
     def _partition(self, topic: Any, index: int) -> Partition:

@@ -340,21 +340,15 @@ class Partition:
 
     # --- deleting records ------------------------------------------------------------------------
 
-    async def delete_records_on_leader(self, offset: int) -> int:
-        """Kafka's Partition.deleteRecordsOnLeader: -1 means the high watermark; returns the offset
-        the low watermark must reach. POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, KAFKA_STORAGE_ERROR
-        come from the log as LogError."""
-        wanted, moved = self.start_delete_records_on_leader(offset)
-        await self.finish_delete_records(moved)
-        return wanted
-
     def start_delete_records_on_leader(
         self, offset: int, reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
     ) -> tuple[int, bool]:
-        """delete_records_on_leader up to the wait for the disk: the log start offset has moved in
-        memory. Returns the offset the low watermark must reach and whether the start offset moved;
-        `finish_delete_records` makes it durable and wakes the waiting deletions. A request over many
-        partitions starts them all first, so one checkpoint write covers them."""
+        """Kafka's Partition.deleteRecordsOnLeader up to the wait for the disk: the log start offset
+        moves in memory (-1 means the high watermark; POLICY_VIOLATION, OFFSET_OUT_OF_RANGE and
+        KAFKA_STORAGE_ERROR come from the log as LogError). Returns the offset the low watermark must
+        reach and whether the start offset moved; `finish_delete_records` makes it durable and wakes
+        the waiting deletions. A request over many partitions starts them all first, so one
+        checkpoint write covers them."""
         self.check_leader()
         wanted = self.log.high_watermark if offset == -1 else offset
         before = self.log.log_start_offset

@@ -12,8 +12,6 @@ from __future__ import annotations
 import time
 import uuid
 
-import pytest
-
 from protocol import framing
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -65,9 +63,7 @@ class WireClient(wire_client.WireClient):
 
 def create_topic(client: WireClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
                  ) -> uuid.UUID:
-    """CreateTopics v7 over the wire; the test is skipped while the broker has no CreateTopics."""
-    if CREATE_TOPICS not in client.versions():
-        pytest.skip("the broker does not serve CreateTopics yet (broker/handlers/k19_create_topics.py)")
+    """CreateTopics v7 over the wire; asserts it succeeded."""
     result = wire_client.create_topic(client, name, partitions, configs)
     assert result.error_code == ErrorCode.NONE, (result.error_code, result.error_message)
     return result.topic_id
@@ -77,12 +73,10 @@ def ensure_internal_topic(client: WireClient, name: str = "__consumer_offsets") 
     """The internal topic, created through CreateTopics if nothing made it yet (Kafka lets an admin
     create it; the group coordinator normally does)."""
     if list_offsets(client, name, 0, -1).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        if CREATE_TOPICS not in client.versions():
-            pytest.skip("the broker does not serve CreateTopics yet (broker/handlers/k19_create_topics.py)")
         topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
         result = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics[0]
-        if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            pytest.skip(f"cannot create {name}: {ErrorCode(result.error_code).name} {result.error_message}")
+        assert result.error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), \
+            f"cannot create {name}: {ErrorCode(result.error_code).name} {result.error_message}"
     return name
 
 

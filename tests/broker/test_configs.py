@@ -401,7 +401,7 @@ def test_kafka_python_admin(broker):
 
 
 def test_confluent_kafka_admin(broker):
-    ck = pytest.importorskip("confluent_kafka")
+    import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -431,7 +431,6 @@ def test_confluent_kafka_admin(broker):
 
 async def test_aiokafka_admin_alters_with_the_legacy_api(broker):
     """aiokafka's only alter call is AlterConfigs (33): it replaces the override set."""
-    pytest.importorskip("aiokafka")
     from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 

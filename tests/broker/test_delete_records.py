@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from protocol.codec import UnsupportedFieldValue
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest
 from tests.broker.data_wire import (
@@ -159,7 +160,7 @@ def test_v3_refused_when_disabled(tmp_path):
 
 
 def test_leader_only_is_not_ignorable_below_v3():
-    with pytest.raises(Exception):  # noqa: B017 - the codec refuses to drop a non-ignorable field
+    with pytest.raises(UnsupportedFieldValue, match="LeaderOnly"):  # never dropped silently
         DeleteRecordsRequest[2].encode(DeleteRecordsRequest(topics=[], timeout_ms=1, leader_only=True))
 
 

@@ -9,9 +9,6 @@ import pytest
 from tests.broker.data_wire import WireClient, create_topic
 from tests.support.broker_process import BrokerProcess
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):

@@ -1,6 +1,4 @@
 """The client against a real Ebb broker process: topics, produce/consume, offsets, configs, DeleteRecords.
-
-Skipped until the broker lands (see helpers.broker_available).
 """
 
 from __future__ import annotations
@@ -24,9 +22,6 @@ from client import (
 from client.admin import ConfigSource
 from protocol.errors import ErrorCode
 from protocol.records import NewRecord
-from tests.client.helpers import needs_broker
-
-pytestmark = needs_broker
 
 
 @pytest.fixture

@@ -21,10 +21,7 @@ import pytest
 
 from client import EARLIEST, Admin, Consumer, Producer
 from protocol.records import NewRecord
-from tests.client.helpers import needs_broker
 from tests.support.broker_process import BrokerProcess, free_port
-
-pytestmark = needs_broker
 
 _SCRIPT = Path(sys.executable).parent / "ebb"
 EBB = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "broker.cli"]

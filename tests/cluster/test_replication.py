@@ -154,7 +154,7 @@ def test_a_killed_controller_is_replaced(cluster):
 
 
 def test_librdkafka_through_the_cluster(cluster):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
     topic = new_topic(cluster, partitions=3)
     bootstrap = ",".join(b.bootstrap for b in cluster.values())
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})

@@ -1,17 +1,15 @@
 """Fixtures for the conformance suite: a real broker process, driven by unmodified Kafka clients.
 
 By default each test module starts its own Ebb broker (`python -m broker`, see
-tests/support/broker_process.py) on a free loopback port with a fresh data directory. Until the
-broker exists (no broker/__main__.py) every test here is skipped with that reason.
+tests/support/broker_process.py) on a free loopback port with a fresh data directory.
 
 EBB_CONFORMANCE_BOOTSTRAP=host:port points the client flows and the bad-input test at a broker that
 is already running instead (another build of Ebb, or a peer broker to check the tests themselves).
 The restart tests need a process they can signal, so they skip in that mode.
 
-A test marked `@pytest.mark.apis("DeleteRecords", ...)` is skipped while the broker does not
-advertise one of those APIs in ApiVersions. Ebb advertises exactly the APIs it has a handler for,
-so a step whose handler has not landed yet skips (naming the API), and everything else still runs
-and must pass. Once every API is in, no test skips for this reason.
+A test marked `@pytest.mark.apis("DeleteRecords", ...)` needs those APIs advertised in ApiVersions:
+against Ebb a missing one fails the test (Ebb advertises exactly what it has a handler for, so that
+is a regression); against an external broker the test is skipped, naming the API.
 """
 
 from __future__ import annotations
@@ -63,11 +61,6 @@ def external_bootstrap() -> str | None:
     return os.environ.get(BOOTSTRAP_ENV) or None
 
 
-def require_ebb() -> None:
-    if not (ROOT / "broker" / "__main__.py").exists():
-        pytest.skip("the broker is not there yet: broker/__main__.py is missing, so `python -m broker` cannot start")
-
-
 def advertised_apis(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
     """ApiVersions v0 on a raw socket: {api_key: (min_version, max_version)}."""
     host, port = bootstrap.rsplit(":", 1)
@@ -91,7 +84,7 @@ _advertised: dict[str, dict[int, tuple[int, int]]] = {}
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "apis(*names): skip unless the broker advertises these APIs")
+    config.addinivalue_line("markers", "apis(*names): APIs the test needs (missing: fails on Ebb, skips elsewhere)")
 
 
 @pytest.fixture(autouse=True)
@@ -104,8 +97,9 @@ def _require_advertised_apis(request):
     if bootstrap not in _advertised:
         _advertised[bootstrap] = advertised_apis(bootstrap)
     missing = [name for name in names if API_KEYS[name] not in _advertised[bootstrap]]
-    if missing:
-        pytest.skip(f"the broker does not advertise {', '.join(missing)} yet")
+    if missing and external_bootstrap():
+        pytest.skip(f"the broker at {bootstrap} does not advertise {', '.join(missing)}")
+    assert not missing, f"Ebb stopped advertising {', '.join(missing)}"
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +115,6 @@ def broker(tmp_path_factory, request, broker_overrides):
     if bootstrap:
         yield Broker(bootstrap, None)
         return
-    require_ebb()
     process = BrokerProcess(tmp_path_factory.mktemp("broker"), broker_overrides)
     process.start()
     request.node.conformance_broker = process
@@ -136,7 +129,6 @@ def broker_process(tmp_path, request):
     """A broker process of the test's own, to stop and restart (restart tests)."""
     if external_bootstrap():
         pytest.skip(f"restart tests start and signal their own broker; {BOOTSTRAP_ENV} names an external one")
-    require_ebb()
     process = BrokerProcess(tmp_path / "broker")
     request.node.conformance_broker = process
     process.start()

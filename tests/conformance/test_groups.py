@@ -384,7 +384,7 @@ def test_aiokafka_group(broker):
 def test_kafkajs_group(broker):
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed")
+        pytest.fail("node is not installed: `make test` needs Node.js and npm for kafkajs")
     if not (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
         pytest.fail("kafkajs is not installed: run `make test` (it runs `npm ci` in tests/conformance/js)")
     run = Run(broker.bootstrap, "kafkajs")

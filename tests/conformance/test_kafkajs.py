@@ -42,7 +42,7 @@ NODE_TIMEOUT_S = 30  # flows.js has its own 25 s watchdog
 def node():
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed")
+        pytest.fail("node is not installed: `make test` needs Node.js and npm for kafkajs")
     if not (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
         pytest.fail("kafkajs is not installed: run `make test` (it runs `npm ci` in tests/conformance/js)")
     return node
