@@ -17,13 +17,11 @@ from collections import deque
 import structlog
 
 from broker.handlers import REGISTRY, CloseConnection
-from broker.handlers.k18_api_versions import unsupported_version_reply
-from protocol import fastpath, framing
+from protocol import framing
 from protocol.errors import ProtocolError
 
 log = structlog.get_logger("server")
 
-PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 MAX_QUEUED_REQUESTS = 32
 
 
@@ -108,16 +106,13 @@ class Connection(asyncio.BufferedProtocol):
         handler = REGISTRY.get(api_key)
         if handler is None:
             return self._drop("request for an API we do not serve", api_key=api_key, version=version)
-        if api_key == API_VERSIONS and version > handler.versions.high:
-            self.transport.write(framing.encode_response(unsupported_version_reply(), 0, correlation_id))
+        if handler.reply_to_newer is not None and version > handler.versions.high:
+            self.transport.write(framing.encode_response(handler.reply_to_newer(), 0, correlation_id))
             return True
         if version not in handler.versions:
             return self._drop("unsupported version", api=handler.name, version=version)
         try:
-            if api_key == PRODUCE:
-                request = fastpath.decode_produce_request(frame)
-            else:
-                request = framing.decode_request(frame)
+            request = handler.decode(frame)
         except ProtocolError as exc:
             return self._drop("malformed request", api=handler.name, version=version, error=exc.message)
         request.client_host = self.host  # group members are described with the address they connect from
@@ -134,10 +129,7 @@ class Connection(asyncio.BufferedProtocol):
         if response is None or self.closed:
             return True
         try:
-            if api_key == FETCH:
-                self.transport.writelines(fastpath.encode_fetch_response(response, version, correlation_id))
-            else:
-                self.transport.write(framing.encode_response(response, version, correlation_id))
+            self.transport.writelines(handler.encode(response, version, correlation_id))
         except Exception:
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)

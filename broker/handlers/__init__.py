@@ -5,6 +5,9 @@
 
 ApiVersions is answered from this registry, so an API is advertised exactly when a module for it
 exists. A handler returns the response body, or None when no response is due (Produce acks=0).
+The registration also says how its frames are read and written: the generic codec unless the API
+has a fast path (Produce keeps its records as raw buffers, Fetch sends record data without copying),
+and what to answer a version above the range instead of closing (ApiVersions, as Kafka does).
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from protocol import messages
+from protocol import framing, messages
 from protocol.specs import Versions
 
 HandlerFn = Callable[..., Awaitable[object | None]]
+Decoder = Callable[[bytearray], framing.Request]
+Encoder = Callable[[object, int, int], list]  # (response, version, correlation id) -> frame chunks
+
+
+def encode_frame(response, version: int, correlation_id: int) -> list:
+    return [framing.encode_response(response, version, correlation_id)]
 
 
 class CloseConnection(Exception):
@@ -31,6 +40,9 @@ class Handler:
     versions: Versions
     advertised_min: int  # what ApiVersions says; may be lower than what we parse (Produce, for librdkafka)
     fn: HandlerFn
+    decode: Decoder = framing.decode_request
+    encode: Encoder = encode_frame
+    reply_to_newer: Callable[[], object] | None = None  # a v0 answer for versions above the range
 
     @property
     def name(self) -> str:
@@ -40,7 +52,9 @@ class Handler:
 REGISTRY: dict[int, Handler] = {}
 
 
-def handles(api_key: int, versions: str, *, advertised_min: int | None = None) -> Callable[[HandlerFn], HandlerFn]:
+def handles(api_key: int, versions: str, *, advertised_min: int | None = None, decode: Decoder | None = None,
+            encode: Encoder | None = None, reply_to_newer: Callable[[], object] | None = None,
+            ) -> Callable[[HandlerFn], HandlerFn]:
     served = Versions.parse(versions)
     known = messages.api(api_key).versions
     if not served.is_subset_of(known):
@@ -50,7 +64,8 @@ def handles(api_key: int, versions: str, *, advertised_min: int | None = None) -
         if api_key in REGISTRY:
             raise ValueError(f"api {api_key} registered twice")
         low = served.low if advertised_min is None else advertised_min
-        REGISTRY[api_key] = Handler(api_key, served, low, fn)
+        REGISTRY[api_key] = Handler(api_key, served, low, fn, decode or framing.decode_request,
+                                    encode or encode_frame, reply_to_newer)
         return fn
 
     return register

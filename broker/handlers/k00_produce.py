@@ -43,6 +43,7 @@ import structlog
 from broker.handlers import CloseConnection, handles
 from broker.log import LogError
 from broker.replica import PartitionError
+from protocol import fastpath
 from protocol.compression import Compression
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import ProduceResponse
@@ -123,7 +124,7 @@ def _error(index: int, code: ErrorCode, message: str | None) -> object:
                               log_start_offset=-1, error_message=message)
 
 
-@handles(API_KEY, "3-11", advertised_min=0)
+@handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request)
 async def produce(broker, request) -> ProduceResponse | None:
     body = request.body
     version = request.api_version

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from broker.handlers import handles
 from broker.log import LogError, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
+from protocol import fastpath
 from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 
@@ -86,7 +87,7 @@ class _Wanted:
     follower_log_start_offset: int = -1  # what a follower reports of its own log
 
 
-@handles(API_KEY, "4-16")
+@handles(API_KEY, "4-16", encode=fastpath.encode_fetch_response)
 async def fetch(broker, request) -> FetchResponse:
     body = request.body
     version = request.api_version

@@ -38,7 +38,7 @@ def unsupported_version_reply() -> ApiVersionsResponse:
                                        max_version=own.versions.high)])
 
 
-@handles(API_KEY, "0-4")
+@handles(API_KEY, "0-4", reply_to_newer=unsupported_version_reply)
 async def api_versions(broker, request) -> ApiVersionsResponse:
     body = request.body
     if request.api_version >= 3 and not (
