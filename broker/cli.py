@@ -72,7 +72,7 @@ def cmd_decode(args) -> int:
 def cmd_broker(args) -> int:
     import uvloop
 
-    from broker import logs
+    from broker import log_output
     from broker.allocator import keep_freed_memory
     from broker.app import run
     from broker.cluster.store import StoreError
@@ -84,7 +84,7 @@ def cmd_broker(args) -> int:
     except ConfigError as exc:
         print(f"ebb broker: bad configuration: {exc}", file=sys.stderr)
         return 2
-    logs.configure(config.log_level)
+    log_output.configure(config.log_level)
     keep_freed_memory()  # warm pages for the per-request buffers (broker/allocator.py)
     try:
         uvloop.run(run(config))

@@ -17,6 +17,7 @@ import structlog
 
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
+from client import java_properties
 
 log = structlog.get_logger("config")
 
@@ -162,17 +163,11 @@ class BrokerConfig:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties, the parts server.properties uses: `key=value` or `key: value`, # and ! comments."""
-    props: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if match is None:
-            raise ConfigError(f"line {number}: expected key=value, got {raw!r}")
-        props[match.group(1)] = match.group(2).strip()
-    return props
+    """server.properties in Java's format (the parser the CLI uses too)."""
+    try:
+        return java_properties.parse_properties(text)
+    except java_properties.PropertiesError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:

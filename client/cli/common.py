@@ -21,9 +21,10 @@ from protocol.errors import ErrorCode
 
 from ..admin import Admin
 from ..errors import BootstrapError, BrokerUnreachableError, KafkaClientError
+from ..java_properties import PropertiesError, parse_properties
 from ..types import TopicInfo, TopicPartition
 from .output import configure_logging
-from .properties import PropertiesError, client_settings, parse_properties
+from .properties import client_settings
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -8,7 +8,8 @@ import pytest
 
 from client.cli.common import BadInput, parse_key_values, parse_timestamp, split_config_list
 from client.cli.output import Progress, render_table
-from client.cli.properties import PropertiesError, client_settings, parse_properties
+from client.cli.properties import client_settings
+from client.java_properties import PropertiesError, parse_properties
 
 
 def test_properties_separators_comments_and_continuations():
