@@ -71,19 +71,19 @@ class Broker:
                 await self.store.close()
             self._unlock_log_dir()
             raise
-        self.topics = TopicManager(self.store, None, config)
-        self.topics.controlled_deletion = config.zookeeper_connect is not None
-        topic_configs = await self.topics.load()
-        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
-                               topic_configs=topic_configs)
+        in_cluster = config.zookeeper_connect is not None
+        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults)
+        # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
+        broker_ids = (lambda: self.cluster.alive_ids()) if in_cluster else None
+        self.topics = TopicManager(self.store, self.logs, config, broker_ids=broker_ids,
+                                   controlled_deletion=in_cluster)
+        await self.topics.load()
         await self.logs.startup()
-        self.topics.logs = self.logs
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             self.cluster = Cluster(self)  # brokers, partition states and roles, the controller election
-            self.topics.broker_ids = self.cluster.alive_ids
             self.services.insert(1, self.cluster)
         self.groups = GroupCoordinator(self)  # replays __consumer_offsets through the replicas
         self.services.append(self.groups)

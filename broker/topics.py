@@ -113,7 +113,8 @@ def new_topic_id() -> uuid.UUID:
 
 
 class TopicManager:
-    def __init__(self, store: MetadataStore, logs: LogManager | None, config: BrokerConfig):
+    def __init__(self, store: MetadataStore, logs: LogManager, config: BrokerConfig, *,
+                 broker_ids: Callable[[], list[int]] | None = None, controlled_deletion: bool = False):
         self.store = store
         self.logs = logs
         self.config = config
@@ -121,10 +122,10 @@ class TopicManager:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lock = asyncio.Lock()  # one topic change at a time: create, delete, add partitions, configs
         self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
-        # The brokers new replicas may go to: the alive ones in a cluster (set by broker/app.py).
-        self.broker_ids: Callable[[], list[int]] = lambda: [config.node_id]
+        # The brokers new replicas may go to: this one alone, or the alive ones in a cluster.
+        self.broker_ids: Callable[[], list[int]] = broker_ids or (lambda: [config.node_id])
         # In a cluster a deletion is finished by the controller, not by the broker that marks it.
-        self.controlled_deletion = False
+        self.controlled_deletion = controlled_deletion
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -144,8 +145,9 @@ class TopicManager:
 
     # --- start-up ----------------------------------------------------------------------------------
 
-    async def load(self) -> dict[str, LogConfig]:
-        """Read every topic from the store; returns each topic's log config for the log manager."""
+    async def load(self) -> None:
+        """Read every topic from the store, and give the log manager each topic's log config (before
+        it loads the partitions)."""
         try:
             names = await self.store.children("/brokers/topics")
         except NoNode:
@@ -154,7 +156,7 @@ class TopicManager:
         for name in names:
             if name not in marked:  # a cluster's marked topic is being deleted: never served again
                 self._remember(await self._read_topic(name))
-        return {name: topic.log_config for name, topic in self._topics.items()}
+        self.logs.topic_configs.update({name: topic.log_config for name, topic in self._topics.items()})
 
     async def reconcile(self) -> None:
         """After the logs are loaded: finish interrupted deletions, drop logs of unknown topics, and
