@@ -9,18 +9,13 @@ Events wake the purgatories, keyed by TopicPartition: an append wakes fetches (f
 log end), a high watermark move wakes produces with acks=-1 and fetches, a low watermark move wakes
 DeleteRecords.
 
-Record data never waits on the disk on the event loop: `read_slices` copies the file ranges the log
-returns into one buffer with preadv(RWF_NOWAIT), which takes only what the page cache holds and
-never blocks (the common case: consumers read what was just written), and a thread of the pool
-reads whatever was not cached. Where RWF_NOWAIT is missing, reads of at most `INLINE_READ_BYTES`
-run inline and larger ones in the pool.
+Record data for answers is read by the log package's SliceReader (broker/log/slices.py) on this
+manager's thread pool, never blocking the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -28,6 +23,7 @@ from typing import Any, TypeVar
 import structlog
 
 from broker.log import FileSlice, StorageError, TopicPartition
+from broker.log.slices import SliceReader
 from broker.purgatory import Purgatory
 from broker.replica.fetcher import ReplicaFetcher
 from broker.replica.partition import Partition, PartitionError
@@ -38,7 +34,6 @@ from protocol.errors import ErrorCode
 log = structlog.get_logger("replica")
 
 T = TypeVar("T")
-INLINE_READ_BYTES = 64 * 1024
 IO_THREADS = 4
 
 
@@ -51,6 +46,7 @@ class ReplicaManager:
         self.deletions = Purgatory("delete-records")
         self.producer_ids: ProducerIdManager | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._slices: SliceReader | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}  # leader broker id -> the fetcher following it
         self._isr_changes: dict[TopicPartition, asyncio.Task[None]] = {}  # at most one in flight each
@@ -70,6 +66,7 @@ class ReplicaManager:
 
     async def start(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
+        self._slices = SliceReader(self._executor)
         self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
         # Become leader of everything hosted here now, not at first use: the high watermark of a log
         # recovered after a crash catches up with its log end offset before anyone reads it.
@@ -304,93 +301,6 @@ class ReplicaManager:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def read_slices(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
-        """The bytes of each group of file slices (one group per partition), read in one go: what the
-        page cache holds at once, the rest off the loop. Files are pinned so a segment deleted
-        meanwhile stays open."""
-        total = sum(s.length for group in groups for s in group)
-        if total == 0:
-            return [memoryview(b"") for _ in groups]
-        pinned = [s.file for group in groups for s in group]
-        for file in pinned:
-            file.pin()
-        try:
-            read = _GroupRead(groups, total)
-            if _NOWAIT is not None:
-                if not read.fill(_NOWAIT):
-                    await self.run_io(read.fill, 0)
-            elif total <= INLINE_READ_BYTES:
-                read.fill(0)
-            else:
-                await self.run_io(read.fill, 0)
-            return read.views()
-        finally:
-            for file in pinned:
-                file.unpin()
-
-
-_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
-
-
-class _GroupRead:
-    """Every slice of every group read into one buffer, resumable: `fill(RWF_NOWAIT)` stops at the
-    first byte that is not in the page cache, and a later blocking `fill(0)` goes on from there. A
-    read that hits the end of the file (cut underneath) ends that group early: clients ignore a
-    partial trailing batch."""
-
-    __slots__ = ("buffer", "view", "pieces", "groups", "next_piece")
-
-    def __init__(self, groups: Sequence[Sequence[FileSlice]], total: int) -> None:
-        self.buffer = bytearray(total)
-        self.view = memoryview(self.buffer)
-        self.groups = len(groups)
-        # [group, fd, file position, buffer position, length, bytes read, cut short]
-        self.pieces: list[list] = []
-        position = 0
-        for g, group in enumerate(groups):
-            for piece in group:
-                self.pieces.append([g, piece.file.fileno(), piece.position, position, piece.length, 0, False])
-                position += piece.length
-        self.next_piece = 0
-
-    def fill(self, flags: int) -> bool:
-        """Read on from where the last call stopped; False when RWF_NOWAIT met bytes not cached."""
-        pieces, view = self.pieces, self.view
-        while self.next_piece < len(pieces):
-            piece = pieces[self.next_piece]
-            group, fd, file_position, position, length, done, _ = piece
-            previous = pieces[self.next_piece - 1] if self.next_piece else None
-            if previous is not None and previous[0] == group and previous[6]:
-                piece[6] = True  # the group was cut short before this slice
-            else:
-                while done < length:
-                    try:
-                        n = os.preadv(fd, [view[position + done:position + length]], file_position + done, flags)
-                    except BlockingIOError:
-                        piece[5] = done
-                        return False
-                    except OSError as exc:
-                        if flags and exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # no RWF_NOWAIT here
-                            piece[5] = done
-                            return False
-                        raise
-                    if n <= 0:
-                        piece[6] = True
-                        break
-                    done += n
-                piece[5] = done
-            self.next_piece += 1
-        return True
-
-    def views(self) -> list[memoryview]:
-        """One view per group: its slices' bytes up to the first one cut short."""
-        starts = [None] * self.groups
-        ends = [0] * self.groups
-        cut = [False] * self.groups
-        for group, _fd, _file_position, position, _length, done, short in self.pieces:
-            if starts[group] is None:
-                starts[group] = ends[group] = position
-            if not cut[group]:
-                ends[group] = position + done
-                cut[group] = short
-        return [self.view[start:end] if start is not None else memoryview(b"")
-                for start, end in zip(starts, ends, strict=True)]
+        """The bytes of each group of file slices (one group per partition): broker/log/slices.py."""
+        assert self._slices is not None, "read before start()"
+        return await self._slices.read(groups)

@@ -1,14 +1,28 @@
-"""ReplicaManager.read_slices: page-cache reads on the loop (RWF_NOWAIT), the rest in the pool."""
+"""broker/log/slices.py: page-cache reads on the loop (RWF_NOWAIT), the rest in the pool."""
 
 import asyncio
 import os
+from concurrent.futures import Executor, Future
 
 import pytest
 
 from broker.log import FileSlice
+from broker.log import slices as slices_module
 from broker.log.segment import SegmentFile
-from broker.replica import manager as manager_module
-from broker.replica.manager import ReplicaManager, _GroupRead
+from broker.log.slices import SliceReader, _GroupRead
+
+
+class InlineExecutor(Executor):
+    """Runs each job at once on the caller's thread, and remembers it."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def submit(self, fn, *args, **kwargs):
+        self.jobs.append(fn)
+        future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
 
 
 @pytest.fixture
@@ -65,26 +79,16 @@ def test_a_read_not_in_the_page_cache_goes_on_in_the_pool(files, monkeypatch):
             return real(fd, [buffers[0][:7]], offset, 0)
         return real(fd, buffers, offset, flags)
 
-    monkeypatch.setattr(manager_module.os, "preadv", preadv)
-    monkeypatch.setattr(manager_module, "_NOWAIT", 8)
-
-    class Broker:
-        node_id = 1
-
-    manager = ReplicaManager(Broker())
-    used_pool = []
-
-    async def run_io(fn, *args):
-        used_pool.append(fn)
-        return fn(*args)
-
-    manager.run_io = run_io
-    views = asyncio.run(manager.read_slices(groups_of(a, b)))
+    monkeypatch.setattr(slices_module.os, "preadv", preadv)
+    monkeypatch.setattr(slices_module, "_NOWAIT", 8)
+    pool = InlineExecutor()
+    views = asyncio.run(SliceReader(pool).read(groups_of(a, b)))
     assert [bytes(v) for v in views] == expected(a_data, b_data)
-    assert calls[:2] == [8, 8] and all(f == 0 for f in calls[2:]) and len(used_pool) == 1
+    assert calls[:2] == [8, 8] and all(f == 0 for f in calls[2:]) and len(pool.jobs) == 1
     assert not any(f._pins for f in (a, b))
 
 
 def test_nothing_to_read(files):
-    manager = ReplicaManager(type("Broker", (), {"node_id": 1})())
-    assert [bytes(v) for v in asyncio.run(manager.read_slices([[], []]))] == [b"", b""]
+    pool = InlineExecutor()
+    assert [bytes(v) for v in asyncio.run(SliceReader(pool).read([[], []]))] == [b"", b""]
+    assert pool.jobs == []
