@@ -49,6 +49,7 @@ from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.io import LogIO, unlink_all
 from broker.log.loader import LoadReport, load_partition
+from broker.log.retention import SegmentFacts, deletable_segments
 from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment, SegmentFile, SegmentFlush
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import assign_offsets as stamp_batch
@@ -585,42 +586,11 @@ class PartitionLog:
     # --- retention -------------------------------------------------------------------------------
 
     def retention_candidates(self, now_ms: int | None = None) -> int:
-        """How many oldest segments retention would delete now (Kafka's deletableSegments rules)."""
-        now = self.clock() if now_ms is None else now_ms
-        segments, config = self._segments, self.config
-        hw, end = self._high_watermark, self.log_end_offset
-
-        def walk(predicate: Callable[[int, LogSegment], bool]) -> int:
-            count = 0
-            for i, segment in enumerate(segments):
-                last = i + 1 == len(segments)
-                upper = end if last else segments[i + 1].base_offset
-                if (last and segment.size == 0) or hw < upper or not predicate(i, segment):
-                    break
-                count += 1
-            return count
-
-        count = walk(
-            lambda i, s: i + 1 < len(segments) and segments[i + 1].base_offset <= self._log_start_offset
-        )
-        if config.delete_enabled:
-            if config.retention_ms >= 0:
-                count = max(count, walk(lambda i, s: now - _largest_timestamp(s) > config.retention_ms))
-            floor = config.retention_min_timestamp
-            if floor is not None:
-                count = max(count, walk(lambda i, s: _largest_timestamp(s) < floor))
-            if config.retention_bytes >= 0:
-                excess = self.size_bytes - config.retention_bytes
-
-                def over_size(i: int, s: LogSegment) -> bool:
-                    nonlocal excess
-                    if excess - s.size < 0:
-                        return False
-                    excess -= s.size
-                    return True
-
-                count = max(count, walk(over_size))
-        return count
+        """How many oldest segments retention would delete now (broker/log/retention.py)."""
+        facts = [SegmentFacts(seg.base_offset, seg.size, _largest_timestamp(seg)) for seg in self._segments]
+        return deletable_segments(facts, self.config, log_start_offset=self._log_start_offset,
+                                  high_watermark=self._high_watermark, log_end_offset=self.log_end_offset,
+                                  now_ms=self.clock() if now_ms is None else now_ms)
 
     async def delete_old_segments(self, now_ms: int | None = None) -> int:
         """One retention pass: log start offset breach always; retention.ms, retention.bytes and
