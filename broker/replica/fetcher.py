@@ -21,6 +21,7 @@ A lost connection backs off and reconnects; partitions stay.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -32,7 +33,6 @@ from protocol.records import iter_batches
 
 if TYPE_CHECKING:
     from broker.config import ReplicationConfig
-    from broker.replica.manager import ReplicaManager
     from broker.replica.partition import Partition
 
 log = structlog.get_logger("fetcher")
@@ -65,8 +65,11 @@ def whole_batches(records: bytes | memoryview | None) -> memoryview:
 class ReplicaFetcher:
     """Fetches every partition followed on one leader broker."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int, config: ReplicationConfig) -> None:
-        self.manager = manager
+    def __init__(self, node_id: int, leader_id: int, endpoint: Callable[[int], tuple[str, int] | None],
+                 config: ReplicationConfig) -> None:
+        """`endpoint`: where a broker id listens (None while it is not registered)."""
+        self.node_id = node_id
+        self.endpoint = endpoint
         self.leader_id = leader_id
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -163,7 +166,7 @@ class ReplicaFetcher:
                 log_start_offset=plog.log_start_offset, partition_max_bytes=self.config.fetch_max_bytes))
         config = self.config
         return FetchRequest(
-            replica_id=self.manager.node_id, max_wait_ms=config.fetch_wait_max_ms, min_bytes=config.fetch_min_bytes,
+            replica_id=self.node_id, max_wait_ms=config.fetch_wait_max_ms, min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="")
@@ -218,7 +221,7 @@ class ReplicaFetcher:
         wanted = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
             partition_index=tp.partition, current_leader_epoch=partition.leader_epoch, timestamp=timestamp)
         reply = await connection.request(ListOffsetsRequest(
-            replica_id=self.manager.node_id, isolation_level=0, timeout_ms=self.config.socket_timeout_ms,
+            replica_id=self.node_id, isolation_level=0, timeout_ms=self.config.socket_timeout_ms,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=tp.topic, partitions=[wanted])]),
             version=LIST_OFFSETS_VERSION)
         answer = reply.topics[0].partitions[0]
@@ -234,13 +237,13 @@ class ReplicaFetcher:
 
         if self._connection is not None and self._connection.connected:
             return self._connection
-        endpoint = self.manager.endpoint(self.leader_id)
+        endpoint = self.endpoint(self.leader_id)
         if endpoint is None:
             raise ConnectionError(f"broker {self.leader_id} is not registered")
         host, port = endpoint
         timeout_s = (self.config.socket_timeout_ms + self.config.fetch_wait_max_ms) / 1000
         self._connection = await BrokerConnection(
-            host, port, node_id=self.leader_id, client_id=f"ebb-replica-fetcher-{self.manager.node_id}",
+            host, port, node_id=self.leader_id, client_id=f"ebb-replica-fetcher-{self.node_id}",
             request_timeout_s=timeout_s, connect_timeout_s=self.config.socket_timeout_ms / 1000).connect()
         return self._connection
 

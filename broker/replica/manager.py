@@ -229,7 +229,7 @@ class ReplicaManager:
             fetcher = self._fetchers.get(partition.leader_id)
             if fetcher is None:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
-                    self, partition.leader_id, self.broker.config.replication)
+                    self.node_id, partition.leader_id, self.endpoint, self.broker.config.replication)
             fetcher.add(partition)
         for listener in self.leadership_listeners:
             listener(partition)

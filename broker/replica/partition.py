@@ -17,8 +17,9 @@ import asyncio
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import structlog
 
@@ -36,9 +37,6 @@ from broker.replica.producer_state import (
 )
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import RecordBatch
-
-if TYPE_CHECKING:
-    from broker.replica.manager import ReplicaManager
 
 log = structlog.get_logger("replica")
 
@@ -79,17 +77,35 @@ class AppendResult:
     duplicate: bool = False
 
 
+T = TypeVar("T")
+
+
+class PartitionHost(Protocol):
+    """What a Partition needs from whoever holds it (ReplicaManager): where its events go, who is
+    alive, a way to ask for an ISR change, and a thread pool for blocking file work."""
+
+    node_id: int
+
+    def leadership_changed(self, partition: Partition) -> None: ...
+    def appended(self, partition: Partition) -> None: ...
+    def high_watermark_moved(self, partition: Partition) -> None: ...
+    def log_start_offset_moved(self, partition: Partition) -> None: ...
+    def is_alive(self, broker_id: int) -> bool: ...
+    def request_isr_change(self, partition: Partition, isr: set[int]) -> None: ...
+    async def run_io(self, fn: Callable[..., T], *args: object) -> T: ...
+
+
 class Partition:
-    def __init__(self, manager: ReplicaManager, topic_partition: TopicPartition, topic_id: uuid.UUID,
+    def __init__(self, host: PartitionHost, topic_partition: TopicPartition, topic_id: uuid.UUID,
                  replicas: list[int], log_: PartitionLog, state: dict | None = None) -> None:
         """`state`: the cluster's partition state (leader, leader_epoch, isr); without one (a single
         broker) the partition is led here at the epoch its log was last written under."""
-        self.manager = manager
+        self.host = host
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.replicas = list(replicas)
         self.log = log_
-        self.local_id = manager.node_id
+        self.local_id = host.node_id
         self.producers = ProducerStateManager(log_.directory)
         self.producers_loaded = False
         self._producers_loading: asyncio.Future[None] | None = None
@@ -137,7 +153,7 @@ class Partition:
         self.isr = set(isr) | {self.local_id}
         self._note_leader_epoch()
         self.maybe_increment_high_watermark()
-        self.manager.leadership_changed(self)
+        self.host.leadership_changed(self)
 
     def _fresh_followers(self) -> dict[int, FollowerState]:
         """The other replicas, nothing known of them yet; each is given replica.lag.time.max.ms from now
@@ -155,7 +171,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.isr = set(isr)
         self.followers = {}
-        self.manager.leadership_changed(self)
+        self.host.leadership_changed(self)
 
     # --- as a follower ---------------------------------------------------------------------------
 
@@ -164,7 +180,7 @@ class Partition:
         if self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic_partition} is led here")
         await self.log.append(records, assign_offsets=False)
-        self.manager.appended(self)
+        self.host.appended(self)
 
     async def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
         """The leader's high watermark (capped at our log end) and log start offset; the new start is
@@ -172,12 +188,12 @@ class Partition:
         log_ = self.log
         if leader_high_watermark > log_.high_watermark:
             log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
-            self.manager.high_watermark_moved(self)
+            self.host.high_watermark_moved(self)
         if leader_log_start_offset > log_.log_start_offset:
             log_.move_log_start_offset(min(leader_log_start_offset, log_.high_watermark),
                                        StartOffsetReason.LEADER_OFFSET_INCREMENTED)
             await log_.make_start_offset_durable()
-            self.manager.log_start_offset_moved(self)
+            self.host.log_start_offset_moved(self)
 
     async def truncate_as_follower(self, diverging_epoch: int, diverging_end_offset: int) -> None:
         """The leader says our log diverges from its own after `diverging_end_offset` (the end of
@@ -241,7 +257,7 @@ class Partition:
         """Kafka's lowWatermarkIfLeader: the smallest log start offset among the leader and every
         alive replica of the assignment (in sync or not)."""
         offsets = [self.log.log_start_offset]
-        offsets += [f.log_start_offset for f in self.followers.values() if self.manager.is_alive(f.replica_id)]
+        offsets += [f.log_start_offset for f in self.followers.values() if self.host.is_alive(f.replica_id)]
         return min(offsets)
 
     def maybe_increment_high_watermark(self) -> bool:
@@ -252,7 +268,7 @@ class Partition:
         if target <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(target)
-        self.manager.high_watermark_moved(self)
+        self.host.high_watermark_moved(self)
         return True
 
     def update_follower_state(self, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
@@ -278,7 +294,7 @@ class Partition:
         self.maybe_expand_isr(state)
         self.maybe_increment_high_watermark()
         if self.low_watermark() != low_before:
-            self.manager.log_start_offset_moved(self)
+            self.host.log_start_offset_moved(self)
 
     # --- the in-sync replica set (leader) --------------------------------------------------------
 
@@ -289,7 +305,7 @@ class Partition:
             return
         if state.log_end_offset < self.log.epoch_cache.start_offset_of(self.leader_epoch, self.log.log_end_offset):
             return
-        self.manager.request_isr_change(self, self.isr | {state.replica_id})
+        self.host.request_isr_change(self, self.isr | {state.replica_id})
 
     def lagging_replicas(self, lag_time_max_ms: int, now_ms: int | None = None) -> set[int]:
         """ISR members that have not caught up with the log end within `lag_time_max_ms`."""
@@ -332,7 +348,7 @@ class Partition:
         if producer_id >= 0:
             self.producers.update(producer_id, epoch, BatchMetadata(first_seq, last_seq, info.first_offset,
                                                                     info.last_offset, info.max_timestamp))
-        self.manager.appended(self)
+        self.host.appended(self)
         self.maybe_increment_high_watermark()
         if self.log.log_end_offset - self.log.recovery_point >= self.log.config.flush_messages:
             await self.log.flush()  # flush.messages, as PartitionLog.append would
@@ -358,7 +374,7 @@ class Partition:
     async def finish_delete_records(self, moved: bool) -> None:
         await self.log.make_start_offset_durable()
         if moved:
-            self.manager.log_start_offset_moved(self)
+            self.host.log_start_offset_moved(self)
 
     # --- producer state --------------------------------------------------------------------------
 
@@ -383,7 +399,7 @@ class Partition:
 
     async def _load_producer_state(self) -> None:
         path = self.producers.snapshot_path
-        data = await self.manager.run_io(read_snapshot, path)
+        data = await self.host.run_io(read_snapshot, path)
         start = self.log.log_start_offset
         scan_from = start
         now = time.time_ns() // 1_000_000
@@ -402,7 +418,7 @@ class Partition:
                 self.producers.producers.clear()
                 covered = None
             if covered is None:
-                await self.manager.run_io(remove_snapshot, path)
+                await self.host.run_io(remove_snapshot, path)
             else:
                 scan_from = max(covered, start)
         scanned = await self._replay_log(scan_from, now)
@@ -431,7 +447,7 @@ class Partition:
             try:
                 position = piece.position
                 while True:
-                    headers, position = await self.manager.run_io(_scan_chunk, piece.file.fileno(), position)
+                    headers, position = await self.host.run_io(_scan_chunk, piece.file.fileno(), position)
                     if not headers:
                         break
                     for header in headers:
@@ -459,7 +475,7 @@ class Partition:
         data, offset = taken
         self.producers.dirty = False
         try:
-            await self.manager.run_io(write_snapshot, self.producers.snapshot_path, data)
+            await self.host.run_io(write_snapshot, self.producers.snapshot_path, data)
         except OSError as exc:
             self.producers.dirty = True
             log.error("cannot write producer state snapshot", partition=str(self.topic_partition), error=repr(exc))

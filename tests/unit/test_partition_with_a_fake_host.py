@@ -1,0 +1,66 @@
+"""A Partition needs only its PartitionHost (broker/replica/partition.py), so a small fake stands in
+for the ReplicaManager: the events it raises are recorded, ISR changes are asked of it, and blocking
+work runs on its pool."""
+
+import asyncio
+import uuid
+
+from broker.log import LogManager, TopicPartition
+from broker.replica.partition import Partition
+from protocol.records import RecordBatch, build_batch
+
+TP = TopicPartition("t", 0)
+
+
+class FakeHost:
+    node_id = 1
+
+    def __init__(self):
+        self.events: list[tuple[str, int]] = []
+        self.isr_changes: list[set[int]] = []
+        self.alive = {1, 2}
+
+    def leadership_changed(self, partition):
+        self.events.append(("leadership", partition.leader_epoch))
+
+    def appended(self, partition):
+        self.events.append(("appended", partition.log.log_end_offset))
+
+    def high_watermark_moved(self, partition):
+        self.events.append(("high watermark", partition.high_watermark))
+
+    def log_start_offset_moved(self, partition):
+        self.events.append(("log start", partition.log_start_offset))
+
+    def is_alive(self, broker_id):
+        return broker_id in self.alive
+
+    def request_isr_change(self, partition, isr):
+        self.isr_changes.append(set(isr))
+
+    async def run_io(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+async def test_a_leader_raises_its_events_to_the_host(tmp_path):
+    logs = LogManager(tmp_path / "logs")
+    await logs.startup(background_tasks=False)
+    try:
+        log_ = await logs.get_or_create_log(TP)
+        host = FakeHost()
+        partition = Partition(host, TP, uuid.uuid4(), [1, 2], log_,
+                              {"leader": 1, "leader_epoch": 3, "isr": [1, 2]})
+        data = build_batch([(None, b"v%d" % i, [], 1) for i in range(5)])
+        await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data))
+        assert ("appended", 5) in host.events
+        assert partition.high_watermark == 0  # follower 2 is in the ISR and has fetched nothing
+
+        partition.update_follower_state(2, fetch_offset=5, log_start_offset=0)
+        assert ("high watermark", 5) in host.events
+
+        _, moved = partition.start_delete_records_on_leader(3)
+        await partition.finish_delete_records(moved)
+        assert ("log start", 3) in host.events
+        assert partition.low_watermark() == 0  # the follower still starts at 0
+    finally:
+        await logs.shutdown()
