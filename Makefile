@@ -31,7 +31,19 @@ APT    := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-reco
 $(ZKJAR):
 	$(APT) || { apt-get update -q && $(APT); }
 
-test: $(STAMP) $(JSSTAMP) $(ZKJAR)
+# Kafka's own Java client and tools for tests/interop: the jars pinned in the pom (Maven caches them in
+# ~/.m2) and the Interop driver, compiled. Java 17 and Maven come from Debian when they are missing.
+INTEROP := tests/interop/java
+INTEROPSTAMP := $(INTEROP)/target/.built
+MVN    := /usr/bin/mvn
+$(MVN):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends maven openjdk-17-jdk-headless \
+	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends maven openjdk-17-jdk-headless; }
+$(INTEROPSTAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/ebb/interop/*.java) | $(MVN)
+	cd $(INTEROP) && mvn -q -B package
+	touch $(INTEROPSTAMP)
+
+test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP)
 	$(PY) -m pytest tests
 
 lint: $(STAMP)
@@ -54,7 +66,7 @@ run: $(STAMP)
 	$(PY) -m broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules
+	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules $(INTEROP)/target
 
 # The broker image, and ZooKeeper with three brokers from it on this (Linux) host: 127.0.0.1:9092-9094
 docker:
