@@ -42,8 +42,12 @@ class Cluster:
         self._member_ids: set[int] = set()  # the children of /brokers/ids as last reported
         self._registration_watches: dict[int, Watch | None] = {}
         self.controller_id = -1
-        self.controller = Controller(self)
-        self.deletions = TopicDeletions(self)
+        self.controller = Controller(
+            self.store, broker.topics, broker.node_id, broker.config.replication, alive_ids=self.alive_ids,
+            controller_id=lambda: self.controller_id, state_written=self.note_state_written)
+        self.deletions = TopicDeletions(
+            self.store, broker.node_id, drop_local=self._drop_local, keep=self.keep,
+            spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake)
         # The newest state version applied, per (topic id, partition): a topic deleted and created again
         # under its name starts its versions over.
         self._state_versions: dict[tuple[Any, int], int] = {}
@@ -52,7 +56,8 @@ class Cluster:
         self._topic_watches: dict[str, list[Watch]] = {}
         self._watches: list[Watch] = []
         self._tasks: set[asyncio.Task] = set()
-        self.broker_listeners: list = []  # called with the alive ids after each change (the controller)
+        # called with the alive ids after each change; the controller acts on every change
+        self.broker_listeners: list = [lambda alive: self.controller.wake()]
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -70,6 +75,11 @@ class Cluster:
         self._watches.append(await self.store.watch_data("/controller", self._on_controller))
         await self.deletions.start()
         await self.controller.start()
+
+    async def _drop_local(self, name: str) -> None:
+        """A topic marked for deletion: stop serving its partitions here and drop its logs."""
+        self.broker.replicas.forget_topic(name)
+        await self.broker.topics.drop(name)
 
     def keep(self, watch: Watch) -> None:
         """A watch that lasts as long as the cluster view (cancelled at stop)."""

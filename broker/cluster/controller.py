@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -34,7 +35,9 @@ from broker.log import TopicPartition
 from broker.topics import state_path
 
 if TYPE_CHECKING:
-    from broker.cluster.cluster import Cluster
+    from broker.cluster.store import MetadataStore
+    from broker.config import ReplicationConfig
+    from broker.topics import TopicManager
 
 log = structlog.get_logger("controller")
 
@@ -70,10 +73,18 @@ def elect(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
 
 
 class Controller:
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.store = cluster.store
-        self.node_id = cluster.broker.node_id
+    def __init__(self, store: MetadataStore, topics: TopicManager, node_id: int, replication: ReplicationConfig, *,
+                 alive_ids: Callable[[], list[int]], controller_id: Callable[[], int],
+                 state_written: Callable[[TopicPartition, dict, int], Any]) -> None:
+        """`alive_ids` and `controller_id` read the cluster view; `state_written` tells it of a
+        partition state this controller wrote, before the watch reports it."""
+        self.store = store
+        self.topics = topics
+        self.node_id = node_id
+        self.replication = replication
+        self.alive_ids = alive_ids
+        self.controller_id = controller_id
+        self.state_written = state_written
         self.active = False
         self.epoch = 0
         self._wakeup = asyncio.Event()
@@ -84,15 +95,14 @@ class Controller:
         self.rounds = 0
 
     async def start(self) -> None:
-        self.cluster.broker_listeners.append(lambda alive: self._wakeup.set())
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run())
-        if self.cluster.broker.config.replication.auto_leader_rebalance_enable:
+        if self.replication.auto_leader_rebalance_enable:
             self._rebalancing = loop.create_task(self._rebalance_periodically())
         self._wakeup.set()
 
     async def _rebalance_periodically(self) -> None:
-        interval_s = self.cluster.broker.config.replication.leader_imbalance_check_interval_s
+        interval_s = self.replication.leader_imbalance_check_interval_s
         while True:
             await asyncio.sleep(interval_s)
             if not self.active:
@@ -139,7 +149,7 @@ class Controller:
             await self._wakeup.wait()
             self._wakeup.clear()
             try:
-                if not self.active and self.cluster.controller_id == NO_LEADER:
+                if not self.active and self.controller_id() == NO_LEADER:
                     await self._try_to_become_controller()
                 if self.active:
                     await self.reconcile()
@@ -181,9 +191,9 @@ class Controller:
     async def reconcile(self) -> int:
         """Give every partition the leader and ISR the alive brokers call for; returns the changes."""
         restarted, self._restarted = self._restarted, set()
-        alive = set(self.cluster.alive_ids()) - restarted
+        alive = set(self.alive_ids()) - restarted
         changed = 0
-        for topic in self.cluster.broker.topics.all():
+        for topic in self.topics.all():
             for index, replicas in sorted(topic.replicas.items()):
                 if self.active:
                     changed += await self._reconcile_partition(topic.name, index, replicas, alive)
@@ -199,13 +209,13 @@ class Controller:
         """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage
         fewer of the partitions it is the preferred (first) replica of gets them back, where it is
         alive and in sync. Returns the partitions moved."""
-        alive = set(self.cluster.alive_ids())
+        alive = set(self.alive_ids())
         preferred: dict[int, list[tuple[str, int, list[int], bool]]] = {}
-        for topic in self.cluster.broker.topics.all():
+        for topic in self.topics.all():
             for index, replicas in sorted(topic.replicas.items()):
                 leads = int(topic.states.get(index, {}).get("leader", NO_LEADER)) == replicas[0]
                 preferred.setdefault(replicas[0], []).append((topic.name, index, replicas, leads))
-        threshold = self.cluster.broker.config.replication.leader_imbalance_per_broker_percentage / 100
+        threshold = self.replication.leader_imbalance_per_broker_percentage / 100
         moved = 0
         for broker_id, partitions in sorted(preferred.items()):
             elsewhere = [p for p in partitions if not p[3]]
@@ -239,7 +249,7 @@ class Controller:
                 continue  # the leader changed the ISR meanwhile: decide again on what is there now
             log.info("partition state changed", partition=str(tp), leader=new["leader"],
                      leader_epoch=new["leader_epoch"], isr=new["isr"], alive=sorted(alive))
-            self.cluster.note_state_written(tp, new, written)
+            self.state_written(tp, new, written)
             return 1
         log.warning("partition state kept changing; deciding at the next round", partition=str(tp))
         self._wakeup.set()

@@ -16,6 +16,7 @@ the deletion goes on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -23,7 +24,7 @@ import structlog
 from broker.cluster.store import NodeExists, NoNode, Watch
 
 if TYPE_CHECKING:
-    from broker.cluster.cluster import Cluster
+    from broker.cluster.store import MetadataStore
 
 log = structlog.get_logger("deletion")
 
@@ -33,9 +34,18 @@ MARKS = "/admin/delete_topics"
 class TopicDeletions:
     """Every broker's side: drop marked topics here, acknowledge, and tell waiting requests."""
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.store = cluster.store
+    def __init__(self, store: MetadataStore, node_id: int, *, drop_local: Callable[[str], Awaitable[None]],
+                 keep: Callable[[Watch], None], spawn_until_done: Callable[..., asyncio.Task],
+                 wake_controller: Callable[[], None]) -> None:
+        """`drop_local` stops serving a topic here and removes its logs; `keep` holds a watch for the
+        cluster view's life; `spawn_until_done` retries work until it succeeds; `wake_controller`
+        tells the controller that marks or acknowledgements changed."""
+        self.store = store
+        self.node_id = node_id
+        self.drop_local = drop_local
+        self.keep = keep
+        self.spawn_until_done = spawn_until_done
+        self.wake_controller = wake_controller
         self.marked: dict[str, Watch | None] = {}  # name -> the watch of its acknowledgements
         self._waiters: dict[str, list[asyncio.Future]] = {}
 
@@ -44,13 +54,13 @@ class TopicDeletions:
             await self.store.create(MARKS)
         except NodeExists:
             pass
-        self.cluster.keep(await self.store.watch_children(MARKS, self._on_marks))
+        self.keep(await self.store.watch_children(MARKS, self._on_marks))
 
     def _on_marks(self, children: list[str] | None) -> None:
         names = set(children or [])
         for name in sorted(names - set(self.marked)):
             self.marked[name] = None
-            self.cluster.spawn_until_done(lambda name=name: self._drop(name), "dropping a deleted topic",
+            self.spawn_until_done(lambda name=name: self._drop(name), "dropping a deleted topic",
                                           lambda name=name: name in self.marked)
         for name in set(self.marked) - names:
             watch = self.marked.pop(name)
@@ -60,21 +70,19 @@ class TopicDeletions:
                 if not waiter.done():
                     waiter.set_result(True)
             log.info("topic deletion finished", topic=name)
-        self.cluster.controller.wake()
+        self.wake_controller()
 
     async def _drop(self, name: str) -> None:
-        broker = self.cluster.broker
         log.info("topic marked for deletion; dropping local replicas", topic=name)
-        broker.replicas.forget_topic(name)
-        await broker.topics.drop(name)
+        await self.drop_local(name)
         try:
-            await self.store.create(f"{MARKS}/{name}/{broker.node_id}", makepath=False)
+            await self.store.create(f"{MARKS}/{name}/{self.node_id}", makepath=False)
         except (NodeExists, NoNode):  # acknowledged before, or the deletion is already over
             pass
         if name in self.marked:
             try:
                 self.marked[name] = await self.store.watch_children(
-                    f"{MARKS}/{name}", lambda acks: self.cluster.controller.wake())
+                    f"{MARKS}/{name}", lambda acks: self.wake_controller())
             except NoNode:
                 pass
 
