@@ -1,0 +1,162 @@
+"""Kafka's command-line tools (kafka-tools 4.3.1) run against Ebb as an operator runs them.
+
+Each call is `java -cp <jars> <ToolClass> --bootstrap-server <broker> ...`, what the kafka-*.sh
+scripts run. The tests are ordered steps on one topic of one broker: kafka-topics creates it,
+records and a group's commits are added (the Interop driver's `fill` and `commit`), then
+kafka-get-offsets, kafka-delete-records with KIP-107's JSON file and kafka-consumer-groups act on
+them. Exit codes and every deterministic printed line are checked.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+
+import pytest
+
+TOPICS = "org.apache.kafka.tools.TopicCommand"
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+TOPIC = "tools"
+GROUP = "tools-group"
+# record i of each partition has timestamp BASE + i*1000 (an hour ago: inside retention.ms)
+BASE = (int(time.time()) - 3600) * 1000
+
+
+@pytest.fixture(scope="module")
+def tool(java, broker):
+    def run(main: str, *args: str, expect: int = 0):
+        result = java.tool(broker.bootstrap, main, *args)
+        assert result.returncode == expect, f"exit {result.returncode}:\n{result.stdout}\n{result.stderr[-3000:]}"
+        return result
+    return run
+
+
+def rows(lines: list[str]) -> list[list[str]]:
+    """A table's rows after its header, split on whitespace."""
+    header = next(i for i, line in enumerate(lines) if line.startswith(("GROUP", "TOPIC")))
+    return [line.split() for line in lines[header + 1:]]
+
+
+def test_kafka_topics_create(tool):
+    created = tool(TOPICS, "--create", "--topic", TOPIC, "--partitions", "2", "--replication-factor", "1",
+                   "--config", "retention.ms=7200000")
+    assert created.lines == [f"Created topic {TOPIC}."]
+    again = tool(TOPICS, "--create", "--topic", TOPIC, "--partitions", "2", expect=1)
+    assert f"Error while executing topic command : Topic '{TOPIC}' already exists." in again.stdout + again.stderr
+
+
+def test_kafka_topics_describe_and_list(tool):
+    described = tool(TOPICS, "--describe", "--topic", TOPIC)
+    assert re.fullmatch(rf"Topic: {TOPIC}\tTopicId: [\w-]{{22}}\tPartitionCount: 2\tReplicationFactor: 1\t"
+                        r"Configs: retention.ms=7200000", described.lines[0]), described.lines[0]
+    # Elr/LastKnownElr are N/A: the tool falls back to Metadata, since Ebb does not serve
+    # DescribeTopicPartitions (key 75); against Apache Kafka 4.x it prints them empty
+    assert described.lines[1:] == [f"\tTopic: {TOPIC}\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\t"
+                                   "Elr: N/A\tLastKnownElr: N/A" for p in (0, 1)]
+    listed = tool(TOPICS, "--list", "--exclude-internal")
+    assert listed.lines == [TOPIC]
+
+
+def test_fill(java, broker):
+    """Setup, not a tool: 10 records in each partition, and a group that committed 5 in both."""
+    java.run("ebb.interop.Interop", broker.bootstrap, "-", "fill", TOPIC, "2", "10", str(BASE)).check_returncode()
+    java.run("ebb.interop.Interop", broker.bootstrap, "-", "commit", GROUP, TOPIC, "0=5", "1=5").check_returncode()
+
+
+def test_kafka_topics_alter_partitions(tool):
+    tool(TOPICS, "--alter", "--topic", TOPIC, "--partitions", "3")
+    described = tool(TOPICS, "--describe", "--topic", TOPIC)
+    assert "\tPartitionCount: 3\t" in described.lines[0]
+    assert len(described.lines) == 4
+
+
+def test_kafka_get_offsets(tool):
+    def offsets(*args: str) -> list[str]:
+        return tool(GET_OFFSETS, "--topic", TOPIC, *args).lines
+
+    assert offsets("--time", "latest") == [f"{TOPIC}:0:10", f"{TOPIC}:1:10", f"{TOPIC}:2:0"]
+    assert offsets("--time", "-1") == [f"{TOPIC}:0:10", f"{TOPIC}:1:10", f"{TOPIC}:2:0"]
+    assert offsets("--time", "earliest") == [f"{TOPIC}:0:0", f"{TOPIC}:1:0", f"{TOPIC}:2:0"]
+    # the newest record, 9, in each partition with records
+    assert offsets("--time", "max-timestamp") == [f"{TOPIC}:0:9", f"{TOPIC}:1:9"]
+    # the first record at or after the time: 5 (BASE + 5000)
+    assert offsets("--time", str(BASE + 4500)) == [f"{TOPIC}:0:5", f"{TOPIC}:1:5"]
+    assert offsets("--time", str(BASE + 60_000)) == []
+    assert tool(GET_OFFSETS, "--topic-partitions", f"{TOPIC}:1", "--time", "-1").lines == [f"{TOPIC}:1:10"]
+
+
+def test_kafka_delete_records_with_the_kip_107_json_file(tool, tmp_path):
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text('{"partitions": [{"topic": "tools", "partition": 0, "offset": 4},'
+                       ' {"topic": "tools", "partition": 1, "offset": -1}], "version": 1}')
+    deleted = tool(DELETE_RECORDS, "--offset-json-file", str(offsets))
+    assert deleted.lines[:2] == ["Executing records delete operation", "Records delete operation completed:"]
+    assert sorted(deleted.lines[2:]) == [f"partition: {TOPIC}-0\tlow_watermark: 4",
+                                         f"partition: {TOPIC}-1\tlow_watermark: 10"]
+    assert tool(GET_OFFSETS, "--topic", TOPIC, "--time", "earliest").lines == [
+        f"{TOPIC}:0:4", f"{TOPIC}:1:10", f"{TOPIC}:2:0"]
+
+    offsets.write_text('{"partitions": [{"topic": "tools", "partition": 0, "offset": 11}], "version": 1}')
+    refused = tool(DELETE_RECORDS, "--offset-json-file", str(offsets))
+    assert refused.lines[2:] == [f"partition: {TOPIC}-0\terror: org.apache.kafka.common.errors."
+                                 "OffsetOutOfRangeException: The requested offset is not within the range of offsets"
+                                 " maintained by the server."]
+
+
+def test_kafka_consumer_groups_list_and_describe(tool, broker):
+    assert GROUP in tool(CONSUMER_GROUPS, "--list").lines
+    described = tool(CONSUMER_GROUPS, "--describe", "--group", GROUP)
+    assert described.lines[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                          "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert sorted(rows(described.lines)) == [[GROUP, TOPIC, "0", "5", "10", "5", "-", "-", "-"],
+                                             [GROUP, TOPIC, "1", "5", "10", "5", "-", "-", "-"]]
+    state = tool(CONSUMER_GROUPS, "--describe", "--group", GROUP, "--state")
+    assert rows(state.lines) == [[GROUP, broker.bootstrap, "(1)", "-", "Empty", "0"]]
+
+
+def committed(tool) -> dict[int, str]:
+    described = tool(CONSUMER_GROUPS, "--describe", "--group", GROUP, "--offsets")
+    return {int(row[2]): row[3] for row in rows(described.lines)}
+
+
+def test_kafka_consumer_groups_reset_offsets(tool):
+    reset = (CONSUMER_GROUPS, "--reset-offsets", "--group", GROUP, "--execute", "--topic")
+    earliest = tool(*reset, TOPIC, "--to-earliest")
+    assert sorted(rows(earliest.lines)) == [[GROUP, TOPIC, "0", "4"], [GROUP, TOPIC, "1", "10"],
+                                            [GROUP, TOPIC, "2", "0"]]
+    assert committed(tool) == {0: "4", 1: "10", 2: "0"}
+
+    to_offset = tool(*reset, f"{TOPIC}:0", "--to-offset", "7")
+    assert rows(to_offset.lines) == [[GROUP, TOPIC, "0", "7"]]
+    assert committed(tool) == {0: "7", 1: "10", 2: "0"}
+
+    when = datetime.datetime.fromtimestamp((BASE + 4500) / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    by_time = tool(*reset, TOPIC, "--to-datetime", when + "+00:00")
+    # partition 0: record 5 is the first at or after the time; 1 and 2 hold no record at all (deleted,
+    # never written), so the tool falls back to their latest offset and says so
+    assert sorted(rows(by_time.lines)) == [[GROUP, TOPIC, "0", "5"], [GROUP, TOPIC, "1", "10"],
+                                           [GROUP, TOPIC, "2", "0"]]
+    assert f"Warn: Partition 1 from topic {TOPIC} is empty. Falling back to latest known offset." in by_time.lines
+    assert committed(tool) == {0: "5", 1: "10", 2: "0"}
+
+
+def test_kafka_consumer_groups_delete_offsets_and_group(tool):
+    deleted = tool(CONSUMER_GROUPS, "--delete-offsets", "--group", GROUP, "--topic", f"{TOPIC}:1")
+    assert deleted.lines[0] == f"Request succeeded for deleting offsets from group {GROUP}."
+    assert rows(deleted.lines) == [[TOPIC, "1", "Successful"]]
+    assert committed(tool) == {0: "5", 2: "0"}
+
+    gone = tool(CONSUMER_GROUPS, "--delete", "--group", GROUP)
+    assert gone.lines == [f"Deletion of requested consumer groups ('{GROUP}') was successful."]
+    assert GROUP not in tool(CONSUMER_GROUPS, "--list").lines
+    missing = tool(CONSUMER_GROUPS, "--describe", "--group", GROUP)
+    assert f"GroupIdNotFoundException: Group {GROUP} not found." in missing.stdout + missing.stderr
+
+
+def test_kafka_topics_delete(tool):
+    tool(TOPICS, "--delete", "--topic", TOPIC)
+    assert tool(TOPICS, "--list", "--exclude-internal").lines == []
