@@ -24,6 +24,7 @@ from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.topic_configs import STORED_ONLY_DEFAULTS, InvalidConfig, validate_overrides
+from broker.topic_placement import TopicError, assign_replicas, place_replicas, validate_manual_assignment
 from protocol.errors import ErrorCode
 from protocol.wire import MAX_SHORT_STRING_BYTES, fits_short_string
 
@@ -41,13 +42,6 @@ STORED_ONLY_CONFIGS = STORED_ONLY_DEFAULTS
 MAX_PARTITIONS_PER_REQUEST = 10_000
 # Config changes after which the topic's logs run a retention pass at once.
 RETENTION_CONFIGS = frozenset({"retention.ms", "retention.bytes", "retention.min.timestamp", "cleanup.policy"})
-
-
-class TopicError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str):
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass
@@ -306,7 +300,8 @@ class TopicManager:
                 raise TopicError(ErrorCode.INVALID_CONFIG,
                                  f"Null value not supported for topic configs: {','.join(nulls)}")
             clean = self.validate_configs(configs or {})
-            replicas = self._assign(num_partitions, replication_factor, assignments, self.broker_ids())
+            replicas = assign_replicas(num_partitions, replication_factor, assignments, self.broker_ids(),
+                                       self.config.num_partitions, self.config.default_replication_factor)
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
             topic.states = {p: _initial_state(r) for p, r in replicas.items()}
             self._check_open_files(replicas, f"topic '{name}'")
@@ -333,53 +328,6 @@ class TopicManager:
             return None
         key = name.replace(".", "_")
         return next((t for t in self._topics if t != name and t.replace(".", "_") == key), None)
-
-    def _assign(self, num_partitions: int, replication_factor: int,
-                assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None,
-                broker_ids: list[int]) -> dict[int, list[int]]:
-        """Replica placement as Kafka's ReplicationControlManager.createTopic decides it."""
-        pairs = list(assignments.items() if isinstance(assignments, Mapping) else assignments or [])
-        if pairs:
-            if replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                 "but replication factor was not set to -1.")
-            if num_partitions != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                 "but numPartitions was not set to -1.")
-            placed: dict[int, list[int]] = {}
-            expected: int | None = None
-            for partition, replicas in pairs:
-                if partition in placed:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Found multiple manual partition assignments for partition {partition}")
-                validate_manual_assignment(list(replicas), expected, broker_ids)
-                expected = len(replicas)
-                placed[partition] = list(replicas)
-            if sorted(placed) != list(range(len(placed))):
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "partitions should be a consecutive 0-based integer sequence")
-            return dict(sorted(placed.items()))
-        if replication_factor < -1 or replication_factor == 0:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "Replication factor must be larger than 0, or -1 to use the default value.")
-        if num_partitions < -1 or num_partitions == 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             "Number of partitions was set to an invalid non-positive value.")
-        if num_partitions == -1:
-            num_partitions = self.config.num_partitions
-        if replication_factor == -1:
-            replication_factor = self.config.default_replication_factor
-        return self._place(0, num_partitions, replication_factor, broker_ids)
-
-    @staticmethod
-    def _place(first: int, count: int, replication_factor: int, broker_ids: list[int]) -> dict[int, list[int]]:
-        if replication_factor > len(broker_ids):
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {replication_factor} time(s): The target "
-                             f"replication factor of {replication_factor} cannot be reached because only "
-                             f"{len(broker_ids)} broker(s) are registered.")
-        return {p: [broker_ids[(p + i) % len(broker_ids)] for i in range(replication_factor)]
-                for p in range(first, first + count)}
 
     @uncancellable
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
@@ -408,7 +356,7 @@ class TopicManager:
                     validate_manual_assignment(list(replicas), topic.replication_factor, broker_ids)
                 new = {current + i: list(r) for i, r in enumerate(assignments)}
             else:
-                new = self._place(current, additional, topic.replication_factor, broker_ids)
+                new = place_replicas(current, additional, topic.replication_factor, broker_ids)
             self._check_open_files(new, f"{len(new)} new partitions of '{name}'")
             if validate_only:
                 return topic
@@ -505,26 +453,6 @@ class TopicManager:
             except NoNode:
                 pass
         log.info("deleted topic", topic=name)
-
-
-def validate_manual_assignment(replicas: list[int], replication_factor: int | None, broker_ids: list[int]) -> None:
-    """One partition's explicit replica list, checked as Kafka's validateManualPartitionAssignment does."""
-    if not replicas:
-        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
-    previous = None
-    for broker_id in sorted(replicas):
-        if broker_id not in broker_ids:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
-                             f"broker {broker_id}, but no such broker is registered.")
-        if broker_id == previous:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
-                             f"the broker {broker_id} more than once.")
-        previous = broker_id
-    if replication_factor is not None and len(replicas) != replication_factor:
-        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes a "
-                         f"partition with {len(replicas)} replica(s), but this is not consistent with previous "
-                         f"partitions, which have {replication_factor} replica(s).")
 
 
 def _initial_state(replicas: list[int]) -> dict:

@@ -1,0 +1,85 @@
+"""Where a topic's replicas go: Kafka's checks of manual assignments and its round-robin placement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from protocol.errors import ErrorCode
+
+
+class TopicError(Exception):
+    """A topic change refused, with Kafka's error code for it and a message that names the problem."""
+
+    def __init__(self, error_code: ErrorCode, message: str):
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def assign_replicas(num_partitions: int, replication_factor: int,
+                    assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None,
+                    broker_ids: list[int], default_partitions: int, default_replication_factor: int,
+                    ) -> dict[int, list[int]]:
+    """Replica placement as Kafka's ReplicationControlManager.createTopic decides it (-1: the default)."""
+    pairs = list(assignments.items() if isinstance(assignments, Mapping) else assignments or [])
+    if pairs:
+        if replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                             "but replication factor was not set to -1.")
+        if num_partitions != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                             "but numPartitions was not set to -1.")
+        placed: dict[int, list[int]] = {}
+        expected: int | None = None
+        for partition, replicas in pairs:
+            if partition in placed:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Found multiple manual partition assignments for partition {partition}")
+            validate_manual_assignment(list(replicas), expected, broker_ids)
+            expected = len(replicas)
+            placed[partition] = list(replicas)
+        if sorted(placed) != list(range(len(placed))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "partitions should be a consecutive 0-based integer sequence")
+        return dict(sorted(placed.items()))
+    if replication_factor < -1 or replication_factor == 0:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         "Replication factor must be larger than 0, or -1 to use the default value.")
+    if num_partitions < -1 or num_partitions == 0:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         "Number of partitions was set to an invalid non-positive value.")
+    if num_partitions == -1:
+        num_partitions = default_partitions
+    if replication_factor == -1:
+        replication_factor = default_replication_factor
+    return place_replicas(0, num_partitions, replication_factor, broker_ids)
+
+def place_replicas(first: int, count: int, replication_factor: int, broker_ids: list[int]) -> dict[int, list[int]]:
+    """Partitions first .. first+count-1 spread round robin over the brokers."""
+    if replication_factor > len(broker_ids):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"Unable to replicate the partition {replication_factor} time(s): The target "
+                         f"replication factor of {replication_factor} cannot be reached because only "
+                         f"{len(broker_ids)} broker(s) are registered.")
+    return {p: [broker_ids[(p + i) % len(broker_ids)] for i in range(replication_factor)]
+            for p in range(first, first + count)}
+
+
+def validate_manual_assignment(replicas: list[int], replication_factor: int | None, broker_ids: list[int]) -> None:
+    """One partition's explicit replica list, checked as Kafka's validateManualPartitionAssignment does."""
+    if not replicas:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(replicas):
+        if broker_id not in broker_ids:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                             f"broker {broker_id}, but no such broker is registered.")
+        if broker_id == previous:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes "
+                             f"the broker {broker_id} more than once.")
+        previous = broker_id
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes a "
+                         f"partition with {len(replicas)} replica(s), but this is not consistent with previous "
+                         f"partitions, which have {replication_factor} replica(s).")
