@@ -4,7 +4,8 @@ Each call is `java -cp <jars> <ToolClass> --bootstrap-server <broker> ...`, what
 scripts run. The tests are ordered steps on one topic of one broker: kafka-topics creates it,
 records and a group's commits are added (the Interop driver's `fill` and `commit`), then
 kafka-get-offsets, kafka-delete-records with KIP-107's JSON file and kafka-consumer-groups act on
-them. Exit codes and every deterministic printed line are checked.
+them; kafka-configs works on a topic of its own. Exit codes and every deterministic printed line are
+checked.
 """
 
 from __future__ import annotations
@@ -59,6 +60,33 @@ def test_kafka_topics_describe_and_list(tool):
                                    "Elr: N/A\tLastKnownElr: N/A" for p in (0, 1)]
     listed = tool(TOPICS, "--list", "--exclude-internal")
     assert listed.lines == [TOPIC]
+
+
+def test_kafka_configs_on_ebbs_own_topic_configs(tool):
+    """kafka-configs (kafka.admin.ConfigCommand, from kafka_2.13) sets, lists and deletes topic configs,
+    Ebb's own retention.min.timestamp and retention.committed.groups among them."""
+    configs = "kafka.admin.ConfigCommand"
+    topic = f"{TOPIC}-configs"
+    tool(TOPICS, "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+    entity = ("--entity-type", "topics", "--entity-name", topic)
+    altered = tool(configs, *entity, "--alter", "--add-config",
+                   "retention.min.timestamp=1700000000000,retention.committed.groups=[audit,billing],retention.ms=86400000")
+    assert altered.lines == [f"Completed updating config for topic {topic}."]
+    assert tool(configs, *entity, "--describe").lines == [
+        f"Dynamic configs for topic {topic} are:",
+        "  retention.committed.groups=audit,billing sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+        "retention.committed.groups=audit,billing, DEFAULT_CONFIG:log.retention.committed.groups=}",
+        "  retention.min.timestamp=1700000000000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+        "retention.min.timestamp=1700000000000}",
+        "  retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000, "
+        "DEFAULT_CONFIG:log.retention.ms=604800000}"]
+    tool(configs, *entity, "--alter", "--delete-config", "retention.ms,retention.committed.groups")
+    every = tool(configs, *entity, "--describe", "--all").lines
+    assert every[0] == f"All configs for topic {topic} are:"
+    assert "  retention.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:log.retention.ms=604800000}" in every
+    assert "  retention.min.timestamp=1700000000000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" \
+           "retention.min.timestamp=1700000000000}" in every
+    assert "  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}" in every
 
 
 def test_fill(java, broker):
@@ -159,4 +187,4 @@ def test_kafka_consumer_groups_delete_offsets_and_group(tool):
 
 def test_kafka_topics_delete(tool):
     tool(TOPICS, "--delete", "--topic", TOPIC)
-    assert tool(TOPICS, "--list", "--exclude-internal").lines == []
+    assert tool(TOPICS, "--list", "--exclude-internal").lines == [f"{TOPIC}-configs"]
