@@ -58,6 +58,7 @@ bench: $(BENCHSTAMP)
 	$(PY) -m bench.consume $(QUICK)
 	$(PY) -m bench.latency $(QUICK)
 	$(PY) -m bench.delete_records $(QUICK)
+	$(PY) -m bench.delete_records_cluster $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
 	$(PY) -m bench.scale $(QUICK)
 

@@ -24,10 +24,14 @@ Per partition, as Kafka's ReplicaManager.readFromLog:
   and empty for READ_COMMITTED.
 
 Long polling: when nothing failed and fewer than MinBytes are available, the request parks in the
-fetch purgatory keyed by its partitions for up to MaxWaitMs; appends and high watermark moves wake
-it, nothing polls. Record bytes are read from the file ranges the log returns, from the page cache
-without blocking or else off the event loop (see ReplicaManager.read_slices), and written to the socket
-without another copy.
+fetch purgatory keyed by its partitions for up to MaxWaitMs; appends, high watermark and log start
+offset moves wake it, nothing polls. A follower's fetch also completes (or does not park) when the
+leader's log start offset moved past the one the follower reported, as far as the follower can move
+its own (up to the high watermark and its fetch offset): it learns the new start at once, makes it
+durable and fetches again, and the low watermark, and a DeleteRecords waiting for it, follows within
+a round trip instead of at the end of MaxWaitMs (issue 19). Record bytes are read from the file
+ranges the log returns, from the page cache without blocking or else off the event loop
+(broker/log/slices.py), and written to the socket without another copy.
 
 Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER,
@@ -107,10 +111,11 @@ async def fetch(broker, request) -> FetchResponse:
     available, failed = plan()
     if follower:
         _note_follower_fetches(wanted, replica_id)
-    if body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes:
+    if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes
+            and not (follower and _start_moved(wanted))):
         def enough() -> bool:
             size, error = plan()
-            return error or size >= body.min_bytes
+            return error or size >= body.min_bytes or (follower and _start_moved(wanted))
 
         keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
         await replicas.fetches.wait(keys, enough, body.max_wait_ms)
@@ -208,6 +213,19 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool) -> tu
         if size:
             min_one = False
     return total, failed
+
+
+def _start_moved(wanted: list[_Wanted]) -> bool:
+    """The leader's log start offset is past what a follower reported, by as much as the follower can
+    follow now (its start never passes its high watermark, which never passes its fetch offset)."""
+    for w in wanted:
+        partition = w.partition
+        if partition is None or w.follower_log_start_offset < 0:
+            continue
+        reachable = min(partition.log_start_offset, partition.high_watermark, w.fetch_offset)
+        if reachable > w.follower_log_start_offset:
+            return True
+    return False
 
 
 def _diverging(w: _Wanted) -> bool:

@@ -123,6 +123,8 @@ class LogManager:
         self._started = False
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.had_clean_shutdown = False
+        # Called with a partition whose log start offset retention moved (the replicas tell followers).
+        self.retention_listeners: list[Callable[[TopicPartition], None]] = []
 
         self.start_offsets = _CheckpointFile(
             self.log_dir / checkpoint.LOG_START_OFFSET_CHECKPOINT, self._io, self._start_offset_snapshot
@@ -466,10 +468,14 @@ class LogManager:
         """One retention pass over every log; returns the segments deleted."""
         total = 0
         for log in list(self._logs.values()):
+            before = log.log_start_offset
             try:
                 total += await log.delete_old_segments(now_ms)
             except LogError as exc:
                 logger.error("retention failed", partition=str(log.topic_partition), error=exc.message)
+            if log.log_start_offset != before:
+                for listener in self.retention_listeners:
+                    listener(log.topic_partition)
         return total
 
     async def flush_due_logs(self) -> None:

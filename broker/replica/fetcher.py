@@ -124,6 +124,7 @@ class ReplicaFetcher:
                 log.warning("leader refused the fetch", leader=self.leader_id, error=ErrorCode(reply.error_code).name)
                 await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
                 continue
+            starts_moved: list[Partition] = []
             for topic in reply.responses:
                 for answer in topic.partitions:
                     tp = TopicPartition(topic.topic, answer.partition_index)
@@ -132,13 +133,21 @@ class ReplicaFetcher:
                             or partition.is_leader or partition.leader_epoch != epochs[tp]:
                         continue  # removed, replaced or in another term since the fetch went out
                     try:
-                        await self._apply(partition, answer)
+                        if await self._apply(partition, answer):
+                            starts_moved.append(partition)
                     except asyncio.CancelledError:
                         raise
                     except Exception as exc:
                         log.warning("follower could not apply the leader's answer", partition=str(tp),
                                     error=getattr(exc, "message", repr(exc)))
                         self._delay(tp)
+            for partition in starts_moved:  # the first write of the checkpoint covers them all
+                try:
+                    await partition.finish_following_start()
+                except LogError as exc:
+                    log.warning("follower could not keep the leader's log start offset",
+                                partition=str(partition.topic_partition), error=exc.message)
+                    self._delay(partition.topic_partition)
 
     def _ready(self, now: float) -> dict[TopicPartition, Partition]:
         return {tp: p for tp, p in self.partitions.items()
@@ -173,29 +182,30 @@ class ReplicaFetcher:
 
     # --- one partition's answer ------------------------------------------------------------------
 
-    async def _apply(self, partition: Partition, answer) -> None:
+    async def _apply(self, partition: Partition, answer) -> bool:
+        """True when the answer moved the partition's log start offset (still to be made durable)."""
         tp = partition.topic_partition
         error = ErrorCode(answer.error_code)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(partition)
-            return
+            return False
         if error in _RETRY_LATER:
             log.info("leader cannot serve this partition now", partition=str(tp), leader=self.leader_id,
                      error=error.name)
             self._delay(tp)
-            return
+            return False
         if error != ErrorCode.NONE:
             log.warning("fetch error", partition=str(tp), leader=self.leader_id, error=error.name)
             self._delay(tp)
-            return
+            return False
         diverging = answer.diverging_epoch
         if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
             await partition.truncate_as_follower(diverging.epoch, diverging.end_offset)
-            return
+            return False
         records = whole_batches(answer.records)
         if len(records):
             await partition.append_as_follower(records)
-        await partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
+        return partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
 
     async def _reset_out_of_range(self, partition: Partition) -> None:
         """Kafka's handleOutOfRangeError: ask the leader for its earliest and latest offsets."""

@@ -67,6 +67,7 @@ class ReplicaManager:
     async def start(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
         self._slices = SliceReader(self._executor)
+        self.broker.logs.retention_listeners.append(self._retention_moved_start)
         self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
         # Become leader of everything hosted here now, not at first use: the high watermark of a log
         # recovered after a crash catches up with its log end offset before anyone reads it.
@@ -292,7 +293,14 @@ class ReplicaManager:
         self.produces.notify(partition.topic_partition)
         self.fetches.notify(partition.topic_partition)
 
+    def _retention_moved_start(self, tp: TopicPartition) -> None:
+        partition = self._partitions.get(tp)
+        if partition is not None and partition.is_leader:
+            self.log_start_offset_moved(partition)
+
     def log_start_offset_moved(self, partition: Partition) -> None:
+        # parked follower fetches answer at once with the new start (k01_fetch._start_moved)
+        self.fetches.notify(partition.topic_partition)
         self.deletions.notify(partition.topic_partition)
 
     # --- blocking work ---------------------------------------------------------------------------

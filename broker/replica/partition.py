@@ -182,18 +182,24 @@ class Partition:
         await self.log.append(records, assign_offsets=False)
         self.host.appended(self)
 
-    async def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
-        """The leader's high watermark (capped at our log end) and log start offset; the new start is
-        on disk on return, before the next Fetch reports it to the leader."""
+    def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> bool:
+        """The leader's high watermark (capped at our log end) and log start offset, in memory; True
+        when the start moved: `finish_following_start` then makes it durable, before the next Fetch
+        reports it to the leader (one checkpoint write for every partition of a Fetch answer)."""
         log_ = self.log
         if leader_high_watermark > log_.high_watermark:
             log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
             self.host.high_watermark_moved(self)
         if leader_log_start_offset > log_.log_start_offset:
+            before = log_.log_start_offset
             log_.move_log_start_offset(min(leader_log_start_offset, log_.high_watermark),
                                        StartOffsetReason.LEADER_OFFSET_INCREMENTED)
-            await log_.make_start_offset_durable()
-            self.host.log_start_offset_moved(self)
+            return log_.log_start_offset != before
+        return False
+
+    async def finish_following_start(self) -> None:
+        await self.log.make_start_offset_durable()
+        self.host.log_start_offset_moved(self)
 
     async def truncate_as_follower(self, diverging_epoch: int, diverging_end_offset: int) -> None:
         """The leader says our log diverges from its own after `diverging_end_offset` (the end of

@@ -231,3 +231,33 @@ async def test_a_follower_position_counts_only_where_its_fetch_read_this_log(clu
     valid = (await _follower_fetch(broker, 10, epoch, log_start_offset=3)).responses[0].partitions[0]
     assert valid.error_code == ErrorCode.NONE
     assert (follower.log_end_offset, follower.log_start_offset) == (10, 3)
+
+
+async def test_a_parked_follower_fetch_learns_a_new_log_start_offset_at_once(cluster):
+    """Issue 19: a move of the leader's log start offset completes the follower's parked Fetch with the
+    new LogStartOffset, so the follower makes it durable and reports it within a round trip; a
+    consumer's parked fetch keeps waiting."""
+    from broker.handlers.k01_fetch import fetch
+    from protocol.messages import FetchRequest
+
+    broker, partition = cluster
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=0)  # in sync: HW 10
+
+    def parked_fetch(replica_id):
+        wanted = FetchRequest.FetchTopic.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=10, last_fetched_epoch=-1, log_start_offset=0,
+            partition_max_bytes=1 << 20)
+        request = FetchRequest(replica_id=replica_id, max_wait_ms=600_000, min_bytes=1, max_bytes=1 << 20,
+                               isolation_level=0, session_id=0, session_epoch=-1,
+                               topics=[FetchRequest.FetchTopic(topic="t", partitions=[wanted])])
+        return asyncio.ensure_future(fetch(broker, SimpleNamespace(body=request, api_version=12)))
+
+    follower_fetch, consumer_fetch = parked_fetch(FOLLOWER), parked_fetch(-1)
+    await asyncio.sleep(0.05)
+    assert not follower_fetch.done() and not consumer_fetch.done()
+    await _delete(broker, 4, timeout_ms=0, version=3, leader_only=True)
+    answer = (await asyncio.wait_for(follower_fetch, 10)).responses[0].partitions[0]
+    assert (answer.error_code, answer.log_start_offset, len(answer.records)) == (ErrorCode.NONE, 4, 0)
+    await asyncio.sleep(0.05)
+    assert not consumer_fetch.done()
+    consumer_fetch.cancel()
