@@ -292,10 +292,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "Longest time a record stays uncompacted (Ebb does not compact).",
         ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
     TopicConfigDef(
-        "message.downconversion.enable", ConfigType.BOOLEAN, "true",
-        "Whether old-format fetches get down-converted batches (Ebb serves magic 2 only).",
-        ("log.message.downconversion.enable",)),
-    TopicConfigDef(
         "message.timestamp.after.max.ms", ConfigType.LONG, _MAX,
         "How far in the future a CreateTime timestamp may be (not enforced by Ebb).",
         ("log.message.timestamp.after.max.ms",), at_least(0)),

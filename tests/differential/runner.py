@@ -1,0 +1,121 @@
+"""The same requests to Apache Kafka and to Ebb, the answers compared field by field.
+
+A scenario is a function of one `Peer`: it sends requests with our codec over a plain socket and
+records the decoded answers it wants judged (`peer.ask(label, body, version)`); steps that only
+prepare (waiting for a leader) use `peer.send`. The runner plays the scenario against both brokers,
+normalises what must differ (ids, ports, hosts, throttle times, timestamps the broker assigns, the
+wording of free-text error messages) and reports every other difference that the reviewed
+allow-list (`ALLOWED` in the test module) does not name with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from protocol.messages import ApiMessage, MetadataRequest
+from tests.broker.wire_client import WireClient
+
+# Field names whose values are the broker's own, never comparable.
+VOLATILE = {
+    "throttle_time_ms": "<throttle>",
+    "topic_id": "<topic id>",
+    "cluster_id": "<cluster id>",
+    "node_id": "<node>",
+    "leader_id": "<node>",
+    "controller_id": "<node>",
+    "coordinator_id": "<node>",
+    "host": "<host>",
+    "port": "<port>",
+    "log_append_time_ms": "<append time>",
+}
+
+
+@dataclass
+class Peer:
+    name: str
+    port: int
+    answers: list[tuple[str, dict]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.client = WireClient(self.port, timeout=30)
+
+    def send(self, body: ApiMessage, version: int) -> ApiMessage:
+        return self.client.send(body, version)
+
+    def ask(self, label: str, body: ApiMessage, version: int) -> ApiMessage:
+        answer = self.send(body, version)
+        self.answers.append((label, normalise(answer.to_dict())))
+        return answer
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+        """Kafka answers CreateTopics before its brokers serve the partitions; wait, unrecorded."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            reply = self.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
+            found = reply.topics[0]
+            if found.error_code == 0 and len(found.partitions) == partitions and all(
+                    p.leader_id >= 0 for p in found.partitions):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name}: {topic} has no leaders after {timeout_s}s")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def normalise(value, key: str | None = None):
+    if key in VOLATILE and value is not None:
+        return VOLATILE[key]
+    if key == "error_message" and value is not None:
+        return "<message>"
+    if isinstance(value, dict):
+        return {k: normalise(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [normalise(v) for v in value]
+        # Keyed arrays (topics, partitions, configs) are maps to clients; Kafka orders them by hash.
+        if items and all(isinstance(v, dict) for v in items):
+            for key in ("name", "topic", "partition_index", "index", "partition"):
+                if all(key in v for v in items):
+                    return sorted(items, key=lambda v, key=key: (str(type(v[key])), v[key]))
+        return items
+    if isinstance(value, memoryview | bytearray):
+        return bytes(value)
+    return value
+
+
+def differences(ours, theirs, path: str = "") -> Iterator[tuple[str, object, object]]:
+    """(path, Ebb's value, Kafka's value) for every leaf that differs."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(set(ours) | set(theirs)):
+            yield from differences(ours.get(key), theirs.get(key), f"{path}.{key}" if path else key)
+    elif isinstance(ours, list) and isinstance(theirs, list) and _named(ours) and _named(theirs):
+        mine, kafkas = {v["name"]: v for v in ours}, {v["name"]: v for v in theirs}
+        for name in sorted(set(mine) | set(kafkas)):
+            yield from differences(mine.get(name), kafkas.get(name), f"{path}[{name}]")
+    elif isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            yield from differences(a, b, f"{path}[{i}]")
+    elif ours != theirs:
+        yield path, ours, theirs
+
+
+def _named(items: list) -> bool:
+    return bool(items) and all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in items)
+
+
+def compare(scenario: Callable[[Peer], None], ebb: Peer, kafka: Peer,
+            allowed: dict[tuple[str, str], str]) -> list[str]:
+    """Run `scenario` on both; the differences not allowed, as readable lines."""
+    for peer in (kafka, ebb):
+        peer.answers.clear()
+        scenario(peer)
+    assert [label for label, _ in ebb.answers] == [label for label, _ in kafka.answers]
+    found = []
+    for (label, ours), (_, theirs) in zip(ebb.answers, kafka.answers, strict=True):
+        for path, a, b in differences(ours, theirs):
+            if (label, path) in allowed or ("*", path.rsplit(".", 1)[-1]) in allowed:
+                continue
+            found.append(f"{label}: {path}: Ebb {a!r}, Kafka {b!r}")
+    return found

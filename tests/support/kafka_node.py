@@ -1,0 +1,117 @@
+"""Apache Kafka itself, from its jars, as the judge: one KRaft node in combined mode on loopback.
+
+    with KafkaNode(tmp_path, classpath) as kafka:
+        kafka.bootstrap          # "127.0.0.1:<port>"
+
+The jars are the ones tests/interop/java/pom.xml pins (Kafka 4.3.1 with its dependencies, fetched
+by Maven). The node is formatted (`kafka.tools.StorageTool format`, what kafka-storage.sh runs)
+and started (`kafka.Kafka`, what kafka-server-start.sh runs) with a small heap; it is ready when
+its broker port answers ApiVersions.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from tests.support.broker_process import free_port
+
+START_TIMEOUT_S = 90.0
+HEAP = ["-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+
+class KafkaNode:
+    def __init__(self, data_dir: Path, classpath: str, overrides: dict[str, str] | None = None):
+        self.data_dir = Path(data_dir)
+        self.classpath = classpath
+        self.port, self.controller_port = free_port(), free_port()
+        self.properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "logs"),
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            **(overrides or {}),
+        }
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "kafka.log"
+
+    def _java(self, *args: str) -> list[str]:
+        return ["java", *HEAP, "-cp", self.classpath, *args]
+
+    def start(self) -> KafkaNode:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        formatted = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
+                                   capture_output=True, text=True, timeout=120)
+        if formatted.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout}\n{formatted.stderr}")
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)), stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"Kafka exited with {self.process.returncode}:\n{self.log_text()}")
+            if _answers_api_versions(self.port):
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"Kafka did not answer within {START_TIMEOUT_S}s:\n{self.log_text()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    def __enter__(self) -> KafkaNode:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _answers_api_versions(port: int) -> bool:
+    body = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            head = sock.recv(10)
+            return len(head) >= 10 and struct.unpack(">ih", head[4:10]) == (1, 0)
+    except OSError:
+        return False
