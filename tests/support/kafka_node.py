@@ -3,6 +3,9 @@
     with KafkaNode(tmp_path, classpath) as kafka:
         kafka.bootstrap          # "127.0.0.1:<port>"
 
+    with kafka_cluster(tmp_path, classpath, 3) as nodes:   # node 1 also the controller, 2 and 3 brokers only
+        ...
+
 The jars are the ones tests/interop/java/pom.xml pins (Kafka 4.3.1 with its dependencies, fetched
 by Maven). The node is formatted (`kafka.tools.StorageTool format`, what kafka-storage.sh runs)
 and started (`kafka.Kafka`, what kafka-server-start.sh runs) with a small heap; it is ready when
@@ -12,6 +15,7 @@ its broker port answers ApiVersions.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import socket
@@ -19,6 +23,7 @@ import struct
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.broker_process import free_port
@@ -28,15 +33,23 @@ HEAP = ["-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
 
 class KafkaNode:
-    def __init__(self, data_dir: Path, classpath: str, overrides: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, classpath: str, overrides: dict[str, str] | None = None, *,
+                 node_id: int = 1, controller: tuple[int, int] | None = None, cluster_id: str | None = None):
+        """`controller`: (node id, port) of the quorum's controller when this node is a broker only;
+        without it the node is its own controller (combined mode)."""
         self.data_dir = Path(data_dir)
         self.classpath = classpath
+        self.cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.port, self.controller_port = free_port(), free_port()
+        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        if controller is None:
+            controller = (node_id, self.controller_port)
+            listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
         self.properties = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "process.roles": "broker,controller" if controller[0] == node_id else "broker",
+            "node.id": str(node_id),
+            "controller.quorum.voters": f"{controller[0]}@127.0.0.1:{controller[1]}",
+            "listeners": listeners,
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -65,9 +78,8 @@ class KafkaNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        formatted = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
-                                   capture_output=True, text=True, timeout=120)
+        format_args = ("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config))
+        formatted = subprocess.run(self._java(*format_args), capture_output=True, text=True, timeout=120)
         if formatted.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout}\n{formatted.stderr}")
         with open(self.log_path, "ab") as log:
@@ -115,3 +127,17 @@ def _answers_api_versions(port: int) -> bool:
             return len(head) >= 10 and struct.unpack(">ih", head[4:10]) == (1, 0)
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def kafka_cluster(root: Path, classpath: str, size: int, overrides: dict[str, str] | None = None
+                  ) -> Iterator[list[KafkaNode]]:
+    """`size` Kafka nodes of one cluster: node 1 combined (the single controller), the others brokers."""
+    first = KafkaNode(root / "kafka-1", classpath, overrides)
+    nodes = [first] + [KafkaNode(root / f"kafka-{n}", classpath, overrides, node_id=n, cluster_id=first.cluster_id,
+                                 controller=(1, first.controller_port)) for n in range(2, size + 1)]
+    with contextlib.ExitStack() as stack:
+        for node in nodes:
+            stack.enter_context(node)
+        yield nodes
+
