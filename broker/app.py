@@ -18,6 +18,7 @@ from broker.cluster.cluster import Cluster
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
+from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.manager import LogManager
@@ -85,7 +86,9 @@ class Broker:
         if config.zookeeper_connect is not None:
             self.cluster = Cluster(self)  # brokers, partition states and roles, the controller election
             self.services.insert(1, self.cluster)
-        self.groups = GroupCoordinator(self)  # replays __consumer_offsets through the replicas
+        # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
+        self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,
+                                       in_cluster=self.cluster is not None)
         self.services.append(self.groups)
         self.services.append(CommittedTrimmer(self))  # retention.committed.groups
         for service in self.services:

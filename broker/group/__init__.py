@@ -1,19 +1,27 @@
 """Consumer groups: the classic group protocol, with committed offsets and group metadata stored in
 the internal topic `__consumer_offsets`.
 
-coordinator.GroupCoordinator   the broker service: group states, rebalances, sessions (asyncio timers),
-                               static members; `broker.groups`
+coordinator.GroupCoordinator   the broker service and the handlers' one entry point (`broker.groups`);
+                               builds the parts below and lists, describes and deletes groups
+registry.GroupRegistry         the groups served and the __consumer_offsets partitions they come from:
+                               load, unload, replay, leadership moves
+sessions.SessionTimers         member sessions and the join/sync/pending-member timers (asyncio)
+phases.RebalancePhases         the rebalance state machine: PreparingRebalance, CompletingRebalance, Stable
+rebalance.RebalanceProtocol    JoinGroup, SyncGroup, Heartbeat, LeaveGroup; static members
 offsets.OffsetManager          OffsetCommit/OffsetFetch/OffsetDelete checks, retention, and the
                                broker-side API: committed_offsets(), min_committed_offset()
 offsets_store.OffsetsStore     records written through the partition log, replayed at start-up
+metadata                       a group as its GroupMetadata record, and back
+requests                       JoinRequest, JoinResult, SyncResult
 records                        Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value formats
 group                          one group and its members (Kafka's ClassicGroup)
 """
 
-from broker.group.coordinator import GroupCoordinator, JoinRequest, JoinResult, SyncResult
+from broker.group.coordinator import GroupCoordinator
 from broker.group.group import GroupError, GroupState
 from broker.group.offsets import MinCommittedOffset, OffsetCommit
 from broker.group.offsets_store import OFFSETS_TOPIC, partition_for
+from broker.group.requests import JoinRequest, JoinResult, SyncResult
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupError", "GroupState", "JoinRequest", "JoinResult",
            "MinCommittedOffset", "OffsetCommit", "SyncResult", "partition_for"]

@@ -24,17 +24,15 @@ offsets get tombstones; an Empty group left without offsets is deleted (a group 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 import structlog
 
 from broker.group.group import Group, GroupError, GroupState, Member, now_ms
-from broker.group.offsets_store import CommittedOffset
+from broker.group.offsets_store import CommittedOffset, OffsetsStore
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from broker.group.coordinator import GroupCoordinator
 
 log = structlog.get_logger("groups")
 
@@ -61,35 +59,64 @@ class OffsetCommit(NamedTuple):
     metadata: str | None
 
 
+@dataclass(frozen=True)
+class OffsetSettings:
+    metadata_max_bytes: int  # offset.metadata.max.bytes
+    retention_ms: int  # offsets.retention.minutes
+    check_interval_ms: int  # offsets.retention.check.interval.ms
+
+
+class ServedGroups(Protocol):
+    """What offsets need of the group registry: the groups, and whether this broker serves one now."""
+
+    active: bool
+    groups: dict[str, Group]
+
+    def check_active(self) -> None: ...
+
+    def check_served(self, group_id: str) -> None: ...
+
+    def forget_if_unused(self, group: Group) -> None: ...
+
+
+# Told the (topic, partition) keys of every stored commit (broker/group/trim.py).
+CommitListener = Callable[[Iterable[tuple[str, int]]], None]
+
+
 class OffsetManager:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.coordinator = coordinator
-        self.store = coordinator.store
-        config = coordinator.config
-        self.metadata_max_bytes = config.offset_metadata_max_bytes
-        self.retention_ms = config.offsets_retention_minutes * 60_000
-        self.check_interval_ms = config.offsets_retention_check_interval_ms
+    def __init__(self, settings: OffsetSettings, store: OffsetsStore, groups: ServedGroups, *,
+                 member_seen: Callable[[Group, Member], None], stop_timers: Callable[[Group], None]) -> None:
+        """`member_seen` pushes a member's session out (a commit is a sign of life); `stop_timers` stops
+        those of a group that retention deletes."""
+        self.store = store
+        self._groups = groups
+        self._member_seen = member_seen
+        self._stop_timers = stop_timers
+        self.commit_listeners: list[CommitListener] = []
+        self.metadata_max_bytes = settings.metadata_max_bytes
+        self.retention_ms = settings.retention_ms
+        self.check_interval_ms = settings.check_interval_ms
 
     # --- OffsetCommit ------------------------------------------------------------------------------
 
     async def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                      retention_time_ms: int, commits: list[OffsetCommit], version: int) -> list[ErrorCode]:
         """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request."""
-        coordinator = self.coordinator
-        coordinator._check_active()
-        coordinator.check_served(group_id)
-        group = coordinator.groups.get(group_id)
+        groups = self._groups
+        groups.check_active()
+        groups.check_served(group_id)
+        group = groups.groups.get(group_id)
         created = False
         if group is None:
             if generation_id >= 0:
                 if version >= 9:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
                 raise GroupError(ErrorCode.ILLEGAL_GENERATION, f"group {group_id} does not exist")
-            group = coordinator.groups[group_id] = Group(group_id)
+            group = groups.groups[group_id] = Group(group_id)
             created = True
         member = self._validate_commit(group, generation_id, member_id, group_instance_id)
         if member is not None and group.is_in(STABLE, PREPARING):
-            coordinator._schedule_heartbeat(group, member, member.session_timeout_ms)
+            self._member_seen(group, member)
         now = now_ms()
         # v2-v4 carry any int64 here: a time past the int64 range means never
         expire = None if retention_time_ms == NO_RETENTION else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
@@ -105,9 +132,9 @@ class OffsetManager:
             await self.store.commit(group_id, accepted)
         except GroupError:
             if created:
-                coordinator.forget_if_unused(group)
+                groups.forget_if_unused(group)
             raise
-        for listener in coordinator.commit_listeners:
+        for listener in self.commit_listeners:
             listener(accepted.keys())
         return errors
 
@@ -136,9 +163,9 @@ class OffsetManager:
               ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
         """Committed offsets per topic; None entries for partitions without one. `topics=None` means
         every partition the group has an offset for."""
-        self.coordinator._check_active()
-        self.coordinator.check_served(group_id)
-        group = self.coordinator.groups.get(group_id)
+        self._groups.check_active()
+        self._groups.check_served(group_id)
+        group = self._groups.groups.get(group_id)
         offsets = {} if group is None or group.is_in(DEAD) else self.store.group_offsets(group_id)
         if topics is None:
             by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
@@ -152,9 +179,9 @@ class OffsetManager:
     async def delete(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """Kafka's OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes;
         GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request."""
-        self.coordinator._check_active()
-        self.coordinator.check_served(group_id)
-        group = self.coordinator.groups.get(group_id)
+        self._groups.check_active()
+        self._groups.check_served(group_id)
+        group = self._groups.groups.get(group_id)
         if group is None or group.is_in(DEAD):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         if group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol:
@@ -187,12 +214,12 @@ class OffsetManager:
 
     async def expire(self, now: int | None = None) -> int:
         """One retention pass; returns how many offsets expired."""
-        coordinator = self.coordinator
+        groups = self._groups
         now = now_ms() if now is None else now
         removed = 0
-        for group_id in sorted(set(coordinator.groups) | set(self.store.groups_with_offsets())):
-            group = coordinator.groups.get(group_id)
-            if group is None or group.is_in(DEAD) or not coordinator.active:
+        for group_id in sorted(set(groups.groups) | set(self.store.groups_with_offsets())):
+            group = groups.groups.get(group_id)
+            if group is None or group.is_in(DEAD) or not groups.active:
                 continue
             base = self._expiry_base(group)
             offsets = self.store.group_offsets(group_id)
@@ -205,15 +232,15 @@ class OffsetManager:
                 continue
             if drop_group:
                 group.transition_to(DEAD)
-                coordinator._cancel_timers(group)
-                del coordinator.groups[group_id]
+                self._stop_timers(group)
+                del groups.groups[group_id]
             try:
                 await self.store.delete(group_id, expired, group_tombstone=drop_group)
             except GroupError as exc:
                 log.warning("could not expire offsets", group=group_id, error=exc.error_code.name)
-                if drop_group and group_id not in coordinator.groups:
-                    coordinator.groups[group_id] = Group(group_id, generation_id=group.generation_id,
-                                                         protocol_type=group.protocol_type)
+                if drop_group and group_id not in groups.groups:
+                    groups.groups[group_id] = Group(group_id, generation_id=group.generation_id,
+                                                    protocol_type=group.protocol_type)
                 continue
             removed += len(expired)
             log.info("expired committed offsets", group=group_id, offsets=len(expired), group_deleted=drop_group)
@@ -242,7 +269,7 @@ class OffsetManager:
 
     def min_committed_offset(self, topic: str, partition: int) -> MinCommittedOffset:
         committed = self.committed_offsets(topic, partition)
-        active = sorted(group_id for group_id, group in self.coordinator.groups.items()
+        active = sorted(group_id for group_id, group in self._groups.groups.items()
                         if group.members and not group.is_in(DEAD)
                         and (group.is_subscribed_to_topic(topic) or group_id in committed))
         return MinCommittedOffset(min(committed.values()) if committed else None, tuple(active))

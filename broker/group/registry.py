@@ -1,0 +1,156 @@
+"""The groups this coordinator serves, and the `__consumer_offsets` partitions they come from.
+
+One broker serves every group: all partitions are replayed at start-up (load_all). In a cluster a group
+belongs to the leader of its __consumer_offsets partition: when leadership of such a partition moves
+here its groups are replayed from the log (COORDINATOR_LOAD_IN_PROGRESS meanwhile), and when it moves
+away they are dropped from memory and their parked members told NOT_COORDINATOR (Kafka's onElection /
+onResignation). A restarted or newly elected coordinator knows its Stable groups, and their members
+keep heartbeating without a rebalance (each gets a fresh session timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+import structlog
+
+from broker.group.group import Group, GroupError, GroupState
+from broker.group.metadata import group_from_value
+from broker.group.offsets_store import OFFSETS_TOPIC, LoadStats, OffsetsStore, partition_for
+from broker.group.requests import answer_parked
+from broker.group.tasks import Spawn
+from broker.replica import Partition, PartitionError
+from protocol.errors import ErrorCode
+from protocol.messages import GroupMetadataValue
+from protocol.wire import fits_short_string
+
+log = structlog.get_logger("groups")
+
+# The __consumer_offsets partition with this index, as this broker's replica (PartitionError if none).
+OffsetsPartitionLookup = Callable[[int], Partition]
+
+
+class GroupRegistry:
+    def __init__(self, store: OffsetsStore, spawn: Spawn, *, offsets_partition: OffsetsPartitionLookup | None,
+                 loaded: Callable[[Group], None], unloaded: Callable[[Group], None]) -> None:
+        """`offsets_partition` is None on a broker without a cluster (it serves every group). `loaded` is
+        called for each group replayed from the log, `unloaded` for each dropped (to start and stop the
+        members' timers)."""
+        self.store = store
+        self._spawn = spawn
+        self._offsets_partition = offsets_partition
+        self._loaded = loaded
+        self._unloaded = unloaded
+        self.groups: dict[str, Group] = {}
+        self.active = False
+        # In a cluster: __consumer_offsets partitions being replayed after this broker became their leader.
+        self.loading: dict[int, asyncio.Task] = {}
+
+    # --- which groups are served -------------------------------------------------------------------
+
+    def check_active(self) -> None:
+        if not self.active:
+            raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not active")
+
+    def not_served(self, group_id: str) -> ErrorCode | None:
+        """Why this coordinator cannot answer for the group now, or None. In a cluster a group belongs
+        to the leader of its __consumer_offsets partition (Kafka's NOT_COORDINATOR otherwise), and is
+        COORDINATOR_LOAD_IN_PROGRESS while that partition is replayed after a leadership move."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not fits_short_string(group_id):  # its __consumer_offsets key has an int16 length
+            return ErrorCode.INVALID_GROUP_ID
+        if self._offsets_partition is None or not group_id or not self.store.topic_exists():
+            return None
+        index = self.store.partition_for(group_id)
+        if index in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        try:
+            partition = self._offsets_partition(index)
+        except PartitionError:
+            return ErrorCode.NOT_COORDINATOR
+        return None if partition.is_leader else ErrorCode.NOT_COORDINATOR
+
+    def check_served(self, group_id: str) -> None:
+        error = self.not_served(group_id)
+        if error is not None:
+            raise GroupError(error, f"this broker does not coordinate group {group_id} now ({error.name})")
+
+    def forget_if_unused(self, group: Group) -> None:
+        """Drop an in-memory group that holds nothing (created by a request that then failed)."""
+        if (self.groups.get(group.group_id) is group and group.is_in(GroupState.EMPTY) and not group.members
+                and not group.pending_members and not self.store.has_offsets(group.group_id)
+                and group.generation_id == 0):
+            with contextlib.suppress(KeyError):
+                del self.groups[group.group_id]
+
+    # --- loading -----------------------------------------------------------------------------------
+
+    async def load_all(self) -> LoadStats:
+        """One broker: replay every partition of __consumer_offsets."""
+        stats = await self.store.load(self.replay_group)
+        self._adopt_loaded(self.groups)
+        return stats
+
+    def replay_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
+        """A GroupMetadata record at load: the group as it was last written; None is its tombstone."""
+        if value is None:
+            self.groups.pop(group_id, None)
+            return
+        self.groups[group_id] = group_from_value(group_id, value)
+
+    def _adopt_loaded(self, groups: dict[str, Group]) -> None:
+        """After a replay: offsets without group metadata make a "simple" group, and loaded members get
+        their session timers."""
+        for group_id in self.store.groups_with_offsets():
+            if group_id not in self.groups:
+                self.groups[group_id] = Group(group_id)
+        for group in list(groups.values()):
+            self._loaded(group)
+
+    # --- leadership of __consumer_offsets partitions (a cluster) -------------------------------------
+
+    def offsets_partition_moved(self, partition: Partition) -> None:
+        """A partition's leadership changed here. For a __consumer_offsets partition: its groups are
+        dropped from memory, and replayed from the log when this broker is the new leader."""
+        tp = partition.topic_partition
+        if tp.topic != OFFSETS_TOPIC or not self.active or self._offsets_partition is None:
+            return
+        self._unload(tp.partition)
+        if partition.is_leader:
+            self.loading[tp.partition] = self._spawn(self._load(tp.partition, partition))
+
+    def _unload(self, index: int) -> None:
+        loading = self.loading.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        count = self.store.partition_count()
+        doomed = {g for g in [*self.groups, *self.store.groups_with_offsets()] if partition_for(g, count) == index}
+        for group_id in doomed:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                answer_parked(group, ErrorCode.NOT_COORDINATOR)
+                self._unloaded(group)
+            self.store.forget_group(group_id)
+        if doomed:
+            log.info("groups unloaded: their offsets partition is led elsewhere now", partition=index,
+                     groups=len(doomed))
+
+    async def _load(self, index: int, partition: Partition) -> None:
+        try:
+            loaded: dict[str, Group] = {}
+
+            def replay(group_id: str, value: GroupMetadataValue | None) -> None:
+                self.replay_group(group_id, value)
+                if group_id in self.groups:
+                    loaded[group_id] = self.groups[group_id]
+
+            await self.store.load_partition(partition, replay)
+            self._adopt_loaded(loaded)
+            log.info("groups loaded: this broker leads their offsets partition now", partition=index,
+                     groups=len(loaded))
+        finally:
+            if self.loading.get(index) is asyncio.current_task():
+                del self.loading[index]
