@@ -155,6 +155,7 @@ def load_partition(
                     break
         segments = kept
         start = max(log_start_offset or 0, segments[0].base_offset if segments else 0)
+        created_segment = not segments
         if not segments:
             segments = [LogSegment.create(directory, start, now_ms=now_ms, **options)]  # type: ignore[arg-type]
         end = segments[-1].next_offset
@@ -165,6 +166,7 @@ def load_partition(
             for segment in segments:
                 _drop_segment(segment, report)
             segments = [LogSegment.create(directory, start, now_ms=now_ms, **options)]  # type: ignore[arg-type]
+            created_segment = True
             epoch_cache.clear()
         while len(segments) > 1 and segments[1].base_offset <= start:
             _drop_segment(segments.pop(0), report)
@@ -174,10 +176,15 @@ def load_partition(
         for segment in segments:
             if segment.base_offset in report.recovered_segments + report.rebuilt_indexes:
                 os.fsync(segment.file.fd)
-        if epoch_cache.dirty or rebuild_epochs:
+        # A partition that never had a batch has no epochs: nothing to write, and a clean load that
+        # changed nothing in the directory needs no fsync of it (10,000 partitions: 20,000 fsyncs saved).
+        wrote_epochs = (epoch_cache.dirty or rebuild_epochs) and (epoch_cache.entries() or epochs_path.exists())
+        if wrote_epochs:
             checkpoint.write_leader_epochs(epochs_path, epoch_cache.entries())
-            epoch_cache.dirty = False
-        checkpoint.fsync_dir(directory)
+        epoch_cache.dirty = False
+        if wrote_epochs or report.leftovers_removed or report.deleted_segments or report.recovered_segments \
+                or report.rebuilt_indexes or report.truncated_bytes or created_segment:
+            checkpoint.fsync_dir(directory)
     except BaseException:
         for segment in segments:
             segment.close()
