@@ -175,9 +175,6 @@ class Group:
 
     # --- members -----------------------------------------------------------------------------------
 
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id is not None and self.leader_id == member_id
 
@@ -186,10 +183,6 @@ class Group:
 
     def static_member_id(self, group_instance_id: str | None) -> str | None:
         return None if group_instance_id is None else self.static_members.get(group_instance_id)
-
-    def is_static_member_fenced(self, group_instance_id: str | None, member_id: str) -> bool:
-        existing = self.static_member_id(group_instance_id)
-        return existing is not None and existing != member_id
 
     def validate_member(self, member_id: str, group_instance_id: str | None) -> Member:
         """Kafka's ClassicGroup.validateMember: UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID."""
