@@ -119,9 +119,22 @@ def _check_min_insync(partition) -> None:
                         f"min.insync.replicas ({wanted})")
 
 
-def _error(index: int, code: ErrorCode, message: str | None) -> object:
+# Errors Kafka answers without the partition's log start offset (ReplicaManager.appendToLocalLog's
+# "unknown append info" cases, and the per-partition checks made before the log is touched); every
+# other append error (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS, ...)
+# carries it.
+_WITHOUT_START_OFFSET = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.INVALID_RECORD, ErrorCode.INVALID_REQUIRED_ACKS, ErrorCode.INVALID_TOPIC_EXCEPTION,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+})
+
+
+def _error(index: int, code: ErrorCode, message: str | None, partition=None) -> object:
+    start = partition.log_start_offset if partition is not None and code not in _WITHOUT_START_OFFSET else -1
     return _PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                              log_start_offset=-1, error_message=message)
+                              log_start_offset=start, error_message=message)
 
 
 @handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request)
@@ -149,6 +162,7 @@ async def produce(broker, request) -> ProduceResponse | None:
                 results.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       "This server does not host this topic-partition."))
                 continue
+            partition = None
             try:
                 records, batch = _one_batch(data.records, version)
                 if acks not in (0, 1, -1):
@@ -163,10 +177,10 @@ async def produce(broker, request) -> ProduceResponse | None:
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
-                results.append(_error(index, exc.error_code, exc.message))
+                results.append(_error(index, exc.error_code, exc.message, partition))
                 continue
             except (PartitionError, LogError) as exc:
-                results.append(_error(index, exc.error_code, exc.message))
+                results.append(_error(index, exc.error_code, exc.message, partition))
                 continue
             response = _PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                                           log_append_time_ms=result.log_append_time,

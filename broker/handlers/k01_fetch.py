@@ -232,6 +232,10 @@ def _diverging(w: _Wanted) -> bool:
     """A follower whose last fetched epoch ends below its fetch offset here must truncate first."""
     cache = w.partition.log.epoch_cache
     epoch, end_offset = cache.end_offset_for(w.last_fetched_epoch, w.partition.log.log_end_offset)
+    if epoch < 0 <= cache.latest_epoch < w.last_fetched_epoch:
+        # An epoch above any here has no end; (-1, -1) would read as "no divergence" on the wire, so
+        # point the follower at the end of our latest epoch instead.
+        epoch, end_offset = cache.latest_epoch, w.partition.log.log_end_offset
     if epoch < w.last_fetched_epoch or end_offset < w.fetch_offset:
         w.response.diverging_epoch = _PartitionData.EpochEndOffset(epoch=epoch, end_offset=end_offset)
         w.error = ErrorCode.NONE

@@ -67,11 +67,19 @@ class LeaderEpochCache:
         return next((start for e, start in self._entries if e == epoch), default)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, where that epoch ends), as OffsetsForLeaderEpoch answers."""
-        if not self._entries or epoch < self._entries[0][0]:
+        """Where `epoch` ends, as OffsetsForLeaderEpoch answers (Kafka's endOffsetFor): the latest epoch
+        ends at the log end; an older one where the next epoch starts, reported under the largest
+        epoch at or below it (or itself, when it is below every epoch known); an epoch above every
+        epoch known, or UNDEFINED, has no end (UNDEFINED, UNDEFINED)."""
+        if epoch == UNDEFINED_EPOCH or not self._entries:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch >= self.latest_epoch:
-            return self.latest_epoch, log_end_offset
+        if epoch == self.latest_epoch:
+            return epoch, log_end_offset
+        higher = next(((e, start) for e, start in self._entries if e > epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        floor = [e for e, _ in self._entries if e <= epoch]
+        return (floor[-1] if floor else epoch), higher[1]
         for i, (e, _) in enumerate(self._entries):
             if e > epoch:
                 return self._entries[i - 1][0], self._entries[i][1]

@@ -154,8 +154,87 @@ def create_partitions_validation(peer: Peer) -> None:
                                                       timeout_ms=30_000, validate_only=False), 3)
 
 
+def produce_edges(peer: Peer) -> None:
+    create(peer, "create pe", topic("pe", max_message_bytes="1000"))
+    peer.wait_for_leaders("pe", 1)
+    good = build_batch([(None, b"v%d" % i, [], T0 + i) for i in range(3)])
+    peer.ask("acks 1", produce_request("pe", 0, good, acks=1), 9)
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 0xFF  # the last record byte: the CRC no longer matches
+    peer.ask("bad CRC", produce_request("pe", 0, bytes(bad_crc), acks=1), 9)
+    peer.ask("larger than max.message.bytes", produce_request(
+        "pe", 0, build_batch([(None, b"x" * 2000, [], T0)]), acks=1), 9)
+    peer.ask("acks 2 is not a value", produce_request("pe", 0, good, acks=2), 9)
+    peer.ask("unknown partition", produce_request("pe", 5, good, acks=1), 9)
+    peer.ask("unknown topic", produce_request("no-such-topic", 0, good, acks=1), 9)
+    legacy = bytearray(good)
+    legacy[16] = 1  # magic byte: a v1 message set where v3+ requests need magic 2
+    peer.ask("wrong magic", produce_request("pe", 0, bytes(legacy), acks=1), 9)
+
+
+def idempotent_producer(peer: Peer) -> None:
+    from protocol.messages import InitProducerIdRequest
+
+    create(peer, "create ip", topic("ip"))
+    peer.wait_for_leaders("ip", 1)
+    deadline = time.monotonic() + 30
+    while True:  # Kafka's producer id block comes from its controller, a moment after start
+        ids = peer.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4)
+        if ids.error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert ids.error_code == 0, f"{peer.name}: InitProducerId answered {ids.error_code}"
+    pid, epoch = ids.producer_id, ids.producer_epoch
+
+    now = int(time.time() * 1000)  # Kafka expires producer state by the batches' timestamps
+
+    def batch(sequence: int, count: int = 2) -> bytes:
+        return build_batch([(None, b"s%d" % (sequence + i), [], now) for i in range(count)],
+                           producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+
+    peer.ask("sequence 0", produce_request("ip", 0, batch(0), acks=-1), 9)
+    peer.ask("the same batch again: a duplicate", produce_request("ip", 0, batch(0), acks=-1), 9)
+    peer.ask("a gap in the sequence", produce_request("ip", 0, batch(5), acks=-1), 9)
+    peer.ask("the next sequence", produce_request("ip", 0, batch(2), acks=-1), 9)
+
+
+def list_offsets_versions(peer: Peer) -> None:
+    filled(peer, "lo")
+    delete(peer, "to 3", [("lo", [(0, 3)])])
+    for version in range(1, 10):
+        for timestamp, what in ((-2, "earliest"), (-1, "latest"), (T0 + 5, "by time")):
+            list_offsets(peer, f"v{version} {what}", "lo", timestamp, version=version)
+    list_offsets(peer, "v7 max timestamp", "lo", -3)
+
+
+def metadata_and_leader_epochs(peer: Peer) -> None:
+    from protocol.messages import MetadataRequest, OffsetForLeaderEpochRequest
+
+    filled(peer, "md")
+    Wanted = MetadataRequest.MetadataRequestTopic
+    peer.ask("metadata v1", MetadataRequest(topics=[Wanted(name="md")]), 1)  # v1-3 always auto-create
+    for version in (4, 9, 12):
+        peer.ask(f"metadata v{version}", MetadataRequest(
+            topics=[Wanted(name="md"), Wanted(name="missing-topic")], allow_auto_topic_creation=False), version)
+    Topic_ = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    Part = Topic_.OffsetForLeaderPartition
+    for epoch in (0, 5, -1):
+        peer.ask(f"end offset of epoch {epoch}", OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            Topic_(topic="md", partitions=[Part(partition=0, current_leader_epoch=-1, leader_epoch=epoch)])]), 4)
+
+
+def delete_topics(peer: Peer) -> None:
+    from protocol.messages import DeleteTopicsRequest
+
+    create(peer, "create gone", topic("gone"))
+    peer.wait_for_leaders("gone", 1)
+    peer.ask("delete one that exists and one that does not",
+             DeleteTopicsRequest(topic_names=["gone", "never-was"], timeout_ms=30_000), 5)
+
+
 SCENARIOS = [delete_records_edges, delete_records_on_a_compacted_topic, fetch_around_the_log_start,
-             create_topics_validation, create_partitions_validation]
+             create_topics_validation, create_partitions_validation, produce_edges, idempotent_producer,
+             list_offsets_versions, metadata_and_leader_epochs, delete_topics]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
