@@ -29,6 +29,8 @@ VOLATILE = {
     "host": "<host>",
     "port": "<port>",
     "log_append_time_ms": "<append time>",
+    "member_id": "<member>",  # the coordinator makes them up (client id + a random suffix)
+    "leader": "<member>",
 }
 
 

@@ -232,9 +232,65 @@ def delete_topics(peer: Peer) -> None:
              DeleteTopicsRequest(topic_names=["gone", "never-was"], timeout_ms=30_000), 5)
 
 
+def classic_group(peer: Peer) -> None:
+    from protocol.messages import FindCoordinatorRequest, HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
+    from tests.broker.group_wire import assignment, join_request
+
+    filled(peer, "gt")
+    deadline = time.monotonic() + 30
+    while peer.send(FindCoordinatorRequest(key="g1", key_type=0), 3).error_code != 0:  # offsets topic coming up
+        assert time.monotonic() < deadline, f"{peer.name}: no coordinator for g1"
+        time.sleep(0.2)
+    peer.ask("find coordinator", FindCoordinatorRequest(key="g1", key_type=0), 3)
+    first = peer.ask("join without a member id", join_request("g1", topics=("gt",)), 7)
+    joined = peer.ask("join with the member id", join_request("g1", first.member_id, topics=("gt",)), 7)
+    member, generation = joined.member_id, joined.generation_id
+    peer.ask("sync as the leader", SyncGroupRequest(
+        group_id="g1", generation_id=generation, member_id=member, group_instance_id=None, protocol_type="consumer",
+        protocol_name="range", assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+            member_id=member, assignment=assignment({"gt": [0]}))]), 5)
+    peer.ask("heartbeat", HeartbeatRequest(group_id="g1", generation_id=generation, member_id=member,
+                                           group_instance_id=None), 4)
+    peer.ask("heartbeat of an old generation", HeartbeatRequest(
+        group_id="g1", generation_id=generation - 1, member_id=member, group_instance_id=None), 4)
+    peer.ask("commit", _commit("g1", generation, member, 4), 8)
+    peer.ask("commit with a wrong generation", _commit("g1", generation + 5, member, 5), 8)
+    peer.ask("fetch the commit", _offset_fetch("g1", "gt"), 8)
+    peer.ask("describe while stable", _describe("g1"), 5)
+    peer.ask("leave", LeaveGroupRequest(group_id="g1", members=[LeaveGroupRequest.MemberIdentity(
+        member_id=member, group_instance_id=None)]), 4)
+    peer.ask("describe once empty", _describe("g1"), 5)
+    peer.ask("a commit without a group generation (simple consumer)", _commit("simple", -1, "", 7), 8)
+    peer.ask("fetch of a group that never was", _offset_fetch("never", "gt"), 8)
+
+
+def _commit(group: str, generation: int, member: str, offset: int):
+    from protocol.messages import OffsetCommitRequest
+
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+                               group_instance_id=None, retention_time_ms=-1, topics=[T(name="gt", partitions=[
+                                   T.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                                                  committed_leader_epoch=-1, committed_metadata="")])])
+
+
+def _offset_fetch(group: str, topic_name: str):
+    from protocol.messages import OffsetFetchRequest
+
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    return OffsetFetchRequest(groups=[G(group_id=group, topics=[G.OffsetFetchRequestTopics(
+        name=topic_name, partition_indexes=[0])])], require_stable=False)
+
+
+def _describe(group: str):
+    from protocol.messages import DescribeGroupsRequest
+
+    return DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
+
+
 SCENARIOS = [delete_records_edges, delete_records_on_a_compacted_topic, fetch_around_the_log_start,
              create_topics_validation, create_partitions_validation, produce_edges, idempotent_producer,
-             list_offsets_versions, metadata_and_leader_epochs, delete_topics]
+             list_offsets_versions, metadata_and_leader_epochs, delete_topics, classic_group]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
