@@ -394,6 +394,29 @@ def stored_only_default(name: str, broker_properties: Mapping[str, str]) -> str 
     return d.default
 
 
+# Broker properties Kafka defines without a default (another property supplies it: log.retention.hours
+# for log.retention.ms, ...): Kafka lists no DEFAULT_CONFIG synonym under them, and neither does Ebb.
+BROKER_PROPERTIES_WITHOUT_DEFAULT = frozenset({
+    "log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms",
+})
+
+
+def _broker_synonyms(d: TopicConfigDef, explicit: Mapping[str, str]) -> list[Synonym]:
+    """The broker properties behind a topic config, as Kafka lists them: those set explicitly, then the
+    first one's default, and nothing before the first property itself (a static log.retention.hours
+    without log.retention.ms lists no synonym, and retention.ms reports DEFAULT_CONFIG; checked
+    against Kafka 4.3)."""
+    if not d.broker_synonyms:
+        return []
+    primary = d.broker_synonyms[0]
+    found = [Synonym(n, explicit[n], ConfigSource.STATIC_BROKER_CONFIG) for n in d.broker_synonyms if n in explicit]
+    if d.default is not None and primary not in BROKER_PROPERTIES_WITHOUT_DEFAULT:
+        found.append(Synonym(primary, d.default, ConfigSource.DEFAULT_CONFIG))
+    while found and found[0].name != primary:
+        found.pop(0)
+    return found
+
+
 def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
                            explicit_broker_properties: Mapping[str, str],
                            names: Iterable[str] | None = None) -> list[ConfigEntry]:
@@ -410,12 +433,7 @@ def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
         synonyms: list[Synonym] = []
         if name in overrides:
             synonyms.append(Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        for broker_name in d.broker_synonyms:
-            if broker_name in explicit_broker_properties:
-                synonyms.append(Synonym(broker_name, explicit_broker_properties[broker_name],
-                                        ConfigSource.STATIC_BROKER_CONFIG))
-        if d.broker_synonyms and d.default is not None:
-            synonyms.append(Synonym(d.broker_synonyms[0], d.default, ConfigSource.DEFAULT_CONFIG))
+        synonyms += _broker_synonyms(d, explicit_broker_properties)
         if d.effective:
             value = log_config_value(log_config, name)
         elif name in overrides:

@@ -11,17 +11,23 @@ from tests.support.kafka_node import KafkaNode
 
 
 @pytest.fixture(scope="module")
-def kafka_peer(tmp_path_factory):
+def broker_overrides() -> dict[str, str]:
+    """Broker properties both brokers start with (a module overrides this fixture)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def kafka_peer(tmp_path_factory, broker_overrides):
     build()  # Maven fetches the jars (cached) unless they are there already
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
+    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*", broker_overrides) as kafka:
         peer = Peer("kafka", kafka.port)
         yield peer
         peer.close()
 
 
 @pytest.fixture(scope="module")
-def ebb_peer(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as broker:
+def ebb_peer(tmp_path_factory, broker_overrides):
+    with BrokerProcess(tmp_path_factory.mktemp("ebb"), broker_overrides) as broker:
         peer = Peer("ebb", broker.port)
         yield peer
         peer.close()

@@ -36,6 +36,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 # CreateTopics v5+ lists the new topic's configs: what differs there, whatever the topic.
 CONFIG_DIFFERENCES = {
+    "message.timestamp.after.max.ms.synonyms[log.message.timestamp.after.max.ms].value": "the same gap, as a synonym",
     "retention.committed.groups": "Ebb's own topic config (trim what consumer groups committed)",
     "retention.min.timestamp": "Ebb's own topic config (KIP-47's absolute retention floor)",
     "message.timestamp.after.max.ms.value":
@@ -288,9 +289,38 @@ def _describe(group: str):
     return DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
 
 
+def describe_and_alter_topic_configs(peer: Peer) -> None:
+    from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    create(peer, "create cf", topic("cf", retention_ms="3600000"))
+    peer.wait_for_leaders("cf", 1)
+    Resource = DescribeConfigsRequest.DescribeConfigsResource
+    for version, synonyms in ((1, False), (4, True)):
+        peer.ask(f"describe v{version}", DescribeConfigsRequest(
+            resources=[Resource(resource_type=2, resource_name="cf", configuration_keys=None)],
+            include_synonyms=synonyms, include_documentation=False), version)
+    peer.ask("describe two keys", DescribeConfigsRequest(resources=[Resource(
+        resource_type=2, resource_name="cf", configuration_keys=["retention.ms", "cleanup.policy"])]), 4)
+    peer.ask("describe an unknown topic", DescribeConfigsRequest(resources=[Resource(
+        resource_type=2, resource_name="nope", configuration_keys=None)]), 4)
+    Alter = IncrementalAlterConfigsRequest.AlterConfigsResource
+    Op = Alter.AlterableConfig
+    for label, ops in (("set and delete", [Op(name="retention.bytes", config_operation=0, value="1000"),
+                                          Op(name="retention.ms", config_operation=1, value=None)]),
+                       ("a bad value", [Op(name="retention.ms", config_operation=0, value="soon")]),
+                       ("an unknown config", [Op(name="no.such.config", config_operation=0, value="1")]),
+                       ("append to a list", [Op(name="cleanup.policy", config_operation=2, value="compact")])):
+        peer.ask(label, IncrementalAlterConfigsRequest(resources=[Alter(
+            resource_type=2, resource_name="cf", configs=ops)], validate_only=False), 1)
+    peer.ask("describe after", DescribeConfigsRequest(resources=[Resource(
+        resource_type=2, resource_name="cf", configuration_keys=["retention.ms", "retention.bytes", "cleanup.policy"])],
+        include_synonyms=True), 4)
+
+
 SCENARIOS = [delete_records_edges, delete_records_on_a_compacted_topic, fetch_around_the_log_start,
              create_topics_validation, create_partitions_validation, produce_edges, idempotent_producer,
-             list_offsets_versions, metadata_and_leader_epochs, delete_topics, classic_group]
+             list_offsets_versions, metadata_and_leader_epochs, delete_topics, classic_group,
+             describe_and_alter_topic_configs]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
