@@ -50,7 +50,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
-bench: $(BENCHSTAMP)
+bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
 	$(PY) -m bench.log $(QUICK)
