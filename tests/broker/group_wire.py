@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -181,15 +180,3 @@ def delete_offsets(client, group_id: str, partitions: dict[str, list[int]]):
         T(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
         for t, ps in partitions.items()]), 0)
     return reply.error_code, {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
-
-
-def wait_for(predicate, timeout_s: float = 20.0, interval_s: float = 0.05, what: str = "condition"):
-    """Poll `predicate` until it returns something truthy; fails after `timeout_s` (never a timing check)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s}s")
-        time.sleep(interval_s)

@@ -49,13 +49,13 @@ from tests.broker.group_wire import (
     send_join,
     subscription,
     sync,
-    wait_for,
 )
 from tests.broker.group_wire import (
     fetch as fetch_offsets,
 )
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 E = ErrorCode
 PARTITIONS = 7  # offsets.topic.num.partitions here (50 in the conformance brokers)

@@ -16,9 +16,10 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsRequest
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, list_offsets, produce, records
-from tests.broker.group_wire import commit, delete_groups, join, leave, sync, wait_for
+from tests.broker.group_wire import commit, delete_groups, join, leave, sync
 from tests.broker.wire_client import create_topic as create_topic_result
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 E = ErrorCode
 EARLIEST, LATEST = -2, -1

@@ -15,8 +15,8 @@ from broker.cluster.zookeeper import load_session
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, produce, values
-from tests.broker.group_wire import wait_for
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

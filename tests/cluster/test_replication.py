@@ -28,7 +28,7 @@ from tests.broker.data_wire import (
     produce,
     values,
 )
-from tests.broker.group_wire import commit, find_coordinator, wait_for
+from tests.broker.group_wire import commit, find_coordinator
 from tests.broker.group_wire import fetch as fetch_offsets
 from tests.cluster.three_brokers import (
     NODES,
@@ -43,6 +43,7 @@ from tests.cluster.three_brokers import (
     three_brokers,
 )
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 _Resource = IncrementalAlterConfigsRequest.AlterConfigsResource

@@ -13,8 +13,8 @@ from kazoo.client import KazooClient
 
 from protocol.messages import CreateTopicsRequest, DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, produce
-from tests.broker.group_wire import wait_for
 from tests.cluster.three_brokers import E, in_sync, metadata_of, new_topic, partition_state, three_brokers
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

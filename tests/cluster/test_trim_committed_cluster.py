@@ -9,8 +9,9 @@ import itertools
 import pytest
 
 from tests.broker.data_wire import WireClient, batch, list_offsets, produce
-from tests.broker.group_wire import commit, find_coordinator, wait_for
+from tests.broker.group_wire import commit, find_coordinator
 from tests.cluster.three_brokers import E, new_topic, partition_state, three_brokers
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

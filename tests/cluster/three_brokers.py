@@ -11,9 +11,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest
 from protocol.records import iter_batches
 from tests.broker.data_wire import WireClient
-from tests.broker.group_wire import wait_for
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 E = ErrorCode
 NODES = (1, 2, 3)

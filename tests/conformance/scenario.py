@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -181,16 +180,3 @@ def new_flow(client: str) -> Flow:
     base = (int(time.time()) - 600) * 1000
     topic = f"conformance-{client}-{uuid.uuid4().hex[:8]}"
     return Flow(client=client, topic=topic, base_ts_ms=base, records=make_records(base))
-
-
-def wait_until(check: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.2, what: str = ""):
-    """Poll check() until it returns something truthy; fail with its last result after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what or check}; last result: {last!r}")
-        time.sleep(interval_s)

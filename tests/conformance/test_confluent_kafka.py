@@ -34,8 +34,8 @@ from tests.conformance.scenario import (
     SOURCES_NOT_OVERRIDDEN,
     TOPIC_CONFIG_DEFAULTS,
     check_default_topic_configs,
-    wait_until,
 )
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,7 +104,7 @@ def test_create_topic(broker, admin, flow):
         topic = admin.list_topics(topic=flow.topic, timeout=TIMEOUT_S).topics.get(flow.topic)
         return topic is not None and topic.error is None and sorted(topic.partitions)
 
-    assert wait_until(partitions, what="the topic in Metadata") == list(range(PARTITIONS))
+    assert wait_for(partitions, what="the topic in Metadata") == list(range(PARTITIONS))
     flow.done.add("create")
 
 
@@ -279,6 +279,6 @@ def test_delete_topic(admin, flow):
     flow.require("create")
     futures = admin.delete_topics([flow.topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
     futures[flow.topic].result(timeout=TIMEOUT_S)
-    wait_until(
+    wait_for(
         lambda: flow.topic not in admin.list_topics(timeout=TIMEOUT_S).topics, what="the topic to leave Metadata"
     )

@@ -40,7 +40,8 @@ from pathlib import Path
 import pytest
 
 from tests.broker.data_wire import WireClient, batch, create_topic, produce
-from tests.conformance.scenario import RDKAFKA_LOG, wait_until
+from tests.conformance.scenario import RDKAFKA_LOG
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -162,18 +163,18 @@ def split_and_take_over(run: Run, ops) -> tuple[Member, frozenset]:
     """The group flow for a blocking client; returns A (still a member) and B's partitions."""
     run.produce()
     a = Member("a", ops)
-    wait_until(lambda: _watch(a) or a.assigned == ALL, WAIT_S, what="A alone holds every partition")
+    wait_for(lambda: _watch(a) or a.assigned == ALL, WAIT_S, what="A alone holds every partition")
     b = Member("b", ops)
     try:
-        wait_until(lambda: _watch(a, b) or split(a.assigned, b.assigned), WAIT_S, what="A and B split the topic")
+        wait_for(lambda: _watch(a, b) or split(a.assigned, b.assigned), WAIT_S, what="A and B split the topic")
         run.produce()
-        wait_until(lambda: _watch(a, b) or len(a.seen) + len(b.seen) >= run.total, WAIT_S, what="phases 0-1 read")
+        wait_for(lambda: _watch(a, b) or len(a.seen) + len(b.seen) >= run.total, WAIT_S, what="phases 0-1 read")
         b_partitions = b.assigned
     finally:
         b.close()  # LeaveGroup
-    wait_until(lambda: _watch(a) or a.assigned == ALL, WAIT_S, what="A takes every partition back")
+    wait_for(lambda: _watch(a) or a.assigned == ALL, WAIT_S, what="A takes every partition back")
     run.produce()
-    wait_until(lambda: _watch(a) or len(a.seen) + len(b.seen) >= run.total, WAIT_S, what="phase 2 read")
+    wait_for(lambda: _watch(a) or len(a.seen) + len(b.seen) >= run.total, WAIT_S, what="phase 2 read")
     check_exactly_once(run, a.seen, b.seen, b_partitions)
     return a, b_partitions
 

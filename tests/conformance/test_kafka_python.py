@@ -27,8 +27,8 @@ from tests.conformance.scenario import (
     PARTITIONS,
     TOPIC_CONFIG_DEFAULTS,
     check_default_topic_configs,
-    wait_until,
 )
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -80,7 +80,7 @@ def test_create_topic(admin, flow):
         (topic,) = admin.describe_topics([flow.topic])
         return topic["error_code"] == 0 and sorted(p["partition_index"] for p in topic["partitions"])
 
-    assert wait_until(described, what="the topic in Metadata") == list(range(PARTITIONS))
+    assert wait_for(described, what="the topic in Metadata") == list(range(PARTITIONS))
     flow.done.add("create")
 
 
@@ -238,4 +238,4 @@ def test_alter_configs(admin, flow):
 def test_delete_topic(admin, flow):
     flow.require("create")
     admin.delete_topics([flow.topic], timeout_ms=TIMEOUT_MS)
-    wait_until(lambda: flow.topic not in admin.list_topics(), what="the topic to leave Metadata")
+    wait_for(lambda: flow.topic not in admin.list_topics(), what="the topic to leave Metadata")

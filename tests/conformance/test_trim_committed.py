@@ -14,7 +14,8 @@ import uuid
 
 import pytest
 
-from tests.conformance.scenario import RDKAFKA_LOG, wait_until
+from tests.conformance.scenario import RDKAFKA_LOG
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -41,10 +42,10 @@ def test_librdkafka_group_commits_trim_the_topic(broker):
         "enable.auto.commit": False, "logger": RDKAFKA_LOG})
     consumer.subscribe([topic])
     seen = []
-    wait_until(lambda: _poll_into(consumer, seen) >= RECORDS, WAIT_S, what="the group reading every record")
+    wait_for(lambda: _poll_into(consumer, seen) >= RECORDS, WAIT_S, what="the group reading every record")
     consumer.commit(asynchronous=False)
     partition = confluent_kafka.TopicPartition(topic, 0)
-    wait_until(lambda: consumer.get_watermark_offsets(partition, timeout=5, cached=False)[0] == RECORDS,
+    wait_for(lambda: consumer.get_watermark_offsets(partition, timeout=5, cached=False)[0] == RECORDS,
                WAIT_S, what="the earliest offset moving to what the group committed")
     consumer.close()
 
@@ -56,7 +57,7 @@ def test_librdkafka_group_commits_trim_the_topic(broker):
         "auto.offset.reset": "earliest", "enable.auto.commit": False, "logger": RDKAFKA_LOG})
     newcomer.subscribe([topic])
     late = []
-    wait_until(lambda: _poll_into(newcomer, late) >= 3, WAIT_S, what="a new group reading what is left")
+    wait_for(lambda: _poll_into(newcomer, late) >= 3, WAIT_S, what="a new group reading what is left")
     newcomer.close()
     assert [m.value() for m in late] == [b"new-0", b"new-1", b"new-2"]
     assert [m.offset() for m in late] == [RECORDS, RECORDS + 1, RECORDS + 2]
@@ -92,10 +93,10 @@ def test_kafka_python_slowest_group_sets_the_start(broker):
     assert fast.beginning_offsets([tp])[tp] == 0  # the slow group has not committed
     _read(slow, 15)
     slow.commit({tp: OffsetAndMetadata(15, "", -1)})
-    wait_until(lambda: fast.beginning_offsets([tp])[tp] == 15, WAIT_S, what="the start following the slow group")
+    wait_for(lambda: fast.beginning_offsets([tp])[tp] == 15, WAIT_S, what="the start following the slow group")
     _read(slow, RECORDS - 15)
     slow.commit()
-    wait_until(lambda: fast.beginning_offsets([tp])[tp] == RECORDS, WAIT_S, what="the start at the end")
+    wait_for(lambda: fast.beginning_offsets([tp])[tp] == RECORDS, WAIT_S, what="the start at the end")
     fast.close()
     slow.close()
 
@@ -116,4 +117,4 @@ def _read(consumer, count: int) -> None:
         got[0] += sum(len(records) for records in batches.values())
         return got[0] >= count
 
-    wait_until(more, WAIT_S, interval_s=0, what=f"reading {count} records")
+    wait_for(more, WAIT_S, interval_s=0, what=f"reading {count} records")

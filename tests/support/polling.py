@@ -1,0 +1,23 @@
+"""The one way tests wait for a condition: poll it, never time it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], /, timeout_s: float = 20.0, interval_s: float = 0.05,
+             what: str = "condition") -> T:
+    """Poll `predicate` until it returns something truthy and return that; after `timeout_s` fail with
+    what was awaited and the last result (a bound on waiting, not a timing assertion)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s}s; last result: {value!r}")
+        time.sleep(interval_s)
