@@ -7,7 +7,7 @@ java/target/classes. Without Java or Maven the tests fail; they never skip.
 
 Two ways to drive Java, each one JVM per call:
 - `java.interop(bootstrap, prefix, *suites)` runs Interop's suites (admin, groups, producer,
-  consumer); every step prints a JSON line of what the client saw, and the tests judge those lines;
+  consumer, streams); every step prints a JSON line of what the client saw, and the tests judge those lines;
 - `java.tool(bootstrap, ToolClass, *args)` runs one of Kafka's command-line tools as
   `java -cp <jars> <ToolClass> --bootstrap-server <bootstrap> <args>`, as the kafka-*.sh scripts do.
 
@@ -52,7 +52,9 @@ def build() -> None:
 
 
 class Steps(dict):
-    """Interop's JSON lines by step name (a name printed twice keeps its last line)."""
+    """Interop's JSON lines by step name (a name printed twice keeps its last line), and its stderr."""
+
+    stderr: str = ""
 
     def ok(self, name: str) -> dict:
         assert name in self, f"step {name!r} printed nothing; steps: {list(self)}"
@@ -78,13 +80,16 @@ class Java:
     classpath: str
 
     def run(self, main: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-        # C1 only: these JVMs live seconds, so start-up matters more than peak speed
-        command = ["java", "-XX:TieredStopAtLevel=1", "-cp", self.classpath, main, *args]
+        # C1 only: these JVMs live seconds, so start-up matters more than peak speed. What the
+        # clients log at WARN and above goes to stderr (slf4j-simple).
+        command = ["java", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                   "-cp", self.classpath, main, *args]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
     def interop(self, bootstrap: str, prefix: str, *suites: str) -> Steps:
         result = self.run("ebb.interop.Interop", bootstrap, prefix, *suites)
         steps = Steps()
+        steps.stderr = result.stderr
         for line in result.stdout.splitlines():
             if line.startswith("{"):
                 entry = json.loads(line)
