@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from broker import listener_security
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
 from client import java_properties
@@ -194,6 +195,11 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
     advertised_listener = _listener(advertised[0], "advertised.listeners") if advertised else listeners[0]
     if advertised_listener.host in ("", "0.0.0.0", "::"):
         raise ConfigError("advertised.listeners: clients need a concrete host, not a wildcard address")
+    try:
+        listener_security.check(props, [item.name for item in listeners],
+                                [_listener(item, "advertised.listeners").name for item in advertised])
+    except listener_security.SecuritySettingError as exc:
+        raise ConfigError(str(exc)) from None
     log_dirs = _split(merged.get("log.dirs") or merged.get("log.dir", ""))
     if len(log_dirs) != 1:
         raise ConfigError(f"log.dirs: Ebb uses exactly one log directory, got {len(log_dirs)}")
@@ -255,7 +261,8 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
 
 def _known(key: str) -> bool:
     return key in _BROKER_DEFAULTS or key in TOPIC_DEFAULTS or key in _TIME_ALIASES or key in _LOG_MANAGER_KEYS \
-        or key in STORED_ONLY_BROKER_PROPERTIES or key in _NO_DEFAULT or key in ("log.dir", "broker.id")
+        or key in STORED_ONLY_BROKER_PROPERTIES or key in _NO_DEFAULT or key in ("log.dir", "broker.id") \
+        or listener_security.is_security_property(key)
 
 
 def _zookeeper_connect(value: str) -> str | None:
