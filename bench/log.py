@@ -27,6 +27,7 @@ from pathlib import Path
 import structlog
 
 from broker.log import LogConfig, LogManager, LogManagerConfig, PartitionLog, TopicPartition
+from broker.log.opening import create_partition_log, load_partition_log
 from protocol.records import build_batch
 
 MiB = 1024 * 1024
@@ -62,7 +63,7 @@ async def bench_append_and_read(root: Path, total_mib: int) -> None:
     )
     payload = _mib_of_batches()
     config = LogConfig(segment_bytes=1024 * MiB, retention_ms=-1)
-    log = PartitionLog.create(root / "append-0", config)
+    log = create_partition_log(root / "append-0", config)
     await log.append(bytearray(payload))  # warm up
     start = time.perf_counter()
     for _ in range(total_mib):
@@ -90,7 +91,7 @@ async def bench_append_and_read(root: Path, total_mib: int) -> None:
     _row("with a final fsync: plain write", f"{mb / plain_sync_s:,.0f} MiB/s")
     _row("ratio with fsync", f"{plain_sync_s / append_sync_s:.2f}x")
 
-    small = PartitionLog.create(root / "small-0", config)
+    small = create_partition_log(root / "small-0", config)
     one = bytearray(build_batch([(b"k", os.urandom(1000), [], 1)]))
     count = 20_000
     start = time.perf_counter()
@@ -146,7 +147,7 @@ async def bench_recovery(root: Path, total_mib: int, segments: int) -> None:
     chunk = bytearray(payload[: 4 * (len(payload) // 64)])  # appends of 4 batches, so segments fill evenly
     config = LogConfig(segment_bytes=len(payload) * total_mib // segments + len(chunk), retention_ms=-1)
     directory = root / "recover-0"
-    log = PartitionLog.create(directory, config)
+    log = create_partition_log(directory, config)
     for _ in range(total_mib * 16):
         await log.append(chunk)
     await log.flush()
@@ -161,7 +162,7 @@ async def bench_recovery(root: Path, total_mib: int, segments: int) -> None:
                 _drop_cache(path)
         start = time.perf_counter()
         recovered, report = await loop.run_in_executor(
-            None, lambda: PartitionLog.load(directory, config, recovery_point=0)
+            None, lambda: load_partition_log(directory, config, recovery_point=0)
         )
         elapsed = time.perf_counter() - start
         assert recovered.log_end_offset == log.log_end_offset and not report.truncated_bytes
@@ -173,7 +174,7 @@ async def bench_recovery(root: Path, total_mib: int, segments: int) -> None:
         )
     start = time.perf_counter()
     clean, _ = await loop.run_in_executor(
-        None, lambda: PartitionLog.load(directory, config, recovery_point=log.log_end_offset, clean=True)
+        None, lambda: load_partition_log(directory, config, recovery_point=log.log_end_offset, clean=True)
     )
     _row("load after a clean shutdown (no scan)", f"{(time.perf_counter() - start) * 1000:.0f} ms")
     clean.abandon()
@@ -183,7 +184,8 @@ async def bench_recovery(root: Path, total_mib: int, segments: int) -> None:
 async def _latencies(logs: list[PartitionLog], concurrent: bool) -> tuple[list[float], float]:
     async def one(log: PartitionLog) -> float:
         start = time.perf_counter()
-        await log.increment_log_start_offset(log.log_start_offset + 1)
+        log.move_log_start_offset(log.log_start_offset + 1)
+        await log.make_start_offset_durable()
         return time.perf_counter() - start
 
     start = time.perf_counter()

@@ -2,6 +2,8 @@
 
 manager.LogManager     one log dir: loading, checkpoints, topic deletion, background tasks
 log.PartitionLog       one partition: append, read, offsets, truncation, retention
+segment_run            its segments as files: roll, find, slice, retire
+opening                new and loaded (recovered) partition logs
 segment.LogSegment     one .log file with its .index and .timeindex
 index                  the two sparse indexes, in Kafka's binary formats
 checkpoint             Kafka's text checkpoint files, written atomically
@@ -24,8 +26,9 @@ from broker.log.common import (
     TopicPartition,
 )
 from broker.log.config import LogConfig, LogManagerConfig
-from broker.log.log import AppendInfo, FileSlice, PartitionLog, ReadBound, ReadInfo, TimestampOffset
+from broker.log.log import PartitionLog
 from broker.log.manager import LogManager
+from broker.log.results import AppendInfo, FileSlice, ReadBound, ReadInfo, TimestampOffset
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

@@ -72,7 +72,7 @@ class LogManagerConfig:
     initial_task_delay_ms: int = _prop("log.initial.task.delay.ms", 30_000)
     recovery_point_checkpoint_interval_ms: int = _prop("log.flush.offset.checkpoint.interval.ms", 60_000)
     start_offset_checkpoint_interval_ms: int = _prop("log.flush.start.offset.checkpoint.interval.ms", 60_000)
-    # Ebb's own: the log start offset is on disk before increment_log_start_offset returns.
+    # Ebb's own: the log start offset is on disk before a DeleteRecords is answered.
     start_offset_checkpoint_sync: bool = _prop("log.start.offset.checkpoint.sync", True)
     high_watermark_checkpoint_interval_ms: int = _prop("replica.high.watermark.checkpoint.interval.ms", 5_000)
     flush_scheduler_interval_ms: int = _prop("log.flush.scheduler.interval.ms", LONG_MAX)

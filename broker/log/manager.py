@@ -37,7 +37,9 @@ from broker.log.common import (
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
 from broker.log.io import LogIO, remove_tree, unlink_all
-from broker.log.log import Clock, LoadReport, PartitionLog, wall_clock_ms
+from broker.log.loader import LoadReport
+from broker.log.log import Clock, PartitionLog, wall_clock_ms
+from broker.log.opening import create_partition_log, load_partition_log
 
 logger = structlog.get_logger(__name__)
 
@@ -184,7 +186,7 @@ class LogManager:
         async def load(tp: TopicPartition, directory: Path) -> None:
             try:
                 log, report = await self._run(
-                    PartitionLog.load,
+                    load_partition_log,
                     directory,
                     self.config_for(tp.topic),
                     io=LogIO(self._executor),
@@ -334,7 +336,7 @@ class LogManager:
                 self.topic_configs[tp.topic] = config
             try:
                 log = await self._run(
-                    PartitionLog.create,
+                    create_partition_log,
                     self.log_dir / tp.dir_name,
                     self.config_for(tp.topic),
                     io=LogIO(self._executor),
@@ -372,7 +374,7 @@ class LogManager:
                     self.topic_configs[tp.topic] = config
 
             def create_all() -> list[PartitionLog]:
-                created = [PartitionLog.create(self.log_dir / tp.dir_name, self.config_for(tp.topic),
+                created = [create_partition_log(self.log_dir / tp.dir_name, self.config_for(tp.topic),
                                                io=LogIO(self._executor), clock=self.clock, topic_id=topic_id,
                                                durable=False) for tp in missing]
                 checkpoint.sync_filesystem(self.log_dir)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
-from broker.log.log import FileSlice
+from broker.log.results import FileSlice
 
 INLINE_READ_BYTES = 64 * 1024
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from broker.log import LogConfig, LogManager, LogManagerConfig, ReadBound, TopicPartition
 from broker.log.config import LONG_MAX
 from protocol.records import build_batch, iter_batches
+from tests.support.log_start import move_start
 
 TP = TopicPartition("crash", 0)
 KILLS = 30
@@ -58,7 +59,7 @@ def _child(directory: str, seed: int, out: int) -> None:
                 os.write(out, b"A %d\n" % info.last_offset)
             elif roll < 0.95:
                 target = rng.randint(log.log_start_offset, log.high_watermark)
-                await log.increment_log_start_offset(target)
+                await move_start(log, target)
                 os.write(out, b"D %d\n" % target)
             elif roll < 0.98:
                 await manager.run_retention()

@@ -29,6 +29,7 @@ from tests.broker.test_log_support import (
     open_manager,
     settle,
 )
+from tests.support.log_start import move_start
 
 T0 = TopicPartition("events", 0)
 T1 = TopicPartition("events", 1)
@@ -55,7 +56,7 @@ async def test_an_empty_partition_reloads_without_problems(tmp_path: Path) -> No
 async def test_clean_shutdown_and_reload(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     log = await filled(manager, T0, 40)
-    await log.increment_log_start_offset(33)
+    await move_start(log, 33)
     end = log.log_end_offset
     await manager.shutdown()
     assert ck.read_clean_shutdown(tmp_path)
@@ -75,7 +76,7 @@ async def test_clean_shutdown_and_reload(tmp_path: Path) -> None:
 async def test_log_start_offset_is_durable_before_return(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     log = await filled(manager, T0, 40)
-    await log.increment_log_start_offset(21)
+    await move_start(log, 21)
     # No flush, no shutdown: a crash now. The checkpoint already has it.
     assert ck.read_offsets(tmp_path / ck.LOG_START_OFFSET_CHECKPOINT)[T0] == 21
     manager.abandon()
@@ -90,13 +91,13 @@ async def test_group_commit_shares_checkpoint_writes(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     logs = [await filled(manager, TopicPartition("g", p), 3) for p in range(50)]
     before = manager.start_offsets.writes
-    results = await asyncio.gather(*(log.increment_log_start_offset(4) for log in logs))
+    results = await asyncio.gather(*(move_start(log, 4) for log in logs))
     assert results == [4] * 50
     writes = manager.start_offsets.writes - before
     assert 1 <= writes <= 3, writes  # 50 updates, a couple of shared writes
     assert set(ck.read_offsets(tmp_path / ck.LOG_START_OFFSET_CHECKPOINT).values()) == {4}
     # A repeated request for an offset already durable does not write again.
-    await logs[0].increment_log_start_offset(4)
+    await move_start(logs[0], 4)
     assert manager.start_offsets.writes - before == writes
     await manager.shutdown()
 
@@ -104,10 +105,10 @@ async def test_group_commit_shares_checkpoint_writes(tmp_path: Path) -> None:
 async def test_same_offset_while_its_write_is_pending_still_waits(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     log = await filled(manager, T0, 5)
-    first = asyncio.ensure_future(log.increment_log_start_offset(6))
+    first = asyncio.ensure_future(move_start(log, 6))
     await asyncio.sleep(0)  # first has moved the offset in memory; its write is under way
     assert log.log_start_offset == 6 and log.durable_log_start_offset != 6
-    await log.increment_log_start_offset(6)  # the no-op path must wait for durability too
+    await move_start(log, 6)  # the no-op path must wait for durability too
     assert log.durable_log_start_offset == 6
     await first
     await manager.shutdown()
@@ -117,7 +118,7 @@ async def test_without_sync_the_start_offset_waits_for_the_interval(tmp_path: Pa
     config = replace(QUIET, start_offset_checkpoint_sync=False)
     manager = await open_manager(tmp_path, manager_config=config)
     log = await filled(manager, T0, 40)
-    await log.increment_log_start_offset(41)
+    await move_start(log, 41)
     first_base = log.segments[0].base_offset
     assert 0 < first_base < 41
     assert ck.read_offsets(tmp_path / ck.LOG_START_OFFSET_CHECKPOINT).get(T0, 0) == 0  # Kafka's behaviour
@@ -197,7 +198,7 @@ async def test_leftover_deleted_segments_are_removed_at_startup(tmp_path: Path) 
     config = replace(SMALL, file_delete_delay_ms=60_000)
     manager = await open_manager(tmp_path, config)
     log = await filled(manager, T0, 40)
-    await log.increment_log_start_offset(50)
+    await move_start(log, 50)
     assert any(n.endswith(".deleted") for n in files(log.directory))
     await manager.shutdown()
     again = await open_manager(tmp_path, config)
@@ -253,7 +254,7 @@ async def test_compact_policy_keeps_time_retention_off(tmp_path: Path) -> None:
     )
     log = await filled(manager, T0, 60, ts0=1)
     assert await manager.run_retention() == 0
-    await log.increment_log_start_offset(50, StartOffsetReason.LEADER_OFFSET_INCREMENTED)
+    await move_start(log, 50, StartOffsetReason.LEADER_OFFSET_INCREMENTED)
     assert log.segments[0].base_offset <= 50  # but segments below the start offset still go
     await manager.shutdown()
 
@@ -284,7 +285,7 @@ async def test_io_error_takes_one_partition_offline(tmp_path: Path) -> None:
 async def test_partition_that_fails_to_load_is_offline_and_keeps_its_checkpoints(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     log = await filled(manager, T0, 10)
-    await log.increment_log_start_offset(5)
+    await move_start(log, 5)
     await filled(manager, T1, 3)
     await manager.shutdown()
     segment = tmp_path / T0.dir_name / "00000000000000000000.log"

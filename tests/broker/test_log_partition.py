@@ -22,9 +22,11 @@ from broker.log import (
     StartOffsetReason,
     TopicPartition,
 )
+from broker.log.opening import create_partition_log, load_partition_log
 from protocol.errors import ErrorCode
 from protocol.records import RecordBatch, TimestampType, build_batch, iter_batches
 from tests.broker.test_log_support import SMALL, FakeClock, batch, batches_of, files, open_manager, settle
+from tests.support.log_start import move_start
 
 
 def ts_offset(found) -> tuple[int, int]:
@@ -32,7 +34,7 @@ def ts_offset(found) -> tuple[int, int]:
 
 
 def new_log(tmp_path: Path, config: LogConfig = SMALL, clock: FakeClock | None = None) -> PartitionLog:
-    return PartitionLog.create(tmp_path / "topic-0", config, clock=clock or FakeClock())
+    return create_partition_log(tmp_path / "topic-0", config, clock=clock or FakeClock())
 
 
 async def fill(log: PartitionLog, count: int, records: int = 2, ts0: int = 1000) -> None:
@@ -162,13 +164,13 @@ async def test_offset_for_timestamp(tmp_path: Path) -> None:
         found = log.offset_for_timestamp(target)
         assert found is not None and found.offset == expected, target
     assert log.offset_for_timestamp(501) is None
-    await log.increment_log_start_offset(7)
+    await move_start(log, 7)
     assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 7
     assert log.offset_for_timestamp(100).offset == 7  # never below the start offset
     assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 7)  # batch 6..7 is still half there
-    await log.increment_log_start_offset(8)
+    await move_start(log, 8)
     assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 10)  # the first 500 is gone
-    await log.increment_log_start_offset(12)
+    await move_start(log, 12)
     assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (250, 12)
 
 
@@ -181,15 +183,15 @@ async def test_offset_for_timestamp_across_segments(tmp_path: Path) -> None:
     assert log.offset_for_timestamp(MAX_TIMESTAMP).offset == 118
 
 
-async def test_increment_log_start_offset(tmp_path: Path) -> None:
+async def test_move_log_start_offset(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     await fill(log, 60)
     await log.append(batch(2))
     segments_before = len(log.segments)
     with pytest.raises(OffsetOutOfRangeError):
-        await log.increment_log_start_offset(121)  # above the high watermark
-    assert await log.increment_log_start_offset(45) == 45
-    assert await log.increment_log_start_offset(30) == 45  # no-op success
+        await move_start(log, 121)  # above the high watermark
+    assert await move_start(log, 45) == 45
+    assert await move_start(log, 30) == 45  # no-op success
     assert log.segments[0].base_offset <= 45 < log.segments[0].next_offset
     assert len(log.segments) < segments_before
     with pytest.raises(OffsetOutOfRangeError):
@@ -197,7 +199,7 @@ async def test_increment_log_start_offset(tmp_path: Path) -> None:
     assert batches_of(log.read(45, 100).read_bytes())[0][0] == 44  # the batch holding 45
     await settle()
     assert all(not name.endswith(".deleted") for name in files(log.directory))
-    assert await log.increment_log_start_offset(120) == 120
+    assert await move_start(log, 120) == 120
     assert log.read(120, 100).slices == ()
 
 
@@ -205,9 +207,9 @@ async def test_delete_records_needs_delete_policy(tmp_path: Path) -> None:
     log = new_log(tmp_path, replace(SMALL, cleanup_policy=("compact",)))
     await fill(log, 3)
     with pytest.raises(PolicyViolationError):
-        await log.increment_log_start_offset(2)
+        await move_start(log, 2)
     # A follower copying its leader's start offset is not a client deletion.
-    assert await log.increment_log_start_offset(2, StartOffsetReason.LEADER_OFFSET_INCREMENTED) == 2
+    assert await move_start(log, 2, StartOffsetReason.LEADER_OFFSET_INCREMENTED) == 2
 
 
 async def test_truncate_to(tmp_path: Path) -> None:
@@ -223,7 +225,7 @@ async def test_truncate_to(tmp_path: Path) -> None:
     assert info.first_offset == 50
     assert log.segments[-1].base_offset <= 50
     # Data on disk after a truncation and an append matches a fresh scan.
-    reloaded, report = PartitionLog.load(log.directory, SMALL, recovery_point=0)
+    reloaded, report = load_partition_log(log.directory, SMALL, recovery_point=0)
     assert reloaded.log_end_offset == 51 and report.truncated_bytes == 0
     reloaded.abandon()
 
@@ -289,7 +291,7 @@ async def test_close_seals_the_max_timestamp_into_the_time_index(tmp_path: Path)
     await log.close()
     active = log.segments[-1]
     assert active.time_index.path.read_bytes() == struct.pack(">qi", 900, 1)
-    reopened, report = PartitionLog.load(log.directory, SMALL, recovery_point=3, clean=True)
+    reopened, report = load_partition_log(log.directory, SMALL, recovery_point=3, clean=True)
     assert report.recovered_segments == []
     assert (reopened.segments[-1].max_timestamp, reopened.segments[-1].offset_of_max_timestamp) == (900, 1)
     reopened.abandon()
@@ -317,5 +319,5 @@ async def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Pa
     assert ts_offset(log.offset_for_timestamp(300)) == (300, 1)
     assert ts_offset(log.offset_for_timestamp(301)) == (400, 3)
     assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (400, 3)
-    await log.increment_log_start_offset(2)
+    await move_start(log, 2)
     assert ts_offset(log.offset_for_timestamp(150)) == (200, 2)  # never below the log start offset

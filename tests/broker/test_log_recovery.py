@@ -8,6 +8,7 @@ from pathlib import Path
 
 from broker.log import PartitionLog, ReadBound, TopicPartition
 from broker.log import checkpoint as ck
+from broker.log.opening import create_partition_log, load_partition_log
 from tests.broker.test_log_support import (
     SMALL,
     FakeClock,
@@ -17,12 +18,13 @@ from tests.broker.test_log_support import (
     files,
     open_manager,
 )
+from tests.support.log_start import move_start
 
 TP = TopicPartition("rec", 0)
 
 
 async def written_log(tmp_path: Path, batches: int, *, flush: bool = False) -> PartitionLog:
-    log = PartitionLog.create(tmp_path / TP.dir_name, SMALL, clock=FakeClock())
+    log = create_partition_log(tmp_path / TP.dir_name, SMALL, clock=FakeClock())
     for i in range(batches):
         await log.append(batch(2, timestamp=1000 + i), leader_epoch=1 + i // 20)
     log.update_high_watermark(log.log_end_offset)
@@ -33,7 +35,7 @@ async def written_log(tmp_path: Path, batches: int, *, flush: bool = False) -> P
 
 
 def reload(log: PartitionLog, **kwargs) -> tuple[PartitionLog, object]:
-    return PartitionLog.load(log.directory, SMALL, clock=FakeClock(), **kwargs)
+    return load_partition_log(log.directory, SMALL, clock=FakeClock(), **kwargs)
 
 
 def check_valid(log: PartitionLog) -> list[tuple[int, int, int]]:
@@ -189,7 +191,7 @@ async def test_unclean_restart_through_the_manager(tmp_path: Path) -> None:
     for i in range(50):
         await log.append(batch(2, timestamp=i))
     log.update_high_watermark(100)
-    await log.increment_log_start_offset(30)
+    await move_start(log, 30)
     active = log.segments[-1].log_path
     manager.abandon()
     os.truncate(active, active.stat().st_size - 1)

@@ -28,6 +28,7 @@ from broker.log import (
 from broker.log import checkpoint as ck
 from protocol.records import assign_offsets, build_batch
 from tests.broker.test_log_support import QUIET, FakeClock
+from tests.support.log_start import move_start
 
 TP = TopicPartition("model", 0)
 CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=150, file_delete_delay_ms=0, retention_ms=-1)
@@ -117,10 +118,10 @@ class LogModel(RuleBasedStateMachine):
         offset = data.draw(st.integers(0, self.end + 2))
         if offset > self.hw:
             with pytest.raises(OffsetOutOfRangeError):
-                self.run(self.log.increment_log_start_offset(offset))
+                self.run(move_start(self.log, offset))
             return
         self.start = max(self.start, offset)
-        assert self.run(self.log.increment_log_start_offset(offset)) == self.start
+        assert self.run(move_start(self.log, offset)) == self.start
 
     @rule(data=st.data(), max_bytes=st.integers(0, 1500), to_end=st.booleans(), min_one=st.booleans())
     def read(self, data: st.DataObject, max_bytes: int, to_end: bool, min_one: bool) -> None:

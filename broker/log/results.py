@@ -1,0 +1,65 @@
+"""What the partition log hands back: append results, read results as file ranges, timestamp lookups."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+
+from broker.log.common import Offset
+from broker.log.segment_file import SegmentFile
+
+
+class ReadBound(Enum):
+    """How far a read may go: consumers stop at the high watermark, followers at the log end."""
+
+    HIGH_WATERMARK = "high_watermark"
+    LOG_END = "log_end"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: Offset
+    last_offset: Offset
+    log_append_time: int  # -1 under CreateTime
+    max_timestamp: int
+    log_start_offset: Offset
+    batches: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes [position, position + length) of a segment file: whole batches, ready to send."""
+
+    file: SegmentFile
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        """Blocking: the bytes themselves (tests, small reads; the server sends from the file)."""
+        return os.pread(self.file.fileno(), self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    slices: tuple[FileSlice, ...]
+    next_offset: Offset  # where the reader continues: the first offset not returned
+    high_watermark: Offset
+    log_start_offset: Offset
+    log_end_offset: Offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+    def read_bytes(self) -> bytes:
+        """Blocking: all slices concatenated."""
+        return b"".join(s.read() for s in self.slices)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: Offset
+    leader_epoch: int

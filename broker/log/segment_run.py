@@ -1,0 +1,166 @@
+"""The ordered segments of one partition directory and the file work on them.
+
+A `SegmentRun` knows files, not offsets' meaning: it rolls a new active segment, finds the segment
+holding an offset, cuts whole batches into file slices, and retires segments (renamed `.deleted` at
+once, unlinked by the LogIO pool after `file.delete.delay.ms`). The PartitionLog decides which
+offsets are valid and when to call these.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.log import checkpoint
+from broker.log.config import LogConfig
+from broker.log.io import LogIO, unlink_all
+from broker.log.results import FileSlice
+from broker.log.segment import LogSegment, SegmentFlush
+
+
+class SegmentRun:
+    def __init__(
+        self, directory: Path, config: LogConfig, segments: list[LogSegment], io: LogIO, clock: Callable[[], int]
+    ) -> None:
+        if not segments:
+            raise ValueError("a partition log has at least one segment")
+        self.directory = directory
+        self.config = config
+        self.io = io
+        self.clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.dir_dirty = False  # files were created or renamed since the last directory fsync
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    @property
+    def active(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def first_base(self) -> int:
+        return self._bases[0]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def all(self) -> list[LogSegment]:
+        """A copy of the list, oldest first."""
+        return list(self._segments)
+
+    def index_of(self, offset: int) -> int:
+        """The segment holding `offset` (the first one for offsets below it)."""
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def from_offset(self, offset: int) -> list[LogSegment]:
+        """The segments from the one holding `offset` on."""
+        return self._segments[self.index_of(offset) :]
+
+    def count_wholly_below(self, offset: int) -> int:
+        """How many oldest segments hold only offsets below `offset` (never the active one)."""
+        count = 0
+        while count + 1 < len(self._segments) and self._bases[count + 1] <= offset:
+            count += 1
+        return count
+
+    def new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            now_ms=self.clock(),
+        )
+
+    def roll(self, base_offset: int) -> LogSegment:
+        """Seal the active segment and start a new one at `base_offset`."""
+        self._segments[-1].seal()
+        segment = self.new_segment(base_offset)
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        self.dir_dirty = True
+        return segment
+
+    def retire_oldest(self, count: int) -> list[LogSegment]:
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        self._retire(doomed)
+        return doomed
+
+    def retire_above(self, offset: int) -> int:
+        """Retire every segment whose base is above `offset`; the one holding it stays. Returns how many."""
+        keep = bisect_right(self._bases, offset)
+        doomed = self._segments[keep:]
+        del self._segments[keep:]
+        del self._bases[keep:]
+        self._retire(doomed)
+        return len(doomed)
+
+    def restart_at(self, offset: int) -> None:
+        """Retire every segment and start over with one empty segment at `offset`."""
+        doomed = self._segments
+        self._retire(doomed)
+        self._segments, self._bases = [self.new_segment(offset)], [offset]
+        self.dir_dirty = True
+
+    def _retire(self, doomed: list[LogSegment]) -> None:
+        if not doomed:
+            return
+        renamed: list[Path] = []
+        for segment in doomed:
+            renamed += segment.rename_to_deleted()
+        self.dir_dirty = True
+        self.io.delete_later(self.config.file_delete_delay_ms, [s.file for s in doomed], lambda: unlink_all(renamed))
+
+    def slices(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> tuple[list[FileSlice], int]:
+        """Whole batches from the one holding `offset`, at most `max_bytes` (one batch at least when
+        `min_one_batch`), none reaching `upper`. Returns the slices and the offset a reader continues at."""
+        slices: list[FileSlice] = []
+        remaining = max_bytes
+        i = self.index_of(offset)
+        next_offset = offset
+        while offset < upper and i < len(self._segments) and (remaining > 0 or not slices):
+            segment = self._segments[i]
+            bounded = upper < segment.next_offset
+            max_position = segment.position_of(upper) if bounded else segment.size
+            found = segment.read(offset, remaining, max_position, min_one_batch and not slices)
+            if found is None:
+                if offset < segment.next_offset:
+                    break  # the next batch does not fit (size or bound)
+            else:
+                position, length, next_offset = found
+                slices.append(FileSlice(segment.file, position, length))
+                remaining -= length
+                if bounded or position + length < segment.size:
+                    break
+            offset = max(offset, segment.next_offset)
+            i += 1
+        return slices, (next_offset if slices else offset)
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+
+def sync_to_disk(
+    flushes: list[SegmentFlush], directory: Path, epochs: list[tuple[int, int]] | None, dir_dirty: bool
+) -> None:
+    """Blocking (the LogIO pool): fsync the prepared segments, then write the leader epoch checkpoint,
+    whose atomic rename syncs the directory too; otherwise sync the directory if entries changed."""
+    errors: list[BaseException] = []
+    for pending in flushes:
+        try:
+            pending.run()
+        except OSError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+    if epochs is not None:
+        checkpoint.write_leader_epochs(directory / checkpoint.LEADER_EPOCH_CHECKPOINT, epochs)
+    elif dir_dirty:
+        checkpoint.fsync_dir(directory)
