@@ -7,7 +7,6 @@ asynchronous removal. Topic-level errors carry the Kafka error code the handlers
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
 import time
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from broker.aio import uncancellable
+from broker.aio import KeyedLocks, uncancellable
 from broker.cluster.store import MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig
 from broker.log.common import StorageError, TopicPartition
@@ -114,7 +113,9 @@ class TopicManager:
         self.config = config
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
-        self._lock = asyncio.Lock()  # one topic change at a time: create, delete, add partitions, configs
+        # One change at a time per topic (create, delete, add partitions, configs); topics whose names
+        # collide ('a.b' and 'a_b') share one, so the collision check cannot race. Other topics go on.
+        self._locks = KeyedLocks()
         self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
         # The brokers new replicas may go to: this one alone, or the alive ones in a cluster.
         self.broker_ids: Callable[[], list[int]] = broker_ids or (lambda: [config.node_id])
@@ -217,7 +218,7 @@ class TopicManager:
 
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             if await self.store.exists(f"/admin/delete_topics/{name}"):
                 return None  # being deleted
             try:
@@ -238,7 +239,7 @@ class TopicManager:
 
     async def configs_changed(self, name: str) -> None:
         """Another broker altered the topic's configs: read them and push them to the local logs."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             topic = self._topics.get(name)
             if topic is None:
                 return
@@ -285,7 +286,7 @@ class TopicManager:
                      validate_only: bool = False) -> Topic:
         """Create a topic, checking in Kafka's order: name, existence, configs, then partitions and
         replicas. -1 partitions or replication factor means the broker default (KIP-464)."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             validate_topic_name(name)
             collision = self._collision(name)
             if collision:
@@ -326,14 +327,14 @@ class TopicManager:
     def _collision(self, name: str) -> str | None:
         if "." not in name and "_" not in name:
             return None
-        key = name.replace(".", "_")
-        return next((t for t in self._topics if t != name and t.replace(".", "_") == key), None)
+        key = _collision_key(name)
+        return next((t for t in self._topics if t != name and _collision_key(t) == key), None)
 
     @uncancellable
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                              validate_only: bool = False) -> Topic:
         """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             topic = self._topics.get(name)
             if topic is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
@@ -376,7 +377,7 @@ class TopicManager:
         """Replace the topic's overrides with `configs` — or with `configs(current overrides)`, computed
         under the topic lock, for incremental changes — persist them, and push the new LogConfig to every
         partition log. A change to a retention config runs a retention pass on the topic's logs at once."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             topic = self._topics.get(name)
             if topic is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
@@ -415,7 +416,7 @@ class TopicManager:
         follows at once (a crash in between finishes it at start-up): True. In a cluster every broker
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
         removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             if name not in self._topics:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
             if not self.config.delete_topic_enable:
@@ -433,7 +434,7 @@ class TopicManager:
     async def drop(self, name: str) -> None:
         """A cluster broker's part of a deletion (the topic is marked, or already gone from the store):
         stop serving the topic and remove its local logs."""
-        async with self._lock:
+        async with self._locks.held(_collision_key(name)):
             topic = self._topics.pop(name, None)
             if topic is not None:
                 self._by_id.pop(topic.topic_id, None)
@@ -469,3 +470,8 @@ def _json_bytes(value) -> bytes:
     import json
 
     return json.dumps(value, sort_keys=True).encode()
+
+
+def _collision_key(name: str) -> str:
+    """Kafka refuses a topic whose name differs from an existing one only in '.' versus '_'."""
+    return name.replace(".", "_")

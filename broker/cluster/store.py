@@ -159,7 +159,7 @@ def _check(path: str) -> None:
 
 
 class EmbeddedStore(MetadataStore):
-    """One broker's store: a dict of znodes, persisted to `path` after every change.
+    """One broker's store: a dict of znodes, persisted to `path` after every change (group-committed).
 
     Ephemeral nodes are not persisted: like a ZooKeeper session, they end with the process.
     Watches fire from the store's own writes, on the event loop, after the change is persisted.
@@ -168,7 +168,9 @@ class EmbeddedStore(MetadataStore):
     def __init__(self, path: Path):
         self.path = Path(path)
         self._nodes: dict[str, Node] = {"/": Node(b"")}
-        self._lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
+        self._changes = 0  # changes made in memory
+        self._written = 0  # changes on disk
         self._child_watches: dict[str, list[tuple[Watch, ChildrenCallback]]] = {}
         self._data_watches: dict[str, list[tuple[Watch, DataCallback]]] = {}
 
@@ -192,13 +194,19 @@ class EmbeddedStore(MetadataStore):
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.path}: unreadable metadata ({exc})") from exc
 
-    def _snapshot(self) -> bytes:
-        nodes = {p: [n.data.decode("utf-8"), n.version] for p, n in self._nodes.items() if not n.ephemeral}
-        return json.dumps({"format": FORMAT_VERSION, "nodes": nodes}, sort_keys=True).encode()
-
     async def _persist(self) -> None:
-        data = self._snapshot()
-        await asyncio.get_running_loop().run_in_executor(None, _write_atomically, self.path, data)
+        """Group commit: return once a write that began after this change has finished. Changes are
+        made in memory on the event loop; while one write is under way, every change made meanwhile
+        waits for the next, which covers them all with one rewrite of the file."""
+        self._changes += 1
+        change = self._changes
+        async with self._write_lock:
+            if self._written >= change:
+                return  # a write that began after this change covered it
+            covered = self._changes
+            nodes = [(p, n.data, n.version) for p, n in self._nodes.items() if not n.ephemeral]
+            await asyncio.get_running_loop().run_in_executor(None, _write_snapshot, self.path, nodes)
+            self._written = covered
 
     async def get(self, path: str) -> tuple[bytes, int]:
         node = self._nodes.get(path)
@@ -208,23 +216,22 @@ class EmbeddedStore(MetadataStore):
 
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True) -> None:
         _check(path)
-        async with self._lock:
-            if path in self._nodes:
-                raise NodeExists(path)
-            parent = _parent(path)
-            missing = []
-            if parent not in self._nodes:
-                if not makepath:
-                    raise NoNode(parent)
-                while parent not in self._nodes:
-                    missing.append(parent)
-                    parent = _parent(parent)
-                for p in reversed(missing):
-                    self._nodes[p] = Node(b"")
-            elif self._nodes[parent].ephemeral:
-                raise StoreError(f"{parent} is ephemeral and cannot have children")  # as ZooKeeper
-            self._nodes[path] = Node(data, ephemeral=ephemeral)
-            await self._persist()
+        if path in self._nodes:
+            raise NodeExists(path)
+        parent = _parent(path)
+        missing = []
+        if parent not in self._nodes:
+            if not makepath:
+                raise NoNode(parent)
+            while parent not in self._nodes:
+                missing.append(parent)
+                parent = _parent(parent)
+            for p in reversed(missing):
+                self._nodes[p] = Node(b"")
+        elif self._nodes[parent].ephemeral:
+            raise StoreError(f"{parent} is ephemeral and cannot have children")  # as ZooKeeper
+        self._nodes[path] = Node(data, ephemeral=ephemeral)
+        await self._persist()
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
 
     async def put_json_many(self, values: Mapping[str, object]) -> None:
@@ -233,51 +240,48 @@ class EmbeddedStore(MetadataStore):
         for path in values:
             _check(path)
         created, changed = [], []
-        async with self._lock:
-            for path, value in values.items():
-                data = json.dumps(value, sort_keys=True).encode()
-                node = self._nodes.get(path)
-                if node is not None:
-                    node.data, node.version = data, node.version + 1
-                    changed.append(path)
-                    continue
-                parent = path
-                while (parent := _parent(parent)) not in self._nodes:
-                    self._nodes[parent] = Node(b"")
-                    created.append(parent)
-                if self._nodes[parent].ephemeral:
-                    raise StoreError(f"{parent} is ephemeral and cannot have children")
-                self._nodes[path] = Node(data)
-                created.append(path)
-            await self._persist()
+        for path, value in values.items():
+            data = json.dumps(value, sort_keys=True).encode()
+            node = self._nodes.get(path)
+            if node is not None:
+                node.data, node.version = data, node.version + 1
+                changed.append(path)
+                continue
+            parent = path
+            while (parent := _parent(parent)) not in self._nodes:
+                self._nodes[parent] = Node(b"")
+                created.append(parent)
+            if self._nodes[parent].ephemeral:
+                raise StoreError(f"{parent} is ephemeral and cannot have children")
+            self._nodes[path] = Node(data)
+            created.append(path)
+        await self._persist()
         self._notify(data_changed=[*created, *changed], children_changed=[_parent(p) for p in created])
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
-        async with self._lock:
-            node = self._nodes.get(path)
-            if node is None:
-                raise NoNode(path)
-            if version != -1 and version != node.version:
-                raise BadVersion(f"{path}: version {node.version}, expected {version}")
-            node.data, node.version = data, node.version + 1
-            await self._persist()
-            new_version = node.version
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNode(path)
+        if version != -1 and version != node.version:
+            raise BadVersion(f"{path}: version {node.version}, expected {version}")
+        node.data, node.version = data, node.version + 1
+        new_version = node.version
+        await self._persist()
         self._notify(data_changed=[path])
         return new_version
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
-        async with self._lock:
-            node = self._nodes.get(path)
-            if node is None:
-                raise NoNode(path)
-            if version != -1 and version != node.version:
-                raise BadVersion(f"{path}: version {node.version}, expected {version}")
-            below = [p for p in self._nodes if p.startswith(path + "/")]
-            if below and not recursive:
-                raise NotEmpty(f"{path} has children")
-            for p in below + [path]:
-                del self._nodes[p]
-            await self._persist()
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNode(path)
+        if version != -1 and version != node.version:
+            raise BadVersion(f"{path}: version {node.version}, expected {version}")
+        below = [p for p in self._nodes if p.startswith(path + "/")]
+        if below and not recursive:
+            raise NotEmpty(f"{path} has children")
+        for p in below + [path]:
+            del self._nodes[p]
+        await self._persist()
         gone = below + [path]
         self._notify(data_changed=gone, children_changed=[_parent(path)], deleted=gone)
 
@@ -335,6 +339,12 @@ def _call_back(callback, *args) -> None:
         callback(*args)
     except Exception:
         log.exception("watch callback failed", callback=getattr(callback, "__qualname__", repr(callback)))
+
+
+def _write_snapshot(path: Path, nodes: list[tuple[str, bytes, int]]) -> None:
+    """Blocking (an executor thread): encode and write the whole store."""
+    encoded = {p: [data.decode("utf-8"), version] for p, data, version in nodes}
+    _write_atomically(path, json.dumps({"format": FORMAT_VERSION, "nodes": encoded}, sort_keys=True).encode())
 
 
 def _write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
