@@ -22,6 +22,7 @@ from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.manager import LogManager
+from broker.metrics.service import MetricsService
 from broker.replica import ReplicaManager
 from broker.server import BrokerServer
 from broker.topics import TopicManager, topic_id_to_str
@@ -91,6 +92,9 @@ class Broker:
                                        in_cluster=self.cluster is not None)
         self.services.append(self.groups)
         self.services.append(CommittedTrimmer(self))  # retention.committed.groups
+        if config.metrics_listener is not None:  # last: it reads every part above
+            listener = config.metrics_listener
+            self.services.append(MetricsService(self, listener.host, listener.port))
         for service in self.services:
             await service.start()
         await self.server.start()

@@ -104,6 +104,8 @@ _BROKER_DEFAULTS = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "leader.imbalance.per.broker.percentage": "10",
+    # Ebb's own: where Prometheus scrapes /metrics (http://host:port); empty keeps metrics off.
+    "ebb.metrics.listener": "",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout.
@@ -161,6 +163,7 @@ class BrokerConfig:
     properties: Mapping[str, str]
     # What the properties file and the overrides set (DescribeConfigs' STATIC_BROKER_CONFIG source).
     explicit_properties: Mapping[str, str] = field(default_factory=dict)
+    metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -256,6 +259,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         topic_defaults=_topic_defaults(merged),
         properties=dict(merged),
         explicit_properties=dict(props),
+        metrics_listener=_metrics_listener(merged["ebb.metrics.listener"]),
     )
 
 
@@ -280,6 +284,17 @@ def _zookeeper_connect(value: str) -> str | None:
         if not name or not port.isdigit() or not 0 < int(port) <= 65535:
             raise ConfigError(f"zookeeper.connect: {host.strip()!r} in {value!r} is not host:port")
     return value
+
+
+def _metrics_listener(value: str) -> Listener | None:
+    """`http://host:port` (port 0 picks a free one); empty means no metrics endpoint."""
+    value = value.strip()
+    if not value:
+        return None
+    listener = _listener(value, "ebb.metrics.listener")
+    if listener.name.lower() != "http":
+        raise ConfigError(f"ebb.metrics.listener: {value!r} must be http://host:port")
+    return listener
 
 
 def _split(value: str) -> list[str]:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Hashable, Iterable
 
 import structlog
 
+from broker.metrics.requests import note_parked
+
 log = structlog.get_logger("purgatory")
 
 
@@ -41,6 +43,7 @@ class Purgatory:
         self.name = name
         self._watchers: dict[Hashable, set[_Waiter]] = {}
         self._parked = 0
+        self.expired = 0  # waits that ended at their timeout (a metric)
 
     def __len__(self) -> int:
         """Operations waiting now."""
@@ -48,6 +51,10 @@ class Purgatory:
 
     def watched(self, key: Hashable) -> int:
         return len(self._watchers.get(key, ()))
+
+    def watch_count(self) -> int:
+        """(operation, key) pairs watched now: Kafka's PurgatorySize."""
+        return sum(len(watchers) for watchers in self._watchers.values())
 
     async def wait(self, keys: Iterable[Hashable], check: Callable[[], bool], timeout_ms: int) -> bool:
         """True as soon as `check()` holds (now or after a `notify` of one of `keys`); False once
@@ -64,10 +71,14 @@ class Purgatory:
             self._watchers.setdefault(key, set()).add(waiter)
         self._parked += 1
         timer = loop.call_later(timeout_ms / 1000, _settle, future, False)
+        parked_at = loop.time()
         try:
-            return await future
+            done = await future
+            self.expired += not done
+            return done
         finally:
             timer.cancel()
+            note_parked(loop.time() - parked_at)  # the request's remote time
             self._parked -= 1
             for key in keys:
                 watchers = self._watchers.get(key)

@@ -12,11 +12,13 @@ A malformed frame, an unknown API or an unsupported version closes that connecti
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
 import structlog
 
 from broker.handlers import REGISTRY, CloseConnection
+from broker.metrics.requests import RequestMetrics, RequestTiming
 from protocol import framing
 from protocol.errors import ProtocolError
 
@@ -33,7 +35,8 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.host = ""
         self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
-        self.queue: deque[bytearray] = deque()
+        self.queue: deque[tuple[bytearray, float]] = deque()  # (frame, when it arrived)
+        self.timing: RequestTiming | None = None  # the request being served (metrics)
         self.worker: asyncio.Task | None = None
         self.writable = asyncio.Event()
         self.writable.set()
@@ -60,7 +63,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         if not frames:
             return
-        self.queue.extend(frames)
+        arrived = time.perf_counter()
+        self.queue.extend((frame, arrived) for frame in frames)
         if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True
@@ -85,19 +89,22 @@ class Connection(asyncio.BufferedProtocol):
     async def _serve_queue(self) -> None:
         try:
             while self.queue and not self.closed and not self.server.stopping:
-                frame = self.queue.popleft()
+                frame, arrived = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self.transport.resume_reading()
                     self.reading_paused = False
-                if not await self._serve(frame):
+                if not await self._serve(frame, arrived):
                     return
                 await self.writable.wait()
+                if self.timing is not None:
+                    self.timing.sent()
+                    self.timing = None
         finally:
             self.worker = None
             if self.queue and not self.closed and not self.server.stopping:  # arrived while finishing
                 self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
 
-    async def _serve(self, frame: bytearray) -> bool:
+    async def _serve(self, frame: bytearray, arrived: float) -> bool:
         """Serve one request; False when the connection must close."""
         try:
             api_key, version, correlation_id = framing.peek_request(frame)
@@ -116,6 +123,7 @@ class Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             return self._drop("malformed request", api=handler.name, version=version, error=exc.message)
         request.client_host = self.host  # group members are described with the address they connect from
+        self.timing = self.server.request_metrics.begin(handler.name, arrived)
         try:
             response = await handler.fn(self.broker, request)
         except asyncio.CancelledError:
@@ -126,6 +134,7 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer,
                           client_id=request.header.client_id)
             return self._drop("handler failed", api=handler.name)
+        self.timing.handled(response)
         if response is None or self.closed:
             return True
         try:
@@ -150,6 +159,7 @@ class BrokerServer:
         self.servers: list[asyncio.base_events.Server] = []
         self.connections: set[Connection] = set()
         self.stopping = False
+        self.request_metrics = RequestMetrics()  # counts and times every request served (the metrics)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -182,6 +182,8 @@ async def produce(broker, request) -> ProduceResponse | None:
             except (PartitionError, LogError) as exc:
                 results.append(_error(index, exc.error_code, exc.message, partition))
                 continue
+            if not result.duplicate:
+                replicas.counters.produced(topic.name, len(records), result.last_offset - result.base_offset + 1)
             response = _PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
                                           log_append_time_ms=result.log_append_time,
                                           log_start_offset=result.log_start_offset)

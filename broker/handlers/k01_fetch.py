@@ -123,6 +123,8 @@ async def fetch(broker, request) -> FetchResponse:
     chunks = await replicas.read_slices([w.read.slices if w.read is not None else () for w in wanted])
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
+        if records and w.partition is not None:
+            replicas.counters.fetched(w.partition.topic_partition.topic, len(records), by_follower=follower)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
 
 

@@ -38,6 +38,8 @@ POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, U
 
 from __future__ import annotations
 
+import time
+
 import structlog
 
 from broker.handlers import handles
@@ -58,6 +60,14 @@ async def delete_records(broker, request) -> DeleteRecordsResponse:
     body = request.body
     version = request.api_version
     leader_only = version >= 3 and body.leader_only
+    started = time.perf_counter()
+    response = await _delete_records(broker, body, version, leader_only)
+    broker.replicas.counters.delete_latency["leader_only" if leader_only else "all_replicas"].observe(
+        time.perf_counter() - started)
+    return response
+
+
+async def _delete_records(broker, body, version: int, leader_only: bool) -> DeleteRecordsResponse:
     refused = version >= 3 and not broker.config.delete_records_v3_enable
     asked: dict[tuple[str, int], int] = {}
     for topic in body.topics:

@@ -41,6 +41,7 @@ from broker.log.io import LogIO, remove_tree, unlink_all
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
+from broker.log.retention import cause_of_next_deletion
 
 logger = structlog.get_logger(__name__)
 
@@ -129,6 +130,8 @@ class LogManager:
         self.had_clean_shutdown = False
         # Called with a partition whose log start offset retention moved (the replicas tell followers).
         self.retention_listeners: list[Callable[[TopicPartition], None]] = []
+        # Told (cause, records, bytes) after each retention deletion, for the metrics.
+        self.deletion_listeners: list[Callable[[str, int, int], None]] = []
 
         self.start_offsets = _CheckpointFile(
             self.log_dir / checkpoint.LOG_START_OFFSET_CHECKPOINT, self._io, self._start_offset_snapshot
@@ -474,11 +477,15 @@ class LogManager:
         """One retention pass over every log; returns the segments deleted."""
         total = 0
         for log in list(self._logs.values()):
-            before = log.log_start_offset
+            before, size_before = log.log_start_offset, log.size_bytes
+            cause = None if log.offline else cause_of_next_deletion(log, now_ms)
             try:
                 total += await log.delete_old_segments(now_ms)
             except LogError as exc:
                 logger.error("retention failed", partition=str(log.topic_partition), error=exc.message)
+            if cause is not None:
+                for deleted in self.deletion_listeners:
+                    deleted(cause, log.log_start_offset - before, size_before - log.size_bytes)
             if log.log_start_offset != before:
                 for listener in self.retention_listeners:
                     listener(log.topic_partition)

@@ -22,8 +22,9 @@ from typing import Any, TypeVar
 
 import structlog
 
-from broker.log import FileSlice, StorageError, TopicPartition
+from broker.log import FileSlice, StartOffsetReason, StorageError, TopicPartition
 from broker.log.slices import SliceReader
+from broker.metrics.data_path import DELETION_CAUSES, DataPathCounters
 from broker.purgatory import Purgatory
 from broker.replica.fetcher import ReplicaFetcher
 from broker.replica.partition import Partition, PartitionError
@@ -44,6 +45,7 @@ class ReplicaManager:
         self.fetches = Purgatory("fetch")
         self.produces = Purgatory("produce")
         self.deletions = Purgatory("delete-records")
+        self.counters = DataPathCounters()  # bytes in and out, deletions, ISR changes (the metrics)
         self.producer_ids: ProducerIdManager | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._slices: SliceReader | None = None
@@ -68,6 +70,7 @@ class ReplicaManager:
         self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
         self._slices = SliceReader(self._executor)
         self.broker.logs.retention_listeners.append(self._retention_moved_start)
+        self.broker.logs.deletion_listeners.append(self.counters.deleted)
         self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
         # Become leader of everything hosted here now, not at first use: the high watermark of a log
         # recovered after a crash catches up with its log end offset before anyone reads it.
@@ -260,7 +263,10 @@ class ReplicaManager:
 
         async def change() -> None:
             try:
+                before = set(partition.isr)
                 await cluster.alter_isr(partition, isr)
+                if partition.isr != before:
+                    self.counters.isr_changed(before, partition.isr)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -297,6 +303,9 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is not None and partition.is_leader:
             self.log_start_offset_moved(partition)
+
+    def records_deleted(self, partition: Partition, reason: StartOffsetReason, records: int, size: int) -> None:
+        self.counters.deleted(DELETION_CAUSES.get(reason, reason.name.lower()), records, size)
 
     def log_start_offset_moved(self, partition: Partition) -> None:
         # parked follower fetches answer at once with the new start (k01_fetch._start_moved)

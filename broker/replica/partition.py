@@ -90,6 +90,7 @@ class PartitionHost(Protocol):
     def appended(self, partition: Partition) -> None: ...
     def high_watermark_moved(self, partition: Partition) -> None: ...
     def log_start_offset_moved(self, partition: Partition) -> None: ...
+    def records_deleted(self, partition: Partition, reason: StartOffsetReason, records: int, size: int) -> None: ...
     def is_alive(self, broker_id: int) -> bool: ...
     def request_isr_change(self, partition: Partition, isr: set[int]) -> None: ...
     async def run_io(self, fn: Callable[..., T], *args: object) -> T: ...
@@ -191,11 +192,18 @@ class Partition:
             log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
             self.host.high_watermark_moved(self)
         if leader_log_start_offset > log_.log_start_offset:
-            before = log_.log_start_offset
-            log_.move_log_start_offset(min(leader_log_start_offset, log_.high_watermark),
-                                       StartOffsetReason.LEADER_OFFSET_INCREMENTED)
-            return log_.log_start_offset != before
+            return self._move_start(min(leader_log_start_offset, log_.high_watermark),
+                                    StartOffsetReason.LEADER_OFFSET_INCREMENTED)
         return False
+
+    def _move_start(self, offset: int, reason: StartOffsetReason) -> bool:
+        """Move the log start offset; True when it moved (the host learns what went, for the metrics)."""
+        before, size_before = self.log.log_start_offset, self.log.size_bytes
+        self.log.move_log_start_offset(offset, reason)
+        if self.log.log_start_offset == before:
+            return False
+        self.host.records_deleted(self, reason, self.log.log_start_offset - before, size_before - self.log.size_bytes)
+        return True
 
     async def finish_following_start(self) -> None:
         await self.log.make_start_offset_durable()
@@ -373,9 +381,7 @@ class Partition:
         checkpoint write covers them."""
         self.check_leader()
         wanted = self.log.high_watermark if offset == -1 else offset
-        before = self.log.log_start_offset
-        self.log.move_log_start_offset(wanted, reason)
-        return wanted, self.log.log_start_offset != before
+        return wanted, self._move_start(wanted, reason)
 
     async def finish_delete_records(self, moved: bool) -> None:
         await self.log.make_start_offset_durable()

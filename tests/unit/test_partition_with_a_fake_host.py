@@ -32,6 +32,9 @@ class FakeHost:
     def log_start_offset_moved(self, partition):
         self.events.append(("log start", partition.log_start_offset))
 
+    def records_deleted(self, partition, reason, records, size):
+        self.events.append(("deleted", records))
+
     def is_alive(self, broker_id):
         return broker_id in self.alive
 

@@ -1,0 +1,145 @@
+"""Per-API request metrics, Kafka's RequestMetrics: how many requests, which error codes their
+responses carried, and where each one's time went.
+
+The network layer (broker/server.py) opens a RequestTiming when it starts serving a request and
+closes it once the answer is handed to the socket. Phases, as Kafka splits TotalTimeMs:
+  request queue  arrival of the frame -> the handler starts (waiting behind earlier requests of the
+                 same connection, which are served in order);
+  local          the handler's own work;
+  remote         time parked in a purgatory (Produce acks=-1, a long-poll Fetch, DeleteRecords);
+                 purgatories add to it through `note_parked`;
+  response send  the answer handed over -> the socket's write buffer has room again.
+Everything is a plain int or float updated in place; the collector reads them at scrape time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+
+from broker.metrics.histogram import Histogram
+from protocol.errors import ErrorCode
+
+PHASES = ("requestqueuetime", "localtime", "remotetime", "responsesendtime", "totaltime")
+
+# The timing of the request the current task is serving; the purgatory adds its parked time to it.
+_current: ContextVar[RequestTiming | None] = ContextVar("ebb_request_timing", default=None)
+
+
+def note_parked(seconds: float) -> None:
+    """A purgatory wait of the request being served ended after `seconds` (its remote time)."""
+    timing = _current.get()
+    if timing is not None:
+        timing.remote += seconds
+
+
+class _ApiStats:
+    __slots__ = ("requests", "errors", "phases")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.errors: dict[int, int] = {}  # error code -> how many times a response carried it
+        self.phases = tuple(Histogram() for _ in PHASES)
+
+
+class RequestTiming:
+    __slots__ = ("_metrics", "api", "arrived", "started", "handled_at", "remote")
+
+    def __init__(self, metrics: RequestMetrics, api: str, arrived: float) -> None:
+        self._metrics = metrics
+        self.api = api
+        self.arrived = arrived
+        self.started = time.perf_counter()
+        self.handled_at = self.started
+        self.remote = 0.0
+
+    def handled(self, response: object | None) -> None:
+        """The handler returned `response` (None: no answer is due, e.g. Produce acks=0)."""
+        self.handled_at = time.perf_counter()
+        _current.set(None)
+        stats = self._metrics.stats(self.api)
+        stats.requests += 1
+        if response is not None:
+            count_errors(response, stats.errors)
+
+    def sent(self) -> None:
+        """The answer is in the socket's hands and its write buffer has room: the request is done."""
+        now = time.perf_counter()
+        stats = self._metrics.stats(self.api)
+        queue, local_and_remote = self.started - self.arrived, self.handled_at - self.started
+        remote = min(self.remote, local_and_remote)
+        for histogram, value in zip(stats.phases, (queue, local_and_remote - remote, remote, now - self.handled_at,
+                                                   now - self.arrived), strict=True):
+            histogram.observe(value)
+
+
+class RequestMetrics:
+    def __init__(self) -> None:
+        self._apis: dict[str, _ApiStats] = {}
+
+    def stats(self, api: str) -> _ApiStats:
+        stats = self._apis.get(api)
+        if stats is None:
+            stats = self._apis[api] = _ApiStats()
+        return stats
+
+    def begin(self, api: str, arrived: float) -> RequestTiming:
+        """Start timing a request that arrived at `arrived` (time.perf_counter()) and whose handler
+        runs now, in the current task."""
+        timing = RequestTiming(self, api, arrived)
+        _current.set(timing)
+        return timing
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests served, by API (Kafka's RequestsPerSec)", labels=["request"])
+        errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
+                                     "Error codes in responses, by API and error, NONE included "
+                                     "(Kafka's ErrorsPerSec)", labels=["request", "error"])
+        phases = [HistogramMetricFamily(f"kafka_network_requestmetrics_{phase}_seconds",
+                                        f"Request {phase} in seconds, by API (Kafka's {phase} in ms)",
+                                        labels=["request"]) for phase in PHASES]
+        for api, stats in sorted(self._apis.items()):
+            requests.add_metric([api], stats.requests)
+            for code, count in sorted(stats.errors.items()):
+                errors.add_metric([api, _error_name(code)], count)
+            for family, histogram in zip(phases, stats.phases, strict=True):
+                family.add_metric([api], histogram.cumulative(), histogram.sum)
+        yield requests
+        yield errors
+        yield from phases
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+# Per response class (from its spec): whether it has an ErrorCode, and its arrays of structs to walk.
+_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+def count_errors(struct: object, into: dict[int, int]) -> None:
+    """Add every error code a response carries (top level and nested, e.g. per partition) to `into`,
+    as Kafka's AbstractResponse.errorCounts does."""
+    plan = _PLANS.get(type(struct))
+    if plan is None:
+        plan = _PLANS[type(struct)] = _plan(struct)
+    has_error, nested = plan
+    if has_error:
+        code = struct.error_code
+        into[code] = into.get(code, 0) + 1
+    for name in nested:
+        for item in getattr(struct, name) or ():
+            count_errors(item, into)
+
+
+def _plan(struct: object) -> tuple[bool, tuple[str, ...]]:
+    specs = getattr(type(struct), "_specs", ())
+    nested = tuple(spec.attr for spec in specs if spec.is_array and spec.is_struct)
+    return any(spec.attr == "error_code" for spec in specs), nested

@@ -1,0 +1,77 @@
+"""The metrics service: builds the registry of collectors from the broker's parts and serves it on
+`ebb.metrics.listener`. Started after the other services, stopped before them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from broker.metrics.controller import ControllerCollector
+from broker.metrics.groups import GroupCollector
+from broker.metrics.http import MetricsEndpoint
+from broker.metrics.network import NetworkCollector
+from broker.metrics.partitions import PartitionCollector
+from broker.metrics.purgatories import PurgatoryCollector
+
+
+class BrokerControllerView:
+    """The controller's gauges from the topics' partition states and the cluster view (none on a
+    single broker, which is its own controller)."""
+
+    def __init__(self, topics: Any, cluster: Any | None, logs: Any) -> None:
+        self._topics = topics
+        self._cluster = cluster
+        self._logs = logs
+
+    def is_active_controller(self) -> bool:
+        return self._cluster is None or self._cluster.controller.active
+
+    def offline_partition_count(self) -> int:
+        cluster = self._cluster
+        if cluster is None:  # every partition is led here unless its log is offline
+            return len(self._logs.offline_partitions)
+        offline = 0
+        for topic in self._topics.all():
+            for index in topic.replicas:
+                state = topic.states.get(index)
+                leader = -1 if state is None else int(state["leader"])
+                offline += leader < 0 or not cluster.is_alive(leader)
+        return offline
+
+    def topics_to_delete(self) -> int:
+        return 0 if self._cluster is None else len(self._cluster.deletions.marked)
+
+    def topic_count(self) -> int:
+        return len(self._topics.all())
+
+    def partition_count(self) -> int:
+        return sum(len(topic.replicas) for topic in self._topics.all())
+
+
+def build_registry(broker: Any) -> CollectorRegistry:
+    """Every collector, reading the broker's parts through their narrow views."""
+    registry = CollectorRegistry(auto_describe=False)
+    replicas = broker.replicas
+    registry.register(NetworkCollector(broker.server.connections, broker.server.request_metrics))
+    registry.register(PartitionCollector(replicas, broker.logs))
+    registry.register(replicas.counters)
+    registry.register(PurgatoryCollector([replicas.produces, replicas.fetches, replicas.deletions]))
+    registry.register(ControllerCollector(BrokerControllerView(broker.topics, broker.cluster, broker.logs)))
+    registry.register(GroupCollector(broker.groups))
+    return registry
+
+
+class MetricsService:
+    def __init__(self, broker: Any, host: str, port: int) -> None:
+        self._broker = broker
+        self._host, self._port = host, port
+        self.endpoint: MetricsEndpoint | None = None
+
+    async def start(self) -> None:
+        self.endpoint = MetricsEndpoint(build_registry(self._broker), self._host, self._port)
+        await self.endpoint.start()
+
+    async def stop(self) -> None:
+        if self.endpoint is not None:
+            await self.endpoint.stop()

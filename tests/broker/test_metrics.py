@@ -1,0 +1,159 @@
+"""Prometheus metrics (broker/metrics/): one real broker process with `ebb.metrics.listener` set,
+scraped over HTTP and parsed with prometheus_client's text parser; values move when they should."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from broker.config import ConfigError, build_config
+from protocol.errors import ErrorCode
+from tests.broker.data_wire import batch, create_topic, delete_records, fetch, produce
+from tests.support.broker_process import free_port
+from tests.support.metrics_scrape import scrape, series_names, value
+
+METRICS_PORT = free_port()
+
+
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    return {"ebb.metrics.listener": f"http://127.0.0.1:{METRICS_PORT}"}
+
+
+@pytest.fixture
+def url(broker) -> str:
+    return f"http://127.0.0.1:{METRICS_PORT}/metrics"
+
+
+def test_produce_moves_bytes_in_the_watermarks_and_the_request_metrics(url, client):
+    create_topic(client, "metered")
+    before = scrape(url)
+    data = batch([b"a", b"bb", b"ccc"])
+    assert produce(client, "metered", 0, data).error_code == ErrorCode.NONE
+    after = scrape(url)
+    topic = {"topic": "metered"}
+    assert value(after, "kafka_server_brokertopicmetrics_bytesin_total", **topic) == len(data)
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", **topic) == 3
+    partition = {"topic": "metered", "partition": "0"}
+    assert value(after, "ebb_partition_highwatermark", **partition) == 3
+    assert value(after, "kafka_log_log_logendoffset", **partition) == 3
+    assert value(after, "kafka_log_log_logstartoffset", **partition) == 0
+    assert value(after, "kafka_log_log_size", **partition) == len(data)
+    assert value(after, "kafka_log_log_numlogsegments", **partition) == 1
+    assert value(after, "ebb_partition_leader", **partition) == 1
+    assert value(after, "kafka_cluster_partition_underreplicated", **partition) == 0
+    produce_requests = {"request": "Produce"}
+    assert value(after, "kafka_network_requestmetrics_requests_total", **produce_requests) == \
+        (value(before, "kafka_network_requestmetrics_requests_total", **produce_requests) or 0) + 1
+    assert value(after, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") >= 1
+    assert value(after, "kafka_network_requestmetrics_totaltime_seconds_count", **produce_requests) >= 1
+    assert value(after, "kafka_server_socketservermetrics_connection_count") >= 1
+
+
+def test_a_long_poll_that_times_out_counts_as_a_fetch_expiration_with_remote_time(url, client):
+    create_topic(client, "quiet")
+    before = scrape(url)
+    answer = fetch(client, "quiet", 0, 0, max_wait_ms=300, min_bytes=1024 * 1024)
+    assert answer.error_code == ErrorCode.NONE
+    after = scrape(url)
+    fetches = {"delayedOperation": "Fetch"}
+    assert value(after, "ebb_purgatory_expirations_total", **fetches) == \
+        value(before, "ebb_purgatory_expirations_total", **fetches) + 1
+    assert value(after, "kafka_server_delayedoperationpurgatory_numdelayedoperations", **fetches) == 0
+    remote = "kafka_network_requestmetrics_remotetime_seconds_sum"
+    # The wait is the request's remote time: at least most of the 300 ms it was parked.
+    assert value(after, remote, request="Fetch") - (value(before, remote, request="Fetch") or 0) >= 0.2
+
+
+def test_delete_records_counts_what_it_deleted_and_its_latency_by_mode(url, client):
+    create_topic(client, "trimmed", configs={"segment.bytes": "100"})  # about one batch per segment
+    for i in range(10):
+        assert produce(client, "trimmed", 0, batch([b"v%d" % i])).error_code == ErrorCode.NONE
+    before = scrape(url)
+    assert delete_records(client, "trimmed", 0, 6).error_code == ErrorCode.NONE
+    assert delete_records(client, "trimmed", 0, 8, version=3, leader_only=True).error_code == ErrorCode.NONE
+    after = scrape(url)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - (value(before, name, **labels) or 0)
+
+    assert grew("ebb_log_deleted_records_total", cause="delete_records") == 8
+    size = "kafka_log_log_size"
+    assert grew("ebb_log_deleted_bytes_total", cause="delete_records") == \
+        value(before, size, topic="trimmed", partition="0") - value(after, size, topic="trimmed", partition="0") > 0
+    assert grew("ebb_delete_records_latency_seconds_count", mode="all_replicas") == 1
+    assert grew("ebb_delete_records_latency_seconds_count", mode="leader_only") == 1
+    assert value(after, "kafka_log_log_logstartoffset", topic="trimmed", partition="0") == 8
+    assert value(after, "ebb_partition_lowwatermark", topic="trimmed", partition="0") == 8
+    assert grew("kafka_network_requestmetrics_errors_total", request="DeleteRecords", error="NONE") == 2
+
+
+def test_the_single_broker_is_its_own_active_controller(url):
+    samples = scrape(url)
+    assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numgroups", state="Stable") == 0
+
+
+def test_only_get_of_metrics_is_served(url):
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(url.replace("/metrics", "/other"), timeout=10)
+    assert missing.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as posted:
+        urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=10)
+    assert posted.value.code == 405
+
+
+@pytest.mark.parametrize("bad", ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://127.0.0.1:99999",
+                                 "http://127.0.0.1"])
+def test_a_bad_metrics_listener_stops_start_up_with_its_name(bad):
+    with pytest.raises(ConfigError, match="ebb.metrics.listener"):
+        build_config({"ebb.metrics.listener": bad})
+
+
+def test_metrics_are_off_unless_asked_for():
+    assert build_config({}).metrics_listener is None
+    assert build_config({"ebb.metrics.listener": "http://127.0.0.1:0"}).metrics_listener.port == 0
+
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "ops" / "grafana" / "ebb.json"
+# PromQL words that are not series names: functions, aggregations, modifiers, Grafana's variables.
+_PROMQL_WORDS = {"sum", "max", "min", "avg", "count", "rate", "increase", "irate", "histogram_quantile", "by",
+                 "without", "on", "ignoring", "group_left", "group_right", "topk", "bottomk", "and", "or",
+                 "unless", "offset", "abs", "delta", "deriv", "clamp_min", "clamp_max", "__rate_interval",
+                 "__interval", "__range"}
+
+
+def series_in(expression: str) -> set[str]:
+    """The series names a PromQL expression reads."""
+    text = re.sub(r"\{[^}]*\}", "", expression)  # label matchers
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)  # label lists
+    text = re.sub(r"\[[^]]*\]", "", text)  # range selectors
+    words = set(re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", text))
+    return {w for w in words if w not in _PROMQL_WORDS and not w.startswith("__")}
+
+
+def test_every_dashboard_query_reads_series_the_broker_exports(url, client):
+    create_topic(client, "dashboard", configs={"segment.bytes": "100"})
+    for i in range(3):
+        assert produce(client, "dashboard", 0, batch([b"d%d" % i])).error_code == ErrorCode.NONE
+    fetch(client, "dashboard", 0, 0)
+    assert delete_records(client, "dashboard", 0, 2).error_code == ErrorCode.NONE
+    exported = series_names(scrape(url))
+    panels = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] != "row"]
+    titles = {p["title"] for p in panels}
+    for wanted in ("Low watermark lag (records)", "Parked DeleteRecords", "DeleteRecords latency",
+                   "Under-replicated and offline partitions", "Bytes in and out by topic", "Consumer groups by state"):
+        assert wanted in titles
+    expressions = [t["expr"] for p in panels for t in p["targets"]]
+    assert len(expressions) >= 20
+    for expression in expressions:
+        names = series_in(expression)
+        assert names, expression
+        assert names <= exported, (expression, names - exported)
