@@ -21,9 +21,11 @@ _topics = itertools.count()
 
 
 @contextlib.contextmanager
-def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = None
-                  ) -> Iterator[dict[int, BrokerProcess]]:
-    brokers = {n: BrokerProcess(root / f"broker-{n}", {**overrides(zk_connect, n), **(extra or {})}) for n in NODES}
+def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = None,
+                  per_node: dict[int, dict[str, str]] | None = None) -> Iterator[dict[int, BrokerProcess]]:
+    """`extra`: settings for every broker; `per_node`: settings for one (node id -> settings)."""
+    brokers = {n: BrokerProcess(root / f"broker-{n}", {**overrides(zk_connect, n), **(extra or {}),
+                                                       **(per_node or {}).get(n, {})}) for n in NODES}
     with contextlib.ExitStack() as stack:
         for process in brokers.values():
             stack.enter_context(process)
