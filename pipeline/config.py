@@ -6,6 +6,7 @@ config must carry plain values only (no sockets, no event loops).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -16,13 +17,14 @@ from .options import (
     OffsetSpec,
     TopicSelection,
     bootstrap_servers,
+    check_known,
     flag,
-    offset_spec,
+    position_spec,
     positive_int,
     topic_selection,
 )
 
-# kafka.* options the client understands, mapped to its keyword arguments. Others are ignored.
+# kafka.* options the client understands, mapped to its keyword arguments. Others are refused.
 _CLIENT_OPTIONS = {
     "kafka.request.timeout.ms": "request_timeout_ms",
     "kafka.retry.backoff.ms": "retry_backoff_ms",
@@ -30,6 +32,18 @@ _CLIENT_OPTIONS = {
     "kafka.socket.connection.setup.timeout.ms": "connect_timeout_ms",
 }
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+_COMMON = {"kafka.bootstrap.servers", "bootstrap.servers", "kafka.client.id", "kafka.security.protocol",
+           *_CLIENT_OPTIONS}
+_READ_OPTIONS = frozenset(name.lower() for name in {
+    *_COMMON, "subscribe", "subscribePattern", "assign", "startingOffsets", "startingOffsetsByTimestamp",
+    "startingTimestamp", "startingOffsetsByTimestampStrategy", "endingOffsets", "endingOffsetsByTimestamp",
+    "endingTimestamp", "failOnDataLoss", "includeHeaders", "minPartitions", "maxOffsetsPerTrigger",
+    "kafka.group.id", "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly"})
+# queryName and checkpointLocation: Spark hands a stream's own settings to its sink as well
+_WRITE_OPTIONS = frozenset(name.lower() for name in {*_COMMON, "topic", "kafka.acks", "queryName",
+                                                     "checkpointLocation"})
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "kafka.group.id", "deleteCommitted", "deleteCommitted.topics",
+                "deleteCommitted.leaderOnly")
 
 
 def _client_options(options: Mapping[str, str]) -> dict[str, int | str]:
@@ -51,25 +65,33 @@ class ReadConfig:
     include_headers: bool = False
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None
+    group_id: str | None = None  # stream only: the consumer group its finished batches are committed to
+    delete_committed: DeleteCommitted | None = None  # stream only
     client: dict = field(default_factory=dict)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, streaming: bool) -> ReadConfig:
+        check_known(options, _READ_OPTIONS, "source")
         bootstrap = bootstrap_servers(options)
         selection = topic_selection(options)
-        starting = offset_spec(options, "startingOffsets", "latest" if streaming else "earliest")
+        starting = position_spec(options, "starting", "latest" if streaming else "earliest")
         ending = None
         if streaming:
-            if options.get("endingOffsets") is not None:
-                raise EbbSourceError("option 'endingOffsets' is for batch queries; a stream has no end")
+            for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
+                if options.get(name) is not None:
+                    raise EbbSourceError(f"option '{name}' is for batch queries; a stream has no end")
         else:
-            ending = offset_spec(options, "endingOffsets", "latest")
+            ending = position_spec(options, "ending", "latest")
             if _names(starting, "latest", LATEST):
                 raise EbbSourceError("option 'startingOffsets' cannot be latest (-1) in a batch query")
             if _names(ending, "earliest", EARLIEST):
                 raise EbbSourceError("option 'endingOffsets' cannot be earliest (-2) in a batch query")
-            if options.get("maxOffsetsPerTrigger") is not None:
-                raise EbbSourceError("option 'maxOffsetsPerTrigger' is for streaming queries")
+            for name in _STREAM_ONLY:
+                if options.get(name) is not None:
+                    raise EbbSourceError(f"option '{name}' is for streaming queries")
+        group_id = options.get("kafka.group.id")
+        if group_id is not None and not group_id.strip():
+            raise EbbSourceError("option 'kafka.group.id' is empty")
         return cls(
             bootstrap=bootstrap,
             selection=selection,
@@ -79,8 +101,39 @@ class ReadConfig:
             include_headers=flag(options, "includeHeaders", False),
             min_partitions=positive_int(options, "minPartitions"),
             max_offsets_per_trigger=positive_int(options, "maxOffsetsPerTrigger"),
+            group_id=group_id,
+            delete_committed=DeleteCommitted.from_options(options, group_id) if streaming else None,
             client=_client_options(options),
         )
+
+
+@dataclass(frozen=True)
+class DeleteCommitted:
+    """deleteCommitted=true: DeleteRecords below what the stream committed, on topics matching `topics`."""
+
+    topics: str  # a regular expression matched against whole topic names
+    leader_only: bool = False
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], group_id: str | None) -> DeleteCommitted | None:
+        enabled = flag(options, "deleteCommitted", False)
+        pattern = options.get("deleteCommitted.topics")
+        leader_only = flag(options, "deleteCommitted.leaderOnly", False)
+        if not enabled:
+            for name in ("deleteCommitted.topics", "deleteCommitted.leaderOnly"):
+                if options.get(name) is not None:
+                    raise EbbSourceError(f"option '{name}' needs deleteCommitted=true")
+            return None
+        if group_id is None:
+            raise EbbSourceError("option 'deleteCommitted' needs kafka.group.id: it deletes what that group committed")
+        if not pattern or not pattern.strip():
+            raise EbbSourceError("option 'deleteCommitted' needs 'deleteCommitted.topics', a regular expression of "
+                                 "the topics it may trim (for example '.*-intermediate')")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise EbbSourceError(f"option 'deleteCommitted.topics' is not a valid regular expression: {exc}") from None
+        return cls(pattern, leader_only)
 
 
 def _names(spec: OffsetSpec, kind: str, sentinel: int) -> bool:
@@ -107,6 +160,7 @@ class WriteConfig:
     def from_options(cls, options: Mapping[str, str], schema) -> WriteConfig:
         from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, ShortType, StringType, StructType
 
+        check_known(options, _WRITE_OPTIONS, "sink")
         bootstrap = bootstrap_servers(options)
         columns = {f.name.lower(): (i, f.dataType) for i, f in enumerate(schema.fields)}
 

@@ -26,10 +26,14 @@ class EbbSourceError(ValueError):
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """startingOffsets/endingOffsets: "earliest", "latest", or per-partition offsets (may hold sentinels)."""
+    """Where reading starts or ends: "earliest", "latest", per-partition offsets (may hold sentinels), one
+    timestamp for every partition, or a timestamp per partition (the *ByTimestamp options)."""
 
-    kind: str  # "earliest" | "latest" | "specific"
-    offsets: OffsetMap | None = None
+    kind: str  # "earliest" | "latest" | "specific" | "timestamp" | "by_timestamp"
+    offsets: OffsetMap | None = None  # offsets ("specific") or timestamps ("by_timestamp")
+    timestamp: int | None = None  # "timestamp": ms since the epoch
+    option: str = ""  # the option it came from, for messages
+    no_match_is_latest: bool = False  # a timestamp after every record: latest, or an error
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,37 @@ class TopicSelection:
     topics: tuple[str, ...] = ()
     pattern: str | None = None
     assigned: tuple[tuple[str, int], ...] = ()
+
+
+# Options of Spark's Kafka connector (and Spark's own) that this source does not implement, with why.
+_REFUSED = {
+    "groupidprefix": "it names a new consumer group for every query run, which no retention setting can "
+                     "follow; set kafka.group.id to a group this query alone uses",
+    "minoffsetspertrigger": "not implemented; use maxOffsetsPerTrigger or a processing-time trigger",
+    "maxtriggerdelay": "not implemented (it only goes with minOffsetsPerTrigger)",
+    "path": "the ebb source takes no path: name topics with subscribe, subscribePattern or assign "
+            "(or the topic option when writing)",
+}
+SECURITY_PROTOCOL = "kafka.security.protocol"
+
+
+def check_known(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
+    """Refuse every option this source does not understand, naming it: an ignored option is a silent surprise."""
+    for name in options:
+        lower = name.lower()
+        if lower in known:
+            continue
+        if lower in _REFUSED:
+            raise EbbSourceError(f"option '{name}' is not supported: {_REFUSED[lower]}")
+        if lower.startswith(("kafka.ssl.", "kafka.sasl.")):
+            raise EbbSourceError(f"option '{name}' is not supported: Ebb's pipeline speaks PLAINTEXT only for now")
+        kind = "Kafka client setting" if lower.startswith("kafka.") else "option"
+        raise EbbSourceError(f"{kind} '{name}' is not supported by the ebb {what}; it understands "
+                             f"{', '.join(sorted(known))}")
+    protocol = options.get(SECURITY_PROTOCOL)
+    if protocol is not None and protocol.strip().upper() != "PLAINTEXT":
+        raise EbbSourceError(f"option '{SECURITY_PROTOCOL}' is {protocol!r}: Ebb's pipeline speaks PLAINTEXT only "
+                             "for now, and will not send data unprotected when security was asked for")
 
 
 def bootstrap_servers(options: Mapping[str, str]) -> str:
@@ -101,10 +136,46 @@ def topic_selection(options: Mapping[str, str]) -> TopicSelection:
     return TopicSelection(assigned=tuple(sorted({(t, p) for t, ps in parsed.items() for p in ps})))
 
 
+def position_spec(options: Mapping[str, str], which: str, default: str) -> OffsetSpec:
+    """The start ("starting") or end ("ending") of a read from the one option that gives it: <which>Offsets,
+    <which>OffsetsByTimestamp or <which>Timestamp."""
+    names = [f"{which}Offsets", f"{which}OffsetsByTimestamp", f"{which}Timestamp"]
+    given = [name for name in names if options.get(name) is not None]
+    if len(given) > 1:
+        raise EbbSourceError(f"give only one of the options {', '.join(names)} (got {', '.join(given)})")
+    if which == "starting":
+        strategy = options.get("startingOffsetsByTimestampStrategy", "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise EbbSourceError(
+                f"option 'startingOffsetsByTimestampStrategy' must be error or latest, not {strategy!r}")
+        latest_if_none = strategy == "latest"
+    else:
+        latest_if_none = True  # the connector's rule for an end: no record that recent means the latest offset
+    if not given or given[0] == names[0]:
+        return offset_spec(options, names[0], default)
+    raw = options[given[0]].strip()
+    if given[0] == names[2]:
+        if not raw.isdigit():
+            raise EbbSourceError(f"option '{given[0]}' must be a time in milliseconds since the epoch, not {raw!r}")
+        return OffsetSpec("timestamp", timestamp=int(raw), option=given[0], no_match_is_latest=latest_if_none)
+    example = 'JSON like {"topic":{"0":1700000000000,"1":1700000000000}} (ms since the epoch)'
+    try:
+        parsed = json.loads(raw)
+    except ValueError as exc:
+        raise EbbSourceError(f"option '{given[0]}' must be {example}; {raw!r} is not JSON: {exc}") from None
+    def valid(parts) -> bool:
+        return isinstance(parts, dict) and bool(parts) and all(
+            p.isdigit() and type(t) is int and t >= 0 for p, t in parts.items())
+    if not isinstance(parsed, dict) or not parsed or not all(valid(parts) for parts in parsed.values()):
+        raise EbbSourceError(f"option '{given[0]}' must be {example}, not {raw}")
+    timestamps = {topic: {int(p): t for p, t in parts.items()} for topic, parts in parsed.items()}
+    return OffsetSpec("by_timestamp", timestamps, option=given[0], no_match_is_latest=latest_if_none)
+
+
 def offset_spec(options: Mapping[str, str], name: str, default: str) -> OffsetSpec:
     raw = options.get(name, default).strip()
     if raw.lower() in ("earliest", "latest"):
-        return OffsetSpec(raw.lower())
+        return OffsetSpec(raw.lower(), option=name)
     example = '"earliest", "latest" or JSON like {"topic":{"0":23,"1":-2}} (-2 earliest, -1 latest)'
     try:
         parsed = json.loads(raw)
@@ -122,7 +193,7 @@ def offset_spec(options: Mapping[str, str], name: str, default: str) -> OffsetSp
                 raise EbbSourceError(f"option '{name}': {topic!r} partition {partition!r} offset {offset!r}: "
                                      "partitions are numbers >= 0, offsets are >= 0, -1 (latest) or -2 (earliest)")
             offsets.setdefault(topic, {})[int(partition)] = offset
-    return OffsetSpec("specific", offsets)
+    return OffsetSpec("specific", offsets, option=name)
 
 
 def to_json_offsets(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:

@@ -77,35 +77,52 @@ async def topic_partitions(admin: Admin, config: ReadConfig, *, allow_missing: b
     return sorted(assigned & set(found))
 
 
-async def resolve_offsets(admin: Admin, partitions: list[TopicPartition], spec: OffsetSpec, option: str) -> Offsets:
-    """Each partition's offset under an offset spec, sentinels looked up with ListOffsets."""
-    if spec.kind != "specific":
+async def resolve_offsets(admin: Admin, partitions: list[TopicPartition], spec: OffsetSpec) -> Offsets:
+    """Each partition's offset under a spec: sentinels and timestamps looked up with ListOffsets."""
+    if spec.kind in ("earliest", "latest"):
         return await (admin.earliest_offsets if spec.kind == "earliest" else admin.latest_offsets)(partitions)
-    given = {TopicPartition(t, p): o for t, parts in spec.offsets.items() for p, o in parts.items()}
-    if set(given) != set(partitions):
-        def names(tps):
-            return ", ".join(map(str, sorted(tps))) or "none"
-        raise EbbSourceError(
-            f"option '{option}' must give an offset for every partition read (-2 earliest, -1 latest). "
-            f"Missing: {names(set(partitions) - set(given))}; not read: {names(set(given) - set(partitions))}")
-    lookups = {tp: o for tp, o in given.items() if o < 0}
+    if spec.kind == "timestamp":
+        given = dict.fromkeys(partitions, spec.timestamp)
+    else:
+        given = {TopicPartition(t, p): o for t, parts in spec.offsets.items() for p, o in parts.items()}
+        if set(given) != set(partitions):
+            def names(tps):
+                return ", ".join(map(str, sorted(tps))) or "none"
+            what = "a timestamp" if spec.kind == "by_timestamp" else "an offset"
+            sentinels = "" if spec.kind == "by_timestamp" else " (-2 earliest, -1 latest)"
+            raise EbbSourceError(
+                f"option '{spec.option}' must give {what} for every partition read{sentinels}. "
+                f"Missing: {names(set(partitions) - set(given))}; not read: {names(set(given) - set(partitions))}")
+    by_time = spec.kind in ("timestamp", "by_timestamp")
+    lookups = given if by_time else {tp: o for tp, o in given.items() if o < 0}
     if lookups:
+        no_match = []
         for tp, result in (await admin.list_offsets(lookups)).items():
             if not result.ok:
                 raise EbbSourceError(f"cannot look up the offsets of {tp}: {result.error.name}")
+            if by_time and result.offset < 0:  # no record at or after that time
+                no_match.append(tp)
             given[tp] = result.offset
+        if no_match and not spec.no_match_is_latest:
+            raise EbbSourceError(
+                f"option '{spec.option}': no record of {', '.join(map(str, sorted(no_match)))} has a timestamp at "
+                "or after the one given. Set startingOffsetsByTimestampStrategy=latest to start those at the latest "
+                "offset instead")
+        if no_match:
+            given.update(await admin.latest_offsets(no_match))
     return given
 
 
 async def plan_batch(config: ReadConfig) -> list[OffsetRange]:
     async with connect(config) as admin:
         partitions = await topic_partitions(admin, config)
-        starts = await resolve_offsets(admin, partitions, config.starting, "startingOffsets")
-        ends = await resolve_offsets(admin, partitions, config.ending, "endingOffsets")
+        starts = await resolve_offsets(admin, partitions, config.starting)
+        ends = await resolve_offsets(admin, partitions, config.ending)
     ranges = []
     for tp in partitions:
         if starts[tp] > ends[tp]:
-            raise EbbSourceError(f"{tp}: startingOffsets {starts[tp]} is after endingOffsets {ends[tp]}")
+            raise EbbSourceError(f"{tp}: {config.starting.option} {starts[tp]} is after "
+                                 f"{config.ending.option} {ends[tp]}")
         if starts[tp] < ends[tp]:
             ranges.append(OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]))
     return split_ranges(ranges, config.min_partitions)
@@ -146,7 +163,7 @@ def data_loss(config: ReadConfig, message: str) -> None:
 
 async def stream_start(admin: Admin, config: ReadConfig) -> Offsets:
     partitions = await topic_partitions(admin, config)
-    return await resolve_offsets(admin, partitions, config.starting, "startingOffsets")
+    return await resolve_offsets(admin, partitions, config.starting)
 
 
 async def latest_now(admin: Admin, config: ReadConfig) -> Offsets:

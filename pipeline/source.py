@@ -38,7 +38,8 @@ from .planning import (
     stream_ranges,
     stream_start,
 )
-from .transfer import read_range, write_rows
+from .progress import GroupProgress
+from .transfer import check_topic_exists, read_range, write_rows
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "timestampType int")
@@ -62,11 +63,20 @@ class EbbDataSource(DataSource):
     def writer(self, schema, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise EbbSourceError("save mode overwrite is not supported: a topic can only be appended to")
-        return EbbBatchWriter(WriteConfig.from_options(self.options, schema))
+        return EbbBatchWriter(_checked(WriteConfig.from_options(self.options, schema)))
 
     def streamWriter(self, schema, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite means output mode "complete": like the Kafka sink, each batch appends the whole result
-        return EbbStreamWriter(WriteConfig.from_options(self.options, schema))
+        return EbbStreamWriter(_checked(WriteConfig.from_options(self.options, schema)))
+
+
+def _checked(config: WriteConfig) -> WriteConfig:
+    """Spark creates writers on the driver before any task runs: a missing topic fails here, not after
+    the whole computation."""
+    if config.topic is not None:
+        quiet_client_logs()
+        asyncio.run(check_topic_exists(config))
+    return config
 
 
 def _read(config: ReadConfig, partition):
@@ -101,9 +111,10 @@ class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: dict | None = None
         self._runner: asyncio.Runner | None = None
         self._admin: Admin | None = None
+        self._progress: GroupProgress | None = None
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_runner": None, "_admin": None}
+        return {**self.__dict__, "_runner": None, "_admin": None, "_progress": None}
 
     def _call(self, operation):
         """Run `operation(admin)` on the kept connection; after a failure the next call reconnects."""
@@ -138,6 +149,11 @@ class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = self._call(lambda admin: latest_now(admin, self.config))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        # `start` ends a batch already in the commit log (pipeline/progress.py): report it to the group
+        if self.config.group_id is not None:
+            if self._progress is None:
+                self._progress = GroupProgress(self.config)
+            self._progress.batch_done(self._call, from_json_offsets(start))
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         start_offsets = from_json_offsets(start)
         end = self._call(lambda admin: latest_for_stream(admin, self.config, start_offsets, self._available_now,
@@ -151,10 +167,12 @@ class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.config, partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: like the Kafka connector, offsets live in the query's checkpoint only."""
+        """Nothing to do: Spark calls this a batch late (never for the last one); latestOffset reports progress."""
 
     def stop(self) -> None:
         # Spark may kill this process instead of calling stop(): nothing here may matter for correctness.
+        if self._progress is not None:
+            self._progress.close()
         if self._runner is not None:
             self._close_admin()
             self._runner.close()

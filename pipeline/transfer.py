@@ -183,6 +183,13 @@ class _RowProducer:
         self.buffer, self.buffered_bytes, self.buffered_records = {}, 0, 0
 
 
+async def check_topic_exists(config: WriteConfig) -> None:
+    async with Admin(config.bootstrap, **config.client) as admin:
+        info = (await admin.describe_topics([config.topic]))[config.topic]
+    if not info.partitions:
+        raise EbbSourceError(f"topic {config.topic!r} does not exist on {config.bootstrap}")
+
+
 def write_rows(config: WriteConfig, rows: Iterable) -> int:
     """Produce every row; return how many. Raises on the first partition the broker refuses."""
     quiet_client_logs()
