@@ -5,6 +5,8 @@ Partition.fetchOffsetForTimestamp):
 - -1 LATEST: the high watermark for consumers (ReplicaId -1) reading uncommitted, the last stable
   offset for READ_COMMITTED (equal while there are no transactions), the log end offset for
   brokers and the debugging id (-2); LeaderEpoch is the current leader epoch;
+- ReplicaId -2 (the debugging id, what Kafka's GetOffsetShell-style tools send) is answered by a
+  follower too, from its own log (log end, log start, timestamps); any other id needs the leader;
 - -2 EARLIEST and -4 EARLIEST_LOCAL (v8+): the log start offset (no tiered storage, so the local
   start is the start);
 - -3 MAX_TIMESTAMP (v7+): the first record holding the largest timestamp, with that timestamp (the
@@ -39,6 +41,7 @@ log = structlog.get_logger("list_offsets")
 
 API_KEY = 2
 CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2  # answered by any replica, leader or follower (Kafka's fetchOnlyFromLeader=false)
 READ_COMMITTED = 1
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
@@ -56,6 +59,7 @@ async def list_offsets(broker, request) -> ListOffsetsResponse:
     version = request.api_version
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
     client = body.replica_id == CONSUMER_REPLICA_ID
+    leader_only = body.replica_id != DEBUGGING_REPLICA_ID
     committed = version >= 2 and body.isolation_level == READ_COMMITTED
     topics = []
     for topic in body.topics:
@@ -72,7 +76,8 @@ async def list_offsets(broker, request) -> ListOffsetsResponse:
                 continue
             try:
                 partition = broker.replicas.partition(topic.name, index)
-                partition.check_leader()
+                if leader_only:
+                    partition.check_leader()
                 partition.check_leader_epoch(asked.current_leader_epoch)
                 results.append(await _offset(broker, partition, index, timestamp, client, committed))
             except (PartitionError, LogError) as exc:

@@ -95,6 +95,28 @@ def test_followers_refuse_clients(cluster):
         assert list_offsets(client, topic, 0, -1).error_code == E.NOT_LEADER_OR_FOLLOWER
 
 
+def test_a_follower_answers_list_offsets_for_the_debugging_replica_id(cluster):
+    """Kafka answers ReplicaId -2 from any replica (fetchOnlyFromLeader is false only for it), from
+    the replica's own log: its end offset, not the high watermark."""
+    topic = new_topic(cluster)
+    assert produce_to_leader(cluster, topic, [b"v%d" % i for i in range(6)]).error_code == E.NONE
+    leader = leader_of(cluster, topic)
+    with WireClient(leader.port) as client:
+        assert delete_records(client, topic, 0, 2, timeout_ms=30_000).error_code == E.NONE
+    follower = next(b for b in cluster.values() if b is not leader)
+    epoch = partition_state(follower, topic).leader_epoch
+    with WireClient(follower.port) as client:
+        latest = list_offsets(client, topic, 0, -1, replica_id=-2)
+        assert (latest.error_code, latest.offset, latest.leader_epoch) == (E.NONE, 6, epoch)
+        earliest = list_offsets(client, topic, 0, -2, replica_id=-2)
+        assert (earliest.error_code, earliest.offset) == (E.NONE, 2)
+        assert list_offsets(client, topic, 0, -1, replica_id=-2, version=4,
+                            current_leader_epoch=epoch + 1).error_code == E.UNKNOWN_LEADER_EPOCH
+        # A broker's id or a consumer's still needs the leader.
+        assert list_offsets(client, topic, 0, -1, replica_id=1).error_code == E.NOT_LEADER_OR_FOLLOWER
+        assert list_offsets(client, topic, 0, -1).error_code == E.NOT_LEADER_OR_FOLLOWER
+
+
 def test_delete_records_waits_for_every_replica_and_followers_learn_the_start(cluster):
     topic = new_topic(cluster)
     assert produce_to_leader(cluster, topic, [b"v%d" % i for i in range(20)]).error_code == E.NONE
