@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+import structlog
 
 from client import Admin, KafkaClientError, TopicPartition
 
@@ -124,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leader-only", action="store_true",
                         help="DeleteRecords v3 leader-only: do not wait for the followers (KIP-1343)")
     args = parser.parse_args(argv)
+    # stdout is for the table: the client's logs go to stderr, warnings and worse only
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
         re.compile(args.topics)
     except re.error as exc:
