@@ -1,0 +1,52 @@
+"""broker/metrics/ parts that need no broker: the histogram's buckets, the error walk over a
+response, and which retention rule a deletion is counted under."""
+
+from broker.log.config import LogConfig
+from broker.log.retention import SegmentFacts, retention_cause
+from broker.metrics.histogram import Histogram
+from broker.metrics.requests import count_errors
+from protocol.errors import ErrorCode
+from protocol.messages import ProduceResponse
+
+NOW = 1_000_000
+HOUR = 3_600_000
+SEGMENTS = [SegmentFacts(10 * i, 100, NOW - (4 - i) * HOUR) for i in range(4)]
+
+
+def test_histogram_buckets_are_inclusive_and_cumulative():
+    histogram = Histogram((0.1, 1.0))
+    for value in (0.05, 0.1, 0.5, 1.0, 7.0):
+        histogram.observe(value)
+    assert histogram.cumulative() == [("0.1", 2), ("1.0", 4), ("+Inf", 5)]
+    assert histogram.count == 5 and histogram.sum == 8.65
+
+
+def test_every_error_code_in_a_response_is_counted_nested_ones_too():
+    partition = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+    response = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[
+        partition(index=0, error_code=ErrorCode.NONE),
+        partition(index=1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        partition(index=2, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)])])
+    counts: dict[int, int] = {}
+    count_errors(response, counts)
+    assert counts == {ErrorCode.NONE: 1, ErrorCode.NOT_LEADER_OR_FOLLOWER: 2}
+
+
+def config(**overrides) -> LogConfig:
+    return LogConfig.from_properties({"retention.ms": "-1", "retention.bytes": "-1", **overrides})
+
+
+def cause(cfg: LogConfig, log_start_offset: int = 0) -> str | None:
+    return retention_cause(SEGMENTS, cfg, log_start_offset=log_start_offset, high_watermark=40, log_end_offset=40,
+                           now_ms=NOW)
+
+
+def test_a_retention_deletion_is_counted_under_the_rule_that_deletes_most():
+    assert cause(config()) is None
+    assert cause(config(), log_start_offset=25) == "start_offset"
+    assert cause(config(**{"retention.ms": str(int(2.5 * HOUR))})) == "retention_time"
+    assert cause(config(**{"retention.bytes": "150"})) == "retention_size"
+    assert cause(config(**{"retention.min.timestamp": str(NOW - 2 * HOUR - 1)})) == "retention_timestamp"
+    # Time deletes one, size two: size it is; on a tie the earlier rule (time) is named.
+    assert cause(config(**{"retention.ms": str(int(3.5 * HOUR)), "retention.bytes": "150"})) == "retention_size"
+    assert cause(config(**{"retention.ms": str(int(2.5 * HOUR)), "retention.bytes": "150"})) == "retention_time"
