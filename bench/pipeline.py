@@ -1,0 +1,114 @@
+"""format("ebb") beside plain librdkafka: `python -m bench.pipeline [--records N] [--reps N]`.
+
+One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-200 bytes.
+- write: N rows produced by `df.write.format("ebb")` from a DataFrame built in Spark (spark.range,
+  so no Python reading feeds it), beside N records from one confluent-kafka Producer (acks=all,
+  librdkafka's defaults otherwise: batching, no compression).
+- read: the same N records read by `spark.read.format("ebb")...load()` into a no-op sink (every row
+  crosses into the JVM), beside one confluent-kafka Consumer (assigned partitions, no group).
+Spark runs local[2] with the settings of pipeline/session.py; one small read and write go first so
+Python worker start-up is not timed. Prints the median records/s of each and the ratio ebb/librdkafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic, machine_line
+
+PARTITIONS = 4
+
+
+def librdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    started = time.perf_counter()
+    for i, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError("librdkafka did not deliver every record in 120 s")
+    return time.perf_counter() - started
+
+
+def librdkafka_consume(bootstrap: str, topic: str, count: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-pipeline", **CONSUMER_DEFAULTS})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        started, got, deadline = time.perf_counter(), 0, time.monotonic() + 300
+        while got < count and time.monotonic() < deadline:
+            got += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+        if got < count:
+            raise RuntimeError(f"librdkafka read {got} of {count} records")
+        return time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def ebb_write(spark, bootstrap: str, topic: str, count: int) -> float:
+    # 100-200 bytes per value, built by Spark itself
+    df = spark.range(count, numPartitions=2).selectExpr(
+        f"cast(id % {PARTITIONS} as int) as partition",
+        "concat(cast(id as string), ',', repeat('x', 100 + cast(id % 100 as int))) as value")
+    started = time.perf_counter()
+    (df.write.format("ebb").mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+     .save())
+    return time.perf_counter() - started
+
+
+def ebb_read(spark, bootstrap: str, topic: str, count: int) -> float:
+    started = time.perf_counter()
+    (spark.read.format("ebb").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
+     .write.format("noop").mode("append").save())
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args(argv)
+    from pipeline.session import local_session
+
+    rng = random.Random(16)
+    values = [b"x" * rng.randint(100, 200) for _ in range(args.records)]
+    rates: dict[str, list[float]] = {"ebb write": [], "librdkafka write": [], "ebb read": [], "librdkafka read": []}
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as root, Ebb(Path(root)) as broker:
+        bootstrap = broker.bootstrap
+        spark = local_session("bench-pipeline")
+        try:
+            create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
+            ebb_write(spark, bootstrap, "bench-pipeline-warm", 1000)
+            ebb_read(spark, bootstrap, "bench-pipeline-warm", 1000)
+            for rep in range(args.reps):
+                ours, theirs = f"bench-ebb-{rep}", f"bench-rdkafka-{rep}"
+                create_topic(bootstrap, ours, PARTITIONS)
+                create_topic(bootstrap, theirs, PARTITIONS)
+                rates["ebb write"].append(args.records / ebb_write(spark, bootstrap, ours, args.records))
+                rates["librdkafka write"].append(args.records / librdkafka_produce(bootstrap, theirs, values))
+                rates["ebb read"].append(args.records / ebb_read(spark, bootstrap, theirs, args.records))
+                rates["librdkafka read"].append(args.records / librdkafka_consume(bootstrap, theirs, args.records))
+        finally:
+            spark.stop()
+    print(machine_line())
+    print(f"{args.records} records of 100-200 B, {PARTITIONS} partitions, median of {args.reps}")
+    for what in ("write", "read"):
+        ebb, rdkafka = (statistics.median(rates[f"{who} {what}"]) for who in ("ebb", "librdkafka"))
+        print(f"{what:<6} format('ebb') {ebb:>9,.0f} rec/s   librdkafka {rdkafka:>9,.0f} rec/s   "
+              f"ratio {ebb / rdkafka:.2f}")
+
+
+if __name__ == "__main__":
+    main()
