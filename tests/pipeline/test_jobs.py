@@ -31,3 +31,27 @@ def test_key_counts_command_line():
     missing = subprocess.run([sys.executable, "-m", "pipeline.jobs.key_counts", "--source", "a"], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "--bootstrap" in missing.stderr
+
+
+def test_demo_pipeline(spark, broker, bootstrap, tmp_path):
+    from pipeline.jobs import demo
+
+    lines: list[str] = []
+    result = demo.run(spark, bootstrap, broker.data_dir / "logs", tmp_path, records=3000, rounds=2,
+                      segment_bytes=32768, report=lines.append)
+    assert (result.total_records, result.total_amount) == (result.source_records, result.source_amount) == (
+        3000, result.source_amount)
+    last = result.samples[-1].bytes_by_topic
+    # the source keeps everything; each intermediate topic keeps at most its active segment
+    assert last[demo.SOURCE] > 300_000
+    bound = demo.PARTITIONS * 32768
+    assert last[demo.PARSED] <= bound and last[demo.ENRICHED] <= bound, last
+    assert len(lines) == 1 + 2 * 4 and "round 2: stage 3" in lines[-1]
+    demo.draw(result, tmp_path / "demo.png")
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_command_line():
+    done = subprocess.run([sys.executable, "-m", "pipeline.jobs.demo", "--bootstrap", "127.0.0.1:1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--bootstrap and --log-dir go together" in done.stderr
