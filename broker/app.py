@@ -24,6 +24,7 @@ from broker.handlers import load_handlers
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricsService
 from broker.replica import ReplicaManager
+from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
 from broker.topics import TopicManager, topic_id_to_str
 
@@ -44,6 +45,7 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.groups: GroupCoordinator | None = None  # consumer groups and committed offsets
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
+        self.credentials: CredentialStore | None = None  # SCRAM credentials (SASL listeners, KIP-554)
         self.server = BrokerServer(self)
         self.cluster_id = ""
         self.started_at_ms = 0
@@ -63,6 +65,7 @@ class Broker:
         self._lock_log_dir()
         try:
             self.store = await self._open_store()
+            self.credentials = CredentialStore(self.store)
             self.cluster_id = await self._cluster_id()
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
             # The node id is claimed before anything shared is read or changed: a second broker with the
@@ -203,8 +206,12 @@ class Broker:
 
     async def _register(self) -> None:
         listener = self.config.advertised_listener
+        # host/port: the inter-broker listener, which the other brokers use; endpoints: every listener's
+        # advertised address, from which clients get the one of the listener they came in on.
         registration = {"version": 5, "host": listener.host, "port": listener.port, "rack": self.config.rack,
-                        "endpoints": [str(listener)], "timestamp": str(int(time.time() * 1000))}
+                        "endpoints": [str(item) for item in self.config.advertised_listeners],
+                        "listener_security_protocol_map": dict(self.config.listener_protocols),
+                        "timestamp": str(int(time.time() * 1000))}
         path = f"/brokers/ids/{self.config.node_id}"
         try:
             await self.store.register(path, json.dumps(registration).encode())

@@ -17,6 +17,8 @@ import structlog
 
 from broker import listener_security
 from broker.log.config import LogConfig, LogManagerConfig
+from broker.security.sasl_config import SaslListener, sasl_listeners
+from broker.security.tls import TlsListener, TlsSettingError, tls_listener
 from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
 from client import java_properties
 
@@ -134,7 +136,11 @@ class ReplicationConfig:
 class BrokerConfig:
     node_id: int
     listeners: tuple[Listener, ...]
-    advertised_listener: Listener
+    advertised_listener: Listener  # the inter-broker listener's endpoint, which this broker registers
+    advertised_listeners: tuple[Listener, ...]  # per listener name: what its clients are told
+    listener_protocols: Mapping[str, str]  # listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    sasl_listeners: Mapping[str, SaslListener]  # the SASL listeners' mechanisms and PLAIN users
+    tls_listeners: Mapping[str, TlsListener]  # the TLS listeners' SSL contexts
     log_dir: Path
     num_partitions: int
     default_replication_factor: int
@@ -194,15 +200,28 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
     listeners = tuple(_listener(item, "listeners") for item in _split(merged["listeners"]))
     if not listeners:
         raise ConfigError("listeners: at least one listener is required")
-    advertised = _split(merged["advertised.listeners"])
-    advertised_listener = _listener(advertised[0], "advertised.listeners") if advertised else listeners[0]
-    if advertised_listener.host in ("", "0.0.0.0", "::"):
-        raise ConfigError("advertised.listeners: clients need a concrete host, not a wildcard address")
+    advertised = tuple(_listener(item, "advertised.listeners") for item in _split(merged["advertised.listeners"]))
+    for key, listed in (("listeners", listeners), ("advertised.listeners", advertised)):
+        names = [item.name for item in listed]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{key}: each listener needs its own name, got {', '.join(names)}")
     try:
-        listener_security.check(props, [item.name for item in listeners],
-                                [_listener(item, "advertised.listeners").name for item in advertised])
-    except listener_security.SecuritySettingError as exc:
+        protocols = listener_security.check(props, [item.name for item in listeners],
+                                            [item.name for item in advertised])
+        sasl = sasl_listeners(props, protocols)
+        tls = {name: tls_listener(props, name) for name, protocol in protocols.items()
+               if protocol in ("SSL", "SASL_SSL")}
+    except (listener_security.SecuritySettingError, TlsSettingError) as exc:
         raise ConfigError(str(exc)) from None
+    # What clients are told for each listener: its advertised.listeners entry, else the listener itself.
+    by_name = {item.name: item for item in advertised}
+    advertised_listeners = tuple(by_name.get(item.name, item) for item in listeners)
+    for item in advertised_listeners:
+        if item.host in ("", "0.0.0.0", "::"):
+            raise ConfigError(f"advertised.listeners: clients of listener {item.name} need a concrete host, "
+                              f"not a wildcard address")
+    inter_broker = listener_security.inter_broker_listener(props, [item.name for item in listeners])
+    advertised_listener = next(item for item in advertised_listeners if item.name == inter_broker)
     log_dirs = _split(merged.get("log.dirs") or merged.get("log.dir", ""))
     if len(log_dirs) != 1:
         raise ConfigError(f"log.dirs: Ebb uses exactly one log directory, got {len(log_dirs)}")
@@ -221,6 +240,10 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         node_id=_int(merged, "node.id", minimum=0),
         listeners=listeners,
         advertised_listener=advertised_listener,
+        advertised_listeners=advertised_listeners,
+        listener_protocols=protocols,
+        sasl_listeners=sasl,
+        tls_listeners=tls,
         log_dir=Path(log_dirs[0]),
         num_partitions=_int(merged, "num.partitions", minimum=1),
         default_replication_factor=_int(merged, "default.replication.factor", minimum=1),

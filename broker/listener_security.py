@@ -1,17 +1,20 @@
 """Which security each listener asks for, and the security settings Ebb does not honour yet.
 
-Ebb serves PLAINTEXT only (issue #15 builds TLS, SASL and ACLs). An operator who asks for more must
-not get an open broker that looks secured, so every request for security that Ebb cannot keep stops
-start-up with a message naming the property: a listener whose security protocol is not PLAINTEXT, and
-any setting that would change who may connect or what they may do.
+Ebb serves PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners (TLS with PEM keys, SASL PLAIN and
+SCRAM: broker/security/). An operator
+who asks for more must not get an open broker that looks secured, so every request for security that
+Ebb cannot keep stops start-up with a message naming the property: a listener whose security protocol
+Ebb does not serve, and any setting that would change who may connect or what they may do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from broker.security.tls import SERVED_SSL_KEYS
+
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT",)
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 # Kafka's default listener.security.protocol.map: each protocol's name is a listener name for itself.
 DEFAULT_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 
@@ -26,7 +29,7 @@ _REFUSED_NAMES = frozenset({
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "max.connection.creation.rate", "client.quota.callback.class", "security.providers",
 })
-_SEE = "Ebb serves PLAINTEXT only for now (docs/security.md)"
+_SEE = "see docs/security.md for what Ebb serves"
 
 
 class SecuritySettingError(ValueError):
@@ -37,14 +40,17 @@ def is_security_property(key: str) -> bool:
     return key in ACCEPTED or key in _REFUSED_NAMES or key.startswith(_REFUSED_PREFIXES)
 
 
-def check(props: Mapping[str, str], listener_names: Iterable[str], advertised_names: Iterable[str]) -> None:
-    """Raise SecuritySettingError for the first setting Ebb would not honour."""
-    for key in sorted(props):
-        if (key in _REFUSED_NAMES or key.startswith(_REFUSED_PREFIXES)) and props[key].strip():
-            raise SecuritySettingError(f"{key}: not supported; {_SEE}. Remove it rather than run unsecured")
-    protocols = protocol_map(props.get("listener.security.protocol.map", ""))
+def check(props: Mapping[str, str], listener_names: Iterable[str], advertised_names: Iterable[str]) -> dict[str, str]:
+    """Raise SecuritySettingError for the first setting Ebb would not honour; else each listener's
+    security protocol."""
     names, advertised = list(listener_names), list(advertised_names)
-    advertised_first = (advertised or names)[0]
+    protocols = protocol_map(props.get("listener.security.protocol.map", ""))
+    sasl_names = [name for name in names if protocols.get(name, "").startswith("SASL_")]
+    tls_names = [name for name in names if protocols.get(name, "") in ("SSL", "SASL_SSL")]
+    for key in sorted(props):
+        if (key in _REFUSED_NAMES or key.startswith(_REFUSED_PREFIXES)) and props[key].strip() \
+                and not is_sasl_property(key, sasl_names) and not is_tls_property(key, tls_names):
+            raise SecuritySettingError(f"{key}: not supported; {_SEE}. Remove it rather than run unsecured")
     for key, listed in (("listeners", names), ("advertised.listeners", advertised)):
         for name in listed:
             protocol = protocols.get(name)
@@ -53,15 +59,49 @@ def check(props: Mapping[str, str], listener_names: Iterable[str], advertised_na
                     f"{key}: listener {name} has no security protocol in listener.security.protocol.map")
             if protocol not in SERVED_PROTOCOLS:
                 raise SecuritySettingError(f"{key}: listener {name} uses {protocol}, which Ebb does not serve; {_SEE}")
+    if advertised and set(advertised) - set(names):
+        raise SecuritySettingError(f"advertised.listeners: {sorted(set(advertised) - set(names))} are not in listeners")
     inter_broker = props.get("security.inter.broker.protocol", "").strip()
-    if inter_broker and inter_broker not in SERVED_PROTOCOLS:
-        raise SecuritySettingError(f"security.inter.broker.protocol: {inter_broker} is not served; {_SEE}")
+    if inter_broker and inter_broker not in SECURITY_PROTOCOLS:
+        raise SecuritySettingError(f"security.inter.broker.protocol: {inter_broker} is not a security protocol")
     listener = props.get("inter.broker.listener.name", "").strip()
-    if listener and listener != advertised_first:
-        # Brokers reach each other at the one endpoint each registers: the first advertised listener.
+    if listener and listener not in names:
+        raise SecuritySettingError(f"inter.broker.listener.name: {listener} is not one of the listeners {names}")
+    chosen = inter_broker_listener(props, names)
+    if props.get("zookeeper.connect", "").strip() and protocols[chosen] != "PLAINTEXT":
+        # Replication and the controller's requests do not authenticate yet.
         raise SecuritySettingError(
-            f"inter.broker.listener.name: {listener} is not supported; brokers connect over the first "
-            f"advertised listener ({advertised_first})")
+            f"inter.broker.listener.name: brokers of a cluster talk to each other over PLAINTEXT only for now; "
+            f"listener {chosen} is {protocols[chosen]}")
+    return {name: protocols[name] for name in names}
+
+
+def inter_broker_listener(props: Mapping[str, str], names: list[str]) -> str:
+    """The listener brokers use to reach each other: inter.broker.listener.name, else the listener named
+    after security.inter.broker.protocol (PLAINTEXT by default) if there is one, else the first listener."""
+    chosen = props.get("inter.broker.listener.name", "").strip()
+    if chosen:
+        return chosen
+    by_protocol = props.get("security.inter.broker.protocol", "").strip()
+    if by_protocol and by_protocol not in names:
+        raise SecuritySettingError(f"security.inter.broker.protocol: no listener is named {by_protocol}; "
+                                   f"set inter.broker.listener.name to one of {names}")
+    return by_protocol or ("PLAINTEXT" if "PLAINTEXT" in names else names[0])
+
+
+def is_sasl_property(key: str, sasl_listener_names: Iterable[str]) -> bool:
+    """The SASL settings Ebb honours: sasl.enabled.mechanisms (also per SASL listener) and a SASL
+    listener's JAAS entry per mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config."""
+    if key == "sasl.enabled.mechanisms":
+        return True
+    for name in sasl_listener_names:
+        prefix = f"listener.name.{name.lower()}."
+        if key == prefix + "sasl.enabled.mechanisms":
+            return True
+        if key.startswith(prefix) and key.endswith(".sasl.jaas.config") and \
+                key[len(prefix):-len(".sasl.jaas.config")] in ("plain", "scram-sha-256", "scram-sha-512"):
+            return True
+    return False
 
 
 def protocol_map(value: str) -> dict[str, str]:
@@ -80,3 +120,15 @@ def protocol_map(value: str) -> dict[str, str]:
             raise SecuritySettingError(f"listener.security.protocol.map: listener {name} is mapped twice")
         result[name] = protocol
     return result
+
+
+def is_tls_property(key: str, tls_listener_names: Iterable[str]) -> bool:
+    """The TLS settings Ebb honours (broker/security/tls.py), globally or for one TLS listener; only
+    when some listener uses TLS, since otherwise a keystore set by mistake would look like TLS is on."""
+    names = list(tls_listener_names)
+    if not names:
+        return False
+    if key in SERVED_SSL_KEYS:
+        return True
+    return any(key.startswith(f"listener.name.{name.lower()}.") and
+               key[len(f"listener.name.{name.lower()}."):] in SERVED_SSL_KEYS for name in names)

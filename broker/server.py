@@ -12,28 +12,40 @@ A malformed frame, an unknown API or an unsupported version closes that connecti
 from __future__ import annotations
 
 import asyncio
+import functools
+import struct
 import time
 from collections import deque
 
 import structlog
 
+from broker.config import Listener
 from broker.handlers import REGISTRY, CloseConnection
 from broker.metrics.requests import RequestMetrics, RequestTiming
+from broker.security.errors import AuthenticationFailed
+from broker.security.principal import ANONYMOUS
+from broker.security.sasl_session import SaslSession, Stage
+from broker.security.tls import principal_of
 from protocol import framing
 from protocol.errors import ProtocolError
 
 log = structlog.get_logger("server")
 
 MAX_QUEUED_REQUESTS = 32
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms default
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: BrokerServer):
+    def __init__(self, server: BrokerServer, listener: Listener):
         self.server = server
         self.broker = server.broker
+        self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.host = ""
+        self.principal = ANONYMOUS  # who the client authenticated as (SASL, TLS client certificates)
+        sasl = server.broker.config.sasl_listeners.get(listener.name)
+        self.sasl = SaslSession(sasl, server.broker.credentials) if sasl is not None else None
         self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
         self.queue: deque[tuple[bytearray, float]] = deque()  # (frame, when it arrived)
         self.timing: RequestTiming | None = None  # the request being served (metrics)
@@ -50,6 +62,11 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = peer[0] if peer else ""
+        if self.sasl is None:  # on SSL listeners a verified client certificate names the client
+            certified = principal_of(transport.get_extra_info("peercert"))
+            if certified is not None:
+                self.principal = certified
+                log.info("authenticated", peer=self.peer, principal=certified, mechanism="TLS client certificate")
         self.server.connections.add(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -106,10 +123,15 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _serve(self, frame: bytearray, arrived: float) -> bool:
         """Serve one request; False when the connection must close."""
+        if self.sasl is not None and self.sasl.stage is Stage.RAW_TOKENS:
+            return await self._serve_raw_token(frame)
         try:
             api_key, version, correlation_id = framing.peek_request(frame)
         except ProtocolError as exc:
             return self._drop("bad request header", error=str(exc))
+        if self.sasl is not None and not self.sasl.admits(api_key):
+            return self._drop("request not allowed before SASL authentication", api_key=api_key,
+                              stage=self.sasl.stage.value)
         handler = REGISTRY.get(api_key)
         if handler is None:
             return self._drop("request for an API we do not serve", api_key=api_key, version=version)
@@ -123,6 +145,9 @@ class Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             return self._drop("malformed request", api=handler.name, version=version, error=exc.message)
         request.client_host = self.host  # group members are described with the address they connect from
+        request.principal = self.principal  # what the authorizer checks
+        request.listener_name = self.listener.name  # Metadata answers with this listener's endpoints
+        request.sasl = self.sasl  # SaslHandshake and SaslAuthenticate move it on
         self.timing = self.server.request_metrics.begin(handler.name, arrived)
         try:
             response = await handler.fn(self.broker, request)
@@ -143,7 +168,33 @@ class Connection(asyncio.BufferedProtocol):
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
             return self._drop("response encoding failed", api=handler.name)
+        return self._after_sasl_step()
+
+    def _after_sasl_step(self) -> bool:
+        """Take the principal once authenticated; after a failed handshake or authentication, close once
+        the answer is out (with Kafka's delay before closing, which slows guessing)."""
+        if self.sasl is None:
+            return True
+        if self.sasl.authenticated and self.principal == ANONYMOUS and self.sasl.principal is not None:
+            self.principal = self.sasl.principal
+            log.info("authenticated", peer=self.peer, principal=self.principal, mechanism=self.sasl.mechanism)
+        if self.sasl.stage is Stage.FAILED:
+            log.info("authentication failed; closing", peer=self.peer, mechanism=self.sasl.mechanism)
+            self.closed = True
+            transport = self.transport
+            asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_DELAY_S, transport.close)
+            return False
         return True
+
+    async def _serve_raw_token(self, frame: bytearray) -> bool:
+        """SaslHandshake v0: the frame is a bare SASL token, answered by a bare size-prefixed token."""
+        try:
+            reply = await self.sasl.authenticate(bytes(frame))
+        except AuthenticationFailed as exc:
+            log.info("authentication failed", peer=self.peer, error=str(exc))
+            return self._drop("SASL authentication failed")
+        self.transport.write(struct.pack(">i", len(reply)) + reply)
+        return self._after_sasl_step()
 
     def _drop(self, reason: str, **details) -> bool:
         log.warning(f"closing connection: {reason}", peer=self.peer, **details)
@@ -164,7 +215,9 @@ class BrokerServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for listener in self.broker.config.listeners:
-            server = await loop.create_server(lambda: Connection(self), listener.host or None, listener.port,
+            tls = self.broker.config.tls_listeners.get(listener.name)
+            server = await loop.create_server(functools.partial(Connection, self, listener), listener.host or None,
+                                              listener.port, ssl=tls.context if tls is not None else None,
                                               reuse_address=True)
             self.servers.append(server)
             log.info("listening", listener=str(listener))

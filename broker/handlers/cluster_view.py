@@ -14,17 +14,33 @@ class BrokerEndpoint(NamedTuple):
     rack: str | None
 
 
-def alive_brokers(broker) -> list[BrokerEndpoint]:
+def alive_brokers(broker, listener_name: str) -> list[BrokerEndpoint]:
+    """The alive brokers as a client of `listener_name` must reach them: each broker's advertised
+    endpoint for that listener (a broker without it is left out, so that nobody is sent to another
+    listener, e.g. from SASL_PLAINTEXT to PLAINTEXT)."""
     cluster = broker.cluster
     if cluster is None:
-        listener = broker.config.advertised_listener
-        return [BrokerEndpoint(broker.node_id, listener.host, listener.port, broker.config.rack)]
-    return [BrokerEndpoint(node_id, found["host"], int(found["port"]), found.get("rack"))
-            for node_id, found in sorted(cluster.registrations.items())]
+        mine = [item for item in broker.config.advertised_listeners if item.name == listener_name]
+        return [BrokerEndpoint(broker.node_id, item.host, item.port, broker.config.rack) for item in mine]
+    found_endpoints = []
+    for node_id, found in sorted(cluster.registrations.items()):
+        endpoint = _registered_endpoint(found, listener_name)
+        if endpoint is not None:
+            found_endpoints.append(BrokerEndpoint(node_id, endpoint[0], endpoint[1], found.get("rack")))
+    return found_endpoints
 
 
-def endpoint_of(broker, node_id: int) -> BrokerEndpoint | None:
-    return next((b for b in alive_brokers(broker) if b.node_id == node_id), None)
+def _registered_endpoint(registration: dict, listener_name: str) -> tuple[str, int] | None:
+    for text in registration.get("endpoints", []):
+        name, sep, address = str(text).partition("://")
+        host, _, port = address.rpartition(":")
+        if sep and name == listener_name and port.isdigit():
+            return host.strip("[]"), int(port)
+    return None
+
+
+def endpoint_of(broker, node_id: int, listener_name: str) -> BrokerEndpoint | None:
+    return next((b for b in alive_brokers(broker, listener_name) if b.node_id == node_id), None)
 
 
 def controller_id(broker) -> int:

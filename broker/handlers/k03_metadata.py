@@ -53,7 +53,7 @@ async def metadata(broker, request) -> MetadataResponse:
     version, body = request.api_version, request.body
     response = MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                 for b in alive_brokers(broker)],
+                 for b in alive_brokers(broker, request.listener_name)],
         cluster_id=broker.cluster_id,
         controller_id=controller_id(broker),
         cluster_authorized_operations=cluster_operations(version >= 8 and body.include_cluster_authorized_operations),

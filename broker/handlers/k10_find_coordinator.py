@@ -29,7 +29,7 @@ GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 _Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def _lookup(broker, key_type: int, key: str) -> _Coordinator:
+async def _lookup(broker, key_type: int, key: str, listener_name: str) -> _Coordinator:
     found = _Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None)
     if key_type == TRANSACTION_KEY:
         found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -51,7 +51,7 @@ async def _lookup(broker, key_type: int, key: str) -> _Coordinator:
     except GroupError as exc:
         found.error_code, found.error_message = exc.error_code, exc.message
         return found
-    coordinator = _coordinator_of(broker, key)
+    coordinator = _coordinator_of(broker, key, listener_name)
     if coordinator is None:
         found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         found.error_message = "the group's offsets partition has no leader now"
@@ -60,14 +60,15 @@ async def _lookup(broker, key_type: int, key: str) -> _Coordinator:
     return found
 
 
-def _coordinator_of(broker, group_id: str):
+def _coordinator_of(broker, group_id: str, listener_name: str):
     """The leader of the group's __consumer_offsets partition (this broker when it is alone)."""
     if broker.cluster is None:
-        return alive_brokers(broker)[0]
+        mine = alive_brokers(broker, listener_name)
+        return mine[0] if mine else None
     topic = broker.topics.get(OFFSETS_TOPIC)
     partition = broker.groups.store.partition_for(group_id)
     leader = leader_of(broker, topic, partition) if topic is not None else -1
-    return endpoint_of(broker, leader) if leader >= 0 else None
+    return endpoint_of(broker, leader, listener_name) if leader >= 0 else None
 
 
 @handles(API_KEY, "0-6")
@@ -76,7 +77,7 @@ async def find_coordinator(broker, request) -> FindCoordinatorResponse:
     key_type = body.key_type if version >= 1 else GROUP_KEY
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            await _lookup(broker, key_type, key) for key in body.coordinator_keys])
-    found = await _lookup(broker, key_type, body.key)
+            await _lookup(broker, key_type, key, request.listener_name) for key in body.coordinator_keys])
+    found = await _lookup(broker, key_type, body.key, request.listener_name)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

@@ -45,6 +45,6 @@ async def describe_cluster(broker, request) -> DescribeClusterResponse:
         controller_id=controller_id(broker),
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in alive_brokers(broker)],
+            for b in alive_brokers(broker, request.listener_name)],
         cluster_authorized_operations=cluster_operations(body.include_cluster_authorized_operations),
     )

@@ -55,16 +55,23 @@ def test_broker_refuses_to_start_with_a_bad_setting(tmp_path):
     assert "message.max.bytes" in out.stderr and "not an integer" in out.stderr
 
 
-# Security Ebb does not serve yet must stop start-up, never give an open broker that looks secured.
+# Security Ebb does not serve must stop start-up, never give an open broker that looks secured.
 @pytest.mark.parametrize("overrides, named", [
-    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092"], "SASL_PLAINTEXT"),
-    (["listeners=SSL://127.0.0.1:9093"], "SSL"),
-    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093"], "SASL_SSL"),
-    (["listeners=CLIENT://127.0.0.1:9092", "listener.security.protocol.map=CLIENT:SASL_PLAINTEXT"], "CLIENT"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092"], "GSSAPI"),  # Kafka's default mechanism
+    (["listeners=SSL://127.0.0.1:9093"], "ssl.keystore.location"),  # TLS without a certificate
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093"], "GSSAPI"),
+    (["listeners=CLIENT://127.0.0.1:9092", "listener.security.protocol.map=CLIENT:SSL",
+      "listener.name.client.ssl.keystore.type=PKCS12"], "listener.name.client.ssl.keystore.type"),
     (["listeners=CLIENT://127.0.0.1:9092"], "listener.security.protocol.map"),
     (["listener.security.protocol.map=PLAINTEXT:KERBEROS"], "listener.security.protocol.map"),
     (["advertised.listeners=SSL://localhost:9092"], "advertised.listeners"),
-    (["sasl.enabled.mechanisms=PLAIN"], "sasl.enabled.mechanisms"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER"], "OAUTHBEARER"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=PLAIN"],
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=PLAIN",
+      "listener.name.sasl_plaintext.plain.sasl.jaas.config=PlainLoginModule required"],
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+    (["sasl.mechanism.inter.broker.protocol=PLAIN"], "sasl.mechanism.inter.broker.protocol"),
     (["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"], "authorizer.class.name"),
     (["super.users=User:admin"], "super.users"),
     (["allow.everyone.if.no.acl.found=false"], "allow.everyone.if.no.acl.found"),
@@ -72,8 +79,9 @@ def test_broker_refuses_to_start_with_a_bad_setting(tmp_path):
     (["listener.name.plaintext.plain.sasl.jaas.config=x"], "listener.name.plaintext.plain.sasl.jaas.config"),
     (["security.inter.broker.protocol=SASL_SSL"], "security.inter.broker.protocol"),
     (["inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name"),
-    (["listeners=A://127.0.0.1:9092,B://127.0.0.1:9093", "listener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT",
-      "inter.broker.listener.name=B"], "inter.broker.listener.name"),
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+      "inter.broker.listener.name=SASL_PLAINTEXT", "zookeeper.connect=127.0.0.1:2181"], "inter.broker.listener.name"),
+    (["listeners=A://127.0.0.1:9092,A://127.0.0.1:9093", "listener.security.protocol.map=A:PLAINTEXT"], "listeners"),
     (["max.connections.per.ip=10"], "max.connections.per.ip"),
 ])
 def test_security_ebb_does_not_serve_stops_start_up(overrides, named):
@@ -95,9 +103,27 @@ def test_plaintext_listeners_under_any_name_are_served():
 def test_broker_asked_for_sasl_refuses_to_start(tmp_path):
     # The case a new user hit: SASL asked for, an open broker served.
     out = subprocess.run([sys.executable, "-m", "broker", "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
-                          "--override", "sasl.enabled.mechanisms=PLAIN",
+                          "--override", "sasl.enabled.mechanisms=SCRAM-SHA-512",
                           "--override", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
                           "--override", f"log.dirs={tmp_path}"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
     assert "authorizer.class.name: not supported" in out.stderr
     assert not any(tmp_path.iterdir())  # refused before touching the log dir
+
+
+def test_sasl_listeners_beside_plaintext_ones():
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+    config = load_config(None, [
+        "listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
+        "advertised.listeners=SASL_PLAINTEXT://broker.example:19093",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+    ])
+    assert config.listener_protocols == {"PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+    assert [str(item) for item in config.advertised_listeners] == [
+        "PLAINTEXT://127.0.0.1:9092", "SASL_PLAINTEXT://broker.example:19093"]
+    assert str(config.advertised_listener) == "PLAINTEXT://127.0.0.1:9092"  # inter-broker: PLAINTEXT by default
+    sasl = config.sasl_listeners["SASL_PLAINTEXT"]
+    assert sasl.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert sasl.plain_users == {"admin": "admin-secret", "alice": "alice-secret"}

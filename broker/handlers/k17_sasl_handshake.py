@@ -1,0 +1,29 @@
+"""SaslHandshake (key 17), versions 0-1.
+
+On a SASL listener before authentication: the client names its mechanism. One the listener offers is
+accepted (NONE, with the listener's mechanisms); v1 clients then send SaslAuthenticate requests, v0
+clients bare tokens (KIP-43). Any other mechanism: UNSUPPORTED_SASL_MECHANISM with the list, and the
+connection closes. On a listener without SASL, or once authenticated (Ebb does not re-authenticate,
+connections.max.reauth.ms is 0): ILLEGAL_SASL_STATE, as Kafka's request handler answers.
+
+Errors: NONE, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from protocol.errors import ErrorCode
+from protocol.messages import SaslHandshakeResponse
+
+API_KEY = 17
+
+
+@handles(API_KEY, "0-1")
+async def sasl_handshake(broker, request) -> SaslHandshakeResponse:
+    session = request.sasl
+    if session is None or session.authenticated:
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    offered = list(session.listener.mechanisms)
+    if not session.handshake(request.body.mechanism, request.api_version):
+        return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=offered)
+    return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=offered)

@@ -1,0 +1,34 @@
+"""SaslAuthenticate (key 36), versions 0-2.
+
+Carries one SASL token each way after a v1 SaslHandshake: PLAIN takes one round, SCRAM two. Bad
+credentials or a malformed token: SASL_AUTHENTICATION_FAILED with the reason, and the connection
+closes. Outside an authentication (a listener without SASL, or after success): ILLEGAL_SASL_STATE.
+SessionLifetimeMs is 0: sessions do not expire (connections.max.reauth.ms is not served).
+
+Errors: NONE, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from broker.security.errors import AuthenticationFailed
+from protocol.errors import ErrorCode
+from protocol.messages import SaslAuthenticateResponse
+
+API_KEY = 36
+
+
+@handles(API_KEY, "0-2")
+async def sasl_authenticate(broker, request) -> SaslAuthenticateResponse:
+    session = request.sasl
+    if session is None or session.authenticated:
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
+                                        error_message="SaslAuthenticate outside a SASL authentication",
+                                        session_lifetime_ms=0)
+    try:
+        reply = await session.authenticate(bytes(request.body.auth_bytes))
+    except AuthenticationFailed as exc:
+        return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc),
+                                        auth_bytes=b"", session_lifetime_ms=0)
+    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply,
+                                    session_lifetime_ms=0)

@@ -1,0 +1,61 @@
+"""SCRAM credentials in the metadata store, where Kafka keeps them in ZooKeeper:
+/config/users/<user, URL-encoded> = {"version": 1, "config": {"SCRAM-SHA-512": "salt=..,stored_key=..,..."}}.
+Read at each authentication (not on the request path), so every broker sees a change at once."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, unquote
+
+from broker.cluster.store import MetadataStore, NoNode
+from broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism
+
+USERS = "/config/users"
+
+
+def _path(user: str) -> str:
+    return f"{USERS}/{quote(user, safe='')}"
+
+
+class CredentialStore:
+    def __init__(self, store: MetadataStore):
+        self.store = store
+
+    async def _config(self, user: str) -> dict[str, str]:
+        try:
+            node = await self.store.get_json(_path(user))
+        except NoNode:
+            return {}
+        return dict(node.get("config", {}))
+
+    async def get(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        text = (await self._config(user)).get(mechanism.name)
+        return ScramCredential.from_text(text) if text else None
+
+    async def describe(self, user: str) -> dict[str, int]:
+        """mechanism name -> iterations for every SCRAM credential the user has."""
+        found = {}
+        for name, text in (await self._config(user)).items():
+            if name in MECHANISMS:
+                found[name] = ScramCredential.from_text(text).iterations
+        return found
+
+    async def users(self) -> list[str]:
+        try:
+            names = await self.store.children(USERS)
+        except NoNode:
+            return []
+        return sorted(unquote(name) for name in names)
+
+    async def alter(self, user: str, upserts: dict[str, ScramCredential], deletions: list[str]) -> None:
+        """Apply one user's changes with one write; a user left without any config loses its node."""
+        config = await self._config(user)
+        for name in deletions:
+            config.pop(name, None)
+        config.update({name: credential.to_text() for name, credential in upserts.items()})
+        if config:
+            await self.store.put_json(_path(user), {"version": 1, "config": config})
+        else:
+            try:
+                await self.store.delete(_path(user))
+            except NoNode:
+                pass

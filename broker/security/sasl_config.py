@@ -1,0 +1,66 @@
+"""What each SASL listener offers, from Kafka's properties:
+
+    sasl.enabled.mechanisms                              (default GSSAPI, as Kafka; Ebb refuses it)
+    listener.name.<listener>.sasl.enabled.mechanisms     (overrides it for one listener)
+    listener.name.<listener>.plain.sasl.jaas.config      (PLAIN's users: user_<name>="<password>")
+    listener.name.<listener>.scram-sha-512.sasl.jaas.config   (optional; SCRAM users live in the store)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from broker.listener_security import SecuritySettingError
+from broker.security.jaas import JaasError, parse_jaas_config
+from broker.security.plain import plain_users
+from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+
+PLAIN = "PLAIN"
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@dataclass(frozen=True)
+class SaslListener:
+    mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str] = field(default_factory=dict)
+
+
+def sasl_listeners(props: Mapping[str, str], protocols: Mapping[str, str]) -> dict[str, SaslListener]:
+    """SaslListener for every listener whose protocol is SASL_*; SecuritySettingError naming the property
+    when a listener's settings cannot be served."""
+    result = {}
+    for name, protocol in protocols.items():
+        if not protocol.startswith("SASL_"):
+            continue
+        prefix = f"listener.name.{name.lower()}."
+        key = prefix + "sasl.enabled.mechanisms"
+        if key not in props:
+            key = "sasl.enabled.mechanisms"
+        mechanisms = tuple(m.strip().upper() for m in props.get(key, "GSSAPI").split(",") if m.strip())
+        if not mechanisms:
+            raise SecuritySettingError(f"{key}: listener {name} needs at least one SASL mechanism")
+        for mechanism in mechanisms:
+            if mechanism not in SERVED_MECHANISMS:
+                default = " (Kafka's default when the property is unset)" if mechanism == "GSSAPI" else ""
+                raise SecuritySettingError(f"{key}: {mechanism}{default} is not supported; set one or more of "
+                                           f"{', '.join(SERVED_MECHANISMS)}")
+        users: dict[str, str] = {}
+        for mechanism in mechanisms:
+            jaas_key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
+            text = props.get(jaas_key, "").strip()
+            if mechanism == PLAIN and not text:
+                raise SecuritySettingError(f"{jaas_key}: PLAIN on listener {name} needs a JAAS entry with its users")
+            if not text:
+                continue
+            try:
+                entry = parse_jaas_config(text)
+                if mechanism == PLAIN:
+                    users = plain_users(entry)
+                elif entry.login_module != SCRAM_LOGIN_MODULE:
+                    raise ValueError(f"{mechanism} needs {SCRAM_LOGIN_MODULE}, not {entry.login_module}")
+            except (JaasError, ValueError) as exc:
+                raise SecuritySettingError(f"{jaas_key}: {exc}") from None
+        result[name] = SaslListener(mechanisms, users)
+    return result

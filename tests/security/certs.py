@@ -1,0 +1,68 @@
+"""A throwaway CA, a server certificate for 127.0.0.1/localhost and client certificates, as PEM files,
+made with `cryptography` for the TLS tests."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+@dataclass(frozen=True)
+class Pem:
+    cert: Path
+    key: Path
+
+    @property
+    def combined(self) -> Path:
+        """Key and certificate chain in one file: Kafka's ssl.keystore.location for PEM."""
+        path = self.cert.with_suffix(".keystore.pem")
+        path.write_text(self.key.read_text() + self.cert.read_text())
+        return path
+
+
+def _name(**parts: str) -> x509.Name:
+    oids = {"C": NameOID.COUNTRY_NAME, "O": NameOID.ORGANIZATION_NAME, "OU": NameOID.ORGANIZATIONAL_UNIT_NAME,
+            "CN": NameOID.COMMON_NAME}
+    return x509.Name([x509.NameAttribute(oids[k], v) for k, v in parts.items()])
+
+
+def _write(directory: Path, stem: str, cert: x509.Certificate, key, password: bytes | None = None) -> Pem:
+    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    (directory / f"{stem}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / f"{stem}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                              serialization.PrivateFormat.PKCS8, encryption))
+    return Pem(directory / f"{stem}.crt", directory / f"{stem}.key")
+
+
+class CertificateAuthority:
+    def __init__(self, directory: Path, name: str = "Ebb Test CA"):
+        self.directory = directory
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        subject = _name(O="Ebb tests", CN=name)
+        self.cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+                     .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+                     .not_valid_before(now - datetime.timedelta(minutes=5))
+                     .not_valid_after(now + datetime.timedelta(days=2))
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+        self.pem = _write(directory, "ca", self.cert, self.key)
+
+    def issue(self, stem: str, *, server: bool, password: bytes | None = None, **subject: str) -> Pem:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        builder = (x509.CertificateBuilder().subject_name(_name(**subject)).issuer_name(self.cert.subject)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1)))
+        if server:
+            builder = builder.add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key, password)
