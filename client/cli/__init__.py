@@ -1,11 +1,11 @@
-"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets.
+"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets, users.
 
 broker/cli.py owns the `ebb` parser and calls `register` to add these subcommands.
 """
 
 from __future__ import annotations
 
-from . import configs, delete_records, offsets, topics
+from . import configs, delete_records, offsets, topics, users
 from .common import common_options
 
 
@@ -16,3 +16,4 @@ def register(subparsers) -> None:
     topics.add_parser(subparsers, common)
     configs.add_parser(subparsers, common)
     offsets.add_parser(subparsers, common)
+    users.add_parser(subparsers, common)

@@ -290,3 +290,32 @@ def test_deleted_credentials_no_longer_authenticate(broker):
         future.result(timeout=10)
     with pytest.raises(KafkaError):
         KafkaProducer(**options)
+
+
+def test_ebb_users_cli_sets_lists_and_deletes(broker):
+    """`ebb users` salts the password itself; a kafka-python client then authenticates with it."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    def ebb(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        import sys
+        return subprocess.run([sys.executable, "-m", "broker.cli", *args, "--bootstrap-server", broker.bootstrap],
+                              input=stdin, capture_output=True, text=True, timeout=30)
+
+    out = ebb("users", "set", "erin", "--mechanism", "SCRAM-SHA-256", "--iterations", "5000", stdin="erin-pw\n")
+    assert out.returncode == 0, out.stderr
+    listed = ebb("users", "list", "erin", "--output", "json")
+    assert json.loads(listed.stdout) == {"users": [{"user": "erin", "credentials": [
+        {"mechanism": "SCRAM-SHA-256", "iterations": 5000}]}]}
+    options = dict(bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", security_protocol="SASL_PLAINTEXT",
+                   sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="erin", sasl_plain_password="erin-pw",
+                   max_block_ms=5000)
+    KafkaProducer(**options).close()
+    assert ebb("users", "delete", "erin", "--mechanism", "SCRAM-SHA-256").returncode == 0
+    with pytest.raises(KafkaError):
+        KafkaProducer(**options)
+    missing = ebb("users", "delete", "erin", "--mechanism", "SCRAM-SHA-256")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    weak = ebb("users", "set", "frank", "--iterations", "10", stdin="pw\n")
+    assert weak.returncode == 1 and "iterations" in weak.stderr.lower()
+    assert ebb("users", "set", "frank").returncode == 2  # no password on stdin
