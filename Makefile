@@ -7,7 +7,7 @@ BENCHSTAMP := $(VENV)/.installed-bench
 JS     := tests/conformance/js
 JSSTAMP := $(JS)/node_modules/.installed
 
-.PHONY: test lint bench run clean docker cluster
+.PHONY: test lint bench run clean docker cluster cluster-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,16 @@ clean:
 docker:
 	docker build -t ebb:latest .
 
+# Compose v2 (`docker compose`) where it is installed, else v1 (`docker-compose`, Debian's package)
+COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+
 cluster:
-	docker compose up --build -d
-	@echo "bootstrap servers: 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 (docker compose down to stop)"
+	$(COMPOSE) up --build -d
+	@echo "bootstrap servers: 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 ($(COMPOSE) down to stop;"
+	@echo "metrics on 127.0.0.1:9404-9406; Prometheus and Grafana: $(COMPOSE) --profile monitoring up -d)"
+
+# Builds the image and runs the compose cluster through produce, DeleteRecords, failover, rejoin and
+# down/up (ops/cluster_smoke.py). Needs root or the docker group; starts dockerd and builds local
+# base images from Debian when there is no daemon or registry. Not part of `make test`.
+cluster-smoke: $(STAMP)
+	$(PY) ops/cluster_smoke.py

@@ -1,0 +1,309 @@
+"""The compose cluster, built and run for real: `make cluster-smoke` (needs root or a docker group;
+not part of `make test`, which must not depend on a daemon).
+
+1. A Docker daemon: the running one, else Debian's `dockerd` (docker.io) started here.
+2. Images: the official python and zookeeper images when a registry answers; otherwise local
+   stand-ins built from Debian with debootstrap (python3 + pip, and ZooKeeper from Debian's
+   package behind an entry point that takes the official image's settings).
+3. The broker image (built twice: the second build after a code change shows the dependency layer
+   reused), then ZooKeeper and three brokers with compose (v2 `docker compose` or v1 `docker-compose`).
+4. Over the wire from the host: a topic with three replicas; produce (acks=all) and consume; a
+   DeleteRecords whose start offset every broker then reports (ListOffsets with ReplicaId -2, which
+   followers answer) and whose metrics show it; the leader's container stopped and leadership moved;
+   started again and back in the ISR; `down` and `up` keep the data; no volume leaks.
+Prints each step with its time; exits non-zero at the first failure, leaving the cluster up to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from protocol.errors import ErrorCode  # noqa: E402
+from protocol.messages import CreateTopicsRequest  # noqa: E402
+from tests.broker.data_wire import (  # noqa: E402
+    WireClient,
+    batch,
+    delete_records,
+    fetch,
+    list_offsets,
+    produce,
+    values,
+)
+from tests.broker.wire_client import metadata  # noqa: E402
+
+PORTS = {1: 9092, 2: 9093, 3: 9094}
+METRICS_PORTS = {1: 9404, 2: 9405, 3: 9406}
+OFFICIAL = {"EBB_BASE_IMAGE": "python:3.11-slim", "ZOOKEEPER_IMAGE": "zookeeper:3.8"}
+STANDIN = {"EBB_BASE_IMAGE": "ebb-standin/python:3.11", "ZOOKEEPER_IMAGE": "ebb-standin/zookeeper:3.8"}
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+STANDIN_PACKAGES = "python3,python3-pip,ca-certificates,openjdk-17-jre-headless,zookeeper,libslf4j-java"
+
+
+def step(text: str) -> float:
+    print(f"-- {text}", flush=True)
+    return time.monotonic()
+
+
+def run(*args: str, check: bool = True, quiet: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, text=True, capture_output=True, env={**os.environ, **(env or {})})
+    if check and result.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(args)}\n{result.stdout}\n{result.stderr}")
+    if not quiet and result.stdout.strip():
+        print(result.stdout.strip())
+    return result
+
+
+def wait(check, what: str, timeout: float = 120.0, interval: float = 0.1) -> float:
+    """Seconds until check() is true; exits when it never is."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            if check():
+                return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(interval)
+    sys.exit(f"FAILED: {what} within {timeout:.0f} s")
+
+
+# --- the daemon and the images -------------------------------------------------------------------
+
+def ensure_daemon() -> None:
+    if shutil.which("docker") and run("docker", "info", check=False, quiet=True).returncode == 0:
+        print("a Docker daemon is running")
+        return
+    if not shutil.which("dockerd"):
+        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io", "docker-compose", quiet=True)
+    log = open(Path(tempfile.gettempdir()) / "ebb-smoke-dockerd.log", "ab")
+    subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    wait(lambda: run("docker", "info", check=False, quiet=True).returncode == 0, "dockerd answering", 60, 0.5)
+    print(f"started dockerd (Debian's docker.io); its log: {log.name}")
+
+
+def compose_command() -> list[str]:
+    if run("docker", "compose", "version", check=False, quiet=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    sys.exit("FAILED: neither `docker compose` (v2) nor `docker-compose` (v1) is installed")
+
+
+def have_image(name: str) -> bool:
+    return run("docker", "image", "inspect", name, check=False, quiet=True).returncode == 0
+
+
+def base_images() -> dict[str, str]:
+    """The official images when they can be pulled, else the local stand-ins."""
+    if all(have_image(i) or run("docker", "pull", i, check=False, quiet=True).returncode == 0
+           for i in OFFICIAL.values()):
+        print("official images: " + ", ".join(OFFICIAL.values()))
+        return OFFICIAL
+    print("no registry answers: using local stand-ins built from Debian (" + ", ".join(STANDIN.values()) + ")")
+    if not all(have_image(i) for i in STANDIN.values()):
+        build_standins()
+    return STANDIN
+
+
+def build_standins() -> None:
+    """One debootstrap root (Debian bookworm: python3 3.11, pip, Java 17, ZooKeeper 3.8), imported as the
+    python stand-in; the ZooKeeper stand-in adds the entry point. The host's CA bundle goes in so
+    pip inside a build trusts what pip on this host trusts."""
+    if not shutil.which("debootstrap"):
+        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap", quiet=True)
+    rootfs = Path(tempfile.mkdtemp(prefix="ebb-standin-"))
+    try:
+        run("debootstrap", "--variant=minbase", f"--include={STANDIN_PACKAGES}", "bookworm", str(rootfs),
+            DEBIAN_MIRROR, quiet=True)
+        for name, target in (("python", "python3"), ("pip", "pip3")):  # the names the official image has
+            if not (rootfs / "usr/bin" / name).exists():
+                (rootfs / "usr/bin" / name).symlink_to(target)
+        for marker in rootfs.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+            marker.unlink()  # this image's Python is the application's own, as in the official image
+        shutil.copy("/etc/ssl/certs/ca-certificates.crt", rootfs / "etc/ssl/certs/ca-certificates.crt")
+        (rootfs / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
+        shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "import", "--change", 'CMD ["python3"]', "-", STANDIN["EBB_BASE_IMAGE"]],
+                       stdin=tar.stdout, check=True, capture_output=True)
+        tar.wait()
+    finally:
+        shutil.rmtree(rootfs, ignore_errors=True)
+    context = Path(tempfile.mkdtemp(prefix="ebb-standin-zk-"))
+    try:
+        shutil.copy(ROOT / "ops/standin/zookeeper-entrypoint.sh", context / "entrypoint.sh")
+        (context / "Dockerfile").write_text(
+            f"FROM {STANDIN['EBB_BASE_IMAGE']}\nCOPY entrypoint.sh /entrypoint.sh\n"
+            "RUN chmod +x /entrypoint.sh\nVOLUME [\"/data\", \"/datalog\", \"/logs\"]\n"
+            "ENTRYPOINT [\"/entrypoint.sh\"]\n")
+        run("docker", "build", "-q", "-t", STANDIN["ZOOKEEPER_IMAGE"], str(context), quiet=True)
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+
+
+def build_broker_image(images: dict[str, str]) -> None:
+    # Host networking for the build: pip reaches the package index the way this host does.
+    command = ["docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={images['EBB_BASE_IMAGE']}",
+               "-t", "ebb:latest", str(ROOT)]
+    started = time.monotonic()
+    run(*command, quiet=True)
+    print(f"built ebb:latest in {time.monotonic() - started:.1f} s")
+    marker = ROOT / "broker" / "_smoke_build_marker.py"  # a code change, undone right after the build
+    marker.write_text("# a change to the code, so that the second build shows which layers are reused\n")
+    try:
+        started = time.monotonic()
+        output = run(*command, quiet=True).stdout
+    finally:
+        marker.unlink()
+    # The classic builder prints "Step N/M : RUN ..." and then "---> Using cache" for a reused layer.
+    steps = re.split(r"\nStep \d+/\d+ : ", output)
+    dependencies = next(s for s in steps if "requirements.txt" in s.split("\n", 1)[0])
+    code = next(s for s in steps if s.startswith("COPY broker"))
+    assert "Using cache" in dependencies and "Using cache" not in code, output
+    print(f"rebuilt after a code change in {time.monotonic() - started:.1f} s: the dependency layer reused, "
+          "the code layers rebuilt")
+    run(*command, quiet=True)  # the image without the marker
+
+
+# --- the cluster over the wire -------------------------------------------------------------------
+
+def broker_ids(port: int) -> list[int]:
+    with WireClient(port, timeout=5) as client:
+        return sorted(b.node_id for b in metadata(client, None).brokers)
+
+
+def partition(port: int, topic: str):
+    with WireClient(port, timeout=5) as client:
+        [found] = metadata(client, [topic]).topics
+    return found.partitions[0]
+
+
+def start_offset(port: int, topic: str) -> int:
+    with WireClient(port, timeout=5) as client:
+        answer = list_offsets(client, topic, 0, -2, replica_id=-2)
+    if answer.error_code != ErrorCode.NONE:
+        raise OSError(f"ListOffsets on {port}: {ErrorCode(answer.error_code).name}")
+    return answer.offset
+
+
+def metric(node: int, name: str, topic: str) -> float | None:
+    from tests.support.metrics_scrape import scrape, value
+
+    return value(scrape(f"http://127.0.0.1:{METRICS_PORTS[node]}/metrics"), name, topic=topic, partition="0")
+
+
+def anonymous_volumes() -> set[str]:
+    """Volumes without a name (64 hex digits): what a container leaves behind for a VOLUME the compose
+    file does not name. The named ones (main_zookeeper-data, ...) are meant to outlive `down`."""
+    listed = run("docker", "volume", "ls", "-q", quiet=True).stdout.split()
+    return {v for v in listed if re.fullmatch(r"[0-9a-f]{64}", v)}
+
+
+def main() -> None:
+    os.chdir(ROOT)
+    step("Docker daemon")
+    ensure_daemon()
+    compose = compose_command()
+    print("compose: " + " ".join(compose))
+    step("base images")
+    images = base_images()
+
+    def up() -> None:
+        run(*compose, "up", "-d", env=images, quiet=True)
+
+    step("broker image")
+    build_broker_image(images)
+    run(*compose, "down", "-v", env=images, check=False, quiet=True)  # a clean start
+    leaked_before = anonymous_volumes()
+    started = step("compose up: ZooKeeper and three brokers")
+    up()
+    wait(lambda: all(broker_ids(p) == [1, 2, 3] for p in PORTS.values()), "every broker seeing three")
+    print(f"three brokers up in {time.monotonic() - started:.1f} s")
+    listening = run("ss", "-ltnH", quiet=True).stdout.split("\n")
+    zookeeper = [line.split()[3] for line in listening if line.split() and line.split()[3].endswith(":2181")]
+    # Java lists an IPv4 bind as the IPv4-mapped IPv6 address: still loopback only.
+    assert zookeeper in (["127.0.0.1:2181"], ["[::ffff:127.0.0.1]:2181"]), \
+        f"ZooKeeper listens on {zookeeper}, not only on loopback"
+    zoo_cfg = run(*compose, "exec", "-T", "zookeeper", "cat", "/conf/zoo.cfg", env=images, quiet=True).stdout
+    assert "admin.enableServer=false" in zoo_cfg.split(), zoo_cfg
+    print("ZooKeeper on 127.0.0.1:2181 only, its AdminServer off (admin.enableServer=false)")
+
+    step("a topic with three replicas; produce (acks=all) and consume")
+    with WireClient(PORTS[1]) as client:  # replication factor -1: the compose file's default, 3
+        topic = CreateTopicsRequest.CreatableTopic(name="smoke", num_partitions=1, replication_factor=-1)
+        created = client.send(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), 7).topics[0]
+    assert created.error_code == ErrorCode.NONE, created.error_message
+    wait(lambda: len(partition(PORTS[1], "smoke").isr_nodes) == 3, "three replicas in sync")
+    leader = partition(PORTS[1], "smoke").leader_id
+    with WireClient(PORTS[leader]) as client:
+        sent = [b"v%d" % i for i in range(10)]
+        assert produce(client, "smoke", 0, batch(sent), acks=-1).error_code == ErrorCode.NONE
+        assert values(fetch(client, "smoke", 0, 0)) == sent
+    print(f"leader {leader}: 10 records produced and read back")
+
+    step("DeleteRecords to offset 4; every broker reports the start")
+    with WireClient(PORTS[leader]) as client:
+        answer = delete_records(client, "smoke", 0, 4, timeout_ms=30_000)
+    assert (answer.error_code, answer.low_watermark) == (ErrorCode.NONE, 4), answer
+    wait(lambda: all(start_offset(p, "smoke") == 4 for p in PORTS.values()), "log start offset 4 everywhere")
+    assert all(metric(n, "kafka_log_log_logstartoffset", "smoke") == 4 for n in PORTS)
+    print("log start offset 4 on brokers 1, 2, 3 (ListOffsets and /metrics)")
+
+    stopping = step(f"stop the leader (broker-{leader})")
+    run(*compose, "stop", f"broker-{leader}", env=images, quiet=True)
+    stopped = time.monotonic() - stopping
+    other = next(n for n in PORTS if n != leader)
+    wait(lambda: partition(PORTS[other], "smoke").leader_id not in (leader, -1), "leadership moving")
+    print(f"leadership moved to broker {partition(PORTS[other], 'smoke').leader_id} "
+          f"{time.monotonic() - stopping:.1f} s after the stop began ({stopped:.1f} s for the container to stop)")
+
+    step(f"start broker-{leader} again")
+    run(*compose, "start", f"broker-{leader}", env=images, quiet=True)
+    rejoined = wait(lambda: len(partition(PORTS[other], "smoke").isr_nodes) == 3, "the broker back in the ISR")
+    print(f"back in the ISR {rejoined:.1f} s after its start")
+
+    step("compose down and up: the data stays")
+    run(*compose, "down", env=images, quiet=True)
+    up()
+    wait(lambda: all(broker_ids(p) == [1, 2, 3] for p in PORTS.values()), "every broker seeing three again")
+    wait(lambda: partition(PORTS[1], "smoke").leader_id in PORTS, "a leader after the restart")
+    leader = partition(PORTS[1], "smoke").leader_id
+    with WireClient(PORTS[leader]) as client:
+        kept = wait(lambda: values(fetch(client, "smoke", 0, 4), 4) == sent[4:], "the records after the restart")
+    assert start_offset(PORTS[leader], "smoke") == 4
+    print(f"records 4-9 and log start offset 4 after down/up (readable {kept:.1f} s after the brokers)")
+    logs = run(*compose, "logs", "--no-color", "broker-1", "broker-2", "broker-3", env=images, quiet=True).stdout
+    epoch_warnings = logs.count("leader-epoch-checkpoint missing")
+    assert epoch_warnings == 0, f"{epoch_warnings} leader-epoch-checkpoint warnings after a clean restart"
+    print("a clean restart logs no leader-epoch-checkpoint warnings")
+    leaked = anonymous_volumes() - leaked_before
+    assert not leaked, f"unnamed volumes made by down/up: {leaked}"
+    print("no unnamed volume made by down/up (every VOLUME is a named one)")
+
+    step("monitoring profile")
+    monitoring = {"prom/prometheus:v2.53.0", "grafana/grafana:11.1.0"}
+    if all(have_image(i) or run("docker", "pull", i, check=False, quiet=True).returncode == 0 for i in monitoring):
+        run(*compose, "--profile", "monitoring", "up", "-d", env=images, quiet=True)
+        wait(lambda: urllib.request.urlopen("http://127.0.0.1:9090/-/ready", timeout=2).status == 200,
+             "Prometheus ready")
+        print("Prometheus and Grafana up (127.0.0.1:9090, 127.0.0.1:3000)")
+    else:
+        print("SKIPPED: the Prometheus and Grafana images are not available here (no registry)")
+
+    step("compose down -v")
+    run(*compose, "--profile", "monitoring", "down", "-v", env=images, quiet=True)
+    print("cluster smoke test passed")
+
+
+if __name__ == "__main__":
+    main()
