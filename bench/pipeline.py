@@ -13,13 +13,15 @@ Python worker start-up is not timed. Prints the median records/s of each and the
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic, machine_line
+from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic
 
 PARTITIONS = 4
 
@@ -102,7 +104,11 @@ def main(argv: list[str] | None = None) -> None:
                 rates["librdkafka read"].append(args.records / librdkafka_consume(bootstrap, theirs, args.records))
         finally:
             spark.stop()
-    print(machine_line())
+    import confluent_kafka
+    import pyspark
+
+    print(f"{os.cpu_count()} cpus, Python {sys.version.split()[0]}, PySpark {pyspark.__version__} local[2], "
+          f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}")
     print(f"{args.records} records of 100-200 B, {PARTITIONS} partitions, median of {args.reps}")
     for what in ("write", "read"):
         ebb, rdkafka = (statistics.median(rates[f"{who} {what}"]) for who in ("ebb", "librdkafka"))

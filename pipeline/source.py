@@ -27,6 +27,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from client import Admin
 
 from .config import ReadConfig, WriteConfig
+from .fast_read import read_batches
 from .options import EbbSourceError, flag, from_json_offsets, to_json_offsets
 from .planning import (
     OffsetRange,
@@ -39,7 +40,7 @@ from .planning import (
     stream_start,
 )
 from .progress import GroupProgress
-from .transfer import check_topic_exists, read_range, write_rows
+from .transfer import check_topic_exists, write_rows
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "timestampType int")
@@ -81,7 +82,7 @@ def _checked(config: WriteConfig) -> WriteConfig:
 
 def _read(config: ReadConfig, partition):
     if isinstance(partition, OffsetRange):  # with nothing to read, Spark may still run one empty partition
-        yield from read_range(config, partition)
+        yield from read_batches(config, partition)
 
 
 class EbbBatchReader(DataSourceReader):
