@@ -108,6 +108,9 @@ _BROKER_DEFAULTS = {
     "leader.imbalance.per.broker.percentage": "10",
     # Ebb's own: where Prometheus scrapes /metrics (http://host:port); empty keeps metrics off.
     "ebb.metrics.listener": "",
+    # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
+    "sasl.server.max.receive.size": "524288",
+    "ebb.sasl.authentication.timeout.ms": "30000",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout.
@@ -170,6 +173,8 @@ class BrokerConfig:
     # What the properties file and the overrides set (DescribeConfigs' STATIC_BROKER_CONFIG source).
     explicit_properties: Mapping[str, str] = field(default_factory=dict)
     metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
+    sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
+    sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -283,6 +288,8 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         properties=dict(merged),
         explicit_properties=dict(props),
         metrics_listener=_metrics_listener(merged["ebb.metrics.listener"]),
+        sasl_max_receive_size=_int(merged, "sasl.server.max.receive.size", minimum=1),
+        sasl_authentication_timeout_ms=_int(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
     )
 
 

@@ -92,7 +92,7 @@ def inter_broker_listener(props: Mapping[str, str], names: list[str]) -> str:
 def is_sasl_property(key: str, sasl_listener_names: Iterable[str]) -> bool:
     """The SASL settings Ebb honours: sasl.enabled.mechanisms (also per SASL listener) and a SASL
     listener's JAAS entry per mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config."""
-    if key == "sasl.enabled.mechanisms":
+    if key in ("sasl.enabled.mechanisms", "sasl.server.max.receive.size"):
         return True
     for name in sasl_listener_names:
         prefix = f"listener.name.{name.lower()}."

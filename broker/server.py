@@ -47,6 +47,8 @@ class Connection(asyncio.BufferedProtocol):
         sasl = server.broker.config.sasl_listeners.get(listener.name)
         self.sasl = SaslSession(sasl, server.broker.credentials) if sasl is not None else None
         self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
+        if self.sasl is not None:  # frames before authentication are small (sasl.server.max.receive.size)
+            self.reader.max_frame = min(self.reader.max_frame, server.broker.config.sasl_max_receive_size)
         self.queue: deque[tuple[bytearray, float]] = deque()  # (frame, when it arrived)
         self.timing: RequestTiming | None = None  # the request being served (metrics)
         self.worker: asyncio.Task | None = None
@@ -62,6 +64,9 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = peer[0] if peer else ""
+        if self.sasl is not None:
+            timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
+            asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
         if self.sasl is None:  # on SSL listeners a verified client certificate names the client
             certified = principal_of(transport.get_extra_info("peercert"))
             if certified is not None:
@@ -177,6 +182,7 @@ class Connection(asyncio.BufferedProtocol):
             return True
         if self.sasl.authenticated and self.principal == ANONYMOUS and self.sasl.principal is not None:
             self.principal = self.sasl.principal
+            self.reader.max_frame = self.broker.config.socket_request_max_bytes
             log.info("authenticated", peer=self.peer, principal=self.principal, mechanism=self.sasl.mechanism)
         if self.sasl.stage is Stage.FAILED:
             log.info("authentication failed; closing", peer=self.peer, mechanism=self.sasl.mechanism)
@@ -185,6 +191,11 @@ class Connection(asyncio.BufferedProtocol):
             asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_DELAY_S, transport.close)
             return False
         return True
+
+    def _authentication_deadline(self) -> None:
+        if not self.closed and self.sasl is not None and not self.sasl.authenticated:
+            self._drop("SASL authentication not finished in time",
+                       timeout_ms=self.broker.config.sasl_authentication_timeout_ms)
 
     async def _serve_raw_token(self, frame: bytearray) -> bool:
         """SaslHandshake v0: the frame is a bare SASL token, answered by a bare size-prefixed token."""

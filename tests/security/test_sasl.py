@@ -24,6 +24,7 @@ from protocol.messages import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from tests.broker.data_wire import batch, produce_request
 from tests.broker.wire_client import WireClient, metadata
 from tests.support.broker_process import BrokerProcess, free_port
 
@@ -43,6 +44,7 @@ def broker(tmp_path_factory):
         "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "ebb.sasl.authentication.timeout.ms": "3000",
     })
     process.sasl_port = sasl_port
     with process:
@@ -319,3 +321,28 @@ def test_ebb_users_cli_sets_lists_and_deletes(broker):
     weak = ebb("users", "set", "frank", "--iterations", "10", stdin="pw\n")
     assert weak.returncode == 1 and "iterations" in weak.stderr.lower()
     assert ebb("users", "set", "frank").returncode == 2  # no password on stdin
+
+
+def test_a_client_that_never_authenticates_is_closed_and_others_go_on(broker):
+    import socket
+    import time
+
+    idle = socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=10)
+    started = time.monotonic()
+    with WireClient(broker.sasl_port) as client:  # meanwhile another client authenticates and works
+        _authenticate(client, "PLAIN", b"\x00alice\x00alice-secret")
+        assert metadata(client, None).brokers
+    assert idle.recv(1) == b""  # closed by the broker at ebb.sasl.authentication.timeout.ms
+    assert time.monotonic() - started >= 2.5
+    idle.close()
+
+
+def test_an_oversized_frame_before_authentication_closes_the_connection(broker):
+    with WireClient(broker.sasl_port) as client:
+        client.sock.sendall((600_000).to_bytes(4, "big") + b"\x00" * 1024)  # above sasl.server.max.receive.size
+        assert client.sock.recv(1) == b""
+    with WireClient(broker.sasl_port) as client:  # after authentication, large requests are fine again
+        _authenticate(client, "PLAIN", b"\x00alice\x00alice-secret")
+        metadata(client, ["sasl-big"], allow_auto_topic_creation=True)
+        answer = client.send(produce_request("sasl-big", 0, batch([b"x" * 700_000])), version=9)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
