@@ -1,0 +1,50 @@
+"""DescribeClientQuotas (key 48), versions 0-1 (KIP-546).
+
+Ebb enforces no client quotas and stores none (AlterClientQuotas is not served), so every valid filter
+matches nothing: Entries is empty. Served so that Kafka's tools work — `kafka-configs --describe
+--entity-type users` asks for quotas beside SCRAM credentials. The filter is checked as Kafka checks it.
+
+Errors: NONE; INVALID_REQUEST (an entity type other than user, client-id and ip, a type named twice,
+ip together with user or client-id, an unknown match type, a match string where none belongs or
+missing where one is needed).
+"""
+
+from __future__ import annotations
+
+from broker.handlers import handles
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeClientQuotasResponse
+
+API_KEY = 48
+ENTITY_TYPES = ("user", "client-id", "ip")
+EXACT, DEFAULT, SPECIFIED = 0, 1, 2
+
+
+def _filter_error(components) -> str | None:
+    seen: set[str] = set()
+    for component in components:
+        kind = component.entity_type
+        if kind not in ENTITY_TYPES:
+            return f"Custom entity type {kind!r} is not supported"
+        if kind in seen:
+            return f"Entity type {kind!r} is named twice in the filter"
+        seen.add(kind)
+        if component.match_type not in (EXACT, DEFAULT, SPECIFIED):
+            return f"Unknown match type {component.match_type}"
+        if component.match_type == EXACT and component.match is None:
+            return f"An exact match on {kind} needs a name to match"
+        if component.match_type != EXACT and component.match is not None:
+            return f"Match type {component.match_type} on {kind} takes no name"
+    if "ip" in seen and len(seen) > 1:
+        return "ip quotas cannot be combined with user or client-id in a filter"
+    return None
+
+
+@handles(API_KEY, "0-1")
+async def describe_client_quotas(broker, request) -> DescribeClientQuotasResponse:
+    error = _filter_error(request.body.components)
+    if error is not None:
+        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
+                                            error_message=error, entries=None)
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                                        entries=[])
