@@ -40,8 +40,9 @@ _READ_OPTIONS = frozenset(name.lower() for name in {
     "endingTimestamp", "failOnDataLoss", "includeHeaders", "minPartitions", "maxOffsetsPerTrigger",
     "kafka.group.id", "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly"})
 # queryName and checkpointLocation: Spark hands a stream's own settings to its sink as well
-_WRITE_OPTIONS = frozenset(name.lower() for name in {*_COMMON, "topic", "kafka.acks", "queryName",
-                                                     "checkpointLocation"})
+_WRITE_OPTIONS = frozenset(name.lower() for name in {*_COMMON, "topic", "kafka.acks", "kafka.compression.type",
+                                                     "queryName", "checkpointLocation"})
+_COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "kafka.group.id", "deleteCommitted", "deleteCommitted.topics",
                 "deleteCommitted.leaderOnly")
 
@@ -154,6 +155,7 @@ class WriteConfig:
     partition_index: int | None
     headers_index: int | None
     acks: int = -1
+    compression: str = "none"
     client: dict = field(default_factory=dict)
 
     @classmethod
@@ -191,6 +193,10 @@ class WriteConfig:
         acks = options.get("kafka.acks", "all").strip().lower()
         if acks not in _ACKS:
             raise EbbSourceError(f"option 'kafka.acks' must be all, -1, 1 or 0, not {acks!r}")
+        compression = options.get("kafka.compression.type", "none").strip().lower()
+        if compression not in _COMPRESSION:
+            raise EbbSourceError(f"option 'kafka.compression.type' must be one of {', '.join(_COMPRESSION)}, "
+                                 f"not {compression!r}")
         return cls(
             bootstrap=bootstrap,
             topic=topic,
@@ -200,5 +206,6 @@ class WriteConfig:
             partition_index=column("partition", IntegerType, LongType, ShortType),
             headers_index=headers_index,
             acks=_ACKS[acks],
+            compression=compression,
             client=_client_options(options),
         )

@@ -16,7 +16,9 @@ import asyncio
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -28,6 +30,7 @@ from client import Admin
 
 from .config import ReadConfig, WriteConfig
 from .fast_read import read_batches
+from .fast_write import write_batches
 from .options import EbbSourceError, flag, from_json_offsets, to_json_offsets
 from .planning import (
     OffsetRange,
@@ -40,7 +43,7 @@ from .planning import (
     stream_start,
 )
 from .progress import GroupProgress
-from .transfer import check_topic_exists, write_rows
+from .transfer import check_topic_exists
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "timestampType int")
@@ -185,22 +188,22 @@ class EbbCommitMessage(WriterCommitMessage):
         self.records = records
 
 
-class EbbBatchWriter(DataSourceWriter):
+class EbbBatchWriter(DataSourceArrowWriter):
     def __init__(self, config: WriteConfig):
         self.config = config
 
     def write(self, iterator) -> EbbCommitMessage:
-        return EbbCommitMessage(write_rows(self.config, iterator))
+        return EbbCommitMessage(write_batches(self.config, iterator))
 
 
-class EbbStreamWriter(DataSourceStreamWriter):
+class EbbStreamWriter(DataSourceStreamArrowWriter):
     """At least once, as the Kafka sink: tasks produce as they go, so a replayed batch is produced again."""
 
     def __init__(self, config: WriteConfig):
         self.config = config
 
     def write(self, iterator) -> EbbCommitMessage:
-        return EbbCommitMessage(write_rows(self.config, iterator))
+        return EbbCommitMessage(write_batches(self.config, iterator))
 
     def commit(self, messages, batchId: int) -> None:
         """The records are on the broker already; nothing to finish."""

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
+import pytest
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from pipeline.transfer import murmur2, partition_for_key
 from tests.pipeline.helpers import consume_all, create_topic
 
 
 def write(df, bootstrap, **options):
     df.write.format("ebb").mode("append").option("kafka.bootstrap.servers", bootstrap).options(**options).save()
-
-
-def test_murmur2_matches_the_kafka_clients():
-    keys = [b"", b"a", b"ab", b"abc", b"abcd", b"abcde", "ключ".encode(), *(os.urandom(n) for n in range(1, 40))]
-    for key in keys:
-        assert murmur2(key) == kafka_murmur2(key) & 0xFFFFFFFF, key
 
 
 def test_keyed_rows_land_where_kafka_would_put_them(spark, bootstrap):
@@ -27,8 +19,7 @@ def test_keyed_rows_land_where_kafka_would_put_them(spark, bootstrap):
     write(df, bootstrap, topic="wr-keys")
     got = consume_all(bootstrap, "wr-keys")
     assert sorted((r.key, r.value) for r in got) == sorted((k.encode(), v.encode()) for k, v in rows)
-    for record in got:
-        assert record.partition == partition_for_key(record.key, 3)
+    for record in got:  # kafka-python's murmur2, the Java client's hash
         assert record.partition == (kafka_murmur2(record.key) & 0x7FFFFFFF) % 3
 
 
@@ -51,3 +42,14 @@ def test_unkeyed_rows_spread_over_partitions_and_topic_option_wins(spark, bootst
     got = consume_all(bootstrap, "wr-spread")
     assert sorted(r.value for r in got) == sorted(f"v{i}".encode() for i in range(30))
     assert {r.partition for r in got} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
+def test_compressed_writes(spark, bootstrap, codec):
+    topic = f"wr-{codec}"
+    create_topic(bootstrap, topic, partitions=2)
+    rows = [(f"k{i}", f"value {i} " * 10) for i in range(500)]
+    write(spark.createDataFrame(rows, "key string, value string"), bootstrap, topic=topic,
+          **{"kafka.compression.type": codec})
+    got = consume_all(bootstrap, topic)
+    assert sorted((r.key, r.value) for r in got) == sorted((k.encode(), v.encode()) for k, v in rows)
