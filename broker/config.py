@@ -17,10 +17,12 @@ import structlog
 
 from broker import listener_security
 from broker.log.config import LogConfig, LogManagerConfig
+from broker.security.inter_broker import inter_broker_security
 from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener
 from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
 from client import java_properties
+from client.security import ClientSecurity
 
 log = structlog.get_logger("config")
 
@@ -144,6 +146,7 @@ class BrokerConfig:
     listener_protocols: Mapping[str, str]  # listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     sasl_listeners: Mapping[str, SaslListener]  # the SASL listeners' mechanisms and PLAIN users
     tls_listeners: Mapping[str, TlsListener]  # the TLS listeners' SSL contexts
+    inter_broker_security: ClientSecurity | None  # how this broker connects to the others; None: PLAINTEXT
     log_dir: Path
     num_partitions: int
     default_replication_factor: int
@@ -227,6 +230,12 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
                               f"not a wildcard address")
     inter_broker = listener_security.inter_broker_listener(props, [item.name for item in listeners])
     advertised_listener = next(item for item in advertised_listeners if item.name == inter_broker)
+    try:
+        # Only brokers of a cluster connect to each other.
+        to_brokers = inter_broker_security(props, inter_broker, protocols[inter_broker]) \
+            if merged.get("zookeeper.connect", "").strip() else None
+    except listener_security.SecuritySettingError as exc:
+        raise ConfigError(str(exc)) from None
     log_dirs = _split(merged.get("log.dirs") or merged.get("log.dir", ""))
     if len(log_dirs) != 1:
         raise ConfigError(f"log.dirs: Ebb uses exactly one log directory, got {len(log_dirs)}")
@@ -249,6 +258,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         listener_protocols=protocols,
         sasl_listeners=sasl,
         tls_listeners=tls,
+        inter_broker_security=to_brokers,
         log_dir=Path(log_dirs[0]),
         num_partitions=_int(merged, "num.partitions", minimum=1),
         default_replication_factor=_int(merged, "default.replication.factor", minimum=1),

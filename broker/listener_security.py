@@ -67,12 +67,7 @@ def check(props: Mapping[str, str], listener_names: Iterable[str], advertised_na
     listener = props.get("inter.broker.listener.name", "").strip()
     if listener and listener not in names:
         raise SecuritySettingError(f"inter.broker.listener.name: {listener} is not one of the listeners {names}")
-    chosen = inter_broker_listener(props, names)
-    if props.get("zookeeper.connect", "").strip() and protocols[chosen] != "PLAINTEXT":
-        # Replication and the controller's requests do not authenticate yet.
-        raise SecuritySettingError(
-            f"inter.broker.listener.name: brokers of a cluster talk to each other over PLAINTEXT only for now; "
-            f"listener {chosen} is {protocols[chosen]}")
+    inter_broker_listener(props, names)  # names an existing listener
     return {name: protocols[name] for name in names}
 
 
@@ -92,7 +87,7 @@ def inter_broker_listener(props: Mapping[str, str], names: list[str]) -> str:
 def is_sasl_property(key: str, sasl_listener_names: Iterable[str]) -> bool:
     """The SASL settings Ebb honours: sasl.enabled.mechanisms (also per SASL listener) and a SASL
     listener's JAAS entry per mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config."""
-    if key in ("sasl.enabled.mechanisms", "sasl.server.max.receive.size"):
+    if key in ("sasl.enabled.mechanisms", "sasl.server.max.receive.size", "sasl.mechanism.inter.broker.protocol"):
         return True
     for name in sasl_listener_names:
         prefix = f"listener.name.{name.lower()}."

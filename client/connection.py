@@ -15,7 +15,7 @@ import structlog
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME, decode_response, encode_request
-from protocol.messages import ApiMessage, ApiVersionsRequest
+from protocol.messages import ApiMessage, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.wire import I16, I32
 
 from .errors import (
@@ -27,7 +27,10 @@ from .errors import (
     UnsupportedVersionError,
     error_for,
 )
+from .security import AuthenticationError, ClientSecurity, SaslClient
 from .versions import API_VERSIONS, API_VERSIONS_FIRST_TRY, api_name, api_versions_retry, pick_version
+
+SASL_AUTHENTICATE = 36
 
 log = structlog.get_logger("ebb.client.connection")
 
@@ -55,8 +58,10 @@ class BrokerConnection:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         max_frame: int = DEFAULT_MAX_FRAME,
+        security: ClientSecurity | None = None,
     ):
         self.host = host
+        self.security = security  # TLS and SASL, when the listener asks for them
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -95,8 +100,12 @@ class BrokerConnection:
         if self._writer is not None:
             raise RuntimeError(f"{self!r} was already connected; make a new one")
         try:
+            tls = self.security.ssl_context if self.security is not None else None
+            server_hostname = (self.host if self.security is not None and self.security.check_hostname else "") \
+                if tls is not None else None
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_s
+                asyncio.open_connection(self.host, self.port, ssl=tls, server_hostname=server_hostname),
+                self.connect_timeout_s,
             )
         except (OSError, TimeoutError) as exc:
             reason = f"timed out after {self.connect_timeout_s:g}s" if isinstance(exc, TimeoutError) else str(exc)
@@ -107,6 +116,8 @@ class BrokerConnection:
         self._reader_task = asyncio.create_task(self._read_loop(reader), name=f"ebb-read-{self.address}")
         try:
             await self._negotiate()
+            if self.security is not None and self.security.sasl_mechanism is not None:
+                await self._authenticate(self.security)
         except BaseException:
             await self.close()
             raise
@@ -171,6 +182,26 @@ class BrokerConnection:
             raise error_for(response.error_code, f"ApiVersions v{version} from {self.address}")
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         self.api_versions_version = version
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate requests."""
+        mechanism = security.sasl_mechanism or ""
+        handshake = await self.request(SaslHandshakeRequest(mechanism=mechanism), version=1)
+        if handshake.error_code != ErrorCode.NONE:
+            raise AuthenticationError(f"{self.address} does not offer SASL {mechanism} "
+                                      f"(it offers {', '.join(handshake.mechanisms)})", handshake.error_code)
+        sasl = SaslClient(security)
+        version = self.pick_version(SASL_AUTHENTICATE)
+        first = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.first()), version=version)
+        if first.error_code != ErrorCode.NONE:
+            raise AuthenticationError(f"{self.address}: {first.error_message}", first.error_code)
+        if mechanism == "PLAIN":
+            return
+        final = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.answer(bytes(first.auth_bytes))),
+                                   version=version)
+        if final.error_code != ErrorCode.NONE:
+            raise AuthenticationError(f"{self.address}: {final.error_message}", final.error_code)
+        sasl.verify_final(bytes(final.auth_bytes))
 
     # -- requests --
 

@@ -50,7 +50,8 @@ async def gather(broker, partitions: dict[str, list[int]]) -> ClusterCommits:
             continue
         try:
             async with BrokerConnection(endpoint[0], endpoint[1], node_id=node_id, client_id="ebb-trim",
-                                        request_timeout_s=10, connect_timeout_s=5) as connection:
+                                        request_timeout_s=10, connect_timeout_s=5,
+                                        security=broker.config.inter_broker_security) as connection:
                 await _ask_coordinator(connection, partitions, result)
         except Exception as exc:  # unreachable, closed, timed out: this round does not know everything
             log.warning("could not ask a coordinator for its groups' commits", broker=node_id, error=repr(exc))

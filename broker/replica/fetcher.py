@@ -34,6 +34,7 @@ from protocol.records import iter_batches
 if TYPE_CHECKING:
     from broker.config import ReplicationConfig
     from broker.replica.partition import Partition
+    from client.security import ClientSecurity
 
 log = structlog.get_logger("fetcher")
 
@@ -66,9 +67,11 @@ class ReplicaFetcher:
     """Fetches every partition followed on one leader broker."""
 
     def __init__(self, node_id: int, leader_id: int, endpoint: Callable[[int], tuple[str, int] | None],
-                 config: ReplicationConfig) -> None:
-        """`endpoint`: where a broker id listens (None while it is not registered)."""
+                 config: ReplicationConfig, security: ClientSecurity | None = None) -> None:
+        """`endpoint`: where a broker id listens (None while it is not registered); `security`: TLS and SASL
+        for the inter-broker listener."""
         self.node_id = node_id
+        self.security = security
         self.endpoint = endpoint
         self.leader_id = leader_id
         self.config = config
@@ -254,7 +257,8 @@ class ReplicaFetcher:
         timeout_s = (self.config.socket_timeout_ms + self.config.fetch_wait_max_ms) / 1000
         self._connection = await BrokerConnection(
             host, port, node_id=self.leader_id, client_id=f"ebb-replica-fetcher-{self.node_id}",
-            request_timeout_s=timeout_s, connect_timeout_s=self.config.socket_timeout_ms / 1000).connect()
+            request_timeout_s=timeout_s, connect_timeout_s=self.config.socket_timeout_ms / 1000,
+            security=self.security).connect()
         return self._connection
 
     async def _disconnect(self) -> None:

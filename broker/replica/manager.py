@@ -233,7 +233,8 @@ class ReplicaManager:
             fetcher = self._fetchers.get(partition.leader_id)
             if fetcher is None:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
-                    self.node_id, partition.leader_id, self.endpoint, self.broker.config.replication)
+                    self.node_id, partition.leader_id, self.endpoint, self.broker.config.replication,
+                    self.broker.config.inter_broker_security)
             fetcher.add(partition)
         for listener in self.leadership_listeners:
             listener(partition)

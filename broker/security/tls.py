@@ -25,7 +25,7 @@ from dataclasses import dataclass
 SERVED_SSL_KEYS = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.endpoint.identification.algorithm",
 )
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 # Java's short names for RDN attribute types (X500Principal.RFC2253); others are written by OID.
@@ -56,7 +56,7 @@ def tls_listener(props: Mapping[str, str], listener: str) -> TlsListener:
         if value and value.upper() != "PEM":
             raise TlsSettingError(f"{name}: {value} is not supported; Ebb reads PEM keystores and truststores")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    _load_keystore(context, get)
+    load_keystore(context, get)
     name, protocols = get("ssl.enabled.protocols")
     wanted = [p.strip() for p in (protocols or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     unknown = [p for p in wanted if p not in _VERSIONS]
@@ -72,12 +72,12 @@ def tls_listener(props: Mapping[str, str], listener: str) -> TlsListener:
     if auth not in ("none", "requested", "required"):
         raise TlsSettingError(f"{name}: {auth!r} is not none, requested or required")
     if auth != "none":
-        _load_truststore(context, get)
+        load_truststore(context, get)
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
     return TlsListener(context, auth)
 
 
-def _load_keystore(context: ssl.SSLContext, get) -> None:
+def load_keystore(context: ssl.SSLContext, get) -> None:
     location_key, location = get("ssl.keystore.location")
     chain_key, chain = get("ssl.keystore.certificate.chain")
     key_key, key = get("ssl.keystore.key")
@@ -99,7 +99,7 @@ def _load_keystore(context: ssl.SSLContext, get) -> None:
                               f"({exc})") from None
 
 
-def _load_truststore(context: ssl.SSLContext, get) -> None:
+def load_truststore(context: ssl.SSLContext, get) -> None:
     location_key, location = get("ssl.truststore.location")
     inline_key, inline = get("ssl.truststore.certificates")
     try:

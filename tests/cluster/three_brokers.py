@@ -23,9 +23,11 @@ _topics = itertools.count()
 @contextlib.contextmanager
 def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = None,
                   per_node: dict[int, dict[str, str]] | None = None) -> Iterator[dict[int, BrokerProcess]]:
-    """`extra`: settings for every broker; `per_node`: settings for one (node id -> settings)."""
-    brokers = {n: BrokerProcess(root / f"broker-{n}", {**overrides(zk_connect, n), **(extra or {}),
-                                                       **(per_node or {}).get(n, {})}) for n in NODES}
+    """`extra`: settings for every broker; `per_node`: settings for one (node id -> settings), where
+    "{port}" stands for the broker's own client port (e.g. in `listeners`)."""
+    brokers = {n: BrokerProcess(root / f"broker-{n}", {**overrides(zk_connect, n), **(extra or {})}) for n in NODES}
+    for n, process in brokers.items():
+        process.overrides.update({k: v.format(port=process.port) for k, v in (per_node or {}).get(n, {}).items()})
     with contextlib.ExitStack() as stack:
         for process in brokers.values():
             stack.enter_context(process)

@@ -71,7 +71,7 @@ def test_broker_refuses_to_start_with_a_bad_setting(tmp_path):
     (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=PLAIN",
       "listener.name.sasl_plaintext.plain.sasl.jaas.config=PlainLoginModule required"],
      "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
-    (["sasl.mechanism.inter.broker.protocol=PLAIN"], "sasl.mechanism.inter.broker.protocol"),
+    (["sasl.login.class=x"], "sasl.login.class"),
     (["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"], "authorizer.class.name"),
     (["super.users=User:admin"], "super.users"),
     (["allow.everyone.if.no.acl.found=false"], "allow.everyone.if.no.acl.found"),
@@ -80,7 +80,11 @@ def test_broker_refuses_to_start_with_a_bad_setting(tmp_path):
     (["security.inter.broker.protocol=SASL_SSL"], "security.inter.broker.protocol"),
     (["inter.broker.listener.name=INTERNAL"], "inter.broker.listener.name"),
     (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms=SCRAM-SHA-256",
-      "inter.broker.listener.name=SASL_PLAINTEXT", "zookeeper.connect=127.0.0.1:2181"], "inter.broker.listener.name"),
+      "inter.broker.listener.name=SASL_PLAINTEXT", "zookeeper.connect=127.0.0.1:2181"],
+     "sasl.mechanism.inter.broker.protocol"),  # Kafka's default GSSAPI
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms=SCRAM-SHA-256",
+      "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256",
+      "zookeeper.connect=127.0.0.1:2181"], "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config"),
     (["listeners=A://127.0.0.1:9092,A://127.0.0.1:9093", "listener.security.protocol.map=A:PLAINTEXT"], "listeners"),
     (["max.connections.per.ip=10"], "max.connections.per.ip"),
 ])
