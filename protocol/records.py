@@ -1,4 +1,5 @@
-"""Record batches, magic 2: zero-copy views for the broker, a decoder, and a builder.
+"""Record batches, magic 2: zero-copy views for the broker, a decoder, and a builder (the records
+inside a batch: protocol/record_format.py).
 
 A batch is a 61-byte big-endian header followed by its records (compressed as one stream when the
 codec bits say so):
@@ -25,8 +26,7 @@ nothing else.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from enum import IntEnum
 from typing import Any
 
@@ -34,7 +34,8 @@ from crc32c import crc32c
 
 from protocol.compression import Compression, compress, decompress
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.varint import INT32_MAX, read_varint, read_varlong, write_varint, write_varlong
+from protocol.record_format import NO_TIMESTAMP, Buffer, NewRecord, Record, corrupt, decode_records, write_bytes
+from protocol.varint import INT32_MAX, write_varint, write_varlong
 
 __all__ = [
     "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "Compression", "TimestampType",
@@ -42,15 +43,12 @@ __all__ = [
     "iter_batches", "set_log_append_time",
 ]
 
-Buffer = bytes | bytearray | memoryview
 WritableBuffer = bytearray | memoryview
-Headers = list[tuple[str, bytes | None]]
 
 BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes batch_length does not count
 MAGIC = 2
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
-NO_TIMESTAMP = -1
 
 # Field positions inside the header.
 _BASE_OFFSET = 0
@@ -87,10 +85,6 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1
 
 
-def _corrupt(message: str) -> ProtocolError:
-    return ProtocolError(ErrorCode.CORRUPT_MESSAGE, message)
-
-
 def _check_magic(magic: int, position: int) -> None:
     if magic == MAGIC:
         return
@@ -99,31 +93,7 @@ def _check_magic(magic: int, position: int) -> None:
             ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
             f"message set with magic {magic} at position {position}; only magic 2 is supported",
         )
-    raise _corrupt(f"unknown magic {magic} at position {position}")
-
-
-# --- decoded records ------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Record:
-    """One decoded record, with its absolute offset and timestamp."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class NewRecord:
-    """A record to be written; `build_batch` also takes plain (key, value, headers, timestamp) tuples."""
-
-    key: bytes | None
-    value: bytes | None
-    headers: Sequence[tuple[str, bytes | None]] = ()
-    timestamp: int = NO_TIMESTAMP
+    raise corrupt(f"unknown magic {magic} at position {position}")
 
 
 # --- the zero-copy view ---------------------------------------------------------------------------
@@ -155,13 +125,13 @@ class RecordBatch:
         if position < 0 or available < BATCH_HEADER_SIZE:
             if 0 <= position and available > _MAGIC:
                 _check_magic(buffer[position + _MAGIC], position)
-            raise _corrupt(f"record batch at position {position} is shorter than a batch header")
+            raise corrupt(f"record batch at position {position} is shorter than a batch header")
         _check_magic(_INT8.unpack_from(buffer, position + _MAGIC)[0], position)
         (batch_length,) = _INT32.unpack_from(buffer, position + _BATCH_LENGTH)
         if batch_length < MIN_BATCH_LENGTH:
-            raise _corrupt(f"record batch at position {position} has batch_length {batch_length}")
+            raise corrupt(f"record batch at position {position} has batch_length {batch_length}")
         if batch_length + LOG_OVERHEAD > available:
-            raise _corrupt(
+            raise corrupt(
                 f"record batch at position {position} needs {batch_length + LOG_OVERHEAD} bytes, "
                 f"{available} are left"
             )
@@ -197,7 +167,7 @@ class RecordBatch:
     def compression(self) -> Compression:
         codec = self.attributes & _CODEC_MASK
         if codec > Compression.ZSTD:
-            raise _corrupt(f"record batch at position {self.position} has unknown compression codec {codec}")
+            raise corrupt(f"record batch at position {self.position} has unknown compression codec {codec}")
         return Compression(codec)
 
     @property
@@ -260,14 +230,14 @@ class RecordBatch:
         end = position + LOG_OVERHEAD + header[1]
         stored, computed = header[4], crc32c(memoryview(buffer)[position + _ATTRIBUTES : end])
         if stored != computed:
-            raise _corrupt(f"record batch at position {position}: CRC {stored:#010x}, data {computed:#010x}")
+            raise corrupt(f"record batch at position {position}: CRC {stored:#010x}, data {computed:#010x}")
         if header[12] < 0:
-            raise _corrupt(f"record batch at position {position} has records_count {header[12]}")
+            raise corrupt(f"record batch at position {position} has records_count {header[12]}")
         if header[6] < 0:
-            raise _corrupt(f"record batch at position {position} has last_offset_delta {header[6]}")
+            raise corrupt(f"record batch at position {position} has last_offset_delta {header[6]}")
         if header[5] & _CODEC_MASK > Compression.ZSTD:
             codec = header[5] & _CODEC_MASK
-            raise _corrupt(f"record batch at position {position} has unknown compression codec {codec}")
+            raise corrupt(f"record batch at position {position} has unknown compression codec {codec}")
 
     # -- records --
 
@@ -275,64 +245,13 @@ class RecordBatch:
         """Decode the records, decompressing first if need be. Does not check the CRC."""
         base_offset, _, _, _, _, attributes, _, base_timestamp, max_timestamp, _, _, _, count = self.header()
         if count < 0:
-            raise _corrupt(f"record batch at position {self.position} has records_count {count}")
+            raise corrupt(f"record batch at position {self.position} has records_count {count}")
         codec = self.compression
         section = memoryview(self.buffer)[self.position + BATCH_HEADER_SIZE : self.position + self.size]
         # One copy of the record section up front: indexing and slicing bytes beats a memoryview.
         body = bytes(section) if codec == Compression.NONE else decompress(codec, section)
         log_append_time = max_timestamp if attributes & _TIMESTAMP_TYPE_BIT else None
-        return _decode_records(body, count, base_offset, base_timestamp, log_append_time)
-
-
-def _read_bytes(body: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
-    # A varint length (-1 for null), then that many bytes, all inside the record ending at `end`.
-    length, pos = read_varint(body, pos)
-    if 0 <= length <= end - pos:
-        return body[pos : pos + length], pos + length
-    if length == -1:
-        return None, pos
-    raise _corrupt(f"field of {length} bytes at position {pos} does not fit in its record")
-
-
-def _decode_records(
-    body: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
-) -> Iterator[Record]:
-    # Record: length varint | attributes int8 | timestamp_delta varlong | offset_delta varint |
-    #         key bytes | value bytes | header_count varint | headers (key string, value bytes)
-    # Varint reads are bounded by the buffer, not the record; the check that a record's fields add up
-    # to its length catches any that strayed past it.
-    pos = 0
-    body_end = len(body)
-    for index in range(count):
-        length, pos = read_varint(body, pos)
-        if length < 1 or length > body_end - pos:
-            raise _corrupt(f"record {index} claims {length} bytes, {body_end - pos} are left")
-        end = pos + length
-        timestamp_delta, pos = read_varlong(body, pos + 1)  # + 1 skips the (unused) record attributes
-        offset_delta, pos = read_varint(body, pos)
-        key, pos = _read_bytes(body, pos, end)
-        value, pos = _read_bytes(body, pos, end)
-        header_count, pos = read_varint(body, pos)
-        headers: Headers = []
-        if header_count:
-            if header_count < 0:
-                raise _corrupt(f"record {index} has header count {header_count}")
-            for _ in range(header_count):
-                header_key, pos = _read_bytes(body, pos, end)
-                if header_key is None:
-                    raise _corrupt(f"record {index} has a null header key")
-                try:
-                    name = header_key.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise _corrupt(f"record {index} has a header key that is not UTF-8") from exc
-                header_value, pos = _read_bytes(body, pos, end)
-                headers.append((name, header_value))
-        if pos != end:
-            raise _corrupt(f"record {index} claims {length} bytes but its fields take {length + pos - end}")
-        timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-        yield Record(base_offset + offset_delta, timestamp, key, value, headers)
-    if pos != body_end:
-        raise _corrupt(f"{body_end - pos} bytes left over after {count} records")
+        return decode_records(body, count, base_offset, base_timestamp, log_append_time)
 
 
 # --- walking a buffer of batches ------------------------------------------------------------------
@@ -353,17 +272,17 @@ def iter_batches(buf: Buffer, *, allow_partial_tail: bool = False) -> Iterator[R
         if available < LOG_OVERHEAD:
             if allow_partial_tail:
                 return
-            raise _corrupt(f"{available} stray bytes after the last record batch at position {pos}")
+            raise corrupt(f"{available} stray bytes after the last record batch at position {pos}")
         (batch_length,) = _INT32.unpack_from(buf, pos + _BATCH_LENGTH)
         if available > _MAGIC and buf[pos + _MAGIC] != MAGIC:
             _check_magic(buf[pos + _MAGIC], pos)
         if batch_length < MIN_BATCH_LENGTH:
-            raise _corrupt(f"record batch at position {pos} has batch_length {batch_length}")
+            raise corrupt(f"record batch at position {pos} has batch_length {batch_length}")
         size = batch_length + LOG_OVERHEAD
         if size > available:
             if allow_partial_tail:
                 return
-            raise _corrupt(f"record batch at position {pos} needs {size} bytes, {available} are left")
+            raise corrupt(f"record batch at position {pos} needs {size} bytes, {available} are left")
         batch = new_view(RecordBatch)
         batch.buffer, batch.position = buf, pos
         yield batch
@@ -458,15 +377,15 @@ class RecordBatchBuilder:
         record.append(0)  # record attributes
         write_varlong(record, timestamp - self._base_timestamp)
         write_varint(record, offset_delta)
-        _write_bytes(record, key)
-        _write_bytes(record, value)
+        write_bytes(record, key)
+        write_bytes(record, value)
         headers = list(headers)
         write_varint(record, len(headers))
         for name, header_value in headers:
             if not isinstance(name, str):
                 raise TypeError(f"header key must be str, not {type(name).__name__}")
-            _write_bytes(record, name.encode("utf-8"))
-            _write_bytes(record, header_value)
+            write_bytes(record, name.encode("utf-8"))
+            write_bytes(record, header_value)
         write_varint(self._body, len(record))
         self._body += record
 
@@ -504,16 +423,6 @@ class RecordBatchBuilder:
         )
         _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
         return bytes(out)
-
-
-def _write_bytes(out: bytearray, data: Buffer | None) -> None:
-    if data is None:
-        out.append(1)  # zigzag(-1)
-        return
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise TypeError(f"record fields must be bytes-like or None, not {type(data).__name__}")
-    write_varint(out, len(data))
-    out += data
 
 
 def build_batch(
