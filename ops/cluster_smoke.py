@@ -16,6 +16,7 @@ Prints each step with its time; exits non-zero at the first failure, leaving the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -209,6 +211,78 @@ def anonymous_volumes() -> set[str]:
     return {v for v in listed if re.fullmatch(r"[0-9a-f]{64}", v)}
 
 
+PROMETHEUS = "prom/prometheus:v2.53.0"
+GRAFANA = "grafana/grafana:11.1.0"
+STANDIN_PROMETHEUS = "ebb-standin/prometheus:2.42"
+
+
+def available(image: str) -> bool:
+    return have_image(image) or run("docker", "pull", image, check=False, quiet=True).returncode == 0
+
+
+def prometheus_image(images: dict[str, str]) -> str:
+    """The official image, else a stand-in from Debian's prometheus package on the stand-in base."""
+    if available(PROMETHEUS):
+        return PROMETHEUS
+    if not have_image(STANDIN_PROMETHEUS):
+        context = Path(tempfile.mkdtemp(prefix="ebb-standin-prometheus-"))
+        try:
+            (context / "Dockerfile").write_text(
+                f"FROM {images['EBB_BASE_IMAGE']}\n"
+                "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                "--no-install-recommends prometheus && rm -rf /var/lib/apt/lists/*\n"
+                'ENTRYPOINT ["/usr/bin/prometheus"]\n')
+            run("docker", "build", "-q", "--network", "host", "-t", STANDIN_PROMETHEUS, str(context), quiet=True)
+        finally:
+            shutil.rmtree(context, ignore_errors=True)
+    return STANDIN_PROMETHEUS
+
+
+def prometheus_query(expression: str) -> list:
+    """Evaluate PromQL at the compose Prometheus; its error when the expression does not parse."""
+    url = "http://127.0.0.1:9090/api/v1/query?" + urllib.parse.urlencode({"query": expression})
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        reply = json.load(answer)
+    if reply["status"] != "success":
+        sys.exit(f"FAILED: Prometheus refused {expression!r}: {reply}")
+    return reply["data"]["result"]
+
+
+def check_monitoring(compose: list[str], images: dict[str, str]) -> None:
+    prometheus = prometheus_image(images)
+    services = ["prometheus"] + (["grafana"] if available(GRAFANA) else [])
+    env = {**images, "PROMETHEUS_IMAGE": prometheus, "GRAFANA_IMAGE": GRAFANA}
+    run(*compose, "--profile", "monitoring", "up", "-d", *services, env=env, quiet=True)
+
+    def targets_up() -> bool:
+        with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=5) as answer:
+            targets = json.load(answer)["data"]["activeTargets"]
+        return len(targets) == 3 and all(t["health"] == "up" for t in targets)
+
+    wait(targets_up, "Prometheus scraping the three brokers", interval=1)
+    controllers = "sum(kafka_controller_kafkacontroller_activecontrollercount)"
+    wait(lambda: [r["value"][1] for r in prometheus_query(controllers)] == ["1"], "one active controller in Prometheus",
+         interval=1)
+    dashboard = json.loads((ROOT / "ops/grafana/ebb.json").read_text())
+    expressions = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for expression in expressions:  # Grafana's $__rate_interval is at least four scrape intervals
+        prometheus_query(expression.replace("$__rate_interval", "1m"))
+    lag = prometheus_query(expressions[0].replace("$__rate_interval", "1m"))
+    assert any(r["metric"].get("topic") == "smoke" and r["value"][1] == "0" for r in lag), lag
+    print(f"Prometheus ({prometheus}) scrapes brokers 1-3; all {len(expressions)} dashboard queries evaluate; "
+          "the low watermark lag of smoke-0 is 0")
+    if "grafana" in services:
+        wait(lambda: urllib.request.urlopen("http://127.0.0.1:3000/api/health", timeout=2).status == 200,
+             "Grafana answering", interval=1)
+        request = urllib.request.Request("http://127.0.0.1:3000/api/dashboards/uid/ebb-broker",
+                                         headers={"Authorization": "Basic YWRtaW46YWRtaW4="})  # admin:admin
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            assert json.load(answer)["dashboard"]["title"] == "Ebb"
+        print("Grafana up on 127.0.0.1:3000 with the provisioned dashboard")
+    else:
+        print(f"SKIPPED: Grafana ({GRAFANA} is not available here: no registry, and Debian does not package it)")
+
+
 def main() -> None:
     os.chdir(ROOT)
     step("Docker daemon")
@@ -290,15 +364,8 @@ def main() -> None:
     assert not leaked, f"unnamed volumes made by down/up: {leaked}"
     print("no unnamed volume made by down/up (every VOLUME is a named one)")
 
-    step("monitoring profile")
-    monitoring = {"prom/prometheus:v2.53.0", "grafana/grafana:11.1.0"}
-    if all(have_image(i) or run("docker", "pull", i, check=False, quiet=True).returncode == 0 for i in monitoring):
-        run(*compose, "--profile", "monitoring", "up", "-d", env=images, quiet=True)
-        wait(lambda: urllib.request.urlopen("http://127.0.0.1:9090/-/ready", timeout=2).status == 200,
-             "Prometheus ready")
-        print("Prometheus and Grafana up (127.0.0.1:9090, 127.0.0.1:3000)")
-    else:
-        print("SKIPPED: the Prometheus and Grafana images are not available here (no registry)")
+    step("monitoring profile: Prometheus scraping the brokers, every dashboard query evaluated")
+    check_monitoring(compose, images)
 
     step("compose down -v")
     run(*compose, "--profile", "monitoring", "down", "-v", env=images, quiet=True)
