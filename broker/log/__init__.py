@@ -3,6 +3,7 @@
 manager.LogManager     one log dir: loading, checkpoints, topic deletion, background tasks
 log.PartitionLog       one partition: append, read, offsets, truncation, retention
 segment_run            its segments as files: roll, find, slice, retire
+checkpoint_file        a per-dir offset checkpoint written with group commit
 opening                new and loaded (recovered) partition logs
 segment.LogSegment     one .log file with its .index and .timeindex
 index                  the two sparse indexes, in Kafka's binary formats

@@ -5,8 +5,8 @@ Per-dir files (Kafka's names and formats): `log-start-offset-checkpoint`,
 `recovery-point-offset-checkpoint`, `replication-offset-checkpoint`, and `.kafka_cleanshutdown`,
 whose presence at startup lets recovery skip the scan.
 
-The log start offset checkpoint is group-committed: every caller waits for a write that began after
-its change, and all callers that arrive while one write runs share the next one. With
+The log start offset checkpoint is group-committed (checkpoint_file.py): every caller waits for a write
+that began after its change, and all callers that arrive while one write runs share the next one. With
 `log.start.offset.checkpoint.sync=false` it is written every
 `log.flush.start.offset.checkpoint.interval.ms` instead, as Kafka does.
 """
@@ -26,6 +26,7 @@ import structlog
 
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
+from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
 from broker.log.common import (
     TMP_SUFFIX,
     CorruptCheckpointError,
@@ -44,58 +45,6 @@ from broker.log.opening import create_partition_log, load_partition_log
 from broker.log.retention import cause_of_next_deletion
 
 logger = structlog.get_logger(__name__)
-
-Offsets = dict[TopicPartition, int]
-
-
-class _CheckpointFile:
-    """One per-dir offset checkpoint with group commit: `write()` returns once a write that started
-    after the call has reached the disk; concurrent callers share writes."""
-
-    def __init__(
-        self, path: Path, io: LogIO, snapshot: Callable[[], tuple[Offsets, Callable[[], None]]]
-    ) -> None:
-        self.path = path
-        self._io = io
-        self._snapshot = snapshot
-        self._waiters: list[asyncio.Future[None]] = []
-        self._writer: asyncio.Task[None] | None = None
-        self.writes = 0  # for tests and the benchmark: how many times the file was written
-
-    async def write(self) -> None:
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
-        if self._writer is None or self._writer.done():
-            self._writer = loop.create_task(self._write_loop())
-        await asyncio.shield(waiter)
-
-    async def _write_loop(self) -> None:
-        while self._waiters:
-            waiters, self._waiters = self._waiters, []
-            offsets, on_durable = self._snapshot()
-            try:
-                await self._io.run(checkpoint.write_offsets, self.path, offsets)
-            except OSError as exc:
-                logger.error("checkpoint write failed", file=str(self.path), error=repr(exc))
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_exception(StorageError(f"cannot write {self.path.name}: {exc!r}"))
-                continue
-            self.writes += 1
-            on_durable()
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    async def drain(self) -> None:
-        if self._writer is not None:
-            await asyncio.gather(self._writer, return_exceptions=True)
-
-
-def _nothing() -> None:
-    return None
-
 
 class LogManager:
     def __init__(
@@ -133,18 +82,18 @@ class LogManager:
         # Told (cause, records, bytes) after each retention deletion, for the metrics.
         self.deletion_listeners: list[Callable[[str, int, int], None]] = []
 
-        self.start_offsets = _CheckpointFile(
+        self.start_offsets = CheckpointFile(
             self.log_dir / checkpoint.LOG_START_OFFSET_CHECKPOINT, self._io, self._start_offset_snapshot
         )
-        self.recovery_points = _CheckpointFile(
+        self.recovery_points = CheckpointFile(
             self.log_dir / checkpoint.RECOVERY_POINT_CHECKPOINT,
             self._io,
-            lambda: (self._offsets("recovery", lambda log: log.recovery_point), _nothing),
+            lambda: (self._offsets("recovery", lambda log: log.recovery_point), nothing_more),
         )
-        self.high_watermarks = _CheckpointFile(
+        self.high_watermarks = CheckpointFile(
             self.log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
             self._io,
-            lambda: (self._offsets("hw", lambda log: log.high_watermark), _nothing),
+            lambda: (self._offsets("hw", lambda log: log.high_watermark), nothing_more),
         )
 
     # --- access ----------------------------------------------------------------------------------
