@@ -18,6 +18,7 @@ from .options import (
     TopicSelection,
     bootstrap_servers,
     check_known,
+    duration_s,
     flag,
     position_spec,
     positive_int,
@@ -38,13 +39,14 @@ _READ_OPTIONS = frozenset(name.lower() for name in {
     *_COMMON, "subscribe", "subscribePattern", "assign", "startingOffsets", "startingOffsetsByTimestamp",
     "startingTimestamp", "startingOffsetsByTimestampStrategy", "endingOffsets", "endingOffsetsByTimestamp",
     "endingTimestamp", "failOnDataLoss", "includeHeaders", "minPartitions", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay",
     "kafka.group.id", "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly"})
 # queryName and checkpointLocation: Spark hands a stream's own settings to its sink as well
 _WRITE_OPTIONS = frozenset(name.lower() for name in {*_COMMON, "topic", "kafka.acks", "kafka.compression.type",
                                                      "queryName", "checkpointLocation"})
 _COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
-_STREAM_ONLY = ("maxOffsetsPerTrigger", "kafka.group.id", "deleteCommitted", "deleteCommitted.topics",
-                "deleteCommitted.leaderOnly")
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "kafka.group.id",
+                "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly")
 
 
 def _client_options(options: Mapping[str, str]) -> dict[str, int | str]:
@@ -66,6 +68,8 @@ class ReadConfig:
     include_headers: bool = False
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None  # wait for this many, but no longer than max_trigger_delay_s
+    max_trigger_delay_s: float = 900.0
     group_id: str | None = None  # stream only: the consumer group its finished batches are committed to
     delete_committed: DeleteCommitted | None = None  # stream only
     client: dict = field(default_factory=dict)
@@ -90,6 +94,11 @@ class ReadConfig:
             for name in _STREAM_ONLY:
                 if options.get(name) is not None:
                     raise EbbSourceError(f"option '{name}' is for streaming queries")
+        low, high = positive_int(options, "minOffsetsPerTrigger"), positive_int(options, "maxOffsetsPerTrigger")
+        if low is not None and high is not None and low > high:
+            raise EbbSourceError(f"option 'minOffsetsPerTrigger' ({low}) is above 'maxOffsetsPerTrigger' ({high})")
+        if options.get("maxTriggerDelay") is not None and low is None:
+            raise EbbSourceError("option 'maxTriggerDelay' needs minOffsetsPerTrigger")
         group_id = options.get("kafka.group.id")
         if group_id is not None and not group_id.strip():
             raise EbbSourceError("option 'kafka.group.id' is empty")
@@ -101,7 +110,9 @@ class ReadConfig:
             fail_on_data_loss=flag(options, "failOnDataLoss", True),
             include_headers=flag(options, "includeHeaders", False),
             min_partitions=positive_int(options, "minPartitions"),
-            max_offsets_per_trigger=positive_int(options, "maxOffsetsPerTrigger"),
+            max_offsets_per_trigger=high,
+            min_offsets_per_trigger=low,
+            max_trigger_delay_s=duration_s(options, "maxTriggerDelay", "15m"),
             group_id=group_id,
             delete_committed=DeleteCommitted.from_options(options, group_id) if streaming else None,
             client=_client_options(options),

@@ -49,8 +49,6 @@ class TopicSelection:
 _REFUSED = {
     "groupidprefix": "it names a new consumer group for every query run, which no retention setting can "
                      "follow; set kafka.group.id to a group this query alone uses",
-    "minoffsetspertrigger": "not implemented; use maxOffsetsPerTrigger or a processing-time trigger",
-    "maxtriggerdelay": "not implemented (it only goes with minOffsetsPerTrigger)",
     "path": "the ebb source takes no path: name topics with subscribe, subscribePattern or assign "
             "(or the topic option when writing)",
 }
@@ -107,6 +105,18 @@ def positive_int(options: Mapping[str, str], name: str) -> int | None:
     if value <= 0:
         raise EbbSourceError(f"option '{name}' must be a positive integer, not {raw!r}")
     return value
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(options: Mapping[str, str], name: str, default: str) -> float:
+    """A duration as Spark writes them ("15m", "30s", "500ms", "1h"; a bare number is milliseconds)."""
+    raw = options.get(name, default).strip().lower()
+    match = re.fullmatch(r"(\d+)\s*([a-z]*)", raw)
+    if not match or (match.group(2) and match.group(2) not in _DURATION_UNITS):
+        raise EbbSourceError(f"option '{name}' must be a duration like 15m, 30s or 500ms, not {raw!r}")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2) or "ms"]
 
 
 def topic_selection(options: Mapping[str, str]) -> TopicSelection:

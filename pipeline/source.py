@@ -13,6 +13,7 @@ any task runs; the broker is only contacted in partitions()/offset calls (driver
 from __future__ import annotations
 
 import asyncio
+import time
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -116,6 +117,7 @@ class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._runner: asyncio.Runner | None = None
         self._admin: Admin | None = None
         self._progress: GroupProgress | None = None
+        self._last_batch_at: float | None = None
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_runner": None, "_admin": None, "_progress": None}
@@ -162,7 +164,25 @@ class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start_offsets = from_json_offsets(start)
         end = self._call(lambda admin: latest_for_stream(admin, self.config, start_offsets, self._available_now,
                                                          max_rows))
+        if self._wait_for_more(start_offsets, end):
+            return start
         return to_json_offsets(end)
+
+    def _wait_for_more(self, start: dict, end: dict) -> bool:
+        """minOffsetsPerTrigger: hold a small backlog back until it grows or maxTriggerDelay passes since the
+        last batch (AvailableNow drains what is there instead, as the connector does)."""
+        low = self.config.min_offsets_per_trigger
+        now = time.monotonic()
+        if self._last_batch_at is None:
+            self._last_batch_at = now  # the query's start counts as the last batch
+        backlog = sum(offset - start.get(tp, 0) for tp, offset in end.items())
+        if backlog <= 0:
+            return False
+        if low is not None and self._available_now is None and backlog < low \
+                and now - self._last_batch_at < self.config.max_trigger_delay_s:
+            return True
+        self._last_batch_at = now
+        return False
 
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
         return stream_ranges(from_json_offsets(start), from_json_offsets(end), self.config.min_partitions)

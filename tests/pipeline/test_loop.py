@@ -141,6 +141,9 @@ def test_delete_committed_deletes_what_every_reader_has_read(spark, bootstrap, t
     ({"deleteCommitted": "true", "kafka.group.id": "g"}, "needs 'deleteCommitted.topics'"),
     ({"deleteCommitted.topics": "x"}, "option 'deleteCommitted.topics' needs deleteCommitted=true"),
     ({"groupIdPrefix": "p"}, "option 'groupIdPrefix' is not supported"),
+    ({"maxTriggerDelay": "1m"}, "option 'maxTriggerDelay' needs minOffsetsPerTrigger"),
+    ({"minOffsetsPerTrigger": "5", "maxTriggerDelay": "soon"}, "option 'maxTriggerDelay' must be a duration"),
+    ({"minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, r"'minOffsetsPerTrigger' \(9\) is above"),
 ])
 def test_bad_loop_options(bootstrap, options, message):
     from pipeline.config import ReadConfig

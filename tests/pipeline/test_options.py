@@ -58,7 +58,7 @@ def test_a_stream_starting_at_a_time(spark, bootstrap, timed, tmp_path):
     ({"kafka.max.poll.records": "5"}, "Kafka client setting 'kafka.max.poll.records' is not supported by the ebb "
                                       "source"),
     ({"fetchOffset.numRetries": "3"}, "option 'fetchOffset.numRetries' is not supported by the ebb source"),
-    ({"minOffsetsPerTrigger": "3"}, "option 'minOffsetsPerTrigger' is not supported"),
+    ({"minOffsetsPerTrigger": "3"}, "option 'minOffsetsPerTrigger' is for streaming queries"),
     ({"kafka.security.protocol": "SASL_SSL"}, "option 'kafka.security.protocol' is 'SASL_SSL': Ebb's pipeline "
                                               "speaks PLAINTEXT only"),
     ({"kafka.sasl.mechanism": "PLAIN"}, "option 'kafka.sasl.mechanism' is not supported"),

@@ -121,3 +121,39 @@ def test_stream_from_topic_to_topic_exactly_the_new_records_each_run(spark, boot
     out = consume_all(bootstrap, "st-out")
     assert len(out) == 11
     assert [(r.partition, r.offset, r.key, r.value) for r in out if r.key == b"k9"] == [(0, 5, b"k9", b"V0-9")]
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay(spark, bootstrap, tmp_path):
+    create_topic(bootstrap, "st-min")
+
+    def start(checkpoint, **options):
+        batches: list[int] = []
+        df = stream(spark, bootstrap, subscribe="st-min", startingOffsets="earliest", **options)
+        query = (df.writeStream.foreachBatch(lambda batch, _: batches.append(batch.count()))
+                 .option("checkpointLocation", str(tmp_path / checkpoint)).start())
+        return query, batches
+
+    def wait_for_rows(query, batches) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not any(batches):
+            assert query.isActive, query.exception()
+            assert time.monotonic() < deadline, f"no batch with records in {DEADLINE_S}s"
+            time.sleep(0.1)
+
+    query, batches = start("cp1", minOffsetsPerTrigger=5, maxTriggerDelay="1h")
+    try:
+        produce(bootstrap, {("st-min", 0): [b"a", b"b", b"c"]})
+        time.sleep(3)  # room for batches the option must hold back (the default trigger polls every 10 ms)
+        assert not any(batches), batches
+        produce(bootstrap, {("st-min", 0): [b"d", b"e"]})
+        wait_for_rows(query, batches)
+        assert [n for n in batches if n] == [5]
+    finally:
+        query.stop()
+    # too few records for the minimum, but the delay passes: they come as they are
+    query, batches = start("cp2", minOffsetsPerTrigger=100, maxTriggerDelay="2s")
+    try:
+        wait_for_rows(query, batches)
+        assert [n for n in batches if n] == [5]
+    finally:
+        query.stop()
