@@ -1,8 +1,11 @@
 """The /metrics endpoint: a small HTTP/1.1 server on the broker's own event loop.
 
-A scrape runs `generate_latest` on the loop between requests, so every value it reads is a
-consistent snapshot of state only the loop changes (no thread races it). One request per
-connection; anything but GET or HEAD of /metrics gets a plain error status.
+A scrape reads state only the loop changes, on the loop (no thread races it), and never holds the
+loop for long: it renders one metric family at a time, and a large one (a gauge per partition)
+SAMPLES_PER_STEP samples at a time with prometheus_client's `generate_latest`, letting requests run
+in between. So a broker with 10,000 partitions pauses for milliseconds per step, not for the whole
+scrape; the price is that families are read at slightly different moments, as with any scrape that
+is not atomic. One request per connection; anything but GET or HEAD of /metrics gets an error status.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import asyncio
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 
 log = structlog.get_logger("metrics")
 
 MAX_HEADER_BYTES = 16 * 1024
 READ_TIMEOUT_S = 10.0
+SAMPLES_PER_STEP = 1000  # about 8 ms of rendering here
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
 
 
@@ -42,7 +47,7 @@ class MetricsEndpoint:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            status, body = self._answer(head)
+            status, body = await self._answer(head)
             method = head.split(b" ", 1)[0]
             content_type = CONTENT_TYPE_LATEST if status == 200 else "text/plain; charset=utf-8"
             writer.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
@@ -55,7 +60,7 @@ class MetricsEndpoint:
         finally:
             writer.close()
 
-    def _answer(self, head: bytes) -> tuple[int, bytes]:
+    async def _answer(self, head: bytes) -> tuple[int, bytes]:
         parts = head.split(b"\r\n", 1)[0].split(b" ")
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
             return 400, b"expected an HTTP/1.x request line\n"
@@ -65,7 +70,33 @@ class MetricsEndpoint:
         if method not in (b"GET", b"HEAD"):
             return 405, b"use GET\n"
         try:
-            return 200, generate_latest(self._registry)
+            return 200, await render(self._registry)
         except Exception:
             log.exception("metrics collection failed")  # a collector bug: say so, keep the broker up
             return 500, b"metrics collection failed; see the broker log\n"
+
+
+class _OneFamily:
+    """What generate_latest reads from: a registry of one metric family."""
+
+    def __init__(self, family: Metric) -> None:
+        self._family = family
+
+    def collect(self) -> list[Metric]:
+        return [self._family]
+
+
+async def render(registry: CollectorRegistry) -> bytes:
+    """The text exposition of `registry`, produced in steps with the loop free in between."""
+    parts: list[bytes] = []
+    for family in registry.collect():  # collectors are generators: each family is read when asked for
+        samples = family.samples
+        for start in range(0, max(len(samples), 1), SAMPLES_PER_STEP):
+            piece = Metric(family.name, family.documentation, family.type, family.unit)
+            piece.samples = samples[start:start + SAMPLES_PER_STEP]
+            text = generate_latest(_OneFamily(piece))
+            if start:  # a family's # HELP and # TYPE lines come once, before its first sample
+                text = b"".join(line for line in text.splitlines(keepends=True) if not line.startswith(b"# "))
+            parts.append(text)
+            await asyncio.sleep(0)
+    return b"".join(parts)

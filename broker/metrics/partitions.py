@@ -53,57 +53,54 @@ class OfflineLogsView(Protocol):
     def offline_partitions(self) -> Mapping[object, str]: ...
 
 
-def _gauge(name: str, documentation: str) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
-
-
 class PartitionCollector:
     def __init__(self, replicas: ReplicasView, logs: OfflineLogsView) -> None:
         self._replicas = replicas
         self._logs = logs
 
     def collect(self) -> Iterator[Metric]:
-        start = _gauge("kafka_log_log_logstartoffset", "First offset readable in the local replica")
-        end = _gauge("kafka_log_log_logendoffset", "Offset the next record appended to the local replica gets")
-        size = _gauge("kafka_log_log_size", "Bytes of the local replica's segments on disk")
-        segments = _gauge("kafka_log_log_numlogsegments", "Segments of the local replica")
-        high = _gauge("ebb_partition_highwatermark", "High watermark known to the local replica")
-        low = _gauge("ebb_partition_lowwatermark", "Smallest log start offset over the alive replicas "
-                     "(partitions led here only)")
-        leader = _gauge("ebb_partition_leader", "1 where this broker leads the partition, else 0")
-        in_sync = _gauge("kafka_cluster_partition_insyncreplicascount", "In-sync replicas (leaders only)")
-        assigned = _gauge("kafka_cluster_partition_replicascount", "Assigned replicas (leaders only)")
-        under = _gauge("kafka_cluster_partition_underreplicated", "1 where the ISR is smaller than the "
-                       "assignment (leaders only)")
-        led = under_total = producer_ids = 0
-        partitions = self._replicas.partitions
-        for tp, partition in sorted(partitions.items(), key=lambda item: (item[0].topic, item[0].partition)):
-            labels = [tp.topic, str(tp.partition)]
-            producer_ids += len(partition.producers)
-            if partition.log.offline:
-                continue
-            start.add_metric(labels, partition.log_start_offset)
-            end.add_metric(labels, partition.log_end_offset)
-            size.add_metric(labels, partition.log.size_bytes)
-            segments.add_metric(labels, len(partition.log.segments))
-            high.add_metric(labels, partition.high_watermark)
-            leader.add_metric(labels, 1 if partition.is_leader else 0)
-            if partition.is_leader:
-                led += 1
-                is_under = len(partition.isr) < len(partition.replicas)
-                under_total += is_under
-                low.add_metric(labels, partition.low_watermark())
-                in_sync.add_metric(labels, len(partition.isr))
-                assigned.add_metric(labels, len(partition.replicas))
-                under.add_metric(labels, int(is_under))
-        yield from (start, end, size, segments, high, low, leader, in_sync, assigned, under)
+        # One pass over the partitions per family, each family yielded when done: whoever renders the
+        # scrape can let the loop run between them (broker/metrics/http.py).
+        partitions = sorted(self._replicas.partitions.items(), key=lambda item: (item[0].topic, item[0].partition))
+        online = [(tp, p) for tp, p in partitions if not p.log.offline]
+        leaders = [(tp, p) for tp, p in online if p.is_leader]
+        every_replica = (
+            ("kafka_log_log_logstartoffset", "First offset readable in the local replica",
+             lambda p: p.log_start_offset),
+            ("kafka_log_log_logendoffset", "Offset the next record appended to the local replica gets",
+             lambda p: p.log_end_offset),
+            ("kafka_log_log_size", "Bytes of the local replica's segments on disk", lambda p: p.log.size_bytes),
+            ("kafka_log_log_numlogsegments", "Segments of the local replica", lambda p: len(p.log.segments)),
+            ("ebb_partition_highwatermark", "High watermark known to the local replica", lambda p: p.high_watermark),
+            ("ebb_partition_leader", "1 where this broker leads the partition, else 0", lambda p: int(p.is_leader)),
+        )
+        leaders_only = (
+            ("ebb_partition_lowwatermark", "Smallest log start offset over the alive replicas (partitions led "
+             "here only)", lambda p: p.low_watermark()),
+            ("kafka_cluster_partition_insyncreplicascount", "In-sync replicas (leaders only)", lambda p: len(p.isr)),
+            ("kafka_cluster_partition_replicascount", "Assigned replicas (leaders only)", lambda p: len(p.replicas)),
+            ("kafka_cluster_partition_underreplicated", "1 where the ISR is smaller than the assignment (leaders "
+             "only)", _under_replicated),
+        )
+        for chosen, families in ((online, every_replica), (leaders, leaders_only)):
+            for name, documentation, read in families:
+                family = GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
+                for tp, partition in chosen:
+                    family.add_metric([tp.topic, str(tp.partition)], read(partition))
+                yield family
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions with a replica here",
                                 value=len(partitions))
-        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions led here", value=led)
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions led here", value=len(leaders))
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
-                                "Partitions led here whose ISR is smaller than their assignment", value=under_total)
+                                "Partitions led here whose ISR is smaller than their assignment",
+                                value=sum(_under_replicated(p) for _, p in leaders))
         yield GaugeMetricFamily("kafka_server_replicamanager_offlinereplicacount",
                                 "Replicas here that are offline (a storage error)",
                                 value=len(self._logs.offline_partitions))
         yield GaugeMetricFamily("kafka_server_replicamanager_produceridcount",
-                                "Producer ids with state, summed over the partitions here", value=producer_ids)
+                                "Producer ids with state, summed over the partitions here",
+                                value=sum(len(p.producers) for _, p in partitions))
+
+
+def _under_replicated(partition: PartitionView) -> int:
+    return int(len(partition.isr) < len(partition.replicas))

@@ -1,9 +1,16 @@
 """broker/metrics/ parts that need no broker: the histogram's buckets, the error walk over a
-response, and which retention rule a deletion is counted under."""
+response, which retention rule a deletion is counted under, and rendering a scrape in steps."""
+
+import asyncio
+
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.log.config import LogConfig
 from broker.log.retention import SegmentFacts, retention_cause
 from broker.metrics.histogram import Histogram
+from broker.metrics.http import SAMPLES_PER_STEP, render
 from broker.metrics.requests import count_errors
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
@@ -50,3 +57,34 @@ def test_a_retention_deletion_is_counted_under_the_rule_that_deletes_most():
     # Time deletes one, size two: size it is; on a tie the earlier rule (time) is named.
     assert cause(config(**{"retention.ms": str(int(3.5 * HOUR)), "retention.bytes": "150"})) == "retention_size"
     assert cause(config(**{"retention.ms": str(int(2.5 * HOUR)), "retention.bytes": "150"})) == "retention_time"
+
+
+class _Registry:
+    def __init__(self, *families):
+        self.families = families
+
+    def collect(self):
+        return list(self.families)
+
+
+async def test_a_scrape_is_rendered_in_steps_with_the_loop_free_between_them():
+    big = GaugeMetricFamily("many", "one sample per partition", labels=["partition"])
+    for index in range(3 * SAMPLES_PER_STEP + 7):
+        big.add_metric([str(index)], index)
+    small = CounterMetricFamily("few", "a counter", value=3)
+    registry = _Registry(big, small)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.get_running_loop().create_task(ticker())
+    body = await render(registry)
+    task.cancel()
+    assert ticks >= 4  # the loop ran other work between the steps
+    assert body == generate_latest(registry)  # the same text as in one go: one header per family
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    assert len(families["many"].samples) == 3 * SAMPLES_PER_STEP + 7
