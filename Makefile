@@ -7,7 +7,7 @@ BENCHSTAMP := $(VENV)/.installed-bench
 JS     := tests/conformance/js
 JSSTAMP := $(JS)/node_modules/.installed
 
-.PHONY: test lint bench run clean docker cluster cluster-smoke
+.PHONY: test lint bench run clean docker cluster cluster-smoke pipeline-demo
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP)
 	$(PY) -m bench.delete_records_cluster $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
 	$(PY) -m bench.scale $(QUICK)
+	$(PY) -m bench.pipeline $(QUICK)
+
+# Three Spark stages over intermediate topics trimmed behind the next stage (docs/pipeline.md); draws
+# the bytes on disk into pipeline-demo.png. Starts its own broker; needs Java 17+.
+pipeline-demo: $(STAMP)
+	$(PY) -m pipeline.jobs.demo --png pipeline-demo.png
 
 # One broker on 127.0.0.1:9092, data under ./data, no ZooKeeper. Extra settings: make run ARGS="--override k=v"
 run: $(STAMP)

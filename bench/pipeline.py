@@ -1,4 +1,4 @@
-"""format("ebb") beside plain librdkafka: `python -m bench.pipeline [--records N] [--reps N]`.
+"""format("ebb") beside plain librdkafka: `python -m bench.pipeline [--records N] [--reps N] [--quick]`.
 
 One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-200 bytes.
 - write: N rows produced by `df.write.format("ebb")` from a DataFrame built in Spark (spark.range,
@@ -79,9 +79,12 @@ def ebb_read(spark, bootstrap: str, topic: str, count: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="200,000 records, one repetition")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.records, args.reps = 200_000, 1
     from pipeline.session import local_session
 
     rng = random.Random(16)
