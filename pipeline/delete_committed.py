@@ -99,8 +99,8 @@ class CommittedDeleter:
                 while (offsets := self._next()) is not None:
                     try:
                         runner.run(self._delete(admin, offsets))
-                    except (KafkaClientError, OSError) as exc:  # the next commit tries again
-                        log.warning("delete_committed_failed", group=self.config.group_id, error=str(exc))
+                    except Exception as exc:  # the thread must outlive any round; the next commit retries
+                        log.warning("delete_committed_failed", group=self.config.group_id, error=repr(exc))
             except KafkaClientError as exc:
                 log.warning("delete_committed_failed", group=self.config.group_id, error=str(exc))
             finally:

@@ -151,3 +151,22 @@ def test_bad_loop_options(bootstrap, options, message):
 
     with pytest.raises(EbbSourceError, match=message):
         ReadConfig.from_options(read_options(bootstrap, subscribe="t", **options), streaming=True)
+
+
+def test_safe_targets_rules():
+    from pipeline.delete_committed import safe_targets
+    from pipeline.groups import GroupView
+
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+    own = {a0: 10, a1: 10, b0: 7}
+    # nobody else reads: up to our commits
+    assert safe_targets(own, [GroupView("idle", "Empty", committed={TopicPartition("c", 0): 1})]) == (own, {})
+    # a group behind on a0 holds a0 back; a live subscriber of b without commits holds b back entirely
+    behind = GroupView("behind", "Empty", committed={a0: 4, a1: 12})
+    reader = GroupView("reader", "Stable", subscribed={"b"})
+    targets, skipped = safe_targets(own, [behind, reader])
+    assert targets == {a0: 4, a1: 10}
+    assert skipped == {"b": "group reader reads it but has no commit on b-0"}
+    # members whose subscriptions cannot be seen: nothing is provably safe
+    targets, skipped = safe_targets(own, [GroupView("joining", "PreparingRebalance", members_unknown=True)])
+    assert targets == {} and set(skipped) == {"a", "b"}
