@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from io import BytesIO
+from typing import Any
 
 from construct import Construct
 
@@ -51,6 +52,7 @@ def default_value(spec: FieldSpec, struct_class: type | None):
     if spec.is_array:
         return []
     if spec.is_struct:
+        assert struct_class is not None, f"{spec.name}: a struct field needs its class"
         return struct_class()
     t = spec.type
     if t in _FIXED:
@@ -69,6 +71,11 @@ def default_value(spec: FieldSpec, struct_class: type | None):
 
 def is_immutable_default(spec: FieldSpec) -> bool:
     return not (spec.is_array or spec.is_struct) or spec.default == "null"
+
+
+def _tag_of(spec: FieldSpec) -> int:
+    assert spec.tag is not None, f"{spec.name} is tagged without a tag"  # specs.py checks both are given
+    return spec.tag
 
 
 class StructCodec(Construct):
@@ -128,7 +135,7 @@ class StructCodec(Construct):
         cls_name = self._ref(code, "CLS", cls)
         v = self.version
         present = [f for f in fields if v in f.versions and v not in f.tagged_versions]
-        tagged = sorted((f for f in fields if v in f.tagged_versions), key=lambda f: f.tag)
+        tagged = sorted((f for f in fields if v in f.tagged_versions), key=_tag_of)
         absent = [f for f in fields if v not in f.versions]
 
         parse = [f"def {parse_name}(io):", f"    o = {cls_name}.__new__({cls_name})"]
@@ -307,7 +314,7 @@ class CompiledStruct:
                 ErrorCode.INVALID_REQUEST, f"{self.name} v{self.version}: malformed ({exc})"
             ) from None
 
-    def decode(self, data) -> object:
+    def decode(self, data: bytes | bytearray | memoryview) -> Any:  # the message object; VersionView types it
         io = BytesIO(data)
         obj = self.decode_from(io)
         left = len(data) - io.tell()

@@ -10,15 +10,13 @@ produces (tests/protocol/test_fastpath.py checks it byte for byte and value for 
 from __future__ import annotations
 
 import uuid
+from typing import Literal, overload
 
-from . import messages
 from .errors import ErrorCode, ProtocolError
 from .framing import Request, encode_response_header_into
+from .messages import FetchResponse, ProduceRequest, RequestHeader
 from .wire import I16, I32, I64, uvarint_bytes
 
-ProduceRequest = messages.MESSAGES["ProduceRequest"]
-FetchResponse = messages.MESSAGES["FetchResponse"]
-RequestHeader = messages.MESSAGES["RequestHeader"]
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = _TopicData.PartitionProduceData
 PRODUCE_KEY = 0
@@ -70,6 +68,11 @@ class _Reader:
         start = self._need(n)
         return self.buf[start:start + n]
 
+    @overload
+    def string(self, compact: bool, nullable: Literal[False]) -> str: ...
+    @overload
+    def string(self, compact: bool, nullable: bool) -> str | None: ...
+
     def string(self, compact: bool, nullable: bool) -> str | None:
         n = self.length(compact, size16=True)
         if n < 0:
@@ -93,7 +96,7 @@ class _Reader:
         return n
 
 
-def decode_produce_request(frame) -> Request:
+def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     """Parse a Produce request frame (no size prefix). `records` are memoryviews into `frame`."""
     r = _Reader(memoryview(frame))
     api_key, version, correlation_id = r.int16(), r.int16(), r.int32()

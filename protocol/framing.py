@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from io import BytesIO
+from typing import Generic, Protocol, TypeVar
 
 from . import messages
 from .errors import ErrorCode, ProtocolError
-from .messages import ApiMessage
+from .messages import ApiMessage, RequestHeader, ResponseHeader
 from .wire import I16, I32
 
 API_VERSIONS_KEY = 18
 SIZE_BYTES = 4
 DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
 
-RequestHeader = messages.MESSAGES["RequestHeader"]
-ResponseHeader = messages.MESSAGES["ResponseHeader"]
+# The body of a Request: handlers name their own request class, e.g. Request[DeleteRecordsRequest].
+BodyT = TypeVar("BodyT", bound=ApiMessage | None)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -104,8 +105,10 @@ class FrameReader:
             if self._filled == len(self._frame_view):
                 # Grow here, not in buffer_updated: the transport has let go of the last buffer now.
                 self._frame_view.release()
-                self._frame.extend(bytes(min(self._size - self._filled, self.direct_step)))
-                self._frame_view = memoryview(self._frame)
+                frame = self._frame
+                assert frame is not None  # set and cleared together with _frame_view
+                frame.extend(bytes(min(self._size - self._filled, self.direct_step)))
+                self._frame_view = memoryview(frame)
             return self._frame_view[self._filled:]
         if self._end == len(self._scratch):
             self._compact()
@@ -116,9 +119,10 @@ class FrameReader:
             self._filled += nbytes
             if self._filled < self._size:  # get_buffer makes room for the next step
                 return []
-            frames = [self._frame]
+            whole = self._frame
+            assert whole is not None  # set and cleared together with _frame_view
             self._frame = self._frame_view = None
-            return frames
+            return [whole]
         self._end += nbytes
         frames: list[bytearray] = []
         view, start, end = self._view, self._start, self._end
@@ -162,15 +166,16 @@ class FrameReader:
 
 
 @dataclass
-class Request:
-    header: ApiMessage
+class Request(Generic[BodyT]):
+    header: RequestHeader
     api_key: int
     api_version: int
     correlation_id: int
-    body: ApiMessage | None  # None for an ApiVersions request newer than we know (body not parsed)
+    body: BodyT  # None for an ApiVersions request newer than we know (body not parsed)
+    client_host: str = ""  # the peer's address, set by the server: group members are described with it
 
 
-def peek_request(frame_bytes: bytes) -> tuple[int, int, int]:
+def peek_request(frame_bytes: bytes | bytearray) -> tuple[int, int, int]:
     """api_key, api_version and correlation_id, read without parsing the rest."""
     if len(frame_bytes) < 8:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, f"request of {len(frame_bytes)} bytes has no header")
@@ -178,7 +183,7 @@ def peek_request(frame_bytes: bytes) -> tuple[int, int, int]:
     return api_key, api_version, I32.unpack_from(frame_bytes, 4)[0]
 
 
-def decode_request(frame_bytes: bytes) -> Request:
+def decode_request(frame_bytes: bytes | bytearray) -> Request[ApiMessage | None]:
     """Parse a request frame (without its size prefix).
 
     An unknown api key or an unsupported version raises ProtocolError — except ApiVersions, whose
@@ -206,6 +211,7 @@ def decode_request(frame_bytes: bytes) -> Request:
 
 def encode_request(body: ApiMessage, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
     """A whole request frame, size prefix included."""
+    assert body.api_key is not None, f"{type(body).__name__} is not a request"
     api = messages.api(body.api_key)
     header = RequestHeader(
         request_api_key=body.api_key, request_api_version=api_version,
@@ -220,6 +226,7 @@ def encode_request(body: ApiMessage, api_version: int, correlation_id: int, clie
 
 def encode_response(body: ApiMessage, api_version: int, correlation_id: int) -> bytes:
     """A whole response frame, size prefix included."""
+    assert body.api_key is not None, f"{type(body).__name__} is not a response"
     io = BytesIO()
     io.write(b"\0\0\0\0")
     encode_response_header_into(io, body.api_key, api_version, correlation_id)
@@ -227,7 +234,11 @@ def encode_response(body: ApiMessage, api_version: int, correlation_id: int) -> 
     return _finish_frame(io)
 
 
-def encode_response_header_into(io: BytesIO, api_key: int, api_version: int, correlation_id: int) -> None:
+class ByteSink(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+
+
+def encode_response_header_into(io: ByteSink, api_key: int, api_version: int, correlation_id: int) -> None:
     io.write(I32.pack(correlation_id))
     if response_header_version(api_key, api_version) == 1:
         io.write(b"\x00")  # no header tagged fields

@@ -7,16 +7,28 @@
 
 Attribute names are the spec names in snake_case (`LogStartOffset` -> `log_start_offset`). Nested
 struct classes hang off their message class under their spec type name.
+
+The classes are made at run time, so type checkers and editors read them from the stubs in
+protocol/_messages.pyi, which `python -m protocol.stubs` writes from the same specs
+(tests/protocol/test_stubs.py fails when they fall out of step).
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .codec import CompiledStruct, StructCodec, default_value, is_immutable_default
 from .errors import ErrorCode, ProtocolError
 from .specs import FieldSpec, MessageSpec, SpecError, Versions, load_all
+
+if TYPE_CHECKING:
+    # Every message class by name, as the checker should see the names globals().update() adds below.
+    from ._messages import *  # noqa: F403
+
+_M = TypeVar("_M", bound="ApiMessage")
+_T = TypeVar("_T")
 
 
 class Struct:
@@ -26,7 +38,7 @@ class Struct:
     _specs: tuple[FieldSpec, ...] = ()
     _defaults: tuple[tuple[str, object, bool], ...] = ()
 
-    def __init__(self, **values):
+    def __init__(self, **values: Any) -> None:
         for attr, default, immutable in self._defaults:
             if attr in values:
                 setattr(self, attr, values.pop(attr))
@@ -41,7 +53,7 @@ class Struct:
         if values:
             raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}")
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
             return NotImplemented
         return all(getattr(self, a) == getattr(other, a) for a, _, _ in self._defaults)
@@ -61,13 +73,13 @@ class Struct:
         return {a: plain(getattr(self, a)) for a, _, _ in self._defaults}
 
 
-class VersionView:
+class VersionView(Generic[_M]):
     """One (message, version): `encode`, `decode`, and construction of instances."""
 
-    def __init__(self, message_class: type[ApiMessage], version: int):
+    def __init__(self, message_class: type[_M], version: int):
         self.message_class = message_class
         self.version = version
-        self._codec: CompiledStruct | None = message_class._codecs.get(version)
+        self._codec: CompiledStruct = message_class._codecs[version]  # views exist for valid versions only
 
     @property
     def codec(self) -> CompiledStruct:
@@ -77,13 +89,13 @@ class VersionView:
     def flexible(self) -> bool:
         return self.version in self.message_class.flexible_versions
 
-    def __call__(self, **values) -> ApiMessage:
+    def __call__(self, **values: Any) -> _M:
         return self.message_class(**values)
 
-    def encode(self, obj: ApiMessage) -> bytes:
+    def encode(self, obj: _M) -> bytes:
         return self._codec.encode(obj)
 
-    def decode(self, data) -> ApiMessage:
+    def decode(self, data: bytes | bytearray | memoryview) -> _M:
         return self._codec.decode(data)
 
     def __repr__(self) -> str:
@@ -91,12 +103,18 @@ class VersionView:
 
 
 class _MessageMeta(type):
-    def __getitem__(cls, version: int) -> VersionView:
-        view = cls._views.get(version)
+    _views: dict[int, VersionView[Any]]
+    valid_versions: Versions
+
+    # mypy takes a metaclass method's `cls` only as an unbounded type[_T], and VersionView wants an
+    # ApiMessage: every class of this metaclass is one.
+    def __getitem__(cls: type[_T], version: int) -> VersionView[_T]:  # type: ignore[type-var]
+        meta = cast(_MessageMeta, cls)  # `cls` is typed as the message class so that its view is typed
+        view = meta._views.get(version)
         if view is None:
             raise ProtocolError(
                 ErrorCode.UNSUPPORTED_VERSION,
-                f"{cls.__name__} has no version {version} (valid {cls.valid_versions})",
+                f"{meta.__name__} has no version {version} (valid {meta.valid_versions})",
             )
         return view
 
@@ -110,20 +128,20 @@ class ApiMessage(Struct, metaclass=_MessageMeta):
     valid_versions: Versions
     flexible_versions: Versions
     _codecs: dict[int, CompiledStruct]
-    _views: dict[int, VersionView]
+    _views: dict[int, VersionView[Any]]
 
     def encode(self, version: int) -> bytes:
         return type(self)[version].encode(self)
 
     @classmethod
-    def decode(cls, data, version: int) -> ApiMessage:
+    def decode(cls: type[_M], data: bytes | bytearray | memoryview, version: int) -> _M:
         return cls[version].decode(data)
 
 
-def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], base: type,
-                namespace: dict) -> type:
+def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], base: type[Struct],
+                namespace: dict[str, object]) -> type[Struct]:
     """Create the class for one struct and, recursively, the classes of its nested structs."""
-    nested = {}
+    nested: dict[str, type[Struct]] = {}
     for f in fields:
         if f.is_struct:
             if f.element_type not in nested:
@@ -144,6 +162,7 @@ def _build_message_class(spec: MessageSpec) -> type[ApiMessage]:
         "spec": spec, "api_key": spec.api_key, "valid_versions": spec.valid_versions,
         "flexible_versions": spec.flexible_versions,
     })
+    assert issubclass(cls, ApiMessage)
     cls._codecs = {
         v: CompiledStruct(StructCodec(spec.name, cls, spec.fields, v, spec.flexible_versions, classes))
         for v in spec.valid_versions
@@ -181,9 +200,10 @@ def _load() -> None:
         if cls.spec.type == "request":
             base = name[: -len("Request")]
             response = MESSAGES.get(base + "Response")
-            if response is None or response.api_key != cls.api_key:
-                raise SpecError(f"{name}.json has no matching {base}Response.json with the same apiKey")
-            APIS[cls.api_key] = Api(cls.api_key, base, cls, response)
+            key = cls.api_key
+            if key is None or response is None or response.api_key != key:
+                raise SpecError(f"{name}.json has no apiKey or no matching {base}Response.json with the same apiKey")
+            APIS[key] = Api(key, base, cls, response)
 
 
 def api(key: int) -> Api:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 
@@ -148,7 +149,7 @@ def load_spec_file(path: Path) -> MessageSpec:
 def _describe_path(raw: dict, path) -> str:
     """Turn a JSON path like fields/2/fields/0/type into fields[Topics].fields[Name].type."""
     parts: list[str] = []
-    node = raw
+    node: Any = raw  # any JSON value on the way down
     for step in path:
         if isinstance(step, int) and isinstance(node, list):
             item = node[step]
