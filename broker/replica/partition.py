@@ -14,7 +14,6 @@ changes (topic deleted, or deleted and created again), so state never leaks betw
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -23,16 +22,14 @@ from typing import Protocol, TypeVar
 
 import structlog
 
-from broker.log import OffsetOutOfRangeError, PartitionLog, ReadBound, StartOffsetReason, TopicPartition
+from broker.log import PartitionLog, StartOffsetReason, TopicPartition
+from broker.replica.producer_recovery import rebuild_producer_state
 from broker.replica.producer_state import (
     SNAPSHOT_VERSION,
     BatchMetadata,
     ProducerStateError,
     ProducerStateManager,
     last_sequence,
-    read_snapshot,
-    remove_snapshot,
-    scan_headers,
     write_snapshot,
 )
 from protocol.errors import ErrorCode, ProtocolError
@@ -397,7 +394,8 @@ class Partition:
         if self.producers_loaded:
             return
         if self._producers_loading is None:
-            self._producers_loading = asyncio.ensure_future(self._load_producer_state())
+            self._producers_loading = asyncio.ensure_future(
+                rebuild_producer_state(self.log, self.producers, self.host.run_io))
         loading = self._producers_loading
         try:
             await asyncio.shield(loading)
@@ -408,70 +406,6 @@ class Partition:
             if loading.done() and self._producers_loading is loading:
                 self._producers_loading = None
         self.producers_loaded = True
-
-    async def _load_producer_state(self) -> None:
-        path = self.producers.snapshot_path
-        data = await self.host.run_io(read_snapshot, path)
-        start = self.log.log_start_offset
-        scan_from = start
-        now = time.time_ns() // 1_000_000
-        if data is not None:
-            try:
-                covered = self.producers.restore(data)
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("producer state snapshot unreadable; rebuilding from the log",
-                            partition=str(self.topic_partition), error=repr(exc))
-                covered = None
-                self.producers.producers.clear()
-            if covered is not None and covered > self.log.log_end_offset:
-                log.info("producer state snapshot is ahead of the log (its tail was lost); rebuilding",
-                         partition=str(self.topic_partition), snapshot_offset=covered,
-                         log_end_offset=self.log.log_end_offset)
-                self.producers.producers.clear()
-                covered = None
-            if covered is None:
-                await self.host.run_io(remove_snapshot, path)
-            else:
-                scan_from = max(covered, start)
-        scanned = await self._replay_log(scan_from, now)
-        # Producers whose every batch lies below the log start offset are gone with their records.
-        for pid in [p for p, e in self.producers.producers.items() if e.last_offset < start]:
-            del self.producers.producers[pid]
-        self.producers.expire(now)
-        self.producers.dirty = scanned > 0
-        log.debug("loaded producer state", partition=str(self.topic_partition), producers=len(self.producers),
-                  from_offset=scan_from, batches_scanned=scanned)
-
-    async def _replay_log(self, offset: int, now_ms: int) -> int:
-        """Feed the batch headers from `offset` to the log end into the producer table, one segment
-        file at a time (the log finds where `offset` lies; the files are scanned off the loop)."""
-        scanned = 0
-        end = self.log.log_end_offset
-        while offset < end:
-            try:
-                first = self.log.read(offset, 1, bound=ReadBound.LOG_END, min_one_batch=True)
-            except OffsetOutOfRangeError:
-                break
-            if not first.slices:
-                break
-            piece, before = first.slices[0], offset
-            piece.file.pin()
-            try:
-                position = piece.position
-                while True:
-                    headers, position = await self.host.run_io(_scan_chunk, piece.file.fileno(), position)
-                    if not headers:
-                        break
-                    for header in headers:
-                        if header.last_offset >= offset and header.base_offset < end:
-                            self.producers.apply(header, now_ms)
-                            scanned += 1
-                    offset = max(offset, headers[-1].last_offset + 1)
-            finally:
-                piece.file.unpin()
-            if offset == before:
-                break
-        return scanned
 
     def producer_snapshot(self) -> tuple[bytes, int] | None:
         """Snapshot bytes and the offset they cover, if the table changed since the last one."""
@@ -495,16 +429,3 @@ class Partition:
         log.debug("wrote producer state snapshot", partition=str(self.topic_partition), offset=offset,
                   version=SNAPSHOT_VERSION)
         return True
-
-
-def _scan_chunk(fd: int, position: int, limit: int = 65_536) -> tuple[list, int]:
-    """Blocking: up to `limit` batch headers from `position` to the end of the file, and where the
-    next chunk starts."""
-    size = os.fstat(fd).st_size
-    headers = []
-    for header in scan_headers(fd, position, size - position):
-        headers.append(header)
-        position = header.end_position
-        if len(headers) >= limit:
-            break
-    return headers, position
