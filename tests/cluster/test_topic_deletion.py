@@ -93,9 +93,16 @@ def test_deletion_waits_for_a_broker_that_is_down(cluster, kazoo):
     assert create(up[1], name).error_code == E.NONE  # the name is free again
     # The new topic of the old name is a topic like any other on every broker, the returning one too.
     wait_for(lambda: all(in_sync(b, name, 0) for b in cluster.values()), what="the new topic in sync everywhere")
-    leader = cluster[partition_state(up[0], name).leader_id]
-    with WireClient(leader.port) as client:
-        reply = produce(client, name, 0, batch([b"new"]), acks=-1)
+
+    def produce_to_the_leader():
+        # The view taken a moment ago may be a step behind on a loaded machine: like a client, retry on
+        # the errors that say "not here" or "not yet", which append nothing.
+        leader = cluster[partition_state(up[0], name).leader_id]
+        with WireClient(leader.port) as client:
+            reply = produce(client, name, 0, batch([b"new"]), acks=-1)
+        return None if reply.error_code in (E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS) else reply
+
+    reply = wait_for(produce_to_the_leader, what="a produce the new topic's leader takes")
     assert (reply.error_code, reply.base_offset) == (E.NONE, 0)
 
 
