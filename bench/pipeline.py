@@ -6,6 +6,7 @@ One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-20
   librdkafka's defaults otherwise: batching, no compression).
 - read: the same N records read by `spark.read.format("ebb")...load()` into a no-op sink (every row
   crosses into the JVM), beside one confluent-kafka Consumer (assigned partitions, no group).
+- reader: one partition read by pipeline/fast_read.py alone (no Spark) beside a bare consume() loop.
 Spark runs local[2] with the settings of pipeline/session.py; one small read and write go first so
 Python worker start-up is not timed. Prints the median records/s of each and the ratio ebb/librdkafka.
 """
@@ -59,6 +60,34 @@ def librdkafka_consume(bootstrap: str, topic: str, count: int) -> float:
         consumer.close()
 
 
+def reader_alone(bootstrap: str, topic: str, count: int) -> float:
+    """pipeline/fast_read.py without Spark: one partition's records into Arrow batches."""
+    from pipeline.config import ReadConfig
+    from pipeline.fast_read import read_batches
+    from pipeline.planning import OffsetRange
+
+    config = ReadConfig.from_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False)
+    started = time.perf_counter()
+    got = sum(batch.num_rows for batch in read_batches(config, OffsetRange(topic, 0, 0, count)))
+    if got != count:
+        raise RuntimeError(f"the reader returned {got} of {count} records")
+    return time.perf_counter() - started
+
+
+def librdkafka_one_partition(bootstrap: str, topic: str, count: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-pipeline", **CONSUMER_DEFAULTS})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        started, got = time.perf_counter(), 0
+        while got < count:
+            got += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+        return time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
 def ebb_write(spark, bootstrap: str, topic: str, count: int) -> float:
     # 100-200 bytes per value, built by Spark itself
     df = spark.range(count, numPartitions=2).selectExpr(
@@ -89,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
 
     rng = random.Random(16)
     values = [b"x" * rng.randint(100, 200) for _ in range(args.records)]
-    rates: dict[str, list[float]] = {"ebb write": [], "librdkafka write": [], "ebb read": [], "librdkafka read": []}
+    rates: dict[str, list[float]] = {"ebb write": [], "librdkafka write": [], "ebb read": [], "librdkafka read": [],
+                                     "ebb reader": [], "librdkafka reader": []}
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as root, Ebb(Path(root)) as broker:
         bootstrap = broker.bootstrap
         spark = local_session("bench-pipeline")
@@ -105,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
                 rates["librdkafka write"].append(args.records / librdkafka_produce(bootstrap, theirs, values))
                 rates["ebb read"].append(args.records / ebb_read(spark, bootstrap, theirs, args.records))
                 rates["librdkafka read"].append(args.records / librdkafka_consume(bootstrap, theirs, args.records))
+                one = args.records // PARTITIONS  # librdkafka_produce spreads the records evenly
+                rates["ebb reader"].append(one / reader_alone(bootstrap, theirs, one))
+                rates["librdkafka reader"].append(one / librdkafka_one_partition(bootstrap, theirs, one))
         finally:
             spark.stop()
     import confluent_kafka
@@ -113,10 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{os.cpu_count()} cpus, Python {sys.version.split()[0]}, PySpark {pyspark.__version__} local[2], "
           f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}")
     print(f"{args.records} records of 100-200 B, {PARTITIONS} partitions, median of {args.reps}")
-    for what in ("write", "read"):
+    for what in ("write", "read", "reader"):
         ebb, rdkafka = (statistics.median(rates[f"{who} {what}"]) for who in ("ebb", "librdkafka"))
-        print(f"{what:<6} format('ebb') {ebb:>9,.0f} rec/s   librdkafka {rdkafka:>9,.0f} rec/s   "
-              f"ratio {ebb / rdkafka:.2f}")
+        label = {"reader": "one partition, no Spark: pipeline/fast_read.py"}.get(what, f"format('ebb') {what}")
+        print(f"{label:<48} {ebb:>9,.0f} rec/s   librdkafka {rdkafka:>9,.0f} rec/s   ratio {ebb / rdkafka:.2f}")
 
 
 if __name__ == "__main__":
