@@ -9,7 +9,9 @@ confluent-kafka as in bench/produce.py, in rounds of 100,000) to a new topic for
 The scraper is a separate process. Prints the medians of MB/s, the broker's CPU-seconds per GB and
 Produce requests per GB (how the client batched) side by side with the change in percent, the
 median time of one scrape under load, and what one scrape costs the idle broker in CPU.
-The client, the scraper and the broker share the machine's cores; on a busy machine the noise
+Then, on a broker with 10,000 partitions (2,000 with --quick; --latency-only runs just this):
+ApiVersions round trips every 2 ms without and with back-to-back scrapes, to show how long a scrape
+holds requests up. The client, the scraper and the broker share the machine's cores; on a busy machine the noise
 between repetitions can exceed the effect.
 """
 
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -54,13 +57,14 @@ while True:
 class Scraper:
     """GET /metrics every second until stopped; keeps each scrape's duration."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, interval_s: float = SCRAPE_INTERVAL_S) -> None:
         self.url = url
+        self.interval_s = interval_s
         self.durations: list[float] = []
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", _SCRAPE_LOOP, self.url, str(SCRAPE_INTERVAL_S)],
+        self.process = subprocess.Popen([sys.executable, "-c", _SCRAPE_LOOP, self.url, str(self.interval_s)],
                                         stdout=subprocess.PIPE, text=True)
 
     def stop(self) -> None:
@@ -75,10 +79,57 @@ def produce_requests(url: str) -> float:
     return value(scrape(url), "kafka_network_requestmetrics_requests_total", request="Produce") or 0.0
 
 
+def request_latency_during_scrapes(root: Path, partitions: int, seconds: float) -> None:
+    """A broker with `partitions` partitions: ApiVersions round trips every 2 ms for `seconds`, first
+    with nobody scraping, then with a scraper asking again as soon as each scrape ends (the worst
+    case); the tail of those round trips is how long a scrape holds requests up."""
+    from protocol.messages import ApiVersionsRequest, CreateTopicsRequest
+    from tests.broker.data_wire import WireClient
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    with Ebb(root, {"ebb.metrics.listener": f"http://127.0.0.1:{port}"}) as ebb, \
+            WireClient(ebb.port, timeout=300) as client:
+        for first in range(0, partitions, 1000):
+            topic = CreateTopicsRequest.CreatableTopic(name=f"wide-{first}", replication_factor=1,
+                                                       num_partitions=min(1000, partitions - first))
+            client.send(CreateTopicsRequest(topics=[topic], timeout_ms=300_000), 7)
+        size = len(urllib.request.urlopen(url, timeout=60).read())
+        print(f"\nApiVersions round trips (ms) on a broker with {partitions:,} partitions, a scrape "
+              f"{size / 1e6:.1f} MB:")
+        print(f"{'':>22} {'p50':>6} {'p99':>6} {'max':>7} {'scrapes':>8} {'scrape s':>9}")
+        for label, scraping in (("nobody scraping", False), ("back-to-back scrapes", True)):
+            latencies, durations = [], []
+            scraper = Scraper(url, interval_s=0) if scraping else None
+            if scraper is not None:
+                scraper.start()
+            deadline = time.perf_counter() + seconds
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                client.send(ApiVersionsRequest(), 0)
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.002)
+            if scraper is not None:
+                scraper.stop()
+                durations = scraper.durations
+            latencies.sort()
+            print(f"{label:>22} {latencies[len(latencies) // 2] * 1000:>6.2f} "
+                  f"{latencies[int(len(latencies) * 0.99)] * 1000:>6.1f} {latencies[-1] * 1000:>7.1f} "
+                  f"{len(durations):>8} {statistics.median(durations) if durations else float('nan'):>9.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run_arguments(parser, "fewer records")
+    run_arguments(parser, "shorter runs, 2,000 partitions instead of 10,000")
+    parser.add_argument("--latency-only", action="store_true", help="only the request latency during scrapes")
     args = parser.parse_args()
+    if args.latency_only:
+        root = Path(tempfile.mkdtemp(prefix="ebb-bench-metrics-", dir=args.dir))
+        try:
+            request_latency_during_scrapes(root, 2000 if args.quick else 10_000, 5.0 if args.quick else 10.0)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     reps = repetitions(args)
     run_seconds = 5.0 if args.quick else 10.0
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-metrics-", dir=args.dir))
@@ -130,6 +181,11 @@ def main() -> None:
           f"{scrape_cpu:.2%} of a core")
     print("each repetition, MB/s without/with: " + ", ".join(
         f"{q:.0f}/{s:.0f}" for q, s in zip(results[False], results[True], strict=True)))
+    root = Path(tempfile.mkdtemp(prefix="ebb-bench-metrics-", dir=args.dir))
+    try:
+        request_latency_during_scrapes(root, 2000 if args.quick else 10_000, 5.0 if args.quick else 10.0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ is not atomic. One request per connection; anything but GET or HEAD of /metrics 
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -86,17 +87,36 @@ class _OneFamily:
         return [self._family]
 
 
+_renders_running = 0
+_gc_was_enabled = True
+
+
 async def render(registry: CollectorRegistry) -> bytes:
-    """The text exposition of `registry`, produced in steps with the loop free in between."""
-    parts: list[bytes] = []
-    for family in registry.collect():  # collectors are generators: each family is read when asked for
-        samples = family.samples
-        for start in range(0, max(len(samples), 1), SAMPLES_PER_STEP):
-            piece = Metric(family.name, family.documentation, family.type, family.unit)
-            piece.samples = samples[start:start + SAMPLES_PER_STEP]
-            text = generate_latest(_OneFamily(piece))
-            if start:  # a family's # HELP and # TYPE lines come once, before its first sample
-                text = b"".join(line for line in text.splitlines(keepends=True) if not line.startswith(b"# "))
-            parts.append(text)
-            await asyncio.sleep(0)
-    return b"".join(parts)
+    """The text exposition of `registry`, produced in steps with the loop free in between.
+
+    The cyclic garbage collector is off while a scrape renders: its samples live across a few steps,
+    and with the collector on they would be promoted to the oldest generation and set off a full
+    collection of the broker's whole heap (measured: 200-270 ms pauses at 10,000 partitions). They
+    hold no cycles, so reference counting frees them without it."""
+    global _renders_running, _gc_was_enabled
+    if _renders_running == 0:
+        _gc_was_enabled = gc.isenabled()
+        gc.disable()
+    _renders_running += 1
+    try:
+        parts: list[bytes] = []
+        for family in registry.collect():  # collectors are generators: each family is read when asked for
+            samples = family.samples
+            for start in range(0, max(len(samples), 1), SAMPLES_PER_STEP):
+                piece = Metric(family.name, family.documentation, family.type, family.unit)
+                piece.samples = samples[start:start + SAMPLES_PER_STEP]
+                text = generate_latest(_OneFamily(piece))
+                if start:  # a family's # HELP and # TYPE lines come once, before its first sample
+                    text = b"".join(line for line in text.splitlines(keepends=True) if not line.startswith(b"# "))
+                parts.append(text)
+                await asyncio.sleep(0)
+        return b"".join(parts)
+    finally:
+        _renders_running -= 1
+        if _renders_running == 0 and _gc_was_enabled:
+            gc.enable()

@@ -1,21 +1,29 @@
-"""Partition and replica-manager gauges, read at scrape time from the replicas hosted here.
+"""Partition and replica-manager gauges, read at scrape time from the logs and replicas hosted here.
 
-Per partition (labels topic, partition): log start offset, log end offset, size and segments of
-the local replica (Kafka's kafka.log:type=Log), in-sync and assigned replica counts and
-under-replication (kafka.cluster:type=Partition), and Ebb's high watermark and, where this broker
-leads, the low watermark (the smallest log start offset over the alive replicas, what an
-all-replica DeleteRecords waits for). Broker-wide: Kafka's ReplicaManager gauges.
+Per partition (labels topic, partition), for every local log: log start offset, log end offset,
+size and segments (Kafka's kafka.log:type=Log) and Ebb's high watermark. For the partitions whose
+replica state this broker holds (every one in a cluster; on one broker those used since start-up or
+creation): whether it leads them and, where it does, the low watermark (the smallest log start
+offset over the alive replicas, what an all-replica DeleteRecords waits for), in-sync and assigned
+replica counts and under-replication (kafka.cluster:type=Partition). Broker-wide: Kafka's
+ReplicaManager gauges.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sized
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping, Sized
+from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 
 class LogView(Protocol):
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
     @property
     def size_bytes(self) -> int: ...
     @property
@@ -27,69 +35,70 @@ class LogView(Protocol):
 class PartitionView(Protocol):
     replicas: list[int]
     isr: set[int]
-    log: LogView
     producers: Sized  # the producer ids with state in this partition
 
     @property
     def is_leader(self) -> bool: ...
-    @property
-    def log_start_offset(self) -> int: ...
-    @property
-    def log_end_offset(self) -> int: ...
-    @property
-    def high_watermark(self) -> int: ...
     def low_watermark(self) -> int: ...
 
 
 class ReplicasView(Protocol):
-    """The partitions hosted here, keyed by anything with `.topic` and `.partition`."""
+    """Replica state, keyed like the logs (anything with `.topic` and `.partition`)."""
 
     @property
-    def partitions(self) -> Mapping[object, PartitionView]: ...
+    def partitions(self) -> Mapping[Any, PartitionView]: ...
 
 
-class OfflineLogsView(Protocol):
+class LogsView(Protocol):
     @property
-    def offline_partitions(self) -> Mapping[object, str]: ...
+    def logs(self) -> Mapping[Any, LogView]: ...
+    @property
+    def offline_partitions(self) -> Mapping[Any, str]: ...
+
+
+def _by_name(items: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
+    return sorted(items.items(), key=lambda item: (item[0].topic, item[0].partition))
 
 
 class PartitionCollector:
-    def __init__(self, replicas: ReplicasView, logs: OfflineLogsView) -> None:
+    def __init__(self, replicas: ReplicasView, logs: LogsView) -> None:
         self._replicas = replicas
         self._logs = logs
 
     def collect(self) -> Iterator[Metric]:
-        # One pass over the partitions per family, each family yielded when done: whoever renders the
-        # scrape can let the loop run between them (broker/metrics/http.py).
-        partitions = sorted(self._replicas.partitions.items(), key=lambda item: (item[0].topic, item[0].partition))
-        online = [(tp, p) for tp, p in partitions if not p.log.offline]
-        leaders = [(tp, p) for tp, p in online if p.is_leader]
-        every_replica = (
+        # One pass per family, each family yielded when done: whoever renders the scrape can let the
+        # loop run between them (broker/metrics/http.py).
+        logs = [(tp, log) for tp, log in _by_name(self._logs.logs) if not log.offline]
+        partitions = _by_name(self._replicas.partitions)
+        leaders = [(tp, p) for tp, p in partitions if p.is_leader]
+        per_log: tuple[tuple[str, str, Callable[[LogView], int]], ...] = (
             ("kafka_log_log_logstartoffset", "First offset readable in the local replica",
-             lambda p: p.log_start_offset),
+             lambda log: log.log_start_offset),
             ("kafka_log_log_logendoffset", "Offset the next record appended to the local replica gets",
-             lambda p: p.log_end_offset),
-            ("kafka_log_log_size", "Bytes of the local replica's segments on disk", lambda p: p.log.size_bytes),
-            ("kafka_log_log_numlogsegments", "Segments of the local replica", lambda p: len(p.log.segments)),
-            ("ebb_partition_highwatermark", "High watermark known to the local replica", lambda p: p.high_watermark),
-            ("ebb_partition_leader", "1 where this broker leads the partition, else 0", lambda p: int(p.is_leader)),
+             lambda log: log.log_end_offset),
+            ("kafka_log_log_size", "Bytes of the local replica's segments on disk", lambda log: log.size_bytes),
+            ("kafka_log_log_numlogsegments", "Segments of the local replica", lambda log: len(log.segments)),
+            ("ebb_partition_highwatermark", "High watermark known to the local replica",
+             lambda log: log.high_watermark),
         )
-        leaders_only = (
+        per_replica: tuple[tuple[str, str, list, Callable[[PartitionView], int]], ...] = (
+            ("ebb_partition_leader", "1 where this broker leads the partition, else 0", partitions,
+             lambda p: int(p.is_leader)),
             ("ebb_partition_lowwatermark", "Smallest log start offset over the alive replicas (partitions led "
-             "here only)", lambda p: p.low_watermark()),
-            ("kafka_cluster_partition_insyncreplicascount", "In-sync replicas (leaders only)", lambda p: len(p.isr)),
-            ("kafka_cluster_partition_replicascount", "Assigned replicas (leaders only)", lambda p: len(p.replicas)),
+             "here only)", leaders, lambda p: p.low_watermark()),
+            ("kafka_cluster_partition_insyncreplicascount", "In-sync replicas (leaders only)", leaders,
+             lambda p: len(p.isr)),
+            ("kafka_cluster_partition_replicascount", "Assigned replicas (leaders only)", leaders,
+             lambda p: len(p.replicas)),
             ("kafka_cluster_partition_underreplicated", "1 where the ISR is smaller than the assignment (leaders "
-             "only)", _under_replicated),
+             "only)", leaders, _under_replicated),
         )
-        for chosen, families in ((online, every_replica), (leaders, leaders_only)):
-            for name, documentation, read in families:
-                family = GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
-                for tp, partition in chosen:
-                    family.add_metric([tp.topic, str(tp.partition)], read(partition))
-                yield family
+        for name, documentation, read in per_log:
+            yield _family(name, documentation, logs, read)
+        for name, documentation, chosen, read_replica in per_replica:
+            yield _family(name, documentation, chosen, read_replica)
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions with a replica here",
-                                value=len(partitions))
+                                value=len(self._logs.logs))
         yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions led here", value=len(leaders))
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
                                 "Partitions led here whose ISR is smaller than their assignment",
@@ -100,6 +109,13 @@ class PartitionCollector:
         yield GaugeMetricFamily("kafka_server_replicamanager_produceridcount",
                                 "Producer ids with state, summed over the partitions here",
                                 value=sum(len(p.producers) for _, p in partitions))
+
+
+def _family(name: str, documentation: str, items: list[tuple[Any, Any]], read: Callable[[Any], int]) -> Metric:
+    family = GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
+    for tp, item in items:
+        family.add_metric([tp.topic, str(tp.partition)], read(item))
+    return family
 
 
 def _under_replicated(partition: PartitionView) -> int:

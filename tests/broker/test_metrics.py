@@ -93,6 +93,16 @@ def test_delete_records_counts_what_it_deleted_and_its_latency_by_mode(url, clie
     assert grew("kafka_network_requestmetrics_errors_total", request="DeleteRecords", error="NONE") == 2
 
 
+def test_a_partition_nobody_used_yet_has_its_log_series(url, client):
+    create_topic(client, "untouched", partitions=3)
+    samples = scrape(url)
+    for index in range(3):
+        partition = {"topic": "untouched", "partition": str(index)}
+        assert value(samples, "kafka_log_log_logendoffset", **partition) == 0
+        assert value(samples, "kafka_log_log_numlogsegments", **partition) == 1
+    assert value(samples, "kafka_server_replicamanager_partitioncount") >= 3
+
+
 def test_the_single_broker_is_its_own_active_controller(url):
     samples = scrape(url)
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1

@@ -88,3 +88,18 @@ async def test_a_scrape_is_rendered_in_steps_with_the_loop_free_between_them():
     assert body == generate_latest(registry)  # the same text as in one go: one header per family
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
     assert len(families["many"].samples) == 3 * SAMPLES_PER_STEP + 7
+
+
+async def test_rendering_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+
+    registry = _Registry(CounterMetricFamily("few", "a counter", value=3))
+    assert gc.isenabled()
+    await render(registry)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        await render(registry)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
