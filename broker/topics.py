@@ -406,7 +406,7 @@ class TopicManager:
             try:
                 partition_log = self.logs.get_log(tp)
                 if partition_log is not None:
-                    await partition_log.delete_old_segments()
+                    await self.logs.apply_retention(partition_log)
             except Exception as exc:  # the periodic pass retries; the config change itself stands
                 log.warning("retention after a config change failed", partition=str(tp), error=repr(exc))
 

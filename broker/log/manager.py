@@ -426,19 +426,26 @@ class LogManager:
         """One retention pass over every log; returns the segments deleted."""
         total = 0
         for log in list(self._logs.values()):
-            before, size_before = log.log_start_offset, log.size_bytes
-            cause = None if log.offline else cause_of_next_deletion(log, now_ms)
             try:
-                total += await log.delete_old_segments(now_ms)
+                total += await self.apply_retention(log, now_ms)
             except LogError as exc:
                 logger.error("retention failed", partition=str(log.topic_partition), error=exc.message)
+        return total
+
+    async def apply_retention(self, log: PartitionLog, now_ms: int | None = None) -> int:
+        """One retention pass over one log (the periodic pass, or a retention config change); the
+        deletion and retention listeners hear of what it deleted. Returns the segments deleted."""
+        before, size_before = log.log_start_offset, log.size_bytes
+        cause = None if log.offline else cause_of_next_deletion(log, now_ms)
+        try:
+            return await log.delete_old_segments(now_ms)
+        finally:
             if cause is not None:
                 for deleted in self.deletion_listeners:
                     deleted(cause, log.log_start_offset - before, size_before - log.size_bytes)
             if log.log_start_offset != before:
                 for listener in self.retention_listeners:
                     listener(log.topic_partition)
-        return total
 
     async def flush_due_logs(self) -> None:
         for log in list(self._logs.values()):

@@ -16,13 +16,16 @@ from protocol.errors import ErrorCode
 from tests.broker.data_wire import batch, create_topic, delete_records, fetch, produce
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, series_names, value
+from tests.support.polling import wait_for
 
 METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def broker_overrides() -> dict[str, str]:
-    return {"ebb.metrics.listener": f"http://127.0.0.1:{METRICS_PORT}"}
+    # Retention runs every half second, so that a deletion by retention.ms shows within the test.
+    return {"ebb.metrics.listener": f"http://127.0.0.1:{METRICS_PORT}", "log.retention.check.interval.ms": "500",
+            "log.initial.task.delay.ms": "0"}
 
 
 @pytest.fixture
@@ -91,6 +94,37 @@ def test_delete_records_counts_what_it_deleted_and_its_latency_by_mode(url, clie
     assert value(after, "kafka_log_log_logstartoffset", topic="trimmed", partition="0") == 8
     assert value(after, "ebb_partition_lowwatermark", topic="trimmed", partition="0") == 8
     assert grew("kafka_network_requestmetrics_errors_total", request="DeleteRecords", error="NONE") == 2
+
+
+def test_retention_by_time_counts_its_deletions_under_its_own_cause(url, client):
+    before = scrape(url)
+    create_topic(client, "expiring", configs={"segment.bytes": "100", "retention.ms": "60000"})
+    for i in range(4):
+        assert produce(client, "expiring", 0, batch([b"e%d" % i])).error_code == ErrorCode.NONE
+    size = value(scrape(url), "kafka_log_log_size", topic="expiring", partition="0")
+    # Now every record is older than retention.ms allows (records carry their create time: zero here
+    # would be 1970, so a minute is plenty): retention deletes them all, rolling a new active segment.
+    client.request(_alter("expiring", {"retention.ms": "1"}), 1)
+
+    def deleted() -> float:
+        name = "ebb_log_deleted_records_total"
+        return (value(scrape(url), name, cause="retention_time") or 0) - \
+            (value(before, name, cause="retention_time") or 0)
+
+    wait_for(lambda: deleted() == 4, what="retention deleting the four records")
+    after = scrape(url)
+    assert value(after, "kafka_log_log_logstartoffset", topic="expiring", partition="0") == 4
+    assert value(after, "ebb_log_deleted_bytes_total", cause="retention_time") - \
+        (value(before, "ebb_log_deleted_bytes_total", cause="retention_time") or 0) == size
+
+
+def _alter(topic: str, configs: dict[str, str]):
+    from protocol.messages import IncrementalAlterConfigsRequest
+
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    return IncrementalAlterConfigsRequest(resources=[resource(
+        resource_type=2, resource_name=topic, configs=[resource.AlterableConfig(name=k, config_operation=0, value=v)
+                                                        for k, v in configs.items()])], validate_only=False)
 
 
 def test_a_partition_nobody_used_yet_has_its_log_series(url, client):
