@@ -35,6 +35,7 @@ from .fast_write import write_batches
 from .options import EbbSourceError, flag, from_json_offsets, to_json_offsets
 from .planning import (
     OffsetRange,
+    Offsets,
     connect,
     latest_for_stream,
     latest_now,
@@ -155,20 +156,20 @@ class EbbStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = self._call(lambda admin: latest_now(admin, self.config))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start_offsets = from_json_offsets(start)
         # `start` ends a batch already in the commit log (pipeline/progress.py): report it to the group
         if self.config.group_id is not None:
             if self._progress is None:
                 self._progress = GroupProgress(self.config)
-            self._progress.batch_done(self._call, from_json_offsets(start))
+            self._progress.batch_done(self._call, start_offsets)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        start_offsets = from_json_offsets(start)
         end = self._call(lambda admin: latest_for_stream(admin, self.config, start_offsets, self._available_now,
                                                          max_rows))
         if self._wait_for_more(start_offsets, end):
             return start
         return to_json_offsets(end)
 
-    def _wait_for_more(self, start: dict, end: dict) -> bool:
+    def _wait_for_more(self, start: Offsets, end: Offsets) -> bool:
         """minOffsetsPerTrigger: hold a small backlog back until it grows or maxTriggerDelay passes since the
         last batch (AvailableNow drains what is there instead, as the connector does)."""
         low = self.config.min_offsets_per_trigger
