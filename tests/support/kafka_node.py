@@ -82,6 +82,9 @@ class KafkaNode:
         formatted = subprocess.run(self._java(*format_args), capture_output=True, text=True, timeout=120)
         if formatted.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout}\n{formatted.stderr}")
+        return self._launch(config)
+
+    def _launch(self, config: Path) -> KafkaNode:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)), stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -94,6 +97,16 @@ class KafkaNode:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"Kafka did not answer within {START_TIMEOUT_S}s:\n{self.log_text()}")
+
+    def halt(self, sig: int = signal.SIGTERM) -> None:
+        """Stop with `sig` (SIGKILL: an unclean stop) and wait for the process to end; `relaunch` starts
+        it again on the same data."""
+        assert self.process is not None
+        os.killpg(self.process.pid, sig)
+        self.process.wait(120)
+
+    def relaunch(self) -> KafkaNode:
+        return self._launch(self.data_dir / "server.properties")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
