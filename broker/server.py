@@ -74,6 +74,12 @@ class Connection(asyncio.BufferedProtocol):
                 log.info("authenticated", peer=self.peer, principal=certified, mechanism="TLS client certificate")
         self.server.connections.add(self)
 
+    @property
+    def _wire(self) -> asyncio.Transport:
+        """The transport: every caller runs after connection_made gave it."""
+        assert self.transport is not None, "no transport before connection_made"
+        return self.transport
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer(sizehint)
 
@@ -88,7 +94,7 @@ class Connection(asyncio.BufferedProtocol):
         arrived = time.perf_counter()
         self.queue.extend((frame, arrived) for frame in frames)
         if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
-            self.transport.pause_reading()
+            self._wire.pause_reading()
             self.reading_paused = True
         if self.worker is None:
             self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
@@ -113,7 +119,7 @@ class Connection(asyncio.BufferedProtocol):
             while self.queue and not self.closed and not self.server.stopping:
                 frame, arrived = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
-                    self.transport.resume_reading()
+                    self._wire.resume_reading()
                     self.reading_paused = False
                 if not await self._serve(frame, arrived):
                     return
@@ -141,7 +147,7 @@ class Connection(asyncio.BufferedProtocol):
         if handler is None:
             return self._drop("request for an API we do not serve", api_key=api_key, version=version)
         if handler.reply_to_newer is not None and version > handler.versions.high:
-            self.transport.write(framing.encode_response(handler.reply_to_newer(), 0, correlation_id))
+            self._wire.write(framing.encode_response(handler.reply_to_newer(), 0, correlation_id))
             return True
         if version not in handler.versions:
             return self._drop("unsupported version", api=handler.name, version=version)
@@ -168,7 +174,7 @@ class Connection(asyncio.BufferedProtocol):
         if response is None or self.closed:
             return True
         try:
-            self.transport.writelines(handler.encode(response, version, correlation_id))
+            self._wire.writelines(handler.encode(response, version, correlation_id))
         except Exception:
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
@@ -187,7 +193,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.sasl.stage is Stage.FAILED:
             log.info("authentication failed; closing", peer=self.peer, mechanism=self.sasl.mechanism)
             self.closed = True
-            transport = self.transport
+            transport = self._wire
             asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_DELAY_S, transport.close)
             return False
         return True
@@ -199,12 +205,13 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _serve_raw_token(self, frame: bytearray) -> bool:
         """SaslHandshake v0: the frame is a bare SASL token, answered by a bare size-prefixed token."""
+        assert self.sasl is not None  # bare tokens are read on SASL listeners only
         try:
             reply = await self.sasl.authenticate(bytes(frame))
         except AuthenticationFailed as exc:
             log.info("authentication failed", peer=self.peer, error=str(exc))
             return self._drop("SASL authentication failed")
-        self.transport.write(struct.pack(">i", len(reply)) + reply)
+        self._wire.write(struct.pack(">i", len(reply)) + reply)
         return self._after_sasl_step()
 
     def _drop(self, reason: str, **details) -> bool:

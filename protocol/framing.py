@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from . import messages
 from .errors import ErrorCode, ProtocolError
@@ -172,7 +172,11 @@ class Request(Generic[BodyT]):
     api_version: int
     correlation_id: int
     body: BodyT  # None for an ApiVersions request newer than we know (body not parsed)
-    client_host: str = ""  # the peer's address, set by the server: group members are described with it
+    # What the server knows of the connection, set before the handler runs:
+    client_host: str = ""  # the peer's address: group members are described with it
+    principal: str = ""  # who the client authenticated as: what the authorizer checks
+    listener_name: str = ""  # the listener it came in on: Metadata answers with that listener's endpoints
+    sasl: Any = None  # the connection's broker.security SaslSession (SASL listeners), which protocol/ cannot name
 
 
 def peek_request(frame_bytes: bytes | bytearray) -> tuple[int, int, int]:

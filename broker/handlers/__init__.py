@@ -1,7 +1,8 @@
 """One module per API key (`kNN_name.py`); each registers its handler with the versions it serves.
 
     @handles(21, "0-3")
-    async def delete_records(broker, request) -> DeleteRecordsResponse: ...
+    async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest]
+                             ) -> DeleteRecordsResponse: ...
 
 ApiVersions is answered from this registry, so an API is advertised exactly when a module for it
 exists. A handler returns the response body, or None when no response is due (Produce acks=0).
@@ -16,16 +17,21 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from broker.handlers.context import BrokerContext
 from protocol import framing, messages
+from protocol.messages import ApiMessage
 from protocol.specs import Versions
 
-HandlerFn = Callable[..., Awaitable[object | None]]
-Decoder = Callable[[bytearray], framing.Request]
-Encoder = Callable[[object, int, int], list]  # (response, version, correlation id) -> frame chunks
+# A handler names its own request class (Request[DeleteRecordsRequest]); the registry keys it by API.
+HandlerFn = Callable[[BrokerContext, framing.Request[Any]], Awaitable[ApiMessage | None]]
+_Fn = TypeVar("_Fn", bound=HandlerFn)
+Decoder = Callable[[bytearray], framing.Request[Any]]
+Encoder = Callable[[Any, int, int], list]  # (response, version, correlation id) -> frame chunks
 
 
-def encode_frame(response, version: int, correlation_id: int) -> list:
+def encode_frame(response: ApiMessage, version: int, correlation_id: int) -> list:
     return [framing.encode_response(response, version, correlation_id)]
 
 
@@ -42,7 +48,7 @@ class Handler:
     fn: HandlerFn
     decode: Decoder = framing.decode_request
     encode: Encoder = encode_frame
-    reply_to_newer: Callable[[], object] | None = None  # a v0 answer for versions above the range
+    reply_to_newer: Callable[[], ApiMessage] | None = None  # a v0 answer for versions above the range
 
     @property
     def name(self) -> str:
@@ -53,14 +59,14 @@ REGISTRY: dict[int, Handler] = {}
 
 
 def handles(api_key: int, versions: str, *, advertised_min: int | None = None, decode: Decoder | None = None,
-            encode: Encoder | None = None, reply_to_newer: Callable[[], object] | None = None,
-            ) -> Callable[[HandlerFn], HandlerFn]:
+            encode: Encoder | None = None, reply_to_newer: Callable[[], ApiMessage] | None = None,
+            ) -> Callable[[_Fn], _Fn]:
     served = Versions.parse(versions)
     known = messages.api(api_key).versions
     if not served.is_subset_of(known):
         raise ValueError(f"api {api_key}: versions {served} outside what the codec covers ({known})")
 
-    def register(fn: HandlerFn) -> HandlerFn:
+    def register(fn: _Fn) -> _Fn:
         if api_key in REGISTRY:
             raise ValueError(f"api {api_key} registered twice")
         low = served.low if advertised_min is None else advertised_min

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from broker.handlers.context import BrokerContext
+
 
 class BrokerEndpoint(NamedTuple):
     node_id: int
@@ -14,7 +16,7 @@ class BrokerEndpoint(NamedTuple):
     rack: str | None
 
 
-def alive_brokers(broker, listener_name: str) -> list[BrokerEndpoint]:
+def alive_brokers(broker: BrokerContext, listener_name: str) -> list[BrokerEndpoint]:
     """The alive brokers as a client of `listener_name` must reach them: each broker's advertised
     endpoint for that listener (a broker without it is left out, so that nobody is sent to another
     listener, e.g. from SASL_PLAINTEXT to PLAINTEXT)."""
@@ -39,15 +41,15 @@ def _registered_endpoint(registration: dict, listener_name: str) -> tuple[str, i
     return None
 
 
-def endpoint_of(broker, node_id: int, listener_name: str) -> BrokerEndpoint | None:
+def endpoint_of(broker: BrokerContext, node_id: int, listener_name: str) -> BrokerEndpoint | None:
     return next((b for b in alive_brokers(broker, listener_name) if b.node_id == node_id), None)
 
 
-def controller_id(broker) -> int:
+def controller_id(broker: BrokerContext) -> int:
     return broker.node_id if broker.cluster is None else broker.cluster.controller_id
 
 
-def leader_of(broker, topic, partition: int) -> int:
+def leader_of(broker: BrokerContext, topic, partition: int) -> int:
     """The partition's leader, -1 when it has none alive."""
     cluster = broker.cluster
     if cluster is None:

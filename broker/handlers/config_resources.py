@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from broker.config import known_broker_properties
+from broker.handlers.context import BrokerContext
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType, Synonym
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
@@ -41,7 +42,7 @@ def check_alterations(configs, *, null_allowed_for_op: int | None = None) -> Non
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
 
 
-def check_broker_name(broker, name: str, *, empty_allowed: bool = True) -> None:
+def check_broker_name(broker: BrokerContext, name: str, *, empty_allowed: bool = True) -> None:
     """A BROKER resource names this broker's id, or "" for the cluster-wide defaults."""
     if name == "" and empty_allowed:
         return
@@ -93,12 +94,13 @@ def _broker_doc(name: str) -> str | None:
     return None
 
 
-def broker_config_entries(broker) -> list[ConfigEntry]:
+def broker_config_entries(broker: BrokerContext) -> list[ConfigEntry]:
     """The broker's properties as DescribeConfigs lists them for BROKER <own id>: read-only, from the
     properties file and overrides (STATIC_BROKER_CONFIG) or the defaults (DEFAULT_CONFIG)."""
     explicit = broker.config.explicit_properties
     entries = []
     for name, value in sorted(known_broker_properties(broker.config).items()):
+        synonyms: tuple[Synonym, ...]
         if name in explicit:
             source = ConfigSource.STATIC_BROKER_CONFIG
             synonyms = (Synonym(name, value, source),)
@@ -110,7 +112,7 @@ def broker_config_entries(broker) -> list[ConfigEntry]:
     return entries
 
 
-def logger_config_entries(broker) -> list[ConfigEntry]:
+def logger_config_entries(broker: BrokerContext) -> list[ConfigEntry]:
     """BROKER_LOGGER: Ebb has one level for all its loggers (log.level); it cannot change at runtime."""
     level = broker.config.log_level.upper()
     return [ConfigEntry("root", level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (), ConfigType.STRING,

@@ -41,12 +41,14 @@ from __future__ import annotations
 import structlog
 
 from broker.handlers import CloseConnection, handles
+from broker.handlers.context import BrokerContext
 from broker.log import LogError
-from broker.replica import PartitionError
+from broker.replica import Partition, PartitionError
 from protocol import fastpath
 from protocol.compression import Compression
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import ProduceResponse
+from protocol.framing import Request
+from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.records import RecordBatch
 from protocol.wire import I32
 
@@ -131,14 +133,15 @@ _WITHOUT_START_OFFSET = frozenset({
 })
 
 
-def _error(index: int, code: ErrorCode, message: str | None, partition=None) -> object:
+def _error(index: int, code: ErrorCode, message: str | None, partition: Partition | None = None
+           ) -> _PartitionResponse:
     start = partition.log_start_offset if partition is not None and code not in _WITHOUT_START_OFFSET else -1
     return _PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                               log_start_offset=start, error_message=message)
 
 
 @handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request)
-async def produce(broker, request) -> ProduceResponse | None:
+async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> ProduceResponse | None:
     body = request.body
     version = request.api_version
     acks = body.acks
@@ -149,7 +152,7 @@ async def produce(broker, request) -> ProduceResponse | None:
     waiting: list[tuple[object, object, int]] = []  # (partition, response, offset the HW must pass)
     failures = 0
     for topic_data in body.topic_data:
-        results = []
+        results: list[_PartitionResponse] = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
         topic = broker.topics.get(topic_data.name)
         for data in topic_data.partition_data:
@@ -190,8 +193,8 @@ async def produce(broker, request) -> ProduceResponse | None:
             results.append(response)
             if acks == -1:
                 waiting.append((partition, response, result.last_offset + 1))
-    for topic in topics:
-        failures += sum(1 for r in topic.partition_responses if r.error_code)
+    for answered in topics:
+        failures += sum(1 for r in answered.partition_responses if r.error_code)
     if acks == 0:
         if failures:
             errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics

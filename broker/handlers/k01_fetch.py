@@ -42,12 +42,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from protocol import fastpath
 from protocol.errors import ErrorCode
-from protocol.messages import FetchResponse
+from protocol.framing import Request
+from protocol.messages import FetchRequest, FetchResponse
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -61,7 +62,7 @@ _NO_LEADER = _PartitionData.LeaderIdAndEpoch()
 _NO_SNAPSHOT = _PartitionData.SnapshotId()
 
 
-def _partition_data(index: int) -> object:
+def _partition_data(index: int) -> _PartitionData:
     """A partition answer without Struct.__init__'s deep copies of the defaults (the per-partition
     cost of a fetch); every field is set here."""
     p = object.__new__(_PartitionData)
@@ -81,7 +82,7 @@ def _partition_data(index: int) -> object:
 class _Wanted:
     """One requested partition: where it goes in the response and what was asked."""
 
-    response: object  # the _PartitionData this partition's answer is written into
+    response: _PartitionData  # this partition's answer is written into it
     partition: Partition | None
     fetch_offset: int
     max_bytes: int
@@ -92,7 +93,7 @@ class _Wanted:
 
 
 @handles(API_KEY, "4-16", encode=fastpath.encode_fetch_response)
-async def fetch(broker, request) -> FetchResponse:
+async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchResponse:
     body = request.body
     version = request.api_version
     replicas = broker.replicas
@@ -128,12 +129,13 @@ async def fetch(broker, request) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
 
 
-def _resolve(broker, body, version: int, replica_id: int) -> tuple[list, list[_Wanted]]:
+def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id: int
+             ) -> tuple[list[_TopicResponse], list[_Wanted]]:
     replicas = broker.replicas
     topics = []
     wanted: list[_Wanted] = []
     for topic in body.topics:
-        partitions = []
+        partitions: list[_PartitionData] = []
         if version >= 13:
             found = broker.topics.by_id(topic.topic_id)
             topics.append(_TopicResponse(topic_id=topic.topic_id, partitions=partitions))
@@ -232,12 +234,14 @@ def _start_moved(wanted: list[_Wanted]) -> bool:
 
 def _diverging(w: _Wanted) -> bool:
     """A follower whose last fetched epoch ends below its fetch offset here must truncate first."""
-    cache = w.partition.log.epoch_cache
-    epoch, end_offset = cache.end_offset_for(w.last_fetched_epoch, w.partition.log.log_end_offset)
+    partition = w.partition
+    assert partition is not None  # _plan asks only about partitions it found
+    cache = partition.log.epoch_cache
+    epoch, end_offset = cache.end_offset_for(w.last_fetched_epoch, partition.log.log_end_offset)
     if epoch < 0 <= cache.latest_epoch < w.last_fetched_epoch:
         # An epoch above any here has no end; (-1, -1) would read as "no divergence" on the wire, so
         # point the follower at the end of our latest epoch instead.
-        epoch, end_offset = cache.latest_epoch, w.partition.log.log_end_offset
+        epoch, end_offset = cache.latest_epoch, partition.log.log_end_offset
     if epoch < w.last_fetched_epoch or end_offset < w.fetch_offset:
         w.response.diverging_epoch = _PartitionData.EpochEndOffset(epoch=epoch, end_offset=end_offset)
         w.error = ErrorCode.NONE

@@ -30,11 +30,12 @@ from collections import Counter
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound
 from broker.replica import Partition, PartitionError
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import ListOffsetsResponse
+from protocol.framing import Request
+from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from protocol.records import iter_batches
 
 log = structlog.get_logger("list_offsets")
@@ -49,21 +50,21 @@ _TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartitionResponse = _TopicResponse.ListOffsetsPartitionResponse
 
 
-def _error(index: int, code: ErrorCode) -> object:
+def _error(index: int, code: ErrorCode) -> _PartitionResponse:
     return _PartitionResponse(partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
 
 
 @handles(API_KEY, "1-10")
-async def list_offsets(broker, request) -> ListOffsetsResponse:
+async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
     body = request.body
     version = request.api_version
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
     client = body.replica_id == CONSUMER_REPLICA_ID
     leader_only = body.replica_id != DEBUGGING_REPLICA_ID
     committed = version >= 2 and body.isolation_level == READ_COMMITTED
-    topics = []
+    topics: list[_TopicResponse] = []
     for topic in body.topics:
-        results = []
+        results: list[_PartitionResponse] = []
         topics.append(_TopicResponse(name=topic.name, partitions=results))
         for asked in topic.partitions:
             index = asked.partition_index
@@ -83,13 +84,15 @@ async def list_offsets(broker, request) -> ListOffsetsResponse:
             except (PartitionError, LogError) as exc:
                 results.append(_error(index, exc.error_code))
     if version < 4:  # LeaderEpoch is not ignorable: versions without it must carry the default
-        for topic in topics:
-            for result in topic.partitions:
+        for answered in topics:
+            for result in answered.partitions:
                 result.leader_epoch = -1
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-async def _offset(broker, partition: Partition, index: int, timestamp: int, client: bool, committed: bool):
+async def _offset(broker: BrokerContext,
+                  partition: Partition, index: int, timestamp: int, client: bool, committed: bool
+                  ) -> _PartitionResponse:
     log_ = partition.log
     if client:
         last_fetchable = partition.last_stable_offset if committed else partition.high_watermark
@@ -109,7 +112,8 @@ async def _offset(broker, partition: Partition, index: int, timestamp: int, clie
                                   offset=found.offset, leader_epoch=found.leader_epoch)
     if found.offset >= last_fetchable:
         return _error(index, ErrorCode.NONE)
-    record_timestamp, offset = found.timestamp, found.offset
+    record_timestamp: int = found.timestamp
+    offset: int = found.offset
     if timestamp == MAX_TIMESTAMP:  # the log answers with the batch; Kafka names the record
         record_timestamp, offset = await _exact_record(broker, partition, offset, record_timestamp)
     if offset >= last_fetchable:
@@ -118,7 +122,8 @@ async def _offset(broker, partition: Partition, index: int, timestamp: int, clie
                               offset=offset, leader_epoch=log_.epoch_cache.epoch_at(offset))
 
 
-async def _exact_record(broker, partition: Partition, batch_offset: int, max_timestamp: int) -> tuple[int, int]:
+async def _exact_record(broker: BrokerContext,
+                        partition: Partition, batch_offset: int, max_timestamp: int) -> tuple[int, int]:
     """MAX_TIMESTAMP: the log names the batch holding the largest timestamp (its first offset, or the
     log start offset inside it); decode that one batch, off the event loop, for the first record at
     or after that offset carrying the batch's max timestamp. Falls back to the batch answer if the

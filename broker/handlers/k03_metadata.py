@@ -33,12 +33,13 @@ import uuid
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import cluster_operations, topic_operations
 from broker.handlers.cluster_view import alive_brokers, controller_id, leader_of
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from protocol.errors import ErrorCode
-from protocol.messages import MetadataResponse
+from protocol.framing import Request
+from protocol.messages import MetadataRequest, MetadataResponse
 
 log = structlog.get_logger("metadata")
 
@@ -49,7 +50,7 @@ PartitionResult = MetadataResponse.MetadataResponseTopic.MetadataResponsePartiti
 
 
 @handles(API_KEY, "0-13")
-async def metadata(broker, request) -> MetadataResponse:
+async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> MetadataResponse:
     version, body = request.api_version, request.body
     response = MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
@@ -83,7 +84,7 @@ async def metadata(broker, request) -> MetadataResponse:
     if any(t.name is None for t in requested):
         return _invalid_request(response, requested, version, "A topic has neither a name nor an id")
     allow_create = (version < 4 or body.allow_auto_topic_creation) and broker.config.auto_create_topics_enable
-    for name in dict.fromkeys(t.name for t in requested):
+    for name in dict.fromkeys(t.name for t in requested if t.name is not None):  # all are, as checked above
         topic = broker.topics.get(name)
         if topic is None:
             error = await _missing(broker, name, allow_create)
@@ -96,7 +97,7 @@ async def metadata(broker, request) -> MetadataResponse:
     return response
 
 
-async def _missing(broker, name: str, allow_create: bool) -> ErrorCode:
+async def _missing(broker: BrokerContext, name: str, allow_create: bool) -> ErrorCode:
     """The error for a topic that does not exist, creating it first when allowed."""
     try:
         validate_topic_name(name)
@@ -115,7 +116,7 @@ async def _missing(broker, name: str, allow_create: bool) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _describe(broker, topic, include_ops: bool, offline=None) -> TopicResult:
+def _describe(broker: BrokerContext, topic, include_ops: bool, offline=None) -> TopicResult:
     if offline is None:
         offline = broker.logs.offline_partitions if broker.logs is not None else {}
     partitions = []
@@ -144,7 +145,7 @@ def _describe(broker, topic, include_ops: bool, offline=None) -> TopicResult:
                        partitions=partitions, topic_authorized_operations=topic_operations(include_ops))
 
 
-def _leader_epoch(broker, topic, tp) -> int:
+def _leader_epoch(broker: BrokerContext, topic, tp) -> int:
     """The partition state's epoch, or the log's latest if it was written under a newer one — the epoch
     the data path fences requests with (broker/replica/partition.py)."""
     epoch = topic.leader_epoch(tp.partition)

@@ -21,9 +21,10 @@ INVALID_COMMIT_OFFSET_SIZE (the records do not fit a batch).
 from __future__ import annotations
 
 from broker.group import GroupError, OffsetCommit
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetCommitResponse
+from protocol.framing import Request
+from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 API_KEY = 8
 _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
@@ -31,12 +32,12 @@ _Partition = _Topic.OffsetCommitResponsePartition
 
 
 @handles(API_KEY, "2-9")
-async def offset_commit(broker, request) -> OffsetCommitResponse:
+async def offset_commit(broker: BrokerContext, request: Request[OffsetCommitRequest]) -> OffsetCommitResponse:
     version, body = request.api_version, request.body
-    results: list[tuple[str, list]] = []
-    pending: list[tuple[object, OffsetCommit]] = []  # (partition result, commit)
+    results: list[tuple[str, list[_Partition]]] = []
+    pending: list[tuple[_Partition, OffsetCommit]] = []  # (partition result, commit)
     for topic in body.topics:
-        partitions = []
+        partitions: list[_Partition] = []
         results.append((topic.name, partitions))
         known = broker.topics.get(topic.name)
         for p in topic.partitions:

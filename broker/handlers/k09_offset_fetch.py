@@ -14,9 +14,10 @@ Errors: NONE, COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from broker.group import GroupError
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetFetchResponse
+from protocol.framing import Request
+from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
 API_KEY = 9
 _Group = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -26,7 +27,7 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 
-def _fetch(broker, group_id: str, topics):
+def _fetch(broker: BrokerContext, group_id: str, topics):
     """[(topic, [(partition, offset, leader epoch, metadata)])] and the group's error."""
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     try:
@@ -39,7 +40,7 @@ def _fetch(broker, group_id: str, topics):
 
 
 @handles(API_KEY, "1-9")
-async def offset_fetch(broker, request) -> OffsetFetchResponse:
+async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchRequest]) -> OffsetFetchResponse:
     version, body = request.api_version, request.body
     if version >= 8:
         groups = []

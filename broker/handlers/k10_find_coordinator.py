@@ -19,17 +19,18 @@ from __future__ import annotations
 
 from broker.group import GroupError
 from broker.group.offsets_store import OFFSETS_TOPIC
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
 from protocol.errors import ErrorCode
-from protocol.messages import FindCoordinatorResponse
+from protocol.framing import Request
+from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 API_KEY = 10
 GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 _Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def _lookup(broker, key_type: int, key: str, listener_name: str) -> _Coordinator:
+async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name: str) -> _Coordinator:
     found = _Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None)
     if key_type == TRANSACTION_KEY:
         found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -60,7 +61,7 @@ async def _lookup(broker, key_type: int, key: str, listener_name: str) -> _Coord
     return found
 
 
-def _coordinator_of(broker, group_id: str, listener_name: str):
+def _coordinator_of(broker: BrokerContext, group_id: str, listener_name: str):
     """The leader of the group's __consumer_offsets partition (this broker when it is alone)."""
     if broker.cluster is None:
         mine = alive_brokers(broker, listener_name)
@@ -72,7 +73,7 @@ def _coordinator_of(broker, group_id: str, listener_name: str):
 
 
 @handles(API_KEY, "0-6")
-async def find_coordinator(broker, request) -> FindCoordinatorResponse:
+async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponse:
     version, body = request.api_version, request.body
     key_type = body.key_type if version >= 1 else GROUP_KEY
     if version >= 4:

@@ -21,15 +21,16 @@ and the append errors of the group metadata write.
 from __future__ import annotations
 
 from broker.group import JoinRequest
-from broker.handlers import handles
-from protocol.messages import JoinGroupResponse
+from broker.handlers import BrokerContext, handles
+from protocol.framing import Request
+from protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 API_KEY = 11
 _Member = JoinGroupResponse.JoinGroupResponseMember
 
 
 @handles(API_KEY, "0-9")
-async def join_group(broker, request) -> JoinGroupResponse:
+async def join_group(broker: BrokerContext, request: Request[JoinGroupRequest]) -> JoinGroupResponse:
     version, body = request.api_version, request.body
     protocols: list[tuple[str, bytes]] = []
     for protocol in body.protocols:

@@ -10,14 +10,15 @@ FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_A
 
 from __future__ import annotations
 
-from broker.handlers import handles
-from protocol.messages import HeartbeatResponse
+from broker.handlers import BrokerContext, handles
+from protocol.framing import Request
+from protocol.messages import HeartbeatRequest, HeartbeatResponse
 
 API_KEY = 12
 
 
 @handles(API_KEY, "0-4")
-async def heartbeat(broker, request) -> HeartbeatResponse:
+async def heartbeat(broker: BrokerContext, request: Request[HeartbeatRequest]) -> HeartbeatResponse:
     version, body = request.api_version, request.body
     error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
                                     body.group_instance_id if version >= 3 else None)

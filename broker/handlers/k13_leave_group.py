@@ -12,16 +12,17 @@ COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from protocol.errors import ErrorCode
-from protocol.messages import LeaveGroupResponse
+from protocol.framing import Request
+from protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
 API_KEY = 13
 _MemberResponse = LeaveGroupResponse.MemberResponse
 
 
 @handles(API_KEY, "0-5")
-async def leave_group(broker, request) -> LeaveGroupResponse:
+async def leave_group(broker: BrokerContext, request: Request[LeaveGroupRequest]) -> LeaveGroupResponse:
     version, body = request.api_version, request.body
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]

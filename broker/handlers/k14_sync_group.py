@@ -14,14 +14,15 @@ NOT_COORDINATOR, and the append errors of the group metadata write.
 
 from __future__ import annotations
 
-from broker.handlers import handles
-from protocol.messages import SyncGroupResponse
+from broker.handlers import BrokerContext, handles
+from protocol.framing import Request
+from protocol.messages import SyncGroupRequest, SyncGroupResponse
 
 API_KEY = 14
 
 
 @handles(API_KEY, "0-5")
-async def sync_group(broker, request) -> SyncGroupResponse:
+async def sync_group(broker: BrokerContext, request: Request[SyncGroupRequest]) -> SyncGroupResponse:
     version, body = request.api_version, request.body
     result = await broker.groups.sync_group(
         body.group_id, body.generation_id, body.member_id,

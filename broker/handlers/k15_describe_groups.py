@@ -14,10 +14,11 @@ Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from broker.group import GroupError, GroupState
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeGroupsResponse
+from protocol.framing import Request
+from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 API_KEY = 15
 _Described = DescribeGroupsResponse.DescribedGroup
@@ -25,7 +26,7 @@ _Member = _Described.DescribedGroupMember
 
 
 @handles(API_KEY, "0-6")
-async def describe_groups(broker, request) -> DescribeGroupsResponse:
+async def describe_groups(broker: BrokerContext, request: Request[DescribeGroupsRequest]) -> DescribeGroupsResponse:
     version, body = request.api_version, request.body
     wanted = version >= 3 and body.include_authorized_operations
     described = []

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from broker.group import GroupError
 from broker.group.group import GROUP_TYPE
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from protocol.errors import ErrorCode
-from protocol.messages import ListGroupsResponse
+from protocol.framing import Request
+from protocol.messages import ListGroupsRequest, ListGroupsResponse
 
 API_KEY = 16
 _Listed = ListGroupsResponse.ListedGroup
 
 
 @handles(API_KEY, "0-5")
-async def list_groups(broker, request) -> ListGroupsResponse:
+async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest]) -> ListGroupsResponse:
     version, body = request.api_version, request.body
     states = set(body.states_filter) if version >= 4 else set()
     types = set(body.types_filter) if version >= 5 else set()

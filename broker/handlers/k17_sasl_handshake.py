@@ -11,16 +11,18 @@ Errors: NONE, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE.
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
+from broker.security.sasl_session import SaslSession
 from protocol.errors import ErrorCode
-from protocol.messages import SaslHandshakeResponse
+from protocol.framing import Request
+from protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
 
 API_KEY = 17
 
 
 @handles(API_KEY, "0-1")
-async def sasl_handshake(broker, request) -> SaslHandshakeResponse:
-    session = request.sasl
+async def sasl_handshake(broker: BrokerContext, request: Request[SaslHandshakeRequest]) -> SaslHandshakeResponse:
+    session: SaslSession | None = request.sasl
     if session is None or session.authenticated:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     offered = list(session.listener.mechanisms)

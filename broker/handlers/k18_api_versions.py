@@ -13,14 +13,16 @@ from __future__ import annotations
 import re
 
 from broker.handlers import REGISTRY, handles
+from broker.handlers.context import BrokerContext
 from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsResponse
+from protocol.framing import Request
+from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = 18
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def advertised(broker) -> list:
+def advertised(broker: BrokerContext) -> list:
     entries = []
     for key, handler in sorted(REGISTRY.items()):
         high = handler.versions.high
@@ -39,7 +41,7 @@ def unsupported_version_reply() -> ApiVersionsResponse:
 
 
 @handles(API_KEY, "0-4", reply_to_newer=unsupported_version_reply)
-async def api_versions(broker, request) -> ApiVersionsResponse:
+async def api_versions(broker: BrokerContext, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
     body = request.body
     if request.api_version >= 3 and not (
         _SOFTWARE.match(body.client_software_name or "") and _SOFTWARE.match(body.client_software_version or "")

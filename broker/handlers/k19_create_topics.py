@@ -24,11 +24,12 @@ from collections import Counter
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.topic_configs import describe_topic_configs
 from broker.topics import MAX_PARTITIONS_PER_REQUEST, TopicError
 from protocol.errors import ErrorCode
-from protocol.messages import CreateTopicsResponse
+from protocol.framing import Request
+from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 
 log = structlog.get_logger("create_topics")
 
@@ -38,7 +39,7 @@ ConfigResult = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 
 
 @handles(API_KEY, "2-7")
-async def create_topics(broker, request) -> CreateTopicsResponse:
+async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequest]) -> CreateTopicsResponse:
     version, body = request.api_version, request.body
     topics = body.topics
     if _requested_partitions(broker, topics) > MAX_PARTITIONS_PER_REQUEST:
@@ -78,7 +79,7 @@ def _failed(name: str, error: ErrorCode, message: str) -> CreateTopicsResponse.C
     return Result(name=name, topic_id=uuid.UUID(int=0), error_code=error, error_message=message)
 
 
-def _requested_partitions(broker, topics) -> int:
+def _requested_partitions(broker: BrokerContext, topics) -> int:
     """Partitions the request would create, counted as Kafka's validateTotalNumberOfPartitions does."""
     total = 0
     for t in topics:

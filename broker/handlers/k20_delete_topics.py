@@ -28,10 +28,11 @@ from collections import Counter
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteTopicsResponse
+from protocol.framing import Request
+from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 
 log = structlog.get_logger("delete_topics")
 
@@ -41,7 +42,7 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 @handles(API_KEY, "1-6")
-async def delete_topics(broker, request) -> DeleteTopicsResponse:
+async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequest]) -> DeleteTopicsResponse:
     version, body = request.api_version, request.body
     rows = [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(n, ZERO_UUID) for n in body.topic_names]
     if not broker.config.delete_topic_enable:
@@ -94,9 +95,11 @@ async def delete_topics(broker, request) -> DeleteTopicsResponse:
     return DeleteTopicsResponse(responses=results)
 
 
-async def _await_deletions(broker, pending: list[Result], timeout_ms: int) -> None:
+async def _await_deletions(broker: BrokerContext, pending: list[Result], timeout_ms: int) -> None:
     """Wait (together, up to timeout_ms) for the controller to finish the marked deletions."""
-    done = await asyncio.gather(*(broker.cluster.deletions.wait_deleted(r.name, timeout_ms) for r in pending))
+    cluster = broker.cluster
+    assert cluster is not None  # deletions are left pending only in a cluster, where the controller does them
+    done = await asyncio.gather(*(cluster.deletions.wait_deleted(_name(r), timeout_ms) for r in pending))
     for result, finished in zip(pending, done, strict=True):
         if finished:
             log.info("deleted topic on request", topic=result.name)
@@ -107,7 +110,7 @@ async def _await_deletions(broker, pending: list[Result], timeout_ms: int) -> No
                                     "has dropped it.")
 
 
-async def _delete(broker, name: str, topic_id: uuid.UUID, version: int,
+async def _delete(broker: BrokerContext, name: str, topic_id: uuid.UUID, version: int,
                   pending: list[Result]) -> DeleteTopicsResponse.DeletableTopicResult:
     topic = broker.topics.get(name)
     if topic is not None and topic.internal:
@@ -125,6 +128,11 @@ async def _delete(broker, name: str, topic_id: uuid.UUID, version: int,
     else:
         pending.append(result)
     return result
+
+
+def _name(result: Result) -> str:
+    assert result.name is not None  # _delete names every result it leaves pending
+    return result.name
 
 
 def _result(name: str | None, topic_id: uuid.UUID, error: ErrorCode, message: str | None) -> Result:

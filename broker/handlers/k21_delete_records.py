@@ -42,11 +42,12 @@ import time
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.log import LogError
 from broker.replica import PartitionError
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteRecordsResponse
+from protocol.framing import Request
+from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
 log = structlog.get_logger("delete_records")
 
@@ -56,7 +57,7 @@ _PartitionResult = _TopicResult.DeleteRecordsPartitionResult
 
 
 @handles(API_KEY, "0-3")
-async def delete_records(broker, request) -> DeleteRecordsResponse:
+async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponse:
     body = request.body
     version = request.api_version
     leader_only = version >= 3 and body.leader_only
@@ -67,7 +68,7 @@ async def delete_records(broker, request) -> DeleteRecordsResponse:
     return response
 
 
-async def _delete_records(broker, body, version: int, leader_only: bool) -> DeleteRecordsResponse:
+async def _delete_records(broker: BrokerContext, body, version: int, leader_only: bool) -> DeleteRecordsResponse:
     refused = version >= 3 and not broker.config.delete_records_v3_enable
     asked: dict[tuple[str, int], int] = {}
     for topic in body.topics:
@@ -124,7 +125,7 @@ async def _delete_records(broker, body, version: int, leader_only: bool) -> Dele
         _TopicResult(name=name, partitions=results) for name, results in by_topic.items()])
 
 
-async def _await_low_watermarks(broker, pending, timeout_ms: int, version: int) -> None:
+async def _await_low_watermarks(broker: BrokerContext, pending, timeout_ms: int, version: int) -> None:
     """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset."""
 
     if timeout_ms > 0:  # nothing to wait for otherwise: the answer is what is known now

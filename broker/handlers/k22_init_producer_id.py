@@ -19,10 +19,11 @@ from __future__ import annotations
 import structlog
 
 from broker.cluster.store import StoreError
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.replica.producer_ids import ProducerIdsExhausted
 from protocol.errors import ErrorCode
-from protocol.messages import InitProducerIdResponse
+from protocol.framing import Request
+from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 log = structlog.get_logger("init_producer_id")
 
@@ -37,7 +38,7 @@ def _error(code: ErrorCode) -> InitProducerIdResponse:
 
 
 @handles(API_KEY, "0-5")
-async def init_producer_id(broker, request) -> InitProducerIdResponse:
+async def init_producer_id(broker: BrokerContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
     body = request.body
     if body.transactional_id is not None:
         if body.transactional_id == "":
@@ -47,8 +48,10 @@ async def init_producer_id(broker, request) -> InitProducerIdResponse:
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if request.api_version >= 3 and (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
         return _error(ErrorCode.INVALID_REQUEST)
+    producer_ids = broker.replicas.producer_ids
+    assert producer_ids is not None  # made when the replicas start, before any request is served
     try:
-        producer_id = await broker.replicas.producer_ids.next_id()
+        producer_id = await producer_ids.next_id()
     except (StoreError, ProducerIdsExhausted) as exc:
         log.error("cannot hand out a producer id", error=repr(exc))
         return _error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -15,10 +15,11 @@ NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR.
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.replica import PartitionError
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetForLeaderEpochResponse
+from protocol.framing import Request
+from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 API_KEY = 23
 _TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -26,10 +27,11 @@ _EpochEndOffset = _TopicResult.EpochEndOffset
 
 
 @handles(API_KEY, "2-4")
-async def offset_for_leader_epoch(broker, request) -> OffsetForLeaderEpochResponse:
+async def offset_for_leader_epoch(broker: BrokerContext,
+                                  request: Request[OffsetForLeaderEpochRequest]) -> OffsetForLeaderEpochResponse:
     topics = []
     for topic in request.body.topics:
-        results = []
+        results: list[_EpochEndOffset] = []
         topics.append(_TopicResult(topic=topic.topic, partitions=results))
         for asked in topic.partitions:
             result = _EpochEndOffset(error_code=ErrorCode.NONE, partition=asked.partition, leader_epoch=-1,

@@ -22,7 +22,7 @@ Errors (per resource): NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     BROKER,
     BROKER_LOGGER,
@@ -35,7 +35,8 @@ from broker.handlers.config_resources import (
 from broker.topic_configs import ConfigEntry, describe_topic_configs
 from broker.topics import TopicError, validate_topic_name
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeConfigsResponse
+from protocol.framing import Request
+from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 
 API_KEY = 32
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -44,7 +45,7 @@ SynonymEntry = Entry.DescribeConfigsSynonym
 
 
 @handles(API_KEY, "1-4")
-async def describe_configs(broker, request) -> DescribeConfigsResponse:
+async def describe_configs(broker: BrokerContext, request: Request[DescribeConfigsRequest]) -> DescribeConfigsResponse:
     version, body = request.api_version, request.body
     synonyms = body.include_synonyms
     documentation = version >= 3 and body.include_documentation
@@ -66,7 +67,7 @@ async def describe_configs(broker, request) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(results=results)
 
 
-def _entries(broker, resource) -> list[ConfigEntry]:
+def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
     kind, name = resource.resource_type, resource.resource_name
     if kind == TOPIC:
         try:

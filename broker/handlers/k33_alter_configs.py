@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     BROKER,
     TOPIC,
@@ -32,7 +32,8 @@ from broker.handlers.config_resources import (
 )
 from broker.topics import validate_topic_name
 from protocol.errors import ErrorCode
-from protocol.messages import AlterConfigsResponse
+from protocol.framing import Request
+from protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 
 log = structlog.get_logger("alter_configs")
 
@@ -41,13 +42,13 @@ Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 @handles(API_KEY, "0-2")
-async def alter_configs(broker, request) -> AlterConfigsResponse:
+async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequest]) -> AlterConfigsResponse:
     body = request.body
     responses = await alter_each(body.resources, lambda r: _alter(broker, r, body.validate_only), Result, log)
     return AlterConfigsResponse(responses=responses)
 
 
-async def _alter(broker, resource, validate_only: bool) -> None:
+async def _alter(broker: BrokerContext, resource, validate_only: bool) -> None:
     check_alterations(resource.configs)
     if resource.resource_type == TOPIC:
         validate_topic_name(resource.resource_name)

@@ -10,17 +10,20 @@ Errors: NONE, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE.
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.security.errors import AuthenticationFailed
+from broker.security.sasl_session import SaslSession
 from protocol.errors import ErrorCode
-from protocol.messages import SaslAuthenticateResponse
+from protocol.framing import Request
+from protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 API_KEY = 36
 
 
 @handles(API_KEY, "0-2")
-async def sasl_authenticate(broker, request) -> SaslAuthenticateResponse:
-    session = request.sasl
+async def sasl_authenticate(broker: BrokerContext,
+                            request: Request[SaslAuthenticateRequest]) -> SaslAuthenticateResponse:
+    session: SaslSession | None = request.sasl
     if session is None or session.authenticated:
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
                                         error_message="SaslAuthenticate outside a SASL authentication",

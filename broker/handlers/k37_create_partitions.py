@@ -19,10 +19,11 @@ from collections import Counter
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
-from protocol.messages import CreatePartitionsResponse
+from protocol.framing import Request
+from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
 log = structlog.get_logger("create_partitions")
 
@@ -31,7 +32,8 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 @handles(API_KEY, "0-3")
-async def create_partitions(broker, request) -> CreatePartitionsResponse:
+async def create_partitions(broker: BrokerContext,
+                            request: Request[CreatePartitionsRequest]) -> CreatePartitionsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []

@@ -10,15 +10,16 @@ Errors: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, COORDINATOR_NOT_AVAILABLE, NO
 
 from __future__ import annotations
 
-from broker.handlers import handles
-from protocol.messages import DeleteGroupsResponse
+from broker.handlers import BrokerContext, handles
+from protocol.framing import Request
+from protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
 API_KEY = 42
 _Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 @handles(API_KEY, "0-2")
-async def delete_groups(broker, request) -> DeleteGroupsResponse:
+async def delete_groups(broker: BrokerContext, request: Request[DeleteGroupsRequest]) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.body.groups_names))
     results = await broker.groups.delete_groups(names)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import structlog
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     BROKER,
     BROKER_LOGGER,
@@ -39,7 +39,8 @@ from broker.handlers.config_resources import (
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from broker.topics import validate_topic_name
 from protocol.errors import ErrorCode
-from protocol.messages import IncrementalAlterConfigsResponse
+from protocol.framing import Request
+from protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 log = structlog.get_logger("incremental_alter_configs")
 
@@ -50,13 +51,14 @@ Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
 @handles(API_KEY, "0-1")
-async def incremental_alter_configs(broker, request) -> IncrementalAlterConfigsResponse:
+async def incremental_alter_configs(broker: BrokerContext, request: Request[IncrementalAlterConfigsRequest]
+                                    ) -> IncrementalAlterConfigsResponse:
     body = request.body
     responses = await alter_each(body.resources, lambda r: _alter(broker, r, body.validate_only), Result, log)
     return IncrementalAlterConfigsResponse(responses=responses)
 
 
-async def _alter(broker, resource, validate_only: bool) -> None:
+async def _alter(broker: BrokerContext, resource, validate_only: bool) -> None:
     check_alterations(resource.configs, null_allowed_for_op=DELETE)
     unknown = [c.config_operation for c in resource.configs if c.config_operation not in OPERATION_NAMES]
     if unknown:
@@ -82,7 +84,7 @@ async def _alter(broker, resource, validate_only: bool) -> None:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
 
 
-def apply_operations(broker, overrides: dict[str, str], operations) -> dict[str, str]:
+def apply_operations(broker: BrokerContext, overrides: dict[str, str], operations) -> dict[str, str]:
     """The topic's overrides after the operations (validated afterwards as a whole)."""
     for op in operations:
         key, operation = op.name, op.config_operation
@@ -105,7 +107,7 @@ def apply_operations(broker, overrides: dict[str, str], operations) -> dict[str,
     return overrides
 
 
-def _default(broker, key: str) -> str | None:
+def _default(broker: BrokerContext, key: str) -> str | None:
     """The value a topic without an override has: the broker-wide default."""
     if TOPIC_CONFIGS[key].effective:
         return log_config_value(broker.config.topic_defaults, key)

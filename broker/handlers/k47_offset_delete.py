@@ -13,9 +13,10 @@ UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
 from __future__ import annotations
 
 from broker.group import GroupError
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from protocol.errors import ErrorCode
-from protocol.messages import OffsetDeleteResponse
+from protocol.framing import Request
+from protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 
 API_KEY = 47
 _Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
@@ -23,7 +24,7 @@ _Partition = _Topic.OffsetDeleteResponsePartition
 
 
 @handles(API_KEY, "0")
-async def offset_delete(broker, request) -> OffsetDeleteResponse:
+async def offset_delete(broker: BrokerContext, request: Request[OffsetDeleteRequest]) -> OffsetDeleteResponse:
     body = request.body
     asked: list[tuple[str, int]] = []
     unknown: set[tuple[str, int]] = set()

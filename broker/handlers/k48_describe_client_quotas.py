@@ -11,9 +11,10 @@ missing where one is needed).
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeClientQuotasResponse
+from protocol.framing import Request
+from protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 
 API_KEY = 48
 ENTITY_TYPES = ("user", "client-id", "ip")
@@ -41,7 +42,8 @@ def _filter_error(components) -> str | None:
 
 
 @handles(API_KEY, "0-1")
-async def describe_client_quotas(broker, request) -> DescribeClientQuotasResponse:
+async def describe_client_quotas(broker: BrokerContext,
+                                 request: Request[DescribeClientQuotasRequest]) -> DescribeClientQuotasResponse:
     error = _filter_error(request.body.components)
     if error is not None:
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,

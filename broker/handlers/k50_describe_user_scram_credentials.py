@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.security.scram import MECHANISMS
 from protocol.errors import ErrorCode
+from protocol.framing import Request
+from protocol.messages import DescribeUserScramCredentialsRequest
 from protocol.messages import DescribeUserScramCredentialsResponse as Response
 
 API_KEY = 50
 
 
 @handles(API_KEY, "0")
-async def describe_user_scram_credentials(broker, request) -> Response:
+async def describe_user_scram_credentials(broker: BrokerContext,
+                                          request: Request[DescribeUserScramCredentialsRequest]) -> Response:
     credentials = broker.credentials
     asked = [user.name for user in request.body.users or []]
     names = asked or await credentials.users()

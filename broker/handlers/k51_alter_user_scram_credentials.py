@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.security.scram import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from protocol.errors import ErrorCode
+from protocol.framing import Request
+from protocol.messages import AlterUserScramCredentialsRequest
 from protocol.messages import AlterUserScramCredentialsResponse as Response
 
 API_KEY = 51
@@ -33,10 +35,15 @@ def _upsert_error(upsert) -> tuple[int, str] | None:
     return None
 
 
+_Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
+_Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+
+
 @handles(API_KEY, "0")
-async def alter_user_scram_credentials(broker, request) -> Response:
+async def alter_user_scram_credentials(broker: BrokerContext,
+                                       request: Request[AlterUserScramCredentialsRequest]) -> Response:
     body, credentials = request.body, broker.credentials
-    changes = [*body.deletions, *body.upsertions]
+    changes: list[_Deletion | _Upsertion] = [*body.deletions, *body.upsertions]
     twice = Counter((change.name, change.mechanism) for change in changes)
     errors: dict[str, tuple[int, str]] = {}
     for change in changes:

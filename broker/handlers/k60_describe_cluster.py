@@ -13,18 +13,19 @@ Errors: NONE, MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE, INVALID_REQUE
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import cluster_operations
 from broker.handlers.cluster_view import alive_brokers, controller_id
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeClusterResponse
+from protocol.framing import Request
+from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
 API_KEY = 60
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 
 
 @handles(API_KEY, "0-2")
-async def describe_cluster(broker, request) -> DescribeClusterResponse:
+async def describe_cluster(broker: BrokerContext, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
     version, body = request.api_version, request.body
     endpoint_type = body.endpoint_type if version >= 1 else BROKER_ENDPOINT
     if endpoint_type not in (BROKER_ENDPOINT, CONTROLLER_ENDPOINT):

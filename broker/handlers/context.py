@@ -1,0 +1,48 @@
+"""What a handler is given of the broker: its settings and the services it built at start-up.
+
+A typing Protocol, so that a handler names what it uses and not the Broker that owns it (tests pass
+small fakes). broker/app.py's Broker is what the server passes; it serves requests only after
+start() made every service, so none of them is None here. `cluster` is None without ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from broker.cluster.cluster import Cluster
+    from broker.config import BrokerConfig
+    from broker.group import GroupCoordinator
+    from broker.log.manager import LogManager
+    from broker.replica import ReplicaManager
+    from broker.security.credentials import CredentialStore
+    from broker.topics import TopicManager
+
+
+class BrokerContext(Protocol):
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def topics(self) -> TopicManager: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def cluster(self) -> Cluster | None: ...
+
+    @property
+    def credentials(self) -> CredentialStore: ...
