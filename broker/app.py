@@ -11,6 +11,7 @@ import os
 import signal
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -27,6 +28,9 @@ from broker.replica import ReplicaManager
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
 from broker.topics import TopicManager, topic_id_to_str
+
+if TYPE_CHECKING:
+    from broker.cluster.zookeeper import ZooKeeperStore
 
 log = structlog.get_logger("broker")
 
@@ -79,7 +83,7 @@ class Broker:
         in_cluster = config.zookeeper_connect is not None
         self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
-        broker_ids = (lambda: self.cluster.alive_ids()) if in_cluster else None
+        broker_ids = self._alive_ids if in_cluster else None
         self.topics = TopicManager(self.store, self.logs, config, broker_ids=broker_ids,
                                    controlled_deletion=in_cluster)
         await self.topics.load()
@@ -165,8 +169,10 @@ class Broker:
         registration whose session this broker cannot end."""
         from broker.cluster.zookeeper import save_session
 
+        session = self._zookeeper().session
+        assert session is not None  # the store is connected: it has a session
         await asyncio.get_running_loop().run_in_executor(
-            None, save_session, self.config.log_dir / ZOOKEEPER_SESSION_FILE, self.store.session)
+            None, save_session, self.config.log_dir / ZOOKEEPER_SESSION_FILE, session)
 
     async def _on_new_session(self) -> None:
         """The ZooKeeper session expired and a new one began: the registration went with the old one."""
@@ -177,17 +183,33 @@ class Broker:
             log.error("broker not registered after a new ZooKeeper session", node_id=self.node_id, error=str(exc))
             return
         log.warning("broker registered again after a new ZooKeeper session", node_id=self.node_id,
-                    session=str(self.store.session))
+                    session=str(self._zookeeper().session))
+
+    def _alive_ids(self) -> list[int]:
+        assert self.cluster is not None  # asked in a cluster only, once start() made the Cluster
+        return self.cluster.alive_ids()
+
+    def _opened_store(self) -> MetadataStore:
+        assert self.store is not None, "the metadata store opens first in start()"
+        return self.store
+
+    def _zookeeper(self) -> ZooKeeperStore:
+        from broker.cluster.zookeeper import ZooKeeperStore  # kazoo is loaded only in a cluster
+
+        store = self.store
+        assert isinstance(store, ZooKeeperStore), "sessions are ZooKeeper's"
+        return store
 
     async def _cluster_id(self) -> str:
+        store = self._opened_store()
         try:
-            return (await self.store.get_json("/cluster/id"))["id"]
+            return (await store.get_json("/cluster/id"))["id"]
         except NoNode:
             cluster_id = topic_id_to_str(uuid.uuid4())
         try:
-            await self.store.create("/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode())
+            await store.create("/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode())
         except NodeExists:  # another broker of the cluster made it first
-            return (await self.store.get_json("/cluster/id"))["id"]
+            return (await store.get_json("/cluster/id"))["id"]
         return cluster_id
 
     def _check_meta_properties(self) -> None:
@@ -214,7 +236,7 @@ class Broker:
                         "timestamp": str(int(time.time() * 1000))}
         path = f"/brokers/ids/{self.config.node_id}"
         try:
-            await self.store.register(path, json.dumps(registration).encode())
+            await self._opened_store().register(path, json.dumps(registration).encode())
         except NodeExists as exc:
             raise ConfigError(f"node.id={self.config.node_id} is already registered by another live broker "
                               f"(NodeExists: {exc}); every broker of a cluster needs its own node.id") from None

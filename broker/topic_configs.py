@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
+from typing import Any
 
 from broker.log.config import LogConfig
 
@@ -57,7 +58,8 @@ class InvalidConfig(ValueError):
 
 # --- value checks (Kafka's ConfigDef validators) ------------------------------------------------------
 
-Check = Callable[[object], str | None]  # parsed value -> problem, or None when fine
+# parsed value (of the config's type: int, float, str, list[str]) -> problem, or None when fine
+Check = Callable[[Any], str | None]
 
 
 def at_least(minimum: float) -> Check:
@@ -122,9 +124,11 @@ class TopicConfigDef:
                 raise InvalidConfig(f"Invalid value {raw} for configuration {self.name}: {problem}")
         return value
 
-    def canonical(self, raw: object) -> str | None:
+    def canonical(self, raw: object) -> str:
         """The value as Kafka writes it back (trimmed, list items joined by ',')."""
-        return render(self.type, self.parse(raw))
+        text = render(self.type, self.parse(raw))
+        assert text is not None  # parse() never gives None
+        return text
 
 
 def _parse(kind: ConfigType, text: str, name: str, raw: object):
@@ -147,12 +151,12 @@ def _parse(kind: ConfigType, text: str, name: str, raw: object):
         return value
     if kind is ConfigType.DOUBLE:
         try:
-            value = float(text)
+            real = float(text)
         except ValueError:
             raise fail("Not a number of type DOUBLE") from None
-        if math.isnan(value) or math.isinf(value):
+        if math.isnan(real) or math.isinf(real):
             raise fail("Not a number of type DOUBLE")
-        return value
+        return real
     if kind is ConfigType.LIST:
         return [item.strip() for item in text.split(",") if item.strip()] if text else []
     return text
@@ -381,7 +385,7 @@ class ConfigEntry:
     source: ConfigSource
     synonyms: tuple[Synonym, ...]
     type: ConfigType
-    doc: str
+    doc: str | None
     read_only: bool = False
     sensitive: bool = False
 

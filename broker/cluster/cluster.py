@@ -19,6 +19,7 @@ A single broker without ZooKeeper has no Cluster: `broker.cluster` is None.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -147,7 +148,9 @@ class Cluster:
         ids = {int(c) for c in children or [] if c.isdigit()}
         self._member_ids = ids
         for gone in set(self._registration_watches) - ids:
-            self._registration_watches.pop(gone).cancel()
+            watch = self._registration_watches.pop(gone)
+            if watch is not None:  # None: still being set up; _watch_registration cancels it when done
+                watch.cancel()
         if self.registrations.keys() - ids:
             for gone in self.registrations.keys() - ids:
                 del self.registrations[gone]
@@ -155,9 +158,13 @@ class Cluster:
             self._brokers_changed()
         for broker_id in sorted(ids - set(self._registration_watches)):
             self._registration_watches[broker_id] = None
-            self.spawn_until_done(lambda broker_id=broker_id: self._watch_registration(broker_id),
+            self.spawn_until_done(functools.partial(self._watch_registration, broker_id),
                                   "watching a broker's registration",
-                                  lambda broker_id=broker_id: self._registration_watches.get(broker_id, 1) is None)
+                                  functools.partial(self._registration_watch_wanted, broker_id))
+
+    def _registration_watch_wanted(self, broker_id: int) -> bool:
+        """The broker is still a member and its registration watch is not set up yet."""
+        return broker_id in self._registration_watches and self._registration_watches[broker_id] is None
 
     async def _watch_registration(self, broker_id: int) -> None:
         watch = await self.store.watch_data(f"/brokers/ids/{broker_id}",
@@ -217,8 +224,8 @@ class Cluster:
             self.spawn(self.broker.topics.drop(name))
         for name in sorted(names - known):
             self._topic_watches[name] = []
-            self.spawn_until_done(lambda name=name: self._follow_topic(name), "following a topic",
-                                  lambda name=name: name in self._topic_watches)
+            self.spawn_until_done(functools.partial(self._follow_topic, name), "following a topic",
+                                  functools.partial(self._topic_watches.__contains__, name))
 
     async def _follow_topic(self, name: str) -> None:
         watches = self._topic_watches.get(name)
@@ -293,13 +300,14 @@ class Cluster:
             self.broker.replicas.apply_state(topic, tp.partition)
 
     def state_version(self, tp: TopicPartition) -> int:
-        return self._state_versions.get(self._version_key(tp), -1)
+        key = self._version_key(tp)
+        return -1 if key is None else self._state_versions.get(key, -1)
 
     def note_state_written(self, tp: TopicPartition, state: dict, version: int) -> None:
         """A state this broker (or its controller) wrote: cache it before the watch reports it."""
         topic = self.broker.topics.get(tp.topic)
-        key = self._version_key(tp)
-        if topic is None or version <= self._state_versions.get(key, -1):
+        key = self._version_key(tp)  # None exactly when topic is
+        if topic is None or key is None or version <= self._state_versions.get(key, -1):
             return
         self._state_versions[key] = version
         topic.states[tp.partition] = state

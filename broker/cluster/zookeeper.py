@@ -357,6 +357,7 @@ class ZooKeeperStore(MetadataStore):
             except NoNode:
                 continue  # its owner went away meanwhile
             owner = stat.ephemeralOwner
+            assert self.session is not None  # set when the store connected, before any call
             if owner == self.session.session_id:
                 await self.set(path, data)
                 return

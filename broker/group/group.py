@@ -112,19 +112,17 @@ class Member:
         return self.awaiting_join or self.awaiting_sync
 
     def complete_join(self, result) -> bool:
-        if self.awaiting_join:
-            self.join_future.set_result(result)
-            self.join_future = None
+        future, self.join_future = self.join_future, None
+        if future is not None and not future.done():  # awaiting_join
+            future.set_result(result)
             return True
-        self.join_future = None
         return False
 
     def complete_sync(self, result) -> bool:
-        if self.awaiting_sync:
-            self.sync_future.set_result(result)
-            self.sync_future = None
+        future, self.sync_future = self.sync_future, None
+        if future is not None and not future.done():  # awaiting_sync
+            future.set_result(result)
             return True
-        self.sync_future = None
         return False
 
 

@@ -22,7 +22,7 @@ choice (INVALID_COMMIT_OFFSET_SIZE for commits, UNKNOWN_SERVER_ERROR for group m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -140,7 +140,7 @@ class OffsetsStore:
 
     # --- writing -----------------------------------------------------------------------------------
 
-    async def append(self, group_id: str, entries: list[tuple[bytes, bytes | None]],
+    async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
                      too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None) -> int:
         """Append records for one group as one batch; returns the offset of the first. Waits until
         the high watermark covers them. GroupError with the coordinator's error code otherwise."""
@@ -308,8 +308,8 @@ class OffsetsStore:
         try:
             key = records.parse_key(record.key)
             if isinstance(key, GroupMetadataKey):
-                value = None if record.value is None else records.parse_group_value(record.value)
-                replay_group(key.group, value)
+                group_value = None if record.value is None else records.parse_group_value(record.value)
+                replay_group(key.group, group_value)
                 stats.groups += 1
                 return
             if record.value is None:

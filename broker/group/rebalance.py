@@ -193,7 +193,7 @@ class RebalanceProtocol:
     def _replace_static_member(self, group: Group, request: JoinRequest, old_member_id: str, new_member_id: str,
                                future: asyncio.Future) -> None:
         current_leader = group.leader_id
-        member = group.replace_static_member(request.group_instance_id, old_member_id, new_member_id,
+        member = group.replace_static_member(_instance_id(request), old_member_id, new_member_id,
                                              JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id),
                                              SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         self._sessions.schedule_heartbeat(group, member, member.session_timeout_ms)
@@ -227,7 +227,7 @@ class RebalanceProtocol:
                 group.update_member(member, old[0], old[1], old[2], member.join_future)
                 error = JoinResult(exc.error_code, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
                                    group.protocol_name, current_leader or "")
-                restored = group.replace_static_member(request.group_instance_id, member.member_id, old_member_id,
+                restored = group.replace_static_member(_instance_id(request), member.member_id, old_member_id,
                                                        error, SyncResult(exc.error_code))
                 self._sessions.schedule_heartbeat(group, restored, restored.session_timeout_ms)
             return
@@ -380,3 +380,6 @@ class RebalanceProtocol:
         return ErrorCode.NONE, errors
 
 
+def _instance_id(request: JoinRequest) -> str:
+    assert request.group_instance_id is not None  # only a static member (one with an instance id) is replaced
+    return request.group_instance_id

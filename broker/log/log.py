@@ -201,7 +201,7 @@ class PartitionLog:
             end = self.log_end_offset
             return AppendInfo(end, Offset(end - 1), NO_TIMESTAMP, NO_TIMESTAMP, self.log_start_offset, 0, 0)
         infos: list[BatchInfo] = []
-        next_offset = self.log_end_offset
+        next_offset: int = self.log_end_offset
         log_append_time = assign_offsets and self.config.log_append_time
         for position, size, base, delta, max_ts, epoch in batches:
             if assign_offsets:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
@@ -124,7 +125,7 @@ def _error_name(code: int) -> str:
 _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
-def count_errors(struct: object, into: dict[int, int]) -> None:
+def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or nested struct: fields found at run time
     """Add every error code a response carries (top level and nested, e.g. per partition) to `into`,
     as Kafka's AbstractResponse.errorCounts does."""
     plan = _PLANS.get(type(struct))

@@ -252,7 +252,11 @@ class ReplicaManager:
                 del self._fetchers[leader_id]
                 task = asyncio.get_running_loop().create_task(fetcher.stop())
                 self._tasks.append(task)
-                task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+                task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
 
     def request_isr_change(self, partition: Partition, isr: set[int]) -> None:
         """Ask the cluster to record a new ISR for a partition led here (one change in flight per

@@ -81,7 +81,8 @@ class PartitionHost(Protocol):
     """What a Partition needs from whoever holds it (ReplicaManager): where its events go, who is
     alive, a way to ask for an ISR change, and a thread pool for blocking file work."""
 
-    node_id: int
+    @property
+    def node_id(self) -> int: ...
 
     def leadership_changed(self, partition: Partition) -> None: ...
     def appended(self, partition: Partition) -> None: ...
@@ -211,7 +212,7 @@ class Partition:
         `diverging_epoch` there): cut ours at the earlier of that and our own end of that epoch."""
         epoch, own_end = self.log.epoch_cache.end_offset_for(diverging_epoch, self.log.log_end_offset)
         if diverging_epoch < 0 or epoch < 0:
-            offset = self.log.high_watermark  # nothing to compare: keep only what was committed
+            offset: int = self.log.high_watermark  # nothing to compare: keep only what was committed
         elif epoch != diverging_epoch:
             offset = own_end  # we never saw that epoch: cut to the end of ours before it, then ask again
         else:
@@ -267,13 +268,13 @@ class Partition:
     def low_watermark(self) -> int:
         """Kafka's lowWatermarkIfLeader: the smallest log start offset among the leader and every
         alive replica of the assignment (in sync or not)."""
-        offsets = [self.log.log_start_offset]
+        offsets: list[int] = [self.log.log_start_offset]
         offsets += [f.log_start_offset for f in self.followers.values() if self.host.is_alive(f.replica_id)]
         return min(offsets)
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset in the ISR; wakes waiters."""
-        candidates = [self.log.log_end_offset]
+        candidates: list[int] = [self.log.log_end_offset]
         candidates += [f.log_end_offset for r, f in self.followers.items() if r in self.isr]
         target = min(candidates)
         if target <= self.log.high_watermark:

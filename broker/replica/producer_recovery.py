@@ -24,7 +24,7 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
     path = producers.snapshot_path
     data = await run_io(read_snapshot, path)
     start = partition_log.log_start_offset
-    scan_from = start
+    scan_from: int = start
     now = time.time_ns() // 1_000_000
     if data is not None:
         try:
