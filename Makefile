@@ -48,6 +48,7 @@ test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
 
 # Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
 bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP)
