@@ -118,6 +118,19 @@ def test_retention_by_time_counts_its_deletions_under_its_own_cause(url, client)
         (value(before, "ebb_log_deleted_bytes_total", cause="retention_time") or 0) == size
 
 
+def test_trimming_what_groups_committed_counts_under_committed_offsets(url, client):
+    from tests.broker.group_wire import commit
+
+    create_topic(client, "committed", configs={"retention.committed.groups": "*"})
+    assert produce(client, "committed", 0, batch([b"c%d" % i for i in range(10)])).error_code == ErrorCode.NONE
+    before = scrape(url)
+    assert commit(client, "metered-group", {("committed", 0): 6}) == {("committed", 0): ErrorCode.NONE}
+    name = "ebb_log_deleted_records_total"
+    wait_for(lambda: (value(scrape(url), name, cause="committed_offsets") or 0)
+             - (value(before, name, cause="committed_offsets") or 0) == 6, what="the trim counted")
+    assert value(scrape(url), "kafka_log_log_logstartoffset", topic="committed", partition="0") == 6
+
+
 def _alter(topic: str, configs: dict[str, str]):
     from protocol.messages import IncrementalAlterConfigsRequest
 
