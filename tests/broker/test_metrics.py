@@ -154,7 +154,19 @@ def test_the_single_broker_is_its_own_active_controller(url):
     samples = scrape(url)
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
-    assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numgroups", state="Stable") == 0
+
+
+def test_groups_are_counted_by_state(url, client):
+    from tests.broker.group_wire import join, leave, sync
+
+    stable = {"state": "Stable"}
+    name = "kafka_coordinator_group_groupmetadatamanager_numgroups"
+    before = value(scrape(url), name, **stable)
+    member = join(client, "metered-members")
+    assert sync(client, member, {member.member_id: b""}).error_code == ErrorCode.NONE
+    assert value(scrape(url), name, **stable) == before + 1
+    leave(client, "metered-members", (member.member_id, None))
+    assert value(scrape(url), name, **stable) == before
 
 
 def test_only_get_of_metrics_is_served(url):
