@@ -3,9 +3,10 @@
 A scrape reads state only the loop changes, on the loop (no thread races it), and never holds the
 loop for long: it renders one metric family at a time, and a large one (a gauge per partition)
 SAMPLES_PER_STEP samples at a time with prometheus_client's `generate_latest`, letting requests run
-in between. So a broker with 10,000 partitions pauses for milliseconds per step, not for the whole
-scrape; the price is that families are read at slightly different moments, as with any scrape that
-is not atomic. One request per connection; anything but GET or HEAD of /metrics gets an error status.
+in between. A collector with long work (a pass over every partition) yields None now and then: a
+pause where requests run too (so the registry's collect() is consumed by `render` only). The price
+is that families are read at slightly different moments, as in any scrape that is not atomic. One
+request per connection; anything but GET or HEAD of /metrics gets an error status.
 """
 
 from __future__ import annotations
@@ -106,6 +107,9 @@ async def render(registry: CollectorRegistry) -> bytes:
     try:
         parts: list[bytes] = []
         for family in registry.collect():  # collectors are generators: each family is read when asked for
+            if family is None:  # a collector's pause in the middle of long work
+                await asyncio.sleep(0)
+                continue
             samples = family.samples
             for start in range(0, max(len(samples), 1), SAMPLES_PER_STEP):
                 piece = Metric(family.name, family.documentation, family.type, family.unit)

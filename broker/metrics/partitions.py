@@ -56,6 +56,9 @@ class LogsView(Protocol):
     def offline_partitions(self) -> Mapping[Any, str]: ...
 
 
+PARTITIONS_PER_STEP = 1000
+
+
 def _by_name(items: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
     return sorted(items.items(), key=lambda item: (item[0].topic, item[0].partition))
 
@@ -65,9 +68,9 @@ class PartitionCollector:
         self._replicas = replicas
         self._logs = logs
 
-    def collect(self) -> Iterator[Metric]:
-        # One pass per family, each family yielded when done: whoever renders the scrape can let the
-        # loop run between them (broker/metrics/http.py).
+    def collect(self) -> Iterator[Metric | None]:
+        # One pass per family, each yielded when done, and None now and then on the way: a pause where
+        # the renderer lets the loop serve requests (broker/metrics/http.py).
         logs = [(tp, log) for tp, log in _by_name(self._logs.logs) if not log.offline]
         partitions = _by_name(self._replicas.partitions)
         leaders = [(tp, p) for tp, p in partitions if p.is_leader]
@@ -93,10 +96,11 @@ class PartitionCollector:
             ("kafka_cluster_partition_underreplicated", "1 where the ISR is smaller than the assignment (leaders "
              "only)", leaders, _under_replicated),
         )
+        yield None  # a pause: the lists above took a while
         for name, documentation, read in per_log:
-            yield _family(name, documentation, logs, read)
+            yield from _family(name, documentation, logs, read)
         for name, documentation, chosen, read_replica in per_replica:
-            yield _family(name, documentation, chosen, read_replica)
+            yield from _family(name, documentation, chosen, read_replica)
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions with a replica here",
                                 value=len(self._logs.logs))
         yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions led here", value=len(leaders))
@@ -111,11 +115,15 @@ class PartitionCollector:
                                 value=sum(len(p.producers) for _, p in partitions))
 
 
-def _family(name: str, documentation: str, items: list[tuple[Any, Any]], read: Callable[[Any], int]) -> Metric:
+def _family(name: str, documentation: str, items: list[tuple[Any, Any]],
+            read: Callable[[Any], int]) -> Iterator[Metric | None]:
+    """The family, with a pause (None) every PARTITIONS_PER_STEP partitions on the way."""
     family = GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
-    for tp, item in items:
+    for count, (tp, item) in enumerate(items, 1):
         family.add_metric([tp.topic, str(tp.partition)], read(item))
-    return family
+        if count % PARTITIONS_PER_STEP == 0:
+            yield None
+    yield family
 
 
 def _under_replicated(partition: PartitionView) -> int:
