@@ -103,3 +103,21 @@ async def test_rendering_leaves_the_garbage_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+async def test_the_partition_pass_pauses_and_still_renders_every_partition():
+    from types import SimpleNamespace
+
+    from broker.log import TopicPartition
+    from broker.metrics.partitions import PARTITIONS_PER_STEP, PartitionCollector
+
+    count = 2 * PARTITIONS_PER_STEP + 1
+    logs = {TopicPartition("t", i): SimpleNamespace(log_start_offset=i, log_end_offset=i + 1, high_watermark=i + 1,
+                                                    size_bytes=10, segments=[0], offline=False) for i in range(count)}
+    collector = PartitionCollector(SimpleNamespace(partitions={}), SimpleNamespace(logs=logs, offline_partitions={}))
+    assert sum(1 for family in collector.collect() if family is None) >= 5 * 2  # five per-log families
+    body = await render(_Registry(*collector.collect()))
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    starts = families["kafka_log_log_logstartoffset"].samples
+    assert len(starts) == count and starts[-1].value == count - 1
+    assert families["kafka_server_replicamanager_partitioncount"].samples[0].value == count
