@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # stdout is for the report: the client's logs go to stderr, warnings only
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+                        logger_factory=lambda *args: structlog.PrintLogger(sys.stderr))  # stderr as it is now
     with tempfile.TemporaryDirectory(prefix="ebb-demo-") as tmp:
         work_dir = Path(tmp)
         broker = None

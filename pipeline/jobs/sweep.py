@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # stdout is for the table: the client's logs go to stderr, warnings and worse only
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+                        logger_factory=lambda *args: structlog.PrintLogger(sys.stderr))  # stderr as it is now
     try:
         re.compile(args.topics)
     except re.error as exc:

@@ -6,11 +6,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import structlog
+
 from pipeline.jobs import sweep
 from tests.pipeline.helpers import create_topic, produce
 from tests.pipeline.test_loop import log_starts
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was():
+    """sweep.main() sets the process's logging as a command does; later tests get theirs back."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 def test_sweep_dry_run_then_execute(bootstrap, capsys):
