@@ -44,12 +44,14 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.store: MetadataStore | None = None
-        self.logs: LogManager | None = None
-        self.topics: TopicManager | None = None
-        self.replicas: ReplicaManager | None = None
-        self.groups: GroupCoordinator | None = None  # consumer groups and committed offsets
+        # Made by start(), which serves requests only once they all exist: handlers (BrokerContext) and
+        # the services never see them missing. Until then reading one raises AttributeError.
+        self.logs: LogManager
+        self.topics: TopicManager
+        self.replicas: ReplicaManager
+        self.groups: GroupCoordinator  # consumer groups and committed offsets
+        self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
-        self.credentials: CredentialStore | None = None  # SCRAM credentials (SASL listeners, KIP-554)
         self.server = BrokerServer(self)
         self.cluster_id = ""
         self.started_at_ms = 0
@@ -120,8 +122,9 @@ class Broker:
         await self.server.stop()
         for service in reversed(self.services):
             await service.stop()
-        if self.logs is not None:
-            await self.logs.shutdown()
+        logs: LogManager | None = getattr(self, "logs", None)  # absent when start() failed early
+        if logs is not None:
+            await logs.shutdown()
         if self.store is not None:
             await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
         self._unlock_log_dir()

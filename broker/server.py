@@ -20,7 +20,7 @@ from collections import deque
 import structlog
 
 from broker.config import Listener
-from broker.handlers import REGISTRY, CloseConnection
+from broker.handlers import REGISTRY, BrokerContext, CloseConnection
 from broker.metrics.requests import RequestMetrics, RequestTiming
 from broker.security.errors import AuthenticationFailed
 from broker.security.principal import ANONYMOUS
@@ -223,7 +223,7 @@ class Connection(asyncio.BufferedProtocol):
 
 
 class BrokerServer:
-    def __init__(self, broker):
+    def __init__(self, broker: BrokerContext):
         self.broker = broker
         self.servers: list[asyncio.base_events.Server] = []
         self.connections: set[Connection] = set()

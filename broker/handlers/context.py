@@ -1,8 +1,9 @@
 """What a handler is given of the broker: its settings and the services it built at start-up.
 
 A typing Protocol, so that a handler names what it uses and not the Broker that owns it (tests pass
-small fakes). broker/app.py's Broker is what the server passes; it serves requests only after
-start() made every service, so none of them is None here. `cluster` is None without ZooKeeper.
+small fakes). broker/app.py's Broker is what the server passes (BrokerServer takes a BrokerContext,
+so mypy checks that the Broker is one); it serves requests only after start() made every service.
+`cluster` is None without ZooKeeper.
 """
 
 from __future__ import annotations
