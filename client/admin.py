@@ -19,10 +19,12 @@ import structlog
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterConfigsRequest,
+    AlterConfigsResponse,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListOffsetsRequest,
 )
 
@@ -30,7 +32,7 @@ from .cluster import LEADERSHIP_ERRORS, Cluster
 from .connection import BrokerConnection
 from .delete_records import DeleteRecordsResult, delete_records
 from .errors import KafkaError, UnsupportedVersionError, error_for
-from .types import TopicInfo, TopicPartition
+from .types import PartitionKey, TopicInfo, TopicPartition
 from .versions import (
     ALTER_CONFIGS,
     CREATE_TOPICS,
@@ -170,7 +172,7 @@ class Admin:
 
     def __init__(self, bootstrap: str | Sequence[str] | Cluster, **cluster_options):
         self._owns_cluster = not isinstance(bootstrap, Cluster)
-        self.cluster = Cluster(bootstrap, **cluster_options) if self._owns_cluster else bootstrap
+        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, **cluster_options)
 
     async def start(self) -> Admin:
         await self.cluster.start()
@@ -267,6 +269,7 @@ class Admin:
                 if code == ErrorCode.NOT_CONTROLLER:
                     retry_code = code
                     continue
+                assert r.name is not None  # asked by name, answered by name
                 results[r.name] = TopicResult(r.name, code, r.error_message if code else None)
                 if r.name in pending:
                     pending.remove(r.name)
@@ -346,6 +349,7 @@ class Admin:
 
         async def attempt() -> None:
             conn = await self._config_connection(resource_type, name)
+            response: IncrementalAlterConfigsResponse | AlterConfigsResponse
             if INCREMENTAL_ALTER_CONFIGS in conn.api_versions:
                 Req = IncrementalAlterConfigsRequest
                 configs = [Req.AlterConfigsResource.AlterableConfig(name=k, config_operation=AlterOp.SET, value=v)
@@ -355,19 +359,18 @@ class Admin:
                 request = Req(resources=[Req.AlterConfigsResource(
                     resource_type=int(resource_type), resource_name=name, configs=configs)],
                     validate_only=validate_only)
-                version = conn.pick_version(INCREMENTAL_ALTER_CONFIGS)
+                response = await conn.request(request, version=conn.pick_version(INCREMENTAL_ALTER_CONFIGS))
             elif ALTER_CONFIGS in conn.api_versions:
                 current = await self.describe_configs(name, resource_type=resource_type)
                 merged = merge_for_alter_configs(current, resource_type, name, to_set, to_delete)
-                Req = AlterConfigsRequest
-                request = Req(resources=[Req.AlterConfigsResource(
+                Old = AlterConfigsRequest
+                old_request = Old(resources=[Old.AlterConfigsResource(
                     resource_type=int(resource_type), resource_name=name,
-                    configs=[Req.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in merged.items()])],
+                    configs=[Old.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in merged.items()])],
                     validate_only=validate_only)
-                version = conn.pick_version(ALTER_CONFIGS)
+                response = await conn.request(old_request, version=conn.pick_version(ALTER_CONFIGS))
             else:
                 raise UnsupportedVersionError(f"{conn.address} offers neither IncrementalAlterConfigs nor AlterConfigs")
-            response = await conn.request(request, version=version)
             result = response.responses[0]
             if result.error_code:
                 raise error_for(result.error_code, result.error_message or f"alter configs of {name!r}")
@@ -376,7 +379,7 @@ class Admin:
 
     # -- offsets --
 
-    async def list_offsets(self, specs: Mapping[tuple[str, int], int], *, isolation_level: int = 0,
+    async def list_offsets(self, specs: Mapping[PartitionKey, int], *, isolation_level: int = 0,
                            timeout_ms: int | None = None) -> dict[TopicPartition, ListOffsetsResult]:
         """Offset per partition for a timestamp spec: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), or a
         time in ms (the first offset whose timestamp is at or after it; offset -1 when there is none)."""
@@ -418,7 +421,7 @@ class Admin:
 
     # -- DeleteRecords --
 
-    async def delete_records(self, offsets: Mapping[tuple[str, int], int], *, leader_only: bool = False,
+    async def delete_records(self, offsets: Mapping[PartitionKey, int], *, leader_only: bool = False,
                              timeout_ms: int = 30000) -> DeleteRecordsResult:
         """Delete the records below `offsets[tp]` in each partition (-1: up to the high watermark).
 

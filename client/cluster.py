@@ -27,7 +27,7 @@ from .errors import (
     KafkaError,
     error_for,
 )
-from .types import BrokerInfo, ClusterMetadata, PartitionInfo, PartitionResult, TopicInfo, TopicPartition
+from .types import BrokerInfo, ClusterMetadata, PartitionInfo, PartitionKey, PartitionResult, TopicInfo, TopicPartition
 from .versions import METADATA
 
 log = structlog.get_logger("ebb.client.cluster")
@@ -280,7 +280,7 @@ class Cluster:
 
     async def for_each_leader(
         self,
-        items: Mapping[TopicPartition, V],
+        items: Mapping[PartitionKey, V],
         send: Callable[[BrokerConnection, dict[TopicPartition, V]], Awaitable[Mapping[TopicPartition, R]]],
         failed: Callable[[ErrorCode, str | None], R],
         *,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from importlib import metadata
+from typing import Any, TypeVar
 
 import structlog
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME, decode_response, encode_request
-from protocol.messages import ApiMessage, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from protocol.messages import ApiMessage, ApiRequest, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.wire import I16, I32
 
 from .errors import (
@@ -43,6 +44,7 @@ except metadata.PackageNotFoundError:  # running from a source tree that was nev
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 _CORRELATION_IDS = 2**31
+_R = TypeVar("_R", bound=ApiMessage)  # the response of the request sent
 
 
 class BrokerConnection:
@@ -71,7 +73,7 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version: int | None = None  # which ApiVersions version the broker answered
         self._correlation = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[ApiMessage], int, int]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}  # each its request's response
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
         self._closed = False
@@ -189,39 +191,41 @@ class BrokerConnection:
         handshake = await self.request(SaslHandshakeRequest(mechanism=mechanism), version=1)
         if handshake.error_code != ErrorCode.NONE:
             raise AuthenticationError(f"{self.address} does not offer SASL {mechanism} "
-                                      f"(it offers {', '.join(handshake.mechanisms)})", handshake.error_code)
+                                      f"(it offers {', '.join(handshake.mechanisms)})",
+                                      ErrorCode.from_code(handshake.error_code))
         sasl = SaslClient(security)
         version = self.pick_version(SASL_AUTHENTICATE)
         first = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.first()), version=version)
         if first.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address}: {first.error_message}", first.error_code)
+            raise AuthenticationError(f"{self.address}: {first.error_message}", ErrorCode.from_code(first.error_code))
         if mechanism == "PLAIN":
             return
         final = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.answer(bytes(first.auth_bytes))),
                                    version=version)
         if final.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address}: {final.error_message}", final.error_code)
+            raise AuthenticationError(f"{self.address}: {final.error_message}", ErrorCode.from_code(final.error_code))
         sasl.verify_final(bytes(final.auth_bytes))
 
     # -- requests --
 
-    async def request(self, body: ApiMessage, *, version: int | None = None,
-                      timeout_s: float | None = None) -> ApiMessage:
+    async def request(self, body: ApiRequest[_R], *, version: int | None = None,
+                      timeout_s: float | None = None) -> _R:
         """Send one request and wait for its response body."""
+        api_key = _api_key(body)
         if version is None:
-            version = self.pick_version(body.api_key)
+            version = self.pick_version(api_key)
         correlation_id = next(self._correlation) % _CORRELATION_IDS
-        future: asyncio.Future[ApiMessage] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_R] = asyncio.get_running_loop().create_future()
         frame = self._encode(body, version, correlation_id)
         # Registered before writing: a fast broker may answer before drain() returns.
-        self._pending[correlation_id] = (future, body.api_key, version)
+        self._pending[correlation_id] = (future, api_key, version)
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             await self._write(frame)
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
             raise RequestTimeoutError(
-                f"{api_name(body.api_key)} v{version} to {self.address}: no response within {timeout:g}s"
+                f"{api_name(api_key)} v{version} to {self.address}: no response within {timeout:g}s"
             ) from None
         finally:
             # A late answer to a request we gave up on finds no entry and is dropped by the reader.
@@ -230,7 +234,7 @@ class BrokerConnection:
     async def send_only(self, body: ApiMessage, *, version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""
         if version is None:
-            version = self.pick_version(body.api_key)
+            version = self.pick_version(_api_key(body))
         await self._write(self._encode(body, version, next(self._correlation) % _CORRELATION_IDS))
 
     def _encode(self, body: ApiMessage, version: int, correlation_id: int) -> bytes:
@@ -290,6 +294,11 @@ class BrokerConnection:
         except ProtocolError as exc:
             future.set_exception(MalformedResponseError(
                 f"{api_name(api_key)} v{version} response from {self.address} does not decode: {exc}"))
+
+
+def _api_key(body: ApiMessage) -> int:
+    assert body.api_key is not None, f"{type(body).__name__} is not a request"
+    return body.api_key
 
 
 def _decode(frame: bytes, api_key: int, version: int) -> ApiMessage:

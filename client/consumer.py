@@ -57,7 +57,8 @@ class PartitionFetch:
     error_message: str | None = None
 
 
-def decode_partition(tp: TopicPartition, position: int, records: bytes | None) -> tuple[list[ConsumerRecord], int]:
+def decode_partition(tp: TopicPartition, position: int, records: bytes | bytearray | memoryview | None
+                     ) -> tuple[list[ConsumerRecord], int]:
     """Records at or after `position` from a fetched record set, and the position after them.
 
     A broker returns whole batches, so the first may start below `position` (a log start offset or
@@ -86,7 +87,7 @@ class Consumer:
                  max_bytes: int = 50 * 2**20, partition_max_bytes: int = 2**20,
                  isolation_level: int = READ_UNCOMMITTED, **cluster_options):
         self._owns_cluster = not isinstance(bootstrap, Cluster)
-        self.cluster = Cluster(bootstrap, **cluster_options) if self._owns_cluster else bootstrap
+        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, **cluster_options)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes

@@ -21,7 +21,7 @@ from protocol.messages import DeleteRecordsRequest
 
 from .cluster import Cluster
 from .connection import BrokerConnection
-from .types import TopicPartition
+from .types import PartitionKey, TopicPartition
 from .versions import DELETE_RECORDS, broker_max
 
 LEADER_ONLY_MIN_VERSION = 3  # DeleteRecords v3: LeaderOnly in the request, LeaderLogStartOffset in the answer
@@ -67,7 +67,7 @@ def failed_delete(code: ErrorCode, message: str | None) -> DeletedRecords:
     return DeletedRecords(-1, -1, code, message)
 
 
-async def delete_records(cluster: Cluster, offsets: Mapping[tuple[str, int], int], *, leader_only: bool,
+async def delete_records(cluster: Cluster, offsets: Mapping[PartitionKey, int], *, leader_only: bool,
                          timeout_ms: int, request_timeout_s: float) -> DeleteRecordsResult:
     """One DeleteRecords per leader broker; see the module docstring."""
     for tp, offset in offsets.items():

@@ -7,6 +7,8 @@ Two families: `KafkaError` is a code the broker sent back; `BrokerConnectionErro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from protocol.errors import ErrorCode
 
 
@@ -62,7 +64,8 @@ class OffsetOutOfRangeError(KafkaError):
         self.offset = offset
 
 
-_TYPED: dict[ErrorCode, type[KafkaError]] = {
+# Each takes the message only: its code is its own.
+_TYPED: dict[ErrorCode, Callable[[str | None], KafkaError]] = {
     ErrorCode.UNSUPPORTED_VERSION: UnsupportedVersionError,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicOrPartitionError,
     ErrorCode.TOPIC_ALREADY_EXISTS: TopicAlreadyExistsError,

@@ -61,7 +61,7 @@ class Producer:
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
         self._owns_cluster = not isinstance(bootstrap, Cluster)
-        self.cluster = Cluster(bootstrap, **cluster_options) if self._owns_cluster else bootstrap
+        self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, **cluster_options)
         self.acks = acks
         self.timeout_ms = timeout_ms
         self.compression = Compression(compression)

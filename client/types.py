@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from protocol.errors import ErrorCode
 
@@ -17,6 +17,11 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+# A partition as callers name it, TopicPartition or plain tuple: a TypeVar, so that a Mapping keyed by
+# either is accepted (Mapping is invariant in its keys).
+PartitionKey = TypeVar("PartitionKey", bound=tuple[str, int])
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,14 @@ The message classes of protocol/messages.py, which builds them at run time from 
 from typing import TypeAlias
 from uuid import UUID
 
-from .messages import ApiMessage, Struct
+from .messages import ApiMessage, ApiRequest, Struct
 
 # What a `records` field holds: bytes decoded by the codec, memoryviews from the Produce fast path
 # and from segment files, bytearrays from batch builders.
 RecordData: TypeAlias = bytes | bytearray | memoryview
 
 
-class AlterConfigsRequest(ApiMessage):
+class AlterConfigsRequest(ApiRequest[AlterConfigsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding"""
     class AlterConfigsResource(Struct):
         class AlterableConfig(Struct):
@@ -66,7 +66,7 @@ class AlterConfigsResponse(ApiMessage):
     """One result per resource."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResourceResponse] = ...) -> None: ...
 
-class AlterUserScramCredentialsRequest(ApiMessage):
+class AlterUserScramCredentialsRequest(ApiRequest[AlterUserScramCredentialsResponse]):
     """v0: KIP-554. The client salts the password; the broker stores only derived keys."""
     class ScramCredentialDeletion(Struct):
         name: str
@@ -126,7 +126,7 @@ class AlterUserScramCredentialsResponse(ApiMessage):
         results: list[AlterUserScramCredentialsResult] = ...,
     ) -> None: ...
 
-class ApiVersionsRequest(ApiMessage):
+class ApiVersionsRequest(ApiRequest[ApiVersionsResponse]):
     """v0-v2: empty body. v3: first flexible version; the client reports its software name and version. v4: same layout
     as v3; signals that the client accepts feature ranges whose minimum is 0."""
     client_software_name: str
@@ -237,7 +237,7 @@ class ConsumerProtocolSubscription(ApiMessage):
         rack_id: str | None = ...,
     ) -> None: ...
 
-class CreatePartitionsRequest(ApiMessage):
+class CreatePartitionsRequest(ApiRequest[CreatePartitionsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding v3: layout unchanged;
     THROTTLING_QUOTA_EXCEEDED may be returned"""
     class CreatePartitionsTopic(Struct):
@@ -289,7 +289,7 @@ class CreatePartitionsResponse(ApiMessage):
     """One result per requested topic."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[CreatePartitionsTopicResult] = ...) -> None: ...
 
-class CreateTopicsRequest(ApiMessage):
+class CreateTopicsRequest(ApiRequest[CreateTopicsResponse]):
     """v1: validateOnly added v2-v3: layout unchanged from v1 v4: partition count and replication factor may be -1 even
     without explicit assignments v5: switches to the flexible encoding; the response reports the created topic's
     settings v6: THROTTLING_QUOTA_EXCEEDED may be returned v7: layout unchanged (the response gains topic ids)"""
@@ -399,7 +399,7 @@ class CreateTopicsResponse(ApiMessage):
     """One result per requested topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[CreatableTopicResult] = ...) -> None: ...
 
-class DeleteGroupsRequest(ApiMessage):
+class DeleteGroupsRequest(ApiRequest[DeleteGroupsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding"""
     groups_names: list[str]
     """Ids of the groups to remove, along with their committed offsets."""
@@ -419,7 +419,7 @@ class DeleteGroupsResponse(ApiMessage):
     """One result per requested group."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DeletableGroupResult] = ...) -> None: ...
 
-class DeleteRecordsRequest(ApiMessage):
+class DeleteRecordsRequest(ApiRequest[DeleteRecordsResponse]):
     """v1: same layout as v0. v2: first flexible version. v3 (KIP-1343 proposal, served by Ebb): adds LeaderOnly (bool,
     default false) after TimeoutMs, as the KIP's DeleteRecordsRequest.json diff does. Not ignorable: a client must not
     send it to a broker below v3."""
@@ -486,7 +486,7 @@ class DeleteRecordsResponse(ApiMessage):
     """Trim results grouped by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsTopicResult] = ...) -> None: ...
 
-class DeleteTopicsRequest(ApiMessage):
+class DeleteTopicsRequest(ApiRequest[DeleteTopicsResponse]):
     """v1-v3: layout unchanged from v0 v4: switches to the flexible encoding v5: layout unchanged (the response gains an
     error message) v6: topics listed as name-or-id entries; names may be null"""
     class DeleteTopicState(Struct):
@@ -536,7 +536,7 @@ class DeleteTopicsResponse(ApiMessage):
     """One result per requested topic."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[DeletableTopicResult] = ...) -> None: ...
 
-class DescribeClientQuotasRequest(ApiMessage):
+class DescribeClientQuotasRequest(ApiRequest[DescribeClientQuotasResponse]):
     """v0: KIP-546. v1: switches to the flexible encoding."""
     class ComponentData(Struct):
         entity_type: str
@@ -589,7 +589,7 @@ class DescribeClientQuotasResponse(ApiMessage):
         entries: list[EntryData] | None = ...,
     ) -> None: ...
 
-class DescribeClusterRequest(ApiMessage):
+class DescribeClusterRequest(ApiRequest[DescribeClusterResponse]):
     """v0: flexible from the start v1: EndpointType added v2: IncludeFencedBrokers added"""
     include_cluster_authorized_operations: bool
     """If true, the broker fills in ClusterAuthorizedOperations."""
@@ -658,7 +658,7 @@ class DescribeClusterResponse(ApiMessage):
         cluster_authorized_operations: int = ...,
     ) -> None: ...
 
-class DescribeConfigsRequest(ApiMessage):
+class DescribeConfigsRequest(ApiRequest[DescribeConfigsResponse]):
     """v1: IncludeSynonyms added v2: layout unchanged from v1 v3: IncludeDocumentation added v4: switches to the
     flexible encoding"""
     class DescribeConfigsResource(Struct):
@@ -760,7 +760,7 @@ class DescribeConfigsResponse(ApiMessage):
     """One result per requested resource."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DescribeConfigsResult] = ...) -> None: ...
 
-class DescribeGroupsRequest(ApiMessage):
+class DescribeGroupsRequest(ApiRequest[DescribeGroupsResponse]):
     """v1-v2: layout unchanged from v0 v3: authorized operations may be asked for v4: layout unchanged (the response
     gains members' instance ids) v5: switches to the flexible encoding v6: an unknown group is answered
     GROUP_ID_NOT_FOUND"""
@@ -832,7 +832,7 @@ class DescribeGroupsResponse(ApiMessage):
     """One entry per requested group."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
 
-class DescribeUserScramCredentialsRequest(ApiMessage):
+class DescribeUserScramCredentialsRequest(ApiRequest[DescribeUserScramCredentialsResponse]):
     """v0: KIP-554."""
     class UserName(Struct):
         name: str
@@ -885,7 +885,7 @@ class DescribeUserScramCredentialsResponse(ApiMessage):
         results: list[DescribeUserScramCredentialsResult] = ...,
     ) -> None: ...
 
-class FetchRequest(ApiMessage):
+class FetchRequest(ApiRequest[FetchResponse]):
     """v0-v3 are gone; v4 is the oldest version parsed. v3: adds the request-wide MaxBytes; partitions are served in the
     order listed. v4: adds IsolationLevel; the client must understand the v2 record batch format. v5: adds per-partition
     LogStartOffset (used by follower replicas). v6: same layout as v5. v7: adds incremental fetch sessions (SessionId,
@@ -1117,7 +1117,7 @@ class FetchResponse(ApiMessage):
         node_endpoints: list[NodeEndpoint] = ...,
     ) -> None: ...
 
-class FindCoordinatorRequest(ApiMessage):
+class FindCoordinatorRequest(ApiRequest[FindCoordinatorResponse]):
     """v1: KeyType added so transaction coordinators can be located v2: layout unchanged from v1 v3: switches to the
     flexible encoding v4: several keys can be resolved in one request v5: TRANSACTION_ABORTABLE may be returned v6:
     share groups supported; their key is written groupId:topicId:partition"""
@@ -1245,7 +1245,7 @@ class GroupMetadataValue(ApiMessage):
         members: list[MemberMetadata] = ...,
     ) -> None: ...
 
-class HeartbeatRequest(ApiMessage):
+class HeartbeatRequest(ApiRequest[HeartbeatResponse]):
     """v1-v2: layout unchanged from v0 v3: static-membership instance id added v4: switches to the flexible encoding"""
     group_id: str
     """Group the member belongs to."""
@@ -1273,7 +1273,7 @@ class HeartbeatResponse(ApiMessage):
     """Heartbeat result; REBALANCE_IN_PROGRESS tells the member to rejoin, 0 means nothing to do."""
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
 
-class IncrementalAlterConfigsRequest(ApiMessage):
+class IncrementalAlterConfigsRequest(ApiRequest[IncrementalAlterConfigsResponse]):
     """v1: switches to the flexible encoding"""
     class AlterConfigsResource(Struct):
         class AlterableConfig(Struct):
@@ -1328,7 +1328,7 @@ class IncrementalAlterConfigsResponse(ApiMessage):
     """One result per resource."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResourceResponse] = ...) -> None: ...
 
-class InitProducerIdRequest(ApiMessage):
+class InitProducerIdRequest(ApiRequest[InitProducerIdResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding v3: current producer id and epoch may be sent,
     so a producer can recover after INVALID_PRODUCER_EPOCH v4: PRODUCER_FENCED may be returned v5: TRANSACTION_ABORTABLE
     may be returned v6: two-phase-commit flags added"""
@@ -1383,7 +1383,7 @@ class InitProducerIdResponse(ApiMessage):
         ongoing_txn_producer_epoch: int = ...,
     ) -> None: ...
 
-class JoinGroupRequest(ApiMessage):
+class JoinGroupRequest(ApiRequest[JoinGroupResponse]):
     """v1: rebalance timeout added v2-v3: layout unchanged from v1 v4: a first join with an empty member id is answered
     MEMBER_ID_REQUIRED along with an id to rejoin with v5: static-membership instance id added v6: switches to the
     flexible encoding v7: layout unchanged from v6 (the response gains the protocol type) v8: Reason added v9: layout
@@ -1475,7 +1475,7 @@ class JoinGroupResponse(ApiMessage):
         members: list[JoinGroupResponseMember] = ...,
     ) -> None: ...
 
-class LeaveGroupRequest(ApiMessage):
+class LeaveGroupRequest(ApiRequest[LeaveGroupResponse]):
     """v1-v2: layout unchanged from v0 v3: a batch of members, each with member id and instance id, replaces the single
     member id v4: switches to the flexible encoding v5: per-member Reason added"""
     class MemberIdentity(Struct):
@@ -1531,7 +1531,7 @@ class LeaveGroupResponse(ApiMessage):
         members: list[MemberResponse] = ...,
     ) -> None: ...
 
-class ListGroupsRequest(ApiMessage):
+class ListGroupsRequest(ApiRequest[ListGroupsResponse]):
     """v1-v2: layout unchanged from v0 v3: switches to the flexible encoding v4: state filter added v5: type filter
     added"""
     states_filter: list[str]
@@ -1574,7 +1574,7 @@ class ListGroupsResponse(ApiMessage):
         groups: list[ListedGroup] = ...,
     ) -> None: ...
 
-class ListOffsetsRequest(ApiMessage):
+class ListOffsetsRequest(ApiRequest[ListOffsetsResponse]):
     """v0 is gone; v1 is the oldest version parsed. MaxNumOffsets (v0 only) stays in the spec to document the old layout
     but is never on the wire. v1: one offset per partition instead of a list. v2: adds IsolationLevel. v3: same layout
     as v2. v4: adds CurrentLeaderEpoch. v5: same layout as v4. v6: first flexible version. v7: same layout; Timestamp -3
@@ -1665,7 +1665,7 @@ class ListOffsetsResponse(ApiMessage):
     """Lookup results grouped by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[ListOffsetsTopicResponse] = ...) -> None: ...
 
-class MetadataRequest(ApiMessage):
+class MetadataRequest(ApiRequest[MetadataResponse]):
     """v0: an empty Topics list means all topics. From v1 on, null Topics means all topics and an empty list means none.
     v2, v3: same layout as v1. v4: adds AllowAutoTopicCreation. v8: the client can ask for authorized-operation
     bitfields for the cluster and for topics. v9: first flexible version. v10: adds TopicId and lets Name be null; v10
@@ -1798,7 +1798,7 @@ class OffsetCommitKey(ApiMessage):
     """Partition number within the topic."""
     def __init__(self, *, group: str = ..., topic: str = ..., partition: int = ...) -> None: ...
 
-class OffsetCommitRequest(ApiMessage):
+class OffsetCommitRequest(ApiRequest[OffsetCommitResponse]):
     """v1: generation and member id added, plus a per-partition commit timestamp v2: per-request retention time added
     and the commit timestamp dropped v3-v4: layout unchanged from v2 v5: retention time dropped; the broker setting
     alone decides retention v6: per-partition leader epoch added so stale commits can be fenced v7: static-membership
@@ -1919,7 +1919,7 @@ class OffsetCommitValue(ApiMessage):
         expire_timestamp: int = ...,
     ) -> None: ...
 
-class OffsetDeleteRequest(ApiMessage):
+class OffsetDeleteRequest(ApiRequest[OffsetDeleteResponse]):
     """v0: only version; never flexible"""
     class OffsetDeleteRequestTopic(Struct):
         class OffsetDeleteRequestPartition(Struct):
@@ -1966,7 +1966,7 @@ class OffsetDeleteResponse(ApiMessage):
         topics: list[OffsetDeleteResponseTopic] = ...,
     ) -> None: ...
 
-class OffsetFetchRequest(ApiMessage):
+class OffsetFetchRequest(ApiRequest[OffsetFetchResponse]):
     """v1: offsets come from the internal offsets topic rather than ZooKeeper v2: a null topic list means all topics of
     the group; response gains a group-wide error code v3-v5: layout unchanged from v2 v6: switches to the flexible
     encoding v7: RequireStable flag added v8: several groups can be queried at once through the Groups array v9: member
@@ -2123,7 +2123,7 @@ class OffsetFetchResponse(ApiMessage):
         groups: list[OffsetFetchResponseGroup] = ...,
     ) -> None: ...
 
-class OffsetForLeaderEpochRequest(ApiMessage):
+class OffsetForLeaderEpochRequest(ApiRequest[OffsetForLeaderEpochResponse]):
     """v1: layout unchanged from v0 v2: current leader epoch added for fencing v3: replica id added; older followers are
     treated as replica -2 v4: switches to the flexible encoding"""
     class OffsetForLeaderTopic(Struct):
@@ -2186,7 +2186,7 @@ class OffsetForLeaderEpochResponse(ApiMessage):
     """Results per topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[OffsetForLeaderTopicResult] = ...) -> None: ...
 
-class ProduceRequest(ApiMessage):
+class ProduceRequest(ApiRequest[ProduceResponse]):
     """v0-v2 are gone; v3 is the oldest version parsed. Some clients (librdkafka) still expect ApiVersions to advertise
     a minimum of 0 for Produce, even though v0-v2 requests are refused. v3: adds TransactionalId; record data must use
     the v2 batch format. v4: same layout; the client must cope with KAFKA_STORAGE_ERROR. v5, v6: same layout as v3. v7:
@@ -2349,7 +2349,7 @@ class ResponseHeader(ApiMessage):
     """Echo of the request header's correlation number, letting the client pair reply with request."""
     def __init__(self, *, correlation_id: int = ...) -> None: ...
 
-class SaslAuthenticateRequest(ApiMessage):
+class SaslAuthenticateRequest(ApiRequest[SaslAuthenticateResponse]):
     """v1: layout unchanged. v2: switches to the flexible encoding."""
     auth_bytes: bytes
     """The client's next SASL token, in the chosen mechanism's format."""
@@ -2374,7 +2374,7 @@ class SaslAuthenticateResponse(ApiMessage):
         session_lifetime_ms: int = ...,
     ) -> None: ...
 
-class SaslHandshakeRequest(ApiMessage):
+class SaslHandshakeRequest(ApiRequest[SaslHandshakeResponse]):
     """v0: after the answer, the SASL tokens travel as bare size-prefixed frames (KIP-43). v1: same layout; the tokens
     travel in SaslAuthenticate requests."""
     mechanism: str
@@ -2389,7 +2389,7 @@ class SaslHandshakeResponse(ApiMessage):
     """Every mechanism this listener offers."""
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
 
-class SyncGroupRequest(ApiMessage):
+class SyncGroupRequest(ApiRequest[SyncGroupResponse]):
     """v1-v2: layout unchanged from v0 v3: static-membership instance id added v4: switches to the flexible encoding v5:
     protocol type and name sent so the broker can reject a member that disagrees with the group"""
     class SyncGroupRequestAssignment(Struct):

@@ -138,6 +138,16 @@ class ApiMessage(Struct, metaclass=_MessageMeta):
         return cls[version].decode(data)
 
 
+_R = TypeVar("_R", bound=ApiMessage)
+
+
+class ApiRequest(ApiMessage, Generic[_R]):
+    """A request. Its stub names its response class (`DeleteRecordsRequest(ApiRequest[DeleteRecordsResponse])`),
+    so that a client's `request(body)` is typed by what it sent."""
+
+    __slots__ = ()
+
+
 def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], base: type[Struct],
                 namespace: dict[str, object]) -> type[Struct]:
     """Create the class for one struct and, recursively, the classes of its nested structs."""
@@ -158,7 +168,8 @@ def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], ba
 
 def _build_message_class(spec: MessageSpec) -> type[ApiMessage]:
     classes: dict[int, type] = {}
-    cls = _make_class(spec.name, spec.fields, classes, ApiMessage, {
+    base = ApiRequest if spec.type == "request" else ApiMessage
+    cls = _make_class(spec.name, spec.fields, classes, base, {
         "spec": spec, "api_key": spec.api_key, "valid_versions": spec.valid_versions,
         "flexible_versions": spec.flexible_versions,
     })

@@ -17,7 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .messages import MESSAGES, ApiMessage, Struct
+from .messages import APIS, MESSAGES, ApiMessage, Struct
 from .specs import FieldSpec
 
 STUB_PATH = Path(__file__).with_name("_messages.pyi")
@@ -39,7 +39,7 @@ The message classes of protocol/messages.py, which builds them at run time from 
 from typing import TypeAlias
 from uuid import UUID
 
-from .messages import ApiMessage, Struct
+from .messages import ApiMessage, ApiRequest, Struct
 
 # What a `records` field holds: bytes decoded by the codec, memoryviews from the Produce fast path
 # and from segment files, bytearrays from batch builders.
@@ -102,11 +102,13 @@ def _class_lines(cls: type[Struct], qualname: str, base: str, indent: str, doc: 
 def render() -> str:
     """The text of protocol/_messages.pyi for the specs loaded now."""
     out = [_HEADER]
+    responses = {api.request.__name__: api.response.__name__ for api in APIS.values()}
     for name in sorted(MESSAGES):
         cls = MESSAGES[name]
         notes = " ".join(cls.spec.notes) if cls.spec.notes else None
+        base = f"ApiRequest[{responses[name]}]" if name in responses else ApiMessage.__name__
         out.append("")
-        out += _class_lines(cls, name, ApiMessage.__name__, "", notes)
+        out += _class_lines(cls, name, base, "", notes)
     return "\n".join(out) + "\n"
 
 

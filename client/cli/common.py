@@ -12,10 +12,11 @@ import asyncio
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from protocol.errors import ErrorCode
 
@@ -52,7 +53,7 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
-def run(args: argparse.Namespace, command: Callable[[argparse.Namespace], Awaitable[int]]) -> int:
+def run(args: argparse.Namespace, command: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]) -> int:
     """Run an async command and turn what it raises into one line on stderr and an exit code."""
     configure_logging(args.verbose)
     prog = f"ebb {args.command}" + (f" {args.action}" if getattr(args, "action", None) else "")
@@ -150,6 +151,7 @@ async def resolve_partitions(admin: Admin, topic: str | None, partition: int | N
     else:
         topics = await existing_topics(admin, [topic])
     if partition is not None:
+        assert topic is not None  # --partition without --topic was refused above
         check_partitions(topics, [(topic, partition)])
         return [TopicPartition(topic, partition)]
     return [TopicPartition(name, p) for name, info in sorted(topics.items()) for p in sorted(info.partitions)]
@@ -199,7 +201,9 @@ def parse_key_values(text: str, option: str) -> dict[str, str]:
 
 
 def split_config_list(text: str, option: str) -> list[str]:
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1

@@ -171,6 +171,7 @@ async def delete_records_command(args: argparse.Namespace) -> int:
                 if offset > latest[tp]:
                     raise BadInput(f"offset {offset} for {tp} is above its high watermark {latest[tp]}")
         else:
+            assert timestamp is not None  # neither a file nor --before-offset: _check_arguments saw a time
             offsets = await _offsets_before(admin, partitions, timestamp, latest)
         results = await _delete(admin, offsets, leader_only=args.leader_only, timeout_ms=args.timeout_ms)
 

@@ -40,22 +40,22 @@ async def offsets_command(args: argparse.Namespace) -> int:
         if spec is None:
             earliest = await admin.list_offsets(dict.fromkeys(partitions, EARLIEST))
             latest = await admin.list_offsets(dict.fromkeys(partitions, LATEST))
-            rows = [(tp, earliest[tp], latest[tp]) for tp in partitions]
+            ranges = [(tp, earliest[tp], latest[tp]) for tp in partitions]
         else:
             found = await admin.list_offsets(dict.fromkeys(partitions, spec))
             rows = [(tp, found[tp]) for tp in partitions]
     failed = False
     if spec is None:
-        errors = [[_error(r) for r in (e, lt)] for _, e, lt in rows]
+        errors = [[_error(r) for r in (e, lt)] for _, e, lt in ranges]
         failed = any(any(pair) for pair in errors)
         if args.output == "json":
             print_json({"partitions": [
                 {"topic": tp.topic, "partition": tp.partition, "earliest": _offset(e), "latest": _offset(lt),
-                 "error": err[0] or err[1]} for (tp, e, lt), err in zip(rows, errors, strict=True)]})
+                 "error": err[0] or err[1]} for (tp, e, lt), err in zip(ranges, errors, strict=True)]})
         else:
             print_table(("TOPIC", "PARTITION", "EARLIEST", "LATEST", "ERROR"), [
                 (tp.topic, tp.partition, _offset(e), _offset(lt), err[0] or err[1])
-                for (tp, e, lt), err in zip(rows, errors, strict=True)])
+                for (tp, e, lt), err in zip(ranges, errors, strict=True)])
     else:
         failed = any(not r.ok for _, r in rows)
         if args.output == "json":

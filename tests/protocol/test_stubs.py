@@ -13,7 +13,7 @@ def test_committed_stubs_are_what_the_generator_writes_now():
 
 def test_every_message_class_has_a_stub():
     text = stubs.STUB_PATH.read_text()
-    missing = [name for name in MESSAGES if f"\nclass {name}(ApiMessage):" not in text]
+    missing = [name for name in MESSAGES if f"\nclass {name}(" not in text]
     assert missing == []
 
 
