@@ -25,6 +25,7 @@ from broker.handlers import load_handlers
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricsService
 from broker.replica import ReplicaManager
+from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
 from broker.topics import TopicManager, topic_id_to_str
@@ -51,6 +52,7 @@ class Broker:
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
+        self.authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name asks for them
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
         self.server = BrokerServer(self)
         self.cluster_id = ""
@@ -72,6 +74,10 @@ class Broker:
         try:
             self.store = await self._open_store()
             self.credentials = CredentialStore(self.store)
+            if config.authorizer is not None:
+                self.authorizer = Authorizer(self.store, config.authorizer.super_users,
+                                             config.authorizer.allow_everyone_if_no_acl_found)
+                await self.authorizer.start()
             self.cluster_id = await self._cluster_id()
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
             # The node id is claimed before anything shared is read or changed: a second broker with the
@@ -125,6 +131,8 @@ class Broker:
         logs: LogManager | None = getattr(self, "logs", None)  # absent when start() failed early
         if logs is not None:
             await logs.shutdown()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         if self.store is not None:
             await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
         self._unlock_log_dir()

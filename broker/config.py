@@ -177,6 +177,7 @@ class BrokerConfig:
     explicit_properties: Mapping[str, str] = field(default_factory=dict)
     metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
     sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
+    authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
 
 
@@ -299,8 +300,39 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         explicit_properties=dict(props),
         metrics_listener=_metrics_listener(merged["ebb.metrics.listener"]),
         sasl_max_receive_size=_int(merged, "sasl.server.max.receive.size", minimum=1),
+        authorizer=_authorizer(merged),
         sasl_authentication_timeout_ms=_int(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
     )
+
+
+@dataclass(frozen=True)
+class AuthorizerConfig:
+    super_users: frozenset[str]
+    allow_everyone_if_no_acl_found: bool
+
+
+# The class names a Kafka user writes (ZooKeeper mode, KRaft); either selects Ebb's authorizer.
+AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer",
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig | None:
+    name = props.get("authorizer.class.name", "").strip()
+    if not name:
+        for key in ("super.users", "allow.everyone.if.no.acl.found"):
+            if props.get(key, "").strip():
+                raise ConfigError(f"{key}: has no effect without authorizer.class.name; set both or neither")
+        return None
+    if name not in AUTHORIZER_CLASSES:
+        raise ConfigError(f"authorizer.class.name: {name} is not served; use {' or '.join(AUTHORIZER_CLASSES)}")
+    users = frozenset(u.strip() for u in props.get("super.users", "").split(";") if u.strip())
+    for user in users:
+        if ":" not in user:
+            raise ConfigError(f"super.users: {user!r} is not a principal such as User:admin")
+    allow = props.get("allow.everyone.if.no.acl.found", "false").strip().lower()
+    if allow not in ("true", "false"):
+        raise ConfigError(f"allow.everyone.if.no.acl.found: {allow!r} is not true or false")
+    return AuthorizerConfig(users, allow == "true")
 
 
 def _known(key: str) -> bool:

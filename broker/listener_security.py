@@ -19,12 +19,13 @@ SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 
 # Properties Ebb knows and takes when they ask for nothing it cannot do.
-ACCEPTED = ("listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol")
+ACCEPTED = ("listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
+            "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 
 # Settings that secure or restrict clients: refused whatever their value (except an explicit empty one).
 _REFUSED_PREFIXES = ("sasl.", "ssl.", "listener.name.", "delegation.token.")
 _REFUSED_NAMES = frozenset({
-    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class",
+    "principal.builder.class",
     "connections.max.reauth.ms", "create.topic.policy.class.name", "alter.config.policy.class.name",
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "max.connection.creation.rate", "client.quota.callback.class", "security.providers",

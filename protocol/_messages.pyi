@@ -237,6 +237,55 @@ class ConsumerProtocolSubscription(ApiMessage):
         rack_id: str | None = ...,
     ) -> None: ...
 
+class CreateAclsRequest(ApiRequest[CreateAclsResponse]):
+    """v1: adds the resource pattern type (KIP-290). v2: switches to the flexible encoding. v3: layout unchanged (adds
+    the USER resource type for delegation tokens)."""
+    class AclCreation(Struct):
+        resource_type: int
+        """2 = TOPIC, 3 = GROUP, 4 = CLUSTER, 5 = TRANSACTIONAL_ID."""
+        resource_name: str
+        """The resource's name, a prefix of names, or * for every one."""
+        resource_pattern_type: int
+        """3 = LITERAL, 4 = PREFIXED."""
+        principal: str
+        """Who the ACL is for, e.g. User:alice, or User:* for everyone."""
+        host: str
+        """The client address it applies from, or * for any."""
+        operation: int
+        """3 = READ, 4 = WRITE, 5 = CREATE, 6 = DELETE, 7 = ALTER, 8 = DESCRIBE, 9 = CLUSTER_ACTION, 10 =
+        DESCRIBE_CONFIGS, 11 = ALTER_CONFIGS, 12 = IDEMPOTENT_WRITE, 2 = ALL."""
+        permission_type: int
+        """2 = DENY, 3 = ALLOW."""
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            resource_pattern_type: int = ...,
+            principal: str = ...,
+            host: str = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+    creations: list[AclCreation]
+    """The ACLs to create."""
+    def __init__(self, *, creations: list[AclCreation] = ...) -> None: ...
+
+class CreateAclsResponse(ApiMessage):
+    """v1: adds the resource pattern type (KIP-290). v2: switches to the flexible encoding. v3: layout unchanged (adds
+    the USER resource type for delegation tokens)."""
+    class AclCreationResult(Struct):
+        error_code: int
+        """0, or why this ACL was not created."""
+        error_message: str | None
+        """Text for the error, or null."""
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    results: list[AclCreationResult]
+    """One result per creation, in order."""
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[AclCreationResult] = ...) -> None: ...
+
 class CreatePartitionsRequest(ApiRequest[CreatePartitionsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding v3: layout unchanged;
     THROTTLING_QUOTA_EXCEEDED may be returned"""
@@ -399,6 +448,94 @@ class CreateTopicsResponse(ApiMessage):
     """One result per requested topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[CreatableTopicResult] = ...) -> None: ...
 
+class DeleteAclsRequest(ApiRequest[DeleteAclsResponse]):
+    """v1: adds the resource pattern type (KIP-290). v2: switches to the flexible encoding. v3: layout unchanged (adds
+    the USER resource type for delegation tokens)."""
+    class DeleteAclsFilter(Struct):
+        resource_type_filter: int
+        """The resource type to match; 1 = ANY."""
+        resource_name_filter: str | None
+        """The name to match, or null for any."""
+        pattern_type_filter: int
+        """3 = LITERAL, 4 = PREFIXED, 1 = ANY, 2 = MATCH (every pattern that matches the name)."""
+        principal_filter: str | None
+        """The principal to match, or null for any."""
+        host_filter: str | None
+        """The host to match, or null for any."""
+        operation: int
+        """The operation to match; 1 = ANY."""
+        permission_type: int
+        """The permission to match; 1 = ANY."""
+        def __init__(
+            self,
+            *,
+            resource_type_filter: int = ...,
+            resource_name_filter: str | None = ...,
+            pattern_type_filter: int = ...,
+            principal_filter: str | None = ...,
+            host_filter: str | None = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+    filters: list[DeleteAclsFilter]
+    """Every ACL matching any of these filters is deleted."""
+    def __init__(self, *, filters: list[DeleteAclsFilter] = ...) -> None: ...
+
+class DeleteAclsResponse(ApiMessage):
+    """v1: adds the resource pattern type (KIP-290). v2: switches to the flexible encoding. v3: layout unchanged (adds
+    the USER resource type for delegation tokens)."""
+    class DeleteAclsFilterResult(Struct):
+        class DeleteAclsMatchingAcl(Struct):
+            error_code: int
+            """0, or why this ACL was not deleted."""
+            error_message: str | None
+            """Text for the error, or null."""
+            resource_type: int
+            """The resource type."""
+            resource_name: str
+            """The resource name or prefix."""
+            pattern_type: int
+            """3 = LITERAL, 4 = PREFIXED."""
+            principal: str
+            """The principal."""
+            host: str
+            """The host."""
+            operation: int
+            """The operation."""
+            permission_type: int
+            """The permission."""
+            def __init__(
+                self,
+                *,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                resource_type: int = ...,
+                resource_name: str = ...,
+                pattern_type: int = ...,
+                principal: str = ...,
+                host: str = ...,
+                operation: int = ...,
+                permission_type: int = ...,
+            ) -> None: ...
+        error_code: int
+        """0, or why the filter was refused."""
+        error_message: str | None
+        """Text for the error, or null."""
+        matching_acls: list[DeleteAclsMatchingAcl]
+        """The ACLs the filter matched and deleted."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            matching_acls: list[DeleteAclsMatchingAcl] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    filter_results: list[DeleteAclsFilterResult]
+    """One result per filter, in order."""
+    def __init__(self, *, throttle_time_ms: int = ..., filter_results: list[DeleteAclsFilterResult] = ...) -> None: ...
+
 class DeleteGroupsRequest(ApiRequest[DeleteGroupsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding"""
     groups_names: list[str]
@@ -535,6 +672,89 @@ class DeleteTopicsResponse(ApiMessage):
     responses: list[DeletableTopicResult]
     """One result per requested topic."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[DeletableTopicResult] = ...) -> None: ...
+
+class DescribeAclsRequest(ApiRequest[DescribeAclsResponse]):
+    """v1: adds the resource pattern type (KIP-290). v2: switches to the flexible encoding. v3: layout unchanged (adds
+    the USER resource type for delegation tokens)."""
+    resource_type_filter: int
+    """The resource type to match; 1 = ANY."""
+    resource_name_filter: str | None
+    """The name to match, or null for any."""
+    pattern_type_filter: int
+    """3 = LITERAL, 4 = PREFIXED, 1 = ANY, 2 = MATCH (every pattern that matches the name)."""
+    principal_filter: str | None
+    """The principal to match, or null for any."""
+    host_filter: str | None
+    """The host to match, or null for any."""
+    operation: int
+    """The operation to match; 1 = ANY."""
+    permission_type: int
+    """The permission to match; 1 = ANY."""
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = ...,
+        resource_name_filter: str | None = ...,
+        pattern_type_filter: int = ...,
+        principal_filter: str | None = ...,
+        host_filter: str | None = ...,
+        operation: int = ...,
+        permission_type: int = ...,
+    ) -> None: ...
+
+class DescribeAclsResponse(ApiMessage):
+    """v1: adds the resource pattern type (KIP-290). v2: switches to the flexible encoding. v3: layout unchanged (adds
+    the USER resource type for delegation tokens)."""
+    class DescribeAclsResource(Struct):
+        class AclDescription(Struct):
+            principal: str
+            """The principal."""
+            host: str
+            """The host."""
+            operation: int
+            """The operation."""
+            permission_type: int
+            """The permission."""
+            def __init__(
+                self,
+                *,
+                principal: str = ...,
+                host: str = ...,
+                operation: int = ...,
+                permission_type: int = ...,
+            ) -> None: ...
+        resource_type: int
+        """The resource type."""
+        resource_name: str
+        """The resource name or prefix."""
+        pattern_type: int
+        """3 = LITERAL, 4 = PREFIXED."""
+        acls: list[AclDescription]
+        """The ACLs on this resource pattern."""
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            pattern_type: int = ...,
+            acls: list[AclDescription] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """0, or why the ACLs were not listed."""
+    error_message: str | None
+    """Text for the error, or null."""
+    resources: list[DescribeAclsResource]
+    """The matching ACLs, grouped by resource pattern."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        resources: list[DescribeAclsResource] = ...,
+    ) -> None: ...
 
 class DescribeClientQuotasRequest(ApiRequest[DescribeClientQuotasResponse]):
     """v0: KIP-546. v1: switches to the flexible encoding."""

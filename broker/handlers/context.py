@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.group import GroupCoordinator
     from broker.log.manager import LogManager
     from broker.replica import ReplicaManager
+    from broker.security.authorizer import Authorizer
     from broker.security.credentials import CredentialStore
     from broker.topics import TopicManager
 
@@ -47,3 +48,6 @@ class BrokerContext(Protocol):
 
     @property
     def credentials(self) -> CredentialStore: ...
+
+    @property
+    def authorizer(self) -> Authorizer | None: ...

@@ -16,8 +16,11 @@ INVALID_TOPIC_EXCEPTION. With delete.topic.enable=false every topic fails with
 TOPIC_DELETION_DISABLED (v3+) or INVALID_REQUEST (v1-2). Results carry the name, the id (v6) and an
 error message (v5+).
 
-Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
-TOPIC_DELETION_DISABLED, REQUEST_TIMED_OUT (cluster).
+With an authorizer a topic needs DELETE: by name, TOPIC_AUTHORIZATION_FAILED before its existence is
+looked at; by id, one the client may not DESCRIBE is UNKNOWN_TOPIC_ID (its existence stays hidden).
+
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, TOPIC_DELETION_DISABLED, REQUEST_TIMED_OUT (cluster).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -71,6 +76,10 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
             if name_counts[name] > 1:
                 results.append(_result(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 continue
+            if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, name):
+                results.append(_result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       "DELETE on the topic is needed to delete it."))
+                continue
             topic = before[name]
             if topic is not None and topic.topic_id in ids_given:
                 results.append(_result(name, topic.topic_id, ErrorCode.INVALID_REQUEST,
@@ -85,9 +94,13 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
                 results.append(_result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
                 continue
             topic = broker.topics.by_id(topic_id)
-            if topic is None:
+            if topic is None or not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                                        "This server does not host this topic ID."))
+                continue
+            if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, topic.name):
+                results.append(_result(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       "DELETE on the topic is needed to delete it."))
                 continue
             results.append(await _delete(broker, topic.name, topic_id, version, pending))
     if pending:

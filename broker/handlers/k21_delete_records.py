@@ -32,19 +32,26 @@ LeaderLogStartOffset (between LowWatermark and ErrorCode on the wire): the leade
 when it answered, -1 on errors. With `delete.records.v3.enable=false` ApiVersions stops at v2 and a v3
 request is answered UNSUPPORTED_VERSION for every partition. LowWatermark is -1 on errors.
 
-Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, NOT_LEADER_OR_FOLLOWER,
-POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, UNSUPPORTED_VERSION.
+With an authorizer, each topic needs DELETE on it (KIP-107 §3); without it the partition is
+TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence, as Kafka does.
+
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION,
+NOT_LEADER_OR_FOLLOWER, POLICY_VIOLATION, OFFSET_OUT_OF_RANGE, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR,
+UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.log import LogError
 from broker.replica import PartitionError
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
@@ -62,13 +69,17 @@ async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRe
     version = request.api_version
     leader_only = version >= 3 and body.leader_only
     started = time.perf_counter()
-    response = await _delete_records(broker, body, version, leader_only)
+    def may_delete(name: str) -> bool:  # KIP-107 §3: DELETE on the topic
+        return allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, name)
+
+    response = await _delete_records(broker, body, version, leader_only, may_delete)
     broker.replicas.counters.delete_latency["leader_only" if leader_only else "all_replicas"].observe(
         time.perf_counter() - started)
     return response
 
 
-async def _delete_records(broker: BrokerContext, body, version: int, leader_only: bool) -> DeleteRecordsResponse:
+async def _delete_records(broker: BrokerContext, body, version: int, leader_only: bool,
+                          may_delete: Callable[[str], bool]) -> DeleteRecordsResponse:
     refused = version >= 3 and not broker.config.delete_records_v3_enable
     asked: dict[tuple[str, int], int] = {}
     for topic in body.topics:
@@ -92,6 +103,8 @@ async def _delete_records(broker: BrokerContext, body, version: int, leader_only
         topic = broker.topics.get(name)
         if refused:
             result.error_code = ErrorCode.UNSUPPORTED_VERSION
+        elif not may_delete(name):  # before existence, so that no one learns which topics exist
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None or index not in topic.replicas:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif topic.internal:

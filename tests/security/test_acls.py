@@ -1,0 +1,173 @@
+"""Who may delete (KIP-107 §3): DeleteRecords and DeleteTopics need DELETE on the topic once
+authorizer.class.name is set. ACLs are made with a real client (confluent-kafka's AdminClient) by a
+super user and checked over SASL_PLAINTEXT as three users; the decision rules (DENY wins, implied
+operations, prefixed and wildcard patterns, allow.everyone.if.no.acl.found) are also checked alone."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from broker.security import acls as model
+from protocol.errors import ErrorCode
+from protocol.messages import CreateAclsRequest, DeleteTopicsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.broker.wire_client import create_topic
+from tests.support.broker_process import BrokerProcess, free_port
+
+pytestmark = pytest.mark.timeout(120)
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+        + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    process = BrokerProcess(tmp_path_factory.mktemp("acls"))
+    process.sasl_port = free_port()
+    process.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{process.sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    })
+    with process:
+        yield process
+
+
+def as_user(broker, user: str) -> WireClient:
+    client = WireClient(broker.sasl_port)
+    assert client.request(SaslHandshakeRequest(mechanism="PLAIN"), version=1).error_code == ErrorCode.NONE
+    token = f"\x00{user}\x00{USERS[user]}".encode()
+    assert client.request(SaslAuthenticateRequest(auth_bytes=token), version=2).error_code == ErrorCode.NONE
+    return client
+
+
+def admin_client(broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                        "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"})
+
+
+def acl(user: str, topic: str, operation, permission=AclPermissionType.ALLOW,
+        pattern=ResourcePatternType.LITERAL) -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, topic, pattern, f"User:{user}", "*", operation, permission)
+
+
+def create(broker, *bindings: AclBinding) -> None:
+    admin = admin_client(broker)  # held until the futures are done
+    for future in admin.create_acls(list(bindings)).values():
+        future.result(timeout=10)
+
+
+def delete_error(broker, user: str, topic: str, offset: int = 1) -> int:
+    with as_user(broker, user) as client:
+        return delete_records(client, topic, 0, offset).error_code
+
+
+def test_deleting_records_needs_delete_on_the_topic(broker):
+    with as_user(broker, "admin") as client:  # a super user needs no ACL
+        assert create_topic(client, "ledger").error_code == ErrorCode.NONE
+        assert produce(client, "ledger", 0, batch([b"r%d" % i for i in range(10)])).error_code == ErrorCode.NONE
+    assert delete_error(broker, "alice", "ledger") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert delete_error(broker, "alice", "no-such-topic") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # hides existence
+    create(broker, acl("alice", "ledger", AclOperation.DESCRIBE))
+    assert delete_error(broker, "alice", "ledger") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # DESCRIBE is not DELETE
+    create(broker, acl("alice", "ledger", AclOperation.DELETE))
+    assert delete_error(broker, "alice", "ledger", 3) == ErrorCode.NONE
+    assert delete_error(broker, "alice", "no-such-topic") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert delete_error(broker, "bob", "ledger", 4) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with WireClient(broker.port) as anonymous:  # the PLAINTEXT listener's clients are User:ANONYMOUS
+        assert delete_records(anonymous, "ledger", 0, 4).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_deny_beats_allow_and_patterns_match(broker):
+    with as_user(broker, "admin") as client:
+        for name in ("audit-a", "audit-b"):
+            assert create_topic(client, name).error_code == ErrorCode.NONE
+            assert produce(client, name, 0, batch([b"x"] * 5)).error_code == ErrorCode.NONE
+    create(broker, acl("bob", "audit-", AclOperation.DELETE, pattern=ResourcePatternType.PREFIXED),
+           acl("bob", "audit-b", AclOperation.DELETE, AclPermissionType.DENY))
+    assert delete_error(broker, "bob", "audit-a") == ErrorCode.NONE  # the prefixed ALLOW
+    assert delete_error(broker, "bob", "audit-b") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # DENY wins
+    create(broker, acl("*", "*", AclOperation.DELETE))  # User:* on every topic
+    assert delete_error(broker, "alice", "audit-a", 2) == ErrorCode.NONE
+    assert delete_error(broker, "bob", "audit-b") == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # still denied
+
+
+def test_deleting_topics_needs_delete(broker):
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "doomed").error_code == ErrorCode.NONE
+    request = DeleteTopicsRequest(topic_names=["doomed"], timeout_ms=5000)
+    admin = admin_client(broker)  # take away the User:* DELETE on "*" the test above made
+    for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL,
+                                                      None, None, AclOperation.ANY, AclPermissionType.ANY)]).values():
+        future.result(timeout=10)
+    with as_user(broker, "bob") as client:
+        answer = client.request(request, version=5)
+        assert answer.responses[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    create(broker, acl("bob", "doomed", AclOperation.DELETE))
+    with as_user(broker, "bob") as client:
+        assert client.request(request, version=5).responses[0].error_code == ErrorCode.NONE
+
+
+def test_acl_apis_need_the_cluster_and_list_what_was_made(broker):
+    admin = admin_client(broker)
+    described = admin.describe_acls(AclBindingFilter(
+        ResourceType.TOPIC, None, ResourcePatternType.ANY, "User:alice", None, AclOperation.ANY,
+        AclPermissionType.ANY)).result(timeout=10)
+    assert sorted((b.name, b.operation) for b in described) == [("ledger", AclOperation.DELETE),
+                                                                ("ledger", AclOperation.DESCRIBE)]
+    with as_user(broker, "alice") as client:  # not a super user, no ALTER on the cluster
+        answer = client.request(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="ledger", resource_pattern_type=3, principal="User:alice", host="*",
+            operation=4, permission_type=3)]), version=3)
+        assert answer.results[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with as_user(broker, "admin") as client:
+        bad = client.request(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=3, resource_name="g", resource_pattern_type=3, principal="alice", host="*",
+            operation=4, permission_type=3)]), version=3)  # no principal type; WRITE is no GROUP operation
+        assert bad.results[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_without_an_authorizer_the_acl_apis_are_security_disabled(tmp_path):
+    with BrokerProcess(tmp_path) as plain, WireClient(plain.port) as client:
+        answer = client.request(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*",
+            operation=4, permission_type=3)]), version=3)
+        assert answer.results[0].error_code == ErrorCode.SECURITY_DISABLED
+
+
+def _decide(acls, operation, name="orders", principal="User:alice", allow_if_none=False) -> bool:
+    return model.decide(acls, frozenset({"User:root"}), allow_if_none, principal, "10.0.0.1", operation,
+                        model.ResourceType.TOPIC, name)
+
+
+def _acl(name, operation, permission=model.Permission.ALLOW, pattern=model.PatternType.LITERAL,
+         principal="User:alice", host="*") -> model.Acl:
+    return model.Acl(model.ResourceType.TOPIC, name, pattern, principal, host, operation, permission)
+
+
+def test_the_decision_rules():
+    Op, Perm = model.Operation, model.Permission
+    assert not _decide([], Op.DELETE)
+    assert _decide([], Op.DELETE, allow_if_none=True)  # no ACL names the resource at all
+    assert not _decide([_acl("orders", Op.READ, principal="User:bob")], Op.DELETE, allow_if_none=True)
+    assert _decide([], Op.DELETE, principal="User:root")  # super user
+    assert _decide([_acl("orders", Op.READ)], Op.DESCRIBE)  # READ implies DESCRIBE
+    assert not _decide([_acl("orders", Op.DESCRIBE)], Op.READ)
+    assert _decide([_acl("orders", Op.ALL)], Op.DELETE)
+    assert not _decide([_acl("orders", Op.ALL), _acl("orders", Op.DELETE, Perm.DENY)], Op.DELETE)
+    assert _decide([_acl("orders", Op.ALL), _acl("orders", Op.READ, Perm.DENY)], Op.DESCRIBE)  # deny is not implied
+    assert _decide([_acl("ord", Op.DELETE, pattern=model.PatternType.PREFIXED)], Op.DELETE)
+    assert not _decide([_acl("ord", Op.DELETE)], Op.DELETE)  # a literal "ord" is not "orders"
+    assert _decide([_acl("*", Op.DELETE, principal="User:*")], Op.DELETE)
+    assert not _decide([_acl("orders", Op.DELETE, host="10.9.9.9")], Op.DELETE)
