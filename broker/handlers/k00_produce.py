@@ -29,8 +29,9 @@ Kafka does, so the client refreshes its metadata. acks=-1 waits in
 the produce purgatory until the high watermark covers the batch (at once on one broker);
 REQUEST_TIMED_OUT after TimeoutMs. Records stay raw bytes: only batch headers are read here.
 
-Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE,
-INVALID_REQUIRED_ACKS, INVALID_TOPIC_EXCEPTION, INVALID_TXN_STATE,
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED (with an authorizer: WRITE on the topic),
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, INVALID_REQUIRED_ACKS,
+INVALID_TOPIC_EXCEPTION, INVALID_TXN_STATE,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE,
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR,
 REQUEST_TIMED_OUT.
@@ -44,6 +45,8 @@ from broker.handlers import CloseConnection, handles
 from broker.handlers.context import BrokerContext
 from broker.log import LogError
 from broker.replica import Partition, PartitionError
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol import fastpath
 from protocol.compression import Compression
 from protocol.errors import ErrorCode, ProtocolError
@@ -155,11 +158,16 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
         results: list[_PartitionResponse] = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
         topic = broker.topics.get(topic_data.name)
+        may_write = allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
             if body.transactional_id is not None:
                 results.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                       "transactions are not supported by this broker"))
+                continue
+            if not may_write:  # before existence, as Kafka checks it
+                results.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      "WRITE on the topic is needed to produce to it."))
                 continue
             if topic is None or index not in topic.replicas:
                 results.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

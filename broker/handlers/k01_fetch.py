@@ -33,18 +33,22 @@ a round trip instead of at the end of MaxWaitMs (issue 19). Record bytes are rea
 ranges the log returns, from the page cache without blocking or else off the event loop
 (broker/log/slices.py), and written to the socket without another copy.
 
-Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), TOPIC_AUTHORIZATION_FAILED (with an authorizer:
+READ on the topic, CLUSTER_ACTION for replicas), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER,
 KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
+from broker.security.access import allowed, allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from protocol import fastpath
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -103,7 +107,15 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     follower = replica_id >= 0
     committed = body.isolation_level == READ_COMMITTED and not follower
-    topics, wanted = _resolve(broker, body, version, replica_id)
+    if follower:  # a replica's fetch needs CLUSTER_ACTION; a consumer's, READ on each topic
+        cluster_ok = allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION)
+
+        def may_read(name: str) -> bool:
+            return cluster_ok
+    else:
+        def may_read(name: str) -> bool:
+            return allowed(broker, request, Operation.READ, ResourceType.TOPIC, name)
+    topics, wanted = _resolve(broker, body, version, replica_id, may_read)
 
     def plan() -> tuple[int, bool]:
         """Where each partition's read would come from now: (bytes available, any error)."""
@@ -129,8 +141,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
 
 
-def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id: int
-             ) -> tuple[list[_TopicResponse], list[_Wanted]]:
+def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id: int,
+             may_read: Callable[[str], bool]) -> tuple[list[_TopicResponse], list[_Wanted]]:
     replicas = broker.replicas
     topics = []
     wanted: list[_Wanted] = []
@@ -149,6 +161,10 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
             partitions.append(response)
             w = _Wanted(response, None, asked.fetch_offset, asked.partition_max_bytes, asked.last_fetched_epoch)
             wanted.append(w)
+            name = found.name if found is not None else (topic.topic if version < 13 else None)
+            if name is not None and not may_read(name):
+                w.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if found is None:
                 w.error = unknown
                 continue

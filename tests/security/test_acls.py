@@ -171,3 +171,22 @@ def test_the_decision_rules():
     assert not _decide([_acl("ord", Op.DELETE)], Op.DELETE)  # a literal "ord" is not "orders"
     assert _decide([_acl("*", Op.DELETE, principal="User:*")], Op.DELETE)
     assert not _decide([_acl("orders", Op.DELETE, host="10.9.9.9")], Op.DELETE)
+
+
+def test_producing_needs_write_and_reading_needs_read(broker):
+    from tests.broker.data_wire import fetch
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "events").error_code == ErrorCode.NONE
+    with as_user(broker, "alice") as client:
+        assert produce(client, "events", 0, batch([b"e"])).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert produce(client, "nowhere", 0, batch([b"e"])).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert fetch(client, "events", 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    create(broker, acl("alice", "events", AclOperation.WRITE))
+    with as_user(broker, "alice") as client:
+        assert produce(client, "events", 0, batch([b"e"])).error_code == ErrorCode.NONE
+        assert fetch(client, "events", 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # WRITE is not READ
+    create(broker, acl("alice", "events", AclOperation.READ))
+    with as_user(broker, "alice") as client:
+        answer = fetch(client, "events", 0, 0)
+        assert answer.error_code == ErrorCode.NONE and answer.high_watermark == 1

@@ -46,7 +46,7 @@ async def cluster(tmp_path):
     logs = LogManager(tmp_path / "logs")
     await logs.startup(background_tasks=False)
     await logs.get_or_create_log(TopicPartition("t", 0), topic_id=topic.topic_id)
-    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None,
+    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None, authorizer=None,
                              store=await EmbeddedStore.open(tmp_path / "meta.json"),
                              config=SimpleNamespace(delete_records_v3_enable=True))
     replicas = ReplicaManager(broker)
@@ -172,7 +172,7 @@ async def test_storage_error_is_per_partition(tmp_path):
     await logs.startup(background_tasks=False)
     for index in (0, 1):
         await logs.get_or_create_log(TopicPartition("s", index), topic_id=topic.topic_id)
-    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None,
+    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None, authorizer=None,
                              store=await EmbeddedStore.open(tmp_path / "meta.json"),
                              config=SimpleNamespace(delete_records_v3_enable=True))
     broker.replicas = ReplicaManager(broker)
