@@ -19,10 +19,13 @@ already describes the new topic. Internal topics (__consumer_offsets, ...) are n
 here (their owners create them); an invalid name gets INVALID_TOPIC_EXCEPTION whether or not creation
 is allowed.
 
-Authorized operations (v8+): INT32_MIN unless requested, then every operation the resource supports
-(Ebb has no authorizer). v13 adds a top-level error code, always NONE unless the request is invalid.
+With an authorizer, the topics a client may not DESCRIBE are left out of an all-topics answer; named,
+they are TOPIC_AUTHORIZATION_FAILED (by id, UNKNOWN_TOPIC_ID); auto-creation needs CREATE on the cluster
+or the topic. Authorized operations (v8+): INT32_MIN unless requested, then every operation the
+resource supports (not yet computed from ACLs). v13 adds a top-level error code, always NONE unless the
+request is invalid.
 
-Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
 LEADER_NOT_AVAILABLE (partition log offline), and whatever auto-creation fails with
 (INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, ...).
 """
@@ -36,6 +39,8 @@ import structlog
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import cluster_operations, topic_operations
 from broker.handlers.cluster_view import alive_brokers, controller_id, leader_of
+from broker.security.access import allowed, allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -60,6 +65,9 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
         cluster_authorized_operations=cluster_operations(version >= 8 and body.include_cluster_authorized_operations),
     )
     include_ops = version >= 8 and body.include_topic_authorized_operations
+
+    def may(operation: Operation, name: str) -> bool:
+        return allowed(broker, request, operation, ResourceType.TOPIC, name)
     requested = body.topics
     if requested is not None and 10 <= version < 12:
         for wanted in requested:
@@ -68,13 +76,14 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                                         f"Topic ids are not supported in Metadata v{version}")
     if requested is None or (version == 0 and not requested):
         offline = broker.logs.offline_partitions if broker.logs is not None else {}
-        response.topics = [_describe(broker, topic, include_ops, offline) for topic in broker.topics.all()]
+        response.topics = [_describe(broker, topic, include_ops, offline) for topic in broker.topics.all()
+                           if may(Operation.DESCRIBE, topic.name)]  # others stay unseen
         return response
     ids = [t.topic_id for t in requested if version >= 10 and t.topic_id != ZERO_UUID]
     if ids:
         for topic_id in dict.fromkeys(ids):
             topic = broker.topics.by_id(topic_id)
-            if topic is None:
+            if topic is None or not may(Operation.DESCRIBE, topic.name):
                 response.topics.append(TopicResult(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                                    topic_id=topic_id,
                                                    topic_authorized_operations=topic_operations(include_ops)))
@@ -84,8 +93,15 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
     if any(t.name is None for t in requested):
         return _invalid_request(response, requested, version, "A topic has neither a name nor an id")
     allow_create = (version < 4 or body.allow_auto_topic_creation) and broker.config.auto_create_topics_enable
+    may_create_any = allowed_on_cluster(broker, request, Operation.CREATE)
     for name in dict.fromkeys(t.name for t in requested if t.name is not None):  # all are, as checked above
         topic = broker.topics.get(name)
+        if not may(Operation.DESCRIBE, name) or (topic is None and allow_create and not may_create_any
+                                                 and not may(Operation.CREATE, name)):
+            response.topics.append(TopicResult(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                               is_internal=name in INTERNAL_TOPICS,
+                                               topic_authorized_operations=topic_operations(include_ops)))
+            continue
         if topic is None:
             error = await _missing(broker, name, allow_create)
             topic = broker.topics.get(name) if error == ErrorCode.NONE else None

@@ -190,3 +190,23 @@ def test_producing_needs_write_and_reading_needs_read(broker):
     with as_user(broker, "alice") as client:
         answer = fetch(client, "events", 0, 0)
         assert answer.error_code == ErrorCode.NONE and answer.high_watermark == 1
+
+
+def test_metadata_shows_only_what_one_may_describe(broker):
+    from protocol.messages import MetadataRequest
+
+    def listed(user: str, names: list[str] | None = None) -> dict[str, int]:
+        topics = None if names is None else [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
+        with as_user(broker, user) as client:
+            answer = client.request(MetadataRequest(topics=topics, allow_auto_topic_creation=True), 12)
+        return {t.name: t.error_code for t in answer.topics}
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "private").error_code == ErrorCode.NONE
+    assert "private" in listed("admin")
+    assert "private" not in listed("bob")  # left out of the all-topics answer
+    assert listed("bob", ["private", "never-made"]) == {
+        "private": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "never-made": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    create(broker, acl("bob", "private", AclOperation.READ))  # READ implies DESCRIBE
+    assert listed("bob", ["private"]) == {"private": ErrorCode.NONE}
+    assert "private" in listed("bob")
