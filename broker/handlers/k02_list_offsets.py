@@ -20,7 +20,8 @@ Partition.fetchOffsetForTimestamp):
 - a partition listed twice in one request: INVALID_REQUEST for it;
 - CurrentLeaderEpoch (v4+) checks as in Fetch: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
 
-Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, INVALID_REQUEST,
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED (with an authorizer: DESCRIBE on the topic),
+UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, INVALID_REQUEST,
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR.
 """
 
@@ -33,6 +34,8 @@ import structlog
 from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound
 from broker.replica import Partition, PartitionError
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -66,8 +69,12 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
     for topic in body.topics:
         results: list[_PartitionResponse] = []
         topics.append(_TopicResponse(name=topic.name, partitions=results))
+        may_describe = allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for asked in topic.partitions:
             index = asked.partition_index
+            if not may_describe:
+                results.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if counts[(topic.name, index)] > 1:
                 results.append(_error(index, ErrorCode.INVALID_REQUEST))
                 continue

@@ -25,9 +25,9 @@ or the topic. Authorized operations (v8+): INT32_MIN unless requested, then ever
 resource supports (not yet computed from ACLs). v13 adds a top-level error code, always NONE unless the
 request is invalid.
 
-Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
-LEADER_NOT_AVAILABLE (partition log offline), and whatever auto-creation fails with
-(INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, ...).
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, LEADER_NOT_AVAILABLE (partition log offline), and whatever
+auto-creation fails with (INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS, ...).
 """
 
 from __future__ import annotations

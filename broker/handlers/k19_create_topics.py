@@ -13,8 +13,10 @@ MAX_PARTITIONS_PER_BATCH). On one broker creation is immediate: the logs exist w
 v5+ results carry the partition count, replication factor and every topic config with its value and
 source (as DescribeConfigs); v7 the topic id. Failed topics carry an error message (v1+).
 
-Errors: NONE, TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS,
-INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION.
+With an authorizer, a topic needs CREATE on the cluster or on itself (TOPIC_AUTHORIZATION_FAILED).
+
+Errors: NONE, TOPIC_AUTHORIZATION_FAILED, TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG,
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed, allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from broker.topic_configs import describe_topic_configs
 from broker.topics import MAX_PARTITIONS_PER_REQUEST, TopicError
 from protocol.errors import ErrorCode
@@ -47,8 +51,13 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
         return CreateTopicsResponse(topics=[_failed(t.name, ErrorCode.POLICY_VIOLATION, message) for t in topics])
     counts = Counter(t.name for t in topics)
     results = []
+    may_create_any = allowed_on_cluster(broker, request, Operation.CREATE)
     for wanted in topics:
         if counts[wanted.name] > 1:
+            continue
+        if not may_create_any and not allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, wanted.name):
+            results.append(_failed(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "CREATE on the cluster or the topic is needed to create it."))
             continue
         try:
             topic = await broker.topics.create(

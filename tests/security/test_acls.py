@@ -210,3 +210,22 @@ def test_metadata_shows_only_what_one_may_describe(broker):
     create(broker, acl("bob", "private", AclOperation.READ))  # READ implies DESCRIBE
     assert listed("bob", ["private"]) == {"private": ErrorCode.NONE}
     assert "private" in listed("bob")
+
+
+def test_creating_topics_needs_create_and_listing_offsets_describe(broker):
+    from protocol.messages import ListOffsetsRequest
+
+    with as_user(broker, "alice") as client:
+        assert create_topic(client, "alices-own").error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    create(broker, acl("alice", "alices-", AclOperation.CREATE, pattern=ResourcePatternType.PREFIXED))
+    with as_user(broker, "alice") as client:
+        assert create_topic(client, "alices-own").error_code == ErrorCode.NONE
+        assert create_topic(client, "someone-elses").error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
+        name="alices-own", partitions=[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, timestamp=-1, current_leader_epoch=-1)])])
+    with as_user(broker, "bob") as client:
+        answer = client.request(request, 7).topics[0].partitions[0]
+        assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with as_user(broker, "admin") as client:
+        assert client.request(request, 7).topics[0].partitions[0].error_code == ErrorCode.NONE
