@@ -8,6 +8,8 @@ from collections.abc import Iterable
 
 from broker.config import known_broker_properties
 from broker.handlers.context import BrokerContext
+from broker.security.access import allowed, allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType, Synonym
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
@@ -29,6 +31,17 @@ def duplicate_resources(resources) -> set[tuple[int, str]]:
 
 
 DUPLICATE_RESOURCE = "Each resource must appear at most once."
+
+
+def check_access(broker, request, resource, operation: Operation) -> None:
+    """With an authorizer: a topic's configs need `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the
+    topic, the broker's on the cluster."""
+    if resource.resource_type == TOPIC:
+        if not allowed(broker, request, operation, ResourceType.TOPIC, resource.resource_name):
+            raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                f"{operation.name} on topic '{resource.resource_name}' is needed")
+    elif not allowed_on_cluster(broker, request, operation):
+        raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is needed")
 
 
 def check_alterations(configs, *, null_allowed_for_op: int | None = None) -> None:

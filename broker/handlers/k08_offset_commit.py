@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from broker.group import GroupError, OffsetCommit
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
@@ -36,13 +38,20 @@ async def offset_commit(broker: BrokerContext, request: Request[OffsetCommitRequ
     version, body = request.api_version, request.body
     results: list[tuple[str, list[_Partition]]] = []
     pending: list[tuple[_Partition, OffsetCommit]] = []  # (partition result, commit)
+    # With an authorizer: READ on the group (else every partition fails), then READ on each topic.
+    group_ok = allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id)
     for topic in body.topics:
         partitions: list[_Partition] = []
         results.append((topic.name, partitions))
         known = broker.topics.get(topic.name)
+        topic_ok = allowed(broker, request, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             result = _Partition(partition_index=p.partition_index, error_code=ErrorCode.NONE)
             partitions.append(result)
+            if not group_ok or not topic_ok:
+                result.error_code = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok
+                                     else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if known is None or p.partition_index not in known.replicas:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
@@ -27,11 +29,17 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 
-def _fetch(broker: BrokerContext, group_id: str, topics):
-    """[(topic, [(partition, offset, leader epoch, metadata)])] and the group's error."""
+def _fetch(broker: BrokerContext, request, group_id: str, topics):
+    """[(topic, [(partition, offset, leader epoch, metadata)])] and the group's error. With an authorizer
+    the group needs DESCRIBE, and a fetch of all topics leaves out those the client may not DESCRIBE."""
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     try:
+        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group is needed")
         fetched = broker.groups.offsets.fetch(group_id, asked)
+        if asked is None:
+            fetched = [(name, parts) for name, parts in fetched
+                       if allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name)]
     except GroupError as exc:
         failed = [(name, [(p, -1, -1, "") for p in partitions]) for name, partitions in asked or []]
         return failed, exc.error_code
@@ -45,14 +53,14 @@ async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchReques
     if version >= 8:
         groups = []
         for group in body.groups:
-            topics, error = _fetch(broker, group.group_id, group.topics)
+            topics, error = _fetch(broker, request, group.group_id, group.topics)
             groups.append(_Group(group_id=group.group_id, error_code=error, topics=[] if error else [
                 _GroupTopic(name=name, partitions=[
                     _GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                     error_code=ErrorCode.NONE) for p, o, e, m in parts])
                 for name, parts in topics]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    topics, error = _fetch(broker, body.group_id, body.topics)
+    topics, error = _fetch(broker, request, body.group_id, body.topics)
     per_partition = error if version < 2 else ErrorCode.NONE
     if error and version >= 2:
         topics = []

@@ -17,10 +17,14 @@ Errors: NONE, COORDINATOR_NOT_AVAILABLE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from broker.group import GroupError
 from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
@@ -30,7 +34,8 @@ GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 _Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name: str) -> _Coordinator:
+async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name: str,
+                  may_describe: Callable[[str], bool]) -> _Coordinator:
     found = _Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None)
     if key_type == TRANSACTION_KEY:
         found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -43,6 +48,10 @@ async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name:
     if key_type != GROUP_KEY:
         found.error_code = ErrorCode.INVALID_REQUEST
         found.error_message = f"unknown coordinator key type {key_type}"
+        return found
+    if not may_describe(key):
+        found.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        found.error_message = "DESCRIBE on the group is needed"
         return found
     groups = broker.groups
     try:
@@ -76,9 +85,13 @@ def _coordinator_of(broker: BrokerContext, group_id: str, listener_name: str):
 async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponse:
     version, body = request.api_version, request.body
     key_type = body.key_type if version >= 1 else GROUP_KEY
+
+    def may_describe(group_id: str) -> bool:
+        return allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id)
+
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            await _lookup(broker, key_type, key, request.listener_name) for key in body.coordinator_keys])
-    found = await _lookup(broker, key_type, body.key, request.listener_name)
+            await _lookup(broker, key_type, key, request.listener_name, may_describe) for key in body.coordinator_keys])
+    found = await _lookup(broker, key_type, body.key, request.listener_name, may_describe)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

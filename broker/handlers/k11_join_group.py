@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from broker.group import JoinRequest
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import JoinGroupRequest, JoinGroupResponse
 
@@ -32,6 +35,8 @@ _Member = JoinGroupResponse.JoinGroupResponseMember
 @handles(API_KEY, "0-9")
 async def join_group(broker: BrokerContext, request: Request[JoinGroupRequest]) -> JoinGroupResponse:
     version, body = request.api_version, request.body
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     protocols: list[tuple[str, bytes]] = []
     for protocol in body.protocols:
         if all(name != protocol.name for name, _ in protocols):  # a map keyed by name: the first wins

@@ -11,6 +11,9 @@ FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_A
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import HeartbeatRequest, HeartbeatResponse
 
@@ -20,6 +23,8 @@ API_KEY = 12
 @handles(API_KEY, "0-4")
 async def heartbeat(broker: BrokerContext, request: Request[HeartbeatRequest]) -> HeartbeatResponse:
     version, body = request.api_version, request.body
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
                                     body.group_instance_id if version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)

@@ -15,6 +15,9 @@ NOT_COORDINATOR, and the append errors of the group metadata write.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import SyncGroupRequest, SyncGroupResponse
 
@@ -24,6 +27,8 @@ API_KEY = 14
 @handles(API_KEY, "0-5")
 async def sync_group(broker: BrokerContext, request: Request[SyncGroupRequest]) -> SyncGroupResponse:
     version, body = request.api_version, request.body
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     result = await broker.groups.sync_group(
         body.group_id, body.generation_id, body.member_id,
         body.group_instance_id if version >= 3 else None,

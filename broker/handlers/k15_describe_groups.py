@@ -16,6 +16,8 @@ from __future__ import annotations
 from broker.group import GroupError, GroupState
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
@@ -34,6 +36,9 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
         entry = _Described(error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state="",
                            protocol_type="", protocol_data="", members=[], authorized_operations=NOT_REQUESTED)
         described.append(entry)
+        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            entry.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            continue
         try:
             group = broker.groups.describe_group(group_id)
         except GroupError as exc:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from broker.group import GroupError
 from broker.group.group import GROUP_TYPE
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed, allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import ListGroupsRequest, ListGroupsResponse
@@ -31,6 +33,9 @@ async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest]
         groups = broker.groups.list_groups(states, types)
     except GroupError as exc:
         return ListGroupsResponse(throttle_time_ms=0, error_code=exc.error_code, groups=[])
+    # Only the groups one may DESCRIBE (all of them with DESCRIBE on the cluster), as Kafka lists them.
+    every = allowed_on_cluster(broker, request, Operation.DESCRIBE)
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
         _Listed(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
-                group_type=GROUP_TYPE) for g in groups])
+                group_type=GROUP_TYPE) for g in groups
+        if every or allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)])

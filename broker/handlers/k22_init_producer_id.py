@@ -21,6 +21,8 @@ import structlog
 from broker.cluster.store import StoreError
 from broker.handlers import BrokerContext, handles
 from broker.replica.producer_ids import ProducerIdsExhausted
+from broker.security.access import allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
@@ -48,6 +50,10 @@ async def init_producer_id(broker: BrokerContext, request: Request[InitProducerI
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if request.api_version >= 3 and (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
         return _error(ErrorCode.INVALID_REQUEST)
+    authorizer = broker.authorizer  # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE somewhere
+    if authorizer is not None and not allowed_on_cluster(broker, request, Operation.IDEMPOTENT_WRITE) and \
+            not authorizer.allows_some(request.principal, request.client_host, Operation.WRITE, ResourceType.TOPIC):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     producer_ids = broker.replicas.producer_ids
     assert producer_ids is not None  # made when the replicas start, before any request is served
     try:

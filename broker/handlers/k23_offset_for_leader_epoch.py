@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.replica import PartitionError
+from broker.security.access import allowed, allowed_on_cluster
+from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
@@ -33,10 +35,16 @@ async def offset_for_leader_epoch(broker: BrokerContext,
     for topic in request.body.topics:
         results: list[_EpochEndOffset] = []
         topics.append(_TopicResult(topic=topic.topic, partitions=results))
+        # a replica needs CLUSTER_ACTION, a client DESCRIBE on the topic
+        may = (allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION) if request.body.replica_id >= 0
+               else allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic))
         for asked in topic.partitions:
             result = _EpochEndOffset(error_code=ErrorCode.NONE, partition=asked.partition, leader_epoch=-1,
                                      end_offset=-1)
             results.append(result)
+            if not may:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 partition = broker.replicas.partition(topic.topic, asked.partition)
                 partition.check_leader()

@@ -29,9 +29,11 @@ from broker.handlers.config_resources import (
     TOPIC,
     ResourceError,
     broker_config_entries,
+    check_access,
     check_broker_name,
     logger_config_entries,
 )
+from broker.security.acls import Operation
 from broker.topic_configs import ConfigEntry, describe_topic_configs
 from broker.topics import TopicError, validate_topic_name
 from protocol.errors import ErrorCode
@@ -54,6 +56,7 @@ async def describe_configs(broker: BrokerContext, request: Request[DescribeConfi
         result = Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
                         resource_name=resource.resource_name, configs=[])
         try:
+            check_access(broker, request, resource, Operation.DESCRIBE_CONFIGS)
             entries = _entries(broker, resource)
         except ResourceError as exc:
             result.error_code, result.error_message = exc.error_code, exc.message

@@ -26,10 +26,12 @@ from broker.handlers.config_resources import (
     TOPIC,
     ResourceError,
     alter_each,
+    check_access,
     check_alterations,
     check_broker_name,
     refuse_broker_changes,
 )
+from broker.security.acls import Operation
 from broker.topics import validate_topic_name
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -44,11 +46,13 @@ Result = AlterConfigsResponse.AlterConfigsResourceResponse
 @handles(API_KEY, "0-2")
 async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequest]) -> AlterConfigsResponse:
     body = request.body
-    responses = await alter_each(body.resources, lambda r: _alter(broker, r, body.validate_only), Result, log)
+    responses = await alter_each(body.resources, lambda r: _alter(broker, request, r, body.validate_only),
+                                 Result, log)
     return AlterConfigsResponse(responses=responses)
 
 
-async def _alter(broker: BrokerContext, resource, validate_only: bool) -> None:
+async def _alter(broker: BrokerContext, request, resource, validate_only: bool) -> None:
+    check_access(broker, request, resource, Operation.ALTER_CONFIGS)
     check_alterations(resource.configs)
     if resource.resource_type == TOPIC:
         validate_topic_name(resource.resource_name)

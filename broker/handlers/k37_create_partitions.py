@@ -20,6 +20,8 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
 from broker.topics import TopicError
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -39,6 +41,10 @@ async def create_partitions(broker: BrokerContext,
     results = []
     for wanted in body.topics:
         if counts[wanted.name] > 1:
+            continue
+        if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, wanted.name):
+            results.append(Result(name=wanted.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  error_message="ALTER on the topic is needed to add partitions."))
             continue
         topic = broker.topics.get(wanted.name)
         if topic is not None and topic.internal:

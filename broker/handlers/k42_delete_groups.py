@@ -11,6 +11,9 @@ Errors: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, COORDINATOR_NOT_AVAILABLE, NO
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed
+from broker.security.acls import Operation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
@@ -21,6 +24,8 @@ _Result = DeleteGroupsResponse.DeletableGroupResult
 @handles(API_KEY, "0-2")
 async def delete_groups(broker: BrokerContext, request: Request[DeleteGroupsRequest]) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.body.groups_names))
-    results = await broker.groups.delete_groups(names)
+    permitted = [n for n in names if allowed(broker, request, Operation.DELETE, ResourceType.GROUP, n)]
+    results = await broker.groups.delete_groups(permitted) if permitted else {}
+    results.update({n: ErrorCode.GROUP_AUTHORIZATION_FAILED for n in names if n not in permitted})
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         _Result(group_id=name, error_code=results[name]) for name in names])

@@ -32,10 +32,12 @@ from broker.handlers.config_resources import (
     TOPIC,
     ResourceError,
     alter_each,
+    check_access,
     check_alterations,
     check_broker_name,
     refuse_broker_changes,
 )
+from broker.security.acls import Operation
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from broker.topics import validate_topic_name
 from protocol.errors import ErrorCode
@@ -54,11 +56,13 @@ Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 async def incremental_alter_configs(broker: BrokerContext, request: Request[IncrementalAlterConfigsRequest]
                                     ) -> IncrementalAlterConfigsResponse:
     body = request.body
-    responses = await alter_each(body.resources, lambda r: _alter(broker, r, body.validate_only), Result, log)
+    responses = await alter_each(body.resources, lambda r: _alter(broker, request, r, body.validate_only),
+                                 Result, log)
     return IncrementalAlterConfigsResponse(responses=responses)
 
 
-async def _alter(broker: BrokerContext, resource, validate_only: bool) -> None:
+async def _alter(broker: BrokerContext, request, resource, validate_only: bool) -> None:
+    check_access(broker, request, resource, Operation.ALTER_CONFIGS)
     check_alterations(resource.configs, null_allowed_for_op=DELETE)
     unknown = [c.config_operation for c in resource.configs if c.config_operation not in OPERATION_NAMES]
     if unknown:

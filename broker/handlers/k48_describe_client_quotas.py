@@ -12,6 +12,8 @@ missing where one is needed).
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed_on_cluster
+from broker.security.acls import Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
@@ -44,6 +46,9 @@ def _filter_error(components) -> str | None:
 @handles(API_KEY, "0-1")
 async def describe_client_quotas(broker: BrokerContext,
                                  request: Request[DescribeClientQuotasRequest]) -> DescribeClientQuotasResponse:
+    if not allowed_on_cluster(broker, request, Operation.DESCRIBE_CONFIGS):
+        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                            error_message="DESCRIBE_CONFIGS on the cluster is needed", entries=None)
     error = _filter_error(request.body.components)
     if error is not None:
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed_on_cluster
+from broker.security.acls import Operation
 from broker.security.scram import MECHANISMS
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -25,6 +27,9 @@ API_KEY = 50
 async def describe_user_scram_credentials(broker: BrokerContext,
                                           request: Request[DescribeUserScramCredentialsRequest]) -> Response:
     credentials = broker.credentials
+    if not allowed_on_cluster(broker, request, Operation.DESCRIBE):
+        return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message="DESCRIBE on the cluster is needed", results=[])
     asked = [user.name for user in request.body.users or []]
     names = asked or await credentials.users()
     counts = Counter(asked)

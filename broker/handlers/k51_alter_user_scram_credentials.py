@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers import BrokerContext, handles
+from broker.security.access import allowed_on_cluster
+from broker.security.acls import Operation
 from broker.security.scram import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -44,6 +46,11 @@ async def alter_user_scram_credentials(broker: BrokerContext,
                                        request: Request[AlterUserScramCredentialsRequest]) -> Response:
     body, credentials = request.body, broker.credentials
     changes: list[_Deletion | _Upsertion] = [*body.deletions, *body.upsertions]
+    if not allowed_on_cluster(broker, request, Operation.ALTER):
+        return Response(throttle_time_ms=0, results=[
+            Response.AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                     error_message="ALTER on the cluster is needed")
+            for name in dict.fromkeys(c.name for c in changes)])
     twice = Counter((change.name, change.mechanism) for change in changes)
     errors: dict[str, tuple[int, str]] = {}
     for change in changes:

@@ -96,6 +96,15 @@ class Authorizer:
         return decide(self._acls.get(resource_type, ()), self.super_users, self.allow_if_no_acl, principal, host,
                       operation, resource_type, name)
 
+    def allows_some(self, principal: str, host: str, operation: Operation, resource_type: ResourceType) -> bool:
+        """Is there a resource of the type the principal may do `operation` on? (Kafka's check by resource
+        type, used by InitProducerId: WRITE on any topic.) A super user, or an ALLOW that applies; DENYs
+        are not weighed against it here, a simplification of Kafka's rule."""
+        if principal in self.super_users:
+            return True
+        return any(acl.permission == Permission.ALLOW and acl.applies_to(principal, host) and acl.grants(operation)
+                   for acl in self._acls.get(resource_type, ()))
+
     # --- CreateAcls, DescribeAcls, DeleteAcls ------------------------------------------------------
 
     def describe(self, acl_filter: AclFilter) -> list[Acl]:

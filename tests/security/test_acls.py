@@ -229,3 +229,105 @@ def test_creating_topics_needs_create_and_listing_offsets_describe(broker):
         assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     with as_user(broker, "admin") as client:
         assert client.request(request, 7).topics[0].partitions[0].error_code == ErrorCode.NONE
+
+
+AUTHORIZATION_ERRORS = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+# Answered whoever asks, as in Kafka: the handshake and SASL itself, and DescribeCluster (only its
+# authorized-operations bitset depends on ACLs).
+UNCHECKED = {17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 60: "DescribeCluster"}
+
+
+def _error_codes(value) -> set[int]:
+    if isinstance(value, dict):
+        found = {value["error_code"]} if "error_code" in value else set()
+        for item in value.values():
+            found |= _error_codes(item)
+        return found
+    if isinstance(value, list):
+        return set().union(*(_error_codes(v) for v in value)) if value else set()
+    return set()
+
+
+def _requests_for_every_api():
+    from protocol import messages as m
+
+    P = m.ProduceRequest.TopicProduceData  # noqa: N806
+    return {
+        0: (m.ProduceRequest(acks=1, timeout_ms=1000, topic_data=[P(name="ledger", partition_data=[
+            P.PartitionProduceData(index=0, records=batch([b"x"]))])]), 9),
+        1: (m.FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1024, topics=[m.FetchRequest.FetchTopic(
+            topic="ledger", partitions=[m.FetchRequest.FetchTopic.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1024)])]), 12),
+        2: (m.ListOffsetsRequest(replica_id=-1, topics=[m.ListOffsetsRequest.ListOffsetsTopic(
+            name="ledger", partitions=[m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, timestamp=-1)])]), 7),
+        3: (m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="ledger")]), 12),
+        8: (m.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+            m.OffsetCommitRequest.OffsetCommitRequestTopic(name="ledger", partitions=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1)])]), 8),
+        9: (m.OffsetFetchRequest(group_id="g", topics=None), 7),
+        10: (m.FindCoordinatorRequest(key="g", key_type=0), 3),
+        11: (m.JoinGroupRequest(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                                protocol_type="consumer", protocols=[]), 7),
+        12: (m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m"), 4),
+        13: (m.LeaveGroupRequest(group_id="g", members=[]), 4),
+        14: (m.SyncGroupRequest(group_id="g", generation_id=1, member_id="m", assignments=[]), 4),
+        15: (m.DescribeGroupsRequest(groups=["g"]), 5),
+        16: (m.ListGroupsRequest(), 4),
+        19: (m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+            name="anon-topic", num_partitions=1, replication_factor=1)], timeout_ms=5000), 7),
+        20: (m.DeleteTopicsRequest(topic_names=["ledger"], timeout_ms=5000), 5),
+        21: (m.DeleteRecordsRequest(topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(name="ledger", partitions=[
+            m.DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=1)])],
+            timeout_ms=5000), 2),
+        22: (m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4),
+        23: (m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+            m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="ledger", partitions=[
+                m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=-1, leader_epoch=0)])]), 4),
+        29: (m.DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                                   principal_filter=None, host_filter=None, operation=1, permission_type=1), 3),
+        30: (m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="ledger", resource_pattern_type=3, principal="User:ANONYMOUS",
+            host="*", operation=6, permission_type=3)]), 3),
+        31: (m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+            host_filter=None, operation=1, permission_type=1)]), 3),
+        32: (m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=2, resource_name="ledger", configuration_keys=None)]), 4),
+        33: (m.AlterConfigsRequest(resources=[m.AlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name="ledger", configs=[])]), 2),
+        37: (m.CreatePartitionsRequest(topics=[m.CreatePartitionsRequest.CreatePartitionsTopic(
+            name="ledger", count=2, assignments=None)], timeout_ms=5000), 3),
+        42: (m.DeleteGroupsRequest(groups_names=["g"]), 2),
+        44: (m.IncrementalAlterConfigsRequest(resources=[
+            m.IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=2, resource_name="ledger",
+                                                                  configs=[])]), 1),
+        47: (m.OffsetDeleteRequest(group_id="g", topics=[]), 0),
+        48: (m.DescribeClientQuotasRequest(components=[], strict=False), 1),
+        50: (m.DescribeUserScramCredentialsRequest(users=None), 0),
+        51: (m.AlterUserScramCredentialsRequest(deletions=[
+            m.AlterUserScramCredentialsRequest.ScramCredentialDeletion(name="alice", mechanism=2)],
+            upsertions=[]), 0),
+    }
+
+
+def test_no_api_serves_a_client_without_its_acl(broker):
+    """User:ANONYMOUS (the PLAINTEXT listener) with no ACLs and allow.everyone.if.no.acl.found=false: every
+    API Ebb serves answers with an authorization error, or (ListGroups, OffsetFetch of all topics) with
+    nothing, except those Kafka also answers for anyone."""
+    from broker.handlers import load_handlers
+
+    requests = _requests_for_every_api()
+    served = set(load_handlers())
+    assert served - set(requests) - set(UNCHECKED) == set(), "a served API has no row in this test"
+    with WireClient(broker.port) as client:
+        for key, (request, version) in sorted(requests.items()):
+            answer = client.request(request, version).to_dict()
+            codes = _error_codes(answer)
+            if key == 16:  # ListGroups lists only what one may DESCRIBE
+                assert answer["groups"] == [], answer
+            else:
+                assert codes & AUTHORIZATION_ERRORS, (key, answer)
