@@ -1,7 +1,7 @@
 """Three brokers that talk to each other only over SASL_SSL: each has a PLAINTEXT listener for the
 test's clients and an INTERNAL listener (SASL_SSL, SCRAM-SHA-512, certificates from the test's own CA)
-that the others replicate from. Replication, acks=all and an all-replica DeleteRecords work through it,
-and the followers' fetches are authenticated as the broker user."""
+that the others replicate from, with the ACL authorizer on. Replication, acks=all and an all-replica
+DeleteRecords work through it, and the followers' fetches are authenticated as the broker user."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ def secure_settings(directory) -> tuple[dict[str, str], dict[int, dict[str, str]
         "listener.name.internal.scram-sha-512.sasl.jaas.config": BROKER_JAAS,
         "ssl.keystore.location": str(server.combined),
         "ssl.truststore.location": str(ca.pem.cert),
+        # With the authorizer on, followers fetch as User:broker (a super user: CLUSTER_ACTION); the test's
+        # own clients come in on the PLAINTEXT listener as User:ANONYMOUS, made a super user here too.
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:broker;User:ANONYMOUS",
     }
     listeners = {n: {"listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{free_port()}"}
                  for n in NODES}
