@@ -1,12 +1,14 @@
 """Authorized-operation bitfields (KIP-430) for responses that report them.
 
-Ebb has no authorizer, so a caller may do everything a resource type supports. Each bit is
-`1 << AclOperation code`; only operations valid for the resource are set, because clients such as
-kafka-python turn the bits back into enum members and raise on unknown ones. INT32_MIN means "not
-requested".
+Each bit is `1 << AclOperation code`: the operations of the resource type the caller may do — all of
+them without an authorizer, else those the authorizer allows. Only operations valid for the resource
+are ever set, because clients such as kafka-python turn the bits back into enum members and raise on
+unknown ones. INT32_MIN means "not requested".
 """
 
 from __future__ import annotations
+
+from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
 
 NOT_REQUESTED = -(2**31)
 
@@ -31,3 +33,17 @@ def topic_operations(requested: bool) -> int:
 
 def cluster_operations(requested: bool) -> int:
     return CLUSTER_OPERATIONS if requested else NOT_REQUESTED
+
+
+def authorized(broker, request, resource_type: ResourceType, name: str, supported: int) -> int:
+    """The bits of `supported` the request's principal may do on the resource."""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return supported
+    return sum(1 << op for op in range(32) if supported & (1 << op) and
+               authorizer.authorize(request.principal, request.client_host, Operation(op), resource_type, name))
+
+
+def authorized_on_cluster(broker, request, requested: bool) -> int:
+    return authorized(broker, request, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if requested \
+        else NOT_REQUESTED

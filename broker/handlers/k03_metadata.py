@@ -21,9 +21,9 @@ is allowed.
 
 With an authorizer, the topics a client may not DESCRIBE are left out of an all-topics answer; named,
 they are TOPIC_AUTHORIZATION_FAILED (by id, UNKNOWN_TOPIC_ID); auto-creation needs CREATE on the cluster
-or the topic. Authorized operations (v8+): INT32_MIN unless requested, then every operation the
-resource supports (not yet computed from ACLs). v13 adds a top-level error code, always NONE unless the
-request is invalid.
+or the topic. Authorized operations (v8+): INT32_MIN unless requested, then the operations the caller
+may do on the topic and on the cluster (all of them without an authorizer). v13 adds a top-level error
+code, always NONE unless the request is invalid.
 
 Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, LEADER_NOT_AVAILABLE (partition log offline), and whatever
@@ -37,7 +37,13 @@ import uuid
 import structlog
 
 from broker.handlers import BrokerContext, handles
-from broker.handlers.acl_operations import cluster_operations, topic_operations
+from broker.handlers.acl_operations import (
+    NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    authorized,
+    authorized_on_cluster,
+    topic_operations,
+)
 from broker.handlers.cluster_view import alive_brokers, controller_id, leader_of
 from broker.security.access import allowed, allowed_on_cluster
 from broker.security.acls import Operation, ResourceType
@@ -62,7 +68,8 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                  for b in alive_brokers(broker, request.listener_name)],
         cluster_id=broker.cluster_id,
         controller_id=controller_id(broker),
-        cluster_authorized_operations=cluster_operations(version >= 8 and body.include_cluster_authorized_operations),
+        cluster_authorized_operations=authorized_on_cluster(
+            broker, request, version >= 8 and body.include_cluster_authorized_operations),
     )
     include_ops = version >= 8 and body.include_topic_authorized_operations
 
@@ -76,7 +83,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                                         f"Topic ids are not supported in Metadata v{version}")
     if requested is None or (version == 0 and not requested):
         offline = broker.logs.offline_partitions if broker.logs is not None else {}
-        response.topics = [_describe(broker, topic, include_ops, offline) for topic in broker.topics.all()
+        response.topics = [_describe(broker, request, topic, include_ops, offline) for topic in broker.topics.all()
                            if may(Operation.DESCRIBE, topic.name)]  # others stay unseen
         return response
     ids = [t.topic_id for t in requested if version >= 10 and t.topic_id != ZERO_UUID]
@@ -88,7 +95,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                                                    topic_id=topic_id,
                                                    topic_authorized_operations=topic_operations(include_ops)))
             else:
-                response.topics.append(_describe(broker, topic, include_ops))
+                response.topics.append(_describe(broker, request, topic, include_ops))
         return response
     if any(t.name is None for t in requested):
         return _invalid_request(response, requested, version, "A topic has neither a name nor an id")
@@ -109,7 +116,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                 response.topics.append(TopicResult(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS,
                                                    topic_authorized_operations=topic_operations(include_ops)))
                 continue
-        response.topics.append(_describe(broker, topic, include_ops))
+        response.topics.append(_describe(broker, request, topic, include_ops))
     return response
 
 
@@ -132,7 +139,7 @@ async def _missing(broker: BrokerContext, name: str, allow_create: bool) -> Erro
     return ErrorCode.NONE
 
 
-def _describe(broker: BrokerContext, topic, include_ops: bool, offline=None) -> TopicResult:
+def _describe(broker: BrokerContext, request, topic, include_ops: bool, offline=None) -> TopicResult:
     if offline is None:
         offline = broker.logs.offline_partitions if broker.logs is not None else {}
     partitions = []
@@ -158,7 +165,9 @@ def _describe(broker: BrokerContext, topic, include_ops: bool, offline=None) -> 
             leader_epoch=_leader_epoch(broker, topic, tp), replica_nodes=list(replicas),
             isr_nodes=topic.isr(tp.partition), offline_replicas=[]))
     return TopicResult(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
-                       partitions=partitions, topic_authorized_operations=topic_operations(include_ops))
+                       partitions=partitions, topic_authorized_operations=authorized(
+                           broker, request, ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
+                       else NOT_REQUESTED)
 
 
 def _leader_epoch(broker: BrokerContext, topic, tp) -> int:

@@ -4,8 +4,9 @@ Per group: state, protocol type, the protocol in use (only while Stable, else ""
 with client id and host ("/<address>", as Kafka prints it); their metadata and assignment are filled
 in only while Stable. v4+ adds members' GroupInstanceId. A group that does not exist is described
 as Dead with no members and NONE before v6; v6 answers GROUP_ID_NOT_FOUND with a message (KIP-1043).
-AuthorizedOperations (v3+): INT32_MIN unless asked for, then the group operations READ, DESCRIBE and
-DELETE — a valid bitset, since kafka-python rejects unknown bits (Ebb has no authorizer).
+AuthorizedOperations (v3+): INT32_MIN unless asked for, then those of READ, DESCRIBE and DELETE the
+caller may do on the group (all three without an authorizer). With an authorizer a group needs
+DESCRIBE, else GROUP_AUTHORIZATION_FAILED.
 ConsumerGroupDescribe (69) is deliberately not served: librdkafka would switch to it.
 
 Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from broker.group import GroupError, GroupState
 from broker.handlers import BrokerContext, handles
-from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED
+from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.security.access import allowed
 from broker.security.acls import Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -47,7 +48,7 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
                 entry.error_message = exc.message
             continue
         if wanted:
-            entry.authorized_operations = GROUP_OPERATIONS
+            entry.authorized_operations = authorized(broker, request, ResourceType.GROUP, group_id, GROUP_OPERATIONS)
         if group is None:
             entry.group_state = GroupState.DEAD.value
             if version >= 6:

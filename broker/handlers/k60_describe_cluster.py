@@ -1,8 +1,8 @@
 """DescribeCluster (key 60), versions 0-2.
 
 The cluster id, the alive (unfenced) brokers and the controller (on one broker: itself), and the cluster's
-authorized operations: INT32_MIN unless requested, then every cluster operation (Ebb has no
-authorizer; kafka-python asks for them and rejects unknown bits, so the bitset is valid).
+authorized operations: INT32_MIN unless requested, then the cluster operations the caller may do (all of
+them without an authorizer; only valid bits, since kafka-python rejects unknown ones).
 
 Endpoint type (v1+): 1 (brokers) is served; 2 (controllers) is MISMATCHED_ENDPOINT_TYPE, since this is
 a broker endpoint; anything else is UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST for either in v0, which
@@ -14,7 +14,7 @@ Errors: NONE, MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE, INVALID_REQUE
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
-from broker.handlers.acl_operations import cluster_operations
+from broker.handlers.acl_operations import authorized_on_cluster
 from broker.handlers.cluster_view import alive_brokers, controller_id
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -47,5 +47,6 @@ async def describe_cluster(broker: BrokerContext, request: Request[DescribeClust
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
             for b in alive_brokers(broker, request.listener_name)],
-        cluster_authorized_operations=cluster_operations(body.include_cluster_authorized_operations),
+        cluster_authorized_operations=authorized_on_cluster(broker, request,
+                                                            body.include_cluster_authorized_operations),
     )

@@ -331,3 +331,18 @@ def test_no_api_serves_a_client_without_its_acl(broker):
                 assert answer["groups"] == [], answer
             else:
                 assert codes & AUTHORIZATION_ERRORS, (key, answer)
+
+
+def test_authorized_operations_follow_the_acls(broker):
+    from protocol.messages import MetadataRequest
+
+    create(broker, acl("alice", "bits", AclOperation.READ))
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "bits").error_code == ErrorCode.NONE
+    with as_user(broker, "alice") as client:
+        answer = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="bits")],
+                                                include_topic_authorized_operations=True,
+                                                include_cluster_authorized_operations=True), 10)
+    [topic] = answer.topics
+    assert topic.topic_authorized_operations == (1 << 3) | (1 << 8)  # READ, and DESCRIBE which READ implies
+    assert answer.cluster_authorized_operations == 0
