@@ -1,7 +1,7 @@
 """The `ebb` command.
 
 `ebb broker` runs a broker; `ebb apis` lists what the codec covers; `ebb decode` turns a captured
-frame into JSON. The admin commands (`delete-records`, `topics`, `configs`, `offsets`, `users`) live in
+frame into JSON. The admin commands (`delete-records`, `topics`, `configs`, `offsets`, `users`, `acls`) live in
 client/cli/ and are registered here.
 """
 
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     decode.set_defaults(func=cmd_decode)
     from client.cli import register as register_admin_commands
 
-    register_admin_commands(sub)  # delete-records, topics, configs, offsets, users (client/cli/)
+    register_admin_commands(sub)  # delete-records, topics, configs, offsets, users, acls (client/cli/)
     return parser
 
 

@@ -1,11 +1,11 @@
-"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets, users.
+"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets, users, acls.
 
 broker/cli.py owns the `ebb` parser and calls `register` to add these subcommands.
 """
 
 from __future__ import annotations
 
-from . import configs, delete_records, offsets, topics, users
+from . import acls, configs, delete_records, offsets, topics, users
 from .common import common_options
 
 
@@ -17,3 +17,4 @@ def register(subparsers) -> None:
     configs.add_parser(subparsers, common)
     offsets.add_parser(subparsers, common)
     users.add_parser(subparsers, common)
+    acls.add_parser(subparsers, common)

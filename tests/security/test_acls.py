@@ -346,3 +346,33 @@ def test_authorized_operations_follow_the_acls(broker):
     [topic] = answer.topics
     assert topic.topic_authorized_operations == (1 << 3) | (1 << 8)  # READ, and DESCRIBE which READ implies
     assert answer.cluster_authorized_operations == 0
+
+
+def test_ebb_acls_adds_lists_and_removes(tmp_path):
+    """`ebb acls` with kafka-acls' flags, against a broker whose PLAINTEXT clients are the super user."""
+    import json
+    import subprocess
+    import sys
+
+    settings = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS"}
+    with BrokerProcess(tmp_path, settings) as plain:
+        def ebb(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "broker.cli", "acls", *args, "--bootstrap-server",
+                                   plain.bootstrap, "--output", "json"], capture_output=True, text=True, timeout=30)
+
+        added = ebb("--add", "--allow-principal", "User:alice", "--operation", "Delete", "--operation", "Read",
+                    "--topic", "orders")
+        assert added.returncode == 0, added.stderr
+        denied = ebb("--add", "--deny-principal", "User:bob", "--operation", "All", "--topic", "orders-",
+                     "--resource-pattern-type", "prefixed")
+        assert denied.returncode == 0, denied.stderr
+        listed = json.loads(ebb("--list", "--topic", "orders").stdout)["acls"]
+        assert sorted((a["principal"], a["operation"], a["permission"]) for a in listed) == [
+            ("User:alice", "delete", "allow"), ("User:alice", "read", "allow")]
+        everything = json.loads(ebb("--list").stdout)["acls"]
+        assert {(a["name"], a["pattern"]) for a in everything} == {("orders", "literal"), ("orders-", "prefixed")}
+        removed = json.loads(ebb("--remove", "--allow-principal", "User:alice", "--topic", "orders").stdout)["acls"]
+        assert len(removed) == 2
+        assert {a["name"] for a in json.loads(ebb("--list").stdout)["acls"]} == {"orders-"}
+        bad = ebb("--add", "--topic", "orders")
+        assert bad.returncode == 2 and "--add needs" in bad.stderr
