@@ -30,8 +30,13 @@ def test_valid_filters_match_nothing(broker, version, components):
     assert (answer.error_code, answer.error_message, answer.entries) == (ErrorCode.NONE, None, [])
 
 
+def test_a_custom_entity_type_is_unsupported_version_as_in_kafka(broker):
+    with WireClient(broker.port) as client:
+        answer = client.send(Request(components=[component("group", 2)], strict=False), version=1)
+    assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION and "Custom entity type" in answer.error_message
+
+
 @pytest.mark.parametrize("components, says", [
-    ([component("group", 2)], "Custom entity type"),
     ([component("user", 2), component("user", 0, "bob")], "twice"),
     ([component("user", 5)], "Unknown match type"),
     ([component("user", 0)], "needs a name"),

@@ -317,10 +317,38 @@ def describe_and_alter_topic_configs(peer: Peer) -> None:
         include_synonyms=True), 4)
 
 
+def security_apis_on_an_open_broker(peer: Peer) -> None:
+    """No authorizer, a PLAINTEXT listener: what the SASL, ACL, SCRAM and quota APIs answer."""
+    from protocol import messages as m
+
+    peer.ask("sasl handshake on plaintext", m.SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    peer.ask("sasl authenticate on plaintext", m.SaslAuthenticateRequest(auth_bytes=b"\x00a\x00b"), 2)
+    acl_filter = dict(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                      host_filter=None, operation=1, permission_type=1)
+    peer.ask("describe acls", m.DescribeAclsRequest(**acl_filter), 3)
+    peer.ask("create acls", m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+        resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=6,
+        permission_type=3)]), 3)
+    peer.ask("delete acls", m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(**acl_filter)]), 3)
+    Component = m.DescribeClientQuotasRequest.ComponentData
+    peer.ask("quotas, any user", m.DescribeClientQuotasRequest(components=[
+        Component(entity_type="user", match_type=2, match=None)], strict=False), 1)
+    peer.ask("quotas, unknown entity type", m.DescribeClientQuotasRequest(components=[
+        Component(entity_type="group", match_type=2, match=None)], strict=False), 1)
+    peer.ask("scram users, all", m.DescribeUserScramCredentialsRequest(users=None), 0)
+    peer.ask("scram users, unknown", m.DescribeUserScramCredentialsRequest(users=[
+        m.DescribeUserScramCredentialsRequest.UserName(name="nobody")]), 0)
+    Alter = m.AlterUserScramCredentialsRequest
+    peer.ask("scram alter errors", Alter(deletions=[Alter.ScramCredentialDeletion(name="ghost", mechanism=1)],
+                                         upsertions=[Alter.ScramCredentialUpsertion(
+                                             name="weak", mechanism=2, iterations=100, salt=b"s",
+                                             salted_password=b"p")]), 0)
+
+
 SCENARIOS = [delete_records_edges, delete_records_on_a_compacted_topic, fetch_around_the_log_start,
              create_topics_validation, create_partitions_validation, produce_edges, idempotent_producer,
              list_offsets_versions, metadata_and_leader_epochs, delete_topics, classic_group,
-             describe_and_alter_topic_configs]
+             describe_and_alter_topic_configs, security_apis_on_an_open_broker]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
