@@ -155,3 +155,16 @@ def test_tls_settings_that_cannot_be_served_stop_start_up(tmp_path, ca, override
     out = subprocess.run(args, capture_output=True, text=True, timeout=30)
     assert out.returncode == 2, out.stderr
     assert named in out.stderr
+
+
+def test_confluent_kafka_and_kafka_python_over_sasl_ssl(broker, ca):
+    from kafka import KafkaProducer
+
+    assert _deliver({"bootstrap.servers": f"127.0.0.1:{broker.sasl_ssl_port}", "security.protocol": "SASL_SSL",
+                     "ssl.ca.location": str(ca.pem.cert), "sasl.mechanism": "SCRAM-SHA-512",
+                     "sasl.username": "bob", "sasl.password": "bob-secret"}) == [None]
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.sasl_ssl_port}", security_protocol="SASL_SSL",
+                             ssl_cafile=str(ca.pem.cert), sasl_mechanism="SCRAM-SHA-512",
+                             sasl_plain_username="bob", sasl_plain_password="bob-secret")
+    assert producer.send("tls-topic", b"v").get(timeout=20).offset >= 0
+    producer.close()
