@@ -56,6 +56,7 @@ class Connection(asyncio.BufferedProtocol):
         self.writable.set()
         self.reading_paused = False
         self.closed = False
+        self.deadline: asyncio.TimerHandle | None = None  # for finishing SASL authentication
 
     # --- asyncio callbacks ----------------------------------------------------------------------------
 
@@ -66,8 +67,8 @@ class Connection(asyncio.BufferedProtocol):
         self.host = peer[0] if peer else ""
         if self.sasl is not None:
             timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
-            asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
-        if self.sasl is None:  # on SSL listeners a verified client certificate names the client
+            self.deadline = asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
+        else:  # on SSL listeners a verified client certificate names the client
             certified = principal_of(transport.get_extra_info("peercert"))
             if certified is not None:
                 self.principal = certified
@@ -107,6 +108,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        if self.deadline is not None:
+            self.deadline.cancel()
         self.writable.set()
         self.server.connections.discard(self)
         if self.worker is not None and not self.server.stopping:
