@@ -91,8 +91,10 @@ final class StreamsChecks {
                 }
                 Interop.step("streams_topics", () -> Json.emit("streams_topics",
                         "internal", admin.listTopics().names().get().stream().filter(t -> t.startsWith(app)).sorted().toList()));
-                streams.close(Duration.ofSeconds(30));
-                Json.emit("streams_closed", "states", states, "errors", errors);
+                // the state listener runs after close() has seen NOT_RUNNING, so ask the instance itself
+                boolean closed = streams.close(Duration.ofSeconds(30));
+                Json.emit("streams_closed", "closed", closed, "final", streams.state().name(),
+                        "states", states, "errors", errors);
             }
         }
     }
