@@ -17,6 +17,7 @@ import structlog
 
 from broker import listener_security
 from broker.log.config import LogConfig, LogManagerConfig
+from broker.log.open_files import MIN_OPEN_SEGMENTS
 from broker.security.inter_broker import inter_broker_security
 from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener
@@ -65,12 +66,7 @@ _TIME_ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3_600_000),
     "log.roll.hours": ("log.roll.ms", 3_600_000),
 }
-_LOG_MANAGER_KEYS = {
-    "log.retention.check.interval.ms", "log.initial.task.delay.ms", "log.flush.offset.checkpoint.interval.ms",
-    "log.flush.start.offset.checkpoint.interval.ms", "log.start.offset.checkpoint.sync",
-    "replica.high.watermark.checkpoint.interval.ms", "log.flush.scheduler.interval.ms",
-    "num.recovery.threads.per.data.dir",
-}
+_LOG_MANAGER_KEYS = frozenset(f.metadata["property"] for f in fields(LogManagerConfig))
 _BROKER_DEFAULTS = {
     "node.id": "1",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
@@ -430,9 +426,13 @@ def _topic_defaults(props: Mapping[str, str]) -> LogConfig:
 def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
     chosen = {k: v for k, v in props.items() if k in _LOG_MANAGER_KEYS}
     try:
-        return LogManagerConfig.from_properties(chosen)
+        config = LogManagerConfig.from_properties(chosen)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"log manager: {exc}") from None
+    if config.open_segments_max < MIN_OPEN_SEGMENTS:
+        raise ConfigError(f"ebb.log.open.segments.max: {config.open_segments_max} is below the minimum "
+                          f"{MIN_OPEN_SEGMENTS}")
+    return config
 
 
 def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:

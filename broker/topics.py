@@ -305,7 +305,6 @@ class TopicManager:
                                        self.config.num_partitions, self.config.default_replication_factor)
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
             topic.states = {p: _initial_state(r) for p, r in replicas.items()}
-            self._check_open_files(replicas, f"topic '{name}'")
             if validate_only:
                 return topic
             await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
@@ -315,14 +314,6 @@ class TopicManager:
             await self._ensure_logs(topic)
             log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
             return topic
-
-    def _check_open_files(self, replicas: Mapping[int, list[int]], what: str) -> None:
-        """Refuse, before anything is written, partitions whose logs would not fit under `ulimit -n`."""
-        local = sum(self.config.node_id in r for r in replicas.values())
-        try:
-            self.logs.check_room_for(local, what)
-        except StorageError as exc:
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
     def _collision(self, name: str) -> str | None:
         if "." not in name and "_" not in name:
@@ -358,7 +349,6 @@ class TopicManager:
                 new = {current + i: list(r) for i, r in enumerate(assignments)}
             else:
                 new = place_replicas(current, additional, topic.replication_factor, broker_ids)
-            self._check_open_files(new, f"{len(new)} new partitions of '{name}'")
             if validate_only:
                 return topic
             grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new})

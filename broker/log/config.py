@@ -77,6 +77,9 @@ class LogManagerConfig:
     high_watermark_checkpoint_interval_ms: int = _prop("replica.high.watermark.checkpoint.interval.ms", 5_000)
     flush_scheduler_interval_ms: int = _prop("log.flush.scheduler.interval.ms", LONG_MAX)
     io_threads: int = _prop("num.recovery.threads.per.data.dir", 4)
+    # Ebb's own: segment files kept open when idle (Kafka keeps every one open); the rest are
+    # opened again when read. Lowered at start-up to what `ulimit -n` leaves room for.
+    open_segments_max: int = _prop("ebb.log.open.segments.max", 4096)
 
     @classmethod
     def from_properties(

@@ -175,7 +175,8 @@ def load_partition(
         epoch_cache.truncate_from_start(start)
         for segment in segments:
             if segment.base_offset in report.recovered_segments + report.rebuilt_indexes:
-                os.fsync(segment.file.fd)
+                with segment.file.held() as fd:
+                    os.fsync(fd)
         # A partition that never had a batch has no epochs: nothing to write, and a clean load that
         # changed nothing in the directory needs no fsync of it (10,000 partitions: 20,000 fsyncs saved).
         wrote_epochs = (epoch_cache.dirty or rebuild_epochs) and (epoch_cache.entries() or epochs_path.exists())

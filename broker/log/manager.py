@@ -43,6 +43,7 @@ from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
 from broker.log.retention import cause_of_next_deletion
+from broker.log.segment_file import OPEN_SEGMENTS
 
 logger = structlog.get_logger(__name__)
 
@@ -131,7 +132,7 @@ class LogManager:
         await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
         state = await self._run(self._read_dir_state)
         clean, starts, recovery, hws, partition_dirs, delete_dirs = state
-        open_files.check_startup(await self._run(_count_segments, [d for _, d in partition_dirs]))
+        OPEN_SEGMENTS.resize(open_files.segment_budget(self.config.open_segments_max))
         self.had_clean_shutdown = clean
         if delete_dirs:
             logger.info("finishing deletion of partition dirs", count=len(delete_dirs))
@@ -304,13 +305,6 @@ class LogManager:
                 "created log", partition=str(tp), topic_id=topic_id and checkpoint.topic_id_to_str(topic_id)
             )
             return log
-
-    def check_room_for(self, partitions: int, what: str) -> None:
-        """StorageError unless `partitions` new logs (one open segment each) fit under `ulimit -n`."""
-        try:
-            open_files.check_room(partitions, what)
-        except open_files.OpenFilesExhausted as exc:
-            raise StorageError(str(exc)) from None
 
     async def get_or_create_logs(self, tps: list[TopicPartition], *, topic_id: uuid.UUID | None,
                                  config: LogConfig | None) -> None:
@@ -501,7 +495,3 @@ class LogManager:
 def _rename_durably(source: Path, target: Path) -> None:
     os.rename(source, target)
     checkpoint.fsync_dir(source.parent)
-
-
-def _count_segments(directories: list[Path]) -> int:
-    return sum(name.endswith(".log") for d in directories for name in os.listdir(d))

@@ -1,23 +1,26 @@
-"""The open-file budget: every segment keeps its `.log` file open, so partitions cost descriptors.
+"""The open-file budget: how many idle segment files may stay open under `ulimit -n`.
 
-At start-up the soft limit is raised to the hard one (what the JVM does for Kafka), and a log dir
-holding more segments than the limit allows stops the broker with a message that says what to
-raise. Before partitions are created, the descriptors they will need are checked against what is
-left, so a CreateTopics or CreatePartitions too big for `ulimit -n` is refused with a clear error
-instead of failing half-way with EMFILE.
+At start-up the soft limit is raised to the hard one (what the JVM does for Kafka), and the number
+of idle segment files kept open (`ebb.log.open.segments.max`) is lowered to what the limit leaves
+after a reserve for sockets and checkpoints; a limit too low for even a small budget stops the
+broker with a message that says what to raise. The budget itself is `segment_file.OPEN_SEGMENTS`.
 """
 
 from __future__ import annotations
 
-import os
 import resource
+
+import structlog
+
+logger = structlog.get_logger(__name__)
 
 # Sockets, the metadata store, checkpoints, executor threads' files: what the broker needs besides segments.
 RESERVE = 1024
+MIN_OPEN_SEGMENTS = 64
 
 
 class OpenFilesExhausted(Exception):
-    """More descriptors are needed than `ulimit -n` allows."""
+    """`ulimit -n` leaves no room for the open-segment budget."""
 
 
 def raise_soft_limit() -> int:
@@ -33,31 +36,19 @@ def raise_soft_limit() -> int:
     return soft
 
 
-def limit() -> int:
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def in_use() -> int:
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:  # no /proc: assume the worst case is still far
-        return 0
-
-
-def check_room(needed: int, what: str) -> None:
-    """OpenFilesExhausted unless `needed` more descriptors fit under the limit with the reserve kept."""
-    available = limit() - in_use() - RESERVE
-    if needed > available:
-        raise OpenFilesExhausted(
-            f"{what} needs {needed} more open files, but only {max(available, 0)} are left under the limit of "
-            f"{limit()} (ulimit -n; {RESERVE} kept for connections and checkpoints); raise the limit")
-
-
-def check_startup(segments: int) -> None:
-    """Start-up: the segments found on disk must fit under the limit (raised to the hard limit first)."""
+def segment_budget(wanted: int) -> int:
+    """How many idle segment files to keep open: `wanted`, or less if `ulimit -n` (raised to the
+    hard limit first) has no room for it beside the reserve. OpenFilesExhausted if not even
+    MIN_OPEN_SEGMENTS fit."""
     soft = raise_soft_limit()
-    if segments + RESERVE > soft:
+    room = soft - RESERVE
+    if room < MIN_OPEN_SEGMENTS:
         raise OpenFilesExhausted(
-            f"the log dirs hold {segments} segments, each kept open, but the open-file limit is {soft} "
-            f"(ulimit -n; hard limit {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}); raise it to at least "
-            f"{segments + RESERVE}")
+            f"the open-file limit is {soft} (ulimit -n; hard limit {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}), "
+            f"but the broker keeps {RESERVE} for connections and checkpoints and needs at least "
+            f"{MIN_OPEN_SEGMENTS} for segment files; raise it to at least {RESERVE + MIN_OPEN_SEGMENTS}")
+    if wanted > room:
+        logger.warning("fewer segment files kept open than configured: ulimit -n is too low",
+                       configured=wanted, kept=room, open_file_limit=soft)
+        return room
+    return wanted

@@ -38,7 +38,8 @@ class FileSlice:
 
     def read(self) -> bytes:
         """Blocking: the bytes themselves (tests, small reads; the server sends from the file)."""
-        return os.pread(self.file.fileno(), self.length, self.position)
+        with self.file.held() as fd:
+            return os.pread(fd, self.length, self.position)
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,13 +80,13 @@ class LogSegment:
         now_ms: int,
     ) -> LogSegment:
         log_path, index_path, time_index_path = segment_paths(directory, base_offset)
-        fd = os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        file = SegmentFile(log_path, os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644))
         for path in (index_path, time_index_path):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         return cls(
             directory,
             base_offset,
-            SegmentFile(log_path, fd),
+            file,
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
@@ -106,6 +106,7 @@ class LogSegment:
         or `recover` next."""
         log_path = segment_paths(directory, base_offset)[0]
         fd = os.open(log_path, os.O_RDWR | os.O_APPEND)
+        size = os.fstat(fd).st_size
         segment = cls(
             directory,
             base_offset,
@@ -114,12 +115,16 @@ class LogSegment:
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
         )
-        segment.size = os.fstat(fd).st_size
+        segment.size = size
         return segment
 
     def load_indexes(self) -> None:
         """Trust the flushed segment: read its indexes and the tail after the last index entry
         (blocking). Raises CorruptIndexError or CorruptSegmentError; the caller then recovers."""
+        with self.file.held() as fd:
+            self._load_indexes(fd)
+
+    def _load_indexes(self, fd: int) -> None:
         if self.size > INT32_MAX:
             raise CorruptSegmentError(f"{self.log_path} is larger than a 32-bit position")
         self.index.load()
@@ -128,7 +133,7 @@ class LogSegment:
         tail_start = self.index.lookup(2**63 - 1)[1] if len(self.index) else 0
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         last: BatchInfo | None = None
-        for batch in scan_headers(self.file.fd, tail_start, self.size):
+        for batch in scan_headers(fd, tail_start, self.size):
             if batch.base_offset < self.base_offset or (
                 last is not None and batch.base_offset <= last.last_offset
             ):
@@ -142,29 +147,33 @@ class LogSegment:
             raise CorruptSegmentError(f"{self.log_path}: no batch after the last index entry")
         self.time_index.check(self.next_offset)
         self._bytes_since_index_entry = self.size - tail_start
-        self._load_first_timestamp()
+        self._load_first_timestamp(fd)
 
-    def _load_first_timestamp(self) -> None:
+    def _load_first_timestamp(self, fd: int) -> None:
         self.first_batch_timestamp = NO_TIMESTAMP
         if self.size:
-            self.first_batch_timestamp = next(scan_headers(self.file.fd, 0, self.size)).max_timestamp
+            self.first_batch_timestamp = next(scan_headers(fd, 0, self.size)).max_timestamp
 
     def recover(self, max_batch_size: int) -> RecoveryResult:
         """Validate every batch, rebuild both indexes, cut the file at the first bad batch (blocking)."""
+        with self.file.held() as fd:
+            return self._recover(fd, max_batch_size)
+
+    def _recover(self, fd: int, max_batch_size: int) -> RecoveryResult:
         self.index.clear()
         self.time_index.clear()
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self._bytes_since_index_entry = 0
         result = RecoveryResult(0, 0, 0)
-        file_size = os.fstat(self.file.fd).st_size
+        file_size = os.fstat(fd).st_size
         last_epoch = None
         position = 0
         chunk, chunk_start = b"", 0
         while position < file_size:
             rel = position - chunk_start
             if rel + LOG_OVERHEAD > len(chunk):
-                chunk, chunk_start, rel = os.pread(self.file.fd, _RECOVERY_CHUNK, position), position, 0
+                chunk, chunk_start, rel = os.pread(fd, _RECOVERY_CHUNK, position), position, 0
             if rel + LOG_OVERHEAD > len(chunk):
                 result.reason = "torn batch header at the end"
                 break
@@ -177,7 +186,7 @@ class LogSegment:
                 break
             if rel + size > len(chunk):
                 chunk, chunk_start, rel = (
-                    os.pread(self.file.fd, max(size, _RECOVERY_CHUNK), position),
+                    os.pread(fd, max(size, _RECOVERY_CHUNK), position),
                     position,
                     0,
                 )
@@ -205,9 +214,9 @@ class LogSegment:
         result.valid_bytes = position
         result.truncated_bytes = file_size - position
         if result.truncated_bytes:
-            os.ftruncate(self.file.fd, position)
+            os.ftruncate(fd, position)
         self.size = position
-        self._load_first_timestamp()
+        self._load_first_timestamp(fd)
         self.index.write_all()
         self.time_index.write_all()
         return result
@@ -229,8 +238,9 @@ class LogSegment:
         """Write `data` (batches back to back; positions in `batches` are relative to it)."""
         start = self.size
         view = data
-        while view:
-            view = view[os.write(self.file.fd, view) :]
+        with self.file.held() as fd:
+            while view:
+                view = view[os.write(fd, view) :]
         if start == 0 and batches:
             self.first_batch_timestamp = batches[0].max_timestamp
         for batch in batches:
@@ -273,9 +283,10 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         start = self.index.lookup(offset)[1]
-        for batch in scan_headers(self.file.fd, start, self.size):
-            if batch.last_offset >= offset:
-                return batch
+        with self.file.held() as fd:
+            for batch in scan_headers(fd, start, self.size):
+                if batch.last_offset >= offset:
+                    return batch
         return None
 
     def position_of(self, offset: int) -> int:
@@ -298,11 +309,12 @@ class LogSegment:
         end, next_offset = first.position + first.size, first.last_offset + 1
         # Batches are back to back and every one before the last indexed batch at or below `limit`
         # fits, so the header walk starts there instead of at `end`.
-        for batch in scan_headers(self.file.fd, max(end, self.index.lookup_position(limit)), self.size):
-            if batch.position + batch.size > limit:
-                end, next_offset = batch.position, batch.base_offset
-                break
-            end, next_offset = batch.position + batch.size, batch.last_offset + 1
+        with self.file.held() as fd:
+            for batch in scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size):
+                if batch.position + batch.size > limit:
+                    end, next_offset = batch.position, batch.base_offset
+                    break
+                end, next_offset = batch.position + batch.size, batch.last_offset + 1
         return first.position, end - first.position, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
@@ -313,26 +325,17 @@ class LogSegment:
             return None
         _, indexed_offset = self.time_index.lookup(timestamp)
         start = self.index.lookup(max(indexed_offset, starting_offset))[1]
-        for batch in scan_headers(self.file.fd, start, self.size):
-            if batch.last_offset >= starting_offset and batch.max_timestamp >= timestamp:
-                found = self._first_record_at(batch, timestamp, starting_offset)
-                if found is not None:
-                    return found
-        return None
-
-    def _first_record_at(self, batch: BatchInfo, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
-        data = os.pread(self.file.fd, batch.size, batch.position)
-        try:
-            for record in RecordBatch(data).records():
-                if record.offset >= starting_offset and record.timestamp >= timestamp:
-                    return record.timestamp, record.offset
-        except ProtocolError:
-            # A batch whose records cannot be read still answers at batch level rather than not at all.
-            return batch.max_timestamp, max(batch.base_offset, starting_offset)
+        with self.file.held() as fd:
+            for batch in scan_headers(fd, start, self.size):
+                if batch.last_offset >= starting_offset and batch.max_timestamp >= timestamp:
+                    found = _first_record_at(fd, batch, timestamp, starting_offset)
+                    if found is not None:
+                        return found
         return None
 
     def batches(self, start_position: int = 0) -> Iterator[BatchInfo]:
-        return scan_headers(self.file.fd, start_position, self.size)
+        with self.file.held() as fd:
+            yield from scan_headers(fd, start_position, self.size)
 
     # -- truncating --
 
@@ -342,7 +345,8 @@ class LogSegment:
         if batch is None:
             return 0
         removed = self.size - batch.position
-        os.ftruncate(self.file.fd, batch.position)
+        with self.file.held() as fd:
+            os.ftruncate(fd, batch.position)
         self.size = batch.position
         self.index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
@@ -350,7 +354,7 @@ class LogSegment:
         tail_start = self.index.lookup(2**63 - 1)[1] if len(self.index) else 0
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         self.next_offset = self.base_offset
-        for info in scan_headers(self.file.fd, tail_start, self.size):
+        for info in self.batches(tail_start):
             if info.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = info.max_timestamp, info.last_offset
             self.next_offset = info.last_offset + 1
@@ -368,8 +372,10 @@ class LogSegment:
 
     def prepare_flush(self) -> SegmentFlush:
         """On the event loop: a handle for fsyncing this segment from another thread."""
+        with self.file.held() as fd:
+            duplicate = os.dup(fd)
         return SegmentFlush(
-            os.dup(self.file.fileno()),
+            duplicate,
             [w for w in (self.index.prepare_persist(), self.time_index.prepare_persist()) if w is not None],
         )
 
@@ -389,6 +395,18 @@ class LogSegment:
 
     def close(self) -> None:
         self.file.close()
+
+
+def _first_record_at(fd: int, batch: BatchInfo, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+    data = os.pread(fd, batch.size, batch.position)
+    try:
+        for record in RecordBatch(data).records():
+            if record.offset >= starting_offset and record.timestamp >= timestamp:
+                return record.timestamp, record.offset
+    except ProtocolError:
+        # A batch whose records cannot be read still answers at batch level rather than not at all.
+        return batch.max_timestamp, max(batch.base_offset, starting_offset)
+    return None
 
 
 __all__ = [

@@ -1,6 +1,7 @@
-"""A segment's open `.log` file and what is read straight from it: batch headers, one by one.
+"""A segment's `.log` file and what is read straight from it: batch headers, one by one.
 
-`SegmentFile` keeps the descriptor open while readers have it pinned; `scan_headers` walks the
+`SegmentFile` keeps the descriptor open while readers have it pinned, and `OpenSegments` bounds how
+many idle ones stay open; `scan_headers` walks the
 batch headers of a range already known to be well formed; `SegmentFlush` is the fsync half of a
 flush, run off the event loop.
 """
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,47 +40,137 @@ class CorruptSegmentError(Exception):
 
 
 class SegmentFile:
-    """The `.log` file descriptor, closed only once no reader has it pinned.
+    """A segment's `.log` file, open while in use and kept open while recently used.
 
-    Read results hand out `SegmentFile`s; a deleted segment's file stays open until
-    `file.delete.delay.ms` has passed so that a response being sent from it can finish.
+    Every use holds the file (`with file.held() as fd:` or `pin`/`unpin` around a longer read), and
+    a held file is never closed. Idle files are closed by the process's `OpenSegments` budget when
+    too many are open, and opened again (by the path they have then) at their next use. Read results
+    hand out `SegmentFile`s; a deleted segment's file stays usable until `file.delete.delay.ms` has
+    passed so that a response being sent from it can finish; then `close` ends it for good.
     """
 
-    __slots__ = ("path", "fd", "_pins", "_close_wanted")
+    __slots__ = ("path", "fd", "_pins", "_close_wanted", "_ended", "_budget")
 
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: Path, fd: int, budget: OpenSegments | None = None) -> None:
         self.path = path
-        self.fd = fd
+        self.fd = fd  # -1 while parked by the budget or once ended
         self._pins = 0
         self._close_wanted = False
+        self._ended = False
+        self._budget = budget if budget is not None else OPEN_SEGMENTS
+        self._budget.opened(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._ended
+
+    def pin(self) -> int:
+        """Hold the file open (opening it again if the budget parked it); returns its descriptor."""
+        return self._budget.pin(self)
+
+    def unpin(self) -> None:
+        self._budget.unpin(self)
+
+    @contextmanager
+    def held(self) -> Iterator[int]:
+        fd = self.pin()
+        try:
+            yield fd
+        finally:
+            self.unpin()
 
     def fileno(self) -> int:
+        """The descriptor of a file the caller has pinned."""
         if self.fd < 0:
             raise ValueError(f"{self.path} is closed")
         return self.fd
 
-    @property
-    def closed(self) -> bool:
-        return self.fd < 0
-
-    def pin(self) -> None:
-        self._pins += 1
-
-    def unpin(self) -> None:
-        self._pins -= 1
-        if self._pins == 0 and self._close_wanted:
-            self._close_now()
-
     def close(self) -> None:
-        if self._pins:
-            self._close_wanted = True
-        else:
-            self._close_now()
+        """End the file: closed now, or when its last holder lets go; never opened again."""
+        self._budget.end(self)
 
-    def _close_now(self) -> None:
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
+
+class OpenSegments:
+    """How many segment files a process keeps open: the least recently used idle ones are closed
+    once more than `capacity` are open, so ten thousand partitions do not need ten thousand
+    descriptors. Held files are never closed, so the count can pass `capacity` while they are.
+
+    Thread-safe: logs are loaded in the pool while the event loop serves others.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.open_count = 0
+        self.reopened = 0  # opens of parked files: how often the budget made a read open a file again
+        self._idle: OrderedDict[SegmentFile, None] = OrderedDict()  # open, unpinned; oldest first
+        self._lock = threading.Lock()
+
+    def resize(self, capacity: int) -> None:
+        with self._lock:
+            self.capacity = capacity
+            self._shrink()
+
+    def opened(self, file: SegmentFile) -> None:
+        """A new SegmentFile whose descriptor the caller has just opened."""
+        with self._lock:
+            if file.fd >= 0:
+                self.open_count += 1
+                self._idle[file] = None
+                self._shrink()
+
+    def pin(self, file: SegmentFile) -> int:
+        with self._lock:
+            if file._ended:
+                raise ValueError(f"{file.path} is closed")
+            if file.fd < 0:
+                file.fd = os.open(file.path, os.O_RDWR | os.O_APPEND)
+                self.open_count += 1
+                self.reopened += 1
+            elif file._pins == 0:
+                del self._idle[file]
+            file._pins += 1
+            fd = file.fd
+            if file._pins == 1:
+                self._shrink()
+            return fd
+
+    def unpin(self, file: SegmentFile) -> None:
+        with self._lock:
+            file._pins -= 1
+            if file._pins:
+                return
+            if file._close_wanted:
+                self._close(file)
+            else:
+                self._idle[file] = None
+                self._shrink()
+
+    def end(self, file: SegmentFile) -> None:
+        with self._lock:
+            if file._ended:
+                return
+            file._ended = True
+            if file._pins:
+                file._close_wanted = True
+                return
+            self._idle.pop(file, None)
+            self._close(file)
+
+    def _close(self, file: SegmentFile) -> None:
+        if file.fd >= 0:
+            fd, file.fd = file.fd, -1
+            self.open_count -= 1
             os.close(fd)
+
+    def _shrink(self) -> None:
+        while self.open_count > self.capacity and self._idle:
+            parked, _ = self._idle.popitem(last=False)
+            self._close(parked)
+
+
+# The descriptor limit (`ulimit -n`) belongs to the process, and so does this budget; the log
+# manager sizes it from `ebb.log.open.segments.max` at start-up.
+OPEN_SEGMENTS = OpenSegments(4096)
 
 
 def scan_headers(fd: int, start: int, end: int) -> Iterator[BatchInfo]:

@@ -7,10 +7,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from broker.log.segment_file import OPEN_SEGMENTS
 from broker.metrics.controller import ControllerCollector
 from broker.metrics.groups import GroupCollector
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.network import NetworkCollector
+from broker.metrics.open_files import OpenSegmentsCollector
 from broker.metrics.partitions import PartitionCollector
 from broker.metrics.purgatories import PurgatoryCollector
 
@@ -60,6 +62,7 @@ def build_registry(broker: Any) -> CollectorRegistry:
     registry.register(PurgatoryCollector([replicas.produces, replicas.fetches, replicas.deletions]))
     registry.register(ControllerCollector(BrokerControllerView(broker.topics, broker.cluster, broker.logs)))
     registry.register(GroupCollector(broker.groups))
+    registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
     return registry
 
 

@@ -1,36 +1,97 @@
-"""The open-file budget (broker/log/open_files.py): partitions that would not fit under `ulimit -n`
-are refused before anything is written, a log dir with more segments than the limit allows stops the
-broker at start-up with a message naming the limit, and the soft limit is raised to the hard one."""
+"""The open-file budget (broker/log/open_files.py, segment_file.OpenSegments): a broker holds more
+partitions than it keeps files open for. Idle segment files beyond `ebb.log.open.segments.max` (or
+beyond what `ulimit -n` leaves after its reserve) are closed and opened again when read; a limit
+too low for any budget stops the broker at start-up with a message naming it; the soft limit is
+raised to the hard one."""
 
 from __future__ import annotations
 
+import os
 import resource
+import signal
 import socket
 import subprocess
 import sys
 import time
 
+import pytest
+
+from broker.config import ConfigError, load_config
 from protocol.errors import ErrorCode
-from protocol.messages import CreatePartitionsRequest
-from tests.broker.data_wire import WireClient, create_topic
-from tests.broker.wire_client import create_topic as try_create_topic
+from tests.broker.data_wire import WireClient, batch, create_topic, fetch_request, produce_request, values
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
 
-LIMIT = 1400  # the broker keeps 1024 descriptors for itself: about 370 segments fit
+
+def open_segment_files(broker: BrokerProcess) -> int:
+    """How many `.log` segment files the broker has open now (its own output is broker.log)."""
+    count = 0
+    pid, log_dir = broker.process.pid, str(broker.data_dir / "logs")
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            count += target.startswith(log_dir) and target.endswith(".log")
+        except OSError:
+            continue  # closed meanwhile
+    return count
 
 
-def test_partitions_beyond_the_limit_are_refused_up_front(tmp_path):
-    with BrokerProcess(tmp_path, open_files_limit=LIMIT) as broker, WireClient(broker.port) as client:
-        refused = try_create_topic(client, "too-many", 600)
-        assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-        assert "ulimit -n" in refused.error_message and "1400" in refused.error_message
-        create_topic(client, "fits", 100)
-        grown = client.send(CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
-            name="fits", count=700, assignments=None)], timeout_ms=5000, validate_only=False), 3).results[0]
-        assert grown.error_code == ErrorCode.KAFKA_STORAGE_ERROR and "ulimit -n" in grown.error_message
-        assert "too-many" not in [t.name for t in metadata(client, None).topics]  # nothing half-made
-        create_topic(client, "still-fits", 100)
+def write_one_batch_each(client: WireClient, topic: str, partitions: int) -> None:
+    data = {p: batch([f"{topic}-{p}".encode()]) for p in range(partitions)}
+    first, *rest = data.items()
+    reply = client.request(produce_request(topic, first[0], first[1], extra=rest), 9)
+    errors = {p.index: p.error_code for p in reply.responses[0].partition_responses if p.error_code}
+    assert not errors, errors
+
+
+def read_all(client: WireClient, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    request = fetch_request(topic, 0, 0, partitions=[(p, 0, 4096) for p in range(partitions)])
+    reply = client.request(request, 12)
+    assert reply.error_code == ErrorCode.NONE
+    return {p.partition_index: values(p) for p in reply.responses[0].partitions}
+
+
+def check_every_partition(client: WireClient, topic: str, partitions: int) -> None:
+    assert read_all(client, topic, partitions) == {p: [f"{topic}-{p}".encode()] for p in range(partitions)}
+
+
+def test_idle_segment_files_beyond_the_budget_are_closed_and_reopened_when_read(tmp_path):
+    budget, partitions = 100, 300
+    broker = BrokerProcess(tmp_path, {"ebb.log.open.segments.max": str(budget)})
+    with broker:
+        with WireClient(broker.port) as client:
+            create_topic(client, "many", partitions)
+            write_one_batch_each(client, "many", partitions)
+            check_every_partition(client, "many", partitions)
+        assert open_segment_files(broker) <= budget
+    # a crash leaves every segment to recover; recovery goes through the same budget
+    broker.stop(signal.SIGKILL)
+    broker.start()
+    with WireClient(broker.port) as client:
+        check_every_partition(client, "many", partitions)
+        write_one_batch_each(client, "many", partitions)
+        assert [len(v) for v in read_all(client, "many", partitions).values()] == [2] * partitions
+    assert open_segment_files(broker) <= budget
+    broker.stop()
+
+
+LIMIT = 1400  # the broker keeps 1024 descriptors for itself: 376 are left for segment files
+
+
+def test_a_low_ulimit_lowers_the_budget_instead_of_refusing_partitions(tmp_path):
+    partitions = 600
+    broker = BrokerProcess(tmp_path, open_files_limit=LIMIT)
+    with broker:
+        with WireClient(broker.port) as client:
+            create_topic(client, "many", partitions)
+            write_one_batch_each(client, "many", partitions)
+            check_every_partition(client, "many", partitions)
+        assert open_segment_files(broker) <= LIMIT - 1024
+        assert "fewer segment files kept open than configured" in broker.log_text()
+    broker.start()  # 600 segments under a limit of 1400: the old broker refused to start here
+    with WireClient(broker.port) as client:
+        check_every_partition(client, "many", partitions)
+    broker.stop()
 
 
 def _start(tmp_path, port: int, soft: int, hard: int) -> subprocess.Popen:
@@ -52,13 +113,16 @@ def wait_listening(port: int, process: subprocess.Popen, timeout_s: float = 30.0
     raise AssertionError(f"the broker did not listen on {port} within {timeout_s} s")
 
 
-def test_start_up_refuses_more_segments_than_the_limit(tmp_path):
-    with BrokerProcess(tmp_path) as broker, WireClient(broker.port) as client:
-        create_topic(client, "many", 500)
-    process = _start(tmp_path, broker.port, LIMIT, LIMIT)
+def test_start_up_refuses_a_limit_with_no_room_for_segment_files(tmp_path):
+    process = _start(tmp_path, free_port(), 1050, 1050)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 1
-    assert "500 segments" in stderr and "open-file limit is 1400" in stderr, stderr
+    assert "open-file limit is 1050" in stderr and "raise it to at least 1088" in stderr, stderr
+
+
+def test_a_budget_below_the_minimum_is_a_config_error():
+    with pytest.raises(ConfigError, match="ebb.log.open.segments.max: 10 is below the minimum 64"):
+        load_config(None, ["ebb.log.open.segments.max=10"])
 
 
 def test_the_soft_limit_is_raised_to_the_hard_limit(tmp_path):
