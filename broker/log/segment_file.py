@@ -13,7 +13,6 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -71,13 +70,15 @@ class SegmentFile:
     def unpin(self) -> None:
         self._budget.unpin(self)
 
-    @contextmanager
-    def held(self) -> Iterator[int]:
-        fd = self.pin()
-        try:
-            yield fd
-        finally:
-            self.unpin()
+    def held(self) -> SegmentFile:
+        """`with file.held() as fd:` — pinned for the block (a class, not a generator: it is on every read)."""
+        return self
+
+    def __enter__(self) -> int:
+        return self._budget.pin(self)
+
+    def __exit__(self, *exc: object) -> None:
+        self._budget.unpin(self)
 
     def fileno(self) -> int:
         """The descriptor of a file the caller has pinned."""
