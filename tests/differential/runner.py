@@ -107,17 +107,37 @@ def _named(items: list) -> bool:
     return bool(items) and all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in items)
 
 
+@dataclass
+class Tally:
+    """What the judge saw over a session, printed at its end (tests/differential/conftest.py)."""
+
+    scenarios: int = 0
+    pairs: int = 0  # request/answer pairs compared
+    equal: int = 0  # pairs with no difference at all
+    allowed: int = 0  # pairs whose only differences are allow-listed
+    differing: int = 0  # pairs with a difference nobody allowed
+
+
+TALLY = Tally()
+
+
 def compare(scenario: Callable[[Peer], None], ebb: Peer, kafka: Peer,
-            allowed: dict[tuple[str, str], str]) -> list[str]:
-    """Run `scenario` on both; the differences not allowed, as readable lines."""
+            allowed: dict[tuple[str, str], str], ignore: Callable[[str], bool] = lambda path: False) -> list[str]:
+    """Run `scenario` on both; the differences neither allowed nor ignored, as readable lines."""
     for peer in (kafka, ebb):
         peer.answers.clear()
         scenario(peer)
     assert [label for label, _ in ebb.answers] == [label for label, _ in kafka.answers]
+    TALLY.scenarios += 1
     found = []
     for (label, ours), (_, theirs) in zip(ebb.answers, kafka.answers, strict=True):
-        for path, a, b in differences(ours, theirs):
-            if (label, path) in allowed or ("*", path.rsplit(".", 1)[-1]) in allowed:
-                continue
-            found.append(f"{label}: {path}: Ebb {a!r}, Kafka {b!r}")
+        TALLY.pairs += 1
+        differing = [(path, a, b) for path, a, b in differences(ours, theirs)]
+        unexplained = [f"{label}: {path}: Ebb {a!r}, Kafka {b!r}" for path, a, b in differing
+                       if (label, path) not in allowed and ("*", path.rsplit(".", 1)[-1]) not in allowed
+                       and not ignore(path)]
+        TALLY.equal += not differing
+        TALLY.allowed += bool(differing) and not unexplained
+        TALLY.differing += bool(unexplained)
+        found += unexplained
     return found

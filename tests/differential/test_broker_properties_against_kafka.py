@@ -35,6 +35,5 @@ def describe_under_broker_properties(peer: Peer) -> None:
 
 
 def test_topic_configs_under_broker_properties(ebb_peer, kafka_peer):
-    found = [line for line in compare(describe_under_broker_properties, ebb_peer, kafka_peer, ALLOWED_HERE)
-             if not _config_difference(line.split(": ", 2)[1])]
+    found = compare(describe_under_broker_properties, ebb_peer, kafka_peer, ALLOWED_HERE, ignore=_config_difference)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)

@@ -78,7 +78,8 @@ class KafkaNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
-        format_args = ("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(config))
+        # "--cluster-id=" keeps an id that starts with "-" (a random one does, 1 in 64) from reading as a flag
+        format_args = ("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config))
         formatted = subprocess.run(self._java(*format_args), capture_output=True, text=True, timeout=120)
         if formatted.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout}\n{formatted.stderr}")
