@@ -356,12 +356,21 @@ class LogManager:
             log.start_offset_sink = None
             await log.io.drain()
             files = [s.file for s in log.segments]
+        # Held across the rename and given their new paths after it: a read still being answered
+        # from the deleted log may open a parked file again until file.delete.delay.ms ends.
+        for file in files:
+            file.pin()
         try:
             await self._run(_rename_durably, directory, target)
+            for file in files:
+                file.path = target / file.path.name
         except FileNotFoundError:
             pass
         except OSError as exc:
             raise StorageError(f"cannot rename {directory.name} for deletion: {exc!r}") from exc
+        finally:
+            for file in files:
+                file.unpin()
         logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
         await self.checkpoint_all()
         delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms

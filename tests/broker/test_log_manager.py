@@ -14,11 +14,13 @@ from broker.log import (
     InconsistentTopicIdError,
     LogConfig,
     LogManagerConfig,
+    ReadBound,
     StartOffsetReason,
     StorageError,
     TopicPartition,
 )
 from broker.log import checkpoint as ck
+from broker.log.segment_file import OPEN_SEGMENTS
 from tests.broker.test_log_support import (
     QUIET,
     SMALL,
@@ -183,6 +185,26 @@ async def test_delete_log_renames_then_removes(tmp_path: Path) -> None:
     assert not any(n.endswith("-delete") for n in files(tmp_path))
     assert again.get_log(T0) is None and again.get_log(T1).log_end_offset == 20
     await again.shutdown()
+
+
+async def test_a_read_of_a_deleted_log_reopens_its_parked_files_in_the_renamed_directory(tmp_path: Path) -> None:
+    """Until file.delete.delay.ms ends, a response may still be sent from a deleted log's files, and
+    the open-file budget may have closed them meanwhile: they open again under the new directory."""
+    config = replace(SMALL, file_delete_delay_ms=60_000)
+    manager = await open_manager(tmp_path, config)
+    log = await filled(manager, T0, 10)
+    answer = log.read(0, 10**9, bound=ReadBound.LOG_END)
+    expected = answer.read_bytes()
+    assert await manager.delete_log(T0) is True
+    capacity = OPEN_SEGMENTS.capacity
+    OPEN_SEGMENTS.resize(0)  # every idle segment file closed
+    try:
+        assert all(s.file.fd < 0 for s in log.segments)
+        assert answer.read_bytes() == expected
+        assert all(s.file.path.parent.name.endswith("-delete") for s in log.segments)
+    finally:
+        OPEN_SEGMENTS.resize(capacity)
+    await manager.shutdown()
 
 
 async def test_delete_log_after_the_delay(tmp_path: Path) -> None:
