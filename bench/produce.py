@@ -1,13 +1,14 @@
-"""Produce throughput, Ebb next to Tansu: `python -m bench.produce [--quick] [--reps N] [--dir PATH]`.
+"""Produce throughput, Ebb beside Apache Kafka and Tansu: `python -m bench.produce [--quick] [--reps N] [--dir PATH]`.
 
-For each case (1 KiB and 100 B records, 1 and 6 partitions, acks=1 and acks=all), both brokers are
-started fresh (Ebb persisting to disk, Tansu with its memory engine), then each repetition produces
-the same records to a new topic on one broker and then the other (order flipped every repetition),
-with confluent-kafka (librdkafka; linger.ms=5, no compression, not idempotent). The time runs from
-the first produce() to the end of flush(), when every record is acknowledged. Prints the medians:
-MB/s (10^6 bytes of record values), records/s, and the broker's CPU-seconds per GB (10^9 bytes of
-values) from /proc/<pid>/stat, and the ratio Ebb/Tansu (> 1 is Ebb faster for MB/s; < 1 is Ebb
-cheaper for CPU-s/GB). Both brokers and the client share the machine's cores.
+For each case (1 KiB and 100 B records, 1 and 6 partitions, acks=1 and acks=all), the three brokers
+are started fresh (Ebb and Kafka persisting to disk, Tansu with its memory engine; bench/peers.py),
+then each repetition produces the same records to a new topic on each broker in turn (the order
+rotated every repetition), with confluent-kafka (librdkafka; linger.ms=5, no compression, not
+idempotent). The time runs from the first produce() to the end of flush(), when every record is
+acknowledged. Prints the medians: MB/s (10^6 bytes of record values), records/s, and the broker's
+CPU-seconds per GB (10^9 bytes of values) from /proc/<pid>/stat, and Ebb's ratios to Kafka and to
+Tansu (> 1 is Ebb faster for MB/s; < 1 is Ebb cheaper for CPU-s/GB). The brokers and the client
+share the machine's cores. The first repetition also warms Kafka's JIT compiler.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.peers import (
-    EBB,
-    TANSU,
+    PEERS,
     Ebb,
+    Kafka,
     Tansu,
     alternate,
     create_topic,
@@ -72,20 +73,18 @@ def produce_load(bootstrap: str, topic: str, partitions: int, count: int, value_
     produce = producer.produce
     poll = producer.poll
     start = time.perf_counter()
-    if partitions == 1:
-        for _ in range(count):
-            try:
-                produce(topic, value, partition=0)
-            except BufferError:
-                poll(0.001)
-                produce(topic, value, partition=0)
-    else:
-        for i in range(count):
-            try:
-                produce(topic, value, partition=i % partitions)
-            except BufferError:
-                poll(0.001)
-                produce(topic, value, partition=i % partitions)
+    for i in range(count):
+        partition = 0 if partitions == 1 else i % partitions
+        try:
+            produce(topic, value, partition=partition)
+        except BufferError:  # the local queue is full: wait until the broker has taken some of it
+            while True:
+                poll(0.005)
+                try:
+                    produce(topic, value, partition=partition)
+                    break
+                except BufferError:
+                    continue
     left = producer.flush(120)
     elapsed = time.perf_counter() - start
     if left or failures:
@@ -100,10 +99,10 @@ def cases(quick: bool) -> list[Case]:
 
 
 def run_case(case: Case, root: Path, reps: int) -> dict[str, dict[str, list[float]]]:
-    results = {name: {"mb_s": [], "rec_s": [], "cpu_gb": []} for name in (EBB, TANSU)}
-    with Ebb(root) as ebb, Tansu(root) as tansu:
+    results: dict[str, dict[str, list[float]]] = {name: {"mb_s": [], "rec_s": [], "cpu_gb": []} for name in PEERS}
+    with Ebb(root) as ebb, Kafka(root) as kafka, Tansu(root) as tansu:
         for rep in range(reps):
-            for broker in alternate([ebb, tansu], rep):
+            for broker in alternate([ebb, kafka, tansu], rep):
                 topic = f"bench-{rep}"
                 create_topic(broker.bootstrap, topic, case.partitions)
                 before = broker.cpu_seconds()
@@ -116,10 +115,8 @@ def run_case(case: Case, root: Path, reps: int) -> dict[str, dict[str, list[floa
                 r["rec_s"].append(case.records / seconds)
                 r["cpu_gb"].append(cpu / (payload / 1e9))
     shutil.rmtree(ebb.data_dir, ignore_errors=True)
+    shutil.rmtree(kafka.node.data_dir, ignore_errors=True)
     return results
-
-
-WIDTHS = [30, 9, 9, 7, 11, 11, 7, 10, 10, 7]
 
 
 def main() -> None:
@@ -129,17 +126,15 @@ def main() -> None:
     args = parser.parse_args()
     reps = repetitions(args)
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-produce-", dir=args.dir))
-    print(f"Produce throughput, Ebb (disk, {root}) vs Tansu (memory engine); {machine_line()}")
-    print(f"medians of {reps} repetitions per broker, alternating" + (" (--quick: fewer records)" if args.quick
-                                                                        else ""))
-    throughput_header(WIDTHS)
+    print(f"Produce throughput, Ebb and Kafka (disk, {root}) beside Tansu (memory engine); {machine_line()}")
+    print(f"medians of {reps} repetitions per broker, rotating" + (" (--quick: fewer records)" if args.quick
+                                                                     else ""))
+    widths = throughput_header(30)
     try:
         for case in cases(args.quick):
             if args.only and args.only not in case.label:
                 continue
-            r = run_case(case, root, reps)
-            e, t = r[EBB], r[TANSU]
-            throughput_row(case.label, e, t, WIDTHS)
+            throughput_row(case.label, run_case(case, root, reps), widths)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

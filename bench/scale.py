@@ -30,13 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.peers import Ebb, machine_line
+from bench.peers import KAFKA_JARS, Ebb, machine_line
 from client import Admin, BrokerConnection, Producer
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest, MetadataRequest
 from tests.support.kafka_node import KafkaNode
-
-KAFKA_JARS = Path(__file__).resolve().parents[1] / "tests" / "interop" / "java" / "target" / "lib"
 
 BIG, GROWN = "scale-created", "scale-grown"
 

@@ -29,16 +29,21 @@ from pathlib import Path
 from tests.support.broker_process import free_port
 
 START_TIMEOUT_S = 90.0
-HEAP = ["-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+HEAP = ["-Xmx512m", "-Xms128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]  # tests: small, quick to start
+# What kafka-server-start.sh and kafka-run-class.sh give the JVM by default: for benchmarks.
+SCRIPT_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+              "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
 
 
 class KafkaNode:
     def __init__(self, data_dir: Path, classpath: str, overrides: dict[str, str] | None = None, *,
-                 node_id: int = 1, controller: tuple[int, int] | None = None, cluster_id: str | None = None):
+                 node_id: int = 1, controller: tuple[int, int] | None = None, cluster_id: str | None = None,
+                 jvm: list[str] | None = None):
         """`controller`: (node id, port) of the quorum's controller when this node is a broker only;
         without it the node is its own controller (combined mode)."""
         self.data_dir = Path(data_dir)
         self.classpath = classpath
+        self.jvm = HEAP if jvm is None else jvm
         self.cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.port, self.controller_port = free_port(), free_port()
         listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
@@ -72,7 +77,7 @@ class KafkaNode:
         return self.data_dir / "kafka.log"
 
     def _java(self, *args: str) -> list[str]:
-        return ["java", *HEAP, "-cp", self.classpath, *args]
+        return ["java", *self.jvm, "-cp", self.classpath, *args]
 
     def start(self) -> KafkaNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
