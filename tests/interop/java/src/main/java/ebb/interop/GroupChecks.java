@@ -2,6 +2,7 @@ package ebb.interop;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -74,7 +75,7 @@ final class GroupChecks {
         }
     }
 
-    static List<String> names(Set<TopicPartition> partitions) {
+    static List<String> names(Collection<TopicPartition> partitions) {
         return partitions.stream().map(TopicPartition::toString).sorted().toList();
     }
 

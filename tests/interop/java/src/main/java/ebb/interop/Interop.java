@@ -63,6 +63,7 @@ public final class Interop {
                     switch (suite) {
                         case "admin" -> AdminChecks.run(bootstrap, prefix);
                         case "groups" -> GroupChecks.run(bootstrap, prefix);
+                        case "membership" -> MembershipChecks.run(bootstrap, prefix);
                         case "producer" -> ProducerChecks.run(bootstrap, prefix);
                         case "consumer" -> ConsumerChecks.run(bootstrap, prefix);
                         case "streams" -> StreamsChecks.run(bootstrap, prefix);
