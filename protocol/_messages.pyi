@@ -1052,6 +1052,109 @@ class DescribeGroupsResponse(ApiMessage):
     """One entry per requested group."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
 
+class DescribeTopicPartitionsRequest(ApiRequest[DescribeTopicPartitionsResponse]):
+    """v0: KIP-966; what Kafka 4's Admin.describeTopics and kafka-topics --describe ask first"""
+    class TopicRequest(Struct):
+        name: str
+        """Topic name."""
+        def __init__(self, *, name: str = ...) -> None: ...
+    class Cursor(Struct):
+        topic_name: str
+        """Topic to start at."""
+        partition_index: int
+        """First partition of that topic to describe."""
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ...) -> None: ...
+    topics: list[TopicRequest]
+    """Topics to describe; an empty list means every topic."""
+    response_partition_limit: int
+    """At most this many partitions in the answer; the rest is reached through the cursor."""
+    cursor: Cursor | None
+    """Where to start: topics ordered by name, from this topic's given partition on; null starts at the beginning."""
+    def __init__(
+        self,
+        *,
+        topics: list[TopicRequest] = ...,
+        response_partition_limit: int = ...,
+        cursor: Cursor | None = ...,
+    ) -> None: ...
+
+class DescribeTopicPartitionsResponse(ApiMessage):
+    """v0: KIP-966"""
+    class DescribeTopicPartitionsResponseTopic(Struct):
+        class DescribeTopicPartitionsResponsePartition(Struct):
+            error_code: int
+            """Result for the partition; 0 on success."""
+            partition_index: int
+            """Partition index."""
+            leader_id: int
+            """Current leader, or -1."""
+            leader_epoch: int
+            """Current leader epoch."""
+            replica_nodes: list[int]
+            """Every broker holding a replica."""
+            isr_nodes: list[int]
+            """Replicas in sync with the leader."""
+            eligible_leader_replicas: list[int] | None
+            """Replicas outside the ISR that may still become leader (KIP-966)."""
+            last_known_elr: list[int] | None
+            """The eligible leader replicas last known before they were emptied."""
+            offline_replicas: list[int]
+            """Replicas whose broker or log is offline."""
+            def __init__(
+                self,
+                *,
+                error_code: int = ...,
+                partition_index: int = ...,
+                leader_id: int = ...,
+                leader_epoch: int = ...,
+                replica_nodes: list[int] = ...,
+                isr_nodes: list[int] = ...,
+                eligible_leader_replicas: list[int] | None = ...,
+                last_known_elr: list[int] | None = ...,
+                offline_replicas: list[int] = ...,
+            ) -> None: ...
+        error_code: int
+        """Result for the topic; 0 on success."""
+        name: str | None
+        """Topic name."""
+        topic_id: UUID
+        """Topic id; zero when unknown."""
+        is_internal: bool
+        """Whether the topic is one of the broker's own."""
+        partitions: list[DescribeTopicPartitionsResponsePartition]
+        """The partitions described, from the cursor's on."""
+        topic_authorized_operations: int
+        """Bit set of the operations the caller may do on the topic."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            name: str | None = ...,
+            topic_id: UUID = ...,
+            is_internal: bool = ...,
+            partitions: list[DescribeTopicPartitionsResponsePartition] = ...,
+            topic_authorized_operations: int = ...,
+        ) -> None: ...
+    class Cursor(Struct):
+        topic_name: str
+        """Topic to start at."""
+        partition_index: int
+        """First partition of that topic."""
+        def __init__(self, *, topic_name: str = ..., partition_index: int = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    topics: list[DescribeTopicPartitionsResponseTopic]
+    """The topics described, ordered by name."""
+    next_topic_partition: Cursor | None
+    """Where the next request should start, or null when everything was described."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        topics: list[DescribeTopicPartitionsResponseTopic] = ...,
+        next_topic_partition: Cursor | None = ...,
+    ) -> None: ...
+
 class DescribeUserScramCredentialsRequest(ApiRequest[DescribeUserScramCredentialsResponse]):
     """v0: KIP-554."""
     class UserName(Struct):

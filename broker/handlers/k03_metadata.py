@@ -44,7 +44,7 @@ from broker.handlers.acl_operations import (
     authorized_on_cluster,
     topic_operations,
 )
-from broker.handlers.cluster_view import alive_brokers, controller_id, leader_of
+from broker.handlers.cluster_view import alive_brokers, controller_id, offline_logs, partition_views
 from broker.security.access import allowed, allowed_on_cluster
 from broker.security.acls import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
@@ -82,7 +82,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                 return _invalid_request(response, requested, version,
                                         f"Topic ids are not supported in Metadata v{version}")
     if requested is None or (version == 0 and not requested):
-        offline = broker.logs.offline_partitions if broker.logs is not None else {}
+        offline = offline_logs(broker)
         response.topics = [_describe(broker, request, topic, include_ops, offline) for topic in broker.topics.all()
                            if may(Operation.DESCRIBE, topic.name)]  # others stay unseen
         return response
@@ -140,47 +140,14 @@ async def _missing(broker: BrokerContext, name: str, allow_create: bool) -> Erro
 
 
 def _describe(broker: BrokerContext, request, topic, include_ops: bool, offline=None) -> TopicResult:
-    if offline is None:
-        offline = broker.logs.offline_partitions if broker.logs is not None else {}
-    partitions = []
-    cluster = broker.cluster
-    for tp in topic.partitions():
-        replicas = topic.replicas[tp.partition]
-        if cluster is not None:
-            leader = leader_of(broker, topic, tp.partition)
-            partitions.append(PartitionResult(
-                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=tp.partition, leader_id=leader, leader_epoch=topic.leader_epoch(tp.partition),
-                replica_nodes=list(replicas), isr_nodes=topic.isr(tp.partition),
-                offline_replicas=[r for r in replicas if not cluster.is_alive(r)]))
-            continue
-        if tp in offline:
-            partitions.append(PartitionResult(
-                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=tp.partition, leader_id=-1,
-                leader_epoch=topic.leader_epoch(tp.partition), replica_nodes=list(replicas), isr_nodes=[],
-                offline_replicas=[broker.node_id]))
-            continue
-        partitions.append(PartitionResult(
-            error_code=ErrorCode.NONE, partition_index=tp.partition, leader_id=broker.node_id,
-            leader_epoch=_leader_epoch(broker, topic, tp), replica_nodes=list(replicas),
-            isr_nodes=topic.isr(tp.partition), offline_replicas=[]))
+    partitions = [PartitionResult(error_code=p.error_code, partition_index=p.partition, leader_id=p.leader,
+                                  leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
+                                  offline_replicas=p.offline)
+                  for p in partition_views(broker, topic, offline_logs(broker) if offline is None else offline)]
     return TopicResult(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
                        partitions=partitions, topic_authorized_operations=authorized(
                            broker, request, ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
                        else NOT_REQUESTED)
-
-
-def _leader_epoch(broker: BrokerContext, topic, tp) -> int:
-    """The partition state's epoch, or the log's latest if it was written under a newer one — the epoch
-    the data path fences requests with (broker/replica/partition.py)."""
-    epoch = topic.leader_epoch(tp.partition)
-    try:
-        partition_log = broker.logs.get_log(tp) if broker.logs is not None else None
-    except Exception:
-        partition_log = None
-    if partition_log is not None:
-        epoch = max(epoch, partition_log.epoch_cache.latest_epoch)
-    return epoch
 
 
 def _invalid_request(response: MetadataResponse, requested, version: int, message: str) -> MetadataResponse:

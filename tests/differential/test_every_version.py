@@ -229,6 +229,18 @@ def _incremental_alter_configs(target: Target, v: int):
             Resource.AlterableConfig(name="no.such.config", config_operation=0, value="1")])])
 
 
+@asks(m.DescribeTopicPartitionsRequest)
+def _describe_topic_partitions(target: Target, v: int):
+    Topic = m.DescribeTopicPartitionsRequest.TopicRequest
+    yield "", m.DescribeTopicPartitionsRequest(topics=[Topic(name=TOPIC), Topic(name="never-was")])
+    yield " all topics", m.DescribeTopicPartitionsRequest(topics=[])
+    yield " one partition per answer", m.DescribeTopicPartitionsRequest(
+        topics=[Topic(name=TOPIC), Topic(name=f"{TOPIC}-other")], response_partition_limit=1)
+    yield " from a cursor", m.DescribeTopicPartitionsRequest(
+        topics=[Topic(name="a-before"), Topic(name=TOPIC), Topic(name="zz-after")],
+        cursor=m.DescribeTopicPartitionsRequest.Cursor(topic_name=TOPIC, partition_index=1))
+
+
 @asks(m.DescribeClusterRequest)
 def _describe_cluster(target: Target, v: int):
     yield "", m.DescribeClusterRequest(include_cluster_authorized_operations=False)
@@ -269,6 +281,8 @@ def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
             allowed[f"ApiVersions v{v}", path] = (
                 "each broker lists what it serves (the sweep then asks every version both serve); Ebb has "
                 "no KRaft feature levels to list")
+    allowed["DescribeTopicPartitions v0 all topics", "topics[__consumer_offsets].partitions"] = (
+        "the Kafka node of the tests runs one offsets partition (offsets.topic.num.partitions=1), Ebb its default 50")
     for v in versions.get(m.InitProducerIdRequest, ()):
         allowed[f"InitProducerId v{v}", "producer_id"] = "each broker hands out its own ids"
     return allowed

@@ -54,10 +54,10 @@ def test_kafka_topics_describe_and_list(tool):
     described = tool(TOPICS, "--describe", "--topic", TOPIC)
     assert re.fullmatch(rf"Topic: {TOPIC}\tTopicId: [\w-]{{22}}\tPartitionCount: 2\tReplicationFactor: 1\t"
                         r"Configs: retention.ms=7200000", described.lines[0]), described.lines[0]
-    # Elr/LastKnownElr are N/A: the tool falls back to Metadata, since Ebb does not serve
-    # DescribeTopicPartitions (key 75); against Apache Kafka 4.x it prints them empty
+    # Elr/LastKnownElr empty, as Apache Kafka 4.x prints them: the tool asks DescribeTopicPartitions
+    # (key 75), which names no eligible leader replicas (it printed N/A when Ebb lacked the API)
     assert described.lines[1:] == [f"\tTopic: {TOPIC}\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\t"
-                                   "Elr: N/A\tLastKnownElr: N/A" for p in (0, 1)]
+                                   "Elr: \tLastKnownElr:" for p in (0, 1)]
     listed = tool(TOPICS, "--list", "--exclude-internal")
     assert listed.lines == [TOPIC]
 

@@ -212,6 +212,25 @@ def test_metadata_shows_only_what_one_may_describe(broker):
     assert "private" in listed("bob")
 
 
+def test_describe_topic_partitions_shows_only_what_one_may_describe(broker):
+    from protocol.messages import DescribeTopicPartitionsRequest
+
+    def described(user: str, names: list[str]) -> dict[str, int]:
+        topics = [DescribeTopicPartitionsRequest.TopicRequest(name=n) for n in names]
+        with as_user(broker, user) as client:
+            answer = client.request(DescribeTopicPartitionsRequest(topics=topics), 0)
+        return {t.name: t.error_code for t in answer.topics}
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "paged").error_code == ErrorCode.NONE
+    assert "paged" in described("admin", [])
+    assert "paged" not in described("bob", [])  # left out of the all-topics answer
+    assert described("bob", ["paged", "never-made"]) == {
+        "paged": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "never-made": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    create(broker, acl("bob", "paged", AclOperation.DESCRIBE))
+    assert described("bob", ["paged"]) == {"paged": ErrorCode.NONE}
+
+
 def test_creating_topics_needs_create_and_listing_offsets_describe(broker):
     from protocol.messages import ListOffsetsRequest
 
@@ -311,6 +330,8 @@ def _requests_for_every_api():
         51: (m.AlterUserScramCredentialsRequest(deletions=[
             m.AlterUserScramCredentialsRequest.ScramCredentialDeletion(name="alice", mechanism=2)],
             upsertions=[]), 0),
+        75: (m.DescribeTopicPartitionsRequest(topics=[m.DescribeTopicPartitionsRequest.TopicRequest(
+            name="ledger")]), 0),
     }
 
 
