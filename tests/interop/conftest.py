@@ -79,15 +79,18 @@ class ToolRun:
 class Java:
     classpath: str
 
-    def run(self, main: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    def run(self, main: str, *args: str, timeout: float = 180,
+            properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         # C1 only: these JVMs live seconds, so start-up matters more than peak speed. What the
         # clients log at WARN and above goes to stderr (slf4j-simple).
         command = ["java", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                   "-cp", self.classpath, main, *args]
+                   *(f"-D{k}={v}" for k, v in (properties or {}).items()), "-cp", self.classpath, main, *args]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
-    def interop(self, bootstrap: str, prefix: str, *suites: str) -> Steps:
-        result = self.run("ebb.interop.Interop", bootstrap, prefix, *suites)
+    def interop(self, bootstrap: str, prefix: str, *suites: str, replication: int = 1) -> Steps:
+        """Run the suites; `replication`: the replication factor of the topics they create."""
+        result = self.run("ebb.interop.Interop", bootstrap, prefix, *suites,
+                          properties={"ebb.interop.replication": str(replication)})
         steps = Steps()
         steps.stderr = result.stderr
         for line in result.stdout.splitlines():

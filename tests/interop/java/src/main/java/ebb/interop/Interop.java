@@ -37,6 +37,11 @@ public final class Interop {
         }
     }
 
+    /** The replication factor of the topics the suites create (-Debb.interop.replication; 1 on one broker). */
+    static short replication() {
+        return Short.parseShort(System.getProperty("ebb.interop.replication", "1"));
+    }
+
     static Properties props(String bootstrap, String... keysAndValues) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);

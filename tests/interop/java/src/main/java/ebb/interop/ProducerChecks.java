@@ -30,7 +30,7 @@ final class ProducerChecks {
                 TopicPartition tp = new TopicPartition(topic, 0);
                 String step = "produce_" + compression;
                 Interop.step(step, () -> {
-                    admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+                    admin.createTopics(List.of(new NewTopic(topic, 1, Interop.replication()))).all().get();
                     List<String> values = new ArrayList<>();
                     for (int i = 0; i < COUNT; i++) {
                         // compressible and not: a repeated text, then a number

@@ -52,7 +52,7 @@ final class StreamsChecks {
         String app = prefix + "-app";
         String repartition = app + "-by-word-repartition";
         try (Admin admin = Admin.create(Interop.props(bootstrap))) {
-            admin.createTopics(List.of(new NewTopic(input, 2, (short) 1), new NewTopic(output, 2, (short) 1))).all().get();
+            admin.createTopics(List.of(new NewTopic(input, 2, Interop.replication()), new NewTopic(output, 2, Interop.replication()))).all().get();
             StreamsBuilder builder = new StreamsBuilder();
             builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
                     .groupBy((key, word) -> word, Grouped.with("by-word", Serdes.String(), Serdes.String()))
