@@ -172,6 +172,35 @@ def test_kafka_consumer_groups_reset_offsets(tool):
     assert committed(tool) == {0: "5", 1: "10", 2: "0"}
 
 
+def test_kafka_consumer_groups_describe_a_live_member(tool, broker):
+    """A group with a member connected (confluent-kafka, subscribed): --describe names it in every
+    partition's row, --members and --state show it (the same steps against Kafka 4.3.1 print rows of
+    the same shape: member id, /127.0.0.1, the client id, range, Stable, 1)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    live = "tools-live"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": live, "client.id": "live-member",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 3:
+            assert time.monotonic() < deadline, f"no assignment: {consumer.assignment()}"
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition(TOPIC, p, 10) for p in range(3)], asynchronous=False)
+        member_id = consumer.memberid()
+        described = rows(tool(CONSUMER_GROUPS, "--describe", "--group", live).lines)
+        assert sorted(row[:3] + row[6:] for row in described) == [
+            [live, TOPIC, str(p), member_id, "/127.0.0.1", "live-member"] for p in range(3)], described
+        assert all(row[3] == "10" for row in described), described
+        members = rows(tool(CONSUMER_GROUPS, "--describe", "--group", live, "--members").lines)
+        assert members == [[live, member_id, "/127.0.0.1", "live-member", "3"]], members
+        state = rows(tool(CONSUMER_GROUPS, "--describe", "--group", live, "--state").lines)
+        assert state == [[live, broker.bootstrap, "(1)", "range", "Stable", "1"]], state
+    finally:
+        consumer.close()
+
+
 def test_kafka_consumer_groups_delete_offsets_and_group(tool):
     deleted = tool(CONSUMER_GROUPS, "--delete-offsets", "--group", GROUP, "--topic", f"{TOPIC}:1")
     assert deleted.lines[0] == f"Request succeeded for deleting offsets from group {GROUP}."
