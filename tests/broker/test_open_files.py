@@ -115,7 +115,11 @@ def wait_listening(port: int, process: subprocess.Popen, timeout_s: float = 30.0
 
 def test_start_up_refuses_a_limit_with_no_room_for_segment_files(tmp_path):
     process = _start(tmp_path, free_port(), 1050, 1050)
-    _, stderr = process.communicate(timeout=60)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    finally:  # a broker that started after all must not outlive the test
+        process.kill()
+        process.communicate()
     assert process.returncode == 1
     assert "open-file limit is 1050" in stderr and "raise it to at least 1088" in stderr, stderr
 
