@@ -27,6 +27,7 @@ from .errors import (
     KafkaError,
     error_for,
 )
+from .security import ClientSecurity
 from .types import BrokerInfo, ClusterMetadata, PartitionInfo, PartitionKey, PartitionResult, TopicInfo, TopicPartition
 from .versions import METADATA
 
@@ -83,9 +84,11 @@ class Cluster:
         connect_timeout_ms: int = int(DEFAULT_CONNECT_TIMEOUT_S * 1000),
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
+        security: ClientSecurity | None = None,
     ):
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
+        self.security = security  # TLS and SASL for every connection (client/security_settings.py)
         self.request_timeout_s = request_timeout_ms / 1000
         self.connect_timeout_s = connect_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
@@ -138,7 +141,8 @@ class Cluster:
 
     async def _open(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
         conn = BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
-                                request_timeout_s=self.request_timeout_s, connect_timeout_s=self.connect_timeout_s)
+                                request_timeout_s=self.request_timeout_s, connect_timeout_s=self.connect_timeout_s,
+                                security=self.security)
         return await conn.connect()
 
     async def connection(self, node_id: int) -> BrokerConnection:

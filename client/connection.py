@@ -230,6 +230,8 @@ class BrokerConnection:
         finally:
             # A late answer to a request we gave up on finds no entry and is dropped by the reader.
             self._pending.pop(correlation_id, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # failed by _shut when the write failed: the write's error was raised
 
     async def send_only(self, body: ApiMessage, *, version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""

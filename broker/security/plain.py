@@ -7,7 +7,7 @@ import hmac
 from collections.abc import Mapping
 
 from broker.security.errors import AuthenticationFailed
-from broker.security.jaas import JaasEntry
+from client.jaas import JaasEntry
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.listener_security import SecuritySettingError
-from broker.security.jaas import JaasError, parse_jaas_config
 from broker.security.plain import plain_users
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from client.jaas import JaasError, parse_jaas_config
 
 PLAIN = "PLAIN"
 SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)

@@ -16,11 +16,11 @@ A client certificate's subject becomes the principal, "User:CN=...,OU=...", in R
 
 from __future__ import annotations
 
-import os
 import ssl
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from client.tls_files import load_cas, load_key_pair
 
 SERVED_SSL_KEYS = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
@@ -82,18 +82,11 @@ def load_keystore(context: ssl.SSLContext, get) -> None:
     chain_key, chain = get("ssl.keystore.certificate.chain")
     key_key, key = get("ssl.keystore.key")
     _, password = get("ssl.key.password")
+    if not location and not (chain and key):
+        raise TlsSettingError(f"{location_key}: a TLS listener needs its certificate and key "
+                              f"({location_key}, or {chain_key} with {key_key})")
     try:
-        if location:
-            context.load_cert_chain(location, password=password or None)
-        elif chain and key:
-            with tempfile.TemporaryDirectory() as directory:  # ssl loads key material from files only
-                path = os.path.join(directory, "keystore.pem")
-                with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
-                    out.write(f"{key.strip()}\n{chain.strip()}\n")
-                context.load_cert_chain(path, password=password or None)
-        else:
-            raise TlsSettingError(f"{location_key}: a TLS listener needs its certificate and key "
-                                  f"({location_key}, or {chain_key} with {key_key})")
+        load_key_pair(context, location=location, chain=chain, key=key, password=password)
     except (OSError, ssl.SSLError) as exc:
         raise TlsSettingError(f"{location_key if location else chain_key}: cannot load the certificate and key "
                               f"({exc})") from None
@@ -102,14 +95,11 @@ def load_keystore(context: ssl.SSLContext, get) -> None:
 def load_truststore(context: ssl.SSLContext, get) -> None:
     location_key, location = get("ssl.truststore.location")
     inline_key, inline = get("ssl.truststore.certificates")
+    if not location and not inline:
+        raise TlsSettingError(f"ssl.client.auth: checking client certificates needs {location_key} "
+                              f"or {inline_key}")
     try:
-        if location:
-            context.load_verify_locations(cafile=location)
-        elif inline:
-            context.load_verify_locations(cadata=inline)
-        else:
-            raise TlsSettingError(f"ssl.client.auth: checking client certificates needs {location_key} "
-                                  f"or {inline_key}")
+        load_cas(context, location=location, pem=inline)
     except (OSError, ssl.SSLError) as exc:
         raise TlsSettingError(f"{location_key if location else inline_key}: cannot load the CAs ({exc})") from None
 

@@ -47,7 +47,9 @@ def common_options() -> argparse.ArgumentParser:
                         help="brokers to bootstrap from (or bootstrap.servers in --command-config)")
     common.add_argument("--command-config", metavar="FILE",
                         help="Java properties file of client settings: client.id, request.timeout.ms, "
-                             "socket.connection.setup.timeout.ms, retry.backoff.ms, retry.backoff.max.ms")
+                             "socket.connection.setup.timeout.ms, retry.backoff.ms, retry.backoff.max.ms, and "
+                             "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, ssl.keystore.* "
+                             "as Kafka's tools read them (PEM stores; docs/security.md)")
     common.add_argument("--output", choices=("table", "json"), default="table", help="result format (default: table)")
     common.add_argument("-v", "--verbose", action="count", default=0, help="client logs on stderr (-vv: debug)")
     return common

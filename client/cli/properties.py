@@ -1,7 +1,8 @@
 """`--command-config`: a Java properties file of client settings, as Kafka's tools take it.
 
-Only what this client can honour is accepted. Security settings (TLS, SASL) are refused rather than
-ignored: connecting in plaintext to a cluster the file says is secured would be a surprise.
+Only what this client can honour is accepted. Security settings (TLS, SASL) are read as Kafka's
+client reads them (client/security_settings.py); one it cannot honour is refused rather than ignored:
+connecting less securely than the file says would be a surprise.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..java_properties import PropertiesError
+from ..security_settings import SecuritySettingError, is_security_key, security_settings
 
 # Kafka's client property -> the Cluster keyword it sets. All are integers except client.id.
 _SETTINGS = {
@@ -18,8 +20,6 @@ _SETTINGS = {
     "retry.backoff.ms": "retry_backoff_ms",
     "retry.backoff.max.ms": "retry_backoff_max_ms",
 }
-_SECURITY_PREFIXES = ("ssl.", "sasl.")
-_SECURITY_KEYS = {"security.protocol", "security.providers"}
 
 
 @dataclass
@@ -30,15 +30,17 @@ class ClientSettings:
 
 
 def client_settings(props: dict[str, str]) -> ClientSettings:
-    """Map client properties to Cluster options; refuse security settings, warn about the rest."""
+    """Map client properties to Cluster options (security included); warn about the ones not used."""
     settings = ClientSettings()
+    try:
+        security = security_settings(props).client_security()
+    except SecuritySettingError as exc:
+        raise PropertiesError(str(exc)) from None
+    if security is not None:
+        settings.cluster_options["security"] = security
     for key, value in props.items():
-        if key in _SECURITY_KEYS or key.startswith(_SECURITY_PREFIXES):
-            if key == "security.protocol" and value.strip().upper() == "PLAINTEXT":
-                continue
-            raise PropertiesError(
-                f"{key}={value}: security settings are not supported; ebb's client connects with PLAINTEXT only"
-                " (no TLS, no SASL)")
+        if is_security_key(key):
+            continue
         if key == "bootstrap.servers":
             settings.bootstrap_servers = value
             continue

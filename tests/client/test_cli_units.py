@@ -45,9 +45,11 @@ def test_client_settings_map_refuse_and_warn():
                                         "retry_backoff_ms": 50, "retry_backoff_max_ms": 500}
     assert settings.bootstrap_servers == "h:1"
     assert settings.warnings == ["linger.ms is not used by ebb's client; ignored"]
-    for props in ({"security.protocol": "SASL_SSL"}, {"ssl.truststore.location": "/x"},
-                  {"sasl.jaas.config": "..."}):
-        with pytest.raises(PropertiesError, match="security settings are not supported"):
+    for props, refusal in (({"security.protocol": "SASL_SSL"}, "sasl.mechanism is not set"),
+                           ({"ssl.truststore.location": "/x"}, "ssl.truststore.location is set but"),
+                           ({"sasl.jaas.config": "..."}, "sasl.jaas.config is set but"),
+                           ({"ssl.cipher.suites": "x"}, "ssl.cipher.suites is not supported")):
+        with pytest.raises(PropertiesError, match=refusal):
             client_settings(props)
     with pytest.raises(PropertiesError, match="must be > 0"):
         client_settings({"request.timeout.ms": "0"})

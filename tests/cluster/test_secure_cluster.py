@@ -6,13 +6,13 @@ DeleteRecords work through it, and the followers' fetches are authenticated as t
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from tests.broker.data_wire import WireClient, batch, delete_records, produce
 from tests.cluster.three_brokers import NODES, E, leader_of, new_topic, start_offset_checkpoint, three_brokers
 from tests.security.certs import CertificateAuthority
 from tests.support.broker_process import free_port
 from tests.support.polling import wait_for
+from tests.support.scram_users import create_scram_user
 
 pytestmark = pytest.mark.timeout(180)
 BROKER_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
@@ -45,11 +45,7 @@ def test_replication_and_deletion_over_sasl_ssl(zk_connect, tmp_path):
     shared, listeners = secure_settings(tmp_path)
     with three_brokers(zk_connect, tmp_path, extra=shared, per_node=listeners) as cluster:
         # The brokers' own user; until it exists their fetches from each other fail authentication.
-        admin = AdminClient({"bootstrap.servers": cluster[1].bootstrap})
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-        for future in admin.alter_user_scram_credentials(
-                [UserScramCredentialUpsertion("broker", info, b"broker-secret")]).values():
-            future.result(timeout=10)
+        create_scram_user(cluster[1].bootstrap, "broker", "broker-secret")
         topic = new_topic(cluster, prefix="secure")  # waits for three replicas in sync: fetched over SASL_SSL
         leader = leader_of(cluster, topic)
         with WireClient(leader.port) as client:

@@ -5,10 +5,13 @@ kafka-delete-records and kafka-get-offsets authenticate with SCRAM-SHA-512 over 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.security.certs import CertificateAuthority
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.ebb_cli import ebb
 
 CONFIGS = "kafka.admin.ConfigCommand"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -71,6 +74,29 @@ def test_kafka_tools_over_sasl_ssl(java, secured, tmp_path):
     assert "partition: secured-0\tlow_watermark: 3" in deleted.stdout
     earliest = java.tool(bootstrap, GET_OFFSETS, "--command-config", config, "--topic", "secured", "--time", "-2")
     assert earliest.returncode == 0 and "secured:0:3" in earliest.stdout.split()
+
+
+def test_ebb_takes_the_same_command_config(java, secured):
+    """The properties file Kafka's tools use works for ebb's own commands too (client/security_settings.py)."""
+    bootstrap, config = f"localhost:{secured.sasl_ssl_port}", secured.client_config("alice-secret")
+    created = ebb("topics", "create", "--bootstrap-server", bootstrap, "--command-config", config,
+                  "--topic", "secured-ebb", "--partitions", "1")
+    assert created.returncode == 0, created.stderr[-3000:]
+    filled = java.run(PRODUCER_PERF, "--topic", "secured-ebb", "--num-records", "10", "--record-size", "10",
+                      "--throughput", "-1", "--producer.config", config, "--producer-props",
+                      f"bootstrap.servers={bootstrap}")
+    assert filled.returncode == 0, filled.stderr[-3000:]
+    deleted = ebb("delete-records", "--bootstrap-server", bootstrap, "--command-config", config, "--output", "json",
+                  "--topic", "secured-ebb", "--before-offset", "4")
+    assert deleted.returncode == 0, deleted.stderr[-3000:]
+    assert json.loads(deleted.stdout)["partitions"][0]["low_watermark"] == 4
+    earliest = java.tool(bootstrap, GET_OFFSETS, "--command-config", config, "--topic", "secured-ebb", "--time", "-2")
+    assert earliest.returncode == 0 and "secured-ebb:0:4" in earliest.stdout.split()
+    refused = ebb("topics", "list", "--bootstrap-server", bootstrap, "--command-config",
+                  secured.client_config("wrong"))
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert "Authentication failed during authentication due to invalid credentials with SASL mechanism " \
+           "SCRAM-SHA-512" in refused.stderr
 
 
 def test_a_wrong_password_is_refused(java, secured):

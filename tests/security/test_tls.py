@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from tests.security.certs import CertificateAuthority
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.polling import wait_for
+from tests.support.scram_users import create_scram_user
 
 pytestmark = pytest.mark.timeout(120)
 JS_DIR = Path(__file__).parents[1] / "conformance" / "js"
@@ -47,11 +47,7 @@ def broker(tmp_path_factory, ca):
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
     })
     with process:
-        admin = AdminClient({"bootstrap.servers": process.bootstrap})
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-        for future in admin.alter_user_scram_credentials(
-                [UserScramCredentialUpsertion("bob", info, b"bob-secret")]).values():
-            future.result(timeout=10)
+        create_scram_user(process.bootstrap, "bob", "bob-secret")
         yield process
 
 
