@@ -10,6 +10,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from client.security_settings import KEYS as SECURITY_KEYS
+from client.security_settings import SecuritySettingError, SecuritySettings, security_settings
+
 from .options import (
     EARLIEST,
     LATEST,
@@ -33,8 +36,8 @@ _CLIENT_OPTIONS = {
     "kafka.socket.connection.setup.timeout.ms": "connect_timeout_ms",
 }
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
-_COMMON = {"kafka.bootstrap.servers", "bootstrap.servers", "kafka.client.id", "kafka.security.protocol",
-           *_CLIENT_OPTIONS}
+_COMMON = {"kafka.bootstrap.servers", "bootstrap.servers", "kafka.client.id", *_CLIENT_OPTIONS,
+           *(f"kafka.{key}" for key in SECURITY_KEYS)}
 _READ_OPTIONS = frozenset(name.lower() for name in {
     *_COMMON, "subscribe", "subscribePattern", "assign", "startingOffsets", "startingOffsetsByTimestamp",
     "startingTimestamp", "startingOffsetsByTimestampStrategy", "endingOffsets", "endingOffsetsByTimestamp",
@@ -47,6 +50,14 @@ _WRITE_OPTIONS = frozenset(name.lower() for name in {*_COMMON, "topic", "kafka.a
 _COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "kafka.group.id",
                 "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly")
+
+
+def _security(options: Mapping[str, str]) -> SecuritySettings:
+    """kafka.security.protocol, kafka.sasl.*, kafka.ssl.* as the Kafka connector passes them to its client."""
+    try:
+        return security_settings({key.lower(): value for key, value in options.items()}, prefix="kafka.")
+    except SecuritySettingError as exc:
+        raise EbbSourceError(f"option {exc}") from None
 
 
 def _client_options(options: Mapping[str, str]) -> dict[str, int | str]:
@@ -73,6 +84,7 @@ class ReadConfig:
     group_id: str | None = None  # stream only: the consumer group its finished batches are committed to
     delete_committed: DeleteCommitted | None = None  # stream only
     client: dict = field(default_factory=dict)
+    security: SecuritySettings = SecuritySettings()
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, streaming: bool) -> ReadConfig:
@@ -116,6 +128,7 @@ class ReadConfig:
             group_id=group_id,
             delete_committed=DeleteCommitted.from_options(options, group_id) if streaming else None,
             client=_client_options(options),
+            security=_security(options),
         )
 
 
@@ -168,6 +181,7 @@ class WriteConfig:
     acks: int = -1
     compression: str = "none"
     client: dict = field(default_factory=dict)
+    security: SecuritySettings = SecuritySettings()
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], schema) -> WriteConfig:
@@ -219,4 +233,11 @@ class WriteConfig:
             acks=_ACKS[acks],
             compression=compression,
             client=_client_options(options),
+            security=_security(options),
         )
+
+
+def cluster_options(config: ReadConfig | WriteConfig) -> dict:
+    """Keyword arguments for the project's Admin and Consumer. The TLS context is made here, in the
+    process that connects: an SSLContext does not travel to Spark's workers."""
+    return {**config.client, "security": config.security.client_security()}

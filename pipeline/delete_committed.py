@@ -24,7 +24,7 @@ import structlog
 
 from client import Admin, KafkaClientError, TopicPartition
 
-from .config import DeleteCommitted, ReadConfig
+from .config import DeleteCommitted, ReadConfig, cluster_options
 from .groups import GroupView, describe_group, list_groups
 
 log = structlog.get_logger("ebb.pipeline")
@@ -93,7 +93,7 @@ class CommittedDeleter:
 
     def _run(self) -> None:
         with asyncio.Runner() as runner:
-            admin = Admin(self.config.bootstrap, **self.config.client)
+            admin = Admin(self.config.bootstrap, **cluster_options(self.config))
             try:
                 runner.run(admin.start())
                 while (offsets := self._next()) is not None:

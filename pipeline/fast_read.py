@@ -100,7 +100,7 @@ def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]
     consumer = Consumer({"bootstrap.servers": config.bootstrap, "client.id": config.client["client_id"],
                          "group.id": "ebb-spark-reader",
                          "enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True,
-                         "fetch.queue.backoff.ms": 10, "log_level": 3})
+                         "fetch.queue.backoff.ms": 10, "log_level": 3, **config.security.librdkafka()})
     position = None if r.start == EARLIEST else r.start  # None: the log start, not known yet
     handed_over = False
     try:

@@ -33,7 +33,7 @@ class _Delivery:
             "acks": str(config.acks), "partitioner": "murmur2_random", "batch.size": BATCH_BYTES,
             "linger.ms": 5, "compression.type": config.compression, "allow.auto.create.topics": False,
             "delivery.report.only.error": True, "enable.idempotence": False, "log_level": 3,
-            "on_delivery": self._delivered})
+            "on_delivery": self._delivered, **config.security.librdkafka()})
         self.partition_counts: dict[str, int] = {}
         self.round_robin = itertools.count()
 

@@ -52,7 +52,7 @@ _REFUSED = {
     "path": "the ebb source takes no path: name topics with subscribe, subscribePattern or assign "
             "(or the topic option when writing)",
 }
-SECURITY_PROTOCOL = "kafka.security.protocol"
+_SECURITY_PREFIXES = ("kafka.ssl.", "kafka.sasl.", "kafka.security.")
 
 
 def check_known(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
@@ -63,15 +63,12 @@ def check_known(options: Mapping[str, str], known: frozenset[str], what: str) ->
             continue
         if lower in _REFUSED:
             raise EbbSourceError(f"option '{name}' is not supported: {_REFUSED[lower]}")
-        if lower.startswith(("kafka.ssl.", "kafka.sasl.")):
-            raise EbbSourceError(f"option '{name}' is not supported: Ebb's pipeline speaks PLAINTEXT only for now")
+        if lower.startswith(_SECURITY_PREFIXES):
+            raise EbbSourceError(f"option '{name}' is not supported: the security settings understood are "
+                                 f"{', '.join(sorted(k for k in known if k.startswith(_SECURITY_PREFIXES)))}")
         kind = "Kafka client setting" if lower.startswith("kafka.") else "option"
         raise EbbSourceError(f"{kind} '{name}' is not supported by the ebb {what}; it understands "
                              f"{', '.join(sorted(known))}")
-    protocol = options.get(SECURITY_PROTOCOL)
-    if protocol is not None and protocol.strip().upper() != "PLAINTEXT":
-        raise EbbSourceError(f"option '{SECURITY_PROTOCOL}' is {protocol!r}: Ebb's pipeline speaks PLAINTEXT only "
-                             "for now, and will not send data unprotected when security was asked for")
 
 
 def bootstrap_servers(options: Mapping[str, str]) -> str:

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import InputPartition
 
 from client import Admin, ErrorCode, TopicPartition
 
-from .config import ReadConfig
+from .config import ReadConfig, cluster_options
 from .options import EARLIEST, EbbSourceError, OffsetSpec
 
 log = structlog.get_logger("ebb.pipeline")
@@ -47,7 +47,7 @@ def quiet_client_logs() -> None:
 
 
 def connect(config: ReadConfig) -> Admin:
-    return Admin(config.bootstrap, **config.client)
+    return Admin(config.bootstrap, **cluster_options(config))
 
 
 async def topic_partitions(admin: Admin, config: ReadConfig, *, allow_missing: bool = False) -> list[TopicPartition]:

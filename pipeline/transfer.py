@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from client import Admin, Consumer, ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 
-from .config import ReadConfig, WriteConfig
+from .config import ReadConfig, WriteConfig, cluster_options
 from .options import EARLIEST, EbbSourceError
 from .planning import OffsetRange, data_loss, quiet_client_logs
 
@@ -34,7 +34,7 @@ def read_range(config: ReadConfig, r: OffsetRange) -> Iterator[tuple]:
     quiet_client_logs()
     tp = TopicPartition(r.topic, r.partition)
     with asyncio.Runner() as runner:
-        consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, **config.client)
+        consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, **cluster_options(config))
         runner.run(consumer.start())
         try:
             position = r.start
@@ -86,7 +86,7 @@ async def _after_out_of_range(config: ReadConfig, consumer: Consumer, tp: TopicP
 
 
 async def check_topic_exists(config: WriteConfig) -> None:
-    async with Admin(config.bootstrap, **config.client) as admin:
+    async with Admin(config.bootstrap, **cluster_options(config)) as admin:
         info = (await admin.describe_topics([config.topic]))[config.topic]
     if not info.partitions:
         raise EbbSourceError(f"topic {config.topic!r} does not exist on {config.bootstrap}")

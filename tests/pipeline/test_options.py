@@ -59,9 +59,11 @@ def test_a_stream_starting_at_a_time(spark, bootstrap, timed, tmp_path):
                                       "source"),
     ({"fetchOffset.numRetries": "3"}, "option 'fetchOffset.numRetries' is not supported by the ebb source"),
     ({"minOffsetsPerTrigger": "3"}, "option 'minOffsetsPerTrigger' is for streaming queries"),
-    ({"kafka.security.protocol": "SASL_SSL"}, "option 'kafka.security.protocol' is 'SASL_SSL': Ebb's pipeline "
-                                              "speaks PLAINTEXT only"),
-    ({"kafka.sasl.mechanism": "PLAIN"}, "option 'kafka.sasl.mechanism' is not supported"),
+    ({"kafka.security.protocol": "SASL_SSL"}, "option kafka.sasl.mechanism is not set (Kafka's default is GSSAPI)"),
+    ({"kafka.sasl.mechanism": "PLAIN"}, "option kafka.sasl.mechanism is set but kafka.security.protocol is "
+                                        "PLAINTEXT"),
+    ({"kafka.ssl.keystore.password": "x"}, "option 'kafka.ssl.keystore.password' is not supported: the security "
+                                           "settings understood are kafka.sasl.jaas.config"),
     ({"startingTimestamp": "soon"}, "option 'startingTimestamp' must be a time in milliseconds"),
     ({"startingTimestamp": "5", "startingOffsets": "earliest"}, "give only one of the options startingOffsets, "
                                                                 "startingOffsetsByTimestamp, startingTimestamp"),
