@@ -43,7 +43,14 @@ $(INTEROPSTAMP): $(INTEROP)/pom.xml $(wildcard $(INTEROP)/src/main/java/ebb/inte
 	cd $(INTEROP) && mvn -q -B package
 	touch $(INTEROPSTAMP)
 
-test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP)
+# Spark's own Kafka connector for tests/pipeline (its jars copied from Maven's cache into target/jars)
+SPARKKAFKA := tests/pipeline/spark_kafka
+SPARKKAFKASTAMP := $(SPARKKAFKA)/target/.fetched
+$(SPARKKAFKASTAMP): $(SPARKKAFKA)/pom.xml | $(MVN)
+	cd $(SPARKKAFKA) && mvn -q -B package
+	touch $(SPARKKAFKASTAMP)
+
+test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
 	$(PY) -m pytest tests
 
 lint: $(STAMP)
@@ -51,7 +58,7 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 # Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
-bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP)
+bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
 	$(PY) -m bench.log $(QUICK)
@@ -75,7 +82,7 @@ run: $(STAMP)
 	$(PY) -m broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules $(INTEROP)/target
+	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules $(INTEROP)/target $(SPARKKAFKA)/target
 
 # The broker image, and ZooKeeper with three brokers from it on this (Linux) host: 127.0.0.1:9092-9094
 docker:

@@ -7,6 +7,8 @@ One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-20
 - read: the same N records read by `spark.read.format("ebb")...load()` into a no-op sink (every row
   crosses into the JVM), beside one confluent-kafka Consumer (assigned partitions, no group).
 - reader: one partition read by pipeline/fast_read.py alone (no Spark) beside a bare consume() loop.
+- Spark's own Kafka connector (format("kafka"), the jars `make bench` fetches) writes and reads the same
+  way, beside format("ebb") in the same session.
 Spark runs local[2] with the settings of pipeline/session.py; one small read and write go first so
 Python worker start-up is not timed. Prints the median records/s of each and the ratio ebb/librdkafka.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic
 
 PARTITIONS = 4
+CONNECTOR_JARS = Path(__file__).parents[1] / "tests" / "pipeline" / "spark_kafka" / "target" / "jars"
 
 
 def librdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
@@ -88,20 +91,20 @@ def librdkafka_one_partition(bootstrap: str, topic: str, count: int) -> float:
         consumer.close()
 
 
-def ebb_write(spark, bootstrap: str, topic: str, count: int) -> float:
+def spark_write(spark, bootstrap: str, topic: str, count: int, source: str = "ebb") -> float:
     # 100-200 bytes per value, built by Spark itself
     df = spark.range(count, numPartitions=2).selectExpr(
         f"cast(id % {PARTITIONS} as int) as partition",
         "concat(cast(id as string), ',', repeat('x', 100 + cast(id % 100 as int))) as value")
     started = time.perf_counter()
-    (df.write.format("ebb").mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+    (df.write.format(source).mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
      .save())
     return time.perf_counter() - started
 
 
-def ebb_read(spark, bootstrap: str, topic: str, count: int) -> float:
+def spark_read(spark, bootstrap: str, topic: str, count: int, source: str = "ebb") -> float:
     started = time.perf_counter()
-    (spark.read.format("ebb").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
+    (spark.read.format(source).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
      .write.format("noop").mode("append").save())
     return time.perf_counter() - started
 
@@ -118,22 +121,29 @@ def main(argv: list[str] | None = None) -> None:
 
     rng = random.Random(16)
     values = [b"x" * rng.randint(100, 200) for _ in range(args.records)]
-    rates: dict[str, list[float]] = {"ebb write": [], "librdkafka write": [], "ebb read": [], "librdkafka read": [],
-                                     "ebb reader": [], "librdkafka reader": []}
+    rates: dict[str, list[float]] = {f"{who} {what}": [] for who in ("ebb", "kafka", "librdkafka")
+                                     for what in ("write", "read", "reader")}
+    jars = sorted(CONNECTOR_JARS.glob("*.jar"))
+    if not jars:
+        raise SystemExit(f"no Kafka connector jars in {CONNECTOR_JARS}: run make bench (or mvn -q package there)")
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as root, Ebb(Path(root)) as broker:
         bootstrap = broker.bootstrap
-        spark = local_session("bench-pipeline")
+        spark = local_session("bench-pipeline", conf={"spark.jars": ",".join(map(str, jars))})
         try:
             create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
-            ebb_write(spark, bootstrap, "bench-pipeline-warm", 1000)
-            ebb_read(spark, bootstrap, "bench-pipeline-warm", 1000)
+            for source in ("ebb", "kafka"):
+                spark_write(spark, bootstrap, "bench-pipeline-warm", 1000, source)
+                spark_read(spark, bootstrap, "bench-pipeline-warm", 1000, source)
             for rep in range(args.reps):
-                ours, theirs = f"bench-ebb-{rep}", f"bench-rdkafka-{rep}"
-                create_topic(bootstrap, ours, PARTITIONS)
-                create_topic(bootstrap, theirs, PARTITIONS)
-                rates["ebb write"].append(args.records / ebb_write(spark, bootstrap, ours, args.records))
+                ours, connector, theirs = f"bench-ebb-{rep}", f"bench-connector-{rep}", f"bench-rdkafka-{rep}"
+                for topic in (ours, connector, theirs):
+                    create_topic(bootstrap, topic, PARTITIONS)
+                rates["ebb write"].append(args.records / spark_write(spark, bootstrap, ours, args.records))
+                rates["kafka write"].append(args.records / spark_write(spark, bootstrap, connector, args.records,
+                                                                       "kafka"))
                 rates["librdkafka write"].append(args.records / librdkafka_produce(bootstrap, theirs, values))
-                rates["ebb read"].append(args.records / ebb_read(spark, bootstrap, theirs, args.records))
+                rates["ebb read"].append(args.records / spark_read(spark, bootstrap, theirs, args.records))
+                rates["kafka read"].append(args.records / spark_read(spark, bootstrap, theirs, args.records, "kafka"))
                 rates["librdkafka read"].append(args.records / librdkafka_consume(bootstrap, theirs, args.records))
                 one = args.records // PARTITIONS  # librdkafka_produce spreads the records evenly
                 rates["ebb reader"].append(one / reader_alone(bootstrap, theirs, one))
@@ -146,10 +156,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{os.cpu_count()} cpus, Python {sys.version.split()[0]}, PySpark {pyspark.__version__} local[2], "
           f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}")
     print(f"{args.records} records of 100-200 B, {PARTITIONS} partitions, median of {args.reps}")
-    for what in ("write", "read", "reader"):
-        ebb, rdkafka = (statistics.median(rates[f"{who} {what}"]) for who in ("ebb", "librdkafka"))
-        label = {"reader": "one partition, no Spark: pipeline/fast_read.py"}.get(what, f"format('ebb') {what}")
-        print(f"{label:<48} {ebb:>9,.0f} rec/s   librdkafka {rdkafka:>9,.0f} rec/s   ratio {ebb / rdkafka:.2f}")
+    for what in ("write", "read"):
+        ebb, kafka, rdkafka = (statistics.median(rates[f"{who} {what}"]) for who in ("ebb", "kafka", "librdkafka"))
+        print(f"format('ebb') {what:<6} {ebb:>9,.0f} rec/s   format('kafka') {kafka:>9,.0f} rec/s   "
+              f"librdkafka {rdkafka:>9,.0f} rec/s   ebb/kafka {ebb / kafka:.2f}   ebb/librdkafka {ebb / rdkafka:.2f}")
+    ebb, rdkafka = (statistics.median(rates[f"{who} reader"]) for who in ("ebb", "librdkafka"))
+    print(f"one partition, no Spark: pipeline/fast_read.py {ebb:>9,.0f} rec/s   bare consume() {rdkafka:>9,.0f} rec/s"
+          f"   ratio {ebb / rdkafka:.2f}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -26,11 +27,17 @@ def broker(tmp_path_factory):
         yield process
 
 
+CONNECTOR_JARS = Path(__file__).parent / "spark_kafka" / "target" / "jars"
+
+
 @pytest.fixture(scope="package")
 def spark():
     from pipeline.session import local_session
 
-    session = local_session("ebb-tests")
+    # Spark's own Kafka connector too (make test fetches it), for test_spark_kafka.py
+    jars = sorted(CONNECTOR_JARS.glob("*.jar"))
+    assert jars, f"no Kafka connector jars in {CONNECTOR_JARS}: run make test (or mvn -q package there)"
+    session = local_session("ebb-tests", conf={"spark.jars": ",".join(map(str, jars))})
     yield session
     for query in session.streams.active:
         query.stop()

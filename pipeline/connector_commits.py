@@ -1,0 +1,88 @@
+"""The loop for Spark's own Kafka connector (format("kafka")), which commits no offsets to Kafka: a
+StreamingQueryListener that commits each finished micro-batch's end offsets to a consumer group, so
+that the broker's `retention.committed.groups` trims behind the query as it does behind
+format("ebb") with kafka.group.id.
+
+    spark.streams.addListener(GroupCommitListener("stage2", {"kafka.bootstrap.servers": "broker:9092"},
+                                                  query_name="stage2"))
+
+Spark reports a batch's progress after the batch is in the query's commit log (the last batch of an
+AvailableNow run too), so a committed offset is never ahead of what the query has durably processed.
+The checkpoint stays the source of truth for restarts; the group only reports progress. Sources
+other than the Kafka connector's, and queries not named `query_name` when it is given, are left
+alone. A failed commit is logged and the next batch's commit covers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+import structlog
+from pyspark.sql.streaming import StreamingQueryListener
+
+from client import Admin, TopicPartition
+from client.security_settings import SecuritySettingError, security_settings
+
+from .groups import commit_offsets
+from .options import EbbSourceError, bootstrap_servers
+
+log = structlog.get_logger("pipeline.connector_commits")
+KAFKA_SOURCE = "KafkaV2["  # how the connector describes its source in a query's progress
+
+
+def source_offsets(progress) -> dict[TopicPartition, int]:
+    """The end offsets of the Kafka connector's sources in one progress report."""
+    out: dict[TopicPartition, int] = {}
+    for source in progress.sources:
+        if not source.description.startswith(KAFKA_SOURCE) or not source.endOffset:
+            continue
+        for topic, partitions in json.loads(source.endOffset).items():
+            for partition, offset in partitions.items():
+                out[TopicPartition(topic, int(partition))] = int(offset)
+    return out
+
+
+class GroupCommitListener(StreamingQueryListener):
+    def __init__(self, group_id: str, options: Mapping[str, str], *, query_name: str | None = None):
+        """`options`: the Kafka options the query reads with (kafka.bootstrap.servers and any
+        kafka.security.protocol/kafka.sasl.*/kafka.ssl.*); others are not looked at."""
+        if not group_id or not group_id.strip():
+            raise EbbSourceError("GroupCommitListener needs a group id")
+        self.group_id = group_id
+        self.query_name = query_name
+        self.bootstrap = bootstrap_servers(options)
+        lowered = {key.lower(): value for key, value in options.items()}
+        try:
+            self.security = security_settings(lowered, prefix="kafka.")
+        except SecuritySettingError as exc:
+            raise EbbSourceError(f"option {exc}") from None
+        self.committed: dict[TopicPartition, int] = {}  # the last offsets this listener committed
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        if self.query_name is not None and progress.name != self.query_name:
+            return
+        offsets = source_offsets(progress)
+        if not offsets or all(self.committed.get(tp) == o for tp, o in offsets.items()):
+            return
+        try:
+            asyncio.run(self._commit(offsets))
+            self.committed.update(offsets)
+        except Exception as exc:  # the listener bus must go on; the next batch commits again
+            log.warning("group commit failed", group_id=self.group_id, batch=progress.batchId, error=str(exc))
+
+    async def _commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        async with Admin(self.bootstrap, client_id="ebb-spark-commits",
+                         security=self.security.client_security()) as admin:
+            await commit_offsets(admin, self.group_id, offsets)
