@@ -1,7 +1,9 @@
 """The loop for Spark's own Kafka connector (format("kafka")), which commits no offsets to Kafka: a
 StreamingQueryListener that commits each finished micro-batch's end offsets to a consumer group, so
 that the broker's `retention.committed.groups` trims behind the query as it does behind
-format("ebb") with kafka.group.id.
+format("ebb") with kafka.group.id. It takes format("ebb") sources too, whose own commit of a batch
+waits for the next trigger: the listener commits as soon as the batch is done, so a query stopped
+right after a batch leaves nothing uncommitted.
 
     spark.streams.addListener(GroupCommitListener("stage2", {"kafka.bootstrap.servers": "broker:9092"},
                                                   query_name="stage2"))
@@ -29,19 +31,30 @@ from .groups import commit_offsets
 from .options import EbbSourceError, bootstrap_servers
 
 log = structlog.get_logger("pipeline.connector_commits")
-KAFKA_SOURCE = "KafkaV2["  # how the connector describes its source in a query's progress
+# How a query's progress describes the Kafka connector's source, and any Python data source's (ebb's)
+SOURCES = ("KafkaV2[", "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStream")
 
 
 def source_offsets(progress) -> dict[TopicPartition, int]:
-    """The end offsets of the Kafka connector's sources in one progress report."""
+    """The end offsets of the Kafka connector's and ebb's sources in one progress report: both write
+    them as {"topic": {"partition": offset}}; a Python source whose offsets look otherwise is not ours."""
     out: dict[TopicPartition, int] = {}
     for source in progress.sources:
-        if not source.description.startswith(KAFKA_SOURCE) or not source.endOffset:
+        if not source.description.startswith(SOURCES) or not source.endOffset:
             continue
-        for topic, partitions in json.loads(source.endOffset).items():
+        offsets = json.loads(source.endOffset)
+        if not _topic_offsets(offsets):
+            continue
+        for topic, partitions in offsets.items():
             for partition, offset in partitions.items():
-                out[TopicPartition(topic, int(partition))] = int(offset)
+                out[TopicPartition(topic, int(partition))] = offset
     return out
+
+
+def _topic_offsets(offsets) -> bool:
+    return isinstance(offsets, dict) and all(
+        isinstance(parts, dict) and all(p.isdigit() and type(o) is int and o >= 0 for p, o in parts.items())
+        for parts in offsets.values())
 
 
 class GroupCommitListener(StreamingQueryListener):

@@ -83,3 +83,24 @@ def test_a_stream_committed_by_the_listener_is_trimmed_behind(spark, bootstrap, 
     finally:
         spark.streams.removeListener(listener)
         spark.streams.removeListener(other)
+
+
+def test_the_listener_commits_an_ebb_stream_stopped_right_after_a_batch(spark, bootstrap, tmp_path):
+    """format("ebb") commits a batch at the next trigger; with a long trigger interval and a stop after
+    the first batch only the listener has committed it."""
+    create_topic(bootstrap, "sk-ebb")
+    produce(bootstrap, {("sk-ebb", 0): [b"e%d" % i for i in range(12)]})
+    listener = GroupCommitListener("sk-ebb-stage", {"kafka.bootstrap.servers": bootstrap})
+    spark.streams.addListener(listener)
+    try:
+        query = (spark.readStream.format("ebb").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", "sk-ebb").option("startingOffsets", "earliest").load()
+                 .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(processingTime="1 hour").start())
+        try:
+            wait_for(lambda: group_offsets(bootstrap, "sk-ebb-stage", "sk-ebb", 1) == {0: 12},
+                     what="the first batch committed by the listener", timeout_s=60)
+        finally:
+            query.stop()
+    finally:
+        spark.streams.removeListener(listener)
