@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from confluent_kafka import Consumer
 from pyspark.errors import PySparkException
 
+from client.security_settings import security_settings
 from tests.pipeline.helpers import create_topic, delete_records, produce, read_batch, rows_by_offset
 from tests.pipeline.test_loop import group_offsets
 from tests.pipeline.test_stream import run_collecting
@@ -52,6 +54,21 @@ def secured(tmp_path_factory):
             "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.certificates": ca.pem.cert.read_text(),
             "kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.location": str(client.combined)}
         yield process
+
+
+@pytest.mark.parametrize("listener", ["scram", "mtls"])
+def test_the_executors_librdkafka_settings_connect(secured, listener):
+    """The settings the executors' readers and writers get, checked alone: the Spark tests below would
+    still pass through the project's client if librdkafka could not connect."""
+    options = getattr(secured, listener)
+    config = {"bootstrap.servers": options["kafka.bootstrap.servers"], "group.id": "sec-check",
+              **security_settings(options, prefix="kafka.").librdkafka()}
+    consumer = Consumer(config)
+    try:
+        brokers = consumer.list_topics(timeout=15).brokers
+    finally:
+        consumer.close()
+    assert [b.port for b in brokers.values()] == [secured.sasl_ssl_port if listener == "scram" else secured.mtls_port]
 
 
 def test_write_then_read_over_scram_on_tls(spark, secured):
