@@ -115,11 +115,14 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
     else:
         def may_read(name: str) -> bool:
             return allowed(broker, request, Operation.READ, ResourceType.TOPIC, name)
-    topics, wanted = _resolve(broker, body, version, replica_id, may_read)
+    # KIP-392: from v11 (the consumer's rack id comes along) a consumer may read a follower's log up to
+    # the follower's high watermark; older consumers and replicas are served by the leader only.
+    leader_only = follower or version < 11
+    topics, wanted = _resolve(broker, body, version, replica_id, may_read, leader_only)
 
     def plan() -> tuple[int, bool]:
         """Where each partition's read would come from now: (bytes available, any error)."""
-        return _plan(replicas, wanted, body.max_bytes, follower)
+        return _plan(replicas, wanted, body.max_bytes, follower, leader_only)
 
     available, failed = plan()
     if follower:
@@ -142,7 +145,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
 
 
 def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id: int,
-             may_read: Callable[[str], bool]) -> tuple[list[_TopicResponse], list[_Wanted]]:
+             may_read: Callable[[str], bool], leader_only: bool) -> tuple[list[_TopicResponse], list[_Wanted]]:
     replicas = broker.replicas
     topics = []
     wanted: list[_Wanted] = []
@@ -170,7 +173,8 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
                 continue
             try:
                 partition = replicas.partition(found.name, asked.partition)
-                partition.check_leader()
+                if leader_only:
+                    partition.check_leader()
                 partition.check_leader_epoch(asked.current_leader_epoch)
                 if replica_id >= 0 and replica_id not in partition.replicas:
                     raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -194,7 +198,7 @@ def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
                 w.error, w.read, w.partition = exc.error_code, None, None
 
 
-def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool) -> tuple[int, bool]:
+def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leader_only: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
     data may exceed it with its first batch (KIP-74), the others may not."""
     limit = max_bytes
@@ -212,7 +216,7 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool) -> tu
             w.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             failed = True
             continue
-        if not w.partition.is_leader:  # leadership moved while the request waited
+        if leader_only and not w.partition.is_leader:  # leadership moved while the request waited
             w.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             failed = True
             continue

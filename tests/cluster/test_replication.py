@@ -90,9 +90,23 @@ def test_followers_refuse_clients(cluster):
     follower = next(b for n, b in cluster.items() if b is not leader)
     with WireClient(follower.port) as client:
         assert produce(client, topic, 0, batch([b"x"])).error_code == E.NOT_LEADER_OR_FOLLOWER
-        answer = client.request(fetch_request(topic, 0, 0), 12).responses[0].partitions[0]
-        assert answer.error_code == E.NOT_LEADER_OR_FOLLOWER
+        answer = client.request(fetch_request(topic, 0, 0), 10).responses[0].partitions[0]
+        assert answer.error_code == E.NOT_LEADER_OR_FOLLOWER  # a consumer before v11: the leader only
         assert list_offsets(client, topic, 0, -1).error_code == E.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_follower_serves_consumers_from_fetch_v11_up_to_its_high_watermark(cluster):
+    """KIP-392, as Kafka 4 serves it (tests/cluster/test_against_kafka_cluster.py found the difference)."""
+    topic = new_topic(cluster)
+    assert produce_to_leader(cluster, topic, [b"f%d" % i for i in range(6)]).error_code == E.NONE
+    follower = next(b for b in cluster.values() if b is not leader_of(cluster, topic))
+
+    def served():
+        with WireClient(follower.port) as client:
+            answer = client.request(fetch_request(topic, 0, 0), 12).responses[0].partitions[0]
+        return answer.error_code == E.NONE and answer.high_watermark == 6 and answer
+    answer = wait_for(served, what="the follower serving the six records")
+    assert values(answer) == [b"f%d" % i for i in range(6)]
 
 
 def test_a_follower_answers_list_offsets_for_the_debugging_replica_id(cluster):

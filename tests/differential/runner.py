@@ -32,6 +32,8 @@ VOLATILE = {
     "member_id": "<member>",  # the coordinator makes them up (client id + a random suffix)
     "leader": "<member>",
 }
+# Lists of node ids: which nodes each broker picks is its own; how many is compared.
+NODE_LISTS = {"replica_nodes", "isr_nodes", "offline_replicas"}
 
 
 @dataclass
@@ -67,9 +69,48 @@ class Peer:
         self.client.close()
 
 
+class ClusterPeer(Peer):
+    """A cluster of brokers judged as one: requests go to a chosen node (a partition's leader or one of
+    its followers, found from the metadata), answers are recorded in one list."""
+
+    def __init__(self, name: str, ports: dict[int, int]):
+        super().__init__(name, ports[min(ports)])
+        self.nodes = {node: WireClient(port, timeout=30) for node, port in ports.items()}
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, list[int]]:
+        """(leader, followers) of a partition, as the first node's metadata has them."""
+        reply = self.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
+        found = next(p for p in reply.topics[0].partitions if p.partition_index == partition)
+        return found.leader_id, [n for n in found.replica_nodes if n != found.leader_id]
+
+    def ask_at(self, node: int, label: str, body: ApiMessage, version: int) -> ApiMessage:
+        answer = self.nodes[node].send(body, version)
+        self.answers.append((label, normalise(answer.to_dict())))
+        return answer
+
+    def wait_for_replicas(self, topic: str, partitions: int, replicas: int, timeout_s: float = 60.0) -> None:
+        """Every partition led and with its full ISR in every node's metadata, unrecorded."""
+        deadline = time.monotonic() + timeout_s
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
+        while time.monotonic() < deadline:
+            views = [client.send(request, 12).topics[0] for client in self.nodes.values()]
+            if all(v.error_code == 0 and len(v.partitions) == partitions and all(
+                    p.leader_id >= 0 and len(p.isr_nodes) == replicas for p in v.partitions) for v in views):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name}: {topic} has not {replicas} in-sync replicas after {timeout_s}s")
+
+    def close(self) -> None:
+        super().close()
+        for client in self.nodes.values():
+            client.close()
+
+
 def normalise(value, key: str | None = None):
     if key in VOLATILE and value is not None:
         return VOLATILE[key]
+    if key in NODE_LISTS and isinstance(value, list):
+        return f"<{len(value)} nodes>"
     if key == "error_message" and value is not None:
         return "<message>"
     if isinstance(value, dict):

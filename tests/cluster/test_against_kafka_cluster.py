@@ -1,0 +1,96 @@
+"""Kafka as the judge on three nodes: three Apache Kafka 4.3.1 nodes (KRaft, from the pinned jars) and
+three Ebb brokers on ZooKeeper answer the same requests about a topic replicated three ways — sent to
+a partition's leader and to its followers — the same way (tests/differential/runner.py compares them;
+which node leads, and node ids in replica lists, are each cluster's own).
+
+What only a cluster shows: an all-replica DeleteRecords answered once every replica has the new start,
+the followers then answering ListOffsets for the debugging replica id (-2) from their own logs with
+that start, the leader-only APIs refused by followers, and a consumer's Fetch from v11 served by a
+follower up to its high watermark (KIP-392; this scenario found Ebb refusing it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.messages import (
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DescribeClusterRequest,
+    FetchRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+)
+from protocol.records import build_batch
+from tests.broker.data_wire import produce_request
+from tests.cluster.three_brokers import three_brokers
+from tests.differential.runner import ClusterPeer, compare
+from tests.interop.conftest import TARGET, build
+from tests.support.kafka_node import kafka_cluster
+
+pytestmark = pytest.mark.timeout(400)
+TOPIC = "judged"
+T0 = 1_700_000_000_000
+ALLOWED: dict[tuple[str, str], str] = {
+    ("*", "error_message"): "free text: whether a message is given and its wording are Kafka's own choice",
+}
+
+
+def three_way_replicated(peer: ClusterPeer) -> None:
+    Topic = CreateTopicsRequest.CreatableTopic
+    peer.ask("create, three replicas", CreateTopicsRequest(topics=[Topic(
+        name=TOPIC, num_partitions=2, replication_factor=3, configs=[])], timeout_ms=30_000), 4)
+    peer.wait_for_replicas(TOPIC, 2, 3)
+    peer.ask("metadata", MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12)
+    peer.ask("describe cluster", DescribeClusterRequest(include_cluster_authorized_operations=False), 0)
+    placement = {p: peer.replicas(TOPIC, p) for p in (0, 1)}
+    for p, (leader, followers) in placement.items():
+        data = build_batch([(b"k%d" % i, b"v%d" % i, [], T0 + i) for i in range(10)])
+        peer.ask_at(followers[0], f"produce {p} at a follower", produce_request(TOPIC, p, data, acks=-1), 9)
+        peer.ask_at(leader, f"produce {p} at the leader, acks=all", produce_request(TOPIC, p, data, acks=-1), 9)
+    for p, (leader, followers) in placement.items():
+        delete = _delete_records(p, 4 if p == 0 else -1)
+        peer.ask_at(followers[0], f"delete records {p} at a follower", delete, 2)
+        peer.ask_at(leader, f"delete records {p} at the leader (all replicas)", delete, 2)
+    for p, (leader, followers) in placement.items():
+        peer.ask_at(leader, f"earliest {p} at the leader", _list_offsets(p, -2, replica_id=-1), 7)
+        peer.ask_at(followers[0], f"earliest {p} at a follower, as a consumer", _list_offsets(p, -2, replica_id=-1), 7)
+        for n, follower in enumerate(followers):  # each follower knows the start the delete waited for
+            peer.ask_at(follower, f"earliest {p} at follower {n}, debugging id", _list_offsets(p, -2, replica_id=-2), 7)
+        peer.ask_at(leader, f"fetch {p} below the start at the leader", _fetch(p, 0), 12)
+        peer.ask_at(followers[0], f"fetch {p} at a follower, as a consumer", _fetch(p, 4), 12)
+        peer.ask_at(followers[0], f"fetch {p} at a follower, as a consumer before v11", _fetch(p, 4), 10)
+
+
+def _delete_records(partition: int, offset: int) -> DeleteRecordsRequest:
+    Req = DeleteRecordsRequest
+    return Req(timeout_ms=30_000, topics=[Req.DeleteRecordsTopic(name=TOPIC, partitions=[
+        Req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=partition, offset=offset)])])
+
+
+def _list_offsets(partition: int, timestamp: int, replica_id: int) -> ListOffsetsRequest:
+    Part = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+    return ListOffsetsRequest(replica_id=replica_id, isolation_level=0, timeout_ms=5000, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[Part(partition_index=partition,
+                                                                         timestamp=timestamp)])])
+
+
+def _fetch(partition: int, offset: int) -> FetchRequest:
+    Part = FetchRequest.FetchTopic.FetchPartition
+    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+                            Part(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+
+
+def test_three_nodes_answer_as_kafka_does(zk_connect, tmp_path):
+    build()  # the Kafka jars tests/interop/java pins (Maven, cached)
+    with kafka_cluster(tmp_path / "kafka", f"{TARGET / 'lib'}/*", 3) as kafka_nodes, \
+            three_brokers(zk_connect, tmp_path / "ebb") as ebb_brokers:
+        kafka = ClusterPeer("kafka", {int(n.properties["node.id"]): n.port for n in kafka_nodes})
+        ebb = ClusterPeer("ebb", {n: b.port for n, b in ebb_brokers.items()})
+        try:
+            found = compare(three_way_replicated, ebb, kafka, ALLOWED)
+        finally:
+            kafka.close()
+            ebb.close()
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
