@@ -5,11 +5,14 @@ which node leads, and node ids in replica lists, are each cluster's own).
 
 What only a cluster shows: an all-replica DeleteRecords answered once every replica has the new start,
 the followers then answering ListOffsets for the debugging replica id (-2) from their own logs with
-that start, the leader-only APIs refused by followers, and a consumer's Fetch from v11 served by a
-follower up to its high watermark (KIP-392; this scenario found Ebb refusing it).
+that start, the leader-only APIs refused by followers, a consumer's Fetch from v11 served by a
+follower up to its high watermark (KIP-392; this scenario found Ebb refusing it), and a group's
+offsets committed and fetched at its coordinator and refused by the other brokers.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -18,8 +21,11 @@ from protocol.messages import (
     DeleteRecordsRequest,
     DescribeClusterRequest,
     FetchRequest,
+    FindCoordinatorRequest,
     ListOffsetsRequest,
     MetadataRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
 )
 from protocol.records import build_batch
 from tests.broker.data_wire import produce_request
@@ -60,6 +66,38 @@ def three_way_replicated(peer: ClusterPeer) -> None:
         peer.ask_at(leader, f"fetch {p} below the start at the leader", _fetch(p, 0), 12)
         peer.ask_at(followers[0], f"fetch {p} at a follower, as a consumer", _fetch(p, 4), 12)
         peer.ask_at(followers[0], f"fetch {p} at a follower, as a consumer before v11", _fetch(p, 4), 10)
+    group_offsets_at_their_coordinator(peer)
+
+
+def group_offsets_at_their_coordinator(peer: ClusterPeer) -> None:
+    group = "judged-group"
+    deadline = time.monotonic() + 60
+    while (found := peer.send(FindCoordinatorRequest(key=group, key_type=0), 3)).error_code != 0:
+        assert time.monotonic() < deadline, f"{peer.name}: no coordinator for {group}"  # offsets topic coming up
+        time.sleep(0.2)
+    coordinator, other = found.node_id, next(n for n in peer.nodes if n != found.node_id)
+    while peer.nodes[coordinator].send(_commit(group, 2), 8).topics[0].partitions[0].error_code != 0:
+        assert time.monotonic() < deadline, f"{peer.name}: {coordinator} does not take commits of {group}"
+        time.sleep(0.2)  # the coordinator is still loading its offsets partition
+    peer.ask("find coordinator", FindCoordinatorRequest(key=group, key_type=0), 3)
+    peer.ask_at(other, "commit at a broker that does not coordinate the group", _commit(group, 7), 8)
+    peer.ask_at(coordinator, "commit at the coordinator", _commit(group, 7), 8)
+    peer.ask_at(coordinator, "fetch the commit at the coordinator", _offset_fetch(group), 8)
+    peer.ask_at(other, "fetch at a broker that does not coordinate the group", _offset_fetch(group), 8)
+
+
+def _commit(group: str, offset: int) -> OffsetCommitRequest:
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                               retention_time_ms=-1, topics=[T(name=TOPIC, partitions=[T.OffsetCommitRequestPartition(
+                                   partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                                   committed_metadata="")])])
+
+
+def _offset_fetch(group: str) -> OffsetFetchRequest:
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    return OffsetFetchRequest(groups=[G(group_id=group, topics=[G.OffsetFetchRequestTopics(
+        name=TOPIC, partition_indexes=[0])])], require_stable=False)
 
 
 def _delete_records(partition: int, offset: int) -> DeleteRecordsRequest:
