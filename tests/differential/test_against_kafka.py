@@ -318,18 +318,23 @@ def describe_and_alter_topic_configs(peer: Peer) -> None:
 
 
 def security_apis_on_an_open_broker(peer: Peer) -> None:
-    """No authorizer, a PLAINTEXT listener: what the SASL, ACL, SCRAM and quota APIs answer."""
+    """No authorizer, a PLAINTEXT listener: what the SASL, ACL, SCRAM and quota APIs answer, the SASL and
+    ACL-changing ones at every version both serve (test_every_version.py leaves them to this scenario)."""
     from protocol import messages as m
 
-    peer.ask("sasl handshake on plaintext", m.SaslHandshakeRequest(mechanism="PLAIN"), 1)
-    peer.ask("sasl authenticate on plaintext", m.SaslAuthenticateRequest(auth_bytes=b"\x00a\x00b"), 2)
+    for v in (0, 1):
+        peer.ask(f"sasl handshake on plaintext v{v}", m.SaslHandshakeRequest(mechanism="PLAIN"), v)
+    for v in (0, 1, 2):
+        peer.ask(f"sasl authenticate on plaintext v{v}", m.SaslAuthenticateRequest(auth_bytes=b"\x00a\x00b"), v)
     acl_filter = dict(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
                       host_filter=None, operation=1, permission_type=1)
     peer.ask("describe acls", m.DescribeAclsRequest(**acl_filter), 3)
-    peer.ask("create acls", m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
-        resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=6,
-        permission_type=3)]), 3)
-    peer.ask("delete acls", m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(**acl_filter)]), 3)
+    for v in (1, 2, 3):
+        peer.ask(f"create acls v{v}", m.CreateAclsRequest(creations=[m.CreateAclsRequest.AclCreation(
+            resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:a", host="*", operation=6,
+            permission_type=3)]), v)
+        peer.ask(f"delete acls v{v}", m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
+            **acl_filter)]), v)
     Component = m.DescribeClientQuotasRequest.ComponentData
     peer.ask("quotas, any user", m.DescribeClientQuotasRequest(components=[
         Component(entity_type="user", match_type=2, match=None)], strict=False), 1)
