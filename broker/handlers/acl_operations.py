@@ -27,14 +27,6 @@ CLUSTER_OPERATIONS = _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFI
 GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE)
 
 
-def topic_operations(requested: bool) -> int:
-    return TOPIC_OPERATIONS if requested else NOT_REQUESTED
-
-
-def cluster_operations(requested: bool) -> int:
-    return CLUSTER_OPERATIONS if requested else NOT_REQUESTED
-
-
 def authorized(broker, request, resource_type: ResourceType, name: str, supported: int) -> int:
     """The bits of `supported` the request's principal may do on the resource."""
     authorizer = broker.authorizer

@@ -60,6 +60,10 @@ FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 _TopicResponse = FetchResponse.FetchableTopicResponse
 _PartitionData = _TopicResponse.PartitionData
+# Errors Kafka gives before its replica manager reads (FetchResponse.partitionResponse): these carry an
+# empty AbortedTransactions list, the replica manager's errors a null one.
+_REFUSED_BEFORE_READING = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_ID,
+                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 # Shared, never mutated: the "absent" values of the tagged fields (a diverging follower gets its own).
 _NO_DIVERGENCE = _PartitionData.EpochEndOffset()
 _NO_LEADER = _PartitionData.LeaderIdAndEpoch()
@@ -277,6 +281,8 @@ def _answer(w: _Wanted, records, committed: bool) -> None:
     if w.error != ErrorCode.NONE or w.partition is None:
         # Kafka's createLogReadResult(e): no offsets on any partition-level error.
         response.high_watermark = response.last_stable_offset = response.log_start_offset = -1
+        if w.error in _REFUSED_BEFORE_READING:  # Kafka's request handler answers these with an empty list
+            response.aborted_transactions = []
         return
     partition = w.partition
     response.high_watermark = partition.high_watermark

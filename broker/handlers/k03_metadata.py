@@ -42,7 +42,6 @@ from broker.handlers.acl_operations import (
     TOPIC_OPERATIONS,
     authorized,
     authorized_on_cluster,
-    topic_operations,
 )
 from broker.handlers.cluster_view import alive_brokers, controller_id, offline_logs, partition_views
 from broker.security.access import allowed, allowed_on_cluster
@@ -92,8 +91,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
             topic = broker.topics.by_id(topic_id)
             if topic is None or not may(Operation.DESCRIBE, topic.name):
                 response.topics.append(TopicResult(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
-                                                   topic_id=topic_id,
-                                                   topic_authorized_operations=topic_operations(include_ops)))
+                                                   topic_id=topic_id, topic_authorized_operations=NOT_REQUESTED))
             else:
                 response.topics.append(_describe(broker, request, topic, include_ops))
         return response
@@ -105,16 +103,18 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
         topic = broker.topics.get(name)
         if not may(Operation.DESCRIBE, name) or (topic is None and allow_create and not may_create_any
                                                  and not may(Operation.CREATE, name)):
+            # as Kafka: no operations reported for a topic the caller may not see (nor an unknown id)
             response.topics.append(TopicResult(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
                                                is_internal=name in INTERNAL_TOPICS,
-                                               topic_authorized_operations=topic_operations(include_ops)))
+                                               topic_authorized_operations=NOT_REQUESTED))
             continue
         if topic is None:
             error = await _missing(broker, name, allow_create)
             topic = broker.topics.get(name) if error == ErrorCode.NONE else None
             if topic is None:
                 response.topics.append(TopicResult(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS,
-                                                   topic_authorized_operations=topic_operations(include_ops)))
+                                                   topic_authorized_operations=_operations(broker, request, name,
+                                                                                           include_ops)))
                 continue
         response.topics.append(_describe(broker, request, topic, include_ops))
     return response
@@ -145,9 +145,12 @@ def _describe(broker: BrokerContext, request, topic, include_ops: bool, offline=
                                   offline_replicas=p.offline)
                   for p in partition_views(broker, topic, offline_logs(broker) if offline is None else offline)]
     return TopicResult(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
-                       partitions=partitions, topic_authorized_operations=authorized(
-                           broker, request, ResourceType.TOPIC, topic.name, TOPIC_OPERATIONS) if include_ops
-                       else NOT_REQUESTED)
+                       partitions=partitions, topic_authorized_operations=_operations(broker, request, topic.name,
+                                                                                     include_ops))
+
+
+def _operations(broker: BrokerContext, request, name: str, include_ops: bool) -> int:
+    return authorized(broker, request, ResourceType.TOPIC, name, TOPIC_OPERATIONS) if include_ops else NOT_REQUESTED
 
 
 def _invalid_request(response: MetadataResponse, requested, version: int, message: str) -> MetadataResponse:

@@ -32,6 +32,8 @@ VOLATILE = {
     "member_id": "<member>",  # the coordinator makes them up (client id + a random suffix)
     "leader": "<member>",
 }
+# Sets sent as arrays (the ACLs a filter matched), whose order is each authorizer's own.
+UNORDERED = {"matching_acls", "acls"}
 # Lists of node ids: which nodes each broker picks is its own; how many is compared.
 NODE_LISTS = {"replica_nodes", "isr_nodes", "offline_replicas"}
 
@@ -119,9 +121,11 @@ def normalise(value, key: str | None = None):
         items = [normalise(v) for v in value]
         # Keyed arrays (topics, partitions, configs) are maps to clients; Kafka orders them by hash.
         if items and all(isinstance(v, dict) for v in items):
-            for key in ("name", "topic", "partition_index", "index", "partition"):
-                if all(key in v for v in items):
-                    return sorted(items, key=lambda v, key=key: (str(type(v[key])), v[key]))
+            for field_name in ("name", "topic", "partition_index", "index", "partition"):
+                if all(field_name in v for v in items):
+                    return sorted(items, key=lambda v, f=field_name: (str(type(v[f])), v[f]))
+            if key in UNORDERED:
+                return sorted(items, key=repr)
         return items
     if isinstance(value, memoryview | bytearray):
         return bytes(value)

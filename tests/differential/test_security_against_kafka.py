@@ -1,0 +1,150 @@
+"""Kafka as the judge of who may delete: Kafka 4.3.1 and Ebb started with the same security properties
+— the client listener speaking SASL_PLAINTEXT with PLAIN users from its JAAS config, Kafka's
+StandardAuthorizer (which selects Ebb's ACL authorizer), one super user — answer the same requests of
+the same principals the same way: authentication refused and accepted, DeleteRecords without and with
+DELETE on the topic (KIP-107 §3), what READ and DESCRIBE allow, ACLs created and deleted by the super
+user, and DeleteTopics.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from protocol import messages as m
+from protocol.records import build_batch
+from tests.broker.data_wire import produce_request
+from tests.broker.wire_client import WireClient
+from tests.differential.runner import Peer, compare, normalise
+from tests.differential.test_against_kafka import ALLOWED
+
+pytestmark = pytest.mark.timeout(300)
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{USERS["admin"]}" ' + " ".join(f'user_{u}="{p}"' for u, p in USERS.items())
+        + ";")
+TOPIC, T0 = "guarded", 1_700_000_000_000
+# ALLOW (3) of an operation (DELETE 6, READ 3, DESCRIBE 8) on a topic (2), LITERAL (3) or PREFIXED (4)
+ACLS = [("User:alice", 6, TOPIC, 3), ("User:alice", 8, TOPIC, 3), ("User:bob", 3, "guar", 4)]
+
+
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    return {
+        "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        # Kafka's own broker reaches its controller as ANONYMOUS over the CONTROLLER listener, which
+        # clients here never use; Ebb has no such listener.
+        "super.users": "User:admin;User:ANONYMOUS",
+    }
+
+
+class Principal:
+    """One authenticated connection; its answers are recorded in the peer's list."""
+
+    def __init__(self, peer: Peer, user: str):
+        self.peer, self.client = peer, WireClient(peer.port, timeout=30)
+        assert self.client.send(m.SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        token = b"\x00" + user.encode() + b"\x00" + USERS[user].encode()
+        assert self.client.send(m.SaslAuthenticateRequest(auth_bytes=token), 2).error_code == 0, user
+
+    def send(self, body, version: int):
+        return self.client.send(body, version)
+
+    def ask(self, label: str, body, version: int):
+        answer = self.client.send(body, version)
+        self.peer.answers.append((label, normalise(answer.to_dict())))
+        return answer
+
+
+def _delete(topic: str, offset: int) -> m.DeleteRecordsRequest:
+    Req = m.DeleteRecordsRequest
+    return Req(timeout_ms=30_000, topics=[Req.DeleteRecordsTopic(name=topic, partitions=[
+        Req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])])
+
+
+def _metadata(topic: str) -> m.MetadataRequest:
+    return m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)],
+                             allow_auto_topic_creation=False, include_topic_authorized_operations=True)
+
+
+def _list_offsets(timestamp: int) -> m.ListOffsetsRequest:
+    Part = m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+    return m.ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=5000, topics=[
+        m.ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[Part(partition_index=0, timestamp=timestamp)])])
+
+
+def _fetch(offset: int) -> m.FetchRequest:
+    Part = m.FetchRequest.FetchTopic.FetchPartition
+    return m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                          session_id=0, session_epoch=-1, topics=[m.FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+                              Part(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+
+
+def _acl_filter(principal: str) -> m.DeleteAclsRequest.DeleteAclsFilter:
+    return m.DeleteAclsRequest.DeleteAclsFilter(resource_type_filter=2, resource_name_filter=None,
+                                                pattern_type_filter=1, principal_filter=principal, host_filter=None,
+                                                operation=1, permission_type=1)
+
+
+def _wait(what: str, check, timeout_s: float = 30.0) -> None:
+    """ACLs reach Kafka's authorizer through its metadata log a moment after CreateAcls answers."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def who_may_delete(peer: Peer) -> None:
+    def ask_once(client: WireClient, label: str, body, version: int) -> None:
+        peer.answers.append((label, normalise(client.send(body, version).to_dict())))
+
+    with WireClient(peer.port, timeout=30) as client:
+        ask_once(client, "a mechanism not enabled", m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1)
+    with WireClient(peer.port, timeout=30) as client:
+        ask_once(client, "handshake PLAIN", m.SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        ask_once(client, "a wrong password", m.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00wrong"), 2)
+    admin, alice, bob = (Principal(peer, user) for user in ("admin", "alice", "bob"))
+    Topic = m.CreateTopicsRequest.CreatableTopic
+    admin.ask("create as the super user", m.CreateTopicsRequest(topics=[Topic(
+        name=TOPIC, num_partitions=1, replication_factor=1, configs=[])], timeout_ms=30_000), 4)
+    _wait("a leader", lambda: admin.send(_metadata(TOPIC), 12).topics[0].partitions[0].leader_id >= 0)
+    data = build_batch([(b"k%d" % i, b"v%d" % i, [], T0 + i) for i in range(10)])
+    admin.ask("produce as the super user", produce_request(TOPIC, 0, data, acks=-1), 9)
+
+    alice.ask("alice without ACLs: delete records", _delete(TOPIC, 4), 2)
+    alice.ask("alice without ACLs: delete records of a topic that does not exist", _delete("ghost", 1), 2)
+    alice.ask("alice without ACLs: metadata", _metadata(TOPIC), 12)
+    alice.ask("alice without ACLs: produce", produce_request(TOPIC, 0, data, acks=-1), 9)
+    alice.ask("alice may not create ACLs", m.CreateAclsRequest(creations=[]), 3)
+
+    Creation = m.CreateAclsRequest.AclCreation
+    admin.ask("the super user creates ACLs", m.CreateAclsRequest(creations=[Creation(
+        resource_type=2, resource_name=name, resource_pattern_type=pattern, principal=principal, host="*",
+        operation=operation, permission_type=3) for principal, operation, name, pattern in ACLS]), 3)
+    _wait("alice's DESCRIBE in force", lambda: alice.send(_metadata(TOPIC), 12).topics[0].error_code == 0)
+    _wait("bob's READ in force", lambda: bob.send(_list_offsets(-2), 7).topics[0].partitions[0].error_code == 0)
+
+    alice.ask("alice with DELETE: delete records", _delete(TOPIC, 4), 2)
+    alice.ask("alice with DESCRIBE: metadata and her operations", _metadata(TOPIC), 12)
+    alice.ask("alice without READ: fetch", _fetch(4), 12)
+    bob.ask("bob with READ (prefixed): delete records", _delete(TOPIC, 6), 2)
+    bob.ask("bob with READ: fetch from the new start", _fetch(4), 12)
+    bob.ask("bob with READ: earliest", _list_offsets(-2), 7)
+    bob.ask("bob with READ: delete topic", m.DeleteTopicsRequest(topic_names=[TOPIC], timeout_ms=30_000), 5)
+
+    admin.ask("the super user deletes alice's ACLs", m.DeleteAclsRequest(filters=[_acl_filter("User:alice")]), 3)
+    _wait("alice's ACLs gone", lambda: alice.send(_metadata(TOPIC), 12).topics[0].error_code != 0)
+    alice.ask("alice again without ACLs: delete records", _delete(TOPIC, 8), 2)
+    admin.ask("the super user deletes the topic", m.DeleteTopicsRequest(topic_names=[TOPIC], timeout_ms=30_000), 5)
+    for principal in (admin, alice, bob):
+        principal.client.close()
+
+
+def test_who_may_delete_as_kafka_decides(ebb_peer, kafka_peer):
+    found = compare(who_may_delete, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
