@@ -1,12 +1,13 @@
 """Spark's own Kafka connector (format("kafka"), spark-sql-kafka-0-10 4.2.0 from Maven Central) against
-Ebb: batch writes and reads, failOnDataLoss after DeleteRecords as the connector defines it, and a
-stream whose progress GroupCommitListener commits to a group, which retention.committed.groups trims
-behind. Data is prepared and checked through the project's client."""
+Ebb: batch writes and reads, failOnDataLoss after DeleteRecords as the connector defines it (batch and
+a restarted stream), and a stream whose progress GroupCommitListener commits to a group, which
+retention.committed.groups trims behind. Data is prepared and checked through the project's client."""
 
 from __future__ import annotations
 
 import pytest
 from py4j.protocol import Py4JJavaError
+from pyspark.errors import StreamingQueryException
 
 from pipeline.connector_commits import GroupCommitListener
 from tests.pipeline.helpers import consume_all, create_topic, delete_records, produce
@@ -104,3 +105,26 @@ def test_the_listener_commits_an_ebb_stream_stopped_right_after_a_batch(spark, b
             query.stop()
     finally:
         spark.streams.removeListener(listener)
+
+
+def test_a_stream_restarted_after_its_next_records_were_deleted(spark, bootstrap, tmp_path):
+    """The connector's streaming failOnDataLoss: the checkpoint's next offset is below the log start."""
+    create_topic(bootstrap, "sk-gap")
+    produce(bootstrap, {("sk-gap", 0): [b"a%d" % i for i in range(4)]})
+
+    def run(checkpoint, **options) -> list[int]:
+        seen: list[int] = []
+        query = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", "sk-gap").option("startingOffsets", "earliest").options(**options).load()
+                 .writeStream.foreachBatch(lambda df, _: seen.extend(r.offset for r in df.collect()))
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        finish(query)
+        return sorted(seen)
+
+    assert run(tmp_path / "strict") == [0, 1, 2, 3]
+    assert run(tmp_path / "lenient") == [0, 1, 2, 3]
+    produce(bootstrap, {("sk-gap", 0): [b"b%d" % i for i in range(6)]})
+    delete_records(bootstrap, {("sk-gap", 0): 7})  # offsets 4-6 go before either query read them
+    with pytest.raises(StreamingQueryException, match="Some data may have been lost"):
+        run(tmp_path / "strict")
+    assert run(tmp_path / "lenient", failOnDataLoss="false") == [7, 8, 9]
