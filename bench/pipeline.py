@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic
+from tests.support.spark_kafka import connector_conf
 
 PARTITIONS = 4
-CONNECTOR_JARS = Path(__file__).parents[1] / "tests" / "pipeline" / "spark_kafka" / "target" / "jars"
 
 
 def librdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
@@ -122,13 +122,15 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(16)
     values = [b"x" * rng.randint(100, 200) for _ in range(args.records)]
     rates: dict[str, list[float]] = {f"{who} {what}": [] for who in ("ebb", "kafka", "librdkafka")
-                                     for what in ("write", "read", "reader")}
-    jars = sorted(CONNECTOR_JARS.glob("*.jar"))
-    if not jars:
-        raise SystemExit(f"no Kafka connector jars in {CONNECTOR_JARS}: run make bench (or mvn -q package there)")
+                                     for what in ("write", "read")}
+    rates.update({"ebb reader": [], "librdkafka reader": []})
+    try:
+        jars = connector_conf()
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as root, Ebb(Path(root)) as broker:
         bootstrap = broker.bootstrap
-        spark = local_session("bench-pipeline", conf={"spark.jars": ",".join(map(str, jars))})
+        spark = local_session("bench-pipeline", conf=jars)
         try:
             create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
             for source in ("ebb", "kafka"):

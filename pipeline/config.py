@@ -52,7 +52,7 @@ _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay
                 "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly")
 
 
-def _security(options: Mapping[str, str]) -> SecuritySettings:
+def security_options(options: Mapping[str, str]) -> SecuritySettings:
     """kafka.security.protocol, kafka.sasl.*, kafka.ssl.* as the Kafka connector passes them to its client."""
     try:
         return security_settings({key.lower(): value for key, value in options.items()}, prefix="kafka.")
@@ -128,7 +128,7 @@ class ReadConfig:
             group_id=group_id,
             delete_committed=DeleteCommitted.from_options(options, group_id) if streaming else None,
             client=_client_options(options),
-            security=_security(options),
+            security=security_options(options),
         )
 
 
@@ -233,7 +233,7 @@ class WriteConfig:
             acks=_ACKS[acks],
             compression=compression,
             client=_client_options(options),
-            security=_security(options),
+            security=security_options(options),
         )
 
 

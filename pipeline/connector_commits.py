@@ -25,8 +25,8 @@ import structlog
 from pyspark.sql.streaming import StreamingQueryListener
 
 from client import Admin, TopicPartition
-from client.security_settings import SecuritySettingError, security_settings
 
+from .config import security_options
 from .groups import commit_offsets
 from .options import EbbSourceError, bootstrap_servers
 
@@ -66,12 +66,12 @@ class GroupCommitListener(StreamingQueryListener):
         self.group_id = group_id
         self.query_name = query_name
         self.bootstrap = bootstrap_servers(options)
-        lowered = {key.lower(): value for key, value in options.items()}
-        try:
-            self.security = security_settings(lowered, prefix="kafka.")
-        except SecuritySettingError as exc:
-            raise EbbSourceError(f"option {exc}") from None
+        self.security = security_options(options)
         self.committed: dict[TopicPartition, int] = {}  # the last offsets this listener committed
+        # One connection for every batch (TLS and SASL are not redone per batch), dropped on a failure
+        # and when a query ends; Spark calls a listener for one event at a time.
+        self._runner: asyncio.Runner | None = None
+        self._admin: Admin | None = None
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -80,7 +80,7 @@ class GroupCommitListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:
-        pass
+        self._disconnect()
 
     def onQueryProgress(self, event) -> None:
         progress = event.progress
@@ -90,12 +90,25 @@ class GroupCommitListener(StreamingQueryListener):
         if not offsets or all(self.committed.get(tp) == o for tp, o in offsets.items()):
             return
         try:
-            asyncio.run(self._commit(offsets))
+            self._commit(offsets)
             self.committed.update(offsets)
         except Exception as exc:  # the listener bus must go on; the next batch commits again
             log.warning("group commit failed", group_id=self.group_id, batch=progress.batchId, error=str(exc))
+            self._disconnect()
 
-    async def _commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        async with Admin(self.bootstrap, client_id="ebb-spark-commits",
-                         security=self.security.client_security()) as admin:
-            await commit_offsets(admin, self.group_id, offsets)
+    def _commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        if self._runner is None or self._admin is None:
+            self._runner = asyncio.Runner()
+            self._admin = Admin(self.bootstrap, client_id="ebb-spark-commits",
+                                security=self.security.client_security())
+            self._runner.run(self._admin.start())
+        self._runner.run(commit_offsets(self._admin, self.group_id, offsets))
+
+    def _disconnect(self) -> None:
+        runner, admin, self._runner, self._admin = self._runner, self._admin, None, None
+        if runner is not None:
+            try:
+                if admin is not None:
+                    runner.run(admin.close())
+            finally:
+                runner.close()

@@ -144,13 +144,16 @@ def fetch(client: WireClient, topic, partition: int, offset: int, *, version: in
     return reply.responses[0].partitions[0]
 
 
-def list_offsets(client: WireClient, topic: str, partition: int, timestamp: int, *, version: int = 7,
-                 isolation_level: int = 0, replica_id: int = -1, current_leader_epoch: int = -1):
+def list_offsets_request(topic: str, partition: int, timestamp: int, *, isolation_level: int = 0,
+                         replica_id: int = -1, current_leader_epoch: int = -1) -> ListOffsetsRequest:
     part = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
         partition_index=partition, timestamp=timestamp, current_leader_epoch=current_leader_epoch)
-    request = ListOffsetsRequest(replica_id=replica_id, isolation_level=isolation_level, timeout_ms=5000,
-                                 topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[part])])
-    return client.request(request, version).topics[0].partitions[0]
+    return ListOffsetsRequest(replica_id=replica_id, isolation_level=isolation_level, timeout_ms=5000,
+                              topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[part])])
+
+
+def list_offsets(client: WireClient, topic: str, partition: int, timestamp: int, *, version: int = 7, **kw):
+    return client.request(list_offsets_request(topic, partition, timestamp, **kw), version).topics[0].partitions[0]
 
 
 def delete_records_request(offsets: dict[str, dict[int, int]] | list, *, timeout_ms: int = 5000,

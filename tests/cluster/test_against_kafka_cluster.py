@@ -12,8 +12,6 @@ offsets committed and fetched at its coordinator and refused by the other broker
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from protocol.messages import (
@@ -28,11 +26,12 @@ from protocol.messages import (
     OffsetFetchRequest,
 )
 from protocol.records import build_batch
-from tests.broker.data_wire import produce_request
+from tests.broker.data_wire import delete_records_request, fetch_request, list_offsets_request, produce_request
 from tests.cluster.three_brokers import three_brokers
 from tests.differential.runner import ClusterPeer, compare
 from tests.interop.conftest import TARGET, build
 from tests.support.kafka_node import kafka_cluster
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(400)
 TOPIC = "judged"
@@ -71,14 +70,11 @@ def three_way_replicated(peer: ClusterPeer) -> None:
 
 def group_offsets_at_their_coordinator(peer: ClusterPeer) -> None:
     group = "judged-group"
-    deadline = time.monotonic() + 60
-    while (found := peer.send(FindCoordinatorRequest(key=group, key_type=0), 3)).error_code != 0:
-        assert time.monotonic() < deadline, f"{peer.name}: no coordinator for {group}"  # offsets topic coming up
-        time.sleep(0.2)
+    found = wait_for(lambda: (f := peer.send(FindCoordinatorRequest(key=group, key_type=0), 3)).error_code == 0
+                     and f, timeout_s=60, what=f"{peer.name}: a coordinator for {group}")  # offsets topic coming up
     coordinator, other = found.node_id, next(n for n in peer.nodes if n != found.node_id)
-    while peer.nodes[coordinator].send(_commit(group, 2), 8).topics[0].partitions[0].error_code != 0:
-        assert time.monotonic() < deadline, f"{peer.name}: {coordinator} does not take commits of {group}"
-        time.sleep(0.2)  # the coordinator is still loading its offsets partition
+    wait_for(lambda: peer.nodes[coordinator].send(_commit(group, 2), 8).topics[0].partitions[0].error_code == 0,
+             timeout_s=60, what=f"{peer.name}: {coordinator} taking commits of {group}")  # still loading
     peer.ask("find coordinator", FindCoordinatorRequest(key=group, key_type=0), 3)
     peer.ask_at(other, "commit at a broker that does not coordinate the group", _commit(group, 7), 8)
     peer.ask_at(coordinator, "commit at the coordinator", _commit(group, 7), 8)
@@ -101,23 +97,15 @@ def _offset_fetch(group: str) -> OffsetFetchRequest:
 
 
 def _delete_records(partition: int, offset: int) -> DeleteRecordsRequest:
-    Req = DeleteRecordsRequest
-    return Req(timeout_ms=30_000, topics=[Req.DeleteRecordsTopic(name=TOPIC, partitions=[
-        Req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=partition, offset=offset)])])
+    return delete_records_request({TOPIC: {partition: offset}}, timeout_ms=30_000)
 
 
 def _list_offsets(partition: int, timestamp: int, replica_id: int) -> ListOffsetsRequest:
-    Part = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-    return ListOffsetsRequest(replica_id=replica_id, isolation_level=0, timeout_ms=5000, topics=[
-        ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[Part(partition_index=partition,
-                                                                         timestamp=timestamp)])])
+    return list_offsets_request(TOPIC, partition, timestamp, replica_id=replica_id)
 
 
 def _fetch(partition: int, offset: int) -> FetchRequest:
-    Part = FetchRequest.FetchTopic.FetchPartition
-    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[
-                            Part(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+    return fetch_request(TOPIC, partition, offset, max_bytes=1 << 20)
 
 
 def test_three_nodes_answer_as_kafka_does(zk_connect, tmp_path):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from protocol.messages import ApiMessage, MetadataRequest
 from tests.broker.wire_client import WireClient
+from tests.support.polling import wait_for
 
 # Field names whose values are the broker's own, never comparable.
 VOLATILE = {
@@ -51,7 +52,10 @@ class Peer:
         return self.client.send(body, version)
 
     def ask(self, label: str, body: ApiMessage, version: int) -> ApiMessage:
-        answer = self.send(body, version)
+        return self.record(label, self.send(body, version))
+
+    def record(self, label: str, answer: ApiMessage) -> ApiMessage:
+        """Keep an answer to be judged, whichever connection it came over."""
         self.answers.append((label, normalise(answer.to_dict())))
         return answer
 
@@ -86,21 +90,17 @@ class ClusterPeer(Peer):
         return found.leader_id, [n for n in found.replica_nodes if n != found.leader_id]
 
     def ask_at(self, node: int, label: str, body: ApiMessage, version: int) -> ApiMessage:
-        answer = self.nodes[node].send(body, version)
-        self.answers.append((label, normalise(answer.to_dict())))
-        return answer
+        return self.record(label, self.nodes[node].send(body, version))
 
-    def wait_for_replicas(self, topic: str, partitions: int, replicas: int, timeout_s: float = 60.0) -> None:
+    def wait_for_replicas(self, topic: str, partitions: int, replicas: int) -> None:
         """Every partition led and with its full ISR in every node's metadata, unrecorded."""
-        deadline = time.monotonic() + timeout_s
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
-        while time.monotonic() < deadline:
+
+        def in_sync() -> bool:
             views = [client.send(request, 12).topics[0] for client in self.nodes.values()]
-            if all(v.error_code == 0 and len(v.partitions) == partitions and all(
-                    p.leader_id >= 0 and len(p.isr_nodes) == replicas for p in v.partitions) for v in views):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"{self.name}: {topic} has not {replicas} in-sync replicas after {timeout_s}s")
+            return all(v.error_code == 0 and len(v.partitions) == partitions and all(
+                p.leader_id >= 0 and len(p.isr_nodes) == replicas for p in v.partitions) for v in views)
+        wait_for(in_sync, timeout_s=60, what=f"{self.name}: {topic} with {replicas} in-sync replicas")
 
     def close(self) -> None:
         super().close()

@@ -8,16 +8,15 @@ user, and DeleteTopics.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from protocol import messages as m
 from protocol.records import build_batch
-from tests.broker.data_wire import produce_request
+from tests.broker.data_wire import delete_records_request, fetch_request, list_offsets_request, produce_request
 from tests.broker.wire_client import WireClient
-from tests.differential.runner import Peer, compare, normalise
+from tests.differential.runner import Peer, compare
 from tests.differential.test_against_kafka import ALLOWED
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -56,15 +55,11 @@ class Principal:
         return self.client.send(body, version)
 
     def ask(self, label: str, body, version: int):
-        answer = self.client.send(body, version)
-        self.peer.answers.append((label, normalise(answer.to_dict())))
-        return answer
+        return self.peer.record(label, self.client.send(body, version))
 
 
 def _delete(topic: str, offset: int) -> m.DeleteRecordsRequest:
-    Req = m.DeleteRecordsRequest
-    return Req(timeout_ms=30_000, topics=[Req.DeleteRecordsTopic(name=topic, partitions=[
-        Req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])])
+    return delete_records_request({topic: {0: offset}}, timeout_ms=30_000)
 
 
 def _metadata(topic: str) -> m.MetadataRequest:
@@ -73,16 +68,11 @@ def _metadata(topic: str) -> m.MetadataRequest:
 
 
 def _list_offsets(timestamp: int) -> m.ListOffsetsRequest:
-    Part = m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
-    return m.ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=5000, topics=[
-        m.ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[Part(partition_index=0, timestamp=timestamp)])])
+    return list_offsets_request(TOPIC, 0, timestamp)
 
 
 def _fetch(offset: int) -> m.FetchRequest:
-    Part = m.FetchRequest.FetchTopic.FetchPartition
-    return m.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                          session_id=0, session_epoch=-1, topics=[m.FetchRequest.FetchTopic(topic=TOPIC, partitions=[
-                              Part(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+    return fetch_request(TOPIC, 0, offset, max_bytes=1 << 20)
 
 
 def _acl_filter(principal: str) -> m.DeleteAclsRequest.DeleteAclsFilter:
@@ -91,28 +81,17 @@ def _acl_filter(principal: str) -> m.DeleteAclsRequest.DeleteAclsFilter:
                                                 operation=1, permission_type=1)
 
 
-def _wait(what: str, check, timeout_s: float = 30.0) -> None:
-    """ACLs reach Kafka's authorizer through its metadata log a moment after CreateAcls answers."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-
-
 def who_may_delete(peer: Peer) -> None:
-    def ask_once(client: WireClient, label: str, body, version: int) -> None:
-        peer.answers.append((label, normalise(client.send(body, version).to_dict())))
-
     with WireClient(peer.port, timeout=30) as client:
-        ask_once(client, "a mechanism not enabled", m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1)
+        peer.record("a mechanism not enabled", client.send(m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1))
     with WireClient(peer.port, timeout=30) as client:
-        ask_once(client, "handshake PLAIN", m.SaslHandshakeRequest(mechanism="PLAIN"), 1)
-        ask_once(client, "a wrong password", m.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00wrong"), 2)
+        peer.record("handshake PLAIN", client.send(m.SaslHandshakeRequest(mechanism="PLAIN"), 1))
+        peer.record("a wrong password", client.send(m.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00wrong"), 2))
     admin, alice, bob = (Principal(peer, user) for user in ("admin", "alice", "bob"))
     Topic = m.CreateTopicsRequest.CreatableTopic
     admin.ask("create as the super user", m.CreateTopicsRequest(topics=[Topic(
         name=TOPIC, num_partitions=1, replication_factor=1, configs=[])], timeout_ms=30_000), 4)
-    _wait("a leader", lambda: admin.send(_metadata(TOPIC), 12).topics[0].partitions[0].leader_id >= 0)
+    wait_for(lambda: admin.send(_metadata(TOPIC), 12).topics[0].partitions[0].leader_id >= 0, what="a leader")
     data = build_batch([(b"k%d" % i, b"v%d" % i, [], T0 + i) for i in range(10)])
     admin.ask("produce as the super user", produce_request(TOPIC, 0, data, acks=-1), 9)
 
@@ -126,8 +105,9 @@ def who_may_delete(peer: Peer) -> None:
     admin.ask("the super user creates ACLs", m.CreateAclsRequest(creations=[Creation(
         resource_type=2, resource_name=name, resource_pattern_type=pattern, principal=principal, host="*",
         operation=operation, permission_type=3) for principal, operation, name, pattern in ACLS]), 3)
-    _wait("alice's DESCRIBE in force", lambda: alice.send(_metadata(TOPIC), 12).topics[0].error_code == 0)
-    _wait("bob's READ in force", lambda: bob.send(_list_offsets(-2), 7).topics[0].partitions[0].error_code == 0)
+    # ACLs reach Kafka's authorizer through its metadata log a moment after CreateAcls answers
+    wait_for(lambda: alice.send(_metadata(TOPIC), 12).topics[0].error_code == 0, what="alice's DESCRIBE in force")
+    wait_for(lambda: bob.send(_list_offsets(-2), 7).topics[0].partitions[0].error_code == 0, what="bob's READ in force")
 
     alice.ask("alice with DELETE: delete records", _delete(TOPIC, 4), 2)
     alice.ask("alice with DESCRIBE: metadata and her operations", _metadata(TOPIC), 12)
@@ -138,7 +118,7 @@ def who_may_delete(peer: Peer) -> None:
     bob.ask("bob with READ: delete topic", m.DeleteTopicsRequest(topic_names=[TOPIC], timeout_ms=30_000), 5)
 
     admin.ask("the super user deletes alice's ACLs", m.DeleteAclsRequest(filters=[_acl_filter("User:alice")]), 3)
-    _wait("alice's ACLs gone", lambda: alice.send(_metadata(TOPIC), 12).topics[0].error_code != 0)
+    wait_for(lambda: alice.send(_metadata(TOPIC), 12).topics[0].error_code != 0, what="alice's ACLs gone")
     alice.ask("alice again without ACLs: delete records", _delete(TOPIC, 8), 2)
     admin.ask("the super user deletes the topic", m.DeleteTopicsRequest(topic_names=[TOPIC], timeout_ms=30_000), 5)
     for principal in (admin, alice, bob):

@@ -8,11 +8,10 @@ without them they fail rather than disappear.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.spark_kafka import connector_conf
 
 
 @pytest.fixture(scope="package")
@@ -21,17 +20,11 @@ def broker(tmp_path_factory):
         yield process
 
 
-CONNECTOR_JARS = Path(__file__).parent / "spark_kafka" / "target" / "jars"
-
-
 @pytest.fixture(scope="package")
 def spark():
     from pipeline.session import local_session
 
-    # Spark's own Kafka connector too (make test fetches it), for test_spark_kafka.py
-    jars = sorted(CONNECTOR_JARS.glob("*.jar"))
-    assert jars, f"no Kafka connector jars in {CONNECTOR_JARS}: run make test (or mvn -q package there)"
-    session = local_session("ebb-tests", conf={"spark.jars": ",".join(map(str, jars))})
+    session = local_session("ebb-tests", conf=connector_conf())  # format("kafka") too, for test_spark_kafka.py
     yield session
     for query in session.streams.active:
         query.stop()
