@@ -182,8 +182,7 @@ class Broker:
 
         session = self._zookeeper().session
         assert session is not None  # the store is connected: it has a session
-        await asyncio.get_running_loop().run_in_executor(
-            None, save_session, self.config.log_dir / ZOOKEEPER_SESSION_FILE, session)
+        await save_session(self.config.log_dir / ZOOKEEPER_SESSION_FILE, session)
 
     async def _on_new_session(self) -> None:
         """The ZooKeeper session expired and a new one began: the registration went with the old one."""

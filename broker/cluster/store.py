@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+
+from broker.log import cold_files
 
 log = structlog.get_logger("store")
 
@@ -205,7 +206,7 @@ class EmbeddedStore(MetadataStore):
                 return  # a write that began after this change covered it
             covered = self._changes
             nodes = [(p, n.data, n.version) for p, n in self._nodes.items() if not n.ephemeral]
-            await asyncio.get_running_loop().run_in_executor(None, _write_snapshot, self.path, nodes)
+            await _write_snapshot(self.path, nodes)
             self._written = covered
 
     async def get(self, path: str) -> tuple[bytes, int]:
@@ -341,25 +342,9 @@ def _call_back(callback, *args) -> None:
         log.exception("watch callback failed", callback=getattr(callback, "__qualname__", repr(callback)))
 
 
-def _write_snapshot(path: Path, nodes: list[tuple[str, bytes, int]]) -> None:
-    """Blocking (an executor thread): encode and write the whole store."""
+async def _write_snapshot(path: Path, nodes: list[tuple[str, bytes, int]]) -> None:
+    """Encode the whole store and replace its file (broker/log/cold_files.py: tmp, fsync, rename,
+    fsync the directory; a crash leaves the old file or the new one)."""
     encoded = {p: [data.decode("utf-8"), version] for p, data, version in nodes}
-    _write_atomically(path, json.dumps({"format": FORMAT_VERSION, "nodes": encoded}, sort_keys=True).encode())
-
-
-def _write_atomically(path: Path, data: bytes, mode: int | None = None) -> None:
-    """tmp, fsync, rename, fsync the directory: a crash leaves the old file or the new one. `mode` sets
-    the permission bits before any data is written (for secrets)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        if mode is not None:
-            os.fchmod(f.fileno(), mode)
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    content = json.dumps({"format": FORMAT_VERSION, "nodes": encoded}, sort_keys=True).encode()
+    await cold_files.write_atomically(path, content, executor=None)

@@ -42,8 +42,8 @@ from broker.cluster.store import (
     Watch,
     _call_back,
     _check,
-    _write_atomically,
 )
+from broker.log import cold_files
 
 log = structlog.get_logger("zookeeper")
 
@@ -79,12 +79,11 @@ def load_session(path: Path) -> Session | None:
     return Session(int(raw["session_id"]), bytes.fromhex(raw["password"]))
 
 
-def save_session(path: Path, session: Session) -> None:
-    """Record the session (blocking; run it in an executor). Readable by the owner only: the password
-    lets its holder end the session."""
+async def save_session(path: Path, session: Session) -> None:
+    """Record the session, readable by the owner only: the password lets its holder end the session."""
     data = json.dumps({"version": SESSION_FORMAT_VERSION, "session_id": session.session_id,
                        "password": session.password.hex()}).encode()
-    _write_atomically(Path(path), data, mode=0o600)
+    await cold_files.write_atomically(Path(path), data, executor=None, mode=0o600)
 
 
 def _translate(exc: BaseException, path: str) -> BaseException:

@@ -44,7 +44,7 @@ class CheckpointFile:
             waiters, self._waiters = self._waiters, []
             offsets, on_durable = self._snapshot()
             try:
-                await self._io.run(checkpoint.write_offsets, self.path, offsets)
+                await self._io.write_atomically(self.path, checkpoint.format_offsets(offsets))
             except OSError as exc:
                 logger.error("checkpoint write failed", file=str(self.path), error=repr(exc))
                 for waiter in waiters:

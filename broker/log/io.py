@@ -1,15 +1,16 @@
 """Where the log's blocking work runs, and the background work it leaves behind.
 
-Everything that may wait on the disk (fsync, unlink, rmtree, recovery scans) goes through
-`LogIO.run`, i.e. a thread pool, so the event loop keeps serving. Deletions wait
-`file.delete.delay.ms` first, so reads already handed a file can finish sending it.
+Everything that may wait on the disk (fsync, unlink, rmtree, recovery scans) runs in a thread pool,
+so the event loop keeps serving: blocking functions through `LogIO.run`, the cold-path writes and
+removals through aiofiles on the same pool (`write_atomically`, `remove_files`, `remove_tree`;
+broker/log/cold_files.py). Deletions wait `file.delete.delay.ms` first, so reads already handed a file
+can finish sending it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from broker.log import cold_files
 from broker.log.segment import SegmentFile
 
 logger = structlog.get_logger(__name__)
@@ -31,18 +33,26 @@ def unlink_all(paths: Iterable[Path]) -> None:
             pass
 
 
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=False)
+Removal = Callable[[], Coroutine[Any, Any, None]]
 
 
 class LogIO:
     def __init__(self, executor: Executor | None = None) -> None:
         self.executor = executor
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._timers: dict[asyncio.TimerHandle, tuple[list[SegmentFile], Callable[[], None]]] = {}
+        self._timers: dict[asyncio.TimerHandle, tuple[list[SegmentFile], Removal]] = {}
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def write_atomically(self, path: Path, content: bytes, *, sync: bool = True) -> None:
+        await cold_files.write_atomically(path, content, executor=self.executor, sync=sync)
+
+    async def remove_files(self, paths: Iterable[Path]) -> None:
+        await cold_files.remove_files(paths, executor=self.executor)
+
+    async def remove_tree(self, path: Path) -> None:
+        await cold_files.remove_tree(path, executor=self.executor)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run `coro` in the background; its failure is logged, not lost."""
@@ -57,15 +67,15 @@ class LogIO:
         task.add_done_callback(finished)
         return task
 
-    def delete_later(self, delay_ms: int, files: list[SegmentFile], remove: Callable[[], None]) -> None:
-        """After `delay_ms`, close `files` and run the blocking `remove` in the pool."""
+    def delete_later(self, delay_ms: int, files: list[SegmentFile], remove: Removal) -> None:
+        """After `delay_ms`, close `files` and run `remove` (say, `lambda: io.remove_files(paths)`)."""
         loop = asyncio.get_running_loop()
 
         def fire() -> None:
             self._timers.pop(handle, None)
             for f in files:
                 f.close()
-            self.spawn(self.run(remove), "delete files")
+            self.spawn(remove(), "delete files")
 
         handle = loop.call_later(max(delay_ms, 0) / 1000, fire)
         self._timers[handle] = (files, remove)
@@ -78,7 +88,7 @@ class LogIO:
             for f in files:
                 f.close()
             if finish_deletions:
-                self.spawn(self.run(remove), "delete files")
+                self.spawn(remove(), "delete files")
         self._timers.clear()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -38,7 +38,7 @@ from broker.log.common import (
     is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
-from broker.log.io import LogIO, remove_tree, unlink_all
+from broker.log.io import LogIO, unlink_all
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
@@ -136,7 +136,7 @@ class LogManager:
         self.had_clean_shutdown = clean
         if delete_dirs:
             logger.info("finishing deletion of partition dirs", count=len(delete_dirs))
-            await asyncio.gather(*(self._run(remove_tree, d) for d in delete_dirs), return_exceptions=True)
+            await asyncio.gather(*(self._io.remove_tree(d) for d in delete_dirs), return_exceptions=True)
 
         async def load(tp: TopicPartition, directory: Path) -> None:
             try:
@@ -374,7 +374,7 @@ class LogManager:
         logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
         await self.checkpoint_all()
         delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms
-        self._io.delete_later(delay, files, lambda: remove_tree(target) if target.exists() else None)
+        self._io.delete_later(delay, files, lambda: self._io.remove_tree(target))
         return True
 
     # --- background work ------------------------------------------------------------------------

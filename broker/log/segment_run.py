@@ -14,7 +14,7 @@ from pathlib import Path
 
 from broker.log import checkpoint
 from broker.log.config import LogConfig
-from broker.log.io import LogIO, unlink_all
+from broker.log.io import LogIO
 from broker.log.results import FileSlice
 from broker.log.segment import LogSegment, SegmentFlush
 
@@ -115,7 +115,8 @@ class SegmentRun:
         for segment in doomed:
             renamed += segment.rename_to_deleted()
         self.dir_dirty = True
-        self.io.delete_later(self.config.file_delete_delay_ms, [s.file for s in doomed], lambda: unlink_all(renamed))
+        files = [s.file for s in doomed]
+        self.io.delete_later(self.config.file_delete_delay_ms, files, lambda: self.io.remove_files(renamed))
 
     def slices(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> tuple[list[FileSlice], int]:
         """Whole batches from the one holding `offset`, at most `max_bytes` (one batch at least when

@@ -30,7 +30,6 @@ from broker.replica.producer_state import (
     ProducerStateError,
     ProducerStateManager,
     last_sequence,
-    write_snapshot,
 )
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import RecordBatch
@@ -422,7 +421,7 @@ class Partition:
         data, offset = taken
         self.producers.dirty = False
         try:
-            await self.host.run_io(write_snapshot, self.producers.snapshot_path, data)
+            await self.log.io.write_atomically(self.producers.snapshot_path, data)
         except OSError as exc:
             self.producers.dirty = True
             log.error("cannot write producer state snapshot", partition=str(self.topic_partition), error=repr(exc))

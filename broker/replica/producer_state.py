@@ -140,7 +140,8 @@ class BatchHeader:
 
 class ProducerStateManager:
     """The producer table of one partition. Not thread-safe: used on the event loop only, except
-    for the blocking `load_blocking`/`write_snapshot` that the caller runs in an executor."""
+    for the blocking `load_blocking` that the caller runs in an executor (the snapshot is written by
+    the log's cold-path writer, broker/log/cold_files.py)."""
 
     def __init__(self, directory: Path, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
         self.directory = directory
@@ -239,17 +240,6 @@ class ProducerStateManager:
             producers[int(pid)] = entry
         self.producers = producers
         return int(raw["offset"])
-
-
-def write_snapshot(path: Path, data: bytes) -> None:
-    """Blocking: tmp, fsync, rename, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def read_snapshot(path: Path) -> bytes | None:

@@ -71,7 +71,7 @@ async def test_another_live_session_keeps_its_registration(zk_connect):
 async def test_a_restart_ends_its_previous_session_to_take_back_its_registration(zk_connect, tmp_path):
     crashed = await ZooKeeperStore.open(zk_connect, session_timeout_ms=30000)
     await crashed.register("/brokers/ids/1", b"before the crash")
-    save_session(tmp_path / "session", crashed.session)
+    await save_session(tmp_path / "session", crashed.session)
     # `crashed` is never closed, as after SIGKILL: the server would keep its node for 30 s.
     restarted = await ZooKeeperStore.open(zk_connect, previous_session=load_session(tmp_path / "session"))
     try:

@@ -16,9 +16,9 @@ async def test_concurrent_changes_share_file_writes(tmp_path, monkeypatch):
     writes = []
     real_write = store_module._write_snapshot
 
-    def counting_write(path, nodes):  # a spy: the real write still happens
+    async def counting_write(path, nodes):  # a spy: the real write still happens
         writes.append(len(nodes))
-        real_write(path, nodes)
+        await real_write(path, nodes)
 
     monkeypatch.setattr(store_module, "_write_snapshot", counting_write)
     store = await EmbeddedStore.open(tmp_path / "meta.json")

@@ -42,11 +42,11 @@ def test_bad_values_name_the_property(override, named):
         load_config(None, [override])
 
 
-def test_the_session_file_round_trips_and_is_private(tmp_path):
+async def test_the_session_file_round_trips_and_is_private(tmp_path):
     path = tmp_path / "zookeeper-session"
     assert load_session(path) is None
     session = Session(0x10000BC0ADA000C, bytes(range(16)))
-    save_session(path, session)
+    await save_session(path, session)
     assert load_session(path) == session
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     path.write_text('{"version": 99}')
