@@ -17,6 +17,7 @@ COPY schemas schemas
 COPY broker broker
 COPY client client
 COPY pipeline pipeline
+# setup.py is left out: it builds only the Spark reader's decoder, which a broker image does not run
 RUN pip install --no-cache-dir --no-deps . && useradd --system --home-dir /var/lib/ebb ebb \
     && mkdir -p /var/lib/ebb && chown ebb /var/lib/ebb
 USER ebb

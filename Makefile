@@ -9,7 +9,12 @@ JSSTAMP := $(JS)/node_modules/.installed
 
 .PHONY: test lint bench run clean docker cluster cluster-smoke pipeline-demo
 
-$(STAMP): pyproject.toml
+# setup.py builds the pipeline's compiled record decoder in place: gcc from Debian when it is missing
+CCBIN  := /usr/bin/gcc
+$(CCBIN):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev \
+	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev; }
+$(STAMP): pyproject.toml setup.py pipeline/_recordcols.c | $(CCBIN)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,pipeline]'
@@ -82,7 +87,7 @@ run: $(STAMP)
 	$(PY) -m broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules $(INTEROP)/target $(SPARKKAFKA)/target
+	rm -rf $(VENV) .pytest_cache .hypothesis $(JS)/node_modules $(INTEROP)/target $(SPARKKAFKA)/target pipeline/*.so build
 
 # The broker image, and ZooKeeper with three brokers from it on this (Linux) host: 127.0.0.1:9092-9094
 docker:

@@ -11,13 +11,15 @@ raises OffsetOutOfRangeError, and no position moves in that round, so the caller
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import structlog
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import FetchRequest
+from protocol.record_format import Buffer
 from protocol.records import iter_batches
 
 from .admin import EARLIEST, LATEST, Admin
@@ -29,6 +31,7 @@ from .versions import FETCH
 
 log = structlog.get_logger("ebb.client.consumer")
 
+T = TypeVar("T")
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
@@ -47,10 +50,10 @@ class ConsumerRecord:
 
 @dataclass
 class PartitionFetch:
-    """One partition's share of a Fetch response, already decoded."""
+    """One partition's share of a Fetch response, its record bytes not decoded yet."""
 
-    records: list[ConsumerRecord] = field(default_factory=list)
-    next_position: int = -1
+    data: Buffer | None = None
+    source: str = ""  # the broker that answered, for error messages
     high_watermark: int = -1
     log_start_offset: int = -1
     error: ErrorCode = ErrorCode.NONE
@@ -146,11 +149,19 @@ class Consumer:
 
     async def fetch(self, partitions: Iterable[tuple[str, int]] | None = None) -> list[ConsumerRecord]:
         """One Fetch round (one request per leader) over the assignment, or over `partitions` of it."""
+        fetched = await self.fetch_decoded(decode_partition, partitions)
+        return [record for records in fetched.values() for record in records]
+
+    async def fetch_decoded(self, decode: Callable[[TopicPartition, int, Buffer | None], tuple[T, int]],
+                            partitions: Iterable[tuple[str, int]] | None = None) -> dict[TopicPartition, T]:
+        """One Fetch round, each partition's record bytes decoded by `decode(tp, position, data)`, which
+        returns what it made of them and the position after them (a reader that builds columns
+        instead of ConsumerRecords plugs in here)."""
         await self._resolve_positions()
         wanted = self.assignment() if partitions is None else [TopicPartition(*tp) for tp in partitions]
         share = {tp: self._positions[tp] for tp in wanted}
         if not share:
-            return []
+            return {}
         fetched = await self.cluster.for_each_leader(
             share, self._fetch_from, _failed, what="Fetch",
             timeout_s=self.max_wait_ms / 1000 + self.cluster.request_timeout_s,
@@ -160,14 +171,18 @@ class Consumer:
                 raise OffsetOutOfRangeError(tp.topic, tp.partition, share[tp])
             if part.error:
                 raise error_for(part.error, part.error_message or f"fetch {tp}")
-        records: list[ConsumerRecord] = []
+        decoded: dict[TopicPartition, tuple[T, int]] = {}
+        for tp, part in fetched.items():  # every partition decoded before any position moves
+            try:
+                decoded[tp] = decode(tp, share[tp], part.data)
+            except ProtocolError as exc:
+                raise MalformedResponseError(f"records of {tp} from {part.source}: {exc}") from exc
         for tp, part in fetched.items():
-            self._positions[tp] = part.next_position
+            self._positions[tp] = decoded[tp][1]
             self.high_watermarks[tp] = part.high_watermark
             if part.log_start_offset >= 0:
                 self.log_start_offsets[tp] = part.log_start_offset
-            records.extend(part.records)
-        return records
+        return {tp: made for tp, (made, _) in decoded.items()}
 
     async def _fetch_from(self, conn: BrokerConnection,
                           share: dict[TopicPartition, int]) -> dict[TopicPartition, PartitionFetch]:
@@ -190,14 +205,10 @@ class Consumer:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
                 code = ErrorCode.from_code(p.error_code)
-                part = PartitionFetch(high_watermark=p.high_watermark, log_start_offset=p.log_start_offset,
-                                      error=code, next_position=share.get(tp, -1))
-                if code == ErrorCode.NONE and tp in share:
-                    try:
-                        part.records, part.next_position = decode_partition(tp, share[tp], p.records)
-                    except ProtocolError as exc:
-                        raise MalformedResponseError(f"records of {tp} from {conn.address}: {exc}") from exc
-                out[tp] = part
+                if tp not in share:
+                    continue  # not asked for: nothing to decode it against
+                out[tp] = PartitionFetch(data=p.records, source=str(conn.address), high_watermark=p.high_watermark,
+                                         log_start_offset=p.log_start_offset, error=code)
         return out
 
     async def read_to_end(self, *, timeout_ms: int = 30000) -> list[ConsumerRecord]:

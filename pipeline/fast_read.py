@@ -1,24 +1,24 @@
-"""Executor side, the fast path: read one offset range with librdkafka into Arrow record batches.
+"""Executor side, the fast path: read one offset range into Arrow record batches.
 
 Decoding records one by one in Python (pipeline/transfer.py's reader) tops out near 90k records/s per
-task, and Spark then converts each row tuple to Arrow in Python too. Here librdkafka (confluent-kafka, a
-well-kept native client) fetches and decodes the batches, and each column is handed to Arrow as one
-list, so Spark receives ready record batches.
+task, and so does taking librdkafka's message objects apart in Python. Here the project's consumer
+fetches (up to PARTITION_FETCH_BYTES a round) and pipeline/record_columns.py turns each round's record
+bytes into one Arrow record batch, the per-record work in a small compiled decoder
+(pipeline/_recordcols.c), so Spark receives ready record batches.
 
-Anything unusual — an error from librdkafka (offsets out of range after a delete, an unknown
-partition), the log ending before the range does, no progress for a while — hands the rest of the range
-to the careful reader in transfer.py, which implements failOnDataLoss and its messages. The fast path
-only ever reads records the broker hands out in order, so both paths give the same rows.
+Anything unusual — offsets out of range after a delete, a malformed answer, the log ending before the
+range does, no progress for a while — hands the rest of the range to the careful reader in
+transfer.py, which implements failOnDataLoss and its messages. Both read the same batches the same
+way, so they give the same rows.
 """
 
 from __future__ import annotations
 
-import bisect
+import asyncio
 import time
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -31,12 +31,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .config import ReadConfig
-from .options import EARLIEST
-from .planning import OffsetRange
-from .transfer import read_range
+from client import Consumer, TopicPartition
+from client.errors import KafkaClientError
+from protocol.record_format import Buffer
 
-BATCH_ROWS = 10_000
+from . import record_columns
+from .config import ReadConfig, cluster_options
+from .planning import OffsetRange, quiet_client_logs
+from .transfer import FETCH_WAIT_MS, read_range
+
+BATCH_ROWS = 10_000  # rows per Arrow batch on the careful reader's path
+PARTITION_FETCH_BYTES = 8 * 2**20
 QUIET_S = 10.0  # no records for this long while the range is not done: let the careful reader judge
 
 
@@ -52,91 +57,44 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return to_arrow_schema(StructType(fields), timezone="UTC")
 
 
-class _Columns:
-    def __init__(self, r: OffsetRange, schema: pa.Schema, include_headers: bool):
-        self.r, self.schema, self.include_headers = r, schema, include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list[int] = []
-        self.times: list[int] = []
-        self.types: list[int] = []
-        self.headers: list = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, messages: list, offsets: list[int], include_headers: bool) -> None:
-        self.keys += [m.key() for m in messages]
-        self.values += [m.value() for m in messages]
-        self.offsets += offsets
-        stamps = [m.timestamp() for m in messages]
-        self.times += [t for _, t in stamps]
-        self.types += [kind - 1 for kind, _ in stamps]  # librdkafka: 1 CreateTime, 2 LogAppendTime; Kafka: 0, 1
-        if include_headers:
-            self.headers += [m.headers() or [] for m in messages]
-
-    def batch(self) -> pa.RecordBatch:
-        n = len(self.offsets)
-        micros = pc.multiply(pa.array(self.times, pa.int64()), 1000)
-        arrays = [pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
-                  pa.array([self.r.topic] * n, pa.string()), pa.array([self.r.partition] * n, pa.int32()),
-                  pa.array(self.offsets, pa.int64()), micros.cast(self.schema.field("timestamp").type),
-                  pa.array(self.types, pa.int32())]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, self.schema.field("headers").type))
-        self.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-
-
 def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
+    quiet_client_logs()
     schema = arrow_schema(config.include_headers)
-    columns = _Columns(r, schema, config.include_headers)
-    # librdkafka wants a group id even for assigned partitions; this one never joins or commits
-    consumer = Consumer({"bootstrap.servers": config.bootstrap, "client.id": config.client["client_id"],
-                         "group.id": "ebb-spark-reader",
-                         "enable.auto.commit": False, "auto.offset.reset": "error", "enable.partition.eof": True,
-                         "fetch.queue.backoff.ms": 10, "log_level": 3, **config.security.librdkafka()})
-    position = None if r.start == EARLIEST else r.start  # None: the log start, not known yet
+    tp = TopicPartition(r.topic, r.partition)
+
+    def columns(_tp: TopicPartition, position: int, data: Buffer | None) -> tuple[pa.RecordBatch, int]:
+        return record_columns.decode(data, position, r.end, r.topic, r.partition, schema)
+
+    position = r.start  # EARLIEST until the first round looks the log start up
     handed_over = False
-    try:
-        consumer.assign([TopicPartition(r.topic, r.partition, OFFSET_BEGINNING if position is None else position)])
-        last_progress = time.monotonic()
-        while position is None or position < r.end:
-            messages = consumer.consume(BATCH_ROWS, 0.5)
-            if not messages and time.monotonic() - last_progress > QUIET_S:
-                handed_over = True
-                break
-            if messages:
-                last_progress = time.monotonic()
-            # column by column, in comprehensions: cheaper than a Python loop with appends per record
-            errors = [i for i, message in enumerate(messages) if message.error() is not None]
-            good = messages[:errors[0]] if errors else messages
-            offsets = [message.offset() for message in good]
-            cut = bisect.bisect_left(offsets, r.end)  # offsets ascend; missing ones (compaction) end the range too
-            if cut < len(offsets):
-                good, offsets = good[:cut], offsets[:cut]
-                position = r.end
-            elif errors:  # the log's end, a refused offset...: the careful reader judges
-                handed_over = True
-            if good:
-                columns.add(good, offsets, config.include_headers)
-                if position != r.end:
-                    position = offsets[-1] + 1
-            if handed_over:
-                break
-            if len(columns) >= BATCH_ROWS:
-                yield columns.batch()
-    finally:
-        consumer.close()
-    if len(columns):
-        yield columns.batch()
+    with asyncio.Runner() as runner:
+        consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, partition_max_bytes=PARTITION_FETCH_BYTES,
+                            **cluster_options(config))
+        runner.run(consumer.start())
+        try:
+            consumer.assign({tp: position})
+            last_progress = time.monotonic()
+            while position < r.end:
+                try:
+                    batch = runner.run(consumer.fetch_decoded(columns))[tp]
+                except KafkaClientError:  # deleted under us, refused, malformed...: the careful reader judges
+                    handed_over = True
+                    break
+                moved_to = consumer.position(tp)
+                if batch.num_rows:
+                    yield batch
+                if moved_to > position:
+                    last_progress = time.monotonic()
+                elif (consumer.high_watermarks.get(tp, r.end) <= moved_to
+                      or time.monotonic() - last_progress > QUIET_S):
+                    handed_over = True  # the log ends before the range, or nothing comes: the careful reader judges
+                position = moved_to
+                if handed_over:
+                    break
+        finally:
+            runner.run(consumer.close())
     if handed_over:
-        rest = OffsetRange(r.topic, r.partition, EARLIEST if position is None else position, r.end)
+        rest = OffsetRange(r.topic, r.partition, position, r.end)
         yield from rows_to_batches(read_range(config, rest), schema)
 
 

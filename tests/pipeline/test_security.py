@@ -1,8 +1,8 @@
 """format("ebb") against a secured broker with the Kafka connector's options (kafka.security.protocol,
 kafka.sasl.*, kafka.ssl.*): the driver's planning and group commits go through the project's client,
-the executors' reads and writes through librdkafka, and the careful reader that takes over after a
-delete through the project's client again — all over SCRAM on TLS, or TLS with a client certificate.
-The data is set up and checked over a PLAINTEXT listener of the same broker."""
+the executors' reads through the project's client too and their writes through librdkafka, and the
+careful reader that takes over after a delete through the project's client again — all over SCRAM on
+TLS, or TLS with a client certificate. The data is set up and checked over a PLAINTEXT listener of the same broker."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def secured(tmp_path_factory):
 
 @pytest.mark.parametrize("listener", ["scram", "mtls"])
 def test_the_executors_librdkafka_settings_connect(secured, listener):
-    """The settings the executors' readers and writers get, checked alone: the Spark tests below would
-    still pass through the project's client if librdkafka could not connect."""
+    """The settings the executors' librdkafka writers get, checked alone with a librdkafka client, so
+    that a broken mapping shows here by name."""
     options = getattr(secured, listener)
     config = {"bootstrap.servers": options["kafka.bootstrap.servers"], "group.id": "sec-check",
               **security_settings(options, prefix="kafka.").librdkafka()}
@@ -95,8 +95,8 @@ def test_a_stream_commits_its_group_over_scram_on_tls(spark, secured, tmp_path):
 
 
 def test_a_read_after_a_delete_with_a_client_certificate(spark, secured):
-    """The librdkafka reader meets deleted offsets and hands over to the project's client: both present
-    the client certificate the listener requires."""
+    """The fast reader meets deleted offsets and hands over to the careful reader: both present the
+    client certificate the listener requires."""
     create_topic(secured.bootstrap, "sec-lost")
     produce(secured.bootstrap, {("sec-lost", 0): [b"r%d" % i for i in range(10)]})
     delete_records(secured.bootstrap, {("sec-lost", 0): 6})
