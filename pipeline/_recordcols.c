@@ -202,6 +202,8 @@ static PyObject *decode_batch(Out *o, Py_buffer *section, long long count, long 
             }
             if (put_i32(&o->header_lists, (int32_t)o->headers)) return NULL;
         }
+        if ((with_headers || header_count == 0) && r.p != r.end) /* headers not asked for are not read */
+            return malformed(base_offset, i, "its fields do not add up to its length");
         o->rows++;
     }
     if (c.p != c.end) return malformed(base_offset, count, "bytes left after the declared record count");

@@ -77,7 +77,7 @@ def test_damage_is_corrupt_message():
 
 
 @pytest.mark.parametrize("section", [b"\x7f", b"\x02\x00", b"\x0c\x00\x00\x00\x7f\x00\x00\x00\x00\x00\x00\x00",
-                                     b"\x0a\x00\x00\x00\x01" + b"\x00" * 5])
+                                     b"\x0a\x00\x00\x00\x01" + b"\x00" * 5, b"\x0e\x00\x00\x00\x01\x01\x00\x00"])
 def test_malformed_records_are_refused_by_name(section):
     from pipeline import _recordcols
 
