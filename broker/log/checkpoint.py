@@ -57,10 +57,14 @@ def sync_filesystem(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, content: bytes, *, sync: bool = True) -> None:
+def write_atomically(path: Path, content: bytes, *, sync: bool = True, mode: int | None = None) -> None:
+    """Replace `path` with `content` (tmp, fsync, rename, fsync the directory: a crash leaves the old
+    content or the new one). `mode` sets the permission bits before any byte is written (for secrets)."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         view = memoryview(content)
         while view:
             view = view[os.write(fd, view) :]
