@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from protocol.compression import Compression, decompress
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.record_format import Buffer
-from protocol.records import BATCH_HEADER_SIZE, iter_batches
+from protocol.records import TimestampType, iter_batches
 
 try:
     from . import _recordcols
 except ImportError as exc:  # a checkout used without `pip install -e .`, or a build without a C compiler
     raise ImportError("pipeline/_recordcols.c is not built: run `pip install -e .` (it needs a C compiler and "
                       "Python's headers)") from exc
-
-_CODEC_MASK = 0x07
-_LOG_APPEND_TIME_BIT = 0x08
-
 
 def decode(records: Buffer | None, position: int, end: int, topic: str, partition: int,
            schema: pa.Schema) -> tuple[pa.RecordBatch, int]:
@@ -38,13 +33,9 @@ def decode(records: Buffer | None, position: int, end: int, topic: str, partitio
             continue
         if not batch.is_control:
             batch.validate()
-            base_offset, _, _, _, _, attributes, _, base_timestamp, max_timestamp, _, _, _, count = batch.header()
-            section: Buffer = batch.raw()[BATCH_HEADER_SIZE:]
-            codec = attributes & _CODEC_MASK
-            if codec != Compression.NONE:
-                section = decompress(codec, section)
-            sections.append((section, count, base_offset, base_timestamp, bool(attributes & _LOG_APPEND_TIME_BIT),
-                             max_timestamp))
+            base_offset, _, _, _, _, _, _, base_timestamp, max_timestamp, _, _, _, count = batch.header()
+            log_append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+            sections.append((batch.body(), count, base_offset, base_timestamp, log_append_time, max_timestamp))
         next_position = batch.next_offset
         if next_position >= end:
             break

@@ -246,12 +246,16 @@ class RecordBatch:
         base_offset, _, _, _, _, attributes, _, base_timestamp, max_timestamp, _, _, _, count = self.header()
         if count < 0:
             raise corrupt(f"record batch at position {self.position} has records_count {count}")
-        codec = self.compression
-        section = memoryview(self.buffer)[self.position + BATCH_HEADER_SIZE : self.position + self.size]
         # One copy of the record section up front: indexing and slicing bytes beats a memoryview.
-        body = bytes(section) if codec == Compression.NONE else decompress(codec, section)
+        body = bytes(self.body())
         log_append_time = max_timestamp if attributes & _TIMESTAMP_TYPE_BIT else None
         return decode_records(body, count, base_offset, base_timestamp, log_append_time)
+
+    def body(self) -> Buffer:
+        """The record section after the header, decompressed if need be (a view when it is not)."""
+        codec = self.compression
+        section = memoryview(self.buffer)[self.position + BATCH_HEADER_SIZE : self.position + self.size]
+        return section if codec == Compression.NONE else decompress(codec, section)
 
 
 # --- walking a buffer of batches ------------------------------------------------------------------

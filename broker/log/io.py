@@ -10,7 +10,6 @@ can finish sending it.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -23,14 +22,6 @@ from broker.log.segment import SegmentFile
 
 logger = structlog.get_logger(__name__)
 T = TypeVar("T")
-
-
-def unlink_all(paths: Iterable[Path]) -> None:
-    for path in paths:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
 
 
 Removal = Callable[[], Coroutine[Any, Any, None]]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log import checkpoint
+from broker.log.cold_files import unlink_all
 from broker.log.common import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -30,7 +31,6 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.index import CorruptIndexError
-from broker.log.io import unlink_all
 from broker.log.segment import CorruptSegmentError, LogSegment
 
 

@@ -27,6 +27,7 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
 from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
+from broker.log.cold_files import unlink_all
 from broker.log.common import (
     TMP_SUFFIX,
     CorruptCheckpointError,
@@ -38,7 +39,7 @@ from broker.log.common import (
     is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
-from broker.log.io import LogIO, unlink_all
+from broker.log.io import LogIO
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log

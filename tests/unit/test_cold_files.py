@@ -46,7 +46,7 @@ async def test_a_private_file_gets_its_mode(tmp_path, pool):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-async def test_a_failed_write_leaves_the_old_file(tmp_path, pool):
+async def test_a_write_into_a_missing_directory_fails_and_creates_nothing(tmp_path, pool):
     path = tmp_path / "missing-dir" / "checkpoint"
     with pytest.raises(FileNotFoundError):
         await cold_files.write_atomically(path, b"x", executor=pool)
