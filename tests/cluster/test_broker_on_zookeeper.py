@@ -15,6 +15,7 @@ from broker.cluster.zookeeper import load_session
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, produce, values
+from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.polling import wait_for
 
@@ -121,6 +122,8 @@ def test_the_broker_registers_again_when_its_session_expires(zk_server, zk_conne
         assert wait_for(lambda: load_session(session_file).session_id == new_owner, what="the new session file")
         assert "broker registered again after a new ZooKeeper session" in broker.log_text()
         with WireClient(broker.port) as client:  # and it serves as before
+            # its view of the live brokers follows /brokers/ids by a watch, a moment after the registration
+            wait_for(lambda: [b.node_id for b in metadata(client, []).brokers] == [1], what="itself among the brokers")
             create_topic(client, "after-expiry")
         assert kazoo.exists("/brokers/topics/after-expiry") is not None
 
