@@ -9,8 +9,10 @@ One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-20
 - reader: one partition read by pipeline/fast_read.py alone (no Spark) beside a bare consume() loop.
 - Spark's own Kafka connector (format("kafka"), the jars `make bench` fetches) writes and reads the same
   way, beside format("ebb") in the same session.
-Spark runs local[2] with the settings of pipeline/session.py; one small read and write go first so
-Python worker start-up is not timed. Prints the median records/s of each and the ratio ebb/librdkafka.
+Spark runs local[2] with the settings of pipeline/session.py for a long-running job (the JVM's default
+JIT, not the tests' quick-start flags); a write and a read of WARM_RECORDS through each source go first
+so that neither Python worker start-up nor the JVM's compilation of the row conversion is timed.
+Prints the median records/s of each and the ratio ebb/librdkafka.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic
 from tests.support.spark_kafka import connector_conf
 
 PARTITIONS = 4
+WARM_RECORDS = 200_000
 
 
 def librdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
@@ -130,12 +133,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as root, Ebb(Path(root)) as broker:
         bootstrap = broker.bootstrap
-        spark = local_session("bench-pipeline", conf=jars)
+        spark = local_session("bench-pipeline", conf=jars, long_running=True)
         try:
             create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
             for source in ("ebb", "kafka"):
-                spark_write(spark, bootstrap, "bench-pipeline-warm", 1000, source)
-                spark_read(spark, bootstrap, "bench-pipeline-warm", 1000, source)
+                spark_write(spark, bootstrap, "bench-pipeline-warm", WARM_RECORDS, source)
+                spark_read(spark, bootstrap, "bench-pipeline-warm", 2 * WARM_RECORDS, source)
             for rep in range(args.reps):
                 ours, connector, theirs = f"bench-ebb-{rep}", f"bench-connector-{rep}", f"bench-rdkafka-{rep}"
                 for topic in (ours, connector, theirs):
