@@ -1,9 +1,11 @@
-"""Where Ebb's CPU goes under load: `python -m bench.profile {produce,consume,latency} [--out FILE]`.
+"""Where Ebb's CPU goes under load: `python -m bench.profile {produce,consume,latency,java-produce,java-consume}
+[--partitions N] [--out FILE]`.
 
 Starts one Ebb broker (data on disk), points py-spy (`pip install -e '.[bench]'`) at the broker
 process while confluent-kafka drives the load of bench/produce.py (1 KiB records, 1 partition,
 acks=1), bench/consume.py (the same records read back) or bench/latency.py (2,000 records/s, one at a
-time, long-polling consumer), and prints the functions with the most samples: by their own time
+time, long-polling consumer) — or Kafka's Java perf tools as bench/perf_tools.py runs them
+(java-produce, java-consume) — and prints the functions with the most samples: by their own time
 (self) and with what they call (inclusive). py-spy samples the interpreter's stacks; time spent in C
 (uvloop's socket calls, os.write's copy into the page cache) is charged to the Python line that made
 the call, and uvloop's own work to `Runner.run`. `--out` keeps the raw samples (py-spy's collapsed
@@ -66,7 +68,8 @@ def summarize(raw: Path, top: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("load", choices=["produce", "consume", "latency"])
+    parser.add_argument("load", choices=["produce", "consume", "latency", "java-produce", "java-consume"])
+    parser.add_argument("--partitions", type=int, default=1, help="of the topic (default 1)")
     parser.add_argument("--records", type=int, default=600_000, help="1 KiB records for produce/consume")
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second (default 500)")
     parser.add_argument("--top", type=int, default=20, help="rows per list")
@@ -76,13 +79,13 @@ def main() -> None:
     raw = Path(args.out) if args.out else root / "samples.txt"
     try:
         with Ebb(root) as ebb:
-            create_topic(ebb.bootstrap, "profile", 1)
-            if args.load != "produce":
+            create_topic(ebb.bootstrap, "profile", args.partitions)
+            if args.load not in ("produce", "java-produce"):
                 warm_up(ebb.bootstrap)
-            if args.load == "consume":
+            if args.load in ("consume", "java-consume"):
                 from bench.produce import produce_load
 
-                produce_load(ebb.bootstrap, "profile", 1, args.records, KiB)
+                produce_load(ebb.bootstrap, "profile", args.partitions, args.records, KiB)
             spy = subprocess.Popen([py_spy(), "record", "--pid", str(ebb.pid), "--rate", str(args.rate),
                                     "--format", "raw", "--output", str(raw), "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -91,13 +94,22 @@ def main() -> None:
             if args.load == "produce":
                 from bench.produce import produce_load
 
-                seconds = produce_load(ebb.bootstrap, "profile", 1, args.records, KiB)
+                seconds = produce_load(ebb.bootstrap, "profile", args.partitions, args.records, KiB)
                 figure = f"{args.records * KiB / seconds / 1e6:.0f} MB/s"
+                data = args.records * KiB
+            elif args.load.startswith("java-"):
+                from bench.perf_tools import consumer_perf, producer_perf
+
+                if args.load == "java-produce":
+                    _, mb_s = producer_perf(ebb.bootstrap, "profile", args.records, KiB)
+                else:
+                    _, mb_s = consumer_perf(ebb.bootstrap, "profile", args.records)
+                figure = f"{mb_s:.0f} MB/s (the tool's own figure)"
                 data = args.records * KiB
             elif args.load == "consume":
                 from bench.consume import consume_load
 
-                seconds, timed = consume_load(ebb.bootstrap, "profile", 1, args.records)
+                seconds, timed = consume_load(ebb.bootstrap, "profile", args.partitions, args.records)
                 figure = f"{timed * KiB / seconds / 1e6:.0f} MB/s"
                 data = args.records * KiB
             else:
