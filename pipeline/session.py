@@ -18,12 +18,9 @@ from . import register
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def local_session(app_name: str = "ebb", master: str = "local[2]", conf: dict[str, str] | None = None,
-                  long_running: bool = False) -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    settings = {
+def session_settings(app_conf: dict[str, str] | None = None, long_running: bool = False) -> dict[str, str]:
+    """The Spark settings local_session applies, `app_conf` last (it wins)."""
+    return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.host": "127.0.0.1",
@@ -33,10 +30,17 @@ def local_session(app_name: str = "ebb", master: str = "local[2]", conf: dict[st
         "spark.sql.streaming.stopTimeout": "30s",
         "spark.sql.session.timeZone": "UTC",
         **({} if long_running else {"spark.driver.extraJavaOptions": FAST_JVM}),
-        **(conf or {}),
+        **(app_conf or {}),
     }
+
+
+def local_session(app_name: str = "ebb", master: str = "local[2]", conf: dict[str, str] | None = None,
+                  long_running: bool = False) -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in settings.items():
+    for key, value in session_settings(conf, long_running).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
