@@ -273,9 +273,10 @@ class Partition:
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset in the ISR; wakes waiters."""
-        candidates: list[int] = [self.log.log_end_offset]
-        candidates += [f.log_end_offset for r, f in self.followers.items() if r in self.isr]
-        target = min(candidates)
+        target = self.log.log_end_offset
+        for replica, follower in self.followers.items():  # on every append: no lists built
+            if follower.log_end_offset < target and replica in self.isr:
+                target = follower.log_end_offset
         if target <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(target)
