@@ -40,6 +40,7 @@ from bench.peers import (
     run_arguments,
 )
 from protocol import framing
+from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ProduceRequest
 from protocol.records import build_batch, iter_batches
 
@@ -49,7 +50,6 @@ VALUE = bytes(1024)
 PARTITION_FETCH_BYTES = 2**20
 JAVA_CONSUMER_RECEIVE_BUFFER = 64 * 1024
 WARM_REQUESTS = 300
-NOT_LEADER_OR_FOLLOWER = 6
 _SIZE = struct.Struct(">i")
 
 
@@ -118,7 +118,7 @@ def produce_step(port: int, topic: str, requests: int) -> list[float]:
                       for p in t.partition_responses}
             if errors == {0}:
                 times.append(seconds)
-            elif times or not errors <= {0, NOT_LEADER_OR_FOLLOWER} or time.monotonic() > deadline:
+            elif times or not errors <= {0, ErrorCode.NOT_LEADER_OR_FOLLOWER} or time.monotonic() > deadline:
                 raise RuntimeError(f"Produce answered error codes {sorted(errors)}")
             else:  # a new topic's leaders are still taking over (Kafka says so a moment after Metadata shows them)
                 time.sleep(0.05)
