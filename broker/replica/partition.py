@@ -273,7 +273,7 @@ class Partition:
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up to the smallest log end offset in the ISR; wakes waiters."""
-        target = self.log.log_end_offset
+        target: int = self.log.log_end_offset
         for replica, follower in self.followers.items():  # on every append: no lists built
             if follower.log_end_offset < target and replica in self.isr:
                 target = follower.log_end_offset
