@@ -43,6 +43,7 @@ from protocol import framing
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ProduceRequest
 from protocol.records import build_batch, iter_batches
+from tests.broker import data_wire as wire_requests  # the request builders the data-path tests use
 
 PARTITIONS = 6
 RECORDS_PER_BATCH = 15  # 1 KiB records in the Java producer's 16 KiB batches
@@ -54,7 +55,9 @@ _SIZE = struct.Struct(">i")
 
 
 class Wire:
-    """One connection, one request in flight."""
+    """One connection, one request in flight. Not tests/broker/wire_client.py's client: the receive buffer
+    must be set before connecting (it sets the TCP window), and answers land in one reused buffer so the
+    timing holds no allocation."""
 
     def __init__(self, port: int, receive_buffer: int | None = None) -> None:
         self.sock = socket.socket()
@@ -92,19 +95,15 @@ class Wire:
 
 def produce_request(topic: str) -> ProduceRequest:
     batch = build_batch([(None, VALUE, [], int(time.time() * 1000))] * RECORDS_PER_BATCH)
-    parts = [ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=batch) for p in range(PARTITIONS)]
-    return ProduceRequest(acks=-1, timeout_ms=30_000,
-                          topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=parts)])
+    return wire_requests.produce_request(topic, 0, batch, acks=-1, timeout_ms=30_000,
+                                         extra=[(p, batch) for p in range(1, PARTITIONS)])
 
 
 def fetch_request(topic: str, offset: int) -> FetchRequest:
-    part = FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset,
-                                                  partition_max_bytes=PARTITION_FETCH_BYTES)
     # max_bytes as partition_max_bytes: one partition asked, so the same answer (Tansu 0.6 drops the connection
     # on this request with the Java consumer's 50 MiB)
-    return FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=PARTITION_FETCH_BYTES,
-                        isolation_level=0, session_id=0, session_epoch=-1,
-                        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])])
+    return wire_requests.fetch_request(topic, 0, offset, max_wait_ms=500, max_bytes=PARTITION_FETCH_BYTES,
+                                       partition_max_bytes=PARTITION_FETCH_BYTES)
 
 
 def produce_step(port: int, topic: str, requests: int) -> list[float]:

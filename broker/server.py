@@ -243,6 +243,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _drop(self, reason: str, **details) -> bool:
         log.warning(f"closing connection: {reason}", peer=self.peer, **details)
+        self.flush()  # the answers to the requests before this one still go out (abort drops only the unsent)
         self.closed = True
         if self.transport is not None:
             self.transport.abort()

@@ -83,6 +83,18 @@ def test_bad_frames_close_only_that_connection(broker, garbage):
     assert _api_versions(broker, 3)[1].error_code == ErrorCode.NONE
 
 
+def test_answers_before_a_bad_request_still_arrive(broker):
+    """Pipelined requests ahead of an unknown API are answered before the connection closes."""
+    unknown_api = struct.pack(">i", 10) + b"\x7f\x00\x00\x00\x00\x00\x00\x01\x00\x00"
+    with _connect(broker) as sock:
+        sock.sendall(b"".join(framing.encode_request(ApiVersionsRequest(), 0, 100 + v, "t") for v in range(3))
+                     + unknown_api)
+        ids = [framing.decode_response(_read_frame(sock), 18, 0)[0] for _ in range(3)]
+        with pytest.raises((ConnectionError, OSError)):
+            _read_frame(sock)
+    assert ids == [100, 101, 102]
+
+
 def test_unsupported_version_closes_the_connection(broker):
     with _connect(broker) as sock:
         frame = bytearray(framing.encode_request(MetadataRequest(topics=[]), 12, 1, "t"))
