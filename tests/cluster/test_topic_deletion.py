@@ -13,7 +13,15 @@ from kazoo.client import KazooClient
 
 from protocol.messages import CreateTopicsRequest, DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, produce
-from tests.cluster.three_brokers import E, in_sync, metadata_of, new_topic, partition_state, three_brokers
+from tests.cluster.three_brokers import (
+    E,
+    in_sync,
+    metadata_of,
+    new_topic,
+    partition_state,
+    segment_batches,
+    three_brokers,
+)
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -72,6 +80,10 @@ def test_deletion_waits_for_a_broker_that_is_down(cluster, kazoo):
     leader = partition_state(cluster[1], name).leader_id
     with WireClient(cluster[leader].port) as client:
         assert produce(client, name, 0, batch([b"x"] * 5), acks=-1).error_code == E.NONE
+    # acks=-1 waits for the in-sync replicas only: a broker slow to create its replica (a loaded
+    # machine's fsync) drops out of the ISR and the produce succeeds without it. The test is about a
+    # replica that is on disk, so wait until broker 3 holds the records before killing it.
+    wait_for(lambda: segment_batches(cluster[3], name) != [], what="broker 3's replica holding the records")
     cluster[3].stop(signal.SIGKILL)
     up = [cluster[1], cluster[2]]
 
