@@ -29,6 +29,7 @@ import structlog
 from broker.log import LogConfig, LogManager, LogManagerConfig, PartitionLog, TopicPartition
 from broker.log.opening import create_partition_log, load_partition_log
 from protocol.records import build_batch
+from tests.support.page_cache import drop_from_page_cache
 
 MiB = 1024 * 1024
 
@@ -42,15 +43,6 @@ def _mib_of_batches(batch_bytes: int = 16 * 1024) -> bytearray:
     one = build_batch([(b"key-%d" % i, os.urandom(1000), [], 1_700_000_000_000 + i) for i in range(16)])
     count = MiB // len(one)
     return bytearray(one * count)
-
-
-def _drop_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def _row(label: str, value: str, note: str = "") -> None:
@@ -159,7 +151,7 @@ async def bench_recovery(root: Path, total_mib: int, segments: int) -> None:
     for label, cold in (("warm page cache", False), ("cold page cache (posix_fadvise DONTNEED)", True)):
         if cold:
             for path in directory.glob("*.log"):
-                _drop_cache(path)
+                drop_from_page_cache(path)
         start = time.perf_counter()
         recovered, report = await loop.run_in_executor(
             None, lambda: load_partition_log(directory, config, recovery_point=0)

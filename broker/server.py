@@ -9,6 +9,8 @@ turn of the event loop leave in one write (a pipelining client — the Java prod
 in flight — would otherwise cost a send(2) per small answer); a large one goes at once. Backpressure
 both ways: reading pauses while too many requests wait, and serving pauses while the socket's write
 buffer is full.
+Fetch answers whose record data is in the page cache leave from the segment files with sendfile
+(broker/file_sender.py) on plain TCP; the connection holds its next answers until such a one is out.
 A malformed frame, an unknown API or an unsupported version closes that connection only.
 """
 
@@ -23,7 +25,9 @@ from collections import deque
 import structlog
 
 from broker.config import Listener
+from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
+from broker.log.file_region import FileRegion
 from broker.metrics.requests import RequestMetrics, RequestTiming
 from broker.security.errors import AuthenticationFailed
 from broker.security.principal import ANONYMOUS
@@ -64,11 +68,19 @@ class Connection(asyncio.BufferedProtocol):
         self.outgoing: list = []  # response bytes waiting for the end of this turn of the loop
         self.outgoing_bytes = 0
         self.send_scheduled = False
+        # TLS must encrypt every byte in the process: only plain TCP answers send from files.
+        self.sends_files = server.broker.config.tls_listeners.get(listener.name) is None
+        self.file_sender: FileSender | None = None  # made at the first answer sent from files
 
     # --- asyncio callbacks ----------------------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if self.sends_files:
+            # Writing pauses as soon as anything waits in the transport and resumes once nothing does:
+            # `writable` then says a sendfile beside the transport cannot pass queued bytes. (Kafka too
+            # reads no request from a connection while an answer is still being sent.)
+            transport.set_write_buffer_limits(high=0)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = peer[0] if peer else ""
@@ -115,6 +127,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        if self.file_sender is not None:
+            self.server.note_file_bytes(self.file_sender.bytes_from_files)
+            self.file_sender.close()
         if self.deadline is not None:
             self.deadline.cancel()
         self.writable.set()
@@ -169,6 +184,16 @@ class Connection(asyncio.BufferedProtocol):
         request.principal = self.principal  # what the authorizer checks
         request.listener_name = self.listener.name  # Metadata answers with this listener's endpoints
         request.sasl = self.sasl  # SaslHandshake and SaslAuthenticate move it on
+        regions: list[FileRegion] | None = [] if self.sends_files else None
+        request.file_regions = regions  # Fetch puts the FileRegions it answers with here
+        try:
+            return await self._answer(handler, request, version, correlation_id, arrived, regions)
+        finally:
+            for region in regions or ():  # those not handed to the file sender: the answer was not sent
+                region.release()
+
+    async def _answer(self, handler, request, version: int, correlation_id: int, arrived: float,
+                      regions: list[FileRegion] | None) -> bool:
         self.timing = self.server.request_metrics.begin(handler.name, arrived)
         try:
             response = await handler.fn(self.broker, request)
@@ -184,12 +209,53 @@ class Connection(asyncio.BufferedProtocol):
         if response is None or self.closed:
             return True
         try:
-            self._send(handler.encode(response, version, correlation_id))
+            chunks = handler.encode(response, version, correlation_id)
         except Exception:
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
             return self._drop("response encoding failed", api=handler.name)
+        if regions:
+            return await self._send_from_files(chunks, regions)
+        self._send(chunks)
         return self._after_sasl_step()
+
+    async def _send_from_files(self, chunks: list, regions: list[FileRegion]) -> bool:
+        """Send an answer whose record data stays in segment files. The serve loop waits (`writable`)
+        until it is out; a segment cut short underneath breaks the size already sent: close then.
+        The regions are released by `_serve` unless handed to the file sender, which releases them."""
+        self.flush()  # the answers before it go first, ...
+        await self.writable.wait()  # ... all the way into the socket (connection_made's buffer limits)
+        if self.closed:
+            return False
+        transport = self._wire
+        if self.file_sender is None:
+            try:
+                self.file_sender = FileSender(asyncio.get_running_loop(), transport.get_extra_info("socket").fileno())
+            except OSError as exc:  # no descriptor left for the duplicate (ulimit -n): copy this time
+                log.warning("sending from files not possible", peer=self.peer, error=repr(exc))
+                return await self._send_copied(chunks, regions)
+        handed = list(regions)
+        regions.clear()
+        self.writable.clear()
+        self.file_sender.send(chunks, functools.partial(self._files_sent, handed))
+        return True
+
+    def _files_sent(self, regions: list[FileRegion], error: OSError | None) -> None:
+        for region in regions:
+            region.release()
+        if self.closed:
+            return
+        if error is not None:
+            self._drop("sending record data from segment files failed", error=repr(error))
+        self.writable.set()
+
+    async def _send_copied(self, chunks: list, regions: list[FileRegion]) -> bool:
+        data = await self.broker.replicas.read_slices([region.slices for region in regions])
+        copies = {id(region): got for region, got in zip(regions, data, strict=True)}
+        if any(len(copies[id(region)]) != len(region) for region in regions):
+            return self._drop("a segment file was cut short under an answer")
+        self._send([copies.get(id(chunk), chunk) for chunk in chunks])
+        return True
 
     def _send(self, pieces: list) -> None:
         """Queue a response's bytes (in request order); they leave with the others of this turn."""
@@ -255,8 +321,17 @@ class BrokerServer:
         self.broker = broker
         self.servers: list[asyncio.base_events.Server] = []
         self.connections: set[Connection] = set()
+        self._file_bytes_of_closed = 0  # record bytes sent with sendfile by connections now closed
         self.stopping = False
         self.request_metrics = RequestMetrics()  # counts and times every request served (the metrics)
+
+    def note_file_bytes(self, sent: int) -> None:
+        self._file_bytes_of_closed += sent
+
+    def file_bytes_sent(self) -> int:
+        """Record bytes sent from segment files with sendfile, by every connection so far."""
+        return self._file_bytes_of_closed + sum(c.file_sender.bytes_from_files for c in self.connections
+                                                if c.file_sender is not None)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

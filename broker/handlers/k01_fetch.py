@@ -31,7 +31,9 @@ its own (up to the high watermark and its fetch offset): it learns the new start
 durable and fetches again, and the low watermark, and a DeleteRecords waiting for it, follows within
 a round trip instead of at the end of MaxWaitMs (issue 19). Record bytes are read from the file
 ranges the log returns, from the page cache without blocking or else off the event loop
-(broker/log/slices.py), and written to the socket without another copy.
+(broker/log/slices.py), and written to the socket without another copy — or, on plain TCP when
+they are all in the page cache, not read at all: the connection sends them from the segment files
+with sendfile (broker/file_sender.py), as Kafka does.
 
 Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), TOPIC_AUTHORIZATION_FAILED (with an authorizer:
 READ on the topic, CLUSTER_ACTION for replicas), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
@@ -140,7 +142,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
         keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
         await replicas.fetches.wait(keys, enough, body.max_wait_ms)
         plan()
-    chunks = await replicas.read_slices([w.read.slices if w.read is not None else () for w in wanted])
+    chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
+                                           request.file_regions)
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
         if records and w.partition is not None:

@@ -5,6 +5,10 @@ preadv(RWF_NOWAIT), which takes only what the page cache holds and never blocks 
 consumers read what was just written), and a thread of the pool reads whatever was not cached.
 Where RWF_NOWAIT is missing, reads of at most `INLINE_READ_BYTES` run inline and larger ones in the
 pool. Files are pinned while read, so a segment deleted meanwhile stays open.
+
+A connection that can send from files (plain TCP) gets FileRegions instead when the whole answer is
+in the page cache (broker/log/page_cache.py) and large enough for the copy to matter: the bytes then
+go from the page cache to the socket with sendfile (broker/file_sender.py) and are never read here.
 """
 
 from __future__ import annotations
@@ -15,14 +19,30 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
+from broker.log import page_cache
+from broker.log.file_region import FileRegion
 from broker.log.results import FileSlice
 
 INLINE_READ_BYTES = 64 * 1024
+# Below this an answer is copied: one write of a small answer costs less than a sendfile per slice.
+SENDFILE_MIN_BYTES = 32 * 1024
 
 
 class SliceReader:
     def __init__(self, executor: Executor) -> None:
         self._executor = executor
+
+    async def for_sending(self, groups: Sequence[Sequence[FileSlice]],
+                          regions: list[FileRegion]) -> Sequence[memoryview | FileRegion]:
+        """What `read` gives, or pinned FileRegions in place of the groups with data when the whole
+        answer is in the page cache and large enough; those regions are added to `regions` too, for
+        the connection to release once they are sent."""
+        if page_cache.available() and sum(s.length for group in groups for s in group) >= SENDFILE_MIN_BYTES:
+            answer = _regions_if_cached(groups)
+            if answer is not None:
+                regions.extend(r for r in answer if isinstance(r, FileRegion))
+                return answer
+        return await self.read(groups)
 
     async def read(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
         """The bytes of each group of file slices (one group per partition), read in one go."""
@@ -49,6 +69,29 @@ class SliceReader:
 
 
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+
+
+def _regions_if_cached(groups: Sequence[Sequence[FileSlice]]) -> list[memoryview | FileRegion] | None:
+    """A pinned FileRegion per group with data, if every slice is in the page cache; else None."""
+    answer: list[memoryview | FileRegion] = []
+    made: list[FileRegion] = []
+    try:
+        for group in groups:
+            if not any(s.length for s in group):
+                answer.append(memoryview(b""))
+                continue
+            region = FileRegion(group)
+            made.append(region)
+            answer.append(region)
+            if not all(page_cache.cached(fd, position, length) for fd, position, length in region.pieces()):
+                break
+        else:
+            return answer
+    except ValueError:  # a segment file closed for good since the log answered: read as before
+        pass
+    for region in made:
+        region.release()
+    return None
 
 
 class _GroupRead:

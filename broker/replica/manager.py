@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import structlog
 
 from broker.log import FileSlice, StartOffsetReason, StorageError, TopicPartition
+from broker.log.file_region import FileRegion
 from broker.log.slices import SliceReader
 from broker.metrics.data_path import DELETION_CAUSES, DataPathCounters
 from broker.purgatory import Purgatory
@@ -326,3 +327,12 @@ class ReplicaManager:
         """The bytes of each group of file slices (one group per partition): broker/log/slices.py."""
         assert self._slices is not None, "read before start()"
         return await self._slices.read(groups)
+
+    async def slices_to_send(self, groups: Sequence[Sequence[FileSlice]],
+                             regions: list[FileRegion] | None) -> Sequence[memoryview | FileRegion]:
+        """read_slices, or FileRegions sent from the files where the connection can (`regions` not
+        None): broker/log/slices.py."""
+        assert self._slices is not None, "read before start()"
+        if regions is None:
+            return await self._slices.read(groups)
+        return await self._slices.for_sending(groups, regions)

@@ -1,0 +1,107 @@
+"""Writing an answer whose record data stays in segment files: its bytes with send(2), its FileRegions
+with sendfile(2), straight into the connection's socket — the page cache's pages go to the socket
+without a copy through Python (Kafka's zero-copy Fetch).
+
+The connection's transport owns the socket. This writes beside it only while the transport has
+nothing queued, and the connection holds its other answers until this one is out, so bytes never
+interleave. It writes through a duplicate of the socket's descriptor: the event loop watches one
+descriptor for one owner, and the duplicate, the same socket under another number, is ours to watch
+for room when the socket's buffer is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable, Sequence
+
+from broker.log.file_region import FileRegion
+
+Finished = Callable[[OSError | None], None]
+
+
+class SegmentCutShort(OSError):
+    """A segment file ended before the range promised in the answer's header (truncated meanwhile)."""
+
+
+class FileSender:
+    __slots__ = ("_loop", "_socket", "_pieces", "_index", "_done", "_finished", "_watching",
+                 "bytes_from_files")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self._loop = loop
+        self._socket = socket.socket(fileno=os.dup(fd))
+        self._socket.setblocking(False)
+        self._pieces: list[memoryview | tuple[int, int, int]] = []
+        self._index = 0
+        self._done = 0  # bytes of the current piece already written
+        self._finished: Finished | None = None
+        self._watching = False
+        self.bytes_from_files = 0  # record bytes sent from files over this connection's life
+
+    @property
+    def busy(self) -> bool:
+        return self._finished is not None
+
+    def send(self, chunks: Sequence, finished: Finished) -> None:
+        """Write the chunks (bytes-like or FileRegion) in order; `finished(None)` once all are in the
+        socket, `finished(error)` if the socket or a file failed. It may be called before this returns."""
+        assert self._finished is None, "one answer at a time"
+        pieces: list[memoryview | tuple[int, int, int]] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                pieces.extend(piece for piece in chunk.pieces() if piece[2])
+            elif len(chunk):
+                pieces.append(memoryview(chunk))
+        self._pieces, self._index, self._done, self._finished = pieces, 0, 0, finished
+        self._pump()
+
+    def close(self) -> None:
+        """The connection is gone: stop, tell the caller (its regions must be released), free the descriptor."""
+        if self._finished is not None:
+            self._end(ConnectionResetError("connection closed while sending"))
+        self._socket.close()
+
+    def _pump(self) -> None:
+        pieces, sock = self._pieces, self._socket
+        last = len(pieces) - 1
+        try:
+            while self._index <= last:
+                piece = pieces[self._index]
+                if isinstance(piece, tuple):
+                    fd, position, length = piece
+                    sent = os.sendfile(sock.fileno(), fd, position + self._done, length - self._done)
+                    if sent == 0:
+                        raise SegmentCutShort(f"a segment file ended {length - self._done} bytes early")
+                    self.bytes_from_files += sent
+                    remaining = length - self._done
+                else:
+                    # MSG_MORE: a small header waits for the record data behind it instead of leaving
+                    # as a packet of its own (TCP_NODELAY would send it at once).
+                    flags = socket.MSG_MORE if self._index < last else 0
+                    sent = sock.send(piece[self._done:], flags)
+                    remaining = len(piece) - self._done
+                if sent < remaining:
+                    self._done += sent
+                    continue
+                self._index += 1
+                self._done = 0
+        except BlockingIOError:
+            if not self._watching:
+                self._watching = True
+                self._loop.add_writer(sock.fileno(), self._pump)
+            return
+        except OSError as exc:
+            self._end(exc)
+            return
+        self._end(None)
+
+    def _end(self, error: OSError | None) -> None:
+        if self._watching:
+            self._watching = False
+            self._loop.remove_writer(self._socket.fileno())
+        finished, self._finished = self._finished, None
+        self._pieces = []
+        if finished is not None:
+            finished(error)

@@ -1,0 +1,66 @@
+"""Whether a file range is in the page cache, asked of the kernel without reading it: cachestat(2)
+(Linux 6.5+). A Fetch answer is sent straight from the page cache (sendfile) only when its bytes are
+there, because sendfile on pages that are not would wait for the disk on the event loop.
+
+Where the call is missing (an older kernel, another system, seccomp) `cached` always says False and
+the callers read the bytes as before (broker/log/slices.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import platform
+
+_PAGE = mmap.PAGESIZE
+# cachestat is 451 in the generic syscall table, which x86-64 and arm64 share for new calls.
+_CACHESTAT = 451 if platform.system() == "Linux" and platform.machine() in ("x86_64", "aarch64") else None
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("nr_cache", "nr_dirty", "nr_writeback", "nr_evicted", "nr_recently_evicted")]
+
+
+class _CacheStat:
+    """One reusable pair of argument structs: the event loop is the only caller."""
+
+    def __init__(self, number: int) -> None:
+        self._syscall = ctypes.CDLL(None, use_errno=True).syscall
+        self._number = number
+        self._range = _Range()
+        self._stat = _Stat()
+        self._range_ref = ctypes.byref(self._range)
+        self._stat_ref = ctypes.byref(self._stat)
+        self.working = True
+
+    def cached(self, fd: int, position: int, length: int) -> bool:
+        if length <= 0:
+            return True
+        first = position // _PAGE
+        pages = (position + length + _PAGE - 1) // _PAGE - first
+        self._range.off = first * _PAGE
+        self._range.len = pages * _PAGE
+        if self._syscall(self._number, fd, self._range_ref, self._stat_ref, 0) != 0:
+            if ctypes.get_errno() in (errno.ENOSYS, errno.EPERM):  # not this kernel, or filtered
+                self.working = False
+            return False
+        return self._stat.nr_cache >= pages
+
+
+_KERNEL = _CacheStat(_CACHESTAT) if _CACHESTAT is not None else None
+
+
+def available() -> bool:
+    """Whether this kernel answers cachestat (False until asked once where the call is missing)."""
+    return _KERNEL is not None and _KERNEL.working
+
+
+def cached(fd: int, position: int, length: int) -> bool:
+    """Every page of bytes [position, position + length) of the open file `fd` is in the page cache."""
+    return _KERNEL is not None and _KERNEL.working and _KERNEL.cached(fd, position, length)

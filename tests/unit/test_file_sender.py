@@ -1,0 +1,122 @@
+"""broker/file_sender.py and broker/log/page_cache.py on real descriptors: a socket pair whose reader
+is slow (the sender waits for room), a file cut short under a region (an error, never a short answer),
+and cachestat's answer before and after the file's pages are dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+
+import pytest
+import uvloop
+
+from broker.file_sender import FileSender, SegmentCutShort
+from broker.log import FileSlice, page_cache
+from broker.log.file_region import FileRegion
+from broker.log.segment import SegmentFile
+from tests.support.page_cache import drop_from_page_cache
+
+
+@pytest.fixture
+def segment(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(3 * 1024 * 1024 + 123)
+    path.write_bytes(data)
+    file = SegmentFile(path, os.open(path, os.O_RDWR))
+    yield file, data
+    file.close()
+
+
+def _read_all(sock: socket.socket, size: int, slow: bool) -> bytes:
+    got = bytearray()
+    while len(got) < size:
+        if slow:
+            time.sleep(0.002)
+        chunk = sock.recv(64 * 1024)
+        if not chunk:
+            break
+        got += chunk
+    return bytes(got)
+
+
+def _send(chunks, size: int, *, slow: bool) -> tuple[bytes, list]:
+    """Send the chunks through a FileSender on one end of a TCP connection; what the other end read,
+    and what `finished` was called with."""
+    outcome: list = []
+
+    async def main() -> bytes:
+        server = socket.create_server(("127.0.0.1", 0))
+        reader = socket.create_connection(server.getsockname())
+        writer, _ = server.accept()
+        server.close()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+        writer.setblocking(False)
+        received: list[bytes] = []
+        thread = threading.Thread(target=lambda: received.append(_read_all(reader, size, slow)))
+        thread.start()
+        done = asyncio.Event()
+        sender = FileSender(asyncio.get_running_loop(), writer.fileno())
+        sender.send(chunks, lambda error: (outcome.append(error), done.set()))
+        await asyncio.wait_for(done.wait(), 30)
+        assert not sender.busy
+        sender.close()
+        writer.close()  # the reader sees the end if the answer was cut short
+        await asyncio.to_thread(thread.join, 30)
+        reader.close()
+        return received[0]
+
+    return uvloop.run(main()), outcome
+
+
+def test_bytes_and_file_ranges_arrive_in_order_through_a_full_socket(segment):
+    file, data = segment
+    region = FileRegion([FileSlice(file, 100, 1_000_000), FileSlice(file, 2_000_000, 1_000_000)])
+    chunks = [b"head", region, bytearray(b"middle"), FileRegion([FileSlice(file, 5, 70_000)]), b"tail"]
+    expected = b"head" + data[100:1_000_100] + data[2_000_000:3_000_000] + b"middle" + data[5:70_005] + b"tail"
+    got, outcome = _send(chunks, len(expected), slow=True)
+    assert outcome == [None]
+    assert got == expected
+    region.release()
+
+
+def test_a_file_shorter_than_its_region_is_an_error(segment):
+    file, data = segment
+    region = FileRegion([FileSlice(file, len(data) - 1000, 5000)])  # 4000 bytes past the end
+    got, outcome = _send([b"head", region, b"tail"], 4 + 5000 + 4, slow=False)
+    assert len(outcome) == 1 and isinstance(outcome[0], SegmentCutShort)
+    assert got == b"head" + data[-1000:]  # what was there, then the connection ends: no "tail"
+    region.release()
+
+
+def test_a_region_pins_its_files_until_released(segment):
+    file, _ = segment
+    region = FileRegion([FileSlice(file, 0, 10), FileSlice(file, 10, 10)])
+    file.close()  # deleted meanwhile: the descriptor stays open while pinned
+    fd = region.descriptors[0]
+    assert os.pread(fd, 10, 0)
+    region.release()
+    region.release()  # twice is harmless
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_cachestat_sees_pages_come_and_go(tmp_path):
+    assert page_cache.available(), "this kernel has no cachestat(2) (Linux 6.5+): Fetch answers are copied"
+    path = tmp_path / "cached"
+    path.write_bytes(os.urandom(1 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.pread(fd, 1 << 20, 0)
+        assert page_cache.cached(fd, 4096 + 17, 300_000)
+        drop_from_page_cache(path)
+        assert not page_cache.cached(fd, 4096 + 17, 300_000)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead: the first two pages only
+        os.pread(fd, 8192, 0)
+        assert page_cache.cached(fd, 0, 8192)
+        assert not page_cache.cached(fd, 0, 8193)
+    finally:
+        os.close(fd)
