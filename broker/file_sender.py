@@ -31,7 +31,12 @@ class FileSender:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
         self._loop = loop
-        self._socket = socket.socket(fileno=os.dup(fd))
+        duplicate = os.dup(fd)
+        try:
+            self._socket = socket.socket(fileno=duplicate)
+        except OSError:
+            os.close(duplicate)
+            raise
         self._socket.setblocking(False)
         self._pieces: list[memoryview | tuple[int, int, int]] = []
         self._index = 0
