@@ -65,7 +65,7 @@ class _SlowClient(WireClient):
     """Its receive buffer is set before connecting (as the Java client does), so it stays small, and
     it reads in small steps with pauses, so the broker's buffers drain a little at a time."""
 
-    def __init__(self, port: int):  # noqa: super().__init__ would connect first
+    def __init__(self, port: int):  # not super().__init__: that connects before the buffer is set
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024)
         self.sock.connect(("127.0.0.1", port))
