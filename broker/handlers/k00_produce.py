@@ -143,6 +143,26 @@ def _error(index: int, code: ErrorCode, message: str | None, partition: Partitio
                               log_start_offset=start, error_message=message)
 
 
+# Shared, never mutated: the "absent" values of an appended partition's answer (an error sets its own).
+_NO_RECORD_ERRORS: list = []
+_NO_LEADER = _PartitionResponse.LeaderIdAndEpoch()
+
+
+def _appended(index: int, base_offset: int, log_append_time: int, log_start_offset: int) -> _PartitionResponse:
+    """An appended partition's answer without Struct.__init__'s generic walk over the defaults (a few
+    µs per partition of every request); every field is set here."""
+    p = object.__new__(_PartitionResponse)
+    p.index = index
+    p.error_code = ErrorCode.NONE
+    p.base_offset = base_offset
+    p.log_append_time_ms = log_append_time
+    p.log_start_offset = log_start_offset
+    p.record_errors = _NO_RECORD_ERRORS
+    p.error_message = None
+    p.current_leader = _NO_LEADER
+    return p
+
+
 @handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request)
 async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> ProduceResponse | None:
     body = request.body
@@ -195,9 +215,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
                 continue
             if not result.duplicate:
                 replicas.counters.produced(topic.name, len(records), result.last_offset - result.base_offset + 1)
-            response = _PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=result.base_offset,
-                                          log_append_time_ms=result.log_append_time,
-                                          log_start_offset=result.log_start_offset)
+            response = _appended(index, result.base_offset, result.log_append_time, result.log_start_offset)
             results.append(response)
             if acks == -1:
                 waiting.append((partition, response, result.last_offset + 1))
