@@ -26,8 +26,7 @@ class SegmentCutShort(OSError):
 
 
 class FileSender:
-    __slots__ = ("_loop", "_socket", "_pieces", "_index", "_done", "_finished", "_watching",
-                 "bytes_from_files")
+    __slots__ = ("_loop", "_socket", "_pieces", "_index", "_done", "_finished", "_watching")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
         self._loop = loop
@@ -43,7 +42,6 @@ class FileSender:
         self._done = 0  # bytes of the current piece already written
         self._finished: Finished | None = None
         self._watching = False
-        self.bytes_from_files = 0  # record bytes sent from files over this connection's life
 
     @property
     def busy(self) -> bool:
@@ -79,7 +77,6 @@ class FileSender:
                     sent = os.sendfile(sock.fileno(), fd, position + self._done, length - self._done)
                     if sent == 0:
                         raise SegmentCutShort(f"a segment file ended {length - self._done} bytes early")
-                    self.bytes_from_files += sent
                     remaining = length - self._done
                 else:
                     # MSG_MORE: a small header waits for the record data behind it instead of leaving

@@ -128,7 +128,6 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         if self.file_sender is not None:
-            self.server.note_file_bytes(self.file_sender.bytes_from_files)
             self.file_sender.close()
         if self.deadline is not None:
             self.deadline.cancel()
@@ -184,16 +183,14 @@ class Connection(asyncio.BufferedProtocol):
         request.principal = self.principal  # what the authorizer checks
         request.listener_name = self.listener.name  # Metadata answers with this listener's endpoints
         request.sasl = self.sasl  # SaslHandshake and SaslAuthenticate move it on
-        regions: list[FileRegion] | None = [] if self.sends_files else None
-        request.file_regions = regions  # Fetch puts the FileRegions it answers with here
+        request.file_regions = [] if self.sends_files else None  # Fetch puts the FileRegions it answers with here
         try:
-            return await self._answer(handler, request, version, correlation_id, arrived, regions)
+            return await self._answer(handler, request, version, correlation_id, arrived)
         finally:
-            for region in regions or ():  # those not handed to the file sender: the answer was not sent
+            for region in request.file_regions or ():  # not handed to the file sender: the answer was not sent
                 region.release()
 
-    async def _answer(self, handler, request, version: int, correlation_id: int, arrived: float,
-                      regions: list[FileRegion] | None) -> bool:
+    async def _answer(self, handler, request, version: int, correlation_id: int, arrived: float) -> bool:
         self.timing = self.server.request_metrics.begin(handler.name, arrived)
         try:
             response = await handler.fn(self.broker, request)
@@ -214,8 +211,8 @@ class Connection(asyncio.BufferedProtocol):
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
             return self._drop("response encoding failed", api=handler.name)
-        if regions:
-            return await self._send_from_files(chunks, regions)
+        if request.file_regions:
+            return await self._send_from_files(chunks, request.file_regions)
         self._send(chunks)
         return self._after_sasl_step()
 
@@ -247,6 +244,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         if error is not None:
             self._drop("sending record data from segment files failed", error=repr(error))
+        else:
+            self.server.file_bytes_sent += sum(len(region) for region in regions)
         self.writable.set()
 
     async def _send_copied(self, chunks: list, regions: list[FileRegion]) -> bool:
@@ -321,17 +320,9 @@ class BrokerServer:
         self.broker = broker
         self.servers: list[asyncio.base_events.Server] = []
         self.connections: set[Connection] = set()
-        self._file_bytes_of_closed = 0  # record bytes sent with sendfile by connections now closed
+        self.file_bytes_sent = 0  # record bytes of the answers sent whole from segment files (sendfile)
         self.stopping = False
         self.request_metrics = RequestMetrics()  # counts and times every request served (the metrics)
-
-    def note_file_bytes(self, sent: int) -> None:
-        self._file_bytes_of_closed += sent
-
-    def file_bytes_sent(self) -> int:
-        """Record bytes sent from segment files with sendfile, by every connection so far."""
-        return self._file_bytes_of_closed + sum(c.file_sender.bytes_from_files for c in self.connections
-                                                if c.file_sender is not None)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

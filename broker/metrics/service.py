@@ -56,7 +56,7 @@ def build_registry(broker: Any) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     replicas = broker.replicas
     registry.register(NetworkCollector(broker.server.connections, broker.server.request_metrics,
-                                        broker.server.file_bytes_sent))
+                                        lambda: broker.server.file_bytes_sent))
     # It yields None now and then as a pause, which our render() takes and prometheus' Collector type has not.
     registry.register(PartitionCollector(replicas, broker.logs))  # type: ignore[arg-type]
     registry.register(replicas.counters)

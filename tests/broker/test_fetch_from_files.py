@@ -89,7 +89,8 @@ def test_a_slow_reader_with_a_small_receive_buffer_gets_every_byte(broker):
     with _SlowClient(broker.port) as client:
         for _ in range(3):
             correlation_id = client.submit(fetch_request("zero-copy-slow", 0, 0, partition_max_bytes=4 << 20), 12)
-            time.sleep(0.3)  # nothing read for a while: the broker's socket buffer fills and the sender waits
+            time.sleep(0.3)  # nothing read for a while (whether the sender then waits for room is up to the
+            # kernel's socket buffers; tests/unit/test_file_sender.py makes it wait)
             reply = client.receive(1, 12, correlation_id)
             assert values(reply.responses[0].partitions[0]) == written[0]
 
@@ -130,8 +131,9 @@ def test_a_small_answer_is_copied(broker, client):
 
 
 def test_copied_answers_and_answers_from_files_in_turn(broker):
-    """Pipelined fetches of 6 MiB, more than the socket buffers hold, to a slow reader: the first reads
-    from the disk and is copied, the others are sent from files once the one before is in the socket."""
+    """Pipelined fetches of 6 MiB, more than the socket buffers hold, to a slow reader: the first finds
+    its pages dropped from the page cache and is copied, the others may be sent from files; each answer
+    arrives whole and in order (which path each took is not checked here)."""
     with WireClient(broker.port) as setup:  # 6 MiB: more than the socket buffers hold (4 MiB at most)
         written = _fill(setup, "zero-copy-queued", partitions=2, batches=48)
     for p in range(2):
