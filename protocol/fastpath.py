@@ -1,19 +1,23 @@
-"""Hand-written codecs for the two messages that carry bulk record data.
+"""Hand-written codecs for the messages of the data path.
 
 The compiled construct path reads through BytesIO, so every record set is copied on decode and
 again on encode. Here, Produce requests are parsed over a memoryview and their `records` are
 zero-copy slices of the frame; Fetch responses are written as a list of chunks in which the record
-data appears as-is, ready for `transport.writelines`. Both produce exactly what the construct path
-produces (tests/protocol/test_fastpath.py checks it byte for byte and value for value).
+data appears as-is, ready for `transport.writelines`. Produce responses, one per produce request,
+are packed field by field when every partition has the usual shape (the generic builder's walk over
+every field and default costs more than the rest of the answer). All of them produce exactly what
+the construct path produces (tests/protocol/test_fastpath.py checks it byte for byte and value for
+value).
 """
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import Literal, overload
 
 from .errors import ErrorCode, ProtocolError
-from .framing import Request, encode_response_header_into
+from .framing import Request, encode_response, encode_response_header_into
 from .messages import FetchResponse, ProduceRequest, RequestHeader
 from .wire import I16, I32, I64, uvarint_bytes
 
@@ -42,19 +46,34 @@ class _Reader:
         self.pos = start + n
         return start
 
+    # The reads below are on every field of every request: the common case is spelled out inline.
+
     def int16(self) -> int:
-        return I16.unpack_from(self.buf, self._need(2))[0]
+        start = self.pos
+        if start + 2 > self.end:
+            self._need(2)  # raises
+        self.pos = start + 2
+        return I16.unpack_from(self.buf, start)[0]
 
     def int32(self) -> int:
-        return I32.unpack_from(self.buf, self._need(4))[0]
+        start = self.pos
+        if start + 4 > self.end:
+            self._need(4)  # raises
+        self.pos = start + 4
+        return I32.unpack_from(self.buf, start)[0]
 
     def uvarint(self) -> int:
+        buf, pos, end = self.buf, self.pos, self.end
         result = 0
         for shift in range(0, 35, 7):
-            b = self.buf[self._need(1)]
+            if pos >= end:
+                self._need(1)  # raises
+            b = buf[pos]
+            pos += 1
+            if b < 0x80:
+                self.pos = pos
+                return result | b << shift
             result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "Produce: varint longer than 5 bytes")
 
     def length(self, compact: bool, size16: bool = False) -> int:
@@ -65,8 +84,12 @@ class _Reader:
         return n
 
     def take(self, n: int) -> memoryview:
-        start = self._need(n)
-        return self.buf[start:start + n]
+        start = self.pos
+        end = start + n
+        if n < 0 or end > self.end:
+            self._need(n)  # raises
+        self.pos = end
+        return self.buf[start:end]
 
     @overload
     def string(self, compact: bool, nullable: Literal[False]) -> str: ...
@@ -85,6 +108,10 @@ class _Reader:
             raise ProtocolError(ErrorCode.INVALID_REQUEST, "Produce: string is not valid UTF-8") from None
 
     def skip_tags(self) -> None:
+        pos = self.pos
+        if pos < self.end and self.buf[pos] == 0:  # no tagged fields: nearly always
+            self.pos = pos + 1
+            return
         for _ in range(self.uvarint()):
             self.uvarint()
             self.take(self.uvarint())
@@ -141,6 +168,57 @@ def _read_topic(r: _Reader, version: int, flexible: bool):
     if flexible:
         r.skip_tags()
     return topic
+
+
+# --- Produce response -----------------------------------------------------------------------------
+
+_PRODUCE_START_OFFSET = 5  # LogStartOffset from v5; RecordErrors and ErrorMessage from v8; the
+_PRODUCE_RECORD_ERRORS = 8  # tagged CurrentLeader and NodeEndpoints from v10
+_PRODUCE_CURRENT_LEADER = 10
+_PRODUCE_PARTITION_V3 = struct.Struct(">ihqq")
+_PRODUCE_PARTITION_V5 = struct.Struct(">ihqqq")
+# From v8: no record errors and a null error message, then (flexible) no tagged fields.
+_PRODUCE_NO_DETAILS = b"\0\0\0\0\xff\xff"
+_PRODUCE_NO_DETAILS_FLEXIBLE = b"\x01\x00\x00"
+
+
+def encode_produce_response(body, version: int, correlation_id: int) -> list:
+    """A whole Produce response frame (size prefix first) as one chunk. Partitions with record
+    errors, an error message or a leader hint, leader endpoints, and the versions that name topics by
+    id go through the generic builder: rare answers, where speed does not matter."""
+    if version >= _PRODUCE_TOPIC_IDS or (version >= _PRODUCE_CURRENT_LEADER and body.node_endpoints):
+        return [encode_response(body, version, correlation_id)]
+    flexible = version >= _PRODUCE_FLEXIBLE
+    with_start_offset = version >= _PRODUCE_START_OFFSET
+    with_details = version >= _PRODUCE_RECORD_ERRORS
+    with_leader = version >= _PRODUCE_CURRENT_LEADER
+    details = _PRODUCE_NO_DETAILS_FLEXIBLE if flexible else _PRODUCE_NO_DETAILS
+    w = _ChunkWriter()
+    w.write(b"\0\0\0\0")
+    encode_response_header_into(w, PRODUCE_KEY, version, correlation_id)
+    _array_len(w, body.responses, flexible)
+    for topic in body.responses:
+        _string(w, topic.name, flexible)
+        _array_len(w, topic.partition_responses, flexible)
+        for p in topic.partition_responses:
+            if with_start_offset:
+                w.write(_PRODUCE_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                                   p.log_start_offset))
+            else:
+                w.write(_PRODUCE_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
+            if with_details:
+                if p.record_errors or p.error_message is not None or (
+                        with_leader and (p.current_leader.leader_id, p.current_leader.leader_epoch) != _NO_EPOCH):
+                    return [encode_response(body, version, correlation_id)]
+                w.write(details)
+        if flexible:
+            w.write(b"\x00")
+    w.write(I32.pack(body.throttle_time_ms))
+    if flexible:
+        w.write(b"\x00")
+    frame = w.head
+    I32.pack_into(frame, 0, len(frame) - 4)
+    return [frame]
 
 
 # --- Fetch response -------------------------------------------------------------------------------
