@@ -94,7 +94,8 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
         batch = RecordBatch(records[:size])
     except ProtocolError as exc:
         raise _Rejected(exc.error_code, exc.message) from None
-    codec = batch.attributes & _CODEC_MASK
+    attributes = batch.header().attributes
+    codec = attributes & _CODEC_MASK
     if codec == Compression.ZSTD and version < 7:
         raise _Rejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                         f"Produce requests with version {version} are not allowed to use ZStandard compression")
@@ -107,9 +108,9 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
             raise _Rejected(ErrorCode.INVALID_RECORD,
                             f"Produce requests with version {version} are only allowed to contain exactly one "
                             "record batch per partition")
-    if batch.is_control:
+    if attributes & _CONTROL:
         raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-    if batch.is_transactional:
+    if attributes & _TRANSACTIONAL:
         raise _Rejected(ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
     return records[:size], batch
 
@@ -163,7 +164,8 @@ def _appended(index: int, base_offset: int, log_append_time: int, log_start_offs
     return p
 
 
-@handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request)
+@handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request,
+         encode=fastpath.encode_produce_response)
 async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> ProduceResponse | None:
     body = request.body
     version = request.api_version
@@ -173,7 +175,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
     internal_allowed = client_id == ADMIN_CLIENT_ID
     topics = []
     waiting: list[tuple[object, object, int]] = []  # (partition, response, offset the HW must pass)
-    failures = 0
+    transactional = body.transactional_id is not None
     for topic_data in body.topic_data:
         results: list[_PartitionResponse] = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -181,7 +183,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
         may_write = allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
-            if body.transactional_id is not None:
+            if transactional:
                 results.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                       "transactions are not supported by this broker"))
                 continue
@@ -219,12 +221,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
             results.append(response)
             if acks == -1:
                 waiting.append((partition, response, result.last_offset + 1))
-    for answered in topics:
-        failures += sum(1 for r in answered.partition_responses if r.error_code)
     if acks == 0:
-        if failures:
-            errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
-                      for r in t.partition_responses if r.error_code]
+        errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
+                  for r in t.partition_responses if r.error_code]
+        if errors:
             # No response can carry the error, so Kafka closes the connection: the client reconnects
             # and refreshes its metadata.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(errors)})")

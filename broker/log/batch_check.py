@@ -7,7 +7,7 @@ from typing import NamedTuple
 from broker.log.common import InvalidRecordError
 from broker.log.config import LogConfig
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import iter_batches
+from protocol.records import LOG_OVERHEAD, iter_batches
 
 
 class IncomingBatch(NamedTuple):
@@ -25,7 +25,8 @@ def check_batches(buf: bytearray | memoryview, config: LogConfig, *, from_produc
     result = []
     try:
         for batch in iter_batches(buf):
-            size = batch.size
+            header = batch.header()
+            size = header.batch_length + LOG_OVERHEAD
             if size > config.max_message_bytes:
                 raise InvalidRecordError(
                     f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}",
@@ -36,14 +37,14 @@ def check_batches(buf: bytearray | memoryview, config: LogConfig, *, from_produc
                     f"batch of {size} bytes exceeds segment.bytes {config.segment_bytes}",
                     ErrorCode.RECORD_LIST_TOO_LARGE,
                 )
-            batch.validate()
-            header = batch.header()
-            base, epoch, delta, max_ts, count = header[0], header[2], header[6], header[8], header[12]
+            batch.validate(header)
+            delta, count = header.last_offset_delta, header.records_count
             if from_producer and (count <= 0 or count != delta + 1):
                 raise InvalidRecordError(
                     f"batch claims {count} records over {delta + 1} offsets", ErrorCode.INVALID_RECORD
                 )
-            result.append(IncomingBatch(batch.position, size, base, delta, max_ts, epoch))
+            result.append(IncomingBatch(batch.position, size, header.base_offset, delta, header.max_timestamp,
+                                        header.partition_leader_epoch))
     except ProtocolError as exc:
         raise InvalidRecordError(exc.message, exc.error_code) from exc
     return result

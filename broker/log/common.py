@@ -7,10 +7,9 @@ position or a size is not passed where an offset belongs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import NewType
+from typing import NamedTuple, NewType
 
 from protocol.errors import ErrorCode
 
@@ -39,8 +38,10 @@ MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME = 255
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A NamedTuple rather than a frozen dataclass: it keys every partition lookup of the data path,
+    and a tuple hashes and compares in C."""
+
     topic: str
     partition: int
 

@@ -201,8 +201,11 @@ class PartitionLog:
             end = self.log_end_offset
             return AppendInfo(end, Offset(end - 1), NO_TIMESTAMP, NO_TIMESTAMP, self.log_start_offset, 0, 0)
         infos: list[BatchInfo] = []
-        next_offset: int = self.log_end_offset
-        log_append_time = assign_offsets and self.config.log_append_time
+        segment = self._run.active
+        next_offset: int = segment.next_offset
+        config = self.config
+        log_append_time = assign_offsets and config.log_append_time
+        max_timestamp = batches[0].max_timestamp
         for position, size, base, delta, max_ts, epoch in batches:
             if assign_offsets:
                 base, epoch = next_offset, leader_epoch
@@ -217,32 +220,23 @@ class PartitionLog:
                 )
             infos.append(BatchInfo(position, base, base + delta, size, max_ts, epoch))
             next_offset = base + delta + 1
+            if max_ts > max_timestamp:
+                max_timestamp = max_ts
+        first, last = infos[0], infos[-1]
         try:  # self._guard("append") spelled out (online checked above): a generator context manager costs ~2 µs
-            segment = self._run.active
-            max_timestamp = max(i.max_timestamp for i in infos)
-            if segment.should_roll(
-                len(buf),
-                max_timestamp,
-                infos[-1].last_offset,
-                self.config.segment_bytes,
-                self.config.segment_ms,
-                now,
-            ):
-                segment = self._roll(infos[0].base_offset)
+            if segment.should_roll(len(buf), max_timestamp, last.last_offset, config.segment_bytes, config.segment_ms,
+                                   now):
+                segment = self._roll(first.base_offset)
             segment.append(buf if isinstance(buf, memoryview) else memoryview(buf), infos)
         except (OSError, CorruptSegmentError) as exc:
             raise self._fail("append", exc) from exc
-        for info in infos:
-            self.epoch_cache.assign(info.leader_epoch, info.base_offset)
-        return AppendInfo(
-            first_offset=Offset(infos[0].base_offset),
-            last_offset=Offset(infos[-1].last_offset),
-            log_append_time=now if log_append_time else NO_TIMESTAMP,
-            max_timestamp=max_timestamp,
-            log_start_offset=self.log_start_offset,
-            batches=len(infos),
-            size=len(buf),
-        )
+        if assign_offsets:  # one epoch for the whole run
+            self.epoch_cache.assign(leader_epoch, first.base_offset)
+        else:
+            for info in infos:
+                self.epoch_cache.assign(info.leader_epoch, info.base_offset)
+        return AppendInfo(first.base_offset, last.last_offset, now if log_append_time else NO_TIMESTAMP,
+                          max_timestamp, self._log_start_offset, len(infos), len(buf))
 
     def _roll(self, base_offset: int) -> LogSegment:
         previous_size = self._run.active.size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from broker.log.common import Offset
 from broker.log.segment_file import SegmentFile
@@ -17,13 +18,12 @@ class ReadBound(Enum):
     LOG_END = "log_end"
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    first_offset: Offset
-    last_offset: Offset
+class AppendInfo(NamedTuple):  # a NamedTuple, not a frozen dataclass: one per append, made in C
+    first_offset: int
+    last_offset: int
     log_append_time: int  # -1 under CreateTime
     max_timestamp: int
-    log_start_offset: Offset
+    log_start_offset: int
     batches: int
     size: int
 

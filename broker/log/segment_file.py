@@ -131,7 +131,7 @@ class OpenSegments:
                 del self._idle[file]
             file._pins += 1
             fd = file.fd
-            if file._pins == 1:
+            if file._pins == 1 and self.open_count > self.capacity:
                 self._shrink()
             return fd
 
@@ -144,7 +144,8 @@ class OpenSegments:
                 self._close(file)
             else:
                 self._idle[file] = None
-                self._shrink()
+                if self.open_count > self.capacity:
+                    self._shrink()
 
     def end(self, file: SegmentFile) -> None:
         with self._lock:

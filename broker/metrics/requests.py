@@ -128,19 +128,30 @@ _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or nested struct: fields found at run time
     """Add every error code a response carries (top level and nested, e.g. per partition) to `into`,
     as Kafka's AbstractResponse.errorCounts does."""
-    plan = _PLANS.get(type(struct))
-    if plan is None:
-        plan = _PLANS[type(struct)] = _plan(struct)
-    has_error, nested = plan
+    has_error, nested = _plan(struct)
     if has_error:
         code = struct.error_code
         into[code] = into.get(code, 0) + 1
     for name in nested:
-        for item in getattr(struct, name) or ():
-            count_errors(item, into)
+        items = getattr(struct, name)
+        if not items:
+            continue
+        if _plan(items[0]) == _LEAF:  # an array's items share one type; e.g. a Produce answer's partitions
+            for item in items:
+                code = item.error_code
+                into[code] = into.get(code, 0) + 1
+        else:
+            for item in items:
+                count_errors(item, into)
+
+
+_LEAF = (True, ())  # a struct with an error code and no arrays of structs
 
 
 def _plan(struct: object) -> tuple[bool, tuple[str, ...]]:
-    specs = getattr(type(struct), "_specs", ())
-    nested = tuple(spec.attr for spec in specs if spec.is_array and spec.is_struct)
-    return any(spec.attr == "error_code" for spec in specs), nested
+    plan = _PLANS.get(type(struct))
+    if plan is None:
+        specs = getattr(type(struct), "_specs", ())
+        nested = tuple(spec.attr for spec in specs if spec.is_array and spec.is_struct)
+        plan = _PLANS[type(struct)] = any(spec.attr == "error_code" for spec in specs), nested
+    return plan

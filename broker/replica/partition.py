@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 import structlog
 
@@ -64,8 +64,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):  # one per produced batch: a NamedTuple is made in C
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 under CreateTime
@@ -332,15 +331,16 @@ class Partition:
         go through the producer checks; a duplicate returns the original offsets unwritten.
         LogError and PartitionError carry the error code."""
         self.check_leader()
-        producer_id = batch.producer_id
+        header = batch.header()
+        producer_id = header.producer_id
         if not self.producers_loaded:
             await self.load_producer_state()
         # From here to the producer state update nothing awaits: check, write and record are atomic.
         first_seq = last_seq = -1
-        epoch = batch.producer_epoch
+        epoch = header.producer_epoch
         if producer_id >= 0:
-            first_seq = batch.base_sequence
-            last_seq = last_sequence(first_seq, batch.last_offset_delta)
+            first_seq = header.base_sequence
+            last_seq = last_sequence(first_seq, header.last_offset_delta)
             try:
                 duplicate = self.producers.check(producer_id, epoch, first_seq, last_seq)
             except ProducerStateError as exc:

@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from broker.log.checkpoint import fsync_dir
 from protocol.errors import ErrorCode
@@ -73,8 +74,7 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):  # one per idempotent batch: a NamedTuple is made in C
     first_seq: int
     last_seq: int
     first_offset: int
