@@ -64,6 +64,9 @@ class _Reader:
 
     def uvarint(self) -> int:
         buf, pos, end = self.buf, self.pos, self.end
+        if pos < end and buf[pos] < 0x80:  # one byte: every count, string length and tag count below 128
+            self.pos = pos + 1
+            return buf[pos]
         result = 0
         for shift in range(0, 35, 7):
             if pos >= end:

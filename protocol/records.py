@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -39,7 +39,7 @@ from protocol.varint import INT32_MAX, write_varint, write_varlong
 
 __all__ = [
     "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "Compression", "TimestampType",
-    "Record", "NewRecord", "RecordBatch", "RecordBatchBuilder", "assign_offsets", "build_batch",
+    "Record", "NewRecord", "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "build_batch",
     "iter_batches", "set_log_append_time",
 ]
 
@@ -78,6 +78,27 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
 assert _HEADER.size == BATCH_HEADER_SIZE
+
+
+class BatchHeader(NamedTuple):
+    """The 13 header fields, in wire order: what one unpack gives (see the table above)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+
+_as_header = tuple.__new__  # (BatchHeader, an unpacked tuple): a NamedTuple without its Python-level __new__
 
 
 class TimestampType(IntEnum):
@@ -206,9 +227,9 @@ class RecordBatch:
 
     records_count = _header_field(_INT32, _RECORDS_COUNT)
 
-    def header(self) -> tuple[Any, ...]:
-        """All 13 header fields at once, in wire order (one unpack instead of many)."""
-        return _HEADER.unpack_from(self.buffer, self.position)
+    def header(self) -> BatchHeader:
+        """All 13 header fields at once (one unpack instead of one per property)."""
+        return _as_header(BatchHeader, _HEADER.unpack_from(self.buffer, self.position))
 
     def raw(self) -> memoryview:
         """The batch's bytes, without copying."""
@@ -223,20 +244,22 @@ class RecordBatch:
     def crc_valid(self) -> bool:
         return self.compute_crc() == self.crc
 
-    def validate(self) -> None:
-        """Check the CRC and the header's counts; raise ProtocolError(CORRUPT_MESSAGE) if wrong."""
+    def validate(self, header: BatchHeader | None = None) -> None:
+        """Check the CRC and the header's counts; raise ProtocolError(CORRUPT_MESSAGE) if wrong.
+        `header`: this batch's, if the caller has read it already."""
         buffer, position = self.buffer, self.position
-        header = _HEADER.unpack_from(buffer, position)
-        end = position + LOG_OVERHEAD + header[1]
-        stored, computed = header[4], crc32c(memoryview(buffer)[position + _ATTRIBUTES : end])
+        if header is None:
+            header = self.header()
+        end = position + LOG_OVERHEAD + header.batch_length
+        stored, computed = header.crc, crc32c(memoryview(buffer)[position + _ATTRIBUTES : end])
         if stored != computed:
             raise corrupt(f"record batch at position {position}: CRC {stored:#010x}, data {computed:#010x}")
-        if header[12] < 0:
-            raise corrupt(f"record batch at position {position} has records_count {header[12]}")
-        if header[6] < 0:
-            raise corrupt(f"record batch at position {position} has last_offset_delta {header[6]}")
-        if header[5] & _CODEC_MASK > Compression.ZSTD:
-            codec = header[5] & _CODEC_MASK
+        if header.records_count < 0:
+            raise corrupt(f"record batch at position {position} has records_count {header.records_count}")
+        if header.last_offset_delta < 0:
+            raise corrupt(f"record batch at position {position} has last_offset_delta {header.last_offset_delta}")
+        if header.attributes & _CODEC_MASK > Compression.ZSTD:
+            codec = header.attributes & _CODEC_MASK
             raise corrupt(f"record batch at position {position} has unknown compression codec {codec}")
 
     # -- records --

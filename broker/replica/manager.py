@@ -154,7 +154,8 @@ class ReplicaManager:
             # Listed in the metadata but no local replica (yet): Kafka's answer for that.
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{tp} has no replica on this broker")
         partition = self._partitions.get(tp)
-        if partition is None or partition.log is not log_ or partition.topic_id != topic.topic_id:
+        if partition is None or partition.log is not log_ or (partition.topic_id is not topic.topic_id
+                                                              and partition.topic_id != topic.topic_id):
             if partition is not None:
                 self._forget(tp)
             state = topic.states.get(index) if self.cluster is not None else None

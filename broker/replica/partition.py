@@ -83,7 +83,7 @@ class PartitionHost(Protocol):
     def node_id(self) -> int: ...
 
     def leadership_changed(self, partition: Partition) -> None: ...
-    def appended(self, partition: Partition) -> None: ...
+    def appended(self, partition: Partition) -> None: ...  # and the high watermark stayed: else the next one
     def high_watermark_moved(self, partition: Partition) -> None: ...
     def log_start_offset_moved(self, partition: Partition) -> None: ...
     def records_deleted(self, partition: Partition, reason: StartOffsetReason, records: int, size: int) -> None: ...
@@ -360,8 +360,8 @@ class Partition:
         if producer_id >= 0:
             self.producers.update(producer_id, epoch, BatchMetadata(first_seq, last_seq, info.first_offset,
                                                                     info.last_offset, info.max_timestamp))
-        self.host.appended(self)
-        self.maybe_increment_high_watermark()
+        if not self.maybe_increment_high_watermark():  # when it moves, waiting fetches hear of that
+            self.host.appended(self)
         if self.log.log_end_offset - self.log.recovery_point >= self.log.config.flush_messages:
             await self.log.flush()  # flush.messages, as PartitionLog.append would
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time, info.log_start_offset)
