@@ -240,15 +240,16 @@ async def _await_replication(replicas, waiting, timeout_ms: int) -> None:
     def replicated() -> bool:
         return all(p.high_watermark >= needed or not p.is_leader for p, _, needed in waiting)
 
-    await replicas.produces.wait([p.topic_partition for p, _, _ in waiting], replicated, timeout_ms)
+    # The keys are read only if the request has to wait (on one broker it never does).
+    await replicas.produces.wait((p.topic_partition for p, _, _ in waiting), replicated, timeout_ms)
     for partition, response, needed in waiting:
-        if not partition.is_leader and partition.high_watermark < needed:
-            # Leadership moved while the batch waited: it may or may not survive on the new leader.
-            response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            response.error_message = "leadership moved before the batch was replicated"
-        elif partition.high_watermark < needed:
-            response.error_code = ErrorCode.REQUEST_TIMED_OUT
-            response.error_message = "the batch was not replicated to the in-sync replicas in time"
+        if partition.high_watermark < needed:
+            if partition.is_leader:
+                response.error_code = ErrorCode.REQUEST_TIMED_OUT
+                response.error_message = "the batch was not replicated to the in-sync replicas in time"
+            else:  # leadership moved while the batch waited: it may or may not survive on the new leader
+                response.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                response.error_message = "leadership moved before the batch was replicated"
         elif len(partition.isr) < partition.log.config.min_insync_replicas:
             # Written and replicated to the ISR, but the ISR shrank below the minimum meanwhile.
             response.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
