@@ -29,6 +29,7 @@ from bench.peers import (
     Tansu,
     alternate,
     create_topic,
+    drop_page_cache,
     machine_line,
     repetitions,
     run_arguments,
@@ -76,6 +77,8 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> tuple[float, floa
 
 
 def run_case(partitions: int, records: int, root: Path, reps: int) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Each repetition produces to a new topic on each broker, the page cache dropped first (when
+    permitted: `drop_page_cache`), then reads the records back while they are still cached."""
     results = {tool: {name: {"mb_s": [], "rec_s": [], "cpu_gb": []} for name in PEERS} for tool in ("produce",
                                                                                                     "consume")}
     payload = records * KiB
@@ -84,6 +87,7 @@ def run_case(partitions: int, records: int, root: Path, reps: int) -> dict[str, 
             for broker in alternate([ebb, kafka, tansu], rep):
                 topic = f"perf-{rep}"
                 create_topic(broker.bootstrap, topic, partitions)
+                drop_page_cache()
                 for tool, run in (("produce", lambda b=broker, t=topic: producer_perf(b.bootstrap, t, records, KiB)),
                                   ("consume", lambda b=broker, t=topic: consumer_perf(b.bootstrap, t, records))):
                     before = broker.cpu_seconds()
@@ -109,6 +113,8 @@ def main() -> None:
           f"{machine_line()}")
     print(f"{records:,} records of 1 KiB per run; medians of {reps} repetitions per broker, rotating; broker CPU "
           "includes the group join for the consumer")
+    print("the page cache is dropped before each produce run" if drop_page_cache() else
+          "the page cache is NOT dropped before each produce run (needs root): later runs may pay to reclaim it")
     widths = throughput_header(28)
     try:
         for partitions in (1, 6):
