@@ -19,7 +19,7 @@ from typing import Literal, overload
 from .errors import ErrorCode, ProtocolError
 from .framing import Request, encode_response, encode_response_header_into
 from .messages import FetchResponse, ProduceRequest, RequestHeader
-from .wire import I16, I32, I64, uvarint_bytes
+from .wire import I16, I32, I64, ZERO_UUID, uvarint_bytes
 
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = _TopicData.PartitionProduceData
@@ -47,6 +47,14 @@ class _Reader:
         return start
 
     # The reads below are on every field of every request: the common case is spelled out inline.
+
+    def fields(self, layout: struct.Struct) -> tuple:
+        """Several fixed-width fields in a row, in one unpack."""
+        start = self.pos
+        if start + layout.size > self.end:
+            self._need(layout.size)  # raises
+        self.pos = start + layout.size
+        return layout.unpack_from(self.buf, start)
 
     def int16(self) -> int:
         start = self.pos
@@ -126,10 +134,14 @@ class _Reader:
         return n
 
 
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+
 def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     """Parse a Produce request frame (no size prefix). `records` are memoryviews into `frame`."""
     r = _Reader(memoryview(frame))
-    api_key, version, correlation_id = r.int16(), r.int16(), r.int32()
+    api_key, version, correlation_id = r.fields(_KEY_VERSION_CORRELATION)
     if api_key != PRODUCE_KEY:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, f"not a Produce request (api key {api_key})")
     if version not in ProduceRequest.valid_versions:
@@ -138,12 +150,12 @@ def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     client_id = r.string(compact=False, nullable=True)
     if flexible:
         r.skip_tags()
-    header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                           correlation_id=correlation_id, client_id=client_id or "")
+    header = RequestHeader.__new__(RequestHeader)  # every field set here: no walk over the defaults
+    header.request_api_key, header.request_api_version = api_key, version
+    header.correlation_id, header.client_id = correlation_id, client_id or ""
     body = ProduceRequest.__new__(ProduceRequest)
     body.transactional_id = r.string(flexible, nullable=True)
-    body.acks = r.int16()
-    body.timeout_ms = r.int32()
+    body.acks, body.timeout_ms = r.fields(_ACKS_TIMEOUT)
     body.topic_data = [_read_topic(r, version, flexible) for _ in range(r.count(flexible))]
     if flexible:
         r.skip_tags()
@@ -157,7 +169,7 @@ def _read_topic(r: _Reader, version: int, flexible: bool):
         topic.topic_id = uuid.UUID(bytes=bytes(r.take(16)))
     else:
         topic.name = r.string(flexible, nullable=False)
-        topic.topic_id = uuid.UUID(int=0)
+        topic.topic_id = ZERO_UUID
     partitions = []
     for _ in range(r.count(flexible)):
         partition = _PartitionData.__new__(_PartitionData)
@@ -196,32 +208,37 @@ def encode_produce_response(body, version: int, correlation_id: int) -> list:
     with_details = version >= _PRODUCE_RECORD_ERRORS
     with_leader = version >= _PRODUCE_CURRENT_LEADER
     details = _PRODUCE_NO_DETAILS_FLEXIBLE if flexible else _PRODUCE_NO_DETAILS
-    w = _ChunkWriter()
-    w.write(b"\0\0\0\0")
-    encode_response_header_into(w, PRODUCE_KEY, version, correlation_id)
-    _array_len(w, body.responses, flexible)
+    end_of_struct = b"\x00" if flexible else b""  # no tagged fields (also closes the response header)
+    out = bytearray(b"\0\0\0\0")
+    out += I32.pack(correlation_id)
+    out += end_of_struct
+    out += _count(len(body.responses), flexible)
     for topic in body.responses:
-        _string(w, topic.name, flexible)
-        _array_len(w, topic.partition_responses, flexible)
+        name = topic.name.encode("utf-8")
+        out += uvarint_bytes(len(name) + 1) if flexible else I16.pack(len(name))
+        out += name
+        out += _count(len(topic.partition_responses), flexible)
         for p in topic.partition_responses:
             if with_start_offset:
-                w.write(_PRODUCE_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
-                                                   p.log_start_offset))
+                out += _PRODUCE_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                                  p.log_start_offset)
             else:
-                w.write(_PRODUCE_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
+                out += _PRODUCE_PARTITION_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if with_details:
                 if p.record_errors or p.error_message is not None or (
                         with_leader and (p.current_leader.leader_id, p.current_leader.leader_epoch) != _NO_EPOCH):
                     return [encode_response(body, version, correlation_id)]
-                w.write(details)
-        if flexible:
-            w.write(b"\x00")
-    w.write(I32.pack(body.throttle_time_ms))
-    if flexible:
-        w.write(b"\x00")
-    frame = w.head
-    I32.pack_into(frame, 0, len(frame) - 4)
-    return [frame]
+                out += details
+        out += end_of_struct
+    out += I32.pack(body.throttle_time_ms)
+    out += end_of_struct
+    I32.pack_into(out, 0, len(out) - 4)
+    return [out]
+
+
+def _count(n: int, flexible: bool) -> bytes:
+    """An array's length (compact: n + 1 as a varint)."""
+    return uvarint_bytes(n + 1) if flexible else I32.pack(n)
 
 
 # --- Fetch response -------------------------------------------------------------------------------

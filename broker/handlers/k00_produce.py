@@ -53,7 +53,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.records import RecordBatch
-from protocol.wire import I32
+from protocol.wire import I32, ZERO_UUID
 
 log = structlog.get_logger("produce")
 
@@ -164,6 +164,18 @@ def _appended(index: int, base_offset: int, log_append_time: int, log_start_offs
     return p
 
 
+def _topic_answer(name: str, results: list[_PartitionResponse]) -> _TopicResponse:
+    topic = object.__new__(_TopicResponse)  # as _appended: every field set here
+    topic.name, topic.topic_id, topic.partition_responses = name, ZERO_UUID, results
+    return topic
+
+
+def _answer(topics: list[_TopicResponse]) -> ProduceResponse:
+    answer = object.__new__(ProduceResponse)  # as _appended: every field set here
+    answer.responses, answer.throttle_time_ms, answer.node_endpoints = topics, 0, []
+    return answer
+
+
 @handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request,
          encode=fastpath.encode_produce_response)
 async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> ProduceResponse | None:
@@ -178,7 +190,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
     transactional = body.transactional_id is not None
     for topic_data in body.topic_data:
         results: list[_PartitionResponse] = []
-        topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
+        topics.append(_topic_answer(topic_data.name, results))
         topic = broker.topics.get(topic_data.name)
         may_write = allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
@@ -231,7 +243,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
         return None
     if waiting:
         await _await_replication(replicas, waiting, body.timeout_ms)
-    return ProduceResponse(responses=topics, throttle_time_ms=0)
+    return _answer(topics)
 
 
 async def _await_replication(replicas, waiting, timeout_ms: int) -> None:
