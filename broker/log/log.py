@@ -56,6 +56,7 @@ from protocol.records import set_log_append_time
 logger = structlog.get_logger(__name__)
 
 Clock = Callable[[], int]
+_INT64_MIN = -(1 << 63)
 
 
 def wall_clock_ms() -> int:
@@ -205,7 +206,7 @@ class PartitionLog:
         next_offset: int = segment.next_offset
         config = self.config
         log_append_time = assign_offsets and config.log_append_time
-        max_timestamp = batches[0].max_timestamp
+        max_timestamp = _INT64_MIN  # of the batches as written (the append time under LogAppendTime)
         for position, size, base, delta, max_ts, epoch in batches:
             if assign_offsets:
                 base, epoch = next_offset, leader_epoch

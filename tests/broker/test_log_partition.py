@@ -106,6 +106,14 @@ async def test_log_append_time(tmp_path: Path) -> None:
     assert view.crc_valid()
 
 
+async def test_log_append_time_replaces_a_create_time_ahead_of_the_broker(tmp_path: Path) -> None:
+    clock = FakeClock(5_000_000)  # the producer's clock is ahead: its CreateTime must not survive
+    log = new_log(tmp_path, replace(SMALL, message_timestamp_type="LogAppendTime"), clock)
+    info = await log.append(batch(2, timestamp=9_000_000))
+    assert info.max_timestamp == 5_000_000
+    assert log.offset_for_timestamp(MAX_TIMESTAMP).timestamp == 5_000_000
+
+
 async def test_follower_append_keeps_offsets(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     await log.append(
