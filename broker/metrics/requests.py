@@ -128,24 +128,19 @@ _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or nested struct: fields found at run time
     """Add every error code a response carries (top level and nested, e.g. per partition) to `into`,
     as Kafka's AbstractResponse.errorCounts does."""
-    has_error, nested = _plan(struct)
-    if has_error:
-        code = struct.error_code
-        into[code] = into.get(code, 0) + 1
-    for name in nested:
-        items = getattr(struct, name)
-        if not items:
-            continue
-        if _plan(items[0]) == _LEAF:  # an array's items share one type; e.g. a Produce answer's partitions
-            for item in items:
-                code = item.error_code
-                into[code] = into.get(code, 0) + 1
-        else:
-            for item in items:
-                count_errors(item, into)
+    _count_items((struct,), into)
 
 
-_LEAF = (True, ())  # a struct with an error code and no arrays of structs
+def _count_items(items: Any, into: dict[int, int]) -> None:
+    has_error, nested = _plan(items[0])  # an array's items share one type
+    for item in items:
+        if has_error:
+            code = item.error_code
+            into[code] = into.get(code, 0) + 1
+        for name in nested:
+            inner = getattr(item, name)
+            if inner:  # most are empty (a Produce answer's record errors): no call for those
+                _count_items(inner, into)
 
 
 def _plan(struct: object) -> tuple[bool, tuple[str, ...]]:
