@@ -1,0 +1,96 @@
+"""Python bytecode per request on a broker under load: `python -m bench.opcodes
+{java-produce,java-consume,produce} [--partitions N] [--records N] [--top N]`.
+
+A deterministic measure of the broker's own Python work, for comparing two versions of the code on a
+machine whose timings swing from run to run (no hardware counters in a VM, steal time): the broker
+runs under bench/traced_broker.py, which counts every opcode the event loop's thread executes once the
+load starts, and the load is one of bench.profile's (Kafka's ProducerPerformance or
+ConsumerPerformance, or librdkafka's producer of bench.produce). Prints the opcodes and Python calls
+per request served (every API; the loads are nearly all Produce or Fetch) and the functions with the
+most, per request. C code (uvloop, struct, crc32c, the kernel) is not counted: pair it with
+bench.profile or perf for where the time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.peers import Ebb, create_topic, warm_up
+
+KiB = 1024
+_SERVE = "Connection._serve ("  # one call per request served (broker/server.py)
+
+
+class TracedEbb(Ebb):
+    def __init__(self, root: Path, counts: Path) -> None:
+        super().__init__(root)
+        self.counts = counts
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "bench.traced_broker", *super().command()[3:]]  # after "python -m broker"
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), "EBB_OPCODES_OUT": str(self.counts)}
+
+
+def run_load(load: str, bootstrap: str, partitions: int, records: int) -> None:
+    if load == "produce":
+        from bench.produce import produce_load
+
+        produce_load(bootstrap, "opcodes", partitions, records, KiB)
+        return
+    from bench.perf_tools import consumer_perf, producer_perf
+
+    if load == "java-produce":
+        producer_perf(bootstrap, "opcodes", records, KiB)
+    else:
+        consumer_perf(bootstrap, "opcodes", records)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("load", choices=["java-produce", "java-consume", "produce"])
+    parser.add_argument("--partitions", type=int, default=6, help="of the topic (default 6)")
+    parser.add_argument("--records", type=int, default=100_000,
+                        help="1 KiB records (default 100,000: tracing slows the broker down a lot)")
+    parser.add_argument("--top", type=int, default=30, help="functions listed")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="ebb-bench-opcodes-"))
+    counts = root / "counts.json"
+    try:
+        with TracedEbb(root, counts) as ebb:
+            create_topic(ebb.bootstrap, "opcodes", args.partitions)
+            if args.load == "java-consume":
+                from bench.produce import produce_load
+
+                warm_up(ebb.bootstrap)
+                produce_load(ebb.bootstrap, "opcodes", args.partitions, args.records, KiB)
+            os.kill(ebb.pid, signal.SIGUSR1)
+            time.sleep(0.5)
+            run_load(args.load, ebb.bootstrap, args.partitions, args.records)
+        found = json.loads(counts.read_text())  # written when the broker exits
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    opcodes, calls = found["opcodes"], found["calls"]
+    requests = sum(n for name, n in calls.items() if name.startswith(_SERVE))
+    if not requests:
+        sys.exit("no request was counted")
+    print(f"Ebb under {args.load}, {args.partitions} partition(s), {args.records:,} records of 1 KiB: "
+          f"{requests:,} requests served")
+    print(f"per request: {sum(opcodes.values()) / requests:,.0f} Python opcodes, "
+          f"{sum(calls.values()) / requests:,.0f} Python calls\n")
+    print(f"{'opcodes':>9} {'calls':>7}  function (per request)")
+    for name, n in sorted(opcodes.items(), key=lambda item: -item[1])[:args.top]:
+        print(f"{n / requests:9.0f} {calls.get(name, 0) / requests:7.1f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
