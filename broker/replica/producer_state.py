@@ -164,6 +164,8 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         if entry is None:
             return None
+        if epoch == entry.epoch and entry.batches and in_sequence(entry.batches[-1].last_seq, first_seq):
+            return None  # the usual case, the next batch: sequences only grow, so it repeats no retained batch
         duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
         if duplicate is not None:
             return duplicate

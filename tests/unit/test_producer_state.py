@@ -67,6 +67,15 @@ def test_sequences_wrap_after_int32_max():
     assert in_sequence(INT32_MAX, 0) and not in_sequence(INT32_MAX, 1)
 
 
+def test_the_next_batch_across_the_wrap_and_duplicates_on_both_sides(tmp_path):
+    state = ProducerStateManager(tmp_path)
+    before = _append(state, 7, 0, INT32_MAX - 3, 4, 0)  # ends at INT32_MAX
+    after = _append(state, 7, 0, 0, 2, 4)  # in sequence: sequences wrap to 0
+    assert state.check(7, 0, before.first_seq, before.last_seq) == before
+    assert state.check(7, 0, after.first_seq, after.last_seq) == after
+    assert state.check(7, 0, 2, 2) is None  # the next one
+
+
 def test_snapshot_round_trip_and_expiry(tmp_path):
     state = ProducerStateManager(tmp_path, expiration_ms=1000)
     _append(state, 7, 0, 0, 3, 10)
