@@ -78,7 +78,7 @@ class _Reader:
         result = 0
         for shift in range(0, 35, 7):
             if pos >= end:
-                self._need(1)  # raises
+                raise ProtocolError(ErrorCode.INVALID_REQUEST, f"Produce: truncated at byte {pos}")
             b = buf[pos]
             pos += 1
             if b < 0x80:

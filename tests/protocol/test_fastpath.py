@@ -81,6 +81,12 @@ def test_produce_fast_path_reads_every_captured_produce():
         assert fastpath.decode_produce_request(data).body == framing.decode_request(data).body
 
 
+def test_produce_fast_path_refuses_a_frame_that_ends_inside_a_varint():
+    # v9 header, empty client id, then a tag count whose first byte says more bytes follow: none do
+    with pytest.raises(ProtocolError):
+        fastpath.decode_produce_request(b"\x00\x00\x00\x09\x00\x00\x00\x00\x00\x00\x80")
+
+
 @settings(max_examples=300, deadline=None)
 @given(mutated(PRODUCE_FRAMES))
 def test_produce_fast_path_only_raises_the_typed_error(case):
