@@ -17,7 +17,7 @@ import uuid
 from typing import Literal, overload
 
 from .errors import ErrorCode, ProtocolError
-from .framing import Request, encode_response, encode_response_header_into
+from .framing import Request, encode_response, encode_response_header_into, response_header
 from .messages import FetchResponse, ProduceRequest, RequestHeader
 from .wire import I16, I32, I64, ZERO_UUID, uvarint_bytes
 
@@ -150,9 +150,8 @@ def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     client_id = r.string(compact=False, nullable=True)
     if flexible:
         r.skip_tags()
-    header = RequestHeader.__new__(RequestHeader)  # every field set here: no walk over the defaults
-    header.request_api_key, header.request_api_version = api_key, version
-    header.correlation_id, header.client_id = correlation_id, client_id or ""
+    header = RequestHeader(request_api_key=api_key, request_api_version=version,
+                           correlation_id=correlation_id, client_id=client_id or "")
     body = ProduceRequest.__new__(ProduceRequest)
     body.transactional_id = r.string(flexible, nullable=True)
     body.acks, body.timeout_ms = r.fields(_ACKS_TIMEOUT)
@@ -208,16 +207,13 @@ def encode_produce_response(body, version: int, correlation_id: int) -> list:
     with_details = version >= _PRODUCE_RECORD_ERRORS
     with_leader = version >= _PRODUCE_CURRENT_LEADER
     details = _PRODUCE_NO_DETAILS_FLEXIBLE if flexible else _PRODUCE_NO_DETAILS
-    end_of_struct = b"\x00" if flexible else b""  # no tagged fields (also closes the response header)
+    end_of_struct = b"\x00" if flexible else b""  # no tagged fields
     out = bytearray(b"\0\0\0\0")
-    out += I32.pack(correlation_id)
-    out += end_of_struct
-    out += _count(len(body.responses), flexible)
+    out += response_header(PRODUCE_KEY, version, correlation_id)
+    out += _array_length(body.responses, flexible)
     for topic in body.responses:
-        name = topic.name.encode("utf-8")
-        out += uvarint_bytes(len(name) + 1) if flexible else I16.pack(len(name))
-        out += name
-        out += _count(len(topic.partition_responses), flexible)
+        out += _string_bytes(topic.name, flexible)
+        out += _array_length(topic.partition_responses, flexible)
         for p in topic.partition_responses:
             if with_start_offset:
                 out += _PRODUCE_PARTITION_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
@@ -234,11 +230,6 @@ def encode_produce_response(body, version: int, correlation_id: int) -> list:
     out += end_of_struct
     I32.pack_into(out, 0, len(out) - 4)
     return [out]
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    """An array's length (compact: n + 1 as a varint)."""
-    return uvarint_bytes(n + 1) if flexible else I32.pack(n)
 
 
 # --- Fetch response -------------------------------------------------------------------------------
@@ -296,16 +287,24 @@ class _ChunkWriter:
 
 
 def _array_len(w, items, flexible: bool) -> None:
+    w.write(_array_length(items, flexible))
+
+
+def _array_length(items, flexible: bool) -> bytes:
+    """An array's length field; null is -1 (compact: length + 1 as a varint, null 0)."""
     if items is None:
-        w.write(b"\x00" if flexible else b"\xff\xff\xff\xff")
-    else:
-        w.write(uvarint_bytes(len(items) + 1) if flexible else I32.pack(len(items)))
+        return b"\x00" if flexible else b"\xff\xff\xff\xff"
+    return uvarint_bytes(len(items) + 1) if flexible else I32.pack(len(items))
 
 
 def _string(w, value: str, flexible: bool) -> None:
+    w.write(_string_bytes(value, flexible))
+
+
+def _string_bytes(value: str, flexible: bool) -> bytes:
+    """A non-null string: its length field, then its UTF-8 bytes."""
     data = value.encode("utf-8")
-    w.write(uvarint_bytes(len(data) + 1) if flexible else I16.pack(len(data)))
-    w.write(data)
+    return (uvarint_bytes(len(data) + 1) if flexible else I16.pack(len(data))) + data
 
 
 _NO_EPOCH = (-1, -1)

@@ -246,9 +246,13 @@ class ByteSink(Protocol):
 
 
 def encode_response_header_into(io: ByteSink, api_key: int, api_version: int, correlation_id: int) -> None:
-    io.write(I32.pack(correlation_id))
+    io.write(response_header(api_key, api_version, correlation_id))
+
+
+def response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
     if response_header_version(api_key, api_version) == 1:
-        io.write(b"\x00")  # no header tagged fields
+        return I32.pack(correlation_id) + b"\x00"  # no header tagged fields
+    return I32.pack(correlation_id)
 
 
 def decode_response(frame_bytes: bytes, api_key: int, api_version: int) -> tuple[int, ApiMessage]:

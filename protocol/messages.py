@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .codec import CompiledStruct, StructCodec, default_value, is_immutable_default
@@ -38,20 +39,7 @@ class Struct:
     _specs: tuple[FieldSpec, ...] = ()
     _defaults: tuple[tuple[str, object, bool], ...] = ()
 
-    def __init__(self, **values: Any) -> None:
-        for attr, default, immutable in self._defaults:
-            if attr in values:
-                setattr(self, attr, values.pop(attr))
-            elif immutable:
-                setattr(self, attr, default)
-            elif type(default) is list:  # an array's default is always empty
-                setattr(self, attr, [])
-            elif isinstance(default, Struct):  # a fresh default instance: what deepcopy gave, far cheaper
-                setattr(self, attr, type(default)())
-            else:
-                setattr(self, attr, copy.deepcopy(default))
-        if values:
-            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}")
+    # __init__(self, *, field=default, ...) is made for each class by _compile_init below.
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
@@ -148,6 +136,38 @@ class ApiRequest(ApiMessage, Generic[_R]):
     __slots__ = ()
 
 
+_UNSET = object()
+
+
+def _compile_init(name: str, defaults: tuple[tuple[str, object, bool], ...]) -> FunctionType:
+    """`__init__(self, *, <field>=..., ...)` for one struct class, written out field by field: every
+    response and request object is made through it, and a generic walk over the defaults cost
+    several µs an object. A field not given gets its default: immutable ones shared, an array a new
+    empty list, a nested struct a new default instance, anything else a deep copy."""
+    namespace: dict[str, object] = {"_UNSET": _UNSET, "_deepcopy": copy.deepcopy}
+    lines = []
+    for i, (attr, default, immutable) in enumerate(defaults):
+        assert attr != "self", f"{name}: a field named self"
+        if immutable:
+            namespace[f"_d{i}"] = default
+            fallback = f"_d{i}"
+        elif type(default) is list:  # an array's default is always empty
+            fallback = "[]"
+        elif isinstance(default, Struct):
+            namespace[f"_d{i}"] = type(default)
+            fallback = f"_d{i}()"
+        else:
+            namespace[f"_d{i}"] = default
+            fallback = f"_deepcopy(_d{i})"
+        lines.append(f"    self.{attr} = {fallback} if {attr} is _UNSET else {attr}")
+    params = "".join(f", {attr}=_UNSET" for attr, _, _ in defaults)
+    source = f"def __init__(self{', *' if defaults else ''}{params}):\n" + ("\n".join(lines) or "    pass") + "\n"
+    exec(source, namespace)  # noqa: S102 - the source is built here from the specs' field names
+    init = cast(FunctionType, namespace["__init__"])
+    init.__qualname__ = f"{name}.__init__"  # what a TypeError for an unknown field names
+    return init
+
+
 def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], base: type[Struct],
                 namespace: dict[str, object]) -> type[Struct]:
     """Create the class for one struct and, recursively, the classes of its nested structs."""
@@ -162,7 +182,8 @@ def _make_class(name: str, fields: list[FieldSpec], classes: dict[int, type], ba
     )
     body = dict(namespace)
     body.update(nested)
-    body.update(__slots__=tuple(f.attr for f in fields), _specs=tuple(fields), _defaults=defaults)
+    body.update(__slots__=tuple(f.attr for f in fields), _specs=tuple(fields), _defaults=defaults,
+                __init__=_compile_init(name, defaults))
     return type(name, (base,), body)
 
 
