@@ -147,7 +147,8 @@ class RecordBatch:
             if 0 <= position and available > _MAGIC:
                 _check_magic(buffer[position + _MAGIC], position)
             raise corrupt(f"record batch at position {position} is shorter than a batch header")
-        _check_magic(_INT8.unpack_from(buffer, position + _MAGIC)[0], position)
+        if buffer[position + _MAGIC] != MAGIC:
+            _check_magic(_INT8.unpack_from(buffer, position + _MAGIC)[0], position)  # raises
         (batch_length,) = _INT32.unpack_from(buffer, position + _BATCH_LENGTH)
         if batch_length < MIN_BATCH_LENGTH:
             raise corrupt(f"record batch at position {position} has batch_length {batch_length}")
