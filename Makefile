@@ -9,12 +9,12 @@ JSSTAMP := $(JS)/node_modules/.installed
 
 .PHONY: test lint bench run clean docker cluster cluster-smoke pipeline-demo
 
-# setup.py builds the pipeline's compiled record decoder in place: gcc from Debian when it is missing
+# setup.py builds the compiled parts in place (the batch check, the pipeline's record decoder): gcc from Debian when it is missing
 CCBIN  := /usr/bin/gcc
 $(CCBIN):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev \
 	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev; }
-$(STAMP): pyproject.toml setup.py pipeline/_recordcols.c | $(CCBIN)
+$(STAMP): pyproject.toml setup.py protocol/_batch_scan.c pipeline/_recordcols.c | $(CCBIN)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,pipeline]'
