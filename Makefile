@@ -14,7 +14,7 @@ CCBIN  := /usr/bin/gcc
 $(CCBIN):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev \
 	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev; }
-$(STAMP): pyproject.toml setup.py protocol/_batch_scan.c pipeline/_recordcols.c | $(CCBIN)
+$(STAMP): pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c | $(CCBIN)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,pipeline]'

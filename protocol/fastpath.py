@@ -21,6 +21,11 @@ from .framing import Request, encode_response, encode_response_header_into, resp
 from .messages import FetchResponse, ProduceRequest, RequestHeader
 from .wire import I16, I32, I64, ZERO_UUID, uvarint_bytes
 
+try:  # a request's partitions read in one call; setup.py builds it with `pip install -e .`
+    from ._produce_read import read_partitions as _read_partitions
+except ImportError:  # a checkout without a C compiler: the Python reader alone
+    _read_partitions = None
+
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = _TopicData.PartitionProduceData
 PRODUCE_KEY = 0
@@ -169,6 +174,18 @@ def _read_topic(r: _Reader, version: int, flexible: bool):
     else:
         topic.name = r.string(flexible, nullable=False)
         topic.topic_id = ZERO_UUID
+    read = None if _read_partitions is None else _read_partitions(r.buf, r.pos, flexible, _PartitionData)
+    if read is None:  # not built, or the bytes do not fit: the Python reader says where and why
+        topic.partition_data = _read_partitions_in_python(r, flexible)
+    else:
+        topic.partition_data, r.pos = read
+    if flexible:
+        r.skip_tags()
+    return topic
+
+
+def _read_partitions_in_python(r: _Reader, flexible: bool) -> list:
+    """What protocol/_produce_read.c reads, and the reference its tests compare it with."""
     partitions = []
     for _ in range(r.count(flexible)):
         partition = _PartitionData.__new__(_PartitionData)
@@ -178,10 +195,7 @@ def _read_topic(r: _Reader, version: int, flexible: bool):
         if flexible:
             r.skip_tags()
         partitions.append(partition)
-    topic.partition_data = partitions
-    if flexible:
-        r.skip_tags()
-    return topic
+    return partitions
 
 
 # --- Produce response -----------------------------------------------------------------------------

@@ -95,3 +95,51 @@ def test_produce_fast_path_only_raises_the_typed_error(case):
         fastpath.decode_produce_request(data)
     except ProtocolError:
         pass
+
+
+def _decode_in_python(data):
+    with mock.patch.object(fastpath, "_read_partitions", None):
+        return fastpath.decode_produce_request(data)
+
+
+def _outcome(decode, data):
+    try:
+        request = decode(data)
+    except ProtocolError as exc:
+        return ("error", exc.error_code, str(exc))
+    return ("ok", request.header, request.body)
+
+
+def test_the_compiled_partition_reader_is_built_and_used():
+    from protocol import _produce_read  # built by make test's `pip install -e .`
+
+    assert fastpath._read_partitions is _produce_read.read_partitions
+
+
+@settings(max_examples=300, deadline=None)
+@given(mutated(PRODUCE_FRAMES))
+def test_compiled_partition_reader_matches_the_python_one_on_damaged_frames(case):
+    data, _ = case
+    assert _outcome(fastpath.decode_produce_request, data) == _outcome(_decode_in_python, data)
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+@SETTINGS
+@given(data=st.data())
+def test_compiled_partition_reader_matches_the_python_one_on_generated_requests(version, data):
+    message = data.draw(struct_of(ProduceRequest, version))
+    frame = framing.encode_request(message, version, 42, "c")[4:]
+    cut = data.draw(st.integers(0, len(frame)))  # whole, or cut anywhere
+    assert _outcome(fastpath.decode_produce_request, frame[:cut]) == _outcome(_decode_in_python, frame[:cut])
+
+
+def test_compiled_partition_reader_steps_aside_on_bytes_that_do_not_fit():
+    from protocol import _produce_read
+
+    view = memoryview(b"\x7f\xff\xff\xff" + b"\0" * 20)  # a count of 2^31-1 partitions in 20 bytes
+    assert _produce_read.read_partitions(view, 0, False, fastpath._PartitionData) is None
+    view = memoryview(b"\x02" + b"\0\0\0\x05" + b"\x80\x80\x80\x80\x80\x01")  # a six-byte varint length
+    assert _produce_read.read_partitions(view, 0, True, fastpath._PartitionData) is None
+    view = memoryview(b"\x02" + b"\0\0\0\x05" + b"\x03ab" + b"\x00")  # one partition, records b"ab"
+    partitions, end = _produce_read.read_partitions(view, 0, True, fastpath._PartitionData)
+    assert (end, [(p.index, bytes(p.records)) for p in partitions]) == (9, [(5, b"ab")])
