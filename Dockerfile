@@ -17,8 +17,9 @@ COPY schemas schemas
 COPY broker broker
 COPY client client
 COPY pipeline pipeline
-# setup.py is left out: the slim base has no C compiler, so the image runs the broker's batch checks
-# in Python (protocol/_batch_scan.c is their compiled fast path; same answers, more CPU per batch)
+# setup.py is left out: the slim base has no C compiler, so the image reads Produce requests and checks
+# their batches in Python (protocol/_produce_read.c and _batch_scan.c are the compiled fast paths of
+# those steps: same answers, more CPU per request)
 RUN pip install --no-cache-dir --no-deps . && useradd --system --home-dir /var/lib/ebb ebb \
     && mkdir -p /var/lib/ebb && chown ebb /var/lib/ebb
 USER ebb

@@ -9,7 +9,7 @@ JSSTAMP := $(JS)/node_modules/.installed
 
 .PHONY: test lint bench run clean docker cluster cluster-smoke pipeline-demo
 
-# setup.py builds the compiled parts in place (the batch check, the pipeline's record decoder): gcc from Debian when it is missing
+# setup.py builds the compiled parts in place (protocol/*.c on the produce path, the pipeline's record decoder): gcc from Debian when it is missing
 CCBIN  := /usr/bin/gcc
 $(CCBIN):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev \
