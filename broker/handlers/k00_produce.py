@@ -53,7 +53,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.records import RecordBatch
-from protocol.wire import I16, I32
+from protocol.wire import I32
 
 log = structlog.get_logger("produce")
 
@@ -62,7 +62,6 @@ ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write inter
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
 _HEADER_UP_TO_MAGIC = 17
-_ATTRIBUTES = 21
 _MIN_BATCH_LENGTH = 49
 _CODEC_MASK = 0x07
 _TRANSACTIONAL = 0x10
@@ -95,7 +94,7 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
         batch = RecordBatch(records[:size])
     except ProtocolError as exc:
         raise _Rejected(exc.error_code, exc.message) from None
-    attributes = I16.unpack_from(records, _ATTRIBUTES)[0]
+    attributes = batch.attributes
     codec = attributes & _CODEC_MASK
     if codec == Compression.ZSTD and version < 7:
         raise _Rejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
