@@ -10,8 +10,9 @@ manager calls from the pool). Appends write to the page cache with os.write, whi
 microseconds.
 
 The log start offset lives in the log dir's `log-start-offset-checkpoint`, which the LogManager owns;
-it plugs in `start_offset_sink`, which `make_start_offset_durable` waits for. A log used on its own
-keeps its start offset in memory only.
+it plugs in `start_offset_sink`, which `make_start_offset_durable` waits for, and tells the log which
+start each write of that file carried (`start_offset_checkpointed`): the log alone keeps what of its
+start is durable. A log used on its own keeps its start offset in memory only.
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ class PartitionLog:
         self._flush_lock = asyncio.Lock()
         self._last_flush_ms = clock()
         self.offline_reason: str | None = None
-        # Set by the LogManager: makes the current log start offset durable (group-committed).
-        self.start_offset_sink: Callable[[], Awaitable[None]] | None = None
-        self.durable_log_start_offset = log_start_offset
+        # Set by the LogManager: writes the start offset checkpoint (group-committed) when
+        # `log.start.offset.checkpoint.sync` says so or the caller forces it.
+        self.start_offset_sink: Callable[[bool], Awaitable[None]] | None = None
+        self._durable_log_start_offset = log_start_offset
         self.on_offline: Callable[[PartitionLog], None] | None = None
 
     def __repr__(self) -> str:
@@ -400,11 +402,21 @@ class PartitionLog:
             "deleting segments", partition=str(self.topic_partition), bases=[s.base_offset for s in doomed]
         )
 
-    async def make_start_offset_durable(self) -> None:
+    async def make_start_offset_durable(self, force: bool = False) -> None:
         """Return once the current log start offset is on disk (at once when it already is, or when
-        the log keeps it in memory only)."""
-        if self.start_offset_sink is not None and self.durable_log_start_offset != self._log_start_offset:
-            await self.start_offset_sink()
+        the log keeps it in memory only). Without `force` the checkpoint is written only under
+        `log.start.offset.checkpoint.sync` (else its periodic write takes the start along)."""
+        if self.start_offset_sink is not None and self._durable_log_start_offset != self._log_start_offset:
+            await self.start_offset_sink(force)
+
+    @property
+    def durable_log_start_offset(self) -> int:
+        """The log start offset the last checkpoint write carried."""
+        return self._durable_log_start_offset
+
+    def start_offset_checkpointed(self, offset: int) -> None:
+        """A write of the start offset checkpoint that carried `offset` for this log reached the disk."""
+        self._durable_log_start_offset = offset
 
     # --- retention -------------------------------------------------------------------------------
 

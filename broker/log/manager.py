@@ -250,12 +250,14 @@ class LogManager:
 
         def durable() -> None:
             for log, start in taken:
-                log.durable_log_start_offset = start
+                log.start_offset_checkpointed(start)
 
         return offsets, durable
 
-    async def _commit_start_offsets(self) -> None:
-        if self.config.start_offset_checkpoint_sync:
+    async def _commit_start_offsets(self, force: bool) -> None:
+        """A log's start offset sink: written now under `log.start.offset.checkpoint.sync` or when the
+        caller forces it (DeleteRecords v3 LeaderOnly), else left to the periodic write."""
+        if force or self.config.start_offset_checkpoint_sync:
             await self.start_offsets.write()
 
     async def checkpoint_all(self) -> None:

@@ -21,7 +21,7 @@ A lost connection backs off and reconnects; partitions stay.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -67,12 +67,15 @@ class ReplicaFetcher:
     """Fetches every partition followed on one leader broker."""
 
     def __init__(self, node_id: int, leader_id: int, endpoint: Callable[[int], tuple[str, int] | None],
+                 make_starts_durable: Callable[[Sequence[Partition]], Awaitable[dict[Partition, LogError]]],
                  config: ReplicationConfig, security: ClientSecurity | None = None) -> None:
-        """`endpoint`: where a broker id listens (None while it is not registered); `security`: TLS and SASL
-        for the inter-broker listener."""
+        """`endpoint`: where a broker id listens (None while it is not registered); `make_starts_durable`:
+        the replica manager's one way to put moved log start offsets on disk (the ones that failed come
+        back); `security`: TLS and SASL for the inter-broker listener."""
         self.node_id = node_id
         self.security = security
         self.endpoint = endpoint
+        self.make_starts_durable = make_starts_durable
         self.leader_id = leader_id
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -144,13 +147,11 @@ class ReplicaFetcher:
                         log.warning("follower could not apply the leader's answer", partition=str(tp),
                                     error=getattr(exc, "message", repr(exc)))
                         self._delay(tp)
-            for partition in starts_moved:  # the first write of the checkpoint covers them all
-                try:
-                    await partition.finish_following_start()
-                except LogError as exc:
-                    log.warning("follower could not keep the leader's log start offset",
-                                partition=str(partition.topic_partition), error=exc.message)
-                    self._delay(partition.topic_partition)
+            failed = await self.make_starts_durable(starts_moved) if starts_moved else {}
+            for partition, error in failed.items():
+                log.warning("follower could not keep the leader's log start offset",
+                            partition=str(partition.topic_partition), error=error.message)
+                self._delay(partition.topic_partition)
 
     def _ready(self, now: float) -> dict[TopicPartition, Partition]:
         return {tp: p for tp, p in self.partitions.items()

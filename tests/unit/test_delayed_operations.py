@@ -55,7 +55,7 @@ async def cluster(tmp_path):
     await replicas.start()
     partition = replicas.partition("t", 0)
     data = build_batch([(None, b"v%d" % i, [], 1) for i in range(10)])
-    await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data))
+    await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
     yield broker, partition
     await replicas.stop()
     await logs.shutdown()
