@@ -49,7 +49,7 @@ from broker.security.access import allowed
 from broker.security.acls import Operation, ResourceType
 from protocol import fastpath
 from protocol.compression import Compression
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.records import (
@@ -72,11 +72,8 @@ _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
 
 
-class _Rejected(Exception):
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+class _Rejected(CodedError):
+    """A partition's batch refused before the log is touched."""
 
 
 def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:

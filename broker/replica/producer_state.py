@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.checkpoint import fsync_dir
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode
 from protocol.records import BatchHeader
 
 SNAPSHOT_FILE = "producer-state.json"
@@ -50,11 +50,8 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 
-class ProducerStateError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+class ProducerStateError(CodedError):
+    """An idempotent batch refused by the producer checks."""
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
