@@ -190,20 +190,20 @@ class BrokerConnection:
         mechanism = security.sasl_mechanism or ""
         handshake = await self.request(SaslHandshakeRequest(mechanism=mechanism), version=1)
         if handshake.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address} does not offer SASL {mechanism} "
-                                      f"(it offers {', '.join(handshake.mechanisms)})",
-                                      ErrorCode.from_code(handshake.error_code))
+            raise AuthenticationError(ErrorCode.from_code(handshake.error_code),
+                                      f"{self.address} does not offer SASL {mechanism} "
+                                      f"(it offers {', '.join(handshake.mechanisms)})")
         sasl = SaslClient(security)
         version = self.pick_version(SASL_AUTHENTICATE)
         first = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.first()), version=version)
         if first.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address}: {first.error_message}", ErrorCode.from_code(first.error_code))
+            raise AuthenticationError(ErrorCode.from_code(first.error_code), f"{self.address}: {first.error_message}")
         if mechanism == "PLAIN":
             return
         final = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.answer(bytes(first.auth_bytes))),
                                    version=version)
         if final.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address}: {final.error_message}", ErrorCode.from_code(final.error_code))
+            raise AuthenticationError(ErrorCode.from_code(final.error_code), f"{self.address}: {final.error_message}")
         sasl.verify_final(bytes(final.auth_bytes))
 
     # -- requests --

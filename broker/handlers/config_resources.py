@@ -12,16 +12,13 @@ from broker.security.access import allowed, allowed_on_cluster
 from broker.security.acls import Operation, ResourceType
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType, Synonym
 from broker.topics import TopicError
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
-class ResourceError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str | None):
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+class ResourceError(CodedError):
+    """One config resource refused (its entry in the answer carries the code and message)."""
 
 
 def duplicate_resources(resources) -> set[tuple[int, str]]:

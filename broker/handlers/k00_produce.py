@@ -54,11 +54,20 @@ from broker.security.access import allowed
 from broker.security.acls import Operation, ResourceType
 from protocol import fastpath
 from protocol.compression import Compression
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ProduceRequest, ProduceResponse
-from protocol.records import RecordBatch
-from protocol.wire import I32
+from protocol.records import (
+    BATCH_FRAMING,
+    BATCH_HEADER_SIZE,
+    CODEC_MASK,
+    CONTROL_BIT,
+    FRAMING_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TRANSACTIONAL_BIT,
+    RecordBatch,
+)
 
 log = structlog.get_logger("produce")
 
@@ -66,56 +75,49 @@ API_KEY = 0
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
-_HEADER_UP_TO_MAGIC = 17
-_MIN_BATCH_LENGTH = 49
-_CODEC_MASK = 0x07
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 
 
-class _Rejected(Exception):
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+class _Rejected(CodedError):
+    """A partition's batch refused before the log is touched."""
 
 
 def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
     """ProduceRequest.validateRecords for v3+: exactly one complete magic-2 batch. Returns that
     batch's bytes (a partial tail shorter than a header is dropped, as Kafka trims it)."""
-    if records is None or len(records) < _HEADER_UP_TO_MAGIC:
+    if records is None or len(records) < FRAMING_SIZE:
         raise _Rejected(ErrorCode.INVALID_RECORD,
                         f"Produce requests with version {version} must have at least one record batch per partition")
     records = memoryview(records)
-    size = I32.unpack_from(records, 8)[0] + 12
+    batch_length, magic = BATCH_FRAMING.unpack_from(records)
+    size = batch_length + LOG_OVERHEAD
     if size > len(records):
         raise _Rejected(ErrorCode.INVALID_RECORD,
                         f"Produce requests with version {version} must have at least one record batch per partition")
-    if records[16] != 2:
+    if magic != MAGIC:
         raise _Rejected(ErrorCode.INVALID_RECORD,
                         f"Produce requests with version {version} are only allowed to contain record batches "
-                        f"with magic version 2 (got magic {records[16]})")
+                        f"with magic version 2 (got magic {magic})")
     try:
         batch = RecordBatch(records[:size])
     except ProtocolError as exc:
         raise _Rejected(exc.error_code, exc.message) from None
     attributes = batch.attributes
-    codec = attributes & _CODEC_MASK
+    codec = attributes & CODEC_MASK
     if codec == Compression.ZSTD and version < 7:
         raise _Rejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                         f"Produce requests with version {version} are not allowed to use ZStandard compression")
     rest = records[size:]
-    if len(rest) >= _HEADER_UP_TO_MAGIC:
-        next_length = I32.unpack_from(rest, 8)[0]
-        if next_length < _MIN_BATCH_LENGTH:
+    if len(rest) >= FRAMING_SIZE:
+        next_length, _ = BATCH_FRAMING.unpack_from(rest)
+        if next_length + LOG_OVERHEAD < BATCH_HEADER_SIZE:
             raise _Rejected(ErrorCode.CORRUPT_MESSAGE, f"record batch after the first has length {next_length}")
-        if next_length + 12 <= len(rest):
+        if next_length + LOG_OVERHEAD <= len(rest):
             raise _Rejected(ErrorCode.INVALID_RECORD,
                             f"Produce requests with version {version} are only allowed to contain exactly one "
                             "record batch per partition")
-    if attributes & _CONTROL:
+    if attributes & CONTROL_BIT:
         raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-    if attributes & _TRANSACTIONAL:
+    if attributes & TRANSACTIONAL_BIT:
         raise _Rejected(ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
     return records[:size], batch
 

@@ -126,8 +126,8 @@ def load_partition(
                 try:
                     segment.load_indexes()
                     if rebuild_epochs:
-                        for batch in segment.batches():
-                            epoch_cache.assign(batch.leader_epoch, batch.base_offset)
+                        for _, batch in segment.batches():
+                            epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
                     kept.append(segment)
                     continue
                 except (CorruptIndexError, CorruptSegmentError, FileNotFoundError) as exc:

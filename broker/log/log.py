@@ -218,8 +218,8 @@ class PartitionLog:
                     max_ts = now
             elif base < next_offset:
                 raise InvalidRecordError(
-                    f"{self.topic_partition}: batch at offset {base} is below the log end {next_offset}",
                     ErrorCode.INVALID_RECORD,
+                    f"{self.topic_partition}: batch at offset {base} is below the log end {next_offset}",
                 )
             infos.append(BatchInfo(position, base, base + delta, size, max_ts, epoch))
             next_offset = base + delta + 1
@@ -300,7 +300,7 @@ class PartitionLog:
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset, self.epoch_cache.latest_epoch)
         with self._guard("offset for timestamp"):
             if timestamp < 0 and timestamp != MAX_TIMESTAMP:
-                raise LogError(f"unknown special timestamp {timestamp}", ErrorCode.INVALID_REQUEST)
+                raise LogError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
             segments = self._run.from_offset(start)
             if timestamp == MAX_TIMESTAMP:
                 found = largest_timestamp_batch(segments, start)

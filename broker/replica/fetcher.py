@@ -240,8 +240,8 @@ class ReplicaFetcher:
             version=LIST_OFFSETS_VERSION)
         answer = reply.topics[0].partitions[0]
         if answer.error_code != ErrorCode.NONE:
-            raise LogError(f"{tp}: the leader answered ListOffsets with {ErrorCode(answer.error_code).name}",
-                           ErrorCode(answer.error_code))
+            raise LogError(ErrorCode(answer.error_code),
+                           f"{tp}: the leader answered ListOffsets with {ErrorCode(answer.error_code).name}")
         return answer.offset
 
     # --- the connection --------------------------------------------------------------------------

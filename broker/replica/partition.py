@@ -32,7 +32,7 @@ from broker.replica.producer_state import (
     ProducerStateManager,
     last_sequence,
 )
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.records import RecordBatch
 
 log = structlog.get_logger("replica")
@@ -40,13 +40,8 @@ log = structlog.get_logger("replica")
 NO_LEADER_EPOCH = -1
 
 
-class PartitionError(Exception):
+class PartitionError(CodedError):
     """A per-partition failure with the Kafka error code a handler answers with."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(slots=True)
