@@ -13,9 +13,12 @@ JSSTAMP := $(JS)/node_modules/.installed
 # command in $(VENV)/bin. No extras, no system packages: setup.py builds the compiled parts when a C
 # compiler is there and skips them when not (each has a Python twin).
 RUNSTAMP := $(VENV)/.installed-run
+# The host's pip (22.3+) installs into the venv, pip included, when there is one: venv's own copy of pip
+# (ensurepip) took longer than all the broker's dependencies.
 $(RUNSTAMP): pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e .
+	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
+	if $(PYTHON) -m pip --python $(PY) --version >/dev/null 2>&1; then $(PYTHON) -m pip --python $(PY) install -q pip -e .; \
+	else $(PY) -m ensurepip -q && $(PY) -m pip install -q -e .; fi
 	touch $(RUNSTAMP)
 
 # The tests' and the pipeline's extras on top, and gcc from Debian when it is missing: the tests hold
