@@ -115,7 +115,7 @@ class Broker:
         await self.server.start()
         self.started_at_ms = int(time.time() * 1000)
         log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
-                 clean_shutdown=self.logs.had_clean_shutdown, topics=len(self.topics.all()))
+                 topics=len(self.topics.all()), **self.logs.previous_stop())
 
     async def stop(self) -> None:
         log.info("broker stopping")

@@ -79,6 +79,7 @@ class LogManager:
         self._started = False
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.had_clean_shutdown = False
+        self.new_log_dir = False  # no log manager had run in it: neither a clean nor an unclean stop before
         # Called with a partition whose log start offset retention moved (the replicas tell followers).
         self.retention_listeners: list[Callable[[TopicPartition], None]] = []
         # Told (cause, records, bytes) after each retention deletion, for the metrics.
@@ -132,9 +133,10 @@ class LogManager:
         rewrite the checkpoints, then start the background tasks."""
         await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
         state = await self._run(self._read_dir_state)
-        clean, starts, recovery, hws, partition_dirs, delete_dirs = state
+        clean, starts, recovery, hws, partition_dirs, delete_dirs, never_started = state
         OPEN_SEGMENTS.resize(open_files.segment_budget(self.config.open_segments_max))
         self.had_clean_shutdown = clean
+        self.new_log_dir = never_started
         if delete_dirs:
             logger.info("finishing deletion of partition dirs", count=len(delete_dirs))
             await asyncio.gather(*(self._io.remove_tree(d) for d in delete_dirs), return_exceptions=True)
@@ -176,7 +178,7 @@ class LogManager:
             log_dir=str(self.log_dir),
             partitions=len(self._logs),
             offline=len(self._offline),
-            clean_shutdown=clean,
+            **self.previous_stop(),
         )
         # From here on a crash must look unclean; and the checkpoints now match what was loaded.
         await self._run(checkpoint.remove_clean_shutdown, self.log_dir)
@@ -185,15 +187,20 @@ class LogManager:
         if background_tasks:
             self._start_background_tasks()
 
+    def previous_stop(self) -> dict[str, bool]:
+        """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""
+        return {"new_log_dir": True} if self.new_log_dir else {"clean_shutdown": self.had_clean_shutdown}
+
     def _read_dir_state(
         self,
-    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path]]:
+    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path], bool]:
         try:
             clean = checkpoint.read_clean_shutdown(self.log_dir)
         except CorruptCheckpointError as exc:
             logger.warning("clean shutdown marker unreadable; recovering as after a crash", error=str(exc))
             clean = False
         offsets: list[Offsets] = []
+        recovery_points_absent = False
         for name in (
             checkpoint.LOG_START_OFFSET_CHECKPOINT,
             checkpoint.RECOVERY_POINT_CHECKPOINT,
@@ -208,6 +215,9 @@ class LogManager:
                 found = None
                 if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
                     clean = False  # without recovery points, trust nothing
+            else:
+                if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
+                    recovery_points_absent = found is None  # written at every start-up
             offsets.append(found or {})
         partitions: list[tuple[TopicPartition, Path]] = []
         deleting: list[Path] = []
@@ -221,7 +231,8 @@ class LogManager:
                 tp = TopicPartition.from_dir_name(entry)
                 if tp is not None:
                     partitions.append((tp, path))
-        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting
+        never_started = recovery_points_absent and not clean and not partitions and not deleting
+        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting, never_started
 
     def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
         log.start_offset_sink = self._commit_start_offsets

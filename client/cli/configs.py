@@ -29,8 +29,8 @@ _OVERRIDES = {ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CON
               ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG}
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    configs = sub.add_parser("configs", help="describe and alter topic and broker configs",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    configs = sub.add_parser("configs", help=summary,
                              description="Describe and alter topic and broker configs.")
     actions = configs.add_subparsers(dest="action", required=True, metavar="ACTION")
 

@@ -46,9 +46,9 @@ from .output import Progress, print_json, print_table
 HEADERS = ("TOPIC", "PARTITION", "OFFSET", "LOW-WATERMARK", "LEADER-LOG-START-OFFSET", "ERROR")
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
     p = sub.add_parser(
-        "delete-records", parents=[common], help="delete records below an offset or a time (DeleteRecords)",
+        "delete-records", parents=[common], help=summary,
         description="Delete the records below an offset in each partition, from Kafka's offset JSON file "
                     "or from --topic/--partition with --before-offset or --before-timestamp. Exit code 0 when "
                     "every partition succeeded, 1 when any failed, 2 on bad input (nothing deleted).")

@@ -15,8 +15,8 @@ from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, existin
 from .output import print_json, print_table
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    topics = sub.add_parser("topics", help="create, list, describe and delete topics",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    topics = sub.add_parser("topics", help=summary,
                             description="Create, list, describe and delete topics.")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
 
