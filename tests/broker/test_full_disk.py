@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,10 @@ import pytest
 from protocol.errors import ErrorCode
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, list_offsets, produce, values
 from tests.broker.wire_client import metadata
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.metrics_scrape import scrape, value
 from tests.support.polling import wait_for
+from tests.support.small_disk import free_bytes, small_filesystem
 
 MiB = 1 << 20
 DISK_SIZE = "64m"
@@ -37,21 +38,19 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True)
-    assert mounted.returncode == 0, f"this test needs a small real filesystem (root may mount a tmpfs): " \
-                                    f"{mounted.stderr.strip()}"
-    try:
+    with small_filesystem(tmp_path / "disk", DISK_SIZE) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 @pytest.fixture
-def broker(tmp_path: Path, small_disk: Path):
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def broker(tmp_path: Path, small_disk: Path, metrics_port: int):
     process = BrokerProcess(tmp_path / "broker", {
+        "ebb.metrics.listener": f"http://127.0.0.1:{metrics_port}",
         "log.dirs": str(small_disk / "logs"),
         "log.dir.min.free.bytes": str(THRESHOLD),
         "log.dir.free.space.check.interval.ms": str(CHECK_INTERVAL_MS),
@@ -61,14 +60,15 @@ def broker(tmp_path: Path, small_disk: Path):
         yield process
 
 
-def free_bytes(path: Path) -> int:
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
+def below_min_free(metrics_port: int, disk: Path) -> float | None:
+    return value(scrape(f"http://127.0.0.1:{metrics_port}/metrics"), "ebb_log_dir_below_min_free",
+                 log_dir=str(disk / "logs"))
 
 
-def fill(bootstrap: str, topic: str, acked: dict, partitions: int) -> int:
+def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireClient) -> int:
     """Produce 1000-byte incompressible values until the broker refuses them; `acked` gets
-    (topic, partition, offset) -> value for every acknowledged record. Returns the refusals seen."""
+    (topic, partition, offset) -> value for every acknowledged record. Returns the failed deliveries
+    (a busy machine may time some out before the disk fills: the broker's refusal ends the filling)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -82,7 +82,7 @@ def fill(bootstrap: str, topic: str, acked: dict, partitions: int) -> int:
             failures.append(error)
 
     sequence = 0
-    while not failures:
+    while not (failures and refused(client, topic)):
         for _ in range(2000):
             producer.produce(topic, value=b"%08d" % sequence + os.urandom(VALUE_SIZE - 8),
                              partition=sequence % partitions, on_delivery=delivered)
@@ -94,10 +94,17 @@ def fill(bootstrap: str, topic: str, acked: dict, partitions: int) -> int:
     return len(failures)
 
 
-def assert_refused(client: WireClient, topic: str) -> None:
+def refused(client: WireClient, topic: str) -> bool:
     answer = produce(client, topic, 0, batch([b"x" * VALUE_SIZE]), acks=-1)
+    if answer.error_code == ErrorCode.NONE:
+        return False
     assert answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode(answer.error_code).name
     assert "log.dir.min.free.bytes" in (answer.error_message or ""), answer.error_message
+    return True
+
+
+def assert_refused(client: WireClient, topic: str) -> None:
+    assert refused(client, topic), "produce accepted on a dir below its threshold"
 
 
 def produce_accepted(client: WireClient, topic: str) -> bool:
@@ -140,7 +147,7 @@ def read_back(bootstrap: str, topic: str, partitions: int) -> dict:
     return got
 
 
-def test_deleting_frees_a_full_disk_and_produce_comes_back(broker, small_disk):
+def test_deleting_frees_a_full_disk_and_produce_comes_back(broker, small_disk, metrics_port):
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -149,9 +156,11 @@ def test_deleting_frees_a_full_disk_and_produce_comes_back(broker, small_disk):
     with WireClient(broker.port) as client:
         create_topic(client, "kept", 2)
         create_topic(client, "doomed", 1)
-        assert fill(broker.bootstrap, "doomed", acked, 1) > 0
+        assert below_min_free(metrics_port, small_disk) == 0
+        assert fill(broker.bootstrap, "doomed", acked, 1, client) > 0
         assert free_bytes(small_disk) < THRESHOLD + 2 * MiB
         assert_refused(client, "kept")
+        assert below_min_free(metrics_port, small_disk) == 1
         assert_online(client, "doomed", 1)
 
         # Committing offsets writes __consumer_offsets, which may use the headroom.
@@ -167,9 +176,10 @@ def test_deleting_frees_a_full_disk_and_produce_comes_back(broker, small_disk):
                  what="the deleted topic's space back")
         assert not [p for p in (small_disk / "logs").iterdir() if p.name.startswith("doomed-")]
         wait_for(lambda: produce_accepted(client, "kept"), timeout_s=10, what="produce accepted again")
+        assert below_min_free(metrics_port, small_disk) == 0
 
         # Full again through the topic that stays; DeleteRecords to the end of one partition frees it.
-        assert fill(broker.bootstrap, "kept", acked, 2) > 0
+        assert fill(broker.bootstrap, "kept", acked, 2, client) > 0
         assert_refused(client, "kept")
         assert_online(client, "kept", 2)
         end = list_offsets(client, "kept", 0, -1).offset
@@ -210,7 +220,7 @@ def test_kill_and_start_on_a_full_disk(broker, small_disk):
     acked: dict = {}
     with WireClient(broker.port) as client:
         create_topic(client, "data", 2)
-        assert fill(broker.bootstrap, "data", acked, 2) > 0
+        assert fill(broker.bootstrap, "data", acked, 2, client) > 0
     filler = fill_to_the_last_byte(small_disk)
 
     broker.restart(signal.SIGKILL)  # an unclean stop, then a start with no byte free
