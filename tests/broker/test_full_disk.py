@@ -19,6 +19,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, list_offsets, produce, values
+from tests.broker.wire_client import create_topic as wire_create_topic
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.metrics_scrape import scrape, value
@@ -237,3 +238,46 @@ def test_kill_and_start_on_a_full_disk(broker, small_disk):
     got = read_back(broker.bootstrap, "data", 2)
     assert {key: got.get(key) for key in acked} == acked
     assert "Traceback" not in broker.log_text()
+
+
+def delete_topic(client: WireClient, name: str):
+    from protocol.messages import DeleteTopicsRequest
+
+    return client.request(DeleteTopicsRequest(topic_names=[name], timeout_ms=10_000), 5).responses[0]
+
+
+def topic_dirs(disk: Path, topic: str) -> list[str]:
+    return sorted(p.name for p in (disk / "logs").iterdir() if p.name.startswith(f"{topic}-"))
+
+
+def test_admin_changes_on_a_disk_with_no_byte_free_answer_error_codes_and_finish_later(broker, small_disk):
+    """With the headroom used up too (another program filled the disk), the metadata store cannot be
+    written: CreateTopics and DeleteTopics answer KAFKA_STORAGE_ERROR on a connection that stays open,
+    nothing is half done (the topic is whole, its deletion not begun), a kill -9 and a start with no
+    byte free change nothing, and once there is room the same requests succeed and last."""
+    with WireClient(broker.port) as client:
+        create_topic(client, "gone", 2)
+        assert produce(client, "gone", 0, batch([b"a" * VALUE_SIZE] * 50)).error_code == ErrorCode.NONE
+        filler = fill_to_the_last_byte(small_disk)
+
+        created = wire_create_topic(client, "fresh", 1)
+        assert created.error_code == ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode(created.error_code).name
+        deleted = delete_topic(client, "gone")
+        assert deleted.error_code == ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode(deleted.error_code).name
+        assert "metadata store" in deleted.error_message
+        assert metadata(client, ["gone"]).topics[0].error_code == ErrorCode.NONE  # still there, still marked
+
+        # An unclean stop and a start with no byte free: the deletion is still marked, not lost.
+        broker.restart(signal.SIGKILL)
+    with WireClient(broker.port) as client:
+        assert delete_topic(client, "gone").error_code in (ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR)
+        filler.unlink()
+        deleted = delete_topic(client, "gone")
+        assert deleted.error_code in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), deleted.error_message
+        wait_for(lambda: topic_dirs(small_disk, "gone") == [], timeout_s=FREED_WITHIN_S, what="the directories gone")
+        assert wire_create_topic(client, "fresh", 1).error_code == ErrorCode.NONE
+    broker.restart()
+    with WireClient(broker.port) as client:
+        assert metadata(client, ["gone"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert metadata(client, ["fresh"]).topics[0].error_code == ErrorCode.NONE
+    assert topic_dirs(small_disk, "gone") == []
