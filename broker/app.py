@@ -28,7 +28,7 @@ from broker.replica import ReplicaManager
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
-from broker.topics import TopicManager, topic_id_to_str
+from broker.topics import INTERNAL_TOPICS, TopicManager, topic_id_to_str
 
 if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
@@ -89,7 +89,9 @@ class Broker:
             self._unlock_log_dir()
             raise
         in_cluster = config.zookeeper_connect is not None
-        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults)
+        # Internal topics (committed offsets) keep being written below the free-space threshold.
+        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
+                               reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
         broker_ids = self._alive_ids if in_cluster else None
         self.topics = TopicManager(self.store, self.logs, config, broker_ids=broker_ids,

@@ -44,6 +44,7 @@ from broker.log.common import (
 )
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
+from broker.log.free_space import DirSpace, LowDiskSpaceError, is_out_of_space
 from broker.log.io import LogIO
 from broker.log.results import AppendInfo, ReadBound, ReadInfo, TimestampOffset
 from broker.log.retention import SegmentFacts, deletable_segments
@@ -104,6 +105,10 @@ class PartitionLog:
         self.start_offset_sink: Callable[[bool], Awaitable[None]] | None = None
         self._durable_log_start_offset = log_start_offset
         self.on_offline: Callable[[PartitionLog], None] | None = None
+        # Set by the LogManager: the dir's free-space headroom that appends are admitted by
+        # (broker/log/free_space.py); internal topics (group offsets) may write into it.
+        self.space: DirSpace | None = None
+        self.writes_into_reserve = False
 
     def __repr__(self) -> str:
         return (
@@ -164,6 +169,18 @@ class PartitionLog:
             if self.on_offline is not None:
                 self.on_offline(self)
         return StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
+
+    def _out_of_space(self, segment: LogSegment, exc: OSError) -> StorageError:
+        """The disk filled during an append: the part written is cut off, and the partition stays
+        online (reads and deletions go on); the dir is low until a reading finds room again."""
+        try:
+            segment.discard_unrecorded_tail()
+        except OSError as cut:
+            return self._fail("append", cut)
+        if self.space is not None:
+            self.space.ran_out()
+        return LowDiskSpaceError(f"{self.topic_partition}: the log dir is out of space ({exc!r}); "
+                                 f"delete records or topics to free space")
 
     @contextlib.contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -226,12 +243,16 @@ class PartitionLog:
             if max_ts > max_timestamp:
                 max_timestamp = max_ts
         first, last = infos[0], infos[-1]
+        if self.space is not None:
+            self.space.admit(len(buf), into_reserve=self.writes_into_reserve)
         try:  # self._guard("append") spelled out (online checked above): a generator context manager costs ~2 µs
             if segment.should_roll(len(buf), max_timestamp, last.last_offset, config.segment_bytes, config.segment_ms,
                                    now):
                 segment = self._roll(first.base_offset)
             segment.append(buf if isinstance(buf, memoryview) else memoryview(buf), infos)
         except (OSError, CorruptSegmentError) as exc:
+            if is_out_of_space(exc):
+                raise self._out_of_space(segment, exc) from exc
             raise self._fail("append", exc) from exc
         if assign_offsets:  # one epoch for the whole run
             self.epoch_cache.assign(leader_epoch, first.base_offset)
@@ -342,7 +363,15 @@ class PartitionLog:
             try:
                 await self.io.run(sync_to_disk, flushes, self.directory, epochs, dir_dirty)
             except OSError as exc:
-                raise self._fail("flush", exc) from exc
+                if not is_out_of_space(exc):
+                    raise self._fail("flush", exc) from exc
+                # No room for the leader epoch checkpoint (or a filesystem that allocates at fsync):
+                # nothing is lost from the page cache; the recovery point stays and a later flush retries.
+                self.epoch_cache.dirty = self.epoch_cache.dirty or epochs is not None
+                self._run.dir_dirty = self._run.dir_dirty or dir_dirty
+                if self.space is not None:
+                    self.space.ran_out()
+                raise LowDiskSpaceError(f"{self.topic_partition}: cannot flush, out of space ({exc!r})") from exc
             for pending in flushes:
                 pending.done()
             if truncations == self._truncations:
@@ -378,6 +407,9 @@ class PartitionLog:
         if offset > self._log_start_offset:
             self._set_log_start_offset(offset, reason)
             with self._guard("delete segments"):
+                active = self._run.active
+                if self.space is not None and self.space.low and offset > active.base_offset and active.size:
+                    self._roll(self.log_end_offset)  # on a low dir the active segment goes once the start passes it
                 self._delete_segments(self._run.count_wholly_below(self._log_start_offset))
         return self.log_start_offset
 

@@ -39,10 +39,12 @@ from broker.log.common import (
     is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
+from broker.log.repeated_failure import RepeatedFailure
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
 
@@ -58,7 +60,10 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         clock: Clock = wall_clock_ms,
         executor: Executor | None = None,
+        reserve_topics: frozenset[str] = frozenset(),
     ) -> None:
+        """`reserve_topics` (the internal ones: group offsets) keep being written below the dir's
+        free-space threshold, where client topics are refused."""
         self.log_dir = Path(log_dir)
         self.config = config or LogManagerConfig()
         self.default_log_config = default_log_config or LogConfig()
@@ -68,7 +73,13 @@ class LogManager:
         self._executor = executor or ThreadPoolExecutor(
             max_workers=self.config.io_threads, thread_name_prefix="ebb-log-io"
         )
-        self._io = LogIO(self._executor)
+        self.space = DirSpace(self.log_dir, min_free_bytes=self.config.min_free_bytes,
+                              min_free_percent=self.config.min_free_percent,
+                              check_interval_ms=self.config.free_space_check_interval_ms,
+                              run=lambda fn: self._io.run(fn))
+        self.space.listeners.append(self._space_changed)
+        self._reserve_topics = reserve_topics
+        self._io = self._new_io()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._offline: dict[TopicPartition, str] = {}
         # Checkpoint entries of partitions that failed to load: kept so their state is not forgotten.
@@ -123,6 +134,16 @@ class LogManager:
         found.update({tp: log.offline_reason for tp, log in self._logs.items() if log.offline_reason})
         return found
 
+    def _new_io(self) -> LogIO:
+        return LogIO(self._executor, urgent=lambda: self.space.low)
+
+    def _space_changed(self, low: bool) -> None:
+        """Short of space: deletions still waiting out file.delete.delay.ms run now."""
+        if low:
+            hurried = self._io.hurry() + sum(log.io.hurry() for log in self._logs.values())
+            if hurried:
+                logger.info("deleting files now, not after file.delete.delay.ms: the log dir is low", count=hurried)
+
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._io.run(functools.partial(fn, *args, **kwargs))
 
@@ -132,6 +153,7 @@ class LogManager:
         """Load every partition (recovering after an unclean stop), finish leftover deletions,
         rewrite the checkpoints, then start the background tasks."""
         await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
+        await self.space.check()
         state = await self._run(self._read_dir_state)
         clean, starts, recovery, hws, partition_dirs, delete_dirs, never_started = state
         OPEN_SEGMENTS.resize(open_files.segment_budget(self.config.open_segments_max))
@@ -147,7 +169,7 @@ class LogManager:
                     load_partition_log,
                     directory,
                     self.config_for(tp.topic),
-                    io=LogIO(self._executor),
+                    io=self._new_io(),
                     clock=self.clock,
                     log_start_offset=starts.get(tp),
                     recovery_point=recovery.get(tp, 0),
@@ -182,7 +204,13 @@ class LogManager:
         )
         # From here on a crash must look unclean; and the checkpoints now match what was loaded.
         await self._run(checkpoint.remove_clean_shutdown, self.log_dir)
-        await self.checkpoint_all()
+        try:
+            await self.checkpoint_all()
+        except StorageError as exc:
+            # A full disk must not keep the broker down: the files on disk still describe what was
+            # loaded (or less: an older recovery point only means a longer scan), and the periodic
+            # writes retry.
+            logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
         if background_tasks:
             self._start_background_tasks()
@@ -236,6 +264,8 @@ class LogManager:
 
     def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
         log.start_offset_sink = self._commit_start_offsets
+        log.space = self.space
+        log.writes_into_reserve = tp.topic in self._reserve_topics
         log.on_offline = self._on_offline
         self._logs[tp] = log
 
@@ -308,7 +338,7 @@ class LogManager:
                     create_partition_log,
                     self.log_dir / tp.dir_name,
                     self.config_for(tp.topic),
-                    io=LogIO(self._executor),
+                    io=self._new_io(),
                     clock=self.clock,
                     topic_id=topic_id,
                 )
@@ -339,7 +369,7 @@ class LogManager:
 
             def create_all() -> list[PartitionLog]:
                 created = [create_partition_log(self.log_dir / tp.dir_name, self.config_for(tp.topic),
-                                               io=LogIO(self._executor), clock=self.clock, topic_id=topic_id,
+                                               io=self._new_io(), clock=self.clock, topic_id=topic_id,
                                                durable=False) for tp in missing]
                 checkpoint.sync_filesystem(self.log_dir)
                 return created
@@ -386,9 +416,14 @@ class LogManager:
             for file in files:
                 file.unpin()
         logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
-        await self.checkpoint_all()
         delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms
         self._io.delete_later(delay, files, lambda: self._io.remove_tree(target))
+        # The durable rename is the deletion; the checkpoints forgetting the partition can wait for
+        # the next write that works (a stale entry names a directory that is gone, and is ignored).
+        try:
+            await self.checkpoint_all()
+        except StorageError:
+            pass  # the checkpoint file logged it
         return True
 
     # --- background work ------------------------------------------------------------------------
@@ -420,6 +455,7 @@ class LogManager:
                     self.start_offsets.write,
                 )
             )
+        self.space.start()
         for name, delay, interval, job in jobs:
             if interval < LONG_MAX:
                 self._tasks.append(
@@ -429,6 +465,7 @@ class LogManager:
     async def _periodic(
         self, name: str, delay_ms: int, interval_ms: int, job: Callable[[], Awaitable[Any]]
     ) -> None:
+        failures = RepeatedFailure(logger, "background log task failed")
         await asyncio.sleep(delay_ms / 1000)
         while True:
             try:
@@ -436,7 +473,9 @@ class LogManager:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed round is logged; the next one tries again
-                logger.error("background log task failed", task=name, error=repr(exc))
+                failures.failed(task=name, error=repr(exc))
+            else:
+                failures.succeeded(task=name)
             await asyncio.sleep(interval_ms / 1000)
 
     async def run_retention(self, now_ms: int | None = None) -> int:
@@ -474,6 +513,7 @@ class LogManager:
     # --- shutdown --------------------------------------------------------------------------------
 
     async def _stop_tasks(self) -> None:
+        await self.space.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -502,6 +542,7 @@ class LogManager:
     def abandon(self) -> None:
         """Drop everything without flushing or writing checkpoints and the marker: the state a crash
         leaves (minus the page cache). For tests and benchmarks."""
+        self.space.cancel()
         for task in self._tasks:
             task.cancel()
         for log in self._logs.values():

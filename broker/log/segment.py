@@ -248,6 +248,11 @@ class LogSegment:
         if batches:
             self.next_offset = batches[-1].last_offset + 1
 
+    def discard_unrecorded_tail(self) -> None:
+        """Cut the bytes a failed append left past `size` (the disk filled half way through a write)."""
+        with self.file.held() as fd:
+            os.ftruncate(fd, self.size)
+
     def should_roll(
         self,
         incoming_bytes: int,

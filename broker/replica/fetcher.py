@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.log import LogError, TopicPartition
+from broker.log.free_space import LowDiskSpaceError
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
 from protocol.records import iter_batches
@@ -208,7 +209,13 @@ class ReplicaFetcher:
             return False
         records = whole_batches(answer.records)
         if len(records):
-            await partition.append_as_follower(records)
+            try:
+                await partition.append_as_follower(records)
+            except LowDiskSpaceError:
+                # A full follower still follows the leader's deletions: they may be what frees its disk.
+                if partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset):
+                    await partition.finish_following_start()
+                raise
         return partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
 
     async def _reset_out_of_range(self, partition: Partition) -> None:
