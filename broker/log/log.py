@@ -251,7 +251,7 @@ class PartitionLog:
                 segment = self._roll(first.base_offset)
             segment.append(buf if isinstance(buf, memoryview) else memoryview(buf), infos)
         except (OSError, CorruptSegmentError) as exc:
-            if is_out_of_space(exc):
+            if isinstance(exc, OSError) and is_out_of_space(exc):
                 raise self._out_of_space(segment, exc) from exc
             raise self._fail("append", exc) from exc
         if assign_offsets:  # one epoch for the whole run

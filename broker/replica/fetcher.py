@@ -214,7 +214,7 @@ class ReplicaFetcher:
             except LowDiskSpaceError:
                 # A full follower still follows the leader's deletions: they may be what frees its disk.
                 if partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset):
-                    await partition.finish_following_start()
+                    await self.make_starts_durable([partition])
                 raise
         return partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
 
