@@ -352,7 +352,9 @@ class ReplicaManager:
                 waiting.append((len(results), partition, result.last_offset + 1))
             results.append(result)
         if waiting:
-            await self._await_acks(results, waiting, timeout_ms)
+            outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
+            if outcomes.count(ErrorCode.NONE) != len(outcomes):  # on one broker never: the HW moved with the append
+                await self._await_acks(results, waiting, outcomes, timeout_ms)
         return results
 
     def _refused(self, name: str, index: int, code: ErrorCode, message: str, origin: AppendOrigin,
@@ -362,12 +364,11 @@ class ReplicaManager:
         return append_failure(code, message, partition)
 
     async def _await_acks(self, results: list[AppendResult], waiting: list[tuple[int, Partition, int]],
-                          timeout_ms: int) -> None:
+                          outcomes: list[ErrorCode | None], timeout_ms: int) -> None:
         """Kafka's DelayedProduce: done when every partition's acks outcome is known
-        (Partition.acks_outcome); those still open at the timeout are REQUEST_TIMED_OUT. A failed
-        partition keeps its offsets in the answer, as Kafka's does."""
-        outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
-        if None in outcomes:  # on one broker never: the high watermark moved with the append
+        (Partition.acks_outcome; `outcomes` as they stand now); those still open at the timeout are
+        REQUEST_TIMED_OUT. A failed partition keeps its offsets in the answer, as Kafka's does."""
+        if None in outcomes:
 
             def settled() -> bool:
                 for _, partition, required in waiting:
@@ -377,8 +378,6 @@ class ReplicaManager:
 
             await self.produces.wait([p.topic_partition for _, p, _ in waiting], settled, timeout_ms)
             outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
-        if outcomes.count(ErrorCode.NONE) == len(outcomes):
-            return
         for (position, _, _), outcome in zip(waiting, outcomes, strict=True):
             if outcome is not ErrorCode.NONE:
                 code = ErrorCode.REQUEST_TIMED_OUT if outcome is None else outcome
