@@ -6,6 +6,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from protocol.enums import ConfigResourceType, ConfigSource
     from protocol.errors import ErrorCode
 
     from .admin import (
@@ -14,10 +15,8 @@ if TYPE_CHECKING:
         MAX_TIMESTAMP,
         Admin,
         ConfigEntry,
-        ConfigSource,
         ListOffsetsResult,
         NewTopic,
-        ResourceType,
         TopicResult,
     )
     from .cluster import Cluster, parse_bootstrap
@@ -51,10 +50,10 @@ _EXPORTS = {
     "MAX_TIMESTAMP": ".admin",
     "Admin": ".admin",
     "ConfigEntry": ".admin",
-    "ConfigSource": ".admin",
+    "ConfigSource": "protocol.enums",
     "ListOffsetsResult": ".admin",
     "NewTopic": ".admin",
-    "ResourceType": ".admin",
+    "ConfigResourceType": "protocol.enums",
     "TopicResult": ".admin",
     "Cluster": ".cluster",
     "parse_bootstrap": ".cluster",
@@ -92,7 +91,7 @@ __all__ = [
     "ConnectionClosedError", "Consumer", "ConsumerRecord", "DeletedRecords", "DeleteRecordsResult", "ErrorCode",
     "KafkaClientError", "KafkaError", "ListOffsetsResult", "MalformedResponseError", "NewTopic",
     "OffsetOutOfRangeError", "OffsetsFileError", "PartitionInfo", "ProduceResult", "Producer", "RequestTimeoutError",
-    "ResourceType", "TopicAlreadyExistsError", "TopicInfo", "TopicPartition", "TopicResult",
+    "ConfigResourceType", "TopicAlreadyExistsError", "TopicInfo", "TopicPartition", "TopicResult",
     "UnknownTopicOrPartitionError", "UnsupportedVersionError", "parse_bootstrap", "parse_offsets_json",
 ]
 
