@@ -18,7 +18,7 @@ RUNSTAMP := $(VENV)/.installed-run
 $(RUNSTAMP): pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c
 	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	if $(PYTHON) -m pip --python $(PY) --version >/dev/null 2>&1; then $(PYTHON) -m pip --python $(PY) install -q pip -e .; \
-	else $(PY) -m ensurepip -q && $(PY) -m pip install -q -e .; fi
+	else $(PY) -m ensurepip && $(PY) -m pip install -q -e .; fi
 	touch $(RUNSTAMP)
 
 # The tests' and the pipeline's extras on top, and gcc from Debian when it is missing: the tests hold
