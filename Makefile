@@ -18,7 +18,7 @@ RUNSTAMP := $(VENV)/.installed-run
 $(RUNSTAMP): pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c
 	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	if $(PYTHON) -m pip --python $(PY) --version >/dev/null 2>&1; then $(PYTHON) -m pip --python $(PY) install -q pip -e .; \
-	else $(PY) -m ensurepip -q && $(PY) -m pip install -q -e .; fi
+	else $(PY) -m ensurepip && $(PY) -m pip install -q -e .; fi
 	touch $(RUNSTAMP)
 
 # The tests' and the pipeline's extras on top, and gcc from Debian when it is missing: the tests hold
@@ -49,6 +49,16 @@ APT    := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-reco
 $(ZKJAR):
 	$(APT) || { apt-get update -q && $(APT); }
 
+# promtool, Prometheus' rule checker, for ops/prometheus/alerts.yml (make lint, tests/cluster/test_alert_rules.py):
+# taken out of Debian's prometheus package, which is not installed (that would start a Prometheus server)
+PROMTOOL := $(VENV)/bin/promtool
+PROMDEB  := $(VENV)/prometheus-deb
+$(PROMTOOL): | $(RUNSTAMP)
+	rm -rf $(PROMDEB) && mkdir -p $(PROMDEB)
+	cd $(PROMDEB) && { apt-get download -q prometheus || { apt-get update -q && apt-get download -q prometheus; }; }
+	dpkg-deb --fsys-tarfile $(PROMDEB)/prometheus_*.deb | tar -x -O ./usr/bin/promtool > $@.part
+	chmod +x $@.part && mv $@.part $@ && rm -rf $(PROMDEB)
+
 # Kafka's own Java client and tools for tests/interop: the jars pinned in the pom (Maven caches them in
 # ~/.m2) and the Interop driver, compiled. Java 17 and Maven come from Debian when they are missing.
 INTEROP := tests/interop/java
@@ -68,12 +78,13 @@ $(SPARKKAFKASTAMP): $(SPARKKAFKA)/pom.xml | $(MVN)
 	cd $(SPARKKAFKA) && mvn -q -B package
 	touch $(SPARKKAFKASTAMP)
 
-test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
+test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(PROMTOOL)
 	$(PY) -m pytest tests
 
-lint: $(STAMP)
+lint: $(STAMP) $(PROMTOOL)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
+	$(PROMTOOL) check rules ops/prometheus/alerts.yml
 
 # Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
 bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)

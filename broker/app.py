@@ -100,6 +100,7 @@ class Broker:
         await self.logs.startup()
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             self.cluster = Cluster(self)  # brokers, partition states and roles, the controller election

@@ -139,6 +139,9 @@ class TopicManager:
         # collide ('a.b' and 'a_b') share one, so the collision check cannot race. Other topics go on.
         self._locks = KeyedLocks()
         self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
+        # Called with a topic's name as its deletion begins here, before its logs go: whoever holds state
+        # of its partitions (the replicas, the per-topic counters) lets it go, as Kafka drops their metrics.
+        self.deletion_listeners: list[Callable[[str], None]] = []
         # The brokers new replicas may go to: this one alone, or the alive ones in a cluster.
         self.broker_ids: Callable[[], list[int]] = broker_ids or (lambda: [config.node_id])
         # In a cluster a deletion is finished by the controller, not by the broker that marks it.
@@ -466,9 +469,14 @@ class TopicManager:
             topic = self._topics.pop(name, None)
             if topic is not None:
                 self._by_id.pop(topic.topic_id, None)
+            self._deleting(name)
             for tp in list(self.logs.logs):
                 if tp.topic == name:
                     await self.logs.delete_log(tp)
+
+    def _deleting(self, name: str) -> None:
+        for listener in self.deletion_listeners:
+            listener(name)
 
     async def _delete(self, name: str) -> None:
         """Stop serving the topic, rename its partition directories for removal, then drop it from the
@@ -476,6 +484,7 @@ class TopicManager:
         from where this one stopped."""
         topic = self._topics.pop(name, None)
         here = {tp for tp in [*self.logs.logs, *self.logs.offline_partitions] if tp.topic == name}
+        self._deleting(name)
         if topic is not None:
             self._by_id.pop(topic.topic_id, None)
             here.update(topic.partitions())

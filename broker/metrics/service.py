@@ -56,8 +56,9 @@ def build_registry(broker: Any) -> CollectorRegistry:
     """Every collector, reading the broker's parts through their narrow views."""
     registry = CollectorRegistry(auto_describe=False)
     replicas = broker.replicas
-    registry.register(NetworkCollector(broker.server.connections, broker.server.request_metrics,
-                                        lambda: broker.server.file_bytes_sent))
+    registry.register(NetworkCollector([listener.name for listener in broker.config.listeners],
+                                       broker.server.connections, broker.server.request_metrics,
+                                       lambda: broker.server.file_bytes_sent))
     # It yields None now and then as a pause, which our render() takes and prometheus' Collector type has not.
     registry.register(PartitionCollector(replicas, broker.logs))  # type: ignore[arg-type]
     registry.register(replicas.counters)

@@ -262,9 +262,11 @@ class ReplicaManager:
             listener(partition)
 
     def forget_topic(self, name: str) -> None:
-        """The topic is being deleted: stop fetching and serving every partition of it."""
+        """The topic is being deleted: stop fetching and serving every partition of it, and drop its
+        traffic counters (a topic re-created under the name counts from zero, as in Kafka)."""
         for tp in [tp for tp in self._partitions if tp.topic == name]:
             self._forget(tp)
+        self.counters.forget_topic(name)
 
     def stop_following(self, tp: TopicPartition) -> None:
         """No fetcher follows `tp` any more; a fetcher left with nothing to follow stops."""
