@@ -10,7 +10,6 @@ deleted is read back, CRC-checked by librdkafka, byte for byte.
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 from pathlib import Path
@@ -24,7 +23,7 @@ from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.metrics_scrape import scrape, value
 from tests.support.polling import wait_for
-from tests.support.small_disk import free_bytes, small_filesystem
+from tests.support.small_disk import fill_to_the_last_byte, free_bytes, small_filesystem
 
 MiB = 1 << 20
 DISK_SIZE = "64m"
@@ -196,23 +195,6 @@ def test_deleting_frees_a_full_disk_and_produce_comes_back(broker, small_disk, m
     got = read_back(broker.bootstrap, "kept", 2)
     assert {key: got.get(key) for key in wanted} == wanted
     assert not [key for key in got if key[1] == 0 and key[2] < end]
-
-
-def fill_to_the_last_byte(directory: Path) -> Path:
-    """A file that takes every free byte of the filesystem (as another program would)."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for chunk in (MiB, 4096, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * chunk)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-    finally:
-        os.close(fd)
-    assert free_bytes(directory) < 8192
-    return filler
 
 
 def test_kill_and_start_on_a_full_disk(broker, small_disk):

@@ -4,6 +4,7 @@ A test that needs one fails loudly when it cannot mount it: skipping would hide 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -27,3 +28,21 @@ def small_filesystem(mount_point: Path, size: str) -> Iterator[Path]:
 def free_bytes(path: Path) -> int:
     stat = os.statvfs(path)
     return stat.f_bavail * stat.f_frsize
+
+
+def fill_to_the_last_byte(directory: Path) -> Path:
+    """A file `filler` that takes every free byte of the filesystem, as another program would."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+    finally:
+        os.close(fd)
+    assert free_bytes(directory) < 8192, free_bytes(directory)
+    return filler
