@@ -255,12 +255,14 @@ def _require_two_in_sync(broker: BrokerProcess, topic: str) -> None:
 
 
 def _commit_via_coordinator(broker: BrokerProcess, group: str, offsets: dict[tuple[str, int], int]):
-    """Commit through the group's coordinator as `broker` names it; None while it names another one."""
+    """Commit on `broker` once it coordinates the group and has loaded it; None until then."""
     with WireClient(broker.port) as client:
         found = find_coordinator(client, group)
         if found.error_code != E.NONE or found.port != broker.port:
             return None
-        return commit(client, group, offsets)
+        answer = commit(client, group, offsets)
+    moving = {E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS}
+    return None if set(answer.values()) & moving else answer
 
 
 def test_min_insync_replicas_with_followers_gone(cluster):
