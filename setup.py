@@ -2,8 +2,8 @@
 hold it equal to and that runs where they are not built (protocol/_batch_scan.c, the check of
 incoming batches; protocol/_produce_read.c, a Produce request's partitions), and the Spark reader's
 record decoder (pipeline/_recordcols.c). They are optional: without a C compiler the install goes on
-without them (`make run` needs none; `make test` installs gcc). Everything else about the package is in
-pyproject.toml."""
+without them (`make run` needs none; the Spark reader then says it is not built; `make test` installs
+gcc and its tests fail when one is missing). Everything else about the package is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
