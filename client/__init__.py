@@ -1,5 +1,6 @@
 """Ebb's asyncio Kafka client, built on protocol/: admin, a simple producer and an assigned consumer."""
 
+from protocol.enums import ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 
 from .admin import (
@@ -8,10 +9,8 @@ from .admin import (
     MAX_TIMESTAMP,
     Admin,
     ConfigEntry,
-    ConfigSource,
     ListOffsetsResult,
     NewTopic,
-    ResourceType,
     TopicResult,
 )
 from .cluster import Cluster, parse_bootstrap
@@ -42,6 +41,6 @@ __all__ = [
     "ConnectionClosedError", "Consumer", "ConsumerRecord", "DeletedRecords", "DeleteRecordsResult", "ErrorCode",
     "KafkaClientError", "KafkaError", "ListOffsetsResult", "MalformedResponseError", "NewTopic",
     "OffsetOutOfRangeError", "OffsetsFileError", "PartitionInfo", "ProduceResult", "Producer", "RequestTimeoutError",
-    "ResourceType", "TopicAlreadyExistsError", "TopicInfo", "TopicPartition", "TopicResult",
+    "ConfigResourceType", "TopicAlreadyExistsError", "TopicInfo", "TopicPartition", "TopicResult",
     "UnknownTopicOrPartitionError", "UnsupportedVersionError", "parse_bootstrap", "parse_offsets_json",
 ]

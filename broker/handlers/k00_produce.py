@@ -46,9 +46,9 @@ from broker.handlers.context import BrokerContext
 from broker.log import LogError
 from broker.replica import Partition, PartitionError
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
 from protocol import fastpath
 from protocol.compression import Compression
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ProduceRequest, ProduceResponse
@@ -66,7 +66,7 @@ from protocol.records import (
 
 log = structlog.get_logger("produce")
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse

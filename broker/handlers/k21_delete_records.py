@@ -51,14 +51,14 @@ from broker.handlers import BrokerContext, handles
 from broker.log import LogError
 from broker.replica import PartitionError
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
 log = structlog.get_logger("delete_records")
 
-API_KEY = 21
+API_KEY = ApiKey.DELETE_RECORDS
 _TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 _PartitionResult = _TopicResult.DeleteRecordsPartitionResult
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from broker.handlers import handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, acl_from
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.messages import CreateAclsResponse
 
-API_KEY = 30
+API_KEY = ApiKey.CREATE_ACLS
 
 
 @handles(API_KEY, "1-3")

@@ -15,14 +15,14 @@ from collections import Counter
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
 from broker.security.scram import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import AlterUserScramCredentialsRequest
 from protocol.messages import AlterUserScramCredentialsResponse as Response
 
-API_KEY = 51
+API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 
 
 def _upsert_error(upsert) -> tuple[int, str] | None:

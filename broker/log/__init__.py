@@ -14,9 +14,6 @@ config                 topic and manager settings under Kafka's names
 """
 
 from broker.log.common import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     InconsistentTopicIdError,
     InvalidRecordError,
     LogError,
@@ -33,9 +30,6 @@ from broker.log.manager import LogManager
 from broker.log.results import AppendInfo, FileSlice, ReadBound, ReadInfo, TimestampOffset
 
 __all__ = [
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
     "AppendInfo",
     "FileSlice",
     "InconsistentTopicIdError",

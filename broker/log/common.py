@@ -19,11 +19,6 @@ LeaderEpoch = NewType("LeaderEpoch", int)
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 
-# ListOffsets special timestamps (ListOffsetsRequest.java).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

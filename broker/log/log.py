@@ -27,10 +27,6 @@ import structlog
 
 from broker.log.batch_check import check_batches
 from broker.log.common import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_TIMESTAMP,
     InvalidRecordError,
     LogError,
@@ -49,6 +45,7 @@ from broker.log.retention import SegmentFacts, deletable_segments
 from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment, SegmentFlush
 from broker.log.segment_run import SegmentRun, sync_to_disk
 from broker.log.timestamp_search import first_at_or_after, largest_timestamp, largest_timestamp_batch
+from protocol.enums import SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.records import assign_offsets as stamp_batch
 from protocol.records import set_log_append_time
@@ -292,15 +289,15 @@ class PartitionLog:
         isolation level)."""
         self._check_online()
         start = self._log_start_offset
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp in (SpecialTimestamp.EARLIEST, SpecialTimestamp.EARLIEST_LOCAL):
             return TimestampOffset(NO_TIMESTAMP, Offset(start), self.epoch_cache.epoch_at(start))
-        if timestamp == LATEST_TIMESTAMP:
+        if timestamp == SpecialTimestamp.LATEST:
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset, self.epoch_cache.latest_epoch)
         with self._guard("offset for timestamp"):
-            if timestamp < 0 and timestamp != MAX_TIMESTAMP:
+            if timestamp < 0 and timestamp != SpecialTimestamp.MAX_TIMESTAMP:
                 raise LogError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
             segments = self._run.from_offset(start)
-            if timestamp == MAX_TIMESTAMP:
+            if timestamp == SpecialTimestamp.MAX_TIMESTAMP:
                 found = largest_timestamp_batch(segments, start)
             else:
                 found = first_at_or_after(segments, timestamp, start)
