@@ -12,9 +12,9 @@ import functools
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import structlog
 
@@ -108,14 +108,16 @@ def new_topic_id() -> uuid.UUID:
 
 
 _Result = TypeVar("_Result")
+_Params = ParamSpec("_Params")
 
 
-def _storage_failures_answered(fn: Callable[..., Awaitable[_Result]]) -> Callable[..., Awaitable[_Result]]:
+def _storage_failures_answered(fn: Callable[_Params, Coroutine[Any, Any, _Result]]
+                               ) -> Callable[_Params, Coroutine[Any, Any, _Result]]:
     """A change the disk could not take (the metadata store's file, a partition directory) is
     KAFKA_STORAGE_ERROR for that topic, which clients retry — never a handler failure."""
 
     @functools.wraps(fn)
-    async def answered(*args: Any, **kwargs: Any) -> _Result:
+    async def answered(*args: _Params.args, **kwargs: _Params.kwargs) -> _Result:
         try:
             return await fn(*args, **kwargs)
         except StorageError as exc:
@@ -197,7 +199,7 @@ class TopicManager:
             await self._tolerating_storage_failures(self._ensure_logs(topic), "log creation", topic=topic.name)
 
     @staticmethod
-    async def _tolerating_storage_failures(step: Awaitable[None], what: str, **fields: str) -> None:
+    async def _tolerating_storage_failures(step: Awaitable[object], what: str, **fields: str) -> None:
         try:
             await step
         except (StorageError, StoreWriteFailed) as exc:

@@ -65,14 +65,14 @@ def below_min_free(metrics_port: int, disk: Path) -> float | None:
                  log_dir=str(disk / "logs"))
 
 
-def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireClient) -> int:
-    """Produce 1000-byte incompressible values until the broker refuses them; `acked` gets
-    (topic, partition, offset) -> value for every acknowledged record. Returns the failed deliveries
-    (a busy machine may time some out before the disk fills: the broker's refusal ends the filling)."""
+def produce_until(bootstrap: str, topic: str, partitions: int, acked: dict, stop, *, message_timeout_ms: int) -> list:
+    """Produce 1000-byte incompressible values with an idempotent acks=all librdkafka producer, in
+    rounds of 1000, until `stop(failed deliveries)`; `acked` gets (topic, partition, offset) -> value
+    for every acknowledged record. Returns the failed deliveries."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "message.timeout.ms": 4000, "retry.backoff.ms": 100})
+                         "linger.ms": 5, "message.timeout.ms": message_timeout_ms, "retry.backoff.ms": 100})
     failures: list = []
 
     def delivered(error, message) -> None:
@@ -82,16 +82,23 @@ def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireC
             failures.append(error)
 
     sequence = 0
-    while not (failures and refused(client, topic)):
-        for _ in range(2000):
+    while not stop(failures):
+        for _ in range(1000):
             producer.produce(topic, value=b"%08d" % sequence + os.urandom(VALUE_SIZE - 8),
                              partition=sequence % partitions, on_delivery=delivered)
             sequence += 1
             producer.poll(0)
-        producer.flush(30)
-        assert sequence < 200_000, "the broker never refused the producer"
-    assert producer.flush(30) == 0
-    return len(failures)
+        producer.flush(60)
+        assert sequence < 300_000, "never told to stop"
+    assert producer.flush(60) == 0
+    return failures
+
+
+def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireClient) -> int:
+    """Produce until the broker refuses; returns the failed deliveries (a busy machine may time some
+    out before the disk fills: the broker's refusal ends the filling)."""
+    return len(produce_until(bootstrap, topic, partitions, acked, lambda failed: failed and refused(client, topic),
+                             message_timeout_ms=4000))
 
 
 def refused(client: WireClient, topic: str) -> bool:
