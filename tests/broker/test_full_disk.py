@@ -270,3 +270,34 @@ def test_admin_changes_on_a_disk_with_no_byte_free_answer_error_codes_and_finish
         assert metadata(client, ["gone"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert metadata(client, ["fresh"]).topics[0].error_code == ErrorCode.NONE
     assert topic_dirs(small_disk, "gone") == []
+
+
+def test_acl_and_credential_changes_with_no_byte_free_answer_error_codes(tmp_path, small_disk):
+    """The other writers of the metadata store answer a full disk with KAFKA_STORAGE_ERROR too, on a
+    connection that stays open, and succeed once there is room."""
+    from protocol.messages import AlterUserScramCredentialsRequest as Credentials
+    from protocol.messages import CreateAclsRequest, DeleteAclsRequest
+
+    acl = {"resource_type": 2, "resource_name": "ledger", "resource_pattern_type": 3, "principal": "User:alice",
+           "host": "*", "operation": 4, "permission_type": 3}
+    creation = CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(**acl)])
+    deletion = DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(
+        resource_type_filter=2, resource_name_filter="ledger", pattern_type_filter=3, principal_filter="User:alice",
+        host_filter="*", operation=4, permission_type=3)])
+    upsert = Credentials(deletions=[], upsertions=[Credentials.ScramCredentialUpsertion(
+        name="alice", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"p" * 32)])
+    settings = {"log.dirs": str(small_disk / "logs"), "super.users": "User:ANONYMOUS",
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+    with BrokerProcess(tmp_path / "broker", settings) as broker, WireClient(broker.port) as client:
+        filler = fill_to_the_last_byte(small_disk)
+        assert client.request(creation, 3).results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert client.request(upsert, 0).results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        filler.unlink()
+        assert client.request(creation, 3).results[0].error_code == ErrorCode.NONE
+        assert client.request(upsert, 0).results[0].error_code == ErrorCode.NONE
+        filler = fill_to_the_last_byte(small_disk)
+        assert client.request(deletion, 3).filter_results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        filler.unlink()
+        [removed] = client.request(deletion, 3).filter_results
+        assert removed.error_code == ErrorCode.NONE and len(removed.matching_acls) == 1
+    assert "handler failed" not in broker.log_text()
