@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
@@ -108,16 +108,15 @@ def new_topic_id() -> uuid.UUID:
 
 
 _Result = TypeVar("_Result")
-_Params = ParamSpec("_Params")
 
 
-def _storage_failures_answered(fn: Callable[_Params, Coroutine[Any, Any, _Result]]
-                               ) -> Callable[_Params, Coroutine[Any, Any, _Result]]:
+def _storage_failures_answered(fn: Callable[..., Coroutine[Any, Any, _Result]]
+                               ) -> Callable[..., Coroutine[Any, Any, _Result]]:
     """A change the disk could not take (the metadata store's file, a partition directory) is
     KAFKA_STORAGE_ERROR for that topic, which clients retry — never a handler failure."""
 
     @functools.wraps(fn)
-    async def answered(*args: _Params.args, **kwargs: _Params.kwargs) -> _Result:
+    async def answered(*args: Any, **kwargs: Any) -> _Result:
         try:
             return await fn(*args, **kwargs)
         except StorageError as exc:

@@ -27,19 +27,23 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
 from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
+from broker.log.cold_files import unlink_all
 from broker.log.common import (
+    TMP_SUFFIX,
+    CorruptCheckpointError,
     InconsistentTopicIdError,
     LogError,
     StorageError,
     TopicPartition,
     delete_dir_name,
+    is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
 from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
-from broker.log.opening import create_partition_log, load_partition_log, read_dir_state
+from broker.log.opening import create_partition_log, load_partition_log
 from broker.log.repeated_failure import RepeatedFailure
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
@@ -149,7 +153,8 @@ class LogManager:
         rewrite the checkpoints, then start the background tasks."""
         await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
         await self.space.check()
-        clean, starts, recovery, hws, partition_dirs, delete_dirs = await self._run(read_dir_state, self.log_dir)
+        state = await self._run(self._read_dir_state)
+        clean, starts, recovery, hws, partition_dirs, delete_dirs = state
         OPEN_SEGMENTS.resize(open_files.segment_budget(self.config.open_segments_max))
         self.had_clean_shutdown = clean
         if delete_dirs:
@@ -207,6 +212,44 @@ class LogManager:
         self._started = True
         if background_tasks:
             self._start_background_tasks()
+
+    def _read_dir_state(
+        self,
+    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path]]:
+        try:
+            clean = checkpoint.read_clean_shutdown(self.log_dir)
+        except CorruptCheckpointError as exc:
+            logger.warning("clean shutdown marker unreadable; recovering as after a crash", error=str(exc))
+            clean = False
+        offsets: list[Offsets] = []
+        for name in (
+            checkpoint.LOG_START_OFFSET_CHECKPOINT,
+            checkpoint.RECOVERY_POINT_CHECKPOINT,
+            checkpoint.REPLICATION_OFFSET_CHECKPOINT,
+        ):
+            try:
+                found = checkpoint.read_offsets(self.log_dir / name)
+            except (CorruptCheckpointError, OSError) as exc:
+                logger.warning(
+                    "checkpoint damaged; rebuilding it from the segments", file=name, error=str(exc)
+                )
+                found = None
+                if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
+                    clean = False  # without recovery points, trust nothing
+            offsets.append(found or {})
+        partitions: list[tuple[TopicPartition, Path]] = []
+        deleting: list[Path] = []
+        for entry in sorted(os.listdir(self.log_dir)):
+            path = self.log_dir / entry
+            if entry.endswith(TMP_SUFFIX) and path.is_file():
+                unlink_all([path])
+            elif is_delete_dir(entry) and path.is_dir():
+                deleting.append(path)
+            elif path.is_dir():
+                tp = TopicPartition.from_dir_name(entry)
+                if tp is not None:
+                    partitions.append((tp, path))
+        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting
 
     def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
         log.start_offset_sink = self._commit_start_offsets
