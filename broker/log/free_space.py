@@ -126,6 +126,8 @@ class DirSpace:
         except OSError as exc:
             logger.warning("cannot read the log dir's free space", log_dir=str(self.directory), error=repr(exc))
             return
+        except RuntimeError:  # the I/O pool is shut down: the log manager is stopping
+            return
         self.apply(reading, appended_before)
 
     def apply(self, reading: SpaceReading, appended_before: int | None = None) -> None:

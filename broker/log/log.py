@@ -167,7 +167,7 @@ class PartitionLog:
                 self.on_offline(self)
         return StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
 
-    def _out_of_space(self, segment: LogSegment, exc: OSError) -> StorageError:
+    def _out_of_space(self, segment: LogSegment, exc: BaseException) -> StorageError:
         """The disk filled during an append: the part written is cut off, and the partition stays
         online (reads and deletions go on); the dir is low until a reading finds room again."""
         try:

@@ -65,14 +65,14 @@ def below_min_free(metrics_port: int, disk: Path) -> float | None:
                  log_dir=str(disk / "logs"))
 
 
-def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireClient) -> int:
-    """Produce 1000-byte incompressible values until the broker refuses them; `acked` gets
-    (topic, partition, offset) -> value for every acknowledged record. Returns the failed deliveries
-    (a busy machine may time some out before the disk fills: the broker's refusal ends the filling)."""
+def produce_until(bootstrap: str, topic: str, partitions: int, acked: dict, stop, *, message_timeout_ms: int) -> list:
+    """Produce 1000-byte incompressible values with an idempotent acks=all librdkafka producer, in
+    rounds of 1000, until `stop(failed deliveries)`; `acked` gets (topic, partition, offset) -> value
+    for every acknowledged record. Returns the failed deliveries."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "message.timeout.ms": 4000, "retry.backoff.ms": 100})
+                         "linger.ms": 5, "message.timeout.ms": message_timeout_ms, "retry.backoff.ms": 100})
     failures: list = []
 
     def delivered(error, message) -> None:
@@ -82,16 +82,23 @@ def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireC
             failures.append(error)
 
     sequence = 0
-    while not (failures and refused(client, topic)):
-        for _ in range(2000):
+    while not stop(failures):
+        for _ in range(1000):
             producer.produce(topic, value=b"%08d" % sequence + os.urandom(VALUE_SIZE - 8),
                              partition=sequence % partitions, on_delivery=delivered)
             sequence += 1
             producer.poll(0)
-        producer.flush(30)
-        assert sequence < 200_000, "the broker never refused the producer"
-    assert producer.flush(30) == 0
-    return len(failures)
+        producer.flush(60)
+        assert sequence < 300_000, "never told to stop"
+    assert producer.flush(60) == 0
+    return failures
+
+
+def fill(bootstrap: str, topic: str, acked: dict, partitions: int, client: WireClient) -> int:
+    """Produce until the broker refuses; returns the failed deliveries (a busy machine may time some
+    out before the disk fills: the broker's refusal ends the filling)."""
+    return len(produce_until(bootstrap, topic, partitions, acked, lambda failed: failed and refused(client, topic),
+                             message_timeout_ms=4000))
 
 
 def refused(client: WireClient, topic: str) -> bool:
@@ -172,9 +179,8 @@ def test_deleting_frees_a_full_disk_and_produce_comes_back(broker, small_disk, m
         # DeleteTopics frees the whole topic at once, and produce is accepted again, no restart.
         before = free_bytes(small_disk)
         admin.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(30)
-        wait_for(lambda: free_bytes(small_disk) > before + 40 * MiB, timeout_s=FREED_WITHIN_S,
-                 what="the deleted topic's space back")
-        assert not [p for p in (small_disk / "logs").iterdir() if p.name.startswith("doomed-")]
+        wait_for(lambda: free_bytes(small_disk) > before + 40 * MiB and not topic_dirs(small_disk, "doomed"),
+                 timeout_s=FREED_WITHIN_S, what="the deleted topic's space back and its directory gone")
         wait_for(lambda: produce_accepted(client, "kept"), timeout_s=10, what="produce accepted again")
         assert below_min_free(metrics_port, small_disk) == 0
 
@@ -263,3 +269,34 @@ def test_admin_changes_on_a_disk_with_no_byte_free_answer_error_codes_and_finish
         assert metadata(client, ["gone"]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert metadata(client, ["fresh"]).topics[0].error_code == ErrorCode.NONE
     assert topic_dirs(small_disk, "gone") == []
+
+
+def test_acl_and_credential_changes_with_no_byte_free_answer_error_codes(tmp_path, small_disk):
+    """The other writers of the metadata store answer a full disk with KAFKA_STORAGE_ERROR too, on a
+    connection that stays open, and succeed once there is room."""
+    from protocol.messages import AlterUserScramCredentialsRequest as Credentials
+    from protocol.messages import CreateAclsRequest, DeleteAclsRequest
+
+    acl = {"resource_type": 2, "resource_name": "ledger", "resource_pattern_type": 3, "principal": "User:alice",
+           "host": "*", "operation": 4, "permission_type": 3}
+    creation = CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(**acl)])
+    deletion = DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(
+        resource_type_filter=2, resource_name_filter="ledger", pattern_type_filter=3, principal_filter="User:alice",
+        host_filter="*", operation=4, permission_type=3)])
+    upsert = Credentials(deletions=[], upsertions=[Credentials.ScramCredentialUpsertion(
+        name="alice", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"p" * 32)])
+    settings = {"log.dirs": str(small_disk / "logs"), "super.users": "User:ANONYMOUS",
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+    with BrokerProcess(tmp_path / "broker", settings) as broker, WireClient(broker.port) as client:
+        filler = fill_to_the_last_byte(small_disk)
+        assert client.request(creation, 3).results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert client.request(upsert, 0).results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        filler.unlink()
+        assert client.request(creation, 3).results[0].error_code == ErrorCode.NONE
+        assert client.request(upsert, 0).results[0].error_code == ErrorCode.NONE
+        filler = fill_to_the_last_byte(small_disk)
+        assert client.request(deletion, 3).filter_results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        filler.unlink()
+        [removed] = client.request(deletion, 3).filter_results
+        assert removed.error_code == ErrorCode.NONE and len(removed.matching_acls) == 1
+    assert "handler failed" not in broker.log_text()
