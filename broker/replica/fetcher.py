@@ -28,6 +28,7 @@ import structlog
 
 from broker.log import LogError, TopicPartition
 from broker.log.free_space import LowDiskSpaceError
+from protocol.enums import IsolationLevel, SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
 from protocol.records import iter_batches
@@ -41,7 +42,6 @@ log = structlog.get_logger("fetcher")
 
 FETCH_VERSION = 12  # topic names, LastFetchedEpoch/DivergingEpoch, LogStartOffset
 LIST_OFFSETS_VERSION = 7
-EARLIEST, LATEST = -2, -1
 _RETRY_LATER = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                           ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                           ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE})
@@ -181,7 +181,8 @@ class ReplicaFetcher:
         config = self.config
         return FetchRequest(
             replica_id=self.node_id, max_wait_ms=config.fetch_wait_max_ms, min_bytes=config.fetch_min_bytes,
-            max_bytes=config.fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            max_bytes=config.fetch_response_max_bytes, isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="")
 
@@ -222,8 +223,8 @@ class ReplicaFetcher:
         """Kafka's handleOutOfRangeError: ask the leader for its earliest and latest offsets."""
         tp = partition.topic_partition
         connection = await self._connect()
-        earliest = await self._list_offset(connection, partition, EARLIEST)
-        latest = await self._list_offset(connection, partition, LATEST)
+        earliest = await self._list_offset(connection, partition, SpecialTimestamp.EARLIEST)
+        latest = await self._list_offset(connection, partition, SpecialTimestamp.LATEST)
         end = partition.log.log_end_offset
         if end > latest:
             log.warning("follower log ends past the leader's; truncating", partition=str(tp), log_end_offset=end,
@@ -242,7 +243,8 @@ class ReplicaFetcher:
         wanted = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
             partition_index=tp.partition, current_leader_epoch=partition.leader_epoch, timestamp=timestamp)
         reply = await connection.request(ListOffsetsRequest(
-            replica_id=self.node_id, isolation_level=0, timeout_ms=self.config.socket_timeout_ms,
+            replica_id=self.node_id, isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            timeout_ms=self.config.socket_timeout_ms,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=tp.topic, partitions=[wanted])]),
             version=LIST_OFFSETS_VERSION)
         answer = reply.topics[0].partitions[0]
