@@ -479,11 +479,6 @@ class TopicManager:
                 if tp.topic == name:
                     await self.logs.delete_log(tp)
 
-    async def _finish_marked_deletion(self, name: str) -> None:
-        async with self._locks.held(_collision_key(name)):
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
-                await self._delete(name)
-
     async def _delete(self, name: str) -> None:
         """Stop serving the topic, rename its partition directories for removal, then drop it from the
         store. A failure part way leaves the mark: the next DeleteTopics, or the next start, goes on
@@ -501,6 +496,12 @@ class TopicManager:
             except NoNode:
                 pass
         log.info("deleted topic", topic=name)
+
+    async def _finish_marked_deletion(self, name: str) -> None:
+        """What DeletionRetries calls: the marked deletion finished, if it is still marked."""
+        async with self._locks.held(_collision_key(name)):
+            if await self.store.exists(f"/admin/delete_topics/{name}"):
+                await self._delete(name)
 
 
 def _initial_state(replicas: list[int]) -> dict:
