@@ -39,7 +39,12 @@ class DeletionRetries:
             return
         task = asyncio.get_running_loop().create_task(self._retry(name))
         self._tasks[name] = task
-        task.add_done_callback(lambda _: self._tasks.pop(name, None))
+        task.add_done_callback(lambda ended: self._ended(name, ended))
+
+    def _ended(self, name: str, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(name, None)
+        if not task.cancelled() and task.exception() is not None:  # not a storage failure: a bug
+            log.error("topic deletion retry failed for good", topic=name, error=repr(task.exception()))
 
     async def _retry(self, name: str) -> None:
         failures = RepeatedFailure(log, "topic deletion still failing; trying again")
