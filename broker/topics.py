@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import structlog
 
 from broker.aio import KeyedLocks, uncancellable
+from broker.cluster.layout import PartitionStateZNode
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.store import MetadataStore, NodeExists, NoNode, StoreWriteFailed
 from broker.config import BrokerConfig
 from broker.log.common import StorageError, TopicPartition
@@ -52,8 +54,7 @@ class Topic:
     replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
     configs: dict[str, str] = field(default_factory=dict)  # overrides only; defaults come from the broker
     log_config: LogConfig = field(default_factory=LogConfig)
-    # partition -> {"leader", "leader_epoch", "isr", ...}: /brokers/topics/<t>/partitions/<p>/state
-    states: dict[int, dict] = field(default_factory=dict)
+    states: dict[int, PartitionState] = field(default_factory=dict)  # as the store had them last
 
     @property
     def internal(self) -> bool:
@@ -66,16 +67,17 @@ class Topic:
     def replication_factor(self) -> int:
         return len(self.replicas[min(self.replicas)]) if self.replicas else 0
 
+    def leader(self, partition: int) -> int:
+        state = self.states.get(partition)
+        return NO_LEADER if state is None else state.leader
+
     def leader_epoch(self, partition: int) -> int:
-        return int(self.states.get(partition, {}).get("leader_epoch", 0))
+        state = self.states.get(partition)
+        return 0 if state is None else state.leader_epoch
 
     def isr(self, partition: int) -> list[int]:
-        return list(self.states.get(partition, {}).get("isr", self.replicas.get(partition, [])))
-
-
-def state_path(topic: str, partition: int) -> str:
-    """The znode of a partition's leader, leader epoch and ISR (Kafka's ZooKeeper layout)."""
-    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+        state = self.states.get(partition)
+        return list(self.replicas.get(partition, []) if state is None else state.isr)
 
 
 def topic_id_to_str(topic_id: uuid.UUID) -> str:
@@ -217,7 +219,8 @@ class TopicManager:
         states = {}
         for partition in replicas:
             try:
-                states[partition] = await self.store.get_json(state_path(name, partition))
+                states[partition] = PartitionStateZNode.decode(
+                    (await self.store.get(PartitionStateZNode.path(name, partition)))[0])
             except NoNode:
                 pass
         return Topic(
@@ -339,12 +342,13 @@ class TopicManager:
             replicas = assign_replicas(num_partitions, replication_factor, assignments, self.broker_ids(),
                                        self.config.num_partitions, self.config.default_replication_factor)
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
-            topic.states = {p: _initial_state(r) for p, r in replicas.items()}
+            topic.states = {p: PartitionState.initial(r) for p, r in replicas.items()}
             if validate_only:
                 return topic
             await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
             await self.store.create(f"/brokers/topics/{name}", _json_bytes(_assignment_node(topic)))
-            await self.store.put_json_many({state_path(name, p): state for p, state in topic.states.items()})
+            await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
+                                       for p, state in topic.states.items()})
             self._remember(topic)
             await self._ensure_logs(topic)
             log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
@@ -388,9 +392,10 @@ class TopicManager:
             if validate_only:
                 return topic
             grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new})
-            new_states = {p: _initial_state(r) for p, r in new.items()}
+            new_states = {p: PartitionState.initial(r) for p, r in new.items()}
             await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
-            await self.store.put_json_many({state_path(name, p): state for p, state in new_states.items()})
+            await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
+                                       for p, state in new_states.items()})
             topic.replicas = grown.replicas
             topic.states.update(new_states)
             await self._ensure_logs(topic)
@@ -496,10 +501,6 @@ class TopicManager:
             except NoNode:
                 pass
         log.info("deleted topic", topic=name)
-
-
-def _initial_state(replicas: list[int]) -> dict:
-    return {"version": 1, "controller_epoch": 1, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas)}
 
 
 def _assignment_node(topic: Topic) -> dict:

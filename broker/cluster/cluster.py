@@ -22,15 +22,17 @@ import asyncio
 import functools
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
 
 from broker.cluster.controller import Controller
 from broker.cluster.deletion import TopicDeletions
+from broker.cluster.layout import PartitionStateZNode
+from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
-from broker.topics import state_path
 
 log = structlog.get_logger("cluster")
 
@@ -266,13 +268,13 @@ class Cluster:
             if tp not in self._watched_states:
                 self._watched_states.add(tp)  # the watch reports the current state at once
                 watches.append(await self.store.watch_data(
-                    state_path(name, tp.partition),
+                    PartitionStateZNode.path(name, tp.partition),
                     lambda data, version, tp=tp: self._on_state(tp, data, version)))
             elif new_incarnation:
                 # Deleted and created again: the watch may have reported the new state before this
                 # broker knew the new topic, and ignored it. Read it again.
                 try:
-                    data, version = await self.store.get(state_path(name, tp.partition))
+                    data, version = await self.store.get(PartitionStateZNode.path(name, tp.partition))
                 except NoNode:
                     continue
                 self._on_state(tp, data, version)
@@ -288,7 +290,7 @@ class Cluster:
         key = (topic.topic_id, tp.partition)
         if version <= self._state_versions.get(key, -1):
             return  # a write of our own already applied
-        state = json.loads(data)
+        state = PartitionStateZNode.decode(data)
         self._state_versions[key] = version
         topic.states[tp.partition] = state
         self.spawn_until_done(lambda: self._take_role(topic, tp), "taking a partition's role",
@@ -303,7 +305,7 @@ class Cluster:
         key = self._version_key(tp)
         return -1 if key is None else self._state_versions.get(key, -1)
 
-    def note_state_written(self, tp: TopicPartition, state: dict, version: int) -> None:
+    def note_state_written(self, tp: TopicPartition, state: PartitionState, version: int) -> None:
         """A state this broker (or its controller) wrote: cache it before the watch reports it."""
         topic = self.broker.topics.get(tp.topic)
         key = self._version_key(tp)  # None exactly when topic is
@@ -323,18 +325,18 @@ class Cluster:
         topic = self.broker.topics.get(tp.topic)
         if topic is None:
             return
-        state = dict(topic.states.get(tp.partition) or {})
-        if state.get("leader") != self.broker.node_id or state.get("leader_epoch") != partition.leader_epoch:
+        current = topic.states.get(tp.partition)
+        if current is None or current.leader != self.broker.node_id or current.leader_epoch != partition.leader_epoch:
             return
-        state["isr"] = sorted(isr)
+        state = replace(current, isr=tuple(sorted(isr)))
         expected = self.state_version(tp)
         if expected < 0:
             return  # not read yet: never write without the version condition
         try:
-            version = await self.store.set(state_path(tp.topic, tp.partition), json.dumps(state).encode(),
-                                           expected)
+            version = await self.store.set(PartitionStateZNode.path(tp.topic, tp.partition),
+                                           PartitionStateZNode.encode(state), expected)
         except BadVersion:
             log.info("ISR change lost to a newer partition state", partition=str(tp))
             return
-        log.info("ISR changed", partition=str(tp), isr=state["isr"], leader_epoch=partition.leader_epoch)
+        log.info("ISR changed", partition=str(tp), isr=list(state.isr), leader_epoch=partition.leader_epoch)
         self.note_state_written(tp, state, version)

@@ -116,16 +116,19 @@ class MetadataStore(ABC):
         return json.loads(data)
 
     async def put_json(self, path: str, value) -> None:
-        data = json.dumps(value, sort_keys=True).encode()
+        await self.put(path, json.dumps(value, sort_keys=True).encode())
+
+    async def put(self, path: str, data: bytes) -> None:
+        """Set the node, or create it (and its parents) if absent."""
         try:
             await self.set(path, data)
         except NoNode:
             await self.create(path, data)
 
-    async def put_json_many(self, values: Mapping[str, object]) -> None:
-        """put_json for each path; a store that can makes them durable with one write."""
-        for path, value in values.items():
-            await self.put_json(path, value)
+    async def put_many(self, values: Mapping[str, bytes]) -> None:
+        """put for each path; a store that can makes them durable with one write."""
+        for path, data in values.items():
+            await self.put(path, data)
 
     async def register(self, path: str, data: bytes) -> None:
         """Create the ephemeral node that announces this process (`/brokers/ids/<id>`). NodeExists, naming
@@ -244,14 +247,13 @@ class EmbeddedStore(MetadataStore):
             await self._persist()
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
 
-    async def put_json_many(self, values: Mapping[str, object]) -> None:
+    async def put_many(self, values: Mapping[str, bytes]) -> None:
         """Every node set or created in memory, then one write of the file: the partition states of a
         10,000-partition CreateTopics cost one fsync, not 10,000 rewrites of the whole store."""
         for path in values:
             _check(path)
         created, changed = [], []
-        for path, value in values.items():
-            data = json.dumps(value, sort_keys=True).encode()
+        for path, data in values.items():
             node = self._nodes.get(path)
             if node is not None:
                 node.data, node.version = data, node.version + 1

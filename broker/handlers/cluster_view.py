@@ -57,7 +57,7 @@ def leader_of(broker: BrokerContext, topic, partition: int) -> int:
     cluster = broker.cluster
     if cluster is None:
         return broker.node_id
-    leader = int(topic.states.get(partition, {}).get("leader", -1))
+    leader = topic.leader(partition)
     return leader if cluster.is_alive(leader) else -1
 
 
