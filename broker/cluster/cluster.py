@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -29,7 +28,18 @@ import structlog
 
 from broker.cluster.controller import Controller
 from broker.cluster.deletion import TopicDeletions
-from broker.cluster.layout import PartitionStateZNode
+from broker.cluster.layout import (
+    NO_CONTROLLER,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerRegistration,
+    ConfigEntityZNode,
+    ConfigType,
+    ControllerZNode,
+    PartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+)
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
@@ -41,10 +51,10 @@ class Cluster:
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.store = broker.store
-        self.registrations: dict[int, dict] = {}  # alive broker id -> its /brokers/ids node
+        self.registrations: dict[int, BrokerRegistration] = {}  # alive broker id -> its registration
         self._member_ids: set[int] = set()  # the children of /brokers/ids as last reported
         self._registration_watches: dict[int, Watch | None] = {}
-        self.controller_id = -1
+        self.controller_id = NO_CONTROLLER
         self.controller = Controller(
             self.store, broker.topics, broker.node_id, broker.config.replication, alive_ids=self.alive_ids,
             controller_id=lambda: self.controller_id, state_written=self.note_state_written)
@@ -66,16 +76,16 @@ class Cluster:
 
     async def start(self) -> None:
         """Read the brokers and topics and watch them; then stand for controller."""
-        for path in ("/brokers/ids", "/brokers/topics"):
+        for path in (BrokerIdsZNode.PATH, TopicsZNode.PATH):
             try:
                 await self.store.create(path)
             except NodeExists:
                 pass
-        self._watches.append(await self.store.watch_children("/brokers/ids", self._on_brokers))
+        self._watches.append(await self.store.watch_children(BrokerIdsZNode.PATH, self._on_brokers))
         await self._settle()
-        self._watches.append(await self.store.watch_children("/brokers/topics", self._on_topics))
+        self._watches.append(await self.store.watch_children(TopicsZNode.PATH, self._on_topics))
         await self._settle()
-        self._watches.append(await self.store.watch_data("/controller", self._on_controller))
+        self._watches.append(await self.store.watch_data(ControllerZNode.PATH, self._on_controller))
         await self.deletions.start()
         await self.controller.start()
 
@@ -144,7 +154,7 @@ class Cluster:
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         found = self.registrations.get(broker_id)
-        return None if found is None else (found["host"], int(found["port"]))
+        return None if found is None else (found.host, found.port)
 
     def _on_brokers(self, children: list[str] | None) -> None:
         ids = {int(c) for c in children or [] if c.isdigit()}
@@ -169,7 +179,7 @@ class Cluster:
         return broker_id in self._registration_watches and self._registration_watches[broker_id] is None
 
     async def _watch_registration(self, broker_id: int) -> None:
-        watch = await self.store.watch_data(f"/brokers/ids/{broker_id}",
+        watch = await self.store.watch_data(BrokerIdZNode.path(broker_id),
                                             lambda data, version: self._on_registration(broker_id, data))
         if broker_id in self._registration_watches:
             self._registration_watches[broker_id] = watch
@@ -183,7 +193,7 @@ class Cluster:
         if data is None or broker_id not in self._member_ids:
             return
         try:
-            found = json.loads(data)
+            found = BrokerIdZNode.decode(data)
         except ValueError:
             log.warning("unreadable broker registration", broker=broker_id)
             return
@@ -191,7 +201,7 @@ class Cluster:
         self.registrations[broker_id] = found
         if before is None:
             log.info("broker in the cluster", broker=broker_id)
-        elif before.get("timestamp") != found.get("timestamp"):
+        elif before.timestamp != found.timestamp:
             log.warning("broker restarted while its registration stayed", broker=broker_id)
             self.controller.broker_restarted(broker_id)
         else:
@@ -208,10 +218,7 @@ class Cluster:
             listener(self.alive_ids())
 
     def _on_controller(self, data: bytes | None, version: int | None) -> None:
-        try:
-            self.controller_id = int(json.loads(data)["brokerid"]) if data else -1
-        except (ValueError, KeyError, TypeError):
-            self.controller_id = -1
+        self.controller_id = ControllerZNode.decode(data)
         self.controller.controller_changed(self.controller_id)
 
     # --- topics ----------------------------------------------------------------------------------
@@ -235,10 +242,10 @@ class Cluster:
             return
         made: list[Watch] = []
         try:
-            made.append(await self.store.watch_data(f"/brokers/topics/{name}",
+            made.append(await self.store.watch_data(TopicZNode.path(name),
                                                     lambda data, version: self._on_assignment(name, data)))
             made.append(await self.store.watch_data(
-                f"/config/topics/{name}",
+                ConfigEntityZNode.path(ConfigType.TOPIC, name),
                 lambda data, version: data is not None and self.spawn_until_done(
                     lambda: self.broker.topics.configs_changed(name), "applying topic configs",
                     lambda: name in self._topic_watches)))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.cluster.deletion import finish_deletions
-from broker.cluster.layout import PartitionStateZNode
+from broker.cluster.layout import NO_CONTROLLER, ControllerEpochZNode, ControllerZNode, PartitionStateZNode
 from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
@@ -43,9 +42,6 @@ if TYPE_CHECKING:
     from broker.topics import TopicManager
 
 log = structlog.get_logger("controller")
-
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
 
 
 def prefer(state: PartitionState, replicas: list[int], alive: set[int]) -> PartitionState | None:
@@ -124,7 +120,7 @@ class Controller:
         if self.active:
             self.active = False
             try:
-                await self.store.delete(CONTROLLER)  # hand over at once instead of at session expiry
+                await self.store.delete(ControllerZNode.PATH)  # hand over at once instead of at session expiry
             except StoreError:  # gone already, or ZooKeeper unreachable: the session's end removes it
                 pass
 
@@ -150,7 +146,7 @@ class Controller:
             await self._wakeup.wait()
             self._wakeup.clear()
             try:
-                if not self.active and self.controller_id() == NO_LEADER:
+                if not self.active and self.controller_id() == NO_CONTROLLER:
                     await self._try_to_become_controller()
                 if self.active:
                     await self.reconcile()
@@ -163,9 +159,9 @@ class Controller:
                 asyncio.get_running_loop().call_later(1.0, self._wakeup.set)
 
     async def _try_to_become_controller(self) -> None:
-        node = {"version": 1, "brokerid": self.node_id, "timestamp": str(int(time.time() * 1000))}
+        node = ControllerZNode.encode(self.node_id, int(time.time() * 1000))
         try:
-            await self.store.create(CONTROLLER, json.dumps(node).encode(), ephemeral=True)
+            await self.store.create(ControllerZNode.PATH, node, ephemeral=True)
         except NodeExists:
             return
         self.epoch = await self._bump_epoch()
@@ -175,16 +171,16 @@ class Controller:
     async def _bump_epoch(self) -> int:
         while True:
             try:
-                data, version = await self.store.get(CONTROLLER_EPOCH)
+                data, version = await self.store.get(ControllerEpochZNode.PATH)
             except NoNode:
                 try:
-                    await self.store.create(CONTROLLER_EPOCH, b"1")
+                    await self.store.create(ControllerEpochZNode.PATH, ControllerEpochZNode.encode(1))
                     return 1
                 except NodeExists:
                     continue
-            epoch = int(data or b"0") + 1
+            epoch = ControllerEpochZNode.decode(data) + 1
             try:
-                await self.store.set(CONTROLLER_EPOCH, str(epoch).encode(), version)
+                await self.store.set(ControllerEpochZNode.PATH, ControllerEpochZNode.encode(epoch), version)
                 return epoch
             except BadVersion:
                 continue

@@ -1,8 +1,8 @@
 """The metadata store behind the controller: a tree of versioned znodes, shaped like ZooKeeper.
 
-Paths follow Kafka's ZooKeeper layout (`/brokers/topics/<t>`, `/config/topics/<t>`,
-`/admin/delete_topics/<t>`, `/cluster/id`, ...) so the cluster backend (`ZooKeeperStore`, kazoo,
-broker/cluster/zookeeper.py) is a second implementation of `MetadataStore`, not a rewrite.
+It holds bytes; which nodes exist and what they hold is broker/cluster/layout.py's (Kafka's ZooKeeper
+layout), so the cluster backend (`ZooKeeperStore`, kazoo, broker/cluster/zookeeper.py) is a second
+implementation of `MetadataStore`, not a rewrite.
 `EmbeddedStore` serves a single broker: the tree lives in memory and every change is written to one
 JSON file, atomically, off the event loop.
 
@@ -110,13 +110,6 @@ class MetadataStore(ABC):
         except NoNode:
             return False
         return True
-
-    async def get_json(self, path: str):
-        data, _ = await self.get(path)
-        return json.loads(data)
-
-    async def put_json(self, path: str, value) -> None:
-        await self.put(path, json.dumps(value, sort_keys=True).encode())
 
     async def put(self, path: str, data: bytes) -> None:
         """Set the node, or create it (and its parents) if absent."""
