@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -38,10 +38,33 @@ from broker.log import TopicPartition
 
 if TYPE_CHECKING:
     from broker.cluster.store import MetadataStore
-    from broker.config import ReplicationConfig
-    from broker.topics import TopicManager
 
 log = structlog.get_logger("controller")
+
+
+class LeaderBalancing(Protocol):
+    """The controller's settings: Kafka's auto.leader.rebalance.enable and leader.imbalance.*."""
+
+    @property
+    def auto_leader_rebalance_enable(self) -> bool: ...
+    @property
+    def leader_imbalance_check_interval_s(self) -> int: ...
+    @property
+    def leader_imbalance_per_broker_percentage(self) -> int: ...
+
+
+class AssignedTopic(Protocol):
+    """What the controller reads of a topic: its replica assignment and its partitions' leaders."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def replicas(self) -> dict[int, list[int]]: ...
+    def leader(self, partition: int) -> int: ...
+
+
+class AssignedTopics(Protocol):
+    def all(self) -> Sequence[AssignedTopic]: ...
 
 
 def prefer(state: PartitionState, replicas: list[int], alive: set[int]) -> PartitionState | None:
@@ -70,7 +93,7 @@ def elect(state: PartitionState, replicas: list[int], alive: set[int]) -> Partit
 
 
 class Controller:
-    def __init__(self, store: MetadataStore, topics: TopicManager, node_id: int, replication: ReplicationConfig, *,
+    def __init__(self, store: MetadataStore, topics: AssignedTopics, node_id: int, replication: LeaderBalancing, *,
                  alive_ids: Callable[[], list[int]], controller_id: Callable[[], int],
                  state_written: Callable[[TopicPartition, PartitionState, int], Any]) -> None:
         """`alive_ids` and `controller_id` read the cluster view; `state_written` tells it of a
