@@ -7,6 +7,6 @@
 - cluster.py: this broker's view of a cluster, kept by watches; controller.py: the elected controller
   (leaders and ISRs); deletion.py: topic deletion across brokers.
 
-Nothing here imports broker/topics.py or broker/config.py: the controller reads them through the
-Protocols it declares.
+Nothing here imports broker/topics.py or broker/config.py: the cluster view and the controller hold
+the topics, the replicas and their settings through the Protocols they declare.
 """
