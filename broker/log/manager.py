@@ -39,6 +39,7 @@ from broker.log.common import (
     is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.dir_health import DirHealth
 from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport
@@ -82,6 +83,11 @@ class LogManager:
         self._io = self._new_io()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._offline: dict[TopicPartition, str] = {}
+        # Of those, the ones whose load failed for the disk (I/O, no space): loaded again once the dir
+        # lets the health probe write (a corrupt log is not: a rescan would fail the same way).
+        self._reloadable: set[TopicPartition] = set()
+        self.health = DirHealth(self.log_dir, probe_interval_ms=self.config.failure_probe_interval_ms,
+                                run=lambda fn: self._io.run(fn), reload=self._reload_offline)
         # Checkpoint entries of partitions that failed to load: kept so their state is not forgotten.
         self._carried: dict[str, Offsets] = {"start": {}, "recovery": {}, "hw": {}}
         # Creating a topic's logs is one at a time per topic; other topics' creations go on meanwhile.
@@ -93,6 +99,8 @@ class LogManager:
         self.new_log_dir = False  # no log manager had run in it: neither a clean nor an unclean stop before
         # Called with a partition whose log start offset retention moved (the replicas tell followers).
         self.retention_listeners: list[Callable[[TopicPartition], None]] = []
+        # Called with a partition loaded again after it was offline (a new PartitionLog object).
+        self.reload_listeners: list[Callable[[TopicPartition], None]] = []
         # Told (cause, records, bytes) after each retention deletion, for the metrics.
         self.deletion_listeners: list[Callable[[str, int, int], None]] = []
 
@@ -119,6 +127,8 @@ class LogManager:
         """The partition's log, None if this dir has none; KAFKA_STORAGE_ERROR if it is offline."""
         if tp in self._offline:
             raise StorageError(f"{tp} is offline: {self._offline[tp]}")
+        if self.health.failed:
+            raise StorageError(f"{tp} is offline: log dir {self.log_dir} failed: {self.health.failed_reason}")
         log = self._logs.get(tp)
         if log is not None and log.offline:
             raise StorageError(f"{tp} is offline: {log.offline_reason}")
@@ -143,6 +153,8 @@ class LogManager:
             hurried = self._io.hurry() + sum(log.io.hurry() for log in self._logs.values())
             if hurried:
                 logger.info("deleting files now, not after file.delete.delay.ms: the log dir is low", count=hurried)
+        elif self._reloadable:
+            self.health.retry(now=True)  # partitions that could not load for want of space
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._io.run(functools.partial(fn, *args, **kwargs))
@@ -177,11 +189,7 @@ class LogManager:
                     clean=clean,
                 )
             except (OSError, LogError, ValueError) as exc:
-                self._offline[tp] = f"load failed: {exc!r}"
-                for name, source in (("start", starts), ("recovery", recovery), ("hw", hws)):
-                    if tp in source:
-                        self._carried[name][tp] = source[tp]
-                logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc))
+                self._load_failed(tp, exc, starts.get(tp), recovery.get(tp), hws.get(tp))
                 return
             self._register(tp, log)
             self.load_reports[tp] = report
@@ -212,8 +220,56 @@ class LogManager:
             # writes retry.
             logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
+        if self._reloadable:
+            self.health.retry()
         if background_tasks:
             self._start_background_tasks()
+
+    def _load_failed(self, tp: TopicPartition, exc: BaseException, start: int | None, recovery: int | None,
+                     hw: int | None, *, quiet: bool = False) -> None:
+        """Offline, its checkpoint entries kept; tried again by the health probe when the disk caused it."""
+        self._offline[tp] = f"load failed: {exc!r}"
+        for name, entry in (("start", start), ("recovery", recovery), ("hw", hw)):
+            if entry is not None:
+                self._carried[name][tp] = entry
+        if isinstance(exc, OSError):
+            self._reloadable.add(tp)
+        if not quiet:
+                logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc),
+                         retried=isinstance(exc, OSError))
+
+    async def _reload_offline(self) -> bool:
+        """Load again, with recovery from their recovery points, the partitions an I/O error or a
+        failed load took offline (the health probe found the dir writable); True when none is left."""
+        for tp, old in [(tp, log) for tp, log in self._logs.items() if log.offline]:
+            # The old object's files may belong to a filesystem that is gone: closed, never flushed.
+            old.io.cancel_all()
+            old.abandon()
+            del self._logs[tp]
+            self._load_failed(tp, OSError(old.offline_reason), old.log_start_offset, old.recovery_point,
+                              old.high_watermark, quiet=True)
+        for tp in sorted(self._reloadable):
+            carried = {kind: entries.get(tp) for kind, entries in self._carried.items()}
+            try:
+                log, report = await self._run(
+                    load_partition_log, self.log_dir / tp.dir_name, self.config_for(tp.topic),
+                    io=self._new_io(), clock=self.clock, log_start_offset=carried["start"],
+                    recovery_point=carried["recovery"] or 0, high_watermark=carried["hw"], clean=False)
+            except (OSError, LogError, ValueError) as exc:
+                self._reloadable.discard(tp)
+                self._load_failed(tp, exc, carried["start"], carried["recovery"], carried["hw"])
+                continue
+            self._reloadable.discard(tp)
+            del self._offline[tp]
+            for entries in self._carried.values():
+                entries.pop(tp, None)
+            self._register(tp, log)
+            self.load_reports[tp] = report
+            logger.warning("partition loaded again after being offline", partition=str(tp),
+                           log_end_offset=log.log_end_offset, truncated_bytes=report.truncated_bytes)
+            for listener in self.reload_listeners:
+                listener(tp)
+        return not self._reloadable
 
     def previous_stop(self) -> dict[str, bool]:
         """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""
@@ -270,9 +326,11 @@ class LogManager:
         self._logs[tp] = log
 
     def _on_offline(self, log: PartitionLog) -> None:
-        logger.error(
-            "partition marked offline", partition=str(log.topic_partition), reason=log.offline_reason
-        )
+        """An I/O error (not a full disk) on one partition: the whole dir goes offline, as in Kafka."""
+        reason = f"{log.topic_partition}: {log.offline_reason}"
+        if self.health.fail(reason):
+            for other in self._logs.values():
+                other.mark_offline(f"log dir failed ({reason})")
 
     # --- checkpoints -----------------------------------------------------------------------------
 
@@ -389,6 +447,8 @@ class LogManager:
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
         offline = self._offline.pop(tp, None)
+        reloadable = tp in self._reloadable
+        self._reloadable.discard(tp)
         carried = {kind: entries.pop(tp) for kind, entries in self._carried.items() if tp in entries}
         directory = self.log_dir / tp.dir_name
         if log is None and offline is None:
@@ -415,6 +475,8 @@ class LogManager:
                 self._register(tp, log)
             if offline is not None:
                 self._offline[tp] = offline
+                if reloadable:
+                    self._reloadable.add(tp)
             for kind, entry in carried.items():
                 self._carried[kind][tp] = entry
             raise StorageError(f"cannot rename {directory.name} for deletion: {exc!r}") from exc
@@ -524,6 +586,7 @@ class LogManager:
 
     async def _stop_tasks(self) -> None:
         await self.space.stop()
+        await self.health.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -553,6 +616,7 @@ class LogManager:
         """Drop everything without flushing or writing checkpoints and the marker: the state a crash
         leaves (minus the page cache). For tests and benchmarks."""
         self.space.cancel()
+        self.health.cancel()
         for task in self._tasks:
             task.cancel()
         for log in self._logs.values():

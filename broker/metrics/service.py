@@ -11,7 +11,7 @@ from broker.log.segment_file import OPEN_SEGMENTS
 from broker.metrics.controller import ControllerCollector
 from broker.metrics.groups import GroupCollector
 from broker.metrics.http import MetricsEndpoint
-from broker.metrics.log_dirs import LogDirSpaceCollector
+from broker.metrics.log_dirs import LogDirHealthCollector, LogDirSpaceCollector
 from broker.metrics.network import NetworkCollector
 from broker.metrics.open_files import OpenSegmentsCollector
 from broker.metrics.partitions import PartitionCollector
@@ -66,6 +66,7 @@ def build_registry(broker: Any) -> CollectorRegistry:
     registry.register(GroupCollector(broker.groups))
     registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
     registry.register(LogDirSpaceCollector(broker.logs.space))
+    registry.register(LogDirHealthCollector(broker.logs.health))
     return registry
 
 
