@@ -22,6 +22,7 @@ from broker.group import GroupCoordinator
 from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
+from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricsService
 from broker.replica import ReplicaManager
@@ -98,6 +99,7 @@ class Broker:
         await self.logs.startup()
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             self.cluster = Cluster(self)  # brokers, partition states and roles, the controller election
@@ -150,6 +152,13 @@ class Broker:
             raise ConfigError(f"log.dirs: {self.config.log_dir} is in use by another broker process "
                               f"(it holds {path})") from None
         self._lock_fd = fd
+
+    def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
+        """The last offset of each producer's last batch, where this replica keeps producer state."""
+        partition = self.replicas.partitions.get(tp)
+        if partition is None or not partition.producers_loaded:
+            return None
+        return {pid: entry.last_offset for pid, entry in partition.producers.producers.items()}
 
     def _unlock_log_dir(self) -> None:
         if self._lock_fd is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import structlog
 
 from broker import listener_security
+from broker.log.cleaner_settings import cleaner_config_problem
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
 from broker.security.inter_broker import inter_broker_security
@@ -53,6 +54,10 @@ TOPIC_DEFAULTS = {
     "log.retention.min.timestamp": "retention.min.timestamp",
     "log.retention.committed.groups": "retention.committed.groups",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
@@ -432,6 +437,9 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
     if config.open_segments_max < MIN_OPEN_SEGMENTS:
         raise ConfigError(f"ebb.log.open.segments.max: {config.open_segments_max} is below the minimum "
                           f"{MIN_OPEN_SEGMENTS}")
+    problem = cleaner_config_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
     return config
 
 

@@ -61,6 +61,7 @@ API_KEY = 0
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
+_RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 _HEADER_UP_TO_MAGIC = 17
 _MIN_BATCH_LENGTH = 49
 _CODEC_MASK = 0x07
@@ -194,6 +195,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
                 continue
             except (PartitionError, LogError) as exc:
                 results.append(_error(index, exc.error_code, exc.message, partition))
+                for batch_index, message in getattr(exc, "record_errors", ()):  # keyless records (compacted)
+                    results[-1].record_errors.append(_RecordError(batch_index=batch_index,
+                                                                  batch_index_error_message=message))
                 continue
             if not result.duplicate:
                 replicas.counters.produced(topic.name, len(records), result.last_offset - result.base_offset + 1)

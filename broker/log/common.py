@@ -120,9 +120,15 @@ class OffsetOutOfRangeError(LogError):
 
 
 class InvalidRecordError(LogError):
-    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ..."""
+    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ...
+    `record_errors`: (index in the batch, message) of the records that caused it, for Produce v8+."""
 
     error_code = ErrorCode.CORRUPT_MESSAGE
+
+    def __init__(self, message: str, error_code: ErrorCode | None = None,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message, error_code)
+        self.record_errors = record_errors or []
 
 
 class PolicyViolationError(LogError):

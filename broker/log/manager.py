@@ -27,6 +27,7 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
 from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
+from broker.log.cleaner_manager import LogCleaner
 from broker.log.cold_files import unlink_all
 from broker.log.common import (
     TMP_SUFFIX,
@@ -92,6 +93,7 @@ class LogManager:
             self._io,
             lambda: (self._offsets("recovery", lambda log: log.recovery_point), nothing_more),
         )
+        self.cleaner = LogCleaner(self.log_dir, lambda: self._logs, self.config, self._io, clock)
         self.high_watermarks = CheckpointFile(
             self.log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
             self._io,
@@ -182,6 +184,7 @@ class LogManager:
         await self._run(checkpoint.remove_clean_shutdown, self.log_dir)
         await self.checkpoint_all()
         self._started = True
+        await self.cleaner.startup(workers=background_tasks)
         if background_tasks:
             self._start_background_tasks()
 
@@ -346,6 +349,7 @@ class LogManager:
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
         offline = self._offline.pop(tp, None)
+        self.cleaner.forget(tp)
         for carried in self._carried.values():
             carried.pop(tp, None)
         directory = self.log_dir / tp.dir_name
@@ -470,6 +474,7 @@ class LogManager:
         """Clean shutdown: flush every log, write every checkpoint, then the clean-shutdown marker
         (only if every partition closed cleanly, since the marker lets the next start skip recovery)."""
         await self._stop_tasks()
+        await self.cleaner.shutdown()
         await asyncio.gather(*(log.close() for log in self._logs.values()))
         clean = not self.offline_partitions
         try:
@@ -491,6 +496,7 @@ class LogManager:
         leaves (minus the page cache). For tests and benchmarks."""
         for task in self._tasks:
             task.cancel()
+        self.cleaner.abandon()
         for log in self._logs.values():
             log.io.cancel_all()
             log.abandon()

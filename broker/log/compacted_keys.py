@@ -1,0 +1,33 @@
+"""A compacted topic keeps the latest record of each key, so a record without a key has no place in
+it: Kafka's LogValidator refuses such a batch at Produce (INVALID_RECORD, with one record error per
+keyless record). This is the one place the append path decodes records: only for producers' batches
+to topics with `compact` in `cleanup.policy`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from broker.log.common import InvalidRecordError, TopicPartition
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import RecordBatch
+
+_SHOWN = 3  # Kafka's summary names at most the first three record errors
+
+
+def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int], tp: TopicPartition) -> None:
+    """Raise INVALID_RECORD if a record of the batches starting at `positions` in `buf` has no key."""
+    for position in positions:
+        batch = RecordBatch(buf, position)
+        if batch.is_control:
+            continue
+        try:
+            keyless = [index for index, record in enumerate(batch.records()) if record.key is None]
+        except ProtocolError as exc:
+            raise InvalidRecordError(exc.message, exc.error_code) from exc
+        if keyless:
+            message = f"Compacted topic cannot accept message without key in topic partition {tp}"
+            errors = [(index, message) for index in keyless]
+            shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:_SHOWN])
+            raise InvalidRecordError(
+                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+                f"showing the first three errors at most: [{shown}]", ErrorCode.INVALID_RECORD, record_errors=errors)
