@@ -10,20 +10,31 @@ import time
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 ROUNDS = 12
-KEYS = 6
-RECORDS = ROUNDS * KEYS
 # What makes both brokers roll a segment per round and clean every closed one at once.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"}
 
 
-def value_of(round_: int, key: int) -> bytes | None:
-    if (round_, key) in ((6, 2), (9, 4)):
-        return None  # tombstones; key 4 is written again in round 11
-    return b"v%d-%d" % (round_, key)
+def round_records(round_: int) -> list[tuple[bytes, bytes | None]]:
+    """k0, k1, k5 updated every round; k2 tombstoned in round 6 and never written again; k3 written in
+    rounds 0-3 only; k4 tombstoned in round 9 and written again in round 11; k6 written once."""
+    pairs: list[tuple[bytes, bytes | None]] = []
+    for key in range(6):
+        if (key == 2 and round_ > 6) or (key == 3 and round_ > 3) or (key == 4 and round_ == 10):
+            continue
+        tombstone = (key, round_) in ((2, 6), (4, 9))
+        pairs.append((b"k%d" % key, None if tombstone else b"v%d-%d" % (round_, key)))
+    if round_ == 0:
+        pairs.append((b"k6", b"once"))
+    return pairs
 
 
 def written() -> list[tuple[int, bytes, bytes | None]]:
-    return [(r * KEYS + k, b"k%d" % k, value_of(r, k)) for r in range(ROUNDS) for k in range(KEYS)]
+    pairs = [pair for round_ in range(ROUNDS) for pair in round_records(round_)]
+    return [(offset, key, value) for offset, (key, value) in enumerate(pairs)]
+
+
+RECORDS = len(written())
+ACTIVE_BASE = RECORDS - len(round_records(ROUNDS - 1))  # the last round's batch rolled the active segment
 
 
 def after_cleaning(end: int) -> list[tuple[int, bytes, bytes | None]]:
@@ -34,9 +45,10 @@ def after_cleaning(end: int) -> list[tuple[int, bytes, bytes | None]]:
     return [(o, k, v) for o, k, v in records if o >= end or latest[k] == o]
 
 
-def produce(bootstrap: str, topic: str) -> None:
+def produce(bootstrap: str, topic: str, start_ms: int | None = None) -> None:
+    """The workload; round r's records carry timestamp `start_ms` + 2000 r (default: ten minutes ago)."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50})
-    start = int(time.time() * 1000) - 10 * 60 * 1000
+    start = int(time.time() * 1000) - 10 * 60 * 1000 if start_ms is None else start_ms
     failures: list[KafkaError] = []
 
     def delivered(error, _message) -> None:
@@ -44,9 +56,9 @@ def produce(bootstrap: str, topic: str) -> None:
             failures.append(error)
 
     for round_ in range(ROUNDS):
-        for key in range(KEYS):
-            producer.produce(topic, key=b"k%d" % key, value=value_of(round_, key), partition=0,
-                             timestamp=start + round_ * 2000, on_delivery=delivered)
+        for key, value in round_records(round_):
+            producer.produce(topic, key=key, value=value, partition=0, timestamp=start + round_ * 2000,
+                             on_delivery=delivered)
         assert producer.flush(30) == 0
     assert not failures, failures
 

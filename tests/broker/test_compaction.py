@@ -19,7 +19,6 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
 
 OVERRIDES = {"log.cleaner.backoff.ms": "50"}
-ACTIVE_BASE = workload.RECORDS - workload.KEYS  # the last round's batch rolled the active segment
 
 
 def cleaned_up_to(broker: BrokerProcess, topic: str) -> int | None:
@@ -44,8 +43,8 @@ def test_a_compacted_topic_keeps_the_latest_value_of_each_key(broker: BrokerProc
     with WireClient(broker.port) as client:
         create_topic(client, "profiles", 1, workload.TOPIC_CONFIGS)
     workload.produce(broker.bootstrap, "profiles")
-    wait_for(lambda: cleaned_up_to(broker, "profiles") == ACTIVE_BASE, what="a finished cleaning round")
-    expected = workload.after_cleaning(ACTIVE_BASE)
+    wait_for(lambda: cleaned_up_to(broker, "profiles") == workload.ACTIVE_BASE, what="a finished cleaning round")
+    expected = workload.after_cleaning(workload.ACTIVE_BASE)
     assert len(expected) < workload.RECORDS
     assert workload.consume(broker.bootstrap, "profiles") == expected
     assert not [name for name in partition_files(broker, "profiles") if name.endswith((".cleaned", ".swap"))]
@@ -79,6 +78,6 @@ def test_a_kill_in_the_middle_of_a_round_loses_nothing(tmp_path: Path, monkeypat
         assert any(name.endswith(".cleaned" if point == "cleaned" else ".swap") for name in left), left
         monkeypatch.delenv(STOP_AT_ENV)
         broker.restart(signal.SIGKILL)
-        wait_for(lambda: cleaned_up_to(broker, "orders") == ACTIVE_BASE, what="the round done again")
-        assert workload.consume(broker.bootstrap, "orders") == workload.after_cleaning(ACTIVE_BASE)
+        wait_for(lambda: cleaned_up_to(broker, "orders") == workload.ACTIVE_BASE, what="the round done again")
+        assert workload.consume(broker.bootstrap, "orders") == workload.after_cleaning(workload.ACTIVE_BASE)
         assert not [name for name in partition_files(broker, "orders") if name.endswith((".cleaned", ".swap"))]
