@@ -81,3 +81,31 @@ def test_a_kill_in_the_middle_of_a_round_loses_nothing(tmp_path: Path, monkeypat
         wait_for(lambda: cleaned_up_to(broker, "orders") == workload.ACTIVE_BASE, what="the round done again")
         assert workload.consume(broker.bootstrap, "orders") == workload.after_cleaning(workload.ACTIVE_BASE)
         assert not [name for name in partition_files(broker, "orders") if name.endswith((".cleaned", ".swap"))]
+
+
+def test_consumer_offsets_is_compacted_and_replays_the_latest_commit(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from protocol.records import iter_batches
+    from tests.broker.data_wire import fetch
+
+    # segment.ms=1: nearly every commit rolls a segment of __consumer_offsets
+    overrides = {**OVERRIDES, "log.roll.ms": "1", "offsets.topic.num.partitions": "1"}
+    with BrokerProcess(tmp_path, overrides) as broker:
+        with WireClient(broker.port) as client:
+            create_topic(client, "read", 1)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers",
+                             "enable.auto.commit": False})
+        for offset in range(1, 31):
+            consumer.commit(offsets=[TopicPartition("read", 0, offset)], asynchronous=False)
+        consumer.close()
+        wait_for(lambda: (cleaned_up_to(broker, "__consumer_offsets") or 0) > 20, what="__consumer_offsets cleaned")
+        with WireClient(broker.port) as client:
+            data = bytes(fetch(client, "__consumer_offsets", 0, 0).records or b"")
+        keys = [(r.offset, r.key) for b in iter_batches(data) for r in b.records()]
+        cleaned = [key for offset, key in keys if offset < cleaned_up_to(broker, "__consumer_offsets")]
+        assert len(cleaned) == len(set(cleaned)) and len(keys) < 30
+        broker.restart(signal.SIGKILL)  # the replay reads the compacted log
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers"})
+        assert consumer.committed([TopicPartition("read", 0)], timeout=30)[0].offset == 30
+        consumer.close()
