@@ -457,7 +457,9 @@ def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
     values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
-        values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+        values[f.metadata["property"]] = (str(value).lower() if isinstance(value, bool)
+                                          else repr(value).replace("e+", "E") if isinstance(value, float)  # Java's
+                                          else str(value))
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update(config.explicit_properties)

@@ -1,4 +1,4 @@
-"""One cleaning round of one compacted log, blocking: the cleaner's thread runs it, never the event loop.
+"""One cleaning round of one compacted log, blocking: a cleaner process runs it, never the event loop.
 
 Kafka's algorithm (LogCleaner's Cleaner), on a snapshot of the log's closed segments taken on the loop:
 
@@ -13,8 +13,9 @@ Kafka's algorithm (LogCleaner's Cleaner), on a snapshot of the log's closed segm
    batch left empty is kept as a bare header when it is the last batch of a producer or the last
    batch of the round, so producer state and the round's end offset survive.
 
-Each group is cleaned in the thread and swapped into the log on the loop (PartitionLog.replace_segments)
-before the next group is cleaned, so a round needs spare disk for one group only.
+Each group is cleaned in the cleaner's process and swapped into the log on the loop
+(PartitionLog.replace_segments) before the next group is cleaned, so a round needs spare disk for one
+group only.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.log.common import TopicPartition
+from broker.log.common import DELETED_SUFFIX, TopicPartition, segment_paths
 from broker.log.offset_map import KeyOffsetMap
 from broker.log.segment import LogSegment
-from broker.log.segment_file import BatchInfo, SegmentFile
+from broker.log.segment_file import BatchInfo
 from protocol.errors import ProtocolError
 from protocol.records import LOG_OVERHEAD, Compression, Record, RecordBatch, RecordBatchBuilder, iter_batches
 
@@ -42,18 +43,20 @@ class CleaningError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class SegmentView:
-    """A closed segment as the loop saw it when the round began (its file pinned for the round)."""
+    """A closed segment as the loop saw it when the round began. The cleaner's process opens it by its
+    path (or the `.deleted` name retention may have given it since: the bytes are the same)."""
 
-    segment: LogSegment  # only its file is used off the loop
-    file: SegmentFile
+    base_offset: int
+    path: Path
     size: int
     next_offset: int
     index_bytes: int
     time_index_bytes: int
 
-    @property
-    def base_offset(self) -> int:
-        return self.segment.base_offset
+    @classmethod
+    def of(cls, segment: LogSegment) -> SegmentView:
+        return cls(segment.base_offset, segment.log_path, segment.size, segment.next_offset,
+                   len(segment.index) * 8, len(segment.time_index) * 12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +99,11 @@ class CleaningPlan:
 def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0) -> Iterator[RecordBatch]:
     """The batches of a segment, read `io_buffer_size` bytes at a time (more for a larger batch)."""
     position = start_position
-    with view.file.held() as fd:
+    try:
+        fd = os.open(view.path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(view.path.with_name(view.path.name + DELETED_SUFFIX), os.O_RDONLY)
+    try:
         while position < view.size:
             chunk = os.pread(fd, min(max(io_buffer_size, LOG_OVERHEAD), view.size - position), position)
             consumed = 0
@@ -105,16 +112,18 @@ def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0
                     consumed = batch.position + batch.size
                     yield batch
             except ProtocolError as exc:
-                raise CleaningError(f"{view.file.path} at {position + consumed}: {exc.message}") from exc
+                raise CleaningError(f"{view.path} at {position + consumed}: {exc.message}") from exc
             if consumed == 0:  # one batch larger than the buffer: read exactly it
                 if len(chunk) < LOG_OVERHEAD:
-                    raise CleaningError(f"{view.file.path}: batch header cut short at {position}")
+                    raise CleaningError(f"{view.path}: batch header cut short at {position}")
                 size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
                 if size <= len(chunk) or position + size > view.size:
-                    raise CleaningError(f"{view.file.path}: batch at {position} claims {size} bytes")
+                    raise CleaningError(f"{view.path}: batch at {position} claims {size} bytes")
                 io_buffer_size = size
                 continue
             position += consumed
+    finally:
+        os.close(fd)
 
 
 def build_key_map(job: CleaningJob, key_map: KeyOffsetMap, stats: CleanerStats) -> int:
@@ -183,6 +192,53 @@ def clean_group(job: CleaningJob, plan: CleaningPlan, group: list[SegmentView], 
     return _clean_group(job, group, key_map, plan.end_offset, plan.producer_last_offsets, plan.stats)
 
 
+# --- a round run by calls into the cleaner's process (or a thread) ---------------------------------
+# The key map stays where it was built, between the calls of one round: `begin_round` maps and plans,
+# `clean_next_group` writes one group's `.cleaned` files, `end_round` frees the map and reports.
+
+_ROUNDS: dict[int, tuple[CleaningJob, KeyOffsetMap, CleaningPlan]] = {}
+
+
+def begin_round(round_id: int, job: CleaningJob, key_map_capacity: int) -> tuple[int, list[list[int]]]:
+    """Map and plan; return the round's end offset and each group's segment bases."""
+    key_map = KeyOffsetMap(key_map_capacity)
+    round_plan = plan(job, key_map)
+    _ROUNDS[round_id] = (job, key_map, round_plan)
+    return round_plan.end_offset, [[view.base_offset for view in group] for group in round_plan.groups]
+
+
+def clean_next_group(round_id: int, index: int) -> None:
+    job, key_map, round_plan = _ROUNDS[round_id]
+    clean_group(job, round_plan, round_plan.groups[index], key_map).close()
+
+
+def end_round(round_id: int) -> tuple[CleanerStats, float]:
+    """The round's counts and how full its key map got."""
+    _job, key_map, round_plan = _ROUNDS.pop(round_id)
+    return round_plan.stats, key_map.utilization
+
+
+def open_cleaned(directory: Path, base_offset: int, index_interval_bytes: int, max_index_bytes: int,
+                 now_ms: int) -> LogSegment:
+    """The `.cleaned` segment another process wrote, opened with its indexes (blocking)."""
+    segment = LogSegment.open(directory, base_offset, index_interval_bytes=index_interval_bytes,
+                              max_index_bytes=max_index_bytes, now_ms=now_ms, suffix=CLEANED_SUFFIX)
+    try:
+        segment.load_indexes()
+    except BaseException:
+        segment.close()
+        raise
+    return segment
+
+
+def remove_cleaned_files(directory: Path, base_offset: int) -> None:
+    for path in segment_paths(directory, base_offset):
+        try:
+            os.unlink(path.with_name(path.name + CLEANED_SUFFIX))
+        except FileNotFoundError:
+            pass
+
+
 def remove_segment_files(segment: LogSegment) -> None:
     """Close a cleaned segment that will not be swapped in and remove its files."""
     segment.close()
@@ -210,8 +266,7 @@ def _clean_group(job: CleaningJob, group: list[SegmentView], key_map: KeyOffsetM
         cleaned.time_index.write_all()
         with cleaned.file.held() as fd:
             os.fsync(fd)
-        with group[-1].file.held() as fd:  # retention by file time treats the copy like the original
-            modified = os.fstat(fd).st_mtime_ns
+        modified = _modified_ns(group[-1].path)  # retention by file time treats the copy like the original
         os.utime(cleaned.log_path, ns=(modified, modified))
     except BaseException:
         remove_segment_files(cleaned)
@@ -279,7 +334,14 @@ def _records(batch: RecordBatch, view: SegmentView) -> list[Record]:
     try:
         return list(batch.records())
     except ProtocolError as exc:
-        raise CleaningError(f"{view.file.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
+        raise CleaningError(f"{view.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
+
+
+def _modified_ns(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return os.stat(path.with_name(path.name + DELETED_SUFFIX)).st_mtime_ns
 
 
 def _last_batches_of_producers(views: list[SegmentView], io_buffer_size: int) -> dict[int, int]:

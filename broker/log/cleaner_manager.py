@@ -1,5 +1,6 @@
 """The log cleaner of one log dir (Kafka's LogCleaner and LogCleanerManager): which compacted log to
-clean next, the rounds themselves in `log.cleaner.threads` threads, and `cleaner-offset-checkpoint`.
+clean next, the rounds themselves in `log.cleaner.threads` cleaner processes, and
+`cleaner-offset-checkpoint`.
 
 Every `log.cleaner.backoff.ms` (or at once when woken) each worker takes the filthiest log that is not
 being cleaned: among logs with `compact` in `cleanup.policy`, those whose dirty ratio (bytes above the
@@ -9,20 +10,27 @@ uncleanable part begins at the active segment, the high watermark (Ebb has no tr
 the last stable offset), or the first segment holding a record younger than `min.compaction.lag.ms`.
 
 Choosing and swapping run on the loop (they look at segment metadata only); mapping keys and copying
-batches (broker/log/cleaner.py) run in the cleaner's threads with the segments' files pinned. After a
-round the log's first dirty offset goes to `cleaner-offset-checkpoint` (Kafka's text format, version
-0), which is how a test or an operator sees that a round finished.
+batches (broker/log/cleaner.py) run in a cleaner process, which keeps a round's key map between the
+calls of that round; `clean_filthiest(None)` runs a round in the log's I/O threads instead (tests).
+After a round the log's first dirty offset goes to `cleaner-offset-checkpoint` (Kafka's text format,
+version 0), which is how a test or an operator sees that a round finished.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import itertools
+import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,17 +42,20 @@ from broker.log.cleaner import (
     SWAP_SUFFIX,
     CleaningError,
     CleaningJob,
-    CleaningPlan,
     SegmentView,
-    clean_group,
-    plan,
+    begin_round,
+    clean_next_group,
+    end_round,
+    open_cleaned,
+    remove_cleaned_files,
     remove_segment_files,
 )
 from broker.log.common import CorruptCheckpointError, LogError, TopicPartition
 from broker.log.config import LogManagerConfig
 from broker.log.io import LogIO
 from broker.log.log import Clock, PartitionLog
-from broker.log.offset_map import KeyOffsetMap, key_map_capacity
+from broker.log.offset_map import key_map_capacity
+from broker.log.segment import LogSegment
 
 logger = structlog.get_logger(__name__)
 
@@ -55,6 +66,7 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 STOP_AT_ENV = "EBB_TEST_CLEANER_STOP_AT"
 
 T = TypeVar("T")
+_PR_SET_PDEATHSIG = 1
 ProducerLastOffsets = Callable[[TopicPartition], Mapping[int, int] | None]
 
 
@@ -101,6 +113,16 @@ def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int) -> Lo
     return LogToClean(log, first_dirty, first_uncleanable, clean, cleanable, overdue)
 
 
+def end_with_parent(parent_pid: int) -> None:
+    """In a cleaner process: die with the broker, even when it is SIGKILLed (Linux's parent-death
+    signal; elsewhere the process ends when its pipe to the broker does)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the broker died before the signal was armed
+        os._exit(0)
+
+
 class LogCleaner:
     def __init__(self, log_dir: Path, logs: Callable[[], Mapping[TopicPartition, PartitionLog]],
                  config: LogManagerConfig, io: LogIO, clock: Clock) -> None:
@@ -116,7 +138,10 @@ class LogCleaner:
         self._uncleanable: dict[TopicPartition, str] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._executor: ThreadPoolExecutor | None = None
+        self._processes: list[ProcessPoolExecutor] = []
+        self._round_ids = itertools.count(1)
+        self.key_map_capacity = key_map_capacity(config.cleaner_dedupe_buffer_size, config.cleaner_threads,
+                                                 config.cleaner_io_buffer_load_factor)
         self._stop_at = os.environ.get(STOP_AT_ENV)
         self.rounds = 0  # finished rounds, for tests and metrics
         self.checkpoint = CheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, io, self._checkpoint_snapshot)
@@ -134,29 +159,31 @@ class LogCleaner:
         self._first_dirty = dict(found or {})
         if not (workers and self.config.cleaner_enable):
             return
-        threads = self.config.cleaner_threads
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ebb-log-cleaner")
-        capacity = key_map_capacity(self.config.cleaner_dedupe_buffer_size, threads,
-                                    self.config.cleaner_io_buffer_load_factor)
+        # One process per cleaner "thread": a round's CPU work (decoding, hashing, rebuilding batches)
+        # would hold the interpreter lock the event loop needs. Spawned, not forked: the broker has threads.
+        context = multiprocessing.get_context("spawn")
+        self._processes = [ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=end_with_parent,
+                                               initargs=(os.getpid(),))
+                           for _ in range(self.config.cleaner_threads)]
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._work(KeyOffsetMap(capacity))) for _ in range(threads)]
+        self._tasks = [loop.create_task(self._work(process)) for process in self._processes]
 
     async def shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        for process in self._processes:
+            await asyncio.get_running_loop().run_in_executor(None, partial(process.shutdown, cancel_futures=True))
+        self._processes.clear()
         await self.checkpoint.drain()
 
     def abandon(self) -> None:
         """Stop without waiting (a crash in tests): the `.cleaned` files stay for the next start."""
         for task in self._tasks:
             task.cancel()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        for process in self._processes:
+            process.shutdown(wait=False, cancel_futures=True)
 
     def wake(self) -> None:
         """Look for work now rather than after the backoff."""
@@ -189,10 +216,10 @@ class LogCleaner:
 
     # --- cleaning --------------------------------------------------------------------------------
 
-    async def _work(self, key_map: KeyOffsetMap) -> None:
+    async def _work(self, process: ProcessPoolExecutor) -> None:
         while True:
             try:
-                cleaned = await self.clean_filthiest(key_map)
+                cleaned = await self.clean_filthiest(process)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed round is logged; the next one tries again
@@ -203,83 +230,79 @@ class LogCleaner:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.config.cleaner_backoff_ms / 1000)
 
-    async def clean_filthiest(self, key_map: KeyOffsetMap | None = None) -> bool:
-        """One round on the filthiest log; False when none needed cleaning."""
+    async def clean_filthiest(self, worker: Executor | None = None) -> bool:
+        """One round on the filthiest log in `worker` (a cleaner process; None: the log I/O pool, for
+        tests); False when no log needed cleaning."""
         chosen = self.filthiest()
         if chosen is None:
             return False
-        if key_map is None:
-            key_map = KeyOffsetMap(key_map_capacity(self.config.cleaner_dedupe_buffer_size,
-                                                    self.config.cleaner_threads,
-                                                    self.config.cleaner_io_buffer_load_factor))
         tp = chosen.log.topic_partition
         self._in_progress.add(tp)
         try:
-            await self._clean(chosen, key_map)
-        except (CleaningError, LogError, OSError) as exc:
+            await self._clean(chosen, worker)
+        except (CleaningError, LogError, OSError, BrokenProcessPool) as exc:
             # Kafka marks such a partition uncleanable until restart rather than retrying forever.
             self._uncleanable[tp] = repr(exc)
             logger.error("log cleaning failed; partition left uncleaned until restart", partition=str(tp),
                          error=repr(exc))
         finally:
             self._in_progress.discard(tp)
-            key_map.clear()
         return True
 
-    async def _clean(self, chosen: LogToClean, key_map: KeyOffsetMap) -> None:
+    async def _clean(self, chosen: LogToClean, worker: Executor | None) -> None:
         log = chosen.log
         tp = log.topic_partition
         config = log.config
-        closed = [s for s in log.segments[:-1] if s.base_offset < chosen.first_uncleanable_offset]
-        views = tuple(SegmentView(s, s.file, s.size, s.next_offset, len(s.index) * 8, len(s.time_index) * 12)
-                      for s in closed)
-        job = CleaningJob(tp, log.directory, views, chosen.first_dirty_offset, chosen.first_uncleanable_offset,
-                          self.clock(), config.delete_retention_ms, config.segment_bytes,
-                          config.segment_index_bytes, config.index_interval_bytes,
-                          self.config.cleaner_io_buffer_size, self.producer_last_offsets(tp))
-        for view in views:
-            view.file.pin()
+        closed = {s.base_offset: s for s in log.segments[:-1] if s.base_offset < chosen.first_uncleanable_offset}
+        job = CleaningJob(tp, log.directory, tuple(SegmentView.of(s) for s in closed.values()),
+                          chosen.first_dirty_offset, chosen.first_uncleanable_offset, self.clock(),
+                          config.delete_retention_ms, config.segment_bytes, config.segment_index_bytes,
+                          config.index_interval_bytes, self.config.cleaner_io_buffer_size,
+                          self.producer_last_offsets(tp))
+        logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
+                    first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3))
+        round_id = next(self._round_ids)
+        end_offset, groups = await self._off_loop(worker, begin_round, round_id, job, self.key_map_capacity)
         try:
-            logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
-                        first_uncleanable=chosen.first_uncleanable_offset,
-                        dirty_ratio=round(chosen.cleanable_ratio, 3))
-            round_plan = await self._in_thread(plan, job, key_map)
-            for group in round_plan.groups:
-                if not await self._swap_group(log, job, round_plan, group, key_map):
+            for index, bases in enumerate(groups):
+                if not await self._swap_group(log, job, worker, round_id, index, [closed[b] for b in bases]):
                     logger.info("log changed under the cleaner; round abandoned", partition=str(tp))
                     return
         finally:
-            for view in views:
-                view.file.unpin()
-        self._first_dirty[tp] = round_plan.end_offset
+            stats, utilization = await self._off_loop(worker, end_round, round_id)
+        self._first_dirty[tp] = end_offset
         await self.checkpoint.write()
         self.rounds += 1
-        stats = round_plan.stats
-        logger.info("cleaned log", partition=str(tp), first_dirty=round_plan.end_offset,
-                    groups=len(round_plan.groups), bytes_read=stats.bytes_read, bytes_written=stats.bytes_written,
-                    records_read=stats.records_read, records_kept=stats.records_kept,
-                    key_map_utilization=round(key_map.utilization, 3))
+        logger.info("cleaned log", partition=str(tp), first_dirty=end_offset, groups=len(groups),
+                    bytes_read=stats.bytes_read, bytes_written=stats.bytes_written, records_read=stats.records_read,
+                    records_kept=stats.records_kept, key_map_utilization=round(utilization, 3))
 
-    async def _swap_group(self, log: PartitionLog, job: CleaningJob, round_plan: CleaningPlan,
-                          group: list[SegmentView], key_map: KeyOffsetMap) -> bool:
-        cleaned = await self._in_thread(clean_group, job, round_plan, group, key_map)
+    async def _swap_group(self, log: PartitionLog, job: CleaningJob, worker: Executor | None, round_id: int,
+                          index: int, old: list[LogSegment]) -> bool:
+        await self._off_loop(worker, clean_next_group, round_id, index)
         self._maybe_stop("cleaned")
+        base = old[0].base_offset
         try:
-            swapped = log.replace_segments([v.segment for v in group], cleaned, SWAP_SUFFIX,
-                                           between=lambda: self._maybe_stop("swap"))
+            cleaned = await self._io.run(open_cleaned, log.directory, base, job.index_interval_bytes,
+                                         job.max_index_bytes, job.now_ms)
+        except BaseException:
+            await self._io.run(remove_cleaned_files, log.directory, base)
+            raise
+        try:
+            swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"))
         except LogError:
-            await self._in_thread(remove_segment_files, cleaned)
+            await self._io.run(remove_segment_files, cleaned)
             raise
         if not swapped:
-            await self._in_thread(remove_segment_files, cleaned)
+            await self._io.run(remove_segment_files, cleaned)
             return False
         await log.flush(up_to=log.recovery_point)  # the renames reach the directory on disk
         return True
 
-    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._executor is None:  # cleaning on demand with the workers off (tests)
+    async def _off_loop(self, worker: Executor | None, fn: Callable[..., T], *args: Any) -> T:
+        if worker is None:
             return await self._io.run(fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(worker, fn, *args)
 
     def _maybe_stop(self, point: str) -> None:
         if self._stop_at == point:

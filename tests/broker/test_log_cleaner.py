@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import ConfigError, known_broker_properties, load_config
 from broker.log import InvalidRecordError, LogConfig, LogManagerConfig, ReadBound, TopicPartition
 from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, clean_group, plan
-from broker.log.cleaner_manager import CLEANER_OFFSET_CHECKPOINT, LogCleaner
+from broker.log.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
 from broker.log.offset_map import ENTRY_BYTES, KeyOffsetMap
 from protocol.errors import ErrorCode
 from protocol.records import Compression, RecordBatch, build_batch, iter_batches
@@ -270,8 +271,7 @@ async def _cleaned_but_not_swapped(tmp_path: Path):
     chosen = manager.cleaner.filthiest()
     from broker.log.cleaner import CleaningJob, SegmentView
 
-    views = tuple(SegmentView(s, s.file, s.size, s.next_offset, len(s.index) * 8, len(s.time_index) * 12)
-                  for s in log.segments[:-1])
+    views = tuple(SegmentView.of(s) for s in log.segments[:-1])
     job = CleaningJob(TP, log.directory, views, chosen.first_dirty_offset, chosen.first_uncleanable_offset,
                       manager.clock(), COMPACT.delete_retention_ms, COMPACT.segment_bytes, COMPACT.segment_index_bytes,
                       COMPACT.index_interval_bytes, 4096, {})
@@ -322,5 +322,18 @@ def test_cleaner_settings_have_kafkas_names_and_defaults() -> None:
     defaults = LogManagerConfig()
     assert (defaults.cleaner_enable, defaults.cleaner_dedupe_buffer_size, defaults.cleaner_io_buffer_size,
             defaults.cleaner_backoff_ms) == (True, 128 * 1024 * 1024, 512 * 1024, 15_000)
-    assert LogCleaner  # the service the log manager owns
     assert QUIET.cleaner_enable
+
+
+@pytest.mark.parametrize(("setting", "problem"), [
+    ("log.cleaner.io.max.bytes.per.second=1000000", "does not throttle"),
+    ("log.cleaner.dedupe.buffer.size=100", "too small to hold a single key"),
+    ("log.cleaner.threads=0", "below the minimum 1"),
+    ("log.cleaner.io.buffer.load.factor=1.5", "at most 1"),
+])
+def test_cleaner_settings_ebb_cannot_honour_stop_start_up(tmp_path: Path, setting: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem) as refused:
+        load_config(None, [f"log.dirs={tmp_path}", setting])
+    assert setting.split("=")[0] in str(refused.value)
+    described = known_broker_properties(load_config(None, [f"log.dirs={tmp_path}"]))
+    assert described["log.cleaner.io.max.bytes.per.second"] == "1.7976931348623157E308"  # as Kafka lists it
