@@ -178,6 +178,8 @@ def plan(job: CleaningJob, key_map: KeyOffsetMap) -> CleaningPlan:
     """Map the dirty section and group the segments the round rewrites."""
     stats = CleanerStats()
     end_offset = build_key_map(job, key_map, stats)
+    if end_offset <= job.first_dirty_offset:  # nothing dirty was mapped: nothing to rewrite
+        return CleaningPlan(job.first_dirty_offset, [], {}, stats)
     in_round = [v for v in job.segments if v.base_offset < end_offset]
     producers = job.producer_last_offsets
     if producers is None:

@@ -209,8 +209,10 @@ class LogCleaner:
                     or tp in self._uncleanable):
                 continue
             found = log_to_clean(log, self._first_dirty.get(tp), now)
-            if found.total_bytes > 0 and ((found.needs_compaction_now and found.cleanable_bytes > 0)
-                                          or found.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
+            if found.first_uncleanable_offset <= found.first_dirty_offset or found.total_bytes == 0:
+                continue
+            if ((found.needs_compaction_now and found.cleanable_bytes > 0)
+                    or found.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
                 candidates.append(found)
         return max(candidates, key=lambda c: c.cleanable_ratio, default=None)
 

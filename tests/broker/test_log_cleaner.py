@@ -337,3 +337,16 @@ def test_cleaner_settings_ebb_cannot_honour_stop_start_up(tmp_path: Path, settin
     assert setting.split("=")[0] in str(refused.value)
     described = known_broker_properties(load_config(None, [f"log.dirs={tmp_path}"]))
     assert described["log.cleaner.io.max.bytes.per.second"] == "1.7976931348623157E308"  # as Kafka lists it
+
+
+async def test_a_log_with_nothing_dirty_below_the_high_watermark_is_left_alone(tmp_path: Path) -> None:
+    manager = await open_manager(tmp_path, COMPACT)
+    log = await manager.get_or_create_log(TP)
+    for _ in range(30):
+        await log.append(keyed([(b"k", b"x" * 200)]), leader_epoch=0)
+    log.update_high_watermark(0)  # nothing replicated yet: nothing may be cleaned
+    assert manager.cleaner.filthiest() is None
+    assert not await manager.cleaner.clean_filthiest()
+    log.update_high_watermark(log.log_end_offset)
+    assert await manager.cleaner.clean_filthiest()
+    await manager.shutdown()
