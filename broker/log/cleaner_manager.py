@@ -113,6 +113,12 @@ def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int) -> Lo
     return LogToClean(log, first_dirty, first_uncleanable, clean, cleanable, overdue)
 
 
+def _cleaner_process() -> ProcessPoolExecutor:
+    """Spawned, not forked: the broker has threads."""
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=end_with_parent, initargs=(os.getpid(),))
+
+
 def end_with_parent(parent_pid: int) -> None:
     """In a cleaner process: die with the broker, even when it is SIGKILLed (Linux's parent-death
     signal; elsewhere the process ends when its pipe to the broker does)."""
@@ -160,13 +166,10 @@ class LogCleaner:
         if not (workers and self.config.cleaner_enable):
             return
         # One process per cleaner "thread": a round's CPU work (decoding, hashing, rebuilding batches)
-        # would hold the interpreter lock the event loop needs. Spawned, not forked: the broker has threads.
-        context = multiprocessing.get_context("spawn")
-        self._processes = [ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=end_with_parent,
-                                               initargs=(os.getpid(),))
-                           for _ in range(self.config.cleaner_threads)]
+        # would hold the interpreter lock the event loop needs.
+        self._processes = [_cleaner_process() for _ in range(self.config.cleaner_threads)]
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._work(process)) for process in self._processes]
+        self._tasks = [loop.create_task(self._work(slot)) for slot in range(len(self._processes))]
 
     async def shutdown(self) -> None:
         for task in self._tasks:
@@ -218,12 +221,16 @@ class LogCleaner:
 
     # --- cleaning --------------------------------------------------------------------------------
 
-    async def _work(self, process: ProcessPoolExecutor) -> None:
+    async def _work(self, slot: int) -> None:
         while True:
             try:
-                cleaned = await self.clean_filthiest(process)
+                cleaned = await self.clean_filthiest(self._processes[slot])
             except asyncio.CancelledError:
                 raise
+            except BrokenProcessPool as exc:  # the process died (killed, out of memory): a new one
+                logger.error("log cleaner process died; starting another", error=repr(exc))
+                self._processes[slot] = _cleaner_process()
+                cleaned = False
             except Exception as exc:  # a failed round is logged; the next one tries again
                 logger.error("log cleaner round failed", error=repr(exc))
                 cleaned = False
@@ -242,11 +249,13 @@ class LogCleaner:
         self._in_progress.add(tp)
         try:
             await self._clean(chosen, worker)
-        except (CleaningError, LogError, OSError, BrokenProcessPool) as exc:
-            # Kafka marks such a partition uncleanable until restart rather than retrying forever.
-            self._uncleanable[tp] = repr(exc)
-            logger.error("log cleaning failed; partition left uncleaned until restart", partition=str(tp),
-                         error=repr(exc))
+        except (CleaningError, LogError, OSError) as exc:
+            if self._logs().get(tp) is not chosen.log:  # deleted meanwhile: nothing to mark
+                logger.info("log deleted while being cleaned", partition=str(tp), error=repr(exc))
+            else:  # Kafka marks such a partition uncleanable until restart rather than retrying forever
+                self._uncleanable[tp] = repr(exc)
+                logger.error("log cleaning failed; partition left uncleaned until restart", partition=str(tp),
+                             error=repr(exc))
         finally:
             self._in_progress.discard(tp)
         return True

@@ -109,3 +109,24 @@ def test_consumer_offsets_is_compacted_and_replays_the_latest_commit(tmp_path: P
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers"})
         assert consumer.committed([TopicPartition("read", 0)], timeout=30)[0].offset == 30
         consumer.close()
+
+
+def _cleaner_processes(pid: int) -> list[int]:
+    """The broker's children that run a cleaner (not multiprocessing's resource tracker)."""
+    children = [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                for child in (task / "children").read_text().split()]
+    return [child for child in children if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+def test_a_cleaner_process_that_dies_is_replaced(broker: BrokerProcess) -> None:
+    with WireClient(broker.port) as client:
+        create_topic(client, "before", 1, workload.TOPIC_CONFIGS)
+        create_topic(client, "after", 1, workload.TOPIC_CONFIGS)
+    workload.produce(broker.bootstrap, "before")
+    wait_for(lambda: cleaned_up_to(broker, "before") == workload.ACTIVE_BASE, what="the first round")
+    [cleaner] = _cleaner_processes(broker.process.pid)
+    os.kill(cleaner, signal.SIGKILL)
+    workload.produce(broker.bootstrap, "after")
+    wait_for(lambda: cleaned_up_to(broker, "after") == workload.ACTIVE_BASE, what="a round in a new process")
+    assert workload.consume(broker.bootstrap, "after") == workload.after_cleaning(workload.ACTIVE_BASE)
+    assert cleaner not in _cleaner_processes(broker.process.pid)
