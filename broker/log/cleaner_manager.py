@@ -121,7 +121,7 @@ def _cleaner_process() -> ProcessPoolExecutor:
 
 def end_with_parent(parent_pid: int) -> None:
     """In a cleaner process: die with the broker, even when it is SIGKILLed (Linux's parent-death
-    signal; elsewhere the process ends when its pipe to the broker does)."""
+    signal; elsewhere a killed broker leaves its idle cleaner process behind)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
