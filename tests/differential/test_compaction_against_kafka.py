@@ -3,7 +3,8 @@ after its tombstone; tests/broker/compaction_workload.py) goes to Apache Kafka 4
 the same topic configs; once both cleaners have cleaned every closed segment, the surviving
 (offset, key, value) lists are equal, and so are Fetch answers from offsets inside and around the gaps
 (batch headers and records, decoded) and ListOffsets by time, earliest, latest and max timestamp.
-A record without a key is refused by both alike."""
+A record without a key is refused by both alike. Under compact,delete, DeleteRecords to offsets inside
+gaps, and ListOffsets and Fetch after them, answer alike."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from protocol.messages import CreateTopicsRequest, FetchRequest, ListOffsetsRequest
+from protocol.messages import CreateTopicsRequest, DeleteRecordsRequest, FetchRequest, ListOffsetsRequest
 from protocol.records import iter_batches
 from tests.broker import compaction_workload as workload
 from tests.differential.runner import Peer, compare
@@ -65,36 +66,41 @@ def _batch(batch) -> dict:
             "records": [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records()]}
 
 
-def fetch(peer: Peer, label: str, offset: int, max_bytes: int = 1 << 20) -> None:
+def fetch(peer: Peer, label: str, offset: int, max_bytes: int = 1 << 20, topic: str = "kept") -> None:
     Part = FetchRequest.FetchTopic.FetchPartition
     body = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-                        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="kept", partitions=[
+                        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
                             Part(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)])])
     peer.record(label, Decoded(peer.send(body, 12)))
 
 
-def list_offsets(peer: Peer, label: str, timestamp: int) -> None:
+def list_offsets(peer: Peer, label: str, timestamp: int, topic: str = "kept") -> None:
     Topic = ListOffsetsRequest.ListOffsetsTopic
-    body = ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=5000, topics=[Topic(name="kept", partitions=[
+    body = ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=5000, topics=[Topic(name=topic, partitions=[
         Topic.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
     peer.ask(label, body, 8)
 
 
-def _cleaned(peer: Peer) -> list | None:
+def _cleaned(peer: Peer, topic: str) -> list | None:
     """The records once no key repeats below the active segment (the round is over), else None."""
-    found = workload.consume(f"127.0.0.1:{peer.port}", "kept")
+    found = workload.consume(f"127.0.0.1:{peer.port}", topic)
     keys = [key for offset, key, _ in found if offset < workload.ACTIVE_BASE]
     return found if len(found) < workload.RECORDS and len(keys) == len(set(keys)) else None
 
 
-def compacted_topic(peer: Peer) -> None:
+def _compacted(peer: Peer, topic: str, **configs: str) -> list:
+    """The workload written to a new compacted topic, once cleaned: the surviving records."""
     Topic = CreateTopicsRequest.CreatableTopic
-    configs = [Topic.CreatableTopicConfig(name=k, value=v) for k, v in workload.TOPIC_CONFIGS.items()]
-    peer.send(CreateTopicsRequest(topics=[Topic(name="kept", num_partitions=1, replication_factor=1,
-                                                configs=configs)], timeout_ms=30_000), 7)
-    peer.wait_for_leaders("kept", 1)
-    workload.produce(f"127.0.0.1:{peer.port}", "kept", start_ms=T0)
-    survivors = wait_for(lambda: _cleaned(peer), timeout_s=120, what=f"{peer.name}'s cleaner")
+    settings = [Topic.CreatableTopicConfig(name=k, value=v) for k, v in {**workload.TOPIC_CONFIGS, **configs}.items()]
+    peer.send(CreateTopicsRequest(topics=[Topic(name=topic, num_partitions=1, replication_factor=1,
+                                                configs=settings)], timeout_ms=30_000), 7)
+    peer.wait_for_leaders(topic, 1)
+    workload.produce(f"127.0.0.1:{peer.port}", topic, start_ms=T0)
+    return wait_for(lambda: _cleaned(peer, topic), timeout_s=120, what=f"{peer.name}'s cleaner")
+
+
+def compacted_topic(peer: Peer) -> None:
+    survivors = _compacted(peer, "kept")
     peer.answers.append(("surviving (offset, key, value)", {"records": survivors}))
     error = workload.produce_keyless(f"127.0.0.1:{peer.port}", "kept")
     peer.answers.append(("keyless record", {"error": error.code()}))
@@ -111,6 +117,22 @@ def compacted_topic(peer: Peer) -> None:
         list_offsets(peer, f"list offsets {label}", timestamp)
 
 
-def test_compaction_same_as_kafka(ebb_peer: Peer, kafka_peer: Peer) -> None:
-    unexplained = compare(compacted_topic, ebb_peer, kafka_peer, ALLOWED)
+def delete_records_across_the_gaps(peer: Peer) -> None:
+    """cleanup.policy=compact,delete (no time retention): DeleteRecords to offsets inside gaps."""
+    topic = "kept-deletable"
+    survivors = _compacted(peer, topic, **{"cleanup.policy": "compact,delete", "retention.ms": "-1"})
+    peer.answers.append(("surviving before deletions", {"records": survivors}))
+    gap = next(o for o in range(survivors[0][0], workload.RECORDS) if o not in {s[0] for s in survivors})
+    for label, offset in [("delete into the first gap", survivors[0][0] - 1), ("delete into a later gap", gap)]:
+        Req = DeleteRecordsRequest
+        peer.ask(label, Req(timeout_ms=30_000, topics=[Req.DeleteRecordsTopic(name=topic, partitions=[
+            Req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])]), 2)
+        list_offsets(peer, f"earliest after {label}", -2, topic)
+        fetch(peer, f"fetch at the start after {label}", offset, 200, topic)
+    fetch(peer, "fetch below the start", 0, 200, topic)
+
+
+@pytest.mark.parametrize("scenario", [compacted_topic, delete_records_across_the_gaps], ids=lambda s: s.__name__)
+def test_compaction_same_as_kafka(scenario, ebb_peer: Peer, kafka_peer: Peer) -> None:
+    unexplained = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not unexplained, "\n".join(unexplained)
