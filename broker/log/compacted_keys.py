@@ -10,8 +10,29 @@ from collections.abc import Sequence
 from broker.log.common import InvalidRecordError, TopicPartition
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import RecordBatch
+from protocol.varint import read_varint, read_varlong
 
 _SHOWN = 3  # Kafka's summary names at most the first three record errors
+
+
+def _keyless_records(body: bytes, count: int) -> list[int]:
+    """Indexes of the records whose key is null, reading each record only up to its key length
+    (length, attributes, timestamp delta, offset delta, key length: protocol/record_format.py)."""
+    keyless = []
+    position = 0
+    for index in range(count):
+        length, start = read_varint(body, position)
+        if length < 1 or start + length > len(body):
+            raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record {index} claims {length} bytes")
+        _, after = read_varlong(body, start + 1)
+        _, after = read_varint(body, after)
+        key_length, _ = read_varint(body, after)
+        if key_length == -1:
+            keyless.append(index)
+        position = start + length
+    if position != len(body):
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"{len(body) - position} bytes left over after {count} records")
+    return keyless
 
 
 def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int], tp: TopicPartition) -> None:
@@ -21,7 +42,7 @@ def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int]
         if batch.is_control:
             continue
         try:
-            keyless = [index for index, record in enumerate(batch.records()) if record.key is None]
+            keyless = _keyless_records(bytes(batch.body()), batch.records_count)
         except ProtocolError as exc:
             raise InvalidRecordError(exc.message, exc.error_code) from exc
         if keyless:

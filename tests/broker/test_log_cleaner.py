@@ -350,3 +350,24 @@ async def test_a_log_with_nothing_dirty_below_the_high_watermark_is_left_alone(t
     log.update_high_watermark(log.log_end_offset)
     assert await manager.cleaner.clean_filthiest()
     await manager.shutdown()
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_the_key_check_reads_keys_as_the_record_decoder_does(codec: Compression) -> None:
+    from broker.log.compacted_keys import _keyless_records
+
+    rng = random.Random(int(codec))
+    for _ in range(20):
+        pairs = [(None if rng.random() < 0.3 else os.urandom(rng.randrange(0, 300)),
+                  None if rng.random() < 0.2 else os.urandom(rng.randrange(0, 3000)))
+                 for _ in range(rng.randrange(1, 40))]
+        batch = RecordBatch(keyed(pairs, compression=codec))
+        decoded = [i for i, r in enumerate(batch.records()) if r.key is None]
+        assert _keyless_records(bytes(batch.body()), batch.records_count) == decoded
+    with pytest.raises(InvalidRecordError) as broken:  # a record claiming more bytes than the batch holds
+        from broker.log.compacted_keys import refuse_keyless_records
+
+        data = bytearray(keyed([(b"k", b"v")]))
+        data[61] = 0x7E  # the first record's length varint: 63 bytes
+        refuse_keyless_records(data, [0], TP)
+    assert broken.value.error_code == ErrorCode.CORRUPT_MESSAGE
