@@ -371,3 +371,47 @@ def test_the_key_check_reads_keys_as_the_record_decoder_does(codec: Compression)
         data[61] = 0x7E  # the first record's length varint: 63 bytes
         refuse_keyless_records(data, [0], TP)
     assert broken.value.error_code == ErrorCode.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_rounds_over_time_match_a_model_of_kafkas_rules(tmp_path: Path, seed: int) -> None:
+    """Appends, clock steps and rounds at random; after each round the log holds what Kafka's rules
+    leave: below the round's end the latest record of each key, a tombstone only until the delete
+    horizon its batch got in the first round that kept it; everything from the end on."""
+    rng = random.Random(seed)
+    clock = FakeClock(10**12)
+    manager = await open_manager(tmp_path, replace(COMPACT, delete_retention_ms=1000), clock=clock)
+    log = await manager.get_or_create_log(TP)
+    model: dict[int, tuple[bytes, bytes | None, int]] = {}  # offset -> key, value, batch number
+    horizons: dict[int, int] = {}
+    expired_tombstones = 0
+    for batch_number in range(400):
+        pairs = [(b"k%d" % rng.randrange(40), None if rng.random() < 0.25 else b"v%d" % batch_number + b"x" * 60)
+                 for _ in range(rng.randrange(1, 4))]
+        appended = await log.append(keyed(pairs), leader_epoch=0)
+        for i, (key, value) in enumerate(pairs):
+            model[appended.first_offset + i] = (key, value, batch_number)
+        if rng.random() > 0.08:
+            continue
+        log.update_high_watermark(log.log_end_offset)
+        clock.now += rng.choice([0, 300, 700, 1500, 3000])
+        if not await manager.cleaner.clean_filthiest():
+            continue
+        end = manager.cleaner._first_dirty[TP]
+        latest = {key: offset for offset, (key, _, _) in sorted(model.items()) if offset < end}
+        kept_tombstone_batches = set()
+        for offset, (key, value, number) in sorted(model.items()):
+            if offset >= end:
+                continue
+            expired = value is None and number in horizons and clock.now >= horizons[number]
+            expired_tombstones += expired and latest[key] == offset
+            if latest[key] != offset or expired:
+                del model[offset]
+            elif value is None:
+                kept_tombstone_batches.add(number)
+        for number in kept_tombstone_batches:
+            horizons.setdefault(number, clock.now + 1000)
+        assert records(log) == [(offset, key, value) for offset, (key, value, _) in sorted(model.items())]
+        assert all(b.crc_valid() for b in read_all(log))
+    assert expired_tombstones and len(model) < log.log_end_offset  # the run dropped records and tombstones
+    await manager.shutdown()
