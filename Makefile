@@ -9,13 +9,26 @@ JSSTAMP := $(JS)/node_modules/.installed
 
 .PHONY: test lint bench run clean docker cluster cluster-smoke pipeline-demo
 
-# setup.py builds the compiled parts in place (protocol/*.c on the produce path, the pipeline's record decoder): gcc from Debian when it is missing
+# What `make run` needs: the broker's runtime dependencies (pyproject.toml's `dependencies`) and the `ebb`
+# command in $(VENV)/bin. No extras, no system packages: setup.py builds the compiled parts when a C
+# compiler is there and skips them when not (each has a Python twin).
+RUNSTAMP := $(VENV)/.installed-run
+# The host's pip (22.3+) installs into the venv, pip included, when there is one: venv's own copy of pip
+# (ensurepip) took longer than all the broker's dependencies.
+$(RUNSTAMP): pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c
+	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
+	if $(PYTHON) -m pip --python $(PY) --version >/dev/null 2>&1; then $(PYTHON) -m pip --python $(PY) install -q pip -e .; \
+	else $(PY) -m ensurepip && $(PY) -m pip install -q -e .; fi
+	touch $(RUNSTAMP)
+
+# The tests' and the pipeline's extras on top, and gcc from Debian when it is missing: the tests hold
+# the compiled parts (protocol/*.c on the produce path, the pipeline's record decoder) equal to their
+# Python twins, so `make test` builds them.
 CCBIN  := /usr/bin/gcc
 $(CCBIN):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev \
 	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev; }
-$(STAMP): pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c | $(CCBIN)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(STAMP): $(RUNSTAMP) pyproject.toml setup.py $(wildcard protocol/*.c) pipeline/_recordcols.c | $(CCBIN)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
@@ -36,6 +49,16 @@ APT    := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-reco
 $(ZKJAR):
 	$(APT) || { apt-get update -q && $(APT); }
 
+# promtool, Prometheus' rule checker, for ops/prometheus/alerts.yml (make lint, tests/cluster/test_alert_rules.py):
+# taken out of Debian's prometheus package, which is not installed (that would start a Prometheus server)
+PROMTOOL := $(VENV)/bin/promtool
+PROMDEB  := $(VENV)/prometheus-deb
+$(PROMTOOL): | $(RUNSTAMP)
+	rm -rf $(PROMDEB) && mkdir -p $(PROMDEB)
+	cd $(PROMDEB) && { apt-get download -q prometheus || { apt-get update -q && apt-get download -q prometheus; }; }
+	dpkg-deb --fsys-tarfile $(PROMDEB)/prometheus_*.deb | tar -x -O ./usr/bin/promtool > $@.part
+	chmod +x $@.part && mv $@.part $@ && rm -rf $(PROMDEB)
+
 # Kafka's own Java client and tools for tests/interop: the jars pinned in the pom (Maven caches them in
 # ~/.m2) and the Interop driver, compiled. Java 17 and Maven come from Debian when they are missing.
 INTEROP := tests/interop/java
@@ -55,12 +78,13 @@ $(SPARKKAFKASTAMP): $(SPARKKAFKA)/pom.xml | $(MVN)
 	cd $(SPARKKAFKA) && mvn -q -B package
 	touch $(SPARKKAFKASTAMP)
 
-test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
+test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(PROMTOOL)
 	$(PY) -m pytest tests
 
-lint: $(STAMP)
+lint: $(STAMP) $(PROMTOOL)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
+	$(PROMTOOL) check rules ops/prometheus/alerts.yml
 
 # Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
 bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
@@ -76,6 +100,7 @@ bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
 	$(PY) -m bench.request_latency $(QUICK)
 	$(PY) -m bench.delete_records_cluster $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
+	$(PY) -m bench.start_budgets
 	$(PY) -m bench.scale $(QUICK)
 	$(PY) -m bench.pipeline $(QUICK)
 
@@ -85,7 +110,7 @@ pipeline-demo: $(STAMP)
 	$(PY) -m pipeline.jobs.demo --png pipeline-demo.png
 
 # One broker on 127.0.0.1:9092, data under ./data, no ZooKeeper. Extra settings: make run ARGS="--override k=v"
-run: $(STAMP)
+run: $(RUNSTAMP)
 	$(PY) -m broker --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=data $(ARGS)
 
 clean:

@@ -32,10 +32,11 @@ from pathlib import Path
 from bench.peers import Ebb, Kafka, Tansu, create_topic, machine_line, percentile, ratio
 from bench.produce import produce_load
 from protocol import framing
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest
 
-API_KEY = 21
+API_KEY = ApiKey.DELETE_RECORDS
 VERSION = 3
 SIZE = struct.Struct(">i")
 

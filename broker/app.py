@@ -29,7 +29,7 @@ from broker.replica import ReplicaManager
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
-from broker.topics import TopicManager, topic_id_to_str
+from broker.topics import INTERNAL_TOPICS, TopicManager, topic_id_to_str
 
 if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
@@ -90,7 +90,9 @@ class Broker:
             self._unlock_log_dir()
             raise
         in_cluster = config.zookeeper_connect is not None
-        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults)
+        # Internal topics (committed offsets) keep being written below the free-space threshold.
+        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
+                               reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
         broker_ids = self._alive_ids if in_cluster else None
         self.topics = TopicManager(self.store, self.logs, config, broker_ids=broker_ids,
@@ -99,6 +101,7 @@ class Broker:
         await self.logs.startup()
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
@@ -117,7 +120,7 @@ class Broker:
         await self.server.start()
         self.started_at_ms = int(time.time() * 1000)
         log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
-                 clean_shutdown=self.logs.had_clean_shutdown, topics=len(self.topics.all()))
+                 topics=len(self.topics.all()), **self.logs.previous_stop())
 
     async def stop(self) -> None:
         log.info("broker stopping")

@@ -99,7 +99,8 @@ def cmd_broker(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for these arguments: of the admin commands, only the one named in argv is built whole."""
     parser = argparse.ArgumentParser(prog="ebb", description="Ebb, a Kafka-protocol broker.")
     sub = parser.add_subparsers(dest="command", required=True)
     broker = sub.add_parser("broker", help="run a broker (Kafka property names; see docs/features.md)")
@@ -117,12 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     decode.set_defaults(func=cmd_decode)
     from client.cli import register as register_admin_commands
 
-    register_admin_commands(sub)  # delete-records, topics, configs, offsets, users, acls (client/cli/)
+    register_admin_commands(sub, argv[0] if argv else None)  # delete-records, topics, ... (client/cli/)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(argv).parse_args(argv)
     return args.func(args)
 
 

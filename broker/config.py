@@ -434,6 +434,10 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
         config = LogManagerConfig.from_properties(chosen)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"log manager: {exc}") from None
+    if config.min_free_bytes < 0 or not 0 <= config.min_free_percent < 100:
+        raise ConfigError("log.dir.min.free.bytes must be >= 0 and log.dir.min.free.percent in [0, 100)")
+    if config.free_space_check_interval_ms < 1:
+        raise ConfigError("log.dir.free.space.check.interval.ms must be at least 1")
     if config.open_segments_max < MIN_OPEN_SEGMENTS:
         raise ConfigError(f"ebb.log.open.segments.max: {config.open_segments_max} is below the minimum "
                           f"{MIN_OPEN_SEGMENTS}")

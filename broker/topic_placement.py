@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode
 
 
-class TopicError(Exception):
+class TopicError(CodedError):
     """A topic change refused, with Kafka's error code for it and a message that names the problem."""
-
-    def __init__(self, error_code: ErrorCode, message: str):
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 def assign_replicas(num_partitions: int, replication_factor: int,

@@ -8,16 +8,18 @@ asynchronous removal. Topic-level errors carry the Kafka error code the handlers
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import structlog
 
 from broker.aio import KeyedLocks, uncancellable
-from broker.cluster.store import MetadataStore, NodeExists, NoNode
+from broker.cluster.store import MetadataStore, NodeExists, NoNode, StoreWriteFailed
 from broker.config import BrokerConfig
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
@@ -105,6 +107,26 @@ def new_topic_id() -> uuid.UUID:
             return candidate
 
 
+_Result = TypeVar("_Result")
+
+
+def _storage_failures_answered(fn: Callable[..., Coroutine[Any, Any, _Result]]
+                               ) -> Callable[..., Coroutine[Any, Any, _Result]]:
+    """A change the disk could not take (the metadata store's file, a partition directory) is
+    KAFKA_STORAGE_ERROR for that topic, which clients retry — never a handler failure."""
+
+    @functools.wraps(fn)
+    async def answered(*args: Any, **kwargs: Any) -> _Result:
+        try:
+            return await fn(*args, **kwargs)
+        except StorageError as exc:
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from exc
+        except StoreWriteFailed as exc:
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"The metadata store: {exc}") from exc
+
+    return answered
+
+
 class TopicManager:
     def __init__(self, store: MetadataStore, logs: LogManager, config: BrokerConfig, *,
                  broker_ids: Callable[[], list[int]] | None = None, controlled_deletion: bool = False):
@@ -117,6 +139,9 @@ class TopicManager:
         # collide ('a.b' and 'a_b') share one, so the collision check cannot race. Other topics go on.
         self._locks = KeyedLocks()
         self.config_listeners: list[Callable[[Topic], None]] = []  # called after a topic's configs change
+        # Called with a topic's name as its deletion begins here, before its logs go: whoever holds state
+        # of its partitions (the replicas, the per-topic counters) lets it go, as Kafka drops their metrics.
+        self.deletion_listeners: list[Callable[[str], None]] = []
         # The brokers new replicas may go to: this one alone, or the alive ones in a cluster.
         self.broker_ids: Callable[[], list[int]] = broker_ids or (lambda: [config.node_id])
         # In a cluster a deletion is finished by the controller, not by the broker that marks it.
@@ -156,22 +181,31 @@ class TopicManager:
     async def reconcile(self) -> None:
         """After the logs are loaded: finish interrupted deletions, drop logs of unknown topics, and
         create any missing partition logs."""
+        # A full disk must not keep the broker down: what fails here is logged, and retried by the
+        # next DeleteTopics, the next start, or the first request that needs the log.
         for name in await self._pending_deletions():
             if self.controlled_deletion:
                 continue  # the cluster drops it once it watches the marks (broker/cluster/deletion.py)
             log.info("finishing topic deletion interrupted by a stop", topic=name)
-            await self._delete(name)
+            await self._tolerating_storage_failures(self._delete(name), "topic deletion", topic=name)
         for tp, partition_log in list(self.logs.logs.items()):
             topic = self._topics.get(tp.topic)
             if topic is None or self.config.node_id not in topic.replicas.get(tp.partition, []):
                 log.warning("log of a partition not hosted here scheduled for deletion", partition=str(tp))
-                await self.logs.delete_log(tp)
+                await self._tolerating_storage_failures(self.logs.delete_log(tp), "log deletion", partition=str(tp))
             elif partition_log.topic_id is not None and partition_log.topic_id != topic.topic_id:
                 # Left by a topic deleted (and created again) while this broker was down.
                 log.warning("log of an earlier topic of the same name scheduled for deletion", partition=str(tp))
-                await self.logs.delete_log(tp)
+                await self._tolerating_storage_failures(self.logs.delete_log(tp), "log deletion", partition=str(tp))
         for topic in self._topics.values():
-            await self._ensure_logs(topic)
+            await self._tolerating_storage_failures(self._ensure_logs(topic), "log creation", topic=topic.name)
+
+    @staticmethod
+    async def _tolerating_storage_failures(step: Awaitable[object], what: str, **fields: str) -> None:
+        try:
+            await step
+        except (StorageError, StoreWriteFailed) as exc:
+            log.error(f"{what} failed at start-up; left for later", error=str(exc), **fields)
 
     async def _read_topic(self, name: str) -> Topic:
         assignment = await self.store.get_json(f"/brokers/topics/{name}")
@@ -280,6 +314,7 @@ class TopicManager:
         return clean
 
     @uncancellable
+    @_storage_failures_answered
     async def create(self, name: str, num_partitions: int, replication_factor: int,
                      configs: Mapping[str, str | None] | None = None,
                      assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None = None,
@@ -322,6 +357,7 @@ class TopicManager:
         return next((t for t in self._topics if t != name and _collision_key(t) == key), None)
 
     @uncancellable
+    @_storage_failures_answered
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                              validate_only: bool = False) -> Topic:
         """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs."""
@@ -362,6 +398,7 @@ class TopicManager:
             return topic
 
     @uncancellable
+    @_storage_failures_answered
     async def alter_configs(self, name: str, configs: Mapping[str, str | None] | Callable[[dict], Mapping],
                             validate_only: bool = False) -> Topic:
         """Replace the topic's overrides with `configs` — or with `configs(current overrides)`, computed
@@ -401,17 +438,21 @@ class TopicManager:
                 log.warning("retention after a config change failed", partition=str(tp), error=repr(exc))
 
     @uncancellable
+    @_storage_failures_answered
     async def delete(self, name: str) -> bool:
         """Mark for deletion (the ZooKeeper way, `/admin/delete_topics/<t>`). On one broker the deletion
         follows at once (a crash in between finishes it at start-up): True. In a cluster every broker
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
         removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
         async with self._locks.held(_collision_key(name)):
+            marker = f"/admin/delete_topics/{name}"
             if name not in self._topics:
+                if not self.controlled_deletion and await self.store.exists(marker):
+                    await self._delete(name)  # a deletion a failure left half done: finish it
+                    return True
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
             if not self.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-            marker = f"/admin/delete_topics/{name}"
             try:
                 await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
             except NodeExists:
@@ -428,16 +469,27 @@ class TopicManager:
             topic = self._topics.pop(name, None)
             if topic is not None:
                 self._by_id.pop(topic.topic_id, None)
+            self._deleting(name)
             for tp in list(self.logs.logs):
                 if tp.topic == name:
                     await self.logs.delete_log(tp)
 
+    def _deleting(self, name: str) -> None:
+        for listener in self.deletion_listeners:
+            listener(name)
+
     async def _delete(self, name: str) -> None:
+        """Stop serving the topic, rename its partition directories for removal, then drop it from the
+        store. A failure part way leaves the mark: the next DeleteTopics, or the next start, goes on
+        from where this one stopped."""
         topic = self._topics.pop(name, None)
+        here = {tp for tp in [*self.logs.logs, *self.logs.offline_partitions] if tp.topic == name}
+        self._deleting(name)
         if topic is not None:
             self._by_id.pop(topic.topic_id, None)
-            for tp in topic.partitions():
-                await self.logs.delete_log(tp)
+            here.update(topic.partitions())
+        for tp in sorted(here, key=lambda tp: tp.partition):
+            await self.logs.delete_log(tp)
         for path in (f"/brokers/topics/{name}", f"/config/topics/{name}", f"/admin/delete_topics/{name}"):
             try:
                 await self.store.delete(path, recursive=True)

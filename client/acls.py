@@ -7,22 +7,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from protocol.enums import ApiKey, Operation, PatternType, Permission, ResourceType
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 from .admin import Admin
 from .errors import error_for
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
-RESOURCE_TYPES = {"any": 1, "topic": 2, "group": 3, "cluster": 4, "transactional-id": 5}
-PATTERN_TYPES = {"any": 1, "match": 2, "literal": 3, "prefixed": 4}
-OPERATIONS = {"any": 1, "all": 2, "read": 3, "write": 4, "create": 5, "delete": 6, "alter": 7, "describe": 8,
-              "clusteraction": 9, "describeconfigs": 10, "alterconfigs": 11, "idempotentwrite": 12}
-PERMISSIONS = {"any": 1, "deny": 2, "allow": 3}
+# The words the `ebb acls` command takes for each code (kafka-acls.sh's spellings).
+RESOURCE_TYPES: dict[str, int] = {kind.name.lower().replace("_", "-"): kind for kind in ResourceType}
+PATTERN_TYPES: dict[str, int] = {pattern.name.lower(): pattern for pattern in PatternType}
+OPERATIONS: dict[str, int] = {operation.name.lower().replace("_", ""): operation for operation in Operation}
+PERMISSIONS: dict[str, int] = {permission.name.lower(): permission for permission in Permission}
 
 
-def name_of(table: dict[str, int], code: int) -> str:
+def name_of(table: Mapping[str, int], code: int) -> str:
     return next((name for name, value in table.items() if value == code), str(code))
 
 
@@ -45,7 +46,7 @@ async def create_acls(admin: Admin, acls: list[AclSpec]) -> None:
         resource_type=a.resource_type, resource_name=a.name or "", resource_pattern_type=a.pattern,
         principal=a.principal or "", host=a.host or "*", operation=a.operation, permission_type=a.permission)
         for a in acls])
-    response = await conn.request(request, version=conn.pick_version(CREATE_ACLS))
+    response = await conn.request(request, version=conn.pick_version(ApiKey.CREATE_ACLS))
     for result in response.results:
         if result.error_code:
             raise error_for(result.error_code, result.error_message or "CreateAcls")
@@ -59,7 +60,7 @@ def _filter_fields(f: AclSpec) -> dict:
 async def describe_acls(admin: Admin, acl_filter: AclSpec) -> list[AclSpec]:
     conn = await admin.cluster.any_connection()
     response = await conn.request(DescribeAclsRequest(**_filter_fields(acl_filter)),
-                                  version=conn.pick_version(DESCRIBE_ACLS))
+                                  version=conn.pick_version(ApiKey.DESCRIBE_ACLS))
     if response.error_code:
         raise error_for(response.error_code, response.error_message or "DescribeAcls")
     return [AclSpec(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
@@ -71,7 +72,7 @@ async def delete_acls(admin: Admin, filters: list[AclSpec]) -> list[AclSpec]:
     conn = await admin.cluster.any_connection()
     response = await conn.request(DeleteAclsRequest(filters=[
         DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in filters]),
-        version=conn.pick_version(DELETE_ACLS))
+        version=conn.pick_version(ApiKey.DELETE_ACLS))
     deleted = []
     for result in response.filter_results:
         if result.error_code:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import structlog
 
+from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource, SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterConfigsRequest,
@@ -33,55 +33,15 @@ from .connection import BrokerConnection
 from .delete_records import DeleteRecordsResult, delete_records
 from .errors import KafkaError, UnsupportedVersionError, error_for
 from .types import PartitionKey, TopicInfo, TopicPartition
-from .versions import (
-    ALTER_CONFIGS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    DESCRIBE_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS,
-    LIST_OFFSETS,
-)
 
 log = structlog.get_logger("ebb.client.admin")
 
-# ListOffsets special timestamps.
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3  # the record with the highest timestamp (ListOffsets v7+)
+# ListOffsets special timestamps, as the client's callers name them.
+LATEST = SpecialTimestamp.LATEST
+EARLIEST = SpecialTimestamp.EARLIEST
+MAX_TIMESTAMP = SpecialTimestamp.MAX_TIMESTAMP  # the record with the highest timestamp (ListOffsets v7+)
 
 Share = dict[TopicPartition, int]  # one broker's part of a per-partition request
-
-
-class ResourceType(IntEnum):
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class ConfigSource(IntEnum):
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-    @classmethod
-    def of(cls, value: int) -> ConfigSource:
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class AlterOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 @dataclass
@@ -137,15 +97,15 @@ def _failed_offsets(code: ErrorCode, message: str | None) -> ListOffsetsResult:
     return ListOffsetsResult(-1, error=code, error_message=message)
 
 
-def _dynamic_source(resource_type: ResourceType, name: str) -> ConfigSource:
-    if resource_type == ResourceType.TOPIC:
+def _dynamic_source(resource_type: ConfigResourceType, name: str) -> ConfigSource:
+    if resource_type == ConfigResourceType.TOPIC:
         return ConfigSource.DYNAMIC_TOPIC_CONFIG
-    if resource_type == ResourceType.BROKER_LOGGER:
+    if resource_type == ConfigResourceType.BROKER_LOGGER:
         return ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
     return ConfigSource.DYNAMIC_BROKER_CONFIG if name else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
-def merge_for_alter_configs(current: Mapping[str, ConfigEntry], resource_type: ResourceType, name: str,
+def merge_for_alter_configs(current: Mapping[str, ConfigEntry], resource_type: ConfigResourceType, name: str,
                             updates: Mapping[str, str | None], deletes: Iterable[str]) -> dict[str, str | None]:
     """The full config set for legacy AlterConfigs, which replaces every dynamic value at once.
 
@@ -203,7 +163,7 @@ class Admin:
             conn = await self.cluster.controller_connection()
             request = CreateTopicsRequest(topics=[_creatable(t) for t in pending.values()],
                                           timeout_ms=timeout_ms, validate_only=validate_only)
-            response = await conn.request(request, version=conn.pick_version(CREATE_TOPICS),
+            response = await conn.request(request, version=conn.pick_version(ApiKey.CREATE_TOPICS),
                                           timeout_s=self._request_timeout(timeout_ms))
             retry_code = None
             for r in response.topics:
@@ -256,7 +216,7 @@ class Admin:
 
         async def attempt() -> None:
             conn = await self.cluster.controller_connection()
-            version = conn.pick_version(DELETE_TOPICS)
+            version = conn.pick_version(ApiKey.DELETE_TOPICS)
             if version >= 6:
                 request = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=n) for n in pending],
                                               timeout_ms=timeout_ms)
@@ -303,14 +263,14 @@ class Admin:
 
     # -- configs --
 
-    async def _config_connection(self, resource_type: ResourceType, name: str) -> BrokerConnection:
+    async def _config_connection(self, resource_type: ConfigResourceType, name: str) -> BrokerConnection:
         # Broker configs are owned by that broker; topic configs can be read anywhere.
-        if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and name.isdigit():
+        if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and name.isdigit():
             return await self.cluster.connection(int(name))
         return await self.cluster.any_connection()
 
     async def describe_configs(self, name: str, keys: Iterable[str] | None = None, *,
-                               resource_type: ResourceType = ResourceType.TOPIC,
+                               resource_type: ConfigResourceType = ConfigResourceType.TOPIC,
                                include_synonyms: bool = False) -> dict[str, ConfigEntry]:
         """Configs of one resource (all of them when `keys` is None); raises the resource's error."""
         keys_list = None if keys is None else list(keys)
@@ -322,7 +282,7 @@ class Admin:
                     resource_type=int(resource_type), resource_name=name, configuration_keys=keys_list)],
                 include_synonyms=include_synonyms,
             )
-            response = await conn.request(request, version=conn.pick_version(DESCRIBE_CONFIGS))
+            response = await conn.request(request, version=conn.pick_version(ApiKey.DESCRIBE_CONFIGS))
             result = response.results[0]
             if result.error_code:
                 raise error_for(result.error_code, result.error_message or f"describe configs of {name!r}")
@@ -337,7 +297,8 @@ class Admin:
         return await self.cluster.retry(attempt, what="DescribeConfigs")
 
     async def alter_configs(self, name: str, updates: Mapping[str, str | None] | None = None,
-                            deletes: Iterable[str] = (), *, resource_type: ResourceType = ResourceType.TOPIC,
+                            deletes: Iterable[str] = (), *,
+                            resource_type: ConfigResourceType = ConfigResourceType.TOPIC,
                             validate_only: bool = False) -> None:
         """Set and remove config values of one resource, leaving the others as they are.
 
@@ -350,17 +311,17 @@ class Admin:
         async def attempt() -> None:
             conn = await self._config_connection(resource_type, name)
             response: IncrementalAlterConfigsResponse | AlterConfigsResponse
-            if INCREMENTAL_ALTER_CONFIGS in conn.api_versions:
+            if ApiKey.INCREMENTAL_ALTER_CONFIGS in conn.api_versions:
                 Req = IncrementalAlterConfigsRequest
-                configs = [Req.AlterConfigsResource.AlterableConfig(name=k, config_operation=AlterOp.SET, value=v)
+                configs = [Req.AlterConfigsResource.AlterableConfig(name=k, config_operation=AlterConfigOp.SET, value=v)
                            for k, v in to_set.items()]
-                configs += [Req.AlterConfigsResource.AlterableConfig(name=k, config_operation=AlterOp.DELETE)
+                configs += [Req.AlterConfigsResource.AlterableConfig(name=k, config_operation=AlterConfigOp.DELETE)
                             for k in to_delete]
                 request = Req(resources=[Req.AlterConfigsResource(
                     resource_type=int(resource_type), resource_name=name, configs=configs)],
                     validate_only=validate_only)
-                response = await conn.request(request, version=conn.pick_version(INCREMENTAL_ALTER_CONFIGS))
-            elif ALTER_CONFIGS in conn.api_versions:
+                response = await conn.request(request, version=conn.pick_version(ApiKey.INCREMENTAL_ALTER_CONFIGS))
+            elif ApiKey.ALTER_CONFIGS in conn.api_versions:
                 current = await self.describe_configs(name, resource_type=resource_type)
                 merged = merge_for_alter_configs(current, resource_type, name, to_set, to_delete)
                 Old = AlterConfigsRequest
@@ -368,7 +329,7 @@ class Admin:
                     resource_type=int(resource_type), resource_name=name,
                     configs=[Old.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in merged.items()])],
                     validate_only=validate_only)
-                response = await conn.request(old_request, version=conn.pick_version(ALTER_CONFIGS))
+                response = await conn.request(old_request, version=conn.pick_version(ApiKey.ALTER_CONFIGS))
             else:
                 raise UnsupportedVersionError(f"{conn.address} offers neither IncrementalAlterConfigs nor AlterConfigs")
             result = response.responses[0]
@@ -387,7 +348,7 @@ class Admin:
 
         async def send(conn: BrokerConnection, share: Share) -> dict[TopicPartition, ListOffsetsResult]:
             low = 7 if MAX_TIMESTAMP in share.values() else None
-            version = conn.pick_version(LIST_OFFSETS, low=low)
+            version = conn.pick_version(ApiKey.LIST_OFFSETS, low=low)
             by_topic: dict[str, list] = {}
             for tp, timestamp in share.items():
                 by_topic.setdefault(tp.topic, []).append(

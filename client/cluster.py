@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import structlog
 
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataRequest
 
@@ -29,7 +30,6 @@ from .errors import (
 )
 from .security import ClientSecurity
 from .types import BrokerInfo, ClusterMetadata, PartitionInfo, PartitionKey, PartitionResult, TopicInfo, TopicPartition
-from .versions import METADATA
 
 log = structlog.get_logger("ebb.client.cluster")
 
@@ -193,7 +193,7 @@ class Cluster:
     async def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
         """Ask for the brokers and `topics` (None: every topic; []: none) and merge the answer in."""
         conn = await self.any_connection()
-        version = conn.pick_version(METADATA)
+        version = conn.pick_version(ApiKey.METADATA)
         names = None if topics is None else sorted(set(topics))
         request = MetadataRequest(
             topics=None if names is None else [MetadataRequest.MetadataRequestTopic(name=n) for n in names],

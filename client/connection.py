@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME, decode_response, encode_request
 from protocol.messages import ApiMessage, ApiRequest, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
@@ -29,9 +30,7 @@ from .errors import (
     error_for,
 )
 from .security import AuthenticationError, ClientSecurity, SaslClient
-from .versions import API_VERSIONS, API_VERSIONS_FIRST_TRY, api_name, api_versions_retry, pick_version
-
-SASL_AUTHENTICATE = 36
+from .versions import API_VERSIONS_FIRST_TRY, api_name, api_versions_retry, pick_version
 
 log = structlog.get_logger("ebb.client.connection")
 
@@ -190,20 +189,20 @@ class BrokerConnection:
         mechanism = security.sasl_mechanism or ""
         handshake = await self.request(SaslHandshakeRequest(mechanism=mechanism), version=1)
         if handshake.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address} does not offer SASL {mechanism} "
-                                      f"(it offers {', '.join(handshake.mechanisms)})",
-                                      ErrorCode.from_code(handshake.error_code))
+            raise AuthenticationError(ErrorCode.from_code(handshake.error_code),
+                                      f"{self.address} does not offer SASL {mechanism} "
+                                      f"(it offers {', '.join(handshake.mechanisms)})")
         sasl = SaslClient(security)
-        version = self.pick_version(SASL_AUTHENTICATE)
+        version = self.pick_version(ApiKey.SASL_AUTHENTICATE)
         first = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.first()), version=version)
         if first.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address}: {first.error_message}", ErrorCode.from_code(first.error_code))
+            raise AuthenticationError(ErrorCode.from_code(first.error_code), f"{self.address}: {first.error_message}")
         if mechanism == "PLAIN":
             return
         final = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.answer(bytes(first.auth_bytes))),
                                    version=version)
         if final.error_code != ErrorCode.NONE:
-            raise AuthenticationError(f"{self.address}: {final.error_message}", ErrorCode.from_code(final.error_code))
+            raise AuthenticationError(ErrorCode.from_code(final.error_code), f"{self.address}: {final.error_message}")
         sasl.verify_final(bytes(final.auth_bytes))
 
     # -- requests --
@@ -306,7 +305,7 @@ def _api_key(body: ApiMessage) -> int:
 def _decode(frame: bytes, api_key: int, version: int) -> ApiMessage:
     # An UNSUPPORTED_VERSION ApiVersions reply is always in the v0 layout, whatever we asked for. Its
     # header is v0 (4 bytes) and every version's body starts with the error code, so we can peek.
-    if (api_key == API_VERSIONS and version > 0 and len(frame) >= 6
+    if (api_key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= 6
             and I16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION):
         version = 0
     return decode_response(frame, api_key, version)[1]

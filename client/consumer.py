@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import structlog
 
+from protocol.enums import ApiKey, IsolationLevel
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import FetchRequest
 from protocol.record_format import Buffer
@@ -27,13 +28,10 @@ from .cluster import Cluster
 from .connection import BrokerConnection
 from .errors import MalformedResponseError, OffsetOutOfRangeError, error_for
 from .types import TopicPartition
-from .versions import FETCH
 
 log = structlog.get_logger("ebb.client.consumer")
 
 T = TypeVar("T")
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -88,7 +86,7 @@ def decode_partition(tp: TopicPartition, position: int, records: bytes | bytearr
 class Consumer:
     def __init__(self, bootstrap: str | Sequence[str] | Cluster, *, max_wait_ms: int = 500, min_bytes: int = 1,
                  max_bytes: int = 50 * 2**20, partition_max_bytes: int = 2**20,
-                 isolation_level: int = READ_UNCOMMITTED, **cluster_options):
+                 isolation_level: int = IsolationLevel.READ_UNCOMMITTED, **cluster_options):
         self._owns_cluster = not isinstance(bootstrap, Cluster)
         self.cluster = bootstrap if isinstance(bootstrap, Cluster) else Cluster(bootstrap, **cluster_options)
         self.max_wait_ms = max_wait_ms
@@ -196,7 +194,7 @@ class Consumer:
             isolation_level=self.isolation_level, session_id=0, session_epoch=-1,  # sessionless
             topics=[Req.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
         )
-        response = await conn.request(request, version=conn.pick_version(FETCH),
+        response = await conn.request(request, version=conn.pick_version(ApiKey.FETCH),
                                       timeout_s=self.max_wait_ms / 1000 + conn.request_timeout_s)
         if response.error_code:
             raise error_for(response.error_code, f"Fetch from {conn.address}")

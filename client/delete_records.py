@@ -16,13 +16,14 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest
 
 from .cluster import Cluster
 from .connection import BrokerConnection
 from .types import PartitionKey, TopicPartition
-from .versions import DELETE_RECORDS, broker_max
+from .versions import broker_max
 
 LEADER_ONLY_MIN_VERSION = 3  # DeleteRecords v3: LeaderOnly in the request, LeaderLogStartOffset in the answer
 
@@ -77,14 +78,14 @@ async def delete_records(cluster: Cluster, offsets: Mapping[PartitionKey, int], 
 
     async def send(conn: BrokerConnection, share: dict[TopicPartition, int]) -> dict[TopicPartition, DeletedRecords]:
         if leader_only:
-            top = broker_max(DELETE_RECORDS, conn.api_versions)
+            top = broker_max(ApiKey.DELETE_RECORDS, conn.api_versions)
             if top is None or top < LEADER_ONLY_MIN_VERSION:
                 offered = "does not offer DeleteRecords" if top is None else f"offers DeleteRecords up to v{top}"
                 message = f"broker {conn.address} {offered}; leader-only needs v{LEADER_ONLY_MIN_VERSION}"
                 return {tp: failed_delete(ErrorCode.UNSUPPORTED_VERSION, message) for tp in share}
-            version = conn.pick_version(DELETE_RECORDS, low=LEADER_ONLY_MIN_VERSION)
+            version = conn.pick_version(ApiKey.DELETE_RECORDS, low=LEADER_ONLY_MIN_VERSION)
         else:
-            version = conn.pick_version(DELETE_RECORDS)
+            version = conn.pick_version(ApiKey.DELETE_RECORDS)
         by_topic: dict[str, list] = {}
         for tp, offset in share.items():
             by_topic.setdefault(tp.topic, []).append(

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode, FixedCodeError
 
 
-class KafkaClientError(Exception):
-    """Base of every client error."""
-
-    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-
-    def __init__(self, message: str, error_code: ErrorCode | None = None):
-        super().__init__(message)
-        if error_code is not None:
-            self.error_code = error_code
-        self.message = message
+class KafkaClientError(CodedError):
+    """Base of every client error: (code, message) as protocol.errors.CodedError carries them."""
 
     @property
     def retriable(self) -> bool:
@@ -33,7 +25,7 @@ class KafkaError(KafkaClientError):
 
     def __init__(self, error_code: ErrorCode | int, message: str | None = None):
         code = ErrorCode.from_code(int(error_code))
-        super().__init__(f"{code.name}: {message}" if message else code.name, code)
+        super().__init__(code, f"{code.name}: {message}" if message else code.name)
 
 
 class UnsupportedVersionError(KafkaError):
@@ -79,7 +71,7 @@ def error_for(error_code: ErrorCode | int, message: str | None = None) -> KafkaE
     return cls(message) if cls is not None else KafkaError(code, message)
 
 
-class BrokerConnectionError(KafkaClientError, ConnectionError):
+class BrokerConnectionError(FixedCodeError, KafkaClientError, ConnectionError):
     """The connection to a broker failed. `request_sent` tells whether the request may have reached it."""
 
     error_code = ErrorCode.NETWORK_EXCEPTION
@@ -99,13 +91,13 @@ class ConnectionClosedError(BrokerConnectionError):
     """The connection closed, by either side, before a response arrived."""
 
 
-class RequestTimeoutError(KafkaClientError, TimeoutError):
+class RequestTimeoutError(FixedCodeError, KafkaClientError, TimeoutError):
     """No response within the request timeout. The broker may still have acted on the request."""
 
     error_code = ErrorCode.REQUEST_TIMED_OUT
 
 
-class MalformedResponseError(KafkaClientError):
+class MalformedResponseError(FixedCodeError, KafkaClientError):
     """A response frame that does not decode as the API and version we asked for."""
 
     error_code = ErrorCode.CORRUPT_MESSAGE
@@ -115,7 +107,7 @@ class MalformedResponseError(KafkaClientError):
         return False  # asking again gets the same bytes back
 
 
-class BootstrapError(KafkaClientError, ValueError):
+class BootstrapError(FixedCodeError, KafkaClientError, ValueError):
     """A bootstrap server list we cannot parse."""
 
     error_code = ErrorCode.INVALID_CONFIG

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from protocol.compression import Compression
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest
 from protocol.records import NewRecord, build_batch
@@ -21,7 +22,6 @@ from .cluster import LEADERSHIP_ERRORS, Cluster
 from .connection import BrokerConnection
 from .errors import error_for
 from .types import TopicPartition
-from .versions import PRODUCE
 
 # What a caller may pass as one record: a value, a (key, value) pair, or a NewRecord.
 RecordLike = bytes | tuple[bytes | None, bytes | None] | NewRecord
@@ -116,7 +116,7 @@ class Producer:
                 index=tp.partition, records=batch))
         request = Req(acks=self.acks, timeout_ms=self.timeout_ms,
                       topic_data=[Req.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()])
-        version = conn.pick_version(PRODUCE)
+        version = conn.pick_version(ApiKey.PRODUCE)
         if self.acks == 0:
             await conn.send_only(request, version=version)
             return {tp: ProduceResult(-1) for tp in share}

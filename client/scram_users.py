@@ -12,6 +12,7 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 
+from protocol.enums import ApiKey
 from protocol.messages import (
     AlterUserScramCredentialsRequest,
     DescribeUserScramCredentialsRequest,
@@ -20,8 +21,6 @@ from protocol.messages import (
 from .admin import Admin
 from .errors import error_for
 
-ALTER_USER_SCRAM_CREDENTIALS = 51
-DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
 NAMES = {code: name for name, (code, _) in MECHANISMS.items()}
 DEFAULT_ITERATIONS = 4096  # Kafka's minimum and kafka-configs' default
@@ -50,7 +49,7 @@ async def delete_scram_credential(admin: Admin, user: str, mechanism: str) -> No
 
 async def _alter(admin: Admin, request: AlterUserScramCredentialsRequest) -> None:
     conn = await admin.cluster.any_connection()
-    response = await conn.request(request, version=conn.pick_version(ALTER_USER_SCRAM_CREDENTIALS))
+    response = await conn.request(request, version=conn.pick_version(ApiKey.ALTER_USER_SCRAM_CREDENTIALS))
     for result in response.results:
         if result.error_code:
             raise error_for(result.error_code, result.error_message or f"SCRAM credentials of {result.user!r}")
@@ -61,7 +60,7 @@ async def describe_scram_users(admin: Admin, users: Iterable[str] | None = None)
     names = None if users is None else [DescribeUserScramCredentialsRequest.UserName(name=u) for u in users]
     conn = await admin.cluster.any_connection()
     response = await conn.request(DescribeUserScramCredentialsRequest(users=names),
-                                  version=conn.pick_version(DESCRIBE_USER_SCRAM_CREDENTIALS))
+                                  version=conn.pick_version(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS))
     if response.error_code:
         raise error_for(response.error_code, response.error_message or "DescribeUserScramCredentials")
     found = {}

@@ -15,6 +15,8 @@ import secrets
 import ssl
 from dataclasses import dataclass
 
+from protocol.errors import ErrorCode
+
 from .errors import KafkaClientError
 
 SASL_MECHANISMS = {"PLAIN": None, "SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -64,7 +66,8 @@ class SaslClient:
         fields = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
         nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), fields.get("i", "")
         if not nonce.startswith(self._nonce) or not salt or not iterations.isdigit():
-            raise AuthenticationError(f"malformed SCRAM server-first message {text[:80]!r}")
+            raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                      f"malformed SCRAM server-first message {text[:80]!r}")
         self._salted = hashlib.pbkdf2_hmac(self.hash_name, self.password.encode(), base64.b64decode(salt),
                                            int(iterations))
         without_proof = f"c=biws,r={nonce}"
@@ -77,7 +80,8 @@ class SaslClient:
     def verify_final(self, server_final: bytes) -> None:
         expected = b"v=" + base64.b64encode(self._hmac(self._hmac(self._salted, b"Server Key"), self._auth_message))
         if not hmac.compare_digest(server_final, expected):
-            raise AuthenticationError("the broker's SCRAM signature does not match: it does not hold our credential")
+            raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                      "the broker's SCRAM signature does not match: it does not hold our credential")
 
     def _hmac(self, key: bytes, message: bytes) -> bytes:
         assert self.hash_name is not None

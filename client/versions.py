@@ -9,30 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from protocol.enums import ApiKey
 from protocol.messages import APIS
 
 from .errors import UnsupportedVersionError
-
-API_VERSIONS = 18
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
-METADATA = 3
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DELETE_RECORDS = 21
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-INCREMENTAL_ALTER_CONFIGS = 44
 
 # The version the handshake starts with; a broker that knows only older ones says so (KIP-511).
 API_VERSIONS_FIRST_TRY = 3
 
 _CAPS: dict[int, tuple[int | None, int | None]] = {  # api key -> (min, max) tighter than the codec's
-    PRODUCE: (None, 12),
-    FETCH: (None, 12),
-    METADATA: (1, None),
-    API_VERSIONS: (None, API_VERSIONS_FIRST_TRY),
+    ApiKey.PRODUCE: (None, 12),
+    ApiKey.FETCH: (None, 12),
+    ApiKey.METADATA: (1, None),
+    ApiKey.API_VERSIONS: (None, API_VERSIONS_FIRST_TRY),
 }
 
 
@@ -93,9 +82,9 @@ def api_versions_retry(advertised: Iterable[tuple[int, int, int]]) -> int:
     only safe choice is v0, which every broker reads.
     """
     for api_key, low, high in advertised:
-        if api_key == API_VERSIONS:
+        if api_key == ApiKey.API_VERSIONS:
             try:
-                return pick_version(API_VERSIONS, {API_VERSIONS: (low, high)})
+                return pick_version(ApiKey.API_VERSIONS, {ApiKey.API_VERSIONS: (low, high)})
             except UnsupportedVersionError:
                 return 0
     return 0

@@ -14,6 +14,7 @@ from io import BytesIO
 
 from client import Admin, BrokerConnection, ErrorCode, TopicPartition
 from client.errors import error_for
+from protocol.enums import CoordinatorType
 from protocol.messages import (
     ConsumerProtocolSubscription,
     DescribeGroupsRequest,
@@ -43,7 +44,8 @@ async def _coordinator(admin: Admin, group_id: str) -> BrokerConnection:
     async def attempt() -> BrokerConnection:
         conn = await admin.cluster.any_connection()
         version = conn.pick_version(FindCoordinatorRequest.api_key, high=3)
-        reply = await conn.request(FindCoordinatorRequest(key=group_id, key_type=0), version=version)
+        reply = await conn.request(FindCoordinatorRequest(key=group_id, key_type=CoordinatorType.GROUP),
+                                   version=version)
         if reply.error_code:
             raise error_for(reply.error_code, reply.error_message or f"find the coordinator of {group_id!r}")
         if reply.node_id not in admin.cluster.metadata.brokers:

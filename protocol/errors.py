@@ -1,7 +1,8 @@
-"""Kafka error codes and the one exception a decode may raise.
+"""Kafka error codes, the base of every error that carries one, and the one exception a decode may raise.
 
 Codes, names and retriability are facts of the protocol (Errors.java in Kafka). A code we do not
 list still round-trips as an int; `ErrorCode.from_code` maps it to UNKNOWN_SERVER_ERROR as clients do.
+`CodedError` is the one base for errors that carry (code, message), broker's and client's alike.
 """
 
 from __future__ import annotations
@@ -159,13 +160,31 @@ _RETRIABLE = frozenset({
 })
 
 
-class ProtocolError(Exception):
+class CodedError(Exception):
+    """An error with the Kafka error code it stands for: what a broker answers with, or what a client
+    was answered. Raised as `SomeError(code, message)`; str() is the message."""
+
+    error_code: ErrorCode
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+class FixedCodeError(CodedError):
+    """A CodedError whose class stands for one code (its `error_code` class attribute): raised with
+    the message alone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(type(self).error_code, message)
+
+
+class ProtocolError(CodedError):
     """Bad input on the wire. Carries the Kafka error code a broker should answer with.
 
     This is the only exception a decode raises; callers never need a bare `except`.
     """
 
-    def __init__(self, error_code: ErrorCode, message: str):
-        super().__init__(f"{error_code.name}: {message}")
-        self.error_code = error_code
-        self.message = message
+    def __str__(self) -> str:
+        return f"{self.error_code.name}: {self.message}"

@@ -16,6 +16,8 @@ import struct
 import uuid
 from typing import Literal, overload
 
+from protocol.enums import ApiKey
+
 from .errors import ErrorCode, ProtocolError
 from .framing import Request, encode_response, encode_response_header_into, response_header
 from .messages import FetchResponse, ProduceRequest, RequestHeader
@@ -28,7 +30,6 @@ except ImportError:  # a checkout without a C compiler: the Python reader alone
 
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = _TopicData.PartitionProduceData
-PRODUCE_KEY = 0
 _PRODUCE_FLEXIBLE = 9
 _PRODUCE_TOPIC_IDS = 13
 _FETCH_FLEXIBLE = 12
@@ -147,7 +148,7 @@ def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     """Parse a Produce request frame (no size prefix). `records` are memoryviews into `frame`."""
     r = _Reader(memoryview(frame))
     api_key, version, correlation_id = r.fields(_KEY_VERSION_CORRELATION)
-    if api_key != PRODUCE_KEY:
+    if api_key != ApiKey.PRODUCE:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, f"not a Produce request (api key {api_key})")
     if version not in ProduceRequest.valid_versions:
         raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"Produce v{version} is not supported")
@@ -223,7 +224,7 @@ def encode_produce_response(body, version: int, correlation_id: int) -> list:
     details = _PRODUCE_NO_DETAILS_FLEXIBLE if flexible else _PRODUCE_NO_DETAILS
     end_of_struct = b"\x00" if flexible else b""  # no tagged fields
     out = bytearray(b"\0\0\0\0")
-    out += response_header(PRODUCE_KEY, version, correlation_id)
+    out += response_header(ApiKey.PRODUCE, version, correlation_id)
     out += _array_length(body.responses, flexible)
     for topic in body.responses:
         out += _string_bytes(topic.name, flexible)

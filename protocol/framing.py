@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, Generic, Protocol, TypeVar
 
+from protocol.enums import ApiKey
+
 from . import messages
 from .errors import ErrorCode, ProtocolError
 from .messages import ApiMessage, RequestHeader, ResponseHeader
 from .wire import I16, I32
 
-API_VERSIONS_KEY = 18
 SIZE_BYTES = 4
 DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
 
@@ -29,7 +30,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == API_VERSIONS_KEY:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if api_version in messages.api(api_key).response.flexible_versions else 0
 
@@ -205,7 +206,7 @@ def decode_request(frame_bytes: bytes | bytearray) -> Request[ApiMessage | None]
     if header.client_id is None:
         header.client_id = ""
     if api_version not in api.versions:
-        if api_key == API_VERSIONS_KEY and api_version > api.versions.high:
+        if api_key == ApiKey.API_VERSIONS and api_version > api.versions.high:
             return Request(header, api_key, api_version, header.correlation_id, None)
         raise ProtocolError(
             ErrorCode.UNSUPPORTED_VERSION, f"{api.name} v{api_version} is not supported ({api.versions})"

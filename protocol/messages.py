@@ -1,4 +1,4 @@
-"""Message classes built from the specs at import time, and the registry of APIs.
+"""Message classes built from the specs at import time (their codecs on first use), and the registry of APIs.
 
     from protocol.messages import DeleteRecordsRequest
     req = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(name="t")], timeout_ms=500)
@@ -16,6 +16,7 @@ protocol/_messages.pyi, which `python -m protocol.stubs` writes from the same sp
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -64,14 +65,20 @@ class Struct:
 class VersionView(Generic[_M]):
     """One (message, version): `encode`, `decode`, and construction of instances."""
 
-    def __init__(self, message_class: type[_M], version: int):
+    def __init__(self, message_class: type[_M], version: int, build_codec: Callable[[int], CompiledStruct]):
         self.message_class = message_class
         self.version = version
-        self._codec: CompiledStruct = message_class._codecs[version]  # views exist for valid versions only
+        self._build_codec = build_codec
+        self._codec: CompiledStruct | None = None
 
     @property
     def codec(self) -> CompiledStruct:
-        return self._codec
+        """The compiled parser and builder, made on first use: compiling all ~400 (message, version)
+        pairs up front cost every process (an `ebb` command, the broker) over half a second."""
+        codec = self._codec
+        if codec is None:
+            codec = self._codec = self._build_codec(self.version)
+        return codec
 
     @property
     def flexible(self) -> bool:
@@ -81,10 +88,10 @@ class VersionView(Generic[_M]):
         return self.message_class(**values)
 
     def encode(self, obj: _M) -> bytes:
-        return self._codec.encode(obj)
+        return self.codec.encode(obj)
 
     def decode(self, data: bytes | bytearray | memoryview) -> _M:
-        return self._codec.decode(data)
+        return self.codec.decode(data)
 
     def __repr__(self) -> str:
         return f"{self.message_class.__name__}[{self.version}]"
@@ -115,7 +122,6 @@ class ApiMessage(Struct, metaclass=_MessageMeta):
     api_key: int | None
     valid_versions: Versions
     flexible_versions: Versions
-    _codecs: dict[int, CompiledStruct]
     _views: dict[int, VersionView[Any]]
 
     def encode(self, version: int) -> bytes:
@@ -195,11 +201,11 @@ def _build_message_class(spec: MessageSpec) -> type[ApiMessage]:
         "flexible_versions": spec.flexible_versions,
     })
     assert issubclass(cls, ApiMessage)
-    cls._codecs = {
-        v: CompiledStruct(StructCodec(spec.name, cls, spec.fields, v, spec.flexible_versions, classes))
-        for v in spec.valid_versions
-    }
-    cls._views = {v: VersionView(cls, v) for v in spec.valid_versions}
+
+    def build_codec(version: int) -> CompiledStruct:
+        return CompiledStruct(StructCodec(spec.name, cls, spec.fields, version, spec.flexible_versions, classes))
+
+    cls._views = {v: VersionView(cls, v, build_codec) for v in spec.valid_versions}
     return cls
 
 

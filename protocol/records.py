@@ -18,9 +18,10 @@ CRC-32C over bytes [21, end): base_offset, batch_length and partition_leader_epo
 the leader can stamp offsets and its epoch without recomputing it. The magic byte sits at offset 16 in
 every format, which is how legacy message sets (magic 0 and 1) are told apart.
 
-The broker stays on the header (RecordBatch, iter_batches, assign_offsets, set_log_append_time) and
-decodes records only when it must (RecordBatch.records). Every decoding path raises ProtocolError and
-nothing else.
+The broker stays on the header (RecordBatch, iter_batches, read_header, assign_offsets,
+set_log_append_time) and decodes records only when it must (RecordBatch.records). Every decoding path
+raises ProtocolError and nothing else. This module is the one owner of the layout: the rest of the
+broker reads headers through it (protocol/_batch_scan.c, its compiled twin, is tested equal to it).
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ from protocol.record_format import NO_TIMESTAMP, Buffer, NewRecord, Record, corr
 from protocol.varint import INT32_MAX, write_varint, write_varlong
 
 __all__ = [
-    "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "Compression", "TimestampType",
-    "Record", "NewRecord", "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "build_batch",
-    "iter_batches", "set_log_append_time",
+    "BATCH_FRAMING", "BATCH_HEADER_SIZE", "CODEC_MASK", "CONTROL_BIT", "DELETE_HORIZON_BIT", "FRAMING_SIZE",
+    "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "TIMESTAMP_TYPE_BIT", "TRANSACTIONAL_BIT", "Compression", "TimestampType",
+    "Record", "NewRecord",
+    "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_size_at", "build_batch",
+    "iter_batches", "read_header", "set_log_append_time",
 ]
 
 WritableBuffer = bytearray | memoryview
@@ -49,6 +52,7 @@ BATCH_HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes batch_length does not count
 MAGIC = 2
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+FRAMING_SIZE = 17  # base_offset, batch_length, partition_leader_epoch, magic: alike in every message format
 
 # Field positions inside the header.
 _BASE_OFFSET = 0
@@ -66,19 +70,22 @@ _BASE_SEQUENCE = 53
 _RECORDS_COUNT = 57
 
 # Attribute bits.
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
-_DELETE_HORIZON_BIT = 0x40  # the log cleaner set base_timestamp to the delete horizon (KIP-534)
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40  # the log cleaner set base_timestamp to the delete horizon (KIP-534)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+# batch_length and magic (unsigned) from the first FRAMING_SIZE bytes of a batch or a legacy message
+# set: one unpack in C where a Python call per batch would show (the Produce handler's shape check).
+BATCH_FRAMING = struct.Struct(">8xi4xB")
 _INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
-assert _HEADER.size == BATCH_HEADER_SIZE
+assert _HEADER.size == BATCH_HEADER_SIZE and BATCH_FRAMING.size == FRAMING_SIZE == _MAGIC + 1
 
 
 class BatchHeader(NamedTuple):
@@ -98,8 +105,33 @@ class BatchHeader(NamedTuple):
     base_sequence: int
     records_count: int
 
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes: batch_length + LOG_OVERHEAD."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
 
 _as_header = tuple.__new__  # (BatchHeader, an unpacked tuple): a NamedTuple without its Python-level __new__
+
+
+def read_header(buf: Buffer, position: int = 0) -> BatchHeader:
+    """The header of the batch at `position`, whose BATCH_HEADER_SIZE bytes the caller knows are there
+    (struct.error otherwise). Nothing is checked: for batches already checked once (a segment file)."""
+    return _as_header(BatchHeader, _HEADER.unpack_from(buf, position))
+
+
+def batch_size_at(buf: Buffer, position: int = 0) -> int:
+    """Bytes the batch at `position` claims to take (batch_length + LOG_OVERHEAD), from its first
+    LOG_OVERHEAD bytes; the same field in every message format."""
+    return _INT32.unpack_from(buf, position + _BATCH_LENGTH)[0] + LOG_OVERHEAD
 
 
 class TimestampType(IntEnum):
@@ -188,30 +220,30 @@ class RecordBatch:
 
     @property
     def compression(self) -> Compression:
-        codec = self.attributes & _CODEC_MASK
+        codec = self.attributes & CODEC_MASK
         if codec > Compression.ZSTD:
             raise corrupt(f"record batch at position {self.position} has unknown compression codec {codec}")
         return Compression(codec)
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self.attributes & _TIMESTAMP_TYPE_BIT:
+        if self.attributes & TIMESTAMP_TYPE_BIT:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
+        return bool(self.attributes & TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
+        return bool(self.attributes & CONTROL_BIT)
 
     @property
     def delete_horizon_ms(self) -> int | None:
         """When the log cleaner may drop this batch's tombstones: set (in base_timestamp) the first time
         a cleaner kept tombstones of it; None before."""
-        return self.base_timestamp if self.attributes & _DELETE_HORIZON_BIT else None
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
     last_offset_delta = _header_field(_INT32, _LAST_OFFSET_DELTA)
 
@@ -266,8 +298,8 @@ class RecordBatch:
             raise corrupt(f"record batch at position {position} has records_count {header.records_count}")
         if header.last_offset_delta < 0:
             raise corrupt(f"record batch at position {position} has last_offset_delta {header.last_offset_delta}")
-        if header.attributes & _CODEC_MASK > Compression.ZSTD:
-            codec = header.attributes & _CODEC_MASK
+        if header.attributes & CODEC_MASK > Compression.ZSTD:
+            codec = header.attributes & CODEC_MASK
             raise corrupt(f"record batch at position {position} has unknown compression codec {codec}")
 
     # -- records --
@@ -279,7 +311,7 @@ class RecordBatch:
             raise corrupt(f"record batch at position {self.position} has records_count {count}")
         # One copy of the record section up front: indexing and slicing bytes beats a memoryview.
         body = bytes(self.body())
-        log_append_time = max_timestamp if attributes & _TIMESTAMP_TYPE_BIT else None
+        log_append_time = max_timestamp if attributes & TIMESTAMP_TYPE_BIT else None
         return decode_records(body, count, base_offset, base_timestamp, log_append_time)
 
     def body(self) -> Buffer:
@@ -340,7 +372,7 @@ def assign_offsets(buf: WritableBuffer, position: int, base_offset: int, partiti
 def set_log_append_time(buf: WritableBuffer, position: int, timestamp_ms: int) -> None:
     """Mark the batch at `position` as LogAppendTime with `timestamp_ms`, and recompute its CRC."""
     (attributes,) = _INT16.unpack_from(buf, position + _ATTRIBUTES)
-    _INT16.pack_into(buf, position + _ATTRIBUTES, attributes | _TIMESTAMP_TYPE_BIT)
+    _INT16.pack_into(buf, position + _ATTRIBUTES, attributes | TIMESTAMP_TYPE_BIT)
     _INT64.pack_into(buf, position + _MAX_TIMESTAMP, timestamp_ms)
     end = position + LOG_OVERHEAD + _INT32.unpack_from(buf, position + _BATCH_LENGTH)[0]
     _UINT32.pack_into(buf, position + _CRC, crc32c(memoryview(buf)[position + _ATTRIBUTES : end]))
@@ -439,14 +471,14 @@ class RecordBatchBuilder:
         payload = compress(self.compression, self._body) if self.compression else self._body
         attributes = int(self.compression)
         if self._delete_horizon is not None:
-            attributes |= _DELETE_HORIZON_BIT
+            attributes |= DELETE_HORIZON_BIT
         last_offset_delta = max(self._last_offset_delta, 0) if last_offset is None else last_offset - self.base_offset
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            attributes |= _TIMESTAMP_TYPE_BIT
+            attributes |= TIMESTAMP_TYPE_BIT
         if self.is_transactional:
-            attributes |= _TRANSACTIONAL_BIT
+            attributes |= TRANSACTIONAL_BIT
         if self.is_control:
-            attributes |= _CONTROL_BIT
+            attributes |= CONTROL_BIT
         out = bytearray(BATCH_HEADER_SIZE)
         out += payload
         _HEADER.pack_into(

@@ -2,19 +2,26 @@
 
 Every spec is validated against schemas/meta-schema.json and then against the rules the JSON Schema
 cannot express (tags, nullability, tagged ranges). A bad spec fails loudly with its file and field.
+
+Validating against the meta-schema (and importing jsonschema) cost every process a quarter of a second,
+so `load_all` records a verdict: once the specs as they are now have passed, an empty stamp named by the
+digest of their bytes and the meta-schema's goes into the user's cache directory
+(`$XDG_CACHE_HOME/ebb`, else `~/.cache/ebb`; nothing is kept when it cannot be written). A later load
+of the same bytes skips the meta-schema; any edit changes the digest and validates again. The rules
+of this module run on every load.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import jsonschema
 
 MAX_VERSION = 32767
 PRIMITIVES = frozenset(
@@ -118,6 +125,7 @@ class MessageSpec:
     path: str
 
 
+@cache  # ~9,000 calls for a few hundred distinct names when the classes are built
 def snake_case(name: str) -> str:
     """`LogStartOffset` -> `log_start_offset`, the attribute name a message object uses."""
     name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
@@ -130,20 +138,40 @@ def schemas_dir() -> Path:
 
 
 @cache
+def meta_schema_bytes() -> bytes:
+    return (schemas_dir() / "meta-schema.json").read_bytes()
+
+
+@cache
 def meta_schema() -> dict:
-    return json.loads((schemas_dir() / "meta-schema.json").read_text())
+    return json.loads(meta_schema_bytes())
 
 
 def load_spec_file(path: Path) -> MessageSpec:
+    """One spec, checked against the meta-schema and the rules here."""
+    return _parse_spec(_read_bytes(path), path.name, check_meta_schema=True)
+
+
+def _read_bytes(path: Path) -> bytes:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"{path.name}: not readable as JSON: {exc}") from exc
-    errors = sorted(jsonschema.Draft202012Validator(meta_schema()).iter_errors(raw), key=lambda e: e.path)
-    if errors:
-        first = errors[0]
-        raise SpecError(f"{path.name}: {_describe_path(raw, first.absolute_path)}: {first.message}")
-    return _build_message(raw, path.name)
+        return path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{path.name}: not readable: {exc}") from exc
+
+
+def _parse_spec(data: bytes, filename: str, check_meta_schema: bool) -> MessageSpec:
+    try:
+        raw = json.loads(data)
+    except ValueError as exc:
+        raise SpecError(f"{filename}: not readable as JSON: {exc}") from exc
+    if check_meta_schema:
+        import jsonschema  # only when a verdict is due: its import alone costs ~0.1 s
+
+        errors = sorted(jsonschema.Draft202012Validator(meta_schema()).iter_errors(raw), key=lambda e: e.path)
+        if errors:
+            first = errors[0]
+            raise SpecError(f"{filename}: {_describe_path(raw, first.absolute_path)}: {first.message}")
+    return _build_message(raw, filename)
 
 
 def _describe_path(raw: dict, path) -> str:
@@ -223,15 +251,50 @@ def _check_tags(fields: list[FieldSpec], where: str) -> None:
             seen.add(f.tag)
 
 
+STAMP_PREFIX = "validated-"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ebb"
+
+
+def validated_stamp(files: dict[str, bytes]) -> Path:
+    """Where the verdict for exactly these spec files (name -> bytes) and this meta-schema is kept."""
+    digest = hashlib.sha256()
+    for name, data in [("meta-schema.json", meta_schema_bytes()), *sorted(files.items())]:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return cache_dir() / f"{STAMP_PREFIX}{digest.hexdigest()}"
+
+
+def _record_verdict(stamp: Path) -> None:
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()  # empty: its name is the verdict. Checkouts with other specs keep stamps of their own
+    except OSError:
+        pass  # a read-only install validates on every load, as it did before the stamp
+
+
+def load_directory(directory: Path) -> dict[str, MessageSpec]:
+    """Every spec in `directory`, by message name; the meta-schema is checked unless the stamp for these
+    exact bytes says it passed."""
+    files = {path.name: _read_bytes(path) for path in sorted(directory.glob("*.json"))
+             if path.name != "meta-schema.json"}
+    stamp = validated_stamp(files)
+    already_valid = stamp.exists()
+    specs = {}
+    for filename, data in files.items():
+        spec = _parse_spec(data, filename, check_meta_schema=not already_valid)
+        if spec.name != Path(filename).stem:
+            raise SpecError(f"{filename}: name {spec.name!r} does not match the file name")
+        specs[spec.name] = spec
+    if not already_valid:
+        _record_verdict(stamp)
+    return specs
+
+
 @cache
 def load_all() -> dict[str, MessageSpec]:
     """Every spec in schemas/, by message name."""
-    specs = {}
-    for path in sorted(schemas_dir().glob("*.json")):
-        if path.name == "meta-schema.json":
-            continue
-        spec = load_spec_file(path)
-        if spec.name != path.stem:
-            raise SpecError(f"{path.name}: name {spec.name!r} does not match the file name")
-        specs[spec.name] = spec
-    return specs
+    return load_directory(schemas_dir())

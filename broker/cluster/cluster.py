@@ -78,8 +78,8 @@ class Cluster:
         await self.controller.start()
 
     async def _drop_local(self, name: str) -> None:
-        """A topic marked for deletion: stop serving its partitions here and drop its logs."""
-        self.broker.replicas.forget_topic(name)
+        """A topic marked for deletion: stop serving its partitions here and drop its logs (the replicas
+        let its partitions go first: TopicManager.deletion_listeners)."""
         await self.broker.topics.drop(name)
 
     def keep(self, watch: Watch) -> None:

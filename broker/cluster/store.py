@@ -54,6 +54,11 @@ class StoreUnavailable(StoreError):
     may not have been applied, as with ZooKeeper's ConnectionLoss."""
 
 
+class StoreWriteFailed(StoreUnavailable):
+    """The embedded store could not write its file (a full disk): the change is in memory and reaches
+    the file with the next write that works; the old file stays whole meanwhile."""
+
+
 ChildrenCallback = Callable[[list[str] | None], None]
 DataCallback = Callable[[bytes | None, int | None], None]
 SessionListener = Callable[[], Awaitable[None]]
@@ -206,7 +211,10 @@ class EmbeddedStore(MetadataStore):
                 return  # a write that began after this change covered it
             covered = self._changes
             nodes = [(p, n.data, n.version) for p, n in self._nodes.items() if not n.ephemeral]
-            await _write_snapshot(self.path, nodes)
+            try:
+                await _write_snapshot(self.path, nodes)
+            except OSError as exc:
+                raise StoreWriteFailed(f"cannot write {self.path.name}: {exc!r}") from exc
             self._written = covered
 
     async def get(self, path: str) -> tuple[bytes, int]:
@@ -232,7 +240,8 @@ class EmbeddedStore(MetadataStore):
         elif self._nodes[parent].ephemeral:
             raise StoreError(f"{parent} is ephemeral and cannot have children")  # as ZooKeeper
         self._nodes[path] = Node(data, ephemeral=ephemeral)
-        await self._persist()
+        if missing or not ephemeral:  # ephemeral nodes are not in the file: registering needs no disk space
+            await self._persist()
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
 
     async def put_json_many(self, values: Mapping[str, object]) -> None:
@@ -267,7 +276,8 @@ class EmbeddedStore(MetadataStore):
             raise BadVersion(f"{path}: version {node.version}, expected {version}")
         node.data, node.version = data, node.version + 1
         new_version = node.version
-        await self._persist()
+        if not node.ephemeral:
+            await self._persist()
         self._notify(data_changed=[path])
         return new_version
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from io import BytesIO
 
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.messages import ConsumerProtocolSubscription
 from protocol.wire import MAX_SHORT_STRING_BYTES, fits_short_string
 
@@ -47,13 +47,8 @@ _VALID_PREVIOUS = {
 }
 
 
-class GroupError(Exception):
+class GroupError(CodedError):
     """A group request refused with a Kafka error code."""
-
-    def __init__(self, error_code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or ErrorCode(error_code).name)
-        self.error_code = ErrorCode(error_code)
-        self.message = message
 
 
 def now_ms() -> int:

@@ -6,17 +6,23 @@ whatever partition count it already has. A group lives in partition
 `abs(java String.hashCode(group_id)) % partitions` (Kafka's GroupCoordinator.partitionFor), so all
 of one group's records are ordered in one log.
 
-Writes go through the partition's leader append path, the one Produce uses, then wait in the produce
-purgatory until the high watermark covers them (acks=-1, `offsets.commit.timeout.ms`): offsets
-replicate like any partition. Only then does the in-memory view change, and an entry remembers the
-log offset of its record, so a slower write never overwrites a newer one. At start-up every
-partition is replayed from its log start to its log end (committed offsets, their tombstones,
-group metadata), so a restart — clean or SIGKILL — loses no acknowledged commit.
+Writes go through ReplicaManager.append_records, as Produce's do, with acks=-1 and
+`offsets.commit.timeout.ms`: the ISR must hold min.insync.replicas before the append, and the write
+waits until the high watermark covers it, so offsets replicate like any partition. Only then does the
+in-memory view change, and an entry remembers the log offset of its record, so a slower write never
+overwrites a newer one. At start-up every partition is replayed from its log start to its log end
+(committed offsets, their tombstones, group metadata), so a restart — clean or SIGKILL — loses no
+acknowledged commit.
 
-Append errors are mapped as Kafka maps them for the coordinator: UNKNOWN_TOPIC_OR_PARTITION,
-NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER and
-KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE -> the caller's
-choice (INVALID_COMMIT_OFFSET_SIZE for commits, UNKNOWN_SERVER_ERROR for group metadata).
+Append errors are mapped as Kafka maps them for the coordinator (CoordinatorOperationExceptionHelper;
+the older GroupMetadataManager mapped the same): UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS
+(also after the append) and REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER
+and KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE -> the caller's
+choice (INVALID_COMMIT_OFFSET_SIZE for commits, UNKNOWN_SERVER_ERROR for group metadata). So with
+min.insync.replicas=2 and an ISR of one an OffsetCommit is COORDINATOR_NOT_AVAILABLE and stores
+nothing. Kafka 4.3 answers it the same, but only after `offsets.commit.timeout.ms`: its coordinator
+appends with acks=1 and its high watermark does not move while the ISR is below the minimum
+(KAFKA-15583), a rule Ebb's high watermark does not follow (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import structlog
 from broker.aio import retrieve_exception, run_to_completion
 from broker.group import records
 from broker.group.group import GroupError, now_ms
-from broker.log import LogError, OffsetOutOfRangeError, ReadBound, StorageError
-from broker.replica import PartitionError
+from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
+from broker.replica import AppendOrigin, PartitionError
 from broker.topics import TopicError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import GroupMetadataKey, GroupMetadataValue
@@ -148,29 +154,17 @@ class OffsetsStore:
         index = self.partition_for(group_id)
         timestamp = now_ms() if timestamp is None else timestamp
         data = build_batch([(key, value, [], timestamp) for key, value in entries])
-        replicas = self.broker.replicas
-        try:
-            partition = replicas.partition(OFFSETS_TOPIC, index)
-            result = await partition.append_records_as_leader(memoryview(data), RecordBatch(data))
-        except (PartitionError, LogError) as exc:
-            code = ErrorCode(exc.error_code) if exc.error_code is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+        [result] = await self.broker.replicas.append_records(
+            [(OFFSETS_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
+            timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+        code = result.error_code
+        if code != ErrorCode.NONE:
+            # Leadership moved, or the ISR did not take it in time: the record may be cut from this
+            # log, and the write is not acknowledged.
             mapped = too_large if code in _TOO_LARGE else _COORDINATOR_ERRORS.get(code, code)
-            log.warning("offsets topic append failed", group=group_id, partition=index, error=code.name,
-                        answered=mapped.name, reason=exc.message)
-            raise GroupError(mapped, exc.message) from None
-        needed = result.last_offset + 1
-        if partition.high_watermark < needed:
-            await replicas.produces.wait([partition.topic_partition],
-                                         lambda: partition.high_watermark >= needed or not partition.is_leader,
-                                         self.commit_timeout_ms)
-            # Leadership may have moved meanwhile: then the record may be cut from this log when it
-            # follows the new leader, and the write is not acknowledged (Kafka: NOT_COORDINATOR).
-            if not partition.is_leader:
-                raise GroupError(ErrorCode.NOT_COORDINATOR,
-                                 f"{OFFSETS_TOPIC}-{index}: leadership moved before the write was replicated")
-            if partition.high_watermark < needed:
-                raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                 f"{OFFSETS_TOPIC}-{index}: the write was not replicated in time")
+            log.warning("offsets topic append failed", group=group_id, partition=index, error=ErrorCode(code).name,
+                        answered=ErrorCode(mapped).name, reason=result.error_message)
+            raise GroupError(mapped, result.error_message or "")
         return result.base_offset
 
     async def commit(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset]) -> None:

@@ -3,10 +3,10 @@
 A committed offset is the next offset its group will read, so every record below the smallest
 committed offset of the groups that matter has been consumed by all of them. For each partition led
 here whose topic sets the config (under `cleanup.policy=delete`, internal topics never), the log start
-offset moves up to that offset, capped at the high watermark, the way DeleteRecords moves it: records
-below stop being readable at once (ListOffsets earliest returns the new start, a Fetch below it gets
-OFFSET_OUT_OF_RANGE), whole segments below it go, and the new start is in log-start-offset-checkpoint
-before the round ends.
+offset moves up to that offset, capped at the high watermark, through the replica manager's
+delete_records as a DeleteRecords v3 LeaderOnly request moves it: records below stop being readable at
+once (ListOffsets earliest returns the new start, a Fetch below it gets OFFSET_OUT_OF_RANGE), whole
+segments below it go, and the new start is in log-start-offset-checkpoint before the round ends.
 
 Which groups matter:
 - named groups: every one must have a commit on the partition; one without holds the partition back;
@@ -34,8 +34,9 @@ from collections.abc import Iterable
 import structlog
 
 from broker.group.cluster_commits import gather
-from broker.log import LogError, StartOffsetReason, TopicPartition
+from broker.log import StartOffsetReason, TopicPartition
 from broker.replica import PartitionError
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger("trim")
 
@@ -144,7 +145,7 @@ class CommittedTrimmer:
             for partition in candidates:
                 wanted.setdefault(partition.topic_partition.topic, []).append(partition.topic_partition.partition)
             view = await gather(self.broker, wanted)
-        moved = []
+        wanted_starts: dict[TopicPartition, int] = {}
         for partition in candidates:
             tp, config = partition.topic_partition, partition.log.config
             if view is None:
@@ -160,22 +161,20 @@ class CommittedTrimmer:
             if offset is None:
                 continue
             offset = min(offset, partition.high_watermark)
-            if offset <= partition.log_start_offset:
-                continue
-            try:
-                partition.start_delete_records_on_leader(offset, StartOffsetReason.COMMITTED_OFFSETS)
-            except (LogError, PartitionError) as exc:
-                log.warning("trim failed", partition=str(tp), offset=offset, error=exc.message)
-                continue
-            moved.append(partition)
+            if offset > partition.log_start_offset:
+                wanted_starts[tp] = offset
         result = {}
-        for partition in moved:
-            try:
-                await partition.finish_delete_records(True)
-            except LogError as exc:
-                log.warning("trim not made durable", partition=str(partition.topic_partition), error=exc.message)
-                continue
-            result[partition.topic_partition] = partition.log_start_offset
+        if wanted_starts:
+            # As DeleteRecords LeaderOnly: the round ends with the leader's new starts on disk;
+            # followers take them from their next fetch.
+            outcomes = await self.broker.replicas.delete_records(wanted_starts, timeout_ms=0, leader_only=True,
+                                                                 reason=StartOffsetReason.COMMITTED_OFFSETS)
+            for tp, outcome in outcomes.items():
+                if outcome.error_code == ErrorCode.NONE:
+                    result[tp] = outcome.leader_log_start_offset
+                else:
+                    log.warning("trim failed", partition=str(tp), offset=wanted_starts[tp],
+                                error=ErrorCode(outcome.error_code).name, reason=outcome.message)
         if result:
             log.info("trimmed committed records", partitions={str(tp): o for tp, o in result.items()})
         self.rounds += 1

@@ -8,7 +8,8 @@ unknown ones. INT32_MIN means "not requested".
 
 from __future__ import annotations
 
-from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acls import CLUSTER_NAME
+from protocol.enums import Operation, ResourceType
 
 NOT_REQUESTED = -(2**31)
 

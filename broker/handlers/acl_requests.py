@@ -3,18 +3,9 @@ the checks Kafka makes on them (broker/security/acls.py has the model)."""
 
 from __future__ import annotations
 
-from broker.security.acls import (
-    CLUSTER_NAME,
-    OPERATIONS,
-    WILDCARD,
-    Acl,
-    AclFilter,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-)
+from broker.security.acls import CLUSTER_NAME, OPERATIONS, WILDCARD, Acl, AclFilter
 from broker.security.principal import split
+from protocol.enums import Operation, PatternType, Permission, ResourceType
 
 SECURITY_DISABLED_TEXT = "No authorizer is configured on the broker (authorizer.class.name)"
 

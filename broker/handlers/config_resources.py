@@ -9,19 +9,14 @@ from collections.abc import Iterable
 from broker.config import known_broker_properties
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
-from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType, Synonym
+from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, Synonym
 from broker.topics import TopicError
-from protocol.errors import ErrorCode
+from protocol.enums import ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
+from protocol.errors import CodedError, ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
-
-class ResourceError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str | None):
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+class ResourceError(CodedError):
+    """One config resource refused (its entry in the answer carries the code and message)."""
 
 
 def duplicate_resources(resources) -> set[tuple[int, str]]:
@@ -36,7 +31,7 @@ DUPLICATE_RESOURCE = "Each resource must appear at most once."
 def check_access(broker, request, resource, operation: Operation) -> None:
     """With an authorizer: a topic's configs need `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the
     topic, the broker's on the cluster."""
-    if resource.resource_type == TOPIC:
+    if resource.resource_type == ConfigResourceType.TOPIC:
         if not allowed(broker, request, operation, ResourceType.TOPIC, resource.resource_name):
             raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                 f"{operation.name} on topic '{resource.resource_name}' is needed")

@@ -50,14 +50,13 @@ from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
 from protocol import fastpath
+from protocol.enums import ApiKey, IsolationLevel, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import FetchRequest, FetchResponse
 
-API_KEY = 1
-READ_COMMITTED = 1
+API_KEY = ApiKey.FETCH
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 _TopicResponse = FetchResponse.FetchableTopicResponse
@@ -112,7 +111,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
                              responses=[])
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     follower = replica_id >= 0
-    committed = body.isolation_level == READ_COMMITTED and not follower
+    committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
     if follower:  # a replica's fetch needs CLUSTER_ACTION; a consumer's, READ on each topic
         cluster_ok = allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION)
 

@@ -35,7 +35,7 @@ from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound
 from broker.replica import Partition, PartitionError
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, IsolationLevel, Operation, ResourceType, SpecialTimestamp
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import Request
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -43,12 +43,13 @@ from protocol.records import iter_batches
 
 log = structlog.get_logger("list_offsets")
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2  # answered by any replica, leader or follower (Kafka's fetchOnlyFromLeader=false)
-READ_COMMITTED = 1
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+MIN_VERSION: dict[int, int] = {  # the first version that knows each special timestamp
+    SpecialTimestamp.EARLIEST: 1, SpecialTimestamp.LATEST: 1, SpecialTimestamp.MAX_TIMESTAMP: 7,
+    SpecialTimestamp.EARLIEST_LOCAL: 8, SpecialTimestamp.LATEST_TIERED: 9,
+}
 _TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 _PartitionResponse = _TopicResponse.ListOffsetsPartitionResponse
 
@@ -64,7 +65,7 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
     client = body.replica_id == CONSUMER_REPLICA_ID
     leader_only = body.replica_id != DEBUGGING_REPLICA_ID
-    committed = version >= 2 and body.isolation_level == READ_COMMITTED
+    committed = version >= 2 and body.isolation_level == IsolationLevel.READ_COMMITTED
     topics: list[_TopicResponse] = []
     for topic in body.topics:
         results: list[_PartitionResponse] = []
@@ -105,23 +106,23 @@ async def _offset(broker: BrokerContext,
         last_fetchable = partition.last_stable_offset if committed else partition.high_watermark
     else:
         last_fetchable = partition.log_end_offset
-    if timestamp == LATEST:
+    if timestamp == SpecialTimestamp.LATEST:
         return _PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, timestamp=-1,
                                   offset=last_fetchable, leader_epoch=partition.leader_epoch)
-    if timestamp == LATEST_TIERED:
+    if timestamp == SpecialTimestamp.LATEST_TIERED:
         return _PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1,
                                   leader_epoch=-1)
     found = log_.offset_for_timestamp(timestamp)
     if found is None:
         return _error(index, ErrorCode.NONE)
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp in (SpecialTimestamp.EARLIEST, SpecialTimestamp.EARLIEST_LOCAL):
         return _PartitionResponse(partition_index=index, error_code=ErrorCode.NONE, timestamp=-1,
                                   offset=found.offset, leader_epoch=found.leader_epoch)
     if found.offset >= last_fetchable:
         return _error(index, ErrorCode.NONE)
     record_timestamp: int = found.timestamp
     offset: int = found.offset
-    if timestamp == MAX_TIMESTAMP:  # the log answers with the batch; Kafka names the record
+    if timestamp == SpecialTimestamp.MAX_TIMESTAMP:  # the log answers with the batch; Kafka names the record
         record_timestamp, offset = await _exact_record(broker, partition, offset, record_timestamp)
     if offset >= last_fetchable:
         return _error(index, ErrorCode.NONE)

@@ -45,15 +45,15 @@ from broker.handlers.acl_operations import (
 )
 from broker.handlers.cluster_view import alive_brokers, controller_id, offline_logs, partition_views
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import MetadataRequest, MetadataResponse
 
 log = structlog.get_logger("metadata")
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 ZERO_UUID = uuid.UUID(int=0)
 TopicResult = MetadataResponse.MetadataResponseTopic
 PartitionResult = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition

@@ -23,12 +23,12 @@ from __future__ import annotations
 from broker.group import GroupError, OffsetCommit
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
-API_KEY = 8
+API_KEY = ApiKey.OFFSET_COMMIT
 _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
-API_KEY = 9
+API_KEY = ApiKey.OFFSET_FETCH
 _Group = OffsetFetchResponse.OffsetFetchResponseGroup
 _GroupTopic = _Group.OffsetFetchResponseTopics
 _GroupPartition = _GroupTopic.OffsetFetchResponsePartitions

@@ -24,28 +24,27 @@ from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, CoordinatorType, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
-API_KEY = 10
-GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
+API_KEY = ApiKey.FIND_COORDINATOR
 _Coordinator = FindCoordinatorResponse.Coordinator
 
 
 async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name: str,
                   may_describe: Callable[[str], bool]) -> _Coordinator:
     found = _Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None)
-    if key_type == TRANSACTION_KEY:
+    if key_type == CoordinatorType.TRANSACTION:
         found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         found.error_message = "transactions are not supported by this broker: it has no transaction coordinator"
         return found
-    if key_type == SHARE_KEY:
+    if key_type == CoordinatorType.SHARE:
         found.error_code = ErrorCode.INVALID_REQUEST
         found.error_message = "share groups are not supported by this broker"
         return found
-    if key_type != GROUP_KEY:
+    if key_type != CoordinatorType.GROUP:
         found.error_code = ErrorCode.INVALID_REQUEST
         found.error_message = f"unknown coordinator key type {key_type}"
         return found
@@ -84,7 +83,7 @@ def _coordinator_of(broker: BrokerContext, group_id: str, listener_name: str):
 @handles(API_KEY, "0-6")
 async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponse:
     version, body = request.api_version, request.body
-    key_type = body.key_type if version >= 1 else GROUP_KEY
+    key_type = body.key_type if version >= 1 else CoordinatorType.GROUP
 
     def may_describe(group_id: str) -> bool:
         return allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id)

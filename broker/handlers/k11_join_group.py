@@ -23,12 +23,12 @@ from __future__ import annotations
 from broker.group import JoinRequest
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import JoinGroupRequest, JoinGroupResponse
 
-API_KEY = 11
+API_KEY = ApiKey.JOIN_GROUP
 _Member = JoinGroupResponse.JoinGroupResponseMember
 
 

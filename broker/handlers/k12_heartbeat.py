@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import HeartbeatRequest, HeartbeatResponse
 
-API_KEY = 12
+API_KEY = ApiKey.HEARTBEAT
 
 
 @handles(API_KEY, "0-4")

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
-API_KEY = 13
+API_KEY = ApiKey.LEAVE_GROUP
 _MemberResponse = LeaveGroupResponse.MemberResponse
 
 

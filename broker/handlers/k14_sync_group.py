@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import SyncGroupRequest, SyncGroupResponse
 
-API_KEY = 14
+API_KEY = ApiKey.SYNC_GROUP
 
 
 @handles(API_KEY, "0-5")

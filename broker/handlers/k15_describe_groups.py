@@ -18,12 +18,12 @@ from broker.group import GroupError, GroupState
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
-API_KEY = 15
+API_KEY = ApiKey.DESCRIBE_GROUPS
 _Described = DescribeGroupsResponse.DescribedGroup
 _Member = _Described.DescribedGroupMember
 

@@ -15,12 +15,12 @@ from broker.group import GroupError
 from broker.group.group import GROUP_TYPE
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import ListGroupsRequest, ListGroupsResponse
 
-API_KEY = 16
+API_KEY = ApiKey.LIST_GROUPS
 _Listed = ListGroupsResponse.ListedGroup
 
 

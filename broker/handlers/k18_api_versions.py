@@ -14,11 +14,12 @@ import re
 
 from broker.handlers import REGISTRY, handles
 from broker.handlers.context import BrokerContext
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 

@@ -28,16 +28,16 @@ import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
 from broker.topic_configs import describe_topic_configs
 from broker.topics import MAX_PARTITIONS_PER_REQUEST, TopicError
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 
 log = structlog.get_logger("create_topics")
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigResult = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 

@@ -33,15 +33,15 @@ import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
 from broker.topics import TopicError
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 
 log = structlog.get_logger("delete_topics")
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 ZERO_UUID = uuid.UUID(int=0)
 Result = DeleteTopicsResponse.DeletableTopicResult
 

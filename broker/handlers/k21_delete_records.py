@@ -19,7 +19,10 @@ over the alive replicas; the leader's own on one broker) reaches the requested o
 request waits in the delete-records purgatory, woken when a low watermark moves, for up to
 TimeoutMs; partitions still short then get REQUEST_TIMED_OUT with the low watermark they had when
 the request arrived. On one broker every partition completes at once. All partitions of a request move
-their log start offsets first and then wait for the disk, so one checkpoint write covers them.
+their log start offsets first and then wait for the disk, so one checkpoint write covers them. This
+handler checks what Kafka's KafkaApis checks (version, authorization, existence); the rest, from the
+internal-topic check to the wait, is ReplicaManager.delete_records, which the committed-offset
+trimmer shares.
 
 TimeoutMs <= 0 parks nothing: partitions whose low watermark is short are REQUEST_TIMED_OUT at once
 with the low watermark known then (KAFKA-20560; Kafka answers the same, after a trip through its
@@ -45,20 +48,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import structlog
-
 from broker.handlers import BrokerContext, handles
-from broker.log import LogError
-from broker.replica import PartitionError
+from broker.log import TopicPartition
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
-log = structlog.get_logger("delete_records")
-
-API_KEY = 21
+API_KEY = ApiKey.DELETE_RECORDS
 _TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 _PartitionResult = _TopicResult.DeleteRecordsPartitionResult
 
@@ -81,88 +79,35 @@ async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRe
 async def _delete_records(broker: BrokerContext, body, version: int, leader_only: bool,
                           may_delete: Callable[[str], bool]) -> DeleteRecordsResponse:
     refused = version >= 3 and not broker.config.delete_records_v3_enable
-    asked: dict[tuple[str, int], int] = {}
+    asked: dict[TopicPartition, int] = {}
     for topic in body.topics:
         for p in topic.partitions:
-            asked.pop((topic.name, p.partition_index), None)
-            asked[(topic.name, p.partition_index)] = p.offset
-    by_topic: dict[str, list] = {}
-    pending = []  # (partition, result, offset the low watermark must reach)
-
-    def refuse(result, name: str, index: int, offset: int, exc: PartitionError | LogError) -> None:
-        result.error_code = exc.error_code
-        log.info("delete records refused", partition=f"{name}-{index}", offset=offset,
-                 error=ErrorCode(exc.error_code).name, reason=exc.message)
-
-    started = []  # (partition, result, required, moved, name, index, offset)
-    for (name, index), offset in asked.items():
-        result = _PartitionResult(partition_index=index, low_watermark=-1, error_code=ErrorCode.NONE)
-        if version >= 3:
-            result.leader_log_start_offset = -1
-        by_topic.setdefault(name, []).append(result)
-        topic = broker.topics.get(name)
+            tp = TopicPartition(topic.name, p.partition_index)
+            asked.pop(tp, None)
+            asked[tp] = p.offset
+    answers: dict[TopicPartition, ErrorCode] = {}  # the partitions refused here
+    for tp in asked:
+        topic = broker.topics.get(tp.topic)
         if refused:
-            result.error_code = ErrorCode.UNSUPPORTED_VERSION
-        elif not may_delete(name):  # before existence, so that no one learns which topics exist
-            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif topic is None or index not in topic.replicas:
-            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif topic.internal:
-            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            answers[tp] = ErrorCode.UNSUPPORTED_VERSION
+        elif not may_delete(tp.topic):  # before existence, so that no one learns which topics exist
+            answers[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None or tp.partition not in topic.replicas:
+            answers[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    outcomes = await broker.replicas.delete_records({tp: offset for tp, offset in asked.items() if tp not in answers},
+                                                    body.timeout_ms, leader_only)
+    by_topic: dict[str, list] = {}
+    for tp in asked:
+        outcome = outcomes.get(tp)
+        if outcome is None:
+            result = _PartitionResult(partition_index=tp.partition, low_watermark=-1, error_code=answers[tp])
+            leader_start = -1
         else:
-            try:
-                partition = broker.replicas.partition(name, index)
-                required, moved = partition.start_delete_records_on_leader(offset)
-            except (PartitionError, LogError) as exc:
-                refuse(result, name, index, offset, exc)
-                continue
-            started.append((partition, result, required, moved, name, index, offset))
-    # Every start offset has moved in memory; the first wait below writes the checkpoint with all of
-    # them (group commit), so the others find theirs durable already.
-    for partition, result, required, moved, name, index, offset in started:
-        try:
-            await partition.finish_delete_records(moved)
-            if leader_only and partition.log.durable_log_start_offset < partition.log_start_offset:
-                await broker.logs.start_offsets.write()
-        except (PartitionError, LogError) as exc:
-            refuse(result, name, index, offset, exc)
-            continue
-        result.low_watermark = partition.low_watermark()
+            result = _PartitionResult(partition_index=tp.partition, low_watermark=outcome.low_watermark,
+                                      error_code=outcome.error_code)
+            leader_start = outcome.leader_log_start_offset
         if version >= 3:
-            result.leader_log_start_offset = partition.log_start_offset
-        if not leader_only and result.low_watermark < required:
-            pending.append((partition, result, required))
-    if pending:
-        await _await_low_watermarks(broker, pending, body.timeout_ms, version)
+            result.leader_log_start_offset = leader_start
+        by_topic.setdefault(tp.topic, []).append(result)
     return DeleteRecordsResponse(throttle_time_ms=0, topics=[
         _TopicResult(name=name, partitions=results) for name, results in by_topic.items()])
-
-
-async def _await_low_watermarks(broker: BrokerContext, pending, timeout_ms: int, version: int) -> None:
-    """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset."""
-
-    if timeout_ms > 0:  # nothing to wait for otherwise: the answer is what is known now
-        await broker.replicas.deletions.wait([p.topic_partition for p, _, _ in pending], _reached(pending),
-                                             timeout_ms)
-    for partition, result, required in pending:
-        low = partition.low_watermark()
-        if not partition.is_leader:
-            result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the new leader has the start offset
-            result.low_watermark = -1
-        elif low >= required:
-            result.low_watermark = low
-            if version >= 3:
-                result.leader_log_start_offset = partition.log_start_offset
-            continue
-        else:
-            # Kafka keeps the low watermark seen on arrival.
-            result.error_code = ErrorCode.REQUEST_TIMED_OUT
-        if version >= 3:
-            result.leader_log_start_offset = -1  # -1 on every error (KIP-1343)
-
-
-def _reached(pending):
-    def reached() -> bool:
-        return all(not p.is_leader or p.low_watermark() >= required for p, _, required in pending)
-
-    return reached

@@ -22,14 +22,14 @@ from broker.cluster.store import StoreError
 from broker.handlers import BrokerContext, handles
 from broker.replica.producer_ids import ProducerIdsExhausted
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 log = structlog.get_logger("init_producer_id")
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 

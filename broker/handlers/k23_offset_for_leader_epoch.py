@@ -18,12 +18,12 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.replica import PartitionError
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-API_KEY = 23
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 _TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EpochEndOffset = _TopicResult.EpochEndOffset
 

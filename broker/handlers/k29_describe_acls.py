@@ -12,11 +12,11 @@ from __future__ import annotations
 from broker.handlers import handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, filter_from
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeAclsResponse
 
-API_KEY = 29
+API_KEY = ApiKey.DESCRIBE_ACLS
 
 
 @handles(API_KEY, "1-3")

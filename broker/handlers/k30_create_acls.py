@@ -5,19 +5,21 @@ permission, ANY/MATCH, an operation the resource type does not have, a cluster r
 kafka-cluster, or a principal without a type is INVALID_REQUEST for that ACL; the others are stored
 (broker/security/authorizer.py) and every broker enforces them at once.
 
-Errors: NONE, SECURITY_DISABLED (no authorizer), CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST.
+Errors: NONE, SECURITY_DISABLED (no authorizer), CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST,
+KAFKA_STORAGE_ERROR (the metadata store's file could not be written: a full disk; adding again is safe).
 """
 
 from __future__ import annotations
 
+from broker.cluster.store import StoreWriteFailed
 from broker.handlers import handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, acl_from
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.messages import CreateAclsResponse
 
-API_KEY = 30
+API_KEY = ApiKey.CREATE_ACLS
 
 
 @handles(API_KEY, "1-3")
@@ -40,5 +42,10 @@ async def create_acls(broker, request) -> CreateAclsResponse:
         except InvalidAcl as exc:
             results.append(CreateAclsResponse.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST,
                                                                 error_message=str(exc)))
-    await broker.authorizer.add(valid)
+    try:
+        await broker.authorizer.add(valid)
+    except StoreWriteFailed as exc:
+        for result in results:
+            if result.error_code == ErrorCode.NONE:
+                result.error_code, result.error_message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
     return CreateAclsResponse(throttle_time_ms=0, results=results)

@@ -3,19 +3,21 @@
 Deletes every ACL each filter matches and lists them per filter. Needs ALTER on the CLUSTER.
 
 Errors: NONE, SECURITY_DISABLED (no authorizer), CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST (an
-unknown enum value in a filter).
+unknown enum value in a filter), KAFKA_STORAGE_ERROR (the metadata store's file could not be written:
+a full disk; deleting again is safe).
 """
 
 from __future__ import annotations
 
+from broker.cluster.store import StoreWriteFailed
 from broker.handlers import handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, filter_from
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteAclsResponse
 
-API_KEY = 31
+API_KEY = ApiKey.DELETE_ACLS
 Result = DeleteAclsResponse.DeleteAclsFilterResult
 
 
@@ -46,5 +48,11 @@ async def delete_acls(broker, request) -> DeleteAclsResponse:
                                          pattern_type=int(a.pattern), principal=a.principal, host=a.host,
                                          operation=int(a.operation), permission_type=int(a.permission))
             for a in matched]))
-    await broker.authorizer.remove(list(dict.fromkeys(doomed)))
+    try:
+        await broker.authorizer.remove(list(dict.fromkeys(doomed)))
+    except StoreWriteFailed as exc:
+        for result in results:
+            if result.error_code == ErrorCode.NONE:
+                result.error_code, result.error_message, result.matching_acls = \
+                    ErrorCode.KAFKA_STORAGE_ERROR, str(exc), []
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)

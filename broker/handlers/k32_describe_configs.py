@@ -24,23 +24,20 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
-    BROKER,
-    BROKER_LOGGER,
-    TOPIC,
     ResourceError,
     broker_config_entries,
     check_access,
     check_broker_name,
     logger_config_entries,
 )
-from broker.security.acls import Operation
 from broker.topic_configs import ConfigEntry, describe_topic_configs
 from broker.topics import TopicError, validate_topic_name
+from protocol.enums import ApiKey, ConfigResourceType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
 SynonymEntry = Entry.DescribeConfigsSynonym
@@ -72,7 +69,7 @@ async def describe_configs(broker: BrokerContext, request: Request[DescribeConfi
 
 def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
     kind, name = resource.resource_type, resource.resource_name
-    if kind == TOPIC:
+    if kind == ConfigResourceType.TOPIC:
         try:
             validate_topic_name(name)
         except TopicError as exc:
@@ -81,10 +78,10 @@ def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
         if topic is None:
             raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         return describe_topic_configs(topic.configs, topic.log_config, broker.config.explicit_properties)
-    if kind == BROKER:
+    if kind == ConfigResourceType.BROKER:
         check_broker_name(broker, name)
         return broker_config_entries(broker) if name else []
-    if kind == BROKER_LOGGER:
+    if kind == ConfigResourceType.BROKER_LOGGER:
         check_broker_name(broker, name, empty_allowed=False)
         return logger_config_entries(broker)
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")

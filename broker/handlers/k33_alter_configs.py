@@ -22,8 +22,6 @@ import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
-    BROKER,
-    TOPIC,
     ResourceError,
     alter_each,
     check_access,
@@ -31,15 +29,15 @@ from broker.handlers.config_resources import (
     check_broker_name,
     refuse_broker_changes,
 )
-from broker.security.acls import Operation
 from broker.topics import validate_topic_name
+from protocol.enums import ApiKey, ConfigResourceType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 
 log = structlog.get_logger("alter_configs")
 
-API_KEY = 33
+API_KEY = ApiKey.ALTER_CONFIGS
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
@@ -54,11 +52,11 @@ async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequ
 async def _alter(broker: BrokerContext, request, resource, validate_only: bool) -> None:
     check_access(broker, request, resource, Operation.ALTER_CONFIGS)
     check_alterations(resource.configs)
-    if resource.resource_type == TOPIC:
+    if resource.resource_type == ConfigResourceType.TOPIC:
         validate_topic_name(resource.resource_name)
         await broker.topics.alter_configs(resource.resource_name, {c.name: c.value for c in resource.configs},
                                           validate_only=validate_only)
-    elif resource.resource_type == BROKER:
+    elif resource.resource_type == ConfigResourceType.BROKER:
         check_broker_name(broker, resource.resource_name)
         refuse_broker_changes(c.name for c in resource.configs)
     else:

@@ -13,11 +13,12 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.security.errors import AuthenticationFailed
 from broker.security.sasl_session import SaslSession
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 
-API_KEY = 36
+API_KEY = ApiKey.SASL_AUTHENTICATE
 
 
 @handles(API_KEY, "0-2")

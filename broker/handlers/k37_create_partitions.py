@@ -21,15 +21,15 @@ import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
 from broker.topics import TopicError
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
 log = structlog.get_logger("create_partitions")
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 

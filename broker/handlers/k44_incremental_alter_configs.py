@@ -27,9 +27,6 @@ import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
-    BROKER,
-    BROKER_LOGGER,
-    TOPIC,
     ResourceError,
     alter_each,
     check_access,
@@ -37,19 +34,18 @@ from broker.handlers.config_resources import (
     check_broker_name,
     refuse_broker_changes,
 )
-from broker.security.acls import Operation
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from broker.topics import validate_topic_name
+from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 log = structlog.get_logger("incremental_alter_configs")
 
-API_KEY = 44
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-OPERATION_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+_OPERATIONS = frozenset(AlterConfigOp)
 
 
 @handles(API_KEY, "0-1")
@@ -63,11 +59,11 @@ async def incremental_alter_configs(broker: BrokerContext, request: Request[Incr
 
 async def _alter(broker: BrokerContext, request, resource, validate_only: bool) -> None:
     check_access(broker, request, resource, Operation.ALTER_CONFIGS)
-    check_alterations(resource.configs, null_allowed_for_op=DELETE)
-    unknown = [c.config_operation for c in resource.configs if c.config_operation not in OPERATION_NAMES]
+    check_alterations(resource.configs, null_allowed_for_op=AlterConfigOp.DELETE)
+    unknown = [c.config_operation for c in resource.configs if c.config_operation not in _OPERATIONS]
     if unknown:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {unknown[0]}")
-    if resource.resource_type == TOPIC:
+    if resource.resource_type == ConfigResourceType.TOPIC:
         validate_topic_name(resource.resource_name)
         topic = broker.topics.get(resource.resource_name)
         if topic is None:
@@ -78,10 +74,10 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
             return apply_operations(broker, current, resource.configs)
 
         await broker.topics.alter_configs(topic.name, change, validate_only=validate_only)
-    elif resource.resource_type == BROKER:
+    elif resource.resource_type == ConfigResourceType.BROKER:
         check_broker_name(broker, resource.resource_name)
         refuse_broker_changes(c.name for c in resource.configs)
-    elif resource.resource_type == BROKER_LOGGER:
+    elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
         check_broker_name(broker, resource.resource_name, empty_allowed=False)
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Ebb cannot change log levels at runtime; set log.level")
     else:
@@ -92,20 +88,20 @@ def apply_operations(broker: BrokerContext, overrides: dict[str, str], operation
     """The topic's overrides after the operations (validated afterwards as a whole)."""
     for op in operations:
         key, operation = op.name, op.config_operation
-        if operation == SET:
+        if operation == AlterConfigOp.SET:
             overrides[key] = op.value
-        elif operation == DELETE:
+        elif operation == AlterConfigOp.DELETE:
             overrides.pop(key, None)
         else:
             if not is_list(key):
-                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Can't {OPERATION_NAMES[operation]} to key {key} "
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Can't {AlterConfigOp(operation).name} to key {key} "
                                     "because its type is not LIST.")
             current = overrides[key] if key in overrides else _default(broker, key)
             items = [i.strip() for i in (current or "").split(",") if i.strip()]
             for item in (i.strip() for i in op.value.split(",")):
-                if operation == APPEND and item and item not in items:
+                if operation == AlterConfigOp.APPEND and item and item not in items:
                     items.append(item)
-                elif operation == SUBTRACT and item in items:
+                elif operation == AlterConfigOp.SUBTRACT and item in items:
                     items.remove(item)
             overrides[key] = ",".join(items)
     return overrides

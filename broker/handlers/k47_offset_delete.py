@@ -15,12 +15,12 @@ from __future__ import annotations
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 
-API_KEY = 47
+API_KEY = ApiKey.OFFSET_DELETE
 _Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _Partition = _Topic.OffsetDeleteResponsePartition
 

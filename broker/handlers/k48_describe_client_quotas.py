@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 
-API_KEY = 48
+API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 ENTITY_TYPES = ("user", "client-id", "ip")
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
 

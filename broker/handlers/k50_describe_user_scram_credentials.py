@@ -13,14 +13,14 @@ from collections import Counter
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
 from broker.security.scram import MECHANISMS
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeUserScramCredentialsRequest
 from protocol.messages import DescribeUserScramCredentialsResponse as Response
 
-API_KEY = 50
+API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 
 
 @handles(API_KEY, "0")

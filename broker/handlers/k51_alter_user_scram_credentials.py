@@ -6,23 +6,25 @@ metadata store. A user's changes apply together or not at all; one result per us
 
 Errors: NONE; UNACCEPTABLE_CREDENTIAL (empty user name, empty salt or salted password, iterations
 outside 4096-16384); UNSUPPORTED_SASL_MECHANISM (unknown mechanism code); DUPLICATE_RESOURCE (a user
-and mechanism named twice); RESOURCE_NOT_FOUND (deleting a credential that does not exist).
+and mechanism named twice); RESOURCE_NOT_FOUND (deleting a credential that does not exist);
+KAFKA_STORAGE_ERROR (the metadata store's file could not be written: a full disk).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from broker.cluster.store import StoreWriteFailed
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed_on_cluster
-from broker.security.acls import Operation
 from broker.security.scram import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import AlterUserScramCredentialsRequest
 from protocol.messages import AlterUserScramCredentialsResponse as Response
 
-API_KEY = 51
+API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 
 
 def _upsert_error(upsert) -> tuple[int, str] | None:
@@ -83,7 +85,12 @@ async def alter_user_scram_credentials(broker: BrokerContext,
             BY_CODE[u.mechanism], bytes(u.salted_password), bytes(u.salt), u.iterations)
             for u in body.upsertions if u.name == name}
         deletions = [BY_CODE[d.mechanism].name for d in body.deletions if d.name == name]
-        await credentials.alter(name, upserts, deletions)
+        try:
+            await credentials.alter(name, upserts, deletions)
+        except StoreWriteFailed as exc:
+            results.append(Response.AlterUserScramCredentialsResult(
+                user=name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)))
+            continue
         results.append(Response.AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.NONE,
                                                                 error_message=None))
     return Response(throttle_time_ms=0, results=results)

@@ -16,11 +16,12 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import authorized_on_cluster
 from broker.handlers.cluster_view import alive_brokers, controller_id
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 
 

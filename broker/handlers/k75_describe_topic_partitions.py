@@ -19,13 +19,13 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import TOPIC_OPERATIONS, authorized
 from broker.handlers.cluster_view import offline_logs, partition_views
 from broker.security.access import allowed
-from broker.security.acls import Operation, ResourceType
 from broker.topics import INTERNAL_TOPICS
+from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 
-API_KEY = 75
+API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit
 
 TopicResult = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic

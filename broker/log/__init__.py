@@ -6,6 +6,7 @@ segment_run            its segments as files: roll, find, slice, retire
 checkpoint_file        a per-dir offset checkpoint written with group commit
 opening                new and loaded (recovered) partition logs
 segment.LogSegment     one .log file with its .index and .timeindex
+segment_file           the open .log files, their budget, and the one walk over a file's batch headers
 index                  the two sparse indexes, in Kafka's binary formats
 checkpoint             Kafka's text checkpoint files, written atomically
 epoch                  the leader epoch cache
@@ -13,9 +14,6 @@ config                 topic and manager settings under Kafka's names
 """
 
 from broker.log.common import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     InconsistentTopicIdError,
     InvalidRecordError,
     LogError,
@@ -32,9 +30,6 @@ from broker.log.manager import LogManager
 from broker.log.results import AppendInfo, FileSlice, ReadBound, ReadInfo, TimestampOffset
 
 __all__ = [
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
     "AppendInfo",
     "FileSlice",
     "InconsistentTopicIdError",

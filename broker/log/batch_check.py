@@ -42,22 +42,22 @@ def check_batches_in_python(buf: bytearray | memoryview, config: LogConfig, *,
             size = header.batch_length + LOG_OVERHEAD
             if size > config.max_message_bytes:
                 raise InvalidRecordError(
-                    f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}",
                     ErrorCode.MESSAGE_TOO_LARGE,
+                    f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}",
                 )
             if size > config.segment_bytes:
                 raise InvalidRecordError(
-                    f"batch of {size} bytes exceeds segment.bytes {config.segment_bytes}",
                     ErrorCode.RECORD_LIST_TOO_LARGE,
+                    f"batch of {size} bytes exceeds segment.bytes {config.segment_bytes}",
                 )
             batch.validate(header)
             delta, count = header.last_offset_delta, header.records_count
             if from_producer and (count <= 0 or count != delta + 1):
                 raise InvalidRecordError(
-                    f"batch claims {count} records over {delta + 1} offsets", ErrorCode.INVALID_RECORD
+                    ErrorCode.INVALID_RECORD, f"batch claims {count} records over {delta + 1} offsets"
                 )
             result.append((batch.position, size, header.base_offset, delta, header.max_timestamp,
                            header.partition_leader_epoch))
     except ProtocolError as exc:
-        raise InvalidRecordError(exc.message, exc.error_code) from exc
+        raise InvalidRecordError(exc.error_code, exc.message) from exc
     return result

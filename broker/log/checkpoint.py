@@ -11,6 +11,7 @@ Every function here blocks (fsync); async callers run them in an executor.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import json
 import os
@@ -63,15 +64,21 @@ def write_atomically(path: Path, content: bytes, *, sync: bool = True, mode: int
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        # A full disk: the old file stays whole, and the half-written copy must not hold on to space.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)

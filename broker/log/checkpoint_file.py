@@ -11,6 +11,7 @@ import structlog
 from broker.log import checkpoint
 from broker.log.common import StorageError, TopicPartition
 from broker.log.io import LogIO
+from broker.log.repeated_failure import RepeatedFailure
 
 logger = structlog.get_logger(__name__)
 
@@ -30,6 +31,7 @@ class CheckpointFile:
         self._waiters: list[asyncio.Future[None]] = []
         self._writer: asyncio.Task[None] | None = None
         self.writes = 0  # for tests and the benchmark: how many times the file was written
+        self._failures = RepeatedFailure(logger, "checkpoint write failed")
 
     async def write(self) -> None:
         loop = asyncio.get_running_loop()
@@ -46,12 +48,13 @@ class CheckpointFile:
             try:
                 await self._io.write_atomically(self.path, checkpoint.format_offsets(offsets))
             except OSError as exc:
-                logger.error("checkpoint write failed", file=str(self.path), error=repr(exc))
+                self._failures.failed(file=str(self.path), error=repr(exc))
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_exception(StorageError(f"cannot write {self.path.name}: {exc!r}"))
                 continue
             self.writes += 1
+            self._failures.succeeded(file=str(self.path))
             on_durable()
             for waiter in waiters:
                 if not waiter.done():

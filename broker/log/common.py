@@ -11,7 +11,7 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, NewType
 
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode, FixedCodeError
 
 Offset = NewType("Offset", int)
 LeaderEpoch = NewType("LeaderEpoch", int)
@@ -19,11 +19,6 @@ LeaderEpoch = NewType("LeaderEpoch", int)
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 
-# ListOffsets special timestamps (ListOffsetsRequest.java).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -103,19 +98,11 @@ class StartOffsetReason(Enum):
     COMMITTED_OFFSETS = "consumer groups committed past it"  # Ebb's retention.committed.groups
 
 
-class LogError(Exception):
+class LogError(CodedError):
     """A log operation failed; `error_code` is what a handler answers with."""
 
-    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
 
-    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
-        super().__init__(message)
-        if error_code is not None:
-            self.error_code = error_code
-        self.message = message
-
-
-class OffsetOutOfRangeError(LogError):
+class OffsetOutOfRangeError(FixedCodeError, LogError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
@@ -123,25 +110,23 @@ class InvalidRecordError(LogError):
     """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ...
     `record_errors`: (index in the batch, message) of the records that caused it, for Produce v8+."""
 
-    error_code = ErrorCode.CORRUPT_MESSAGE
-
-    def __init__(self, message: str, error_code: ErrorCode | None = None,
+    def __init__(self, error_code: ErrorCode, message: str,
                  record_errors: list[tuple[int, str]] | None = None) -> None:
-        super().__init__(message, error_code)
+        super().__init__(error_code, message)
         self.record_errors = record_errors or []
 
 
-class PolicyViolationError(LogError):
+class PolicyViolationError(FixedCodeError, LogError):
     error_code = ErrorCode.POLICY_VIOLATION
 
 
-class StorageError(LogError):
+class StorageError(FixedCodeError, LogError):
     """The partition (or its log dir) hit an I/O error and is offline."""
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-class InconsistentTopicIdError(LogError):
+class InconsistentTopicIdError(FixedCodeError, LogError):
     error_code = ErrorCode.INCONSISTENT_TOPIC_ID
 
 

@@ -44,11 +44,12 @@ def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int]
         try:
             keyless = _keyless_records(bytes(batch.body()), batch.records_count)
         except ProtocolError as exc:
-            raise InvalidRecordError(exc.message, exc.error_code) from exc
+            raise InvalidRecordError(exc.error_code, exc.message) from exc
         if keyless:
             message = f"Compacted topic cannot accept message without key in topic partition {tp}"
             errors = [(index, message) for index in keyless]
             shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:_SHOWN])
             raise InvalidRecordError(
+                ErrorCode.INVALID_RECORD,
                 f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-                f"showing the first three errors at most: [{shown}]", ErrorCode.INVALID_RECORD, record_errors=errors)
+                f"showing the first three errors at most: [{shown}]", record_errors=errors)

@@ -91,6 +91,11 @@ class LogManagerConfig:
     # Ebb's own: segment files kept open when idle (Kafka keeps every one open); the rest are
     # opened again when read. Lowered at start-up to what `ulimit -n` leaves room for.
     open_segments_max: int = _prop("ebb.log.open.segments.max", 4096)
+    # Ebb's own (Kafka has none): headroom kept free on the log dir, so that deleting always works.
+    # Below the larger of the two, Produce to the dir's client topics is refused (broker/log/free_space.py).
+    min_free_bytes: int = _prop("log.dir.min.free.bytes", 32 * 1024 * 1024)
+    min_free_percent: int = _prop("log.dir.min.free.percent", 0)
+    free_space_check_interval_ms: int = _prop("log.dir.free.space.check.interval.ms", 1_000)
     # The log cleaner (broker/log/cleaner_manager.py), Kafka's names and defaults.
     cleaner_enable: bool = _prop("log.cleaner.enable", True)
     cleaner_threads: int = _prop("log.cleaner.threads", 1)

@@ -13,6 +13,7 @@ behind memory after a crash, which is why recovery rebuilds the indexes of unflu
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from array import array
@@ -21,6 +22,7 @@ from itertools import chain
 from pathlib import Path
 
 from broker.log.common import NO_TIMESTAMP
+from broker.log.free_space import is_out_of_space
 
 INT32_MAX = 2**31 - 1
 
@@ -103,11 +105,18 @@ class _Index:
         self._persisted = min(count, self._low_water)
 
     def write_all(self) -> None:
-        """Blocking: replace the file with every entry in memory (after a rebuild)."""
+        """Blocking: replace the file with every entry in memory (after a rebuild). With no room for it
+        (a full disk) the entries stay in memory, unpersisted, and the next flush writes them: a
+        recovery must not need free space."""
         self._persisted = self._low_water = 0
         pending = self.prepare_persist()
         if pending is not None:
-            pending.run()
+            try:
+                pending.run()
+            except OSError as exc:
+                if not is_out_of_space(exc):
+                    raise
+                return
             pending.done()
 
 
@@ -123,8 +132,8 @@ class PendingIndexWrite:
         fd = os.open(self.index.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, self.position)
-            if self.payload:
-                os.pwrite(fd, self.payload, self.position)
+            if self.payload and os.pwrite(fd, self.payload, self.position) < len(self.payload):
+                raise OSError(errno.ENOSPC, "short write of an index", str(self.index.path))
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -28,8 +28,10 @@ Removal = Callable[[], Coroutine[Any, Any, None]]
 
 
 class LogIO:
-    def __init__(self, executor: Executor | None = None) -> None:
+    def __init__(self, executor: Executor | None = None, *, urgent: Callable[[], bool] | None = None) -> None:
         self.executor = executor
+        # True while the log dir is short of space: deletions run now, not after file.delete.delay.ms.
+        self.urgent = urgent
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: dict[asyncio.TimerHandle, tuple[list[SegmentFile], Removal]] = {}
 
@@ -61,6 +63,8 @@ class LogIO:
     def delete_later(self, delay_ms: int, files: list[SegmentFile], remove: Removal) -> None:
         """After `delay_ms`, close `files` and run `remove` (say, `lambda: io.remove_files(paths)`)."""
         loop = asyncio.get_running_loop()
+        if self.urgent is not None and self.urgent():
+            delay_ms = 0
 
         def fire() -> None:
             self._timers.pop(handle, None)
@@ -71,25 +75,38 @@ class LogIO:
         handle = loop.call_later(max(delay_ms, 0) / 1000, fire)
         self._timers[handle] = (files, remove)
 
-    async def drain(self, *, finish_deletions: bool = False) -> None:
-        """Wait for background work. Deletions still waiting out their delay are either run now or
-        left on disk for the next startup to finish (their files are closed either way)."""
-        for handle, (files, remove) in list(self._timers.items()):
+    def hurry(self) -> int:
+        """Run every deletion still waiting out its delay now (the log dir ran short of space); a read
+        still sending from a file keeps its descriptor, and the space goes when it closes."""
+        due = list(self._timers.items())
+        self._timers.clear()
+        for handle, (files, remove) in due:
             handle.cancel()
             for f in files:
                 f.close()
-            if finish_deletions:
-                self.spawn(remove(), "delete files")
-        self._timers.clear()
+            self.spawn(remove(), "delete files")
+        return len(due)
+
+    async def drain(self, *, finish_deletions: bool = False) -> None:
+        """Wait for background work. Deletions still waiting out their delay are either run now or
+        left on disk for the next startup to finish (their files are closed either way)."""
+        if finish_deletions:
+            self.hurry()
+        else:
+            self._drop_timers()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def cancel_all(self) -> None:
         """Drop background work without waiting (simulated crash)."""
+        self._drop_timers()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _drop_timers(self) -> None:
+        """Forget the deletions waiting out their delay (the next startup finishes them); close their files."""
         for handle, (files, _) in list(self._timers.items()):
             handle.cancel()
             for f in files:
                 f.close()
         self._timers.clear()
-        for task in list(self._tasks):
-            task.cancel()

@@ -31,6 +31,7 @@ from broker.log.common import (
 )
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
+from broker.log.free_space import is_out_of_space
 from broker.log.index import CorruptIndexError
 from broker.log.segment import CorruptSegmentError, LogSegment
 
@@ -128,8 +129,8 @@ def load_partition(
                 try:
                     segment.load_indexes()
                     if rebuild_epochs:
-                        for batch in segment.batches():
-                            epoch_cache.assign(batch.leader_epoch, batch.base_offset)
+                        for _, batch in segment.batches():
+                            epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
                     kept.append(segment)
                     continue
                 except (CorruptIndexError, CorruptSegmentError, FileNotFoundError) as exc:
@@ -182,9 +183,16 @@ def load_partition(
         # A partition that never had a batch has no epochs: nothing to write, and a clean load that
         # changed nothing in the directory needs no fsync of it (10,000 partitions: 20,000 fsyncs saved).
         wrote_epochs = (epoch_cache.dirty or rebuild_epochs) and (epoch_cache.entries() or epochs_path.exists())
-        if wrote_epochs:
-            checkpoint.write_leader_epochs(epochs_path, epoch_cache.entries())
         epoch_cache.dirty = False
+        if wrote_epochs:
+            try:
+                checkpoint.write_leader_epochs(epochs_path, epoch_cache.entries())
+            except OSError as exc:
+                if not is_out_of_space(exc):
+                    raise
+                # A recovery must not need free space: the next flush writes the epochs.
+                epoch_cache.dirty = True
+                report.problems.append("no space to rewrite the leader epoch checkpoint; the next flush does")
         if wrote_epochs or report.leftovers_removed or report.deleted_segments or report.recovered_segments \
                 or report.rebuilt_indexes or report.truncated_bytes or created_segment:
             checkpoint.fsync_dir(directory)

@@ -10,8 +10,9 @@ manager calls from the pool). Appends write to the page cache with os.write, whi
 microseconds.
 
 The log start offset lives in the log dir's `log-start-offset-checkpoint`, which the LogManager owns;
-it plugs in `start_offset_sink`, which `make_start_offset_durable` waits for. A log used on its own
-keeps its start offset in memory only.
+it plugs in `start_offset_sink`, which `make_start_offset_durable` waits for, and tells the log which
+start each write of that file carried (`start_offset_checkpointed`): the log alone keeps what of its
+start is durable. A log used on its own keeps its start offset in memory only.
 """
 
 from __future__ import annotations
@@ -27,10 +28,6 @@ import structlog
 
 from broker.log.batch_check import check_batches
 from broker.log.common import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_TIMESTAMP,
     InvalidRecordError,
     LogError,
@@ -44,12 +41,14 @@ from broker.log.common import (
 from broker.log.compacted_keys import refuse_keyless_records
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
+from broker.log.free_space import DirSpace, LowDiskSpaceError, is_out_of_space
 from broker.log.io import LogIO
 from broker.log.results import AppendInfo, ReadBound, ReadInfo, TimestampOffset
 from broker.log.retention import SegmentFacts, deletable_segments
 from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment, SegmentFlush
 from broker.log.segment_run import SegmentRun, sync_to_disk
 from broker.log.timestamp_search import first_at_or_after, largest_timestamp, largest_timestamp_batch
+from protocol.enums import SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.records import assign_offsets as stamp_batch
 from protocol.records import set_log_append_time
@@ -99,10 +98,15 @@ class PartitionLog:
         self._flush_lock = asyncio.Lock()
         self._last_flush_ms = clock()
         self.offline_reason: str | None = None
-        # Set by the LogManager: makes the current log start offset durable (group-committed).
-        self.start_offset_sink: Callable[[], Awaitable[None]] | None = None
-        self.durable_log_start_offset = log_start_offset
+        # Set by the LogManager: writes the start offset checkpoint (group-committed) when
+        # `log.start.offset.checkpoint.sync` says so or the caller forces it.
+        self.start_offset_sink: Callable[[bool], Awaitable[None]] | None = None
+        self._durable_log_start_offset = log_start_offset
         self.on_offline: Callable[[PartitionLog], None] | None = None
+        # Set by the LogManager: the dir's free-space headroom that appends are admitted by
+        # (broker/log/free_space.py); internal topics (group offsets) may write into it.
+        self.space: DirSpace | None = None
+        self.writes_into_reserve = False
 
     def __repr__(self) -> str:
         return (
@@ -164,6 +168,18 @@ class PartitionLog:
                 self.on_offline(self)
         return StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
 
+    def _out_of_space(self, segment: LogSegment, exc: BaseException) -> StorageError:
+        """The disk filled during an append: the part written is cut off, and the partition stays
+        online (reads and deletions go on); the dir is low until a reading finds room again."""
+        try:
+            segment.discard_unrecorded_tail()
+        except OSError as cut:
+            return self._fail("append", cut)
+        if self.space is not None:
+            self.space.ran_out()
+        return LowDiskSpaceError(f"{self.topic_partition}: the log dir is out of space ({exc!r}); "
+                                 f"delete records or topics to free space")
+
     @contextlib.contextmanager
     def _guard(self, action: str) -> Iterator[None]:
         self._check_online()
@@ -219,20 +235,24 @@ class PartitionLog:
                     max_ts = now
             elif base < next_offset:
                 raise InvalidRecordError(
-                    f"{self.topic_partition}: batch at offset {base} is below the log end {next_offset}",
                     ErrorCode.INVALID_RECORD,
+                    f"{self.topic_partition}: batch at offset {base} is below the log end {next_offset}",
                 )
             infos.append(BatchInfo(position, base, base + delta, size, max_ts, epoch))
             next_offset = base + delta + 1
             if max_ts > max_timestamp:
                 max_timestamp = max_ts
         first, last = infos[0], infos[-1]
+        if self.space is not None:
+            self.space.admit(len(buf), into_reserve=self.writes_into_reserve)
         try:  # self._guard("append") spelled out (online checked above): a generator context manager costs ~2 µs
             if segment.should_roll(len(buf), max_timestamp, last.last_offset, config.segment_bytes, config.segment_ms,
                                    now):
                 segment = self._roll(first.base_offset)
             segment.append(buf if isinstance(buf, memoryview) else memoryview(buf), infos)
         except (OSError, CorruptSegmentError) as exc:
+            if isinstance(exc, OSError) and is_out_of_space(exc):
+                raise self._out_of_space(segment, exc) from exc
             raise self._fail("append", exc) from exc
         if assign_offsets:  # one epoch for the whole run
             self.epoch_cache.assign(leader_epoch, first.base_offset)
@@ -295,15 +315,15 @@ class PartitionLog:
         isolation level)."""
         self._check_online()
         start = self._log_start_offset
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp in (SpecialTimestamp.EARLIEST, SpecialTimestamp.EARLIEST_LOCAL):
             return TimestampOffset(NO_TIMESTAMP, Offset(start), self.epoch_cache.epoch_at(start))
-        if timestamp == LATEST_TIMESTAMP:
+        if timestamp == SpecialTimestamp.LATEST:
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset, self.epoch_cache.latest_epoch)
         with self._guard("offset for timestamp"):
-            if timestamp < 0 and timestamp != MAX_TIMESTAMP:
-                raise LogError(f"unknown special timestamp {timestamp}", ErrorCode.INVALID_REQUEST)
+            if timestamp < 0 and timestamp != SpecialTimestamp.MAX_TIMESTAMP:
+                raise LogError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
             segments = self._run.from_offset(start)
-            if timestamp == MAX_TIMESTAMP:
+            if timestamp == SpecialTimestamp.MAX_TIMESTAMP:
                 found = largest_timestamp_batch(segments, start)
             else:
                 found = first_at_or_after(segments, timestamp, start)
@@ -343,7 +363,15 @@ class PartitionLog:
             try:
                 await self.io.run(sync_to_disk, flushes, self.directory, epochs, dir_dirty)
             except OSError as exc:
-                raise self._fail("flush", exc) from exc
+                if not is_out_of_space(exc):
+                    raise self._fail("flush", exc) from exc
+                # No room for the leader epoch checkpoint (or a filesystem that allocates at fsync):
+                # nothing is lost from the page cache; the recovery point stays and a later flush retries.
+                self.epoch_cache.dirty = self.epoch_cache.dirty or epochs is not None
+                self._run.dir_dirty = self._run.dir_dirty or dir_dirty
+                if self.space is not None:
+                    self.space.ran_out()
+                raise LowDiskSpaceError(f"{self.topic_partition}: cannot flush, out of space ({exc!r})") from exc
             for pending in flushes:
                 pending.done()
             if truncations == self._truncations:
@@ -379,6 +407,9 @@ class PartitionLog:
         if offset > self._log_start_offset:
             self._set_log_start_offset(offset, reason)
             with self._guard("delete segments"):
+                active = self._run.active
+                if self.space is not None and self.space.low and offset > active.base_offset and active.size:
+                    self._roll(self.log_end_offset)  # on a low dir the active segment goes once the start passes it
                 self._delete_segments(self._run.count_wholly_below(self._log_start_offset))
         return self.log_start_offset
 
@@ -403,11 +434,21 @@ class PartitionLog:
             "deleting segments", partition=str(self.topic_partition), bases=[s.base_offset for s in doomed]
         )
 
-    async def make_start_offset_durable(self) -> None:
+    async def make_start_offset_durable(self, force: bool = False) -> None:
         """Return once the current log start offset is on disk (at once when it already is, or when
-        the log keeps it in memory only)."""
-        if self.start_offset_sink is not None and self.durable_log_start_offset != self._log_start_offset:
-            await self.start_offset_sink()
+        the log keeps it in memory only). Without `force` the checkpoint is written only under
+        `log.start.offset.checkpoint.sync` (else its periodic write takes the start along)."""
+        if self.start_offset_sink is not None and self._durable_log_start_offset != self._log_start_offset:
+            await self.start_offset_sink(force)
+
+    @property
+    def durable_log_start_offset(self) -> int:
+        """The log start offset the last checkpoint write carried."""
+        return self._durable_log_start_offset
+
+    def start_offset_checkpointed(self, offset: int) -> None:
+        """A write of the start offset checkpoint that carried `offset` for this log reached the disk."""
+        self._durable_log_start_offset = offset
 
     # --- retention -------------------------------------------------------------------------------
 

@@ -40,10 +40,12 @@ from broker.log.common import (
     is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
+from broker.log.repeated_failure import RepeatedFailure
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
 
@@ -59,7 +61,10 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         clock: Clock = wall_clock_ms,
         executor: Executor | None = None,
+        reserve_topics: frozenset[str] = frozenset(),
     ) -> None:
+        """`reserve_topics` (the internal ones: group offsets) keep being written below the dir's
+        free-space threshold, where client topics are refused."""
         self.log_dir = Path(log_dir)
         self.config = config or LogManagerConfig()
         self.default_log_config = default_log_config or LogConfig()
@@ -69,7 +74,13 @@ class LogManager:
         self._executor = executor or ThreadPoolExecutor(
             max_workers=self.config.io_threads, thread_name_prefix="ebb-log-io"
         )
-        self._io = LogIO(self._executor)
+        self.space = DirSpace(self.log_dir, min_free_bytes=self.config.min_free_bytes,
+                              min_free_percent=self.config.min_free_percent,
+                              check_interval_ms=self.config.free_space_check_interval_ms,
+                              run=lambda fn: self._io.run(fn))
+        self.space.listeners.append(self._space_changed)
+        self._reserve_topics = reserve_topics
+        self._io = self._new_io()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._offline: dict[TopicPartition, str] = {}
         # Checkpoint entries of partitions that failed to load: kept so their state is not forgotten.
@@ -80,6 +91,7 @@ class LogManager:
         self._started = False
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.had_clean_shutdown = False
+        self.new_log_dir = False  # no log manager had run in it: neither a clean nor an unclean stop before
         # Called with a partition whose log start offset retention moved (the replicas tell followers).
         self.retention_listeners: list[Callable[[TopicPartition], None]] = []
         # Told (cause, records, bytes) after each retention deletion, for the metrics.
@@ -124,6 +136,16 @@ class LogManager:
         found.update({tp: log.offline_reason for tp, log in self._logs.items() if log.offline_reason})
         return found
 
+    def _new_io(self) -> LogIO:
+        return LogIO(self._executor, urgent=lambda: self.space.low)
+
+    def _space_changed(self, low: bool) -> None:
+        """Short of space: deletions still waiting out file.delete.delay.ms run now."""
+        if low:
+            hurried = self._io.hurry() + sum(log.io.hurry() for log in self._logs.values())
+            if hurried:
+                logger.info("deleting files now, not after file.delete.delay.ms: the log dir is low", count=hurried)
+
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._io.run(functools.partial(fn, *args, **kwargs))
 
@@ -133,10 +155,12 @@ class LogManager:
         """Load every partition (recovering after an unclean stop), finish leftover deletions,
         rewrite the checkpoints, then start the background tasks."""
         await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
+        await self.space.check()
         state = await self._run(self._read_dir_state)
-        clean, starts, recovery, hws, partition_dirs, delete_dirs = state
+        clean, starts, recovery, hws, partition_dirs, delete_dirs, never_started = state
         OPEN_SEGMENTS.resize(open_files.segment_budget(self.config.open_segments_max))
         self.had_clean_shutdown = clean
+        self.new_log_dir = never_started
         if delete_dirs:
             logger.info("finishing deletion of partition dirs", count=len(delete_dirs))
             await asyncio.gather(*(self._io.remove_tree(d) for d in delete_dirs), return_exceptions=True)
@@ -147,7 +171,7 @@ class LogManager:
                     load_partition_log,
                     directory,
                     self.config_for(tp.topic),
-                    io=LogIO(self._executor),
+                    io=self._new_io(),
                     clock=self.clock,
                     log_start_offset=starts.get(tp),
                     recovery_point=recovery.get(tp, 0),
@@ -178,25 +202,36 @@ class LogManager:
             log_dir=str(self.log_dir),
             partitions=len(self._logs),
             offline=len(self._offline),
-            clean_shutdown=clean,
+            **self.previous_stop(),
         )
         # From here on a crash must look unclean; and the checkpoints now match what was loaded.
         await self._run(checkpoint.remove_clean_shutdown, self.log_dir)
-        await self.checkpoint_all()
+        try:
+            await self.checkpoint_all()
+        except StorageError as exc:
+            # A full disk must not keep the broker down: the files on disk still describe what was
+            # loaded (or less: an older recovery point only means a longer scan), and the periodic
+            # writes retry.
+            logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
         await self.cleaner.startup(workers=background_tasks)
         if background_tasks:
             self._start_background_tasks()
 
+    def previous_stop(self) -> dict[str, bool]:
+        """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""
+        return {"new_log_dir": True} if self.new_log_dir else {"clean_shutdown": self.had_clean_shutdown}
+
     def _read_dir_state(
         self,
-    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path]]:
+    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path], bool]:
         try:
             clean = checkpoint.read_clean_shutdown(self.log_dir)
         except CorruptCheckpointError as exc:
             logger.warning("clean shutdown marker unreadable; recovering as after a crash", error=str(exc))
             clean = False
         offsets: list[Offsets] = []
+        recovery_points_absent = False
         for name in (
             checkpoint.LOG_START_OFFSET_CHECKPOINT,
             checkpoint.RECOVERY_POINT_CHECKPOINT,
@@ -211,6 +246,9 @@ class LogManager:
                 found = None
                 if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
                     clean = False  # without recovery points, trust nothing
+            else:
+                if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
+                    recovery_points_absent = found is None  # written at every start-up
             offsets.append(found or {})
         partitions: list[tuple[TopicPartition, Path]] = []
         deleting: list[Path] = []
@@ -224,10 +262,13 @@ class LogManager:
                 tp = TopicPartition.from_dir_name(entry)
                 if tp is not None:
                     partitions.append((tp, path))
-        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting
+        never_started = recovery_points_absent and not clean and not partitions and not deleting
+        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting, never_started
 
     def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
         log.start_offset_sink = self._commit_start_offsets
+        log.space = self.space
+        log.writes_into_reserve = tp.topic in self._reserve_topics
         log.on_offline = self._on_offline
         self._logs[tp] = log
 
@@ -253,12 +294,14 @@ class LogManager:
 
         def durable() -> None:
             for log, start in taken:
-                log.durable_log_start_offset = start
+                log.start_offset_checkpointed(start)
 
         return offsets, durable
 
-    async def _commit_start_offsets(self) -> None:
-        if self.config.start_offset_checkpoint_sync:
+    async def _commit_start_offsets(self, force: bool) -> None:
+        """A log's start offset sink: written now under `log.start.offset.checkpoint.sync` or when the
+        caller forces it (DeleteRecords v3 LeaderOnly), else left to the periodic write."""
+        if force or self.config.start_offset_checkpoint_sync:
             await self.start_offsets.write()
 
     async def checkpoint_all(self) -> None:
@@ -298,7 +341,7 @@ class LogManager:
                     create_partition_log,
                     self.log_dir / tp.dir_name,
                     self.config_for(tp.topic),
-                    io=LogIO(self._executor),
+                    io=self._new_io(),
                     clock=self.clock,
                     topic_id=topic_id,
                 )
@@ -329,7 +372,7 @@ class LogManager:
 
             def create_all() -> list[PartitionLog]:
                 created = [create_partition_log(self.log_dir / tp.dir_name, self.config_for(tp.topic),
-                                               io=LogIO(self._executor), clock=self.clock, topic_id=topic_id,
+                                               io=self._new_io(), clock=self.clock, topic_id=topic_id,
                                                durable=False) for tp in missing]
                 checkpoint.sync_filesystem(self.log_dir)
                 return created
@@ -377,9 +420,14 @@ class LogManager:
             for file in files:
                 file.unpin()
         logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
-        await self.checkpoint_all()
         delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms
         self._io.delete_later(delay, files, lambda: self._io.remove_tree(target))
+        # The durable rename is the deletion; the checkpoints forgetting the partition can wait for
+        # the next write that works (a stale entry names a directory that is gone, and is ignored).
+        try:
+            await self.checkpoint_all()
+        except StorageError:
+            pass  # the checkpoint file logged it
         return True
 
     # --- background work ------------------------------------------------------------------------
@@ -411,6 +459,7 @@ class LogManager:
                     self.start_offsets.write,
                 )
             )
+        self.space.start()
         for name, delay, interval, job in jobs:
             if interval < LONG_MAX:
                 self._tasks.append(
@@ -420,6 +469,7 @@ class LogManager:
     async def _periodic(
         self, name: str, delay_ms: int, interval_ms: int, job: Callable[[], Awaitable[Any]]
     ) -> None:
+        failures = RepeatedFailure(logger, "background log task failed")
         await asyncio.sleep(delay_ms / 1000)
         while True:
             try:
@@ -427,7 +477,9 @@ class LogManager:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed round is logged; the next one tries again
-                logger.error("background log task failed", task=name, error=repr(exc))
+                failures.failed(task=name, error=repr(exc))
+            else:
+                failures.succeeded(task=name)
             await asyncio.sleep(interval_ms / 1000)
 
     async def run_retention(self, now_ms: int | None = None) -> int:
@@ -465,6 +517,7 @@ class LogManager:
     # --- shutdown --------------------------------------------------------------------------------
 
     async def _stop_tasks(self) -> None:
+        await self.space.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -494,6 +547,7 @@ class LogManager:
     def abandon(self) -> None:
         """Drop everything without flushing or writing checkpoints and the marker: the state a crash
         leaves (minus the page cache). For tests and benchmarks."""
+        self.space.cancel()
         for task in self._tasks:
             task.cancel()
         self.cleaner.abandon()

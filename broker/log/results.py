@@ -8,7 +8,8 @@ from enum import Enum
 from typing import NamedTuple
 
 from broker.log.common import Offset
-from broker.log.segment_file import SegmentFile
+from broker.log.segment_file import SegmentFile, scan_headers
+from protocol.records import BatchHeader
 
 
 class ReadBound(Enum):
@@ -40,6 +41,19 @@ class FileSlice:
         """Blocking: the bytes themselves (tests, small reads; the server sends from the file)."""
         with self.file.held() as fd:
             return os.pread(fd, self.length, self.position)
+
+    def headers(self, start: int, limit: int) -> tuple[list[BatchHeader], int]:
+        """Blocking: the headers of up to `limit` of the slice's batches from `start` (where one of
+        them begins), and the position after the last one; no record is read."""
+        end = self.position + self.length
+        headers: list[BatchHeader] = []
+        with self.file.held() as fd:
+            for position, header in scan_headers(fd, start, end):
+                headers.append(header)
+                start = position + header.size
+                if len(headers) >= limit:
+                    break
+        return headers, start
 
 
 @dataclass(frozen=True, slots=True)

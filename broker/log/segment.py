@@ -10,7 +10,6 @@ Only batch headers are ever parsed here, and only the fields the log needs.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, segment_paths
 from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from broker.log.segment_file import BatchInfo, CorruptSegmentError, SegmentFile, SegmentFlush, scan_headers
 from protocol.errors import ProtocolError
-from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
+from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch, batch_size_at
 
 logger = structlog.get_logger(__name__)
 
@@ -141,12 +140,12 @@ class LogSegment:
         self.index.check(self.size)
         tail_start = self.index.lookup(2**63 - 1)[1] if len(self.index) else 0
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
-        last: BatchInfo | None = None
-        for batch in scan_headers(fd, tail_start, self.size):
+        last: BatchHeader | None = None
+        for position, batch in scan_headers(fd, tail_start, self.size):
             if batch.base_offset < self.base_offset or (
                 last is not None and batch.base_offset <= last.last_offset
             ):
-                raise CorruptSegmentError(f"{self.log_path}: offsets out of order at {batch.position}")
+                raise CorruptSegmentError(f"{self.log_path}: offsets out of order at {position}")
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = batch.max_timestamp, batch.last_offset
             last = batch
@@ -161,7 +160,7 @@ class LogSegment:
     def _load_first_timestamp(self, fd: int) -> None:
         self.first_batch_timestamp = NO_TIMESTAMP
         if self.size:
-            self.first_batch_timestamp = next(scan_headers(fd, 0, self.size)).max_timestamp
+            self.first_batch_timestamp = next(scan_headers(fd, 0, self.size))[1].max_timestamp
 
     def recover(self, max_batch_size: int) -> RecoveryResult:
         """Validate every batch, rebuild both indexes, cut the file at the first bad batch (blocking)."""
@@ -186,7 +185,7 @@ class LogSegment:
             if rel + LOG_OVERHEAD > len(chunk):
                 result.reason = "torn batch header at the end"
                 break
-            size = struct.unpack_from(">i", chunk, rel + 8)[0] + LOG_OVERHEAD
+            size = batch_size_at(chunk, rel)
             if size < BATCH_HEADER_SIZE or size > max_batch_size:
                 result.reason = f"batch at {position} claims {size} bytes"
                 break
@@ -258,6 +257,11 @@ class LogSegment:
         if batches:
             self.next_offset = batches[-1].last_offset + 1
 
+    def discard_unrecorded_tail(self) -> None:
+        """Cut the bytes a failed append left past `size` (the disk filled half way through a write)."""
+        with self.file.held() as fd:
+            os.ftruncate(fd, self.size)
+
     def should_roll(
         self,
         incoming_bytes: int,
@@ -287,21 +291,22 @@ class LogSegment:
 
     # -- reading (headers only, bounded by the index) --
 
-    def translate_offset(self, offset: int) -> BatchInfo | None:
-        """The first batch whose last offset is at or above `offset`, or None."""
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is at or above `offset`, or None."""
         if offset >= self.next_offset:
             return None
         start = self.index.lookup(offset)[1]
         with self.file.held() as fd:
-            for batch in scan_headers(fd, start, self.size):
-                if batch.last_offset >= offset:
-                    return batch
+            for found in scan_headers(fd, start, self.size):
+                header = found[1]
+                if header.base_offset + header.last_offset_delta >= offset:  # .last_offset, no call: a fetch's path
+                    return found
         return None
 
     def position_of(self, offset: int) -> int:
         """Where the batch holding `offset` starts; the end of the file if no batch reaches it."""
-        batch = self.translate_offset(offset)
-        return self.size if batch is None else batch.position
+        found = self.translate_offset(offset)
+        return self.size if found is None else found[0]
 
     def read(
         self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool
@@ -309,22 +314,29 @@ class LogSegment:
         """(position, length, next offset) of whole batches from the one holding `offset`, at most
         `max_bytes` (one batch even if larger when `min_one_batch`), never past `max_position`.
         The next offset is where a reader continues: the first offset not returned."""
-        first = self.translate_offset(offset)
-        if first is None or first.position + first.size > max_position:
+        found = self.translate_offset(offset)
+        if found is None:
             return None
-        if first.size > max_bytes:
-            return (first.position, first.size, first.last_offset + 1) if min_one_batch else None
-        limit = min(max_position, first.position + max_bytes)
-        end, next_offset = first.position + first.size, first.last_offset + 1
+        start, first = found
+        size = first.size
+        if start + size > max_position:
+            return None
+        if size > max_bytes:
+            return (start, size, first.last_offset + 1) if min_one_batch else None
+        limit = min(max_position, start + max_bytes)
+        end, next_offset = start + size, first.last_offset + 1
         # Batches are back to back and every one before the last indexed batch at or below `limit`
         # fits, so the header walk starts there instead of at `end`.
         with self.file.held() as fd:
-            for batch in scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size):
-                if batch.position + batch.size > limit:
-                    end, next_offset = batch.position, batch.base_offset
+            for position, batch in scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size):
+                # .size and .last_offset spelled out: this loop runs for every batch a fetch returns
+                batch_end = position + batch.batch_length + LOG_OVERHEAD
+                base = batch.base_offset
+                if batch_end > limit:
+                    end, next_offset = position, base
                     break
-                end, next_offset = batch.position + batch.size, batch.last_offset + 1
-        return first.position, end - first.position, next_offset
+                end, next_offset = batch_end, base + batch.last_offset_delta + 1
+        return start, end - start, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after `starting_offset` whose timestamp is at
@@ -335,14 +347,15 @@ class LogSegment:
         _, indexed_offset = self.time_index.lookup(timestamp)
         start = self.index.lookup(max(indexed_offset, starting_offset))[1]
         with self.file.held() as fd:
-            for batch in scan_headers(fd, start, self.size):
+            for position, batch in scan_headers(fd, start, self.size):
                 if batch.last_offset >= starting_offset and batch.max_timestamp >= timestamp:
-                    found = _first_record_at(fd, batch, timestamp, starting_offset)
+                    found = _first_record_at(fd, position, batch, timestamp, starting_offset)
                     if found is not None:
                         return found
         return None
 
-    def batches(self, start_position: int = 0) -> Iterator[BatchInfo]:
+    def batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `start_position` (blocking reads of headers only)."""
         with self.file.held() as fd:
             yield from scan_headers(fd, start_position, self.size)
 
@@ -350,20 +363,21 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding `offset` and everything after it; return the bytes removed."""
-        batch = self.translate_offset(offset)
-        if batch is None:
+        found = self.translate_offset(offset)
+        if found is None:
             return 0
-        removed = self.size - batch.position
+        position, batch = found
+        removed = self.size - position
         with self.file.held() as fd:
-            os.ftruncate(fd, batch.position)
-        self.size = batch.position
+            os.ftruncate(fd, position)
+        self.size = position
         self.index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
         # Recompute what the cut batches contributed, exactly as a reload would.
         tail_start = self.index.lookup(2**63 - 1)[1] if len(self.index) else 0
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         self.next_offset = self.base_offset
-        for info in self.batches(tail_start):
+        for _, info in self.batches(tail_start):
             if info.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = info.max_timestamp, info.last_offset
             self.next_offset = info.last_offset + 1
@@ -421,8 +435,9 @@ class LogSegment:
         self.file.close()
 
 
-def _first_record_at(fd: int, batch: BatchInfo, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
-    data = os.pread(fd, batch.size, batch.position)
+def _first_record_at(fd: int, position: int, batch: BatchHeader, timestamp: int,
+                     starting_offset: int) -> tuple[int, int] | None:
+    data = os.pread(fd, batch.size, position)
     try:
         for record in RecordBatch(data).records():
             if record.offset >= starting_offset and record.timestamp >= timestamp:

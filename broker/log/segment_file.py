@@ -1,15 +1,15 @@
 """A segment's `.log` file and what is read straight from it: batch headers, one by one.
 
 `SegmentFile` keeps the descriptor open while readers have it pinned, and `OpenSegments` bounds how
-many idle ones stay open; `scan_headers` walks the
-batch headers of a range already known to be well formed; `SegmentFlush` is the fsync half of a
-flush, run off the event loop.
+many idle ones stay open; `scan_headers` walks the batch headers of a range already known to be well
+formed (the one walk over a file's headers: the log's reads, loading and producer-state recovery use
+it, and protocol/records.py reads each header); `SegmentFlush` is the fsync half of a flush, run off
+the event loop.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.index import PendingIndexWrite
-from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
 
-# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
-# base_timestamp, max_timestamp: the first 43 bytes of a batch header.
-_HEAD = struct.Struct(">qiibIhiqq")
 _SCAN_WINDOW = 16 * 1024
 
 
 class BatchInfo(NamedTuple):
+    """Where an appended batch lies in its segment and what the indexes and the epoch cache need of it."""
+
     position: int
     base_offset: int
     last_offset: int
@@ -175,23 +174,24 @@ class OpenSegments:
 OPEN_SEGMENTS = OpenSegments(4096)
 
 
-def scan_headers(fd: int, start: int, end: int) -> Iterator[BatchInfo]:
-    """Headers of the batches in [start, end) of a file already known to be well formed."""
+def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch in [start, end) of a file already known to be well formed,
+    read in windows; batch bodies larger than a window are skipped, not read."""
     position = start
     window = b""
     window_start = start
     while position < end:
         rel = position - window_start
-        if rel < 0 or rel + _HEAD.size > len(window):
-            window = os.pread(fd, max(_HEAD.size, min(_SCAN_WINDOW, end - position)), position)
+        if rel < 0 or rel + BATCH_HEADER_SIZE > len(window):
+            window = os.pread(fd, max(BATCH_HEADER_SIZE, min(_SCAN_WINDOW, end - position)), position)
             window_start, rel = position, 0
-            if len(window) < _HEAD.size:
+            if len(window) < BATCH_HEADER_SIZE:
                 raise CorruptSegmentError(f"batch header at {position} is cut short")
-        base, length, epoch, _magic, _crc, _attrs, delta, _first_ts, max_ts = _HEAD.unpack_from(window, rel)
-        size = length + LOG_OVERHEAD
+        header = read_header(window, rel)
+        size = header.batch_length + LOG_OVERHEAD  # header.size without a Python call: once per batch read
         if size < BATCH_HEADER_SIZE or position + size > end:
             raise CorruptSegmentError(f"batch at {position} claims {size} bytes")
-        yield BatchInfo(position, base, base + delta, size, max_ts, epoch)
+        yield position, header
         position += size
 
 

@@ -37,7 +37,7 @@ def largest_timestamp_batch(segments: Sequence[LogSegment], start: int) -> tuple
 
 def _largest_from(segment: LogSegment, start: int) -> tuple[int, int] | None:
     candidate = None
-    for batch in segment.batches(segment.index.lookup(start)[1]):
+    for _, batch in segment.batches(segment.index.lookup(start)[1]):
         if batch.last_offset >= start and (candidate is None or batch.max_timestamp > candidate[0]):
             candidate = (batch.max_timestamp, max(batch.base_offset, start))
     return candidate

@@ -11,6 +11,7 @@ from broker.log.segment_file import OPEN_SEGMENTS
 from broker.metrics.controller import ControllerCollector
 from broker.metrics.groups import GroupCollector
 from broker.metrics.http import MetricsEndpoint
+from broker.metrics.log_dirs import LogDirSpaceCollector
 from broker.metrics.network import NetworkCollector
 from broker.metrics.open_files import OpenSegmentsCollector
 from broker.metrics.partitions import PartitionCollector
@@ -55,8 +56,9 @@ def build_registry(broker: Any) -> CollectorRegistry:
     """Every collector, reading the broker's parts through their narrow views."""
     registry = CollectorRegistry(auto_describe=False)
     replicas = broker.replicas
-    registry.register(NetworkCollector(broker.server.connections, broker.server.request_metrics,
-                                        lambda: broker.server.file_bytes_sent))
+    registry.register(NetworkCollector([listener.name for listener in broker.config.listeners],
+                                       broker.server.connections, broker.server.request_metrics,
+                                       lambda: broker.server.file_bytes_sent))
     # It yields None now and then as a pause, which our render() takes and prometheus' Collector type has not.
     registry.register(PartitionCollector(replicas, broker.logs))  # type: ignore[arg-type]
     registry.register(replicas.counters)
@@ -64,6 +66,7 @@ def build_registry(broker: Any) -> CollectorRegistry:
     registry.register(ControllerCollector(BrokerControllerView(broker.topics, broker.cluster, broker.logs)))
     registry.register(GroupCollector(broker.groups))
     registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
+    registry.register(LogDirSpaceCollector(broker.logs.space))
     return registry
 
 

@@ -1,12 +1,17 @@
 """Replicas: leadership, watermarks, idempotent producer state, and the purgatories requests wait in.
 
-manager.ReplicaManager     the partitions this broker hosts (looked up lazily), purgatories, producer ids
+manager.ReplicaManager     the partitions hosted here (looked up lazily); the data path: append, delete
+                           records, the waits in its purgatories; producer ids
 partition.Partition        one partition: its log, leader epoch, ISR, high and low watermarks
+outcomes                   the data path's per-partition results (AppendResult, DeleteOutcome), AppendOrigin
+fetcher.ReplicaFetcher     following a leader: one per leader broker
+producer_recovery          producer state rebuilt from a log at load
 producer_state             per-producer epoch and last five batches; snapshot + header scan on load
 producer_ids               producer id blocks claimed from the metadata store
 """
 
 from broker.replica.manager import ReplicaManager
-from broker.replica.partition import AppendResult, Partition, PartitionError
+from broker.replica.outcomes import AppendOrigin, AppendResult, DeleteOutcome
+from broker.replica.partition import Partition, PartitionError
 
-__all__ = ["AppendResult", "Partition", "PartitionError", "ReplicaManager"]
+__all__ = ["AppendOrigin", "AppendResult", "DeleteOutcome", "Partition", "PartitionError", "ReplicaManager"]

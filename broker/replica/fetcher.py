@@ -21,12 +21,14 @@ A lost connection backs off and reconnects; partitions stay.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
 
 from broker.log import LogError, TopicPartition
+from broker.log.free_space import LowDiskSpaceError
+from protocol.enums import IsolationLevel, SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
 from protocol.records import iter_batches
@@ -40,7 +42,6 @@ log = structlog.get_logger("fetcher")
 
 FETCH_VERSION = 12  # topic names, LastFetchedEpoch/DivergingEpoch, LogStartOffset
 LIST_OFFSETS_VERSION = 7
-EARLIEST, LATEST = -2, -1
 _RETRY_LATER = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                           ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                           ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE})
@@ -67,12 +68,15 @@ class ReplicaFetcher:
     """Fetches every partition followed on one leader broker."""
 
     def __init__(self, node_id: int, leader_id: int, endpoint: Callable[[int], tuple[str, int] | None],
+                 make_starts_durable: Callable[[Sequence[Partition]], Awaitable[dict[Partition, LogError]]],
                  config: ReplicationConfig, security: ClientSecurity | None = None) -> None:
-        """`endpoint`: where a broker id listens (None while it is not registered); `security`: TLS and SASL
-        for the inter-broker listener."""
+        """`endpoint`: where a broker id listens (None while it is not registered); `make_starts_durable`:
+        the replica manager's one way to put moved log start offsets on disk (the ones that failed come
+        back); `security`: TLS and SASL for the inter-broker listener."""
         self.node_id = node_id
         self.security = security
         self.endpoint = endpoint
+        self.make_starts_durable = make_starts_durable
         self.leader_id = leader_id
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -144,13 +148,11 @@ class ReplicaFetcher:
                         log.warning("follower could not apply the leader's answer", partition=str(tp),
                                     error=getattr(exc, "message", repr(exc)))
                         self._delay(tp)
-            for partition in starts_moved:  # the first write of the checkpoint covers them all
-                try:
-                    await partition.finish_following_start()
-                except LogError as exc:
-                    log.warning("follower could not keep the leader's log start offset",
-                                partition=str(partition.topic_partition), error=exc.message)
-                    self._delay(partition.topic_partition)
+            failed = await self.make_starts_durable(starts_moved) if starts_moved else {}
+            for partition, error in failed.items():
+                log.warning("follower could not keep the leader's log start offset",
+                            partition=str(partition.topic_partition), error=error.message)
+                self._delay(partition.topic_partition)
 
     def _ready(self, now: float) -> dict[TopicPartition, Partition]:
         return {tp: p for tp, p in self.partitions.items()
@@ -179,7 +181,8 @@ class ReplicaFetcher:
         config = self.config
         return FetchRequest(
             replica_id=self.node_id, max_wait_ms=config.fetch_wait_max_ms, min_bytes=config.fetch_min_bytes,
-            max_bytes=config.fetch_response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            max_bytes=config.fetch_response_max_bytes, isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="")
 
@@ -207,15 +210,21 @@ class ReplicaFetcher:
             return False
         records = whole_batches(answer.records)
         if len(records):
-            await partition.append_as_follower(records)
+            try:
+                await partition.append_as_follower(records)
+            except LowDiskSpaceError:
+                # A full follower still follows the leader's deletions: they may be what frees its disk.
+                if partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset):
+                    await self.make_starts_durable([partition])
+                raise
         return partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
 
     async def _reset_out_of_range(self, partition: Partition) -> None:
         """Kafka's handleOutOfRangeError: ask the leader for its earliest and latest offsets."""
         tp = partition.topic_partition
         connection = await self._connect()
-        earliest = await self._list_offset(connection, partition, EARLIEST)
-        latest = await self._list_offset(connection, partition, LATEST)
+        earliest = await self._list_offset(connection, partition, SpecialTimestamp.EARLIEST)
+        latest = await self._list_offset(connection, partition, SpecialTimestamp.LATEST)
         end = partition.log.log_end_offset
         if end > latest:
             log.warning("follower log ends past the leader's; truncating", partition=str(tp), log_end_offset=end,
@@ -234,13 +243,14 @@ class ReplicaFetcher:
         wanted = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
             partition_index=tp.partition, current_leader_epoch=partition.leader_epoch, timestamp=timestamp)
         reply = await connection.request(ListOffsetsRequest(
-            replica_id=self.node_id, isolation_level=0, timeout_ms=self.config.socket_timeout_ms,
+            replica_id=self.node_id, isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            timeout_ms=self.config.socket_timeout_ms,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=tp.topic, partitions=[wanted])]),
             version=LIST_OFFSETS_VERSION)
         answer = reply.topics[0].partitions[0]
         if answer.error_code != ErrorCode.NONE:
-            raise LogError(f"{tp}: the leader answered ListOffsets with {ErrorCode(answer.error_code).name}",
-                           ErrorCode(answer.error_code))
+            raise LogError(ErrorCode(answer.error_code),
+                           f"{tp}: the leader answered ListOffsets with {ErrorCode(answer.error_code).name}")
         return answer.offset
 
     # --- the connection --------------------------------------------------------------------------

@@ -5,6 +5,12 @@ topic needs no call into this module: a partition whose topic is gone answers
 UNKNOWN_TOPIC_OR_PARTITION, and one whose topic id or log object changed (deleted and created
 again) is a new Partition with fresh state.
 
+The data path's rules are written here and in Partition only, as in Kafka's ReplicaManager:
+`append_records` (Produce, the group coordinator's records: min.insync.replicas, acks, the wait for
+the ISR), `delete_records` (DeleteRecords, the committed-offset trimmer: move every start offset, make
+them durable with one checkpoint write, wait for the low watermark) and `make_start_offsets_durable`
+(the follower's fetcher too). Callers map the per-partition results to their own answers.
+
 Events wake the purgatories, keyed by TopicPartition: an append wakes fetches (followers read to the
 log end), a high watermark move wakes produces with acks=-1 and fetches, a low watermark move wakes
 DeleteRecords.
@@ -16,18 +22,26 @@ manager's thread pool, never blocking the event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import structlog
 
-from broker.log import FileSlice, StartOffsetReason, StorageError, TopicPartition
+from broker.log import FileSlice, LogError, StartOffsetReason, StorageError, TopicPartition
 from broker.log.file_region import FileRegion
 from broker.log.slices import SliceReader
 from broker.metrics.data_path import DELETION_CAUSES, DataPathCounters
 from broker.purgatory import Purgatory
 from broker.replica.fetcher import ReplicaFetcher
+from broker.replica.outcomes import (
+    VALID_ACKS,
+    AppendEntry,
+    AppendOrigin,
+    AppendResult,
+    DeleteOutcome,
+    append_failure,
+)
 from broker.replica.partition import Partition, PartitionError
 from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
@@ -37,6 +51,12 @@ log = structlog.get_logger("replica")
 
 T = TypeVar("T")
 IO_THREADS = 4
+
+_ACKS_FAILURES = {  # why an acks=-1 append was not acknowledged
+    ErrorCode.REQUEST_TIMED_OUT: "the batch was not replicated to the in-sync replicas in time",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "leadership moved before the batch was replicated",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "the in-sync replicas fell below min.insync.replicas after the append",
+}
 
 
 class ReplicaManager:
@@ -235,16 +255,18 @@ class ReplicaManager:
             fetcher = self._fetchers.get(partition.leader_id)
             if fetcher is None:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
-                    self.node_id, partition.leader_id, self.endpoint, self.broker.config.replication,
-                    self.broker.config.inter_broker_security)
+                    self.node_id, partition.leader_id, self.endpoint, self.make_start_offsets_durable,
+                    self.broker.config.replication, self.broker.config.inter_broker_security)
             fetcher.add(partition)
         for listener in self.leadership_listeners:
             listener(partition)
 
     def forget_topic(self, name: str) -> None:
-        """The topic is being deleted: stop fetching and serving every partition of it."""
+        """The topic is being deleted: stop fetching and serving every partition of it, and drop its
+        traffic counters (a topic re-created under the name counts from zero, as in Kafka)."""
         for tp in [tp for tp in self._partitions if tp.topic == name]:
             self._forget(tp)
+        self.counters.forget_topic(name)
 
     def stop_following(self, tp: TopicPartition) -> None:
         """No fetcher follows `tp` any more; a fetcher left with nothing to follow stops."""
@@ -296,6 +318,149 @@ class ReplicaManager:
                         log.info("followers out of sync", partition=str(partition.topic_partition),
                                  replicas=sorted(lagging))
                         self.request_isr_change(partition, partition.isr - lagging)
+
+    # --- the data path: appending, deleting, waiting ----------------------------------------------
+
+    async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
+                             origin: AppendOrigin, internal_topics_allowed: bool = False) -> list[AppendResult]:
+        """Kafka's ReplicaManager.appendRecords: each batch appended on its partition, led here; one
+        result per entry, in order, its `error_code` NONE or why not. acks=-1 returns once the ISR
+        holds every batch, or after `timeout_ms` (REQUEST_TIMED_OUT: written here, maybe not
+        replicated); the batches stay in the log either way, as in Kafka."""
+        if required_acks not in VALID_ACKS:
+            message = f"acks must be 0, 1 or -1, not {required_acks}"
+            return [self._refused(name, index, ErrorCode.INVALID_REQUIRED_ACKS, message, origin)
+                    for name, index, _, _ in entries]
+        topics = self.broker.topics
+        counters = self.counters if origin is AppendOrigin.CLIENT else None
+        results: list[AppendResult] = []
+        waiting: list[tuple[int, Partition, int]] = []  # (position in results, partition, offset the ISR must reach)
+        for name, index, records, batch in entries:
+            partition = None
+            try:
+                topic = topics.get(name)
+                if topic is None:
+                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                if topic.internal and not internal_topics_allowed:
+                    raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
+                partition = self._partition(topic, index)
+                result = await partition.append_records_as_leader(records, batch, required_acks)
+            except (PartitionError, LogError) as exc:
+                refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
+                results.append(refused._replace(record_errors=tuple(getattr(exc, "record_errors", ()))))
+                continue
+            if counters is not None and not result.duplicate:
+                counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
+            if required_acks == -1:
+                waiting.append((len(results), partition, result.last_offset + 1))
+            results.append(result)
+        if waiting:
+            outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
+            if outcomes.count(ErrorCode.NONE) != len(outcomes):  # on one broker never: the HW moved with the append
+                await self._await_acks(results, waiting, outcomes, timeout_ms)
+        return results
+
+    def _refused(self, name: str, index: int, code: ErrorCode, message: str, origin: AppendOrigin,
+                 partition: Partition | None = None) -> AppendResult:
+        log.info("append refused", partition=f"{name}-{index}", origin=origin.value, error=ErrorCode(code).name,
+                 reason=message)
+        return append_failure(code, message, partition)
+
+    async def _await_acks(self, results: list[AppendResult], waiting: list[tuple[int, Partition, int]],
+                          outcomes: list[ErrorCode | None], timeout_ms: int) -> None:
+        """Kafka's DelayedProduce: done when every partition's acks outcome is known
+        (Partition.acks_outcome; `outcomes` as they stand now); those still open at the timeout are
+        REQUEST_TIMED_OUT. A failed partition keeps its offsets in the answer, as Kafka's does."""
+        if None in outcomes:
+
+            def settled() -> bool:
+                for _, partition, required in waiting:
+                    if partition.acks_outcome(required) is None:
+                        return False
+                return True
+
+            await self.produces.wait([p.topic_partition for _, p, _ in waiting], settled, timeout_ms)
+            outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
+        for (position, _, _), outcome in zip(waiting, outcomes, strict=True):
+            if outcome is not ErrorCode.NONE:
+                code = ErrorCode.REQUEST_TIMED_OUT if outcome is None else outcome
+                results[position] = results[position]._replace(error_code=code, error_message=_ACKS_FAILURES[code])
+
+    async def delete_records(self, offsets: Mapping[TopicPartition, int], timeout_ms: int, leader_only: bool,
+                             reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
+                             ) -> dict[TopicPartition, DeleteOutcome]:
+        """Kafka's ReplicaManager.deleteRecords: every partition's log start offset moves first (in
+        memory), then one checkpoint write makes them all durable, then the request waits in the
+        delete-records purgatory until each low watermark reaches its offset, up to `timeout_ms`
+        (partitions still short: REQUEST_TIMED_OUT with the low watermark they had before the wait).
+        `leader_only` (KIP-1343) answers once the leader's start is durable, written even when
+        `log.start.offset.checkpoint.sync` is off, without waiting for followers."""
+        outcomes: dict[TopicPartition, DeleteOutcome] = {}
+        started: list[tuple[TopicPartition, Partition, int]] = []
+        for tp, offset in offsets.items():
+            try:
+                topic = self.broker.topics.get(tp.topic)
+                if topic is not None and topic.internal:
+                    raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                         f"cannot delete records of internal topic {tp.topic}")
+                partition = self.partition(tp.topic, tp.partition)
+                required, _ = partition.delete_records_on_leader(offset, reason)
+            except (PartitionError, LogError) as exc:
+                outcomes[tp] = self._deletion_refused(tp, offset, exc)
+                continue
+            started.append((tp, partition, required))
+        failed = await self.make_start_offsets_durable([p for _, p, _ in started], force=leader_only)
+        pending: list[tuple[TopicPartition, Partition, int]] = []
+        for tp, partition, required in started:
+            if partition in failed:
+                outcomes[tp] = self._deletion_refused(tp, offsets[tp], failed[partition])
+                continue
+            low = partition.low_watermark()
+            outcomes[tp] = DeleteOutcome(ErrorCode.NONE, low, partition.log_start_offset)
+            if not leader_only and low < required:
+                pending.append((tp, partition, required))
+        if pending:
+            await self._await_low_watermarks(outcomes, pending, timeout_ms)
+        return outcomes
+
+    def _deletion_refused(self, tp: TopicPartition, offset: int, exc: PartitionError | LogError) -> DeleteOutcome:
+        log.info("delete records refused", partition=str(tp), offset=offset, error=ErrorCode(exc.error_code).name,
+                 reason=exc.message)
+        return DeleteOutcome(ErrorCode(exc.error_code), -1, -1, exc.message)
+
+    async def _await_low_watermarks(self, outcomes: dict[TopicPartition, DeleteOutcome],
+                                    pending: list[tuple[TopicPartition, Partition, int]], timeout_ms: int) -> None:
+        """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset. TimeoutMs
+        <= 0 parks nothing: the answer is what is known now (KAFKA-20560)."""
+
+        def reached() -> bool:
+            return all(not p.is_leader or p.low_watermark() >= required for _, p, required in pending)
+
+        if timeout_ms > 0:
+            await self.deletions.wait([p.topic_partition for _, p, _ in pending], reached, timeout_ms)
+        for tp, partition, required in pending:
+            low = partition.low_watermark()
+            if not partition.is_leader:  # the new leader has the start offset
+                outcomes[tp] = DeleteOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+            elif low >= required:
+                outcomes[tp] = DeleteOutcome(ErrorCode.NONE, low, partition.log_start_offset)
+            else:  # Kafka keeps the low watermark seen on arrival
+                outcomes[tp] = outcomes[tp]._replace(error_code=ErrorCode.REQUEST_TIMED_OUT, leader_log_start_offset=-1)
+
+    async def make_start_offsets_durable(self, partitions: Iterable[Partition], force: bool = False
+                                         ) -> dict[Partition, LogError]:
+        """Each partition's log start offset on disk (moved in memory before: the first wait writes the
+        checkpoint with all of them), then whatever waits on it looks again. `force`: written even
+        when `log.start.offset.checkpoint.sync` is off. Returns the partitions that failed."""
+        failed: dict[Partition, LogError] = {}
+        for partition in partitions:
+            try:
+                await partition.log.make_start_offset_durable(force)
+            except LogError as exc:
+                failed[partition] = exc
+                continue
+            self.log_start_offset_moved(partition)
+        return failed
 
     # --- events ----------------------------------------------------------------------------------
 

@@ -18,11 +18,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import structlog
 
 from broker.log import PartitionLog, StartOffsetReason, TopicPartition
+from broker.replica.outcomes import AppendResult
 from broker.replica.producer_recovery import rebuild_producer_state
 from broker.replica.producer_state import (
     SNAPSHOT_VERSION,
@@ -31,7 +32,7 @@ from broker.replica.producer_state import (
     ProducerStateManager,
     last_sequence,
 )
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.records import RecordBatch
 
 log = structlog.get_logger("replica")
@@ -39,13 +40,8 @@ log = structlog.get_logger("replica")
 NO_LEADER_EPOCH = -1
 
 
-class PartitionError(Exception):
+class PartitionError(CodedError):
     """A per-partition failure with the Kafka error code a handler answers with."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(slots=True)
@@ -62,14 +58,6 @@ class FollowerState:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class AppendResult(NamedTuple):  # one per produced batch: a NamedTuple is made in C
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 under CreateTime
-    log_start_offset: int
-    duplicate: bool = False
 
 
 T = TypeVar("T")
@@ -181,7 +169,7 @@ class Partition:
 
     def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> bool:
         """The leader's high watermark (capped at our log end) and log start offset, in memory; True
-        when the start moved: `finish_following_start` then makes it durable, before the next Fetch
+        when the start moved: ReplicaManager.make_start_offsets_durable then makes it durable, before the next Fetch
         reports it to the leader (one checkpoint write for every partition of a Fetch answer)."""
         log_ = self.log
         if leader_high_watermark > log_.high_watermark:
@@ -200,10 +188,6 @@ class Partition:
             return False
         self.host.records_deleted(self, reason, self.log.log_start_offset - before, size_before - self.log.size_bytes)
         return True
-
-    async def finish_following_start(self) -> None:
-        await self.log.make_start_offset_durable()
-        self.host.log_start_offset_moved(self)
 
     async def truncate_as_follower(self, diverging_epoch: int, diverging_end_offset: int) -> None:
         """The leader says our log diverges from its own after `diverging_end_offset` (the end of
@@ -326,11 +310,17 @@ class Partition:
 
     # --- appending -------------------------------------------------------------------------------
 
-    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch) -> AppendResult:
-        """Append one client batch (already checked for shape by the handler). Idempotent batches
-        go through the producer checks; a duplicate returns the original offsets unwritten.
-        LogError and PartitionError carry the error code."""
+    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch,
+                                       required_acks: int) -> AppendResult:
+        """Append one batch (already checked for shape by its writer). With acks=-1 the ISR must hold
+        min.insync.replicas first (Kafka's appendRecordsToLeader: every writer, clients and the
+        group coordinator alike). Idempotent batches go through the producer checks; a duplicate
+        returns the original offsets unwritten. LogError and PartitionError carry the error code."""
         self.check_leader()
+        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                 f"The in-sync replicas of {self.topic_partition} ({len(self.isr)}) are fewer than "
+                                 f"min.insync.replicas ({self.log.config.min_insync_replicas})")
         header = batch.header()
         producer_id = header.producer_id
         if not self.producers_loaded:
@@ -366,25 +356,30 @@ class Partition:
             await self.log.flush()  # flush.messages, as PartitionLog.append would
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time, info.log_start_offset)
 
-    # --- deleting records ------------------------------------------------------------------------
+    def acks_outcome(self, required_offset: int) -> ErrorCode | None:
+        """Where an acks=-1 append that ends before `required_offset` stands (Kafka's
+        checkEnoughReplicasReachOffset): None while the ISR has not reached it on this leader;
+        NONE once it has, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas
+        meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved first (the batch may or may not survive
+        on the new leader)."""
+        log_ = self.log
+        if log_.high_watermark >= required_offset:
+            if len(self.isr) < log_.config.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return None if self.leader_id == self.local_id else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
-    def start_delete_records_on_leader(
-        self, offset: int, reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
-    ) -> tuple[int, bool]:
+    # --- moving the log start offset -------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int, reason: StartOffsetReason) -> tuple[int, bool]:
         """Kafka's Partition.deleteRecordsOnLeader up to the wait for the disk: the log start offset
         moves in memory (-1 means the high watermark; POLICY_VIOLATION, OFFSET_OUT_OF_RANGE and
         KAFKA_STORAGE_ERROR come from the log as LogError). Returns the offset the low watermark must
-        reach and whether the start offset moved; `finish_delete_records` makes it durable and wakes
-        the waiting deletions. A request over many partitions starts them all first, so one
-        checkpoint write covers them."""
+        reach and whether the start offset moved; ReplicaManager.make_start_offsets_durable follows
+        (after every partition of a request has moved, so that one checkpoint write covers them)."""
         self.check_leader()
         wanted = self.log.high_watermark if offset == -1 else offset
         return wanted, self._move_start(wanted, reason)
-
-    async def finish_delete_records(self, moved: bool) -> None:
-        await self.log.make_start_offset_durable()
-        if moved:
-            self.host.log_start_offset_moved(self)
 
     # --- producer state --------------------------------------------------------------------------
 

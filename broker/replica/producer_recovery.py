@@ -1,9 +1,9 @@
-"""Rebuilding a partition's producer table at load: the snapshot (`<offset>.snapshot`) when it is
-usable, then the batch headers after it, scanned from the segment files off the event loop."""
+"""Rebuilding a partition's producer table at load: the snapshot (`producer-state.json`) when it is
+usable, then the batch headers after it, read through the log (PartitionLog.read, FileSlice.headers)
+off the event loop."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -11,11 +11,14 @@ from typing import Any
 import structlog
 
 from broker.log import OffsetOutOfRangeError, PartitionLog, ReadBound
-from broker.replica.producer_state import ProducerStateManager, read_snapshot, remove_snapshot, scan_headers
+from broker.log.segment_file import CorruptSegmentError
+from broker.replica.producer_state import ProducerStateManager, read_snapshot, remove_snapshot
 
 log = structlog.get_logger("replica")
 
 RunIO = Callable[..., Awaitable[Any]]  # runs a blocking function off the event loop
+_REST_OF_LOG = 2**63 - 1  # a read's max_bytes: every batch up to the log end
+_HEADERS_PER_CALL = 65_536  # headers read in one call off the loop
 
 
 async def rebuild_producer_state(partition_log: PartitionLog, producers: ProducerStateManager,
@@ -56,45 +59,33 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
 
 async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManager, run_io: RunIO,
                       offset: int, now_ms: int) -> int:
-    """Feed the batch headers from `offset` to the log end into the producer table, one segment
-    file at a time (the log finds where `offset` lies; the files are scanned off the loop)."""
+    """Feed the batch headers from `offset` to the log end into the producer table: the log's own
+    read names the file ranges, their headers are read off the loop, a segment file at a time."""
     scanned = 0
     end = partition_log.log_end_offset
-    while offset < end:
+    if offset >= end:
+        return 0
+    try:
+        found = partition_log.read(offset, _REST_OF_LOG, bound=ReadBound.LOG_END, min_one_batch=True)
+    except OffsetOutOfRangeError:
+        return 0
+    for piece in found.slices:
         try:
-            first = partition_log.read(offset, 1, bound=ReadBound.LOG_END, min_one_batch=True)
-        except OffsetOutOfRangeError:
+            piece.file.pin()
+        except ValueError:  # the segment was deleted and its file closed meanwhile: its records are gone
             break
-        if not first.slices:
-            break
-        piece, before = first.slices[0], offset
-        piece.file.pin()
         try:
-            position = piece.position
-            while True:
-                headers, position = await run_io(_scan_chunk, piece.file.fileno(), position)
-                if not headers:
-                    break
+            position, stop = piece.position, piece.position + piece.length
+            while position < stop:
+                headers, position = await run_io(piece.headers, position, _HEADERS_PER_CALL)
                 for header in headers:
                     if header.last_offset >= offset and header.base_offset < end:
                         producers.apply(header, now_ms)
                         scanned += 1
-                offset = max(offset, headers[-1].last_offset + 1)
+        except CorruptSegmentError as exc:  # the file changed underneath; the log's own reads will say so
+            log.warning("producer state rebuild stopped at a damaged segment",
+                        partition=str(partition_log.topic_partition), error=str(exc))
+            break
         finally:
             piece.file.unpin()
-        if offset == before:
-            break
     return scanned
-
-
-def _scan_chunk(fd: int, position: int, limit: int = 65_536) -> tuple[list, int]:
-    """Blocking: up to `limit` batch headers from `position` to the end of the file, and where the
-    next chunk starts."""
-    size = os.fstat(fd).st_size
-    headers = []
-    for header in scan_headers(fd, position, size - position):
-        headers.append(header)
-        position = header.end_position
-        if len(headers) >= limit:
-            break
-    return headers, position

@@ -30,16 +30,15 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import time
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.checkpoint import fsync_dir
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode
+from protocol.records import BatchHeader
 
 SNAPSHOT_FILE = "producer-state.json"
 SNAPSHOT_VERSION = 1
@@ -50,17 +49,9 @@ INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_SCAN_WINDOW = 64 * 1024
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 
-
-class ProducerStateError(Exception):
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
+class ProducerStateError(CodedError):
+    """An idempotent batch refused by the producer checks."""
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
@@ -110,32 +101,6 @@ class ProducerEntry:
             self.batches.clear()
         self.batches.append(batch)
         self.last_update_ms = now_ms
-
-
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """What producer state needs from a batch header."""
-
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    attributes: int
-    end_position: int  # where the next batch starts in the file
-
-    @property
-    def last_sequence(self) -> int:
-        return last_sequence(self.base_sequence, self.last_offset - self.base_offset)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL)
 
 
 class ProducerStateManager:
@@ -199,8 +164,8 @@ class ProducerStateManager:
         """Replay a batch read back from the log (no checks: it was checked when written)."""
         if header.producer_id < 0 or header.is_control:
             return
-        batch = BatchMetadata(header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,
-                              header.max_timestamp)
+        batch = BatchMetadata(header.base_sequence, last_sequence(header.base_sequence, header.last_offset_delta),
+                              header.base_offset, header.last_offset, header.max_timestamp)
         entry = self.producers.get(header.producer_id)
         if entry is not None and header.producer_epoch < entry.epoch:
             return
@@ -257,30 +222,6 @@ def remove_snapshot(path: Path) -> None:
     except FileNotFoundError:
         return
     fsync_dir(path.parent)
-
-
-def scan_headers(fd: int, position: int, length: int) -> Iterator[BatchHeader]:
-    """Blocking: the headers of the whole batches in [position, position + length) of a segment file,
-    read in windows; batch bodies larger than a window are skipped, not read."""
-    end = position + length
-    window = b""
-    window_start = position
-    while position + _HEADER.size <= end:
-        rel = position - window_start
-        if rel < 0 or rel + _HEADER.size > len(window):
-            window = os.pread(fd, min(_SCAN_WINDOW, end - position), position)
-            window_start, rel = position, 0
-            if len(window) < _HEADER.size:
-                return
-        (base, batch_length, _epoch, _magic, _crc, attributes, delta, _first_ts, max_ts, producer_id,
-         producer_epoch, base_sequence, _count) = _HEADER.unpack_from(window, rel)
-        if batch_length < _HEADER.size - 12:
-            return
-        position += batch_length + 12
-        if position > end:
-            return
-        yield BatchHeader(base, base + delta, max_ts, producer_id, producer_epoch, base_sequence, attributes,
-                          position)
 
 
 def _now_ms() -> int:

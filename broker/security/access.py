@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acls import CLUSTER_NAME
+from protocol.enums import Operation, ResourceType
 
 
 def allowed(broker: Any, request: Any, operation: Operation, resource_type: ResourceType, name: str) -> bool:

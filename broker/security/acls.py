@@ -14,44 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 
-
-class ResourceType(IntEnum):
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-
-
-class PatternType(IntEnum):
-    ANY = 1  # filters only
-    MATCH = 2  # filters only: every pattern that matches a name
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(IntEnum):
-    ANY = 1  # filters only
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-class Permission(IntEnum):
-    ANY = 1  # filters only
-    DENY = 2
-    ALLOW = 3
-
+from protocol.enums import Operation, PatternType, Permission, ResourceType
 
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name
 WILDCARD = "*"

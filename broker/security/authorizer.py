@@ -18,7 +18,8 @@ from urllib.parse import quote, unquote
 import structlog
 
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
-from broker.security.acls import Acl, AclFilter, Operation, PatternType, Permission, ResourceType, decide
+from broker.security.acls import Acl, AclFilter, decide
+from protocol.enums import Operation, PatternType, Permission, ResourceType
 
 log = structlog.get_logger("authorizer")
 

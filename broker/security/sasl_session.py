@@ -19,8 +19,7 @@ from broker.security.principal import user
 from broker.security.sasl_config import PLAIN, SaslListener
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.security.scram import ScramServer
-
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+from protocol.enums import ApiKey
 
 
 class Stage(Enum):
@@ -49,8 +48,8 @@ class SaslSession:
         if self.stage is Stage.DONE:
             return True
         if self.stage is Stage.HANDSHAKE:
-            return api_key in (API_VERSIONS, SASL_HANDSHAKE)
-        return self.stage is Stage.AUTHENTICATE and api_key == SASL_AUTHENTICATE
+            return api_key in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+        return self.stage is Stage.AUTHENTICATE and api_key == ApiKey.SASL_AUTHENTICATE
 
     def handshake(self, mechanism: str, version: int) -> bool:
         """Choose the mechanism; False (and the session fails) when the listener does not offer it."""

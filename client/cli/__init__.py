@@ -5,16 +5,29 @@ broker/cli.py owns the `ebb` parser and calls `register` to add these subcommand
 
 from __future__ import annotations
 
-from . import acls, configs, delete_records, offsets, topics, users
-from .common import common_options
+import argparse
+from importlib import import_module
+
+# Each command: its module here and its line in `ebb --help`. Only the module of the command being run
+# is imported: they pull in the client library (asyncio, the codec, structlog), which `ebb --help` and
+# a mistyped command need not wait for.
+COMMANDS = {
+    "delete-records": ("delete_records", "delete records below an offset or a time (DeleteRecords)"),
+    "topics": ("topics", "create, list, describe and delete topics"),
+    "configs": ("configs", "describe and alter topic and broker configs"),
+    "offsets": ("offsets", "earliest, latest or by-time offsets per partition"),
+    "users": ("users", "create, list and delete SCRAM users"),
+    "acls": ("acls", "add, list and remove ACLs (kafka-acls' flags)"),
+}
 
 
-def register(subparsers) -> None:
-    """Add the admin subcommands to `ebb`'s subparsers; each sets `func(args) -> exit code`."""
-    common = common_options()
-    delete_records.add_parser(subparsers, common)
-    topics.add_parser(subparsers, common)
-    configs.add_parser(subparsers, common)
-    offsets.add_parser(subparsers, common)
-    users.add_parser(subparsers, common)
-    acls.add_parser(subparsers, common)
+def register(subparsers: argparse._SubParsersAction, chosen: str | None) -> None:
+    """Add the admin subcommands to `ebb`'s subparsers. The `chosen` one gets its whole parser, whose
+    `func(args)` returns the exit code; the others are listed by name and summary only."""
+    for name, (module_name, summary) in COMMANDS.items():
+        if name == chosen:
+            from .common import common_options
+
+            import_module(f".{module_name}", __name__).add_parser(subparsers, common_options(), summary)
+        else:
+            subparsers.add_parser(name, help=summary)

@@ -30,8 +30,8 @@ from .output import print_json, print_table
 CLUSTER_NAME = "kafka-cluster"
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("acls", parents=[common], help="add, list and remove ACLs (kafka-acls' flags)",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    p = sub.add_parser("acls", parents=[common], help=summary,
                        description="ACLs for brokers with authorizer.class.name set (docs/security.md).")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true")

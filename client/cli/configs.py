@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..admin import ConfigEntry, ConfigSource, ResourceType
+from protocol.enums import ConfigResourceType, ConfigSource
+
+from ..admin import ConfigEntry
 from ..errors import KafkaError
 from .common import (
     EXIT_OK,
@@ -29,8 +31,8 @@ _OVERRIDES = {ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CON
               ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG}
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    configs = sub.add_parser("configs", help="describe and alter topic and broker configs",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    configs = sub.add_parser("configs", help=summary,
                              description="Describe and alter topic and broker configs.")
     actions = configs.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -56,16 +58,16 @@ def _resource_options(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--broker", metavar="ID", help="a broker's configs, by broker id")
 
 
-async def _resource(admin, args: argparse.Namespace) -> tuple[ResourceType, str]:
+async def _resource(admin, args: argparse.Namespace) -> tuple[ConfigResourceType, str]:
     if args.topic is not None:
         await existing_topics(admin, [args.topic])
-        return ResourceType.TOPIC, args.topic
+        return ConfigResourceType.TOPIC, args.topic
     if not args.broker.isdigit():
         raise BadInput(f"--broker {args.broker!r}: a broker id is a number")
     if int(args.broker) not in admin.cluster.metadata.brokers:
         known = ", ".join(map(str, sorted(admin.cluster.metadata.brokers))) or "none"
         raise BadInput(f"broker {args.broker} is not in the cluster (brokers: {known})")
-    return ResourceType.BROKER, args.broker
+    return ConfigResourceType.BROKER, args.broker
 
 
 def _source(entry: ConfigEntry) -> str:

@@ -46,9 +46,9 @@ from .output import Progress, print_json, print_table
 HEADERS = ("TOPIC", "PARTITION", "OFFSET", "LOW-WATERMARK", "LEADER-LOG-START-OFFSET", "ERROR")
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
     p = sub.add_parser(
-        "delete-records", parents=[common], help="delete records below an offset or a time (DeleteRecords)",
+        "delete-records", parents=[common], help=summary,
         description="Delete the records below an offset in each partition, from Kafka's offset JSON file "
                     "or from --topic/--partition with --before-offset or --before-timestamp. Exit code 0 when "
                     "every partition succeeded, 1 when any failed, 2 on bad input (nothing deleted).")
@@ -132,21 +132,31 @@ async def _offsets_before(admin: Admin, partitions: list[TopicPartition], timest
     return offsets
 
 
-async def _delete(admin: Admin, offsets: dict[TopicPartition, int], *, leader_only: bool,
-                  timeout_ms: int) -> dict[TopicPartition, DeletedRecords]:
-    """One delete_records per leader broker, concurrently, so the progress bar moves as brokers answer."""
-    by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
-    for tp, offset in offsets.items():
-        info = admin.cluster.partition_info(tp)
-        by_leader[info.leader if info is not None else -1][tp] = offset
-    results: dict[TopicPartition, DeletedRecords] = {}
-    with Progress(len(offsets), "deleting records") as progress:
-        async def one(share: dict[TopicPartition, int]) -> None:
-            deleted = await admin.delete_records(share, leader_only=leader_only, timeout_ms=timeout_ms)
-            results.update(deleted.partition_results())
-            progress.advance(len(share))
+# A bar that moves in steps of about 5%, and no request under 100 partitions: many partitions on one
+# broker go in several requests, one after another.
+PROGRESS_STEPS = 20
+MIN_PARTITIONS_PER_REQUEST = 100
 
-        await asyncio.gather(*(one(share) for share in by_leader.values()))
+
+async def _delete(admin: Admin, offsets: dict[TopicPartition, int], *, leader_only: bool,
+                  timeout_ms: int, show_progress: bool) -> dict[TopicPartition, DeletedRecords]:
+    """Per leader broker, concurrently, its partitions in requests of at most 1/PROGRESS_STEPS of the
+    whole, one after another, so that the progress bar moves as they are answered."""
+    by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+    for tp in offsets:
+        info = admin.cluster.partition_info(tp)
+        by_leader[info.leader if info is not None else -1].append(tp)
+    per_request = max(MIN_PARTITIONS_PER_REQUEST, -(-len(offsets) // PROGRESS_STEPS))
+    results: dict[TopicPartition, DeletedRecords] = {}
+    with Progress(len(offsets), "deleting records", enabled=None if show_progress else False) as progress:
+        async def one_leader(partitions: list[TopicPartition]) -> None:
+            for first in range(0, len(partitions), per_request):
+                share = {tp: offsets[tp] for tp in partitions[first:first + per_request]}
+                deleted = await admin.delete_records(share, leader_only=leader_only, timeout_ms=timeout_ms)
+                results.update(deleted.partition_results())
+                progress.advance(len(share))
+
+        await asyncio.gather(*(one_leader(partitions) for partitions in by_leader.values()))
     return results
 
 
@@ -173,7 +183,8 @@ async def delete_records_command(args: argparse.Namespace) -> int:
         else:
             assert timestamp is not None  # neither a file nor --before-offset: _check_arguments saw a time
             offsets = await _offsets_before(admin, partitions, timestamp, latest)
-        results = await _delete(admin, offsets, leader_only=args.leader_only, timeout_ms=args.timeout_ms)
+        results = await _delete(admin, offsets, leader_only=args.leader_only, timeout_ms=args.timeout_ms,
+                                show_progress=args.output != "json")
 
     rows = [(tp, offsets[tp], results[tp]) for tp in partitions]
     if args.output == "json":

@@ -16,8 +16,8 @@ from .output import print_json, print_table
 _SPECIAL = {"earliest": EARLIEST, "latest": LATEST, "max-timestamp": MAX_TIMESTAMP}
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("offsets", parents=[common], help="earliest, latest or by-time offsets per partition",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    p = sub.add_parser("offsets", parents=[common], help=summary,
                        description="Offsets per partition: the earliest (log start) and latest (high watermark), "
                                    "or with --time the first record at or after a time.")
     p.add_argument("--topic", help="this topic (default: every non-internal topic)")

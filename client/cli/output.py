@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
-from collections.abc import Iterable, Sequence
-from typing import TextIO
+import time
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TextIO, TypeVar
 
 import structlog
 
 PROGRESS_MIN_ITEMS = 10  # fewer partitions than this finish too fast for a bar to help
 BAR_WIDTH = 30
+_T = TypeVar("_T")
 
 
 def configure_logging(verbose: int = 0) -> None:
@@ -100,6 +103,31 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.finish()
+
+
+class Elapsed:
+    """`label, N s` on stderr, redrawn each second while one long step runs (a request whose answer is
+    the only sign of progress), shown only when stderr is a terminal; erased when the step ends."""
+
+    def __init__(self, label: str, *, stream: TextIO | None = None, enabled: bool = True):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled and _is_terminal(self.stream)
+
+    async def run(self, step: Awaitable[_T]) -> _T:
+        if not self.enabled:
+            return await step
+        task = asyncio.ensure_future(step)
+        started = time.monotonic()
+        try:
+            while not task.done():
+                self.stream.write(f"\r{self.label}, {time.monotonic() - started:.0f} s")
+                self.stream.flush()
+                await asyncio.wait({task}, timeout=1.0)
+        finally:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+        return task.result()
 
 
 def _is_terminal(stream: TextIO) -> bool:

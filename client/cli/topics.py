@@ -12,11 +12,11 @@ import sys
 
 from ..errors import KafkaError
 from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, existing_topics, parse_key_values, run
-from .output import print_json, print_table
+from .output import PROGRESS_MIN_ITEMS, Elapsed, print_json, print_table
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    topics = sub.add_parser("topics", help="create, list, describe and delete topics",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    topics = sub.add_parser("topics", help=summary,
                             description="Create, list, describe and delete topics.")
     actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -123,8 +123,12 @@ async def delete_command(args: argparse.Namespace) -> int:
             wanted = [name for name in wanted if name not in skipped]
         else:
             skipped = []
-            await existing_topics(admin, wanted)
-        results = await admin.delete_topics(wanted, timeout_ms=args.timeout_ms) if wanted else {}
+            described = await existing_topics(admin, wanted)
+        partitions = sum(len(described[name].partitions) for name in wanted)
+        # One request answered when every partition is gone: on a terminal, the time it has taken so far.
+        waiting = Elapsed(f"deleting {len(wanted)} topic(s) of {partitions} partitions",
+                          enabled=args.output != "json" and partitions >= PROGRESS_MIN_ITEMS)
+        results = await waiting.run(admin.delete_topics(wanted, timeout_ms=args.timeout_ms)) if wanted else {}
     rows = [(name, "deleted" if results[name].ok else "failed",
              error_text(results[name].error, results[name].error_message)) for name in wanted]
     rows += [(name, "absent", None) for name in skipped]

@@ -24,8 +24,8 @@ from .common import EXIT_OK, BadInput, connect, run
 from .output import print_json, print_table
 
 
-def add_parser(sub, common: argparse.ArgumentParser) -> None:
-    users = sub.add_parser("users", help="create, list and delete SCRAM users",
+def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
+    users = sub.add_parser("users", help=summary,
                            description="SCRAM-SHA-256/512 credentials for SASL listeners (docs/security.md).")
     actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
     setting = actions.add_parser("set", parents=[common], help="create or replace a user's SCRAM credential "

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from broker.topic_configs import TOPIC_CONFIGS, ConfigSource, ConfigType
+from broker.topic_configs import TOPIC_CONFIGS
+from protocol.enums import ConfigSource, ConfigType
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterConfigsRequest,

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import structlog.testing
 
 from broker.log import (
     InconsistentTopicIdError,
@@ -72,6 +73,24 @@ async def test_clean_shutdown_and_reload(tmp_path: Path) -> None:
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (33, end, end)
     assert again.load_reports[T0].recovered_segments == []
     assert batches_of(log.read(33, 10**6).read_bytes())[0][0] == 32
+    await again.shutdown()
+
+
+async def test_a_new_log_dir_is_not_reported_as_an_unclean_stop(tmp_path: Path) -> None:
+    """Issue 27: an empty data dir logged clean_shutdown=false, which reads as a crash."""
+    stops = []
+    for _ in range(2):
+        with structlog.testing.capture_logs() as logs:
+            manager = await open_manager(tmp_path / "logs")
+        stops.append([{k: e[k] for k in ("new_log_dir", "clean_shutdown") if k in e}
+                      for e in logs if e["event"] == "loaded logs"])
+        await manager.shutdown()
+    assert stops == [[{"new_log_dir": True}], [{"clean_shutdown": True}]]
+    manager = await open_manager(tmp_path / "logs")
+    await filled(manager, T0, 2)
+    manager.abandon()  # a crash
+    again = await open_manager(tmp_path / "logs")
+    assert again.previous_stop() == {"clean_shutdown": False}
     await again.shutdown()
 
 

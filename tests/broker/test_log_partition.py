@@ -10,9 +10,6 @@ import pytest
 from crc32c import crc32c
 
 from broker.log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     InvalidRecordError,
     LogConfig,
     OffsetOutOfRangeError,
@@ -23,6 +20,7 @@ from broker.log import (
     TopicPartition,
 )
 from broker.log.opening import create_partition_log, load_partition_log
+from protocol.enums import SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.records import RecordBatch, TimestampType, build_batch, iter_batches
 from tests.broker.test_log_support import SMALL, FakeClock, batch, batches_of, files, open_manager, settle
@@ -111,7 +109,7 @@ async def test_log_append_time_replaces_a_create_time_ahead_of_the_broker(tmp_pa
     log = new_log(tmp_path, replace(SMALL, message_timestamp_type="LogAppendTime"), clock)
     info = await log.append(batch(2, timestamp=9_000_000))
     assert info.max_timestamp == 5_000_000
-    assert log.offset_for_timestamp(MAX_TIMESTAMP).timestamp == 5_000_000
+    assert log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP).timestamp == 5_000_000
 
 
 async def test_follower_append_keeps_offsets(tmp_path: Path) -> None:
@@ -165,21 +163,22 @@ async def test_offset_for_timestamp(tmp_path: Path) -> None:
     for ts in timestamps:
         await log.append(batch(2, timestamp=ts), leader_epoch=1)
     log.update_high_watermark(log.log_end_offset)
-    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 0
-    assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 14
-    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 6)
+    assert log.offset_for_timestamp(SpecialTimestamp.EARLIEST).offset == 0
+    assert log.offset_for_timestamp(SpecialTimestamp.LATEST).offset == 14
+    assert ts_offset(log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP)) == (500, 6)
     for target, expected in [(0, 0), (100, 0), (101, 2), (300, 2), (301, 6), (450, 6), (500, 6)]:
         found = log.offset_for_timestamp(target)
         assert found is not None and found.offset == expected, target
     assert log.offset_for_timestamp(501) is None
     await move_start(log, 7)
-    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 7
+    assert log.offset_for_timestamp(SpecialTimestamp.EARLIEST).offset == 7
     assert log.offset_for_timestamp(100).offset == 7  # never below the start offset
-    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 7)  # batch 6..7 is still half there
+    # batch 6..7 is still half there
+    assert ts_offset(log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP)) == (500, 7)
     await move_start(log, 8)
-    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (500, 10)  # the first 500 is gone
+    assert ts_offset(log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP)) == (500, 10)  # the first 500 is gone
     await move_start(log, 12)
-    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (250, 12)
+    assert ts_offset(log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP)) == (250, 12)
 
 
 async def test_offset_for_timestamp_across_segments(tmp_path: Path) -> None:
@@ -188,7 +187,7 @@ async def test_offset_for_timestamp_across_segments(tmp_path: Path) -> None:
     assert len(log.segments) > 3
     for i in (0, 17, 33, 59):
         assert log.offset_for_timestamp(10_000 + i).offset == 2 * i
-    assert log.offset_for_timestamp(MAX_TIMESTAMP).offset == 118
+    assert log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP).offset == 118
 
 
 async def test_move_log_start_offset(tmp_path: Path) -> None:
@@ -326,6 +325,6 @@ async def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Pa
     assert ts_offset(log.offset_for_timestamp(150)) == (300, 1)
     assert ts_offset(log.offset_for_timestamp(300)) == (300, 1)
     assert ts_offset(log.offset_for_timestamp(301)) == (400, 3)
-    assert ts_offset(log.offset_for_timestamp(MAX_TIMESTAMP)) == (400, 3)
+    assert ts_offset(log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP)) == (400, 3)
     await move_start(log, 2)
     assert ts_offset(log.offset_for_timestamp(150)) == (200, 2)  # never below the log start offset

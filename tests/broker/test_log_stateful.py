@@ -16,9 +16,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from broker.log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     LogConfig,
     LogManager,
     OffsetOutOfRangeError,
@@ -26,6 +23,7 @@ from broker.log import (
     TopicPartition,
 )
 from broker.log import checkpoint as ck
+from protocol.enums import SpecialTimestamp
 from protocol.records import assign_offsets, build_batch
 from tests.broker.test_log_support import QUIET, FakeClock
 from tests.support.log_start import move_start
@@ -139,19 +137,21 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(
         timestamp=st.sampled_from(
-            [EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, 0, 1, 250, 500, 999, 1000, 1001]
+            [SpecialTimestamp.EARLIEST, SpecialTimestamp.LATEST, SpecialTimestamp.MAX_TIMESTAMP,
+             0, 1, 250, 500, 999, 1000, 1001]
         )
     )
     def offset_for_timestamp(self, timestamp: int) -> None:
         found = self.log.offset_for_timestamp(timestamp)
         live = self._live()
         expected: tuple[int, int] | None
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp == SpecialTimestamp.EARLIEST:
             expected = (-1, self.start)
-        elif timestamp == LATEST_TIMESTAMP:
+        elif timestamp == SpecialTimestamp.LATEST:
             expected = (-1, self.end)
         else:
-            target = max((b.max_ts for b in live), default=-1) if timestamp == MAX_TIMESTAMP else timestamp
+            newest = max((b.max_ts for b in live), default=-1)
+            target = newest if timestamp == SpecialTimestamp.MAX_TIMESTAMP else timestamp
             hit = next((b for b in live if b.max_ts >= target), None) if target >= 0 else None
             expected = None if hit is None else (hit.max_ts, max(hit.base, self.start))
         assert (None if found is None else (found.timestamp, found.offset)) == expected

@@ -56,6 +56,9 @@ def test_produce_moves_bytes_in_the_watermarks_and_the_request_metrics(url, clie
     assert value(after, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE") >= 1
     assert value(after, "kafka_network_requestmetrics_totaltime_seconds_count", **produce_requests) >= 1
     assert value(after, "kafka_server_socketservermetrics_connection_count") >= 1
+    # The JMX exporter's name for Kafka's per-listener, per-processor count (issue 27)
+    assert value(after, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT",
+                 networkProcessor="0") == value(after, "kafka_server_socketservermetrics_connection_count")
     assert value(after, "ebb_log_open_segment_files_max") == 4096
     assert 1 <= value(after, "ebb_log_open_segment_files") <= 4096
     assert value(after, "ebb_log_segment_reopens_total") == 0

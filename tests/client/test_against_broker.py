@@ -19,7 +19,7 @@ from client import (
     TopicPartition,
     UnknownTopicOrPartitionError,
 )
-from client.admin import ConfigSource
+from protocol.enums import ConfigSource
 from protocol.errors import ErrorCode
 from protocol.records import NewRecord
 

@@ -363,6 +363,25 @@ async def test_progress_bar_only_when_stderr_is_a_terminal(bootstrap):
     assert code == 0 and terminal == ""
 
 
+async def test_progress_moves_through_many_partitions_of_one_broker_and_stays_out_of_json(bootstrap):
+    """Issue 27: 250 partitions on one broker go in three requests, the bar showing each step; with
+    --output json there is no bar, even on a terminal; deleting the topic shows its time on a terminal."""
+    async with Admin(bootstrap) as admin:
+        await filled_topic(admin, "cli-wide", partitions=250, records=3)
+    code, stdout, terminal = _run_with_terminal_stderr(
+        "delete-records", "--bootstrap-server", bootstrap, "--topic", "cli-wide", "--before-offset", 1)
+    assert code == 0 and len(table(stdout, 6)) == 250
+    assert [f"{done}/250 partitions" in terminal for done in (0, 100, 200, 250)] == [True] * 4
+    code, stdout, terminal = _run_with_terminal_stderr(
+        "delete-records", "--bootstrap-server", bootstrap, "--topic", "cli-wide", "--before-offset", 2,
+        "--output", "json")
+    assert code == 0 and terminal == "" and len(json.loads(stdout)["partitions"]) == 250
+    code, stdout, terminal = _run_with_terminal_stderr(
+        "topics", "delete", "--bootstrap-server", bootstrap, "--topic", "cli-wide")
+    assert code == 0 and table(stdout, 3) == [["cli-wide", "deleted", "-"]]
+    assert terminal.startswith("\rdeleting 1 topic(s) of 250 partitions, 0 s") and terminal.endswith("\r\x1b[K")
+
+
 # -- topics, configs, offsets --
 
 

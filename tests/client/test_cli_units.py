@@ -7,7 +7,7 @@ import io
 import pytest
 
 from client.cli.common import BadInput, parse_key_values, parse_timestamp, split_config_list
-from client.cli.output import Progress, render_table
+from client.cli.output import Elapsed, Progress, render_table
 from client.cli.properties import client_settings
 from client.java_properties import PropertiesError, parse_properties
 
@@ -117,3 +117,16 @@ def test_progress_only_on_a_terminal_with_many_items():
     with Progress(3, "deleting", stream=few) as progress:
         progress.advance(3)
     assert few.getvalue() == ""
+
+
+async def test_elapsed_time_only_on_a_terminal_and_erased_after():
+    async def step() -> str:
+        return "answer"
+
+    terminal = FakeTerminal()
+    assert await Elapsed("deleting", stream=terminal).run(step()) == "answer"
+    assert terminal.getvalue() == "\rdeleting, 0 s\r\x1b[K"
+    for stream, enabled in ((io.StringIO(), True), (FakeTerminal(), False)):
+        assert await Elapsed("deleting", stream=stream, enabled=enabled).run(step()) == "answer"
+        assert stream.getvalue() == ""
+

@@ -8,7 +8,7 @@ log start offset. Also: one request per leader broker, and retries after a leade
 import pytest
 
 from client import Admin, TopicPartition
-from client.admin import ConfigSource
+from protocol.enums import ConfigSource
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 from tests.client.fixture_broker import FixtureCluster, delete_records

@@ -2,7 +2,7 @@
 
 import pytest
 
-from client.admin import ConfigEntry, ConfigSource, ResourceType, merge_for_alter_configs
+from client.admin import ConfigEntry, merge_for_alter_configs
 from client.cluster import backoff_delay, parse_bootstrap
 from client.consumer import decode_partition
 from client.errors import (
@@ -21,6 +21,7 @@ from client.errors import (
 )
 from client.producer import to_new_record
 from client.types import TopicPartition
+from protocol.enums import ConfigResourceType, ConfigSource
 from protocol.errors import ErrorCode
 from protocol.records import NewRecord, build_batch
 
@@ -100,7 +101,7 @@ def test_legacy_alter_keeps_dynamic_values_only():
         "secret": ConfigEntry("secret", None, ConfigSource.DYNAMIC_TOPIC_CONFIG, is_sensitive=True),
         "broker.wide": ConfigEntry("broker.wide", "1", ConfigSource.STATIC_BROKER_CONFIG),
     }
-    merged = merge_for_alter_configs(current, ResourceType.TOPIC, "t", {"max.message.bytes": "10"},
+    merged = merge_for_alter_configs(current, ConfigResourceType.TOPIC, "t", {"max.message.bytes": "10"},
                                      ["segment.bytes"])
     assert merged == {"retention.ms": "1000", "max.message.bytes": "10"}
 
@@ -108,8 +109,8 @@ def test_legacy_alter_keeps_dynamic_values_only():
 def test_legacy_alter_broker_sources():
     current = {"a": ConfigEntry("a", "1", ConfigSource.DYNAMIC_BROKER_CONFIG),
                "b": ConfigEntry("b", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)}
-    assert merge_for_alter_configs(current, ResourceType.BROKER, "1", {}, []) == {"a": "1"}
-    assert merge_for_alter_configs(current, ResourceType.BROKER, "", {}, []) == {"b": "2"}
+    assert merge_for_alter_configs(current, ConfigResourceType.BROKER, "1", {}, []) == {"a": "1"}
+    assert merge_for_alter_configs(current, ConfigResourceType.BROKER, "", {}, []) == {"b": "2"}
 
 
 # -- records -----------------------------------------------------------------------------------------

@@ -5,14 +5,13 @@ once it runs again it rejoins and the gauge falls back."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import signal
 
 import pytest
 
 from protocol.errors import ErrorCode
-from tests.broker.data_wire import WireClient, batch, delete_records, produce
-from tests.cluster.three_brokers import leader_of, new_topic, three_brokers
+from tests.broker.data_wire import WireClient, batch, produce
+from tests.cluster.three_brokers import PARKED_DELETES, leader_of, new_topic, scrape_while_a_delete_parks, three_brokers
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, value
 from tests.support.polling import wait_for
@@ -37,19 +36,14 @@ def test_a_stopped_follower_parks_deletes_and_raises_under_replicated_partitions
         wait_for(lambda: value(scrape(leader_url), "kafka_server_replicamanager_underreplicatedpartitions") == 0,
                  what="every partition in sync before the follower stops")
         before = scrape(leader_url)
-        deletes = {"delayedOperation": "DeleteRecords"}
+
         follower.process.send_signal(signal.SIGSTOP)
         try:
-            with concurrent.futures.ThreadPoolExecutor(1) as pool, WireClient(leader.port) as client:
-                answer = pool.submit(delete_records, client, topic, 0, 5, timeout_ms=8000)
-                wait_for(lambda: value(scrape(leader_url),
-                                       "kafka_server_delayedoperationpurgatory_numdelayedoperations", **deletes) == 1,
-                         what="the DeleteRecords parked, waiting for the stopped follower")
-                assert answer.result(timeout=60).error_code == ErrorCode.REQUEST_TIMED_OUT
+            scrape_while_a_delete_parks(leader, leader_url, topic, 5)
             after = scrape(leader_url)
-            assert value(after, "ebb_purgatory_expirations_total", **deletes) == \
-                value(before, "ebb_purgatory_expirations_total", **deletes) + 1
-            assert value(after, "kafka_server_delayedoperationpurgatory_numdelayedoperations", **deletes) == 0
+            assert value(after, "ebb_purgatory_expirations_total", **PARKED_DELETES) == \
+                value(before, "ebb_purgatory_expirations_total", **PARKED_DELETES) + 1
+            assert value(after, "kafka_server_delayedoperationpurgatory_numdelayedoperations", **PARKED_DELETES) == 0
             assert value(after, "ebb_partition_lowwatermark", topic=topic, partition="0") == 0
             assert value(after, "kafka_log_log_logstartoffset", topic=topic, partition="0") == 5
             wait_for(lambda: value(scrape(leader_url), "kafka_server_replicamanager_underreplicatedpartitions") >= 1,

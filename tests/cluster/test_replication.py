@@ -17,6 +17,7 @@ import signal
 
 import pytest
 
+from broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from protocol.messages import IncrementalAlterConfigsRequest
 from tests.broker.data_wire import (
     WireClient,
@@ -245,25 +246,57 @@ def test_committed_offsets_survive_a_coordinator_failover(cluster):
     assert wait_for(committed, what="the commit on the new coordinator")[0] == 7
 
 
-def test_min_insync_replicas_with_followers_gone(cluster):
-    """RF 3, min.insync.replicas 2: one follower down still takes acks=-1 writes; with both down the
-    leader (once it has dropped them from the ISR) refuses them, and acks=1 still works."""
-    topic = new_topic(cluster)
-    leader = leader_of(cluster, topic)
-    with WireClient(leader.port) as client:
+def _require_two_in_sync(broker: BrokerProcess, topic: str) -> None:
+    with WireClient(broker.port) as client:
         reply = client.send(IncrementalAlterConfigsRequest(resources=[_Resource(
             resource_type=2, resource_name=topic, configs=[_Resource.AlterableConfig(
                 name="min.insync.replicas", config_operation=0, value="2")])], validate_only=False), 1)
-        assert reply.responses[0].error_code == E.NONE
+    assert reply.responses[0].error_code == E.NONE
+
+
+def _commit_via_coordinator(broker: BrokerProcess, group: str, offsets: dict[tuple[str, int], int]):
+    """Commit on `broker` once it coordinates the group and has loaded it; None until then."""
+    with WireClient(broker.port) as client:
+        found = find_coordinator(client, group)
+        if found.error_code != E.NONE or found.port != broker.port:
+            return None
+        answer = commit(client, group, offsets)
+    moving = {E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS}
+    return None if set(answer.values()) & moving else answer
+
+
+def test_min_insync_replicas_with_followers_gone(cluster):
+    """RF 3, min.insync.replicas 2: one follower down still takes acks=-1 writes; with both down the
+    leader (once it has dropped them from the ISR) refuses them, and acks=1 still works. The group
+    coordinator's writes obey the same minimum (Kafka checks it in the partition, for every writer):
+    an OffsetCommit is COORDINATOR_NOT_AVAILABLE, as Kafka answers it, and stores nothing."""
+    topic = new_topic(cluster)
+    leader = leader_of(cluster, topic)
+    _require_two_in_sync(leader, topic)
+    group = "min-isr-group"
+    with WireClient(leader.port) as client:
+        assert find_coordinator(client, group).error_code in (E.NONE, E.COORDINATOR_NOT_AVAILABLE)  # creates it
+    wait_for(lambda: all(in_sync(b, OFFSETS_TOPIC, p) for b in cluster.values() for p in range(3)),
+             what="the offsets topic in sync everywhere")
+    _require_two_in_sync(leader, OFFSETS_TOPIC)
     followers = [n for n, b in cluster.items() if b is not leader]
     cluster[followers[0]].stop(signal.SIGKILL)
     wait_for(lambda: len(partition_state(leader, topic).isr_nodes) == 2, what="the ISR down to two")
     assert produce_to_leader(cluster, topic, [b"two"], via=leader).error_code == E.NONE
     cluster[followers[1]].stop(signal.SIGKILL)
-    wait_for(lambda: partition_state(leader, topic).isr_nodes == [leader_id(cluster, leader)],
-             what="the ISR down to the leader")
+    me = leader_id(cluster, leader)
+    wait_for(lambda: partition_state(leader, topic).isr_nodes == [me], what="the ISR down to the leader")
     assert produce_to_leader(cluster, topic, [b"one"], via=leader).error_code == E.NOT_ENOUGH_REPLICAS
     assert produce_to_leader(cluster, topic, [b"one"], via=leader, acks=1).error_code == E.NONE
+
+    offsets_partition = partition_for(group, 3)
+    wait_for(lambda: partition_state(leader, OFFSETS_TOPIC, offsets_partition).isr_nodes == [me],
+             what="the group's offsets partition led here with an ISR of one")
+    refused = wait_for(lambda: _commit_via_coordinator(leader, group, {(topic, 0): 1}), what="the coordinator here")
+    assert refused == {(topic, 0): E.COORDINATOR_NOT_AVAILABLE}
+    with WireClient(leader.port) as client:
+        error, committed = fetch_offsets(client, group, {topic: [0]})
+    assert error == E.NONE and committed[(topic, 0)][0] == -1  # nothing was stored
 
 
 def leader_id(cluster, broker: BrokerProcess) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import itertools
 from collections.abc import Iterator
@@ -10,9 +11,10 @@ from pathlib import Path
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest
 from protocol.records import iter_batches
-from tests.broker.data_wire import WireClient
+from tests.broker.data_wire import WireClient, delete_records
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess
+from tests.support.metrics_scrape import Samples, scrape, value
 from tests.support.polling import wait_for
 
 E = ErrorCode
@@ -108,3 +110,19 @@ def start_offset_checkpoint(broker: BrokerProcess, topic: str, index: int = 0) -
         if (name, int(partition)) == (topic, index):
             return int(offset)
     return None
+
+
+PARKED_DELETES = {"delayedOperation": "DeleteRecords"}
+
+
+def scrape_while_a_delete_parks(leader: BrokerProcess, metrics_url: str, topic: str, offset: int) -> Samples:
+    """With a follower stopped, an all-replica DeleteRecords to `offset` (partition 0) parks at the
+    leader: the leader's metrics scraped while it waits. It must then time out."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool, WireClient(leader.port) as client:
+        answer = pool.submit(delete_records, client, topic, 0, offset, timeout_ms=8000)
+        wait_for(lambda: value(scrape(metrics_url), "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                               **PARKED_DELETES) == 1, what="the DeleteRecords parked, waiting for a stopped follower")
+        parked = scrape(metrics_url)
+        assert answer.result(timeout=60).error_code == E.REQUEST_TIMED_OUT
+    return parked
+

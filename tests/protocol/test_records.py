@@ -16,8 +16,10 @@ from kafka.record.util import encode_varint as kp_encode_varint
 from protocol import compression as ebb_compression
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import (
+    BATCH_FRAMING,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     Compression,
     NewRecord,
     Record,
@@ -25,8 +27,10 @@ from protocol.records import (
     RecordBatchBuilder,
     TimestampType,
     assign_offsets,
+    batch_size_at,
     build_batch,
     iter_batches,
+    read_header,
     set_log_append_time,
 )
 from protocol.varint import (
@@ -153,6 +157,17 @@ def test_header_fields() -> None:
     assert bytes(batch.raw()) == buf
     assert batch.crc_valid()
     assert [r.timestamp for r in batch.records()] == [1700000000000, 1699999999000]
+
+
+def test_header_read_at_a_position_matches_the_view() -> None:
+    control = build_batch([(None, b"m", [], 3)], base_offset=7, is_control=True)
+    data = b"\x00" * 5 + control
+    header = read_header(data, 5)
+    assert header == RecordBatch(data, 5).header()
+    assert (header.size, header.last_offset, header.is_control) == (len(control), 7, True)
+    assert batch_size_at(data, 5) == len(control)
+    assert BATCH_FRAMING.unpack_from(data, 5) == (len(control) - LOG_OVERHEAD, MAGIC)
+    assert not read_header(build_batch([(None, b"m", [], 3)])).is_control
 
 
 def test_explicit_offsets_and_empty_batch() -> None:

@@ -96,3 +96,36 @@ def test_docs_table_lists_every_api_with_its_versions():
     doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
     for key, api in APIS.items():
         assert f"| {key} | {api.name} | {api.versions} | {api.flexible_versions} |" in doc
+
+
+def test_a_recorded_verdict_loads_the_same_specs_without_the_meta_schema(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    fresh = specs.load_directory(specs.schemas_dir())  # validated: no stamp in this cache yet
+    stamps = list((tmp_path / "ebb").glob(f"{specs.STAMP_PREFIX}*"))
+    assert len(stamps) == 1
+
+    def no_validation(*args, **kwargs):
+        raise AssertionError("the meta-schema was checked although a verdict was recorded")
+
+    monkeypatch.setattr(jsonschema, "Draft202012Validator", no_validation)
+    assert specs.load_directory(specs.schemas_dir()) == fresh
+
+
+def test_an_edited_spec_is_checked_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    directory = tmp_path / "schemas"
+    directory.mkdir()
+    _write(directory, BASE)
+    assert specs.load_directory(directory)["BrokenRequest"].api_key == 99  # valid, and now stamped
+    broken = json.loads(json.dumps(BASE))
+    broken["fields"][0]["fields"][0]["type"] = "strnig"
+    _write(directory, broken)
+    with pytest.raises(SpecError, match=r"BrokenRequest.json: fields\[Topics\].fields\[Name\].type"):
+        specs.load_directory(directory)
+
+
+def test_specs_load_where_no_verdict_can_be_written(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert specs.load_directory(specs.schemas_dir()) == specs.load_all()

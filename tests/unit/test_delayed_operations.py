@@ -9,6 +9,7 @@ around them is a stand-in.
 
 import asyncio
 import uuid
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -55,7 +56,7 @@ async def cluster(tmp_path):
     await replicas.start()
     partition = replicas.partition("t", 0)
     data = build_batch([(None, b"v%d" % i, [], 1) for i in range(10)])
-    await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data))
+    await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
     yield broker, partition
     await replicas.stop()
     await logs.shutdown()
@@ -156,6 +157,26 @@ async def test_acks_all_waits_for_the_isr(cluster):
     done = (await asyncio.wait_for(waiting, 10)).responses[0].partition_responses[0]
     assert (done.error_code, done.base_offset) == (ErrorCode.NONE, 11)
     assert partition.high_watermark == 12
+
+
+async def test_acks_all_after_the_isr_shrank_below_the_minimum(cluster):
+    """Kafka's checkEnoughReplicasReachOffset: a batch appended with two in sync (min.insync.replicas
+    2) whose ISR shrinks to the leader while it waits is NOT_ENOUGH_REPLICAS_AFTER_APPEND, with its
+    offsets; the next acks=-1 batch is NOT_ENOUGH_REPLICAS before the append."""
+    broker, partition = cluster
+    partition.log.config = replace(partition.log.config, min_insync_replicas=2)
+    partition.make_leader(partition.leader_epoch, {LEADER, FOLLOWER})
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=0)
+    waiting = asyncio.ensure_future(_produce(broker, 600_000))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    partition.isr = {LEADER}  # the cluster dropped the follower
+    partition.maybe_increment_high_watermark()
+    answer = (await asyncio.wait_for(waiting, 10)).responses[0].partition_responses[0]
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, 10)
+    refused = (await _produce(broker, 600_000)).responses[0].partition_responses[0]
+    assert (refused.error_code, refused.base_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS, -1)
+    assert partition.log.log_end_offset == 11
 
 
 async def test_storage_error_is_per_partition(tmp_path):

@@ -5,7 +5,7 @@ work runs on its pool."""
 import asyncio
 import uuid
 
-from broker.log import LogManager, TopicPartition
+from broker.log import LogManager, StartOffsetReason, TopicPartition
 from broker.replica.partition import Partition
 from protocol.records import RecordBatch, build_batch
 
@@ -54,16 +54,15 @@ async def test_a_leader_raises_its_events_to_the_host(tmp_path):
         partition = Partition(host, TP, uuid.uuid4(), [1, 2], log_,
                               {"leader": 1, "leader_epoch": 3, "isr": [1, 2]})
         data = build_batch([(None, b"v%d" % i, [], 1) for i in range(5)])
-        await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data))
+        await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
         assert ("appended", 5) in host.events
         assert partition.high_watermark == 0  # follower 2 is in the ISR and has fetched nothing
 
         partition.update_follower_state(2, fetch_offset=5, log_start_offset=0)
         assert ("high watermark", 5) in host.events
 
-        _, moved = partition.start_delete_records_on_leader(3)
-        await partition.finish_delete_records(moved)
-        assert ("log start", 3) in host.events
+        assert partition.delete_records_on_leader(3, StartOffsetReason.CLIENT_RECORD_DELETION) == (3, True)
+        assert ("deleted", 3) in host.events
         assert partition.low_watermark() == 0  # the follower still starts at 0
     finally:
         await logs.shutdown()

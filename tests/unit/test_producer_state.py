@@ -1,9 +1,11 @@
-"""Idempotent producer state: Kafka's sequence and epoch rules, snapshots, header scans."""
+"""Idempotent producer state: Kafka's sequence and epoch rules, snapshots, replaying headers read back from the log."""
 
 import os
 
 import pytest
 
+from broker.log import FileSlice
+from broker.log.segment_file import OpenSegments, SegmentFile
 from broker.replica.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -11,7 +13,6 @@ from broker.replica.producer_state import (
     ProducerStateManager,
     in_sequence,
     last_sequence,
-    scan_headers,
 )
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
@@ -93,18 +94,26 @@ def test_snapshot_of_an_unknown_version_is_refused(tmp_path):
         ProducerStateManager(tmp_path).restore(b'{"version": 99, "offset": 0, "producers": {}}')
 
 
-def test_scan_headers_reads_producer_fields(tmp_path):
-    first = bytearray(build_batch([(None, b"x" * 100_000, [], 5)], producer_id=3, producer_epoch=1, base_sequence=0))
+def test_replay_reads_producer_fields_through_the_logs_slices(tmp_path):
+    first = build_batch([(None, b"x" * 100_000, [], 5)], producer_id=3, producer_epoch=1, base_sequence=0)
     second = bytearray(build_batch([(None, b"y", [], 6), (None, b"z", [], 7)], producer_id=3, producer_epoch=1,
                                    base_sequence=1))
     second[0:8] = (1).to_bytes(8, "big")
     path = tmp_path / "seg"
-    path.write_bytes(bytes(first) + bytes(second) + b"\x00" * 10)  # a torn tail is ignored
-    fd = os.open(path, os.O_RDONLY)
+    path.write_bytes(first + second)
+    file = SegmentFile(path, os.open(path, os.O_RDWR | os.O_APPEND), OpenSegments(4))
+    piece = FileSlice(file, 0, len(first) + len(second))
     try:
-        headers = list(scan_headers(fd, 0, os.fstat(fd).st_size))
+        headers, position = piece.headers(0, limit=1)  # the first body (larger than a read window) is skipped
+        assert position == len(first)
+        rest, position = piece.headers(position, limit=10)
+        assert position == piece.length
     finally:
-        os.close(fd)
-    assert [(h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
-            for h in headers] == [(0, 0, 3, 1, 0, 0), (1, 2, 3, 1, 1, 2)]
-    assert headers[-1].end_position == len(first) + len(second)
+        file.close()
+    headers += rest
+    assert [(h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == \
+        [(0, 0, 3, 1, 0), (1, 2, 3, 1, 1)]
+    state = ProducerStateManager(tmp_path)
+    for header in headers:
+        state.apply(header, now_ms=1)
+    assert list(state.producers[3].batches) == [BatchMetadata(0, 0, 0, 0, 5), BatchMetadata(1, 2, 1, 2, 7)]

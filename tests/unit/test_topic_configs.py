@@ -11,12 +11,12 @@ from broker.log.config import LogConfig
 from broker.topic_configs import (
     EFFECTIVE_CONFIGS,
     TOPIC_CONFIGS,
-    ConfigSource,
     InvalidConfig,
     describe_topic_configs,
     validate_overrides,
 )
 from broker.topics import STORED_ONLY_CONFIGS
+from protocol.enums import ConfigSource
 
 FEATURES = Path(__file__).parents[2] / "docs" / "features.md"
 

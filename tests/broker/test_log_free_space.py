@@ -1,0 +1,174 @@
+"""The log dir's headroom (broker/log/free_space.py) with real logs: appends of client topics refused
+below the threshold while the partition stays online, internal topics writing into the reserve,
+deletions that skip file.delete.delay.ms on a low dir, and a real ENOSPC (a 2 MiB tmpfs) that cuts
+the torn tail and keeps the partition online. The repeated-failure log is checked with a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from broker.config import ConfigError, build_config
+from broker.log import StartOffsetReason, TopicPartition
+from broker.log.free_space import DirSpace, LowDiskSpaceError, SpaceReading
+from broker.log.repeated_failure import RepeatedFailure
+from tests.broker.test_log_support import QUIET, SMALL, batch, files, open_manager, settle
+from tests.support.small_disk import small_filesystem
+
+MiB = 1 << 20
+CLIENT = TopicPartition("events", 0)
+OFFSETS = TopicPartition("__consumer_offsets", 0)
+SLOW_DELETES = replace(SMALL, file_delete_delay_ms=600_000)
+HEADROOM = replace(QUIET, min_free_bytes=64 * MiB)
+
+
+def low(space: DirSpace) -> None:
+    space.apply(SpaceReading(free_bytes=MiB, total_bytes=1 << 30))
+
+
+def roomy(space: DirSpace) -> None:
+    space.apply(SpaceReading(free_bytes=512 * MiB, total_bytes=1 << 30))
+
+
+async def test_below_the_threshold_client_appends_are_refused_and_the_partition_stays_online(tmp_path):
+    manager = await open_manager(tmp_path, manager_config=HEADROOM, reserve_topics=frozenset({OFFSETS.topic}))
+    log = await manager.get_or_create_log(CLIENT)
+    offsets = await manager.get_or_create_log(OFFSETS)
+    await log.append(batch(3))
+    low(manager.space)
+    with pytest.raises(LowDiskSpaceError, match="log.dir.min.free.bytes=67108864") as refused:
+        await log.append(batch(1))
+    assert refused.value.error_code.name == "KAFKA_STORAGE_ERROR"
+    assert not log.offline and manager.offline_partitions == {}
+    log.update_high_watermark(log.log_end_offset)
+    assert log.read(0, 10_000).slices  # reads go on
+    await offsets.append(batch(1))  # committed offsets write into the headroom
+    roomy(manager.space)
+    await log.append(batch(1))  # room again: accepted, no restart
+    assert log.log_end_offset == 4 and manager.space.refused_appends == 1
+    await manager.shutdown()
+
+
+async def test_the_estimate_refuses_before_the_next_reading(tmp_path):
+    """Between statvfs readings the bytes appended count against the last one."""
+    manager = await open_manager(tmp_path, manager_config=replace(QUIET, min_free_bytes=MiB))
+    log = await manager.get_or_create_log(CLIENT)
+    manager.space.apply(SpaceReading(free_bytes=MiB + 300, total_bytes=1 << 30))
+    await log.append(batch(1))  # about 110 bytes: still above
+    await log.append(batch(1, value=b"v" * 300))  # crosses it: taken, and the dir is low from now on
+    assert manager.space.low
+    with pytest.raises(LowDiskSpaceError):
+        await log.append(batch(1))
+    await manager.shutdown()
+
+
+def test_the_threshold_is_the_larger_of_bytes_and_percent(tmp_path):
+    async def never(fn):
+        raise AssertionError("not read in this test")
+
+    space = DirSpace(tmp_path, min_free_bytes=10 * MiB, min_free_percent=5, check_interval_ms=1000, run=never)
+    space.apply(SpaceReading(free_bytes=40 * MiB, total_bytes=1000 * MiB))
+    assert space.threshold_bytes == 50 * MiB and space.low
+    assert "log.dir.min.free.percent=5" in space.describe_threshold()
+    space.apply(SpaceReading(free_bytes=40 * MiB, total_bytes=100 * MiB))
+    assert space.threshold_bytes == 10 * MiB and not space.low
+
+
+async def test_on_a_low_dir_delete_records_rolls_the_active_segment_and_frees_it_at_once(tmp_path):
+    manager = await open_manager(tmp_path, SLOW_DELETES, manager_config=HEADROOM)
+    log = await manager.get_or_create_log(CLIENT)
+    for _ in range(3):
+        await log.append(batch(2))
+    log.update_high_watermark(log.log_end_offset)
+    assert len(log.segments) == 1
+    low(manager.space)
+    log.move_log_start_offset(log.high_watermark, StartOffsetReason.CLIENT_RECORD_DELETION)
+    await log.make_start_offset_durable()
+    await settle()
+    assert [s.base_offset for s in log.segments] == [6]
+    assert files(log.directory) == ["00000000000000000006.index", "00000000000000000006.log",
+                                    "00000000000000000006.timeindex"]  # not kept for file.delete.delay.ms
+    await manager.shutdown()
+
+
+async def test_deletions_waiting_out_their_delay_run_when_the_dir_goes_low(tmp_path):
+    manager = await open_manager(tmp_path, SLOW_DELETES, manager_config=HEADROOM)
+    roomy(manager.space)
+    log = await manager.get_or_create_log(CLIENT)
+    for _ in range(60):
+        await log.append(batch(2))
+    log.update_high_watermark(log.log_end_offset)
+    log.move_log_start_offset(40, StartOffsetReason.CLIENT_RECORD_DELETION)
+    await settle()
+    waiting = [name for name in files(log.directory) if name.endswith(".deleted")]
+    assert waiting  # kept for file.delete.delay.ms on a dir with room
+    assert await manager.delete_log(TopicPartition("events", 0))
+    low(manager.space)
+    await settle()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith("-delete")] == []
+    await manager.shutdown()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    with small_filesystem(tmp_path / "tiny", "2m") as mount_point:
+        yield mount_point
+
+
+async def test_enospc_in_an_append_cuts_the_torn_tail_and_keeps_the_partition_online(tiny_disk):
+    """No headroom configured: the disk itself says ENOSPC half way through a write."""
+    config = replace(SMALL, segment_bytes=64 * MiB)
+    manager = await open_manager(tiny_disk, config, manager_config=replace(QUIET, min_free_bytes=0))
+    log = await manager.get_or_create_log(CLIENT)
+    value = b"x" * 100_000
+    with pytest.raises(LowDiskSpaceError, match="out of space"):
+        for _ in range(100):
+            await log.append(batch(1, value=value))
+    assert not log.offline and manager.space.low
+    active = log.segments[-1]
+    assert active.log_path.stat().st_size == active.size  # nothing half written past the last batch
+    log.update_high_watermark(log.log_end_offset)
+    assert log.read(0, 1 << 30).next_offset == log.log_end_offset
+    log.move_log_start_offset(log.log_end_offset, StartOffsetReason.CLIENT_RECORD_DELETION)
+    await log.make_start_offset_durable()
+    await manager.space.check()  # the deletion freed the disk: accepted again
+    await log.append(batch(1, value=value))
+    await manager.shutdown()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict]] = []
+
+    def error(self, event: str, **fields) -> None:
+        self.lines.append(("error", event, fields))
+
+    def warning(self, event: str, **fields) -> None:
+        self.lines.append(("warning", event, fields))
+
+
+def test_a_repeated_failure_is_logged_once_then_summarised_each_minute():
+    now = [0.0]
+    recorder = Recorder()
+    failure = RepeatedFailure(recorder, "checkpoint write failed", clock=lambda: now[0])
+    for _ in range(36):  # every 5 s for three minutes
+        failure.failed(file="f")
+        now[0] += 5
+    failure.succeeded(file="f")
+    assert [(level, event) for level, event, _ in recorder.lines] == [
+        ("error", "checkpoint write failed"),
+        *[("error", "checkpoint write failed (still failing)")] * 2,
+        ("warning", "checkpoint write failed: works again")]
+    assert [fields.get("failures") for _, _, fields in recorder.lines] == [None, 12, 12, 36]
+
+
+def test_the_settings_are_read_and_checked():
+    config = build_config({"log.dir.min.free.bytes": "1024", "log.dir.min.free.percent": "3",
+                           "log.dir.free.space.check.interval.ms": "250"}).log_manager
+    assert (config.min_free_bytes, config.min_free_percent, config.free_space_check_interval_ms) == (1024, 3, 250)
+    for bad in ({"log.dir.min.free.percent": "100"}, {"log.dir.min.free.bytes": "-1"},
+                {"log.dir.free.space.check.interval.ms": "0"}):
+        with pytest.raises(ConfigError, match="log.dir"):
+            build_config(bad)
