@@ -23,6 +23,7 @@ from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.checkpoint import topic_id_to_str
+from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricsService
 from broker.replica import ReplicaManager
@@ -102,6 +103,7 @@ class Broker:
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
+        self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             # brokers, partition states and roles, the controller election
@@ -158,6 +160,13 @@ class Broker:
             raise ConfigError(f"log.dirs: {self.config.log_dir} is in use by another broker process "
                               f"(it holds {path})") from None
         self._lock_fd = fd
+
+    def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
+        """The last offset of each producer's last batch, where this replica keeps producer state."""
+        partition = self.replicas.partitions.get(tp)
+        if partition is None or not partition.producers_loaded:
+            return None
+        return {pid: entry.last_offset for pid, entry in partition.producers.producers.items()}
 
     def _unlock_log_dir(self) -> None:
         if self._lock_fd is not None:

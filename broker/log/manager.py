@@ -27,6 +27,7 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
 from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
+from broker.log.cleaner_manager import LogCleaner
 from broker.log.cold_files import unlink_all
 from broker.log.common import (
     TMP_SUFFIX,
@@ -104,6 +105,7 @@ class LogManager:
             self._io,
             lambda: (self._offsets("recovery", lambda log: log.recovery_point), nothing_more),
         )
+        self.cleaner = LogCleaner(self.log_dir, lambda: self._logs, self.config, self._io, clock)
         self.high_watermarks = CheckpointFile(
             self.log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
             self._io,
@@ -212,6 +214,7 @@ class LogManager:
             # writes retry.
             logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
+        await self.cleaner.startup(workers=background_tasks)
         if background_tasks:
             self._start_background_tasks()
 
@@ -389,6 +392,7 @@ class LogManager:
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
         offline = self._offline.pop(tp, None)
+        self.cleaner.forget(tp)
         carried = {kind: entries.pop(tp) for kind, entries in self._carried.items() if tp in entries}
         directory = self.log_dir / tp.dir_name
         if log is None and offline is None:
@@ -533,6 +537,7 @@ class LogManager:
         """Clean shutdown: flush every log, write every checkpoint, then the clean-shutdown marker
         (only if every partition closed cleanly, since the marker lets the next start skip recovery)."""
         await self._stop_tasks()
+        await self.cleaner.shutdown()
         await asyncio.gather(*(log.close() for log in self._logs.values()))
         clean = not self.offline_partitions
         try:
@@ -555,6 +560,7 @@ class LogManager:
         self.space.cancel()
         for task in self._tasks:
             task.cancel()
+        self.cleaner.abandon()
         for log in self._logs.values():
             log.io.cancel_all()
             log.abandon()
