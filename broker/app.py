@@ -26,7 +26,7 @@ from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.checkpoint import topic_id_to_str
 from broker.log.manager import LogManager
-from broker.metrics.service import MetricsService
+from broker.metrics.service import MetricSources, MetricsService
 from broker.replica import ReplicaManager
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
@@ -120,7 +120,9 @@ class Broker:
                                               config.log_manager.retention_check_interval_ms / 1000))
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
-            self.services.append(MetricsService(self, listener.host, listener.port))
+            sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
+                                    self.topics, self.cluster, self.groups)
+            self.services.append(MetricsService(sources, listener.host, listener.port))
         for service in self.services:
             await service.start()
         await self.server.start()
