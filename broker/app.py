@@ -29,6 +29,7 @@ from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
 from broker.topics import INTERNAL_TOPICS, TopicManager, topic_id_to_str
+from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
@@ -51,6 +52,7 @@ class Broker:
         self.topics: TopicManager
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator  # consumer groups and committed offsets
+        self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name asks for them
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
@@ -109,6 +111,10 @@ class Broker:
         self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,
                                        in_cluster=self.cluster is not None)
         self.services.append(self.groups)
+        # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
+        self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
+                                                   in_cluster=self.cluster is not None)
+        self.services.append(self.transactions)
         self.services.append(CommittedTrimmer(self))  # retention.committed.groups
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener

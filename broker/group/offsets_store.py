@@ -27,13 +27,12 @@ appends with acks=1 and its high watermark does not move while the ISR is below 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
 
-from broker.aio import retrieve_exception, run_to_completion
+from broker.aio import SharedRun, run_to_completion
 from broker.group import records
 from broker.group.group import GroupError, now_ms
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
@@ -99,7 +98,7 @@ class LoadStats:
 class OffsetsStore:
     def __init__(self, broker) -> None:
         self.broker = broker
-        self._creating: asyncio.Task | None = None
+        self._creating = SharedRun(self._create_topic)
         self._by_group: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
         self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
         config = broker.config
@@ -123,10 +122,7 @@ class OffsetsStore:
         interrupt it."""
         if self.topic_exists():
             return
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_topic())
-            self._creating.add_done_callback(retrieve_exception)
-        await asyncio.shield(self._creating)
+        await self._creating.run()
 
     async def _create_topic(self) -> None:
         config = self.broker.config

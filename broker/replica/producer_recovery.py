@@ -59,6 +59,7 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
     for pid in [p for p, e in producers.producers.items() if e.last_offset < start and p not in producers.ongoing]:
         del producers.producers[pid]
     producers.expire(now)
+    producers.high_watermark_moved(partition_log.high_watermark)  # markers replayed below it are settled
     producers.dirty = scanned > 0
     log.debug("loaded producer state", partition=str(partition_log.topic_partition), producers=len(producers),
               from_offset=scan_from, batches_scanned=scanned)
