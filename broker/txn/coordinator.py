@@ -152,8 +152,15 @@ class TransactionCoordinator:
     def all(self) -> list[TxnMetadata]:
         return list(self._txns.values())
 
+    def _check_coordinating(self) -> None:
+        """Kafka's coordinator owns the partitions of an existing `__transaction_state` only (the
+        topic is made by the first FindCoordinator): before it, NOT_COORDINATOR."""
+        if not self.active or self.topics.get(TRANSACTION_STATE_TOPIC) is None:
+            raise TxnError(ErrorCode.NOT_COORDINATOR, "this broker coordinates no transactional id yet")
+
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
         """The id's metadata, if the producer id and epoch are its current ones."""
+        self._check_coordinating()
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -177,7 +184,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.settings.max_timeout_ms:
             raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT,
                            f"transaction timeout {timeout_ms} ms is outside (0, {self.settings.max_timeout_ms}]")
-        await self.ensure_topic()
+        self._check_coordinating()
         meta = self._txns.get(transactional_id)
         if meta is None:
             producer_ids = self.replicas.producer_ids

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from protocol.enums import IsolationLevel, SpecialTimestamp
 from protocol.errors import ErrorCode
-from protocol.messages import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
+from protocol.messages import AddPartitionsToTxnRequest, EndTxnRequest
 from protocol.records import build_batch
 from tests.broker.data_wire import WireClient, create_topic, fetch, init_producer_id, list_offsets, produce, values
 
@@ -159,7 +159,7 @@ def test_coordinator_errors_on_the_wire(client):
 def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(client):
     topic = "txn-timeout"
     create_topic(client, topic)
-    ids = client.request(InitProducerIdRequest(transactional_id="slow-txn", transaction_timeout_ms=300), 4)
+    ids = init_producer_id(client, transactional_id="slow-txn", timeout_ms=300)
     assert _add_partitions(client, "slow-txn", ids, topic) == ErrorCode.NONE
     assert produce(client, topic, 0, _txn_batch(ids, 0, b"late"), transactional_id="slow-txn").error_code == 0
     assert _latest(client, topic, COMMITTED) == 0
