@@ -19,7 +19,7 @@ from broker.cluster.cluster import Cluster
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
-from broker.group.offsets_store import OffsetsStore
+from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.manager import LogManager
@@ -114,6 +114,7 @@ class Broker:
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
                                                    in_cluster=self.cluster is not None)
+        self.transactions.marker_listeners.append(self._offsets_settled)
         self.services.append(self.transactions)
         self.services.append(CommittedTrimmer(self))  # retention.committed.groups
         if config.metrics_listener is not None:  # last: it reads every part above
@@ -125,6 +126,11 @@ class Broker:
         self.started_at_ms = int(time.time() * 1000)
         log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
                  topics=len(self.topics.all()), **self.logs.previous_stop())
+
+    def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker reached a partition: TxnOffsetCommit's offsets there count (commit) or go (abort)."""
+        if topic == OFFSETS_TOPIC:
+            self.groups.store.transaction_completed(partition, producer_id, committed)
 
     async def stop(self) -> None:
         log.info("broker stopping")

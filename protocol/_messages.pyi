@@ -13,6 +13,35 @@ from .messages import ApiMessage, ApiRequest, Struct
 RecordData: TypeAlias = bytes | bytearray | memoryview
 
 
+class AddOffsetsToTxnRequest(ApiRequest[AddOffsetsToTxnResponse]):
+    """v1: layout unchanged from v0 v2: layout unchanged from v1 v3: switches to the flexible encoding v4:
+    TRANSACTION_ABORTABLE may be returned"""
+    transactional_id: str
+    """The transaction's transactional id."""
+    producer_id: int
+    """The producer id the transactional id holds."""
+    producer_epoch: int
+    """That producer id's epoch."""
+    group_id: str
+    """The group whose offsets the transaction will commit."""
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        group_id: str = ...,
+    ) -> None: ...
+
+class AddOffsetsToTxnResponse(ApiMessage):
+    """v1: a quota-violating request is answered first and throttled afterwards v2: layout unchanged from v1 v3:
+    switches to the flexible encoding v4: layout unchanged from v3"""
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result; 0 on success."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
 class AddPartitionsToTxnRequest(ApiRequest[AddPartitionsToTxnResponse]):
     """v1: layout unchanged from v0 v2: layout unchanged from v1 v3: switches to the flexible encoding v4: a batch of
     transactions, for brokers asking a coordinator (VerifyOnly, KIP-890 part 1); clients keep v3 v5: layout unchanged
@@ -2986,3 +3015,80 @@ class TransactionLogValue(ApiMessage):
         transaction_start_timestamp_ms: int = ...,
         client_transaction_version: int = ...,
     ) -> None: ...
+
+class TxnOffsetCommitRequest(ApiRequest[TxnOffsetCommitResponse]):
+    """v1: layout unchanged from v0 v2: the leader epoch of each offset v3: switches to the flexible encoding; the
+    member's generation, id and instance id, so zombies are fenced v4: TRANSACTION_ABORTABLE may be returned v5:
+    transactions version 2 (KIP-890 part 2)"""
+    class TxnOffsetCommitRequestTopic(Struct):
+        class TxnOffsetCommitRequestPartition(Struct):
+            partition_index: int
+            """The partition index."""
+            committed_offset: int
+            """The offset to commit."""
+            committed_leader_epoch: int
+            """The leader epoch of the last record consumed, or -1."""
+            committed_metadata: str | None
+            """Free text kept with the offset."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                committed_offset: int = ...,
+                committed_leader_epoch: int = ...,
+                committed_metadata: str | None = ...,
+            ) -> None: ...
+        name: str
+        """The topic."""
+        partitions: list[TxnOffsetCommitRequestPartition]
+        """Its partitions' offsets."""
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequestPartition] = ...) -> None: ...
+    transactional_id: str
+    """The transaction's transactional id."""
+    group_id: str
+    """The group the offsets belong to."""
+    producer_id: int
+    """The producer id the transactional id holds."""
+    producer_epoch: int
+    """That producer id's epoch."""
+    generation_id: int
+    """The consumer's generation in the group, or -1."""
+    member_id: str
+    """The consumer's member id, or empty."""
+    group_instance_id: str | None
+    """The consumer's static instance id, or null."""
+    topics: list[TxnOffsetCommitRequestTopic]
+    """The offsets, by topic."""
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        group_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        generation_id: int = ...,
+        member_id: str = ...,
+        group_instance_id: str | None = ...,
+        topics: list[TxnOffsetCommitRequestTopic] = ...,
+    ) -> None: ...
+
+class TxnOffsetCommitResponse(ApiMessage):
+    """v1: a quota-violating request is answered first and throttled afterwards v2: layout unchanged from v1 v3:
+    switches to the flexible encoding v4: layout unchanged from v3 v5: layout unchanged from v4"""
+    class TxnOffsetCommitResponseTopic(Struct):
+        class TxnOffsetCommitResponsePartition(Struct):
+            partition_index: int
+            """The partition index."""
+            error_code: int
+            """Its result; 0 when the offset is pending in the transaction."""
+            def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        name: str
+        """The topic."""
+        partitions: list[TxnOffsetCommitResponsePartition]
+        """Its partitions' results."""
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    topics: list[TxnOffsetCommitResponseTopic]
+    """The results, by topic."""
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponseTopic] = ...) -> None: ...

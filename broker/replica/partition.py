@@ -24,7 +24,7 @@ import structlog
 
 from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
 from broker.log.txn_index import AbortedTxn, fsync_files
-from broker.replica.outcomes import AppendResult
+from broker.replica.outcomes import AppendOrigin, AppendResult
 from broker.replica.producer_recovery import rebuild_producer_state
 from broker.replica.producer_state import (
     SNAPSHOT_VERSION,
@@ -343,12 +343,14 @@ class Partition:
 
     # --- appending -------------------------------------------------------------------------------
 
-    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch,
-                                       required_acks: int) -> AppendResult:
+    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch, required_acks: int,
+                                       origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Append one batch (already checked for shape by its writer). With acks=-1 the ISR must hold
         min.insync.replicas first (Kafka's appendRecordsToLeader: every writer, clients and the
         group coordinator alike). Idempotent batches go through the producer checks; a duplicate
-        returns the original offsets unwritten. LogError and PartitionError carry the error code."""
+        returns the original offsets unwritten; a coordinator's transactional batch (TxnOffsetCommit's
+        offsets) carries no sequence, so only its epoch is checked, as in Kafka. LogError and
+        PartitionError carry the error code."""
         self.check_leader()
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -368,7 +370,11 @@ class Partition:
             first_seq = header.base_sequence
             last_seq = last_sequence(first_seq, header.last_offset_delta)
             try:
-                duplicate = self.producers.check(producer_id, epoch, first_seq, last_seq, transactional)
+                if origin is AppendOrigin.COORDINATOR:
+                    self.producers.check_epoch(producer_id, epoch)
+                    duplicate = None
+                else:
+                    duplicate = self.producers.check(producer_id, epoch, first_seq, last_seq, transactional)
             except ProducerStateError as exc:
                 raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
             if duplicate is not None:

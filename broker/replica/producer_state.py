@@ -182,6 +182,13 @@ class ProducerStateManager:
         self._check_txn_state(producer_id, entry, transactional)
         return None
 
+    def check_epoch(self, producer_id: int, epoch: int) -> None:
+        """The one check on a coordinator's own transactional batch: it carries no sequence."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                     f"producer {producer_id} epoch {epoch} is below the current epoch {entry.epoch}")
+
     @staticmethod
     def _check_txn_state(producer_id: int, entry: ProducerEntry, transactional: bool) -> None:
         if entry.txn_first_offset != NO_OFFSET and not transactional:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import structlog
 
@@ -73,6 +74,9 @@ class TransactionCoordinator:
         self._txns: dict[str, TxnMetadata] = {}
         self._creating = SharedRun(self._create_topic)
         self._tasks: set[asyncio.Task] = set()
+        # Told (topic, partition, producer id, committed) of every marker written (the group store
+        # settles TxnOffsetCommit's offsets in `__consumer_offsets` by them).
+        self.marker_listeners: list[Callable[[str, int, int, bool], None]] = []
 
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
@@ -152,10 +156,14 @@ class TransactionCoordinator:
     def all(self) -> list[TxnMetadata]:
         return list(self._txns.values())
 
+    @property
+    def coordinating(self) -> bool:
+        return self.active and self.topics.get(TRANSACTION_STATE_TOPIC) is not None
+
     def _check_coordinating(self) -> None:
         """Kafka's coordinator owns the partitions of an existing `__transaction_state` only (the
         topic is made by the first FindCoordinator): before it, NOT_COORDINATOR."""
-        if not self.active or self.topics.get(TRANSACTION_STATE_TOPIC) is None:
+        if not self.coordinating:
             raise TxnError(ErrorCode.NOT_COORDINATOR, "this broker coordinates no transactional id yet")
 
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
@@ -324,7 +332,11 @@ class TransactionCoordinator:
             [(tp[0], tp[1], memoryview(data), RecordBatch(data))], required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS,
             origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
         code = result.error_code
-        if code in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+        if code == ErrorCode.NONE:
+            for listener in self.marker_listeners:
+                listener(tp[0], tp[1], meta.producer_id, kind == ControlType.COMMIT)
+            return True
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             return True
         if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
             # A newer epoch or coordinator already wrote here: this marker is not needed any more.

@@ -187,6 +187,21 @@ def _add_partitions_to_txn(target: Target, v: int):  # a transactional id neithe
         v3_and_below_topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])])
 
 
+@asks(m.AddOffsetsToTxnRequest)
+def _add_offsets_to_txn(target: Target, v: int):
+    yield "", m.AddOffsetsToTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0,
+                                       group_id=GROUP)
+
+
+@asks(m.TxnOffsetCommitRequest)
+def _txn_offset_commit(target: Target, v: int):
+    Topic = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    yield "", m.TxnOffsetCommitRequest(transactional_id="never-initialised", group_id=GROUP, producer_id=1,
+                                       producer_epoch=0, topics=[Topic(name=TOPIC, partitions=[
+                                           Topic.TxnOffsetCommitRequestPartition(
+                                               partition_index=0, committed_offset=1, committed_metadata=None)])])
+
+
 @asks(m.EndTxnRequest)
 def _end_txn(target: Target, v: int):
     yield "", m.EndTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0, committed=True)

@@ -306,6 +306,11 @@ def _requests_for_every_api():
                                          v3_and_below_producer_epoch=0, v3_and_below_topics=[
             m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="ledger", partitions=[0])]), 3),
         26: (m.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True), 3),
+        25: (m.AddOffsetsToTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"), 3),
+        28: (m.TxnOffsetCommitRequest(transactional_id="t", group_id="g", producer_id=1, producer_epoch=0, topics=[
+            m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="ledger", partitions=[
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1, committed_metadata=None)])]), 3),
         23: (m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
             m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="ledger", partitions=[
                 m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(

@@ -3,10 +3,13 @@ package ebb.interop;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -58,7 +61,36 @@ final class TransactionChecks {
                 Json.emit("txn_fencing", "zombie_commit", outcome,
                         "read_committed", read(bootstrap, fencedTopic, "read_committed", 1));
             });
+            String offsetsTopic = prefix + "-txn-offsets";
+            Interop.step("txn_offsets", () -> {
+                admin.createTopics(List.of(new NewTopic(offsetsTopic, 1, Interop.replication()))).all().get();
+                String group = prefix + "-txn-group";
+                TopicPartition tp = new TopicPartition(offsetsTopic, 0);
+                long afterCommit;
+                long afterAbort;
+                try (KafkaProducer<String, String> producer = Data.producer(bootstrap,
+                        "transactional.id", prefix + "-offsets-id")) {
+                    producer.initTransactions();
+                    producer.beginTransaction();
+                    producer.send(new ProducerRecord<>(offsetsTopic, 0, "k", "v"));
+                    producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(7)),
+                            new ConsumerGroupMetadata(group));
+                    producer.commitTransaction();
+                    afterCommit = committedOffset(admin, group, tp);
+                    producer.beginTransaction();
+                    producer.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(9)),
+                            new ConsumerGroupMetadata(group));
+                    producer.abortTransaction();
+                    afterAbort = committedOffset(admin, group, tp);
+                }
+                Json.emit("txn_offsets", "after_commit", afterCommit, "after_abort", afterAbort);
+            });
         }
+    }
+
+    private static long committedOffset(Admin admin, String group, TopicPartition tp) throws Exception {
+        OffsetAndMetadata found = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get().get(tp);
+        return found == null ? -1 : found.offset();
     }
 
     private static void send(KafkaProducer<String, String> producer, String topic, String value, int count,
