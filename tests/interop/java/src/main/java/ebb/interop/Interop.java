@@ -73,6 +73,7 @@ public final class Interop {
                         case "transactions" -> TransactionChecks.run(bootstrap, prefix);
                         case "consumer" -> ConsumerChecks.run(bootstrap, prefix);
                         case "streams" -> StreamsChecks.run(bootstrap, prefix);
+                        case "streams_eos" -> StreamsChecks.run(bootstrap, prefix, "exactly_once_v2");
                         default -> throw new IllegalArgumentException("unknown suite " + suite);
                     }
                 }
