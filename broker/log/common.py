@@ -23,6 +23,7 @@ NO_LEADER_EPOCH = -1
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (broker/log/txn_index.py)
 DELETED_SUFFIX = ".deleted"
 TMP_SUFFIX = ".tmp"
 DELETE_DIR_SUFFIX = "-delete"
@@ -107,7 +108,13 @@ class OffsetOutOfRangeError(FixedCodeError, LogError):
 
 
 class InvalidRecordError(LogError):
-    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ..."""
+    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ...
+    `record_errors`: (index in the batch, message) of the records that caused it, for Produce v8+."""
+
+    def __init__(self, error_code: ErrorCode, message: str,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(error_code, message)
+        self.record_errors = record_errors or []
 
 
 class PolicyViolationError(FixedCodeError, LogError):

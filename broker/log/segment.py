@@ -1,4 +1,5 @@
-"""One log segment: a `.log` file of record batches plus its `.index` and `.timeindex`.
+"""One log segment: a `.log` file of record batches plus its `.index` and `.timeindex` (and the
+`.txnindex` of its aborted transactions, kept by broker/log/txn_index.py).
 
 The `.log` file is opened O_APPEND, so writes land at its end even after a truncation. Appends go to
 the page cache (os.write); fsync happens only in `prepare_flush`'s blocking half, which the log runs
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, segment_paths
+from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, TXN_INDEX_SUFFIX, segment_paths
 from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from broker.log.segment_file import BatchInfo, CorruptSegmentError, SegmentFile, SegmentFlush, scan_headers
 from protocol.errors import ProtocolError
@@ -46,10 +47,13 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        self.suffix = suffix  # "" for a live segment; the cleaner's `.cleaned`/`.swap` while it replaces others
+        self.log_path, index_path, time_index_path = (
+            path.with_name(path.name + suffix) for path in segment_paths(directory, base_offset))
         self.file = file
         self.index = OffsetIndex(index_path, base_offset, max_index_bytes // OffsetIndex.entry_size)
         self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes // TimeIndex.entry_size)
@@ -77,8 +81,10 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
-        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        log_path, index_path, time_index_path = (
+            path.with_name(path.name + suffix) for path in segment_paths(directory, base_offset))
         file = SegmentFile(log_path, os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644))
         for path in (index_path, time_index_path):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
@@ -89,6 +95,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
+            suffix=suffix,
         )
 
     @classmethod
@@ -100,10 +107,12 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
         """Open an existing segment without looking at its batches (blocking). Call `load_indexes`
         or `recover` next."""
         log_path = segment_paths(directory, base_offset)[0]
+        log_path = log_path.with_name(log_path.name + suffix)
         fd = os.open(log_path, os.O_RDWR | os.O_APPEND)
         size = os.fstat(fd).st_size
         segment = cls(
@@ -113,6 +122,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
+            suffix=suffix,
         )
         segment.size = size
         return segment
@@ -397,7 +407,8 @@ class LogSegment:
         """Rename the segment's files with the `.deleted` suffix; return the new paths."""
         self.deleted = True
         renamed = []
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        txn_index = self.log_path.with_suffix(TXN_INDEX_SUFFIX)  # present once a transaction aborted here
+        for path in (self.log_path, self.index.path, self.time_index.path, txn_index):
             target = path.with_name(path.name + DELETED_SUFFIX)
             try:
                 os.rename(path, target)
@@ -406,6 +417,21 @@ class LogSegment:
             renamed.append(target)
         self.file.path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         return renamed
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the three files from the current suffix to `suffix` (the cleaner's swap: `.cleaned` ->
+        `.swap` -> ""). Index files that were never written are created empty first, so every step
+        renames all three."""
+        for path in (self.index.path, self.time_index.path):
+            if not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        plain = segment_paths(self.directory, self.base_offset)
+        targets = [path.with_name(path.name + suffix) for path in plain]
+        for source, target in zip((self.log_path, self.index.path, self.time_index.path), targets, strict=True):
+            os.rename(source, target)
+        self.log_path, self.index.path, self.time_index.path = targets
+        self.file.path = self.log_path
+        self.suffix = suffix
 
     def close(self) -> None:
         self.file.close()

@@ -345,9 +345,10 @@ class ReplicaManager:
                 if topic.internal and not internal_topics_allowed:
                     raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 partition = self._partition(topic, index)
-                result = await partition.append_records_as_leader(records, batch, required_acks)
+                result = await partition.append_records_as_leader(records, batch, required_acks, origin)
             except (PartitionError, LogError) as exc:
-                results.append(self._refused(name, index, exc.error_code, exc.message, origin, partition))
+                refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
+                results.append(refused._replace(record_errors=tuple(getattr(exc, "record_errors", ()))))
                 continue
             if counters is not None and not result.duplicate:
                 counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
