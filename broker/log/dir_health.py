@@ -106,8 +106,14 @@ class DirHealth:
             except RuntimeError:  # the I/O pool is shut down: the log manager is stopping
                 return
             failures.succeeded(log_dir=str(self.directory))
-            if await self._reload():
-                break
+            try:
+                if await self._reload():
+                    break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug must not end the probing: the dir would stay down for good
+                logger.exception("reloading the log dir's offline partitions failed", log_dir=str(self.directory),
+                                 error=repr(exc))
         if self.failed_reason is not None:
             self.recoveries += 1
             logger.warning("log dir healthy again: its partitions are reloaded and online",

@@ -14,6 +14,7 @@ that began after its change, and all callers that arrive while one write runs sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import uuid
@@ -243,9 +244,11 @@ class LogManager:
         """Load again, with recovery from their recovery points, the partitions an I/O error or a
         failed load took offline (the health probe found the dir writable); True when none is left."""
         for tp, old in [(tp, log) for tp, log in self._logs.items() if log.offline]:
-            # The old object's files may belong to a filesystem that is gone: closed, never flushed.
+            # The old object's files may belong to a filesystem that is gone: closed, never flushed
+            # (a close that reports the dead disk's error changes nothing).
             old.io.cancel_all()
-            old.abandon()
+            with contextlib.suppress(OSError):
+                old.abandon()
             del self._logs[tp]
             self._load_failed(tp, OSError(old.offline_reason), old.log_start_offset, old.recovery_point,
                               old.high_watermark, quiet=True)
