@@ -47,6 +47,7 @@ from broker.log.opening import create_partition_log, load_partition_log
 from broker.log.repeated_failure import RepeatedFailure
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
+from broker.log.unloaded import UnloadedPartitions
 
 logger = structlog.get_logger(__name__)
 
@@ -81,14 +82,9 @@ class LogManager:
         self._reserve_topics = reserve_topics
         self._io = self._new_io()
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._offline: dict[TopicPartition, str] = {}
-        # Of those, the ones whose load failed for the disk (I/O, no space): loaded again once the dir
-        # lets the health probe write (a corrupt log is not: a rescan would fail the same way).
-        self._reloadable: set[TopicPartition] = set()
+        self._unloaded = UnloadedPartitions()
         self.health = DirHealth(self.log_dir, probe_interval_ms=self.config.failure_probe_interval_ms,
                                 run=lambda fn: self._io.run(fn), reload=self._reload_offline)
-        # Checkpoint entries of partitions that failed to load: kept so their state is not forgotten.
-        self._carried: dict[str, Offsets] = {"start": {}, "recovery": {}, "hw": {}}
         # Creating a topic's logs is one at a time per topic; other topics' creations go on meanwhile.
         self._create_locks = KeyedLocks()
         self._tasks: list[asyncio.Task[None]] = []
@@ -125,8 +121,8 @@ class LogManager:
 
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         """The partition's log, None if this dir has none; KAFKA_STORAGE_ERROR if it is offline."""
-        if tp in self._offline:
-            raise StorageError(f"{tp} is offline: {self._offline[tp]}")
+        if tp in self._unloaded:
+            raise StorageError(f"{tp} is offline: {self._unloaded.entries[tp].reason}")
         if self.health.failed:
             raise StorageError(f"{tp} is offline: log dir {self.log_dir} failed: {self.health.failed_reason}")
         log = self._logs.get(tp)
@@ -140,7 +136,7 @@ class LogManager:
 
     @property
     def offline_partitions(self) -> dict[TopicPartition, str]:
-        found = dict(self._offline)
+        found = self._unloaded.reasons
         found.update({tp: log.offline_reason for tp, log in self._logs.items() if log.offline_reason})
         return found
 
@@ -153,7 +149,7 @@ class LogManager:
             hurried = self._io.hurry() + sum(log.io.hurry() for log in self._logs.values())
             if hurried:
                 logger.info("deleting files now, not after file.delete.delay.ms: the log dir is low", count=hurried)
-        elif self._reloadable:
+        elif self._unloaded.reloadable:
             self.health.retry(now=True)  # partitions that could not load for want of space
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -190,7 +186,7 @@ class LogManager:
                     clean=clean,
                 )
             except (OSError, LogError, ValueError) as exc:
-                self._load_failed(tp, exc, starts.get(tp), recovery.get(tp), hws.get(tp))
+                self._unloaded.failed(tp, exc, starts.get(tp), recovery.get(tp), hws.get(tp))
                 return
             self._register(tp, log)
             self.load_reports[tp] = report
@@ -208,7 +204,7 @@ class LogManager:
             "loaded logs",
             log_dir=str(self.log_dir),
             partitions=len(self._logs),
-            offline=len(self._offline),
+            offline=len(self._unloaded),
             **self.previous_stop(),
         )
         # From here on a crash must look unclean; and the checkpoints now match what was loaded.
@@ -221,24 +217,11 @@ class LogManager:
             # writes retry.
             logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
-        if self._reloadable:
+        if self._unloaded.reloadable:
             self.health.retry()
         await self.cleaner.startup(workers=background_tasks)
         if background_tasks:
             self._start_background_tasks()
-
-    def _load_failed(self, tp: TopicPartition, exc: BaseException, start: int | None, recovery: int | None,
-                     hw: int | None, *, quiet: bool = False) -> None:
-        """Offline, its checkpoint entries kept; tried again by the health probe when the disk caused it."""
-        self._offline[tp] = f"load failed: {exc!r}"
-        for name, entry in (("start", start), ("recovery", recovery), ("hw", hw)):
-            if entry is not None:
-                self._carried[name][tp] = entry
-        if isinstance(exc, OSError):
-            self._reloadable.add(tp)
-        if not quiet:
-                logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc),
-                         retried=isinstance(exc, OSError))
 
     async def _reload_offline(self) -> bool:
         """Load again, with recovery from their recovery points, the partitions an I/O error or a
@@ -250,30 +233,26 @@ class LogManager:
             with contextlib.suppress(OSError):
                 old.abandon()
             del self._logs[tp]
-            self._load_failed(tp, OSError(old.offline_reason), old.log_start_offset, old.recovery_point,
-                              old.high_watermark, quiet=True)
-        for tp in sorted(self._reloadable):
-            carried = {kind: entries.get(tp) for kind, entries in self._carried.items()}
+            self._unloaded.failed(tp, OSError(old.offline_reason), old.log_start_offset, old.recovery_point,
+                                  old.high_watermark, quiet=True)
+        for tp in self._unloaded.reloadable:
+            carried = self._unloaded.entries[tp].offsets
             try:
                 log, report = await self._run(
                     load_partition_log, self.log_dir / tp.dir_name, self.config_for(tp.topic),
-                    io=self._new_io(), clock=self.clock, log_start_offset=carried["start"],
-                    recovery_point=carried["recovery"] or 0, high_watermark=carried["hw"], clean=False)
+                    io=self._new_io(), clock=self.clock, log_start_offset=carried.get("start"),
+                    recovery_point=carried.get("recovery", 0), high_watermark=carried.get("hw"), clean=False)
             except (OSError, LogError, ValueError) as exc:
-                self._reloadable.discard(tp)
-                self._load_failed(tp, exc, carried["start"], carried["recovery"], carried["hw"])
+                self._unloaded.failed(tp, exc, carried.get("start"), carried.get("recovery"), carried.get("hw"))
                 continue
-            self._reloadable.discard(tp)
-            del self._offline[tp]
-            for entries in self._carried.values():
-                entries.pop(tp, None)
+            self._unloaded.pop(tp)
             self._register(tp, log)
             self.load_reports[tp] = report
             logger.warning("partition loaded again after being offline", partition=str(tp),
                            log_end_offset=log.log_end_offset, truncated_bytes=report.truncated_bytes)
             for listener in self.reload_listeners:
                 listener(tp)
-        return not self._reloadable
+        return not self._unloaded.reloadable
 
     def previous_stop(self) -> dict[str, bool]:
         """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""
@@ -296,7 +275,7 @@ class LogManager:
     # --- checkpoints -----------------------------------------------------------------------------
 
     def _offsets(self, kind: str, value: Callable[[PartitionLog], int]) -> Offsets:
-        result = dict(self._carried[kind])
+        result = self._unloaded.offsets(kind)
         for tp, log in self._logs.items():
             result[tp] = value(log)
         return result
@@ -305,7 +284,7 @@ class LogManager:
         # Every log is written, not only those whose start is above their first segment (Kafka's
         # filter): a crash that undoes a segment rename must not bring deleted records back.
         taken = [(log, log.log_start_offset) for log in self._logs.values()]
-        offsets = dict(self._carried["start"])
+        offsets = self._unloaded.offsets("start")
         offsets.update({log.topic_partition: start for log, start in taken})
 
         def durable() -> None:
@@ -407,13 +386,10 @@ class LogManager:
         `<topic>-<partition>.<uuid>-delete` (durably) and dropped from the checkpoints now, and
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
-        offline = self._offline.pop(tp, None)
-        reloadable = tp in self._reloadable
-        self._reloadable.discard(tp)
+        unloaded = self._unloaded.pop(tp)
         self.cleaner.forget(tp)
-        carried = {kind: entries.pop(tp) for kind, entries in self._carried.items() if tp in entries}
         directory = self.log_dir / tp.dir_name
-        if log is None and offline is None:
+        if log is None and unloaded is None:
             return False
         target = self.log_dir / delete_dir_name(tp, uuid.uuid4().hex)
         files = []
@@ -435,12 +411,8 @@ class LogManager:
             # Not renamed: the log stays here as it was, for the retry of the topic's deletion.
             if log is not None:
                 self._register(tp, log)
-            if offline is not None:
-                self._offline[tp] = offline
-                if reloadable:
-                    self._reloadable.add(tp)
-            for kind, entry in carried.items():
-                self._carried[kind][tp] = entry
+            if unloaded is not None:
+                self._unloaded.put_back(tp, unloaded)
             raise StorageError(f"cannot rename {directory.name} for deletion: {exc!r}") from exc
         finally:
             for file in files:
