@@ -18,6 +18,7 @@ import structlog
 from broker.cluster.cluster import Cluster
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.group import GroupCoordinator
 from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
@@ -49,6 +50,7 @@ class Broker:
         # the services never see them missing. Until then reading one raises AttributeError.
         self.logs: LogManager
         self.topics: TopicManager
+        self.dynamic_config: DynamicBrokerConfig
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
@@ -90,12 +92,16 @@ class Broker:
             raise
         in_cluster = config.zookeeper_connect is not None
         # Internal topics (committed offsets) keep being written below the free-space threshold.
-        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
-                               reserve_topics=INTERNAL_TOPICS)
+        # Dynamic broker configs are read before the logs open, so they start with the defaults in force.
+        self.dynamic_config = DynamicBrokerConfig(self.store, config)
+        await self.dynamic_config.load()
+        self.logs = LogManager(config.log_dir, config=config.log_manager,
+                               default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
         broker_ids = self._alive_ids if in_cluster else None
-        self.topics = TopicManager(self.store, self.logs, config, broker_ids=broker_ids,
+        self.topics = TopicManager(self.store, self.logs, config, self.dynamic_config, broker_ids=broker_ids,
                                    controlled_deletion=in_cluster)
+        self.dynamic_config.topic_defaults_listeners.append(self.topics.topic_defaults_changed)
         await self.topics.load()
         await self.logs.startup()
         await self.topics.reconcile()
@@ -110,6 +116,7 @@ class Broker:
                                        in_cluster=self.cluster is not None)
         self.services.append(self.groups)
         self.services.append(CommittedTrimmer(self))  # retention.committed.groups
+        self.services.append(self.dynamic_config)  # follows changes once every part above can take them
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
             self.services.append(MetricsService(self, listener.host, listener.port))

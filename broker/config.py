@@ -21,7 +21,13 @@ from broker.log.open_files import MIN_OPEN_SEGMENTS
 from broker.security.inter_broker import inter_broker_security
 from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener
-from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
+from broker.topic_configs import (
+    BROKER_PROPERTIES_WITHOUT_DEFAULT,
+    STORED_ONLY_BROKER_PROPERTIES,
+    TOPIC_CONFIGS,
+    BrokerLayers,
+    InvalidConfig,
+)
 from client import java_properties
 from client.security import ClientSecurity
 
@@ -109,6 +115,10 @@ _BROKER_DEFAULTS = {
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
+    # Replication throttles (bytes/s), dynamic in Kafka; Ebb accepts and reports them, does not throttle.
+    "leader.replication.throttled.rate": str(2**63 - 1),
+    "follower.replication.throttled.rate": str(2**63 - 1),
+    "replica.alter.log.dirs.io.max.bytes.per.second": str(2**63 - 1),
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout.
@@ -291,7 +301,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage",
                                                         minimum=0)),
         log_manager=_log_manager(merged),
-        topic_defaults=_topic_defaults(merged),
+        topic_defaults=topic_defaults_from(merged),
         properties=dict(merged),
         explicit_properties=dict(props),
         metrics_listener=_metrics_listener(merged["ebb.metrics.listener"]),
@@ -408,7 +418,9 @@ def _topic_props(props: Mapping[str, str]) -> dict[str, str]:
     return topic
 
 
-def _topic_defaults(props: Mapping[str, str]) -> LogConfig:
+def topic_defaults_from(props: Mapping[str, str]) -> LogConfig:
+    """The broker-wide topic defaults that broker properties (log.retention.ms, ...) set; ConfigError
+    naming the property whose value is bad."""
     topic_props = _topic_props(props)
     for topic_key, value in topic_props.items():
         try:
@@ -439,11 +451,14 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
     return config
 
 
-def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
-    """Every broker property Ebb knows, with the value in force: what was set, else the default
-    (None where Kafka has no default, e.g. log.retention.minutes). DescribeConfigs lists these."""
+def known_broker_properties(config: BrokerConfig, topic_defaults: LogConfig | None = None,
+                            in_force: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """Every broker property Ebb knows, with the value in force: what was set (`in_force`: the
+    properties file and the dynamic configs; by default the file alone), else the default (None where
+    Kafka has no default, e.g. log.retention.minutes). DescribeConfigs lists these."""
     values: dict[str, str | None] = dict(_BROKER_DEFAULTS)
-    topic_defaults = config.topic_defaults  # the broker-wide topic defaults in force
+    if topic_defaults is None:
+        topic_defaults = config.topic_defaults  # the broker-wide topic defaults in force
     by_property = {f.metadata["property"]: getattr(topic_defaults, f.name) for f in fields(LogConfig)}
     for broker_key, topic_key in TOPIC_DEFAULTS.items():
         default = by_property[topic_key]
@@ -456,5 +471,34 @@ def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
         values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
-    values.update(config.explicit_properties)
+    values.update(config.explicit_properties if in_force is None else in_force)
     return values
+
+
+def default_broker_properties() -> dict[str, str | None]:
+    """Kafka's default of each broker property (DescribeConfigs' DEFAULT_CONFIG synonyms)."""
+    values: dict[str, str | None] = dict(_BROKER_DEFAULTS)
+    defaults = LogConfig()
+    by_property = {f.metadata["property"]: getattr(defaults, f.name) for f in fields(LogConfig)}
+    for broker_key, topic_key in TOPIC_DEFAULTS.items():
+        default = by_property[topic_key]
+        values[broker_key] = ",".join(default) if isinstance(default, tuple) else \
+            None if default is None else str(default)
+    for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
+        values[broker_key] = TOPIC_CONFIGS[topic_key].default
+    values.update({"log.retention.hours": "168", "log.roll.hours": "168"})
+    values.update(dict.fromkeys(BROKER_PROPERTIES_WITHOUT_DEFAULT))
+    for f in fields(LogManagerConfig):
+        value = f.default
+        values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+    return values
+
+
+def static_layers(properties: Mapping[str, str]) -> BrokerLayers:
+    """The broker properties of a broker without dynamic configs."""
+    return BrokerLayers({}, {}, properties, default_broker_properties())
+
+
+def broker_defaults_with(props: Mapping[str, str]) -> dict[str, str]:
+    """Kafka's defaults of the core broker properties under `props` (what build_config starts from)."""
+    return {**_BROKER_DEFAULTS, **props}

@@ -363,6 +363,27 @@ class ConfigEntry:
     sensitive: bool = False
 
 
+@dataclass(frozen=True)
+class BrokerLayers:
+    """The broker properties set anywhere, by where they were set; a property set in more than one
+    place takes the first in Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic
+    default, the properties file (Kafka's defaults come after all three)."""
+
+    per_broker: Mapping[str, str]  # /config/brokers/<id>: DYNAMIC_BROKER_CONFIG
+    cluster_default: Mapping[str, str]  # /config/brokers/<default>: DYNAMIC_DEFAULT_BROKER_CONFIG
+    static: Mapping[str, str]  # server.properties and overrides: STATIC_BROKER_CONFIG
+    defaults: Mapping[str, str | None]  # Kafka's defaults (DEFAULT_CONFIG), None where it has none
+
+    def sources(self) -> tuple[tuple[Mapping[str, str], ConfigSource], ...]:
+        return ((self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (self.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (self.static, ConfigSource.STATIC_BROKER_CONFIG))
+
+    def merged(self) -> dict[str, str]:
+        """What is in force, each property from its highest layer."""
+        return {**self.static, **self.cluster_default, **self.per_broker}
+
+
 def stored_only_default(name: str, broker_properties: Mapping[str, str]) -> str | None:
     """The broker-wide default of a stored-only config: its broker property if set, else Kafka's."""
     d = TOPIC_CONFIGS[name]
@@ -378,30 +399,31 @@ BROKER_PROPERTIES_WITHOUT_DEFAULT = frozenset({
 })
 
 
-def _broker_synonyms(d: TopicConfigDef, explicit: Mapping[str, str]) -> list[Synonym]:
-    """The broker properties behind a topic config, as Kafka lists them: those set explicitly, then the
-    first one's default, and nothing before the first property itself (a static log.retention.hours
-    without log.retention.ms lists no synonym, and retention.ms reports DEFAULT_CONFIG; checked
-    against Kafka 4.3)."""
-    if not d.broker_synonyms:
-        return []
-    primary = d.broker_synonyms[0]
-    found = [Synonym(n, explicit[n], ConfigSource.STATIC_BROKER_CONFIG) for n in d.broker_synonyms if n in explicit]
-    if d.default is not None and primary not in BROKER_PROPERTIES_WITHOUT_DEFAULT:
-        found.append(Synonym(primary, d.default, ConfigSource.DEFAULT_CONFIG))
-    while found and found[0].name != primary:
+def layered_synonyms(names: Iterable[str], layers: BrokerLayers) -> list[Synonym]:
+    """Kafka's ConfigHelper.configSynonyms: for each source in precedence order, each of `names` set
+    there; then Kafka's defaults; nothing before the first name itself (a static log.retention.hours
+    without log.retention.ms lists no synonym under retention.ms; checked against Kafka 4.3)."""
+    names = list(names)
+    found = [Synonym(n, values[n], source) for values, source in layers.sources() for n in names if n in values]
+    found += [Synonym(n, layers.defaults[n], ConfigSource.DEFAULT_CONFIG) for n in names
+              if layers.defaults.get(n) is not None]
+    while found and found[0].name != names[0]:
         found.pop(0)
     return found
 
 
-def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
-                           explicit_broker_properties: Mapping[str, str],
+def _broker_synonyms(d: TopicConfigDef, layers: BrokerLayers) -> list[Synonym]:
+    """The broker properties behind a topic config, as Kafka lists them."""
+    return layered_synonyms(d.broker_synonyms, layers) if d.broker_synonyms else []
+
+
+def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig, broker_layers: BrokerLayers,
                            names: Iterable[str] | None = None) -> list[ConfigEntry]:
     """Every topic config (or those in `names`), sorted by name, as DescribeConfigs reports it.
 
     `overrides` are the topic's own settings, `log_config` its effective LogConfig, and
-    `explicit_broker_properties` what the broker's properties file and overrides set (the
-    STATIC_BROKER_CONFIG source); everything else is Kafka's default (DEFAULT_CONFIG).
+    `broker_layers` the broker properties set dynamically or in the properties file; everything else
+    is Kafka's default (DEFAULT_CONFIG).
     """
     wanted = sorted(TOPIC_CONFIGS) if names is None else sorted(set(names) & set(TOPIC_CONFIGS))
     entries = []
@@ -410,13 +432,13 @@ def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
         synonyms: list[Synonym] = []
         if name in overrides:
             synonyms.append(Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        synonyms += _broker_synonyms(d, explicit_broker_properties)
+        synonyms += _broker_synonyms(d, broker_layers)
         if d.effective:
             value = log_config_value(log_config, name)
         elif name in overrides:
             value = overrides[name]
         else:
-            value = stored_only_default(name, explicit_broker_properties)
+            value = stored_only_default(name, broker_layers.merged())
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, tuple(synonyms), d.type, d.doc))
     return entries

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, known_broker_properties, load_config
+from broker.config import ConfigError, known_broker_properties, load_config, static_layers
 from broker.log.config import LogConfig
 from broker.topic_configs import (
     EFFECTIVE_CONFIGS,
@@ -75,7 +75,8 @@ def test_sources_and_synonyms():
     config = load_config(None, [f"{k}={v}" for k, v in explicit.items()])
     overrides = {"segment.ms": "1000"}
     log_config = LogConfig.from_properties(overrides, base=config.topic_defaults)
-    entries = {e.name: e for e in describe_topic_configs(overrides, log_config, config.explicit_properties)}
+    layers = static_layers(config.explicit_properties)
+    entries = {e.name: e for e in describe_topic_configs(overrides, log_config, layers)}
     assert (entries["segment.ms"].value, entries["segment.ms"].source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     # Kafka 4.3 answers exactly this (tests/differential/test_broker_properties_against_kafka.py): the
     # value in force, but no synonym before log.retention.ms itself, so the source is DEFAULT_CONFIG.
