@@ -115,14 +115,12 @@ _BROKER_DEFAULTS = {
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
-    # Replication throttles (bytes/s), dynamic in Kafka; Ebb accepts and reports them, does not throttle.
-    "leader.replication.throttled.rate": str(2**63 - 1),
-    "follower.replication.throttled.rate": str(2**63 - 1),
-    "replica.alter.log.dirs.io.max.bytes.per.second": str(2**63 - 1),
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
-# set, and the connection timeout falls back to the session timeout.
-_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms")
+# set, and the connection timeout falls back to the session timeout. The replication throttles
+# (bytes/s, dynamic in Kafka) are unlimited when unset; Ebb accepts and reports them, does not throttle.
+_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "leader.replication.throttled.rate",
+               "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second")
 _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://([^:/]*|\[[0-9a-fA-F:]+\]):(\d+)$")
 
 
@@ -487,10 +485,11 @@ def default_broker_properties() -> dict[str, str | None]:
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update({"log.retention.hours": "168", "log.roll.hours": "168"})
-    values.update(dict.fromkeys(BROKER_PROPERTIES_WITHOUT_DEFAULT))
     for f in fields(LogManagerConfig):
         value = f.default
         values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+    # Kafka has no default for these: another property supplies it (log.dir for log.dirs, ...).
+    values.update(dict.fromkeys([*BROKER_PROPERTIES_WITHOUT_DEFAULT, *_NO_DEFAULT, "log.dirs"]))
     return values
 
 

@@ -46,7 +46,7 @@ def broker_config_path(entity: str) -> str:
 
 
 # Broker property -> how a value is checked (the topic config's type and rule, under the broker's name).
-_THROTTLE = TopicConfigDef("", ConfigType.LONG, str(2**63 - 1), "", check=at_least(0))
+_THROTTLE = TopicConfigDef("", ConfigType.LONG, None, "", check=at_least(0))
 DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     **{broker: replace(TOPIC_CONFIGS[topic], name=broker) for broker, topic in TOPIC_DEFAULTS.items()},
     **{broker: replace(TOPIC_CONFIGS[topic], name=broker) for broker, topic in STORED_ONLY_BROKER_PROPERTIES.items()},
