@@ -139,7 +139,7 @@ def judged(label: str, answer: tuple[int, list[str]], kafka: bool) -> tuple[int,
         lines = lines[:2] + sorted(lines[2:])
     if label == "describe" and kafka:
         # Kafka 4's storage format writes a cluster-wide dynamic min.insync.replicas, which kafka-topics
-        # lists as a non-default config; Ebb has no dynamic broker configs (docs/differential.md's allow-list)
+        # lists as a non-default config; Ebb's cluster-wide defaults start empty (docs/differential.md)
         lines = [line.replace("Configs: min.insync.replicas=1,", "Configs: ") for line in lines]
     if label == "brokers default describe" and kafka:  # the same cluster-wide min.insync.replicas
         lines = [line for line in lines if not line.startswith("min.insync.replicas=1 ")]
