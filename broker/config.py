@@ -15,7 +15,7 @@ from pathlib import Path
 
 import structlog
 
-from broker import listener_security
+from broker import listener_security, log_output
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
 from broker.security.inter_broker import inter_broker_security
@@ -281,7 +281,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_min_session_timeout_ms=_int(merged, "group.min.session.timeout.ms", minimum=0),
         group_max_session_timeout_ms=_int(merged, "group.max.session.timeout.ms", minimum=0),
         rack=merged["broker.rack"] or None,
-        log_level=merged["log.level"],
+        log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=_bool(merged, "delete.records.v3.enable"),
         zookeeper_connect=_zookeeper_connect(merged.get("zookeeper.connect", "")),
         zookeeper_session_timeout_ms=session_timeout_ms,
@@ -343,6 +343,13 @@ def _known(key: str) -> bool:
     return key in _BROKER_DEFAULTS or key in TOPIC_DEFAULTS or key in _TIME_ALIASES or key in _LOG_MANAGER_KEYS \
         or key in STORED_ONLY_BROKER_PROPERTIES or key in _NO_DEFAULT or key in ("log.dir", "broker.id") \
         or listener_security.is_security_property(key)
+
+
+def _log_level(value: str) -> str:
+    try:
+        return log_output.kafka_level(value)
+    except ValueError:
+        raise ConfigError(f"log.level: {value!r} is not one of {', '.join(log_output.KAFKA_LEVELS)}") from None
 
 
 def _zookeeper_connect(value: str) -> str | None:

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from collections import Counter
 
+import structlog
+
+from broker import log_output
 from broker.config import known_broker_properties
 from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, layered_synonyms
 from broker.topics import TopicError
-from protocol.enums import ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
+from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode
+
+log = structlog.get_logger("configs")
 
 
 class ResourceError(CodedError):
@@ -138,11 +143,40 @@ def broker_config_entries(broker: BrokerContext, *, per_broker: bool) -> list[Co
     return entries
 
 
-def logger_config_entries(broker: BrokerContext) -> list[ConfigEntry]:
-    """BROKER_LOGGER: Ebb has one level for all its loggers (log.level); it cannot change at runtime."""
-    level = broker.config.log_level.upper()
-    return [ConfigEntry("root", level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (), ConfigType.STRING,
-                        "Level of every Ebb logger (the broker's log.level).", read_only=True)]
+def logger_config_entries() -> list[ConfigEntry]:
+    """BROKER_LOGGER: root and every logger of the broker, each with the level in force (Kafka answers
+    them with no type and an empty documentation)."""
+    levels = log_output.LEVELS
+    return [ConfigEntry(name, levels.level_of(name), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (),
+                        ConfigType.UNKNOWN, "") for name in levels.names()]
+
+
+def alter_log_levels(broker: BrokerContext, name: str, operations, validate_only: bool) -> None:
+    """IncrementalAlterConfigs of BROKER_LOGGER <own id>: SET a logger's level, DELETE it (back to
+    root's), all checked first as Kafka's ConfigAdminManager does; in force at once."""
+    check_broker_name(broker, name, empty_allowed=False)
+    levels = log_output.LEVELS
+    known = set(levels.names())
+    for op in operations:
+        if op.config_operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"{AlterConfigOp(op.config_operation).name} operation "
+                                "is not allowed for the BROKER_LOGGER resource")
+        if op.name not in known:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Logger {op.name} does not exist!")
+        if op.config_operation == AlterConfigOp.DELETE and op.name == log_output.ROOT:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+        if op.config_operation == AlterConfigOp.SET and op.value not in log_output.KAFKA_LEVELS:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {op.name} to {op.value} as "
+                                f"it is not a supported log level. Valid log levels are "
+                                f"{', '.join(log_output.KAFKA_LEVELS)}")
+    if validate_only:
+        return
+    for op in operations:
+        if op.config_operation == AlterConfigOp.SET:
+            levels.set(op.name, op.value)
+        else:
+            levels.unset(op.name)
+    log.info("log levels changed", levels={op.name: op.value for op in operations})
 
 
 async def alter_each(resources, alter, result_class, log) -> list:

@@ -14,8 +14,8 @@ UNKNOWN_TOPIC_OR_PARTITION and an illegal name INVALID_TOPIC_EXCEPTION, for that
 BROKER (4): the broker's own id lists every broker property Ebb knows with the value in force, its
 source and synonyms in Kafka's precedence (broker/dynamic_config.py), read-only unless it can change
 at runtime; "" lists the cluster-wide dynamic defaults that are set (DYNAMIC_DEFAULT_BROKER_CONFIG);
-another id or a non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's own id lists "root"
-with log.level. Other resource types are INVALID_REQUEST.
+another id or a non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's own id lists "root" and
+every logger with the level in force (broker/log_output.py). Other resource types are INVALID_REQUEST.
 
 configuration_keys filters each resource's entries; null or empty means all (as in Kafka).
 
@@ -34,7 +34,7 @@ from broker.handlers.config_resources import (
 )
 from broker.topic_configs import ConfigEntry, describe_topic_configs
 from broker.topics import TopicError, validate_topic_name
-from protocol.enums import ApiKey, ConfigResourceType, Operation
+from protocol.enums import ApiKey, ConfigResourceType, ConfigSource, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -85,7 +85,7 @@ def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
         return broker_config_entries(broker, per_broker=name != "")
     if kind == ConfigResourceType.BROKER_LOGGER:
         check_broker_name(broker, name, empty_allowed=False)
-        return logger_config_entries(broker)
+        return logger_config_entries()
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
@@ -99,5 +99,6 @@ def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> Entry:
         synonyms=[SynonymEntry(name=s.name, value=None if entry.sensitive else s.value, source=s.source)
                   for s in entry.synonyms] if synonyms else [],
         config_type=entry.type,
-        documentation=entry.doc if documentation else None,
+        # Kafka gives log levels an empty documentation whether asked or not.
+        documentation=entry.doc if documentation or entry.source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG else None,
     )

@@ -17,7 +17,10 @@ An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EX
 resource (this broker's id, or "" for the cluster-wide defaults) gets the same operations on its
 dynamic configs (broker/dynamic_config.py; APPEND and SUBTRACT start from the value in force); a
 property that cannot change at runtime, or a bad value, is INVALID_REQUEST, as in Kafka.
-BROKER_LOGGER (log levels are fixed at start-up) and other types are INVALID_REQUEST.
+BROKER_LOGGER (this broker's id) sets a logger's level (SET: OFF, FATAL, ERROR, WARN, INFO, DEBUG,
+TRACE, ALL) or gives it back the root's (DELETE), in force at once; an unknown logger or level is
+INVALID_CONFIG, APPEND, SUBTRACT and deleting root's level INVALID_REQUEST, as in Kafka. Other
+resource types are INVALID_REQUEST.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -33,9 +36,9 @@ from broker.handlers.config_resources import (
     ResourceError,
     alter_broker_configs,
     alter_each,
+    alter_log_levels,
     check_access,
     check_alterations,
-    check_broker_name,
 )
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from broker.topics import validate_topic_name
@@ -84,8 +87,7 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
 
         await alter_broker_configs(broker, resource.resource_name, change_broker, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
-        check_broker_name(broker, resource.resource_name, empty_allowed=False)
-        raise ResourceError(ErrorCode.INVALID_REQUEST, "Ebb cannot change log levels at runtime; set log.level")
+        alter_log_levels(broker, resource.resource_name, resource.configs, validate_only)
     else:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
 

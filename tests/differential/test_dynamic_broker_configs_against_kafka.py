@@ -101,3 +101,34 @@ def dynamic_broker_configs(peer: Peer) -> None:
 def test_dynamic_broker_configs(ebb_peer, kafka_peer):
     found = compare(dynamic_broker_configs, ebb_peer, kafka_peer, ALLOWED_HERE, ignore=_config_difference)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
+
+LOGGER = 8
+
+
+def _loggers(peer: Peer, label: str, name: str, *ops: tuple[str, int, str | None], validate_only=False) -> None:
+    peer.ask(label, IncrementalAlterConfigsRequest(resources=[Alter(
+        resource_type=LOGGER, resource_name=name,
+        configs=[Op(name=k, config_operation=o, value=v) for k, o, v in ops])], validate_only=validate_only), 1)
+
+
+def broker_loggers(peer: Peer) -> None:
+    """Only root is a logger both have (their other loggers are each one's own code)."""
+    _loggers(peer, "logger: set root", "1", ("root", SET, "WARN"))
+    for version in (1, 4):
+        peer.ask(f"logger: describe root v{version}", DescribeConfigsRequest(resources=[Resource(
+            resource_type=LOGGER, resource_name="1", configuration_keys=["root"])], include_synonyms=True), version)
+    _loggers(peer, "logger: an unknown one", "1", ("no.such.logger", SET, "DEBUG"))
+    _loggers(peer, "logger: a bad level", "1", ("root", SET, "LOUD"))
+    _loggers(peer, "logger: append", "1", ("root", APPEND, "DEBUG"))
+    _loggers(peer, "logger: delete root", "1", ("root", DELETE, None))
+    _loggers(peer, "logger: the cluster", "", ("root", SET, "DEBUG"))
+    _loggers(peer, "logger: another broker", "2", ("root", SET, "DEBUG"))
+    _loggers(peer, "logger: validate only", "1", ("root", SET, "DEBUG"), validate_only=True)
+    peer.ask("logger: describe root after", _describe("1", ["root"], LOGGER), 4)
+    _loggers(peer, "logger: root back", "1", ("root", SET, "INFO"))
+
+
+def test_broker_loggers(ebb_peer, kafka_peer):
+    found = compare(broker_loggers, ebb_peer, kafka_peer, ALLOWED_HERE)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
