@@ -23,10 +23,12 @@ from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener
 from broker.topic_configs import (
     BROKER_PROPERTIES_WITHOUT_DEFAULT,
+    SMALL_SEGMENTS_SETTING,
     STORED_ONLY_BROKER_PROPERTIES,
     TOPIC_CONFIGS,
     BrokerLayers,
     InvalidConfig,
+    with_segment_rule,
 )
 from client import java_properties
 from client.security import ClientSecurity
@@ -115,6 +117,7 @@ _BROKER_DEFAULTS = {
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
+    SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
@@ -183,6 +186,7 @@ class BrokerConfig:
     sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
+    small_segments_enable: bool = False  # ebb.testing.small.segments.enable: segment.bytes below 1 MiB
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -306,6 +310,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         sasl_max_receive_size=_int(merged, "sasl.server.max.receive.size", minimum=1),
         authorizer=_authorizer(merged),
         sasl_authentication_timeout_ms=_int(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
+        small_segments_enable=_bool(merged, SMALL_SEGMENTS_SETTING),
     )
 
 
@@ -427,9 +432,10 @@ def topic_defaults_from(props: Mapping[str, str]) -> LogConfig:
     """The broker-wide topic defaults that broker properties (log.retention.ms, ...) set; ConfigError
     naming the property whose value is bad."""
     topic_props = _topic_props(props)
+    small_segments = str(props.get(SMALL_SEGMENTS_SETTING, "false")).strip().lower() == "true"
     for topic_key, value in topic_props.items():
         try:
-            TOPIC_CONFIGS[topic_key].parse(value)
+            with_segment_rule(TOPIC_CONFIGS[topic_key], small_segments).parse(value)
         except InvalidConfig as exc:
             setters = [b for b, t in TOPIC_DEFAULTS.items() if t == topic_key and b in props]
             setters += [a for a, (b, _) in _TIME_ALIASES.items() if TOPIC_DEFAULTS[b] == topic_key and a in props]

@@ -33,7 +33,14 @@ from broker.config import (
     topic_defaults_from,
 )
 from broker.log.config import LogConfig
-from broker.topic_configs import TOPIC_CONFIGS, BrokerLayers, InvalidConfig, TopicConfigDef, at_least
+from broker.topic_configs import (
+    TOPIC_CONFIGS,
+    BrokerLayers,
+    InvalidConfig,
+    TopicConfigDef,
+    at_least,
+    with_segment_rule,
+)
 from protocol.enums import ConfigType
 
 log = structlog.get_logger("dynamic_config")
@@ -64,13 +71,14 @@ class DynamicConfigError(ValueError):
         self.known = known
 
 
-def validate(changes: Mapping[str, str]) -> dict[str, str]:
+def validate(changes: Mapping[str, str], *, small_segments: bool = False) -> dict[str, str]:
     """The canonical text of each value; DynamicConfigError with Kafka's wording otherwise."""
     fixed = sorted(k for k in changes if k not in DYNAMIC_BROKER_CONFIGS)
     if fixed:
         raise DynamicConfigError(f"Cannot update these configs dynamically: [{', '.join(fixed)}]", known=False)
     try:
-        return {key: DYNAMIC_BROKER_CONFIGS[key].canonical(value) for key, value in changes.items()}
+        return {key: with_segment_rule(DYNAMIC_BROKER_CONFIGS[key], small_segments).canonical(value)
+                for key, value in changes.items()}
     except InvalidConfig as exc:
         raise DynamicConfigError(str(exc)) from None
 
@@ -138,7 +146,7 @@ class DynamicBrokerConfig:
         default = entity == ""
         async with self._lock:
             current = dict(self.cluster_default if default else self.per_broker)
-            clean = validate(change(dict(current)))
+            clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable)
             if validate_only or clean == current:
                 return
             path = broker_config_path(DEFAULT_ENTITY if default else self.own_entity)

@@ -334,7 +334,8 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"config names and values are limited to "
                                                        f"{MAX_SHORT_STRING_BYTES} bytes: {', '.join(too_long)}")
         try:
-            clean = validate_overrides({k: v for k, v in configs.items() if v is not None})
+            clean = validate_overrides({k: v for k, v in configs.items() if v is not None},
+                                       small_segments=self.config.small_segments_enable)
             self.log_config_for(clean)
         except InvalidConfig as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None

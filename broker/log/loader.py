@@ -112,7 +112,7 @@ def load_partition(
     epoch_cache = epoch_cache or LeaderEpochCache()
 
     options = dict(
-        index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.segment_index_bytes
+        index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.index_bytes
     )
     segments: list[LogSegment] = []
     try:

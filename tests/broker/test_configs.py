@@ -28,7 +28,9 @@ AlterResource = AlterConfigsRequest.AlterConfigsResource
 Alterable = AlterConfigsRequest.AlterConfigsResource.AlterableConfig
 IncResource = IncrementalAlterConfigsRequest.AlterConfigsResource
 IncAlterable = IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig
-BROKER_PROPERTIES = {"log.retention.hours": "48", "compression.type": "gzip", "log.segment.bytes": "104857600"}
+BROKER_PROPERTIES = {"log.retention.hours": "48", "compression.type": "gzip", "log.segment.bytes": "104857600",
+                     # Ebb-only: a segment per batch, below Kafka's 1 MiB minimum (retention tests)
+                     "ebb.testing.small.segments.enable": "true"}
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +278,7 @@ INCREMENTAL_ERRORS = [
     ("inc-target", [("retention.ms", SUBTRACT, "1")], ErrorCode.INVALID_CONFIG),
     ("inc-target", [("no.such.key", SET, "1")], ErrorCode.INVALID_CONFIG),
     ("inc-target", [("segment.ms", SET, "0")], ErrorCode.INVALID_CONFIG),
-    ("inc-target", [("cleanup.policy", SUBTRACT, "delete")], ErrorCode.INVALID_CONFIG),  # nothing left
+    ("inc-target", [("segment.bytes", SET, "60")], ErrorCode.INVALID_CONFIG),  # below even the test-only minimum
     ("inc-target", [("cleanup.policy", APPEND, "shred")], ErrorCode.INVALID_CONFIG),
     ("inc-target", [("retention.bytes", SET, "9"), ("retention.ms", SET, "x")], ErrorCode.INVALID_CONFIG),
     ("inc-target", [("retention.ms", SET, None)], ErrorCode.INVALID_REQUEST),

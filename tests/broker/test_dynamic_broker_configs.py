@@ -30,7 +30,8 @@ DYNAMIC, DEFAULT_DYNAMIC, STATIC, DEFAULT = (ConfigSource.DYNAMIC_BROKER_CONFIG,
 
 @pytest.fixture(scope="module")
 def broker_overrides():
-    return {"log.retention.hours": "48"}
+    # Ebb-only: a segment per batch, below Kafka's 1 MiB minimum (the retention test)
+    return {"log.retention.hours": "48", "ebb.testing.small.segments.enable": "true"}
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.timeout(240)
 
 BROKER, TOPIC = 4, 2
 # Only the change itself may trim: the periodic retention pass does not start within the test.
-SETTINGS = {"log.initial.task.delay.ms": "600000", "log.flush.start.offset.checkpoint.interval.ms": "300"}
+# Ebb-only: a segment per batch, below Kafka's 1 MiB minimum.
+SETTINGS = {"log.initial.task.delay.ms": "600000", "log.flush.start.offset.checkpoint.interval.ms": "300",
+            "ebb.testing.small.segments.enable": "true"}
 
 
 def set_cluster_default(broker, key: str, value: str) -> None:
