@@ -15,13 +15,13 @@ stored and reported only. Any other broker property is refused by name.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
 from typing import Any
 
 import structlog
 
+from broker.cluster.layout import BrokerConfigZNode, ConfigEntityZNode
 from broker.cluster.store import MetadataStore, NoNode, Watch
 from broker.config import (
     STORED_ONLY_BROKER_PROPERTIES,
@@ -45,11 +45,7 @@ from protocol.enums import ConfigType
 
 log = structlog.get_logger("dynamic_config")
 
-DEFAULT_ENTITY = "<default>"  # Kafka's name for the cluster-wide node under /config/brokers
-
-
-def broker_config_path(entity: str) -> str:
-    return f"/config/brokers/{entity}"
+DEFAULT_ENTITY = BrokerConfigZNode.DEFAULT  # the cluster-wide node under /config/brokers
 
 
 # Broker property -> how a value is checked (the topic config's type and rule, under the broker's name).
@@ -115,7 +111,7 @@ class DynamicBrokerConfig:
         """Read both nodes (before the logs open, so they start with the defaults in force)."""
         for entity in (DEFAULT_ENTITY, self.own_entity):
             try:
-                data, _ = await self.store.get(broker_config_path(entity))
+                data, _ = await self.store.get(BrokerConfigZNode.path(entity))
             except NoNode:  # nothing set yet
                 continue
             self._take(entity, data)
@@ -124,7 +120,7 @@ class DynamicBrokerConfig:
     async def start(self) -> None:
         """Follow both nodes; a change anyone makes is in force here at once."""
         for entity in (DEFAULT_ENTITY, self.own_entity):
-            self._watches.append(await self.store.watch_data(broker_config_path(entity), self._follower(entity)))
+            self._watches.append(await self.store.watch_data(BrokerConfigZNode.path(entity), self._follower(entity)))
 
     def _follower(self, entity: str) -> Callable[[bytes | None, int | None], None]:
         def changed(data: bytes | None, _version: int | None) -> None:
@@ -149,18 +145,17 @@ class DynamicBrokerConfig:
             clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable)
             if validate_only or clean == current:
                 return
-            path = broker_config_path(DEFAULT_ENTITY if default else self.own_entity)
-            await self.store.put_json(path, {"version": 1, "config": clean})
+            path = BrokerConfigZNode.path(DEFAULT_ENTITY if default else self.own_entity)
+            await self.store.put(path, ConfigEntityZNode.encode(clean))
             log.info("altered dynamic broker configs", entity=DEFAULT_ENTITY if default else self.own_entity,
                      configs=clean)
-            self._changed(DEFAULT_ENTITY if default else self.own_entity, json.dumps({"config": clean}).encode())
+            self._changed(DEFAULT_ENTITY if default else self.own_entity, ConfigEntityZNode.encode(clean))
 
     def _take(self, entity: str, data: bytes | None) -> None:
         try:
-            configs = json.loads(data)["config"] if data else {}
-            configs = {str(k): str(v) for k, v in configs.items()}
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.error("unreadable dynamic broker configs ignored", path=broker_config_path(entity))
+            configs = {str(k): str(v) for k, v in ConfigEntityZNode.decode(data).items()} if data else {}
+        except (ValueError, TypeError, AttributeError):
+            log.error("unreadable dynamic broker configs ignored", path=BrokerConfigZNode.path(entity))
             return
         if entity == DEFAULT_ENTITY:
             self.cluster_default = configs

@@ -7,7 +7,6 @@ asynchronous removal. Topic-level errors carry the Kafka error code the handlers
 
 from __future__ import annotations
 
-import base64
 import functools
 import re
 import time
@@ -19,10 +18,23 @@ from typing import Any, TypeVar
 import structlog
 
 from broker.aio import KeyedLocks, uncancellable
+from broker.cluster.layout import (
+    ConfigEntityZNode,
+    ConfigType,
+    DeleteTopicsTopicZNode,
+    DeleteTopicsZNode,
+    PartitionStateZNode,
+    TopicAssignment,
+    TopicsZNode,
+    TopicZNode,
+    topic_paths,
+)
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.store import MetadataStore, NodeExists, NoNode, StoreWriteFailed
 from broker.config import BrokerConfig
 from broker.deletion_retries import DeletionRetries
 from broker.dynamic_config import DynamicBrokerConfig
+from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
@@ -54,8 +66,7 @@ class Topic:
     replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
     configs: dict[str, str] = field(default_factory=dict)  # overrides only; defaults come from the broker
     log_config: LogConfig = field(default_factory=LogConfig)
-    # partition -> {"leader", "leader_epoch", "isr", ...}: /brokers/topics/<t>/partitions/<p>/state
-    states: dict[int, dict] = field(default_factory=dict)
+    states: dict[int, PartitionState] = field(default_factory=dict)  # as the store had them last
 
     @property
     def internal(self) -> bool:
@@ -68,25 +79,17 @@ class Topic:
     def replication_factor(self) -> int:
         return len(self.replicas[min(self.replicas)]) if self.replicas else 0
 
+    def leader(self, partition: int) -> int:
+        state = self.states.get(partition)
+        return NO_LEADER if state is None else state.leader
+
     def leader_epoch(self, partition: int) -> int:
-        return int(self.states.get(partition, {}).get("leader_epoch", 0))
+        state = self.states.get(partition)
+        return 0 if state is None else state.leader_epoch
 
     def isr(self, partition: int) -> list[int]:
-        return list(self.states.get(partition, {}).get("isr", self.replicas.get(partition, [])))
-
-
-def state_path(topic: str, partition: int) -> str:
-    """The znode of a partition's leader, leader epoch and ISR (Kafka's ZooKeeper layout)."""
-    return f"/brokers/topics/{topic}/partitions/{partition}/state"
-
-
-def topic_id_to_str(topic_id: uuid.UUID) -> str:
-    """Kafka's text form of a topic id: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def topic_id_from_str(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        state = self.states.get(partition)
+        return list(self.replicas.get(partition, []) if state is None else state.isr)
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -195,7 +198,7 @@ class TopicManager:
         """Read every topic from the store, and give the log manager each topic's log config (before
         it loads the partitions)."""
         try:
-            names = await self.store.children("/brokers/topics")
+            names = await self.store.children(TopicsZNode.PATH)
         except NoNode:
             names = []
         marked = set(await self._pending_deletions()) if self.controlled_deletion else set()
@@ -237,30 +240,34 @@ class TopicManager:
         return True
 
     async def _read_topic(self, name: str) -> Topic:
-        assignment = await self.store.get_json(f"/brokers/topics/{name}")
-        try:
-            configs = (await self.store.get_json(f"/config/topics/{name}")).get("config", {})
-        except NoNode:
-            configs = {}
-        replicas = {int(p): list(r) for p, r in assignment["partitions"].items()}
+        assignment = TopicZNode.decode((await self.store.get(TopicZNode.path(name)))[0])
+        configs = await self._read_configs(name) or {}
+        replicas = assignment.replicas
         states = {}
         for partition in replicas:
             try:
-                states[partition] = await self.store.get_json(state_path(name, partition))
+                states[partition] = PartitionStateZNode.decode(
+                    (await self.store.get(PartitionStateZNode.path(name, partition)))[0])
             except NoNode:
                 pass
         return Topic(
             name=name,
-            topic_id=topic_id_from_str(assignment["topic_id"]),
+            topic_id=assignment.topic_id,
             replicas=replicas,
             configs=dict(configs),
             log_config=self.log_config_for(configs),
             states=states,
         )
 
+    async def _read_configs(self, name: str) -> dict[str, str] | None:
+        try:
+            return ConfigEntityZNode.decode((await self.store.get(ConfigEntityZNode.path(ConfigType.TOPIC, name)))[0])
+        except NoNode:
+            return None
+
     async def _pending_deletions(self) -> list[str]:
         try:
-            return await self.store.children("/admin/delete_topics")
+            return await self.store.children(DeleteTopicsZNode.PATH)
         except NoNode:
             return []
 
@@ -282,7 +289,7 @@ class TopicManager:
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
         async with self._locks.held(_collision_key(name)):
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
+            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 return None  # being deleted
             try:
                 fresh = await self._read_topic(name)
@@ -306,9 +313,8 @@ class TopicManager:
             topic = self._topics.get(name)
             if topic is None:
                 return
-            try:
-                configs = (await self.store.get_json(f"/config/topics/{name}")).get("config", {})
-            except NoNode:
+            configs = await self._read_configs(name)
+            if configs is None:
                 return
             if configs == topic.configs:
                 return
@@ -359,7 +365,7 @@ class TopicManager:
                                  f"Topic '{name}' collides with existing topic: {collision}")
             if name in self._topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
+            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
             nulls = [key for key, value in (configs or {}).items() if value is None]
             if nulls:
@@ -369,12 +375,13 @@ class TopicManager:
             replicas = assign_replicas(num_partitions, replication_factor, assignments, self.broker_ids(),
                                        self.config.num_partitions, self.config.default_replication_factor)
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
-            topic.states = {p: _initial_state(r) for p, r in replicas.items()}
+            topic.states = {p: PartitionState.initial(r) for p, r in replicas.items()}
             if validate_only:
                 return topic
-            await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
-            await self.store.create(f"/brokers/topics/{name}", _json_bytes(_assignment_node(topic)))
-            await self.store.put_json_many({state_path(name, p): state for p, state in topic.states.items()})
+            await self.store.put(ConfigEntityZNode.path(ConfigType.TOPIC, name), ConfigEntityZNode.encode(clean))
+            await self.store.create(TopicZNode.path(name), TopicZNode.encode(TopicAssignment(topic.topic_id, replicas)))
+            await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
+                                       for p, state in topic.states.items()})
             self._remember(topic)
             await self._ensure_logs(topic)
             log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
@@ -417,10 +424,11 @@ class TopicManager:
                 new = place_replicas(current, additional, topic.replication_factor, broker_ids)
             if validate_only:
                 return topic
-            grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new})
-            new_states = {p: _initial_state(r) for p, r in new.items()}
-            await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
-            await self.store.put_json_many({state_path(name, p): state for p, state in new_states.items()})
+            grown = TopicAssignment(topic.topic_id, {**topic.replicas, **new})
+            new_states = {p: PartitionState.initial(r) for p, r in new.items()}
+            await self.store.set(TopicZNode.path(name), TopicZNode.encode(grown))
+            await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
+                                       for p, state in new_states.items()})
             topic.replicas = grown.replicas
             topic.states.update(new_states)
             await self._ensure_logs(topic)
@@ -442,7 +450,7 @@ class TopicManager:
             if validate_only:
                 return topic
             changed = {k for k in set(clean) | set(topic.configs) if clean.get(k) != topic.configs.get(k)}
-            await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
+            await self.store.put(ConfigEntityZNode.path(ConfigType.TOPIC, name), ConfigEntityZNode.encode(clean))
             topic.configs = clean
             topic.log_config = self.log_config_for(clean)
             self.logs.topic_configs[name] = topic.log_config
@@ -475,7 +483,7 @@ class TopicManager:
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
         removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
         async with self._locks.held(_collision_key(name)):
-            marker = f"/admin/delete_topics/{name}"
+            marker = DeleteTopicsTopicZNode.path(name)
             if name not in self._topics:
                 # A deletion a failure left half done is finished now; anything else does not exist.
                 if self.controlled_deletion or not await self.store.exists(marker):
@@ -484,7 +492,7 @@ class TopicManager:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             else:
                 try:
-                    await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
+                    await self.store.create(marker, DeleteTopicsTopicZNode.encode(int(time.time() * 1000)))
                 except NodeExists:
                     pass
                 if self.controlled_deletion:
@@ -524,7 +532,7 @@ class TopicManager:
             here.update(topic.partitions())
         for tp in sorted(here, key=lambda tp: tp.partition):
             await self.logs.delete_log(tp)
-        for path in (f"/brokers/topics/{name}", f"/config/topics/{name}", f"/admin/delete_topics/{name}"):
+        for path in topic_paths(name):
             try:
                 await self.store.delete(path, recursive=True)
             except NoNode:
@@ -534,24 +542,8 @@ class TopicManager:
     async def _finish_marked_deletion(self, name: str) -> None:
         """What DeletionRetries calls: the marked deletion finished, if it is still marked."""
         async with self._locks.held(_collision_key(name)):
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
+            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 await self._delete(name)
-
-
-def _initial_state(replicas: list[int]) -> dict:
-    return {"version": 1, "controller_epoch": 1, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas)}
-
-
-def _assignment_node(topic: Topic) -> dict:
-    return {"version": 3, "topic_id": topic_id_to_str(topic.topic_id),
-            "partitions": {str(p): r for p, r in sorted(topic.replicas.items())},
-            "adding_replicas": {}, "removing_replicas": {}}
-
-
-def _json_bytes(value) -> bytes:
-    import json
-
-    return json.dumps(value, sort_keys=True).encode()
 
 
 def _collision_key(name: str) -> str:

@@ -194,7 +194,7 @@ class ReplicaManager:
             return  # no replica here
         if state is None:
             return
-        leader, epoch, isr = int(state["leader"]), int(state["leader_epoch"]), set(state["isr"])
+        leader, epoch, isr = state.leader, state.leader_epoch, set(state.isr)
         if leader == self.node_id:
             if not partition.is_leader or partition.leader_epoch != epoch:
                 partition.make_leader(epoch, isr)
