@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from broker.cluster.layout import BrokerConfigZNode, ConfigEntityZNode
-from broker.cluster.store import MetadataStore, NoNode, Watch
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
 from broker.config import (
     STORED_ONLY_BROKER_PROPERTIES,
     TOPIC_DEFAULTS,
@@ -138,18 +138,32 @@ class DynamicBrokerConfig:
     async def alter(self, entity: str, change: Callable[[dict[str, str]], dict[str, str]], *,
                     validate_only: bool = False) -> None:
         """Replace the dynamic configs of `entity` ("" for the cluster-wide defaults, else this broker's
-        id) with `change(current)`, validated; stored, then in force here and on every broker."""
-        default = entity == ""
+        id) with `change(current)`, validated; stored, then in force here and on every broker. The
+        current values are read from the store and written back only if nobody changed them meanwhile
+        (another broker may alter the cluster-wide ones at the same time): no lost update."""
+        name = DEFAULT_ENTITY if entity == "" else self.own_entity
+        path = BrokerConfigZNode.path(name)
         async with self._lock:
-            current = dict(self.cluster_default if default else self.per_broker)
-            clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable)
-            if validate_only or clean == current:
-                return
-            path = BrokerConfigZNode.path(DEFAULT_ENTITY if default else self.own_entity)
-            await self.store.put(path, ConfigEntityZNode.encode(clean))
-            log.info("altered dynamic broker configs", entity=DEFAULT_ENTITY if default else self.own_entity,
-                     configs=clean)
-            self._changed(DEFAULT_ENTITY if default else self.own_entity, ConfigEntityZNode.encode(clean))
+            while True:
+                try:
+                    data, version = await self.store.get(path)
+                    current = ConfigEntityZNode.decode(data)
+                except NoNode:
+                    data, version, current = None, None, {}
+                clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable)
+                if validate_only or clean == current:
+                    return
+                encoded = ConfigEntityZNode.encode(clean)
+                try:
+                    if version is None:
+                        await self.store.create(path, encoded)
+                    else:
+                        await self.store.set(path, encoded, version)
+                except (BadVersion, NodeExists, NoNode):
+                    continue  # changed meanwhile: apply the change to what is there now
+                break
+            log.info("altered dynamic broker configs", entity=name, configs=clean)
+            self._changed(name, encoded)
 
     def _take(self, entity: str, data: bytes | None) -> None:
         try:

@@ -1,10 +1,12 @@
 """Dynamic broker configs in a cluster: a cluster-wide default set through one broker is in force on
 all three at once (each follows `/config/brokers/<default>` in ZooKeeper) and trims the partitions
 every broker holds, leader and followers, without a restart; a change made while the controller is
-down reaches the others, and the stopped broker finds it when it comes back."""
+down reaches the others, and the stopped broker finds it when it comes back; two brokers changing the
+cluster-wide defaults at once lose neither change."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import signal
 import time
 
@@ -76,3 +78,16 @@ def test_a_cluster_default_retention_trims_on_every_broker(zk_connect, tmp_path)
         assert topic_config(controller, topic, "retention.ms") == \
             ("900000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         assert start_offset_checkpoint(controller, topic) == 2
+
+        # Two brokers altering the cluster-wide defaults at once, each its own key: neither change is lost.
+        keys = {1: "message.max.bytes", 3: "leader.replication.throttled.rate"}
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            for done in [pool.submit(lambda n=n: [set_cluster_default(cluster[n], keys[n], str(2_000_000 + i))
+                                                  for i in range(10)]) for n in keys]:
+                done.result()
+        request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=BROKER, resource_name="", configuration_keys=None)])
+        with WireClient(cluster[2].port) as client:
+            wait_for(lambda: {c.name: c.value for c in client.request(request, 4).results[0].configs} == {
+                "log.retention.ms": "900000", keys[1]: "2000009", keys[3]: "2000009"},
+                what="both brokers' last changes in the cluster-wide defaults")
