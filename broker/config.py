@@ -16,6 +16,7 @@ from pathlib import Path
 import structlog
 
 from broker import log_output
+from broker.log.cleaner_settings import cleaner_config_problem
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
 from broker.security import listener_security
@@ -62,6 +63,10 @@ TOPIC_DEFAULTS = {
     "log.retention.min.timestamp": "retention.min.timestamp",
     "log.retention.committed.groups": "retention.committed.groups",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
@@ -460,6 +465,9 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
     if config.open_segments_max < MIN_OPEN_SEGMENTS:
         raise ConfigError(f"ebb.log.open.segments.max: {config.open_segments_max} is below the minimum "
                           f"{MIN_OPEN_SEGMENTS}")
+    problem = cleaner_config_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
     return config
 
 
@@ -480,11 +488,18 @@ def known_broker_properties(config: BrokerConfig, topic_defaults: LogConfig | No
     values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
-        values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+        values[f.metadata["property"]] = _property_text(value)
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update(config.explicit_properties if in_force is None else in_force)
     return values
+
+
+def _property_text(value: object) -> str:
+    """A setting's value as Kafka prints it (Java's booleans and doubles)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value).replace("e+", "E") if isinstance(value, float) else str(value)
 
 
 def default_broker_properties() -> dict[str, str | None]:
@@ -500,8 +515,7 @@ def default_broker_properties() -> dict[str, str | None]:
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update({"log.retention.hours": "168", "log.roll.hours": "168"})
     for f in fields(LogManagerConfig):
-        value = f.default
-        values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+        values[f.metadata["property"]] = _property_text(f.default)
     # Kafka has no default for these: another property supplies it (log.dir for log.dirs, ...).
     values.update(dict.fromkeys([*BROKER_PROPERTIES_WITHOUT_DEFAULT, *_NO_DEFAULT, "log.dirs"]))
     return values
