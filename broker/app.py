@@ -19,6 +19,7 @@ from broker.cluster.cluster import Cluster
 from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZNode
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
@@ -54,6 +55,7 @@ class Broker:
         # the services never see them missing. Until then reading one raises AttributeError.
         self.logs: LogManager
         self.topics: TopicManager
+        self.dynamic_config: DynamicBrokerConfig
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
@@ -96,12 +98,16 @@ class Broker:
             raise
         in_cluster = config.zookeeper_connect is not None
         # Internal topics (committed offsets) keep being written below the free-space threshold.
-        self.logs = LogManager(config.log_dir, config=config.log_manager, default_log_config=config.topic_defaults,
-                               reserve_topics=INTERNAL_TOPICS)
+        # Dynamic broker configs are read before the logs open, so they start with the defaults in force.
+        self.dynamic_config = DynamicBrokerConfig(self.store, config)
+        await self.dynamic_config.load()
+        self.logs = LogManager(config.log_dir, config=config.log_manager,
+                               default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
         broker_ids = self._alive_ids if in_cluster else None
-        self.topics = TopicManager(self.store, self.logs, config, broker_ids=broker_ids,
+        self.topics = TopicManager(self.store, self.logs, config, self.dynamic_config, broker_ids=broker_ids,
                                    controlled_deletion=in_cluster)
+        self.dynamic_config.topic_defaults_listeners.append(self.topics.topic_defaults_changed)
         await self.topics.load()
         await self.logs.startup()
         await self.topics.reconcile()
@@ -127,6 +133,7 @@ class Broker:
             functools.partial(gather_commits, self.cluster, config.inter_broker_security)
         self.services.append(CommittedTrimmer(self.groups, self.topics, self.replicas, ask_coordinators,
                                               config.log_manager.retention_check_interval_ms / 1000))
+        self.services.append(self.dynamic_config)  # follows changes once every part above can take them
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from broker import log_output
 from broker.log.cleaner_settings import cleaner_config_problem
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
@@ -22,7 +23,15 @@ from broker.security import listener_security
 from broker.security.inter_broker import inter_broker_security
 from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener
-from broker.topic_configs import STORED_ONLY_BROKER_PROPERTIES, TOPIC_CONFIGS, InvalidConfig
+from broker.topic_configs import (
+    BROKER_PROPERTIES_WITHOUT_DEFAULT,
+    SMALL_SEGMENTS_SETTING,
+    STORED_ONLY_BROKER_PROPERTIES,
+    TOPIC_CONFIGS,
+    BrokerLayers,
+    InvalidConfig,
+    with_segment_rule,
+)
 from client import java_properties
 from client.security import ClientSecurity
 
@@ -114,6 +123,7 @@ _BROKER_DEFAULTS = {
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
+    SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
     # The transaction coordinator (broker/txn/), Kafka's names; the topic's replication and min ISR
     # default to 1 here, as offsets.topic.replication.factor does (Kafka: 3 and 2).
     "transaction.state.log.num.partitions": "50",
@@ -125,8 +135,10 @@ _BROKER_DEFAULTS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
-# set, and the connection timeout falls back to the session timeout.
-_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms")
+# set, and the connection timeout falls back to the session timeout. The replication throttles
+# (bytes/s, dynamic in Kafka) are unlimited when unset; Ebb accepts and reports them, does not throttle.
+_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "leader.replication.throttled.rate",
+               "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second")
 _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://([^:/]*|\[[0-9a-fA-F:]+\]):(\d+)$")
 
 
@@ -203,6 +215,7 @@ class BrokerConfig:
     transactions: TransactionConfig = field(default_factory=TransactionConfig)
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
+    small_segments_enable: bool = False  # ebb.testing.small.segments.enable: segment.bytes below 1 MiB
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -301,7 +314,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_min_session_timeout_ms=_int(merged, "group.min.session.timeout.ms", minimum=0),
         group_max_session_timeout_ms=_int(merged, "group.max.session.timeout.ms", minimum=0),
         rack=merged["broker.rack"] or None,
-        log_level=merged["log.level"],
+        log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=_bool(merged, "delete.records.v3.enable"),
         zookeeper_connect=_zookeeper_connect(merged.get("zookeeper.connect", "")),
         zookeeper_session_timeout_ms=session_timeout_ms,
@@ -329,13 +342,14 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage",
                                                         minimum=0)),
         log_manager=_log_manager(merged),
-        topic_defaults=_topic_defaults(merged),
+        topic_defaults=topic_defaults_from(merged),
         properties=dict(merged),
         explicit_properties=dict(props),
         metrics_listener=_metrics_listener(merged["ebb.metrics.listener"]),
         sasl_max_receive_size=_int(merged, "sasl.server.max.receive.size", minimum=1),
         authorizer=_authorizer(merged),
         sasl_authentication_timeout_ms=_int(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
+        small_segments_enable=_bool(merged, SMALL_SEGMENTS_SETTING),
     )
 
 
@@ -373,6 +387,13 @@ def _known(key: str) -> bool:
     return key in _BROKER_DEFAULTS or key in TOPIC_DEFAULTS or key in _TIME_ALIASES or key in _LOG_MANAGER_KEYS \
         or key in STORED_ONLY_BROKER_PROPERTIES or key in _NO_DEFAULT or key in ("log.dir", "broker.id") \
         or listener_security.is_security_property(key)
+
+
+def _log_level(value: str) -> str:
+    try:
+        return log_output.kafka_level(value)
+    except ValueError:
+        raise ConfigError(f"log.level: {value!r} is not one of {', '.join(log_output.KAFKA_LEVELS)}") from None
 
 
 def _zookeeper_connect(value: str) -> str | None:
@@ -446,11 +467,14 @@ def _topic_props(props: Mapping[str, str]) -> dict[str, str]:
     return topic
 
 
-def _topic_defaults(props: Mapping[str, str]) -> LogConfig:
+def topic_defaults_from(props: Mapping[str, str]) -> LogConfig:
+    """The broker-wide topic defaults that broker properties (log.retention.ms, ...) set; ConfigError
+    naming the property whose value is bad."""
     topic_props = _topic_props(props)
+    small_segments = str(props.get(SMALL_SEGMENTS_SETTING, "false")).strip().lower() == "true"
     for topic_key, value in topic_props.items():
         try:
-            TOPIC_CONFIGS[topic_key].parse(value)
+            with_segment_rule(TOPIC_CONFIGS[topic_key], small_segments).parse(value)
         except InvalidConfig as exc:
             setters = [b for b, t in TOPIC_DEFAULTS.items() if t == topic_key and b in props]
             setters += [a for a, (b, _) in _TIME_ALIASES.items() if TOPIC_DEFAULTS[b] == topic_key and a in props]
@@ -482,11 +506,14 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
     return config
 
 
-def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
-    """Every broker property Ebb knows, with the value in force: what was set, else the default
-    (None where Kafka has no default, e.g. log.retention.minutes). DescribeConfigs lists these."""
+def known_broker_properties(config: BrokerConfig, topic_defaults: LogConfig | None = None,
+                            in_force: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """Every broker property Ebb knows, with the value in force: what was set (`in_force`: the
+    properties file and the dynamic configs; by default the file alone), else the default (None where
+    Kafka has no default, e.g. log.retention.minutes). DescribeConfigs lists these."""
     values: dict[str, str | None] = dict(_BROKER_DEFAULTS)
-    topic_defaults = config.topic_defaults  # the broker-wide topic defaults in force
+    if topic_defaults is None:
+        topic_defaults = config.topic_defaults  # the broker-wide topic defaults in force
     by_property = {f.metadata["property"]: getattr(topic_defaults, f.name) for f in fields(LogConfig)}
     for broker_key, topic_key in TOPIC_DEFAULTS.items():
         default = by_property[topic_key]
@@ -496,10 +523,44 @@ def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
     values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
-        values[f.metadata["property"]] = (str(value).lower() if isinstance(value, bool)
-                                          else repr(value).replace("e+", "E") if isinstance(value, float)  # Java's
-                                          else str(value))
+        values[f.metadata["property"]] = _property_text(value)
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
-    values.update(config.explicit_properties)
+    values.update(config.explicit_properties if in_force is None else in_force)
     return values
+
+
+def _property_text(value: object) -> str:
+    """A setting's value as Kafka prints it (Java's booleans and doubles)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value).replace("e+", "E") if isinstance(value, float) else str(value)
+
+
+def default_broker_properties() -> dict[str, str | None]:
+    """Kafka's default of each broker property (DescribeConfigs' DEFAULT_CONFIG synonyms)."""
+    values: dict[str, str | None] = dict(_BROKER_DEFAULTS)
+    defaults = LogConfig()
+    by_property = {f.metadata["property"]: getattr(defaults, f.name) for f in fields(LogConfig)}
+    for broker_key, topic_key in TOPIC_DEFAULTS.items():
+        default = by_property[topic_key]
+        values[broker_key] = ",".join(default) if isinstance(default, tuple) else \
+            None if default is None else str(default)
+    for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
+        values[broker_key] = TOPIC_CONFIGS[topic_key].default
+    values.update({"log.retention.hours": "168", "log.roll.hours": "168"})
+    for f in fields(LogManagerConfig):
+        values[f.metadata["property"]] = _property_text(f.default)
+    # Kafka has no default for these: another property supplies it (log.dir for log.dirs, ...).
+    values.update(dict.fromkeys([*BROKER_PROPERTIES_WITHOUT_DEFAULT, *_NO_DEFAULT, "log.dirs"]))
+    return values
+
+
+def static_layers(properties: Mapping[str, str]) -> BrokerLayers:
+    """The broker properties of a broker without dynamic configs."""
+    return BrokerLayers({}, {}, properties, default_broker_properties())
+
+
+def broker_defaults_with(props: Mapping[str, str]) -> dict[str, str]:
+    """Kafka's defaults of the core broker properties under `props` (what build_config starts from)."""
+    return {**_BROKER_DEFAULTS, **props}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from broker.log.config import LogConfig
@@ -35,12 +35,13 @@ class InvalidConfig(ValueError):
 Check = Callable[[Any], str | None]
 
 
+# Written as Kafka's Range validator compares, so that NaN passes as it does there.
 def at_least(minimum: float) -> Check:
-    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+    return lambda v: f"Value must be at least {minimum}" if v < minimum else None
 
 
 def between(low: float, high: float) -> Check:
-    return lambda v: None if low <= v <= high else f"Value must be no less than {low} and no more than {high}"
+    return lambda v: f"Value must be no less than {low} and no more than {high}" if v < low or v > high else None
 
 
 def one_of(*allowed: str) -> Check:
@@ -48,9 +49,8 @@ def one_of(*allowed: str) -> Check:
 
 
 def items_in(*allowed: str) -> Check:
+    """Each item one of `allowed`; an empty list is allowed (Kafka 4.3: cleanup.policy= keeps everything)."""
     def check(items):
-        if not items:
-            return "Empty list is not allowed"
         bad = [i for i in items if i not in allowed]
         return f"Invalid value {','.join(bad)}, must be one of {', '.join(allowed)}" if bad else None
 
@@ -127,9 +127,7 @@ def _parse(kind: ConfigType, text: str, name: str, raw: object):
             real = float(text)
         except ValueError:
             raise fail("Not a number of type DOUBLE") from None
-        if math.isnan(real) or math.isinf(real):
-            raise fail("Not a number of type DOUBLE")
-        return real
+        return real  # NaN passes Kafka's range checks (every comparison with it is false), and ours
     if kind is ConfigType.LIST:
         return [item.strip() for item in text.split(",") if item.strip()] if text else []
     return text
@@ -143,7 +141,7 @@ def render(kind: ConfigType, value) -> str | None:
     if kind is ConfigType.LIST:
         return ",".join(value)
     if kind is ConfigType.DOUBLE:
-        return repr(float(value))
+        return "NaN" if math.isnan(value) else repr(float(value))
     return str(value)
 
 
@@ -218,11 +216,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
     TopicConfigDef(
         "segment.bytes", ConfigType.INT, str(1024 * 1024 * 1024),
         "The size of one log segment file; a new segment is rolled when it would grow past this.",
-        ("log.segment.bytes",), at_least(61), effective=True),
+        ("log.segment.bytes",), at_least(1024 * 1024), effective=True),
     TopicConfigDef(
         "segment.index.bytes", ConfigType.INT, str(10 * 1024 * 1024),
         "The size of the offset and time index files preallocated for each segment.",
-        ("log.index.size.max.bytes",), at_least(12), effective=True),
+        ("log.index.size.max.bytes",), at_least(4), effective=True),
     TopicConfigDef(
         "segment.ms", ConfigType.LONG, _WEEK_MS,
         "Roll a new segment after this much time even if the current one is not full, so retention can "
@@ -311,6 +309,20 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         ("unclean.leader.election.enable",)),
 ]}
 
+# Ebb's own escape hatch, for its tests of segment rolling and retention: off by default, it lets
+# segment.bytes and log.segment.bytes go down to one batch header instead of Kafka 4.3's 1 MiB.
+SMALL_SEGMENTS_SETTING = "ebb.testing.small.segments.enable"
+SMALL_SEGMENT_BYTES_MIN = 61
+
+
+def with_segment_rule(definition: TopicConfigDef, small_segments: bool) -> TopicConfigDef:
+    """`definition`, with the small-segment minimum if it is segment.bytes' (or its broker property's)
+    and the escape hatch is on."""
+    if small_segments and definition.name in ("segment.bytes", "log.segment.bytes"):
+        return replace(definition, check=at_least(SMALL_SEGMENT_BYTES_MIN))
+    return definition
+
+
 EFFECTIVE_CONFIGS = frozenset(name for name, d in TOPIC_CONFIGS.items() if d.effective)
 STORED_ONLY_DEFAULTS: dict[str, str | None] = {name: d.default for name, d in TOPIC_CONFIGS.items()
                                                if not d.effective}
@@ -327,7 +339,7 @@ def is_list(name: str) -> bool:
     return d is not None and d.type is ConfigType.LIST
 
 
-def validate_overrides(overrides: Mapping[str, object]) -> dict[str, str]:
+def validate_overrides(overrides: Mapping[str, object], *, small_segments: bool = False) -> dict[str, str]:
     """Check topic config overrides one by one; the canonical text of each. InvalidConfig names the first
     bad key the way Kafka does ("Unknown topic config name: x", "Invalid value ...")."""
     clean: dict[str, str] = {}
@@ -335,7 +347,7 @@ def validate_overrides(overrides: Mapping[str, object]) -> dict[str, str]:
         definition = TOPIC_CONFIGS.get(key)
         if definition is None:
             raise InvalidConfig(f"Unknown topic config name: {key}")
-        clean[key] = definition.canonical(raw)
+        clean[key] = with_segment_rule(definition, small_segments).canonical(raw)
     return clean
 
 
@@ -366,6 +378,27 @@ class ConfigEntry:
     sensitive: bool = False
 
 
+@dataclass(frozen=True)
+class BrokerLayers:
+    """The broker properties set anywhere, by where they were set; a property set in more than one
+    place takes the first in Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic
+    default, the properties file (Kafka's defaults come after all three)."""
+
+    per_broker: Mapping[str, str]  # /config/brokers/<id>: DYNAMIC_BROKER_CONFIG
+    cluster_default: Mapping[str, str]  # /config/brokers/<default>: DYNAMIC_DEFAULT_BROKER_CONFIG
+    static: Mapping[str, str]  # server.properties and overrides: STATIC_BROKER_CONFIG
+    defaults: Mapping[str, str | None]  # Kafka's defaults (DEFAULT_CONFIG), None where it has none
+
+    def sources(self) -> tuple[tuple[Mapping[str, str], ConfigSource], ...]:
+        return ((self.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (self.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (self.static, ConfigSource.STATIC_BROKER_CONFIG))
+
+    def merged(self) -> dict[str, str]:
+        """What is in force, each property from its highest layer."""
+        return {**self.static, **self.cluster_default, **self.per_broker}
+
+
 def stored_only_default(name: str, broker_properties: Mapping[str, str]) -> str | None:
     """The broker-wide default of a stored-only config: its broker property if set, else Kafka's."""
     d = TOPIC_CONFIGS[name]
@@ -381,30 +414,31 @@ BROKER_PROPERTIES_WITHOUT_DEFAULT = frozenset({
 })
 
 
-def _broker_synonyms(d: TopicConfigDef, explicit: Mapping[str, str]) -> list[Synonym]:
-    """The broker properties behind a topic config, as Kafka lists them: those set explicitly, then the
-    first one's default, and nothing before the first property itself (a static log.retention.hours
-    without log.retention.ms lists no synonym, and retention.ms reports DEFAULT_CONFIG; checked
-    against Kafka 4.3)."""
-    if not d.broker_synonyms:
-        return []
-    primary = d.broker_synonyms[0]
-    found = [Synonym(n, explicit[n], ConfigSource.STATIC_BROKER_CONFIG) for n in d.broker_synonyms if n in explicit]
-    if d.default is not None and primary not in BROKER_PROPERTIES_WITHOUT_DEFAULT:
-        found.append(Synonym(primary, d.default, ConfigSource.DEFAULT_CONFIG))
-    while found and found[0].name != primary:
+def layered_synonyms(names: Iterable[str], layers: BrokerLayers) -> list[Synonym]:
+    """Kafka's ConfigHelper.configSynonyms: for each source in precedence order, each of `names` set
+    there; then Kafka's defaults; nothing before the first name itself (a static log.retention.hours
+    without log.retention.ms lists no synonym under retention.ms; checked against Kafka 4.3)."""
+    names = list(names)
+    found = [Synonym(n, values[n], source) for values, source in layers.sources() for n in names if n in values]
+    found += [Synonym(n, layers.defaults[n], ConfigSource.DEFAULT_CONFIG) for n in names
+              if layers.defaults.get(n) is not None]
+    while found and found[0].name != names[0]:
         found.pop(0)
     return found
 
 
-def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
-                           explicit_broker_properties: Mapping[str, str],
+def _broker_synonyms(d: TopicConfigDef, layers: BrokerLayers) -> list[Synonym]:
+    """The broker properties behind a topic config, as Kafka lists them."""
+    return layered_synonyms(d.broker_synonyms, layers) if d.broker_synonyms else []
+
+
+def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig, broker_layers: BrokerLayers,
                            names: Iterable[str] | None = None) -> list[ConfigEntry]:
     """Every topic config (or those in `names`), sorted by name, as DescribeConfigs reports it.
 
     `overrides` are the topic's own settings, `log_config` its effective LogConfig, and
-    `explicit_broker_properties` what the broker's properties file and overrides set (the
-    STATIC_BROKER_CONFIG source); everything else is Kafka's default (DEFAULT_CONFIG).
+    `broker_layers` the broker properties set dynamically or in the properties file; everything else
+    is Kafka's default (DEFAULT_CONFIG).
     """
     wanted = sorted(TOPIC_CONFIGS) if names is None else sorted(set(names) & set(TOPIC_CONFIGS))
     entries = []
@@ -413,13 +447,13 @@ def describe_topic_configs(overrides: Mapping[str, str], log_config: LogConfig,
         synonyms: list[Synonym] = []
         if name in overrides:
             synonyms.append(Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        synonyms += _broker_synonyms(d, explicit_broker_properties)
+        synonyms += _broker_synonyms(d, broker_layers)
         if d.effective:
             value = log_config_value(log_config, name)
         elif name in overrides:
             value = overrides[name]
         else:
-            value = stored_only_default(name, explicit_broker_properties)
+            value = stored_only_default(name, broker_layers.merged())
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, tuple(synonyms), d.type, d.doc))
     return entries

@@ -33,6 +33,7 @@ from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.store import MetadataStore, NodeExists, NoNode, StoreWriteFailed
 from broker.config import BrokerConfig
 from broker.deletion_retries import DeletionRetries
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
@@ -132,11 +133,13 @@ def _storage_failures_answered(fn: Callable[..., Coroutine[Any, Any, _Result]]
 
 
 class TopicManager:
-    def __init__(self, store: MetadataStore, logs: LogManager, config: BrokerConfig, *,
+    def __init__(self, store: MetadataStore, logs: LogManager, config: BrokerConfig,
+                 dynamic_config: DynamicBrokerConfig, *,
                  broker_ids: Callable[[], list[int]] | None = None, controlled_deletion: bool = False):
         self.store = store
         self.logs = logs
         self.config = config
+        self.dynamic_config = dynamic_config  # the broker-wide topic defaults in force
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         # One change at a time per topic (create, delete, add partitions, configs); topics whose names
@@ -166,7 +169,28 @@ class TopicManager:
     def log_config_for(self, configs: Mapping[str, str]) -> LogConfig:
         """A topic's effective log config: its overrides on top of the broker-wide defaults."""
         return LogConfig.from_properties({k: v for k, v in configs.items() if k not in STORED_ONLY_CONFIGS},
-                                         base=self.config.topic_defaults)
+                                         base=self.dynamic_config.topic_defaults)
+
+    async def topic_defaults_changed(self, old: LogConfig, new: LogConfig) -> None:
+        """The broker-wide defaults changed (a dynamic broker config): every topic's log config is derived
+        again and pushed to its logs; where retention became stricter, a retention pass runs at once."""
+        self.logs.default_log_config = new
+        retention_changed = any(getattr(old, f) != getattr(new, f) for f in
+                                ("retention_ms", "retention_bytes", "retention_min_timestamp", "cleanup_policy"))
+        for topic in self.all():
+            async with self._locks.held(_collision_key(topic.name)):
+                if self._topics.get(topic.name) is not topic:
+                    continue  # deleted meanwhile
+                topic.log_config = self.log_config_for(topic.configs)
+                self.logs.topic_configs[topic.name] = topic.log_config
+                for tp in topic.partitions():
+                    partition_log = self.logs.get_log(tp)
+                    if partition_log is not None:
+                        partition_log.config = topic.log_config
+            if retention_changed:
+                await self._apply_retention(topic)
+            for listener in self.config_listeners:
+                listener(topic)
 
     # --- start-up ----------------------------------------------------------------------------------
 
@@ -316,7 +340,8 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"config names and values are limited to "
                                                        f"{MAX_SHORT_STRING_BYTES} bytes: {', '.join(too_long)}")
         try:
-            clean = validate_overrides({k: v for k, v in configs.items() if v is not None})
+            clean = validate_overrides({k: v for k, v in configs.items() if v is not None},
+                                       small_segments=self.config.small_segments_enable)
             self.log_config_for(clean)
         except InvalidConfig as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None

@@ -12,6 +12,7 @@ Kafka's tools can read it. Each node is a class with `path(...)` (or `PATH`), an
 /brokers/topics/<t>                          TopicZNode (topic id, replica assignment)
 /brokers/topics/<t>/partitions/<p>/state     PartitionStateZNode
 /config/<type>/<name>                        ConfigEntityZNode (topics' configs, users' SCRAM credentials)
+/config/brokers/<id>, /config/brokers/<default>  BrokerConfigZNode (dynamic broker configs, KIP-226)
 /admin/delete_topics/<t>[/<id>]              DeleteTopicsTopicZNode (and each broker's acknowledgement)
 /latest_producer_id_block                    ProducerIdBlockZNode
 /kafka-acl/<type>/<name>                     AclResourceZNode (LITERAL)
@@ -193,6 +194,7 @@ class PartitionStateZNode:
 class ConfigType:
     TOPIC = "topics"
     USER = "users"
+    BROKER = "brokers"
 
 
 class ConfigEntityTypeZNode:
@@ -219,6 +221,17 @@ class ConfigEntityZNode:
     @staticmethod
     def decode(data: bytes) -> dict[str, str]:
         return dict(json.loads(data).get("config", {}))
+
+
+class BrokerConfigZNode:
+    """One broker's dynamic configs, or under DEFAULT every broker's; the name is written as it is (Kafka
+    does not sanitize broker entities). Data as ConfigEntityZNode's."""
+
+    DEFAULT = "<default>"
+
+    @staticmethod
+    def path(entity: str) -> str:
+        return f"{ConfigEntityTypeZNode.path(ConfigType.BROKER)}/{entity}"
 
 
 class DeleteTopicsZNode:

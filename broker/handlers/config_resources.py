@@ -4,15 +4,20 @@ Kafka's ConfigAdminManager makes before touching anything, and the broker's own 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
+import structlog
+
+from broker import log_output
 from broker.config import known_broker_properties
+from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
-from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, Synonym
+from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, layered_synonyms
 from broker.topics import TopicError
-from protocol.enums import ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
+from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode
+
+log = structlog.get_logger("configs")
 
 
 class ResourceError(CodedError):
@@ -66,19 +71,33 @@ def check_broker_name(broker: BrokerContext, name: str, *, empty_allowed: bool =
                             f"Unexpected broker id, expected {expected}, but received {name}")
 
 
-def refuse_broker_changes(keys: Iterable[str]) -> None:
-    """Ebb has no dynamic broker configs: every broker property is read-only at runtime."""
-    keys = sorted(keys)
-    if keys:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Cannot update these configs dynamically: {', '.join(keys)} "
-                            "(Ebb has no dynamic broker configs; set them in server.properties)")
+async def alter_broker_configs(broker: BrokerContext, name: str, change, validate_only: bool) -> None:
+    """Replace the dynamic configs of BROKER `name` (this broker's id, or "" for the cluster-wide
+    defaults) with `change(current)`; Kafka answers what it refuses with INVALID_REQUEST."""
+    check_broker_name(broker, name)
+    try:
+        await broker.dynamic_config.alter(name, change, validate_only=validate_only)
+    except DynamicConfigError as exc:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
-_LIST_PROPERTIES = {"listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy"}
+_LIST_PROPERTIES = {"listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy",
+                    "log.retention.committed.groups"}
+# Broker properties that are one value under several names and units (Kafka's brokerConfigSynonyms).
+_SYNONYMS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ("log.roll.ms", "log.roll.hours"))
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    """`name` and the properties standing for the same value after it, coarser units last."""
+    for group in _SYNONYMS:
+        if name in group:
+            return group[group.index(name):]
+    return (name,)
 
 
 def _broker_type(name: str, value: str | None) -> ConfigType:
+    if name in DYNAMIC_BROKER_CONFIGS:
+        return DYNAMIC_BROKER_CONFIGS[name].type
     if name in _LIST_PROPERTIES:
         return ConfigType.LIST
     if value in ("true", "false"):
@@ -102,29 +121,62 @@ def _broker_doc(name: str) -> str | None:
     return None
 
 
-def broker_config_entries(broker: BrokerContext) -> list[ConfigEntry]:
-    """The broker's properties as DescribeConfigs lists them for BROKER <own id>: read-only, from the
-    properties file and overrides (STATIC_BROKER_CONFIG) or the defaults (DEFAULT_CONFIG)."""
-    explicit = broker.config.explicit_properties
+def broker_config_entries(broker: BrokerContext, *, per_broker: bool) -> list[ConfigEntry]:
+    """BROKER <own id>: every broker property Ebb knows with the value in force here, its source and
+    synonyms (dynamic per-broker, dynamic cluster-wide, static, default), read-only unless dynamic.
+    BROKER "": only the cluster-wide dynamic defaults that are set, as Kafka lists them."""
+    dynamic = broker.dynamic_config
+    layers = dynamic.layers
+    in_force = known_broker_properties(broker.config, dynamic.topic_defaults, layers.merged())
+    names = sorted(in_force) if per_broker else sorted(layers.cluster_default)
     entries = []
-    for name, value in sorted(known_broker_properties(broker.config).items()):
-        synonyms: tuple[Synonym, ...]
-        if name in explicit:
-            source = ConfigSource.STATIC_BROKER_CONFIG
-            synonyms = (Synonym(name, value, source),)
-        else:
-            source = ConfigSource.DEFAULT_CONFIG
-            synonyms = (Synonym(name, value, source),) if value is not None else ()
-        entries.append(ConfigEntry(name, value, source, synonyms, _broker_type(name, value), _broker_doc(name),
-                                   read_only=True, sensitive="password" in name))
+    for name in names:
+        synonyms = layered_synonyms(broker_synonyms(name), layers)
+        value = in_force.get(name)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+            value = layers.cluster_default[name]
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(name, value, source, tuple(synonyms), _broker_type(name, value),
+                                   _broker_doc(name), read_only=name not in DYNAMIC_BROKER_CONFIGS,
+                                   sensitive="password" in name))
     return entries
 
 
-def logger_config_entries(broker: BrokerContext) -> list[ConfigEntry]:
-    """BROKER_LOGGER: Ebb has one level for all its loggers (log.level); it cannot change at runtime."""
-    level = broker.config.log_level.upper()
-    return [ConfigEntry("root", level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (), ConfigType.STRING,
-                        "Level of every Ebb logger (the broker's log.level).", read_only=True)]
+def logger_config_entries() -> list[ConfigEntry]:
+    """BROKER_LOGGER: root and every logger of the broker, each with the level in force (Kafka answers
+    them with no type and an empty documentation)."""
+    levels = log_output.LEVELS
+    return [ConfigEntry(name, levels.level_of(name), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, (),
+                        ConfigType.UNKNOWN, "") for name in levels.names()]
+
+
+def alter_log_levels(broker: BrokerContext, name: str, operations, validate_only: bool) -> None:
+    """IncrementalAlterConfigs of BROKER_LOGGER <own id>: SET a logger's level, DELETE it (back to
+    root's), all checked first as Kafka's ConfigAdminManager does; in force at once."""
+    check_broker_name(broker, name, empty_allowed=False)
+    levels = log_output.LEVELS
+    known = set(levels.names())
+    for op in operations:
+        if op.config_operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"{AlterConfigOp(op.config_operation).name} operation "
+                                "is not allowed for the BROKER_LOGGER resource")
+        if op.name not in known:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Logger {op.name} does not exist!")
+        if op.config_operation == AlterConfigOp.DELETE and op.name == log_output.ROOT:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+        if op.config_operation == AlterConfigOp.SET and op.value not in log_output.KAFKA_LEVELS:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {op.name} to {op.value} as "
+                                f"it is not a supported log level. Valid log levels are "
+                                f"{', '.join(log_output.KAFKA_LEVELS)}")
+    if validate_only:
+        return
+    for op in operations:
+        if op.config_operation == AlterConfigOp.SET:
+            levels.set(op.name, op.value)
+        else:
+            levels.unset(op.name)
+    log.info("log levels changed", levels={op.name: op.value for op in operations})
 
 
 async def alter_each(resources, alter, result_class, log) -> list:

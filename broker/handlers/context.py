@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
+    from broker.dynamic_config import DynamicBrokerConfig
     from broker.group import GroupCoordinator
     from broker.log.manager import LogManager
     from broker.replica import ReplicaManager
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 class BrokerContext(Protocol):
     @property
     def config(self) -> BrokerConfig: ...
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig: ...
 
     @property
     def node_id(self) -> int: ...

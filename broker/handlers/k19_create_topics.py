@@ -76,7 +76,7 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
             result.configs = [
                 ConfigResult(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                              is_sensitive=e.sensitive)
-                for e in describe_topic_configs(topic.configs, topic.log_config, broker.config.explicit_properties)]
+                for e in describe_topic_configs(topic.configs, topic.log_config, broker.dynamic_config.layers)]
         results.append(result)
     for name, count in counts.items():
         if count > 1:

@@ -2,18 +2,20 @@
 
 TOPIC (2): every topic config Ebb knows (broker/topic_configs.py), defaults included — kafka-python's
 alter_configs first calls DescribeConfigs and refuses keys that are not listed — sorted by name, each
-with its value, its source (DYNAMIC_TOPIC_CONFIG for a topic override, STATIC_BROKER_CONFIG when the
-broker's properties set the default, else DEFAULT_CONFIG), read_only=false and is_sensitive=false.
-With include_synonyms (v1+) each entry lists where a value could come from, highest precedence
-first: the topic override, the broker properties that were set (log.* names), then the default under
-the broker name. v3+ adds the config type and, with include_documentation, its description. An
-unknown topic is UNKNOWN_TOPIC_OR_PARTITION and an illegal name INVALID_TOPIC_EXCEPTION, for that
-resource only.
+with its value, its source (DYNAMIC_TOPIC_CONFIG for a topic override; for the broker-wide default
+DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG when a dynamic broker config sets it,
+STATIC_BROKER_CONFIG when the broker's properties do, else DEFAULT_CONFIG), read_only=false and
+is_sensitive=false. With include_synonyms (v1+) each entry lists where a value could come from,
+highest precedence first: the topic override, the broker properties set (log.* names: this broker's
+dynamic value, the cluster-wide one, the static one), then the default under the broker name. v3+
+adds the config type and, with include_documentation, its description. An unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION and an illegal name INVALID_TOPIC_EXCEPTION, for that resource only.
 
-BROKER (4): the broker's own id lists every broker property Ebb knows (read-only: there are no
-dynamic broker configs); "" (cluster-wide dynamic defaults) lists nothing; another id or a
-non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's own id lists "root" with log.level.
-Other resource types are INVALID_REQUEST.
+BROKER (4): the broker's own id lists every broker property Ebb knows with the value in force, its
+source and synonyms in Kafka's precedence (broker/dynamic_config.py), read-only unless it can change
+at runtime; "" lists the cluster-wide dynamic defaults that are set (DYNAMIC_DEFAULT_BROKER_CONFIG);
+another id or a non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's own id lists "root" and
+every logger with the level in force (broker/log_output.py). Other resource types are INVALID_REQUEST.
 
 configuration_keys filters each resource's entries; null or empty means all (as in Kafka).
 
@@ -32,7 +34,7 @@ from broker.handlers.config_resources import (
 )
 from broker.topic_configs import ConfigEntry, describe_topic_configs
 from broker.topics import TopicError, validate_topic_name
-from protocol.enums import ApiKey, ConfigResourceType, Operation
+from protocol.enums import ApiKey, ConfigResourceType, ConfigSource, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -77,13 +79,13 @@ def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
         topic = broker.topics.get(name)
         if topic is None:
             raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-        return describe_topic_configs(topic.configs, topic.log_config, broker.config.explicit_properties)
+        return describe_topic_configs(topic.configs, topic.log_config, broker.dynamic_config.layers)
     if kind == ConfigResourceType.BROKER:
         check_broker_name(broker, name)
-        return broker_config_entries(broker) if name else []
+        return broker_config_entries(broker, per_broker=name != "")
     if kind == ConfigResourceType.BROKER_LOGGER:
         check_broker_name(broker, name, empty_allowed=False)
-        return logger_config_entries(broker)
+        return logger_config_entries()
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
@@ -97,5 +99,6 @@ def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> Entry:
         synonyms=[SynonymEntry(name=s.name, value=None if entry.sensitive else s.value, source=s.source)
                   for s in entry.synonyms] if synonyms else [],
         config_type=entry.type,
-        documentation=entry.doc if documentation else None,
+        # Kafka gives log levels an empty documentation whether asked or not.
+        documentation=entry.doc if documentation or entry.source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG else None,
     )

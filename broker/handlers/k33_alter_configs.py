@@ -8,8 +8,10 @@ partitions straight away. validate_only checks without changing anything.
 
 Before that, as Kafka's ConfigAdminManager: a resource given twice fails (every copy) with
 INVALID_REQUEST, so do duplicate keys and null values. An unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. BROKER resources must name this
-broker (or "") and Ebb has no dynamic broker configs, so a non-empty change is INVALID_REQUEST.
+UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. A BROKER resource (this
+broker's id, or "" for the cluster-wide defaults) has its dynamic configs replaced by the given set
+(broker/dynamic_config.py); a property that cannot change at runtime, or a bad value, is
+INVALID_REQUEST, as in Kafka.
 BROKER_LOGGER and other types are INVALID_REQUEST ("Unknown resource type").
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
@@ -23,11 +25,10 @@ import structlog
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     ResourceError,
+    alter_broker_configs,
     alter_each,
     check_access,
     check_alterations,
-    check_broker_name,
-    refuse_broker_changes,
 )
 from broker.topics import validate_topic_name
 from protocol.enums import ApiKey, ConfigResourceType, Operation
@@ -57,7 +58,7 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
         await broker.topics.alter_configs(resource.resource_name, {c.name: c.value for c in resource.configs},
                                           validate_only=validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        check_broker_name(broker, resource.resource_name)
-        refuse_broker_changes(c.name for c in resource.configs)
+        await alter_broker_configs(broker, resource.resource_name, lambda _current: {
+            c.name: c.value for c in resource.configs}, validate_only)
     else:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")

@@ -13,9 +13,14 @@ resource and changes nothing.
 
 Before that, as Kafka's ConfigAdminManager: a resource given twice fails (every copy) with
 INVALID_REQUEST, so do duplicate keys, a null value for anything but DELETE and an unknown operation.
-An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. BROKER
-resources must name this broker (or "") and Ebb has no dynamic broker configs: a change is
-INVALID_REQUEST, and so are BROKER_LOGGER (log levels are fixed at start-up) and other types.
+An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. A BROKER
+resource (this broker's id, or "" for the cluster-wide defaults) gets the same operations on its
+dynamic configs (broker/dynamic_config.py; APPEND and SUBTRACT start from the value in force); a
+property that cannot change at runtime, or a bad value, is INVALID_REQUEST, as in Kafka.
+BROKER_LOGGER (this broker's id) sets a logger's level (SET: OFF, FATAL, ERROR, WARN, INFO, DEBUG,
+TRACE, ALL) or gives it back the root's (DELETE), in force at once; an unknown logger or level is
+INVALID_CONFIG, APPEND, SUBTRACT and deleting root's level INVALID_REQUEST, as in Kafka. Other
+resource types are INVALID_REQUEST.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -25,18 +30,19 @@ from __future__ import annotations
 
 import structlog
 
+from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     ResourceError,
+    alter_broker_configs,
     alter_each,
+    alter_log_levels,
     check_access,
     check_alterations,
-    check_broker_name,
-    refuse_broker_changes,
 )
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from broker.topics import validate_topic_name
-from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, Operation
+from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
@@ -71,21 +77,24 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
                                 f"Topic '{resource.resource_name}' does not exist.")
 
         def change(current: dict[str, str]) -> dict[str, str]:  # runs under the topic lock: no lost updates
-            return apply_operations(broker, current, resource.configs)
+            return apply_operations(current, resource.configs, is_list, lambda key: _default(broker, key))
 
         await broker.topics.alter_configs(topic.name, change, validate_only=validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        check_broker_name(broker, resource.resource_name)
-        refuse_broker_changes(c.name for c in resource.configs)
+        def change_broker(current: dict[str, str]) -> dict[str, str]:  # under the dynamic configs' lock
+            return apply_operations(current, resource.configs, _broker_list,
+                                    lambda key: broker.dynamic_config.layers.merged().get(key, _broker_default(key)))
+
+        await alter_broker_configs(broker, resource.resource_name, change_broker, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
-        check_broker_name(broker, resource.resource_name, empty_allowed=False)
-        raise ResourceError(ErrorCode.INVALID_REQUEST, "Ebb cannot change log levels at runtime; set log.level")
+        alter_log_levels(broker, resource.resource_name, resource.configs, validate_only)
     else:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
 
 
-def apply_operations(broker: BrokerContext, overrides: dict[str, str], operations) -> dict[str, str]:
-    """The topic's overrides after the operations (validated afterwards as a whole)."""
+def apply_operations(overrides: dict[str, str], operations, list_config, in_force) -> dict[str, str]:
+    """The overrides (a topic's, or dynamic broker configs) after the operations, validated afterwards
+    as a whole; APPEND and SUBTRACT start from `in_force(key)` and need `list_config(key)`."""
     for op in operations:
         key, operation = op.name, op.config_operation
         if operation == AlterConfigOp.SET:
@@ -93,10 +102,10 @@ def apply_operations(broker: BrokerContext, overrides: dict[str, str], operation
         elif operation == AlterConfigOp.DELETE:
             overrides.pop(key, None)
         else:
-            if not is_list(key):
+            if not list_config(key):
                 raise ResourceError(ErrorCode.INVALID_CONFIG, f"Can't {AlterConfigOp(operation).name} to key {key} "
                                     "because its type is not LIST.")
-            current = overrides[key] if key in overrides else _default(broker, key)
+            current = overrides[key] if key in overrides else in_force(key)
             items = [i.strip() for i in (current or "").split(",") if i.strip()]
             for item in (i.strip() for i in op.value.split(",")):
                 if operation == AlterConfigOp.APPEND and item and item not in items:
@@ -110,5 +119,15 @@ def apply_operations(broker: BrokerContext, overrides: dict[str, str], operation
 def _default(broker: BrokerContext, key: str) -> str | None:
     """The value a topic without an override has: the broker-wide default."""
     if TOPIC_CONFIGS[key].effective:
-        return log_config_value(broker.config.topic_defaults, key)
-    return stored_only_default(key, broker.config.explicit_properties)
+        return log_config_value(broker.dynamic_config.topic_defaults, key)
+    return stored_only_default(key, broker.dynamic_config.layers.merged())
+
+
+def _broker_list(key: str) -> bool:
+    definition = DYNAMIC_BROKER_CONFIGS.get(key)
+    return definition is not None and definition.type is ConfigType.LIST
+
+
+def _broker_default(key: str) -> str | None:
+    definition = DYNAMIC_BROKER_CONFIGS.get(key)
+    return None if definition is None else definition.default

@@ -267,7 +267,7 @@ class LogCleaner:
         closed = {s.base_offset: s for s in log.segments[:-1] if s.base_offset < chosen.first_uncleanable_offset}
         job = CleaningJob(tp, log.directory, tuple(SegmentView.of(s) for s in closed.values()),
                           chosen.first_dirty_offset, chosen.first_uncleanable_offset, self.clock(),
-                          config.delete_retention_ms, config.segment_bytes, config.segment_index_bytes,
+                          config.delete_retention_ms, config.segment_bytes, config.index_bytes,
                           config.index_interval_bytes, self.config.cleaner_io_buffer_size,
                           self.producer_last_offsets(tp))
         logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,

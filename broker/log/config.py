@@ -49,13 +49,19 @@ class LogConfig:
     def __post_init__(self) -> None:
         if not 61 <= self.segment_bytes <= INT32_MAX:
             raise ValueError(f"segment.bytes must fit a 32-bit file position, got {self.segment_bytes}")
-        if self.segment_index_bytes < 12:
-            raise ValueError("segment.index.bytes must hold at least one index entry")
+        if self.segment_index_bytes < 4:
+            raise ValueError("segment.index.bytes must be at least 4")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ValueError(f"message.timestamp.type {self.message_timestamp_type!r}")
         unknown = set(self.cleanup_policy) - {"delete", "compact"}
-        if unknown or not self.cleanup_policy:
+        if unknown:  # empty is allowed, as in Kafka 4.3: nothing is ever removed
             raise ValueError(f"cleanup.policy {','.join(self.cleanup_policy)!r}")
+
+    @property
+    def index_bytes(self) -> int:
+        """The index files' size: segment.index.bytes, with room for at least one entry (Kafka accepts
+        down to 4 bytes; a time index entry takes 12)."""
+        return max(self.segment_index_bytes, 12)
 
     @property
     def delete_enabled(self) -> bool:

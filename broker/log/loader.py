@@ -115,7 +115,7 @@ def load_partition(
     epoch_cache = epoch_cache or LeaderEpochCache()
 
     options = dict(
-        index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.segment_index_bytes
+        index_interval_bytes=config.index_interval_bytes, max_index_bytes=config.index_bytes
     )
     segments: list[LogSegment] = []
     try:
@@ -224,7 +224,7 @@ def finish_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int, re
             report.leftovers_removed += 1
             continue
         swap = LogSegment.open(directory, base, index_interval_bytes=config.index_interval_bytes,
-                               max_index_bytes=config.segment_index_bytes, now_ms=now_ms, suffix=SWAP_SUFFIX)
+                               max_index_bytes=config.index_bytes, now_ms=now_ms, suffix=SWAP_SUFFIX)
         try:
             swap.recover(max_batch_size=2**31 - 1)
             replaced = [b for e in os.listdir(directory) if e.endswith(LOG_SUFFIX) and (b := _base_of(e)) is not None

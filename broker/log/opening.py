@@ -31,7 +31,7 @@ def create_partition_log(
     if topic_id is not None:
         checkpoint.write_partition_metadata(directory / checkpoint.PARTITION_METADATA, topic_id, sync=durable)
     segment = LogSegment.create(directory, start_offset, index_interval_bytes=config.index_interval_bytes,
-                                max_index_bytes=config.segment_index_bytes, now_ms=clock())
+                                max_index_bytes=config.index_bytes, now_ms=clock())
     if durable:
         checkpoint.fsync_dir(directory)
         checkpoint.fsync_dir(directory.parent)

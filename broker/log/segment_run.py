@@ -72,7 +72,7 @@ class SegmentRun:
             self.directory,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
-            max_index_bytes=self.config.segment_index_bytes,
+            max_index_bytes=self.config.index_bytes,
             now_ms=self.clock(),
         )
 

@@ -3,6 +3,7 @@
     ebb configs describe --topic T [--all] [--key K ...]
     ebb configs alter --topic T --add-config retention.ms=3600000,cleanup.policy=[compact,delete] \\
         --delete-config segment.bytes
+    ebb configs alter --broker-defaults --add-config log.retention.ms=3600000   (every broker, at once)
 
 `describe` shows the values set on the resource (its overrides) unless --all. `alter` changes only
 the named keys (IncrementalAlterConfigs, or AlterConfigs with the current overrides kept).
@@ -56,12 +57,16 @@ def _resource_options(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", help="a topic's configs")
     which.add_argument("--broker", metavar="ID", help="a broker's configs, by broker id")
+    which.add_argument("--broker-defaults", action="store_true",
+                       help="the cluster-wide dynamic broker configs (kafka-configs' --entity-default)")
 
 
 async def _resource(admin, args: argparse.Namespace) -> tuple[ConfigResourceType, str]:
     if args.topic is not None:
         await existing_topics(admin, [args.topic])
         return ConfigResourceType.TOPIC, args.topic
+    if args.broker_defaults:
+        return ConfigResourceType.BROKER, ""
     if not args.broker.isdigit():
         raise BadInput(f"--broker {args.broker!r}: a broker id is a number")
     if int(args.broker) not in admin.cluster.metadata.brokers:

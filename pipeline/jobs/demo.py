@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds of producing and running the stages")
     # a segment must hold the sink's largest batch (up to 5000 records); whole segments are what disk space
     # is freed in, so smaller ones follow the trimmed start more closely
-    parser.add_argument("--segment-bytes", type=int, default=512 << 10,
-                        help="segment.bytes of the intermediate topics (default 512 KiB)")
+    parser.add_argument("--segment-bytes", type=int, default=1 << 20,
+                        help="segment.bytes of the intermediate topics (default 1 MiB, Kafka's minimum)")
     parser.add_argument("--png", type=Path, help="draw the bytes on disk over time into this PNG (matplotlib)")
     parser.add_argument("--bootstrap", help="use this broker instead of starting one (needs --log-dir)")
     parser.add_argument("--log-dir", type=Path, help="that broker's log.dirs, to measure bytes on disk")

@@ -25,6 +25,12 @@ from tests.support.broker_process import BrokerProcess
 NONE, OUT_OF_RANGE = ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    # Ebb-only: segments of a few batches, below Kafka's 1 MiB minimum (whole segments below the start go)
+    return {"ebb.testing.small.segments.enable": "true"}
+
+
 @dataclass(frozen=True)
 class Case:
     id: str

@@ -25,7 +25,9 @@ METRICS_PORT = free_port()
 def broker_overrides() -> dict[str, str]:
     # Retention runs every half second, so that a deletion by retention.ms shows within the test.
     return {"ebb.metrics.listener": f"http://127.0.0.1:{METRICS_PORT}", "log.retention.check.interval.ms": "500",
-            "log.initial.task.delay.ms": "0"}
+            "log.initial.task.delay.ms": "0",
+            # Ebb-only: tiny segments (a batch or two each) so that retention has segments to delete.
+            "ebb.testing.small.segments.enable": "true"}
 
 
 @pytest.fixture

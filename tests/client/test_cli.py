@@ -469,6 +469,30 @@ async def test_configs(bootstrap):
     assert any(c["name"] == "log.retention.hours" for c in broker["configs"])
 
 
+def test_dynamic_broker_configs(bootstrap):
+    """--broker-defaults and --broker alter what every broker, or one, has in force at once."""
+    def configs(*which: str) -> dict:
+        out = ebb("configs", "describe", "--bootstrap-server", bootstrap, *which, "--output", "json")
+        assert out.returncode == 0, out.stderr
+        return {c["name"]: (c["value"], c["source"]) for c in json.loads(out.stdout)["configs"]}
+
+    out = ebb("configs", "alter", "--bootstrap-server", bootstrap, "--broker-defaults", "--add-config",
+              "log.retention.ms=3600000")
+    assert out.returncode == 0, out.stderr
+    assert configs("--broker-defaults") == {"log.retention.ms": ("3600000", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
+    out = ebb("configs", "alter", "--bootstrap-server", bootstrap, "--broker", "1", "--add-config",
+              "message.max.bytes=2000000")
+    assert out.returncode == 0, out.stderr
+    assert configs("--broker", "1") == {"log.retention.ms": ("3600000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                                        "message.max.bytes": ("2000000", "DYNAMIC_BROKER_CONFIG")}
+    out = ebb("configs", "alter", "--bootstrap-server", bootstrap, "--broker", "1", "--add-config", "log.dirs=/x")
+    assert out.returncode == 1 and "Cannot update these configs dynamically: [log.dirs]" in out.stderr
+    for which, key in ((("--broker-defaults",), "log.retention.ms"), (("--broker", "1"), "message.max.bytes")):
+        out = ebb("configs", "alter", "--bootstrap-server", bootstrap, *which, "--delete-config", key)
+        assert out.returncode == 0, out.stderr
+    assert configs("--broker", "1") == {}
+
+
 async def test_offsets(bootstrap):
     t0 = int(time.time() * 1000) - 60_000
     async with Admin(bootstrap) as admin:

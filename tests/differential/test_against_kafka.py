@@ -44,7 +44,7 @@ CONFIG_DIFFERENCES = {
         "(a gap in docs/features.md)",
     "min.insync.replicas.config_source":
         "Kafka 4's storage format writes a cluster-wide dynamic min.insync.replicas when eligible leader "
-        "replicas are on (DYNAMIC_DEFAULT_BROKER_CONFIG); Ebb has no dynamic broker configs (DEFAULT_CONFIG)",
+        "replicas are on (DYNAMIC_DEFAULT_BROKER_CONFIG); Ebb's cluster-wide defaults start empty (DEFAULT_CONFIG)",
 }
 
 

@@ -89,6 +89,23 @@ def test_kafka_configs_on_ebbs_own_topic_configs(tool):
     assert "  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}" in every
 
 
+def test_kafka_configs_on_broker_loggers(tool):
+    """kafka-configs --entity-type broker-loggers lists every logger of the broker with its level, sets
+    one and gives it back the root's; an unknown logger is refused by the tool, from the list."""
+    configs = "kafka.admin.ConfigCommand"
+    entity = ("--entity-type", "broker-loggers", "--entity-name", "1")
+    assert tool(configs, *entity, "--alter", "--add-config", "topics=DEBUG").lines == \
+        ["Completed updating config for broker-logger 1."]
+    described = tool(configs, *entity, "--describe").lines
+    assert described[0] == "Dynamic configs for broker-logger 1 are:"
+    assert {"  root=INFO sensitive=false synonyms={}", "  topics=DEBUG sensitive=false synonyms={}",
+            "  store=INFO sensitive=false synonyms={}"} <= set(described)
+    refused = tool(configs, *entity, "--alter", "--add-config", "nope=DEBUG", expect=1)
+    assert "Invalid broker logger(s): nope" in refused.stderr
+    tool(configs, *entity, "--alter", "--delete-config", "topics")
+    assert "  topics=INFO sensitive=false synonyms={}" in tool(configs, *entity, "--describe").lines
+
+
 def test_fill(java, broker):
     """Setup, not a tool: 10 records in each partition, and a group that committed 5 in both."""
     java.run("ebb.interop.Interop", broker.bootstrap, "-", "fill", TOPIC, "2", "10", str(BASE)).check_returncode()

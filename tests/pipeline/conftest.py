@@ -21,7 +21,9 @@ def broker(tmp_path_factory):
     # deletes even the active segment when everything in it is that old, as Kafka's does: a pass that
     # fell between a test's produce and its read deleted what it was about to read (CI: test_fast_read,
     # the broker's log shows the pass). No test in this package is about retention by time.
-    with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker"), {"log.retention.ms": "-1"}) as process:
+    # Ebb-only: the loop and demo tests keep segments below Kafka's 1 MiB minimum, so that the trim shows.
+    with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker"),
+                       {"log.retention.ms": "-1", "ebb.testing.small.segments.enable": "true"}) as process:
         yield process
 
 

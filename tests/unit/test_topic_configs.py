@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, known_broker_properties, load_config
+from broker.config import ConfigError, known_broker_properties, load_config, static_layers
 from broker.log.config import LogConfig
 from broker.topic_configs import (
     EFFECTIVE_CONFIGS,
@@ -51,7 +51,9 @@ def test_docs_list_every_config_in_its_section():
     ({"min.cleanable.dirty.ratio": "1.5"}, "Value must be no less than 0 and no more than 1"),
     ({"compression.type": "brotli"}, "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
     ({"cleanup.policy": "delete,shred"}, "Invalid value shred"),
-    ({"cleanup.policy": ""}, "Empty list is not allowed"),
+    ({"segment.bytes": "1048575"}, "Invalid value 1048575 for configuration segment.bytes: Value must be at least "
+                                   "1048576"),
+    ({"segment.index.bytes": "3"}, "Value must be at least 4"),
     ({"preallocate": "1"}, "Expected value to be either true or false"),
     ({"compression.gzip.level": "0"}, "Value must be -1 or between 1 and 9"),
     ({"leader.replication.throttled.replicas": "0:x"}, "partitionId:brokerId"),
@@ -60,6 +62,22 @@ def test_docs_list_every_config_in_its_section():
 def test_bad_values_are_refused_in_kafkas_words(overrides, message):
     with pytest.raises(InvalidConfig, match=re.escape(message)):
         validate_overrides(overrides)
+
+
+def test_small_segments_only_behind_the_escape_hatch():
+    assert validate_overrides({"segment.bytes": "61"}, small_segments=True) == {"segment.bytes": "61"}
+    with pytest.raises(InvalidConfig, match="Value must be at least 61"):
+        validate_overrides({"segment.bytes": "60"}, small_segments=True)
+    with pytest.raises(ConfigError, match="log.segment.bytes"):
+        load_config(None, ["log.segment.bytes=1000"])
+    assert load_config(None, ["log.segment.bytes=1000", "ebb.testing.small.segments.enable=true"]
+                       ).topic_defaults.segment_bytes == 1000
+
+
+def test_kafka_4_3_accepts_these():
+    """Found by the differential sweep (tests/differential/test_config_rules_against_kafka.py)."""
+    accepted = {"cleanup.policy": "", "min.cleanable.dirty.ratio": "NaN", "segment.index.bytes": "4"}
+    assert validate_overrides(accepted) == accepted
 
 
 def test_values_are_stored_canonically():
@@ -75,7 +93,8 @@ def test_sources_and_synonyms():
     config = load_config(None, [f"{k}={v}" for k, v in explicit.items()])
     overrides = {"segment.ms": "1000"}
     log_config = LogConfig.from_properties(overrides, base=config.topic_defaults)
-    entries = {e.name: e for e in describe_topic_configs(overrides, log_config, config.explicit_properties)}
+    layers = static_layers(config.explicit_properties)
+    entries = {e.name: e for e in describe_topic_configs(overrides, log_config, layers)}
     assert (entries["segment.ms"].value, entries["segment.ms"].source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     # Kafka 4.3 answers exactly this (tests/differential/test_broker_properties_against_kafka.py): the
     # value in force, but no synonym before log.retention.ms itself, so the source is DEFAULT_CONFIG.
