@@ -93,6 +93,9 @@ class CleaningJob:
     producer_last_offsets: Mapping[int, int] | None
     # The log's aborted transactions that began below the first uncleanable offset (its `.txnindex`).
     aborted_txns: tuple[AbortedTxn, ...] = ()
+    # Markers from this offset on stay whatever their horizon: the producer-state snapshot on disk is older,
+    # and a load after a crash replays the markers it finds from there (None: no snapshot, a load replays all).
+    marker_floor: int | None = None
 
 
 @dataclass(slots=True)
@@ -318,7 +321,7 @@ def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: 
             return batch.raw()
         if horizon is None:  # the first round that finds it discardable starts its delete horizon
             return _rebuilt(batch, header, list(_records(batch, view)), job.now_ms + job.delete_retention_ms, True)
-        if job.now_ms < horizon:
+        if job.now_ms < horizon or (job.marker_floor is not None and batch.base_offset >= job.marker_floor):
             return batch.raw()
         return _empty(batch, header, True) if keep_empty else None
     keep_empty = (header.producer_id >= 0 and last_of_producer == batch.last_offset) \

@@ -148,6 +148,8 @@ class LogCleaner:
         # and the last stable offset (None: no producer state, so no transactions to wait for).
         self.producer_last_offsets: ProducerLastOffsets = lambda tp: None
         self.last_stable_offset: Callable[[TopicPartition], int | None] = lambda tp: None
+        # and the offset its producer-state snapshot on disk covers (None: none there).
+        self.producer_snapshot_offset: Callable[[TopicPartition], int | None] = lambda tp: None
         self._first_dirty: dict[TopicPartition, int] = {}
         self._in_progress: set[TopicPartition] = set()
         self._uncleanable: dict[TopicPartition, str] = {}
@@ -280,7 +282,8 @@ class LogCleaner:
                           config.index_interval_bytes, self.config.cleaner_io_buffer_size,
                           self.producer_last_offsets(tp),
                           tuple(t for t in log.aborted_txns.entries
-                                if t.first_offset < chosen.first_uncleanable_offset))
+                                if t.first_offset < chosen.first_uncleanable_offset),
+                          self.producer_snapshot_offset(tp))
         logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
                     first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3))
         round_id = next(self._round_ids)

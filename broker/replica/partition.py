@@ -502,6 +502,7 @@ class Partition:
             # The aborts below the snapshot's offset are not replayed at load: their index goes first.
             await self.host.run_io(fsync_files, index_files)
             await self.log.io.write_atomically(self.producers.snapshot_path, data)
+            self.producers.snapshot_offset = offset
         except OSError as exc:
             self.producers.dirty = True
             self.log.aborted_txns.still_unsynced(index_files)

@@ -43,6 +43,7 @@ class Writer:
         self.manager.cleaner.producer_last_offsets = lambda tp: {
             pid: e.last_offset for pid, e in partition.producers.producers.items()}
         self.manager.cleaner.last_stable_offset = lambda tp: partition.cleaning_bound()
+        self.manager.cleaner.producer_snapshot_offset = lambda tp: partition.producers.snapshot_offset
         return partition
 
     async def stop(self) -> None:
@@ -193,6 +194,33 @@ async def test_markers_stay_while_their_data_does_then_until_their_delete_horizo
     assert latest(read_committed(partition))[b"a"] == b"plain-a"
     await writer.stop()
     partition = await writer.start()  # no transaction left open by the removed markers
+    assert partition.last_stable_offset == partition.high_watermark
+    await writer.stop()
+
+
+async def test_a_marker_newer_than_the_producer_snapshot_stays_until_a_snapshot_covers_it(tmp_path: Path) -> None:
+    writer = Writer(tmp_path, replace(COMPACT, delete_retention_ms=0))
+    partition = await writer.start()
+    await writer.txn(40, [(b"a", b"committed-a")])
+    assert await partition.write_producer_snapshot()  # holds the transaction open; a crash replays from here
+    commit = await writer.end(40, ControlType.COMMIT)
+    await writer.txn(40, [(b"later", b"x")])
+    await writer.end(40, ControlType.COMMIT)
+    await writer.plain(b"a", b"plain-a")
+    await writer.fill(2)
+
+    def markers() -> list[int]:
+        return [b.base_offset for b in read_all(partition.log) if b.is_control]
+
+    for _ in range(3):  # the data goes, the horizon is set, then passes: only the snapshot keeps the marker
+        assert await writer.manager.cleaner.clean_filthiest()
+        await writer.fill(1)
+    assert b"committed-a" not in every_value(partition) and commit in markers()
+    assert await partition.write_producer_snapshot()
+    assert await writer.manager.cleaner.clean_filthiest()
+    assert commit not in markers()
+    writer.manager.abandon()  # a crash: the load replays from the last snapshot
+    partition = await writer.start()
     assert partition.last_stable_offset == partition.high_watermark
     await writer.stop()
 
