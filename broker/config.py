@@ -471,6 +471,8 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
         raise ConfigError("log.dir.min.free.bytes must be >= 0 and log.dir.min.free.percent in [0, 100)")
     if config.free_space_check_interval_ms < 1:
         raise ConfigError("log.dir.free.space.check.interval.ms must be at least 1")
+    if config.failure_probe_interval_ms < 1:
+        raise ConfigError("log.dir.failure.probe.interval.ms must be at least 1")
     if config.open_segments_max < MIN_OPEN_SEGMENTS:
         raise ConfigError(f"ebb.log.open.segments.max: {config.open_segments_max} is below the minimum "
                           f"{MIN_OPEN_SEGMENTS}")

@@ -55,8 +55,8 @@ class StoreUnavailable(StoreError):
 
 
 class StoreWriteFailed(StoreUnavailable):
-    """The embedded store could not write its file (a full disk): the change is in memory and reaches
-    the file with the next write that works; the old file stays whole meanwhile."""
+    """The embedded store could not write its file (a full disk): the change was not made, in memory
+    either (so a crash cannot differ from what the caller was told); the old file stays whole."""
 
 
 ChildrenCallback = Callable[[list[str] | None], None]
@@ -79,6 +79,10 @@ class Node:
     data: bytes
     version: int = 0
     ephemeral: bool = False
+
+
+# How to undo one change: each path it touched with the node it held before (None: it was absent).
+Undo = list[tuple[str, "Node | None"]]
 
 
 class MetadataStore(ABC):
@@ -165,6 +169,8 @@ class EmbeddedStore(MetadataStore):
 
     Ephemeral nodes are not persisted: like a ZooKeeper session, they end with the process.
     Watches fire from the store's own writes, on the event loop, after the change is persisted.
+    A write that fails rolls memory back to what the file holds: that change and every one made
+    after it that was not written either (they may build on it) fail with StoreWriteFailed.
     """
 
     def __init__(self, path: Path):
@@ -173,6 +179,8 @@ class EmbeddedStore(MetadataStore):
         self._write_lock = asyncio.Lock()
         self._changes = 0  # changes made in memory
         self._written = 0  # changes on disk
+        self._undo: list[tuple[int, Undo]] = []  # changes made in memory and not yet on disk, in order
+        self._undone: dict[int, str] = {}  # changes a failed write undid -> why, until their callers hear it
         self._child_watches: dict[str, list[tuple[Watch, ChildrenCallback]]] = {}
         self._data_watches: dict[str, list[tuple[Watch, DataCallback]]] = {}
 
@@ -196,13 +204,29 @@ class EmbeddedStore(MetadataStore):
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.path}: unreadable metadata ({exc})") from exc
 
-    async def _persist(self) -> None:
+    def _before(self, undo: Undo, path: str) -> None:
+        """Remember what `path` holds before a change touches it."""
+        node = self._nodes.get(path)
+        undo.append((path, None if node is None else Node(node.data, node.version, node.ephemeral)))
+
+    def _undo_change(self, undo: Undo) -> None:
+        for path, node in reversed(undo):
+            if node is None:
+                self._nodes.pop(path, None)
+            else:
+                self._nodes[path] = node
+
+    async def _persist(self, undo: Undo) -> None:
         """Group commit: return once a write that began after this change has finished. Changes are
         made in memory on the event loop; while one write is under way, every change made meanwhile
-        waits for the next, which covers them all with one rewrite of the file."""
+        waits for the next, which covers them all with one rewrite of the file. A failed write undoes
+        every change not on disk (watchers never heard of them: they are told after the write)."""
         self._changes += 1
         change = self._changes
+        self._undo.append((change, undo))
         async with self._write_lock:
+            if change in self._undone:
+                raise StoreWriteFailed(self._undone.pop(change))
             if self._written >= change:
                 return  # a write that began after this change covered it
             covered = self._changes
@@ -210,8 +234,16 @@ class EmbeddedStore(MetadataStore):
             try:
                 await _write_snapshot(self.path, nodes)
             except OSError as exc:
-                raise StoreWriteFailed(f"cannot write {self.path.name}: {exc!r}") from exc
+                failure = f"cannot write {self.path.name}: {exc!r}"
+                for number, pending in reversed(self._undo):
+                    self._undo_change(pending)
+                    self._undone[number] = failure
+                self._undo.clear()
+                log.error("metadata store write failed; the changes not written are undone",
+                          changes=len(self._undone), error=repr(exc))
+                raise StoreWriteFailed(self._undone.pop(change)) from exc
             self._written = covered
+            self._undo = [(number, pending) for number, pending in self._undo if number > covered]
 
     async def get(self, path: str) -> tuple[bytes, int]:
         node = self._nodes.get(path)
@@ -231,13 +263,16 @@ class EmbeddedStore(MetadataStore):
             while parent not in self._nodes:
                 missing.append(parent)
                 parent = _parent(parent)
-            for p in reversed(missing):
-                self._nodes[p] = Node(b"")
         elif self._nodes[parent].ephemeral:
             raise StoreError(f"{parent} is ephemeral and cannot have children")  # as ZooKeeper
+        undo: Undo = []
+        for p in [*reversed(missing), path]:
+            self._before(undo, p)
+        for p in reversed(missing):
+            self._nodes[p] = Node(b"")
         self._nodes[path] = Node(data, ephemeral=ephemeral)
         if missing or not ephemeral:  # ephemeral nodes are not in the file: registering needs no disk space
-            await self._persist()
+            await self._persist(undo)
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
 
     async def put_many(self, values: Mapping[str, bytes]) -> None:
@@ -246,7 +281,9 @@ class EmbeddedStore(MetadataStore):
         for path in values:
             _check(path)
         created, changed = [], []
+        undo: Undo = []
         for path, data in values.items():
+            self._before(undo, path)
             node = self._nodes.get(path)
             if node is not None:
                 node.data, node.version = data, node.version + 1
@@ -254,13 +291,15 @@ class EmbeddedStore(MetadataStore):
                 continue
             parent = path
             while (parent := _parent(parent)) not in self._nodes:
+                self._before(undo, parent)
                 self._nodes[parent] = Node(b"")
                 created.append(parent)
             if self._nodes[parent].ephemeral:
+                self._undo_change(undo)  # all or nothing
                 raise StoreError(f"{parent} is ephemeral and cannot have children")
             self._nodes[path] = Node(data)
             created.append(path)
-        await self._persist()
+        await self._persist(undo)
         self._notify(data_changed=[*created, *changed], children_changed=[_parent(p) for p in created])
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
@@ -269,10 +308,12 @@ class EmbeddedStore(MetadataStore):
             raise NoNode(path)
         if version != -1 and version != node.version:
             raise BadVersion(f"{path}: version {node.version}, expected {version}")
+        undo: Undo = []
+        self._before(undo, path)
         node.data, node.version = data, node.version + 1
         new_version = node.version
         if not node.ephemeral:
-            await self._persist()
+            await self._persist(undo)
         self._notify(data_changed=[path])
         return new_version
 
@@ -285,9 +326,11 @@ class EmbeddedStore(MetadataStore):
         below = [p for p in self._nodes if p.startswith(path + "/")]
         if below and not recursive:
             raise NotEmpty(f"{path} has children")
+        undo: Undo = []
         for p in below + [path]:
+            self._before(undo, p)
             del self._nodes[p]
-        await self._persist()
+        await self._persist(undo)
         gone = below + [path]
         self._notify(data_changed=gone, children_changed=[_parent(path)], deleted=gone)
 

@@ -96,6 +96,9 @@ class LogManagerConfig:
     min_free_bytes: int = _prop("log.dir.min.free.bytes", 32 * 1024 * 1024)
     min_free_percent: int = _prop("log.dir.min.free.percent", 0)
     free_space_check_interval_ms: int = _prop("log.dir.free.space.check.interval.ms", 1_000)
+    # Ebb's own: how often a failed log dir (or one with partitions offline) is probed to bring it
+    # back without a restart (broker/log/dir_health.py); Kafka needs a restart.
+    failure_probe_interval_ms: int = _prop("log.dir.failure.probe.interval.ms", 10_000)
     # The log cleaner (broker/log/cleaner_manager.py), Kafka's names and defaults.
     cleaner_enable: bool = _prop("log.cleaner.enable", True)
     cleaner_threads: int = _prop("log.cleaner.threads", 1)

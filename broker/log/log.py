@@ -171,6 +171,11 @@ class PartitionLog:
                 self.on_offline(self)
         return StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
 
+    def mark_offline(self, reason: str) -> None:
+        """Offline because its log dir failed (another partition's I/O error): no listener told."""
+        if self.offline_reason is None:
+            self.offline_reason = reason
+
     def _out_of_space(self, segment: LogSegment, exc: BaseException) -> StorageError:
         """The disk filled during an append: the part written is cut off, and the partition stays
         online (reads and deletions go on); the dir is low until a reading finds room again."""

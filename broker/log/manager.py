@@ -14,6 +14,7 @@ that began after its change, and all callers that arrive while one write runs sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import uuid
@@ -36,6 +37,7 @@ from broker.log.common import (
     delete_dir_name,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.dir_health import DirHealth
 from broker.log.dir_state import DirState, read_dir_state
 from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
@@ -45,6 +47,7 @@ from broker.log.opening import create_partition_log, load_partition_log
 from broker.log.repeated_failure import RepeatedFailure
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
+from broker.log.unloaded import UnloadedPartitions
 
 logger = structlog.get_logger(__name__)
 
@@ -79,9 +82,9 @@ class LogManager:
         self._reserve_topics = reserve_topics
         self._io = self._new_io()
         self._logs: dict[TopicPartition, PartitionLog] = {}
-        self._offline: dict[TopicPartition, str] = {}
-        # Checkpoint entries of partitions that failed to load: kept so their state is not forgotten.
-        self._carried: dict[str, Offsets] = {"start": {}, "recovery": {}, "hw": {}}
+        self._unloaded = UnloadedPartitions()
+        self.health = DirHealth(self.log_dir, probe_interval_ms=self.config.failure_probe_interval_ms,
+                                run=lambda fn: self._io.run(fn), reload=self._reload_offline)
         # Creating a topic's logs is one at a time per topic; other topics' creations go on meanwhile.
         self._create_locks = KeyedLocks()
         self._tasks: list[asyncio.Task[None]] = []
@@ -91,6 +94,8 @@ class LogManager:
         self.new_log_dir = False  # no log manager had run in it: neither a clean nor an unclean stop before
         # Called with a partition whose log start offset retention moved (the replicas tell followers).
         self.retention_listeners: list[Callable[[TopicPartition], None]] = []
+        # Called with a partition loaded again after it was offline (a new PartitionLog object).
+        self.reload_listeners: list[Callable[[TopicPartition], None]] = []
         # Told (cause, records, bytes) after each retention deletion, for the metrics.
         self.deletion_listeners: list[Callable[[str, int, int], None]] = []
 
@@ -116,8 +121,10 @@ class LogManager:
 
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         """The partition's log, None if this dir has none; KAFKA_STORAGE_ERROR if it is offline."""
-        if tp in self._offline:
-            raise StorageError(f"{tp} is offline: {self._offline[tp]}")
+        if tp in self._unloaded:
+            raise StorageError(f"{tp} is offline: {self._unloaded.entries[tp].reason}")
+        if self.health.failed:
+            raise StorageError(f"{tp} is offline: log dir {self.log_dir} failed: {self.health.failed_reason}")
         log = self._logs.get(tp)
         if log is not None and log.offline:
             raise StorageError(f"{tp} is offline: {log.offline_reason}")
@@ -129,7 +136,7 @@ class LogManager:
 
     @property
     def offline_partitions(self) -> dict[TopicPartition, str]:
-        found = dict(self._offline)
+        found = self._unloaded.reasons
         found.update({tp: log.offline_reason for tp, log in self._logs.items() if log.offline_reason})
         return found
 
@@ -142,6 +149,8 @@ class LogManager:
             hurried = self._io.hurry() + sum(log.io.hurry() for log in self._logs.values())
             if hurried:
                 logger.info("deleting files now, not after file.delete.delay.ms: the log dir is low", count=hurried)
+        elif self._unloaded.reloadable:
+            self.health.retry(now=True)  # partitions that could not load for want of space
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._io.run(functools.partial(fn, *args, **kwargs))
@@ -177,11 +186,7 @@ class LogManager:
                     clean=clean,
                 )
             except (OSError, LogError, ValueError) as exc:
-                self._offline[tp] = f"load failed: {exc!r}"
-                for name, source in (("start", starts), ("recovery", recovery), ("hw", hws)):
-                    if tp in source:
-                        self._carried[name][tp] = source[tp]
-                logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc))
+                self._unloaded.failed(tp, exc, starts.get(tp), recovery.get(tp), hws.get(tp))
                 return
             self._register(tp, log)
             self.load_reports[tp] = report
@@ -199,7 +204,7 @@ class LogManager:
             "loaded logs",
             log_dir=str(self.log_dir),
             partitions=len(self._logs),
-            offline=len(self._offline),
+            offline=len(self._unloaded),
             **self.previous_stop(),
         )
         # From here on a crash must look unclean; and the checkpoints now match what was loaded.
@@ -212,9 +217,42 @@ class LogManager:
             # writes retry.
             logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
+        if self._unloaded.reloadable:
+            self.health.retry()
         await self.cleaner.startup(workers=background_tasks)
         if background_tasks:
             self._start_background_tasks()
+
+    async def _reload_offline(self) -> bool:
+        """Load again, with recovery from their recovery points, the partitions an I/O error or a
+        failed load took offline (the health probe found the dir writable); True when none is left."""
+        for tp, old in [(tp, log) for tp, log in self._logs.items() if log.offline]:
+            # The old object's files may belong to a filesystem that is gone: closed, never flushed
+            # (a close that reports the dead disk's error changes nothing).
+            old.io.cancel_all()
+            with contextlib.suppress(OSError):
+                old.abandon()
+            del self._logs[tp]
+            self._unloaded.failed(tp, OSError(old.offline_reason), old.log_start_offset, old.recovery_point,
+                                  old.high_watermark, quiet=True)
+        for tp in self._unloaded.reloadable:
+            carried = self._unloaded.entries[tp].offsets
+            try:
+                log, report = await self._run(
+                    load_partition_log, self.log_dir / tp.dir_name, self.config_for(tp.topic),
+                    io=self._new_io(), clock=self.clock, log_start_offset=carried.get("start"),
+                    recovery_point=carried.get("recovery", 0), high_watermark=carried.get("hw"), clean=False)
+            except (OSError, LogError, ValueError) as exc:
+                self._unloaded.failed(tp, exc, carried.get("start"), carried.get("recovery"), carried.get("hw"))
+                continue
+            self._unloaded.pop(tp)
+            self._register(tp, log)
+            self.load_reports[tp] = report
+            logger.warning("partition loaded again after being offline", partition=str(tp),
+                           log_end_offset=log.log_end_offset, truncated_bytes=report.truncated_bytes)
+            for listener in self.reload_listeners:
+                listener(tp)
+        return not self._unloaded.reloadable
 
     def previous_stop(self) -> dict[str, bool]:
         """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""
@@ -228,14 +266,16 @@ class LogManager:
         self._logs[tp] = log
 
     def _on_offline(self, log: PartitionLog) -> None:
-        logger.error(
-            "partition marked offline", partition=str(log.topic_partition), reason=log.offline_reason
-        )
+        """An I/O error (not a full disk) on one partition: the whole dir goes offline, as in Kafka."""
+        reason = f"{log.topic_partition}: {log.offline_reason}"
+        if self.health.fail(reason):
+            for other in self._logs.values():
+                other.mark_offline(f"log dir failed ({reason})")
 
     # --- checkpoints -----------------------------------------------------------------------------
 
     def _offsets(self, kind: str, value: Callable[[PartitionLog], int]) -> Offsets:
-        result = dict(self._carried[kind])
+        result = self._unloaded.offsets(kind)
         for tp, log in self._logs.items():
             result[tp] = value(log)
         return result
@@ -244,7 +284,7 @@ class LogManager:
         # Every log is written, not only those whose start is above their first segment (Kafka's
         # filter): a crash that undoes a segment rename must not bring deleted records back.
         taken = [(log, log.log_start_offset) for log in self._logs.values()]
-        offsets = dict(self._carried["start"])
+        offsets = self._unloaded.offsets("start")
         offsets.update({log.topic_partition: start for log, start in taken})
 
         def durable() -> None:
@@ -346,11 +386,10 @@ class LogManager:
         `<topic>-<partition>.<uuid>-delete` (durably) and dropped from the checkpoints now, and
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
-        offline = self._offline.pop(tp, None)
+        unloaded = self._unloaded.pop(tp)
         self.cleaner.forget(tp)
-        carried = {kind: entries.pop(tp) for kind, entries in self._carried.items() if tp in entries}
         directory = self.log_dir / tp.dir_name
-        if log is None and offline is None:
+        if log is None and unloaded is None:
             return False
         target = self.log_dir / delete_dir_name(tp, uuid.uuid4().hex)
         files = []
@@ -372,10 +411,8 @@ class LogManager:
             # Not renamed: the log stays here as it was, for the retry of the topic's deletion.
             if log is not None:
                 self._register(tp, log)
-            if offline is not None:
-                self._offline[tp] = offline
-            for kind, entry in carried.items():
-                self._carried[kind][tp] = entry
+            if unloaded is not None:
+                self._unloaded.put_back(tp, unloaded)
             raise StorageError(f"cannot rename {directory.name} for deletion: {exc!r}") from exc
         finally:
             for file in files:
@@ -483,6 +520,7 @@ class LogManager:
 
     async def _stop_tasks(self) -> None:
         await self.space.stop()
+        await self.health.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -513,6 +551,7 @@ class LogManager:
         """Drop everything without flushing or writing checkpoints and the marker: the state a crash
         leaves (minus the page cache). For tests and benchmarks."""
         self.space.cancel()
+        self.health.cancel()
         for task in self._tasks:
             task.cancel()
         self.cleaner.abandon()

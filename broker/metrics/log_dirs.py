@@ -21,6 +21,36 @@ class DirSpaceView(Protocol):
     def threshold_bytes(self) -> int: ...
 
 
+class DirHealthView(Protocol):
+    directory: Path
+    failures: int
+    recoveries: int
+
+    @property
+    def failed(self) -> bool: ...
+
+
+class LogDirHealthCollector:
+    """A log dir taken offline by an I/O error, and brought back by its probe (broker/log/dir_health.py)."""
+
+    def __init__(self, health: DirHealthView) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[Metric]:
+        health = self._health
+        labels, value = ["log_dir"], [str(health.directory)]
+        for family, reading in (
+            (GaugeMetricFamily("ebb_log_dir_offline", "1 while the log dir is offline after an I/O error: "
+                               "its partitions answer KAFKA_STORAGE_ERROR", labels=labels), int(health.failed)),
+            (CounterMetricFamily("ebb_log_dir_failures", "Times an I/O error took the log dir offline",
+                                 labels=labels), health.failures),
+            (CounterMetricFamily("ebb_log_dir_recoveries", "Times the log dir came back online without a "
+                                 "restart", labels=labels), health.recoveries),
+        ):
+            family.add_metric(value, reading)
+            yield family
+
+
 class LogDirSpaceCollector:
     def __init__(self, space: DirSpaceView) -> None:
         self._space = space

@@ -12,7 +12,7 @@ from broker.log.segment_file import OPEN_SEGMENTS
 from broker.metrics.controller import ControllerCollector
 from broker.metrics.groups import GroupCollector
 from broker.metrics.http import MetricsEndpoint
-from broker.metrics.log_dirs import LogDirSpaceCollector
+from broker.metrics.log_dirs import LogDirHealthCollector, LogDirSpaceCollector
 from broker.metrics.network import NetworkCollector
 from broker.metrics.open_files import OpenSegmentsCollector
 from broker.metrics.partitions import PartitionCollector
@@ -87,6 +87,7 @@ def build_registry(sources: MetricSources) -> CollectorRegistry:
     registry.register(GroupCollector(sources.groups))
     registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
     registry.register(LogDirSpaceCollector(sources.logs.space))
+    registry.register(LogDirHealthCollector(sources.logs.health))
     return registry
 
 

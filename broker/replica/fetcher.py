@@ -28,6 +28,7 @@ import structlog
 
 from broker.log import LogError, TopicPartition
 from broker.log.free_space import LowDiskSpaceError
+from broker.log.repeated_failure import RepeatedFailure
 from protocol.enums import IsolationLevel, SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
@@ -64,6 +65,10 @@ def whole_batches(records: bytes | memoryview | None) -> memoryview:
     return view[:end]
 
 
+_APPLY_FAILED = "follower could not apply the leader's answer"
+_START_NOT_KEPT = "follower could not keep the leader's log start offset"
+
+
 class ReplicaFetcher:
     """Fetches every partition followed on one leader broker."""
 
@@ -81,6 +86,8 @@ class ReplicaFetcher:
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
         self._delayed: dict[TopicPartition, float] = {}  # loop time before which a partition is skipped
+        # A follower on a low dir is refused every fetch-backoff: logged once, then summarised.
+        self._failing: dict[tuple[str, TopicPartition], RepeatedFailure] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._connection = None
@@ -98,6 +105,20 @@ class ReplicaFetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self._delayed.pop(tp, None)
+        for key in [key for key in self._failing if key[1] == tp]:
+            del self._failing[key]
+
+    def _failed(self, event: str, tp: TopicPartition, error: str) -> None:
+        failure = self._failing.get((event, tp))
+        if failure is None:
+            failure = self._failing[(event, tp)] = RepeatedFailure(log, event)
+        failure.failed(partition=str(tp), leader=self.leader_id, error=error)
+        self._delay(tp)
+
+    def _succeeded(self, event: str, tp: TopicPartition) -> None:
+        failure = self._failing.pop((event, tp), None)
+        if failure is not None:
+            failure.succeeded(partition=str(tp), leader=self.leader_id)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -145,14 +166,16 @@ class ReplicaFetcher:
                     except asyncio.CancelledError:
                         raise
                     except Exception as exc:
-                        log.warning("follower could not apply the leader's answer", partition=str(tp),
-                                    error=getattr(exc, "message", repr(exc)))
-                        self._delay(tp)
+                        self._failed(_APPLY_FAILED, tp, getattr(exc, "message", repr(exc)))
+                    else:
+                        self._succeeded(_APPLY_FAILED, tp)
             failed = await self.make_starts_durable(starts_moved) if starts_moved else {}
-            for partition, error in failed.items():
-                log.warning("follower could not keep the leader's log start offset",
-                            partition=str(partition.topic_partition), error=error.message)
-                self._delay(partition.topic_partition)
+            for partition in starts_moved:
+                tp = partition.topic_partition
+                if partition in failed:
+                    self._failed(_START_NOT_KEPT, tp, failed[partition].message)
+                else:
+                    self._succeeded(_START_NOT_KEPT, tp)
 
     def _ready(self, now: float) -> dict[TopicPartition, Partition]:
         return {tp: p for tp, p in self.partitions.items()

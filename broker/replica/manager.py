@@ -91,6 +91,7 @@ class ReplicaManager:
         self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
         self._slices = SliceReader(self._executor)
         self.broker.logs.retention_listeners.append(self._retention_moved_start)
+        self.broker.logs.reload_listeners.append(self._log_reloaded)
         self.broker.logs.deletion_listeners.append(self.counters.deleted)
         self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
         # Become leader of everything hosted here now, not at first use: the high watermark of a log
@@ -470,6 +471,13 @@ class ReplicaManager:
     def high_watermark_moved(self, partition: Partition) -> None:
         self.produces.notify(partition.topic_partition)
         self.fetches.notify(partition.topic_partition)
+
+    def _log_reloaded(self, tp: TopicPartition) -> None:
+        """A log back from offline is a new object: its partition takes its role again now (a
+        follower fetches again), not at the first request."""
+        topic = self.broker.topics.get(tp.topic)
+        if topic is not None:
+            self.apply_state(topic, tp.partition)
 
     def _retention_moved_start(self, tp: TopicPartition) -> None:
         partition = self._partitions.get(tp)

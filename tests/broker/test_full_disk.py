@@ -255,9 +255,10 @@ def test_admin_changes_on_a_disk_with_no_byte_free_answer_error_codes_and_finish
         deleted = delete_topic(client, "gone")
         assert deleted.error_code == ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode(deleted.error_code).name
         assert "metadata store" in deleted.error_message
-        assert metadata(client, ["gone"]).topics[0].error_code == ErrorCode.NONE  # still there, still marked
+        assert metadata(client, ["gone"]).topics[0].error_code == ErrorCode.NONE  # still there, not marked
 
-        # An unclean stop and a start with no byte free: the deletion is still marked, not lost.
+        # An unclean stop and a start with no byte free: the store holds what the clients were told
+        # (the refused mark is in neither memory nor the file), and DeleteTopics is tried again.
         broker.restart(signal.SIGKILL)
     with WireClient(broker.port) as client:
         assert delete_topic(client, "gone").error_code in (ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR)

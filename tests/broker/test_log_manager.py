@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -298,29 +297,6 @@ async def test_compact_policy_keeps_time_retention_off(tmp_path: Path) -> None:
     await move_start(log, 50, StartOffsetReason.LEADER_OFFSET_INCREMENTED)
     assert log.segments[0].base_offset <= 50  # but segments below the start offset still go
     await manager.shutdown()
-
-
-async def test_io_error_takes_one_partition_offline(tmp_path: Path) -> None:
-    manager = await open_manager(tmp_path)
-    broken = await filled(manager, T0, 3)
-    healthy = await filled(manager, T1, 3)
-    # Swap a read-only descriptor in under the segment's: the next write fails with EBADF.
-    read_only = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(read_only, broken.segments[-1].file.fd)
-    os.close(read_only)
-    with pytest.raises(StorageError) as info:
-        await broken.append(batch(1))
-    assert info.value.error_code == 56  # KAFKA_STORAGE_ERROR
-    with pytest.raises(StorageError):
-        broken.read(0, 100)
-    with pytest.raises(StorageError):
-        manager.get_log(T0)
-    assert T0 in manager.offline_partitions
-    assert (await healthy.append(batch(1))).first_offset == 6
-    await manager.run_retention()
-    await manager.shutdown()
-    assert not ck.read_clean_shutdown(tmp_path)  # an offline partition means the next start recovers
-    assert ck.read_offsets(tmp_path / ck.LOG_START_OFFSET_CHECKPOINT) == {T0: 0, T1: 0}
 
 
 async def test_partition_that_fails_to_load_is_offline_and_keeps_its_checkpoints(tmp_path: Path) -> None:

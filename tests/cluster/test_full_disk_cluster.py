@@ -81,3 +81,9 @@ def test_a_follower_with_a_full_disk_keeps_up_what_it_can_and_frees_itself_by_fo
         got = read_back(bootstrap, TOPIC, 1)
         assert {key: got.get(key) for key in after} == after
         assert min(offset for _, _, offset in got) >= end
+
+        # Refused at every fetch backoff while full, yet logged once, then summarised, then its end.
+        lines = [line for line in cluster[3].log_text().splitlines() if "follower could not apply" in line]
+        first = [line for line in lines if "(still failing)" not in line and "works again" not in line]
+        assert len(first) == 1, first[:3]
+        assert sum("works again" in line for line in lines) == 1, lines[-3:]

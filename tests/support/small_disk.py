@@ -12,10 +12,12 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def small_filesystem(mount_point: Path, size: str) -> Iterator[Path]:
-    """Mount a tmpfs of `size` ("64m") on `mount_point` (created) for the duration of the block."""
+def small_filesystem(mount_point: Path, size: str, *, inodes: int | None = None) -> Iterator[Path]:
+    """Mount a tmpfs of `size` ("64m"), and of `inodes` files at most, on `mount_point` (created)
+    for the duration of the block."""
     mount_point.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+    options = f"size={size}" + (f",nr_inodes={inodes}" if inodes is not None else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount_point)],
                              capture_output=True, text=True)
     assert mounted.returncode == 0, f"this test needs a small real filesystem (root may mount a tmpfs): " \
                                     f"{mounted.stderr.strip()}"
