@@ -114,6 +114,8 @@ class Broker:
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
+        self.logs.cleaner.last_stable_offset = self._cleaning_bound  # the cleaner stays below open transactions
+        self.logs.cleaner.producer_snapshot_offset = self._producer_snapshot_offset
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             # brokers, partition states and roles, the controller election
@@ -194,6 +196,15 @@ class Broker:
         if partition is None or not partition.producers_loaded:
             return None
         return {pid: entry.last_offset for pid, entry in partition.producers.producers.items()}
+
+    def _cleaning_bound(self, tp: TopicPartition) -> int:
+        """The log cleaner's bound; a log without its partition yet is not cleaned (0)."""
+        partition = self.replicas.partitions.get(tp)
+        return 0 if partition is None else partition.cleaning_bound()
+
+    def _producer_snapshot_offset(self, tp: TopicPartition) -> int | None:
+        partition = self.replicas.partitions.get(tp)
+        return None if partition is None else partition.producers.snapshot_offset
 
     def _unlock_log_dir(self) -> None:
         if self._lock_fd is not None:

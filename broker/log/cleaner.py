@@ -13,6 +13,12 @@ Kafka's algorithm (LogCleaner's Cleaner), on a snapshot of the log's closed segm
    batch left empty is kept as a bare header when it is the last batch of a producer or the last
    batch of the round, so producer state and the round's end offset survive.
 
+Transactions (cleaned_txns.py): the cleaned range ends below the last stable offset, so every
+transaction in it has ended. Records of aborted transactions are never mapped and are dropped when
+copying; committed ones are like any other. A marker stays while a batch of its transaction does, then
+until its own delete horizon (set like a tombstone's); the cleaned segment's `.txnindex` holds the
+aborted transactions whose marker it keeps, written beside it and swapped with it.
+
 Each group is cleaned in the cleaner's process and swapped into the log on the loop
 (PartitionLog.replace_segments) before the next group is cleaned, so a round needs spare disk for one
 group only.
@@ -25,12 +31,22 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.log.cleaned_txns import CleanedTxns
 from broker.log.common import DELETED_SUFFIX, TopicPartition, segment_paths
 from broker.log.offset_map import KeyOffsetMap
 from broker.log.segment import LogSegment
 from broker.log.segment_file import BatchInfo
+from broker.log.txn_index import AbortedTxn, read_txn_index, txn_index_path, write_txn_index
 from protocol.errors import ProtocolError
-from protocol.records import LOG_OVERHEAD, Compression, Record, RecordBatch, RecordBatchBuilder, iter_batches
+from protocol.records import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    Compression,
+    Record,
+    RecordBatch,
+    RecordBatchBuilder,
+    iter_batches,
+)
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -75,6 +91,11 @@ class CleaningJob:
     # Last offset of each producer's last batch in the whole log; None when the replica does not keep
     # producer state (a follower): then each producer's last batch in the cleaned range is kept.
     producer_last_offsets: Mapping[int, int] | None
+    # The log's aborted transactions that began below the first uncleanable offset (its `.txnindex`).
+    aborted_txns: tuple[AbortedTxn, ...] = ()
+    # Markers from this offset on stay whatever their horizon: the producer-state snapshot on disk is older,
+    # and a load after a crash replays the markers it finds from there (None: no snapshot, a load replays all).
+    marker_floor: int | None = None
 
 
 @dataclass(slots=True)
@@ -94,6 +115,7 @@ class CleaningPlan:
     groups: list[list[SegmentView]]
     producer_last_offsets: Mapping[int, int]
     stats: CleanerStats = field(default_factory=CleanerStats)
+    txns: CleanedTxns | None = None  # one walk over the whole round, group after group (Kafka's)
 
 
 def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0) -> Iterator[RecordBatch]:
@@ -131,12 +153,14 @@ def build_key_map(job: CleaningJob, key_map: KeyOffsetMap, stats: CleanerStats) 
     key_map.clear()
     start, end = job.first_dirty_offset, job.first_uncleanable_offset
     dirty = [v for v in job.segments if v.next_offset > start and v.base_offset < end]
+    txns = CleanedTxns(job.aborted_txns, dirty[0].base_offset if dirty else start)
     for i, view in enumerate(dirty):
         next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         for batch in read_batches(view, job.io_buffer_size):
+            aborted = txns.on_control_batch(batch) if batch.is_control else txns.on_batch(batch)
             if batch.last_offset < start:
                 continue
-            if not batch.is_control:
+            if not batch.is_control and not aborted:  # an aborted record must not shadow a committed one
                 for record in _records(batch, view):
                     stats.records_read += 1
                     if record.key is not None and record.offset >= start:
@@ -185,13 +209,15 @@ def plan(job: CleaningJob, key_map: KeyOffsetMap) -> CleaningPlan:
     if producers is None:
         producers = _last_batches_of_producers(in_round, job.io_buffer_size)
     groups = group_segments(in_round, job.segment_bytes, job.max_index_bytes, job.first_uncleanable_offset)
-    return CleaningPlan(end_offset, groups, producers, stats)
+    txns = CleanedTxns(job.aborted_txns, in_round[0].base_offset if in_round else end_offset)
+    return CleaningPlan(end_offset, groups, producers, stats, txns)
 
 
 def clean_group(job: CleaningJob, plan: CleaningPlan, group: list[SegmentView], key_map: KeyOffsetMap
                 ) -> LogSegment:
     """Copy what `group` keeps into `<base>.log.cleaned` (with its indexes), fsynced."""
-    return _clean_group(job, group, key_map, plan.end_offset, plan.producer_last_offsets, plan.stats)
+    txns = plan.txns if plan.txns is not None else CleanedTxns(job.aborted_txns, group[0].base_offset)
+    return _clean_group(job, group, key_map, plan.end_offset, plan.producer_last_offsets, plan.stats, txns)
 
 
 # --- a round run by calls into the cleaner's process (or a thread) ---------------------------------
@@ -221,20 +247,21 @@ def end_round(round_id: int) -> tuple[CleanerStats, float]:
 
 
 def open_cleaned(directory: Path, base_offset: int, index_interval_bytes: int, max_index_bytes: int,
-                 now_ms: int) -> LogSegment:
-    """The `.cleaned` segment another process wrote, opened with its indexes (blocking)."""
+                 now_ms: int) -> tuple[LogSegment, list[AbortedTxn]]:
+    """The `.cleaned` segment another process wrote, opened with its indexes, and the aborted
+    transactions of its `.txnindex` (blocking)."""
     segment = LogSegment.open(directory, base_offset, index_interval_bytes=index_interval_bytes,
                               max_index_bytes=max_index_bytes, now_ms=now_ms, suffix=CLEANED_SUFFIX)
     try:
         segment.load_indexes()
+        return segment, read_txn_index(segment.txn_index_path)
     except BaseException:
         segment.close()
         raise
-    return segment
 
 
 def remove_cleaned_files(directory: Path, base_offset: int) -> None:
-    for path in segment_paths(directory, base_offset):
+    for path in (*segment_paths(directory, base_offset), txn_index_path(directory, base_offset)):
         try:
             os.unlink(path.with_name(path.name + CLEANED_SUFFIX))
         except FileNotFoundError:
@@ -244,7 +271,7 @@ def remove_cleaned_files(directory: Path, base_offset: int) -> None:
 def remove_segment_files(segment: LogSegment) -> None:
     """Close a cleaned segment that will not be swapped in and remove its files."""
     segment.close()
-    for path in (segment.log_path, segment.index.path, segment.time_index.path):
+    for path in (segment.log_path, segment.index.path, segment.time_index.path, segment.txn_index_path):
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -252,17 +279,19 @@ def remove_segment_files(segment: LogSegment) -> None:
 
 
 def _clean_group(job: CleaningJob, group: list[SegmentView], key_map: KeyOffsetMap, end_offset: int,
-                 producers: Mapping[int, int], stats: CleanerStats) -> LogSegment:
+                 producers: Mapping[int, int], stats: CleanerStats, txns: CleanedTxns) -> LogSegment:
     cleaned = LogSegment.create(job.directory, group[0].base_offset, index_interval_bytes=job.index_interval_bytes,
                                 max_index_bytes=job.max_index_bytes, now_ms=job.now_ms, suffix=CLEANED_SUFFIX)
     try:
         for view in group:
             for batch in read_batches(view, job.io_buffer_size):
                 stats.bytes_read += batch.size
-                kept = _retained(batch, view, job, key_map, end_offset, producers, stats)
+                kept = _retained(batch, view, job, key_map, end_offset, producers, stats, txns)
                 if kept is not None:
                     _append(cleaned, kept)
                     stats.bytes_written += len(kept)
+        kept_aborts, txns.kept_aborts = txns.kept_aborts, []
+        write_txn_index(cleaned.txn_index_path, kept_aborts)  # fsynced before the swap, like the segment
         cleaned.seal()
         cleaned.index.write_all()
         cleaned.time_index.write_all()
@@ -277,15 +306,29 @@ def _clean_group(job: CleaningJob, group: list[SegmentView], key_map: KeyOffsetM
 
 
 def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: KeyOffsetMap, end_offset: int,
-              producers: Mapping[int, int], stats: CleanerStats) -> bytes | memoryview | None:
+              producers: Mapping[int, int], stats: CleanerStats, txns: CleanedTxns) -> bytes | memoryview | None:
     """What of `batch` the cleaned segment keeps: the batch as it is, a rebuilt batch, a bare header,
-    or None."""
+    or None (Kafka's checkBatchRetention and shouldRetainRecord)."""
     header = batch.header()
-    keep_empty = (header.producer_id >= 0 and producers.get(header.producer_id) == batch.last_offset) \
-        or batch.next_offset == end_offset
-    if batch.is_control:  # no transactions in Ebb: markers stay as they are
-        return batch.raw()
     horizon = batch.delete_horizon_ms
+    last_of_producer = producers.get(header.producer_id)
+    if batch.is_control:
+        # A producer whose last batch is a marker keeps it: it holds the producer's latest epoch.
+        keep_empty = (header.producer_id >= 0 and last_of_producer in (-1, batch.last_offset)) \
+            or batch.next_offset == end_offset
+        discardable = txns.on_control_batch(batch)
+        if not discardable:
+            return batch.raw()
+        if horizon is None:  # the first round that finds it discardable starts its delete horizon
+            return _rebuilt(batch, header, list(_records(batch, view)), job.now_ms + job.delete_retention_ms, True)
+        if job.now_ms < horizon or (job.marker_floor is not None and batch.base_offset >= job.marker_floor):
+            return batch.raw()
+        return _empty(batch, header, True) if keep_empty else None
+    keep_empty = (header.producer_id >= 0 and last_of_producer == batch.last_offset) \
+        or batch.next_offset == end_offset
+    if txns.on_batch(batch):  # an aborted transaction's records go whatever the key map says
+        stats.records_read += header.last_offset_delta + 1
+        return _empty(batch, header, False) if keep_empty else None
     records = list(_records(batch, view))
     stats.records_read += len(records)
     kept = []
@@ -307,23 +350,32 @@ def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: 
         needs_horizon = tombstones and horizon is None
         if len(kept) == len(records) and not needs_horizon:
             return batch.raw()
-        builder = RecordBatchBuilder(
-            base_offset=header.base_offset, compression=batch.compression, timestamp_type=batch.timestamp_type,
-            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=batch.is_transactional, is_control=False,
-            delete_horizon_ms=job.now_ms + job.delete_retention_ms if needs_horizon else horizon)
-        for record in kept:
-            builder.append(record.key, record.value, record.headers, record.timestamp, offset=record.offset)
-        return builder.build(last_offset=batch.last_offset)
-    if keep_empty:
-        builder = RecordBatchBuilder(
-            base_offset=header.base_offset, compression=Compression.NONE, timestamp_type=batch.timestamp_type,
-            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=batch.is_transactional)
-        return builder.build(last_offset=batch.last_offset, max_timestamp=header.max_timestamp)
-    return None
+        return _rebuilt(batch, header, kept, job.now_ms + job.delete_retention_ms if needs_horizon else horizon,
+                        False)
+    return _empty(batch, header, False) if keep_empty else None
+
+
+def _rebuilt(batch: RecordBatch, header: BatchHeader, kept: list[Record], horizon: int | None,
+             is_control: bool) -> bytes:
+    """`batch` with only `kept`, its codec, offsets and producer fields unchanged."""
+    builder = RecordBatchBuilder(
+        base_offset=header.base_offset, compression=batch.compression, timestamp_type=batch.timestamp_type,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=batch.is_transactional, is_control=is_control, delete_horizon_ms=horizon)
+    for record in kept:
+        builder.append(record.key, record.value, record.headers, record.timestamp, offset=record.offset)
+    return builder.build(last_offset=batch.last_offset)
+
+
+def _empty(batch: RecordBatch, header: BatchHeader, is_control: bool) -> bytes:
+    """The bare header kept so that the producer's state (or the round's end offset) stays derivable."""
+    builder = RecordBatchBuilder(
+        base_offset=header.base_offset, compression=Compression.NONE, timestamp_type=batch.timestamp_type,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+        is_transactional=batch.is_transactional, is_control=is_control)
+    return builder.build(last_offset=batch.last_offset, max_timestamp=header.max_timestamp)
 
 
 def _append(cleaned: LogSegment, data: bytes | memoryview) -> None:

@@ -6,8 +6,9 @@ Every `log.cleaner.backoff.ms` (or at once when woken) each worker takes the fil
 being cleaned: among logs with `compact` in `cleanup.policy`, those whose dirty ratio (bytes above the
 first dirty offset, below the first uncleanable one, over the log's bytes) is above
 `min.cleanable.dirty.ratio`, or that hold a closed segment older than `max.compaction.lag.ms`. The
-uncleanable part begins at the active segment, the high watermark (Ebb has no transactions, so it is
-the last stable offset), or the first segment holding a record younger than `min.compaction.lag.ms`.
+uncleanable part begins at the active segment, the last stable offset (the high watermark, or the first
+offset of an unfinished transaction below it), or the first segment holding a record younger than
+`min.compaction.lag.ms`.
 
 Choosing and swapping run on the loop (they look at segment metadata only); mapping keys and copying
 batches (broker/log/cleaner.py) run in a cleaner process, which keeps a round's key map between the
@@ -88,14 +89,19 @@ class LogToClean:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int) -> LogToClean:
-    """Kafka's cleanableOffsets and calculateCleanableBytes for one log."""
+def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int,
+                 last_stable_offset: int | None = None) -> LogToClean:
+    """Kafka's cleanableOffsets and calculateCleanableBytes for one log. `last_stable_offset`: where the
+    replica's first unfinished transaction begins (None: no producer state here, only the high
+    watermark bounds)."""
     start, end = log.log_start_offset, log.log_end_offset
     first_dirty = checkpointed if checkpointed is not None and start <= checkpointed <= end else start
     segments = log.segments
     active = segments[-1]
     closed_dirty = [s for s in segments[:-1] if s.next_offset > first_dirty or s.base_offset >= first_dirty]
     bounds = [log.high_watermark, active.base_offset]
+    if last_stable_offset is not None:  # an open transaction's records may still be aborted
+        bounds.append(last_stable_offset)
     min_lag = max(log.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
         bounds += [s.base_offset for s in closed_dirty if s.max_timestamp > now_ms - min_lag][:1]
@@ -110,7 +116,8 @@ def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int) -> Lo
     first_timestamps = [s.first_batch_timestamp for s in closed_dirty if s.first_batch_timestamp > 0]
     max_lag = max(log.config.max_compaction_lag_ms, 0)
     overdue = bool(first_timestamps) and min(first_timestamps) < now_ms - max_lag
-    return LogToClean(log, first_dirty, first_uncleanable, clean, cleanable, overdue)
+    # A round maps and copies whole segments: it ends where the segment holding the bound begins (Kafka's).
+    return LogToClean(log, first_dirty, max(first_dirty, uncleanable_base), clean, cleanable, overdue)
 
 
 def _cleaner_process() -> ProcessPoolExecutor:
@@ -137,8 +144,12 @@ class LogCleaner:
         self.config = config
         self._io = io
         self.clock = clock
-        # Set by the replica layer: the last offset of each producer's last batch (None: not known here).
+        # Set by the replica layer: the last offset of each producer's last batch (None: not known here),
+        # and the last stable offset (None: no producer state, so no transactions to wait for).
         self.producer_last_offsets: ProducerLastOffsets = lambda tp: None
+        self.last_stable_offset: Callable[[TopicPartition], int | None] = lambda tp: None
+        # and the offset its producer-state snapshot on disk covers (None: none there).
+        self.producer_snapshot_offset: Callable[[TopicPartition], int | None] = lambda tp: None
         self._first_dirty: dict[TopicPartition, int] = {}
         self._in_progress: set[TopicPartition] = set()
         self._uncleanable: dict[TopicPartition, str] = {}
@@ -211,7 +222,7 @@ class LogCleaner:
             if (not log.config.compact_enabled or log.offline or tp in self._in_progress
                     or tp in self._uncleanable):
                 continue
-            found = log_to_clean(log, self._first_dirty.get(tp), now)
+            found = log_to_clean(log, self._first_dirty.get(tp), now, self.last_stable_offset(tp))
             if found.first_uncleanable_offset <= found.first_dirty_offset or found.total_bytes == 0:
                 continue
             if ((found.needs_compaction_now and found.cleanable_bytes > 0)
@@ -269,7 +280,10 @@ class LogCleaner:
                           chosen.first_dirty_offset, chosen.first_uncleanable_offset, self.clock(),
                           config.delete_retention_ms, config.segment_bytes, config.index_bytes,
                           config.index_interval_bytes, self.config.cleaner_io_buffer_size,
-                          self.producer_last_offsets(tp))
+                          self.producer_last_offsets(tp),
+                          tuple(t for t in log.aborted_txns.entries
+                                if t.first_offset < chosen.first_uncleanable_offset),
+                          self.producer_snapshot_offset(tp))
         logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
                     first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3))
         round_id = next(self._round_ids)
@@ -294,13 +308,14 @@ class LogCleaner:
         self._maybe_stop("cleaned")
         base = old[0].base_offset
         try:
-            cleaned = await self._io.run(open_cleaned, log.directory, base, job.index_interval_bytes,
-                                         job.max_index_bytes, job.now_ms)
+            cleaned, aborted = await self._io.run(open_cleaned, log.directory, base, job.index_interval_bytes,
+                                                  job.max_index_bytes, job.now_ms)
         except BaseException:
             await self._io.run(remove_cleaned_files, log.directory, base)
             raise
         try:
-            swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"))
+            swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"),
+                                           aborted_txns=aborted)
         except LogError:
             await self._io.run(remove_segment_files, cleaned)
             raise

@@ -35,6 +35,7 @@ from broker.log.epoch import LeaderEpochCache
 from broker.log.free_space import is_out_of_space
 from broker.log.index import CorruptIndexError
 from broker.log.segment import CorruptSegmentError, LogSegment
+from broker.log.txn_index import txn_index_path
 
 
 @dataclass(slots=True)
@@ -229,8 +230,8 @@ def finish_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int, re
             swap.recover(max_batch_size=2**31 - 1)
             replaced = [b for e in os.listdir(directory) if e.endswith(LOG_SUFFIX) and (b := _base_of(e)) is not None
                         and base <= b < max(swap.next_offset, base + 1)]
-            for old in replaced:
-                unlink_all(list(segment_paths(directory, old)))
+            for old in replaced:  # with their `.txnindex`: the swap's own replaces them
+                unlink_all([*segment_paths(directory, old), txn_index_path(directory, old)])
             swap.rename_suffix("")
         finally:
             swap.close()

@@ -503,10 +503,12 @@ class PartitionLog:
     # --- compaction --------------------------------------------------------------------------------
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment, swap_suffix: str,
-                         between: Callable[[], None] | None = None) -> bool:
+                         between: Callable[[], None] | None = None, aborted_txns: list[AbortedTxn] | None = None
+                         ) -> bool:
         """Swap the cleaner's segment in for `old` if they are still this log's closed segments, as the
         cleaner read them (retention, truncation or a roll-back may have changed them meanwhile).
-        False when they are not: the caller removes `new`."""
+        False when they are not: the caller removes `new`. `aborted_txns`: the entries of `new`'s
+        `.txnindex`, which replace those of `old` in memory."""
         self._check_online()
         segments = self._run.all()
         try:
@@ -515,8 +517,10 @@ class PartitionLog:
             return False
         if segments[first : first + len(old)] != old or first + len(old) >= len(segments):
             return False
+        end = segments[first + len(old)].base_offset
         with self._guard("swap cleaned segment"):
             self._run.replace(old, new, swap_suffix, between)
+        self.aborted_txns.replace_range(new.base_offset, end, aborted_txns or [])
         return True
 
     # --- truncation (followers) ------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, TXN_INDEX_SUFFIX, segment_paths
+from broker.log.common import DELETED_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TXN_INDEX_SUFFIX, segment_paths
 from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from broker.log.segment_file import BatchInfo, CorruptSegmentError, SegmentFile, SegmentFlush, scan_headers
 from protocol.errors import ProtocolError
@@ -418,13 +418,21 @@ class LogSegment:
         self.file.path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         return renamed
 
+    @property
+    def txn_index_path(self) -> Path:
+        """The segment's `.txnindex` under its current suffix (the file exists once it holds an entry)."""
+        return self.log_path.with_name(self.log_path.name.replace(LOG_SUFFIX, TXN_INDEX_SUFFIX, 1))
+
     def rename_suffix(self, suffix: str) -> None:
         """Rename the three files from the current suffix to `suffix` (the cleaner's swap: `.cleaned` ->
-        `.swap` -> ""). Index files that were never written are created empty first, so every step
-        renames all three."""
+        `.swap` -> ""), and the `.txnindex` when there is one. Index files that were never written are
+        created empty first, so every step renames all three."""
         for path in (self.index.path, self.time_index.path):
             if not path.exists():
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        txn_index = self.txn_index_path
+        if txn_index.exists():
+            os.rename(txn_index, txn_index.with_name(txn_index.name.removesuffix(self.suffix) + suffix))
         plain = segment_paths(self.directory, self.base_offset)
         targets = [path.with_name(path.name + suffix) for path in plain]
         for source, target in zip((self.log_path, self.index.path, self.time_index.path), targets, strict=True):

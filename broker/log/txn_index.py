@@ -49,6 +49,19 @@ def txn_index_path(directory: Path, base_offset: int) -> Path:
     return prefix.with_name(prefix.name + TXN_INDEX_SUFFIX)
 
 
+def write_txn_index(path: Path, entries: list[AbortedTxn]) -> None:
+    """Blocking: `path` holds exactly `entries`, fsynced (the cleaner's new segment); none: no file."""
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"".join(_ENTRY.pack(ENTRY_VERSION, *entry) for entry in entries))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_txn_index(path: Path) -> list[AbortedTxn]:
     """Blocking: the entries of one file (none if it is missing); a torn last entry is dropped."""
     try:
@@ -150,6 +163,13 @@ class AbortedTxnIndex:
     def clear(self) -> None:
         self._entries.clear()
         self._last_offsets.clear()
+
+    def replace_range(self, first: int, end: int, entries: list[AbortedTxn]) -> None:
+        """The cleaner swapped in a segment for [first, end): its markers' entries are now `entries`
+        (the aborted transactions it still holds records of, read from its new file)."""
+        low, high = bisect.bisect_left(self._last_offsets, first), bisect.bisect_left(self._last_offsets, end)
+        self._entries[low:high] = entries
+        self._last_offsets[low:high] = [e.last_offset for e in entries]
 
     def drop_below(self, offset: int) -> None:
         """Forget entries whose marker lies below `offset`: their segments were deleted (the files

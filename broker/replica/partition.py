@@ -59,6 +59,11 @@ class FollowerState:
     last_fetch_leader_log_end_offset: int = -1  # the leader's log end when the previous fetch came
 
 
+def _log_failed_load(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("producer state load for the log cleaner failed", error=repr(task.exception()))
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -267,6 +272,13 @@ class Partition:
         if first_unstable is None:
             return high_watermark
         return min(high_watermark, max(first_unstable, self.log.log_start_offset))
+
+    def cleaning_bound(self) -> int:
+        """How far the log cleaner may clean: the last stable offset. Until the producer table is loaded
+        the open transactions are unknown: nothing, and the load starts for the cleaner's next look."""
+        if not self.producers_loaded and self._producers_loading is None:
+            asyncio.ensure_future(self.load_producer_state()).add_done_callback(_log_failed_load)
+        return self.last_stable_offset if self.producers_loaded else self.log.log_start_offset
 
     def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a READ_COMMITTED reader of [fetch_offset, upper_offset) skips."""
@@ -490,6 +502,7 @@ class Partition:
             # The aborts below the snapshot's offset are not replayed at load: their index goes first.
             await self.host.run_io(fsync_files, index_files)
             await self.log.io.write_atomically(self.producers.snapshot_path, data)
+            self.producers.snapshot_offset = offset
         except OSError as exc:
             self.producers.dirty = True
             self.log.aborted_txns.still_unsynced(index_files)

@@ -135,6 +135,9 @@ class ProducerStateManager:
         # Closed transactions whose marker the high watermark has not passed yet: (first, marker offset).
         self.unreplicated: deque[tuple[int, int]] = deque()
         self.dirty = False  # changed since the last snapshot
+        # The offset the snapshot on disk covers, once loaded or written: a load replays only the markers
+        # from there on, so the log cleaner keeps those (broker/log/cleaned_txns.py).
+        self.snapshot_offset: int | None = None
 
     @property
     def snapshot_path(self) -> Path:
@@ -144,6 +147,7 @@ class ProducerStateManager:
         return len(self.producers)
 
     def clear(self) -> None:
+        self.snapshot_offset = None
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
@@ -329,7 +333,8 @@ class ProducerStateManager:
         opened = sorted((e.txn_first_offset, pid) for pid, e in producers.items() if e.txn_first_offset != NO_OFFSET)
         self.ongoing = {pid: first for first, pid in opened}
         self.unreplicated.clear()
-        return int(raw["offset"])
+        self.snapshot_offset = int(raw["offset"])
+        return self.snapshot_offset
 
 
 def read_snapshot(path: Path) -> bytes | None:
