@@ -1052,6 +1052,84 @@ class DescribeGroupsResponse(ApiMessage):
     """One entry per requested group."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
 
+class DescribeLogDirsRequest(ApiRequest[DescribeLogDirsResponse]):
+    """v0 is gone since Kafka 4.0; v1 has v0's layout. v2: first flexible version. v3, v4, v5: the request is unchanged;
+    only the answer grows."""
+    class DescribableLogDirTopic(Struct):
+        topic: str
+        """Name of the topic."""
+        partitions: list[int]
+        """Indexes of the topic's partitions to report on."""
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    topics: list[DescribableLogDirTopic] | None
+    """The partitions to report on, by topic; null asks for every partition the broker holds."""
+    def __init__(self, *, topics: list[DescribableLogDirTopic] | None = ...) -> None: ...
+
+class DescribeLogDirsResponse(ApiMessage):
+    """v0 is gone since Kafka 4.0; from v1 the broker replies first and throttles afterwards. v2: first flexible
+    version. v3: a top-level ErrorCode. v4: TotalBytes and UsableBytes of each directory's volume. v5: IsCordoned per
+    directory."""
+    class DescribeLogDirsResult(Struct):
+        class DescribeLogDirsTopic(Struct):
+            class DescribeLogDirsPartition(Struct):
+                partition_index: int
+                """Index of the partition."""
+                partition_size: int
+                """Bytes in the partition's segment files."""
+                offset_lag: int
+                """How far the log's end is below the partition's high watermark (never negative); for a future log,
+                below the current log's end."""
+                is_future_key: bool
+                """True for a log being built to replace the current one in another directory (AlterReplicaLogDirs)."""
+                def __init__(
+                    self,
+                    *,
+                    partition_index: int = ...,
+                    partition_size: int = ...,
+                    offset_lag: int = ...,
+                    is_future_key: bool = ...,
+                ) -> None: ...
+            name: str
+            """Name of the topic."""
+            partitions: list[DescribeLogDirsPartition]
+            """Its partitions held in this directory."""
+            def __init__(self, *, name: str = ..., partitions: list[DescribeLogDirsPartition] = ...) -> None: ...
+        error_code: int
+        """Why this directory could not be described (offline: a storage error); 0 otherwise."""
+        log_dir: str
+        """Absolute path of the directory."""
+        topics: list[DescribeLogDirsTopic]
+        """The asked partitions found in this directory, by topic."""
+        total_bytes: int
+        """Size in bytes of the volume holding the directory."""
+        usable_bytes: int
+        """Bytes of that volume still available for writing."""
+        is_cordoned: bool
+        """True when no new partition may be placed in the directory."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            log_dir: str = ...,
+            topics: list[DescribeLogDirsTopic] = ...,
+            total_bytes: int = ...,
+            usable_bytes: int = ...,
+            is_cordoned: bool = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why nothing could be described (authorization); 0 otherwise."""
+    results: list[DescribeLogDirsResult]
+    """One entry per log directory of the broker."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        results: list[DescribeLogDirsResult] = ...,
+    ) -> None: ...
+
 class DescribeTopicPartitionsRequest(ApiRequest[DescribeTopicPartitionsResponse]):
     """v0: KIP-966; what Kafka 4's Admin.describeTopics and kafka-topics --describe ask first"""
     class TopicRequest(Struct):
@@ -1206,6 +1284,64 @@ class DescribeUserScramCredentialsResponse(ApiMessage):
         error_code: int = ...,
         error_message: str | None = ...,
         results: list[DescribeUserScramCredentialsResult] = ...,
+    ) -> None: ...
+
+class ElectLeadersRequest(ApiRequest[ElectLeadersResponse]):
+    """v1 (KIP-460): ElectionType, preferred or unclean. v2: first flexible version."""
+    class TopicPartitions(Struct):
+        topic: str
+        """Name of the topic."""
+        partitions: list[int]
+        """Indexes of its partitions to elect a leader for."""
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    election_type: int
+    """0: move leadership to the preferred (first) replica; 1: elect any alive replica when no in-sync one is left."""
+    topic_partitions: list[TopicPartitions] | None
+    """The partitions to hold elections for, by topic; null means every partition."""
+    timeout_ms: int
+    """How long the broker may wait for the elections to finish."""
+    def __init__(
+        self,
+        *,
+        election_type: int = ...,
+        topic_partitions: list[TopicPartitions] | None = ...,
+        timeout_ms: int = ...,
+    ) -> None: ...
+
+class ElectLeadersResponse(ApiMessage):
+    """v1: a top-level ErrorCode. v2: first flexible version."""
+    class ReplicaElectionResult(Struct):
+        class PartitionResult(Struct):
+            partition_id: int
+            """Index of the partition."""
+            error_code: int
+            """Why no leader was elected (or none was needed); 0 when the election happened."""
+            error_message: str | None
+            """Words for that error; null on success."""
+            def __init__(
+                self,
+                *,
+                partition_id: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic: str
+        """Name of the topic."""
+        partition_result: list[PartitionResult]
+        """Its partitions' outcomes."""
+        def __init__(self, *, topic: str = ..., partition_result: list[PartitionResult] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why the request as a whole failed (authorization of an all-partition request); 0 otherwise."""
+    replica_election_results: list[ReplicaElectionResult]
+    """The outcome per partition, by topic; empty when an all-partition request was not authorized."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        replica_election_results: list[ReplicaElectionResult] = ...,
     ) -> None: ...
 
 class FetchRequest(ApiRequest[FetchResponse]):

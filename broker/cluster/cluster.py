@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from broker.cluster.controller import Controller
+from broker.cluster.controller import NO_LEADER, Controller, NotControllerError
 from broker.cluster.deletion import TopicDeletions
 from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
@@ -131,6 +131,30 @@ class Cluster:
         """Wait for the reads that watch callbacks started (start-up wants a complete picture)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # --- requests only the controller serves ---------------------------------------------------
+
+    FORWARDED_CLIENT_ID = "ebb-forwarded"  # a forwarded request is never forwarded again
+
+    async def forward_to_controller(self, body: Any, version: int, timeout_s: float) -> Any:
+        """The controller's answer to a request only it can execute (ElectLeaders), sent over the
+        inter-broker listener as KRaft brokers forward such requests. NOT_CONTROLLER (retriable) when
+        no controller is known or it cannot be reached."""
+        from client.connection import BrokerConnection  # the project's client, imported when first needed
+        from client.errors import BrokerConnectionError
+
+        controller = self.controller_id
+        endpoint = None if controller in (NO_LEADER, self.broker.node_id) else self.endpoint(controller)
+        if endpoint is None:
+            raise NotControllerError(f"no controller to forward to (controller id {controller})")
+        try:
+            async with BrokerConnection(endpoint[0], endpoint[1], node_id=controller,
+                                        client_id=self.FORWARDED_CLIENT_ID, request_timeout_s=timeout_s,
+                                        connect_timeout_s=5,
+                                        security=self.broker.config.inter_broker_security) as connection:
+                return await connection.request(body, version=version)
+        except (BrokerConnectionError, TimeoutError, OSError) as exc:
+            raise NotControllerError(f"controller {controller} could not be reached: {exc!r}") from exc
 
     # --- brokers ---------------------------------------------------------------------------------
 

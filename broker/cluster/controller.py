@@ -30,9 +30,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.cluster.deletion import finish_deletions
+from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
 from broker.topics import state_path
+from protocol.enums import ElectionType
+from protocol.errors import ErrorCode, FixedCodeError
 
 if TYPE_CHECKING:
     from broker.cluster.store import MetadataStore
@@ -70,6 +73,10 @@ def elect(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
         return None  # offline, waiting for its last in-sync replica
     # Nobody in sync is alive: offline; keep one ISR member so it leads when it returns.
     return {**state, "leader": NO_LEADER, "leader_epoch": int(state["leader_epoch"]) + 1, "isr": isr[:1]}
+
+
+class NotControllerError(FixedCodeError):
+    error_code = ErrorCode.NOT_CONTROLLER
 
 
 class Controller:
@@ -228,6 +235,22 @@ class Controller:
                     moved += await self._change_partition(
                         name, index, lambda state, replicas=replicas: prefer(state, replicas, alive), alive)
         return moved
+
+    async def elect_leaders(self, election: ElectionType, asked: list[TopicPartition]
+                            ) -> dict[TopicPartition, ElectionResult]:
+        """An operator's elections (ElectLeaders, broker/cluster/elections.py), on this controller only."""
+        if not self.active:
+            raise NotControllerError(f"broker {self.node_id} is not the controller")
+        alive = set(self.alive_ids())
+
+        def assignment(tp: TopicPartition) -> list[int] | None:
+            topic = self.topics.get(tp.topic)
+            return None if topic is None else topic.replicas.get(tp.partition)
+
+        async def change(name: str, index: int, decide) -> bool:
+            return await self._change_partition(name, index, decide, alive) == 1
+
+        return await elect_leaders(election, asked, assignment, alive, change)
 
     async def _change_partition(self, name: str, index: int, decide, alive: set[int]) -> int:
         """Write `decide(state)` to the partition's state, conditional on the version read; 1 if written."""

@@ -246,6 +246,28 @@ def _describe_cluster(target: Target, v: int):
     yield "", m.DescribeClusterRequest(include_cluster_authorized_operations=False)
 
 
+@asks(m.DescribeLogDirsRequest)
+def _describe_log_dirs(target: Target, v: int):
+    Topic = m.DescribeLogDirsRequest.DescribableLogDirTopic
+    # a partition held, one the topic does not have, and a topic neither broker has
+    yield "", m.DescribeLogDirsRequest(topics=[Topic(topic=TOPIC, partitions=[0, 1, 7]),
+                                               Topic(topic="never-was", partitions=[0])])
+    yield " all partitions", m.DescribeLogDirsRequest(topics=None)
+
+
+@asks(m.ElectLeadersRequest)
+def _elect_leaders(target: Target, v: int):
+    Topic = m.ElectLeadersRequest.TopicPartitions
+    asked = [Topic(topic=TOPIC, partitions=[0, 1, 7]), Topic(topic="never-was", partitions=[0])]
+    yield " preferred", m.ElectLeadersRequest(election_type=0, topic_partitions=asked, timeout_ms=10_000)
+    yield " preferred, every partition", m.ElectLeadersRequest(election_type=0, topic_partitions=None,
+                                                               timeout_ms=10_000)
+    if v >= 1:
+        yield " unclean", m.ElectLeadersRequest(election_type=1, topic_partitions=asked, timeout_ms=10_000)
+        yield " of an unknown type", m.ElectLeadersRequest(election_type=7, topic_partitions=asked,
+                                                           timeout_ms=10_000)
+
+
 @asks(m.DescribeAclsRequest)
 def _describe_acls(target: Target, v: int):
     yield "", m.DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
@@ -291,6 +313,9 @@ def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
                 "no KRaft feature levels to list")
     allowed["DescribeTopicPartitions v0 all topics", "topics[__consumer_offsets].partitions"] = (
         "the Kafka node of the tests runs one offsets partition (offsets.topic.num.partitions=1), Ebb its default 50")
+    for v in versions.get(m.DescribeLogDirsRequest, ()):
+        allowed[f"DescribeLogDirs v{v} all partitions", "results[0].topics[__consumer_offsets].partitions"] = (
+            "the Kafka node of the tests runs one offsets partition, Ebb its default 50")
     for v in versions.get(m.InitProducerIdRequest, ()):
         allowed[f"InitProducerId v{v}", "producer_id"] = "each broker hands out its own ids"
     return allowed
