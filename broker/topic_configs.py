@@ -304,7 +304,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         ("log.roll.jitter.ms",), at_least(0)),
     TopicConfigDef(
         "unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
-        "Whether an out-of-sync replica may become leader (a single Ebb broker has no election).",
+        "Whether an out-of-sync replica may become leader (stored; Ebb's controller elects one only when an "
+        "UNCLEAN ElectLeaders asks).",
         ("unclean.leader.election.enable",)),
 ]}
 
