@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
 import time
 import uuid
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 import structlog
 
 from broker.aio import KeyedLocks, uncancellable
-from broker.cluster.store import MetadataStore, NodeExists, NoNode, StoreWriteFailed
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, StoreWriteFailed
 from broker.config import BrokerConfig
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
@@ -54,6 +55,10 @@ class Topic:
     log_config: LogConfig = field(default_factory=LogConfig)
     # partition -> {"leader", "leader_epoch", "isr", ...}: /brokers/topics/<t>/partitions/<p>/state
     states: dict[int, dict] = field(default_factory=dict)
+    # A reassignment under way (KIP-455, broker/cluster/reassignment.py): partition -> the replicas of
+    # `replicas` still joining, and those that leave once the target has caught up.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def internal(self) -> bool:
@@ -227,6 +232,8 @@ class TopicManager:
             configs=dict(configs),
             log_config=self.log_config_for(configs),
             states=states,
+            adding={int(p): list(r) for p, r in (assignment.get("adding_replicas") or {}).items() if r},
+            removing={int(p): list(r) for p, r in (assignment.get("removing_replicas") or {}).items() if r},
         )
 
     async def _pending_deletions(self) -> list[str]:
@@ -266,7 +273,7 @@ class TopicManager:
                 topic = fresh
                 log.info("topic appeared", topic=name, partitions=len(fresh.replicas))
             else:
-                topic.replicas = fresh.replicas
+                topic.replicas, topic.adding, topic.removing = fresh.replicas, fresh.adding, fresh.removing
                 for partition, state in fresh.states.items():
                     topic.states.setdefault(partition, state)
             return topic
@@ -387,7 +394,8 @@ class TopicManager:
                 new = place_replicas(current, additional, topic.replication_factor, broker_ids)
             if validate_only:
                 return topic
-            grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new})
+            grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new}, adding=topic.adding,
+                          removing=topic.removing)
             new_states = {p: _initial_state(r) for p, r in new.items()}
             await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
             await self.store.put_json_many({state_path(name, p): state for p, state in new_states.items()})
@@ -395,6 +403,40 @@ class TopicManager:
             topic.states.update(new_states)
             await self._ensure_logs(topic)
             log.info("added partitions", topic=name, partitions=len(topic.replicas))
+            return topic
+
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> Topic | None:
+        """Set one partition's replicas and the reassignment state beside them in the topic's node (the
+        controller, broker/cluster/reassignment.py), conditionally on the node's version so that a
+        concurrent CreatePartitions is not undone; None if the topic is gone."""
+        path = f"/brokers/topics/{name}"
+        async with self._locks.held(_collision_key(name)):
+            while True:
+                try:
+                    data, version = await self.store.get(path)
+                except NoNode:
+                    return None
+                node = json.loads(data)
+                for key, value in (("partitions", replicas), ("adding_replicas", adding),
+                                   ("removing_replicas", removing)):
+                    entries = dict(node.get(key) or {})
+                    entries.pop(str(partition), None)
+                    if value:
+                        entries[str(partition)] = list(value)
+                    node[key] = dict(sorted(entries.items(), key=lambda e: int(e[0])))
+                try:
+                    await self.store.set(path, _json_bytes(node), version)
+                except BadVersion:
+                    continue
+                break
+            topic = self._topics.get(name)
+            if topic is not None:
+                topic.replicas[partition] = list(replicas)
+                for held, value in ((topic.adding, adding), (topic.removing, removing)):
+                    held.pop(partition, None)
+                    if value:
+                        held[partition] = list(value)
             return topic
 
     @uncancellable
@@ -505,12 +547,11 @@ def _initial_state(replicas: list[int]) -> dict:
 def _assignment_node(topic: Topic) -> dict:
     return {"version": 3, "topic_id": topic_id_to_str(topic.topic_id),
             "partitions": {str(p): r for p, r in sorted(topic.replicas.items())},
-            "adding_replicas": {}, "removing_replicas": {}}
+            "adding_replicas": {str(p): r for p, r in sorted(topic.adding.items())},
+            "removing_replicas": {str(p): r for p, r in sorted(topic.removing.items())}}
 
 
 def _json_bytes(value) -> bytes:
-    import json
-
     return json.dumps(value, sort_keys=True).encode()
 
 

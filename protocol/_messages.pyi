@@ -66,6 +66,77 @@ class AlterConfigsResponse(ApiMessage):
     """One result per resource."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResourceResponse] = ...) -> None: ...
 
+class AlterPartitionReassignmentsRequest(ApiRequest[AlterPartitionReassignmentsResponse]):
+    """v0 (KIP-455): flexible from the start. v1 (KIP-860): AllowReplicationFactorChange."""
+    class ReassignableTopic(Struct):
+        class ReassignablePartition(Struct):
+            partition_index: int
+            """Index of the partition."""
+            replicas: list[int] | None
+            """The brokers the partition should end up on, the first preferred as leader; null cancels the reassignment
+            under way."""
+            def __init__(self, *, partition_index: int = ..., replicas: list[int] | None = ...) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[ReassignablePartition]
+        """Its partitions to move."""
+        def __init__(self, *, name: str = ..., partitions: list[ReassignablePartition] = ...) -> None: ...
+    timeout_ms: int
+    """How long the broker may take to record the changes."""
+    allow_replication_factor_change: bool
+    """False refuses any target whose number of replicas differs from the partition's current one."""
+    topics: list[ReassignableTopic]
+    """The partitions to move, by topic."""
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        topics: list[ReassignableTopic] = ...,
+    ) -> None: ...
+
+class AlterPartitionReassignmentsResponse(ApiMessage):
+    """v0 (KIP-455): flexible from the start. v1 (KIP-860): AllowReplicationFactorChange echoed."""
+    class ReassignableTopicResponse(Struct):
+        class ReassignablePartitionResponse(Struct):
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Why the partition's reassignment was not recorded (or cancelled); 0 when it was."""
+            error_message: str | None
+            """Words for that error; null on success."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[ReassignablePartitionResponse]
+        """Its partitions' outcomes."""
+        def __init__(self, *, name: str = ..., partitions: list[ReassignablePartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    allow_replication_factor_change: bool
+    """Whether the request allowed replication factor changes."""
+    error_code: int
+    """Why the request as a whole failed; 0 otherwise."""
+    error_message: str | None
+    """Words for that error; null on success."""
+    responses: list[ReassignableTopicResponse]
+    """The outcome per partition, by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[ReassignableTopicResponse] = ...,
+    ) -> None: ...
+
 class AlterUserScramCredentialsRequest(ApiRequest[AlterUserScramCredentialsResponse]):
     """v0: KIP-554. The client salts the password; the broker stores only derived keys."""
     class ScramCredentialDeletion(Struct):
@@ -2123,6 +2194,67 @@ class ListOffsetsResponse(ApiMessage):
     topics: list[ListOffsetsTopicResponse]
     """Lookup results grouped by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[ListOffsetsTopicResponse] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(ApiRequest[ListPartitionReassignmentsResponse]):
+    """v0 (KIP-455): flexible from the start."""
+    class ListPartitionReassignmentsTopics(Struct):
+        name: str
+        """Name of the topic."""
+        partition_indexes: list[int]
+        """Indexes of its partitions to report on."""
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    timeout_ms: int
+    """How long the broker may take to answer."""
+    topics: list[ListPartitionReassignmentsTopics] | None
+    """The partitions to report on, by topic; null lists every reassignment under way."""
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        topics: list[ListPartitionReassignmentsTopics] | None = ...,
+    ) -> None: ...
+
+class ListPartitionReassignmentsResponse(ApiMessage):
+    """v0 (KIP-455): flexible from the start."""
+    class OngoingTopicReassignment(Struct):
+        class OngoingPartitionReassignment(Struct):
+            partition_index: int
+            """Index of the partition."""
+            replicas: list[int]
+            """Every replica the partition has while it moves: the target's and the leaving ones."""
+            adding_replicas: list[int]
+            """Replicas of the target that are still joining."""
+            removing_replicas: list[int]
+            """Replicas that leave once the target has caught up."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                replicas: list[int] = ...,
+                adding_replicas: list[int] = ...,
+                removing_replicas: list[int] = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[OngoingPartitionReassignment]
+        """Its partitions being moved."""
+        def __init__(self, *, name: str = ..., partitions: list[OngoingPartitionReassignment] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why nothing could be listed; 0 otherwise."""
+    error_message: str | None
+    """Words for that error; null on success."""
+    topics: list[OngoingTopicReassignment]
+    """The reassignments under way, by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
 
 class MetadataRequest(ApiRequest[MetadataResponse]):
     """v0: an empty Topics list means all topics. From v1 on, null Topics means all topics and an empty list means none.

@@ -300,6 +300,22 @@ class Cluster:
                 except NoNode:
                     continue
                 self._on_state(tp, data, version)
+        await self._replicas_moved(topic)
+
+    async def _replicas_moved(self, topic) -> None:
+        """After an assignment change (a reassignment, broker/cluster/reassignment.py): a replica that
+        joins here starts following, one that stays learns the new replica list, one moved away is
+        dropped with its log."""
+        me, replicas, held = self.broker.node_id, self.broker.replicas, self.broker.logs.logs
+        for tp in topic.partitions():
+            assigned = topic.replicas.get(tp.partition, [])
+            if me in assigned:
+                replicas.assignment_changed(tp, assigned, topic.removing.get(tp.partition, []))
+                if tp not in replicas.partitions and tp.partition in topic.states:
+                    await self._take_role(topic, tp)
+            elif held.get(tp) is not None:
+                log.info("replica moved off this broker; deleting its log", partition=str(tp))
+                await replicas.drop_replica(tp)
 
     def _version_key(self, tp: TopicPartition) -> tuple[Any, int] | None:
         topic = self.broker.topics.get(tp.topic)
@@ -315,6 +331,7 @@ class Cluster:
         state = json.loads(data)
         self._state_versions[key] = version
         topic.states[tp.partition] = state
+        self._wake_a_reassignment(topic, tp)
         self.spawn_until_done(lambda: self._take_role(topic, tp), "taking a partition's role",
                               lambda: self.broker.topics.get(tp.topic) is topic)
 
@@ -335,8 +352,14 @@ class Cluster:
             return
         self._state_versions[key] = version
         topic.states[tp.partition] = state
+        self._wake_a_reassignment(topic, tp)
         if self.broker.node_id in topic.replicas.get(tp.partition, []):
             self.broker.replicas.apply_state(topic, tp.partition)
+
+    def _wake_a_reassignment(self, topic, tp: TopicPartition) -> None:
+        """A moving partition's state changed: its ISR may now hold the target (the controller acts)."""
+        if tp.partition in topic.adding or tp.partition in topic.removing:
+            self.controller.wake()
 
     # --- ISR changes by the leader ---------------------------------------------------------------
 

@@ -16,7 +16,10 @@ What the controller does with the brokers it sees alive (the children of `/broke
   replica of gets them back once it is in sync again (Kafka's auto leader rebalance).
 Every write is conditional on the state node's version; one that loses a race is read again and
 decided again. The partition state carries the controller epoch that wrote it. It also finishes
-topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py).
+topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py),
+holds the elections operators ask for (ElectLeaders, broker/cluster/elections.py) and carries out
+partition reassignments (broker/cluster/reassignment.py), finishing each one in the first round
+after its target has caught up.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import structlog
 
 from broker.cluster.deletion import finish_deletions
 from broker.cluster.elections import ElectionResult, elect_leaders
+from broker.cluster.reassignment import Reassignments
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
 from broker.topics import state_path
@@ -100,6 +104,8 @@ class Controller:
         self._restarted: set[int] = set()
         self._deletions_waiting: dict[str, frozenset[int]] = {}
         self.rounds = 0
+        self.reassignments = Reassignments(store, topics, alive_ids=alive_ids, change_partition=self._change,
+                                          wake=self.wake)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -160,6 +166,8 @@ class Controller:
                     await self._try_to_become_controller()
                 if self.active:
                     await self.reconcile()
+                if self.active:
+                    await self.reassignments.advance()
                 if self.active:
                     await finish_deletions(self.store, self._deletions_waiting)
             except asyncio.CancelledError:
@@ -239,18 +247,21 @@ class Controller:
     async def elect_leaders(self, election: ElectionType, asked: list[TopicPartition]
                             ) -> dict[TopicPartition, ElectionResult]:
         """An operator's elections (ElectLeaders, broker/cluster/elections.py), on this controller only."""
-        if not self.active:
-            raise NotControllerError(f"broker {self.node_id} is not the controller")
+        self.require_active()
         alive = set(self.alive_ids())
 
         def assignment(tp: TopicPartition) -> list[int] | None:
             topic = self.topics.get(tp.topic)
             return None if topic is None else topic.replicas.get(tp.partition)
 
-        async def change(name: str, index: int, decide) -> bool:
-            return await self._change_partition(name, index, decide, alive) == 1
+        return await elect_leaders(election, asked, assignment, alive, self._change)
 
-        return await elect_leaders(election, asked, assignment, alive, change)
+    def require_active(self) -> None:
+        if not self.active:
+            raise NotControllerError(f"broker {self.node_id} is not the controller")
+
+    async def _change(self, name: str, index: int, decide) -> bool:
+        return await self._change_partition(name, index, decide, set(self.alive_ids())) == 1
 
     async def _change_partition(self, name: str, index: int, decide, alive: set[int]) -> int:
         """Write `decide(state)` to the partition's state, conditional on the version read; 1 if written."""

@@ -8,11 +8,10 @@ NONE (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LE
 UNKNOWN_TOPIC_OR_PARTITION. Null TopicPartitions asks for every partition; then, as in Kafka, every
 topic is listed but partitions whose election was not needed are left out.
 
-A broker that is not the controller forwards the request to it over the inter-broker listener (as
-Kafka 4's brokers forward to their controller) and returns its answer; with no reachable controller
-every partition is NOT_CONTROLLER, which the admin client retries. On one broker without ZooKeeper
-the broker leads every partition it can: preferred elections are not needed, and a partition whose
-log is offline has no replica to elect.
+A broker that is not the controller forwards the request to it (handlers/controller_requests.py);
+with no reachable controller every partition is NOT_CONTROLLER, which the admin client retries. On
+one broker without ZooKeeper the broker leads every partition it can: preferred elections are not
+needed, and a partition whose log is offline has no replica to elect.
 
 Refusals of the whole request answer the top-level code (v1+) and the same code for every asked
 partition, as Kafka's ElectLeadersRequest.getErrorResponse: ALTER on CLUSTER missing,
@@ -28,10 +27,11 @@ from __future__ import annotations
 from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import offline_logs
+from broker.handlers.controller_requests import on_the_controller
 from broker.log import TopicPartition
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, ElectionType, Operation
-from protocol.errors import CodedError, ErrorCode
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import ElectLeadersRequest, ElectLeadersResponse
 
@@ -49,23 +49,18 @@ async def elect_leaders_handler(broker: BrokerContext, request: Request[ElectLea
         election = ElectionType(body.election_type if version >= 1 else ElectionType.PREFERRED)
     except ValueError:
         return _refused(body, ErrorCode.INVALID_REQUEST, f"Unknown election type {body.election_type}")
-    cluster = broker.cluster
-    if cluster is not None and not cluster.controller.active:
-        if request.header.client_id == cluster.FORWARDED_CLIENT_ID:
-            return _refused(body, ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
-        try:
-            return await cluster.forward_to_controller(body, version, timeout_s=max(body.timeout_ms, 1000) / 1000)
-        except CodedError as exc:
-            return _refused(body, exc.error_code, exc.message)
+    return await on_the_controller(broker, request, lambda: _elect(broker, body, election),
+                                   lambda code, message: _refused(body, code, message))
+
+
+async def _elect(broker: BrokerContext, body: ElectLeadersRequest, election: ElectionType) -> ElectLeadersResponse:
     named = body.topic_partitions
     every_partition = named is None
     asked = ([TopicPartition(t.name, p) for t in broker.topics.all() for p in sorted(t.replicas)] if named is None
              else [TopicPartition(t.topic, p) for t in named for p in t.partitions])
-    try:
-        results = await (cluster.controller.elect_leaders(election, asked) if cluster is not None
-                         else _on_one_broker(broker, election, asked))
-    except CodedError as exc:  # lost the controllership meanwhile
-        return _refused(body, exc.error_code, exc.message)
+    cluster = broker.cluster
+    results = await (cluster.controller.elect_leaders(election, asked) if cluster is not None
+                     else _on_one_broker(broker, election, asked))
     by_topic: dict[str, list] = ({t.name: [] for t in broker.topics.all()} if named is None
                                  else {t.topic: [] for t in named})
     for tp in asked:

@@ -14,8 +14,9 @@ resource and changes nothing.
 Before that, as Kafka's ConfigAdminManager: a resource given twice fails (every copy) with
 INVALID_REQUEST, so do duplicate keys, a null value for anything but DELETE and an unknown operation.
 An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. BROKER
-resources must name this broker (or "") and Ebb has no dynamic broker configs: a change is
-INVALID_REQUEST, and so are BROKER_LOGGER (log levels are fixed at start-up) and other types.
+resources must name this broker (or "") and Ebb has no dynamic broker configs: SET, APPEND and
+SUBTRACT are INVALID_REQUEST (and so are BROKER_LOGGER, whose levels are fixed at start-up, and
+other types), while a DELETE finds nothing to delete and succeeds, as in Kafka.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -76,7 +77,9 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
         await broker.topics.alter_configs(topic.name, change, validate_only=validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
         check_broker_name(broker, resource.resource_name)
-        refuse_broker_changes(c.name for c in resource.configs)
+        # Deleting a dynamic value that is not there is a no-op in Kafka too (kafka-reassign-partitions
+        # --verify clears the replication throttles of every broker this way); setting one is refused.
+        refuse_broker_changes(c.name for c in resource.configs if c.config_operation != AlterConfigOp.DELETE)
     elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
         check_broker_name(broker, resource.resource_name, empty_allowed=False)
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Ebb cannot change log levels at runtime; set log.level")

@@ -268,6 +268,29 @@ def _elect_leaders(target: Target, v: int):
                                                            timeout_ms=10_000)
 
 
+@asks(m.AlterPartitionReassignmentsRequest)
+def _alter_partition_reassignments(target: Target, v: int):
+    Topic = m.AlterPartitionReassignmentsRequest.ReassignableTopic
+    Partition = Topic.ReassignablePartition
+    # refusals only, so that nothing moves: a cancel with nothing under way, unknown partitions and
+    # topics, and targets that are empty, repeat a broker or name one that is not registered
+    yield "", m.AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
+        Topic(name=TOPIC, partitions=[Partition(partition_index=0, replicas=None),
+                                      Partition(partition_index=7, replicas=None),
+                                      Partition(partition_index=1, replicas=[]),
+                                      Partition(partition_index=1, replicas=[99]),
+                                      Partition(partition_index=1, replicas=[99, 99])]),
+        Topic(name="never-was", partitions=[Partition(partition_index=0, replicas=None)])])
+
+
+@asks(m.ListPartitionReassignmentsRequest)
+def _list_partition_reassignments(target: Target, v: int):
+    Topic = m.ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+    yield "", m.ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=None)
+    yield " named", m.ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
+        Topic(name=TOPIC, partition_indexes=[0, 1, 7]), Topic(name="never-was", partition_indexes=[0])])
+
+
 @asks(m.DescribeAclsRequest)
 def _describe_acls(target: Target, v: int):
     yield "", m.DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,

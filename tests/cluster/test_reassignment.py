@@ -1,0 +1,208 @@
+"""Partition reassignment (KIP-455) on three broker processes and a real ZooKeeper, one cluster for the
+module: a partition moves from two brokers to two others (one of them new to it, the leader leaving)
+under an acks=all idempotent producer, losing and duplicating nothing; a reassignment whose new
+replica cannot catch up is cancelled and the original replicas stay; a new replica copies from the
+leader's log start offset, never a deleted record. Requests go to brokers that are not the
+controller, which forward them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+import pytest
+from confluent_kafka import Producer
+
+from protocol.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
+from tests.broker.data_wire import WireClient, batch, delete_records, fetch, produce, records
+from tests.cluster.three_brokers import (
+    NODES,
+    E,
+    metadata_of,
+    new_topic,
+    partition_state,
+    segment_batches,
+    start_offset_checkpoint,
+    three_brokers,
+)
+from tests.interop.conftest import java  # noqa: F401 - the fixture that builds and runs Kafka's tools
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+_Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    with three_brokers(f"{zk_server.connect}/reassignment", tmp_path_factory.mktemp("reassignment"),
+                       extra={"auto.leader.rebalance.enable": "false"}) as brokers:
+        yield brokers
+
+
+def not_the_controller(cluster):
+    controller = metadata_of(cluster[1]).controller_id
+    return cluster[next(n for n in NODES if n != controller)]
+
+
+def reassign(cluster, topic: str, replicas: list[int] | None, partition: int = 0) -> int:
+    request = AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=[_Topic(name=topic, partitions=[
+        _Topic.ReassignablePartition(partition_index=partition, replicas=replicas)])])
+    with WireClient(not_the_controller(cluster).port) as client:
+        answer = client.send(request, 0)
+    assert answer.error_code == E.NONE, answer.error_message
+    return answer.responses[0].partitions[0].error_code
+
+
+def ongoing(cluster, topic: str) -> list:
+    request = ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
+        ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])])
+    with WireClient(not_the_controller(cluster).port) as client:
+        answer = client.send(request, 0)
+    assert answer.error_code == E.NONE
+    return [p for t in answer.topics for p in t.partitions]
+
+
+def moved(cluster, topic: str, replicas: list[int]) -> bool:
+    """Every broker names exactly `replicas` as the partition's replicas and ISR, led by one of them."""
+    states = [partition_state(b, topic) for b in cluster.values() if b.process.poll() is None]
+    return all(list(s.replica_nodes) == replicas and sorted(s.isr_nodes) == sorted(replicas)
+               and s.leader_id in replicas for s in states)
+
+
+def live_dir(broker, topic: str) -> bool:
+    return (broker.data_dir / "logs" / f"{topic}-0").exists()
+
+
+def read_all(broker, topic: str) -> list[bytes]:
+    found, offset = [], 0
+    with WireClient(broker.port) as client:
+        while True:
+            part = fetch(client, topic, 0, offset)
+            got = records(part)
+            if not got:
+                return found
+            found += [r.value for r in got]
+            offset = got[-1].offset + 1
+
+
+def two_replica_topic(cluster, prefix: str) -> tuple[str, list[int]]:
+    name = new_topic(cluster, prefix=prefix)
+    replicas = list(partition_state(cluster[1], name).replica_nodes)
+    assert reassign(cluster, name, replicas[:2]) == E.NONE  # drop to two replicas: the third leaves
+    wait_for(lambda: moved(cluster, name, replicas[:2]), what="the topic down to two replicas")
+    wait_for(lambda: not live_dir(cluster[replicas[2]], name), what="the dropped replica's log deleted")
+    return name, replicas[:2]
+
+
+def test_reassignment_under_an_idempotent_producer_loses_and_duplicates_nothing(cluster):
+    topic, (leader, staying) = two_replica_topic(cluster, "moving")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    bootstrap = ",".join(b.bootstrap for b in cluster.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 2, "message.timeout.ms": 60_000})
+    failures: list[str] = []
+    stop = threading.Event()
+    sent = [0]
+
+    def keep_producing() -> None:
+        while not stop.is_set():
+            producer.produce(topic, value=b"%06d" % sent[0], partition=0,
+                             on_delivery=lambda err, msg: err and failures.append(str(err)))
+            sent[0] += 1
+            producer.poll(0.002)
+
+    writer = threading.Thread(target=keep_producing)
+    writer.start()
+    try:
+        wait_for(lambda: sent[0] > 300, what="records flowing")
+        assert reassign(cluster, topic, [staying, joining]) == E.NONE  # the leader leaves
+        wait_for(lambda: moved(cluster, topic, [staying, joining]), timeout_s=60, what="the partition moved")
+        assert ongoing(cluster, topic) == []
+        moved_at = sent[0]
+        wait_for(lambda: sent[0] > moved_at + 300, what="records after the move")
+    finally:
+        stop.set()
+        writer.join()
+    assert producer.flush(60) == 0
+    assert failures == []
+    wait_for(lambda: not live_dir(cluster[leader], topic), what="the leaving replica's log deleted")
+    expected = [b"%06d" % i for i in range(sent[0])]
+    assert read_all(cluster[partition_state(cluster[staying], topic).leader_id], topic) == expected
+
+
+def test_cancelled_reassignment_keeps_the_original_replicas(cluster):
+    topic, original = two_replica_topic(cluster, "cancelled")
+    joining = next(n for n in NODES if n not in original)
+    if metadata_of(cluster[1]).controller_id == joining:
+        cluster[joining].restart()  # the controller moves elsewhere: the broker to be paused must not be it
+        wait_for(lambda: metadata_of(cluster[original[0]]).controller_id not in (joining, -1), what="a new controller")
+        wait_for(lambda: moved(cluster, topic, original), what="the restarted broker seen again")
+    with WireClient(cluster[original[0]].port) as client:
+        for i in range(20):
+            assert produce(client, topic, 0, batch([b"r%d" % i]), acks=-1).error_code == E.NONE
+    cluster[joining].process.send_signal(signal.SIGSTOP)  # registered, but it cannot fetch
+    try:
+        assert reassign(cluster, topic, [original[0], joining]) == E.NONE
+        [under_way] = ongoing(cluster, topic)
+        assert (list(under_way.adding_replicas), list(under_way.removing_replicas)) == ([joining], [original[1]])
+        assert sorted(under_way.replicas) == sorted([original[0], joining, original[1]])
+        assert reassign(cluster, topic, None) == E.NONE
+        assert ongoing(cluster, topic) == []
+        assert reassign(cluster, topic, None) == E.NO_REASSIGNMENT_IN_PROGRESS
+    finally:
+        cluster[joining].process.send_signal(signal.SIGCONT)
+    wait_for(lambda: moved(cluster, topic, original), what="the original replicas kept")
+    wait_for(lambda: not live_dir(cluster[joining], topic), what="what the cancelled replica copied deleted")
+    assert read_all(cluster[partition_state(cluster[original[0]], topic).leader_id], topic) == \
+        [b"r%d" % i for i in range(20)]
+
+
+def test_a_joining_replica_starts_at_the_leaders_log_start_offset(cluster):
+    topic, (leader, staying) = two_replica_topic(cluster, "trimmed")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    with WireClient(cluster[leader].port) as client:
+        for i in range(10):
+            assert produce(client, topic, 0, batch([b"d%d" % i]), acks=-1).error_code == E.NONE
+        assert delete_records(client, topic, 0, 6).error_code == E.NONE
+    assert reassign(cluster, topic, [leader, staying, joining]) == E.NONE  # a third replica joins
+    wait_for(lambda: moved(cluster, topic, [leader, staying, joining]), what="the third replica in sync")
+    assert start_offset_checkpoint(cluster[joining], topic) == 6  # durable before it counted in the ISR
+    copied = segment_batches(cluster[joining], topic)
+    assert copied and all(b"d%d" % i not in b"".join(copied) for i in range(6))  # nothing deleted came back
+    with WireClient(cluster[leader].port) as client:
+        assert delete_records(client, topic, 0, 8).low_watermark == 8  # all three replicas move on
+    wait_for(lambda: start_offset_checkpoint(cluster[joining], topic) == 8, what="the joining replica at 8")
+
+
+def test_refusals(cluster):
+    topic, replicas = two_replica_topic(cluster, "refused")
+    assert reassign(cluster, topic, [replicas[0], 99]) == E.INVALID_REPLICA_ASSIGNMENT
+    assert reassign(cluster, topic, [replicas[0], replicas[0]]) == E.INVALID_REPLICA_ASSIGNMENT
+    assert reassign(cluster, topic, []) == E.INVALID_REPLICA_ASSIGNMENT
+    assert reassign(cluster, topic, [replicas[0]], partition=5) == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert reassign(cluster, "never-was", [1]) == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert reassign(cluster, topic, None) == E.NO_REASSIGNMENT_IN_PROGRESS
+
+
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+
+
+def test_kafka_reassign_partitions_executes_verifies_and_cancels(cluster, java, tmp_path):  # noqa: F811
+    topic, (leader, staying) = two_replica_topic(cluster, "tool")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    bootstrap = not_the_controller(cluster).bootstrap
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [staying, joining], "log_dirs": ["any", "any"]}]}))
+    executed = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--execute")
+    assert executed.returncode == 0, executed.stdout + executed.stderr
+    assert "Successfully started partition reassignment for " + f"{topic}-0" in executed.stdout
+    wait_for(lambda: moved(cluster, topic, [staying, joining]), timeout_s=60, what="the tool's move done")
+    verified = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert f"Reassignment of partition {topic}-0 is completed." in verified.stdout
+    cancelled = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--cancel")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert "None of the specified partition moves are active." in cancelled.stdout
