@@ -131,6 +131,9 @@ class Broker:
         await self.server.stop()
         for service in reversed(self.services):
             await service.stop()
+        topics: TopicManager | None = getattr(self, "topics", None)  # absent when start() failed early
+        if topics is not None:
+            await topics.deletion_retries.stop()
         logs: LogManager | None = getattr(self, "logs", None)  # absent when start() failed early
         if logs is not None:
             await logs.shutdown()

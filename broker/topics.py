@@ -22,6 +22,7 @@ import structlog
 from broker.aio import KeyedLocks, uncancellable
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, StoreWriteFailed
 from broker.config import BrokerConfig
+from broker.deletion_retries import DeletionRetries
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
@@ -151,6 +152,7 @@ class TopicManager:
         self.broker_ids: Callable[[], list[int]] = broker_ids or (lambda: [config.node_id])
         # In a cluster a deletion is finished by the controller, not by the broker that marks it.
         self.controlled_deletion = controlled_deletion
+        self.deletion_retries = DeletionRetries(self._finish_marked_deletion, (StorageError, StoreWriteFailed))
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -192,7 +194,8 @@ class TopicManager:
             if self.controlled_deletion:
                 continue  # the cluster drops it once it watches the marks (broker/cluster/deletion.py)
             log.info("finishing topic deletion interrupted by a stop", topic=name)
-            await self._tolerating_storage_failures(self._delete(name), "topic deletion", topic=name)
+            if not await self._tolerating_storage_failures(self._delete(name), "topic deletion", topic=name):
+                self.deletion_retries.schedule(name)
         for tp, partition_log in list(self.logs.logs.items()):
             topic = self._topics.get(tp.topic)
             if topic is None or self.config.node_id not in topic.replicas.get(tp.partition, []):
@@ -206,11 +209,13 @@ class TopicManager:
             await self._tolerating_storage_failures(self._ensure_logs(topic), "log creation", topic=topic.name)
 
     @staticmethod
-    async def _tolerating_storage_failures(step: Awaitable[object], what: str, **fields: str) -> None:
+    async def _tolerating_storage_failures(step: Awaitable[object], what: str, **fields: str) -> bool:
         try:
             await step
         except (StorageError, StoreWriteFailed) as exc:
             log.error(f"{what} failed at start-up; left for later", error=str(exc), **fields)
+            return False
+        return True
 
     async def _read_topic(self, name: str) -> Topic:
         assignment = await self.store.get_json(f"/brokers/topics/{name}")
@@ -489,19 +494,23 @@ class TopicManager:
         async with self._locks.held(_collision_key(name)):
             marker = f"/admin/delete_topics/{name}"
             if name not in self._topics:
-                if not self.controlled_deletion and await self.store.exists(marker):
-                    await self._delete(name)  # a deletion a failure left half done: finish it
-                    return True
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-            if not self.config.delete_topic_enable:
+                # A deletion a failure left half done is finished now; anything else does not exist.
+                if self.controlled_deletion or not await self.store.exists(marker):
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            elif not self.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            else:
+                try:
+                    await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
+                except NodeExists:
+                    pass
+                if self.controlled_deletion:
+                    return False
             try:
-                await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
-            except NodeExists:
-                pass
-            if self.controlled_deletion:
-                return False
-            await self._delete(name)
+                await self._delete(name)
+            except (StorageError, StoreWriteFailed):
+                self.deletion_retries.schedule(name)  # marked: finished in the background
+                raise
             return True
 
     async def drop(self, name: str) -> None:
@@ -538,6 +547,12 @@ class TopicManager:
             except NoNode:
                 pass
         log.info("deleted topic", topic=name)
+
+    async def _finish_marked_deletion(self, name: str) -> None:
+        """What DeletionRetries calls: the marked deletion finished, if it is still marked."""
+        async with self._locks.held(_collision_key(name)):
+            if await self.store.exists(f"/admin/delete_topics/{name}"):
+                await self._delete(name)
 
 
 def _initial_state(replicas: list[int]) -> dict:

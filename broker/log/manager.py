@@ -389,8 +389,7 @@ class LogManager:
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
         offline = self._offline.pop(tp, None)
-        for carried in self._carried.values():
-            carried.pop(tp, None)
+        carried = {kind: entries.pop(tp) for kind, entries in self._carried.items() if tp in entries}
         directory = self.log_dir / tp.dir_name
         if log is None and offline is None:
             return False
@@ -405,16 +404,27 @@ class LogManager:
         for file in files:
             file.pin()
         try:
-            await self._run(_rename_durably, directory, target)
+            await self._run(os.rename, directory, target)
             for file in files:
                 file.path = target / file.path.name
         except FileNotFoundError:
             pass
         except OSError as exc:
+            # Not renamed: the log stays here as it was, for the retry of the topic's deletion.
+            if log is not None:
+                self._register(tp, log)
+            if offline is not None:
+                self._offline[tp] = offline
+            for kind, entry in carried.items():
+                self._carried[kind][tp] = entry
             raise StorageError(f"cannot rename {directory.name} for deletion: {exc!r}") from exc
         finally:
             for file in files:
                 file.unpin()
+        try:
+            await self._run(checkpoint.fsync_dir, self.log_dir)
+        except OSError as exc:  # renamed all the same; a crash before the next sync may undo it: restart finishes
+            logger.warning("rename for deletion not synced", directory=target.name, error=repr(exc))
         logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
         delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms
         self._io.delete_later(delay, files, lambda: self._io.remove_tree(target))
@@ -554,8 +564,3 @@ class LogManager:
     def _close_executor(self, *, wait: bool) -> None:
         if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
             self._executor.shutdown(wait=wait)
-
-
-def _rename_durably(source: Path, target: Path) -> None:
-    os.rename(source, target)
-    checkpoint.fsync_dir(source.parent)

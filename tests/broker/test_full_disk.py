@@ -10,8 +10,10 @@ deleted is read back, CRC-checked by librdkafka, byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,41 @@ def test_acl_and_credential_changes_with_no_byte_free_answer_error_codes(tmp_pat
         [removed] = client.request(deletion, 3).filter_results
         assert removed.error_code == ErrorCode.NONE and len(removed.matching_acls) == 1
     assert "handler failed" not in broker.log_text()
+
+
+@contextlib.contextmanager
+def unrenamable(directory: Path):
+    """The directory bind-mounted onto itself: renaming it fails (EBUSY), a real I/O failure."""
+    mounted = subprocess.run(["mount", "--bind", str(directory), str(directory)], capture_output=True, text=True)
+    assert mounted.returncode == 0, f"this test needs root to bind-mount: {mounted.stderr.strip()}"
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def test_a_topic_deletion_that_fails_half_way_stays_marked_and_is_finished_later(tmp_path):
+    """Partition 1's directory cannot be renamed: DeleteTopics answers KAFKA_STORAGE_ERROR, partition
+    0 is gone, the topic stays marked; once the directory can be renamed the broker finishes the
+    deletion by itself (no second request), and a start after a kill -9 finishes it too."""
+    with BrokerProcess(tmp_path / "broker") as broker, WireClient(broker.port) as client:
+        logs = broker.data_dir / "logs"
+        for topic in ("stuck", "crashed"):
+            create_topic(client, topic, 2, {"file.delete.delay.ms": "0"})
+            assert produce(client, topic, 1, batch([b"kept until deleted"])).error_code == ErrorCode.NONE
+        with unrenamable(logs / "stuck-1"):
+            failed = delete_topic(client, "stuck")
+            assert failed.error_code == ErrorCode.KAFKA_STORAGE_ERROR and "stuck-1" in failed.error_message
+            wait_for(lambda: topic_dirs(broker.data_dir, "stuck") == ["stuck-1"], what="partition 0 deleted")
+        wait_for(lambda: topic_dirs(broker.data_dir, "stuck") == [], timeout_s=60,
+                 what="the broker finishing the deletion by itself")
+        assert delete_topic(client, "stuck").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with unrenamable(logs / "crashed-1"):
+            assert delete_topic(client, "crashed").error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            broker.stop(signal.SIGKILL)
+    broker.start()
+    with WireClient(broker.port) as client:
+        wait_for(lambda: topic_dirs(broker.data_dir, "crashed") == [], what="the start finishing the deletion")
+        for topic in ("stuck", "crashed"):
+            assert metadata(client, [topic]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert wire_create_topic(client, topic, 1).error_code == ErrorCode.NONE  # the name is free again
