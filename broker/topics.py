@@ -62,6 +62,11 @@ class Topic:
     removing: dict[int, list[int]] = field(default_factory=dict)
 
     @property
+    def moving(self) -> bool:
+        """A reassignment of some partition is under way."""
+        return bool(self.adding or self.removing)
+
+    @property
     def internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
@@ -181,8 +186,11 @@ class TopicManager:
             names = []
         marked = set(await self._pending_deletions()) if self.controlled_deletion else set()
         for name in names:
-            if name not in marked:  # a cluster's marked topic is being deleted: never served again
-                self._remember(await self._read_topic(name))
+            topic = await self._read_topic(name)
+            # A cluster's marked topic is being deleted: never served again, unless its deletion halts
+            # while partitions of it move (broker/cluster/deletion.py).
+            if name not in marked or topic.moving:
+                self._remember(topic)
         self.logs.topic_configs.update({name: topic.log_config for name, topic in self._topics.items()})
 
     async def reconcile(self) -> None:
@@ -265,12 +273,13 @@ class TopicManager:
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
         async with self._locks.held(_collision_key(name)):
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
-                return None  # being deleted
+            marked = await self.store.exists(f"/admin/delete_topics/{name}")
             try:
                 fresh = await self._read_topic(name)
             except NoNode:
                 return None
+            if marked and not fresh.moving:
+                return None  # being deleted (its deletion halts while partitions of it move)
             topic = self._topics.get(name)
             if topic is None or topic.topic_id != fresh.topic_id:
                 self._remember(fresh)
@@ -409,6 +418,13 @@ class TopicManager:
             await self._ensure_logs(topic)
             log.info("added partitions", topic=name, partitions=len(topic.replicas))
             return topic
+
+    async def reassignment_under_way(self, name: str) -> bool:
+        """Whether the stored assignment of the topic has a partition moving (read afresh)."""
+        try:
+            return (await self._read_topic(name)).moving
+        except NoNode:
+            return False
 
     async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
                                          adding: list[int], removing: list[int]) -> Topic | None:

@@ -48,7 +48,8 @@ class Cluster:
             controller_id=lambda: self.controller_id, state_written=self.note_state_written)
         self.deletions = TopicDeletions(
             self.store, broker.node_id, drop_local=self._drop_local, keep=self.keep,
-            spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake)
+            spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake,
+            moving=broker.topics.reassignment_under_way)
         # The newest state version applied, per (topic id, partition): a topic deleted and created again
         # under its name starts its versions over.
         self._state_versions: dict[tuple[Any, int], int] = {}
@@ -273,6 +274,7 @@ class Cluster:
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if data is None:
             return  # deleted: the children watch of /brokers/topics takes it from here
+        self.deletions.assignment_changed(name)
         self.spawn_until_done(lambda: self._apply_assignment(name), "reading a topic's assignment",
                               lambda: name in self._topic_watches)
 

@@ -281,6 +281,8 @@ class Controller:
                 written = await self.store.set(path, json.dumps(new).encode(), version)
             except BadVersion:
                 continue  # the leader changed the ISR meanwhile: decide again on what is there now
+            except NoNode:
+                return 0  # the topic was deleted meanwhile
             log.info("partition state changed", partition=str(tp), leader=new["leader"],
                      leader_epoch=new["leader_epoch"], isr=new["isr"], alive=sorted(alive))
             self.state_written(tp, new, written)

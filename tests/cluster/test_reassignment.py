@@ -8,19 +8,25 @@ controller, which forward them."""
 from __future__ import annotations
 
 import json
-import signal
 import threading
 
 import pytest
 from confluent_kafka import Producer
 
-from protocol.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
-from tests.broker.data_wire import WireClient, batch, delete_records, fetch, produce, records
+from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.cluster.reassignments import (
+    live_dir,
+    moved,
+    not_the_controller,
+    ongoing,
+    paused,
+    read_all,
+    reassign,
+    two_replica_topic,
+)
 from tests.cluster.three_brokers import (
     NODES,
     E,
-    metadata_of,
-    new_topic,
     partition_state,
     segment_batches,
     start_offset_checkpoint,
@@ -31,69 +37,11 @@ from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
-_Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
-
-
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
     with three_brokers(f"{zk_server.connect}/reassignment", tmp_path_factory.mktemp("reassignment"),
                        extra={"auto.leader.rebalance.enable": "false"}) as brokers:
         yield brokers
-
-
-def not_the_controller(cluster):
-    controller = metadata_of(cluster[1]).controller_id
-    return cluster[next(n for n in NODES if n != controller)]
-
-
-def reassign(cluster, topic: str, replicas: list[int] | None, partition: int = 0) -> int:
-    request = AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=[_Topic(name=topic, partitions=[
-        _Topic.ReassignablePartition(partition_index=partition, replicas=replicas)])])
-    with WireClient(not_the_controller(cluster).port) as client:
-        answer = client.send(request, 0)
-    assert answer.error_code == E.NONE, answer.error_message
-    return answer.responses[0].partitions[0].error_code
-
-
-def ongoing(cluster, topic: str) -> list:
-    request = ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
-        ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])])
-    with WireClient(not_the_controller(cluster).port) as client:
-        answer = client.send(request, 0)
-    assert answer.error_code == E.NONE
-    return [p for t in answer.topics for p in t.partitions]
-
-
-def moved(cluster, topic: str, replicas: list[int]) -> bool:
-    """Every broker names exactly `replicas` as the partition's replicas and ISR, led by one of them."""
-    states = [partition_state(b, topic) for b in cluster.values() if b.process.poll() is None]
-    return all(list(s.replica_nodes) == replicas and sorted(s.isr_nodes) == sorted(replicas)
-               and s.leader_id in replicas for s in states)
-
-
-def live_dir(broker, topic: str) -> bool:
-    return (broker.data_dir / "logs" / f"{topic}-0").exists()
-
-
-def read_all(broker, topic: str) -> list[bytes]:
-    found, offset = [], 0
-    with WireClient(broker.port) as client:
-        while True:
-            part = fetch(client, topic, 0, offset)
-            got = records(part)
-            if not got:
-                return found
-            found += [r.value for r in got]
-            offset = got[-1].offset + 1
-
-
-def two_replica_topic(cluster, prefix: str) -> tuple[str, list[int]]:
-    name = new_topic(cluster, prefix=prefix)
-    replicas = list(partition_state(cluster[1], name).replica_nodes)
-    assert reassign(cluster, name, replicas[:2]) == E.NONE  # drop to two replicas: the third leaves
-    wait_for(lambda: moved(cluster, name, replicas[:2]), what="the topic down to two replicas")
-    wait_for(lambda: not live_dir(cluster[replicas[2]], name), what="the dropped replica's log deleted")
-    return name, replicas[:2]
 
 
 def test_reassignment_under_an_idempotent_producer_loses_and_duplicates_nothing(cluster):
@@ -135,15 +83,10 @@ def test_reassignment_under_an_idempotent_producer_loses_and_duplicates_nothing(
 def test_cancelled_reassignment_keeps_the_original_replicas(cluster):
     topic, original = two_replica_topic(cluster, "cancelled")
     joining = next(n for n in NODES if n not in original)
-    if metadata_of(cluster[1]).controller_id == joining:
-        cluster[joining].restart()  # the controller moves elsewhere: the broker to be paused must not be it
-        wait_for(lambda: metadata_of(cluster[original[0]]).controller_id not in (joining, -1), what="a new controller")
-        wait_for(lambda: moved(cluster, topic, original), what="the restarted broker seen again")
     with WireClient(cluster[original[0]].port) as client:
         for i in range(20):
             assert produce(client, topic, 0, batch([b"r%d" % i]), acks=-1).error_code == E.NONE
-    cluster[joining].process.send_signal(signal.SIGSTOP)  # registered, but it cannot fetch
-    try:
+    with paused(cluster, topic, joining):
         assert reassign(cluster, topic, [original[0], joining]) == E.NONE
         [under_way] = ongoing(cluster, topic)
         assert (list(under_way.adding_replicas), list(under_way.removing_replicas)) == ([joining], [original[1]])
@@ -151,8 +94,6 @@ def test_cancelled_reassignment_keeps_the_original_replicas(cluster):
         assert reassign(cluster, topic, None) == E.NONE
         assert ongoing(cluster, topic) == []
         assert reassign(cluster, topic, None) == E.NO_REASSIGNMENT_IN_PROGRESS
-    finally:
-        cluster[joining].process.send_signal(signal.SIGCONT)
     wait_for(lambda: moved(cluster, topic, original), what="the original replicas kept")
     wait_for(lambda: not live_dir(cluster[joining], topic), what="what the cancelled replica copied deleted")
     assert read_all(cluster[partition_state(cluster[original[0]], topic).leader_id], topic) == \
