@@ -304,8 +304,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         ("log.roll.jitter.ms",), at_least(0)),
     TopicConfigDef(
         "unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
-        "Whether an out-of-sync replica may become leader (stored; Ebb's controller elects one only when an "
-        "UNCLEAN ElectLeaders asks).",
+        "Whether the controller may make an out-of-sync replica leader when no in-sync one is alive "
+        "(acknowledged records may then be lost).",
         ("unclean.leader.election.enable",)),
 ]}
 

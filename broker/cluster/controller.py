@@ -8,7 +8,9 @@ others elect again.
 What the controller does with the brokers it sees alive (the children of `/brokers/ids`):
 - a partition whose leader is gone gets a new one: the first replica of the assignment that is alive
   and in the ISR; the leader epoch goes up by one. With none, the leader is -1 (offline) and the ISR
-  keeps its last member, so that replica leads again when it comes back (no unclean election);
+  keeps its last member, so that replica leads again when it comes back; with
+  unclean.leader.election.enable (the topic's, else the broker's) the first alive replica of the
+  assignment leads instead, alone in the ISR, and records only the lost replicas had are gone;
 - dead brokers leave every ISR (the leader re-admits a follower once it has caught up);
 - an offline partition whose ISR member returns gets it as leader;
 - every leader.imbalance.check.interval.seconds (auto.leader.rebalance.enable): a broker that leads
@@ -37,6 +39,7 @@ from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.cluster.reassignment import Reassignments
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
+from broker.topic_configs import stored_only_default
 from broker.topics import state_path
 from protocol.enums import ElectionType
 from protocol.errors import ErrorCode, FixedCodeError
@@ -51,6 +54,7 @@ log = structlog.get_logger("controller")
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 NO_LEADER = -1
+UNCLEAN = "unclean.leader.election.enable"
 
 
 def prefer(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
@@ -61,8 +65,10 @@ def prefer(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
     return {**state, "leader": first, "leader_epoch": int(state["leader_epoch"]) + 1}
 
 
-def elect(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
-    """The state a partition should have with `alive` brokers, or None when it is right as it is."""
+def elect(state: dict, replicas: list[int], alive: set[int], unclean: bool = False) -> dict | None:
+    """The state a partition should have with `alive` brokers, or None when it is right as it is.
+    `unclean` (unclean.leader.election.enable): with no in-sync replica alive, the first alive replica
+    leads, alone in the ISR; what the lost in-sync replicas acknowledged beyond its log is gone."""
     leader, isr = int(state["leader"]), [int(r) for r in state["isr"]]
     alive_isr = [r for r in isr if r in alive]
     if leader in alive:
@@ -73,6 +79,12 @@ def elect(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
     if candidates:
         new_leader = candidates[0]
         return {**state, "leader": new_leader, "leader_epoch": int(state["leader_epoch"]) + 1, "isr": alive_isr}
+    out_of_sync = [r for r in replicas if r in alive]
+    if unclean and out_of_sync:
+        log.warning("unclean leader election: records the lost in-sync replicas acknowledged may be gone",
+                    leader=out_of_sync[0], isr_before=isr)
+        return {**state, "leader": out_of_sync[0], "leader_epoch": int(state["leader_epoch"]) + 1,
+                "isr": [out_of_sync[0]]}
     if leader == NO_LEADER and isr == isr[:1]:
         return None  # offline, waiting for its last in-sync replica
     # Nobody in sync is alive: offline; keep one ISR member so it leads when it returns.
@@ -209,16 +221,20 @@ class Controller:
         alive = set(self.alive_ids()) - restarted
         changed = 0
         for topic in self.topics.all():
+            unclean = self._unclean_allowed(topic)
             for index, replicas in sorted(topic.replicas.items()):
                 if self.active:
-                    changed += await self._reconcile_partition(topic.name, index, replicas, alive)
+                    changed += await self._change_partition(
+                        topic.name, index, lambda state, r=replicas, u=unclean: elect(state, r, alive, u), alive)
         self.rounds += 1
         if restarted:
             self._wakeup.set()  # the next round counts them alive again: offline partitions may come back
         return changed
 
-    async def _reconcile_partition(self, name: str, index: int, replicas: list[int], alive: set[int]) -> int:
-        return await self._change_partition(name, index, lambda state: elect(state, replicas, alive), alive)
+    def _unclean_allowed(self, topic) -> bool:
+        """unclean.leader.election.enable: the topic's override, else the broker's (default false)."""
+        value = topic.configs.get(UNCLEAN) or stored_only_default(UNCLEAN, self.topics.config.explicit_properties)
+        return str(value).lower() == "true"
 
     async def rebalance_leaders(self) -> int:
         """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage

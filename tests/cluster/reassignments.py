@@ -30,10 +30,11 @@ def reassign(cluster, topic: str, replicas: list[int] | None, partition: int = 0
     return answer.responses[0].partitions[0].error_code
 
 
-def ongoing(cluster, topic: str) -> list:
+def ongoing(cluster, topic: str, via=None) -> list:
+    """Partition 0's reassignment under way, if any, asked of `via` (default: a non-controller)."""
     request = ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
         ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])])
-    with WireClient(not_the_controller(cluster).port) as client:
+    with WireClient((via or not_the_controller(cluster)).port) as client:
         answer = client.send(request, 0)
     assert answer.error_code == E.NONE
     return [p for t in answer.topics for p in t.partitions]

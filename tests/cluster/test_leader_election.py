@@ -6,7 +6,8 @@
   ELECTION_NOT_NEEDED. The request goes to a broker that is not the controller, which forwards it.
 - An unclean election on a partition whose in-sync replicas are all down makes an out-of-sync replica
   the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
-  documented price of unclean.leader.election.
+  documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
+  controller does the same by itself.
 """
 
 from __future__ import annotations
@@ -107,3 +108,27 @@ def test_unclean_election_when_every_in_sync_replica_is_down_loses_what_only_the
              what="the old leader truncated to the unclean leader's log and back in sync")
     with WireClient(cluster[leader].port) as client:  # a consumer's Fetch v12 is served by a follower
         assert values(fetch(client, topic, 0, 0)) == [b"kept"]
+
+
+def test_unclean_leader_election_enable_lets_the_controller_elect_an_out_of_sync_replica(cluster):
+    topic = new_topic(cluster, prefix="unclean-config", configs={"unclean.leader.election.enable": "true"})
+    state = partition_state(cluster[1], topic)
+    leader, behind = state.leader_id, next(n for n in state.replica_nodes if n != state.leader_id)
+    third = next(n for n in NODES if n not in (leader, behind))
+    with WireClient(cluster[leader].port) as client:
+        assert produce(client, topic, 0, batch([b"kept"]), acks=-1).error_code == E.NONE
+    wait_for(lambda: sorted(partition_state(cluster[leader], topic).isr_nodes) == list(NODES),
+             what="the first record on every replica")
+    cluster[behind].stop()
+    wait_for(lambda: behind not in partition_state(cluster[leader], topic).isr_nodes, what=f"{behind} out of the ISR")
+    with WireClient(cluster[leader].port) as client:
+        assert produce(client, topic, 0, batch([b"lost"]), acks=-1).error_code == E.NONE
+    cluster[third].stop()
+    cluster[leader].stop()
+    cluster[behind].start()  # alone, out of sync: the topic's setting lets the controller elect it
+    wait_for(lambda: partition_state(cluster[behind], topic).leader_id == behind, what="the out-of-sync leader")
+    with WireClient(cluster[behind].port) as client:
+        assert values(fetch(client, topic, 0, 0)) == [b"kept"]  # the acknowledged "lost" is gone
+    cluster[leader].start()
+    cluster[third].start()
+    wait_for(lambda: all(in_sync(b, topic, 0) for b in cluster.values()), what="everyone back in sync")

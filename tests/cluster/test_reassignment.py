@@ -8,6 +8,7 @@ controller, which forward them."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 
 import pytest
@@ -27,6 +28,7 @@ from tests.cluster.reassignments import (
 from tests.cluster.three_brokers import (
     NODES,
     E,
+    metadata_of,
     partition_state,
     segment_batches,
     start_offset_checkpoint,
@@ -147,3 +149,25 @@ def test_kafka_reassign_partitions_executes_verifies_and_cancels(cluster, java, 
     cancelled = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--cancel")
     assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
     assert "None of the specified partition moves are active." in cancelled.stdout
+
+
+def test_reassignment_interrupted_by_kill_9_of_the_controller_and_the_receiving_broker_completes(cluster):
+    topic, (leader, staying) = two_replica_topic(cluster, "interrupted")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    with WireClient(cluster[leader].port) as client:
+        for i in range(30):
+            assert produce(client, topic, 0, batch([b"k%d" % i]), acks=-1).error_code == E.NONE
+    with paused(cluster, topic, joining):  # it cannot catch up before it dies
+        assert reassign(cluster, topic, [staying, joining]) == E.NONE
+        controller = metadata_of(cluster[staying]).controller_id
+        cluster[controller].stop(signal.SIGKILL)
+        cluster[joining].stop(signal.SIGKILL)
+    survivor = next(b for n, b in cluster.items() if n not in (controller, joining))
+    wait_for(lambda: metadata_of(survivor).controller_id not in (controller, -1), what="a new controller")
+    assert len(ongoing(cluster, topic, via=survivor)) == 1  # the new controller read it from ZooKeeper
+    cluster[controller].start()
+    cluster[joining].start()
+    wait_for(lambda: moved(cluster, topic, [staying, joining]), timeout_s=60, what="the move completed")
+    wait_for(lambda: not live_dir(cluster[leader], topic), what="the leaving replica's log deleted")
+    assert read_all(cluster[partition_state(cluster[staying], topic).leader_id], topic) == \
+        [b"k%d" % i for i in range(30)]
