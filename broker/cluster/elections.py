@@ -41,7 +41,7 @@ class ElectionResult:
 
 def preferred_election(state: dict, replicas: list[int], alive: set[int]) -> tuple[Outcome, dict | None]:
     leader, isr, first = int(state["leader"]), [int(r) for r in state["isr"]], replicas[0]
-    if leader == first:
+    if leader == first and first in alive:  # a dead leader still in the state is no leader (Kafka fences it)
         return Outcome.NOT_NEEDED, None
     if first not in alive or first not in isr:
         return Outcome.PREFERRED_UNAVAILABLE, None

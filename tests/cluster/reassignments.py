@@ -9,7 +9,7 @@ import signal
 from collections.abc import Iterator
 
 from protocol.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
-from tests.broker.data_wire import WireClient, fetch, records
+from tests.broker.data_wire import WireClient, batch, fetch, produce, records
 from tests.cluster.three_brokers import NODES, E, metadata_of, new_topic, partition_state
 from tests.support.polling import wait_for
 
@@ -89,3 +89,10 @@ def paused(cluster, topic: str, node: int) -> Iterator[None]:
         yield
     finally:
         cluster[node].process.send_signal(signal.SIGCONT)
+
+
+def produce_each(broker, topic: str, values: list[bytes]) -> None:
+    """One batch per value to partition 0, each acknowledged by every in-sync replica."""
+    with WireClient(broker.port) as client:
+        for value in values:
+            assert produce(client, topic, 0, batch([value]), acks=-1).error_code == E.NONE

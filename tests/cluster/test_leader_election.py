@@ -79,8 +79,9 @@ def test_preferred_election_after_a_brokers_return_moves_leadership_back(cluster
     assert elect(not_the_controller(cluster), ElectionType.UNCLEAN, topic) == E.ELECTION_NOT_NEEDED
 
 
-def test_unclean_election_when_every_in_sync_replica_is_down_loses_what_only_they_had(cluster):
-    topic = new_topic(cluster, prefix="unclean")
+def only_an_out_of_sync_replica_left(cluster, topic: str) -> tuple[int, int, int]:
+    """Writes "kept" to every replica, then "lost" (acknowledged, acks=-1) while one replica is stopped;
+    then the two in-sync brokers stop and the stopped one starts alone: (old leader, it, the third)."""
     state = partition_state(cluster[1], topic)
     leader, behind = state.leader_id, next(n for n in state.replica_nodes if n != state.leader_id)
     third = next(n for n in NODES if n not in (leader, behind))
@@ -95,6 +96,12 @@ def test_unclean_election_when_every_in_sync_replica_is_down_loses_what_only_the
     cluster[third].stop()
     cluster[leader].stop()
     cluster[behind].start()
+    return leader, behind, third
+
+
+def test_unclean_election_when_every_in_sync_replica_is_down_loses_what_only_they_had(cluster):
+    topic = new_topic(cluster, prefix="unclean")
+    leader, behind, third = only_an_out_of_sync_replica_left(cluster, topic)
     wait_for(lambda: partition_state(cluster[behind], topic).error_code == E.LEADER_NOT_AVAILABLE,
              what="the partition offline: its in-sync replicas are down")
     assert elect(cluster[behind], ElectionType.PREFERRED, topic) == E.PREFERRED_LEADER_NOT_AVAILABLE
@@ -112,20 +119,7 @@ def test_unclean_election_when_every_in_sync_replica_is_down_loses_what_only_the
 
 def test_unclean_leader_election_enable_lets_the_controller_elect_an_out_of_sync_replica(cluster):
     topic = new_topic(cluster, prefix="unclean-config", configs={"unclean.leader.election.enable": "true"})
-    state = partition_state(cluster[1], topic)
-    leader, behind = state.leader_id, next(n for n in state.replica_nodes if n != state.leader_id)
-    third = next(n for n in NODES if n not in (leader, behind))
-    with WireClient(cluster[leader].port) as client:
-        assert produce(client, topic, 0, batch([b"kept"]), acks=-1).error_code == E.NONE
-    wait_for(lambda: sorted(partition_state(cluster[leader], topic).isr_nodes) == list(NODES),
-             what="the first record on every replica")
-    cluster[behind].stop()
-    wait_for(lambda: behind not in partition_state(cluster[leader], topic).isr_nodes, what=f"{behind} out of the ISR")
-    with WireClient(cluster[leader].port) as client:
-        assert produce(client, topic, 0, batch([b"lost"]), acks=-1).error_code == E.NONE
-    cluster[third].stop()
-    cluster[leader].stop()
-    cluster[behind].start()  # alone, out of sync: the topic's setting lets the controller elect it
+    leader, behind, third = only_an_out_of_sync_replica_left(cluster, topic)  # the setting lets it lead
     wait_for(lambda: partition_state(cluster[behind], topic).leader_id == behind, what="the out-of-sync leader")
     with WireClient(cluster[behind].port) as client:
         assert values(fetch(client, topic, 0, 0)) == [b"kept"]  # the acknowledged "lost" is gone

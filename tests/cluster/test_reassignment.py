@@ -14,13 +14,14 @@ import threading
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.broker.data_wire import WireClient, delete_records
 from tests.cluster.reassignments import (
     live_dir,
     moved,
     not_the_controller,
     ongoing,
     paused,
+    produce_each,
     read_all,
     reassign,
     two_replica_topic,
@@ -85,9 +86,7 @@ def test_reassignment_under_an_idempotent_producer_loses_and_duplicates_nothing(
 def test_cancelled_reassignment_keeps_the_original_replicas(cluster):
     topic, original = two_replica_topic(cluster, "cancelled")
     joining = next(n for n in NODES if n not in original)
-    with WireClient(cluster[original[0]].port) as client:
-        for i in range(20):
-            assert produce(client, topic, 0, batch([b"r%d" % i]), acks=-1).error_code == E.NONE
+    produce_each(cluster[original[0]], topic, [b"r%d" % i for i in range(20)])
     with paused(cluster, topic, joining):
         assert reassign(cluster, topic, [original[0], joining]) == E.NONE
         [under_way] = ongoing(cluster, topic)
@@ -105,9 +104,8 @@ def test_cancelled_reassignment_keeps_the_original_replicas(cluster):
 def test_a_joining_replica_starts_at_the_leaders_log_start_offset(cluster):
     topic, (leader, staying) = two_replica_topic(cluster, "trimmed")
     joining = next(n for n in NODES if n not in (leader, staying))
+    produce_each(cluster[leader], topic, [b"d%d" % i for i in range(10)])
     with WireClient(cluster[leader].port) as client:
-        for i in range(10):
-            assert produce(client, topic, 0, batch([b"d%d" % i]), acks=-1).error_code == E.NONE
         assert delete_records(client, topic, 0, 6).error_code == E.NONE
     assert reassign(cluster, topic, [leader, staying, joining]) == E.NONE  # a third replica joins
     wait_for(lambda: moved(cluster, topic, [leader, staying, joining]), what="the third replica in sync")
@@ -154,9 +152,7 @@ def test_kafka_reassign_partitions_executes_verifies_and_cancels(cluster, java, 
 def test_reassignment_interrupted_by_kill_9_of_the_controller_and_the_receiving_broker_completes(cluster):
     topic, (leader, staying) = two_replica_topic(cluster, "interrupted")
     joining = next(n for n in NODES if n not in (leader, staying))
-    with WireClient(cluster[leader].port) as client:
-        for i in range(30):
-            assert produce(client, topic, 0, batch([b"k%d" % i]), acks=-1).error_code == E.NONE
+    produce_each(cluster[leader], topic, [b"k%d" % i for i in range(30)])
     with paused(cluster, topic, joining):  # it cannot catch up before it dies
         assert reassign(cluster, topic, [staying, joining]) == E.NONE
         controller = metadata_of(cluster[staying]).controller_id

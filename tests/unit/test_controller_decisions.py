@@ -49,6 +49,7 @@ def test_elect_with_unclean_leader_election_enabled(before, alive, after):
     (state(1, [1, 2, 3]), {1, 2, 3}, Outcome.NOT_NEEDED, None),
     (state(2, [2, 3]), {1, 2, 3}, Outcome.PREFERRED_UNAVAILABLE, None),  # the preferred one is out of sync
     (state(2, [1, 2, 3]), {2, 3}, Outcome.PREFERRED_UNAVAILABLE, None),  # the preferred one is down
+    (state(1, [1]), {2, 3}, Outcome.PREFERRED_UNAVAILABLE, None),   # it leads in the state, but is dead
 ])
 def test_preferred_election(before, alive, outcome, after):
     assert preferred_election(before, [1, 2, 3], alive) == (outcome, after)
