@@ -2,8 +2,10 @@
 module: a partition moves from two brokers to two others (one of them new to it, the leader leaving)
 under an acks=all idempotent producer, losing and duplicating nothing; a reassignment whose new
 replica cannot catch up is cancelled and the original replicas stay; a new replica copies from the
-leader's log start offset, never a deleted record. Requests go to brokers that are not the
-controller, which forward them."""
+leader's log start offset, never a deleted record; a move interrupted by kill -9 of the controller and
+of the receiving broker completes after they return; Kafka's kafka-reassign-partitions and `ebb
+reassign` / `ebb elect-leaders` drive it with their JSON files. Requests go to brokers that are not
+the controller, which forward them."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from tests.cluster.three_brokers import (
     three_brokers,
 )
 from tests.interop.conftest import java  # noqa: F401 - the fixture that builds and runs Kafka's tools
+from tests.support.ebb_cli import ebb
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -167,3 +170,38 @@ def test_reassignment_interrupted_by_kill_9_of_the_controller_and_the_receiving_
     wait_for(lambda: not live_dir(cluster[leader], topic), what="the leaving replica's log deleted")
     assert read_all(cluster[partition_state(cluster[staying], topic).leader_id], topic) == \
         [b"k%d" % i for i in range(30)]
+
+
+def test_ebb_reassign_and_ebb_elect_leaders_take_kafkas_json_files(cluster, tmp_path):
+    topic, (leader, staying) = two_replica_topic(cluster, "ebb-cli")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    bootstrap = not_the_controller(cluster).bootstrap
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [joining, leader], "log_dirs": ["any", "any"]}]}))
+    executed = ebb("reassign", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan, "--execute",
+                   "--output", "json")
+    assert executed.returncode == 0, executed.stderr
+    assert json.loads(executed.stdout)["partitions"][0]["state"] == "started"
+    wait_for(lambda: ebb("reassign", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan,
+                         "--verify").returncode == 0, what="ebb reassign --verify saying completed")
+    assert moved(cluster, topic, [joining, leader])
+    listed = ebb("reassign", "--bootstrap-server", bootstrap, "--list", "--output", "json")
+    assert listed.returncode == 0 and topic not in listed.stdout
+    # the leader stayed; the preferred replica is now `joining`: an election moves leadership to it
+    partitions = tmp_path / "partitions.json"
+    partitions.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0}]}))
+    elected = ebb("elect-leaders", "--bootstrap-server", bootstrap, "--election-type", "preferred",
+                  "--path-to-json-file", partitions, "--output", "json")
+    assert elected.returncode == 0, elected.stdout + elected.stderr
+    assert json.loads(elected.stdout)["partitions"] == [
+        {"topic": topic, "partition": 0, "result": "elected", "error": None}]
+    wait_for(lambda: partition_state(cluster[leader], topic).leader_id == joining, what="the preferred leader")
+    again = ebb("elect-leaders", "--bootstrap-server", bootstrap, "--election-type", "PREFERRED",
+                "--topic", topic, "--partition", "0")
+    assert again.returncode == 0 and "not needed" in again.stdout
+    plan.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0, "replicas": ["x"]}]}))
+    refused = ebb("reassign", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan, "--execute")
+    assert refused.returncode == 2 and "\"replicas\"" in refused.stderr
+    cancelled = ebb("reassign", "--bootstrap-server", bootstrap, "--reassignment-json-file", partitions, "--cancel")
+    assert cancelled.returncode == 2  # a file without replicas is not a reassignment plan
