@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from protocol.enums import ElectionType
 from protocol.errors import ErrorCode
 
 from ..reassignments import elect_leaders
-from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, run
+from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, read_partition_entries, run
 from .output import print_json, print_table
 
 
@@ -36,18 +35,10 @@ def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
 
 
 def read_partitions(path: str) -> list[tuple[str, int]]:
-    try:
-        document = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise BadInput(f"--path-to-json-file {path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise BadInput(f"--path-to-json-file {path}: not JSON: {exc}") from None
-    entries = document.get("partitions") if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise BadInput(f"--path-to-json-file {path}: no \"partitions\" list")
+    entries = read_partition_entries(path, "--path-to-json-file")
     found = []
     for entry in entries:
-        topic, partition = (entry.get(k) if isinstance(entry, dict) else None for k in ("topic", "partition"))
+        topic, partition = (entry.get(k) for k in ("topic", "partition"))
         if not isinstance(topic, str) or type(partition) is not int:
             raise BadInput(f"--path-to-json-file {path}: each partition needs \"topic\" and \"partition\": "
                            f"{json.dumps(entry)}")

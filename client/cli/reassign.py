@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from ..reassignments import alter_reassignments, list_reassignments
-from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, existing_topics, run
+from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, existing_topics, read_partition_entries, run
 from .output import print_json, print_table
 
 
@@ -35,19 +34,10 @@ def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
 
 def read_plan(path: str) -> dict[tuple[str, int], list[int]]:
     """The target replicas per partition from kafka-reassign-partitions' JSON file; bad input raises."""
-    try:
-        document = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise BadInput(f"--reassignment-json-file {path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:
-        raise BadInput(f"--reassignment-json-file {path}: not JSON: {exc}") from None
-    entries = document.get("partitions") if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise BadInput(f"--reassignment-json-file {path}: no \"partitions\" list")
+    entries = read_partition_entries(path, "--reassignment-json-file")
     plan: dict[tuple[str, int], list[int]] = {}
     for entry in entries:
-        topic, partition, replicas = (entry.get(k) if isinstance(entry, dict) else None
-                                      for k in ("topic", "partition", "replicas"))
+        topic, partition, replicas = (entry.get(k) for k in ("topic", "partition", "replicas"))
         if not isinstance(topic, str) or type(partition) is not int or not isinstance(replicas, list) \
                 or not all(type(r) is int for r in replicas):
             raise BadInput(f"--reassignment-json-file {path}: each partition needs \"topic\" (a string), "

@@ -133,13 +133,19 @@ def test_refusals(cluster):
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
+def plan_file(directory, topic: str, replicas: list[int]):
+    """kafka-reassign-partitions' JSON file moving partition 0 of `topic` to `replicas`."""
+    plan = directory / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": replicas, "log_dirs": ["any"] * len(replicas)}]}))
+    return plan
+
+
 def test_kafka_reassign_partitions_executes_verifies_and_cancels(cluster, java, tmp_path):  # noqa: F811
     topic, (leader, staying) = two_replica_topic(cluster, "tool")
     joining = next(n for n in NODES if n not in (leader, staying))
     bootstrap = not_the_controller(cluster).bootstrap
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [staying, joining], "log_dirs": ["any", "any"]}]}))
+    plan = plan_file(tmp_path, topic, [staying, joining])
     executed = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--execute")
     assert executed.returncode == 0, executed.stdout + executed.stderr
     assert "Successfully started partition reassignment for " + f"{topic}-0" in executed.stdout
@@ -176,9 +182,7 @@ def test_ebb_reassign_and_ebb_elect_leaders_take_kafkas_json_files(cluster, tmp_
     topic, (leader, staying) = two_replica_topic(cluster, "ebb-cli")
     joining = next(n for n in NODES if n not in (leader, staying))
     bootstrap = not_the_controller(cluster).bootstrap
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [joining, leader], "log_dirs": ["any", "any"]}]}))
+    plan = plan_file(tmp_path, topic, [joining, leader])
     executed = ebb("reassign", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan, "--execute",
                    "--output", "json")
     assert executed.returncode == 0, executed.stderr
