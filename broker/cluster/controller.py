@@ -38,8 +38,8 @@ from broker.cluster.deletion import finish_deletions
 from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.cluster.reassignment import Reassignments
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
+from broker.config import UNCLEAN_ELECTION
 from broker.log import TopicPartition
-from broker.topic_configs import stored_only_default
 from broker.topics import state_path
 from protocol.enums import ElectionType
 from protocol.errors import ErrorCode, FixedCodeError
@@ -54,7 +54,6 @@ log = structlog.get_logger("controller")
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 NO_LEADER = -1
-UNCLEAN = "unclean.leader.election.enable"
 
 
 def prefer(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
@@ -233,8 +232,8 @@ class Controller:
 
     def _unclean_allowed(self, topic) -> bool:
         """unclean.leader.election.enable: the topic's override, else the broker's (default false)."""
-        value = topic.configs.get(UNCLEAN) or stored_only_default(UNCLEAN, self.topics.config.explicit_properties)
-        return str(value).lower() == "true"
+        override = topic.configs.get(UNCLEAN_ELECTION)
+        return self.replication.unclean_leader_election_enable if override is None else override == "true"
 
     async def rebalance_leaders(self) -> int:
         """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage

@@ -13,7 +13,7 @@ from broker.topics import state_path
 
 class FakeTopics:
     def __init__(self, replicas):
-        self.topic = SimpleNamespace(name="t", replicas=replicas, states={})
+        self.topic = SimpleNamespace(name="t", replicas=replicas, states={}, configs={})
 
     def all(self):
         return [self.topic]
