@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import gc
-import json
 import os
 import signal
 import time
@@ -16,19 +15,21 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.cluster.cluster import Cluster
+from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZNode
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
 from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
+from broker.log.checkpoint import topic_id_to_str
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricsService
 from broker.replica import ReplicaManager
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
-from broker.topics import INTERNAL_TOPICS, TopicManager, topic_id_to_str
+from broker.topics import INTERNAL_TOPICS, TopicManager
 
 if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
@@ -103,7 +104,9 @@ class Broker:
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
-            self.cluster = Cluster(self)  # brokers, partition states and roles, the controller election
+            # brokers, partition states and roles, the controller election
+            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id, config.replication,
+                                   config.inter_broker_security)
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,
@@ -219,13 +222,13 @@ class Broker:
     async def _cluster_id(self) -> str:
         store = self._opened_store()
         try:
-            return (await store.get_json("/cluster/id"))["id"]
+            return ClusterIdZNode.decode((await store.get(ClusterIdZNode.PATH))[0])
         except NoNode:
             cluster_id = topic_id_to_str(uuid.uuid4())
         try:
-            await store.create("/cluster/id", json.dumps({"version": "1", "id": cluster_id}).encode())
+            await store.create(ClusterIdZNode.PATH, ClusterIdZNode.encode(cluster_id))
         except NodeExists:  # another broker of the cluster made it first
-            return (await store.get_json("/cluster/id"))["id"]
+            return ClusterIdZNode.decode((await store.get(ClusterIdZNode.PATH))[0])
         return cluster_id
 
     def _check_meta_properties(self) -> None:
@@ -246,13 +249,13 @@ class Broker:
         listener = self.config.advertised_listener
         # host/port: the inter-broker listener, which the other brokers use; endpoints: every listener's
         # advertised address, from which clients get the one of the listener they came in on.
-        registration = {"version": 5, "host": listener.host, "port": listener.port, "rack": self.config.rack,
-                        "endpoints": [str(item) for item in self.config.advertised_listeners],
-                        "listener_security_protocol_map": dict(self.config.listener_protocols),
-                        "timestamp": str(int(time.time() * 1000))}
-        path = f"/brokers/ids/{self.config.node_id}"
+        registration = BrokerRegistration(
+            host=listener.host, port=listener.port, rack=self.config.rack,
+            endpoints=tuple(str(item) for item in self.config.advertised_listeners),
+            security_protocols=dict(self.config.listener_protocols), timestamp=str(int(time.time() * 1000)))
         try:
-            await self._opened_store().register(path, json.dumps(registration).encode())
+            await self._opened_store().register(BrokerIdZNode.path(self.config.node_id),
+                                                BrokerIdZNode.encode(registration))
         except NodeExists as exc:
             raise ConfigError(f"node.id={self.config.node_id} is already registered by another live broker "
                               f"(NodeExists: {exc}); every broker of a cluster needs its own node.id") from None

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import structlog
 
-from broker import listener_security
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
+from broker.security import listener_security
 from broker.security.inter_broker import inter_broker_security
 from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener

@@ -7,9 +7,7 @@ asynchronous removal. Topic-level errors carry the Kafka error code the handlers
 
 from __future__ import annotations
 
-import base64
 import functools
-import json
 import re
 import time
 import uuid
@@ -20,9 +18,22 @@ from typing import Any, TypeVar
 import structlog
 
 from broker.aio import KeyedLocks, uncancellable
+from broker.cluster.layout import (
+    ConfigEntityZNode,
+    ConfigType,
+    DeleteTopicsTopicZNode,
+    DeleteTopicsZNode,
+    PartitionStateZNode,
+    TopicAssignment,
+    TopicsZNode,
+    TopicZNode,
+    topic_paths,
+)
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, StoreWriteFailed
-from broker.config import BrokerConfig
+from broker.config import UNCLEAN_ELECTION, BrokerConfig
 from broker.deletion_retries import DeletionRetries
+from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
@@ -54,8 +65,7 @@ class Topic:
     replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
     configs: dict[str, str] = field(default_factory=dict)  # overrides only; defaults come from the broker
     log_config: LogConfig = field(default_factory=LogConfig)
-    # partition -> {"leader", "leader_epoch", "isr", ...}: /brokers/topics/<t>/partitions/<p>/state
-    states: dict[int, dict] = field(default_factory=dict)
+    states: dict[int, PartitionState] = field(default_factory=dict)  # as the store had them last
     # A reassignment under way (KIP-455, broker/cluster/reassignment.py): partition -> the replicas of
     # `replicas` still joining, and those that leave once the target has caught up.
     adding: dict[int, list[int]] = field(default_factory=dict)
@@ -65,6 +75,12 @@ class Topic:
     def moving(self) -> bool:
         """A reassignment of some partition is under way."""
         return bool(self.adding or self.removing)
+
+    @property
+    def unclean_leader_election(self) -> bool | None:
+        """The topic's unclean.leader.election.enable override; None: the broker's setting holds."""
+        value = self.configs.get(UNCLEAN_ELECTION)
+        return None if value is None else value.lower() == "true"
 
     @property
     def internal(self) -> bool:
@@ -77,25 +93,17 @@ class Topic:
     def replication_factor(self) -> int:
         return len(self.replicas[min(self.replicas)]) if self.replicas else 0
 
+    def leader(self, partition: int) -> int:
+        state = self.states.get(partition)
+        return NO_LEADER if state is None else state.leader
+
     def leader_epoch(self, partition: int) -> int:
-        return int(self.states.get(partition, {}).get("leader_epoch", 0))
+        state = self.states.get(partition)
+        return 0 if state is None else state.leader_epoch
 
     def isr(self, partition: int) -> list[int]:
-        return list(self.states.get(partition, {}).get("isr", self.replicas.get(partition, [])))
-
-
-def state_path(topic: str, partition: int) -> str:
-    """The znode of a partition's leader, leader epoch and ISR (Kafka's ZooKeeper layout)."""
-    return f"/brokers/topics/{topic}/partitions/{partition}/state"
-
-
-def topic_id_to_str(topic_id: uuid.UUID) -> str:
-    """Kafka's text form of a topic id: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def topic_id_from_str(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        state = self.states.get(partition)
+        return list(self.replicas.get(partition, []) if state is None else state.isr)
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -181,7 +189,7 @@ class TopicManager:
         """Read every topic from the store, and give the log manager each topic's log config (before
         it loads the partitions)."""
         try:
-            names = await self.store.children("/brokers/topics")
+            names = await self.store.children(TopicsZNode.PATH)
         except NoNode:
             names = []
         marked = set(await self._pending_deletions()) if self.controlled_deletion else set()
@@ -226,32 +234,36 @@ class TopicManager:
         return True
 
     async def _read_topic(self, name: str) -> Topic:
-        assignment = await self.store.get_json(f"/brokers/topics/{name}")
-        try:
-            configs = (await self.store.get_json(f"/config/topics/{name}")).get("config", {})
-        except NoNode:
-            configs = {}
-        replicas = {int(p): list(r) for p, r in assignment["partitions"].items()}
+        assignment = TopicZNode.decode((await self.store.get(TopicZNode.path(name)))[0])
+        configs = await self._read_configs(name) or {}
+        replicas = assignment.replicas
         states = {}
         for partition in replicas:
             try:
-                states[partition] = await self.store.get_json(state_path(name, partition))
+                states[partition] = PartitionStateZNode.decode(
+                    (await self.store.get(PartitionStateZNode.path(name, partition)))[0])
             except NoNode:
                 pass
         return Topic(
             name=name,
-            topic_id=topic_id_from_str(assignment["topic_id"]),
+            topic_id=assignment.topic_id,
             replicas=replicas,
             configs=dict(configs),
             log_config=self.log_config_for(configs),
             states=states,
-            adding={int(p): list(r) for p, r in (assignment.get("adding_replicas") or {}).items() if r},
-            removing={int(p): list(r) for p, r in (assignment.get("removing_replicas") or {}).items() if r},
+            adding=assignment.adding,
+            removing=assignment.removing,
         )
+
+    async def _read_configs(self, name: str) -> dict[str, str] | None:
+        try:
+            return ConfigEntityZNode.decode((await self.store.get(ConfigEntityZNode.path(ConfigType.TOPIC, name)))[0])
+        except NoNode:
+            return None
 
     async def _pending_deletions(self) -> list[str]:
         try:
-            return await self.store.children("/admin/delete_topics")
+            return await self.store.children(DeleteTopicsZNode.PATH)
         except NoNode:
             return []
 
@@ -273,7 +285,7 @@ class TopicManager:
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
         async with self._locks.held(_collision_key(name)):
-            marked = await self.store.exists(f"/admin/delete_topics/{name}")
+            marked = await self.store.exists(DeleteTopicsTopicZNode.path(name))
             try:
                 fresh = await self._read_topic(name)
             except NoNode:
@@ -298,9 +310,8 @@ class TopicManager:
             topic = self._topics.get(name)
             if topic is None:
                 return
-            try:
-                configs = (await self.store.get_json(f"/config/topics/{name}")).get("config", {})
-            except NoNode:
+            configs = await self._read_configs(name)
+            if configs is None:
                 return
             if configs == topic.configs:
                 return
@@ -350,7 +361,7 @@ class TopicManager:
                                  f"Topic '{name}' collides with existing topic: {collision}")
             if name in self._topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
+            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
             nulls = [key for key, value in (configs or {}).items() if value is None]
             if nulls:
@@ -360,12 +371,13 @@ class TopicManager:
             replicas = assign_replicas(num_partitions, replication_factor, assignments, self.broker_ids(),
                                        self.config.num_partitions, self.config.default_replication_factor)
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
-            topic.states = {p: _initial_state(r) for p, r in replicas.items()}
+            topic.states = {p: PartitionState.initial(r) for p, r in replicas.items()}
             if validate_only:
                 return topic
-            await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
-            await self.store.create(f"/brokers/topics/{name}", _json_bytes(_assignment_node(topic)))
-            await self.store.put_json_many({state_path(name, p): state for p, state in topic.states.items()})
+            await self.store.put(ConfigEntityZNode.path(ConfigType.TOPIC, name), ConfigEntityZNode.encode(clean))
+            await self.store.create(TopicZNode.path(name), TopicZNode.encode(TopicAssignment(topic.topic_id, replicas)))
+            await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
+                                       for p, state in topic.states.items()})
             self._remember(topic)
             await self._ensure_logs(topic)
             log.info("created topic", topic=name, partitions=len(replicas), topic_id=topic_id_to_str(topic.topic_id))
@@ -408,11 +420,11 @@ class TopicManager:
                 new = place_replicas(current, additional, topic.replication_factor, broker_ids)
             if validate_only:
                 return topic
-            grown = Topic(topic.name, topic.topic_id, {**topic.replicas, **new}, adding=topic.adding,
-                          removing=topic.removing)
-            new_states = {p: _initial_state(r) for p, r in new.items()}
-            await self.store.set(f"/brokers/topics/{name}", _json_bytes(_assignment_node(grown)))
-            await self.store.put_json_many({state_path(name, p): state for p, state in new_states.items()})
+            grown = TopicAssignment(topic.topic_id, {**topic.replicas, **new}, topic.adding, topic.removing)
+            new_states = {p: PartitionState.initial(r) for p, r in new.items()}
+            await self.store.set(TopicZNode.path(name), TopicZNode.encode(grown))
+            await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
+                                       for p, state in new_states.items()})
             topic.replicas = grown.replicas
             topic.states.update(new_states)
             await self._ensure_logs(topic)
@@ -431,23 +443,21 @@ class TopicManager:
         """Set one partition's replicas and the reassignment state beside them in the topic's node (the
         controller, broker/cluster/reassignment.py), conditionally on the node's version so that a
         concurrent CreatePartitions is not undone; None if the topic is gone."""
-        path = f"/brokers/topics/{name}"
+        path = TopicZNode.path(name)
         async with self._locks.held(_collision_key(name)):
             while True:
                 try:
                     data, version = await self.store.get(path)
                 except NoNode:
                     return None
-                node = json.loads(data)
-                for key, value in (("partitions", replicas), ("adding_replicas", adding),
-                                   ("removing_replicas", removing)):
-                    entries = dict(node.get(key) or {})
-                    entries.pop(str(partition), None)
+                stored = TopicZNode.decode(data)
+                entries = [dict(stored.replicas), dict(stored.adding), dict(stored.removing)]
+                for held, value in zip(entries, (replicas, adding, removing), strict=True):
+                    held.pop(partition, None)
                     if value:
-                        entries[str(partition)] = list(value)
-                    node[key] = dict(sorted(entries.items(), key=lambda e: int(e[0])))
+                        held[partition] = list(value)
                 try:
-                    await self.store.set(path, _json_bytes(node), version)
+                    await self.store.set(path, TopicZNode.encode(TopicAssignment(stored.topic_id, *entries)), version)
                 except BadVersion:
                     continue
                 break
@@ -475,7 +485,7 @@ class TopicManager:
             if validate_only:
                 return topic
             changed = {k for k in set(clean) | set(topic.configs) if clean.get(k) != topic.configs.get(k)}
-            await self.store.put_json(f"/config/topics/{name}", {"version": 1, "config": clean})
+            await self.store.put(ConfigEntityZNode.path(ConfigType.TOPIC, name), ConfigEntityZNode.encode(clean))
             topic.configs = clean
             topic.log_config = self.log_config_for(clean)
             self.logs.topic_configs[name] = topic.log_config
@@ -508,7 +518,7 @@ class TopicManager:
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
         removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
         async with self._locks.held(_collision_key(name)):
-            marker = f"/admin/delete_topics/{name}"
+            marker = DeleteTopicsTopicZNode.path(name)
             if name not in self._topics:
                 # A deletion a failure left half done is finished now; anything else does not exist.
                 if self.controlled_deletion or not await self.store.exists(marker):
@@ -517,7 +527,7 @@ class TopicManager:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             else:
                 try:
-                    await self.store.create(marker, _json_bytes({"version": 1, "timestamp": int(time.time() * 1000)}))
+                    await self.store.create(marker, DeleteTopicsTopicZNode.encode(int(time.time() * 1000)))
                 except NodeExists:
                     pass
                 if self.controlled_deletion:
@@ -557,7 +567,7 @@ class TopicManager:
             here.update(topic.partitions())
         for tp in sorted(here, key=lambda tp: tp.partition):
             await self.logs.delete_log(tp)
-        for path in (f"/brokers/topics/{name}", f"/config/topics/{name}", f"/admin/delete_topics/{name}"):
+        for path in topic_paths(name):
             try:
                 await self.store.delete(path, recursive=True)
             except NoNode:
@@ -567,23 +577,8 @@ class TopicManager:
     async def _finish_marked_deletion(self, name: str) -> None:
         """What DeletionRetries calls: the marked deletion finished, if it is still marked."""
         async with self._locks.held(_collision_key(name)):
-            if await self.store.exists(f"/admin/delete_topics/{name}"):
+            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 await self._delete(name)
-
-
-def _initial_state(replicas: list[int]) -> dict:
-    return {"version": 1, "controller_epoch": 1, "leader": replicas[0], "leader_epoch": 0, "isr": list(replicas)}
-
-
-def _assignment_node(topic: Topic) -> dict:
-    return {"version": 3, "topic_id": topic_id_to_str(topic.topic_id),
-            "partitions": {str(p): r for p, r in sorted(topic.replicas.items())},
-            "adding_replicas": {str(p): r for p, r in sorted(topic.adding.items())},
-            "removing_replicas": {str(p): r for p, r in sorted(topic.removing.items())}}
-
-
-def _json_bytes(value) -> bytes:
-    return json.dumps(value, sort_keys=True).encode()
 
 
 def _collision_key(name: str) -> str:

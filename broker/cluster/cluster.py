@@ -20,41 +20,102 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
 
 import structlog
 
-from broker.cluster.controller import NO_LEADER, Controller, NotControllerError
+from broker.cluster.controller import AssignedTopic, AssignedTopics, Controller, LeaderBalancing, NotControllerError
 from broker.cluster.deletion import TopicDeletions
-from broker.cluster.store import BadVersion, NodeExists, NoNode, Watch
+from broker.cluster.layout import (
+    NO_CONTROLLER,
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerRegistration,
+    ConfigEntityZNode,
+    ConfigType,
+    ControllerZNode,
+    PartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+from broker.cluster.partition_state import PartitionState
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
-from broker.topics import state_path
 
 log = structlog.get_logger("cluster")
 
 
+class ClusterTopic(AssignedTopic, Protocol):
+    """What the cluster view reads of a topic (topics.py's Topic); it keeps `states` current."""
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+    @property
+    def replicas(self) -> dict[int, list[int]]: ...
+    @property
+    def states(self) -> dict[int, PartitionState]: ...
+    def partitions(self) -> list[TopicPartition]: ...
+
+
+class ClusterTopics(AssignedTopics, Protocol):
+    """The topics (topics.py's TopicManager), told of what other brokers and the controller changed."""
+
+    def get(self, name: str) -> ClusterTopic | None: ...
+    async def refresh(self, name: str) -> ClusterTopic | None: ...
+    async def configs_changed(self, name: str) -> None: ...
+    async def drop(self, name: str) -> None: ...
+    async def ensure_local_log(self, topic: Any, tp: TopicPartition) -> None: ...  # a topic get() gave
+    async def reassignment_under_way(self, name: str) -> bool: ...
+
+
+class LedPartition(Protocol):
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+class HostedReplicas(Protocol):
+    """This broker's replicas (replica/manager.py): they take the roles the partition states name."""
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, Any]: ...
+    def log_start_offset_moved(self, partition: Any) -> None: ...  # one of `partitions`
+    def apply_state(self, topic: Any, index: int) -> None: ...  # a topic get() gave
+    def assignment_changed(self, tp: TopicPartition, replicas: list[int], leaving: list[int]) -> None: ...
+    def holds_log(self, tp: TopicPartition) -> bool: ...
+    async def drop_replica(self, tp: TopicPartition) -> None: ...
+
+
 class Cluster:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.store = broker.store
-        self.registrations: dict[int, dict] = {}  # alive broker id -> its /brokers/ids node
+    def __init__(self, store: MetadataStore, topics: ClusterTopics, replicas: HostedReplicas, node_id: int,
+                 leader_balancing: LeaderBalancing, inter_broker_security: Any = None) -> None:
+        """`inter_broker_security`: how to reach another broker (the client's ClientSecurity; None:
+        PLAINTEXT), for the requests forwarded to the controller."""
+        self.store = store
+        self.inter_broker_security = inter_broker_security
+        self.topics = topics
+        self.replicas = replicas
+        self.node_id = node_id
+        self.registrations: dict[int, BrokerRegistration] = {}  # alive broker id -> its registration
         self._member_ids: set[int] = set()  # the children of /brokers/ids as last reported
         self._registration_watches: dict[int, Watch | None] = {}
-        self.controller_id = -1
+        self.controller_id = NO_CONTROLLER
         self.controller = Controller(
-            self.store, broker.topics, broker.node_id, broker.config.replication, alive_ids=self.alive_ids,
+            store, topics, node_id, leader_balancing, alive_ids=self.alive_ids,
             controller_id=lambda: self.controller_id, state_written=self.note_state_written)
         self.deletions = TopicDeletions(
-            self.store, broker.node_id, drop_local=self._drop_local, keep=self.keep,
+            store, node_id, drop_local=self._drop_local, keep=self.keep,
             spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake,
-            moving=broker.topics.reassignment_under_way)
+            moving=topics.reassignment_under_way)
         # The newest state version applied, per (topic id, partition): a topic deleted and created again
         # under its name starts its versions over.
-        self._state_versions: dict[tuple[Any, int], int] = {}
+        self._state_versions: dict[tuple[uuid.UUID, int], int] = {}
         self._watched_states: set[TopicPartition] = set()
-        self._topic_ids: dict[str, Any] = {}  # the topic id each name was last seen with
+        self._topic_ids: dict[str, uuid.UUID] = {}  # the topic id each name was last seen with
         self._topic_watches: dict[str, list[Watch]] = {}
         self._watches: list[Watch] = []
         self._tasks: set[asyncio.Task] = set()
@@ -65,23 +126,23 @@ class Cluster:
 
     async def start(self) -> None:
         """Read the brokers and topics and watch them; then stand for controller."""
-        for path in ("/brokers/ids", "/brokers/topics"):
+        for path in (BrokerIdsZNode.PATH, TopicsZNode.PATH):
             try:
                 await self.store.create(path)
             except NodeExists:
                 pass
-        self._watches.append(await self.store.watch_children("/brokers/ids", self._on_brokers))
+        self._watches.append(await self.store.watch_children(BrokerIdsZNode.PATH, self._on_brokers))
         await self._settle()
-        self._watches.append(await self.store.watch_children("/brokers/topics", self._on_topics))
+        self._watches.append(await self.store.watch_children(TopicsZNode.PATH, self._on_topics))
         await self._settle()
-        self._watches.append(await self.store.watch_data("/controller", self._on_controller))
+        self._watches.append(await self.store.watch_data(ControllerZNode.PATH, self._on_controller))
         await self.deletions.start()
         await self.controller.start()
 
     async def _drop_local(self, name: str) -> None:
         """A topic marked for deletion: stop serving its partitions here and drop its logs (the replicas
         let its partitions go first: TopicManager.deletion_listeners)."""
-        await self.broker.topics.drop(name)
+        await self.topics.drop(name)
 
     def keep(self, watch: Watch) -> None:
         """A watch that lasts as long as the cluster view (cancelled at stop)."""
@@ -145,14 +206,14 @@ class Cluster:
         from client.errors import BrokerConnectionError
 
         controller = self.controller_id
-        endpoint = None if controller in (NO_LEADER, self.broker.node_id) else self.endpoint(controller)
+        endpoint = None if controller in (NO_CONTROLLER, self.node_id) else self.endpoint(controller)
         if endpoint is None:
             raise NotControllerError(f"no controller to forward to (controller id {controller})")
         try:
             async with BrokerConnection(endpoint[0], endpoint[1], node_id=controller,
                                         client_id=self.FORWARDED_CLIENT_ID, request_timeout_s=timeout_s,
                                         connect_timeout_s=5,
-                                        security=self.broker.config.inter_broker_security) as connection:
+                                        security=self.inter_broker_security) as connection:
                 return await connection.request(body, version=version)
         except (BrokerConnectionError, TimeoutError, OSError) as exc:
             raise NotControllerError(f"controller {controller} could not be reached: {exc!r}") from exc
@@ -167,7 +228,7 @@ class Cluster:
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         found = self.registrations.get(broker_id)
-        return None if found is None else (found["host"], int(found["port"]))
+        return None if found is None else (found.host, found.port)
 
     def _on_brokers(self, children: list[str] | None) -> None:
         ids = {int(c) for c in children or [] if c.isdigit()}
@@ -192,7 +253,7 @@ class Cluster:
         return broker_id in self._registration_watches and self._registration_watches[broker_id] is None
 
     async def _watch_registration(self, broker_id: int) -> None:
-        watch = await self.store.watch_data(f"/brokers/ids/{broker_id}",
+        watch = await self.store.watch_data(BrokerIdZNode.path(broker_id),
                                             lambda data, version: self._on_registration(broker_id, data))
         if broker_id in self._registration_watches:
             self._registration_watches[broker_id] = watch
@@ -206,7 +267,7 @@ class Cluster:
         if data is None or broker_id not in self._member_ids:
             return
         try:
-            found = json.loads(data)
+            found = BrokerIdZNode.decode(data)
         except ValueError:
             log.warning("unreadable broker registration", broker=broker_id)
             return
@@ -214,7 +275,7 @@ class Cluster:
         self.registrations[broker_id] = found
         if before is None:
             log.info("broker in the cluster", broker=broker_id)
-        elif before.get("timestamp") != found.get("timestamp"):
+        elif before.timestamp != found.timestamp:
             log.warning("broker restarted while its registration stayed", broker=broker_id)
             self.controller.broker_restarted(broker_id)
         else:
@@ -222,19 +283,14 @@ class Cluster:
         self._brokers_changed()
 
     def _brokers_changed(self) -> None:
-        replicas = self.broker.replicas
-        if replicas is not None:
-            # The low watermark counts alive replicas only: a broker leaving may complete deletions.
-            for partition in replicas.partitions.values():
-                replicas.log_start_offset_moved(partition)
+        # The low watermark counts alive replicas only: a broker leaving may complete deletions.
+        for partition in self.replicas.partitions.values():
+            self.replicas.log_start_offset_moved(partition)
         for listener in self.broker_listeners:
             listener(self.alive_ids())
 
     def _on_controller(self, data: bytes | None, version: int | None) -> None:
-        try:
-            self.controller_id = int(json.loads(data)["brokerid"]) if data else -1
-        except (ValueError, KeyError, TypeError):
-            self.controller_id = -1
+        self.controller_id = ControllerZNode.decode(data)
         self.controller.controller_changed(self.controller_id)
 
     # --- topics ----------------------------------------------------------------------------------
@@ -246,7 +302,7 @@ class Cluster:
             for watch in self._topic_watches.pop(name):
                 watch.cancel()
             self._watched_states = {tp for tp in self._watched_states if tp.topic != name}
-            self.spawn(self.broker.topics.drop(name))
+            self.spawn(self.topics.drop(name))
         for name in sorted(names - known):
             self._topic_watches[name] = []
             self.spawn_until_done(functools.partial(self._follow_topic, name), "following a topic",
@@ -258,18 +314,20 @@ class Cluster:
             return
         made: list[Watch] = []
         try:
-            made.append(await self.store.watch_data(f"/brokers/topics/{name}",
+            made.append(await self.store.watch_data(TopicZNode.path(name),
                                                     lambda data, version: self._on_assignment(name, data)))
-            made.append(await self.store.watch_data(
-                f"/config/topics/{name}",
-                lambda data, version: data is not None and self.spawn_until_done(
-                    lambda: self.broker.topics.configs_changed(name), "applying topic configs",
-                    lambda: name in self._topic_watches)))
+            made.append(await self.store.watch_data(ConfigEntityZNode.path(ConfigType.TOPIC, name),
+                                                    lambda data, version: self._on_configs(name, data)))
         except BaseException:
             for watch in made:  # the next attempt makes them again
                 watch.cancel()
             raise
         watches.extend(made)
+
+    def _on_configs(self, name: str, data: bytes | None) -> None:
+        if data is not None:
+            self.spawn_until_done(lambda: self.topics.configs_changed(name), "applying topic configs",
+                                  lambda: name in self._topic_watches)
 
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if data is None:
@@ -279,8 +337,7 @@ class Cluster:
                               lambda: name in self._topic_watches)
 
     async def _apply_assignment(self, name: str) -> None:
-        topics = self.broker.topics
-        topic = await topics.refresh(name)
+        topic = await self.topics.refresh(name)
         if topic is None:
             return
         watches = self._topic_watches.get(name)
@@ -292,98 +349,96 @@ class Cluster:
             if tp not in self._watched_states:
                 self._watched_states.add(tp)  # the watch reports the current state at once
                 watches.append(await self.store.watch_data(
-                    state_path(name, tp.partition),
-                    lambda data, version, tp=tp: self._on_state(tp, data, version)))
+                    PartitionStateZNode.path(name, tp.partition), functools.partial(self._on_state, tp)))
             elif new_incarnation:
                 # Deleted and created again: the watch may have reported the new state before this
                 # broker knew the new topic, and ignored it. Read it again.
                 try:
-                    data, version = await self.store.get(state_path(name, tp.partition))
+                    data, version = await self.store.get(PartitionStateZNode.path(name, tp.partition))
                 except NoNode:
                     continue
                 self._on_state(tp, data, version)
         await self._replicas_moved(topic)
 
-    async def _replicas_moved(self, topic) -> None:
+    async def _replicas_moved(self, topic: ClusterTopic) -> None:
         """After an assignment change (a reassignment, broker/cluster/reassignment.py): a replica that
         joins here starts following, one that stays learns the new replica list, one moved away is
         dropped with its log."""
-        me, replicas, held = self.broker.node_id, self.broker.replicas, self.broker.logs.logs
         for tp in topic.partitions():
             assigned = topic.replicas.get(tp.partition, [])
-            if me in assigned:
-                replicas.assignment_changed(tp, assigned, topic.removing.get(tp.partition, []))
-                if tp not in replicas.partitions and tp.partition in topic.states:
+            if self.node_id in assigned:
+                self.replicas.assignment_changed(tp, assigned, topic.removing.get(tp.partition, []))
+                if tp not in self.replicas.partitions and tp.partition in topic.states:
                     await self._take_role(topic, tp)
-            elif held.get(tp) is not None:
+            elif self.replicas.holds_log(tp):
                 log.info("replica moved off this broker; deleting its log", partition=str(tp))
-                await replicas.drop_replica(tp)
+                await self.replicas.drop_replica(tp)
 
-    def _version_key(self, tp: TopicPartition) -> tuple[Any, int] | None:
-        topic = self.broker.topics.get(tp.topic)
+    def _version_key(self, tp: TopicPartition) -> tuple[uuid.UUID, int] | None:
+        topic = self.topics.get(tp.topic)
         return None if topic is None else (topic.topic_id, tp.partition)
 
     def _on_state(self, tp: TopicPartition, data: bytes | None, version: int | None) -> None:
-        topic = self.broker.topics.get(tp.topic)
+        topic = self.topics.get(tp.topic)
         if topic is None or data is None or version is None:
             return
         key = (topic.topic_id, tp.partition)
         if version <= self._state_versions.get(key, -1):
             return  # a write of our own already applied
-        state = json.loads(data)
+        state = PartitionStateZNode.decode(data)
         self._state_versions[key] = version
         topic.states[tp.partition] = state
         self._wake_a_reassignment(topic, tp)
         self.spawn_until_done(lambda: self._take_role(topic, tp), "taking a partition's role",
-                              lambda: self.broker.topics.get(tp.topic) is topic)
+                              lambda: self.topics.get(tp.topic) is topic)
 
-    async def _take_role(self, topic, tp: TopicPartition) -> None:
-        if self.broker.node_id in topic.replicas.get(tp.partition, []):
-            await self.broker.topics.ensure_local_log(topic, tp)
-            self.broker.replicas.apply_state(topic, tp.partition)
+    async def _take_role(self, topic: ClusterTopic, tp: TopicPartition) -> None:
+        if self.node_id in topic.replicas.get(tp.partition, []):
+            await self.topics.ensure_local_log(topic, tp)
+            self.replicas.apply_state(topic, tp.partition)
 
     def state_version(self, tp: TopicPartition) -> int:
         key = self._version_key(tp)
         return -1 if key is None else self._state_versions.get(key, -1)
 
-    def note_state_written(self, tp: TopicPartition, state: dict, version: int) -> None:
+    def note_state_written(self, tp: TopicPartition, state: PartitionState, version: int) -> None:
         """A state this broker (or its controller) wrote: cache it before the watch reports it."""
-        topic = self.broker.topics.get(tp.topic)
+        topic = self.topics.get(tp.topic)
         key = self._version_key(tp)  # None exactly when topic is
         if topic is None or key is None or version <= self._state_versions.get(key, -1):
             return
         self._state_versions[key] = version
         topic.states[tp.partition] = state
         self._wake_a_reassignment(topic, tp)
-        if self.broker.node_id in topic.replicas.get(tp.partition, []):
-            self.broker.replicas.apply_state(topic, tp.partition)
+        if self.node_id in topic.replicas.get(tp.partition, []):
+            self.replicas.apply_state(topic, tp.partition)
 
-    def _wake_a_reassignment(self, topic, tp: TopicPartition) -> None:
+    def _wake_a_reassignment(self, topic: ClusterTopic, tp: TopicPartition) -> None:
         """A moving partition's state changed: its ISR may now hold the target (the controller acts)."""
         if tp.partition in topic.adding or tp.partition in topic.removing:
             self.controller.wake()
 
     # --- ISR changes by the leader ---------------------------------------------------------------
 
-    async def alter_isr(self, partition, isr: set[int]) -> None:
+    async def alter_isr(self, partition: LedPartition, isr: set[int]) -> None:
         """Write the new ISR of a partition led here, if the state still names this broker leader at
         the partition's epoch and nobody wrote it since we read it."""
         tp = partition.topic_partition
-        topic = self.broker.topics.get(tp.topic)
+        topic = self.topics.get(tp.topic)
         if topic is None:
             return
-        state = dict(topic.states.get(tp.partition) or {})
-        if state.get("leader") != self.broker.node_id or state.get("leader_epoch") != partition.leader_epoch:
+        current = topic.states.get(tp.partition)
+        if current is None or current.leader != self.node_id or current.leader_epoch != partition.leader_epoch:
             return
-        state["isr"] = sorted(isr)
+        state = replace(current, isr=tuple(sorted(isr)))
         expected = self.state_version(tp)
         if expected < 0:
             return  # not read yet: never write without the version condition
         try:
-            version = await self.store.set(state_path(tp.topic, tp.partition), json.dumps(state).encode(),
-                                           expected)
+            version = await self.store.set(PartitionStateZNode.path(tp.topic, tp.partition),
+                                           PartitionStateZNode.encode(state), expected)
         except BadVersion:
             log.info("ISR change lost to a newer partition state", partition=str(tp))
             return
-        log.info("ISR changed", partition=str(tp), isr=state["isr"], leader_epoch=partition.leader_epoch)
+        log.info("ISR changed", partition=str(tp), isr=list(state.isr), leader_epoch=partition.leader_epoch)
         self.note_state_written(tp, state, version)

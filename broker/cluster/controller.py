@@ -27,67 +27,88 @@ after its target has caught up.
 from __future__ import annotations
 
 import asyncio
-import json
+import functools
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from broker.cluster.deletion import finish_deletions
 from broker.cluster.elections import ElectionResult, elect_leaders
-from broker.cluster.reassignment import Reassignments
+from broker.cluster.layout import NO_CONTROLLER, ControllerEpochZNode, ControllerZNode, PartitionStateZNode
+from broker.cluster.partition_state import NO_LEADER, PartitionState
+from broker.cluster.reassignment import MovingTopic, ReassignableTopics, Reassignments
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
-from broker.config import UNCLEAN_ELECTION
 from broker.log import TopicPartition
-from broker.topics import state_path
 from protocol.enums import ElectionType
 from protocol.errors import ErrorCode, FixedCodeError
 
 if TYPE_CHECKING:
     from broker.cluster.store import MetadataStore
-    from broker.config import ReplicationConfig
-    from broker.topics import TopicManager
 
 log = structlog.get_logger("controller")
 
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
-NO_LEADER = -1
+
+class LeaderBalancing(Protocol):
+    """The controller's settings: Kafka's auto.leader.rebalance.enable and leader.imbalance.*."""
+
+    @property
+    def auto_leader_rebalance_enable(self) -> bool: ...
+    @property
+    def leader_imbalance_check_interval_s(self) -> int: ...
+    @property
+    def leader_imbalance_per_broker_percentage(self) -> int: ...
+    @property
+    def unclean_leader_election_enable(self) -> bool: ...
 
 
-def prefer(state: dict, replicas: list[int], alive: set[int]) -> dict | None:
+class AssignedTopic(MovingTopic, Protocol):
+    """What the controller reads of a topic: its replica assignment (and a reassignment of it), its
+    partitions' leaders and its unclean.leader.election.enable override (None: the broker's)."""
+
+    def leader(self, partition: int) -> int: ...
+    @property
+    def unclean_leader_election(self) -> bool | None: ...
+
+
+class AssignedTopics(ReassignableTopics, Protocol):
+    def all(self) -> Sequence[AssignedTopic]: ...
+    def get(self, name: str) -> AssignedTopic | None: ...
+
+
+def prefer(state: PartitionState, replicas: list[int], alive: set[int]) -> PartitionState | None:
     """The state with the preferred (first) replica leading, if it is alive, in sync and not leading."""
-    leader, isr, first = int(state["leader"]), [int(r) for r in state["isr"]], replicas[0]
-    if leader in (NO_LEADER, first) or first not in alive or first not in isr:
+    first = replicas[0]
+    if state.leader in (NO_LEADER, first) or first not in alive or first not in state.isr:
         return None
-    return {**state, "leader": first, "leader_epoch": int(state["leader_epoch"]) + 1}
+    return replace(state, leader=first, leader_epoch=state.leader_epoch + 1)
 
 
-def elect(state: dict, replicas: list[int], alive: set[int], unclean: bool = False) -> dict | None:
+def elect(state: PartitionState, replicas: list[int], alive: set[int], unclean: bool = False
+          ) -> PartitionState | None:
     """The state a partition should have with `alive` brokers, or None when it is right as it is.
     `unclean` (unclean.leader.election.enable): with no in-sync replica alive, the first alive replica
     leads, alone in the ISR; what the lost in-sync replicas acknowledged beyond its log is gone."""
-    leader, isr = int(state["leader"]), [int(r) for r in state["isr"]]
-    alive_isr = [r for r in isr if r in alive]
+    leader, isr = state.leader, state.isr
+    alive_isr = tuple(r for r in isr if r in alive)
     if leader in alive:
         if alive_isr == isr:
             return None
-        return {**state, "isr": alive_isr or [leader]}
+        return replace(state, isr=alive_isr or (leader,))
     candidates = [r for r in replicas if r in alive_isr]
     if candidates:
-        new_leader = candidates[0]
-        return {**state, "leader": new_leader, "leader_epoch": int(state["leader_epoch"]) + 1, "isr": alive_isr}
+        return replace(state, leader=candidates[0], leader_epoch=state.leader_epoch + 1, isr=alive_isr)
     out_of_sync = [r for r in replicas if r in alive]
     if unclean and out_of_sync:
         log.warning("unclean leader election: records the lost in-sync replicas acknowledged may be gone",
-                    leader=out_of_sync[0], isr_before=isr)
-        return {**state, "leader": out_of_sync[0], "leader_epoch": int(state["leader_epoch"]) + 1,
-                "isr": [out_of_sync[0]]}
+                    leader=out_of_sync[0], isr_before=list(isr))
+        return replace(state, leader=out_of_sync[0], leader_epoch=state.leader_epoch + 1, isr=(out_of_sync[0],))
     if leader == NO_LEADER and isr == isr[:1]:
         return None  # offline, waiting for its last in-sync replica
     # Nobody in sync is alive: offline; keep one ISR member so it leads when it returns.
-    return {**state, "leader": NO_LEADER, "leader_epoch": int(state["leader_epoch"]) + 1, "isr": isr[:1]}
+    return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, isr=isr[:1])
 
 
 class NotControllerError(FixedCodeError):
@@ -95,9 +116,9 @@ class NotControllerError(FixedCodeError):
 
 
 class Controller:
-    def __init__(self, store: MetadataStore, topics: TopicManager, node_id: int, replication: ReplicationConfig, *,
+    def __init__(self, store: MetadataStore, topics: AssignedTopics, node_id: int, replication: LeaderBalancing, *,
                  alive_ids: Callable[[], list[int]], controller_id: Callable[[], int],
-                 state_written: Callable[[TopicPartition, dict, int], Any]) -> None:
+                 state_written: Callable[[TopicPartition, PartitionState, int], Any]) -> None:
         """`alive_ids` and `controller_id` read the cluster view; `state_written` tells it of a
         partition state this controller wrote, before the watch reports it."""
         self.store = store
@@ -147,7 +168,7 @@ class Controller:
         if self.active:
             self.active = False
             try:
-                await self.store.delete(CONTROLLER)  # hand over at once instead of at session expiry
+                await self.store.delete(ControllerZNode.PATH)  # hand over at once instead of at session expiry
             except StoreError:  # gone already, or ZooKeeper unreachable: the session's end removes it
                 pass
 
@@ -173,7 +194,7 @@ class Controller:
             await self._wakeup.wait()
             self._wakeup.clear()
             try:
-                if not self.active and self.controller_id() == NO_LEADER:
+                if not self.active and self.controller_id() == NO_CONTROLLER:
                     await self._try_to_become_controller()
                 if self.active:
                     await self.reconcile()
@@ -188,9 +209,9 @@ class Controller:
                 asyncio.get_running_loop().call_later(1.0, self._wakeup.set)
 
     async def _try_to_become_controller(self) -> None:
-        node = {"version": 1, "brokerid": self.node_id, "timestamp": str(int(time.time() * 1000))}
+        node = ControllerZNode.encode(self.node_id, int(time.time() * 1000))
         try:
-            await self.store.create(CONTROLLER, json.dumps(node).encode(), ephemeral=True)
+            await self.store.create(ControllerZNode.PATH, node, ephemeral=True)
         except NodeExists:
             return
         self.epoch = await self._bump_epoch()
@@ -200,16 +221,16 @@ class Controller:
     async def _bump_epoch(self) -> int:
         while True:
             try:
-                data, version = await self.store.get(CONTROLLER_EPOCH)
+                data, version = await self.store.get(ControllerEpochZNode.PATH)
             except NoNode:
                 try:
-                    await self.store.create(CONTROLLER_EPOCH, b"1")
+                    await self.store.create(ControllerEpochZNode.PATH, ControllerEpochZNode.encode(1))
                     return 1
                 except NodeExists:
                     continue
-            epoch = int(data or b"0") + 1
+            epoch = ControllerEpochZNode.decode(data) + 1
             try:
-                await self.store.set(CONTROLLER_EPOCH, str(epoch).encode(), version)
+                await self.store.set(ControllerEpochZNode.PATH, ControllerEpochZNode.encode(epoch), version)
                 return epoch
             except BadVersion:
                 continue
@@ -224,16 +245,17 @@ class Controller:
             for index, replicas in sorted(topic.replicas.items()):
                 if self.active:
                     changed += await self._change_partition(
-                        topic.name, index, lambda state, r=replicas, u=unclean: elect(state, r, alive, u), alive)
+                        topic.name, index, functools.partial(elect, replicas=replicas, alive=alive, unclean=unclean),
+                        alive)
         self.rounds += 1
         if restarted:
             self._wakeup.set()  # the next round counts them alive again: offline partitions may come back
         return changed
 
-    def _unclean_allowed(self, topic) -> bool:
+    def _unclean_allowed(self, topic: AssignedTopic) -> bool:
         """unclean.leader.election.enable: the topic's override, else the broker's (default false)."""
-        override = topic.configs.get(UNCLEAN_ELECTION)
-        return self.replication.unclean_leader_election_enable if override is None else override == "true"
+        override = topic.unclean_leader_election
+        return self.replication.unclean_leader_election_enable if override is None else override
 
     async def rebalance_leaders(self) -> int:
         """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage
@@ -243,7 +265,7 @@ class Controller:
         preferred: dict[int, list[tuple[str, int, list[int], bool]]] = {}
         for topic in self.topics.all():
             for index, replicas in sorted(topic.replicas.items()):
-                leads = int(topic.states.get(index, {}).get("leader", NO_LEADER)) == replicas[0]
+                leads = topic.leader(index) == replicas[0]
                 preferred.setdefault(replicas[0], []).append((topic.name, index, replicas, leads))
         threshold = self.replication.leader_imbalance_per_broker_percentage / 100
         moved = 0
@@ -256,7 +278,7 @@ class Controller:
             for name, index, replicas, _ in elsewhere:
                 if self.active:
                     moved += await self._change_partition(
-                        name, index, lambda state, replicas=replicas: prefer(state, replicas, alive), alive)
+                        name, index, functools.partial(prefer, replicas=replicas, alive=alive), alive)
         return moved
 
     async def elect_leaders(self, election: ElectionType, asked: list[TopicPartition]
@@ -275,31 +297,32 @@ class Controller:
         if not self.active:
             raise NotControllerError(f"broker {self.node_id} is not the controller")
 
-    async def _change(self, name: str, index: int, decide) -> bool:
+    async def _change(self, name: str, index: int, decide: Callable[[PartitionState], PartitionState | None]
+                      ) -> bool:
         return await self._change_partition(name, index, decide, set(self.alive_ids())) == 1
 
-    async def _change_partition(self, name: str, index: int, decide, alive: set[int]) -> int:
+    async def _change_partition(self, name: str, index: int,
+                                decide: Callable[[PartitionState], PartitionState | None], alive: set[int]) -> int:
         """Write `decide(state)` to the partition's state, conditional on the version read; 1 if written."""
         tp = TopicPartition(name, index)
-        path = state_path(name, index)
+        path = PartitionStateZNode.path(name, index)
         for _ in range(5):
             try:
                 data, version = await self.store.get(path)
             except NoNode:
                 return 0  # the topic is being created or deleted
-            state = json.loads(data)
-            new = decide(state)
-            if new is None:
+            decided = decide(PartitionStateZNode.decode(data))
+            if decided is None:
                 return 0
-            new["controller_epoch"] = self.epoch
+            new = replace(decided, controller_epoch=self.epoch)
             try:
-                written = await self.store.set(path, json.dumps(new).encode(), version)
+                written = await self.store.set(path, PartitionStateZNode.encode(new), version)
             except BadVersion:
                 continue  # the leader changed the ISR meanwhile: decide again on what is there now
             except NoNode:
                 return 0  # the topic was deleted meanwhile
-            log.info("partition state changed", partition=str(tp), leader=new["leader"],
-                     leader_epoch=new["leader_epoch"], isr=new["isr"], alive=sorted(alive))
+            log.info("partition state changed", partition=str(tp), leader=new.leader,
+                     leader_epoch=new.leader_epoch, isr=list(new.isr), alive=sorted(alive))
             self.state_written(tp, new, written)
             return 1
         log.warning("partition state kept changing; deciding at the next round", partition=str(tp))

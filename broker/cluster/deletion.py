@@ -26,15 +26,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.cluster.layout import DeleteTopicsTopicZNode, DeleteTopicsZNode, TopicZNode, topic_paths
 from broker.cluster.store import NodeExists, NoNode, Watch
 
 if TYPE_CHECKING:
     from broker.cluster.store import MetadataStore
 
 log = structlog.get_logger("deletion")
-
-MARKS = "/admin/delete_topics"
-
 
 class TopicDeletions:
     """Every broker's side: drop marked topics here, acknowledge, and tell waiting requests."""
@@ -59,10 +57,10 @@ class TopicDeletions:
 
     async def start(self) -> None:
         try:
-            await self.store.create(MARKS)
+            await self.store.create(DeleteTopicsZNode.PATH)
         except NodeExists:
             pass
-        self.keep(await self.store.watch_children(MARKS, self._on_marks))
+        self.keep(await self.store.watch_children(DeleteTopicsZNode.PATH, self._on_marks))
 
     def _on_marks(self, children: list[str] | None) -> None:
         names = set(children or [])
@@ -99,19 +97,19 @@ class TopicDeletions:
         log.info("topic marked for deletion; dropping local replicas", topic=name)
         await self.drop_local(name)
         try:
-            await self.store.create(f"{MARKS}/{name}/{self.node_id}", makepath=False)
+            await self.store.create(DeleteTopicsTopicZNode.acknowledgement_path(name, self.node_id), makepath=False)
         except (NodeExists, NoNode):  # acknowledged before, or the deletion is already over
             pass
         if name in self.marked:
             try:
                 self.marked[name] = await self.store.watch_children(
-                    f"{MARKS}/{name}", lambda acks: self.wake_controller())
+                    DeleteTopicsTopicZNode.path(name), lambda acks: self.wake_controller())
             except NoNode:
                 pass
 
     async def wait_deleted(self, name: str, timeout_ms: int) -> bool:
         """True once the topic's mark is gone (the deletion finished), False at the timeout."""
-        if not await self.store.exists(f"{MARKS}/{name}"):
+        if not await self.store.exists(DeleteTopicsTopicZNode.path(name)):
             return True
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(name, []).append(waiter)
@@ -126,22 +124,22 @@ class TopicDeletions:
                 waiting.remove(waiter)
 
 
-async def finish_deletions(store, log_waiting: dict[str, frozenset[int]]) -> int:
+async def finish_deletions(store: MetadataStore, log_waiting: dict[str, frozenset[int]]) -> int:
     """The controller's side: remove each marked topic every replica's broker has acknowledged.
     `log_waiting` remembers what was last reported as missing, so a wait is logged once."""
     try:
-        names = await store.children(MARKS)
+        names = await store.children(DeleteTopicsZNode.PATH)
     except NoNode:
         return 0
     finished = 0
     for name in names:
         try:
-            assignment = await store.get_json(f"/brokers/topics/{name}")
-            brokers = {int(r) for replicas in assignment["partitions"].values() for r in replicas}
+            assignment = TopicZNode.decode((await store.get(TopicZNode.path(name)))[0])
+            brokers = {r for replicas in assignment.replicas.values() for r in replicas}
         except NoNode:
             brokers = set()
         try:
-            acks = {int(c) for c in await store.children(f"{MARKS}/{name}") if c.isdigit()}
+            acks = DeleteTopicsTopicZNode.acknowledged(await store.children(DeleteTopicsTopicZNode.path(name)))
         except NoNode:
             continue
         missing = frozenset(brokers - acks)
@@ -150,7 +148,7 @@ async def finish_deletions(store, log_waiting: dict[str, frozenset[int]]) -> int
                 log_waiting[name] = missing
                 log.info("topic deletion waits for brokers", topic=name, brokers=sorted(missing))
             continue
-        for path in (f"/brokers/topics/{name}", f"/config/topics/{name}", f"{MARKS}/{name}"):
+        for path in topic_paths(name):
             try:
                 await store.delete(path, recursive=True)
             except NoNode:

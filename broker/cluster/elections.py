@@ -16,14 +16,13 @@ state node's version, like its own elections (Controller.change_partition).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.log import TopicPartition
 from protocol.enums import ElectionType
 from protocol.errors import ErrorCode
-
-NO_LEADER = -1
 
 
 class Outcome(Enum):
@@ -39,35 +38,36 @@ class ElectionResult:
     message: str | None = None
 
 
-def preferred_election(state: dict, replicas: list[int], alive: set[int]) -> tuple[Outcome, dict | None]:
-    leader, isr, first = int(state["leader"]), [int(r) for r in state["isr"]], replicas[0]
-    if leader == first and first in alive:  # a dead leader still in the state is no leader (Kafka fences it)
+Decision = tuple[Outcome, PartitionState | None]
+
+
+def preferred_election(state: PartitionState, replicas: list[int], alive: set[int]) -> Decision:
+    first = replicas[0]
+    if state.leader == first and first in alive:  # a dead leader still in the state is no leader (Kafka fences it)
         return Outcome.NOT_NEEDED, None
-    if first not in alive or first not in isr:
+    if first not in alive or first not in state.isr:
         return Outcome.PREFERRED_UNAVAILABLE, None
-    return Outcome.ELECTED, {**state, "leader": first, "leader_epoch": int(state["leader_epoch"]) + 1}
+    return Outcome.ELECTED, replace(state, leader=first, leader_epoch=state.leader_epoch + 1)
 
 
-def unclean_election(state: dict, replicas: list[int], alive: set[int]) -> tuple[Outcome, dict | None]:
-    leader, isr = int(state["leader"]), [int(r) for r in state["isr"]]
-    if leader != NO_LEADER and leader in alive:
+def unclean_election(state: PartitionState, replicas: list[int], alive: set[int]) -> Decision:
+    if state.leader != NO_LEADER and state.leader in alive:
         return Outcome.NOT_NEEDED, None
-    in_sync = [r for r in replicas if r in alive and r in isr]
+    in_sync = [r for r in replicas if r in alive and r in state.isr]
     if in_sync:
-        new_leader, new_isr = in_sync[0], [r for r in isr if r in alive]
+        new_leader, new_isr = in_sync[0], tuple(r for r in state.isr if r in alive)
     else:
         unclean = [r for r in replicas if r in alive]
         if not unclean:
             return Outcome.NONE_ELIGIBLE, None
-        new_leader, new_isr = unclean[0], [unclean[0]]
-    return Outcome.ELECTED, {**state, "leader": new_leader, "leader_epoch": int(state["leader_epoch"]) + 1,
-                             "isr": new_isr}
+        new_leader, new_isr = unclean[0], (unclean[0],)
+    return Outcome.ELECTED, replace(state, leader=new_leader, leader_epoch=state.leader_epoch + 1, isr=new_isr)
 
 
 DECISIONS = {ElectionType.PREFERRED: preferred_election, ElectionType.UNCLEAN: unclean_election}
 
 # Writes the state decide(state) returns, conditionally; returns False when the partition has no state.
-ChangePartition = Callable[[str, int, Callable[[dict], dict | None]], Awaitable[bool]]
+ChangePartition = Callable[[str, int, Callable[[PartitionState], PartitionState | None]], Awaitable[bool]]
 
 
 async def elect_leaders(election: ElectionType, asked: Iterable[TopicPartition],
@@ -83,7 +83,7 @@ async def elect_leaders(election: ElectionType, asked: Iterable[TopicPartition],
             continue
         outcome: Outcome | None = None  # stays None when the partition has no state node (being deleted)
 
-        def decide(state: dict, replicas: list[int] = replicas) -> dict | None:
+        def decide(state: PartitionState, replicas: list[int] = replicas) -> PartitionState | None:
             nonlocal outcome
             outcome, new_state = decide_on(state, replicas, alive)
             return new_state

@@ -25,24 +25,48 @@ A reassignment that only reorders replicas, or only removes in-sync ones, finish
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from broker.cluster.layout import DeleteTopicsTopicZNode
+from broker.cluster.partition_state import PartitionState
 from broker.topic_placement import TopicError, validate_manual_assignment
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.cluster.store import MetadataStore
-    from broker.topics import Topic, TopicManager
 
 log = structlog.get_logger("reassignment")
 
-NO_LEADER = -1
 # Writes the state decide(state) returns, conditionally on its version; True when written.
-ChangePartition = Callable[[str, int, Callable[[dict], dict | None]], Awaitable[bool]]
+ChangePartition = Callable[[str, int, Callable[[PartitionState], PartitionState | None]], Awaitable[bool]]
+
+
+class MovingTopic(Protocol):
+    """What a reassignment reads of a topic (topics.py's Topic)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def replicas(self) -> dict[int, list[int]]: ...
+    @property
+    def adding(self) -> dict[int, list[int]]: ...
+    @property
+    def removing(self) -> dict[int, list[int]]: ...
+    @property
+    def states(self) -> dict[int, PartitionState]: ...
+
+
+class ReassignableTopics(Protocol):
+    """The topics (topics.py's TopicManager), which own the assignment node's layout."""
+
+    def all(self) -> Sequence[MovingTopic]: ...
+    def get(self, name: str) -> MovingTopic | None: ...
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -61,7 +85,7 @@ class Ongoing:
 
 
 class Reassignments:
-    def __init__(self, store: MetadataStore, topics: TopicManager, *, alive_ids: Callable[[], list[int]],
+    def __init__(self, store: MetadataStore, topics: ReassignableTopics, *, alive_ids: Callable[[], list[int]],
                  change_partition: ChangePartition, wake: Callable[[], None]) -> None:
         """`wake` asks the controller for a round (which calls `advance`)."""
         self.store = store
@@ -77,7 +101,7 @@ class Reassignments:
         topic = self.topics.get(name)
         if topic is None:
             return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
-        if await self.store.exists(f"/admin/delete_topics/{name}"):
+        if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
             return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       f"Topic {name} is marked for deletion; its partitions are not moved.")
         current = topic.replicas.get(partition)
@@ -103,7 +127,7 @@ class Reassignments:
         self.wake()  # it may be finished already (nothing to add), or wait for the ISR
         return ReassignmentResult()
 
-    async def _cancel(self, topic: Topic, partition: int) -> ReassignmentResult:
+    async def _cancel(self, topic: MovingTopic, partition: int) -> ReassignmentResult:
         adding, removing = topic.adding.get(partition, []), topic.removing.get(partition, [])
         if not adding and not removing:
             return ReassignmentResult(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
@@ -112,19 +136,18 @@ class Reassignments:
         alive = set(self.alive_ids())
         refused: list[str] = []
 
-        def revert(state: dict) -> dict | None:
-            isr = [int(r) for r in state["isr"] if int(r) in original]
+        def revert(state: PartitionState) -> PartitionState | None:
+            isr = tuple(r for r in state.isr if r in original)
             if not isr:
                 refused.append("it would require an unclean leader election")
                 return None
-            leader = int(state["leader"])
-            if leader in isr and leader in alive:
-                return {**state, "isr": isr}
+            if state.leader in isr and state.leader in alive:
+                return replace(state, isr=isr)
             candidates = [r for r in original if r in isr and r in alive]
             if not candidates:
                 refused.append("no original in-sync replica is alive to lead")
                 return None
-            return {**state, "leader": candidates[0], "leader_epoch": int(state["leader_epoch"]) + 1, "isr": isr}
+            return replace(state, leader=candidates[0], leader_epoch=state.leader_epoch + 1, isr=isr)
 
         await self.change_partition(topic.name, partition, revert)
         if refused:
@@ -163,22 +186,19 @@ class Reassignments:
         alive = set(self.alive_ids())
         ready: list[bool] = []
 
-        def complete(state: dict) -> dict | None:
-            isr = [int(r) for r in state["isr"]]
+        def complete(state: PartitionState) -> PartitionState | None:
             ready.clear()
-            if not set(target) <= set(isr):
+            if not set(target) <= set(state.isr):
                 return None  # still catching up
-            new_isr = [r for r in isr if r in target]
-            leader = int(state["leader"])
-            if leader in target and leader in alive:
+            new_isr = tuple(r for r in state.isr if r in target)
+            if state.leader in target and state.leader in alive:
                 ready.append(True)
-                return None if new_isr == isr else {**state, "isr": new_isr}
+                return None if new_isr == state.isr else replace(state, isr=new_isr)
             candidates = [r for r in target if r in new_isr and r in alive]
             if not candidates:
                 return None  # nobody of the target can lead yet
             ready.append(True)
-            return {**state, "leader": candidates[0], "leader_epoch": int(state["leader_epoch"]) + 1,
-                    "isr": new_isr}
+            return replace(state, leader=candidates[0], leader_epoch=state.leader_epoch + 1, isr=new_isr)
 
         written = await self.change_partition(moving.topic, moving.partition, complete)
         if not ready or (not written and self._state_needs_write(moving, target)):
@@ -193,5 +213,5 @@ class Reassignments:
         state = None if topic is None else topic.states.get(moving.partition)
         if state is None:
             return True
-        return int(state["leader"]) not in target or any(int(r) not in target for r in state["isr"])
+        return state.leader not in target or any(r not in target for r in state.isr)
 

@@ -1,8 +1,8 @@
 """The metadata store behind the controller: a tree of versioned znodes, shaped like ZooKeeper.
 
-Paths follow Kafka's ZooKeeper layout (`/brokers/topics/<t>`, `/config/topics/<t>`,
-`/admin/delete_topics/<t>`, `/cluster/id`, ...) so the cluster backend (`ZooKeeperStore`, kazoo,
-broker/cluster/zookeeper.py) is a second implementation of `MetadataStore`, not a rewrite.
+It holds bytes; which nodes exist and what they hold is broker/cluster/layout.py's (Kafka's ZooKeeper
+layout), so the cluster backend (`ZooKeeperStore`, kazoo, broker/cluster/zookeeper.py) is a second
+implementation of `MetadataStore`, not a rewrite.
 `EmbeddedStore` serves a single broker: the tree lives in memory and every change is written to one
 JSON file, atomically, off the event loop.
 
@@ -111,21 +111,17 @@ class MetadataStore(ABC):
             return False
         return True
 
-    async def get_json(self, path: str):
-        data, _ = await self.get(path)
-        return json.loads(data)
-
-    async def put_json(self, path: str, value) -> None:
-        data = json.dumps(value, sort_keys=True).encode()
+    async def put(self, path: str, data: bytes) -> None:
+        """Set the node, or create it (and its parents) if absent."""
         try:
             await self.set(path, data)
         except NoNode:
             await self.create(path, data)
 
-    async def put_json_many(self, values: Mapping[str, object]) -> None:
-        """put_json for each path; a store that can makes them durable with one write."""
-        for path, value in values.items():
-            await self.put_json(path, value)
+    async def put_many(self, values: Mapping[str, bytes]) -> None:
+        """put for each path; a store that can makes them durable with one write."""
+        for path, data in values.items():
+            await self.put(path, data)
 
     async def register(self, path: str, data: bytes) -> None:
         """Create the ephemeral node that announces this process (`/brokers/ids/<id>`). NodeExists, naming
@@ -244,14 +240,13 @@ class EmbeddedStore(MetadataStore):
             await self._persist()
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
 
-    async def put_json_many(self, values: Mapping[str, object]) -> None:
+    async def put_many(self, values: Mapping[str, bytes]) -> None:
         """Every node set or created in memory, then one write of the file: the partition states of a
         10,000-partition CreateTopics cost one fsync, not 10,000 rewrites of the whole store."""
         for path in values:
             _check(path)
         created, changed = [], []
-        for path, value in values.items():
-            data = json.dumps(value, sort_keys=True).encode()
+        for path, data in values.items():
             node = self._nodes.get(path)
             if node is not None:
                 node.data, node.version = data, node.version + 1

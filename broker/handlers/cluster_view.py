@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from broker.cluster.layout import BrokerRegistration
 from broker.handlers.context import BrokerContext
 from broker.log import TopicPartition
 from protocol.errors import ErrorCode
@@ -31,13 +32,13 @@ def alive_brokers(broker: BrokerContext, listener_name: str) -> list[BrokerEndpo
     for node_id, found in sorted(cluster.registrations.items()):
         endpoint = _registered_endpoint(found, listener_name)
         if endpoint is not None:
-            found_endpoints.append(BrokerEndpoint(node_id, endpoint[0], endpoint[1], found.get("rack")))
+            found_endpoints.append(BrokerEndpoint(node_id, endpoint[0], endpoint[1], found.rack))
     return found_endpoints
 
 
-def _registered_endpoint(registration: dict, listener_name: str) -> tuple[str, int] | None:
-    for text in registration.get("endpoints", []):
-        name, sep, address = str(text).partition("://")
+def _registered_endpoint(registration: BrokerRegistration, listener_name: str) -> tuple[str, int] | None:
+    for text in registration.endpoints:
+        name, sep, address = text.partition("://")
         host, _, port = address.rpartition(":")
         if sep and name == listener_name and port.isdigit():
             return host.strip("[]"), int(port)
@@ -57,7 +58,7 @@ def leader_of(broker: BrokerContext, topic, partition: int) -> int:
     cluster = broker.cluster
     if cluster is None:
         return broker.node_id
-    leader = int(topic.states.get(partition, {}).get("leader", -1))
+    leader = topic.leader(partition)
     return leader if cluster.is_alive(leader) else -1
 
 

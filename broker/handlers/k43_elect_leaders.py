@@ -24,7 +24,10 @@ codes above.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from broker.cluster.elections import ElectionResult, elect_leaders
+from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import offline_logs
 from broker.handlers.controller_requests import on_the_controller
@@ -83,9 +86,11 @@ async def _on_one_broker(broker: BrokerContext, election: ElectionType, asked: l
         topic = broker.topics.get(tp.topic)
         return None if topic is None else topic.replicas.get(tp.partition)
 
-    async def judge_only(name: str, index: int, decide) -> bool:  # no state to write: nothing can change
-        online = TopicPartition(name, index) not in offline
-        decide({"leader": me if online else -1, "isr": [me] if online else [], "leader_epoch": 0})
+    async def judge_only(name: str, index: int,
+                         decide: Callable[[PartitionState], PartitionState | None]) -> bool:
+        online = TopicPartition(name, index) not in offline  # no state to write: nothing can change
+        decide(PartitionState(leader=me if online else NO_LEADER, leader_epoch=0, isr=(me,) if online else (),
+                              controller_epoch=0))
         return False
 
     return await elect_leaders(election, asked, assignment, {me}, judge_only)

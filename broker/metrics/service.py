@@ -37,8 +37,7 @@ class BrokerControllerView:
         offline = 0
         for topic in self._topics.all():
             for index in topic.replicas:
-                state = topic.states.get(index)
-                leader = -1 if state is None else int(state["leader"])
+                leader = topic.leader(index)
                 offline += leader < 0 or not cluster.is_alive(leader)
         return offline
 

@@ -194,7 +194,7 @@ class ReplicaManager:
             return  # no replica here
         if state is None:
             return
-        leader, epoch, isr = int(state["leader"]), int(state["leader_epoch"]), set(state["isr"])
+        leader, epoch, isr = state.leader, state.leader_epoch, set(state.isr)
         if leader == self.node_id:
             if not partition.is_leader or partition.leader_epoch != epoch:
                 partition.make_leader(epoch, isr)
@@ -273,6 +273,10 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is not None:
             partition.set_replicas(replicas, leaving)
+
+    def holds_log(self, tp: TopicPartition) -> bool:
+        """Whether this broker has a log of the partition (online or not)."""
+        return tp in self.broker.logs.logs or tp in self.broker.logs.offline_partitions
 
     async def drop_replica(self, tp: TopicPartition) -> None:
         """A reassignment moved the partition off this broker: stop serving and following it, and

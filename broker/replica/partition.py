@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 
 import structlog
 
+from broker.cluster.partition_state import PartitionState
 from broker.log import PartitionLog, StartOffsetReason, TopicPartition
 from broker.replica.outcomes import AppendResult
 from broker.replica.producer_recovery import rebuild_producer_state
@@ -83,7 +84,7 @@ class PartitionHost(Protocol):
 
 class Partition:
     def __init__(self, host: PartitionHost, topic_partition: TopicPartition, topic_id: uuid.UUID,
-                 replicas: list[int], log_: PartitionLog, state: dict | None = None) -> None:
+                 replicas: list[int], log_: PartitionLog, state: PartitionState | None = None) -> None:
         """`state`: the cluster's partition state (leader, leader_epoch, isr); without one (a single
         broker) the partition is led here at the epoch its log was last written under."""
         self.host = host
@@ -97,15 +98,15 @@ class Partition:
         self._producers_loading: asyncio.Future[None] | None = None
         self.followers: dict[int, FollowerState] = {}
         self.leaving: set[int] = set()  # replicas a reassignment is removing
-        if state is not None and state["leader"] != self.local_id:
-            self.leader_id = int(state["leader"])
-            self.leader_epoch = int(state["leader_epoch"])
-            self.isr: set[int] = set(state["isr"])
+        if state is not None and state.leader != self.local_id:
+            self.leader_id = state.leader
+            self.leader_epoch = state.leader_epoch
+            self.isr: set[int] = set(state.isr)
             return
         self.leader_id = self.local_id
         if state is not None:
-            self.leader_epoch = int(state["leader_epoch"])
-            self.isr = set(state["isr"]) | {self.local_id}
+            self.leader_epoch = state.leader_epoch
+            self.isr = set(state.isr) | {self.local_id}
         else:
             self.leader_epoch = max(0, log_.epoch_cache.latest_epoch)
             self.isr = {self.local_id}

@@ -10,17 +10,15 @@ block that a broker had not used when it stopped are simply skipped.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import structlog
 
+from broker.cluster.layout import ProducerIdBlock, ProducerIdBlockZNode
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode
 
 log = structlog.get_logger("producer_ids")
 
-BLOCK_PATH = "/latest_producer_id_block"
 BLOCK_SIZE = 1000  # ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
-BLOCK_VERSION = 1
 MAX_PRODUCER_ID = 2**63 - 1
 
 
@@ -48,20 +46,19 @@ class ProducerIdManager:
     async def _claim_block(self) -> None:
         for _ in range(100):
             try:
-                data, version = await self.store.get(BLOCK_PATH)
+                data, version = await self.store.get(ProducerIdBlockZNode.PATH)
             except NoNode:
                 data, version = None, None
-            first = 0 if data is None else int(json.loads(data)["block_end"]) + 1
+            first = 0 if data is None else ProducerIdBlockZNode.decode(data).last + 1
             last = first + self.block_size - 1
             if last > MAX_PRODUCER_ID:
                 raise ProducerIdsExhausted("every producer id has been handed out")
-            node = json.dumps({"version": BLOCK_VERSION, "broker": self.node_id, "block_start": str(first),
-                               "block_end": str(last)}, sort_keys=True).encode()
+            node = ProducerIdBlockZNode.encode(ProducerIdBlock(self.node_id, first, last))
             try:
                 if version is None:
-                    await self.store.create(BLOCK_PATH, node)
+                    await self.store.create(ProducerIdBlockZNode.PATH, node)
                 else:
-                    await self.store.set(BLOCK_PATH, node, version)
+                    await self.store.set(ProducerIdBlockZNode.PATH, node, version)
             except (BadVersion, NodeExists, NoNode):
                 continue  # another broker claimed a block first
             self._next, self._last = first, last

@@ -3,18 +3,37 @@ this resource? Always yes without an authorizer (authorizer.class.name unset).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from broker.security.acls import CLUSTER_NAME
 from protocol.enums import Operation, ResourceType
 
+if TYPE_CHECKING:
+    from broker.security.authorizer import Authorizer
 
-def allowed(broker: Any, request: Any, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+
+class Guarded(Protocol):
+    """The broker as these checks see it (handlers' BrokerContext is one)."""
+
+    @property
+    def authorizer(self) -> Authorizer | None: ...
+
+
+class Asker(Protocol):
+    """Who asks: a request's authenticated principal and the host it came from."""
+
+    @property
+    def principal(self) -> str: ...
+    @property
+    def client_host(self) -> str: ...
+
+
+def allowed(broker: Guarded, request: Asker, operation: Operation, resource_type: ResourceType, name: str) -> bool:
     authorizer = broker.authorizer
     if authorizer is None:
         return True
     return authorizer.authorize(request.principal, request.client_host, operation, resource_type, name)
 
 
-def allowed_on_cluster(broker: Any, request: Any, operation: Operation) -> bool:
+def allowed_on_cluster(broker: Guarded, request: Asker, operation: Operation) -> bool:
     return allowed(broker, request, operation, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -1,47 +1,22 @@
-"""Ebb's authorizer: ACLs kept in the metadata store in Kafka's ZooKeeper layout, held in memory by
-every broker and reloaded when any broker changes them, so that a request's check never waits.
-
-    /kafka-acl/<Topic|Group|Cluster|TransactionalId>/<name>             LITERAL
-    /kafka-acl-extended/prefixed/<Topic|Group|...>/<prefix>             PREFIXED
-    each {"version": 1, "acls": [{"principal": "User:alice", "permissionType": "Allow",
-                                  "operation": "Read", "host": "*"}]}
-    /ebb/acl-changes                                                     bumped after every change
+"""Ebb's authorizer: ACLs kept in the metadata store in Kafka's ZooKeeper layout (`/kafka-acl/...`,
+`/kafka-acl-extended/prefixed/...`: the nodes and their JSON are broker/cluster/layout.py's), held in
+memory by every broker and reloaded when any broker changes them (a counter every broker watches), so
+that a request's check never waits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterable
-from urllib.parse import quote, unquote
 
 import structlog
 
+from broker.cluster.layout import AclChangesZNode, AclResourceTypeZNode, AclResourceZNode, desanitized
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
 from broker.security.acls import Acl, AclFilter, decide
 from protocol.enums import Operation, PatternType, Permission, ResourceType
 
 log = structlog.get_logger("authorizer")
-
-_TYPE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
-               ResourceType.TRANSACTIONAL_ID: "TransactionalId"}
-_OPERATION_NAMES = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write",
-                    Operation.CREATE: "Create", Operation.DELETE: "Delete", Operation.ALTER: "Alter",
-                    Operation.DESCRIBE: "Describe", Operation.CLUSTER_ACTION: "ClusterAction",
-                    Operation.DESCRIBE_CONFIGS: "DescribeConfigs", Operation.ALTER_CONFIGS: "AlterConfigs",
-                    Operation.IDEMPOTENT_WRITE: "IdempotentWrite"}
-_ROOTS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
-CHANGES = "/ebb/acl-changes"
-
-
-def _node(resource_type: ResourceType, pattern: PatternType, name: str) -> str:
-    return f"{_ROOTS[pattern]}/{_TYPE_NAMES[resource_type]}/{quote(name, safe='')}"
-
-
-def _entry(acl: Acl) -> dict:
-    return {"principal": acl.principal, "permissionType": "Allow" if acl.permission == Permission.ALLOW else "Deny",
-            "operation": _OPERATION_NAMES[acl.operation], "host": acl.host}
-
 
 class Authorizer:
     def __init__(self, store: MetadataStore, super_users: frozenset[str], allow_if_no_acl: bool):
@@ -53,10 +28,10 @@ class Authorizer:
 
     async def start(self) -> None:
         try:
-            await self.store.create(CHANGES, b"0")
+            await self.store.create(AclChangesZNode.PATH, AclChangesZNode.encode(0))
         except NodeExists:
             pass
-        self._watch = await self.store.watch_data(CHANGES, lambda data, version: self._changed())
+        self._watch = await self.store.watch_data(AclChangesZNode.PATH, lambda data, version: self._changed())
         await self.reload()
 
     async def stop(self) -> None:
@@ -68,27 +43,23 @@ class Authorizer:
 
     async def reload(self) -> None:
         found: dict[ResourceType, list[Acl]] = {}
-        for pattern, root in _ROOTS.items():
-            for resource_type, type_name in _TYPE_NAMES.items():
-                try:
-                    names = await self.store.children(f"{root}/{type_name}")
-                except NoNode:
-                    continue
-                for quoted in names:
-                    for acl in await self._read(resource_type, pattern, unquote(quoted)):
-                        found.setdefault(resource_type, []).append(acl)
+        for pattern, resource_type in AclResourceTypeZNode.kinds():
+            try:
+                names = await self.store.children(AclResourceTypeZNode.path(pattern, resource_type))
+            except NoNode:
+                continue
+            for child in names:
+                for acl in await self._read(resource_type, pattern, desanitized(child)):
+                    found.setdefault(resource_type, []).append(acl)
         self._acls = found
         log.info("ACLs loaded", acls=sum(len(a) for a in found.values()))
 
     async def _read(self, resource_type: ResourceType, pattern: PatternType, name: str) -> list[Acl]:
         try:
-            data, _ = await self.store.get(_node(resource_type, pattern, name))
+            data, _ = await self.store.get(AclResourceZNode.path(pattern, resource_type, name))
         except NoNode:
             return []
-        operations = {v: k for k, v in _OPERATION_NAMES.items()}
-        return [Acl(resource_type, name, pattern, e["principal"], e["host"], operations[e["operation"]],
-                    Permission.ALLOW if e["permissionType"] == "Allow" else Permission.DENY)
-                for e in json.loads(data).get("acls", [])]
+        return AclResourceZNode.decode(data, pattern, resource_type, name)
 
     # --- the check on the request path -----------------------------------------------------------
 
@@ -122,7 +93,7 @@ class Authorizer:
         await self._announce()
 
     async def _update(self, resource_type: ResourceType, pattern: PatternType, name: str, change) -> None:
-        path = _node(resource_type, pattern, name)
+        path = AclResourceZNode.path(pattern, resource_type, name)
         while True:  # compare-and-set: another broker may change the same resource meanwhile
             try:
                 data, version = await self.store.get(path)
@@ -130,7 +101,7 @@ class Authorizer:
                 data, version = None, -1
             current = set(await self._read(resource_type, pattern, name)) if data is not None else set()
             wanted = change(current)
-            body = json.dumps({"version": 1, "acls": [_entry(a) for a in sorted(wanted, key=repr)]}).encode()
+            body = AclResourceZNode.encode(wanted)
             try:
                 if data is None:
                     await self.store.create(path, body)
@@ -143,6 +114,6 @@ class Authorizer:
                 continue
 
     async def _announce(self) -> None:
-        data, _ = await self.store.get(CHANGES)
-        await self.store.set(CHANGES, str(int(data or b"0") + 1).encode())
+        data, _ = await self.store.get(AclChangesZNode.PATH)
+        await self.store.set(AclChangesZNode.PATH, AclChangesZNode.encode(AclChangesZNode.decode(data) + 1))
         await self.reload()

@@ -4,16 +4,13 @@ Read at each authentication (not on the request path), so every broker sees a ch
 
 from __future__ import annotations
 
-from urllib.parse import quote, unquote
-
+from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode, ConfigType, desanitized
 from broker.cluster.store import MetadataStore, NoNode
 from broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism
 
-USERS = "/config/users"
-
 
 def _path(user: str) -> str:
-    return f"{USERS}/{quote(user, safe='')}"
+    return ConfigEntityZNode.path(ConfigType.USER, user)
 
 
 class CredentialStore:
@@ -22,10 +19,10 @@ class CredentialStore:
 
     async def _config(self, user: str) -> dict[str, str]:
         try:
-            node = await self.store.get_json(_path(user))
+            data, _ = await self.store.get(_path(user))
         except NoNode:
             return {}
-        return dict(node.get("config", {}))
+        return ConfigEntityZNode.decode(data)
 
     async def get(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         text = (await self._config(user)).get(mechanism.name)
@@ -41,10 +38,10 @@ class CredentialStore:
 
     async def users(self) -> list[str]:
         try:
-            names = await self.store.children(USERS)
+            names = await self.store.children(ConfigEntityTypeZNode.path(ConfigType.USER))
         except NoNode:
             return []
-        return sorted(unquote(name) for name in names)
+        return sorted(desanitized(name) for name in names)
 
     async def alter(self, user: str, upserts: dict[str, ScramCredential], deletions: list[str]) -> None:
         """Apply one user's changes with one write; a user left without any config loses its node."""
@@ -53,7 +50,7 @@ class CredentialStore:
             config.pop(name, None)
         config.update({name: credential.to_text() for name, credential in upserts.items()})
         if config:
-            await self.store.put_json(_path(user), {"version": 1, "config": config})
+            await self.store.put(_path(user), ConfigEntityZNode.encode(config))
         else:
             try:
                 await self.store.delete(_path(user))

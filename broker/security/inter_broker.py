@@ -14,7 +14,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 
-from broker.listener_security import SecuritySettingError
+from broker.security.listener_security import SecuritySettingError
 from broker.security.sasl_config import SERVED_MECHANISMS
 from broker.security.tls import TlsSettingError, load_keystore, load_truststore
 from client.jaas import JaasError, parse_jaas_config

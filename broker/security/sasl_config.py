@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.listener_security import SecuritySettingError
+from broker.security.listener_security import SecuritySettingError
 from broker.security.plain import plain_users
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from client.jaas import JaasError, parse_jaas_config

@@ -5,10 +5,11 @@ import pytest
 
 from broker.cluster.controller import elect, prefer
 from broker.cluster.elections import Outcome, preferred_election, unclean_election
+from broker.cluster.partition_state import PartitionState
 
 
 def state(leader, isr, epoch=4):
-    return {"version": 1, "controller_epoch": 1, "leader": leader, "leader_epoch": epoch, "isr": isr}
+    return PartitionState(leader=leader, leader_epoch=epoch, isr=tuple(isr), controller_epoch=1)
 
 
 @pytest.mark.parametrize(("before", "alive", "after"), [

@@ -5,6 +5,7 @@ work runs on its pool."""
 import asyncio
 import uuid
 
+from broker.cluster.partition_state import PartitionState
 from broker.log import LogManager, StartOffsetReason, TopicPartition
 from broker.replica.partition import Partition
 from protocol.records import RecordBatch, build_batch
@@ -52,7 +53,7 @@ async def test_a_leader_raises_its_events_to_the_host(tmp_path):
         log_ = await logs.get_or_create_log(TP)
         host = FakeHost()
         partition = Partition(host, TP, uuid.uuid4(), [1, 2], log_,
-                              {"leader": 1, "leader_epoch": 3, "isr": [1, 2]})
+                              PartitionState(leader=1, leader_epoch=3, isr=(1, 2), controller_epoch=1))
         data = build_batch([(None, b"v%d" % i, [], 1) for i in range(5)])
         await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
         assert ("appended", 5) in host.events

@@ -1,0 +1,350 @@
+"""The metadata store's layout: every node's path and the encoding of its data, in one place.
+
+Kafka's ZkData is the model, and the paths and JSON are Kafka's ZooKeeper layout, so that the embedded
+store (broker/cluster/store.py) and ZooKeeper (broker/cluster/zookeeper.py) hold the same tree and
+Kafka's tools can read it. Each node is a class with `path(...)` (or `PATH`), and `encode(...)` and
+`decode(data)` where it has data; nobody else spells a path or parses a node's data.
+
+```
+/cluster/id                                  ClusterIdZNode
+/controller, /controller_epoch               ControllerZNode, ControllerEpochZNode
+/brokers/ids/<id>                            BrokerIdZNode (ephemeral registration)
+/brokers/topics/<t>                          TopicZNode (topic id, replica assignment)
+/brokers/topics/<t>/partitions/<p>/state     PartitionStateZNode
+/config/<type>/<name>                        ConfigEntityZNode (topics' configs, users' SCRAM credentials)
+/admin/delete_topics/<t>[/<id>]              DeleteTopicsTopicZNode (and each broker's acknowledgement)
+/latest_producer_id_block                    ProducerIdBlockZNode
+/kafka-acl/<type>/<name>                     AclResourceZNode (LITERAL)
+/kafka-acl-extended/prefixed/<type>/<prefix> AclResourceZNode (PREFIXED)
+/ebb/acl-changes                             AclChangesZNode (Ebb's: bumped after every ACL change)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from broker.cluster.partition_state import PartitionState
+from broker.log.checkpoint import topic_id_from_str, topic_id_to_str
+from broker.security.acls import Acl
+from protocol.enums import Operation, PatternType, Permission, ResourceType
+
+NO_CONTROLLER = -1  # what the cluster's view holds while /controller is absent or unreadable
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True).encode()
+
+
+def sanitized(name: str) -> str:
+    """A user's or resource's name as one path element: URL-encoded, as Kafka's Sanitizer does."""
+    return quote(name, safe="")
+
+
+def desanitized(child: str) -> str:
+    """The name a child node of `sanitized(name)` stands for."""
+    return unquote(child)
+
+
+class ClusterIdZNode:
+    PATH = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _json({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return str(json.loads(data)["id"])
+
+
+class ControllerZNode:
+    """The elected controller (ephemeral)."""
+
+    PATH = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int, timestamp_ms: int) -> bytes:
+        return _json({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> int:
+        """The controller's broker id; NO_CONTROLLER when there is none or it cannot be read."""
+        try:
+            return int(json.loads(data)["brokerid"]) if data else NO_CONTROLLER
+        except (ValueError, KeyError, TypeError):
+            return NO_CONTROLLER
+
+
+class ControllerEpochZNode:
+    PATH = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data or b"0")
+
+
+class BrokerIdsZNode:
+    """A child per alive broker."""
+
+    PATH = "/brokers/ids"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    host: str  # host and port: the inter-broker listener, which the other brokers use
+    port: int
+    rack: str | None
+    endpoints: tuple[str, ...]  # every listener's advertised address, "NAME://host:port"
+    security_protocols: dict[str, str]  # listener name -> security protocol
+    timestamp: str  # set at start: a new one on a node that stayed is a restart
+
+
+class BrokerIdZNode:
+    VERSION = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"{BrokerIdsZNode.PATH}/{broker_id}"
+
+    @staticmethod
+    def encode(registration: BrokerRegistration) -> bytes:
+        return _json({"version": BrokerIdZNode.VERSION, "host": registration.host, "port": registration.port,
+                      "rack": registration.rack, "endpoints": list(registration.endpoints),
+                      "listener_security_protocol_map": registration.security_protocols,
+                      "timestamp": registration.timestamp})
+
+    @staticmethod
+    def decode(data: bytes) -> BrokerRegistration:
+        """ValueError if it cannot be read."""
+        try:
+            raw = json.loads(data)
+            return BrokerRegistration(
+                host=raw["host"], port=int(raw["port"]), rack=raw.get("rack"),
+                endpoints=tuple(str(e) for e in raw.get("endpoints", [])),
+                security_protocols=dict(raw.get("listener_security_protocol_map") or {}),
+                timestamp=str(raw.get("timestamp")))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"unreadable broker registration: {exc!r}") from None
+
+
+class TopicsZNode:
+    """A child per topic."""
+
+    PATH = "/brokers/topics"
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    topic_id: uuid.UUID
+    replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
+    # A reassignment under way (KIP-455, broker/cluster/reassignment.py): partition -> the replicas
+    # still joining, and those that leave once the target has caught up; `replicas` holds both.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
+
+
+class TopicZNode:
+    VERSION = 3
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{TopicsZNode.PATH}/{topic}"
+
+    @staticmethod
+    def encode(assignment: TopicAssignment) -> bytes:
+        def by_partition(entries: dict[int, list[int]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(entries.items()) if r}
+
+        return _json({"version": TopicZNode.VERSION, "topic_id": topic_id_to_str(assignment.topic_id),
+                      "partitions": by_partition(assignment.replicas),
+                      "adding_replicas": by_partition(assignment.adding),
+                      "removing_replicas": by_partition(assignment.removing)})
+
+    @staticmethod
+    def decode(data: bytes) -> TopicAssignment:
+        raw = json.loads(data)
+
+        def by_partition(key: str) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (raw.get(key) or {}).items() if r}
+
+        return TopicAssignment(topic_id_from_str(raw["topic_id"]), by_partition("partitions"),
+                               by_partition("adding_replicas"), by_partition("removing_replicas"))
+
+
+class PartitionStateZNode:
+    """The partition's leader, leader epoch and ISR."""
+
+    VERSION = 1
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"{TopicZNode.path(topic)}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(state: PartitionState) -> bytes:
+        return _json({"version": PartitionStateZNode.VERSION, "controller_epoch": state.controller_epoch,
+                      "leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+    @staticmethod
+    def decode(data: bytes) -> PartitionState:
+        raw = json.loads(data)
+        return PartitionState(leader=int(raw["leader"]), leader_epoch=int(raw["leader_epoch"]),
+                              isr=tuple(int(r) for r in raw["isr"]),
+                              controller_epoch=int(raw.get("controller_epoch", 0)))
+
+
+class ConfigType:
+    TOPIC = "topics"
+    USER = "users"
+
+
+class ConfigEntityTypeZNode:
+    """A child per entity of the type that has configs, `sanitized` (`desanitized` gives its name)."""
+
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"/config/{entity_type}"
+
+
+class ConfigEntityZNode:
+    """One entity's configs: a topic's overrides, a user's SCRAM credentials."""
+
+    VERSION = 1
+
+    @staticmethod
+    def path(entity_type: str, name: str) -> str:
+        return f"{ConfigEntityTypeZNode.path(entity_type)}/{sanitized(name)}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _json({"version": ConfigEntityZNode.VERSION, "config": config})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, str]:
+        return dict(json.loads(data).get("config", {}))
+
+
+class DeleteTopicsZNode:
+    """A child per topic marked for deletion (KAFKA-330)."""
+
+    PATH = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    """The mark; its children are the ids of the brokers that dropped their replicas (Ebb's)."""
+
+    VERSION = 1
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"{DeleteTopicsZNode.PATH}/{topic}"
+
+    @staticmethod
+    def encode(timestamp_ms: int) -> bytes:
+        return _json({"version": DeleteTopicsTopicZNode.VERSION, "timestamp": timestamp_ms})
+
+    @staticmethod
+    def acknowledgement_path(topic: str, broker_id: int) -> str:
+        return f"{DeleteTopicsTopicZNode.path(topic)}/{broker_id}"
+
+    @staticmethod
+    def acknowledged(children: list[str]) -> set[int]:
+        return {int(child) for child in children if child.isdigit()}
+
+
+def topic_paths(topic: str) -> tuple[str, ...]:
+    """The nodes a deleted topic leaves, its deletion mark last: a deletion stopped half way keeps the
+    mark, from which it goes on."""
+    return (TopicZNode.path(topic), ConfigEntityZNode.path(ConfigType.TOPIC, topic), DeleteTopicsTopicZNode.path(topic))
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    broker: int
+    first: int
+    last: int
+
+
+class ProducerIdBlockZNode:
+    """The last block of producer ids handed out, claimed by compare-and-set."""
+
+    PATH = "/latest_producer_id_block"
+    VERSION = 1
+
+    @staticmethod
+    def encode(block: ProducerIdBlock) -> bytes:
+        return _json({"version": ProducerIdBlockZNode.VERSION, "broker": block.broker,
+                      "block_start": str(block.first), "block_end": str(block.last)})
+
+    @staticmethod
+    def decode(data: bytes) -> ProducerIdBlock:
+        raw = json.loads(data)
+        return ProducerIdBlock(int(raw["broker"]), int(raw["block_start"]), int(raw["block_end"]))
+
+
+_ACL_ROOTS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
+_ACL_RESOURCE_TYPES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
+                       ResourceType.TRANSACTIONAL_ID: "TransactionalId"}
+_ACL_OPERATIONS = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write",
+                   Operation.CREATE: "Create", Operation.DELETE: "Delete", Operation.ALTER: "Alter",
+                   Operation.DESCRIBE: "Describe", Operation.CLUSTER_ACTION: "ClusterAction",
+                   Operation.DESCRIBE_CONFIGS: "DescribeConfigs", Operation.ALTER_CONFIGS: "AlterConfigs",
+                   Operation.IDEMPOTENT_WRITE: "IdempotentWrite"}
+_ACL_OPERATION_OF = {name: operation for operation, name in _ACL_OPERATIONS.items()}
+
+
+class AclResourceTypeZNode:
+    """A child per resource of one type and pattern type that has ACLs, `sanitized`."""
+
+    @staticmethod
+    def kinds() -> list[tuple[PatternType, ResourceType]]:
+        return [(pattern, resource_type) for pattern in _ACL_ROOTS for resource_type in _ACL_RESOURCE_TYPES]
+
+    @staticmethod
+    def path(pattern: PatternType, resource_type: ResourceType) -> str:
+        return f"{_ACL_ROOTS[pattern]}/{_ACL_RESOURCE_TYPES[resource_type]}"
+
+
+class AclResourceZNode:
+    """The ACLs of one resource (or prefix)."""
+
+    VERSION = 1
+
+    @staticmethod
+    def path(pattern: PatternType, resource_type: ResourceType, name: str) -> str:
+        return f"{AclResourceTypeZNode.path(pattern, resource_type)}/{sanitized(name)}"
+
+    @staticmethod
+    def encode(acls: Iterable[Acl]) -> bytes:
+        return _json({"version": AclResourceZNode.VERSION, "acls": [
+            {"principal": acl.principal, "permissionType": "Allow" if acl.permission == Permission.ALLOW else "Deny",
+             "operation": _ACL_OPERATIONS[acl.operation], "host": acl.host} for acl in sorted(acls, key=repr)]})
+
+    @staticmethod
+    def decode(data: bytes, pattern: PatternType, resource_type: ResourceType, name: str) -> list[Acl]:
+        return [Acl(resource_type, name, pattern, e["principal"], e["host"], _ACL_OPERATION_OF[e["operation"]],
+                    Permission.ALLOW if e["permissionType"] == "Allow" else Permission.DENY)
+                for e in json.loads(data).get("acls", [])]
+
+
+class AclChangesZNode:
+    """Ebb's: a counter bumped after every change of the ACLs, which every broker watches to reload them."""
+
+    PATH = "/ebb/acl-changes"
+
+    @staticmethod
+    def encode(changes: int) -> bytes:
+        return str(changes).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data or b"0")

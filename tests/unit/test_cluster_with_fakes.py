@@ -1,0 +1,105 @@
+"""The cluster view needs only the store, the topics and the replicas (broker/cluster/cluster.py): here
+a real embedded store and small fakes show a partition state reaching the replicas, and the leader's
+ISR change written on the version it read."""
+
+import uuid
+from dataclasses import dataclass
+
+from broker.cluster.cluster import Cluster
+from broker.cluster.layout import PartitionStateZNode
+from broker.cluster.partition_state import PartitionState
+from broker.cluster.store import EmbeddedStore
+from broker.config import ReplicationConfig
+from broker.log import TopicPartition
+from broker.topics import Topic
+
+TP = TopicPartition("t", 0)
+
+
+class FakeTopics:
+    def __init__(self, topic: Topic) -> None:
+        self.topic = topic
+
+    def all(self) -> list[Topic]:
+        return [self.topic]
+
+    def get(self, name: str) -> Topic | None:
+        return self.topic if name == self.topic.name else None
+
+    async def refresh(self, name: str) -> Topic | None:
+        return self.get(name)
+
+    async def configs_changed(self, name: str) -> None:
+        pass
+
+    async def drop(self, name: str) -> None:
+        pass
+
+    async def ensure_local_log(self, topic: Topic, tp: TopicPartition) -> None:
+        pass
+
+    async def reassignment_under_way(self, name: str) -> bool:
+        return False
+
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> None:
+        raise AssertionError("no reassignment here")
+
+
+class FakeReplicas:
+    def __init__(self) -> None:
+        self.partitions: dict = {}
+        self.applied: list[tuple[int, PartitionState]] = []
+
+    def log_start_offset_moved(self, partition) -> None:
+        pass
+
+    def apply_state(self, topic: Topic, index: int) -> None:
+        self.applied.append((index, topic.states[index]))
+
+    def assignment_changed(self, tp: TopicPartition, replicas: list[int], leaving: list[int]) -> None:
+        pass
+
+    def holds_log(self, tp: TopicPartition) -> bool:
+        return False
+
+    async def drop_replica(self, tp: TopicPartition) -> None:
+        raise AssertionError("no replica moves off here")
+
+
+@dataclass
+class LedHere:
+    topic_partition: TopicPartition
+    leader_epoch: int
+
+
+async def _cluster(tmp_path):
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    topic = Topic("t", uuid.uuid4(), {0: [1, 2]})
+    replicas = FakeReplicas()
+    return store, topic, replicas, Cluster(store, FakeTopics(topic), replicas, 1, ReplicationConfig())
+
+
+async def test_a_newer_state_reaches_the_replicas_and_an_older_one_does_not(tmp_path):
+    store, topic, replicas, cluster = await _cluster(tmp_path)
+    newer, older = PartitionState(2, 5, (2, 1), 3), PartitionState(1, 4, (1, 2), 3)
+    cluster.note_state_written(TP, newer, 3)
+    cluster.note_state_written(TP, older, 2)
+    assert topic.states[0] == newer and replicas.applied == [(0, newer)]
+    assert cluster.state_version(TP) == 3
+    await store.close()
+
+
+async def test_the_leader_writes_its_isr_on_the_version_it_read(tmp_path):
+    store, topic, replicas, cluster = await _cluster(tmp_path)
+    path = PartitionStateZNode.path("t", 0)
+    await store.create(path, PartitionStateZNode.encode(PartitionState(1, 4, (1, 2), 3)))
+    cluster.note_state_written(TP, PartitionState(1, 4, (1, 2), 3), 0)
+    await cluster.alter_isr(LedHere(TP, 4), {1})
+    assert PartitionStateZNode.decode((await store.get(path))[0]) == PartitionState(1, 4, (1,), 3)
+    assert topic.states[0].isr == (1,) and cluster.state_version(TP) == 1
+
+    await store.set(path, PartitionStateZNode.encode(PartitionState(2, 5, (2,), 4)))  # the controller, unseen
+    await cluster.alter_isr(LedHere(TP, 4), {1, 2})
+    assert PartitionStateZNode.decode((await store.get(path))[0]) == PartitionState(2, 5, (2,), 4)
+    await store.close()
