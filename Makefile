@@ -91,6 +91,7 @@ bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
 	$(PY) -m bench.log $(QUICK)
+	$(PY) -m bench.cleaner $(QUICK)
 	$(PY) -m bench.produce $(QUICK)
 	$(PY) -m bench.consume $(QUICK)
 	$(PY) -m bench.latency $(QUICK)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import gc
 import os
 import signal
@@ -19,12 +20,14 @@ from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZN
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
+from broker.group.cluster_commits import gather as gather_commits
 from broker.group.offsets_store import OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.checkpoint import topic_id_to_str
+from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
-from broker.metrics.service import MetricsService
+from broker.metrics.service import MetricSources, MetricsService
 from broker.replica import ReplicaManager
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
@@ -102,6 +105,7 @@ class Broker:
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
+        self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             # brokers, partition states and roles, the controller election
@@ -112,10 +116,16 @@ class Broker:
         self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,
                                        in_cluster=self.cluster is not None)
         self.services.append(self.groups)
-        self.services.append(CommittedTrimmer(self))  # retention.committed.groups
+        # retention.committed.groups; in a cluster it asks the other coordinators for their groups' commits
+        ask_coordinators = None if self.cluster is None else \
+            functools.partial(gather_commits, self.cluster, config.inter_broker_security)
+        self.services.append(CommittedTrimmer(self.groups, self.topics, self.replicas, ask_coordinators,
+                                              config.log_manager.retention_check_interval_ms / 1000))
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
-            self.services.append(MetricsService(self, listener.host, listener.port))
+            sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
+                                    self.topics, self.cluster, self.groups)
+            self.services.append(MetricsService(sources, listener.host, listener.port))
         for service in self.services:
             await service.start()
         await self.server.start()
@@ -159,6 +169,13 @@ class Broker:
             raise ConfigError(f"log.dirs: {self.config.log_dir} is in use by another broker process "
                               f"(it holds {path})") from None
         self._lock_fd = fd
+
+    def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
+        """The last offset of each producer's last batch, where this replica keeps producer state."""
+        partition = self.replicas.partitions.get(tp)
+        if partition is None or not partition.producers_loaded:
+            return None
+        return {pid: entry.last_offset for pid, entry in partition.producers.producers.items()}
 
     def _unlock_log_dir(self) -> None:
         if self._lock_fd is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.log.cleaner_settings import cleaner_config_problem
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
 from broker.security import listener_security
@@ -53,6 +54,10 @@ TOPIC_DEFAULTS = {
     "log.retention.min.timestamp": "retention.min.timestamp",
     "log.retention.committed.groups": "retention.committed.groups",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
@@ -441,6 +446,9 @@ def _log_manager(props: Mapping[str, str]) -> LogManagerConfig:
     if config.open_segments_max < MIN_OPEN_SEGMENTS:
         raise ConfigError(f"ebb.log.open.segments.max: {config.open_segments_max} is below the minimum "
                           f"{MIN_OPEN_SEGMENTS}")
+    problem = cleaner_config_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
     return config
 
 
@@ -458,7 +466,9 @@ def known_broker_properties(config: BrokerConfig) -> dict[str, str | None]:
     values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
-        values[f.metadata["property"]] = str(value).lower() if isinstance(value, bool) else str(value)
+        values[f.metadata["property"]] = (str(value).lower() if isinstance(value, bool)
+                                          else repr(value).replace("e+", "E") if isinstance(value, float)  # Java's
+                                          else str(value))
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update(config.explicit_properties)

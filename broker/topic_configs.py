@@ -3,7 +3,7 @@ documentation and broker-level synonyms, and whether Ebb acts on it.
 
 *Effective* configs are fields of `LogConfig` (`broker/log/config.py`) and change how the partition
 logs behave. *Stored-only* configs are Kafka configs whose behaviour Ebb does not implement
-(compaction, replication throttles, tiered storage, ...): they are validated, persisted, listed by
+(replication throttles, tiered storage, ...): they are validated, persisted, listed by
 DescribeConfigs and otherwise ignored, so tools that set them keep working.
 
 `describe_topic_configs` answers DescribeConfigs and CreateTopics v5+ for a topic: each config's
@@ -155,8 +155,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
     TopicConfigDef(
         "cleanup.policy", ConfigType.LIST, "delete",
         "How old data goes: 'delete' removes old segments by retention.ms, retention.bytes and "
-        "retention.min.timestamp and allows DeleteRecords; 'compact' is accepted but Ebb does not compact, "
-        "so a topic without 'delete' keeps everything and refuses DeleteRecords (POLICY_VIOLATION).",
+        "retention.min.timestamp and allows DeleteRecords; 'compact' keeps the latest record of each key "
+        "(the log cleaner) and refuses records without a key; a topic without 'delete' refuses DeleteRecords "
+        "(POLICY_VIOLATION).",
         ("log.cleanup.policy",), items_in("compact", "delete"), effective=True),
     TopicConfigDef(
         "file.delete.delay.ms", ConfigType.LONG, "60000",
@@ -227,6 +228,24 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "Roll a new segment after this much time even if the current one is not full, so retention can "
         "delete or compact it.",
         ("log.roll.ms", "log.roll.hours"), at_least(1), effective=True),
+    TopicConfigDef(
+        "delete.retention.ms", ConfigType.LONG, "86400000",
+        "How long a tombstone (a null value) stays in a compacted topic after the cleaner first kept it, so "
+        "consumers reading from the start still see the deletion.",
+        ("log.cleaner.delete.retention.ms",), at_least(0), effective=True),
+    TopicConfigDef(
+        "max.compaction.lag.ms", ConfigType.LONG, _MAX,
+        "Longest time a record in a closed segment stays uncompacted: past it the log is cleaned whatever "
+        "its dirty ratio.",
+        ("log.cleaner.max.compaction.lag.ms",), at_least(1), effective=True),
+    TopicConfigDef(
+        "min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5",
+        "Share of a compacted log's bytes not yet cleaned above which the log cleaner cleans it.",
+        ("log.cleaner.min.cleanable.ratio",), between(0, 1), effective=True),
+    TopicConfigDef(
+        "min.compaction.lag.ms", ConfigType.LONG, "0",
+        "Shortest time a record stays uncompacted: segments holding a newer record are not cleaned yet.",
+        ("log.cleaner.min.compaction.lag.ms",), at_least(0), effective=True),
     # --- stored only: accepted, persisted and listed; Ebb does not act on them ---------------------------
     TopicConfigDef(
         "compression.type", ConfigType.STRING, "producer",
@@ -245,10 +264,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "Compression level for zstd when the broker recompresses (it does not in Ebb).",
         ("compression.zstd.level",), between(-131072, 22)),
     TopicConfigDef(
-        "delete.retention.ms", ConfigType.LONG, "86400000",
-        "How long delete tombstones are kept in compacted topics (Ebb does not compact).",
-        ("log.cleaner.delete.retention.ms",), at_least(0)),
-    TopicConfigDef(
         "follower.replication.throttled.replicas", ConfigType.LIST, "",
         "Replicas whose follower-side replication is throttled: partitionId:brokerId pairs or '*'.",
         (), _throttled_replicas),
@@ -265,10 +280,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "Tiered storage: time kept locally before upload (Ebb has no tiered storage).",
         ("log.local.retention.ms",), at_least(-2)),
     TopicConfigDef(
-        "max.compaction.lag.ms", ConfigType.LONG, _MAX,
-        "Longest time a record stays uncompacted (Ebb does not compact).",
-        ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
-    TopicConfigDef(
         "message.timestamp.after.max.ms", ConfigType.LONG, _MAX,
         "How far in the future a CreateTime timestamp may be (not enforced by Ebb).",
         ("log.message.timestamp.after.max.ms",), at_least(0)),
@@ -276,14 +287,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "message.timestamp.before.max.ms", ConfigType.LONG, _MAX,
         "How far in the past a CreateTime timestamp may be (not enforced by Ebb).",
         ("log.message.timestamp.before.max.ms",), at_least(0)),
-    TopicConfigDef(
-        "min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5",
-        "Dirty ratio above which the log cleaner compacts (Ebb does not compact).",
-        ("log.cleaner.min.cleanable.ratio",), between(0, 1)),
-    TopicConfigDef(
-        "min.compaction.lag.ms", ConfigType.LONG, "0",
-        "Shortest time a record stays uncompacted (Ebb does not compact).",
-        ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
     TopicConfigDef(
         "preallocate", ConfigType.BOOLEAN, "false",
         "Whether segment files are preallocated on disk when rolled (Ebb does not).",

@@ -39,8 +39,9 @@ from protocol.record_format import NO_TIMESTAMP, Buffer, NewRecord, Record, corr
 from protocol.varint import INT32_MAX, write_varint, write_varlong
 
 __all__ = [
-    "BATCH_FRAMING", "BATCH_HEADER_SIZE", "CODEC_MASK", "CONTROL_BIT", "FRAMING_SIZE", "LOG_OVERHEAD", "MAGIC",
-    "NO_TIMESTAMP", "TIMESTAMP_TYPE_BIT", "TRANSACTIONAL_BIT", "Compression", "TimestampType", "Record", "NewRecord",
+    "BATCH_FRAMING", "BATCH_HEADER_SIZE", "CODEC_MASK", "CONTROL_BIT", "DELETE_HORIZON_BIT", "FRAMING_SIZE",
+    "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "TIMESTAMP_TYPE_BIT", "TRANSACTIONAL_BIT", "Compression", "TimestampType",
+    "Record", "NewRecord",
     "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_size_at", "build_batch",
     "iter_batches", "read_header", "set_log_append_time",
 ]
@@ -73,6 +74,7 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40  # the log cleaner set base_timestamp to the delete horizon (KIP-534)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 # batch_length and magic (unsigned) from the first FRAMING_SIZE bytes of a batch or a legacy message
@@ -237,6 +239,12 @@ class RecordBatch:
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_BIT)
 
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the log cleaner may drop this batch's tombstones: set (in base_timestamp) the first time
+        a cleaner kept tombstones of it; None before."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
+
     last_offset_delta = _header_field(_INT32, _LAST_OFFSET_DELTA)
 
     @property
@@ -388,7 +396,10 @@ class RecordBatchBuilder:
         partition_leader_epoch: int = -1,
         is_transactional: bool = False,
         is_control: bool = False,
+        delete_horizon_ms: int | None = None,
     ) -> None:
+        """`delete_horizon_ms`: a cleaned batch's delete horizon, written as its base timestamp (the
+        records' timestamp deltas are relative to it) with the delete-horizon attribute bit."""
         self.base_offset = base_offset
         self.compression = Compression(compression)
         self.timestamp_type = TimestampType(timestamp_type)
@@ -401,7 +412,8 @@ class RecordBatchBuilder:
         self._body = bytearray()
         self._scratch = bytearray()
         self._count = 0
-        self._base_timestamp: int | None = None
+        self._delete_horizon = delete_horizon_ms
+        self._base_timestamp: int | None = delete_horizon_ms
         self._max_timestamp = NO_TIMESTAMP
         self._last_offset_delta = -1
 
@@ -453,9 +465,14 @@ class RecordBatchBuilder:
         self._max_timestamp = max(self._max_timestamp, timestamp)
         return self.base_offset + offset_delta
 
-    def build(self) -> bytes:
+    def build(self, *, last_offset: int | None = None, max_timestamp: int | None = None) -> bytes:
+        """The batch. `last_offset` keeps a cleaned batch's original last offset (the producer's last
+        sequence stays derivable); `max_timestamp` overrides the records' maximum (an empty batch's)."""
         payload = compress(self.compression, self._body) if self.compression else self._body
         attributes = int(self.compression)
+        if self._delete_horizon is not None:
+            attributes |= DELETE_HORIZON_BIT
+        last_offset_delta = max(self._last_offset_delta, 0) if last_offset is None else last_offset - self.base_offset
         if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_BIT
         if self.is_transactional:
@@ -472,9 +489,9 @@ class RecordBatchBuilder:
             MAGIC,
             0,  # CRC, filled in below once the rest is in place
             attributes,
-            max(self._last_offset_delta, 0),
+            last_offset_delta,
             NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp,
-            self._max_timestamp,
+            self._max_timestamp if max_timestamp is None else max_timestamp,
             self.producer_id,
             self.producer_epoch,
             self.base_sequence,

@@ -11,12 +11,16 @@ asked makes the picture incomplete, and an incomplete picture trims nothing unde
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from broker.group.group import CONSUMER_PROTOCOL_TYPE, parse_subscription
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeGroupsRequest, ListGroupsRequest, OffsetFetchRequest
+
+if TYPE_CHECKING:
+    from client.security import ClientSecurity
 
 log = structlog.get_logger("trim")
 
@@ -38,20 +42,29 @@ class ClusterCommits:
         return self.readers.get(topic, set()) | (set(self.committed.get((topic, partition), {})) & self.live)
 
 
-async def gather(broker, partitions: dict[str, list[int]]) -> ClusterCommits:
-    """The commits on `partitions` ({topic: [partition, ...]}) of every group in the cluster."""
+class AliveBrokers(Protocol):
+    """The cluster's view of the other brokers (broker/cluster/cluster.py)."""
+
+    def alive_ids(self) -> list[int]: ...
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None: ...
+
+
+async def gather(brokers: AliveBrokers, security: ClientSecurity | None,
+                 partitions: dict[str, list[int]]) -> ClusterCommits:
+    """The commits on `partitions` ({topic: [partition, ...]}) of every group in the cluster, asked over
+    the inter-broker listener with its `security`."""
     from client.connection import BrokerConnection  # the project's client, imported when first needed
 
     result = ClusterCommits()
-    for node_id in broker.cluster.alive_ids():
-        endpoint = broker.cluster.endpoint(node_id)
+    for node_id in brokers.alive_ids():
+        endpoint = brokers.endpoint(node_id)
         if endpoint is None:
             result.complete = False
             continue
         try:
             async with BrokerConnection(endpoint[0], endpoint[1], node_id=node_id, client_id="ebb-trim",
                                         request_timeout_s=10, connect_timeout_s=5,
-                                        security=broker.config.inter_broker_security) as connection:
+                                        security=security) as connection:
                 await _ask_coordinator(connection, partitions, result)
         except Exception as exc:  # unreachable, closed, timed out: this round does not know everything
             log.warning("could not ask a coordinator for its groups' commits", broker=node_id, error=repr(exc))

@@ -29,14 +29,23 @@ caller, a crash in between loses only the move, which the start-up round makes a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.group.cluster_commits import gather
+from broker.group.cluster_commits import ClusterCommits
 from broker.log import StartOffsetReason, TopicPartition
 from broker.replica import PartitionError
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.group.coordinator import GroupCoordinator
+    from broker.replica import ReplicaManager
+    from broker.topics import Topic, TopicManager
+
+# In a cluster: the commits of every coordinator's groups on {topic: [partition, ...]}.
+AskCoordinators = Callable[[dict[str, list[int]]], Awaitable[ClusterCommits]]
 
 log = structlog.get_logger("trim")
 
@@ -61,17 +70,23 @@ def trim_offset(groups: tuple[str, ...], committed: dict[str, int], live_readers
 class CommittedTrimmer:
     """A broker service: moves log start offsets up to what the configured groups have committed."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.interval_s = broker.config.log_manager.retention_check_interval_ms / 1000
+    def __init__(self, groups: GroupCoordinator, topics: TopicManager, replicas: ReplicaManager,
+                 ask_coordinators: AskCoordinators | None, interval_s: float) -> None:
+        """`ask_coordinators`: in a cluster, where the other brokers' groups commit (None on one broker);
+        `interval_s`: between full passes (log.retention.check.interval.ms)."""
+        self.groups = groups
+        self.topics = topics
+        self.replicas = replicas
+        self.ask_coordinators = ask_coordinators
+        self.interval_s = interval_s
         self._pending: set[TopicPartition] = set()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.rounds = 0  # finished rounds, for tests and logs
 
     async def start(self) -> None:
-        self.broker.groups.commit_listeners.append(self.note_commits)
-        self.broker.topics.config_listeners.append(self.note_config_change)
+        self.groups.commit_listeners.append(self.note_commits)
+        self.topics.config_listeners.append(self.note_config_change)
         # A full round at start: commits were replayed from __consumer_offsets, and a trim that a crash
         # kept from reaching log-start-offset-checkpoint is redone from them.
         self._pending.update(self._all_trimmed_partitions())
@@ -88,15 +103,14 @@ class CommittedTrimmer:
 
     def note_commits(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Called after a commit is stored: queue the partitions of topics that trim."""
-        topics = self.broker.topics
         for topic_name, index in partitions:
-            topic = topics.get(topic_name)
+            topic = self.topics.get(topic_name)
             if topic is not None and topic.log_config.retention_committed_groups:
                 self._pending.add(TopicPartition(topic_name, index))
         if self._pending:
             self._wakeup.set()
 
-    def note_config_change(self, topic) -> None:
+    def note_config_change(self, topic: Topic) -> None:
         if topic.log_config.retention_committed_groups:
             self._pending.update(topic.partitions())
             self._wakeup.set()
@@ -124,7 +138,7 @@ class CommittedTrimmer:
                 log.error("trim round failed", error=repr(exc))
 
     def _all_trimmed_partitions(self) -> set[TopicPartition]:
-        return {tp for topic in self.broker.topics.all() if topic.log_config.retention_committed_groups
+        return {tp for topic in self.topics.all() if topic.log_config.retention_committed_groups
                 for tp in topic.partitions()}
 
     # --- a round ---------------------------------------------------------------------------------
@@ -139,19 +153,19 @@ class CommittedTrimmer:
                     and partition.log.config.retention_committed_groups:
                 candidates.append(partition)
         view = None
-        if candidates and self.broker.cluster is not None:
+        if candidates and self.ask_coordinators is not None:
             # Other brokers coordinate other groups: ask them all (broker/group/cluster_commits.py).
             wanted: dict[str, list[int]] = {}
             for partition in candidates:
                 wanted.setdefault(partition.topic_partition.topic, []).append(partition.topic_partition.partition)
-            view = await gather(self.broker, wanted)
+            view = await self.ask_coordinators(wanted)
         wanted_starts: dict[TopicPartition, int] = {}
         for partition in candidates:
             tp, config = partition.topic_partition, partition.log.config
+            live_readers: Iterable[str]
             if view is None:
-                groups = self.broker.groups
-                committed = groups.committed_offsets(tp.topic, tp.partition)
-                live_readers = groups.min_committed_offset(tp.topic, tp.partition).active_groups
+                committed = self.groups.committed_offsets(tp.topic, tp.partition)
+                live_readers = self.groups.min_committed_offset(tp.topic, tp.partition).active_groups
             elif not view.complete and config.retention_committed_groups == (EVERY_GROUP,):
                 continue  # a coordinator did not answer: its groups' positions are unknown
             else:
@@ -167,8 +181,8 @@ class CommittedTrimmer:
         if wanted_starts:
             # As DeleteRecords LeaderOnly: the round ends with the leader's new starts on disk;
             # followers take them from their next fetch.
-            outcomes = await self.broker.replicas.delete_records(wanted_starts, timeout_ms=0, leader_only=True,
-                                                                 reason=StartOffsetReason.COMMITTED_OFFSETS)
+            outcomes = await self.replicas.delete_records(wanted_starts, timeout_ms=0, leader_only=True,
+                                                          reason=StartOffsetReason.COMMITTED_OFFSETS)
             for tp, outcome in outcomes.items():
                 if outcome.error_code == ErrorCode.NONE:
                     result[tp] = outcome.leader_log_start_offset
@@ -181,11 +195,11 @@ class CommittedTrimmer:
         return result
 
     def _leader(self, tp: TopicPartition):
-        topic = self.broker.topics.get(tp.topic)
+        topic = self.topics.get(tp.topic)
         if topic is None or topic.internal:
             return None
         try:
-            partition = self.broker.replicas.partition(tp.topic, tp.partition)
+            partition = self.replicas.partition(tp.topic, tp.partition)
         except PartitionError:
             return None
         return partition if partition.is_leader else None  # followers take the start from their leader

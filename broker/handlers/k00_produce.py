@@ -75,6 +75,7 @@ API_KEY = ApiKey.PRODUCE
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write internal topics
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
+_RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 
 
 class _Rejected(CodedError):
@@ -174,7 +175,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
             results[position] = _PartitionResponse(
                 index=index, error_code=result.error_code, base_offset=result.base_offset,
                 log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
-                error_message=result.error_message)
+                error_message=result.error_message,
+                record_errors=[_RecordError(batch_index=i, batch_index_error_message=text)
+                               for i, text in result.record_errors])
     if body.acks == 0:
         errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
                   for r in t.partition_responses if r.error_code]

@@ -1,16 +1,33 @@
-"""Ebb's partition log: Kafka's on-disk layout, a durable log start offset, recovery, retention.
+"""Ebb's partition log: Kafka's on-disk layout, a durable log start offset, recovery, retention,
+compaction and the log dir's headroom.
 
 manager.LogManager     one log dir: loading, checkpoints, topic deletion, background tasks
+dir_state              what a dir holds at start: checkpoints, partition dirs, interrupted deletions
 log.PartitionLog       one partition: append, read, offsets, truncation, retention
+batch_check            the checks on incoming batches before a byte is written
 segment_run            its segments as files: roll, find, slice, retire
-checkpoint_file        a per-dir offset checkpoint written with group commit
-opening                new and loaded (recovered) partition logs
 segment.LogSegment     one .log file with its .index and .timeindex
 segment_file           the open .log files, their budget, and the one walk over a file's batch headers
+open_files             how many idle segment files may stay open under `ulimit -n`
+page_cache             whether a range is in the page cache (sendfile or a read)
 index                  the two sparse indexes, in Kafka's binary formats
+timestamp_search       offsets by timestamp (ListOffsets), through the time index
+slices, file_region    record data for answers: copied into one buffer, or sent with sendfile
+results                what the log hands back (append and read results, timestamp lookups)
+retention              which oldest segments retention deletes (Kafka's rules, one pure function)
 checkpoint             Kafka's text checkpoint files, written atomically
+checkpoint_file        a per-dir offset checkpoint written with group commit
+opening, loader        new and loaded (recovered) partition logs
 epoch                  the leader epoch cache
+io, cold_files         where blocking work runs; files written and removed off the loop (aiofiles)
+free_space             the dir's headroom (`log.dir.min.free.bytes`): appends refused below it
+repeated_failure       a failure that repeats on a timer, logged once and then summarised
+cleaner_manager        the log cleaner (compaction): which log, when, in which process
+cleaner, offset_map    one cleaning round and its key map
+compacted_keys         refusing keyless records on compacted topics
+cleaner_settings       which `log.cleaner.*` settings the cleaner honours
 config                 topic and manager settings under Kafka's names
+common                 names, types and errors shared by the log modules
 """
 
 from broker.log.common import (

@@ -107,7 +107,13 @@ class OffsetOutOfRangeError(FixedCodeError, LogError):
 
 
 class InvalidRecordError(LogError):
-    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ..."""
+    """Rejected input on append: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ...
+    `record_errors`: (index in the batch, message) of the records that caused it, for Produce v8+."""
+
+    def __init__(self, error_code: ErrorCode, message: str,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(error_code, message)
+        self.record_errors = record_errors or []
 
 
 class PolicyViolationError(FixedCodeError, LogError):

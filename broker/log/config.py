@@ -33,6 +33,11 @@ class LogConfig:
     retention_committed_groups: tuple[str, ...] = _prop("retention.committed.groups", ())
     cleanup_policy: tuple[str, ...] = _prop("cleanup.policy", ("delete",))
     file_delete_delay_ms: int = _prop("file.delete.delay.ms", 60_000)
+    # The log cleaner (cleanup.policy=compact; broker/log/cleaner_manager.py).
+    delete_retention_ms: int = _prop("delete.retention.ms", 24 * 3600 * 1000)
+    min_compaction_lag_ms: int = _prop("min.compaction.lag.ms", 0)
+    max_compaction_lag_ms: int = _prop("max.compaction.lag.ms", LONG_MAX)
+    min_cleanable_dirty_ratio: float = _prop("min.cleanable.dirty.ratio", 0.5)
     flush_messages: int = _prop("flush.messages", LONG_MAX)
     flush_ms: int = _prop("flush.ms", LONG_MAX)
     message_timestamp_type: str = _prop("message.timestamp.type", "CreateTime")
@@ -56,6 +61,12 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """DeleteRecords and time/size/floor retention apply only under `cleanup.policy=delete`."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        """The log cleaner keeps the latest record per key (closed segments only), and producers must key
+        every record."""
+        return "compact" in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:
@@ -85,6 +96,15 @@ class LogManagerConfig:
     min_free_bytes: int = _prop("log.dir.min.free.bytes", 32 * 1024 * 1024)
     min_free_percent: int = _prop("log.dir.min.free.percent", 0)
     free_space_check_interval_ms: int = _prop("log.dir.free.space.check.interval.ms", 1_000)
+    # The log cleaner (broker/log/cleaner_manager.py), Kafka's names and defaults.
+    cleaner_enable: bool = _prop("log.cleaner.enable", True)
+    cleaner_threads: int = _prop("log.cleaner.threads", 1)
+    cleaner_dedupe_buffer_size: int = _prop("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)
+    cleaner_io_buffer_size: int = _prop("log.cleaner.io.buffer.size", 512 * 1024)
+    cleaner_io_buffer_load_factor: float = _prop("log.cleaner.io.buffer.load.factor", 0.9)
+    cleaner_backoff_ms: int = _prop("log.cleaner.backoff.ms", 15_000)
+    # Accepted at Kafka's default (no throttle) only: Ebb's cleaner does not throttle its I/O.
+    cleaner_io_max_bytes_per_second: float = _prop("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308)
 
     @classmethod
     def from_properties(
@@ -112,6 +132,8 @@ def _convert(name: str, current: Any, raw: Any) -> Any:
         return None if raw in (None, "", "null") else int(raw)
     if isinstance(current, bool):
         return raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
+    if isinstance(current, float):
+        return float(raw)
     if isinstance(current, int):
         return int(raw)
     return str(raw)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log import checkpoint
+from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX
 from broker.log.cold_files import unlink_all
 from broker.log.common import (
     DELETED_SUFFIX,
@@ -70,6 +71,7 @@ def load_partition(
     clean: bool,
 ) -> LoadedLog:
     report = LoadReport(clean=clean)
+    finish_interrupted_swaps(directory, config, now_ms, report)
     log_files: list[int] = []
     index_only: list[Path] = []
     for entry in sorted(os.listdir(directory)):
@@ -200,6 +202,47 @@ def load_partition(
         raise
     high_watermark = min(max(high_watermark or 0, start), end)
     return LoadedLog(segments, start, end, high_watermark, epoch_cache, topic_id, report)
+
+
+def finish_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int, report: LoadReport) -> None:
+    """Finish or undo what a stop interrupted in the cleaner's swap (cleaner.py, SegmentRun.replace),
+    as Kafka's loader does: `.cleaned` files are an unfinished copy and go, and so does any `.swap` at or
+    above the lowest of them; a remaining `.swap` segment was complete, so the segments it replaced
+    (bases in [its base, its next offset)) go and it takes their place."""
+    entries = os.listdir(directory)
+    cleaned = [e for e in entries if e.endswith(CLEANED_SUFFIX)]
+    lowest_cleaned = min((base for e in cleaned if (base := _base_of(e)) is not None), default=None)
+    unlink_all([directory / e for e in cleaned])
+    report.leftovers_removed += len(cleaned)
+    swap_bases = sorted(base for e in entries if e.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+                        and (base := _base_of(e)) is not None)
+    for base in swap_bases:
+        swap_files = [directory / (path.name + SWAP_SUFFIX) for path in segment_paths(directory, base)]
+        if lowest_cleaned is not None and base >= lowest_cleaned:
+            unlink_all(swap_files)
+            report.leftovers_removed += 1
+            continue
+        swap = LogSegment.open(directory, base, index_interval_bytes=config.index_interval_bytes,
+                               max_index_bytes=config.segment_index_bytes, now_ms=now_ms, suffix=SWAP_SUFFIX)
+        try:
+            swap.recover(max_batch_size=2**31 - 1)
+            replaced = [b for e in os.listdir(directory) if e.endswith(LOG_SUFFIX) and (b := _base_of(e)) is not None
+                        and base <= b < max(swap.next_offset, base + 1)]
+            for old in replaced:
+                unlink_all(list(segment_paths(directory, old)))
+            swap.rename_suffix("")
+        finally:
+            swap.close()
+        report.problems.append(f"finished an interrupted cleaner swap at {base}, replacing segments {replaced}")
+    # index files a stop left behind with the suffix their `.log` no longer has (rebuilt from the log)
+    strays = [directory / e for e in os.listdir(directory) if e.endswith(SWAP_SUFFIX)]
+    unlink_all(strays)
+    report.leftovers_removed += len(strays)
+
+
+def _base_of(name: str) -> int | None:
+    parsed = parse_segment_name(name)
+    return None if parsed is None else parsed[0]
 
 
 def _name(segment: LogSegment) -> str:

@@ -38,6 +38,7 @@ from broker.log.common import (
     StorageError,
     TopicPartition,
 )
+from broker.log.compacted_keys import refuse_keyless_records
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.free_space import DirSpace, LowDiskSpaceError, is_out_of_space
@@ -214,6 +215,8 @@ class PartitionLog:
             buf = bytearray(records)
         now = self.clock()
         batches = check_batches(buf, self.config, from_producer=assign_offsets)
+        if assign_offsets and self.config.compact_enabled:
+            refuse_keyless_records(buf, [batch[0] for batch in batches], self.topic_partition)
         if not batches:
             end = self.log_end_offset
             return AppendInfo(end, Offset(end - 1), NO_TIMESTAMP, NO_TIMESTAMP, self.log_start_offset, 0, 0)
@@ -473,6 +476,25 @@ class PartitionLog:
                 self._set_log_start_offset(new_start, StartOffsetReason.SEGMENT_DELETION)
         await self.make_start_offset_durable()
         return count
+
+    # --- compaction --------------------------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, swap_suffix: str,
+                         between: Callable[[], None] | None = None) -> bool:
+        """Swap the cleaner's segment in for `old` if they are still this log's closed segments, as the
+        cleaner read them (retention, truncation or a roll-back may have changed them meanwhile).
+        False when they are not: the caller removes `new`."""
+        self._check_online()
+        segments = self._run.all()
+        try:
+            first = next(i for i, s in enumerate(segments) if s is old[0])
+        except StopIteration:
+            return False
+        if segments[first : first + len(old)] != old or first + len(old) >= len(segments):
+            return False
+        with self._guard("swap cleaned segment"):
+            self._run.replace(old, new, swap_suffix, between)
+        return True
 
     # --- truncation (followers) ------------------------------------------------------------------
 

@@ -27,18 +27,16 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
 from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
-from broker.log.cold_files import unlink_all
+from broker.log.cleaner_manager import LogCleaner
 from broker.log.common import (
-    TMP_SUFFIX,
-    CorruptCheckpointError,
     InconsistentTopicIdError,
     LogError,
     StorageError,
     TopicPartition,
     delete_dir_name,
-    is_delete_dir,
 )
 from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.dir_state import DirState, read_dir_state
 from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport
@@ -104,6 +102,7 @@ class LogManager:
             self._io,
             lambda: (self._offsets("recovery", lambda log: log.recovery_point), nothing_more),
         )
+        self.cleaner = LogCleaner(self.log_dir, lambda: self._logs, self.config, self._io, clock)
         self.high_watermarks = CheckpointFile(
             self.log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
             self._io,
@@ -154,14 +153,15 @@ class LogManager:
         rewrite the checkpoints, then start the background tasks."""
         await self._run(self.log_dir.mkdir, parents=True, exist_ok=True)
         await self.space.check()
-        state = await self._run(self._read_dir_state)
-        clean, starts, recovery, hws, partition_dirs, delete_dirs, never_started = state
+        state: DirState = await self._run(read_dir_state, self.log_dir)
+        clean = state.clean_shutdown
+        starts, recovery, hws = state.log_start_offsets, state.recovery_points, state.high_watermarks
         OPEN_SEGMENTS.resize(open_files.segment_budget(self.config.open_segments_max))
         self.had_clean_shutdown = clean
-        self.new_log_dir = never_started
-        if delete_dirs:
-            logger.info("finishing deletion of partition dirs", count=len(delete_dirs))
-            await asyncio.gather(*(self._io.remove_tree(d) for d in delete_dirs), return_exceptions=True)
+        self.new_log_dir = state.never_started
+        if state.delete_dirs:
+            logger.info("finishing deletion of partition dirs", count=len(state.delete_dirs))
+            await asyncio.gather(*(self._io.remove_tree(d) for d in state.delete_dirs), return_exceptions=True)
 
         async def load(tp: TopicPartition, directory: Path) -> None:
             try:
@@ -194,7 +194,7 @@ class LogManager:
                     recovered=report.recovered_segments,
                 )
 
-        await asyncio.gather(*(load(tp, d) for tp, d in partition_dirs))
+        await asyncio.gather(*(load(tp, d) for tp, d in state.partition_dirs))
         logger.info(
             "loaded logs",
             log_dir=str(self.log_dir),
@@ -212,55 +212,13 @@ class LogManager:
             # writes retry.
             logger.warning("checkpoints not rewritten at start-up", error=exc.message)
         self._started = True
+        await self.cleaner.startup(workers=background_tasks)
         if background_tasks:
             self._start_background_tasks()
 
     def previous_stop(self) -> dict[str, bool]:
         """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""
         return {"new_log_dir": True} if self.new_log_dir else {"clean_shutdown": self.had_clean_shutdown}
-
-    def _read_dir_state(
-        self,
-    ) -> tuple[bool, Offsets, Offsets, Offsets, list[tuple[TopicPartition, Path]], list[Path], bool]:
-        try:
-            clean = checkpoint.read_clean_shutdown(self.log_dir)
-        except CorruptCheckpointError as exc:
-            logger.warning("clean shutdown marker unreadable; recovering as after a crash", error=str(exc))
-            clean = False
-        offsets: list[Offsets] = []
-        recovery_points_absent = False
-        for name in (
-            checkpoint.LOG_START_OFFSET_CHECKPOINT,
-            checkpoint.RECOVERY_POINT_CHECKPOINT,
-            checkpoint.REPLICATION_OFFSET_CHECKPOINT,
-        ):
-            try:
-                found = checkpoint.read_offsets(self.log_dir / name)
-            except (CorruptCheckpointError, OSError) as exc:
-                logger.warning(
-                    "checkpoint damaged; rebuilding it from the segments", file=name, error=str(exc)
-                )
-                found = None
-                if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
-                    clean = False  # without recovery points, trust nothing
-            else:
-                if name == checkpoint.RECOVERY_POINT_CHECKPOINT:
-                    recovery_points_absent = found is None  # written at every start-up
-            offsets.append(found or {})
-        partitions: list[tuple[TopicPartition, Path]] = []
-        deleting: list[Path] = []
-        for entry in sorted(os.listdir(self.log_dir)):
-            path = self.log_dir / entry
-            if entry.endswith(TMP_SUFFIX) and path.is_file():
-                unlink_all([path])
-            elif is_delete_dir(entry) and path.is_dir():
-                deleting.append(path)
-            elif path.is_dir():
-                tp = TopicPartition.from_dir_name(entry)
-                if tp is not None:
-                    partitions.append((tp, path))
-        never_started = recovery_points_absent and not clean and not partitions and not deleting
-        return clean, offsets[0], offsets[1], offsets[2], partitions, deleting, never_started
 
     def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
         log.start_offset_sink = self._commit_start_offsets
@@ -389,6 +347,7 @@ class LogManager:
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
         log = self._logs.pop(tp, None)
         offline = self._offline.pop(tp, None)
+        self.cleaner.forget(tp)
         carried = {kind: entries.pop(tp) for kind, entries in self._carried.items() if tp in entries}
         directory = self.log_dir / tp.dir_name
         if log is None and offline is None:
@@ -533,6 +492,7 @@ class LogManager:
         """Clean shutdown: flush every log, write every checkpoint, then the clean-shutdown marker
         (only if every partition closed cleanly, since the marker lets the next start skip recovery)."""
         await self._stop_tasks()
+        await self.cleaner.shutdown()
         await asyncio.gather(*(log.close() for log in self._logs.values()))
         clean = not self.offline_partitions
         try:
@@ -555,6 +515,7 @@ class LogManager:
         self.space.cancel()
         for task in self._tasks:
             task.cancel()
+        self.cleaner.abandon()
         for log in self._logs.values():
             log.io.cancel_all()
             log.abandon()

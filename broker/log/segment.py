@@ -46,10 +46,13 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         created_ms: int,
+        suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        self.suffix = suffix  # "" for a live segment; the cleaner's `.cleaned`/`.swap` while it replaces others
+        self.log_path, index_path, time_index_path = (
+            path.with_name(path.name + suffix) for path in segment_paths(directory, base_offset))
         self.file = file
         self.index = OffsetIndex(index_path, base_offset, max_index_bytes // OffsetIndex.entry_size)
         self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes // TimeIndex.entry_size)
@@ -77,8 +80,10 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
-        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        log_path, index_path, time_index_path = (
+            path.with_name(path.name + suffix) for path in segment_paths(directory, base_offset))
         file = SegmentFile(log_path, os.open(log_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644))
         for path in (index_path, time_index_path):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
@@ -89,6 +94,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
+            suffix=suffix,
         )
 
     @classmethod
@@ -100,10 +106,12 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         now_ms: int,
+        suffix: str = "",
     ) -> LogSegment:
         """Open an existing segment without looking at its batches (blocking). Call `load_indexes`
         or `recover` next."""
         log_path = segment_paths(directory, base_offset)[0]
+        log_path = log_path.with_name(log_path.name + suffix)
         fd = os.open(log_path, os.O_RDWR | os.O_APPEND)
         size = os.fstat(fd).st_size
         segment = cls(
@@ -113,6 +121,7 @@ class LogSegment:
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
             created_ms=now_ms,
+            suffix=suffix,
         )
         segment.size = size
         return segment
@@ -406,6 +415,21 @@ class LogSegment:
             renamed.append(target)
         self.file.path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         return renamed
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the three files from the current suffix to `suffix` (the cleaner's swap: `.cleaned` ->
+        `.swap` -> ""). Index files that were never written are created empty first, so every step
+        renames all three."""
+        for path in (self.index.path, self.time_index.path):
+            if not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        plain = segment_paths(self.directory, self.base_offset)
+        targets = [path.with_name(path.name + suffix) for path in plain]
+        for source, target in zip((self.log_path, self.index.path, self.time_index.path), targets, strict=True):
+            os.rename(source, target)
+        self.log_path, self.index.path, self.time_index.path = targets
+        self.file.path = self.log_path
+        self.suffix = suffix
 
     def close(self) -> None:
         self.file.close()

@@ -101,6 +101,20 @@ class SegmentRun:
         self._retire(doomed)
         return len(doomed)
 
+    def replace(self, old: list[LogSegment], new: LogSegment, swap_suffix: str,
+                between: Callable[[], None] | None = None) -> None:
+        """Put the cleaner's `new` in place of the consecutive closed segments `old` (the caller has
+        checked they are still here). Each rename is atomic and a restart finishes what a crash
+        interrupts (loader.py): `.cleaned` -> `.swap`, the old files -> `.deleted`, `.swap` -> final."""
+        first = self._segments.index(old[0])
+        new.rename_suffix(swap_suffix)
+        self._segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [new.base_offset]
+        self._retire(old)
+        if between is not None:  # a test's stop point
+            between()
+        new.rename_suffix("")
+
     def restart_at(self, offset: int) -> None:
         """Retire every segment and start over with one empty segment at `offset`."""
         doomed = self._segments
@@ -131,8 +145,8 @@ class SegmentRun:
             max_position = segment.position_of(upper) if bounded else segment.size
             found = segment.read(offset, remaining, max_position, min_one_batch and not slices)
             if found is None:
-                if offset < segment.next_offset:
-                    break  # the next batch does not fit (size or bound)
+                if offset < segment.next_offset and segment.size:
+                    break  # the next batch does not fit (size or bound); a cleaned segment may be empty
             else:
                 position, length, next_offset = found
                 slices.append(FileSlice(segment.file, position, length))

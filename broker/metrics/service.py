@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -17,12 +18,33 @@ from broker.metrics.open_files import OpenSegmentsCollector
 from broker.metrics.partitions import PartitionCollector
 from broker.metrics.purgatories import PurgatoryCollector
 
+if TYPE_CHECKING:
+    from broker.cluster.cluster import Cluster
+    from broker.group import GroupCoordinator
+    from broker.log.manager import LogManager
+    from broker.replica import ReplicaManager
+    from broker.server import BrokerServer
+    from broker.topics import TopicManager
+
+
+@dataclass(frozen=True)
+class MetricSources:
+    """The broker's parts the collectors read at scrape time."""
+
+    listener_names: list[str]
+    server: BrokerServer
+    replicas: ReplicaManager
+    logs: LogManager
+    topics: TopicManager
+    cluster: Cluster | None  # None on a single broker
+    groups: GroupCoordinator
+
 
 class BrokerControllerView:
     """The controller's gauges from the topics' partition states and the cluster view (none on a
     single broker, which is its own controller)."""
 
-    def __init__(self, topics: Any, cluster: Any | None, logs: Any) -> None:
+    def __init__(self, topics: TopicManager, cluster: Cluster | None, logs: LogManager) -> None:
         self._topics = topics
         self._cluster = cluster
         self._logs = logs
@@ -51,32 +73,31 @@ class BrokerControllerView:
         return sum(len(topic.replicas) for topic in self._topics.all())
 
 
-def build_registry(broker: Any) -> CollectorRegistry:
+def build_registry(sources: MetricSources) -> CollectorRegistry:
     """Every collector, reading the broker's parts through their narrow views."""
     registry = CollectorRegistry(auto_describe=False)
-    replicas = broker.replicas
-    registry.register(NetworkCollector([listener.name for listener in broker.config.listeners],
-                                       broker.server.connections, broker.server.request_metrics,
-                                       lambda: broker.server.file_bytes_sent))
+    replicas, server = sources.replicas, sources.server
+    registry.register(NetworkCollector(sources.listener_names, server.connections, server.request_metrics,
+                                       lambda: server.file_bytes_sent))
     # It yields None now and then as a pause, which our render() takes and prometheus' Collector type has not.
-    registry.register(PartitionCollector(replicas, broker.logs))  # type: ignore[arg-type]
+    registry.register(PartitionCollector(replicas, sources.logs))  # type: ignore[arg-type]
     registry.register(replicas.counters)
     registry.register(PurgatoryCollector([replicas.produces, replicas.fetches, replicas.deletions]))
-    registry.register(ControllerCollector(BrokerControllerView(broker.topics, broker.cluster, broker.logs)))
-    registry.register(GroupCollector(broker.groups))
+    registry.register(ControllerCollector(BrokerControllerView(sources.topics, sources.cluster, sources.logs)))
+    registry.register(GroupCollector(sources.groups))
     registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
-    registry.register(LogDirSpaceCollector(broker.logs.space))
+    registry.register(LogDirSpaceCollector(sources.logs.space))
     return registry
 
 
 class MetricsService:
-    def __init__(self, broker: Any, host: str, port: int) -> None:
-        self._broker = broker
+    def __init__(self, sources: MetricSources, host: str, port: int) -> None:
+        self._sources = sources
         self._host, self._port = host, port
         self.endpoint: MetricsEndpoint | None = None
 
     async def start(self) -> None:
-        self.endpoint = MetricsEndpoint(build_registry(self._broker), self._host, self._port)
+        self.endpoint = MetricsEndpoint(build_registry(self._sources), self._host, self._port)
         await self.endpoint.start()
 
     async def stop(self) -> None:

@@ -362,7 +362,8 @@ class ReplicaManager:
                 partition = self._partition(topic, index)
                 result = await partition.append_records_as_leader(records, batch, required_acks)
             except (PartitionError, LogError) as exc:
-                results.append(self._refused(name, index, exc.error_code, exc.message, origin, partition))
+                refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
+                results.append(refused._replace(record_errors=tuple(getattr(exc, "record_errors", ()))))
                 continue
             if counters is not None and not result.duplicate:
                 counters.produced(name, len(records), result.last_offset - result.base_offset + 1)

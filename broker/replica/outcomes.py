@@ -39,6 +39,7 @@ class AppendResult(NamedTuple):  # one per produced batch: a NamedTuple is made 
     duplicate: bool = False  # an idempotent producer's retry, answered with the first write's offsets
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): keyless records on a compacted topic
 
 
 # Append errors Kafka answers without the partition's log start offset (ReplicaManager.appendToLocalLog's

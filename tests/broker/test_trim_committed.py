@@ -46,7 +46,8 @@ def topic_with(client, groups: str | None, *, partitions: int = 1, policy: str =
         configs["retention.committed.groups"] = groups
     create_topic(client, name, partitions=partitions, configs=configs)
     for p in range(partitions):
-        assert produce(client, name, p, batch([b"v%d" % i for i in range(RECORDS)])).error_code == E.NONE
+        records = batch([b"v%d" % i for i in range(RECORDS)], keys=[b"k%d" % i for i in range(RECORDS)])
+        assert produce(client, name, p, records).error_code == E.NONE  # keyed: compacted topics need keys
     return name
 
 

@@ -39,7 +39,8 @@ def write_offsets(path: Path, entries: list[tuple[str, int, int]]) -> Path:
 async def filled_topic(admin: Admin, name: str, partitions: int = 1, records: int = 10, **configs) -> None:
     await admin.create_topic(name, num_partitions=partitions, configs=configs)
     async with Producer(admin.cluster, acks=-1) as producer:
-        await producer.send_batches({(name, p): [f"{name}-{p}-{i}".encode() for i in range(records)]
+        # keyed, so that compacted topics take them too
+        await producer.send_batches({(name, p): [(b"k%d" % i, f"{name}-{p}-{i}".encode()) for i in range(records)]
                                      for p in range(partitions)})
 
 

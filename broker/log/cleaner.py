@@ -1,0 +1,357 @@
+"""One cleaning round of one compacted log, blocking: a cleaner process runs it, never the event loop.
+
+Kafka's algorithm (LogCleaner's Cleaner), on a snapshot of the log's closed segments taken on the loop:
+
+1. Map the dirty section [first dirty offset, first uncleanable offset): the latest offset of every key,
+   until the key map is full (then the round ends where the map ends).
+2. Group the segments from the log start up to the end of the map so that no group exceeds
+   `segment.bytes` (nor `segment.index.bytes` of index), and copy each group into one new segment named
+   `<first base>.log.cleaned`, keeping of each record only the latest of its key, and of tombstones
+   only those whose batch's delete horizon has not passed. A batch that loses records is rebuilt with
+   its codec, base offset, last offset, producer fields and leader epoch; the first time it keeps a
+   tombstone its base timestamp becomes the delete horizon (now + `delete.retention.ms`, KIP-534). A
+   batch left empty is kept as a bare header when it is the last batch of a producer or the last
+   batch of the round, so producer state and the round's end offset survive.
+
+Each group is cleaned in the cleaner's process and swapped into the log on the loop
+(PartitionLog.replace_segments) before the next group is cleaned, so a round needs spare disk for one
+group only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log.common import DELETED_SUFFIX, TopicPartition, segment_paths
+from broker.log.offset_map import KeyOffsetMap
+from broker.log.segment import LogSegment
+from broker.log.segment_file import BatchInfo
+from protocol.errors import ProtocolError
+from protocol.records import LOG_OVERHEAD, Compression, Record, RecordBatch, RecordBatchBuilder, iter_batches
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_INT32_MAX = 2**31 - 1
+
+
+class CleaningError(Exception):
+    """A segment the cleaner read does not hold well-formed batches; the round is abandoned."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentView:
+    """A closed segment as the loop saw it when the round began. The cleaner's process opens it by its
+    path (or the `.deleted` name retention may have given it since: the bytes are the same)."""
+
+    base_offset: int
+    path: Path
+    size: int
+    next_offset: int
+    index_bytes: int
+    time_index_bytes: int
+
+    @classmethod
+    def of(cls, segment: LogSegment) -> SegmentView:
+        return cls(segment.base_offset, segment.log_path, segment.size, segment.next_offset,
+                   len(segment.index) * 8, len(segment.time_index) * 12)
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    topic_partition: TopicPartition
+    directory: Path
+    segments: tuple[SegmentView, ...]  # every closed segment below the first uncleanable offset, oldest first
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    max_index_bytes: int
+    index_interval_bytes: int
+    io_buffer_size: int
+    # Last offset of each producer's last batch in the whole log; None when the replica does not keep
+    # producer state (a follower): then each producer's last batch in the cleaned range is kept.
+    producer_last_offsets: Mapping[int, int] | None
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    keyless_dropped: int = 0
+
+
+@dataclass(slots=True)
+class CleaningPlan:
+    """What a round cleans once the dirty section is mapped: the groups, each swapped in on its own."""
+
+    end_offset: int  # the next round's first dirty offset
+    groups: list[list[SegmentView]]
+    producer_last_offsets: Mapping[int, int]
+    stats: CleanerStats = field(default_factory=CleanerStats)
+
+
+def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0) -> Iterator[RecordBatch]:
+    """The batches of a segment, read `io_buffer_size` bytes at a time (more for a larger batch)."""
+    position = start_position
+    try:
+        fd = os.open(view.path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(view.path.with_name(view.path.name + DELETED_SUFFIX), os.O_RDONLY)
+    try:
+        while position < view.size:
+            chunk = os.pread(fd, min(max(io_buffer_size, LOG_OVERHEAD), view.size - position), position)
+            consumed = 0
+            try:
+                for batch in iter_batches(chunk, allow_partial_tail=True):
+                    consumed = batch.position + batch.size
+                    yield batch
+            except ProtocolError as exc:
+                raise CleaningError(f"{view.path} at {position + consumed}: {exc.message}") from exc
+            if consumed == 0:  # one batch larger than the buffer: read exactly it
+                if len(chunk) < LOG_OVERHEAD:
+                    raise CleaningError(f"{view.path}: batch header cut short at {position}")
+                size = int.from_bytes(chunk[8:12], "big", signed=True) + LOG_OVERHEAD
+                if size <= len(chunk) or position + size > view.size:
+                    raise CleaningError(f"{view.path}: batch at {position} claims {size} bytes")
+                io_buffer_size = size
+                continue
+            position += consumed
+    finally:
+        os.close(fd)
+
+
+def build_key_map(job: CleaningJob, key_map: KeyOffsetMap, stats: CleanerStats) -> int:
+    """Map the dirty section; return the offset the round cleans up to (exclusive)."""
+    key_map.clear()
+    start, end = job.first_dirty_offset, job.first_uncleanable_offset
+    dirty = [v for v in job.segments if v.next_offset > start and v.base_offset < end]
+    for i, view in enumerate(dirty):
+        next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+        for batch in read_batches(view, job.io_buffer_size):
+            if batch.last_offset < start:
+                continue
+            if not batch.is_control:
+                for record in _records(batch, view):
+                    stats.records_read += 1
+                    if record.key is not None and record.offset >= start:
+                        if key_map.full:
+                            return key_map.latest_offset + 1
+                        key_map.put(record.key, record.offset)
+            key_map.cover_up_to(batch.last_offset)
+        key_map.cover_up_to(next_base - 1)
+    return key_map.latest_offset + 1
+
+
+def group_segments(views: list[SegmentView], segment_bytes: int, max_index_bytes: int,
+                   first_uncleanable_offset: int) -> list[list[SegmentView]]:
+    """Consecutive segments merged while the group's log and indexes fit one segment and its offsets a
+    32-bit delta from the group's base (Kafka's groupSegmentsBySize)."""
+    groups: list[list[SegmentView]] = []
+    i = 0
+    while i < len(views):
+        group = [views[i]]
+        size, index, time_index = views[i].size, views[i].index_bytes, views[i].time_index_bytes
+        i += 1
+        while i < len(views):
+            view = views[i]
+            last_offset = views[i + 1].base_offset - 1 if i + 1 < len(views) else first_uncleanable_offset - 1
+            if (size + view.size > segment_bytes or index + view.index_bytes > max_index_bytes
+                    or time_index + view.time_index_bytes > max_index_bytes
+                    or (view.size and last_offset - group[-1].base_offset > _INT32_MAX)):
+                break
+            group.append(view)
+            size += view.size
+            index += view.index_bytes
+            time_index += view.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def plan(job: CleaningJob, key_map: KeyOffsetMap) -> CleaningPlan:
+    """Map the dirty section and group the segments the round rewrites."""
+    stats = CleanerStats()
+    end_offset = build_key_map(job, key_map, stats)
+    if end_offset <= job.first_dirty_offset:  # nothing dirty was mapped: nothing to rewrite
+        return CleaningPlan(job.first_dirty_offset, [], {}, stats)
+    in_round = [v for v in job.segments if v.base_offset < end_offset]
+    producers = job.producer_last_offsets
+    if producers is None:
+        producers = _last_batches_of_producers(in_round, job.io_buffer_size)
+    groups = group_segments(in_round, job.segment_bytes, job.max_index_bytes, job.first_uncleanable_offset)
+    return CleaningPlan(end_offset, groups, producers, stats)
+
+
+def clean_group(job: CleaningJob, plan: CleaningPlan, group: list[SegmentView], key_map: KeyOffsetMap
+                ) -> LogSegment:
+    """Copy what `group` keeps into `<base>.log.cleaned` (with its indexes), fsynced."""
+    return _clean_group(job, group, key_map, plan.end_offset, plan.producer_last_offsets, plan.stats)
+
+
+# --- a round run by calls into the cleaner's process (or a thread) ---------------------------------
+# The key map stays where it was built, between the calls of one round: `begin_round` maps and plans,
+# `clean_next_group` writes one group's `.cleaned` files, `end_round` frees the map and reports.
+
+_ROUNDS: dict[int, tuple[CleaningJob, KeyOffsetMap, CleaningPlan]] = {}
+
+
+def begin_round(round_id: int, job: CleaningJob, key_map_capacity: int) -> tuple[int, list[list[int]]]:
+    """Map and plan; return the round's end offset and each group's segment bases."""
+    key_map = KeyOffsetMap(key_map_capacity)
+    round_plan = plan(job, key_map)
+    _ROUNDS[round_id] = (job, key_map, round_plan)
+    return round_plan.end_offset, [[view.base_offset for view in group] for group in round_plan.groups]
+
+
+def clean_next_group(round_id: int, index: int) -> None:
+    job, key_map, round_plan = _ROUNDS[round_id]
+    clean_group(job, round_plan, round_plan.groups[index], key_map).close()
+
+
+def end_round(round_id: int) -> tuple[CleanerStats, float]:
+    """The round's counts and how full its key map got."""
+    _job, key_map, round_plan = _ROUNDS.pop(round_id)
+    return round_plan.stats, key_map.utilization
+
+
+def open_cleaned(directory: Path, base_offset: int, index_interval_bytes: int, max_index_bytes: int,
+                 now_ms: int) -> LogSegment:
+    """The `.cleaned` segment another process wrote, opened with its indexes (blocking)."""
+    segment = LogSegment.open(directory, base_offset, index_interval_bytes=index_interval_bytes,
+                              max_index_bytes=max_index_bytes, now_ms=now_ms, suffix=CLEANED_SUFFIX)
+    try:
+        segment.load_indexes()
+    except BaseException:
+        segment.close()
+        raise
+    return segment
+
+
+def remove_cleaned_files(directory: Path, base_offset: int) -> None:
+    for path in segment_paths(directory, base_offset):
+        try:
+            os.unlink(path.with_name(path.name + CLEANED_SUFFIX))
+        except FileNotFoundError:
+            pass
+
+
+def remove_segment_files(segment: LogSegment) -> None:
+    """Close a cleaned segment that will not be swapped in and remove its files."""
+    segment.close()
+    for path in (segment.log_path, segment.index.path, segment.time_index.path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _clean_group(job: CleaningJob, group: list[SegmentView], key_map: KeyOffsetMap, end_offset: int,
+                 producers: Mapping[int, int], stats: CleanerStats) -> LogSegment:
+    cleaned = LogSegment.create(job.directory, group[0].base_offset, index_interval_bytes=job.index_interval_bytes,
+                                max_index_bytes=job.max_index_bytes, now_ms=job.now_ms, suffix=CLEANED_SUFFIX)
+    try:
+        for view in group:
+            for batch in read_batches(view, job.io_buffer_size):
+                stats.bytes_read += batch.size
+                kept = _retained(batch, view, job, key_map, end_offset, producers, stats)
+                if kept is not None:
+                    _append(cleaned, kept)
+                    stats.bytes_written += len(kept)
+        cleaned.seal()
+        cleaned.index.write_all()
+        cleaned.time_index.write_all()
+        with cleaned.file.held() as fd:
+            os.fsync(fd)
+        modified = _modified_ns(group[-1].path)  # retention by file time treats the copy like the original
+        os.utime(cleaned.log_path, ns=(modified, modified))
+    except BaseException:
+        remove_segment_files(cleaned)
+        raise
+    return cleaned
+
+
+def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: KeyOffsetMap, end_offset: int,
+              producers: Mapping[int, int], stats: CleanerStats) -> bytes | memoryview | None:
+    """What of `batch` the cleaned segment keeps: the batch as it is, a rebuilt batch, a bare header,
+    or None."""
+    header = batch.header()
+    keep_empty = (header.producer_id >= 0 and producers.get(header.producer_id) == batch.last_offset) \
+        or batch.next_offset == end_offset
+    if batch.is_control:  # no transactions in Ebb: markers stay as they are
+        return batch.raw()
+    horizon = batch.delete_horizon_ms
+    records = list(_records(batch, view))
+    stats.records_read += len(records)
+    kept = []
+    tombstones = False
+    for record in records:
+        if record.offset > key_map.latest_offset:
+            keep = True
+        elif record.key is None:
+            stats.keyless_dropped += 1
+            keep = False
+        else:
+            keep = record.offset >= key_map.get(record.key) and (
+                record.value is not None or horizon is None or job.now_ms < horizon)
+        if keep:
+            kept.append(record)
+            tombstones = tombstones or record.value is None
+    stats.records_kept += len(kept)
+    if kept:
+        needs_horizon = tombstones and horizon is None
+        if len(kept) == len(records) and not needs_horizon:
+            return batch.raw()
+        builder = RecordBatchBuilder(
+            base_offset=header.base_offset, compression=batch.compression, timestamp_type=batch.timestamp_type,
+            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=batch.is_transactional, is_control=False,
+            delete_horizon_ms=job.now_ms + job.delete_retention_ms if needs_horizon else horizon)
+        for record in kept:
+            builder.append(record.key, record.value, record.headers, record.timestamp, offset=record.offset)
+        return builder.build(last_offset=batch.last_offset)
+    if keep_empty:
+        builder = RecordBatchBuilder(
+            base_offset=header.base_offset, compression=Compression.NONE, timestamp_type=batch.timestamp_type,
+            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=batch.is_transactional)
+        return builder.build(last_offset=batch.last_offset, max_timestamp=header.max_timestamp)
+    return None
+
+
+def _append(cleaned: LogSegment, data: bytes | memoryview) -> None:
+    kept = RecordBatch(data)
+    cleaned.append(memoryview(data), [BatchInfo(0, kept.base_offset, kept.last_offset, kept.size,
+                                                kept.max_timestamp, kept.partition_leader_epoch)])
+
+
+def _records(batch: RecordBatch, view: SegmentView) -> list[Record]:
+    try:
+        return list(batch.records())
+    except ProtocolError as exc:
+        raise CleaningError(f"{view.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
+
+
+def _modified_ns(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return os.stat(path.with_name(path.name + DELETED_SUFFIX)).st_mtime_ns
+
+
+def _last_batches_of_producers(views: list[SegmentView], io_buffer_size: int) -> dict[int, int]:
+    """Without the replica's producer state: the last batch of each producer within the round."""
+    last: dict[int, int] = {}
+    for view in views:
+        for batch in read_batches(view, io_buffer_size):
+            producer_id = batch.producer_id
+            if producer_id >= 0:
+                last[producer_id] = batch.last_offset
+    return last

@@ -1,0 +1,321 @@
+"""The log cleaner of one log dir (Kafka's LogCleaner and LogCleanerManager): which compacted log to
+clean next, the rounds themselves in `log.cleaner.threads` cleaner processes, and
+`cleaner-offset-checkpoint`.
+
+Every `log.cleaner.backoff.ms` (or at once when woken) each worker takes the filthiest log that is not
+being cleaned: among logs with `compact` in `cleanup.policy`, those whose dirty ratio (bytes above the
+first dirty offset, below the first uncleanable one, over the log's bytes) is above
+`min.cleanable.dirty.ratio`, or that hold a closed segment older than `max.compaction.lag.ms`. The
+uncleanable part begins at the active segment, the high watermark (Ebb has no transactions, so it is
+the last stable offset), or the first segment holding a record younger than `min.compaction.lag.ms`.
+
+Choosing and swapping run on the loop (they look at segment metadata only); mapping keys and copying
+batches (broker/log/cleaner.py) run in a cleaner process, which keeps a round's key map between the
+calls of that round; `clean_filthiest(None)` runs a round in the log's I/O threads instead (tests).
+After a round the log's first dirty offset goes to `cleaner-offset-checkpoint` (Kafka's text format,
+version 0), which is how a test or an operator sees that a round finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import itertools
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from broker.log import checkpoint
+from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
+from broker.log.cleaner import (
+    SWAP_SUFFIX,
+    CleaningError,
+    CleaningJob,
+    SegmentView,
+    begin_round,
+    clean_next_group,
+    end_round,
+    open_cleaned,
+    remove_cleaned_files,
+    remove_segment_files,
+)
+from broker.log.common import CorruptCheckpointError, LogError, TopicPartition
+from broker.log.config import LogManagerConfig
+from broker.log.io import LogIO
+from broker.log.log import Clock, PartitionLog
+from broker.log.offset_map import key_map_capacity
+from broker.log.segment import LogSegment
+
+logger = structlog.get_logger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+# Test-only: stop the whole process (SIGSTOP) when a round reaches this point, so that a test can kill
+# it there: "cleaned" (a `.cleaned` segment written, nothing swapped) or "swap" (the old segment files
+# renamed `.deleted`, the new one still `.swap`).
+STOP_AT_ENV = "EBB_TEST_CLEANER_STOP_AT"
+
+T = TypeVar("T")
+_PR_SET_PDEATHSIG = 1
+ProducerLastOffsets = Callable[[TopicPartition], Mapping[int, int] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class LogToClean:
+    log: PartitionLog
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    needs_compaction_now: bool  # a dirty closed segment is older than max.compaction.lag.ms
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int) -> LogToClean:
+    """Kafka's cleanableOffsets and calculateCleanableBytes for one log."""
+    start, end = log.log_start_offset, log.log_end_offset
+    first_dirty = checkpointed if checkpointed is not None and start <= checkpointed <= end else start
+    segments = log.segments
+    active = segments[-1]
+    closed_dirty = [s for s in segments[:-1] if s.next_offset > first_dirty or s.base_offset >= first_dirty]
+    bounds = [log.high_watermark, active.base_offset]
+    min_lag = max(log.config.min_compaction_lag_ms, 0)
+    if min_lag > 0:
+        bounds += [s.base_offset for s in closed_dirty if s.max_timestamp > now_ms - min_lag][:1]
+    first_uncleanable = max(first_dirty, min(bounds))
+    holding = [s for s in segments[:-1] if s.base_offset <= first_uncleanable < s.next_offset
+               or s.base_offset >= first_uncleanable]
+    uncleanable_base = holding[0].base_offset if holding else active.base_offset
+    low = min(first_dirty, uncleanable_base)
+    cleanable = sum(s.size for s in segments
+                    if s.base_offset < uncleanable_base and (s.next_offset > low or s.base_offset >= low))
+    clean = sum(s.size for s in segments if s.base_offset < first_dirty)
+    first_timestamps = [s.first_batch_timestamp for s in closed_dirty if s.first_batch_timestamp > 0]
+    max_lag = max(log.config.max_compaction_lag_ms, 0)
+    overdue = bool(first_timestamps) and min(first_timestamps) < now_ms - max_lag
+    return LogToClean(log, first_dirty, first_uncleanable, clean, cleanable, overdue)
+
+
+def _cleaner_process() -> ProcessPoolExecutor:
+    """Spawned, not forked: the broker has threads."""
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=end_with_parent, initargs=(os.getpid(),))
+
+
+def end_with_parent(parent_pid: int) -> None:
+    """In a cleaner process: die with the broker, even when it is SIGKILLed (Linux's parent-death
+    signal; elsewhere a killed broker leaves its idle cleaner process behind)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the broker died before the signal was armed
+        os._exit(0)
+
+
+class LogCleaner:
+    def __init__(self, log_dir: Path, logs: Callable[[], Mapping[TopicPartition, PartitionLog]],
+                 config: LogManagerConfig, io: LogIO, clock: Clock) -> None:
+        self.log_dir = log_dir
+        self._logs = logs
+        self.config = config
+        self._io = io
+        self.clock = clock
+        # Set by the replica layer: the last offset of each producer's last batch (None: not known here).
+        self.producer_last_offsets: ProducerLastOffsets = lambda tp: None
+        self._first_dirty: dict[TopicPartition, int] = {}
+        self._in_progress: set[TopicPartition] = set()
+        self._uncleanable: dict[TopicPartition, str] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._processes: list[ProcessPoolExecutor] = []
+        self._round_ids = itertools.count(1)
+        self.key_map_capacity = key_map_capacity(config.cleaner_dedupe_buffer_size, config.cleaner_threads,
+                                                 config.cleaner_io_buffer_load_factor)
+        self._stop_at = os.environ.get(STOP_AT_ENV)
+        self.rounds = 0  # finished rounds, for tests and metrics
+        self.checkpoint = CheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, io, self._checkpoint_snapshot)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def startup(self, *, workers: bool = True) -> None:
+        """Read the checkpoint and start the workers (none when `log.cleaner.enable=false`; rounds can
+        still be run by `clean_filthiest`)."""
+        try:
+            found = await self._io.run(checkpoint.read_offsets, self.log_dir / CLEANER_OFFSET_CHECKPOINT)
+        except (CorruptCheckpointError, OSError) as exc:
+            logger.warning("cleaner checkpoint unreadable; every compacted log is dirty", error=str(exc))
+            found = None
+        self._first_dirty = dict(found or {})
+        if not (workers and self.config.cleaner_enable):
+            return
+        # One process per cleaner "thread": a round's CPU work (decoding, hashing, rebuilding batches)
+        # would hold the interpreter lock the event loop needs.
+        self._processes = [_cleaner_process() for _ in range(self.config.cleaner_threads)]
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._work(slot)) for slot in range(len(self._processes))]
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for process in self._processes:
+            await asyncio.get_running_loop().run_in_executor(None, partial(process.shutdown, cancel_futures=True))
+        self._processes.clear()
+        await self.checkpoint.drain()
+
+    def abandon(self) -> None:
+        """Stop without waiting (a crash in tests): the `.cleaned` files stay for the next start."""
+        for task in self._tasks:
+            task.cancel()
+        for process in self._processes:
+            process.shutdown(wait=False, cancel_futures=True)
+
+    def wake(self) -> None:
+        """Look for work now rather than after the backoff."""
+        self._wake.set()
+
+    def forget(self, tp: TopicPartition) -> None:
+        """A deleted log: its checkpoint entry goes with the next write."""
+        self._first_dirty.pop(tp, None)
+        self._uncleanable.pop(tp, None)
+
+    # --- choosing --------------------------------------------------------------------------------
+
+    def _checkpoint_snapshot(self) -> tuple[Offsets, Callable[[], None]]:
+        logs = self._logs()
+        return {tp: offset for tp, offset in self._first_dirty.items() if tp in logs}, nothing_more
+
+    def filthiest(self, now_ms: int | None = None) -> LogToClean | None:
+        """The log the next round should clean, None if no log needs it."""
+        now = self.clock() if now_ms is None else now_ms
+        candidates = []
+        for tp, log in self._logs().items():
+            if (not log.config.compact_enabled or log.offline or tp in self._in_progress
+                    or tp in self._uncleanable):
+                continue
+            found = log_to_clean(log, self._first_dirty.get(tp), now)
+            if found.first_uncleanable_offset <= found.first_dirty_offset or found.total_bytes == 0:
+                continue
+            if ((found.needs_compaction_now and found.cleanable_bytes > 0)
+                    or found.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
+                candidates.append(found)
+        return max(candidates, key=lambda c: c.cleanable_ratio, default=None)
+
+    # --- cleaning --------------------------------------------------------------------------------
+
+    async def _work(self, slot: int) -> None:
+        while True:
+            try:
+                cleaned = await self.clean_filthiest(self._processes[slot])
+            except asyncio.CancelledError:
+                raise
+            except BrokenProcessPool as exc:  # the process died (killed, out of memory): a new one
+                logger.error("log cleaner process died; starting another", error=repr(exc))
+                self._processes[slot] = _cleaner_process()
+                cleaned = False
+            except Exception as exc:  # a failed round is logged; the next one tries again
+                logger.error("log cleaner round failed", error=repr(exc))
+                cleaned = False
+            if not cleaned:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.config.cleaner_backoff_ms / 1000)
+
+    async def clean_filthiest(self, worker: Executor | None = None) -> bool:
+        """One round on the filthiest log in `worker` (a cleaner process; None: the log I/O pool, for
+        tests); False when no log needed cleaning."""
+        chosen = self.filthiest()
+        if chosen is None:
+            return False
+        tp = chosen.log.topic_partition
+        self._in_progress.add(tp)
+        try:
+            await self._clean(chosen, worker)
+        except (CleaningError, LogError, OSError) as exc:
+            if self._logs().get(tp) is not chosen.log:  # deleted meanwhile: nothing to mark
+                logger.info("log deleted while being cleaned", partition=str(tp), error=repr(exc))
+            else:  # Kafka marks such a partition uncleanable until restart rather than retrying forever
+                self._uncleanable[tp] = repr(exc)
+                logger.error("log cleaning failed; partition left uncleaned until restart", partition=str(tp),
+                             error=repr(exc))
+        finally:
+            self._in_progress.discard(tp)
+        return True
+
+    async def _clean(self, chosen: LogToClean, worker: Executor | None) -> None:
+        log = chosen.log
+        tp = log.topic_partition
+        config = log.config
+        closed = {s.base_offset: s for s in log.segments[:-1] if s.base_offset < chosen.first_uncleanable_offset}
+        job = CleaningJob(tp, log.directory, tuple(SegmentView.of(s) for s in closed.values()),
+                          chosen.first_dirty_offset, chosen.first_uncleanable_offset, self.clock(),
+                          config.delete_retention_ms, config.segment_bytes, config.segment_index_bytes,
+                          config.index_interval_bytes, self.config.cleaner_io_buffer_size,
+                          self.producer_last_offsets(tp))
+        logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
+                    first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3))
+        round_id = next(self._round_ids)
+        end_offset, groups = await self._off_loop(worker, begin_round, round_id, job, self.key_map_capacity)
+        try:
+            for index, bases in enumerate(groups):
+                if not await self._swap_group(log, job, worker, round_id, index, [closed[b] for b in bases]):
+                    logger.info("log changed under the cleaner; round abandoned", partition=str(tp))
+                    return
+        finally:
+            stats, utilization = await self._off_loop(worker, end_round, round_id)
+        self._first_dirty[tp] = end_offset
+        await self.checkpoint.write()
+        self.rounds += 1
+        logger.info("cleaned log", partition=str(tp), first_dirty=end_offset, groups=len(groups),
+                    bytes_read=stats.bytes_read, bytes_written=stats.bytes_written, records_read=stats.records_read,
+                    records_kept=stats.records_kept, key_map_utilization=round(utilization, 3))
+
+    async def _swap_group(self, log: PartitionLog, job: CleaningJob, worker: Executor | None, round_id: int,
+                          index: int, old: list[LogSegment]) -> bool:
+        await self._off_loop(worker, clean_next_group, round_id, index)
+        self._maybe_stop("cleaned")
+        base = old[0].base_offset
+        try:
+            cleaned = await self._io.run(open_cleaned, log.directory, base, job.index_interval_bytes,
+                                         job.max_index_bytes, job.now_ms)
+        except BaseException:
+            await self._io.run(remove_cleaned_files, log.directory, base)
+            raise
+        try:
+            swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"))
+        except LogError:
+            await self._io.run(remove_segment_files, cleaned)
+            raise
+        if not swapped:
+            await self._io.run(remove_segment_files, cleaned)
+            return False
+        await log.flush(up_to=log.recovery_point)  # the renames reach the directory on disk
+        return True
+
+    async def _off_loop(self, worker: Executor | None, fn: Callable[..., T], *args: Any) -> T:
+        if worker is None:
+            return await self._io.run(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(worker, fn, *args)
+
+    def _maybe_stop(self, point: str) -> None:
+        if self._stop_at == point:
+            logger.warning("cleaner stopping the process for a test", point=point)
+            os.kill(os.getpid(), signal.SIGSTOP)

@@ -1,0 +1,55 @@
+"""A compacted topic keeps the latest record of each key, so a record without a key has no place in
+it: Kafka's LogValidator refuses such a batch at Produce (INVALID_RECORD, with one record error per
+keyless record). This is the one place the append path decodes records: only for producers' batches
+to topics with `compact` in `cleanup.policy`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from broker.log.common import InvalidRecordError, TopicPartition
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import RecordBatch
+from protocol.varint import read_varint, read_varlong
+
+_SHOWN = 3  # Kafka's summary names at most the first three record errors
+
+
+def _keyless_records(body: bytes, count: int) -> list[int]:
+    """Indexes of the records whose key is null, reading each record only up to its key length
+    (length, attributes, timestamp delta, offset delta, key length: protocol/record_format.py)."""
+    keyless = []
+    position = 0
+    for index in range(count):
+        length, start = read_varint(body, position)
+        if length < 1 or start + length > len(body):
+            raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record {index} claims {length} bytes")
+        _, after = read_varlong(body, start + 1)
+        _, after = read_varint(body, after)
+        key_length, _ = read_varint(body, after)
+        if key_length == -1:
+            keyless.append(index)
+        position = start + length
+    if position != len(body):
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"{len(body) - position} bytes left over after {count} records")
+    return keyless
+
+
+def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int], tp: TopicPartition) -> None:
+    """Raise INVALID_RECORD if a record of the batches starting at `positions` in `buf` has no key."""
+    for position in positions:
+        batch = RecordBatch(buf, position)
+        if batch.is_control:
+            continue
+        try:
+            keyless = _keyless_records(bytes(batch.body()), batch.records_count)
+        except ProtocolError as exc:
+            raise InvalidRecordError(exc.error_code, exc.message) from exc
+        if keyless:
+            message = f"Compacted topic cannot accept message without key in topic partition {tp}"
+            errors = [(index, message) for index in keyless]
+            shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:_SHOWN])
+            raise InvalidRecordError(
+                ErrorCode.INVALID_RECORD,
+                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+                f"showing the first three errors at most: [{shown}]", record_errors=errors)
