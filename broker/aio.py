@@ -34,6 +34,21 @@ def uncancellable(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Aw
     return wrapper
 
 
+class SharedRun:
+    """At most one run of a coroutine at a time, shared by every caller that asks meanwhile; a caller
+    that goes away (its client disconnected) does not interrupt it (creating an internal topic)."""
+
+    def __init__(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._make = make
+        self._task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._make())
+            self._task.add_done_callback(retrieve_exception)
+        await asyncio.shield(self._task)
+
+
 class KeyedLocks:
     """An asyncio.Lock per key, made on first use and dropped when nobody holds or waits for it."""
 

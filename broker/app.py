@@ -21,7 +21,7 @@ from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNod
 from broker.config import BrokerConfig, ConfigError
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
-from broker.group.offsets_store import OffsetsStore
+from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from broker.group.trim import CommittedTrimmer
 from broker.handlers import load_handlers
 from broker.log.checkpoint import topic_id_to_str
@@ -33,6 +33,7 @@ from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
 from broker.topics import INTERNAL_TOPICS, TopicManager
+from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
@@ -55,6 +56,7 @@ class Broker:
         self.topics: TopicManager
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator  # consumer groups and committed offsets
+        self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name asks for them
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
@@ -116,6 +118,11 @@ class Broker:
         self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,
                                        in_cluster=self.cluster is not None)
         self.services.append(self.groups)
+        # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
+        self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
+                                                   in_cluster=self.cluster is not None)
+        self.transactions.marker_listeners.append(self._offsets_settled)
+        self.services.append(self.transactions)
         # retention.committed.groups; in a cluster it asks the other coordinators for their groups' commits
         ask_coordinators = None if self.cluster is None else \
             functools.partial(gather_commits, self.cluster, config.inter_broker_security)
@@ -132,6 +139,11 @@ class Broker:
         self.started_at_ms = int(time.time() * 1000)
         log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
                  topics=len(self.topics.all()), **self.logs.previous_stop())
+
+    def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker reached a partition: TxnOffsetCommit's offsets there count (commit) or go (abort)."""
+        if topic == OFFSETS_TOPIC:
+            self.groups.store.transaction_completed(partition, producer_id, committed)
 
     async def stop(self) -> None:
         log.info("broker stopping")

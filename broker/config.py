@@ -114,6 +114,15 @@ _BROKER_DEFAULTS = {
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
+    # The transaction coordinator (broker/txn/), Kafka's names; the topic's replication and min ISR
+    # default to 1 here, as offsets.topic.replication.factor does (Kafka: 3 and 2).
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout.
@@ -137,6 +146,19 @@ class ReplicationConfig:
     leader_imbalance_check_interval_s: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     unclean_leader_election_enable: bool = False  # the default of the topic config of the same name
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """Kafka's transaction.* and transactional.id.* broker properties (broker/txn/)."""
+
+    state_log_num_partitions: int = 50
+    state_log_replication_factor: int = 1
+    state_log_min_isr: int = 1
+    state_log_segment_bytes: int = 104_857_600
+    max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    abort_timed_out_cleanup_interval_ms: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -179,6 +201,7 @@ class BrokerConfig:
     explicit_properties: Mapping[str, str] = field(default_factory=dict)
     metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
     sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
+    transactions: TransactionConfig = field(default_factory=TransactionConfig)
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
 
@@ -284,6 +307,16 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         zookeeper_connect=_zookeeper_connect(merged.get("zookeeper.connect", "")),
         zookeeper_session_timeout_ms=session_timeout_ms,
         zookeeper_connection_timeout_ms=connection_timeout_ms,
+        transactions=TransactionConfig(
+            state_log_num_partitions=_int(merged, "transaction.state.log.num.partitions", minimum=1),
+            state_log_replication_factor=_int(merged, "transaction.state.log.replication.factor", minimum=1),
+            state_log_min_isr=_int(merged, "transaction.state.log.min.isr", minimum=1),
+            state_log_segment_bytes=_int(merged, "transaction.state.log.segment.bytes", minimum=1),
+            max_timeout_ms=_int(merged, "transaction.max.timeout.ms", minimum=1),
+            transactional_id_expiration_ms=_int(merged, "transactional.id.expiration.ms", minimum=1),
+            abort_timed_out_cleanup_interval_ms=_int(
+                merged, "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1),
+        ),
         replication=ReplicationConfig(
             fetch_wait_max_ms=_int(merged, "replica.fetch.wait.max.ms", minimum=0),
             fetch_min_bytes=_int(merged, "replica.fetch.min.bytes", minimum=1),

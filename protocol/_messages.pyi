@@ -13,6 +13,156 @@ from .messages import ApiMessage, ApiRequest, Struct
 RecordData: TypeAlias = bytes | bytearray | memoryview
 
 
+class AddOffsetsToTxnRequest(ApiRequest[AddOffsetsToTxnResponse]):
+    """v1: layout unchanged from v0 v2: layout unchanged from v1 v3: switches to the flexible encoding v4:
+    TRANSACTION_ABORTABLE may be returned"""
+    transactional_id: str
+    """The transaction's transactional id."""
+    producer_id: int
+    """The producer id the transactional id holds."""
+    producer_epoch: int
+    """That producer id's epoch."""
+    group_id: str
+    """The group whose offsets the transaction will commit."""
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        group_id: str = ...,
+    ) -> None: ...
+
+class AddOffsetsToTxnResponse(ApiMessage):
+    """v1: a quota-violating request is answered first and throttled afterwards v2: layout unchanged from v1 v3:
+    switches to the flexible encoding v4: layout unchanged from v3"""
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result; 0 on success."""
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ...) -> None: ...
+
+class AddPartitionsToTxnRequest(ApiRequest[AddPartitionsToTxnResponse]):
+    """v1: layout unchanged from v0 v2: layout unchanged from v1 v3: switches to the flexible encoding v4: a batch of
+    transactions, for brokers asking a coordinator (VerifyOnly, KIP-890 part 1); clients keep v3 v5: layout unchanged
+    from v4; the coordinator may answer TRANSACTION_ABORTABLE"""
+    class AddPartitionsToTxnTransaction(Struct):
+        class AddPartitionsToTxnTopic(Struct):
+            name: str
+            """The topic."""
+            partitions: list[int]
+            """Its partition indexes."""
+            def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+        transactional_id: str
+        """The transaction's transactional id."""
+        producer_id: int
+        """The producer id the transactional id holds."""
+        producer_epoch: int
+        """That producer id's epoch."""
+        verify_only: bool
+        """True: only say whether the partitions are in the transaction, adding none."""
+        topics: list[AddPartitionsToTxnTopic]
+        """The partitions, by topic."""
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            verify_only: bool = ...,
+            topics: list[AddPartitionsToTxnTopic] = ...,
+        ) -> None: ...
+    class AddPartitionsToTxnTopic(Struct):
+        name: str
+        """The topic."""
+        partitions: list[int]
+        """Its partition indexes."""
+        def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+    transactions: list[AddPartitionsToTxnTransaction]
+    """The transactions whose partitions are added or checked."""
+    v3_and_below_transactional_id: str
+    """The transaction's transactional id."""
+    v3_and_below_producer_id: int
+    """The producer id the transactional id holds."""
+    v3_and_below_producer_epoch: int
+    """That producer id's epoch."""
+    v3_and_below_topics: list[AddPartitionsToTxnTopic]
+    """The partitions to add, by topic."""
+    def __init__(
+        self,
+        *,
+        transactions: list[AddPartitionsToTxnTransaction] = ...,
+        v3_and_below_transactional_id: str = ...,
+        v3_and_below_producer_id: int = ...,
+        v3_and_below_producer_epoch: int = ...,
+        v3_and_below_topics: list[AddPartitionsToTxnTopic] = ...,
+    ) -> None: ...
+
+class AddPartitionsToTxnResponse(ApiMessage):
+    """v1: a quota-violating request is answered first and throttled afterwards v2: layout unchanged from v1 v3:
+    switches to the flexible encoding v4: results by transaction, and a top-level error v5: layout unchanged from v4"""
+    class AddPartitionsToTxnResult(Struct):
+        class AddPartitionsToTxnTopicResult(Struct):
+            class AddPartitionsToTxnPartitionResult(Struct):
+                partition_index: int
+                """The partition index."""
+                partition_error_code: int
+                """Its result; 0 when added (or, verifying, when it is in the transaction)."""
+                def __init__(self, *, partition_index: int = ..., partition_error_code: int = ...) -> None: ...
+            name: str
+            """The topic."""
+            results_by_partition: list[AddPartitionsToTxnPartitionResult]
+            """Its partitions' results."""
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                results_by_partition: list[AddPartitionsToTxnPartitionResult] = ...,
+            ) -> None: ...
+        transactional_id: str
+        """The transaction's transactional id."""
+        topic_results: list[AddPartitionsToTxnTopicResult]
+        """Its partitions' results, by topic."""
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            topic_results: list[AddPartitionsToTxnTopicResult] = ...,
+        ) -> None: ...
+    class AddPartitionsToTxnTopicResult(Struct):
+        class AddPartitionsToTxnPartitionResult(Struct):
+            partition_index: int
+            """The partition index."""
+            partition_error_code: int
+            """Its result; 0 when added (or, verifying, when it is in the transaction)."""
+            def __init__(self, *, partition_index: int = ..., partition_error_code: int = ...) -> None: ...
+        name: str
+        """The topic."""
+        results_by_partition: list[AddPartitionsToTxnPartitionResult]
+        """Its partitions' results."""
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            results_by_partition: list[AddPartitionsToTxnPartitionResult] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """An error for the whole request, or 0."""
+    results_by_transaction: list[AddPartitionsToTxnResult]
+    """One result per transaction asked about."""
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]
+    """The partitions' results, by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        results_by_transaction: list[AddPartitionsToTxnResult] = ...,
+        results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = ...,
+    ) -> None: ...
+
 class AlterConfigsRequest(ApiRequest[AlterConfigsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding"""
     class AlterConfigsResource(Struct):
@@ -1413,6 +1563,47 @@ class ElectLeadersResponse(ApiMessage):
         throttle_time_ms: int = ...,
         error_code: int = ...,
         replica_election_results: list[ReplicaElectionResult] = ...,
+    ) -> None: ...
+
+class EndTxnRequest(ApiRequest[EndTxnResponse]):
+    """v1: layout unchanged from v0 v2: layout unchanged from v1 v3: switches to the flexible encoding v4:
+    INVALID_TXN_STATE instead of PRODUCER_FENCED where it applies v5: transactions version 2 (KIP-890 part 2): the
+    answer carries the bumped producer epoch"""
+    transactional_id: str
+    """The transaction to end."""
+    producer_id: int
+    """The producer id the transactional id holds."""
+    producer_epoch: int
+    """That producer id's epoch."""
+    committed: bool
+    """True to commit, false to abort."""
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        committed: bool = ...,
+    ) -> None: ...
+
+class EndTxnResponse(ApiMessage):
+    """v1: a quota-violating request is answered first and throttled afterwards v2: layout unchanged from v1 v3:
+    switches to the flexible encoding v4: layout unchanged from v3 v5: the producer id and epoch to use next"""
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result; 0 on success."""
+    producer_id: int
+    """The producer id to use next."""
+    producer_epoch: int
+    """The epoch to use next."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
     ) -> None: ...
 
 class FetchRequest(ApiRequest[FetchResponse]):
@@ -3038,3 +3229,134 @@ class SyncGroupResponse(ApiMessage):
         protocol_name: str | None = ...,
         assignment: bytes = ...,
     ) -> None: ...
+
+class TransactionLogKey(ApiMessage):
+    """the key of a record in __transaction_state; on disk it follows the int16 key version 0"""
+    transactional_id: str
+    """The transactional id the record describes."""
+    def __init__(self, *, transactional_id: str = ...) -> None: ...
+
+class TransactionLogValue(ApiMessage):
+    """the value of a record in __transaction_state; on disk it follows its int16 version v1: switches to the flexible
+    encoding, with the producer ids of an epoch bump and the client's transaction version as tagged fields"""
+    class PartitionsSchema(Struct):
+        topic: str
+        """A topic."""
+        partition_ids: list[int]
+        """Its partitions in the transaction."""
+        def __init__(self, *, topic: str = ..., partition_ids: list[int] = ...) -> None: ...
+    producer_id: int
+    """The producer id the transactional id holds."""
+    previous_producer_id: int
+    """The producer id of the last committed transaction, or -1."""
+    next_producer_id: int
+    """The producer id handed out last when the epoch ran out, or -1."""
+    producer_epoch: int
+    """That producer id's epoch."""
+    next_producer_epoch: int
+    """The epoch that goes with NextProducerId, or -1."""
+    transaction_timeout_ms: int
+    """How long a transaction may stay open, in ms."""
+    transaction_status: int
+    """The state: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort, 4 CompleteCommit, 5 CompleteAbort, 6 Dead, 7
+    PrepareEpochFence."""
+    transaction_partitions: list[PartitionsSchema] | None
+    """The partitions in the transaction."""
+    transaction_last_update_timestamp_ms: int
+    """When the state last changed, in ms."""
+    transaction_start_timestamp_ms: int
+    """When the transaction began, in ms (-1 when none is open)."""
+    client_transaction_version: int
+    """The transaction version the client uses."""
+    def __init__(
+        self,
+        *,
+        producer_id: int = ...,
+        previous_producer_id: int = ...,
+        next_producer_id: int = ...,
+        producer_epoch: int = ...,
+        next_producer_epoch: int = ...,
+        transaction_timeout_ms: int = ...,
+        transaction_status: int = ...,
+        transaction_partitions: list[PartitionsSchema] | None = ...,
+        transaction_last_update_timestamp_ms: int = ...,
+        transaction_start_timestamp_ms: int = ...,
+        client_transaction_version: int = ...,
+    ) -> None: ...
+
+class TxnOffsetCommitRequest(ApiRequest[TxnOffsetCommitResponse]):
+    """v1: layout unchanged from v0 v2: the leader epoch of each offset v3: switches to the flexible encoding; the
+    member's generation, id and instance id, so zombies are fenced v4: TRANSACTION_ABORTABLE may be returned v5:
+    transactions version 2 (KIP-890 part 2)"""
+    class TxnOffsetCommitRequestTopic(Struct):
+        class TxnOffsetCommitRequestPartition(Struct):
+            partition_index: int
+            """The partition index."""
+            committed_offset: int
+            """The offset to commit."""
+            committed_leader_epoch: int
+            """The leader epoch of the last record consumed, or -1."""
+            committed_metadata: str | None
+            """Free text kept with the offset."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                committed_offset: int = ...,
+                committed_leader_epoch: int = ...,
+                committed_metadata: str | None = ...,
+            ) -> None: ...
+        name: str
+        """The topic."""
+        partitions: list[TxnOffsetCommitRequestPartition]
+        """Its partitions' offsets."""
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequestPartition] = ...) -> None: ...
+    transactional_id: str
+    """The transaction's transactional id."""
+    group_id: str
+    """The group the offsets belong to."""
+    producer_id: int
+    """The producer id the transactional id holds."""
+    producer_epoch: int
+    """That producer id's epoch."""
+    generation_id: int
+    """The consumer's generation in the group, or -1."""
+    member_id: str
+    """The consumer's member id, or empty."""
+    group_instance_id: str | None
+    """The consumer's static instance id, or null."""
+    topics: list[TxnOffsetCommitRequestTopic]
+    """The offsets, by topic."""
+    def __init__(
+        self,
+        *,
+        transactional_id: str = ...,
+        group_id: str = ...,
+        producer_id: int = ...,
+        producer_epoch: int = ...,
+        generation_id: int = ...,
+        member_id: str = ...,
+        group_instance_id: str | None = ...,
+        topics: list[TxnOffsetCommitRequestTopic] = ...,
+    ) -> None: ...
+
+class TxnOffsetCommitResponse(ApiMessage):
+    """v1: a quota-violating request is answered first and throttled afterwards v2: layout unchanged from v1 v3:
+    switches to the flexible encoding v4: layout unchanged from v3 v5: layout unchanged from v4"""
+    class TxnOffsetCommitResponseTopic(Struct):
+        class TxnOffsetCommitResponsePartition(Struct):
+            partition_index: int
+            """The partition index."""
+            error_code: int
+            """Its result; 0 when the offset is pending in the transaction."""
+            def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        name: str
+        """The topic."""
+        partitions: list[TxnOffsetCommitResponsePartition]
+        """Its partitions' results."""
+        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    topics: list[TxnOffsetCommitResponseTopic]
+    """The results, by topic."""
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponseTopic] = ...) -> None: ...

@@ -100,8 +100,10 @@ class OffsetManager:
     # --- OffsetCommit ------------------------------------------------------------------------------
 
     async def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                     retention_time_ms: int, commits: list[OffsetCommit], version: int) -> list[ErrorCode]:
-        """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request."""
+                     retention_time_ms: int, commits: list[OffsetCommit], version: int,
+                     producer: tuple[int, int] | None = None) -> list[ErrorCode]:
+        """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request.
+        `producer` (id, epoch): TxnOffsetCommit, whose offsets count once the transaction commits."""
         groups = self._groups
         groups.check_active()
         groups.check_served(group_id)
@@ -129,6 +131,9 @@ class OffsetManager:
             errors.append(ErrorCode.NONE)
             accepted[(c.topic, c.partition)] = CommittedOffset(c.offset, c.leader_epoch, c.metadata or "", now, expire)
         try:
+            if producer is not None:
+                await self.store.commit_transactional(group_id, accepted, *producer)
+                return errors
             await self.store.commit(group_id, accepted)
         except GroupError:
             if created:

@@ -27,18 +27,18 @@ appends with acks=1 and its high watermark does not move while the ISR is below 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
 
-from broker.aio import retrieve_exception, run_to_completion
+from broker.aio import SharedRun, run_to_completion
 from broker.group import records
 from broker.group.group import GroupError, now_ms
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, PartitionError
 from broker.topics import TopicError
+from protocol.control_records import ControlType, read_marker
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import GroupMetadataKey, GroupMetadataValue
 from protocol.records import RecordBatch, build_batch, iter_batches
@@ -99,9 +99,11 @@ class LoadStats:
 class OffsetsStore:
     def __init__(self, broker) -> None:
         self.broker = broker
-        self._creating: asyncio.Task | None = None
+        self._creating = SharedRun(self._create_topic)
         self._by_group: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
         self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
+        # TxnOffsetCommit's offsets, by producer id, until their transaction's marker.
+        self._pending: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
         config = broker.config
         self.commit_timeout_ms = config.offsets_commit_timeout_ms
 
@@ -123,10 +125,7 @@ class OffsetsStore:
         interrupt it."""
         if self.topic_exists():
             return
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_topic())
-            self._creating.add_done_callback(retrieve_exception)
-        await asyncio.shield(self._creating)
+        await self._creating.run()
 
     async def _create_topic(self) -> None:
         config = self.broker.config
@@ -147,13 +146,17 @@ class OffsetsStore:
     # --- writing -----------------------------------------------------------------------------------
 
     async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
-                     too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None) -> int:
+                     too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None,
+                     producer: tuple[int, int] | None = None) -> int:
         """Append records for one group as one batch; returns the offset of the first. Waits until
-        the high watermark covers them. GroupError with the coordinator's error code otherwise."""
+        the high watermark covers them. GroupError with the coordinator's error code otherwise.
+        `producer` (id, epoch): a transactional batch, pending until its transaction's marker."""
         await self.ensure_topic()
         index = self.partition_for(group_id)
         timestamp = now_ms() if timestamp is None else timestamp
-        data = build_batch([(key, value, [], timestamp) for key, value in entries])
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+        data = build_batch([(key, value, [], timestamp) for key, value in entries], producer_id=producer_id,
+                           producer_epoch=producer_epoch, is_transactional=producer is not None)
         [result] = await self.broker.replicas.append_records(
             [(OFFSETS_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
             timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
@@ -180,6 +183,41 @@ class OffsetsStore:
         for i, ((topic, partition), committed) in enumerate(offsets.items()):
             committed.record_offset = base + i
             self._put(group_id, topic, partition, committed)
+
+    async def commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
+                                   producer_id: int, producer_epoch: int) -> None:
+        """TxnOffsetCommit: the offsets are written now and count once their transaction commits."""
+        if offsets:
+            await run_to_completion(self._commit_transactional(group_id, offsets, producer_id, producer_epoch))
+
+    async def _commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
+                                    producer_id: int, producer_epoch: int) -> None:
+        entries = [(records.offset_key(group_id, topic, partition),
+                    records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
+                   for (topic, partition), c in offsets.items()]
+        base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+                                 producer=(producer_id, producer_epoch))
+        pending = self._pending.setdefault(producer_id, {})
+        for i, ((topic, partition), committed) in enumerate(offsets.items()):
+            committed.record_offset = base + i
+            pending[(group_id, topic, partition)] = committed
+
+    def transaction_completed(self, partition_index: int, producer_id: int, committed: bool) -> None:
+        """A marker for `producer_id` reached offsets partition `partition_index`: its offsets there
+        are committed (kept in place of older ones) or dropped."""
+        pending = self._pending.get(producer_id)
+        if not pending:
+            return
+        for key in [k for k in pending if self.partition_for(k[0]) == partition_index]:
+            offset = pending.pop(key)
+            if committed:
+                self._put(key[0], key[1], key[2], offset)
+        if not pending:
+            del self._pending[producer_id]
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """An offset of this group and partition waits for its transaction (OffsetFetch's require_stable)."""
+        return any((group_id, topic, partition) in p for p in self._pending.values())
 
     async def delete(self, group_id: str, keys: Iterable[TopicPartitionKey], *, group_tombstone: bool = False) -> None:
         """Tombstones for these offsets (and the group's metadata if asked), then forget them."""
@@ -284,16 +322,28 @@ class OffsetsStore:
                 return
             (data,) = await self.broker.replicas.read_slices([info.slices])
             for batch in iter_batches(data, allow_partial_tail=True):
-                if batch.is_control or batch.last_offset < offset:
+                if batch.last_offset < offset:
                     continue
+                if batch.is_control:
+                    self._replay_marker(batch, partition.topic_partition.partition)
+                    continue
+                transactional = batch.producer_id if batch.is_transactional else None
                 for record in batch.records():
                     if record.offset >= offset:
-                        self._replay(record, replay_group, stats)
+                        self._replay(record, replay_group, stats, transactional)
             if info.next_offset <= offset:
                 return
             offset = info.next_offset
 
-    def _replay(self, record, replay_group, stats: LoadStats) -> None:
+    def _replay_marker(self, batch: RecordBatch, partition_index: int) -> None:
+        try:
+            control_type = read_marker(batch)[0]
+        except ProtocolError:
+            return
+        if control_type >= 0:
+            self.transaction_completed(partition_index, batch.producer_id, control_type == ControlType.COMMIT)
+
+    def _replay(self, record, replay_group, stats: LoadStats, producer_id: int | None = None) -> None:
         stats.records += 1
         if record.key is None:
             stats.skipped += 1
@@ -319,9 +369,12 @@ class OffsetsStore:
             log.debug("malformed offsets topic record skipped", offset=record.offset, error=exc.message)
             return
         expire = value.expire_timestamp if value.expire_timestamp >= 0 else None
-        self._put(key.group, key.topic, key.partition,
-                  CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, expire,
-                                  record.offset))
+        committed = CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, expire,
+                                    record.offset)
+        if producer_id is not None:  # a TxnOffsetCommit's: it counts once its marker says commit
+            self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = committed
+            return
+        self._put(key.group, key.topic, key.partition, committed)
 
     def forget_group(self, group_id: str) -> None:
         for topic, partition in list(self._by_group.get(group_id, {})):

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from broker.security.authorizer import Authorizer
     from broker.security.credentials import CredentialStore
     from broker.topics import TopicManager
+    from broker.txn import TransactionCoordinator
 
 
 class BrokerContext(Protocol):
@@ -42,6 +43,9 @@ class BrokerContext(Protocol):
 
     @property
     def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinator: ...
 
     @property
     def cluster(self) -> Cluster | None: ...

@@ -13,9 +13,11 @@ UnifiedLog.append):
   UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
-- a control batch from a client: INVALID_RECORD; a transactional batch, or any request with a
-  transactional id: transactions are not supported (INVALID_TXN_STATE for the batch,
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id, as from InitProducerId);
+- a control batch from a client: INVALID_RECORD; a transactional id without WRITE on it (with an
+  authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a transactional batch is written only into the
+  producer's open transaction, on a partition it added (the coordinator's check, KIP-890 part 1):
+  else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
+  without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
@@ -65,7 +67,6 @@ from protocol.records import (
     FRAMING_SIZE,
     LOG_OVERHEAD,
     MAGIC,
-    TRANSACTIONAL_BIT,
     RecordBatch,
 )
 
@@ -118,9 +119,17 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
                             "record batch per partition")
     if attributes & CONTROL_BIT:
         raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-    if attributes & TRANSACTIONAL_BIT:
-        raise _Rejected(ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
     return records[:size], batch
+
+
+def _check_in_transaction(broker: BrokerContext, transactional_id: str | None, batch: RecordBatch,
+                          partition: tuple[str, int]) -> None:
+    if transactional_id is None:
+        raise _Rejected(ErrorCode.INVALID_TXN_STATE, "a transactional batch needs the request's transactional id")
+    code = broker.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+    if code != ErrorCode.NONE:
+        raise _Rejected(code, f"partition {partition[0]}-{partition[1]} is not in the open transaction of "
+                              f"{transactional_id!r} (producer {batch.producer_id}, epoch {batch.producer_epoch})")
 
 
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
@@ -139,6 +148,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
     entries: list[AppendEntry] = []  # what passed the checks here, for the replica manager
     slots: list[tuple[list, int, int]] = []  # where each entry's answer goes: (topic's answers, position, index)
     transactional = body.transactional_id is not None
+    may_write_txn = transactional and allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                              body.transactional_id or "")
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -146,9 +157,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
         may_write = allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
-            if transactional:
+            if transactional and not may_write_txn:
                 results.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      "transactions are not supported by this broker"))
+                                      "WRITE on the transactional id is needed"))
                 continue
             if not may_write:  # before existence, as Kafka checks it
                 results.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -160,6 +171,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
                 continue
             try:
                 records, batch = _one_batch(data.records, version)
+                if batch.is_transactional:
+                    _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index))
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)

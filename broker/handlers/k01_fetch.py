@@ -13,15 +13,17 @@ Per partition, as Kafka's ReplicaManager.readFromLog:
 - an offset below the log start offset or above the log end offset: OFFSET_OUT_OF_RANGE with
   HighWatermark, LastStableOffset and LogStartOffset all -1;
 - consumers read up to the high watermark (READ_UNCOMMITTED) or the last stable offset
-  (READ_COMMITTED; it equals the high watermark while there are no transactions), so a fetch at or
+  (READ_COMMITTED; it equals the high watermark while no transaction is open), so a fetch at or
   past it returns empty records; followers (ReplicaId >= 0) read up to the log end offset and report
   their log end and start offsets (LastFetchedEpoch gives them a DivergingEpoch when their log
   diverged);
 - whole batches are returned; the first batch may start below the fetch offset (clients skip
   what they did not ask for). MaxBytes and PartitionMaxBytes bound the response, except that the
   first batch of the first partition with data is returned even if larger (KIP-74);
-- LogStartOffset (v5+) is always the partition's; AbortedTransactions is null for READ_UNCOMMITTED
-  and empty for READ_COMMITTED.
+- LogStartOffset (v5+) is always the partition's; AbortedTransactions is null for READ_UNCOMMITTED;
+  for READ_COMMITTED it lists the aborted transactions (producer id, first offset) that overlap the
+  records returned, from the aborted-transaction index (broker/log/txn_index.py), and the records
+  end before the last stable offset (Partition.last_stable_offset).
 
 Long polling: when nothing failed and fewer than MinBytes are available, the request parks in the
 fetch purgatory keyed by its partitions for up to MaxWaitMs; appends, high watermark and log start
@@ -124,10 +126,12 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11
     topics, wanted = _resolve(broker, body, version, replica_id, may_read, leader_only)
+    if committed:
+        await _load_transactions(wanted)
 
     def plan() -> tuple[int, bool]:
         """Where each partition's read would come from now: (bytes available, any error)."""
-        return _plan(replicas, wanted, body.max_bytes, follower, leader_only)
+        return _plan(replicas, wanted, body.max_bytes, follower, leader_only, committed)
 
     available, failed = plan()
     if follower:
@@ -193,6 +197,17 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
     return topics, wanted
 
 
+async def _load_transactions(wanted: list[_Wanted]) -> None:
+    """A READ_COMMITTED reader needs each partition's open transactions: its producer table, loaded
+    once (from its snapshot and the log after it) if nothing has loaded it yet."""
+    for w in wanted:
+        if w.partition is not None and not w.partition.producers_loaded:
+            try:
+                await w.partition.load_producer_state()
+            except PartitionError as exc:
+                w.error, w.partition = exc.error_code, None
+
+
 def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
     """A follower's position counts (high watermark, ISR, low watermark) only where its fetch read from
     this log: not where it diverges or asked out of range (Kafka's updateFollowerFetchState)."""
@@ -204,9 +219,11 @@ def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
                 w.error, w.read, w.partition = exc.error_code, None, None
 
 
-def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leader_only: bool) -> tuple[int, bool]:
+def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leader_only: bool,
+          committed: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
-    data may exceed it with its first batch (KIP-74), the others may not."""
+    data may exceed it with its first batch (KIP-74), the others may not. READ_COMMITTED readers
+    stop at the last stable offset."""
     limit = max_bytes
     min_one = True
     total = 0
@@ -231,7 +248,8 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leade
             failed = True
             continue
         try:
-            read = log_.read(w.fetch_offset, max(0, min(w.max_bytes, limit)), bound=bound, min_one_batch=min_one)
+            read = log_.read(w.fetch_offset, max(0, min(w.max_bytes, limit)), bound=bound, min_one_batch=min_one,
+                             max_offset=w.partition.last_stable_offset if committed else None)
         except LogError as exc:
             w.error = exc.error_code
             failed = True
@@ -291,4 +309,8 @@ def _answer(w: _Wanted, records, committed: bool) -> None:
     response.last_stable_offset = partition.last_stable_offset
     response.log_start_offset = partition.log_start_offset
     if committed:
-        response.aborted_transactions = []
+        read = w.read
+        aborted = partition.aborted_transactions(w.fetch_offset, read.next_offset) if read and read.slices else ()
+        response.aborted_transactions = [_PartitionData.AbortedTransaction(producer_id=a.producer_id,
+                                                                           first_offset=a.first_offset)
+                                         for a in aborted]

@@ -3,7 +3,7 @@
 Per partition (KafkaApis.handleListOffsetRequestV1AndAbove, ReplicaManager.fetchOffset,
 Partition.fetchOffsetForTimestamp):
 - -1 LATEST: the high watermark for consumers (ReplicaId -1) reading uncommitted, the last stable
-  offset for READ_COMMITTED (equal while there are no transactions), the log end offset for
+  offset for READ_COMMITTED (equal while no transaction is open), the log end offset for
   brokers and the debugging id (-2); LeaderEpoch is the current leader epoch;
 - ReplicaId -2 (the debugging id, what Kafka's GetOffsetShell-style tools send) is answered by a
   follower too, from its own log (log end, log start, timestamps); any other id needs the leader;
@@ -102,8 +102,11 @@ async def _offset(broker: BrokerContext,
                   partition: Partition, index: int, timestamp: int, client: bool, committed: bool
                   ) -> _PartitionResponse:
     log_ = partition.log
-    if client:
-        last_fetchable = partition.last_stable_offset if committed else partition.high_watermark
+    if client and committed:
+        await partition.load_producer_state()  # the open transactions: loaded once, if nothing has yet
+        last_fetchable = partition.last_stable_offset
+    elif client:
+        last_fetchable = partition.high_watermark
     else:
         last_fetchable = partition.log_end_offset
     if timestamp == SpecialTimestamp.LATEST:

@@ -20,10 +20,10 @@ INVALID_COMMIT_OFFSET_SIZE (the records do not fit a batch).
 
 from __future__ import annotations
 
-from broker.group import GroupError, OffsetCommit
+from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
-from broker.security.access import allowed
-from protocol.enums import ApiKey, Operation, ResourceType
+from broker.handlers.offset_commits import gather_commits
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
@@ -36,28 +36,9 @@ _Partition = _Topic.OffsetCommitResponsePartition
 @handles(API_KEY, "2-9")
 async def offset_commit(broker: BrokerContext, request: Request[OffsetCommitRequest]) -> OffsetCommitResponse:
     version, body = request.api_version, request.body
-    results: list[tuple[str, list[_Partition]]] = []
-    pending: list[tuple[_Partition, OffsetCommit]] = []  # (partition result, commit)
-    # With an authorizer: READ on the group (else every partition fails), then READ on each topic.
-    group_ok = allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id)
-    for topic in body.topics:
-        partitions: list[_Partition] = []
-        results.append((topic.name, partitions))
-        known = broker.topics.get(topic.name)
-        topic_ok = allowed(broker, request, Operation.READ, ResourceType.TOPIC, topic.name)
-        for p in topic.partitions:
-            result = _Partition(partition_index=p.partition_index, error_code=ErrorCode.NONE)
-            partitions.append(result)
-            if not group_ok or not topic_ok:
-                result.error_code = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok
-                                     else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                continue
-            if known is None or p.partition_index not in known.replicas:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            epoch = p.committed_leader_epoch if version >= 6 else -1
-            pending.append((result, OffsetCommit(topic.name, p.partition_index, p.committed_offset, epoch,
-                                                 p.committed_metadata)))
+    results, pending = gather_commits(
+        broker, request, body.group_id, body.topics,
+        lambda index: _Partition(partition_index=index, error_code=ErrorCode.NONE), with_leader_epoch=version >= 6)
     if pending:
         try:
             errors = await broker.groups.offsets.commit(

@@ -3,12 +3,14 @@
 Two layouts: v1-7 ask for one group (GroupId, Topics), v8+ for a list of groups (Groups[], each with
 its own Topics) and answer per group. Topics null (v2+) asks for every partition the group has an
 offset for. A partition without a committed offset answers offset -1, leader epoch -1, metadata ""
-and NONE — so does every partition of an unknown group. RequireStable (v7+) is accepted; with no
-transactions there is never a pending transactional commit, so UNSTABLE_OFFSET_COMMIT is never
-returned. v9's MemberId/MemberEpoch concern KIP-848 groups and are ignored for classic groups.
+and NONE — so does every partition of an unknown group. RequireStable (v7+): a partition whose offset
+waits for its transaction (TxnOffsetCommit before the marker) answers UNSTABLE_OFFSET_COMMIT with
+offset -1, so a read_committed consumer retries until the transaction is settled; without it, the
+committed offset before the transaction. v9's MemberId/MemberEpoch concern KIP-848 groups and are
+ignored for classic groups.
 A coordinator error is the group's ErrorCode (v2-7 top level, v8+ per group; v1 per partition).
 
-Errors: NONE, COORDINATOR_NOT_AVAILABLE.
+Errors: NONE, COORDINATOR_NOT_AVAILABLE, UNSTABLE_OFFSET_COMMIT.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 
-def _fetch(broker: BrokerContext, request, group_id: str, topics):
-    """[(topic, [(partition, offset, leader epoch, metadata)])] and the group's error. With an authorizer
-    the group needs DESCRIBE, and a fetch of all topics leaves out those the client may not DESCRIBE."""
+def _fetch(broker: BrokerContext, request, group_id: str, topics, require_stable: bool = False):
+    """[(topic, [(partition, offset, leader epoch, metadata, error)])] and the group's error. With an
+    authorizer the group needs DESCRIBE, and a fetch of all topics leaves out those the client may not
+    DESCRIBE."""
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     try:
         if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -41,10 +44,18 @@ def _fetch(broker: BrokerContext, request, group_id: str, topics):
             fetched = [(name, parts) for name, parts in fetched
                        if allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name)]
     except GroupError as exc:
-        failed = [(name, [(p, -1, -1, "") for p in partitions]) for name, partitions in asked or []]
+        failed = [(name, [(p, -1, -1, "", ErrorCode.NONE) for p in partitions]) for name, partitions in asked or []]
         return failed, exc.error_code
-    return [(name, [(p, -1, -1, "") if c is None else (p, c.offset, c.leader_epoch, c.metadata) for p, c in parts])
-            for name, parts in fetched], ErrorCode.NONE
+    store = broker.groups.store
+
+    def answer(name: str, p: int, c):
+        if require_stable and store.has_pending(group_id, name, p):
+            return p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT
+        if c is None:
+            return p, -1, -1, "", ErrorCode.NONE
+        return p, c.offset, c.leader_epoch, c.metadata, ErrorCode.NONE
+
+    return [(name, [answer(name, p, c) for p, c in parts]) for name, parts in fetched], ErrorCode.NONE
 
 
 @handles(API_KEY, "1-9")
@@ -53,19 +64,18 @@ async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchReques
     if version >= 8:
         groups = []
         for group in body.groups:
-            topics, error = _fetch(broker, request, group.group_id, group.topics)
+            topics, error = _fetch(broker, request, group.group_id, group.topics, body.require_stable)
             groups.append(_Group(group_id=group.group_id, error_code=error, topics=[] if error else [
                 _GroupTopic(name=name, partitions=[
                     _GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                                    error_code=ErrorCode.NONE) for p, o, e, m in parts])
+                                    error_code=code) for p, o, e, m, code in parts])
                 for name, parts in topics]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    topics, error = _fetch(broker, request, body.group_id, body.topics)
-    per_partition = error if version < 2 else ErrorCode.NONE
+    topics, error = _fetch(broker, request, body.group_id, body.topics, version >= 7 and body.require_stable)
     if error and version >= 2:
         topics = []
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
         _Topic(name=name, partitions=[
             _Partition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
-                       error_code=per_partition) for p, o, e, m in parts])
+                       error_code=error if version < 2 else code) for p, o, e, m, code in parts])
         for name, parts in topics])

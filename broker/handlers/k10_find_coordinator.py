@@ -7,12 +7,15 @@ The topic is created on the first lookup (internal, compacted, `offsets.topic.nu
 partitions), so the answer names a coordinator that is ready; COORDINATOR_NOT_AVAILABLE if that
 fails or the broker is stopping.
 
-Transaction keys (KeyType 1): Ebb has no transaction coordinator. They are answered
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so — the answer InitProducerId gives a
-transactional id, fatal in every client instead of a retry loop. Share-group keys (KeyType 2) and
-unknown key types: INVALID_REQUEST. A failed lookup carries NodeId -1, Host "" and Port -1.
+Transaction keys (KeyType 1): on one broker, this broker (the transaction coordinator of every
+id); `__transaction_state` is created on the first lookup, as `__consumer_offsets` is for groups.
+DESCRIBE on the transactional id is needed (with an authorizer). In a cluster no broker coordinates
+transactions yet: TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so, fatal in every
+client instead of a retry loop. Share-group keys (KeyType 2) and unknown key types:
+INVALID_REQUEST. A failed lookup carries NodeId -1, Host "" and Port -1.
 
-Errors: NONE, COORDINATOR_NOT_AVAILABLE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_REQUEST.
+Errors: NONE, COORDINATOR_NOT_AVAILABLE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
 from broker.security.access import allowed
+from broker.txn import TxnError
 from protocol.enums import ApiKey, CoordinatorType, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -34,12 +38,10 @@ _Coordinator = FindCoordinatorResponse.Coordinator
 
 
 async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name: str,
-                  may_describe: Callable[[str], bool]) -> _Coordinator:
+                  may_describe: Callable[[str], bool], may_describe_txn: Callable[[str], bool]) -> _Coordinator:
     found = _Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None)
     if key_type == CoordinatorType.TRANSACTION:
-        found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        found.error_message = "transactions are not supported by this broker: it has no transaction coordinator"
-        return found
+        return await _transaction_coordinator(broker, found, listener_name, may_describe_txn)
     if key_type == CoordinatorType.SHARE:
         found.error_code = ErrorCode.INVALID_REQUEST
         found.error_message = "share groups are not supported by this broker"
@@ -69,6 +71,29 @@ async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name:
     return found
 
 
+async def _transaction_coordinator(broker: BrokerContext, found: _Coordinator, listener_name: str,
+                                   may_describe: Callable[[str], bool]) -> _Coordinator:
+    if broker.transactions.in_cluster:
+        found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        found.error_message = "transactions are not supported in an Ebb cluster yet: it has no transaction coordinator"
+        return found
+    if not may_describe(found.key):
+        found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        found.error_message = "DESCRIBE on the transactional id is needed"
+        return found
+    try:
+        await broker.transactions.ensure_topic()
+    except TxnError as exc:
+        found.error_code, found.error_message = exc.error_code, exc.message
+        return found
+    mine = alive_brokers(broker, listener_name)
+    if not mine:
+        found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return found
+    found.node_id, found.host, found.port = mine[0].node_id, mine[0].host, mine[0].port
+    return found
+
+
 def _coordinator_of(broker: BrokerContext, group_id: str, listener_name: str):
     """The leader of the group's __consumer_offsets partition (this broker when it is alone)."""
     if broker.cluster is None:
@@ -88,9 +113,13 @@ async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinat
     def may_describe(group_id: str) -> bool:
         return allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id)
 
+    def may_describe_txn(transactional_id: str) -> bool:
+        return allowed(broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            await _lookup(broker, key_type, key, request.listener_name, may_describe) for key in body.coordinator_keys])
-    found = await _lookup(broker, key_type, body.key, request.listener_name, may_describe)
+            await _lookup(broker, key_type, key, request.listener_name, may_describe, may_describe_txn)
+            for key in body.coordinator_keys])
+    found = await _lookup(broker, key_type, body.key, request.listener_name, may_describe, may_describe_txn)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

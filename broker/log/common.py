@@ -23,6 +23,7 @@ NO_LEADER_EPOCH = -1
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (broker/log/txn_index.py)
 DELETED_SUFFIX = ".deleted"
 TMP_SUFFIX = ".tmp"
 DELETE_DIR_SUFFIX = "-delete"

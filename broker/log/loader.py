@@ -25,6 +25,7 @@ from broker.log.common import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     CorruptCheckpointError,
     parse_segment_name,
     segment_paths,
@@ -86,7 +87,7 @@ def load_partition(
         base, suffix = parsed
         if suffix == LOG_SUFFIX:
             log_files.append(base)
-        elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             index_only.append(path)
     for path in index_only:
         if parse_segment_name(path.name)[0] not in log_files:  # type: ignore[index]

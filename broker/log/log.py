@@ -48,6 +48,7 @@ from broker.log.retention import SegmentFacts, deletable_segments
 from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment, SegmentFlush
 from broker.log.segment_run import SegmentRun, sync_to_disk
 from broker.log.timestamp_search import first_at_or_after, largest_timestamp, largest_timestamp_batch
+from broker.log.txn_index import AbortedTxn, AbortedTxnIndex
 from protocol.enums import SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.records import assign_offsets as stamp_batch
@@ -89,6 +90,8 @@ class PartitionLog:
         self.topic_id = topic_id
         self.epoch_cache = epoch_cache or LeaderEpochCache()
         self._run = SegmentRun(directory, config, segments, self.io, clock)
+        # Blocking read of the `.txnindex` files: logs are made in the LogManager's pool (opening.py).
+        self.aborted_txns = AbortedTxnIndex.load(directory, [s.base_offset for s in segments])
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._high_watermark = high_watermark
@@ -285,13 +288,15 @@ class PartitionLog:
         *,
         bound: ReadBound = ReadBound.HIGH_WATERMARK,
         min_one_batch: bool = True,
+        max_offset: int | None = None,
     ) -> ReadInfo:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but one batch at least
         when `min_one_batch`), never past `bound`. Nothing is copied: the result names file ranges.
 
         OFFSET_OUT_OF_RANGE below the log start offset or above the log end offset; an empty result
         at the bound. The first batch may begin below `offset` (and below the log start offset):
-        clients skip records they did not ask for.
+        clients skip records they did not ask for. `max_offset` bounds the read further (a
+        READ_COMMITTED reader's last stable offset).
         """
         self._check_online()
         start, end = self._log_start_offset, self.log_end_offset
@@ -300,6 +305,8 @@ class PartitionLog:
                 f"{self.topic_partition}: offset {offset} is outside [{start}, {end}]"
             )
         upper = self._high_watermark if bound is ReadBound.HIGH_WATERMARK else end
+        if max_offset is not None:
+            upper = min(upper, max_offset)
         with self._guard("read"):
             slices, next_offset = self._run.slices(offset, max_bytes, upper, min_one_batch)
         return ReadInfo(
@@ -330,6 +337,16 @@ class PartitionLog:
         if found is None:
             return None
         return TimestampOffset(found[0], Offset(found[1]), self.epoch_cache.epoch_at(found[1]))
+
+    # --- aborted transactions ----------------------------------------------------------------------
+
+    def record_aborted_txn(self, entry: AbortedTxn) -> None:
+        """An ABORT marker at `entry.last_offset` was written (or replayed): index it in its segment."""
+        self.aborted_txns.append(entry, self._run.all()[self._run.index_of(entry.last_offset)].base_offset)
+
+    def forget_aborted_txns_from(self, offset: int) -> None:
+        """A producer state replay from `offset` is about to index the aborts it meets again."""
+        self.aborted_txns.truncate_from(offset, [s.base_offset for s in self._run.all()])
 
     # --- flushing --------------------------------------------------------------------------------
 
@@ -430,6 +447,7 @@ class PartitionLog:
         if count <= 0:
             return
         doomed = self._run.retire_oldest(count)
+        self.aborted_txns.drop_below(self._run.first_base)
         logger.info(
             "deleting segments", partition=str(self.topic_partition), bases=[s.base_offset for s in doomed]
         )
@@ -514,6 +532,7 @@ class PartitionLog:
             doomed = self._run.retire_above(offset)
             removed = self._run.active.truncate_to(offset)
             end = self.log_end_offset
+            self.aborted_txns.truncate_from(end, [s.base_offset for s in self._run.all()])
             self._log_start_offset = min(self._log_start_offset, end)
             self._high_watermark = min(self._high_watermark, end)
             self._recovery_point = min(self._recovery_point, end)
@@ -537,6 +556,7 @@ class PartitionLog:
         with self._guard("truncate fully"):
             self._truncations += 1
             self._run.restart_at(offset)
+            self.aborted_txns.clear()  # its files went with the segments
             self._log_start_offset = self._high_watermark = self._recovery_point = offset
             self.epoch_cache.clear()
         logger.info("truncated log fully", partition=str(self.topic_partition), start_offset=offset)

@@ -1,4 +1,5 @@
-"""One log segment: a `.log` file of record batches plus its `.index` and `.timeindex`.
+"""One log segment: a `.log` file of record batches plus its `.index` and `.timeindex` (and the
+`.txnindex` of its aborted transactions, kept by broker/log/txn_index.py).
 
 The `.log` file is opened O_APPEND, so writes land at its end even after a truncation. Appends go to
 the page cache (os.write); fsync happens only in `prepare_flush`'s blocking half, which the log runs
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, segment_paths
+from broker.log.common import DELETED_SUFFIX, NO_TIMESTAMP, TXN_INDEX_SUFFIX, segment_paths
 from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from broker.log.segment_file import BatchInfo, CorruptSegmentError, SegmentFile, SegmentFlush, scan_headers
 from protocol.errors import ProtocolError
@@ -406,7 +407,8 @@ class LogSegment:
         """Rename the segment's files with the `.deleted` suffix; return the new paths."""
         self.deleted = True
         renamed = []
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        txn_index = self.log_path.with_suffix(TXN_INDEX_SUFFIX)  # present once a transaction aborted here
+        for path in (self.log_path, self.index.path, self.time_index.path, txn_index):
             target = path.with_name(path.name + DELETED_SUFFIX)
             try:
                 os.rename(path, target)

@@ -360,7 +360,7 @@ class ReplicaManager:
                 if topic.internal and not internal_topics_allowed:
                     raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 partition = self._partition(topic, index)
-                result = await partition.append_records_as_leader(records, batch, required_acks)
+                result = await partition.append_records_as_leader(records, batch, required_acks, origin)
             except (PartitionError, LogError) as exc:
                 refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
                 results.append(refused._replace(record_errors=tuple(getattr(exc, "record_errors", ()))))

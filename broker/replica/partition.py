@@ -23,8 +23,9 @@ from typing import Protocol, TypeVar
 import structlog
 
 from broker.cluster.partition_state import PartitionState
-from broker.log import PartitionLog, StartOffsetReason, TopicPartition
-from broker.replica.outcomes import AppendResult
+from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
+from broker.log.txn_index import AbortedTxn, fsync_files
+from broker.replica.outcomes import AppendOrigin, AppendResult
 from broker.replica.producer_recovery import rebuild_producer_state
 from broker.replica.producer_state import (
     SNAPSHOT_VERSION,
@@ -33,8 +34,9 @@ from broker.replica.producer_state import (
     ProducerStateManager,
     last_sequence,
 )
+from protocol.control_records import read_marker
 from protocol.errors import CodedError, ErrorCode, ProtocolError
-from protocol.records import RecordBatch
+from protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, RecordBatch, iter_batches
 
 log = structlog.get_logger("replica")
 
@@ -134,7 +136,7 @@ class Partition:
         if was_follower:
             # Batches appended as a follower never went through the producer table: rebuild it from
             # the log before the first produce is checked against it.
-            self.producers.producers.clear()
+            self.producers.clear()
             self.producers_loaded = False
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
@@ -172,7 +174,7 @@ class Partition:
         """Follow `leader_id` at `leader_epoch`: produce and consumer fetches here are refused from now
         on (NOT_LEADER_OR_FOLLOWER), and waiting requests are answered."""
         if self.is_leader:
-            self.producers.producers.clear()  # rebuilt from the log if this replica leads again
+            self.producers.clear()  # rebuilt from the log if this replica leads again
             self.producers_loaded = False
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
@@ -187,7 +189,25 @@ class Partition:
         if self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic_partition} is led here")
         await self.log.append(records, assign_offsets=False)
+        if self.producers_loaded:  # else the table is rebuilt from the log when it is needed
+            self._replay_as_follower(records)
         self.host.appended(self)
+
+    def _replay_as_follower(self, records: memoryview) -> None:
+        """Follow the leader's producers and transactions from the batches it sent (headers, and
+        the one record of each marker), indexing the aborts as the leader did."""
+        now = _now_ms()
+        for batch in iter_batches(records):
+            header = batch.header()
+            control_type = -1
+            if header.is_control:
+                try:
+                    control_type = read_marker(batch)[0]
+                except ProtocolError:
+                    control_type = -1
+            aborted = self.producers.apply(header, now, control_type)
+            if aborted is not None:
+                self.log.record_aborted_txn(aborted)
 
     def follow_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> bool:
         """The leader's high watermark (capped at our log end) and log start offset, in memory; True
@@ -196,6 +216,7 @@ class Partition:
         log_ = self.log
         if leader_high_watermark > log_.high_watermark:
             log_.update_high_watermark(min(leader_high_watermark, log_.log_end_offset))
+            self.producers.high_watermark_moved(log_.high_watermark)
             self.host.high_watermark_moved(self)
         if leader_log_start_offset > log_.log_start_offset:
             return self._move_start(min(leader_log_start_offset, log_.high_watermark),
@@ -258,8 +279,19 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions: the last stable offset is the high watermark."""
-        return self.log.high_watermark
+        """How far a READ_COMMITTED reader may read: the first offset of the earliest transaction not
+        settled yet (open, or its marker not yet replicated), never below the log start offset
+        (DeleteRecords may pass an open transaction), never above the high watermark. Right once the
+        producer table is loaded (`load_producer_state`)."""
+        high_watermark = self.log.high_watermark
+        first_unstable = self.producers.first_unstable_offset()
+        if first_unstable is None:
+            return high_watermark
+        return min(high_watermark, max(first_unstable, self.log.log_start_offset))
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED reader of [fetch_offset, upper_offset) skips."""
+        return self.log.aborted_txns.collect(fetch_offset, upper_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -285,6 +317,7 @@ class Partition:
         if target <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(target)
+        self.producers.high_watermark_moved(target)
         self.host.high_watermark_moved(self)
         return True
 
@@ -338,12 +371,14 @@ class Partition:
 
     # --- appending -------------------------------------------------------------------------------
 
-    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch,
-                                       required_acks: int) -> AppendResult:
+    async def append_records_as_leader(self, records: memoryview, batch: RecordBatch, required_acks: int,
+                                       origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Append one batch (already checked for shape by its writer). With acks=-1 the ISR must hold
         min.insync.replicas first (Kafka's appendRecordsToLeader: every writer, clients and the
         group coordinator alike). Idempotent batches go through the producer checks; a duplicate
-        returns the original offsets unwritten. LogError and PartitionError carry the error code."""
+        returns the original offsets unwritten; a coordinator's transactional batch (TxnOffsetCommit's
+        offsets) carries no sequence, so only its epoch is checked, as in Kafka. LogError and
+        PartitionError carry the error code."""
         self.check_leader()
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -354,13 +389,20 @@ class Partition:
         if not self.producers_loaded:
             await self.load_producer_state()
         # From here to the producer state update nothing awaits: check, write and record are atomic.
+        if header.attributes & CONTROL_BIT:
+            return await self._append_marker(records, batch, header)
         first_seq = last_seq = -1
         epoch = header.producer_epoch
+        transactional = bool(header.attributes & TRANSACTIONAL_BIT)
         if producer_id >= 0:
             first_seq = header.base_sequence
             last_seq = last_sequence(first_seq, header.last_offset_delta)
             try:
-                duplicate = self.producers.check(producer_id, epoch, first_seq, last_seq)
+                if origin is AppendOrigin.COORDINATOR:
+                    self.producers.check_epoch(producer_id, epoch)
+                    duplicate = None
+                else:
+                    duplicate = self.producers.check(producer_id, epoch, first_seq, last_seq, transactional)
             except ProducerStateError as exc:
                 raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
             if duplicate is not None:
@@ -377,7 +419,33 @@ class Partition:
         info = self.log.append_nowait(records, leader_epoch=self.leader_epoch)
         if producer_id >= 0:
             self.producers.update(producer_id, epoch, BatchMetadata(first_seq, last_seq, info.first_offset,
-                                                                    info.last_offset, info.max_timestamp))
+                                                                    info.last_offset, info.max_timestamp),
+                                  transactional=transactional)
+        return await self._appended(info)
+
+    async def _append_marker(self, records: memoryview, batch: RecordBatch, header: BatchHeader) -> AppendResult:
+        """A transaction coordinator's COMMIT or ABORT marker: it closes the producer's transaction
+        here, and an abort is indexed for READ_COMMITTED readers."""
+        try:
+            batch.validate(header)
+            control_type, coordinator_epoch = read_marker(batch)
+        except ProtocolError as exc:
+            raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
+        if control_type < 0 or header.producer_id < 0:
+            raise PartitionError(ErrorCode.INVALID_RECORD, f"{self.topic_partition}: a control batch that is no "
+                                                           "transaction marker")
+        try:
+            self.producers.check_marker(header.producer_id, header.producer_epoch, coordinator_epoch)
+        except ProducerStateError as exc:
+            raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
+        info = self.log.append_nowait(records, leader_epoch=self.leader_epoch)
+        aborted = self.producers.complete_txn(header.producer_id, header.producer_epoch, control_type,
+                                              coordinator_epoch, info.first_offset)
+        if aborted is not None:
+            self.log.record_aborted_txn(aborted)
+        return await self._appended(info)
+
+    async def _appended(self, info: AppendInfo) -> AppendResult:
         if not self.maybe_increment_high_watermark():  # when it moves, waiting fetches hear of that
             self.host.appended(self)
         if self.log.log_end_offset - self.log.recovery_point >= self.log.config.flush_messages:
@@ -444,10 +512,14 @@ class Partition:
             return False
         data, offset = taken
         self.producers.dirty = False
+        index_files = self.log.aborted_txns.take_unsynced()
         try:
+            # The aborts below the snapshot's offset are not replayed at load: their index goes first.
+            await self.host.run_io(fsync_files, index_files)
             await self.log.io.write_atomically(self.producers.snapshot_path, data)
         except OSError as exc:
             self.producers.dirty = True
+            self.log.aborted_txns.still_unsynced(index_files)
             log.error("cannot write producer state snapshot", partition=str(self.topic_partition), error=repr(exc))
             return False
         log.debug("wrote producer state snapshot", partition=str(self.topic_partition), offset=offset,

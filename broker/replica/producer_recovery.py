@@ -1,18 +1,23 @@
 """Rebuilding a partition's producer table at load: the snapshot (`producer-state.json`) when it is
 usable, then the batch headers after it, read through the log (PartitionLog.read, FileSlice.headers)
-off the event loop."""
+off the event loop. Control batches are read whole (one small record) for their marker type; the
+aborts met on the way are indexed again (the log's `.txnindex` entries from the replay's start are
+dropped first), so the aborted-transaction index is right after any stop, clean or not."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from broker.log import OffsetOutOfRangeError, PartitionLog, ReadBound
+from broker.log import FileSlice, OffsetOutOfRangeError, PartitionLog, ReadBound
 from broker.log.segment_file import CorruptSegmentError
 from broker.replica.producer_state import ProducerStateManager, read_snapshot, remove_snapshot
+from protocol.control_records import marker_type_in
+from protocol.records import BatchHeader
 
 log = structlog.get_logger("replica")
 
@@ -36,22 +41,25 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
             log.warning("producer state snapshot unreadable; rebuilding from the log",
                         partition=str(partition_log.topic_partition), error=repr(exc))
             covered = None
-            producers.producers.clear()
+            producers.clear()
         if covered is not None and covered > partition_log.log_end_offset:
             log.info("producer state snapshot is ahead of the log (its tail was lost); rebuilding",
                      partition=str(partition_log.topic_partition), snapshot_offset=covered,
                      log_end_offset=partition_log.log_end_offset)
-            producers.producers.clear()
+            producers.clear()
             covered = None
         if covered is None:
             await run_io(remove_snapshot, path)
         else:
             scan_from = max(covered, start)
+    await run_io(partition_log.forget_aborted_txns_from, scan_from)
     scanned = await _replay_log(partition_log, producers, run_io, scan_from, now)
-    # Producers whose every batch lies below the log start offset are gone with their records.
-    for pid in [p for p, e in producers.producers.items() if e.last_offset < start]:
+    # Producers whose every batch lies below the log start offset are gone with their records (an
+    # open transaction keeps its producer: its marker is still to come).
+    for pid in [p for p, e in producers.producers.items() if e.last_offset < start and p not in producers.ongoing]:
         del producers.producers[pid]
     producers.expire(now)
+    producers.high_watermark_moved(partition_log.high_watermark)  # markers replayed below it are settled
     producers.dirty = scanned > 0
     log.debug("loaded producer state", partition=str(partition_log.topic_partition), producers=len(producers),
               from_offset=scan_from, batches_scanned=scanned)
@@ -77,10 +85,12 @@ async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManag
         try:
             position, stop = piece.position, piece.position + piece.length
             while position < stop:
-                headers, position = await run_io(piece.headers, position, _HEADERS_PER_CALL)
-                for header in headers:
+                headers, position = await run_io(_headers_and_markers, piece, position)
+                for header, control_type in headers:
                     if header.last_offset >= offset and header.base_offset < end:
-                        producers.apply(header, now_ms)
+                        aborted = producers.apply(header, now_ms, control_type)
+                        if aborted is not None:
+                            partition_log.record_aborted_txn(aborted)
                         scanned += 1
         except CorruptSegmentError as exc:  # the file changed underneath; the log's own reads will say so
             log.warning("producer state rebuild stopped at a damaged segment",
@@ -89,3 +99,18 @@ async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManag
         finally:
             piece.file.unpin()
     return scanned
+
+
+def _headers_and_markers(piece: FileSlice, position: int) -> tuple[list[tuple[BatchHeader, int]], int]:
+    """Blocking: the next batch headers of `piece` from `position`, each with its marker type (-1
+    for data batches and control batches that are no readable marker)."""
+    headers, end = piece.headers(position, _HEADERS_PER_CALL)
+    found = []
+    with piece.file.held() as fd:
+        for header in headers:
+            control_type = -1
+            if header.is_control:
+                control_type = marker_type_in(os.pread(fd, header.size, position))
+            found.append((header, control_type))
+            position += header.size
+    return found, end

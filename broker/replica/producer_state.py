@@ -11,19 +11,31 @@ Checks on a client append (Kafka's `UnifiedLog.analyzeAndValidateProducerState` 
    (wrapping after INT32_MAX): otherwise OUT_OF_ORDER_SEQUENCE_NUMBER.
 4. A producer id with no state here (new, or its records were deleted or expired) may start at any
    sequence.
+5. A producer with a transaction open here writes transactional batches only: INVALID_TXN_STATE.
+
+Transactions: a producer's first transactional batch opens its transaction here (its first offset
+is remembered); the coordinator's COMMIT or ABORT marker closes it (`complete_txn`). A marker from
+an older producer epoch is INVALID_PRODUCER_EPOCH, from an older coordinator epoch
+TRANSACTION_COORDINATOR_FENCED. The first unstable offset is the first offset of the earliest
+transaction not yet closed, or closed by a marker not yet below the high watermark; an abort
+yields the aborted-transaction index entry (broker/log/txn_index.py).
 
 Persistence: the state is rebuilt at load from a snapshot plus the batch headers after it, so it
 survives restarts, clean or not. The snapshot is `producer-state.json` in the partition directory:
 
-    {"version": 1, "offset": <log end offset it covers>, "producers": {"<id>": {"epoch": e,
-     "last_update_ms": t, "batches": [[first_seq, last_seq, first_offset, last_offset, timestamp], ...]}}}
+    {"version": 2, "offset": <log end offset it covers>, "producers": {"<id>": {"epoch": e,
+     "last_update_ms": t, "batches": [[first_seq, last_seq, first_offset, last_offset, timestamp], ...],
+     "coordinator_epoch": c, "txn_first_offset": f (-1: no transaction open)}}}
+
+(version 1, before transactions, is still read: it has no open transactions.)
 
 written atomically (tmp, fsync, rename, fsync dir) at shutdown and every
 `SNAPSHOT_INTERVAL_MS` for partitions that changed. Loading reads it if its offset is at or below the
 log end offset, then scans the batch headers from there (from the log start offset when there is no
 usable snapshot) without decoding records. A snapshot beyond the log end offset (the tail was lost
 in a crash) is deleted and the whole log is scanned. Producers idle longer than
-`producer.id.expiration.ms` (Kafka's default: one day) are forgotten.
+`producer.id.expiration.ms` (Kafka's default: one day) are forgotten, unless a transaction of theirs
+is open.
 """
 
 from __future__ import annotations
@@ -37,17 +49,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.checkpoint import fsync_dir
+from broker.log.txn_index import AbortedTxn
+from protocol.control_records import ControlType
 from protocol.errors import CodedError, ErrorCode
-from protocol.records import BatchHeader
+from protocol.records import TRANSACTIONAL_BIT, BatchHeader
 
 SNAPSHOT_FILE = "producer-state.json"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+_READABLE_SNAPSHOT_VERSIONS = (1, 2)
 BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 SNAPSHOT_INTERVAL_MS = 60_000
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
+NO_OFFSET = -1
 
 
 class ProducerStateError(CodedError):
@@ -78,6 +94,8 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     last_update_ms: int = 0
+    coordinator_epoch: int = -1
+    txn_first_offset: int = NO_OFFSET  # the open transaction's first offset here
 
     @property
     def last_seq(self) -> int:
@@ -112,6 +130,10 @@ class ProducerStateManager:
         self.directory = directory
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
+        # Open transactions, producer id -> first offset, in the order they opened (= offset order).
+        self.ongoing: dict[int, int] = {}
+        # Closed transactions whose marker the high watermark has not passed yet: (first, marker offset).
+        self.unreplicated: deque[tuple[int, int]] = deque()
         self.dirty = False  # changed since the last snapshot
 
     @property
@@ -121,15 +143,22 @@ class ProducerStateManager:
     def __len__(self) -> int:
         return len(self.producers)
 
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+
     # --- the checks on a client append -----------------------------------------------------------
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+              transactional: bool = False) -> BatchMetadata | None:
         """Validate a client batch before it is written. Returns the original batch for a duplicate,
         None for a batch to append; raises ProducerStateError otherwise."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return None
         if epoch == entry.epoch and entry.batches and in_sequence(entry.batches[-1].last_seq, first_seq):
+            self._check_txn_state(producer_id, entry, transactional)
             return None  # the usual case, the next batch: sequences only grow, so it repeats no retained batch
         duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
         if duplicate is not None:
@@ -150,31 +179,119 @@ class ProducerStateManager:
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {producer_id}: sequence {first_seq} does not follow {entry.last_seq}",
             )
+        self._check_txn_state(producer_id, entry, transactional)
         return None
 
-    def update(self, producer_id: int, epoch: int, batch: BatchMetadata, now_ms: int | None = None) -> None:
+    def check_epoch(self, producer_id: int, epoch: int) -> None:
+        """The one check on a coordinator's own transactional batch: it carries no sequence."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                     f"producer {producer_id} epoch {epoch} is below the current epoch {entry.epoch}")
+
+    @staticmethod
+    def _check_txn_state(producer_id: int, entry: ProducerEntry, transactional: bool) -> None:
+        if entry.txn_first_offset != NO_OFFSET and not transactional:
+            raise ProducerStateError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"expected a transactional write from producer {producer_id}: its transaction opened at "
+                f"offset {entry.txn_first_offset} is still open",
+            )
+
+    def update(self, producer_id: int, epoch: int, batch: BatchMetadata, now_ms: int | None = None,
+               transactional: bool = False) -> None:
         now = _now_ms() if now_ms is None else now_ms
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.add(epoch, batch, now)
+        if transactional and entry.txn_first_offset == NO_OFFSET:
+            entry.txn_first_offset = batch.first_offset
+            self.ongoing[producer_id] = batch.first_offset
         self.dirty = True
 
-    def apply(self, header: BatchHeader, now_ms: int) -> None:
-        """Replay a batch read back from the log (no checks: it was checked when written)."""
-        if header.producer_id < 0 or header.is_control:
+    # --- transactions ----------------------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker from a fenced producer epoch or transaction coordinator."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
             return
-        batch = BatchMetadata(header.base_sequence, last_sequence(header.base_sequence, header.last_offset_delta),
-                              header.base_offset, header.last_offset, header.max_timestamp)
+        if epoch < entry.epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker for producer {producer_id} at epoch {epoch}, below the current epoch {entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, below "
+                f"{entry.coordinator_epoch}",
+            )
+
+    def complete_txn(self, producer_id: int, epoch: int, control_type: int, coordinator_epoch: int,
+                     marker_offset: int, now_ms: int | None = None) -> AbortedTxn | None:
+        """A marker was written at `marker_offset`: close the producer's transaction here. Returns
+        the aborted-transaction index entry for an ABORT, None for a COMMIT."""
+        now = _now_ms() if now_ms is None else now_ms
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        first = entry.txn_first_offset if entry.txn_first_offset != NO_OFFSET else marker_offset
+        entry.txn_first_offset = NO_OFFSET
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_update_ms = now
+        self.ongoing.pop(producer_id, None)
+        self.unreplicated.append((first, marker_offset))
+        self.dirty = True
+        if control_type != ControlType.ABORT:
+            return None
+        # The last stable offset once this transaction is closed: the next open one, else past the marker.
+        stable = next(iter(self.ongoing.values()), marker_offset + 1)
+        return AbortedTxn(producer_id, first, marker_offset, stable)
+
+    def high_watermark_moved(self, high_watermark: int) -> None:
+        """Markers below the high watermark are replicated: their transactions stop holding the last
+        stable offset back."""
+        unreplicated = self.unreplicated
+        while unreplicated and unreplicated[0][1] < high_watermark:
+            unreplicated.popleft()
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction a READ_COMMITTED reader must not pass yet."""
+        first = next(iter(self.ongoing.values()), None)
+        for txn_first, _ in self.unreplicated:
+            if first is None or txn_first < first:
+                first = txn_first
+        return first
+
+    def apply(self, header: BatchHeader, now_ms: int, control_type: int = -1) -> AbortedTxn | None:
+        """Replay a batch read back from the log (no checks: it was checked when written); a control
+        batch comes with its control type. Returns what an ABORT marker adds to the aborted index."""
+        if header.producer_id < 0:
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is not None and header.producer_epoch < entry.epoch:
-            return
-        self.update(header.producer_id, header.producer_epoch, batch, now_ms)
+            return None
+        if header.is_control:
+            if control_type < 0:
+                return None
+            return self.complete_txn(header.producer_id, header.producer_epoch, control_type, -1,
+                                     header.base_offset, now_ms)
+        batch = BatchMetadata(header.base_sequence, last_sequence(header.base_sequence, header.last_offset_delta),
+                              header.base_offset, header.last_offset, header.max_timestamp)
+        self.update(header.producer_id, header.producer_epoch, batch, now_ms,
+                    transactional=bool(header.attributes & TRANSACTIONAL_BIT))
+        return None
 
     def expire(self, now_ms: int | None = None) -> int:
         """Forget producers idle longer than the expiration; returns how many."""
         now = _now_ms() if now_ms is None else now_ms
-        stale = [pid for pid, e in self.producers.items() if now - e.last_update_ms >= self.expiration_ms]
+        stale = [pid for pid, e in self.producers.items()
+                 if now - e.last_update_ms >= self.expiration_ms and e.txn_first_offset == NO_OFFSET]
         for pid in stale:
             del self.producers[pid]
         if stale:
@@ -188,7 +305,8 @@ class ProducerStateManager:
         producers = {
             str(pid): {"epoch": e.epoch, "last_update_ms": e.last_update_ms,
                        "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
-                                   for b in e.batches]}
+                                   for b in e.batches],
+                       "coordinator_epoch": e.coordinator_epoch, "txn_first_offset": e.txn_first_offset}
             for pid, e in self.producers.items()
         }
         return json.dumps({"version": SNAPSHOT_VERSION, "offset": offset, "producers": producers},
@@ -197,15 +315,20 @@ class ProducerStateManager:
     def restore(self, data: bytes) -> int:
         """Load a snapshot; returns the offset it covers. ValueError if it does not parse."""
         raw = json.loads(data)
-        if not isinstance(raw, dict) or raw.get("version") != SNAPSHOT_VERSION:
+        if not isinstance(raw, dict) or raw.get("version") not in _READABLE_SNAPSHOT_VERSIONS:
             raise ValueError(f"unknown producer state snapshot version {raw.get('version')!r}")
         producers: dict[int, ProducerEntry] = {}
         for pid, item in raw["producers"].items():
-            entry = ProducerEntry(int(item["epoch"]), last_update_ms=int(item["last_update_ms"]))
+            entry = ProducerEntry(int(item["epoch"]), last_update_ms=int(item["last_update_ms"]),
+                                  coordinator_epoch=int(item.get("coordinator_epoch", -1)),
+                                  txn_first_offset=int(item.get("txn_first_offset", NO_OFFSET)))
             for first_seq, last_seq, first_offset, last_offset, timestamp in item["batches"]:
                 entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
             producers[int(pid)] = entry
         self.producers = producers
+        opened = sorted((e.txn_first_offset, pid) for pid, e in producers.items() if e.txn_first_offset != NO_OFFSET)
+        self.ongoing = {pid: first for first, pid in opened}
+        self.unreplicated.clear()
         return int(raw["offset"])
 
 

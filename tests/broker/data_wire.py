@@ -19,6 +19,7 @@ from protocol.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,
     FetchRequest,
+    FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
@@ -170,8 +171,13 @@ def delete_records(client: WireClient, topic: str, partition: int, offset: int, 
     return reply.topics[0].partitions[0]
 
 
-def init_producer_id(client: WireClient, *, version: int = 4, transactional_id: str | None = None):
-    return client.request(InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60_000),
+def init_producer_id(client: WireClient, *, version: int = 4, transactional_id: str | None = None,
+                     timeout_ms: int = 60_000):
+    """With a transactional id, FindCoordinator first, as clients do: it makes `__transaction_state`."""
+    if transactional_id:
+        found = client.request(FindCoordinatorRequest(key_type=1, key=transactional_id), 3)
+        assert found.error_code == ErrorCode.NONE, found
+    return client.request(InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=timeout_ms),
                           version)
 
 

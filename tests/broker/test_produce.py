@@ -160,10 +160,18 @@ def test_errors_are_per_partition(client):
     assert codes == [(0, ErrorCode.NONE), (1, ErrorCode.INVALID_RECORD), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
 
 
-def test_transactional_id_is_refused(client):
+def test_a_transactional_batch_needs_its_partition_in_an_open_transaction(client):
     topic = new_topic(client)
-    reply = produce(client, topic, 0, batch([b"x"]), transactional_id="txn-1")
-    assert reply.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    txn_batch = build_batch([(None, b"t", [], 1)], is_transactional=True, producer_id=1, producer_epoch=0,
+                            base_sequence=0)
+    reply = produce(client, topic, 0, txn_batch, transactional_id="txn-never-initialised")
+    assert reply.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    ids = init_producer_id(client, transactional_id="txn-not-added")
+    txn_batch = build_batch([(None, b"t", [], 1)], is_transactional=True, producer_id=ids.producer_id,
+                            producer_epoch=ids.producer_epoch, base_sequence=0)
+    assert produce(client, topic, 0, txn_batch, transactional_id="txn-not-added").error_code == \
+        ErrorCode.INVALID_TXN_STATE  # the partition was never added to a transaction
+    assert produce(client, topic, 0, batch([b"x"]), transactional_id="txn-not-added").error_code == ErrorCode.NONE
 
 
 def test_internal_topic_is_not_writable_by_clients(client, broker):
@@ -197,9 +205,11 @@ def test_init_producer_id_hands_out_new_ids(client):
     assert len(ids) == 6
 
 
-def test_transactional_producers_are_refused(client):
-    assert init_producer_id(client, transactional_id="txn").error_code == \
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+def test_transactional_producers_keep_their_id_and_bump_the_epoch(client):
+    first = init_producer_id(client, transactional_id="txn")
+    again = init_producer_id(client, transactional_id="txn")
+    assert (first.error_code, again.error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert again.producer_id == first.producer_id and again.producer_epoch == first.producer_epoch + 1
     assert init_producer_id(client, transactional_id="").error_code == ErrorCode.INVALID_REQUEST
 
 

@@ -180,6 +180,33 @@ def _init_producer_id(target: Target, v: int):
     yield "", m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
 
 
+@asks(m.AddPartitionsToTxnRequest)
+def _add_partitions_to_txn(target: Target, v: int):  # a transactional id neither broker has seen
+    yield "", m.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="never-initialised", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])])
+
+
+@asks(m.AddOffsetsToTxnRequest)
+def _add_offsets_to_txn(target: Target, v: int):
+    yield "", m.AddOffsetsToTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0,
+                                       group_id=GROUP)
+
+
+@asks(m.TxnOffsetCommitRequest)
+def _txn_offset_commit(target: Target, v: int):
+    Topic = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    yield "", m.TxnOffsetCommitRequest(transactional_id="never-initialised", group_id=GROUP, producer_id=1,
+                                       producer_epoch=0, topics=[Topic(name=TOPIC, partitions=[
+                                           Topic.TxnOffsetCommitRequestPartition(
+                                               partition_index=0, committed_offset=1, committed_metadata=None)])])
+
+
+@asks(m.EndTxnRequest)
+def _end_txn(target: Target, v: int):
+    yield "", m.EndTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0, committed=True)
+
+
 @asks(m.CreateTopicsRequest)
 def _create_topics(target: Target, v: int):
     yield "", m.CreateTopicsRequest(topics=[topic(f"{TOPIC}-new", 3), topic(TOPIC, 1)], timeout_ms=30_000,

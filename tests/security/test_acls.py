@@ -251,7 +251,7 @@ def test_creating_topics_needs_create_and_listing_offsets_describe(broker):
 
 
 AUTHORIZATION_ERRORS = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                        ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                        ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 # Answered whoever asks, as in Kafka: the handshake and SASL itself, and DescribeCluster (only its
 # authorized-operations bitset depends on ACLs).
 UNCHECKED = {17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 60: "DescribeCluster"}
@@ -259,7 +259,7 @@ UNCHECKED = {17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 60:
 
 def _error_codes(value) -> set[int]:
     if isinstance(value, dict):
-        found = {value["error_code"]} if "error_code" in value else set()
+        found = {code for key, code in value.items() if key in ("error_code", "partition_error_code")}
         for item in value.values():
             found |= _error_codes(item)
         return found
@@ -302,6 +302,15 @@ def _requests_for_every_api():
             m.DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=1)])],
             timeout_ms=5000), 2),
         22: (m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4),
+        24: (m.AddPartitionsToTxnRequest(v3_and_below_transactional_id="t", v3_and_below_producer_id=1,
+                                         v3_and_below_producer_epoch=0, v3_and_below_topics=[
+            m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="ledger", partitions=[0])]), 3),
+        26: (m.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True), 3),
+        25: (m.AddOffsetsToTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"), 3),
+        28: (m.TxnOffsetCommitRequest(transactional_id="t", group_id="g", producer_id=1, producer_epoch=0, topics=[
+            m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="ledger", partitions=[
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=1, committed_metadata=None)])]), 3),
         23: (m.OffsetForLeaderEpochRequest(replica_id=-1, topics=[
             m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="ledger", partitions=[
                 m.OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(

@@ -9,7 +9,7 @@ import java.util.Properties;
  *
  *     java -cp target/classes:target/lib/* ebb.interop.Interop BOOTSTRAP PREFIX SUITE...
  *
- * Each suite (admin, groups, producer, consumer, streams) runs its steps in order and prints one JSON line
+ * Each suite (admin, groups, producer, transactions, consumer, streams) runs its steps in order and prints one JSON line
  * per step with what the client saw ({"step": ..., ...}), or {"step": ..., "error": ...} when the
  * client threw; pytest judges the lines. Names start with PREFIX so runs never share a topic.
  * The last line is {"step": "done"}.
@@ -70,8 +70,10 @@ public final class Interop {
                         case "groups" -> GroupChecks.run(bootstrap, prefix);
                         case "membership" -> MembershipChecks.run(bootstrap, prefix);
                         case "producer" -> ProducerChecks.run(bootstrap, prefix);
+                        case "transactions" -> TransactionChecks.run(bootstrap, prefix);
                         case "consumer" -> ConsumerChecks.run(bootstrap, prefix);
                         case "streams" -> StreamsChecks.run(bootstrap, prefix);
+                        case "streams_eos" -> StreamsChecks.run(bootstrap, prefix, "exactly_once_v2");
                         default -> throw new IllegalArgumentException("unknown suite " + suite);
                     }
                 }

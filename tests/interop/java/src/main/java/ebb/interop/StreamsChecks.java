@@ -47,6 +47,11 @@ final class StreamsChecks {
     static final long WAIT_MS = 60_000;
 
     static void run(String bootstrap, String prefix) throws Exception {
+        run(bootstrap, prefix, StreamsConfig.AT_LEAST_ONCE);
+    }
+
+    /** The same topology under `guarantee` (exactly_once_v2: transactions, read_committed readers). */
+    static void run(String bootstrap, String prefix, String guarantee) throws Exception {
         String input = prefix + "-words";
         String output = prefix + "-counts";
         String app = prefix + "-app";
@@ -62,9 +67,10 @@ final class StreamsChecks {
 
             List<String> states = new CopyOnWriteArrayList<>();
             List<String> errors = new CopyOnWriteArrayList<>();
-            try (KafkaStreams streams = new KafkaStreams(builder.build(), config(bootstrap, app));
+            try (KafkaStreams streams = new KafkaStreams(builder.build(), config(bootstrap, app, guarantee));
                  KafkaConsumer<String, Long> counts = new KafkaConsumer<>(Interop.props(bootstrap,
-                         "auto.offset.reset", "earliest"), new StringDeserializer(), new LongDeserializer())) {
+                         "auto.offset.reset", "earliest", "isolation.level", "read_committed"),
+                         new StringDeserializer(), new LongDeserializer())) {
                 streams.setStateListener((now, before) -> states.add(now.name()));
                 streams.setUncaughtExceptionHandler(e -> {
                     errors.add(Json.error(e));
@@ -116,10 +122,10 @@ final class StreamsChecks {
         return expected;
     }
 
-    static Properties config(String bootstrap, String app) throws Exception {
+    static Properties config(String bootstrap, String app, String guarantee) throws Exception {
         Properties props = Interop.props(bootstrap,
                 StreamsConfig.APPLICATION_ID_CONFIG, app,
-                StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE,
+                StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee,
                 StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200",
                 StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, "500",
                 StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0",

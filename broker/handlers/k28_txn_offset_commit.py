@@ -1,0 +1,69 @@
+"""TxnOffsetCommit (key 28), versions 0-4: a transactional producer commits a consumer group's offsets
+inside its transaction (`sendOffsetsToTransaction`; v5 belongs to transactions version 2).
+
+Before `__consumer_offsets` and `__transaction_state` exist (AddOffsetsToTxn and FindCoordinator
+create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition of the group must
+have been added to the transaction (AddOffsetsToTxn): the transaction coordinator is asked directly
+on one broker (else INVALID_TXN_STATE,
+INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH). The group rules are OffsetCommit's
+(broker/group/offsets.py): v3+ members are checked by generation, member id and instance id. The
+offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
+pending: they replace the group's committed offsets only when the COMMIT marker reaches that
+partition, and vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
+
+Errors: NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE,
+INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from broker.group import GroupError, OffsetCommit
+from broker.group.offsets_store import OFFSETS_TOPIC
+from broker.handlers import BrokerContext, handles
+from broker.handlers.offset_commits import gather_commits
+from broker.security.access import allowed
+from protocol.enums import ApiKey, Operation, ResourceType
+from protocol.errors import ErrorCode
+from protocol.framing import Request
+from protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
+_Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+_Partition = _Topic.TxnOffsetCommitResponsePartition
+
+
+@handles(API_KEY, "0-4")
+async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCommitRequest]) -> TxnOffsetCommitResponse:
+    version, body = request.api_version, request.body
+    txn_ok = allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
+    results, pending = gather_commits(
+        broker, request, body.group_id, body.topics,
+        lambda index: _Partition(partition_index=index, error_code=ErrorCode.NONE), with_leader_epoch=version >= 2,
+        refused=ErrorCode.NONE if txn_ok else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if pending:
+        errors = await _commit(broker, body, version, [commit for _, commit in pending])
+        for (result, _), error in zip(pending, errors, strict=True):
+            result.error_code = error
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[_Topic(name=n, partitions=p) for n, p in results])
+
+
+async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: int,
+                  commits: list[OffsetCommit]) -> list[ErrorCode]:
+    store = broker.groups.store
+    if not store.topic_exists() or not broker.transactions.coordinating:
+        # Kafka's group coordinator cannot have the transaction verified yet: retriable
+        return [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(commits)
+    offsets_partition = (OFFSETS_TOPIC, store.partition_for(body.group_id))
+    verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
+                                          offsets_partition)
+    if verified != ErrorCode.NONE:
+        return [verified] * len(commits)
+    try:
+        return await broker.groups.offsets.commit(
+            body.group_id, body.generation_id if version >= 3 else -1, body.member_id if version >= 3 else "",
+            body.group_instance_id if version >= 3 else None, -1, commits, version,
+            producer=(body.producer_id, body.producer_epoch))
+    except GroupError as exc:
+        return [exc.error_code] * len(commits)

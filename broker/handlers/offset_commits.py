@@ -1,0 +1,46 @@
+"""The per-partition part that OffsetCommit and TxnOffsetCommit share: which partitions may be
+committed (authorization, existence) and the commits to hand to the group coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from broker.group import OffsetCommit
+from broker.handlers.context import BrokerContext
+from broker.security.access import allowed
+from protocol.enums import Operation, ResourceType
+from protocol.errors import ErrorCode
+
+R = TypeVar("R")
+
+
+def gather_commits(broker: BrokerContext, request: Any, group_id: str, topics: list, new_result: Callable[[int], R],
+                   with_leader_epoch: bool, refused: ErrorCode = ErrorCode.NONE
+                   ) -> tuple[list[tuple[str, list[R]]], list[tuple[R, OffsetCommit]]]:
+    """Results by topic, each with its `error_code` set where a partition is refused, and the
+    (result, commit) pairs to store. With an authorizer: READ on the group (else every partition
+    fails), then READ on each topic; `refused` (an error the caller found first) fails them all."""
+    results: list[tuple[str, list[R]]] = []
+    pending: list[tuple[R, OffsetCommit]] = []
+    group_ok = allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id)
+    for topic in topics:
+        partitions: list[R] = []
+        results.append((topic.name, partitions))
+        known = broker.topics.get(topic.name)
+        topic_ok = allowed(broker, request, Operation.READ, ResourceType.TOPIC, topic.name)
+        for p in topic.partitions:
+            result = new_result(p.partition_index)
+            partitions.append(result)
+            if refused != ErrorCode.NONE:
+                result.error_code = refused  # type: ignore[attr-defined]
+            elif not group_ok or not topic_ok:
+                result.error_code = (ErrorCode.GROUP_AUTHORIZATION_FAILED  # type: ignore[attr-defined]
+                                     if not group_ok else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif known is None or p.partition_index not in known.replicas:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # type: ignore[attr-defined]
+            else:
+                epoch = p.committed_leader_epoch if with_leader_epoch else -1
+                pending.append((result, OffsetCommit(topic.name, p.partition_index, p.committed_offset, epoch,
+                                                     p.committed_metadata)))
+    return results, pending

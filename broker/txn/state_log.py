@@ -1,0 +1,145 @@
+"""`__transaction_state`: one record per change of a transactional id's state, in Kafka's layout.
+
+    key   = int16 key version (0) | TransactionLogKey v0 (the transactional id)
+    value = int16 value version   | TransactionLogValue at that version, or null (the id expired)
+
+Ebb writes value version 0, as Kafka does for clients on transactions version 0/1 (version 1, with
+tagged fields, comes with transactions version 2), and reads both. The topic is internal and
+compacted, `transaction.state.log.num.partitions` partitions of `transaction.state.log.segment.bytes`
+segments, `min.insync.replicas` = `transaction.state.log.min.isr`; an id lives in partition
+abs(java hashCode(id)) % partitions, as a group does in `__consumer_offsets`. Records are written
+through ReplicaManager.append_records with acks=-1, like the group coordinator's.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import structlog
+
+from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import TransactionLogKey, TransactionLogValue
+from protocol.records import iter_batches
+
+log = structlog.get_logger("transactions")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+KEY_VERSION = 0
+VALUE_VERSION = 0  # transactions version 0/1
+NEWEST_KNOWN_VALUE_VERSION = 1
+LOAD_READ_BYTES = 1 << 20
+_I16 = struct.Struct(">h")
+
+
+class TxnState(IntEnum):
+    """Kafka's TransactionState ids, as stored in TransactionStatus."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def display_name(self) -> str:
+        """Kafka's name for the state (DescribeTransactions, ListTransactions, the tools)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    """What the coordinator knows of one transactional id."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartitionKey] = field(default_factory=set)
+    start_ms: int = -1
+    update_ms: int = -1
+    last_producer_epoch: int = -1  # the epoch before the last bump (a retried InitProducerId)
+    pending: bool = False  # a state change is being written: concurrent requests wait their turn
+
+
+def key_bytes(transactional_id: str) -> bytes:
+    return _I16.pack(KEY_VERSION) + TransactionLogKey[0].encode(TransactionLogKey(transactional_id=transactional_id))
+
+
+def value_bytes(meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey], start_ms: int,
+                update_ms: int, producer_epoch: int) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(partitions):
+        by_topic.setdefault(topic, []).append(index)
+    value = TransactionLogValue(
+        producer_id=meta.producer_id, producer_epoch=producer_epoch, transaction_timeout_ms=meta.timeout_ms,
+        transaction_status=int(state),
+        transaction_partitions=[TransactionLogValue.PartitionsSchema(topic=t, partition_ids=ids)
+                                for t, ids in by_topic.items()],
+        transaction_last_update_timestamp_ms=update_ms, transaction_start_timestamp_ms=start_ms)
+    return _I16.pack(VALUE_VERSION) + TransactionLogValue[VALUE_VERSION].encode(value)
+
+
+def parse_record(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None]:
+    """(transactional id, its metadata or None for a tombstone); ProtocolError if malformed."""
+    if len(key) < 2 or _I16.unpack_from(key)[0] != KEY_VERSION:
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, "not a transaction log key")
+    transactional_id = TransactionLogKey[0].decode(memoryview(key)[2:]).transactional_id
+    if value is None:
+        return transactional_id, None
+    if len(value) < 2:
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, "transaction log value without a version")
+    version = _I16.unpack_from(value)[0]
+    if version < 0:
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"transaction log value version {version}")
+    parsed = TransactionLogValue[min(version, NEWEST_KNOWN_VALUE_VERSION)].decode(memoryview(value)[2:])
+    partitions = {(p.topic, index) for p in parsed.transaction_partitions or () for index in p.partition_ids}
+    return transactional_id, TxnMetadata(
+        transactional_id, parsed.producer_id, parsed.producer_epoch, parsed.transaction_timeout_ms,
+        TxnState(parsed.transaction_status), partitions, parsed.transaction_start_timestamp_ms,
+        parsed.transaction_last_update_timestamp_ms)
+
+
+async def replay_partition(partition, read_slices: Callable, found: dict[str, TxnMetadata | None]) -> int:
+    """Read one `__transaction_state` partition from its log start to its end into `found` (the last
+    record of an id wins); returns the records read. Malformed records are skipped and logged."""
+    partition_log = partition.log
+    offset = partition_log.log_start_offset
+    count = 0
+    while offset < partition_log.log_end_offset:
+        try:
+            info = partition_log.read(offset, LOAD_READ_BYTES, bound=ReadBound.LOG_END, min_one_batch=True)
+        except (OffsetOutOfRangeError, StorageError) as exc:
+            log.error("transaction state partition read failed", partition=str(partition.topic_partition),
+                      offset=offset, error=exc.message)
+            break
+        if not info.slices:
+            break
+        (data,) = await read_slices([info.slices])
+        for batch in iter_batches(data, allow_partial_tail=True):
+            if batch.is_control or batch.last_offset < offset:
+                continue
+            for record in batch.records():
+                if record.offset < offset or record.key is None:
+                    continue
+                count += 1
+                try:
+                    transactional_id, meta = parse_record(record.key, record.value)
+                except (ProtocolError, ValueError) as exc:
+                    log.warning("malformed transaction state record skipped", offset=record.offset, error=str(exc))
+                    continue
+                found[transactional_id] = meta
+        if info.next_offset <= offset:
+            break
+        offset = info.next_offset
+    return count

@@ -1,0 +1,173 @@
+"""Apache Kafka 4.3.1 and Ebb answer the transactional APIs the same way: the coordinator's answers
+(InitProducerId with a transactional id, AddPartitionsToTxn, EndTxn, FindCoordinator for transaction
+keys) valid and invalid (unknown ids, wrong producer ids, fenced epochs, bad timeouts, nothing to
+end), and Fetch/ListOffsets at both isolation levels around open, aborted and committed transactions.
+
+Producer ids are each broker's own (ignored); record data is compared as what a reader sees (offsets,
+values, transactional and control flags), since the markers' timestamps are each coordinator's."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from protocol.control_records import read_marker
+from protocol.enums import IsolationLevel
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    AddPartitionsToTxnRequest,
+    CreateTopicsRequest,
+    EndTxnRequest,
+    FindCoordinatorRequest,
+    InitProducerIdRequest,
+)
+from protocol.records import build_batch, iter_batches
+from tests.broker.data_wire import fetch_request, list_offsets_request, produce_request
+from tests.differential.runner import Peer, compare
+
+pytestmark = pytest.mark.timeout(300)
+
+T0 = int(time.time() * 1000)  # recent: an old first timestamp would make Kafka roll a segment at the marker
+COMMITTED = IsolationLevel.READ_COMMITTED
+ALLOWED: dict[tuple[str, str], str] = {
+    ("*", "error_message"): "free text: whether a message is given and its wording are Kafka's own choice",
+}
+
+
+def _ignored(path: str) -> bool:
+    return path.endswith("producer_id")  # each broker hands out its own
+
+
+def _wait(what: str, check, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen in {timeout_s}s")
+        time.sleep(0.1)
+
+
+def _create(peer: Peer, name: str) -> None:
+    topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+    peer.send(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), 7)
+    peer.wait_for_leaders(name, 1)
+
+
+def _init(peer: Peer, transactional_id: str, timeout_ms: int = 60_000, version: int = 4):
+    return peer.send(InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=timeout_ms),
+                     version)
+
+
+def _ready_producer(peer: Peer, transactional_id: str):
+    """Kafka's coordinator loads `__transaction_state` after its creation: retry, unrecorded."""
+    def found() -> bool:
+        reply = peer.send(FindCoordinatorRequest(key_type=1, coordinator_keys=[transactional_id]), 4)
+        return reply.coordinators[0].error_code == ErrorCode.NONE
+    _wait(f"{peer.name}: a transaction coordinator", found)
+    answers = []
+    _wait(f"{peer.name}: InitProducerId", lambda: answers.append(_init(peer, transactional_id))
+          or answers[-1].error_code == ErrorCode.NONE)
+    return answers[-1]
+
+
+def _add(topic: str, transactional_id: str, producer_id: int, epoch: int) -> AddPartitionsToTxnRequest:
+    return AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[0])])
+
+
+def _end(transactional_id: str, producer_id: int, epoch: int, commit: bool) -> EndTxnRequest:
+    return EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+                         committed=commit)
+
+
+def coordinator_answers(peer: Peer) -> None:
+    _create(peer, "dtc")
+    ids = _ready_producer(peer, "dtx")
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    peer.ask("find coordinator v4", FindCoordinatorRequest(key_type=1, coordinator_keys=["dtx"]), 4)
+    peer.ask("find coordinator v3", FindCoordinatorRequest(key_type=1, key="dtx"), 3)
+    again = peer.ask("init again bumps the epoch", InitProducerIdRequest(
+        transactional_id="dtx", transaction_timeout_ms=60_000), 4)
+    peer.ask("init with a zero timeout", InitProducerIdRequest(transactional_id="dtx", transaction_timeout_ms=0), 4)
+    peer.ask("init above transaction.max.timeout.ms", InitProducerIdRequest(
+        transactional_id="dtx", transaction_timeout_ms=3_600_000), 4)
+    peer.ask("init with an empty id", InitProducerIdRequest(transactional_id="", transaction_timeout_ms=60_000), 4)
+    peer.ask("init v3 with a stranger's producer id", InitProducerIdRequest(
+        transactional_id="dtx", transaction_timeout_ms=60_000, producer_id=pid + 1000, producer_epoch=0), 4)
+    current = again.producer_epoch
+    for version in (1, 3):
+        peer.ask(f"add partitions v{version}, unknown id", _add("dtc", "nobody", pid, 0), version)
+        peer.ask(f"add partitions v{version}, fenced epoch", _add("dtc", "dtx", pid, epoch), version)
+        peer.ask(f"add partitions v{version}, unknown topic", _add("no-such-topic", "dtx", pid, current), version)
+    for version in (1, 3, 4):
+        peer.ask(f"end txn v{version}, nothing open", _end("dtx", pid, current, True), version)
+        peer.ask(f"end txn v{version}, fenced epoch", _end("dtx", pid, epoch, False), version)
+        peer.ask(f"end txn v{version}, unknown id", _end("nobody", pid, 0, True), version)
+    peer.ask("add partitions", _add("dtc", "dtx", pid, current), 3)
+    peer.ask("add them again", _add("dtc", "dtx", pid, current), 3)
+    peer.ask("commit", _end("dtx", pid, current, True), 3)
+    _wait(f"{peer.name}: the commit completes", lambda: peer.send(
+        _end("dtx", pid, current, True), 3).error_code == ErrorCode.NONE)
+    peer.ask("commit again: already done", _end("dtx", pid, current, True), 3)
+    peer.ask("abort after the commit", _end("dtx", pid, current, False), 3)
+
+
+def _latest(peer: Peer, isolation: int) -> int:
+    return peer.send(list_offsets_request("dti", 0, -1, isolation_level=isolation), 7).topics[0].partitions[0].offset
+
+
+def _fetch(peer: Peer, label: str, isolation: int) -> None:
+    answer = peer.send(fetch_request("dti", 0, 0, isolation_level=isolation), 12)
+    part = answer.responses[0].partitions[0]
+    seen = []
+    for batch in iter_batches(bytes(part.records)):
+        if batch.is_control:
+            seen.append((batch.base_offset, "marker", read_marker(batch)[0]))
+        else:
+            seen.append((batch.base_offset, batch.is_transactional, [r.value for r in batch.records()]))
+    part.records = repr(seen).encode()
+    peer.record(label, answer)
+
+
+def _both_levels(peer: Peer, label: str) -> None:
+    for isolation, name in ((0, "read_uncommitted"), (COMMITTED, "read_committed")):
+        peer.ask(f"{label}: latest, {name}", list_offsets_request("dti", 0, -1, isolation_level=isolation), 7)
+        _fetch(peer, f"{label}: fetch, {name}", isolation)
+
+
+def isolation_levels(peer: Peer) -> None:
+    _create(peer, "dti")
+    ids = _ready_producer(peer, "dti-txn")
+    pid, epoch = ids.producer_id, ids.producer_epoch
+
+    def txn_batch(sequence: int, *values: bytes) -> bytes:
+        return build_batch([(None, v, [], T0) for v in values], producer_id=pid, producer_epoch=epoch,
+                           base_sequence=sequence, is_transactional=True)
+
+    peer.ask("plain record", produce_request("dti", 0, build_batch([(None, b"plain", [], T0)]), acks=-1), 9)
+    peer.ask("transactional batch before AddPartitionsToTxn", produce_request(
+        "dti", 0, txn_batch(0, b"early"), acks=-1, transactional_id="dti-txn"), 9)
+    peer.ask("add the partition", _add("dti", "dti-txn", pid, epoch), 3)
+    peer.ask("transactional batch", produce_request(
+        "dti", 0, txn_batch(0, b"t0", b"t1"), acks=-1, transactional_id="dti-txn"), 9)
+    _both_levels(peer, "open")
+    peer.ask("abort", _end("dti-txn", pid, epoch, False), 3)
+    _wait(f"{peer.name}: the abort marker", lambda: _latest(peer, COMMITTED) == _latest(peer, 0))
+    _both_levels(peer, "aborted")
+    peer.ask("add the partition again", _add("dti", "dti-txn", pid, epoch), 3)
+    peer.ask("next transactional batch", produce_request(
+        "dti", 0, txn_batch(2, b"c0"), acks=-1, transactional_id="dti-txn"), 9)
+    peer.ask("commit", _end("dti-txn", pid, epoch, True), 3)
+    _wait(f"{peer.name}: the commit marker", lambda: _latest(peer, COMMITTED) == _latest(peer, 0))
+    _both_levels(peer, "committed")
+
+
+SCENARIOS = [coordinator_answers, isolation_levels]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
+def test_same_transactional_answers_as_kafka(scenario, ebb_peer, kafka_peer):
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED, ignore=_ignored)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
