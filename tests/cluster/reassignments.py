@@ -24,8 +24,7 @@ def not_the_controller(cluster):
 def reassign(cluster, topic: str, replicas: list[int] | None, partition: int = 0) -> int:
     request = AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=[_Topic(name=topic, partitions=[
         _Topic.ReassignablePartition(partition_index=partition, replicas=replicas)])])
-    with WireClient(not_the_controller(cluster).port) as client:
-        answer = client.send(request, 0)
+    answer = controller_answer(lambda: not_the_controller(cluster), request)
     assert answer.error_code == E.NONE, answer.error_message
     return answer.responses[0].partitions[0].error_code
 
@@ -34,10 +33,22 @@ def ongoing(cluster, topic: str, via=None) -> list:
     """Partition 0's reassignment under way, if any, asked of `via` (default: a non-controller)."""
     request = ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
         ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])])
-    with WireClient((via or not_the_controller(cluster)).port) as client:
-        answer = client.send(request, 0)
-    assert answer.error_code == E.NONE
+    answer = controller_answer(lambda: via or not_the_controller(cluster), request)
+    assert answer.error_code == E.NONE, answer.error_message
     return [p for t in answer.topics for p in t.partitions]
+
+
+def controller_answer(broker, request):
+    """The answer to a request only the controller runs, sent to `broker()`; NOT_CONTROLLER (a
+    controller just elected, not yet in charge) is asked again, as admin clients do."""
+    answers = []
+
+    def answered() -> bool:
+        with WireClient(broker().port) as client:
+            answers.append(client.send(request, 0))
+        return answers[-1].error_code != E.NOT_CONTROLLER
+    wait_for(answered, what="an answer from the controller")
+    return answers[-1]
 
 
 def moved(cluster, topic: str, replicas: list[int]) -> bool:

@@ -167,11 +167,13 @@ def test_reassignment_interrupted_by_kill_9_of_the_controller_and_the_receiving_
         controller = metadata_of(cluster[staying]).controller_id
         cluster[controller].stop(signal.SIGKILL)
         cluster[joining].stop(signal.SIGKILL)
-    survivor = next(b for n, b in cluster.items() if n not in (controller, joining))
-    wait_for(lambda: metadata_of(survivor).controller_id not in (controller, -1), what="a new controller")
-    assert len(ongoing(cluster, topic, via=survivor)) == 1  # the new controller read it from ZooKeeper
-    cluster[controller].start()
-    cluster[joining].start()
+    try:
+        survivor = next(b for n, b in cluster.items() if n not in (controller, joining))
+        wait_for(lambda: metadata_of(survivor).controller_id not in (controller, -1), what="a new controller")
+        assert len(ongoing(cluster, topic, via=survivor)) == 1  # the new controller read it from ZooKeeper
+    finally:
+        cluster[controller].start()
+        cluster[joining].start()
     wait_for(lambda: moved(cluster, topic, [staying, joining]), timeout_s=60, what="the move completed")
     wait_for(lambda: not live_dir(cluster[leader], topic), what="the leaving replica's log deleted")
     assert read_all(cluster[partition_state(cluster[staying], topic).leader_id], topic) == \
