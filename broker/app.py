@@ -119,7 +119,8 @@ class Broker:
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             # brokers, partition states and roles, the controller election
-            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id, config.replication)
+            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id, config.replication,
+                                   config.inter_broker_security)
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,

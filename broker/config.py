@@ -157,6 +157,7 @@ class ReplicationConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_s: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    unclean_leader_election_enable: bool = False  # the default of the topic config of the same name
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,8 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             auto_leader_rebalance_enable=_bool(merged, "auto.leader.rebalance.enable"),
             leader_imbalance_check_interval_s=_int(merged, "leader.imbalance.check.interval.seconds", minimum=1),
             leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage",
-                                                        minimum=0)),
+                                                        minimum=0),
+            unclean_leader_election_enable=_bool({UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),
         log_manager=_log_manager(merged),
         topic_defaults=topic_defaults_from(merged),
         properties=dict(merged),
@@ -447,6 +449,9 @@ def _int(props: Mapping[str, str], key: str, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
     return value
+
+
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
 
 def _bool(props: Mapping[str, str], key: str) -> bool:

@@ -305,7 +305,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         ("log.roll.jitter.ms",), at_least(0)),
     TopicConfigDef(
         "unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
-        "Whether an out-of-sync replica may become leader (a single Ebb broker has no election).",
+        "Whether the controller may make an out-of-sync replica leader when no in-sync one is alive "
+        "(acknowledged records may then be lost).",
         ("unclean.leader.election.enable",)),
 ]}
 

@@ -30,8 +30,8 @@ from broker.cluster.layout import (
     topic_paths,
 )
 from broker.cluster.partition_state import NO_LEADER, PartitionState
-from broker.cluster.store import MetadataStore, NodeExists, NoNode, StoreWriteFailed
-from broker.config import BrokerConfig
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, StoreWriteFailed
+from broker.config import UNCLEAN_ELECTION, BrokerConfig
 from broker.deletion_retries import DeletionRetries
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.log.checkpoint import topic_id_to_str
@@ -67,6 +67,21 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)  # overrides only; defaults come from the broker
     log_config: LogConfig = field(default_factory=LogConfig)
     states: dict[int, PartitionState] = field(default_factory=dict)  # as the store had them last
+    # A reassignment under way (KIP-455, broker/cluster/reassignment.py): partition -> the replicas of
+    # `replicas` still joining, and those that leave once the target has caught up.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
+
+    @property
+    def moving(self) -> bool:
+        """A reassignment of some partition is under way."""
+        return bool(self.adding or self.removing)
+
+    @property
+    def unclean_leader_election(self) -> bool | None:
+        """The topic's unclean.leader.election.enable override; None: the broker's setting holds."""
+        value = self.configs.get(UNCLEAN_ELECTION)
+        return None if value is None else value.lower() == "true"
 
     @property
     def internal(self) -> bool:
@@ -203,8 +218,11 @@ class TopicManager:
             names = []
         marked = set(await self._pending_deletions()) if self.controlled_deletion else set()
         for name in names:
-            if name not in marked:  # a cluster's marked topic is being deleted: never served again
-                self._remember(await self._read_topic(name))
+            topic = await self._read_topic(name)
+            # A cluster's marked topic is being deleted: never served again, unless its deletion halts
+            # while partitions of it move (broker/cluster/deletion.py).
+            if name not in marked or topic.moving:
+                self._remember(topic)
         self.logs.topic_configs.update({name: topic.log_config for name, topic in self._topics.items()})
 
     async def reconcile(self) -> None:
@@ -257,6 +275,8 @@ class TopicManager:
             configs=dict(configs),
             log_config=self.log_config_for(configs),
             states=states,
+            adding=assignment.adding,
+            removing=assignment.removing,
         )
 
     async def _read_configs(self, name: str) -> dict[str, str] | None:
@@ -289,12 +309,13 @@ class TopicManager:
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
         async with self._locks.held(_collision_key(name)):
-            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
-                return None  # being deleted
+            marked = await self.store.exists(DeleteTopicsTopicZNode.path(name))
             try:
                 fresh = await self._read_topic(name)
             except NoNode:
                 return None
+            if marked and not fresh.moving:
+                return None  # being deleted (its deletion halts while partitions of it move)
             topic = self._topics.get(name)
             if topic is None or topic.topic_id != fresh.topic_id:
                 self._remember(fresh)
@@ -302,7 +323,7 @@ class TopicManager:
                 topic = fresh
                 log.info("topic appeared", topic=name, partitions=len(fresh.replicas))
             else:
-                topic.replicas = fresh.replicas
+                topic.replicas, topic.adding, topic.removing = fresh.replicas, fresh.adding, fresh.removing
                 for partition, state in fresh.states.items():
                     topic.states.setdefault(partition, state)
             return topic
@@ -424,7 +445,7 @@ class TopicManager:
                 new = place_replicas(current, additional, topic.replication_factor, broker_ids)
             if validate_only:
                 return topic
-            grown = TopicAssignment(topic.topic_id, {**topic.replicas, **new})
+            grown = TopicAssignment(topic.topic_id, {**topic.replicas, **new}, topic.adding, topic.removing)
             new_states = {p: PartitionState.initial(r) for p, r in new.items()}
             await self.store.set(TopicZNode.path(name), TopicZNode.encode(grown))
             await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
@@ -433,6 +454,45 @@ class TopicManager:
             topic.states.update(new_states)
             await self._ensure_logs(topic)
             log.info("added partitions", topic=name, partitions=len(topic.replicas))
+            return topic
+
+    async def reassignment_under_way(self, name: str) -> bool:
+        """Whether the stored assignment of the topic has a partition moving (read afresh)."""
+        try:
+            return (await self._read_topic(name)).moving
+        except NoNode:
+            return False
+
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> Topic | None:
+        """Set one partition's replicas and the reassignment state beside them in the topic's node (the
+        controller, broker/cluster/reassignment.py), conditionally on the node's version so that a
+        concurrent CreatePartitions is not undone; None if the topic is gone."""
+        path = TopicZNode.path(name)
+        async with self._locks.held(_collision_key(name)):
+            while True:
+                try:
+                    data, version = await self.store.get(path)
+                except NoNode:
+                    return None
+                stored = TopicZNode.decode(data)
+                entries = [dict(stored.replicas), dict(stored.adding), dict(stored.removing)]
+                for held, value in zip(entries, (replicas, adding, removing), strict=True):
+                    held.pop(partition, None)
+                    if value:
+                        held[partition] = list(value)
+                try:
+                    await self.store.set(path, TopicZNode.encode(TopicAssignment(stored.topic_id, *entries)), version)
+                except BadVersion:
+                    continue
+                break
+            topic = self._topics.get(name)
+            if topic is not None:
+                topic.replicas[partition] = list(replicas)
+                for held, value in ((topic.adding, adding), (topic.removing, removing)):
+                    held.pop(partition, None)
+                    if value:
+                        held[partition] = list(value)
             return topic
 
     @uncancellable

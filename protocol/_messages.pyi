@@ -216,6 +216,77 @@ class AlterConfigsResponse(ApiMessage):
     """One result per resource."""
     def __init__(self, *, throttle_time_ms: int = ..., responses: list[AlterConfigsResourceResponse] = ...) -> None: ...
 
+class AlterPartitionReassignmentsRequest(ApiRequest[AlterPartitionReassignmentsResponse]):
+    """v0 (KIP-455): flexible from the start. v1 (KIP-860): AllowReplicationFactorChange."""
+    class ReassignableTopic(Struct):
+        class ReassignablePartition(Struct):
+            partition_index: int
+            """Index of the partition."""
+            replicas: list[int] | None
+            """The brokers the partition should end up on, the first preferred as leader; null cancels the reassignment
+            under way."""
+            def __init__(self, *, partition_index: int = ..., replicas: list[int] | None = ...) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[ReassignablePartition]
+        """Its partitions to move."""
+        def __init__(self, *, name: str = ..., partitions: list[ReassignablePartition] = ...) -> None: ...
+    timeout_ms: int
+    """How long the broker may take to record the changes."""
+    allow_replication_factor_change: bool
+    """False refuses any target whose number of replicas differs from the partition's current one."""
+    topics: list[ReassignableTopic]
+    """The partitions to move, by topic."""
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        topics: list[ReassignableTopic] = ...,
+    ) -> None: ...
+
+class AlterPartitionReassignmentsResponse(ApiMessage):
+    """v0 (KIP-455): flexible from the start. v1 (KIP-860): AllowReplicationFactorChange echoed."""
+    class ReassignableTopicResponse(Struct):
+        class ReassignablePartitionResponse(Struct):
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Why the partition's reassignment was not recorded (or cancelled); 0 when it was."""
+            error_message: str | None
+            """Words for that error; null on success."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[ReassignablePartitionResponse]
+        """Its partitions' outcomes."""
+        def __init__(self, *, name: str = ..., partitions: list[ReassignablePartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    allow_replication_factor_change: bool
+    """Whether the request allowed replication factor changes."""
+    error_code: int
+    """Why the request as a whole failed; 0 otherwise."""
+    error_message: str | None
+    """Words for that error; null on success."""
+    responses: list[ReassignableTopicResponse]
+    """The outcome per partition, by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[ReassignableTopicResponse] = ...,
+    ) -> None: ...
+
 class AlterUserScramCredentialsRequest(ApiRequest[AlterUserScramCredentialsResponse]):
     """v0: KIP-554. The client salts the password; the broker stores only derived keys."""
     class ScramCredentialDeletion(Struct):
@@ -1202,6 +1273,84 @@ class DescribeGroupsResponse(ApiMessage):
     """One entry per requested group."""
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
 
+class DescribeLogDirsRequest(ApiRequest[DescribeLogDirsResponse]):
+    """v0 is gone since Kafka 4.0; v1 has v0's layout. v2: first flexible version. v3, v4, v5: the request is unchanged;
+    only the answer grows."""
+    class DescribableLogDirTopic(Struct):
+        topic: str
+        """Name of the topic."""
+        partitions: list[int]
+        """Indexes of the topic's partitions to report on."""
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    topics: list[DescribableLogDirTopic] | None
+    """The partitions to report on, by topic; null asks for every partition the broker holds."""
+    def __init__(self, *, topics: list[DescribableLogDirTopic] | None = ...) -> None: ...
+
+class DescribeLogDirsResponse(ApiMessage):
+    """v0 is gone since Kafka 4.0; from v1 the broker replies first and throttles afterwards. v2: first flexible
+    version. v3: a top-level ErrorCode. v4: TotalBytes and UsableBytes of each directory's volume. v5: IsCordoned per
+    directory."""
+    class DescribeLogDirsResult(Struct):
+        class DescribeLogDirsTopic(Struct):
+            class DescribeLogDirsPartition(Struct):
+                partition_index: int
+                """Index of the partition."""
+                partition_size: int
+                """Bytes in the partition's segment files."""
+                offset_lag: int
+                """How far the log's end is below the partition's high watermark (never negative); for a future log,
+                below the current log's end."""
+                is_future_key: bool
+                """True for a log being built to replace the current one in another directory (AlterReplicaLogDirs)."""
+                def __init__(
+                    self,
+                    *,
+                    partition_index: int = ...,
+                    partition_size: int = ...,
+                    offset_lag: int = ...,
+                    is_future_key: bool = ...,
+                ) -> None: ...
+            name: str
+            """Name of the topic."""
+            partitions: list[DescribeLogDirsPartition]
+            """Its partitions held in this directory."""
+            def __init__(self, *, name: str = ..., partitions: list[DescribeLogDirsPartition] = ...) -> None: ...
+        error_code: int
+        """Why this directory could not be described (offline: a storage error); 0 otherwise."""
+        log_dir: str
+        """Absolute path of the directory."""
+        topics: list[DescribeLogDirsTopic]
+        """The asked partitions found in this directory, by topic."""
+        total_bytes: int
+        """Size in bytes of the volume holding the directory."""
+        usable_bytes: int
+        """Bytes of that volume still available for writing."""
+        is_cordoned: bool
+        """True when no new partition may be placed in the directory."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            log_dir: str = ...,
+            topics: list[DescribeLogDirsTopic] = ...,
+            total_bytes: int = ...,
+            usable_bytes: int = ...,
+            is_cordoned: bool = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why nothing could be described (authorization); 0 otherwise."""
+    results: list[DescribeLogDirsResult]
+    """One entry per log directory of the broker."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        results: list[DescribeLogDirsResult] = ...,
+    ) -> None: ...
+
 class DescribeTopicPartitionsRequest(ApiRequest[DescribeTopicPartitionsResponse]):
     """v0: KIP-966; what Kafka 4's Admin.describeTopics and kafka-topics --describe ask first"""
     class TopicRequest(Struct):
@@ -1356,6 +1505,64 @@ class DescribeUserScramCredentialsResponse(ApiMessage):
         error_code: int = ...,
         error_message: str | None = ...,
         results: list[DescribeUserScramCredentialsResult] = ...,
+    ) -> None: ...
+
+class ElectLeadersRequest(ApiRequest[ElectLeadersResponse]):
+    """v1 (KIP-460): ElectionType, preferred or unclean. v2: first flexible version."""
+    class TopicPartitions(Struct):
+        topic: str
+        """Name of the topic."""
+        partitions: list[int]
+        """Indexes of its partitions to elect a leader for."""
+        def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    election_type: int
+    """0: move leadership to the preferred (first) replica; 1: elect any alive replica when no in-sync one is left."""
+    topic_partitions: list[TopicPartitions] | None
+    """The partitions to hold elections for, by topic; null means every partition."""
+    timeout_ms: int
+    """How long the broker may wait for the elections to finish."""
+    def __init__(
+        self,
+        *,
+        election_type: int = ...,
+        topic_partitions: list[TopicPartitions] | None = ...,
+        timeout_ms: int = ...,
+    ) -> None: ...
+
+class ElectLeadersResponse(ApiMessage):
+    """v1: a top-level ErrorCode. v2: first flexible version."""
+    class ReplicaElectionResult(Struct):
+        class PartitionResult(Struct):
+            partition_id: int
+            """Index of the partition."""
+            error_code: int
+            """Why no leader was elected (or none was needed); 0 when the election happened."""
+            error_message: str | None
+            """Words for that error; null on success."""
+            def __init__(
+                self,
+                *,
+                partition_id: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic: str
+        """Name of the topic."""
+        partition_result: list[PartitionResult]
+        """Its partitions' outcomes."""
+        def __init__(self, *, topic: str = ..., partition_result: list[PartitionResult] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why the request as a whole failed (authorization of an all-partition request); 0 otherwise."""
+    replica_election_results: list[ReplicaElectionResult]
+    """The outcome per partition, by topic; empty when an all-partition request was not authorized."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        replica_election_results: list[ReplicaElectionResult] = ...,
     ) -> None: ...
 
 class EndTxnRequest(ApiRequest[EndTxnResponse]):
@@ -2178,6 +2385,67 @@ class ListOffsetsResponse(ApiMessage):
     topics: list[ListOffsetsTopicResponse]
     """Lookup results grouped by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[ListOffsetsTopicResponse] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(ApiRequest[ListPartitionReassignmentsResponse]):
+    """v0 (KIP-455): flexible from the start."""
+    class ListPartitionReassignmentsTopics(Struct):
+        name: str
+        """Name of the topic."""
+        partition_indexes: list[int]
+        """Indexes of its partitions to report on."""
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    timeout_ms: int
+    """How long the broker may take to answer."""
+    topics: list[ListPartitionReassignmentsTopics] | None
+    """The partitions to report on, by topic; null lists every reassignment under way."""
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        topics: list[ListPartitionReassignmentsTopics] | None = ...,
+    ) -> None: ...
+
+class ListPartitionReassignmentsResponse(ApiMessage):
+    """v0 (KIP-455): flexible from the start."""
+    class OngoingTopicReassignment(Struct):
+        class OngoingPartitionReassignment(Struct):
+            partition_index: int
+            """Index of the partition."""
+            replicas: list[int]
+            """Every replica the partition has while it moves: the target's and the leaving ones."""
+            adding_replicas: list[int]
+            """Replicas of the target that are still joining."""
+            removing_replicas: list[int]
+            """Replicas that leave once the target has caught up."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                replicas: list[int] = ...,
+                adding_replicas: list[int] = ...,
+                removing_replicas: list[int] = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[OngoingPartitionReassignment]
+        """Its partitions being moved."""
+        def __init__(self, *, name: str = ..., partitions: list[OngoingPartitionReassignment] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why nothing could be listed; 0 otherwise."""
+    error_message: str | None
+    """Words for that error; null on success."""
+    topics: list[OngoingTopicReassignment]
+    """The reassignments under way, by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
 
 class MetadataRequest(ApiRequest[MetadataResponse]):
     """v0: an empty Topics list means all topics. From v1 on, null Topics means all topics and an empty list means none.

@@ -43,10 +43,14 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
@@ -182,3 +186,11 @@ class SpecialTimestamp(IntEnum):
     MAX_TIMESTAMP = -3  # v7+
     EARLIEST_LOCAL = -4  # v8+
     LATEST_TIERED = -5  # v9+
+
+
+# --- ElectLeaders (KIP-460) ------------------------------------------------------------------------------
+
+
+class ElectionType(IntEnum):
+    PREFERRED = 0  # the first replica of the assignment, if alive and in sync
+    UNCLEAN = 1  # any alive replica, for a partition whose in-sync replicas are all gone

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from broker.cluster.controller import AssignedTopics, Controller, LeaderBalancing
+from broker.cluster.controller import AssignedTopic, AssignedTopics, Controller, LeaderBalancing, NotControllerError
 from broker.cluster.deletion import TopicDeletions
 from broker.cluster.layout import (
     NO_CONTROLLER,
@@ -48,7 +48,7 @@ from broker.log import TopicPartition
 log = structlog.get_logger("cluster")
 
 
-class ClusterTopic(Protocol):
+class ClusterTopic(AssignedTopic, Protocol):
     """What the cluster view reads of a topic (topics.py's Topic); it keeps `states` current."""
 
     @property
@@ -68,6 +68,7 @@ class ClusterTopics(AssignedTopics, Protocol):
     async def configs_changed(self, name: str) -> None: ...
     async def drop(self, name: str) -> None: ...
     async def ensure_local_log(self, topic: Any, tp: TopicPartition) -> None: ...  # a topic get() gave
+    async def reassignment_under_way(self, name: str) -> bool: ...
 
 
 class LedPartition(Protocol):
@@ -84,12 +85,18 @@ class HostedReplicas(Protocol):
     def partitions(self) -> Mapping[TopicPartition, Any]: ...
     def log_start_offset_moved(self, partition: Any) -> None: ...  # one of `partitions`
     def apply_state(self, topic: Any, index: int) -> None: ...  # a topic get() gave
+    def assignment_changed(self, tp: TopicPartition, replicas: list[int], leaving: list[int]) -> None: ...
+    def holds_log(self, tp: TopicPartition) -> bool: ...
+    async def drop_replica(self, tp: TopicPartition) -> None: ...
 
 
 class Cluster:
     def __init__(self, store: MetadataStore, topics: ClusterTopics, replicas: HostedReplicas, node_id: int,
-                 leader_balancing: LeaderBalancing) -> None:
+                 leader_balancing: LeaderBalancing, inter_broker_security: Any = None) -> None:
+        """`inter_broker_security`: how to reach another broker (the client's ClientSecurity; None:
+        PLAINTEXT), for the requests forwarded to the controller."""
         self.store = store
+        self.inter_broker_security = inter_broker_security
         self.topics = topics
         self.replicas = replicas
         self.node_id = node_id
@@ -102,7 +109,8 @@ class Cluster:
             controller_id=lambda: self.controller_id, state_written=self.note_state_written)
         self.deletions = TopicDeletions(
             store, node_id, drop_local=self._drop_local, keep=self.keep,
-            spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake)
+            spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake,
+            moving=topics.reassignment_under_way)
         # The newest state version applied, per (topic id, partition): a topic deleted and created again
         # under its name starts its versions over.
         self._state_versions: dict[tuple[uuid.UUID, int], int] = {}
@@ -185,6 +193,30 @@ class Cluster:
         """Wait for the reads that watch callbacks started (start-up wants a complete picture)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # --- requests only the controller serves ---------------------------------------------------
+
+    FORWARDED_CLIENT_ID = "ebb-forwarded"  # a forwarded request is never forwarded again
+
+    async def forward_to_controller(self, body: Any, version: int, timeout_s: float) -> Any:
+        """The controller's answer to a request only it can execute (ElectLeaders), sent over the
+        inter-broker listener as KRaft brokers forward such requests. NOT_CONTROLLER (retriable) when
+        no controller is known or it cannot be reached."""
+        from client.connection import BrokerConnection  # the project's client, imported when first needed
+        from client.errors import BrokerConnectionError
+
+        controller = self.controller_id
+        endpoint = None if controller in (NO_CONTROLLER, self.node_id) else self.endpoint(controller)
+        if endpoint is None:
+            raise NotControllerError(f"no controller to forward to (controller id {controller})")
+        try:
+            async with BrokerConnection(endpoint[0], endpoint[1], node_id=controller,
+                                        client_id=self.FORWARDED_CLIENT_ID, request_timeout_s=timeout_s,
+                                        connect_timeout_s=5,
+                                        security=self.inter_broker_security) as connection:
+                return await connection.request(body, version=version)
+        except (BrokerConnectionError, TimeoutError, OSError) as exc:
+            raise NotControllerError(f"controller {controller} could not be reached: {exc!r}") from exc
 
     # --- brokers ---------------------------------------------------------------------------------
 
@@ -300,6 +332,7 @@ class Cluster:
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if data is None:
             return  # deleted: the children watch of /brokers/topics takes it from here
+        self.deletions.assignment_changed(name)
         self.spawn_until_done(lambda: self._apply_assignment(name), "reading a topic's assignment",
                               lambda: name in self._topic_watches)
 
@@ -325,6 +358,21 @@ class Cluster:
                 except NoNode:
                     continue
                 self._on_state(tp, data, version)
+        await self._replicas_moved(topic)
+
+    async def _replicas_moved(self, topic: ClusterTopic) -> None:
+        """After an assignment change (a reassignment, broker/cluster/reassignment.py): a replica that
+        joins here starts following, one that stays learns the new replica list, one moved away is
+        dropped with its log."""
+        for tp in topic.partitions():
+            assigned = topic.replicas.get(tp.partition, [])
+            if self.node_id in assigned:
+                self.replicas.assignment_changed(tp, assigned, topic.removing.get(tp.partition, []))
+                if tp not in self.replicas.partitions and tp.partition in topic.states:
+                    await self._take_role(topic, tp)
+            elif self.replicas.holds_log(tp):
+                log.info("replica moved off this broker; deleting its log", partition=str(tp))
+                await self.replicas.drop_replica(tp)
 
     def _version_key(self, tp: TopicPartition) -> tuple[uuid.UUID, int] | None:
         topic = self.topics.get(tp.topic)
@@ -340,6 +388,7 @@ class Cluster:
         state = PartitionStateZNode.decode(data)
         self._state_versions[key] = version
         topic.states[tp.partition] = state
+        self._wake_a_reassignment(topic, tp)
         self.spawn_until_done(lambda: self._take_role(topic, tp), "taking a partition's role",
                               lambda: self.topics.get(tp.topic) is topic)
 
@@ -360,8 +409,14 @@ class Cluster:
             return
         self._state_versions[key] = version
         topic.states[tp.partition] = state
+        self._wake_a_reassignment(topic, tp)
         if self.node_id in topic.replicas.get(tp.partition, []):
             self.replicas.apply_state(topic, tp.partition)
+
+    def _wake_a_reassignment(self, topic: ClusterTopic, tp: TopicPartition) -> None:
+        """A moving partition's state changed: its ISR may now hold the target (the controller acts)."""
+        if tp.partition in topic.adding or tp.partition in topic.removing:
+            self.controller.wake()
 
     # --- ISR changes by the leader ---------------------------------------------------------------
 

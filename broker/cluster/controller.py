@@ -8,7 +8,9 @@ others elect again.
 What the controller does with the brokers it sees alive (the children of `/brokers/ids`):
 - a partition whose leader is gone gets a new one: the first replica of the assignment that is alive
   and in the ISR; the leader epoch goes up by one. With none, the leader is -1 (offline) and the ISR
-  keeps its last member, so that replica leads again when it comes back (no unclean election);
+  keeps its last member, so that replica leads again when it comes back; with
+  unclean.leader.election.enable (the topic's, else the broker's) the first alive replica of the
+  assignment leads instead, alone in the ISR, and records only the lost replicas had are gone;
 - dead brokers leave every ISR (the leader re-admits a follower once it has caught up);
 - an offline partition whose ISR member returns gets it as leader;
 - every leader.imbalance.check.interval.seconds (auto.leader.rebalance.enable): a broker that leads
@@ -16,7 +18,10 @@ What the controller does with the brokers it sees alive (the children of `/broke
   replica of gets them back once it is in sync again (Kafka's auto leader rebalance).
 Every write is conditional on the state node's version; one that loses a race is read again and
 decided again. The partition state carries the controller epoch that wrote it. It also finishes
-topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py).
+topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py),
+holds the elections operators ask for (ElectLeaders, broker/cluster/elections.py) and carries out
+partition reassignments (broker/cluster/reassignment.py), finishing each one in the first round
+after its target has caught up.
 """
 
 from __future__ import annotations
@@ -31,10 +36,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from broker.cluster.deletion import finish_deletions
+from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.cluster.layout import NO_CONTROLLER, ControllerEpochZNode, ControllerZNode, PartitionStateZNode
 from broker.cluster.partition_state import NO_LEADER, PartitionState
+from broker.cluster.reassignment import MovingTopic, ReassignableTopics, Reassignments
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
 from broker.log import TopicPartition
+from protocol.enums import ElectionType
+from protocol.errors import ErrorCode, FixedCodeError
 
 if TYPE_CHECKING:
     from broker.cluster.store import MetadataStore
@@ -51,20 +60,22 @@ class LeaderBalancing(Protocol):
     def leader_imbalance_check_interval_s(self) -> int: ...
     @property
     def leader_imbalance_per_broker_percentage(self) -> int: ...
-
-
-class AssignedTopic(Protocol):
-    """What the controller reads of a topic: its replica assignment and its partitions' leaders."""
-
     @property
-    def name(self) -> str: ...
-    @property
-    def replicas(self) -> dict[int, list[int]]: ...
+    def unclean_leader_election_enable(self) -> bool: ...
+
+
+class AssignedTopic(MovingTopic, Protocol):
+    """What the controller reads of a topic: its replica assignment (and a reassignment of it), its
+    partitions' leaders and its unclean.leader.election.enable override (None: the broker's)."""
+
     def leader(self, partition: int) -> int: ...
+    @property
+    def unclean_leader_election(self) -> bool | None: ...
 
 
-class AssignedTopics(Protocol):
+class AssignedTopics(ReassignableTopics, Protocol):
     def all(self) -> Sequence[AssignedTopic]: ...
+    def get(self, name: str) -> AssignedTopic | None: ...
 
 
 def prefer(state: PartitionState, replicas: list[int], alive: set[int]) -> PartitionState | None:
@@ -75,8 +86,11 @@ def prefer(state: PartitionState, replicas: list[int], alive: set[int]) -> Parti
     return replace(state, leader=first, leader_epoch=state.leader_epoch + 1)
 
 
-def elect(state: PartitionState, replicas: list[int], alive: set[int]) -> PartitionState | None:
-    """The state a partition should have with `alive` brokers, or None when it is right as it is."""
+def elect(state: PartitionState, replicas: list[int], alive: set[int], unclean: bool = False
+          ) -> PartitionState | None:
+    """The state a partition should have with `alive` brokers, or None when it is right as it is.
+    `unclean` (unclean.leader.election.enable): with no in-sync replica alive, the first alive replica
+    leads, alone in the ISR; what the lost in-sync replicas acknowledged beyond its log is gone."""
     leader, isr = state.leader, state.isr
     alive_isr = tuple(r for r in isr if r in alive)
     if leader in alive:
@@ -86,10 +100,19 @@ def elect(state: PartitionState, replicas: list[int], alive: set[int]) -> Partit
     candidates = [r for r in replicas if r in alive_isr]
     if candidates:
         return replace(state, leader=candidates[0], leader_epoch=state.leader_epoch + 1, isr=alive_isr)
+    out_of_sync = [r for r in replicas if r in alive]
+    if unclean and out_of_sync:
+        log.warning("unclean leader election: records the lost in-sync replicas acknowledged may be gone",
+                    leader=out_of_sync[0], isr_before=list(isr))
+        return replace(state, leader=out_of_sync[0], leader_epoch=state.leader_epoch + 1, isr=(out_of_sync[0],))
     if leader == NO_LEADER and isr == isr[:1]:
         return None  # offline, waiting for its last in-sync replica
     # Nobody in sync is alive: offline; keep one ISR member so it leads when it returns.
     return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, isr=isr[:1])
+
+
+class NotControllerError(FixedCodeError):
+    error_code = ErrorCode.NOT_CONTROLLER
 
 
 class Controller:
@@ -113,6 +136,8 @@ class Controller:
         self._restarted: set[int] = set()
         self._deletions_waiting: dict[str, frozenset[int]] = {}
         self.rounds = 0
+        self.reassignments = Reassignments(store, topics, alive_ids=alive_ids, change_partition=self._change,
+                                          wake=self.wake)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -174,6 +199,8 @@ class Controller:
                 if self.active:
                     await self.reconcile()
                 if self.active:
+                    await self.reassignments.advance()
+                if self.active:
                     await finish_deletions(self.store, self._deletions_waiting)
             except asyncio.CancelledError:
                 raise
@@ -214,16 +241,21 @@ class Controller:
         alive = set(self.alive_ids()) - restarted
         changed = 0
         for topic in self.topics.all():
+            unclean = self._unclean_allowed(topic)
             for index, replicas in sorted(topic.replicas.items()):
                 if self.active:
-                    changed += await self._reconcile_partition(topic.name, index, replicas, alive)
+                    changed += await self._change_partition(
+                        topic.name, index, functools.partial(elect, replicas=replicas, alive=alive, unclean=unclean),
+                        alive)
         self.rounds += 1
         if restarted:
             self._wakeup.set()  # the next round counts them alive again: offline partitions may come back
         return changed
 
-    async def _reconcile_partition(self, name: str, index: int, replicas: list[int], alive: set[int]) -> int:
-        return await self._change_partition(name, index, lambda state: elect(state, replicas, alive), alive)
+    def _unclean_allowed(self, topic: AssignedTopic) -> bool:
+        """unclean.leader.election.enable: the topic's override, else the broker's (default false)."""
+        override = topic.unclean_leader_election
+        return self.replication.unclean_leader_election_enable if override is None else override
 
     async def rebalance_leaders(self) -> int:
         """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage
@@ -249,6 +281,26 @@ class Controller:
                         name, index, functools.partial(prefer, replicas=replicas, alive=alive), alive)
         return moved
 
+    async def elect_leaders(self, election: ElectionType, asked: list[TopicPartition]
+                            ) -> dict[TopicPartition, ElectionResult]:
+        """An operator's elections (ElectLeaders, broker/cluster/elections.py), on this controller only."""
+        self.require_active()
+        alive = set(self.alive_ids())
+
+        def assignment(tp: TopicPartition) -> list[int] | None:
+            topic = self.topics.get(tp.topic)
+            return None if topic is None else topic.replicas.get(tp.partition)
+
+        return await elect_leaders(election, asked, assignment, alive, self._change)
+
+    def require_active(self) -> None:
+        if not self.active:
+            raise NotControllerError(f"broker {self.node_id} is not the controller")
+
+    async def _change(self, name: str, index: int, decide: Callable[[PartitionState], PartitionState | None]
+                      ) -> bool:
+        return await self._change_partition(name, index, decide, set(self.alive_ids())) == 1
+
     async def _change_partition(self, name: str, index: int,
                                 decide: Callable[[PartitionState], PartitionState | None], alive: set[int]) -> int:
         """Write `decide(state)` to the partition's state, conditional on the version read; 1 if written."""
@@ -267,6 +319,8 @@ class Controller:
                 written = await self.store.set(path, PartitionStateZNode.encode(new), version)
             except BadVersion:
                 continue  # the leader changed the ISR meanwhile: decide again on what is there now
+            except NoNode:
+                return 0  # the topic was deleted meanwhile
             log.info("partition state changed", partition=str(tp), leader=new.leader,
                      leader_epoch=new.leader_epoch, isr=list(new.isr), alive=sorted(alive))
             self.state_written(tp, new, written)

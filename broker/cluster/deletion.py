@@ -8,6 +8,11 @@
 3. The controller watches the marks and their acknowledgements; once every broker of the topic's
    assignment has acknowledged, it removes `/brokers/topics/<t>` and `/config/topics/<t>`, then the
    mark. A new controller goes on from what is in ZooKeeper.
+While a partition of the topic is being reassigned (broker/cluster/reassignment.py) the deletion
+halts, as KAFKA-330 has it: brokers keep serving the marked topic and acknowledge nothing; when the
+reassignment completes (or is cancelled) the assignment changes, and each broker resumes at step 2.
+A topic already marked cannot be reassigned. Elections (ElectLeaders) are written at once, so there
+is never one in progress for a deletion to wait on.
 While the mark exists the name cannot be created again (TOPIC_ALREADY_EXISTS, "marked for
 deletion"). DeleteTopics answers when the mark is gone, or REQUEST_TIMED_OUT at its timeout while
 the deletion goes on.
@@ -34,11 +39,14 @@ class TopicDeletions:
 
     def __init__(self, store: MetadataStore, node_id: int, *, drop_local: Callable[[str], Awaitable[None]],
                  keep: Callable[[Watch], None], spawn_until_done: Callable[..., asyncio.Task],
-                 wake_controller: Callable[[], None]) -> None:
+                 wake_controller: Callable[[], None], moving: Callable[[str], Awaitable[bool]]) -> None:
         """`drop_local` stops serving a topic here and removes its logs; `keep` holds a watch for the
         cluster view's life; `spawn_until_done` retries work until it succeeds; `wake_controller`
-        tells the controller that marks or acknowledgements changed."""
+        tells the controller that marks or acknowledgements changed; `moving` tells whether a
+        reassignment of the topic is under way."""
         self.store = store
+        self.moving = moving
+        self.halted: set[str] = set()  # marked, waiting for their partitions to finish moving
         self.node_id = node_id
         self.drop_local = drop_local
         self.keep = keep
@@ -61,6 +69,7 @@ class TopicDeletions:
             self.spawn_until_done(lambda name=name: self._drop(name), "dropping a deleted topic",
                                           lambda name=name: name in self.marked)
         for name in set(self.marked) - names:
+            self.halted.discard(name)
             watch = self.marked.pop(name)
             if watch is not None:
                 watch.cancel()
@@ -70,7 +79,21 @@ class TopicDeletions:
             log.info("topic deletion finished", topic=name)
         self.wake_controller()
 
+    def assignment_changed(self, name: str) -> None:
+        """A halted topic's assignment changed: its reassignments may be over, and its deletion resume."""
+        if name in self.halted and name in self.marked:
+            self.spawn_until_done(lambda: self._drop(name), "dropping a deleted topic",
+                                  lambda: name in self.marked)
+
     async def _drop(self, name: str) -> None:
+        if await self.moving(name):  # KAFKA-330: deletion halts while partitions of the topic move
+            if name not in self.halted:
+                self.halted.add(name)
+                log.info("topic deletion halts while partitions of it are being reassigned", topic=name)
+            return
+        if name in self.halted:
+            self.halted.discard(name)
+            log.info("no partition of the topic moves any more; its deletion resumes", topic=name)
         log.info("topic marked for deletion; dropping local replicas", topic=name)
         await self.drop_local(name)
         try:

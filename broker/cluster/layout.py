@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
@@ -147,6 +147,10 @@ class TopicsZNode:
 class TopicAssignment:
     topic_id: uuid.UUID
     replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
+    # A reassignment under way (KIP-455, broker/cluster/reassignment.py): partition -> the replicas
+    # still joining, and those that leave once the target has caught up; `replicas` holds both.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
 
 class TopicZNode:
@@ -158,15 +162,23 @@ class TopicZNode:
 
     @staticmethod
     def encode(assignment: TopicAssignment) -> bytes:
+        def by_partition(entries: dict[int, list[int]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(entries.items()) if r}
+
         return _json({"version": TopicZNode.VERSION, "topic_id": topic_id_to_str(assignment.topic_id),
-                      "partitions": {str(p): r for p, r in sorted(assignment.replicas.items())},
-                      "adding_replicas": {}, "removing_replicas": {}})
+                      "partitions": by_partition(assignment.replicas),
+                      "adding_replicas": by_partition(assignment.adding),
+                      "removing_replicas": by_partition(assignment.removing)})
 
     @staticmethod
     def decode(data: bytes) -> TopicAssignment:
         raw = json.loads(data)
-        return TopicAssignment(topic_id_from_str(raw["topic_id"]),
-                               {int(p): list(r) for p, r in raw["partitions"].items()})
+
+        def by_partition(key: str) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (raw.get(key) or {}).items() if r}
+
+        return TopicAssignment(topic_id_from_str(raw["topic_id"]), by_partition("partitions"),
+                               by_partition("adding_replicas"), by_partition("removing_replicas"))
 
 
 class PartitionStateZNode:

@@ -269,6 +269,22 @@ class ReplicaManager:
             self._forget(tp)
         self.counters.forget_topic(name)
 
+    def assignment_changed(self, tp: TopicPartition, replicas: list[int], leaving: list[int]) -> None:
+        """A reassignment changed the partition's replicas: the local replica (if any) learns them."""
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            partition.set_replicas(replicas, leaving)
+
+    def holds_log(self, tp: TopicPartition) -> bool:
+        """Whether this broker has a log of the partition (online or not)."""
+        return tp in self.broker.logs.logs or tp in self.broker.logs.offline_partitions
+
+    async def drop_replica(self, tp: TopicPartition) -> None:
+        """A reassignment moved the partition off this broker: stop serving and following it, and
+        delete its log (renamed away at once, removed after file.delete.delay.ms)."""
+        self._forget(tp)
+        await self.broker.logs.delete_log(tp)
+
     def stop_following(self, tp: TopicPartition) -> None:
         """No fetcher follows `tp` any more; a fetcher left with nothing to follow stops."""
         for leader_id, fetcher in list(self._fetchers.items()):

@@ -57,6 +57,7 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0  # when the follower last had everything the leader had (Kafka's rule below)
     last_fetch_leader_log_end_offset: int = -1  # the leader's log end when the previous fetch came
+    joining: bool = False  # added by a reassignment and not yet fetching inside the leader's log
 
 
 def _log_failed_load(task: asyncio.Future[None]) -> None:
@@ -103,6 +104,7 @@ class Partition:
         self.producers_loaded = False
         self._producers_loading: asyncio.Future[None] | None = None
         self.followers: dict[int, FollowerState] = {}
+        self.leaving: set[int] = set()  # replicas a reassignment is removing
         if state is not None and state.leader != self.local_id:
             self.leader_id = state.leader
             self.leader_epoch = state.leader_epoch
@@ -147,6 +149,25 @@ class Partition:
         self._note_leader_epoch()
         self.maybe_increment_high_watermark()
         self.host.leadership_changed(self)
+
+    def set_replicas(self, replicas: list[int], leaving: list[int]) -> None:
+        """The assignment changed (a reassignment, broker/cluster/reassignment.py). A replica that joins
+        starts empty and copies from this leader's log start offset, never below it, so its log start
+        counts as that until it fetches in range (its first fetch, at 0, is out of range and starts it
+        over there): the low watermark does not go back. A replica that is leaving is not taken back
+        into the ISR (the controller takes it out before the assignment drops it); one that has left
+        is forgotten."""
+        self.replicas = list(replicas)
+        self.leaving = set(leaving)
+        if not self.is_leader:
+            return
+        now = _now_ms()
+        for replica in replicas:
+            if replica != self.local_id and replica not in self.followers:
+                self.followers[replica] = FollowerState(replica, log_start_offset=self.log.log_start_offset,
+                                                        last_caught_up_ms=now, joining=True)
+        for gone in set(self.followers) - set(replicas):
+            del self.followers[gone]
 
     def _fresh_followers(self) -> dict[int, FollowerState]:
         """The other replicas, nothing known of them yet; each is given replica.lag.time.max.ms from now
@@ -330,7 +351,11 @@ class Partition:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.last_fetch_leader_log_end_offset = leader_end
         state.log_end_offset = fetch_offset
-        state.log_start_offset = log_start_offset
+        if state.joining and fetch_offset < self.log.log_start_offset:
+            pass  # out of range: it starts over at our log start, which it already counts as
+        else:
+            state.joining = False
+            state.log_start_offset = log_start_offset
         state.last_fetch_ms = now
         self.maybe_expand_isr(state)
         self.maybe_increment_high_watermark()
@@ -342,7 +367,9 @@ class Partition:
     def maybe_expand_isr(self, state: FollowerState) -> None:
         """A follower outside the ISR that has reached the high watermark (and this term's first
         offset) is back in sync: Kafka's isFollowerInSync."""
-        if state.replica_id in self.isr or state.log_end_offset < self.log.high_watermark:
+        if state.replica_id in self.isr or state.replica_id in self.leaving:
+            return
+        if state.log_end_offset < self.log.high_watermark:
             return
         if state.log_end_offset < self.log.epoch_cache.start_offset_of(self.leader_epoch, self.log.log_end_offset):
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import sys
@@ -234,3 +235,18 @@ def error_text(code, message: str | None) -> str | None:
     if message and message != code.name and not message.startswith(code.name):
         return f"{code.name}: {message}"
     return message or code.name
+
+
+def read_partition_entries(path: str, flag: str) -> list[dict]:
+    """The "partitions" list of a Kafka tool's JSON file (kafka-reassign-partitions',
+    kafka-leader-election's): a missing, unreadable or malformed file is bad input."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise BadInput(f"{flag} {path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise BadInput(f"{flag} {path}: not JSON: {exc}") from None
+    entries = document.get("partitions") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise BadInput(f"{flag} {path}: no \"partitions\" list of objects")
+    return entries

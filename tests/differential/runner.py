@@ -32,6 +32,9 @@ VOLATILE = {
     "log_append_time_ms": "<append time>",
     "member_id": "<member>",  # the coordinator makes them up (client id + a random suffix)
     "leader": "<member>",
+    "log_dir": "<log dir>",  # DescribeLogDirs: each broker's own directory and the volume it is on
+    "total_bytes": "<volume bytes>",
+    "usable_bytes": "<volume bytes>",
 }
 # Sets sent as arrays (the ACLs a filter matched), whose order is each authorizer's own.
 UNORDERED = {"matching_acls", "acls"}

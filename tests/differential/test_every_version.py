@@ -273,6 +273,51 @@ def _describe_cluster(target: Target, v: int):
     yield "", m.DescribeClusterRequest(include_cluster_authorized_operations=False)
 
 
+@asks(m.DescribeLogDirsRequest)
+def _describe_log_dirs(target: Target, v: int):
+    Topic = m.DescribeLogDirsRequest.DescribableLogDirTopic
+    # a partition held, one the topic does not have, and a topic neither broker has
+    yield "", m.DescribeLogDirsRequest(topics=[Topic(topic=TOPIC, partitions=[0, 1, 7]),
+                                               Topic(topic="never-was", partitions=[0])])
+    yield " all partitions", m.DescribeLogDirsRequest(topics=None)
+
+
+@asks(m.ElectLeadersRequest)
+def _elect_leaders(target: Target, v: int):
+    Topic = m.ElectLeadersRequest.TopicPartitions
+    asked = [Topic(topic=TOPIC, partitions=[0, 1, 7]), Topic(topic="never-was", partitions=[0])]
+    yield " preferred", m.ElectLeadersRequest(election_type=0, topic_partitions=asked, timeout_ms=10_000)
+    yield " preferred, every partition", m.ElectLeadersRequest(election_type=0, topic_partitions=None,
+                                                               timeout_ms=10_000)
+    if v >= 1:
+        yield " unclean", m.ElectLeadersRequest(election_type=1, topic_partitions=asked, timeout_ms=10_000)
+        yield " of an unknown type", m.ElectLeadersRequest(election_type=7, topic_partitions=asked,
+                                                           timeout_ms=10_000)
+
+
+@asks(m.AlterPartitionReassignmentsRequest)
+def _alter_partition_reassignments(target: Target, v: int):
+    Topic = m.AlterPartitionReassignmentsRequest.ReassignableTopic
+    Partition = Topic.ReassignablePartition
+    # refusals only, so that nothing moves: a cancel with nothing under way, unknown partitions and
+    # topics, and targets that are empty, repeat a broker or name one that is not registered
+    yield "", m.AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
+        Topic(name=TOPIC, partitions=[Partition(partition_index=0, replicas=None),
+                                      Partition(partition_index=7, replicas=None),
+                                      Partition(partition_index=1, replicas=[]),
+                                      Partition(partition_index=1, replicas=[99]),
+                                      Partition(partition_index=1, replicas=[99, 99])]),
+        Topic(name="never-was", partitions=[Partition(partition_index=0, replicas=None)])])
+
+
+@asks(m.ListPartitionReassignmentsRequest)
+def _list_partition_reassignments(target: Target, v: int):
+    Topic = m.ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+    yield "", m.ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=None)
+    yield " named", m.ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=[
+        Topic(name=TOPIC, partition_indexes=[0, 1, 7]), Topic(name="never-was", partition_indexes=[0])])
+
+
 @asks(m.DescribeAclsRequest)
 def _describe_acls(target: Target, v: int):
     yield "", m.DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
@@ -318,6 +363,9 @@ def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
                 "no KRaft feature levels to list")
     allowed["DescribeTopicPartitions v0 all topics", "topics[__consumer_offsets].partitions"] = (
         "the Kafka node of the tests runs one offsets partition (offsets.topic.num.partitions=1), Ebb its default 50")
+    for v in versions.get(m.DescribeLogDirsRequest, ()):
+        allowed[f"DescribeLogDirs v{v} all partitions", "results[0].topics[__consumer_offsets].partitions"] = (
+            "the Kafka node of the tests runs one offsets partition, Ebb its default 50")
     for v in versions.get(m.InitProducerIdRequest, ()):
         allowed[f"InitProducerId v{v}", "producer_id"] = "each broker hands out its own ids"
     return allowed

@@ -3,7 +3,8 @@
 StandardAuthorizer (which selects Ebb's ACL authorizer), one super user — answer the same requests of
 the same principals the same way: authentication refused and accepted, DeleteRecords without and with
 DELETE on the topic (KIP-107 §3), what READ and DESCRIBE allow, ACLs created and deleted by the super
-user, and DeleteTopics.
+user, DeleteTopics, and the cluster operations a user without cluster ACLs is refused (DescribeLogDirs,
+ElectLeaders, the reassignment APIs).
 """
 
 from __future__ import annotations
@@ -81,6 +82,22 @@ def _acl_filter(principal: str) -> m.DeleteAclsRequest.DeleteAclsFilter:
                                                 operation=1, permission_type=1)
 
 
+def cluster_operations():
+    """What needs DESCRIBE (log dirs, reassignments under way) or ALTER (elections, moves) on the cluster."""
+    LogDirsTopic = m.DescribeLogDirsRequest.DescribableLogDirTopic
+    for version in (1, 4):
+        yield f"describe log dirs v{version}", m.DescribeLogDirsRequest(
+            topics=[LogDirsTopic(topic=TOPIC, partitions=[0])]), version
+    yield "elect leaders", m.ElectLeadersRequest(election_type=0, timeout_ms=10_000, topic_partitions=[
+        m.ElectLeadersRequest.TopicPartitions(topic=TOPIC, partitions=[0])]), 2
+    Reassignable = m.AlterPartitionReassignmentsRequest.ReassignableTopic
+    yield "reassign", m.AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=[Reassignable(
+        name=TOPIC, partitions=[Reassignable.ReassignablePartition(partition_index=0, replicas=None)])]), 0
+    Listed = m.ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+    yield "list reassignments", m.ListPartitionReassignmentsRequest(
+        timeout_ms=10_000, topics=[Listed(name=TOPIC, partition_indexes=[0])]), 0
+
+
 def who_may_delete(peer: Peer) -> None:
     with WireClient(peer.port, timeout=30) as client:
         peer.record("a mechanism not enabled", client.send(m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1))
@@ -100,6 +117,8 @@ def who_may_delete(peer: Peer) -> None:
     alice.ask("alice without ACLs: metadata", _metadata(TOPIC), 12)
     alice.ask("alice without ACLs: produce", produce_request(TOPIC, 0, data, acks=-1), 9)
     alice.ask("alice may not create ACLs", m.CreateAclsRequest(creations=[]), 3)
+    for question, request, version in cluster_operations():
+        alice.ask(f"alice without cluster ACLs: {question}", request, version)
 
     Creation = m.CreateAclsRequest.AclCreation
     admin.ask("the super user creates ACLs", m.CreateAclsRequest(creations=[Creation(

@@ -38,6 +38,13 @@ class FakeTopics:
     async def ensure_local_log(self, topic: Topic, tp: TopicPartition) -> None:
         pass
 
+    async def reassignment_under_way(self, name: str) -> bool:
+        return False
+
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> None:
+        raise AssertionError("no reassignment here")
+
 
 class FakeReplicas:
     def __init__(self) -> None:
@@ -49,6 +56,15 @@ class FakeReplicas:
 
     def apply_state(self, topic: Topic, index: int) -> None:
         self.applied.append((index, topic.states[index]))
+
+    def assignment_changed(self, tp: TopicPartition, replicas: list[int], leaving: list[int]) -> None:
+        pass
+
+    def holds_log(self, tp: TopicPartition) -> bool:
+        return False
+
+    async def drop_replica(self, tp: TopicPartition) -> None:
+        raise AssertionError("no replica moves off here")
 
 
 @dataclass

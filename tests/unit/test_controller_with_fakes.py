@@ -13,7 +13,7 @@ from broker.log import TopicPartition
 
 class FakeTopics:
     def __init__(self, replicas):
-        self.topic = SimpleNamespace(name="t", replicas=replicas, states={})
+        self.topic = SimpleNamespace(name="t", replicas=replicas, states={}, unclean_leader_election=None)
 
     def all(self):
         return [self.topic]

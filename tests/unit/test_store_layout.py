@@ -50,6 +50,15 @@ def test_topic_nodes_are_kafkas():
     assert ConfigEntityZNode.decode(b'{"version":1,"config":{"retention.ms":"1"}}') == {"retention.ms": "1"}
 
 
+def test_a_reassignment_is_kept_in_the_topic_node_as_kafka_kept_it():
+    topic_id = uuid.uuid4()
+    moving = TopicAssignment(topic_id, {0: [2, 3, 1], 1: [1, 2]}, adding={0: [3]}, removing={0: [1]})
+    node = json.loads(TopicZNode.encode(moving))
+    assert (node["partitions"], node["adding_replicas"], node["removing_replicas"]) == (
+        {"0": [2, 3, 1], "1": [1, 2]}, {"0": [3]}, {"0": [1]})
+    assert TopicZNode.decode(TopicZNode.encode(moving)) == moving
+
+
 def test_user_names_are_url_encoded_as_kafkas_sanitizer_does():
     path = ConfigEntityZNode.path(ConfigType.USER, "alice@example.com/x y")
     assert path == "/config/users/alice%40example.com%2Fx%20y"

@@ -1,0 +1,34 @@
+"""Requests only the controller executes (ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments): where they run and what a refusal of the whole request looks like.
+
+On the controller they run here. Any other broker forwards the request as it came, at its version,
+to the controller over the inter-broker listener (as Kafka 4's brokers forward to their controller)
+and returns its answer; a forwarded request that finds its receiver no longer controller is not
+forwarded again. Without a reachable controller the answer is NOT_CONTROLLER, which admin clients
+retry. On one broker without ZooKeeper there is no controller: they run here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from broker.handlers import BrokerContext
+from protocol.errors import CodedError, ErrorCode
+from protocol.framing import Request
+
+Response = TypeVar("Response")
+
+
+async def on_the_controller(broker: BrokerContext, request: Request[Any], run: Callable[[], Awaitable[Response]],
+                            refuse: Callable[[ErrorCode, str], Response]) -> Response:
+    cluster = broker.cluster
+    try:
+        if cluster is None or cluster.controller.active:
+            return await run()  # a controller that loses its role meanwhile raises NOT_CONTROLLER
+        if request.header.client_id == cluster.FORWARDED_CLIENT_ID:
+            return refuse(ErrorCode.NOT_CONTROLLER, f"broker {broker.node_id} is no longer the controller")
+        timeout_s = max(getattr(request.body, "timeout_ms", 30_000), 1000) / 1000
+        return await cluster.forward_to_controller(request.body, request.api_version, timeout_s)
+    except CodedError as exc:
+        return refuse(exc.error_code, exc.message)

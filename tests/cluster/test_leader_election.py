@@ -1,0 +1,128 @@
+"""ElectLeaders (KIP-460) on three broker processes and a real ZooKeeper, one cluster for the module
+(auto leader rebalance off, so that only the elections asked for move leadership back).
+
+- A preferred election after the preferred replica's broker returns moves leadership back to it;
+  while that broker is down the answer is PREFERRED_LEADER_NOT_AVAILABLE, once it leads
+  ELECTION_NOT_NEEDED. The request goes to a broker that is not the controller, which forwards it.
+- An unclean election on a partition whose in-sync replicas are all down makes an out-of-sync replica
+  the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
+  documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
+  controller does the same by itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.enums import ElectionType
+from protocol.messages import ElectLeadersRequest
+from tests.broker.data_wire import WireClient, batch, fetch, produce, values
+from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    connect = f"{zk_server.connect}/elections"
+    with three_brokers(connect, tmp_path_factory.mktemp("elections"),
+                       extra={"auto.leader.rebalance.enable": "false"}) as brokers:
+        yield brokers
+
+
+def elect(broker, election: ElectionType, topic: str, partition: int = 0):
+    """One partition's election code; NOT_CONTROLLER (a broker just elected controller that has not
+    taken over yet) is retried, as the admin client does."""
+    request = ElectLeadersRequest(election_type=election, timeout_ms=10_000, topic_partitions=[
+        ElectLeadersRequest.TopicPartitions(topic=topic, partitions=[partition])])
+    answers = []
+
+    def answered() -> bool:
+        with WireClient(broker.port) as client:
+            answers.append(client.send(request, 2))
+        return answers[-1].error_code != E.NOT_CONTROLLER
+    wait_for(answered, what="an answer from the controller")
+    answer = answers[-1]
+    assert answer.error_code == E.NONE
+    [result] = answer.replica_election_results
+    [partition_result] = result.partition_result
+    return partition_result.error_code
+
+
+def not_the_controller(cluster):
+    controller = metadata_of(cluster[1]).controller_id
+    return cluster[next(n for n in NODES if n != controller)]
+
+
+def leads(cluster, topic: str, node: int) -> bool:
+    return all(partition_state(b, topic).leader_id == node for b in cluster.values() if b.process.poll() is None)
+
+
+def test_preferred_election_after_a_brokers_return_moves_leadership_back(cluster):
+    topic = new_topic(cluster, prefix="preferred")
+    state = partition_state(cluster[1], topic)
+    preferred = state.replica_nodes[0]
+    assert state.leader_id == preferred
+    cluster[preferred].stop()
+    wait_for(lambda: partition_state(cluster[next(n for n in NODES if n != preferred)], topic).leader_id
+             not in (preferred, -1), what="leadership moved off the stopped broker")
+    asked = cluster[next(n for n in NODES if n != preferred)]
+    assert elect(asked, ElectionType.PREFERRED, topic) == E.PREFERRED_LEADER_NOT_AVAILABLE
+
+    cluster[preferred].start()
+    wait_for(lambda: in_sync(cluster[preferred], topic, 0), what="the preferred replica back in the ISR")
+    assert not leads(cluster, topic, preferred)  # nothing moves it back by itself (no auto rebalance)
+    assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.NONE
+    wait_for(lambda: leads(cluster, topic, preferred), what="every broker naming the preferred replica leader")
+    assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.ELECTION_NOT_NEEDED
+    assert elect(not_the_controller(cluster), ElectionType.UNCLEAN, topic) == E.ELECTION_NOT_NEEDED
+
+
+def only_an_out_of_sync_replica_left(cluster, topic: str) -> tuple[int, int, int]:
+    """Writes "kept" to every replica, then "lost" (acknowledged, acks=-1) while one replica is stopped;
+    then the two in-sync brokers stop and the stopped one starts alone: (old leader, it, the third)."""
+    state = partition_state(cluster[1], topic)
+    leader, behind = state.leader_id, next(n for n in state.replica_nodes if n != state.leader_id)
+    third = next(n for n in NODES if n not in (leader, behind))
+    with WireClient(cluster[leader].port) as client:
+        assert produce(client, topic, 0, batch([b"kept"]), acks=-1).error_code == E.NONE
+    wait_for(lambda: sorted(partition_state(cluster[leader], topic).isr_nodes) == list(NODES),
+             what="the first record on every replica")
+    cluster[behind].stop()
+    wait_for(lambda: behind not in partition_state(cluster[leader], topic).isr_nodes, what=f"{behind} out of the ISR")
+    with WireClient(cluster[leader].port) as client:
+        assert produce(client, topic, 0, batch([b"lost"]), acks=-1).error_code == E.NONE
+    cluster[third].stop()
+    cluster[leader].stop()
+    cluster[behind].start()
+    return leader, behind, third
+
+
+def test_unclean_election_when_every_in_sync_replica_is_down_loses_what_only_they_had(cluster):
+    topic = new_topic(cluster, prefix="unclean")
+    leader, behind, third = only_an_out_of_sync_replica_left(cluster, topic)
+    wait_for(lambda: partition_state(cluster[behind], topic).error_code == E.LEADER_NOT_AVAILABLE,
+             what="the partition offline: its in-sync replicas are down")
+    assert elect(cluster[behind], ElectionType.PREFERRED, topic) == E.PREFERRED_LEADER_NOT_AVAILABLE
+    assert elect(cluster[behind], ElectionType.UNCLEAN, topic) == E.NONE
+    wait_for(lambda: partition_state(cluster[behind], topic).leader_id == behind, what="the unclean leader serving")
+    with WireClient(cluster[behind].port) as client:
+        assert values(fetch(client, topic, 0, 0)) == [b"kept"]  # the acknowledged "lost" is gone: the price
+    cluster[leader].start()
+    cluster[third].start()
+    wait_for(lambda: all(in_sync(b, topic, 0) for b in cluster.values()),
+             what="the old leader truncated to the unclean leader's log and back in sync")
+    with WireClient(cluster[leader].port) as client:  # a consumer's Fetch v12 is served by a follower
+        assert values(fetch(client, topic, 0, 0)) == [b"kept"]
+
+
+def test_unclean_leader_election_enable_lets_the_controller_elect_an_out_of_sync_replica(cluster):
+    topic = new_topic(cluster, prefix="unclean-config", configs={"unclean.leader.election.enable": "true"})
+    leader, behind, third = only_an_out_of_sync_replica_left(cluster, topic)  # the setting lets it lead
+    wait_for(lambda: partition_state(cluster[behind], topic).leader_id == behind, what="the out-of-sync leader")
+    with WireClient(cluster[behind].port) as client:
+        assert values(fetch(client, topic, 0, 0)) == [b"kept"]  # the acknowledged "lost" is gone
+    cluster[leader].start()
+    cluster[third].start()
+    wait_for(lambda: all(in_sync(b, topic, 0) for b in cluster.values()), what="everyone back in sync")
