@@ -336,8 +336,11 @@ def test_a_topic_deletion_that_fails_half_way_stays_marked_and_is_finished_later
             assert delete_topic(client, "crashed").error_code == ErrorCode.KAFKA_STORAGE_ERROR
             broker.stop(signal.SIGKILL)
     broker.start()
-    with WireClient(broker.port) as client:
-        wait_for(lambda: topic_dirs(broker.data_dir, "crashed") == [], what="the start finishing the deletion")
-        for topic in ("stuck", "crashed"):
-            assert metadata(client, [topic]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            assert wire_create_topic(client, topic, 1).error_code == ErrorCode.NONE  # the name is free again
+    try:
+        with WireClient(broker.port) as client:
+            wait_for(lambda: topic_dirs(broker.data_dir, "crashed") == [], what="the start finishing the deletion")
+            for topic in ("stuck", "crashed"):
+                assert metadata(client, [topic]).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                assert wire_create_topic(client, topic, 1).error_code == ErrorCode.NONE  # the name is free again
+    finally:
+        broker.stop()  # started again outside the `with`, which stopped only the first process
