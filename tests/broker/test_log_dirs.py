@@ -7,10 +7,18 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from protocol.messages import DescribeLogDirsRequest
 from tests.broker.data_wire import batch, create_topic, delete_records, produce
 
 Topic = DescribeLogDirsRequest.DescribableLogDirTopic
+
+
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    # Ebb-only: segments of a few batches, below Kafka's 1 MiB minimum, so DeleteRecords frees whole ones
+    return {"ebb.testing.small.segments.enable": "true"}
 
 
 def describe(client, topics, version: int = 4):
