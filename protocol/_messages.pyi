@@ -1351,6 +1351,70 @@ class DescribeLogDirsResponse(ApiMessage):
         results: list[DescribeLogDirsResult] = ...,
     ) -> None: ...
 
+class DescribeProducersRequest(ApiRequest[DescribeProducersResponse]):
+    class TopicRequest(Struct):
+        name: str
+        """Name of the topic."""
+        partition_indexes: list[int]
+        """Partitions of the topic to describe."""
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    topics: list[TopicRequest]
+    """Topics whose partitions' producers are asked for."""
+    def __init__(self, *, topics: list[TopicRequest] = ...) -> None: ...
+
+class DescribeProducersResponse(ApiMessage):
+    class TopicResponse(Struct):
+        class PartitionResponse(Struct):
+            class ProducerState(Struct):
+                producer_id: int
+                """Id of the producer."""
+                producer_epoch: int
+                """Its current epoch here."""
+                last_sequence: int
+                """Sequence number of its last record written here; -1 if none is known."""
+                last_timestamp: int
+                """Timestamp of its last batch written here; -1 if none is known."""
+                coordinator_epoch: int
+                """Epoch of the transaction coordinator that wrote its last marker here; -1 if none did."""
+                current_txn_start_offset: int
+                """First offset of its transaction open here; -1 if none is open."""
+                def __init__(
+                    self,
+                    *,
+                    producer_id: int = ...,
+                    producer_epoch: int = ...,
+                    last_sequence: int = ...,
+                    last_timestamp: int = ...,
+                    coordinator_epoch: int = ...,
+                    current_txn_start_offset: int = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result for this partition; 0 on success."""
+            error_message: str | None
+            """Details of the error, when there are any."""
+            active_producers: list[ProducerState]
+            """Producers the partition leader keeps state for."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                active_producers: list[ProducerState] = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[PartitionResponse]
+        """One entry per partition asked for."""
+        def __init__(self, *, name: str = ..., partitions: list[PartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    topics: list[TopicResponse]
+    """One entry per topic asked for."""
+    def __init__(self, *, throttle_time_ms: int = ..., topics: list[TopicResponse] = ...) -> None: ...
+
 class DescribeTopicPartitionsRequest(ApiRequest[DescribeTopicPartitionsResponse]):
     """v0: KIP-966; what Kafka 4's Admin.describeTopics and kafka-topics --describe ask first"""
     class TopicRequest(Struct):
@@ -1453,6 +1517,53 @@ class DescribeTopicPartitionsResponse(ApiMessage):
         topics: list[DescribeTopicPartitionsResponseTopic] = ...,
         next_topic_partition: Cursor | None = ...,
     ) -> None: ...
+
+class DescribeTransactionsRequest(ApiRequest[DescribeTransactionsResponse]):
+    transactional_ids: list[str]
+    """Transactional ids to describe; an empty list describes none."""
+    def __init__(self, *, transactional_ids: list[str] = ...) -> None: ...
+
+class DescribeTransactionsResponse(ApiMessage):
+    class TransactionState(Struct):
+        class TopicData(Struct):
+            topic: str
+            """Name of the topic."""
+            partitions: list[int]
+            """Partitions of the topic in the transaction."""
+            def __init__(self, *, topic: str = ..., partitions: list[int] = ...) -> None: ...
+        error_code: int
+        """Result for this id; 0 on success."""
+        transactional_id: str
+        """The transactional id."""
+        transaction_state: str
+        """Name of its state, such as Ongoing."""
+        transaction_timeout_ms: int
+        """Its transaction timeout."""
+        transaction_start_time_ms: int
+        """When its current transaction started; -1 when none is open."""
+        producer_id: int
+        """Its producer id."""
+        producer_epoch: int
+        """Its producer epoch."""
+        topics: list[TopicData]
+        """Partitions in its transaction (while completing: those still without a marker)."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            transactional_id: str = ...,
+            transaction_state: str = ...,
+            transaction_timeout_ms: int = ...,
+            transaction_start_time_ms: int = ...,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            topics: list[TopicData] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    transaction_states: list[TransactionState]
+    """One entry per transactional id asked for."""
+    def __init__(self, *, throttle_time_ms: int = ..., transaction_states: list[TransactionState] = ...) -> None: ...
 
 class DescribeUserScramCredentialsRequest(ApiRequest[DescribeUserScramCredentialsResponse]):
     """v0: KIP-554."""
@@ -2445,6 +2556,58 @@ class ListPartitionReassignmentsResponse(ApiMessage):
         error_code: int = ...,
         error_message: str | None = ...,
         topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
+
+class ListTransactionsRequest(ApiRequest[ListTransactionsResponse]):
+    """v1: duration filter added v2: transactional id pattern added"""
+    state_filters: list[str]
+    """Only list transactions in one of these states; an empty list applies no state filter."""
+    producer_id_filters: list[int]
+    """Only list transactions of one of these producer ids; an empty list applies no producer filter."""
+    duration_filter: int
+    """Only list transactions running longer than this many milliseconds; negative applies no duration filter."""
+    transactional_id_pattern: str | None
+    """Only list transactional ids this regular expression matches whole; null or empty applies no pattern filter."""
+    def __init__(
+        self,
+        *,
+        state_filters: list[str] = ...,
+        producer_id_filters: list[int] = ...,
+        duration_filter: int = ...,
+        transactional_id_pattern: str | None = ...,
+    ) -> None: ...
+
+class ListTransactionsResponse(ApiMessage):
+    """v1-v2: layout unchanged from v0"""
+    class TransactionState(Struct):
+        transactional_id: str
+        """The transactional id."""
+        producer_id: int
+        """Its producer id."""
+        transaction_state: str
+        """Name of its state, such as Ongoing."""
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            producer_id: int = ...,
+            transaction_state: str = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Listing result; 0 on success."""
+    unknown_state_filters: list[str]
+    """State filters of the request that name no transaction state."""
+    transaction_states: list[TransactionState]
+    """Transactional ids that pass the filters."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        unknown_state_filters: list[str] = ...,
+        transaction_states: list[TransactionState] = ...,
     ) -> None: ...
 
 class MetadataRequest(ApiRequest[MetadataResponse]):

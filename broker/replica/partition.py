@@ -451,8 +451,9 @@ class Partition:
         except ProducerStateError as exc:
             raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
         info = self.log.append_nowait(records, leader_epoch=self.leader_epoch)
+        written_at = info.log_append_time if info.log_append_time >= 0 else header.max_timestamp
         aborted = self.producers.complete_txn(header.producer_id, header.producer_epoch, control_type,
-                                              coordinator_epoch, info.first_offset)
+                                              coordinator_epoch, info.first_offset, written_at)
         if aborted is not None:
             self.log.record_aborted_txn(aborted)
         return await self._appended(info)

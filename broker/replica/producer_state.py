@@ -25,7 +25,8 @@ survives restarts, clean or not. The snapshot is `producer-state.json` in the pa
 
     {"version": 2, "offset": <log end offset it covers>, "producers": {"<id>": {"epoch": e,
      "last_update_ms": t, "batches": [[first_seq, last_seq, first_offset, last_offset, timestamp], ...],
-     "coordinator_epoch": c, "txn_first_offset": f (-1: no transaction open)}}}
+     "coordinator_epoch": c, "txn_first_offset": f (-1: no transaction open),
+     "last_timestamp": t (of the last batch or marker; absent in older snapshots)}}}
 
 (version 1, before transactions, is still read: it has no open transactions.)
 
@@ -96,6 +97,7 @@ class ProducerEntry:
     last_update_ms: int = 0
     coordinator_epoch: int = -1
     txn_first_offset: int = NO_OFFSET  # the open transaction's first offset here
+    last_timestamp: int = -1  # of its last batch or marker here (Kafka's lastTimestamp, DescribeProducers)
 
     @property
     def last_seq(self) -> int:
@@ -118,6 +120,7 @@ class ProducerEntry:
             self.epoch = epoch
             self.batches.clear()
         self.batches.append(batch)
+        self.last_timestamp = batch.timestamp
         self.last_update_ms = now_ms
 
 
@@ -234,7 +237,7 @@ class ProducerStateManager:
             )
 
     def complete_txn(self, producer_id: int, epoch: int, control_type: int, coordinator_epoch: int,
-                     marker_offset: int, now_ms: int | None = None) -> AbortedTxn | None:
+                     marker_offset: int, marker_timestamp: int, now_ms: int | None = None) -> AbortedTxn | None:
         """A marker was written at `marker_offset`: close the producer's transaction here. Returns
         the aborted-transaction index entry for an ABORT, None for a COMMIT."""
         now = _now_ms() if now_ms is None else now_ms
@@ -247,6 +250,7 @@ class ProducerStateManager:
         first = entry.txn_first_offset if entry.txn_first_offset != NO_OFFSET else marker_offset
         entry.txn_first_offset = NO_OFFSET
         entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = marker_timestamp
         entry.last_update_ms = now
         self.ongoing.pop(producer_id, None)
         self.unreplicated.append((first, marker_offset))
@@ -284,7 +288,7 @@ class ProducerStateManager:
             if control_type < 0:
                 return None
             return self.complete_txn(header.producer_id, header.producer_epoch, control_type, -1,
-                                     header.base_offset, now_ms)
+                                     header.base_offset, header.max_timestamp, now_ms)
         batch = BatchMetadata(header.base_sequence, last_sequence(header.base_sequence, header.last_offset_delta),
                               header.base_offset, header.last_offset, header.max_timestamp)
         self.update(header.producer_id, header.producer_epoch, batch, now_ms,
@@ -310,7 +314,8 @@ class ProducerStateManager:
             str(pid): {"epoch": e.epoch, "last_update_ms": e.last_update_ms,
                        "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
                                    for b in e.batches],
-                       "coordinator_epoch": e.coordinator_epoch, "txn_first_offset": e.txn_first_offset}
+                       "coordinator_epoch": e.coordinator_epoch, "txn_first_offset": e.txn_first_offset,
+                       "last_timestamp": e.last_timestamp}
             for pid, e in self.producers.items()
         }
         return json.dumps({"version": SNAPSHOT_VERSION, "offset": offset, "producers": producers},
@@ -328,6 +333,8 @@ class ProducerStateManager:
                                   txn_first_offset=int(item.get("txn_first_offset", NO_OFFSET)))
             for first_seq, last_seq, first_offset, last_offset, timestamp in item["batches"]:
                 entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+            # Snapshots before last_timestamp was kept: the last batch's, as it was then.
+            entry.last_timestamp = int(item.get("last_timestamp", entry.batches[-1].timestamp if entry.batches else -1))
             producers[int(pid)] = entry
         self.producers = producers
         opened = sorted((e.txn_first_offset, pid) for pid, e in producers.items() if e.txn_first_offset != NO_OFFSET)

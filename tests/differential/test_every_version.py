@@ -207,6 +207,25 @@ def _end_txn(target: Target, v: int):
     yield "", m.EndTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0, committed=True)
 
 
+@asks(m.DescribeProducersRequest)
+def _describe_producers(target: Target, v: int):
+    yield "", m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+        name=TOPIC, partition_indexes=[0, 1, 7])])
+
+
+@asks(m.DescribeTransactionsRequest)
+def _describe_transactions(target: Target, v: int):
+    yield "", m.DescribeTransactionsRequest(transactional_ids=["never-initialised", ""])
+
+
+@asks(m.ListTransactionsRequest)
+def _list_transactions(target: Target, v: int):
+    filters = {"duration_filter": 1000} if v >= 1 else {}
+    if v >= 2:
+        filters["transactional_id_pattern"] = "never-.*"
+    yield "", m.ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[], **filters)
+
+
 @asks(m.CreateTopicsRequest)
 def _create_topics(target: Target, v: int):
     yield "", m.CreateTopicsRequest(topics=[topic(f"{TOPIC}-new", 3), topic(TOPIC, 1)], timeout_ms=30_000,

@@ -14,6 +14,7 @@ from broker.replica.producer_state import (
     in_sequence,
     last_sequence,
 )
+from protocol.control_records import ControlType
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
 
@@ -87,6 +88,23 @@ def test_snapshot_round_trip_and_expiry(tmp_path):
     assert {pid: (e.epoch, list(e.batches)) for pid, e in again.producers.items()} == \
         {pid: (e.epoch, list(e.batches)) for pid, e in state.producers.items()}
     assert again.expire(now_ms=5000) == 2 and len(again) == 0
+
+
+def test_last_timestamp_is_the_last_batch_or_marker_and_survives_snapshots(tmp_path):
+    import json
+
+    state = ProducerStateManager(tmp_path)
+    _append(state, 7, 0, 0, 3, 10)  # written at 1000
+    assert state.producers[7].last_timestamp == 1000
+    state.complete_txn(7, 0, ControlType.COMMIT, 3, 13, marker_timestamp=5000, now_ms=1)
+    assert state.producers[7].last_timestamp == 5000  # Kafka's lastTimestamp moves with the marker
+    again = ProducerStateManager(tmp_path)
+    again.restore(state.snapshot(14))
+    assert again.producers[7].last_timestamp == 5000
+    older = json.loads(state.snapshot(14))
+    del older["producers"]["7"]["last_timestamp"]  # a snapshot from before the field: the last batch's
+    again.restore(json.dumps(older).encode())
+    assert again.producers[7].last_timestamp == 1000
 
 
 def test_snapshot_of_an_unknown_version_is_refused(tmp_path):
