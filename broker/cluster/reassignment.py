@@ -101,15 +101,17 @@ class Reassignments:
         topic = self.topics.get(name)
         if topic is None:
             return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
-        if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
-            return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                      f"Topic {name} is marked for deletion; its partitions are not moved.")
         current = topic.replicas.get(partition)
         if current is None:
             return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       f"Unable to find partition {name}:{partition}.")
         if target is None:
+            # Before the deletion mark: a deletion waits for the topic's moves to end, and cancelling
+            # is how a move that cannot finish (its target broker gone) ends.
             return await self._cancel(topic, partition)
+        if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
+            return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      f"Topic {name} is marked for deletion; its partitions are not moved.")
         try:
             validate_manual_assignment(list(target), None, self.alive_ids())
         except TopicError as exc:
