@@ -14,12 +14,14 @@ ReplicaManager.describeLogDirs answers:
 - TotalBytes and UsableBytes (v4+) are a fresh reading of the volume (statvfs: blocks and blocks
   available to an unprivileged user, as Java's FileStore reports them), taken off the event loop;
   the reading also updates the dir's free-space state (log.dir.min.free.bytes);
-- IsCordoned (v5) is false: Ebb has no cordoned log dirs (no placement to refuse).
+- IsCordoned (v5) is false: Ebb has no cordoned log dirs (no placement to refuse);
+- a failed dir (an I/O error took it offline, broker/log/dir_health.py) is answered
+  KAFKA_STORAGE_ERROR with no topics and -1 bytes, as Kafka answers for an offline dir.
 With an authorizer the caller needs DESCRIBE on the cluster; without it the answer has no results
 and, from v3, CLUSTER_AUTHORIZATION_FAILED at the top (v1-v2 cannot carry it: just no results, as
 in Kafka).
 
-Errors: NONE, CLUSTER_AUTHORIZATION_FAILED (top level, v3+).
+Errors: NONE, CLUSTER_AUTHORIZATION_FAILED (top level, v3+), KAFKA_STORAGE_ERROR (the dir's).
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ async def describe_log_dirs(broker: BrokerContext, request: Request[DescribeLogD
     if not allowed_on_cluster(broker, request, Operation.DESCRIBE):
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                        results=[])
+    if broker.logs.health.failed:  # as Kafka answers for an offline dir: the error, no topics, no volume
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, results=[_Result(
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(broker.logs.log_dir.absolute()), topics=[],
+            total_bytes=-1, usable_bytes=-1, is_cordoned=False)])
     held = broker.logs.logs
     asked = None if request.body.topics is None else {
         TopicPartition(topic.topic, index) for topic in request.body.topics for index in topic.partitions}
