@@ -23,6 +23,7 @@ from pathlib import Path
 import structlog
 
 from broker.log import cold_files
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger("store")
 
@@ -57,6 +58,17 @@ class StoreUnavailable(StoreError):
 class StoreWriteFailed(StoreUnavailable):
     """The embedded store could not write its file (a full disk): the change was not made, in memory
     either (so a crash cannot differ from what the caller was told); the old file stays whole."""
+
+
+def store_error_answer(exc: StoreError) -> tuple[ErrorCode, str]:
+    """What a request whose metadata change failed in the store answers, for that resource or partition:
+    KAFKA_STORAGE_ERROR when the write failed (a full disk), REQUEST_TIMED_OUT when the store could not
+    be reached (the change may or may not be made; clients retry), UNKNOWN_SERVER_ERROR otherwise."""
+    if isinstance(exc, StoreWriteFailed):
+        return ErrorCode.KAFKA_STORAGE_ERROR, f"The metadata could not be written: {exc}"
+    if isinstance(exc, StoreUnavailable):
+        return ErrorCode.REQUEST_TIMED_OUT, f"The metadata store is unavailable: {exc}"
+    return ErrorCode.UNKNOWN_SERVER_ERROR, f"The metadata change failed: {exc}"
 
 
 ChildrenCallback = Callable[[list[str] | None], None]

@@ -8,6 +8,7 @@ from collections import Counter
 import structlog
 
 from broker import log_output
+from broker.cluster.store import StoreError, store_error_answer
 from broker.config import known_broker_properties
 from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.handlers.context import BrokerContext
@@ -192,6 +193,8 @@ async def alter_each(resources, alter, result_class, log) -> list:
             await alter(resource)
         except (ResourceError, TopicError) as exc:
             error, message = exc.error_code, exc.message
+        except StoreError as exc:  # ZooKeeper lost, or a full disk: this resource fails, the connection stays
+            error, message = store_error_answer(exc)
         if error != ErrorCode.NONE:
             log.info("configs not altered", resource_type=resource.resource_type, resource=resource.resource_name,
                      error=error.name, message=message)

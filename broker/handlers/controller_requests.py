@@ -5,7 +5,8 @@ On the controller they run here. Any other broker forwards the request as it cam
 to the controller over the inter-broker listener (as Kafka 4's brokers forward to their controller)
 and returns its answer; a forwarded request that finds its receiver no longer controller is not
 forwarded again. Without a reachable controller the answer is NOT_CONTROLLER, which admin clients
-retry. On one broker without ZooKeeper there is no controller: they run here.
+retry. On one broker without ZooKeeper there is no controller: they run here. A metadata store
+failure is answered for every partition (broker/cluster/store.py's store_error_answer).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from broker.cluster.store import StoreError, store_error_answer
 from broker.handlers import BrokerContext
 from protocol.errors import CodedError, ErrorCode
 from protocol.framing import Request
@@ -32,3 +34,5 @@ async def on_the_controller(broker: BrokerContext, request: Request[Any], run: C
         return await cluster.forward_to_controller(request.body, request.api_version, timeout_s)
     except CodedError as exc:
         return refuse(exc.error_code, exc.message)
+    except StoreError as exc:  # ZooKeeper lost, or a full disk: every partition fails, the connection stays
+        return refuse(*store_error_answer(exc))

@@ -22,12 +22,14 @@ With an authorizer the caller needs ALTER on the cluster; without it every parti
 level answer CLUSTER_AUTHORIZATION_FAILED, as Kafka's getErrorResponse.
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION,
-NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR.
+NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR; a partition whose
+metadata write fails: KAFKA_STORAGE_ERROR (the store's disk), REQUEST_TIMED_OUT (ZooKeeper unreachable).
 """
 
 from __future__ import annotations
 
 from broker.cluster.reassignment import ReassignmentResult
+from broker.cluster.store import StoreError, store_error_answer
 from broker.handlers import BrokerContext, handles
 from broker.handlers.controller_requests import on_the_controller
 from broker.security.access import allowed_on_cluster
@@ -56,7 +58,10 @@ async def alter_partition_reassignments(broker: BrokerContext, request: Request[
             results = []
             for p in topic.partitions:
                 target = None if p.replicas is None else list(p.replicas)
-                result = await _alter(broker, topic.name, p.partition_index, target, allow_change)
+                try:
+                    result = await _alter(broker, topic.name, p.partition_index, target, allow_change)
+                except StoreError as exc:  # this partition fails; those altered before keep their answer
+                    result = ReassignmentResult(*store_error_answer(exc))
                 results.append(_PartitionResponse(partition_index=p.partition_index, error_code=result.error_code,
                                                   error_message=result.message))
             topics.append(_TopicResponse(name=topic.name, partitions=results))
