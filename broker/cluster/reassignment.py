@@ -25,6 +25,7 @@ A reassignment that only reorders replicas, or only removes in-sync ones, finish
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,11 +94,19 @@ class Reassignments:
         self.alive_ids = alive_ids
         self.change_partition = change_partition
         self.wake = wake
+        # alter and _cancel (a request's task) and _finish (the controller's round) all run on the
+        # controller: one at a time, so a round never writes over a newer target or a cancel.
+        self._lock = asyncio.Lock()
 
     # --- the requests ----------------------------------------------------------------------------
 
     async def alter(self, name: str, partition: int, target: list[int] | None,
                     allow_replication_factor_change: bool = True) -> ReassignmentResult:
+        async with self._lock:
+            return await self._alter(name, partition, target, allow_replication_factor_change)
+
+    async def _alter(self, name: str, partition: int, target: list[int] | None,
+                     allow_replication_factor_change: bool) -> ReassignmentResult:
         topic = self.topics.get(name)
         if topic is None:
             return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
@@ -168,10 +177,15 @@ class Reassignments:
                 continue
             for partition in sorted(set(topic.adding) | set(topic.removing)):
                 if asked is None or partition in asked[topic.name]:
-                    found.append(Ongoing(topic.name, partition, list(topic.replicas[partition]),
-                                         list(topic.adding.get(partition, [])),
-                                         list(topic.removing.get(partition, []))))
+                    found.append(_ongoing(topic, partition))
         return found
+
+    def _entry(self, name: str, partition: int) -> Ongoing | None:
+        """The partition's reassignment as the topic holds it now; None if none is under way."""
+        topic = self.topics.get(name)
+        if topic is None or (partition not in topic.adding and partition not in topic.removing):
+            return None
+        return _ongoing(topic, partition)
 
     # --- the controller's rounds ----------------------------------------------------------------
 
@@ -184,6 +198,12 @@ class Reassignments:
         return finished
 
     async def _finish(self, moving: Ongoing) -> bool:
+        async with self._lock:
+            if self._entry(moving.topic, moving.partition) != moving:
+                return False  # cancelled or given a new target since the round looked: the next round acts
+            return await self._complete(moving)
+
+    async def _complete(self, moving: Ongoing) -> bool:
         target = [r for r in moving.replicas if r not in moving.removing]
         alive = set(self.alive_ids())
         ready: list[bool] = []
@@ -217,3 +237,8 @@ class Reassignments:
             return True
         return state.leader not in target or any(r not in target for r in state.isr)
 
+
+
+def _ongoing(topic: MovingTopic, partition: int) -> Ongoing:
+    return Ongoing(topic.name, partition, list(topic.replicas[partition]), list(topic.adding.get(partition, [])),
+                   list(topic.removing.get(partition, [])))

@@ -69,3 +69,30 @@ async def test_a_move_of_a_topic_marked_for_deletion_can_be_cancelled(tmp_path):
     assert topics.written == [("t", 0, [1, 2], [], [])]
     assert not topics.topic.moving  # the deletion, halted while it moved, can resume
     await store.close()
+
+
+def _shrinking_topic() -> Topic:
+    """t-0 moves from [1, 2, 3] to [1, 2]: its target is in the ISR, so the next round finishes it."""
+    return Topic("t", uuid.uuid4(), {0: [1, 2, 3]}, states={0: PartitionState(1, 4, (1, 2, 3), 3)},
+                 removing={0: [3]})
+
+
+def _target(topic: Topic) -> list[int]:
+    return [r for r in topic.replicas[0] if r not in topic.removing.get(0, [])]
+
+
+async def test_a_round_finishing_a_move_does_not_overwrite_a_newer_target_asked_meanwhile(tmp_path):
+    store, topics, reassignments = await _reassignments(tmp_path, _shrinking_topic(), [1, 2, 3])
+    finished, moved = await asyncio.gather(reassignments.advance(), reassignments.alter("t", 0, [1, 3]))
+    assert finished == 1 and moved.error_code == ErrorCode.NONE
+    assert _target(topics.topic) == [1, 3]  # the newer target, asked after the round began, holds
+    await store.close()
+
+
+async def test_a_round_that_looked_before_a_new_target_was_written_leaves_it_alone(tmp_path):
+    store, topics, reassignments = await _reassignments(tmp_path, _shrinking_topic(), [1, 2, 3])
+    moved, finished = await asyncio.gather(reassignments.alter("t", 0, [1, 3]), reassignments.advance())
+    assert moved.error_code == ErrorCode.NONE and finished == 0
+    assert _target(topics.topic) == [1, 3] and topics.topic.removing == {0: [2]}
+    assert topics.topic.states[0].isr == (1, 2, 3)  # the round did not drop 3 from the ISR either
+    await store.close()
