@@ -19,7 +19,7 @@ from broker.cluster.cluster import Cluster
 from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZNode
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
-from broker.dynamic_config import DynamicBrokerConfig
+from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
@@ -119,8 +119,12 @@ class Broker:
         self.services.insert(0, self.replicas)  # started first, stopped last
         if config.zookeeper_connect is not None:
             # brokers, partition states and roles, the controller election
-            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id, config.replication,
+            # unclean.leader.election.enable can change dynamically: the controller reads it each round
+            # and has one at once when it changes (offline partitions may get a leader now).
+            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id,
+                                   ControllerSettings(config.replication, self.dynamic_config),
                                    config.inter_broker_security)
+            self.dynamic_config.unclean_election_listeners.append(self.cluster.controller.wake)
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,

@@ -26,8 +26,10 @@ from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, 
 from broker.config import (
     STORED_ONLY_BROKER_PROPERTIES,
     TOPIC_DEFAULTS,
+    UNCLEAN_ELECTION,
     BrokerConfig,
     ConfigError,
+    ReplicationConfig,
     broker_defaults_with,
     default_broker_properties,
     topic_defaults_from,
@@ -39,6 +41,7 @@ from broker.topic_configs import (
     InvalidConfig,
     TopicConfigDef,
     at_least,
+    stored_only_default,
     with_segment_rule,
 )
 from protocol.enums import ConfigType
@@ -93,6 +96,8 @@ class DynamicBrokerConfig:
         self.topic_defaults: LogConfig = config.topic_defaults
         # Called (old, new) when the broker-wide topic defaults change: the topics re-derive their configs.
         self.topic_defaults_listeners: list[TopicDefaultsListener] = []
+        # Called when unclean.leader.election.enable in force here changes: the controller elects again.
+        self.unclean_election_listeners: list[Callable[[], None]] = []
         self._watches: list[Watch] = []
         self._applying: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()  # one change written at a time per broker: no lost updates
@@ -183,8 +188,18 @@ class DynamicBrokerConfig:
             log.error("dynamic broker configs not applied", error=str(exc))
             return None
 
+    @property
+    def unclean_leader_election_enable(self) -> bool:
+        """unclean.leader.election.enable in force here (this broker's dynamic value, the cluster-wide one,
+        the properties file, false): the controller's default for topics without an override."""
+        return stored_only_default(UNCLEAN_ELECTION, self.layers.merged()) == "true"
+
     def _changed(self, entity: str, data: bytes | None) -> None:
+        unclean = self.unclean_leader_election_enable
         self._take(entity, data)
+        if self.unclean_leader_election_enable != unclean:
+            for wake in self.unclean_election_listeners:
+                wake()
         new = self._derive_topic_defaults()
         if new is None or new == self.topic_defaults:
             return
@@ -198,3 +213,19 @@ class DynamicBrokerConfig:
         self._applying.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("dynamic topic defaults not applied", error=repr(task.exception()))
+
+
+class ControllerSettings:
+    """The controller's settings (broker/cluster/controller.py's LeaderBalancing): the properties file's,
+    but unclean.leader.election.enable as in force now, dynamic changes included."""
+
+    def __init__(self, static: ReplicationConfig, dynamic: DynamicBrokerConfig) -> None:
+        self.static = static
+        self.dynamic = dynamic
+
+    def __getattr__(self, name: str) -> Any:  # every other setting: the properties file's
+        return getattr(self.static, name)
+
+    @property
+    def unclean_leader_election_enable(self) -> bool:
+        return self.dynamic.unclean_leader_election_enable
