@@ -152,6 +152,8 @@ class LogCleaner:
         self.producer_snapshot_offset: Callable[[TopicPartition], int | None] = lambda tp: None
         self._first_dirty: dict[TopicPartition, int] = {}
         self._in_progress: set[TopicPartition] = set()
+        # Partitions deleted while a round on them runs: that round must not swap or record anything.
+        self._cancelled: set[TopicPartition] = set()
         self._uncleanable: dict[TopicPartition, str] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -204,7 +206,10 @@ class LogCleaner:
         self._wake.set()
 
     def forget(self, tp: TopicPartition) -> None:
-        """A deleted log: its checkpoint entry goes with the next write."""
+        """A deleted log: its checkpoint entry goes with the next write, and a round running on it is
+        abandoned at its next swap."""
+        if tp in self._in_progress:
+            self._cancelled.add(tp)
         self._first_dirty.pop(tp, None)
         self._uncleanable.pop(tp, None)
 
@@ -269,7 +274,14 @@ class LogCleaner:
                              error=repr(exc))
         finally:
             self._in_progress.discard(tp)
+            self._cancelled.discard(tp)
         return True
+
+    def _still_current(self, log: PartitionLog) -> bool:
+        """Whether `log` is still the live log of its partition (not deleted, nor deleted and
+        re-created, since the round began). The caller acts on the answer with no await in between."""
+        tp = log.topic_partition
+        return tp not in self._cancelled and self._logs().get(tp) is log
 
     async def _clean(self, chosen: LogToClean, worker: Executor | None) -> None:
         log = chosen.log
@@ -295,6 +307,9 @@ class LogCleaner:
                     return
         finally:
             stats, utilization = await self._off_loop(worker, end_round, round_id)
+        if not self._still_current(log):  # deleted meanwhile: the offset belongs to no live log
+            logger.info("log deleted under the cleaner; round abandoned", partition=str(tp))
+            return
         self._first_dirty[tp] = end_offset
         await self.checkpoint.write()
         self.rounds += 1
@@ -313,7 +328,10 @@ class LogCleaner:
         except BaseException:
             await self._io.run(remove_cleaned_files, log.directory, base)
             raise
-        try:
+        if not self._still_current(log):  # deleted (maybe re-created): never touch its directory
+            await self._io.run(remove_segment_files, cleaned)
+            return False
+        try:  # no await between the check above and the swap
             swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"),
                                            aborted_txns=aborted)
         except LogError:
