@@ -57,6 +57,7 @@ from broker.log.io import LogIO
 from broker.log.log import Clock, PartitionLog
 from broker.log.offset_map import key_map_capacity
 from broker.log.segment import LogSegment
+from broker.log.segment_file import CorruptSegmentError
 
 logger = structlog.get_logger(__name__)
 
@@ -118,6 +119,16 @@ def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int,
     overdue = bool(first_timestamps) and min(first_timestamps) < now_ms - max_lag
     # A round maps and copies whole segments: it ends where the segment holding the bound begins (Kafka's).
     return LogToClean(log, first_dirty, max(first_dirty, uncleanable_base), clean, cleanable, overdue)
+
+
+def _corrupt(exc: BaseException | None) -> bool:
+    """Whether a failed round met corrupt data (the only reason to stop cleaning a log until restart),
+    also when the log's storage-error handling wrapped it."""
+    while exc is not None:
+        if isinstance(exc, (CleaningError, CorruptSegmentError)):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def _cleaner_process() -> ProcessPoolExecutor:
@@ -265,13 +276,16 @@ class LogCleaner:
         self._in_progress.add(tp)
         try:
             await self._clean(chosen, worker)
-        except (CleaningError, LogError, OSError) as exc:
+        except (CleaningError, CorruptSegmentError, LogError, OSError) as exc:
             if self._logs().get(tp) is not chosen.log:  # deleted meanwhile: nothing to mark
                 logger.info("log deleted while being cleaned", partition=str(tp), error=repr(exc))
-            else:  # Kafka marks such a partition uncleanable until restart rather than retrying forever
+            elif _corrupt(exc):  # Kafka marks such a partition uncleanable until restart rather than retrying forever
                 self._uncleanable[tp] = repr(exc)
                 logger.error("log cleaning failed; partition left uncleaned until restart", partition=str(tp),
                              error=repr(exc))
+            else:  # the log changed (retention removed a segment), the disk is low, an I/O error: retried
+                logger.warning("log cleaning round failed; retried after the backoff", partition=str(tp),
+                               error=repr(exc))
         finally:
             self._in_progress.discard(tp)
             self._cancelled.discard(tp)

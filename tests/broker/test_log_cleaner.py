@@ -13,9 +13,11 @@ import pytest
 
 from broker.config import ConfigError, known_broker_properties, load_config
 from broker.log import InvalidRecordError, LogConfig, LogManagerConfig, ReadBound, TopicPartition
-from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, clean_group, plan
+from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, CleaningError, clean_group, plan
 from broker.log.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
+from broker.log.free_space import LowDiskSpaceError
 from broker.log.offset_map import ENTRY_BYTES, KeyOffsetMap
+from broker.log.segment_file import CorruptSegmentError
 from protocol.errors import ErrorCode
 from protocol.records import Compression, RecordBatch, build_batch, iter_batches
 from tests.broker.test_log_support import QUIET, FakeClock, open_manager, settle
@@ -457,4 +459,31 @@ async def test_a_round_whose_log_is_deleted_before_the_swap_leaves_the_new_log_a
         assert manager.get_log(TP) is new_log
         assert records(new_log) == new_written
         assert sorted(os.listdir(new_log.directory)) == new_files
+    await manager.shutdown()
+
+
+@pytest.mark.parametrize(("error", "uncleanable"), [
+    (FileNotFoundError(2, "retention removed a segment mid-round"), False),
+    (LowDiskSpaceError("the log dir is out of space"), False),
+    (CleaningError("a batch is not well-formed"), True),
+    (CorruptSegmentError("the file changed underneath"), True),
+])
+async def test_only_corrupt_data_leaves_a_log_uncleanable(tmp_path: Path, monkeypatch, error: Exception,
+                                                         uncleanable: bool) -> None:
+    import broker.log.cleaner_manager as cleaner_manager
+
+    manager = await open_manager(tmp_path, COMPACT)
+    await filled_log(manager, [[(b"same", b"v%d" % i + b"x" * 100)] for i in range(60)])
+    real_begin_round = cleaner_manager.begin_round
+
+    def failing_begin_round(*args):
+        raise error
+
+    monkeypatch.setattr(cleaner_manager, "begin_round", failing_begin_round)
+    assert await manager.cleaner.clean_filthiest()
+    assert (TP in manager.cleaner._uncleanable) == uncleanable
+    monkeypatch.setattr(cleaner_manager, "begin_round", real_begin_round)
+    # a changed log or a full disk: the next round (after the backoff) cleans it
+    assert await manager.cleaner.clean_filthiest() == (not uncleanable)
+    assert manager.cleaner.rounds == (0 if uncleanable else 1)
     await manager.shutdown()
