@@ -57,6 +57,7 @@ from broker.log.io import LogIO
 from broker.log.log import Clock, PartitionLog
 from broker.log.offset_map import key_map_capacity
 from broker.log.segment import LogSegment
+from broker.log.segment_file import CorruptSegmentError
 
 logger = structlog.get_logger(__name__)
 
@@ -120,6 +121,16 @@ def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int,
     return LogToClean(log, first_dirty, max(first_dirty, uncleanable_base), clean, cleanable, overdue)
 
 
+def _corrupt(exc: BaseException | None) -> bool:
+    """Whether a failed round met corrupt data (the only reason to stop cleaning a log until restart),
+    also when the log's storage-error handling wrapped it."""
+    while exc is not None:
+        if isinstance(exc, (CleaningError, CorruptSegmentError)):
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def _cleaner_process() -> ProcessPoolExecutor:
     """Spawned, not forked: the broker has threads."""
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
@@ -152,6 +163,8 @@ class LogCleaner:
         self.producer_snapshot_offset: Callable[[TopicPartition], int | None] = lambda tp: None
         self._first_dirty: dict[TopicPartition, int] = {}
         self._in_progress: set[TopicPartition] = set()
+        # Partitions deleted while a round on them runs: that round must not swap or record anything.
+        self._cancelled: set[TopicPartition] = set()
         self._uncleanable: dict[TopicPartition, str] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -204,7 +217,10 @@ class LogCleaner:
         self._wake.set()
 
     def forget(self, tp: TopicPartition) -> None:
-        """A deleted log: its checkpoint entry goes with the next write."""
+        """A deleted log: its checkpoint entry goes with the next write, and a round running on it is
+        abandoned at its next swap."""
+        if tp in self._in_progress:
+            self._cancelled.add(tp)
         self._first_dirty.pop(tp, None)
         self._uncleanable.pop(tp, None)
 
@@ -260,16 +276,26 @@ class LogCleaner:
         self._in_progress.add(tp)
         try:
             await self._clean(chosen, worker)
-        except (CleaningError, LogError, OSError) as exc:
+        except (CleaningError, CorruptSegmentError, LogError, OSError) as exc:
             if self._logs().get(tp) is not chosen.log:  # deleted meanwhile: nothing to mark
                 logger.info("log deleted while being cleaned", partition=str(tp), error=repr(exc))
-            else:  # Kafka marks such a partition uncleanable until restart rather than retrying forever
+            elif _corrupt(exc):  # Kafka marks such a partition uncleanable until restart rather than retrying forever
                 self._uncleanable[tp] = repr(exc)
                 logger.error("log cleaning failed; partition left uncleaned until restart", partition=str(tp),
                              error=repr(exc))
+            else:  # the log changed (retention removed a segment), the disk is low, an I/O error: retried
+                logger.warning("log cleaning round failed; retried after the backoff", partition=str(tp),
+                               error=repr(exc))
         finally:
             self._in_progress.discard(tp)
+            self._cancelled.discard(tp)
         return True
+
+    def _still_current(self, log: PartitionLog) -> bool:
+        """Whether `log` is still the live log of its partition (not deleted, nor deleted and
+        re-created, since the round began). The caller acts on the answer with no await in between."""
+        tp = log.topic_partition
+        return tp not in self._cancelled and self._logs().get(tp) is log
 
     async def _clean(self, chosen: LogToClean, worker: Executor | None) -> None:
         log = chosen.log
@@ -295,6 +321,9 @@ class LogCleaner:
                     return
         finally:
             stats, utilization = await self._off_loop(worker, end_round, round_id)
+        if not self._still_current(log):  # deleted meanwhile: the offset belongs to no live log
+            logger.info("log deleted under the cleaner; round abandoned", partition=str(tp))
+            return
         self._first_dirty[tp] = end_offset
         await self.checkpoint.write()
         self.rounds += 1
@@ -313,7 +342,10 @@ class LogCleaner:
         except BaseException:
             await self._io.run(remove_cleaned_files, log.directory, base)
             raise
-        try:
+        if not self._still_current(log):  # deleted (maybe re-created): never touch its directory
+            await self._io.run(remove_segment_files, cleaned)
+            return False
+        try:  # no await between the check above and the swap
             swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"),
                                            aborted_txns=aborted)
         except LogError:

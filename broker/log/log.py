@@ -346,8 +346,12 @@ class PartitionLog:
     # --- aborted transactions ----------------------------------------------------------------------
 
     def record_aborted_txn(self, entry: AbortedTxn) -> None:
-        """An ABORT marker at `entry.last_offset` was written (or replayed): index it in its segment."""
-        self.aborted_txns.append(entry, self._run.all()[self._run.index_of(entry.last_offset)].base_offset)
+        """An ABORT marker at `entry.last_offset` was written (or replayed): index it in its segment.
+        It is in memory even when writing `.txnindex` fails; that failure takes the partition offline
+        (KAFKA_STORAGE_ERROR), and the next load replays the marker into the index."""
+        base = self._run.all()[self._run.index_of(entry.last_offset)].base_offset
+        with self._guard("index aborted transaction"):
+            self.aborted_txns.append(entry, base)
 
     def forget_aborted_txns_from(self, offset: int) -> None:
         """A producer state replay from `offset` is about to index the aborts it meets again."""

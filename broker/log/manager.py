@@ -385,9 +385,10 @@ class LogManager:
         """Topic deletion for one partition: the directory is renamed
         `<topic>-<partition>.<uuid>-delete` (durably) and dropped from the checkpoints now, and
         removed after file.delete.delay.ms (or by the next startup). False if there was no log."""
+        # The cleaner lets go first: a round running on this log is abandoned at its swap.
+        self.cleaner.forget(tp)
         log = self._logs.pop(tp, None)
         unloaded = self._unloaded.pop(tp)
-        self.cleaner.forget(tp)
         directory = self.log_dir / tp.dir_name
         if log is None and unloaded is None:
             return False

@@ -109,14 +109,17 @@ class AbortedTxnIndex:
         that meets a marker the index already holds adds nothing."""
         if self._last_offsets and entry.last_offset <= self._last_offsets[-1]:
             return
-        fd = os.open(txn_index_path(self.directory, segment_base), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # In memory first: the marker is in the log already, so read_committed readers must skip the
+        # transaction even if the file write below fails (that OSError is the caller's storage error).
+        self._entries.append(entry)
+        self._last_offsets.append(entry.last_offset)
+        path = txn_index_path(self.directory, segment_base)
+        self._unsynced.add(path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, _ENTRY.pack(ENTRY_VERSION, *entry))
         finally:
             os.close(fd)
-        self._entries.append(entry)
-        self._last_offsets.append(entry.last_offset)
-        self._unsynced.add(txn_index_path(self.directory, segment_base))
 
     def take_unsynced(self) -> list[Path]:
         """The files written since the last call, for `fsync_files` off the event loop."""

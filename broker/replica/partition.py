@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 import structlog
 
 from broker.cluster.partition_state import PartitionState
-from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
+from broker.log import AppendInfo, PartitionLog, StartOffsetReason, StorageError, TopicPartition
 from broker.log.txn_index import AbortedTxn, fsync_files
 from broker.replica.outcomes import AppendOrigin, AppendResult
 from broker.replica.producer_recovery import rebuild_producer_state
@@ -504,7 +504,7 @@ class Partition:
         loading = self._producers_loading
         try:
             await asyncio.shield(loading)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:  # StorageError: indexing a replayed abort failed
             raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR,
                                  f"{self.topic_partition}: cannot load producer state: {exc!r}") from exc
         finally:

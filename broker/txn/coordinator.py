@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.aio import SharedRun, retrieve_exception, run_to_completion
+from broker.aio import SharedRun, run_to_completion
 from broker.config import BrokerConfig
 from broker.group.offsets_store import partition_for
 from broker.replica import AppendOrigin, PartitionError, ReplicaManager
@@ -63,6 +63,15 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _log_failure(task: asyncio.Task) -> None:
+    """A background task's end: an exception nobody awaits is logged, never dropped."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("transaction coordinator task failed", task=task.get_name(), error=repr(exc), exc_info=exc)
+
+
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager, *,
                  in_cluster: bool) -> None:
@@ -94,10 +103,10 @@ class TransactionCoordinator:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = asyncio.get_running_loop().create_task(coro, name=getattr(coro, "__qualname__", None))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(retrieve_exception)
+        task.add_done_callback(_log_failure)
 
     async def _load(self) -> None:
         topic = self.topics.get(TRANSACTION_STATE_TOPIC)
@@ -304,7 +313,13 @@ class TransactionCoordinator:
         remaining = set(meta.partitions)
         while remaining:
             for tp in sorted(remaining):
-                if await self._write_marker(meta, kind, tp):
+                try:
+                    written = await self._write_marker(meta, kind, tp)
+                except Exception as exc:  # anything unforeseen: logged, and the marker retried
+                    log.error("transaction marker write failed", transactional_id=meta.transactional_id,
+                              partition=f"{tp[0]}-{tp[1]}", error=repr(exc), exc_info=exc)
+                    written = False
+                if written:
                     remaining.discard(tp)
             if remaining:
                 await asyncio.sleep(MARKER_RETRY_S)
@@ -316,6 +331,10 @@ class TransactionCoordinator:
             except TxnError as exc:
                 log.warning("cannot complete transaction yet", transactional_id=meta.transactional_id,
                             error=exc.message)
+                await asyncio.sleep(MARKER_RETRY_S)
+            except Exception as exc:  # anything unforeseen: logged, and the write retried
+                log.error("cannot complete transaction yet", transactional_id=meta.transactional_id,
+                          error=repr(exc), exc_info=exc)
                 await asyncio.sleep(MARKER_RETRY_S)
         log.info("transaction completed", transactional_id=meta.transactional_id, producer_id=meta.producer_id,
                  epoch=meta.producer_epoch, result=done.display_name)
@@ -349,7 +368,10 @@ class TransactionCoordinator:
         interval = self.settings.abort_timed_out_cleanup_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            await self.abort_timed_out()
+            try:
+                await self.abort_timed_out()
+            except Exception as exc:  # logged; the next round tries again
+                log.error("aborting timed-out transactions failed", error=repr(exc), exc_info=exc)
 
     async def abort_timed_out(self, now_ms: int | None = None) -> int:
         """Abort, with the epoch bumped, every transaction open longer than its timeout."""

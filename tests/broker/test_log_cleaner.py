@@ -13,9 +13,11 @@ import pytest
 
 from broker.config import ConfigError, known_broker_properties, load_config
 from broker.log import InvalidRecordError, LogConfig, LogManagerConfig, ReadBound, TopicPartition
-from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, clean_group, plan
+from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, CleaningError, clean_group, plan
 from broker.log.cleaner_manager import CLEANER_OFFSET_CHECKPOINT
+from broker.log.free_space import LowDiskSpaceError
 from broker.log.offset_map import ENTRY_BYTES, KeyOffsetMap
+from broker.log.segment_file import CorruptSegmentError
 from protocol.errors import ErrorCode
 from protocol.records import Compression, RecordBatch, build_batch, iter_batches
 from tests.broker.test_log_support import QUIET, FakeClock, open_manager, settle
@@ -414,4 +416,74 @@ async def test_rounds_over_time_match_a_model_of_kafkas_rules(tmp_path: Path, se
         assert records(log) == [(offset, key, value) for offset, (key, value, _) in sorted(model.items())]
         assert all(b.crc_valid() for b in read_all(log))
     assert expired_tombstones and len(model) < log.log_end_offset  # the run dropped records and tombstones
+    await manager.shutdown()
+
+
+@pytest.mark.parametrize("recreate", [False, True])
+async def test_a_round_whose_log_is_deleted_before_the_swap_leaves_the_new_log_alone(
+        tmp_path: Path, recreate: bool) -> None:
+    import broker.log.cleaner_manager as cleaner_manager
+
+    manager = await open_manager(tmp_path, COMPACT)
+    old = await filled_log(manager, [[(b"same", b"v%d" % i + b"x" * 100)] for i in range(60)])
+    old_segments = list(old.segments)
+    new_log = None
+    new_written: list = []
+    new_files: list[str] = []
+    real_open_cleaned = cleaner_manager.open_cleaned
+
+    async def open_then_delete(*args):  # the topic goes (and comes back) while the `.cleaned` file opens
+        nonlocal new_log, new_written, new_files
+        opened = real_open_cleaned(*args)
+        assert await manager.delete_log(TP)
+        if recreate:
+            new_log = await filled_log(manager, [[(b"same", b"new%d" % i + b"y" * 100)] for i in range(40)])
+            new_written = records(new_log)
+            new_files = sorted(os.listdir(new_log.directory))
+        return opened
+
+    real_run = manager.cleaner._io.run
+
+    async def run(fn, *args):
+        if fn is real_open_cleaned:
+            return await open_then_delete(*args)
+        return await real_run(fn, *args)
+
+    manager.cleaner._io.run = run
+    assert await manager.cleaner.clean_filthiest()
+    manager.cleaner._io.run = real_run
+    assert list(old.segments) == old_segments  # the deleted log was not swapped into
+    assert TP not in manager.cleaner._first_dirty and TP not in manager.cleaner._uncleanable
+    assert manager.cleaner.rounds == 0 and not manager.health.failed  # nor the log dir failed
+    if recreate:
+        assert manager.get_log(TP) is new_log
+        assert records(new_log) == new_written
+        assert sorted(os.listdir(new_log.directory)) == new_files
+    await manager.shutdown()
+
+
+@pytest.mark.parametrize(("error", "uncleanable"), [
+    (FileNotFoundError(2, "retention removed a segment mid-round"), False),
+    (LowDiskSpaceError("the log dir is out of space"), False),
+    (CleaningError("a batch is not well-formed"), True),
+    (CorruptSegmentError("the file changed underneath"), True),
+])
+async def test_only_corrupt_data_leaves_a_log_uncleanable(tmp_path: Path, monkeypatch, error: Exception,
+                                                         uncleanable: bool) -> None:
+    import broker.log.cleaner_manager as cleaner_manager
+
+    manager = await open_manager(tmp_path, COMPACT)
+    await filled_log(manager, [[(b"same", b"v%d" % i + b"x" * 100)] for i in range(60)])
+    real_begin_round = cleaner_manager.begin_round
+
+    def failing_begin_round(*args):
+        raise error
+
+    monkeypatch.setattr(cleaner_manager, "begin_round", failing_begin_round)
+    assert await manager.cleaner.clean_filthiest()
+    assert (TP in manager.cleaner._uncleanable) == uncleanable
+    monkeypatch.setattr(cleaner_manager, "begin_round", real_begin_round)
+    # a changed log or a full disk: the next round (after the backoff) cleans it
+    assert await manager.cleaner.clean_filthiest() == (not uncleanable)
+    assert manager.cleaner.rounds == (0 if uncleanable else 1)
     await manager.shutdown()

@@ -144,6 +144,16 @@ def _produce(broker, timeout_ms):
     return produce(broker, SimpleNamespace(body=request, api_version=9, header=SimpleNamespace(client_id="c")))
 
 
+async def _parked(purgatory, key, waiting) -> None:
+    """Until `purgatory` holds a waiter for `key` (the request really parked there, not merely slow to
+    answer); fails if the request answers first."""
+    async with asyncio.timeout(10):
+        while not purgatory.watched(key):
+            assert not waiting.done(), waiting.result()
+            await asyncio.sleep(0)  # a turn of the loop, no time passes
+    assert not waiting.done()
+
+
 async def test_acks_all_waits_for_the_isr(cluster):
     broker, partition = cluster
     partition.make_leader(partition.leader_epoch, {LEADER, FOLLOWER})
@@ -151,8 +161,7 @@ async def test_acks_all_waits_for_the_isr(cluster):
     timed_out = (await _produce(broker, 50)).responses[0].partition_responses[0]
     assert (timed_out.error_code, timed_out.base_offset) == (ErrorCode.REQUEST_TIMED_OUT, 10)
     waiting = asyncio.ensure_future(_produce(broker, 600_000))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
+    await _parked(broker.replicas.produces, partition.topic_partition, waiting)
     partition.update_follower_state(FOLLOWER, fetch_offset=12, log_start_offset=0)
     done = (await asyncio.wait_for(waiting, 10)).responses[0].partition_responses[0]
     assert (done.error_code, done.base_offset) == (ErrorCode.NONE, 11)
@@ -168,8 +177,7 @@ async def test_acks_all_after_the_isr_shrank_below_the_minimum(cluster):
     partition.make_leader(partition.leader_epoch, {LEADER, FOLLOWER})
     partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=0)
     waiting = asyncio.ensure_future(_produce(broker, 600_000))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
+    await _parked(broker.replicas.produces, partition.topic_partition, waiting)
     partition.isr = {LEADER}  # the cluster dropped the follower
     partition.maybe_increment_high_watermark()
     answer = (await asyncio.wait_for(waiting, 10)).responses[0].partition_responses[0]

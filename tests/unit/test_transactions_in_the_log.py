@@ -152,3 +152,27 @@ async def test_open_transactions_and_aborted_index_survive_a_restart(tmp_path, s
         assert partition.last_stable_offset == partition.high_watermark
     finally:
         await broker.stop()
+
+
+async def test_an_unwritable_txn_index_still_hides_the_abort_and_fails_the_partition(tmp_path):
+    broker = Broker(tmp_path)
+    partition = await broker.start()
+    await _append(partition, _txn_batch(10, 0, 0))  # 0-1
+    index_file = txn_index_path(partition.log.directory, 0)
+    index_file.mkdir()  # the `.txnindex` cannot be opened for writing
+    with pytest.raises(Exception) as raised:
+        await _append(partition, _marker(ControlType.ABORT, 10, 0))  # 2: in the log, not in the file
+    assert not isinstance(raised.value, OSError)
+    assert raised.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert partition.log.offline_reason is not None  # the storage-error path: the partition is offline
+    # read_committed readers still skip the aborted records
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in partition.aborted_transactions(0, 10)] \
+        == [(10, 0, 2)]
+    broker.crash()
+    index_file.rmdir()  # the disk is fixed: the next load replays the marker into the index
+    partition = await broker.start()
+    try:
+        assert [(t.producer_id, t.first_offset, t.last_offset) for t in partition.aborted_transactions(0, 10)] \
+            == [(10, 0, 2)]
+    finally:
+        await broker.stop()
