@@ -341,6 +341,17 @@ def _requests_for_every_api():
             upsertions=[]), 0),
         75: (m.DescribeTopicPartitionsRequest(topics=[m.DescribeTopicPartitionsRequest.TopicRequest(
             name="ledger")]), 0),
+        35: (m.DescribeLogDirsRequest(topics=None), 4),
+        43: (m.ElectLeadersRequest(election_type=0, topic_partitions=None, timeout_ms=5000), 2),
+        45: (m.AlterPartitionReassignmentsRequest(timeout_ms=5000, topics=[
+            m.AlterPartitionReassignmentsRequest.ReassignableTopic(name="ledger", partitions=[
+                m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                    partition_index=0, replicas=None)])]), 0),
+        46: (m.ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None), 0),
+        61: (m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
+            name="ledger", partition_indexes=[0])]), 0),
+        65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
+        66: (m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0),
     }
 
 
@@ -359,6 +370,8 @@ def test_no_api_serves_a_client_without_its_acl(broker):
             codes = _error_codes(answer)
             if key == 16:  # ListGroups lists only what one may DESCRIBE
                 assert answer["groups"] == [], answer
+            elif key == 66:  # so does ListTransactions (Kafka answers no error, only the ids one may describe)
+                assert answer["transaction_states"] == [] and answer["error_code"] == ErrorCode.NONE, answer
             else:
                 assert codes & AUTHORIZATION_ERRORS, (key, answer)
 
