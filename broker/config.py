@@ -68,6 +68,7 @@ TOPIC_DEFAULTS = {
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.erasure.max.delay.ms": "erasure.max.delay.ms",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",

@@ -264,6 +264,7 @@ class LogManager:
         log.writes_into_reserve = tp.topic in self._reserve_topics
         log.on_offline = self._on_offline
         self._logs[tp] = log
+        log.erasure.schedule()  # bytes a stop left below the start (erasure.max.delay.ms)
 
     def _on_offline(self, log: PartitionLog) -> None:
         """An I/O error (not a full disk) on one partition: the whole dir goes offline, as in Kafka."""
