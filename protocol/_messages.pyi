@@ -1201,6 +1201,69 @@ class DescribeConfigsResponse(ApiMessage):
     """One result per requested resource."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DescribeConfigsResult] = ...) -> None: ...
 
+class DescribeErasureRequest(ApiRequest[DescribeErasureResponse]):
+    """Ebb's own API (keys from 10000 up are Ebb's): what the replicas on the broker asked have physically erased of
+    each partition (erasure.max.delay.ms, docs/storage.md). Every broker answers for its own replicas, leader or
+    follower; a client asks each replica's broker."""
+    class TopicRequest(Struct):
+        name: str
+        """Name of the topic."""
+        partition_indexes: list[int]
+        """Partitions of the topic to describe."""
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    topics: list[TopicRequest]
+    """Topics whose partitions are asked for."""
+    def __init__(self, *, topics: list[TopicRequest] = ...) -> None: ...
+
+class DescribeErasureResponse(ApiMessage):
+    class TopicResponse(Struct):
+        class PartitionResponse(Struct):
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result for this partition; 0 on success."""
+            error_message: str | None
+            """Details of the error, when there are any."""
+            log_start_offset: int
+            """This replica's log start offset; -1 on errors."""
+            erased_offset: int
+            """Below this offset no byte of a record is in any file of this replica's partition directory; -1 on
+            errors."""
+            erasable_offset: int
+            """How far erasure can go for the current log start offset: the base offset of the batch holding it (kept
+            whole), or the start itself; erasure is complete when ErasedOffset reaches it. -1 on errors."""
+            max_delay_ms: int
+            """The partition's erasure.max.delay.ms (-1: erasure off)."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                log_start_offset: int = ...,
+                erased_offset: int = ...,
+                erasable_offset: int = ...,
+                max_delay_ms: int = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[PartitionResponse]
+        """One entry per partition asked for."""
+        def __init__(self, *, name: str = ..., partitions: list[PartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    broker_id: int
+    """The broker whose replicas answer."""
+    topics: list[TopicResponse]
+    """One entry per topic asked for."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        broker_id: int = ...,
+        topics: list[TopicResponse] = ...,
+    ) -> None: ...
+
 class DescribeGroupsRequest(ApiRequest[DescribeGroupsResponse]):
     """v1-v2: layout unchanged from v0 v3: authorized operations may be asked for v4: layout unchanged (the response
     gains members' instance ids) v5: switches to the flexible encoding v6: an unknown group is answered

@@ -60,6 +60,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # Ebb's own APIs, from 10000 up (no Kafka key comes near): docs/protocol.md, "Our additions".
+    DESCRIBE_ERASURE = 10000
 
 
 # --- ACLs (CreateAcls, DescribeAcls, DeleteAcls) -------------------------------------------------------

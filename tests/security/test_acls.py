@@ -352,6 +352,8 @@ def _requests_for_every_api():
             name="ledger", partition_indexes=[0])]), 0),
         65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
         66: (m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0),
+        10000: (m.DescribeErasureRequest(topics=[m.DescribeErasureRequest.TopicRequest(
+            name="ledger", partition_indexes=[0])]), 0),
     }
 
 
