@@ -14,30 +14,17 @@ this broker NOT_LEADER_OR_FOLLOWER, an offline log KAFKA_STORAGE_ERROR.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.handlers.topic_checks import topic_error
 from broker.log import LogError
 from broker.replica import PartitionError
-from broker.security.access import allowed
-from broker.topics import TopicError, validate_topic_name
-from protocol.enums import ApiKey, Operation, ResourceType
-from protocol.errors import CodedError, ErrorCode
+from protocol.enums import ApiKey, Operation
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeErasureRequest, DescribeErasureResponse
 
 API_KEY = ApiKey.DESCRIBE_ERASURE
 _Topic = DescribeErasureResponse.TopicResponse
 _Partition = _Topic.PartitionResponse
-
-
-def _topic_error(broker: BrokerContext, request: Request, name: str) -> CodedError | None:
-    try:
-        validate_topic_name(name)
-    except TopicError as exc:
-        return exc
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name):
-        return CodedError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"no DESCRIBE on topic {name!r}")
-    if broker.topics.get(name) is None:
-        return CodedError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    return None
 
 
 def _describe(broker: BrokerContext, topic: str, index: int) -> _Partition:
@@ -55,7 +42,7 @@ async def describe_erasure(broker: BrokerContext, request: Request[DescribeErasu
                            ) -> DescribeErasureResponse:
     topics = []
     for asked in request.body.topics:
-        error = _topic_error(broker, request, asked.name)
+        error = topic_error(broker, request, asked.name, Operation.DESCRIBE)
         if error is not None:
             partitions = [_Partition(partition_index=i, error_code=error.error_code, error_message=error.message)
                           for i in asked.partition_indexes]
