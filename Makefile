@@ -99,6 +99,7 @@ bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
 	$(PY) -m bench.perf_tools $(QUICK)
 	$(PY) -m bench.request_latency $(QUICK)
 	$(PY) -m bench.delete_records_cluster $(QUICK)
+	$(PY) -m bench.erasure $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
 	$(PY) -m bench.start_budgets
 	$(PY) -m bench.scale $(QUICK)

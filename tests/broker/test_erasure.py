@@ -95,6 +95,24 @@ def test_cli_waits_for_the_erasure_and_shows_it(broker: BrokerProcess) -> None:
     assert "1:30/30" in table.stdout and "500" in table.stdout
 
 
+def test_turning_erasure_on_erases_what_is_due_and_is_described_with_its_synonym(broker: BrokerProcess) -> None:
+    from tests.broker.test_configs import SET, _alter, _configs, _incremental
+
+    with WireClient(broker.port) as client:
+        create_topic(client, "later", 1, {"segment.bytes": GIB})
+        produce_values(client, "later", 40, per_batch=4)
+        assert delete_records(client, "later", 0, 20).error_code == ErrorCode.NONE
+        directory = partition_dir(broker.data_dir, "later")
+        assert values_on_disk(directory, range(20)) == set(range(20))  # off: the bytes stay
+        assert _alter(client, "later", [("erasure.max.delay.ms", "-2")]).error_code == ErrorCode.INVALID_CONFIG
+        assert _incremental(client, "later", [("erasure.max.delay.ms", SET, "0")]).error_code == ErrorCode.NONE
+        wait_for(lambda: not values_on_disk(directory, range(20)), what="the bytes below the start erased")
+        described = _configs(client, "later", synonyms=True)["erasure.max.delay.ms"]
+        assert described.value == "0"
+        assert [(s.name, s.value) for s in described.synonyms] == [
+            ("erasure.max.delay.ms", "0"), ("log.erasure.max.delay.ms", "-1")]
+
+
 def _stopped(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
