@@ -93,13 +93,14 @@ class Erasure:
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._again = False
+        self._stopped = False
         self.passes = 0  # segments rewritten, for tests
 
     def schedule(self) -> None:
         """The start offset moved (or the config changed, or the log was loaded): a pass is due if
         bytes below the start remain and erasure is on."""
         config = self.log.config
-        if not config.erasure_enabled or self.log.offline or self.log.erased_offset >= self.log.erasable_offset():
+        if self._stopped or not config.erasure_enabled or self.log.offline or self.log.erased_offset >= self.log.erasable_offset():
             return
         if self._task is not None:
             self._again = True
@@ -111,6 +112,11 @@ class Erasure:
         except RuntimeError:  # a log used outside a loop (tests, tools): nothing runs in the background
             return
         self._timer = loop.call_later(config.erasure_max_delay_ms / 2000, self._start)
+
+    def resume(self) -> None:
+        """The log is (again) one its manager serves: passes may run, and what is due is scheduled."""
+        self._stopped = False
+        self.schedule()
 
     def _start(self) -> None:
         self._timer = None
@@ -157,8 +163,10 @@ class Erasure:
         await log.flush(up_to=log.recovery_point)  # the renames reach the directory on disk
         return True
 
-    def cancel(self) -> None:
-        """The log closes: a pending pass is dropped (the next load schedules it again)."""
+    def stop(self) -> None:
+        """The log closes or is deleted: a pending pass is dropped and none starts again (the next load
+        schedules what is due; a copy cut short leaves a `.cleaned` file, which that load removes)."""
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

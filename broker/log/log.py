@@ -633,7 +633,7 @@ class PartitionLog:
     async def close(self) -> None:
         """Clean close: seal the active segment (its max timestamp into the time index), flush
         everything, finish background work, close files. Pending deletions stay for next startup."""
-        self.erasure.cancel()
+        self.erasure.stop()
         if not self.offline:
             self._run.active.seal()
             with contextlib.suppress(StorageError):
@@ -643,5 +643,5 @@ class PartitionLog:
 
     def abandon(self) -> None:
         """Release files with no flush, as a crash would leave them (page cache aside)."""
-        self.erasure.cancel()
+        self.erasure.stop()
         self._run.close()
