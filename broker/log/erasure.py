@@ -100,7 +100,9 @@ class Erasure:
         """The start offset moved (or the config changed, or the log was loaded): a pass is due if
         bytes below the start remain and erasure is on."""
         config = self.log.config
-        if self._stopped or not config.erasure_enabled or self.log.offline or self.log.erased_offset >= self.log.erasable_offset():
+        if self._stopped or not config.erasure_enabled or self.log.offline:
+            return
+        if self.log.erased_offset >= self.log.erasable_offset():
             return
         if self._task is not None:
             self._again = True
