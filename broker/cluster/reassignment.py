@@ -132,7 +132,17 @@ class Reassignments:
                                       f"The replication factor is changed from {replication_factor} to {len(target)}")
         adding = [r for r in target if r not in current]
         removing = [r for r in current if r not in target]
+        before = (list(current), list(topic.adding.get(partition, [])), list(removing_now))
         await self.topics.write_partition_assignment(name, partition, list(target) + removing, adding, removing)
+        if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
+            # DeleteTopics marked the topic between the check above and this write: brokers that saw
+            # the mark first may have dropped the topic already. Undo it, as if refused (a deletion
+            # that halted for it resumes on the change).
+            await self.topics.write_partition_assignment(name, partition, *before)
+            log.info("reassignment undone: the topic was marked for deletion meanwhile",
+                     partition=f"{name}-{partition}")
+            return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      f"Topic {name} is marked for deletion; its partitions are not moved.")
         log.info("reassignment started", partition=f"{name}-{partition}", target=target, adding=adding,
                  removing=removing)
         self.wake()  # it may be finished already (nothing to add), or wait for the ISR
