@@ -81,3 +81,38 @@ async def test_log_dir_events_take_a_broker_out_of_leadership_and_the_isr_until_
     await controller.reconcile()
     assert controller.dir_failed == set()
     await store.close()
+
+
+async def test_a_broker_tells_each_new_controller_of_its_dir_while_it_is_down(tmp_path):
+    """The broker's side: each announcement writes the dir's state as it is when written; a new
+    controller (it starts with no failed dirs) hears of a dir still down, not of a healthy one."""
+    import asyncio
+
+    from broker.cluster.layout import LogDirEventNotificationZNode, LogDirEventZNode
+    from broker.cluster.log_dir_events import LogDirEvents
+
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    failed = [True]
+    tasks: list[asyncio.Task] = []
+
+    def spawn_until_done(make, what):
+        tasks.append(asyncio.ensure_future(make()))
+        return tasks[-1]
+
+    events = LogDirEvents(store, 3, dir_failed=lambda: failed[0], keep=lambda watch: None,
+                          spawn_until_done=spawn_until_done, wake_controller=lambda: None)
+    await events.start()  # failed while starting: told at once
+
+    async def written() -> list[tuple[int, int]]:
+        await asyncio.gather(*tasks)
+        children = LogDirEventZNode.in_order(await store.children(LogDirEventNotificationZNode.PATH))
+        return [LogDirEventZNode.decode((await store.get(LogDirEventZNode.path(c)))[0]) for c in children]
+
+    assert await written() == [(3, LogDirEventZNode.FAILURE)]
+    events.controller_changed(2)
+    assert await written() == [(3, LogDirEventZNode.FAILURE)] * 2
+    failed[0] = False
+    events.announce()  # the probe brought it back
+    events.controller_changed(1)  # healthy: nothing to tell
+    assert await written() == [(3, LogDirEventZNode.FAILURE)] * 2 + [(3, LogDirEventZNode.RECOVERY)]
+    await store.close()
