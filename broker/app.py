@@ -123,7 +123,10 @@ class Broker:
             # and has one at once when it changes (offline partitions may get a leader now).
             self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id,
                                    ControllerSettings(config.replication, self.dynamic_config),
-                                   config.inter_broker_security)
+                                   config.inter_broker_security, log_dir_failed=lambda: self.logs.health.failed)
+            # A failed log dir (and its return) is told to the controller, which moves leadership.
+            announce = self.cluster.log_dir_events.announce
+            self.logs.health.listeners.append(lambda failed: announce())
             self.dynamic_config.unclean_election_listeners.append(self.cluster.controller.wake)
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
