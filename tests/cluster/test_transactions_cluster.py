@@ -1,0 +1,238 @@
+"""Transactions on three broker processes and a real ZooKeeper, one cluster for the module:
+librdkafka's transactional producer (confluent-kafka) writes to partitions led by different brokers,
+the transaction coordinator (leader of the id's `__transaction_state` partition) sends the markers to
+the other leaders with WriteTxnMarkers, and read_committed consumers read it back.
+
+- Commits and aborts across three leaders: a read_committed reader sees exactly the committed
+  records, and the last stable offset reaches the high watermark on every partition.
+- kill -9 of the coordinator after AddPartitionsToTxn, before EndTxn: the client finds the new
+  coordinator (which loaded the Ongoing state from the replicated log) and the transaction commits;
+  all of it is visible and no LSO stays behind.
+- kill -9 of the coordinator right after EndTxn was answered (PrepareCommit written): the new one
+  completes the transaction (markers sent again).
+- kill -9 of a partition leader before EndTxn: the marker for that partition is retried until the
+  new leader takes it.
+Every wait is on an event (answers, offsets), bounded; "stuck" means longer than the producer's
+transaction.timeout.ms after the brokers are back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from protocol.enums import CoordinatorType, IsolationLevel, SpecialTimestamp
+from protocol.messages import FindCoordinatorRequest
+from tests.broker.data_wire import WireClient, list_offsets
+from tests.cluster.three_brokers import NODES, E, in_sync, new_topic, partition_state, three_brokers
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+TXN_TIMEOUT_MS = 15_000
+SETTLE_S = TXN_TIMEOUT_MS / 1000 + 15  # the timeout, plus an election (ZooKeeper session) and a cleanup round
+PARTITIONS = 3
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    connect = f"{zk_server.connect}/transactions"
+    settings = {"transaction.state.log.replication.factor": "3", "transaction.state.log.num.partitions": "3",
+                "transaction.state.log.min.isr": "2",
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+                "auto.leader.rebalance.enable": "false"}
+    with three_brokers(connect, tmp_path_factory.mktemp("transactions"), extra=settings) as brokers:
+        yield brokers
+
+
+def alive(cluster) -> list:
+    return [b for b in cluster.values() if b.process is not None and b.process.poll() is None]
+
+
+def bootstrap(cluster) -> str:
+    return ",".join(b.bootstrap for b in cluster.values())
+
+
+def coordinator_of(cluster, transactional_id: str) -> int:
+    """FindCoordinator(TRANSACTION) as a client asks it, retried until some alive broker names one."""
+    found: list[int] = []
+
+    def ask() -> bool:
+        for broker in alive(cluster):
+            try:
+                with WireClient(broker.port) as client:
+                    answer = client.request(FindCoordinatorRequest(
+                        key_type=CoordinatorType.TRANSACTION, coordinator_keys=[transactional_id]), 4)
+            except OSError:
+                continue
+            [coordinator] = answer.coordinators
+            if coordinator.error_code == E.NONE:
+                found.append(coordinator.node_id)
+                return True
+        return False
+    wait_for(ask, timeout_s=30, what=f"a transaction coordinator for {transactional_id}")
+    return found[-1]
+
+
+def spread_topic(cluster) -> str:
+    """A topic of three partitions whose leaders are three different brokers."""
+    topic = new_topic(cluster, partitions=PARTITIONS, prefix="txn")
+    leaders = {partition_state(cluster[1], topic, p).leader_id for p in range(PARTITIONS)}
+    assert leaders == set(NODES), leaders
+    return topic
+
+
+def producer(cluster, transactional_id: str) -> Producer:
+    made = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": transactional_id,
+                     "transaction.timeout.ms": TXN_TIMEOUT_MS})
+    made.init_transactions(60)
+    return made
+
+
+def write(made: Producer, topic: str, prefix: str) -> list[bytes]:
+    """One record per partition, on the brokers (AddPartitionsToTxn answered) when this returns."""
+    values = [f"{prefix}-{p}".encode() for p in range(PARTITIONS)]
+    for p, value in enumerate(values):
+        made.produce(topic, value, partition=p)
+    assert made.flush(60) == 0
+    return values
+
+
+def lso_and_hw(cluster, topic: str, index: int) -> tuple[int, int] | None:
+    """(last stable offset, high watermark) at the partition's leader, None while it has none."""
+    for broker in alive(cluster):
+        try:
+            leader = partition_state(broker, topic, index).leader_id
+            target = cluster[leader]
+            with WireClient(target.port) as client:
+                stable = list_offsets(client, topic, index, SpecialTimestamp.LATEST,
+                                      isolation_level=IsolationLevel.READ_COMMITTED)
+                high = list_offsets(client, topic, index, SpecialTimestamp.LATEST)
+        except (OSError, KeyError, StopIteration):
+            continue
+        if stable.error_code == E.NONE and high.error_code == E.NONE:
+            return stable.offset, high.offset
+    return None
+
+
+def stable_everywhere(cluster, topic: str) -> bool:
+    """No partition holds an open transaction: LSO == high watermark on each."""
+    for p in range(PARTITIONS):
+        found = lso_and_hw(cluster, topic, p)
+        if found is None or found[0] != found[1]:
+            return False
+    return True
+
+
+def read_committed(cluster, topic: str) -> list[bytes]:
+    """Every record a read_committed consumer gets from the topic, read up to each partition's end."""
+    ends = {p: lso_and_hw(cluster, topic, p) for p in range(PARTITIONS)}
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": f"reader-{topic}-{next(_ids)}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            positions = {tp.partition: tp.offset for tp in consumer.position(
+                [TopicPartition(topic, p) for p in range(PARTITIONS)])}
+            if all(positions[p] >= ends[p][1] for p in range(PARTITIONS) if ends[p] is not None):
+                break
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    return sorted(got)
+
+
+def kill(cluster, node: int) -> None:
+    cluster[node].stop(signal.SIGKILL)
+
+
+def restart(cluster, node: int, topics: list[str]) -> None:
+    cluster[node].start()
+    wait_for(lambda: all(in_sync(b, t, p) for b in alive(cluster) for t in topics for p in range(PARTITIONS)),
+             timeout_s=60, what=f"broker {node} back in every ISR")
+
+
+def test_commits_and_aborts_across_three_leaders(cluster):
+    topic = spread_topic(cluster)
+    made = producer(cluster, f"spread-{next(_ids)}")
+    made.begin_transaction()
+    first = write(made, topic, "commit-1")
+    made.commit_transaction(60)
+    made.begin_transaction()
+    write(made, topic, "abort")
+    made.abort_transaction(60)
+    made.begin_transaction()
+    last = write(made, topic, "commit-2")
+    made.commit_transaction(60)
+    wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the LSO at the HW everywhere")
+    assert read_committed(cluster, topic) == sorted(first + last)
+    for p in range(PARTITIONS):  # per partition three records, each followed by its marker
+        assert lso_and_hw(cluster, topic, p) == (6, 6)
+
+
+def test_coordinator_killed_before_end_txn(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"lose-coordinator-{next(_ids)}"
+    made = producer(cluster, transactional_id)
+    made.begin_transaction()
+    before = write(made, topic, "before")
+    made.commit_transaction(60)
+    made.begin_transaction()
+    during = write(made, topic, "during")  # every partition added (Ongoing written, replicated)
+    victim = coordinator_of(cluster, transactional_id)
+    kill(cluster, victim)
+    try:
+        made.commit_transaction(60)  # re-finds the coordinator: the new leader of the id's partition
+        committed = True
+    except KafkaException as exc:  # the client gave up: the coordinator aborts it at the timeout
+        assert exc.args[0].txn_requires_abort() or not exc.args[0].retriable(), exc
+        committed = False
+    new = coordinator_of(cluster, transactional_id)
+    assert new != victim
+    wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the LSO at the HW everywhere")
+    assert read_committed(cluster, topic) == sorted(before + (during if committed else []))
+    restart(cluster, victim, [topic])
+    assert committed, "librdkafka's commit went through the new coordinator"
+
+
+def test_coordinator_killed_after_end_txn(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"prepared-{next(_ids)}"
+    made = producer(cluster, transactional_id)
+    victim = coordinator_of(cluster, transactional_id)
+    made.begin_transaction()
+    values = write(made, topic, "prepared")
+    made.commit_transaction(60)  # answered once PrepareCommit is replicated; markers may still be on their way
+    kill(cluster, victim)
+    wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the LSO at the HW everywhere")
+    assert read_committed(cluster, topic) == sorted(values)
+    assert coordinator_of(cluster, transactional_id) != victim
+    restart(cluster, victim, [topic])
+
+
+def test_partition_leader_killed_while_markers_are_pending(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"lose-leader-{next(_ids)}"
+    made = producer(cluster, transactional_id)
+    coordinator = coordinator_of(cluster, transactional_id)
+    made.begin_transaction()
+    values = write(made, topic, "pending")
+    index = next(p for p in range(PARTITIONS) if partition_state(cluster[coordinator], topic, p).leader_id
+                 != coordinator)
+    victim = partition_state(cluster[coordinator], topic, index).leader_id
+    kill(cluster, victim)  # its partition's marker cannot be written until a new leader is elected
+    made.commit_transaction(60)
+    wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the LSO at the HW everywhere")
+    assert partition_state(cluster[coordinator], topic, index).leader_id != victim
+    assert read_committed(cluster, topic) == sorted(values)
+    restart(cluster, victim, [topic])
+    assert read_committed(cluster, topic) == sorted(values)
