@@ -12,6 +12,10 @@ the other leaders with WriteTxnMarkers, and read_committed consumers read it bac
   completes the transaction (markers sent again).
 - kill -9 of a partition leader before EndTxn: the marker for that partition is retried until the
   new leader takes it.
+- A transaction its producer abandons, with its coordinator killed: the new coordinator aborts it at
+  transaction.timeout.ms, and nothing of it is ever visible.
+- sendOffsetsToTransaction with the group's coordinator on another broker than the transaction's:
+  the offsets count once the COMMIT marker reaches `__consumer_offsets` there, not after an abort.
 Every wait is on an event (answers, offsets), bounded; "stuck" means longer than the producer's
 transaction.timeout.ms after the brokers are back.
 """
@@ -26,7 +30,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from protocol.enums import CoordinatorType, IsolationLevel, SpecialTimestamp
-from protocol.messages import FindCoordinatorRequest
+from protocol.messages import DescribeTransactionsRequest, FindCoordinatorRequest
 from tests.broker.data_wire import WireClient, list_offsets
 from tests.cluster.three_brokers import NODES, E, in_sync, new_topic, partition_state, three_brokers
 from tests.support.polling import wait_for
@@ -58,16 +62,15 @@ def bootstrap(cluster) -> str:
     return ",".join(b.bootstrap for b in cluster.values())
 
 
-def coordinator_of(cluster, transactional_id: str) -> int:
-    """FindCoordinator(TRANSACTION) as a client asks it, retried until some alive broker names one."""
+def coordinator_of(cluster, key: str, key_type: CoordinatorType = CoordinatorType.TRANSACTION) -> int:
+    """FindCoordinator as a client asks it, retried until some alive broker names one."""
     found: list[int] = []
 
     def ask() -> bool:
         for broker in alive(cluster):
             try:
                 with WireClient(broker.port) as client:
-                    answer = client.request(FindCoordinatorRequest(
-                        key_type=CoordinatorType.TRANSACTION, coordinator_keys=[transactional_id]), 4)
+                    answer = client.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), 4)
             except OSError:
                 continue
             [coordinator] = answer.coordinators
@@ -75,8 +78,17 @@ def coordinator_of(cluster, transactional_id: str) -> int:
                 found.append(coordinator.node_id)
                 return True
         return False
-    wait_for(ask, timeout_s=30, what=f"a transaction coordinator for {transactional_id}")
+    wait_for(ask, timeout_s=30, what=f"a coordinator for {key}")
     return found[-1]
+
+
+def state_of(cluster, transactional_id: str) -> str | None:
+    """The transaction's state as its coordinator describes it (DescribeTransactions)."""
+    coordinator = cluster[coordinator_of(cluster, transactional_id)]
+    with WireClient(coordinator.port) as client:
+        answer = client.request(DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0)
+    [found] = answer.transaction_states
+    return found.transaction_state if found.error_code == E.NONE else None
 
 
 def spread_topic(cluster) -> str:
@@ -236,3 +248,65 @@ def test_partition_leader_killed_while_markers_are_pending(cluster):
     assert read_committed(cluster, topic) == sorted(values)
     restart(cluster, victim, [topic])
     assert read_committed(cluster, topic) == sorted(values)
+
+
+def test_an_abandoned_transaction_is_aborted_by_the_new_coordinator(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"abandoned-{next(_ids)}"
+    made = producer(cluster, transactional_id)
+    made.begin_transaction()
+    write(made, topic, "abandoned")  # and never committed nor aborted by its producer
+    victim = coordinator_of(cluster, transactional_id)
+    kill(cluster, victim)
+    started = time.monotonic()
+    assert not stable_everywhere(cluster, topic)
+    wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the timed-out transaction aborted")
+    assert time.monotonic() - started < SETTLE_S
+    assert read_committed(cluster, topic) == []
+    assert state_of(cluster, transactional_id) == "CompleteAbort"
+    restart(cluster, victim, [topic])
+    del made
+
+
+def _group_elsewhere(cluster, transactional_id: str) -> tuple[str, int]:
+    """A group whose coordinator is another broker than the transaction's (so the offsets' marker
+    travels by WriteTxnMarkers)."""
+    txn_coordinator = coordinator_of(cluster, transactional_id)
+    for n in itertools.count():
+        group = f"offsets-{transactional_id}-{n}"
+        if coordinator_of(cluster, group, CoordinatorType.GROUP) != txn_coordinator:
+            return group, txn_coordinator
+    raise AssertionError("unreachable")
+
+
+def committed_offsets(cluster, group: str, topic: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        consumer.close()
+    return [tp.offset for tp in found]
+
+
+def test_offsets_sent_to_a_transaction_count_once_it_commits(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"offsets-{next(_ids)}"
+    made = producer(cluster, transactional_id)
+    group, _ = _group_elsewhere(cluster, transactional_id)
+    reader = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group, "enable.auto.commit": False})
+    try:
+        metadata = reader.consumer_group_metadata()
+        made.begin_transaction()
+        write(made, topic, "with-offsets")
+        made.send_offsets_to_transaction([TopicPartition(topic, p, 5) for p in range(PARTITIONS)], metadata, 60)
+        made.commit_transaction(60)
+        wait_for(lambda: committed_offsets(cluster, group, topic) == [5] * PARTITIONS, timeout_s=30,
+                 what="the offsets committed with the transaction")
+        made.begin_transaction()
+        made.send_offsets_to_transaction([TopicPartition(topic, p, 9) for p in range(PARTITIONS)], metadata, 60)
+        made.abort_transaction(60)
+        wait_for(lambda: state_of(cluster, transactional_id) == "CompleteAbort", timeout_s=30,
+                 what="the abort's markers written")
+        assert committed_offsets(cluster, group, topic) == [5] * PARTITIONS
+    finally:
+        reader.close()
