@@ -14,6 +14,7 @@ the coordinator in the next round.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,7 @@ class MarkerSender:
         self._endpoint = endpoint
         self._security = security
         self._connections: dict[int, Any] = {}  # broker id -> BrokerConnection
+        self._connecting = asyncio.Lock()  # completions run side by side: one connection per broker
 
     def _leader(self, tp: TopicPartitionKey) -> int | None:
         """The partition's leader (-1: none now); None when the partition is gone (its topic deleted)."""
@@ -141,6 +143,10 @@ class MarkerSender:
         return [found.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions]
 
     async def _connect(self, broker_id: int):
+        async with self._connecting:
+            return await self._connect_once(broker_id)
+
+    async def _connect_once(self, broker_id: int):
         from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
 
         connection = self._connections.get(broker_id)

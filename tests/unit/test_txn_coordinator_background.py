@@ -118,3 +118,20 @@ async def test_a_background_task_that_dies_is_logged() -> None:
         await asyncio.sleep(0)
     [failed] = [e for e in logs if e["event"] == "transaction coordinator task failed"]
     assert failed["log_level"] == "error" and "unforeseen" in failed["error"]
+
+
+async def test_a_completion_stops_when_its_id_is_dropped(monkeypatch) -> None:
+    """Leadership of the id's `__transaction_state` partition moved away: the new coordinator completes
+    the transaction, this one neither retries markers nor writes the Complete state."""
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    replicas = FlakyReplicas(failures=1_000_000)  # every marker write fails
+    txns = coordinator(replicas)
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
+    with structlog.testing.capture_logs() as logs:
+        task = txns._spawn(txns._complete(meta, commit=True))
+        await wait_for(lambda: replicas.failures < 1_000_000 - 2)
+        txns._unload_partition(0)
+        await asyncio.wait_for(task, 5)
+    assert txns.get("tid") is None and meta.state == TxnState.PREPARE_COMMIT
+    assert any(e["event"] == "transaction completion handed over" for e in logs)
+    await txns.stop()
