@@ -7,7 +7,9 @@ the other leaders with WriteTxnMarkers, and read_committed consumers read it bac
   records, and the last stable offset reaches the high watermark on every partition.
 - kill -9 of the coordinator after AddPartitionsToTxn, before EndTxn: the client finds the new
   coordinator (which loaded the Ongoing state from the replicated log) and the transaction commits;
-  all of it is visible and no LSO stays behind.
+  all of it is visible and no LSO stays behind. A preferred election then moves the id's partition
+  back to the restarted broker: the live old coordinator answers NOT_COORDINATOR, the producer
+  commits its next transaction at the new one.
 - kill -9 of the coordinator right after EndTxn was answered (PrepareCommit written): the new one
   completes the transaction (markers sent again).
 - kill -9 of a partition leader before EndTxn: the marker for that partition is retried until the
@@ -29,9 +31,12 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from protocol.enums import CoordinatorType, IsolationLevel, SpecialTimestamp
+from broker.group.offsets_store import partition_for
+from broker.txn import TRANSACTION_STATE_TOPIC
+from protocol.enums import CoordinatorType, ElectionType, IsolationLevel, SpecialTimestamp
 from protocol.messages import DescribeTransactionsRequest, FindCoordinatorRequest
 from tests.broker.data_wire import WireClient, list_offsets
+from tests.cluster.test_leader_election import elect
 from tests.cluster.three_brokers import NODES, E, in_sync, new_topic, partition_state, three_brokers
 from tests.support.polling import wait_for
 
@@ -82,13 +87,18 @@ def coordinator_of(cluster, key: str, key_type: CoordinatorType = CoordinatorTyp
     return found[-1]
 
 
-def state_of(cluster, transactional_id: str) -> str | None:
-    """The transaction's state as its coordinator describes it (DescribeTransactions)."""
-    coordinator = cluster[coordinator_of(cluster, transactional_id)]
-    with WireClient(coordinator.port) as client:
+def described_at(broker, transactional_id: str) -> tuple[int, str]:
+    """(error code, state) of DescribeTransactions for the id at one broker."""
+    with WireClient(broker.port) as client:
         answer = client.request(DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0)
     [found] = answer.transaction_states
-    return found.transaction_state if found.error_code == E.NONE else None
+    return found.error_code, found.transaction_state
+
+
+def state_of(cluster, transactional_id: str) -> str | None:
+    """The transaction's state as its coordinator describes it."""
+    code, state = described_at(cluster[coordinator_of(cluster, transactional_id)], transactional_id)
+    return state if code == E.NONE else None
 
 
 def spread_topic(cluster) -> str:
@@ -212,8 +222,25 @@ def test_coordinator_killed_before_end_txn(cluster):
     assert new != victim
     wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the LSO at the HW everywhere")
     assert read_committed(cluster, topic) == sorted(before + (during if committed else []))
-    restart(cluster, victim, [topic])
     assert committed, "librdkafka's commit went through the new coordinator"
+    restart(cluster, victim, [topic])
+
+    # A preferred election gives the id's partition back to the restarted broker: the live coordinator
+    # drops the id (NOT_COORDINATOR), the other loads it, and the producer goes on there.
+    index = partition_for(transactional_id, PARTITIONS)
+    assert partition_state(cluster[new], TRANSACTION_STATE_TOPIC, index).replica_nodes[0] == victim
+    wait_for(lambda: in_sync(cluster[new], TRANSACTION_STATE_TOPIC, index), timeout_s=60,
+             what="the restarted broker back in the state partition's ISR")
+    assert elect(cluster[new], ElectionType.PREFERRED, TRANSACTION_STATE_TOPIC, index) == E.NONE
+    wait_for(lambda: coordinator_of(cluster, transactional_id) == victim, what="the coordinator moved back")
+    wait_for(lambda: described_at(cluster[victim], transactional_id) == (E.NONE, "CompleteCommit"),
+             what="the state loaded where it moved")
+    assert described_at(cluster[new], transactional_id)[0] == E.NOT_COORDINATOR
+    made.begin_transaction()
+    after = write(made, topic, "after")
+    made.commit_transaction(60)
+    wait_for(lambda: stable_everywhere(cluster, topic), timeout_s=SETTLE_S, what="the LSO at the HW everywhere")
+    assert read_committed(cluster, topic) == sorted(before + during + after)
 
 
 def test_coordinator_killed_after_end_txn(cluster):
