@@ -3586,3 +3586,68 @@ class TxnOffsetCommitResponse(ApiMessage):
     topics: list[TxnOffsetCommitResponseTopic]
     """The results, by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponseTopic] = ...) -> None: ...
+
+class WriteTxnMarkersRequest(ApiRequest[WriteTxnMarkersResponse]):
+    """v0 is gone since Kafka 4.0; v1 is the flexible baseline v2: each marker says the transaction version it belongs
+    to (KIP-1228)"""
+    class WritableTxnMarker(Struct):
+        class WritableTxnMarkerTopic(Struct):
+            name: str
+            """The topic."""
+            partition_indexes: list[int]
+            """Its partitions."""
+            def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        producer_id: int
+        """The transaction's producer id."""
+        producer_epoch: int
+        """Its epoch."""
+        transaction_result: bool
+        """True for a COMMIT marker, false for ABORT."""
+        topics: list[WritableTxnMarkerTopic]
+        """The partitions to write the marker to, by topic."""
+        coordinator_epoch: int
+        """The leader epoch of the coordinator's __transaction_state partition."""
+        transaction_version: int
+        """The transactions version of the marker (0 and 1: the classic protocol, 2: KIP-890 part 2)."""
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            transaction_result: bool = ...,
+            topics: list[WritableTxnMarkerTopic] = ...,
+            coordinator_epoch: int = ...,
+            transaction_version: int = ...,
+        ) -> None: ...
+    markers: list[WritableTxnMarker]
+    """The markers a transaction coordinator asks this broker to write."""
+    def __init__(self, *, markers: list[WritableTxnMarker] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(ApiMessage):
+    """v0 is gone since Kafka 4.0; v1 is the flexible baseline v2: layout unchanged from v1"""
+    class WritableTxnMarkerResult(Struct):
+        class WritableTxnMarkerTopicResult(Struct):
+            class WritableTxnMarkerPartitionResult(Struct):
+                partition_index: int
+                """The partition."""
+                error_code: int
+                """0 once the marker is written there, else why not."""
+                def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+            name: str
+            """The topic."""
+            partitions: list[WritableTxnMarkerPartitionResult]
+            """Its partitions' results."""
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                partitions: list[WritableTxnMarkerPartitionResult] = ...,
+            ) -> None: ...
+        producer_id: int
+        """The marker's producer id."""
+        topics: list[WritableTxnMarkerTopicResult]
+        """Its results by topic."""
+        def __init__(self, *, producer_id: int = ..., topics: list[WritableTxnMarkerTopicResult] = ...) -> None: ...
+    markers: list[WritableTxnMarkerResult]
+    """One result per marker asked for."""
+    def __init__(self, *, markers: list[WritableTxnMarkerResult] = ...) -> None: ...

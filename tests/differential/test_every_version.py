@@ -207,6 +207,15 @@ def _end_txn(target: Target, v: int):
     yield "", m.EndTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0, committed=True)
 
 
+@asks(m.WriteTxnMarkersRequest)
+def _write_txn_markers(target: Target, v: int):
+    Marker = m.WriteTxnMarkersRequest.WritableTxnMarker  # noqa: N806
+    yield "", m.WriteTxnMarkersRequest(markers=[Marker(
+        producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+            Marker.WritableTxnMarkerTopic(name="never-was", partition_indexes=[0]),
+            Marker.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[7])])])
+
+
 @asks(m.DescribeProducersRequest)
 def _describe_producers(target: Target, v: int):
     yield "", m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(

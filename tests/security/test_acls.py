@@ -307,6 +307,10 @@ def _requests_for_every_api():
             m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="ledger", partitions=[0])]), 3),
         26: (m.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True), 3),
         25: (m.AddOffsetsToTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"), 3),
+        27: (m.WriteTxnMarkersRequest(markers=[m.WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+                m.WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(name="ledger",
+                                                                                  partition_indexes=[0])])]), 1),
         28: (m.TxnOffsetCommitRequest(transactional_id="t", group_id="g", producer_id=1, producer_epoch=0, topics=[
             m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="ledger", partitions=[
                 m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
