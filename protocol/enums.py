@@ -111,12 +111,12 @@ class Permission(IntEnum):
 
 
 class ConfigResourceType(IntEnum):
-    """What a config belongs to (Kafka's ConfigResource.Type). CLIENT_METRICS (16) and GROUP (32) are not
-    served."""
+    """What a config belongs to (Kafka's ConfigResource.Type). CLIENT_METRICS (16) is not served."""
 
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
 
 
 class ConfigSource(IntEnum):

@@ -11,7 +11,7 @@ Kafka's tools can read it. Each node is a class with `path(...)` (or `PATH`), an
 /brokers/ids/<id>                            BrokerIdZNode (ephemeral registration)
 /brokers/topics/<t>                          TopicZNode (topic id, replica assignment)
 /brokers/topics/<t>/partitions/<p>/state     PartitionStateZNode
-/config/<type>/<name>                        ConfigEntityZNode (topics' configs, users' SCRAM credentials)
+/config/<type>/<name>                        ConfigEntityZNode (topics' and groups' configs, users' SCRAM credentials)
 /config/brokers/<id>, /config/brokers/<default>  BrokerConfigZNode (dynamic broker configs, KIP-226)
 /admin/delete_topics/<t>[/<id>]              DeleteTopicsTopicZNode (and each broker's acknowledgement)
 /latest_producer_id_block                    ProducerIdBlockZNode
@@ -207,6 +207,7 @@ class ConfigType:
     TOPIC = "topics"
     USER = "users"
     BROKER = "brokers"
+    GROUP = "groups"  # Ebb's place for KIP-848's group configs (Kafka keeps them in KRaft's metadata log)
 
 
 class ConfigEntityTypeZNode:
@@ -218,7 +219,7 @@ class ConfigEntityTypeZNode:
 
 
 class ConfigEntityZNode:
-    """One entity's configs: a topic's overrides, a user's SCRAM credentials."""
+    """One entity's configs: a topic's overrides, a group's configs, a user's SCRAM credentials."""
 
     VERSION = 1
 

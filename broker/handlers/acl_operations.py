@@ -25,7 +25,7 @@ def _bits(*operations: int) -> int:
 TOPIC_OPERATIONS = _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
 CLUSTER_OPERATIONS = _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
                            DESCRIBE)
-GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE)
+GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS)  # the last two: KIP-848
 
 
 def authorized(broker, request, resource_type: ResourceType, name: str, supported: int) -> int:
