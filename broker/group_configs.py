@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
-from broker.cluster.layout import ConfigEntityZNode
+from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode
 from broker.topic_configs import (
@@ -243,6 +243,10 @@ class GroupConfigs:
         except NoNode:
             return {}
         return ConfigEntityZNode.decode(data)
+
+    async def group_ids(self) -> list[str]:
+        """The groups that have configs (ListConfigResources)."""
+        return await ConfigEntityTypeZNode.names(self.store, EntityType.GROUP)
 
     async def describe(self, group: str, layers: BrokerLayers) -> list[ConfigEntry]:
         return describe(await self.get(group), self.broker, layers)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.store import MetadataStore, NoNode
 from broker.log.checkpoint import topic_id_from_str, topic_id_to_str
 from broker.security.acls import Acl
 from protocol.enums import Operation, PatternType, Permission, ResourceType
@@ -216,6 +217,15 @@ class ConfigEntityTypeZNode:
     @staticmethod
     def path(entity_type: str) -> str:
         return f"/config/{entity_type}"
+
+    @staticmethod
+    async def names(store: MetadataStore, entity_type: str) -> list[str]:
+        """The entities of the type that have configs, sorted (users with credentials, groups with configs)."""
+        try:
+            children = await store.children(ConfigEntityTypeZNode.path(entity_type))
+        except NoNode:
+            return []
+        return sorted(desanitized(child) for child in children)
 
 
 class ConfigEntityZNode:

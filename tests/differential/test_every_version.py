@@ -284,6 +284,16 @@ def _incremental_alter_configs(target: Target, v: int):
             Resource.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="1")])])
 
 
+@asks(m.ListConfigResourcesRequest)
+def _list_config_resources(target: Target, v: int):
+    if v == 0:  # ListClientMetricsResources as it was: client-metrics resources only
+        yield "", m.ListConfigResourcesRequest()
+        return
+    # The sweep's topics and groups differ in number and order from scenario to scenario: the brokers only.
+    yield "", m.ListConfigResourcesRequest(resource_types=[4, 8])
+    yield " of a type neither lists", m.ListConfigResourcesRequest(resource_types=[0])
+
+
 @asks(m.DescribeTopicPartitionsRequest)
 def _describe_topic_partitions(target: Target, v: int):
     Topic = m.DescribeTopicPartitionsRequest.TopicRequest

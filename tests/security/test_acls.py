@@ -380,6 +380,7 @@ def _requests_for_every_api():
             name="ledger", partition_indexes=[0])]), 0),
         65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
         66: (m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0),
+        74: (m.ListConfigResourcesRequest(resource_types=[32]), 1),
     }
 
 
