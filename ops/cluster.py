@@ -55,6 +55,14 @@ def run(*args: str, check: bool = True, quiet: bool = True, env: dict | None = N
     return result
 
 
+def apt_install(*packages: str) -> None:
+    """Debian's packages, the package lists refreshed first when they are too old to have them."""
+    command = ("apt-get", "install", "-y", "-q", "--no-install-recommends", *packages)
+    if run(*command, check=False).returncode != 0:
+        run("apt-get", "update", "-q")
+        run(*command)
+
+
 def daemon_answers() -> bool:
     return shutil.which("docker") is not None and run("docker", "info", check=False).returncode == 0
 
@@ -66,7 +74,7 @@ def ensure_daemon() -> None:
         return
     if not shutil.which("dockerd"):
         say("no Docker daemon and no dockerd: installing Debian's docker.io and docker-compose")
-        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io", "docker-compose")
+        apt_install("docker.io", "docker-compose")
     with open(DAEMON_LOG, "ab") as log:
         daemon = subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     DAEMON_PID_FILE.write_text(str(daemon.pid))
@@ -125,7 +133,7 @@ def build_standins() -> None:
     python stand-in; the ZooKeeper stand-in adds the entry point. The host's CA bundle goes in so
     pip inside a build trusts what pip on this host trusts."""
     if not shutil.which("debootstrap"):
-        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap")
+        apt_install("debootstrap")
     rootfs = Path(tempfile.mkdtemp(prefix="ebb-standin-"))
     try:
         run("debootstrap", "--variant=minbase", f"--include={STANDIN_PACKAGES}", "bookworm", str(rootfs),
