@@ -2426,6 +2426,35 @@ class LeaveGroupResponse(ApiMessage):
         members: list[MemberResponse] = ...,
     ) -> None: ...
 
+class ListConfigResourcesRequest(ApiRequest[ListConfigResourcesResponse]):
+    """v0 was ListClientMetricsResources: it lists client-metrics resources only. v1 (KIP-1142) names the resource types
+    to list."""
+    resource_types: list[int]
+    """Config resource types to list (2 topic, 4 broker, 8 broker logger, 16 client metrics, 32 group); empty: every
+    type the broker lists."""
+    def __init__(self, *, resource_types: list[int] = ...) -> None: ...
+
+class ListConfigResourcesResponse(ApiMessage):
+    class ConfigResource(Struct):
+        resource_name: str
+        """Name of the resource (a topic, a broker id, a group id)."""
+        resource_type: int
+        """Its config resource type."""
+        def __init__(self, *, resource_name: str = ..., resource_type: int = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result for the whole request; 0 on success."""
+    config_resources: list[ConfigResource]
+    """The resources found."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        config_resources: list[ConfigResource] = ...,
+    ) -> None: ...
+
 class ListGroupsRequest(ApiRequest[ListGroupsResponse]):
     """v1-v2: layout unchanged from v0 v3: switches to the flexible encoding v4: state filter added v5: type filter
     added"""

@@ -11,7 +11,7 @@ Kafka's tools can read it. Each node is a class with `path(...)` (or `PATH`), an
 /brokers/ids/<id>                            BrokerIdZNode (ephemeral registration)
 /brokers/topics/<t>                          TopicZNode (topic id, replica assignment)
 /brokers/topics/<t>/partitions/<p>/state     PartitionStateZNode
-/config/<type>/<name>                        ConfigEntityZNode (topics' configs, users' SCRAM credentials)
+/config/<type>/<name>                        ConfigEntityZNode (topics' and groups' configs, users' SCRAM credentials)
 /config/brokers/<id>, /config/brokers/<default>  BrokerConfigZNode (dynamic broker configs, KIP-226)
 /admin/delete_topics/<t>[/<id>]              DeleteTopicsTopicZNode (and each broker's acknowledgement)
 /log_dir_event_notification/log_dir_event_<n>  LogDirEventZNode (sequential: a broker's log dir failed or is back)
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.store import MetadataStore, NoNode
 from broker.log.checkpoint import topic_id_from_str, topic_id_to_str
 from broker.security.acls import Acl
 from protocol.enums import Operation, PatternType, Permission, ResourceType
@@ -208,6 +209,7 @@ class ConfigType:
     TOPIC = "topics"
     USER = "users"
     BROKER = "brokers"
+    GROUP = "groups"  # Ebb's place for KIP-848's group configs (Kafka keeps them in KRaft's metadata log)
 
 
 class ConfigEntityTypeZNode:
@@ -217,9 +219,18 @@ class ConfigEntityTypeZNode:
     def path(entity_type: str) -> str:
         return f"/config/{entity_type}"
 
+    @staticmethod
+    async def names(store: MetadataStore, entity_type: str) -> list[str]:
+        """The entities of the type that have configs, sorted (users with credentials, groups with configs)."""
+        try:
+            children = await store.children(ConfigEntityTypeZNode.path(entity_type))
+        except NoNode:
+            return []
+        return sorted(desanitized(child) for child in children)
+
 
 class ConfigEntityZNode:
-    """One entity's configs: a topic's overrides, a user's SCRAM credentials."""
+    """One entity's configs: a topic's overrides, a group's configs, a user's SCRAM credentials."""
 
     VERSION = 1
 
