@@ -346,8 +346,8 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             lag_time_max_ms=_int(merged, "replica.lag.time.max.ms", minimum=1),
             auto_leader_rebalance_enable=_bool(merged, "auto.leader.rebalance.enable"),
             leader_imbalance_check_interval_s=_int(merged, "leader.imbalance.check.interval.seconds", minimum=1),
-            leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage",
-                                                        minimum=0),
+            # Kafka's ZooKeeper controller took any integer here (no validator; Kafka 4 removed it).
+            leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage"),
             unclean_leader_election_enable=_bool({UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),
         log_manager=_log_manager(merged),
         topic_defaults=topic_defaults_from(merged),

@@ -13,9 +13,10 @@ What the controller does with the brokers it sees alive (the children of `/broke
   assignment leads instead, alone in the ISR, and records only the lost replicas had are gone;
 - dead brokers leave every ISR (the leader re-admits a follower once it has caught up);
 - an offline partition whose ISR member returns gets it as leader;
-- every leader.imbalance.check.interval.seconds (auto.leader.rebalance.enable): a broker that leads
-  more than leader.imbalance.per.broker.percentage fewer of the partitions it is the preferred (first)
-  replica of gets them back once it is in sync again (Kafka's auto leader rebalance).
+- every leader.imbalance.check.interval.seconds (auto.leader.rebalance.enable) a broker led elsewhere
+  for more than leader.imbalance.per.broker.percentage of the partitions it is the preferred (first)
+  replica of gets them back by preferred elections, once it is in sync again (Kafka's auto leader
+  rebalance, broker/cluster/leader_balance.py).
 Every write is conditional on the state node's version; one that loses a race is read again and
 decided again. The partition state carries the controller epoch that wrote it. It also finishes
 topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py),
@@ -38,7 +39,14 @@ import structlog
 
 from broker.cluster.deletion import finish_deletions
 from broker.cluster.elections import ElectionResult, elect_leaders
-from broker.cluster.layout import NO_CONTROLLER, ControllerEpochZNode, ControllerZNode, PartitionStateZNode
+from broker.cluster.layout import (
+    NO_CONTROLLER,
+    ControllerEpochZNode,
+    ControllerZNode,
+    DeleteTopicsZNode,
+    PartitionStateZNode,
+)
+from broker.cluster.leader_balance import FIRST_CHECK_DELAY_S, Placement, imbalanced
 from broker.cluster.log_dir_events import handle_log_dir_events
 from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.reassignment import MovingTopic, ReassignableTopics, Reassignments
@@ -68,9 +76,8 @@ class LeaderBalancing(Protocol):
 
 class AssignedTopic(MovingTopic, Protocol):
     """What the controller reads of a topic: its replica assignment (and a reassignment of it), its
-    partitions' leaders and its unclean.leader.election.enable override (None: the broker's)."""
+    partitions' states and its unclean.leader.election.enable override (None: the broker's)."""
 
-    def leader(self, partition: int) -> int: ...
     @property
     def unclean_leader_election(self) -> bool | None: ...
 
@@ -78,14 +85,6 @@ class AssignedTopic(MovingTopic, Protocol):
 class AssignedTopics(ReassignableTopics, Protocol):
     def all(self) -> Sequence[AssignedTopic]: ...
     def get(self, name: str) -> AssignedTopic | None: ...
-
-
-def prefer(state: PartitionState, replicas: list[int], alive: set[int]) -> PartitionState | None:
-    """The state with the preferred (first) replica leading, if it is alive, in sync and not leading."""
-    first = replicas[0]
-    if state.leader in (NO_LEADER, first) or first not in alive or first not in state.isr:
-        return None
-    return replace(state, leader=first, leader_epoch=state.leader_epoch + 1)
 
 
 def elect(state: PartitionState, replicas: list[int], alive: set[int], unclean: bool = False
@@ -145,22 +144,23 @@ class Controller:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run())
-        if self.replication.auto_leader_rebalance_enable:
-            self._rebalancing = loop.create_task(self._rebalance_periodically())
         self._wakeup.set()
 
+    def _schedule_rebalancing(self) -> None:
+        """On becoming controller (auto.leader.rebalance.enable): the checks, until controllership ends."""
+        if self.replication.auto_leader_rebalance_enable and (self._rebalancing is None or self._rebalancing.done()):
+            self._rebalancing = asyncio.get_running_loop().create_task(self._rebalance_periodically())
+
     async def _rebalance_periodically(self) -> None:
-        interval_s = self.replication.leader_imbalance_check_interval_s
-        while True:
-            await asyncio.sleep(interval_s)
-            if not self.active:
-                continue
+        await asyncio.sleep(FIRST_CHECK_DELAY_S)
+        while self.active:
             try:
                 await self.rebalance_leaders()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # ZooKeeper trouble: the next check tries again
                 log.error("leader rebalance failed", error=repr(exc))
+            await asyncio.sleep(self.replication.leader_imbalance_check_interval_s)
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, self._rebalancing) if t is not None]
@@ -228,6 +228,7 @@ class Controller:
         self.dir_failed.clear()  # brokers whose dir is still down tell this controller again
         self.active = True
         log.info("became controller", broker=self.node_id, controller_epoch=self.epoch)
+        self._schedule_rebalancing()
 
     async def _bump_epoch(self) -> int:
         while True:
@@ -269,29 +270,28 @@ class Controller:
         override = topic.unclean_leader_election
         return self.replication.unclean_leader_election_enable if override is None else override
 
-    async def rebalance_leaders(self) -> int:
-        """Kafka's auto leader rebalance: a broker that leads more than leader.imbalance.per.broker.percentage
-        fewer of the partitions it is the preferred (first) replica of gets them back, where it is
-        alive and in sync. Returns the partitions moved."""
-        alive = set(self.alive_ids())
-        preferred: dict[int, list[tuple[str, int, list[int], bool]]] = {}
-        for topic in self.topics.all():
-            for index, replicas in sorted(topic.replicas.items()):
-                leads = topic.leader(index) == replicas[0]
-                preferred.setdefault(replicas[0], []).append((topic.name, index, replicas, leads))
-        threshold = self.replication.leader_imbalance_per_broker_percentage / 100
-        moved = 0
-        for broker_id, partitions in sorted(preferred.items()):
-            elsewhere = [p for p in partitions if not p[3]]
-            if broker_id not in alive or len(elsewhere) / len(partitions) <= threshold:
-                continue
-            log.info("leaders imbalanced; moving them back to their preferred replica", broker=broker_id,
-                     partitions=len(elsewhere), of=len(partitions))
-            for name, index, replicas, _ in elsewhere:
-                if self.active:
-                    moved += await self._change_partition(
-                        name, index, functools.partial(prefer, replicas=replicas, alive=alive), alive)
-        return moved
+    async def rebalance_leaders(self) -> dict[TopicPartition, ElectionResult]:
+        """One check of Kafka's auto leader rebalance (broker/cluster/leader_balance.py): the preferred
+        elections held for the brokers above leader.imbalance.per.broker.percentage, and their results."""
+        try:
+            marked = set(await self.store.children(DeleteTopicsZNode.PATH))
+        except NoNode:
+            marked = set()
+        placements = [
+            Placement(TopicPartition(topic.name, index), replicas[0], topic.states[index].leader,
+                      bool(topic.adding.get(index) or topic.removing.get(index)))
+            for topic in self.topics.all() if topic.name not in marked
+            for index, replicas in sorted(topic.replicas.items()) if replicas and index in topic.states]
+        results: dict[TopicPartition, ElectionResult] = {}
+        for broker_id, partitions in imbalanced(placements, self.replication.leader_imbalance_per_broker_percentage
+                                                ).items():
+            if not self.active:
+                break
+            elected = await self.elect_leaders(ElectionType.PREFERRED, partitions)
+            results.update(elected)
+            log.info("leaders imbalanced: preferred elections held", broker=broker_id, partitions=len(partitions),
+                     elected=sum(r.error_code == ErrorCode.NONE for r in elected.values()))
+        return results
 
     async def elect_leaders(self, election: ElectionType, asked: list[TopicPartition]
                             ) -> dict[TopicPartition, ElectionResult]:

@@ -3,7 +3,7 @@ and the elections an operator asks for (broker/cluster/elections.py)."""
 
 import pytest
 
-from broker.cluster.controller import elect, prefer
+from broker.cluster.controller import elect
 from broker.cluster.elections import Outcome, preferred_election, unclean_election
 from broker.cluster.partition_state import PartitionState
 
@@ -23,16 +23,6 @@ def state(leader, isr, epoch=4):
 ])
 def test_elect(before, alive, after):
     assert elect(before, [1, 2, 3], alive) == after
-
-
-@pytest.mark.parametrize(("before", "alive", "after"), [
-    (state(2, [1, 2, 3]), {1, 2, 3}, state(1, [1, 2, 3], 5)),        # back to the preferred replica
-    (state(2, [2, 3]), {1, 2, 3}, None),                             # the preferred one is not in sync yet
-    (state(1, [1, 2]), {1, 2, 3}, None),                             # already preferred
-    (state(-1, [1]), {2, 3}, None),                                  # offline: election, not rebalance
-])
-def test_prefer(before, alive, after):
-    assert prefer(before, [1, 2, 3], alive) == after
 
 
 @pytest.mark.parametrize(("before", "alive", "after"), [
