@@ -303,24 +303,6 @@ def leader_id(cluster, broker: BrokerProcess) -> int:
     return next(n for n, b in cluster.items() if b is broker)
 
 
-def test_leadership_returns_to_the_preferred_replica(zk_connect, tmp_path):
-    """auto.leader.rebalance.enable: a broker back in sync gets the partitions it is the first replica of."""
-    with three_brokers(zk_connect, tmp_path, {"leader.imbalance.check.interval.seconds": "1"}) as cluster:
-        topic = new_topic(cluster, partitions=3)
-        victim = partition_state(cluster[1], topic, 0).leader_id
-        assert victim == partition_state(cluster[1], topic, 0).replica_nodes[0]
-        cluster[victim].stop(signal.SIGKILL)
-        survivor = next(b for n, b in cluster.items() if n != victim)
-        wait_for(lambda: partition_state(survivor, topic, 0).leader_id not in (-1, victim), what="a failover")
-        cluster[victim].start()
-
-        def all_preferred() -> bool:
-            return all(partition_state(survivor, topic, p).leader_id == partition_state(survivor, topic, p)
-                       .replica_nodes[0] for p in range(3))
-
-        wait_for(all_preferred, timeout_s=60, what="every partition led by its preferred replica again")
-
-
 def test_a_restart_the_controller_never_saw_moves_leadership(cluster, zk_connect):
     """A broker epoch as KIP-380 has it: the registration's start timestamp changes while the node stays
     (a restart faster than the watch) -> the controller treats the broker as gone and back, so a log

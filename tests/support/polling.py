@@ -21,3 +21,15 @@ def wait_for(predicate: Callable[[], T], /, timeout_s: float = 20.0, interval_s:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout_s}s; last result: {value!r}")
         time.sleep(interval_s)
+
+
+def holds_for(predicate: Callable[[], object], /, duration_s: float, interval_s: float = 0.05,
+              what: str = "condition") -> None:
+    """Poll `predicate` for `duration_s` and fail the first time it is false: that something does NOT
+    happen within a window (the window is a bound the test derives, not a synchronization)."""
+    deadline = time.monotonic() + duration_s
+    while time.monotonic() <= deadline:
+        value = predicate()
+        if not value:
+            raise AssertionError(f"{what} stopped holding; last result: {value!r}")
+        time.sleep(interval_s)
