@@ -11,7 +11,9 @@ leader (broker/txn/markers.py: through ReplicaManager.append_records when led he
 WriteTxnMarkers request), carrying the leader epoch of the id's `__transaction_state` partition as
 the coordinator epoch, and are retried until written. Transactions open longer than their timeout
 are aborted with the producer epoch bumped, so the old producer is fenced (checked every
-`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+`transaction.abort.timed.out.transaction.cleanup.interval.ms`); ids idle longer than
+`transactional.id.expiration.ms` are removed by a tombstone (checked every
+`transaction.remove.expired.transaction.cleanup.interval.ms`).
 
 One broker replays the whole topic at start. In a cluster an id belongs to the leader of its
 `__transaction_state` partition (broker/coordinator_partitions.py, shared with the group
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -53,6 +56,8 @@ MAX_EPOCH = 2**15 - 1
 MAX_ID_BYTES = 2**15 - 1
 WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
 MARKER_RETRY_S = 0.1
+# The states whose id may expire (Kafka's TransactionState.isExpirationAllowed): no transaction open.
+_EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
@@ -114,6 +119,8 @@ class TransactionCoordinator:
             await self._load()
             self.active = True
         self._spawn(self._abort_timed_out_periodically())
+        self._spawn(self._every(self.settings.remove_expired_cleanup_interval_ms, lambda: self.remove_expired(),
+                                "removing expired transactional ids failed"))
 
     async def stop(self) -> None:
         self.active = False
@@ -427,13 +434,17 @@ class TransactionCoordinator:
                  epoch=meta.producer_epoch, result=done.display_name)
 
     async def _abort_timed_out_periodically(self) -> None:
-        interval = self.settings.abort_timed_out_cleanup_interval_ms / 1000
+        await self._every(self.settings.abort_timed_out_cleanup_interval_ms, lambda: self.abort_timed_out(),
+                          "aborting timed-out transactions failed")
+
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[int]], failure: str) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.abort_timed_out()
+                await job()
             except Exception as exc:  # logged; the next round tries again
-                log.error("aborting timed-out transactions failed", error=repr(exc), exc_info=exc)
+                log.error(failure, error=repr(exc), exc_info=exc)
 
     async def abort_timed_out(self, now_ms: int | None = None) -> int:
         """Abort, with the epoch bumped, every transaction open longer than its timeout."""
@@ -449,3 +460,45 @@ class TransactionCoordinator:
                 log.warning("cannot abort timed-out transaction yet", transactional_id=meta.transactional_id,
                             error=exc.message)
         return len(expired)
+
+    async def remove_expired(self, now_ms: int | None = None) -> int:
+        """Forget the ids without a transaction whose last change is `transactional.id.expiration.ms`
+        old, as Kafka does: a tombstone in `__transaction_state` first (a replay drops the id too)."""
+        horizon = (_now_ms() if now_ms is None else now_ms) - self.settings.transactional_id_expiration_ms
+        by_index: dict[int, list[TxnMetadata]] = {}
+        for meta in self._txns.values():
+            if meta.state in _EXPIRABLE and not meta.pending and meta.update_ms <= horizon:
+                by_index.setdefault(self._partition_of(meta.transactional_id), []).append(meta)
+        if not by_index:
+            return 0
+        metas = [meta for group in by_index.values() for meta in group]
+        for meta in metas:
+            meta.pending = True  # requests for the id answer CONCURRENT_TRANSACTIONS meanwhile
+        try:
+            results = await run_to_completion(self._append_tombstones(by_index))
+        finally:
+            for meta in metas:
+                meta.pending = False
+        removed = 0
+        for index, group in by_index.items():
+            if results[index] != ErrorCode.NONE:
+                log.warning("cannot remove expired transactional ids yet", partition=index,
+                            error=results[index].name)
+                continue
+            for meta in group:
+                if self._owns(meta):
+                    del self._txns[meta.transactional_id]
+                    removed += 1
+        log.info("removed expired transactional ids", removed=removed)
+        return removed
+
+    async def _append_tombstones(self, by_index: dict[int, list[TxnMetadata]]) -> dict[int, ErrorCode]:
+        now = _now_ms()
+        batches = []
+        for index, group in by_index.items():
+            data = build_batch([(key_bytes(meta.transactional_id), None, [], now) for meta in group])
+            batches.append((TRANSACTION_STATE_TOPIC, index, memoryview(data), RecordBatch(data)))
+        results = await self.replicas.append_records(
+            batches, required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR,
+            internal_topics_allowed=True)
+        return {index: ErrorCode(result.error_code) for index, result in zip(by_index, results, strict=True)}
