@@ -138,6 +138,9 @@ _BROKER_DEFAULTS = {
     "transactional.id.expiration.ms": "604800000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    # false: Produce takes a transactional batch without asking the coordinator whether its partition
+    # is in the transaction (KIP-890 part 1 off, as in Kafka); it makes hanging transactions possible.
+    "transaction.partition.verification.enable": "true",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
@@ -177,6 +180,7 @@ class TransactionConfig:
     transactional_id_expiration_ms: int = 604_800_000
     abort_timed_out_cleanup_interval_ms: int = 10_000
     remove_expired_cleanup_interval_ms: int = 3_600_000
+    partition_verification_enable: bool = True
 
 
 @dataclass(frozen=True)
@@ -339,6 +343,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
                 merged, "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1, maximum=INT32_MAX),
             remove_expired_cleanup_interval_ms=_int(
                 merged, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1, maximum=INT32_MAX),
+            partition_verification_enable=_bool(merged, "transaction.partition.verification.enable"),
         ),
         replication=ReplicationConfig(
             fetch_wait_max_ms=_int(merged, "replica.fetch.wait.max.ms", minimum=0),

@@ -327,7 +327,10 @@ class TransactionCoordinator:
         """Whether a transactional batch may be written: its partition was added to the producer's
         open transaction (KIP-890 part 1's check, asked here directly). In a cluster only where this
         broker coordinates the id: elsewhere the batch is taken unverified, as Kafka does with
-        `transaction.partition.verification.enable=false` (AddPartitionsToTxn v4-5 is not served)."""
+        `transaction.partition.verification.enable=false` (AddPartitionsToTxn v4-5 is not served),
+        and nowhere when that property is false."""
+        if not self.settings.partition_verification_enable:
+            return ErrorCode.NONE
         if self.in_cluster and self.not_served(transactional_id) is not None:
             return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
