@@ -48,7 +48,7 @@ def _batch(ready, *values: bytes) -> bytes:
                        producer_epoch=ready.producer_epoch, base_sequence=0, is_transactional=True)
 
 
-def _set_up(peer: Peer) -> None:
+def _set_up(peer: Peer):
     topic = CreateTopicsRequest.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1)
     peer.send(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), 7)
     peer.wait_for_leaders(TOPIC, 2)
@@ -68,6 +68,7 @@ def _set_up(peer: Peer) -> None:
     reply = peer.send(produce_request(TOPIC, 1, _batch(stuck, b"s0"), acks=-1, transactional_id="stuck"), 9)
     assert reply.responses[0].partition_responses[0].error_code == 0
     assert (_offsets(peer, 0), _offsets(peer, 1)) == ((3, 1), (2, 1))
+    return hung
 
 
 def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
@@ -79,7 +80,7 @@ def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
         answers[label] = (run.returncode, _columns(normalise(run.stdout + run.stderr, bootstrap)))
 
     try:
-        _set_up(peer)
+        hung = _set_up(peer)
         tool("describe-producers before", "describe-producers", "--topic", TOPIC, "--partition", "0")
         tool("find-hanging in the partition", "find-hanging", "--topic", TOPIC, "--partition", "0",
              "--max-transaction-timeout", "0")
@@ -92,6 +93,16 @@ def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
         tool("describe-producers after", "describe-producers", "--topic", TOPIC, "--partition", "0")
         tool("find-hanging after", "find-hanging", "--topic", TOPIC, "--partition", "0",
              "--max-transaction-timeout", "0")
+        # Hung again (its next sequence after the marker), then aborted as brokers before 3.0 need it.
+        batch = build_batch([(None, b"h2", [], T0)], producer_id=hung.producer_id, producer_epoch=hung.producer_epoch,
+                            base_sequence=2, is_transactional=True)
+        reply = peer.send(produce_request(TOPIC, 0, batch, acks=-1, transactional_id="hung"), 9)
+        assert reply.responses[0].partition_responses[0].error_code == 0
+        tool("abort naming producer, epoch and coordinator epoch", "abort", "--topic", TOPIC, "--partition", "0",
+             "--start-offset", "4", "--producer-id", str(hung.producer_id), "--producer-epoch", "0",
+             "--coordinator-epoch", "0")
+        answers["offsets after the second abort"] = wait_for(lambda: (o := _offsets(peer, 0)) == (6, 6) and o,
+                                                             what="the second abort marker")
         tool("force-terminate the stuck one", "forceTerminateTransaction", "--transactionalId", "stuck")
         answers["offsets after force-terminate"] = wait_for(lambda: (o := _offsets(peer, 1)) == (3, 3) and o,
                                                             what="the forced abort's marker")
@@ -115,7 +126,8 @@ def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
 
 LABELS = ["describe-producers before", "find-hanging in the partition", "find-hanging on the broker",
           "abort at a wrong offset", "abort the hanging one", "offsets after the abort", "describe-producers after",
-          "find-hanging after", "force-terminate the stuck one", "offsets after force-terminate",
+          "find-hanging after", "abort naming producer, epoch and coordinator epoch", "offsets after the second abort",
+          "force-terminate the stuck one", "offsets after force-terminate",
           "describe the stuck one", "force-terminate an unknown id", "plain produce after"]
 
 
