@@ -35,26 +35,26 @@ from broker.aio import SharedRun, run_to_completion
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.group.offsets_store import partition_for
-from broker.replica import AppendOrigin, Partition, PartitionError, ReplicaManager
+from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.topics import TopicError, TopicManager
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.state_log import (
     TRANSACTION_STATE_TOPIC,
+    WRITE_TIMEOUT_MS,
     TopicPartitionKey,
     TxnMetadata,
     TxnState,
+    append_state,
     key_bytes,
     replay_partition,
     value_bytes,
 )
 from protocol.errors import CodedError, ErrorCode
-from protocol.records import RecordBatch, build_batch
 
 log = structlog.get_logger("transactions")
 
 MAX_EPOCH = 2**15 - 1
 MAX_ID_BYTES = 2**15 - 1
-WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
 MARKER_RETRY_S = 0.1
 # The states whose id may expire (Kafka's TransactionState.isExpirationAllowed): no transaction open.
 _EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
@@ -381,17 +381,14 @@ class TransactionCoordinator:
     async def _append(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
                       start_ms: int, epoch: int) -> None:
         now = _now_ms()
-        data = build_batch([(key_bytes(meta.transactional_id),
-                             value_bytes(meta, state, partitions, start_ms, now, epoch), [], now)])
         index = self._partition_of(meta.transactional_id)
-        [result] = await self.replicas.append_records(
-            [(TRANSACTION_STATE_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
-            timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
-        if result.error_code != ErrorCode.NONE:
-            code = _COORDINATOR_ERRORS.get(result.error_code, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        record = (key_bytes(meta.transactional_id), value_bytes(meta, state, partitions, start_ms, now, epoch))
+        [(error, message)] = (await append_state(self.replicas, {index: [record]}, now)).values()
+        if error != ErrorCode.NONE:
+            code = _COORDINATOR_ERRORS.get(error, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             log.warning("transaction state write failed", transactional_id=meta.transactional_id,
-                        error=ErrorCode(result.error_code).name, answered=code.name, reason=result.error_message)
-            raise TxnError(code, result.error_message or "")
+                        error=error.name, answered=code.name, reason=message)
+            raise TxnError(code, message or "")
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> None:
         """Abort the open transaction under a bumped epoch (its producer is fenced by it)."""
@@ -478,15 +475,17 @@ class TransactionCoordinator:
         for meta in metas:
             meta.pending = True  # requests for the id answer CONCURRENT_TRANSACTIONS meanwhile
         try:
-            results = await run_to_completion(self._append_tombstones(by_index))
+            results = await run_to_completion(append_state(
+                self.replicas, {index: [(key_bytes(m.transactional_id), None) for m in group]
+                                for index, group in by_index.items()}, _now_ms()))
         finally:
             for meta in metas:
                 meta.pending = False
         removed = 0
         for index, group in by_index.items():
-            if results[index] != ErrorCode.NONE:
+            if results[index][0] != ErrorCode.NONE:
                 log.warning("cannot remove expired transactional ids yet", partition=index,
-                            error=results[index].name)
+                            error=results[index][0].name)
                 continue
             for meta in group:
                 if self._owns(meta):
@@ -494,14 +493,3 @@ class TransactionCoordinator:
                     removed += 1
         log.info("removed expired transactional ids", removed=removed)
         return removed
-
-    async def _append_tombstones(self, by_index: dict[int, list[TxnMetadata]]) -> dict[int, ErrorCode]:
-        now = _now_ms()
-        batches = []
-        for index, group in by_index.items():
-            data = build_batch([(key_bytes(meta.transactional_id), None, [], now) for meta in group])
-            batches.append((TRANSACTION_STATE_TOPIC, index, memoryview(data), RecordBatch(data)))
-        results = await self.replicas.append_records(
-            batches, required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR,
-            internal_topics_allowed=True)
-        return {index: ErrorCode(result.error_code) for index, result in zip(by_index, results, strict=True)}

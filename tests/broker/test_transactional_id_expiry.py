@@ -1,10 +1,12 @@
 """`transactional.id.expiration.ms` on a real Ebb process: an id without an open transaction whose
 last change is older than the expiration is removed (a tombstone in `__transaction_state`), so
 DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND, ListTransactions omits it, and a restart
-that replays the topic (with an expiration too long to remove anything again) still does not know it.
+that replays the topic (after kill -9, with an expiration too long to remove anything again) still does not know it.
 An id with an open transaction stays, whatever its age."""
 
 from __future__ import annotations
+
+import signal
 
 import pytest
 
@@ -58,7 +60,7 @@ def test_idle_ids_expire_open_ones_stay_and_the_tombstones_replay(broker):
 
     # Replayed with an expiration that removes nothing: only the tombstones keep the ids away.
     broker.overrides["transactional.id.expiration.ms"] = str(7 * 24 * 3600 * 1000)
-    broker.restart()
+    broker.restart(signal.SIGKILL)
     with WireClient(broker.port) as client:
         assert _listed(client) == {"stays-open": "Ongoing"}
         for gone in ("idle", "committed"):
