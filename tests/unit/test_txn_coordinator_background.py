@@ -13,6 +13,7 @@ from broker.replica import AppendResult
 from broker.txn import coordinator as coordinator_module
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnMetadata, TxnState
+from protocol.errors import ErrorCode
 
 OK = AppendResult(0, 0, -1, 0)
 
@@ -41,6 +42,7 @@ class FlakyReplicas:
 def coordinator(replicas: FlakyReplicas, interval_ms: int = 10_000) -> TransactionCoordinator:
     config = SimpleNamespace(transactions=SimpleNamespace(abort_timed_out_cleanup_interval_ms=interval_ms,
                                                           transactional_id_expiration_ms=1000,
+                                                          partition_verification_enable=True,
                                                           state_log_num_partitions=1),
                              node_id=1, inter_broker_security=None)
     topics = SimpleNamespace(get=lambda name: SimpleNamespace(replicas={0: [1]}))
@@ -155,3 +157,12 @@ async def test_expired_ids_stay_while_their_tombstones_are_not_written() -> None
     assert replicas.appended == [TRANSACTION_STATE_TOPIC]
     assert sorted(m.transactional_id for m in txns.all()) == ["open", "recent"]
     await txns.stop()
+
+
+def test_partition_verification_can_be_turned_off() -> None:
+    """`transaction.partition.verification.enable=false`: Produce's check passes whatever the
+    coordinator knows (Kafka's behaviour with the check off), so a transaction can hang."""
+    txns = coordinator(FlakyReplicas(failures=0))
+    assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    txns.settings = SimpleNamespace(partition_verification_enable=False)  # type: ignore[assignment]
+    assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.NONE
