@@ -137,6 +137,10 @@ _BROKER_DEFAULTS = {
     "transaction.max.timeout.ms": "900000",
     "transactional.id.expiration.ms": "604800000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    # false: Produce takes a transactional batch without asking the coordinator whether its partition
+    # is in the transaction (KIP-890 part 1 off, as in Kafka); it makes hanging transactions possible.
+    "transaction.partition.verification.enable": "true",
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
@@ -175,6 +179,8 @@ class TransactionConfig:
     max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
     abort_timed_out_cleanup_interval_ms: int = 10_000
+    remove_expired_cleanup_interval_ms: int = 3_600_000
+    partition_verification_enable: bool = True
 
 
 @dataclass(frozen=True)
@@ -332,9 +338,12 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             state_log_min_isr=_int(merged, "transaction.state.log.min.isr", minimum=1),
             state_log_segment_bytes=_int(merged, "transaction.state.log.segment.bytes", minimum=1),
             max_timeout_ms=_int(merged, "transaction.max.timeout.ms", minimum=1),
-            transactional_id_expiration_ms=_int(merged, "transactional.id.expiration.ms", minimum=1),
+            transactional_id_expiration_ms=_int(merged, "transactional.id.expiration.ms", minimum=1, maximum=INT32_MAX),
             abort_timed_out_cleanup_interval_ms=_int(
-                merged, "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1),
+                merged, "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1, maximum=INT32_MAX),
+            remove_expired_cleanup_interval_ms=_int(
+                merged, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1, maximum=INT32_MAX),
+            partition_verification_enable=_bool(merged, "transaction.partition.verification.enable"),
         ),
         replication=ReplicationConfig(
             fetch_wait_max_ms=_int(merged, "replica.fetch.wait.max.ms", minimum=0),
@@ -454,7 +463,7 @@ def _listener(text: str, key: str) -> Listener:
     return Listener(match.group(1), match.group(2).strip("[]"), port)
 
 
-def _int(props: Mapping[str, str], key: str, minimum: int | None = None) -> int:
+def _int(props: Mapping[str, str], key: str, minimum: int | None = None, maximum: int | None = None) -> int:
     raw = props[key]
     try:
         value = int(str(raw).strip())
@@ -462,10 +471,13 @@ def _int(props: Mapping[str, str], key: str, minimum: int | None = None) -> int:
         raise ConfigError(f"{key}: {raw!r} is not an integer") from None
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{key}: {value} is above the maximum {maximum}")
     return value
 
 
 UNCLEAN_ELECTION = "unclean.leader.election.enable"
+INT32_MAX = 2**31 - 1  # Kafka's INT properties
 
 
 def _bool(props: Mapping[str, str], key: str) -> bool:

@@ -11,7 +11,9 @@ leader (broker/txn/markers.py: through ReplicaManager.append_records when led he
 WriteTxnMarkers request), carrying the leader epoch of the id's `__transaction_state` partition as
 the coordinator epoch, and are retried until written. Transactions open longer than their timeout
 are aborted with the producer epoch bumped, so the old producer is fenced (checked every
-`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+`transaction.abort.timed.out.transaction.cleanup.interval.ms`); ids idle longer than
+`transactional.id.expiration.ms` are removed by a tombstone (checked every
+`transaction.remove.expired.transaction.cleanup.interval.ms`).
 
 One broker replays the whole topic at start. In a cluster an id belongs to the leader of its
 `__transaction_state` partition (broker/coordinator_partitions.py, shared with the group
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -32,27 +35,29 @@ from broker.aio import SharedRun, run_to_completion
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.group.offsets_store import partition_for
-from broker.replica import AppendOrigin, Partition, PartitionError, ReplicaManager
+from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.topics import TopicError, TopicManager
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.state_log import (
     TRANSACTION_STATE_TOPIC,
+    WRITE_TIMEOUT_MS,
     TopicPartitionKey,
     TxnMetadata,
     TxnState,
+    append_state,
     key_bytes,
     replay_partition,
     value_bytes,
 )
 from protocol.errors import CodedError, ErrorCode
-from protocol.records import RecordBatch, build_batch
 
 log = structlog.get_logger("transactions")
 
 MAX_EPOCH = 2**15 - 1
 MAX_ID_BYTES = 2**15 - 1
-WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
 MARKER_RETRY_S = 0.1
+# The states whose id may expire (Kafka's TransactionState.isExpirationAllowed): no transaction open.
+_EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
@@ -114,6 +119,8 @@ class TransactionCoordinator:
             await self._load()
             self.active = True
         self._spawn(self._abort_timed_out_periodically())
+        self._spawn(self._every(self.settings.remove_expired_cleanup_interval_ms, lambda: self.remove_expired(),
+                                "removing expired transactional ids failed"))
 
     async def stop(self) -> None:
         self.active = False
@@ -320,7 +327,10 @@ class TransactionCoordinator:
         """Whether a transactional batch may be written: its partition was added to the producer's
         open transaction (KIP-890 part 1's check, asked here directly). In a cluster only where this
         broker coordinates the id: elsewhere the batch is taken unverified, as Kafka does with
-        `transaction.partition.verification.enable=false` (AddPartitionsToTxn v4-5 is not served)."""
+        `transaction.partition.verification.enable=false` (AddPartitionsToTxn v4-5 is not served),
+        and nowhere when that property is false."""
+        if not self.settings.partition_verification_enable:
+            return ErrorCode.NONE
         if self.in_cluster and self.not_served(transactional_id) is not None:
             return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
@@ -371,17 +381,14 @@ class TransactionCoordinator:
     async def _append(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
                       start_ms: int, epoch: int) -> None:
         now = _now_ms()
-        data = build_batch([(key_bytes(meta.transactional_id),
-                             value_bytes(meta, state, partitions, start_ms, now, epoch), [], now)])
         index = self._partition_of(meta.transactional_id)
-        [result] = await self.replicas.append_records(
-            [(TRANSACTION_STATE_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
-            timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
-        if result.error_code != ErrorCode.NONE:
-            code = _COORDINATOR_ERRORS.get(result.error_code, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        record = (key_bytes(meta.transactional_id), value_bytes(meta, state, partitions, start_ms, now, epoch))
+        [(error, message)] = (await append_state(self.replicas, {index: [record]}, now)).values()
+        if error != ErrorCode.NONE:
+            code = _COORDINATOR_ERRORS.get(error, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             log.warning("transaction state write failed", transactional_id=meta.transactional_id,
-                        error=ErrorCode(result.error_code).name, answered=code.name, reason=result.error_message)
-            raise TxnError(code, result.error_message or "")
+                        error=error.name, answered=code.name, reason=message)
+            raise TxnError(code, message or "")
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> None:
         """Abort the open transaction under a bumped epoch (its producer is fenced by it)."""
@@ -427,13 +434,17 @@ class TransactionCoordinator:
                  epoch=meta.producer_epoch, result=done.display_name)
 
     async def _abort_timed_out_periodically(self) -> None:
-        interval = self.settings.abort_timed_out_cleanup_interval_ms / 1000
+        await self._every(self.settings.abort_timed_out_cleanup_interval_ms, lambda: self.abort_timed_out(),
+                          "aborting timed-out transactions failed")
+
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[int]], failure: str) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.abort_timed_out()
+                await job()
             except Exception as exc:  # logged; the next round tries again
-                log.error("aborting timed-out transactions failed", error=repr(exc), exc_info=exc)
+                log.error(failure, error=repr(exc), exc_info=exc)
 
     async def abort_timed_out(self, now_ms: int | None = None) -> int:
         """Abort, with the epoch bumped, every transaction open longer than its timeout."""
@@ -449,3 +460,36 @@ class TransactionCoordinator:
                 log.warning("cannot abort timed-out transaction yet", transactional_id=meta.transactional_id,
                             error=exc.message)
         return len(expired)
+
+    async def remove_expired(self, now_ms: int | None = None) -> int:
+        """Forget the ids without a transaction whose last change is `transactional.id.expiration.ms`
+        old, as Kafka does: a tombstone in `__transaction_state` first (a replay drops the id too)."""
+        horizon = (_now_ms() if now_ms is None else now_ms) - self.settings.transactional_id_expiration_ms
+        by_index: dict[int, list[TxnMetadata]] = {}
+        for meta in self._txns.values():
+            if meta.state in _EXPIRABLE and not meta.pending and meta.update_ms <= horizon:
+                by_index.setdefault(self._partition_of(meta.transactional_id), []).append(meta)
+        if not by_index:
+            return 0
+        metas = [meta for group in by_index.values() for meta in group]
+        for meta in metas:
+            meta.pending = True  # requests for the id answer CONCURRENT_TRANSACTIONS meanwhile
+        try:
+            results = await run_to_completion(append_state(
+                self.replicas, {index: [(key_bytes(m.transactional_id), None) for m in group]
+                                for index, group in by_index.items()}, _now_ms()))
+        finally:
+            for meta in metas:
+                meta.pending = False
+        removed = 0
+        for index, group in by_index.items():
+            if results[index][0] != ErrorCode.NONE:
+                log.warning("cannot remove expired transactional ids yet", partition=index,
+                            error=results[index][0].name)
+                continue
+            for meta in group:
+                if self._owns(meta):
+                    del self._txns[meta.transactional_id]
+                    removed += 1
+        log.info("removed expired transactional ids", removed=removed)
+        return removed

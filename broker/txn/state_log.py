@@ -21,9 +21,10 @@ from enum import IntEnum
 import structlog
 
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
+from broker.replica import AppendOrigin, ReplicaManager
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import TransactionLogKey, TransactionLogValue
-from protocol.records import iter_batches
+from protocol.records import RecordBatch, build_batch, iter_batches
 
 log = structlog.get_logger("transactions")
 
@@ -32,6 +33,7 @@ KEY_VERSION = 0
 VALUE_VERSION = 0  # transactions version 0/1
 NEWEST_KNOWN_VALUE_VERSION = 1
 LOAD_READ_BYTES = 1 << 20
+WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
 _I16 = struct.Struct(">h")
 
 
@@ -88,6 +90,20 @@ def value_bytes(meta: TxnMetadata, state: TxnState, partitions: set[TopicPartiti
                                 for t, ids in by_topic.items()],
         transaction_last_update_timestamp_ms=update_ms, transaction_start_timestamp_ms=start_ms)
     return _I16.pack(VALUE_VERSION) + TransactionLogValue[VALUE_VERSION].encode(value)
+
+
+async def append_state(replicas: ReplicaManager, records: dict[int, list[tuple[bytes, bytes | None]]],
+                       now_ms: int) -> dict[int, tuple[ErrorCode, str | None]]:
+    """Write (key, value or None for a tombstone) records, one batch per partition, acks=-1; each
+    partition's (error, message)."""
+    batches = []
+    for index, pairs in records.items():
+        data = build_batch([(key, value, [], now_ms) for key, value in pairs])
+        batches.append((TRANSACTION_STATE_TOPIC, index, memoryview(data), RecordBatch(data)))
+    results = await replicas.append_records(batches, required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS,
+                                            origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+    return {index: (ErrorCode(result.error_code), result.error_message)
+            for index, result in zip(records, results, strict=True)}
 
 
 def parse_record(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | None]:

@@ -42,8 +42,7 @@ def broker_overrides() -> dict[str, str]:
         # clients here never use; Ebb has no such listener.
         "super.users": "User:admin;User:ANONYMOUS",
         # Kafka's Produce checks a transactional partition with its coordinator over an inter-broker
-        # client that this listener setup does not authenticate (NETWORK_EXCEPTION); Ebb's Produce asks
-        # its local coordinator directly, as with the check off. Ebb ignores the property.
+        # client that this listener setup does not authenticate (NETWORK_EXCEPTION): off on both.
         "transaction.partition.verification.enable": "false",
     }
 

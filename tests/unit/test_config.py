@@ -36,6 +36,12 @@ def test_properties_file_and_overrides(tmp_path):
     ("log.cleanup.policy=shred", "cleanup.policy"),
     ("advertised.listeners=PLAINTEXT://0.0.0.0:9092", "advertised.listeners"),
     ("novalue", "novalue"),
+    ("transactional.id.expiration.ms=0", "transactional.id.expiration.ms"),  # Kafka's INT, at least 1
+    ("transactional.id.expiration.ms=2147483648", "transactional.id.expiration.ms"),
+    ("transaction.remove.expired.transaction.cleanup.interval.ms=0",
+     "transaction.remove.expired.transaction.cleanup.interval.ms"),
+    ("transaction.abort.timed.out.transaction.cleanup.interval.ms=-1",
+     "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
 ])
 def test_bad_settings_name_the_property(override, named):
     with pytest.raises(ConfigError) as info:

@@ -13,6 +13,7 @@ from broker.replica import AppendResult
 from broker.txn import coordinator as coordinator_module
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnMetadata, TxnState
+from protocol.errors import ErrorCode
 
 OK = AppendResult(0, 0, -1, 0)
 
@@ -40,6 +41,8 @@ class FlakyReplicas:
 
 def coordinator(replicas: FlakyReplicas, interval_ms: int = 10_000) -> TransactionCoordinator:
     config = SimpleNamespace(transactions=SimpleNamespace(abort_timed_out_cleanup_interval_ms=interval_ms,
+                                                          transactional_id_expiration_ms=1000,
+                                                          partition_verification_enable=True,
                                                           state_log_num_partitions=1),
                              node_id=1, inter_broker_security=None)
     topics = SimpleNamespace(get=lambda name: SimpleNamespace(replicas={0: [1]}))
@@ -135,3 +138,31 @@ async def test_a_completion_stops_when_its_id_is_dropped(monkeypatch) -> None:
     assert txns.get("tid") is None and meta.state == TxnState.PREPARE_COMMIT
     assert any(e["event"] == "transaction completion handed over" for e in logs)
     await txns.stop()
+
+
+async def test_expired_ids_stay_while_their_tombstones_are_not_written() -> None:
+    """The tombstone first: an append that fails (or raises) leaves the id known, and a later round
+    removes it; an id with an open transaction or a recent change is never removed."""
+    replicas = FlakyReplicas(failures=1)
+    txns = coordinator(replicas)
+    idle = owned(txns, TxnMetadata("idle", 7, 0, 60_000, TxnState.COMPLETE_ABORT, update_ms=1_000))
+    owned(txns, TxnMetadata("open", 8, 0, 60_000, TxnState.ONGOING, {("facts", 0)}, start_ms=1, update_ms=1_000))
+    owned(txns, TxnMetadata("recent", 9, 0, 60_000, TxnState.EMPTY, update_ms=2_500))
+    try:
+        await txns.remove_expired(now_ms=3_000)
+    except RuntimeError:
+        pass
+    assert txns.get("idle") is idle and not idle.pending
+    assert await txns.remove_expired(now_ms=3_000) == 1
+    assert replicas.appended == [TRANSACTION_STATE_TOPIC]
+    assert sorted(m.transactional_id for m in txns.all()) == ["open", "recent"]
+    await txns.stop()
+
+
+def test_partition_verification_can_be_turned_off() -> None:
+    """`transaction.partition.verification.enable=false`: Produce's check passes whatever the
+    coordinator knows (Kafka's behaviour with the check off), so a transaction can hang."""
+    txns = coordinator(FlakyReplicas(failures=0))
+    assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    txns.settings = SimpleNamespace(partition_verification_enable=False)  # type: ignore[assignment]
+    assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.NONE
