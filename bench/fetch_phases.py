@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.peers import CLOCK_TICKS
+
 _totals: collections.Counter[str] = collections.Counter()
 _counts: collections.Counter[str] = collections.Counter()
 PHASES = ("decode", "resolve", "log read", "log.read", "seg.find", "seg.read", "regions", "encode", "handler",
@@ -97,6 +99,12 @@ def _dump(path: str) -> None:
         json.dump({"totals": _totals, "counts": _counts}, out)
 
 
+def _user_system(pid: int) -> tuple[float, float]:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
 def serve(out: str, argv: list[str]) -> None:
     import runpy
 
@@ -132,10 +140,11 @@ def main() -> None:
             rdkafka_consume(ebb.bootstrap, "phases", args.partitions, args.records)  # warm: pages, caches
             os.kill(ebb.pid, signal.SIGUSR1)
             time.sleep(0.2)
-            cpu = ebb.cpu_seconds()
+            cpu, split = ebb.cpu_seconds(), _user_system(ebb.pid)
             rates = [rdkafka_consume(ebb.bootstrap, "phases", args.partitions, args.records)
                      for _ in range(args.passes)]
             cpu = ebb.cpu_seconds() - cpu
+            user, system = (after - before for after, before in zip(_user_system(ebb.pid), split, strict=True))
             os.kill(ebb.pid, signal.SIGUSR2)
             deadline = time.monotonic() + 10
             while not out.exists() and time.monotonic() < deadline:
@@ -146,7 +155,8 @@ def main() -> None:
         print(f"Ebb, {args.partitions} partition(s), {args.records:,} records of 1 KiB read {args.passes} times by "
               f"librdkafka: {' '.join(f'{r:.0f}' for r in rates)} MB/s")
         print(f"{fetches:,} fetches, {args.records * 1024 * args.passes / max(fetches, 1) / 1024:.0f} KiB each; "
-              f"broker CPU {cpu * 1e6 / max(fetches, 1):.0f} µs per fetch ({cpu:.2f} s)")
+              f"broker CPU {cpu * 1e6 / max(fetches, 1):.0f} µs per fetch ({cpu:.2f} s: user "
+              f"{user * 1e6 / max(fetches, 1):.0f} µs, system {system * 1e6 / max(fetches, 1):.0f} µs)")
         print(f"  {'phase':<12} {'calls':>8} {'µs per fetch':>13} {'µs per call':>12}")
         for name in PHASES:
             total, calls = got["totals"].get(name, 0), got["counts"].get(name, 0)
