@@ -1,7 +1,8 @@
 # Ebb broker image: `make docker` builds it, `make cluster` runs ZooKeeper and three brokers with it
 # (docker-compose.yml). The broker takes Kafka's property names as `--override key=value` arguments.
 # The base comes from an ARG so that a machine without a registry can build from a local image
-# (ops/cluster_smoke.py makes one when no registry answers): docker build --build-arg BASE_IMAGE=my-python:3.11 .
+# (`make cluster` builds one with ops/cluster.py when no registry answers):
+# docker build --build-arg BASE_IMAGE=my-python:3.11 .
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 

@@ -7,7 +7,7 @@ BENCHSTAMP := $(VENV)/.installed-bench
 JS     := tests/conformance/js
 JSSTAMP := $(JS)/node_modules/.installed
 
-.PHONY: test lint bench run clean docker cluster cluster-smoke pipeline-demo
+.PHONY: test lint bench run clean docker cluster cluster-down cluster-smoke pipeline-demo
 
 # What `make run` needs: the broker's runtime dependencies (pyproject.toml's `dependencies`) and the `ebb`
 # command in $(VENV)/bin. No extras, no system packages: setup.py builds the compiled parts when a C
@@ -110,6 +110,7 @@ bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(RDKAFKALOAD)
 	$(PY) -m bench.perf_tools $(QUICK)
 	$(PY) -m bench.request_latency $(QUICK)
 	$(PY) -m bench.delete_records_cluster $(QUICK)
+	$(PY) -m bench.erasure $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
 	$(PY) -m bench.start_budgets
 	$(PY) -m bench.scale $(QUICK)
@@ -131,16 +132,21 @@ clean:
 docker:
 	docker build -t ebb:latest .
 
-# Compose v2 (`docker compose`) where it is installed, else v1 (`docker-compose`, Debian's package)
-COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
-
+# ops/cluster.py, with the host's python3 (standard library only): a Docker daemon (Debian's dockerd
+# started when none runs), the official base images or, when none can be pulled, local stand-ins built
+# from Debian (once), the broker image, then compose up. It says each step. `python3 ops/cluster.py
+# images --dry-run` tells which images it would use and build, without building.
 cluster:
-	$(COMPOSE) up --build -d
-	@echo "bootstrap servers: 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 ($(COMPOSE) down to stop;"
-	@echo "metrics on 127.0.0.1:9404-9406; Prometheus and Grafana: $(COMPOSE) --profile monitoring up -d)"
+	$(PYTHON) ops/cluster.py up
+
+# Stops the compose cluster and lists what remains (images, data volumes, a dockerd started by
+# `make cluster`) with the commands that remove them; PURGE=1 removes them too.
+cluster-down:
+	$(PYTHON) ops/cluster.py down $(if $(PURGE),--purge)
 
 # Builds the image and runs the compose cluster through produce, DeleteRecords, failover, rejoin and
 # down/up (ops/cluster_smoke.py). Needs root or the docker group; starts dockerd and builds local
-# base images from Debian when there is no daemon or registry. Not part of `make test`.
+# base images from Debian when there is no daemon or registry. Removes what it built or started when
+# it passes (KEEP=1 keeps it; a failure leaves it up and says what is there). Not part of `make test`.
 cluster-smoke: $(STAMP)
-	$(PY) ops/cluster_smoke.py
+	$(PY) ops/cluster_smoke.py $(if $(KEEP),--keep)

@@ -24,6 +24,7 @@ from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from broker.group.trim import CommittedTrimmer
+from broker.group_configs import GroupConfigs
 from broker.handlers import load_handlers
 from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import TopicPartition
@@ -56,6 +57,7 @@ class Broker:
         self.logs: LogManager
         self.topics: TopicManager
         self.dynamic_config: DynamicBrokerConfig
+        self.group_configs: GroupConfigs  # KIP-848's group configs, in the metadata store
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
@@ -101,6 +103,7 @@ class Broker:
         # Dynamic broker configs are read before the logs open, so they start with the defaults in force.
         self.dynamic_config = DynamicBrokerConfig(self.store, config)
         await self.dynamic_config.load()
+        self.group_configs = GroupConfigs(self.store, config.group_config_properties)
         self.logs = LogManager(config.log_dir, config=config.log_manager,
                                default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
@@ -123,7 +126,10 @@ class Broker:
             # and has one at once when it changes (offline partitions may get a leader now).
             self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id,
                                    ControllerSettings(config.replication, self.dynamic_config),
-                                   config.inter_broker_security)
+                                   config.inter_broker_security, log_dir_failed=lambda: self.logs.health.failed)
+            # A failed log dir (and its return) is told to the controller, which moves leadership.
+            announce = self.cluster.log_dir_events.announce
+            self.logs.health.listeners.append(lambda failed: announce())
             self.dynamic_config.unclean_election_listeners.append(self.cluster.controller.wake)
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.

@@ -16,6 +16,7 @@ from pathlib import Path
 import structlog
 
 from broker import log_output
+from broker.group_configs import GROUP_BROKER_DEFAULTS, group_broker_properties
 from broker.log.cleaner_settings import cleaner_config_problem
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
@@ -68,6 +69,7 @@ TOPIC_DEFAULTS = {
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.erasure.max.delay.ms": "erasure.max.delay.ms",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
     "log.message.timestamp.type": "message.timestamp.type",
@@ -101,6 +103,8 @@ _BROKER_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
+    # What bounds and backs the group configs (broker/group_configs.py); Ebb serves no group they configure.
+    **GROUP_BROKER_DEFAULTS,
     "broker.rack": "",
     "log.level": "INFO",
     # Ebb's own: keep DeleteRecords v3 off to act like a broker without KIP-1343 (client tests use it).
@@ -217,6 +221,8 @@ class BrokerConfig:
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
     small_segments_enable: bool = False  # ebb.testing.small.segments.enable: segment.bytes below 1 MiB
+    # The group.consumer.*, group.share.*, group.streams.* properties: defaults and bounds of group configs.
+    group_config_properties: Mapping[str, int] = field(default_factory=lambda: group_broker_properties({}))
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -352,7 +358,15 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         authorizer=_authorizer(merged),
         sasl_authentication_timeout_ms=_int(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
         small_segments_enable=_bool(merged, SMALL_SEGMENTS_SETTING),
+        group_config_properties=_group_config_properties(merged),
     )
+
+
+def _group_config_properties(merged: Mapping[str, str]) -> dict[str, int]:
+    try:
+        return group_broker_properties(merged)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)

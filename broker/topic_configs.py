@@ -158,6 +158,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "(POLICY_VIOLATION).",
         ("log.cleanup.policy",), items_in("compact", "delete"), effective=True),
     TopicConfigDef(
+        "erasure.max.delay.ms", ConfigType.LONG, "-1",
+        "Ebb's own: the longest time the bytes of records below the log start offset stay in this partition's "
+        "files on any replica. When the start moves inside a segment (DeleteRecords, retention, "
+        "retention.committed.groups), the segment's remaining batches are rewritten into a new file and the old "
+        "one is removed without waiting file.delete.delay.ms; whole segments below the start are removed at once. "
+        "A batch holding the start offset is kept whole. -1 (the default) turns erasure off.",
+        ("log.erasure.max.delay.ms",), at_least(-1), effective=True),
+    TopicConfigDef(
         "file.delete.delay.ms", ConfigType.LONG, "60000",
         "Time to wait before removing a deleted segment's files from the file system.",
         ("log.segment.delete.delay.ms",), at_least(0), effective=True),

@@ -418,43 +418,64 @@ class TopicManager:
     @_storage_failures_answered
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                              validate_only: bool = False) -> Topic:
-        """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs."""
+        """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs.
+        The topic's node is read and written back conditionally on its version (retried when another
+        writer got in between), so a reassignment's state in it that this broker's watch has not seen
+        yet is kept, and two growths never overwrite each other."""
         async with self._locks.held(_collision_key(name)):
-            topic = self._topics.get(name)
-            if topic is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-            current = len(topic.replicas)
-            if count == current:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-            if count < current:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
-                                 f"partition(s); {count} would not be an increase.")
-            additional = count - current
-            if additional > MAX_PARTITIONS_PER_REQUEST:
-                raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
-            broker_ids = self.broker_ids()
-            if assignments is not None:
-                if len(assignments) != additional:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Attempted to add {additional} additional partition(s), but only "
-                                     f"{len(assignments)} assignment(s) were specified.")
-                for replicas in assignments:
-                    validate_manual_assignment(list(replicas), topic.replication_factor, broker_ids)
-                new = {current + i: list(r) for i, r in enumerate(assignments)}
-            else:
-                new = place_replicas(current, additional, topic.replication_factor, broker_ids)
-            if validate_only:
-                return topic
-            grown = TopicAssignment(topic.topic_id, {**topic.replicas, **new}, topic.adding, topic.removing)
+            path = TopicZNode.path(name)
+            while True:
+                topic = self._topics.get(name)
+                try:
+                    data, version = await self.store.get(path)
+                except NoNode:
+                    topic = None
+                if topic is None:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+                stored = TopicZNode.decode(data)
+                if stored.topic_id != topic.topic_id:
+                    raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' was re-created meanwhile.")
+                new = self._new_partitions(topic, stored, count, assignments)
+                if validate_only:
+                    return topic
+                grown = TopicAssignment(stored.topic_id, {**stored.replicas, **new}, stored.adding, stored.removing)
+                try:
+                    await self.store.set(path, TopicZNode.encode(grown), version)
+                except BadVersion:
+                    continue  # a reassignment step or another growth wrote it since: decide again on it
+                break
             new_states = {p: PartitionState.initial(r) for p, r in new.items()}
-            await self.store.set(TopicZNode.path(name), TopicZNode.encode(grown))
             await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
                                        for p, state in new_states.items()})
             topic.replicas = grown.replicas
+            topic.adding, topic.removing = dict(grown.adding), dict(grown.removing)
             topic.states.update(new_states)
             await self._ensure_logs(topic)
             log.info("added partitions", topic=name, partitions=len(topic.replicas))
             return topic
+
+    def _new_partitions(self, topic: Topic, stored: TopicAssignment, count: int,
+                        assignments: list[list[int]] | None) -> dict[int, list[int]]:
+        """The replicas of the partitions that grow the stored assignment to `count` (TopicError if not)."""
+        name, current = topic.name, len(stored.replicas)
+        if count == current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if count < current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
+                             f"partition(s); {count} would not be an increase.")
+        additional = count - current
+        if additional > MAX_PARTITIONS_PER_REQUEST:
+            raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+        broker_ids = self.broker_ids()
+        if assignments is None:
+            return place_replicas(current, additional, topic.replication_factor, broker_ids)
+        if len(assignments) != additional:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {additional} additional partition(s), but only "
+                             f"{len(assignments)} assignment(s) were specified.")
+        for replicas in assignments:
+            validate_manual_assignment(list(replicas), topic.replication_factor, broker_ids)
+        return {current + i: list(r) for i, r in enumerate(assignments)}
 
     async def reassignment_under_way(self, name: str) -> bool:
         """Whether the stored assignment of the topic has a partition moving (read afresh)."""

@@ -102,6 +102,8 @@ def _dynamic_source(resource_type: ConfigResourceType, name: str) -> ConfigSourc
         return ConfigSource.DYNAMIC_TOPIC_CONFIG
     if resource_type == ConfigResourceType.BROKER_LOGGER:
         return ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
+    if resource_type == ConfigResourceType.GROUP:
+        return ConfigSource.GROUP_CONFIG
     return ConfigSource.DYNAMIC_BROKER_CONFIG if name else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
 
 

@@ -3,19 +3,23 @@ not part of `make test`, which must not depend on a daemon).
 
 1. A Docker daemon: the running one, else Debian's `dockerd` (docker.io) started here.
 2. Images: the official python and zookeeper images when a registry answers; otherwise local
-   stand-ins built from Debian with debootstrap (python3 + pip, and ZooKeeper from Debian's
-   package behind an entry point that takes the official image's settings).
+   stand-ins built from Debian with debootstrap (ops/cluster.py).
 3. The broker image (built twice: the second build after a code change shows the dependency layer
    reused), then ZooKeeper and three brokers with compose (v2 `docker compose` or v1 `docker-compose`).
 4. Over the wire from the host: a topic with three replicas; produce (acks=all) and consume; a
    DeleteRecords whose start offset every broker then reports (ListOffsets with ReplicaId -2, which
    followers answer) and whose metrics show it; the leader's container stopped and leadership moved;
    started again and back in the ISR; `down` and `up` keep the data; no volume leaks.
-Prints each step with its time; exits non-zero at the first failure, leaving the cluster up to look at.
+Prints each step with its time; exits non-zero at the first failure, leaving the cluster up to look at
+and saying what is left (images, volumes, a dockerd started here) and how to remove it. After a pass
+it removes them all (the stand-ins too: rebuilding them takes minutes) unless --keep (`make
+cluster-smoke KEEP=1`), which lists them instead. The daemon, image and stand-in steps are
+ops/cluster.py's, shared with `make cluster`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -31,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ops import cluster  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
 from protocol.messages import CreateTopicsRequest  # noqa: E402
 from tests.broker.data_wire import (  # noqa: E402
@@ -46,10 +51,6 @@ from tests.broker.wire_client import metadata  # noqa: E402
 
 PORTS = {1: 9092, 2: 9093, 3: 9094}
 METRICS_PORTS = {1: 9404, 2: 9405, 3: 9406}
-OFFICIAL = {"EBB_BASE_IMAGE": "python:3.11-slim", "ZOOKEEPER_IMAGE": "zookeeper:3.8"}
-STANDIN = {"EBB_BASE_IMAGE": "ebb-standin/python:3.11", "ZOOKEEPER_IMAGE": "ebb-standin/zookeeper:3.8"}
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
-STANDIN_PACKAGES = "python3,python3-pip,ca-certificates,openjdk-17-jre-headless,zookeeper,libslf4j-java"
 
 
 def step(text: str) -> float:
@@ -79,84 +80,11 @@ def wait(check, what: str, timeout: float = 120.0, interval: float = 0.1) -> flo
     sys.exit(f"FAILED: {what} within {timeout:.0f} s")
 
 
-# --- the daemon and the images -------------------------------------------------------------------
-
-def ensure_daemon() -> None:
-    if shutil.which("docker") and run("docker", "info", check=False, quiet=True).returncode == 0:
-        print("a Docker daemon is running")
-        return
-    if not shutil.which("dockerd"):
-        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "docker.io", "docker-compose", quiet=True)
-    log = open(Path(tempfile.gettempdir()) / "ebb-smoke-dockerd.log", "ab")
-    subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    wait(lambda: run("docker", "info", check=False, quiet=True).returncode == 0, "dockerd answering", 60, 0.5)
-    print(f"started dockerd (Debian's docker.io); its log: {log.name}")
-
-
-def compose_command() -> list[str]:
-    if run("docker", "compose", "version", check=False, quiet=True).returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    sys.exit("FAILED: neither `docker compose` (v2) nor `docker-compose` (v1) is installed")
-
-
-def have_image(name: str) -> bool:
-    return run("docker", "image", "inspect", name, check=False, quiet=True).returncode == 0
-
-
-def base_images() -> dict[str, str]:
-    """The official images when they can be pulled, else the local stand-ins."""
-    if all(have_image(i) or run("docker", "pull", i, check=False, quiet=True).returncode == 0
-           for i in OFFICIAL.values()):
-        print("official images: " + ", ".join(OFFICIAL.values()))
-        return OFFICIAL
-    print("no registry answers: using local stand-ins built from Debian (" + ", ".join(STANDIN.values()) + ")")
-    if not all(have_image(i) for i in STANDIN.values()):
-        build_standins()
-    return STANDIN
-
-
-def build_standins() -> None:
-    """One debootstrap root (Debian bookworm: python3 3.11, pip, Java 17, ZooKeeper 3.8), imported as the
-    python stand-in; the ZooKeeper stand-in adds the entry point. The host's CA bundle goes in so
-    pip inside a build trusts what pip on this host trusts."""
-    if not shutil.which("debootstrap"):
-        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap", quiet=True)
-    rootfs = Path(tempfile.mkdtemp(prefix="ebb-standin-"))
-    try:
-        run("debootstrap", "--variant=minbase", f"--include={STANDIN_PACKAGES}", "bookworm", str(rootfs),
-            DEBIAN_MIRROR, quiet=True)
-        for name, target in (("python", "python3"), ("pip", "pip3")):  # the names the official image has
-            if not (rootfs / "usr/bin" / name).exists():
-                (rootfs / "usr/bin" / name).symlink_to(target)
-        for marker in rootfs.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
-            marker.unlink()  # this image's Python is the application's own, as in the official image
-        shutil.copy("/etc/ssl/certs/ca-certificates.crt", rootfs / "etc/ssl/certs/ca-certificates.crt")
-        (rootfs / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
-        shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "import", "--change", 'CMD ["python3"]', "-", STANDIN["EBB_BASE_IMAGE"]],
-                       stdin=tar.stdout, check=True, capture_output=True)
-        tar.wait()
-    finally:
-        shutil.rmtree(rootfs, ignore_errors=True)
-    context = Path(tempfile.mkdtemp(prefix="ebb-standin-zk-"))
-    try:
-        shutil.copy(ROOT / "ops/standin/zookeeper-entrypoint.sh", context / "entrypoint.sh")
-        (context / "Dockerfile").write_text(
-            f"FROM {STANDIN['EBB_BASE_IMAGE']}\nCOPY entrypoint.sh /entrypoint.sh\n"
-            "RUN chmod +x /entrypoint.sh\nVOLUME [\"/data\", \"/datalog\", \"/logs\"]\n"
-            "ENTRYPOINT [\"/entrypoint.sh\"]\n")
-        run("docker", "build", "-q", "-t", STANDIN["ZOOKEEPER_IMAGE"], str(context), quiet=True)
-    finally:
-        shutil.rmtree(context, ignore_errors=True)
-
+# --- the images -----------------------------------------------------------------------------------
 
 def build_broker_image(images: dict[str, str]) -> None:
     # Host networking for the build: pip reaches the package index the way this host does.
-    command = ["docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={images['EBB_BASE_IMAGE']}",
-               "-t", "ebb:latest", str(ROOT)]
+    command = cluster.broker_build_command(images)
     started = time.monotonic()
     run(*command, quiet=True)
     print(f"built ebb:latest in {time.monotonic() - started:.1f} s")
@@ -211,20 +139,18 @@ def anonymous_volumes() -> set[str]:
     return {v for v in listed if re.fullmatch(r"[0-9a-f]{64}", v)}
 
 
-PROMETHEUS = "prom/prometheus:v2.53.0"
-GRAFANA = "grafana/grafana:11.1.0"
-STANDIN_PROMETHEUS = "ebb-standin/prometheus:2.42"
+PROMETHEUS, GRAFANA, STANDIN_PROMETHEUS = cluster.PROMETHEUS, cluster.GRAFANA, cluster.STANDIN_PROMETHEUS
 
 
 def available(image: str) -> bool:
-    return have_image(image) or run("docker", "pull", image, check=False, quiet=True).returncode == 0
+    return cluster.have_image(image) or cluster.pull(image)
 
 
 def prometheus_image(images: dict[str, str]) -> str:
     """The official image, else a stand-in from Debian's prometheus package on the stand-in base."""
     if available(PROMETHEUS):
         return PROMETHEUS
-    if not have_image(STANDIN_PROMETHEUS):
+    if not cluster.have_image(STANDIN_PROMETHEUS):
         context = Path(tempfile.mkdtemp(prefix="ebb-standin-prometheus-"))
         try:
             (context / "Dockerfile").write_text(
@@ -284,13 +210,39 @@ def check_monitoring(compose: list[str], images: dict[str, str]) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="the compose cluster, built and run for real")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave the images and a dockerd started here (make cluster-smoke KEEP=1)")
+    keep = parser.parse_args().keep
     os.chdir(ROOT)
+    # Images that were here before the test are the user's: left alone by the clean-up.
+    before = {image for image, _ in cluster.leftovers()[0]} if cluster.daemon_answers() else set()
+    try:
+        smoke()
+    except BaseException:
+        print("-- FAILED: the cluster is left up to look at; what it holds:", flush=True)
+        cluster.report(*cluster.leftovers())
+        raise
+    if keep:
+        step("kept (--keep)")
+        cluster.report(*cluster.leftovers())
+    else:
+        step("cleaning up: the images built or pulled, the volumes, a dockerd started here (--keep keeps them)")
+        images, volumes, daemon = cluster.leftovers()
+        cluster.purge([(i, size) for i, size in images if i not in before], volumes, daemon)
+        kept = sorted(before & {i for i, _ in images})
+        if kept:
+            print("kept the images that were here before: " + ", ".join(kept))
+    print("cluster smoke test passed")
+
+
+def smoke() -> None:
     step("Docker daemon")
-    ensure_daemon()
-    compose = compose_command()
+    cluster.ensure_daemon()
+    compose = cluster.compose_command()
     print("compose: " + " ".join(compose))
     step("base images")
-    images = base_images()
+    images = cluster.base_images()
 
     def up() -> None:
         run(*compose, "up", "-d", env=images, quiet=True)
@@ -369,7 +321,6 @@ def main() -> None:
 
     step("compose down -v")
     run(*compose, "--profile", "monitoring", "down", "-v", env=images, quiet=True)
-    print("cluster smoke test passed")
 
 
 if __name__ == "__main__":

@@ -1201,6 +1201,69 @@ class DescribeConfigsResponse(ApiMessage):
     """One result per requested resource."""
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DescribeConfigsResult] = ...) -> None: ...
 
+class DescribeErasureRequest(ApiRequest[DescribeErasureResponse]):
+    """Ebb's own API (keys from 10000 up are Ebb's): what the replicas on the broker asked have physically erased of
+    each partition (erasure.max.delay.ms, docs/storage.md). Every broker answers for its own replicas, leader or
+    follower; a client asks each replica's broker."""
+    class TopicRequest(Struct):
+        name: str
+        """Name of the topic."""
+        partition_indexes: list[int]
+        """Partitions of the topic to describe."""
+        def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+    topics: list[TopicRequest]
+    """Topics whose partitions are asked for."""
+    def __init__(self, *, topics: list[TopicRequest] = ...) -> None: ...
+
+class DescribeErasureResponse(ApiMessage):
+    class TopicResponse(Struct):
+        class PartitionResponse(Struct):
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result for this partition; 0 on success."""
+            error_message: str | None
+            """Details of the error, when there are any."""
+            log_start_offset: int
+            """This replica's log start offset; -1 on errors."""
+            erased_offset: int
+            """Below this offset no byte of a record is in any file of this replica's partition directory; -1 on
+            errors."""
+            erasable_offset: int
+            """How far erasure can go for the current log start offset: the base offset of the batch holding it (kept
+            whole), or the start itself; erasure is complete when ErasedOffset reaches it. -1 on errors."""
+            max_delay_ms: int
+            """The partition's erasure.max.delay.ms (-1: erasure off)."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                log_start_offset: int = ...,
+                erased_offset: int = ...,
+                erasable_offset: int = ...,
+                max_delay_ms: int = ...,
+            ) -> None: ...
+        name: str
+        """Name of the topic."""
+        partitions: list[PartitionResponse]
+        """One entry per partition asked for."""
+        def __init__(self, *, name: str = ..., partitions: list[PartitionResponse] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    broker_id: int
+    """The broker whose replicas answer."""
+    topics: list[TopicResponse]
+    """One entry per topic asked for."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        broker_id: int = ...,
+        topics: list[TopicResponse] = ...,
+    ) -> None: ...
+
 class DescribeGroupsRequest(ApiRequest[DescribeGroupsResponse]):
     """v1-v2: layout unchanged from v0 v3: authorized operations may be asked for v4: layout unchanged (the response
     gains members' instance ids) v5: switches to the flexible encoding v6: an unknown group is answered
@@ -2363,6 +2426,35 @@ class LeaveGroupResponse(ApiMessage):
         members: list[MemberResponse] = ...,
     ) -> None: ...
 
+class ListConfigResourcesRequest(ApiRequest[ListConfigResourcesResponse]):
+    """v0 was ListClientMetricsResources: it lists client-metrics resources only. v1 (KIP-1142) names the resource types
+    to list."""
+    resource_types: list[int]
+    """Config resource types to list (2 topic, 4 broker, 8 broker logger, 16 client metrics, 32 group); empty: every
+    type the broker lists."""
+    def __init__(self, *, resource_types: list[int] = ...) -> None: ...
+
+class ListConfigResourcesResponse(ApiMessage):
+    class ConfigResource(Struct):
+        resource_name: str
+        """Name of the resource (a topic, a broker id, a group id)."""
+        resource_type: int
+        """Its config resource type."""
+        def __init__(self, *, resource_name: str = ..., resource_type: int = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result for the whole request; 0 on success."""
+    config_resources: list[ConfigResource]
+    """The resources found."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        config_resources: list[ConfigResource] = ...,
+    ) -> None: ...
+
 class ListGroupsRequest(ApiRequest[ListGroupsResponse]):
     """v1-v2: layout unchanged from v0 v3: switches to the flexible encoding v4: state filter added v5: type filter
     added"""
@@ -3523,3 +3615,68 @@ class TxnOffsetCommitResponse(ApiMessage):
     topics: list[TxnOffsetCommitResponseTopic]
     """The results, by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponseTopic] = ...) -> None: ...
+
+class WriteTxnMarkersRequest(ApiRequest[WriteTxnMarkersResponse]):
+    """v0 is gone since Kafka 4.0; v1 is the flexible baseline v2: each marker says the transaction version it belongs
+    to (KIP-1228)"""
+    class WritableTxnMarker(Struct):
+        class WritableTxnMarkerTopic(Struct):
+            name: str
+            """The topic."""
+            partition_indexes: list[int]
+            """Its partitions."""
+            def __init__(self, *, name: str = ..., partition_indexes: list[int] = ...) -> None: ...
+        producer_id: int
+        """The transaction's producer id."""
+        producer_epoch: int
+        """Its epoch."""
+        transaction_result: bool
+        """True for a COMMIT marker, false for ABORT."""
+        topics: list[WritableTxnMarkerTopic]
+        """The partitions to write the marker to, by topic."""
+        coordinator_epoch: int
+        """The leader epoch of the coordinator's __transaction_state partition."""
+        transaction_version: int
+        """The transactions version of the marker (0 and 1: the classic protocol, 2: KIP-890 part 2)."""
+        def __init__(
+            self,
+            *,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            transaction_result: bool = ...,
+            topics: list[WritableTxnMarkerTopic] = ...,
+            coordinator_epoch: int = ...,
+            transaction_version: int = ...,
+        ) -> None: ...
+    markers: list[WritableTxnMarker]
+    """The markers a transaction coordinator asks this broker to write."""
+    def __init__(self, *, markers: list[WritableTxnMarker] = ...) -> None: ...
+
+class WriteTxnMarkersResponse(ApiMessage):
+    """v0 is gone since Kafka 4.0; v1 is the flexible baseline v2: layout unchanged from v1"""
+    class WritableTxnMarkerResult(Struct):
+        class WritableTxnMarkerTopicResult(Struct):
+            class WritableTxnMarkerPartitionResult(Struct):
+                partition_index: int
+                """The partition."""
+                error_code: int
+                """0 once the marker is written there, else why not."""
+                def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+            name: str
+            """The topic."""
+            partitions: list[WritableTxnMarkerPartitionResult]
+            """Its partitions' results."""
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                partitions: list[WritableTxnMarkerPartitionResult] = ...,
+            ) -> None: ...
+        producer_id: int
+        """The marker's producer id."""
+        topics: list[WritableTxnMarkerTopicResult]
+        """Its results by topic."""
+        def __init__(self, *, producer_id: int = ..., topics: list[WritableTxnMarkerTopicResult] = ...) -> None: ...
+    markers: list[WritableTxnMarkerResult]
+    """One result per marker asked for."""
+    def __init__(self, *, markers: list[WritableTxnMarkerResult] = ...) -> None: ...

@@ -37,6 +37,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -59,7 +60,10 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # Ebb's own APIs, from 10000 up (no Kafka key comes near): docs/protocol.md, "Our additions".
+    DESCRIBE_ERASURE = 10000
 
 
 # --- ACLs (CreateAcls, DescribeAcls, DeleteAcls) -------------------------------------------------------
@@ -111,12 +115,12 @@ class Permission(IntEnum):
 
 
 class ConfigResourceType(IntEnum):
-    """What a config belongs to (Kafka's ConfigResource.Type). CLIENT_METRICS (16) and GROUP (32) are not
-    served."""
+    """What a config belongs to (Kafka's ConfigResource.Type). CLIENT_METRICS (16) is not served."""
 
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
 
 
 class ConfigSource(IntEnum):

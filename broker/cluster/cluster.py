@@ -12,6 +12,8 @@
   state arrives through the watch.
 - Topic deletion (broker/cluster/deletion.py): marked topics are dropped here and acknowledged.
 - The controller (broker/cluster/controller.py) runs here when this broker wins the election.
+- Log dir events (broker/cluster/log_dir_events.py): this broker tells the controller when its log
+  dir fails and when it is back.
 
 A single broker without ZooKeeper has no Cluster: `broker.cluster` is None.
 """
@@ -41,6 +43,7 @@ from broker.cluster.layout import (
     TopicsZNode,
     TopicZNode,
 )
+from broker.cluster.log_dir_events import LogDirEvents
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
 from broker.log import TopicPartition
@@ -92,9 +95,11 @@ class HostedReplicas(Protocol):
 
 class Cluster:
     def __init__(self, store: MetadataStore, topics: ClusterTopics, replicas: HostedReplicas, node_id: int,
-                 leader_balancing: LeaderBalancing, inter_broker_security: Any = None) -> None:
+                 leader_balancing: LeaderBalancing, inter_broker_security: Any = None,
+                 log_dir_failed: Callable[[], bool] = lambda: False) -> None:
         """`inter_broker_security`: how to reach another broker (the client's ClientSecurity; None:
-        PLAINTEXT), for the requests forwarded to the controller."""
+        PLAINTEXT), for the requests forwarded to the controller. `log_dir_failed`: whether this
+        broker's log dir is down now (call `log_dir_events.announce()` when that changes)."""
         self.store = store
         self.inter_broker_security = inter_broker_security
         self.topics = topics
@@ -111,6 +116,9 @@ class Cluster:
             store, node_id, drop_local=self._drop_local, keep=self.keep,
             spawn_until_done=self.spawn_until_done, wake_controller=self.controller.wake,
             moving=topics.reassignment_under_way)
+        self.log_dir_events = LogDirEvents(store, node_id, dir_failed=log_dir_failed, keep=self.keep,
+                                           spawn_until_done=self.spawn_until_done,
+                                           wake_controller=self.controller.wake)
         # The newest state version applied, per (topic id, partition): a topic deleted and created again
         # under its name starts its versions over.
         self._state_versions: dict[tuple[uuid.UUID, int], int] = {}
@@ -137,6 +145,7 @@ class Cluster:
         await self._settle()
         self._watches.append(await self.store.watch_data(ControllerZNode.PATH, self._on_controller))
         await self.deletions.start()
+        await self.log_dir_events.start()
         await self.controller.start()
 
     async def _drop_local(self, name: str) -> None:
@@ -292,6 +301,7 @@ class Cluster:
     def _on_controller(self, data: bytes | None, version: int | None) -> None:
         self.controller_id = ControllerZNode.decode(data)
         self.controller.controller_changed(self.controller_id)
+        self.log_dir_events.controller_changed(self.controller_id)
 
     # --- topics ----------------------------------------------------------------------------------
 
@@ -337,6 +347,8 @@ class Cluster:
                               lambda: name in self._topic_watches)
 
     async def _apply_assignment(self, name: str) -> None:
+        if name in self.deletions.dropped:
+            return  # dropped here for its deletion mark: nothing brings it back (the mark's end clears this)
         topic = await self.topics.refresh(name)
         if topic is None:
             return

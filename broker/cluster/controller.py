@@ -21,7 +21,8 @@ decided again. The partition state carries the controller epoch that wrote it. I
 topic deletions once every replica's broker has acknowledged them (broker/cluster/deletion.py),
 holds the elections operators ask for (ElectLeaders, broker/cluster/elections.py) and carries out
 partition reassignments (broker/cluster/reassignment.py), finishing each one in the first round
-after its target has caught up.
+after its target has caught up. A broker whose log dir failed (broker/cluster/log_dir_events.py)
+counts as gone for all of it until it reports the dir back.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import structlog
 from broker.cluster.deletion import finish_deletions
 from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.cluster.layout import NO_CONTROLLER, ControllerEpochZNode, ControllerZNode, PartitionStateZNode
+from broker.cluster.log_dir_events import handle_log_dir_events
 from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.cluster.reassignment import MovingTopic, ReassignableTopics, Reassignments
 from broker.cluster.store import BadVersion, NodeExists, NoNode, StoreError
@@ -125,7 +127,7 @@ class Controller:
         self.topics = topics
         self.node_id = node_id
         self.replication = replication
-        self.alive_ids = alive_ids
+        self.registered_ids = alive_ids
         self.controller_id = controller_id
         self.state_written = state_written
         self.active = False
@@ -135,8 +137,9 @@ class Controller:
         self._rebalancing: asyncio.Task | None = None
         self._restarted: set[int] = set()
         self._deletions_waiting: dict[str, frozenset[int]] = {}
+        self.dir_failed: set[int] = set()  # brokers whose log dir failed (their replicas are offline)
         self.rounds = 0
-        self.reassignments = Reassignments(store, topics, alive_ids=alive_ids, change_partition=self._change,
+        self.reassignments = Reassignments(store, topics, alive_ids=self.alive_ids, change_partition=self._change,
                                           wake=self.wake)
 
     async def start(self) -> None:
@@ -177,7 +180,12 @@ class Controller:
         it led with (a machine crash), so for one round it counts as gone: leadership moves to another
         in-sync replica and it leaves the ISRs, then it comes back as a follower."""
         self._restarted.add(broker_id)
+        self.dir_failed.discard(broker_id)  # it reports its dir again if that is still down
         self._wakeup.set()
+
+    def alive_ids(self) -> list[int]:
+        """The brokers that can hold leadership and count in an ISR: registered, log dir not failed."""
+        return [b for b in self.registered_ids() if b not in self.dir_failed]
 
     def wake(self) -> None:
         """Something the controller acts on changed (deletion marks or acknowledgements)."""
@@ -196,6 +204,8 @@ class Controller:
             try:
                 if not self.active and self.controller_id() == NO_CONTROLLER:
                     await self._try_to_become_controller()
+                if self.active and await handle_log_dir_events(self.store, self.dir_failed):
+                    log.warning("brokers with a failed log dir", brokers=sorted(self.dir_failed))
                 if self.active:
                     await self.reconcile()
                 if self.active:
@@ -215,6 +225,7 @@ class Controller:
         except NodeExists:
             return
         self.epoch = await self._bump_epoch()
+        self.dir_failed.clear()  # brokers whose dir is still down tell this controller again
         self.active = True
         log.info("became controller", broker=self.node_id, controller_epoch=self.epoch)
 
@@ -238,6 +249,7 @@ class Controller:
     async def reconcile(self) -> int:
         """Give every partition the leader and ISR the alive brokers call for; returns the changes."""
         restarted, self._restarted = self._restarted, set()
+        self.dir_failed &= set(self.registered_ids())  # one that left reports its dir again if it returns
         alive = set(self.alive_ids()) - restarted
         changed = 0
         for topic in self.topics.all():

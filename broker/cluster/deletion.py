@@ -53,6 +53,9 @@ class TopicDeletions:
         self.spawn_until_done = spawn_until_done
         self.wake_controller = wake_controller
         self.marked: dict[str, Watch | None] = {}  # name -> the watch of its acknowledgements
+        # Marked topics this broker has dropped (or is dropping): an assignment change (a reassignment
+        # that raced the mark, and its undoing) must not bring them back here.
+        self.dropped: set[str] = set()
         self._waiters: dict[str, list[asyncio.Future]] = {}
 
     async def start(self) -> None:
@@ -70,6 +73,7 @@ class TopicDeletions:
                                           lambda name=name: name in self.marked)
         for name in set(self.marked) - names:
             self.halted.discard(name)
+            self.dropped.discard(name)
             watch = self.marked.pop(name)
             if watch is not None:
                 watch.cancel()
@@ -95,6 +99,7 @@ class TopicDeletions:
             self.halted.discard(name)
             log.info("no partition of the topic moves any more; its deletion resumes", topic=name)
         log.info("topic marked for deletion; dropping local replicas", topic=name)
+        self.dropped.add(name)
         await self.drop_local(name)
         try:
             await self.store.create(DeleteTopicsTopicZNode.acknowledgement_path(name, self.node_id), makepath=False)

@@ -11,9 +11,10 @@ Kafka's tools can read it. Each node is a class with `path(...)` (or `PATH`), an
 /brokers/ids/<id>                            BrokerIdZNode (ephemeral registration)
 /brokers/topics/<t>                          TopicZNode (topic id, replica assignment)
 /brokers/topics/<t>/partitions/<p>/state     PartitionStateZNode
-/config/<type>/<name>                        ConfigEntityZNode (topics' configs, users' SCRAM credentials)
+/config/<type>/<name>                        ConfigEntityZNode (topics' and groups' configs, users' SCRAM credentials)
 /config/brokers/<id>, /config/brokers/<default>  BrokerConfigZNode (dynamic broker configs, KIP-226)
 /admin/delete_topics/<t>[/<id>]              DeleteTopicsTopicZNode (and each broker's acknowledgement)
+/log_dir_event_notification/log_dir_event_<n>  LogDirEventZNode (sequential: a broker's log dir failed or is back)
 /latest_producer_id_block                    ProducerIdBlockZNode
 /kafka-acl/<type>/<name>                     AclResourceZNode (LITERAL)
 /kafka-acl-extended/prefixed/<type>/<prefix> AclResourceZNode (PREFIXED)
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.store import MetadataStore, NoNode
 from broker.log.checkpoint import topic_id_from_str, topic_id_to_str
 from broker.security.acls import Acl
 from protocol.enums import Operation, PatternType, Permission, ResourceType
@@ -207,6 +209,7 @@ class ConfigType:
     TOPIC = "topics"
     USER = "users"
     BROKER = "brokers"
+    GROUP = "groups"  # Ebb's place for KIP-848's group configs (Kafka keeps them in KRaft's metadata log)
 
 
 class ConfigEntityTypeZNode:
@@ -216,9 +219,18 @@ class ConfigEntityTypeZNode:
     def path(entity_type: str) -> str:
         return f"/config/{entity_type}"
 
+    @staticmethod
+    async def names(store: MetadataStore, entity_type: str) -> list[str]:
+        """The entities of the type that have configs, sorted (users with credentials, groups with configs)."""
+        try:
+            children = await store.children(ConfigEntityTypeZNode.path(entity_type))
+        except NoNode:
+            return []
+        return sorted(desanitized(child) for child in children)
+
 
 class ConfigEntityZNode:
-    """One entity's configs: a topic's overrides, a user's SCRAM credentials."""
+    """One entity's configs: a topic's overrides, a group's configs, a user's SCRAM credentials."""
 
     VERSION = 1
 
@@ -272,6 +284,51 @@ class DeleteTopicsTopicZNode:
     @staticmethod
     def acknowledged(children: list[str]) -> set[int]:
         return {int(child) for child in children if child.isdigit()}
+
+
+class LogDirEventNotificationZNode:
+    """A sequential child per log dir event a broker reports to the controller, deleted once handled."""
+
+    PATH = "/log_dir_event_notification"
+
+
+class LogDirEventZNode:
+    """Kafka's LogDirEventNotificationSequenceZNode: `{"version": 1, "broker": N, "event": 1}`.
+    Event 1 (a dir failed) is Kafka's; 2 (the dir is healthy again, its replicas reloaded) is Ebb's:
+    Kafka brings a failed dir back only by restarting the broker. Kafka's controller reads only the
+    broker id, so it would take a 2 for another failure."""
+
+    PREFIX = "log_dir_event_"
+    VERSION = 1
+    FAILURE = 1
+    RECOVERY = 2
+
+    @staticmethod
+    def path_prefix() -> str:
+        return f"{LogDirEventNotificationZNode.PATH}/{LogDirEventZNode.PREFIX}"
+
+    @staticmethod
+    def path(child: str) -> str:
+        return f"{LogDirEventNotificationZNode.PATH}/{child}"
+
+    @staticmethod
+    def encode(broker_id: int, event: int) -> bytes:
+        return _json({"version": LogDirEventZNode.VERSION, "broker": broker_id, "event": event})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, int]:
+        """(broker id, event); ValueError if unreadable. A missing event is a failure, as Kafka reads it."""
+        try:
+            raw = json.loads(data)
+            return int(raw["broker"]), int(raw.get("event", LogDirEventZNode.FAILURE))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"unreadable log dir event: {data!r}") from exc
+
+    @staticmethod
+    def in_order(children: list[str]) -> list[str]:
+        """The events in the order they were written (the 10-digit sequence suffix)."""
+        return sorted((c for c in children if c.startswith(LogDirEventZNode.PREFIX)),
+                      key=lambda c: c[len(LogDirEventZNode.PREFIX):])
 
 
 def topic_paths(topic: str) -> tuple[str, ...]:

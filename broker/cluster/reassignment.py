@@ -34,6 +34,7 @@ import structlog
 
 from broker.cluster.layout import DeleteTopicsTopicZNode
 from broker.cluster.partition_state import PartitionState
+from broker.cluster.store import StoreError
 from broker.topic_placement import TopicError, validate_manual_assignment
 from protocol.errors import ErrorCode
 
@@ -132,11 +133,31 @@ class Reassignments:
                                       f"The replication factor is changed from {replication_factor} to {len(target)}")
         adding = [r for r in target if r not in current]
         removing = [r for r in current if r not in target]
+        before = (list(current), list(topic.adding.get(partition, [])), list(removing_now))
         await self.topics.write_partition_assignment(name, partition, list(target) + removing, adding, removing)
+        if await self._marked_since(name):
+            # DeleteTopics marked the topic between the check above and this write: brokers that saw
+            # the mark first may have dropped the topic already. Undo it, as if refused (a deletion
+            # that halted for it resumes on the change).
+            await self.topics.write_partition_assignment(name, partition, *before)
+            log.info("reassignment undone: the topic was marked for deletion meanwhile",
+                     partition=f"{name}-{partition}")
+            return ReassignmentResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      f"Topic {name} is marked for deletion; its partitions are not moved.")
         log.info("reassignment started", partition=f"{name}-{partition}", target=target, adding=adding,
                  removing=removing)
         self.wake()  # it may be finished already (nothing to add), or wait for the ISR
         return ReassignmentResult()
+
+    async def _marked_since(self, name: str) -> bool:
+        """Whether the topic is marked for deletion now, the move being written. When the store cannot
+        say, the move stands as written (brokers that dropped the topic ignore it, broker/cluster/
+        cluster.py) rather than be answered as a failure it was not."""
+        try:
+            return await self.store.exists(DeleteTopicsTopicZNode.path(name))
+        except StoreError as exc:
+            log.warning("could not check for a deletion mark after writing a move", topic=name, error=repr(exc))
+            return False
 
     async def _cancel(self, topic: MovingTopic, partition: int) -> ReassignmentResult:
         adding, removing = topic.adding.get(partition, []), topic.removing.get(partition, [])

@@ -109,6 +109,11 @@ class MetadataStore(ABC):
         """NodeExists if present; parents are created when makepath is true."""
 
     @abstractmethod
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        """Create `prefix` + a 10-digit number that grows with every sequential child of its parent
+        (ZooKeeper's PERSISTENT_SEQUENTIAL; parents made as needed); the path created."""
+
+    @abstractmethod
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         """New version; BadVersion if `version` is given and stale."""
 
@@ -195,6 +200,7 @@ class EmbeddedStore(MetadataStore):
         self._undone: dict[int, str] = {}  # changes a failed write undid -> why, until their callers hear it
         self._child_watches: dict[str, list[tuple[Watch, ChildrenCallback]]] = {}
         self._data_watches: dict[str, list[tuple[Watch, DataCallback]]] = {}
+        self._sequences: dict[str, int] = {}  # parent -> the next sequential child's number
 
     @classmethod
     async def open(cls, path: Path) -> EmbeddedStore:
@@ -286,6 +292,18 @@ class EmbeddedStore(MetadataStore):
         if missing or not ephemeral:  # ephemeral nodes are not in the file: registering needs no disk space
             await self._persist(undo)
         self._notify(data_changed=[*missing, path], children_changed=[_parent(p) for p in [*missing, path]])
+
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        _check(prefix)
+        parent = _parent(prefix)
+        number = self._sequences.get(parent)
+        if number is None:  # after a restart: past every numbered child (ZooKeeper's counter never goes back)
+            suffixes = [c[-10:] for c in (self._children(parent) if parent in self._nodes else [])]
+            number = max((int(s) + 1 for s in suffixes if len(s) == 10 and s.isdigit()), default=0)
+        self._sequences[parent] = number + 1
+        path = f"{prefix}{number:010d}"
+        await self.create(path, data)
+        return path
 
     async def put_many(self, values: Mapping[str, bytes]) -> None:
         """Every node set or created in memory, then one write of the file: the partition states of a

@@ -298,6 +298,10 @@ class ZooKeeperStore(MetadataStore):
         _check(path)
         await self._call(path, self._client.create_async, path, data, ephemeral=ephemeral, makepath=makepath)
 
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        _check(prefix)
+        return str(await self._call(prefix, self._client.create_async, prefix, data, sequence=True, makepath=True))
+
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         stat = await self._call(path, self._client.set_async, path, data, version)
         return stat.version

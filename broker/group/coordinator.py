@@ -82,10 +82,9 @@ class GroupCoordinator:
             # Only the partitions led here are this coordinator's, and leadership may move while they
             # load: follow it from the start, and load each led partition as if it had just moved here.
             registry.active = True
+            assert registry.partitions is not None  # made in a cluster
             self._replicas.leadership_listeners.append(registry.offsets_partition_moved)
-            for partition in self.store.local_partitions():
-                if partition.is_leader:
-                    registry.offsets_partition_moved(partition)
+            registry.partitions.follow(self.store.local_partitions())
             self._tasks.spawn(self.offsets.expire_periodically())
             log.info("group coordinator started", loading=sorted(registry.loading))
             return

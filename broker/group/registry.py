@@ -16,37 +16,39 @@ from collections.abc import Callable
 
 import structlog
 
+from broker.coordinator_partitions import CoordinatorPartitions, PartitionLookup
 from broker.group.group import Group, GroupError, GroupState
 from broker.group.metadata import group_from_value
 from broker.group.offsets_store import OFFSETS_TOPIC, LoadStats, OffsetsStore, partition_for
 from broker.group.requests import answer_parked
 from broker.group.tasks import Spawn
-from broker.replica import Partition, PartitionError
+from broker.replica import Partition
 from protocol.errors import ErrorCode
 from protocol.messages import GroupMetadataValue
 from protocol.wire import fits_short_string
 
 log = structlog.get_logger("groups")
 
-# The __consumer_offsets partition with this index, as this broker's replica (PartitionError if none).
-OffsetsPartitionLookup = Callable[[int], Partition]
-
 
 class GroupRegistry:
-    def __init__(self, store: OffsetsStore, spawn: Spawn, *, offsets_partition: OffsetsPartitionLookup | None,
+    def __init__(self, store: OffsetsStore, spawn: Spawn, *, offsets_partition: PartitionLookup | None,
                  loaded: Callable[[Group], None], unloaded: Callable[[Group], None]) -> None:
         """`offsets_partition` is None on a broker without a cluster (it serves every group). `loaded` is
         called for each group replayed from the log, `unloaded` for each dropped (to start and stop the
         members' timers)."""
         self.store = store
-        self._spawn = spawn
-        self._offsets_partition = offsets_partition
         self._loaded = loaded
         self._unloaded = unloaded
         self.groups: dict[str, Group] = {}
         self.active = False
-        # In a cluster: __consumer_offsets partitions being replayed after this broker became their leader.
-        self.loading: dict[int, asyncio.Task] = {}
+        # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
+        self.partitions = None if offsets_partition is None else CoordinatorPartitions(
+            OFFSETS_TOPIC, spawn, offsets_partition, load=self._load, unload=self._unload)
+
+    @property
+    def loading(self) -> dict[int, asyncio.Task]:
+        """__consumer_offsets partitions being replayed after this broker became their leader."""
+        return {} if self.partitions is None else self.partitions.loading
 
     # --- which groups are served -------------------------------------------------------------------
 
@@ -62,16 +64,9 @@ class GroupRegistry:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not fits_short_string(group_id):  # its __consumer_offsets key has an int16 length
             return ErrorCode.INVALID_GROUP_ID
-        if self._offsets_partition is None or not group_id or not self.store.topic_exists():
+        if self.partitions is None or not group_id or not self.store.topic_exists():
             return None
-        index = self.store.partition_for(group_id)
-        if index in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        try:
-            partition = self._offsets_partition(index)
-        except PartitionError:
-            return ErrorCode.NOT_COORDINATOR
-        return None if partition.is_leader else ErrorCode.NOT_COORDINATOR
+        return self.partitions.not_served(self.store.partition_for(group_id))
 
     def check_served(self, group_id: str) -> None:
         error = self.not_served(group_id)
@@ -115,17 +110,10 @@ class GroupRegistry:
     def offsets_partition_moved(self, partition: Partition) -> None:
         """A partition's leadership changed here. For a __consumer_offsets partition: its groups are
         dropped from memory, and replayed from the log when this broker is the new leader."""
-        tp = partition.topic_partition
-        if tp.topic != OFFSETS_TOPIC or not self.active or self._offsets_partition is None:
-            return
-        self._unload(tp.partition)
-        if partition.is_leader:
-            self.loading[tp.partition] = self._spawn(self._load(tp.partition, partition))
+        if self.active and self.partitions is not None:
+            self.partitions.moved(partition)
 
     def _unload(self, index: int) -> None:
-        loading = self.loading.pop(index, None)
-        if loading is not None:
-            loading.cancel()
         count = self.store.partition_count()
         doomed = {g for g in [*self.groups, *self.store.groups_with_offsets()] if partition_for(g, count) == index}
         for group_id in doomed:
@@ -139,18 +127,14 @@ class GroupRegistry:
                      groups=len(doomed))
 
     async def _load(self, index: int, partition: Partition) -> None:
-        try:
-            loaded: dict[str, Group] = {}
+        loaded: dict[str, Group] = {}
 
-            def replay(group_id: str, value: GroupMetadataValue | None) -> None:
-                self.replay_group(group_id, value)
-                if group_id in self.groups:
-                    loaded[group_id] = self.groups[group_id]
+        def replay(group_id: str, value: GroupMetadataValue | None) -> None:
+            self.replay_group(group_id, value)
+            if group_id in self.groups:
+                loaded[group_id] = self.groups[group_id]
 
-            await self.store.load_partition(partition, replay)
-            self._adopt_loaded(loaded)
-            log.info("groups loaded: this broker leads their offsets partition now", partition=index,
-                     groups=len(loaded))
-        finally:
-            if self.loading.get(index) is asyncio.current_task():
-                del self.loading[index]
+        await self.store.load_partition(partition, replay)
+        self._adopt_loaded(loaded)
+        log.info("groups loaded: this broker leads their offsets partition now", partition=index,
+                 groups=len(loaded))

@@ -4,14 +4,16 @@ that stop() can cancel them, and a failure is logged instead of lost."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 import structlog
 
+from broker.coordinator_partitions import Spawn
+
 log = structlog.get_logger("groups")
 
-Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
+__all__ = ["BackgroundTasks", "Spawn"]
 
 
 class BackgroundTasks:

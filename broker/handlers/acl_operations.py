@@ -8,24 +8,20 @@ unknown ones. INT32_MIN means "not requested".
 
 from __future__ import annotations
 
-from broker.security.acls import CLUSTER_NAME
+from broker.security.acls import CLUSTER_NAME, OPERATIONS
 from protocol.enums import Operation, ResourceType
 
 NOT_REQUESTED = -(2**31)
-
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
-CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
 
 
 def _bits(*operations: int) -> int:
     return sum(1 << op for op in operations)
 
 
-# Kafka's AclEntry.supportedOperations per resource type.
-TOPIC_OPERATIONS = _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
-CLUSTER_OPERATIONS = _bits(CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
-                           DESCRIBE)
-GROUP_OPERATIONS = _bits(READ, DESCRIBE, DELETE)
+# Kafka's AclEntry.supportedOperations per resource type (broker/security/acls.py's OPERATIONS).
+TOPIC_OPERATIONS = _bits(*OPERATIONS[ResourceType.TOPIC])
+CLUSTER_OPERATIONS = _bits(*OPERATIONS[ResourceType.CLUSTER])
+GROUP_OPERATIONS = _bits(*OPERATIONS[ResourceType.GROUP])
 
 
 def authorized(broker, request, resource_type: ResourceType, name: str, supported: int) -> int:

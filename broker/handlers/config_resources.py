@@ -11,9 +11,10 @@ from broker import log_output
 from broker.cluster.store import StoreError, store_error_answer
 from broker.config import known_broker_properties
 from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
+from broker.group_configs import GROUP_BROKER_DEFAULTS, GROUP_CONFIGS
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
-from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, layered_synonyms
+from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, InvalidConfig, layered_synonyms
 from broker.topics import TopicError
 from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode
@@ -36,11 +37,15 @@ DUPLICATE_RESOURCE = "Each resource must appear at most once."
 
 def check_access(broker, request, resource, operation: Operation) -> None:
     """With an authorizer: a topic's configs need `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the
-    topic, the broker's on the cluster."""
+    topic, a group's on the group, the broker's on the cluster."""
     if resource.resource_type == ConfigResourceType.TOPIC:
         if not allowed(broker, request, operation, ResourceType.TOPIC, resource.resource_name):
             raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                 f"{operation.name} on topic '{resource.resource_name}' is needed")
+    elif resource.resource_type == ConfigResourceType.GROUP:
+        if not allowed(broker, request, operation, ResourceType.GROUP, resource.resource_name):
+            raise ResourceError(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                f"{operation.name} on group '{resource.resource_name}' is needed")
     elif not allowed_on_cluster(broker, request, operation):
         raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is needed")
 
@@ -82,6 +87,23 @@ async def alter_broker_configs(broker: BrokerContext, name: str, change, validat
         raise ResourceError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
+async def alter_group_configs(broker: BrokerContext, name: str, change, validate_only: bool) -> None:
+    """Replace the configs of GROUP `name` with `change(current)` (broker/group_configs.py): no name is
+    INVALID_REQUEST, a value or name Kafka refuses INVALID_CONFIG, as Kafka's controller answers."""
+    if name == "":
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    try:
+        await broker.group_configs.alter(name, change, validate_only=validate_only)
+    except InvalidConfig as exc:
+        raise ResourceError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def group_list(name: str) -> bool:
+    """No group config is a list: APPEND and SUBTRACT are INVALID_CONFIG on every one."""
+    definition = GROUP_CONFIGS.get(name)
+    return definition is not None and definition.type is ConfigType.LIST
+
+
 _LIST_PROPERTIES = {"listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy",
                     "log.retention.committed.groups"}
 # Broker properties that are one value under several names and units (Kafka's brokerConfigSynonyms).
@@ -101,6 +123,8 @@ def _broker_type(name: str, value: str | None) -> ConfigType:
         return DYNAMIC_BROKER_CONFIGS[name].type
     if name in _LIST_PROPERTIES:
         return ConfigType.LIST
+    if name in GROUP_BROKER_DEFAULTS:  # every group.consumer/share/streams bound and default is an INT
+        return ConfigType.INT
     if value in ("true", "false"):
         return ConfigType.BOOLEAN
     try:

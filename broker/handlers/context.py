@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.dynamic_config import DynamicBrokerConfig
     from broker.group import GroupCoordinator
+    from broker.group_configs import GroupConfigs
     from broker.log.manager import LogManager
     from broker.replica import ReplicaManager
     from broker.security.authorizer import Authorizer
@@ -29,6 +30,9 @@ class BrokerContext(Protocol):
 
     @property
     def dynamic_config(self) -> DynamicBrokerConfig: ...
+
+    @property
+    def group_configs(self) -> GroupConfigs: ...
 
     @property
     def node_id(self) -> int: ...

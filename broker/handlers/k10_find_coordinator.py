@@ -7,11 +7,9 @@ The topic is created on the first lookup (internal, compacted, `offsets.topic.nu
 partitions), so the answer names a coordinator that is ready; COORDINATOR_NOT_AVAILABLE if that
 fails or the broker is stopping.
 
-Transaction keys (KeyType 1): on one broker, this broker (the transaction coordinator of every
-id); `__transaction_state` is created on the first lookup, as `__consumer_offsets` is for groups.
-DESCRIBE on the transactional id is needed (with an authorizer). In a cluster no broker coordinates
-transactions yet: TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so, fatal in every
-client instead of a retry loop. Share-group keys (KeyType 2) and unknown key types:
+Transaction keys (KeyType 1): the leader of the id's `__transaction_state` partition (this broker
+when it is alone); the topic is created on the first lookup, as `__consumer_offsets` is for groups.
+DESCRIBE on the transactional id is needed (with an authorizer). Share-group keys (KeyType 2) and unknown key types:
 INVALID_REQUEST. A failed lookup carries NodeId -1, Host "" and Port -1.
 
 Errors: NONE, COORDINATOR_NOT_AVAILABLE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -27,7 +25,7 @@ from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
 from broker.security.access import allowed
-from broker.txn import TxnError
+from broker.txn import TRANSACTION_STATE_TOPIC, TxnError
 from protocol.enums import ApiKey, CoordinatorType, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -73,10 +71,6 @@ async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name:
 
 async def _transaction_coordinator(broker: BrokerContext, found: _Coordinator, listener_name: str,
                                    may_describe: Callable[[str], bool]) -> _Coordinator:
-    if broker.transactions.in_cluster:
-        found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        found.error_message = "transactions are not supported in an Ebb cluster yet: it has no transaction coordinator"
-        return found
     if not may_describe(found.key):
         found.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         found.error_message = "DESCRIBE on the transactional id is needed"
@@ -86,21 +80,27 @@ async def _transaction_coordinator(broker: BrokerContext, found: _Coordinator, l
     except TxnError as exc:
         found.error_code, found.error_message = exc.error_code, exc.message
         return found
-    mine = alive_brokers(broker, listener_name)
-    if not mine:
+    coordinator = _leader_endpoint(broker, TRANSACTION_STATE_TOPIC,
+                                   broker.transactions.partition_of(found.key), listener_name)
+    if coordinator is None:
         found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        found.error_message = "the transactional id's state partition has no leader now"
         return found
-    found.node_id, found.host, found.port = mine[0].node_id, mine[0].host, mine[0].port
+    found.node_id, found.host, found.port = coordinator.node_id, coordinator.host, coordinator.port
     return found
 
 
 def _coordinator_of(broker: BrokerContext, group_id: str, listener_name: str):
     """The leader of the group's __consumer_offsets partition (this broker when it is alone)."""
+    return _leader_endpoint(broker, OFFSETS_TOPIC, broker.groups.store.partition_for(group_id), listener_name)
+
+
+def _leader_endpoint(broker: BrokerContext, topic_name: str, partition: int, listener_name: str):
+    """Where the leader of a coordinator topic's partition listens (this broker when it is alone)."""
     if broker.cluster is None:
         mine = alive_brokers(broker, listener_name)
         return mine[0] if mine else None
-    topic = broker.topics.get(OFFSETS_TOPIC)
-    partition = broker.groups.store.partition_for(group_id)
+    topic = broker.topics.get(topic_name)
     leader = leader_of(broker, topic, partition) if topic is not None else -1
     return endpoint_of(broker, leader, listener_name) if leader >= 0 else None
 

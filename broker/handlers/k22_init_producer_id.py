@@ -12,8 +12,9 @@ with the epoch bumped, which fences older instances; an open transaction is abor
 request answered CONCURRENT_TRANSACTIONS (the client retries). TransactionTimeoutMs outside
 (0, transaction.max.timeout.ms]: INVALID_TRANSACTION_TIMEOUT; a v3+ ProducerId/ProducerEpoch that
 are not the id's current (or previous) ones: PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4).
-An empty TransactionalId is INVALID_REQUEST, as in Kafka. In a cluster no broker coordinates
-transactions yet: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal in every client (no retry loop).
+An empty TransactionalId is INVALID_REQUEST, as in Kafka. In a cluster only the leader of the id's
+`__transaction_state` partition answers it (NOT_COORDINATOR elsewhere, COORDINATOR_LOAD_IN_PROGRESS
+while that partition is replayed after a leadership move).
 
 Errors: NONE, INVALID_REQUEST, TRANSACTIONAL_ID_AUTHORIZATION_FAILED (also: no WRITE on the
 transactional id, with an authorizer), CLUSTER_AUTHORIZATION_FAILED, INVALID_TRANSACTION_TIMEOUT,
@@ -78,10 +79,6 @@ async def _transactional(broker: BrokerContext, request: Request[InitProducerIdR
     if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coordinator = broker.transactions
-    if coordinator.in_cluster:
-        log.info("transactional producer refused: no transaction coordinator in a cluster",
-                 transactional_id=transactional_id, client_id=request.header.client_id)
-        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     producer_id = body.producer_id if version >= 3 else NO_PRODUCER_ID
     producer_epoch = body.producer_epoch if version >= 3 else NO_PRODUCER_EPOCH
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):

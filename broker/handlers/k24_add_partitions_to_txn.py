@@ -1,6 +1,7 @@
 """AddPartitionsToTxn (key 24), versions 0-3: a transactional producer names the partitions it is
-about to write in its transaction (versions 4-5 carry KIP-890's broker-to-coordinator checks;
-Produce asks the coordinator directly on one broker, so they are not served).
+about to write in its transaction (versions 4-5 carry KIP-890's broker-to-coordinator checks, not
+served: Produce asks the coordinator directly where the partition's leader is the id's coordinator,
+and in a cluster other leaders take transactional batches unchecked; docs/features.md).
 
 The transaction coordinator (broker/txn/coordinator.py) moves the transactional id to Ongoing with
 the partitions added, written to `__transaction_state` before the answer. Every partition gets the

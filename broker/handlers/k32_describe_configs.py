@@ -15,15 +15,20 @@ BROKER (4): the broker's own id lists every broker property Ebb knows with the v
 source and synonyms in Kafka's precedence (broker/dynamic_config.py), read-only unless it can change
 at runtime; "" lists the cluster-wide dynamic defaults that are set (DYNAMIC_DEFAULT_BROKER_CONFIG);
 another id or a non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's own id lists "root" and
-every logger with the level in force (broker/log_output.py). Other resource types are INVALID_REQUEST.
+every logger with the level in force (broker/log_output.py). GROUP (32): any group id, existing or not,
+lists Kafka 4.3's group configs (broker/group_configs.py), the group's own values as GROUP_CONFIG before
+the broker property behind each; an empty id is INVALID_REQUEST, and without DESCRIBE_CONFIGS on the
+group GROUP_AUTHORIZATION_FAILED. Other resource types are INVALID_REQUEST.
 
 configuration_keys filters each resource's entries; null or empty means all (as in Kafka).
 
-Errors (per resource): NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST.
+Errors (per resource): NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, INVALID_REQUEST,
+TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from broker.cluster.store import StoreError, store_error_answer
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     ResourceError,
@@ -56,9 +61,11 @@ async def describe_configs(broker: BrokerContext, request: Request[DescribeConfi
                         resource_name=resource.resource_name, configs=[])
         try:
             check_access(broker, request, resource, Operation.DESCRIBE_CONFIGS)
-            entries = _entries(broker, resource)
+            entries = await _entries(broker, resource)
         except ResourceError as exc:
             result.error_code, result.error_message = exc.error_code, exc.message
+        except StoreError as exc:  # a group's configs unreadable (ZooKeeper lost): this resource fails
+            result.error_code, result.error_message = store_error_answer(exc)
         else:
             keys = resource.configuration_keys
             if keys:
@@ -69,7 +76,7 @@ async def describe_configs(broker: BrokerContext, request: Request[DescribeConfi
     return DescribeConfigsResponse(results=results)
 
 
-def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
+async def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
     kind, name = resource.resource_type, resource.resource_name
     if kind == ConfigResourceType.TOPIC:
         try:
@@ -86,6 +93,10 @@ def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
     if kind == ConfigResourceType.BROKER_LOGGER:
         check_broker_name(broker, name, empty_allowed=False)
         return logger_config_entries()
+    if kind == ConfigResourceType.GROUP:
+        if name == "":
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return await broker.group_configs.describe(name, broker.dynamic_config.layers)
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 

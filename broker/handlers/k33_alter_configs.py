@@ -11,8 +11,9 @@ INVALID_REQUEST, so do duplicate keys and null values. An unknown topic is
 UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION. A BROKER resource (this
 broker's id, or "" for the cluster-wide defaults) has its dynamic configs replaced by the given set
 (broker/dynamic_config.py); a property that cannot change at runtime, or a bad value, is
-INVALID_REQUEST, as in Kafka.
-BROKER_LOGGER and other types are INVALID_REQUEST ("Unknown resource type").
+INVALID_REQUEST, as in Kafka. A GROUP (any id but "") has its configs replaced by the given set
+(broker/group_configs.py: Kafka 4.3's names and checks; an unknown name or a bad value is
+INVALID_CONFIG). BROKER_LOGGER and other types are INVALID_REQUEST ("Unknown resource type").
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -27,6 +28,7 @@ from broker.handlers.config_resources import (
     ResourceError,
     alter_broker_configs,
     alter_each,
+    alter_group_configs,
     check_access,
     check_alterations,
 )
@@ -59,6 +61,9 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
                                           validate_only=validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
         await alter_broker_configs(broker, resource.resource_name, lambda _current: {
+            c.name: c.value for c in resource.configs}, validate_only)
+    elif resource.resource_type == ConfigResourceType.GROUP:
+        await alter_group_configs(broker, resource.resource_name, lambda _current: {
             c.name: c.value for c in resource.configs}, validate_only)
     else:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")

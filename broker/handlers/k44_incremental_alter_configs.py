@@ -19,7 +19,9 @@ dynamic configs (broker/dynamic_config.py; APPEND and SUBTRACT start from the va
 property that cannot change at runtime, or a bad value, is INVALID_REQUEST, as in Kafka.
 BROKER_LOGGER (this broker's id) sets a logger's level (SET: OFF, FATAL, ERROR, WARN, INFO, DEBUG,
 TRACE, ALL) or gives it back the root's (DELETE), in force at once; an unknown logger or level is
-INVALID_CONFIG, APPEND, SUBTRACT and deleting root's level INVALID_REQUEST, as in Kafka. Other
+INVALID_CONFIG, APPEND, SUBTRACT and deleting root's level INVALID_REQUEST, as in Kafka. A GROUP (any
+id but "") gets SET and DELETE on its configs (broker/group_configs.py), validated as a whole as Kafka 4.3
+does (INVALID_CONFIG); APPEND and SUBTRACT are INVALID_CONFIG (no group config is a list). Other
 resource types are INVALID_REQUEST.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
@@ -36,9 +38,11 @@ from broker.handlers.config_resources import (
     ResourceError,
     alter_broker_configs,
     alter_each,
+    alter_group_configs,
     alter_log_levels,
     check_access,
     check_alterations,
+    group_list,
 )
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from broker.topics import validate_topic_name
@@ -86,6 +90,9 @@ async def _alter(broker: BrokerContext, request, resource, validate_only: bool) 
                                     lambda key: broker.dynamic_config.layers.merged().get(key, _broker_default(key)))
 
         await alter_broker_configs(broker, resource.resource_name, change_broker, validate_only)
+    elif resource.resource_type == ConfigResourceType.GROUP:
+        await alter_group_configs(broker, resource.resource_name, lambda current: apply_operations(
+            current, resource.configs, group_list, lambda _key: None), validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
         alter_log_levels(broker, resource.resource_name, resource.configs, validate_only)
     else:

@@ -16,11 +16,10 @@ NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.handlers.topic_checks import topic_error
 from broker.replica import PartitionError
-from broker.security.access import allowed
-from broker.topics import TopicError, validate_topic_name
-from protocol.enums import ApiKey, Operation, ResourceType
-from protocol.errors import CodedError, ErrorCode
+from protocol.enums import ApiKey, Operation
+from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 
@@ -28,18 +27,6 @@ API_KEY = ApiKey.DESCRIBE_PRODUCERS
 _Topic = DescribeProducersResponse.TopicResponse
 _Partition = _Topic.PartitionResponse
 _Producer = _Partition.ProducerState
-
-
-def _topic_error(broker: BrokerContext, request: Request, name: str) -> CodedError | None:
-    try:
-        validate_topic_name(name)
-    except TopicError as exc:
-        return exc
-    if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, name):
-        return CodedError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"no READ on topic {name!r}")
-    if broker.topics.get(name) is None:
-        return CodedError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    return None
 
 
 async def _describe(broker: BrokerContext, topic: str, index: int) -> _Partition:
@@ -63,7 +50,7 @@ async def describe_producers(broker: BrokerContext, request: Request[DescribePro
                              ) -> DescribeProducersResponse:
     topics = []
     for asked in request.body.topics:
-        error = _topic_error(broker, request, asked.name)
+        error = topic_error(broker, request, asked.name, Operation.READ)
         if error is not None:
             partitions = [_Partition(partition_index=i, error_code=error.error_code, error_message=error.message)
                           for i in asked.partition_indexes]

@@ -7,8 +7,9 @@ filters them (KafkaApis.handleDescribeTransactionsRequest, TransactionCoordinato
 .handleDescribeTransactions).
 
 Errors, per id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no DESCRIBE on it), COORDINATOR_NOT_AVAILABLE
-(the coordinator is not running: in a cluster, docs/features.md), INVALID_REQUEST (an empty id),
-NOT_COORDINATOR (no `__transaction_state` yet, so no partition of it is owned here),
+(the coordinator is not running: the broker is starting or stopping), INVALID_REQUEST (an empty id),
+NOT_COORDINATOR (no `__transaction_state` yet, or in a cluster the id's partition is led elsewhere),
+COORDINATOR_LOAD_IN_PROGRESS (in a cluster, its partition is being replayed here),
 TRANSACTIONAL_ID_NOT_FOUND.
 """
 
@@ -41,8 +42,9 @@ def _describe(broker: BrokerContext, request: Request, transactional_id: str) ->
         return _failed(transactional_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not transactional_id:
         return _failed(transactional_id, ErrorCode.INVALID_REQUEST)
-    if not coordinator.coordinating:
-        return _failed(transactional_id, ErrorCode.NOT_COORDINATOR)
+    refused = coordinator.not_served(transactional_id)
+    if refused is not None:
+        return _failed(transactional_id, refused)
     meta = coordinator.get(transactional_id)
     if meta is None or meta.state == TxnState.DEAD:  # a Dead id is being expired: Kafka hides it
         return _failed(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)

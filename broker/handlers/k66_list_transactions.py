@@ -1,6 +1,7 @@
 """ListTransactions (key 66), versions 0-2 (`kafka-transactions list`, `find-hanging`).
 
-Every transactional id the coordinator holds, except Dead ones, with its producer id and Kafka's
+Every transactional id the coordinator holds (in a cluster: of the `__transaction_state` partitions
+this broker leads), except Dead ones, with its producer id and Kafka's
 state name, that passes every filter given (TransactionStateManager.listTransactionStates):
 - StateFilters: the state is one of them (names as Kafka spells them, case-sensitive); names that
   are no state come back in UnknownStateFilters (and match nothing);
@@ -10,7 +11,7 @@ state name, that passes every filter given (TransactionStateManager.listTransact
   whole id; one that does not compile is INVALID_REGULAR_EXPRESSION for the whole request.
 Only ids the caller may DESCRIBE are listed, as Kafka filters them.
 
-Errors: NONE, COORDINATOR_NOT_AVAILABLE (the coordinator is not running: in a cluster),
+Errors: NONE, COORDINATOR_NOT_AVAILABLE (the coordinator is not running: starting or stopping),
 INVALID_REGULAR_EXPRESSION.
 """
 

@@ -118,13 +118,19 @@ class CleaningPlan:
     txns: CleanedTxns | None = None  # one walk over the whole round, group after group (Kafka's)
 
 
+def open_for_reading(path: Path) -> int:
+    """A closed segment's `.log`, by its path or the `.deleted` name retention may have given it since
+    the loop looked (the bytes are the same)."""
+    try:
+        return os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return os.open(path.with_name(path.name + DELETED_SUFFIX), os.O_RDONLY)
+
+
 def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0) -> Iterator[RecordBatch]:
     """The batches of a segment, read `io_buffer_size` bytes at a time (more for a larger batch)."""
     position = start_position
-    try:
-        fd = os.open(view.path, os.O_RDONLY)
-    except FileNotFoundError:
-        fd = os.open(view.path.with_name(view.path.name + DELETED_SUFFIX), os.O_RDONLY)
+    fd = open_for_reading(view.path)
     try:
         while position < view.size:
             chunk = os.pread(fd, min(max(io_buffer_size, LOG_OVERHEAD), view.size - position), position)
@@ -291,18 +297,24 @@ def _clean_group(job: CleaningJob, group: list[SegmentView], key_map: KeyOffsetM
                     _append(cleaned, kept)
                     stats.bytes_written += len(kept)
         kept_aborts, txns.kept_aborts = txns.kept_aborts, []
-        write_txn_index(cleaned.txn_index_path, kept_aborts)  # fsynced before the swap, like the segment
-        cleaned.seal()
-        cleaned.index.write_all()
-        cleaned.time_index.write_all()
-        with cleaned.file.held() as fd:
-            os.fsync(fd)
-        modified = _modified_ns(group[-1].path)  # retention by file time treats the copy like the original
-        os.utime(cleaned.log_path, ns=(modified, modified))
+        finish_copy(cleaned, kept_aborts, group[-1].path)
     except BaseException:
         remove_segment_files(cleaned)
         raise
     return cleaned
+
+
+def finish_copy(copy: LogSegment, aborts: list[AbortedTxn], original: Path) -> None:
+    """Make a `.cleaned` copy ready to swap in: its `.txnindex`, indexes and bytes on disk, and the
+    original's modification time (retention by file time treats the copy like the original)."""
+    write_txn_index(copy.txn_index_path, aborts)  # fsynced before the swap, like the segment
+    copy.seal()
+    copy.index.write_all()
+    copy.time_index.write_all()
+    with copy.file.held() as fd:
+        os.fsync(fd)
+    modified = _modified_ns(original)
+    os.utime(copy.log_path, ns=(modified, modified))
 
 
 def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: KeyOffsetMap, end_offset: int,

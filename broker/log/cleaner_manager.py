@@ -51,7 +51,8 @@ from broker.log.cleaner import (
     remove_cleaned_files,
     remove_segment_files,
 )
-from broker.log.common import CorruptCheckpointError, LogError, TopicPartition
+from broker.log.common import STOP_AT_ENV as STOP_AT_ENV  # where the tests look for it
+from broker.log.common import CorruptCheckpointError, LogError, TopicPartition, stop_for_test
 from broker.log.config import LogManagerConfig
 from broker.log.io import LogIO
 from broker.log.log import Clock, PartitionLog
@@ -62,10 +63,6 @@ from broker.log.segment_file import CorruptSegmentError
 logger = structlog.get_logger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-# Test-only: stop the whole process (SIGSTOP) when a round reaches this point, so that a test can kill
-# it there: "cleaned" (a `.cleaned` segment written, nothing swapped) or "swap" (the old segment files
-# renamed `.deleted`, the new one still `.swap`).
-STOP_AT_ENV = "EBB_TEST_CLEANER_STOP_AT"
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
@@ -172,7 +169,6 @@ class LogCleaner:
         self._round_ids = itertools.count(1)
         self.key_map_capacity = key_map_capacity(config.cleaner_dedupe_buffer_size, config.cleaner_threads,
                                                  config.cleaner_io_buffer_load_factor)
-        self._stop_at = os.environ.get(STOP_AT_ENV)
         self.rounds = 0  # finished rounds, for tests and metrics
         self.checkpoint = CheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, io, self._checkpoint_snapshot)
 
@@ -334,7 +330,7 @@ class LogCleaner:
     async def _swap_group(self, log: PartitionLog, job: CleaningJob, worker: Executor | None, round_id: int,
                           index: int, old: list[LogSegment]) -> bool:
         await self._off_loop(worker, clean_next_group, round_id, index)
-        self._maybe_stop("cleaned")
+        stop_for_test("cleaned")
         base = old[0].base_offset
         try:
             cleaned, aborted = await self._io.run(open_cleaned, log.directory, base, job.index_interval_bytes,
@@ -346,7 +342,7 @@ class LogCleaner:
             await self._io.run(remove_segment_files, cleaned)
             return False
         try:  # no await between the check above and the swap
-            swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: self._maybe_stop("swap"),
+            swapped = log.replace_segments(old, cleaned, SWAP_SUFFIX, between=lambda: stop_for_test("swap"),
                                            aborted_txns=aborted)
         except LogError:
             await self._io.run(remove_segment_files, cleaned)
@@ -362,7 +358,3 @@ class LogCleaner:
             return await self._io.run(fn, *args)
         return await asyncio.get_running_loop().run_in_executor(worker, fn, *args)
 
-    def _maybe_stop(self, point: str) -> None:
-        if self._stop_at == point:
-            logger.warning("cleaner stopping the process for a test", point=point)
-            os.kill(os.getpid(), signal.SIGSTOP)

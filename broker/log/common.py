@@ -6,7 +6,9 @@ position or a size is not passed where an offset belongs.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from enum import Enum
 from pathlib import Path
 from typing import NamedTuple, NewType
@@ -32,6 +34,18 @@ _DELETE_DIR = re.compile(r"^(\S+)-(\d+)\.([0-9a-f]{32})-delete$")
 _PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
 MAX_TOPIC_LENGTH = 249
 MAX_DIR_NAME = 255
+
+
+# Test-only: stop the whole process (SIGSTOP) when a segment swap reaches this point, so that a test can
+# kill it there. The cleaner's: "cleaned" (a `.cleaned` segment written, nothing swapped) and "swap" (the
+# old segment files renamed `.deleted`, the new one still `.swap`); erasure's (broker/log/erasure.py):
+# "erasure-copied" and "erasure-swap", the same two moments.
+STOP_AT_ENV = "EBB_TEST_CLEANER_STOP_AT"
+
+
+def stop_for_test(point: str) -> None:
+    if os.environ.get(STOP_AT_ENV) == point:
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class TopicPartition(NamedTuple):

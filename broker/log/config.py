@@ -1,8 +1,9 @@
 """Topic-level log settings and the log manager's own settings, under Kafka's names and defaults.
 
 `LogConfig.from_properties({"retention.ms": "1000", ...})` takes Kafka property names; the
-attributes use Python names. Ebb's own: `retention.min.timestamp` (an absolute floor in Unix ms) and
-`retention.committed.groups` (trim what consumer groups have committed).
+attributes use Python names. Ebb's own: `retention.min.timestamp` (an absolute floor in Unix ms),
+`retention.committed.groups` (trim what consumer groups have committed) and `erasure.max.delay.ms`
+(how long deleted bytes may stay on disk).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class LogConfig:
     retention_committed_groups: tuple[str, ...] = _prop("retention.committed.groups", ())
     cleanup_policy: tuple[str, ...] = _prop("cleanup.policy", ("delete",))
     file_delete_delay_ms: int = _prop("file.delete.delay.ms", 60_000)
+    # Ebb's own: how long bytes below the log start offset may stay on disk (-1: no bound; broker/log/erasure.py).
+    erasure_max_delay_ms: int = _prop("erasure.max.delay.ms", -1)
     # The log cleaner (cleanup.policy=compact; broker/log/cleaner_manager.py).
     delete_retention_ms: int = _prop("delete.retention.ms", 24 * 3600 * 1000)
     min_compaction_lag_ms: int = _prop("min.compaction.lag.ms", 0)
@@ -73,6 +76,11 @@ class LogConfig:
         """The log cleaner keeps the latest record per key (closed segments only), and producers must key
         every record."""
         return "compact" in self.cleanup_policy
+
+    @property
+    def erasure_enabled(self) -> bool:
+        """Bytes below the log start offset are rewritten away (and retired files removed at once)."""
+        return self.erasure_max_delay_ms >= 0
 
     @property
     def log_append_time(self) -> bool:

@@ -61,6 +61,8 @@ class DirHealth:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopped = False
+        # Told True when the dir fails and False when it is back (in a cluster: the controller is told).
+        self.listeners: list[Callable[[bool], None]] = []
 
     @property
     def failed(self) -> bool:
@@ -75,7 +77,15 @@ class DirHealth:
         logger.error("log dir failed: every partition on it is offline until a probe finds it healthy",
                      log_dir=str(self.directory), reason=reason, probe_interval_ms=self.probe_interval_ms)
         self.retry()
+        self._tell(True)
         return True
+
+    def _tell(self, failed: bool) -> None:
+        for listener in self.listeners:
+            try:
+                listener(failed)
+            except Exception:  # a listener's bug must not stop the dir from going offline or coming back
+                logger.exception("log dir listener failed", log_dir=str(self.directory))
 
     def retry(self, *, now: bool = False) -> None:
         """Something is offline: probe until it is back. `now`: do not wait out the interval (the dir
@@ -119,6 +129,7 @@ class DirHealth:
             logger.warning("log dir healthy again: its partitions are reloaded and online",
                            log_dir=str(self.directory), was=self.failed_reason)
             self.failed_reason = None
+            self._tell(False)
 
     async def stop(self) -> None:
         self._stopped = True

@@ -210,7 +210,8 @@ def finish_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int, re
     """Finish or undo what a stop interrupted in the cleaner's swap (cleaner.py, SegmentRun.replace),
     as Kafka's loader does: `.cleaned` files are an unfinished copy and go, and so does any `.swap` at or
     above the lowest of them; a remaining `.swap` segment was complete, so the segments it replaced
-    (bases in [its base, its next offset)) go and it takes their place."""
+    (bases in [its base, its next offset), and the one before if it reaches the swap's base: erasure's
+    copy of a segment's tail) go and it takes their place."""
     entries = os.listdir(directory)
     cleaned = [e for e in entries if e.endswith(CLEANED_SUFFIX)]
     lowest_cleaned = min((base for e in cleaned if (base := _base_of(e)) is not None), default=None)
@@ -228,8 +229,11 @@ def finish_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int, re
                                max_index_bytes=config.index_bytes, now_ms=now_ms, suffix=SWAP_SUFFIX)
         try:
             swap.recover(max_batch_size=2**31 - 1)
-            replaced = [b for e in os.listdir(directory) if e.endswith(LOG_SUFFIX) and (b := _base_of(e)) is not None
-                        and base <= b < max(swap.next_offset, base + 1)]
+            bases = [b for e in os.listdir(directory) if e.endswith(LOG_SUFFIX) and (b := _base_of(e)) is not None]
+            replaced = [b for b in bases if base <= b < max(swap.next_offset, base + 1)]
+            below = max((b for b in bases if b < base), default=None)
+            if below is not None and _holds(directory, below, base, config, now_ms):
+                replaced.append(below)  # an erasure copy (erasure.py) begins inside the segment it replaces
             for old in replaced:  # with their `.txnindex`: the swap's own replaces them
                 unlink_all([*segment_paths(directory, old), txn_index_path(directory, old)])
             swap.rename_suffix("")
@@ -240,6 +244,20 @@ def finish_interrupted_swaps(directory: Path, config: LogConfig, now_ms: int, re
     strays = [directory / e for e in os.listdir(directory) if e.endswith(SWAP_SUFFIX)]
     unlink_all(strays)
     report.leftovers_removed += len(strays)
+
+
+def _holds(directory: Path, base: int, offset: int, config: LogConfig, now_ms: int) -> bool:
+    """Whether the segment at `base` reaches `offset` (its batches are read if its indexes fail)."""
+    segment = LogSegment.open(directory, base, index_interval_bytes=config.index_interval_bytes,
+                              max_index_bytes=config.index_bytes, now_ms=now_ms)
+    try:
+        try:
+            segment.load_indexes()
+        except (CorruptIndexError, CorruptSegmentError, FileNotFoundError):
+            segment.recover(max_batch_size=2**31 - 1)
+        return segment.next_offset > offset
+    finally:
+        segment.close()
 
 
 def _base_of(name: str) -> int | None:

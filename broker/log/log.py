@@ -41,6 +41,7 @@ from broker.log.common import (
 from broker.log.compacted_keys import refuse_keyless_records
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
+from broker.log.erasure import Erasure, ErasureTarget
 from broker.log.free_space import DirSpace, LowDiskSpaceError, is_out_of_space
 from broker.log.io import LogIO
 from broker.log.results import AppendInfo, ReadBound, ReadInfo, TimestampOffset
@@ -84,7 +85,7 @@ class PartitionLog:
             raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
         self.topic_partition = tp
         self.directory = directory
-        self.config = config
+        self._config = config
         self.io = io or LogIO()
         self.clock = clock
         self.topic_id = topic_id
@@ -110,12 +111,23 @@ class PartitionLog:
         # (broker/log/free_space.py); internal topics (group offsets) may write into it.
         self.space: DirSpace | None = None
         self.writes_into_reserve = False
+        self.erasure = Erasure(self)
 
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.topic_partition}, start={self._log_start_offset}, "
             f"hw={self._high_watermark}, end={self.log_end_offset}, segments={len(self._run)})"
         )
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic config change: the segments follow it, and turning erasure on erases what is due."""
+        self._config = self._run.config = config
+        self.erasure.schedule()
 
     # --- offsets ---------------------------------------------------------------------------------
 
@@ -438,6 +450,7 @@ class PartitionLog:
                 if self.space is not None and self.space.low and offset > active.base_offset and active.size:
                     self._roll(self.log_end_offset)  # on a low dir the active segment goes once the start passes it
                 self._delete_segments(self._run.count_wholly_below(self._log_start_offset))
+            self.erasure.schedule()
         return self.log_start_offset
 
     def _set_log_start_offset(self, offset: int, reason: StartOffsetReason) -> None:
@@ -505,6 +518,45 @@ class PartitionLog:
         await self.make_start_offset_durable()
         return count
 
+    # --- erasure (broker/log/erasure.py) -------------------------------------------------------------
+
+    @property
+    def erased_offset(self) -> Offset:
+        """Below it no byte of a record is in any file of this replica's partition directory."""
+        return Offset(self._run.erased_offset)
+
+    def erasable_offset(self) -> Offset:
+        """How far erasure can go for the current start: the base offset of the batch holding the log
+        start offset (kept whole), or the start itself at a batch boundary."""
+        start = self._log_start_offset
+        segment = self._run.all()[self._run.index_of(start)]
+        if segment.base_offset >= start:
+            return Offset(start)
+        with self._guard("find the batch holding the log start offset"):
+            found = segment.translate_offset(start)
+        return Offset(found[1].base_offset if found is not None and found[1].base_offset < start else start)
+
+    def erasure_target(self) -> ErasureTarget | None:
+        """The first segment, if it holds bytes below the log start offset, and where its kept batches
+        begin; an active segment is rolled first (and deleted if all of it is below the start)."""
+        start = self._log_start_offset
+        first = self._run.all()[0]
+        if not self._config.erasure_enabled or first.base_offset >= start:
+            return None
+        with self._guard("erase"):
+            found = first.translate_offset(start)
+            if found is not None and found[0] == 0:
+                return None  # its first batch holds the start: kept whole
+            if first is self._run.active:
+                self._roll(self.log_end_offset)
+                if found is None:  # all of it below the start
+                    self._delete_segments(self._run.count_wholly_below(start))
+                    return None
+        position, new_base = (first.size, start) if found is None else (found[0], found[1].base_offset)
+        end = self._run.all()[1].base_offset
+        aborted = tuple(t for t in self.aborted_txns.entries if new_base <= t.last_offset < end)
+        return ErasureTarget(first, first.log_path, position, new_base, first.size, first.next_offset, aborted)
+
     # --- compaction --------------------------------------------------------------------------------
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment, swap_suffix: str,
@@ -526,6 +578,7 @@ class PartitionLog:
         with self._guard("swap cleaned segment"):
             self._run.replace(old, new, swap_suffix, between)
         self.aborted_txns.replace_range(new.base_offset, end, aborted_txns or [])
+        self.aborted_txns.drop_below(self._run.first_base)  # an erasure copy begins above its segment's base
         return True
 
     # --- truncation (followers) ------------------------------------------------------------------
@@ -581,6 +634,7 @@ class PartitionLog:
     async def close(self) -> None:
         """Clean close: seal the active segment (its max timestamp into the time index), flush
         everything, finish background work, close files. Pending deletions stay for next startup."""
+        self.erasure.stop()
         if not self.offline:
             self._run.active.seal()
             with contextlib.suppress(StorageError):
@@ -590,4 +644,5 @@ class PartitionLog:
 
     def abandon(self) -> None:
         """Release files with no flush, as a crash would leave them (page cache aside)."""
+        self.erasure.stop()
         self._run.close()

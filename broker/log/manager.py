@@ -264,6 +264,7 @@ class LogManager:
         log.writes_into_reserve = tp.topic in self._reserve_topics
         log.on_offline = self._on_offline
         self._logs[tp] = log
+        log.erasure.resume()  # bytes a stop left below the start (erasure.max.delay.ms)
 
     def _on_offline(self, log: PartitionLog) -> None:
         """An I/O error (not a full disk) on one partition: the whole dir goes offline, as in Kafka."""
@@ -396,6 +397,7 @@ class LogManager:
         files = []
         if log is not None:
             log.start_offset_sink = None
+            log.erasure.stop()  # no rewrite may touch the directory once it is renamed
             await log.io.drain()
             files = [s.file for s in log.segments]
         # Held across the rename and given their new paths after it: a read still being answered

@@ -2,8 +2,11 @@
 
 A `SegmentRun` knows files, not offsets' meaning: it rolls a new active segment, finds the segment
 holding an offset, cuts whole batches into file slices, and retires segments (renamed `.deleted` at
-once, unlinked by the LogIO pool after `file.delete.delay.ms`). The PartitionLog decides which
-offsets are valid and when to call these.
+once, unlinked by the LogIO pool after `file.delete.delay.ms`, or at once under `erasure.max.delay.ms`).
+The PartitionLog decides which offsets are valid and when to call these.
+
+It also knows the lowest offset whose bytes may still be in a file of the directory (`erased_offset`):
+the first batch of the first segment, or of a retired segment not unlinked yet.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ class SegmentRun:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.dir_dirty = False  # files were created or renamed since the last directory fsync
+        # Retired segments not unlinked yet: a retirement's number -> its lowest base offset.
+        self._unremoved: dict[int, int] = {}
+        self._retirements = 0
+        self._first_stored: tuple[LogSegment, int] | None = None  # (first segment, its first batch's base)
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -47,6 +54,26 @@ class SegmentRun:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    @property
+    def erased_offset(self) -> int:
+        """Below it no byte of a record is in a file of the directory (conservative: a segment's base
+        stands for its first batch until that batch is read)."""
+        return min([self.first_stored_offset(), *self._unremoved.values()])
+
+    def first_stored_offset(self) -> int:
+        """The base offset of the first segment's first batch (its base when it holds none): one
+        header read per first segment, cached."""
+        first = self._segments[0]
+        if first.size == 0:
+            return first.base_offset
+        if self._first_stored is None or self._first_stored[0] is not first:
+            try:
+                found = next(first.batches(), None)
+            except OSError:  # the caller's next file operation reports it; stay conservative
+                return first.base_offset
+            self._first_stored = (first, found[1].base_offset if found else first.base_offset)
+        return self._first_stored[1]
 
     def all(self) -> list[LogSegment]:
         """A copy of the list, oldest first."""
@@ -130,7 +157,17 @@ class SegmentRun:
             renamed += segment.rename_to_deleted()
         self.dir_dirty = True
         files = [s.file for s in doomed]
-        self.io.delete_later(self.config.file_delete_delay_ms, files, lambda: self.io.remove_files(renamed))
+        self._retirements += 1
+        token = self._retirements
+        self._unremoved[token] = min(s.base_offset for s in doomed)
+
+        async def remove() -> None:
+            await self.io.remove_files(renamed)
+            self._unremoved.pop(token, None)
+
+        # Under erasure no reader is waited for: one still sending from a file keeps its blocks until it closes it.
+        delay = 0 if self.config.erasure_enabled else self.config.file_delete_delay_ms
+        self.io.delete_later(delay, files, remove)
 
     def slices(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> tuple[list[FileSlice], int]:
         """Whole batches from the one holding `offset`, at most `max_bytes` (one batch at least when

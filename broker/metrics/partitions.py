@@ -1,7 +1,7 @@
 """Partition and replica-manager gauges, read at scrape time from the logs and replicas hosted here.
 
 Per partition (labels topic, partition), for every local log: log start offset, log end offset,
-size and segments (Kafka's kafka.log:type=Log) and Ebb's high watermark. For the partitions whose
+size and segments (Kafka's kafka.log:type=Log), Ebb's high watermark and erased offset. For the partitions whose
 replica state this broker holds (every one in a cluster; on one broker those used since start-up or
 creation): whether it leads them and, where it does, the low watermark (the smallest log start
 offset over the alive replicas, what an all-replica DeleteRecords waits for), in-sync and assigned
@@ -30,6 +30,8 @@ class LogView(Protocol):
     def segments(self) -> Sized: ...
     @property
     def offline(self) -> bool: ...
+    @property
+    def erased_offset(self) -> int: ...
 
 
 class PartitionView(Protocol):
@@ -83,6 +85,8 @@ class PartitionCollector:
             ("kafka_log_log_numlogsegments", "Segments of the local replica", lambda log: len(log.segments)),
             ("ebb_partition_highwatermark", "High watermark known to the local replica",
              lambda log: log.high_watermark),
+            ("ebb_partition_erasedoffset", "Offset below which no byte of a record is left in the local replica's "
+             "files (erasure.max.delay.ms)", lambda log: log.erased_offset),
         )
         per_replica: tuple[tuple[str, str, list, Callable[[PartitionView], int]], ...] = (
             ("ebb_partition_leader", "1 where this broker leads the partition, else 0", partitions,

@@ -191,7 +191,11 @@ class ReplicaManager:
         state = topic.states.get(index)
         try:
             partition = self._partition(topic, index)
-        except PartitionError:
+        except PartitionError as exc:
+            if exc.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                # Offline (its log dir failed): stop fetching and serving the old role; the reload
+                # takes the role the state names then (_log_reloaded).
+                self._forget(TopicPartition(topic.name, index))
             return  # no replica here
         if state is None:
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.errors import ErrorCode
+from protocol.errors import CodedError, ErrorCode
 from protocol.records import RecordBatch
 
 if TYPE_CHECKING:
@@ -66,3 +66,7 @@ class DeleteOutcome(NamedTuple):
     low_watermark: int
     leader_log_start_offset: int
     message: str | None = None
+
+
+class PartitionError(CodedError):
+    """A per-partition failure with the Kafka error code a handler answers with."""

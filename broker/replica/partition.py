@@ -23,28 +23,23 @@ from typing import Protocol, TypeVar
 import structlog
 
 from broker.cluster.partition_state import PartitionState
-from broker.log import AppendInfo, PartitionLog, StartOffsetReason, StorageError, TopicPartition
-from broker.log.txn_index import AbortedTxn, fsync_files
-from broker.replica.outcomes import AppendOrigin, AppendResult
-from broker.replica.producer_recovery import rebuild_producer_state
+from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
+from broker.log.txn_index import AbortedTxn
+from broker.replica.outcomes import AppendOrigin, AppendResult, PartitionError
+from broker.replica.producer_recovery import RunIO, remove_snapshot_beyond
 from broker.replica.producer_state import (
-    SNAPSHOT_VERSION,
     BatchMetadata,
     ProducerStateError,
-    ProducerStateManager,
     last_sequence,
 )
+from broker.replica.producer_table import ProducerTable
 from protocol.control_records import read_marker
-from protocol.errors import CodedError, ErrorCode, ProtocolError
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, RecordBatch, iter_batches
 
 log = structlog.get_logger("replica")
 
 NO_LEADER_EPOCH = -1
-
-
-class PartitionError(CodedError):
-    """A per-partition failure with the Kafka error code a handler answers with."""
 
 
 @dataclass(slots=True)
@@ -89,7 +84,7 @@ class PartitionHost(Protocol):
     async def run_io(self, fn: Callable[..., T], *args: object) -> T: ...
 
 
-class Partition:
+class Partition(ProducerTable):
     def __init__(self, host: PartitionHost, topic_partition: TopicPartition, topic_id: uuid.UUID,
                  replicas: list[int], log_: PartitionLog, state: PartitionState | None = None) -> None:
         """`state`: the cluster's partition state (leader, leader_epoch, isr); without one (a single
@@ -100,9 +95,7 @@ class Partition:
         self.replicas = list(replicas)
         self.log = log_
         self.local_id = host.node_id
-        self.producers = ProducerStateManager(log_.directory)
-        self.producers_loaded = False
-        self._producers_loading: asyncio.Future[None] | None = None
+        self._init_producers(log_.directory)
         self.followers: dict[int, FollowerState] = {}
         self.leaving: set[int] = set()  # replicas a reassignment is removing
         if state is not None and state.leader != self.local_id:
@@ -126,6 +119,9 @@ class Partition:
     def __repr__(self) -> str:
         return f"Partition({self.topic_partition}, epoch={self.leader_epoch}, log={self.log!r})"
 
+    def _producer_io(self) -> RunIO:
+        return self.host.run_io
+
     # --- leadership ------------------------------------------------------------------------------
 
     @property
@@ -141,8 +137,7 @@ class Partition:
         if was_follower:
             # Batches appended as a follower never went through the producer table: rebuild it from
             # the log before the first produce is checked against it.
-            self.producers.clear()
-            self.producers_loaded = False
+            self.reset_producers()
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
         self.isr = set(isr) | {self.local_id}
@@ -179,8 +174,7 @@ class Partition:
         """Follow `leader_id` at `leader_epoch`: produce and consumer fetches here are refused from now
         on (NOT_LEADER_OR_FOLLOWER), and waiting requests are answered."""
         if self.is_leader:
-            self.producers.clear()  # rebuilt from the log if this replica leads again
-            self.producers_loaded = False
+            self.reset_producers()  # rebuilt from the log when it is needed
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.isr = set(isr)
@@ -193,8 +187,11 @@ class Partition:
         """Whole batches from the leader, offsets and epochs as the leader wrote them."""
         if self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic_partition} is led here")
+        # The batches are in the log once append_nowait returns (before any await): a table loaded
+        # before that and not reset since takes them here; any other load reads them from the log.
+        loaded, generation = self.producers_loaded, self._producers_generation
         await self.log.append(records, assign_offsets=False)
-        if self.producers_loaded:  # else the table is rebuilt from the log when it is needed
+        if loaded and generation == self._producers_generation:
             self._replay_as_follower(records)
         self.host.appended(self)
 
@@ -251,6 +248,9 @@ class Partition:
         log.info("truncating diverged follower log", partition=str(self.topic_partition), offset=offset,
                  leader_epoch=diverging_epoch, log_end_offset=self.log.log_end_offset)
         await self.log.truncate_to(offset)
+        # The table may hold batches cut off now, and a snapshot may cover them: rebuild from below.
+        self.reset_producers()
+        await self.host.run_io(remove_snapshot_beyond, self.producers.snapshot_path, offset)
 
     def _note_leader_epoch(self) -> None:
         # Kafka's makeLeader: the new epoch starts at the current log end offset, so
@@ -400,6 +400,7 @@ class Partition:
         producer_id = header.producer_id
         if not self.producers_loaded:
             await self.load_producer_state()
+            self.check_leader()  # leadership may have moved while the table loaded
         # From here to the producer state update nothing awaits: check, write and record are atomic.
         if header.attributes & CONTROL_BIT:
             return await self._append_marker(records, batch, header)
@@ -489,53 +490,3 @@ class Partition:
         self.check_leader()
         wanted = self.log.high_watermark if offset == -1 else offset
         return wanted, self._move_start(wanted, reason)
-
-    # --- producer state --------------------------------------------------------------------------
-
-    async def load_producer_state(self) -> None:
-        """Rebuild the producer table once (snapshot, then the batch headers after it). Every append
-        waits for it, so no batch is checked against a partial table. Concurrent callers share one
-        load; after a failure the next caller tries again."""
-        if self.producers_loaded:
-            return
-        if self._producers_loading is None:
-            self._producers_loading = asyncio.ensure_future(
-                rebuild_producer_state(self.log, self.producers, self.host.run_io))
-        loading = self._producers_loading
-        try:
-            await asyncio.shield(loading)
-        except (OSError, StorageError) as exc:  # StorageError: indexing a replayed abort failed
-            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                 f"{self.topic_partition}: cannot load producer state: {exc!r}") from exc
-        finally:
-            if loading.done() and self._producers_loading is loading:
-                self._producers_loading = None
-        self.producers_loaded = True
-
-    def producer_snapshot(self) -> tuple[bytes, int] | None:
-        """Snapshot bytes and the offset they cover, if the table changed since the last one."""
-        if not self.producers_loaded or not self.producers.dirty:
-            return None
-        offset = self.log.log_end_offset
-        return self.producers.snapshot(offset), offset
-
-    async def write_producer_snapshot(self) -> bool:
-        taken = self.producer_snapshot()
-        if taken is None:
-            return False
-        data, offset = taken
-        self.producers.dirty = False
-        index_files = self.log.aborted_txns.take_unsynced()
-        try:
-            # The aborts below the snapshot's offset are not replayed at load: their index goes first.
-            await self.host.run_io(fsync_files, index_files)
-            await self.log.io.write_atomically(self.producers.snapshot_path, data)
-            self.producers.snapshot_offset = offset
-        except OSError as exc:
-            self.producers.dirty = True
-            self.log.aborted_txns.still_unsynced(index_files)
-            log.error("cannot write producer state snapshot", partition=str(self.topic_partition), error=repr(exc))
-            return False
-        log.debug("wrote producer state snapshot", partition=str(self.topic_partition), offset=offset,
-                  version=SNAPSHOT_VERSION)
-        return True

@@ -6,9 +6,11 @@ dropped first), so the aborted-transaction index is right after any stop, clean 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -53,7 +55,12 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
         else:
             scan_from = max(covered, start)
     await run_io(partition_log.forget_aborted_txns_from, scan_from)
-    scanned = await _replay_log(partition_log, producers, run_io, scan_from, now)
+    # A follower appends while this reads: go on until a pass finds the log end where it stopped, so
+    # the table returns complete up to the log end with nothing awaited since that check.
+    scanned, covered_to = 0, scan_from
+    while covered_to < (end := partition_log.log_end_offset):
+        scanned += await _replay_log(partition_log, producers, run_io, covered_to, end, now)
+        covered_to = end
     # Producers whose every batch lies below the log start offset are gone with their records (an
     # open transaction keeps its producer: its marker is still to come).
     for pid in [p for p, e in producers.producers.items() if e.last_offset < start and p not in producers.ongoing]:
@@ -66,11 +73,10 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
 
 
 async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManager, run_io: RunIO,
-                      offset: int, now_ms: int) -> int:
-    """Feed the batch headers from `offset` to the log end into the producer table: the log's own
-    read names the file ranges, their headers are read off the loop, a segment file at a time."""
+                      offset: int, end: int, now_ms: int) -> int:
+    """Feed the batch headers from `offset` to `end` into the producer table: the log's own read
+    names the file ranges, their headers are read off the loop, a segment file at a time."""
     scanned = 0
-    end = partition_log.log_end_offset
     if offset >= end:
         return 0
     try:
@@ -99,6 +105,20 @@ async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManag
         finally:
             piece.file.unpin()
     return scanned
+
+
+def remove_snapshot_beyond(path: Path, offset: int) -> None:
+    """Blocking: remove the producer snapshot if it covers more than `offset` (the log was truncated
+    there, as Kafka drops the snapshots above a truncation; -1: whatever it covers)."""
+    data = read_snapshot(path)
+    if data is None:
+        return
+    try:
+        covered = int(json.loads(data)["offset"])
+    except (ValueError, KeyError, TypeError):
+        covered = offset + 1  # unreadable: a rebuild would drop it anyway
+    if covered > offset:
+        remove_snapshot(path)
 
 
 def _headers_and_markers(piece: FileSlice, position: int) -> tuple[list[tuple[BatchHeader, int]], int]:

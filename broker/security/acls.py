@@ -29,7 +29,8 @@ IMPLIES = {
 OPERATIONS = {
     ResourceType.TOPIC: {Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
                          Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS},
-    ResourceType.GROUP: {Operation.READ, Operation.DELETE, Operation.DESCRIBE},
+    ResourceType.GROUP: {Operation.READ, Operation.DELETE, Operation.DESCRIBE,
+                         Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS},  # the last two: group configs
     ResourceType.CLUSTER: {Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Operation.CLUSTER_ACTION,
                            Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE},
     ResourceType.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE},

@@ -4,7 +4,7 @@ Read at each authentication (not on the request path), so every broker sees a ch
 
 from __future__ import annotations
 
-from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode, ConfigType, desanitized
+from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode, ConfigType
 from broker.cluster.store import MetadataStore, NoNode
 from broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism
 
@@ -37,11 +37,7 @@ class CredentialStore:
         return found
 
     async def users(self) -> list[str]:
-        try:
-            names = await self.store.children(ConfigEntityTypeZNode.path(ConfigType.USER))
-        except NoNode:
-            return []
-        return sorted(desanitized(name) for name in names)
+        return await ConfigEntityTypeZNode.names(self.store, ConfigType.USER)
 
     async def alter(self, user: str, upserts: dict[str, ScramCredential], deletions: list[str]) -> None:
         """Apply one user's changes with one write; a user left without any config loses its node."""

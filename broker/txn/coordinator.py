@@ -6,30 +6,35 @@ service: transactional ids, their producer ids and epochs, and the state machine
 
 Every change is a record in `__transaction_state` (broker/txn/state_log.py), written before the
 in-memory state changes and before the client is answered; a transactional id with a write in flight
-answers CONCURRENT_TRANSACTIONS, as Kafka's pending state does. At start the topic is replayed, and
-transactions left in PrepareCommit/PrepareAbort get their markers written and are completed.
-Markers go through ReplicaManager.append_records (origin COORDINATOR, acks=-1), carrying the
-leader epoch of the id's `__transaction_state` partition as the coordinator epoch. Transactions
-open longer than their timeout are aborted with the producer epoch bumped, so the old producer is
-fenced (checked every `transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+answers CONCURRENT_TRANSACTIONS, as Kafka's pending state does. Markers go to each partition's
+leader (broker/txn/markers.py: through ReplicaManager.append_records when led here, else a
+WriteTxnMarkers request), carrying the leader epoch of the id's `__transaction_state` partition as
+the coordinator epoch, and are retried until written. Transactions open longer than their timeout
+are aborted with the producer epoch bumped, so the old producer is fenced (checked every
+`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
 
-One broker only: in a cluster FindCoordinator names no transaction coordinator yet (the markers
-to partitions led elsewhere, WriteTxnMarkers, are not built; docs/features.md).
+One broker replays the whole topic at start. In a cluster an id belongs to the leader of its
+`__transaction_state` partition (broker/coordinator_partitions.py, shared with the group
+coordinator): a partition whose leadership moves here is replayed (COORDINATOR_LOAD_IN_PROGRESS
+meanwhile), one that moves away is dropped (NOT_COORDINATOR). Either way, transactions found in
+PrepareCommit/PrepareAbort get their markers sent again and are completed; a completion under way
+stops when its id is dropped here (the new coordinator finishes it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import structlog
 
 from broker.aio import SharedRun, run_to_completion
 from broker.config import BrokerConfig
+from broker.coordinator_partitions import CoordinatorPartitions
 from broker.group.offsets_store import partition_for
-from broker.replica import AppendOrigin, PartitionError, ReplicaManager
+from broker.replica import AppendOrigin, Partition, PartitionError, ReplicaManager
 from broker.topics import TopicError, TopicManager
+from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.state_log import (
     TRANSACTION_STATE_TOPIC,
     TopicPartitionKey,
@@ -39,7 +44,6 @@ from broker.txn.state_log import (
     replay_partition,
     value_bytes,
 )
-from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import CodedError, ErrorCode
 from protocol.records import RecordBatch, build_batch
 
@@ -83,17 +87,32 @@ class TransactionCoordinator:
         self._txns: dict[str, TxnMetadata] = {}
         self._creating = SharedRun(self._create_topic)
         self._tasks: set[asyncio.Task] = set()
-        # Told (topic, partition, producer id, committed) of every marker written (the group store
-        # settles TxnOffsetCommit's offsets in `__consumer_offsets` by them).
-        self.marker_listeners: list[Callable[[str, int, int, bool], None]] = []
+        # The partition leader's side of markers (WriteTxnMarkers is served through it) and ours.
+        self.markers = MarkerWriter(replicas, WRITE_TIMEOUT_MS)
+        self._sender = MarkerSender(self.markers, topics, config.node_id, in_cluster, replicas.endpoint,
+                                    config.inter_broker_security)
+        self.partitions = CoordinatorPartitions(
+            TRANSACTION_STATE_TOPIC, self._spawn, lambda index: replicas.partition(TRANSACTION_STATE_TOPIC, index),
+            load=self._load_partition, unload=self._unload_partition)
+
+    @property
+    def marker_listeners(self) -> list[MarkerListener]:
+        """Told (topic, partition, producer id, committed) of every marker written on this broker (the
+        group store settles TxnOffsetCommit's offsets in `__consumer_offsets` by them)."""
+        return self.markers.listeners
 
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
     async def start(self) -> None:
         if self.in_cluster:
-            return
-        await self._load()
-        self.active = True
+            # Only the partitions led here are ours, and leadership may move while they load: follow it
+            # from the start, and load each led partition as if it had just moved here.
+            self.active = True
+            self.replicas.leadership_listeners.append(self._partition_moved)
+            self.partitions.follow(self._local_partitions())
+        else:
+            await self._load()
+            self.active = True
         self._spawn(self._abort_timed_out_periodically())
 
     async def stop(self) -> None:
@@ -101,12 +120,57 @@ class TransactionCoordinator:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._sender.close()
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro, name=getattr(coro, "__qualname__", None))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
+        return task
+
+    # --- leadership of `__transaction_state` partitions (a cluster) -------------------------------
+
+    def _local_partitions(self) -> list[Partition]:
+        topic = self.topics.get(TRANSACTION_STATE_TOPIC)
+        found = []
+        for index in sorted(topic.replicas) if topic is not None else []:
+            try:
+                found.append(self.replicas.partition(TRANSACTION_STATE_TOPIC, index))
+            except PartitionError:
+                continue
+        return found
+
+    def _partition_moved(self, partition: Partition) -> None:
+        if self.active:
+            self.partitions.moved(partition)
+
+    async def _load_partition(self, index: int, partition: Partition) -> None:
+        found: dict[str, TxnMetadata | None] = {}
+        records = await replay_partition(partition, self.replicas.read_slices, found)
+        loaded = [meta for meta in found.values() if meta is not None]
+        for meta in loaded:
+            self._txns[meta.transactional_id] = meta
+        log.info("transaction state loaded: this broker leads its partition now", partition=index,
+                 records=records, transactional_ids=len(loaded))
+        self._complete_prepared(loaded)
+
+    def _unload_partition(self, index: int) -> None:
+        doomed = [tid for tid in self._txns if self._partition_of(tid) == index]
+        for tid in doomed:
+            del self._txns[tid]
+        if doomed:
+            log.info("transaction state unloaded: its partition is led elsewhere now", partition=index,
+                     transactional_ids=len(doomed))
+
+    def _owns(self, meta: TxnMetadata) -> bool:
+        """Still this coordinator's (not dropped by a leadership move, nor replaced by a reload)."""
+        return self.active and self._txns.get(meta.transactional_id) is meta
+
+    def _complete_prepared(self, found: list[TxnMetadata]) -> None:
+        for meta in found:
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self._spawn(self._complete(meta, meta.state == TxnState.PREPARE_COMMIT))
 
     async def _load(self) -> None:
         topic = self.topics.get(TRANSACTION_STATE_TOPIC)
@@ -123,9 +187,7 @@ class TransactionCoordinator:
             records += await replay_partition(partition, self.replicas.read_slices, found)
         self._txns = {tid: meta for tid, meta in found.items() if meta is not None}
         log.info("loaded transaction state", records=records, transactional_ids=len(self._txns))
-        for meta in self._txns.values():
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                self._spawn(self._complete(meta, meta.state == TxnState.PREPARE_COMMIT))
+        self._complete_prepared(list(self._txns.values()))
 
     # --- the topic -------------------------------------------------------------------------------
 
@@ -152,6 +214,10 @@ class TransactionCoordinator:
                            f"cannot create {TRANSACTION_STATE_TOPIC}: {exc.message}") from None
         log.info("created the transaction state topic", partitions=s.state_log_num_partitions)
 
+    def partition_of(self, transactional_id: str) -> int:
+        """The `__transaction_state` partition of the id (its leader is the id's coordinator)."""
+        return self._partition_of(transactional_id)
+
     def _partition_of(self, transactional_id: str) -> int:
         topic = self.topics.get(TRANSACTION_STATE_TOPIC)
         count = len(topic.replicas) if topic is not None else self.settings.state_log_num_partitions
@@ -169,15 +235,25 @@ class TransactionCoordinator:
     def coordinating(self) -> bool:
         return self.active and self.topics.get(TRANSACTION_STATE_TOPIC) is not None
 
-    def _check_coordinating(self) -> None:
-        """Kafka's coordinator owns the partitions of an existing `__transaction_state` only (the
-        topic is made by the first FindCoordinator): before it, NOT_COORDINATOR."""
+    def not_served(self, transactional_id: str) -> ErrorCode | None:
+        """Why this broker cannot answer for the id now, or None. Kafka's coordinator owns the
+        partitions of an existing `__transaction_state` only (the topic is made by the first
+        FindCoordinator): before it, NOT_COORDINATOR; in a cluster, only those it leads and has loaded."""
         if not self.coordinating:
-            raise TxnError(ErrorCode.NOT_COORDINATOR, "this broker coordinates no transactional id yet")
+            return ErrorCode.NOT_COORDINATOR
+        if not self.in_cluster:
+            return None
+        return self.partitions.not_served(self._partition_of(transactional_id))
+
+    def _check_coordinating(self, transactional_id: str) -> None:
+        error = self.not_served(transactional_id)
+        if error is not None:
+            raise TxnError(error, f"this broker does not coordinate transactional id {transactional_id!r} now "
+                                  f"({error.name})")
 
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
         """The id's metadata, if the producer id and epoch are its current ones."""
-        self._check_coordinating()
+        self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -201,7 +277,7 @@ class TransactionCoordinator:
         if timeout_ms <= 0 or timeout_ms > self.settings.max_timeout_ms:
             raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT,
                            f"transaction timeout {timeout_ms} ms is outside (0, {self.settings.max_timeout_ms}]")
-        self._check_coordinating()
+        self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None:
             producer_ids = self.replicas.producer_ids
@@ -242,7 +318,11 @@ class TransactionCoordinator:
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: TopicPartitionKey) -> ErrorCode:
         """Whether a transactional batch may be written: its partition was added to the producer's
-        open transaction (KIP-890 part 1's check, asked here directly on one broker)."""
+        open transaction (KIP-890 part 1's check, asked here directly). In a cluster only where this
+        broker coordinates the id: elsewhere the batch is taken unverified, as Kafka does with
+        `transaction.partition.verification.enable=false` (AddPartitionsToTxn v4-5 is not served)."""
+        if self.in_cluster and self.not_served(transactional_id) is not None:
+            return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -284,6 +364,8 @@ class TransactionCoordinator:
         meta.state, meta.partitions, meta.start_ms = state, set(partitions), start_ms
         meta.update_ms = _now_ms()
         if new:
+            if self.in_cluster and self.not_served(meta.transactional_id) is not None:
+                raise TxnError(ErrorCode.NOT_COORDINATOR, "the id's partition moved while its state was written")
             self._txns[meta.transactional_id] = meta
 
     async def _append(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
@@ -308,23 +390,28 @@ class TransactionCoordinator:
         self._spawn(self._complete(meta, commit=False))
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
-        """Write the markers, then the Complete state; retried until both are written."""
-        kind = ControlType.COMMIT if commit else ControlType.ABORT
+        """Send the markers, then write the Complete state; retried until both are written, or until
+        the id is no longer this coordinator's (its new coordinator completes the transaction)."""
+        index = self._partition_of(meta.transactional_id)
         remaining = set(meta.partitions)
         while remaining:
-            for tp in sorted(remaining):
-                try:
-                    written = await self._write_marker(meta, kind, tp)
-                except Exception as exc:  # anything unforeseen: logged, and the marker retried
-                    log.error("transaction marker write failed", transactional_id=meta.transactional_id,
-                              partition=f"{tp[0]}-{tp[1]}", error=repr(exc), exc_info=exc)
-                    written = False
-                if written:
-                    remaining.discard(tp)
+            if not self._owns(meta):
+                log.info("transaction completion handed over", transactional_id=meta.transactional_id)
+                return
+            coordinator_epoch = max(self.partitions.leader_epoch(index), 0)
+            try:
+                remaining = await self._sender.send_round(meta.producer_id, meta.producer_epoch, commit,
+                                                          coordinator_epoch, remaining)
+            except Exception as exc:  # anything unforeseen: logged, and the markers retried
+                log.error("transaction marker write failed", transactional_id=meta.transactional_id,
+                          error=repr(exc), exc_info=exc)
             if remaining:
                 await asyncio.sleep(MARKER_RETRY_S)
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         while True:
+            if not self._owns(meta):
+                log.info("transaction completion handed over", transactional_id=meta.transactional_id)
+                return
             try:
                 await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch)
                 break
@@ -338,31 +425,6 @@ class TransactionCoordinator:
                 await asyncio.sleep(MARKER_RETRY_S)
         log.info("transaction completed", transactional_id=meta.transactional_id, producer_id=meta.producer_id,
                  epoch=meta.producer_epoch, result=done.display_name)
-
-    async def _write_marker(self, meta: TxnMetadata, kind: ControlType, tp: TopicPartitionKey) -> bool:
-        """True once the partition holds the marker, or no longer exists (its topic was deleted)."""
-        try:
-            index = self._partition_of(meta.transactional_id)
-            coordinator_epoch = self.replicas.partition(TRANSACTION_STATE_TOPIC, index).leader_epoch
-        except PartitionError:
-            coordinator_epoch = 0
-        data = build_marker_batch(kind, meta.producer_id, meta.producer_epoch, coordinator_epoch, _now_ms())
-        [result] = await self.replicas.append_records(
-            [(tp[0], tp[1], memoryview(data), RecordBatch(data))], required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS,
-            origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
-        code = result.error_code
-        if code == ErrorCode.NONE:
-            for listener in self.marker_listeners:
-                listener(tp[0], tp[1], meta.producer_id, kind == ControlType.COMMIT)
-            return True
-        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            return True
-        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
-            # A newer epoch or coordinator already wrote here: this marker is not needed any more.
-            log.warning("transaction marker refused", partition=f"{tp[0]}-{tp[1]}", error=ErrorCode(code).name)
-            return True
-        log.info("transaction marker not written yet", partition=f"{tp[0]}-{tp[1]}", error=ErrorCode(code).name)
-        return False
 
     async def _abort_timed_out_periodically(self) -> None:
         interval = self.settings.abort_timed_out_cleanup_interval_ms / 1000

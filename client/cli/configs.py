@@ -1,9 +1,10 @@
-"""`ebb configs describe|alter` for a topic or a broker, in kafka-configs.sh's terms.
+"""`ebb configs describe|alter` for a topic, a broker or a group, in kafka-configs.sh's terms.
 
     ebb configs describe --topic T [--all] [--key K ...]
     ebb configs alter --topic T --add-config retention.ms=3600000,cleanup.policy=[compact,delete] \\
         --delete-config segment.bytes
     ebb configs alter --broker-defaults --add-config log.retention.ms=3600000   (every broker, at once)
+    ebb configs alter --group G --add-config consumer.session.timeout.ms=50000   (KIP-848's group configs)
 
 `describe` shows the values set on the resource (its overrides) unless --all. `alter` changes only
 the named keys (IncrementalAlterConfigs, or AlterConfigs with the current overrides kept).
@@ -29,12 +30,13 @@ from .common import (
 from .output import print_json, print_table
 
 _OVERRIDES = {ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
-              ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG}
+              ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+              ConfigSource.GROUP_CONFIG}
 
 
 def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
     configs = sub.add_parser("configs", help=summary,
-                             description="Describe and alter topic and broker configs.")
+                             description="Describe and alter topic, broker and group configs.")
     actions = configs.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     describe = actions.add_parser("describe", parents=[common], help="show configs (overrides unless --all)")
@@ -59,12 +61,17 @@ def _resource_options(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--broker", metavar="ID", help="a broker's configs, by broker id")
     which.add_argument("--broker-defaults", action="store_true",
                        help="the cluster-wide dynamic broker configs (kafka-configs' --entity-default)")
+    which.add_argument("--group", help="a group's configs (stored and shown; Ebb's classic groups use none)")
 
 
 async def _resource(admin, args: argparse.Namespace) -> tuple[ConfigResourceType, str]:
     if args.topic is not None:
         await existing_topics(admin, [args.topic])
         return ConfigResourceType.TOPIC, args.topic
+    if args.group is not None:
+        if not args.group:
+            raise BadInput("--group: a group id is not empty")
+        return ConfigResourceType.GROUP, args.group
     if args.broker_defaults:
         return ConfigResourceType.BROKER, ""
     if not args.broker.isdigit():

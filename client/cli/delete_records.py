@@ -3,6 +3,7 @@
     ebb delete-records --bootstrap-server HOST:PORT --offset-json-file offsets.json [--leader-only]
     ebb delete-records --bootstrap-server HOST:PORT --topic T [--partition P] --before-offset N
     ebb delete-records --bootstrap-server HOST:PORT --topic T [--partition P] --before-timestamp 2024-05-01T00:00:00Z
+    ebb delete-records ... --wait-erased       # then wait until the bytes are gone from every alive replica
 
 Everything is checked before the first DeleteRecords is sent: the file, the offsets (>= 0 or -1 for
 the high watermark, and not above the high watermark), the timestamp, that every topic and partition
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from ..admin import LATEST, Admin
 from ..delete_records import DeletedRecords
+from ..erasure import wait_erased
 from ..offsets_file import OffsetsFileError, parse_offsets_json
 from ..types import TopicPartition
 from .common import (
@@ -64,6 +66,11 @@ def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
     p.add_argument("--leader-only", action="store_true",
                    help="answer once the leaders moved their log start offset, without waiting for followers "
                         "(DeleteRecords v3; fails per partition on brokers without it)")
+    p.add_argument("--wait-erased", action="store_true",
+                   help="then wait until the deleted records are physically gone from every alive replica "
+                        "(erasure.max.delay.ms; Ebb's DescribeErasure) and print how long that took")
+    p.add_argument("--wait-erased-timeout-ms", type=int, default=600_000,
+                   help="how long --wait-erased waits (default 600000)")
     p.add_argument("--timeout-ms", type=int, default=30000,
                    help="how long the brokers may wait for the low watermarks to move (default 30000)")
     p.set_defaults(func=lambda args: run(args, delete_records_command))
@@ -160,6 +167,15 @@ async def _delete(admin: Admin, offsets: dict[TopicPartition, int], *, leader_on
     return results
 
 
+async def _wait_erased(admin: Admin, offsets: dict[TopicPartition, int], timeout_ms: int) -> float:
+    try:
+        took, _ = await wait_erased(admin.cluster, offsets, timeout_s=timeout_ms / 1000)
+    except TimeoutError as exc:
+        raise Failed(f"{exc} (is erasure.max.delay.ms set on the topic? `ebb offsets --erased` shows each "
+                     f"replica)") from None
+    return took
+
+
 async def delete_records_command(args: argparse.Namespace) -> int:
     from_file, timestamp = _check_arguments(args)
     async with connect(args) as admin:
@@ -185,6 +201,10 @@ async def delete_records_command(args: argparse.Namespace) -> int:
             offsets = await _offsets_before(admin, partitions, timestamp, latest)
         results = await _delete(admin, offsets, leader_only=args.leader_only, timeout_ms=args.timeout_ms,
                                 show_progress=args.output != "json")
+        erased = None
+        if args.wait_erased and all(r.ok for r in results.values()):
+            erased = await _wait_erased(admin, {tp: results[tp].low_watermark for tp in partitions},
+                                        args.wait_erased_timeout_ms)
 
     rows = [(tp, offsets[tp], results[tp]) for tp in partitions]
     if args.output == "json":
@@ -196,6 +216,8 @@ async def delete_records_command(args: argparse.Namespace) -> int:
             for tp, offset, r in rows]}
         if timestamp is not None:
             document["before_timestamp"] = timestamp
+        if erased is not None:
+            document["erased_after_ms"] = round(erased * 1000, 1)
         print_json(document)
     else:
         print_table(HEADERS, [
@@ -203,6 +225,8 @@ async def delete_records_command(args: argparse.Namespace) -> int:
              r.leader_log_start_offset if r.ok and r.leader_log_start_offset >= 0 else None,
              error_text(r.error, r.error_message))
             for tp, offset, r in rows])
+    if erased is not None and args.output != "json":
+        print(f"erased on every alive replica {erased * 1000:.1f} ms after the deletion was answered")
     failed = [tp for tp, _, r in rows if not r.ok]
     if failed:
         print(f"ebb delete-records: {len(failed)} of {len(rows)} partition(s) failed: "

@@ -3,6 +3,7 @@
     ebb offsets --topic T                      # EARLIEST (log start) and LATEST (high watermark)
     ebb offsets --topic T --time 2024-05-01T00:00:00Z   # first record at or after the time
     ebb offsets --topic T --time max-timestamp # the record with the highest timestamp
+    ebb offsets --topic T --erased             # per replica, the offset below which its bytes are gone
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import argparse
 
 from ..admin import EARLIEST, LATEST, MAX_TIMESTAMP, ListOffsetsResult
-from .common import EXIT_FAILED, EXIT_OK, connect, error_text, parse_timestamp, resolve_partitions, run
+from ..erasure import PartitionErasure, describe_erasure
+from .common import EXIT_FAILED, EXIT_OK, BadInput, connect, error_text, parse_timestamp, resolve_partitions, run
 from .output import print_json, print_table
 
 _SPECIAL = {"earliest": EARLIEST, "latest": LATEST, "max-timestamp": MAX_TIMESTAMP}
@@ -25,6 +27,9 @@ def add_parser(sub, common: argparse.ArgumentParser, summary: str) -> None:
     p.add_argument("--time", metavar="earliest|latest|max-timestamp|ISO8601|MS",
                    help="which offset: a special one, or the first record at or after a time "
                         "(-1 when no record is that recent)")
+    p.add_argument("--erased", action="store_true",
+                   help="what each replica has physically erased (Ebb's DescribeErasure): the log start offset and "
+                        "the offset below which no byte of a record is left in the replica's files")
     p.set_defaults(func=lambda args: run(args, offsets_command))
 
 
@@ -34,6 +39,10 @@ def _spec(text: str) -> int:
 
 
 async def offsets_command(args: argparse.Namespace) -> int:
+    if args.erased:
+        if args.time is not None:
+            raise BadInput("--erased and --time are exclusive")
+        return await _erased_command(args)
     spec = _spec(args.time) if args.time is not None else None
     async with connect(args) as admin:
         partitions = await resolve_partitions(admin, args.topic, args.partition)
@@ -76,3 +85,36 @@ def _offset(result: ListOffsetsResult) -> int | None:
 def _error(result: ListOffsetsResult) -> str | None:
     return error_text(result.error, result.error_message)
 
+
+
+async def _erased_command(args: argparse.Namespace) -> int:
+    async with connect(args) as admin:
+        partitions = await resolve_partitions(admin, args.topic, args.partition)
+        found = await describe_erasure(admin.cluster, partitions)
+    rows = [(tp, found[tp]) for tp in partitions]
+    if args.output == "json":
+        print_json({"partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "erased": e.erased_offset, "replicas": [
+                {"broker": r.broker_id, "log_start_offset": r.log_start_offset if r.ok else None,
+                 "erased_offset": r.erased_offset if r.ok else None,
+                 "erasable_offset": r.erasable_offset if r.ok else None,
+                 "erasure_max_delay_ms": r.max_delay_ms if r.ok else None,
+                 "error": error_text(r.error, r.error_message)} for r in e.replicas]} for tp, e in rows]})
+    else:
+        print_table(("TOPIC", "PARTITION", "ERASED", "REPLICAS (broker:start/erased)", "MAX-DELAY-MS", "ERROR"), [
+            (tp.topic, tp.partition, e.erased_offset, _replicas(e), _delay(e), _errors(e)) for tp, e in rows])
+    return EXIT_FAILED if any(not r.ok for _, e in rows for r in e.alive) else EXIT_OK
+
+
+def _replicas(found: PartitionErasure) -> str:
+    return " ".join(f"{r.broker_id}:{r.log_start_offset}/{r.erased_offset}" if r.ok else f"{r.broker_id}:-"
+                    for r in found.replicas)
+
+
+def _delay(found: PartitionErasure) -> int | None:
+    return next((r.max_delay_ms for r in found.replicas if r.ok), None)
+
+
+def _errors(found: PartitionErasure) -> str | None:
+    failed = [f"{r.broker_id}: {error_text(r.error, r.error_message)}" for r in found.replicas if not r.ok]
+    return "; ".join(failed) or None

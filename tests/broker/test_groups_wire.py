@@ -588,8 +588,8 @@ def test_describe_group_in_every_version(client, version):
     (m,) = described.members
     assert (m.member_id, m.client_id, m.client_host) == (member.member_id, client.client_id, "/127.0.0.1")
     assert (m.member_metadata, m.member_assignment) == (subscription("t"), assignment({"t": [0, 1, 2]}))
-    if version >= 3:  # READ, DELETE and DESCRIBE: bits 3, 6 and 8 — a bitset kafka-python accepts
-        assert described.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    if version >= 3:  # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka 4.3's AclEntry for groups)
+        assert described.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
         (plain,) = describe(client, group, version=version)
         assert plain.authorized_operations == -(2**31)
 

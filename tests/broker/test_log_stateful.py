@@ -1,5 +1,5 @@
 """A hypothesis state machine: the log against a list of batches, through appends, reads, record
-deletion, retention, truncation, and clean, unclean and torn-tail restarts."""
+deletion, retention, erasure passes, truncation, and clean, unclean and torn-tail restarts."""
 
 from __future__ import annotations
 
@@ -202,6 +202,17 @@ class LogModel(RuleBasedStateMachine):
 
         self._expect_retention(over)
         self.log.config = CONFIG
+
+    @rule()
+    def erase(self) -> None:
+        """One erasure pass (erasure.max.delay.ms): the bytes below the batch holding the start go."""
+        self.log.config = replace(CONFIG, erasure_max_delay_ms=3_600_000)  # the pass runs here, not on a timer
+        self.run(self.log.erasure._pass())
+        self.run(self.log.io.drain(finish_deletions=True))
+        self.log.config = CONFIG
+        live = self._live()
+        assert self.log.erased_offset == (live[0].base if live else self.log.segments[0].base_offset)
+        assert self.log.erased_offset == self.log.erasable_offset()
 
     @rule(data=st.data())
     def truncate(self, data: st.DataObject) -> None:

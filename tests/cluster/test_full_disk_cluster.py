@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.messages import CreateTopicsRequest
 from tests.broker.data_wire import WireClient, list_offsets
 from tests.broker.test_full_disk import produce_until, read_back
-from tests.cluster.three_brokers import E, partition_state, three_brokers
+from tests.cluster.three_brokers import create_assigned, partition_state, three_brokers
 from tests.support.polling import wait_for
 from tests.support.small_disk import free_bytes, small_filesystem
 
@@ -27,14 +26,7 @@ pytestmark = pytest.mark.timeout(420)
 
 def create_led_by_one(port: int) -> None:
     """Replicas 1, 2, 3 in that order, so broker 1 leads and the full broker 3 follows."""
-    Topic = CreateTopicsRequest.CreatableTopic
-    topic = Topic(name=TOPIC, num_partitions=-1, replication_factor=-1,
-                  assignments=[Topic.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2, 3])],
-                  configs=[Topic.CreatableTopicConfig(name="min.insync.replicas", value="2"),
-                           Topic.CreatableTopicConfig(name="segment.bytes", value=str(MiB))])
-    with WireClient(port) as client:
-        [created] = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics
-    assert created.error_code == E.NONE, created.error_message
+    create_assigned(port, TOPIC, [1, 2, 3], {"min.insync.replicas": "2", "segment.bytes": str(MiB)})
 
 
 def produce_while(bootstrap: str, acked: dict, going) -> None:

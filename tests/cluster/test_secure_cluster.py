@@ -1,13 +1,15 @@
 """Three brokers that talk to each other only over SASL_SSL: each has a PLAINTEXT listener for the
 test's clients and an INTERNAL listener (SASL_SSL, SCRAM-SHA-512, certificates from the test's own CA)
-that the others replicate from, with the ACL authorizer on. Replication, acks=all and an all-replica
-DeleteRecords work through it, and the followers' fetches are authenticated as the broker user."""
+that the others replicate from, with the ACL authorizer on. Replication, acks=all, an all-replica
+DeleteRecords and a transaction's markers (WriteTxnMarkers) work through it, and the followers'
+fetches are authenticated as the broker user."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.cluster.test_transactions_cluster import producer, read_committed, spread_topic, stable_everywhere, write
 from tests.cluster.three_brokers import NODES, E, leader_of, new_topic, start_offset_checkpoint, three_brokers
 from tests.security.certs import CertificateAuthority
 from tests.support.broker_process import free_port
@@ -56,3 +58,13 @@ def test_replication_and_deletion_over_sasl_ssl(zk_connect, tmp_path):
         wait_for(lambda: all(start_offset_checkpoint(b, topic) == 6 for b in cluster.values()),
                  what="every replica's log-start-offset-checkpoint at 6")
         assert '"principal": "User:broker", "mechanism": "SCRAM-SHA-512"' in leader.log_text()
+
+        # A transaction over three leaders: the coordinator's markers for the partitions led elsewhere
+        # travel as WriteTxnMarkers over SASL_SSL as User:broker (CLUSTER_ACTION as a super user).
+        spread = spread_topic(cluster)
+        made = producer(cluster, "secure-txn")
+        made.begin_transaction()
+        write(made, spread, "secure")
+        made.commit_transaction(60)
+        wait_for(lambda: stable_everywhere(cluster, spread), timeout_s=30, what="the LSO at the HW everywhere")
+        assert read_committed(cluster, spread) == [b"secure-0", b"secure-1", b"secure-2"]

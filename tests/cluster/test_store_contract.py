@@ -154,3 +154,20 @@ async def test_writes_are_seen_by_a_second_session(store_factory):
     if store_factory.kind == "zookeeper":
         with pytest.raises(BadVersion):  # compare-and-set across brokers, as producer id blocks need
             await first.set("/latest_producer_id_block", b"lost race", version=0)
+
+
+async def test_sequential_children_number_up_in_the_order_they_were_made(store_factory):
+    """Log dir events (/log_dir_event_notification) rely on it: the controller handles them in order."""
+    store = await store_factory()
+    made = [await store.create_sequential("/events/event_", b"%d" % n) for n in range(3)]
+    assert made[0] == "/events/event_0000000000"
+    assert made == sorted(made) and len(set(made)) == 3 and all(len(p) == len("/events/event_") + 10 for p in made)
+    assert [(await store.get(path))[0] for path in made] == [b"0", b"1", b"2"]
+    assert await store.children("/events") == [p.rsplit("/", 1)[1] for p in made]
+    await store.delete(made[2])  # a number is never given out again, even after its node went
+    later = await store.create_sequential("/events/event_")
+    assert later > made[2]
+    if store_factory.kind == "embedded":
+        await store.close()
+        again = await store_factory()  # the next run goes on past the numbers its file holds
+        assert await again.create_sequential("/events/event_") > later

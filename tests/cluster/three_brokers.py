@@ -79,6 +79,17 @@ def new_topic(cluster, partitions: int = 1, prefix: str = "replicated", configs:
     return name
 
 
+def create_assigned(port: int, name: str, replicas: list[int], configs: dict[str, str]) -> None:
+    """One partition on `replicas` in that order (the first leads), with the topic `configs`."""
+    Topic = CreateTopicsRequest.CreatableTopic
+    topic = Topic(name=name, num_partitions=-1, replication_factor=-1,
+                  assignments=[Topic.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
+                  configs=[Topic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+    with WireClient(port) as client:
+        [created] = client.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7).topics
+    assert created.error_code == E.NONE, created.error_message
+
+
 def in_sync(broker: BrokerProcess, topic: str, index: int) -> bool:
     try:
         p = partition_state(broker, topic, index)

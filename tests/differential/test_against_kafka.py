@@ -39,6 +39,7 @@ CONFIG_DIFFERENCES = {
     "message.timestamp.after.max.ms.synonyms[log.message.timestamp.after.max.ms].value": "the same gap, as a synonym",
     "retention.committed.groups": "Ebb's own topic config (trim what consumer groups committed)",
     "retention.min.timestamp": "Ebb's own topic config (KIP-47's absolute retention floor)",
+    "erasure.max.delay.ms": "Ebb's own topic config (physical erasure, docs/storage.md)",
     "message.timestamp.after.max.ms.value":
         "Kafka 4 defaults it to one hour and enforces it; Ebb does not enforce it and lists Long.MAX "
         "(a gap in docs/features.md)",

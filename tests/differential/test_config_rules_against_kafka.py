@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(600)
 
 # Ebb's own topic configs, which Kafka does not know; remote.storage.enable=true needs tiered storage
 # on both sides (Kafka refuses it without a remote log manager, Ebb has none).
-EBB_ONLY = {"retention.min.timestamp", "retention.committed.groups"}
+EBB_ONLY = {"retention.min.timestamp", "retention.committed.groups", "erasure.max.delay.ms"}
 NUMBERS = ["-2", "-1", "0", "1", "2", "11", "12", "13", "60", "61", "100", "1023", "1024", "1048575", "1048576",
            "2147483647", "2147483648", "-2147483649", "9223372036854775807", "9223372036854775808", "1.5", "x", ""]
 VALUES = {

@@ -207,6 +207,15 @@ def _end_txn(target: Target, v: int):
     yield "", m.EndTxnRequest(transactional_id="never-initialised", producer_id=1, producer_epoch=0, committed=True)
 
 
+@asks(m.WriteTxnMarkersRequest)
+def _write_txn_markers(target: Target, v: int):
+    Marker = m.WriteTxnMarkersRequest.WritableTxnMarker  # noqa: N806
+    yield "", m.WriteTxnMarkersRequest(markers=[Marker(
+        producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+            Marker.WritableTxnMarkerTopic(name="never-was", partition_indexes=[0]),
+            Marker.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[7])])])
+
+
 @asks(m.DescribeProducersRequest)
 def _describe_producers(target: Target, v: int):
     yield "", m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
@@ -254,7 +263,9 @@ def _describe_configs(target: Target, v: int):
     Resource = m.DescribeConfigsRequest.DescribeConfigsResource
     yield "", m.DescribeConfigsRequest(resources=[
         Resource(resource_type=2, resource_name=TOPIC, configuration_keys=["retention.ms", "cleanup.policy"]),
-        Resource(resource_type=2, resource_name="never-was", configuration_keys=None)], include_synonyms=True)
+        Resource(resource_type=2, resource_name="never-was", configuration_keys=None),
+        Resource(resource_type=32, resource_name=GROUP, configuration_keys=None),  # KIP-848's group configs
+        Resource(resource_type=32, resource_name="", configuration_keys=None)], include_synonyms=True)
 
 
 @asks(m.AlterConfigsRequest)
@@ -263,7 +274,10 @@ def _alter_configs(target: Target, v: int):
     yield "", m.AlterConfigsRequest(validate_only=True, resources=[
         Resource(resource_type=2, resource_name=TOPIC,
                  configs=[Resource.AlterableConfig(name="retention.ms", value="60000")]),
-        Resource(resource_type=2, resource_name="never-was", configs=[])])
+        Resource(resource_type=2, resource_name="never-was", configs=[]),
+        Resource(resource_type=32, resource_name=GROUP,
+                 configs=[Resource.AlterableConfig(name="consumer.heartbeat.interval.ms", value="6000")]),
+        Resource(resource_type=32, resource_name="", configs=[])])
 
 
 @asks(m.IncrementalAlterConfigsRequest)
@@ -272,7 +286,21 @@ def _incremental_alter_configs(target: Target, v: int):
     yield "", m.IncrementalAlterConfigsRequest(validate_only=True, resources=[
         Resource(resource_type=2, resource_name=TOPIC, configs=[
             Resource.AlterableConfig(name="retention.ms", config_operation=0, value="60000"),
-            Resource.AlterableConfig(name="no.such.config", config_operation=0, value="1")])])
+            Resource.AlterableConfig(name="no.such.config", config_operation=0, value="1")]),
+        Resource(resource_type=32, resource_name=GROUP, configs=[
+            Resource.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="50000")]),
+        Resource(resource_type=32, resource_name=f"{GROUP}-too", configs=[
+            Resource.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="1")])])
+
+
+@asks(m.ListConfigResourcesRequest)
+def _list_config_resources(target: Target, v: int):
+    if v == 0:  # ListClientMetricsResources as it was: client-metrics resources only
+        yield "", m.ListConfigResourcesRequest()
+        return
+    # The sweep's topics and groups differ in number and order from scenario to scenario: the brokers only.
+    yield "", m.ListConfigResourcesRequest(resource_types=[4, 8])
+    yield " of a type neither lists", m.ListConfigResourcesRequest(resource_types=[0])
 
 
 @asks(m.DescribeTopicPartitionsRequest)

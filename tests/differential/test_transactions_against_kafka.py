@@ -1,7 +1,10 @@
 """Apache Kafka 4.3.1 and Ebb answer the transactional APIs the same way: the coordinator's answers
 (InitProducerId with a transactional id, AddPartitionsToTxn, EndTxn, FindCoordinator for transaction
 keys) valid and invalid (unknown ids, wrong producer ids, fenced epochs, bad timeouts, nothing to
-end), and Fetch/ListOffsets at both isolation levels around open, aborted and committed transactions.
+end); the partition leader's answers to WriteTxnMarkers as a coordinator would send it (unknown
+topics and partitions, a fenced producer epoch, a fenced coordinator epoch, a producer the partition
+never saw) at both its versions; and Fetch/ListOffsets at both isolation levels around open, aborted
+and committed transactions.
 
 Producer ids are each broker's own (ignored); record data is compared as what a reader sees (offsets,
 values, transactional and control flags), since the markers' timestamps are each coordinator's."""
@@ -21,6 +24,7 @@ from protocol.messages import (
     EndTxnRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
+    WriteTxnMarkersRequest,
 )
 from protocol.records import build_batch, iter_batches
 from tests.broker.data_wire import fetch_request, list_offsets_request, produce_request
@@ -164,7 +168,48 @@ def isolation_levels(peer: Peer) -> None:
     _both_levels(peer, "committed")
 
 
-SCENARIOS = [coordinator_answers, isolation_levels]
+def _markers(topic: str, partitions: list[int], producer_id: int, epoch: int, commit: bool,
+             coordinator_epoch: int) -> WriteTxnMarkersRequest:
+    Marker = WriteTxnMarkersRequest.WritableTxnMarker  # noqa: N806
+    return WriteTxnMarkersRequest(markers=[Marker(
+        producer_id=producer_id, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
+        topics=[Marker.WritableTxnMarkerTopic(name=topic, partition_indexes=partitions)])])
+
+
+def _marker_codes(answer) -> list[int]:
+    return [p.error_code for m in answer.markers for t in m.topics for p in t.partitions]
+
+
+def write_txn_markers(peer: Peer) -> None:
+    _create(peer, "dtm")
+    _ready_producer(peer, "dtm-txn")
+    ids = _init(peer, "dtm-txn")  # epoch 1 now: a marker at epoch 0 is from a fenced producer
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    peer.ask("add the partition", _add("dtm", "dtm-txn", pid, epoch), 3)
+    batch = produce_request("dtm", 0, build_batch(
+        [(None, b"m0", [], T0)], producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True),
+        acks=-1, transactional_id="dtm-txn")
+    # Kafka's new partition may answer NOT_LEADER_OR_FOLLOWER at first: retried, unrecorded.
+    _wait(f"{peer.name}: the transactional batch", lambda: peer.send(batch, 9).responses[0]
+          .partition_responses[0].error_code == ErrorCode.NONE)
+    for version in (1, 2):
+        peer.ask(f"v{version}: unknown topic", _markers("no-such-topic", [0], pid, epoch, True, 0), version)
+        peer.ask(f"v{version}: unknown partition", _markers("dtm", [3], pid, epoch, True, 0), version)
+        fenced = peer.ask(f"v{version}: fenced producer epoch", _markers("dtm", [0], pid, epoch - 1, False, 0),
+                          version)
+        assert _marker_codes(fenced) == [ErrorCode.INVALID_PRODUCER_EPOCH], (peer.name, fenced)
+        peer.ask(f"v{version}: no markers", WriteTxnMarkersRequest(markers=[]), version)
+    stranger = peer.ask("a producer the partition never saw", _markers("dtm", [0], pid + 77, 0, False, 0), 1)
+    committed = peer.ask("commit marker at coordinator epoch 5", _markers("dtm", [0], pid, epoch, True, 5), 1)
+    assert _marker_codes(stranger) == _marker_codes(committed) == [ErrorCode.NONE], (peer.name, stranger, committed)
+    _wait(f"{peer.name}: the marker is stable", lambda: peer.send(
+        list_offsets_request("dtm", 0, -1, isolation_level=COMMITTED), 7).topics[0].partitions[0].offset == 3)
+    peer.ask("latest, read_committed", list_offsets_request("dtm", 0, -1, isolation_level=COMMITTED), 7)
+    older = peer.ask("marker from an older coordinator epoch", _markers("dtm", [0], pid, epoch, False, 4), 2)
+    assert _marker_codes(older) == [ErrorCode.TRANSACTION_COORDINATOR_FENCED], (peer.name, older)
+
+
+SCENARIOS = [coordinator_answers, isolation_levels, write_txn_markers]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])

@@ -1,6 +1,6 @@
 """Kafka's tools print the same lines against Ebb as against Apache Kafka 4.3.1 itself.
 
-One operator's session of tool calls (kafka-topics, kafka-configs, kafka-get-offsets,
+One operator's session of tool calls (kafka-topics, kafka-configs for topics, brokers and groups, kafka-get-offsets,
 kafka-delete-records with KIP-107's JSON file, kafka-log-dirs, kafka-leader-election,
 kafka-consumer-groups), with the same records and commits written first, is played against a fresh
 Ebb broker and a fresh Kafka node (KRaft, from the pinned jars). Each call's exit code and printed
@@ -29,6 +29,7 @@ CONFIGS = "kafka.admin.ConfigCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 TOPIC, GROUP = "judged", "judged-group"
+TUNED = "tuned-group"  # a group with group configs (KIP-848's), which never joins
 BASE = (int(time.time()) - 3600) * 1000  # record i has timestamp BASE + i*1000 (inside retention)
 
 # (label, tool class, arguments); "{offsets}" is the KIP-107 JSON file written beside the run
@@ -61,6 +62,20 @@ SESSION = [
     ("brokers delete", CONFIGS, ["--entity-type", "brokers", "--entity-name", "1", "--alter", "--delete-config",
                                  "log.retention.bytes,log.retention.ms"]),
     ("brokers describe after", CONFIGS, ["--entity-type", "brokers", "--entity-name", "1", "--describe"]),
+    ("groups configs describe", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--describe"]),
+    ("groups configs alter", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--alter", "--add-config",
+                                       "consumer.session.timeout.ms=50000,share.auto.offset.reset=earliest"]),
+    ("groups configs describe after", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--describe"]),
+    ("groups configs describe all", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--describe",
+                                              "--all"]),
+    ("groups configs out of bounds", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--alter",
+                                               "--add-config", "consumer.heartbeat.interval.ms=1000"]),
+    ("groups configs unknown", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--alter",
+                                         "--add-config", "consumer.assignors=range"]),
+    ("groups configs delete", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED, "--alter",
+                                        "--delete-config", "consumer.session.timeout.ms"]),
+    ("groups configs describe after delete", CONFIGS, ["--entity-type", "groups", "--entity-name", TUNED,
+                                                       "--describe"]),
     ("alter partitions", TOPICS, ["--alter", "--topic", TOPIC, "--partitions", "3"]),
     ("alter partitions down", TOPICS, ["--alter", "--topic", TOPIC, "--partitions", "1"]),
     ("offsets latest", GET_OFFSETS, ["--topic", TOPIC, "--time", "latest"]),
@@ -118,6 +133,21 @@ def broker_values(bootstrap: str) -> tuple[str | None, str | None]:
     return found["log.retention.ms"].value, retention_bytes.value if own else None
 
 
+# Before these calls: the group configs set on TUNED, as they must be.
+GROUP_SETTLED = {"groups configs describe after": {"consumer.session.timeout.ms": "50000",
+                                                   "share.auto.offset.reset": "earliest"},
+                 "groups configs describe after delete": {"share.auto.offset.reset": "earliest"}}
+
+
+def group_values(bootstrap: str) -> dict[str, str]:
+    """TUNED's own group configs (GROUP_CONFIG source)."""
+    request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=32, resource_name=TUNED, configuration_keys=None)])
+    with WireClient(int(bootstrap.rsplit(":", 1)[1]), timeout=30) as client:
+        [result] = client.send(request, 4).results
+    return {c.name: c.value for c in result.configs if c.config_source == ConfigSource.GROUP_CONFIG}
+
+
 def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
     offsets = workdir / "offsets.json"
     offsets.write_text(f'{{"partitions": [{{"topic": "{TOPIC}", "partition": 0, "offset": 4}},'
@@ -130,6 +160,9 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
         if label in SETTLED:  # Kafka applies a broker config once its metadata log reaches the broker
             wait_for(lambda expected=SETTLED[label]: broker_values(bootstrap) == expected,
                      what=f"{label}: configs in force")
+        if label in GROUP_SETTLED:
+            wait_for(lambda expected=GROUP_SETTLED[label]: group_values(bootstrap) == expected,
+                     what=f"{label}: group configs in force")
         run = java.tool(bootstrap, main, *(a.replace("{offsets}", str(offsets)) for a in args))
         answers[label] = (run.returncode, normalise(run.stdout + run.stderr, bootstrap))
     return answers

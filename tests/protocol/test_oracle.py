@@ -55,12 +55,14 @@ def _shared_cases():
 
 
 CASES = _shared_cases()
+EBB_OWN_API_KEYS = 10000
 IDS = [f"{n}-v{v}" for n, v in CASES]
 
 
 def test_oracle_covers_what_we_serve():
     names = {n for n, _ in CASES}
-    ours = {n for n in MESSAGES if MESSAGES[n].spec.type in ("request", "response")}
+    ours = {n for n in MESSAGES if MESSAGES[n].spec.type in ("request", "response")
+            and (MESSAGES[n].spec.api_key or 0) < EBB_OWN_API_KEYS}  # Ebb's own APIs have no Kafka spec to hold against
     assert ours <= names, f"kafka-python lacks {ours - names}"
 
 

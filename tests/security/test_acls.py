@@ -192,6 +192,34 @@ def test_producing_needs_write_and_reading_needs_read(broker):
         assert answer.error_code == ErrorCode.NONE and answer.high_watermark == 1
 
 
+def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(broker):
+    from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    Alter = IncrementalAlterConfigsRequest.AlterConfigsResource
+
+    def describe(client) -> int:
+        return client.request(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=32, resource_name="tuned", configuration_keys=None)]), version=4).results[0].error_code
+
+    def alter(client) -> int:
+        return client.request(IncrementalAlterConfigsRequest(resources=[Alter(
+            resource_type=32, resource_name="tuned", configs=[Alter.AlterableConfig(
+                name="consumer.session.timeout.ms", config_operation=0, value="50000")])], validate_only=False),
+            version=1).responses[0].error_code
+
+    with as_user(broker, "bob") as client:
+        assert (describe(client), alter(client)) == (ErrorCode.GROUP_AUTHORIZATION_FAILED,) * 2
+    group_acl = AclBinding(ResourceType.GROUP, "tuned", ResourcePatternType.LITERAL, "User:bob", "*",
+                           AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)
+    create(broker, group_acl)
+    with as_user(broker, "bob") as client:
+        assert (describe(client), alter(client)) == (ErrorCode.NONE, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    create(broker, AclBinding(ResourceType.GROUP, "tuned", ResourcePatternType.LITERAL, "User:bob", "*",
+                              AclOperation.ALTER_CONFIGS, AclPermissionType.ALLOW))
+    with as_user(broker, "bob") as client:
+        assert (describe(client), alter(client)) == (ErrorCode.NONE, ErrorCode.NONE)
+
+
 def test_metadata_shows_only_what_one_may_describe(broker):
     from protocol.messages import MetadataRequest
 
@@ -307,6 +335,10 @@ def _requests_for_every_api():
             m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="ledger", partitions=[0])]), 3),
         26: (m.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True), 3),
         25: (m.AddOffsetsToTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, group_id="g"), 3),
+        27: (m.WriteTxnMarkersRequest(markers=[m.WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0, topics=[
+                m.WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(name="ledger",
+                                                                                  partition_indexes=[0])])]), 1),
         28: (m.TxnOffsetCommitRequest(transactional_id="t", group_id="g", producer_id=1, producer_epoch=0, topics=[
             m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="ledger", partitions=[
                 m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
@@ -352,6 +384,9 @@ def _requests_for_every_api():
             name="ledger", partition_indexes=[0])]), 0),
         65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
         66: (m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0),
+        74: (m.ListConfigResourcesRequest(resource_types=[32]), 1),
+        10000: (m.DescribeErasureRequest(topics=[m.DescribeErasureRequest.TopicRequest(
+            name="ledger", partition_indexes=[0])]), 0),
     }
 
 

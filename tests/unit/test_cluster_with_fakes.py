@@ -103,3 +103,25 @@ async def test_the_leader_writes_its_isr_on_the_version_it_read(tmp_path):
     await cluster.alter_isr(LedHere(TP, 4), {1, 2})
     assert PartitionStateZNode.decode((await store.get(path))[0]) == PartitionState(2, 5, (2,), 4)
     await store.close()
+
+
+async def test_a_topic_dropped_for_its_deletion_mark_is_not_brought_back_by_an_assignment_change(tmp_path):
+    """A reassignment that raced the mark (and its undoing) changes the topic's node after this broker
+    dropped the topic: the change is not applied (refresh would make the topic appear again)."""
+    store, topic, replicas, cluster = await _cluster(tmp_path)
+    refreshed: list[str] = []
+
+    async def refresh(name: str) -> Topic | None:
+        refreshed.append(name)
+        return topic
+
+    cluster.topics.refresh = refresh
+    cluster.deletions.marked["t"] = None  # marked, and dropped here
+    cluster.deletions.dropped.add("t")
+    await cluster._apply_assignment("t")
+    assert refreshed == []
+    cluster.deletions._on_marks([])  # the mark is gone (the deletion finished): the name is free again
+    cluster._topic_watches["t"] = []
+    await cluster._apply_assignment("t")
+    assert refreshed == ["t"]
+    await store.close()

@@ -132,3 +132,20 @@ def test_sasl_listeners_beside_plaintext_ones():
     sasl = config.sasl_listeners["SASL_PLAINTEXT"]
     assert sasl.mechanisms == ("PLAIN", "SCRAM-SHA-512")
     assert sasl.plain_users == {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+def test_erasure_bound_is_a_topic_config_with_a_broker_default():
+    from broker.dynamic_config import DynamicConfigError, validate
+    from broker.topic_configs import TOPIC_CONFIGS, InvalidConfig
+
+    assert load_config().topic_defaults.erasure_max_delay_ms == -1  # off unless asked for
+    config = load_config(None, ["log.erasure.max.delay.ms=60000"])
+    assert config.topic_defaults.erasure_max_delay_ms == 60000 and config.topic_defaults.erasure_enabled
+    definition = TOPIC_CONFIGS["erasure.max.delay.ms"]
+    assert definition.broker_synonyms == ("log.erasure.max.delay.ms",) and definition.effective
+    assert definition.parse("0") == 0
+    with pytest.raises(InvalidConfig, match="Value must be at least -1"):
+        definition.parse("-2")
+    assert validate({"log.erasure.max.delay.ms": " 5000 "}) == {"log.erasure.max.delay.ms": "5000"}
+    with pytest.raises(DynamicConfigError):
+        validate({"log.erasure.max.delay.ms": "soon"})

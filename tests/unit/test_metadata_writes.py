@@ -59,3 +59,44 @@ async def test_colliding_names_are_still_checked_one_at_a_time(tmp_path):
         assert len(broker.topics._locks) == 0  # locks go when unused
     finally:
         await broker.stop()
+
+
+async def test_create_partitions_keeps_a_reassignment_it_has_not_seen_and_retries_a_lost_race(tmp_path):
+    """The topic's node is written back conditionally on its version: a reassignment's state written
+    there by the controller (not yet in this broker's cache) survives, and a write that lands between
+    this broker's read and its write makes it read again instead of overwriting it."""
+    from broker.cluster.layout import TopicAssignment, TopicZNode
+
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    await broker.start()
+    try:
+        topic = await broker.topics.create("moving", 1, 1)
+        store, path = broker.store, TopicZNode.path("moving")
+        node_id = broker.config.node_id
+        moving = TopicAssignment(topic.topic_id, {0: [node_id, 9]}, adding={0: [9]}, removing={})
+        await store.set(path, TopicZNode.encode(moving))  # the controller's write; the cache has not seen it
+        grown = await broker.topics.add_partitions("moving", 2)
+        stored = TopicZNode.decode((await store.get(path))[0])
+        assert stored.replicas == {0: [node_id, 9], 1: [node_id]} and stored.adding == {0: [9]}
+        assert grown.replicas == stored.replicas and grown.adding == {0: [9]}
+
+        # Another growth between the read and the write: the first write fails on the version, the
+        # second is decided on what that writer left (3 partitions, not a second partition 1).
+        raced_topic = await broker.topics.create("raced", 1, 1)
+        raced_path, real_get, raced = TopicZNode.path("raced"), store.get, []
+
+        async def get_then_race(node_path):
+            found = await real_get(node_path)
+            if node_path == raced_path and not raced:
+                raced.append(True)
+                other = TopicAssignment(raced_topic.topic_id, {0: [node_id], 1: [node_id]})
+                await store.set(raced_path, TopicZNode.encode(other))
+            return found
+
+        store.get = get_then_race
+        await broker.topics.add_partitions("raced", 3)
+        store.get = real_get
+        stored = TopicZNode.decode((await store.get(raced_path))[0])
+        assert raced and stored.replicas == {0: [node_id], 1: [node_id], 2: [node_id]}
+    finally:
+        await broker.stop()

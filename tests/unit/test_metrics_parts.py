@@ -113,7 +113,8 @@ async def test_the_partition_pass_pauses_and_still_renders_every_partition():
 
     count = 2 * PARTITIONS_PER_STEP + 1
     logs = {TopicPartition("t", i): SimpleNamespace(log_start_offset=i, log_end_offset=i + 1, high_watermark=i + 1,
-                                                    size_bytes=10, segments=[0], offline=False) for i in range(count)}
+                                                    size_bytes=10, segments=[0], offline=False, erased_offset=i)
+            for i in range(count)}
     collector = PartitionCollector(SimpleNamespace(partitions={}), SimpleNamespace(logs=logs, offline_partitions={}))
     assert sum(1 for family in collector.collect() if family is None) >= 5 * 2  # five per-log families
     body = await render(_Registry(*collector.collect()))

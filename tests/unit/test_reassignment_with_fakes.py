@@ -96,3 +96,24 @@ async def test_a_round_that_looked_before_a_new_target_was_written_leaves_it_alo
     assert _target(topics.topic) == [1, 3] and topics.topic.removing == {0: [2]}
     assert topics.topic.states[0].isr == (1, 2, 3)  # the round did not drop 3 from the ISR either
     await store.close()
+
+
+async def test_a_move_written_as_the_topic_is_marked_for_deletion_is_undone(tmp_path):
+    """DeleteTopics marks the topic between the reassignment's check of the mark and its write: brokers
+    that saw the mark first may have dropped the topic, so the write is undone and the request refused
+    as if the mark had been there (docs/cluster.md)."""
+    topic = Topic("t", uuid.uuid4(), {0: [1, 2]}, states={0: PartitionState(1, 4, (1, 2), 3)})
+    store, topics, reassignments = await _reassignments(tmp_path, topic, [1, 2, 3])
+    write = topics.write_partition_assignment
+
+    async def marked_meanwhile(*args):
+        if not await store.exists(DeleteTopicsTopicZNode.path("t")):
+            await store.create(DeleteTopicsTopicZNode.path("t"), makepath=True)  # DeleteTopics, elsewhere
+        await write(*args)
+
+    topics.write_partition_assignment = marked_meanwhile
+    moved = await reassignments.alter("t", 0, [1, 3])
+    assert moved.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and "marked for deletion" in str(moved.message)
+    assert topics.written == [("t", 0, [1, 3, 2], [3], [2]), ("t", 0, [1, 2], [], [])]
+    assert topics.topic.replicas == {0: [1, 2]} and not topics.topic.moving  # the deletion goes on
+    await store.close()

@@ -24,6 +24,9 @@ class FlakyReplicas:
         self.failures = failures
         self.appended: list[str] = []
 
+    def endpoint(self, broker_id: int):
+        return None
+
     def partition(self, topic: str, index: int):
         return SimpleNamespace(leader_epoch=0)
 
@@ -37,9 +40,18 @@ class FlakyReplicas:
 
 def coordinator(replicas: FlakyReplicas, interval_ms: int = 10_000) -> TransactionCoordinator:
     config = SimpleNamespace(transactions=SimpleNamespace(abort_timed_out_cleanup_interval_ms=interval_ms,
-                                                          state_log_num_partitions=1))
+                                                          state_log_num_partitions=1),
+                             node_id=1, inter_broker_security=None)
     topics = SimpleNamespace(get=lambda name: SimpleNamespace(replicas={0: [1]}))
-    return TransactionCoordinator(config, topics, replicas, in_cluster=False)  # type: ignore[arg-type]
+    txns = TransactionCoordinator(config, topics, replicas, in_cluster=False)  # type: ignore[arg-type]
+    txns.active = True
+    return txns
+
+
+def owned(txns: TransactionCoordinator, meta: TxnMetadata) -> TxnMetadata:
+    """The coordinator completes only the ids it holds."""
+    txns._txns[meta.transactional_id] = meta
+    return meta
 
 
 async def wait_for(condition, seconds: float = 5.0) -> None:
@@ -52,7 +64,7 @@ async def test_a_marker_that_raises_is_logged_and_retried_until_complete(monkeyp
     monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
     replicas = FlakyReplicas(failures=2)  # the marker, then its retry, raise
     txns = coordinator(replicas)
-    meta = TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1)
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
     with structlog.testing.capture_logs() as logs:
         txns._spawn(txns._complete(meta, commit=True))
         await wait_for(lambda: meta.state == TxnState.COMPLETE_COMMIT)
@@ -66,7 +78,7 @@ async def test_a_complete_write_that_raises_is_logged_and_retried(monkeypatch) -
     monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
     replicas = FlakyReplicas(failures=0)
     txns = coordinator(replicas)
-    meta = TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_ABORT, set(), start_ms=1)
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_ABORT, set(), start_ms=1))
     replicas.failures = 1  # the Complete write raises once
     with structlog.testing.capture_logs() as logs:
         txns._spawn(txns._complete(meta, commit=False))
@@ -106,3 +118,20 @@ async def test_a_background_task_that_dies_is_logged() -> None:
         await asyncio.sleep(0)
     [failed] = [e for e in logs if e["event"] == "transaction coordinator task failed"]
     assert failed["log_level"] == "error" and "unforeseen" in failed["error"]
+
+
+async def test_a_completion_stops_when_its_id_is_dropped(monkeypatch) -> None:
+    """Leadership of the id's `__transaction_state` partition moved away: the new coordinator completes
+    the transaction, this one neither retries markers nor writes the Complete state."""
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    replicas = FlakyReplicas(failures=1_000_000)  # every marker write fails
+    txns = coordinator(replicas)
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
+    with structlog.testing.capture_logs() as logs:
+        task = txns._spawn(txns._complete(meta, commit=True))
+        await wait_for(lambda: replicas.failures < 1_000_000 - 2)
+        txns._unload_partition(0)
+        await asyncio.wait_for(task, 5)
+    assert txns.get("tid") is None and meta.state == TxnState.PREPARE_COMMIT
+    assert any(e["event"] == "transaction completion handed over" for e in logs)
+    await txns.stop()

@@ -1,0 +1,82 @@
+"""The partitions of an internal topic that make a broker a coordinator: `__consumer_offsets` for the
+group coordinator, `__transaction_state` for the transaction coordinator. One owner for both.
+
+In a cluster a key (a group id, a transactional id) belongs to the leader of its partition. When
+leadership of such a partition moves here its state is replayed from the log (answers meanwhile:
+COORDINATOR_LOAD_IN_PROGRESS); when it moves away the state is dropped from memory and the
+coordinator answers NOT_COORDINATOR (Kafka's onElection / onResignation). The coordinator says how
+to load and unload one partition; this class follows the leadership changes and the loads in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import structlog
+
+from broker.replica import Partition, PartitionError
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger("coordinator")
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
+# The topic's partition with this index, as this broker's replica (PartitionError if none).
+PartitionLookup = Callable[[int], Partition]
+
+
+class CoordinatorPartitions:
+    def __init__(self, topic: str, spawn: Spawn, lookup: PartitionLookup, *,
+                 load: Callable[[int, Partition], Awaitable[None]], unload: Callable[[int], None]) -> None:
+        """`load(index, partition)` replays one partition led here now; `unload(index)` drops what
+        came from it (also before a reload, so a load always starts from nothing)."""
+        self.topic = topic
+        self._spawn = spawn
+        self._lookup = lookup
+        self._load = load
+        self._unload = unload
+        self.loading: dict[int, asyncio.Task] = {}  # partitions being replayed after this broker became leader
+
+    def moved(self, partition: Partition) -> None:
+        """A partition's role here changed (ReplicaManager's leadership listeners): for one of this
+        topic, its state is dropped, and replayed when this broker is the new leader."""
+        tp = partition.topic_partition
+        if tp.topic != self.topic:
+            return
+        loading = self.loading.pop(tp.partition, None)
+        if loading is not None:
+            loading.cancel()
+        self._unload(tp.partition)
+        if partition.is_leader:
+            self.loading[tp.partition] = self._spawn(self._run_load(tp.partition, partition))
+
+    def follow(self, local: list[Partition]) -> None:
+        """At start: each partition led here is loaded as if leadership had just moved here."""
+        for partition in local:
+            if partition.is_leader:
+                self.moved(partition)
+
+    async def _run_load(self, index: int, partition: Partition) -> None:
+        try:
+            await self._load(index, partition)
+        finally:
+            if self.loading.get(index) is asyncio.current_task():
+                del self.loading[index]
+
+    def not_served(self, index: int) -> ErrorCode | None:
+        """Why keys of partition `index` are not served here now, or None when they are."""
+        if index in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        try:
+            partition = self._lookup(index)
+        except PartitionError:
+            return ErrorCode.NOT_COORDINATOR
+        return None if partition.is_leader else ErrorCode.NOT_COORDINATOR
+
+    def leader_epoch(self, index: int) -> int:
+        """The leader epoch of partition `index` here (Kafka's coordinator epoch), -1 without a replica."""
+        try:
+            return self._lookup(index).leader_epoch
+        except PartitionError:
+            return -1

@@ -1,0 +1,175 @@
+"""Transaction markers: writing them on a partition's leader, and getting them there.
+
+MarkerWriter is the leader's side (WriteTxnMarkers, and the coordinator's own partitions): a COMMIT
+or ABORT control batch per partition through ReplicaManager.append_records (origin COORDINATOR,
+acks=-1), carrying the coordinator epoch; whoever listens (the group store, for TxnOffsetCommit's
+offsets in `__consumer_offsets`) is told of each marker written.
+
+MarkerSender is the coordinator's side (Kafka's TransactionMarkerChannelManager): each round it
+groups the partitions still without their marker by leader, writes those led here through the
+MarkerWriter and sends one WriteTxnMarkers request to each other leader over the inter-broker
+listener; what is not written yet (no leader, leadership moving, a broker unreachable) is retried by
+the coordinator in the next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.replica import AppendOrigin, ReplicaManager
+from protocol.control_records import ControlType, build_marker_batch
+from protocol.errors import ErrorCode
+from protocol.messages import WriteTxnMarkersRequest
+from protocol.records import RecordBatch
+
+if TYPE_CHECKING:
+    from broker.topics import TopicManager
+    from client.security import ClientSecurity
+
+log = structlog.get_logger("transactions")
+
+TopicPartitionKey = tuple[str, int]
+MarkerListener = Callable[[str, int, int, bool], None]  # (topic, partition, producer id, committed)
+WRITE_TXN_MARKERS_VERSION = 1  # the classic transactions' markers (v2 only adds TransactionVersion)
+# Written, or not needed any more: a newer producer epoch or coordinator has written there already.
+_SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MarkerWriter:
+    def __init__(self, replicas: ReplicaManager, timeout_ms: int) -> None:
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
+        self.listeners: list[MarkerListener] = []
+
+    async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    partitions: list[TopicPartitionKey]) -> list[ErrorCode]:
+        """One marker on each partition (led here); one error code per partition, in order."""
+        kind = ControlType.COMMIT if commit else ControlType.ABORT
+        entries = []
+        for topic, index in partitions:  # a batch each: the log writes its offsets into the bytes
+            data = build_marker_batch(kind, producer_id, producer_epoch, coordinator_epoch, _now_ms())
+            entries.append((topic, index, memoryview(data), RecordBatch(data)))
+        results = await self.replicas.append_records(entries, required_acks=-1, timeout_ms=self.timeout_ms,
+                                                     origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+        codes = []
+        for (topic, index), result in zip(partitions, results, strict=True):
+            code = ErrorCode(result.error_code)
+            if code == ErrorCode.NONE:
+                for listener in self.listeners:
+                    listener(topic, index, producer_id, commit)
+            codes.append(code)
+        return codes
+
+
+class MarkerSender:
+    def __init__(self, writer: MarkerWriter, topics: TopicManager, node_id: int, in_cluster: bool,
+                 endpoint: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None) -> None:
+        self.writer = writer
+        self.topics = topics
+        self.node_id = node_id
+        self.in_cluster = in_cluster
+        self._endpoint = endpoint
+        self._security = security
+        self._connections: dict[int, Any] = {}  # broker id -> BrokerConnection
+        self._connecting = asyncio.Lock()  # completions run side by side: one connection per broker
+
+    def _leader(self, tp: TopicPartitionKey) -> int | None:
+        """The partition's leader (-1: none now); None when the partition is gone (its topic deleted)."""
+        topic = self.topics.get(tp[0])
+        if topic is None or tp[1] not in topic.replicas:
+            return None
+        return topic.leader(tp[1]) if self.in_cluster else self.node_id
+
+    async def send_round(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                         partitions: set[TopicPartitionKey]) -> set[TopicPartitionKey]:
+        """Try every partition once; returns those still without their marker."""
+        by_leader: dict[int, list[TopicPartitionKey]] = {}
+        remaining: set[TopicPartitionKey] = set()
+        for tp in sorted(partitions):
+            leader = self._leader(tp)
+            if leader is None:
+                continue  # deleted: nothing to close there
+            if leader < 0:
+                remaining.add(tp)
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        for leader, tps in by_leader.items():
+            if leader == self.node_id:
+                codes = await self.writer.write(producer_id, producer_epoch, commit, coordinator_epoch, tps)
+            else:
+                codes = await self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+            for tp, code in zip(tps, codes, strict=True):
+                if code in _SETTLED:
+                    if code != ErrorCode.NONE:
+                        log.warning("transaction marker refused: a newer epoch wrote there", error=code.name,
+                                    partition=f"{tp[0]}-{tp[1]}", producer_id=producer_id)
+                elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self._leader(tp) is None:
+                    pass  # deleted meanwhile
+                else:
+                    log.info("transaction marker not written yet", partition=f"{tp[0]}-{tp[1]}", leader=leader,
+                             error=code.name)
+                    remaining.add(tp)
+        return remaining
+
+    async def _send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int, partitions: list[TopicPartitionKey]) -> list[ErrorCode]:
+        """WriteTxnMarkers to another broker; every partition NETWORK_EXCEPTION if it cannot be asked."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+            topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()],
+            coordinator_epoch=coordinator_epoch)])
+        try:
+            connection = await self._connect(broker_id)
+            answer = await connection.request(request, version=WRITE_TXN_MARKERS_VERSION)
+        except Exception as exc:  # unreachable, closed, timed out: the next round asks again
+            log.info("cannot send transaction markers", broker=broker_id, error=repr(exc))
+            await self._disconnect(broker_id)
+            return [ErrorCode.NETWORK_EXCEPTION] * len(partitions)
+        found = {(t.name, p.partition_index): ErrorCode(p.error_code)
+                 for m in answer.markers for t in m.topics for p in t.partitions}
+        return [found.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions]
+
+    async def _connect(self, broker_id: int):
+        async with self._connecting:
+            return await self._connect_once(broker_id)
+
+    async def _connect_once(self, broker_id: int):
+        from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
+
+        connection = self._connections.get(broker_id)
+        if connection is not None and connection.connected:
+            return connection
+        endpoint = self._endpoint(broker_id)
+        if endpoint is None:
+            raise ConnectionError(f"broker {broker_id} is not registered")
+        timeout_s = self.writer.timeout_ms / 1000
+        connection = await BrokerConnection(
+            endpoint[0], endpoint[1], node_id=broker_id, client_id=f"ebb-txn-markers-{self.node_id}",
+            request_timeout_s=timeout_s + 5, connect_timeout_s=timeout_s, security=self._security).connect()
+        self._connections[broker_id] = connection
+        return connection
+
+    async def _disconnect(self, broker_id: int) -> None:
+        connection = self._connections.pop(broker_id, None)
+        if connection is not None:
+            try:
+                await connection.close()
+            except Exception:  # already gone
+                pass
+
+    async def close(self) -> None:
+        for broker_id in list(self._connections):
+            await self._disconnect(broker_id)

@@ -1,0 +1,135 @@
+"""Erasure (`erasure.max.delay.ms`, broker/log/erasure.py) on real segment files: after the log start
+offset moves inside a segment the deleted values leave every file of the directory, what remains reads
+back the same, a batch holding the start stays whole, `erased_offset` says how far the bytes are gone,
+and a stop in the middle of a rewrite (at either point) loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.log import LogConfig, ReadBound, TopicPartition
+from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX
+from broker.log.common import StartOffsetReason
+from protocol.records import build_batch, iter_batches
+from tests.broker.test_log_support import open_manager, settle
+
+TP = TopicPartition("secrets", 0)
+ERASING = LogConfig(segment_bytes=1024 * 1024 * 1024, index_interval_bytes=100, erasure_max_delay_ms=0)
+
+
+def value(i: int) -> bytes:
+    return b"secret-%05d-" % i + b"x" * 40
+
+
+def dir_bytes(directory: Path) -> bytes:
+    return b"".join((directory / name).read_bytes() for name in sorted(os.listdir(directory)))
+
+
+def records(log) -> list[tuple[int, bytes | None]]:
+    found = log.read(log.log_start_offset, 1 << 24, bound=ReadBound.LOG_END)
+    return [(r.offset, r.value) for b in iter_batches(bytes(found.read_bytes())) for r in b.records()
+            if r.offset >= log.log_start_offset]
+
+
+async def written_log(manager, batches: int = 20, per_batch: int = 3):
+    log = await manager.get_or_create_log(TP)
+    for b in range(batches):
+        await log.append(build_batch([(None, value(b * per_batch + i), [], 1_000) for i in range(per_batch)]),
+                         leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    return log
+
+
+async def until(condition, what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("start", [30, 31])  # a batch boundary; inside a batch (its batch stays whole)
+async def test_a_delete_inside_the_active_segment_erases_the_bytes_below(tmp_path: Path, start: int) -> None:
+    manager = await open_manager(tmp_path, ERASING)
+    log = await written_log(manager)
+    before = records(log)
+    assert log.erased_offset == 0 and len(log.segments) == 1
+    log.move_log_start_offset(start)
+    kept_from = start - start % 3
+    assert log.erasable_offset() == kept_from
+    await until(lambda: log.erased_offset == kept_from, "the rewrite")
+    await settle()
+    on_disk = dir_bytes(log.directory)
+    assert all(value(i) not in on_disk for i in range(kept_from))
+    assert all(value(i) in on_disk for i in range(kept_from, 60))
+    assert records(log) == [r for r in before if r[0] >= start]
+    assert log.segments[0].base_offset == kept_from and log.erasure.passes == 1
+    assert not [n for n in os.listdir(log.directory) if n.endswith((".deleted", CLEANED_SUFFIX, SWAP_SUFFIX))]
+    await log.append(build_batch([(None, b"after", [], 2_000)]), leader_epoch=0)  # the log goes on
+    await manager.shutdown()
+    manager = await open_manager(tmp_path, ERASING)  # and loads again with the same offsets
+    log = manager.get_log(TP)
+    assert (log.log_start_offset, log.erased_offset, log.log_end_offset) == (start, kept_from, 61)
+    await manager.shutdown()
+
+
+async def test_without_erasure_bytes_stay_until_whole_segments_go(tmp_path: Path) -> None:
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=1024 * 1024 * 1024, file_delete_delay_ms=60_000))
+    log = await written_log(manager)
+    log.move_log_start_offset(30)
+    await settle()
+    assert log.erased_offset == 0 and log.erasable_offset() == 30
+    assert value(0) in dir_bytes(log.directory)
+    log.config = ERASING  # turned on later: what is due is erased
+    await until(lambda: log.erased_offset == 30, "the rewrite after the config change")
+    assert value(0) not in dir_bytes(log.directory)
+    await manager.shutdown()
+
+
+async def test_retired_segments_go_at_once_and_erased_offset_waits_for_the_unlink(tmp_path: Path) -> None:
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=60_000))
+    log = await written_log(manager)
+    assert len(log.segments) > 3
+    second = log.segments[2].base_offset
+    log.move_log_start_offset(second, StartOffsetReason.SEGMENT_DELETION)
+    # the timer for the tail rewrite waits half the bound; the whole segments were retired now
+    assert log.erased_offset == 0  # the retired files are not unlinked yet
+    await until(lambda: log.erased_offset == second, "the retired segments unlinked")
+    assert value(0) not in dir_bytes(log.directory)
+    await manager.shutdown()
+
+
+@pytest.mark.parametrize("point", ["copied", "swap-started", "old-renamed"])
+async def test_a_stop_in_the_middle_of_a_rewrite_loses_nothing(tmp_path: Path, point: str) -> None:
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=1024 * 1024 * 1024))
+    log = await written_log(manager)
+    log.move_log_start_offset(31)
+    expected = records(log)
+    log.config = LogConfig(segment_bytes=1024 * 1024 * 1024, erasure_max_delay_ms=3_600_000)  # not run here
+    target = log.erasure_target()
+    from broker.log.erasure import copy_tail
+
+    copy = copy_tail(log.directory, target, 100, log.config.index_bytes, 0)
+    copy.close()
+    await manager.shutdown()
+    directory = log.directory
+    copy_names = [n for n in os.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
+    assert copy_names
+    if point != "copied":
+        for name in copy_names:
+            os.rename(directory / name, directory / name.replace(CLEANED_SUFFIX, SWAP_SUFFIX))
+    if point == "old-renamed":
+        for name in os.listdir(directory):
+            if name.startswith(f"{0:020d}."):
+                os.rename(directory / name, directory / (name + ".deleted"))
+    manager = await open_manager(tmp_path, ERASING)
+    log = manager.get_log(TP)
+    assert records(log) == expected
+    await until(lambda: log.erased_offset == 30, "erasure finished after the restart")
+    assert records(log) == expected and value(29) not in dir_bytes(directory)
+    assert not [n for n in os.listdir(directory) if n.endswith((".deleted", CLEANED_SUFFIX, SWAP_SUFFIX))]
+    await manager.shutdown()

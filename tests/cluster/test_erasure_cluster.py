@@ -1,0 +1,92 @@
+"""Physical erasure on three replicas (ZooKeeper cluster): each replica rewrites its own segment once
+its log start offset moves (followers learn it through Fetch), so after a delete in the middle of a
+segment configured at 1 GiB no deleted value is in any file of any replica's partition directory within
+`erasure.max.delay.ms`; DescribeErasure answers each replica's offsets from its own broker;
+`ebb delete-records --wait-erased` waits for the alive replicas, and a replica that was down erases on
+its own once it is back."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from protocol.errors import ErrorCode
+from tests.broker.data_wire import WireClient, delete_records, fetch, values
+from tests.cluster.three_brokers import in_sync, leader_of, new_topic, three_brokers
+from tests.support.ebb_cli import ebb
+from tests.support.erasure import GIB, describe_erasure, partition_dir, produce_values, value, values_on_disk
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+BOUND_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    with three_brokers(f"{zk_server.connect}/erasure", tmp_path_factory.mktemp("erasure"),
+                       extra={"auto.leader.rebalance.enable": "false"}) as brokers:
+        yield brokers
+
+
+def dirs(cluster, topic: str):
+    return {n: partition_dir(b.data_dir, topic) for n, b in cluster.items()}
+
+
+def test_a_delete_is_erased_on_every_replica_within_the_bound(cluster) -> None:
+    topic = new_topic(cluster, prefix="erased", configs={"segment.bytes": GIB, "erasure.max.delay.ms": str(BOUND_MS)})
+    leader = leader_of(cluster, topic)
+    with WireClient(leader.port) as client:
+        produce_values(client, topic, 300, per_batch=5)
+        wait_for(lambda: all(values_on_disk(d, range(300)) == set(range(300)) for d in dirs(cluster, topic).values()),
+                 what="every replica holding every value")
+        assert delete_records(client, topic, 0, 152).error_code == ErrorCode.NONE  # all replicas' starts moved
+        deleted = time.monotonic()
+        wait_for(lambda: not any(values_on_disk(d, range(150)) for d in dirs(cluster, topic).values()),
+                 timeout_s=BOUND_MS / 1000 * 3, what="the deleted values gone from every replica's files")
+        took = time.monotonic() - deleted
+        assert took < BOUND_MS / 1000, f"erased on three replicas after {took:.2f}s, bound {BOUND_MS} ms"
+        assert values(fetch(client, topic, 0, 152, partition_max_bytes=1 << 22), 152) == \
+            [value(i) for i in range(152, 300)]
+    for node, directory in dirs(cluster, topic).items():
+        assert values_on_disk(directory, range(150, 300)) == set(range(150, 300)), node
+        with WireClient(cluster[node].port) as client:
+            broker_id, answer = describe_erasure(client, topic)
+        assert (broker_id, answer.error_code, answer.log_start_offset, answer.erased_offset,
+                answer.erasable_offset, answer.max_delay_ms) == (node, ErrorCode.NONE, 152, 150, 150, BOUND_MS)
+
+
+def test_wait_erased_waits_for_the_alive_replicas_and_a_returning_one_erases_itself(cluster) -> None:
+    topic = new_topic(cluster, prefix="waited", configs={"segment.bytes": GIB, "erasure.max.delay.ms": "1000"})
+    leader = leader_of(cluster, topic)
+    away = next(b for b in cluster.values() if b is not leader)
+    with WireClient(leader.port) as client:
+        produce_values(client, topic, 100, per_batch=4)
+    wait_for(lambda: values_on_disk(partition_dir(away.data_dir, topic), range(100)) == set(range(100)),
+             what="the follower holding every value")
+    away.stop()
+    wait_for(lambda: not in_sync(leader, topic, 0), what="the ISR without the stopped follower")
+    done = ebb("delete-records", "--bootstrap-server", leader.bootstrap, "--topic", topic, "--before-offset", 40,
+               "--wait-erased")
+    assert done.returncode == 0, done.stderr
+    assert "erased on every alive replica" in done.stdout
+    alive = [b for b in cluster.values() if b is not away]
+    assert not any(values_on_disk(partition_dir(b.data_dir, topic), range(40)) for b in alive)
+    assert values_on_disk(partition_dir(away.data_dir, topic), range(40)) == set(range(40))  # it was down
+    shown = json.loads(ebb("offsets", "--bootstrap-server", leader.bootstrap, "--topic", topic, "--erased",
+                           "--output", "json").stdout)
+    replicas = {r["broker"]: r for r in shown["partitions"][0]["replicas"]}
+    assert replicas[away_id(cluster, away)]["error"].startswith("BROKER_NOT_AVAILABLE")
+    assert all(replicas[n]["erased_offset"] == 40 for n in replicas if n != away_id(cluster, away))
+    away.start()
+    wait_for(lambda: not values_on_disk(partition_dir(away.data_dir, topic), range(40)), timeout_s=60,
+             what="the returning follower erasing on its own")
+    wait_for(lambda: in_sync(leader, topic, 0), timeout_s=60, what="the follower back in the ISR")
+    with WireClient(away.port) as client:
+        _, answer = describe_erasure(client, topic)
+    assert (answer.log_start_offset, answer.erased_offset) == (40, 40)
+
+
+def away_id(cluster, broker) -> int:
+    return next(n for n, b in cluster.items() if b is broker)
