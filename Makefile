@@ -86,8 +86,19 @@ lint: $(STAMP) $(PROMTOOL)
 	$(PY) -m mypy
 	$(PROMTOOL) check rules ops/prometheus/alerts.yml
 
-# Ebb next to Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
-bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP)
+# bench/goals.py's load generator: a few lines of C on librdkafka (Debian's librdkafka-dev, installed
+# when its header is missing), so that the client is not the limit of the broker benchmarks
+RDKAFKAH := /usr/include/librdkafka/rdkafka.h
+RDKAFKALOAD := $(VENV)/bin/rdkafka_load
+$(RDKAFKAH):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends librdkafka-dev gcc libc6-dev \
+	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends librdkafka-dev gcc libc6-dev; }
+$(RDKAFKALOAD): bench/rdkafka_load.c | $(RDKAFKAH) $(RUNSTAMP)
+	cc -O2 -Wall -Wextra -o $@ bench/rdkafka_load.c -lrdkafka
+
+# Ebb next to Kafka and Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
+bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(RDKAFKALOAD)
+	$(PY) -m bench.goals $(QUICK)
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
 	$(PY) -m bench.log $(QUICK)

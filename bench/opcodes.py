@@ -1,11 +1,12 @@
 """Python bytecode per request on a broker under load: `python -m bench.opcodes
-{java-produce,java-consume,produce} [--partitions N] [--records N] [--top N]`.
+{java-produce,java-consume,produce,rdkafka-consume} [--partitions N] [--records N] [--top N]`.
 
 A deterministic measure of the broker's own Python work, for comparing two versions of the code on a
 machine whose timings swing from run to run (no hardware counters in a VM, steal time): the broker
 runs under bench/traced_broker.py, which counts every opcode the event loop's thread executes once the
 load starts, and the load is one of bench.profile's (Kafka's ProducerPerformance or
-ConsumerPerformance, or librdkafka's producer of bench.produce). Prints the opcodes and Python calls
+ConsumerPerformance, librdkafka's producer of bench.produce, or bench.goals' C consumer on
+librdkafka reading the topic from offset 0). Prints the opcodes and Python calls
 per request served (every API; the loads are nearly all Produce or Fetch) and the functions with the
 most, per request. C code (uvloop, struct, crc32c, the kernel) is not counted: pair it with
 bench.profile or perf for where the time goes.
@@ -47,6 +48,11 @@ def run_load(load: str, bootstrap: str, partitions: int, records: int) -> None:
 
         produce_load(bootstrap, "opcodes", partitions, records, KiB)
         return
+    if load == "rdkafka-consume":
+        from bench.goals import rdkafka_consume
+
+        rdkafka_consume(bootstrap, "opcodes", partitions, records)
+        return
     from bench.perf_tools import consumer_perf, producer_perf
 
     if load == "java-produce":
@@ -57,7 +63,7 @@ def run_load(load: str, bootstrap: str, partitions: int, records: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("load", choices=["java-produce", "java-consume", "produce"])
+    parser.add_argument("load", choices=["java-produce", "java-consume", "produce", "rdkafka-consume"])
     parser.add_argument("--partitions", type=int, default=6, help="of the topic (default 6)")
     parser.add_argument("--records", type=int, default=100_000,
                         help="1 KiB records (default 100,000: tracing slows the broker down a lot)")
@@ -68,11 +74,11 @@ def main() -> None:
     try:
         with TracedEbb(root, counts) as ebb:
             create_topic(ebb.bootstrap, "opcodes", args.partitions)
-            if args.load == "java-consume":
-                from bench.produce import produce_load
+            if args.load in ("java-consume", "rdkafka-consume"):
+                from bench.goals import rdkafka_produce
 
                 warm_up(ebb.bootstrap)
-                produce_load(ebb.bootstrap, "opcodes", args.partitions, args.records, KiB)
+                rdkafka_produce(ebb.bootstrap, "opcodes", args.partitions, args.records, "1")
             os.kill(ebb.pid, signal.SIGUSR1)
             time.sleep(0.5)
             run_load(args.load, ebb.bootstrap, args.partitions, args.records)

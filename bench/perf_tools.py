@@ -53,11 +53,13 @@ def _run(command: list[str], what: str) -> str:
     return done.stdout
 
 
-def producer_perf(bootstrap: str, topic: str, records: int, record_size: int) -> tuple[float, float]:
-    """(records/s, MB/s) as ProducerPerformance reports them for the whole run (its MB is 2^20 bytes)."""
+def producer_perf(bootstrap: str, topic: str, records: int, record_size: int,
+                  props: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(records/s, MB/s) as ProducerPerformance reports them for the whole run (its MB is 2^20 bytes);
+    `props` are more producer settings (key=value)."""
     out = _run(_java("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
                      "--record-size", str(record_size), "--throughput", "-1",
-                     "--producer-props", f"bootstrap.servers={bootstrap}"), "ProducerPerformance")
+                     "--producer-props", f"bootstrap.servers={bootstrap}", *props), "ProducerPerformance")
     summary = [m for m in _PRODUCED.finditer(out)][-1]  # the last line is the whole run's
     if int(summary.group(1)) != records:
         raise RuntimeError(f"ProducerPerformance sent {summary.group(1)} of {records} records:\n{out[-2000:]}")

@@ -1,15 +1,17 @@
-"""Where Ebb's CPU goes under load: `python -m bench.profile {produce,consume,latency,java-produce,java-consume}
-[--partitions N] [--out FILE]`.
+"""Where Ebb's CPU goes under load: `python -m bench.profile {produce,consume,latency,java-produce,java-consume,
+rdkafka-produce,rdkafka-consume} [--partitions N] [--out FILE]`.
 
 Starts one Ebb broker (data on disk), points py-spy (`pip install -e '.[bench]'`) at the broker
 process while confluent-kafka drives the load of bench/produce.py (1 KiB records, 1 partition,
 acks=1), bench/consume.py (the same records read back) or bench/latency.py (2,000 records/s, one at a
 time, long-polling consumer) — or Kafka's Java perf tools as bench/perf_tools.py runs them
-(java-produce, java-consume) — and prints the functions with the most samples: by their own time
-(self) and with what they call (inclusive). py-spy samples the interpreter's stacks; time spent in C
-(uvloop's socket calls, os.write's copy into the page cache) is charged to the Python line that made
-the call, and uvloop's own work to `Runner.run`. `--out` keeps the raw samples (py-spy's collapsed
-stack format, one stack per line, which flamegraph tools read).
+(java-produce, java-consume), or bench/goals.py's C load on librdkafka (rdkafka-produce, acks=1;
+rdkafka-consume, the records read back --passes times) — and prints the functions with the most
+samples: by their own time (self) and with what they call (inclusive). py-spy samples the
+interpreter's stacks; time spent in C (uvloop's socket calls, os.write's copy into the page cache)
+is charged to the Python line that made the call, and uvloop's own work to `Runner.run`. `--out`
+keeps the raw samples (py-spy's collapsed stack format, one stack per line, which flamegraph tools
+read).
 """
 
 from __future__ import annotations
@@ -68,9 +70,11 @@ def summarize(raw: Path, top: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("load", choices=["produce", "consume", "latency", "java-produce", "java-consume"])
+    parser.add_argument("load", choices=["produce", "consume", "latency", "java-produce", "java-consume",
+                                         "rdkafka-produce", "rdkafka-consume"])
     parser.add_argument("--partitions", type=int, default=1, help="of the topic (default 1)")
     parser.add_argument("--records", type=int, default=600_000, help="1 KiB records for produce/consume")
+    parser.add_argument("--passes", type=int, default=3, help="reads of the records for rdkafka-consume")
     parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second (default 500)")
     parser.add_argument("--top", type=int, default=20, help="rows per list")
     parser.add_argument("--out", default=None, help="keep the raw samples in this file")
@@ -86,6 +90,10 @@ def main() -> None:
                 from bench.produce import produce_load
 
                 produce_load(ebb.bootstrap, "profile", args.partitions, args.records, KiB)
+            if args.load == "rdkafka-consume":
+                from bench.goals import rdkafka_produce
+
+                rdkafka_produce(ebb.bootstrap, "profile", args.partitions, args.records, "1")
             spy = subprocess.Popen([py_spy(), "record", "--pid", str(ebb.pid), "--rate", str(args.rate),
                                     "--format", "raw", "--output", str(raw), "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,6 +105,16 @@ def main() -> None:
                 seconds = produce_load(ebb.bootstrap, "profile", args.partitions, args.records, KiB)
                 figure = f"{args.records * KiB / seconds / 1e6:.0f} MB/s"
                 data = args.records * KiB
+            elif args.load.startswith("rdkafka-"):
+                from bench.goals import rdkafka_consume, rdkafka_produce
+
+                if args.load == "rdkafka-produce":
+                    rates = [rdkafka_produce(ebb.bootstrap, "profile", args.partitions, args.records, "1")]
+                else:
+                    rates = [rdkafka_consume(ebb.bootstrap, "profile", args.partitions, args.records)
+                             for _ in range(args.passes)]
+                figure = " ".join(f"{r:.0f}" for r in rates) + " MB/s"
+                data = args.records * KiB * len(rates)
             elif args.load.startswith("java-"):
                 from bench.perf_tools import consumer_perf, producer_perf
 

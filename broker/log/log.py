@@ -316,19 +316,20 @@ class PartitionLog:
         READ_COMMITTED reader's last stable offset).
         """
         self._check_online()
-        start, end = self._log_start_offset, self.log_end_offset
+        start, end = self._log_start_offset, self._run.active.next_offset
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(
                 f"{self.topic_partition}: offset {offset} is outside [{start}, {end}]"
             )
-        upper = self._high_watermark if bound is ReadBound.HIGH_WATERMARK else end
+        high_watermark = self._high_watermark
+        upper = high_watermark if bound is ReadBound.HIGH_WATERMARK else end
         if max_offset is not None:
             upper = min(upper, max_offset)
-        with self._guard("read"):
+        try:  # self._guard("read") spelled out (online checked above): once per partition of every fetch
             slices, next_offset = self._run.slices(offset, max_bytes, upper, min_one_batch)
-        return ReadInfo(
-            tuple(slices), Offset(next_offset), self.high_watermark, self.log_start_offset, self.log_end_offset
-        )
+        except (OSError, CorruptSegmentError) as exc:
+            raise self._fail("read", exc) from exc
+        return ReadInfo(tuple(slices), Offset(next_offset), Offset(high_watermark), Offset(start), Offset(end))
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets at the log level. EARLIEST (-2, and -4) is the log start offset, LATEST (-1)

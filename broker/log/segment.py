@@ -19,7 +19,14 @@ import structlog
 
 from broker.log.common import DELETED_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TXN_INDEX_SUFFIX, segment_paths
 from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
-from broker.log.segment_file import BatchInfo, CorruptSegmentError, SegmentFile, SegmentFlush, scan_headers
+from broker.log.segment_file import (
+    BatchInfo,
+    CorruptSegmentError,
+    SegmentFile,
+    SegmentFlush,
+    header_at,
+    scan_headers,
+)
 from protocol.errors import ProtocolError
 from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordBatch, batch_size_at
 
@@ -66,6 +73,11 @@ class LogSegment:
         self.first_batch_timestamp = NO_TIMESTAMP
         self._bytes_since_index_entry = 0
         self.deleted = False
+        # (offset, position) where the last read stopped: the first offset it did not return and where
+        # the batch holding it starts (or the end of the file then). A consumer's next fetch asks for
+        # exactly that offset: its batch is found without the index and a header walk. Only a
+        # truncation rewrites the file from a position on, and it forgets this.
+        self._resume = (-1, -1)
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -296,12 +308,17 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is at or above `offset`, or None."""
         if offset >= self.next_offset:
             return None
-        start = self.index.lookup(offset)[1]
         with self.file.held() as fd:
-            for found in scan_headers(fd, start, self.size):
-                header = found[1]
-                if header.base_offset + header.last_offset_delta >= offset:  # .last_offset, no call: a fetch's path
-                    return found
+            return self._find(fd, offset)
+
+    def _find(self, fd: int, offset: int) -> tuple[int, BatchHeader] | None:
+        resume_offset, position = self._resume
+        if offset == resume_offset and position < self.size:  # where the last read stopped: one header
+            return position, header_at(fd, position, self.size)
+        for found in scan_headers(fd, self.index.lookup(offset)[1], self.size):
+            header = found[1]
+            if header.base_offset + header.last_offset_delta >= offset:  # .last_offset, no call: a fetch's path
+                return found
         return None
 
     def position_of(self, offset: int) -> int:
@@ -315,28 +332,33 @@ class LogSegment:
         """(position, length, next offset) of whole batches from the one holding `offset`, at most
         `max_bytes` (one batch even if larger when `min_one_batch`), never past `max_position`.
         The next offset is where a reader continues: the first offset not returned."""
-        found = self.translate_offset(offset)
-        if found is None:
+        if offset >= self.next_offset:
             return None
-        start, first = found
-        size = first.size
-        if start + size > max_position:
-            return None
-        if size > max_bytes:
-            return (start, size, first.last_offset + 1) if min_one_batch else None
-        limit = min(max_position, start + max_bytes)
-        end, next_offset = start + size, first.last_offset + 1
-        # Batches are back to back and every one before the last indexed batch at or below `limit`
-        # fits, so the header walk starts there instead of at `end`.
-        with self.file.held() as fd:
-            for position, batch in scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size):
-                # .size and .last_offset spelled out: this loop runs for every batch a fetch returns
-                batch_end = position + batch.batch_length + LOG_OVERHEAD
-                base = batch.base_offset
-                if batch_end > limit:
-                    end, next_offset = position, base
-                    break
-                end, next_offset = batch_end, base + batch.last_offset_delta + 1
+        with self.file.held() as fd:  # held once for the search and the walk
+            found = self._find(fd, offset)
+            if found is None:
+                return None
+            start, first = found
+            size = first.batch_length + LOG_OVERHEAD
+            if start + size > max_position:
+                return None
+            end, next_offset = start + size, first.base_offset + first.last_offset_delta + 1
+            if size > max_bytes:
+                if not min_one_batch:
+                    return None
+            else:
+                limit = min(max_position, start + max_bytes)
+                # Batches are back to back and every one before the last indexed batch at or below
+                # `limit` fits, so the header walk starts there instead of at `end`.
+                for position, batch in scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size):
+                    # .size and .last_offset spelled out: this loop runs for every batch a fetch returns
+                    batch_end = position + batch.batch_length + LOG_OVERHEAD
+                    base = batch.base_offset
+                    if batch_end > limit:
+                        end, next_offset = position, base
+                        break
+                    end, next_offset = batch_end, base + batch.last_offset_delta + 1
+        self._resume = (next_offset, end)
         return start, end - start, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
@@ -369,6 +391,7 @@ class LogSegment:
             return 0
         position, batch = found
         removed = self.size - position
+        self._resume = (-1, -1)
         with self.file.held() as fd:
             os.ftruncate(fd, position)
         self.size = position

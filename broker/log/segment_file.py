@@ -195,6 +195,19 @@ def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHead
         position += size
 
 
+def header_at(fd: int, position: int, end: int) -> BatchHeader:
+    """The header of the batch known to start at `position` of a well-formed file, read alone (no
+    window: the reader needs this one header, and the batch behind it may be a megabyte)."""
+    window = os.pread(fd, BATCH_HEADER_SIZE, position)
+    if len(window) < BATCH_HEADER_SIZE:
+        raise CorruptSegmentError(f"batch header at {position} is cut short")
+    header = read_header(window, 0)
+    size = header.batch_length + LOG_OVERHEAD
+    if size < BATCH_HEADER_SIZE or position + size > end:
+        raise CorruptSegmentError(f"batch at {position} claims {size} bytes")
+    return header
+
+
 class SegmentFlush:
     """fsync of one segment's `.log` (through a duplicated descriptor, so a concurrent close of the
     original cannot hand the number to another file) and the index tails it lacks."""

@@ -237,6 +237,28 @@ async def test_truncate_to(tmp_path: Path) -> None:
     reloaded.abandon()
 
 
+async def test_reading_on_from_where_a_read_stopped(tmp_path: Path) -> None:
+    """A segment remembers where its last read stopped (a consumer's next fetch starts there); the
+    memory must answer as the index and header walk would, and must not survive a truncation that
+    rewrote the file from there on."""
+    log = new_log(tmp_path)
+    await fill(log, 10, records=3)  # batches 0..2, 3..5, ...
+    one = len(batch(3))
+    first = log.read(0, 2 * one)
+    assert (batches_of(first.read_bytes())[-1][1], first.next_offset) == (5, 6)
+    resumed = log.read(first.next_offset, one)
+    assert batches_of(resumed.read_bytes()) == batches_of(log.read(7, one).read_bytes())
+    assert batches_of(resumed.read_bytes())[0][:2] == (6, 8)
+    stopped = log.read(0, 3 * one)  # stops at offset 9, the batch 9..11
+    assert stopped.next_offset == 9
+    assert await log.truncate_to(7) is True  # batches from 6..8 on go; 6.. is written again, smaller
+    await log.append(batch(1) + batch(1) + batch(5), leader_epoch=4)  # 6, 7, 8..12
+    log.update_high_watermark(log.log_end_offset)
+    again = log.read(9, 10**6)
+    assert [b[:2] for b in batches_of(again.read_bytes())] == [(8, 12)]
+    assert log.read(stopped.next_offset, 10**6).slices == again.slices
+
+
 async def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     await fill(log, 10)

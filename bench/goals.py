@@ -1,0 +1,208 @@
+"""Ebb against a warm Apache Kafka with load generators that are not the limit (issue 33):
+`python -m bench.goals [--quick] [--reps N] [--loads rdkafka,java] [--dir PATH]`.
+
+Two loads, each run against both brokers:
+- rdkafka: bench/rdkafka_load.c, a few lines of C on librdkafka (`make bench` builds it into
+  .venv/bin/rdkafka_load against Debian's librdkafka-dev). Producer: librdkafka's defaults (linger.ms
+  5, batches up to 1 MB), values not copied; consumer: every partition assigned from offset 0.
+- java: Kafka's `kafka-producer-perf-test` / `kafka-consumer-perf-test` classes from the 4.3.1 jars
+  (ProducerPerformance, ConsumerPerformance) with the Java clients' defaults (16 KiB batches); the
+  consumer subscribes in a group, and its fetch-phase MB/s is taken (the join is left out).
+
+Both brokers are started once (bench/peers.py: Ebb, and Kafka 4.3.1 as one KRaft node with its start
+script's JVM settings, both persisting to a temporary directory on disk), then warmed with the load
+until the produce figure of two rounds in a row agrees within 15% (at most 6 rounds). Each repetition
+runs every case (1 and 6 partitions, acks=1 and acks=all; acks=all is idempotent) on both brokers, the
+order swapped every repetition: a new topic, the page cache dropped (root only), produce RECORDS of
+1 KiB, read them back while cached, delete the topic. Per case it prints the medians of produce and
+consume MB/s (10^6 bytes of values per second) and of the broker's CPU-seconds (user + system, every
+thread, /proc/<pid>/stat) per 10^9 bytes, and Ebb's ratio to Kafka as the median of the per-repetition
+ratios with their min-max (the spread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import perf_tools
+from bench.peers import (
+    Ebb,
+    Kafka,
+    create_topic,
+    drop_page_cache,
+    kafka_version,
+    repetitions,
+    run_arguments,
+    warm_up,
+)
+
+KiB = 1024
+CASES = ((1, "1"), (1, "all"), (6, "1"), (6, "all"))
+LOADS = ("rdkafka", "java")
+RDKAFKA_LOAD = Path(sys.executable).parent / "rdkafka_load"
+_RESULT = re.compile(r"records=(\d+) bytes=(\d+) seconds=([\d.]+)")
+
+
+def _run(command: list[str], what: str) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _acks_props(acks: str) -> list[str]:
+    return [f"acks={acks}", f"enable.idempotence={'true' if acks == 'all' else 'false'}"]
+
+
+def rdkafka_produce(bootstrap: str, topic: str, partitions: int, records: int, acks: str) -> float:
+    out = _run([str(RDKAFKA_LOAD), "produce", bootstrap, topic, str(partitions), str(records), str(KiB),
+                *_acks_props(acks)], "rdkafka_load produce")
+    found = _RESULT.search(out)
+    assert found is not None, out
+    return int(found.group(2)) / float(found.group(3)) / 1e6
+
+
+def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    out = _run([str(RDKAFKA_LOAD), "consume", bootstrap, topic, str(partitions), str(records)],
+               "rdkafka_load consume")
+    found = _RESULT.search(out)
+    assert found is not None, out
+    return int(found.group(2)) / float(found.group(3)) / 1e6
+
+
+def java_produce(bootstrap: str, topic: str, partitions: int, records: int, acks: str) -> float:
+    return perf_tools.producer_perf(bootstrap, topic, records, KiB, tuple(_acks_props(acks)))[1]
+
+
+def java_consume(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    return perf_tools.consumer_perf(bootstrap, topic, records)[1]
+
+
+TOOLS = {"rdkafka": (rdkafka_produce, rdkafka_consume), "java": (java_produce, java_consume)}
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        future.result(timeout=60)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+class Runner:
+    def __init__(self, records: dict[str, int]) -> None:
+        self.records = records
+        self.serial = 0
+
+    def one(self, broker, load: str, partitions: int, acks: str) -> dict[str, tuple[float, float, float]]:
+        """{"produce": (MB/s, broker CPU-s/GB, client CPU-s/GB), "consume": (...)} of one run on a new topic."""
+        produce, consume = TOOLS[load]
+        records = self.records[load]
+        self.serial += 1
+        topic = f"goals-{load}-{partitions}-{acks}-{self.serial}"
+        create_topic(broker.bootstrap, topic, partitions)
+        drop_page_cache()
+        gb = records * KiB / 1e9
+        out = {}
+        for step, call in (("produce", lambda: produce(broker.bootstrap, topic, partitions, records, acks)),
+                           ("consume", lambda: consume(broker.bootstrap, topic, partitions, records))):
+            before, client = broker.cpu_seconds(), _children_cpu()
+            mb_s = call()
+            out[step] = (mb_s, (broker.cpu_seconds() - before) / gb, (_children_cpu() - client) / gb)
+        delete_topic(broker.bootstrap, topic)
+        return out
+
+
+def warm(runner: Runner, brokers: list, load: str) -> None:
+    """Rounds of the 6-partition acks=1 case until two produce figures in a row agree within 15%."""
+    for broker in brokers:
+        figures: list[float] = []
+        for _ in range(6):
+            got = runner.one(broker, load, 6, "1")
+            figures.append(got["produce"][0])
+            print(f"  warm-up {load} on {broker.name}: produce {got['produce'][0]:.0f} MB/s, "
+                  f"consume {got['consume'][0]:.0f} MB/s", flush=True)
+            if len(figures) >= 2 and abs(figures[-1] - figures[-2]) <= 0.15 * max(figures[-2:]):
+                break
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}× ({min(values):.2f}-{max(values):.2f})"
+
+
+def report(load: str, results: dict, reps: int) -> None:
+    print(f"\n{load}: medians of {reps} repetitions; ratio = Ebb ÷ Kafka per repetition, median (min-max)")
+    head = (f"  {'case':<16} {'step':<8} {'Ebb MB/s':>9} {'Kafka':>7} {'MB/s ratio':>20}"
+            f" {'Ebb CPU-s/GB':>13} {'Kafka':>7} {'CPU-s/GB ratio':>20} {'client CPU-s/GB E/K':>20}")
+    print(head)
+    for partitions, acks in CASES:
+        for step in ("produce", "consume"):
+            runs = results[(partitions, acks)]
+            e = [r[step] for r in runs["ebb"]]
+            k = [r[step] for r in runs["kafka"]]
+            mb = [a[0] / b[0] for a, b in zip(e, k, strict=True)]
+            cpu = [a[1] / b[1] for a, b in zip(e, k, strict=True)]
+            print(f"  {f'{partitions} part, acks={acks}':<16} {step:<8} {statistics.median(a[0] for a in e):>9.0f}"
+                  f" {statistics.median(b[0] for b in k):>7.0f} {spread(mb):>20}"
+                  f" {statistics.median(a[1] for a in e):>13.2f} {statistics.median(b[1] for b in k):>7.2f}"
+                  f" {spread(cpu):>20}"
+                  f" {statistics.median(a[2] for a in e):>9.2f} /{statistics.median(b[2] for b in k):>5.2f}",
+                  flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run_arguments(parser, "fewer records and repetitions")
+    parser.add_argument("--loads", default=",".join(LOADS), help="comma-separated: rdkafka, java")
+    args = parser.parse_args()
+    loads = [name for name in args.loads.split(",") if name]
+    for name in loads:
+        if name not in TOOLS:
+            sys.exit(f"unknown load {name!r}: one of {', '.join(LOADS)}")
+    if "rdkafka" in loads and not os.access(RDKAFKA_LOAD, os.X_OK):
+        sys.exit(f"no {RDKAFKA_LOAD}: `make bench` builds it (needs librdkafka-dev)")
+    reps = repetitions(args)
+    records = {"rdkafka": 300_000, "java": 200_000} if args.quick else {"rdkafka": 1_000_000, "java": 500_000}
+    root = Path(tempfile.mkdtemp(prefix="ebb-bench-goals-", dir=args.dir))
+    load_average = os.getloadavg()[0]
+    print(f"Ebb and {kafka_version()} on disk ({root}), {os.cpu_count()} cpus, load average {load_average:.1f} at "
+          f"the start; records of 1 KiB per run: {records}")
+    print("the page cache is dropped before each run" if drop_page_cache() else
+          "the page cache is NOT dropped before each run (needs root)")
+    runner = Runner(records)
+    started = time.monotonic()
+    try:
+        with Ebb(root) as ebb, Kafka(root) as kafka:
+            for broker in (ebb, kafka):
+                warm_up(broker.bootstrap)
+            for load in loads:
+                warm(runner, [ebb, kafka], load)
+                results: dict = {case: {"ebb": [], "kafka": []} for case in CASES}
+                for rep in range(reps):
+                    for partitions, acks in CASES:
+                        for broker in ([ebb, kafka] if rep % 2 == 0 else [kafka, ebb]):
+                            results[(partitions, acks)][broker.name].append(
+                                runner.one(broker, load, partitions, acks))
+                report(load, results, reps)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()
