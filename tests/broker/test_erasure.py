@@ -122,7 +122,9 @@ def test_a_kill_in_the_middle_of_the_rewrite_loses_nothing(tmp_path: Path, monke
     monkeypatch.setenv(STOP_AT_ENV, point)  # the broker stops itself (SIGSTOP) there; then it is killed
     with BrokerProcess(tmp_path) as broker:
         with WireClient(broker.port) as client:
-            create_topic(client, "kept", 1, {"segment.bytes": GIB, "erasure.max.delay.ms": "0"})
+            # A bound of 2 s starts the pass a second after the delete: with 0 it could reach the stop
+            # point (the broker stopping itself) before the DeleteRecords answer was written.
+            create_topic(client, "kept", 1, {"segment.bytes": GIB, "erasure.max.delay.ms": "2000"})
             produce_values(client, "kept", 200, per_batch=4)
             expected = read_from(client, "kept", 101)
             assert delete_records(client, "kept", 0, 101).error_code == ErrorCode.NONE
