@@ -52,7 +52,7 @@ from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from broker.security.access import allowed, allowed_on_cluster
-from protocol import fastpath
+from protocol import fastpath, fetch_request
 from protocol.enums import ApiKey, IsolationLevel, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -103,7 +103,7 @@ class _Wanted:
     follower_log_start_offset: int = -1  # what a follower reports of its own log
 
 
-@handles(API_KEY, "4-16", encode=fastpath.encode_fetch_response)
+@handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response)
 async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchResponse:
     body = request.body
     version = request.api_version
