@@ -169,20 +169,22 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
             found = broker.topics.get(topic.topic)
             topics.append(_TopicResponse(topic=topic.topic, partitions=partitions))
             unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # Authorized once per topic named with partitions (Kafka's filterByAuthorized), before existence
+        name = found.name if found is not None else (topic.topic if version < 13 else None)
+        refused = unknown if found is None else None
+        if topic.partitions and name is not None and not may_read(name):
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for asked in topic.partitions:
             response = _partition_data(asked.partition)
             partitions.append(response)
             w = _Wanted(response, None, asked.fetch_offset, asked.partition_max_bytes, asked.last_fetched_epoch)
             wanted.append(w)
-            name = found.name if found is not None else (topic.topic if version < 13 else None)
-            if name is not None and not may_read(name):
-                w.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if refused is not None:
+                w.error = refused
                 continue
-            if found is None:
-                w.error = unknown
-                continue
+            assert found is not None  # refused otherwise
             try:
-                partition = replicas.partition(found.name, asked.partition)
+                partition = replicas.partition_of(found, asked.partition)
                 if leader_only:
                     partition.check_leader()
                 partition.check_leader_epoch(asked.current_leader_epoch)

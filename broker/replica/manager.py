@@ -99,7 +99,7 @@ class ReplicaManager:
         for topic in self.broker.topics.all():
             for index in topic.replicas:
                 try:
-                    self._partition(topic, index)
+                    self.partition_of(topic, index)
                 except PartitionError as exc:
                     log.warning("partition not led here", partition=f"{topic.name}-{index}", error=exc.message)
         loop = asyncio.get_running_loop()
@@ -158,9 +158,10 @@ class ReplicaManager:
         if found is None:
             self._forget(TopicPartition(topic, index))
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
-        return self._partition(found, index)
+        return self.partition_of(found, index)
 
-    def _partition(self, topic: Any, index: int) -> Partition:
+    def partition_of(self, topic: Any, index: int) -> Partition:
+        """`partition` for a topic already looked up (a Fetch looks each of its topics up once)."""
         tp = TopicPartition(topic.name, index)
         replicas = topic.replicas.get(index)
         if replicas is None:
@@ -190,7 +191,7 @@ class ReplicaManager:
         """The cluster's state of a partition changed: take the role it gives this broker's replica."""
         state = topic.states.get(index)
         try:
-            partition = self._partition(topic, index)
+            partition = self.partition_of(topic, index)
         except PartitionError as exc:
             if exc.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
                 # Offline (its log dir failed): stop fetching and serving the old role; the reload
@@ -364,7 +365,7 @@ class ReplicaManager:
                     raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
                 if topic.internal and not internal_topics_allowed:
                     raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
-                partition = self._partition(topic, index)
+                partition = self.partition_of(topic, index)
                 result = await partition.append_records_as_leader(records, batch, required_acks, origin)
             except (PartitionError, LogError) as exc:
                 refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
