@@ -126,14 +126,14 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11
     topics, wanted = _resolve(broker, body, version, replica_id, may_read, leader_only)
-    if committed:
-        await _load_transactions(wanted)
+    awaited = committed and await _load_transactions(wanted)
 
-    def plan() -> tuple[int, bool]:
+    def plan(recheck: bool = True) -> tuple[int, bool]:
         """Where each partition's read would come from now: (bytes available, any error)."""
-        return _plan(replicas, wanted, body.max_bytes, follower, leader_only, committed)
+        return _plan(replicas, wanted, body.max_bytes, follower, leader_only, committed, recheck)
 
-    available, failed = plan()
+    # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
+    available, failed = plan(recheck=awaited)
     if follower:
         _note_follower_fetches(wanted, replica_id)
     if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes
@@ -199,15 +199,18 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
     return topics, wanted
 
 
-async def _load_transactions(wanted: list[_Wanted]) -> None:
+async def _load_transactions(wanted: list[_Wanted]) -> bool:
     """A READ_COMMITTED reader needs each partition's open transactions: its producer table, loaded
-    once (from its snapshot and the log after it) if nothing has loaded it yet."""
+    once (from its snapshot and the log after it) if nothing has loaded it yet. Whether it awaited."""
+    awaited = False
     for w in wanted:
         if w.partition is not None and not w.partition.producers_loaded:
+            awaited = True
             try:
                 await w.partition.load_producer_state()
             except PartitionError as exc:
                 w.error, w.partition = exc.error_code, None
+    return awaited
 
 
 def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
@@ -222,10 +225,11 @@ def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
 
 
 def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leader_only: bool,
-          committed: bool) -> tuple[int, bool]:
+          committed: bool, recheck: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
     data may exceed it with its first batch (KIP-74), the others may not. READ_COMMITTED readers
-    stop at the last stable offset."""
+    stop at the last stable offset. `recheck`: the request awaited since _resolve, so a partition may
+    have been deleted or lost its leadership meanwhile."""
     limit = max_bytes
     min_one = True
     total = 0
@@ -237,14 +241,15 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leade
             continue
         w.error = ErrorCode.NONE
         w.read = None
-        if not replicas.still_hosted(w.partition):  # deleted while the request waited
-            w.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            failed = True
-            continue
-        if leader_only and not w.partition.is_leader:  # leadership moved while the request waited
-            w.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            failed = True
-            continue
+        if recheck:
+            if not replicas.still_hosted(w.partition):  # deleted while the request waited
+                w.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                failed = True
+                continue
+            if leader_only and not w.partition.is_leader:  # leadership moved while the request waited
+                w.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                failed = True
+                continue
         log_ = w.partition.log
         if follower and w.last_fetched_epoch >= 0 and _diverging(w):
             failed = True
