@@ -84,14 +84,18 @@ def bool_property(props: Mapping[str, str], key: str) -> bool:
 def apply_properties(config: _Table, props: Mapping[str, Any]) -> _Table:
     """`config` with the properties in `props` set, converted to each field's type (values already
     checked: a list is comma-separated, a field whose default is None takes an integer or null);
-    ValueError names a property the table does not have."""
+    ValueError names a property the table does not have or a value that does not convert (a boolean
+    other than true/false included)."""
     by_name = table_properties(config)
     changes: dict[str, Any] = {}
     for key, raw in props.items():
         spec = by_name.get(key)
         if spec is None:
             raise ValueError(f"unknown log property {key!r}")
-        changes[spec.name] = _convert(spec.default, getattr(config, spec.name), raw)
+        try:
+            changes[spec.name] = _convert(spec.default, getattr(config, spec.name), raw)
+        except ValueError:
+            raise ValueError(f"{key}: {raw!r} is not a valid value") from None
     return replace(config, **changes)  # type: ignore[type-var]
 
 
@@ -102,7 +106,12 @@ def _convert(default: Any, current: Any, raw: Any) -> Any:
     if default is None:
         return None if raw in (None, "", "null") else int(raw)
     if isinstance(current, bool):
-        return raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):  # as Kafka's ConfigDef: "yes" is an error, not false
+            raise ValueError(text)
+        return text == "true"
     if isinstance(current, float):
         return float(raw)
     if isinstance(current, int):
