@@ -38,6 +38,9 @@ MarkerListener = Callable[[str, int, int, bool], None]  # (topic, partition, pro
 WRITE_TXN_MARKERS_VERSION = 1  # the classic transactions' markers (v2 only adds TransactionVersion)
 # Written, or not needed any more: a newer producer epoch or coordinator has written there already.
 _SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+# After a failed connect the broker is not tried again for this long (Kafka's reconnect.backoff.max.ms):
+# rounds every 100 ms must not each wait out a connect timeout to a dead broker.
+CONNECT_BACKOFF_S = 1.0
 
 
 def _now_ms() -> int:
@@ -80,7 +83,9 @@ class MarkerSender:
         self._endpoint = endpoint
         self._security = security
         self._connections: dict[int, Any] = {}  # broker id -> BrokerConnection
-        self._connecting = asyncio.Lock()  # completions run side by side: one connection per broker
+        # Completions run side by side: one connect at a time per broker, none while it just failed.
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._failed: dict[int, tuple[float, str]] = {}  # broker id -> (monotonic time of its last failed connect, why)
 
     def _leader(self, tp: TopicPartitionKey) -> int | None:
         """The partition's leader (-1: none now); None when the partition is gone (its topic deleted)."""
@@ -143,8 +148,18 @@ class MarkerSender:
         return [found.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions]
 
     async def _connect(self, broker_id: int):
-        async with self._connecting:
-            return await self._connect_once(broker_id)
+        connection = self._connections.get(broker_id)
+        if connection is not None and connection.connected:
+            return connection  # no lock on the way of a connected broker
+        async with self._connecting.setdefault(broker_id, asyncio.Lock()):
+            failed = self._failed.get(broker_id)
+            if failed is not None and time.monotonic() - failed[0] < CONNECT_BACKOFF_S:
+                raise ConnectionError(f"broker {broker_id} could not be reached just now: {failed[1]}")
+            try:
+                return await self._connect_once(broker_id)
+            except Exception as exc:
+                self._failed[broker_id] = (time.monotonic(), repr(exc))
+                raise
 
     async def _connect_once(self, broker_id: int):
         from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
@@ -160,6 +175,7 @@ class MarkerSender:
             endpoint[0], endpoint[1], node_id=broker_id, client_id=f"ebb-txn-markers-{self.node_id}",
             request_timeout_s=timeout_s + 5, connect_timeout_s=timeout_s, security=self._security).connect()
         self._connections[broker_id] = connection
+        self._failed.pop(broker_id, None)
         return connection
 
     async def _disconnect(self, broker_id: int) -> None:
