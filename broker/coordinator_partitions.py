@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from broker.log import TopicPartition
 from broker.replica import Partition, PartitionError
 from protocol.errors import ErrorCode
 
@@ -54,6 +55,12 @@ class CoordinatorPartitions:
         self._drop(tp.partition)
         if partition.is_leader:
             self.loading[tp.partition] = self._spawn(self._run_load(tp.partition, partition))
+
+    def forgotten(self, tp: TopicPartition) -> None:
+        """The replica is gone from this broker (ReplicaManager's forget listeners: reassigned away,
+        its log dir failed, its log replaced): what came from it is dropped."""
+        if tp.topic == self.topic:
+            self._drop(tp.partition)
 
     def _drop(self, index: int) -> None:
         loading = self.loading.pop(index, None)

@@ -11,6 +11,7 @@ import pytest
 from broker import coordinator_partitions as module
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.log import TopicPartition
+from broker.replica import ReplicaManager
 from protocol.errors import ErrorCode
 
 TOPIC = "__transaction_state"
@@ -79,3 +80,25 @@ async def test_a_leader_never_loaded_is_not_served() -> None:
     replica.is_leader = False
     partitions.moved(replica)
     assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR and not partitions.loaded
+
+
+async def test_a_replica_dropped_by_the_replica_manager_is_unloaded() -> None:
+    """ReplicaManager forgets a replica (here: its topic deleted; also reassigned away, log dir failed,
+    log replaced) and tells its forget listeners: the coordinator drops the partition's state."""
+    replica = _partition(0)
+    unloaded: list[int] = []
+
+    async def load(index, partition) -> None:
+        pass
+
+    partitions = CoordinatorPartitions(TOPIC, asyncio.get_running_loop().create_task, lambda index: replica,
+                                       load=load, unload=unloaded.append)
+    partitions.moved(replica)
+    await _settled(partitions)
+    replicas = ReplicaManager(SimpleNamespace())
+    replicas._partitions[replica.topic_partition] = replica  # type: ignore[assignment]
+    replicas.forget_listeners.append(partitions.forgotten)
+    unloaded.clear()
+    replicas.forget_topic(TOPIC)
+    assert unloaded == [0] and not partitions.loaded
+    assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR
