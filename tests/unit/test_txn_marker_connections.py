@@ -1,5 +1,6 @@
-"""The MarkerSender's connections to other brokers, with a fake client connection: a broker that
-cannot be reached delays neither markers to other brokers nor every later round."""
+"""The transaction traffic's connections to other brokers (broker/txn/peers.py, used by the
+MarkerSender and the KIP-890 verifier), with a fake client connection: a broker that cannot be
+reached delays neither markers to other brokers nor every later round."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import asyncio
 from types import SimpleNamespace
 
 import client.connection
-from broker.txn import markers as markers_module
+from broker.txn import peers as peers_module
 from broker.txn.markers import MarkerSender
+from broker.txn.peers import PeerConnections
 from protocol.errors import ErrorCode
 
 DEAD, HEALTHY = 2, 3
@@ -47,9 +49,8 @@ def _sender(monkeypatch) -> MarkerSender:
     FakeConnection.release = asyncio.Event()
     FakeConnection.attempts = []
     monkeypatch.setattr(client.connection, "BrokerConnection", FakeConnection)
-    writer = SimpleNamespace(timeout_ms=5000)
-    return MarkerSender(writer, SimpleNamespace(), 1, True, lambda broker: ("localhost", 9000 + broker),  # type: ignore[arg-type]
-                        None)
+    peers = PeerConnections(1, lambda broker: ("localhost", 9000 + broker), None, 5000)
+    return MarkerSender(SimpleNamespace(), SimpleNamespace(), 1, True, peers)  # type: ignore[arg-type]
 
 
 async def test_markers_to_a_healthy_broker_do_not_wait_for_a_connect_to_a_dead_one(monkeypatch) -> None:
@@ -63,7 +64,7 @@ async def test_markers_to_a_healthy_broker_do_not_wait_for_a_connect_to_a_dead_o
     assert not stuck.done()
     FakeConnection.release.set()
     assert await stuck == [ErrorCode.NETWORK_EXCEPTION]
-    await sender.close()
+    await sender._peers.close()
 
 
 async def test_a_failed_connect_is_remembered_briefly(monkeypatch) -> None:
@@ -75,7 +76,7 @@ async def test_a_failed_connect_is_remembered_briefly(monkeypatch) -> None:
     waiting = [asyncio.create_task(sender._send(DEAD, 7, 0, True, 4, [("t", 0)])) for _ in range(3)]
     assert await asyncio.gather(*waiting) == [[ErrorCode.NETWORK_EXCEPTION]] * 3
     assert FakeConnection.attempts == [DEAD]
-    monkeypatch.setattr(markers_module, "CONNECT_BACKOFF_S", 0.0)
+    monkeypatch.setattr(peers_module, "CONNECT_BACKOFF_S", 0.0)
     assert await sender._send(DEAD, 7, 0, True, 4, [("t", 0)]) == [ErrorCode.NETWORK_EXCEPTION]
     assert FakeConnection.attempts == [DEAD, DEAD]
-    await sender.close()
+    await sender._peers.close()
