@@ -133,3 +133,19 @@ async def test_a_stop_in_the_middle_of_a_rewrite_loses_nothing(tmp_path: Path, p
     assert records(log) == expected and value(29) not in dir_bytes(directory)
     assert not [n for n in os.listdir(directory) if n.endswith((".deleted", CLEANED_SUFFIX, SWAP_SUFFIX))]
     await manager.shutdown()
+
+
+async def test_a_first_segment_wholly_below_the_start_is_deleted_not_copied_over_the_next(tmp_path: Path) -> None:
+    # No known path leaves this state (the loader and every start move drop such segments); if one did,
+    # a copy named by the start would be renamed over the next segment's live files.
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=0))
+    log = await written_log(manager)
+    second = log.segments[1].base_offset
+    expected = [r for r in records(log) if r[0] >= second]
+    log._log_start_offset = second
+    await log.erasure._pass()
+    assert log.segments[0].base_offset == second and records(log) == expected
+    await manager.shutdown()
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=0))
+    assert records(manager.get_log(TP)) == expected
+    await manager.shutdown()
