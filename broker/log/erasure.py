@@ -31,7 +31,7 @@ import structlog
 from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, finish_copy, open_for_reading, remove_segment_files
 from broker.log.common import LogError, stop_for_test
 from broker.log.segment import LogSegment
-from broker.log.segment_file import BatchInfo, scan_headers
+from broker.log.segment_file import BatchInfo, CorruptSegmentError, scan_headers
 from broker.log.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 logger = structlog.get_logger(__name__)
 
 _COPY_CHUNK = 1024 * 1024  # bytes read and appended at a time (a larger batch goes alone)
-_ATTEMPTS = 5  # passes in a row whose segment changed under them before waiting for the next move
+_ATTEMPTS = 5  # passes in a row that failed or whose segment changed under them before a pause
+_RETRY_S = 1.0  # the least pause after those, before trying again
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +97,9 @@ class Erasure:
         self._stopped = False
         self.passes = 0  # segments rewritten, for tests
 
-    def schedule(self) -> None:
-        """The start offset moved (or the config changed, or the log was loaded): a pass is due if
-        bytes below the start remain and erasure is on."""
+    def schedule(self, retry_after_s: float = 0.0) -> None:
+        """The start offset moved (or the config changed, or the log was loaded, or passes failed): a
+        pass is due if bytes below the start remain and erasure is on."""
         config = self.log.config
         if self._stopped or not config.erasure_enabled or self.log.offline:
             return
@@ -113,7 +114,7 @@ class Erasure:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a log used outside a loop (tests, tools): nothing runs in the background
             return
-        self._timer = loop.call_later(config.erasure_max_delay_ms / 2000, self._start)
+        self._timer = loop.call_later(max(config.erasure_max_delay_ms / 2000, retry_after_s), self._start)
 
     def resume(self) -> None:
         """The log is (again) one its manager serves: passes may run, and what is due is scheduled."""
@@ -129,12 +130,18 @@ class Erasure:
             attempts = 0
             while attempts < _ATTEMPTS and not self.log.offline:
                 self._again = False
-                done = await self._pass()
+                try:
+                    done = await self._pass()
+                except (OSError, LogError, CorruptSegmentError) as exc:
+                    # say, the segment retired (and unlinked at once) or truncated during the copy
+                    logger.warning("erasure pass failed", partition=str(self.log.topic_partition), error=repr(exc))
+                    done = False
                 attempts = 0 if done else attempts + 1
                 if done and not self._again:
                     return
         finally:
             self._task = None
+        self.schedule(retry_after_s=_RETRY_S)  # never given up for good: what is due is tried again
 
     async def _pass(self) -> bool:
         """Rewrite the first segment if it holds bytes below the start; False when it changed meanwhile."""

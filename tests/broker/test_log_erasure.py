@@ -149,3 +149,24 @@ async def test_a_first_segment_wholly_below_the_start_is_deleted_not_copied_over
     manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=0))
     assert records(manager.get_log(TP)) == expected
     await manager.shutdown()
+
+
+async def test_failed_passes_are_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker.log import erasure
+
+    real, calls = erasure.copy_tail, []
+
+    def failing_copy(*args):
+        calls.append(1)
+        if len(calls) <= erasure._ATTEMPTS:  # every attempt of the first run: as a segment unlinked mid-copy
+            raise FileNotFoundError("retired meanwhile")
+        return real(*args)
+
+    monkeypatch.setattr(erasure, "copy_tail", failing_copy)
+    monkeypatch.setattr(erasure, "_RETRY_S", 0.05, raising=False)
+    manager = await open_manager(tmp_path, ERASING)
+    log = await written_log(manager)
+    log.move_log_start_offset(30)
+    await until(lambda: log.erased_offset == 30, "the pass after the failed ones")
+    assert len(calls) == erasure._ATTEMPTS + 1 and log.erasure.passes == 1
+    await manager.shutdown()
