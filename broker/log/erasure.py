@@ -21,7 +21,9 @@ stays (the next pass copies again); a `.swap` is complete and replaces the segme
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,10 +59,15 @@ class ErasureTarget:
     aborted: tuple[AbortedTxn, ...]  # the segment's aborted transactions whose marker is kept
 
 
+class CopyStopped(Exception):
+    """The erasure was stopped (its log closes or is deleted) while its copy ran."""
+
+
 def copy_tail(directory: Path, target: ErasureTarget, index_interval_bytes: int, max_index_bytes: int,
-              now_ms: int) -> LogSegment:
+              now_ms: int, halt: threading.Event | None = None) -> LogSegment:
     """Blocking (the log's I/O pool): `<new base>.log.cleaned` holding the target's batches from its
-    position on, with indexes, `.txnindex` and bytes fsynced; returned open."""
+    position on, with indexes, `.txnindex` and bytes fsynced; returned open. Once `halt` is set it
+    stops at the next batch (CopyStopped) with its files removed."""
     copy = LogSegment.create(directory, target.new_base, index_interval_bytes=index_interval_bytes,
                              max_index_bytes=max_index_bytes, now_ms=now_ms, suffix=CLEANED_SUFFIX)
     try:
@@ -69,6 +76,8 @@ def copy_tail(directory: Path, target: ErasureTarget, index_interval_bytes: int,
             infos: list[BatchInfo] = []
             chunk_start = chunk_end = target.position
             for position, header in scan_headers(fd, target.position, target.size):
+                if halt is not None and halt.is_set():
+                    raise CopyStopped(str(target.path))
                 if infos and position + header.size - chunk_start > _COPY_CHUNK:
                     copy.append(memoryview(os.pread(fd, chunk_end - chunk_start, chunk_start)), infos)
                     infos, chunk_start = [], position
@@ -79,6 +88,8 @@ def copy_tail(directory: Path, target: ErasureTarget, index_interval_bytes: int,
                 copy.append(memoryview(os.pread(fd, chunk_end - chunk_start, chunk_start)), infos)
         finally:
             os.close(fd)
+        if halt is not None and halt.is_set():
+            raise CopyStopped(str(target.path))
         finish_copy(copy, list(target.aborted), target.path)
     except BaseException:
         remove_segment_files(copy)
@@ -95,6 +106,7 @@ class Erasure:
         self._task: asyncio.Task[None] | None = None
         self._again = False
         self._stopped = False
+        self._halt: threading.Event | None = None  # the running copy's: stop() sets it
         self.passes = 0  # segments rewritten, for tests
 
     def schedule(self, retry_after_s: float = 0.0) -> None:
@@ -149,9 +161,7 @@ class Erasure:
         target = log.erasure_target()
         if target is None:
             return True
-        config = log.config
-        copy = await log.io.run(copy_tail, log.directory, target, config.index_interval_bytes, config.index_bytes,
-                                log.clock())
+        copy = await self._copy(target)
         stop_for_test("erasure-copied")
         old = target.segment
         try:  # no await between the check and the swap
@@ -172,12 +182,34 @@ class Erasure:
         await log.flush(up_to=log.recovery_point)  # the renames reach the directory on disk
         return True
 
+    async def _copy(self, target: ErasureTarget) -> LogSegment:
+        """copy_tail in the pool. A stop meanwhile halts it at its next batch, and the pass (a task of
+        the log's LogIO) ends only once the copy has and its files are gone: `io.drain()` after
+        `stop()` means nothing of this pass writes in the directory any more."""
+        log, config = self.log, self.log.config
+        halt = self._halt = threading.Event()
+        copying = asyncio.ensure_future(log.io.run(copy_tail, log.directory, target, config.index_interval_bytes,
+                                                   config.index_bytes, log.clock(), halt))
+        try:
+            return await asyncio.shield(copying)
+        except asyncio.CancelledError:
+            halt.set()
+            with contextlib.suppress(Exception):  # CopyStopped: it removed its files itself
+                copy = await asyncio.shield(copying)
+                await log.io.run(remove_segment_files, copy)  # it had finished before it could see the halt
+            raise
+        finally:
+            self._halt = None
+
     def stop(self) -> None:
-        """The log closes or is deleted: a pending pass is dropped and none starts again (the next load
-        schedules what is due; a copy cut short leaves a `.cleaned` file, which that load removes)."""
+        """The log closes or is deleted: a pending pass is dropped, a running copy halts (the pass ends
+        when it has: wait with `log.io.drain()`), and none starts again (the next load schedules what is
+        due; a kill mid-copy leaves a `.cleaned` file, which that load removes)."""
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._halt is not None:
+            self._halt.set()
         if self._task is not None:
             self._task.cancel()

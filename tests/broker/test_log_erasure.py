@@ -170,3 +170,37 @@ async def test_failed_passes_are_tried_again(tmp_path: Path, monkeypatch: pytest
     await until(lambda: log.erased_offset == 30, "the pass after the failed ones")
     assert len(calls) == erasure._ATTEMPTS + 1 and log.erasure.passes == 1
     await manager.shutdown()
+
+
+async def test_deleting_the_log_halts_a_running_copy_before_the_rename(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from broker.log import erasure
+
+    real, in_copy, release, finished = erasure.scan_headers, threading.Event(), threading.Event(), threading.Event()
+
+    def held_scan(*args):
+        try:
+            for i, item in enumerate(real(*args)):
+                if i == 1:  # the copy has its `.cleaned` files open and is under way
+                    in_copy.set()
+                    release.wait(10)
+                yield item
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(erasure, "scan_headers", held_scan)
+    manager = await open_manager(tmp_path, ERASING)
+    log = await written_log(manager)
+    log.move_log_start_offset(30)
+    await until(in_copy.is_set, "the copy under way")
+    deleting = asyncio.ensure_future(manager.delete_log(TP))
+    await settle()
+    assert not deleting.done()  # it waits for the copy, which stops at its next batch
+    release.set()
+    assert await deleting
+    await until(finished.is_set, "the copy's end")
+    await settle()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(CLEANED_SUFFIX)]
+    await manager.shutdown()
