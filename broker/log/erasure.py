@@ -57,6 +57,7 @@ class ErasureTarget:
     size: int
     next_offset: int
     aborted: tuple[AbortedTxn, ...]  # the segment's aborted transactions whose marker is kept
+    truncations: int  # the log's count of truncations: one since means the bytes may differ at equal sizes
 
 
 class CopyStopped(Exception):
@@ -164,11 +165,8 @@ class Erasure:
         copy = await self._copy(target)
         stop_for_test("erasure-copied")
         old = target.segment
-        try:  # no await between the check and the swap
-            unchanged = old.size == target.size and old.next_offset == target.next_offset
-            swapped = unchanged and log.replace_segments([old], copy, SWAP_SUFFIX,
-                                                         between=lambda: stop_for_test("erasure-swap"),
-                                                         aborted_txns=list(target.aborted))
+        try:
+            swapped = self._swap(target, copy)
         except LogError:
             await log.io.run(remove_segment_files, copy)
             raise
@@ -181,6 +179,17 @@ class Erasure:
                     bytes_kept=target.size - target.position)
         await log.flush(up_to=log.recovery_point)  # the renames reach the directory on disk
         return True
+
+    def _swap(self, target: ErasureTarget, copy: LogSegment) -> bool:
+        """Swap the copy in if the segment is still as it read it (the check and the swap in one turn of
+        the loop); False otherwise. A truncation (a follower's) may have cut the segment and appended
+        other batches up to the same size and next offset: the count of truncations tells."""
+        log, old = self.log, target.segment
+        unchanged = (old.size, old.next_offset, log.truncations) == (target.size, target.next_offset,
+                                                                     target.truncations)
+        return unchanged and log.replace_segments([old], copy, SWAP_SUFFIX,
+                                                  between=lambda: stop_for_test("erasure-swap"),
+                                                  aborted_txns=list(target.aborted))
 
     async def _copy(self, target: ErasureTarget) -> LogSegment:
         """copy_tail in the pool. A stop meanwhile halts it at its next batch, and the pass (a task of

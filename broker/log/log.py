@@ -564,7 +564,13 @@ class PartitionLog:
                          segment=first.base_offset, copy=new_base, next_segment=end)
             return None
         aborted = tuple(t for t in self.aborted_txns.entries if new_base <= t.last_offset < end)
-        return ErasureTarget(first, first.log_path, position, new_base, first.size, first.next_offset, aborted)
+        return ErasureTarget(first, first.log_path, position, new_base, first.size, first.next_offset, aborted,
+                             self._truncations)
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations this log has had (an erasure copy is stale after one)."""
+        return self._truncations
 
     # --- compaction --------------------------------------------------------------------------------
 

@@ -204,3 +204,27 @@ async def test_deleting_the_log_halts_a_running_copy_before_the_rename(tmp_path:
     await settle()
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(CLEANED_SUFFIX)]
     await manager.shutdown()
+
+
+async def test_a_copy_taken_before_a_truncation_is_not_swapped_in(tmp_path: Path) -> None:
+    from broker.log.erasure import copy_tail
+
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=3_600_000))
+    log = await written_log(manager)  # two batches of three records in each segment
+    first = log.segments[0]
+    assert first.next_offset == 6
+    log.move_log_start_offset(4)
+    target = log.erasure_target()
+    assert target is not None and target.new_base == 3
+    copy = copy_tail(log.directory, target, 100, log.config.index_bytes, 0)
+    # A follower's truncation into the segment, then the new leader's batches up to the same size and end
+    await log.truncate_to(3)
+    for b in range(2):
+        await log.append(build_batch([(None, value(1000 + 3 * b + i), [], 1_000) for i in range(3)]), leader_epoch=1)
+    assert log.segments[0] is first and len(log.segments) == 2
+    assert (first.size, first.next_offset) == (target.size, target.next_offset)
+    assert not log.erasure._swap(target, copy)
+    copy.close()
+    log.update_high_watermark(log.log_end_offset)
+    assert [v for _, v in records(log)] == [value(1000 + i) for i in range(6)]
+    await manager.shutdown()
