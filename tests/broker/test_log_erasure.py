@@ -228,3 +228,33 @@ async def test_a_copy_taken_before_a_truncation_is_not_swapped_in(tmp_path: Path
     log.update_high_watermark(log.log_end_offset)
     assert [v for _, v in records(log)] == [value(1000 + i) for i in range(6)]
     await manager.shutdown()
+
+
+async def test_erased_offset_reads_no_file_on_the_loop_and_a_damaged_header_stays_conservative(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from broker.log import segment, segment_run
+
+    on_loop: list[bool] = []
+
+    def watched(real):
+        def scan(*args):
+            on_loop.append(threading.current_thread() is threading.main_thread())
+            return real(*args)
+        return scan
+
+    monkeypatch.setattr(segment, "scan_headers", watched(segment.scan_headers))
+    monkeypatch.setattr(segment_run, "scan_headers", watched(getattr(segment_run, "scan_headers", None)),
+                        raising=False)
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=1024 * 1024 * 1024, erasure_max_delay_ms=3_600_000))
+    log = await written_log(manager)
+    with open(log.segments[0].log_path, "r+b") as f:  # the first batch's length: -1
+        f.seek(8)
+        f.write(b"\xff\xff\xff\xff")
+    on_loop.clear()
+    assert log.erased_offset == 0  # asked on the loop (a scrape, DescribeErasure): no read, no raise
+    await settle()  # the pool's read found the damage: the segment's base stands
+    assert log.erased_offset == 0
+    assert on_loop == [False]
+    await manager.shutdown()
