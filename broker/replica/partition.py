@@ -247,9 +247,10 @@ class Partition(ProducerTable):
         offset = max(0, min(offset, self.log.log_end_offset))
         log.info("truncating diverged follower log", partition=str(self.topic_partition), offset=offset,
                  leader_epoch=diverging_epoch, log_end_offset=self.log.log_end_offset)
-        await self.log.truncate_to(offset)
-        # The table may hold batches cut off now, and a snapshot may cover them: rebuild from below.
+        # The table may hold batches cut off now, and a snapshot may cover them: rebuild from below. Reset
+        # first: a snapshot written while truncate_to waits for the start checkpoint then has no stale table.
         self.reset_producers()
+        await self.log.truncate_to(offset)
         await self.host.run_io(remove_snapshot_beyond, self.producers.snapshot_path, offset)
 
     def _note_leader_epoch(self) -> None:
