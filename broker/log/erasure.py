@@ -15,7 +15,8 @@ A pass starts half the bound after the move that made it due (moves in between s
 other half for the copy itself; a bound of 0 starts at once. Batches are copied as stored, never
 decoded. A kill at any point loses nothing: a `.cleaned` copy is dropped at load and the old segment
 stays (the next pass copies again); a `.swap` is complete and replaces the segment it overlaps
-(loader.py). What this replica has erased is `PartitionLog.erased_offset`.
+(loader.py). A pass that fails or is overtaken is tried again (after five in a row, half the bound
+later); stop() halts a running copy. What this replica has erased is `PartitionLog.erased_offset`.
 """
 
 from __future__ import annotations
