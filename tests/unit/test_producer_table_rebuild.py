@@ -148,3 +148,30 @@ async def test_no_snapshot_of_the_cut_batches_while_the_truncation_waits_for_its
         assert wrote == [False] and not partition.producers.snapshot_path.exists()
     finally:
         await logs.shutdown()
+
+
+async def test_a_follower_past_its_leaders_end_truncates_its_table_and_snapshot_too(tmp_path):
+    from broker.config import ReplicationConfig
+    from broker.replica.fetcher import ReplicaFetcher
+    from protocol.enums import SpecialTimestamp
+
+    logs, partition = await follower_with_a_table(tmp_path)
+    try:
+        assert await partition.write_producer_snapshot()  # covers offsets 0-5
+        fetcher = ReplicaFetcher(1, 2, lambda _: None, lambda _: asyncio.sleep(0, {}), ReplicationConfig())
+
+        async def connect():
+            return None
+
+        async def list_offset(_connection, _partition, timestamp):
+            return 0 if timestamp == SpecialTimestamp.EARLIEST else 2  # the leader ends at 2
+
+        fetcher._connect = connect
+        fetcher._list_offset = list_offset
+        await fetcher._reset_out_of_range(partition)
+        assert partition.log.log_end_offset == 2
+        assert not partition.producers_loaded and not partition.producers.snapshot_path.exists()
+        await partition.load_producer_state()
+        assert [b.first_seq for b in partition.producers.producers[PID].batches] == [0]
+    finally:
+        await logs.shutdown()
