@@ -212,17 +212,17 @@ async def bench_start_offset(root: Path, partitions: int) -> None:
             log.update_high_watermark(log.log_end_offset)
             logs.append(log)
         mode = "sync checkpoint" if sync else "no sync (Kafka: every 60 s)"
-        before = manager.start_offsets.writes
+        before = manager.checkpoints.start_offsets.writes
         sequential, total = await _latencies(logs, concurrent=False)
-        seq_writes = manager.start_offsets.writes - before
+        seq_writes = manager.checkpoints.start_offsets.writes - before
         _row(
             f"{mode}: one at a time, p50",
             f"{_pct(sequential, 0.5) * 1e3:.3f} ms",
             f"p99 {_pct(sequential, 0.99) * 1e3:.3f} ms, {seq_writes} checkpoint writes",
         )
-        before = manager.start_offsets.writes
+        before = manager.checkpoints.start_offsets.writes
         concurrent, total = await _latencies(logs, concurrent=True)
-        writes = manager.start_offsets.writes - before
+        writes = manager.checkpoints.start_offsets.writes - before
         _row(
             f"{mode}: all {partitions} at once, p50",
             f"{_pct(concurrent, 0.5) * 1e3:.3f} ms",

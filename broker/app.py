@@ -34,7 +34,8 @@ from broker.replica import ReplicaManager
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
-from broker.topics import INTERNAL_TOPICS, TopicManager
+from broker.topic import INTERNAL_TOPICS
+from broker.topics import TopicManager
 from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:

@@ -3,12 +3,13 @@
 `load_config(path, overrides)` reads a Java-properties file (optional) and `key=value` overrides and
 returns a `BrokerConfig`. A bad value stops start-up with a ConfigError that names the property.
 Broker-level topic defaults (`log.retention.ms`, `log.segment.bytes`, ...) become the default
-`LogConfig` of every topic, as in Kafka.
+`LogConfig` of every topic, as in Kafka. How a typed property is declared and checked is
+property_table.py's (the replication and transaction tables here use it); the addresses are parsed by
+endpoints.py, the authorizer's settings by security/authorizer_config.py.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -16,11 +17,23 @@ from pathlib import Path
 import structlog
 
 from broker import log_output
+from broker.endpoints import Listener, metrics_listener, parse_listener, zookeeper_connect
 from broker.group_configs import GROUP_BROKER_DEFAULTS, group_broker_properties
 from broker.log.cleaner_settings import cleaner_config_problem
-from broker.log.config import LogConfig, LogManagerConfig
+from broker.log.config import INT32_MAX, LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
+from broker.property_table import (
+    ConfigError,
+    bool_property,
+    int_property,
+    parse_table,
+    prop,
+    property_text,
+    table_defaults,
+    table_properties,
+)
 from broker.security import listener_security
+from broker.security.authorizer_config import AuthorizerConfig, authorizer_config
 from broker.security.inter_broker import inter_broker_security
 from broker.security.sasl_config import SaslListener, sasl_listeners
 from broker.security.tls import TlsListener, TlsSettingError, tls_listener
@@ -38,19 +51,49 @@ from client.security import ClientSecurity
 
 log = structlog.get_logger("config")
 
-
-class ConfigError(Exception):
-    """A setting that stops start-up; the message names the property."""
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
 
 
 @dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
+class ReplicationConfig:
+    """Kafka's replica.* broker properties (how followers fetch, when the leader drops them from the ISR)
+    and the controller's leader rebalancing."""
 
-    def __str__(self) -> str:
-        return f"{self.name}://{self.host}:{self.port}"
+    fetch_wait_max_ms: int = prop("replica.fetch.wait.max.ms", 500, minimum=0)
+    fetch_min_bytes: int = prop("replica.fetch.min.bytes", 1, minimum=1)
+    fetch_max_bytes: int = prop("replica.fetch.max.bytes", 1024 * 1024, minimum=0)  # per partition
+    fetch_response_max_bytes: int = prop("replica.fetch.response.max.bytes", 10 * 1024 * 1024, minimum=0)
+    fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", 1000, minimum=0)
+    socket_timeout_ms: int = prop("replica.socket.timeout.ms", 30_000, minimum=1)
+    lag_time_max_ms: int = prop("replica.lag.time.max.ms", 30_000, minimum=1)
+    # The controller moving leadership back to each partition's preferred (first) replica.
+    auto_leader_rebalance_enable: bool = prop("auto.leader.rebalance.enable", True)
+    leader_imbalance_check_interval_s: int = prop("leader.imbalance.check.interval.seconds", 300, minimum=1)
+    # Kafka's ZooKeeper controller took any integer here (no validator; Kafka 4 removed it).
+    leader_imbalance_per_broker_percentage: int = prop("leader.imbalance.per.broker.percentage", 10)
+    # The default of the topic config of the same name (read apart: a topic may override it).
+    unclean_leader_election_enable: bool = False
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    """Kafka's transaction.* and transactional.id.* broker properties (broker/txn/). The topic's
+    replication and min ISR default to 1 here, as offsets.topic.replication.factor does (Kafka: 3 and 2)."""
+
+    state_log_num_partitions: int = prop("transaction.state.log.num.partitions", 50, minimum=1)
+    state_log_replication_factor: int = prop("transaction.state.log.replication.factor", 1, minimum=1)
+    state_log_min_isr: int = prop("transaction.state.log.min.isr", 1, minimum=1)
+    state_log_segment_bytes: int = prop("transaction.state.log.segment.bytes", 104_857_600, minimum=1)
+    max_timeout_ms: int = prop("transaction.max.timeout.ms", 900_000, minimum=1)
+    transactional_id_expiration_ms: int = prop("transactional.id.expiration.ms", 604_800_000,
+                                               minimum=1, maximum=INT32_MAX)
+    abort_timed_out_cleanup_interval_ms: int = prop("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                                                    10_000, minimum=1, maximum=INT32_MAX)
+    remove_expired_cleanup_interval_ms: int = prop("transaction.remove.expired.transaction.cleanup.interval.ms",
+                                                   3_600_000, minimum=1, maximum=INT32_MAX)
+    # false: Produce takes a transactional batch without asking the coordinator whether its partition
+    # is in the transaction (KIP-890 part 1 off, as in Kafka); it makes hanging transactions possible.
+    partition_verification_enable: bool = prop("transaction.partition.verification.enable", True)
 
 
 # Broker property -> topic property, for the broker-wide topic defaults (Kafka's names on both sides).
@@ -82,7 +125,7 @@ _TIME_ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3_600_000),
     "log.roll.hours": ("log.roll.ms", 3_600_000),
 }
-_LOG_MANAGER_KEYS = frozenset(f.metadata["property"] for f in fields(LogManagerConfig))
+_LOG_MANAGER_KEYS = frozenset(table_properties(LogManagerConfig))
 _BROKER_DEFAULTS = {
     "node.id": "1",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
@@ -111,76 +154,21 @@ _BROKER_DEFAULTS = {
     "delete.records.v3.enable": "true",
     "zookeeper.session.timeout.ms": "18000",
     # Replication (followers fetching from leaders), Kafka's names and defaults.
-    "replica.fetch.wait.max.ms": "500",
-    "replica.fetch.min.bytes": "1",
-    "replica.fetch.max.bytes": "1048576",
-    "replica.fetch.response.max.bytes": "10485760",
-    "replica.fetch.backoff.ms": "1000",
-    "replica.socket.timeout.ms": "30000",
-    "replica.lag.time.max.ms": "30000",
-    # The controller moving leadership back to each partition's preferred (first) replica.
-    "auto.leader.rebalance.enable": "true",
-    "leader.imbalance.check.interval.seconds": "300",
-    "leader.imbalance.per.broker.percentage": "10",
+    **table_defaults(ReplicationConfig),
     # Ebb's own: where Prometheus scrapes /metrics (http://host:port); empty keeps metrics off.
     "ebb.metrics.listener": "",
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
     SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
-    # The transaction coordinator (broker/txn/), Kafka's names; the topic's replication and min ISR
-    # default to 1 here, as offsets.topic.replication.factor does (Kafka: 3 and 2).
-    "transaction.state.log.num.partitions": "50",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "transaction.state.log.segment.bytes": "104857600",
-    "transaction.max.timeout.ms": "900000",
-    "transactional.id.expiration.ms": "604800000",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
-    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
-    # false: Produce takes a transactional batch without asking the coordinator whether its partition
-    # is in the transaction (KIP-890 part 1 off, as in Kafka); it makes hanging transactions possible.
-    "transaction.partition.verification.enable": "true",
+    # The transaction coordinator (broker/txn/), Kafka's names.
+    **table_defaults(TransactionConfig),
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
 # (bytes/s, dynamic in Kafka) are unlimited when unset; Ebb accepts and reports them, does not throttle.
 _NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "leader.replication.throttled.rate",
                "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second")
-_LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://([^:/]*|\[[0-9a-fA-F:]+\]):(\d+)$")
-
-
-@dataclass(frozen=True)
-class ReplicationConfig:
-    """Kafka's replica.* broker properties (how followers fetch, when the leader drops them from the ISR)
-    and the controller's leader rebalancing."""
-
-    fetch_wait_max_ms: int = 500
-    fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 1024 * 1024  # per partition
-    fetch_response_max_bytes: int = 10 * 1024 * 1024
-    fetch_backoff_ms: int = 1000
-    socket_timeout_ms: int = 30_000
-    lag_time_max_ms: int = 30_000
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_s: int = 300
-    leader_imbalance_per_broker_percentage: int = 10
-    unclean_leader_election_enable: bool = False  # the default of the topic config of the same name
-
-
-@dataclass(frozen=True)
-class TransactionConfig:
-    """Kafka's transaction.* and transactional.id.* broker properties (broker/txn/)."""
-
-    state_log_num_partitions: int = 50
-    state_log_replication_factor: int = 1
-    state_log_min_isr: int = 1
-    state_log_segment_bytes: int = 104_857_600
-    max_timeout_ms: int = 900_000
-    transactional_id_expiration_ms: int = 604_800_000
-    abort_timed_out_cleanup_interval_ms: int = 10_000
-    remove_expired_cleanup_interval_ms: int = 3_600_000
-    partition_verification_enable: bool = True
 
 
 @dataclass(frozen=True)
@@ -256,10 +244,10 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 
 def build_config(props: Mapping[str, str]) -> BrokerConfig:
     merged = {**_BROKER_DEFAULTS, **props}
-    listeners = tuple(_listener(item, "listeners") for item in _split(merged["listeners"]))
+    listeners = tuple(parse_listener(item, "listeners") for item in _split(merged["listeners"]))
     if not listeners:
         raise ConfigError("listeners: at least one listener is required")
-    advertised = tuple(_listener(item, "advertised.listeners") for item in _split(merged["advertised.listeners"]))
+    advertised = tuple(parse_listener(item, "advertised.listeners") for item in _split(merged["advertised.listeners"]))
     for key, listed in (("listeners", listeners), ("advertised.listeners", advertised)):
         names = [item.name for item in listed]
         if len(set(names)) != len(names):
@@ -298,11 +286,11 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
                 TOPIC_CONFIGS[STORED_ONLY_BROKER_PROPERTIES[key]].parse(props[key])
             except InvalidConfig as exc:
                 raise ConfigError(f"{key}: {exc}") from None
-    session_timeout_ms = _int(merged, "zookeeper.session.timeout.ms", minimum=1)
-    connection_timeout_ms = (_int(merged, "zookeeper.connection.timeout.ms", minimum=1)
+    session_timeout_ms = int_property(merged, "zookeeper.session.timeout.ms", minimum=1)
+    connection_timeout_ms = (int_property(merged, "zookeeper.connection.timeout.ms", minimum=1)
                              if merged.get("zookeeper.connection.timeout.ms", "").strip() else session_timeout_ms)
     return BrokerConfig(
-        node_id=_int(merged, "node.id", minimum=0),
+        node_id=int_property(merged, "node.id", minimum=0),
         listeners=listeners,
         advertised_listener=advertised_listener,
         advertised_listeners=advertised_listeners,
@@ -311,62 +299,39 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         tls_listeners=tls,
         inter_broker_security=to_brokers,
         log_dir=Path(log_dirs[0]),
-        num_partitions=_int(merged, "num.partitions", minimum=1),
-        default_replication_factor=_int(merged, "default.replication.factor", minimum=1),
-        auto_create_topics_enable=_bool(merged, "auto.create.topics.enable"),
-        delete_topic_enable=_bool(merged, "delete.topic.enable"),
-        message_max_bytes=_int(merged, "message.max.bytes", minimum=0),
-        socket_request_max_bytes=_int(merged, "socket.request.max.bytes", minimum=1024),
-        offsets_topic_num_partitions=_int(merged, "offsets.topic.num.partitions", minimum=1),
-        offsets_topic_replication_factor=_int(merged, "offsets.topic.replication.factor", minimum=1),
-        offsets_retention_minutes=_int(merged, "offsets.retention.minutes", minimum=1),
-        offsets_retention_check_interval_ms=_int(merged, "offsets.retention.check.interval.ms", minimum=1),
-        offsets_commit_timeout_ms=_int(merged, "offsets.commit.timeout.ms", minimum=1),
-        offset_metadata_max_bytes=_int(merged, "offset.metadata.max.bytes", minimum=0),
-        group_initial_rebalance_delay_ms=_int(merged, "group.initial.rebalance.delay.ms", minimum=0),
-        group_min_session_timeout_ms=_int(merged, "group.min.session.timeout.ms", minimum=0),
-        group_max_session_timeout_ms=_int(merged, "group.max.session.timeout.ms", minimum=0),
+        num_partitions=int_property(merged, "num.partitions", minimum=1),
+        default_replication_factor=int_property(merged, "default.replication.factor", minimum=1),
+        auto_create_topics_enable=bool_property(merged, "auto.create.topics.enable"),
+        delete_topic_enable=bool_property(merged, "delete.topic.enable"),
+        message_max_bytes=int_property(merged, "message.max.bytes", minimum=0),
+        socket_request_max_bytes=int_property(merged, "socket.request.max.bytes", minimum=1024),
+        offsets_topic_num_partitions=int_property(merged, "offsets.topic.num.partitions", minimum=1),
+        offsets_topic_replication_factor=int_property(merged, "offsets.topic.replication.factor", minimum=1),
+        offsets_retention_minutes=int_property(merged, "offsets.retention.minutes", minimum=1),
+        offsets_retention_check_interval_ms=int_property(merged, "offsets.retention.check.interval.ms", minimum=1),
+        offsets_commit_timeout_ms=int_property(merged, "offsets.commit.timeout.ms", minimum=1),
+        offset_metadata_max_bytes=int_property(merged, "offset.metadata.max.bytes", minimum=0),
+        group_initial_rebalance_delay_ms=int_property(merged, "group.initial.rebalance.delay.ms", minimum=0),
+        group_min_session_timeout_ms=int_property(merged, "group.min.session.timeout.ms", minimum=0),
+        group_max_session_timeout_ms=int_property(merged, "group.max.session.timeout.ms", minimum=0),
         rack=merged["broker.rack"] or None,
         log_level=_log_level(merged["log.level"]),
-        delete_records_v3_enable=_bool(merged, "delete.records.v3.enable"),
-        zookeeper_connect=_zookeeper_connect(merged.get("zookeeper.connect", "")),
+        delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),
+        zookeeper_connect=zookeeper_connect(merged.get("zookeeper.connect", "")),
         zookeeper_session_timeout_ms=session_timeout_ms,
         zookeeper_connection_timeout_ms=connection_timeout_ms,
-        transactions=TransactionConfig(
-            state_log_num_partitions=_int(merged, "transaction.state.log.num.partitions", minimum=1),
-            state_log_replication_factor=_int(merged, "transaction.state.log.replication.factor", minimum=1),
-            state_log_min_isr=_int(merged, "transaction.state.log.min.isr", minimum=1),
-            state_log_segment_bytes=_int(merged, "transaction.state.log.segment.bytes", minimum=1),
-            max_timeout_ms=_int(merged, "transaction.max.timeout.ms", minimum=1),
-            transactional_id_expiration_ms=_int(merged, "transactional.id.expiration.ms", minimum=1, maximum=INT32_MAX),
-            abort_timed_out_cleanup_interval_ms=_int(
-                merged, "transaction.abort.timed.out.transaction.cleanup.interval.ms", minimum=1, maximum=INT32_MAX),
-            remove_expired_cleanup_interval_ms=_int(
-                merged, "transaction.remove.expired.transaction.cleanup.interval.ms", minimum=1, maximum=INT32_MAX),
-            partition_verification_enable=_bool(merged, "transaction.partition.verification.enable"),
-        ),
-        replication=ReplicationConfig(
-            fetch_wait_max_ms=_int(merged, "replica.fetch.wait.max.ms", minimum=0),
-            fetch_min_bytes=_int(merged, "replica.fetch.min.bytes", minimum=1),
-            fetch_max_bytes=_int(merged, "replica.fetch.max.bytes", minimum=0),
-            fetch_response_max_bytes=_int(merged, "replica.fetch.response.max.bytes", minimum=0),
-            fetch_backoff_ms=_int(merged, "replica.fetch.backoff.ms", minimum=0),
-            socket_timeout_ms=_int(merged, "replica.socket.timeout.ms", minimum=1),
-            lag_time_max_ms=_int(merged, "replica.lag.time.max.ms", minimum=1),
-            auto_leader_rebalance_enable=_bool(merged, "auto.leader.rebalance.enable"),
-            leader_imbalance_check_interval_s=_int(merged, "leader.imbalance.check.interval.seconds", minimum=1),
-            # Kafka's ZooKeeper controller took any integer here (no validator; Kafka 4 removed it).
-            leader_imbalance_per_broker_percentage=_int(merged, "leader.imbalance.per.broker.percentage"),
-            unclean_leader_election_enable=_bool({UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),
+        transactions=parse_table(TransactionConfig, merged),
+        replication=parse_table(ReplicationConfig, merged, unclean_leader_election_enable=bool_property(
+            {UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),
         log_manager=_log_manager(merged),
         topic_defaults=topic_defaults_from(merged),
         properties=dict(merged),
         explicit_properties=dict(props),
-        metrics_listener=_metrics_listener(merged["ebb.metrics.listener"]),
-        sasl_max_receive_size=_int(merged, "sasl.server.max.receive.size", minimum=1),
-        authorizer=_authorizer(merged),
-        sasl_authentication_timeout_ms=_int(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
-        small_segments_enable=_bool(merged, SMALL_SEGMENTS_SETTING),
+        metrics_listener=metrics_listener(merged["ebb.metrics.listener"]),
+        sasl_max_receive_size=int_property(merged, "sasl.server.max.receive.size", minimum=1),
+        authorizer=authorizer_config(merged),
+        sasl_authentication_timeout_ms=int_property(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
+        small_segments_enable=bool_property(merged, SMALL_SEGMENTS_SETTING),
         group_config_properties=_group_config_properties(merged),
     )
 
@@ -376,36 +341,6 @@ def _group_config_properties(merged: Mapping[str, str]) -> dict[str, int]:
         return group_broker_properties(merged)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-@dataclass(frozen=True)
-class AuthorizerConfig:
-    super_users: frozenset[str]
-    allow_everyone_if_no_acl_found: bool
-
-
-# The class names a Kafka user writes (ZooKeeper mode, KRaft); either selects Ebb's authorizer.
-AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer",
-                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
-
-
-def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig | None:
-    name = props.get("authorizer.class.name", "").strip()
-    if not name:
-        for key in ("super.users", "allow.everyone.if.no.acl.found"):
-            if props.get(key, "").strip():
-                raise ConfigError(f"{key}: has no effect without authorizer.class.name; set both or neither")
-        return None
-    if name not in AUTHORIZER_CLASSES:
-        raise ConfigError(f"authorizer.class.name: {name} is not served; use {' or '.join(AUTHORIZER_CLASSES)}")
-    users = frozenset(u.strip() for u in props.get("super.users", "").split(";") if u.strip())
-    for user in users:
-        if ":" not in user:
-            raise ConfigError(f"super.users: {user!r} is not a principal such as User:admin")
-    allow = props.get("allow.everyone.if.no.acl.found", "false").strip().lower()
-    if allow not in ("true", "false"):
-        raise ConfigError(f"allow.everyone.if.no.acl.found: {allow!r} is not true or false")
-    return AuthorizerConfig(users, allow == "true")
 
 
 def _known(key: str) -> bool:
@@ -421,77 +356,16 @@ def _log_level(value: str) -> str:
         raise ConfigError(f"log.level: {value!r} is not one of {', '.join(log_output.KAFKA_LEVELS)}") from None
 
 
-def _zookeeper_connect(value: str) -> str | None:
-    """`host:port[,host:port...][/chroot]`, as Kafka and ZooKeeper take it; empty means no ZooKeeper."""
-    value = value.strip()
-    if not value:
-        return None
-    hosts, slash, chroot = value.partition("/")
-    if slash and not chroot:
-        value = hosts  # a bare "/" is no chroot, as in ZooKeeper's own parser
-    elif slash and (chroot.endswith("/") or "//" in chroot):
-        raise ConfigError(f"zookeeper.connect: {value!r} has an invalid chroot path")
-    for host in hosts.split(","):
-        name, _, port = host.strip().rpartition(":")
-        if not name or not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ConfigError(f"zookeeper.connect: {host.strip()!r} in {value!r} is not host:port")
-    return value
-
-
-def _metrics_listener(value: str) -> Listener | None:
-    """`http://host:port` (port 0 picks a free one); empty means no metrics endpoint."""
-    value = value.strip()
-    if not value:
-        return None
-    listener = _listener(value, "ebb.metrics.listener")
-    if listener.name.lower() != "http":
-        raise ConfigError(f"ebb.metrics.listener: {value!r} must be http://host:port")
-    return listener
-
-
 def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
-
-def _listener(text: str, key: str) -> Listener:
-    match = _LISTENER.match(text)
-    if match is None:
-        raise ConfigError(f"{key}: {text!r} is not NAME://host:port")
-    port = int(match.group(3))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}: port {port} out of range")
-    return Listener(match.group(1), match.group(2).strip("[]"), port)
-
-
-def _int(props: Mapping[str, str], key: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    raw = props[key]
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(f"{key}: {raw!r} is not an integer") from None
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{key}: {value} is above the maximum {maximum}")
-    return value
-
-
-UNCLEAN_ELECTION = "unclean.leader.election.enable"
-INT32_MAX = 2**31 - 1  # Kafka's INT properties
-
-
-def _bool(props: Mapping[str, str], key: str) -> bool:
-    raw = str(props[key]).strip().lower()
-    if raw not in ("true", "false"):
-        raise ConfigError(f"{key}: {props[key]!r} is not true or false")
-    return raw == "true"
 
 
 def _topic_props(props: Mapping[str, str]) -> dict[str, str]:
     topic: dict[str, str] = {}
     for alias, (target, factor) in _TIME_ALIASES.items():
         if alias in props and target not in props:
-            topic[TOPIC_DEFAULTS[target]] = str(_int(props, alias) * factor)
+            topic[TOPIC_DEFAULTS[target]] = str(int_property(props, alias) * factor)
     for broker_key, topic_key in TOPIC_DEFAULTS.items():
         if broker_key in props:
             topic[topic_key] = props[broker_key]
@@ -554,18 +428,11 @@ def known_broker_properties(config: BrokerConfig, topic_defaults: LogConfig | No
     values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
-        values[f.metadata["property"]] = _property_text(value)
+        values[f.metadata["property"]] = property_text(value)
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update(config.explicit_properties if in_force is None else in_force)
     return values
-
-
-def _property_text(value: object) -> str:
-    """A setting's value as Kafka prints it (Java's booleans and doubles)."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return repr(value).replace("e+", "E") if isinstance(value, float) else str(value)
 
 
 def default_broker_properties() -> dict[str, str | None]:
@@ -580,8 +447,7 @@ def default_broker_properties() -> dict[str, str | None]:
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
     values.update({"log.retention.hours": "168", "log.roll.hours": "168"})
-    for f in fields(LogManagerConfig):
-        values[f.metadata["property"]] = _property_text(f.default)
+    values.update(table_defaults(LogManagerConfig))
     # Kafka has no default for these: another property supplies it (log.dir for log.dirs, ...).
     values.update(dict.fromkeys([*BROKER_PROPERTIES_WITHOUT_DEFAULT, *_NO_DEFAULT, "log.dirs"]))
     return values

@@ -24,7 +24,7 @@ from collections import deque
 
 import structlog
 
-from broker.config import Listener
+from broker.endpoints import Listener
 from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
 from broker.log.file_region import FileRegion

@@ -6,6 +6,9 @@ from collections.abc import Iterable, Mapping
 
 from protocol.errors import CodedError, ErrorCode
 
+# Partitions one CreateTopics or CreatePartitions request may create (Kafka's MAX_PARTITIONS_PER_BATCH).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
 
 class TopicError(CodedError):
     """A topic change refused, with Kafka's error code for it and a message that names the problem."""
@@ -48,6 +51,30 @@ def assign_replicas(num_partitions: int, replication_factor: int,
     if replication_factor == -1:
         replication_factor = default_replication_factor
     return place_replicas(0, num_partitions, replication_factor, broker_ids)
+
+
+def grown_partitions(name: str, current: int, count: int, replication_factor: int,
+                     assignments: list[list[int]] | None, broker_ids: list[int]) -> dict[int, list[int]]:
+    """The replicas of the partitions that grow topic `name` from `current` partitions to `count`
+    (CreatePartitions), checked as Kafka checks them."""
+    if count == current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if count < current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
+                         f"partition(s); {count} would not be an increase.")
+    additional = count - current
+    if additional > MAX_PARTITIONS_PER_REQUEST:
+        raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+    if assignments is None:
+        return place_replicas(current, additional, replication_factor, broker_ids)
+    if len(assignments) != additional:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Attempted to add {additional} additional partition(s), but only "
+                         f"{len(assignments)} assignment(s) were specified.")
+    for replicas in assignments:
+        validate_manual_assignment(list(replicas), replication_factor, broker_ids)
+    return {current + i: list(r) for i, r in enumerate(assignments)}
+
 
 def place_replicas(first: int, count: int, replication_factor: int, broker_ids: list[int]) -> dict[int, list[int]]:
     """Partitions first .. first+count-1 spread round robin over the brokers."""

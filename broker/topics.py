@@ -2,18 +2,15 @@
 
 The store holds the truth (Kafka's ZooKeeper layout); `TopicManager` caches it and keeps the local
 logs in step: creating a topic creates its partition logs, deleting one renames them away for
-asynchronous removal. Topic-level errors carry the Kafka error code the handlers answer with.
+asynchronous removal. The topic itself, its name rules and TopicError are in topic.py, reading
+the store in topic_store.py, where replicas go in topic_placement.py.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import structlog
 
@@ -22,129 +19,41 @@ from broker.cluster.layout import (
     ConfigEntityZNode,
     ConfigType,
     DeleteTopicsTopicZNode,
-    DeleteTopicsZNode,
     PartitionStateZNode,
     TopicAssignment,
-    TopicsZNode,
     TopicZNode,
     topic_paths,
 )
-from broker.cluster.partition_state import NO_LEADER, PartitionState
+from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, StoreWriteFailed
-from broker.config import UNCLEAN_ELECTION, BrokerConfig
+from broker.config import BrokerConfig
 from broker.deletion_retries import DeletionRetries
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
+from broker.topic import (
+    Topic,
+    collision_key,
+    new_topic_id,
+    storage_failures_answered,
+    validate_topic_name,
+)
 from broker.topic_configs import STORED_ONLY_DEFAULTS, InvalidConfig, validate_overrides
-from broker.topic_placement import TopicError, assign_replicas, place_replicas, validate_manual_assignment
+from broker.topic_placement import TopicError, assign_replicas, grown_partitions
+from broker.topic_store import pending_deletions, read_configs, read_topic, topic_names
 from protocol.errors import ErrorCode
 from protocol.wire import MAX_SHORT_STRING_BYTES, fits_short_string
 
 log = structlog.get_logger("topics")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-MAX_TOPIC_NAME = 249
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-
 # Kafka topic configs that Ebb stores and lists but whose behaviour is not implemented here; they are
 # accepted so tools that set them keep working. The table with types, checks and documentation is
 # broker/topic_configs.py; docs/features.md lists them.
 STORED_ONLY_CONFIGS = STORED_ONLY_DEFAULTS
-# Partitions one CreateTopics or CreatePartitions request may create (Kafka's MAX_PARTITIONS_PER_BATCH).
-MAX_PARTITIONS_PER_REQUEST = 10_000
 # Config changes after which the topic's logs run a retention pass at once.
 RETENTION_CONFIGS = frozenset({"retention.ms", "retention.bytes", "retention.min.timestamp", "cleanup.policy"})
-
-
-@dataclass
-class Topic:
-    name: str
-    topic_id: uuid.UUID
-    replicas: dict[int, list[int]]  # partition -> replica broker ids (the first is the preferred leader)
-    configs: dict[str, str] = field(default_factory=dict)  # overrides only; defaults come from the broker
-    log_config: LogConfig = field(default_factory=LogConfig)
-    states: dict[int, PartitionState] = field(default_factory=dict)  # as the store had them last
-    # A reassignment under way (KIP-455, broker/cluster/reassignment.py): partition -> the replicas of
-    # `replicas` still joining, and those that leave once the target has caught up.
-    adding: dict[int, list[int]] = field(default_factory=dict)
-    removing: dict[int, list[int]] = field(default_factory=dict)
-
-    @property
-    def moving(self) -> bool:
-        """A reassignment of some partition is under way."""
-        return bool(self.adding or self.removing)
-
-    @property
-    def unclean_leader_election(self) -> bool | None:
-        """The topic's unclean.leader.election.enable override; None: the broker's setting holds."""
-        value = self.configs.get(UNCLEAN_ELECTION)
-        return None if value is None else value.lower() == "true"
-
-    @property
-    def internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
-
-    def partitions(self) -> list[TopicPartition]:
-        return [TopicPartition(self.name, p) for p in sorted(self.replicas)]
-
-    @property
-    def replication_factor(self) -> int:
-        return len(self.replicas[min(self.replicas)]) if self.replicas else 0
-
-    def leader(self, partition: int) -> int:
-        state = self.states.get(partition)
-        return NO_LEADER if state is None else state.leader
-
-    def leader_epoch(self, partition: int) -> int:
-        state = self.states.get(partition)
-        return 0 if state is None else state.leader_epoch
-
-    def isr(self, partition: int) -> list[int]:
-        state = self.states.get(partition)
-        return list(self.replicas.get(partition, []) if state is None else state.isr)
-
-
-def validate_topic_name(name: str | None) -> None:
-    if not name:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
-    if name in (".", ".."):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name longer than {MAX_TOPIC_NAME} characters")
-    if not _LEGAL_NAME.match(name):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
-
-
-def new_topic_id() -> uuid.UUID:
-    while True:
-        candidate = uuid.uuid4()
-        # Kafka reserves the all-zero id ("none") and ids whose base64 starts with '-' (CLI parsing).
-        if candidate.int and not topic_id_to_str(candidate).startswith("-"):
-            return candidate
-
-
-_Result = TypeVar("_Result")
-
-
-def _storage_failures_answered(fn: Callable[..., Coroutine[Any, Any, _Result]]
-                               ) -> Callable[..., Coroutine[Any, Any, _Result]]:
-    """A change the disk could not take (the metadata store's file, a partition directory) is
-    KAFKA_STORAGE_ERROR for that topic, which clients retry — never a handler failure."""
-
-    @functools.wraps(fn)
-    async def answered(*args: Any, **kwargs: Any) -> _Result:
-        try:
-            return await fn(*args, **kwargs)
-        except StorageError as exc:
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from exc
-        except StoreWriteFailed as exc:
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"The metadata store: {exc}") from exc
-
-    return answered
 
 
 class TopicManager:
@@ -193,7 +102,7 @@ class TopicManager:
         retention_changed = any(getattr(old, f) != getattr(new, f) for f in
                                 ("retention_ms", "retention_bytes", "retention_min_timestamp", "cleanup_policy"))
         for topic in self.all():
-            async with self._locks.held(_collision_key(topic.name)):
+            async with self._locks.held(collision_key(topic.name)):
                 if self._topics.get(topic.name) is not topic:
                     continue  # deleted meanwhile
                 topic.log_config = self.log_config_for(topic.configs)
@@ -212,13 +121,10 @@ class TopicManager:
     async def load(self) -> None:
         """Read every topic from the store, and give the log manager each topic's log config (before
         it loads the partitions)."""
-        try:
-            names = await self.store.children(TopicsZNode.PATH)
-        except NoNode:
-            names = []
-        marked = set(await self._pending_deletions()) if self.controlled_deletion else set()
+        names = await topic_names(self.store)
+        marked = set(await pending_deletions(self.store)) if self.controlled_deletion else set()
         for name in names:
-            topic = await self._read_topic(name)
+            topic = await read_topic(self.store, name, self.log_config_for)
             # A cluster's marked topic is being deleted: never served again, unless its deletion halts
             # while partitions of it move (broker/cluster/deletion.py).
             if name not in marked or topic.moving:
@@ -230,7 +136,7 @@ class TopicManager:
         create any missing partition logs."""
         # A full disk must not keep the broker down: what fails here is logged, and retried by the
         # next DeleteTopics, the next start, or the first request that needs the log.
-        for name in await self._pending_deletions():
+        for name in await pending_deletions(self.store):
             if self.controlled_deletion:
                 continue  # the cluster drops it once it watches the marks (broker/cluster/deletion.py)
             log.info("finishing topic deletion interrupted by a stop", topic=name)
@@ -257,40 +163,6 @@ class TopicManager:
             return False
         return True
 
-    async def _read_topic(self, name: str) -> Topic:
-        assignment = TopicZNode.decode((await self.store.get(TopicZNode.path(name)))[0])
-        configs = await self._read_configs(name) or {}
-        replicas = assignment.replicas
-        states = {}
-        for partition in replicas:
-            try:
-                states[partition] = PartitionStateZNode.decode(
-                    (await self.store.get(PartitionStateZNode.path(name, partition)))[0])
-            except NoNode:
-                pass
-        return Topic(
-            name=name,
-            topic_id=assignment.topic_id,
-            replicas=replicas,
-            configs=dict(configs),
-            log_config=self.log_config_for(configs),
-            states=states,
-            adding=assignment.adding,
-            removing=assignment.removing,
-        )
-
-    async def _read_configs(self, name: str) -> dict[str, str] | None:
-        try:
-            return ConfigEntityZNode.decode((await self.store.get(ConfigEntityZNode.path(ConfigType.TOPIC, name)))[0])
-        except NoNode:
-            return None
-
-    async def _pending_deletions(self) -> list[str]:
-        try:
-            return await self.store.children(DeleteTopicsZNode.PATH)
-        except NoNode:
-            return []
-
     def _remember(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
@@ -308,10 +180,10 @@ class TopicManager:
 
     async def refresh(self, name: str) -> Topic | None:
         """Read the topic again from the store (created or grown elsewhere); None if it is gone."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             marked = await self.store.exists(DeleteTopicsTopicZNode.path(name))
             try:
-                fresh = await self._read_topic(name)
+                fresh = await read_topic(self.store, name, self.log_config_for)
             except NoNode:
                 return None
             if marked and not fresh.moving:
@@ -330,11 +202,11 @@ class TopicManager:
 
     async def configs_changed(self, name: str) -> None:
         """Another broker altered the topic's configs: read them and push them to the local logs."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             topic = self._topics.get(name)
             if topic is None:
                 return
-            configs = await self._read_configs(name)
+            configs = await read_configs(self.store, name)
             if configs is None:
                 return
             if configs == topic.configs:
@@ -371,14 +243,14 @@ class TopicManager:
         return clean
 
     @uncancellable
-    @_storage_failures_answered
+    @storage_failures_answered
     async def create(self, name: str, num_partitions: int, replication_factor: int,
                      configs: Mapping[str, str | None] | None = None,
                      assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None = None,
                      validate_only: bool = False) -> Topic:
         """Create a topic, checking in Kafka's order: name, existence, configs, then partitions and
         replicas. -1 partitions or replication factor means the broker default (KIP-464)."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             validate_topic_name(name)
             collision = self._collision(name)
             if collision:
@@ -411,18 +283,18 @@ class TopicManager:
     def _collision(self, name: str) -> str | None:
         if "." not in name and "_" not in name:
             return None
-        key = _collision_key(name)
-        return next((t for t in self._topics if t != name and _collision_key(t) == key), None)
+        key = collision_key(name)
+        return next((t for t in self._topics if t != name and collision_key(t) == key), None)
 
     @uncancellable
-    @_storage_failures_answered
+    @storage_failures_answered
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                              validate_only: bool = False) -> Topic:
         """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs.
         The topic's node is read and written back conditionally on its version (retried when another
         writer got in between), so a reassignment's state in it that this broker's watch has not seen
         yet is kept, and two growths never overwrite each other."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             path = TopicZNode.path(name)
             while True:
                 topic = self._topics.get(name)
@@ -435,7 +307,8 @@ class TopicManager:
                 stored = TopicZNode.decode(data)
                 if stored.topic_id != topic.topic_id:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' was re-created meanwhile.")
-                new = self._new_partitions(topic, stored, count, assignments)
+                new = grown_partitions(name, len(stored.replicas), count, topic.replication_factor,
+                                       assignments, self.broker_ids())
                 if validate_only:
                     return topic
                 grown = TopicAssignment(stored.topic_id, {**stored.replicas, **new}, stored.adding, stored.removing)
@@ -454,33 +327,10 @@ class TopicManager:
             log.info("added partitions", topic=name, partitions=len(topic.replicas))
             return topic
 
-    def _new_partitions(self, topic: Topic, stored: TopicAssignment, count: int,
-                        assignments: list[list[int]] | None) -> dict[int, list[int]]:
-        """The replicas of the partitions that grow the stored assignment to `count` (TopicError if not)."""
-        name, current = topic.name, len(stored.replicas)
-        if count == current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-        if count < current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {current} "
-                             f"partition(s); {count} would not be an increase.")
-        additional = count - current
-        if additional > MAX_PARTITIONS_PER_REQUEST:
-            raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
-        broker_ids = self.broker_ids()
-        if assignments is None:
-            return place_replicas(current, additional, topic.replication_factor, broker_ids)
-        if len(assignments) != additional:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Attempted to add {additional} additional partition(s), but only "
-                             f"{len(assignments)} assignment(s) were specified.")
-        for replicas in assignments:
-            validate_manual_assignment(list(replicas), topic.replication_factor, broker_ids)
-        return {current + i: list(r) for i, r in enumerate(assignments)}
-
     async def reassignment_under_way(self, name: str) -> bool:
         """Whether the stored assignment of the topic has a partition moving (read afresh)."""
         try:
-            return (await self._read_topic(name)).moving
+            return (await read_topic(self.store, name, self.log_config_for)).moving
         except NoNode:
             return False
 
@@ -490,7 +340,7 @@ class TopicManager:
         controller, broker/cluster/reassignment.py), conditionally on the node's version so that a
         concurrent CreatePartitions is not undone; None if the topic is gone."""
         path = TopicZNode.path(name)
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             while True:
                 try:
                     data, version = await self.store.get(path)
@@ -517,13 +367,13 @@ class TopicManager:
             return topic
 
     @uncancellable
-    @_storage_failures_answered
+    @storage_failures_answered
     async def alter_configs(self, name: str, configs: Mapping[str, str | None] | Callable[[dict], Mapping],
                             validate_only: bool = False) -> Topic:
         """Replace the topic's overrides with `configs` — or with `configs(current overrides)`, computed
         under the topic lock, for incremental changes — persist them, and push the new LogConfig to every
         partition log. A change to a retention config runs a retention pass on the topic's logs at once."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             topic = self._topics.get(name)
             if topic is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
@@ -557,13 +407,13 @@ class TopicManager:
                 log.warning("retention after a config change failed", partition=str(tp), error=repr(exc))
 
     @uncancellable
-    @_storage_failures_answered
+    @storage_failures_answered
     async def delete(self, name: str) -> bool:
         """Mark for deletion (the ZooKeeper way, `/admin/delete_topics/<t>`). On one broker the deletion
         follows at once (a crash in between finishes it at start-up): True. In a cluster every broker
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
         removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             marker = DeleteTopicsTopicZNode.path(name)
             if name not in self._topics:
                 # A deletion a failure left half done is finished now; anything else does not exist.
@@ -588,7 +438,7 @@ class TopicManager:
     async def drop(self, name: str) -> None:
         """A cluster broker's part of a deletion (the topic is marked, or already gone from the store):
         stop serving the topic and remove its local logs."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             topic = self._topics.pop(name, None)
             if topic is not None:
                 self._by_id.pop(topic.topic_id, None)
@@ -622,11 +472,7 @@ class TopicManager:
 
     async def _finish_marked_deletion(self, name: str) -> None:
         """What DeletionRetries calls: the marked deletion finished, if it is still marked."""
-        async with self._locks.held(_collision_key(name)):
+        async with self._locks.held(collision_key(name)):
             if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 await self._delete(name)
 
-
-def _collision_key(name: str) -> str:
-    """Kafka refuses a topic whose name differs from an existing one only in '.' versus '_'."""
-    return name.replace(".", "_")

@@ -37,7 +37,7 @@ from broker.group import records
 from broker.group.group import GroupError, now_ms
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, PartitionError
-from broker.topics import TopicError
+from broker.topic_placement import TopicError
 from protocol.control_records import ControlType, read_marker
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import GroupMetadataKey, GroupMetadataValue

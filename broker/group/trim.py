@@ -42,7 +42,8 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.group.coordinator import GroupCoordinator
     from broker.replica import ReplicaManager
-    from broker.topics import Topic, TopicManager
+    from broker.topic import Topic
+    from broker.topics import TopicManager
 
 # In a cluster: the commits of every coordinator's groups on {topic: [partition, ...]}.
 AskCoordinators = Callable[[dict[str, list[int]]], Awaitable[ClusterCommits]]

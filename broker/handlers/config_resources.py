@@ -15,7 +15,7 @@ from broker.group_configs import GROUP_BROKER_DEFAULTS, GROUP_CONFIGS
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, InvalidConfig, layered_synonyms
-from broker.topics import TopicError
+from broker.topic_placement import TopicError
 from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode
 

@@ -17,7 +17,9 @@ UnifiedLog.append):
   authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a transactional batch is written only into the
   producer's open transaction, on a partition it added (the coordinator's check, KIP-890 part 1):
   else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
-  without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it);
+  without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it). Where another
+  broker coordinates the id, the first batch of a new transaction here is verified with it
+  (AddPartitionsToTxn v4, broker/txn/verification.py; NOT_ENOUGH_REPLICAS when it cannot answer);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
@@ -132,6 +134,38 @@ def _check_in_transaction(broker: BrokerContext, transactional_id: str | None, b
                               f"{transactional_id!r} (producer {batch.producer_id}, epoch {batch.producer_epoch})")
 
 
+async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote: list[int],
+                           entries: list[AppendEntry], slots: list[tuple[list, int, int]]):
+    """KIP-890 part 1 where another broker coordinates the id (broker/txn/verification.py): the
+    batches refused get their answer here and leave `entries`; returns (entries, slots, guards)."""
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for position in remote:
+        name, index, _, batch = entries[position]
+        by_producer.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, index))
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    guards: dict[tuple[str, int], object] = {}
+    for (producer_id, epoch), partitions in by_producer.items():
+        refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions)
+        errors.update(refused)
+        guards.update(taken)
+    if not errors:
+        return entries, slots, guards
+    kept_entries, kept_slots = [], []
+    for entry, slot in zip(entries, slots, strict=True):
+        code = errors.get((entry[0], entry[1]))
+        if code is None:
+            kept_entries.append(entry)
+            kept_slots.append(slot)
+            continue
+        results, position, index = slot
+        message = (f"Partition {entry[0]}-{index} was not added to the transaction"
+                   if code == ErrorCode.INVALID_TXN_STATE
+                   else f"Unable to verify the partition has been added to the transaction ({code.name})")
+        log.info("produce rejected", partition=f"{entry[0]}-{index}", error=code.name, reason=message)
+        results[position] = _error(index, code, message)
+    return kept_entries, kept_slots, guards
+
+
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
     """A partition refused before it reaches the replica manager (no log start offset, as in Kafka)."""
     return _PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
@@ -150,6 +184,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
     transactional = body.transactional_id is not None
     may_write_txn = transactional and allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
+    remote: list[int] = []  # positions in entries of transactional batches verified with another broker
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -172,7 +207,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
             try:
                 records, batch = _one_batch(data.records, version)
                 if batch.is_transactional:
-                    _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index))
+                    if body.transactional_id is not None and \
+                            broker.transactions.verified_remotely(body.transactional_id):
+                        remote.append(len(entries))  # its coordinator is asked before the append
+                    else:
+                        _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index))
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
@@ -181,9 +220,14 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
             slots.append((results, len(results), index))
             results.append(None)  # the replica manager's answer goes here
             entries.append((topic_data.name, index, records, batch))
+    guards: dict[tuple[str, int], object] = {}
+    if remote:
+        assert body.transactional_id is not None
+        entries, slots, guards = await _verify_remotely(broker, body.transactional_id, remote, entries, slots)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
-                                                        internal_topics_allowed=client_id == ADMIN_CLIENT_ID)
+                                                        internal_topics_allowed=client_id == ADMIN_CLIENT_ID,
+                                                        verification_guards=guards)
         for (results, position, index), result in zip(slots, appended, strict=True):
             results[position] = _PartitionResponse(
                 index=index, error_code=result.error_code, base_offset=result.base_offset,

@@ -45,7 +45,8 @@ from broker.handlers.acl_operations import (
 )
 from broker.handlers.cluster_view import alive_brokers, controller_id, offline_logs, partition_views
 from broker.security.access import allowed, allowed_on_cluster
-from broker.topics import INTERNAL_TOPICS, TopicError, validate_topic_name
+from broker.topic import INTERNAL_TOPICS, validate_topic_name
+from broker.topic_placement import TopicError
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request

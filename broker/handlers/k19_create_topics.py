@@ -29,7 +29,7 @@ import structlog
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic_configs import describe_topic_configs
-from broker.topics import MAX_PARTITIONS_PER_REQUEST, TopicError
+from broker.topic_placement import MAX_PARTITIONS_PER_REQUEST, TopicError
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request

@@ -33,7 +33,7 @@ import structlog
 
 from broker.handlers import BrokerContext, handles
 from broker.security.access import allowed
-from broker.topics import TopicError
+from broker.topic_placement import TopicError
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request

@@ -1,24 +1,31 @@
-"""AddPartitionsToTxn (key 24), versions 0-3: a transactional producer names the partitions it is
-about to write in its transaction (versions 4-5 carry KIP-890's broker-to-coordinator checks, not
-served: Produce asks the coordinator directly where the partition's leader is the id's coordinator,
-and in a cluster other leaders take transactional batches unchecked; docs/features.md).
+"""AddPartitionsToTxn (key 24), versions 0-5. Versions 0-3 come from transactional producers,
+naming the partitions they are about to write in their transaction; versions 4-5 (KIP-890 part 1)
+from brokers: a batch of transactions, each either added or, with VerifyOnly, only checked (a
+partition leader asking whether a producer's batch may open a transaction there:
+broker/txn/verification.py).
 
 The transaction coordinator (broker/txn/coordinator.py) moves the transactional id to Ongoing with
-the partitions added, written to `__transaction_state` before the answer. Every partition gets the
-same answer, except that when some partitions cannot be added the others are OPERATION_NOT_ATTEMPTED
-(Kafka's KafkaApis): unknown topics or partitions UNKNOWN_TOPIC_OR_PARTITION, topics without WRITE
-(with an authorizer) TOPIC_AUTHORIZATION_FAILED.
+the partitions added, written to `__transaction_state` before the answer. Every partition of a
+transaction gets the same answer, except that when some partitions cannot be added the others are
+OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis): unknown topics or partitions UNKNOWN_TOPIC_OR_PARTITION,
+topics without WRITE (with an authorizer, v0-3 only) TOPIC_AUTHORIZATION_FAILED. A verify-only
+transaction is answered per partition: NONE when in the producer's open transaction,
+TRANSACTION_ABORTABLE when not (the asking leader maps it for its producer).
 
-Errors: NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
-UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED, INVALID_REQUEST (empty transactional id),
-INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2),
-CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
+Versions 4-5 need CLUSTER_ACTION on the cluster (with an authorizer): else the whole request is
+CLUSTER_AUTHORIZATION_FAILED (the top-level error); WRITE on the ids and topics is not asked.
+
+Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED, INVALID_REQUEST
+(empty transactional id), INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
+before v2), CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
-from broker.security.access import allowed
+from broker.security.access import allowed, allowed_on_cluster
 from broker.txn import TxnError
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -26,47 +33,69 @@ from protocol.framing import Request
 from protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
-_TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-_PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
+_TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+_TopicResultV3 = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult  # the same struct, typed per place
+TopicPartitionKey = tuple[str, int]
 
 
-def _answer(codes: dict[tuple[str, int], ErrorCode]) -> AddPartitionsToTxnResponse:
-    by_topic: dict[str, list[_PartitionResult]] = {}
+def _by_topic(codes: dict[TopicPartitionKey, ErrorCode], topic_result) -> list:
+    by_topic: dict[str, list] = {}
     for (topic, index), code in codes.items():
-        by_topic.setdefault(topic, []).append(_PartitionResult(partition_index=index, partition_error_code=code))
-    return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
-        _TopicResult(name=topic, results_by_partition=results) for topic, results in by_topic.items()])
+        by_topic.setdefault(topic, []).append(topic_result.AddPartitionsToTxnPartitionResult(
+            partition_index=index, partition_error_code=code))
+    return [topic_result(name=topic, results_by_partition=results) for topic, results in by_topic.items()]
 
 
-@handles(API_KEY, "0-3")
+@handles(API_KEY, "0-5")
 async def add_partitions_to_txn(broker: BrokerContext,
                                 request: Request[AddPartitionsToTxnRequest]) -> AddPartitionsToTxnResponse:
     body, version = request.body, request.api_version
-    asked = [(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions]
-    transactional_id = body.v3_and_below_transactional_id
+    if version < 4:
+        codes = await _transaction(broker, request, body.v3_and_below_transactional_id,
+                                   body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, False,
+                                   body.v3_and_below_topics)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                          results_by_topic_v3_and_below=_by_topic(codes, _TopicResultV3))
+    if not allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION):  # only brokers send these
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    results = []
+    for txn in body.transactions:
+        codes = await _transaction(broker, request, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                   txn.verify_only, txn.topics)
+        results.append(_TxnResult(transactional_id=txn.transactional_id,
+                                  topic_results=_by_topic(codes, _TxnResult.AddPartitionsToTxnTopicResult)))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_transaction=results)
 
-    def everywhere(code: ErrorCode) -> AddPartitionsToTxnResponse:
-        return _answer(dict.fromkeys(asked, code))
 
-    if not transactional_id:
-        return everywhere(ErrorCode.INVALID_REQUEST)
-    if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-        return everywhere(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    refused: dict[tuple[str, int], ErrorCode] = {}
+async def _transaction(broker: BrokerContext, request: Request[AddPartitionsToTxnRequest], transactional_id: str,
+                       producer_id: int, producer_epoch: int, verify_only: bool,
+                       topics: list) -> dict[TopicPartitionKey, ErrorCode]:
+    """One transaction's answer, per partition (Kafka's KafkaApis.handleAddPartitionsToTxnRequest)."""
+    version = request.api_version
+    asked = [(topic.name, index) for topic in topics for index in topic.partitions]
+    if version < 4:
+        if not transactional_id:
+            return dict.fromkeys(asked, ErrorCode.INVALID_REQUEST)
+        if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(asked, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    refused: dict[TopicPartitionKey, ErrorCode] = {}
     for name, index in asked:
         topic = broker.topics.get(name)
-        if not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
+        if version < 4 and not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
             refused[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None or index not in topic.replicas:
             refused[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if refused:
-        return _answer({tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in asked})
+        return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in asked}
+    if verify_only:
+        return broker.transactions.verify_partitions(transactional_id, producer_id, producer_epoch, asked)
+    if not transactional_id:
+        return dict.fromkeys(asked, ErrorCode.INVALID_REQUEST)
     try:
-        await broker.transactions.add_partitions(transactional_id, body.v3_and_below_producer_id,
-                                                 body.v3_and_below_producer_epoch, set(asked))
+        await broker.transactions.add_partitions(transactional_id, producer_id, producer_epoch, set(asked))
     except TxnError as exc:
         code = exc.error_code
         if code == ErrorCode.PRODUCER_FENCED and version < 2:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
-        return everywhere(code)
-    return everywhere(ErrorCode.NONE)
+        return dict.fromkeys(asked, code)
+    return dict.fromkeys(asked, ErrorCode.NONE)

@@ -37,8 +37,9 @@ from broker.handlers.config_resources import (
     check_broker_name,
     logger_config_entries,
 )
+from broker.topic import validate_topic_name
 from broker.topic_configs import ConfigEntry, describe_topic_configs
-from broker.topics import TopicError, validate_topic_name
+from broker.topic_placement import TopicError
 from protocol.enums import ApiKey, ConfigResourceType, ConfigSource, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request

@@ -32,7 +32,7 @@ from broker.handlers.config_resources import (
     check_access,
     check_alterations,
 )
-from broker.topics import validate_topic_name
+from broker.topic import validate_topic_name
 from protocol.enums import ApiKey, ConfigResourceType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request

@@ -44,8 +44,8 @@ from broker.handlers.config_resources import (
     check_alterations,
     group_list,
 )
+from broker.topic import validate_topic_name
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
-from broker.topics import validate_topic_name
 from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request

@@ -19,7 +19,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import TOPIC_OPERATIONS, authorized
 from broker.handlers.cluster_view import offline_logs, partition_views
 from broker.security.access import allowed
-from broker.topics import INTERNAL_TOPICS
+from broker.topic import INTERNAL_TOPICS
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request

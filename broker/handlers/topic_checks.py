@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed
-from broker.topics import TopicError, validate_topic_name
+from broker.topic import validate_topic_name
+from broker.topic_placement import TopicError
 from protocol.enums import Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode
 from protocol.framing import Request

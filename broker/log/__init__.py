@@ -1,7 +1,7 @@
 """Ebb's partition log: Kafka's on-disk layout, a durable log start offset, recovery, retention,
 compaction and the log dir's headroom.
 
-manager.LogManager     one log dir: loading, checkpoints, topic deletion, background tasks
+manager.LogManager     one log dir: loading, creating and deleting logs, retention passes, shutdown
 dir_state              what a dir holds at start: checkpoints, partition dirs, interrupted deletions
 log.PartitionLog       one partition: append, read, offsets, truncation, retention
 batch_check            the checks on incoming batches before a byte is written
@@ -17,6 +17,8 @@ results                what the log hands back (append and read results, timesta
 retention              which oldest segments retention deletes (Kafka's rules, one pure function)
 checkpoint             Kafka's text checkpoint files, written atomically
 checkpoint_file        a per-dir offset checkpoint written with group commit
+dir_checkpoints        the dir's three offset checkpoints: what each holds, when they are written
+periodic               the manager's periodic jobs (retention, checkpoints, time-based flush)
 opening, loader        new and loaded (recovered) partition logs
 epoch                  the leader epoch cache
 io, cold_files         where blocking work runs; files written and removed off the loop (aiofiles)

@@ -9,45 +9,43 @@ attributes use Python names. Ebb's own: `retention.min.timestamp` (an absolute f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 from typing import Any
+
+from broker.property_table import apply_properties, prop
 
 LONG_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 
 
-def _prop(name: str, default: Any) -> Any:
-    return field(default=default, metadata={"property": name})
-
-
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = _prop("segment.bytes", 1024 * 1024 * 1024)
-    segment_ms: int = _prop("segment.ms", 7 * 24 * 3600 * 1000)
-    segment_index_bytes: int = _prop("segment.index.bytes", 10 * 1024 * 1024)
-    index_interval_bytes: int = _prop("index.interval.bytes", 4096)
-    retention_ms: int = _prop("retention.ms", 7 * 24 * 3600 * 1000)
-    retention_bytes: int = _prop("retention.bytes", -1)
-    retention_min_timestamp: int | None = _prop("retention.min.timestamp", None)
+    segment_bytes: int = prop("segment.bytes", 1024 * 1024 * 1024)
+    segment_ms: int = prop("segment.ms", 7 * 24 * 3600 * 1000)
+    segment_index_bytes: int = prop("segment.index.bytes", 10 * 1024 * 1024)
+    index_interval_bytes: int = prop("index.interval.bytes", 4096)
+    retention_ms: int = prop("retention.ms", 7 * 24 * 3600 * 1000)
+    retention_bytes: int = prop("retention.bytes", -1)
+    retention_min_timestamp: int | None = prop("retention.min.timestamp", None)
     # Ebb's own: trim what these consumer groups have all committed ("*": every group); acted on by
     # broker/group/trim.py, which reads it here so that it is set, altered and described like the rest.
-    retention_committed_groups: tuple[str, ...] = _prop("retention.committed.groups", ())
-    cleanup_policy: tuple[str, ...] = _prop("cleanup.policy", ("delete",))
-    file_delete_delay_ms: int = _prop("file.delete.delay.ms", 60_000)
+    retention_committed_groups: tuple[str, ...] = prop("retention.committed.groups", ())
+    cleanup_policy: tuple[str, ...] = prop("cleanup.policy", ("delete",))
+    file_delete_delay_ms: int = prop("file.delete.delay.ms", 60_000)
     # Ebb's own: how long bytes below the log start offset may stay on disk (-1: no bound; broker/log/erasure.py).
-    erasure_max_delay_ms: int = _prop("erasure.max.delay.ms", -1)
+    erasure_max_delay_ms: int = prop("erasure.max.delay.ms", -1)
     # The log cleaner (cleanup.policy=compact; broker/log/cleaner_manager.py).
-    delete_retention_ms: int = _prop("delete.retention.ms", 24 * 3600 * 1000)
-    min_compaction_lag_ms: int = _prop("min.compaction.lag.ms", 0)
-    max_compaction_lag_ms: int = _prop("max.compaction.lag.ms", LONG_MAX)
-    min_cleanable_dirty_ratio: float = _prop("min.cleanable.dirty.ratio", 0.5)
-    flush_messages: int = _prop("flush.messages", LONG_MAX)
-    flush_ms: int = _prop("flush.ms", LONG_MAX)
-    message_timestamp_type: str = _prop("message.timestamp.type", "CreateTime")
-    max_message_bytes: int = _prop("max.message.bytes", 1024 * 1024 + 12)
+    delete_retention_ms: int = prop("delete.retention.ms", 24 * 3600 * 1000)
+    min_compaction_lag_ms: int = prop("min.compaction.lag.ms", 0)
+    max_compaction_lag_ms: int = prop("max.compaction.lag.ms", LONG_MAX)
+    min_cleanable_dirty_ratio: float = prop("min.cleanable.dirty.ratio", 0.5)
+    flush_messages: int = prop("flush.messages", LONG_MAX)
+    flush_ms: int = prop("flush.ms", LONG_MAX)
+    message_timestamp_type: str = prop("message.timestamp.type", "CreateTime")
+    max_message_bytes: int = prop("max.message.bytes", 1024 * 1024 + 12)
     # Not a log setting: the leader's acks=all check (broker/handlers/k00_produce.py) reads it here so that
     # it is set, altered and described with the topic's other configs.
-    min_insync_replicas: int = _prop("min.insync.replicas", 1)
+    min_insync_replicas: int = prop("min.insync.replicas", 1)
 
     def __post_init__(self) -> None:
         if not 61 <= self.segment_bytes <= INT32_MAX:
@@ -88,69 +86,43 @@ class LogConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
-        return _apply(base or cls(), props)
+        return apply_properties(base or cls(), props)
 
 
 @dataclass(frozen=True, slots=True)
 class LogManagerConfig:
-    retention_check_interval_ms: int = _prop("log.retention.check.interval.ms", 300_000)
-    initial_task_delay_ms: int = _prop("log.initial.task.delay.ms", 30_000)
-    recovery_point_checkpoint_interval_ms: int = _prop("log.flush.offset.checkpoint.interval.ms", 60_000)
-    start_offset_checkpoint_interval_ms: int = _prop("log.flush.start.offset.checkpoint.interval.ms", 60_000)
+    retention_check_interval_ms: int = prop("log.retention.check.interval.ms", 300_000)
+    initial_task_delay_ms: int = prop("log.initial.task.delay.ms", 30_000)
+    recovery_point_checkpoint_interval_ms: int = prop("log.flush.offset.checkpoint.interval.ms", 60_000)
+    start_offset_checkpoint_interval_ms: int = prop("log.flush.start.offset.checkpoint.interval.ms", 60_000)
     # Ebb's own: the log start offset is on disk before a DeleteRecords is answered.
-    start_offset_checkpoint_sync: bool = _prop("log.start.offset.checkpoint.sync", True)
-    high_watermark_checkpoint_interval_ms: int = _prop("replica.high.watermark.checkpoint.interval.ms", 5_000)
-    flush_scheduler_interval_ms: int = _prop("log.flush.scheduler.interval.ms", LONG_MAX)
-    io_threads: int = _prop("num.recovery.threads.per.data.dir", 4)
+    start_offset_checkpoint_sync: bool = prop("log.start.offset.checkpoint.sync", True)
+    high_watermark_checkpoint_interval_ms: int = prop("replica.high.watermark.checkpoint.interval.ms", 5_000)
+    flush_scheduler_interval_ms: int = prop("log.flush.scheduler.interval.ms", LONG_MAX)
+    io_threads: int = prop("num.recovery.threads.per.data.dir", 4)
     # Ebb's own: segment files kept open when idle (Kafka keeps every one open); the rest are
     # opened again when read. Lowered at start-up to what `ulimit -n` leaves room for.
-    open_segments_max: int = _prop("ebb.log.open.segments.max", 4096)
+    open_segments_max: int = prop("ebb.log.open.segments.max", 4096)
     # Ebb's own (Kafka has none): headroom kept free on the log dir, so that deleting always works.
     # Below the larger of the two, Produce to the dir's client topics is refused (broker/log/free_space.py).
-    min_free_bytes: int = _prop("log.dir.min.free.bytes", 32 * 1024 * 1024)
-    min_free_percent: int = _prop("log.dir.min.free.percent", 0)
-    free_space_check_interval_ms: int = _prop("log.dir.free.space.check.interval.ms", 1_000)
+    min_free_bytes: int = prop("log.dir.min.free.bytes", 32 * 1024 * 1024)
+    min_free_percent: int = prop("log.dir.min.free.percent", 0)
+    free_space_check_interval_ms: int = prop("log.dir.free.space.check.interval.ms", 1_000)
     # Ebb's own: how often a failed log dir (or one with partitions offline) is probed to bring it
     # back without a restart (broker/log/dir_health.py); Kafka needs a restart.
-    failure_probe_interval_ms: int = _prop("log.dir.failure.probe.interval.ms", 10_000)
+    failure_probe_interval_ms: int = prop("log.dir.failure.probe.interval.ms", 10_000)
     # The log cleaner (broker/log/cleaner_manager.py), Kafka's names and defaults.
-    cleaner_enable: bool = _prop("log.cleaner.enable", True)
-    cleaner_threads: int = _prop("log.cleaner.threads", 1)
-    cleaner_dedupe_buffer_size: int = _prop("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)
-    cleaner_io_buffer_size: int = _prop("log.cleaner.io.buffer.size", 512 * 1024)
-    cleaner_io_buffer_load_factor: float = _prop("log.cleaner.io.buffer.load.factor", 0.9)
-    cleaner_backoff_ms: int = _prop("log.cleaner.backoff.ms", 15_000)
+    cleaner_enable: bool = prop("log.cleaner.enable", True)
+    cleaner_threads: int = prop("log.cleaner.threads", 1)
+    cleaner_dedupe_buffer_size: int = prop("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)
+    cleaner_io_buffer_size: int = prop("log.cleaner.io.buffer.size", 512 * 1024)
+    cleaner_io_buffer_load_factor: float = prop("log.cleaner.io.buffer.load.factor", 0.9)
+    cleaner_backoff_ms: int = prop("log.cleaner.backoff.ms", 15_000)
     # Accepted at Kafka's default (no throttle) only: Ebb's cleaner does not throttle its I/O.
-    cleaner_io_max_bytes_per_second: float = _prop("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308)
+    cleaner_io_max_bytes_per_second: float = prop("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308)
 
     @classmethod
     def from_properties(
         cls, props: Mapping[str, Any], base: LogManagerConfig | None = None
     ) -> LogManagerConfig:
-        return _apply(base or cls(), props)
-
-
-def _apply(config: Any, props: Mapping[str, Any]) -> Any:
-    by_name = {f.metadata["property"]: f for f in fields(config)}
-    changes: dict[str, Any] = {}
-    for key, raw in props.items():
-        spec = by_name.get(key)
-        if spec is None:
-            raise ValueError(f"unknown log property {key!r}")
-        changes[spec.name] = _convert(spec.name, getattr(config, spec.name), raw)
-    return replace(config, **changes)
-
-
-def _convert(name: str, current: Any, raw: Any) -> Any:
-    if name in ("cleanup_policy", "retention_committed_groups"):
-        items = raw.split(",") if isinstance(raw, str) else list(raw)
-        return tuple(item.strip() for item in items if item.strip())
-    if name == "retention_min_timestamp":
-        return None if raw in (None, "", "null") else int(raw)
-    if isinstance(current, bool):
-        return raw if isinstance(raw, bool) else str(raw).strip().lower() == "true"
-    if isinstance(current, float):
-        return float(raw)
-    if isinstance(current, int):
-        return int(raw)
-    return str(raw)
+        return apply_properties(base or cls(), props)

@@ -1,14 +1,8 @@
 """The logs of one log dir: loading and recovery at startup, the per-dir checkpoint files, topic
 deletion, and the background tasks (retention, checkpoints, time-based flush).
 
-Per-dir files (Kafka's names and formats): `log-start-offset-checkpoint`,
-`recovery-point-offset-checkpoint`, `replication-offset-checkpoint`, and `.kafka_cleanshutdown`,
-whose presence at startup lets recovery skip the scan.
-
-The log start offset checkpoint is group-committed (checkpoint_file.py): every caller waits for a write
-that began after its change, and all callers that arrive while one write runs share the next one. With
-`log.start.offset.checkpoint.sync=false` it is written every
-`log.flush.start.offset.checkpoint.interval.ms` instead, as Kafka does.
+Per-dir files: the three offset checkpoints (dir_checkpoints.py) and `.kafka_cleanshutdown`, whose
+presence at startup lets recovery skip the scan. The periodic jobs run in periodic.py.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import contextlib
 import functools
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,7 +21,6 @@ import structlog
 
 from broker.aio import KeyedLocks
 from broker.log import checkpoint, open_files
-from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
 from broker.log.cleaner_manager import LogCleaner
 from broker.log.common import (
     InconsistentTopicIdError,
@@ -36,7 +29,8 @@ from broker.log.common import (
     TopicPartition,
     delete_dir_name,
 )
-from broker.log.config import LONG_MAX, LogConfig, LogManagerConfig
+from broker.log.config import LogConfig, LogManagerConfig
+from broker.log.dir_checkpoints import DirCheckpoints
 from broker.log.dir_health import DirHealth
 from broker.log.dir_state import DirState, read_dir_state
 from broker.log.free_space import DirSpace
@@ -44,7 +38,7 @@ from broker.log.io import LogIO
 from broker.log.loader import LoadReport
 from broker.log.log import Clock, PartitionLog, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
-from broker.log.repeated_failure import RepeatedFailure
+from broker.log.periodic import PeriodicJobs
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
 from broker.log.unloaded import UnloadedPartitions
@@ -87,7 +81,7 @@ class LogManager:
                                 run=lambda fn: self._io.run(fn), reload=self._reload_offline)
         # Creating a topic's logs is one at a time per topic; other topics' creations go on meanwhile.
         self._create_locks = KeyedLocks()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._jobs = PeriodicJobs()
         self._started = False
         self.load_reports: dict[TopicPartition, LoadReport] = {}
         self.had_clean_shutdown = False
@@ -99,20 +93,9 @@ class LogManager:
         # Told (cause, records, bytes) after each retention deletion, for the metrics.
         self.deletion_listeners: list[Callable[[str, int, int], None]] = []
 
-        self.start_offsets = CheckpointFile(
-            self.log_dir / checkpoint.LOG_START_OFFSET_CHECKPOINT, self._io, self._start_offset_snapshot
-        )
-        self.recovery_points = CheckpointFile(
-            self.log_dir / checkpoint.RECOVERY_POINT_CHECKPOINT,
-            self._io,
-            lambda: (self._offsets("recovery", lambda log: log.recovery_point), nothing_more),
-        )
+        self.checkpoints = DirCheckpoints(self.log_dir, self._io, self._logs, self._unloaded,
+                                          sync_start_offsets=self.config.start_offset_checkpoint_sync)
         self.cleaner = LogCleaner(self.log_dir, lambda: self._logs, self.config, self._io, clock)
-        self.high_watermarks = CheckpointFile(
-            self.log_dir / checkpoint.REPLICATION_OFFSET_CHECKPOINT,
-            self._io,
-            lambda: (self._offsets("hw", lambda log: log.high_watermark), nothing_more),
-        )
 
     # --- access ----------------------------------------------------------------------------------
 
@@ -259,7 +242,7 @@ class LogManager:
         return {"new_log_dir": True} if self.new_log_dir else {"clean_shutdown": self.had_clean_shutdown}
 
     def _register(self, tp: TopicPartition, log: PartitionLog) -> None:
-        log.start_offset_sink = self._commit_start_offsets
+        log.start_offset_sink = self.checkpoints.commit_start_offsets
         log.space = self.space
         log.writes_into_reserve = tp.topic in self._reserve_topics
         log.on_offline = self._on_offline
@@ -273,37 +256,8 @@ class LogManager:
             for other in self._logs.values():
                 other.mark_offline(f"log dir failed ({reason})")
 
-    # --- checkpoints -----------------------------------------------------------------------------
-
-    def _offsets(self, kind: str, value: Callable[[PartitionLog], int]) -> Offsets:
-        result = self._unloaded.offsets(kind)
-        for tp, log in self._logs.items():
-            result[tp] = value(log)
-        return result
-
-    def _start_offset_snapshot(self) -> tuple[Offsets, Callable[[], None]]:
-        # Every log is written, not only those whose start is above their first segment (Kafka's
-        # filter): a crash that undoes a segment rename must not bring deleted records back.
-        taken = [(log, log.log_start_offset) for log in self._logs.values()]
-        offsets = self._unloaded.offsets("start")
-        offsets.update({log.topic_partition: start for log, start in taken})
-
-        def durable() -> None:
-            for log, start in taken:
-                log.start_offset_checkpointed(start)
-
-        return offsets, durable
-
-    async def _commit_start_offsets(self, force: bool) -> None:
-        """A log's start offset sink: written now under `log.start.offset.checkpoint.sync` or when the
-        caller forces it (DeleteRecords v3 LeaderOnly), else left to the periodic write."""
-        if force or self.config.start_offset_checkpoint_sync:
-            await self.start_offsets.write()
-
     async def checkpoint_all(self) -> None:
-        await asyncio.gather(
-            self.start_offsets.write(), self.recovery_points.write(), self.high_watermarks.write()
-        )
+        await self.checkpoints.write_all()
 
     # --- creating and deleting -------------------------------------------------------------------
 
@@ -438,54 +392,17 @@ class LogManager:
     # --- background work ------------------------------------------------------------------------
 
     def _start_background_tasks(self) -> None:
-        cfg = self.config
-        jobs: list[tuple[str, int, int, Callable[[], Awaitable[Any]]]] = [
-            ("retention", cfg.initial_task_delay_ms, cfg.retention_check_interval_ms, self.run_retention),
-            (
-                "recovery-point-checkpoint",
-                cfg.initial_task_delay_ms,
-                cfg.recovery_point_checkpoint_interval_ms,
-                self.recovery_points.write,
-            ),
-            (
-                "high-watermark-checkpoint",
-                cfg.high_watermark_checkpoint_interval_ms,
-                cfg.high_watermark_checkpoint_interval_ms,
-                self.high_watermarks.write,
-            ),
-            ("flush", cfg.initial_task_delay_ms, cfg.flush_scheduler_interval_ms, self.flush_due_logs),
-        ]
-        if not cfg.start_offset_checkpoint_sync:
-            jobs.append(
-                (
-                    "log-start-offset-checkpoint",
-                    cfg.initial_task_delay_ms,
-                    cfg.start_offset_checkpoint_interval_ms,
-                    self.start_offsets.write,
-                )
-            )
+        cfg, files = self.config, self.checkpoints
         self.space.start()
-        for name, delay, interval, job in jobs:
-            if interval < LONG_MAX:
-                self._tasks.append(
-                    asyncio.get_running_loop().create_task(self._periodic(name, delay, interval, job))
-                )
-
-    async def _periodic(
-        self, name: str, delay_ms: int, interval_ms: int, job: Callable[[], Awaitable[Any]]
-    ) -> None:
-        failures = RepeatedFailure(logger, "background log task failed")
-        await asyncio.sleep(delay_ms / 1000)
-        while True:
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a failed round is logged; the next one tries again
-                failures.failed(task=name, error=repr(exc))
-            else:
-                failures.succeeded(task=name)
-            await asyncio.sleep(interval_ms / 1000)
+        self._jobs.start("retention", cfg.initial_task_delay_ms, cfg.retention_check_interval_ms, self.run_retention)
+        self._jobs.start("recovery-point-checkpoint", cfg.initial_task_delay_ms,
+                         cfg.recovery_point_checkpoint_interval_ms, files.recovery_points.write)
+        self._jobs.start("high-watermark-checkpoint", cfg.high_watermark_checkpoint_interval_ms,
+                         cfg.high_watermark_checkpoint_interval_ms, files.high_watermarks.write)
+        self._jobs.start("flush", cfg.initial_task_delay_ms, cfg.flush_scheduler_interval_ms, self.flush_due_logs)
+        if not cfg.start_offset_checkpoint_sync:
+            self._jobs.start("log-start-offset-checkpoint", cfg.initial_task_delay_ms,
+                             cfg.start_offset_checkpoint_interval_ms, files.start_offsets.write)
 
     async def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log; returns the segments deleted."""
@@ -524,10 +441,7 @@ class LogManager:
     async def _stop_tasks(self) -> None:
         await self.space.stop()
         await self.health.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._jobs.stop()
 
     async def shutdown(self) -> None:
         """Clean shutdown: flush every log, write every checkpoint, then the clean-shutdown marker
@@ -538,9 +452,7 @@ class LogManager:
         clean = not self.offline_partitions
         try:
             await self.checkpoint_all()
-            await asyncio.gather(
-                self.start_offsets.drain(), self.recovery_points.drain(), self.high_watermarks.drain()
-            )
+            await self.checkpoints.drain()
             await self._io.drain()
             if clean:
                 await self._run(checkpoint.write_clean_shutdown, self.log_dir)
@@ -555,8 +467,7 @@ class LogManager:
         leaves (minus the page cache). For tests and benchmarks."""
         self.space.cancel()
         self.health.cancel()
-        for task in self._tasks:
-            task.cancel()
+        self._jobs.cancel()
         self.cleaner.abandon()
         for log in self._logs.values():
             log.io.cancel_all()

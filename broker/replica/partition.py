@@ -384,12 +384,15 @@ class Partition(ProducerTable):
     # --- appending -------------------------------------------------------------------------------
 
     async def append_records_as_leader(self, records: memoryview, batch: RecordBatch, required_acks: int,
-                                       origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+                                       origin: AppendOrigin = AppendOrigin.CLIENT,
+                                       verification_guard: object | None = None) -> AppendResult:
         """Append one batch (already checked for shape by its writer). With acks=-1 the ISR must hold
         min.insync.replicas first (Kafka's appendRecordsToLeader: every writer, clients and the
         group coordinator alike). Idempotent batches go through the producer checks; a duplicate
         returns the original offsets unwritten; a coordinator's transactional batch (TxnOffsetCommit's
-        offsets) carries no sequence, so only its epoch is checked, as in Kafka. LogError and
+        offsets) carries no sequence, so only its epoch is checked, as in Kafka. A batch verified with
+        the coordinator (broker/txn/verification.py) that would open a transaction here presents its
+        guard: gone (a marker came meanwhile), INVALID_TXN_STATE. LogError and
         PartitionError carry the error code."""
         self.check_leader()
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
@@ -410,6 +413,12 @@ class Partition(ProducerTable):
         if producer_id >= 0:
             first_seq = header.base_sequence
             last_seq = last_sequence(first_seq, header.last_offset_delta)
+            if (verification_guard is not None and transactional
+                    and not self.producers.in_transaction(producer_id, epoch)
+                    and self.producers.verifying.get(producer_id) is not verification_guard):
+                raise PartitionError(ErrorCode.INVALID_TXN_STATE,
+                                     f"{self.topic_partition}: the transaction of producer {producer_id} ended "
+                                     "while the batch was verified")
             try:
                 if origin is AppendOrigin.COORDINATOR:
                     self.producers.check_epoch(producer_id, epoch)

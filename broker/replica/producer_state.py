@@ -138,6 +138,9 @@ class ProducerStateManager:
         # Closed transactions whose marker the high watermark has not passed yet: (first, marker offset).
         self.unreplicated: deque[tuple[int, int]] = deque()
         self.dirty = False  # changed since the last snapshot
+        # KIP-890 verification guards, producer id -> guard: taken before the coordinator is asked
+        # whether a new transaction may start here, dropped by its first batch or any marker.
+        self.verifying: dict[int, object] = {}
         # The offset the snapshot on disk covers, once loaded or written: a load replays only the markers
         # from there on, so the log cleaner keeps those (broker/log/cleaned_txns.py).
         self.snapshot_offset: int | None = None
@@ -154,6 +157,7 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
+        self.verifying.clear()
 
     # --- the checks on a client append -----------------------------------------------------------
 
@@ -215,9 +219,25 @@ class ProducerStateManager:
         if transactional and entry.txn_first_offset == NO_OFFSET:
             entry.txn_first_offset = batch.first_offset
             self.ongoing[producer_id] = batch.first_offset
+            self.verifying.pop(producer_id, None)
         self.dirty = True
 
     # --- transactions ----------------------------------------------------------------------------
+
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Kafka's hasOngoingTransaction: the producer's transaction at this epoch is open here."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.txn_first_offset != NO_OFFSET
+
+    def start_verification(self, producer_id: int, epoch: int) -> object | None:
+        """The guard a new transaction's first batch must present (KIP-890), or None when the
+        producer's transaction is open here already and needs no verification."""
+        if self.in_transaction(producer_id, epoch):
+            return None
+        guard = self.verifying.get(producer_id)
+        if guard is None:
+            guard = self.verifying[producer_id] = object()
+        return guard
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
         """Refuse a marker from a fenced producer epoch or transaction coordinator."""
@@ -253,6 +273,7 @@ class ProducerStateManager:
         entry.last_timestamp = marker_timestamp
         entry.last_update_ms = now
         self.ongoing.pop(producer_id, None)
+        self.verifying.pop(producer_id, None)  # a batch verified before this marker may not reopen it
         self.unreplicated.append((first, marker_offset))
         self.dirty = True
         if control_type != ControlType.ABORT:

@@ -7,5 +7,6 @@ authorizer and its ACLs (docs/security.md).
 - sasl_session.py: one connection's SASL authentication; plain.py, scram.py (the mechanisms),
   credentials.py (SCRAM credentials in the metadata store), principal.py, errors.py.
 - acls.py (Kafka's ACL model and the decision), authorizer.py (ACLs in the metadata store, held in
-  memory), access.py (the one question handlers ask).
+  memory), authorizer_config.py (whether requests are authorized, and the super users), access.py
+  (the one question handlers ask).
 """

@@ -38,6 +38,7 @@ from broker.group.offsets_store import partition_for
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.topics import TopicError, TopicManager
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
+from broker.txn.peers import PeerConnections
 from broker.txn.state_log import (
     TRANSACTION_STATE_TOPIC,
     WRITE_TIMEOUT_MS,
@@ -49,6 +50,7 @@ from broker.txn.state_log import (
     replay_partition,
     value_bytes,
 )
+from broker.txn.verification import TxnVerifier
 from protocol.errors import CodedError, ErrorCode
 
 log = structlog.get_logger("transactions")
@@ -94,8 +96,12 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task] = set()
         # The partition leader's side of markers (WriteTxnMarkers is served through it) and ours.
         self.markers = MarkerWriter(replicas, WRITE_TIMEOUT_MS)
-        self._sender = MarkerSender(self.markers, topics, config.node_id, in_cluster, replicas.endpoint,
-                                    config.inter_broker_security)
+        self._peers = PeerConnections(config.node_id, replicas.endpoint, config.inter_broker_security,
+                                      WRITE_TIMEOUT_MS)
+        self._sender = MarkerSender(self.markers, topics, config.node_id, in_cluster, self._peers)
+        # The leader's side of KIP-890 for ids coordinated elsewhere (Produce asks it).
+        self.verifier = TxnVerifier(replicas, topics, self._peers, config.node_id, self._partition_of,
+                                    self.verify_partitions)
         self.partitions = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC, self._spawn, lambda index: replicas.partition(TRANSACTION_STATE_TOPIC, index),
             load=self._load_partition, unload=self._unload_partition)
@@ -127,7 +133,7 @@ class TransactionCoordinator:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._sender.close()
+        await self._peers.close()
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro, name=getattr(coro, "__qualname__", None))
@@ -325,13 +331,10 @@ class TransactionCoordinator:
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: TopicPartitionKey) -> ErrorCode:
         """Whether a transactional batch may be written: its partition was added to the producer's
-        open transaction (KIP-890 part 1's check, asked here directly). In a cluster only where this
-        broker coordinates the id: elsewhere the batch is taken unverified, as Kafka does with
-        `transaction.partition.verification.enable=false` (AddPartitionsToTxn v4-5 is not served),
-        and nowhere when that property is false."""
-        if not self.settings.partition_verification_enable:
-            return ErrorCode.NONE
-        if self.in_cluster and self.not_served(transactional_id) is not None:
+        open transaction (KIP-890 part 1), asked here directly where this broker coordinates the id;
+        NONE elsewhere (Produce asks the coordinator through `verifier`: `verified_remotely`) and
+        when `transaction.partition.verification.enable` is false."""
+        if not self.settings.partition_verification_enable or self.verified_remotely(transactional_id):
             return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
@@ -341,6 +344,31 @@ class TransactionCoordinator:
         if meta.state != TxnState.ONGOING or partition not in meta.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def verified_remotely(self, transactional_id: str) -> bool:
+        """A leader in a cluster asks the id's coordinator with AddPartitionsToTxn v4 when it is not it."""
+        return (self.settings.partition_verification_enable and self.in_cluster
+                and self.not_served(transactional_id) is not None)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
+        """AddPartitionsToTxn's verify-only answer (Kafka's handleVerifyPartitionsInTransaction):
+        per partition NONE when it is in the open transaction, TRANSACTION_ABORTABLE when not."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
+        meta = self._txns.get(transactional_id)
+        error = self.not_served(transactional_id)
+        if error is None:
+            if meta is None or meta.producer_id != producer_id:
+                error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            elif meta.producer_epoch != producer_epoch:
+                error = ErrorCode.PRODUCER_FENCED
+            elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                error = ErrorCode.CONCURRENT_TRANSACTIONS
+        if error is not None or meta is None:
+            return dict.fromkeys(partitions, error or ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        return {tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE
+                for tp in partitions}
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         meta = self._checked(transactional_id, producer_id, producer_epoch)

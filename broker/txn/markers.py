@@ -8,16 +8,15 @@ offsets in `__consumer_offsets`) is told of each marker written.
 MarkerSender is the coordinator's side (Kafka's TransactionMarkerChannelManager): each round it
 groups the partitions still without their marker by leader, writes those led here through the
 MarkerWriter and sends one WriteTxnMarkers request to each other leader over the inter-broker
-listener; what is not written yet (no leader, leadership moving, a broker unreachable) is retried by
-the coordinator in the next round.
+listener (broker/txn/peers.py); what is not written yet (no leader, leadership moving, a broker
+unreachable) is retried by the coordinator in the next round.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -29,7 +28,7 @@ from protocol.records import RecordBatch
 
 if TYPE_CHECKING:
     from broker.topics import TopicManager
-    from client.security import ClientSecurity
+    from broker.txn.peers import PeerConnections
 
 log = structlog.get_logger("transactions")
 
@@ -72,15 +71,12 @@ class MarkerWriter:
 
 class MarkerSender:
     def __init__(self, writer: MarkerWriter, topics: TopicManager, node_id: int, in_cluster: bool,
-                 endpoint: Callable[[int], tuple[str, int] | None], security: ClientSecurity | None) -> None:
+                 peers: PeerConnections) -> None:
         self.writer = writer
         self.topics = topics
         self.node_id = node_id
         self.in_cluster = in_cluster
-        self._endpoint = endpoint
-        self._security = security
-        self._connections: dict[int, Any] = {}  # broker id -> BrokerConnection
-        self._connecting = asyncio.Lock()  # completions run side by side: one connection per broker
+        self._peers = peers
 
     def _leader(self, tp: TopicPartitionKey) -> int | None:
         """The partition's leader (-1: none now); None when the partition is gone (its topic deleted)."""
@@ -132,44 +128,10 @@ class MarkerSender:
                     for t, ps in by_topic.items()],
             coordinator_epoch=coordinator_epoch)])
         try:
-            connection = await self._connect(broker_id)
-            answer = await connection.request(request, version=WRITE_TXN_MARKERS_VERSION)
+            answer = await self._peers.request(broker_id, request, WRITE_TXN_MARKERS_VERSION)
         except Exception as exc:  # unreachable, closed, timed out: the next round asks again
             log.info("cannot send transaction markers", broker=broker_id, error=repr(exc))
-            await self._disconnect(broker_id)
             return [ErrorCode.NETWORK_EXCEPTION] * len(partitions)
         found = {(t.name, p.partition_index): ErrorCode(p.error_code)
                  for m in answer.markers for t in m.topics for p in t.partitions}
         return [found.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions]
-
-    async def _connect(self, broker_id: int):
-        async with self._connecting:
-            return await self._connect_once(broker_id)
-
-    async def _connect_once(self, broker_id: int):
-        from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
-
-        connection = self._connections.get(broker_id)
-        if connection is not None and connection.connected:
-            return connection
-        endpoint = self._endpoint(broker_id)
-        if endpoint is None:
-            raise ConnectionError(f"broker {broker_id} is not registered")
-        timeout_s = self.writer.timeout_ms / 1000
-        connection = await BrokerConnection(
-            endpoint[0], endpoint[1], node_id=broker_id, client_id=f"ebb-txn-markers-{self.node_id}",
-            request_timeout_s=timeout_s + 5, connect_timeout_s=timeout_s, security=self._security).connect()
-        self._connections[broker_id] = connection
-        return connection
-
-    async def _disconnect(self, broker_id: int) -> None:
-        connection = self._connections.pop(broker_id, None)
-        if connection is not None:
-            try:
-                await connection.close()
-            except Exception:  # already gone
-                pass
-
-    async def close(self) -> None:
-        for broker_id in list(self._connections):
-            await self._disconnect(broker_id)

@@ -110,15 +110,15 @@ async def test_log_start_offset_is_durable_before_return(tmp_path: Path) -> None
 async def test_group_commit_shares_checkpoint_writes(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path)
     logs = [await filled(manager, TopicPartition("g", p), 3) for p in range(50)]
-    before = manager.start_offsets.writes
+    before = manager.checkpoints.start_offsets.writes
     results = await asyncio.gather(*(move_start(log, 4) for log in logs))
     assert results == [4] * 50
-    writes = manager.start_offsets.writes - before
+    writes = manager.checkpoints.start_offsets.writes - before
     assert 1 <= writes <= 3, writes  # 50 updates, a couple of shared writes
     assert set(ck.read_offsets(tmp_path / ck.LOG_START_OFFSET_CHECKPOINT).values()) == {4}
     # A repeated request for an offset already durable does not write again.
     await move_start(logs[0], 4)
-    assert manager.start_offsets.writes - before == writes
+    assert manager.checkpoints.start_offsets.writes - before == writes
     await manager.shutdown()
 
 

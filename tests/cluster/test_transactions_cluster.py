@@ -16,6 +16,10 @@ the other leaders with WriteTxnMarkers, and read_committed consumers read it bac
   new leader takes it.
 - A transaction its producer abandons, with its coordinator killed: the new coordinator aborts it at
   transaction.timeout.ms, and nothing of it is ever visible.
+- KIP-890 part 1 with raw requests: a leader that is not the id's coordinator asks it
+  (AddPartitionsToTxn v4, verify-only) before a transaction's first batch there: a partition not added
+  is refused INVALID_TXN_STATE, an added one taken; once the transaction committed (its marker
+  written), the producer's next batch there is refused until the partition is added again.
 - sendOffsetsToTransaction with the group's coordinator on another broker than the transaction's:
   the offsets count once the COMMIT marker reaches `__consumer_offsets` there, not after an abort.
 Every wait is on an event (answers, offsets), bounded; "stuck" means longer than the producer's
@@ -34,8 +38,15 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from broker.group.offsets_store import partition_for
 from broker.txn import TRANSACTION_STATE_TOPIC
 from protocol.enums import CoordinatorType, ElectionType, IsolationLevel, SpecialTimestamp
-from protocol.messages import DescribeTransactionsRequest, FindCoordinatorRequest
-from tests.broker.data_wire import WireClient, list_offsets
+from protocol.messages import (
+    AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
+    EndTxnRequest,
+    FindCoordinatorRequest,
+    InitProducerIdRequest,
+)
+from protocol.records import build_batch
+from tests.broker.data_wire import WireClient, list_offsets, produce_request
 from tests.cluster.test_leader_election import elect
 from tests.cluster.three_brokers import NODES, E, in_sync, new_topic, partition_state, three_brokers
 from tests.support.polling import wait_for
@@ -199,6 +210,56 @@ def test_commits_and_aborts_across_three_leaders(cluster):
     assert read_committed(cluster, topic) == sorted(first + last)
     for p in range(PARTITIONS):  # per partition three records, each followed by its marker
         assert lso_and_hw(cluster, topic, p) == (6, 6)
+
+
+def _txn_produce(cluster, leader: int, topic: str, index: int, transactional_id: str, ids, sequence: int) -> int:
+    batch = build_batch([(None, f"raw-{sequence}".encode(), [], int(time.time() * 1000))],
+                        producer_id=ids.producer_id, producer_epoch=ids.producer_epoch, base_sequence=sequence,
+                        is_transactional=True)
+    with WireClient(cluster[leader].port) as client:
+        answer = client.request(produce_request(topic, index, batch, acks=-1, transactional_id=transactional_id), 9)
+    return answer.responses[0].partition_responses[0].error_code
+
+
+def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"verified-{next(_ids)}"
+    coordinator = coordinator_of(cluster, transactional_id)
+    led_elsewhere = [(p, partition_state(cluster[1], topic, p).leader_id) for p in range(PARTITIONS)]
+    (added, added_leader), (not_added, other_leader) = [(p, b) for p, b in led_elsewhere if b != coordinator]
+    found: list = []
+
+    def initialised() -> bool:
+        with WireClient(cluster[coordinator].port) as client:
+            found.append(client.request(InitProducerIdRequest(transactional_id=transactional_id,
+                                                              transaction_timeout_ms=60_000), 4))
+        return found[-1].error_code == E.NONE
+    wait_for(initialised, timeout_s=30, what="a producer id")
+    ids = found[-1]
+
+    def add(index: int) -> None:
+        with WireClient(cluster[coordinator].port) as client:
+            answer = client.request(AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=ids.producer_id,
+                v3_and_below_producer_epoch=ids.producer_epoch, v3_and_below_topics=[
+                    AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=[index])]), 3)
+        assert answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == E.NONE
+
+    add(added)
+    assert _txn_produce(cluster, other_leader, topic, not_added, transactional_id, ids, 0) == E.INVALID_TXN_STATE
+    assert _txn_produce(cluster, added_leader, topic, added, transactional_id, ids, 0) == E.NONE
+    assert _txn_produce(cluster, added_leader, topic, added, transactional_id, ids, 1) == E.NONE  # open here now
+    with WireClient(cluster[coordinator].port) as client:
+        ended = client.request(EndTxnRequest(transactional_id=transactional_id, producer_id=ids.producer_id,
+                                             producer_epoch=ids.producer_epoch, committed=True), 3)
+    assert ended.error_code == E.NONE
+    wait_for(lambda: state_of(cluster, transactional_id) == "CompleteCommit", timeout_s=30, what="the commit")
+    wait_for(lambda: lso_and_hw(cluster, topic, added) == (3, 3), timeout_s=30, what="the marker at the leader")
+    # The transaction is over: a batch for a new one is refused until the partition is added to it.
+    assert _txn_produce(cluster, added_leader, topic, added, transactional_id, ids, 2) == E.INVALID_TXN_STATE
+    add(added)
+    assert _txn_produce(cluster, added_leader, topic, added, transactional_id, ids, 2) == E.NONE
+    assert lso_and_hw(cluster, topic, not_added) == (0, 0)  # the refused batch was never written
 
 
 def test_coordinator_killed_before_end_txn(cluster):

@@ -182,6 +182,13 @@ def _init_producer_id(target: Target, v: int):
 
 @asks(m.AddPartitionsToTxnRequest)
 def _add_partitions_to_txn(target: Target, v: int):  # a transactional id neither broker has seen
+    if v >= 4:  # the brokers' batched form (KIP-890)
+        Txn = m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction  # noqa: N806
+        for verify in (True, False):
+            yield f" verify_only={verify}", m.AddPartitionsToTxnRequest(transactions=[Txn(
+                transactional_id="never-initialised", producer_id=1, producer_epoch=0, verify_only=verify,
+                topics=[Txn.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])])])
+        return
     yield "", m.AddPartitionsToTxnRequest(
         v3_and_below_transactional_id="never-initialised", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
         v3_and_below_topics=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])])

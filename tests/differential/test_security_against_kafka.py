@@ -207,6 +207,13 @@ def who_may_describe_transactions(peer: Peer) -> None:
         for state in listed.transaction_states:
             state.producer_id = -1
         peer.record(f"{name}: list transactions", listed)
+    Txn = m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction  # noqa: N806
+    verify = m.AddPartitionsToTxnRequest(transactions=[Txn(  # the brokers' form: CLUSTER_ACTION only
+        transactional_id="never-was", producer_id=1, producer_epoch=0, verify_only=True,
+        topics=[Txn.AddPartitionsToTxnTopic(name=TXN_TOPIC, partitions=[0])])])
+    for version in (4, 5):
+        alice.ask(f"alice without CLUSTER_ACTION: add partitions v{version}, verify only", verify, version)
+        admin.ask(f"the super user: add partitions v{version}, verify only", verify, version)
     admin.ask("the super user deletes alice's ACL", m.DeleteAclsRequest(filters=[m.DeleteAclsRequest.DeleteAclsFilter(
         resource_type_filter=5, resource_name_filter=TXN_ID, pattern_type_filter=3, principal_filter="User:alice",
         host_filter=None, operation=8, permission_type=3)]), 3)

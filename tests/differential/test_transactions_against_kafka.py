@@ -1,13 +1,14 @@
 """Apache Kafka 4.3.1 and Ebb answer the transactional APIs the same way: the coordinator's answers
 (InitProducerId with a transactional id, AddPartitionsToTxn, EndTxn, FindCoordinator for transaction
 keys) valid and invalid (unknown ids, wrong producer ids, fenced epochs, bad timeouts, nothing to
-end); the partition leader's answers to WriteTxnMarkers as a coordinator would send it (unknown
-topics and partitions, a fenced producer epoch, a fenced coordinator epoch, a producer the partition
-never saw) at both its versions; and Fetch/ListOffsets at both isolation levels around open, aborted
-and committed transactions.
+end); AddPartitionsToTxn v4-5's verify-only and batched forms; the partition leader's answers to
+WriteTxnMarkers as a coordinator would send it (unknown topics and partitions, a fenced producer
+epoch, a fenced coordinator epoch, a producer the partition never saw) at both its versions; and
+Fetch/ListOffsets at both isolation levels around open, aborted and committed transactions.
 
-Producer ids are each broker's own (ignored); record data is compared as what a reader sees (offsets,
-values, transactional and control flags), since the markers' timestamps are each coordinator's."""
+Producer ids are each broker's own (ignored); record data is compared as what a reader sees
+(offsets, values, transactional and control flags), since the markers' timestamps are each
+coordinator's."""
 
 from __future__ import annotations
 
@@ -209,7 +210,45 @@ def write_txn_markers(peer: Peer) -> None:
     assert _marker_codes(older) == [ErrorCode.TRANSACTION_COORDINATOR_FENCED], (peer.name, older)
 
 
-SCENARIOS = [coordinator_answers, isolation_levels, write_txn_markers]
+def _batch_of(*transactions: tuple[str, int, int, bool, str]) -> AddPartitionsToTxnRequest:
+    """AddPartitionsToTxn v4-5, as one broker sends it: (id, producer id, epoch, verify only, topic)."""
+    Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction  # noqa: N806
+    return AddPartitionsToTxnRequest(transactions=[Txn(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, verify_only=verify,
+        topics=[Txn.AddPartitionsToTxnTopic(name=topic, partitions=[0])]) for tid, pid, epoch, verify, topic in
+        transactions])
+
+
+def verify_only(peer: Peer) -> None:
+    """KIP-890 part 1's broker-to-coordinator form (v4-5): whether partitions are in a producer's open
+    transaction, and adding them, a batch of transactions at a time."""
+    for name in ("dvo", "dvo-other"):
+        _create(peer, name)
+    ids = _ready_producer(peer, "dvo-txn")
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    for version in (4, 5):
+        peer.ask(f"v{version}: unknown id", _batch_of(("nobody", pid, 0, True, "dvo")), version)
+        peer.ask(f"v{version}: empty id", _batch_of(("", pid, epoch, True, "dvo")), version)
+        peer.ask(f"v{version}: no transaction open", _batch_of(("dvo-txn", pid, epoch, True, "dvo")), version)
+        peer.ask(f"v{version}: wrong producer id", _batch_of(("dvo-txn", pid + 1000, epoch, True, "dvo")), version)
+        peer.ask(f"v{version}: fenced epoch", _batch_of(("dvo-txn", pid, epoch + 1, True, "dvo")), version)
+        peer.ask(f"v{version}: unknown topic", _batch_of(("dvo-txn", pid, epoch, True, "no-such-topic")), version)
+    peer.ask("v4: add the partition (not verify-only)", _batch_of(("dvo-txn", pid, epoch, False, "dvo")), 4)
+    for version in (4, 5):
+        peer.ask(f"v{version}: in the transaction", _batch_of(("dvo-txn", pid, epoch, True, "dvo")), version)
+        peer.ask(f"v{version}: not in the transaction", _batch_of(("dvo-txn", pid, epoch, True, "dvo-other")),
+                 version)
+        peer.ask(f"v{version}: two transactions", _batch_of(
+            ("dvo-txn", pid, epoch, True, "dvo"), ("nobody", pid, 0, True, "dvo")), version)
+    peer.ask("v3: the client's form still answers", _add("dvo-other", "dvo-txn", pid, epoch), 3)
+    peer.ask("v5: both partitions in", _batch_of(("dvo-txn", pid, epoch, True, "dvo-other")), 5)
+    peer.ask("commit", _end("dvo-txn", pid, epoch, True), 3)
+    _wait(f"{peer.name}: the commit completes", lambda: peer.send(
+        _end("dvo-txn", pid, epoch, True), 3).error_code == ErrorCode.NONE)
+    peer.ask("v4: after the commit", _batch_of(("dvo-txn", pid, epoch, True, "dvo")), 4)
+
+
+SCENARIOS = [coordinator_answers, isolation_levels, write_txn_markers, verify_only]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])

@@ -11,7 +11,7 @@ from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import EmbeddedStore
 from broker.config import ReplicationConfig
 from broker.log import TopicPartition
-from broker.topics import Topic
+from broker.topic import Topic
 
 TP = TopicPartition("t", 0)
 

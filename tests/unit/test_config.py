@@ -42,6 +42,9 @@ def test_properties_file_and_overrides(tmp_path):
      "transaction.remove.expired.transaction.cleanup.interval.ms"),
     ("transaction.abort.timed.out.transaction.cleanup.interval.ms=-1",
      "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+    ("log.cleaner.enable=yes", "log.cleaner.enable"),  # Kafka's ConfigDef: true or false only
+    ("log.start.offset.checkpoint.sync=1", "log.start.offset.checkpoint.sync"),
+    ("log.cleaner.threads=two", "log.cleaner.threads"),
 ])
 def test_bad_settings_name_the_property(override, named):
     with pytest.raises(ConfigError) as info:

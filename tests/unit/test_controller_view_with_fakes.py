@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.metrics.service import BrokerControllerView
-from broker.topics import Topic
+from broker.topic import Topic
 
 
 class FakeTopics:

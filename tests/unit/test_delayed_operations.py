@@ -19,7 +19,7 @@ from broker.handlers.k00_produce import produce
 from broker.handlers.k21_delete_records import delete_records
 from broker.log import LogManager, TopicPartition
 from broker.replica import ReplicaManager
-from broker.topics import Topic
+from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest, ProduceRequest
 from protocol.records import RecordBatch, build_batch

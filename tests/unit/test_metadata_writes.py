@@ -8,7 +8,7 @@ from broker.app import Broker
 from broker.cluster import store as store_module
 from broker.cluster.store import EmbeddedStore
 from broker.config import load_config
-from broker.topics import TopicError
+from broker.topic_placement import TopicError
 from protocol.errors import ErrorCode
 
 

@@ -9,7 +9,7 @@ from broker.cluster.layout import DeleteTopicsTopicZNode
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.reassignment import Reassignments
 from broker.cluster.store import EmbeddedStore
-from broker.topics import Topic
+from broker.topic import Topic
 from protocol.errors import ErrorCode
 
 

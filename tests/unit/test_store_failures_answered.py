@@ -12,7 +12,7 @@ from broker.cluster.store import StoreUnavailable, StoreWriteFailed
 from broker.handlers.config_resources import alter_each
 from broker.handlers.controller_requests import on_the_controller
 from broker.handlers.k45_alter_partition_reassignments import alter_partition_reassignments
-from broker.topics import Topic
+from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest
 

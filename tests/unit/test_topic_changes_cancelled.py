@@ -4,7 +4,7 @@ import asyncio
 
 from broker.app import Broker
 from broker.config import load_config
-from broker.topics import TopicError
+from broker.topic_placement import TopicError
 from protocol.errors import ErrorCode
 
 

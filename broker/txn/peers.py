@@ -1,0 +1,69 @@
+"""The transaction coordinator's and the partition leaders' connections to the other brokers.
+
+One owner for both directions of inter-broker transaction traffic: the coordinator's MarkerSender
+(WriteTxnMarkers to partition leaders) and the leaders' TxnVerifier (AddPartitionsToTxn v4,
+verify-only, to the coordinator; KIP-890 part 1) ask through the same pool, one connection per
+broker, over the inter-broker listener with its security.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from client.security import ClientSecurity
+
+log = structlog.get_logger("transactions")
+
+
+class PeerConnections:
+    def __init__(self, node_id: int, endpoint: Callable[[int], tuple[str, int] | None],
+                 security: ClientSecurity | None, timeout_ms: int) -> None:
+        self.node_id = node_id
+        self._endpoint = endpoint
+        self._security = security
+        self._timeout_s = timeout_ms / 1000
+        self._connections: dict[int, Any] = {}  # broker id -> BrokerConnection
+        self._connecting = asyncio.Lock()  # callers run side by side: one connection per broker
+
+    async def request(self, broker_id: int, request: Any, version: int) -> Any:
+        """The answer of `broker_id`; raises (and drops the connection) when it cannot be asked."""
+        try:
+            connection = await self._connect(broker_id)
+            return await connection.request(request, version=version)
+        except Exception:
+            await self._disconnect(broker_id)
+            raise
+
+    async def _connect(self, broker_id: int):
+        async with self._connecting:
+            from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
+
+            connection = self._connections.get(broker_id)
+            if connection is not None and connection.connected:
+                return connection
+            endpoint = self._endpoint(broker_id)
+            if endpoint is None:
+                raise ConnectionError(f"broker {broker_id} is not registered")
+            connection = await BrokerConnection(
+                endpoint[0], endpoint[1], node_id=broker_id, client_id=f"ebb-txn-{self.node_id}",
+                request_timeout_s=self._timeout_s + 5, connect_timeout_s=self._timeout_s,
+                security=self._security).connect()
+            self._connections[broker_id] = connection
+            return connection
+
+    async def _disconnect(self, broker_id: int) -> None:
+        connection = self._connections.pop(broker_id, None)
+        if connection is not None:
+            try:
+                await connection.close()
+            except Exception:  # already gone
+                pass
+
+    async def close(self) -> None:
+        for broker_id in list(self._connections):
+            await self._disconnect(broker_id)

@@ -1,0 +1,121 @@
+"""KIP-890 part 1 on a partition leader that is not the transactional id's coordinator.
+
+Kafka's AddPartitionsToTxnManager and ReplicaManager's transaction verification: before the first
+transactional batch of a producer's new transaction is written on a partition, the leader asks the
+id's coordinator (the leader of its `__transaction_state` partition, from the cluster metadata: no
+FindCoordinator) with AddPartitionsToTxn v4, verify-only, whether the partition is in the
+producer's open transaction. A batch that continues a transaction already open on the partition is
+not asked about. The partition's verification guard (ProducerStateManager.start_verification) is
+taken before asking and presented at the append: a marker written meanwhile drops it, so a batch
+verified against a transaction that has since ended is refused (INVALID_TXN_STATE) rather than
+opening a transaction no coordinator will close.
+
+The coordinator's answers are mapped as Kafka maps them for Produce v3-11: PRODUCER_FENCED to
+INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE and a refused CLUSTER_ACTION to INVALID_TXN_STATE,
+and the retriable ones (CONCURRENT_TRANSACTIONS, a coordinator moving, loading or unreachable) to
+NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.replica import PartitionError, ReplicaManager
+from broker.txn.state_log import TRANSACTION_STATE_TOPIC
+from protocol.errors import ErrorCode
+from protocol.messages import AddPartitionsToTxnRequest
+
+if TYPE_CHECKING:
+    from broker.topics import TopicManager
+    from broker.txn.peers import PeerConnections
+
+log = structlog.get_logger("transactions")
+
+TopicPartitionKey = tuple[str, int]
+VERIFY_VERSION = 4
+_Transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+# The coordinator's own check, for a leader that is also the id's coordinator's broker.
+LocalCheck = Callable[[str, int, int, list[TopicPartitionKey]], dict[TopicPartitionKey, ErrorCode]]
+
+_RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.NOT_COORDINATOR})
+
+
+def produce_error(code: ErrorCode) -> ErrorCode:
+    """What a Produce (v3-11) answers for the coordinator's verdict on one partition."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+        return ErrorCode.INVALID_TXN_STATE
+    if code in _RETRIABLE:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return code
+
+
+class TxnVerifier:
+    def __init__(self, replicas: ReplicaManager, topics: TopicManager, peers: PeerConnections, node_id: int,
+                 partition_of: Callable[[str], int], local_check: LocalCheck) -> None:
+        self.replicas = replicas
+        self.topics = topics
+        self.peers = peers
+        self.node_id = node_id
+        self._partition_of = partition_of
+        self._local_check = local_check
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartitionKey]) -> tuple[dict[TopicPartitionKey, ErrorCode],
+                                                                    dict[TopicPartitionKey, object]]:
+        """(the partitions refused, with Produce's error; the guards to present at the append)."""
+        errors: dict[TopicPartitionKey, ErrorCode] = {}
+        guards: dict[TopicPartitionKey, object] = {}
+        for tp in partitions:
+            try:
+                partition = self.replicas.partition(*tp)
+                partition.check_leader()
+                if not partition.producers_loaded:
+                    await partition.load_producer_state()
+            except PartitionError as exc:
+                errors[tp] = ErrorCode(exc.error_code)
+                continue
+            guard = partition.producers.start_verification(producer_id, producer_epoch)
+            if guard is not None:
+                guards[tp] = guard
+        if guards:
+            answers = await self._ask(transactional_id, producer_id, producer_epoch, list(guards))
+            for tp, code in answers.items():
+                if code != ErrorCode.NONE and tp in guards:
+                    errors[tp] = produce_error(code)
+                    log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
+                             transactional_id=transactional_id, producer_id=producer_id, error=code.name)
+        return errors, guards
+
+    async def _ask(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                   partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
+        """The coordinator's verdict per partition (only the refused ones need be named)."""
+        state = self.topics.get(TRANSACTION_STATE_TOPIC)
+        leader = state.leader(self._partition_of(transactional_id)) if state is not None else -1
+        if leader < 0:
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if leader == self.node_id:
+            return self._local_check(transactional_id, producer_id, producer_epoch, partitions)
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = AddPartitionsToTxnRequest(transactions=[_Transaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=[_Transaction.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                      for t, ps in by_topic.items()])])
+        try:
+            answer = await self.peers.request(leader, request, VERIFY_VERSION)
+        except Exception as exc:  # unreachable, closed, timed out: the producer retries
+            log.info("cannot ask the transaction coordinator", broker=leader, error=repr(exc))
+            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+        if answer.error_code:
+            return dict.fromkeys(partitions, ErrorCode(answer.error_code))
+        return {(t.name, p.partition_index): ErrorCode(p.partition_error_code)
+                for result in answer.results_by_transaction if result.transactional_id == transactional_id
+                for t in result.topic_results for p in t.results_by_partition}
