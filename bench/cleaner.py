@@ -7,6 +7,15 @@ Prints, in one run:
   2. append throughput to a compacted log while a cleaning round of another log runs in a cleaner
      process (as the broker runs it), and in a thread of the broker's process (the interpreter lock
      shared with the event loop: why the broker does not), next to the same appends with no round.
+  3. produce throughput over the wire to one broker process: 1 KiB records over 1,000 keys from
+     bench/rdkafka_load.c (librdkafka, acks=1, `make bench` builds it) into a one-partition topic with
+     1 MiB segments: cleanup.policy=delete, cleanup.policy=compact on a broker with
+     log.cleaner.enable=false (the cost of checking keys alone), and cleanup.policy=compact with
+     min.cleanable.dirty.ratio=0.01 and log.cleaner.backoff.ms=100. Each topic is first filled with
+     part 1's bytes (untimed; on the compacted one until the cleaner's first round is done), then
+     the same bytes again are timed while the cleaner rounds (its checkpoint before and after, and
+     the share of the timed run during which a round ran, from the broker log, are printed);
+     three runs on fresh brokers, medians.
 
 --quick scales the sizes down and says so. Files go to a temporary directory under --dir.
 """
@@ -15,19 +24,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import multiprocessing
 import os
 import random
+import re
 import shutil
+import statistics
+import subprocess
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import structlog
 
+from bench.goals import RDKAFKA_LOAD
+from bench.peers import Ebb
 from broker.log import LogConfig, LogManager, LogManagerConfig, TopicPartition
 from protocol.records import build_batch
 
@@ -128,6 +144,94 @@ async def run(root: Path, total_mib: int) -> None:
     await manager.shutdown()
 
 
+PRODUCED = re.compile(r"records=(\d+) bytes=(\d+) seconds=([\d.]+)")
+LOAD_KEYS = 1000
+RUNS = 3
+
+
+def _produce_mb_s(bootstrap: str, topic: str, records: int) -> float:
+    done = subprocess.run([str(RDKAFKA_LOAD), "produce", bootstrap, topic, "1", str(records), "1024", "acks=1",
+                           f"load.keys={LOAD_KEYS}"], capture_output=True, text=True, timeout=600)
+    found = PRODUCED.search(done.stdout)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"rdkafka_load produce failed ({done.returncode}): {done.stderr[-2000:]}")
+    return int(found.group(2)) / float(found.group(3)) / 1e6
+
+
+def _checkpointed(broker: Ebb, topic: str) -> int:
+    """The topic's first dirty offset in cleaner-offset-checkpoint: how far the cleaner has got (0: not yet)."""
+    path = broker.data_dir / "logs" / "cleaner-offset-checkpoint"
+    lines = path.read_text().splitlines()[2:] if path.exists() else []
+    return next((int(offset) for name, _, offset in map(str.split, lines) if name == topic), 0)
+
+
+def _cleaning_share(log: str, topic: str, window: tuple[float, float]) -> float:
+    """The share of `window` (wall-clock seconds) during which a cleaning round of the topic ran,
+    from the broker log's "cleaning log" and "cleaned log" events."""
+    covered, started = 0.0, None
+    for line in log.splitlines():
+        if f'"{topic}-0"' not in line or '"cleaning log"' not in line and '"cleaned log"' not in line:
+            continue
+        event = json.loads(line)
+        at = datetime.fromisoformat(event["timestamp"]).timestamp()
+        if event["event"] == "cleaning log":
+            started = at
+        elif started is not None:
+            covered += max(0.0, min(at, window[1]) - max(started, window[0]))
+            started = None
+    if started is not None:  # still running when the broker stopped
+        covered += max(0.0, window[1] - max(started, window[0]))
+    return covered / (window[1] - window[0])
+
+
+def produce_while_cleaning(root: Path, records: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    if not RDKAFKA_LOAD.exists():
+        raise SystemExit(f"{RDKAFKA_LOAD} is missing: `make .venv/bin/rdkafka_load` (make bench builds it)")
+    print(f"\n3. Produce over the wire, {records:,} records of 1 KiB over {LOAD_KEYS:,} keys (rdkafka_load, acks=1), "
+          "one partition, 1 MiB segments")
+    segments = {"segment.bytes": str(MiB)}
+    compact = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", **segments}
+    # (label, topic configs, log.cleaner.enable of its broker)
+    cases = [("delete", {"cleanup.policy": "delete", **segments}, False),
+             ("compact, log.cleaner.enable=false", compact, False),
+             ("compact, cleaner running", compact, True)]
+    speeds: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+    reached: list[tuple[int, int]] = []
+    shares: list[float] = []
+    for _ in range(RUNS):
+        # fresh brokers each run; the cleaner's own broker holds only the topic it cleans
+        for cleaner in (False, True):
+            with Ebb(root, {"log.cleaner.backoff.ms": "100", "log.cleaner.enable": str(cleaner).lower()}) as broker:
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+                for number, (label, configs, _) in enumerate(c for c in cases if c[2] == cleaner):
+                    topic = f"t{number}"
+                    for future in admin.create_topics([NewTopic(topic, 1, 1, config=configs)]).values():
+                        future.result(timeout=60)
+                    _produce_mb_s(broker.bootstrap, topic, records)  # untimed: the log the cleaner works on
+                    deadline = time.monotonic() + 120
+                    while cleaner and not _checkpointed(broker, topic):  # its first round is done
+                        assert time.monotonic() < deadline, "the cleaner did not finish a round in 120 s"
+                        time.sleep(0.05)
+                    before, started = _checkpointed(broker, topic), time.time()
+                    speeds[label].append(_produce_mb_s(broker.bootstrap, topic, records))
+                    window = (started, time.time())
+                    if cleaner:
+                        reached.append((before, _checkpointed(broker, topic)))
+                del admin  # its connections closed before the broker stops: no disconnect noise from librdkafka
+            if cleaner:  # the broker's log is complete once it has stopped
+                shares.append(_cleaning_share(broker.log_path().read_text(errors="replace"), "t0", window))
+    plain = statistics.median(speeds[cases[0][0]])
+    for label, _, _ in cases:
+        median = statistics.median(speeds[label])
+        _row(f"produce, cleanup.policy={label}", f"{median:,.1f} MB/s",
+             f"{median / plain:.2f}x; runs: " + ", ".join(f"{v:.1f}" for v in speeds[label]))
+    _row("cleaner checkpoint before and after the timed run", "; ".join(f"{a:,}->{b:,}" for a, b in reached),
+         f"log end {2 * records:,} (MB/s: 10^6 bytes of values)")
+    _row("share of each timed run with a round of its topic running", ", ".join(f"{v:.0%}" for v in shares))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="32 MiB instead of 256 MiB")
@@ -139,6 +243,8 @@ def main() -> None:
         print("--quick: 32 MiB of log instead of 256 MiB")
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         asyncio.run(run(Path(tmp), total))
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        produce_while_cleaning(Path(tmp), total * 1024)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
  * partitions, the payload not copied by librdkafka; times from the first produce() to the last
  * delivery report. consume: assigns every partition from offset 0 (no group join) and counts records
  * until RECORDS arrived; times from the first record to the last. Extra key=value pairs go to the
- * librdkafka configuration (acks, enable.idempotence, linger.ms, ...). Prints one line:
+ * librdkafka configuration (acks, enable.idempotence, linger.ms, ...), except load.keys=N (produce):
+ * record i gets the key "key-<i % N>", for compacted topics, which refuse records without a key
+ * (bytes= still counts values only). Prints one line:
  *   records=N bytes=B seconds=S
  * and exits non-zero on any delivery error or when RECORDS do not arrive within 120 s.
  */
@@ -43,6 +45,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     last_delivery = now();
 }
 
+static long keys; /* load.keys=N: 0 for records without a key */
+
 static rd_kafka_conf_t *configure(const char *bootstrap, int argc, char **argv) {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -52,6 +56,11 @@ static rd_kafka_conf_t *configure(const char *bootstrap, int argc, char **argv) 
         char *eq = strchr(argv[i], '=');
         if (!eq) die(argv[i], "expected key=value");
         *eq = '\0';
+        if (strcmp(argv[i], "load.keys") == 0) {
+            keys = atol(eq + 1);
+            if (keys < 1) die("load.keys", "expected a positive count");
+            continue;
+        }
         if (rd_kafka_conf_set(conf, argv[i], eq + 1, err, sizeof err) != RD_KAFKA_CONF_OK) die(argv[i], err);
     }
     return conf;
@@ -74,7 +83,10 @@ static int produce(const char *bootstrap, const char *topic, int partitions, lon
     double start = now();
     for (long i = 0; i < records; i++) {
         char *value = payload + (i * 4099) % 65536;
-        while (rd_kafka_produce(rkt, (int32_t)(i % partitions), 0, value, size, NULL, 0, NULL) == -1) {
+        char key[32];
+        int key_len = keys ? snprintf(key, sizeof key, "key-%ld", i % keys) : 0;
+        while (rd_kafka_produce(rkt, (int32_t)(i % partitions), 0, value, size,
+                                keys ? key : NULL, (size_t)key_len, NULL) == -1) {
             rd_kafka_resp_err_t e = rd_kafka_last_error();
             if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) die("produce", rd_kafka_err2str(e));
             rd_kafka_poll(rk, 1);

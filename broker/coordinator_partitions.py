@@ -4,8 +4,12 @@ group coordinator, `__transaction_state` for the transaction coordinator. One ow
 In a cluster a key (a group id, a transactional id) belongs to the leader of its partition. When
 leadership of such a partition moves here its state is replayed from the log (answers meanwhile:
 COORDINATOR_LOAD_IN_PROGRESS); when it moves away the state is dropped from memory and the
-coordinator answers NOT_COORDINATOR (Kafka's onElection / onResignation). The coordinator says how
-to load and unload one partition; this class follows the leadership changes and the loads in flight.
+coordinator answers NOT_COORDINATOR (Kafka's onElection / onResignation). A partition is served
+only once its load succeeded: a load that fails is dropped (whatever it replayed) and tried again
+after a backoff, COORDINATOR_LOAD_IN_PROGRESS meanwhile, never served half-loaded or empty (ids
+unknown there would get new producer ids, and prepared transactions would never complete). The
+coordinator says how to load and unload one partition; this class follows the leadership changes
+and the loads in flight.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from broker.log import TopicPartition
 from broker.replica import Partition, PartitionError
 from protocol.errors import ErrorCode
 
@@ -24,6 +29,8 @@ log = structlog.get_logger("coordinator")
 Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
 # The topic's partition with this index, as this broker's replica (PartitionError if none).
 PartitionLookup = Callable[[int], Partition]
+LOAD_RETRY_S = 0.1  # the first backoff after a failed load, doubled up to LOAD_RETRY_MAX_S
+LOAD_RETRY_MAX_S = 10.0
 
 
 class CoordinatorPartitions:
@@ -37,6 +44,7 @@ class CoordinatorPartitions:
         self._load = load
         self._unload = unload
         self.loading: dict[int, asyncio.Task] = {}  # partitions being replayed after this broker became leader
+        self.loaded: set[int] = set()  # partitions whose last load succeeded (and not dropped since)
 
     def moved(self, partition: Partition) -> None:
         """A partition's role here changed (ReplicaManager's leadership listeners): for one of this
@@ -44,12 +52,22 @@ class CoordinatorPartitions:
         tp = partition.topic_partition
         if tp.topic != self.topic:
             return
-        loading = self.loading.pop(tp.partition, None)
-        if loading is not None:
-            loading.cancel()
-        self._unload(tp.partition)
+        self._drop(tp.partition)
         if partition.is_leader:
             self.loading[tp.partition] = self._spawn(self._run_load(tp.partition, partition))
+
+    def forgotten(self, tp: TopicPartition) -> None:
+        """The replica is gone from this broker (ReplicaManager's forget listeners: reassigned away,
+        its log dir failed, its log replaced): what came from it is dropped."""
+        if tp.topic == self.topic:
+            self._drop(tp.partition)
+
+    def _drop(self, index: int) -> None:
+        loading = self.loading.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        self.loaded.discard(index)
+        self._unload(index)
 
     def follow(self, local: list[Partition]) -> None:
         """At start: each partition led here is loaded as if leadership had just moved here."""
@@ -58,8 +76,20 @@ class CoordinatorPartitions:
                 self.moved(partition)
 
     async def _run_load(self, index: int, partition: Partition) -> None:
+        backoff = LOAD_RETRY_S
         try:
-            await self._load(index, partition)
+            while True:
+                try:
+                    await self._load(index, partition)
+                    break
+                except Exception as exc:  # the partition stays unserved (and empty) until a load succeeds
+                    log.error("coordinator partition load failed; retrying", topic=self.topic, partition=index,
+                              retry_in_s=backoff, error=repr(exc), exc_info=exc)
+                    self._unload(index)  # what the failed load replayed must not be served
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, LOAD_RETRY_MAX_S)
+            if self.loading.get(index) is asyncio.current_task():
+                self.loaded.add(index)
         finally:
             if self.loading.get(index) is asyncio.current_task():
                 del self.loading[index]
@@ -72,7 +102,7 @@ class CoordinatorPartitions:
             partition = self._lookup(index)
         except PartitionError:
             return ErrorCode.NOT_COORDINATOR
-        return None if partition.is_leader else ErrorCode.NOT_COORDINATOR
+        return None if partition.is_leader and index in self.loaded else ErrorCode.NOT_COORDINATOR
 
     def leader_epoch(self, index: int) -> int:
         """The leader epoch of partition `index` here (Kafka's coordinator epoch), -1 without a replica."""

@@ -84,6 +84,7 @@ class GroupCoordinator:
             registry.active = True
             assert registry.partitions is not None  # made in a cluster
             self._replicas.leadership_listeners.append(registry.offsets_partition_moved)
+            self._replicas.forget_listeners.append(registry.partitions.forgotten)
             registry.partitions.follow(self.store.local_partitions())
             self._tasks.spawn(self.offsets.expire_periodically())
             log.info("group coordinator started", loading=sorted(registry.loading))

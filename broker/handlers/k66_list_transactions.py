@@ -12,6 +12,8 @@ state name, that passes every filter given (TransactionStateManager.listTransact
 Only ids the caller may DESCRIBE are listed, as Kafka filters them.
 
 Errors: NONE, COORDINATOR_NOT_AVAILABLE (the coordinator is not running: starting or stopping),
+COORDINATOR_LOAD_IN_PROGRESS (in a cluster, while any `__transaction_state` partition led here is
+being loaded: Kafka answers so rather than a partial list, before it looks at the pattern),
 INVALID_REGULAR_EXPRESSION.
 """
 
@@ -45,6 +47,8 @@ async def list_transactions(broker: BrokerContext, request: Request[ListTransact
     coordinator = broker.transactions
     if not coordinator.active:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if coordinator.partitions.loading:
+        return _error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     pattern = None
     if version >= 2 and body.transactional_id_pattern:
         try:

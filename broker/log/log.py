@@ -540,10 +540,15 @@ class PartitionLog:
         """The first segment, if it holds bytes below the log start offset, and where its kept batches
         begin; an active segment is rolled first (and deleted if all of it is below the start)."""
         start = self._log_start_offset
-        first = self._run.all()[0]
-        if not self._config.erasure_enabled or first.base_offset >= start:
+        if not self._config.erasure_enabled:
             return None
         with self._guard("erase"):
+            # Segments wholly below the start go first (no known path leaves one: the loader and every
+            # move of the start drop them): a copy named by the start would take the next one's name.
+            self._delete_segments(self._run.count_wholly_below(start))
+            first = self._run.all()[0]
+            if first.base_offset >= start:
+                return None
             found = first.translate_offset(start)
             if found is not None and found[0] == 0:
                 return None  # its first batch holds the start: kept whole
@@ -554,8 +559,18 @@ class PartitionLog:
                     return None
         position, new_base = (first.size, start) if found is None else (found[0], found[1].base_offset)
         end = self._run.all()[1].base_offset
+        if not first.base_offset < new_base < end:  # never: the copy's name must be inside its segment
+            logger.error("erasure copy out of its segment", partition=str(self.topic_partition),
+                         segment=first.base_offset, copy=new_base, next_segment=end)
+            return None
         aborted = tuple(t for t in self.aborted_txns.entries if new_base <= t.last_offset < end)
-        return ErasureTarget(first, first.log_path, position, new_base, first.size, first.next_offset, aborted)
+        return ErasureTarget(first, first.log_path, position, new_base, first.size, first.next_offset, aborted,
+                             self._truncations)
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations this log has had (an erasure copy is stale after one)."""
+        return self._truncations
 
     # --- compaction --------------------------------------------------------------------------------
 
@@ -575,6 +590,8 @@ class PartitionLog:
         if segments[first : first + len(old)] != old or first + len(old) >= len(segments):
             return False
         end = segments[first + len(old)].base_offset
+        if not old[0].base_offset <= new.base_offset < end:
+            return False  # its name would be another segment's: renaming it in would overwrite that one
         with self._guard("swap cleaned segment"):
             self._run.replace(old, new, swap_suffix, between)
         self.aborted_txns.replace_range(new.base_offset, end, aborted_txns or [])

@@ -351,8 +351,8 @@ class LogManager:
         files = []
         if log is not None:
             log.start_offset_sink = None
-            log.erasure.stop()  # no rewrite may touch the directory once it is renamed
-            await log.io.drain()
+            log.erasure.stop()  # no rewrite may touch the directory once it is renamed:
+            await log.io.drain()  # a running copy halts, and its pass ends once it has
             files = [s.file for s in log.segments]
         # Held across the rename and given their new paths after it: a read still being answered
         # from the deleted log may open a parked file again until file.delete.delay.ms ends.

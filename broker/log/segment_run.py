@@ -6,20 +6,26 @@ once, unlinked by the LogIO pool after `file.delete.delay.ms`, or at once under 
 The PartitionLog decides which offsets are valid and when to call these.
 
 It also knows the lowest offset whose bytes may still be in a file of the directory (`erased_offset`):
-the first batch of the first segment, or of a retired segment not unlinked yet.
+the first batch of the first segment, or of a retired segment not unlinked yet. Asked on the loop (a
+metrics scrape, DescribeErasure, every start move), it reads no file there: the first segment's first
+header is read once per first segment in the I/O pool, its base offset standing in until then.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
 
 from broker.log import checkpoint
+from broker.log.cleaner import open_for_reading
 from broker.log.config import LogConfig
 from broker.log.io import LogIO
 from broker.log.results import FileSlice
 from broker.log.segment import LogSegment, SegmentFlush
+from broker.log.segment_file import CorruptSegmentError, scan_headers
 
 
 class SegmentRun:
@@ -39,6 +45,7 @@ class SegmentRun:
         self._unremoved: dict[int, int] = {}
         self._retirements = 0
         self._first_stored: tuple[LogSegment, int] | None = None  # (first segment, its first batch's base)
+        self._reading_first: LogSegment | None = None  # the first segment whose first header the pool reads
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -62,18 +69,30 @@ class SegmentRun:
         return min([self.first_stored_offset(), *self._unremoved.values()])
 
     def first_stored_offset(self) -> int:
-        """The base offset of the first segment's first batch (its base when it holds none): one
-        header read per first segment, cached."""
+        """The base offset of the first segment's first batch (its base when it holds none, or until
+        the pool has read that header: conservative)."""
         first = self._segments[0]
         if first.size == 0:
             return first.base_offset
-        if self._first_stored is None or self._first_stored[0] is not first:
-            try:
-                found = next(first.batches(), None)
-            except OSError:  # the caller's next file operation reports it; stay conservative
-                return first.base_offset
-            self._first_stored = (first, found[1].base_offset if found else first.base_offset)
-        return self._first_stored[1]
+        if self._first_stored is not None and self._first_stored[0] is first:
+            return self._first_stored[1]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, tests): nothing to block but the caller
+            self._first_stored = (first, first_batch_base(first.log_path, first.size, first.base_offset))
+            return self._first_stored[1]
+        if self._reading_first is not first:
+            self._reading_first = first
+            self.io.spawn(self._read_first_stored(first), f"first batch of {first.log_path}")
+        return first.base_offset
+
+    async def _read_first_stored(self, first: LogSegment) -> None:
+        try:
+            found = await self.io.run(first_batch_base, first.log_path, first.size, first.base_offset)
+        finally:
+            if self._reading_first is first:
+                self._reading_first = None
+        self._first_stored = (first, found)
 
     def all(self) -> list[LogSegment]:
         """A copy of the list, oldest first."""
@@ -197,6 +216,23 @@ class SegmentRun:
     def close(self) -> None:
         for segment in self._segments:
             segment.close()
+
+
+def first_batch_base(path: Path, size: int, base_offset: int) -> int:
+    """Blocking: the base offset of the first batch of the segment at `path` (by its `.deleted` name
+    if it was retired meanwhile); `base_offset` when it holds none or cannot be read (conservative:
+    the caller's next file operation reports a damaged or missing file)."""
+    try:
+        fd = open_for_reading(path)
+    except OSError:
+        return base_offset
+    try:
+        found = next(scan_headers(fd, 0, size), None)
+    except (OSError, CorruptSegmentError, ValueError):
+        return base_offset
+    finally:
+        os.close(fd)
+    return found[1].base_offset if found is not None else base_offset
 
 
 def sync_to_disk(

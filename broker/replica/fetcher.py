@@ -252,11 +252,11 @@ class ReplicaFetcher:
         if end > latest:
             log.warning("follower log ends past the leader's; truncating", partition=str(tp), log_end_offset=end,
                         leader_log_end_offset=latest)
-            await partition.log.truncate_to(latest)
+            await partition.truncate_log_to(latest)
         elif end < earliest:
             log.info("follower log ends before the leader's start; starting over there", partition=str(tp),
                      log_end_offset=end, leader_log_start_offset=earliest)
-            await partition.log.truncate_fully_and_start_at(earliest)
+            await partition.restart_log_at(earliest)
             await partition.log.make_start_offset_durable()
         else:
             self._delay(tp)  # in range by now (the leader moved); try again after a pause

@@ -75,6 +75,9 @@ class ReplicaManager:
         self._isr_changes: dict[TopicPartition, asyncio.Task[None]] = {}  # at most one in flight each
         # Called with a partition whose role here changed (the group coordinator follows its offsets topic).
         self.leadership_listeners: list[Callable[[Partition], None]] = []
+        # Called with a partition whose replica this broker dropped (reassigned away, log dir failed, log
+        # replaced): the coordinators drop what they loaded from it.
+        self.forget_listeners: list[Callable[[TopicPartition], None]] = []
 
     @property
     def node_id(self) -> int:
@@ -232,6 +235,8 @@ class ReplicaManager:
         if self._partitions.pop(tp, None) is not None:
             for purgatory in (self.fetches, self.produces, self.deletions):
                 purgatory.complete_all(tp)
+            for listener in self.forget_listeners:
+                listener(tp)
 
     @property
     def partitions(self) -> dict[TopicPartition, Partition]:

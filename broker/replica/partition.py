@@ -26,7 +26,7 @@ from broker.cluster.partition_state import PartitionState
 from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
 from broker.log.txn_index import AbortedTxn
 from broker.replica.outcomes import AppendOrigin, AppendResult, PartitionError
-from broker.replica.producer_recovery import RunIO, remove_snapshot_beyond
+from broker.replica.producer_recovery import RunIO
 from broker.replica.producer_state import (
     BatchMetadata,
     ProducerStateError,
@@ -247,10 +247,7 @@ class Partition(ProducerTable):
         offset = max(0, min(offset, self.log.log_end_offset))
         log.info("truncating diverged follower log", partition=str(self.topic_partition), offset=offset,
                  leader_epoch=diverging_epoch, log_end_offset=self.log.log_end_offset)
-        await self.log.truncate_to(offset)
-        # The table may hold batches cut off now, and a snapshot may cover them: rebuild from below.
-        self.reset_producers()
-        await self.host.run_io(remove_snapshot_beyond, self.producers.snapshot_path, offset)
+        await self.truncate_log_to(offset)  # the table and any snapshot beyond the cut go too
 
     def _note_leader_epoch(self) -> None:
         # Kafka's makeLeader: the new epoch starts at the current log end offset, so

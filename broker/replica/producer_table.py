@@ -108,3 +108,19 @@ class ProducerTable:
         log.debug("wrote producer state snapshot", partition=str(self.topic_partition), offset=offset,
                   version=SNAPSHOT_VERSION)
         return True
+
+    # A follower's truncations go through these (Kafka's truncateAndReload, truncateFullyAndStartAt). The
+    # table is reset first: truncate_to may wait for the start offset checkpoint, and a snapshot written
+    # then must not hold the cut batches at the new log end.
+
+    async def truncate_log_to(self, offset: int) -> None:
+        """Cut the log at `offset` (diverged from the leader, or past its end) with the table."""
+        self.reset_producers()
+        await self.log.truncate_to(offset)
+        await self._producer_io()(remove_snapshot_beyond, self.producers.snapshot_path, offset)
+
+    async def restart_log_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at `offset` (behind the leader's start), with the table."""
+        self.reset_producers()
+        await self.log.truncate_fully_and_start_at(offset)
+        await self._producer_io()(remove_snapshot_beyond, self.producers.snapshot_path, -1)

@@ -120,6 +120,7 @@ class TransactionCoordinator:
             # from the start, and load each led partition as if it had just moved here.
             self.active = True
             self.replicas.leadership_listeners.append(self._partition_moved)
+            self.replicas.forget_listeners.append(self.partitions.forgotten)
             self.partitions.follow(self._local_partitions())
         else:
             await self._load()
@@ -162,6 +163,7 @@ class TransactionCoordinator:
         found: dict[str, TxnMetadata | None] = {}
         records = await replay_partition(partition, self.replicas.read_slices, found)
         loaded = [meta for meta in found.values() if meta is not None]
+        # The completions spawned below first run once this load has returned and the partition is served.
         for meta in loaded:
             self._txns[meta.transactional_id] = meta
         log.info("transaction state loaded: this broker leads its partition now", partition=index,
@@ -177,8 +179,11 @@ class TransactionCoordinator:
                      transactional_ids=len(doomed))
 
     def _owns(self, meta: TxnMetadata) -> bool:
-        """Still this coordinator's (not dropped by a leadership move, nor replaced by a reload)."""
-        return self.active and self._txns.get(meta.transactional_id) is meta
+        """Still this coordinator's (not dropped by a leadership move, nor replaced by a reload), and
+        in a cluster its partition still led and loaded here."""
+        if not self.active or self._txns.get(meta.transactional_id) is not meta:
+            return False
+        return not self.in_cluster or self.partitions.not_served(self._partition_of(meta.transactional_id)) is None
 
     def _complete_prepared(self, found: list[TxnMetadata]) -> None:
         for meta in found:
@@ -433,7 +438,10 @@ class TransactionCoordinator:
             if not self._owns(meta):
                 log.info("transaction completion handed over", transactional_id=meta.transactional_id)
                 return
-            coordinator_epoch = max(self.partitions.leader_epoch(index), 0)
+            coordinator_epoch = self.partitions.leader_epoch(index)
+            if coordinator_epoch < 0:  # no replica here just now: never markers under a made-up epoch
+                await asyncio.sleep(MARKER_RETRY_S)
+                continue
             try:
                 remaining = await self._sender.send_round(meta.producer_id, meta.producer_epoch, commit,
                                                           coordinator_epoch, remaining)

@@ -9,6 +9,7 @@ broker, over the inter-broker listener with its security.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from client.security import ClientSecurity
 
 log = structlog.get_logger("transactions")
+# After a failed connect the broker is not tried again for this long (Kafka's reconnect.backoff.max.ms):
+# marker rounds every 100 ms must not each wait out a connect timeout to a dead broker.
+CONNECT_BACKOFF_S = 1.0
 
 
 class PeerConnections:
@@ -28,7 +32,9 @@ class PeerConnections:
         self._security = security
         self._timeout_s = timeout_ms / 1000
         self._connections: dict[int, Any] = {}  # broker id -> BrokerConnection
-        self._connecting = asyncio.Lock()  # callers run side by side: one connection per broker
+        # Callers run side by side: one connect at a time per broker, none while it just failed.
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._failed: dict[int, tuple[float, str]] = {}  # broker id -> (monotonic time of its last failed connect, why)
 
     async def request(self, broker_id: int, request: Any, version: int) -> Any:
         """The answer of `broker_id`; raises (and drops the connection) when it cannot be asked."""
@@ -40,21 +46,35 @@ class PeerConnections:
             raise
 
     async def _connect(self, broker_id: int):
-        async with self._connecting:
-            from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
+        connection = self._connections.get(broker_id)
+        if connection is not None and connection.connected:
+            return connection  # no lock on the way of a connected broker
+        async with self._connecting.setdefault(broker_id, asyncio.Lock()):
+            failed = self._failed.get(broker_id)
+            if failed is not None and time.monotonic() - failed[0] < CONNECT_BACKOFF_S:
+                raise ConnectionError(f"broker {broker_id} could not be reached just now: {failed[1]}")
+            try:
+                return await self._connect_once(broker_id)
+            except Exception as exc:
+                self._failed[broker_id] = (time.monotonic(), repr(exc))
+                raise
 
-            connection = self._connections.get(broker_id)
-            if connection is not None and connection.connected:
-                return connection
-            endpoint = self._endpoint(broker_id)
-            if endpoint is None:
-                raise ConnectionError(f"broker {broker_id} is not registered")
-            connection = await BrokerConnection(
-                endpoint[0], endpoint[1], node_id=broker_id, client_id=f"ebb-txn-{self.node_id}",
-                request_timeout_s=self._timeout_s + 5, connect_timeout_s=self._timeout_s,
-                security=self._security).connect()
-            self._connections[broker_id] = connection
+    async def _connect_once(self, broker_id: int):
+        from client.connection import BrokerConnection  # the project's client; imported late (start-up time)
+
+        connection = self._connections.get(broker_id)
+        if connection is not None and connection.connected:
             return connection
+        endpoint = self._endpoint(broker_id)
+        if endpoint is None:
+            raise ConnectionError(f"broker {broker_id} is not registered")
+        connection = await BrokerConnection(
+            endpoint[0], endpoint[1], node_id=broker_id, client_id=f"ebb-txn-{self.node_id}",
+            request_timeout_s=self._timeout_s + 5, connect_timeout_s=self._timeout_s,
+            security=self._security).connect()
+        self._connections[broker_id] = connection
+        self._failed.pop(broker_id, None)
+        return connection
 
     async def _disconnect(self, broker_id: int) -> None:
         connection = self._connections.pop(broker_id, None)

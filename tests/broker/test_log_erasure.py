@@ -133,3 +133,128 @@ async def test_a_stop_in_the_middle_of_a_rewrite_loses_nothing(tmp_path: Path, p
     assert records(log) == expected and value(29) not in dir_bytes(directory)
     assert not [n for n in os.listdir(directory) if n.endswith((".deleted", CLEANED_SUFFIX, SWAP_SUFFIX))]
     await manager.shutdown()
+
+
+async def test_a_first_segment_wholly_below_the_start_is_deleted_not_copied_over_the_next(tmp_path: Path) -> None:
+    # No known path leaves this state (the loader and every start move drop such segments); if one did,
+    # a copy named by the start would be renamed over the next segment's live files.
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=0))
+    log = await written_log(manager)
+    second = log.segments[1].base_offset
+    expected = [r for r in records(log) if r[0] >= second]
+    log._log_start_offset = second
+    await log.erasure._pass()
+    assert log.segments[0].base_offset == second and records(log) == expected
+    await manager.shutdown()
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=0))
+    assert records(manager.get_log(TP)) == expected
+    await manager.shutdown()
+
+
+async def test_failed_passes_are_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker.log import erasure
+
+    real, calls = erasure.copy_tail, []
+
+    def failing_copy(*args):
+        calls.append(1)
+        if len(calls) <= erasure._ATTEMPTS:  # every attempt of the first run: as a segment unlinked mid-copy
+            raise FileNotFoundError("retired meanwhile")
+        return real(*args)
+
+    monkeypatch.setattr(erasure, "copy_tail", failing_copy)
+    monkeypatch.setattr(erasure, "_RETRY_S", 0.05, raising=False)
+    manager = await open_manager(tmp_path, ERASING)
+    log = await written_log(manager)
+    log.move_log_start_offset(30)
+    await until(lambda: log.erased_offset == 30, "the pass after the failed ones")
+    assert len(calls) == erasure._ATTEMPTS + 1 and log.erasure.passes == 1
+    await manager.shutdown()
+
+
+async def test_deleting_the_log_halts_a_running_copy_before_the_rename(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from broker.log import erasure
+
+    real, in_copy, release, finished = erasure.scan_headers, threading.Event(), threading.Event(), threading.Event()
+
+    def held_scan(*args):
+        try:
+            for i, item in enumerate(real(*args)):
+                if i == 1:  # the copy has its `.cleaned` files open and is under way
+                    in_copy.set()
+                    release.wait(10)
+                yield item
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(erasure, "scan_headers", held_scan)
+    manager = await open_manager(tmp_path, ERASING)
+    log = await written_log(manager)
+    log.move_log_start_offset(30)
+    await until(in_copy.is_set, "the copy under way")
+    deleting = asyncio.ensure_future(manager.delete_log(TP))
+    await settle()
+    assert not deleting.done()  # it waits for the copy, which stops at its next batch
+    release.set()
+    assert await deleting
+    await until(finished.is_set, "the copy's end")
+    await settle()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(CLEANED_SUFFIX)]
+    await manager.shutdown()
+
+
+async def test_a_copy_taken_before_a_truncation_is_not_swapped_in(tmp_path: Path) -> None:
+    from broker.log.erasure import copy_tail
+
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=600, erasure_max_delay_ms=3_600_000))
+    log = await written_log(manager)  # two batches of three records in each segment
+    first = log.segments[0]
+    assert first.next_offset == 6
+    log.move_log_start_offset(4)
+    target = log.erasure_target()
+    assert target is not None and target.new_base == 3
+    copy = copy_tail(log.directory, target, 100, log.config.index_bytes, 0)
+    # A follower's truncation into the segment, then the new leader's batches up to the same size and end
+    await log.truncate_to(3)
+    for b in range(2):
+        await log.append(build_batch([(None, value(1000 + 3 * b + i), [], 1_000) for i in range(3)]), leader_epoch=1)
+    assert log.segments[0] is first and len(log.segments) == 2
+    assert (first.size, first.next_offset) == (target.size, target.next_offset)
+    assert not log.erasure._swap(target, copy)
+    copy.close()
+    log.update_high_watermark(log.log_end_offset)
+    assert [v for _, v in records(log)] == [value(1000 + i) for i in range(6)]
+    await manager.shutdown()
+
+
+async def test_erased_offset_reads_no_file_on_the_loop_and_a_damaged_header_stays_conservative(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from broker.log import segment, segment_run
+
+    on_loop: list[bool] = []
+
+    def watched(real):
+        def scan(*args):
+            on_loop.append(threading.current_thread() is threading.main_thread())
+            return real(*args)
+        return scan
+
+    monkeypatch.setattr(segment, "scan_headers", watched(segment.scan_headers))
+    monkeypatch.setattr(segment_run, "scan_headers", watched(getattr(segment_run, "scan_headers", None)),
+                        raising=False)
+    manager = await open_manager(tmp_path, LogConfig(segment_bytes=1024 * 1024 * 1024, erasure_max_delay_ms=3_600_000))
+    log = await written_log(manager)
+    with open(log.segments[0].log_path, "r+b") as f:  # the first batch's length: -1
+        f.seek(8)
+        f.write(b"\xff\xff\xff\xff")
+    on_loop.clear()
+    assert log.erased_offset == 0  # asked on the loop (a scrape, DescribeErasure): no read, no raise
+    await settle()  # the pool's read found the damage: the segment's base stands
+    assert log.erased_offset == 0
+    assert on_loop == [False]
+    await manager.shutdown()

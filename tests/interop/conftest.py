@@ -87,10 +87,12 @@ class Java:
                    *(f"-D{k}={v}" for k, v in (properties or {}).items()), "-cp", self.classpath, main, *args]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
-    def interop(self, bootstrap: str, prefix: str, *suites: str, replication: int = 1) -> Steps:
-        """Run the suites; `replication`: the replication factor of the topics they create."""
+    def interop(self, bootstrap: str, prefix: str, *suites: str, replication: int = 1,
+                properties: dict[str, str] | None = None) -> Steps:
+        """Run the suites; `replication`: the replication factor of the topics they create;
+        `properties`: more system properties for the suites."""
         result = self.run("ebb.interop.Interop", bootstrap, prefix, *suites,
-                          properties={"ebb.interop.replication": str(replication)})
+                          properties={"ebb.interop.replication": str(replication), **(properties or {})})
         steps = Steps()
         steps.stderr = result.stderr
         for line in result.stdout.splitlines():
@@ -114,8 +116,9 @@ def java() -> Java:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, request):
-    """One Ebb broker for the module; its log must show no failed handler when the module ends."""
-    process = BrokerProcess(tmp_path_factory.mktemp("broker"))
+    """One Ebb broker for the module (with the module's BROKER_OVERRIDES, if it has them); its log must
+    show no failed handler when the module ends."""
+    process = BrokerProcess(tmp_path_factory.mktemp("broker"), getattr(request.module, "BROKER_OVERRIDES", None))
     process.start()
     request.node.interop_broker = process
     try:

@@ -83,7 +83,11 @@ async def test_delete_records_times_out_while_an_alive_follower_lags(cluster):
 async def test_delete_records_completes_when_the_follower_catches_up(cluster):
     broker, partition = cluster
     waiting = asyncio.ensure_future(_delete(broker, 4, timeout_ms=600_000, version=3))
-    await asyncio.sleep(0.05)
+    # parked once the moved start offset is durable (an fsync in the I/O pool: no fixed time on a busy machine)
+    for _ in range(1000):
+        if len(broker.replicas.deletions) == 1:
+            break
+        await asyncio.sleep(0.01)
     assert not waiting.done() and len(broker.replicas.deletions) == 1
     partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=2)  # still short of 4
     await asyncio.sleep(0.05)

@@ -145,6 +145,9 @@ class FakeOffsetsStore:
     def forget_group(self, group_id):
         self.forgotten.append(group_id)
 
+    async def load_partition(self, partition, replay):
+        pass  # nothing stored yet
+
 
 def _offsets_partition(index: int, *, leader: bool):
     return SimpleNamespace(is_leader=leader, topic_partition=TopicPartition(OFFSETS_TOPIC, index))
@@ -165,6 +168,10 @@ async def test_the_registry_serves_only_groups_of_partitions_led_here_and_unload
                              unloaded=unloaded.append)
     assert registry.not_served("b") == ErrorCode.COORDINATOR_NOT_AVAILABLE  # not started
     registry.active = True
+    assert registry.not_served("b") == ErrorCode.NOT_COORDINATOR  # led here, but not loaded yet
+    registry.partitions.follow([replicas[0]])
+    assert registry.not_served("b") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await registry.loading[0]
     assert registry.not_served("b") is None
     assert registry.not_served("a") == ErrorCode.NOT_COORDINATOR
 

@@ -107,13 +107,18 @@ async def test_a_role_change_during_the_rebuild_discards_it(tmp_path):
         await logs.shutdown()
 
 
+async def follower_with_a_table(tmp_path):
+    """A follower with three batches of producer PID (sequences 0-5) and its table loaded."""
+    logs, partition = await follower(tmp_path, HeldHost())
+    for n in range(3):
+        await partition.append_as_follower(batch(2 * n, 2 * n))
+    await partition.load_producer_state()
+    return logs, partition
+
+
 async def test_truncation_resets_the_table_and_drops_a_snapshot_beyond_it(tmp_path):
-    host = HeldHost()
-    logs, partition = await follower(tmp_path, host)
+    logs, partition = await follower_with_a_table(tmp_path)
     try:
-        for n in range(3):
-            await partition.append_as_follower(batch(2 * n, 2 * n))
-        await partition.load_producer_state()
         assert partition.producers.producers[PID].last_seq == 5
         assert await partition.write_producer_snapshot()
         assert partition.producers.snapshot_path.exists()
@@ -122,6 +127,50 @@ async def test_truncation_resets_the_table_and_drops_a_snapshot_beyond_it(tmp_pa
         assert partition.log.log_end_offset == 0
         assert not partition.producers_loaded and not partition.producers.snapshot_path.exists()
         await partition.append_as_follower(batch(0, 0))  # the new leader's history
+        await partition.load_producer_state()
+        assert [b.first_seq for b in partition.producers.producers[PID].batches] == [0]
+    finally:
+        await logs.shutdown()
+
+
+async def test_no_snapshot_of_the_cut_batches_while_the_truncation_waits_for_its_checkpoint(tmp_path):
+    logs, partition = await follower_with_a_table(tmp_path)
+    try:
+        wrote = []
+
+        async def checkpoint_sink(force: bool) -> None:  # the start offset checkpoint write, where truncate_to waits
+            wrote.append(await partition.write_producer_snapshot())  # the periodic snapshot round meanwhile
+            partition.log.start_offset_checkpointed(partition.log.log_start_offset)
+
+        partition.log.start_offset_sink = checkpoint_sink
+        partition.log.start_offset_checkpointed(-1)  # a start move not checkpointed yet
+        await partition.truncate_as_follower(-1, -1)  # back to the high watermark (0)
+        assert wrote == [False] and not partition.producers.snapshot_path.exists()
+    finally:
+        await logs.shutdown()
+
+
+async def test_a_follower_past_its_leaders_end_truncates_its_table_and_snapshot_too(tmp_path):
+    from broker.config import ReplicationConfig
+    from broker.replica.fetcher import ReplicaFetcher
+    from protocol.enums import SpecialTimestamp
+
+    logs, partition = await follower_with_a_table(tmp_path)
+    try:
+        assert await partition.write_producer_snapshot()  # covers offsets 0-5
+        fetcher = ReplicaFetcher(1, 2, lambda _: None, lambda _: asyncio.sleep(0, {}), ReplicationConfig())
+
+        async def connect():
+            return None
+
+        async def list_offset(_connection, _partition, timestamp):
+            return 0 if timestamp == SpecialTimestamp.EARLIEST else 2  # the leader ends at 2
+
+        fetcher._connect = connect
+        fetcher._list_offset = list_offset
+        await fetcher._reset_out_of_range(partition)
+        assert partition.log.log_end_offset == 2
+        assert not partition.producers_loaded and not partition.producers.snapshot_path.exists()
         await partition.load_producer_state()
         assert [b.first_seq for b in partition.producers.producers[PID].batches] == [0]
     finally:

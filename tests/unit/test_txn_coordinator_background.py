@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import structlog
 
-from broker.replica import AppendResult
+from broker.log import TopicPartition
+from broker.replica import AppendResult, PartitionError
 from broker.txn import coordinator as coordinator_module
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnMetadata, TxnState
@@ -166,3 +167,82 @@ def test_partition_verification_can_be_turned_off() -> None:
     assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     txns.settings = SimpleNamespace(partition_verification_enable=False)  # type: ignore[assignment]
     assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.NONE
+
+
+class ClusterReplicas(FlakyReplicas):
+    """A cluster member leading partition 0 of `__transaction_state` until its replica is dropped."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__(failures)
+        self.hosted = True
+        self.epochs: list[int] = []
+
+    def partition(self, topic: str, index: int):
+        if not self.hosted:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no replica here")
+        return SimpleNamespace(leader_epoch=4, is_leader=True, topic_partition=TopicPartition(topic, index))
+
+
+def cluster_coordinator(replicas: ClusterReplicas) -> TransactionCoordinator:
+    txns = coordinator(replicas)
+    txns.in_cluster = txns._sender.in_cluster = True
+    txns.topics = txns._sender.topics = SimpleNamespace(  # type: ignore[assignment]
+        get=lambda name: SimpleNamespace(replicas={0: [1]}, leader=lambda index: 1))
+    txns.partitions.loaded.add(0)  # led and loaded here
+    return txns
+
+
+async def test_a_forgotten_partition_is_unloaded_and_its_completions_stop(monkeypatch) -> None:
+    """The replica of the id's `__transaction_state` partition is dropped here (reassigned away, its
+    log dir failed): ReplicaManager tells its forget listeners, the ids are unloaded, and the
+    completion stops rather than sending markers forever."""
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    replicas = ClusterReplicas(failures=1_000_000)  # every marker write fails
+    txns = cluster_coordinator(replicas)
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
+    task = txns._spawn(txns._complete(meta, commit=True))
+    await wait_for(lambda: replicas.failures < 1_000_000 - 2)
+    replicas.hosted = False
+    txns.partitions.forgotten(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
+    await asyncio.wait_for(task, 5)
+    assert txns.get("tid") is None and not txns.partitions.loaded
+    await txns.stop()
+
+
+async def test_a_completion_stops_once_its_partition_is_not_served_here(monkeypatch) -> None:
+    """Even before (or without) an unload: an id whose partition this broker no longer leads is not
+    completed here, and no marker goes out under a made-up coordinator epoch."""
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    replicas = ClusterReplicas(failures=1_000_000)
+    txns = cluster_coordinator(replicas)
+    rounds: list[int] = []
+    real_round = txns._sender.send_round
+
+    async def send_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions):
+        rounds.append(coordinator_epoch)
+        return await real_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
+
+    txns._sender.send_round = send_round  # type: ignore[method-assign]
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
+    task = txns._spawn(txns._complete(meta, commit=True))
+    await wait_for(lambda: len(rounds) >= 2)
+    replicas.hosted = False  # the replica is gone, the listeners not told (yet)
+    await asyncio.wait_for(task, 5)
+    assert set(rounds) == {4}
+    await txns.stop()
+
+
+async def test_no_marker_round_without_a_coordinator_epoch(monkeypatch) -> None:
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    replicas = FlakyReplicas(failures=0)
+    txns = coordinator(replicas)
+    epoch = -1
+    monkeypatch.setattr(txns.partitions, "leader_epoch", lambda index: epoch)
+    meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
+    txns._spawn(txns._complete(meta, commit=True))
+    await asyncio.sleep(0.05)
+    assert replicas.appended == [] and meta.state == TxnState.PREPARE_COMMIT
+    epoch = 2
+    await wait_for(lambda: meta.state == TxnState.COMPLETE_COMMIT)
+    assert replicas.appended == ["facts", TRANSACTION_STATE_TOPIC]
+    await txns.stop()

@@ -1,0 +1,82 @@
+"""The transaction traffic's connections to other brokers (broker/txn/peers.py, used by the
+MarkerSender and the KIP-890 verifier), with a fake client connection: a broker that cannot be
+reached delays neither markers to other brokers nor every later round."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import client.connection
+from broker.txn import peers as peers_module
+from broker.txn.markers import MarkerSender
+from broker.txn.peers import PeerConnections
+from protocol.errors import ErrorCode
+
+DEAD, HEALTHY = 2, 3
+
+
+class FakeConnection:
+    """Connects at once, except to DEAD: that waits on `release` (a connect timeout), then fails."""
+
+    release: asyncio.Event
+    attempts: list[int]
+
+    def __init__(self, host, port, *, node_id, **kwargs) -> None:
+        self.node_id = node_id
+        self.connected = False
+
+    async def connect(self) -> FakeConnection:
+        FakeConnection.attempts.append(self.node_id)
+        if self.node_id == DEAD:
+            await FakeConnection.release.wait()
+            raise TimeoutError("connect timed out")
+        self.connected = True
+        return self
+
+    async def request(self, request, version):
+        [marker] = request.markers
+        return SimpleNamespace(markers=[SimpleNamespace(topics=[
+            SimpleNamespace(name=t.name, partitions=[SimpleNamespace(partition_index=p, error_code=0)
+                                                     for p in t.partition_indexes])
+            for t in marker.topics])])
+
+    async def close(self) -> None:
+        self.connected = False
+
+
+def _sender(monkeypatch) -> MarkerSender:
+    FakeConnection.release = asyncio.Event()
+    FakeConnection.attempts = []
+    monkeypatch.setattr(client.connection, "BrokerConnection", FakeConnection)
+    peers = PeerConnections(1, lambda broker: ("localhost", 9000 + broker), None, 5000)
+    return MarkerSender(SimpleNamespace(), SimpleNamespace(), 1, True, peers)  # type: ignore[arg-type]
+
+
+async def test_markers_to_a_healthy_broker_do_not_wait_for_a_connect_to_a_dead_one(monkeypatch) -> None:
+    sender = _sender(monkeypatch)
+    stuck = asyncio.create_task(sender._send(DEAD, 7, 0, True, 4, [("t", 0)]))
+    async with asyncio.timeout(5):
+        while DEAD not in FakeConnection.attempts:
+            await asyncio.sleep(0.01)
+    async with asyncio.timeout(2):  # the dead broker's connect is still pending
+        assert await sender._send(HEALTHY, 7, 0, True, 4, [("t", 1)]) == [ErrorCode.NONE]
+    assert not stuck.done()
+    FakeConnection.release.set()
+    assert await stuck == [ErrorCode.NETWORK_EXCEPTION]
+    await sender._peers.close()
+
+
+async def test_a_failed_connect_is_remembered_briefly(monkeypatch) -> None:
+    """Rounds come every 100 ms: within the backoff a dead broker fails at once, untried; after it,
+    it is tried again."""
+    sender = _sender(monkeypatch)
+    FakeConnection.release.set()  # the dead broker's connects fail at once
+    assert await sender._send(DEAD, 7, 0, True, 4, [("t", 0)]) == [ErrorCode.NETWORK_EXCEPTION]
+    waiting = [asyncio.create_task(sender._send(DEAD, 7, 0, True, 4, [("t", 0)])) for _ in range(3)]
+    assert await asyncio.gather(*waiting) == [[ErrorCode.NETWORK_EXCEPTION]] * 3
+    assert FakeConnection.attempts == [DEAD]
+    monkeypatch.setattr(peers_module, "CONNECT_BACKOFF_S", 0.0)
+    assert await sender._send(DEAD, 7, 0, True, 4, [("t", 0)]) == [ErrorCode.NETWORK_EXCEPTION]
+    assert FakeConnection.attempts == [DEAD, DEAD]
+    await sender._peers.close()
