@@ -220,14 +220,26 @@ def test_committed_offsets_survive_a_coordinator_failover(cluster):
     """The coordinator is the leader of the group's __consumer_offsets partition; when it dies the
     new leader replays that partition and answers with every acknowledged commit."""
     topic = new_topic(cluster)
-    with WireClient(cluster[1].port) as client:
-        coordinator = find_coordinator(client, "failover-group")
-    assert coordinator.error_code == E.NONE and coordinator.node_id in NODES
+
+    def accepted_by_the_coordinator():
+        # Leadership of the group's partition may still be moving back after the kills above (the
+        # controller's preferred-leader rebalance): ask again until its coordinator takes the commit.
+        with WireClient(cluster[1].port) as client:
+            found = find_coordinator(client, "failover-group")
+        if found.error_code != E.NONE:
+            return None
+        with WireClient(cluster[found.node_id].port) as client:
+            answer = commit(client, "failover-group", {(topic, 0): 7})
+        if answer == {(topic, 0): E.NONE}:
+            return found
+        assert answer[(topic, 0)] in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS), answer
+        return None
+
+    coordinator = wait_for(accepted_by_the_coordinator, what="the group's coordinator taking a commit")
+    assert coordinator.node_id in NODES
     elsewhere = next(b for n, b in cluster.items() if n != coordinator.node_id)
     with WireClient(elsewhere.port) as client:
         assert commit(client, "failover-group", {(topic, 0): 7}) == {(topic, 0): E.NOT_COORDINATOR}
-    with WireClient(cluster[coordinator.node_id].port) as client:
-        assert commit(client, "failover-group", {(topic, 0): 7}) == {(topic, 0): E.NONE}
 
     cluster[coordinator.node_id].stop(signal.SIGKILL)
 

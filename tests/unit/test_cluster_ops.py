@@ -194,7 +194,10 @@ def test_down_without_a_daemon(tmp_path):
     ("cluster-smoke KEEP=1", "ops/cluster_smoke.py --keep"),
 ])
 def test_the_make_targets(target, expected):
-    planned = subprocess.run(["make", "-n", "-W", ".venv/.installed", *target.split()], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+    # Run under `make test`, make's own variables would make this one a sub-make that prints
+    # "Entering/Leaving directory" around the plan: start it as a top-level make.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    planned = subprocess.run(["make", "--no-print-directory", "-n", "-W", ".venv/.installed", *target.split()],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert planned.returncode == 0, planned.stderr
     assert planned.stdout.strip().splitlines()[-1].endswith(expected)
