@@ -3,7 +3,8 @@ compaction and the log dir's headroom.
 
 manager.LogManager     one log dir: loading, creating and deleting logs, retention passes, shutdown
 dir_state              what a dir holds at start: checkpoints, partition dirs, interrupted deletions
-log.PartitionLog       one partition: append, read, offsets, truncation, retention
+log.PartitionLog       one partition: append, read, start offset moves, truncation, retention
+log_state.LogState     its segments and offsets kept consistent: offline on I/O errors, rolls, flushes
 batch_check            the checks on incoming batches before a byte is written
 segment_run            its segments as files: roll, find, slice, retire
 segment.LogSegment     one .log file with its .index and .timeindex

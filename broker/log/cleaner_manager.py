@@ -55,7 +55,8 @@ from broker.log.common import STOP_AT_ENV as STOP_AT_ENV  # where the tests look
 from broker.log.common import CorruptCheckpointError, LogError, TopicPartition, stop_for_test
 from broker.log.config import LogManagerConfig
 from broker.log.io import LogIO
-from broker.log.log import Clock, PartitionLog
+from broker.log.log import PartitionLog
+from broker.log.log_state import Clock
 from broker.log.offset_map import key_map_capacity
 from broker.log.segment import LogSegment
 from broker.log.segment_file import CorruptSegmentError

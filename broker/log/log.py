@@ -1,28 +1,19 @@
-"""The log of one partition: an ordered run of segments and the offsets that describe it.
+"""The log of one partition as its callers use it: append, read, move the start, retention,
+truncation, erasure and the cleaner's swaps, on the state kept by LogState (log_state.py).
 
-    log start offset <= high watermark <= log end offset, and first segment base <= log start offset
-
-State changes (append, truncation, start offset moves, retention) run synchronously on the event
-loop, so each one is atomic with respect to the others without locks. What may wait on the disk
-runs in the `LogIO` pool: fsync (`flush`), unlinking deleted segments (after
-`file.delete.delay.ms`), and loading/recovery (`load_partition_log` in opening.py, itself blocking, which the
-manager calls from the pool). Appends write to the page cache with os.write, which takes
-microseconds.
+Appends write to the page cache with os.write, which takes microseconds; the flush policy
+(`flush.messages`) may then wait for an fsync in the I/O pool.
 
 The log start offset lives in the log dir's `log-start-offset-checkpoint`, which the LogManager owns;
 it plugs in `start_offset_sink`, which `make_start_offset_durable` waits for, and tells the log which
 start each write of that file carried (`start_offset_checkpointed`): the log alone keeps what of its
 start is durable. A log used on its own keeps its start offset in memory only.
 """
-
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+import functools
+from collections.abc import Callable
 
 import structlog
 
@@ -36,20 +27,17 @@ from broker.log.common import (
     PolicyViolationError,
     StartOffsetReason,
     StorageError,
-    TopicPartition,
 )
 from broker.log.compacted_keys import refuse_keyless_records
 from broker.log.config import LogConfig
-from broker.log.epoch import LeaderEpochCache
 from broker.log.erasure import Erasure, ErasureTarget
-from broker.log.free_space import DirSpace, LowDiskSpaceError, is_out_of_space
-from broker.log.io import LogIO
+from broker.log.free_space import is_out_of_space
+from broker.log.log_state import LogState
 from broker.log.results import AppendInfo, ReadBound, ReadInfo, TimestampOffset
 from broker.log.retention import SegmentFacts, deletable_segments
-from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment, SegmentFlush
-from broker.log.segment_run import SegmentRun, sync_to_disk
+from broker.log.segment import BatchInfo, CorruptSegmentError, LogSegment
 from broker.log.timestamp_search import first_at_or_after, largest_timestamp, largest_timestamp_batch
-from broker.log.txn_index import AbortedTxn, AbortedTxnIndex
+from broker.log.txn_index import AbortedTxn
 from protocol.enums import SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.records import assign_offsets as stamp_batch
@@ -57,67 +45,12 @@ from protocol.records import set_log_append_time
 
 logger = structlog.get_logger(__name__)
 
-Clock = Callable[[], int]
 _INT64_MIN = -(1 << 63)
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class PartitionLog:
-    def __init__(
-        self,
-        directory: Path,
-        config: LogConfig,
-        segments: list[LogSegment],
-        *,
-        io: LogIO | None = None,
-        clock: Clock = wall_clock_ms,
-        log_start_offset: int,
-        recovery_point: int,
-        high_watermark: int,
-        epoch_cache: LeaderEpochCache | None = None,
-        topic_id: uuid.UUID | None = None,
-    ) -> None:
-        tp = TopicPartition.from_dir_name(directory.name)
-        if tp is None:
-            raise ValueError(f"{directory.name!r} is not a <topic>-<partition> directory name")
-        self.topic_partition = tp
-        self.directory = directory
-        self._config = config
-        self.io = io or LogIO()
-        self.clock = clock
-        self.topic_id = topic_id
-        self.epoch_cache = epoch_cache or LeaderEpochCache()
-        self._run = SegmentRun(directory, config, segments, self.io, clock)
-        # Blocking read of the `.txnindex` files: logs are made in the LogManager's pool (opening.py).
-        self.aborted_txns = AbortedTxnIndex.load(directory, [s.base_offset for s in segments])
-        self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._high_watermark = high_watermark
-        self._truncations = (
-            0  # bumped by every truncation; a flush that overlaps one keeps the old recovery point
-        )
-        self._flush_lock = asyncio.Lock()
-        self._last_flush_ms = clock()
-        self.offline_reason: str | None = None
-        # Set by the LogManager: writes the start offset checkpoint (group-committed) when
-        # `log.start.offset.checkpoint.sync` says so or the caller forces it.
-        self.start_offset_sink: Callable[[bool], Awaitable[None]] | None = None
-        self._durable_log_start_offset = log_start_offset
-        self.on_offline: Callable[[PartitionLog], None] | None = None
-        # Set by the LogManager: the dir's free-space headroom that appends are admitted by
-        # (broker/log/free_space.py); internal topics (group offsets) may write into it.
-        self.space: DirSpace | None = None
-        self.writes_into_reserve = False
-        self.erasure = Erasure(self)
-
-    def __repr__(self) -> str:
-        return (
-            f"PartitionLog({self.topic_partition}, start={self._log_start_offset}, "
-            f"hw={self._high_watermark}, end={self.log_end_offset}, segments={len(self._run)})"
-        )
+class PartitionLog(LogState):
+    """LogState and what callers do with it: append, read, move the start, retention, truncation,
+    erasure and the cleaner's segment swaps, close."""
 
     @property
     def config(self) -> LogConfig:
@@ -129,84 +62,9 @@ class PartitionLog:
         self._config = self._run.config = config
         self.erasure.schedule()
 
-    # --- offsets ---------------------------------------------------------------------------------
-
-    @property
-    def log_start_offset(self) -> Offset:
-        return Offset(self._log_start_offset)
-
-    @property
-    def log_end_offset(self) -> Offset:
-        return Offset(self._run.active.next_offset)
-
-    @property
-    def high_watermark(self) -> Offset:
-        return Offset(self._high_watermark)
-
-    @property
-    def recovery_point(self) -> Offset:
-        return Offset(self._recovery_point)
-
-    @property
-    def size_bytes(self) -> int:
-        return self._run.size_bytes
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        """A copy of the segment list, oldest first (read-only use: tests, metrics)."""
-        return self._run.all()
-
-    @property
-    def offline(self) -> bool:
-        return self.offline_reason is not None
-
-    def update_high_watermark(self, offset: int) -> Offset:
-        """Set the high watermark, clamped to [log start offset, log end offset]."""
-        self._check_online()
-        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
-        return self.high_watermark
-
-    # --- failures --------------------------------------------------------------------------------
-
-    def _check_online(self) -> None:
-        if self.offline_reason is not None:
-            raise StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
-
-    def _fail(self, action: str, exc: BaseException) -> StorageError:
-        """An I/O error: this partition goes offline (others keep working); return the error to raise."""
-        if self.offline_reason is None:
-            self.offline_reason = f"{action}: {exc!r}"
-            logger.error(
-                "partition log offline", partition=str(self.topic_partition), action=action, error=repr(exc)
-            )
-            if self.on_offline is not None:
-                self.on_offline(self)
-        return StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
-
-    def mark_offline(self, reason: str) -> None:
-        """Offline because its log dir failed (another partition's I/O error): no listener told."""
-        if self.offline_reason is None:
-            self.offline_reason = reason
-
-    def _out_of_space(self, segment: LogSegment, exc: BaseException) -> StorageError:
-        """The disk filled during an append: the part written is cut off, and the partition stays
-        online (reads and deletions go on); the dir is low until a reading finds room again."""
-        try:
-            segment.discard_unrecorded_tail()
-        except OSError as cut:
-            return self._fail("append", cut)
-        if self.space is not None:
-            self.space.ran_out()
-        return LowDiskSpaceError(f"{self.topic_partition}: the log dir is out of space ({exc!r}); "
-                                 f"delete records or topics to free space")
-
-    @contextlib.contextmanager
-    def _guard(self, action: str) -> Iterator[None]:
-        self._check_online()
-        try:
-            yield
-        except (OSError, CorruptSegmentError) as exc:
-            raise self._fail(action, exc) from exc
+    @functools.cached_property
+    def erasure(self) -> Erasure:
+        return Erasure(self)
 
     # --- appending -------------------------------------------------------------------------------
 
@@ -282,20 +140,6 @@ class PartitionLog:
         return AppendInfo(first.base_offset, last.last_offset, now if log_append_time else NO_TIMESTAMP,
                           max_timestamp, self._log_start_offset, len(infos), len(buf))
 
-    def _roll(self, base_offset: int) -> LogSegment:
-        previous_size = self._run.active.size
-        segment = self._run.roll(base_offset)
-        logger.info(
-            "rolled log segment",
-            partition=str(self.topic_partition),
-            base_offset=base_offset,
-            previous_size=previous_size,
-        )
-        # Kafka fsyncs the finished segment right after a roll, off the append path.
-        with contextlib.suppress(RuntimeError):
-            self.io.spawn(self.flush(up_to=base_offset), "flush after roll")
-        return segment
-
     # --- reading ---------------------------------------------------------------------------------
 
     def read(
@@ -369,58 +213,6 @@ class PartitionLog:
     def forget_aborted_txns_from(self, offset: int) -> None:
         """A producer state replay from `offset` is about to index the aborts it meets again."""
         self.aborted_txns.truncate_from(offset, [s.base_offset for s in self._run.all()])
-
-    # --- flushing --------------------------------------------------------------------------------
-
-    async def flush(self, up_to: int | None = None) -> None:
-        """fsync everything below `up_to` (default: the log end), then move the recovery point there.
-        Index tails, the leader epoch checkpoint and new directory entries go to disk with it."""
-        self._check_online()
-        async with self._flush_lock:
-            target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-            epochs = self.epoch_cache.entries() if self.epoch_cache.dirty else None
-            wanted = [
-                s
-                for s in self._run.all()
-                if (s.base_offset < target and s.next_offset > self._recovery_point) or s.indexes_dirty
-            ]
-            if not wanted and not self._run.dir_dirty and epochs is None:
-                self._recovery_point = max(self._recovery_point, target)
-                return
-            truncations = self._truncations
-            flushes: list[SegmentFlush] = []
-            with self._guard("flush"):
-                try:
-                    for segment in wanted:
-                        flushes.append(segment.prepare_flush())
-                except BaseException:
-                    for pending in flushes:
-                        pending.abandon()
-                    raise
-            self.epoch_cache.dirty = False
-            dir_dirty, self._run.dir_dirty = self._run.dir_dirty, False
-            try:
-                await self.io.run(sync_to_disk, flushes, self.directory, epochs, dir_dirty)
-            except OSError as exc:
-                if not is_out_of_space(exc):
-                    raise self._fail("flush", exc) from exc
-                # No room for the leader epoch checkpoint (or a filesystem that allocates at fsync):
-                # nothing is lost from the page cache; the recovery point stays and a later flush retries.
-                self.epoch_cache.dirty = self.epoch_cache.dirty or epochs is not None
-                self._run.dir_dirty = self._run.dir_dirty or dir_dirty
-                if self.space is not None:
-                    self.space.ran_out()
-                raise LowDiskSpaceError(f"{self.topic_partition}: cannot flush, out of space ({exc!r})") from exc
-            for pending in flushes:
-                pending.done()
-            if truncations == self._truncations:
-                self._recovery_point = max(self._recovery_point, target)
-            self._last_flush_ms = self.clock()
-
-    async def maybe_flush_on_time(self) -> None:
-        """`flush.ms`: called by the manager's flush scheduler."""
-        if not self.offline and self.clock() - self._last_flush_ms >= self.config.flush_ms:
-            await self.flush()
 
     # --- moving the start ------------------------------------------------------------------------
 

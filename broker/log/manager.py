@@ -36,7 +36,8 @@ from broker.log.dir_state import DirState, read_dir_state
 from broker.log.free_space import DirSpace
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport
-from broker.log.log import Clock, PartitionLog, wall_clock_ms
+from broker.log.log import PartitionLog
+from broker.log.log_state import Clock, wall_clock_ms
 from broker.log.opening import create_partition_log, load_partition_log
 from broker.log.periodic import PeriodicJobs
 from broker.log.retention import cause_of_next_deletion

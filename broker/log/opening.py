@@ -10,7 +10,8 @@ from broker.log import checkpoint
 from broker.log.config import LogConfig
 from broker.log.io import LogIO
 from broker.log.loader import LoadReport, load_partition
-from broker.log.log import Clock, PartitionLog, wall_clock_ms
+from broker.log.log import PartitionLog
+from broker.log.log_state import Clock, wall_clock_ms
 from broker.log.segment import LogSegment
 
 
