@@ -3,6 +3,7 @@
 manager.ReplicaManager     the partitions hosted here (looked up lazily); the data path: append, delete
                            records, the waits in its purgatories; producer ids
 partition.Partition        one partition: its log, leader epoch, ISR, high and low watermarks
+delayed                    the data path's waits: Kafka's DelayedProduce and DelayedDeleteRecords
 outcomes                   the data path's per-partition results (AppendResult, DeleteOutcome), AppendOrigin
 fetcher.ReplicaFetcher     following a leader: one per leader broker
 producer_recovery          producer state rebuilt from a log at load

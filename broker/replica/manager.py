@@ -33,6 +33,7 @@ from broker.log.file_region import FileRegion
 from broker.log.slices import SliceReader
 from broker.metrics.data_path import DELETION_CAUSES, DataPathCounters
 from broker.purgatory import Purgatory
+from broker.replica.delayed import await_acks, await_low_watermarks
 from broker.replica.fetcher import ReplicaFetcher
 from broker.replica.outcomes import (
     VALID_ACKS,
@@ -51,12 +52,6 @@ log = structlog.get_logger("replica")
 
 T = TypeVar("T")
 IO_THREADS = 4
-
-_ACKS_FAILURES = {  # why an acks=-1 append was not acknowledged
-    ErrorCode.REQUEST_TIMED_OUT: "the batch was not replicated to the in-sync replicas in time",
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: "leadership moved before the batch was replicated",
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "the in-sync replicas fell below min.insync.replicas after the append",
-}
 
 
 class ReplicaManager:
@@ -388,7 +383,7 @@ class ReplicaManager:
         if waiting:
             outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
             if outcomes.count(ErrorCode.NONE) != len(outcomes):  # on one broker never: the HW moved with the append
-                await self._await_acks(results, waiting, outcomes, timeout_ms)
+                await await_acks(self.produces, results, waiting, outcomes, timeout_ms)
         return results
 
     def _refused(self, name: str, index: int, code: ErrorCode, message: str, origin: AppendOrigin,
@@ -396,26 +391,6 @@ class ReplicaManager:
         log.info("append refused", partition=f"{name}-{index}", origin=origin.value, error=ErrorCode(code).name,
                  reason=message)
         return append_failure(code, message, partition)
-
-    async def _await_acks(self, results: list[AppendResult], waiting: list[tuple[int, Partition, int]],
-                          outcomes: list[ErrorCode | None], timeout_ms: int) -> None:
-        """Kafka's DelayedProduce: done when every partition's acks outcome is known
-        (Partition.acks_outcome; `outcomes` as they stand now); those still open at the timeout are
-        REQUEST_TIMED_OUT. A failed partition keeps its offsets in the answer, as Kafka's does."""
-        if None in outcomes:
-
-            def settled() -> bool:
-                for _, partition, required in waiting:
-                    if partition.acks_outcome(required) is None:
-                        return False
-                return True
-
-            await self.produces.wait([p.topic_partition for _, p, _ in waiting], settled, timeout_ms)
-            outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
-        for (position, _, _), outcome in zip(waiting, outcomes, strict=True):
-            if outcome is not ErrorCode.NONE:
-                code = ErrorCode.REQUEST_TIMED_OUT if outcome is None else outcome
-                results[position] = results[position]._replace(error_code=code, error_message=_ACKS_FAILURES[code])
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int], timeout_ms: int, leader_only: bool,
                              reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
@@ -451,32 +426,13 @@ class ReplicaManager:
             if not leader_only and low < required:
                 pending.append((tp, partition, required))
         if pending:
-            await self._await_low_watermarks(outcomes, pending, timeout_ms)
+            await await_low_watermarks(self.deletions, outcomes, pending, timeout_ms)
         return outcomes
 
     def _deletion_refused(self, tp: TopicPartition, offset: int, exc: PartitionError | LogError) -> DeleteOutcome:
         log.info("delete records refused", partition=str(tp), offset=offset, error=ErrorCode(exc.error_code).name,
                  reason=exc.message)
         return DeleteOutcome(ErrorCode(exc.error_code), -1, -1, exc.message)
-
-    async def _await_low_watermarks(self, outcomes: dict[TopicPartition, DeleteOutcome],
-                                    pending: list[tuple[TopicPartition, Partition, int]], timeout_ms: int) -> None:
-        """Kafka's DelayedDeleteRecords: done when every low watermark reached its offset. TimeoutMs
-        <= 0 parks nothing: the answer is what is known now (KAFKA-20560)."""
-
-        def reached() -> bool:
-            return all(not p.is_leader or p.low_watermark() >= required for _, p, required in pending)
-
-        if timeout_ms > 0:
-            await self.deletions.wait([p.topic_partition for _, p, _ in pending], reached, timeout_ms)
-        for tp, partition, required in pending:
-            low = partition.low_watermark()
-            if not partition.is_leader:  # the new leader has the start offset
-                outcomes[tp] = DeleteOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
-            elif low >= required:
-                outcomes[tp] = DeleteOutcome(ErrorCode.NONE, low, partition.log_start_offset)
-            else:  # Kafka keeps the low watermark seen on arrival
-                outcomes[tp] = outcomes[tp]._replace(error_code=ErrorCode.REQUEST_TIMED_OUT, leader_log_start_offset=-1)
 
     async def make_start_offsets_durable(self, partitions: Iterable[Partition], force: bool = False
                                          ) -> dict[Partition, LogError]:
