@@ -49,6 +49,17 @@ class SharedRun:
         await asyncio.shield(self._task)
 
 
+async def every(interval_ms: int, job: Callable[[], Awaitable[object]], logger: Any, failure: str) -> None:
+    """Run `job` every `interval_ms` until cancelled; a failure is logged as `failure` and the next
+    round tries again."""
+    while True:
+        await asyncio.sleep(interval_ms / 1000)
+        try:
+            await job()
+        except Exception as exc:
+            logger.error(failure, error=repr(exc), exc_info=exc)
+
+
 class KeyedLocks:
     """An asyncio.Lock per key, made on first use and dropped when nobody holds or waits for it."""
 

@@ -27,22 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 
 import structlog
 
-from broker.aio import SharedRun, run_to_completion
+from broker.aio import every, run_to_completion
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
-from broker.group.offsets_store import partition_for
 from broker.replica import Partition, PartitionError, ReplicaManager
-from broker.topics import TopicError, TopicManager
+from broker.topics import TopicManager
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.peers import PeerConnections
 from broker.txn.state_log import (
     TRANSACTION_STATE_TOPIC,
     WRITE_TIMEOUT_MS,
     TopicPartitionKey,
+    TxnError,
     TxnMetadata,
     TxnState,
     append_state,
@@ -50,8 +49,9 @@ from broker.txn.state_log import (
     replay_partition,
     value_bytes,
 )
+from broker.txn.state_topic import TxnStateTopic
 from broker.txn.verification import TxnVerifier
-from protocol.errors import CodedError, ErrorCode
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger("transactions")
 
@@ -64,10 +64,6 @@ _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafk
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
 }
-
-
-class TxnError(CodedError):
-    """A transactional request refused, with the error code its answer carries."""
 
 
 def _now_ms() -> int:
@@ -92,7 +88,7 @@ class TransactionCoordinator:
         self.in_cluster = in_cluster
         self.active = False
         self._txns: dict[str, TxnMetadata] = {}
-        self._creating = SharedRun(self._create_topic)
+        self.state_topic = TxnStateTopic(topics, self.settings)
         self._tasks: set[asyncio.Task] = set()
         # The partition leader's side of markers (WriteTxnMarkers is served through it) and ours.
         self.markers = MarkerWriter(replicas, WRITE_TIMEOUT_MS)
@@ -100,7 +96,7 @@ class TransactionCoordinator:
                                       WRITE_TIMEOUT_MS)
         self._sender = MarkerSender(self.markers, topics, config.node_id, in_cluster, self._peers)
         # The leader's side of KIP-890 for ids coordinated elsewhere (Produce asks it).
-        self.verifier = TxnVerifier(replicas, topics, self._peers, config.node_id, self._partition_of,
+        self.verifier = TxnVerifier(replicas, topics, self._peers, config.node_id, self.state_topic.partition_of,
                                     self.verify_partitions)
         self.partitions = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC, self._spawn, lambda index: replicas.partition(TRANSACTION_STATE_TOPIC, index),
@@ -126,8 +122,8 @@ class TransactionCoordinator:
             await self._load()
             self.active = True
         self._spawn(self._abort_timed_out_periodically())
-        self._spawn(self._every(self.settings.remove_expired_cleanup_interval_ms, lambda: self.remove_expired(),
-                                "removing expired transactional ids failed"))
+        self._spawn(every(self.settings.remove_expired_cleanup_interval_ms, lambda: self.remove_expired(),
+                          log, "removing expired transactional ids failed"))
 
     async def stop(self) -> None:
         self.active = False
@@ -171,7 +167,7 @@ class TransactionCoordinator:
         self._complete_prepared(loaded)
 
     def _unload_partition(self, index: int) -> None:
-        doomed = [tid for tid in self._txns if self._partition_of(tid) == index]
+        doomed = [tid for tid in self._txns if self.partition_of(tid) == index]
         for tid in doomed:
             del self._txns[tid]
         if doomed:
@@ -183,7 +179,7 @@ class TransactionCoordinator:
         in a cluster its partition still led and loaded here."""
         if not self.active or self._txns.get(meta.transactional_id) is not meta:
             return False
-        return not self.in_cluster or self.partitions.not_served(self._partition_of(meta.transactional_id)) is None
+        return not self.in_cluster or self.partitions.not_served(self.partition_of(meta.transactional_id)) is None
 
     def _complete_prepared(self, found: list[TxnMetadata]) -> None:
         for meta in found:
@@ -213,33 +209,11 @@ class TransactionCoordinator:
         """Create `__transaction_state` on first use; COORDINATOR_NOT_AVAILABLE if that fails."""
         if not self.active:
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not active")
-        if self.topics.get(TRANSACTION_STATE_TOPIC) is not None:
-            return
-        await self._creating.run()
-
-    async def _create_topic(self) -> None:
-        s = self.settings
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(s.state_log_segment_bytes),
-                   "min.insync.replicas": str(s.state_log_min_isr), "compression.type": "uncompressed",
-                   "unclean.leader.election.enable": "false"}
-        try:
-            await self.topics.create(TRANSACTION_STATE_TOPIC, s.state_log_num_partitions,
-                                     s.state_log_replication_factor, configs)
-        except TopicError as exc:
-            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS or self.topics.get(TRANSACTION_STATE_TOPIC):
-                return
-            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           f"cannot create {TRANSACTION_STATE_TOPIC}: {exc.message}") from None
-        log.info("created the transaction state topic", partitions=s.state_log_num_partitions)
+        await self.state_topic.ensure()
 
     def partition_of(self, transactional_id: str) -> int:
         """The `__transaction_state` partition of the id (its leader is the id's coordinator)."""
-        return self._partition_of(transactional_id)
-
-    def _partition_of(self, transactional_id: str) -> int:
-        topic = self.topics.get(TRANSACTION_STATE_TOPIC)
-        count = len(topic.replicas) if topic is not None else self.settings.state_log_num_partitions
-        return partition_for(transactional_id, count)
+        return self.state_topic.partition_of(transactional_id)
 
     # --- the in-memory view ----------------------------------------------------------------------
 
@@ -261,7 +235,7 @@ class TransactionCoordinator:
             return ErrorCode.NOT_COORDINATOR
         if not self.in_cluster:
             return None
-        return self.partitions.not_served(self._partition_of(transactional_id))
+        return self.partitions.not_served(self.partition_of(transactional_id))
 
     def _check_coordinating(self, transactional_id: str) -> None:
         error = self.not_served(transactional_id)
@@ -414,7 +388,7 @@ class TransactionCoordinator:
     async def _append(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
                       start_ms: int, epoch: int) -> None:
         now = _now_ms()
-        index = self._partition_of(meta.transactional_id)
+        index = self.partition_of(meta.transactional_id)
         record = (key_bytes(meta.transactional_id), value_bytes(meta, state, partitions, start_ms, now, epoch))
         [(error, message)] = (await append_state(self.replicas, {index: [record]}, now)).values()
         if error != ErrorCode.NONE:
@@ -432,7 +406,7 @@ class TransactionCoordinator:
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Send the markers, then write the Complete state; retried until both are written, or until
         the id is no longer this coordinator's (its new coordinator completes the transaction)."""
-        index = self._partition_of(meta.transactional_id)
+        index = self.partition_of(meta.transactional_id)
         remaining = set(meta.partitions)
         while remaining:
             if not self._owns(meta):
@@ -470,17 +444,8 @@ class TransactionCoordinator:
                  epoch=meta.producer_epoch, result=done.display_name)
 
     async def _abort_timed_out_periodically(self) -> None:
-        await self._every(self.settings.abort_timed_out_cleanup_interval_ms, lambda: self.abort_timed_out(),
-                          "aborting timed-out transactions failed")
-
-    @staticmethod
-    async def _every(interval_ms: int, job: Callable[[], Awaitable[int]], failure: str) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await job()
-            except Exception as exc:  # logged; the next round tries again
-                log.error(failure, error=repr(exc), exc_info=exc)
+        await every(self.settings.abort_timed_out_cleanup_interval_ms, lambda: self.abort_timed_out(),
+                    log, "aborting timed-out transactions failed")
 
     async def abort_timed_out(self, now_ms: int | None = None) -> int:
         """Abort, with the epoch bumped, every transaction open longer than its timeout."""
@@ -504,7 +469,7 @@ class TransactionCoordinator:
         by_index: dict[int, list[TxnMetadata]] = {}
         for meta in self._txns.values():
             if meta.state in _EXPIRABLE and not meta.pending and meta.update_ms <= horizon:
-                by_index.setdefault(self._partition_of(meta.transactional_id), []).append(meta)
+                by_index.setdefault(self.partition_of(meta.transactional_id), []).append(meta)
         if not by_index:
             return 0
         metas = [meta for group in by_index.values() for meta in group]

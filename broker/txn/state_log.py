@@ -22,7 +22,7 @@ import structlog
 
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, ReplicaManager
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.messages import TransactionLogKey, TransactionLogValue
 from protocol.records import RecordBatch, build_batch, iter_batches
 
@@ -35,6 +35,10 @@ NEWEST_KNOWN_VALUE_VERSION = 1
 LOAD_READ_BYTES = 1 << 20
 WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
 _I16 = struct.Struct(">h")
+
+
+class TxnError(CodedError):
+    """A transactional request refused, with the error code its answer carries."""
 
 
 class TxnState(IntEnum):
