@@ -22,7 +22,7 @@ from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
-from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
+from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore, OffsetsTopicSettings
 from broker.group.trim import CommittedTrimmer
 from broker.group_configs import GroupConfigs
 from broker.handlers import load_handlers
@@ -134,8 +134,8 @@ class Broker:
             self.dynamic_config.unclean_election_listeners.append(self.cluster.controller.wake)
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
-        self.groups = GroupCoordinator(config, OffsetsStore(self), self.replicas,
-                                       in_cluster=self.cluster is not None)
+        offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
+        self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None)
         self.services.append(self.groups)
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,

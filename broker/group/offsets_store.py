@@ -27,21 +27,27 @@ appends with acks=1 and its high watermark does not move while the ISR is below 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from broker.aio import SharedRun, run_to_completion
 from broker.group import records
 from broker.group.group import GroupError, now_ms
-from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
-from broker.replica import AppendOrigin, PartitionError
+from broker.log import FileSlice, OffsetOutOfRangeError, ReadBound, StorageError
+from broker.replica import AppendOrigin, AppendResult, Partition, PartitionError
+from broker.replica.outcomes import AppendEntry
 from broker.topic_placement import TopicError
 from protocol.control_records import ControlType, read_marker
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import GroupMetadataKey, GroupMetadataValue
 from protocol.records import RecordBatch, build_batch, iter_batches
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.topic import Topic
 
 log = structlog.get_logger("groups")
 
@@ -96,28 +102,61 @@ class LoadStats:
     groups: int = 0
 
 
+@dataclass(frozen=True)
+class OffsetsTopicSettings:
+    """The `offsets.*` settings the store follows."""
+
+    num_partitions: int  # offsets.topic.num.partitions, for a topic not created yet
+    replication_factor: int  # offsets.topic.replication.factor
+    commit_timeout_ms: int  # offsets.commit.timeout.ms: how long a write waits for the ISR
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> OffsetsTopicSettings:
+        return cls(config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+                   config.offsets_commit_timeout_ms)
+
+
+class OffsetsTopics(Protocol):
+    """What the store needs of the broker's topics (TopicManager): the offsets topic, and creating it."""
+
+    def get(self, name: str) -> Topic | None: ...
+    def create(self, name: str, num_partitions: int, replication_factor: int,
+               configs: Mapping[str, str | None] | None = None) -> Awaitable[Topic]: ...
+
+
+class OffsetsReplicas(Protocol):
+    """What the store needs of the data path (ReplicaManager): appending its records, and the
+    partitions and bytes it replays."""
+
+    async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
+                             origin: AppendOrigin, internal_topics_allowed: bool = False) -> list[AppendResult]: ...
+    def partition(self, topic: str, index: int) -> Partition: ...
+    async def read_slices(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]: ...
+
+
 class OffsetsStore:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, settings: OffsetsTopicSettings, topics: OffsetsTopics, replicas: OffsetsReplicas) -> None:
+        self.settings = settings
+        self.topics = topics
+        self.replicas = replicas
         self._creating = SharedRun(self._create_topic)
         self._by_group: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
         self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
         # TxnOffsetCommit's offsets, by producer id, until their transaction's marker.
         self._pending: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
-        config = broker.config
-        self.commit_timeout_ms = config.offsets_commit_timeout_ms
+        self.commit_timeout_ms = settings.commit_timeout_ms
 
     # --- the topic ---------------------------------------------------------------------------------
 
     def partition_count(self) -> int:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
-        return len(topic.replicas) if topic is not None else self.broker.config.offsets_topic_num_partitions
+        topic = self.topics.get(OFFSETS_TOPIC)
+        return len(topic.replicas) if topic is not None else self.settings.num_partitions
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count())
 
     def topic_exists(self) -> bool:
-        return self.broker.topics.get(OFFSETS_TOPIC) is not None
+        return self.topics.get(OFFSETS_TOPIC) is not None
 
     async def ensure_topic(self) -> None:
         """Create __consumer_offsets if nothing has yet; COORDINATOR_NOT_AVAILABLE if that fails.
@@ -128,10 +167,10 @@ class OffsetsStore:
         await self._creating.run()
 
     async def _create_topic(self) -> None:
-        config = self.broker.config
+        settings = self.settings
         try:
-            await self.broker.topics.create(OFFSETS_TOPIC, config.offsets_topic_num_partitions,
-                                            config.offsets_topic_replication_factor, dict(OFFSETS_TOPIC_CONFIGS))
+            await self.topics.create(OFFSETS_TOPIC, settings.num_partitions, settings.replication_factor,
+                                     dict(OFFSETS_TOPIC_CONFIGS))
         except TopicError as exc:
             if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS or self.topic_exists():
                 return
@@ -141,7 +180,7 @@ class OffsetsStore:
         except Exception as exc:
             log.error("cannot create the offsets topic", error=repr(exc))
             raise GroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {OFFSETS_TOPIC}: {exc!r}") from None
-        log.info("created the offsets topic", partitions=config.offsets_topic_num_partitions)
+        log.info("created the offsets topic", partitions=settings.num_partitions)
 
     # --- writing -----------------------------------------------------------------------------------
 
@@ -157,7 +196,7 @@ class OffsetsStore:
         producer_id, producer_epoch = producer if producer is not None else (-1, -1)
         data = build_batch([(key, value, [], timestamp) for key, value in entries], producer_id=producer_id,
                            producer_epoch=producer_epoch, is_transactional=producer is not None)
-        [result] = await self.broker.replicas.append_records(
+        [result] = await self.replicas.append_records(
             [(OFFSETS_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
             timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
         code = result.error_code
@@ -280,12 +319,12 @@ class OffsetsStore:
         """Replay every partition of the offsets topic (one broker): offsets into this store, group
         metadata through `replay_group(group_id, value or None for a tombstone)`."""
         stats = LoadStats()
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
             return stats
         for index in sorted(topic.replicas):
             try:
-                partition = self.broker.replicas.partition(OFFSETS_TOPIC, index)
+                partition = self.replicas.partition(OFFSETS_TOPIC, index)
             except PartitionError as exc:
                 log.error("offsets partition not loadable", partition=index, error=exc.message)
                 continue
@@ -295,11 +334,11 @@ class OffsetsStore:
 
     def local_partitions(self) -> list:
         """The offsets topic's partitions with a replica here (a cluster broker hosts some of them)."""
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        topic = self.topics.get(OFFSETS_TOPIC)
         found = []
         for index in sorted(topic.replicas) if topic is not None else []:
             try:
-                found.append(self.broker.replicas.partition(OFFSETS_TOPIC, index))
+                found.append(self.replicas.partition(OFFSETS_TOPIC, index))
             except PartitionError:
                 continue
         return found
@@ -320,7 +359,7 @@ class OffsetsStore:
                 return
             if not info.slices:
                 return
-            (data,) = await self.broker.replicas.read_slices([info.slices])
+            (data,) = await self.replicas.read_slices([info.slices])
             for batch in iter_batches(data, allow_partial_tail=True):
                 if batch.last_offset < offset:
                     continue

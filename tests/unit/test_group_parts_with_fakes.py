@@ -3,7 +3,7 @@ fakes stand in for the rest: a dict-backed registry, a store that records what i
 a partition that says whether it leads."""
 
 import asyncio
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import pytest
 
@@ -149,8 +149,16 @@ class FakeOffsetsStore:
         pass  # nothing stored yet
 
 
-def _offsets_partition(index: int, *, leader: bool):
-    return SimpleNamespace(is_leader=leader, topic_partition=TopicPartition(OFFSETS_TOPIC, index))
+@dataclass
+class FakeOffsetsPartition:
+    """A `__consumer_offsets` partition as the registry sees it: which one, and whether it leads here."""
+
+    topic_partition: TopicPartition
+    is_leader: bool
+
+
+def _offsets_partition(index: int, *, leader: bool) -> FakeOffsetsPartition:
+    return FakeOffsetsPartition(TopicPartition(OFFSETS_TOPIC, index), leader)
 
 
 async def test_the_registry_serves_only_groups_of_partitions_led_here_and_unloads_the_rest():
