@@ -29,6 +29,7 @@ from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
 from broker.log.file_region import FileRegion
 from broker.metrics.requests import RequestMetrics, RequestTiming
+from broker.request_context import RequestContext
 from broker.security.errors import AuthenticationFailed
 from broker.security.principal import ANONYMOUS
 from broker.security.sasl_session import SaslSession, Stage
@@ -182,18 +183,23 @@ class Connection(asyncio.BufferedProtocol):
         request.client_host = self.host  # group members are described with the address they connect from
         request.principal = self.principal  # what the authorizer checks
         request.listener_name = self.listener.name  # Metadata answers with this listener's endpoints
-        request.sasl = self.sasl  # SaslHandshake and SaslAuthenticate move it on
-        request.file_regions = [] if self.sends_files else None  # Fetch puts the FileRegions it answers with here
+        # SaslHandshake and SaslAuthenticate move the session on; Fetch puts the FileRegions it answers with
+        # in file_regions
+        context = RequestContext(self.sasl, [] if self.sends_files else None)
         try:
-            return await self._answer(handler, request, version, correlation_id, arrived)
+            return await self._answer(handler, request, context, version, correlation_id, arrived)
         finally:
-            for region in request.file_regions or ():  # not handed to the file sender: the answer was not sent
+            for region in context.file_regions or ():  # not handed to the file sender: the answer was not sent
                 region.release()
 
-    async def _answer(self, handler, request, version: int, correlation_id: int, arrived: float) -> bool:
+    async def _answer(self, handler, request, context: RequestContext, version: int, correlation_id: int,
+                      arrived: float) -> bool:
         self.timing = self.server.request_metrics.begin(handler.name, arrived)
         try:
-            response = await handler.fn(self.broker, request)
+            if handler.connection:
+                response = await handler.fn(self.broker, request, context)
+            else:
+                response = await handler.fn(self.broker, request)
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:
@@ -211,8 +217,8 @@ class Connection(asyncio.BufferedProtocol):
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
             return self._drop("response encoding failed", api=handler.name)
-        if request.file_regions:
-            return await self._send_from_files(chunks, request.file_regions)
+        if context.file_regions:
+            return await self._send_from_files(chunks, context.file_regions)
         self._send(chunks)
         return self._after_sasl_step()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from protocol.enums import ApiKey
 
@@ -177,10 +177,6 @@ class Request(Generic[BodyT]):
     client_host: str = ""  # the peer's address: group members are described with it
     principal: str = ""  # who the client authenticated as: what the authorizer checks
     listener_name: str = ""  # the listener it came in on: Metadata answers with that listener's endpoints
-    sasl: Any = None  # the connection's broker.security SaslSession (SASL listeners), which protocol/ cannot name
-    # Plain TCP connections: a list for the broker.log FileRegions an answer sends from segment files
-    # (sendfile), released by the connection once sent; None where answers must be bytes (TLS, tests).
-    file_regions: list | None = None
 
 
 def peek_request(frame_bytes: bytes | bytearray) -> tuple[int, int, int]:

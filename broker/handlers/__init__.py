@@ -4,6 +4,10 @@
     async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest]
                              ) -> DeleteRecordsResponse: ...
 
+A handler that needs the connection's state (its SASL session, where an answer may be sent from
+files) registers with `connection=True` and is given the server's per-request RequestContext
+(broker/request_context.py) as a third argument.
+
 ApiVersions is answered from this registry, so an API is advertised exactly when a module for it
 exists. A handler returns the response body, or None when no response is due (Produce acks=0).
 The registration also says how its frames are read and written: the generic codec unless the API
@@ -20,12 +24,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from broker.handlers.context import BrokerContext
+from broker.request_context import RequestContext
 from protocol import framing, messages
 from protocol.messages import ApiMessage
 from protocol.specs import Versions
 
 # A handler names its own request class (Request[DeleteRecordsRequest]); the registry keys it by API.
-HandlerFn = Callable[[BrokerContext, framing.Request[Any]], Awaitable[ApiMessage | None]]
+# (broker, request), or (broker, request, RequestContext) for one registered with connection=True.
+HandlerFn = (Callable[[BrokerContext, framing.Request[Any]], Awaitable[ApiMessage | None]]
+             | Callable[[BrokerContext, framing.Request[Any], RequestContext], Awaitable[ApiMessage | None]])
 _Fn = TypeVar("_Fn", bound=HandlerFn)
 Decoder = Callable[[bytearray], framing.Request[Any]]
 Encoder = Callable[[Any, int, int], list]  # (response, version, correlation id) -> frame chunks
@@ -49,6 +56,7 @@ class Handler:
     decode: Decoder = framing.decode_request
     encode: Encoder = encode_frame
     reply_to_newer: Callable[[], ApiMessage] | None = None  # a v0 answer for versions above the range
+    connection: bool = False  # fn takes the RequestContext too
 
     @property
     def name(self) -> str:
@@ -60,7 +68,7 @@ REGISTRY: dict[int, Handler] = {}
 
 def handles(api_key: int, versions: str, *, advertised_min: int | None = None, decode: Decoder | None = None,
             encode: Encoder | None = None, reply_to_newer: Callable[[], ApiMessage] | None = None,
-            ) -> Callable[[_Fn], _Fn]:
+            connection: bool = False) -> Callable[[_Fn], _Fn]:
     served = Versions.parse(versions)
     known = messages.api(api_key).versions
     if not served.is_subset_of(known):
@@ -71,7 +79,7 @@ def handles(api_key: int, versions: str, *, advertised_min: int | None = None, d
             raise ValueError(f"api {api_key} registered twice")
         low = served.low if advertised_min is None else advertised_min
         REGISTRY[api_key] = Handler(api_key, served, low, fn, decode or framing.decode_request,
-                                    encode or encode_frame, reply_to_newer)
+                                    encode or encode_frame, reply_to_newer, connection)
         return fn
 
     return register

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from protocol import fastpath, fetch_request
 from protocol.enums import ApiKey, IsolationLevel, Operation, ResourceType
@@ -103,8 +104,9 @@ class _Wanted:
     follower_log_start_offset: int = -1  # what a follower reports of its own log
 
 
-@handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response)
-async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchResponse:
+@handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response,
+         connection=True)
+async def fetch(broker: BrokerContext, request: Request[FetchRequest], connection: RequestContext) -> FetchResponse:
     body = request.body
     version = request.api_version
     replicas = broker.replicas
@@ -146,7 +148,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
         await replicas.fetches.wait(keys, enough, body.max_wait_ms)
         plan()
     chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
-                                           request.file_regions)
+                                           connection.file_regions)
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
         if records and w.partition is not None:

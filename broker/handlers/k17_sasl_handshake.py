@@ -12,7 +12,7 @@ Errors: NONE, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
-from broker.security.sasl_session import SaslSession
+from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -21,9 +21,10 @@ from protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
 API_KEY = ApiKey.SASL_HANDSHAKE
 
 
-@handles(API_KEY, "0-1")
-async def sasl_handshake(broker: BrokerContext, request: Request[SaslHandshakeRequest]) -> SaslHandshakeResponse:
-    session: SaslSession | None = request.sasl
+@handles(API_KEY, "0-1", connection=True)
+async def sasl_handshake(broker: BrokerContext, request: Request[SaslHandshakeRequest],
+                         connection: RequestContext) -> SaslHandshakeResponse:
+    session = connection.sasl
     if session is None or session.authenticated:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     offered = list(session.listener.mechanisms)

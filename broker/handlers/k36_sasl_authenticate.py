@@ -11,8 +11,8 @@ Errors: NONE, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.errors import AuthenticationFailed
-from broker.security.sasl_session import SaslSession
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -21,10 +21,10 @@ from protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 API_KEY = ApiKey.SASL_AUTHENTICATE
 
 
-@handles(API_KEY, "0-2")
-async def sasl_authenticate(broker: BrokerContext,
-                            request: Request[SaslAuthenticateRequest]) -> SaslAuthenticateResponse:
-    session: SaslSession | None = request.sasl
+@handles(API_KEY, "0-2", connection=True)
+async def sasl_authenticate(broker: BrokerContext, request: Request[SaslAuthenticateRequest],
+                            connection: RequestContext) -> SaslAuthenticateResponse:
+    session = connection.sasl
     if session is None or session.authenticated:
         return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
                                         error_message="SaslAuthenticate outside a SASL authentication",

@@ -19,6 +19,7 @@ from broker.handlers.k00_produce import produce
 from broker.handlers.k21_delete_records import delete_records
 from broker.log import LogManager, TopicPartition
 from broker.replica import ReplicaManager
+from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest, ProduceRequest
@@ -228,7 +229,7 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
             topic="s", partitions=[FetchRequest.FetchTopic.FetchPartition(partition=i, fetch_offset=0,
                                                                           partition_max_bytes=1 << 20)
                                    for i in (0, 1)])])
-        answer = await fetch(broker, SimpleNamespace(body=fetch_request, api_version=12, file_regions=None))
+        answer = await fetch(broker, SimpleNamespace(body=fetch_request, api_version=12), RequestContext())
         parts = answer.responses[0].partitions
         assert [p.error_code for p in parts] == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
     finally:
@@ -246,7 +247,7 @@ def _follower_fetch(broker, offset, last_fetched_epoch, log_start_offset=0):
     request = FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t",
                                                                                           partitions=[wanted])])
-    return fetch(broker, SimpleNamespace(body=request, api_version=12, file_regions=None))
+    return fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext())
 
 
 async def test_a_follower_position_counts_only_where_its_fetch_read_this_log(cluster):
@@ -283,7 +284,7 @@ async def test_a_parked_follower_fetch_learns_a_new_log_start_offset_at_once(clu
         request = FetchRequest(replica_id=replica_id, max_wait_ms=600_000, min_bytes=1, max_bytes=1 << 20,
                                isolation_level=0, session_id=0, session_epoch=-1,
                                topics=[FetchRequest.FetchTopic(topic="t", partitions=[wanted])])
-        return asyncio.ensure_future(fetch(broker, SimpleNamespace(body=request, api_version=12, file_regions=None)))
+        return asyncio.ensure_future(fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext()))
 
     follower_fetch, consumer_fetch = parked_fetch(FOLLOWER), parked_fetch(-1)
     await asyncio.sleep(0.05)
