@@ -97,8 +97,9 @@ async def leader(tmp_path):
     logs = LogManager(tmp_path / "logs")
     await logs.startup(background_tasks=False)
     await logs.get_or_create_log(TopicPartition("t", 0), topic_id=topic.topic_id)
-    broker = SimpleNamespace(node_id=LEADER, topics=SimpleNamespace(get={"t": topic}.get, all=lambda: [topic]), logs=logs, cluster=None,
-                             authorizer=None, store=await EmbeddedStore.open(tmp_path / "meta.json"),
+    topics = SimpleNamespace(get={"t": topic}.get, all=lambda: [topic])
+    broker = SimpleNamespace(node_id=LEADER, topics=topics, logs=logs, cluster=None, authorizer=None,
+                             store=await EmbeddedStore.open(tmp_path / "meta.json"),
                              config=SimpleNamespace(delete_records_v3_enable=True, replication=ReplicationConfig()))
     replicas = ReplicaManager(broker)
     replicas.is_alive = lambda broker_id: True
