@@ -9,11 +9,19 @@ from types import SimpleNamespace
 import pytest
 
 from broker.cluster.store import EmbeddedStore
-from broker.config import ReplicationConfig
+from broker.config import ReplicationConfig, load_config
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.handlers.k01_fetch import fetch
 from broker.log import LogManager, TopicPartition
 from broker.replica import ReplicaManager
-from broker.replica.throttle import LEADER_REPLICAS, ReplicationQuota, SampledRate, throttled_partitions
+from broker.replica.throttle import (
+    FOLLOWER_RATE,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    SampledRate,
+    throttled_partitions,
+)
 from broker.topic import Topic
 from protocol.messages import FetchRequest
 from protocol.records import RecordBatch, build_batch
@@ -146,3 +154,22 @@ async def test_the_leader_sends_a_throttled_follower_nothing_while_the_quota_is_
     assert len((await _follower_fetch(broker, 3)).records) > 0
     topic.configs = {LEADER_REPLICAS: f"0:{FOLLOWER}"}  # a pair naming another broker throttles nothing here
     assert len((await _follower_fetch(broker, 3)).records) > 0
+
+
+async def test_the_rate_in_force_is_this_brokers_then_the_cluster_wide_then_server_properties(tmp_path):
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    dynamic = DynamicBrokerConfig(store, load_config(None, ["node.id=1", f"{LEADER_RATE}=300"]))
+    await dynamic.load()
+    await dynamic.start()
+    seen = []
+    dynamic.change_listeners.append(lambda: seen.append(dynamic.replication_throttle(LEADER_RATE)))
+    try:
+        assert (dynamic.replication_throttle(LEADER_RATE), dynamic.replication_throttle(FOLLOWER_RATE)) == (300, None)
+        await dynamic.alter("", lambda current: {**current, LEADER_RATE: "200"})
+        assert seen[-1] == 200  # the listeners (the replication throttles) hear of it at once
+        await dynamic.alter("1", lambda current: {**current, LEADER_RATE: "100"})
+        assert seen[-1] == 100
+        await dynamic.alter("1", lambda current: {})
+        assert seen[-1] == 200
+    finally:
+        await dynamic.stop()
