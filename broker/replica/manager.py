@@ -199,6 +199,9 @@ class ReplicaManager:
                 self._forget(tp)
             state = topic.states.get(index) if self.cluster is not None else None
             partition = Partition(self, tp, topic.topic_id, replicas, log_, state)
+            # A replica that joined during a reassignment may come to lead it before the move ends: it
+            # must not take the leaving replicas back into the ISR either.
+            partition.leaving = set(topic.removing.get(index, ()))
             self._partitions[tp] = partition
             if state is not None:
                 self.leadership_changed(partition)

@@ -68,8 +68,8 @@ def live_dir(broker, topic: str) -> bool:
     return (broker.data_dir / "logs" / f"{topic}-0").exists()
 
 
-def read_all(broker, topic: str) -> list[bytes]:
-    found, offset = [], 0
+def read_all(broker, topic: str, start: int = 0) -> list[bytes]:
+    found, offset = [], start
     with WireClient(broker.port) as client:
         while True:
             part = fetch(client, topic, 0, offset)

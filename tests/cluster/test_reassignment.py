@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from protocol.enums import ConfigResourceType
-from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.broker.data_wire import WireClient, batch, delete_records, fetch, produce
 from tests.cluster.reassignments import (
     alter_configs,
     live_dir,
@@ -326,3 +326,40 @@ def test_a_throttled_move_finishes_at_once_when_its_rate_is_removed(cluster, sid
         assert time.monotonic() - released < 15
     finally:
         clear_throttles(cluster, topic)
+
+
+def test_delete_records_during_a_reassignment(cluster):
+    """A move held back by a follower throttle (so that it is under way for seconds) meets an
+    all-replica DeleteRecords past what the joining replica has copied: the DeleteRecords completes
+    once the joining replica has the new start offset (it starts over there, never copying a deleted
+    record), and once the move is done and it leads, it serves nothing below that offset."""
+    topic, (leader, staying) = two_replica_topic(cluster, "deleting")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    with WireClient(cluster[leader].port) as client:
+        for i in range(20):  # batch i holds offsets 10i..10i+9, each value marked with i
+            values = [b"m%03d-" % i + os.urandom(10_000) for _ in range(10)]
+            assert produce(client, topic, 0, batch(values), acks=-1).error_code == E.NONE
+    throttled_list = {LISTS[1]: f"0:{joining}"}
+    alter_configs(not_the_controller(cluster), TOPIC, topic, throttled_list)
+    wait_for(lambda: all(set_configs(b, TOPIC, topic) == throttled_list for b in cluster.values()),
+             what="every broker knowing the throttled replicas")
+    try:
+        alter_configs(cluster[joining], BROKER, str(joining), {RATES[1]: str(SLOW)})
+        assert reassign(cluster, topic, [joining, staying]) == E.NONE  # the leader leaves; joining will lead
+        wait_for(lambda: copied(cluster[joining], topic) >= FETCH_MAX, what="the first batch copied")
+        with WireClient(cluster[leader].port, timeout=90) as client:
+            deleted = delete_records(client, topic, 0, 150, timeout_ms=60_000)
+        assert (deleted.error_code, deleted.low_watermark) == (E.NONE, 150)
+        assert start_offset_checkpoint(cluster[joining], topic) == 150  # durable before it counted
+        assert len(ongoing(cluster, topic)) == 1  # still moving: the DeleteRecords did not wait for the move
+        alter_configs(cluster[joining], BROKER, str(joining), {RATES[1]: None})
+        wait_for(lambda: moved(cluster, topic, [joining, staying]), timeout_s=60, what="the move done")
+    finally:
+        clear_throttles(cluster, topic)
+    copied_batches = b"".join(segment_batches(cluster[joining], topic))
+    assert all(b"m%03d-" % i not in copied_batches for i in range(15))  # the first batch's files went too
+    wait_for(lambda: partition_state(cluster[staying], topic).leader_id == joining, what="the new replica leading")
+    with WireClient(cluster[joining].port) as client:
+        assert fetch(client, topic, 0, 149).error_code == E.OFFSET_OUT_OF_RANGE
+    served = read_all(cluster[joining], topic, start=150)
+    assert len(served) == 50 and served[0].startswith(b"m015-")
