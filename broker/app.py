@@ -31,6 +31,7 @@ from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricSources, MetricsService
 from broker.replica import ReplicaManager
+from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
@@ -117,6 +118,8 @@ class Broker:
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
+        self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
+        self._throttle_rates_changed()
         self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
         self.logs.cleaner.last_stable_offset = self._cleaning_bound  # the cleaner stays below open transactions
         self.logs.cleaner.producer_snapshot_offset = self._producer_snapshot_offset
@@ -201,6 +204,11 @@ class Broker:
             raise ConfigError(f"log.dirs: {self.config.log_dir} is in use by another broker process "
                               f"(it holds {path})") from None
         self._lock_fd = fd
+
+    def _throttle_rates_changed(self) -> None:
+        dynamic = self.dynamic_config
+        self.replicas.throttles.set_rates(dynamic.replication_throttle(LEADER_RATE),
+                                          dynamic.replication_throttle(FOLLOWER_RATE))
 
     def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
         """The last offset of each producer's last batch, where this replica keeps producer state."""

@@ -71,6 +71,9 @@ class ReplicationConfig:
     leader_imbalance_check_interval_s: int = prop("leader.imbalance.check.interval.seconds", 300, minimum=1)
     # Kafka's ZooKeeper controller took any integer here (no validator; Kafka 4 removed it).
     leader_imbalance_per_broker_percentage: int = prop("leader.imbalance.per.broker.percentage", 10)
+    # How the replication throttles measure their rate (broker/replica/throttle.py): Kafka's windows.
+    quota_window_num: int = prop("replication.quota.window.num", 11, minimum=1)
+    quota_window_size_seconds: int = prop("replication.quota.window.size.seconds", 1, minimum=1)
     # The default of the topic config of the same name (read apart: a topic may override it).
     unclean_leader_election_enable: bool = False
 
@@ -166,9 +169,10 @@ _BROKER_DEFAULTS = {
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
-# (bytes/s, dynamic in Kafka) are unlimited when unset; Ebb accepts and reports them, does not throttle.
+# (bytes/s, dynamic in Kafka; broker/replica/throttle.py) are unlimited when unset.
 _NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "leader.replication.throttled.rate",
                "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second")
+_THROTTLE_RATES = _NO_DEFAULT[2:]
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,9 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 
 def build_config(props: Mapping[str, str]) -> BrokerConfig:
     merged = {**_BROKER_DEFAULTS, **props}
+    for key in _THROTTLE_RATES:  # bytes/s, Kafka's LONG at least 0
+        if key in merged:
+            int_property(merged, key, minimum=0)
     listeners = tuple(parse_listener(item, "listeners") for item in _split(merged["listeners"]))
     if not listeners:
         raise ConfigError("listeners: at least one listener is required")

@@ -8,8 +8,9 @@ value, then the cluster-wide default, then server.properties, then Kafka's defau
 
 What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic configs (`log.*`,
 `message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig) and the replication
-throttles, per broker or cluster-wide. Ebb does not throttle replication: the rates are validated,
-stored and reported only. Any other broker property is refused by name.
+throttles, per broker or cluster-wide (in force at once: broker/replica/throttle.py; the log-dirs
+I/O rate is stored and reported only, Ebb has one log dir per broker). Any other broker property is
+refused by name.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class DynamicBrokerConfig:
         self.topic_defaults_listeners: list[TopicDefaultsListener] = []
         # Called when unclean.leader.election.enable in force here changes: the controller elects again.
         self.unclean_election_listeners: list[Callable[[], None]] = []
+        # Called after any change of either node (the replication throttles read their rates again).
+        self.change_listeners: list[Callable[[], None]] = []
         self._watches: list[Watch] = []
         self._applying: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()  # one change written at a time per broker: no lost updates
@@ -185,9 +188,21 @@ class DynamicBrokerConfig:
         the properties file, false): the controller's default for topics without an override."""
         return stored_only_default(UNCLEAN_ELECTION, self.layers.merged()) == "true"
 
+    def replication_throttle(self, name: str) -> int | None:
+        """A replication throttle rate in force here (bytes/s; None: unlimited): this broker's dynamic
+        value, the cluster-wide one, then server.properties."""
+        value = self.layers.merged().get(name)
+        try:
+            return None if value is None else int(value)
+        except ValueError:  # written past our checks (another tool): unlimited, said once per change
+            log.error("replication throttle not applied", config=name, value=value)
+            return None
+
     def _changed(self, entity: str, data: bytes | None) -> None:
         unclean = self.unclean_leader_election_enable
         self._take(entity, data)
+        for changed in self.change_listeners:
+            changed()
         if self.unclean_leader_election_enable != unclean:
             for wake in self.unclean_election_listeners:
                 wake()

@@ -2,9 +2,11 @@
 documentation and broker-level synonyms, and whether Ebb acts on it.
 
 *Effective* configs are fields of `LogConfig` (`broker/log/config.py`) and change how the partition
-logs behave. *Stored-only* configs are Kafka configs whose behaviour Ebb does not implement
-(replication throttles, tiered storage, ...): they are validated, persisted, listed by
-DescribeConfigs and otherwise ignored, so tools that set them keep working.
+logs behave. *Stored-only* configs are not the log's: most are Kafka configs whose behaviour Ebb
+does not implement (tiered storage, ...), validated, persisted, listed by DescribeConfigs and
+otherwise ignored, so tools that set them keep working; three are read elsewhere from the topic's
+configs (the throttled-replica lists by broker/replica/throttle.py, unclean.leader.election.enable
+by the controller).
 
 `describe_topic_configs` answers DescribeConfigs and CreateTopics v5+ for a topic: each config's
 value, where it comes from (topic override, the broker's properties file, or the default) and its

@@ -25,6 +25,11 @@ Per partition, as Kafka's ReplicaManager.readFromLog:
   records returned, from the aborted-transaction index (broker/log/txn_index.py), and the records
   end before the last stable offset (Partition.last_stable_offset).
 
+Replication throttles (broker/replica/throttle.py): while the leader quota is exceeded, a follower
+not in the ISR of a partition in leader.replication.throttled.replicas here gets that partition's
+answer without records (offsets and errors as usual), as Kafka's readFromLog does; the bytes sent to
+followers for throttled partitions are recorded against the quota.
+
 Long polling: when nothing failed and fewer than MinBytes are available, the request parks in the
 fetch purgatory keyed by its partitions for up to MaxWaitMs; appends, high watermark and log start
 offset moves wake it, nothing polls. A follower's fetch also completes (or does not park) when the
@@ -45,11 +50,12 @@ KAFKA_STORAGE_ERROR.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.handlers import BrokerContext, handles
-from broker.log import LogError, ReadBound, ReadInfo
+from broker.log import LogError, Offset, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
@@ -132,7 +138,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
 
     def plan(recheck: bool = True) -> tuple[int, bool]:
         """Where each partition's read would come from now: (bytes available, any error)."""
-        return _plan(replicas, wanted, body.max_bytes, follower, leader_only, committed, recheck)
+        return _plan(replicas, wanted, body.max_bytes, replica_id if follower else None, leader_only, committed,
+                     recheck)
 
     # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
     available, failed = plan(recheck=awaited)
@@ -149,10 +156,15 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         plan()
     chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
                                            connection.file_regions)
+    throttled = 0
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
         if records and w.partition is not None:
             replicas.counters.fetched(w.partition.topic_partition.topic, len(records), by_follower=follower)
+            if follower and replicas.throttles.leader.is_throttled(w.partition.topic_partition):
+                throttled += len(records)
+    if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
+        replicas.throttles.leader.record(throttled)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
 
 
@@ -226,17 +238,22 @@ def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
                 w.error, w.read, w.partition = exc.error_code, None, None
 
 
-def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leader_only: bool,
+def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | None, leader_only: bool,
           committed: bool, recheck: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
     data may exceed it with its first batch (KIP-74), the others may not. READ_COMMITTED readers
     stop at the last stable offset. `recheck`: the request awaited since _resolve, so a partition may
-    have been deleted or lost its leadership meanwhile."""
+    have been deleted or lost its leadership meanwhile. `replica_id`: the follower's (None for a
+    consumer); while the leader quota is exceeded, a follower out of the ISR of a throttled partition
+    reads nothing of it (Kafka's shouldLeaderThrottle), and the wait for MinBytes counts none of it."""
     limit = max_bytes
     min_one = True
     total = 0
     failed = False
+    follower = replica_id is not None
     bound = ReadBound.LOG_END if follower else ReadBound.HIGH_WATERMARK
+    quota = replicas.throttles.leader if follower else None
+    held = quota if quota is not None and quota.exceeded() else None
     for w in wanted:
         if w.partition is None:
             failed = True
@@ -263,6 +280,8 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, follower: bool, leade
             w.error = exc.error_code
             failed = True
             continue
+        if held is not None and replica_id not in w.partition.isr and held.is_throttled(w.partition.topic_partition):
+            read = dataclasses.replace(read, slices=(), next_offset=Offset(w.fetch_offset))
         w.read = read
         size = read.size
         total += size

@@ -1,6 +1,7 @@
 """Controller gauges (Kafka's kafka.controller:type=KafkaController): whether this broker is the
 active controller, and, on the active controller only as in Kafka, the partitions without a live
-leader and the topics waiting to be deleted. Topic and partition totals are reported everywhere."""
+leader, those not led by their preferred replica and the topics waiting to be deleted. Topic and
+partition totals are reported everywhere."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 class ControllerView(Protocol):
     def is_active_controller(self) -> bool: ...
     def offline_partition_count(self) -> int: ...  # partitions whose leader is none or not alive
+    def preferred_replica_imbalance_count(self) -> int: ...  # partitions led by another than their first replica
     def topics_to_delete(self) -> int: ...
     def topic_count(self) -> int: ...
     def partition_count(self) -> int: ...
@@ -30,6 +32,9 @@ class ControllerCollector:
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
                                 "Partitions without a live leader (active controller only)",
                                 value=view.offline_partition_count() if active else 0)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+                                "Partitions not led by their preferred replica (active controller only)",
+                                value=view.preferred_replica_imbalance_count() if active else 0)
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_topicstodeletecount",
                                 "Topics marked for deletion and not yet deleted (active controller only)",
                                 value=view.topics_to_delete() if active else 0)

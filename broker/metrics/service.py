@@ -63,6 +63,17 @@ class BrokerControllerView:
                 offline += leader < 0 or not cluster.is_alive(leader)
         return offline
 
+    def preferred_replica_imbalance_count(self) -> int:
+        """Partitions whose leader is not their first replica, an offline one included (Kafka's
+        hasPreferredLeader), leaving out the topics marked for deletion as Kafka's ZooKeeper controller
+        did. One broker leads every partition it hosts but the offline ones."""
+        cluster = self._cluster
+        if cluster is None:
+            return len(self._logs.offline_partitions)
+        marked = cluster.deletions.marked
+        return sum(topic.leader(index) != replicas[0] for topic in self._topics.all() if topic.name not in marked
+                   for index, replicas in topic.replicas.items() if replicas)
+
     def topics_to_delete(self) -> int:
         return 0 if self._cluster is None else len(self._cluster.deletions.marked)
 

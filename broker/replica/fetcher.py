@@ -16,6 +16,12 @@ offset, long-polling up to replica.fetch.wait.max.ms. Per partition in the answe
   one side's metadata is behind; the partition waits replica.fetch.backoff.ms and tries again, until
   the metadata change moves it to another fetcher or stops it.
 A lost connection backs off and reconnects; partitions stay.
+
+Throttling (broker/replica/throttle.py, Kafka's shouldFollowerThrottle): a partition of the
+follower.replication.throttled.replicas here that is not caught up (its log end below the leader's
+high watermark at the last answer, or no answer yet) is left out of the Fetch while the follower quota
+is exceeded; when every ready partition is left out the fetcher waits replica.fetch.backoff.ms. The
+bytes appended for throttled partitions are recorded, caught up or not.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from protocol.records import iter_batches
 if TYPE_CHECKING:
     from broker.config import ReplicationConfig
     from broker.replica.partition import Partition
+    from broker.replica.throttle import ReplicationQuota
     from client.security import ClientSecurity
 
 log = structlog.get_logger("fetcher")
@@ -74,17 +81,20 @@ class ReplicaFetcher:
 
     def __init__(self, node_id: int, leader_id: int, endpoint: Callable[[int], tuple[str, int] | None],
                  make_starts_durable: Callable[[Sequence[Partition]], Awaitable[dict[Partition, LogError]]],
-                 config: ReplicationConfig, security: ClientSecurity | None = None) -> None:
+                 config: ReplicationConfig, security: ClientSecurity | None = None,
+                 throttle: ReplicationQuota | None = None) -> None:
         """`endpoint`: where a broker id listens (None while it is not registered); `make_starts_durable`:
         the replica manager's one way to put moved log start offsets on disk (the ones that failed come
-        back); `security`: TLS and SASL for the inter-broker listener."""
+        back); `security`: TLS and SASL for the inter-broker listener; `throttle`: the follower quota."""
         self.node_id = node_id
         self.security = security
         self.endpoint = endpoint
         self.make_starts_durable = make_starts_durable
         self.leader_id = leader_id
         self.config = config
+        self.throttle = throttle
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._caught_up: set[TopicPartition] = set()  # at the leader's high watermark at the last answer
         self._delayed: dict[TopicPartition, float] = {}  # loop time before which a partition is skipped
         # A follower on a low dir is refused every fetch-backoff: logged once, then summarised.
         self._failing: dict[tuple[str, TopicPartition], RepeatedFailure] = {}
@@ -98,6 +108,7 @@ class ReplicaFetcher:
     def add(self, partition: Partition) -> None:
         self.partitions[partition.topic_partition] = partition
         self._delayed.pop(partition.topic_partition, None)
+        self._caught_up.discard(partition.topic_partition)  # a new term: not in sync until an answer says so
         self._changed.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -105,6 +116,7 @@ class ReplicaFetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self._delayed.pop(tp, None)
+        self._caught_up.discard(tp)
         for key in [key for key in self._failing if key[1] == tp]:
             del self._failing[key]
 
@@ -135,6 +147,10 @@ class ReplicaFetcher:
             ready = self._ready(loop.time())
             if not ready:
                 await self._wait_for_work(loop)
+                continue
+            ready = self._unthrottled(ready)
+            if not ready:  # every ready partition held back by the follower quota: try again later
+                await self._wait_for_work(loop, self.config.fetch_backoff_ms / 1000)
                 continue
             epochs = {tp: p.leader_epoch for tp, p in ready.items()}
             try:
@@ -181,9 +197,17 @@ class ReplicaFetcher:
         return {tp: p for tp, p in self.partitions.items()
                 if self._delayed.get(tp, 0.0) <= now and not p.log.offline}
 
-    async def _wait_for_work(self, loop) -> None:
+    def _unthrottled(self, ready: dict[TopicPartition, Partition]) -> dict[TopicPartition, Partition]:
+        throttle = self.throttle
+        if throttle is None or not throttle.exceeded():
+            return ready
+        return {tp: p for tp, p in ready.items() if tp in self._caught_up or not throttle.is_throttled(tp)}
+
+    async def _wait_for_work(self, loop, at_most: float | None = None) -> None:
         self._changed.clear()
         upcoming = [t for tp, t in self._delayed.items() if tp in self.partitions]
+        if at_most is not None:
+            upcoming.append(loop.time() + at_most)
         timeout = max(0.0, min(upcoming) - loop.time()) if upcoming else None
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
@@ -240,6 +264,12 @@ class ReplicaFetcher:
                 if partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset):
                     await self.make_starts_durable([partition])
                 raise
+            if self.throttle is not None and self.throttle.is_throttled(tp):
+                self.throttle.record(len(records))
+        if partition.log.log_end_offset >= answer.high_watermark:  # Kafka's lag: 0 is in sync
+            self._caught_up.add(tp)
+        else:
+            self._caught_up.discard(tp)
         return partition.follow_leader_offsets(answer.high_watermark, answer.log_start_offset)
 
     async def _reset_out_of_range(self, partition: Partition) -> None:

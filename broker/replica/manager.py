@@ -22,6 +22,7 @@ manager's thread pool, never blocking the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ from broker.replica.outcomes import (
 from broker.replica.partition import Partition, PartitionError
 from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
+from broker.replica.throttle import ReplicationThrottles
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("replica")
@@ -77,6 +79,18 @@ class ReplicaManager:
     @property
     def node_id(self) -> int:
         return self.broker.node_id
+
+    @functools.cached_property
+    def throttles(self) -> ReplicationThrottles:
+        """The replication throttles (built at first use, from the broker's settings)."""
+        replication, topics = self.broker.config.replication, self.broker.topics
+
+        def topic_configs(name: str) -> Mapping[str, str] | None:
+            topic = topics.get(name)
+            return None if topic is None else topic.configs
+
+        return ReplicationThrottles(self.node_id, topic_configs, replication.quota_window_num,
+                                    replication.quota_window_size_seconds)
 
     @property
     def cluster(self) -> Any:
@@ -180,6 +194,9 @@ class ReplicaManager:
                 self._forget(tp)
             state = topic.states.get(index) if self.cluster is not None else None
             partition = Partition(self, tp, topic.topic_id, replicas, log_, state)
+            # A replica that joined during a reassignment may come to lead it before the move ends: it
+            # must not take the leaving replicas back into the ISR either.
+            partition.leaving = set(topic.removing.get(index, ()))
             self._partitions[tp] = partition
             if state is not None:
                 self.leadership_changed(partition)
@@ -262,7 +279,8 @@ class ReplicaManager:
             if fetcher is None:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
                     self.node_id, partition.leader_id, self.endpoint, self.make_start_offsets_durable,
-                    self.broker.config.replication, self.broker.config.inter_broker_security)
+                    self.broker.config.replication, self.broker.config.inter_broker_security,
+                    self.throttles.follower)
             fetcher.add(partition)
         for listener in self.leadership_listeners:
             listener(partition)

@@ -162,6 +162,7 @@ def test_the_single_broker_is_its_own_active_controller(url):
     samples = scrape(url)
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(samples, "kafka_controller_kafkacontroller_preferredreplicaimbalancecount") == 0  # it leads all
 
 
 def test_groups_are_counted_by_state(url, client):

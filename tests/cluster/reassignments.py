@@ -8,7 +8,13 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-from protocol.messages import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
+from protocol.enums import ConfigResourceType, ConfigSource
+from protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
+)
 from tests.broker.data_wire import WireClient, batch, fetch, produce, records
 from tests.cluster.three_brokers import NODES, E, metadata_of, new_topic, partition_state
 from tests.support.polling import wait_for
@@ -62,8 +68,8 @@ def live_dir(broker, topic: str) -> bool:
     return (broker.data_dir / "logs" / f"{topic}-0").exists()
 
 
-def read_all(broker, topic: str) -> list[bytes]:
-    found, offset = [], 0
+def read_all(broker, topic: str, start: int = 0) -> list[bytes]:
+    found, offset = [], start
     with WireClient(broker.port) as client:
         while True:
             part = fetch(client, topic, 0, offset)
@@ -107,3 +113,28 @@ def produce_each(broker, topic: str, values: list[bytes]) -> None:
     with WireClient(broker.port) as client:
         for value in values:
             assert produce(client, topic, 0, batch([value]), acks=-1).error_code == E.NONE
+
+
+def alter_configs(broker, resource_type: ConfigResourceType, name: str, changes: dict[str, str | None]) -> None:
+    """IncrementalAlterConfigs through `broker`: SET each key to its value, DELETE it where None (a
+    broker's own configs must be altered through that broker)."""
+    Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest(resources=[Resource(resource_type=resource_type, resource_name=name,
+                                                                 configs=[
+        Resource.AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v)
+        for k, v in changes.items()])], validate_only=False)
+    with WireClient(broker.port) as client:
+        [result] = client.request(request, 1).responses
+    assert result.error_code == E.NONE, result.error_message
+
+
+def set_configs(broker, resource_type: ConfigResourceType, name: str) -> dict[str, str]:
+    """The configs set on a resource (topic overrides, a broker's own dynamic configs), asked of `broker`."""
+    request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=name, configuration_keys=None)])
+    with WireClient(broker.port) as client:
+        [result] = client.request(request, 4).results
+    assert result.error_code == E.NONE, result.error_message
+    own = ConfigSource.DYNAMIC_TOPIC_CONFIG if resource_type == ConfigResourceType.TOPIC \
+        else ConfigSource.DYNAMIC_BROKER_CONFIG
+    return {c.name: c.value for c in result.configs if c.config_source == own}

@@ -4,6 +4,7 @@
 - A preferred election after the preferred replica's broker returns moves leadership back to it;
   while that broker is down the answer is PREFERRED_LEADER_NOT_AVAILABLE, once it leads
   ELECTION_NOT_NEEDED. The request goes to a broker that is not the controller, which forwards it.
+  The controller's PreferredReplicaImbalanceCount counts the partition while it is led elsewhere.
 - An unclean election on a partition whose in-sync replicas are all down makes an out-of-sync replica
   the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
   documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
@@ -18,17 +19,30 @@ from protocol.enums import ElectionType
 from protocol.messages import ElectLeadersRequest
 from tests.broker.data_wire import WireClient, batch, fetch, produce, values
 from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
+from tests.support.broker_process import free_port
+from tests.support.metrics_scrape import scrape, value
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 
+METRICS = {n: free_port() for n in NODES}
+IMBALANCE = "kafka_controller_kafkacontroller_preferredreplicaimbalancecount"
+
+
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
     connect = f"{zk_server.connect}/elections"
-    with three_brokers(connect, tmp_path_factory.mktemp("elections"),
-                       extra={"auto.leader.rebalance.enable": "false"}) as brokers:
+    with three_brokers(connect, tmp_path_factory.mktemp("elections"), extra={"auto.leader.rebalance.enable": "false"},
+                       per_node={n: {"ebb.metrics.listener": f"http://127.0.0.1:{port}"}
+                                 for n, port in METRICS.items()}) as brokers:
         yield brokers
+
+
+def imbalance(cluster) -> int:
+    """The controller's PreferredReplicaImbalanceCount (the others report 0, as in Kafka)."""
+    return sum(value(scrape(f"http://127.0.0.1:{METRICS[n]}/metrics"), IMBALANCE)
+               for n, b in cluster.items() if b.process.poll() is None)
 
 
 def elect(broker, election: ElectionType, topic: str, partition: int = 0):
@@ -64,17 +78,20 @@ def test_preferred_election_after_a_brokers_return_moves_leadership_back(cluster
     state = partition_state(cluster[1], topic)
     preferred = state.replica_nodes[0]
     assert state.leader_id == preferred
+    wait_for(lambda: imbalance(cluster) == 0, what="every partition led by its preferred replica")
     cluster[preferred].stop()
     wait_for(lambda: partition_state(cluster[next(n for n in NODES if n != preferred)], topic).leader_id
              not in (preferred, -1), what="leadership moved off the stopped broker")
     asked = cluster[next(n for n in NODES if n != preferred)]
     assert elect(asked, ElectionType.PREFERRED, topic) == E.PREFERRED_LEADER_NOT_AVAILABLE
+    wait_for(lambda: imbalance(cluster) >= 1, what="the partition counted as led elsewhere")
 
     cluster[preferred].start()
     wait_for(lambda: in_sync(cluster[preferred], topic, 0), what="the preferred replica back in the ISR")
     assert not leads(cluster, topic, preferred)  # nothing moves it back by itself (no auto rebalance)
     assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.NONE
     wait_for(lambda: leads(cluster, topic, preferred), what="every broker naming the preferred replica leader")
+    wait_for(lambda: imbalance(cluster) == 0, what="no partition led elsewhere")
     assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.ELECTION_NOT_NEEDED
     assert elect(not_the_controller(cluster), ElectionType.UNCLEAN, topic) == E.ELECTION_NOT_NEEDED
 

@@ -4,20 +4,25 @@ under an acks=all idempotent producer, losing and duplicating nothing; a reassig
 replica cannot catch up is cancelled and the original replicas stay; a new replica copies from the
 leader's log start offset, never a deleted record; a move interrupted by kill -9 of the controller and
 of the receiving broker completes after they return; Kafka's kafka-reassign-partitions and `ebb
-reassign` / `ebb elect-leaders` drive it with their JSON files. Requests go to brokers that are not
-the controller, which forward them."""
+reassign` / `ebb elect-leaders` drive it with their JSON files; a throttle (`--throttle`, or either
+side's rate and replica list set by hand) holds the copy to its rate and, removed, lets it finish at
+once. Requests go to brokers that are not the controller, which forward them."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.broker.data_wire import WireClient, delete_records
+from protocol.enums import ConfigResourceType
+from tests.broker.data_wire import WireClient, batch, delete_records, fetch, produce
 from tests.cluster.reassignments import (
+    alter_configs,
     live_dir,
     moved,
     not_the_controller,
@@ -26,6 +31,7 @@ from tests.cluster.reassignments import (
     produce_each,
     read_all,
     reassign,
+    set_configs,
     two_replica_topic,
 )
 from tests.cluster.three_brokers import (
@@ -42,11 +48,14 @@ from tests.support.ebb_cli import ebb
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
+FETCH_MAX = 100_000  # replica.fetch.max.bytes here: the most one fetch moves past a throttle's rate
 
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
     with three_brokers(f"{zk_server.connect}/reassignment", tmp_path_factory.mktemp("reassignment"),
-                       extra={"auto.leader.rebalance.enable": "false"}) as brokers:
+                       extra={"auto.leader.rebalance.enable": "false",
+                              # one 100 KB batch per fetch: the throttle tests see each step
+                              "replica.fetch.max.bytes": str(FETCH_MAX)}) as brokers:
         yield brokers
 
 
@@ -211,3 +220,146 @@ def test_ebb_reassign_and_ebb_elect_leaders_take_kafkas_json_files(cluster, tmp_
     assert refused.returncode == 2 and "\"replicas\"" in refused.stderr
     cancelled = ebb("reassign", "--bootstrap-server", bootstrap, "--reassignment-json-file", partitions, "--cancel")
     assert cancelled.returncode == 2  # a file without replicas is not a reassignment plan
+
+
+THROTTLE = 200_000  # bytes/s
+RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LISTS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+BROKER, TOPIC = ConfigResourceType.BROKER, ConfigResourceType.TOPIC
+SLOW = 20_000
+WINDOWS_S = 11  # replication.quota.window.num x replication.quota.window.size.seconds (Kafka's defaults)
+
+
+def allowed(rate: int, seconds: float) -> float:
+    """The most a throttle lets through in `seconds`: its rate over the time, plus what a quiet spell
+    of up to all its windows banked (the rate is averaged since the oldest window kept, as in Kafka),
+    plus one fetch let through before the quota measures itself exceeded."""
+    return rate * (seconds + WINDOWS_S) + FETCH_MAX
+
+
+def fill(broker, topic: str, batches: int) -> int:
+    """`batches` batches of 100 KB (incompressible) on partition 0, each acknowledged by every in-sync
+    replica; the bytes written."""
+    with WireClient(broker.port) as client:
+        for _ in range(batches):
+            assert produce(client, topic, 0, batch([os.urandom(10_000) for _ in range(10)]),
+                           acks=-1).error_code == E.NONE
+    return batches * 100_000
+
+
+def copied(broker, topic: str) -> int:
+    """The bytes of the partition's segment files on `broker`."""
+    total = 0
+    for segment in (broker.data_dir / "logs" / f"{topic}-0").glob("*.log"):
+        try:
+            total += segment.stat().st_size
+        except FileNotFoundError:  # a segment renamed away meanwhile
+            pass
+    return total
+
+
+def clear_throttles(cluster, topic: str) -> None:
+    for node, broker in cluster.items():
+        if broker.process.poll() is None:
+            alter_configs(broker, BROKER, str(node), dict.fromkeys(RATES))
+    alter_configs(not_the_controller(cluster), TOPIC, topic, dict.fromkeys(LISTS))
+
+
+def test_kafka_reassign_partitions_throttle_holds_the_move_to_its_rate_and_verify_removes_it(
+        cluster, java, tmp_path):  # noqa: F811
+    topic, (leader, staying) = two_replica_topic(cluster, "throttled")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    size = fill(cluster[leader], topic, 40)
+    bootstrap = not_the_controller(cluster).bootstrap
+    plan = plan_file(tmp_path, topic, [staying, joining])
+    try:
+        executed = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--execute",
+                             "--throttle", str(THROTTLE))
+        started = time.monotonic()
+        assert executed.returncode == 0, executed.stdout + executed.stderr
+        assert f"The inter-broker throttle limit was set to {THROTTLE} B/s" in executed.stdout
+        for node in NODES:  # every broker of the move, old and new replicas, has both rates
+            assert set_configs(cluster[node], BROKER, str(node)) == dict.fromkeys(RATES, str(THROTTLE))
+        assert {k: v for k, v in set_configs(cluster[leader], TOPIC, topic).items() if k in LISTS} == {
+            LISTS[0]: ",".join(sorted(f"0:{n}" for n in (leader, staying))), LISTS[1]: f"0:{joining}"}
+        verified = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--verify")
+        assert f"Reassignment of partition {topic}-0 is still in progress." in verified.stdout, verified.stdout
+        wait_for(lambda: moved(cluster, topic, [staying, joining]), timeout_s=120, what="the throttled move done")
+        took = time.monotonic() - started
+    except BaseException:
+        clear_throttles(cluster, topic)
+        raise
+    assert size <= allowed(THROTTLE, took), f"{size} bytes moved in {took:.1f} s"
+    verified = java.tool(bootstrap, REASSIGN, "--reassignment-json-file", str(plan), "--verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert f"Reassignment of partition {topic}-0 is completed." in verified.stdout
+    assert "Clearing broker-level throttles on brokers 1,2,3" in verified.stdout
+    assert f"Clearing topic-level throttles on topic {topic}" in verified.stdout
+    for node in NODES:
+        assert set_configs(cluster[node], BROKER, str(node)) == {}
+    assert set_configs(cluster[staying], TOPIC, topic) == {}
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_a_throttled_move_finishes_at_once_when_its_rate_is_removed(cluster, side):
+    """One side throttled by hand (the topic's replica list and that broker's rate), 20 KB/s for 3 MB:
+    the copy crawls at that rate; the rate deleted, the move completes within seconds, without a restart."""
+    topic, (leader, staying) = two_replica_topic(cluster, f"crawling-{side}")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    throttled = leader if side == "leader" else joining
+    size = fill(cluster[leader], topic, 30)
+    throttled_list = {f"{side}.replication.throttled.replicas": f"0:{throttled}"}
+    alter_configs(not_the_controller(cluster), TOPIC, topic, throttled_list)
+    wait_for(lambda: all(set_configs(b, TOPIC, topic) == throttled_list for b in cluster.values()),
+             what="every broker knowing the throttled replicas")
+    try:
+        alter_configs(cluster[throttled], BROKER, str(throttled), {f"{side}.replication.throttled.rate": str(SLOW)})
+        assert reassign(cluster, topic, [leader, staying, joining]) == E.NONE
+        started = time.monotonic()
+        wait_for(lambda: copied(cluster[joining], topic) >= 4 * FETCH_MAX, timeout_s=60, what="four batches copied")
+        took = time.monotonic() - started
+        now_copied = copied(cluster[joining], topic)  # (+ the batches' headers, which FETCH_MAX leaves out)
+        assert now_copied <= allowed(SLOW, took) + 5_000 and now_copied < size and len(ongoing(cluster, topic)) == 1
+        released = time.monotonic()
+        alter_configs(cluster[throttled], BROKER, str(throttled), {f"{side}.replication.throttled.rate": None})
+        wait_for(lambda: moved(cluster, topic, [leader, staying, joining]), timeout_s=30, what="the move done")
+        assert time.monotonic() - released < 15
+    finally:
+        clear_throttles(cluster, topic)
+
+
+def test_delete_records_during_a_reassignment(cluster):
+    """A move held back by a follower throttle (so that it is under way for seconds) meets an
+    all-replica DeleteRecords past what the joining replica has copied: the DeleteRecords completes
+    once the joining replica has the new start offset (it starts over there, never copying a deleted
+    record), and once the move is done and it leads, it serves nothing below that offset."""
+    topic, (leader, staying) = two_replica_topic(cluster, "deleting")
+    joining = next(n for n in NODES if n not in (leader, staying))
+    with WireClient(cluster[leader].port) as client:
+        for i in range(20):  # batch i holds offsets 10i..10i+9, each value marked with i
+            values = [b"m%03d-" % i + os.urandom(10_000) for _ in range(10)]
+            assert produce(client, topic, 0, batch(values), acks=-1).error_code == E.NONE
+    throttled_list = {LISTS[1]: f"0:{joining}"}
+    alter_configs(not_the_controller(cluster), TOPIC, topic, throttled_list)
+    wait_for(lambda: all(set_configs(b, TOPIC, topic) == throttled_list for b in cluster.values()),
+             what="every broker knowing the throttled replicas")
+    try:
+        alter_configs(cluster[joining], BROKER, str(joining), {RATES[1]: str(SLOW)})
+        assert reassign(cluster, topic, [joining, staying]) == E.NONE  # the leader leaves; joining will lead
+        wait_for(lambda: copied(cluster[joining], topic) >= FETCH_MAX, what="the first batch copied")
+        with WireClient(cluster[leader].port, timeout=90) as client:
+            deleted = delete_records(client, topic, 0, 150, timeout_ms=60_000)
+        assert (deleted.error_code, deleted.low_watermark) == (E.NONE, 150)
+        assert start_offset_checkpoint(cluster[joining], topic) == 150  # durable before it counted
+        assert len(ongoing(cluster, topic)) == 1  # still moving: the DeleteRecords did not wait for the move
+        alter_configs(cluster[joining], BROKER, str(joining), {RATES[1]: None})
+        wait_for(lambda: moved(cluster, topic, [joining, staying]), timeout_s=60, what="the move done")
+    finally:
+        clear_throttles(cluster, topic)
+    copied_batches = b"".join(segment_batches(cluster[joining], topic))
+    assert all(b"m%03d-" % i not in copied_batches for i in range(15))  # the first batch's files went too
+    wait_for(lambda: partition_state(cluster[staying], topic).leader_id == joining, what="the new replica leading")
+    with WireClient(cluster[joining].port) as client:
+        assert fetch(client, topic, 0, 149).error_code == E.OFFSET_OUT_OF_RANGE
+    served = read_all(cluster[joining], topic, start=150)
+    assert len(served) == 50 and served[0].startswith(b"m015-")

@@ -1,12 +1,12 @@
 """Kafka's tools print the same lines against Ebb as against Apache Kafka 4.3.1 itself.
 
-One operator's session of tool calls (kafka-topics, kafka-configs for topics, brokers and groups, kafka-get-offsets,
-kafka-delete-records with KIP-107's JSON file, kafka-log-dirs, kafka-leader-election,
-kafka-consumer-groups), with the same records and commits written first, is played against a fresh
-Ebb broker and a fresh Kafka node (KRaft, from the pinned jars). Each call's exit code and printed
-lines are compared after normalising what is each broker's own: topic ids, the broker's address,
-member ids, the log dir's path. Lines a tool prints with a time or timing in them are not among the
-calls.
+One operator's session of tool calls (kafka-topics, kafka-configs for topics, brokers and groups,
+kafka-get-offsets, kafka-delete-records with KIP-107's JSON file, kafka-log-dirs, kafka-leader-election,
+kafka-reassign-partitions with a throttle that --verify removes, kafka-consumer-groups), with the same
+records and commits written first, is played against a fresh Ebb broker and a fresh Kafka node (KRaft,
+from the pinned jars). Each call's exit code and printed lines are compared after normalising what is
+each broker's own: topic ids, the broker's address, member ids, the log dir's path. Lines a tool prints
+with a time or timing in them are not among the calls.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from tests.support.polling import wait_for
 CONFIGS = "kafka.admin.ConfigCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 TOPIC, GROUP = "judged", "judged-group"
 TUNED = "tuned-group"  # a group with group configs (KIP-848's), which never joins
 BASE = (int(time.time()) - 3600) * 1000  # record i has timestamp BASE + i*1000 (inside retention)
 
-# (label, tool class, arguments); "{offsets}" is the KIP-107 JSON file written beside the run
+# (label, tool class, arguments); "{offsets}" is the KIP-107 JSON file written beside the run, "{plan}"
+# kafka-reassign-partitions' plan (partition 0 on broker 1: one broker, nothing to move)
 SESSION = [
     ("create", TOPICS, ["--create", "--topic", TOPIC, "--partitions", "2", "--replication-factor", "1",
                         "--config", "retention.ms=7200000"]),
@@ -92,6 +94,12 @@ SESSION = [
     ("unclean election", LEADER_ELECTION, ["--election-type", "unclean", "--topic", TOPIC, "--partition", "1"]),
     ("election of a missing partition", LEADER_ELECTION, ["--election-type", "preferred", "--topic", TOPIC,
                                                            "--partition", "9"]),
+    ("reassign with a throttle", REASSIGN, ["--reassignment-json-file", "{plan}", "--execute", "--throttle",
+                                            "50000"]),
+    ("configs of the throttled topic", CONFIGS, ["--entity-type", "topics", "--entity-name", TOPIC, "--describe"]),
+    ("reassign verify", REASSIGN, ["--reassignment-json-file", "{plan}", "--verify"]),
+    ("configs of the topic after verify", CONFIGS, ["--entity-type", "topics", "--entity-name", TOPIC,
+                                                    "--describe"]),
     ("groups list", CONSUMER_GROUPS, ["--list"]),
     ("groups describe", CONSUMER_GROUPS, ["--describe", "--group", GROUP]),
     ("groups state", CONSUMER_GROUPS, ["--describe", "--group", GROUP, "--state"]),
@@ -113,6 +121,7 @@ def normalise(text: str, bootstrap: str) -> list[str]:
     text = re.sub(r"\S+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<member>", text)
     text = re.sub(r"\(id: \d+ rack: \S+\)", "(id: <node>)", text)
     text = re.sub(r'"logDir":"[^"]*"', '"logDir":"<dir>"', text)
+    text = re.sub(r'"log_dirs":\["[^"]*"\]', '"log_dirs":["<dir>"]', text)
     # column widths follow the longest value (an id); the words and their order are what is compared
     return [" ".join(line.split()) for line in text.splitlines() if line.strip() and "SLF4J" not in line]
 
@@ -152,6 +161,8 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
     offsets = workdir / "offsets.json"
     offsets.write_text(f'{{"partitions": [{{"topic": "{TOPIC}", "partition": 0, "offset": 4}},'
                        f' {{"topic": "{TOPIC}", "partition": 1, "offset": -1}}], "version": 1}}')
+    plan = workdir / "plan.json"
+    plan.write_text(f'{{"version": 1, "partitions": [{{"topic": "{TOPIC}", "partition": 0, "replicas": [1]}}]}}')
     answers = {}
     for label, main, args in SESSION:
         if label == "offsets latest":  # the data the rest reads: 10 records in two partitions, a group's commits
@@ -163,7 +174,8 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
         if label in GROUP_SETTLED:
             wait_for(lambda expected=GROUP_SETTLED[label]: group_values(bootstrap) == expected,
                      what=f"{label}: group configs in force")
-        run = java.tool(bootstrap, main, *(a.replace("{offsets}", str(offsets)) for a in args))
+        run = java.tool(bootstrap, main, *(a.replace("{offsets}", str(offsets)).replace("{plan}", str(plan))
+                                           for a in args))
         answers[label] = (run.returncode, normalise(run.stdout + run.stderr, bootstrap))
     return answers
 

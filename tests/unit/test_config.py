@@ -45,6 +45,10 @@ def test_properties_file_and_overrides(tmp_path):
     ("log.cleaner.enable=yes", "log.cleaner.enable"),  # Kafka's ConfigDef: true or false only
     ("log.start.offset.checkpoint.sync=1", "log.start.offset.checkpoint.sync"),
     ("log.cleaner.threads=two", "log.cleaner.threads"),
+    ("leader.replication.throttled.rate=-1", "leader.replication.throttled.rate"),  # Kafka's LONG, at least 0
+    ("follower.replication.throttled.rate=fast", "follower.replication.throttled.rate"),
+    ("replication.quota.window.num=0", "replication.quota.window.num"),
+    ("replication.quota.window.size.seconds=0", "replication.quota.window.size.seconds"),
 ])
 def test_bad_settings_name_the_property(override, named):
     with pytest.raises(ConfigError) as info:

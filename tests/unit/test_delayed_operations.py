@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.cluster.store import EmbeddedStore
+from broker.config import ReplicationConfig
 from broker.handlers.k00_produce import produce
 from broker.handlers.k21_delete_records import delete_records
 from broker.log import LogManager, TopicPartition
@@ -50,7 +51,7 @@ async def cluster(tmp_path):
     await logs.get_or_create_log(TopicPartition("t", 0), topic_id=topic.topic_id)
     broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None, authorizer=None,
                              store=await EmbeddedStore.open(tmp_path / "meta.json"),
-                             config=SimpleNamespace(delete_records_v3_enable=True))
+                             config=SimpleNamespace(delete_records_v3_enable=True, replication=ReplicationConfig()))
     replicas = ReplicaManager(broker)
     replicas.is_alive = lambda broker_id: True
     broker.replicas = replicas
@@ -209,7 +210,7 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
         await logs.get_or_create_log(TopicPartition("s", index), topic_id=topic.topic_id)
     broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None, authorizer=None,
                              store=await EmbeddedStore.open(tmp_path / "meta.json"),
-                             config=SimpleNamespace(delete_records_v3_enable=True))
+                             config=SimpleNamespace(delete_records_v3_enable=True, replication=ReplicationConfig()))
     broker.replicas = ReplicaManager(broker)
     await broker.replicas.start()
     try:
