@@ -22,22 +22,24 @@ CLEANED_WITHIN_S = 60.0
 
 
 def _compacted_log(bootstrap: str) -> list[tuple[int, bytes, bytes]]:
-    """(offset, key, value) of what the cleaner left, once it has left gaps (waits for its first round)."""
+    """(offset, key, value) of what the cleaner leaves once it has cleaned every closed segment."""
     create_topic(bootstrap, TOPIC, configs={"cleanup.policy": "compact", "segment.bytes": "600",
                                             "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
-    end = 0
-    for n in range(ROUNDS):  # one batch a round, every key updated: a segment holds a few rounds
+    produced: list[tuple[int, bytes, bytes]] = []
+    for n in range(ROUNDS):  # one batch a round, every key updated; 331 to 406 bytes: one batch a segment
         once = [(f"once{n}".encode(), b"stays")] if n % 4 == 1 else []  # a survivor between gaps
-        records = once + [(f"k{k}".encode(), f"v{n}-{k}".encode() * 8) for k in range(KEYS)]
+        records = once + [(f"k{k}".encode(), f"v{n}-{k}".encode() * 20) for k in range(KEYS)]
         produce(bootstrap, {(TOPIC, 0): records})
-        end += len(records)
+        produced += [(len(produced) + i, key, value) for i, (key, value) in enumerate(records)]
+    # the last round's batch is the active segment, never cleaned; of the closed ones each key's latest stays
+    last_round = len(produced) - KEYS
+    latest = {key: (offset, key, value) for offset, key, value in produced[:last_round]}
+    expected = sorted(latest.values()) + produced[last_round:]
     deadline = time.monotonic() + CLEANED_WITHIN_S
-    while True:
-        left = [(r.offset, r.key, r.value) for r in consume_all(bootstrap, TOPIC)]
-        if len(left) < end:
-            return left
-        assert time.monotonic() < deadline, f"the cleaner left all {end} records after {CLEANED_WITHIN_S:g}s"
-        time.sleep(0.2)  # polling the broker's state: the cleaner's round is in another process
+    while (left := [(r.offset, r.key, r.value) for r in consume_all(bootstrap, TOPIC)]) != expected:
+        assert time.monotonic() < deadline, f"not cleaned as expected after {CLEANED_WITHIN_S:g}s: {left}"
+        time.sleep(0.2)  # polling the broker's state: the cleaner's rounds run in another process
+    return left
 
 
 def test_gaps_of_a_compacted_topic_are_neither_lost_nor_fatal(spark, bootstrap, tmp_path):
