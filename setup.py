@@ -1,6 +1,7 @@
-"""The compiled parts: two on the broker's produce path, each with a Python counterpart that tests
-hold it equal to and that runs where they are not built (protocol/_batch_scan.c, the check of
-incoming batches; protocol/_produce_read.c, a Produce request's partitions), and the Spark reader's
+"""The compiled parts: two on the broker's produce path and one in its log cleaner, each with a Python
+counterpart that tests hold it equal to and that runs where they are not built (protocol/_batch_scan.c,
+the check of incoming batches; protocol/_produce_read.c, a Produce request's partitions;
+protocol/_record_spans.c, where a batch's records lie and their keys), and the Spark reader's
 record decoder (pipeline/_recordcols.c). They are optional: without a C compiler the install goes on
 without them (`make run` needs none; the Spark reader then says it is not built; `make test` installs
 gcc and its tests fail when one is missing). Everything else about the package is in pyproject.toml."""
@@ -10,5 +11,6 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("protocol._batch_scan", ["protocol/_batch_scan.c"], extra_compile_args=["-O2"], optional=True),
     Extension("protocol._produce_read", ["protocol/_produce_read.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("protocol._record_spans", ["protocol/_record_spans.c"], extra_compile_args=["-O2"], optional=True),
     Extension("pipeline._recordcols", ["pipeline/_recordcols.c"], extra_compile_args=["-O2"], optional=True),
 ])

@@ -2,8 +2,10 @@
 
 Prints, in one run:
   1. cleaner throughput: one round over a compacted log of keyed 1 KiB records (16 a batch, one key in
-     ten kept), in MiB of log cleaned per second, next to a plain copy of the same segment files on
-     the same disk (page cache);
+     ten kept), in MiB of log cleaned per second (of wall clock, and of the cleaner process's CPU),
+     next to a plain copy of the same segment files on the same disk (page cache), and Apache Kafka's
+     cleaner on the same batches and segment size (its jars from `make tests/interop/java/target/.built`;
+     timed from the config change that makes the log cleanable to its cleaner-offset-checkpoint);
   2. append throughput to a compacted log while a cleaning round of another log runs in a cleaner
      process (as the broker runs it), and in a thread of the broker's process (the interpreter lock
      shared with the event loop: why the broker does not), next to the same appends with no round.
@@ -43,8 +45,11 @@ from pathlib import Path
 import structlog
 
 from bench.goals import RDKAFKA_LOAD
-from bench.peers import Ebb
+from bench.peers import Ebb, Kafka, kafka_version
 from broker.log import LogConfig, LogManager, LogManagerConfig, TopicPartition
+from client import Admin
+from protocol.enums import ApiKey
+from protocol.messages import ProduceRequest
 from protocol.records import build_batch
 
 MiB = 1024 * 1024
@@ -75,7 +80,7 @@ async def _filled(manager: LogManager, tp: TopicPartition, batches: list[bytes])
     return log
 
 
-async def run(root: Path, total_mib: int) -> None:
+async def run(root: Path, total_mib: int, round_only: bool = False) -> None:
     config = LogConfig(segment_bytes=max(total_mib // 8, 1) * MiB, retention_ms=-1, cleanup_policy=("compact",),
                        min_cleanable_dirty_ratio=0.0, file_delete_delay_ms=0)
     manager = LogManager(root / "logs", config=LogManagerConfig(io_threads=2), default_log_config=config)
@@ -96,14 +101,24 @@ async def run(root: Path, total_mib: int) -> None:
     for segment in closed:
         shutil.copyfile(segment.log_path, copy_dir / segment.log_path.name)
     copy_s = time.perf_counter() - start
+    cpu_before = process.submit(time.process_time).result()
     start = time.perf_counter()
     assert await manager.cleaner.clean_filthiest(process)
     clean_s = time.perf_counter() - start
+    cpu_s = process.submit(time.process_time).result() - cpu_before
     _row("plain copy of the segment files", f"{size / MiB / copy_s:,.0f} MiB/s")
     _row("cleaning round (map, copy what stays, swap)", f"{size / MiB / clean_s:,.1f} MiB/s",
          f"{clean_s / copy_s:,.0f}x the copy's time; "
          f"{sum(s.size for s in log.segments[:-1]) / MiB:.1f} MiB left")
+    # CPU of the cleaner's process alone: on a shared machine the wall clock also counts waiting for a core
+    _row("the same round per CPU second of the cleaner process", f"{size / MiB / cpu_s:,.1f} MiB/s",
+         f"{cpu_s:.2f} s of CPU in {clean_s:.2f} s")
 
+    await kafka_round(root, batches, config.segment_bytes)
+    if round_only:
+        process.shutdown()
+        await manager.shutdown()
+        return
     print("\n2. Appends of 1 MiB (64 batches): delete policy, compacted, compacted while a round runs")
     payload = bytearray(b"".join(_batches(1, 10_000, rng)))
     plain_config = replace(config, cleanup_policy=("delete",))
@@ -144,6 +159,51 @@ async def run(root: Path, total_mib: int) -> None:
     await manager.shutdown()
 
 
+async def kafka_round(root: Path, batches: list[bytes], segment_bytes: int) -> None:
+    """Apache Kafka's cleaner on the same batches and segment size, its log.cleaner.* settings at their
+    defaults but log.cleaner.backoff.ms=100: the topic is filled with min.cleanable.dirty.ratio=1.0 (never
+    cleanable), then set to 0.0; timed from that change until its cleaner-offset-checkpoint reaches the
+    active segment (so up to one 100 ms backoff and 50 ms of polling are in the figure)."""
+    kafka = Kafka(root)
+    kafka.node.properties["log.cleaner.backoff.ms"] = "100"
+    with kafka:
+        took_s, cleaned_bytes, cpu_s = await _kafka_round(kafka, batches, segment_bytes)
+    _row("Apache Kafka's cleaner, the same round", f"{cleaned_bytes / MiB / took_s:,.1f} MiB/s",
+         f"{cleaned_bytes / MiB:.0f} MiB in {took_s:.2f} s (roll to checkpoint); "
+         f"{cpu_s:.2f} s of the JVM's CPU meanwhile ({kafka_version()})")
+
+
+async def _kafka_round(kafka: Kafka, batches: list[bytes], segment_bytes: int) -> tuple[float, int, float]:
+    topic = "bench"
+    async with Admin(kafka.bootstrap) as admin:
+        await admin.create_topic(topic, configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
+                                                 "min.cleanable.dirty.ratio": "1.0"})
+        conn = await admin.cluster.connection(1)
+        version = conn.pick_version(ApiKey.PRODUCE)
+        for data in [*batches, build_batch([(b"roll", b"x", [], T0)])]:
+            request = ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[ProduceRequest.TopicProduceData(
+                name=topic, partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
+                    index=0, records=data)])])
+            answer = await conn.request(request, version=version)
+            assert answer.responses[0].partition_responses[0].error_code == 0, answer
+        log_dir = kafka.node.data_dir / "logs"
+        segments = sorted((log_dir / f"{topic}-0").glob("*.log"))
+        active = int(segments[-1].stem)
+        cleaned_bytes = sum(path.stat().st_size for path in segments[:-1])
+        cpu_before, started = kafka.cpu_seconds(), time.perf_counter()
+        await admin.alter_configs(topic, {"min.cleanable.dirty.ratio": "0.0"})
+        deadline = time.monotonic() + 600
+        while _checkpoint_entry(log_dir / "cleaner-offset-checkpoint", topic) < active:
+            assert time.monotonic() < deadline, "Kafka's cleaner did not reach the active segment in 600 s"
+            await asyncio.sleep(0.05)
+        return time.perf_counter() - started, cleaned_bytes, kafka.cpu_seconds() - cpu_before
+
+
+def _checkpoint_entry(path: Path, topic: str) -> int:
+    lines = path.read_text().splitlines()[2:] if path.exists() else []
+    return next((int(offset) for name, _, offset in map(str.split, lines) if name == topic), 0)
+
+
 PRODUCED = re.compile(r"records=(\d+) bytes=(\d+) seconds=([\d.]+)")
 LOAD_KEYS = 1000
 RUNS = 3
@@ -160,9 +220,7 @@ def _produce_mb_s(bootstrap: str, topic: str, records: int) -> float:
 
 def _checkpointed(broker: Ebb, topic: str) -> int:
     """The topic's first dirty offset in cleaner-offset-checkpoint: how far the cleaner has got (0: not yet)."""
-    path = broker.data_dir / "logs" / "cleaner-offset-checkpoint"
-    lines = path.read_text().splitlines()[2:] if path.exists() else []
-    return next((int(offset) for name, _, offset in map(str.split, lines) if name == topic), 0)
+    return _checkpoint_entry(broker.data_dir / "logs" / "cleaner-offset-checkpoint", topic)
 
 
 def _cleaning_share(log: str, topic: str, window: tuple[float, float]) -> float:
@@ -236,13 +294,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="32 MiB instead of 256 MiB")
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--round-only", action="store_true", help="part 1 only (Ebb's round and Kafka's)")
     args = parser.parse_args()
     _quiet_logs()
     total = 32 if args.quick else 256
     if args.quick:
         print("--quick: 32 MiB of log instead of 256 MiB")
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        asyncio.run(run(Path(tmp), total))
+        asyncio.run(run(Path(tmp), total, args.round_only))
+    if args.round_only:
+        return
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         produce_while_cleaning(Path(tmp), total * 1024)
 

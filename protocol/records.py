@@ -43,7 +43,7 @@ __all__ = [
     "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "TIMESTAMP_TYPE_BIT", "TRANSACTIONAL_BIT", "Compression", "TimestampType",
     "Record", "NewRecord",
     "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_size_at", "build_batch",
-    "iter_batches", "read_header", "set_log_append_time",
+    "iter_batches", "read_header", "set_log_append_time", "with_records",
 ]
 
 WritableBuffer = bytearray | memoryview
@@ -316,9 +316,10 @@ class RecordBatch:
 
     def body(self) -> Buffer:
         """The record section after the header, decompressed if need be (a view when it is not)."""
-        codec = self.compression
         section = memoryview(self.buffer)[self.position + BATCH_HEADER_SIZE : self.position + self.size]
-        return section if codec == Compression.NONE else decompress(codec, section)
+        if not self.attributes & CODEC_MASK:  # no Compression enum made: the cleaner asks for every batch's
+            return section
+        return decompress(self.compression, section)
 
 
 # --- walking a buffer of batches ------------------------------------------------------------------
@@ -379,6 +380,23 @@ def set_log_append_time(buf: WritableBuffer, position: int, timestamp_ms: int) -
 
 
 # --- building -------------------------------------------------------------------------------------
+
+
+def with_records(batch: RecordBatch, section: Buffer, count: int, max_timestamp: int) -> bytes:
+    """`batch` holding `count` of its own records instead, their bytes as they were (`section`,
+    uncompressed; compressed here with the batch's codec): offsets, base timestamp, producer fields and
+    attributes stay, so each record's deltas keep their meaning; batch_length, records_count,
+    max_timestamp and the CRC are rewritten (the log cleaner's copy of a batch that lost records)."""
+    codec = batch.compression
+    payload = compress(codec, section) if codec else section
+    out = bytearray(batch.buffer[batch.position : batch.position + BATCH_HEADER_SIZE])
+    out += payload
+    _INT32.pack_into(out, _BATCH_LENGTH, len(out) - LOG_OVERHEAD)
+    _INT64.pack_into(out, _MAX_TIMESTAMP, max_timestamp)
+    _INT32.pack_into(out, _RECORDS_COUNT, count)
+    _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
+    return bytes(out)
+
 
 
 class RecordBatchBuilder:

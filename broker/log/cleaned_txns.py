@@ -41,9 +41,11 @@ class CleanedTxns:
 
     def on_batch(self, batch: RecordBatch) -> bool:
         """A data batch was read: True when it belongs to an aborted transaction (drop its records)."""
-        self._open_up_to(batch.last_offset)
         if not batch.is_transactional:
+            if self._pending:
+                self._open_up_to(batch.last_offset)
             return False
+        self._open_up_to(batch.last_offset)
         producer_id = batch.producer_id
         if producer_id in self._aborted:
             self._aborted_seen.add(producer_id)

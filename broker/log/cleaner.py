@@ -32,20 +32,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log.cleaned_txns import CleanedTxns
+from broker.log.cleaner_records import kept_offsets, map_batch, retain
 from broker.log.common import DELETED_SUFFIX, TopicPartition, segment_paths
 from broker.log.offset_map import KeyOffsetMap
 from broker.log.segment import LogSegment
 from broker.log.segment_file import BatchInfo
 from broker.log.txn_index import AbortedTxn, read_txn_index, txn_index_path, write_txn_index
 from protocol.errors import ProtocolError
+from protocol.record_format import Buffer
 from protocol.records import (
+    CONTROL_BIT,
+    DELETE_HORIZON_BIT,
     LOG_OVERHEAD,
+    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     Compression,
     Record,
     RecordBatch,
     RecordBatchBuilder,
     iter_batches,
+    read_header,
+    with_records,
 )
 
 CLEANED_SUFFIX = ".cleaned"
@@ -163,17 +170,17 @@ def build_key_map(job: CleaningJob, key_map: KeyOffsetMap, stats: CleanerStats) 
     for i, view in enumerate(dirty):
         next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
         for batch in read_batches(view, job.io_buffer_size):
-            aborted = txns.on_control_batch(batch) if batch.is_control else txns.on_batch(batch)
-            if batch.last_offset < start:
+            header = batch.header()
+            control = header.attributes & CONTROL_BIT
+            aborted = txns.on_control_batch(batch) if control else txns.on_batch(batch)
+            last_offset = header.base_offset + header.last_offset_delta
+            if last_offset < start:
                 continue
-            if not batch.is_control and not aborted:  # an aborted record must not shadow a committed one
-                for record in _records(batch, view):
-                    stats.records_read += 1
-                    if record.key is not None and record.offset >= start:
-                        if key_map.full:
-                            return key_map.latest_offset + 1
-                        key_map.put(record.key, record.offset)
-            key_map.cover_up_to(batch.last_offset)
+            if not control and not aborted:  # an aborted record must not shadow a committed one
+                stats.records_read += header.records_count
+                if _mapped(key_map, batch, header, view, start):  # the map is full
+                    return key_map.latest_offset + 1
+            key_map.cover_up_to(last_offset)
         key_map.cover_up_to(next_base - 1)
     return key_map.latest_offset + 1
 
@@ -322,12 +329,13 @@ def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: 
     """What of `batch` the cleaned segment keeps: the batch as it is, a rebuilt batch, a bare header,
     or None (Kafka's checkBatchRetention and shouldRetainRecord)."""
     header = batch.header()
-    horizon = batch.delete_horizon_ms
+    horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
     last_of_producer = producers.get(header.producer_id)
-    if batch.is_control:
+    last_offset = header.base_offset + header.last_offset_delta
+    if header.attributes & CONTROL_BIT:
         # A producer whose last batch is a marker keeps it: it holds the producer's latest epoch.
-        keep_empty = (header.producer_id >= 0 and last_of_producer in (-1, batch.last_offset)) \
-            or batch.next_offset == end_offset
+        keep_empty = (header.producer_id >= 0 and last_of_producer in (-1, last_offset)) \
+            or last_offset + 1 == end_offset
         discardable = txns.on_control_batch(batch)
         if not discardable:
             return batch.raw()
@@ -336,35 +344,34 @@ def _retained(batch: RecordBatch, view: SegmentView, job: CleaningJob, key_map: 
         if job.now_ms < horizon or (job.marker_floor is not None and batch.base_offset >= job.marker_floor):
             return batch.raw()
         return _empty(batch, header, True) if keep_empty else None
-    keep_empty = (header.producer_id >= 0 and last_of_producer == batch.last_offset) \
-        or batch.next_offset == end_offset
+    keep_empty = (header.producer_id >= 0 and last_of_producer == last_offset) or last_offset + 1 == end_offset
     if txns.on_batch(batch):  # an aborted transaction's records go whatever the key map says
         stats.records_read += header.last_offset_delta + 1
         return _empty(batch, header, False) if keep_empty else None
-    records = list(_records(batch, view))
-    stats.records_read += len(records)
-    kept = []
-    tombstones = False
-    for record in records:
-        if record.offset > key_map.latest_offset:
-            keep = True
-        elif record.key is None:
-            stats.keyless_dropped += 1
-            keep = False
-        else:
-            keep = record.offset >= key_map.get(record.key) and (
-                record.value is not None or horizon is None or job.now_ms < horizon)
-        if keep:
-            kept.append(record)
-            tombstones = tombstones or record.value is None
-    stats.records_kept += len(kept)
-    if kept:
-        needs_horizon = tombstones and horizon is None
-        if len(kept) == len(records) and not needs_horizon:
-            return batch.raw()
-        return _rebuilt(batch, header, kept, job.now_ms + job.delete_retention_ms if needs_horizon else horizon,
-                        False)
-    return _empty(batch, header, False) if keep_empty else None
+    body = _body(batch, view)
+    try:
+        retained = retain(body, header.records_count, header.base_offset, key_map,
+                          horizon is None or job.now_ms < horizon)
+    except ProtocolError as exc:
+        raise CleaningError(f"{view.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
+    stats.records_read += header.records_count
+    stats.keyless_dropped += retained.keyless_dropped
+    stats.records_kept += retained.kept
+    if not retained.kept:
+        return _empty(batch, header, False) if keep_empty else None
+    needs_horizon = retained.tombstone_kept and horizon is None
+    if retained.section is None and not needs_horizon:
+        return batch.raw()  # every record stays: its bytes as they are
+    if needs_horizon:  # the base timestamp becomes the horizon: every kept record is written anew
+        offsets = kept_offsets(body, header.records_count, header.base_offset, key_map, True)
+        records = [record for record in _records(batch, view) if record.offset in offsets]
+        return _rebuilt(batch, header, records, job.now_ms + job.delete_retention_ms, False)
+    assert retained.section is not None and retained.max_timestamp_delta is not None
+    if header.attributes & TIMESTAMP_TYPE_BIT:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = header.base_timestamp + retained.max_timestamp_delta
+    return with_records(batch, retained.section, retained.kept, max_timestamp)
 
 
 def _rebuilt(batch: RecordBatch, header: BatchHeader, kept: list[Record], horizon: int | None,
@@ -391,7 +398,7 @@ def _empty(batch: RecordBatch, header: BatchHeader, is_control: bool) -> bytes:
 
 
 def _append(cleaned: LogSegment, data: bytes | memoryview) -> None:
-    kept = RecordBatch(data)
+    kept = read_header(data)
     cleaned.append(memoryview(data), [BatchInfo(0, kept.base_offset, kept.last_offset, kept.size,
                                                 kept.max_timestamp, kept.partition_leader_epoch)])
 
@@ -399,6 +406,21 @@ def _append(cleaned: LogSegment, data: bytes | memoryview) -> None:
 def _records(batch: RecordBatch, view: SegmentView) -> list[Record]:
     try:
         return list(batch.records())
+    except ProtocolError as exc:
+        raise CleaningError(f"{view.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
+
+
+def _body(batch: RecordBatch, view: SegmentView) -> Buffer:
+    try:
+        return batch.body()
+    except ProtocolError as exc:
+        raise CleaningError(f"{view.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
+
+
+def _mapped(key_map: KeyOffsetMap, batch: RecordBatch, header: BatchHeader, view: SegmentView, start: int) -> bool:
+    """Map the batch's keyed records at or past `start`; True when the map filled up first."""
+    try:
+        return map_batch(key_map, _body(batch, view), header.records_count, header.base_offset, start)
     except ProtocolError as exc:
         raise CleaningError(f"{view.path}: batch at offset {batch.base_offset}: {exc.message}") from exc
 

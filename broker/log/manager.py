@@ -380,7 +380,10 @@ class LogManager:
         except OSError as exc:  # renamed all the same; a crash before the next sync may undo it: restart finishes
             logger.warning("rename for deletion not synced", directory=target.name, error=repr(exc))
         logger.info("scheduled partition for deletion", partition=str(tp), directory=target.name)
-        delay = (log.config if log is not None else self.config_for(tp.topic)).file_delete_delay_ms
+        config = log.config if log is not None else self.config_for(tp.topic)
+        # Under erasure.max.delay.ms a delete whose rewrite had not run yet must not outlive the bound in the
+        # renamed directory (a replica moved away, a topic deleted): removed at once, as erasure's retired files.
+        delay = 0 if config.erasure_enabled else config.file_delete_delay_ms
         self._io.delete_later(delay, files, lambda: self._io.remove_tree(target))
         # The durable rename is the deletion; the checkpoints forgetting the partition can wait for
         # the next write that works (a stale entry names a directory that is gone, and is ignored).

@@ -8,13 +8,15 @@ its own once it is back."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 
 from protocol.errors import ErrorCode
 from tests.broker.data_wire import WireClient, delete_records, fetch, values
-from tests.cluster.three_brokers import in_sync, leader_of, new_topic, three_brokers
+from tests.cluster.reassignments import moved, reassign
+from tests.cluster.three_brokers import in_sync, leader_of, new_topic, partition_state, three_brokers
 from tests.support.ebb_cli import ebb
 from tests.support.erasure import GIB, describe_erasure, partition_dir, produce_values, value, values_on_disk
 from tests.support.polling import wait_for
@@ -90,3 +92,52 @@ def test_wait_erased_waits_for_the_alive_replicas_and_a_returning_one_erases_its
 
 def away_id(cluster, broker) -> int:
     return next(n for n, b in cluster.items() if b is broker)
+
+
+def every_dir(broker, topic: str) -> list:
+    """The partition's directories on `broker`: its live one and any renamed for deletion (`-delete`)."""
+    logs = broker.data_dir / "logs"
+    return [logs / name for name in os.listdir(logs) if name == f"{topic}-0" or name.startswith(f"{topic}-0.")]
+
+
+def deleted_bytes_anywhere(cluster, topic: str, below: int) -> bool:
+    found = False
+    for broker in cluster.values():
+        for directory in every_dir(broker, topic):
+            try:
+                found = found or bool(values_on_disk(directory, range(below)))
+            except FileNotFoundError:  # removed while looked at
+                continue
+    return found
+
+
+def test_a_replica_moved_away_right_after_a_delete_keeps_none_of_it_and_one_moving_in_reports_its_start(cluster):
+    bound_ms = 6000  # its rewrite would start 3 s after the delete: the move comes first
+    topic = new_topic(cluster, prefix="moved", configs={"segment.bytes": GIB, "erasure.max.delay.ms": str(bound_ms)})
+    leader = leader_of(cluster, topic)
+    replicas = list(partition_state(leader, topic).replica_nodes)
+    leaving = next(n for n in replicas if cluster[n] is not leader)
+    staying = [n for n in replicas if n != leaving]
+    with WireClient(leader.port) as client:
+        produce_values(client, topic, 100, per_batch=4)
+        wait_for(lambda: all(values_on_disk(d, range(100)) == set(range(100)) for d in dirs(cluster, topic).values()),
+                 what="every replica holding every value")
+        assert delete_records(client, topic, 0, 40).error_code == ErrorCode.NONE
+    deleted = time.monotonic()
+    assert reassign(cluster, topic, staying) == ErrorCode.NONE
+    wait_for(lambda: moved(cluster, topic, staying), what="the partition off the leaving replica")
+    # the leaving replica's directory (renamed for deletion) must not keep the deleted values past the bound
+    wait_for(lambda: not deleted_bytes_anywhere(cluster, topic, 40), timeout_s=bound_ms / 1000 * 3,
+             what="the deleted values gone from every directory of the partition on every broker")
+    took = time.monotonic() - deleted
+    assert took < bound_ms / 1000, f"erased everywhere after {took:.2f}s, bound {bound_ms} ms"
+
+    assert reassign(cluster, topic, replicas) == ErrorCode.NONE  # it moves back in: a new replica from 40
+    wait_for(lambda: moved(cluster, topic, replicas), what="the replica back in sync")
+    assert not values_on_disk(partition_dir(cluster[leaving].data_dir, topic), range(40))
+    with WireClient(cluster[leaving].port) as client:
+        _, answer = describe_erasure(client, topic)
+    assert (answer.error_code, answer.log_start_offset, answer.erased_offset) == (ErrorCode.NONE, 40, 40)
+    done = ebb("delete-records", "--bootstrap-server", leader.bootstrap, "--topic", topic, "--before-offset", 40,
+               "--wait-erased")
+    assert done.returncode == 0, done.stderr

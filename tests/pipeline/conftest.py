@@ -23,7 +23,8 @@ def broker(tmp_path_factory):
     # the broker's log shows the pass). No test in this package is about retention by time.
     # Ebb-only: the loop and demo tests keep segments below Kafka's 1 MiB minimum, so that the trim shows.
     with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker"),
-                       {"log.retention.ms": "-1", "ebb.testing.small.segments.enable": "true"}) as process:
+                       {"log.retention.ms": "-1", "ebb.testing.small.segments.enable": "true",
+                        "log.cleaner.backoff.ms": "200"}) as process:
         yield process
 
 
