@@ -9,13 +9,16 @@ value, then the cluster-wide default, then server.properties, then Kafka's defau
 What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic configs (`log.*`,
 `message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig) and the replication
 throttles, per broker or cluster-wide. Ebb does not throttle replication: the rates are validated,
-stored and reported only. Any other broker property is refused by name.
+stored and reported only. A TLS listener's key material, per broker under the listener's prefix
+(`listener.name.<l>.ssl.keystore.location`, ...: broker/security/dynamic_tls.py), is loaded and
+checked before it is stored and reaches new connections at once. Any other broker property is refused
+by name.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +38,7 @@ from broker.config import (
     topic_defaults_from,
 )
 from broker.log.config import LogConfig
+from broker.security.dynamic_tls import ListenerTlsReloader, TlsReloadError, check_keys, is_tls_key, redacted
 from broker.topic_configs import (
     TOPIC_CONFIGS,
     BrokerLayers,
@@ -70,15 +74,19 @@ class DynamicConfigError(ValueError):
         self.known = known
 
 
-def validate(changes: Mapping[str, str], *, small_segments: bool = False) -> dict[str, str]:
-    """The canonical text of each value; DynamicConfigError with Kafka's wording otherwise."""
-    fixed = sorted(k for k in changes if k not in DYNAMIC_BROKER_CONFIGS)
+def validate(changes: Mapping[str, str], *, small_segments: bool = False, tls_listeners: Iterable[str] = (),
+             listeners: Iterable[str] = (), per_broker: bool = True) -> dict[str, str]:
+    """The canonical text of each value; DynamicConfigError with Kafka's wording otherwise (in Kafka's
+    order: properties that are not dynamic, then the listener and TLS keys, then the values)."""
+    fixed = sorted(k for k in changes if k not in DYNAMIC_BROKER_CONFIGS and not is_tls_key(k))
     if fixed:
         raise DynamicConfigError(f"Cannot update these configs dynamically: [{', '.join(fixed)}]", known=False)
     try:
-        return {key: with_segment_rule(DYNAMIC_BROKER_CONFIGS[key], small_segments).canonical(value)
+        check_keys([k for k in changes if is_tls_key(k)], tls_listeners, per_broker=per_broker, listeners=listeners)
+        return {key: value.strip() if is_tls_key(key) else
+                with_segment_rule(DYNAMIC_BROKER_CONFIGS[key], small_segments).canonical(value)
                 for key, value in changes.items()}
-    except InvalidConfig as exc:
+    except (InvalidConfig, TlsReloadError) as exc:
         raise DynamicConfigError(str(exc)) from None
 
 
@@ -102,6 +110,7 @@ class DynamicBrokerConfig:
         self._applying: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()  # one change written at a time per broker: no lost updates
         self._kafka_defaults = default_broker_properties()
+        self.tls = ListenerTlsReloader(config.tls_listeners)  # the TLS listeners' key material in force
 
     @property
     def own_entity(self) -> str:
@@ -121,6 +130,7 @@ class DynamicBrokerConfig:
                 continue
             self._take(entity, data)
         self.topic_defaults = self._derive_topic_defaults() or self.topic_defaults
+        await self.tls.reload(self.layers.merged())
 
     async def start(self) -> None:
         """Follow both nodes; a change anyone makes is in force here at once."""
@@ -155,8 +165,14 @@ class DynamicBrokerConfig:
                     current = ConfigEntityZNode.decode(data)
                 except NoNode:
                     data, version, current = None, None, {}
-                clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable)
-                if validate_only or clean == current:
+                clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable,
+                                 tls_listeners=self.tls.listeners, per_broker=name != DEFAULT_ENTITY,
+                                 listeners=[listener.name for listener in self.config.listeners])
+                ready = {} if name == DEFAULT_ENTITY else await self._tls_for(clean)
+                if validate_only:
+                    return
+                if clean == current:  # nothing to store; key files rewritten in place are reloaded (as Kafka)
+                    self.tls.apply(ready)
                     return
                 encoded = ConfigEntityZNode.encode(clean)
                 try:
@@ -167,8 +183,17 @@ class DynamicBrokerConfig:
                 except (BadVersion, NodeExists, NoNode):
                     continue  # changed meanwhile: apply the change to what is there now
                 break
-            log.info("altered dynamic broker configs", entity=name, configs=clean)
+            log.info("altered dynamic broker configs", entity=name, configs=redacted(clean))
+            self.tls.apply(ready)
             self._changed(name, encoded)
+
+    async def _tls_for(self, per_broker: Mapping[str, str]) -> dict:
+        """The TLS listeners' key material this broker's dynamic configs `per_broker` would put in force,
+        loaded and checked (Kafka refuses what its SslFactory cannot load: INVALID_REQUEST)."""
+        try:
+            return await self.tls.check({**self.config.explicit_properties, **self.cluster_default, **per_broker})
+        except TlsReloadError as exc:
+            raise DynamicConfigError(f"Invalid dynamic configuration: {exc}") from None
 
     def _take(self, entity: str, data: bytes | None) -> None:
         try:
@@ -197,6 +222,8 @@ class DynamicBrokerConfig:
     def _changed(self, entity: str, data: bytes | None) -> None:
         unclean = self.unclean_leader_election_enable
         self._take(entity, data)
+        if entity == self.own_entity and self.tls.listeners:  # written by another tool: loaded here (no-op if in force)
+            self._track(asyncio.get_running_loop().create_task(self.tls.reload(self.layers.merged())))
         if self.unclean_leader_election_enable != unclean:
             for wake in self.unclean_election_listeners:
                 wake()
@@ -205,14 +232,16 @@ class DynamicBrokerConfig:
             return
         old, self.topic_defaults = self.topic_defaults, new
         for listener in self.topic_defaults_listeners:
-            task = asyncio.get_running_loop().create_task(listener(old, new))
-            self._applying.add(task)
-            task.add_done_callback(self._applied)
+            self._track(asyncio.get_running_loop().create_task(listener(old, new)))
+
+    def _track(self, task: asyncio.Task) -> None:
+        self._applying.add(task)
+        task.add_done_callback(self._applied)
 
     def _applied(self, task: asyncio.Task) -> None:
         self._applying.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("dynamic topic defaults not applied", error=repr(task.exception()))
+            log.error("dynamic broker configs not applied", error=repr(task.exception()))
 
 
 class ControllerSettings:
