@@ -7,12 +7,12 @@ by another tool) is in force on all of them at once. Precedence, as in Kafka: th
 value, then the cluster-wide default, then server.properties, then Kafka's default.
 
 What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic configs (`log.*`,
-`message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig) and the replication
-throttles, per broker or cluster-wide. Ebb does not throttle replication: the rates are validated,
-stored and reported only. A TLS listener's key material, per broker under the listener's prefix
-(`listener.name.<l>.ssl.keystore.location`, ...: broker/security/dynamic_tls.py), is loaded and
-checked before it is stored and reaches new connections at once. Any other broker property is refused
-by name.
+`message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig), the replication
+throttles and the groups' assignment intervals, per broker or cluster-wide. Ebb does not throttle
+replication nor serve the groups those intervals pace: they are validated, stored and reported only.
+A TLS listener's key material, per broker under the listener's prefix (`listener.name.<l>.ssl.keystore.location`,
+...: broker/security/dynamic_tls.py), is loaded and checked before it is stored and reaches new
+connections at once. Any other broker property is refused by name.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from broker.config import (
     default_broker_properties,
     topic_defaults_from,
 )
+from broker.group_configs import GROUP_BROKER_DEFAULTS
 from broker.log.config import LogConfig
 from broker.security.dynamic_tls import ListenerTlsReloader, TlsReloadError, check_keys, is_tls_key, redacted
 from broker.topic_configs import (
@@ -63,6 +64,12 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     **{name: replace(_THROTTLE, name=name) for name in (
         "leader.replication.throttled.rate", "follower.replication.throttled.rate",
         "replica.alter.log.dirs.io.max.bytes.per.second")},
+    # Kafka 4.3's GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS Ebb has: cluster-wide (per broker too), an
+    # INT of at least 0 (Kafka clamps a value outside the min/max bounds when it applies it rather than
+    # refusing it). Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
+    **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0)) for name in (
+        "group.consumer.assignment.interval.ms", "group.share.assignment.interval.ms",
+        "group.streams.assignment.interval.ms")},
 }
 
 
