@@ -56,6 +56,7 @@ log = structlog.get_logger("dynamic_config")
 DEFAULT_ENTITY = BrokerConfigZNode.DEFAULT  # the cluster-wide node under /config/brokers
 
 
+_GROUP_INTERVALS = tuple(f"group.{kind}.assignment.interval.ms" for kind in ("consumer", "share", "streams"))
 # Broker property -> how a value is checked (the topic config's type and rule, under the broker's name).
 _THROTTLE = TopicConfigDef("", ConfigType.LONG, None, "", check=at_least(0))
 DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
@@ -65,11 +66,10 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
         "leader.replication.throttled.rate", "follower.replication.throttled.rate",
         "replica.alter.log.dirs.io.max.bytes.per.second")},
     # Kafka 4.3's GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS Ebb has: cluster-wide (per broker too), an
-    # INT of at least 0 (Kafka clamps a value outside the min/max bounds when it applies it rather than
-    # refusing it). Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
-    **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0)) for name in (
-        "group.consumer.assignment.interval.ms", "group.share.assignment.interval.ms",
-        "group.streams.assignment.interval.ms")},
+    # INT of at least 0 and within the group.*.{min,max}.assignment.interval.ms in force (check_group_bounds).
+    # Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
+    **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0))
+       for name in _GROUP_INTERVALS},
 }
 
 
@@ -95,6 +95,18 @@ def validate(changes: Mapping[str, str], *, small_segments: bool = False, tls_li
                 for key, value in changes.items()}
     except (InvalidConfig, TlsReloadError) as exc:
         raise DynamicConfigError(str(exc)) from None
+
+
+def check_group_bounds(configs: Mapping[str, str], bounds: Mapping[str, int]) -> None:
+    """Kafka's GroupCoordinatorConfig checks of an assignment interval against its broker's bounds
+    (which are static here: server.properties), with its wording."""
+    for key in _GROUP_INTERVALS:
+        if key in configs:
+            low, high = (key.replace(".assignment.", f".{end}.assignment.") for end in ("min", "max"))
+            if int(configs[key]) < bounds[low]:
+                raise DynamicConfigError(f"{key} must be greater than or equal to {low}")
+            if int(configs[key]) > bounds[high]:
+                raise DynamicConfigError(f"{key} must be less than or equal to {high}")
 
 
 TopicDefaultsListener = Callable[[LogConfig, LogConfig], Coroutine[Any, Any, None]]
@@ -175,6 +187,7 @@ class DynamicBrokerConfig:
                 clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable,
                                  tls_listeners=self.tls.listeners, per_broker=name != DEFAULT_ENTITY,
                                  listeners=[listener.name for listener in self.config.listeners])
+                check_group_bounds(clean, self.config.group_config_properties)
                 ready = {} if name == DEFAULT_ENTITY else await self._tls_for(clean)
                 if validate_only:
                     return

@@ -66,8 +66,10 @@ def redacted(configs: Mapping[str, str]) -> dict[str, str]:
 def check_keys(keys: Iterable[str], tls_listeners: Iterable[str], *, per_broker: bool,
                listeners: Iterable[str] = ()) -> None:
     """Kafka's DynamicBrokerConfig.validateConfigs for the listener and security keys among `keys`: an
-    SSL store key without a listener prefix, a listener key at the cluster-wide level, and (Ebb) any
-    listener key but the reloadable TLS ones of a TLS listener of this broker are refused by name."""
+    SSL store key without a listener prefix, a listener key at the cluster-wide level. And, where Kafka
+    4.3 stores a value it does not apply (a listener's SASL settings, its client auth, a listener it
+    does not have), Ebb refuses it by name: any listener key but the reloadable TLS ones of a TLS
+    listener of this broker."""
     keys = sorted(keys)
     bare = [k for k in keys if k in RELOADABLE or k in STORE_PASSWORDS]
     if bare:
@@ -87,9 +89,9 @@ def check_keys(keys: Iterable[str], tls_listeners: Iterable[str], *, per_broker:
         if base in STORE_PASSWORDS:
             raise TlsReloadError(f"{key}: PEM keystores and truststores have no store password (Ebb reads PEM "
                                  "only; the private key's password is ssl.key.password)")
-        if base not in RELOADABLE:
-            raise TlsReloadError(f"Configs cannot be updated dynamically for existing listener {listener}, "
-                                 f"restart broker or create a new listener for update: [{key}]")
+        if base not in RELOADABLE:  # Kafka 4.3 stores these without applying them to the listener it has
+            raise TlsReloadError(f"Cannot update these configs dynamically: [{key}] (of a listener, only its "
+                                 "TLS key material changes at runtime; set the others in server.properties)")
         if listener not in names:
             raise TlsReloadError(f"{key}: {listener} is not a TLS listener of this broker (its TLS listeners: "
                                  f"{', '.join(sorted(names.values())) or 'none'})")

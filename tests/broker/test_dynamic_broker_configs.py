@@ -90,6 +90,8 @@ def test_list_operations_start_from_the_value_in_force(client):
                                                     "leader.replication.throttled.rate: Value must be at least 0"),
     ([("group.share.assignment.interval.ms", "-1")], "Invalid value -1 for configuration "
                                                      "group.share.assignment.interval.ms: Value must be at least 0"),
+    ([("group.consumer.assignment.interval.ms", "15001")],
+     "group.consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms"),
     ([("group.consumer.max.assignment.interval.ms", "20000")],
      "Cannot update these configs dynamically: [group.consumer.max.assignment.interval.ms]"),
     # Kafka takes these for listeners it adds later (or after a restart); Ebb adds none at runtime.
@@ -128,12 +130,12 @@ def test_group_assignment_intervals_are_dynamic_cluster_wide(client):
 
 
 @pytest.mark.parametrize("entity, message", [
-    ("1", "Configs cannot be updated dynamically for existing listener plaintext, restart broker or create a "
-          "new listener for update: [listener.name.plaintext.plain.sasl.jaas.config]"),
+    ("1", "Cannot update these configs dynamically: [listener.name.plaintext.plain.sasl.jaas.config] (of a "
+          "listener, only its TLS key material changes at runtime; set the others in server.properties)"),
     ("", "Cannot update these configs at default cluster level, broker id must be specified: "
          "[listener.name.plaintext.plain.sasl.jaas.config]"),
 ])
-def test_a_listeners_sasl_settings_are_refused_as_kafka_does(client, entity, message):
+def test_a_listeners_sasl_settings_are_refused_by_name(client, entity, message):
     result = _incremental(client, entity, [("listener.name.plaintext.plain.sasl.jaas.config", SET, "x")],
                           resource_type=BROKER)
     assert (result.error_code, result.error_message) == (ErrorCode.INVALID_REQUEST, message)

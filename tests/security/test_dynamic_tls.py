@@ -136,7 +136,7 @@ def test_what_kafka_refuses_is_refused_and_nothing_changes(broker, admin, ca, tm
     assert "DistinguishedName does not match" in _refused(admin, [(LOCATION, SET, str(ca.other.combined))])
     assert "only per-listener" in _refused(admin, [("ssl.keystore.location", SET, str(ca.second.combined))])
     assert "default cluster level" in _refused(admin, [(LOCATION, SET, str(ca.second.combined))], name="")
-    assert "existing listener" in _refused(admin, [("listener.name.ssl.ssl.client.auth", SET, "required")])
+    assert "only its TLS key material" in _refused(admin, [("listener.name.ssl.ssl.client.auth", SET, "required")])
     assert "not a TLS listener" in _refused(admin, [("listener.name.plaintext.ssl.keystore.location", SET,
                                                      str(ca.second.combined))])
     assert "no store password" in _refused(admin, [("listener.name.ssl.ssl.keystore.password", SET, "x")])
