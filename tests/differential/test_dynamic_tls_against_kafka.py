@@ -17,8 +17,8 @@ from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 from tests.differential.runner import Peer, compare
 from tests.differential.test_against_kafka import ALLOWED
 from tests.interop.conftest import TARGET, build
-from tests.security.certs import CertificateAuthority
-from tests.support.broker_process import BrokerProcess, free_port
+from tests.security.certs import CertificateAuthority, ssl_listener_broker
+from tests.support.broker_process import free_port
 from tests.support.kafka_node import KafkaNode
 from tests.support.polling import wait_for
 
@@ -62,17 +62,13 @@ def pki(tmp_path_factory):
     return ca
 
 
-def _ssl_settings(pki) -> dict[str, str]:
-    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.first)}
-
-
 @pytest.fixture(scope="module")
 def kafka_peer(tmp_path_factory, pki):
     build()
     node = KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*")
     node.ssl_port = free_port()
     node.properties.update({
-        **_ssl_settings(pki),
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.first),
         "listeners": f"{node.properties['listeners']},SSL://127.0.0.1:{node.ssl_port}",
         "listener.security.protocol.map": f"{node.properties['listener.security.protocol.map']},SSL:SSL",
     })
@@ -85,14 +81,7 @@ def kafka_peer(tmp_path_factory, pki):
 
 @pytest.fixture(scope="module")
 def ebb_peer(tmp_path_factory, pki):
-    process = BrokerProcess(tmp_path_factory.mktemp("ebb"))
-    process.ssl_port = free_port()
-    process.overrides.update({
-        **_ssl_settings(pki),
-        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SSL://127.0.0.1:{process.ssl_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
-    })
-    with process:
+    with ssl_listener_broker(tmp_path_factory.mktemp("ebb"), pki.first) as process:
         peer = Peer("ebb", process.port)
         peer.ssl_port = process.ssl_port
         yield peer

@@ -66,3 +66,17 @@ class CertificateAuthority:
             builder = builder.add_extension(x509.SubjectAlternativeName([
                 x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key, password)
+
+
+def ssl_listener_broker(data_dir: Path, keystore: Path):
+    """A broker (not started) with a PLAINTEXT listener and an SSL one (`ssl_port`) on a PEM keystore."""
+    from tests.support.broker_process import BrokerProcess, free_port
+
+    process = BrokerProcess(data_dir)
+    process.ssl_port = free_port()
+    process.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SSL://127.0.0.1:{process.ssl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+    })
+    return process

@@ -15,8 +15,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest
 from tests.broker.test_configs import BROKER, DELETE, SET, _configs, _incremental
 from tests.broker.wire_client import WireClient
-from tests.security.certs import CertificateAuthority
-from tests.support.broker_process import BrokerProcess, free_port
+from tests.security.certs import CertificateAuthority, ssl_listener_broker
 
 pytestmark = pytest.mark.timeout(120)
 LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"
@@ -35,15 +34,7 @@ def ca(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, ca):
-    process = BrokerProcess(tmp_path_factory.mktemp("dyntls"))
-    process.ssl_port = free_port()
-    process.overrides.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SSL://127.0.0.1:{process.ssl_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(ca.first.combined),
-    })
-    with process:
+    with ssl_listener_broker(tmp_path_factory.mktemp("dyntls"), ca.first.combined) as process:
         yield process
 
 
