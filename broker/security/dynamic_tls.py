@@ -102,7 +102,7 @@ class _Material:
     """What one build of a listener's context read: its settings, files' change times and certificate."""
 
     settings: tuple[tuple[str, str], ...]
-    mtimes: tuple[float | None, ...]
+    mtimes: tuple[int | None, ...]  # the files' change times (ns): a file rewritten in place is reloaded
     subject: str
     alt_names: frozenset
     listener: TlsListener
@@ -113,8 +113,8 @@ def _settings(props: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...
     return tuple((key, props.get(prefix + key, props.get(key, "")).strip()) for key in RELOADABLE)
 
 
-def _mtimes(settings: tuple[tuple[str, str], ...]) -> tuple[float | None, ...]:
-    times: list[float | None] = []
+def _mtimes(settings: tuple[tuple[str, str], ...]) -> tuple[int | None, ...]:
+    times: list[int | None] = []
     for key, value in settings:
         if key.endswith(".location") and value:
             try:
@@ -185,9 +185,6 @@ class ListenerTlsReloader:
     def __init__(self, tls_listeners: Mapping[str, TlsListener]) -> None:
         self.listeners = {name: _LiveListener(name, listener) for name, listener in tls_listeners.items()}
         self.lock = asyncio.Lock()  # one rebuild at a time: a newer one never loses to an older
-
-    def context_of(self, name: str) -> ssl.SSLContext:
-        return self.listeners[name].context
 
     async def prepare(self, props: Mapping[str, str], names: Iterable[str] | None = None) -> dict[str, _Material]:
         """The listeners (all, or `names`) whose settings in `props` differ from those in force, or whose
