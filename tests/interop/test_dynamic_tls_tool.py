@@ -9,7 +9,7 @@ import ssl
 
 import pytest
 
-from tests.security.certs import CertificateAuthority, ssl_listener_broker
+from tests.security.certs import CertificateAuthority, rotation_pki, ssl_listener_broker
 
 CONFIGS = "kafka.admin.ConfigCommand"
 BROKER_1 = ("--entity-type", "brokers", "--entity-name", "1")
@@ -18,11 +18,7 @@ LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.s
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    ca = CertificateAuthority(tmp_path_factory.mktemp("pki"))
-    ca.first = ca.issue("first", server=True, O="Ebb tests", CN="localhost")
-    ca.second = ca.issue("second", server=True, password=b"new-secret", O="Ebb tests", CN="localhost")
-    ca.other = ca.issue("other", server=True, O="Ebb tests", CN="somebody-else")
-    return ca
+    return rotation_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

@@ -80,3 +80,14 @@ def ssl_listener_broker(data_dir: Path, keystore: Path):
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
     })
     return process
+
+
+def rotation_pki(directory: Path) -> CertificateAuthority:
+    """A CA and server certificates for keystore rotations: `first`, `second` and `third` share a subject
+    and names (the latter two with the key password new-secret), `other` has another subject."""
+    ca = CertificateAuthority(directory)
+    ca.first = ca.issue("first", server=True, O="Ebb tests", CN="localhost")  # type: ignore[attr-defined]
+    for stem in ("second", "third"):
+        setattr(ca, stem, ca.issue(stem, server=True, password=b"new-secret", O="Ebb tests", CN="localhost"))
+    ca.other = ca.issue("other", server=True, O="Ebb tests", CN="somebody-else")  # type: ignore[attr-defined]
+    return ca

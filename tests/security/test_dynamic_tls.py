@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest
 from tests.broker.test_configs import BROKER, DELETE, SET, _configs, _incremental
 from tests.broker.wire_client import WireClient
-from tests.security.certs import CertificateAuthority, ssl_listener_broker
+from tests.security.certs import rotation_pki, ssl_listener_broker
 
 pytestmark = pytest.mark.timeout(120)
 LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"
@@ -23,13 +23,7 @@ LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.s
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory):
-    ca = CertificateAuthority(tmp_path_factory.mktemp("pki"))
-    ca.first = ca.issue("first", server=True, O="Ebb tests", CN="localhost")
-    # the same subject and names, a new key with a password: a rotation Kafka allows
-    ca.second = ca.issue("second", server=True, password=b"new-secret", O="Ebb tests", CN="localhost")
-    ca.third = ca.issue("third", server=True, password=b"new-secret", O="Ebb tests", CN="localhost")
-    ca.other = ca.issue("other", server=True, O="Ebb tests", CN="somebody-else")
-    return ca
+    return rotation_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
