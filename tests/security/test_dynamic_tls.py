@@ -107,6 +107,14 @@ def test_rotated_keystore_reaches_new_connections_and_old_ones_keep_working(brok
     admin.sock = WireClient(broker.port).sock
     with _tls_client(broker, ca) as new:
         assert _certificate(new) == _der(ca.third)
+    # Stored key material that no longer loads at start-up: logged, and the properties file's is served.
+    keystore.unlink()
+    admin.close()
+    broker.restart()
+    admin.sock = WireClient(broker.port).sock
+    with _tls_client(broker, ca) as new:
+        assert _certificate(new) == _der(ca.first)
+    assert "TLS key material not reloaded" in broker.log_text()
     assert _incremental(admin, "1", [(LOCATION, DELETE, None), (PASSWORD, DELETE, None)],
                         resource_type=BROKER).error_code == 0
 
