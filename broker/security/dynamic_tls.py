@@ -163,7 +163,8 @@ class _LiveListener:
             connection.context = self.context
 
     def compatible(self, new: _Material) -> None:
-        """Kafka's SslFactory checks (ssl.allow.dn.changes and ssl.allow.san.changes are false by default)."""
+        """Kafka's SslFactory checks (unless ssl.allow.dn.changes or ssl.allow.san.changes, static settings
+        as in Kafka, say otherwise)."""
         old = self.material
         if old is None:
             return
@@ -171,10 +172,10 @@ class _LiveListener:
                 a != b for (key, a), (_, b) in zip(old.settings, new.settings, strict=True) if key in _TRUSTSTORE):
             raise TlsReloadError("Cannot add SSL truststore to an existing listener for which no truststore was "
                                  f"configured (listener {self.name} does not ask for client certificates)")
-        if new.subject.lower() != old.subject.lower():
+        if new.subject.lower() != old.subject.lower() and not old.listener.allow_dn_changes:
             raise TlsReloadError(f"Keystore DistinguishedName does not match:  existing={{DN={old.subject[5:]}}}, "
                                  f"new={{DN={new.subject[5:]}}}")
-        if new.alt_names != old.alt_names:
+        if new.alt_names != old.alt_names and not old.listener.allow_san_changes:
             raise TlsReloadError(f"Keystore SubjectAltNames do not match:  existing={{SAN={sorted(old.alt_names)}}}, "
                                  f"new={{SAN={sorted(new.alt_names)}}}")
 
