@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 
 from broker.cluster.layout import BrokerConfigZNode, ConfigEntityZNode
-from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
+from broker.cluster.store import MetadataStore, NoNode, Watch
 from broker.config import (
     STORED_ONLY_BROKER_PROPERTIES,
     TOPIC_DEFAULTS,
@@ -95,6 +95,10 @@ def validate(changes: Mapping[str, str], *, small_segments: bool = False, tls_li
                 for key, value in changes.items()}
     except (InvalidConfig, TlsReloadError) as exc:
         raise DynamicConfigError(str(exc)) from None
+
+
+def _tls_part(configs: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in configs.items() if is_tls_key(key)}
 
 
 def check_group_bounds(configs: Mapping[str, str], bounds: Mapping[str, int]) -> None:
@@ -177,35 +181,34 @@ class DynamicBrokerConfig:
         (another broker may alter the cluster-wide ones at the same time): no lost update."""
         name = DEFAULT_ENTITY if entity == "" else self.own_entity
         path = BrokerConfigZNode.path(name)
+
+        def validated(current: dict[str, str]) -> dict[str, str]:
+            clean = validate(change(current), small_segments=self.config.small_segments_enable,
+                             tls_listeners=self.tls.listeners, per_broker=name != DEFAULT_ENTITY,
+                             listeners=[listener.name for listener in self.config.listeners])
+            check_group_bounds(clean, self.config.group_config_properties)
+            return clean
+
         async with self._lock:
-            while True:
-                try:
-                    data, version = await self.store.get(path)
-                    current = ConfigEntityZNode.decode(data)
-                except NoNode:
-                    data, version, current = None, None, {}
-                clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable,
-                                 tls_listeners=self.tls.listeners, per_broker=name != DEFAULT_ENTITY,
-                                 listeners=[listener.name for listener in self.config.listeners])
-                check_group_bounds(clean, self.config.group_config_properties)
-                ready = {} if name == DEFAULT_ENTITY else await self._tls_for(clean)
-                if validate_only:
-                    return
-                if clean == current:  # nothing to store; key files rewritten in place are reloaded (as Kafka)
-                    self.tls.apply(ready)
-                    return
-                encoded = ConfigEntityZNode.encode(clean)
-                try:
-                    if version is None:
-                        await self.store.create(path, encoded)
-                    else:
-                        await self.store.set(path, encoded, version)
-                except (BadVersion, NodeExists, NoNode):
-                    continue  # changed meanwhile: apply the change to what is there now
-                break
-            log.info("altered dynamic broker configs", entity=name, configs=redacted(clean))
-            self.tls.apply(ready)
-            self._changed(name, encoded)
+            # Checked first, key material loaded too (off the loop), on what is stored now; the write
+            # below applies `change` again should someone have changed the node meanwhile.
+            try:
+                stored = ConfigEntityZNode.decode((await self.store.get(path))[0])
+            except NoNode:
+                stored = {}
+            checked = validated(dict(stored))
+            ready = {} if name == DEFAULT_ENTITY else await self._tls_for(checked)
+            if validate_only:
+                return
+            written = await ConfigEntityZNode.replace(self.store, path, validated, drop_empty=False)
+            if written is None or _tls_part(written) == _tls_part(checked):
+                self.tls.apply(ready)  # unchanged configs too: key files rewritten in place (as Kafka)
+            if written is None:
+                return
+            log.info("altered dynamic broker configs", entity=name, configs=redacted(written))
+            # key material written past the check above (someone changed the node meanwhile) is loaded by
+            # the reload that follows, or logged and left out
+            self._changed(name, ConfigEntityZNode.encode(written))
 
     async def _tls_for(self, per_broker: Mapping[str, str]) -> dict:
         """The TLS listeners' key material this broker's dynamic configs `per_broker` would put in force,
