@@ -75,7 +75,8 @@ def ssl_listener_broker(data_dir: Path, keystore: Path):
     process = BrokerProcess(data_dir)
     process.ssl_port = free_port()
     process.overrides.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SSL://127.0.0.1:{process.ssl_port}",
+        # SSL first: the broker binds its listeners in order, and is ready once PLAINTEXT answers
+        "listeners": f"SSL://127.0.0.1:{process.ssl_port},PLAINTEXT://127.0.0.1:{process.port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
     })
