@@ -7,16 +7,19 @@ by another tool) is in force on all of them at once. Precedence, as in Kafka: th
 value, then the cluster-wide default, then server.properties, then Kafka's default.
 
 What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic configs (`log.*`,
-`message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig) and the replication
-throttles, per broker or cluster-wide (in force at once: broker/replica/throttle.py; the log-dirs
-I/O rate is stored and reported only, Ebb has one log dir per broker). Any other broker property is
-refused by name.
+`message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig), the replication
+throttles (in force at once: broker/replica/throttle.py; the log-dirs I/O rate is stored and reported
+only, Ebb has one log dir per broker) and the groups' assignment intervals (stored and reported only:
+no group of Ebb's reads them), per broker or cluster-wide. A TLS listener's key material, per broker
+under the listener's prefix (`listener.name.<l>.ssl.keystore.location`, ...: broker/security/dynamic_tls.py),
+is loaded and checked before it is stored and reaches new connections at once. Any other broker
+property is refused by name.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +38,9 @@ from broker.config import (
     default_broker_properties,
     topic_defaults_from,
 )
+from broker.group_configs import GROUP_BROKER_DEFAULTS
 from broker.log.config import LogConfig
+from broker.security.dynamic_tls import ListenerTlsReloader, TlsReloadError, check_keys, is_tls_key, redacted
 from broker.topic_configs import (
     TOPIC_CONFIGS,
     BrokerLayers,
@@ -52,6 +57,7 @@ log = structlog.get_logger("dynamic_config")
 DEFAULT_ENTITY = BrokerConfigZNode.DEFAULT  # the cluster-wide node under /config/brokers
 
 
+_GROUP_INTERVALS = tuple(f"group.{kind}.assignment.interval.ms" for kind in ("consumer", "share", "streams"))
 # Broker property -> how a value is checked (the topic config's type and rule, under the broker's name).
 _THROTTLE = TopicConfigDef("", ConfigType.LONG, None, "", check=at_least(0))
 DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
@@ -60,6 +66,11 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     **{name: replace(_THROTTLE, name=name) for name in (
         "leader.replication.throttled.rate", "follower.replication.throttled.rate",
         "replica.alter.log.dirs.io.max.bytes.per.second")},
+    # Kafka 4.3's GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS Ebb has: cluster-wide (per broker too), an
+    # INT of at least 0 and within the group.*.{min,max}.assignment.interval.ms in force (check_group_bounds).
+    # Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
+    **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0))
+       for name in _GROUP_INTERVALS},
 }
 
 
@@ -71,16 +82,36 @@ class DynamicConfigError(ValueError):
         self.known = known
 
 
-def validate(changes: Mapping[str, str], *, small_segments: bool = False) -> dict[str, str]:
-    """The canonical text of each value; DynamicConfigError with Kafka's wording otherwise."""
-    fixed = sorted(k for k in changes if k not in DYNAMIC_BROKER_CONFIGS)
+def validate(changes: Mapping[str, str], *, small_segments: bool = False, tls_listeners: Iterable[str] = (),
+             listeners: Iterable[str] = (), per_broker: bool = True) -> dict[str, str]:
+    """The canonical text of each value; DynamicConfigError with Kafka's wording otherwise (in Kafka's
+    order: properties that are not dynamic, then the listener and TLS keys, then the values)."""
+    fixed = sorted(k for k in changes if k not in DYNAMIC_BROKER_CONFIGS and not is_tls_key(k))
     if fixed:
         raise DynamicConfigError(f"Cannot update these configs dynamically: [{', '.join(fixed)}]", known=False)
     try:
-        return {key: with_segment_rule(DYNAMIC_BROKER_CONFIGS[key], small_segments).canonical(value)
+        check_keys([k for k in changes if is_tls_key(k)], tls_listeners, per_broker=per_broker, listeners=listeners)
+        return {key: value.strip() if is_tls_key(key) else
+                with_segment_rule(DYNAMIC_BROKER_CONFIGS[key], small_segments).canonical(value)
                 for key, value in changes.items()}
-    except InvalidConfig as exc:
+    except (InvalidConfig, TlsReloadError) as exc:
         raise DynamicConfigError(str(exc)) from None
+
+
+def _tls_part(configs: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in configs.items() if is_tls_key(key)}
+
+
+def check_group_bounds(configs: Mapping[str, str], bounds: Mapping[str, int]) -> None:
+    """Kafka's GroupCoordinatorConfig checks of an assignment interval against its broker's bounds
+    (which are static here: server.properties), with its wording."""
+    for key in _GROUP_INTERVALS:
+        if key in configs:
+            low, high = (key.replace(".assignment.", f".{end}.assignment.") for end in ("min", "max"))
+            if int(configs[key]) < bounds[low]:
+                raise DynamicConfigError(f"{key} must be greater than or equal to {low}")
+            if int(configs[key]) > bounds[high]:
+                raise DynamicConfigError(f"{key} must be less than or equal to {high}")
 
 
 TopicDefaultsListener = Callable[[LogConfig, LogConfig], Coroutine[Any, Any, None]]
@@ -105,6 +136,7 @@ class DynamicBrokerConfig:
         self._applying: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()  # one change written at a time per broker: no lost updates
         self._kafka_defaults = default_broker_properties()
+        self.tls = ListenerTlsReloader(config.tls_listeners)  # the TLS listeners' key material in force
 
     @property
     def own_entity(self) -> str:
@@ -124,6 +156,7 @@ class DynamicBrokerConfig:
                 continue
             self._take(entity, data)
         self.topic_defaults = self._derive_topic_defaults() or self.topic_defaults
+        await self.tls.reload(self.layers.merged())
 
     async def start(self) -> None:
         """Follow both nodes; a change anyone makes is in force here at once."""
@@ -152,17 +185,41 @@ class DynamicBrokerConfig:
         name = DEFAULT_ENTITY if entity == "" else self.own_entity
         path = BrokerConfigZNode.path(name)
 
-        def validated(current: dict[str, str]) -> dict[str, str] | None:
-            # checked also when only validating
-            clean = validate(change(current), small_segments=self.config.small_segments_enable)
-            return None if validate_only else clean
+        def validated(current: dict[str, str]) -> dict[str, str]:
+            clean = validate(change(current), small_segments=self.config.small_segments_enable,
+                             tls_listeners=self.tls.listeners, per_broker=name != DEFAULT_ENTITY,
+                             listeners=[listener.name for listener in self.config.listeners])
+            check_group_bounds(clean, self.config.group_config_properties)
+            return clean
 
         async with self._lock:
+            # Checked first, key material loaded too (off the loop), on what is stored now; the write
+            # below applies `change` again should someone have changed the node meanwhile.
+            try:
+                stored = ConfigEntityZNode.decode((await self.store.get(path))[0])
+            except NoNode:
+                stored = {}
+            checked = validated(dict(stored))
+            ready = {} if name == DEFAULT_ENTITY else await self._tls_for(checked)
+            if validate_only:
+                return
             written = await ConfigEntityZNode.replace(self.store, path, validated, drop_empty=False)
+            if written is None or _tls_part(written) == _tls_part(checked):
+                self.tls.apply(ready)  # unchanged configs too: key files rewritten in place (as Kafka)
             if written is None:
                 return
-            log.info("altered dynamic broker configs", entity=name, configs=written)
+            log.info("altered dynamic broker configs", entity=name, configs=redacted(written))
+            # key material written past the check above (someone changed the node meanwhile) is loaded by
+            # the reload that follows, or logged and left out
             self._changed(name, ConfigEntityZNode.encode(written))
+
+    async def _tls_for(self, per_broker: Mapping[str, str]) -> dict:
+        """The TLS listeners' key material this broker's dynamic configs `per_broker` would put in force,
+        loaded and checked (Kafka refuses what its SslFactory cannot load: INVALID_REQUEST)."""
+        try:
+            return await self.tls.check({**self.config.explicit_properties, **self.cluster_default, **per_broker})
+        except TlsReloadError as exc:
+            raise DynamicConfigError(f"Invalid dynamic configuration: {exc}") from None
 
     def _take(self, entity: str, data: bytes | None) -> None:
         try:
@@ -203,6 +260,8 @@ class DynamicBrokerConfig:
         self._take(entity, data)
         for changed in self.change_listeners:
             changed()
+        if entity == self.own_entity and self.tls.listeners:  # written by another tool: loaded here (no-op if in force)
+            self._track(asyncio.get_running_loop().create_task(self.tls.reload(self.layers.merged())))
         if self.unclean_leader_election_enable != unclean:
             for wake in self.unclean_election_listeners:
                 wake()
@@ -211,14 +270,16 @@ class DynamicBrokerConfig:
             return
         old, self.topic_defaults = self.topic_defaults, new
         for listener in self.topic_defaults_listeners:
-            task = asyncio.get_running_loop().create_task(listener(old, new))
-            self._applying.add(task)
-            task.add_done_callback(self._applied)
+            self._track(asyncio.get_running_loop().create_task(listener(old, new)))
+
+    def _track(self, task: asyncio.Task) -> None:
+        self._applying.add(task)
+        task.add_done_callback(self._applied)
 
     def _applied(self, task: asyncio.Task) -> None:
         self._applying.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("dynamic topic defaults not applied", error=repr(task.exception()))
+            log.error("dynamic broker configs not applied", error=repr(task.exception()))
 
 
 class ControllerSettings:

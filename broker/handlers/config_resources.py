@@ -14,6 +14,7 @@ from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.group_configs import GROUP_BROKER_DEFAULTS, GROUP_CONFIGS
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
+from broker.security.dynamic_tls import RELOADABLE, STORE_PASSWORDS, is_password, listener_key
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, InvalidConfig, layered_synonyms
 from broker.topic_placement import TopicError
 from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
@@ -115,10 +116,16 @@ def broker_synonyms(name: str) -> tuple[str, ...]:
     for group in _SYNONYMS:
         if name in group:
             return group[group.index(name):]
+    split = listener_key(name)
+    if split is not None:  # a listener's own value, then the one every listener shares
+        base = split[1]  # <mechanism>.sasl.jaas.config stands under sasl.jaas.config, as in Kafka
+        return (name, "sasl.jaas.config" if base.endswith("sasl.jaas.config") else base)
     return (name,)
 
 
 def _broker_type(name: str, value: str | None) -> ConfigType:
+    if is_password(name):
+        return ConfigType.PASSWORD
     if name in DYNAMIC_BROKER_CONFIGS:
         return DYNAMIC_BROKER_CONFIGS[name].type
     if name in _LIST_PROPERTIES:
@@ -163,9 +170,14 @@ def broker_config_entries(broker: BrokerContext, *, per_broker: bool) -> list[Co
             value = layers.cluster_default[name]
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, tuple(synonyms), _broker_type(name, value),
-                                   _broker_doc(name), read_only=name not in DYNAMIC_BROKER_CONFIGS,
-                                   sensitive="password" in name))
+                                   _broker_doc(name), read_only=_read_only(name), sensitive=is_password(name)))
     return entries
+
+
+def _read_only(name: str) -> bool:
+    """As Kafka lists it: the SSL store keys without a listener prefix are dynamic (though only altered
+    under one), and the prefixed names are read-only (Kafka looks the full name up in its list)."""
+    return name not in DYNAMIC_BROKER_CONFIGS and name not in RELOADABLE and name not in STORE_PASSWORDS
 
 
 def logger_config_entries() -> list[ConfigEntry]:

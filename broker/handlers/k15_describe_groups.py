@@ -4,9 +4,11 @@ Per group: state, protocol type, the protocol in use (only while Stable, else ""
 with client id and host ("/<address>", as Kafka prints it); their metadata and assignment are filled
 in only while Stable. v4+ adds members' GroupInstanceId. A group that does not exist is described
 as Dead with no members and NONE before v6; v6 answers GROUP_ID_NOT_FOUND with a message (KIP-1043).
-AuthorizedOperations (v3+): INT32_MIN unless asked for, then those of READ, DESCRIBE and DELETE the
-caller may do on the group (all three without an authorizer). With an authorizer a group needs
-DESCRIBE, else GROUP_AUTHORIZATION_FAILED.
+AuthorizedOperations (v3+): INT32_MIN unless asked for, then those of READ, DESCRIBE, DELETE,
+DESCRIBE_CONFIGS and ALTER_CONFIGS the caller may do on the group (all of them without an authorizer;
+the bits Kafka 4.3.1 answers: tests/differential/test_security_against_kafka.py). With an authorizer a
+group needs DESCRIBE, else GROUP_AUTHORIZATION_FAILED; those groups come first in the answer, then the
+others in the order asked, as Kafka's KafkaApis answers.
 ConsumerGroupDescribe (69) is deliberately not served: librdkafka would switch to it.
 
 Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
@@ -32,14 +34,15 @@ _Member = _Described.DescribedGroupMember
 async def describe_groups(broker: BrokerContext, request: Request[DescribeGroupsRequest]) -> DescribeGroupsResponse:
     version, body = request.api_version, request.body
     wanted = version >= 3 and body.include_authorized_operations
-    described = []
+    refused, described = [], []
     for group_id in body.groups:
         entry = _Described(error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state="",
                            protocol_type="", protocol_data="", members=[], authorized_operations=NOT_REQUESTED)
-        described.append(entry)
         if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
             entry.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            refused.append(entry)
             continue
+        described.append(entry)
         try:
             group = broker.groups.describe_group(group_id)
         except GroupError as exc:
@@ -63,4 +66,4 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
                     client_host=m.client_host, member_metadata=m.metadata(group.protocol_name) if stable else b"",
                     member_assignment=m.assignment if stable else b"")
             for m in group.members.values()]
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=refused + described)

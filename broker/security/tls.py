@@ -9,6 +9,9 @@
                                     the CAs client certificates must chain to
     ssl.client.auth                 none (default), requested, required
     ssl.enabled.protocols           TLSv1.2,TLSv1.3 (default); ssl.protocol is accepted as TLSv1.2/TLSv1.3
+    ssl.allow.dn.changes, ssl.allow.san.changes
+                                    false (default): key material rotated at runtime keeps the subject,
+                                    and the subject alternative names (broker/security/dynamic_tls.py)
 
 A client certificate's subject becomes the principal, "User:CN=...,OU=...", in RFC 2253 order as Kafka
 (Java's X500Principal) writes it.
@@ -26,6 +29,7 @@ SERVED_SSL_KEYS = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.protocol", "ssl.endpoint.identification.algorithm",
+    "ssl.allow.dn.changes", "ssl.allow.san.changes",
 )
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 # Java's short names for RDN attribute types (X500Principal.RFC2253); others are written by OID.
@@ -42,6 +46,8 @@ class TlsSettingError(ValueError):
 class TlsListener:
     context: ssl.SSLContext
     client_auth: str  # none, requested, required
+    allow_dn_changes: bool = False  # may rotated key material change the certificate's subject
+    allow_san_changes: bool = False  # ... or its subject alternative names
 
 
 def tls_listener(props: Mapping[str, str], listener: str) -> TlsListener:
@@ -74,7 +80,13 @@ def tls_listener(props: Mapping[str, str], listener: str) -> TlsListener:
     if auth != "none":
         load_truststore(context, get)
         context.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
-    return TlsListener(context, auth)
+    allow = []
+    for key in ("ssl.allow.dn.changes", "ssl.allow.san.changes"):
+        name, value = get(key)
+        if value.lower() not in ("", "true", "false"):
+            raise TlsSettingError(f"{name}: {value!r} is not true or false")
+        allow.append(value.lower() == "true")
+    return TlsListener(context, auth, *allow)
 
 
 def load_keystore(context: ssl.SSLContext, get) -> None:

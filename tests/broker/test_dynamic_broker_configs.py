@@ -23,6 +23,7 @@ from tests.broker.test_configs import (
 from tests.broker.wire_client import WireClient, create_topic
 from tests.support.broker_process import BrokerProcess
 
+GROUP = 32
 DYNAMIC, DEFAULT_DYNAMIC, STATIC, DEFAULT = (ConfigSource.DYNAMIC_BROKER_CONFIG,
                                              ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
                                              ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG)
@@ -87,6 +88,14 @@ def test_list_operations_start_from_the_value_in_force(client):
      "Invalid value soon for configuration log.retention.ms: Not a number of type LONG"),
     ([("leader.replication.throttled.rate", "-1")], "Invalid value -1 for configuration "
                                                     "leader.replication.throttled.rate: Value must be at least 0"),
+    ([("group.share.assignment.interval.ms", "-1")], "Invalid value -1 for configuration "
+                                                     "group.share.assignment.interval.ms: Value must be at least 0"),
+    ([("group.consumer.assignment.interval.ms", "15001")],
+     "group.consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms"),
+    ([("group.consumer.max.assignment.interval.ms", "20000")],
+     "Cannot update these configs dynamically: [group.consumer.max.assignment.interval.ms]"),
+    # Kafka takes these for listeners it adds later (or after a restart); Ebb adds none at runtime.
+    ([("sasl.enabled.mechanisms", "PLAIN")], "Cannot update these configs dynamically: [sasl.enabled.mechanisms]"),
 ])
 @pytest.mark.parametrize("entity", ["1", ""])
 def test_refused_by_name_and_nothing_stored(client, changes, message, entity):
@@ -96,6 +105,40 @@ def test_refused_by_name_and_nothing_stored(client, changes, message, entity):
     assert not {k for k, _ in changes} & set(_configs(client, "", resource_type=BROKER))
     own = _configs(client, "1", resource_type=BROKER)
     assert all(own[k].config_source != DYNAMIC for k, _ in changes if k in own)
+
+
+def test_group_assignment_intervals_are_dynamic_cluster_wide(client):
+    """Kafka 4.3 lets these change at runtime; Ebb stores and reports them (no group of its own reads them),
+    and a group's config lists the broker's value behind its own."""
+    result = _incremental(client, "", [("group.consumer.assignment.interval.ms", SET, "2000")], resource_type=BROKER)
+    assert result.error_code == 0, result.error_message
+    assert _incremental(client, "1", [("group.streams.assignment.interval.ms", SET, "3000")],
+                        resource_type=BROKER).error_code == 0
+    own = _configs(client, "1", resource_type=BROKER, synonyms=True)
+    consumer, streams = own["group.consumer.assignment.interval.ms"], own["group.streams.assignment.interval.ms"]
+    assert (consumer.value, consumer.config_source, consumer.read_only) == ("2000", DEFAULT_DYNAMIC, False)
+    assert _synonyms(consumer) == [("group.consumer.assignment.interval.ms", "2000", DEFAULT_DYNAMIC),
+                                   ("group.consumer.assignment.interval.ms", "1000", DEFAULT)]
+    assert (streams.value, streams.config_source) == ("3000", DYNAMIC)
+    group = _configs(client, "paced", resource_type=GROUP, synonyms=True)["consumer.assignment.interval.ms"]
+    assert _synonyms(group)[0] == ("group.consumer.assignment.interval.ms", "2000", DEFAULT_DYNAMIC)
+    assert _incremental(client, "", [("group.consumer.assignment.interval.ms", DELETE, None)],
+                        resource_type=BROKER).error_code == 0
+    assert _incremental(client, "1", [("group.streams.assignment.interval.ms", DELETE, None)],
+                        resource_type=BROKER).error_code == 0
+    assert _configs(client, "1", resource_type=BROKER)["group.consumer.assignment.interval.ms"].value == "1000"
+
+
+@pytest.mark.parametrize("entity, message", [
+    ("1", "Cannot update these configs dynamically: [listener.name.plaintext.plain.sasl.jaas.config] (of a "
+          "listener, only its TLS key material changes at runtime; set the others in server.properties)"),
+    ("", "Cannot update these configs at default cluster level, broker id must be specified: "
+         "[listener.name.plaintext.plain.sasl.jaas.config]"),
+])
+def test_a_listeners_sasl_settings_are_refused_by_name(client, entity, message):
+    result = _incremental(client, entity, [("listener.name.plaintext.plain.sasl.jaas.config", SET, "x")],
+                          resource_type=BROKER)
+    assert (result.error_code, result.error_message) == (ErrorCode.INVALID_REQUEST, message)
 
 
 def test_validate_only_changes_nothing(client):

@@ -221,6 +221,47 @@ def who_may_describe_transactions(peer: Peer) -> None:
         principal.client.close()
 
 
+GROUP = "guarded-group"
+# On groups (3): READ (3) literal for alice, DESCRIBE_CONFIGS (10) literal and DELETE (6) prefixed for bob
+GROUP_ACLS = [("User:alice", 3, GROUP, 3), ("User:bob", 10, GROUP, 3), ("User:bob", 6, "guarded", 4)]
+
+
+def who_may_describe_groups(peer: Peer) -> None:
+    """DescribeGroups needs DESCRIBE on the group (READ implies it); with IncludeAuthorizedOperations
+    each answer carries the bits of the group operations the caller may perform."""
+    admin, alice, bob = (Principal(peer, user) for user in ("admin", "alice", "bob"))
+    describe = m.DescribeGroupsRequest(groups=[GROUP, "other-group"], include_authorized_operations=True)
+    # Kafka makes `__consumer_offsets` at the first FindCoordinator; groups are described once it has a leader
+    wait_for(lambda: admin.send(m.FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]), 4)
+             .coordinators[0].error_code == 0 and all(g.error_code == 0 for g in admin.send(describe, 5).groups),
+             what="a group coordinator")
+    for version in (3, 5):
+        alice.ask(f"alice without ACLs: describe groups v{version}", describe, version)
+        admin.ask(f"the super user: describe groups v{version}", describe, version)
+    Creation = m.CreateAclsRequest.AclCreation
+    admin.ask("ACLs on the group", m.CreateAclsRequest(creations=[Creation(
+        resource_type=3, resource_name=name, resource_pattern_type=pattern, principal=principal, host="*",
+        operation=operation, permission_type=3) for principal, operation, name, pattern in GROUP_ACLS]), 3)
+    wait_for(lambda: any(g.group_id == GROUP and g.error_code == 0 for g in alice.send(describe, 5).groups),
+             what="alice's READ in force")
+    wait_for(lambda: bob.send(m.DeleteGroupsRequest(groups_names=["guarded-none"]), 2).results[0].error_code != 30,
+             what="bob's DELETE in force")
+    for who, name in ((alice, "alice with READ"), (bob, "bob with DESCRIBE_CONFIGS and DELETE"),
+                      (admin, "the super user")):
+        who.ask(f"{name}: describe groups", describe, 5)
+    Filter = m.DeleteAclsRequest.DeleteAclsFilter  # noqa: N806
+    admin.ask("the super user deletes the group ACLs", m.DeleteAclsRequest(filters=[Filter(
+        resource_type_filter=3, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+        host_filter=None, operation=1, permission_type=1)]), 3)
+    for principal in (admin, alice, bob):
+        principal.client.close()
+
+
+def test_who_may_describe_groups_as_kafka_decides(ebb_peer, kafka_peer):
+    found = compare(who_may_describe_groups, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
+
 def test_who_may_describe_transactions_as_kafka_decides(ebb_peer, kafka_peer):
     found = compare(who_may_describe_transactions, ebb_peer, kafka_peer, ALLOWED)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)

@@ -66,3 +66,29 @@ class CertificateAuthority:
             builder = builder.add_extension(x509.SubjectAlternativeName([
                 x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key, password)
+
+
+def ssl_listener_broker(data_dir: Path, keystore: Path):
+    """A broker (not started) with a PLAINTEXT listener and an SSL one (`ssl_port`) on a PEM keystore."""
+    from tests.support.broker_process import BrokerProcess, free_port
+
+    process = BrokerProcess(data_dir)
+    process.ssl_port = free_port()
+    process.overrides.update({
+        # SSL first: the broker binds its listeners in order, and is ready once PLAINTEXT answers
+        "listeners": f"SSL://127.0.0.1:{process.ssl_port},PLAINTEXT://127.0.0.1:{process.port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+    })
+    return process
+
+
+def rotation_pki(directory: Path) -> CertificateAuthority:
+    """A CA and server certificates for keystore rotations: `first`, `second` and `third` share a subject
+    and names (the latter two with the key password new-secret), `other` has another subject."""
+    ca = CertificateAuthority(directory)
+    ca.first = ca.issue("first", server=True, O="Ebb tests", CN="localhost")  # type: ignore[attr-defined]
+    for stem in ("second", "third"):
+        setattr(ca, stem, ca.issue(stem, server=True, password=b"new-secret", O="Ebb tests", CN="localhost"))
+    ca.other = ca.issue("other", server=True, O="Ebb tests", CN="somebody-else")  # type: ignore[attr-defined]
+    return ca
