@@ -158,7 +158,8 @@ def prometheus_image(images: dict[str, str]) -> str:
                 "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
                 "--no-install-recommends prometheus && rm -rf /var/lib/apt/lists/*\n"
                 'ENTRYPOINT ["/usr/bin/prometheus"]\n')
-            run("docker", "build", "-q", "--network", "host", "-t", STANDIN_PROMETHEUS, str(context), quiet=True)
+            run("docker", "build", "-q", "--network", "host", "--label", cluster.LABEL, "-t", STANDIN_PROMETHEUS,
+                str(context), quiet=True)
         finally:
             shutil.rmtree(context, ignore_errors=True)
     return STANDIN_PROMETHEUS
@@ -216,21 +217,21 @@ def main() -> None:
     keep = parser.parse_args().keep
     os.chdir(ROOT)
     # Images that were here before the test are the user's: left alone by the clean-up.
-    before = {image for image, _ in cluster.leftovers()[0]} if cluster.daemon_answers() else set()
+    before = {image for image, _ in cluster.leftovers().images} if cluster.daemon_answers() else set()
     try:
         smoke()
     except BaseException:
         print("-- FAILED: the cluster is left up to look at; what it holds:", flush=True)
-        cluster.report(*cluster.leftovers())
+        cluster.report(cluster.leftovers())
         raise
     if keep:
         step("kept (--keep)")
-        cluster.report(*cluster.leftovers())
+        cluster.report(cluster.leftovers())
     else:
         step("cleaning up: the images built or pulled, the volumes, a dockerd started here (--keep keeps them)")
-        images, volumes, daemon = cluster.leftovers()
-        cluster.purge([(i, size) for i, size in images if i not in before], volumes, daemon)
-        kept = sorted(before & {i for i, _ in images})
+        found = cluster.leftovers()
+        cluster.purge(found._replace(images=[(i, size) for i, size in found.images if i not in before]))
+        kept = sorted(before & {i for i, _ in found.images})
         if kept:
             print("kept the images that were here before: " + ", ".join(kept))
     print("cluster smoke test passed")
@@ -253,6 +254,7 @@ def smoke() -> None:
     leaked_before = anonymous_volumes()
     started = step("compose up: ZooKeeper and three brokers")
     up()
+    cluster.wait_healthy(compose, images)
     wait(lambda: all(broker_ids(p) == [1, 2, 3] for p in PORTS.values()), "every broker seeing three")
     print(f"three brokers up in {time.monotonic() - started:.1f} s")
     listening = run("ss", "-ltnH", quiet=True).stdout.split("\n")
