@@ -1,6 +1,6 @@
 """The compose cluster's Docker side, for `make cluster`, `make cluster-down` and ops/cluster_smoke.py.
 
-    python3 ops/cluster.py up              # daemon, base images, broker image, compose up -d
+    python3 ops/cluster.py up              # daemon, base images, broker image, compose up -d, healthy
     python3 ops/cluster.py images --dry-run  # which images `up` would use and what it would build
     python3 ops/cluster.py down [--purge]  # compose down; what remains, and how to remove it
 
@@ -8,9 +8,9 @@ A Docker daemon: the running one, else Debian's `dockerd` (docker.io) started he
 DAEMON_PID_FILE so that `down` can say it is running and `down --purge` can stop it. Base images: the
 official python and zookeeper images when they are here or can be pulled; otherwise local stand-ins
 built from Debian with debootstrap (python3 + pip, and ZooKeeper from Debian's package behind
-ops/standin/zookeeper-entrypoint.sh), about 1 GB, built once and reused. The broker image `ebb:latest`
-is built from the chosen base with host networking (pip inside the build reaches the package index
-the way this host does), and compose starts it without building again.
+ops/standin/zookeeper-entrypoint.sh), 0.8 GB on disk, built once and reused. The broker image
+`ebb:latest` is built from the chosen base with host networking (pip inside the build reaches the
+package index the way this host does), and compose starts it without building again.
 
 Only the standard library: `make cluster` runs it with the host's python3, before any virtualenv.
 """
@@ -45,6 +45,10 @@ DAEMON_LOG = Path(tempfile.gettempdir()) / "ebb-cluster-dockerd.log"
 # --purge` finds those by it (`docker image rm` of the tags alone left them, 0.8 GB each, behind).
 LABEL = "org.ebb.cluster=make-cluster"
 HEALTH_TIMEOUT = 180.0
+# The classic builder, also where Docker would use BuildKit (23+ with buildx): what ran here (Debian's
+# docker.io 20.10), whose layers are images that `down --purge` removes (BuildKit keeps a build cache
+# that `docker image rm` leaves) and whose "Step N/M" output the smoke test reads for layer reuse.
+CLASSIC_BUILDER = {"DOCKER_BUILDKIT": "0"}
 
 
 def say(text: str) -> None:
@@ -137,7 +141,7 @@ def base_images() -> dict[str, str]:
         return images
     print("no registry answers: local stand-ins built from Debian (" + ", ".join(STANDIN.values()) + ")")
     if missing:
-        say("building the stand-ins with debootstrap (once; about 4 minutes, 0.8 GB)")
+        say("building the stand-ins with debootstrap (once; 5-7 minutes here, 0.8 GB)")
         started = time.monotonic()
         build_standins()
         print(f"built the stand-ins in {took(started)}")
@@ -175,7 +179,8 @@ def build_standins() -> None:
             f"FROM {STANDIN['EBB_BASE_IMAGE']}\nCOPY entrypoint.sh /entrypoint.sh\n"
             "RUN chmod +x /entrypoint.sh\nVOLUME [\"/data\", \"/datalog\", \"/logs\"]\n"
             "ENTRYPOINT [\"/entrypoint.sh\"]\n")
-        run("docker", "build", "-q", "--label", LABEL, "-t", STANDIN["ZOOKEEPER_IMAGE"], str(context))
+        run("docker", "build", "-q", "--label", LABEL, "-t", STANDIN["ZOOKEEPER_IMAGE"], str(context),
+            env=CLASSIC_BUILDER)
     finally:
         shutil.rmtree(context, ignore_errors=True)
 
@@ -225,7 +230,7 @@ def up() -> None:
     images = base_images()
     say(f"broker image {BROKER_IMAGE} from {images['EBB_BASE_IMAGE']}")
     started = time.monotonic()
-    run(*broker_build_command(images))
+    run(*broker_build_command(images), env=CLASSIC_BUILDER)
     print(f"built in {took(started)}")
     say("ZooKeeper and three brokers (" + " ".join(compose) + " up -d), then their healthchecks")
     started = time.monotonic()
@@ -341,6 +346,7 @@ def stop_daemon(pid: int) -> None:
 
 def purge(found: Leftovers) -> None:
     images, untagged, volumes, daemon = found
+    started = time.monotonic()
     if images or untagged:
         run("docker", "image", "rm", "-f", *(i for i, _ in images), *untagged, check=False)
         remaining = leftovers()
@@ -348,13 +354,14 @@ def purge(found: Leftovers) -> None:
         if stuck:
             sys.exit("FAILED: images still here after docker image rm: " + ", ".join(stuck))
         print("removed images: " + ", ".join(i for i, _ in images)
-              + (f" and {len(untagged)} untagged from earlier builds" if untagged else ""))
+              + (f" and {len(untagged)} untagged from earlier builds" if untagged else "") + f" in {took(started)}")
     if volumes:
         run("docker", "volume", "rm", *volumes, check=False)
         print("removed volumes: " + ", ".join(volumes))
     if daemon is not None:
+        started = time.monotonic()
         stop_daemon(daemon)
-        print(f"stopped dockerd (pid {daemon})")
+        print(f"stopped dockerd (pid {daemon}) in {took(started)}")
 
 
 def down(purge_all: bool) -> None:
@@ -363,7 +370,9 @@ def down(purge_all: bool) -> None:
         return
     compose = compose_command()
     say("stopping the cluster (" + " ".join(compose) + " --profile monitoring down)")
+    started = time.monotonic()
     run(*compose, "--profile", "monitoring", "down", "--remove-orphans", check=False, quiet=False)
+    print(f"stopped in {took(started)}")
     found = leftovers()
     if purge_all:
         purge(found)

@@ -86,13 +86,13 @@ def build_broker_image(images: dict[str, str]) -> None:
     # Host networking for the build: pip reaches the package index the way this host does.
     command = cluster.broker_build_command(images)
     started = time.monotonic()
-    run(*command, quiet=True)
+    run(*command, quiet=True, env=cluster.CLASSIC_BUILDER)
     print(f"built ebb:latest in {time.monotonic() - started:.1f} s")
     marker = ROOT / "broker" / "_smoke_build_marker.py"  # a code change, undone right after the build
     marker.write_text("# a change to the code, so that the second build shows which layers are reused\n")
     try:
         started = time.monotonic()
-        output = run(*command, quiet=True).stdout
+        output = run(*command, quiet=True, env=cluster.CLASSIC_BUILDER).stdout
     finally:
         marker.unlink()
     # The classic builder prints "Step N/M : RUN ..." and then "---> Using cache" for a reused layer.
@@ -102,7 +102,7 @@ def build_broker_image(images: dict[str, str]) -> None:
     assert "Using cache" in dependencies and "Using cache" not in code, output
     print(f"rebuilt after a code change in {time.monotonic() - started:.1f} s: the dependency layer reused, "
           "the code layers rebuilt")
-    run(*command, quiet=True)  # the image without the marker
+    run(*command, quiet=True, env=cluster.CLASSIC_BUILDER)  # the image without the marker
 
 
 # --- the cluster over the wire -------------------------------------------------------------------
@@ -159,7 +159,7 @@ def prometheus_image(images: dict[str, str]) -> str:
                 "--no-install-recommends prometheus && rm -rf /var/lib/apt/lists/*\n"
                 'ENTRYPOINT ["/usr/bin/prometheus"]\n')
             run("docker", "build", "-q", "--network", "host", "--label", cluster.LABEL, "-t", STANDIN_PROMETHEUS,
-                str(context), quiet=True)
+                str(context), quiet=True, env=cluster.CLASSIC_BUILDER)
         finally:
             shutil.rmtree(context, ignore_errors=True)
     return STANDIN_PROMETHEUS

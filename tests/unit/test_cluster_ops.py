@@ -32,7 +32,9 @@ FAKE_DOCKER = textwrap.dedent('''\
     args = sys.argv[1:]
     with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
         env = os.environ.get("EBB_BASE_IMAGE", "-") + " " + os.environ.get("ZOOKEEPER_IMAGE", "-")
-        log.write(" ".join(args) + (" [env " + env + "]" if args[:1] == ["compose"] else "") + "\\n")
+        builder = " [DOCKER_BUILDKIT=" + os.environ.get("DOCKER_BUILDKIT", "-") + "]"
+        log.write(" ".join(args) + (" [env " + env + "]" if args[:1] == ["compose"] else "")
+                  + (builder if args[:1] == ["build"] else "") + "\\n")
     def done(code=0, out=""):
         json.dump(state, open(state_path, "w"))
         print(out, end="")
@@ -152,7 +154,8 @@ def test_up_pulls_the_official_images_when_it_can(tmp_path):
     assert result.returncode == 0, result.stderr + result.stdout
     assert _changes(docker.calls) == [
         "pull python:3.11-slim", "pull zookeeper:3.8",
-        f"build --network host --build-arg BASE_IMAGE=python:3.11-slim {LABEL} -t ebb:latest {ROOT}"]
+        f"build --network host --build-arg BASE_IMAGE=python:3.11-slim {LABEL} -t ebb:latest {ROOT} "
+        "[DOCKER_BUILDKIT=0]"]
     assert "compose up -d --no-build [env python:3.11-slim zookeeper:3.8]" in docker.calls
     assert "compose ps -q [env python:3.11-slim zookeeper:3.8]" in docker.calls
     assert "after compose up returned: wt_broker-1_1, wt_broker-2_1, wt_broker-3_1, wt_zookeeper_1" in result.stdout
@@ -166,7 +169,8 @@ def test_up_without_a_registry_uses_the_standins(tmp_path):
     assert result.returncode == 0, result.stderr + result.stdout
     assert _changes(docker.calls) == [
         "pull python:3.11-slim",  # tried, refused: no registry
-        f"build --network host --build-arg BASE_IMAGE=ebb-standin/python:3.11 {LABEL} -t ebb:latest {ROOT}"]
+        f"build --network host --build-arg BASE_IMAGE=ebb-standin/python:3.11 {LABEL} -t ebb:latest {ROOT} "
+        "[DOCKER_BUILDKIT=0]"]
     assert "compose up -d --no-build [env ebb-standin/python:3.11 ebb-standin/zookeeper:3.8]" in docker.calls
     assert "no registry answers: local stand-ins built from Debian" in result.stdout
 
