@@ -104,10 +104,14 @@ def ensure_daemon() -> None:
           "`make cluster-down PURGE=1` stops it")
 
 
-def compose_command() -> list[str]:
-    """Compose v2 (`docker compose`) where it is installed, else v1 (`docker-compose`)."""
+def compose_command(install: bool = False) -> list[str]:
+    """Compose v2 (`docker compose`) where it is installed, else v1 (`docker-compose`), installed from
+    Debian when `install` and neither is (Debian's docker.io does not bring it)."""
     if run("docker", "compose", "version", check=False).returncode == 0:
         return ["docker", "compose"]
+    if not shutil.which("docker-compose") and install and shutil.which("apt-get"):
+        say("no Compose: installing Debian's docker-compose")
+        apt_install("docker-compose")
     if shutil.which("docker-compose"):
         return ["docker-compose"]
     sys.exit("FAILED: neither `docker compose` (v2) nor `docker-compose` (v1) is installed")
@@ -225,7 +229,7 @@ def wait_healthy(compose: list[str], env: dict[str, str]) -> None:
 def up() -> None:
     say("Docker daemon")
     ensure_daemon()
-    compose = compose_command()
+    compose = compose_command(install=True)
     say("base images")
     images = base_images()
     say(f"broker image {BROKER_IMAGE} from {images['EBB_BASE_IMAGE']}")

@@ -240,7 +240,7 @@ def main() -> None:
 def smoke() -> None:
     step("Docker daemon")
     cluster.ensure_daemon()
-    compose = cluster.compose_command()
+    compose = cluster.compose_command(install=True)
     print("compose: " + " ".join(compose))
     step("base images")
     images = cluster.base_images()
