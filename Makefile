@@ -134,13 +134,15 @@ docker:
 
 # ops/cluster.py, with the host's python3 (standard library only): a Docker daemon (Debian's dockerd
 # started when none runs), the official base images or, when none can be pulled, local stand-ins built
-# from Debian (once), the broker image, then compose up. It says each step. `python3 ops/cluster.py
-# images --dry-run` tells which images it would use and build, without building.
+# from Debian (once: about 5 minutes here), the broker image, then compose up and a wait for every
+# healthcheck. It says each step and its time. `python3 ops/cluster.py images --dry-run` tells which
+# images it would use and build, without building.
 cluster:
 	$(PYTHON) ops/cluster.py up
 
-# Stops the compose cluster and lists what remains (images, data volumes, a dockerd started by
-# `make cluster`) with the commands that remove them; PURGE=1 removes them too.
+# Stops the compose cluster and lists what remains (images, untagged ones of earlier builds, data
+# volumes, a dockerd started by `make cluster`) with the commands that remove them; PURGE=1 removes
+# them too and stops that dockerd.
 cluster-down:
 	$(PYTHON) ops/cluster.py down $(if $(PURGE),--purge)
 

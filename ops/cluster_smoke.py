@@ -86,13 +86,13 @@ def build_broker_image(images: dict[str, str]) -> None:
     # Host networking for the build: pip reaches the package index the way this host does.
     command = cluster.broker_build_command(images)
     started = time.monotonic()
-    run(*command, quiet=True)
+    run(*command, quiet=True, env=cluster.CLASSIC_BUILDER)
     print(f"built ebb:latest in {time.monotonic() - started:.1f} s")
     marker = ROOT / "broker" / "_smoke_build_marker.py"  # a code change, undone right after the build
     marker.write_text("# a change to the code, so that the second build shows which layers are reused\n")
     try:
         started = time.monotonic()
-        output = run(*command, quiet=True).stdout
+        output = run(*command, quiet=True, env=cluster.CLASSIC_BUILDER).stdout
     finally:
         marker.unlink()
     # The classic builder prints "Step N/M : RUN ..." and then "---> Using cache" for a reused layer.
@@ -102,7 +102,7 @@ def build_broker_image(images: dict[str, str]) -> None:
     assert "Using cache" in dependencies and "Using cache" not in code, output
     print(f"rebuilt after a code change in {time.monotonic() - started:.1f} s: the dependency layer reused, "
           "the code layers rebuilt")
-    run(*command, quiet=True)  # the image without the marker
+    run(*command, quiet=True, env=cluster.CLASSIC_BUILDER)  # the image without the marker
 
 
 # --- the cluster over the wire -------------------------------------------------------------------
@@ -158,7 +158,8 @@ def prometheus_image(images: dict[str, str]) -> str:
                 "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
                 "--no-install-recommends prometheus && rm -rf /var/lib/apt/lists/*\n"
                 'ENTRYPOINT ["/usr/bin/prometheus"]\n')
-            run("docker", "build", "-q", "--network", "host", "-t", STANDIN_PROMETHEUS, str(context), quiet=True)
+            run("docker", "build", "-q", "--network", "host", "--label", cluster.LABEL, "-t", STANDIN_PROMETHEUS,
+                str(context), quiet=True, env=cluster.CLASSIC_BUILDER)
         finally:
             shutil.rmtree(context, ignore_errors=True)
     return STANDIN_PROMETHEUS
@@ -216,21 +217,21 @@ def main() -> None:
     keep = parser.parse_args().keep
     os.chdir(ROOT)
     # Images that were here before the test are the user's: left alone by the clean-up.
-    before = {image for image, _ in cluster.leftovers()[0]} if cluster.daemon_answers() else set()
+    before = {image for image, _ in cluster.leftovers().images} if cluster.daemon_answers() else set()
     try:
         smoke()
     except BaseException:
         print("-- FAILED: the cluster is left up to look at; what it holds:", flush=True)
-        cluster.report(*cluster.leftovers())
+        cluster.report(cluster.leftovers())
         raise
     if keep:
         step("kept (--keep)")
-        cluster.report(*cluster.leftovers())
+        cluster.report(cluster.leftovers())
     else:
         step("cleaning up: the images built or pulled, the volumes, a dockerd started here (--keep keeps them)")
-        images, volumes, daemon = cluster.leftovers()
-        cluster.purge([(i, size) for i, size in images if i not in before], volumes, daemon)
-        kept = sorted(before & {i for i, _ in images})
+        found = cluster.leftovers()
+        cluster.purge(found._replace(images=[(i, size) for i, size in found.images if i not in before]))
+        kept = sorted(before & {i for i, _ in found.images})
         if kept:
             print("kept the images that were here before: " + ", ".join(kept))
     print("cluster smoke test passed")
@@ -239,7 +240,7 @@ def main() -> None:
 def smoke() -> None:
     step("Docker daemon")
     cluster.ensure_daemon()
-    compose = cluster.compose_command()
+    compose = cluster.compose_command(install=True)
     print("compose: " + " ".join(compose))
     step("base images")
     images = cluster.base_images()
@@ -253,6 +254,7 @@ def smoke() -> None:
     leaked_before = anonymous_volumes()
     started = step("compose up: ZooKeeper and three brokers")
     up()
+    cluster.wait_healthy(compose, images)
     wait(lambda: all(broker_ids(p) == [1, 2, 3] for p in PORTS.values()), "every broker seeing three")
     print(f"three brokers up in {time.monotonic() - started:.1f} s")
     listening = run("ss", "-ltnH", quiet=True).stdout.split("\n")

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Entry point of the stand-in ZooKeeper image (ops/cluster_smoke.py builds it from Debian's zookeeper
+# Entry point of the stand-in ZooKeeper image (ops/cluster.py builds it from Debian's zookeeper
 # package when no registry answers). It takes the settings docker-compose.yml gives the official
 # image (ZOO_SERVERS, ZOO_ADMINSERVER_ENABLED, ZOO_4LW_COMMANDS_WHITELIST, ZOO_CFG_EXTRA) and keeps
 # its data in the same places (/data, /datalog).
