@@ -20,6 +20,7 @@ from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZN
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
+from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
@@ -60,6 +61,7 @@ class Broker:
         self.dynamic_config: DynamicBrokerConfig
         self.group_configs: GroupConfigs  # KIP-848's group configs, in the metadata store
         self.replicas: ReplicaManager
+        self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
@@ -116,6 +118,7 @@ class Broker:
         await self.logs.startup()
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.logs.cleaner.producer_last_offsets = self._producer_last_offsets  # kept by the log cleaner
         self.logs.cleaner.last_stable_offset = self._cleaning_bound  # the cleaner stays below open transactions
