@@ -61,16 +61,19 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
 
-    def changed(self, answer: _Answer, records_size: int) -> bool:
-        """Whether an incremental answer must carry this partition; remembers what it carries."""
+    def changed(self, error: int, high_watermark: int, log_start_offset: int, answer: _Answer,
+                records_size: int) -> bool:
+        """Whether an incremental answer must carry this partition, given what it would say (the
+        offsets are -1 with an error); remembers what it carries. `answer` has its preferred read
+        replica and diverging epoch set already."""
         must = records_size > 0
-        if self.high_watermark != answer.high_watermark:
-            self.high_watermark = answer.high_watermark
+        if self.high_watermark != high_watermark:
+            self.high_watermark = high_watermark
             must = True
-        if self.log_start_offset != answer.log_start_offset:
-            self.log_start_offset = answer.log_start_offset
+        if self.log_start_offset != log_start_offset:
+            self.log_start_offset = log_start_offset
             must = True
-        if answer.error_code != ErrorCode.NONE:
+        if error != ErrorCode.NONE:
             self.high_watermark = -1  # so that the partition is sent again once the error clears
             must = True
         diverging = answer.diverging_epoch

@@ -166,17 +166,20 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest]) -> FetchR
         plan()
     chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
                                            request.file_regions)
-    for w, records in zip(wanted, chunks, strict=True):
-        _answer(w, records, committed)
-        if records and w.partition is not None:
-            replicas.counters.fetched(w.partition.topic_partition.topic, len(records), by_follower=follower)
     session_id = 0
     if session is not None:
         if session.epoch != next_epoch(body.session_epoch):  # a duplicate moved the session on meanwhile
             return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
-        topics = _changed_only(session, cached, wanted, topics)
+        # Only the partitions with news are answered (and pay for their answer's offsets)
+        kept_chunks: list = list(chunks)
+        wanted, topics = _changed_only(session, cached, wanted, kept_chunks, topics)
+        chunks = [records for records in kept_chunks if records is not None]
         session_id = session.id
-    elif wants_session:
+    for w, records in zip(wanted, chunks, strict=True):
+        _answer(w, records, committed)
+        if records and w.partition is not None:
+            replicas.counters.fetched(w.partition.topic_partition.topic, len(records), by_follower=follower)
+    if wants_session:
         session_id = broker.fetch_sessions.create(follower, version >= 13, _session_partitions(asked, wanted,
                                                                                               version >= 13))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
@@ -200,23 +203,33 @@ def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Want
     return partitions
 
 
-def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted],
-                  topics: list[_TopicResponse]) -> list[_TopicResponse]:
-    """An incremental answer: the partitions with something new (Kafka's IncrementalFetchContext)."""
-    kept = set()
-    for part, w in zip(cached, wanted, strict=True):
+def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted], chunks: list,
+                  topics: list[_TopicResponse]) -> tuple[list[_Wanted], list[_TopicResponse]]:
+    """An incremental answer: the partitions with something new (Kafka's IncrementalFetchContext), and
+    their topics; the chunks of the others become None."""
+    kept = []
+    kept_ids = set()
+    for i, (part, w) in enumerate(zip(cached, wanted, strict=True)):
         size = w.read.size if w.read is not None else 0
-        if part.changed(w.response, size):
-            kept.add(id(w.response))
+        partition = w.partition
+        if w.error != ErrorCode.NONE or partition is None:  # the offsets _answer would give
+            changed = part.changed(w.error, -1, -1, w.response, size)
+        else:
+            changed = part.changed(w.error, partition.high_watermark, partition.log_start_offset, w.response, size)
+        if changed:
+            kept.append(w)
+            kept_ids.add(id(w.response))
             if size:
                 session.moved_to_end(part)
+        else:
+            chunks[i] = None
     answer = []
     for topic in topics:
-        partitions = [p for p in topic.partitions if id(p) in kept]
+        partitions = [p for p in topic.partitions if id(p) in kept_ids]
         if partitions:
             topic.partitions = partitions
             answer.append(topic)
-    return answer
+    return kept, answer
 
 
 def _resolve(broker: BrokerContext, asked: list[FetchRequest.FetchTopic], version: int, replica_id: int,
