@@ -99,6 +99,7 @@ $(RDKAFKALOAD): bench/rdkafka_load.c | $(RDKAFKAH) $(RUNSTAMP)
 # Ebb next to Kafka and Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
 bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(RDKAFKALOAD)
 	$(PY) -m bench.goals $(QUICK)
+	$(PY) -m bench.fetch_sessions
 	$(PY) -m bench.codec
 	$(PY) -m bench.records
 	$(PY) -m bench.log $(QUICK)

@@ -18,6 +18,12 @@ order swapped every repetition: a new topic, the page cache dropped (root only),
 consume MB/s (10^6 bytes of values per second) and of the broker's CPU-seconds (user + system, every
 thread, /proc/<pid>/stat) per 10^9 bytes, and Ebb's ratio to Kafka as the median of the per-repetition
 ratios with their min-max (the spread).
+
+End to end (`--loads` latency, on by default): Kafka's EndToEndLatency tool (`kafka-e2e-latency.sh`,
+Java producer and consumer, the consumer in fetch sessions) sends LATENCY_RECORDS records of 1 KiB one
+at a time to a new 1-partition topic, each consumed before the next is sent, with acks=1 and acks=all;
+per case the medians over repetitions of its p50/p99/p99.9 (whole ms) and Ebb's p99 ratio to Kafka's
+(< 1: Ebb faster).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from bench.peers import (
 
 KiB = 1024
 CASES = ((1, "1"), (1, "all"), (6, "1"), (6, "all"))
-LOADS = ("rdkafka", "java")
+LOADS = ("rdkafka", "java", "latency")
 RDKAFKA_LOAD = Path(sys.executable).parent / "rdkafka_load"
 _RESULT = re.compile(r"records=(\d+) bytes=(\d+) seconds=([\d.]+)")
 
@@ -89,6 +95,32 @@ def java_consume(bootstrap: str, topic: str, partitions: int, records: int) -> f
 
 
 TOOLS = {"rdkafka": (rdkafka_produce, rdkafka_consume), "java": (java_produce, java_consume)}
+
+
+def latency_runs(runner: Runner, brokers: list, records: int, reps: int) -> dict:
+    """{(acks, broker name): [(p50, p99, p99.9) per repetition]}, the brokers' order swapped each time."""
+    results: dict = {}
+    for rep in range(reps):
+        for acks in ("1", "all"):
+            for broker in (brokers if rep % 2 == 0 else brokers[::-1]):
+                runner.serial += 1
+                topic = f"goals-latency-{acks}-{runner.serial}"
+                create_topic(broker.bootstrap, topic, 1)
+                got = perf_tools.end_to_end_latency(broker.bootstrap, topic, records, acks)
+                results.setdefault((acks, broker.name), []).append(got)
+                delete_topic(broker.bootstrap, topic)
+    return results
+
+
+def report_latency(results: dict, records: int, reps: int) -> None:
+    print(f"\nend to end (EndToEndLatency, {records} records one at a time, 1 partition): medians of {reps} "
+          f"repetitions in ms; p99 ratio = Ebb ÷ Kafka per repetition, median (min-max)")
+    print(f"  {'case':<10} {'Ebb p50/p99/p99.9':>18} {'Kafka p50/p99/p99.9':>20} {'p99 ratio':>20}")
+    for acks in ("1", "all"):
+        e, k = results[(acks, "ebb")], results[(acks, "kafka")]
+        medians = ["/".join(f"{statistics.median(r[i] for r in runs):g}" for i in range(3)) for runs in (e, k)]
+        ratios = [a[1] / max(b[1], 1) for a, b in zip(e, k, strict=True)]
+        print(f"  {f'acks={acks}':<10} {medians[0]:>18} {medians[1]:>20} {spread(ratios):>20}", flush=True)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -168,11 +200,14 @@ def report(load: str, results: dict, reps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run_arguments(parser, "fewer records and repetitions")
-    parser.add_argument("--loads", default=",".join(LOADS), help="comma-separated: rdkafka, java")
+    parser.add_argument("--loads", default=",".join(LOADS), help="comma-separated: rdkafka, java, latency")
+    parser.add_argument("--ebb-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker property for Ebb (repeatable), e.g. max.incremental.fetch.session.cache.slots=0 "
+                             "for sessionless fetches")
     args = parser.parse_args()
     loads = [name for name in args.loads.split(",") if name]
     for name in loads:
-        if name not in TOOLS:
+        if name not in LOADS:
             sys.exit(f"unknown load {name!r}: one of {', '.join(LOADS)}")
     if "rdkafka" in loads and not os.access(RDKAFKA_LOAD, os.X_OK):
         sys.exit(f"no {RDKAFKA_LOAD}: `make bench` builds it (needs librdkafka-dev)")
@@ -181,16 +216,21 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-goals-", dir=args.dir))
     load_average = os.getloadavg()[0]
     print(f"Ebb and {kafka_version()} on disk ({root}), {os.cpu_count()} cpus, load average {load_average:.1f} at "
-          f"the start; records of 1 KiB per run: {records}")
+          f"the start; records of 1 KiB per run: {records}; Ebb overrides: {args.ebb_override or 'none'}")
     print("the page cache is dropped before each run" if drop_page_cache() else
           "the page cache is NOT dropped before each run (needs root)")
     runner = Runner(records)
     started = time.monotonic()
     try:
-        with Ebb(root) as ebb, Kafka(root) as kafka:
+        overrides = dict(item.split("=", 1) for item in args.ebb_override)
+        with Ebb(root, overrides) as ebb, Kafka(root) as kafka:
             for broker in (ebb, kafka):
                 warm_up(broker.bootstrap)
             for load in loads:
+                if load == "latency":
+                    latency_records = 2_000 if args.quick else 10_000
+                    report_latency(latency_runs(runner, [ebb, kafka], latency_records, reps), latency_records, reps)
+                    continue
                 warm(runner, [ebb, kafka], load)
                 results: dict = {case: {"ebb": [], "kafka": []} for case in CASES}
                 for rep in range(reps):

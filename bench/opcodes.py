@@ -31,8 +31,8 @@ _SERVE = "Connection._serve ("  # one call per request served (broker/server.py)
 
 
 class TracedEbb(Ebb):
-    def __init__(self, root: Path, counts: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, counts: Path, overrides: dict[str, str] | None = None) -> None:
+        super().__init__(root, overrides)
         self.counts = counts
 
     def command(self) -> list[str]:
@@ -68,11 +68,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000,
                         help="1 KiB records (default 100,000: tracing slows the broker down a lot)")
     parser.add_argument("--top", type=int, default=30, help="functions listed")
+    parser.add_argument("--ebb-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker property (repeatable), e.g. max.incremental.fetch.session.cache.slots=0")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-opcodes-"))
     counts = root / "counts.json"
     try:
-        with TracedEbb(root, counts) as ebb:
+        with TracedEbb(root, counts, dict(item.split("=", 1) for item in args.ebb_override)) as ebb:
             create_topic(ebb.bootstrap, "opcodes", args.partitions)
             if args.load in ("java-consume", "rdkafka-consume"):
                 from bench.goals import rdkafka_produce
@@ -92,7 +94,8 @@ def main() -> None:
     print(f"Ebb under {args.load}, {args.partitions} partition(s), {args.records:,} records of 1 KiB: "
           f"{requests:,} requests served")
     print(f"per request: {sum(opcodes.values()) / requests:,.0f} Python opcodes, "
-          f"{sum(calls.values()) / requests:,.0f} Python calls\n")
+          f"{sum(calls.values()) / requests:,.0f} Python calls; per 1,000 records: "
+          f"{sum(opcodes.values()) * 1000 / args.records:,.0f} opcodes (overrides: {args.ebb_override or 'none'})\n")
     print(f"{'opcodes':>9} {'calls':>7}  function (per request)")
     for name, n in sorted(opcodes.items(), key=lambda item: -item[1])[:args.top]:
         print(f"{n / requests:9.0f} {calls.get(name, 0) / requests:7.1f}  {name}")

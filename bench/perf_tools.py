@@ -66,6 +66,21 @@ def producer_perf(bootstrap: str, topic: str, records: int, record_size: int,
     return float(summary.group(2)), float(summary.group(3)) * 2**20 / 1e6
 
 
+_LATENCY = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)")
+
+
+def end_to_end_latency(bootstrap: str, topic: str, records: int, acks: str, record_size: int = KiB) -> tuple[int, ...]:
+    """(p50, p99, p99.9) in ms from Kafka's EndToEndLatency (`kafka-e2e-latency.sh`): one record at a time
+    produced (linger.ms=0, waiting for its ack) and consumed by a Java consumer (fetch.max.wait.ms=0,
+    fetch sessions) before the next; the latency is from send to receipt."""
+    out = _run(_java("org.apache.kafka.tools.EndToEndLatency", bootstrap, topic, str(records), acks,
+                     str(record_size)), "EndToEndLatency")
+    found = _LATENCY.search(out)
+    if found is None:
+        raise RuntimeError(f"EndToEndLatency printed no percentiles:\n{out[-2000:]}")
+    return tuple(int(v) for v in found.groups())
+
+
 def consumer_perf(bootstrap: str, topic: str, records: int) -> tuple[float, float]:
     """(records/s, MB/s) of ConsumerPerformance's fetch phase (after the group join)."""
     out = _run(_java("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,

@@ -20,6 +20,7 @@ from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZN
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
+from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore, OffsetsTopicSettings
@@ -61,6 +62,7 @@ class Broker:
         self.dynamic_config: DynamicBrokerConfig
         self.group_configs: GroupConfigs  # KIP-848's group configs, in the metadata store
         self.replicas: ReplicaManager
+        self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
@@ -117,6 +119,7 @@ class Broker:
         await self.logs.startup()
         await self.topics.reconcile()
         self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
         self._throttle_rates_changed()
@@ -154,7 +157,7 @@ class Broker:
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
-                                    self.topics, self.cluster, self.groups)
+                                    self.topics, self.cluster, self.groups, self.fetch_sessions)
             self.services.append(MetricsService(sources, listener.host, listener.port))
         for service in self.services:
             await service.start()

@@ -66,6 +66,8 @@ class ReplicationConfig:
     fetch_backoff_ms: int = prop("replica.fetch.backoff.ms", 1000, minimum=0)
     socket_timeout_ms: int = prop("replica.socket.timeout.ms", 30_000, minimum=1)
     lag_time_max_ms: int = prop("replica.lag.time.max.ms", 30_000, minimum=1)
+    # Fetch sessions (KIP-227) the broker keeps for consumers and followers (broker/fetch_sessions.py).
+    fetch_session_cache_slots: int = prop("max.incremental.fetch.session.cache.slots", 1000, minimum=0)
     # The controller moving leadership back to each partition's preferred (first) replica.
     auto_leader_rebalance_enable: bool = prop("auto.leader.rebalance.enable", True)
     leader_imbalance_check_interval_s: int = prop("leader.imbalance.check.interval.seconds", 300, minimum=1)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
     from broker.dynamic_config import DynamicBrokerConfig
+    from broker.fetch_sessions import FetchSessionCache
     from broker.group import GroupCoordinator
     from broker.group_configs import GroupConfigs
     from broker.log.manager import LogManager
@@ -48,6 +49,9 @@ class BrokerContext(Protocol):
 
     @property
     def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
 
     @property
     def groups(self) -> GroupCoordinator: ...

@@ -3,10 +3,14 @@
 Topics are named up to v12 and identified by topic id from v13 (librdkafka uses v16 with ids); an
 unknown id is UNKNOWN_TOPIC_ID, an unknown name or partition UNKNOWN_TOPIC_OR_PARTITION.
 
-Sessions (KIP-227): every request is answered as a full fetch with SessionId 0, which tells the
-client that no session was created, so it keeps sending full fetches (kafka-python asks for a
-session with epoch 0; the others are sessionless with epoch -1). An incremental fetch (epoch > 0)
-names a session we never created: FETCH_SESSION_ID_NOT_FOUND at the top level.
+Sessions (KIP-227, broker/fetch_sessions.py): SessionEpoch -1 is sessionless (SessionId 0 in the
+answer); epoch 0 is a full fetch asking for a session (the answer's SessionId, or 0 when the cache
+has no slot); any other epoch continues a session: its partitions are every cached one with the
+request's changes and forgotten topics applied, and the answer carries only the partitions with
+something new. A SessionId in a full fetch closes that session first. Session errors come at the top
+level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+(also, with the session's id, when another request moved the epoch while this one waited),
+FETCH_SESSION_TOPIC_ID_ERROR (a session made with topic ids continued below v13, or the reverse).
 
 Per partition, as Kafka's ReplicaManager.readFromLog:
 - CurrentLeaderEpoch (v9+) older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH;
@@ -42,7 +46,8 @@ ranges the log returns, from the page cache without blocking or else off the eve
 they are all in the page cache, not read at all: the connection sends them from the segment files
 with sendfile (broker/file_sender.py), as Kafka does.
 
-Errors: NONE, FETCH_SESSION_ID_NOT_FOUND (top level), TOPIC_AUTHORIZATION_FAILED (with an authorizer:
+Errors: NONE, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR (top
+level), TOPIC_AUTHORIZATION_FAILED (with an authorizer:
 READ on the topic, CLUSTER_ACTION for replicas), UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER,
 KAFKA_STORAGE_ERROR.
@@ -54,6 +59,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
 from broker.log import LogError, Offset, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
@@ -66,8 +72,6 @@ from protocol.framing import Request
 from protocol.messages import FetchRequest, FetchResponse
 
 API_KEY = ApiKey.FETCH
-FINAL_EPOCH = -1
-INITIAL_EPOCH = 0
 _TopicResponse = FetchResponse.FetchableTopicResponse
 _PartitionData = _TopicResponse.PartitionData
 # Errors Kafka gives before its replica manager reads (FetchResponse.partitionResponse): these carry an
@@ -116,9 +120,24 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     body = request.body
     version = request.api_version
     replicas = broker.replicas
-    if version >= 7 and body.session_epoch not in (FINAL_EPOCH, INITIAL_EPOCH):
-        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0,
-                             responses=[])
+    asked = body.topics
+    session: FetchSession | None = None  # the session this incremental fetch continues
+    cached: list[CachedPartition] = []  # its partitions, in the order of `asked`
+    wants_session = False
+    if version >= 7 and (body.session_id != 0 or body.session_epoch != FINAL_EPOCH):
+        sessions = broker.fetch_sessions
+        if body.session_epoch in (FINAL_EPOCH, INITIAL_EPOCH):  # a full fetch closes the session it names
+            if body.session_id != 0:
+                sessions.remove(body.session_id)
+            wants_session = body.session_epoch == INITIAL_EPOCH
+        else:
+            found = sessions.continue_session(body.session_id, body.session_epoch, version >= 13, body.topics,
+                                              body.forgotten_topics_data)
+            if isinstance(found, ErrorCode):
+                return _session_error(found, 0)
+            if found is not None:  # None: the request emptied its session and is answered sessionless
+                session = found
+                asked, cached = session.request_topics()
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     follower = replica_id >= 0
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
@@ -133,7 +152,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     # KIP-392: from v11 (the consumer's rack id comes along) a consumer may read a follower's log up to
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11
-    topics, wanted = _resolve(broker, body, version, replica_id, may_read, leader_only)
+    topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
     awaited = committed and await _load_transactions(wanted)
 
     def plan(recheck: bool = True) -> tuple[int, bool]:
@@ -157,6 +176,15 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
                                            connection.file_regions)
     throttled = 0
+    session_id = 0
+    if session is not None:
+        if session.epoch != next_epoch(body.session_epoch):  # a duplicate moved the session on meanwhile
+            return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
+        # Only the partitions with news are answered (and pay for their answer's offsets)
+        kept_chunks: list = list(chunks)
+        wanted, topics = _changed_only(session, cached, wanted, kept_chunks, topics)
+        chunks = [records for records in kept_chunks if records is not None]
+        session_id = session.id
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
         if records and w.partition is not None:
@@ -165,15 +193,65 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
                 throttled += len(records)
     if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
         replicas.throttles.leader.record(throttled)
-    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
+    if wants_session:
+        session_id = broker.fetch_sessions.create(follower, version >= 13, _session_partitions(asked, wanted,
+                                                                                              version >= 13))
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
 
 
-def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id: int,
+def _session_error(error: ErrorCode, session_id: int) -> FetchResponse:
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=[])
+
+
+def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Wanted],
+                        uses_topic_ids: bool) -> dict:
+    """A new session's partitions: each asked one with what this answer told the fetcher."""
+    partitions = {}
+    answers = iter(wanted)
+    for topic in asked:
+        name = topic_key(topic, uses_topic_ids)
+        for part in topic.partitions:
+            answer = next(answers).response
+            partitions[(name, part.partition)] = CachedPartition(name, part, answer.high_watermark,
+                                                                 answer.log_start_offset)
+    return partitions
+
+
+def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted], chunks: list,
+                  topics: list[_TopicResponse]) -> tuple[list[_Wanted], list[_TopicResponse]]:
+    """An incremental answer: the partitions with something new (Kafka's IncrementalFetchContext), and
+    their topics; the chunks of the others become None."""
+    kept = []
+    kept_ids = set()
+    for i, (part, w) in enumerate(zip(cached, wanted, strict=True)):
+        size = w.read.size if w.read is not None else 0
+        partition = w.partition
+        if w.error != ErrorCode.NONE or partition is None:  # the offsets _answer would give
+            changed = part.changed(w.error, -1, -1, w.response, size)
+        else:
+            changed = part.changed(w.error, partition.high_watermark, partition.log_start_offset, w.response, size)
+        if changed:
+            kept.append(w)
+            kept_ids.add(id(w.response))
+            if size:
+                session.moved_to_end(part)
+        else:
+            chunks[i] = None
+    answer = []
+    for topic in topics:
+        partitions = [p for p in topic.partitions if id(p) in kept_ids]
+        if partitions:
+            topic.partitions = partitions
+            answer.append(topic)
+    return kept, answer
+
+
+def _resolve(broker: BrokerContext, asked: list[FetchRequest.FetchTopic], version: int, replica_id: int,
              may_read: Callable[[str], bool], leader_only: bool) -> tuple[list[_TopicResponse], list[_Wanted]]:
     replicas = broker.replicas
     topics = []
     wanted: list[_Wanted] = []
-    for topic in body.topics:
+    for topic in asked:
         partitions: list[_PartitionData] = []
         if version >= 13:
             found = broker.topics.by_id(topic.topic_id)
@@ -188,20 +266,20 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
         refused = unknown if found is None else None
         if topic.partitions and name is not None and not may_read(name):
             refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        for asked in topic.partitions:
-            response = _partition_data(asked.partition)
+        for part in topic.partitions:
+            response = _partition_data(part.partition)
             partitions.append(response)
-            w = _Wanted(response, None, asked.fetch_offset, asked.partition_max_bytes, asked.last_fetched_epoch)
+            w = _Wanted(response, None, part.fetch_offset, part.partition_max_bytes, part.last_fetched_epoch)
             wanted.append(w)
             if refused is not None:
                 w.error = refused
                 continue
             assert found is not None  # refused otherwise
             try:
-                partition = replicas.partition_of(found, asked.partition)
+                partition = replicas.partition_of(found, part.partition)
                 if leader_only:
                     partition.check_leader()
-                partition.check_leader_epoch(asked.current_leader_epoch)
+                partition.check_leader_epoch(part.current_leader_epoch)
                 if replica_id >= 0 and replica_id not in partition.replicas:
                     raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                          f"{partition.topic_partition}: broker {replica_id} is not a replica")
@@ -209,7 +287,7 @@ def _resolve(broker: BrokerContext, body: FetchRequest, version: int, replica_id
                 w.error = exc.error_code
                 continue
             w.partition = partition
-            w.follower_log_start_offset = asked.log_start_offset
+            w.follower_log_start_offset = part.log_start_offset
     return topics, wanted
 
 

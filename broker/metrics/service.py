@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from broker.log.segment_file import OPEN_SEGMENTS
 from broker.metrics.controller import ControllerCollector
+from broker.metrics.fetch_sessions import FetchSessionCollector
 from broker.metrics.groups import GroupCollector
 from broker.metrics.http import MetricsEndpoint
 from broker.metrics.log_dirs import LogDirHealthCollector, LogDirSpaceCollector
@@ -20,6 +21,7 @@ from broker.metrics.purgatories import PurgatoryCollector
 
 if TYPE_CHECKING:
     from broker.cluster.cluster import Cluster
+    from broker.fetch_sessions import FetchSessionCache
     from broker.group import GroupCoordinator
     from broker.log.manager import LogManager
     from broker.replica import ReplicaManager
@@ -38,6 +40,7 @@ class MetricSources:
     topics: TopicManager
     cluster: Cluster | None  # None on a single broker
     groups: GroupCoordinator
+    fetch_sessions: FetchSessionCache
 
 
 class BrokerControllerView:
@@ -96,6 +99,7 @@ def build_registry(sources: MetricSources) -> CollectorRegistry:
     registry.register(PurgatoryCollector([replicas.produces, replicas.fetches, replicas.deletions]))
     registry.register(ControllerCollector(BrokerControllerView(sources.topics, sources.cluster, sources.logs)))
     registry.register(GroupCollector(sources.groups))
+    registry.register(FetchSessionCollector(sources.fetch_sessions))
     registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
     registry.register(LogDirSpaceCollector(sources.logs.space))
     registry.register(LogDirHealthCollector(sources.logs.health))

@@ -15,13 +15,16 @@ offset, long-polling up to replica.fetch.wait.max.ms. Per partition in the answe
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION:
   one side's metadata is behind; the partition waits replica.fetch.backoff.ms and tries again, until
   the metadata change moves it to another fetcher or stops it.
-A lost connection backs off and reconnects; partitions stay.
+A lost connection backs off and reconnects; partitions stay. The fetches run in a fetch session
+(KIP-227, fetch_session_handler.py) as Kafka's do: after the first, each names only the partitions
+whose position changed, and the answer carries only partitions with news.
 
 Throttling (broker/replica/throttle.py, Kafka's shouldFollowerThrottle): a partition of the
 follower.replication.throttled.replicas here that is not caught up (its log end below the leader's
 high watermark at the last answer, or no answer yet) is left out of the Fetch while the follower quota
-is exceeded; when every ready partition is left out the fetcher waits replica.fetch.backoff.ms. The
-bytes appended for throttled partitions are recorded, caught up or not.
+is exceeded (in the session, it is forgotten until it is fetched again); when every ready partition
+is left out the fetcher waits replica.fetch.backoff.ms. The bytes appended for throttled partitions
+are recorded, caught up or not.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import structlog
 from broker.log import LogError, TopicPartition
 from broker.log.free_space import LowDiskSpaceError
 from broker.log.repeated_failure import RepeatedFailure
+from broker.replica.fetch_session_handler import FetchSessionHandler
 from protocol.enums import IsolationLevel, SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
@@ -50,6 +54,8 @@ log = structlog.get_logger("fetcher")
 
 FETCH_VERSION = 12  # topic names, LastFetchedEpoch/DivergingEpoch, LogStartOffset
 LIST_OFFSETS_VERSION = 7
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                             ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
 _RETRY_LATER = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                           ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                           ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE})
@@ -101,6 +107,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._connection = None
+        self._session = FetchSessionHandler()
         self.fetches = 0  # answered Fetch requests, for tests and logs
 
     # --- membership ------------------------------------------------------------------------------
@@ -160,10 +167,15 @@ class ReplicaFetcher:
                 raise
             except Exception as exc:  # connection refused or lost, timeout: try again later
                 log.info("fetch from leader failed", leader=self.leader_id, error=repr(exc))
+                self._session.failed()
                 await self._disconnect()
                 await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
                 continue
             self.fetches += 1
+            if not self._session.answered(reply) and reply.error_code in _SESSION_ERRORS:
+                # evicted, or the leader restarted: the next fetch is full again, at once (as Kafka)
+                log.info("fetch session lost", leader=self.leader_id, error=ErrorCode(reply.error_code).name)
+                continue
             if reply.error_code != ErrorCode.NONE:
                 log.warning("leader refused the fetch", leader=self.leader_id, error=ErrorCode(reply.error_code).name)
                 await asyncio.sleep(self.config.fetch_backoff_ms / 1000)
@@ -226,12 +238,11 @@ class ReplicaFetcher:
                 fetch_offset=plog.log_end_offset, last_fetched_epoch=_last_batch_epoch(plog),
                 log_start_offset=plog.log_start_offset, partition_max_bytes=self.config.fetch_max_bytes))
         config = self.config
-        return FetchRequest(
+        request = FetchRequest(
             replica_id=self.node_id, max_wait_ms=config.fetch_wait_max_ms, min_bytes=config.fetch_min_bytes,
-            max_bytes=config.fetch_response_max_bytes, isolation_level=IsolationLevel.READ_UNCOMMITTED,
-            session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            max_bytes=config.fetch_response_max_bytes, isolation_level=IsolationLevel.READ_UNCOMMITTED, rack_id="")
+        self._session.build(by_topic, request)  # the session's fields, and which partitions go
+        return request
 
     # --- one partition's answer ------------------------------------------------------------------
 

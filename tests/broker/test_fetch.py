@@ -1,5 +1,6 @@
 """Fetch against a real broker process: names and topic ids, offsets out of range, the high watermark
-bound, KIP-74 size limits, isolation levels, sessionless answers, and long polls woken by appends."""
+bound, KIP-74 size limits, isolation levels, sessionless answers (sessions: test_fetch_sessions.py),
+and long polls woken by appends."""
 
 import threading
 import uuid
@@ -125,9 +126,9 @@ def test_isolation_levels(client, isolation, aborted):
     assert len(values(part)) == 6
 
 
-def test_session_requests_get_sessionless_answers(client):
+def test_sessionless_fetches_get_no_session(client):
     name, _ = filled(client)
-    reply = client.request(fetch_request(name, 0, 0, session_id=0, session_epoch=0), 12)  # kafka-python
+    reply = client.request(fetch_request(name, 0, 0, session_id=0, session_epoch=-1), 12)
     assert reply.error_code == 0 and reply.session_id == 0 and values(reply.responses[0].partitions[0])
     incremental = client.request(fetch_request(name, 0, 0, session_id=123, session_epoch=4), 12)
     assert incremental.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and incremental.responses == []

@@ -158,6 +158,28 @@ def test_a_partition_nobody_used_yet_has_its_log_series(url, client):
     assert value(samples, "kafka_server_replicamanager_partitioncount") >= 3
 
 
+def test_fetch_sessions_are_counted(url, client):
+    from protocol.messages import FetchRequest
+    from tests.broker.data_wire import fetch_request
+
+    create_topic(client, "sessioned", 2)
+    before = scrape(url)
+    request = fetch_request("sessioned", 0, 0, session_epoch=0, partitions=[(0, 0, 1024), (1, 0, 1024)])
+    session = client.request(request, 12).session_id
+    assert session > 0
+    after = scrape(url)
+    sessions, cached = ("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                        "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached")
+    assert value(after, sessions) == value(before, sessions) + 1
+    assert value(after, cached) == value(before, cached) + 2
+    closing = fetch_request("sessioned", 0, 0, session_id=session, session_epoch=1, partitions=[(0, 0, 1024)])
+    closing.topics = []
+    closing.forgotten_topics_data = [FetchRequest.ForgottenTopic(topic="sessioned", partitions=[0, 1])]
+    assert client.request(closing, 12).session_id == 0
+    assert value(scrape(url), sessions) == value(before, sessions)
+    assert value(after, "ebb_fetch_session_evictions_total") == 0
+
+
 def test_the_single_broker_is_its_own_active_controller(url):
     samples = scrape(url)
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1

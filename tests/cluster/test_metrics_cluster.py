@@ -1,7 +1,7 @@
 """Metrics of a three-broker cluster (broker/metrics/), scraped from real broker processes: a follower
 that stops fetching (SIGSTOP: still registered, so the low watermark waits for it) parks a
 DeleteRecords until it expires, and drops out of the ISR, which raises under-replicated partitions;
-once it runs again it rejoins and the gauge falls back."""
+once it runs again it rejoins and the gauge falls back. The followers fetch in fetch sessions."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def test_a_stopped_follower_parks_deletes_and_raises_under_replicated_partitions
         wait_for(lambda: value(scrape(leader_url), "kafka_server_replicamanager_underreplicatedpartitions") == 0,
                  what="every partition in sync before the follower stops")
         before = scrape(leader_url)
+        # Both followers fetch from the leader in fetch sessions (KIP-227), as Kafka's do.
+        assert value(before, "kafka_server_fetchsessioncache_numincrementalfetchsessions") >= 2
 
         follower.process.send_signal(signal.SIGSTOP)
         try:

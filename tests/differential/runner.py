@@ -118,6 +118,8 @@ def normalise(value, key: str | None = None):
         return f"<{len(value)} nodes>"
     if key == "error_message" and value is not None:
         return "<message>"
+    if key == "session_id" and isinstance(value, int) and value != 0:
+        return "<session>"  # Fetch sessions: each broker draws its own ids; whether one was given counts
     if isinstance(value, dict):
         return {k: normalise(v, k) for k, v in value.items()}
     if isinstance(value, list):
