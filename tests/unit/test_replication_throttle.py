@@ -22,6 +22,7 @@ from broker.replica.throttle import (
     SampledRate,
     throttled_partitions,
 )
+from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.messages import FetchRequest
 from protocol.records import RecordBatch, build_batch
@@ -129,7 +130,7 @@ async def _follower_fetch(broker, offset: int):
     request = FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t",
                                                                                           partitions=[wanted])])
-    answer = await fetch(broker, SimpleNamespace(body=request, api_version=12, file_regions=None))
+    answer = await fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext())
     return answer.responses[0].partitions[0]
 
 
