@@ -175,7 +175,7 @@ static PyObject *map_key(const Span *s, PyObject *digest) {
 
 /* map_keys(body, count, base_offset, start, offsets, capacity, digest): put each keyed record at or
  * past `start` in the dict `offsets` (map key -> offset), stopping before a put when it holds
- * `capacity` keys. (last offset put or -1, stopped full), or None when a record is malformed (then
+ * `capacity` keys. (highest offset put or -1, stopped full), or None when a record is malformed (then
  * nothing was put). */
 static PyObject *map_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7 || !PyDict_Check(args[4])) {
@@ -211,7 +211,7 @@ static PyObject *map_keys(PyObject *module, PyObject *const *args, Py_ssize_t na
         Py_DECREF(key);
         Py_DECREF(value);
         if (set < 0) goto fail;
-        last = offset;
+        if (offset > last) last = offset;  /* the highest, as KeyOffsetMap.put keeps it */
     }
     walk_free(&w);
     return Py_BuildValue("(LO)", last, full ? Py_True : Py_False);
