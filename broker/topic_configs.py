@@ -16,6 +16,7 @@ synonyms, as Kafka's ConfigHelper reports them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -63,14 +64,25 @@ def _gzip_level(v: int) -> str | None:
     return None if v == -1 or 1 <= v <= 9 else "Value must be -1 or between 1 and 9"
 
 
-def _throttled_replicas(items: list[str]) -> str | None:
-    if items == ["*"]:
-        return None
+_REPLICA_PAIR = re.compile(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*")  # ASCII digits only, as Kafka's validator
+
+
+def throttled_replica_pairs(items: Iterable[str]) -> list[tuple[int, int]] | None:
+    """The (partition, broker) pairs of a throttled-replicas list other than '*'; None when an item is not
+    such a pair."""
+    pairs = []
     for item in items:
-        partition, sep, replica = item.partition(":")
-        if not sep or not partition.strip().isdigit() or not replica.strip().isdigit():
-            return "Value must be '*' or a list of partitionId:brokerId pairs"
-    return None
+        match = _REPLICA_PAIR.fullmatch(item)
+        if match is None:
+            return None
+        pairs.append((int(match[1]), int(match[2])))
+    return pairs
+
+
+def _throttled_replicas(items: list[str]) -> str | None:
+    if items == ["*"] or throttled_replica_pairs(items) is not None:
+        return None
+    return "Value must be '*' or a list of partitionId:brokerId pairs"
 
 
 def _committed_groups(items: list[str]) -> str | None:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from broker.log import TopicPartition
+from broker.topic_configs import throttled_replica_pairs
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -36,17 +37,13 @@ _ALL = frozenset({-1})  # '*': every partition of the topic
 
 @lru_cache(maxsize=1024)
 def throttled_partitions(value: str, node_id: int) -> frozenset[int]:
-    """The partitions a throttled-replicas list throttles on broker `node_id` (_ALL for '*'). The value
-    was checked when set (broker/topic_configs.py)."""
+    """The partitions a throttled-replicas list throttles on broker `node_id` (_ALL for '*'); nothing
+    for a value that is not such a list (one written to the store by another tool is not checked)."""
     value = value.strip()
     if value == "*":
         return _ALL
-    found = set()
-    for item in value.split(","):
-        partition, _, broker = item.partition(":")
-        if broker.strip().isdigit() and int(broker) == node_id:
-            found.add(int(partition))
-    return frozenset(found)
+    pairs = throttled_replica_pairs(value.split(",")) or ()  # a value the store holds unchecked: none
+    return frozenset(partition for partition, broker in pairs if broker == node_id)
 
 
 class SampledRate:

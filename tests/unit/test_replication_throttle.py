@@ -43,6 +43,7 @@ class Clock:
     ("0:1,1:2,2:1", 2, {1}),
     ("0:1,1:2", 3, set()),
     ("", 1, set()),
+    ("0:1,0:\u00b2", 1, set()),  # not a list of pairs (written to the store unchecked): throttles nothing
 ])
 def test_a_list_throttles_the_partitions_paired_with_this_broker(value, node, expected):
     assert throttled_partitions(value, node) == frozenset(expected)

@@ -57,6 +57,7 @@ def test_docs_list_every_config_in_its_section():
     ({"preallocate": "1"}, "Expected value to be either true or false"),
     ({"compression.gzip.level": "0"}, "Value must be -1 or between 1 and 9"),
     ({"leader.replication.throttled.replicas": "0:x"}, "partitionId:brokerId"),
+    ({"follower.replication.throttled.replicas": "0:\u00b2"}, "partitionId:brokerId"),  # digits, but not ASCII
     ({"remote.storage.enable": "true"}, "Tiered storage is not available"),
 ])
 def test_bad_values_are_refused_in_kafkas_words(overrides, message):
