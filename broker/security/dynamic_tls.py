@@ -285,7 +285,13 @@ class ListenerTlsReloader:
         async with self.lock:
             ready = {}
             for name, live in self.listeners.items():
-                await self._in_force(name)  # what a change is compared with
+                try:
+                    await self._in_force(name)  # what a change is compared with
+                except TlsReloadError as exc:
+                    if _settings(props, name) != _settings(self.static, name):
+                        raise TlsReloadError(f"listener {name}: the key material in force cannot be read to check "
+                                             f"the change against ({exc})") from None
+                    continue  # unchanged: the properties file's stays served
                 try:
                     ready.update(await self.prepare(props, [name]))
                 except TlsReloadError as exc:

@@ -141,3 +141,15 @@ def test_kafka_password_configs_are_secrets():
         assert is_password(key), key
     for key in ("ssl.keystore.location", "sasl.oauthbearer.client.credentials.client.id", "log.retention.ms"):
         assert not is_password(key), key
+
+
+async def test_unreadable_key_material_in_force_refuses_only_changes_to_it(brokers, tmp_path):
+    ca = brokers.ca
+    keystore = tmp_path / "static.pem"
+    keystore.write_text(ca.first.combined.read_text())
+    dynamic = await brokers(keystore)
+    dynamic.tls.listeners["SSL"].material = None  # as if the start-up load had failed
+    keystore.unlink()  # and the properties file's keystore were gone since
+    await dynamic.alter("1", lambda configs: {**configs, "leader.replication.throttled.rate": "1000000"})
+    with pytest.raises(DynamicConfigError, match="cannot be read to check"):
+        await dynamic.alter("1", _set(ca.second.combined, "new-secret"))
