@@ -136,7 +136,11 @@ class DynamicBrokerConfig:
         self._applying: set[asyncio.Task] = set()
         self._lock = asyncio.Lock()  # one change written at a time per broker: no lost updates
         self._kafka_defaults = default_broker_properties()
-        self.tls = ListenerTlsReloader(config.tls_listeners)  # the TLS listeners' key material in force
+        # The TLS listeners' key material in force, and that of this broker's connections to the others.
+        to_brokers = config.inter_broker_security
+        self.tls = ListenerTlsReloader(config.tls_listeners, config.explicit_properties,
+                                       (config.advertised_listener.name, to_brokers)
+                                       if to_brokers is not None and to_brokers.ssl_context is not None else None)
 
     @property
     def own_entity(self) -> str:

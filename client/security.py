@@ -26,8 +26,9 @@ class AuthenticationError(KafkaClientError):
     """The broker refused our credentials, or its SCRAM answer did not prove it holds them."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class ClientSecurity:
+    # Read at each connect: a broker swaps in its inter-broker listener's new key material at runtime.
     ssl_context: ssl.SSLContext | None = None
     check_hostname: bool = True  # ssl.endpoint.identification.algorithm=https
     sasl_mechanism: str | None = None

@@ -14,7 +14,8 @@ from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.group_configs import GROUP_BROKER_DEFAULTS, GROUP_CONFIGS
 from broker.handlers.context import BrokerContext
 from broker.security.access import allowed, allowed_on_cluster
-from broker.security.dynamic_tls import RELOADABLE, STORE_PASSWORDS, is_password, listener_key
+from broker.security.dynamic_tls import RELOADABLE, STORE_PASSWORDS, listener_key
+from broker.security.passwords import is_password
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, InvalidConfig, layered_synonyms
 from broker.topic_placement import TopicError
 from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType

@@ -2,27 +2,35 @@
 
 `listener.name.<listener>.ssl.keystore.location` and the other keys Kafka's SslConfigs lists as
 reconfigurable, set per broker with its listener's prefix, build a new `ssl.SSLContext` for the
-listener: validated first (it loads, and its certificate keeps the subject and the subject alternative
-names of the one in force, as Kafka demands by default), then handed to new connections by the
-listener's SNI callback, which every handshake runs (with or without SNI). Connections already open
-keep the key material they were made with. Whenever this broker's dynamic configs are altered, a
-keystore or truststore file changed on disk is reloaded too (Kafka's reloadUpdatedFilesWithoutConfigChange):
-rotating a certificate in place is an alter of the same location.
+listener: validated first (it loads, its certificate is valid now and keeps the subject and all the
+subject alternative names of the one in force, as Kafka demands by default; on the inter-broker
+listener old and new complete handshakes both ways, as Kafka's SslEngineValidator), then handed to new
+connections by the listener's SNI callback, which every handshake runs (with or without SNI), and for
+the inter-broker listener to this broker's new connections to the others (their ClientSecurity).
+Connections already open keep the key material they were made with. Whenever this broker's dynamic
+configs are altered, a keystore or truststore file changed on disk is reloaded too (Kafka's
+reloadUpdatedFilesWithoutConfigChange): rotating a certificate in place is an alter of the same location.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import ssl
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import structlog
 
+from broker.security.inter_broker import client_context
+from broker.security.listener_security import SecuritySettingError
+from broker.security.passwords import is_password
 from broker.security.tls import TlsListener, TlsSettingError, principal_of, tls_listener
+from client.security import ClientSecurity
 
 log = structlog.get_logger("dynamic_tls")
 
@@ -33,10 +41,6 @@ RELOADABLE = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certif
 STORE_PASSWORDS = ("ssl.keystore.password", "ssl.truststore.password")
 _TRUSTSTORE = ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates")
 _LISTENER_KEY = re.compile(r"listener\.name\.([^.]*)\.(.+)")
-# Kafka's PASSWORD-typed security configs (also under a listener's prefix): described as null, sensitive.
-_PASSWORD_SUFFIXES = ("ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key",
-                      "ssl.keystore.certificate.chain", "ssl.truststore.certificates", "sasl.jaas.config",
-                      "password.encoder.secret", "password.encoder.old.secret", "delegation.token.secret.key")
 
 
 class TlsReloadError(ValueError):
@@ -47,10 +51,6 @@ def listener_key(key: str) -> tuple[str, str] | None:
     """(listener, base config) of `listener.name.<listener>.<config>`, else None."""
     match = _LISTENER_KEY.fullmatch(key)
     return (match.group(1), match.group(2)) if match else None
-
-
-def is_password(key: str) -> bool:
-    return key.endswith(_PASSWORD_SUFFIXES)
 
 
 def is_tls_key(key: str) -> bool:
@@ -106,6 +106,9 @@ class _Material:
     subject: str
     alt_names: frozenset
     listener: TlsListener
+    generation: int  # builds are numbered: one built later is never replaced by one built earlier
+    client: ssl.SSLContext | None = None  # the inter-broker listener's: for connections to the other brokers
+    probe: ssl.SSLContext | None = None  # `client` without the host name check, for the handshake checks
 
 
 def _settings(props: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
@@ -135,17 +138,63 @@ def _certificate(settings: Mapping[str, str]) -> dict:
         return ssl._ssl._test_decode_cert(out.name)  # type: ignore[attr-defined]
 
 
-def _build(props: Mapping[str, str], name: str) -> _Material:
-    """Load the listener's key material (blocking: files; run in the I/O pool)."""
+_GENERATIONS = itertools.count(1)
+
+
+def _build(props: Mapping[str, str], name: str, inter_broker: bool = False, in_force: bool = False) -> _Material:
+    """Load the listener's key material (blocking: files; run in the I/O pool); for the inter-broker
+    listener its client side too. A new certificate outside its validity period is refused."""
+    generation = next(_GENERATIONS)
     settings = _settings(props, name)
     mtimes = _mtimes(settings)
     try:
         listener = tls_listener(props, name)
         certificate = _certificate(dict(settings))
-    except (TlsSettingError, OSError, ssl.SSLError) as exc:
+        client = client_context(props, name) if inter_broker else None
+        probe = client_context(props, name, verify_hostname=False) if inter_broker else None
+    except (TlsSettingError, SecuritySettingError, OSError, ssl.SSLError) as exc:
         raise TlsReloadError(str(exc)) from None
+    now = time.time()
+    not_before, not_after = (ssl.cert_time_to_seconds(certificate[key]) for key in ("notBefore", "notAfter"))
+    if not in_force and not not_before <= now <= not_after:
+        raise TlsReloadError(f"the keystore's certificate is not valid now (valid from {certificate['notBefore']} "
+                             f"until {certificate['notAfter']})")
     return _Material(settings, mtimes, principal_of(certificate) or "",
-                     frozenset(certificate.get("subjectAltName", ())), listener)
+                     frozenset(certificate.get("subjectAltName", ())), listener, generation, client, probe)
+
+
+def handshake(client: ssl.SSLContext, server: ssl.SSLContext,
+              server_hostname: str | None = None) -> tuple[ssl.SSLObject, ssl.SSLObject]:
+    """One TLS handshake in memory between the two contexts: the (client, server) ends after it;
+    ssl.SSLError if either side refuses."""
+    bios = [(ssl.MemoryBIO(), ssl.MemoryBIO()) for _ in range(2)]  # (incoming, outgoing) of each end
+    ends = (client.wrap_bio(*bios[0], server_hostname=server_hostname), server.wrap_bio(*bios[1], server_side=True))
+    done = [False, False]
+    for _ in range(16):  # TLS 1.2 and 1.3 need far fewer round trips
+        for index, end in enumerate(ends):
+            if not done[index]:
+                try:
+                    end.do_handshake()
+                    done[index] = True
+                except ssl.SSLWantReadError:
+                    pass
+            bios[1 - index][0].write(bios[index][1].read())  # what this end sent reaches the other
+        if all(done):
+            return ends
+    raise ssl.SSLError("the handshake did not complete")
+
+
+def validate_handshakes(old: _Material, new: _Material) -> None:
+    """Kafka's SslEngineValidator for the inter-broker listener (blocking: run in the I/O pool): the
+    old server accepts the new client and the new server the old client, so brokers that have not
+    rotated yet and this one keep reaching each other."""
+    if old.probe is None or new.probe is None:
+        return
+    for client, server in ((new.probe, old.listener.context), (old.probe, new.listener.context)):
+        try:
+            handshake(client, server)
+        except ssl.SSLError as exc:
+            raise TlsReloadError(f"Validation of dynamic config update of SSLFactory failed: {exc}") from None
 
 
 class _LiveListener:
@@ -175,7 +224,7 @@ class _LiveListener:
         if new.subject.lower() != old.subject.lower() and not old.listener.allow_dn_changes:
             raise TlsReloadError(f"Keystore DistinguishedName does not match:  existing={{DN={old.subject[5:]}}}, "
                                  f"new={{DN={new.subject[5:]}}}")
-        if new.alt_names != old.alt_names and not old.listener.allow_san_changes:
+        if not old.alt_names <= new.alt_names and not old.listener.allow_san_changes:  # names added: fine
             raise TlsReloadError(f"Keystore SubjectAltNames do not match:  existing={{SAN={sorted(old.alt_names)}}}, "
                                  f"new={{SAN={sorted(new.alt_names)}}}")
 
@@ -183,9 +232,17 @@ class _LiveListener:
 class ListenerTlsReloader:
     """Every TLS listener's key material in force, rebuilt when its dynamic settings or files change."""
 
-    def __init__(self, tls_listeners: Mapping[str, TlsListener]) -> None:
+    def __init__(self, tls_listeners: Mapping[str, TlsListener], static: Mapping[str, str] | None = None,
+                 inter_broker: tuple[str, ClientSecurity] | None = None) -> None:
+        """`static`: the properties the listeners were made with; `inter_broker`: the inter-broker listener
+        and the security of this broker's connections to the others, whose context follows the listener's."""
         self.listeners = {name: _LiveListener(name, listener) for name, listener in tls_listeners.items()}
+        self.static = dict(static or {})
+        self.inter_broker = inter_broker if inter_broker is not None and inter_broker[0] in self.listeners else None
         self.lock = asyncio.Lock()  # one rebuild at a time: a newer one never loses to an older
+
+    def _builds_client(self, name: str) -> bool:
+        return self.inter_broker is not None and self.inter_broker[0] == name
 
     async def prepare(self, props: Mapping[str, str], names: Iterable[str] | None = None) -> dict[str, _Material]:
         """The listeners (all, or `names`) whose settings in `props` differ from those in force, or whose
@@ -198,9 +255,11 @@ class ListenerTlsReloader:
             if live.material is not None and live.material.settings == settings and \
                     await loop.run_in_executor(None, _mtimes, settings) == live.material.mtimes:
                 continue
-            new = await loop.run_in_executor(None, _build, dict(props), name)
+            new = await loop.run_in_executor(None, _build, dict(props), name, self._builds_client(name))
             try:
                 live.compatible(new)
+                if live.material is not None:
+                    await loop.run_in_executor(None, validate_handshakes, live.material, new)
             except TlsReloadError as exc:
                 raise TlsReloadError(f"listener {name}: {exc}") from None
             ready[name] = new
@@ -209,8 +268,12 @@ class ListenerTlsReloader:
     def apply(self, ready: Mapping[str, _Material]) -> None:
         for name, material in ready.items():
             live = self.listeners[name]
+            if live.material is not None and live.material.generation > material.generation:
+                continue  # a reload applied key material built after this (an alter's, awaiting its write)
             changed = live.material is not None
             live.material, live.context = material, material.listener.context
+            if material.client is not None and self.inter_broker is not None:
+                self.inter_broker[1].ssl_context = material.client  # new connections to other brokers
             if changed:
                 log.info("TLS key material reloaded: new connections get it", listener=name,
                          subject=material.subject)
@@ -222,6 +285,13 @@ class ListenerTlsReloader:
         async with self.lock:
             ready = {}
             for name, live in self.listeners.items():
+                try:
+                    await self._in_force(name)  # what a change is compared with
+                except TlsReloadError as exc:
+                    if _settings(props, name) != _settings(self.static, name):
+                        raise TlsReloadError(f"listener {name}: the key material in force cannot be read to check "
+                                             f"the change against ({exc})") from None
+                    continue  # unchanged: the properties file's stays served
                 try:
                     ready.update(await self.prepare(props, [name]))
                 except TlsReloadError as exc:
@@ -239,3 +309,16 @@ class ListenerTlsReloader:
                     self.apply(await self.prepare(props, [name]))
                 except TlsReloadError as exc:
                     log.error("TLS key material not reloaded", listener=name, error=str(exc))
+                    if self.listeners[name].material is None:  # at start-up: the properties file's is served
+                        try:
+                            await self._in_force(name)
+                        except TlsReloadError as failed:
+                            log.error("TLS key material in force unreadable", listener=name, error=str(failed))
+
+    async def _in_force(self, name: str) -> None:
+        """The key material of a listener still serving the properties file's (its first load failed),
+        read so that changes are checked against it; TlsReloadError if it no longer loads."""
+        live = self.listeners[name]
+        if live.material is None:
+            live.material = await asyncio.get_running_loop().run_in_executor(
+                None, _build, self.static, name, self._builds_client(name), True)

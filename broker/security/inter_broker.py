@@ -21,6 +21,28 @@ from client.jaas import JaasError, parse_jaas_config
 from client.security import ClientSecurity
 
 
+def client_context(props: Mapping[str, str], listener: str, *, verify_hostname: bool | None = None) -> ssl.SSLContext:
+    """The TLS context of a connection to another broker's `listener` (blocking: reads files). It checks
+    the host name as ssl.endpoint.identification.algorithm says, unless `verify_hostname` says otherwise."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+
+    def get(key: str) -> tuple[str, str]:
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        return (prefixed, props[prefixed].strip()) if prefixed in props else (key, props.get(key, "").strip())
+
+    try:
+        if get("ssl.truststore.location")[1] or get("ssl.truststore.certificates")[1]:
+            load_truststore(context, get)
+        load_keystore(context, get)  # our certificate, for brokers that ask for client certificates
+    except TlsSettingError as exc:
+        raise SecuritySettingError(f"inter-broker listener {listener}: {exc}") from None
+    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("https", ""):
+        raise SecuritySettingError(f"ssl.endpoint.identification.algorithm: {algorithm!r} is not https or empty")
+    context.check_hostname = algorithm == "https" if verify_hostname is None else verify_hostname
+    return context
+
+
 def inter_broker_security(props: Mapping[str, str], listener: str, protocol: str) -> ClientSecurity | None:
     """None for PLAINTEXT; else what a connection to another broker's `listener` needs."""
     if protocol == "PLAINTEXT":
@@ -28,23 +50,8 @@ def inter_broker_security(props: Mapping[str, str], listener: str, protocol: str
     context = None
     check_hostname = True
     if protocol in ("SSL", "SASL_SSL"):
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-
-        def get(key: str) -> tuple[str, str]:
-            prefixed = f"listener.name.{listener.lower()}.{key}"
-            return (prefixed, props[prefixed].strip()) if prefixed in props else (key, props.get(key, "").strip())
-
-        try:
-            if get("ssl.truststore.location")[1] or get("ssl.truststore.certificates")[1]:
-                load_truststore(context, get)
-            load_keystore(context, get)  # our certificate, for brokers that ask for client certificates
-        except TlsSettingError as exc:
-            raise SecuritySettingError(f"inter-broker listener {listener}: {exc}") from None
-        algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
-        if algorithm not in ("https", ""):
-            raise SecuritySettingError(f"ssl.endpoint.identification.algorithm: {algorithm!r} is not https or empty")
-        check_hostname = algorithm == "https"
-        context.check_hostname = check_hostname
+        context = client_context(props, listener)
+        check_hostname = context.check_hostname
     if not protocol.startswith("SASL_"):
         return ClientSecurity(ssl_context=context, check_hostname=check_hostname)
     key = "sasl.mechanism.inter.broker.protocol"

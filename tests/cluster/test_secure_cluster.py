@@ -2,15 +2,27 @@
 test's clients and an INTERNAL listener (SASL_SSL, SCRAM-SHA-512, certificates from the test's own CA)
 that the others replicate from, with the ACL authorizer on. Replication, acks=all, an all-replica
 DeleteRecords and a transaction's markers (WriteTxnMarkers) work through it, and the followers'
-fetches are authenticated as the broker user."""
+fetches are authenticated as the broker user. And over an SSL inter-broker listener that asks for client
+certificates, every broker's key material is rotated at runtime to another CA's (keystores, then
+truststores trusting that CA alone): replication started afterwards works, so the brokers' own new
+connections to each other present and trust the rotated material."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.broker.test_configs import BROKER, SET, _incremental
 from tests.cluster.test_transactions_cluster import producer, read_committed, spread_topic, stable_everywhere, write
-from tests.cluster.three_brokers import NODES, E, leader_of, new_topic, start_offset_checkpoint, three_brokers
+from tests.cluster.three_brokers import (
+    NODES,
+    E,
+    leader_of,
+    new_topic,
+    segment_batches,
+    start_offset_checkpoint,
+    three_brokers,
+)
 from tests.security.certs import CertificateAuthority
 from tests.support.broker_process import free_port
 from tests.support.polling import wait_for
@@ -68,3 +80,36 @@ def test_replication_and_deletion_over_sasl_ssl(zk_connect, tmp_path):
         made.commit_transaction(60)
         wait_for(lambda: stable_everywhere(cluster, spread), timeout_s=30, what="the LSO at the HW everywhere")
         assert read_committed(cluster, spread) == [b"secure-0", b"secure-1", b"secure-2"]
+
+
+def test_replication_after_the_inter_broker_key_material_is_rotated(zk_connect, tmp_path):
+    authorities = []
+    for name in ("old", "new"):
+        (tmp_path / name).mkdir()
+        authorities.append(CertificateAuthority(tmp_path / name, name=f"Ebb {name} CA"))
+    old_ca, new_ca = authorities
+    both = tmp_path / "both-cas.pem"
+    both.write_text(old_ca.pem.cert.read_text() + new_ca.pem.cert.read_text())
+    old = old_ca.issue("server", server=True, O="Ebb tests", CN="localhost")
+    new = new_ca.issue("server", server=True, O="Ebb tests", CN="localhost")
+    shared = {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
+              "inter.broker.listener.name": "INTERNAL", "listener.name.internal.ssl.client.auth": "required",
+              "ssl.keystore.type": "PEM", "ssl.keystore.location": str(old.combined),
+              "ssl.truststore.type": "PEM", "ssl.truststore.location": str(both)}
+    listeners = {n: {"listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{free_port()}"}
+                 for n in NODES}
+    with three_brokers(zk_connect, tmp_path, extra=shared, per_node=listeners) as cluster:
+        # As an operator rotates a CA: every broker's certificate first, then every truststore.
+        for key, value in (("ssl.keystore.location", new.combined), ("ssl.truststore.location", new_ca.pem.cert)):
+            for n, broker in cluster.items():
+                with WireClient(broker.port) as admin:
+                    result = _incremental(admin, str(n), [(f"listener.name.internal.{key}", SET, str(value))],
+                                          resource_type=BROKER)
+                assert result.error_code == E.NONE, result.error_message
+        # The brokers' first connections to each other: they only work with the new material on both ends.
+        topic = new_topic(cluster, prefix="rotated")
+        with WireClient(leader_of(cluster, topic).port) as client:
+            reply = produce(client, topic, 0, batch([b"after rotation"]), acks=-1)
+        assert reply.error_code == E.NONE
+        wait_for(lambda: all(len(segment_batches(b, topic)) == 1 for b in cluster.values()),
+                 what="the record replicated to every broker over the rotated INTERNAL listener")

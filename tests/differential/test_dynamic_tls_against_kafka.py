@@ -2,8 +2,9 @@
 4.3.1: both brokers start with an SSL listener on a PEM keystore; its keystore is rotated per broker
 (`listener.name.ssl.ssl.keystore.location` and its key password) and described (the password null and
 sensitive), and what Kafka refuses is compared code for code: a keystore that does not load, another
-subject, a store key without the listener prefix or at the cluster-wide level, an existing listener's
-other settings. The groups' assignment intervals are dynamic in both."""
+subject, a certificate without one of the names of the one in force (one with more is taken), a store
+key without the listener prefix or at the cluster-wide level, an existing listener's other settings.
+The groups' assignment intervals are dynamic in both."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ ALLOWED_HERE = {
     **ALLOWED,
     ("client auth", "responses[0].error_code"): _STORED_ONLY,
     ("jaas", "responses[0].error_code"): _STORED_ONLY,
+    ("expired", "responses[0].error_code"):
+        "Kafka's SslFactory catches an expired certificate only on the inter-broker listener (by its "
+        "handshakes; this SSL listener is not one); Ebb refuses a certificate outside its validity on any",
     ("sasl mechanisms", "responses[0].error_code"):
         "Kafka stores sasl.enabled.mechanisms for listeners it adds later or after a restart (no effect on "
         "the ones it has); Ebb adds no listener at runtime and refuses what it would only store",
@@ -57,6 +61,10 @@ def pki(tmp_path_factory):
     ca.first = ca.issue("first", server=True, O="Ebb tests", CN="localhost").combined
     ca.second = _pkcs8_v1(ca.issue("second", server=True, O="Ebb tests", CN="localhost"), "new-secret")
     ca.other = ca.issue("other", server=True, O="Ebb tests", CN="somebody-else").combined
+    ca.fewer_names = ca.issue("fewer", server=True, dns_names=(), O="Ebb tests", CN="localhost").combined
+    ca.more_names = ca.issue("more", server=True, dns_names=("localhost", "broker.example"), O="Ebb tests",
+                             CN="localhost").combined
+    ca.expired = ca.issue("expired", server=True, valid_from_days=-3, O="Ebb tests", CN="localhost").combined
     ca.broken = ca.directory / "broken.pem"
     ca.broken.write_text("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
     return ca
@@ -146,6 +154,12 @@ def rotate_and_refuse(pki):
                  what=f"{peer.name}: the static certificate served again")
         wait_for(lambda: not _listed(peer, LOCATION), timeout_s=15, what=f"{peer.name}: the deletion described")
         _describe(peer, "back", "1", keys)
+        # Names may be added to the certificate, not dropped (Kafka's ensureCompatibleSANs: containsAll).
+        _alter(peer, "fewer names", "1", (LOCATION, SET, str(pki.fewer_names)))
+        _alter(peer, "expired", "1", (LOCATION, SET, str(pki.expired)))
+        _alter(peer, "more names", "1", (LOCATION, SET, str(pki.more_names)))
+        wait_for(lambda: _served_certificate(peer.ssl_port) == _der(pki.more_names), timeout_s=30,
+                 what=f"{peer.name}: the certificate with more names served")
     return scenario
 
 

@@ -55,16 +55,20 @@ class CertificateAuthority:
                      .sign(self.key, hashes.SHA256()))
         self.pem = _write(directory, "ca", self.cert, self.key)
 
-    def issue(self, stem: str, *, server: bool, password: bytes | None = None, **subject: str) -> Pem:
+    def issue(self, stem: str, *, server: bool, password: bytes | None = None, valid_from_days: float = 0,
+              valid_days: float = 1, dns_names: tuple[str, ...] = ("localhost",), **subject: str) -> Pem:
+        """`valid_from_days`: the validity starts that many days from now (5 minutes earlier); `valid_days`: it
+        lasts that long. A server's names: `dns_names` and 127.0.0.1."""
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
+        start = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=valid_from_days, minutes=-5)
         builder = (x509.CertificateBuilder().subject_name(_name(**subject)).issuer_name(self.cert.subject)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=1)))
+                   .not_valid_before(start)
+                   .not_valid_after(start + datetime.timedelta(days=valid_days)))
         if server:
-            builder = builder.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName(name) for name in dns_names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
         return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key, password)
 
 
