@@ -59,14 +59,19 @@ PARTITIONS = 3
 _ids = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def cluster(zk_server, tmp_path_factory):
-    connect = f"{zk_server.connect}/transactions"
+def transaction_cluster(zk_server, tmp_path_factory, name: str):
+    """Three brokers under the ZooKeeper chroot /`name`, `__transaction_state` replicated three ways,
+    timed-out transactions looked for every 500 ms, leaders left where the faults put them."""
     settings = {"transaction.state.log.replication.factor": "3", "transaction.state.log.num.partitions": "3",
                 "transaction.state.log.min.isr": "2",
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
                 "auto.leader.rebalance.enable": "false"}
-    with three_brokers(connect, tmp_path_factory.mktemp("transactions"), extra=settings) as brokers:
+    return three_brokers(f"{zk_server.connect}/{name}", tmp_path_factory.mktemp(name), extra=settings)
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    with transaction_cluster(zk_server, tmp_path_factory, "transactions") as brokers:
         yield brokers
 
 
