@@ -1,14 +1,16 @@
 """Kafka Streams exactly_once_v2 (kafka-streams 4.3.1, the word count of tests/interop/test_streams.py:
 a repartition topic, a changelog, counts out) as two instances on three Ebb brokers and ZooKeeper; one
 instance is killed with SIGKILL in the middle of a transaction (ebb.interop.StreamsWorker: its stream
-thread stops right after the word "poison" went to the repartition topic, and the test waits for its
-transactional id to be Ongoing at the coordinator before the kill).
+thread stops right after the word "poison" went to the repartition topic, and the test waits until
+its transaction is Ongoing at the coordinator and holds the last stable offset of a partition below
+the high watermark, its records on the brokers, before the kill).
 
 The survivor takes over the dead instance's tasks once the group drops it; the dead instance's
 transaction is aborted by its coordinator at transaction.timeout.ms (10 s), which unblocks the
 read_committed fetches of the repartition topic and the committed offsets behind it. The counts a
 read_committed reader sees must end exactly right, and never pass the right count on the way (a
-record counted twice would show), and the survivor must close cleanly.
+record counted twice would show); the partitions it held are stable again, and the survivor closes
+cleanly. Without the coordinator's timeout abort the counts never complete (checked by hand).
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from tests.cluster.test_transactions_chaos_cluster import assert_no_failed_handlers, client_settings
-from tests.cluster.test_transactions_cluster import state_of, transaction_cluster
-from tests.cluster.three_brokers import new_topic
+from tests.cluster.test_transactions_cluster import (
+    coordinator_of,
+    description_at,
+    lso_and_hw,
+    stable,
+    state_of,
+    transaction_cluster,
+)
+from tests.cluster.three_brokers import E, new_topic
 from tests.interop.conftest import (
     java,  # noqa: F401 - the fixture that builds and runs the Java checks
 )
@@ -105,6 +114,22 @@ class Counts(threading.Thread):
             self.consumer.close()
 
 
+def open_partitions(cluster, transactional_id: str) -> list[tuple[str, int]]:
+    """The partitions of the id's transaction, as its coordinator describes them."""
+    found = description_at(cluster[coordinator_of(cluster, transactional_id)], transactional_id)
+    return [(t.topic, p) for t in found.topics for p in t.partitions] if found.error_code == E.NONE else []
+
+
+def holding(cluster, transactional_id: str) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, LSO, HW) of the transaction's partitions whose LSO is below the HW."""
+    found = []
+    for topic, index in open_partitions(cluster, transactional_id):
+        offsets = lso_and_hw(cluster, topic, index)
+        if offsets is not None and offsets[0] < offsets[1]:
+            found.append((topic, index, *offsets))
+    return found
+
+
 def expected(waves: int, poisons: int = 0) -> dict[str, int]:
     found = {word: WORDS.count(word) * ROUNDS * waves for word in set(WORDS)}
     return {**found, POISON: poisons} if poisons else found
@@ -141,6 +166,8 @@ def test_streams_instance_killed_mid_transaction(java, cluster, tmp_path):  # no
         victim.step("victim_blocked", timeout_s=60)
         wait_for(lambda: state_of(cluster, victim_id) == "Ongoing", timeout_s=30,
                  what="the blocked instance's transaction open at its coordinator")
+        held = wait_for(lambda: holding(cluster, victim_id), timeout_s=30,
+                        what="the blocked instance's open transaction holding a partition's LSO")
         victim.stop()  # SIGKILL, its transaction open
 
         wait_for(lambda: counts.last == expected(2, poisons=2), timeout_s=120,
@@ -148,6 +175,8 @@ def test_streams_instance_killed_mid_transaction(java, cluster, tmp_path):  # no
         assert counts.peak == counts.last, "a count went past the right one: a record counted twice"
         wait_for(lambda: state_of(cluster, victim_id) == "CompleteAbort", timeout_s=30,
                  what="the dead instance's transaction aborted by its coordinator")
+        wait_for(lambda: all(stable(cluster, topic, index) for topic, index, _, _ in held), timeout_s=30,
+                 what=f"the LSO at the HW again where the dead instance's transaction held it: {held}")
         assert survivor.process.stdin is not None
         survivor.process.stdin.close()
         closed = survivor.step("worker_closed", timeout_s=60)

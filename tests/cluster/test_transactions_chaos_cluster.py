@@ -37,6 +37,7 @@ from tests.cluster.test_transactions_cluster import (
     read_committed,
     restart,
     spread_topic,
+    stable,
     stable_everywhere,
     transaction_cluster,
 )
@@ -288,7 +289,7 @@ def test_consume_transform_produce_under_kill_9(cluster):
 
     # No partition's LSO stuck: the output topic and the group's offsets partition.
     offsets_partition = partition_for(group, PARTITIONS)
-    wait_for(lambda: stable_everywhere(cluster, sink) and _stable_partition(cluster, OFFSETS_TOPIC, offsets_partition),
+    wait_for(lambda: stable_everywhere(cluster, sink) and stable(cluster, OFFSETS_TOPIC, offsets_partition),
              timeout_s=max(1.0, faults_ended + SETTLE_S - time.monotonic()),
              what="the LSO at the HW on every output partition and the group's offsets partition")
     phase("stable")
@@ -316,8 +317,3 @@ def assert_no_failed_handlers(cluster) -> None:
         failures = [line for line in broker.log_path.read_text(errors="replace").splitlines()
                     if any(mark in line for mark in BROKER_FAILURES)]
         assert not failures, (node, failures[:5])
-
-
-def _stable_partition(cluster, topic: str, index: int) -> bool:
-    found = lso_and_hw(cluster, topic, index)
-    return found is not None and found[0] == found[1]
