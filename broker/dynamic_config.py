@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from broker.cluster.layout import BrokerConfigZNode, ConfigEntityZNode
-from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
+from broker.cluster.store import MetadataStore, NoNode, Watch
 from broker.config import (
     STORED_ONLY_BROKER_PROPERTIES,
     TOPIC_DEFAULTS,
@@ -148,27 +148,18 @@ class DynamicBrokerConfig:
         (another broker may alter the cluster-wide ones at the same time): no lost update."""
         name = DEFAULT_ENTITY if entity == "" else self.own_entity
         path = BrokerConfigZNode.path(name)
+
+        def validated(current: dict[str, str]) -> dict[str, str] | None:
+            # checked also when only validating
+            clean = validate(change(current), small_segments=self.config.small_segments_enable)
+            return None if validate_only else clean
+
         async with self._lock:
-            while True:
-                try:
-                    data, version = await self.store.get(path)
-                    current = ConfigEntityZNode.decode(data)
-                except NoNode:
-                    data, version, current = None, None, {}
-                clean = validate(change(dict(current)), small_segments=self.config.small_segments_enable)
-                if validate_only or clean == current:
-                    return
-                encoded = ConfigEntityZNode.encode(clean)
-                try:
-                    if version is None:
-                        await self.store.create(path, encoded)
-                    else:
-                        await self.store.set(path, encoded, version)
-                except (BadVersion, NodeExists, NoNode):
-                    continue  # changed meanwhile: apply the change to what is there now
-                break
-            log.info("altered dynamic broker configs", entity=name, configs=clean)
-            self._changed(name, encoded)
+            written = await ConfigEntityZNode.replace(self.store, path, validated, drop_empty=False)
+            if written is None:
+                return
+            log.info("altered dynamic broker configs", entity=name, configs=written)
+            self._changed(name, ConfigEntityZNode.encode(written))
 
     def _take(self, entity: str, data: bytes | None) -> None:
         try:

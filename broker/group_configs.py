@@ -30,7 +30,7 @@ import structlog
 
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
-from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode
+from broker.cluster.store import MetadataStore, NoNode
 from broker.topic_configs import (
     BrokerLayers,
     ConfigEntry,
@@ -257,24 +257,12 @@ class GroupConfigs:
         nobody changed them meanwhile (another broker may alter the same group): no lost update. A group
         left with no config has no node."""
         path = ConfigEntityZNode.path(EntityType.GROUP, group)
+
+        def validated(current: dict[str, str]) -> dict[str, str] | None:
+            clean = validate(change(current), self.broker)  # checked also when only validating
+            return None if validate_only else clean
+
         async with self._lock:
-            while True:
-                try:
-                    data, version = await self.store.get(path)
-                    current = ConfigEntityZNode.decode(data)
-                except NoNode:
-                    version, current = None, {}
-                clean = validate(change(dict(current)), self.broker)
-                if validate_only or clean == current:
-                    return
-                try:
-                    if version is None:
-                        await self.store.create(path, ConfigEntityZNode.encode(clean))
-                    elif clean:
-                        await self.store.set(path, ConfigEntityZNode.encode(clean), version)
-                    else:
-                        await self.store.delete(path, version)
-                except (BadVersion, NodeExists, NoNode):
-                    continue  # changed meanwhile: apply the change to what is there now
-                break
-        log.info("altered group configs", group=group, configs=clean)
+            written = await ConfigEntityZNode.replace(self.store, path, validated, drop_empty=True)
+        if written is not None:
+            log.info("altered group configs", group=group, configs=written)

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
-from broker.cluster.store import MetadataStore, NoNode
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode
 from broker.log.checkpoint import topic_id_from_str, topic_id_to_str
 from broker.security.acls import Acl
 from protocol.enums import Operation, PatternType, Permission, ResourceType
@@ -245,6 +245,35 @@ class ConfigEntityZNode:
     @staticmethod
     def decode(data: bytes) -> dict[str, str]:
         return dict(json.loads(data).get("config", {}))
+
+    @staticmethod
+    async def replace(store: MetadataStore, path: str,
+                      change: Callable[[dict[str, str]], dict[str, str] | None], *,
+                      drop_empty: bool) -> dict[str, str] | None:
+        """Compare-and-set of the configs at `path`: `change(a copy of current)` gives what to store
+        (None, or the same configs: nothing is written), written only if nobody changed the node
+        meanwhile — else `change` is applied again to what is there now, so no update is lost. With
+        `drop_empty` an emptied node is deleted. Returns what was written, or None."""
+        while True:
+            try:
+                data, version = await store.get(path)
+                current = ConfigEntityZNode.decode(data)
+            except NoNode:
+                version, current = None, {}
+            clean = change(dict(current))
+            if clean is None or clean == current:
+                return None
+            encoded = ConfigEntityZNode.encode(clean)
+            try:
+                if version is None:
+                    await store.create(path, encoded)
+                elif clean or not drop_empty:
+                    await store.set(path, encoded, version)
+                else:
+                    await store.delete(path, version)
+            except (BadVersion, NodeExists, NoNode):
+                continue  # changed meanwhile
+            return clean
 
 
 class BrokerConfigZNode:

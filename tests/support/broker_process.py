@@ -22,10 +22,20 @@ from pathlib import Path
 START_TIMEOUT_S = 30.0
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, never one this process handed out before: the kernel may give the
+    same free port to two binds in a row, and a node asking for two ports (Kafka's broker and controller
+    listeners) then fails to start."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class BrokerProcess:
