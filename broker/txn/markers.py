@@ -8,12 +8,13 @@ offsets in `__consumer_offsets`) is told of each marker written.
 MarkerSender is the coordinator's side (Kafka's TransactionMarkerChannelManager): each round it
 groups the partitions still without their marker by leader, writes those led here through the
 MarkerWriter and sends one WriteTxnMarkers request to each other leader over the inter-broker
-listener (broker/txn/peers.py); what is not written yet (no leader, leadership moving, a broker
+listener (broker/txn/peers.py), all leaders at once; what is not written yet (no leader, leadership moving, a broker
 unreachable) is retried by the coordinator in the next round.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -98,11 +99,13 @@ class MarkerSender:
                 remaining.add(tp)
             else:
                 by_leader.setdefault(leader, []).append(tp)
-        for leader, tps in by_leader.items():
-            if leader == self.node_id:
-                codes = await self.writer.write(producer_id, producer_epoch, commit, coordinator_epoch, tps)
-            else:
-                codes = await self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+        # Each leader is asked at once (its own connection, or this broker's log): one slow or
+        # unreachable broker does not hold back the markers of the others in this round.
+        answers = await asyncio.gather(*(
+            self.writer.write(producer_id, producer_epoch, commit, coordinator_epoch, tps) if leader == self.node_id
+            else self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+            for leader, tps in by_leader.items()))
+        for (leader, tps), codes in zip(by_leader.items(), answers, strict=True):
             for tp, code in zip(tps, codes, strict=True):
                 if code in _SETTLED:
                     if code != ErrorCode.NONE:

@@ -59,14 +59,19 @@ PARTITIONS = 3
 _ids = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def cluster(zk_server, tmp_path_factory):
-    connect = f"{zk_server.connect}/transactions"
+def transaction_cluster(zk_server, tmp_path_factory, name: str):
+    """Three brokers under the ZooKeeper chroot /`name`, `__transaction_state` replicated three ways,
+    timed-out transactions looked for every 500 ms, leaders left where the faults put them."""
     settings = {"transaction.state.log.replication.factor": "3", "transaction.state.log.num.partitions": "3",
                 "transaction.state.log.min.isr": "2",
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
                 "auto.leader.rebalance.enable": "false"}
-    with three_brokers(connect, tmp_path_factory.mktemp("transactions"), extra=settings) as brokers:
+    return three_brokers(f"{zk_server.connect}/{name}", tmp_path_factory.mktemp(name), extra=settings)
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    with transaction_cluster(zk_server, tmp_path_factory, "transactions") as brokers:
         yield brokers
 
 
@@ -98,11 +103,17 @@ def coordinator_of(cluster, key: str, key_type: CoordinatorType = CoordinatorTyp
     return found[-1]
 
 
-def described_at(broker, transactional_id: str) -> tuple[int, str]:
-    """(error code, state) of DescribeTransactions for the id at one broker."""
+def description_at(broker, transactional_id: str):
+    """DescribeTransactions' answer for the id at one broker."""
     with WireClient(broker.port) as client:
         answer = client.request(DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0)
     [found] = answer.transaction_states
+    return found
+
+
+def described_at(broker, transactional_id: str) -> tuple[int, str]:
+    """(error code, state) of DescribeTransactions for the id at one broker."""
+    found = description_at(broker, transactional_id)
     return found.error_code, found.transaction_state
 
 
@@ -153,13 +164,15 @@ def lso_and_hw(cluster, topic: str, index: int) -> tuple[int, int] | None:
     return None
 
 
+def stable(cluster, topic: str, index: int) -> bool:
+    """The partition holds no open transaction: its LSO is its high watermark."""
+    found = lso_and_hw(cluster, topic, index)
+    return found is not None and found[0] == found[1]
+
+
 def stable_everywhere(cluster, topic: str) -> bool:
     """No partition holds an open transaction: LSO == high watermark on each."""
-    for p in range(PARTITIONS):
-        found = lso_and_hw(cluster, topic, p)
-        if found is None or found[0] != found[1]:
-            return False
-    return True
+    return all(stable(cluster, topic, p) for p in range(PARTITIONS))
 
 
 def read_committed(cluster, topic: str) -> list[bytes]:

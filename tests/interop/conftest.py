@@ -79,13 +79,22 @@ class ToolRun:
 class Java:
     classpath: str
 
-    def run(self, main: str, *args: str, timeout: float = 180,
-            properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def command(self, main: str, *args: str, properties: dict[str, str] | None = None) -> list[str]:
         # C1 only: these JVMs live seconds, so start-up matters more than peak speed. What the
         # clients log at WARN and above goes to stderr (slf4j-simple).
-        command = ["java", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                   *(f"-D{k}={v}" for k, v in (properties or {}).items()), "-cp", self.classpath, main, *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        return ["java", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                *(f"-D{k}={v}" for k, v in (properties or {}).items()), "-cp", self.classpath, main, *args]
+
+    def run(self, main: str, *args: str, timeout: float = 180,
+            properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(main, *args, properties=properties), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def start(self, bootstrap: str, suite: str, stderr, properties: dict[str, str] | None = None) -> subprocess.Popen:
+        """Interop's `suite` in a JVM left running: its JSON lines on the pipe `stdout`, its standard
+        input a pipe (closing it ends suites that wait on it), stderr to the file `stderr`."""
+        command = self.command("ebb.interop.Interop", bootstrap, "-", suite, properties=properties)
+        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
     def interop(self, bootstrap: str, prefix: str, *suites: str, replication: int = 1,
                 properties: dict[str, str] | None = None) -> Steps:

@@ -80,3 +80,34 @@ async def test_a_failed_connect_is_remembered_briefly(monkeypatch) -> None:
     assert await sender._send(DEAD, 7, 0, True, 4, [("t", 0)]) == [ErrorCode.NETWORK_EXCEPTION]
     assert FakeConnection.attempts == [DEAD, DEAD]
     await sender._peers.close()
+
+
+class _Topic:
+    """Partition 0 led by DEAD, partition 1 by HEALTHY."""
+
+    replicas = {0: [DEAD], 1: [HEALTHY]}
+
+    def leader(self, index: int) -> int:
+        return DEAD if index == 0 else HEALTHY
+
+
+async def test_a_round_asks_every_leader_at_once(monkeypatch) -> None:
+    """A round does not finish one leader before asking the next: the healthy broker's marker is
+    written while the dead broker's connect still hangs, and the round returns only the dead one's."""
+    sender = _sender(monkeypatch)
+    sender.topics = SimpleNamespace(get=lambda name: _Topic())  # type: ignore[assignment]
+    requested: list[int] = []
+    answer = FakeConnection.request
+
+    async def recording(self, request, version):
+        requested.append(self.node_id)
+        return await answer(self, request, version)
+    monkeypatch.setattr(FakeConnection, "request", recording)
+    round_ = asyncio.create_task(sender.send_round(7, 0, True, 4, {("t", 0), ("t", 1)}))
+    async with asyncio.timeout(2):  # the dead broker (the first leader in the round) still connecting
+        while HEALTHY not in requested:
+            await asyncio.sleep(0.01)
+    assert DEAD in FakeConnection.attempts and not round_.done()
+    FakeConnection.release.set()
+    assert await round_ == {("t", 0)}
+    await sender._peers.close()

@@ -9,7 +9,8 @@ import java.util.Properties;
  *
  *     java -cp target/classes:target/lib/* ebb.interop.Interop BOOTSTRAP PREFIX SUITE...
  *
- * Each suite (admin, groups, producer, transactions, consumer, streams, restore_count, restore_again) runs its steps in order and prints one JSON line
+ * Each suite (admin, groups, producer, transactions, consumer, streams, restore_count, restore_again,
+ * streams_worker) runs its steps in order and prints one JSON line
  * per step with what the client saw ({"step": ..., ...}), or {"step": ..., "error": ...} when the
  * client threw; pytest judges the lines. Names start with PREFIX so runs never share a topic.
  * The last line is {"step": "done"}.
@@ -76,6 +77,7 @@ public final class Interop {
                         case "streams_eos" -> StreamsChecks.run(bootstrap, prefix, "exactly_once_v2");
                         case "restore_count" -> RestoreChecks.count(bootstrap, prefix);
                         case "restore_again" -> RestoreChecks.again(bootstrap, prefix);
+                        case "streams_worker" -> StreamsWorker.run(bootstrap);
                         default -> throw new IllegalArgumentException("unknown suite " + suite);
                     }
                 }

@@ -1,0 +1,189 @@
+"""Kafka Streams exactly_once_v2 (kafka-streams 4.3.1, the word count of tests/interop/test_streams.py:
+a repartition topic, a changelog, counts out) as two instances on three Ebb brokers and ZooKeeper; one
+instance is killed with SIGKILL in the middle of a transaction (ebb.interop.StreamsWorker: its stream
+thread stops right after the word "poison" went to the repartition topic, and the test waits until
+its transaction is Ongoing at the coordinator and holds the last stable offset of a partition below
+the high watermark, its records on the brokers, before the kill).
+
+The survivor takes over the dead instance's tasks once the group drops it; the dead instance's
+transaction is aborted by its coordinator at transaction.timeout.ms (10 s), which unblocks the
+read_committed fetches of the repartition topic and the committed offsets behind it. The counts a
+read_committed reader sees must end exactly right, and never pass the right count on the way (a
+record counted twice would show); the partitions it held are stable again, and the survivor closes
+cleanly. Without the coordinator's timeout abort the counts never complete (checked by hand).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import uuid
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from tests.cluster.test_transactions_chaos_cluster import assert_no_failed_handlers, client_settings
+from tests.cluster.test_transactions_cluster import (
+    coordinator_of,
+    description_at,
+    lso_and_hw,
+    stable,
+    state_of,
+    transaction_cluster,
+)
+from tests.cluster.three_brokers import E, new_topic
+from tests.interop.conftest import (
+    java,  # noqa: F401 - the fixture that builds and runs the Java checks
+)
+from tests.interop.test_streams import ROUNDS, WORDS
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+POISON = "poison"  # StreamsWorker.POISON
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server, tmp_path_factory):
+    with transaction_cluster(zk_server, tmp_path_factory, f"streams-failover-{uuid.uuid4().hex[:12]}") as brokers:
+        yield brokers
+
+
+class Worker:
+    """A StreamsWorker JVM; its JSON lines collected by a thread, by step name."""
+
+    def __init__(self, java, cluster, stderr_path, **properties: str) -> None:  # noqa: F811
+        self.stderr_path = stderr_path
+        bootstrap = client_settings(cluster)["bootstrap.servers"]
+        with open(stderr_path, "w") as stderr:
+            self.process = java.start(bootstrap, "streams_worker", stderr, properties=properties)
+        self.lines: queue.Queue[dict] = queue.Queue()
+        self.steps: dict[str, dict] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                self.lines.put(json.loads(line))
+
+    def step(self, name: str, timeout_s: float = 120) -> dict:
+        """The step's line, once the worker printed it (its error, if it printed one, fails the test)."""
+        def printed() -> dict | None:
+            while not self.lines.empty():
+                found = self.lines.get()
+                self.steps[found["step"]] = found
+            return self.steps.get(name)
+        found = wait_for(lambda: printed() or self.process.poll() is not None, timeout_s=timeout_s,
+                         what=f"the worker's {name}")
+        assert isinstance(found, dict), f"the worker exited without {name}:\n{self.stderr()}"
+        assert "error" not in found and not found.get("errors"), (found, self.stderr())
+        return found
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")[-6000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+
+
+class Counts(threading.Thread):
+    """A read_committed reader of the output topic: the last and the highest count of each word."""
+
+    def __init__(self, cluster, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({**client_settings(cluster), "group.id": f"counts-{topic}",
+                                  "isolation.level": "read_committed", "enable.auto.commit": False})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(2)])
+        self.last: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                message = self.consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    word, count = message.key().decode(), int.from_bytes(message.value(), "big", signed=True)
+                    self.last[word] = count
+                    self.peak[word] = max(count, self.peak.get(word, 0))
+        finally:
+            self.consumer.close()
+
+
+def open_partitions(cluster, transactional_id: str) -> list[tuple[str, int]]:
+    """The partitions of the id's transaction, as its coordinator describes them."""
+    found = description_at(cluster[coordinator_of(cluster, transactional_id)], transactional_id)
+    return [(t.topic, p) for t in found.topics for p in t.partitions] if found.error_code == E.NONE else []
+
+
+def holding(cluster, transactional_id: str) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, LSO, HW) of the transaction's partitions whose LSO is below the HW."""
+    found = []
+    for topic, index in open_partitions(cluster, transactional_id):
+        offsets = lso_and_hw(cluster, topic, index)
+        if offsets is not None and offsets[0] < offsets[1]:
+            found.append((topic, index, *offsets))
+    return found
+
+
+def expected(waves: int, poisons: int = 0) -> dict[str, int]:
+    found = {word: WORDS.count(word) * ROUNDS * waves for word in set(WORDS)}
+    return {**found, POISON: poisons} if poisons else found
+
+
+def feed(cluster, topic: str, wave: int, poison_at: int | None = None) -> None:
+    """ROUNDS sentences of WORDS keyed by sentence, spread over both partitions; with `poison_at`, one
+    "poison" on each partition after that many words (so records follow it on both)."""
+    made = Producer({**client_settings(cluster), "enable.idempotence": True})
+    words = [WORDS[i % len(WORDS)] for i in range(ROUNDS * len(WORDS))]
+    if poison_at is not None:
+        words[poison_at:poison_at] = [POISON, POISON]
+    for i, word in enumerate(words):
+        made.produce(topic, word.encode(), key=f"wave{wave}-sentence-{i // len(WORDS)}".encode(), partition=i % 2)
+    assert made.flush(60) == 0
+
+
+def test_streams_instance_killed_mid_transaction(java, cluster, tmp_path):  # noqa: F811
+    source = new_topic(cluster, partitions=2, prefix="failover-words")
+    sink = new_topic(cluster, partitions=2, prefix="failover-counts")
+    names = {"ebb.streams.input": source, "ebb.streams.output": sink,
+             "ebb.streams.app": f"failover-app-{uuid.uuid4().hex[:8]}"}
+    counts = Counts(cluster, sink)
+    counts.start()
+    victim = Worker(java, cluster, tmp_path / "victim.err", **names, **{"ebb.streams.victim": "true"})
+    survivor = Worker(java, cluster, tmp_path / "survivor.err", **names)
+    try:
+        victim_id = victim.step("worker_running")["transactional_id"]
+        survivor.step("worker_running")
+        feed(cluster, source, 1)
+        wait_for(lambda: counts.last == expected(1), timeout_s=90, what="wave 1 counted")
+
+        feed(cluster, source, 2, poison_at=len(WORDS) * ROUNDS // 2)
+        victim.step("victim_blocked", timeout_s=60)
+        wait_for(lambda: state_of(cluster, victim_id) == "Ongoing", timeout_s=30,
+                 what="the blocked instance's transaction open at its coordinator")
+        held = wait_for(lambda: holding(cluster, victim_id), timeout_s=30,
+                        what="the blocked instance's open transaction holding a partition's LSO")
+        victim.stop()  # SIGKILL, its transaction open
+
+        wait_for(lambda: counts.last == expected(2, poisons=2), timeout_s=120,
+                 what=f"the exact counts after the kill (survivor's log:\n{survivor.stderr()})")
+        assert counts.peak == counts.last, "a count went past the right one: a record counted twice"
+        wait_for(lambda: state_of(cluster, victim_id) == "CompleteAbort", timeout_s=30,
+                 what="the dead instance's transaction aborted by its coordinator")
+        wait_for(lambda: all(stable(cluster, topic, index) for topic, index, _, _ in held), timeout_s=30,
+                 what=f"the LSO at the HW again where the dead instance's transaction held it: {held}")
+        assert survivor.process.stdin is not None
+        survivor.process.stdin.close()
+        closed = survivor.step("worker_closed", timeout_s=60)
+        assert closed["closed"] is True and closed["final"] == "NOT_RUNNING", closed
+    finally:
+        victim.stop()
+        survivor.stop()
+        counts.stop.set()
+        counts.join(30)
+    assert_no_failed_handlers(cluster)
