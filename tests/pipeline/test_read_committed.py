@@ -5,10 +5,15 @@ own Kafka connector does with the same option; read_uncommitted reads every reco
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from confluent_kafka import Producer
 
-from tests.pipeline.helpers import create_topic, read_batch
+from pipeline.config import ReadConfig
+from pipeline.planning import plan_batch
+from pipeline.transfer import read_range
+from tests.pipeline.helpers import create_topic, read_batch, read_options
 from tests.pipeline.test_stream import run_collecting, stream
 
 pytestmark = pytest.mark.timeout(300)
@@ -67,3 +72,11 @@ def test_a_read_committed_stream_in_small_batches(spark, bootstrap, transactions
                 **{"kafka.isolation.level": "read_committed"})
     batches, _ = run_collecting(df, tmp_path / "cp")
     assert sorted(value for batch in batches for _, _, value in batch) == sorted(COMMITTED)
+
+
+def test_the_careful_reader_reads_the_same(bootstrap, transactions):
+    """pipeline/transfer.py, which the fast reader hands unusual ranges to, over the client's Consumer."""
+    options = read_options(bootstrap, subscribe=TOPIC, **{"kafka.isolation.level": "read_committed"})
+    config = ReadConfig.from_options(options, streaming=False)
+    ranges = asyncio.run(plan_batch(config))
+    assert sorted(row[1] for r in ranges for row in read_range(config, r)) == sorted(COMMITTED)
