@@ -1,7 +1,8 @@
 """kafka.isolation.level=read_committed: librdkafka's transactional producer commits, aborts and leaves one
 transaction open; the ebb source (batch, and a stream cut into small micro-batches that end inside aborted
 transactions and on markers) reads exactly the committed records up to the last stable offset, as Spark's
-own Kafka connector does with the same option; read_uncommitted reads every record up to the high watermark."""
+own Kafka connector does with the same option (batch and stream); read_uncommitted reads every record
+up to the high watermark."""
 
 from __future__ import annotations
 
@@ -71,7 +72,13 @@ def test_a_read_committed_stream_in_small_batches(spark, bootstrap, transactions
     df = stream(spark, bootstrap, subscribe=TOPIC, startingOffsets="earliest", maxOffsetsPerTrigger=1,
                 **{"kafka.isolation.level": "read_committed"})
     batches, _ = run_collecting(df, tmp_path / "cp")
-    assert sorted(value for batch in batches for _, _, value in batch) == sorted(COMMITTED)
+    ebb_rows = sorted(row for batch in batches for row in batch)
+    assert sorted(value for _, _, value in ebb_rows) == sorted(COMMITTED)
+    kafka = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC)
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 1)
+             .option("kafka.isolation.level", "read_committed").load())
+    kafka_batches, _ = run_collecting(kafka, tmp_path / "cp-kafka")
+    assert sorted(row for batch in kafka_batches for row in batch) == ebb_rows
 
 
 def test_the_careful_reader_reads_the_same(bootstrap, transactions):
