@@ -373,8 +373,11 @@ class Admin:
     async def earliest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
         return _offsets_or_raise(await self.list_offsets(dict.fromkeys(partitions, EARLIEST)))
 
-    async def latest_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
-        return _offsets_or_raise(await self.list_offsets(dict.fromkeys(partitions, LATEST)))
+    async def latest_offsets(self, partitions: Iterable[tuple[str, int]], *,
+                             isolation_level: int = 0) -> dict[TopicPartition, int]:
+        """The high watermarks, or under READ_COMMITTED (1) the last stable offsets."""
+        return _offsets_or_raise(await self.list_offsets(dict.fromkeys(partitions, LATEST),
+                                                         isolation_level=isolation_level))
 
     async def offsets_for_times(self, times: Mapping[tuple[str, int], int]) -> dict[TopicPartition, int]:
         """First offset with a timestamp at or after each time (ms); -1 where no record is that recent."""

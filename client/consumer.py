@@ -6,6 +6,8 @@
 
 A fetch position below the log start offset (records deleted underneath us) or past the log end
 raises OffsetOutOfRangeError, and no position moves in that round, so the caller can `seek` and go on.
+With isolation_level READ_COMMITTED a reader sees committed data only, up to the last stable offset
+(client/aborted.py drops aborted batches by their headers, as Kafka's Java consumer does).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from protocol.messages import FetchRequest
 from protocol.record_format import Buffer
 from protocol.records import iter_batches
 
+from .aborted import BatchFilter
 from .admin import EARLIEST, LATEST, Admin
 from .cluster import Cluster
 from .connection import BrokerConnection
@@ -54,31 +57,36 @@ class PartitionFetch:
     source: str = ""  # the broker that answered, for error messages
     high_watermark: int = -1
     log_start_offset: int = -1
+    last_stable_offset: int = -1
+    aborted: list[tuple[int, int]] | None = None  # (producer id, first offset), READ_COMMITTED only
     error: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
 
 
-def decode_partition(tp: TopicPartition, position: int, records: bytes | bytearray | memoryview | None
-                     ) -> tuple[list[ConsumerRecord], int]:
+def decode_partition(tp: TopicPartition, position: int, records: bytes | bytearray | memoryview | None,
+                     batches: BatchFilter | None = None) -> tuple[list[ConsumerRecord], int]:
     """Records at or after `position` from a fetched record set, and the position after them.
 
     A broker returns whole batches, so the first may start below `position` (a log start offset or
     our position inside a batch) and the last may be cut short by the size limit: the first is
-    trimmed, the last is left for the next fetch. Control batches (transaction markers) are skipped.
+    trimmed, the last is left for the next fetch. Control batches (transaction markers) are skipped,
+    and so are the batches `batches` (READ_COMMITTED's aborted transactions) drops.
     """
     out: list[ConsumerRecord] = []
     if not records:
         return out, position
+    if batches is None:
+        batches = BatchFilter()
     for batch in iter_batches(records, allow_partial_tail=True):
-        if batch.next_offset <= position:
+        if batches.skip(batch) or batch.next_offset <= position:  # the filter sees every batch, in order
+            position = max(position, batch.next_offset)
             continue
-        if not batch.is_control:
-            batch.validate()
-            timestamp_type = int(batch.timestamp_type)
-            for r in batch.records():
-                if r.offset >= position:
-                    out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.key, r.value,
-                                              r.headers, timestamp_type))
+        batch.validate()
+        timestamp_type = int(batch.timestamp_type)
+        for r in batch.records():
+            if r.offset >= position:
+                out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, r.key, r.value,
+                                          r.headers, timestamp_type))
         position = batch.next_offset
     return out, position
 
@@ -93,9 +101,10 @@ class Consumer:
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
-        self.isolation_level = isolation_level
+        self.isolation_level = IsolationLevel(isolation_level)  # ValueError for a level Kafka does not define
         self._positions: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
+        self.last_stable_offsets: dict[TopicPartition, int] = {}
         self.log_start_offsets: dict[TopicPartition, int] = {}
 
     async def start(self) -> Consumer:
@@ -150,11 +159,18 @@ class Consumer:
         fetched = await self.fetch_decoded(decode_partition, partitions)
         return [record for records in fetched.values() for record in records]
 
-    async def fetch_decoded(self, decode: Callable[[TopicPartition, int, Buffer | None], tuple[T, int]],
+    def end_offset(self, tp: tuple[str, int], default: int = -1) -> int:
+        """Where reading ends for now, from the last Fetch: the high watermark, or under READ_COMMITTED the
+        last stable offset (an open transaction's records wait there); `default` before the first Fetch."""
+        ends = self.last_stable_offsets if self.isolation_level == IsolationLevel.READ_COMMITTED \
+            else self.high_watermarks
+        return ends.get(TopicPartition(*tp), default)
+
+    async def fetch_decoded(self, decode: Callable[[TopicPartition, int, Buffer | None, BatchFilter], tuple[T, int]],
                             partitions: Iterable[tuple[str, int]] | None = None) -> dict[TopicPartition, T]:
-        """One Fetch round, each partition's record bytes decoded by `decode(tp, position, data)`, which
-        returns what it made of them and the position after them (a reader that builds columns
-        instead of ConsumerRecords plugs in here)."""
+        """One Fetch round, each partition's record bytes decoded by `decode(tp, position, data, batches)`,
+        which returns what it made of them and the position after them (a reader that builds columns
+        instead of ConsumerRecords plugs in here); it must leave out the batches `batches.skip` names."""
         await self._resolve_positions()
         wanted = self.assignment() if partitions is None else [TopicPartition(*tp) for tp in partitions]
         share = {tp: self._positions[tp] for tp in wanted}
@@ -172,12 +188,13 @@ class Consumer:
         decoded: dict[TopicPartition, tuple[T, int]] = {}
         for tp, part in fetched.items():  # every partition decoded before any position moves
             try:
-                decoded[tp] = decode(tp, share[tp], part.data)
+                decoded[tp] = decode(tp, share[tp], part.data, BatchFilter(part.aborted))
             except ProtocolError as exc:
                 raise MalformedResponseError(f"records of {tp} from {part.source}: {exc}") from exc
         for tp, part in fetched.items():
             self._positions[tp] = decoded[tp][1]
             self.high_watermarks[tp] = part.high_watermark
+            self.last_stable_offsets[tp] = part.last_stable_offset
             if part.log_start_offset >= 0:
                 self.log_start_offsets[tp] = part.log_start_offset
         return {tp: made for tp, (made, _) in decoded.items()}
@@ -205,12 +222,15 @@ class Consumer:
                 code = ErrorCode.from_code(p.error_code)
                 if tp not in share:
                     continue  # not asked for: nothing to decode it against
+                aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions or ()]
                 out[tp] = PartitionFetch(data=p.records, source=str(conn.address), high_watermark=p.high_watermark,
-                                         log_start_offset=p.log_start_offset, error=code)
+                                         log_start_offset=p.log_start_offset, last_stable_offset=p.last_stable_offset,
+                                         aborted=aborted, error=code)
         return out
 
     async def read_to_end(self, *, timeout_ms: int = 30000) -> list[ConsumerRecord]:
-        """Fetch until every assigned partition's position reaches its high watermark."""
+        """Fetch until every assigned partition's position reaches its end_offset (the high watermark, or
+        the last stable offset under READ_COMMITTED)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         records: list[ConsumerRecord] = []
@@ -220,7 +240,7 @@ class Consumer:
                 raise error_for(ErrorCode.REQUEST_TIMED_OUT,
                                 f"read_to_end: {', '.join(map(str, behind))} not at the end after {timeout_ms} ms")
             records.extend(await self.fetch(behind))
-            behind = [tp for tp in behind if self._positions[tp] < self.high_watermarks.get(tp, 0)]
+            behind = [tp for tp in behind if self._positions[tp] < self.end_offset(tp, 0)]
         return records
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:

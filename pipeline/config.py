@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from client.security_settings import KEYS as SECURITY_KEYS
 from client.security_settings import SecuritySettingError, SecuritySettings, security_settings
+from protocol.enums import IsolationLevel
 
 from .options import (
     EARLIEST,
@@ -36,13 +37,15 @@ _CLIENT_OPTIONS = {
     "kafka.socket.connection.setup.timeout.ms": "connect_timeout_ms",
 }
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+# Kafka's values of isolation.level (case-sensitive, as Kafka's consumer checks them)
+_ISOLATION = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED, "read_committed": IsolationLevel.READ_COMMITTED}
 _COMMON = {"kafka.bootstrap.servers", "bootstrap.servers", "kafka.client.id", *_CLIENT_OPTIONS,
            *(f"kafka.{key}" for key in SECURITY_KEYS)}
 _READ_OPTIONS = frozenset(name.lower() for name in {
     *_COMMON, "subscribe", "subscribePattern", "assign", "startingOffsets", "startingOffsetsByTimestamp",
     "startingTimestamp", "startingOffsetsByTimestampStrategy", "endingOffsets", "endingOffsetsByTimestamp",
     "endingTimestamp", "failOnDataLoss", "includeHeaders", "minPartitions", "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger", "maxTriggerDelay",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "kafka.isolation.level",
     "kafka.group.id", "deleteCommitted", "deleteCommitted.topics", "deleteCommitted.leaderOnly"})
 # queryName and checkpointLocation: Spark hands a stream's own settings to its sink as well
 _WRITE_OPTIONS = frozenset(name.lower() for name in {*_COMMON, "topic", "kafka.acks", "kafka.compression.type",
@@ -58,6 +61,14 @@ def security_options(options: Mapping[str, str]) -> SecuritySettings:
         return security_settings({key.lower(): value for key, value in options.items()}, prefix="kafka.")
     except SecuritySettingError as exc:
         raise EbbSourceError(f"option {exc}") from None
+
+
+def isolation_level(options: Mapping[str, str]) -> IsolationLevel:
+    raw = options.get("kafka.isolation.level", "read_uncommitted").strip()
+    if raw not in _ISOLATION:
+        raise EbbSourceError(f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+                             f"not {raw!r}")
+    return _ISOLATION[raw]
 
 
 def _client_options(options: Mapping[str, str]) -> dict[str, int | str]:
@@ -81,6 +92,7 @@ class ReadConfig:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None  # wait for this many, but no longer than max_trigger_delay_s
     max_trigger_delay_s: float = 900.0
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED  # READ_COMMITTED: ends at the LSO
     group_id: str | None = None  # stream only: the consumer group its finished batches are committed to
     delete_committed: DeleteCommitted | None = None  # stream only
     client: dict = field(default_factory=dict)
@@ -125,6 +137,7 @@ class ReadConfig:
             max_offsets_per_trigger=high,
             min_offsets_per_trigger=low,
             max_trigger_delay_s=duration_s(options, "maxTriggerDelay", "15m"),
+            isolation_level=isolation_level(options),
             group_id=group_id,
             delete_committed=DeleteCommitted.from_options(options, group_id) if streaming else None,
             client=_client_options(options),

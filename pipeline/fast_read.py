@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from client import Consumer, TopicPartition
+from client.aborted import BatchFilter
 from client.errors import KafkaClientError
 from protocol.record_format import Buffer
 
@@ -62,14 +63,15 @@ def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]
     schema = arrow_schema(config.include_headers)
     tp = TopicPartition(r.topic, r.partition)
 
-    def columns(_tp: TopicPartition, position: int, data: Buffer | None) -> tuple[pa.RecordBatch, int]:
-        return record_columns.decode(data, position, r.end, r.topic, r.partition, schema)
+    def columns(_tp: TopicPartition, position: int, data: Buffer | None,
+                batches: BatchFilter) -> tuple[pa.RecordBatch, int]:
+        return record_columns.decode(data, position, r.end, r.topic, r.partition, schema, batches)
 
     position = r.start  # EARLIEST until the first round looks the log start up
     handed_over = False
     with asyncio.Runner() as runner:
         consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, partition_max_bytes=PARTITION_FETCH_BYTES,
-                            **cluster_options(config))
+                            isolation_level=config.isolation_level, **cluster_options(config))
         runner.run(consumer.start())
         try:
             consumer.assign({tp: position})
@@ -85,7 +87,7 @@ def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]
                     yield batch
                 if moved_to > position:
                     last_progress = time.monotonic()
-                elif (consumer.high_watermarks.get(tp, r.end) <= moved_to
+                elif (consumer.end_offset(tp, r.end) <= moved_to
                       or time.monotonic() - last_progress > QUIET_S):
                     handed_over = True  # the log ends before the range, or nothing comes: the careful reader judges
                 position = moved_to

@@ -77,10 +77,15 @@ async def topic_partitions(admin: Admin, config: ReadConfig, *, allow_missing: b
     return sorted(assigned & set(found))
 
 
-async def resolve_offsets(admin: Admin, partitions: list[TopicPartition], spec: OffsetSpec) -> Offsets:
-    """Each partition's offset under a spec: sentinels and timestamps looked up with ListOffsets."""
-    if spec.kind in ("earliest", "latest"):
-        return await (admin.earliest_offsets if spec.kind == "earliest" else admin.latest_offsets)(partitions)
+async def resolve_offsets(admin: Admin, config: ReadConfig, partitions: list[TopicPartition],
+                          spec: OffsetSpec) -> Offsets:
+    """Each partition's offset under a spec: sentinels and timestamps looked up with ListOffsets, at the
+    reader's isolation level (latest is the last stable offset under read_committed)."""
+    isolation = config.isolation_level
+    if spec.kind == "earliest":
+        return await admin.earliest_offsets(partitions)
+    if spec.kind == "latest":
+        return await admin.latest_offsets(partitions, isolation_level=isolation)
     if spec.kind == "timestamp":
         given = dict.fromkeys(partitions, spec.timestamp)
     else:
@@ -97,7 +102,7 @@ async def resolve_offsets(admin: Admin, partitions: list[TopicPartition], spec: 
     lookups = given if by_time else {tp: o for tp, o in given.items() if o < 0}
     if lookups:
         no_match = []
-        for tp, result in (await admin.list_offsets(lookups)).items():
+        for tp, result in (await admin.list_offsets(lookups, isolation_level=isolation)).items():
             if not result.ok:
                 raise EbbSourceError(f"cannot look up the offsets of {tp}: {result.error.name}")
             if by_time and result.offset < 0:  # no record at or after that time
@@ -109,15 +114,15 @@ async def resolve_offsets(admin: Admin, partitions: list[TopicPartition], spec: 
                 "or after the one given. Set startingOffsetsByTimestampStrategy=latest to start those at the latest "
                 "offset instead")
         if no_match:
-            given.update(await admin.latest_offsets(no_match))
+            given.update(await admin.latest_offsets(no_match, isolation_level=isolation))
     return given
 
 
 async def plan_batch(config: ReadConfig) -> list[OffsetRange]:
     async with connect(config) as admin:
         partitions = await topic_partitions(admin, config)
-        starts = await resolve_offsets(admin, partitions, config.starting)
-        ends = await resolve_offsets(admin, partitions, config.ending)
+        starts = await resolve_offsets(admin, config, partitions, config.starting)
+        ends = await resolve_offsets(admin, config, partitions, config.ending)
     ranges = []
     for tp in partitions:
         if starts[tp] > ends[tp]:
@@ -163,12 +168,12 @@ def data_loss(config: ReadConfig, message: str) -> None:
 
 async def stream_start(admin: Admin, config: ReadConfig) -> Offsets:
     partitions = await topic_partitions(admin, config)
-    return await resolve_offsets(admin, partitions, config.starting)
+    return await resolve_offsets(admin, config, partitions, config.starting)
 
 
 async def latest_now(admin: Admin, config: ReadConfig) -> Offsets:
     partitions = await topic_partitions(admin, config, allow_missing=True)
-    return await admin.latest_offsets(partitions) if partitions else {}
+    return await admin.latest_offsets(partitions, isolation_level=config.isolation_level) if partitions else {}
 
 
 async def latest_for_stream(admin: Admin, config: ReadConfig, start: Offsets, cap: Offsets | None,

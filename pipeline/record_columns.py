@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from client.aborted import BatchFilter
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.record_format import Buffer
 from protocol.records import TimestampType, iter_batches
@@ -22,16 +23,20 @@ except ImportError as exc:  # a checkout used without `pip install -e .`, or a b
                       "Python's headers)") from exc
 
 def decode(records: Buffer | None, position: int, end: int, topic: str, partition: int,
-           schema: pa.Schema) -> tuple[pa.RecordBatch, int]:
+           schema: pa.Schema, batches: BatchFilter | None = None) -> tuple[pa.RecordBatch, int]:
     """The records at offsets [position, end) of a fetched record set as rows of `schema` (the
-    source's, with or without headers), and the offset a reader goes on from. Raises ProtocolError
-    (CORRUPT_MESSAGE) on a bad CRC, codec or record."""
+    source's, with or without headers), and the offset a reader goes on from. Control batches and
+    those `batches` drops (aborted transactions) are left out by their headers, never decoded.
+    Raises ProtocolError (CORRUPT_MESSAGE) on a bad CRC, codec or record."""
     sections = []
     next_position = position
+    if batches is None:
+        batches = BatchFilter()
     for batch in iter_batches(records or b"", allow_partial_tail=True):
+        dropped = batches.skip(batch)  # the filter sees every batch, in order
         if batch.next_offset <= position:
             continue
-        if not batch.is_control:
+        if not dropped:
             batch.validate()
             base_offset, _, _, _, _, _, _, base_timestamp, max_timestamp, _, _, _, count = batch.header()
             log_append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME

@@ -34,7 +34,8 @@ def read_range(config: ReadConfig, r: OffsetRange) -> Iterator[tuple]:
     quiet_client_logs()
     tp = TopicPartition(r.topic, r.partition)
     with asyncio.Runner() as runner:
-        consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, **cluster_options(config))
+        consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, isolation_level=config.isolation_level,
+                            **cluster_options(config))
         runner.run(consumer.start())
         try:
             position = r.start
@@ -57,9 +58,9 @@ def read_range(config: ReadConfig, r: OffsetRange) -> Iterator[tuple]:
                 position = consumer.position(tp)
                 if moved:
                     stalled_since = time.monotonic()
-                elif consumer.high_watermarks.get(tp, r.end) <= position:
+                elif consumer.end_offset(tp, r.end) <= position:
                     data_loss(config, f"{tp}: offsets {position} to {r.end - 1} are gone: "
-                                      f"the log now ends at {consumer.high_watermarks[tp]}")
+                                      f"the log now ends at {consumer.end_offset(tp)}")
                     return
                 elif time.monotonic() - stalled_since > STALL_TIMEOUT_S:
                     raise EbbSourceError(f"{tp}: no records at offset {position} for {STALL_TIMEOUT_S:g}s")

@@ -1,11 +1,14 @@
-"""The client against a real Ebb broker process: topics, produce/consume, offsets, configs, DeleteRecords.
+"""The client against a real Ebb broker process: topics, produce/consume, offsets, configs, DeleteRecords,
+read_committed over librdkafka's transactions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
+from confluent_kafka import Producer as TransactionalProducer
 
 from client import (
     EARLIEST,
@@ -158,3 +161,34 @@ async def test_describe_and_alter_configs(bootstrap):
         assert (await admin.describe_configs("cfg", ["retention.ms"]))["retention.ms"].is_default
         with pytest.raises(KafkaError):
             await admin.alter_configs("cfg", {"retention.ms": "not-a-number"})
+
+
+async def test_read_committed_stops_at_the_lso_without_aborted_records(bootstrap):
+    async with Admin(bootstrap) as admin:
+        await admin.create_topic("rc-client", num_partitions=1)
+    producer = TransactionalProducer({"bootstrap.servers": bootstrap, "transactional.id": "rc-client"})
+
+    def transactions() -> None:  # committed, aborted, committed, then one left open
+        producer.init_transactions(30)
+        for values, end in (([b"c0", b"c1"], producer.commit_transaction), ([b"a0"], producer.abort_transaction),
+                            ([b"c2"], producer.commit_transaction), ([b"o0"], None)):
+            producer.begin_transaction()
+            for value in values:
+                producer.produce("rc-client", value)
+            producer.flush(30)
+            if end:
+                end(30)
+
+    await asyncio.to_thread(transactions)
+    try:
+        tp = TopicPartition("rc-client", 0)
+        async with Consumer(bootstrap, isolation_level=1) as consumer:
+            consumer.assign({tp: EARLIEST})
+            assert [r.value for r in await consumer.read_to_end()] == [b"c0", b"c1", b"c2"]
+            # after c0 c1 COMMIT a0 ABORT c2 COMMIT: the open transaction's first record
+            assert consumer.position(tp) == consumer.end_offset(tp) == 7 < consumer.high_watermarks[tp]
+        async with Consumer(bootstrap) as consumer:
+            consumer.assign({tp: EARLIEST})
+            assert [r.value for r in await consumer.read_to_end()] == [b"c0", b"c1", b"a0", b"c2", b"o0"]
+    finally:
+        await asyncio.to_thread(producer.abort_transaction, 30)

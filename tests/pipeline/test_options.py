@@ -70,6 +70,8 @@ def test_a_stream_starting_at_a_time(spark, bootstrap, timed, tmp_path):
     ({"startingOffsetsByTimestamp": '{"t": {"0": -1}}'}, "option 'startingOffsetsByTimestamp' must be JSON like"),
     ({"startingOffsetsByTimestampStrategy": "maybe"}, "must be error or latest"),
     ({"kafka.group.id": "g"}, "option 'kafka.group.id' is for streaming queries"),
+    ({"kafka.isolation.level": "READ_COMMITTED"}, "option 'kafka.isolation.level' must be read_uncommitted or "
+                                                  "read_committed, not 'READ_COMMITTED'"),
 ])
 def test_refused_read_options(bootstrap, options, message):
     with pytest.raises(EbbSourceError, match=re.escape(message)):
