@@ -96,7 +96,7 @@ def group_offsets_at_their_coordinator(peer: ClusterPeer) -> None:
 
 
 MOVED = "judged-reordered"  # three replicas, [a, b, c] reordered to [b, c, a]
-SHIFTED = "judged-shifted"  # two replicas, [a, b] moved to [b, c], then altered again to [c, b]
+SHIFTED = "judged-shifted"  # two replicas: [a, b] moved to [b, c], reordered to [c, b], grown to [c, b, a]
 # In both clusters a leader moves only when the scenario asks (else a check every 300 s may, mid-scenario).
 NO_AUTO_REBALANCE = {"auto.leader.rebalance.enable": "false"}
 
@@ -120,19 +120,21 @@ def moved_and_elected(peer: ClusterPeer) -> None:
     peer.ask("move two replicas to another broker set (v1)", _reassign({SHIFTED: [b, c]}), 1)
     while_moving = peer.send(_list(None), 0)  # whether the move is still listed is each cluster's timing
     peer.answers.append(("list while moving: its errors", {"error_code": while_moving.error_code}))
-    peer.ask("alter the same partition again (v0)", _reassign({SHIFTED: [c, b]}), 0)
-    wait_for(lambda: not peer.send(_list(None), 0).topics, timeout_s=60, what=f"{peer.name}: reassignments done")
-    _wait_for_placement(peer, {MOVED: [b, c, a], SHIFTED: [c, b]})
+    _wait_for_moves(peer, {MOVED: [b, c, a], SHIFTED: [b, c]})  # altered again in flight, the leader would be
+    peer.ask("alter the same partition again (v0)", _reassign({SHIFTED: [c, b]}), 0)  # timing's: once done
+    _wait_for_moves(peer, {MOVED: [b, c, a], SHIFTED: [c, b]})
     peer.ask("list once done", _list(None), 0)
     peer.ask("list once done, named", _list([MOVED, SHIFTED, "never-was"]), 0)
     for v in (0, 1):
         peer.ask(f"cancel a finished reassignment (v{v})", _reassign({SHIFTED: None}), v)
+    peer.ask("a third replica, the replication factor changed (v1)", _reassign({SHIFTED: [c, b, a]}), 1)
+    _wait_for_moves(peer, {MOVED: [b, c, a], SHIFTED: [c, b, a]})
     _judge_placement(peer, "after the moves")
     for name, new_first in ((MOVED, b), (SHIFTED, c)):  # the data came along: the new replicas hold it
         peer.ask_at(new_first, f"latest of {name} at its new first replica, debugging id",
                     list_offsets_request(name, 0, -1, replica_id=-2), 7)
     peer.ask("elect the preferred leaders (v0)", _elect([MOVED, SHIFTED]), 0)
-    _wait_for_placement(peer, {MOVED: [b, c, a], SHIFTED: [c, b]}, preferred_leads=True)
+    _wait_for_placement(peer, {MOVED: [b, c, a], SHIFTED: [c, b, a]}, preferred_leads=True)
     for v in (1, 2):
         peer.ask(f"elect the preferred leaders again (v{v})", _elect([MOVED, SHIFTED, "never-was"]), v)
     _judge_placement(peer, "after the election")
@@ -144,6 +146,11 @@ def _judge_placement(peer: ClusterPeer, when: str) -> None:
         MetadataRequest.MetadataRequestTopic(name=t) for t in topics]), 12)
     peer.ask_by_node(f"describe topic partitions {when}", DescribeTopicPartitionsRequest(topics=[
         DescribeTopicPartitionsRequest.TopicRequest(name=t) for t in topics]), 0)
+
+
+def _wait_for_moves(peer: ClusterPeer, replicas: dict[str, list[int]]) -> None:
+    wait_for(lambda: not peer.send(_list(None), 0).topics, timeout_s=60, what=f"{peer.name}: reassignments done")
+    _wait_for_placement(peer, replicas)
 
 
 def _wait_for_placement(peer: ClusterPeer, replicas: dict[str, list[int]], preferred_leads: bool = False) -> None:
