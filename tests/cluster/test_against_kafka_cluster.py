@@ -110,9 +110,11 @@ def moved_and_elected(peer: ClusterPeer) -> None:
             Topic.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)])
     peer.ask("create, placed by rank", CreateTopicsRequest(topics=[placed(MOVED, [a, b, c]), placed(SHIFTED, [a, b])],
                                                            timeout_ms=30_000), 4)
-    _wait_for_placement(peer, {MOVED: [a, b, c], SHIFTED: [a, b]})
+    _wait_for_placement(peer, {MOVED: [a, b, c], SHIFTED: [a, b]}, preferred_leads=True)
     data = build_batch([(b"k%d" % i, b"v%d" % i, [], T0 + i) for i in range(10)])
-    for name in (MOVED, SHIFTED):
+    for name in (MOVED, SHIFTED):  # a Kafka node's metadata may name it leader before its replica leads
+        wait_for(lambda name=name: peer.nodes[a].send(list_offsets_request(name, 0, -1), 7).topics[0].partitions[0]
+                 .error_code == 0, timeout_s=30, what=f"{peer.name}: {a} leading {name}")
         peer.ask_at(a, f"produce to {name}, acks=all", produce_request(name, 0, data, acks=-1), 9)
     peer.ask("reorder the three replicas (v0)", _reassign({MOVED: [b, c, a]}), 0)
     peer.ask("reordered: nothing is moving", _list([MOVED]), 0)  # no replica joins: done at once on both
@@ -121,13 +123,14 @@ def moved_and_elected(peer: ClusterPeer) -> None:
     while_moving = peer.send(_list(None), 0)  # whether the move is still listed is each cluster's timing
     peer.answers.append(("list while moving: its errors", {"error_code": while_moving.error_code}))
     _wait_for_moves(peer, {MOVED: [b, c, a], SHIFTED: [b, c]})  # altered again in flight, the leader would be
-    peer.ask("alter the same partition again (v0)", _reassign({SHIFTED: [c, b]}), 0)  # timing's: once done
+    peer.ask_at(c, "alter the same partition again, at another node (v0)", _reassign({SHIFTED: [c, b]}), 0)
     _wait_for_moves(peer, {MOVED: [b, c, a], SHIFTED: [c, b]})
-    peer.ask("list once done", _list(None), 0)
+    for rank, node in enumerate((a, b, c)):  # each node that is not the controller forwards it
+        peer.ask_at(node, f"list once done, at node {rank}", _list(None), 0)
     peer.ask("list once done, named", _list([MOVED, SHIFTED, "never-was"]), 0)
     for v in (0, 1):
-        peer.ask(f"cancel a finished reassignment (v{v})", _reassign({SHIFTED: None}), v)
-    peer.ask("a third replica, the replication factor changed (v1)", _reassign({SHIFTED: [c, b, a]}), 1)
+        peer.ask_at(b, f"cancel a finished reassignment (v{v})", _reassign({SHIFTED: None}), v)
+    peer.ask_at(c, "a third replica, the replication factor changed (v1)", _reassign({SHIFTED: [c, b, a]}), 1)
     _wait_for_moves(peer, {MOVED: [b, c, a], SHIFTED: [c, b, a]})
     _judge_placement(peer, "after the moves")
     for name, new_first in ((MOVED, b), (SHIFTED, c)):  # the data came along: the new replicas hold it
@@ -136,7 +139,8 @@ def moved_and_elected(peer: ClusterPeer) -> None:
     peer.ask("elect the preferred leaders (v0)", _elect([MOVED, SHIFTED]), 0)
     _wait_for_placement(peer, {MOVED: [b, c, a], SHIFTED: [c, b, a]}, preferred_leads=True)
     for v in (1, 2):
-        peer.ask(f"elect the preferred leaders again (v{v})", _elect([MOVED, SHIFTED, "never-was"]), v)
+        peer.ask_at(b, f"elect the preferred leaders again (v{v})", _elect([MOVED, SHIFTED, "never-was"]), v)
+        peer.ask_at(c, f"elect unclean leaders of led partitions (v{v})", _elect([MOVED, SHIFTED], unclean=True), v)
     _judge_placement(peer, "after the election")
 
 
@@ -183,9 +187,9 @@ def _list(topics: list[str] | None) -> ListPartitionReassignmentsRequest:
         Topic(name=name, partition_indexes=[0]) for name in topics])
 
 
-def _elect(topics: list[str]) -> ElectLeadersRequest:
+def _elect(topics: list[str], unclean: bool = False) -> ElectLeadersRequest:
     Topic = ElectLeadersRequest.TopicPartitions
-    return ElectLeadersRequest(election_type=0, timeout_ms=30_000, topic_partitions=[
+    return ElectLeadersRequest(election_type=1 if unclean else 0, timeout_ms=30_000, topic_partitions=[
         Topic(topic=name, partitions=[0]) for name in topics])
 
 
