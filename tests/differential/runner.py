@@ -40,6 +40,13 @@ VOLATILE = {
 UNORDERED = {"matching_acls", "acls"}
 # Lists of node ids: which nodes each broker picks is its own; how many is compared.
 NODE_LISTS = {"replica_nodes", "isr_nodes", "offline_replicas"}
+# Where the requests chose the nodes (a placement or a reassignment target named by rank), node ids are
+# compared by rank instead (`ClusterPeer.ask_by_node`): these fields hold one node, these a list whose
+# order means something (preference), these a set.
+NODE_FIELDS = {"node_id", "leader_id"}
+ORDERED_NODES = {"replica_nodes", "replicas"}
+NODE_SETS = {"isr_nodes", "offline_replicas", "adding_replicas", "removing_replicas", "eligible_leader_replicas",
+             "last_known_elr"}
 
 
 @dataclass
@@ -95,6 +102,18 @@ class ClusterPeer(Peer):
     def ask_at(self, node: int, label: str, body: ApiMessage, version: int) -> ApiMessage:
         return self.record(label, self.nodes[node].send(body, version))
 
+    def node(self, rank: int) -> int:
+        """The id of this cluster's `rank`-th node (by id): scenarios name nodes by rank, so that a
+        placement chosen in one cluster means the same nodes in the other."""
+        return sorted(self.nodes)[rank]
+
+    def ask_by_node(self, label: str, body: ApiMessage, version: int) -> ApiMessage:
+        """`ask`, with the answer's node ids compared as ranks rather than hidden (see NODE_FIELDS)."""
+        answer = self.send(body, version)
+        ranks = {node: rank for rank, node in enumerate(sorted(self.nodes))}
+        self.answers.append((label, normalise(by_rank(answer.to_dict(), ranks))))
+        return answer
+
     def wait_for_replicas(self, topic: str, partitions: int, replicas: int) -> None:
         """Every partition led and with its full ISR in every node's metadata, unrecorded."""
         request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
@@ -111,7 +130,27 @@ class ClusterPeer(Peer):
             client.close()
 
 
+class Rank(int):
+    """A node id turned into its rank, which `normalise` leaves alone."""
+
+
+def by_rank(value, ranks: dict[int, int], key: str | None = None):
+    if key in NODE_FIELDS and isinstance(value, int) and value in ranks:
+        return Rank(ranks[value])
+    if (key in ORDERED_NODES or key in NODE_SETS) and isinstance(value, list):
+        mapped = [Rank(ranks.get(n, n)) for n in value]  # an id no node has stays visible as itself
+        return mapped if key in ORDERED_NODES else sorted(mapped)
+    if isinstance(value, dict):
+        return {k: by_rank(v, ranks, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [by_rank(v, ranks) for v in value]
+    return value
+
+
 def normalise(value, key: str | None = None):
+    if isinstance(value, Rank) or (isinstance(value, list) and value and all(isinstance(v, Rank) for v in value)):
+        return [int(v) for v in value] if isinstance(value, list) else int(value)
+
     if key in VOLATILE and value is not None:
         return VOLATILE[key]
     if key in NODE_LISTS and isinstance(value, list):
@@ -126,7 +165,7 @@ def normalise(value, key: str | None = None):
         items = [normalise(v) for v in value]
         # Keyed arrays (topics, partitions, configs) are maps to clients; Kafka orders them by hash.
         if items and all(isinstance(v, dict) for v in items):
-            for field_name in ("name", "topic", "partition_index", "index", "partition"):
+            for field_name in ("name", "topic", "partition_index", "index", "partition", "node_id"):
                 if all(field_name in v for v in items):
                     return sorted(items, key=lambda v, f=field_name: (str(type(v[f])), v[f]))
             if key in UNORDERED:
