@@ -27,12 +27,14 @@ group only.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log.cleaned_txns import CleanedTxns
 from broker.log.cleaner_records import kept_offsets, map_batch, retain
+from broker.log.cleaner_settings import NO_IO_THROTTLE
+from broker.log.cleaner_throttle import throttler_for
 from broker.log.common import DELETED_SUFFIX, TopicPartition, segment_paths
 from broker.log.offset_map import KeyOffsetMap
 from broker.log.segment import LogSegment
@@ -103,6 +105,8 @@ class CleaningJob:
     # Markers from this offset on stay whatever their horizon: the producer-state snapshot on disk is older,
     # and a load after a crash replays the markers it finds from there (None: no snapshot, a load replays all).
     marker_floor: int | None = None
+    # This process's share of log.cleaner.io.max.bytes.per.second (cleaner_throttle.py).
+    io_max_bytes_per_second: float = NO_IO_THROTTLE
 
 
 @dataclass(slots=True)
@@ -134,13 +138,17 @@ def open_for_reading(path: Path) -> int:
         return os.open(path.with_name(path.name + DELETED_SUFFIX), os.O_RDONLY)
 
 
-def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0) -> Iterator[RecordBatch]:
-    """The batches of a segment, read `io_buffer_size` bytes at a time (more for a larger batch)."""
+def read_batches(view: SegmentView, io_buffer_size: int, start_position: int = 0,
+                 throttle: Callable[[int], None] | None = None) -> Iterator[RecordBatch]:
+    """The batches of a segment, read `io_buffer_size` bytes at a time (more for a larger batch);
+    `throttle` is told of every read."""
     position = start_position
     fd = open_for_reading(view.path)
     try:
         while position < view.size:
             chunk = os.pread(fd, min(max(io_buffer_size, LOG_OVERHEAD), view.size - position), position)
+            if throttle is not None:
+                throttle(len(chunk))
             consumed = 0
             try:
                 for batch in iter_batches(chunk, allow_partial_tail=True):
@@ -167,9 +175,10 @@ def build_key_map(job: CleaningJob, key_map: KeyOffsetMap, stats: CleanerStats) 
     start, end = job.first_dirty_offset, job.first_uncleanable_offset
     dirty = [v for v in job.segments if v.next_offset > start and v.base_offset < end]
     txns = CleanedTxns(job.aborted_txns, dirty[0].base_offset if dirty else start)
+    throttle = throttler_for(job.io_max_bytes_per_second)
     for i, view in enumerate(dirty):
         next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-        for batch in read_batches(view, job.io_buffer_size):
+        for batch in read_batches(view, job.io_buffer_size, throttle=throttle):
             header = batch.header()
             control = header.attributes & CONTROL_BIT
             aborted = txns.on_control_batch(batch) if control else txns.on_batch(batch)
@@ -220,7 +229,8 @@ def plan(job: CleaningJob, key_map: KeyOffsetMap) -> CleaningPlan:
     in_round = [v for v in job.segments if v.base_offset < end_offset]
     producers = job.producer_last_offsets
     if producers is None:
-        producers = _last_batches_of_producers(in_round, job.io_buffer_size)
+        producers = _last_batches_of_producers(in_round, job.io_buffer_size,
+                                               throttler_for(job.io_max_bytes_per_second))
     groups = group_segments(in_round, job.segment_bytes, job.max_index_bytes, job.first_uncleanable_offset)
     txns = CleanedTxns(job.aborted_txns, in_round[0].base_offset if in_round else end_offset)
     return CleaningPlan(end_offset, groups, producers, stats, txns)
@@ -295,14 +305,16 @@ def _clean_group(job: CleaningJob, group: list[SegmentView], key_map: KeyOffsetM
                  producers: Mapping[int, int], stats: CleanerStats, txns: CleanedTxns) -> LogSegment:
     cleaned = LogSegment.create(job.directory, group[0].base_offset, index_interval_bytes=job.index_interval_bytes,
                                 max_index_bytes=job.max_index_bytes, now_ms=job.now_ms, suffix=CLEANED_SUFFIX)
+    throttle = throttler_for(job.io_max_bytes_per_second)
     try:
         for view in group:
-            for batch in read_batches(view, job.io_buffer_size):
+            for batch in read_batches(view, job.io_buffer_size, throttle=throttle):
                 stats.bytes_read += batch.size
                 kept = _retained(batch, view, job, key_map, end_offset, producers, stats, txns)
                 if kept is not None:
                     _append(cleaned, kept)
                     stats.bytes_written += len(kept)
+                    throttle(len(kept))
         kept_aborts, txns.kept_aborts = txns.kept_aborts, []
         finish_copy(cleaned, kept_aborts, group[-1].path)
     except BaseException:
@@ -432,11 +444,12 @@ def _modified_ns(path: Path) -> int:
         return os.stat(path.with_name(path.name + DELETED_SUFFIX)).st_mtime_ns
 
 
-def _last_batches_of_producers(views: list[SegmentView], io_buffer_size: int) -> dict[int, int]:
+def _last_batches_of_producers(views: list[SegmentView], io_buffer_size: int,
+                               throttle: Callable[[int], None]) -> dict[int, int]:
     """Without the replica's producer state: the last batch of each producer within the round."""
     last: dict[int, int] = {}
     for view in views:
-        for batch in read_batches(view, io_buffer_size):
+        for batch in read_batches(view, io_buffer_size, throttle=throttle):
             producer_id = batch.producer_id
             if producer_id >= 0:
                 last[producer_id] = batch.last_offset

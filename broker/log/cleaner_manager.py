@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -51,6 +52,7 @@ from broker.log.cleaner import (
     remove_cleaned_files,
     remove_segment_files,
 )
+from broker.log.cleaner_stats import CleanerReadings, RoundReport
 from broker.log.common import STOP_AT_ENV as STOP_AT_ENV  # where the tests look for it
 from broker.log.common import CorruptCheckpointError, LogError, TopicPartition, stop_for_test
 from broker.log.config import LogManagerConfig
@@ -78,6 +80,7 @@ class LogToClean:
     clean_bytes: int
     cleanable_bytes: int
     needs_compaction_now: bool  # a dirty closed segment is older than max.compaction.lag.ms
+    compaction_delay_ms: int = 0  # how long past max.compaction.lag.ms its oldest dirty segment is (Kafka's)
 
     @property
     def total_bytes(self) -> int:
@@ -114,9 +117,10 @@ def log_to_clean(log: PartitionLog, checkpointed: int | None, now_ms: int,
     clean = sum(s.size for s in segments if s.base_offset < first_dirty)
     first_timestamps = [s.first_batch_timestamp for s in closed_dirty if s.first_batch_timestamp > 0]
     max_lag = max(log.config.max_compaction_lag_ms, 0)
-    overdue = bool(first_timestamps) and min(first_timestamps) < now_ms - max_lag
+    delay = now_ms - max_lag - min(first_timestamps) if first_timestamps else 0
     # A round maps and copies whole segments: it ends where the segment holding the bound begins (Kafka's).
-    return LogToClean(log, first_dirty, max(first_dirty, uncleanable_base), clean, cleanable, overdue)
+    return LogToClean(log, first_dirty, max(first_dirty, uncleanable_base), clean, cleanable, delay > 0,
+                      max(delay, 0))
 
 
 def _corrupt(exc: BaseException | None) -> bool:
@@ -171,6 +175,9 @@ class LogCleaner:
         self.key_map_capacity = key_map_capacity(config.cleaner_dedupe_buffer_size, config.cleaner_threads,
                                                  config.cleaner_io_buffer_load_factor)
         self.rounds = 0  # finished rounds, for tests and metrics
+        self.readings = CleanerReadings(clock())
+        # Kafka's cleaner threads share one throttler; each process here holds its share of the rate.
+        self.io_rate_per_process = config.cleaner_io_max_bytes_per_second / max(config.cleaner_threads, 1)
         self.checkpoint = CheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, io, self._checkpoint_snapshot)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -221,6 +228,11 @@ class LogCleaner:
         self._first_dirty.pop(tp, None)
         self._uncleanable.pop(tp, None)
 
+    @property
+    def uncleanable_count(self) -> int:
+        """Partitions left uncleaned until restart after meeting corrupt data."""
+        return len(self._uncleanable)
+
     # --- choosing --------------------------------------------------------------------------------
 
     def _checkpoint_snapshot(self) -> tuple[Offsets, Callable[[], None]]:
@@ -231,17 +243,21 @@ class LogCleaner:
         """The log the next round should clean, None if no log needs it."""
         now = self.clock() if now_ms is None else now_ms
         candidates = []
+        delay = 0
         for tp, log in self._logs().items():
             if (not log.config.compact_enabled or log.offline or tp in self._in_progress
                     or tp in self._uncleanable):
                 continue
             found = log_to_clean(log, self._first_dirty.get(tp), now, self.last_stable_offset(tp))
+            delay = max(delay, found.compaction_delay_ms)
             if found.first_uncleanable_offset <= found.first_dirty_offset or found.total_bytes == 0:
                 continue
             if ((found.needs_compaction_now and found.cleanable_bytes > 0)
                     or found.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
                 candidates.append(found)
-        return max(candidates, key=lambda c: c.cleanable_ratio, default=None)
+        chosen = max(candidates, key=lambda c: c.cleanable_ratio, default=None)
+        self.readings.looked(now, chosen.cleanable_ratio if chosen else 0.0, delay)
+        return chosen
 
     # --- cleaning --------------------------------------------------------------------------------
 
@@ -272,7 +288,7 @@ class LogCleaner:
         tp = chosen.log.topic_partition
         self._in_progress.add(tp)
         try:
-            await self._clean(chosen, worker)
+            await self._clean(chosen, worker, self._processes.index(worker) if worker in self._processes else -1)
         except (CleaningError, CorruptSegmentError, LogError, OSError) as exc:
             if self._logs().get(tp) is not chosen.log:  # deleted meanwhile: nothing to mark
                 logger.info("log deleted while being cleaned", partition=str(tp), error=repr(exc))
@@ -294,7 +310,7 @@ class LogCleaner:
         tp = log.topic_partition
         return tp not in self._cancelled and self._logs().get(tp) is log
 
-    async def _clean(self, chosen: LogToClean, worker: Executor | None) -> None:
+    async def _clean(self, chosen: LogToClean, worker: Executor | None, slot: int) -> None:
         log = chosen.log
         tp = log.topic_partition
         config = log.config
@@ -306,10 +322,11 @@ class LogCleaner:
                           self.producer_last_offsets(tp),
                           tuple(t for t in log.aborted_txns.entries
                                 if t.first_offset < chosen.first_uncleanable_offset),
-                          self.producer_snapshot_offset(tp))
+                          self.producer_snapshot_offset(tp), self.io_rate_per_process)
         logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
                     first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3))
         round_id = next(self._round_ids)
+        started, delay_at_pick = time.monotonic(), self.readings.max_compaction_delay_ms
         end_offset, groups = await self._off_loop(worker, begin_round, round_id, job, self.key_map_capacity)
         try:
             for index, bases in enumerate(groups):
@@ -318,6 +335,9 @@ class LogCleaner:
                     return
         finally:
             stats, utilization = await self._off_loop(worker, end_round, round_id)
+            self.readings.last_rounds[slot] = RoundReport(stats.bytes_read, stats.bytes_written,
+                                                          time.monotonic() - started, utilization,
+                                                          delay_at_pick)
         if not self._still_current(log):  # deleted meanwhile: the offset belongs to no live log
             logger.info("log deleted under the cleaner; round abandoned", partition=str(tp))
             return

@@ -1,4 +1,5 @@
-"""Which `log.cleaner.*` broker settings Ebb's log cleaner can honour; the others stop start-up by name."""
+"""Which `log.cleaner.*` broker settings Ebb's log cleaner can honour; the others stop start-up by name.
+`log.cleaner.io.max.bytes.per.second` is honoured by cleaner_throttle.py."""
 
 from __future__ import annotations
 
@@ -17,9 +18,8 @@ def cleaner_config_problem(config: LogManagerConfig) -> str | None:
         return "log.cleaner.io.buffer.load.factor: must be above 0 and at most 1"
     if config.cleaner_backoff_ms < 0:
         return f"log.cleaner.backoff.ms: {config.cleaner_backoff_ms} is below the minimum 0"
-    if config.cleaner_io_max_bytes_per_second != NO_IO_THROTTLE:
-        return ("log.cleaner.io.max.bytes.per.second: Ebb's log cleaner does not throttle its I/O; "
-                "leave it at Kafka's default (no limit)")
+    if not config.cleaner_io_max_bytes_per_second > 0:  # Kafka's DOUBLE has no bound; a rate of 0 never ends
+        return "log.cleaner.io.max.bytes.per.second: must be above 0"
     if config.cleaner_enable and key_map_capacity(config.cleaner_dedupe_buffer_size, config.cleaner_threads,
                                                   config.cleaner_io_buffer_load_factor) < 1:
         return ("log.cleaner.dedupe.buffer.size: too small to hold a single key per cleaner thread; raise it "
