@@ -233,6 +233,12 @@ class LogCleaner:
         """Partitions left uncleaned until restart after meeting corrupt data."""
         return len(self._uncleanable)
 
+    def uncleanable_bytes(self) -> int:
+        """The bytes those partitions would have cleaned (Kafka's uncleanable-bytes)."""
+        logs, now = self._logs(), self.clock()
+        return sum(log_to_clean(log, self._first_dirty.get(tp), now, self.last_stable_offset(tp)).cleanable_bytes
+                   for tp in self._uncleanable if (log := logs.get(tp)) is not None and not log.offline)
+
     # --- choosing --------------------------------------------------------------------------------
 
     def _checkpoint_snapshot(self) -> tuple[Offsets, Callable[[], None]]:
@@ -243,20 +249,22 @@ class LogCleaner:
         """The log the next round should clean, None if no log needs it."""
         now = self.clock() if now_ms is None else now_ms
         candidates = []
-        delay = 0
+        delay, dirtiest = 0, 0.0  # Kafka's gauges read them over every compacted log not excluded
         for tp, log in self._logs().items():
             if (not log.config.compact_enabled or log.offline or tp in self._in_progress
                     or tp in self._uncleanable):
                 continue
             found = log_to_clean(log, self._first_dirty.get(tp), now, self.last_stable_offset(tp))
             delay = max(delay, found.compaction_delay_ms)
+            if found.total_bytes:
+                dirtiest = max(dirtiest, found.cleanable_ratio)
             if found.first_uncleanable_offset <= found.first_dirty_offset or found.total_bytes == 0:
                 continue
             if ((found.needs_compaction_now and found.cleanable_bytes > 0)
                     or found.cleanable_ratio > log.config.min_cleanable_dirty_ratio):
                 candidates.append(found)
         chosen = max(candidates, key=lambda c: c.cleanable_ratio, default=None)
-        self.readings.looked(now, chosen.cleanable_ratio if chosen else 0.0, delay)
+        self.readings.looked(now, dirtiest, delay)
         return chosen
 
     # --- cleaning --------------------------------------------------------------------------------
@@ -336,7 +344,9 @@ class LogCleaner:
         finally:
             stats, utilization = await self._off_loop(worker, end_round, round_id)
             self.readings.last_rounds[slot] = RoundReport(stats.bytes_read, stats.bytes_written,
-                                                          time.monotonic() - started, utilization,
+                                                          time.monotonic() - started,
+                                                          # Kafka's: entries over slots, the load factor not applied
+                                                          utilization * self.config.cleaner_io_buffer_load_factor,
                                                           delay_at_pick)
         if not self._still_current(log):  # deleted meanwhile: the offset belongs to no live log
             logger.info("log deleted under the cleaner; round abandoned", partition=str(tp))

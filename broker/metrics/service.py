@@ -13,6 +13,7 @@ from broker.metrics.controller import ControllerCollector
 from broker.metrics.fetch_sessions import FetchSessionCollector
 from broker.metrics.groups import GroupCollector
 from broker.metrics.http import MetricsEndpoint
+from broker.metrics.log_cleaner import LogCleanerCollector
 from broker.metrics.log_dirs import LogDirHealthCollector, LogDirSpaceCollector
 from broker.metrics.network import NetworkCollector
 from broker.metrics.open_files import OpenSegmentsCollector
@@ -103,6 +104,7 @@ def build_registry(sources: MetricSources) -> CollectorRegistry:
     registry.register(OpenSegmentsCollector(OPEN_SEGMENTS))
     registry.register(LogDirSpaceCollector(sources.logs.space))
     registry.register(LogDirHealthCollector(sources.logs.health))
+    registry.register(LogCleanerCollector(sources.logs.cleaner))
     return registry
 
 

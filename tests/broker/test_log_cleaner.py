@@ -482,6 +482,12 @@ async def test_only_corrupt_data_leaves_a_log_uncleanable(tmp_path: Path, monkey
     monkeypatch.setattr(cleaner_manager, "begin_round", failing_begin_round)
     assert await manager.cleaner.clean_filthiest()
     assert (TP in manager.cleaner._uncleanable) == uncleanable
+    assert manager.cleaner.uncleanable_count == int(uncleanable)  # Kafka's uncleanable-partitions-count
+    # and uncleanable-bytes: the closed segments the round would have cleaned (the active one is not)
+    log = manager.get_log(TP)
+    assert log is not None and len(log.segments) > 2
+    closed = sum(s.size for s in log.segments[:-1])
+    assert manager.cleaner.uncleanable_bytes() == (closed if uncleanable else 0)
     monkeypatch.setattr(cleaner_manager, "begin_round", real_begin_round)
     # a changed log or a full disk: the next round (after the backoff) cleans it
     assert await manager.cleaner.clean_filthiest() == (not uncleanable)

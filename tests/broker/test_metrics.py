@@ -25,7 +25,9 @@ METRICS_PORT = free_port()
 def broker_overrides() -> dict[str, str]:
     # Retention runs every half second, so that a deletion by retention.ms shows within the test.
     return {"ebb.metrics.listener": f"http://127.0.0.1:{METRICS_PORT}", "log.retention.check.interval.ms": "500",
-            "log.initial.task.delay.ms": "0",
+            "log.initial.task.delay.ms": "0", "log.cleaner.backoff.ms": "200",
+            # A key map of 20 slots (140 bytes a key), so that a round over two keys fills a tenth of it.
+            "log.cleaner.dedupe.buffer.size": "2800",
             # Ebb-only: tiny segments (a batch or two each) so that retention has segments to delete.
             "ebb.testing.small.segments.enable": "true"}
 
@@ -124,6 +126,40 @@ def test_retention_by_time_counts_its_deletions_under_its_own_cause(url, client)
     assert value(after, "kafka_log_log_logstartoffset", topic="expiring", partition="0") == 4
     assert value(after, "ebb_log_deleted_bytes_total", cause="retention_time") - \
         (value(before, "ebb_log_deleted_bytes_total", cause="retention_time") or 0) == size
+
+
+def test_a_cleaning_round_shows_in_the_cleaners_gauges(url, client, broker):
+    # Never cleaned, a log is all dirty (ratio 1): both are cleaned once; then "held" gets three more
+    # closed segments, whose ratio stays below its minimum, so the gauge shows it from then on.
+    def write(topic: str, offsets: range) -> None:
+        for i in offsets:  # one record a segment, two keys, batches of equal size
+            data = batch([b"value-%02d" % i], keys=[b"k%d" % (i % 2)])
+            assert produce(client, topic, 0, data).error_code == ErrorCode.NONE
+
+    for topic in ("compacted", "held"):
+        create_topic(client, topic, configs={"segment.bytes": "100", "cleanup.policy": "compact",
+                                             "min.cleanable.dirty.ratio": "0.9"})
+        write(topic, range(12))
+
+    def gauge(name: str) -> float | None:
+        return value(scrape(url), name)
+    wait_for(lambda: (gauge("kafka_log_logcleaner_cleaner_recopy_percent") or 0) > 0
+             and gauge("kafka_log_logcleanermanager_max_dirty_percent") == 0, what="both logs cleaned")
+    write("held", range(12, 15))
+    # Clean: the two batches kept (offsets 9 and 10); dirty: 11, 12 and 13 (14 is the active segment).
+    wait_for(lambda: gauge("kafka_log_logcleanermanager_max_dirty_percent") == 60,
+             what="the dirtiest log at three dirty segments of five")
+    found = scrape(url)
+    recopy = value(found, "kafka_log_logcleaner_cleaner_recopy_percent")
+    assert recopy is not None and 0 < recopy < 50  # 2 of 11 equal batches written back
+    assert value(found, "kafka_log_logcleaner_max_buffer_utilization_percent") in (9, 10)  # 2 keys, 20 slots
+    assert value(found, "kafka_log_logcleaner_max_clean_time_secs") == 0  # a round of a few hundred bytes
+    assert value(found, "kafka_log_logcleaner_max_compaction_delay_secs") == 0  # max.compaction.lag.ms: never
+    since = value(found, "kafka_log_logcleanermanager_time_since_last_run_ms")
+    assert since is not None and 0 <= since < 10_000  # the backoff is 200 ms
+    log_dir = str((broker.data_dir / "logs").absolute())
+    assert value(found, "kafka_log_logcleanermanager_uncleanable_partitions_count", logDirectory=log_dir) == 0
+    assert value(found, "kafka_log_logcleanermanager_uncleanable_bytes", logDirectory=log_dir) == 0
 
 
 def test_trimming_what_groups_committed_counts_under_committed_offsets(url, client):

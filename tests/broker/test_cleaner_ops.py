@@ -1,5 +1,5 @@
-"""log.cleaner.io.max.bytes.per.second: the throttler's arithmetic on a fake clock, and a real round
-held to the rate."""
+"""Operating the log cleaner: log.cleaner.io.max.bytes.per.second (the throttler's arithmetic on a fake
+clock, a real round held to the rate) and what its gauges read (broker/log/cleaner_stats.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from broker.config import ConfigError, load_config
 from broker.log import cleaner_throttle
 from broker.log.cleaner_settings import NO_IO_THROTTLE
 from broker.log.cleaner_throttle import Throttler
-from tests.broker.test_log_cleaner import COMPACT, filled_log
-from tests.broker.test_log_support import QUIET, open_manager
+from tests.broker.test_log_cleaner import COMPACT, DAY, filled_log
+from tests.broker.test_log_support import QUIET, FakeClock, open_manager
 
 
 class FakeTime:
@@ -83,3 +83,28 @@ def test_a_rate_that_never_lets_the_cleaner_finish_stops_start_up(tmp_path: Path
 def test_a_rate_is_accepted(tmp_path: Path) -> None:
     config = load_config(None, [f"log.dirs={tmp_path}", "log.cleaner.io.max.bytes.per.second=1000000"])
     assert config.log_manager.cleaner_io_max_bytes_per_second == 1_000_000.0
+
+
+async def test_a_round_reports_what_kafkas_cleaner_gauges_read(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = await open_manager(tmp_path, replace(COMPACT, max_compaction_lag_ms=DAY), clock=clock)
+    # Twenty batches of one key each, written at 1 s after the epoch: long past the day's lag.
+    await filled_log(manager, [[(b"key-%d" % (i % 4), b"v" * 100)] for i in range(20)], timestamp=1_000)
+    readings = manager.cleaner.readings
+    clock.now += 5_000
+    assert await manager.cleaner.clean_filthiest()
+    assert readings.last_run_ms == clock.now
+    assert readings.max_compaction_delay_ms == clock.now - DAY - 1_000
+    assert readings.max_compaction_delay_secs() == (clock.now - DAY - 1_000) // 1000
+    report = readings.last_rounds[-1]
+    assert 0 < report.bytes_written < report.bytes_read
+    assert readings.recopy_percent() == int(100 * report.bytes_written / report.bytes_read)
+    capacity = manager.cleaner.key_map_capacity
+    assert report.buffer_utilization == pytest.approx(4 / capacity * QUIET.cleaner_io_buffer_load_factor)
+    assert readings.max_clean_time_secs() == 0
+    assert readings.dirtiest_ratio == 1.0  # never cleaned: all of it dirty
+    assert not await manager.cleaner.clean_filthiest()  # the log is clean now: only the active segment is left
+    assert readings.dirtiest_ratio == 0.0 and readings.max_compaction_delay_ms == 0
+    assert readings.last_rounds[-1] is report  # a look that found nothing keeps the last round's figures
+    assert manager.cleaner.uncleanable_count == 0 and manager.cleaner.uncleanable_bytes() == 0
+    await manager.shutdown()
