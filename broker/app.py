@@ -212,6 +212,7 @@ class Broker:
         dynamic = self.dynamic_config
         self.replicas.throttles.set_rates(dynamic.replication_throttle(LEADER_RATE),
                                           dynamic.replication_throttle(FOLLOWER_RATE))
+        self.logs.cleaner.set_io_rate(dynamic.cleaner_io_rate())
 
     def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
         """The last offset of each producer's last batch, where this replica keeps producer state."""

@@ -9,8 +9,9 @@ value, then the cluster-wide default, then server.properties, then Kafka's defau
 What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic configs (`log.*`,
 `message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig), the replication
 throttles (in force at once: broker/replica/throttle.py; the log-dirs I/O rate is stored and reported
-only, Ebb has one log dir per broker) and the groups' assignment intervals (stored and reported only:
-no group of Ebb's reads them), per broker or cluster-wide. A TLS listener's key material, per broker
+only, Ebb has one log dir per broker), the log cleaner's I/O rate (from the next round on) and the
+groups' assignment intervals (stored and reported only: no group of Ebb's reads them), per broker or
+cluster-wide. A TLS listener's key material, per broker
 under the listener's prefix (`listener.name.<l>.ssl.keystore.location`, ...: broker/security/dynamic_tls.py),
 is loaded and checked before it is stored and reaches new connections at once. Any other broker
 property is refused by name.
@@ -39,6 +40,7 @@ from broker.config import (
     topic_defaults_from,
 )
 from broker.group_configs import GROUP_BROKER_DEFAULTS
+from broker.log.cleaner_settings import NO_IO_THROTTLE
 from broker.log.config import LogConfig
 from broker.security.dynamic_tls import ListenerTlsReloader, TlsReloadError, check_keys, is_tls_key, redacted
 from broker.topic_configs import (
@@ -59,6 +61,7 @@ DEFAULT_ENTITY = BrokerConfigZNode.DEFAULT  # the cluster-wide node under /confi
 
 _GROUP_INTERVALS = tuple(f"group.{kind}.assignment.interval.ms" for kind in ("consumer", "share", "streams"))
 # Broker property -> how a value is checked (the topic config's type and rule, under the broker's name).
+CLEANER_IO_RATE = "log.cleaner.io.max.bytes.per.second"
 _THROTTLE = TopicConfigDef("", ConfigType.LONG, None, "", check=at_least(0))
 DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     **{broker: replace(TOPIC_CONFIGS[topic], name=broker) for broker, topic in TOPIC_DEFAULTS.items()},
@@ -66,6 +69,9 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     **{name: replace(_THROTTLE, name=name) for name in (
         "leader.replication.throttled.rate", "follower.replication.throttled.rate",
         "replica.alter.log.dirs.io.max.bytes.per.second")},
+    # Kafka's LogCleaner reconfigurable Ebb takes at runtime: each round reads the rate in force.
+    CLEANER_IO_RATE: TopicConfigDef(CLEANER_IO_RATE, ConfigType.DOUBLE, "1.7976931348623157E308", "",
+                                    check=lambda v: "Value must be above 0" if not v > 0 else None),
     # Kafka 4.3's GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS Ebb has: cluster-wide (per broker too), an
     # INT of at least 0 and within the group.*.{min,max}.assignment.interval.ms in force (check_group_bounds).
     # Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
@@ -258,6 +264,15 @@ class DynamicBrokerConfig:
         except ValueError:  # written past our checks (another tool): unlimited, said once per change
             log.error("replication throttle not applied", config=name, value=value)
             return None
+
+    def cleaner_io_rate(self) -> float:
+        """log.cleaner.io.max.bytes.per.second in force here (bytes/s), as the layers give it."""
+        value = self.layers.merged().get(CLEANER_IO_RATE)
+        try:
+            return NO_IO_THROTTLE if value is None else DYNAMIC_BROKER_CONFIGS[CLEANER_IO_RATE].parse(value)
+        except InvalidConfig:  # written past our checks (another tool): unlimited, said once per change
+            log.error("log cleaner I/O rate not applied", value=value)
+            return NO_IO_THROTTLE
 
     def _changed(self, entity: str, data: bytes | None) -> None:
         unclean = self.unclean_leader_election_enable

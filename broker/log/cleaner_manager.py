@@ -176,8 +176,8 @@ class LogCleaner:
                                                  config.cleaner_io_buffer_load_factor)
         self.rounds = 0  # finished rounds, for tests and metrics
         self.readings = CleanerReadings(clock())
-        # Kafka's cleaner threads share one throttler; each process here holds its share of the rate.
-        self.io_rate_per_process = config.cleaner_io_max_bytes_per_second / max(config.cleaner_threads, 1)
+        self.io_rate_per_process = 0.0
+        self.set_io_rate(config.cleaner_io_max_bytes_per_second)
         self.checkpoint = CheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT, io, self._checkpoint_snapshot)
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -227,6 +227,11 @@ class LogCleaner:
             self._cancelled.add(tp)
         self._first_dirty.pop(tp, None)
         self._uncleanable.pop(tp, None)
+
+    def set_io_rate(self, bytes_per_second: float) -> None:
+        """log.cleaner.io.max.bytes.per.second, in force from the next round. Kafka's cleaner threads
+        share one throttler; each process here holds its share of the rate."""
+        self.io_rate_per_process = bytes_per_second / max(self.config.cleaner_threads, 1)
 
     @property
     def uncleanable_count(self) -> int:
@@ -332,7 +337,8 @@ class LogCleaner:
                                 if t.first_offset < chosen.first_uncleanable_offset),
                           self.producer_snapshot_offset(tp), self.io_rate_per_process)
         logger.info("cleaning log", partition=str(tp), first_dirty=chosen.first_dirty_offset,
-                    first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3))
+                    first_uncleanable=chosen.first_uncleanable_offset, dirty_ratio=round(chosen.cleanable_ratio, 3),
+                    io_max_bytes_per_second=job.io_max_bytes_per_second)
         round_id = next(self._round_ids)
         started, delay_at_pick = time.monotonic(), self.readings.max_compaction_delay_ms
         end_offset, groups = await self._off_loop(worker, begin_round, round_id, job, self.key_map_capacity)

@@ -2,6 +2,7 @@
 Kafka's precedence, reported with their synonyms, in force on the topics at once and after a
 restart; what cannot change at runtime, or a bad value, refused by name."""
 
+import json
 import signal
 import time
 
@@ -22,6 +23,7 @@ from tests.broker.test_configs import (
 )
 from tests.broker.wire_client import WireClient, create_topic
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 GROUP = 32
 DYNAMIC, DEFAULT_DYNAMIC, STATIC, DEFAULT = (ConfigSource.DYNAMIC_BROKER_CONFIG,
@@ -32,7 +34,8 @@ DYNAMIC, DEFAULT_DYNAMIC, STATIC, DEFAULT = (ConfigSource.DYNAMIC_BROKER_CONFIG,
 @pytest.fixture(scope="module")
 def broker_overrides():
     # Ebb-only: a segment per batch, below Kafka's 1 MiB minimum (the retention test)
-    return {"log.retention.hours": "48", "ebb.testing.small.segments.enable": "true"}
+    return {"log.retention.hours": "48", "ebb.testing.small.segments.enable": "true",
+            "log.cleaner.backoff.ms": "100"}
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +91,8 @@ def test_list_operations_start_from_the_value_in_force(client):
      "Invalid value soon for configuration log.retention.ms: Not a number of type LONG"),
     ([("leader.replication.throttled.rate", "-1")], "Invalid value -1 for configuration "
                                                     "leader.replication.throttled.rate: Value must be at least 0"),
+    ([("log.cleaner.io.max.bytes.per.second", "0")], "Invalid value 0 for configuration "
+                                                     "log.cleaner.io.max.bytes.per.second: Value must be above 0"),
     ([("group.share.assignment.interval.ms", "-1")], "Invalid value -1 for configuration "
                                                      "group.share.assignment.interval.ms: Value must be at least 0"),
     ([("group.consumer.assignment.interval.ms", "15001")],
@@ -139,6 +144,27 @@ def test_a_listeners_sasl_settings_are_refused_by_name(client, entity, message):
     result = _incremental(client, entity, [("listener.name.plaintext.plain.sasl.jaas.config", SET, "x")],
                           resource_type=BROKER)
     assert (result.error_code, result.error_message) == (ErrorCode.INVALID_REQUEST, message)
+
+
+def test_the_cleaner_io_rate_is_in_force_from_the_next_round(client, broker):
+    """Kafka's LogCleaner takes log.cleaner.io.max.bytes.per.second at runtime; a round reads the rate in
+    force when it starts (and logs it: a round too small to be held back shows nothing else)."""
+    assert _incremental(client, "", [("log.cleaner.io.max.bytes.per.second", SET, "250000")],
+                        resource_type=BROKER).error_code == 0
+    rate = _configs(client, "1", resource_type=BROKER)["log.cleaner.io.max.bytes.per.second"]
+    assert (rate.value, rate.config_source) == ("250000.0", DEFAULT_DYNAMIC)
+    create_topic(client, "throttled-compacted", configs={"segment.bytes": "100", "cleanup.policy": "compact"})
+    for _ in range(3):
+        _produce(client, "throttled-compacted", int(time.time() * 1000))
+
+    def round_at_the_rate() -> bool:
+        events = [json.loads(line) for line in broker.log_path.read_text(errors="replace").splitlines()
+                  if line.startswith("{") and "throttled-compacted" in line]
+        return any(e.get("event") == "cleaning log" and e.get("io_max_bytes_per_second") == 250_000 for e in events)
+    wait_for(round_at_the_rate, what="a cleaning round at the dynamic rate")
+    assert _incremental(client, "", [("log.cleaner.io.max.bytes.per.second", DELETE, None)],
+                        resource_type=BROKER).error_code == 0
+    assert _configs(client, "1", resource_type=BROKER)["log.cleaner.io.max.bytes.per.second"].config_source == DEFAULT
 
 
 def test_validate_only_changes_nothing(client):
