@@ -118,7 +118,7 @@ class LogManagerConfig:
     cleaner_io_buffer_size: int = prop("log.cleaner.io.buffer.size", 512 * 1024)
     cleaner_io_buffer_load_factor: float = prop("log.cleaner.io.buffer.load.factor", 0.9)
     cleaner_backoff_ms: int = prop("log.cleaner.backoff.ms", 15_000)
-    # The cleaner's reads and writes together (broker/log/cleaner_throttle.py); static here.
+    # The cleaners' reads and writes together (broker/log/cleaner_throttle.py); dynamic too (dynamic_config.py).
     cleaner_io_max_bytes_per_second: float = prop("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308)
 
     @classmethod
