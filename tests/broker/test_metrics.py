@@ -129,29 +129,33 @@ def test_retention_by_time_counts_its_deletions_under_its_own_cause(url, client)
 
 
 def test_a_cleaning_round_shows_in_the_cleaners_gauges(url, client, broker):
-    # Never cleaned, a log is all dirty (ratio 1): both are cleaned once; then "held" gets three more
-    # closed segments, whose ratio stays below its minimum, so the gauge shows it from then on.
+    # Both logs are cleaned up to their active segment; then "held" must be 90% dirty to be cleaned
+    # again and gets three more closed segments, which the gauge shows from then on.
     def write(topic: str, offsets: range) -> None:
         for i in offsets:  # one record a segment, two keys, batches of equal size
             data = batch([b"value-%02d" % i], keys=[b"k%d" % (i % 2)])
             assert produce(client, topic, 0, data).error_code == ErrorCode.NONE
 
-    for topic in ("compacted", "held"):
-        create_topic(client, topic, configs={"segment.bytes": "100", "cleanup.policy": "compact",
-                                             "min.cleanable.dirty.ratio": "0.9"})
+    for topic in ("compacted", "held"):  # compacted once all is written, so one round cleans it all
+        create_topic(client, topic, configs={"segment.bytes": "100"})
         write(topic, range(12))
+        altered = client.request(_alter(topic, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}), 1)
+        assert altered.responses[0].error_code == 0
+    checkpoint = broker.data_dir / "logs" / "cleaner-offset-checkpoint"
+    wait_for(lambda: checkpoint.exists()
+             and {"compacted 0 11", "held 0 11"} <= set(checkpoint.read_text().splitlines()),
+             what="both logs cleaned up to their active segment")
+    assert client.request(_alter("held", {"min.cleanable.dirty.ratio": "0.9"}), 1).responses[0].error_code == 0
+    write("held", range(12, 15))
 
     def gauge(name: str) -> float | None:
         return value(scrape(url), name)
-    wait_for(lambda: (gauge("kafka_log_logcleaner_cleaner_recopy_percent") or 0) > 0
-             and gauge("kafka_log_logcleanermanager_max_dirty_percent") == 0, what="both logs cleaned")
-    write("held", range(12, 15))
     # Clean: the two batches kept (offsets 9 and 10); dirty: 11, 12 and 13 (14 is the active segment).
     wait_for(lambda: gauge("kafka_log_logcleanermanager_max_dirty_percent") == 60,
              what="the dirtiest log at three dirty segments of five")
     found = scrape(url)
     recopy = value(found, "kafka_log_logcleaner_cleaner_recopy_percent")
-    assert recopy is not None and 0 < recopy < 50  # 2 of 11 equal batches written back
+    assert recopy == 18  # 2 of 11 equal batches written back
     assert value(found, "kafka_log_logcleaner_max_buffer_utilization_percent") in (9, 10)  # 2 keys, 20 slots
     assert value(found, "kafka_log_logcleaner_max_clean_time_secs") == 0  # a round of a few hundred bytes
     assert value(found, "kafka_log_logcleaner_max_compaction_delay_secs") == 0  # max.compaction.lag.ms: never
