@@ -70,6 +70,14 @@ def _txn_batch(producer_id: int, epoch: int, sequence: int, *values: bytes) -> b
                        base_sequence=sequence, is_transactional=True)
 
 
+def _settled(peer: Peer, transactional_id: str, state: str, last_stable_offset: int) -> bool:
+    """The marker is in the partition (its last stable offset moved) and the coordinator has written
+    the transaction's Complete state, which comes after the marker: answers in between are timing."""
+    lso = peer.send(list_offsets_request(TOPIC, 0, -1, isolation_level=1), 7).topics[0].partitions[0].offset
+    [described] = peer.send(DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0).transaction_states
+    return lso == last_stable_offset and described.transaction_state == state
+
+
 def transaction_tools(peer: Peer) -> None:
     _describe(peer, "describe before any transaction", "nobody")
     _list(peer, "list before any transaction", 0)
@@ -80,8 +88,7 @@ def transaction_tools(peer: Peer) -> None:
     peer.ask("its batch", produce_request(TOPIC, 0, _txn_batch(done.producer_id, done.producer_epoch, 0, b"d0", b"d1"),
                                           acks=-1, transactional_id="tools-done"), 9)
     peer.ask("commit", _end("tools-done", done.producer_id, done.producer_epoch, True), 3)
-    _wait(f"{peer.name}: the commit completes", lambda: peer.send(
-        list_offsets_request(TOPIC, 0, -1, isolation_level=1), 7).topics[0].partitions[0].offset == 3)
+    _wait(f"{peer.name}: the commit completes", lambda: _settled(peer, "tools-done", "CompleteCommit", 3))
     opened = _ready_producer(peer, "tools-open")
     peer.ask("add for the open one", _add(TOPIC, "tools-open", opened.producer_id, opened.producer_epoch), 3)
     peer.ask("its batch", produce_request(TOPIC, 0, _txn_batch(opened.producer_id, opened.producer_epoch, 0, b"o0"),
@@ -113,8 +120,7 @@ def transaction_tools(peer: Peer) -> None:
     _producers(peer, "producers: no partitions asked", (TOPIC, []))
 
     peer.ask("abort the open one", _end("tools-open", opened.producer_id, opened.producer_epoch, False), 3)
-    _wait(f"{peer.name}: the abort completes", lambda: peer.send(
-        list_offsets_request(TOPIC, 0, -1, isolation_level=1), 7).topics[0].partitions[0].offset == 5)
+    _wait(f"{peer.name}: the abort completes", lambda: _settled(peer, "tools-open", "CompleteAbort", 5))
     _list(peer, "list after the abort", 1)
     _describe(peer, "describe after the abort", "tools-open")
     _producers(peer, "producers after the abort", (TOPIC, [0]))
