@@ -204,7 +204,7 @@ async def test_move_log_start_offset(tmp_path: Path) -> None:
     with pytest.raises(OffsetOutOfRangeError):
         log.read(44, 100)
     assert batches_of(log.read(45, 100).read_bytes())[0][0] == 44  # the batch holding 45
-    await settle()
+    await settle(log.io)
     assert all(not name.endswith(".deleted") for name in files(log.directory))
     assert await move_start(log, 120) == 120
     assert log.read(120, 100).slices == ()
@@ -226,7 +226,7 @@ async def test_truncate_to(tmp_path: Path) -> None:
     assert await log.truncate_to(51) is True  # batch 50..51 goes whole
     assert log.log_end_offset == 50 and log.high_watermark == 50
     assert log.epoch_cache.entries() == [(3, 0)]
-    await settle()
+    await settle(log.io)
     assert batches_of(log.read(0, 10**6).read_bytes())[-1][1] == 49
     info = await log.append(batch(1), leader_epoch=4)
     assert info.first_offset == 50
@@ -267,7 +267,7 @@ async def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == [500]
     info = await log.append(batch(1))
     assert info.first_offset == 500
-    await settle()
+    await settle(log.io)
     assert [n for n in files(log.directory) if n.endswith(".log")] == ["00000000000000000500.log"]
 
 
@@ -307,7 +307,7 @@ async def test_flush_messages_one(tmp_path: Path) -> None:
 async def test_roll_flushes_the_finished_segment(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     await fill(log, 30)
-    await settle()
+    await settle(log.io)
     assert len(log.segments) > 1
     assert log.recovery_point >= log.segments[-1].base_offset
     await log.close()

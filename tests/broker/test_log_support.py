@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from broker.log import LogConfig, LogManager, LogManagerConfig
+from broker.log.io import LogIO
 from protocol.records import build_batch, iter_batches
 
 SMALL = LogConfig(segment_bytes=2048, index_interval_bytes=200, file_delete_delay_ms=0, retention_ms=-1)
@@ -57,8 +58,12 @@ def files(directory: Path) -> list[str]:
     return sorted(os.listdir(directory))
 
 
-async def settle() -> None:
-    """Let zero-delay deletions and post-roll flushes run."""
+async def settle(io: LogIO | None = None) -> None:
+    """Let zero-delay deletions and post-roll flushes run: with the log's `io`, until its background work
+    is done (a loaded machine's fsync can take longer than any fixed pause); without, a few short pauses."""
+    if io is not None:
+        await io.drain(finish_deletions=True)
+        return
     for _ in range(5):
         await asyncio.sleep(0.01)
 
