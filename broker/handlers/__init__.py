@@ -1,6 +1,6 @@
 """One module per API key (`kNN_name.py`); each registers its handler with the versions it serves.
 
-    @handles(21, "0-3")
+    @handles(ApiKey.DELETE_RECORDS, "0-3")
     async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest],
                              connection: RequestContext) -> DeleteRecordsResponse: ...
 
@@ -13,6 +13,14 @@ exists. A handler returns the response body, or None when no response is due (Pr
 The registration also says how its frames are read and written: the generic codec unless the API
 has a fast path (Produce keeps its records as raw buffers, Fetch sends record data without copying),
 and what to answer a version above the range instead of closing (ApiVersions, as Kafka does).
+
+What several handlers share: context.py (BrokerContext, the services a handler may use),
+cluster_view.py (brokers, leaders and partitions as the describing APIs tell them),
+controller_requests.py (requests only the controller runs: run here or forwarded),
+config_resources.py (the config APIs' resource checks and the broker's entries), acl_requests.py
+(the ACL APIs' entries and filters), acl_operations.py (KIP-430's authorized-operation bits),
+offset_commits.py (OffsetCommit's and TxnOffsetCommit's per-partition checks) and topic_checks.py
+(the per-topic checks of DescribeProducers and DescribeErasure).
 """
 
 from __future__ import annotations
