@@ -1,8 +1,11 @@
-"""What a handler may need of the connection a request came on, beyond the request itself.
+"""What a handler may know of the connection a request came on, beyond the request itself.
 
-The server builds one per request; handlers registered with `connection=True` (broker/handlers)
-receive it as their third argument. It stays on the broker side: protocol/ parses requests and
-knows nothing of SASL sessions or segment files.
+Every handler receives one as its third argument. It stays on the broker side: protocol/ parses
+requests and knows nothing of peers, principals, listeners, SASL sessions or segment files.
+
+The server keeps one per connection rather than making one per request (nothing allocated on the
+Produce and Fetch paths): a connection's requests are served one at a time, so what it holds is
+always true of the request being served.
 """
 
 from __future__ import annotations
@@ -10,13 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.log.file_region import FileRegion
+from broker.security.principal import ANONYMOUS
 from broker.security.sasl_session import SaslSession
 
 
 @dataclass(slots=True)
 class RequestContext:
+    # Who the client authenticated as (SASL, TLS client certificate): what the authorizer checks.
+    principal: str = ANONYMOUS
+    # The peer's address: the authorizer's host, and group members are described with it.
+    client_host: str = ""
+    # The listener the request came in on: Metadata and the coordinator lookups answer with its endpoints.
+    listener_name: str = ""
     # The connection's SASL session on SASL listeners (SaslHandshake and SaslAuthenticate move it on).
     sasl: SaslSession | None = None
     # Plain TCP connections: a list for the FileRegions an answer sends from segment files (sendfile),
-    # released by the connection once sent; None where answers must be bytes (TLS, tests).
+    # emptied by the connection once the answer is out; None where answers must be bytes (TLS, tests).
     file_regions: list[FileRegion] | None = None

@@ -51,8 +51,6 @@ class Connection(asyncio.BufferedProtocol):
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.host = ""
-        self.principal = ANONYMOUS  # who the client authenticated as (SASL, TLS client certificates)
         sasl = server.broker.config.sasl_listeners.get(listener.name)
         self.sasl = SaslSession(sasl, server.broker.credentials) if sasl is not None else None
         self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
@@ -72,6 +70,9 @@ class Connection(asyncio.BufferedProtocol):
         # TLS must encrypt every byte in the process: only plain TCP answers send from files.
         self.sends_files = server.broker.config.tls_listeners.get(listener.name) is None
         self.file_sender: FileSender | None = None  # made at the first answer sent from files
+        # What handlers know of this connection (principal, peer, listener, SASL session, the answer's
+        # FileRegions): one for all its requests, which are served one at a time
+        self.context = RequestContext(ANONYMOUS, "", listener.name, self.sasl, [] if self.sends_files else None)
 
     # --- asyncio callbacks ----------------------------------------------------------------------------
 
@@ -84,14 +85,14 @@ class Connection(asyncio.BufferedProtocol):
             transport.set_write_buffer_limits(high=0)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.host = peer[0] if peer else ""
+        self.context.client_host = peer[0] if peer else ""
         if self.sasl is not None:
             timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
             self.deadline = asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
         else:  # on SSL listeners a verified client certificate names the client
             certified = principal_of(transport.get_extra_info("peercert"))
             if certified is not None:
-                self.principal = certified
+                self.context.principal = certified
                 log.info("authenticated", peer=self.peer, principal=certified, mechanism="TLS client certificate")
         self.server.connections.add(self)
 
@@ -180,26 +181,23 @@ class Connection(asyncio.BufferedProtocol):
             request = handler.decode(frame)
         except ProtocolError as exc:
             return self._drop("malformed request", api=handler.name, version=version, error=exc.message)
-        request.client_host = self.host  # group members are described with the address they connect from
-        request.principal = self.principal  # what the authorizer checks
-        request.listener_name = self.listener.name  # Metadata answers with this listener's endpoints
         # SaslHandshake and SaslAuthenticate move the session on; Fetch puts the FileRegions it answers with
         # in file_regions
-        context = RequestContext(self.sasl, [] if self.sends_files else None)
+        context = self.context
         try:
             return await self._answer(handler, request, context, version, correlation_id, arrived)
         finally:
-            for region in context.file_regions or ():  # not handed to the file sender: the answer was not sent
-                region.release()
+            regions = context.file_regions
+            if regions:  # not handed to the file sender: the answer was not sent
+                for region in regions:
+                    region.release()
+                regions.clear()
 
     async def _answer(self, handler, request, context: RequestContext, version: int, correlation_id: int,
                       arrived: float) -> bool:
         self.timing = self.server.request_metrics.begin(handler.name, arrived)
         try:
-            if handler.connection:
-                response = await handler.fn(self.broker, request, context)
-            else:
-                response = await handler.fn(self.broker, request)
+            response = await handler.fn(self.broker, request, context)
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:
@@ -283,10 +281,11 @@ class Connection(asyncio.BufferedProtocol):
         the answer is out (with Kafka's delay before closing, which slows guessing)."""
         if self.sasl is None:
             return True
-        if self.sasl.authenticated and self.principal == ANONYMOUS and self.sasl.principal is not None:
-            self.principal = self.sasl.principal
+        context = self.context
+        if self.sasl.authenticated and context.principal == ANONYMOUS and self.sasl.principal is not None:
+            context.principal = self.sasl.principal
             self.reader.max_frame = self.broker.config.socket_request_max_bytes
-            log.info("authenticated", peer=self.peer, principal=self.principal, mechanism=self.sasl.mechanism)
+            log.info("authenticated", peer=self.peer, principal=context.principal, mechanism=self.sasl.mechanism)
         if self.sasl.stage is Stage.FAILED:
             log.info("authentication failed; closing", peer=self.peer, mechanism=self.sasl.mechanism)
             self.flush()  # the failure's answer goes out before the close

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource, SpecialTimestamp
+from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigSource, IsolationLevel, SpecialTimestamp
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterConfigsRequest,
@@ -342,7 +342,8 @@ class Admin:
 
     # -- offsets --
 
-    async def list_offsets(self, specs: Mapping[PartitionKey, int], *, isolation_level: int = 0,
+    async def list_offsets(self, specs: Mapping[PartitionKey, int], *,
+                           isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                            timeout_ms: int | None = None) -> dict[TopicPartition, ListOffsetsResult]:
         """Offset per partition for a timestamp spec: EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), or a
         time in ms (the first offset whose timestamp is at or after it; offset -1 when there is none)."""
@@ -374,7 +375,7 @@ class Admin:
         return _offsets_or_raise(await self.list_offsets(dict.fromkeys(partitions, EARLIEST)))
 
     async def latest_offsets(self, partitions: Iterable[tuple[str, int]], *,
-                             isolation_level: int = 0) -> dict[TopicPartition, int]:
+                             isolation_level: int = IsolationLevel.READ_UNCOMMITTED) -> dict[TopicPartition, int]:
         """The high watermarks, or under READ_COMMITTED (1) the last stable offsets."""
         return _offsets_or_raise(await self.list_offsets(dict.fromkeys(partitions, LATEST),
                                                          isolation_level=isolation_level))

@@ -12,7 +12,8 @@
  * the first problem with Kafka's error code: the compiled walk covers only the path every good
  * request takes, so there is one place that words errors. No record is decoded.
  *
- * The batch header (big-endian; protocol/records.py owns it, and tests hold this twin equal to it):
+ * The batch header (big-endian; laid out by protocol/batch_header.py, which protocol/records.py
+ * re-exports; tests hold this twin equal to it):
  *   0 base_offset int64, 8 batch_length int32, 12 partition_leader_epoch int32, 16 magic int8,
  *   17 crc uint32 (over byte 21 to the end), 21 attributes int16, 23 last_offset_delta int32,
  *   27 base_timestamp int64, 35 max_timestamp int64, 43 producer_id int64, 51 producer_epoch int16,

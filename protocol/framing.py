@@ -173,10 +173,6 @@ class Request(Generic[BodyT]):
     api_version: int
     correlation_id: int
     body: BodyT  # None for an ApiVersions request newer than we know (body not parsed)
-    # What the server knows of the connection, set before the handler runs:
-    client_host: str = ""  # the peer's address: group members are described with it
-    principal: str = ""  # who the client authenticated as: what the authorizer checks
-    listener_name: str = ""  # the listener it came in on: Metadata answers with that listener's endpoints
 
 
 def peek_request(frame_bytes: bytes | bytearray) -> tuple[int, int, int]:

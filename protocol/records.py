@@ -1,42 +1,61 @@
-"""Record batches, magic 2: zero-copy views for the broker, a decoder, and a builder (the records
-inside a batch: protocol/record_format.py).
-
-A batch is a 61-byte big-endian header followed by its records (compressed as one stream when the
-codec bits say so):
-
-    off  size  field                  off  size  field
-      0     8  base_offset             27     8  base_timestamp
-      8     4  batch_length            35     8  max_timestamp
-     12     4  partition_leader_epoch  43     8  producer_id
-     16     1  magic (= 2)             51     2  producer_epoch
-     17     4  crc                     53     4  base_sequence
-     21     2  attributes              57     4  records_count
-     23     4  last_offset_delta       61     .  records
-
-batch_length counts the bytes after itself, so a batch takes batch_length + 12 bytes. The CRC is
-CRC-32C over bytes [21, end): base_offset, batch_length and partition_leader_epoch lie outside it, so
-the leader can stamp offsets and its epoch without recomputing it. The magic byte sits at offset 16 in
-every format, which is how legacy message sets (magic 0 and 1) are told apart.
+"""Record batches, magic 2: the one module the rest of the code imports them from. The header's layout,
+its one-unpack reader and the leader's in-place edits are protocol/batch_header.py's (re-exported
+here); this module holds the batch as a whole: a zero-copy view (RecordBatch), the walk over a run of
+batches (iter_batches), and building and rewriting batches (RecordBatchBuilder, build_batch,
+with_records). The records inside one: protocol/record_format.py.
 
 The broker stays on the header (RecordBatch, iter_batches, read_header, assign_offsets,
 set_log_append_time) and decodes records only when it must (RecordBatch.records). Every decoding path
-raises ProtocolError and nothing else. This module is the one owner of the layout: the rest of the
-broker reads headers through it (protocol/_batch_scan.c, its compiled twin, is tested equal to it).
+raises ProtocolError and nothing else.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any
 
 from crc32c import crc32c
 
+from protocol.batch_header import (
+    ATTRIBUTES_AT,
+    BASE_OFFSET_AT,
+    BASE_SEQUENCE_AT,
+    BASE_TIMESTAMP_AT,
+    BATCH_FRAMING,
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_AT,
+    CODEC_MASK,
+    CONTROL_BIT,
+    CRC_AT,
+    DELETE_HORIZON_BIT,
+    FRAMING_SIZE,
+    HEADER,
+    LAST_OFFSET_DELTA_AT,
+    LEADER_EPOCH_AT,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_AT,
+    MAX_TIMESTAMP_AT,
+    MIN_BATCH_LENGTH,
+    PRODUCER_EPOCH_AT,
+    PRODUCER_ID_AT,
+    RECORDS_COUNT_AT,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    TimestampType,
+    as_header,
+    assign_offsets,
+    batch_size_at,
+    check_magic,
+    read_header,
+    set_log_append_time,
+)
 from protocol.compression import Compression, compress, decompress
-from protocol.errors import ErrorCode, ProtocolError
 from protocol.record_format import NO_TIMESTAMP, Buffer, NewRecord, Record, corrupt, decode_records, write_bytes
 from protocol.varint import INT32_MAX, write_varint, write_varlong
+from protocol.wire import I8, I16, I32, I64, U32
 
 __all__ = [
     "BATCH_FRAMING", "BATCH_HEADER_SIZE", "CODEC_MASK", "CONTROL_BIT", "DELETE_HORIZON_BIT", "FRAMING_SIZE",
@@ -45,109 +64,6 @@ __all__ = [
     "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_size_at", "build_batch",
     "iter_batches", "read_header", "set_log_append_time", "with_records",
 ]
-
-WritableBuffer = bytearray | memoryview
-
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes batch_length does not count
-MAGIC = 2
-MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
-FRAMING_SIZE = 17  # base_offset, batch_length, partition_leader_epoch, magic: alike in every message format
-
-# Field positions inside the header.
-_BASE_OFFSET = 0
-_BATCH_LENGTH = 8
-_LEADER_EPOCH = 12
-_MAGIC = 16
-_CRC = 17
-_ATTRIBUTES = 21  # the CRC covers from here to the end of the batch
-_LAST_OFFSET_DELTA = 23
-_BASE_TIMESTAMP = 27
-_MAX_TIMESTAMP = 35
-_PRODUCER_ID = 43
-_PRODUCER_EPOCH = 51
-_BASE_SEQUENCE = 53
-_RECORDS_COUNT = 57
-
-# Attribute bits.
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_BIT = 0x08
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
-DELETE_HORIZON_BIT = 0x40  # the log cleaner set base_timestamp to the delete horizon (KIP-534)
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-# batch_length and magic (unsigned) from the first FRAMING_SIZE bytes of a batch or a legacy message
-# set: one unpack in C where a Python call per batch would show (the Produce handler's shape check).
-BATCH_FRAMING = struct.Struct(">8xi4xB")
-_INT8 = struct.Struct(">b")
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_UINT32 = struct.Struct(">I")
-_INT64 = struct.Struct(">q")
-assert _HEADER.size == BATCH_HEADER_SIZE and BATCH_FRAMING.size == FRAMING_SIZE == _MAGIC + 1
-
-
-class BatchHeader(NamedTuple):
-    """The 13 header fields, in wire order: what one unpack gives (see the table above)."""
-
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @property
-    def size(self) -> int:
-        """Bytes the whole batch takes: batch_length + LOG_OVERHEAD."""
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_BIT)
-
-
-_as_header = tuple.__new__  # (BatchHeader, an unpacked tuple): a NamedTuple without its Python-level __new__
-
-
-def read_header(buf: Buffer, position: int = 0) -> BatchHeader:
-    """The header of the batch at `position`, whose BATCH_HEADER_SIZE bytes the caller knows are there
-    (struct.error otherwise). Nothing is checked: for batches already checked once (a segment file)."""
-    return _as_header(BatchHeader, _HEADER.unpack_from(buf, position))
-
-
-def batch_size_at(buf: Buffer, position: int = 0) -> int:
-    """Bytes the batch at `position` claims to take (batch_length + LOG_OVERHEAD), from its first
-    LOG_OVERHEAD bytes; the same field in every message format."""
-    return _INT32.unpack_from(buf, position + _BATCH_LENGTH)[0] + LOG_OVERHEAD
-
-
-class TimestampType(IntEnum):
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-def _check_magic(magic: int, position: int) -> None:
-    if magic == MAGIC:
-        return
-    if magic in (0, 1):
-        raise ProtocolError(
-            ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-            f"message set with magic {magic} at position {position}; only magic 2 is supported",
-        )
-    raise corrupt(f"unknown magic {magic} at position {position}")
 
 
 # --- the zero-copy view ---------------------------------------------------------------------------
@@ -177,12 +93,12 @@ class RecordBatch:
     def __init__(self, buffer: Buffer, position: int = 0) -> None:
         available = len(buffer) - position
         if position < 0 or available < BATCH_HEADER_SIZE:
-            if 0 <= position and available > _MAGIC:
-                _check_magic(buffer[position + _MAGIC], position)
+            if 0 <= position and available > MAGIC_AT:
+                check_magic(buffer[position + MAGIC_AT], position)
             raise corrupt(f"record batch at position {position} is shorter than a batch header")
-        if buffer[position + _MAGIC] != MAGIC:
-            _check_magic(_INT8.unpack_from(buffer, position + _MAGIC)[0], position)  # raises
-        (batch_length,) = _INT32.unpack_from(buffer, position + _BATCH_LENGTH)
+        if buffer[position + MAGIC_AT] != MAGIC:
+            check_magic(I8.unpack_from(buffer, position + MAGIC_AT)[0], position)  # raises
+        (batch_length,) = I32.unpack_from(buffer, position + BATCH_LENGTH_AT)
         if batch_length < MIN_BATCH_LENGTH:
             raise corrupt(f"record batch at position {position} has batch_length {batch_length}")
         if batch_length + LOG_OVERHEAD > available:
@@ -201,22 +117,22 @@ class RecordBatch:
 
     # -- header fields, each read on demand --
 
-    base_offset = _header_field(_INT64, _BASE_OFFSET)
+    base_offset = _header_field(I64, BASE_OFFSET_AT)
 
-    batch_length = _header_field(_INT32, _BATCH_LENGTH)
+    batch_length = _header_field(I32, BATCH_LENGTH_AT)
 
     @property
     def size(self) -> int:
         """Bytes the whole batch takes: batch_length + LOG_OVERHEAD."""
         return self.batch_length + LOG_OVERHEAD
 
-    partition_leader_epoch = _header_field(_INT32, _LEADER_EPOCH)
+    partition_leader_epoch = _header_field(I32, LEADER_EPOCH_AT)
 
-    magic = _header_field(_INT8, _MAGIC)
+    magic = _header_field(I8, MAGIC_AT)
 
-    crc = _header_field(_UINT32, _CRC)
+    crc = _header_field(U32, CRC_AT)
 
-    attributes = _header_field(_INT16, _ATTRIBUTES)
+    attributes = _header_field(I16, ATTRIBUTES_AT)
 
     @property
     def compression(self) -> Compression:
@@ -245,7 +161,7 @@ class RecordBatch:
         a cleaner kept tombstones of it; None before."""
         return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
-    last_offset_delta = _header_field(_INT32, _LAST_OFFSET_DELTA)
+    last_offset_delta = _header_field(I32, LAST_OFFSET_DELTA_AT)
 
     @property
     def last_offset(self) -> int:
@@ -255,21 +171,21 @@ class RecordBatch:
     def next_offset(self) -> int:
         return self.last_offset + 1
 
-    base_timestamp = _header_field(_INT64, _BASE_TIMESTAMP)
+    base_timestamp = _header_field(I64, BASE_TIMESTAMP_AT)
 
-    max_timestamp = _header_field(_INT64, _MAX_TIMESTAMP)
+    max_timestamp = _header_field(I64, MAX_TIMESTAMP_AT)
 
-    producer_id = _header_field(_INT64, _PRODUCER_ID)
+    producer_id = _header_field(I64, PRODUCER_ID_AT)
 
-    producer_epoch = _header_field(_INT16, _PRODUCER_EPOCH)
+    producer_epoch = _header_field(I16, PRODUCER_EPOCH_AT)
 
-    base_sequence = _header_field(_INT32, _BASE_SEQUENCE)
+    base_sequence = _header_field(I32, BASE_SEQUENCE_AT)
 
-    records_count = _header_field(_INT32, _RECORDS_COUNT)
+    records_count = _header_field(I32, RECORDS_COUNT_AT)
 
     def header(self) -> BatchHeader:
         """All 13 header fields at once (one unpack instead of one per property)."""
-        return _as_header(BatchHeader, _HEADER.unpack_from(self.buffer, self.position))
+        return as_header(BatchHeader, HEADER.unpack_from(self.buffer, self.position))
 
     def raw(self) -> memoryview:
         """The batch's bytes, without copying."""
@@ -279,7 +195,7 @@ class RecordBatch:
 
     def compute_crc(self) -> int:
         start = self.position
-        return crc32c(memoryview(self.buffer)[start + _ATTRIBUTES : start + self.size])
+        return crc32c(memoryview(self.buffer)[start + ATTRIBUTES_AT : start + self.size])
 
     def crc_valid(self) -> bool:
         return self.compute_crc() == self.crc
@@ -291,7 +207,7 @@ class RecordBatch:
         if header is None:
             header = self.header()
         end = position + LOG_OVERHEAD + header.batch_length
-        stored, computed = header.crc, crc32c(memoryview(buffer)[position + _ATTRIBUTES : end])
+        stored, computed = header.crc, crc32c(memoryview(buffer)[position + ATTRIBUTES_AT : end])
         if stored != computed:
             raise corrupt(f"record batch at position {position}: CRC {stored:#010x}, data {computed:#010x}")
         if header.records_count < 0:
@@ -341,9 +257,9 @@ def iter_batches(buf: Buffer, *, allow_partial_tail: bool = False) -> Iterator[R
             if allow_partial_tail:
                 return
             raise corrupt(f"{available} stray bytes after the last record batch at position {pos}")
-        (batch_length,) = _INT32.unpack_from(buf, pos + _BATCH_LENGTH)
-        if available > _MAGIC and buf[pos + _MAGIC] != MAGIC:
-            _check_magic(buf[pos + _MAGIC], pos)
+        (batch_length,) = I32.unpack_from(buf, pos + BATCH_LENGTH_AT)
+        if available > MAGIC_AT and buf[pos + MAGIC_AT] != MAGIC:
+            check_magic(buf[pos + MAGIC_AT], pos)
         if batch_length < MIN_BATCH_LENGTH:
             raise corrupt(f"record batch at position {pos} has batch_length {batch_length}")
         size = batch_length + LOG_OVERHEAD
@@ -355,28 +271,6 @@ def iter_batches(buf: Buffer, *, allow_partial_tail: bool = False) -> Iterator[R
         batch.buffer, batch.position = buf, pos
         yield batch
         pos += size
-
-
-# --- in-place edits by the leader -----------------------------------------------------------------
-
-
-def assign_offsets(buf: WritableBuffer, position: int, base_offset: int, partition_leader_epoch: int) -> int:
-    """Stamp base_offset and partition_leader_epoch on the batch at `position`; return its last offset.
-
-    Both fields lie outside the CRC, so the CRC stays valid.
-    """
-    _INT64.pack_into(buf, position + _BASE_OFFSET, base_offset)
-    _INT32.pack_into(buf, position + _LEADER_EPOCH, partition_leader_epoch)
-    return base_offset + _INT32.unpack_from(buf, position + _LAST_OFFSET_DELTA)[0]
-
-
-def set_log_append_time(buf: WritableBuffer, position: int, timestamp_ms: int) -> None:
-    """Mark the batch at `position` as LogAppendTime with `timestamp_ms`, and recompute its CRC."""
-    (attributes,) = _INT16.unpack_from(buf, position + _ATTRIBUTES)
-    _INT16.pack_into(buf, position + _ATTRIBUTES, attributes | TIMESTAMP_TYPE_BIT)
-    _INT64.pack_into(buf, position + _MAX_TIMESTAMP, timestamp_ms)
-    end = position + LOG_OVERHEAD + _INT32.unpack_from(buf, position + _BATCH_LENGTH)[0]
-    _UINT32.pack_into(buf, position + _CRC, crc32c(memoryview(buf)[position + _ATTRIBUTES : end]))
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -391,10 +285,10 @@ def with_records(batch: RecordBatch, section: Buffer, count: int, max_timestamp:
     payload = compress(codec, section) if codec else section
     out = bytearray(batch.buffer[batch.position : batch.position + BATCH_HEADER_SIZE])
     out += payload
-    _INT32.pack_into(out, _BATCH_LENGTH, len(out) - LOG_OVERHEAD)
-    _INT64.pack_into(out, _MAX_TIMESTAMP, max_timestamp)
-    _INT32.pack_into(out, _RECORDS_COUNT, count)
-    _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
+    I32.pack_into(out, BATCH_LENGTH_AT, len(out) - LOG_OVERHEAD)
+    I64.pack_into(out, MAX_TIMESTAMP_AT, max_timestamp)
+    I32.pack_into(out, RECORDS_COUNT_AT, count)
+    U32.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
     return bytes(out)
 
 
@@ -499,7 +393,7 @@ class RecordBatchBuilder:
             attributes |= CONTROL_BIT
         out = bytearray(BATCH_HEADER_SIZE)
         out += payload
-        _HEADER.pack_into(
+        HEADER.pack_into(
             out, 0,
             self.base_offset,
             len(out) - LOG_OVERHEAD,
@@ -515,7 +409,7 @@ class RecordBatchBuilder:
             self.base_sequence,
             self._count,
         )
-        _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
+        U32.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
         return bytes(out)
 
 

@@ -11,6 +11,9 @@ rebalance.RebalanceProtocol    JoinGroup, SyncGroup, Heartbeat, LeaveGroup; stat
 offsets.OffsetManager          OffsetCommit/OffsetFetch/OffsetDelete checks, retention, and the
                                broker-side API: committed_offsets(), min_committed_offset()
 offsets_store.OffsetsStore     records written through the partition log, replayed at start-up
+trim.CommittedTrimmer          `retention.committed.groups`: moves log start offsets past what groups committed
+cluster_commits                what every group of a cluster committed, asked of every coordinator
+tasks                          the coordinator's background tasks, cancelled at stop, failures logged
 metadata                       a group as its GroupMetadata record, and back
 requests                       JoinRequest, JoinResult, SyncResult
 records                        Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value formats

@@ -1,18 +1,26 @@
 """One module per API key (`kNN_name.py`); each registers its handler with the versions it serves.
 
-    @handles(21, "0-3")
-    async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest]
-                             ) -> DeleteRecordsResponse: ...
+    @handles(ApiKey.DELETE_RECORDS, "0-3")
+    async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest],
+                             connection: RequestContext) -> DeleteRecordsResponse: ...
 
-A handler that needs the connection's state (its SASL session, where an answer may be sent from
-files) registers with `connection=True` and is given the server's per-request RequestContext
-(broker/request_context.py) as a third argument.
+Every handler is given the broker's services, the request, and what the server knows of the
+connection it came on (broker/request_context.py: the principal and peer the authorizer checks,
+the listener, the SASL session, where an answer may be sent from files).
 
 ApiVersions is answered from this registry, so an API is advertised exactly when a module for it
 exists. A handler returns the response body, or None when no response is due (Produce acks=0).
 The registration also says how its frames are read and written: the generic codec unless the API
 has a fast path (Produce keeps its records as raw buffers, Fetch sends record data without copying),
 and what to answer a version above the range instead of closing (ApiVersions, as Kafka does).
+
+What several handlers share: context.py (BrokerContext, the services a handler may use),
+cluster_view.py (brokers, leaders and partitions as the describing APIs tell them),
+controller_requests.py (requests only the controller runs: run here or forwarded),
+config_resources.py (the config APIs' resource checks and the broker's entries), acl_requests.py
+(the ACL APIs' entries and filters), acl_operations.py (KIP-430's authorized-operation bits),
+offset_commits.py (OffsetCommit's and TxnOffsetCommit's per-partition checks) and topic_checks.py
+(the per-topic checks of DescribeProducers and DescribeErasure).
 """
 
 from __future__ import annotations
@@ -30,9 +38,7 @@ from protocol.messages import ApiMessage
 from protocol.specs import Versions
 
 # A handler names its own request class (Request[DeleteRecordsRequest]); the registry keys it by API.
-# (broker, request), or (broker, request, RequestContext) for one registered with connection=True.
-HandlerFn = (Callable[[BrokerContext, framing.Request[Any]], Awaitable[ApiMessage | None]]
-             | Callable[[BrokerContext, framing.Request[Any], RequestContext], Awaitable[ApiMessage | None]])
+HandlerFn = Callable[[BrokerContext, framing.Request[Any], RequestContext], Awaitable[ApiMessage | None]]
 _Fn = TypeVar("_Fn", bound=HandlerFn)
 Decoder = Callable[[bytearray], framing.Request[Any]]
 Encoder = Callable[[Any, int, int], list]  # (response, version, correlation id) -> frame chunks
@@ -56,7 +62,6 @@ class Handler:
     decode: Decoder = framing.decode_request
     encode: Encoder = encode_frame
     reply_to_newer: Callable[[], ApiMessage] | None = None  # a v0 answer for versions above the range
-    connection: bool = False  # fn takes the RequestContext too
 
     @property
     def name(self) -> str:
@@ -67,8 +72,8 @@ REGISTRY: dict[int, Handler] = {}
 
 
 def handles(api_key: int, versions: str, *, advertised_min: int | None = None, decode: Decoder | None = None,
-            encode: Encoder | None = None, reply_to_newer: Callable[[], ApiMessage] | None = None,
-            connection: bool = False) -> Callable[[_Fn], _Fn]:
+            encode: Encoder | None = None, reply_to_newer: Callable[[], ApiMessage] | None = None
+            ) -> Callable[[_Fn], _Fn]:
     served = Versions.parse(versions)
     known = messages.api(api_key).versions
     if not served.is_subset_of(known):
@@ -79,7 +84,7 @@ def handles(api_key: int, versions: str, *, advertised_min: int | None = None, d
             raise ValueError(f"api {api_key} registered twice")
         low = served.low if advertised_min is None else advertised_min
         REGISTRY[api_key] = Handler(api_key, served, low, fn, decode or framing.decode_request,
-                                    encode or encode_frame, reply_to_newer, connection)
+                                    encode or encode_frame, reply_to_newer)
         return fn
 
     return register

@@ -8,6 +8,7 @@ unknown ones. INT32_MIN means "not requested".
 
 from __future__ import annotations
 
+from broker.security.access import Asker, Guarded
 from broker.security.acls import CLUSTER_NAME, OPERATIONS
 from protocol.enums import Operation, ResourceType
 
@@ -24,15 +25,15 @@ CLUSTER_OPERATIONS = _bits(*OPERATIONS[ResourceType.CLUSTER])
 GROUP_OPERATIONS = _bits(*OPERATIONS[ResourceType.GROUP])
 
 
-def authorized(broker, request, resource_type: ResourceType, name: str, supported: int) -> int:
-    """The bits of `supported` the request's principal may do on the resource."""
+def authorized(broker: Guarded, connection: Asker, resource_type: ResourceType, name: str, supported: int) -> int:
+    """The bits of `supported` the connection's principal may do on the resource."""
     authorizer = broker.authorizer
     if authorizer is None:
         return supported
     return sum(1 << op for op in range(32) if supported & (1 << op) and
-               authorizer.authorize(request.principal, request.client_host, Operation(op), resource_type, name))
+               authorizer.authorize(connection.principal, connection.client_host, Operation(op), resource_type, name))
 
 
-def authorized_on_cluster(broker, request, requested: bool) -> int:
-    return authorized(broker, request, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if requested \
+def authorized_on_cluster(broker: Guarded, connection: Asker, requested: bool) -> int:
+    return authorized(broker, connection, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS) if requested \
         else NOT_REQUESTED

@@ -13,7 +13,7 @@ from broker.config import known_broker_properties
 from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.group_configs import GROUP_BROKER_DEFAULTS, GROUP_CONFIGS
 from broker.handlers.context import BrokerContext
-from broker.security.access import allowed, allowed_on_cluster
+from broker.security.access import Asker, allowed, allowed_on_cluster
 from broker.security.dynamic_tls import RELOADABLE, STORE_PASSWORDS, listener_key
 from broker.security.passwords import is_password
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, InvalidConfig, layered_synonyms
@@ -37,18 +37,18 @@ def duplicate_resources(resources) -> set[tuple[int, str]]:
 DUPLICATE_RESOURCE = "Each resource must appear at most once."
 
 
-def check_access(broker, request, resource, operation: Operation) -> None:
+def check_access(broker: BrokerContext, connection: Asker, resource, operation: Operation) -> None:
     """With an authorizer: a topic's configs need `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on the
     topic, a group's on the group, the broker's on the cluster."""
     if resource.resource_type == ConfigResourceType.TOPIC:
-        if not allowed(broker, request, operation, ResourceType.TOPIC, resource.resource_name):
+        if not allowed(broker, connection, operation, ResourceType.TOPIC, resource.resource_name):
             raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                 f"{operation.name} on topic '{resource.resource_name}' is needed")
     elif resource.resource_type == ConfigResourceType.GROUP:
-        if not allowed(broker, request, operation, ResourceType.GROUP, resource.resource_name):
+        if not allowed(broker, connection, operation, ResourceType.GROUP, resource.resource_name):
             raise ResourceError(ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                 f"{operation.name} on group '{resource.resource_name}' is needed")
-    elif not allowed_on_cluster(broker, request, operation):
+    elif not allowed_on_cluster(broker, connection, operation):
         raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{operation.name} on the cluster is needed")
 
 

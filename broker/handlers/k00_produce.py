@@ -54,6 +54,7 @@ from broker.handlers import CloseConnection, handles
 from broker.handlers.context import BrokerContext
 from broker.replica import AppendOrigin
 from broker.replica.outcomes import AppendEntry
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol import fastpath
 from protocol.compression import Compression
@@ -174,7 +175,8 @@ def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
 
 @handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request,
          encode=fastpath.encode_produce_response)
-async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> ProduceResponse | None:
+async def produce(broker: BrokerContext, request: Request[ProduceRequest],
+                  connection: RequestContext) -> ProduceResponse | None:
     body = request.body
     version = request.api_version
     client_id = request.header.client_id
@@ -182,14 +184,14 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest]) -> Pr
     entries: list[AppendEntry] = []  # what passed the checks here, for the replica manager
     slots: list[tuple[list, int, int]] = []  # where each entry's answer goes: (topic's answers, position, index)
     transactional = body.transactional_id is not None
-    may_write_txn = transactional and allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+    may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
     remote: list[int] = []  # positions in entries of transactional batches verified with another broker
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
         topic = broker.topics.get(topic_data.name)
-        may_write = allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
+        may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
             if transactional and not may_write_txn:

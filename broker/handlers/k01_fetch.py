@@ -114,8 +114,7 @@ class _Wanted:
     follower_log_start_offset: int = -1  # what a follower reports of its own log
 
 
-@handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response,
-         connection=True)
+@handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response)
 async def fetch(broker: BrokerContext, request: Request[FetchRequest], connection: RequestContext) -> FetchResponse:
     body = request.body
     version = request.api_version
@@ -142,13 +141,13 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     follower = replica_id >= 0
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
     if follower:  # a replica's fetch needs CLUSTER_ACTION; a consumer's, READ on each topic
-        cluster_ok = allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION)
+        cluster_ok = allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION)
 
         def may_read(name: str) -> bool:
             return cluster_ok
     else:
         def may_read(name: str) -> bool:
-            return allowed(broker, request, Operation.READ, ResourceType.TOPIC, name)
+            return allowed(broker, connection, Operation.READ, ResourceType.TOPIC, name)
     # KIP-392: from v11 (the consumer's rack id comes along) a consumer may read a follower's log up to
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11

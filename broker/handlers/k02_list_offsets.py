@@ -34,6 +34,7 @@ import structlog
 from broker.handlers import BrokerContext, handles
 from broker.log import LogError, ReadBound
 from broker.replica import Partition, PartitionError
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, IsolationLevel, Operation, ResourceType, SpecialTimestamp
 from protocol.errors import ErrorCode, ProtocolError
@@ -59,7 +60,8 @@ def _error(index: int, code: ErrorCode) -> _PartitionResponse:
 
 
 @handles(API_KEY, "1-10")
-async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsRequest]) -> ListOffsetsResponse:
+async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsRequest],
+                       connection: RequestContext) -> ListOffsetsResponse:
     body = request.body
     version = request.api_version
     counts = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
@@ -70,7 +72,7 @@ async def list_offsets(broker: BrokerContext, request: Request[ListOffsetsReques
     for topic in body.topics:
         results: list[_PartitionResponse] = []
         topics.append(_TopicResponse(name=topic.name, partitions=results))
-        may_describe = allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
+        may_describe = allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for asked in topic.partitions:
             index = asked.partition_index
             if not may_describe:

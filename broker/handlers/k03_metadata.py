@@ -44,6 +44,7 @@ from broker.handlers.acl_operations import (
     authorized_on_cluster,
 )
 from broker.handlers.cluster_view import alive_brokers, controller_id, offline_logs, partition_views
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic import INTERNAL_TOPICS, validate_topic_name
 from broker.topic_placement import TopicError
@@ -61,20 +62,21 @@ PartitionResult = MetadataResponse.MetadataResponseTopic.MetadataResponsePartiti
 
 
 @handles(API_KEY, "0-13")
-async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> MetadataResponse:
+async def metadata(broker: BrokerContext, request: Request[MetadataRequest],
+                   connection: RequestContext) -> MetadataResponse:
     version, body = request.api_version, request.body
     response = MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                 for b in alive_brokers(broker, request.listener_name)],
+                 for b in alive_brokers(broker, connection.listener_name)],
         cluster_id=broker.cluster_id,
         controller_id=controller_id(broker),
         cluster_authorized_operations=authorized_on_cluster(
-            broker, request, version >= 8 and body.include_cluster_authorized_operations),
+            broker, connection, version >= 8 and body.include_cluster_authorized_operations),
     )
     include_ops = version >= 8 and body.include_topic_authorized_operations
 
     def may(operation: Operation, name: str) -> bool:
-        return allowed(broker, request, operation, ResourceType.TOPIC, name)
+        return allowed(broker, connection, operation, ResourceType.TOPIC, name)
     requested = body.topics
     if requested is not None and 10 <= version < 12:
         for wanted in requested:
@@ -83,7 +85,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                                         f"Topic ids are not supported in Metadata v{version}")
     if requested is None or (version == 0 and not requested):
         offline = offline_logs(broker)
-        response.topics = [_describe(broker, request, topic, include_ops, offline) for topic in broker.topics.all()
+        response.topics = [_describe(broker, connection, topic, include_ops, offline) for topic in broker.topics.all()
                            if may(Operation.DESCRIBE, topic.name)]  # others stay unseen
         return response
     ids = [t.topic_id for t in requested if version >= 10 and t.topic_id != ZERO_UUID]
@@ -94,12 +96,12 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
                 response.topics.append(TopicResult(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                                    topic_id=topic_id, topic_authorized_operations=NOT_REQUESTED))
             else:
-                response.topics.append(_describe(broker, request, topic, include_ops))
+                response.topics.append(_describe(broker, connection, topic, include_ops))
         return response
     if any(t.name is None for t in requested):
         return _invalid_request(response, requested, version, "A topic has neither a name nor an id")
     allow_create = (version < 4 or body.allow_auto_topic_creation) and broker.config.auto_create_topics_enable
-    may_create_any = allowed_on_cluster(broker, request, Operation.CREATE)
+    may_create_any = allowed_on_cluster(broker, connection, Operation.CREATE)
     for name in dict.fromkeys(t.name for t in requested if t.name is not None):  # all are, as checked above
         topic = broker.topics.get(name)
         if not may(Operation.DESCRIBE, name) or (topic is None and allow_create and not may_create_any
@@ -114,10 +116,10 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest]) -> 
             topic = broker.topics.get(name) if error == ErrorCode.NONE else None
             if topic is None:
                 response.topics.append(TopicResult(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS,
-                                                   topic_authorized_operations=_operations(broker, request, name,
+                                                   topic_authorized_operations=_operations(broker, connection, name,
                                                                                            include_ops)))
                 continue
-        response.topics.append(_describe(broker, request, topic, include_ops))
+        response.topics.append(_describe(broker, connection, topic, include_ops))
     return response
 
 
@@ -140,18 +142,18 @@ async def _missing(broker: BrokerContext, name: str, allow_create: bool) -> Erro
     return ErrorCode.NONE
 
 
-def _describe(broker: BrokerContext, request, topic, include_ops: bool, offline=None) -> TopicResult:
+def _describe(broker: BrokerContext, connection: RequestContext, topic, include_ops: bool, offline=None) -> TopicResult:
     partitions = [PartitionResult(error_code=p.error_code, partition_index=p.partition, leader_id=p.leader,
                                   leader_epoch=p.leader_epoch, replica_nodes=p.replicas, isr_nodes=p.isr,
                                   offline_replicas=p.offline)
                   for p in partition_views(broker, topic, offline_logs(broker) if offline is None else offline)]
     return TopicResult(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
-                       partitions=partitions, topic_authorized_operations=_operations(broker, request, topic.name,
+                       partitions=partitions, topic_authorized_operations=_operations(broker, connection, topic.name,
                                                                                      include_ops))
 
 
-def _operations(broker: BrokerContext, request, name: str, include_ops: bool) -> int:
-    return authorized(broker, request, ResourceType.TOPIC, name, TOPIC_OPERATIONS) if include_ops else NOT_REQUESTED
+def _operations(broker: BrokerContext, connection: RequestContext, name: str, include_ops: bool) -> int:
+    return authorized(broker, connection, ResourceType.TOPIC, name, TOPIC_OPERATIONS) if include_ops else NOT_REQUESTED
 
 
 def _invalid_request(response: MetadataResponse, requested, version: int, message: str) -> MetadataResponse:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
 from broker.handlers.offset_commits import gather_commits
+from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -34,10 +35,11 @@ _Partition = _Topic.OffsetCommitResponsePartition
 
 
 @handles(API_KEY, "2-9")
-async def offset_commit(broker: BrokerContext, request: Request[OffsetCommitRequest]) -> OffsetCommitResponse:
+async def offset_commit(broker: BrokerContext, request: Request[OffsetCommitRequest],
+                        connection: RequestContext) -> OffsetCommitResponse:
     version, body = request.api_version, request.body
     results, pending = gather_commits(
-        broker, request, body.group_id, body.topics,
+        broker, connection, body.group_id, body.topics,
         lambda index: _Partition(partition_index=index, error_code=ErrorCode.NONE), with_leader_epoch=version >= 6)
     if pending:
         try:

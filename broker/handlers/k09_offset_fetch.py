@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -31,18 +32,18 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 
-def _fetch(broker: BrokerContext, request, group_id: str, topics, require_stable: bool = False):
+def _fetch(broker: BrokerContext, connection: RequestContext, group_id: str, topics, require_stable: bool = False):
     """[(topic, [(partition, offset, leader epoch, metadata, error)])] and the group's error. With an
     authorizer the group needs DESCRIBE, and a fetch of all topics leaves out those the client may not
     DESCRIBE."""
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     try:
-        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, group_id):
             raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group is needed")
         fetched = broker.groups.offsets.fetch(group_id, asked)
         if asked is None:
             fetched = [(name, parts) for name, parts in fetched
-                       if allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name)]
+                       if allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, name)]
     except GroupError as exc:
         failed = [(name, [(p, -1, -1, "", ErrorCode.NONE) for p in partitions]) for name, partitions in asked or []]
         return failed, exc.error_code
@@ -59,19 +60,20 @@ def _fetch(broker: BrokerContext, request, group_id: str, topics, require_stable
 
 
 @handles(API_KEY, "1-9")
-async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchRequest]) -> OffsetFetchResponse:
+async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchRequest],
+                       connection: RequestContext) -> OffsetFetchResponse:
     version, body = request.api_version, request.body
     if version >= 8:
         groups = []
         for group in body.groups:
-            topics, error = _fetch(broker, request, group.group_id, group.topics, body.require_stable)
+            topics, error = _fetch(broker, connection, group.group_id, group.topics, body.require_stable)
             groups.append(_Group(group_id=group.group_id, error_code=error, topics=[] if error else [
                 _GroupTopic(name=name, partitions=[
                     _GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                     error_code=code) for p, o, e, m, code in parts])
                 for name, parts in topics]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    topics, error = _fetch(broker, request, body.group_id, body.topics, version >= 7 and body.require_stable)
+    topics, error = _fetch(broker, connection, body.group_id, body.topics, version >= 7 and body.require_stable)
     if error and version >= 2:
         topics = []
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[

@@ -17,6 +17,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.topic_checks import topic_error
 from broker.log import LogError
 from broker.replica import PartitionError
+from broker.request_context import RequestContext
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -38,11 +39,11 @@ def _describe(broker: BrokerContext, topic: str, index: int) -> _Partition:
 
 
 @handles(API_KEY, "0")
-async def describe_erasure(broker: BrokerContext, request: Request[DescribeErasureRequest]
+async def describe_erasure(broker: BrokerContext, request: Request[DescribeErasureRequest], connection: RequestContext
                            ) -> DescribeErasureResponse:
     topics = []
     for asked in request.body.topics:
-        error = topic_error(broker, request, asked.name, Operation.DESCRIBE)
+        error = topic_error(broker, connection, asked.name, Operation.DESCRIBE)
         if error is not None:
             partitions = [_Partition(partition_index=i, error_code=error.error_code, error_message=error.message)
                           for i in asked.partition_indexes]

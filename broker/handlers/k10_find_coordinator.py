@@ -24,6 +24,7 @@ from broker.group import GroupError
 from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers, endpoint_of, leader_of
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.txn import TRANSACTION_STATE_TOPIC, TxnError
 from protocol.enums import ApiKey, CoordinatorType, Operation, ResourceType
@@ -106,20 +107,21 @@ def _leader_endpoint(broker: BrokerContext, topic_name: str, partition: int, lis
 
 
 @handles(API_KEY, "0-6")
-async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinatorRequest]) -> FindCoordinatorResponse:
+async def find_coordinator(broker: BrokerContext, request: Request[FindCoordinatorRequest],
+                           connection: RequestContext) -> FindCoordinatorResponse:
     version, body = request.api_version, request.body
     key_type = body.key_type if version >= 1 else CoordinatorType.GROUP
 
     def may_describe(group_id: str) -> bool:
-        return allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id)
+        return allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, group_id)
 
     def may_describe_txn(transactional_id: str) -> bool:
-        return allowed(broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+        return allowed(broker, connection, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            await _lookup(broker, key_type, key, request.listener_name, may_describe, may_describe_txn)
+            await _lookup(broker, key_type, key, connection.listener_name, may_describe, may_describe_txn)
             for key in body.coordinator_keys])
-    found = await _lookup(broker, key_type, body.key, request.listener_name, may_describe, may_describe_txn)
+    found = await _lookup(broker, key_type, body.key, connection.listener_name, may_describe, may_describe_txn)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from broker.group import JoinRequest
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -33,9 +34,10 @@ _Member = JoinGroupResponse.JoinGroupResponseMember
 
 
 @handles(API_KEY, "0-9")
-async def join_group(broker: BrokerContext, request: Request[JoinGroupRequest]) -> JoinGroupResponse:
+async def join_group(broker: BrokerContext, request: Request[JoinGroupRequest],
+                     connection: RequestContext) -> JoinGroupResponse:
     version, body = request.api_version, request.body
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
         return JoinGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     protocols: list[tuple[str, bytes]] = []
     for protocol in body.protocols:
@@ -50,7 +52,7 @@ async def join_group(broker: BrokerContext, request: Request[JoinGroupRequest]) 
         protocol_type=body.protocol_type,
         protocols=protocols,
         client_id=request.header.client_id or "",
-        client_host="/" + getattr(request, "client_host", ""),
+        client_host="/" + connection.client_host,
         version=version,
         reason=body.reason if version >= 8 else None,
     ))

@@ -11,6 +11,7 @@ FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_A
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -21,9 +22,10 @@ API_KEY = ApiKey.HEARTBEAT
 
 
 @handles(API_KEY, "0-4")
-async def heartbeat(broker: BrokerContext, request: Request[HeartbeatRequest]) -> HeartbeatResponse:
+async def heartbeat(broker: BrokerContext, request: Request[HeartbeatRequest],
+                    connection: RequestContext) -> HeartbeatResponse:
     version, body = request.api_version, request.body
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
         return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
                                     body.group_instance_id if version >= 3 else None)

@@ -13,6 +13,7 @@ COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -24,9 +25,10 @@ _MemberResponse = LeaveGroupResponse.MemberResponse
 
 
 @handles(API_KEY, "0-5")
-async def leave_group(broker: BrokerContext, request: Request[LeaveGroupRequest]) -> LeaveGroupResponse:
+async def leave_group(broker: BrokerContext, request: Request[LeaveGroupRequest],
+                      connection: RequestContext) -> LeaveGroupResponse:
     version, body = request.api_version, request.body
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
         return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]

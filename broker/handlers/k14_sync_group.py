@@ -15,6 +15,7 @@ NOT_COORDINATOR, and the append errors of the group metadata write.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -25,9 +26,10 @@ API_KEY = ApiKey.SYNC_GROUP
 
 
 @handles(API_KEY, "0-5")
-async def sync_group(broker: BrokerContext, request: Request[SyncGroupRequest]) -> SyncGroupResponse:
+async def sync_group(broker: BrokerContext, request: Request[SyncGroupRequest],
+                     connection: RequestContext) -> SyncGroupResponse:
     version, body = request.api_version, request.body
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
         return SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     result = await broker.groups.sync_group(
         body.group_id, body.generation_id, body.member_id,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from broker.group import GroupError, GroupState
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -31,14 +32,15 @@ _Member = _Described.DescribedGroupMember
 
 
 @handles(API_KEY, "0-6")
-async def describe_groups(broker: BrokerContext, request: Request[DescribeGroupsRequest]) -> DescribeGroupsResponse:
+async def describe_groups(broker: BrokerContext, request: Request[DescribeGroupsRequest],
+                          connection: RequestContext) -> DescribeGroupsResponse:
     version, body = request.api_version, request.body
     wanted = version >= 3 and body.include_authorized_operations
     refused, described = [], []
     for group_id in body.groups:
         entry = _Described(error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state="",
                            protocol_type="", protocol_data="", members=[], authorized_operations=NOT_REQUESTED)
-        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, group_id):
             entry.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             refused.append(entry)
             continue
@@ -51,7 +53,7 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
                 entry.error_message = exc.message
             continue
         if wanted:
-            entry.authorized_operations = authorized(broker, request, ResourceType.GROUP, group_id, GROUP_OPERATIONS)
+            entry.authorized_operations = authorized(broker, connection, ResourceType.GROUP, group_id, GROUP_OPERATIONS)
         if group is None:
             entry.group_state = GroupState.DEAD.value
             if version >= 6:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from broker.group import GroupError
 from broker.group.group import GROUP_TYPE
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -25,7 +26,8 @@ _Listed = ListGroupsResponse.ListedGroup
 
 
 @handles(API_KEY, "0-5")
-async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest]) -> ListGroupsResponse:
+async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest],
+                      connection: RequestContext) -> ListGroupsResponse:
     version, body = request.api_version, request.body
     states = set(body.states_filter) if version >= 4 else set()
     types = set(body.types_filter) if version >= 5 else set()
@@ -34,8 +36,8 @@ async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest]
     except GroupError as exc:
         return ListGroupsResponse(throttle_time_ms=0, error_code=exc.error_code, groups=[])
     # Only the groups one may DESCRIBE (all of them with DESCRIBE on the cluster), as Kafka lists them.
-    every = allowed_on_cluster(broker, request, Operation.DESCRIBE)
+    every = allowed_on_cluster(broker, connection, Operation.DESCRIBE)
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
         _Listed(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
                 group_type=GROUP_TYPE) for g in groups
-        if every or allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)])
+        if every or allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)])

@@ -21,7 +21,7 @@ from protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
 API_KEY = ApiKey.SASL_HANDSHAKE
 
 
-@handles(API_KEY, "0-1", connection=True)
+@handles(API_KEY, "0-1")
 async def sasl_handshake(broker: BrokerContext, request: Request[SaslHandshakeRequest],
                          connection: RequestContext) -> SaslHandshakeResponse:
     session = connection.sasl

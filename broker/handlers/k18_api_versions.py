@@ -14,6 +14,7 @@ import re
 
 from broker.handlers import REGISTRY, handles
 from broker.handlers.context import BrokerContext
+from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -42,7 +43,8 @@ def unsupported_version_reply() -> ApiVersionsResponse:
 
 
 @handles(API_KEY, "0-4", reply_to_newer=unsupported_version_reply)
-async def api_versions(broker: BrokerContext, request: Request[ApiVersionsRequest]) -> ApiVersionsResponse:
+async def api_versions(broker: BrokerContext, request: Request[ApiVersionsRequest],
+                       connection: RequestContext) -> ApiVersionsResponse:
     body = request.body
     if request.api_version >= 3 and not (
         _SOFTWARE.match(body.client_software_name or "") and _SOFTWARE.match(body.client_software_version or "")

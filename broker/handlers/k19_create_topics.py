@@ -27,6 +27,7 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic_configs import describe_topic_configs
 from broker.topic_placement import MAX_PARTITIONS_PER_REQUEST, TopicError
@@ -43,7 +44,8 @@ ConfigResult = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 
 
 @handles(API_KEY, "2-7")
-async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequest]) -> CreateTopicsResponse:
+async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequest],
+                        connection: RequestContext) -> CreateTopicsResponse:
     version, body = request.api_version, request.body
     topics = body.topics
     if _requested_partitions(broker, topics) > MAX_PARTITIONS_PER_REQUEST:
@@ -51,11 +53,11 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
         return CreateTopicsResponse(topics=[_failed(t.name, ErrorCode.POLICY_VIOLATION, message) for t in topics])
     counts = Counter(t.name for t in topics)
     results = []
-    may_create_any = allowed_on_cluster(broker, request, Operation.CREATE)
+    may_create_any = allowed_on_cluster(broker, connection, Operation.CREATE)
     for wanted in topics:
         if counts[wanted.name] > 1:
             continue
-        if not may_create_any and not allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, wanted.name):
+        if not may_create_any and not allowed(broker, connection, Operation.CREATE, ResourceType.TOPIC, wanted.name):
             results.append(_failed(wanted.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                    "CREATE on the cluster or the topic is needed to create it."))
             continue

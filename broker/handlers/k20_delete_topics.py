@@ -32,6 +32,7 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.topic_placement import TopicError
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -47,7 +48,8 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 @handles(API_KEY, "1-6")
-async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequest]) -> DeleteTopicsResponse:
+async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequest],
+                        connection: RequestContext) -> DeleteTopicsResponse:
     version, body = request.api_version, request.body
     rows = [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(n, ZERO_UUID) for n in body.topic_names]
     if not broker.config.delete_topic_enable:
@@ -76,7 +78,7 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
             if name_counts[name] > 1:
                 results.append(_result(name, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                 continue
-            if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, name):
+            if not allowed(broker, connection, Operation.DELETE, ResourceType.TOPIC, name):
                 results.append(_result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                        "DELETE on the topic is needed to delete it."))
                 continue
@@ -94,11 +96,11 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
                 results.append(_result(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
                 continue
             topic = broker.topics.by_id(topic_id)
-            if topic is None or not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            if topic is None or not allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                                        "This server does not host this topic ID."))
                 continue
-            if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, topic.name):
+            if not allowed(broker, connection, Operation.DELETE, ResourceType.TOPIC, topic.name):
                 results.append(_result(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                        "DELETE on the topic is needed to delete it."))
                 continue

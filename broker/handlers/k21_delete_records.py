@@ -50,6 +50,7 @@ from collections.abc import Callable
 
 from broker.handlers import BrokerContext, handles
 from broker.log import TopicPartition
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -62,13 +63,14 @@ _PartitionResult = _TopicResult.DeleteRecordsPartitionResult
 
 
 @handles(API_KEY, "0-3")
-async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest]) -> DeleteRecordsResponse:
+async def delete_records(broker: BrokerContext, request: Request[DeleteRecordsRequest],
+                         connection: RequestContext) -> DeleteRecordsResponse:
     body = request.body
     version = request.api_version
     leader_only = version >= 3 and body.leader_only
     started = time.perf_counter()
     def may_delete(name: str) -> bool:  # KIP-107 §3: DELETE on the topic
-        return allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, name)
+        return allowed(broker, connection, Operation.DELETE, ResourceType.TOPIC, name)
 
     response = await _delete_records(broker, body, version, leader_only, may_delete)
     broker.replicas.counters.delete_latency["leader_only" if leader_only else "all_replicas"].observe(

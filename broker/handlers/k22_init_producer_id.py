@@ -29,6 +29,7 @@ import structlog
 from broker.cluster.store import StoreError
 from broker.handlers import BrokerContext, handles
 from broker.replica.producer_ids import ProducerIdsExhausted
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.txn import TxnError
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -49,15 +50,17 @@ def _error(code: ErrorCode) -> InitProducerIdResponse:
 
 
 @handles(API_KEY, "0-5")
-async def init_producer_id(broker: BrokerContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
+async def init_producer_id(broker: BrokerContext, request: Request[InitProducerIdRequest],
+                           connection: RequestContext) -> InitProducerIdResponse:
     body = request.body
     if body.transactional_id is not None:
-        return await _transactional(broker, request)
+        return await _transactional(broker, request, connection)
     if request.api_version >= 3 and (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
         return _error(ErrorCode.INVALID_REQUEST)
     authorizer = broker.authorizer  # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE somewhere
-    if authorizer is not None and not allowed_on_cluster(broker, request, Operation.IDEMPOTENT_WRITE) and \
-            not authorizer.allows_some(request.principal, request.client_host, Operation.WRITE, ResourceType.TOPIC):
+    if authorizer is not None and not allowed_on_cluster(broker, connection, Operation.IDEMPOTENT_WRITE) and \
+            not authorizer.allows_some(connection.principal, connection.client_host, Operation.WRITE,
+                                       ResourceType.TOPIC):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     producer_ids = broker.replicas.producer_ids
     assert producer_ids is not None  # made when the replicas start, before any request is served
@@ -70,13 +73,14 @@ async def init_producer_id(broker: BrokerContext, request: Request[InitProducerI
                                   producer_epoch=0)
 
 
-async def _transactional(broker: BrokerContext, request: Request[InitProducerIdRequest]) -> InitProducerIdResponse:
+async def _transactional(broker: BrokerContext, request: Request[InitProducerIdRequest],
+                         connection: RequestContext) -> InitProducerIdResponse:
     body, version = request.body, request.api_version
     transactional_id = body.transactional_id
     assert transactional_id is not None  # the caller's test
     if transactional_id == "":
         return _error(ErrorCode.INVALID_REQUEST)
-    if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+    if not allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coordinator = broker.transactions
     producer_id = body.producer_id if version >= 3 else NO_PRODUCER_ID

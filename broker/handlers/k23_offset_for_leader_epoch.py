@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.replica import PartitionError
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -30,14 +31,15 @@ _EpochEndOffset = _TopicResult.EpochEndOffset
 
 @handles(API_KEY, "2-4")
 async def offset_for_leader_epoch(broker: BrokerContext,
-                                  request: Request[OffsetForLeaderEpochRequest]) -> OffsetForLeaderEpochResponse:
+                                  request: Request[OffsetForLeaderEpochRequest],
+                                  connection: RequestContext) -> OffsetForLeaderEpochResponse:
     topics = []
     for topic in request.body.topics:
         results: list[_EpochEndOffset] = []
         topics.append(_TopicResult(topic=topic.topic, partitions=results))
         # a replica needs CLUSTER_ACTION, a client DESCRIBE on the topic
-        may = (allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION) if request.body.replica_id >= 0
-               else allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic))
+        may = (allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION) if request.body.replica_id >= 0
+               else allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic))
         for asked in topic.partitions:
             result = _EpochEndOffset(error_code=ErrorCode.NONE, partition=asked.partition, leader_epoch=-1,
                                      end_offset=-1)

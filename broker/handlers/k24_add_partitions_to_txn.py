@@ -25,6 +25,7 @@ COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.txn import TxnError
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -48,26 +49,28 @@ def _by_topic(codes: dict[TopicPartitionKey, ErrorCode], topic_result) -> list:
 
 @handles(API_KEY, "0-5")
 async def add_partitions_to_txn(broker: BrokerContext,
-                                request: Request[AddPartitionsToTxnRequest]) -> AddPartitionsToTxnResponse:
+                                request: Request[AddPartitionsToTxnRequest],
+                                connection: RequestContext) -> AddPartitionsToTxnResponse:
     body, version = request.body, request.api_version
     if version < 4:
-        codes = await _transaction(broker, request, body.v3_and_below_transactional_id,
+        codes = await _transaction(broker, request, connection, body.v3_and_below_transactional_id,
                                    body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, False,
                                    body.v3_and_below_topics)
         return AddPartitionsToTxnResponse(throttle_time_ms=0,
                                           results_by_topic_v3_and_below=_by_topic(codes, _TopicResultV3))
-    if not allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION):  # only brokers send these
+    if not allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION):  # only brokers send these
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     results = []
     for txn in body.transactions:
-        codes = await _transaction(broker, request, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                   txn.verify_only, txn.topics)
+        codes = await _transaction(broker, request, connection, txn.transactional_id, txn.producer_id,
+                                   txn.producer_epoch, txn.verify_only, txn.topics)
         results.append(_TxnResult(transactional_id=txn.transactional_id,
                                   topic_results=_by_topic(codes, _TxnResult.AddPartitionsToTxnTopicResult)))
     return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_transaction=results)
 
 
-async def _transaction(broker: BrokerContext, request: Request[AddPartitionsToTxnRequest], transactional_id: str,
+async def _transaction(broker: BrokerContext, request: Request[AddPartitionsToTxnRequest], connection: RequestContext,
+                       transactional_id: str,
                        producer_id: int, producer_epoch: int, verify_only: bool,
                        topics: list) -> dict[TopicPartitionKey, ErrorCode]:
     """One transaction's answer, per partition (Kafka's KafkaApis.handleAddPartitionsToTxnRequest)."""
@@ -76,12 +79,12 @@ async def _transaction(broker: BrokerContext, request: Request[AddPartitionsToTx
     if version < 4:
         if not transactional_id:
             return dict.fromkeys(asked, ErrorCode.INVALID_REQUEST)
-        if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        if not allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             return dict.fromkeys(asked, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     refused: dict[TopicPartitionKey, ErrorCode] = {}
     for name, index in asked:
         topic = broker.topics.get(name)
-        if version < 4 and not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
+        if version < 4 and not allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, name):
             refused[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None or index not in topic.replicas:
             refused[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -13,6 +13,7 @@ from __future__ import annotations
 from broker.group import GroupError
 from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.txn import TxnError
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -25,7 +26,8 @@ API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 
 @handles(API_KEY, "0-4")
 async def add_offsets_to_txn(broker: BrokerContext,
-                             request: Request[AddOffsetsToTxnRequest]) -> AddOffsetsToTxnResponse:
+                             request: Request[AddOffsetsToTxnRequest],
+                             connection: RequestContext) -> AddOffsetsToTxnResponse:
     body, version = request.body, request.api_version
 
     def answer(code: ErrorCode) -> AddOffsetsToTxnResponse:
@@ -33,9 +35,9 @@ async def add_offsets_to_txn(broker: BrokerContext,
 
     if not body.transactional_id:
         return answer(ErrorCode.INVALID_REQUEST)
-    if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    if not allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     store = broker.groups.store
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.txn import TxnError
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -30,11 +31,11 @@ API_KEY = ApiKey.END_TXN
 
 
 @handles(API_KEY, "0-4")
-async def end_txn(broker: BrokerContext, request: Request[EndTxnRequest]) -> EndTxnResponse:
+async def end_txn(broker: BrokerContext, request: Request[EndTxnRequest], connection: RequestContext) -> EndTxnResponse:
     body, version = request.body, request.api_version
     if not body.transactional_id:
         return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
-    if not allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    if not allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     try:
         await broker.transactions.end_txn(body.transactional_id, body.producer_id, body.producer_epoch,

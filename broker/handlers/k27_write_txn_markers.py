@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.log import TopicPartition
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -44,11 +45,11 @@ def _answer(producer_id: int, codes: dict[tuple[str, int], ErrorCode]) -> _Resul
 
 
 @handles(API_KEY, "1-2")
-async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMarkersRequest]
+async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMarkersRequest], connection: RequestContext
                             ) -> WriteTxnMarkersResponse:
     markers = request.body.markers
-    authorized = (allowed_on_cluster(broker, request, Operation.ALTER)
-                  or allowed_on_cluster(broker, request, Operation.CLUSTER_ACTION))
+    authorized = (allowed_on_cluster(broker, connection, Operation.ALTER)
+                  or allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION))
     hosted = broker.replicas.partitions
     results = []
     for marker in markers:

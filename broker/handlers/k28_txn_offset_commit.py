@@ -24,6 +24,7 @@ from broker.group import GroupError, OffsetCommit
 from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.offset_commits import gather_commits
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -36,11 +37,12 @@ _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
 @handles(API_KEY, "0-4")
-async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCommitRequest]) -> TxnOffsetCommitResponse:
+async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCommitRequest],
+                            connection: RequestContext) -> TxnOffsetCommitResponse:
     version, body = request.api_version, request.body
-    txn_ok = allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
+    txn_ok = allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)
     results, pending = gather_commits(
-        broker, request, body.group_id, body.topics,
+        broker, connection, body.group_id, body.topics,
         lambda index: _Partition(partition_index=index, error_code=ErrorCode.NONE), with_leader_epoch=version >= 2,
         refused=ErrorCode.NONE if txn_ok else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if pending:

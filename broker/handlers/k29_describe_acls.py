@@ -9,24 +9,27 @@ unknown enum value in the filter).
 
 from __future__ import annotations
 
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, filter_from
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeAclsResponse
+from protocol.framing import Request
+from protocol.messages import DescribeAclsRequest, DescribeAclsResponse
 
 API_KEY = ApiKey.DESCRIBE_ACLS
 
 
 @handles(API_KEY, "1-3")
-async def describe_acls(broker, request) -> DescribeAclsResponse:
+async def describe_acls(broker: BrokerContext, request: Request[DescribeAclsRequest],
+                        connection: RequestContext) -> DescribeAclsResponse:
     def failed(code: int, message: str) -> DescribeAclsResponse:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message, resources=[])
 
     if broker.authorizer is None:
         return failed(ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_TEXT)
-    if not allowed_on_cluster(broker, request, Operation.DESCRIBE):
+    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE):
         return failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE on the cluster is needed to list ACLs")
     try:
         acl_filter = filter_from(request.body, request.api_version)

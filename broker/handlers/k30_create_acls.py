@@ -12,18 +12,21 @@ KAFKA_STORAGE_ERROR (the metadata store's file could not be written: a full disk
 from __future__ import annotations
 
 from broker.cluster.store import StoreWriteFailed
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, acl_from
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
-from protocol.messages import CreateAclsResponse
+from protocol.framing import Request
+from protocol.messages import CreateAclsRequest, CreateAclsResponse
 
 API_KEY = ApiKey.CREATE_ACLS
 
 
 @handles(API_KEY, "1-3")
-async def create_acls(broker, request) -> CreateAclsResponse:
+async def create_acls(broker: BrokerContext, request: Request[CreateAclsRequest],
+                      connection: RequestContext) -> CreateAclsResponse:
     creations = request.body.creations
 
     def every(code: int, message: str) -> CreateAclsResponse:
@@ -32,7 +35,7 @@ async def create_acls(broker, request) -> CreateAclsResponse:
 
     if broker.authorizer is None:
         return every(ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_TEXT)
-    if not allowed_on_cluster(broker, request, Operation.ALTER):
+    if not allowed_on_cluster(broker, connection, Operation.ALTER):
         return every(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is needed to create ACLs")
     results, valid = [], []
     for entry in creations:

@@ -10,19 +10,22 @@ a full disk; deleting again is safe).
 from __future__ import annotations
 
 from broker.cluster.store import StoreWriteFailed
-from broker.handlers import handles
+from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_requests import SECURITY_DISABLED_TEXT, InvalidAcl, filter_from
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteAclsResponse
+from protocol.framing import Request
+from protocol.messages import DeleteAclsRequest, DeleteAclsResponse
 
 API_KEY = ApiKey.DELETE_ACLS
 Result = DeleteAclsResponse.DeleteAclsFilterResult
 
 
 @handles(API_KEY, "1-3")
-async def delete_acls(broker, request) -> DeleteAclsResponse:
+async def delete_acls(broker: BrokerContext, request: Request[DeleteAclsRequest],
+                      connection: RequestContext) -> DeleteAclsResponse:
     filters = request.body.filters
 
     def every(code: int, message: str) -> DeleteAclsResponse:
@@ -31,7 +34,7 @@ async def delete_acls(broker, request) -> DeleteAclsResponse:
 
     if broker.authorizer is None:
         return every(ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_TEXT)
-    if not allowed_on_cluster(broker, request, Operation.ALTER):
+    if not allowed_on_cluster(broker, connection, Operation.ALTER):
         return every(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is needed to delete ACLs")
     results, doomed = [], []
     for entry in filters:

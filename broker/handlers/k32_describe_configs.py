@@ -37,6 +37,7 @@ from broker.handlers.config_resources import (
     check_broker_name,
     logger_config_entries,
 )
+from broker.request_context import RequestContext
 from broker.topic import validate_topic_name
 from broker.topic_configs import ConfigEntry, describe_topic_configs
 from broker.topic_placement import TopicError
@@ -52,7 +53,8 @@ SynonymEntry = Entry.DescribeConfigsSynonym
 
 
 @handles(API_KEY, "1-4")
-async def describe_configs(broker: BrokerContext, request: Request[DescribeConfigsRequest]) -> DescribeConfigsResponse:
+async def describe_configs(broker: BrokerContext, request: Request[DescribeConfigsRequest],
+                           connection: RequestContext) -> DescribeConfigsResponse:
     version, body = request.api_version, request.body
     synonyms = body.include_synonyms
     documentation = version >= 3 and body.include_documentation
@@ -61,7 +63,7 @@ async def describe_configs(broker: BrokerContext, request: Request[DescribeConfi
         result = Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
                         resource_name=resource.resource_name, configs=[])
         try:
-            check_access(broker, request, resource, Operation.DESCRIBE_CONFIGS)
+            check_access(broker, connection, resource, Operation.DESCRIBE_CONFIGS)
             entries = await _entries(broker, resource)
         except ResourceError as exc:
             result.error_code, result.error_message = exc.error_code, exc.message

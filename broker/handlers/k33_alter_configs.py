@@ -32,6 +32,7 @@ from broker.handlers.config_resources import (
     check_access,
     check_alterations,
 )
+from broker.request_context import RequestContext
 from broker.topic import validate_topic_name
 from protocol.enums import ApiKey, ConfigResourceType, Operation
 from protocol.errors import ErrorCode
@@ -45,15 +46,16 @@ Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 @handles(API_KEY, "0-2")
-async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequest]) -> AlterConfigsResponse:
+async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequest],
+                        connection: RequestContext) -> AlterConfigsResponse:
     body = request.body
-    responses = await alter_each(body.resources, lambda r: _alter(broker, request, r, body.validate_only),
+    responses = await alter_each(body.resources, lambda r: _alter(broker, connection, r, body.validate_only),
                                  Result, log)
     return AlterConfigsResponse(responses=responses)
 
 
-async def _alter(broker: BrokerContext, request, resource, validate_only: bool) -> None:
-    check_access(broker, request, resource, Operation.ALTER_CONFIGS)
+async def _alter(broker: BrokerContext, connection: RequestContext, resource, validate_only: bool) -> None:
+    check_access(broker, connection, resource, Operation.ALTER_CONFIGS)
     check_alterations(resource.configs)
     if resource.resource_type == ConfigResourceType.TOPIC:
         validate_topic_name(resource.resource_name)

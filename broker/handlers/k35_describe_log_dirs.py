@@ -29,6 +29,7 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.log import TopicPartition
 from broker.log.log import PartitionLog
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -43,8 +44,9 @@ _Partition = _Topic.DescribeLogDirsPartition
 
 
 @handles(API_KEY, "1-5")
-async def describe_log_dirs(broker: BrokerContext, request: Request[DescribeLogDirsRequest]) -> DescribeLogDirsResponse:
-    if not allowed_on_cluster(broker, request, Operation.DESCRIBE):
+async def describe_log_dirs(broker: BrokerContext, request: Request[DescribeLogDirsRequest],
+                            connection: RequestContext) -> DescribeLogDirsResponse:
+    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE):
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                        results=[])
     if broker.logs.health.failed:  # as Kafka answers for an offline dir: the error, no topics, no volume

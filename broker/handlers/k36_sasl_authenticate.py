@@ -21,7 +21,7 @@ from protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 API_KEY = ApiKey.SASL_AUTHENTICATE
 
 
-@handles(API_KEY, "0-2", connection=True)
+@handles(API_KEY, "0-2")
 async def sasl_authenticate(broker: BrokerContext, request: Request[SaslAuthenticateRequest],
                             connection: RequestContext) -> SaslAuthenticateResponse:
     session = connection.sasl

@@ -20,6 +20,7 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.topic_placement import TopicError
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -35,14 +36,15 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 @handles(API_KEY, "0-3")
 async def create_partitions(broker: BrokerContext,
-                            request: Request[CreatePartitionsRequest]) -> CreatePartitionsResponse:
+                            request: Request[CreatePartitionsRequest],
+                            connection: RequestContext) -> CreatePartitionsResponse:
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []
     for wanted in body.topics:
         if counts[wanted.name] > 1:
             continue
-        if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, wanted.name):
+        if not allowed(broker, connection, Operation.ALTER, ResourceType.TOPIC, wanted.name):
             results.append(Result(name=wanted.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                   error_message="ALTER on the topic is needed to add partitions."))
             continue

@@ -11,6 +11,7 @@ Errors: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, COORDINATOR_NOT_AVAILABLE, NO
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -22,9 +23,10 @@ _Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 @handles(API_KEY, "0-2")
-async def delete_groups(broker: BrokerContext, request: Request[DeleteGroupsRequest]) -> DeleteGroupsResponse:
+async def delete_groups(broker: BrokerContext, request: Request[DeleteGroupsRequest],
+                        connection: RequestContext) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.body.groups_names))
-    permitted = [n for n in names if allowed(broker, request, Operation.DELETE, ResourceType.GROUP, n)]
+    permitted = [n for n in names if allowed(broker, connection, Operation.DELETE, ResourceType.GROUP, n)]
     results = await broker.groups.delete_groups(permitted) if permitted else {}
     results.update({n: ErrorCode.GROUP_AUTHORIZATION_FAILED for n in names if n not in permitted})
     return DeleteGroupsResponse(throttle_time_ms=0, results=[

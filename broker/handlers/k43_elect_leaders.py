@@ -32,6 +32,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import offline_logs
 from broker.handlers.controller_requests import on_the_controller
 from broker.log import TopicPartition
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, ElectionType, Operation
 from protocol.errors import ErrorCode
@@ -44,9 +45,10 @@ _PartitionResult = _TopicResult.PartitionResult
 
 
 @handles(API_KEY, "0-2")
-async def elect_leaders_handler(broker: BrokerContext, request: Request[ElectLeadersRequest]) -> ElectLeadersResponse:
+async def elect_leaders_handler(broker: BrokerContext, request: Request[ElectLeadersRequest],
+                                connection: RequestContext) -> ElectLeadersResponse:
     body, version = request.body, request.api_version
-    if not allowed_on_cluster(broker, request, Operation.ALTER):
+    if not allowed_on_cluster(broker, connection, Operation.ALTER):
         return _refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     try:
         election = ElectionType(body.election_type if version >= 1 else ElectionType.PREFERRED)

@@ -44,6 +44,7 @@ from broker.handlers.config_resources import (
     check_alterations,
     group_list,
 )
+from broker.request_context import RequestContext
 from broker.topic import validate_topic_name
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigType, Operation
@@ -59,16 +60,17 @@ _OPERATIONS = frozenset(AlterConfigOp)
 
 
 @handles(API_KEY, "0-1")
-async def incremental_alter_configs(broker: BrokerContext, request: Request[IncrementalAlterConfigsRequest]
+async def incremental_alter_configs(broker: BrokerContext, request: Request[IncrementalAlterConfigsRequest],
+                                    connection: RequestContext
                                     ) -> IncrementalAlterConfigsResponse:
     body = request.body
-    responses = await alter_each(body.resources, lambda r: _alter(broker, request, r, body.validate_only),
+    responses = await alter_each(body.resources, lambda r: _alter(broker, connection, r, body.validate_only),
                                  Result, log)
     return IncrementalAlterConfigsResponse(responses=responses)
 
 
-async def _alter(broker: BrokerContext, request, resource, validate_only: bool) -> None:
-    check_access(broker, request, resource, Operation.ALTER_CONFIGS)
+async def _alter(broker: BrokerContext, connection: RequestContext, resource, validate_only: bool) -> None:
+    check_access(broker, connection, resource, Operation.ALTER_CONFIGS)
     check_alterations(resource.configs, null_allowed_for_op=AlterConfigOp.DELETE)
     unknown = [c.config_operation for c in resource.configs if c.config_operation not in _OPERATIONS]
     if unknown:

@@ -32,6 +32,7 @@ from broker.cluster.reassignment import ReassignmentResult
 from broker.cluster.store import StoreError, store_error_answer
 from broker.handlers import BrokerContext, handles
 from broker.handlers.controller_requests import on_the_controller
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from broker.topic_placement import TopicError, validate_manual_assignment
 from protocol.enums import ApiKey, Operation
@@ -45,11 +46,12 @@ _PartitionResponse = _TopicResponse.ReassignablePartitionResponse
 
 
 @handles(API_KEY, "0-1")
-async def alter_partition_reassignments(broker: BrokerContext, request: Request[AlterPartitionReassignmentsRequest]
+async def alter_partition_reassignments(broker: BrokerContext, request: Request[AlterPartitionReassignmentsRequest],
+                                        connection: RequestContext
                                         ) -> AlterPartitionReassignmentsResponse:
     body = request.body
     allow_change = body.allow_replication_factor_change if request.api_version >= 1 else True
-    if not allowed_on_cluster(broker, request, Operation.ALTER):
+    if not allowed_on_cluster(broker, connection, Operation.ALTER):
         return _refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
     async def alter() -> AlterPartitionReassignmentsResponse:

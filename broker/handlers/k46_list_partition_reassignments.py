@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.handlers.controller_requests import on_the_controller
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -29,10 +30,11 @@ _Partition = _Topic.OngoingPartitionReassignment
 
 
 @handles(API_KEY, "0")
-async def list_partition_reassignments(broker: BrokerContext, request: Request[ListPartitionReassignmentsRequest]
+async def list_partition_reassignments(broker: BrokerContext, request: Request[ListPartitionReassignmentsRequest],
+                                       connection: RequestContext
                                        ) -> ListPartitionReassignmentsResponse:
     body = request.body
-    if not allowed_on_cluster(broker, request, Operation.DESCRIBE):
+    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE):
         return _refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
     async def listed() -> ListPartitionReassignmentsResponse:

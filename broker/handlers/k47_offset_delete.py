@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
@@ -26,16 +27,17 @@ _Partition = _Topic.OffsetDeleteResponsePartition
 
 
 @handles(API_KEY, "0")
-async def offset_delete(broker: BrokerContext, request: Request[OffsetDeleteRequest]) -> OffsetDeleteResponse:
+async def offset_delete(broker: BrokerContext, request: Request[OffsetDeleteRequest],
+                        connection: RequestContext) -> OffsetDeleteResponse:
     body = request.body
-    if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, body.group_id):
+    if not allowed(broker, connection, Operation.DELETE, ResourceType.GROUP, body.group_id):
         return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     asked: list[tuple[str, int]] = []
     unknown: set[tuple[str, int]] = set()
     refused: set[tuple[str, int]] = set()  # topics the client may not READ
     for topic in body.topics:
         known = broker.topics.get(topic.name)
-        readable = allowed(broker, request, Operation.READ, ResourceType.TOPIC, topic.name)
+        readable = allowed(broker, connection, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             asked.append(key)

@@ -13,6 +13,7 @@ authorizer: DESCRIBE_CONFIGS on the cluster).
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -46,8 +47,9 @@ def _filter_error(components) -> tuple[int, str] | None:
 
 @handles(API_KEY, "0-1")
 async def describe_client_quotas(broker: BrokerContext,
-                                 request: Request[DescribeClientQuotasRequest]) -> DescribeClientQuotasResponse:
-    if not allowed_on_cluster(broker, request, Operation.DESCRIBE_CONFIGS):
+                                 request: Request[DescribeClientQuotasRequest],
+                                 connection: RequestContext) -> DescribeClientQuotasResponse:
+    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE_CONFIGS):
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                             error_message="DESCRIBE_CONFIGS on the cluster is needed", entries=None)
     error = _filter_error(request.body.components)

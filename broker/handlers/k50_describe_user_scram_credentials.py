@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from broker.security.scram import MECHANISMS
 from protocol.enums import ApiKey, Operation
@@ -25,9 +26,10 @@ API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 
 @handles(API_KEY, "0")
 async def describe_user_scram_credentials(broker: BrokerContext,
-                                          request: Request[DescribeUserScramCredentialsRequest]) -> Response:
+                                          request: Request[DescribeUserScramCredentialsRequest],
+                                          connection: RequestContext) -> Response:
     credentials = broker.credentials
-    if not allowed_on_cluster(broker, request, Operation.DESCRIBE):
+    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE):
         return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                         error_message="DESCRIBE on the cluster is needed", results=[])
     asked = [user.name for user in request.body.users or []]

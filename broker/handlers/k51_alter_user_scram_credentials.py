@@ -16,6 +16,7 @@ from collections import Counter
 
 from broker.cluster.store import StoreWriteFailed
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from broker.security.scram import BY_CODE, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from protocol.enums import ApiKey, Operation
@@ -45,10 +46,11 @@ _Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 
 @handles(API_KEY, "0")
 async def alter_user_scram_credentials(broker: BrokerContext,
-                                       request: Request[AlterUserScramCredentialsRequest]) -> Response:
+                                       request: Request[AlterUserScramCredentialsRequest],
+                                       connection: RequestContext) -> Response:
     body, credentials = request.body, broker.credentials
     changes: list[_Deletion | _Upsertion] = [*body.deletions, *body.upsertions]
-    if not allowed_on_cluster(broker, request, Operation.ALTER):
+    if not allowed_on_cluster(broker, connection, Operation.ALTER):
         return Response(throttle_time_ms=0, results=[
             Response.AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                                      error_message="ALTER on the cluster is needed")

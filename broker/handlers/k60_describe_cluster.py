@@ -16,6 +16,7 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import authorized_on_cluster
 from broker.handlers.cluster_view import alive_brokers, controller_id
+from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -26,7 +27,8 @@ BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 
 
 @handles(API_KEY, "0-2")
-async def describe_cluster(broker: BrokerContext, request: Request[DescribeClusterRequest]) -> DescribeClusterResponse:
+async def describe_cluster(broker: BrokerContext, request: Request[DescribeClusterRequest],
+                           connection: RequestContext) -> DescribeClusterResponse:
     version, body = request.api_version, request.body
     endpoint_type = body.endpoint_type if version >= 1 else BROKER_ENDPOINT
     if endpoint_type not in (BROKER_ENDPOINT, CONTROLLER_ENDPOINT):
@@ -47,7 +49,7 @@ async def describe_cluster(broker: BrokerContext, request: Request[DescribeClust
         controller_id=controller_id(broker),
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in alive_brokers(broker, request.listener_name)],
-        cluster_authorized_operations=authorized_on_cluster(broker, request,
+            for b in alive_brokers(broker, connection.listener_name)],
+        cluster_authorized_operations=authorized_on_cluster(broker, connection,
                                                             body.include_cluster_authorized_operations),
     )

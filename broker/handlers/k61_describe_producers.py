@@ -18,6 +18,7 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.handlers.topic_checks import topic_error
 from broker.replica import PartitionError
+from broker.request_context import RequestContext
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -46,11 +47,12 @@ async def _describe(broker: BrokerContext, topic: str, index: int) -> _Partition
 
 
 @handles(API_KEY, "0")
-async def describe_producers(broker: BrokerContext, request: Request[DescribeProducersRequest]
+async def describe_producers(broker: BrokerContext, request: Request[DescribeProducersRequest],
+                             connection: RequestContext
                              ) -> DescribeProducersResponse:
     topics = []
     for asked in request.body.topics:
-        error = topic_error(broker, request, asked.name, Operation.READ)
+        error = topic_error(broker, connection, asked.name, Operation.READ)
         if error is not None:
             partitions = [_Partition(partition_index=i, error_code=error.error_code, error_message=error.message)
                           for i in asked.partition_indexes]

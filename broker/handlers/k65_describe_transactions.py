@@ -16,6 +16,7 @@ TRANSACTIONAL_ID_NOT_FOUND.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.txn import TxnState
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -34,8 +35,8 @@ def _failed(transactional_id: str, code: ErrorCode) -> _State:
                   transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[])
 
 
-def _describe(broker: BrokerContext, request: Request, transactional_id: str) -> _State:
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+def _describe(broker: BrokerContext, connection: RequestContext, transactional_id: str) -> _State:
+    if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
         return _failed(transactional_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coordinator = broker.transactions
     if not coordinator.active:
@@ -56,11 +57,12 @@ def _describe(broker: BrokerContext, request: Request, transactional_id: str) ->
         transaction_timeout_ms=meta.timeout_ms, transaction_start_time_ms=meta.start_ms,
         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
         topics=[_Topic(topic=topic, partitions=indexes) for topic, indexes in by_topic.items()
-                if allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic)])
+                if allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, topic)])
 
 
 @handles(API_KEY, "0")
-async def describe_transactions(broker: BrokerContext, request: Request[DescribeTransactionsRequest]
+async def describe_transactions(broker: BrokerContext, request: Request[DescribeTransactionsRequest],
+                                connection: RequestContext
                                 ) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
-        _describe(broker, request, tid) for tid in request.body.transactional_ids])
+        _describe(broker, connection, tid) for tid in request.body.transactional_ids])

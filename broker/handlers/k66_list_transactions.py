@@ -23,6 +23,7 @@ import re
 import time
 
 from broker.handlers import BrokerContext, handles
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.txn import TxnState
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -41,7 +42,7 @@ def _error(code: ErrorCode) -> ListTransactionsResponse:
 
 
 @handles(API_KEY, "0-2")
-async def list_transactions(broker: BrokerContext, request: Request[ListTransactionsRequest]
+async def list_transactions(broker: BrokerContext, request: Request[ListTransactionsRequest], connection: RequestContext
                             ) -> ListTransactionsResponse:
     version, body = request.api_version, request.body
     coordinator = broker.transactions
@@ -68,7 +69,7 @@ async def list_transactions(broker: BrokerContext, request: Request[ListTransact
         and (not names or m.state in states)
         and (duration < 0 or now - m.start_ms > duration)
         and (pattern is None or pattern.fullmatch(m.transactional_id) is not None)
-        and allowed(broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)]
+        and allowed(broker, connection, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)]
     return ListTransactionsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                     unknown_state_filters=[n for n in names if n not in _BY_NAME],
                                     transaction_states=listed)

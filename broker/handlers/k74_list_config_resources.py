@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import alive_brokers
+from broker.request_context import RequestContext
 from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, ConfigResourceType, Operation
 from protocol.errors import ErrorCode
@@ -29,9 +30,10 @@ _LISTED = frozenset({*ConfigResourceType, CLIENT_METRICS})
 
 
 @handles(API_KEY, "0-1")
-async def list_config_resources(broker: BrokerContext, request: Request[ListConfigResourcesRequest]
+async def list_config_resources(broker: BrokerContext, request: Request[ListConfigResourcesRequest],
+                                connection: RequestContext
                                 ) -> ListConfigResourcesResponse:
-    if not allowed_on_cluster(broker, request, Operation.DESCRIBE_CONFIGS):
+    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE_CONFIGS):
         return ListConfigResourcesResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, config_resources=[])
     if request.api_version == 0:
         return ListConfigResourcesResponse(error_code=ErrorCode.NONE, config_resources=[])
@@ -42,7 +44,7 @@ async def list_config_resources(broker: BrokerContext, request: Request[ListConf
     if ConfigResourceType.GROUP in kinds:
         listed += [Listed(resource_name=g, resource_type=ConfigResourceType.GROUP)
                    for g in await broker.group_configs.group_ids()]
-    brokers = [str(b.node_id) for b in alive_brokers(broker, request.listener_name)]
+    brokers = [str(b.node_id) for b in alive_brokers(broker, connection.listener_name)]
     for kind in (ConfigResourceType.BROKER_LOGGER, ConfigResourceType.BROKER):
         if kind in kinds:
             listed += [Listed(resource_name=b, resource_type=kind) for b in brokers]

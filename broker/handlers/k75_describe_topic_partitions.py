@@ -18,6 +18,7 @@ from __future__ import annotations
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import TOPIC_OPERATIONS, authorized
 from broker.handlers.cluster_view import offline_logs, partition_views
+from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.topic import INTERNAL_TOPICS
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -34,12 +35,13 @@ Cursor = DescribeTopicPartitionsResponse.Cursor
 
 
 @handles(API_KEY, "0")
-async def describe_topic_partitions(broker: BrokerContext, request: Request[DescribeTopicPartitionsRequest]
+async def describe_topic_partitions(broker: BrokerContext, request: Request[DescribeTopicPartitionsRequest],
+                                    connection: RequestContext
                                     ) -> DescribeTopicPartitionsResponse:
     body = request.body
 
     def may_describe(name: str) -> bool:
-        return allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name)
+        return allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, name)
 
     every_topic = not body.topics
     if every_topic:
@@ -66,7 +68,7 @@ async def describe_topic_partitions(broker: BrokerContext, request: Request[Desc
         if topic is None:  # Kafka still says what the caller could do with such a topic
             response.topics.append(TopicResult(
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=name in INTERNAL_TOPICS,
-                partitions=[], topic_authorized_operations=authorized(broker, request, ResourceType.TOPIC, name,
+                partitions=[], topic_authorized_operations=authorized(broker, connection, ResourceType.TOPIC, name,
                                                                       TOPIC_OPERATIONS)))
             continue
         views = [v for v in partition_views(broker, topic, offline) if v.partition >= first]
@@ -77,7 +79,7 @@ async def describe_topic_partitions(broker: BrokerContext, request: Request[Desc
                                         leader_epoch=v.leader_epoch, replica_nodes=v.replicas, isr_nodes=v.isr,
                                         eligible_leader_replicas=[], last_known_elr=[], offline_replicas=v.offline)
                         for v in taken],
-            topic_authorized_operations=authorized(broker, request, ResourceType.TOPIC, name, TOPIC_OPERATIONS)))
+            topic_authorized_operations=authorized(broker, connection, ResourceType.TOPIC, name, TOPIC_OPERATIONS)))
         if len(taken) < len(views):
             response.next_topic_partition = Cursor(topic_name=name, partition_index=views[len(taken)].partition)
             break

@@ -4,31 +4,31 @@ committed (authorization, existence) and the commits to hand to the group coordi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from broker.group import OffsetCommit
 from broker.handlers.context import BrokerContext
-from broker.security.access import allowed
+from broker.security.access import Asker, allowed
 from protocol.enums import Operation, ResourceType
 from protocol.errors import ErrorCode
 
 R = TypeVar("R")
 
 
-def gather_commits(broker: BrokerContext, request: Any, group_id: str, topics: list, new_result: Callable[[int], R],
-                   with_leader_epoch: bool, refused: ErrorCode = ErrorCode.NONE
+def gather_commits(broker: BrokerContext, connection: Asker, group_id: str, topics: list,
+                   new_result: Callable[[int], R], with_leader_epoch: bool, refused: ErrorCode = ErrorCode.NONE
                    ) -> tuple[list[tuple[str, list[R]]], list[tuple[R, OffsetCommit]]]:
     """Results by topic, each with its `error_code` set where a partition is refused, and the
     (result, commit) pairs to store. With an authorizer: READ on the group (else every partition
     fails), then READ on each topic; `refused` (an error the caller found first) fails them all."""
     results: list[tuple[str, list[R]]] = []
     pending: list[tuple[R, OffsetCommit]] = []
-    group_ok = allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id)
+    group_ok = allowed(broker, connection, Operation.READ, ResourceType.GROUP, group_id)
     for topic in topics:
         partitions: list[R] = []
         results.append((topic.name, partitions))
         known = broker.topics.get(topic.name)
-        topic_ok = allowed(broker, request, Operation.READ, ResourceType.TOPIC, topic.name)
+        topic_ok = allowed(broker, connection, Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             result = new_result(p.partition_index)
             partitions.append(result)

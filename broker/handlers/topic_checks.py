@@ -5,21 +5,20 @@ an unknown topic UNKNOWN_TOPIC_OR_PARTITION."""
 from __future__ import annotations
 
 from broker.handlers.context import BrokerContext
-from broker.security.access import allowed
+from broker.security.access import Asker, allowed
 from broker.topic import validate_topic_name
 from broker.topic_placement import TopicError
 from protocol.enums import Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode
-from protocol.framing import Request
 
 
-def topic_error(broker: BrokerContext, request: Request, name: str, operation: Operation) -> CodedError | None:
+def topic_error(broker: BrokerContext, connection: Asker, name: str, operation: Operation) -> CodedError | None:
     """The error every partition asked of topic `name` gets, or None when the topic passes."""
     try:
         validate_topic_name(name)
     except TopicError as exc:
         return exc
-    if not allowed(broker, request, operation, ResourceType.TOPIC, name):
+    if not allowed(broker, connection, operation, ResourceType.TOPIC, name):
         return CodedError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"no {operation.name} on topic {name!r}")
     if broker.topics.get(name) is None:
         return CodedError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")

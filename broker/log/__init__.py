@@ -27,6 +27,14 @@ free_space             the dir's headroom (`log.dir.min.free.bytes`): appends re
 repeated_failure       a failure that repeats on a timer, logged once and then summarised
 cleaner_manager        the log cleaner (compaction): which log, when, in which process
 cleaner, offset_map    one cleaning round and its key map
+cleaner_records        the round's walks over one batch's records (compiled in protocol/_record_spans.c)
+cleaned_txns           aborted records and expired markers dropped by a round
+cleaner_throttle       `log.cleaner.io.max.bytes.per.second`, held inside a cleaner process
+cleaner_stats          what the cleaner reports to metrics
+txn_index              the aborted-transaction index (`.txnindex`)
+erasure                rewriting a segment's tail past the log start offset (`erasure.max.delay.ms`)
+dir_health             a failed dir taken offline whole, and probed back
+unloaded               the partitions not loaded: why, their checkpoint entries, whether to retry
 compacted_keys         refusing keyless records on compacted topics
 cleaner_settings       which `log.cleaner.*` settings the cleaner honours
 config                 topic and manager settings under Kafka's names

@@ -2,7 +2,8 @@
 authorizer and its ACLs (docs/security.md).
 
 - listener_security.py: which security each listener asks for, and the settings Ebb refuses;
-  tls.py (TLS listeners), sasl_config.py (what each SASL listener offers), inter_broker.py (how this
+  tls.py (TLS listeners), dynamic_tls.py (their key material changed at runtime), passwords.py (which
+  configs are secrets), sasl_config.py (what each SASL listener offers), inter_broker.py (how this
   broker reaches the others).
 - sasl_session.py: one connection's SASL authentication; plain.py, scram.py (the mechanisms),
   credentials.py (SCRAM credentials in the metadata store), principal.py, errors.py.

@@ -1,5 +1,5 @@
-"""The one question handlers ask: may this request's principal, from its host, do this operation on
-this resource? Always yes without an authorizer (authorizer.class.name unset)."""
+"""The one question handlers ask: may the principal a request came from, from its host, do this
+operation on this resource? Always yes without an authorizer (authorizer.class.name unset)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ class Guarded(Protocol):
 
 
 class Asker(Protocol):
-    """Who asks: a request's authenticated principal and the host it came from."""
+    """Who asks: the principal a request's connection authenticated as and its host (the handlers'
+    RequestContext is one)."""
 
     @property
     def principal(self) -> str: ...
@@ -28,12 +29,12 @@ class Asker(Protocol):
     def client_host(self) -> str: ...
 
 
-def allowed(broker: Guarded, request: Asker, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+def allowed(broker: Guarded, asker: Asker, operation: Operation, resource_type: ResourceType, name: str) -> bool:
     authorizer = broker.authorizer
     if authorizer is None:
         return True
-    return authorizer.authorize(request.principal, request.client_host, operation, resource_type, name)
+    return authorizer.authorize(asker.principal, asker.client_host, operation, resource_type, name)
 
 
-def allowed_on_cluster(broker: Guarded, request: Asker, operation: Operation) -> bool:
-    return allowed(broker, request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+def allowed_on_cluster(broker: Guarded, asker: Asker, operation: Operation) -> bool:
+    return allowed(broker, asker, operation, ResourceType.CLUSTER, CLUSTER_NAME)

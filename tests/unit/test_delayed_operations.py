@@ -38,7 +38,7 @@ def _delete(broker, offset, timeout_ms, version=2, leader_only=False):
     request = DeleteRecordsRequest(timeout_ms=timeout_ms, leader_only=leader_only, topics=[
         DeleteRecordsRequest.DeleteRecordsTopic(name="t", partitions=[
             DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])])
-    return delete_records(broker, SimpleNamespace(body=request, api_version=version))
+    return delete_records(broker, SimpleNamespace(body=request, api_version=version), RequestContext())
 
 
 async def test_delete_records_times_out_while_an_alive_follower_lags(cluster):
@@ -117,7 +117,8 @@ def _produce(broker, timeout_ms):
     request = ProduceRequest(acks=-1, timeout_ms=timeout_ms, topic_data=[ProduceRequest.TopicProduceData(
         name="t", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
             index=0, records=build_batch([(None, b"more", [], 1)]))])])
-    return produce(broker, SimpleNamespace(body=request, api_version=9, header=SimpleNamespace(client_id="c")))
+    return produce(broker, SimpleNamespace(body=request, api_version=9, header=SimpleNamespace(client_id="c")),
+                   RequestContext())
 
 
 async def _parked(purgatory, key, waiting) -> None:
@@ -183,7 +184,7 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
             name="s", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=data)
                                       for i in (0, 1)])])
         reply = await produce(broker, SimpleNamespace(body=request, api_version=9,
-                                                      header=SimpleNamespace(client_id="c")))
+                                                      header=SimpleNamespace(client_id="c")), RequestContext())
         assert [r.error_code for r in reply.responses[0].partition_responses] == \
             [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
         fetch_request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[FetchRequest.FetchTopic(

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 from broker.handlers.k35_describe_log_dirs import describe_log_dirs
 from broker.log import TopicPartition
+from broker.request_context import RequestContext
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsRequest
 
@@ -25,8 +26,8 @@ def _broker(failed_reason: str | None) -> SimpleNamespace:
 
 
 async def _describe(broker: SimpleNamespace):
-    request = SimpleNamespace(body=DescribeLogDirsRequest(topics=None), principal="", client_host="")
-    answer = await describe_log_dirs(broker, request)  # type: ignore[arg-type]
+    request = SimpleNamespace(body=DescribeLogDirsRequest(topics=None))
+    answer = await describe_log_dirs(broker, request, RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.NONE
     [result] = answer.results
     return result

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from broker.handlers.k66_list_transactions import list_transactions
+from broker.request_context import RequestContext
 from broker.txn.state_log import TxnMetadata, TxnState
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -25,11 +26,11 @@ async def test_a_partition_loading_answers_load_in_progress() -> None:
                                   all=lambda: [TxnMetadata("loaded", 7, 0, 60_000, TxnState.ONGOING, start_ms=1)])
     broker = SimpleNamespace(transactions=coordinator, authorizer=None)
     loading[3] = object()  # partition 3 is being replayed
-    answer = await list_transactions(broker, _request())  # type: ignore[arg-type]
+    answer = await list_transactions(broker, _request(), RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and answer.transaction_states == []
-    answer = await list_transactions(broker, _request("(unclosed"))  # type: ignore[arg-type]
+    answer = await list_transactions(broker, _request("(unclosed"), RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # Kafka: loading is checked first
     loading.clear()
-    answer = await list_transactions(broker, _request())  # type: ignore[arg-type]
+    answer = await list_transactions(broker, _request(), RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.NONE
     assert [s.transactional_id for s in answer.transaction_states] == ["loaded"]

@@ -12,6 +12,7 @@ from broker.cluster.store import StoreUnavailable, StoreWriteFailed
 from broker.handlers.config_resources import alter_each
 from broker.handlers.controller_requests import on_the_controller
 from broker.handlers.k45_alter_partition_reassignments import alter_partition_reassignments
+from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest
@@ -79,8 +80,8 @@ async def test_a_reassignment_answers_a_store_failure_for_its_partition_only():
     body = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[_Topic(name="t", partitions=[
         _Partition(partition_index=0, replicas=[2]), _Partition(partition_index=1, replicas=[2])])])
     store.fail = False
-    request = SimpleNamespace(body=body, api_version=0, principal="", client_host="")
-    answer = await alter_partition_reassignments(broker, request)  # type: ignore[arg-type]
+    request = SimpleNamespace(body=body, api_version=0)
+    answer = await alter_partition_reassignments(broker, request, RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.NONE
     assert [p.error_code for p in answer.responses[0].partitions] == [ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR]
     assert written == [("t", 0)]
