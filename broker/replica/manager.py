@@ -1,6 +1,6 @@
 """The replicas this broker hosts, the purgatories their requests wait in, and producer ids.
 
-Partitions are looked up lazily from `broker.topics` and `broker.logs`, so creating or deleting a
+Partitions are looked up lazily from the topics and the log manager, so creating or deleting a
 topic needs no call into this module: a partition whose topic is gone answers
 UNKNOWN_TOPIC_OR_PARTITION, and one whose topic id or log object changed (deleted and created
 again) is a new Partition with fresh state.
@@ -22,14 +22,13 @@ manager's thread pool, never blocking the event loop.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
-from broker.log import FileSlice, LogError, StartOffsetReason, StorageError, TopicPartition
+from broker.log import FileSlice, LogError, LogManager, StartOffsetReason, StorageError, TopicPartition
 from broker.log.file_region import FileRegion
 from broker.log.slices import SliceReader
 from broker.metrics.data_path import DELETION_CAUSES, DataPathCounters
@@ -50,65 +49,85 @@ from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
 from broker.replica.throttle import ReplicationThrottles
 from protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.config import ReplicationConfig
+    from broker.topic import Topic
+    from client.security import ClientSecurity
+
 log = structlog.get_logger("replica")
 
 T = TypeVar("T")
 IO_THREADS = 4
 
 
+class HostedTopics(Protocol):
+    """The topics (broker/topics.py's TopicManager), looked up at every use: a topic deleted or
+    created again is seen at once."""
+
+    def get(self, name: str) -> Topic | None: ...
+    def all(self) -> list[Topic]: ...
+
+
+class ReplicaCluster(Protocol):
+    """The cluster view (broker/cluster/cluster.py), built after the replicas (it holds them) and
+    joined to them by `join_cluster`: who is registered, where they listen, ISR changes."""
+
+    def is_alive(self, broker_id: int) -> bool: ...
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None: ...
+    async def alter_isr(self, partition: Partition, isr: set[int]) -> None: ...
+
+
 class ReplicaManager:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, topics: HostedTopics, logs: LogManager, producer_ids: ProducerIdManager,
+                 replication: ReplicationConfig, inter_broker_security: ClientSecurity | None = None) -> None:
+        """`replication`: the replica.* settings (fetchers, ISR expiry, throttle windows);
+        `inter_broker_security`: how a follower reaches its leaders (None: PLAINTEXT)."""
+        self.node_id = node_id
+        self._topics = topics
+        self._logs = logs
+        self.producer_ids = producer_ids
+        self._replication = replication
+        self._inter_broker_security = inter_broker_security
+        self.cluster: ReplicaCluster | None = None  # on a single broker: none
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetches = Purgatory("fetch")
         self.produces = Purgatory("produce")
         self.deletions = Purgatory("delete-records")
         self.counters = DataPathCounters()  # bytes in and out, deletions, ISR changes (the metrics)
-        self.producer_ids: ProducerIdManager | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._slices: SliceReader | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}  # leader broker id -> the fetcher following it
         self._isr_changes: dict[TopicPartition, asyncio.Task[None]] = {}  # at most one in flight each
+
+        def topic_configs(name: str) -> Mapping[str, str] | None:
+            topic = topics.get(name)
+            return None if topic is None else topic.configs
+
+        self.throttles = ReplicationThrottles(node_id, topic_configs, replication.quota_window_num,
+                                              replication.quota_window_size_seconds)
         # Called with a partition whose role here changed (the group coordinator follows its offsets topic).
         self.leadership_listeners: list[Callable[[Partition], None]] = []
         # Called with a partition whose replica this broker dropped (reassigned away, log dir failed, log
         # replaced): the coordinators drop what they loaded from it.
         self.forget_listeners: list[Callable[[TopicPartition], None]] = []
 
-    @property
-    def node_id(self) -> int:
-        return self.broker.node_id
-
-    @functools.cached_property
-    def throttles(self) -> ReplicationThrottles:
-        """The replication throttles (built at first use, from the broker's settings)."""
-        replication, topics = self.broker.config.replication, self.broker.topics
-
-        def topic_configs(name: str) -> Mapping[str, str] | None:
-            topic = topics.get(name)
-            return None if topic is None else topic.configs
-
-        return ReplicationThrottles(self.node_id, topic_configs, replication.quota_window_num,
-                                    replication.quota_window_size_seconds)
-
-    @property
-    def cluster(self) -> Any:
-        """The broker's cluster view (broker/cluster/cluster.py); None on a single broker."""
-        return self.broker.cluster
+    def join_cluster(self, cluster: ReplicaCluster) -> None:
+        """In a cluster, before start(): roles come from the partition states, and leaders ask it for
+        ISR changes."""
+        self.cluster = cluster
 
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
     async def start(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
         self._slices = SliceReader(self._executor)
-        self.broker.logs.retention_listeners.append(self._retention_moved_start)
-        self.broker.logs.reload_listeners.append(self._log_reloaded)
-        self.broker.logs.deletion_listeners.append(self.counters.deleted)
-        self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
+        self._logs.retention_listeners.append(self._retention_moved_start)
+        self._logs.reload_listeners.append(self._log_reloaded)
+        self._logs.deletion_listeners.append(self.counters.deleted)
         # Become leader of everything hosted here now, not at first use: the high watermark of a log
         # recovered after a crash catches up with its log end offset before anyone reads it.
-        for topic in self.broker.topics.all():
+        for topic in self._topics.all():
             for index in topic.replicas:
                 try:
                     self.partition_of(topic, index)
@@ -166,13 +185,13 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         """The partition led here; PartitionError(UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
         KAFKA_STORAGE_ERROR) otherwise."""
-        found = self.broker.topics.get(topic)
+        found = self._topics.get(topic)
         if found is None:
             self._forget(TopicPartition(topic, index))
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
         return self.partition_of(found, index)
 
-    def partition_of(self, topic: Any, index: int) -> Partition:
+    def partition_of(self, topic: Topic, index: int) -> Partition:
         """`partition` for a topic already looked up (a Fetch looks each of its topics up once)."""
         tp = TopicPartition(topic.name, index)
         replicas = topic.replicas.get(index)
@@ -181,7 +200,7 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"topic {topic.name!r} has no partition {index}")
         try:
-            log_ = self.broker.logs.get_log(tp)
+            log_ = self._logs.get_log(tp)
         except StorageError as exc:
             raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from None
         if log_ is None:
@@ -202,7 +221,7 @@ class ReplicaManager:
                 self.leadership_changed(partition)
         return partition
 
-    def apply_state(self, topic: Any, index: int) -> None:
+    def apply_state(self, topic: Topic, index: int) -> None:
         """The cluster's state of a partition changed: take the role it gives this broker's replica."""
         state = topic.states.get(index)
         try:
@@ -229,11 +248,11 @@ class ReplicaManager:
 
     def still_hosted(self, partition: Partition) -> bool:
         """False once the partition's topic was deleted (or re-created) or its log replaced."""
-        topic = self.broker.topics.get(partition.topic_partition.topic)
+        topic = self._topics.get(partition.topic_partition.topic)
         if topic is None or topic.topic_id != partition.topic_id:
             return False
         try:
-            return self.broker.logs.get_log(partition.topic_partition) is partition.log
+            return self._logs.get_log(partition.topic_partition) is partition.log
         except StorageError:
             return False
 
@@ -279,8 +298,7 @@ class ReplicaManager:
             if fetcher is None:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
                     self.node_id, partition.leader_id, self.endpoint, self.make_start_offsets_durable,
-                    self.broker.config.replication, self.broker.config.inter_broker_security,
-                    self.throttles.follower)
+                    self._replication, self._inter_broker_security, self.throttles.follower)
             fetcher.add(partition)
         for listener in self.leadership_listeners:
             listener(partition)
@@ -300,13 +318,13 @@ class ReplicaManager:
 
     def holds_log(self, tp: TopicPartition) -> bool:
         """Whether this broker has a log of the partition (online or not)."""
-        return tp in self.broker.logs.logs or tp in self.broker.logs.offline_partitions
+        return tp in self._logs.logs or tp in self._logs.offline_partitions
 
     async def drop_replica(self, tp: TopicPartition) -> None:
         """A reassignment moved the partition off this broker: stop serving and following it, and
         delete its log (renamed away at once, removed after file.delete.delay.ms)."""
         self._forget(tp)
-        await self.broker.logs.delete_log(tp)
+        await self._logs.delete_log(tp)
 
     def stop_following(self, tp: TopicPartition) -> None:
         """No fetcher follows `tp` any more; a fetcher left with nothing to follow stops."""
@@ -348,7 +366,7 @@ class ReplicaManager:
     async def _shrink_isr_periodically(self) -> None:
         """Kafka's isr-expiration task: every half of replica.lag.time.max.ms, drop followers that
         have not caught up within it from the ISR of every partition led here."""
-        lag_ms = self.broker.config.replication.lag_time_max_ms
+        lag_ms = self._replication.lag_time_max_ms
         while True:
             await asyncio.sleep(lag_ms / 2000)
             for partition in list(self._partitions.values()):
@@ -374,7 +392,7 @@ class ReplicaManager:
             message = f"acks must be 0, 1 or -1, not {required_acks}"
             return [self._refused(name, index, ErrorCode.INVALID_REQUIRED_ACKS, message, origin)
                     for name, index, _, _ in entries]
-        topics = self.broker.topics
+        topics = self._topics
         counters = self.counters if origin is AppendOrigin.CLIENT else None
         results: list[AppendResult] = []
         waiting: list[tuple[int, Partition, int]] = []  # (position in results, partition, offset the ISR must reach)
@@ -423,7 +441,7 @@ class ReplicaManager:
         started: list[tuple[TopicPartition, Partition, int]] = []
         for tp, offset in offsets.items():
             try:
-                topic = self.broker.topics.get(tp.topic)
+                topic = self._topics.get(tp.topic)
                 if topic is not None and topic.internal:
                     raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                          f"cannot delete records of internal topic {tp.topic}")
@@ -479,7 +497,7 @@ class ReplicaManager:
     def _log_reloaded(self, tp: TopicPartition) -> None:
         """A log back from offline is a new object: its partition takes its role again now (a
         follower fetches again), not at the first request."""
-        topic = self.broker.topics.get(tp.topic)
+        topic = self._topics.get(tp.topic)
         if topic is not None:
             self.apply_state(topic, tp.partition)
 
