@@ -32,6 +32,7 @@ from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricSources, MetricsService
 from broker.replica import ReplicaManager
+from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
@@ -118,7 +119,10 @@ class Broker:
         await self.topics.load()
         await self.logs.startup()
         await self.topics.reconcile()
-        self.replicas = ReplicaManager(self)  # the data path: partitions, purgatories, producer ids
+        # the data path: partitions, purgatories, producer ids
+        self.replicas = ReplicaManager(config.node_id, self.topics, self.logs,
+                                       ProducerIdManager(self.store, config.node_id), config.replication,
+                                       config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
@@ -134,6 +138,7 @@ class Broker:
             self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id,
                                    ControllerSettings(config.replication, self.dynamic_config),
                                    config.inter_broker_security, log_dir_failed=lambda: self.logs.health.failed)
+            self.replicas.join_cluster(self.cluster)
             # A failed log dir (and its return) is told to the controller, which moves leadership.
             announce = self.cluster.log_dir_events.announce
             self.logs.health.listeners.append(lambda failed: announce())

@@ -1,15 +1,12 @@
 """The replicas this broker hosts, the purgatories their requests wait in, and producer ids.
 
-Partitions are looked up lazily from `broker.topics` and `broker.logs`, so creating or deleting a
+Partitions are looked up lazily from the topics and the log manager, so creating or deleting a
 topic needs no call into this module: a partition whose topic is gone answers
 UNKNOWN_TOPIC_OR_PARTITION, and one whose topic id or log object changed (deleted and created
 again) is a new Partition with fresh state.
 
-The data path's rules are written here and in Partition only, as in Kafka's ReplicaManager:
-`append_records` (Produce, the group coordinator's records: min.insync.replicas, acks, the wait for
-the ISR), `delete_records` (DeleteRecords, the committed-offset trimmer: move every start offset, make
-them durable with one checkpoint write, wait for the low watermark) and `make_start_offsets_durable`
-(the follower's fetcher too). Callers map the per-partition results to their own answers.
+The data path (append_records, delete_records, make_start_offsets_durable: every write to a
+partition and every start offset someone waits for) is this manager's part in data_path.py.
 
 Events wake the purgatories, keyed by TopicPartition: an append wakes fetches (followers read to the
 log end), a high watermark move wakes produces with acks=-1 and fetches, a low watermark move wakes
@@ -22,33 +19,29 @@ manager's thread pool, never blocking the event loop.
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
-from broker.log import FileSlice, LogError, StartOffsetReason, StorageError, TopicPartition
+from broker.log import FileSlice, LogManager, StartOffsetReason, StorageError, TopicPartition
 from broker.log.file_region import FileRegion
 from broker.log.slices import SliceReader
 from broker.metrics.data_path import DELETION_CAUSES, DataPathCounters
 from broker.purgatory import Purgatory
-from broker.replica.delayed import await_acks, await_low_watermarks
+from broker.replica.data_path import DataPath, TopicLookup
 from broker.replica.fetcher import ReplicaFetcher
-from broker.replica.outcomes import (
-    VALID_ACKS,
-    AppendEntry,
-    AppendOrigin,
-    AppendResult,
-    DeleteOutcome,
-    append_failure,
-)
 from broker.replica.partition import Partition, PartitionError
 from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
 from broker.replica.throttle import ReplicationThrottles
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.config import ReplicationConfig
+    from broker.topic import Topic
+    from client.security import ClientSecurity
 
 log = structlog.get_logger("replica")
 
@@ -56,59 +49,75 @@ T = TypeVar("T")
 IO_THREADS = 4
 
 
-class ReplicaManager:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+class HostedTopics(TopicLookup, Protocol):
+    """The topics (broker/topics.py's TopicManager), looked up at every use: a topic deleted or
+    created again is seen at once."""
+
+    def all(self) -> list[Topic]: ...
+
+
+class ReplicaCluster(Protocol):
+    """The cluster view (broker/cluster/cluster.py), built after the replicas (it holds them) and
+    joined to them by `join_cluster`: who is registered, where they listen, ISR changes."""
+
+    def is_alive(self, broker_id: int) -> bool: ...
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None: ...
+    async def alter_isr(self, partition: Partition, isr: set[int]) -> None: ...
+
+
+class ReplicaManager(DataPath):
+    _topics: HostedTopics
+
+    def __init__(self, node_id: int, topics: HostedTopics, logs: LogManager, producer_ids: ProducerIdManager,
+                 replication: ReplicationConfig, inter_broker_security: ClientSecurity | None = None) -> None:
+        """`replication`: the replica.* settings (fetchers, ISR expiry, throttle windows);
+        `inter_broker_security`: how a follower reaches its leaders (None: PLAINTEXT)."""
+        self.node_id = node_id
+        self._topics = topics
+        self._logs = logs
+        self.producer_ids = producer_ids
+        self._replication = replication
+        self._inter_broker_security = inter_broker_security
+        self.cluster: ReplicaCluster | None = None  # on a single broker: none
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetches = Purgatory("fetch")
         self.produces = Purgatory("produce")
         self.deletions = Purgatory("delete-records")
         self.counters = DataPathCounters()  # bytes in and out, deletions, ISR changes (the metrics)
-        self.producer_ids: ProducerIdManager | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._slices: SliceReader | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, ReplicaFetcher] = {}  # leader broker id -> the fetcher following it
         self._isr_changes: dict[TopicPartition, asyncio.Task[None]] = {}  # at most one in flight each
+
+        def topic_configs(name: str) -> Mapping[str, str] | None:
+            topic = topics.get(name)
+            return None if topic is None else topic.configs
+
+        self.throttles = ReplicationThrottles(node_id, topic_configs, replication.quota_window_num,
+                                              replication.quota_window_size_seconds)
         # Called with a partition whose role here changed (the group coordinator follows its offsets topic).
         self.leadership_listeners: list[Callable[[Partition], None]] = []
         # Called with a partition whose replica this broker dropped (reassigned away, log dir failed, log
         # replaced): the coordinators drop what they loaded from it.
         self.forget_listeners: list[Callable[[TopicPartition], None]] = []
 
-    @property
-    def node_id(self) -> int:
-        return self.broker.node_id
-
-    @functools.cached_property
-    def throttles(self) -> ReplicationThrottles:
-        """The replication throttles (built at first use, from the broker's settings)."""
-        replication, topics = self.broker.config.replication, self.broker.topics
-
-        def topic_configs(name: str) -> Mapping[str, str] | None:
-            topic = topics.get(name)
-            return None if topic is None else topic.configs
-
-        return ReplicationThrottles(self.node_id, topic_configs, replication.quota_window_num,
-                                    replication.quota_window_size_seconds)
-
-    @property
-    def cluster(self) -> Any:
-        """The broker's cluster view (broker/cluster/cluster.py); None on a single broker."""
-        return self.broker.cluster
+    def join_cluster(self, cluster: ReplicaCluster) -> None:
+        """In a cluster, before start(): roles come from the partition states, and leaders ask it for
+        ISR changes."""
+        self.cluster = cluster
 
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
     async def start(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="ebb-replica-io")
         self._slices = SliceReader(self._executor)
-        self.broker.logs.retention_listeners.append(self._retention_moved_start)
-        self.broker.logs.reload_listeners.append(self._log_reloaded)
-        self.broker.logs.deletion_listeners.append(self.counters.deleted)
-        self.producer_ids = ProducerIdManager(self.broker.store, self.node_id)
+        self._logs.retention_listeners.append(self._retention_moved_start)
+        self._logs.reload_listeners.append(self._log_reloaded)
+        self._logs.deletion_listeners.append(self.counters.deleted)
         # Become leader of everything hosted here now, not at first use: the high watermark of a log
         # recovered after a crash catches up with its log end offset before anyone reads it.
-        for topic in self.broker.topics.all():
+        for topic in self._topics.all():
             for index in topic.replicas:
                 try:
                     self.partition_of(topic, index)
@@ -166,13 +175,13 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         """The partition led here; PartitionError(UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
         KAFKA_STORAGE_ERROR) otherwise."""
-        found = self.broker.topics.get(topic)
+        found = self._topics.get(topic)
         if found is None:
             self._forget(TopicPartition(topic, index))
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist")
         return self.partition_of(found, index)
 
-    def partition_of(self, topic: Any, index: int) -> Partition:
+    def partition_of(self, topic: Topic, index: int) -> Partition:
         """`partition` for a topic already looked up (a Fetch looks each of its topics up once)."""
         tp = TopicPartition(topic.name, index)
         replicas = topic.replicas.get(index)
@@ -181,7 +190,7 @@ class ReplicaManager:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"topic {topic.name!r} has no partition {index}")
         try:
-            log_ = self.broker.logs.get_log(tp)
+            log_ = self._logs.get_log(tp)
         except StorageError as exc:
             raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, exc.message) from None
         if log_ is None:
@@ -202,7 +211,7 @@ class ReplicaManager:
                 self.leadership_changed(partition)
         return partition
 
-    def apply_state(self, topic: Any, index: int) -> None:
+    def apply_state(self, topic: Topic, index: int) -> None:
         """The cluster's state of a partition changed: take the role it gives this broker's replica."""
         state = topic.states.get(index)
         try:
@@ -229,11 +238,11 @@ class ReplicaManager:
 
     def still_hosted(self, partition: Partition) -> bool:
         """False once the partition's topic was deleted (or re-created) or its log replaced."""
-        topic = self.broker.topics.get(partition.topic_partition.topic)
+        topic = self._topics.get(partition.topic_partition.topic)
         if topic is None or topic.topic_id != partition.topic_id:
             return False
         try:
-            return self.broker.logs.get_log(partition.topic_partition) is partition.log
+            return self._logs.get_log(partition.topic_partition) is partition.log
         except StorageError:
             return False
 
@@ -279,8 +288,7 @@ class ReplicaManager:
             if fetcher is None:
                 fetcher = self._fetchers[partition.leader_id] = ReplicaFetcher(
                     self.node_id, partition.leader_id, self.endpoint, self.make_start_offsets_durable,
-                    self.broker.config.replication, self.broker.config.inter_broker_security,
-                    self.throttles.follower)
+                    self._replication, self._inter_broker_security, self.throttles.follower)
             fetcher.add(partition)
         for listener in self.leadership_listeners:
             listener(partition)
@@ -300,13 +308,13 @@ class ReplicaManager:
 
     def holds_log(self, tp: TopicPartition) -> bool:
         """Whether this broker has a log of the partition (online or not)."""
-        return tp in self.broker.logs.logs or tp in self.broker.logs.offline_partitions
+        return tp in self._logs.logs or tp in self._logs.offline_partitions
 
     async def drop_replica(self, tp: TopicPartition) -> None:
         """A reassignment moved the partition off this broker: stop serving and following it, and
         delete its log (renamed away at once, removed after file.delete.delay.ms)."""
         self._forget(tp)
-        await self.broker.logs.delete_log(tp)
+        await self._logs.delete_log(tp)
 
     def stop_following(self, tp: TopicPartition) -> None:
         """No fetcher follows `tp` any more; a fetcher left with nothing to follow stops."""
@@ -348,7 +356,7 @@ class ReplicaManager:
     async def _shrink_isr_periodically(self) -> None:
         """Kafka's isr-expiration task: every half of replica.lag.time.max.ms, drop followers that
         have not caught up within it from the ISR of every partition led here."""
-        lag_ms = self.broker.config.replication.lag_time_max_ms
+        lag_ms = self._replication.lag_time_max_ms
         while True:
             await asyncio.sleep(lag_ms / 2000)
             for partition in list(self._partitions.values()):
@@ -358,114 +366,6 @@ class ReplicaManager:
                         log.info("followers out of sync", partition=str(partition.topic_partition),
                                  replicas=sorted(lagging))
                         self.request_isr_change(partition, partition.isr - lagging)
-
-    # --- the data path: appending, deleting, waiting ----------------------------------------------
-
-    async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
-                             origin: AppendOrigin, internal_topics_allowed: bool = False,
-                             verification_guards: Mapping[tuple[str, int], object] | None = None,
-                             ) -> list[AppendResult]:
-        """Kafka's ReplicaManager.appendRecords: each batch appended on its partition, led here; one
-        result per entry, in order, its `error_code` NONE or why not. acks=-1 returns once the ISR
-        holds every batch, or after `timeout_ms` (REQUEST_TIMED_OUT: written here, maybe not
-        replicated); the batches stay in the log either way, as in Kafka. `verification_guards`: the
-        KIP-890 guards of batches verified with their coordinator (broker/txn/verification.py)."""
-        if required_acks not in VALID_ACKS:
-            message = f"acks must be 0, 1 or -1, not {required_acks}"
-            return [self._refused(name, index, ErrorCode.INVALID_REQUIRED_ACKS, message, origin)
-                    for name, index, _, _ in entries]
-        topics = self.broker.topics
-        counters = self.counters if origin is AppendOrigin.CLIENT else None
-        results: list[AppendResult] = []
-        waiting: list[tuple[int, Partition, int]] = []  # (position in results, partition, offset the ISR must reach)
-        for name, index, records, batch in entries:
-            partition = None
-            try:
-                topic = topics.get(name)
-                if topic is None:
-                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-                if topic.internal and not internal_topics_allowed:
-                    raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
-                partition = self.partition_of(topic, index)
-                guard = verification_guards.get((name, index)) if verification_guards else None
-                result = await partition.append_records_as_leader(records, batch, required_acks, origin, guard)
-            except (PartitionError, LogError) as exc:
-                refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
-                results.append(refused._replace(record_errors=tuple(getattr(exc, "record_errors", ()))))
-                continue
-            if counters is not None and not result.duplicate:
-                counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
-            if required_acks == -1:
-                waiting.append((len(results), partition, result.last_offset + 1))
-            results.append(result)
-        if waiting:
-            outcomes = [partition.acks_outcome(required) for _, partition, required in waiting]
-            if outcomes.count(ErrorCode.NONE) != len(outcomes):  # on one broker never: the HW moved with the append
-                await await_acks(self.produces, results, waiting, outcomes, timeout_ms)
-        return results
-
-    def _refused(self, name: str, index: int, code: ErrorCode, message: str, origin: AppendOrigin,
-                 partition: Partition | None = None) -> AppendResult:
-        log.info("append refused", partition=f"{name}-{index}", origin=origin.value, error=ErrorCode(code).name,
-                 reason=message)
-        return append_failure(code, message, partition)
-
-    async def delete_records(self, offsets: Mapping[TopicPartition, int], timeout_ms: int, leader_only: bool,
-                             reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION
-                             ) -> dict[TopicPartition, DeleteOutcome]:
-        """Kafka's ReplicaManager.deleteRecords: every partition's log start offset moves first (in
-        memory), then one checkpoint write makes them all durable, then the request waits in the
-        delete-records purgatory until each low watermark reaches its offset, up to `timeout_ms`
-        (partitions still short: REQUEST_TIMED_OUT with the low watermark they had before the wait).
-        `leader_only` (KIP-1343) answers once the leader's start is durable, written even when
-        `log.start.offset.checkpoint.sync` is off, without waiting for followers."""
-        outcomes: dict[TopicPartition, DeleteOutcome] = {}
-        started: list[tuple[TopicPartition, Partition, int]] = []
-        for tp, offset in offsets.items():
-            try:
-                topic = self.broker.topics.get(tp.topic)
-                if topic is not None and topic.internal:
-                    raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                         f"cannot delete records of internal topic {tp.topic}")
-                partition = self.partition(tp.topic, tp.partition)
-                required, _ = partition.delete_records_on_leader(offset, reason)
-            except (PartitionError, LogError) as exc:
-                outcomes[tp] = self._deletion_refused(tp, offset, exc)
-                continue
-            started.append((tp, partition, required))
-        failed = await self.make_start_offsets_durable([p for _, p, _ in started], force=leader_only)
-        pending: list[tuple[TopicPartition, Partition, int]] = []
-        for tp, partition, required in started:
-            if partition in failed:
-                outcomes[tp] = self._deletion_refused(tp, offsets[tp], failed[partition])
-                continue
-            low = partition.low_watermark()
-            outcomes[tp] = DeleteOutcome(ErrorCode.NONE, low, partition.log_start_offset)
-            if not leader_only and low < required:
-                pending.append((tp, partition, required))
-        if pending:
-            await await_low_watermarks(self.deletions, outcomes, pending, timeout_ms)
-        return outcomes
-
-    def _deletion_refused(self, tp: TopicPartition, offset: int, exc: PartitionError | LogError) -> DeleteOutcome:
-        log.info("delete records refused", partition=str(tp), offset=offset, error=ErrorCode(exc.error_code).name,
-                 reason=exc.message)
-        return DeleteOutcome(ErrorCode(exc.error_code), -1, -1, exc.message)
-
-    async def make_start_offsets_durable(self, partitions: Iterable[Partition], force: bool = False
-                                         ) -> dict[Partition, LogError]:
-        """Each partition's log start offset on disk (moved in memory before: the first wait writes the
-        checkpoint with all of them), then whatever waits on it looks again. `force`: written even
-        when `log.start.offset.checkpoint.sync` is off. Returns the partitions that failed."""
-        failed: dict[Partition, LogError] = {}
-        for partition in partitions:
-            try:
-                await partition.log.make_start_offset_durable(force)
-            except LogError as exc:
-                failed[partition] = exc
-                continue
-            self.log_start_offset_moved(partition)
-        return failed
 
     # --- events ----------------------------------------------------------------------------------
 
@@ -479,7 +379,7 @@ class ReplicaManager:
     def _log_reloaded(self, tp: TopicPartition) -> None:
         """A log back from offline is a new object: its partition takes its role again now (a
         follower fetches again), not at the first request."""
-        topic = self.broker.topics.get(tp.topic)
+        topic = self._topics.get(tp.topic)
         if topic is not None:
             self.apply_state(topic, tp.partition)
 

@@ -272,9 +272,7 @@ class TransactionCoordinator:
         self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None:
-            producer_ids = self.replicas.producer_ids
-            assert producer_ids is not None  # made when the replicas start
-            meta = TxnMetadata(transactional_id, await producer_ids.next_id(), -1, timeout_ms)
+            meta = TxnMetadata(transactional_id, await self.replicas.producer_ids.next_id(), -1, timeout_ms)
             await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0, new=True)
             return meta.producer_id, meta.producer_epoch
         if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
@@ -291,9 +289,7 @@ class TransactionCoordinator:
                            f"aborting the open transaction of {transactional_id!r} first")
         meta.timeout_ms = timeout_ms
         if meta.producer_epoch >= MAX_EPOCH - 1:  # epoch exhausted: a new producer id starts at 0
-            producer_ids = self.replicas.producer_ids
-            assert producer_ids is not None
-            meta.producer_id, meta.producer_epoch = await producer_ids.next_id(), -1
+            meta.producer_id, meta.producer_epoch = await self.replicas.producer_ids.next_id(), -1
         await self._write(meta, TxnState.EMPTY, set(), -1, epoch=meta.producer_epoch + 1)
         return meta.producer_id, meta.producer_epoch
 

@@ -9,9 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from broker import coordinator_partitions as module
+from broker.cluster.store import EmbeddedStore
+from broker.config import ReplicationConfig
 from broker.coordinator_partitions import CoordinatorPartitions
-from broker.log import TopicPartition
+from broker.log import LogManager, TopicPartition
 from broker.replica import ReplicaManager
+from broker.replica.producer_ids import ProducerIdManager
 from protocol.errors import ErrorCode
 
 TOPIC = "__transaction_state"
@@ -82,7 +85,17 @@ async def test_a_leader_never_loaded_is_not_served() -> None:
     assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR and not partitions.loaded
 
 
-async def test_a_replica_dropped_by_the_replica_manager_is_unloaded() -> None:
+class NoTopics:
+    """The topics as the replica manager reads them: none here (the test puts its replica in by hand)."""
+
+    def get(self, name: str) -> None:
+        return None
+
+    def all(self) -> list:
+        return []
+
+
+async def test_a_replica_dropped_by_the_replica_manager_is_unloaded(tmp_path) -> None:
     """ReplicaManager forgets a replica (here: its topic deleted; also reassigned away, log dir failed,
     log replaced) and tells its forget listeners: the coordinator drops the partition's state."""
     replica = _partition(0)
@@ -95,10 +108,13 @@ async def test_a_replica_dropped_by_the_replica_manager_is_unloaded() -> None:
                                        load=load, unload=unloaded.append)
     partitions.moved(replica)
     await _settled(partitions)
-    replicas = ReplicaManager(SimpleNamespace())
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    replicas = ReplicaManager(1, NoTopics(), LogManager(tmp_path / "logs"), ProducerIdManager(store, 1),
+                              ReplicationConfig())
     replicas._partitions[replica.topic_partition] = replica  # type: ignore[assignment]
     replicas.forget_listeners.append(partitions.forgotten)
     unloaded.clear()
     replicas.forget_topic(TOPIC)
     assert unloaded == [0] and not partitions.loaded
     assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR
+    await store.close()
