@@ -5,8 +5,6 @@ expects."""
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 
 import pytest
@@ -16,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 from tests.broker.wire_client import WireClient, metadata
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.oauthbearer_tokens import initial, jws
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,12 +34,6 @@ def broker(tmp_path_factory):
     process.sasl_port = sasl_port
     with process:
         yield process
-
-
-def unsecured_jws(claims: dict) -> str:
-    def part(value: dict) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'none'})}.{part(claims)}."
 
 
 def produce(broker, **config) -> list:
@@ -63,7 +56,7 @@ def test_librdkafka_unsecured_jwt_authenticates(broker):
 
 def test_a_token_from_a_callback_authenticates_and_an_expired_one_is_refused(broker):
     def token(claims: dict):
-        return lambda _config: (unsecured_jws(claims), time.time() + 3600)
+        return lambda _config: (jws(claims), time.time() + 3600)
     assert produce(broker, oauth_cb=token({"sub": "carol", "exp": time.time() + 3600})) == []
     errors = produce(broker, oauth_cb=token({"sub": "carol", "exp": time.time() - 60}))
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION
@@ -71,22 +64,20 @@ def test_a_token_from_a_callback_authenticates_and_an_expired_one_is_refused(bro
 
 
 def test_the_refusal_on_the_wire_is_kafkas(broker):
-    expired = unsecured_jws({"sub": "admin", "exp": int(time.time()) - 60})
+    expired = jws({"sub": "admin", "exp": int(time.time()) - 60})
     with WireClient(broker.sasl_port) as client:
         answer = client.send(SaslHandshakeRequest(mechanism="OAUTHBEARER"), version=1)
         assert answer.error_code == ErrorCode.NONE and answer.mechanisms == ["SCRAM-SHA-256", "OAUTHBEARER"]
-        first = client.send(SaslAuthenticateRequest(auth_bytes=f"n,,\x01auth=Bearer {expired}\x01\x01".encode()),
-                            version=2)
+        first = client.send(SaslAuthenticateRequest(auth_bytes=initial(expired)), version=2)
         assert (first.error_code, first.auth_bytes) == (ErrorCode.NONE, b'{"status":"invalid_token"}')
         final = client.send(SaslAuthenticateRequest(auth_bytes=b"\x01"), version=2)
         assert final.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert final.error_message == '{"status":"invalid_token"}'
         with pytest.raises(ConnectionError):
             metadata(client, None)
-    good = unsecured_jws({"sub": "admin", "exp": int(time.time()) + 60})
+    good = jws({"sub": "admin", "exp": int(time.time()) + 60})
     with WireClient(broker.sasl_port) as client:
         client.send(SaslHandshakeRequest(mechanism="OAUTHBEARER"), version=1)
-        answer = client.send(SaslAuthenticateRequest(auth_bytes=f"n,,\x01auth=Bearer {good}\x01\x01".encode()),
-                             version=2)
+        answer = client.send(SaslAuthenticateRequest(auth_bytes=initial(good)), version=2)
         assert (answer.error_code, answer.auth_bytes) == (ErrorCode.NONE, b"")
         assert metadata(client, None).brokers

@@ -4,25 +4,15 @@ OAuthBearerValidationUtils, OAuthBearerSaslServer), without a broker."""
 from __future__ import annotations
 
 import base64
-import json
 
 import pytest
 
 from broker.security.errors import AuthenticationFailed
 from broker.security.oauthbearer import OAuthBearerServer, UnsecuredValidator, _Rejected, validate
 from client.jaas import parse_jaas_config
+from tests.support.oauthbearer_tokens import initial, jws
 
 NOW_MS = 1_800_000_000_000
-
-
-def jws(claims: dict, header: dict | None = None, signature: str = "", encode=base64.urlsafe_b64encode) -> str:
-    def part(value: dict) -> str:
-        return encode(json.dumps(value).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'none'} if header is None else header)}.{part(claims)}.{signature}"
-
-
-def initial(token: str, authzid: str = "", extensions: str = "") -> bytes:
-    return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01{extensions}\x01".encode()
 
 
 GOOD = {"sub": "alice", "exp": NOW_MS / 1000 + 60, "iat": NOW_MS / 1000 - 1}
