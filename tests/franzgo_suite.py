@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.franzgo_suite [--version v1.22.3] [--run REGEX] [--kafka] [--records N]
 
-Not part of `make test` (the kgo suite takes about five minutes a broker). It fetches the module with
+Not part of `make test` (the kgo suite takes minutes: about 2 on Ebb, 6 on Kafka, here). It fetches the module with
 `go mod download` (Go module proxy), copies it to a scratch dir and runs `go test -count=1 -v ./pkg/kgo/`
 with the environment franz-go's own CI gives it against Kafka: KGO_SEEDS, KGO_TEST_RF=1,
 KGO_TEST_STABLE_FETCH, and a SASL_PLAINTEXT listener for KGO_TEST_SCRAM_SEEDS (SCRAM-SHA-256 user
