@@ -34,5 +34,6 @@ async def sasl_authenticate(broker: BrokerContext, request: Request[SaslAuthenti
     except AuthenticationFailed as exc:
         return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc),
                                         auth_bytes=b"", session_lifetime_ms=0)
-    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply,
+    # "" rather than null: Kafka's answer leaves the message at its generated default
+    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message="", auth_bytes=reply,
                                     session_lifetime_ms=0)

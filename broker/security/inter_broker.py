@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Mapping
 
 from broker.security.listener_security import SecuritySettingError
-from broker.security.sasl_config import SERVED_MECHANISMS
+from broker.security.sasl_config import INTER_BROKER_MECHANISMS
 from broker.security.tls import TlsSettingError, load_keystore, load_truststore
 from client.jaas import JaasError, parse_jaas_config
 from client.security import ClientSecurity
@@ -56,9 +56,9 @@ def inter_broker_security(props: Mapping[str, str], listener: str, protocol: str
         return ClientSecurity(ssl_context=context, check_hostname=check_hostname)
     key = "sasl.mechanism.inter.broker.protocol"
     mechanism = props.get(key, "GSSAPI").strip().upper()
-    if mechanism not in SERVED_MECHANISMS:
+    if mechanism not in INTER_BROKER_MECHANISMS:
         raise SecuritySettingError(f"{key}: {mechanism} is not supported for the inter-broker listener {listener}; "
-                                   f"set one of {', '.join(SERVED_MECHANISMS)}")
+                                   f"set one of {', '.join(INTER_BROKER_MECHANISMS)}")
     jaas_key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     try:
         options = parse_jaas_config(props.get(jaas_key, "")).options

@@ -85,6 +85,9 @@ def inter_broker_listener(props: Mapping[str, str], names: list[str]) -> str:
     return by_protocol or ("PLAINTEXT" if "PLAINTEXT" in names else names[0])
 
 
+_JAAS_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
+
+
 def is_sasl_property(key: str, sasl_listener_names: Iterable[str]) -> bool:
     """The SASL settings Ebb honours: sasl.enabled.mechanisms (also per SASL listener) and a SASL
     listener's JAAS entry per mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config."""
@@ -95,7 +98,7 @@ def is_sasl_property(key: str, sasl_listener_names: Iterable[str]) -> bool:
         if key == prefix + "sasl.enabled.mechanisms":
             return True
         if key.startswith(prefix) and key.endswith(".sasl.jaas.config") and \
-                key[len(prefix):-len(".sasl.jaas.config")] in ("plain", "scram-sha-256", "scram-sha-512"):
+                key[len(prefix):-len(".sasl.jaas.config")] in _JAAS_MECHANISMS:
             return True
     return False
 

@@ -4,6 +4,8 @@
     listener.name.<listener>.sasl.enabled.mechanisms     (overrides it for one listener)
     listener.name.<listener>.plain.sasl.jaas.config      (PLAIN's users: user_<name>="<password>")
     listener.name.<listener>.scram-sha-512.sasl.jaas.config   (optional; SCRAM users live in the store)
+    listener.name.<listener>.oauthbearer.sasl.jaas.config     (OAUTHBEARER's OAuthBearerLoginModule: required, as
+                                                               Kafka's validator needs exactly one JAAS entry)
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.security.listener_security import SecuritySettingError
+from broker.security.oauthbearer import OAUTHBEARER, UnsecuredValidator
 from broker.security.plain import plain_users
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from client.jaas import JaasError, parse_jaas_config
 
 PLAIN = "PLAIN"
-SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
+# what this broker's own client side speaks to the others (Ebb has no OAUTHBEARER token source)
+INTER_BROKER_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
@@ -25,6 +30,7 @@ SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 class SaslListener:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)
+    oauthbearer: UnsecuredValidator | None = None  # set when OAUTHBEARER is enabled
 
 
 def sasl_listeners(props: Mapping[str, str], protocols: Mapping[str, str]) -> dict[str, SaslListener]:
@@ -47,20 +53,26 @@ def sasl_listeners(props: Mapping[str, str], protocols: Mapping[str, str]) -> di
                 raise SecuritySettingError(f"{key}: {mechanism}{default} is not supported; set one or more of "
                                            f"{', '.join(SERVED_MECHANISMS)}")
         users: dict[str, str] = {}
+        oauthbearer = None
         for mechanism in mechanisms:
             jaas_key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
             text = props.get(jaas_key, "").strip()
             if mechanism == PLAIN and not text:
                 raise SecuritySettingError(f"{jaas_key}: PLAIN on listener {name} needs a JAAS entry with its users")
+            if mechanism == OAUTHBEARER and not text:
+                raise SecuritySettingError(f"{jaas_key}: OAUTHBEARER on listener {name} needs an "
+                                           f"OAuthBearerLoginModule JAAS entry (its validator's options)")
             if not text:
                 continue
             try:
                 entry = parse_jaas_config(text)
                 if mechanism == PLAIN:
                     users = plain_users(entry)
+                elif mechanism == OAUTHBEARER:
+                    oauthbearer = UnsecuredValidator.from_jaas(entry)
                 elif entry.login_module != SCRAM_LOGIN_MODULE:
                     raise ValueError(f"{mechanism} needs {SCRAM_LOGIN_MODULE}, not {entry.login_module}")
             except (JaasError, ValueError) as exc:
                 raise SecuritySettingError(f"{jaas_key}: {exc}") from None
-        result[name] = SaslListener(mechanisms, users)
+        result[name] = SaslListener(mechanisms, users, oauthbearer)
     return result

@@ -14,6 +14,7 @@ from enum import Enum
 
 from broker.security.credentials import CredentialStore
 from broker.security.errors import AuthenticationFailed
+from broker.security.oauthbearer import OAUTHBEARER, OAuthBearerServer
 from broker.security.plain import check_plain
 from broker.security.principal import user
 from broker.security.sasl_config import PLAIN, SaslListener
@@ -38,6 +39,7 @@ class SaslSession:
         self.mechanism: str | None = None
         self.principal: str | None = None
         self._scram: ScramServer | None = None
+        self._oauthbearer: OAuthBearerServer | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -72,6 +74,14 @@ class SaslSession:
         if self.mechanism == PLAIN:
             self._succeed(check_plain(token, self.listener.plain_users))
             return b""
+        if self.mechanism == OAUTHBEARER:
+            if self._oauthbearer is None:
+                assert self.listener.oauthbearer is not None  # sasl_listeners sets it with the mechanism
+                self._oauthbearer = OAuthBearerServer(self.listener.oauthbearer)
+            reply = self._oauthbearer.respond(token)
+            if self._oauthbearer.principal is not None:
+                self._succeed(self._oauthbearer.principal)
+            return reply
         mechanism = SCRAM_MECHANISMS[self.mechanism or ""]
         if self._scram is None:
             self._scram = ScramServer(mechanism)

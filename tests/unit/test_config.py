@@ -78,7 +78,21 @@ def test_broker_refuses_to_start_with_a_bad_setting(tmp_path):
     (["listeners=CLIENT://127.0.0.1:9092"], "listener.security.protocol.map"),
     (["listener.security.protocol.map=PLAINTEXT:KERBEROS"], "listener.security.protocol.map"),
     (["advertised.listeners=SSL://localhost:9092"], "advertised.listeners"),
-    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER"], "OAUTHBEARER"),
+    # OAUTHBEARER's validator needs its JAAS entry, as Kafka's does (exactly one), with a clock skew it can use
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER"],
+     "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER",
+      "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
+      "OAuthBearerLoginModule required unsecuredValidatorAllowableClockSkewMs=-5;"], "must not be negative"),
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER",
+      "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
+      "OAuthBearerLoginModule required;", "sasl.oauthbearer.jwks.endpoint.url=https://idp/keys"],
+     "sasl.oauthbearer.jwks.endpoint.url"),  # a secured validator's settings: not served
+    (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms=OAUTHBEARER",
+      "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
+      "OAuthBearerLoginModule required;", "inter.broker.listener.name=SASL_PLAINTEXT",
+      "sasl.mechanism.inter.broker.protocol=OAUTHBEARER", "zookeeper.connect=127.0.0.1:2181"],
+     "sasl.mechanism.inter.broker.protocol"),
     (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=PLAIN"],
      "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
     (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=PLAIN",

@@ -1,0 +1,201 @@
+"""SASL OAUTHBEARER (RFC 7628) on the server side with Kafka's default validator, the one a broker uses
+when no `sasl.server.callback.handler.class` is set (OAuthBearerUnsecuredValidatorCallbackHandler):
+unsecured JWS tokens ({"alg":"none"}, empty signature), for development and tests as in Kafka.
+
+    client initial response   n,[a=<authzid>],^Aauth=Bearer <token>^A[key=value^A...]^A
+    good token                -> empty reply, authenticated as User:<principal claim>
+    rejected token            -> the JSON error as a challenge ({"status":"invalid_token"}); the client
+                                 answers ^A and is then refused with that JSON as the message
+
+The validator's options come from the listener's OAuthBearerLoginModule JAAS entry:
+unsecuredValidatorPrincipalClaimName (default sub), unsecuredValidatorScopeClaimName (default scope),
+unsecuredValidatorRequiredScope (space-separated), unsecuredValidatorAllowableClockSkewMs (default 0).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from broker.security.errors import AuthenticationFailed
+from client.jaas import JaasEntry
+
+OAUTHBEARER = "OAUTHBEARER"
+LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_SEP = "\x01"
+_SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"  # any ASCII but "," and "=", which are escaped
+_KVPAIRS = rf"(?:[A-Za-z]+=[\x21-\x7E \t\r\n]+{_SEP})*"
+_INITIAL = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{_SEP}(?P<kvpairs>{_KVPAIRS}){_SEP}", re.S)
+_AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)")
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
+# Kafka's answer to a token it cannot read at all (its SaslServerAuthenticator's text for a SaslException)
+_INVALID = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
+
+
+@dataclass(frozen=True)
+class UnsecuredValidator:
+    principal_claim: str = "sub"
+    scope_claim: str = "scope"
+    required_scope: tuple[str, ...] = ()
+    clock_skew_ms: int = 0
+
+    @classmethod
+    def from_jaas(cls, entry: JaasEntry) -> UnsecuredValidator:
+        """The validator a listener's JAAS entry configures; ValueError for a setting Kafka would reject."""
+        if entry.login_module != LOGIN_MODULE:
+            raise ValueError(f"{OAUTHBEARER} needs {LOGIN_MODULE}, not {entry.login_module}")
+        options = entry.options
+        skew_text = options.get("unsecuredValidatorAllowableClockSkewMs", "").strip()
+        try:
+            skew = int(skew_text) if skew_text else 0
+        except ValueError:
+            raise ValueError(f"unsecuredValidatorAllowableClockSkewMs: {skew_text!r} is not an integer") from None
+        if skew < 0:
+            raise ValueError(f"Allowable clock skew millis must not be negative: {skew_text}")
+        return cls(principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "").strip() or "sub",
+                   scope_claim=options.get("unsecuredValidatorScopeClaimName", "").strip() or "scope",
+                   required_scope=tuple(options.get("unsecuredValidatorRequiredScope", "").split()),
+                   clock_skew_ms=skew)
+
+
+class _Rejected(Exception):
+    """The token does not validate; `scope` is set when only a required scope is missing."""
+
+    def __init__(self, reason: str, scope: str | None = None):
+        super().__init__(reason)
+        self.scope = scope
+
+
+class OAuthBearerServer:
+    """One connection's exchange: `respond` takes each client token and returns the server's."""
+
+    def __init__(self, validator: UnsecuredValidator):
+        self.validator = validator
+        self.error: str | None = None  # the JSON challenge sent; the client's ^A then ends the exchange
+        self.principal: str | None = None
+
+    def respond(self, token: bytes) -> bytes:
+        if token == b"\x01" and self.error is not None:
+            raise AuthenticationFailed(self.error)
+        self.error = None
+        authzid, jws = _initial_response(token)
+        try:
+            principal = validate(jws, self.validator, time.time() * 1000)
+        except _Rejected as rejected:
+            # Kafka's text exactly (OAuthBearerSaslServer.jsonErrorResponse), a space before the scope
+            if rejected.scope is None:
+                self.error = '{"status":"invalid_token"}'
+            else:
+                self.error = f'{{"status":"insufficient_scope", "scope":"{rejected.scope}"}}'
+            return self.error.encode()
+        if authzid and authzid != principal:
+            raise AuthenticationFailed(f"Authentication failed: Client requested an authorization id ({authzid}) "
+                                       f"that is different from the token's principal name ({principal})")
+        self.principal = principal
+        return b""
+
+
+def _initial_response(token: bytes) -> tuple[str, str]:
+    """(authzid, token value) of the client's first message; AuthenticationFailed if it is not one."""
+    try:
+        text = token.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationFailed(_INVALID) from None
+    match = _INITIAL.fullmatch(text)
+    if match is None:
+        raise AuthenticationFailed(_INVALID)
+    pairs = dict(item.split("=", 1) for item in match["kvpairs"].split(_SEP) if item)
+    auth = _AUTH.fullmatch(pairs.get("auth", ""))
+    if auth is None or auth["scheme"].lower() != "bearer":
+        raise AuthenticationFailed(_INVALID)
+    return match["authzid"] or "", auth["token"]
+
+
+def validate(jws: str, validator: UnsecuredValidator, now_ms: float) -> str:
+    """The principal name of an unsecured JWS that passes Kafka's unsecured validator, or _Rejected."""
+    if ".." in jws:
+        raise _Rejected("Malformed compact serialization contains '..'")
+    splits = jws.split(".")
+    if len(splits) != 3:
+        raise _Rejected("Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values")
+    header, claims = _json_object(splits[0]), _json_object(splits[1])
+    if "alg" not in header:  # Kafka fails here without an answer (a NullPointerException); Ebb answers
+        raise AuthenticationFailed(_INVALID)
+    if header["alg"] != "none":
+        raise _Rejected("Unsecured JWS must have 'none' for an algorithm")
+    if splits[2]:
+        raise _Rejected("Unsecured JWS must not contain a digital signature")
+    scope = _scope(claims.get(validator.scope_claim))
+    exp = _number(claims, "exp")
+    if exp is None:
+        raise _Rejected("No expiration time in JWT")
+    principal = claims.get(validator.principal_claim)
+    if not isinstance(principal, str) or not principal.strip():
+        raise _Rejected(f"No principal name in JWT claim: {validator.principal_claim}")
+    iat = _number(claims, "iat")
+    skew = validator.clock_skew_ms
+    if iat is not None and 1000 * iat > now_ms + skew:
+        raise _Rejected("The Issued At value was after the indicated time plus allowable clock skew")
+    if now_ms - skew >= 1000 * exp:
+        raise _Rejected("The indicated time minus allowable clock skew was on or after the Expiration Time value")
+    if iat is not None and exp <= iat:
+        raise _Rejected("The Expiration Time time was not after the Issued At time")
+    for required in validator.required_scope:
+        if required not in scope:
+            raise _Rejected(f"The provided scope was missing a required scope ({required})",
+                            scope="[" + ", ".join(validator.required_scope) + "]")
+    return principal
+
+
+def _json_object(split: str) -> dict[str, object]:
+    """A header or claims section, as Kafka reads it: Base64URL (padding optional), a JSON object whose
+    values are kept as numbers, lists of strings, or text."""
+    if not _BASE64URL.fullmatch(split):
+        raise _Rejected("malformed Base64 URL encoded value")
+    try:
+        raw = base64.urlsafe_b64decode(split + "=" * (-len(split.rstrip("=")) % 4))
+        value = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise _Rejected("malformed JSON") from None
+    if not isinstance(value, dict):
+        raise _Rejected("malformed JSON")
+    return {key: [_text(v) for v in item] if isinstance(item, list) else
+            item if _is_number(item) else _text(item) for key, item in value.items()}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text(value: object) -> str:
+    """Jackson's asText: strings as they are, numbers and booleans spelled, null "null", objects and lists ""."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value) if _is_number(value) else ""
+
+
+def _number(claims: dict[str, object], name: str) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise _Rejected(f"The '{name}' claim was not of type Number")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _scope(value: object) -> set[str]:
+    if isinstance(value, str):
+        return {value.strip()} if value.strip() else set()
+    if value is None:
+        return set()
+    if not isinstance(value, list):
+        raise _Rejected("The scope claim was not of type List")
+    return {item.strip() for item in value if item.strip()}
