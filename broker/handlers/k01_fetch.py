@@ -56,7 +56,8 @@ KAFKA_STORAGE_ERROR.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
@@ -137,7 +138,6 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
                 return _session_error(found, 0)
             if found is not None:  # None: the request emptied its session and is answered sessionless
                 session = found
-                asked, cached = session.request_topics()
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     follower = replica_id >= 0
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
@@ -152,6 +152,12 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     # KIP-392: from v11 (the consumer's rack id comes along) a consumer may read a follower's log up to
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11
+    skipped = False  # session partitions left unread: nothing changed since their last, empty answer
+    if session is not None:
+        everything = list(session.partitions.values())
+        kept = everything if follower else _not_quiet(broker, everything, may_read, committed, leader_only)
+        skipped = len(kept) < len(everything)
+        asked, cached = session.request_topics(kept)
     topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
     awaited = committed and await _load_transactions(wanted)
 
@@ -162,6 +168,13 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
 
     # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
     available, failed = plan(recheck=awaited)
+    if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes:
+        # It will wait: then every partition of the session is watched and read, as before
+        assert session is not None
+        asked, cached = session.request_topics()
+        topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
+        awaited = committed and await _load_transactions(wanted)
+        available, failed = plan(recheck=awaited)
     if follower:
         _note_follower_fetches(wanted, replica_id)
     if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes
@@ -180,6 +193,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     if session is not None:
         if session.epoch != next_epoch(body.session_epoch):  # a duplicate moved the session on meanwhile
             return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
+        if not follower:
+            _remember_quiet(zip(cached, wanted, strict=True), committed, leader_only)
         # Only the partitions with news are answered (and pay for their answer's offsets)
         kept_chunks: list = list(chunks)
         wanted, topics = _changed_only(session, cached, wanted, kept_chunks, topics)
@@ -194,8 +209,10 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
         replicas.throttles.leader.record(throttled)
     if wants_session:
-        session_id = broker.fetch_sessions.create(follower, version >= 13, _session_partitions(asked, wanted,
-                                                                                              version >= 13))
+        partitions, pairs = _session_partitions(asked, wanted, version >= 13)
+        if not follower:
+            _remember_quiet(pairs, committed, leader_only)
+        session_id = broker.fetch_sessions.create(follower, version >= 13, partitions)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
 
 
@@ -203,18 +220,75 @@ def _session_error(error: ErrorCode, session_id: int) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=[])
 
 
-def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Wanted],
-                        uses_topic_ids: bool) -> dict:
-    """A new session's partitions: each asked one with what this answer told the fetcher."""
+def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Wanted], uses_topic_ids: bool
+                        ) -> tuple[dict, list[tuple[CachedPartition, _Wanted]]]:
+    """A new session's partitions: each asked one with what this answer told the fetcher; and each
+    with the partition's read."""
     partitions = {}
+    pairs = []
     answers = iter(wanted)
     for topic in asked:
         name = topic_key(topic, uses_topic_ids)
         for part in topic.partitions:
-            answer = next(answers).response
-            partitions[(name, part.partition)] = CachedPartition(name, part, answer.high_watermark,
-                                                                 answer.log_start_offset)
-    return partitions
+            w = next(answers)
+            cached = partitions[(name, part.partition)] = CachedPartition(name, part, w.response.high_watermark,
+                                                                          w.response.log_start_offset)
+            pairs.append((cached, w))
+    return partitions, pairs
+
+
+def _quiet_state(part: CachedPartition, partition: Partition, committed: bool, leader_only: bool) -> tuple:
+    """All that a consumer's answer for a session partition depends on, besides authorization and the
+    partition still being this one (checked on their own): its request, the role, the offsets."""
+    return (part.asked, partition, partition.leader_epoch, partition.is_leader, partition.high_watermark,
+            partition.log_start_offset, partition.last_stable_offset if committed else -1, committed, leader_only)
+
+
+def _remember_quiet(pairs: Iterable[tuple[CachedPartition, _Wanted]], committed: bool, leader_only: bool) -> None:
+    """After a consumer's read of session partitions: a partition that gave no error and no records
+    because it asked from the end of what it may read keeps the state it was read in (`_not_quiet`)."""
+    for part, w in pairs:
+        partition, read = w.partition, w.read
+        if (w.error == ErrorCode.NONE and partition is not None and read is not None and not read.size
+                and w.fetch_offset >= (partition.last_stable_offset if committed else partition.high_watermark)):
+            part.quiet = _quiet_state(part, partition, committed, leader_only)
+        else:
+            part.quiet = None
+
+
+def _not_quiet(broker: BrokerContext, cached: list[CachedPartition],
+               may_read: Callable[[str], bool], committed: bool, leader_only: bool) -> list[CachedPartition]:
+    """A consumer's session partitions to read now: all but those whose state is the one their last
+    empty answer came from (still authorized, still the same partition): reading one of those would
+    give nothing new, and an incremental answer leaves it out (the caught-up consumer's common case,
+    which otherwise costs a lookup, a log read and an answer per partition)."""
+    replicas = broker.replicas
+    kept = []
+    topics: dict = {}  # topic key -> the topic if it is there and may be read, else None
+    for part in cached:
+        quiet = part.quiet
+        if quiet is None:
+            kept.append(part)
+            continue
+        key = part.topic
+        if key in topics:
+            found = topics[key]
+        else:
+            found = broker.topics.by_id(key) if isinstance(key, uuid.UUID) else broker.topics.get(key)
+            if found is not None and not may_read(found.name):
+                found = None
+            topics[key] = found
+        if found is None:
+            kept.append(part)
+            continue
+        try:
+            partition = replicas.partition_of(found, part.asked.partition)
+        except PartitionError:
+            kept.append(part)
+            continue
+        if quiet != _quiet_state(part, partition, committed, leader_only):
+            kept.append(part)
+    return kept
 
 
 def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted], chunks: list,
