@@ -6,7 +6,9 @@ start offset it answered, and answers with the new SessionId. The fetcher then s
 fetches (SessionId, epoch 1, 2, ...) naming only partitions whose parameters changed, and the ones to
 forget; the broker fetches every partition of the session and answers only those with something new:
 records, a moved high watermark or log start offset, an error, a preferred read replica or a
-diverging epoch. A partition that returned records moves to the end of the session's order, so that
+diverging epoch (a consumer's partitions that gave nothing last time and whose state has not changed
+since are left out before their read: `CachedPartition.quiet`, broker/handlers/fetch_quiet.py). A
+partition that returned records moves to the end of the session's order, so that
 MaxBytes is shared round-robin across requests, as Kafka does.
 
 Eviction is Kafka's FetchSessionCache's: when every slot is taken, a new session may take the one
@@ -61,7 +63,7 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
     # A consumer's partition last answered with nothing to say at the end of what it may read: the
-    # state that answer came from (broker/handlers/k01_fetch.py `_quiet_state`). While the partition's
+    # state that answer came from (broker/handlers/fetch_quiet.py `quiet_state`). While the partition's
     # state equals it, the next incremental answer would leave it out again, so it is not read.
     quiet: tuple | None = None
 

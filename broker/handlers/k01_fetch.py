@@ -7,8 +7,11 @@ Sessions (KIP-227, broker/fetch_sessions.py): SessionEpoch -1 is sessionless (Se
 answer); epoch 0 is a full fetch asking for a session (the answer's SessionId, or 0 when the cache
 has no slot); any other epoch continues a session: its partitions are every cached one with the
 request's changes and forgotten topics applied, and the answer carries only the partitions with
-something new. A SessionId in a full fetch closes that session first. Session errors come at the top
-level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+something new. A consumer's session partition whose last answer was empty at the end of what it may
+read is not looked up or read again while its state is the one that answer came from
+(broker/handlers/fetch_quiet.py): it would be left out anyway; a request that will wait reads every
+partition, so that all are watched. A SessionId in a full fetch closes that session first. Session
+errors come at the top level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 (also, with the session's id, when another request moved the epoch while this one waited),
 FETCH_SESSION_TOPIC_ID_ERROR (a session made with topic ids continued below v13, or the reverse).
 
@@ -56,12 +59,12 @@ KAFKA_STORAGE_ERROR.
 from __future__ import annotations
 
 import dataclasses
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
+from broker.handlers.fetch_quiet import not_quiet, remember_quiet
 from broker.log import LogError, Offset, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
@@ -155,7 +158,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     skipped = False  # session partitions left unread: nothing changed since their last, empty answer
     if session is not None:
         everything = list(session.partitions.values())
-        kept = everything if follower else _not_quiet(broker, everything, may_read, committed, leader_only)
+        kept = everything if follower else not_quiet(broker, everything, may_read, committed, leader_only)
         skipped = len(kept) < len(everything)
         asked, cached = session.request_topics(kept)
     topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
@@ -194,7 +197,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         if session.epoch != next_epoch(body.session_epoch):  # a duplicate moved the session on meanwhile
             return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
         if not follower:
-            _remember_quiet(zip(cached, wanted, strict=True), committed, leader_only)
+            remember_quiet(zip(cached, wanted, strict=True), committed, leader_only)
         # Only the partitions with news are answered (and pay for their answer's offsets)
         kept_chunks: list = list(chunks)
         wanted, topics = _changed_only(session, cached, wanted, kept_chunks, topics)
@@ -211,7 +214,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     if wants_session:
         partitions, pairs = _session_partitions(asked, wanted, version >= 13)
         if not follower:
-            _remember_quiet(pairs, committed, leader_only)
+            remember_quiet(pairs, committed, leader_only)
         session_id = broker.fetch_sessions.create(follower, version >= 13, partitions)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
 
@@ -235,60 +238,6 @@ def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Want
                                                                           w.response.log_start_offset)
             pairs.append((cached, w))
     return partitions, pairs
-
-
-def _quiet_state(part: CachedPartition, partition: Partition, committed: bool, leader_only: bool) -> tuple:
-    """All that a consumer's answer for a session partition depends on, besides authorization and the
-    partition still being this one (checked on their own): its request, the role, the offsets."""
-    return (part.asked, partition, partition.leader_epoch, partition.is_leader, partition.high_watermark,
-            partition.log_start_offset, partition.last_stable_offset if committed else -1, committed, leader_only)
-
-
-def _remember_quiet(pairs: Iterable[tuple[CachedPartition, _Wanted]], committed: bool, leader_only: bool) -> None:
-    """After a consumer's read of session partitions: a partition that gave no error and no records
-    because it asked from the end of what it may read keeps the state it was read in (`_not_quiet`)."""
-    for part, w in pairs:
-        partition, read = w.partition, w.read
-        if (w.error == ErrorCode.NONE and partition is not None and read is not None and not read.size
-                and w.fetch_offset >= (partition.last_stable_offset if committed else partition.high_watermark)):
-            part.quiet = _quiet_state(part, partition, committed, leader_only)
-        else:
-            part.quiet = None
-
-
-def _not_quiet(broker: BrokerContext, cached: list[CachedPartition],
-               may_read: Callable[[str], bool], committed: bool, leader_only: bool) -> list[CachedPartition]:
-    """A consumer's session partitions to read now: all but those whose state is the one their last
-    empty answer came from (still authorized, still the same partition): reading one of those would
-    give nothing new, and an incremental answer leaves it out (the caught-up consumer's common case,
-    which otherwise costs a lookup, a log read and an answer per partition)."""
-    replicas = broker.replicas
-    kept = []
-    topics: dict = {}  # topic key -> the topic if it is there and may be read, else None
-    for part in cached:
-        quiet = part.quiet
-        if quiet is None:
-            kept.append(part)
-            continue
-        key = part.topic
-        if key in topics:
-            found = topics[key]
-        else:
-            found = broker.topics.by_id(key) if isinstance(key, uuid.UUID) else broker.topics.get(key)
-            if found is not None and not may_read(found.name):
-                found = None
-            topics[key] = found
-        if found is None:
-            kept.append(part)
-            continue
-        try:
-            partition = replicas.partition_of(found, part.asked.partition)
-        except PartitionError:
-            kept.append(part)
-            continue
-        if quiet != _quiet_state(part, partition, committed, leader_only):
-            kept.append(part)
-    return kept
 
 
 def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted], chunks: list,
