@@ -274,7 +274,7 @@ def encode_fetch_response(body, version: int, correlation_id: int) -> list:
     if flexible:
         _write_top_tags(w, body, version)
     chunks = w.finish()
-    chunks[0][0:4] = I32.pack(sum(len(c) for c in chunks) - 4)
+    chunks[0][0:4] = I32.pack(sum(map(len, chunks)) - 4)  # map: no generator frame per chunk
     return chunks
 
 

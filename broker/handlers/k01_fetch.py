@@ -442,4 +442,4 @@ def _answer(w: _Wanted, records, committed: bool) -> None:
         aborted = partition.aborted_transactions(w.fetch_offset, read.next_offset) if read and read.slices else ()
         response.aborted_transactions = [_PartitionData.AbortedTransaction(producer_id=a.producer_id,
                                                                            first_offset=a.first_offset)
-                                         for a in aborted]
+                                         for a in aborted] if aborted else []
