@@ -6,7 +6,9 @@ start offset it answered, and answers with the new SessionId. The fetcher then s
 fetches (SessionId, epoch 1, 2, ...) naming only partitions whose parameters changed, and the ones to
 forget; the broker fetches every partition of the session and answers only those with something new:
 records, a moved high watermark or log start offset, an error, a preferred read replica or a
-diverging epoch. A partition that returned records moves to the end of the session's order, so that
+diverging epoch (a consumer's partitions that gave nothing last time and whose state has not changed
+since are left out before their read: `CachedPartition.quiet`, broker/handlers/fetch_quiet.py). A
+partition that returned records moves to the end of the session's order, so that
 MaxBytes is shared round-robin across requests, as Kafka does.
 
 Eviction is Kafka's FetchSessionCache's: when every slot is taken, a new session may take the one
@@ -60,6 +62,10 @@ class CachedPartition:
     asked: _Asked
     high_watermark: int = -1
     log_start_offset: int = -1
+    # A consumer's partition last answered with nothing to say at the end of what it may read: the
+    # state that answer came from (broker/handlers/fetch_quiet.py `quiet_state`). While the partition's
+    # state equals it, the next incremental answer would leave it out again, so it is not read.
+    quiet: tuple | None = None
 
     def changed(self, error: int, high_watermark: int, log_start_offset: int, answer: _Answer,
                 records_size: int) -> bool:
@@ -112,11 +118,13 @@ class FetchSession:
             for index in gone.partitions:
                 partitions.pop((name, index), None)
 
-    def request_topics(self) -> tuple[list[_Topic], list[CachedPartition]]:
-        """The session's partitions as a request's topics (consecutive partitions of one topic share
-        an entry, as in Kafka's answers), and the cached partitions in the same order."""
+    def request_topics(self, cached: list[CachedPartition] | None = None) -> tuple[list[_Topic], list[CachedPartition]]:
+        """The session's partitions (or those of `cached`, in session order) as a request's topics
+        (consecutive partitions of one topic share an entry, as in Kafka's answers), and the cached
+        partitions in the same order."""
         topics: list[_Topic] = []
-        cached = list(self.partitions.values())
+        if cached is None:
+            cached = list(self.partitions.values())
         ids = self.uses_topic_ids
         current: _Topic | None = None
         for part in cached:

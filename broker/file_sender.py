@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from broker.log.file_region import FileRegion
 
 Finished = Callable[[OSError | None], None]
+_MORE = socket.MSG_MORE
 
 
 class SegmentCutShort(OSError):
@@ -53,8 +54,8 @@ class FileSender:
         assert self._finished is None, "one answer at a time"
         pieces: list[memoryview | tuple[int, int, int]] = []
         for chunk in chunks:
-            if isinstance(chunk, FileRegion):
-                pieces.extend(piece for piece in chunk.pieces() if piece[2])
+            if type(chunk) is FileRegion:
+                pieces += chunk.pieces()  # those with bytes only
             elif len(chunk):
                 pieces.append(memoryview(chunk))
         self._pieces, self._index, self._done, self._finished = pieces, 0, 0, finished
@@ -67,36 +68,40 @@ class FileSender:
         self._socket.close()
 
     def _pump(self) -> None:
-        pieces, sock = self._pieces, self._socket
+        # Locals, written back to the slots before any return: this loop runs for every piece of every answer
+        pieces, sock, index, done = self._pieces, self._socket, self._index, self._done
+        out = sock.fileno()
         last = len(pieces) - 1
         try:
-            while self._index <= last:
-                piece = pieces[self._index]
+            while index <= last:
+                piece = pieces[index]
                 if isinstance(piece, tuple):
                     fd, position, length = piece
-                    sent = os.sendfile(sock.fileno(), fd, position + self._done, length - self._done)
+                    remaining = length - done
+                    sent = os.sendfile(out, fd, position + done, remaining)
                     if sent == 0:
-                        raise SegmentCutShort(f"a segment file ended {length - self._done} bytes early")
-                    remaining = length - self._done
+                        raise SegmentCutShort(f"a segment file ended {remaining} bytes early")
                 else:
                     # MSG_MORE: a small header waits for the record data behind it instead of leaving
                     # as a packet of its own (TCP_NODELAY would send it at once).
-                    flags = socket.MSG_MORE if self._index < last else 0
-                    sent = sock.send(piece[self._done:], flags)
-                    remaining = len(piece) - self._done
+                    sent = sock.send(piece[done:] if done else piece, _MORE if index < last else 0)
+                    remaining = len(piece) - done
                 if sent < remaining:
-                    self._done += sent
+                    done += sent
                     continue
-                self._index += 1
-                self._done = 0
+                index += 1
+                done = 0
         except BlockingIOError:
+            self._index, self._done = index, done
             if not self._watching:
                 self._watching = True
                 self._loop.add_writer(sock.fileno(), self._pump)
             return
         except OSError as exc:
+            self._index, self._done = index, done
             self._end(exc)
             return
+        self._index, self._done = index, done
         self._end(None)
 
     def _end(self, error: OSError | None) -> None:

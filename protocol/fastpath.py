@@ -274,7 +274,7 @@ def encode_fetch_response(body, version: int, correlation_id: int) -> list:
     if flexible:
         _write_top_tags(w, body, version)
     chunks = w.finish()
-    chunks[0][0:4] = I32.pack(sum(len(c) for c in chunks) - 4)
+    chunks[0][0:4] = I32.pack(sum(map(len, chunks)) - 4)  # map: no generator frame per chunk
     return chunks
 
 
@@ -325,26 +325,35 @@ def _string_bytes(value: str, flexible: bool) -> bytes:
 _NO_EPOCH = (-1, -1)
 
 
+# A partition answer's fixed head, by version: index, error, high watermark, last stable offset and
+# (v5+) log start offset in one pack
+_FETCH_PARTITION_V4 = struct.Struct(">ihqq")
+_FETCH_PARTITION_V5 = struct.Struct(">ihqqq")
+
+
 def _write_partition(w: _ChunkWriter, p, version: int, flexible: bool) -> None:
-    w.write(I32.pack(p.partition_index) + I16.pack(p.error_code) + I64.pack(p.high_watermark)
-            + I64.pack(p.last_stable_offset))
+    head = w.head
     if version >= 5:
-        w.write(I64.pack(p.log_start_offset))
+        head += _FETCH_PARTITION_V5.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                                         p.log_start_offset)
+    else:
+        head += _FETCH_PARTITION_V4.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
     aborted = p.aborted_transactions
-    _array_len(w, aborted, flexible)
+    head += _array_length(aborted, flexible)
     for txn in aborted or ():
-        w.write(I64.pack(txn.producer_id) + I64.pack(txn.first_offset))
+        head += I64.pack(txn.producer_id) + I64.pack(txn.first_offset)
         if flexible:
-            w.write(b"\x00")
+            head += b"\x00"
     if version >= 11:
-        w.write(I32.pack(p.preferred_read_replica))
+        head += I32.pack(p.preferred_read_replica)
     records = p.records
     if records is None:
-        w.write(b"\x00" if flexible else b"\xff\xff\xff\xff")
+        head += b"\x00" if flexible else b"\xff\xff\xff\xff"
     else:
-        w.write(uvarint_bytes(len(records) + 1) if flexible else I32.pack(len(records)))
-        if len(records):
-            w.records(records)
+        size = len(records)
+        head += uvarint_bytes(size + 1) if flexible else I32.pack(size)
+        if size:
+            w.records(records)  # a new head after it: `head` is not written to again
     if flexible:
         _write_partition_tags(w, p)
 

@@ -7,8 +7,11 @@ Sessions (KIP-227, broker/fetch_sessions.py): SessionEpoch -1 is sessionless (Se
 answer); epoch 0 is a full fetch asking for a session (the answer's SessionId, or 0 when the cache
 has no slot); any other epoch continues a session: its partitions are every cached one with the
 request's changes and forgotten topics applied, and the answer carries only the partitions with
-something new. A SessionId in a full fetch closes that session first. Session errors come at the top
-level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+something new. A consumer's session partition whose last answer was empty at the end of what it may
+read is not looked up or read again while its state is the one that answer came from
+(broker/handlers/fetch_quiet.py): it would be left out anyway; a request that will wait reads every
+partition, so that all are watched. A SessionId in a full fetch closes that session first. Session
+errors come at the top level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 (also, with the session's id, when another request moved the epoch while this one waited),
 FETCH_SESSION_TOPIC_ID_ERROR (a session made with topic ids continued below v13, or the reverse).
 
@@ -61,6 +64,7 @@ from dataclasses import dataclass
 
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
+from broker.handlers.fetch_quiet import not_quiet, remember_quiet
 from broker.log import LogError, Offset, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
@@ -136,7 +140,6 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
                 return _session_error(found, 0)
             if found is not None:  # None: the request emptied its session and is answered sessionless
                 session = found
-                asked, cached = session.request_topics()
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     follower = replica_id >= 0
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
@@ -151,6 +154,12 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     # KIP-392: from v11 (the consumer's rack id comes along) a consumer may read a follower's log up to
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11
+    skipped = False  # session partitions left unread: nothing changed since their last, empty answer
+    if session is not None:
+        everything = list(session.partitions.values())
+        kept = everything if follower else not_quiet(broker, everything, may_read, committed, leader_only)
+        skipped = len(kept) < len(everything)
+        asked, cached = session.request_topics(kept)
     topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
     awaited = committed and await _load_transactions(wanted)
 
@@ -161,6 +170,13 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
 
     # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
     available, failed = plan(recheck=awaited)
+    if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes:
+        # It will wait: then every partition of the session is watched and read, as before
+        assert session is not None
+        asked, cached = session.request_topics()
+        topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
+        awaited = committed and await _load_transactions(wanted)
+        available, failed = plan(recheck=awaited)
     if follower:
         _note_follower_fetches(wanted, replica_id)
     if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes
@@ -179,6 +195,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     if session is not None:
         if session.epoch != next_epoch(body.session_epoch):  # a duplicate moved the session on meanwhile
             return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
+        if not follower:
+            remember_quiet(zip(cached, wanted, strict=True), committed, leader_only)
         # Only the partitions with news are answered (and pay for their answer's offsets)
         kept_chunks: list = list(chunks)
         wanted, topics = _changed_only(session, cached, wanted, kept_chunks, topics)
@@ -193,8 +211,10 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
         replicas.throttles.leader.record(throttled)
     if wants_session:
-        session_id = broker.fetch_sessions.create(follower, version >= 13, _session_partitions(asked, wanted,
-                                                                                              version >= 13))
+        partitions, pairs = _session_partitions(asked, wanted, version >= 13)
+        if not follower:
+            remember_quiet(pairs, committed, leader_only)
+        session_id = broker.fetch_sessions.create(follower, version >= 13, partitions)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
 
 
@@ -202,18 +222,21 @@ def _session_error(error: ErrorCode, session_id: int) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=[])
 
 
-def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Wanted],
-                        uses_topic_ids: bool) -> dict:
-    """A new session's partitions: each asked one with what this answer told the fetcher."""
+def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Wanted], uses_topic_ids: bool
+                        ) -> tuple[dict, list[tuple[CachedPartition, _Wanted]]]:
+    """A new session's partitions: each asked one with what this answer told the fetcher; and each
+    with the partition's read."""
     partitions = {}
+    pairs = []
     answers = iter(wanted)
     for topic in asked:
         name = topic_key(topic, uses_topic_ids)
         for part in topic.partitions:
-            answer = next(answers).response
-            partitions[(name, part.partition)] = CachedPartition(name, part, answer.high_watermark,
-                                                                 answer.log_start_offset)
-    return partitions
+            w = next(answers)
+            cached = partitions[(name, part.partition)] = CachedPartition(name, part, w.response.high_watermark,
+                                                                          w.response.log_start_offset)
+            pairs.append((cached, w))
+    return partitions, pairs
 
 
 def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted], chunks: list,
@@ -418,4 +441,4 @@ def _answer(w: _Wanted, records, committed: bool) -> None:
         aborted = partition.aborted_transactions(w.fetch_offset, read.next_offset) if read and read.slices else ()
         response.aborted_transactions = [_PartitionData.AbortedTransaction(producer_id=a.producer_id,
                                                                            first_offset=a.first_offset)
-                                         for a in aborted]
+                                         for a in aborted] if aborted else []

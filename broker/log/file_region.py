@@ -14,28 +14,36 @@ from broker.log.results import FileSlice
 
 
 class FileRegion:
-    __slots__ = ("slices", "descriptors", "length", "_pinned")
+    __slots__ = ("slices", "descriptors", "length", "_pieces", "_pinned")
 
     def __init__(self, slices: Sequence[FileSlice]) -> None:
         self.slices = tuple(slices)
-        self.length = sum(s.length for s in self.slices)
         self.descriptors: list[int] = []
+        # Made once here, in the pinning loop: the page-cache check and the sender both walk them
+        pieces: list[tuple[int, int, int]] = []
+        length = 0
         self._pinned = False
         try:
             for piece in self.slices:
-                self.descriptors.append(piece.file.pin())
+                fd = piece.file.pin()
+                self.descriptors.append(fd)
+                if piece.length:  # sendfile of nothing would read as a file cut short
+                    pieces.append((fd, piece.position, piece.length))
+                    length += piece.length
         except BaseException:
             for piece in self.slices[:len(self.descriptors)]:
                 piece.file.unpin()
             raise
+        self.length = length
+        self._pieces = pieces
         self._pinned = True
 
     def __len__(self) -> int:
         return self.length
 
     def pieces(self) -> list[tuple[int, int, int]]:
-        """(descriptor, file position, length) of each slice, in order."""
-        return [(fd, s.position, s.length) for fd, s in zip(self.descriptors, self.slices, strict=True)]
+        """(descriptor, file position, length) of each slice with bytes, in order."""
+        return self._pieces
 
     def release(self) -> None:
         """Let go of the files; safe to call more than once."""

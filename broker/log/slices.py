@@ -69,6 +69,7 @@ class SliceReader:
 
 
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_EMPTY = memoryview(b"")
 
 
 def _regions_if_cached(groups: Sequence[Sequence[FileSlice]]) -> list[memoryview | FileRegion] | None:
@@ -76,15 +77,20 @@ def _regions_if_cached(groups: Sequence[Sequence[FileSlice]]) -> list[memoryview
     answer: list[memoryview | FileRegion] = []
     made: list[FileRegion] = []
     try:
+        cached = page_cache.cached
         for group in groups:
-            if not any(s.length for s in group):
-                answer.append(memoryview(b""))
+            if not group:  # what a partition without data has (its slices are never empty)
+                answer.append(_EMPTY)
                 continue
             region = FileRegion(group)
             made.append(region)
             answer.append(region)
-            if not all(page_cache.cached(fd, position, length) for fd, position, length in region.pieces()):
-                break
+            for fd, position, length in region.pieces():
+                if not cached(fd, position, length):
+                    break
+            else:
+                continue
+            break
         else:
             return answer
     except ValueError:  # a segment file closed for good since the log answered: read as before

@@ -132,7 +132,9 @@ class AbortedTxnIndex:
 
     def collect(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a reader of [fetch_offset, upper_offset) must skip."""
-        found = []
+        found: list[AbortedTxn] = []
+        if not self._entries:  # most logs: no transaction ever aborted (a READ_COMMITTED fetch asks each time)
+            return found
         for i in range(bisect.bisect_left(self._last_offsets, fetch_offset), len(self._entries)):
             entry = self._entries[i]
             if entry.first_offset < upper_offset:

@@ -147,6 +147,13 @@ def _plan(struct: object) -> tuple[bool, tuple[str, ...]]:
     plan = _PLANS.get(type(struct))
     if plan is None:
         specs = getattr(type(struct), "_specs", ())
-        nested = tuple(spec.attr for spec in specs if spec.is_array and spec.is_struct)
+        # Arrays whose structs can hold no error code (a Fetch answer's aborted transactions) are not walked
+        nested = tuple(spec.attr for spec in specs if spec.is_array and spec.is_struct and _carries_errors(spec.fields))
         plan = _PLANS[type(struct)] = any(spec.attr == "error_code" for spec in specs), nested
     return plan
+
+
+def _carries_errors(fields: list) -> bool:
+    """Whether structs of these fields, or the arrays of structs in them, have an ErrorCode."""
+    return any(spec.attr == "error_code" or (spec.is_array and spec.is_struct and _carries_errors(spec.fields))
+               for spec in fields)

@@ -1,13 +1,14 @@
 """Fetch sessions (KIP-227) against a real broker process: a full fetch asking for a session, incremental
 fetches answering only what changed, forgotten partitions, closing, and every session error."""
 
+import time
 import uuid
 
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.messages import FetchRequest
-from tests.broker.data_wire import WireClient, batch, create_topic, fetch_request, produce, values
+from protocol.messages import DeleteTopicsRequest, FetchRequest
+from tests.broker.data_wire import WireClient, batch, create_topic, delete_records, fetch_request, produce, values
 
 _topics = iter(range(10_000))
 
@@ -113,3 +114,65 @@ def test_sessions_of_other_connections(broker, client):
     with WireClient(broker.port) as other:
         assert ask(other, name, [], session, 1, 12).error_code == 0
     assert ask(client, name, [], session, 1, 12).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+
+
+# A consumer's session partition answered empty at the end of what it may read is not read again while
+# nothing about it changed (k01_fetch._not_quiet); each change must still reach the next answer.
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_a_quiet_partition_is_answered_again_when_its_log_start_moves(client, version):
+    name, topic_id = filled(client, partitions=2)
+    topic = topic_id if version >= 13 else name
+    session = ask(client, topic, [(0, 3), (1, 3)], 0, 0, version).session_id
+    assert ask(client, topic, [], session, 1, version).responses == []  # both quiet
+    assert delete_records(client, name, 1, 2).error_code == 0
+    parts = answered(ask(client, topic, [], session, 2, version))
+    assert list(parts) == [1] and parts[1].log_start_offset == 2 and parts[1].high_watermark == 3
+    assert ask(client, topic, [], session, 3, version).responses == []
+
+
+@pytest.mark.parametrize("version", [12, 13])
+def test_a_quiet_partition_of_a_deleted_topic_answers_its_error(client, version):
+    name, topic_id = filled(client, partitions=1)
+    topic = topic_id if version >= 13 else name
+    session = ask(client, topic, [(0, 3)], 0, 0, version).session_id
+    assert ask(client, topic, [], session, 1, version).responses == []
+    [gone] = client.request(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(
+        name=name, topic_id=uuid.UUID(int=0))], timeout_ms=5000), 6).responses
+    assert gone.error_code == 0
+    parts = answered(ask(client, topic, [], session, 2, version))
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert list(parts) == [0] and parts[0].error_code == unknown
+
+
+def test_a_quiet_session_waits_for_data_and_answers_when_it_comes(broker, client):
+    """Every partition quiet and MaxWaitMs set: the request parks on all of them and answers at the
+    produce, long before MaxWaitMs."""
+    name, _ = filled(client, partitions=3)
+    session = ask(client, name, [(p, 3) for p in range(3)], 0, 0, 12).session_id
+    assert ask(client, name, [], session, 1, 12).responses == []
+    request = fetch_request(name, 0, 0, max_wait_ms=20_000, session_id=session, session_epoch=2)
+    request.topics = []
+    started = time.monotonic()
+    correlation = client.submit(request, 12)
+    with WireClient(broker.port) as other:
+        assert produce(other, name, 2, batch([b"late"])).error_code == 0
+    reply = client.receive(1, 12, correlation)
+    assert time.monotonic() - started < 10
+    parts = answered(reply)
+    assert list(parts) == [2] and values(parts[2], 3) == [b"late"]
+
+
+def test_quiet_and_changed_partitions_in_one_answer_keep_the_session_order(client):
+    name, _ = filled(client, partitions=3)
+    session = ask(client, name, [(p, 3) for p in range(3)], 0, 0, 12).session_id
+    assert ask(client, name, [], session, 1, 12).responses == []
+    for p in (2, 0):
+        assert produce(client, name, p, batch([b"n%d" % p])).error_code == 0
+    parts = answered(ask(client, name, [], session, 2, 12))
+    assert list(parts) == [0, 2] and values(parts[0], 3) == [b"n0"] and values(parts[2], 3) == [b"n2"]
+    # Read on from the new ends: quiet again, then the one that had stayed quiet gets data.
+    assert ask(client, name, [(0, 4), (2, 4)], session, 3, 12).responses == []
+    assert produce(client, name, 1, batch([b"n1"])).error_code == 0
+    parts = answered(ask(client, name, [], session, 4, 12))
+    assert list(parts) == [1] and values(parts[1], 3) == [b"n1"]

@@ -192,6 +192,32 @@ def test_producing_needs_write_and_reading_needs_read(broker):
         assert answer.error_code == ErrorCode.NONE and answer.high_watermark == 1
 
 
+def test_a_quiet_fetch_session_partition_is_authorized_again_each_time(broker):
+    """A caught-up consumer's session partition is not read while nothing changed
+    (broker/handlers/fetch_quiet.py), but READ is still asked each time: a DENY made meanwhile
+    reaches the next incremental answer."""
+    from tests.broker.data_wire import fetch_request
+
+    def ask(client, session_id: int, epoch: int, named: bool):
+        request = fetch_request("quiet", 0, 1, session_id=session_id, session_epoch=epoch)
+        if not named:
+            request.topics = []
+        return client.request(request, 12)
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "quiet").error_code == ErrorCode.NONE
+        assert produce(client, "quiet", 0, batch([b"q"])).error_code == ErrorCode.NONE
+    create(broker, acl("bob", "quiet", AclOperation.READ))
+    with as_user(broker, "bob") as client:
+        full = ask(client, 0, 0, True)
+        assert full.error_code == ErrorCode.NONE and full.session_id > 0
+        assert full.responses[0].partitions[0].error_code == ErrorCode.NONE
+        assert ask(client, full.session_id, 1, False).responses == []  # at the end: quiet
+        create(broker, acl("bob", "quiet", AclOperation.READ, AclPermissionType.DENY))
+        [topic] = ask(client, full.session_id, 2, False).responses
+        assert topic.partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(broker):
     from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
