@@ -260,6 +260,12 @@ class TopicManager:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
+            # The store too: another broker may have created it since this one last looked (its watch not here
+            # yet), and its configs must not be written over. Two creations still racing past this check are
+            # told apart by the assignment's create below; the later one's configs then stand (as in
+            # ZooKeeper-era Kafka, which wrote them in the same order).
+            if await self.store.exists(TopicZNode.path(name)):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             nulls = [key for key, value in (configs or {}).items() if value is None]
             if nulls:
                 raise TopicError(ErrorCode.INVALID_CONFIG,
@@ -275,7 +281,7 @@ class TopicManager:
             try:
                 await self.store.create(TopicZNode.path(name),
                                         TopicZNode.encode(TopicAssignment(topic.topic_id, replicas)))
-            except NodeExists:  # another broker created it since this one last looked (its watch not yet here)
+            except NodeExists:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
             await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
                                        for p, state in topic.states.items()})

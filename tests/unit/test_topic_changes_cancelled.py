@@ -46,3 +46,21 @@ async def test_create_raced_by_another_broker_is_topic_already_exists(tmp_path):
             raise AssertionError("the second create succeeded")
     finally:
         await broker.stop()
+
+
+async def test_create_of_a_topic_another_broker_made_keeps_its_configs(tmp_path):
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    await broker.start()
+    try:
+        winner = b'{"version":1,"config":{"cleanup.policy":"compact"}}'
+        await broker.store.create("/config/topics/made", winner)
+        await broker.store.create("/brokers/topics/made", b'{"version":3,"partitions":{"0":[0]}}')
+        try:
+            await broker.topics.create("made", 1, 1, {"cleanup.policy": "delete"})
+        except TopicError as exc:
+            assert exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS, exc
+        else:
+            raise AssertionError("the second create succeeded")
+        assert (await broker.store.get("/config/topics/made"))[0] == winner
+    finally:
+        await broker.stop()
