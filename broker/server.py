@@ -64,6 +64,7 @@ class Connection(asyncio.BufferedProtocol):
         self.reading_paused = False
         self.closed = False
         self.deadline: asyncio.TimerHandle | None = None  # for finishing SASL authentication
+        self.sasl_principal_taken = False
         self.outgoing: list = []  # response bytes waiting for the end of this turn of the loop
         self.outgoing_bytes = 0
         self.send_scheduled = False
@@ -189,9 +190,15 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             regions = context.file_regions
             if regions:  # not handed to the file sender: the answer was not sent
-                for region in regions:
-                    region.release()
+                # Emptied before releasing: the list serves the connection's next request too, and a
+                # release failing (a close's EIO) must not leave stale regions for it to send.
+                unsent = list(regions)
                 regions.clear()
+                for region in unsent:
+                    try:
+                        region.release()
+                    except OSError as exc:
+                        log.warning("releasing an unsent answer's files failed", peer=self.peer, error=repr(exc))
 
     async def _answer(self, handler, request, context: RequestContext, version: int, correlation_id: int,
                       arrived: float) -> bool:
@@ -282,7 +289,8 @@ class Connection(asyncio.BufferedProtocol):
         if self.sasl is None:
             return True
         context = self.context
-        if self.sasl.authenticated and context.principal == ANONYMOUS and self.sasl.principal is not None:
+        if self.sasl.authenticated and not self.sasl_principal_taken and self.sasl.principal is not None:
+            self.sasl_principal_taken = True  # once: a user may be named ANONYMOUS
             context.principal = self.sasl.principal
             self.reader.max_frame = self.broker.config.socket_request_max_bytes
             log.info("authenticated", peer=self.peer, principal=context.principal, mechanism=self.sasl.mechanism)
