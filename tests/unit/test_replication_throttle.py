@@ -4,7 +4,6 @@ handler: a follower out of the ISR of a throttled partition gets no records whil
 exceeded, an in-sync one always does, and a change of rate or list is in force at the next fetch."""
 
 import uuid
-from types import SimpleNamespace
 
 import pytest
 
@@ -25,6 +24,7 @@ from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.messages import FetchRequest
 from protocol.records import RecordBatch, build_batch
+from tests.unit.fakes import request_of
 from tests.unit.leading_broker import FOLLOWER, LEADER, leading_broker
 
 
@@ -117,7 +117,7 @@ async def _follower_fetch(broker, offset: int):
     request = FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t",
                                                                                           partitions=[wanted])])
-    answer = await fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext())
+    answer = await fetch(broker, request_of(request, 12), RequestContext())
     return answer.responses[0].partitions[0]
 
 

@@ -3,12 +3,22 @@ under the embedded store; broker/cluster/store.py) is answered per resource or p
 connection is not closed by an escaping exception."""
 
 import uuid
-from types import SimpleNamespace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
+from broker.cluster.partition_state import PartitionState
 from broker.cluster.reassignment import Reassignments
-from broker.cluster.store import StoreUnavailable, StoreWriteFailed
+from broker.cluster.store import (
+    ChildrenCallback,
+    DataCallback,
+    MetadataStore,
+    NoNode,
+    StoreUnavailable,
+    StoreWriteFailed,
+    Watch,
+)
 from broker.handlers.config_resources import alter_each
 from broker.handlers.controller_requests import on_the_controller
 from broker.handlers.k45_alter_partition_reassignments import alter_partition_reassignments
@@ -16,23 +26,92 @@ from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest
+from tests.unit.fakes import request_of
 
 _Resource = AlterConfigsRequest.AlterConfigsResource
 _Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
 _Partition = _Topic.ReassignablePartition
 
 
-class FailingStore:
-    """A store whose every call raises `error`; `fail` False lets calls through (nothing is marked)."""
+class FailingStore(MetadataStore):
+    """An empty store whose reads raise `error` while `fail` is set (nothing is marked); the tests here
+    only read it, so a write is a failure of the test."""
 
     def __init__(self, error: Exception) -> None:
         self.error = error
         self.fail = True
 
-    async def exists(self, path: str) -> bool:
+    async def get(self, path: str) -> tuple[bytes, int]:
         if self.fail:
             raise self.error
-        return False
+        raise NoNode(path)
+
+    async def children(self, path: str) -> list[str]:
+        await self.get(path)
+        return []
+
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+        raise AssertionError(f"unexpected watch of {path}")
+
+    async def watch_data(self, path: str, callback: DataCallback) -> Watch:
+        raise AssertionError(f"unexpected watch of {path}")
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True) -> None:
+        raise AssertionError(f"unexpected write of {path}")
+
+    async def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        raise AssertionError(f"unexpected write of {prefix}")
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> int:
+        raise AssertionError(f"unexpected write of {path}")
+
+    async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        raise AssertionError(f"unexpected delete of {path}")
+
+
+class OneTopic:
+    """The topics as a reassignment reads them: `topic` alone; assignment writes go to `write`."""
+
+    def __init__(self, topic: Topic, write: Callable) -> None:
+        self.topic = topic
+        self.write = write
+
+    def all(self) -> list[Topic]:
+        return [self.topic]
+
+    def get(self, name: str) -> Topic | None:
+        return self.topic if name == self.topic.name else None
+
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> None:
+        await self.write(name, partition, replicas, adding, removing)
+
+
+async def _no_state_change(name: str, partition: int,
+                           change: Callable[[PartitionState], PartitionState | None]) -> bool:
+    raise AssertionError("a reassignment being recorded changes no partition state")
+
+
+@dataclass
+class ActiveController:
+    reassignments: Reassignments
+    active: bool = True
+
+    def require_active(self) -> None:
+        pass
+
+
+@dataclass
+class ControllerCluster:
+    controller: ActiveController | None = None
+
+
+@dataclass
+class ControllerBroker:
+    """What the controller requests read of the broker: the cluster (None: no ZooKeeper), no ACLs."""
+
+    cluster: ControllerCluster | None = None
+    authorizer: None = None
 
 
 async def test_alter_configs_answers_a_store_failure_per_resource():
@@ -53,13 +132,13 @@ async def test_alter_configs_answers_a_store_failure_per_resource():
 
 
 async def test_a_controller_request_answers_a_store_failure_for_every_partition():
-    broker = SimpleNamespace(cluster=None)
-
-    async def run():
+    async def run() -> ErrorCode:
         raise StoreUnavailable("ConnectionLoss")
 
-    assert await on_the_controller(broker, SimpleNamespace(), run, lambda code, message: code) \
-        == ErrorCode.REQUEST_TIMED_OUT  # type: ignore[arg-type]
+    request = request_of(AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[]), 0)
+    # the handlers take the whole BrokerContext; this broker holds only what they read here
+    assert await on_the_controller(ControllerBroker(), request, run,  # type: ignore[arg-type]
+                                   lambda code, message: code) == ErrorCode.REQUEST_TIMED_OUT
 
 
 async def test_a_reassignment_answers_a_store_failure_for_its_partition_only():
@@ -71,17 +150,13 @@ async def test_a_reassignment_answers_a_store_failure_for_its_partition_only():
         written.append((name, partition))
         store.fail = True  # the next partition's check finds the disk full
 
-    topics = SimpleNamespace(get=lambda name: topic if name == "t" else None, all=lambda: [topic],
-                             write_partition_assignment=write)
-    reassignments = Reassignments(store, topics, alive_ids=lambda: [1, 2],  # type: ignore[arg-type]
-                                  change_partition=None, wake=lambda: None)  # type: ignore[arg-type]
-    controller = SimpleNamespace(active=True, require_active=lambda: None, reassignments=reassignments)
-    broker = SimpleNamespace(authorizer=None, cluster=SimpleNamespace(controller=controller))
+    reassignments = Reassignments(store, OneTopic(topic, write), alive_ids=lambda: [1, 2],
+                                  change_partition=_no_state_change, wake=lambda: None)
+    broker = ControllerBroker(ControllerCluster(ActiveController(reassignments)))
     body = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[_Topic(name="t", partitions=[
         _Partition(partition_index=0, replicas=[2]), _Partition(partition_index=1, replicas=[2])])])
     store.fail = False
-    request = SimpleNamespace(body=body, api_version=0)
-    answer = await alter_partition_reassignments(broker, request, RequestContext())  # type: ignore[arg-type]
+    answer = await alter_partition_reassignments(broker, request_of(body, 0), RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.NONE
     assert [p.error_code for p in answer.responses[0].partitions] == [ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR]
     assert written == [("t", 0)]
