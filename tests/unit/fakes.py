@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from broker.topic import Topic
 from protocol.framing import Request
 from protocol.messages import ApiMessage, RequestHeader
 
@@ -21,3 +22,22 @@ def request_of(body: BodyT, version: int, client_id: str = "c", correlation_id: 
     header = RequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
                            client_id=client_id)
     return Request(header, api_key, version, correlation_id, body)
+
+
+class TopicsOf:
+    """The topics as the controller and reassignments read them (their AssignedTopics and
+    ReassignableTopics): real Topics held by name; assignment writes are recorded, not applied."""
+
+    def __init__(self, *topics: Topic) -> None:
+        self.topics = {topic.name: topic for topic in topics}
+        self.written: list[tuple[str, int, list[int], list[int], list[int]]] = []
+
+    def all(self) -> list[Topic]:
+        return list(self.topics.values())
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
+                                         adding: list[int], removing: list[int]) -> None:
+        self.written.append((name, partition, list(replicas), list(adding), list(removing)))

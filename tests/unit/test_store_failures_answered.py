@@ -26,7 +26,7 @@ from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest
-from tests.unit.fakes import request_of
+from tests.unit.fakes import TopicsOf, request_of
 
 _Resource = AlterConfigsRequest.AlterConfigsResource
 _Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
@@ -69,22 +69,17 @@ class FailingStore(MetadataStore):
         raise AssertionError(f"unexpected delete of {path}")
 
 
-class OneTopic:
-    """The topics as a reassignment reads them: `topic` alone; assignment writes go to `write`."""
+class DiskFillingTopics(TopicsOf):
+    """The topics; the store's disk is full once an assignment is written."""
 
-    def __init__(self, topic: Topic, write: Callable) -> None:
-        self.topic = topic
-        self.write = write
-
-    def all(self) -> list[Topic]:
-        return [self.topic]
-
-    def get(self, name: str) -> Topic | None:
-        return self.topic if name == self.topic.name else None
+    def __init__(self, store: FailingStore, *topics: Topic) -> None:
+        super().__init__(*topics)
+        self.store = store
 
     async def write_partition_assignment(self, name: str, partition: int, replicas: list[int],
                                          adding: list[int], removing: list[int]) -> None:
-        await self.write(name, partition, replicas, adding, removing)
+        await super().write_partition_assignment(name, partition, replicas, adding, removing)
+        self.store.fail = True  # the next partition's check finds the disk full
 
 
 async def _no_state_change(name: str, partition: int,
@@ -144,13 +139,8 @@ async def test_a_controller_request_answers_a_store_failure_for_every_partition(
 async def test_a_reassignment_answers_a_store_failure_for_its_partition_only():
     store = FailingStore(StoreWriteFailed("meta.json: No space left on device"))
     topic = Topic("t", uuid.uuid4(), {0: [1], 1: [1]})
-    written = []
-
-    async def write(name, partition, replicas, adding, removing):
-        written.append((name, partition))
-        store.fail = True  # the next partition's check finds the disk full
-
-    reassignments = Reassignments(store, OneTopic(topic, write), alive_ids=lambda: [1, 2],
+    topics = DiskFillingTopics(store, topic)
+    reassignments = Reassignments(store, topics, alive_ids=lambda: [1, 2],
                                   change_partition=_no_state_change, wake=lambda: None)
     broker = ControllerBroker(ControllerCluster(ActiveController(reassignments)))
     body = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[_Topic(name="t", partitions=[
@@ -159,4 +149,4 @@ async def test_a_reassignment_answers_a_store_failure_for_its_partition_only():
     answer = await alter_partition_reassignments(broker, request_of(body, 0), RequestContext())  # type: ignore[arg-type]
     assert answer.error_code == ErrorCode.NONE
     assert [p.error_code for p in answer.responses[0].partitions] == [ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR]
-    assert written == [("t", 0)]
+    assert [(name, partition) for name, partition, *_ in topics.written] == [("t", 0)]
