@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
 
 import pytest
 
@@ -15,18 +14,10 @@ from broker.log import TopicPartition
 from broker.replica import Partition
 from broker.topic import Topic
 from protocol.errors import ErrorCode
+from tests.unit.fakes import FakeReplica
 from tests.unit.leading_broker import LEADER, leading_broker
 
 TOPIC = "__transaction_state"
-
-
-@dataclass
-class FakeReplica:
-    """A replica as CoordinatorPartitions reads it (a LedPartition)."""
-
-    topic_partition: TopicPartition
-    is_leader: bool = True
-    leader_epoch: int = 3
 
 
 def _partition(index: int, *, leader: bool = True) -> FakeReplica:
