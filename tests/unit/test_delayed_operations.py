@@ -174,7 +174,9 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
     from protocol.messages import FetchRequest
 
     async with leading_broker(tmp_path, Topic("s", uuid.uuid4(), {0: [LEADER], 1: [LEADER]})) as broker:
-        segment_file = broker.logs.get_log(TopicPartition("s", 0)).segments[-1].file
+        log = broker.logs.get_log(TopicPartition("s", 0))
+        assert log is not None
+        segment_file = log.segments[-1].file
         read_only = os.open(segment_file.path, os.O_RDONLY)
         os.dup2(read_only, segment_file.fd)
         os.close(read_only)
@@ -182,14 +184,16 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
         request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
             name="s", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=data)
                                       for i in (0, 1)])])
-        reply = await produce(broker, request_of(request, 9), RequestContext())
+        # the handlers take the whole BrokerContext; LeadingBroker holds what they read here
+        reply = await produce(broker, request_of(request, 9), RequestContext())  # type: ignore[arg-type]
+        assert reply is not None  # acks=1: answered
         assert [r.error_code for r in reply.responses[0].partition_responses] == \
             [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
         fetch_request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[FetchRequest.FetchTopic(
             topic="s", partitions=[FetchRequest.FetchTopic.FetchPartition(partition=i, fetch_offset=0,
                                                                           partition_max_bytes=1 << 20)
                                    for i in (0, 1)])])
-        answer = await fetch(broker, request_of(fetch_request, 12), RequestContext())
+        answer = await fetch(broker, request_of(fetch_request, 12), RequestContext())  # type: ignore[arg-type]
         parts = answer.responses[0].partitions
         assert [p.error_code for p in parts] == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
 
