@@ -57,8 +57,7 @@ def _broker(failed_reason: str | None) -> LogDirBroker:
 
 async def _describe(broker: LogDirBroker) -> DescribeLogDirsResponse.DescribeLogDirsResult:
     request = request_of(DescribeLogDirsRequest(topics=None), 4)
-    # the handler takes the whole BrokerContext; this broker holds only what it reads
-    answer = await describe_log_dirs(broker, request, RequestContext())  # type: ignore[arg-type]
+    answer = await describe_log_dirs(broker, request, RequestContext())
     assert answer.error_code == ErrorCode.NONE
     [result] = answer.results
     return result
