@@ -46,8 +46,7 @@ class TxnBroker:
 
 
 async def _list(broker: TxnBroker, request: Request[ListTransactionsRequest]):
-    # the handler takes the whole BrokerContext; this broker holds only what it reads
-    return await list_transactions(broker, request, RequestContext())  # type: ignore[arg-type]
+    return await list_transactions(broker, request, RequestContext())
 
 
 async def test_a_partition_loading_answers_load_in_progress() -> None:
