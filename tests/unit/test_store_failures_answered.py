@@ -4,7 +4,7 @@ connection is not closed by an escaping exception."""
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -115,6 +115,7 @@ class ControllerBroker:
     cluster: ControllerCluster | None = None
     authorizer: None = None
     node_id: int = 1
+    topics: TopicsOf = field(default_factory=TopicsOf)
 
 
 async def test_alter_configs_answers_a_store_failure_per_resource():
@@ -153,8 +154,7 @@ async def test_a_reassignment_answers_a_store_failure_for_its_partition_only():
     body = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[_Topic(name="t", partitions=[
         _Partition(partition_index=0, replicas=[2]), _Partition(partition_index=1, replicas=[2])])])
     store.fail = False
-    # the handler takes the whole BrokerContext; this broker holds only what it reads on a controller
-    answer = await alter_partition_reassignments(broker, request_of(body, 0), RequestContext())  # type: ignore[arg-type]
+    answer = await alter_partition_reassignments(broker, request_of(body, 0), RequestContext())
     assert answer.error_code == ErrorCode.NONE
     assert [p.error_code for p in answer.responses[0].partitions] == [ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR]
     assert [(name, partition) for name, partition, *_ in topics.written] == [("t", 0)]
