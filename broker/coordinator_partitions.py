@@ -16,28 +16,43 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
 from broker.log import TopicPartition
-from broker.replica import Partition, PartitionError
+from broker.replica import PartitionError
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("coordinator")
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
-# The topic's partition with this index, as this broker's replica (PartitionError if none).
-PartitionLookup = Callable[[int], Partition]
+
+
+class LedPartition(Protocol):
+    """What is read here of a replica (replica/partition.py's Partition): whose it is, and its role."""
+
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+# The replica type the coordinator loads from (the real Partition; tests' fakes).
+P = TypeVar("P", bound=LedPartition)
 LOAD_RETRY_S = 0.1  # the first backoff after a failed load, doubled up to LOAD_RETRY_MAX_S
 LOAD_RETRY_MAX_S = 10.0
 
 
-class CoordinatorPartitions:
-    def __init__(self, topic: str, spawn: Spawn, lookup: PartitionLookup, *,
-                 load: Callable[[int, Partition], Awaitable[None]], unload: Callable[[int], None]) -> None:
-        """`load(index, partition)` replays one partition led here now; `unload(index)` drops what
-        came from it (also before a reload, so a load always starts from nothing)."""
+class CoordinatorPartitions(Generic[P]):
+    def __init__(self, topic: str, spawn: Spawn, lookup: Callable[[int], P], *,
+                 load: Callable[[int, P], Awaitable[None]], unload: Callable[[int], None]) -> None:
+        """`lookup(index)` is the topic's partition with this index as this broker's replica
+        (PartitionError if none); `load(index, partition)` replays one partition led here now;
+        `unload(index)` drops what came from it (also before a reload, so a load always starts from
+        nothing)."""
         self.topic = topic
         self._spawn = spawn
         self._lookup = lookup
@@ -46,7 +61,7 @@ class CoordinatorPartitions:
         self.loading: dict[int, asyncio.Task] = {}  # partitions being replayed after this broker became leader
         self.loaded: set[int] = set()  # partitions whose last load succeeded (and not dropped since)
 
-    def moved(self, partition: Partition) -> None:
+    def moved(self, partition: P) -> None:
         """A partition's role here changed (ReplicaManager's leadership listeners): for one of this
         topic, its state is dropped, and replayed when this broker is the new leader."""
         tp = partition.topic_partition
@@ -69,13 +84,13 @@ class CoordinatorPartitions:
         self.loaded.discard(index)
         self._unload(index)
 
-    def follow(self, local: list[Partition]) -> None:
+    def follow(self, local: list[P]) -> None:
         """At start: each partition led here is loaded as if leadership had just moved here."""
         for partition in local:
             if partition.is_leader:
                 self.moved(partition)
 
-    async def _run_load(self, index: int, partition: Partition) -> None:
+    async def _run_load(self, index: int, partition: P) -> None:
         backoff = LOAD_RETRY_S
         try:
             while True:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.coordinator_partitions import CoordinatorPartitions, PartitionLookup
+from broker.coordinator_partitions import CoordinatorPartitions
 from broker.group.group import Group, GroupError, GroupState
 from broker.group.metadata import group_from_value
 from broker.group.offsets_store import OFFSETS_TOPIC, LoadStats, OffsetsStore, partition_for
@@ -31,7 +31,7 @@ log = structlog.get_logger("groups")
 
 
 class GroupRegistry:
-    def __init__(self, store: OffsetsStore, spawn: Spawn, *, offsets_partition: PartitionLookup | None,
+    def __init__(self, store: OffsetsStore, spawn: Spawn, *, offsets_partition: Callable[[int], Partition] | None,
                  loaded: Callable[[Group], None], unloaded: Callable[[Group], None]) -> None:
         """`offsets_partition` is None on a broker without a cluster (it serves every group). `loaded` is
         called for each group replayed from the log, `unloaded` for each dropped (to start and stop the

@@ -3,6 +3,9 @@
 A typing Protocol, so that a handler names what it uses and not the Broker that owns it (tests pass
 small fakes). broker/app.py's Broker is what the server passes (BrokerServer takes a BrokerContext,
 so mypy checks that the Broker is one); it serves requests only after start() made every service.
+A handler that reads little of it may declare a narrower Protocol of its own (DescribeLogDirs,
+ListTransactions, AlterPartitionReassignments, controller_requests.py's routing): the
+registry's type checks that BrokerContext satisfies it, and its tests pass small typed fakes.
 `cluster` is None without ZooKeeper.
 """
 

@@ -12,17 +12,39 @@ failure is answered for every partition (broker/cluster/store.py's store_error_a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from broker.cluster.store import StoreError, store_error_answer
-from broker.handlers import BrokerContext
 from protocol.errors import CodedError, ErrorCode
 from protocol.framing import Request
 
 Response = TypeVar("Response")
 
 
-async def on_the_controller(broker: BrokerContext, request: Request[Any], run: Callable[[], Awaitable[Response]],
+# What routing reads of the broker (handlers' BrokerContext is one), as Protocols.
+class ControllerRole(Protocol):
+    @property
+    def active(self) -> bool: ...
+
+
+class ControllerRoute(Protocol):
+    """The cluster (cluster/cluster.py's Cluster): whether this broker controls, and the way to the one that does."""
+
+    FORWARDED_CLIENT_ID: str
+
+    @property
+    def controller(self) -> ControllerRole: ...
+    async def forward_to_controller(self, body: Any, version: int, timeout_s: float) -> Any: ...
+
+
+class RoutedBroker(Protocol):
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def cluster(self) -> ControllerRoute | None: ...
+
+
+async def on_the_controller(broker: RoutedBroker, request: Request[Any], run: Callable[[], Awaitable[Response]],
                             refuse: Callable[[ErrorCode, str], Response]) -> Response:
     cluster = broker.cluster
     try:

@@ -26,11 +26,14 @@ Errors: NONE, CLUSTER_AUTHORIZATION_FAILED (top level, v3+), KAFKA_STORAGE_ERROR
 
 from __future__ import annotations
 
-from broker.handlers import BrokerContext, handles
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from broker.handlers import handles
 from broker.log import TopicPartition
-from broker.log.log import PartitionLog
 from broker.request_context import RequestContext
-from broker.security.access import allowed_on_cluster
+from broker.security.access import Guarded, allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -43,8 +46,53 @@ _Topic = _Result.DescribeLogDirsTopic
 _Partition = _Topic.DescribeLogDirsPartition
 
 
+# What is read here of the broker (its BrokerContext is one): the LogManager's one dir, as Protocols
+# so that tests can hand in a failed dir.
+class DescribedLog(Protocol):
+    """A partition's log (log/log.py's PartitionLog)."""
+
+    @property
+    def offline(self) -> bool: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def size_bytes(self) -> int: ...
+
+
+class DirFailure(Protocol):
+    @property
+    def failed(self) -> bool: ...
+
+
+class DirSpace(Protocol):
+    total_bytes: int
+    free_bytes: int
+
+    async def check(self) -> None: ...
+
+
+class DescribedDir(Protocol):
+    """The LogManager: its dir, the logs in it, its health and its volume."""
+
+    @property
+    def log_dir(self) -> Path: ...
+    @property
+    def logs(self) -> Mapping[TopicPartition, DescribedLog]: ...
+    @property
+    def health(self) -> DirFailure: ...
+    @property
+    def space(self) -> DirSpace: ...
+
+
+class LogDirBroker(Guarded, Protocol):
+    @property
+    def logs(self) -> DescribedDir: ...
+
+
 @handles(API_KEY, "1-5")
-async def describe_log_dirs(broker: BrokerContext, request: Request[DescribeLogDirsRequest],
+async def describe_log_dirs(broker: LogDirBroker, request: Request[DescribeLogDirsRequest],
                             connection: RequestContext) -> DescribeLogDirsResponse:
     if not allowed_on_cluster(broker, connection, Operation.DESCRIBE):
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -71,7 +119,7 @@ async def describe_log_dirs(broker: BrokerContext, request: Request[DescribeLogD
         is_cordoned=False)])
 
 
-def _describe(tp: TopicPartition, log: PartitionLog) -> _Partition:
+def _describe(tp: TopicPartition, log: DescribedLog) -> _Partition:
     lag = LAG_NOT_AVAILABLE if log.offline else max(log.high_watermark - log.log_end_offset, 0)
     return _Partition(partition_index=tp.partition, partition_size=log.size_bytes, offset_lag=lag,
                       is_future_key=False)

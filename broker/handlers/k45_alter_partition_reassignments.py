@@ -28,12 +28,15 @@ metadata write fails: KAFKA_STORAGE_ERROR (the store's disk), REQUEST_TIMED_OUT 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 from broker.cluster.reassignment import ReassignmentResult
 from broker.cluster.store import StoreError, store_error_answer
-from broker.handlers import BrokerContext, handles
-from broker.handlers.controller_requests import on_the_controller
+from broker.handlers import handles
+from broker.handlers.controller_requests import ControllerRole, ControllerRoute, RoutedBroker, on_the_controller
 from broker.request_context import RequestContext
-from broker.security.access import allowed_on_cluster
+from broker.security.access import Guarded, allowed_on_cluster
 from broker.topic_placement import TopicError, validate_manual_assignment
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -45,8 +48,43 @@ _TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _PartitionResponse = _TopicResponse.ReassignablePartitionResponse
 
 
+# What is read here of the broker (its BrokerContext is one), as Protocols.
+class Reassigning(Protocol):
+    """cluster/reassignment.py's Reassignments."""
+
+    async def alter(self, name: str, partition: int, target: list[int] | None,
+                    allow_replication_factor_change: bool = True) -> ReassignmentResult: ...
+
+
+class ReassigningController(ControllerRole, Protocol):
+    @property
+    def reassignments(self) -> Reassigning: ...
+    def require_active(self) -> None: ...
+
+
+class ReassigningCluster(ControllerRoute, Protocol):
+    @property
+    def controller(self) -> ReassigningController: ...
+
+
+class AssignedTopic(Protocol):
+    @property
+    def replicas(self) -> Mapping[int, list[int]]: ...
+
+
+class TopicLookup(Protocol):
+    def get(self, name: str) -> AssignedTopic | None: ...
+
+
+class ReassigningBroker(Guarded, RoutedBroker, Protocol):
+    @property
+    def cluster(self) -> ReassigningCluster | None: ...
+    @property
+    def topics(self) -> TopicLookup: ...
+
+
 @handles(API_KEY, "0-1")
-async def alter_partition_reassignments(broker: BrokerContext, request: Request[AlterPartitionReassignmentsRequest],
+async def alter_partition_reassignments(broker: ReassigningBroker, request: Request[AlterPartitionReassignmentsRequest],
                                         connection: RequestContext
                                         ) -> AlterPartitionReassignmentsResponse:
     body = request.body
@@ -73,7 +111,7 @@ async def alter_partition_reassignments(broker: BrokerContext, request: Request[
     return await on_the_controller(broker, request, alter, lambda code, message: _refused(body, code, message))
 
 
-async def _alter(broker: BrokerContext, name: str, partition: int, target: list[int] | None,
+async def _alter(broker: ReassigningBroker, name: str, partition: int, target: list[int] | None,
                  allow_change: bool) -> ReassignmentResult:
     cluster = broker.cluster
     if cluster is not None:

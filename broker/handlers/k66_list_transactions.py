@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Sized
+from typing import Protocol
 
-from broker.handlers import BrokerContext, handles
+from broker.handlers import handles
 from broker.request_context import RequestContext
-from broker.security.access import allowed
-from broker.txn import TxnState
+from broker.security.access import Guarded, allowed
+from broker.txn import TxnMetadata, TxnState
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -36,14 +38,37 @@ _Listed = ListTransactionsResponse.TransactionState
 _BY_NAME = {state.display_name: state for state in TxnState}
 
 
+# What is read here of the broker (its BrokerContext is one), as Protocols.
+class LoadingPartitions(Protocol):
+    """The coordinator's `__transaction_state` partitions (coordinator_partitions.py)."""
+
+    @property
+    def loading(self) -> Sized: ...
+
+
+class ListedCoordinator(Protocol):
+    """The TransactionCoordinator: whether it runs, what is loading, the ids it holds."""
+
+    @property
+    def active(self) -> bool: ...
+    @property
+    def partitions(self) -> LoadingPartitions: ...
+    def all(self) -> Iterable[TxnMetadata]: ...
+
+
+class TxnListingBroker(Guarded, Protocol):
+    @property
+    def transactions(self) -> ListedCoordinator: ...
+
+
 def _error(code: ErrorCode) -> ListTransactionsResponse:
     return ListTransactionsResponse(throttle_time_ms=0, error_code=code, unknown_state_filters=[],
                                     transaction_states=[])
 
 
 @handles(API_KEY, "0-2")
-async def list_transactions(broker: BrokerContext, request: Request[ListTransactionsRequest], connection: RequestContext
-                            ) -> ListTransactionsResponse:
+async def list_transactions(broker: TxnListingBroker, request: Request[ListTransactionsRequest],
+                            connection: RequestContext) -> ListTransactionsResponse:
     version, body = request.api_version, request.body
     coordinator = broker.transactions
     if not coordinator.active:

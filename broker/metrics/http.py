@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Iterable
+from typing import Protocol
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -92,7 +94,13 @@ _renders_running = 0
 _gc_was_enabled = True
 
 
-async def render(registry: CollectorRegistry) -> bytes:
+class Collecting(Protocol):
+    """A CollectorRegistry, or one collector: families, with None where it pauses in long work."""
+
+    def collect(self) -> Iterable[Metric | None]: ...
+
+
+async def render(registry: Collecting) -> bytes:
     """The text exposition of `registry`, produced in steps with the loop free in between.
 
     The cyclic garbage collector is off while a scrape renders: its samples live across a few steps,

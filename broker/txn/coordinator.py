@@ -34,7 +34,6 @@ from broker.aio import every, run_to_completion
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import Partition, PartitionError, ReplicaManager
-from broker.topics import TopicManager
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.peers import PeerConnections
 from broker.txn.state_log import (
@@ -49,7 +48,7 @@ from broker.txn.state_log import (
     replay_partition,
     value_bytes,
 )
-from broker.txn.state_topic import TxnStateTopic
+from broker.txn.state_topic import TxnStateTopic, TxnTopics
 from broker.txn.verification import TxnVerifier
 from protocol.errors import ErrorCode
 
@@ -80,7 +79,7 @@ def _log_failure(task: asyncio.Task) -> None:
 
 
 class TransactionCoordinator:
-    def __init__(self, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager, *,
+    def __init__(self, config: BrokerConfig, topics: TxnTopics, replicas: ReplicaManager, *,
                  in_cluster: bool) -> None:
         self.settings = config.transactions
         self.topics = topics

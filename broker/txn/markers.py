@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -28,7 +28,6 @@ from protocol.messages import WriteTxnMarkersRequest
 from protocol.records import RecordBatch
 
 if TYPE_CHECKING:
-    from broker.topics import TopicManager
     from broker.txn.peers import PeerConnections
 
 log = structlog.get_logger("transactions")
@@ -70,8 +69,29 @@ class MarkerWriter:
         return codes
 
 
+class MarkerWrites(Protocol):
+    """Where the markers of partitions led here go (MarkerWriter)."""
+
+    async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    partitions: list[TopicPartitionKey]) -> list[ErrorCode]: ...
+
+
+class LedTopic(Protocol):
+    """What the sender reads of a topic (topic.py's Topic): its partitions and their leaders."""
+
+    @property
+    def replicas(self) -> Mapping[int, list[int]]: ...
+    def leader(self, partition: int) -> int: ...
+
+
+class LeaderLookup(Protocol):
+    """The topics (topics.py's TopicManager), by name."""
+
+    def get(self, name: str) -> LedTopic | None: ...
+
+
 class MarkerSender:
-    def __init__(self, writer: MarkerWriter, topics: TopicManager, node_id: int, in_cluster: bool,
+    def __init__(self, writer: MarkerWrites, topics: LeaderLookup, node_id: int, in_cluster: bool,
                  peers: PeerConnections) -> None:
         self.writer = writer
         self.topics = topics

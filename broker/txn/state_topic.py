@@ -4,20 +4,33 @@ its own segment size and min.insync.replicas), and which of its partitions holds
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
+
 import structlog
 
 from broker.aio import SharedRun
 from broker.config import TransactionConfig
 from broker.group.offsets_store import partition_for
-from broker.topics import TopicError, TopicManager
+from broker.topic import Topic
+from broker.topics import TopicError
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnError
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("transactions")
 
 
+class TxnTopics(Protocol):
+    """What the transaction coordinator uses of the topics (topics.py's TopicManager): a topic by
+    name, and creating `__transaction_state`."""
+
+    def get(self, name: str) -> Topic | None: ...
+    def create(self, name: str, num_partitions: int, replication_factor: int,
+               configs: Mapping[str, str | None] | None = None) -> Awaitable[Any]: ...
+
+
 class TxnStateTopic:
-    def __init__(self, topics: TopicManager, settings: TransactionConfig) -> None:
+    def __init__(self, topics: TxnTopics, settings: TransactionConfig) -> None:
         self.topics = topics
         self.settings = settings
         self._creating = SharedRun(self._create_topic)

@@ -29,8 +29,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest
 
 if TYPE_CHECKING:
-    from broker.topics import TopicManager
     from broker.txn.peers import PeerConnections
+    from broker.txn.state_topic import TxnTopics
 
 log = structlog.get_logger("transactions")
 
@@ -57,7 +57,7 @@ def produce_error(code: ErrorCode) -> ErrorCode:
 
 
 class TxnVerifier:
-    def __init__(self, replicas: ReplicaManager, topics: TopicManager, peers: PeerConnections, node_id: int,
+    def __init__(self, replicas: ReplicaManager, topics: TxnTopics, peers: PeerConnections, node_id: int,
                  partition_of: Callable[[str], int], local_check: LocalCheck) -> None:
         self.replicas = replicas
         self.topics = topics

@@ -1,7 +1,7 @@
 """The controller needs only the store, the topics and a few lookups (broker/cluster/controller.py):
 here a real embedded store and small fakes for the rest drive one reconcile round."""
 
-from types import SimpleNamespace
+import uuid
 
 from broker.cluster.controller import Controller
 from broker.cluster.layout import PartitionStateZNode
@@ -9,14 +9,12 @@ from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import EmbeddedStore
 from broker.config import ReplicationConfig
 from broker.log import TopicPartition
+from broker.topic import Topic
+from tests.unit.fakes import TopicsOf
 
 
-class FakeTopics:
-    def __init__(self, replicas):
-        self.topic = SimpleNamespace(name="t", replicas=replicas, states={}, unclean_leader_election=None)
-
-    def all(self):
-        return [self.topic]
+def topics(replicas: dict[int, list[int]]) -> TopicsOf:
+    return TopicsOf(Topic("t", uuid.uuid4(), replicas))
 
 
 async def test_a_round_moves_leadership_off_a_dead_broker(tmp_path):
@@ -24,7 +22,7 @@ async def test_a_round_moves_leadership_off_a_dead_broker(tmp_path):
     await store.put(PartitionStateZNode.path("t", 0), PartitionStateZNode.encode(PartitionState(1, 4, (1, 2, 3), 1)))
     await store.put(PartitionStateZNode.path("t", 1), PartitionStateZNode.encode(PartitionState(2, 1, (2, 1), 1)))
     written = []
-    controller = Controller(store, FakeTopics({0: [1, 2, 3], 1: [2, 1, 3]}), 2, ReplicationConfig(),
+    controller = Controller(store, topics({0: [1, 2, 3], 1: [2, 1, 3]}), 2, ReplicationConfig(),
                             alive_ids=lambda: [2, 3], controller_id=lambda: 2,
                             state_written=lambda tp, state, version: written.append((tp, state.leader)))
     controller.active = True
@@ -47,7 +45,7 @@ async def test_log_dir_events_take_a_broker_out_of_leadership_and_the_isr_until_
     store = await EmbeddedStore.open(tmp_path / "meta.json")
     await store.put(PartitionStateZNode.path("t", 0), PartitionStateZNode.encode(PartitionState(1, 4, (1, 2, 3), 1)))
     await store.put(PartitionStateZNode.path("t", 1), PartitionStateZNode.encode(PartitionState(1, 2, (1,), 1)))
-    controller = Controller(store, FakeTopics({0: [1, 2, 3], 1: [1, 2, 3]}), 2, ReplicationConfig(),
+    controller = Controller(store, topics({0: [1, 2, 3], 1: [1, 2, 3]}), 2, ReplicationConfig(),
                             alive_ids=lambda: [1, 2, 3], controller_id=lambda: 2,
                             state_written=lambda tp, state, version: None)
     controller.active = True

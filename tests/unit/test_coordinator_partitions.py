@@ -4,24 +4,24 @@ coordinates) with fakes: a partition is served only once its load succeeded."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
+import uuid
 
 import pytest
 
 from broker import coordinator_partitions as module
-from broker.cluster.store import EmbeddedStore
-from broker.config import ReplicationConfig
 from broker.coordinator_partitions import CoordinatorPartitions
-from broker.log import LogManager, TopicPartition
-from broker.replica import ReplicaManager
-from broker.replica.producer_ids import ProducerIdManager
+from broker.log import TopicPartition
+from broker.replica import Partition
+from broker.topic import Topic
 from protocol.errors import ErrorCode
+from tests.unit.fakes import FakeReplica
+from tests.unit.leading_broker import LEADER, leading_broker
 
 TOPIC = "__transaction_state"
 
 
-def _partition(index: int, *, leader: bool = True):
-    return SimpleNamespace(is_leader=leader, leader_epoch=3, topic_partition=TopicPartition(TOPIC, index))
+def _partition(index: int, *, leader: bool = True) -> FakeReplica:
+    return FakeReplica(TopicPartition(TOPIC, index), leader)
 
 
 async def _settled(partitions: CoordinatorPartitions) -> None:
@@ -44,7 +44,7 @@ async def test_a_failed_load_is_never_served_and_is_retried_from_nothing(fast_re
     attempts = 0
     may_succeed = asyncio.Event()
 
-    async def load(index, partition) -> None:
+    async def load(index: int, partition: FakeReplica) -> None:
         nonlocal attempts
         attempts += 1
         state[f"partial-{attempts}"] = index
@@ -71,7 +71,7 @@ async def test_a_leader_never_loaded_is_not_served() -> None:
     """A replica that leads but whose load never ran (or was dropped) is NOT_COORDINATOR."""
     replica = _partition(0)
 
-    async def load(index, partition) -> None:
+    async def load(index: int, partition: FakeReplica) -> None:
         pass
 
     partitions = CoordinatorPartitions(TOPIC, asyncio.get_running_loop().create_task, lambda index: replica,
@@ -85,36 +85,24 @@ async def test_a_leader_never_loaded_is_not_served() -> None:
     assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR and not partitions.loaded
 
 
-class NoTopics:
-    """The topics as the replica manager reads them: none here (the test puts its replica in by hand)."""
-
-    def get(self, name: str) -> None:
-        return None
-
-    def all(self) -> list:
-        return []
-
-
 async def test_a_replica_dropped_by_the_replica_manager_is_unloaded(tmp_path) -> None:
     """ReplicaManager forgets a replica (here: its topic deleted; also reassigned away, log dir failed,
     log replaced) and tells its forget listeners: the coordinator drops the partition's state."""
-    replica = _partition(0)
     unloaded: list[int] = []
 
-    async def load(index, partition) -> None:
+    async def load(index: int, partition: Partition) -> None:
         pass
 
-    partitions = CoordinatorPartitions(TOPIC, asyncio.get_running_loop().create_task, lambda index: replica,
-                                       load=load, unload=unloaded.append)
-    partitions.moved(replica)
-    await _settled(partitions)
-    store = await EmbeddedStore.open(tmp_path / "meta.json")
-    replicas = ReplicaManager(1, NoTopics(), LogManager(tmp_path / "logs"), ProducerIdManager(store, 1),
-                              ReplicationConfig())
-    replicas._partitions[replica.topic_partition] = replica  # type: ignore[assignment]
-    replicas.forget_listeners.append(partitions.forgotten)
-    unloaded.clear()
-    replicas.forget_topic(TOPIC)
-    assert unloaded == [0] and not partitions.loaded
-    assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR
-    await store.close()
+    async with leading_broker(tmp_path, Topic(TOPIC, uuid.uuid4(), {0: [LEADER]})) as broker:
+        replicas = broker.replicas
+        partitions = CoordinatorPartitions(TOPIC, asyncio.get_running_loop().create_task,
+                                           lambda index: replicas.partition(TOPIC, index), load=load,
+                                           unload=unloaded.append)
+        partitions.moved(replicas.partition(TOPIC, 0))
+        await _settled(partitions)
+        assert partitions.not_served(0) is None
+        replicas.forget_listeners.append(partitions.forgotten)
+        unloaded.clear()
+        replicas.forget_topic(TOPIC)
+        assert unloaded == [0] and not partitions.loaded
+        assert partitions.not_served(0) == ErrorCode.NOT_COORDINATOR

@@ -10,7 +10,6 @@ around them is a stand-in.
 import asyncio
 import uuid
 from dataclasses import replace
-from types import SimpleNamespace
 
 import pytest
 
@@ -22,6 +21,7 @@ from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest, ProduceRequest
 from protocol.records import RecordBatch, build_batch
+from tests.unit.fakes import request_of
 from tests.unit.leading_broker import FOLLOWER, LEADER, leading_broker
 
 
@@ -38,7 +38,7 @@ def _delete(broker, offset, timeout_ms, version=2, leader_only=False):
     request = DeleteRecordsRequest(timeout_ms=timeout_ms, leader_only=leader_only, topics=[
         DeleteRecordsRequest.DeleteRecordsTopic(name="t", partitions=[
             DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])])
-    return delete_records(broker, SimpleNamespace(body=request, api_version=version), RequestContext())
+    return delete_records(broker, request_of(request, version), RequestContext())
 
 
 async def test_delete_records_times_out_while_an_alive_follower_lags(cluster):
@@ -117,8 +117,7 @@ def _produce(broker, timeout_ms):
     request = ProduceRequest(acks=-1, timeout_ms=timeout_ms, topic_data=[ProduceRequest.TopicProduceData(
         name="t", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
             index=0, records=build_batch([(None, b"more", [], 1)]))])])
-    return produce(broker, SimpleNamespace(body=request, api_version=9, header=SimpleNamespace(client_id="c")),
-                   RequestContext())
+    return produce(broker, request_of(request, 9), RequestContext())
 
 
 async def _parked(purgatory, key, waiting) -> None:
@@ -175,7 +174,9 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
     from protocol.messages import FetchRequest
 
     async with leading_broker(tmp_path, Topic("s", uuid.uuid4(), {0: [LEADER], 1: [LEADER]})) as broker:
-        segment_file = broker.logs.get_log(TopicPartition("s", 0)).segments[-1].file
+        log = broker.logs.get_log(TopicPartition("s", 0))
+        assert log is not None
+        segment_file = log.segments[-1].file
         read_only = os.open(segment_file.path, os.O_RDONLY)
         os.dup2(read_only, segment_file.fd)
         os.close(read_only)
@@ -183,15 +184,16 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
         request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
             name="s", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=data)
                                       for i in (0, 1)])])
-        reply = await produce(broker, SimpleNamespace(body=request, api_version=9,
-                                                      header=SimpleNamespace(client_id="c")), RequestContext())
+        # the handlers take the whole BrokerContext; LeadingBroker holds what they read here
+        reply = await produce(broker, request_of(request, 9), RequestContext())  # type: ignore[arg-type]
+        assert reply is not None  # acks=1: answered
         assert [r.error_code for r in reply.responses[0].partition_responses] == \
             [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
         fetch_request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[FetchRequest.FetchTopic(
             topic="s", partitions=[FetchRequest.FetchTopic.FetchPartition(partition=i, fetch_offset=0,
                                                                           partition_max_bytes=1 << 20)
                                    for i in (0, 1)])])
-        answer = await fetch(broker, SimpleNamespace(body=fetch_request, api_version=12), RequestContext())
+        answer = await fetch(broker, request_of(fetch_request, 12), RequestContext())  # type: ignore[arg-type]
         parts = answer.responses[0].partitions
         assert [p.error_code for p in parts] == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
 
@@ -206,7 +208,7 @@ def _follower_fetch(broker, offset, last_fetched_epoch, log_start_offset=0):
     request = FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t",
                                                                                           partitions=[wanted])])
-    return fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext())
+    return fetch(broker, request_of(request, 12), RequestContext())
 
 
 async def test_a_follower_position_counts_only_where_its_fetch_read_this_log(cluster):
@@ -243,7 +245,7 @@ async def test_a_parked_follower_fetch_learns_a_new_log_start_offset_at_once(clu
         request = FetchRequest(replica_id=replica_id, max_wait_ms=600_000, min_bytes=1, max_bytes=1 << 20,
                                isolation_level=0, session_id=0, session_epoch=-1,
                                topics=[FetchRequest.FetchTopic(topic="t", partitions=[wanted])])
-        return asyncio.ensure_future(fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext()))
+        return asyncio.ensure_future(fetch(broker, request_of(request, 12), RequestContext()))
 
     follower_fetch, consumer_fetch = parked_fetch(FOLLOWER), parked_fetch(-1)
     await asyncio.sleep(0.05)

@@ -1,14 +1,15 @@
 """DescribeLogDirs of a failed log dir (broker/log/dir_health.py), with a fake broker: Kafka answers an
 offline dir KAFKA_STORAGE_ERROR with no topics (ReplicaManager.describeLogDirs)."""
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 from broker.handlers.k35_describe_log_dirs import describe_log_dirs
 from broker.log import TopicPartition
 from broker.request_context import RequestContext
 from protocol.errors import ErrorCode
-from protocol.messages import DescribeLogDirsRequest
+from protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+from tests.unit.fakes import request_of
 
 
 class FakeSpace:
@@ -18,16 +19,45 @@ class FakeSpace:
         pass
 
 
-def _broker(failed_reason: str | None) -> SimpleNamespace:
-    log = SimpleNamespace(offline=failed_reason is not None, high_watermark=3, log_end_offset=3, size_bytes=70)
-    logs = SimpleNamespace(logs={TopicPartition("t", 0): log}, log_dir=Path("/data/logs"), space=FakeSpace(),
-                           health=SimpleNamespace(failed=failed_reason is not None))
-    return SimpleNamespace(authorizer=None, logs=logs)
+@dataclass
+class FakeLog:
+    """What DescribeLogDirs reads of a PartitionLog."""
+
+    offline: bool
+    high_watermark: int = 3
+    log_end_offset: int = 3
+    size_bytes: int = 70
 
 
-async def _describe(broker: SimpleNamespace):
-    request = SimpleNamespace(body=DescribeLogDirsRequest(topics=None))
-    answer = await describe_log_dirs(broker, request, RequestContext())  # type: ignore[arg-type]
+@dataclass
+class FakeHealth:
+    failed: bool
+
+
+@dataclass
+class FakeLogs:
+    """What DescribeLogDirs reads of the LogManager: its one dir, its logs, its volume and health."""
+
+    health: FakeHealth
+    logs: dict[TopicPartition, FakeLog] = field(default_factory=dict)
+    log_dir: Path = Path("/data/logs")
+    space: FakeSpace = field(default_factory=FakeSpace)
+
+
+@dataclass
+class LogDirBroker:
+    logs: FakeLogs
+    authorizer: None = None
+
+
+def _broker(failed_reason: str | None) -> LogDirBroker:
+    failed = failed_reason is not None
+    return LogDirBroker(FakeLogs(FakeHealth(failed), {TopicPartition("t", 0): FakeLog(offline=failed)}))
+
+
+async def _describe(broker: LogDirBroker) -> DescribeLogDirsResponse.DescribeLogDirsResult:
+    request = request_of(DescribeLogDirsRequest(topics=None), 4)
+    answer = await describe_log_dirs(broker, request, RequestContext())
     assert answer.error_code == ErrorCode.NONE
     [result] = answer.results
     return result

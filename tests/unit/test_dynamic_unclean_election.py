@@ -2,7 +2,7 @@
 ControllerSettings): it reads the value in force each round and is woken when it changes, so an
 offline partition gets an out-of-sync leader at once."""
 
-from types import SimpleNamespace
+import uuid
 
 from broker.cluster.controller import Controller
 from broker.cluster.layout import PartitionStateZNode
@@ -10,14 +10,8 @@ from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import EmbeddedStore
 from broker.config import load_config
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
-
-
-class FakeTopics:
-    def __init__(self) -> None:
-        self.topic = SimpleNamespace(name="t", replicas={0: [1, 2]}, states={}, unclean_leader_election=None)
-
-    def all(self):
-        return [self.topic]
+from broker.topic import Topic
+from tests.unit.fakes import TopicsOf
 
 
 async def test_a_dynamic_unclean_election_setting_wakes_the_controller_which_uses_it(tmp_path):
@@ -29,7 +23,8 @@ async def test_a_dynamic_unclean_election_setting_wakes_the_controller_which_use
     dynamic.unclean_election_listeners.append(lambda: woken.append(True))
     settings = ControllerSettings(config.replication, dynamic)
     await store.put(PartitionStateZNode.path("t", 0), PartitionStateZNode.encode(PartitionState(1, 4, (1,), 1)))
-    controller = Controller(store, FakeTopics(), 2, settings, alive_ids=lambda: [2], controller_id=lambda: 2,
+    topics = TopicsOf(Topic("t", uuid.uuid4(), {0: [1, 2]}))
+    controller = Controller(store, topics, 2, settings, alive_ids=lambda: [2], controller_id=lambda: 2,
                             state_written=lambda tp, state, version: None)
     controller.active = True
 

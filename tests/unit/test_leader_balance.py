@@ -1,7 +1,7 @@
 """Kafka's auto leader rebalance (broker/cluster/leader_balance.py): the imbalance computation, and one
 controller check on a real embedded store holding the preferred elections it calls for."""
 
-from types import SimpleNamespace
+import uuid
 
 import pytest
 
@@ -13,7 +13,9 @@ from broker.cluster.store import EmbeddedStore
 from broker.config import ConfigError, ReplicationConfig, build_config
 from broker.dynamic_config import DynamicConfigError, validate
 from broker.log import TopicPartition
+from broker.topic import Topic
 from protocol.errors import ErrorCode
+from tests.unit.fakes import TopicsOf
 
 
 def tp(partition: int, topic: str = "t") -> TopicPartition:
@@ -67,20 +69,9 @@ def state(leader: int, isr: list[int], epoch: int = 3) -> PartitionState:
     return PartitionState(leader=leader, leader_epoch=epoch, isr=tuple(isr), controller_epoch=1)
 
 
-class FakeTopics:
-    def __init__(self, *topics: SimpleNamespace) -> None:
-        self.topics = {t.name: t for t in topics}
-
-    def all(self):
-        return list(self.topics.values())
-
-    def get(self, name):
-        return self.topics.get(name)
-
-
-def topic(name: str, replicas: dict, states: dict, adding: dict | None = None) -> SimpleNamespace:
-    return SimpleNamespace(name=name, replicas=replicas, states=states, adding=adding or {}, removing={},
-                           unclean_leader_election=None)
+def topic(name: str, replicas: dict[int, list[int]], states: dict[int, PartitionState],
+          adding: dict[int, list[int]] | None = None) -> Topic:
+    return Topic(name, uuid.uuid4(), replicas, states=states, adding=adding or {})
 
 
 async def test_a_check_holds_preferred_elections_for_imbalanced_brokers(tmp_path):
@@ -95,7 +86,7 @@ async def test_a_check_holds_preferred_elections_for_imbalanced_brokers(tmp_path
         await store.put(PartitionStateZNode.path(name, index), PartitionStateZNode.encode(partition_state))
     await store.put(DeleteTopicsTopicZNode.path("d"), b"")
     written = []
-    controller = Controller(store, FakeTopics(t, d), 2, ReplicationConfig(), alive_ids=lambda: [1, 2],
+    controller = Controller(store, TopicsOf(t, d), 2, ReplicationConfig(), alive_ids=lambda: [1, 2],
                             controller_id=lambda: 2, state_written=lambda tp_, s, v: written.append((tp_, s.leader)))
     controller.active = True
     results = await controller.rebalance_leaders()

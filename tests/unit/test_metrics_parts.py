@@ -2,15 +2,19 @@
 response, which retention rule a deletion is counted under, and rendering a scrape in steps."""
 
 import asyncio
+from dataclasses import dataclass, field
 
-from prometheus_client import generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
+from broker.log import TopicPartition
 from broker.log.config import LogConfig
 from broker.log.retention import SegmentFacts, retention_cause
 from broker.metrics.histogram import Histogram
 from broker.metrics.http import SAMPLES_PER_STEP, render
+from broker.metrics.partitions import PARTITIONS_PER_STEP, PartitionCollector, PartitionView
 from broker.metrics.requests import count_errors
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
@@ -59,12 +63,20 @@ def test_a_retention_deletion_is_counted_under_the_rule_that_deletes_most():
     assert cause(config(**{"retention.ms": str(int(2.5 * HOUR)), "retention.bytes": "150"})) == "retention_time"
 
 
-class _Registry:
-    def __init__(self, *families):
+class Families(Collector):
+    """A collector of fixed families."""
+
+    def __init__(self, *families: Metric) -> None:
         self.families = families
 
-    def collect(self):
+    def collect(self) -> list[Metric]:
         return list(self.families)
+
+
+def _registry(*families: Metric) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(Families(*families))
+    return registry
 
 
 async def test_a_scrape_is_rendered_in_steps_with_the_loop_free_between_them():
@@ -72,7 +84,7 @@ async def test_a_scrape_is_rendered_in_steps_with_the_loop_free_between_them():
     for index in range(3 * SAMPLES_PER_STEP + 7):
         big.add_metric([str(index)], index)
     small = CounterMetricFamily("few", "a counter", value=3)
-    registry = _Registry(big, small)
+    registry = _registry(big, small)
     ticks = 0
 
     async def ticker():
@@ -93,7 +105,7 @@ async def test_a_scrape_is_rendered_in_steps_with_the_loop_free_between_them():
 async def test_rendering_leaves_the_garbage_collector_as_it_found_it():
     import gc
 
-    registry = _Registry(CounterMetricFamily("few", "a counter", value=3))
+    registry = _registry(CounterMetricFamily("few", "a counter", value=3))
     assert gc.isenabled()
     await render(registry)
     assert gc.isenabled()
@@ -105,19 +117,40 @@ async def test_rendering_leaves_the_garbage_collector_as_it_found_it():
         gc.enable()
 
 
+@dataclass
+class FakeLog:
+    """What the partition gauges read of a PartitionLog (a LogView)."""
+
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    erased_offset: int
+    size_bytes: int = 10
+    segments: list[int] = field(default_factory=lambda: [0])
+    offline: bool = False
+
+
+@dataclass
+class FakeLogs:
+    logs: dict[TopicPartition, FakeLog]
+    offline_partitions: dict[TopicPartition, str] = field(default_factory=dict)
+
+
+@dataclass
+class NoReplicaState:
+    """One broker that has used none of its partitions since start-up: no replica state."""
+
+    partitions: dict[TopicPartition, PartitionView] = field(default_factory=dict)
+
+
 async def test_the_partition_pass_pauses_and_still_renders_every_partition():
-    from types import SimpleNamespace
-
-    from broker.log import TopicPartition
-    from broker.metrics.partitions import PARTITIONS_PER_STEP, PartitionCollector
-
     count = 2 * PARTITIONS_PER_STEP + 1
-    logs = {TopicPartition("t", i): SimpleNamespace(log_start_offset=i, log_end_offset=i + 1, high_watermark=i + 1,
-                                                    size_bytes=10, segments=[0], offline=False, erased_offset=i)
+    logs = {TopicPartition("t", i): FakeLog(log_start_offset=i, log_end_offset=i + 1, high_watermark=i + 1,
+                                            erased_offset=i)
             for i in range(count)}
-    collector = PartitionCollector(SimpleNamespace(partitions={}), SimpleNamespace(logs=logs, offline_partitions={}))
+    collector = PartitionCollector(NoReplicaState(), FakeLogs(logs))
     assert sum(1 for family in collector.collect() if family is None) >= 5 * 2  # five per-log families
-    body = await render(_Registry(*collector.collect()))
+    body = await render(collector)
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
     starts = families["kafka_log_log_logstartoffset"].samples
     assert len(starts) == count and starts[-1].value == count - 1

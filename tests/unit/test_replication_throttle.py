@@ -4,7 +4,7 @@ handler: a follower out of the ISR of a throttled partition gets no records whil
 exceeded, an in-sync one always does, and a change of rate or list is in force at the next fetch."""
 
 import uuid
-from types import SimpleNamespace
+from collections.abc import Mapping
 
 import pytest
 
@@ -25,6 +25,7 @@ from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.messages import FetchRequest
 from protocol.records import RecordBatch, build_batch
+from tests.unit.fakes import request_of
 from tests.unit.leading_broker import FOLLOWER, LEADER, leading_broker
 
 
@@ -69,9 +70,13 @@ def test_the_rate_is_the_kept_windows_over_the_time_since_the_oldest_never_less_
     assert rate.rate(16.0) == 0
 
 
+def _no_overrides(topic: str) -> Mapping[str, str] | None:
+    return None
+
+
 def test_the_quota_is_exceeded_above_the_bound_only_and_unlimited_without_one():
     clock = Clock()
-    quota = ReplicationQuota(LEADER_REPLICAS, 1, {}.get, 11, 1, clock)
+    quota = ReplicationQuota(LEADER_REPLICAS, 1, _no_overrides, 11, 1, clock)
     quota.record(1_000_000)
     assert not quota.exceeded()  # no rate set: unlimited
     quota.bound = 200_000
@@ -87,7 +92,7 @@ def test_fetching_whenever_the_quota_allows_moves_the_bound_per_second(samples, 
     """A follower fetching 100 KB whenever the quota is not exceeded, for 30 s at 200 KB/s: the bytes
     moved stay within one fetch of what the rate allows."""
     clock = Clock()
-    quota = ReplicationQuota(LEADER_REPLICAS, 1, {}.get, samples, window_s, clock)
+    quota = ReplicationQuota(LEADER_REPLICAS, 1, _no_overrides, samples, window_s, clock)
     quota.bound = 200_000
     moved, start = 0, clock.now
     while clock.now - start < 30:
@@ -117,7 +122,7 @@ async def _follower_fetch(broker, offset: int):
     request = FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic="t",
                                                                                           partitions=[wanted])])
-    answer = await fetch(broker, SimpleNamespace(body=request, api_version=12), RequestContext())
+    answer = await fetch(broker, request_of(request, 12), RequestContext())
     return answer.responses[0].partitions[0]
 
 

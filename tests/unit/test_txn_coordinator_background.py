@@ -5,16 +5,20 @@ leaves a transaction in Prepare*."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
+import uuid
 
 import structlog
 
+from broker.cluster.partition_state import PartitionState
+from broker.config import load_config
 from broker.log import TopicPartition
 from broker.replica import AppendResult, PartitionError
+from broker.topic import Topic
 from broker.txn import coordinator as coordinator_module
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnMetadata, TxnState
 from protocol.errors import ErrorCode
+from tests.unit.fakes import FakeReplica, TopicsOf
 
 OK = AppendResult(0, 0, -1, 0)
 
@@ -29,8 +33,8 @@ class FlakyReplicas:
     def endpoint(self, broker_id: int):
         return None
 
-    def partition(self, topic: str, index: int):
-        return SimpleNamespace(leader_epoch=0)
+    def partition(self, topic: str, index: int) -> FakeReplica:
+        return FakeReplica(TopicPartition(topic, index), leader_epoch=0)
 
     async def append_records(self, batches, **kwargs):
         if self.failures > 0:
@@ -40,14 +44,21 @@ class FlakyReplicas:
         return [OK for _ in batches]
 
 
-def coordinator(replicas: FlakyReplicas, interval_ms: int = 10_000) -> TransactionCoordinator:
-    config = SimpleNamespace(transactions=SimpleNamespace(abort_timed_out_cleanup_interval_ms=interval_ms,
-                                                          transactional_id_expiration_ms=1000,
-                                                          partition_verification_enable=True,
-                                                          state_log_num_partitions=1),
-                             node_id=1, inter_broker_security=None)
-    topics = SimpleNamespace(get=lambda name: SimpleNamespace(replicas={0: [1]}))
-    txns = TransactionCoordinator(config, topics, replicas, in_cluster=False)  # type: ignore[arg-type]
+def led_here(name: str) -> Topic:
+    """One partition, on broker 1 alone, which leads it."""
+    return Topic(name, uuid.uuid4(), {0: [1]}, states={0: PartitionState(1, 4, (1,), 1)})
+
+
+def coordinator(replicas: FlakyReplicas, interval_ms: int = 10_000, *, in_cluster: bool = False,
+                verification: bool = True) -> TransactionCoordinator:
+    config = load_config(None, [
+        "node.id=1", f"transaction.abort.timed.out.transaction.cleanup.interval.ms={interval_ms}",
+        "transactional.id.expiration.ms=1000", "transaction.state.log.num.partitions=1",
+        f"transaction.partition.verification.enable={str(verification).lower()}"])
+    topics = TopicsOf(led_here("facts"), led_here(TRANSACTION_STATE_TOPIC))
+    # ReplicaManager is not narrowed to a Protocol yet (the coordinator replays the Partitions it
+    # returns): FlakyReplicas has what these tests reach of it
+    txns = TransactionCoordinator(config, topics, replicas, in_cluster=in_cluster)  # type: ignore[arg-type]
     txns.active = True
     return txns
 
@@ -91,7 +102,7 @@ async def test_a_complete_write_that_raises_is_logged_and_retried(monkeypatch) -
     await txns.stop()
 
 
-async def test_the_periodic_abort_survives_an_exception_and_tries_again() -> None:
+async def test_the_periodic_abort_survives_an_exception_and_tries_again(monkeypatch) -> None:
     txns = coordinator(FlakyReplicas(failures=0), interval_ms=10)
     calls = 0
 
@@ -102,7 +113,7 @@ async def test_the_periodic_abort_survives_an_exception_and_tries_again() -> Non
             raise RuntimeError("unforeseen")
         return 0
 
-    txns.abort_timed_out = abort_timed_out  # type: ignore[method-assign]
+    monkeypatch.setattr(txns, "abort_timed_out", abort_timed_out)
     with structlog.testing.capture_logs() as logs:
         txns._spawn(txns._abort_timed_out_periodically())
         await wait_for(lambda: calls >= 2)
@@ -163,10 +174,10 @@ async def test_expired_ids_stay_while_their_tombstones_are_not_written() -> None
 def test_partition_verification_can_be_turned_off() -> None:
     """`transaction.partition.verification.enable=false`: Produce's check passes whatever the
     coordinator knows (Kafka's behaviour with the check off), so a transaction can hang."""
-    txns = coordinator(FlakyReplicas(failures=0))
-    assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    txns.settings = SimpleNamespace(partition_verification_enable=False)  # type: ignore[assignment]
-    assert txns.verify("unknown", 7, 0, ("facts", 0)) == ErrorCode.NONE
+    assert coordinator(FlakyReplicas(failures=0)).verify("unknown", 7, 0, ("facts", 0)) \
+        == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert coordinator(FlakyReplicas(failures=0), verification=False).verify("unknown", 7, 0, ("facts", 0)) \
+        == ErrorCode.NONE
 
 
 class ClusterReplicas(FlakyReplicas):
@@ -177,17 +188,14 @@ class ClusterReplicas(FlakyReplicas):
         self.hosted = True
         self.epochs: list[int] = []
 
-    def partition(self, topic: str, index: int):
+    def partition(self, topic: str, index: int) -> FakeReplica:
         if not self.hosted:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no replica here")
-        return SimpleNamespace(leader_epoch=4, is_leader=True, topic_partition=TopicPartition(topic, index))
+        return FakeReplica(TopicPartition(topic, index), leader_epoch=4)
 
 
 def cluster_coordinator(replicas: ClusterReplicas) -> TransactionCoordinator:
-    txns = coordinator(replicas)
-    txns.in_cluster = txns._sender.in_cluster = True
-    txns.topics = txns._sender.topics = SimpleNamespace(  # type: ignore[assignment]
-        get=lambda name: SimpleNamespace(replicas={0: [1]}, leader=lambda index: 1))
+    txns = coordinator(replicas, in_cluster=True)
     txns.partitions.loaded.add(0)  # led and loaded here
     return txns
 
@@ -222,7 +230,7 @@ async def test_a_completion_stops_once_its_partition_is_not_served_here(monkeypa
         rounds.append(coordinator_epoch)
         return await real_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
 
-    txns._sender.send_round = send_round  # type: ignore[method-assign]
+    monkeypatch.setattr(txns._sender, "send_round", send_round)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
     task = txns._spawn(txns._complete(meta, commit=True))
     await wait_for(lambda: len(rounds) >= 2)

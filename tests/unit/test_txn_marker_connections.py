@@ -5,13 +5,17 @@ reached delays neither markers to other brokers nor every later round."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import client.connection
 from broker.txn import peers as peers_module
 from broker.txn.markers import MarkerSender
 from broker.txn.peers import PeerConnections
 from protocol.errors import ErrorCode
+from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+_Marker = WriteTxnMarkersResponse.WritableTxnMarkerResult
+_Topic = _Marker.WritableTxnMarkerTopicResult
+_Partition = _Topic.WritableTxnMarkerPartitionResult
 
 DEAD, HEALTHY = 2, 3
 
@@ -34,23 +38,48 @@ class FakeConnection:
         self.connected = True
         return self
 
-    async def request(self, request, version):
+    async def request(self, request: WriteTxnMarkersRequest, version: int) -> WriteTxnMarkersResponse:
         [marker] = request.markers
-        return SimpleNamespace(markers=[SimpleNamespace(topics=[
-            SimpleNamespace(name=t.name, partitions=[SimpleNamespace(partition_index=p, error_code=0)
-                                                     for p in t.partition_indexes])
+        return WriteTxnMarkersResponse(markers=[_Marker(producer_id=marker.producer_id, topics=[
+            _Topic(name=t.name, partitions=[_Partition(partition_index=p, error_code=ErrorCode.NONE)
+                                            for p in t.partition_indexes])
             for t in marker.topics])])
 
     async def close(self) -> None:
         self.connected = False
 
 
-def _sender(monkeypatch) -> MarkerSender:
+class LedElsewhere:
+    """This broker (1) leads no partition here: a marker written locally is a failure of the test."""
+
+    async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    partitions: list[tuple[str, int]]) -> list[ErrorCode]:
+        raise AssertionError(f"markers for {partitions} written on broker 1, which leads none of them")
+
+
+class SplitTopic:
+    """Partition 0 led by DEAD, partition 1 by HEALTHY."""
+
+    replicas = {0: [DEAD], 1: [HEALTHY]}
+
+    def leader(self, partition: int) -> int:
+        return DEAD if partition == 0 else HEALTHY
+
+
+class TopicsByName:
+    def __init__(self, **topics: SplitTopic) -> None:
+        self.topics = topics
+
+    def get(self, name: str) -> SplitTopic | None:
+        return self.topics.get(name)
+
+
+def _sender(monkeypatch, topics: TopicsByName | None = None) -> MarkerSender:
     FakeConnection.release = asyncio.Event()
     FakeConnection.attempts = []
     monkeypatch.setattr(client.connection, "BrokerConnection", FakeConnection)
     peers = PeerConnections(1, lambda broker: ("localhost", 9000 + broker), None, 5000)
-    return MarkerSender(SimpleNamespace(), SimpleNamespace(), 1, True, peers)  # type: ignore[arg-type]
+    return MarkerSender(LedElsewhere(), topics or TopicsByName(), 1, True, peers)
 
 
 async def test_markers_to_a_healthy_broker_do_not_wait_for_a_connect_to_a_dead_one(monkeypatch) -> None:
@@ -82,20 +111,10 @@ async def test_a_failed_connect_is_remembered_briefly(monkeypatch) -> None:
     await sender._peers.close()
 
 
-class _Topic:
-    """Partition 0 led by DEAD, partition 1 by HEALTHY."""
-
-    replicas = {0: [DEAD], 1: [HEALTHY]}
-
-    def leader(self, index: int) -> int:
-        return DEAD if index == 0 else HEALTHY
-
-
 async def test_a_round_asks_every_leader_at_once(monkeypatch) -> None:
     """A round does not finish one leader before asking the next: the healthy broker's marker is
     written while the dead broker's connect still hangs, and the round returns only the dead one's."""
-    sender = _sender(monkeypatch)
-    sender.topics = SimpleNamespace(get=lambda name: _Topic())  # type: ignore[assignment]
+    sender = _sender(monkeypatch, TopicsByName(t=SplitTopic()))
     requested: list[int] = []
     answer = FakeConnection.request
 
