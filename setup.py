@@ -13,4 +13,5 @@ setup(ext_modules=[
     Extension("protocol._produce_read", ["protocol/_produce_read.c"], extra_compile_args=["-O2"], optional=True),
     Extension("protocol._record_spans", ["protocol/_record_spans.c"], extra_compile_args=["-O2"], optional=True),
     Extension("pipeline._recordcols", ["pipeline/_recordcols.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("pipeline._recordenc", ["pipeline/_recordenc.c"], extra_compile_args=["-O2"], optional=True),
 ])
