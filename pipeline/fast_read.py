@@ -40,6 +40,7 @@ from . import record_columns
 from .config import ReadConfig, cluster_options
 from .planning import OffsetRange, quiet_client_logs
 from .transfer import FETCH_WAIT_MS, read_range
+from .worker_memory import keep_freed_memory
 
 BATCH_ROWS = 10_000  # rows per Arrow batch on the careful reader's path
 PARTITION_FETCH_BYTES = 8 * 2**20
@@ -60,6 +61,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     quiet_client_logs()
+    keep_freed_memory()
     schema = arrow_schema(config.include_headers)
     tp = TopicPartition(r.topic, r.partition)
 

@@ -37,6 +37,7 @@ from protocol.records import batch_of_section
 
 from .config import WriteConfig, cluster_options
 from .options import EbbSourceError
+from .worker_memory import keep_freed_memory
 
 try:
     from . import _recordenc
@@ -222,6 +223,7 @@ def _binary(column: pa.Array) -> tuple:
 
 def write_batches(config: WriteConfig, batches: Iterable[pa.RecordBatch]) -> int:
     """Produce every row of `batches`; return how many. Raises on the first record the broker refuses."""
+    keep_freed_memory()
     topic = config.topic
     if topic is not None and config.headers_index is None:
         encoded = _Encoded(config, topic)
