@@ -19,9 +19,7 @@ Either way the first failure fails the task.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -36,6 +34,7 @@ from protocol.compression import Compression
 from protocol.records import batch_of_section
 
 from .config import WriteConfig, cluster_options
+from .loop_thread import LoopThread
 from .options import EbbSourceError
 from .worker_memory import keep_freed_memory
 
@@ -125,22 +124,17 @@ class _Encoded:
 
     def __init__(self, config: WriteConfig, topic: str):
         self.config, self.topic = config, topic
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="ebb-write", daemon=True)
-        self.thread.start()
+        self.loop = LoopThread("ebb-write")
         self.compression = Compression[config.compression.upper()]
         self.producer = Producer(config.bootstrap, acks=config.acks, **cluster_options(config))
         self.in_flight: deque[Future] = deque()
         try:
-            self._call(self.producer.start())
-            self.count = self._call(self._partition_count())
+            self.loop.call(self.producer.start())
+            self.count = self.loop.call(self._partition_count())
         except BaseException:
             self.close()
             raise
         self.encoder = _recordenc.encoder(self.count, BATCH_BYTES)
-
-    def _call(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     async def _partition_count(self) -> int:
         try:
@@ -189,7 +183,7 @@ class _Encoded:
             sections = later
             while len(self.in_flight) >= IN_FLIGHT:
                 self._check(self.in_flight.popleft())
-            self.in_flight.append(asyncio.run_coroutine_threadsafe(self.producer.send_built(request), self.loop))
+            self.in_flight.append(self.loop.submit(self.producer.send_built(request)))
 
     @staticmethod
     def _check(sent: Future) -> None:
@@ -207,10 +201,8 @@ class _Encoded:
         for sent in self.in_flight:
             sent.cancel()
         try:
-            self._call(self.producer.close())
+            self.loop.call(self.producer.close())
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join()
             self.loop.close()
 
 
