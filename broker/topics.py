@@ -272,7 +272,11 @@ class TopicManager:
             if validate_only:
                 return topic
             await self.store.put(ConfigEntityZNode.path(ConfigType.TOPIC, name), ConfigEntityZNode.encode(clean))
-            await self.store.create(TopicZNode.path(name), TopicZNode.encode(TopicAssignment(topic.topic_id, replicas)))
+            try:
+                await self.store.create(TopicZNode.path(name),
+                                        TopicZNode.encode(TopicAssignment(topic.topic_id, replicas)))
+            except NodeExists:  # another broker created it since this one last looked (its watch not yet here)
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
             await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
                                        for p, state in topic.states.items()})
             self._remember(topic)

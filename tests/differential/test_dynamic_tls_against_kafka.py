@@ -18,6 +18,8 @@ from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsReq
 from tests.differential.runner import Peer, compare
 from tests.differential.test_against_kafka import ALLOWED
 from tests.interop.conftest import TARGET, build
+from tests.security.certs import SSL_KEY_PASSWORD as PASSWORD
+from tests.security.certs import SSL_KEYSTORE_LOCATION as LOCATION
 from tests.security.certs import CertificateAuthority, ssl_listener_broker
 from tests.support.broker_process import free_port
 from tests.support.kafka_node import KafkaNode
@@ -26,7 +28,6 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.timeout(300)
 
 BROKER, SET, DELETE = 4, 0, 1
-LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"
 Resource = DescribeConfigsRequest.DescribeConfigsResource
 Alter = IncrementalAlterConfigsRequest.AlterConfigsResource
 Op = Alter.AlterableConfig

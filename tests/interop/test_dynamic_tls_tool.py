@@ -9,11 +9,12 @@ import ssl
 
 import pytest
 
+from tests.security.certs import SSL_KEY_PASSWORD as PASSWORD
+from tests.security.certs import SSL_KEYSTORE_LOCATION as LOCATION
 from tests.security.certs import CertificateAuthority, rotation_pki, ssl_listener_broker
 
 CONFIGS = "kafka.admin.ConfigCommand"
 BROKER_1 = ("--entity-type", "brokers", "--entity-name", "1")
-LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"
 
 
 @pytest.fixture(scope="module")

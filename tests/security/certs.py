@@ -72,6 +72,11 @@ class CertificateAuthority:
         return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key, password)
 
 
+# The keystore's dynamic configs of ssl_listener_broker's listener (named SSL), as kafka-configs sets them
+SSL_KEYSTORE_LOCATION = "listener.name.ssl.ssl.keystore.location"
+SSL_KEY_PASSWORD = "listener.name.ssl.ssl.key.password"
+
+
 def ssl_listener_broker(data_dir: Path, keystore: Path):
     """A broker (not started) with a PLAINTEXT listener and an SSL one (`ssl_port`) on a PEM keystore."""
     from tests.support.broker_process import BrokerProcess, free_port

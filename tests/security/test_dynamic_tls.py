@@ -15,10 +15,11 @@ from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest
 from tests.broker.test_configs import BROKER, DELETE, SET, _configs, _incremental
 from tests.broker.wire_client import WireClient
+from tests.security.certs import SSL_KEY_PASSWORD as PASSWORD
+from tests.security.certs import SSL_KEYSTORE_LOCATION as LOCATION
 from tests.security.certs import rotation_pki, ssl_listener_broker
 
 pytestmark = pytest.mark.timeout(120)
-LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"
 
 
 @pytest.fixture(scope="module")

@@ -14,54 +14,24 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.cluster.store import EmbeddedStore
-from broker.config import ReplicationConfig
 from broker.handlers.k00_produce import produce
 from broker.handlers.k21_delete_records import delete_records
-from broker.log import LogManager, TopicPartition
-from broker.replica import ReplicaManager
+from broker.log import TopicPartition
 from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsRequest, ProduceRequest
 from protocol.records import RecordBatch, build_batch
-
-LEADER, FOLLOWER = 1, 2
-
-
-class _Topics:
-    def __init__(self, topic):
-        self.topic = topic
-
-    def get(self, name):
-        return self.topic if name == self.topic.name else None
-
-    def by_id(self, topic_id):
-        return self.topic if topic_id == self.topic.topic_id else None
-
-    def all(self):
-        return [self.topic]
+from tests.unit.leading_broker import FOLLOWER, LEADER, leading_broker
 
 
 @pytest.fixture
 async def cluster(tmp_path):
-    topic = Topic("t", uuid.uuid4(), {0: [LEADER, FOLLOWER]})
-    logs = LogManager(tmp_path / "logs")
-    await logs.startup(background_tasks=False)
-    await logs.get_or_create_log(TopicPartition("t", 0), topic_id=topic.topic_id)
-    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None, authorizer=None,
-                             store=await EmbeddedStore.open(tmp_path / "meta.json"),
-                             config=SimpleNamespace(delete_records_v3_enable=True, replication=ReplicationConfig()))
-    replicas = ReplicaManager(broker)
-    replicas.is_alive = lambda broker_id: True
-    broker.replicas = replicas
-    await replicas.start()
-    partition = replicas.partition("t", 0)
-    data = build_batch([(None, b"v%d" % i, [], 1) for i in range(10)])
-    await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
-    yield broker, partition
-    await replicas.stop()
-    await logs.shutdown()
+    async with leading_broker(tmp_path, Topic("t", uuid.uuid4(), {0: [LEADER, FOLLOWER]})) as broker:
+        partition = broker.replicas.partition("t", 0)
+        data = build_batch([(None, b"v%d" % i, [], 1) for i in range(10)])
+        await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
+        yield broker, partition
 
 
 def _delete(broker, offset, timeout_ms, version=2, leader_only=False):
@@ -203,18 +173,8 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
     from broker.handlers.k01_fetch import fetch
     from protocol.messages import FetchRequest
 
-    topic = Topic("s", uuid.uuid4(), {0: [LEADER], 1: [LEADER]})
-    logs = LogManager(tmp_path / "logs")
-    await logs.startup(background_tasks=False)
-    for index in (0, 1):
-        await logs.get_or_create_log(TopicPartition("s", index), topic_id=topic.topic_id)
-    broker = SimpleNamespace(node_id=LEADER, topics=_Topics(topic), logs=logs, cluster=None, authorizer=None,
-                             store=await EmbeddedStore.open(tmp_path / "meta.json"),
-                             config=SimpleNamespace(delete_records_v3_enable=True, replication=ReplicationConfig()))
-    broker.replicas = ReplicaManager(broker)
-    await broker.replicas.start()
-    try:
-        segment_file = logs.get_log(TopicPartition("s", 0)).segments[-1].file
+    async with leading_broker(tmp_path, Topic("s", uuid.uuid4(), {0: [LEADER], 1: [LEADER]})) as broker:
+        segment_file = broker.logs.get_log(TopicPartition("s", 0)).segments[-1].file
         read_only = os.open(segment_file.path, os.O_RDONLY)
         os.dup2(read_only, segment_file.fd)
         os.close(read_only)
@@ -233,9 +193,6 @@ async def test_an_io_error_takes_its_log_dir_offline(tmp_path):
         answer = await fetch(broker, SimpleNamespace(body=fetch_request, api_version=12), RequestContext())
         parts = answer.responses[0].partitions
         assert [p.error_code for p in parts] == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.KAFKA_STORAGE_ERROR]
-    finally:
-        await broker.replicas.stop()
-        await logs.shutdown()
 
 
 def _follower_fetch(broker, offset, last_fetched_epoch, log_start_offset=0):

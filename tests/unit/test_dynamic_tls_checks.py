@@ -13,9 +13,9 @@ from broker.config import load_config
 from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
 from broker.security.dynamic_tls import handshake
 from broker.security.passwords import is_password
+from tests.security.certs import SSL_KEY_PASSWORD as PASSWORD
+from tests.security.certs import SSL_KEYSTORE_LOCATION as LOCATION
 from tests.security.certs import CertificateAuthority, rotation_pki
-
-LOCATION, PASSWORD = "listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"
 
 
 @pytest.fixture

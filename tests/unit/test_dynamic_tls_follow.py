@@ -11,9 +11,8 @@ from broker.cluster.layout import BrokerConfigZNode, ConfigEntityZNode
 from broker.cluster.store import EmbeddedStore
 from broker.config import load_config
 from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
+from tests.security.certs import SSL_KEYSTORE_LOCATION as LOCATION
 from tests.security.certs import rotation_pki
-
-LOCATION = "listener.name.ssl.ssl.keystore.location"
 
 
 async def _applied(dynamic: DynamicBrokerConfig) -> None:

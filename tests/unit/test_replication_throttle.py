@@ -9,11 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from broker.cluster.store import EmbeddedStore
-from broker.config import ReplicationConfig, load_config
+from broker.config import load_config
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.handlers.k01_fetch import fetch
-from broker.log import LogManager, TopicPartition
-from broker.replica import ReplicaManager
+from broker.log import TopicPartition
 from broker.replica.throttle import (
     FOLLOWER_RATE,
     LEADER_RATE,
@@ -26,8 +25,7 @@ from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.messages import FetchRequest
 from protocol.records import RecordBatch, build_batch
-
-LEADER, FOLLOWER = 1, 2
+from tests.unit.leading_broker import FOLLOWER, LEADER, leading_broker
 
 
 class Clock:
@@ -104,24 +102,12 @@ def test_fetching_whenever_the_quota_allows_moves_the_bound_per_second(samples, 
 async def leader(tmp_path):
     """Partition t-0 led here (broker 1), broker 2 a follower out of the ISR; ten records of 10 KB."""
     topic = Topic("t", uuid.uuid4(), {0: [LEADER, FOLLOWER]}, configs={LEADER_REPLICAS: f"0:{LEADER}"})
-    logs = LogManager(tmp_path / "logs")
-    await logs.startup(background_tasks=False)
-    await logs.get_or_create_log(TopicPartition("t", 0), topic_id=topic.topic_id)
-    topics = SimpleNamespace(get={"t": topic}.get, all=lambda: [topic])
-    broker = SimpleNamespace(node_id=LEADER, topics=topics, logs=logs, cluster=None, authorizer=None,
-                             store=await EmbeddedStore.open(tmp_path / "meta.json"),
-                             config=SimpleNamespace(delete_records_v3_enable=True, replication=ReplicationConfig()))
-    replicas = ReplicaManager(broker)
-    replicas.is_alive = lambda broker_id: True
-    broker.replicas = replicas
-    await replicas.start()
-    partition = replicas.partition("t", 0)
-    for i in range(10):
-        data = build_batch([(None, bytes([i]) * 10_000, [], 1)])
-        await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
-    yield broker, topic, partition
-    await replicas.stop()
-    await logs.shutdown()
+    async with leading_broker(tmp_path, topic) as broker:
+        partition = broker.replicas.partition("t", 0)
+        for i in range(10):
+            data = build_batch([(None, bytes([i]) * 10_000, [], 1)])
+            await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
+        yield broker, topic, partition
 
 
 async def _follower_fetch(broker, offset: int):

@@ -27,3 +27,22 @@ async def test_cancelled_create_still_completes(tmp_path):
         assert len(broker.logs.logs) >= 8
     finally:
         await broker.stop()
+
+
+async def test_create_raced_by_another_broker_is_topic_already_exists(tmp_path):
+    """Two brokers creating one topic at once (say `__transaction_state` on two FindCoordinators): the one
+    whose znode write comes second answers TOPIC_ALREADY_EXISTS, as Kafka's AdminZkClient does, instead of
+    failing the request and closing the client's connection."""
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    await broker.start()
+    try:
+        await broker.store.create("/brokers/topics/raced", b'{"version":3,"partitions":{"0":[0]}}')
+        assert broker.topics.get("raced") is None  # the assignment is there, this broker has not seen it yet
+        try:
+            await broker.topics.create("raced", 1, 1)
+        except TopicError as exc:
+            assert exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS, exc
+        else:
+            raise AssertionError("the second create succeeded")
+    finally:
+        await broker.stop()
