@@ -72,9 +72,9 @@ def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]
 
     position = r.start  # EARLIEST until the first round looks the log start up
     handed_over = False
-    loop = LoopThread("ebb-read")
     consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, partition_max_bytes=PARTITION_FETCH_BYTES,
                         isolation_level=config.isolation_level, **cluster_options(config))
+    loop = LoopThread("ebb-read")  # after the consumer, which may refuse its settings
     pending: Future | None = None
     try:
         loop.call(consumer.start())

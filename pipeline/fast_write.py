@@ -124,10 +124,10 @@ class _Encoded:
 
     def __init__(self, config: WriteConfig, topic: str):
         self.config, self.topic = config, topic
-        self.loop = LoopThread("ebb-write")
         self.compression = Compression[config.compression.upper()]
         self.producer = Producer(config.bootstrap, acks=config.acks, **cluster_options(config))
         self.in_flight: deque[Future] = deque()
+        self.loop = LoopThread("ebb-write")  # last: nothing above may leave its thread behind
         try:
             self.loop.call(self.producer.start())
             self.count = self.loop.call(self._partition_count())
