@@ -12,7 +12,7 @@ One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-20
 Spark runs local[2] with the settings of pipeline/session.py for a long-running job (the JVM's default
 JIT, not the tests' quick-start flags); a write and a read of WARM_RECORDS through each source go first
 so that neither Python worker start-up nor the JVM's compilation of the row conversion is timed.
-Prints the median records/s of each and the ratio ebb/librdkafka.
+Prints the median records/s of each, the ratio ebb/librdkafka, and each repetition's figures (their spread).
 """
 
 from __future__ import annotations
@@ -160,14 +160,23 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"{os.cpu_count()} cpus, Python {sys.version.split()[0]}, PySpark {pyspark.__version__} local[2], "
           f"confluent-kafka {confluent_kafka.__version__} / librdkafka {confluent_kafka.libversion()[0]}")
-    print(f"{args.records} records of 100-200 B, {PARTITIONS} partitions, median of {args.reps}")
+    print(f"{args.records} records of 100-200 B, {PARTITIONS} partitions, median of {args.reps}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end (the machine is shared)")
     for what in ("write", "read"):
         ebb, kafka, rdkafka = (statistics.median(rates[f"{who} {what}"]) for who in ("ebb", "kafka", "librdkafka"))
         print(f"format('ebb') {what:<6} {ebb:>9,.0f} rec/s   format('kafka') {kafka:>9,.0f} rec/s   "
               f"librdkafka {rdkafka:>9,.0f} rec/s   ebb/kafka {ebb / kafka:.2f}   ebb/librdkafka {ebb / rdkafka:.2f}")
+        # each repetition runs the three one after another: its own ratio, and their spread
+        ratios = [e / r for e, r in zip(rates[f"ebb {what}"], rates[f"librdkafka {what}"], strict=True)]
+        print(f"  per repetition: ebb {_spread(rates[f'ebb {what}'])}, librdkafka "
+              f"{_spread(rates[f'librdkafka {what}'])}, ebb/librdkafka {' '.join(f'{x:.2f}' for x in ratios)}")
     ebb, rdkafka = (statistics.median(rates[f"{who} reader"]) for who in ("ebb", "librdkafka"))
     print(f"one partition, no Spark: pipeline/fast_read.py {ebb:>9,.0f} rec/s   bare consume() {rdkafka:>9,.0f} rec/s"
           f"   ratio {ebb / rdkafka:.2f}")
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):,.0f}-{max(values):,.0f}"
 
 
 if __name__ == "__main__":

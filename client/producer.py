@@ -102,6 +102,11 @@ class Producer:
             if not new:
                 raise ValueError(f"no records for {TopicPartition(*tp)}")
             built[TopicPartition(*tp)] = build_batch(new, compression=self.compression)
+        return await self.send_built(built)
+
+    async def send_built(self, built: Mapping[TopicPartition, bytes]) -> dict[TopicPartition, ProduceResult]:
+        """Batches built by the caller (one per partition, offsets from 0, no producer id), one Produce
+        request per leader; a result per partition."""
         return await self.cluster.for_each_leader(
             built, self._send_to_leader, _failed, what="Produce", retry_errors=_NOT_APPENDED, idempotent=False,
             timeout_s=self.timeout_ms / 1000 + self.cluster.request_timeout_s,

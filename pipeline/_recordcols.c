@@ -22,32 +22,57 @@
 #error "Arrow buffers are little-endian; this decoder writes host-order integers"
 #endif
 
+/* A growing buffer that is a bytes object all along, so handing it to Python is a resize, not a copy
+ * (a fetch's columns are megabytes: a copy, and the page faults of fresh memory, cost as much as the
+ * decoding). */
 typedef struct {
+    PyObject *obj;
     char *data;
     Py_ssize_t len, cap;
 } Buf;
+
+static int buf_resize(Buf *b, Py_ssize_t cap) {
+    if (b->obj == NULL) {
+        b->obj = PyBytes_FromStringAndSize(NULL, cap);
+        if (b->obj == NULL) return -1;
+    } else if (_PyBytes_Resize(&b->obj, cap) < 0) { /* frees the object and sets it NULL */
+        b->data = NULL;
+        b->len = b->cap = 0;
+        return -1;
+    }
+    b->data = PyBytes_AS_STRING(b->obj);
+    b->cap = cap;
+    return 0;
+}
 
 static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
     if (b->len + n > b->cap) {
         Py_ssize_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
-        char *grown = PyMem_Realloc(b->data, cap);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->data = grown;
-        b->cap = cap;
+        if (buf_resize(b, cap)) return -1;
     }
     if (n) memcpy(b->data + b->len, src, n);
     b->len += n;
     return 0;
 }
 
+static int buf_reserve(Buf *b, Py_ssize_t cap) { return cap > b->cap ? buf_resize(b, cap) : 0; }
+
 static int put_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
 static int put_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
 
-static PyObject *buf_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
+/* The bytes written, as a bytes object the caller owns; `b` is empty afterwards. */
+static PyObject *buf_bytes(Buf *b) {
+    if (b->obj == NULL) return PyBytes_FromStringAndSize("", 0);
+    PyObject *out = b->obj;
+    b->obj = NULL;
+    b->data = NULL;
+    b->cap = 0;
+    if (_PyBytes_Resize(&out, b->len) < 0) return NULL;
+    return out;
+}
+
+static void buf_free(Buf *b) { Py_CLEAR(b->obj); }
 
 /* A validity bitmap: bit i set when value i is present. */
 typedef struct {
@@ -90,9 +115,15 @@ static int column_put(Column *c, const uint8_t *p, int64_t len) {
 }
 
 static void column_free(Column *c) {
-    PyMem_Free(c->valid.bytes.data);
-    PyMem_Free(c->offsets.data);
-    PyMem_Free(c->data.data);
+    buf_free(&c->valid.bytes);
+    buf_free(&c->offsets);
+    buf_free(&c->data);
+}
+
+/* Room for `rows` more values and `bytes` more data. */
+static int column_reserve(Column *c, Py_ssize_t rows, Py_ssize_t bytes) {
+    return buf_reserve(&c->valid.bytes, rows / 8 + 1) || buf_reserve(&c->offsets, 4 * (rows + 1))
+           || buf_reserve(&c->data, bytes);
 }
 
 /* (null count, validity bitmap or None when nothing is null, offsets, data) */
@@ -143,10 +174,10 @@ typedef struct {
 } Out;
 
 static void out_free(Out *o) {
-    PyMem_Free(o->offsets.data);
-    PyMem_Free(o->timestamps.data);
-    PyMem_Free(o->types.data);
-    PyMem_Free(o->header_lists.data);
+    buf_free(&o->offsets);
+    buf_free(&o->timestamps);
+    buf_free(&o->types);
+    buf_free(&o->header_lists);
     column_free(&o->keys);
     column_free(&o->values);
     column_free(&o->header_keys);
@@ -231,6 +262,25 @@ static PyObject *decode(PyObject *module, PyObject *args) {
         column_start(&o.header_values) || put_i32(&o.header_lists, 0))
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    /* Sized once from the sections: at most len/7 records each (the smallest record is 7 bytes), so a
+     * damaged count cannot ask for more; whatever does not fit still grows the buffers. */
+    Py_ssize_t most_rows = 0, most_bytes = 0;
+    for (Py_ssize_t b = 0; b < n; b++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, b);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2) continue; /* refused below */
+        Py_ssize_t len = PyObject_Length(PyTuple_GET_ITEM(item, 0));
+        long long count = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        if (len < 0 || (count == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            continue;
+        }
+        most_rows += count < len / 7 ? (count > 0 ? (Py_ssize_t)count : 0) : len / 7;
+        most_bytes += len;
+    }
+    if (buf_reserve(&o.offsets, 8 * most_rows) || buf_reserve(&o.timestamps, 8 * most_rows) ||
+        buf_reserve(&o.types, 4 * most_rows) || column_reserve(&o.keys, most_rows, most_bytes) ||
+        column_reserve(&o.values, most_rows, most_bytes))
+        goto done;
     for (Py_ssize_t b = 0; b < n; b++) {
         Py_buffer section;
         long long count, base_offset, base_timestamp, max_timestamp;

@@ -14,9 +14,9 @@ way, so they give the same rows.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -38,8 +38,10 @@ from protocol.record_format import Buffer
 
 from . import record_columns
 from .config import ReadConfig, cluster_options
+from .loop_thread import LoopThread
 from .planning import OffsetRange, quiet_client_logs
 from .transfer import FETCH_WAIT_MS, read_range
+from .worker_memory import keep_freed_memory
 
 BATCH_ROWS = 10_000  # rows per Arrow batch on the careful reader's path
 PARTITION_FETCH_BYTES = 8 * 2**20
@@ -60,6 +62,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     quiet_client_logs()
+    keep_freed_memory()
     schema = arrow_schema(config.include_headers)
     tp = TopicPartition(r.topic, r.partition)
 
@@ -69,32 +72,41 @@ def read_batches(config: ReadConfig, r: OffsetRange) -> Iterator[pa.RecordBatch]
 
     position = r.start  # EARLIEST until the first round looks the log start up
     handed_over = False
-    with asyncio.Runner() as runner:
-        consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, partition_max_bytes=PARTITION_FETCH_BYTES,
-                            isolation_level=config.isolation_level, **cluster_options(config))
-        runner.run(consumer.start())
+    consumer = Consumer(config.bootstrap, max_wait_ms=FETCH_WAIT_MS, partition_max_bytes=PARTITION_FETCH_BYTES,
+                        isolation_level=config.isolation_level, **cluster_options(config))
+    loop = LoopThread("ebb-read")  # after the consumer, which may refuse its settings
+    pending: Future | None = None
+    try:
+        loop.call(consumer.start())
+        consumer.assign({tp: position})
+        last_progress = time.monotonic()
+        if position < r.end:
+            pending = loop.submit(consumer.fetch_decoded(columns))
+        while pending is not None:
+            try:
+                batch = pending.result()[tp]
+            except KafkaClientError:  # deleted under us, refused, malformed...: the careful reader judges
+                handed_over = True
+                break
+            pending = None
+            moved_to = consumer.position(tp)  # no fetch runs now: the loop thread leaves it alone
+            if moved_to > position:
+                last_progress = time.monotonic()
+            elif (consumer.end_offset(tp, r.end) <= moved_to
+                  or time.monotonic() - last_progress > QUIET_S):
+                handed_over = True  # the log ends before the range, or nothing comes: the careful reader judges
+            position = moved_to
+            if not handed_over and position < r.end:
+                pending = loop.submit(consumer.fetch_decoded(columns))  # the next round while Spark takes this one
+            if batch.num_rows:
+                yield batch
+    finally:
+        if pending is not None:
+            pending.cancel()
         try:
-            consumer.assign({tp: position})
-            last_progress = time.monotonic()
-            while position < r.end:
-                try:
-                    batch = runner.run(consumer.fetch_decoded(columns))[tp]
-                except KafkaClientError:  # deleted under us, refused, malformed...: the careful reader judges
-                    handed_over = True
-                    break
-                moved_to = consumer.position(tp)
-                if batch.num_rows:
-                    yield batch
-                if moved_to > position:
-                    last_progress = time.monotonic()
-                elif (consumer.end_offset(tp, r.end) <= moved_to
-                      or time.monotonic() - last_progress > QUIET_S):
-                    handed_over = True  # the log ends before the range, or nothing comes: the careful reader judges
-                position = moved_to
-                if handed_over:
-                    break
+            loop.call(consumer.close())
         finally:
-            runner.run(consumer.close())
+            loop.close()
     if handed_over:
         rest = OffsetRange(r.topic, r.partition, position, r.end)
         yield from rows_to_batches(read_range(config, rest), schema)

@@ -29,6 +29,9 @@ def session_settings(app_conf: dict[str, str] | None = None, long_running: bool 
         "spark.driver.memory": "1g",
         "spark.sql.streaming.stopTimeout": "30s",
         "spark.sql.session.timeZone": "UTC",
+        # Int.MaxValue turns off Spark's per-row check of an Arrow batch's byte size on the way to Python
+        # (a third of a write task's JVM time: it walks every vector per row); maxRecordsPerBatch still caps it
+        "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
         **({} if long_running else {"spark.driver.extraJavaOptions": FAST_JVM}),
         **(app_conf or {}),
     }

@@ -61,7 +61,8 @@ __all__ = [
     "BATCH_FRAMING", "BATCH_HEADER_SIZE", "CODEC_MASK", "CONTROL_BIT", "DELETE_HORIZON_BIT", "FRAMING_SIZE",
     "LOG_OVERHEAD", "MAGIC", "NO_TIMESTAMP", "TIMESTAMP_TYPE_BIT", "TRANSACTIONAL_BIT", "Compression", "TimestampType",
     "Record", "NewRecord",
-    "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_size_at", "build_batch",
+    "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_of_section", "batch_size_at",
+    "build_batch",
     "iter_batches", "read_header", "set_log_append_time", "with_records",
 ]
 
@@ -289,6 +290,20 @@ def with_records(batch: RecordBatch, section: Buffer, count: int, max_timestamp:
     I64.pack_into(out, MAX_TIMESTAMP_AT, max_timestamp)
     I32.pack_into(out, RECORDS_COUNT_AT, count)
     U32.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+def batch_of_section(section: Buffer, count: int, timestamp_ms: int,
+                     compression: Compression = Compression.NONE) -> bytes:
+    """A producer's batch (CREATE_TIME, no producer id) around `count` records already laid out in
+    `section` with offset deltas 0 to count-1 and timestamp deltas 0 from `timestamp_ms` (the Spark
+    writer's sections, pipeline/_recordenc.c); compressed here with `compression`."""
+    payload = compress(compression, section) if compression else section
+    out = bytearray(BATCH_HEADER_SIZE)
+    out += payload
+    _HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, int(compression), count - 1, timestamp_ms,
+                      timestamp_ms, -1, -1, -1, count)
+    _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
     return bytes(out)
 
 

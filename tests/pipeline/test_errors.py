@@ -17,7 +17,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from pipeline.config import ReadConfig, WriteConfig
 from pipeline.options import EbbSourceError
 from pipeline.planning import plan_batch
-from tests.pipeline.helpers import create_topic, produce, read_batch, read_options
+from tests.pipeline.helpers import consume_all, create_topic, produce, read_batch, read_options
 from tests.support.broker_process import free_port
 
 
@@ -114,3 +114,12 @@ def test_bad_write_options(bootstrap, columns, options, message):
 def test_overwrite_is_refused(spark, bootstrap, topic):
     fails_with("save mode overwrite is not supported",
                lambda: write(spark, bootstrap, [("v",)], "value string", mode="overwrite", topic=topic))
+
+
+def test_a_refused_batch_fails_the_task_with_the_brokers_error(spark, bootstrap):
+    """The fast writer's batches (pipeline/_recordenc.c) refused by the broker: the task fails naming the
+    partition and Kafka's error, and nothing of the refused batch is in the log."""
+    create_topic(bootstrap, "err-too-large", configs={"max.message.bytes": "2000"})
+    fails_with("producing to Ebb failed: err-too-large-0: MESSAGE_TOO_LARGE",
+               lambda: write(spark, bootstrap, [("x" * 5000,)], "value string", topic="err-too-large"))
+    assert consume_all(bootstrap, "err-too-large") == []
