@@ -301,9 +301,9 @@ def batch_of_section(section: Buffer, count: int, timestamp_ms: int,
     payload = compress(compression, section) if compression else section
     out = bytearray(BATCH_HEADER_SIZE)
     out += payload
-    _HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, int(compression), count - 1, timestamp_ms,
-                      timestamp_ms, -1, -1, -1, count)
-    _UINT32.pack_into(out, _CRC, crc32c(memoryview(out)[_ATTRIBUTES:]))
+    HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, int(compression), count - 1, timestamp_ms,
+                     timestamp_ms, -1, -1, -1, count)
+    U32.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
     return bytes(out)
 
 
