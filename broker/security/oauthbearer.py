@@ -15,8 +15,8 @@ unsecuredValidatorRequiredScope (space-separated), unsecuredValidatorAllowableCl
 from __future__ import annotations
 
 import base64
-import binascii
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -49,18 +49,42 @@ class UnsecuredValidator:
         if entry.login_module != LOGIN_MODULE:
             raise ValueError(f"{OAUTHBEARER} needs {LOGIN_MODULE}, not {entry.login_module}")
         options = entry.options
-        skew_text = options.get("unsecuredValidatorAllowableClockSkewMs", "").strip()
-        try:
-            skew = int(skew_text) if skew_text else 0
-        except ValueError:
-            raise ValueError(f"unsecuredValidatorAllowableClockSkewMs: {skew_text!r} is not an integer") from None
-        if skew < 0:
-            raise ValueError(f"Allowable clock skew millis must not be negative: {skew_text}")
-        return cls(principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "").strip() or "sub",
-                   scope_claim=options.get("unsecuredValidatorScopeClaimName", "").strip() or "scope",
-                   required_scope=tuple(options.get("unsecuredValidatorRequiredScope", "").split()),
-                   clock_skew_ms=skew)
+        return cls(principal_claim=java_trim(options.get("unsecuredValidatorPrincipalClaimName", "")) or "sub",
+                   scope_claim=java_trim(options.get("unsecuredValidatorScopeClaimName", "")) or "scope",
+                   required_scope=_required_scope(options.get("unsecuredValidatorRequiredScope", "")),
+                   clock_skew_ms=_clock_skew(options.get("unsecuredValidatorAllowableClockSkewMs", "")))
 
+
+def java_trim(text: str) -> str:
+    """Java's String.trim, which Kafka's Utils.isBlank also uses: strips characters <= U+0020 only
+    (not Python's Unicode whitespace: "\\u00a0" stays, "\\x01" goes)."""
+    return text.strip(_JAVA_TRIMMED)
+
+
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+_SCOPE_ITEM = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")  # RFC 6749 3.3, as OAuthBearerScopeUtils checks it
+_INT = re.compile(r"[+-]?\d+")  # Integer.parseInt: a sign and decimal digits (Unicode ones too), no "_"
+
+
+def _required_scope(text: str) -> tuple[str, ...]:
+    """OAuthBearerScopeUtils.parseScope of the trimmed option: split on " " only, each item a valid scope."""
+    items = tuple(item for item in java_trim(text).split(" ") if item)
+    for item in items:
+        if not _SCOPE_ITEM.fullmatch(item):
+            raise ValueError(f"unsecuredValidatorRequiredScope: Invalid scope value: {item}")
+    return items
+
+
+def _clock_skew(text: str) -> int:
+    trimmed = java_trim(text)
+    if not trimmed:
+        return 0
+    value = int(trimmed) if _INT.fullmatch(trimmed) else None
+    if value is None or not -2**31 <= value < 2**31:
+        raise ValueError(f'unsecuredValidatorAllowableClockSkewMs: For input string: "{trimmed}"')
+    if value < 0:
+        raise ValueError(f"Allowable clock skew millis must not be negative: {text}")
+    return value
 
 class _Rejected(Exception):
     """The token does not validate; `scope` is set when only a required scope is missing."""
@@ -134,7 +158,7 @@ def validate(jws: str, validator: UnsecuredValidator, now_ms: float) -> str:
     if exp is None:
         raise _Rejected("No expiration time in JWT")
     principal = claims.get(validator.principal_claim)
-    if not isinstance(principal, str) or not principal.strip():
+    if not isinstance(principal, str) or not java_trim(principal):  # Utils.isBlank
         raise _Rejected(f"No principal name in JWT claim: {validator.principal_claim}")
     iat = _number(claims, "iat")
     skew = validator.clock_skew_ms
@@ -152,19 +176,76 @@ def validate(jws: str, validator: UnsecuredValidator, now_ms: float) -> str:
 
 
 def _json_object(split: str) -> dict[str, object]:
-    """A header or claims section, as Kafka reads it: Base64URL (padding optional), a JSON object whose
-    values are kept as numbers, lists of strings, or text."""
+    """A header or claims section, as Kafka reads it: Base64URL (padding optional), then the first JSON value
+    as Jackson's readTree takes it (what follows it is not read; a value that is no object, or none at all,
+    has no members), its values kept as numbers, lists of strings, or text."""
     if not _BASE64URL.fullmatch(split):
         raise _Rejected("malformed Base64 URL encoded value")
     try:
         raw = base64.urlsafe_b64decode(split + "=" * (-len(split.rstrip("=")) % 4))
-        value = json.loads(raw)
-    except (binascii.Error, ValueError):
+        text = raw.decode(json.detect_encoding(raw))
+        start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+        if start == len(text):
+            return {}
+        if _too_deep(text, start):
+            raise ValueError("nesting deeper than Jackson's limit")
+        value, _end = _DECODER.raw_decode(text, start)
+    # JSONDecodeError, binascii.Error, UnicodeDecodeError are ValueErrors. json.loads recurses: past ~990 levels
+    # (depending on the caller's stack) it raises RecursionError where Jackson still reads up to 1000
+    except (ValueError, RecursionError):
         raise _Rejected("malformed JSON") from None
     if not isinstance(value, dict):
+        return {}
+    if any(_SURROGATE.search(key) for key in value):  # Jackson refuses an escaped lone surrogate in a name
         raise _Rejected("malformed JSON")
     return {key: [_text(v) for v in item] if isinstance(item, list) else
             item if _is_number(item) else _text(item) for key, item in value.items()}
+
+
+# Jackson's StreamReadConstraints defaults (2.21): nesting depth 1000, at most 1000 digits in a number
+_MAX_DEPTH = 1000
+_MAX_DIGITS = 1000
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]', re.S)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # left only unpaired: json joins an escaped pair
+
+
+def _too_deep(text: str, start: int) -> bool:
+    """Whether the first value nests deeper than Jackson allows, found without recursion (json.loads
+    recurses and would raise RecursionError, a crash for the handler, well before 100000 levels)."""
+    if text[start] not in "[{":
+        return False  # a scalar: what follows it is never read
+    depth = 0
+    for match in _BRACKETS.finditer(text, start):
+        token = match[0]
+        if token in "[{":
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return True
+        elif token in "]}":
+            depth -= 1
+            if depth <= 0:
+                return False
+    return False
+
+
+def _int(literal: str) -> int:
+    if len(literal.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError("number longer than Jackson's limit")
+    return int(literal)
+
+
+def _float(literal: str) -> float:
+    if sum(c.isdigit() for c in literal) > _MAX_DIGITS:
+        raise ValueError("number longer than Jackson's limit")
+    return float(literal)
+
+
+def _constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")  # Jackson refuses NaN and Infinity as malformed
+
+
+_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
 def _is_number(value: object) -> bool:
@@ -172,9 +253,10 @@ def _is_number(value: object) -> bool:
 
 
 def _text(value: object) -> str:
-    """Jackson's asText: strings as they are, numbers and booleans spelled, null "null", objects and lists ""."""
+    """Jackson's asText: strings as they are, numbers and booleans spelled, null "null", objects and lists "".
+    An unpaired surrogate (an escape json lets through) becomes "?", as Java writes it out in UTF-8."""
     if isinstance(value, str):
-        return value
+        return _SURROGATE.sub("?", value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -188,14 +270,18 @@ def _number(claims: dict[str, object], name: str) -> float | None:
         return None
     if not _is_number(value):
         raise _Rejected(f"The '{name}' claim was not of type Number")
-    return float(value)  # type: ignore[arg-type]
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:  # an integer beyond a double's range: Java's doubleValue gives +-Infinity
+        return math.inf if value > 0 else -math.inf  # type: ignore[operator]
 
 
 def _scope(value: object) -> set[str]:
+    """OAuthBearerUnsecuredJws.calculateScope: blank items (Utils.isBlank) dropped, the others trimmed."""
     if isinstance(value, str):
-        return {value.strip()} if value.strip() else set()
+        return {java_trim(value)} - {""}
     if value is None:
         return set()
     if not isinstance(value, list):
         raise _Rejected("The scope claim was not of type List")
-    return {item.strip() for item in value if item.strip()}
+    return {java_trim(item) for item in value} - {""}

@@ -10,7 +10,7 @@ import pytest
 from broker.security.errors import AuthenticationFailed
 from broker.security.oauthbearer import OAuthBearerServer, UnsecuredValidator, _Rejected, validate
 from client.jaas import parse_jaas_config
-from tests.support.oauthbearer_tokens import initial, jws
+from tests.support.oauthbearer_tokens import initial, jws, raw_jws
 
 NOW_MS = 1_800_000_000_000
 
@@ -109,3 +109,86 @@ def test_validator_options_from_the_jaas_entry():
             parse_jaas_config(f'{module} required unsecuredValidatorAllowableClockSkewMs="-1";'))
     with pytest.raises(ValueError, match="OAuthBearerLoginModule"):
         UnsecuredValidator.from_jaas(parse_jaas_config("org.example.Other required;"))
+
+
+EXP = NOW_MS // 1000 + 60
+OK = f'"sub":"alice","exp":{EXP}'
+
+
+@pytest.mark.parametrize("claims", [
+    '{' + OK + ',"x":' + "[" * 100_000 + "}",  # json.loads: RecursionError; Jackson: past its depth cap
+    '{' + OK + ',"x":' + "[" * 1000 + "]" * 1000 + "}",  # 1001 levels with the object: one past the cap
+    '{"sub":"alice","exp":1' + "0" * 1000 + "}",  # 1001 digits: past Jackson's number length cap
+    '{"sub":"alice","exp":1' + "0" * 990 + "." + "0" * 10 + "}",
+    '{"sub":"alice","exp":NaN}', '{"sub":"alice","exp":Infinity}', '{"sub":"alice","exp":-Infinity}',
+    '\f{' + OK + '}',  # Jackson skips only space, tab, CR, LF
+    '{' + OK + ',"\\udc00":1}',  # an escaped lone surrogate in a name
+    '{' + OK,
+])
+def test_hostile_json_is_malformed_as_jackson_reads_it(claims):
+    with pytest.raises(_Rejected, match="malformed JSON"):
+        validate(raw_jws(claims), UnsecuredValidator(), NOW_MS)
+    server = OAuthBearerServer(UnsecuredValidator())
+    assert server.respond(initial(raw_jws(claims))) == b'{"status":"invalid_token"}'
+
+
+def test_invalid_utf8_is_malformed():
+    claims = base64.urlsafe_b64encode(b'{"sub":"\xff","exp":1}').decode().rstrip("=")
+    with pytest.raises(_Rejected, match="malformed JSON"):
+        validate(raw_jws("{}").split(".")[0] + "." + claims + ".", UnsecuredValidator(), NOW_MS)
+
+
+def test_what_jackson_reads_past_the_first_value_and_at_its_limits():
+    # Jackson accepts up to 1000 levels; json.loads's recursion stops Ebb some dozens short of that (malformed)
+    deepest = '{' + OK + ',"x":' + "[" * 899 + "]" * 899 + "}"
+    for claims in (deepest, '{' + OK + '} trailing {[', ' \t\r\n{' + OK + '}}}',
+                   '{' + OK + ',"n":1' + "0" * 999 + "}"):  # 1000 digits
+        assert validate(raw_jws(claims), UnsecuredValidator(), NOW_MS) == "alice", claims[:40]
+    # a huge integer is Java's doubleValue, +-Infinity: never expires, or always has
+    assert validate(raw_jws('{"sub":"alice","exp":1' + "0" * 400 + "}"), UnsecuredValidator(), NOW_MS) == "alice"
+    with pytest.raises(_Rejected, match="on or after the Expiration Time"):
+        validate(raw_jws('{"sub":"alice","exp":-1' + "0" * 400 + "}"), UnsecuredValidator(), NOW_MS)
+    with pytest.raises(_Rejected, match="Issued At value was after"):
+        validate(raw_jws('{' + OK + ',"iat":1' + "0" * 400 + "}"), UnsecuredValidator(), NOW_MS)
+    # a JSON value that is no object (or none) has no members: no exp, and a header without alg
+    for claims in ("[1,2]", "null", '"x"', "  "):
+        with pytest.raises(_Rejected, match="No expiration time"):
+            validate(raw_jws(claims), UnsecuredValidator(), NOW_MS)
+    with pytest.raises(AuthenticationFailed):
+        OAuthBearerServer(UnsecuredValidator()).respond(initial(raw_jws('{' + OK + '}', header="[1]")))
+
+
+def test_blank_and_trim_are_javas():
+    with pytest.raises(_Rejected, match="No principal name"):  # "\x01" is <= U+0020: Java trims it
+        validate(raw_jws(f'{{"sub":"\\u0001","exp":{EXP}}}'), UnsecuredValidator(), NOW_MS)
+    for sub in ("\u00a0", "\u2003", " x "):  # not trimmed by Java: a principal, kept as it is
+        assert validate(jws({"sub": sub, "exp": EXP}), UnsecuredValidator(), NOW_MS) == sub
+    needs = UnsecuredValidator(required_scope=("read",))
+    with pytest.raises(_Rejected) as info:
+        validate(jws({"sub": "alice", "exp": EXP, "scope": "read\u00a0"}), needs, NOW_MS)
+    assert info.value.scope == "[read]"
+    for scope in ("\x01read\x1f", ["\x02", " read "]):
+        assert validate(jws({"sub": "alice", "exp": EXP, "scope": scope}), needs, NOW_MS) == "alice"
+    # an unpaired surrogate is what Java writes for it in UTF-8: "?"
+    assert validate(raw_jws(f'{{"sub":"a\\ud800","exp":{EXP}}}'), UnsecuredValidator(), NOW_MS) == "a?"
+
+
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("unsecuredValidatorAllowableClockSkewMs", "1_000", 'AllowableClockSkewMs: For input string: "1_000"'),
+    ("unsecuredValidatorAllowableClockSkewMs", "2147483648", "AllowableClockSkewMs: For input string"),
+    ("unsecuredValidatorAllowableClockSkewMs", "1 0", "AllowableClockSkewMs: For input string"),
+    ("unsecuredValidatorRequiredScope", "a\tb", "RequiredScope: Invalid scope value: a\tb"),
+    ("unsecuredValidatorRequiredScope", "a \u00e9", "RequiredScope: Invalid scope value: \u00e9"),
+])
+def test_validator_options_kafka_refuses(option, value, message):
+    with pytest.raises(ValueError, match=message):
+        UnsecuredValidator.from_jaas(parse_jaas_config(f'{MODULE} required {option}="{value}";'))
+
+
+def test_validator_options_as_java_reads_them():
+    entry = parse_jaas_config(f'{MODULE} required unsecuredValidatorAllowableClockSkewMs=" +2147483647 " '
+                              f'unsecuredValidatorRequiredScope="  a  b " unsecuredValidatorPrincipalClaimName=" u ";')
+    assert UnsecuredValidator.from_jaas(entry) == UnsecuredValidator("u", "scope", ("a", "b"), 2**31 - 1)
