@@ -2,7 +2,8 @@
 client listener speaking SASL_PLAINTEXT with OAUTHBEARER only, answer the same handshakes and tokens the
 same way: accepted tokens (with extensions, with the matching authzid), and the rejected ones (expired,
 signed, without exp or sub, iat in the future, Base64 rather than Base64URL: the invalid_token challenge,
-then SASL_AUTHENTICATION_FAILED carrying it), messages that are no initial response, a wrong authzid.
+then SASL_AUTHENTICATION_FAILED carrying it), messages that are no initial response, a wrong authzid,
+hostile JSON (deep nesting, huge numbers, NaN, trailing bytes) and Java's notion of a blank principal.
 Error messages are compared word for word."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from protocol import messages as m
 from tests.broker.wire_client import WireClient
 from tests.differential.runner import Peer, compare
-from tests.support.oauthbearer_tokens import initial, jws
+from tests.support.oauthbearer_tokens import initial, jws, raw_jws
 
 pytestmark = pytest.mark.timeout(300)
 JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
@@ -32,9 +33,16 @@ def broker_overrides() -> dict[str, str]:
     }
 
 
+# Kafka 4.3.1 accepts this token (exp reads as Infinity, a Long.MAX_VALUE lifetime), then fails on its own
+# arithmetic converting that lifetime to nanoseconds ("long overflow") and closes the connection unanswered.
+# Ebb accepts the token and answers; the test checks only the first answer, which Kafka never gives.
+INFINITE = "exp a 400-digit integer (Infinity)"
+
+
 def tokens() -> dict[str, bytes]:
     now = int(time.time())
     good = {"sub": "alice", "exp": now + 3600, "iat": now - 5}
+    ok = f'{{"sub":"alice","exp":{now + 3600}'  # an object's text, left open for more members
     # ">>>???" encodes to "-" and "_" at one of three alignments: a token only Base64URL reads
     urlsafe = next(jws(c) for c in ({**good, "n": "x" * pad + ">>>???"} for pad in range(3))
                    if "-" in jws(c) and "_" in jws(c))
@@ -58,6 +66,22 @@ def tokens() -> dict[str, bytes]:
         "no separator after the header": b"n,,auth=Bearer " + jws(good).encode() + b"\x01\x01",
         "scheme Basic": f"n,,\x01auth=Basic {jws(good)}\x01\x01".encode(),
         "no auth": b"n,,\x01traceId=x\x01\x01",
+        # hostile JSON, as Jackson (readTree) reads it
+        "nested 100000 deep": initial(raw_jws(f'{ok},"x":' + "[" * 100_000 + "}")),
+        "nested 1001 deep": initial(raw_jws(f'{ok},"x":' + "[" * 1000 + "]" * 1000 + "}")),
+        INFINITE: initial(raw_jws('{"sub":"alice","exp":1' + "0" * 400 + "}")),
+        "exp a negative 400-digit integer": initial(raw_jws('{"sub":"alice","exp":-1' + "0" * 400 + "}")),
+        "exp 1001 digits": initial(raw_jws('{"sub":"alice","exp":1' + "0" * 1000 + "}")),
+        "exp NaN": initial(raw_jws('{"sub":"alice","exp":NaN}')),
+        "exp Infinity": initial(raw_jws('{"sub":"alice","exp":Infinity}')),
+        "good, trailing bytes after the object": initial(raw_jws(f"{ok}}} trailing {{[")),
+        "claims an array": initial(raw_jws("[1,2]")),
+        "form feed before the object": initial(raw_jws(f"\f{ok}}}")),
+        "invalid UTF-8": initial(raw_jws("{}").split(".")[0] + "."
+                                 + base64.urlsafe_b64encode(b'{"sub":"\xff","exp":1}').decode().rstrip("=") + "."),
+        # Java's trim/isBlank: only characters <= U+0020 are blank
+        "sub U+0001": initial(raw_jws(f'{{"sub":"\\u0001","exp":{now + 3600}}}')),
+        "good, sub U+00A0": initial(jws({**good, "sub": "\u00a0"})),
     }
 
 
@@ -80,7 +104,7 @@ def oauthbearer_tokens(peer: Peer) -> None:
             if answer.error_code == 0 and answer.auth_bytes:  # the error challenge: the client answers ^A
                 final = peer.record(f"{label}: ^A", client.send(m.SaslAuthenticateRequest(auth_bytes=b"\x01"), 2))
                 text(peer, f"{label}: ^A", final)
-            elif answer.error_code == 0:
+            elif answer.error_code == 0 and label != INFINITE:
                 peer.record(f"{label}: then ApiVersions", client.send(m.ApiVersionsRequest(), 0))
 
 
@@ -94,6 +118,9 @@ def allowed() -> dict[tuple[str, str], str]:
     for path in ("connection", "error_code", "error_message", "auth_bytes", "session_lifetime_ms"):
         result[("scheme Basic: token", path)] = "Kafka fails on its own message (above)"
     result[("scheme Basic: token: message text", "error_message")] = "the same"
+    for path in ("connection", "error_code", "error_message", "auth_bytes", "session_lifetime_ms"):
+        result[(f"{INFINITE}: token", path)] = "Kafka fails on its own lifetime arithmetic (INFINITE above)"
+    result[(f"{INFINITE}: token: message text", "error_message")] = "the same"
     return result
 
 
