@@ -19,6 +19,7 @@ import json
 import math
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 
 from broker.security.errors import AuthenticationFailed
@@ -189,7 +190,9 @@ def _json_object(split: str) -> dict[str, object]:
             return {}
         if _too_deep(text, start):
             raise ValueError("nesting deeper than Jackson's limit")
-        value, _end = _DECODER.raw_decode(text, start)
+        value, end = _DECODER.raw_decode(text, start)
+        if end < len(text) and not _ends_root_scalar(value, text[end]):
+            raise ValueError("no separator after a top-level scalar")
     # JSONDecodeError, binascii.Error, UnicodeDecodeError are ValueErrors. json.loads recurses: past ~990 levels
     # (depending on the caller's stack) it raises RecursionError where Jackson still reads up to 1000
     except (ValueError, RecursionError):
@@ -227,6 +230,18 @@ def _too_deep(text: str, start: int) -> bool:
             if depth <= 0:
                 return False
     return False
+
+
+def _ends_root_scalar(value: object, after: str) -> bool:
+    """Whether Jackson takes `after` as the end of a top-level value: after a number only whitespace
+    (_verifyRootSpace), after true/false/null no character that could continue a Java identifier."""
+    if isinstance(value, bool) or value is None:
+        return after < "0" or after in "]}" or not (
+            after in "_$\x7f" or unicodedata.category(after)[0] == "L"
+            or unicodedata.category(after) in ("Nd", "Nl", "Sc", "Pc", "Mn", "Mc", "Cf", "Cc"))
+    if _is_number(value):
+        return after in " \t\n\r"
+    return True  # an object, a list or a string ends where its bracket or quote closes it
 
 
 def _int(literal: str) -> int:

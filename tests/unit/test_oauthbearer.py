@@ -192,3 +192,20 @@ def test_validator_options_as_java_reads_them():
     entry = parse_jaas_config(f'{MODULE} required unsecuredValidatorAllowableClockSkewMs=" +2147483647 " '
                               f'unsecuredValidatorRequiredScope="  a  b " unsecuredValidatorPrincipalClaimName=" u ";')
     assert UnsecuredValidator.from_jaas(entry) == UnsecuredValidator("u", "scope", ("a", "b"), 2**31 - 1)
+
+
+@pytest.mark.parametrize("header, readable", [
+    ("1 ", True), ("1", True), ("1x", False), ("1}", False),  # after a top-level number: whitespace only
+    ("true]", True), ("null\x00", True), ("truex", False), ("false\u00e9", False), ("null_", False),
+    ('"none"x', True),  # a string ends at its quote
+])
+def test_what_may_follow_a_top_level_scalar(header, readable):
+    """Jackson reads a scalar at the top as no members (so no alg: the exchange fails), unless what follows
+    it could continue the token: then the section is malformed JSON (invalid_token)."""
+    server = OAuthBearerServer(UnsecuredValidator())
+    message = initial(raw_jws('{' + OK + '}', header=header))
+    if readable:
+        with pytest.raises(AuthenticationFailed):
+            server.respond(message)
+    else:
+        assert server.respond(message) == b'{"status":"invalid_token"}'
