@@ -86,6 +86,10 @@ def test_broker_refuses_to_start_with_a_bad_setting(tmp_path):
       "OAuthBearerLoginModule required unsecuredValidatorAllowableClockSkewMs=-5;"], "must not be negative"),
     (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER",
       "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
+      'OAuthBearerLoginModule required unsecuredValidatorAllowableClockSkewMs="1_000";'],
+     'unsecuredValidatorAllowableClockSkewMs: For input string: "1_000"'),  # Integer.parseInt's refusal
+    (["listeners=SASL_PLAINTEXT://127.0.0.1:9092", "sasl.enabled.mechanisms=OAUTHBEARER",
+      "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer."
       "OAuthBearerLoginModule required;", "sasl.oauthbearer.jwks.endpoint.url=https://idp/keys"],
      "sasl.oauthbearer.jwks.endpoint.url"),  # a secured validator's settings: not served
     (["listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms=OAUTHBEARER",
