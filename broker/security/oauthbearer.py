@@ -216,8 +216,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # left only unpaired: json joins an 
 def _too_deep(text: str, start: int) -> bool:
     """Whether the first value nests deeper than Jackson allows, found without recursion (json.loads
     recurses and would raise RecursionError, a crash for the handler, well before 100000 levels)."""
-    if text[start] not in "[{":
-        return False  # a scalar: what follows it is never read
+    if text[start] not in "[{" or text.count("[") + text.count("{") <= _MAX_DEPTH:
+        return False  # a scalar (what follows it is never read), or too few brackets to nest that deep
     depth = 0
     for match in _BRACKETS.finditer(text, start):
         token = match[0]
