@@ -207,9 +207,13 @@ class _Encoded:
 
 
 def _binary(column: pa.Array) -> tuple:
-    """A binary or string column as the encoder takes it: (validity, offsets, data, offset, wide)."""
+    """A binary or string column as the encoder takes it: (validity, offsets, data, offset, wide). Only
+    the offset-laid-out types: a view type also has three buffers, but no offsets to read."""
+    kind = column.type
+    wide = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+    if not (wide or pa.types.is_binary(kind) or pa.types.is_string(kind)):
+        raise EbbSourceError(f"the writer takes binary or string columns, not {kind}")
     valid, offsets, data = column.buffers()
-    wide = pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
     return valid if column.null_count else None, offsets, data if data is not None else b"", column.offset, wide
 
 
