@@ -63,7 +63,9 @@ class _Delivery:
             "bootstrap.servers": config.bootstrap, "client.id": config.client["client_id"],
             "acks": str(config.acks), "partitioner": "murmur2_random", "batch.size": BATCH_BYTES,
             "linger.ms": 5, "compression.type": config.compression, "allow.auto.create.topics": False,
-            "delivery.report.only.error": True, "enable.idempotence": False, "log_level": 3,
+            "delivery.report.only.error": True, "log_level": 3,
+            # order kept through retries as Spark's Kafka sink keeps it: idempotent when acks=all
+            "enable.idempotence": config.acks == -1,
             "on_delivery": self._delivered, **config.security.librdkafka()})
         self.partition_counts: dict[str, int] = {}
         self.round_robin = itertools.count()
