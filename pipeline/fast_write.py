@@ -230,8 +230,10 @@ class _Encoded:
         try:
             results = sent.result(timeout=FLUSH_TIMEOUT_S)
         except TimeoutError as exc:
-            sent.cancel()  # popped from in_flight: close() would not cancel it
-            raise EbbSourceError(f"producing to Ebb failed: {where}: no answer in {FLUSH_TIMEOUT_S:g}s") from exc
+            if not sent.done():  # popped from in_flight: close() would not cancel it
+                sent.cancel()
+                raise EbbSourceError(f"producing to Ebb failed: {where}: no answer in {FLUSH_TIMEOUT_S:g}s") from exc
+            raise EbbSourceError(f"producing to Ebb failed: {where}: {exc or 'timed out'}") from exc
         except KafkaClientError as exc:
             raise EbbSourceError(f"producing to Ebb failed: {where}: {exc}") from exc
         self.busy.difference_update(partitions)
