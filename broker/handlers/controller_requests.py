@@ -7,6 +7,13 @@ and returns its answer; a forwarded request that finds its receiver no longer co
 forwarded again. Without a reachable controller the answer is NOT_CONTROLLER, which admin clients
 retry. On one broker without ZooKeeper there is no controller: they run here. A metadata store
 failure is answered for every partition (broker/cluster/store.py's store_error_answer).
+
+Who may: the receiving broker checks the client's principal (cluster_allowed); the controller then
+sees the forwarding broker's principal, not the client's. Kafka wraps the request in an Envelope
+(KIP-590) whose sender must hold CLUSTER_ACTION and runs it as the client inside; without an Envelope
+the same trust is given here: a request marked forwarded is taken without the client's check only from
+a connection whose principal holds CLUSTER_ACTION on the cluster (a broker), so a client that sets the
+marker itself is checked as any other.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from broker.cluster.store import StoreError, store_error_answer
+from broker.security.access import Asker, Guarded, allowed_on_cluster
+from protocol.enums import Operation
 from protocol.errors import CodedError, ErrorCode
 from protocol.framing import Request
 
@@ -42,6 +51,21 @@ class RoutedBroker(Protocol):
     def node_id(self) -> int: ...
     @property
     def cluster(self) -> ControllerRoute | None: ...
+
+
+class GuardedRoutedBroker(Guarded, RoutedBroker, Protocol):
+    pass
+
+
+def cluster_allowed(broker: GuardedRoutedBroker, request: Request[Any], connection: Asker,
+                    operation: Operation) -> bool:
+    """`operation` on the cluster for the client, or a forward from a broker (CLUSTER_ACTION) that
+    checked the client already."""
+    cluster = broker.cluster
+    if (cluster is not None and request.header.client_id == cluster.FORWARDED_CLIENT_ID
+            and allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION)):
+        return True
+    return allowed_on_cluster(broker, connection, operation)
 
 
 async def on_the_controller(broker: RoutedBroker, request: Request[Any], run: Callable[[], Awaitable[Response]],

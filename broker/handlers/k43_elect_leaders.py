@@ -30,10 +30,9 @@ from broker.cluster.elections import ElectionResult, elect_leaders
 from broker.cluster.partition_state import NO_LEADER, PartitionState
 from broker.handlers import BrokerContext, handles
 from broker.handlers.cluster_view import offline_logs
-from broker.handlers.controller_requests import on_the_controller
+from broker.handlers.controller_requests import cluster_allowed, on_the_controller
 from broker.log import TopicPartition
 from broker.request_context import RequestContext
-from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, ElectionType, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -48,7 +47,7 @@ _PartitionResult = _TopicResult.PartitionResult
 async def elect_leaders_handler(broker: BrokerContext, request: Request[ElectLeadersRequest],
                                 connection: RequestContext) -> ElectLeadersResponse:
     body, version = request.body, request.api_version
-    if not allowed_on_cluster(broker, connection, Operation.ALTER):
+    if not cluster_allowed(broker, request, connection, Operation.ALTER):
         return _refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     try:
         election = ElectionType(body.election_type if version >= 1 else ElectionType.PREFERRED)

@@ -34,9 +34,15 @@ from typing import Protocol
 from broker.cluster.reassignment import ReassignmentResult
 from broker.cluster.store import StoreError, store_error_answer
 from broker.handlers import handles
-from broker.handlers.controller_requests import ControllerRole, ControllerRoute, RoutedBroker, on_the_controller
+from broker.handlers.controller_requests import (
+    ControllerRole,
+    ControllerRoute,
+    RoutedBroker,
+    cluster_allowed,
+    on_the_controller,
+)
 from broker.request_context import RequestContext
-from broker.security.access import Guarded, allowed_on_cluster
+from broker.security.access import Guarded
 from broker.topic_placement import TopicError, validate_manual_assignment
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -89,7 +95,7 @@ async def alter_partition_reassignments(broker: ReassigningBroker, request: Requ
                                         ) -> AlterPartitionReassignmentsResponse:
     body = request.body
     allow_change = body.allow_replication_factor_change if request.api_version >= 1 else True
-    if not allowed_on_cluster(broker, connection, Operation.ALTER):
+    if not cluster_allowed(broker, request, connection, Operation.ALTER):
         return _refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
     async def alter() -> AlterPartitionReassignmentsResponse:

@@ -16,9 +16,8 @@ Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_CONTROLLER.
 from __future__ import annotations
 
 from broker.handlers import BrokerContext, handles
-from broker.handlers.controller_requests import on_the_controller
+from broker.handlers.controller_requests import cluster_allowed, on_the_controller
 from broker.request_context import RequestContext
-from broker.security.access import allowed_on_cluster
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -34,7 +33,7 @@ async def list_partition_reassignments(broker: BrokerContext, request: Request[L
                                        connection: RequestContext
                                        ) -> ListPartitionReassignmentsResponse:
     body = request.body
-    if not allowed_on_cluster(broker, connection, Operation.DESCRIBE):
+    if not cluster_allowed(broker, request, connection, Operation.DESCRIBE):
         return _refused(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
     async def listed() -> ListPartitionReassignmentsResponse:
