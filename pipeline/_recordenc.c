@@ -130,8 +130,8 @@ static int column_open(PyObject *spec, Py_ssize_t rows, Column *c) {
     PyObject *valid, *offsets, *data;
     memset(c, 0, sizeof(*c));
     if (!PyArg_ParseTuple(spec, "OOOnp", &valid, &offsets, &data, &c->offset, &c->wide)) return -1;
-    if (c->offset < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative column offset");
+    if (c->offset < 0 || c->offset > PY_SSIZE_T_MAX - rows - 1) {  /* offset + rows + 1 below must not wrap */
+        PyErr_SetString(PyExc_ValueError, "column offset negative or too large");
         return -1;
     }
     if (PyObject_GetBuffer(offsets, &c->offsets, PyBUF_SIMPLE) < 0) return -1;
@@ -331,7 +331,7 @@ static PyObject *py_add(PyObject *self, PyObject *args) {
             if (PyObject_GetBuffer(valid, &parts_valid, PyBUF_SIMPLE) < 0) goto done;
             have_valid = 1;
         }
-        if (parts_offset < 0 || parts.len / 8 < parts_offset + rows
+        if (parts_offset < 0 || parts_offset > PY_SSIZE_T_MAX - rows || parts.len / 8 < parts_offset + rows
             || (have_valid && parts_valid.len * 8 < parts_offset + rows)) {
             PyErr_SetString(PyExc_ValueError, "partition buffers shorter than the rows");
             goto done;

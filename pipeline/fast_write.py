@@ -8,9 +8,10 @@ The fast path (one topic, from the 'topic' option or the only one, and no header
 columns' Arrow buffers go to pipeline/_recordenc.c, which lays the rows out as records, per partition,
 in C; protocol/records.py frames each full section as a batch (compressed as asked) and the project's
 producer sends them, one Produce request per leader with a batch per partition, up to IN_FLIGHT
-requests outstanding, from an event loop on a thread of its own so that sending overlaps Spark
-handing over the next rows. A Python call per batch of ~BATCH_BYTES, none per row: taking rows
-apart in Python and one librdkafka produce() call each cost ~3 µs a row, more than the broker.
+requests outstanding and one batch per partition at a time (a retried batch keeps its place), from an
+event loop on a thread of its own so that sending overlaps Spark handing over the next rows. A
+Python call per batch of ~BATCH_BYTES, none per row: taking rows apart in Python and one librdkafka
+produce() call each cost ~3 µs a row, more than the broker.
 
 Rows with a topic column and no 'topic' option, or with headers, go through librdkafka
 (confluent-kafka), a produce() call per row, which builds, compresses and sends the batches in C.
@@ -27,6 +28,7 @@ from concurrent.futures import Future
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import structlog
 
 from client import Producer, TopicPartition
 from client.errors import KafkaClientError
@@ -46,7 +48,9 @@ except ImportError as exc:  # a checkout used without `pip install -e .`, or a b
 
 BATCH_BYTES = 256 * 1024  # under the broker's per-batch limits (max.message.bytes, small segment.bytes)
 FLUSH_TIMEOUT_S = 120.0
-IN_FLIGHT = 4  # Produce requests outstanding per task on the fast path
+IN_FLIGHT = 4  # Produce requests outstanding per task on the fast path (a partition in one at a time)
+
+log = structlog.get_logger("ebb.pipeline")
 
 
 class _Delivery:
@@ -59,7 +63,9 @@ class _Delivery:
             "bootstrap.servers": config.bootstrap, "client.id": config.client["client_id"],
             "acks": str(config.acks), "partitioner": "murmur2_random", "batch.size": BATCH_BYTES,
             "linger.ms": 5, "compression.type": config.compression, "allow.auto.create.topics": False,
-            "delivery.report.only.error": True, "enable.idempotence": False, "log_level": 3,
+            "delivery.report.only.error": True, "log_level": 3,
+            # order kept through retries as Spark's Kafka sink keeps it: idempotent when acks=all
+            "enable.idempotence": config.acks == -1,
             "on_delivery": self._delivered, **config.security.librdkafka()})
         self.partition_counts: dict[str, int] = {}
         self.round_robin = itertools.count()
@@ -120,21 +126,35 @@ class _Delivery:
 
 
 class _Encoded:
-    """The fast path: rows to records in C, batches sent by the project's producer (module docstring)."""
+    """The fast path: rows to records in C, batches sent by the project's producer (module docstring).
+
+    Order within a partition: the producer is not idempotent and retries a batch the broker refused
+    without appending it (not the leader, not enough replicas), so a partition has at most one batch
+    in flight; its next sections wait here (`held`) while other partitions' batches go. At most `count`
+    sections wait before the writer waits for the oldest request."""
 
     def __init__(self, config: WriteConfig, topic: str):
         self.config, self.topic = config, topic
         self.compression = Compression[config.compression.upper()]
         self.producer = Producer(config.bootstrap, acks=config.acks, **cluster_options(config))
-        self.in_flight: deque[Future] = deque()
+        self.in_flight: deque[tuple[Future, tuple[int, ...]]] = deque()  # a request and its partitions
+        self.busy: set[int] = set()  # partitions with a batch in flight
+        self.held: dict[int, deque[tuple[bytes, int]]] = {}  # partition -> sections waiting for it, in order
+        self.held_count = 0
         self.loop = LoopThread("ebb-write")  # last: nothing above may leave its thread behind
         try:
-            self.loop.call(self.producer.start())
+            self.loop.call(self._start())
             self.count = self.loop.call(self._partition_count())
         except BaseException:
-            self.close()
+            self.close_after_error()
             raise
         self.encoder = _recordenc.encoder(self.count, BATCH_BYTES)
+
+    async def _start(self) -> None:
+        try:
+            await self.producer.start()
+        except KafkaClientError as exc:
+            raise EbbSourceError(f"producing to Ebb failed: connecting to {self.config.bootstrap}: {exc}") from exc
 
     async def _partition_count(self) -> int:
         try:
@@ -169,47 +189,87 @@ class _Encoded:
         return valid, data, column.offset
 
     def _send(self, sections: list[tuple[int, bytes, int]]) -> None:
-        """Frame `sections` as batches and send them, a batch per partition per request."""
-        now = int(time.time() * 1000)
-        while sections:
-            request: dict[TopicPartition, bytes] = {}
-            later = []
-            for partition, section, records in sections:
-                tp = TopicPartition(self.topic, partition)
-                if tp in request:
-                    later.append((partition, section, records))
-                else:
-                    request[tp] = batch_of_section(section, records, now, self.compression)
-            sections = later
-            while len(self.in_flight) >= IN_FLIGHT:
-                self._check(self.in_flight.popleft())
-            self.in_flight.append(self.loop.submit(self.producer.send_built(request)))
+        for partition, section, records in sections:
+            self.held.setdefault(partition, deque()).append((section, records))
+        self.held_count += len(sections)
+        self._pump(self.count)
 
-    @staticmethod
-    def _check(sent: Future) -> None:
-        for tp, result in sent.result(timeout=FLUSH_TIMEOUT_S).items():
+    def _pump(self, keep: int) -> None:
+        """Send a request, a batch per partition, for the waiting sections of partitions with none in
+        flight, up to IN_FLIGHT requests; return once at most `keep` sections wait (and, for 0, every
+        request is answered), else wait for the oldest request."""
+        while True:
+            for entry in [e for e in self.in_flight if e[0].done()]:
+                self.in_flight.remove(entry)
+                self._check(entry)
+            free = [p for p in self.held if p not in self.busy]
+            if free and len(self.in_flight) < IN_FLIGHT:
+                self._submit(free)
+            elif self.held_count <= keep and (keep or not self.in_flight):
+                return
+            else:
+                self._check(self.in_flight.popleft())
+
+    def _submit(self, partitions: list[int]) -> None:
+        now = int(time.time() * 1000)
+        request: dict[TopicPartition, bytes] = {}
+        for partition in partitions:
+            waiting = self.held[partition]
+            section, records = waiting.popleft()
+            if not waiting:
+                del self.held[partition]
+            request[TopicPartition(self.topic, partition)] = batch_of_section(section, records, now,
+                                                                               self.compression)
+        self.held_count -= len(partitions)
+        self.busy.update(partitions)
+        self.in_flight.append((self.loop.submit(self.producer.send_built(request)), tuple(partitions)))
+
+    def _check(self, entry: tuple[Future, tuple[int, ...]]) -> None:
+        sent, partitions = entry
+        where = f"{self.topic} partition{'s' if len(partitions) > 1 else ''} {', '.join(map(str, partitions))}"
+        try:
+            results = sent.result(timeout=FLUSH_TIMEOUT_S)
+        except TimeoutError as exc:
+            if not sent.done():  # popped from in_flight: close() would not cancel it
+                sent.cancel()
+                raise EbbSourceError(f"producing to Ebb failed: {where}: no answer in {FLUSH_TIMEOUT_S:g}s") from exc
+            raise EbbSourceError(f"producing to Ebb failed: {where}: {exc or 'timed out'}") from exc
+        except KafkaClientError as exc:
+            raise EbbSourceError(f"producing to Ebb failed: {where}: {exc}") from exc
+        self.busy.difference_update(partitions)
+        for tp, result in results.items():
             if not result.ok:
                 raise EbbSourceError(f"producing to Ebb failed: {tp.topic}-{tp.partition}: {result.error.name} "
                                      f"{result.error_message or ''}".rstrip())
 
     def finish(self) -> None:
         self._send(_recordenc.finish(self.encoder))
-        while self.in_flight:
-            self._check(self.in_flight.popleft())
+        self._pump(0)
 
     def close(self) -> None:
-        for sent in self.in_flight:
+        for sent, _ in self.in_flight:
             sent.cancel()
         try:
             self.loop.call(self.producer.close())
         finally:
             self.loop.close()
 
+    def close_after_error(self) -> None:
+        """close() while an error propagates: a failure to close is logged, not raised over that error."""
+        try:
+            self.close()
+        except Exception:
+            log.warning("closing the writer after a failure failed too", exc_info=True)
+
 
 def _binary(column: pa.Array) -> tuple:
-    """A binary or string column as the encoder takes it: (validity, offsets, data, offset, wide)."""
+    """A binary or string column as the encoder takes it: (validity, offsets, data, offset, wide). Only
+    the offset-laid-out types: a view type also has three buffers, but no offsets to read."""
+    kind = column.type
+    wide = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+    if not (wide or pa.types.is_binary(kind) or pa.types.is_string(kind)):
+        raise EbbSourceError(f"the writer takes binary or string columns, not {kind}")
     valid, offsets, data = column.buffers()
-    wide = pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)
     return valid if column.null_count else None, offsets, data if data is not None else b"", column.offset, wide
 
 
@@ -222,8 +282,10 @@ def write_batches(config: WriteConfig, batches: Iterable[pa.RecordBatch]) -> int
         try:
             written = sum(encoded.produce(batch) for batch in batches)
             encoded.finish()
-        finally:
-            encoded.close()
+        except BaseException:
+            encoded.close_after_error()
+            raise
+        encoded.close()
         return written
     delivery = _Delivery(config)
     written = sum(delivery.produce(batch) for batch in batches)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.fetch_sessions import CachedPartition
 from broker.handlers import BrokerContext
@@ -23,21 +23,40 @@ if TYPE_CHECKING:
     from broker.handlers.k01_fetch import _Wanted
 
 
-def quiet_state(part: CachedPartition, partition: Partition, committed: bool, leader_only: bool) -> tuple:
+class ReadState(NamedTuple):
+    """What a consumer's read of a partition saw, taken when it read (k01_fetch._plan): the answer's
+    leader epoch check and records came from this, not from what the partition is after later awaits."""
+
+    partition: Partition
+    leader_epoch: int
+    is_leader: bool
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int  # -1 unless READ_COMMITTED
+
+
+def read_state(partition: Partition, committed: bool) -> ReadState:
+    return ReadState(partition, partition.leader_epoch, partition.is_leader, partition.high_watermark,
+                     partition.log_start_offset, partition.last_stable_offset if committed else -1)
+
+
+def quiet_state(part: CachedPartition, state: ReadState, committed: bool, leader_only: bool) -> tuple:
     """All that a consumer's answer for a session partition depends on, besides authorization and the
     partition still being this one (checked on their own): its request, the role, the offsets."""
-    return (part.asked, partition, partition.leader_epoch, partition.is_leader, partition.high_watermark,
-            partition.log_start_offset, partition.last_stable_offset if committed else -1, committed, leader_only)
+    return part.asked, state, committed, leader_only
 
 
 def remember_quiet(pairs: Iterable[tuple[CachedPartition, _Wanted]], committed: bool, leader_only: bool) -> None:
     """After a consumer's read of session partitions: a partition that gave no error and no records
-    because it asked from the end of what it may read keeps the state it was read in (`not_quiet`)."""
+    because it asked from the end of what it may read keeps the state it was read in (`not_quiet`).
+    That state is the one taken at the read: a leader epoch or log start that moved while the answer
+    was being sent differs from it, so the next fetch reads the partition again and reports the move."""
     for part, w in pairs:
-        partition, read = w.partition, w.read
-        if (w.error == ErrorCode.NONE and partition is not None and read is not None and not read.size
-                and w.fetch_offset >= (partition.last_stable_offset if committed else partition.high_watermark)):
-            part.quiet = quiet_state(part, partition, committed, leader_only)
+        state, read = w.read_state, w.read
+        if (w.error == ErrorCode.NONE and w.partition is not None and read is not None and state is not None
+                and not read.size
+                and w.fetch_offset >= (state.last_stable_offset if committed else state.high_watermark)):
+            part.quiet = quiet_state(part, state, committed, leader_only)
         else:
             part.quiet = None
 
@@ -72,6 +91,6 @@ def not_quiet(broker: BrokerContext, cached: list[CachedPartition],
         except PartitionError:
             kept.append(part)
             continue
-        if quiet != quiet_state(part, partition, committed, leader_only):
+        if quiet != quiet_state(part, read_state(partition, committed), committed, leader_only):
             kept.append(part)
     return kept

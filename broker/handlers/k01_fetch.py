@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
-from broker.handlers.fetch_quiet import not_quiet, remember_quiet
+from broker.handlers.fetch_quiet import ReadState, not_quiet, read_state, remember_quiet
 from broker.log import LogError, Offset, ReadBound, ReadInfo
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
@@ -116,6 +116,7 @@ class _Wanted:
     error: ErrorCode = ErrorCode.NONE
     read: ReadInfo | None = None
     follower_log_start_offset: int = -1  # what a follower reports of its own log
+    read_state: ReadState | None = None  # a consumer's partition as `read` saw it (fetch_quiet.py)
 
 
 @handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response)
@@ -383,6 +384,8 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | Non
         if held is not None and replica_id not in w.partition.isr and held.is_throttled(w.partition.topic_partition):
             read = dataclasses.replace(read, slices=(), next_offset=Offset(w.fetch_offset))
         w.read = read
+        if not follower:
+            w.read_state = read_state(w.partition, committed)
         size = read.size
         total += size
         limit = max(0, limit - size)

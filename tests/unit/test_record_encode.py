@@ -4,6 +4,7 @@ murmur2 partitioner; damaged buffers refused with ValueError, never a crash."""
 from __future__ import annotations
 
 import random
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,6 +15,7 @@ from kafka.partitioner.default import murmur2 as kafka_murmur2
 
 from pipeline import _recordenc
 from pipeline.fast_write import _binary
+from pipeline.options import EbbSourceError
 from protocol.records import Compression, batch_of_section, iter_batches
 
 
@@ -100,7 +102,9 @@ def column(offsets: list[int], data: bytes, offset: int = 0, wide: bool = False,
     (2, column([0, 5, 3], b"abcdef"), None, "out of order"),
     (1, column([0, 9], b"abc"), None, "past the data"),
     (1, column([-4, 1], b"abc"), None, "negative"),
-    (1, column([0, 1], b"a", offset=-1), None, "negative column offset"),
+    (1, column([0, 1], b"a", offset=-1), None, "column offset negative"),
+    (1, column([0, 1], b"a", offset=2**63 - 2), None, "column offset negative or too large"),  # would wrap
+    (1, column([0, 1], b"a"), (None, b"\0" * 8, 2**63 - 1), "partition buffers shorter"),  # would wrap
     (9, column([0, 1], b"a", valid=b"\xff"), None, "shorter than the rows"),
     (1, column([0, 1], b"a"), (None, (7).to_bytes(8, "little"), 0), "partition outside 0..3"),
     (1, column([0, 1], b"a"), (None, (-1).to_bytes(8, "little", signed=True), 0), "partition outside"),
@@ -124,3 +128,16 @@ def test_arbitrary_buffers_never_crash(rows, offsets, data, offset):
         return
     for _, section, count in sections + _recordenc.finish(encoder):
         assert count >= 1 and section
+
+
+@pytest.mark.parametrize("array", [pa.array([b"a"], pa.binary_view()), pa.array(["a"], pa.string_view()),
+                                   pa.array([1], pa.int32()), pa.array([b"ab"], pa.binary(2))])
+def test_only_offset_laid_out_binary_and_string_columns_are_taken(array):
+    with pytest.raises(EbbSourceError, match=re.escape(str(array.type))):
+        _binary(array)
+
+
+@pytest.mark.parametrize("array", [pa.array([b"a"], pa.binary()), pa.array(["a"], pa.string()),
+                                   pa.array([b"a"], pa.large_binary()), pa.array(["a"], pa.large_string())])
+def test_binary_and_string_columns_are_taken(array):
+    assert read_back(encode(array, count=1)) == {0: [(0, None, b"a")]}
