@@ -11,6 +11,7 @@ per-partition results (outcomes.py) to their own answers; the waits are delayed.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,7 +44,7 @@ class TopicLookup(Protocol):
     def get(self, name: str) -> Topic | None: ...
 
 
-class DataPath:
+class DataPath(ABC):
     """ReplicaManager's data path part. What it uses of the manager is declared here: the topics,
     the partitions led here, the purgatories the waits park in, the traffic counters, and the event
     that wakes whoever waits on a moved log start offset."""
@@ -53,14 +54,17 @@ class DataPath:
     deletions: Purgatory
     counters: DataPathCounters
 
+    @abstractmethod
     def partition(self, topic: str, index: int) -> Partition:
-        raise NotImplementedError  # ReplicaManager: the partition led here, or PartitionError
+        """The partition led here, or PartitionError."""
 
+    @abstractmethod
     def partition_of(self, topic: Topic, index: int) -> Partition:
-        raise NotImplementedError
+        """The partition of a topic already looked up, led here, or PartitionError."""
 
+    @abstractmethod
     def log_start_offset_moved(self, partition: Partition) -> None:
-        raise NotImplementedError
+        """Wake the fetches and DeleteRecords parked on this partition's log start offset."""
 
     async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
                              origin: AppendOrigin, internal_topics_allowed: bool = False,

@@ -10,7 +10,9 @@ to a partition its coordinator never heard of) a hanging transaction is made: th
 ABORT marker (DescribeProducers, then WriteTxnMarkers to the leader) and the LSO reaches the high
 watermark; `forceTerminateTransaction` fences `stuck`'s producer and aborts its transaction.
 Producer ids, times and durations are each broker's own and are normalised by column; the rest of
-every line is compared, with the exit code, and each broker's offsets afterwards.
+every line is compared, with the exit code, and each broker's offsets afterwards. Records carry the
+time their session began, so `find-hanging`'s age in whole minutes is 0 on both brokers (a
+module-wide time printed 15 on one and 16 on the other when the minute turned between them).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from tests.support.kafka_node import KafkaNode
 from tests.support.polling import wait_for
 
 TOPIC = "repaired"
-T0 = int(time.time() * 1000)
 OVERRIDES = {"transaction.partition.verification.enable": "false"}
 
 
@@ -43,21 +44,21 @@ def _offsets(peer: Peer, partition: int) -> tuple[int, int]:
                  .topics[0].partitions[0].offset for level in (0, 1))
 
 
-def _batch(ready, *values: bytes) -> bytes:
-    return build_batch([(None, v, [], T0) for v in values], producer_id=ready.producer_id,
+def _batch(ready, t0: int, *values: bytes) -> bytes:
+    return build_batch([(None, v, [], t0) for v in values], producer_id=ready.producer_id,
                        producer_epoch=ready.producer_epoch, base_sequence=0, is_transactional=True)
 
 
-def _set_up(peer: Peer):
+def _set_up(peer: Peer, t0: int):
     topic = CreateTopicsRequest.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1)
     peer.send(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), 7)
     peer.wait_for_leaders(TOPIC, 2)
-    plain = build_batch([(None, b"before", [], T0)])
+    plain = build_batch([(None, b"before", [], t0)])
     for partition in (0, 1):  # Kafka's partition may answer NOT_LEADER_OR_FOLLOWER for a moment
         wait_for(lambda: peer.send(produce_request(TOPIC, partition, plain, acks=-1), 9)  # noqa: B023
                  .responses[0].partition_responses[0].error_code == 0, what=f"{peer.name}: a first record")
     hung = _ready_producer(peer, "hung")  # Empty at its coordinator, for good
-    reply = peer.send(produce_request(TOPIC, 0, _batch(hung, b"h0", b"h1"), acks=-1, transactional_id="hung"), 9)
+    reply = peer.send(produce_request(TOPIC, 0, _batch(hung, t0, b"h0", b"h1"), acks=-1, transactional_id="hung"), 9)
     assert reply.responses[0].partition_responses[0].error_code == 0
     stuck = _ready_producer(peer, "stuck")
     add = AddPartitionsToTxnRequest(
@@ -65,7 +66,7 @@ def _set_up(peer: Peer):
         v3_and_below_producer_epoch=stuck.producer_epoch,
         v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[1])])
     assert peer.send(add, 3).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
-    reply = peer.send(produce_request(TOPIC, 1, _batch(stuck, b"s0"), acks=-1, transactional_id="stuck"), 9)
+    reply = peer.send(produce_request(TOPIC, 1, _batch(stuck, t0, b"s0"), acks=-1, transactional_id="stuck"), 9)
     assert reply.responses[0].partition_responses[0].error_code == 0
     assert (_offsets(peer, 0), _offsets(peer, 1)) == ((3, 1), (2, 1))
     return hung
@@ -80,7 +81,8 @@ def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
         answers[label] = (run.returncode, _columns(normalise(run.stdout + run.stderr, bootstrap)))
 
     try:
-        hung = _set_up(peer)
+        t0 = int(time.time() * 1000)
+        hung = _set_up(peer, t0)
         tool("describe-producers before", "describe-producers", "--topic", TOPIC, "--partition", "0")
         tool("find-hanging in the partition", "find-hanging", "--topic", TOPIC, "--partition", "0",
              "--max-transaction-timeout", "0")
@@ -94,7 +96,7 @@ def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
         tool("find-hanging after", "find-hanging", "--topic", TOPIC, "--partition", "0",
              "--max-transaction-timeout", "0")
         # Hung again (its next sequence after the marker), then aborted as brokers before 3.0 need it.
-        batch = build_batch([(None, b"h2", [], T0)], producer_id=hung.producer_id, producer_epoch=hung.producer_epoch,
+        batch = build_batch([(None, b"h2", [], t0)], producer_id=hung.producer_id, producer_epoch=hung.producer_epoch,
                             base_sequence=2, is_transactional=True)
         reply = peer.send(produce_request(TOPIC, 0, batch, acks=-1, transactional_id="hung"), 9)
         assert reply.responses[0].partition_responses[0].error_code == 0
@@ -108,7 +110,7 @@ def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
                                                             what="the forced abort's marker")
         tool("describe the stuck one", "describe", "--transactional-id", "stuck")
         tool("force-terminate an unknown id", "forceTerminateTransaction", "--transactionalId", "never-was")
-        reply = peer.send(produce_request(TOPIC, 1, build_batch([(None, b"late", [], T0)], producer_id=-1), acks=-1), 9)
+        reply = peer.send(produce_request(TOPIC, 1, build_batch([(None, b"late", [], t0)], producer_id=-1), acks=-1), 9)
         answers["plain produce after"] = ErrorCode(reply.responses[0].partition_responses[0].error_code).name
     finally:
         peer.close()
