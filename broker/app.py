@@ -122,7 +122,7 @@ class Broker:
         # the data path: partitions, purgatories, producer ids
         self.replicas = ReplicaManager(config.node_id, self.topics, self.logs,
                                        ProducerIdManager(self.store, config.node_id), config.replication,
-                                       config.inter_broker_security)
+                                       self.dynamic_config.transactions, config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
@@ -150,7 +150,9 @@ class Broker:
         self.services.append(self.groups)
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
-                                                   in_cluster=self.cluster is not None)
+                                                   in_cluster=self.cluster is not None,
+                                                   settings=self.dynamic_config.transactions)
+        self.dynamic_config.change_listeners.append(self._producer_settings_changed)
         self.transactions.marker_listeners.append(self._offsets_settled)
         self.services.append(self.transactions)
         # retention.committed.groups; in a cluster it asks the other coordinators for their groups' commits
@@ -218,6 +220,12 @@ class Broker:
         self.replicas.throttles.set_rates(dynamic.replication_throttle(LEADER_RATE),
                                           dynamic.replication_throttle(FOLLOWER_RATE))
         self.logs.cleaner.set_io_rate(dynamic.cleaner_io_rate())
+
+    def _producer_settings_changed(self) -> None:
+        """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""
+        settings = self.dynamic_config.transactions
+        self.replicas.producer_id_expiration_ms = settings.producer_id_expiration_ms
+        self.transactions.settings = settings
 
     def _producer_last_offsets(self, tp: TopicPartition) -> dict[int, int] | None:
         """The last offset of each producer's last batch, where this replica keeps producer state."""

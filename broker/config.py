@@ -99,6 +99,11 @@ class TransactionConfig:
     # false: Produce takes a transactional batch without asking the coordinator whether its partition
     # is in the transaction (KIP-890 part 1 off, as in Kafka); it makes hanging transactions possible.
     partition_verification_enable: bool = prop("transaction.partition.verification.enable", True)
+    # How long a partition leader keeps an idle producer's state (its sequences, for idempotence), and
+    # how often it looks. The first is dynamic, as is the verification above (broker/dynamic_config.py).
+    producer_id_expiration_ms: int = prop("producer.id.expiration.ms", 86_400_000, minimum=1, maximum=INT32_MAX)
+    producer_id_expiration_check_interval_ms: int = prop("producer.id.expiration.check.interval.ms", 600_000,
+                                                         minimum=1, maximum=INT32_MAX)
 
 
 # Broker property -> topic property, for the broker-wide topic defaults (Kafka's names on both sides).
@@ -131,6 +136,9 @@ _TIME_ALIASES = {
     "log.roll.hours": ("log.roll.ms", 3_600_000),
 }
 _LOG_MANAGER_KEYS = frozenset(table_properties(LogManagerConfig))
+# Properties Kafka types INT (bounded by Java's int, as declared here) whatever their names say.
+INT_PROPERTIES = frozenset(name for name, spec in table_properties(TransactionConfig).items()
+                           if spec.metadata["maximum"] == INT32_MAX)
 _BROKER_DEFAULTS = {
     "node.id": "1",
     "listeners": "PLAINTEXT://127.0.0.1:9092",

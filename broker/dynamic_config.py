@@ -10,7 +10,9 @@ What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic 
 `message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig), the replication
 throttles (in force at once: broker/replica/throttle.py; the log-dirs I/O rate is stored and reported
 only, Ebb has one log dir per broker), the log cleaner's I/O rate (from the next round on) and the
-groups' assignment intervals (stored and reported only: no group of Ebb's reads them), per broker or
+groups' assignment intervals (stored and reported only: no group of Ebb's reads them), and Kafka's
+producer-state settings (`producer.id.expiration.ms`, read by the next expiration round, and
+`transaction.partition.verification.enable`, by the next transactional Produce), per broker or
 cluster-wide. A TLS listener's key material, per broker
 under the listener's prefix (`listener.name.<l>.ssl.keystore.location`, ...: broker/security/dynamic_tls.py),
 is loaded and checked before it is stored and reaches new connections at once. Any other broker
@@ -35,6 +37,7 @@ from broker.config import (
     BrokerConfig,
     ConfigError,
     ReplicationConfig,
+    TransactionConfig,
     broker_defaults_with,
     default_broker_properties,
     topic_defaults_from,
@@ -42,6 +45,7 @@ from broker.config import (
 from broker.group_configs import GROUP_BROKER_DEFAULTS
 from broker.log.cleaner_settings import NO_IO_THROTTLE
 from broker.log.config import LogConfig
+from broker.property_table import parse_table
 from broker.security.dynamic_tls import ListenerTlsReloader, TlsReloadError, check_keys, is_tls_key, redacted
 from broker.topic_configs import (
     TOPIC_CONFIGS,
@@ -62,6 +66,8 @@ DEFAULT_ENTITY = BrokerConfigZNode.DEFAULT  # the cluster-wide node under /confi
 _GROUP_INTERVALS = tuple(f"group.{kind}.assignment.interval.ms" for kind in ("consumer", "share", "streams"))
 # Broker property -> how a value is checked (the topic config's type and rule, under the broker's name).
 CLEANER_IO_RATE = "log.cleaner.io.max.bytes.per.second"
+PRODUCER_ID_EXPIRATION = "producer.id.expiration.ms"
+PARTITION_VERIFICATION = "transaction.partition.verification.enable"
 _THROTTLE = TopicConfigDef("", ConfigType.LONG, None, "", check=at_least(0))
 DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     **{broker: replace(TOPIC_CONFIGS[topic], name=broker) for broker, topic in TOPIC_DEFAULTS.items()},
@@ -77,6 +83,9 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
     # Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
     **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0))
        for name in _GROUP_INTERVALS},
+    # Kafka's DynamicProducerStateManagerConfig (its TransactionLogConfig types and bounds).
+    PRODUCER_ID_EXPIRATION: TopicConfigDef(PRODUCER_ID_EXPIRATION, ConfigType.INT, "86400000", "", check=at_least(1)),
+    PARTITION_VERIFICATION: TopicConfigDef(PARTITION_VERIFICATION, ConfigType.BOOLEAN, "true", ""),
 }
 
 
@@ -132,6 +141,9 @@ class DynamicBrokerConfig:
         self.per_broker: dict[str, str] = {}
         self.cluster_default: dict[str, str] = {}
         self.topic_defaults: LogConfig = config.topic_defaults
+        # The transaction.* and producer.id.* settings in force (two of them dynamic): `transactions_changed`
+        # hands them to the replica manager and the transaction coordinator.
+        self.transactions: TransactionConfig = config.transactions
         # Called (old, new) when the broker-wide topic defaults change: the topics re-derive their configs.
         self.topic_defaults_listeners: list[TopicDefaultsListener] = []
         # Called when unclean.leader.election.enable in force here changes: the controller elects again.
@@ -166,6 +178,7 @@ class DynamicBrokerConfig:
                 continue
             self._take(entity, data)
         self.topic_defaults = self._derive_topic_defaults() or self.topic_defaults
+        self.transactions = self._derive_transactions()
         await self.tls.reload(self.layers.merged())
 
     async def start(self) -> None:
@@ -249,6 +262,13 @@ class DynamicBrokerConfig:
             log.error("dynamic broker configs not applied", error=str(exc))
             return None
 
+    def _derive_transactions(self) -> TransactionConfig:
+        try:
+            return parse_table(TransactionConfig, self.layers.merged())
+        except ConfigError as exc:  # written past our checks (another tool): the previous settings stay
+            log.error("dynamic producer-state configs not applied", error=str(exc))
+            return self.transactions
+
     @property
     def unclean_leader_election_enable(self) -> bool:
         """unclean.leader.election.enable in force here (this broker's dynamic value, the cluster-wide one,
@@ -277,6 +297,7 @@ class DynamicBrokerConfig:
     def _changed(self, entity: str, data: bytes | None) -> None:
         unclean = self.unclean_leader_election_enable
         self._take(entity, data)
+        self.transactions = self._derive_transactions()
         for changed in self.change_listeners:
             changed()
         if entity == self.own_entity and self.tls.listeners:  # written by another tool: loaded here (no-op if in force)

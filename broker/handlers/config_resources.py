@@ -9,7 +9,7 @@ import structlog
 
 from broker import log_output
 from broker.cluster.store import StoreError, store_error_answer
-from broker.config import known_broker_properties
+from broker.config import INT_PROPERTIES, known_broker_properties
 from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
 from broker.group_configs import GROUP_BROKER_DEFAULTS, GROUP_CONFIGS
 from broker.handlers.context import BrokerContext
@@ -131,7 +131,7 @@ def _broker_type(name: str, value: str | None) -> ConfigType:
         return DYNAMIC_BROKER_CONFIGS[name].type
     if name in _LIST_PROPERTIES:
         return ConfigType.LIST
-    if name in GROUP_BROKER_DEFAULTS:  # every group.consumer/share/streams bound and default is an INT
+    if name in GROUP_BROKER_DEFAULTS or name in INT_PROPERTIES:  # every group.* bound and default is an INT
         return ConfigType.INT
     if value in ("true", "false"):
         return ConfigType.BOOLEAN

@@ -39,7 +39,7 @@ from broker.replica.throttle import ReplicationThrottles
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.config import ReplicationConfig
+    from broker.config import ReplicationConfig, TransactionConfig
     from broker.topic import Topic
     from client.security import ClientSecurity
 
@@ -69,10 +69,15 @@ class ReplicaManager(DataPath):
     _topics: HostedTopics
 
     def __init__(self, node_id: int, topics: HostedTopics, logs: LogManager, producer_ids: ProducerIdManager,
-                 replication: ReplicationConfig, inter_broker_security: ClientSecurity | None = None) -> None:
+                 replication: ReplicationConfig, transactions: TransactionConfig,
+                 inter_broker_security: ClientSecurity | None = None) -> None:
         """`replication`: the replica.* settings (fetchers, ISR expiry, throttle windows);
-        `inter_broker_security`: how a follower reaches its leaders (None: PLAINTEXT)."""
+        `transactions`: when idle producers expire; `inter_broker_security`: how a follower reaches
+        its leaders (None: PLAINTEXT)."""
         self.node_id = node_id
+        # producer.id.expiration.ms in force: a dynamic broker property, set again when it changes
+        self.producer_id_expiration_ms = transactions.producer_id_expiration_ms
+        self._producer_expiry_check_s = transactions.producer_id_expiration_check_interval_ms / 1000
         self._topics = topics
         self._logs = logs
         self.producer_ids = producer_ids
@@ -125,6 +130,7 @@ class ReplicaManager(DataPath):
                     log.warning("partition not led here", partition=f"{topic.name}-{index}", error=exc.message)
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._snapshot_periodically()))
+        self._tasks.append(loop.create_task(self._expire_producers_periodically()))
         if self.cluster is not None:
             self._tasks.append(loop.create_task(self._shrink_isr_periodically()))
 
@@ -148,13 +154,19 @@ class ReplicaManager(DataPath):
         while True:
             await asyncio.sleep(SNAPSHOT_INTERVAL_MS / 1000)
             try:
-                for partition in list(self._partitions.values()):
-                    partition.producers.expire()
                 await self.write_producer_snapshots()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.error("producer state snapshot round failed", error=repr(exc))
+
+    async def _expire_producers_periodically(self) -> None:
+        """Kafka's producer-id expiration task: every producer.id.expiration.check.interval.ms."""
+        while True:
+            await asyncio.sleep(self._producer_expiry_check_s)
+            expired = sum(partition.expire_producers() for partition in list(self._partitions.values()))
+            if expired:
+                log.info("idle producer ids expired", producers=expired, after_ms=self.producer_id_expiration_ms)
 
     async def write_producer_snapshots(self) -> int:
         written = 0

@@ -73,6 +73,8 @@ class PartitionHost(Protocol):
 
     @property
     def node_id(self) -> int: ...
+    @property
+    def producer_id_expiration_ms(self) -> int: ...  # in force now: a dynamic broker property
 
     def leadership_changed(self, partition: Partition) -> None: ...
     def appended(self, partition: Partition) -> None: ...  # and the high watermark stayed: else the next one
@@ -121,6 +123,9 @@ class Partition(ProducerTable):
 
     def _producer_io(self) -> RunIO:
         return self.host.run_io
+
+    def producer_id_expiration_ms(self) -> int:
+        return self.host.producer_id_expiration_ms
 
     # --- leadership ------------------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ _HEADERS_PER_CALL = 65_536  # headers read in one call off the loop
 
 
 async def rebuild_producer_state(partition_log: PartitionLog, producers: ProducerStateManager,
-                                 run_io: RunIO) -> None:
-    """Rebuild the producer table: its snapshot if it is usable, then the batch headers after it."""
+                                 run_io: RunIO, expiration_ms: int) -> None:
+    """Rebuild the producer table: its snapshot if it is usable (less the producers expired by
+    `expiration_ms`), then the batch headers after it."""
     path = producers.snapshot_path
     data = await run_io(read_snapshot, path)
     start = partition_log.log_start_offset
@@ -53,6 +54,8 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
         if covered is None:
             await run_io(remove_snapshot, path)
         else:
+            # as Kafka loads a snapshot: without the producers expired by now (the replay may bring some back)
+            producers.expire(expiration_ms, now)
             scan_from = max(covered, start)
     await run_io(partition_log.forget_aborted_txns_from, scan_from)
     # A follower appends while this reads: go on until a pass finds the log end where it stopped, so
@@ -65,7 +68,6 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
     # open transaction keeps its producer: its marker is still to come).
     for pid in [p for p, e in producers.producers.items() if e.last_offset < start and p not in producers.ongoing]:
         del producers.producers[pid]
-    producers.expire(now)
     producers.high_watermark_moved(partition_log.high_watermark)  # markers replayed below it are settled
     producers.dirty = scanned > 0
     log.debug("loaded producer state", partition=str(partition_log.topic_partition), producers=len(producers),

@@ -35,8 +35,9 @@ written atomically (tmp, fsync, rename, fsync dir) at shutdown and every
 log end offset, then scans the batch headers from there (from the log start offset when there is no
 usable snapshot) without decoding records. A snapshot beyond the log end offset (the tail was lost
 in a crash) is deleted and the whole log is scanned. Producers idle longer than
-`producer.id.expiration.ms` (Kafka's default: one day) are forgotten, unless a transaction of theirs
-is open.
+`producer.id.expiration.ms` (a dynamic broker property, Kafka's default one day; the caller passes
+the value in force), counted from the timestamp of their last batch or marker as Kafka counts it, are
+forgotten, unless a transaction of theirs is open.
 """
 
 from __future__ import annotations
@@ -59,7 +60,6 @@ SNAPSHOT_FILE = "producer-state.json"
 SNAPSHOT_VERSION = 2
 _READABLE_SNAPSHOT_VERSIONS = (1, 2)
 BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 SNAPSHOT_INTERVAL_MS = 60_000
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
@@ -129,9 +129,8 @@ class ProducerStateManager:
     for the blocking `load_blocking` that the caller runs in an executor (the snapshot is written by
     the log's cold-path writer, broker/log/cold_files.py)."""
 
-    def __init__(self, directory: Path, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         # Open transactions, producer id -> first offset, in the order they opened (= offset order).
         self.ongoing: dict[int, int] = {}
@@ -316,11 +315,13 @@ class ProducerStateManager:
                     transactional=bool(header.attributes & TRANSACTIONAL_BIT))
         return None
 
-    def expire(self, now_ms: int | None = None) -> int:
-        """Forget producers idle longer than the expiration; returns how many."""
+    def expire(self, expiration_ms: int, now_ms: int | None = None) -> int:
+        """Forget producers whose last batch or marker is `expiration_ms` old or older by its
+        timestamp (Kafka's rule: records stamped long ago expire their producer at once), none with
+        an open transaction; returns how many."""
         now = _now_ms() if now_ms is None else now_ms
         stale = [pid for pid, e in self.producers.items()
-                 if now - e.last_update_ms >= self.expiration_ms and e.txn_first_offset == NO_OFFSET]
+                 if now - e.last_timestamp >= expiration_ms and e.txn_first_offset == NO_OFFSET]
         for pid in stale:
             del self.producers[pid]
         if stale:

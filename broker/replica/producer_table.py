@@ -7,6 +7,7 @@ generation so that a rebuild begun before is cancelled and discarded."""
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import structlog
@@ -21,7 +22,7 @@ from protocol.errors import ErrorCode
 log = structlog.get_logger("replica")
 
 
-class ProducerTable:
+class ProducerTable(ABC):
     """Partition's producer table part: `producers` (the table), whether it is loaded, its rebuild
     and its snapshot."""
 
@@ -35,8 +36,17 @@ class ProducerTable:
         # Bumped by every reset of the table (role change, truncation): a rebuild begun before is discarded.
         self._producers_generation = 0
 
+    @abstractmethod
     def _producer_io(self) -> RunIO:
-        raise NotImplementedError  # the partition's host runs blocking work
+        """How blocking work runs (the partition's host's pool)."""
+
+    @abstractmethod
+    def producer_id_expiration_ms(self) -> int:
+        """`producer.id.expiration.ms` in force now (the partition's host follows dynamic changes)."""
+
+    def expire_producers(self) -> int:
+        """Forget the producers idle past the expiration in force; returns how many."""
+        return self.producers.expire(self.producer_id_expiration_ms())
 
     async def load_producer_state(self) -> None:
         """Rebuild the producer table (snapshot, then the batch headers after it) unless it is loaded.
@@ -63,7 +73,7 @@ class ProducerTable:
         fresh = ProducerStateManager(self.log.directory)
         # It returns caught up with the log end, with nothing awaited since it last looked: a follower's
         # append after that sees the table loaded and applies its batches itself.
-        await rebuild_producer_state(self.log, fresh, self._producer_io())
+        await rebuild_producer_state(self.log, fresh, self._producer_io(), self.producer_id_expiration_ms())
         if generation == self._producers_generation:
             self.producers = fresh
             self.producers_loaded = True

@@ -31,7 +31,7 @@ import time
 import structlog
 
 from broker.aio import every, run_to_completion
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, TransactionConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
@@ -80,8 +80,10 @@ def _log_failure(task: asyncio.Task) -> None:
 
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, topics: TxnTopics, replicas: ReplicaManager, *,
-                 in_cluster: bool) -> None:
-        self.settings = config.transactions
+                 in_cluster: bool, settings: TransactionConfig | None = None) -> None:
+        """`settings`: the transaction.* properties in force (the broker's dynamic configs give them,
+        and set them again when they change); by default the properties file's."""
+        self.settings = config.transactions if settings is None else settings
         self.topics = topics
         self.replicas = replicas
         self.in_cluster = in_cluster

@@ -2,15 +2,31 @@
 IncrementalAlterConfigs and AlterConfigs, described with their sources and synonyms on the broker and
 on a topic, and what either refuses. Both start with log.retention.hours=2 (a static layer under the
 dynamic ones). Kafka applies a change when its metadata log reaches the broker, so each change is
-awaited (unrecorded) before it is described."""
+awaited (unrecorded) before it is described. The producer-state settings are also watched at work:
+a transactional batch for a partition its transaction never added, taken once verification is off
+and refused once it is back on, and an idempotent producer's retry answered as a duplicate until a
+lowered producer.id.expiration.ms forgets the producer (both brokers check every 200 ms), after
+which the same batch is appended again."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from protocol.messages import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from protocol.messages import (
+    AlterConfigsRequest,
+    CreateTopicsRequest,
+    DescribeConfigsRequest,
+    DescribeProducersRequest,
+    IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
+)
+from protocol.records import build_batch
+from tests.broker.data_wire import produce_request
 from tests.differential.runner import Peer, compare
 from tests.differential.test_against_kafka import ALLOWED, _config_difference, create, topic
+from tests.differential.test_transactions_against_kafka import _ready_producer
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -30,6 +46,11 @@ ALLOWED_HERE = {
        "Ebb reports the 2 in force" for label in ("this broker", "this broker after")},
 }
 
+ALLOWED_HERE.update({
+    ("producers after the retry went in again", f"topics[pstate].partitions[0].active_producers[{i}].last_timestamp"):
+        "the records' timestamps: each broker's run takes its own current time (Kafka expires by them)"
+    for i in (0, 1)})
+
 BROKER, TOPIC = 4, 2
 SET, DELETE, APPEND = 0, 1, 2
 BROKER_KEYS = ["log.retention.ms", "log.retention.hours", "message.max.bytes", "leader.replication.throttled.rate",
@@ -41,7 +62,7 @@ Op = Alter.AlterableConfig
 
 @pytest.fixture(scope="module")
 def broker_overrides() -> dict[str, str]:
-    return {"log.retention.hours": "2"}
+    return {"log.retention.hours": "2", "producer.id.expiration.check.interval.ms": "200"}
 
 
 def _describe(name: str, keys: list[str], resource_type: int = BROKER) -> DescribeConfigsRequest:
@@ -100,6 +121,68 @@ def dynamic_broker_configs(peer: Peer) -> None:
 
 def test_dynamic_broker_configs(ebb_peer, kafka_peer):
     found = compare(dynamic_broker_configs, ebb_peer, kafka_peer, ALLOWED_HERE, ignore=_config_difference)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
+
+EXPIRATION, VERIFICATION = "producer.id.expiration.ms", "transaction.partition.verification.enable"
+PRODUCER_KEYS = [EXPIRATION, VERIFICATION, "producer.id.expiration.check.interval.ms"]
+
+
+def _produced(peer: Peer, label: str, batch: bytes, transactional_id: str | None = None):
+    reply = peer.ask(label, produce_request("pstate", 0, batch, acks=-1, transactional_id=transactional_id), 9)
+    return reply.responses[0].partition_responses[0]
+
+
+def producer_state_configs(peer: Peer) -> None:
+    # its own cleanup policy: the other scenario leaves a cluster-wide delete,compact (keyless records refused)
+    topic_ = CreateTopicsRequest.CreatableTopic(name="pstate", num_partitions=1, replication_factor=1, configs=[
+        CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name="cleanup.policy", value="delete")])
+    peer.send(CreateTopicsRequest(topics=[topic_], timeout_ms=30_000), 7)
+    peer.wait_for_leaders("pstate", 1)
+    peer.ask("producer settings before", _describe("1", PRODUCER_KEYS), 4)
+    _incremental(peer, "expiration 0", "", (EXPIRATION, SET, "0"))
+    _incremental(peer, "expiration negative", "1", (EXPIRATION, SET, "-5"))
+    _incremental(peer, "expiration not a number", "", (EXPIRATION, SET, "daily"))
+    _incremental(peer, "expiration beyond an int", "", (EXPIRATION, SET, "3000000000"))
+    _incremental(peer, "verification not a boolean", "", (VERIFICATION, SET, "maybe"))
+    _incremental(peer, "the check interval is static", "1", ("producer.id.expiration.check.interval.ms", SET, "5"))
+    now = int(time.time() * 1000)
+
+    # Verification off, cluster-wide: a batch for a partition the transaction never added is taken.
+    _incremental(peer, "verification off", "", (VERIFICATION, SET, "false"))
+    _in_force(peer, transaction_partition_verification_enable="false")
+    loose = _ready_producer(peer, "loose")
+    batch = build_batch([(None, b"unadded", [], now)], producer_id=loose.producer_id,
+                        producer_epoch=loose.producer_epoch, base_sequence=0, is_transactional=True)
+    _produced(peer, "unadded batch, verification off", batch, "loose")
+    _incremental(peer, "verification back on", "", (VERIFICATION, DELETE, None))
+    _in_force(peer, transaction_partition_verification_enable="true")
+    strict = _ready_producer(peer, "strict")
+    batch = build_batch([(None, b"unadded", [], now)], producer_id=strict.producer_id,
+                        producer_epoch=strict.producer_epoch, base_sequence=0, is_transactional=True)
+    _produced(peer, "unadded batch, verification on", batch, "strict")
+
+    # An idempotent producer's retry is a duplicate until the producer expires, then a new append.
+    idem = peer.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4)
+    batch = build_batch([(None, b"once", [], now)], producer_id=idem.producer_id,
+                        producer_epoch=idem.producer_epoch, base_sequence=0)
+    first = _produced(peer, "idempotent batch", batch)
+    _produced(peer, "its retry, a duplicate", batch)
+    _incremental(peer, "expiration of two seconds, this broker", "1", (EXPIRATION, SET, "2000"))
+    _in_force(peer, producer_id_expiration_ms="2000")
+    peer.ask("producer settings after", _describe("1", PRODUCER_KEYS), 4)
+
+    def appended_again() -> bool:
+        reply = peer.send(produce_request("pstate", 0, batch, acks=-1), 9).responses[0].partition_responses[0]
+        return reply.error_code == 0 and reply.base_offset > first.base_offset
+    wait_for(appended_again, timeout_s=30, what=f"{peer.name}: the idempotent producer expired")
+    peer.ask("producers after the retry went in again", DescribeProducersRequest(topics=[
+        DescribeProducersRequest.TopicRequest(name="pstate", partition_indexes=[0])]), 0)
+    _incremental(peer, "expiration back", "1", (EXPIRATION, DELETE, None))
+
+
+def test_producer_state_configs(ebb_peer, kafka_peer):
+    found = compare(producer_state_configs, ebb_peer, kafka_peer, ALLOWED_HERE, ignore=_config_difference)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
 
 

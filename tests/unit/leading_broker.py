@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.cluster.store import EmbeddedStore
-from broker.config import BrokerConfig, ReplicationConfig, load_config
+from broker.config import BrokerConfig, ReplicationConfig, TransactionConfig, load_config
 from broker.log import LogManager, TopicPartition
 from broker.replica import Partition, ReplicaManager
 from broker.replica.producer_ids import ProducerIdManager
@@ -75,7 +75,8 @@ async def leading_broker(tmp_path: Path, topic: Topic) -> AsyncIterator[LeadingB
         await logs.get_or_create_log(tp, topic_id=topic.topic_id)
     topics = Topics(topic)
     store = await EmbeddedStore.open(tmp_path / "meta.json")
-    replicas = ReplicaManager(LEADER, topics, logs, ProducerIdManager(store, LEADER), ReplicationConfig())
+    replicas = ReplicaManager(LEADER, topics, logs, ProducerIdManager(store, LEADER), ReplicationConfig(),
+                              TransactionConfig())
     replicas.join_cluster(AliveFollowers())
     await replicas.start()
     config = load_config(None, [f"node.id={LEADER}", "delete.records.v3.enable=true"])

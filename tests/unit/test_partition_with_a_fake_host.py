@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 from broker.cluster.partition_state import PartitionState
+from broker.config import TransactionConfig
 from broker.log import LogManager, StartOffsetReason, TopicPartition
 from broker.replica.partition import Partition
 from protocol.records import RecordBatch, build_batch
@@ -15,6 +16,7 @@ TP = TopicPartition("t", 0)
 
 class FakeHost:
     node_id = 1
+    producer_id_expiration_ms = TransactionConfig().producer_id_expiration_ms
 
     def __init__(self):
         self.events: list[tuple[str, int]] = []

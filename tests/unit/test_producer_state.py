@@ -79,15 +79,17 @@ def test_the_next_batch_across_the_wrap_and_duplicates_on_both_sides(tmp_path):
 
 
 def test_snapshot_round_trip_and_expiry(tmp_path):
-    state = ProducerStateManager(tmp_path, expiration_ms=1000)
+    state = ProducerStateManager(tmp_path)
     _append(state, 7, 0, 0, 3, 10)
     _append(state, 9, 4, 0, 1, 13)
     data = state.snapshot(14)
-    again = ProducerStateManager(tmp_path, expiration_ms=1000)
+    again = ProducerStateManager(tmp_path)
     assert again.restore(data) == 14
     assert {pid: (e.epoch, list(e.batches)) for pid, e in again.producers.items()} == \
         {pid: (e.epoch, list(e.batches)) for pid, e in state.producers.items()}
-    assert again.expire(now_ms=5000) == 2 and len(again) == 0
+    # by the batches' timestamp (1000), not when they were appended (1): 4,000 ms old at 5000
+    assert again.expire(4001, now_ms=5000) == 0
+    assert again.expire(4000, now_ms=5000) == 2 and len(again) == 0
 
 
 def test_last_timestamp_is_the_last_batch_or_marker_and_survives_snapshots(tmp_path):
