@@ -159,6 +159,7 @@ _BROKER_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
+    "group.max.size": "2147483647",
     # What bounds and backs the group configs (broker/group_configs.py); Ebb serves no group they configure.
     **GROUP_BROKER_DEFAULTS,
     "broker.rack": "",
@@ -211,6 +212,7 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    group_max_size: int
     rack: str | None
     log_level: str
     delete_records_v3_enable: bool
@@ -331,6 +333,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_initial_rebalance_delay_ms=int_property(merged, "group.initial.rebalance.delay.ms", minimum=0),
         group_min_session_timeout_ms=int_property(merged, "group.min.session.timeout.ms", minimum=0),
         group_max_session_timeout_ms=int_property(merged, "group.max.session.timeout.ms", minimum=0),
+        group_max_size=int_property(merged, "group.max.size", minimum=1, maximum=INT32_MAX),
         rack=merged["broker.rack"] or None,
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),

@@ -23,7 +23,7 @@ from broker.group.group import GROUP_TYPE, Group, GroupError, GroupState
 from broker.group.offsets import CommitListener, MinCommittedOffset, OffsetManager, OffsetSettings
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from broker.group.phases import RebalancePhases
-from broker.group.rebalance import RebalanceProtocol, SessionTimeoutRange
+from broker.group.rebalance import GroupLimits, RebalanceProtocol
 from broker.group.registry import GroupRegistry
 from broker.group.requests import JoinRequest, JoinResult, SyncResult, answer_parked
 from broker.group.sessions import SessionTimers
@@ -45,16 +45,22 @@ class GroupCoordinator:
         self._in_cluster = in_cluster
         self._tasks = spawner = BackgroundTasks()
         offsets_partition = (lambda index: replicas.partition(OFFSETS_TOPIC, index)) if in_cluster else None
+
+        def group_loaded(group: Group) -> None:  # fresh sessions; a group over group.max.size rebalances
+            sessions.resume_sessions(group)
+            rebalance.group_loaded(group)
+
         # The registry and the timers report to parts built after them: the lambdas bind those parts
         # late, so that each part holds a callable of another part, never this object.
         registry = GroupRegistry(store, spawner.spawn, offsets_partition=offsets_partition,
-                                 loaded=lambda group: sessions.resume_sessions(group),
+                                 loaded=lambda group: group_loaded(group),
                                  unloaded=lambda group: sessions.cancel_all(group))
         sessions = SessionTimers(registry, expired=lambda group, member: phases.member_expired(group, member))
         phases = RebalancePhases(config.group_initial_rebalance_delay_ms, sessions, store.store_group, spawner.spawn)
         self.registry, self.sessions = registry, sessions
-        self.rebalance = RebalanceProtocol(
-            SessionTimeoutRange(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms),
+        self.rebalance = rebalance = RebalanceProtocol(
+            GroupLimits(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
+                        config.group_max_size),
             registry, sessions, phases, store.store_group, spawner.spawn)
         self.offsets = OffsetManager(
             OffsetSettings(config.offset_metadata_max_bytes, config.offsets_retention_minutes * 60_000,

@@ -17,6 +17,12 @@ a generation > 0. A new member's join times out after 5 minutes (sessions.py kee
 members (group.instance.id) keep their place across restarts: a rejoin with an unknown member id
 replaces the old id (whoever waits under it is answered FENCED_INSTANCE_ID); in Stable with an
 unchanged protocol no rebalance happens (v9+: the leader gets SkipAssignment).
+
+`group.max.size` bounds a group as in Kafka: an Empty group takes anyone; while preparing a rebalance
+a member already rejoined is kept and others come in while fewer than the bound have rejoined; in
+CompletingRebalance and Stable members are kept and newcomers come in while the group is below the
+bound. Whoever is refused gets GROUP_MAX_SIZE_REACHED and is taken out of the group (so the last to
+rejoin a group over its bound are the ones left out), and a group loaded over its bound rebalances.
 """
 
 from __future__ import annotations
@@ -44,9 +50,10 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (GroupState.EMPTY, GroupState.PREPA
 
 
 @dataclass(frozen=True)
-class SessionTimeoutRange:
-    min_ms: int  # group.min.session.timeout.ms
-    max_ms: int  # group.max.session.timeout.ms
+class GroupLimits:
+    min_session_timeout_ms: int  # group.min.session.timeout.ms
+    max_session_timeout_ms: int  # group.max.session.timeout.ms
+    max_size: int  # group.max.size
 
 
 class GroupTable(Protocol):
@@ -65,9 +72,9 @@ def _inconsistent(asked: str | None, actual: str | None) -> bool:
 
 
 class RebalanceProtocol:
-    def __init__(self, session_timeouts: SessionTimeoutRange, groups: GroupTable, sessions: SessionTimers,
+    def __init__(self, limits: GroupLimits, groups: GroupTable, sessions: SessionTimers,
                  phases: RebalancePhases, store_group: StoreGroup, spawn: Spawn) -> None:
-        self._session_timeouts = session_timeouts
+        self._limits = limits
         self._groups = groups
         self._sessions = sessions
         self._phases = phases
@@ -84,7 +91,7 @@ class RebalanceProtocol:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
         if (refused := self._groups.not_served(request.group_id)) is not None:
             return JoinResult(refused, member_id)
-        if not self._session_timeouts.min_ms <= request.session_timeout_ms <= self._session_timeouts.max_ms:
+        if not self._limits.min_session_timeout_ms <= request.session_timeout_ms <= self._limits.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         # Stored in the group's record and shown by JoinGroup v0-5, DescribeGroups v0-4, ListGroups v0-2
         if not all(map(fits_short_string, [request.group_instance_id, request.protocol_type,
@@ -97,6 +104,9 @@ class RebalanceProtocol:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self._groups.groups[request.group_id] = Group(request.group_id)
+        if not self._accepts(group, member_id):
+            self._refuse_over_size(group, member_id)
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
         future = asyncio.get_running_loop().create_future()
         if unknown:
             self._join_new_member(group, request, future)
@@ -106,6 +116,35 @@ class RebalanceProtocol:
         if created and result.error not in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
             self._groups.forget_if_unused(group)  # a refused first join leaves no group behind
         return result
+
+    def _accepts(self, group: Group, member_id: str) -> bool:
+        """Whether the group takes this join under group.max.size (Kafka's acceptJoiningMember)."""
+        member = group.members.get(member_id)
+        if group.is_in(EMPTY, DEAD):
+            return True
+        if group.is_in(PREPARING):
+            # rejoined members count, not the group's size (it may be over a lowered bound)
+            return (member is not None and member.awaiting_join) or \
+                sum(m.awaiting_join for m in group.members.values()) < self._limits.max_size
+        return member is not None or len(group.members) < self._limits.max_size
+
+    def _refuse_over_size(self, group: Group, member_id: str) -> None:
+        member = group.members.get(member_id)
+        log.info("join refused: group at group.max.size", group=group.group_id, member_id=member_id,
+                 max_size=self._limits.max_size)
+        if member is not None:
+            self._phases.drop_member(group, member)
+        else:
+            group.remove(member_id)  # a pending member's id
+        if group.is_in(PREPARING) and group.has_all_members_joined():
+            self._phases.maybe_complete_join_phase(group)
+
+    def group_loaded(self, group: Group) -> None:
+        """A group loaded over group.max.size (the bound was lowered) rebalances, as in Kafka: its
+        members get the chance to commit, and the last to rejoin are left out."""
+        if len(group.members) > self._limits.max_size:
+            self._phases.prepare_rebalance(group, f"loaded with {len(group.members)} members, over "
+                                                  f"group.max.size {self._limits.max_size}")
 
     def _join_new_member(self, group: Group, request: JoinRequest, future: asyncio.Future) -> None:
         if group.is_in(DEAD):

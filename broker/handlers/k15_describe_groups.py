@@ -66,6 +66,6 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
         entry.members = [
             _Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                     client_host=m.client_host, member_metadata=m.metadata(group.protocol_name) if stable else b"",
-                    member_assignment=m.assignment if stable else b"")
+                    member_assignment=m.assignment)  # the last one synced, in every state (as Kafka)
             for m in group.members.values()]
     return DescribeGroupsResponse(throttle_time_ms=0, groups=refused + described)

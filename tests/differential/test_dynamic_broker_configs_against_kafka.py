@@ -6,7 +6,8 @@ awaited (unrecorded) before it is described. The producer-state settings are als
 a transactional batch for a partition its transaction never added, taken once verification is off
 and refused once it is back on, and an idempotent producer's retry answered as a duplicate until a
 lowered producer.id.expiration.ms forgets the producer (both brokers check every 200 ms), after
-which the same batch is appended again."""
+which the same batch is appended again. And a static bound at work: group.max.size=1 (both
+brokers start with it) refuses a second member of a Stable group and takes its member back."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ Op = Alter.AlterableConfig
 
 @pytest.fixture(scope="module")
 def broker_overrides() -> dict[str, str]:
-    return {"log.retention.hours": "2", "producer.id.expiration.check.interval.ms": "200"}
+    return {"log.retention.hours": "2", "producer.id.expiration.check.interval.ms": "200", "group.max.size": "1",
+            "group.initial.rebalance.delay.ms": "0"}
 
 
 def _describe(name: str, keys: list[str], resource_type: int = BROKER) -> DescribeConfigsRequest:
@@ -183,6 +185,33 @@ def producer_state_configs(peer: Peer) -> None:
 
 def test_producer_state_configs(ebb_peer, kafka_peer):
     found = compare(producer_state_configs, ebb_peer, kafka_peer, ALLOWED_HERE, ignore=_config_difference)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
+
+def group_max_size(peer: Peer) -> None:
+    from protocol.messages import DescribeGroupsRequest, FindCoordinatorRequest, SyncGroupRequest
+    from tests.broker.group_wire import assignment, join_request
+
+    wait_for(lambda: peer.send(FindCoordinatorRequest(key="bounded", key_type=0), 3).error_code == 0,
+             timeout_s=30, what=f"{peer.name}: a group coordinator")  # the offsets topic coming up
+    wait_for(lambda: peer.send(DescribeGroupsRequest(groups=["bounded"], include_authorized_operations=False), 5)
+             .groups[0].error_code == 0, timeout_s=30, what=f"{peer.name}: the group's partition loaded")
+    peer.ask("group bound", _describe("1", ["group.max.size"]), 4)
+    first = peer.ask("join without a member id", join_request("bounded"), 7)
+    joined = peer.ask("join with the member id", join_request("bounded", first.member_id), 7)
+    member, generation = joined.member_id, joined.generation_id
+    peer.ask("sync as the leader", SyncGroupRequest(
+        group_id="bounded", generation_id=generation, member_id=member, group_instance_id=None,
+        protocol_type="consumer", protocol_name="range", assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+            member_id=member, assignment=assignment({"t": [0]}))]), 5)
+    for version in (3, 5, 7, 9):
+        peer.ask(f"a second member, v{version}", join_request("bounded"), version)
+    peer.ask("the member rejoins", join_request("bounded", member), 7)
+    peer.ask("the group after", DescribeGroupsRequest(groups=["bounded"], include_authorized_operations=False), 5)
+
+
+def test_group_max_size(ebb_peer, kafka_peer):
+    found = compare(group_max_size, ebb_peer, kafka_peer, ALLOWED_HERE)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
 
 

@@ -11,7 +11,7 @@ from broker.group.group import Group, GroupError, GroupState, Member
 from broker.group.offsets import OffsetCommit, OffsetManager, OffsetSettings
 from broker.group.offsets_store import OFFSETS_TOPIC, partition_for
 from broker.group.phases import RebalancePhases
-from broker.group.rebalance import RebalanceProtocol, SessionTimeoutRange
+from broker.group.rebalance import GroupLimits, RebalanceProtocol
 from broker.group.registry import GroupRegistry
 from broker.group.requests import JoinRequest
 from broker.group.sessions import SessionTimers
@@ -82,7 +82,7 @@ async def test_the_protocol_joins_syncs_and_stores_the_assignment_through_its_fa
 
     sessions = SessionTimers(registry, expired=lambda group, member: None)
     phases = RebalancePhases(0, sessions, store_group, spawn)
-    protocol = RebalanceProtocol(SessionTimeoutRange(1_000, 60_000), registry, sessions, phases, store_group, spawn)
+    protocol = RebalanceProtocol(GroupLimits(1_000, 60_000, 2**31 - 1), registry, sessions, phases, store_group, spawn)
 
     joined = await protocol.join_group(JoinRequest("g", "", None, 30_000, 30_000, "consumer", [("range", b"m")],
                                                    "client", "/127.0.0.1", version=3))
@@ -191,3 +191,58 @@ async def test_the_registry_serves_only_groups_of_partitions_led_here_and_unload
     assert parked.result().error == ErrorCode.NOT_COORDINATOR
     assert unloaded == [group] and store.forgotten == ["b"] and "b" not in registry.groups
     assert registry.not_served("b") == ErrorCode.NOT_COORDINATOR and not registry.loading
+
+
+def _bounded_protocol(registry: FakeRegistry, max_size: int) -> tuple[RebalanceProtocol, SessionTimers]:
+    async def store_group(group_id, value):
+        return 0
+
+    def spawn(coro):
+        return asyncio.get_running_loop().create_task(coro)
+
+    sessions = SessionTimers(registry, expired=lambda group, member: None)
+    phases = RebalancePhases(0, sessions, store_group, spawn)
+    limits = GroupLimits(1_000, 60_000, max_size)
+    return RebalanceProtocol(limits, registry, sessions, phases, store_group, spawn), sessions
+
+
+def _join(member_id: str) -> JoinRequest:
+    return JoinRequest("g", member_id, None, 30_000, 30_000, "consumer", [("range", b"m")], "client", "/127.0.0.1",
+                       version=3)
+
+
+async def test_group_max_size_keeps_members_and_leaves_out_the_last_to_rejoin():
+    registry = FakeRegistry()
+    protocol, sessions = _bounded_protocol(registry, max_size=2)
+    group = registry.groups["g"] = Group("g", GroupState.STABLE, generation_id=1, protocol_type="consumer")
+    for member_id in ("a", "b"):
+        group.add(_member(member_id, 30_000))
+
+    refused = await protocol.join_group(_join(""))  # Stable and full: no newcomer
+    assert (refused.error, refused.member_id) == (ErrorCode.GROUP_MAX_SIZE_REACHED, "")
+    assert set(group.members) == {"a", "b"}
+
+    a_rejoins = asyncio.ensure_future(protocol.join_group(_join("a")))  # a member is always taken back
+    newcomer = asyncio.ensure_future(protocol.join_group(_join("")))  # one of two rejoined so far: taken
+    await asyncio.sleep(0)
+    assert group.is_in(GroupState.PREPARING_REBALANCE) and len(group.members) == 3
+    late = await protocol.join_group(_join("b"))  # two rejoined: the last one is left out, and removed
+    assert (late.error, late.member_id) == (ErrorCode.GROUP_MAX_SIZE_REACHED, "")
+    answers = await asyncio.wait_for(asyncio.gather(a_rejoins, newcomer), 5)
+    assert [(r.error, r.generation_id) for r in answers] == [(ErrorCode.NONE, 2)] * 2
+    assert set(group.members) == {"a", answers[1].member_id}
+    sessions.cancel_all(group)
+
+
+async def test_a_group_loaded_over_group_max_size_rebalances():
+    registry = FakeRegistry()
+    protocol, sessions = _bounded_protocol(registry, max_size=2)
+    group = registry.groups["g"] = Group("g", GroupState.STABLE, generation_id=4, protocol_type="consumer")
+    for member_id in ("a", "b"):
+        group.add(_member(member_id, 30_000))
+    protocol.group_loaded(group)
+    assert group.is_in(GroupState.STABLE)  # at the bound: nothing to do
+    group.add(_member("c", 30_000))
+    protocol.group_loaded(group)
+    assert group.is_in(GroupState.PREPARING_REBALANCE)
+    sessions.cancel_all(group)
