@@ -193,6 +193,16 @@ async def test_the_registry_serves_only_groups_of_partitions_led_here_and_unload
     assert registry.not_served("b") == ErrorCode.NOT_COORDINATOR and not registry.loading
 
 
+def _full_stable_group() -> tuple[RebalanceProtocol, SessionTimers, Group]:
+    """A protocol bounding groups to two members, and a Stable group "g" of two, "a" and "b"."""
+    registry = FakeRegistry()
+    protocol, sessions = _bounded_protocol(registry, max_size=2)
+    group = registry.groups["g"] = Group("g", GroupState.STABLE, generation_id=1, protocol_type="consumer")
+    for member_id in ("a", "b"):
+        group.add(_member(member_id, 30_000))
+    return protocol, sessions, group
+
+
 def _bounded_protocol(registry: FakeRegistry, max_size: int) -> tuple[RebalanceProtocol, SessionTimers]:
     async def store_group(group_id, value):
         return 0
@@ -212,11 +222,7 @@ def _join(member_id: str) -> JoinRequest:
 
 
 async def test_group_max_size_keeps_members_and_leaves_out_the_last_to_rejoin():
-    registry = FakeRegistry()
-    protocol, sessions = _bounded_protocol(registry, max_size=2)
-    group = registry.groups["g"] = Group("g", GroupState.STABLE, generation_id=1, protocol_type="consumer")
-    for member_id in ("a", "b"):
-        group.add(_member(member_id, 30_000))
+    protocol, sessions, group = _full_stable_group()
 
     refused = await protocol.join_group(_join(""))  # Stable and full: no newcomer
     assert (refused.error, refused.member_id) == (ErrorCode.GROUP_MAX_SIZE_REACHED, "")
@@ -235,11 +241,7 @@ async def test_group_max_size_keeps_members_and_leaves_out_the_last_to_rejoin():
 
 
 async def test_a_group_loaded_over_group_max_size_rebalances():
-    registry = FakeRegistry()
-    protocol, sessions = _bounded_protocol(registry, max_size=2)
-    group = registry.groups["g"] = Group("g", GroupState.STABLE, generation_id=4, protocol_type="consumer")
-    for member_id in ("a", "b"):
-        group.add(_member(member_id, 30_000))
+    protocol, sessions, group = _full_stable_group()
     protocol.group_loaded(group)
     assert group.is_in(GroupState.STABLE)  # at the bound: nothing to do
     group.add(_member("c", 30_000))
