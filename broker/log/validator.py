@@ -8,7 +8,9 @@ The header decides whether any record is read (`needs_validation`, a few compari
 - `before.max.ms` (off at its default, Long.MAX) has no header bound (deltas may be negative): when it
   is set every batch's timestamps are read, except a one-record batch whose base and max timestamps
   agree;
-- a producer batch marked LogAppendTime is refused as Kafka refuses it (read for the record errors);
+- a producer batch marked LogAppendTime is read as Kafka reads it (every record at the header's max
+  timestamp): refused on a LogAppendTime topic, or when that timestamp is missing or out of bounds,
+  else stored as CreateTime;
 - a codec to store other than the batch's: the batch is rebuilt (protocol/recompress.py).
 Reading an uncompressed batch's timestamps happens on the event loop (a walk over varints);
 decompressing and compressing run in the replica manager's thread pool, since cramjam lets go of the
@@ -33,7 +35,14 @@ from protocol.compression import Compression
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.recompress import recompressed
 from protocol.record_format import NO_TIMESTAMP, Record, decode_records
-from protocol.records import CODEC_MASK, CONTROL_BIT, TIMESTAMP_TYPE_BIT, BatchHeader, RecordBatch
+from protocol.records import (
+    CODEC_MASK,
+    CONTROL_BIT,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    RecordBatch,
+    set_create_time,
+)
 
 RunInPool = Callable[..., Awaitable[Any]]
 
@@ -85,9 +94,14 @@ async def validate(config: LogConfig, tp: TopicPartition, records: memoryview, b
     target = target_codec(config, header.attributes)
     if target is None and not header.attributes & CODEC_MASK:
         check_records(config, tp, batch, batch.body(), now)  # an uncompressed walk: on the loop
-        return records, batch
-    rebuilt = await run_in_pool(_check_and_rebuild, config, tp, batch, now, target)
+        rebuilt = None
+    else:
+        rebuilt = await run_in_pool(_check_and_rebuild, config, tp, batch, now, target)
     if rebuilt is None:
+        if header.attributes & TIMESTAMP_TYPE_BIT:  # passed the checks: Kafka stores it as CreateTime
+            records = memoryview(bytearray(records))
+            set_create_time(records, 0)
+            return records, RecordBatch(records)
         return records, batch
     return memoryview(rebuilt), RecordBatch(rebuilt)
 
@@ -96,7 +110,7 @@ def _check_and_rebuild(config: LogConfig, tp: TopicPartition, batch: RecordBatch
                        target: Compression | None) -> bytearray | None:
     """In the pool: decompress, check, recompress."""
     try:
-        check_records(config, tp, batch, batch.body(), now)
+        check_records(config, tp, batch, batch.body(), now, partial=target is None)
         if target is None:
             return None
         level = {Compression.GZIP: config.compression_gzip_level, Compression.LZ4: config.compression_lz4_level,
@@ -106,9 +120,11 @@ def _check_and_rebuild(config: LogConfig, tp: TopicPartition, batch: RecordBatch
         raise InvalidRecordError(exc.error_code, exc.message) from exc
 
 
-def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, body: Any, now: int) -> None:
+def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, body: Any, now: int,
+                  partial: bool = False) -> None:
     """Kafka's validateRecord per record (key on compacted topics, then timestamp): any error refuses the
-    batch, INVALID_TIMESTAMP if one is a timestamp's, else INVALID_RECORD."""
+    batch, INVALID_TIMESTAMP if one is a timestamp's, else INVALID_RECORD. `partial`: a compressed batch
+    kept in its codec, which Kafka reads without keys and values (its records print otherwise)."""
     header = batch.header()
     stamped = header.attributes & TIMESTAMP_TYPE_BIT
     try:
@@ -121,7 +137,7 @@ def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, bod
             if compacted and record.key is None:
                 errors.append((index, f"{KEYLESS_MESSAGE} {tp}"))
                 continue
-            problem = _timestamp_problem(config, record, bool(stamped), now)
+            problem = _timestamp_problem(config, record, bool(stamped), now, partial)
             if problem is not None:
                 errors.append((index, problem))
                 timestamps_wrong = True
@@ -134,7 +150,7 @@ def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, bod
         raise rejected_for_keys(errors)
 
 
-def _timestamp_problem(config: LogConfig, record: Record, stamped: bool, now: int) -> str | None:
+def _timestamp_problem(config: LogConfig, record: Record, stamped: bool, now: int, partial: bool) -> str | None:
     timestamp = record.timestamp
     if config.message_timestamp_type == "CreateTime" and timestamp != NO_TIMESTAMP:
         before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
@@ -143,9 +159,11 @@ def _timestamp_problem(config: LogConfig, record: Record, stamped: bool, now: in
             return (f"Timestamp {timestamp} of message with offset {record.offset} is out of range. The timestamp "
                     f"should be within [{_long(now - before)}, {_long(now + after)}]")
         return None
-    if stamped:
-        key = 0 if record.key is None else len(record.key)
-        value = 0 if record.value is None else len(record.value)
-        return (f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, timestamp={timestamp}, "
-                f"key={key} bytes, value={value} bytes). Producer should not set timestamp type to LogAppendTime.")
+    if stamped:  # DefaultRecord.toString counts a null key or value as 0 bytes, PartialDefaultRecord as -1
+        absent = -1 if partial else 0
+        key = absent if record.key is None else len(record.key)
+        value = absent if record.value is None else len(record.value)
+        return (f"Invalid timestamp type in message {'PartialDefaultRecord' if partial else 'DefaultRecord'}"
+                f"(offset={record.offset}, timestamp={timestamp}, key={key} bytes, value={value} bytes). "
+                "Producer should not set timestamp type to LogAppendTime.")
     return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from crc32c import crc32c
 
 from protocol.messages import (
     AddPartitionsToTxnRequest,
@@ -26,7 +27,7 @@ from protocol.messages import (
     InitProducerIdRequest,
     ProduceRequest,
 )
-from protocol.records import Compression, build_batch, iter_batches
+from protocol.records import TIMESTAMP_TYPE_BIT, Compression, build_batch, iter_batches
 from tests.differential.runner import Peer, compare
 from tests.support.polling import wait_for
 
@@ -150,6 +151,34 @@ def timestamps_compressed_and_per_topic(peer: Peer) -> None:
     produce(peer, "compacted: keyless only", "ts-compact", batch([NOW, NOW], keys=[None, b"k"]))
 
 
+def _marked_log_append_time(data: bytes, max_timestamp: int | None = None) -> bytes:
+    """A producer's batch with the LogAppendTime bit set (and its max timestamp replaced)."""
+    raw = bytearray(data)
+    raw[22] |= TIMESTAMP_TYPE_BIT
+    if max_timestamp is not None:
+        raw[35:43] = max_timestamp.to_bytes(8, "big", signed=True)
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    return bytes(raw)
+
+
+def producer_batches_marked_log_append_time(peer: Peer) -> None:
+    create(peer, "marked")
+    create(peer, "marked-append", **{"message.timestamp.type": "LogAppendTime"})
+    create(peer, "marked-gzip", **{"compression.type": "gzip"})
+    for codec in (Compression.NONE, Compression.ZSTD):
+        sent = batch([NOW - 5, NOW], compression=codec)
+        produce(peer, f"{codec.name}: marked, inside", "marked", _marked_log_append_time(sent))
+        produce(peer, f"{codec.name}: marked, ahead", "marked", _marked_log_append_time(sent, NOW + 2 * HOUR))
+        produce(peer, f"{codec.name}: marked, no timestamp", "marked", _marked_log_append_time(sent, -1))
+        produce(peer, f"{codec.name}: marked, to a LogAppendTime topic", "marked-append",
+                _marked_log_append_time(sent))
+        produce(peer, f"{codec.name}: marked, recompressed", "marked-gzip", _marked_log_append_time(sent))
+        produce(peer, f"{codec.name}: marked, a null key", "marked-append",
+                _marked_log_append_time(batch([NOW], keys=[None], compression=codec)))
+    fetch(peer, "what marked holds", "marked")
+    fetch(peer, "what marked-gzip holds", "marked-gzip")
+
+
 def _producer_id(peer: Peer, transactional_id: str | None = None) -> int:
     if transactional_id:
         wait_for(lambda: peer.send(FindCoordinatorRequest(key=transactional_id, key_type=1), 3).error_code == 0,
@@ -209,7 +238,8 @@ def _fetched(peer: Peer, topic: str) -> bytes:
 
 
 @pytest.mark.parametrize("scenario", [timestamps_at_every_version, timestamps_compressed_and_per_topic,
-                                      recompression], ids=lambda s: s.__name__)
+                                      producer_batches_marked_log_append_time, recompression],
+                         ids=lambda s: s.__name__)
 def test_produce_validation_same_as_kafka(scenario, ebb_peer: Peer, kafka_peer: Peer) -> None:
     unexplained = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not unexplained, "\n".join(unexplained)

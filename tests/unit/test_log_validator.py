@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -180,3 +181,26 @@ def test_records_not_in_the_producers_form_are_written_again():
     assert (out.header().base_timestamp, out.max_timestamp) == (5_000, 5_000)
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in out.records()] == \
         [(0, 5_000, b"a", b"1", [("h", b"x")]), (1, 4_000, b"b", None, [])]
+
+
+def test_a_producer_batch_marked_log_append_time_inside_the_bounds_is_stored_as_create_time():
+    raw = bytearray(_batch([NOW - 5, NOW]).raw())
+    raw[22] |= TIMESTAMP_TYPE_BIT
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    records, batch = _validate(DEFAULT, RecordBatch(raw))
+    batch.validate()
+    assert not batch.attributes & TIMESTAMP_TYPE_BIT and batch.max_timestamp == NOW
+    assert [r.timestamp for r in batch.records()] == [NOW - 5, NOW]
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+def test_a_compressed_batch_kept_in_its_codec_prints_its_records_as_kafkas_partial_reader(codec):
+    config = LogConfig(message_timestamp_type="LogAppendTime")
+    raw = bytearray(_batch([NOW], keys=[None], compression=codec).raw())
+    raw[22] |= TIMESTAMP_TYPE_BIT
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError) as caught:
+        _validate(config, RecordBatch(raw))
+    name, key = ("PartialDefaultRecord", -1) if codec else ("DefaultRecord", 0)
+    assert caught.value.record_errors[0][1].startswith(f"Invalid timestamp type in message {name}(offset=0, "
+                                                       f"timestamp={NOW}, key={key} bytes, value=2 bytes).")
