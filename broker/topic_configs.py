@@ -201,6 +201,31 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "The largest record batch size allowed in this topic (after compression).",
         ("message.max.bytes",), at_least(0), effective=True),
     TopicConfigDef(
+        "compression.type", ConfigType.STRING, "producer",
+        "The codec the topic's batches are stored with: 'producer' keeps each batch as sent; a codec "
+        "(or 'uncompressed') recompresses the batches that arrive with another one.",
+        ("compression.type",), one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), effective=True),
+    TopicConfigDef(
+        "compression.gzip.level", ConfigType.INT, "-1",
+        "Compression level for gzip when the broker recompresses (-1: zlib's default).",
+        ("compression.gzip.level",), _gzip_level, effective=True),
+    TopicConfigDef(
+        "compression.lz4.level", ConfigType.INT, "9",
+        "Compression level for lz4 when the broker recompresses.",
+        ("compression.lz4.level",), between(1, 17), effective=True),
+    TopicConfigDef(
+        "compression.zstd.level", ConfigType.INT, "3",
+        "Compression level for zstd when the broker recompresses.",
+        ("compression.zstd.level",), between(-131072, 22), effective=True),
+    TopicConfigDef(
+        "message.timestamp.after.max.ms", ConfigType.LONG, "3600000",
+        "How far in the future a CreateTime record's timestamp may be; later ones are refused (INVALID_TIMESTAMP).",
+        ("log.message.timestamp.after.max.ms",), at_least(0), effective=True),
+    TopicConfigDef(
+        "message.timestamp.before.max.ms", ConfigType.LONG, _MAX,
+        "How far in the past a CreateTime record's timestamp may be; earlier ones are refused (INVALID_TIMESTAMP).",
+        ("log.message.timestamp.before.max.ms",), at_least(0), effective=True),
+    TopicConfigDef(
         "message.timestamp.type", ConfigType.STRING, "CreateTime",
         "Whether record timestamps are the producer's (CreateTime) or the broker's append time (LogAppendTime).",
         ("log.message.timestamp.type",), one_of("CreateTime", "LogAppendTime"), effective=True),
@@ -268,22 +293,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         ("log.cleaner.min.compaction.lag.ms",), at_least(0), effective=True),
     # --- stored only: accepted, persisted and listed; Ebb does not act on them ---------------------------
     TopicConfigDef(
-        "compression.type", ConfigType.STRING, "producer",
-        "Final compression of the topic's data; Ebb stores batches as the producer sent them ('producer').",
-        ("compression.type",), one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    TopicConfigDef(
-        "compression.gzip.level", ConfigType.INT, "-1",
-        "Compression level for gzip when the broker recompresses (it does not in Ebb).",
-        ("compression.gzip.level",), _gzip_level),
-    TopicConfigDef(
-        "compression.lz4.level", ConfigType.INT, "9",
-        "Compression level for lz4 when the broker recompresses (it does not in Ebb).",
-        ("compression.lz4.level",), between(1, 17)),
-    TopicConfigDef(
-        "compression.zstd.level", ConfigType.INT, "3",
-        "Compression level for zstd when the broker recompresses (it does not in Ebb).",
-        ("compression.zstd.level",), between(-131072, 22)),
-    TopicConfigDef(
         "follower.replication.throttled.replicas", ConfigType.LIST, "",
         "Replicas whose follower-side replication is throttled: partitionId:brokerId pairs or '*'.",
         (), _throttled_replicas),
@@ -299,14 +308,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         "local.retention.ms", ConfigType.LONG, "-2",
         "Tiered storage: time kept locally before upload (Ebb has no tiered storage).",
         ("log.local.retention.ms",), at_least(-2)),
-    TopicConfigDef(
-        "message.timestamp.after.max.ms", ConfigType.LONG, _MAX,
-        "How far in the future a CreateTime timestamp may be (not enforced by Ebb).",
-        ("log.message.timestamp.after.max.ms",), at_least(0)),
-    TopicConfigDef(
-        "message.timestamp.before.max.ms", ConfigType.LONG, _MAX,
-        "How far in the past a CreateTime timestamp may be (not enforced by Ebb).",
-        ("log.message.timestamp.before.max.ms",), at_least(0)),
     TopicConfigDef(
         "preallocate", ConfigType.BOOLEAN, "false",
         "Whether segment files are preallocated on disk when rolled (Ebb does not).",

@@ -147,8 +147,18 @@ def assign_offsets(buf: WritableBuffer, position: int, base_offset: int, partiti
 
 def set_log_append_time(buf: WritableBuffer, position: int, timestamp_ms: int) -> None:
     """Mark the batch at `position` as LogAppendTime with `timestamp_ms`, and recompute its CRC."""
+    _set_timestamp_type(buf, position, TIMESTAMP_TYPE_BIT, timestamp_ms)
+
+
+def set_create_time(buf: WritableBuffer, position: int) -> None:
+    """Mark the batch at `position` as CreateTime, its max timestamp kept (a producer's batch marked
+    LogAppendTime, accepted by a CreateTime topic as Kafka does), and recompute its CRC."""
+    _set_timestamp_type(buf, position, 0, I64.unpack_from(buf, position + MAX_TIMESTAMP_AT)[0])
+
+
+def _set_timestamp_type(buf: WritableBuffer, position: int, bit: int, timestamp_ms: int) -> None:
     (attributes,) = I16.unpack_from(buf, position + ATTRIBUTES_AT)
-    I16.pack_into(buf, position + ATTRIBUTES_AT, attributes | TIMESTAMP_TYPE_BIT)
+    I16.pack_into(buf, position + ATTRIBUTES_AT, (attributes & ~TIMESTAMP_TYPE_BIT) | bit)
     I64.pack_into(buf, position + MAX_TIMESTAMP_AT, timestamp_ms)
     end = position + LOG_OVERHEAD + I32.unpack_from(buf, position + BATCH_LENGTH_AT)[0]
     U32.pack_into(buf, position + CRC_AT, crc32c(memoryview(buf)[position + ATTRIBUTES_AT : end]))

@@ -92,10 +92,10 @@ def _snappy_decompress(data: Buffer) -> bytes:
 # --- lz4 ------------------------------------------------------------------------------------------
 
 
-def _lz4_compress(data: Buffer) -> bytes:
+def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
     # cramjam's one-shot lz4.compress links blocks, so use the streaming compressor, which can be told
     # not to (and which only takes bytes).
-    compressor = cramjam.lz4.Compressor(block_linked=False)
+    compressor = cramjam.lz4.Compressor(level=level, block_linked=False)
     compressor.compress(data if isinstance(data, bytes) else bytes(data))
     return bytes(compressor.finish())
 
@@ -103,18 +103,20 @@ def _lz4_compress(data: Buffer) -> bytes:
 # --- dispatch -------------------------------------------------------------------------------------
 
 
-def compress(codec: Compression, data: Buffer) -> bytes:
-    """Compress `data` the way a Kafka producer would for `codec` (NONE returns a copy)."""
+def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
+    """Compress `data` the way a Kafka producer would for `codec` (NONE returns a copy). `level`: the
+    codec's level (gzip 1-9, lz4 1-17, zstd -131072-22; snappy has none), None its default. cramjam
+    lets go of the GIL while it works, so a thread pool runs this beside the event loop."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == Compression.SNAPPY:
         return _snappy_xerial_compress(data)
     if codec == Compression.LZ4:
-        return _lz4_compress(data)
+        return _lz4_compress(data, level)
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise ValueError(f"unknown compression codec {codec!r}")
 
 

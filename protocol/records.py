@@ -50,6 +50,7 @@ from protocol.batch_header import (
     batch_size_at,
     check_magic,
     read_header,
+    set_create_time,
     set_log_append_time,
 )
 from protocol.compression import Compression, compress, decompress
@@ -63,7 +64,7 @@ __all__ = [
     "Record", "NewRecord",
     "RecordBatch", "BatchHeader", "RecordBatchBuilder", "assign_offsets", "batch_of_section", "batch_size_at",
     "build_batch",
-    "iter_batches", "read_header", "set_log_append_time", "with_records",
+    "iter_batches", "read_header", "set_create_time", "set_log_append_time", "with_records",
 ]
 
 

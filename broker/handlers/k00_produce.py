@@ -23,7 +23,9 @@ UnifiedLog.append):
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
-  CORRUPT_MESSAGE / INVALID_RECORD;
+  CORRUPT_MESSAGE / INVALID_RECORD; a CreateTime record outside message.timestamp.after/before.max.ms
+  of the leader's clock: INVALID_TIMESTAMP with record errors (broker/log/validator.py, which also
+  recompresses to the topic's compression.type);
 - idempotent producers: a retried batch is answered with its original offsets and NONE;
   OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH (see broker/replica/producer_state.py);
 - an I/O failure: KAFKA_STORAGE_ERROR for that partition only.
@@ -39,7 +41,7 @@ once on one broker); REQUEST_TIMED_OUT after TimeoutMs, NOT_ENOUGH_REPLICAS_AFTE
 fell below min.insync.replicas meanwhile. Records stay raw bytes: only batch headers are read here.
 
 Errors: NONE, TOPIC_AUTHORIZATION_FAILED (with an authorizer: WRITE on the topic),
-UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE, INVALID_REQUIRED_ACKS,
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE, INVALID_REQUIRED_ACKS,
 INVALID_TOPIC_EXCEPTION, INVALID_TXN_STATE,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE,
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,

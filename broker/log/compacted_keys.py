@@ -1,7 +1,7 @@
 """A compacted topic keeps the latest record of each key, so a record without a key has no place in
 it: Kafka's LogValidator refuses such a batch at Produce (INVALID_RECORD, with one record error per
-keyless record). This is the one place the append path decodes records: only for producers' batches
-to topics with `compact` in `cleanup.policy`."""
+keyless record). The append path decodes records here (only for producers' batches to topics with
+`compact` in `cleanup.policy`) and in validator.py (timestamps out of bounds, recompression)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,16 @@ from protocol.records import RecordBatch
 from protocol.varint import read_varint, read_varlong
 
 _SHOWN = 3  # Kafka's summary names at most the first three record errors
+KEYLESS_MESSAGE = "Compacted topic cannot accept message without key in topic partition"
+
+
+def rejected_for_keys(errors: list[tuple[int, str]]) -> InvalidRecordError:
+    """Kafka's INVALID_RECORD for a batch with record errors (their (index, message)) and no timestamp's."""
+    shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:_SHOWN])
+    return InvalidRecordError(
+        ErrorCode.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]", record_errors=errors)
 
 
 def _keyless_records(body: bytes, count: int) -> list[int]:
@@ -46,10 +56,4 @@ def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int]
         except ProtocolError as exc:
             raise InvalidRecordError(exc.error_code, exc.message) from exc
         if keyless:
-            message = f"Compacted topic cannot accept message without key in topic partition {tp}"
-            errors = [(index, message) for index in keyless]
-            shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:_SHOWN])
-            raise InvalidRecordError(
-                ErrorCode.INVALID_RECORD,
-                f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-                f"showing the first three errors at most: [{shown}]", record_errors=errors)
+            raise rejected_for_keys([(index, f"{KEYLESS_MESSAGE} {tp}") for index in keyless])

@@ -42,6 +42,14 @@ class LogConfig:
     flush_messages: int = prop("flush.messages", LONG_MAX)
     flush_ms: int = prop("flush.ms", LONG_MAX)
     message_timestamp_type: str = prop("message.timestamp.type", "CreateTime")
+    # How far from the broker's clock a CreateTime record's timestamp may be (broker/log/validator.py).
+    message_timestamp_after_max_ms: int = prop("message.timestamp.after.max.ms", 3_600_000)
+    message_timestamp_before_max_ms: int = prop("message.timestamp.before.max.ms", LONG_MAX)
+    # The codec batches are stored with ("producer": as sent) and the levels a recompression uses.
+    compression_type: str = prop("compression.type", "producer")
+    compression_gzip_level: int = prop("compression.gzip.level", -1)
+    compression_lz4_level: int = prop("compression.lz4.level", 9)
+    compression_zstd_level: int = prop("compression.zstd.level", 3)
     max_message_bytes: int = prop("max.message.bytes", 1024 * 1024 + 12)
     # Not a log setting: the leader's acks=all check (broker/handlers/k00_produce.py) reads it here so that
     # it is set, altered and described with the topic's other configs.

@@ -95,8 +95,8 @@ class DataPath(ABC):
                 guard = verification_guards.get((name, index)) if verification_guards else None
                 result = await partition.append_records_as_leader(records, batch, required_acks, origin, guard)
             except (PartitionError, LogError) as exc:
-                refused = self._refused(name, index, exc.error_code, exc.message, origin, partition)
-                results.append(refused._replace(record_errors=tuple(getattr(exc, "record_errors", ()))))
+                results.append(self._refused(name, index, exc.error_code, exc.message, origin, partition,
+                                             tuple(getattr(exc, "record_errors", ()))))
                 continue
             if counters is not None and not result.duplicate:
                 counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
@@ -110,10 +110,11 @@ class DataPath(ABC):
         return results
 
     def _refused(self, name: str, index: int, code: ErrorCode, message: str, origin: AppendOrigin,
-                 partition: Partition | None = None) -> AppendResult:
+                 partition: Partition | None = None, record_errors: tuple[tuple[int, str], ...] = ()
+                 ) -> AppendResult:
         log.info("append refused", partition=f"{name}-{index}", origin=origin.value, error=ErrorCode(code).name,
                  reason=message)
-        return append_failure(code, message, partition)
+        return append_failure(code, message, partition, record_errors)
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int], timeout_ms: int, leader_only: bool,
                              reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION

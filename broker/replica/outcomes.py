@@ -39,7 +39,7 @@ class AppendResult(NamedTuple):  # one per produced batch: a NamedTuple is made 
     duplicate: bool = False  # an idempotent producer's retry, answered with the first write's offsets
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
-    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): keyless records on a compacted topic
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): broker/log/validator.py
 
 
 # Append errors Kafka answers without the partition's log start offset (ReplicaManager.appendToLocalLog's
@@ -53,10 +53,13 @@ _WITHOUT_START_OFFSET = frozenset({
 })
 
 
-def append_failure(code: ErrorCode, message: str, partition: Partition | None = None) -> AppendResult:
-    """The answer for a batch refused before anything was written."""
-    start = partition.log_start_offset if partition is not None and code not in _WITHOUT_START_OFFSET else -1
-    return AppendResult(-1, -1, -1, start, False, code, message)
+def append_failure(code: ErrorCode, message: str, partition: Partition | None = None,
+                   record_errors: tuple[tuple[int, str], ...] = ()) -> AppendResult:
+    """The answer for a batch refused before anything was written. Refused for its records (record
+    errors: Kafka's RecordValidationException) it carries the log start offset whatever the code."""
+    start = partition.log_start_offset if partition is not None and (
+        record_errors or code not in _WITHOUT_START_OFFSET) else -1
+    return AppendResult(-1, -1, -1, start, False, code, message, record_errors)
 
 
 class DeleteOutcome(NamedTuple):

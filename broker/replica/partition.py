@@ -25,6 +25,7 @@ import structlog
 from broker.cluster.partition_state import PartitionState
 from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
 from broker.log.txn_index import AbortedTxn
+from broker.log.validator import needs_validation, validate
 from broker.replica.outcomes import AppendOrigin, AppendResult, PartitionError
 from broker.replica.producer_recovery import RunIO
 from broker.replica.producer_state import (
@@ -406,9 +407,14 @@ class Partition(ProducerTable):
         if not self.producers_loaded:
             await self.load_producer_state()
             self.check_leader()  # leadership may have moved while the table loaded
-        # From here to the producer state update nothing awaits: check, write and record are atomic.
         if header.attributes & CONTROL_BIT:
             return await self._append_marker(records, batch, header)
+        log_ = self.log
+        if needs_validation(log_.config, header, now := log_.clock()):  # timestamps, recompression
+            records, batch = await validate(log_.config, self.topic_partition, records, batch, now, self.host.run_io)
+            header = batch.header()
+            self.check_leader()
+        # From here to the producer state update nothing awaits: check, write and record are atomic.
         first_seq = last_seq = -1
         epoch = header.producer_epoch
         transactional = bool(header.attributes & TRANSACTIONAL_BIT)

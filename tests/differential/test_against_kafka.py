@@ -36,13 +36,9 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 # CreateTopics v5+ lists the new topic's configs: what differs there, whatever the topic.
 CONFIG_DIFFERENCES = {
-    "message.timestamp.after.max.ms.synonyms[log.message.timestamp.after.max.ms].value": "the same gap, as a synonym",
     "retention.committed.groups": "Ebb's own topic config (trim what consumer groups committed)",
     "retention.min.timestamp": "Ebb's own topic config (KIP-47's absolute retention floor)",
     "erasure.max.delay.ms": "Ebb's own topic config (physical erasure, docs/storage.md)",
-    "message.timestamp.after.max.ms.value":
-        "Kafka 4 defaults it to one hour and enforces it; Ebb does not enforce it and lists Long.MAX "
-        "(a gap in docs/features.md)",
     "min.insync.replicas.config_source":
         "Kafka 4's storage format writes a cluster-wide dynamic min.insync.replicas when eligible leader "
         "replicas are on (DYNAMIC_DEFAULT_BROKER_CONFIG); Ebb's cluster-wide defaults start empty (DEFAULT_CONFIG)",
