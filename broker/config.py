@@ -110,6 +110,7 @@ class TransactionConfig:
 TOPIC_DEFAULTS = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
     "log.index.size.max.bytes": "segment.index.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
     "log.retention.ms": "retention.ms",
@@ -140,7 +141,10 @@ _TIME_ALIASES = {
     "log.retention.minutes": ("log.retention.ms", 60_000),
     "log.retention.hours": ("log.retention.ms", 3_600_000),
     "log.roll.hours": ("log.roll.ms", 3_600_000),
+    "log.roll.jitter.hours": ("log.roll.jitter.ms", 3_600_000),
 }
+# Kafka's defaults of the coarser units (the finer ones have none: BROKER_PROPERTIES_WITHOUT_DEFAULT).
+_TIME_ALIAS_DEFAULTS = {"log.retention.hours": "168", "log.roll.hours": "168", "log.roll.jitter.hours": "0"}
 _LOG_MANAGER_KEYS = frozenset(table_properties(LogManagerConfig))
 # Properties Kafka types INT (bounded by Java's int, as declared here) whatever their names say.
 INT_PROPERTIES = frozenset(name for name, spec in table_properties(TransactionConfig).items()
@@ -450,7 +454,9 @@ def known_broker_properties(config: BrokerConfig, topic_defaults: LogConfig | No
         default = by_property[topic_key]
         values.setdefault(broker_key, ",".join(default) if isinstance(default, tuple)
                           else None if default is None else str(default))
-    values.update({"log.retention.minutes": None, "log.retention.hours": "168", "log.roll.hours": "168"})
+    # what Kafka lists as null unless set (the topic default comes from the coarser unit or Kafka's default)
+    values.update({"log.retention.minutes": None, **_TIME_ALIAS_DEFAULTS})
+    values.update(dict.fromkeys(BROKER_PROPERTIES_WITHOUT_DEFAULT))
     values.update(dict.fromkeys(_NO_DEFAULT))
     for f in fields(LogManagerConfig):
         value = getattr(config.log_manager, f.name)
@@ -472,7 +478,7 @@ def default_broker_properties() -> dict[str, str | None]:
             None if default is None else str(default)
     for broker_key, topic_key in STORED_ONLY_BROKER_PROPERTIES.items():
         values[broker_key] = TOPIC_CONFIGS[topic_key].default
-    values.update({"log.retention.hours": "168", "log.roll.hours": "168"})
+    values.update(_TIME_ALIAS_DEFAULTS)
     values.update(table_defaults(LogManagerConfig))
     # Kafka has no default for these: another property supplies it (log.dir for log.dirs, ...).
     values.update(dict.fromkeys([*BROKER_PROPERTIES_WITHOUT_DEFAULT, *_NO_DEFAULT, "log.dirs"]))

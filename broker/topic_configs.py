@@ -324,8 +324,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
         (), lambda v: "Tiered storage is not available in Ebb" if v else None),
     TopicConfigDef(
         "segment.jitter.ms", ConfigType.LONG, "0",
-        "Random jitter subtracted from segment.ms (not applied by Ebb).",
-        ("log.roll.jitter.ms",), at_least(0)),
+        "The most a segment's time-based roll comes before segment.ms: each new segment draws its own "
+        "jitter below this (and below segment.ms), so partitions created together do not roll together.",
+        ("log.roll.jitter.ms", "log.roll.jitter.hours"), at_least(0), effective=True),
     TopicConfigDef(
         "unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
         "Whether the controller may make an out-of-sync replica leader when no in-sync one is alive "

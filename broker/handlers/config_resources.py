@@ -109,7 +109,8 @@ def group_list(name: str) -> bool:
 _LIST_PROPERTIES = {"listeners", "advertised.listeners", "log.dirs", "log.cleanup.policy",
                     "log.retention.committed.groups"}
 # Broker properties that are one value under several names and units (Kafka's brokerConfigSynonyms).
-_SYNONYMS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ("log.roll.ms", "log.roll.hours"))
+_SYNONYMS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ("log.roll.ms", "log.roll.hours"),
+             ("log.roll.jitter.ms", "log.roll.jitter.hours"))
 
 
 def broker_synonyms(name: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ attributes use Python names. Ebb's own: `retention.min.timestamp` (an absolute f
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ INT32_MAX = 2**31 - 1
 class LogConfig:
     segment_bytes: int = prop("segment.bytes", 1024 * 1024 * 1024)
     segment_ms: int = prop("segment.ms", 7 * 24 * 3600 * 1000)
+    segment_jitter_ms: int = prop("segment.jitter.ms", 0)
     segment_index_bytes: int = prop("segment.index.bytes", 10 * 1024 * 1024)
     index_interval_bytes: int = prop("index.interval.bytes", 4096)
     retention_ms: int = prop("retention.ms", 7 * 24 * 3600 * 1000)
@@ -91,6 +93,11 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def random_segment_jitter(self) -> int:
+        """A new segment's roll jitter: below segment.jitter.ms and below segment.ms (Kafka's rule)."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:

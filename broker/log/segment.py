@@ -66,6 +66,7 @@ class LogSegment:
         self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes // TimeIndex.entry_size)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
+        self.roll_jitter_ms = 0  # its roll comes this much before segment.ms (the log draws it: segment.jitter.ms)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -292,7 +293,7 @@ class LogSegment:
             waited = incoming_max_timestamp - self.first_batch_timestamp
         else:
             waited = now_ms - self.created_ms
-        if waited > segment_ms:
+        if waited > segment_ms - self.roll_jitter_ms:
             return True
         return self.index.is_full or self.time_index.is_full or last_offset - self.base_offset > INT32_MAX
 

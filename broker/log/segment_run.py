@@ -39,6 +39,8 @@ class SegmentRun:
         self.io = io
         self.clock = clock
         self._segments = segments
+        for segment in segments:  # opened ones draw their jitter again, as Kafka's do at load
+            segment.roll_jitter_ms = config.random_segment_jitter()
         self._bases = [s.base_offset for s in segments]
         self.dir_dirty = False  # files were created or renamed since the last directory fsync
         # Retired segments not unlinked yet: a retirement's number -> its lowest base offset.
@@ -114,13 +116,15 @@ class SegmentRun:
         return count
 
     def new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(
+        segment = LogSegment.create(
             self.directory,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.index_bytes,
             now_ms=self.clock(),
         )
+        segment.roll_jitter_ms = self.config.random_segment_jitter()
+        return segment
 
     def roll(self, base_offset: int) -> LogSegment:
         """Seal the active segment and start a new one at `base_offset`."""

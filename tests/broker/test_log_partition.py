@@ -285,6 +285,26 @@ async def test_roll_on_segment_ms(tmp_path: Path) -> None:
     assert len(log.segments) == 3
 
 
+async def test_roll_comes_its_jitter_before_segment_ms(tmp_path: Path) -> None:
+    log = new_log(tmp_path, replace(SMALL, segment_ms=1000, segment_jitter_ms=5000), FakeClock())
+    jitter = log.segments[-1].roll_jitter_ms
+    assert 0 <= jitter < 1000  # drawn below segment.jitter.ms and below segment.ms
+    await log.append(batch(1, timestamp=50_000))
+    await log.append(batch(1, timestamp=50_000 + 1000 - jitter))  # not more than segment.ms - jitter
+    assert len(log.segments) == 1
+    await log.append(batch(1, timestamp=50_000 + 1000 - jitter + 1))
+    assert len(log.segments) == 2
+    assert 0 <= log.segments[-1].roll_jitter_ms < 1000  # the new segment draws its own
+
+
+def test_segment_jitter_is_drawn_below_both_bounds() -> None:
+    assert replace(SMALL, segment_jitter_ms=0).random_segment_jitter() == 0
+    draws = {replace(SMALL, segment_ms=3, segment_jitter_ms=10).random_segment_jitter() for _ in range(200)}
+    assert draws == {0, 1, 2}
+    assert all(0 <= replace(SMALL, segment_ms=10_000, segment_jitter_ms=7).random_segment_jitter() < 7
+               for _ in range(200))
+
+
 async def test_flush_moves_recovery_point_and_writes_indexes(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     await fill(log, 5)

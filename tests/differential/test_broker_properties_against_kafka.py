@@ -15,10 +15,12 @@ pytestmark = pytest.mark.timeout(300)
 # Kafka itself is of two minds here: its controller's CreateTopics answer gives retention.ms the source
 # STATIC_BROKER_CONFIG (log.retention.hours is set), its broker's DescribeConfigs DEFAULT_CONFIG. Ebb
 # answers both as DescribeConfigs does.
-ALLOWED_HERE = {**ALLOWED, ("create bp", "topics[bp].configs[retention.ms].config_source"):
-                "Kafka's CreateTopics and DescribeConfigs disagree; Ebb follows DescribeConfigs"}
+ALLOWED_HERE = {**ALLOWED, **{("create bp", f"topics[bp].configs[{name}].config_source"):
+                "Kafka's CreateTopics and DescribeConfigs disagree; Ebb follows DescribeConfigs"
+                for name in ("retention.ms", "segment.jitter.ms")}}
 
-BROKER_PROPERTIES = {"log.retention.hours": "2", "message.max.bytes": "2000000", "log.segment.bytes": "50000000"}
+BROKER_PROPERTIES = {"log.retention.hours": "2", "message.max.bytes": "2000000", "log.segment.bytes": "50000000",
+                     "log.roll.jitter.hours": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,9 @@ def describe_under_broker_properties(peer: Peer) -> None:
     Resource = DescribeConfigsRequest.DescribeConfigsResource
     peer.ask("describe with synonyms", DescribeConfigsRequest(resources=[Resource(
         resource_type=2, resource_name="bp", configuration_keys=None)], include_synonyms=True), 4)
+    roll_keys = ["log.roll.ms", "log.roll.hours", "log.roll.jitter.ms", "log.roll.jitter.hours"]
+    peer.ask("the broker's roll properties", DescribeConfigsRequest(resources=[Resource(
+        resource_type=4, resource_name="1", configuration_keys=roll_keys)], include_synonyms=True), 4)
 
 
 def test_topic_configs_under_broker_properties(ebb_peer, kafka_peer):
