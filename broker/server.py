@@ -35,6 +35,7 @@ from broker.security.principal import ANONYMOUS
 from broker.security.sasl_session import SaslSession, Stage
 from broker.security.tls import principal_of
 from protocol import framing
+from protocol.enums import ApiKey
 from protocol.errors import ProtocolError
 
 log = structlog.get_logger("server")
@@ -167,6 +168,8 @@ class Connection(asyncio.BufferedProtocol):
             api_key, version, correlation_id = framing.peek_request(frame)
         except ProtocolError as exc:
             return self._drop("bad request header", error=str(exc))
+        if self.sasl is not None and self.sasl.authenticated and not self._session_current(api_key):
+            return False
         if self.sasl is not None and not self.sasl.admits(api_key):
             return self._drop("request not allowed before SASL authentication", api_key=api_key,
                               stage=self.sasl.stage.value)
@@ -214,8 +217,10 @@ class Connection(asyncio.BufferedProtocol):
                           client_id=request.header.client_id)
             return self._drop("handler failed", api=handler.name)
         self.timing.handled(response)
-        if response is None or self.closed:
+        if self.closed:
             return True
+        if response is None:  # no answer due (acks=0, or a refused re-authentication that just closes)
+            return self._after_sasl_step()
         try:
             chunks = handler.encode(response, version, correlation_id)
         except Exception:
@@ -293,7 +298,8 @@ class Connection(asyncio.BufferedProtocol):
             self.sasl_principal_taken = True  # once: a user may be named ANONYMOUS
             context.principal = self.sasl.principal
             self.reader.max_frame = self.broker.config.socket_request_max_bytes
-            log.info("authenticated", peer=self.peer, principal=context.principal, mechanism=self.sasl.mechanism)
+            log.info("authenticated", peer=self.peer, principal=context.principal, mechanism=self.sasl.mechanism,
+                     session_lifetime_ms=self.sasl.lifetime_ms)
         if self.sasl.stage is Stage.FAILED:
             log.info("authentication failed; closing", peer=self.peer, mechanism=self.sasl.mechanism)
             self.flush()  # the failure's answer goes out before the close
@@ -301,6 +307,21 @@ class Connection(asyncio.BufferedProtocol):
             transport = self._wire
             asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_DELAY_S, transport.close)
             return False
+        return True
+
+    def _session_current(self, api_key: int) -> bool:
+        """KIP-368, as Kafka's Processor checks each request it receives (its connection is muted while one
+        is served, so that is when Ebb serves it): a SaslHandshake may begin a re-authentication; any other
+        request on an expired session closes the connection unanswered. False when it closed."""
+        assert self.sasl is not None
+        now = time.monotonic_ns()
+        if api_key == ApiKey.SASL_HANDSHAKE and self.sasl.begin_reauthentication(now):
+            self.sasl_principal_taken = False  # taken again (the same) once re-authenticated
+            self.reader.max_frame = min(self.reader.max_frame, self.broker.config.sasl_max_receive_size)
+            return True
+        if self.sasl.expired(now):
+            return self._drop("SASL session expired: not re-authenticated in time", api_key=api_key,
+                              principal=self.context.principal, lifetime_ms=self.sasl.lifetime_ms)
         return True
 
     def _authentication_deadline(self) -> None:

@@ -3,8 +3,11 @@
 On a SASL listener before authentication: the client names its mechanism. One the listener offers is
 accepted (NONE, with the listener's mechanisms); v1 clients then send SaslAuthenticate requests, v0
 clients bare tokens (KIP-43). Any other mechanism: UNSUPPORTED_SASL_MECHANISM with the list, and the
-connection closes. On a listener without SASL, or once authenticated (Ebb does not re-authenticate,
-connections.max.reauth.ms is 0): ILLEGAL_SASL_STATE, as Kafka's request handler answers.
+connection closes. Once authenticated, a session with a lifetime (KIP-368: connections.max.reauth.ms, or
+an OAUTHBEARER token's exp) re-authenticates with it (the server begins that, broker/server.py); a
+different mechanism the listener offers is accepted here and refused at the next token, as Kafka does.
+On a listener without SASL, or once authenticated otherwise (no session lifetime, or the last
+re-authentication began less than a second ago): ILLEGAL_SASL_STATE, as Kafka's request handler answers.
 
 Errors: NONE, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE.
 """

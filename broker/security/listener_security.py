@@ -20,13 +20,13 @@ DEFAULT_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 
 # Properties Ebb knows and takes when they ask for nothing it cannot do.
 ACCEPTED = ("listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
-            "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
+            "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "connections.max.reauth.ms")
 
 # Settings that secure or restrict clients: refused whatever their value (except an explicit empty one).
 _REFUSED_PREFIXES = ("sasl.", "ssl.", "listener.name.", "delegation.token.")
 _REFUSED_NAMES = frozenset({
     "principal.builder.class",
-    "connections.max.reauth.ms", "create.topic.policy.class.name", "alter.config.policy.class.name",
+    "create.topic.policy.class.name", "alter.config.policy.class.name",
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "max.connection.creation.rate", "client.quota.callback.class", "security.providers",
 })
@@ -85,17 +85,22 @@ def inter_broker_listener(props: Mapping[str, str], names: list[str]) -> str:
     return by_protocol or ("PLAINTEXT" if "PLAINTEXT" in names else names[0])
 
 
+MAX_REAUTH = "connections.max.reauth.ms"
 _JAAS_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
 
 
 def is_sasl_property(key: str, sasl_listener_names: Iterable[str]) -> bool:
-    """The SASL settings Ebb honours: sasl.enabled.mechanisms (also per SASL listener) and a SASL
-    listener's JAAS entry per mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config."""
+    """The SASL settings Ebb honours: sasl.enabled.mechanisms (also per SASL listener), a SASL
+    listener's JAAS entry per mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config, and
+    KIP-368's session lifetime per SASL listener and per mechanism on it (sasl_config.max_reauth_ms)."""
     if key in ("sasl.enabled.mechanisms", "sasl.server.max.receive.size", "sasl.mechanism.inter.broker.protocol"):
         return True
     for name in sasl_listener_names:
         prefix = f"listener.name.{name.lower()}."
-        if key == prefix + "sasl.enabled.mechanisms":
+        if key in (prefix + "sasl.enabled.mechanisms", prefix + MAX_REAUTH):
+            return True
+        if key.startswith(prefix) and key.endswith("." + MAX_REAUTH) and \
+                key[len(prefix):-len(MAX_REAUTH) - 1] in _JAAS_MECHANISMS:
             return True
         if key.startswith(prefix) and key.endswith(".sasl.jaas.config") and \
                 key[len(prefix):-len(".sasl.jaas.config")] in _JAAS_MECHANISMS:

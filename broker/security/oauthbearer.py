@@ -22,7 +22,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 
-from broker.security.errors import AuthenticationFailed
+from broker.security.errors import AuthenticationFailed, InvalidCredentials
 from client.jaas import JaasEntry
 
 OAUTHBEARER = "OAUTHBEARER"
@@ -33,8 +33,6 @@ _KVPAIRS = rf"(?:[A-Za-z]+=[\x21-\x7E \t\r\n]+{_SEP})*"
 _INITIAL = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{_SEP}(?P<kvpairs>{_KVPAIRS}){_SEP}", re.S)
 _AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)")
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
-# Kafka's answer to a token it cannot read at all (its SaslServerAuthenticator's text for a SaslException)
-_INVALID = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
 
 
 @dataclass(frozen=True)
@@ -102,6 +100,7 @@ class OAuthBearerServer:
         self.validator = validator
         self.error: str | None = None  # the JSON challenge sent; the client's ^A then ends the exchange
         self.principal: str | None = None
+        self.lifetime_ms: int | None = None  # the accepted token's exp in ms (KIP-368's credential expiry)
 
     def respond(self, token: bytes) -> bytes:
         if token == b"\x01" and self.error is not None:
@@ -109,7 +108,7 @@ class OAuthBearerServer:
         self.error = None
         authzid, jws = _initial_response(token)
         try:
-            principal = validate(jws, self.validator, time.time() * 1000)
+            principal, lifetime_ms = validated(jws, self.validator, time.time() * 1000)
         except _Rejected as rejected:
             # Kafka's text exactly (OAuthBearerSaslServer.jsonErrorResponse), a space before the scope
             if rejected.scope is None:
@@ -120,7 +119,7 @@ class OAuthBearerServer:
         if authzid and authzid != principal:
             raise AuthenticationFailed(f"Authentication failed: Client requested an authorization id ({authzid}) "
                                        f"that is different from the token's principal name ({principal})")
-        self.principal = principal
+        self.principal, self.lifetime_ms = principal, lifetime_ms
         return b""
 
 
@@ -129,19 +128,24 @@ def _initial_response(token: bytes) -> tuple[str, str]:
     try:
         text = token.decode("utf-8")
     except UnicodeDecodeError:
-        raise AuthenticationFailed(_INVALID) from None
+        raise InvalidCredentials(OAUTHBEARER) from None
     match = _INITIAL.fullmatch(text)
     if match is None:
-        raise AuthenticationFailed(_INVALID)
+        raise InvalidCredentials(OAUTHBEARER)
     pairs = dict(item.split("=", 1) for item in match["kvpairs"].split(_SEP) if item)
     auth = _AUTH.fullmatch(pairs.get("auth", ""))
     if auth is None or auth["scheme"].lower() != "bearer":
-        raise AuthenticationFailed(_INVALID)
+        raise InvalidCredentials(OAUTHBEARER)
     return match["authzid"] or "", auth["token"]
 
 
 def validate(jws: str, validator: UnsecuredValidator, now_ms: float) -> str:
     """The principal name of an unsecured JWS that passes Kafka's unsecured validator, or _Rejected."""
+    return validated(jws, validator, now_ms)[0]
+
+
+def validated(jws: str, validator: UnsecuredValidator, now_ms: float) -> tuple[str, int]:
+    """(principal name, lifetime: the exp claim in ms) of a token that passes, or _Rejected."""
     if ".." in jws:
         raise _Rejected("Malformed compact serialization contains '..'")
     splits = jws.split(".")
@@ -149,7 +153,7 @@ def validate(jws: str, validator: UnsecuredValidator, now_ms: float) -> str:
         raise _Rejected("Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values")
     header, claims = _json_object(splits[0]), _json_object(splits[1])
     if "alg" not in header:  # Kafka fails here without an answer (a NullPointerException); Ebb answers
-        raise AuthenticationFailed(_INVALID)
+        raise InvalidCredentials(OAUTHBEARER)
     if header["alg"] != "none":
         raise _Rejected("Unsecured JWS must have 'none' for an algorithm")
     if splits[2]:
@@ -173,7 +177,19 @@ def validate(jws: str, validator: UnsecuredValidator, now_ms: float) -> str:
         if required not in scope:
             raise _Rejected(f"The provided scope was missing a required scope ({required})",
                             scope="[" + ", ".join(validator.required_scope) + "]")
-    return principal
+    return principal, java_round(1000 * exp)
+
+
+def java_round(value: float) -> int:
+    """Java's Math.round of a double (exp seconds to ms, as OAuthBearerUnsecuredJws): half up, saturating
+    at Long's bounds."""
+    if math.isnan(value):
+        return 0
+    if value >= 2**63 - 1:
+        return 2**63 - 1
+    if value <= -2**63:
+        return -2**63
+    return math.floor(value + 0.5)
 
 
 def _json_object(split: str) -> dict[str, object]:

@@ -6,14 +6,18 @@
     listener.name.<listener>.scram-sha-512.sasl.jaas.config   (optional; SCRAM users live in the store)
     listener.name.<listener>.oauthbearer.sasl.jaas.config     (OAUTHBEARER's OAuthBearerLoginModule: required, as
                                                                Kafka's validator needs exactly one JAAS entry)
+    connections.max.reauth.ms                            (KIP-368's session lifetime; default 0, off)
+    listener.name.<listener>.connections.max.reauth.ms   (overrides it for one listener)
+    listener.name.<listener>.<mechanism>.connections.max.reauth.ms   (and for one mechanism on it)
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.security.listener_security import SecuritySettingError
+from broker.security.listener_security import MAX_REAUTH, SecuritySettingError
 from broker.security.oauthbearer import OAUTHBEARER, UnsecuredValidator
 from broker.security.plain import plain_users
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -31,11 +35,15 @@ class SaslListener:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)
     oauthbearer: UnsecuredValidator | None = None  # set when OAUTHBEARER is enabled
+    # connections.max.reauth.ms in force for each mechanism (0 or below: sessions do not expire by it)
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
 
 
 def sasl_listeners(props: Mapping[str, str], protocols: Mapping[str, str]) -> dict[str, SaslListener]:
     """SaslListener for every listener whose protocol is SASL_*; SecuritySettingError naming the property
     when a listener's settings cannot be served."""
+    if MAX_REAUTH in props:  # read, and so checked, whether or not a SASL listener uses it (as Kafka)
+        _long(props, MAX_REAUTH)
     result = {}
     for name, protocol in protocols.items():
         if not protocol.startswith("SASL_"):
@@ -74,5 +82,28 @@ def sasl_listeners(props: Mapping[str, str], protocols: Mapping[str, str]) -> di
                     raise ValueError(f"{mechanism} needs {SCRAM_LOGIN_MODULE}, not {entry.login_module}")
             except (JaasError, ValueError) as exc:
                 raise SecuritySettingError(f"{jaas_key}: {exc}") from None
-        result[name] = SaslListener(mechanisms, users, oauthbearer)
+        result[name] = SaslListener(mechanisms, users, oauthbearer, max_reauth_ms(props, name, mechanisms))
     return result
+
+
+_LONG = re.compile(r"[+-]?\d+")  # Long.parseLong of the trimmed text, as Kafka's LONG config type reads it
+
+
+def max_reauth_ms(props: Mapping[str, str], listener: str, mechanisms: tuple[str, ...]) -> dict[str, int]:
+    """connections.max.reauth.ms per mechanism as Kafka's SaslChannelBuilder finds it: the listener- and
+    mechanism-prefixed value, else the listener-prefixed one, else the broker's (default 0)."""
+    prefix = f"listener.name.{listener.lower()}."
+    keys = [key for key in (prefix + MAX_REAUTH, MAX_REAUTH) if key in props]
+    default = _long(props, keys[0]) if keys else 0
+    result = {}
+    for mechanism in mechanisms:
+        key = f"{prefix}{mechanism.lower()}.{MAX_REAUTH}"
+        result[mechanism] = _long(props, key) if key in props else default
+    return result
+
+
+def _long(props: Mapping[str, str], key: str) -> int:
+    text = props[key].strip()
+    if not _LONG.fullmatch(text) or not -2**63 <= int(text) < 2**63:
+        raise SecuritySettingError(f"{key}: {props[key]!r} is not a number of type LONG")
+    return int(text)

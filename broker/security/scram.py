@@ -13,7 +13,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from broker.security.errors import AuthenticationFailed
+from broker.security.errors import AuthenticationFailed, InvalidCredentials
 
 
 @dataclass(frozen=True)
@@ -170,15 +170,11 @@ class ScramServer:
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         credential = self.credential
         if credential is None or len(proof) != len(credential.stored_key):
-            raise AuthenticationFailed(self._invalid())
+            raise InvalidCredentials(self.mechanism.name)
         signature = self.mechanism.hmac(credential.stored_key, auth_message)
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         if not hmac.compare_digest(self.mechanism.hash(client_key), credential.stored_key):
-            raise AuthenticationFailed(self._invalid())
+            raise InvalidCredentials(self.mechanism.name)
         self.done = True
         server_signature = self.mechanism.hmac(credential.server_key, auth_message)
         return b"v=" + base64.b64encode(server_signature)
-
-    def _invalid(self) -> str:
-        return f"Authentication failed during authentication due to invalid credentials with SASL mechanism " \
-               f"{self.mechanism.name}"
