@@ -99,8 +99,12 @@ def oauthbearer_tokens(peer: Peer) -> None:
             except ConnectionError:
                 peer.answers.append((f"{label}: token", {"connection": "closed without an answer"}))
                 peer.answers.append((f"{label}: token: message text", {"error_message": None}))
+                peer.answers.append((f"{label}: token: lifetime in minutes", {"minutes": None}))
                 continue
             text(peer, f"{label}: token", answer)
+            # KIP-368: the token's remaining life (an hour here), to the minute: the two answer moments apart
+            peer.answers.append((f"{label}: token: lifetime in minutes",
+                                 {"minutes": round(answer.session_lifetime_ms / 60_000)}))
             if answer.error_code == 0 and answer.auth_bytes:  # the error challenge: the client answers ^A
                 final = peer.record(f"{label}: ^A", client.send(m.SaslAuthenticateRequest(auth_bytes=b"\x01"), 2))
                 text(peer, f"{label}: ^A", final)
@@ -109,15 +113,17 @@ def oauthbearer_tokens(peer: Peer) -> None:
 
 
 def allowed() -> dict[tuple[str, str], str]:
-    lifetime = ("Kafka answers the token's remaining lifetime (KIP-368) and closes a connection that has not "
-                "re-authenticated by then; Ebb serves no re-authentication, so its sessions do not expire (0)")
+    lifetime = ("the token's remaining lifetime (KIP-368) in ms, which depends on the moment each answered; "
+                "compared to the minute below")
     result = {(f"{label}: token", "session_lifetime_ms"): lifetime for label in tokens() if label.startswith("good")}
+    result[(f"{INFINITE}: token: lifetime in minutes", "minutes")] = "Kafka fails on its own lifetime arithmetic"
     # Kafka 4.3.1's OAuthBearerClientInitialResponse words this refusal with a group of the wrong matcher
     # ("scheme" is not in the outer pattern): an IllegalArgumentException, and the connection closes unanswered.
     # Ebb answers SASL_AUTHENTICATION_FAILED with the text Kafka gives every unreadable first message.
     for path in ("connection", "error_code", "error_message", "auth_bytes", "session_lifetime_ms"):
         result[("scheme Basic: token", path)] = "Kafka fails on its own message (above)"
     result[("scheme Basic: token: message text", "error_message")] = "the same"
+    result[("scheme Basic: token: lifetime in minutes", "minutes")] = "the same"
     for path in ("connection", "error_code", "error_message", "auth_bytes", "session_lifetime_ms"):
         result[(f"{INFINITE}: token", path)] = "Kafka fails on its own lifetime arithmetic (INFINITE above)"
     result[(f"{INFINITE}: token: message text", "error_message")] = "the same"
