@@ -298,7 +298,8 @@ class Connection(asyncio.BufferedProtocol):
             self.sasl_principal_taken = True  # once: a user may be named ANONYMOUS
             context.principal = self.sasl.principal
             self.reader.max_frame = self.broker.config.socket_request_max_bytes
-            log.info("authenticated", peer=self.peer, principal=context.principal, mechanism=self.sasl.mechanism,
+            log.info("re-authenticated" if self.sasl.reauthentications else "authenticated", peer=self.peer,
+                     principal=context.principal, mechanism=self.sasl.mechanism,
                      session_lifetime_ms=self.sasl.lifetime_ms)
         if self.sasl.stage is Stage.FAILED:
             log.info("authentication failed; closing", peer=self.peer, mechanism=self.sasl.mechanism)

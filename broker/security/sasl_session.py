@@ -66,6 +66,7 @@ class SaslSession:
         self.lifetime_ms = 0
         self.expires_ns: int | None = None
         self._last_reauth_ns: int | None = None
+        self.reauthentications = 0  # begun on this connection
         # while re-authenticating: the mechanism and principal that must not change
         self._previous: tuple[str, str] | None = None
         self._bad_mechanism: str | None = None  # the refusal of a changed mechanism, given at its first token
@@ -87,6 +88,7 @@ class SaslSession:
         if self._last_reauth_ns is not None and now_ns - self._last_reauth_ns < MIN_REAUTH_INTERVAL_NS:
             return False
         self._last_reauth_ns = now_ns
+        self.reauthentications += 1
         assert self.mechanism is not None and self.principal is not None
         self._previous = (self.mechanism, self.principal)
         self._scram = self._oauthbearer = None
