@@ -184,6 +184,7 @@ _BROKER_DEFAULTS = {
     # SASL listeners: Kafka's cap on a frame before authentication, and Ebb's own deadline for finishing it.
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
+    "connections.max.reauth.ms": "0",  # KIP-368's session lifetime (broker/security/sasl_config.py)
     SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
     # The transaction coordinator (broker/txn/), Kafka's names.
     **table_defaults(TransactionConfig),
