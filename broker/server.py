@@ -89,8 +89,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.context.client_host = peer[0] if peer else ""
         if self.sasl is not None:
-            timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
-            self.deadline = asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
+            self._arm_authentication_deadline()
         else:  # on SSL listeners a verified client certificate names the client
             certified = principal_of(transport.get_extra_info("peercert"))
             if certified is not None:
@@ -319,15 +318,22 @@ class Connection(asyncio.BufferedProtocol):
         if api_key == ApiKey.SASL_HANDSHAKE and self.sasl.begin_reauthentication(now):
             self.sasl_principal_taken = False  # taken again (the same) once re-authenticated
             self.reader.max_frame = min(self.reader.max_frame, self.broker.config.sasl_max_receive_size)
+            self._arm_authentication_deadline()  # Ebb's own bound, as for the first authentication
             return True
         if self.sasl.expired(now):
             return self._drop("SASL session expired: not re-authenticated in time", api_key=api_key,
                               principal=self.context.principal, lifetime_ms=self.sasl.lifetime_ms)
         return True
 
+    def _arm_authentication_deadline(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+        timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
+        self.deadline = asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
+
     def _authentication_deadline(self) -> None:
         if not self.closed and self.sasl is not None and not self.sasl.authenticated:
-            self._drop("SASL authentication not finished in time",
+            self._drop("SASL (re-)authentication not finished in time",
                        timeout_ms=self.broker.config.sasl_authentication_timeout_ms)
 
     async def _serve_raw_token(self, frame: bytearray) -> bool:

@@ -121,7 +121,10 @@ def broker_synonyms(name: str) -> tuple[str, ...]:
     split = listener_key(name)
     if split is not None:  # a listener's own value, then the one every listener shares
         base = split[1]  # <mechanism>.sasl.jaas.config stands under sasl.jaas.config, as in Kafka
-        return (name, "sasl.jaas.config" if base.endswith("sasl.jaas.config") else base)
+        for mechanism_config in ("sasl.jaas.config", "connections.max.reauth.ms"):  # its ListenerMechanismConfigs
+            if base.endswith(mechanism_config):
+                return (name, mechanism_config)
+        return (name, base)
     return (name,)
 
 

@@ -40,6 +40,8 @@ async def sasl_authenticate(broker: BrokerContext, request: Request[SaslAuthenti
     except AuthenticationFailed as exc:
         return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc),
                                         auth_bytes=b"", session_lifetime_ms=0)
+    # v0 cannot carry the lifetime: its session expires all the same (as in Kafka, which counts such clients)
+    lifetime = session.lifetime_ms if session.authenticated and request.api_version >= 1 else 0
     # "" rather than null: Kafka's answer leaves the message at its generated default
     return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message="", auth_bytes=reply,
-                                    session_lifetime_ms=session.lifetime_ms if session.authenticated else 0)
+                                    session_lifetime_ms=lifetime)

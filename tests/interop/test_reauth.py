@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.broker_process import BrokerProcess, with_plain_sasl_listener
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -26,13 +26,7 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     process = BrokerProcess(tmp_path_factory.mktemp("reauth"))
-    process.sasl_port = free_port()
-    process.overrides.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{process.sasl_port}",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "connections.max.reauth.ms": str(LIFETIME_MS),
-    })
+    with_plain_sasl_listener(process, JAAS, {"connections.max.reauth.ms": str(LIFETIME_MS)})
     with process:
         yield process
 

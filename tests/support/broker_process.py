@@ -109,3 +109,18 @@ class BrokerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+
+def with_plain_sasl_listener(process: BrokerProcess, jaas: str, more: dict[str, str]) -> BrokerProcess:
+    """`process` with a SASL_PLAINTEXT listener on `process.sasl_port` beside its PLAINTEXT one, PLAIN
+    users from `jaas`, and the `more` properties."""
+    sasl_port = free_port()
+    process.sasl_port = sasl_port  # type: ignore[attr-defined]
+    process.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{process.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        **more,
+    })
+    return process
