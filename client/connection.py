@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
+import time
 from importlib import metadata
 from typing import Any, TypeVar
 
@@ -47,6 +49,11 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 READ_BUFFER_LIMIT = 4 * 2**20
 _CORRELATION_IDS = 2**31
 _R = TypeVar("_R", bound=ApiMessage)  # the response of the request sent
+# KIP-368: a broker that gives a SASL session a lifetime closes a connection sending a request after it.
+# Rather than re-authenticate in place (Kafka's Java client waits until nothing is in flight), a connection
+# retires within the window of the lifetime where Kafka's client re-authenticates: it reports itself
+# disconnected, so callers open a fresh one, and closes once its last answer is in.
+REAUTH_WINDOW = (0.85, 0.95)
 
 
 class BrokerConnection:
@@ -80,6 +87,7 @@ class BrokerConnection:
         self._reader_task: asyncio.Task | None = None
         self._closed = False
         self._close_reason = "not connected"
+        self._retire_at: float | None = None  # time.monotonic() past which it serves no new caller (KIP-368)
         self._log = log.bind(broker=self.address, node_id=node_id)
 
     @property
@@ -88,7 +96,15 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._closed
+        return self._writer is not None and not self._closed and not self._retiring()
+
+    def _retiring(self) -> bool:
+        return self._retire_at is not None and time.monotonic() >= self._retire_at
+
+    def _session_lifetime(self, answer: ApiMessage) -> None:
+        lifetime_ms = getattr(answer, "session_lifetime_ms", 0)
+        if lifetime_ms > 0:
+            self._retire_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(*REAUTH_WINDOW)
 
     @property
     def in_flight(self) -> int:
@@ -202,12 +218,14 @@ class BrokerConnection:
         if first.error_code != ErrorCode.NONE:
             raise AuthenticationError(ErrorCode.from_code(first.error_code), f"{self.address}: {first.error_message}")
         if mechanism == "PLAIN":
+            self._session_lifetime(first)
             return
         final = await self.request(SaslAuthenticateRequest(auth_bytes=sasl.answer(bytes(first.auth_bytes))),
                                    version=version)
         if final.error_code != ErrorCode.NONE:
             raise AuthenticationError(ErrorCode.from_code(final.error_code), f"{self.address}: {final.error_message}")
         sasl.verify_final(bytes(final.auth_bytes))
+        self._session_lifetime(final)
 
     # -- requests --
 
@@ -235,6 +253,8 @@ class BrokerConnection:
             self._pending.pop(correlation_id, None)
             if future.done() and not future.cancelled():
                 future.exception()  # failed by _shut when the write failed: the write's error was raised
+            if not self._pending and self._retiring():
+                self._shut("retired before its SASL session's end (KIP-368)")
 
     async def send_only(self, body: ApiMessage, *, version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""

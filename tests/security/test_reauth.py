@@ -4,6 +4,7 @@ expiring all the same (v0 cannot carry the lifetime; Kafka expires it too), and 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -77,3 +78,30 @@ def test_the_properties_are_described_as_kafka_lists_them(broker):
     found = {c.name: (c.value, c.read_only, [s.name for s in c.synonyms]) for c in described.configs}
     assert found == {"connections.max.reauth.ms": ("0", True, ["connections.max.reauth.ms"]),
                      prefixed: ("1500", True, [prefixed, "connections.max.reauth.ms"])}
+
+
+def test_ebbs_own_client_retires_its_connections_before_the_session_ends(broker):
+    """Ebb's client (the brokers' fetchers and coordinators use it too) opens a fresh connection before a
+    session's lifetime is over, rather than sending on an expired one: requests for 4 s, over 1.5 s
+    sessions, none refused and no connection closed by the broker as expired."""
+    from client.admin import Admin
+    from client.connection import BrokerConnection
+    from client.security import ClientSecurity
+
+    security = ClientSecurity(sasl_mechanism="PLAIN", username="alice", password="alice-secret")
+
+    async def run() -> set[BrokerConnection]:
+        seen = set()
+        async with Admin(f"127.0.0.1:{broker.sasl_port}", security=security) as admin:
+            ends = time.monotonic() + 4
+            while time.monotonic() < ends:
+                connection = await admin.cluster.any_connection()
+                seen.add(connection)
+                await connection.request(ApiVersionsRequest(), version=0)
+                await asyncio.sleep(0.05)
+        return seen
+
+    logged_before = len(broker.log_path.read_text(errors="replace"))
+    used = asyncio.run(run())
+    assert len(used) >= 3  # each retired within 85-95% of its 1.5 s
+    assert "SASL session expired" not in broker.log_path.read_text(errors="replace")[logged_before:]
