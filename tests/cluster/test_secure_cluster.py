@@ -1,7 +1,7 @@
 """Three brokers that talk to each other only over SASL_SSL: each has a PLAINTEXT listener for the
 test's clients and an INTERNAL listener (SASL_SSL, SCRAM-SHA-512, certificates from the test's own CA)
-that the others replicate from, with the ACL authorizer on. Replication, acks=all, an all-replica
-DeleteRecords and a transaction's markers (WriteTxnMarkers) work through it, and the followers'
+that the others replicate from, with the ACL authorizer on and 3 s SASL sessions (KIP-368). Replication,
+acks=all, an all-replica DeleteRecords and a transaction's markers (WriteTxnMarkers) work through it, and the followers'
 fetches are authenticated as the broker user. And over an SSL inter-broker listener that asks for client
 certificates, every broker's key material is rotated at runtime to another CA's (keystores, then
 truststores trusting that CA alone): replication started afterwards works, so the brokers' own new
@@ -43,6 +43,8 @@ def secure_settings(directory) -> tuple[dict[str, str], dict[int, dict[str, str]
         "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "listener.name.internal.scram-sha-512.sasl.jaas.config": BROKER_JAAS,
+        # KIP-368: 3 s sessions, which the brokers' own connections retire before (client/connection.py)
+        "listener.name.internal.scram-sha-512.connections.max.reauth.ms": "3000",
         "ssl.keystore.location": str(server.combined),
         "ssl.truststore.location": str(ca.pem.cert),
         # With the authorizer on, followers fetch as User:broker (a super user: CLUSTER_ACTION); the test's
@@ -80,6 +82,8 @@ def test_replication_and_deletion_over_sasl_ssl(zk_connect, tmp_path):
         made.commit_transaction(60)
         wait_for(lambda: stable_everywhere(cluster, spread), timeout_s=30, what="the LSO at the HW everywhere")
         assert read_committed(cluster, spread) == [b"secure-0", b"secure-1", b"secure-2"]
+        # the brokers outlived several sessions of their connections to each other, none closed as expired
+        assert all("SASL session expired" not in b.log_path.read_text() for b in cluster.values())
 
 
 def test_replication_after_the_inter_broker_key_material_is_rotated(zk_connect, tmp_path):
