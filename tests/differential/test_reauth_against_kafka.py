@@ -5,7 +5,8 @@ SessionLifetimeMs of each mechanism (OAUTHBEARER's capped by a token expiring be
 re-authentication on the same connection and one tried again within a second, a changed principal and
 a changed mechanism refused, and what a connection whose session has expired may still do: a request
 closes it unanswered, a re-authentication revives it, and a long-poll Fetch that was in flight when it
-expired is answered before the next request closes it. Error messages are compared word for word."""
+expired is answered before the next request closes it; and the properties described, and refused as
+dynamic configs. Error messages are compared word for word."""
 
 from __future__ import annotations
 
@@ -229,6 +230,13 @@ def described(peer: Peer) -> None:
     resource = m.DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name=str(node),
                                                                 configuration_keys=keys)
     session.ask("DescribeConfigs", m.DescribeConfigsRequest(resources=[resource], include_synonyms=True), 4)
+    alter = m.IncrementalAlterConfigsRequest.AlterConfigsResource
+    for name in (str(node), ""):  # static in Kafka: refused for the broker and the cluster default alike
+        change = alter(resource_type=4, resource_name=name, configs=[alter.AlterableConfig(
+            name="connections.max.reauth.ms", config_operation=0, value="5000")])
+        label = f"altered on {name or 'the default'}"
+        answer = session.ask(label, m.IncrementalAlterConfigsRequest(resources=[change], validate_only=True), 1)
+        peer.answers.append((f"{label}: message text", {"error_message": answer.responses[0].error_message}))
     session.close()
 
 
