@@ -197,6 +197,14 @@ def report(load: str, results: dict, reps: int) -> None:
                   flush=True)
 
 
+def overrides_text(ebb_overrides: list[str]) -> str:
+    """What `ebb.socket.loopback.congestion.control` is for this run's Ebb ("" keeps the system's)."""
+    from broker.loopback_tcp import DEFAULT, PROPERTY
+
+    chosen = dict(item.split("=", 1) for item in ebb_overrides).get(PROPERTY, DEFAULT)
+    return chosen or "the system's"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run_arguments(parser, "fewer records and repetitions")
@@ -217,6 +225,10 @@ def main() -> None:
     load_average = os.getloadavg()[0]
     print(f"Ebb and {kafka_version()} on disk ({root}), {os.cpu_count()} cpus, load average {load_average:.1f} at "
           f"the start; records of 1 KiB per run: {records}; Ebb overrides: {args.ebb_override or 'none'}")
+    # Consume figures depend on it: BBR paces loopback sends (docs/performance.md, the six-partition anomaly)
+    congestion = Path("/proc/sys/net/ipv4/tcp_congestion_control")
+    print(f"TCP congestion control: {congestion.read_text().strip() if congestion.exists() else '?'} (Kafka); "
+          f"Ebb's loopback connections: {overrides_text(args.ebb_override)}")
     print("the page cache is dropped before each run" if drop_page_cache() else
           "the page cache is NOT dropped before each run (needs root)")
     runner = Runner(records)

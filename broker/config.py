@@ -16,7 +16,7 @@ from pathlib import Path
 
 import structlog
 
-from broker import log_output
+from broker import log_output, loopback_tcp
 from broker.endpoints import Listener, metrics_listener, parse_listener, zookeeper_connect
 from broker.group_configs import GROUP_BROKER_DEFAULTS, group_broker_properties
 from broker.log.cleaner_settings import cleaner_config_problem
@@ -185,6 +185,8 @@ _BROKER_DEFAULTS = {
     "sasl.server.max.receive.size": "524288",
     "ebb.sasl.authentication.timeout.ms": "30000",
     "connections.max.reauth.ms": "0",  # KIP-368's session lifetime (broker/security/sasl_config.py)
+    # Ebb's own: the congestion control of connections from this host; empty keeps the system's (loopback_tcp.py).
+    loopback_tcp.PROPERTY: loopback_tcp.DEFAULT,
     SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
     # The transaction coordinator (broker/txn/), Kafka's names.
     **table_defaults(TransactionConfig),
@@ -242,6 +244,7 @@ class BrokerConfig:
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
     small_segments_enable: bool = False  # ebb.testing.small.segments.enable: segment.bytes below 1 MiB
+    loopback_congestion_control: str = loopback_tcp.DEFAULT  # ebb.socket.loopback.congestion.control; "": the system's
     # The group.consumer.*, group.share.*, group.streams.* properties: defaults and bounds of group configs.
     group_config_properties: Mapping[str, int] = field(default_factory=lambda: group_broker_properties({}))
 
@@ -363,6 +366,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         authorizer=authorizer_config(merged),
         sasl_authentication_timeout_ms=int_property(merged, "ebb.sasl.authentication.timeout.ms", minimum=1),
         small_segments_enable=bool_property(merged, SMALL_SEGMENTS_SETTING),
+        loopback_congestion_control=loopback_tcp.congestion_control(merged[loopback_tcp.PROPERTY]),
         group_config_properties=_group_config_properties(merged),
     )
 

@@ -24,6 +24,7 @@ from collections import deque
 
 import structlog
 
+from broker import loopback_tcp
 from broker.endpoints import Listener
 from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
@@ -88,6 +89,12 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.context.client_host = peer[0] if peer else ""
+        congestion = self.broker.config.loopback_congestion_control
+        if congestion and peer:
+            try:  # BBR's pacing on loopback spreads each large answer over time (broker/loopback_tcp.py)
+                loopback_tcp.apply(transport.get_extra_info("socket"), peer[0], congestion)
+            except OSError as exc:
+                log.warning("setting the congestion control failed", peer=self.peer, error=repr(exc))
         if self.sasl is not None:
             self._arm_authentication_deadline()
         else:  # on SSL listeners a verified client certificate names the client
