@@ -151,6 +151,8 @@ class Connection(asyncio.BufferedProtocol):
                 if not await self._serve(frame, arrived):
                     return
                 await self.writable.wait()
+                if self.context.throttle_ms:
+                    await self._mute()
                 if self.timing is not None:
                     self.timing.sent()
                     self.timing = None
@@ -185,6 +187,7 @@ class Connection(asyncio.BufferedProtocol):
         # SaslHandshake and SaslAuthenticate move the session on; Fetch puts the FileRegions it answers with
         # in file_regions
         context = self.context
+        context.request_bytes = len(frame)
         try:
             return await self._answer(handler, request, context, version, correlation_id, arrived)
         finally:
@@ -226,6 +229,18 @@ class Connection(asyncio.BufferedProtocol):
             return await self._send_from_files(chunks, context.file_regions)
         self._send(chunks)
         return self._after_sasl_step()
+
+    async def _mute(self) -> None:
+        """A client over its quota: no request of this connection is read or served for the throttle time
+        once its answer is out (Kafka mutes the channel, KIP-219); new clients also wait by themselves."""
+        delay_s = self.context.throttle_ms / 1000
+        self.context.throttle_ms = 0
+        self.flush()
+        if not self.reading_paused:
+            self._wire.pause_reading()
+        await asyncio.sleep(delay_s)  # the mute itself, not a wait for an event
+        if not self.reading_paused and not self.closed:
+            self._wire.resume_reading()
 
     async def _send_from_files(self, chunks: list, regions: list[FileRegion]) -> bool:
         """Send an answer whose record data stays in segment files. The serve loop waits (`writable`)

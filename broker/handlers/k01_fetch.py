@@ -66,6 +66,7 @@ from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, F
 from broker.handlers import BrokerContext, handles
 from broker.handlers.fetch_quiet import ReadState, not_quiet, read_state, remember_quiet
 from broker.log import LogError, Offset, ReadBound, ReadInfo
+from broker.quotas.manager import throttle_for
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
@@ -211,12 +212,16 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
                 throttled += len(records)
     if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
         replicas.throttles.leader.record(throttled)
+    quota = broker.quotas.fetch  # a consumer's byte rate (followers are held by the replication throttles)
+    throttle_ms = throttle_for(quota, connection, request.header.client_id, sum(map(len, chunks))) \
+        if quota.enabled and not follower else 0
     if wants_session:
         partitions, pairs = _session_partitions(asked, wanted, version >= 13)
         if not follower:
             remember_quiet(pairs, committed, leader_only)
         session_id = broker.fetch_sessions.create(follower, version >= 13, partitions)
-    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
+    return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=session_id,
+                         responses=topics)
 
 
 def _session_error(error: ErrorCode, session_id: int) -> FetchResponse:

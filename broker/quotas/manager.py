@@ -1,0 +1,158 @@
+"""Enforcing client quotas: which quota applies to a client, its rate, and how long to throttle it
+(Kafka 4.3.1's ClientQuotaManager with its default quota callback, KIP-55's precedence).
+
+A client is its user (the principal's name, `ANONYMOUS` without authentication) and its client id. The
+quota that applies is the first configured of: user+client, user+<default> client, user, <default>
+user+client, <default> user+<default> client, <default> user, client, <default> client. Clients whose
+quota comes from the same entity share one rate when the entity names a type only by its default or
+leaves it out (every client id of `/config/users/alice` shares alice's rate), as Kafka's metric tags make
+them share one sensor.
+
+Enforced here: producer_byte_rate (Produce: the request's size) and consumer_byte_rate (a consumer's
+Fetch: the record bytes answered). request_percentage, controller_mutation_rate and
+connection_creation_rate are stored and described only. A client with no quota costs one attribute
+read (`enabled`) when no quota of the kind exists anywhere, and its rate is not kept otherwise either.
+"""
+
+from __future__ import annotations
+
+import time
+
+from broker.quotas.entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
+from broker.quotas.rate import SampledRate, record_and_throttle_ms
+from broker.quotas.store import Quotas
+from broker.request_context import RequestContext
+
+INACTIVE_RATE_EXPIRY_MS = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
+SWEEP_EVERY_MS = 60 * 1000
+
+# An override's key: (user part, client part); each a name, DEFAULT, or None where the entity has no such type.
+DEFAULT = "\x00<default>"  # not a name any principal or client id can carry (no NUL in either)
+Tags = tuple[str, str]  # Kafka's metric tags (user, client-id), "" for a part the rate is not split by
+
+
+def _part(entity: dict[str, str | None], kind: str) -> str | None:
+    if kind not in entity:
+        return None
+    name = entity[kind]
+    return DEFAULT if name is None else name
+
+
+class QuotaManager:
+    """One quota key (producer_byte_rate, consumer_byte_rate): every client's rate and throttle."""
+
+    def __init__(self, key: str, window_num: int, window_ms: int, cap_ms: int | None = None) -> None:
+        self.key = key
+        self.window_num = window_num
+        self.window_ms = window_ms
+        self.cap_ms = cap_ms
+        self.enabled = False  # any quota of this key anywhere: the hot path's only test
+        self._overrides: dict[tuple[str | None, str | None], float] = {}
+        self._tags: dict[tuple[str, str], Tags] = {}  # (user, client id) -> the rate it counts in
+        self._bounds: dict[Tags, float | None] = {}
+        self._rates: dict[Tags, SampledRate] = {}
+        self._swept_ms = 0
+
+    def update(self, quotas: Quotas) -> None:
+        """Take the cluster's quotas (ClientQuotaStore's listener); rates already measured are kept."""
+        overrides = {}
+        for entity, values in quotas.items():
+            if self.key in values:
+                pairs = dict(entity)
+                overrides[(_part(pairs, USER), _part(pairs, CLIENT_ID))] = values[self.key]
+        self._overrides = overrides
+        self.enabled = bool(overrides)
+        self._tags.clear()
+        self._bounds.clear()
+
+    def quota(self, user: str, client_id: str) -> float | None:
+        """The bound in force for the client (None: unlimited)."""
+        return self._bound(self._tags_of(user, client_id))
+
+    def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> int:
+        """Count `value` against the client's quota; the throttle time in ms (0 within it)."""
+        now = int(time.monotonic() * 1000) if now_ms is None else now_ms
+        if now - self._swept_ms >= SWEEP_EVERY_MS:
+            self._sweep(now)
+        tags = self._tags.get((user, client_id))
+        if tags is None:
+            tags = self._tags_of(user, client_id)
+        bound = self._bounds[tags] if tags in self._bounds else self._bound(tags)
+        if bound is None:
+            return 0
+        rate = self._rates.get(tags)
+        if rate is None:
+            rate = self._rates[tags] = SampledRate(self.window_num, self.window_ms)
+        return record_and_throttle_ms(rate, bound, value, now, self.cap_ms)
+
+    def _sweep(self, now: int) -> None:
+        self._swept_ms = now
+        for tags in [t for t, rate in self._rates.items() if now - rate.last_used_ms >= INACTIVE_RATE_EXPIRY_MS]:
+            del self._rates[tags]
+        self._tags.clear()  # rebuilt on use: client ids come and go
+
+    def _tags_of(self, user: str, client_id: str) -> Tags:
+        """DefaultQuotaCallback.quotaMetricTags: the first entity of the precedence that is configured
+        decides which parts split the rate."""
+        has = self._overrides.__contains__
+        if (has((user, client_id)) or has((user, DEFAULT))):
+            tags = (user, client_id)
+        elif has((user, None)):
+            tags = (user, "")
+        elif has((DEFAULT, client_id)) or has((DEFAULT, DEFAULT)):
+            tags = (user, client_id)
+        elif has((DEFAULT, None)):
+            tags = (user, "")
+        else:
+            tags = ("", client_id)
+        self._tags[(user, client_id)] = tags
+        return tags
+
+    def _bound(self, tags: Tags) -> float | None:
+        """DefaultQuotaCallback.quotaLimit."""
+        user, client_id = tags
+        get = self._overrides.get
+        if user and client_id:
+            found = get((user, client_id))
+            for key in ((user, DEFAULT), (DEFAULT, client_id), (DEFAULT, DEFAULT)):
+                if found is None:
+                    found = get(key)
+        elif user:
+            found = get((user, None))
+            if found is None:
+                found = get((DEFAULT, None))
+        elif client_id:
+            found = get((None, client_id))
+            if found is None:
+                found = get((None, DEFAULT))
+        else:
+            found = None
+        self._bounds[tags] = found
+        return found
+
+
+def user_of(principal: str) -> str:
+    """The principal's name, as Kafka's quotas key a user (`User:alice` -> `alice`)."""
+    return principal.partition(":")[2] or principal
+
+
+def throttle_for(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float) -> int:
+    """Count `value` against the connection's client; the throttle time, which the server also mutes the
+    connection for once the answer is out."""
+    throttle_ms = manager.record(user_of(connection.principal), client_id or "", value)
+    if throttle_ms:
+        connection.throttle_ms = throttle_ms
+    return throttle_ms
+
+
+class ClientQuotas:
+    """The managers of the quotas enforced here, fed by the store."""
+
+    def __init__(self, window_num: int, window_size_seconds: int) -> None:
+        window_ms = window_size_seconds * 1000
+        self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_num, window_ms)
+        self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_num, window_ms)
+
+    def update(self, quotas: Quotas) -> None:
+        self.produce.update(quotas)
+        self.fetch.update(quotas)
