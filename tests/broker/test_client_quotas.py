@@ -1,0 +1,176 @@
+"""Client quotas on one broker (the embedded store): AlterClientQuotas and DescribeClientQuotas at both
+versions, Kafka's checks, filters (strict or not, exact names, defaults, any name), validate_only,
+removal, where the quotas are kept (Kafka's ZooKeeper layout, beside a user's SCRAM credentials) and that
+they survive a restart. Their effect on clients is tested with real clients against Kafka too
+(tests/interop/test_client_quotas_against_kafka.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.messages import AlterClientQuotasRequest as Alter
+from protocol.messages import AlterUserScramCredentialsRequest as AlterScram
+from protocol.messages import DescribeClientQuotasRequest as Describe
+from tests.broker.wire_client import WireClient
+
+Entry, Op = Alter.EntryData, Alter.EntryData.OpData
+
+
+def entity(**parts: str | None) -> list:
+    return [Entry.EntityData(entity_type=kind.replace("_", "-"), entity_name=name) for kind, name in parts.items()]
+
+
+def op(key: str, value: float | None) -> Op:
+    return Op(key=key, value=0.0 if value is None else value, remove=value is None)
+
+
+def alter(client, *entries: tuple[list, list], version: int = 1, validate_only: bool = False) -> list:
+    answer = client.send(Alter(entries=[Entry(entity=e, ops=ops) for e, ops in entries],
+                               validate_only=validate_only), version=version)
+    return [(ErrorCode(e.error_code).name, {p.entity_type: p.entity_name for p in e.entity}) for e in answer.entries]
+
+
+def component(kind: str, match_type: int, match: str | None = None):
+    return Describe.ComponentData(entity_type=kind, match_type=match_type, match=match)
+
+
+def describe(client, *components, strict: bool = False, version: int = 1) -> dict:
+    answer = client.send(Describe(components=list(components), strict=strict), version=version)
+    assert answer.error_code == ErrorCode.NONE, answer
+    return {tuple(sorted((p.entity_type, p.entity_name) for p in e.entity)): {v.key: v.value for v in e.values}
+            for e in answer.entries}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_set_described_and_removed(broker, version):
+    alice, c1 = f"alice{version}", f"c{version}"
+    with WireClient(broker.port) as client:
+        assert alter(client, (entity(user=alice), [op("producer_byte_rate", 1024), op("request_percentage", 12.5)]),
+                     (entity(user=alice, client_id=c1), [op("consumer_byte_rate", 2048)]),
+                     (entity(client_id=c1), [op("controller_mutation_rate", 3)]),
+                     version=version) == [("NONE", {"user": alice}), ("NONE", {"user": alice, "client-id": c1}),
+                                          ("NONE", {"client-id": c1})]
+        mine = describe(client, component("user", 0, alice), version=version)
+        assert mine == {(("user", alice),): {"producer_byte_rate": 1024.0, "request_percentage": 12.5},
+                        (("client-id", c1), ("user", alice)): {"consumer_byte_rate": 2048.0}}
+        assert list(describe(client, component("user", 0, alice), strict=True, version=version)) == [
+            (("user", alice),)]
+        assert list(describe(client, component("client-id", 0, c1), component("user", 2), version=version)) == [
+            (("client-id", c1), ("user", alice))]
+        assert alter(client, (entity(user=alice), [op("producer_byte_rate", None), op("never_set", None)]),
+                     version=version) == [("NONE", {"user": alice})]
+        assert describe(client, component("user", 0, alice), strict=True, version=version) == {
+            (("user", alice),): {"request_percentage": 12.5}}
+        alter(client, (entity(user=alice), [op("request_percentage", None)]),
+              (entity(user=alice, client_id=c1), [op("consumer_byte_rate", None)]),
+              (entity(client_id=c1), [op("controller_mutation_rate", None)]), version=version)
+        assert describe(client, component("client-id", 0, c1), version=version) == {}
+
+
+def test_defaults_and_any_name(broker):
+    with WireClient(broker.port) as client:
+        alter(client, (entity(user=None), [op("producer_byte_rate", 100)]),
+              (entity(user=None, client_id=None), [op("producer_byte_rate", 200)]),
+              (entity(user="dora"), [op("producer_byte_rate", 300)]),
+              (entity(ip=None), [op("connection_creation_rate", 10)]),
+              (entity(ip="10.1.2.3"), [op("connection_creation_rate", 20)]))
+        default_user = describe(client, component("user", 1), strict=True)
+        assert default_user == {(("user", None),): {"producer_byte_rate": 100.0}}
+        any_user = describe(client, component("user", 2))
+        assert set(any_user) >= {(("user", None),), (("user", "dora"),), (("client-id", None), ("user", None))}
+        assert describe(client, component("user", 1), component("client-id", 1)) == {
+            (("client-id", None), ("user", None)): {"producer_byte_rate": 200.0}}
+        assert describe(client, component("ip", 2)) == {(("ip", None),): {"connection_creation_rate": 10.0},
+                                                        (("ip", "10.1.2.3"),): {"connection_creation_rate": 20.0}}
+        alter(client, (entity(user=None), [op("producer_byte_rate", None)]),
+              (entity(user=None, client_id=None), [op("producer_byte_rate", None)]),
+              (entity(user="dora"), [op("producer_byte_rate", None)]),
+              (entity(ip=None), [op("connection_creation_rate", None)]),
+              (entity(ip="10.1.2.3"), [op("connection_creation_rate", None)]))
+        assert describe(client) == {}
+
+
+@pytest.mark.parametrize("entry, says", [
+    ((entity(), [op("producer_byte_rate", 1)]), "Invalid empty client quota entity"),
+    ((entity(group="g"), [op("producer_byte_rate", 1)]), "Unhandled client quota entity type: group"),
+    ((entity(user=""), [op("producer_byte_rate", 1)]), "Empty user not supported"),
+    ((entity(user="u", ip="1.2.3.4"), [op("producer_byte_rate", 1)]), "should"),
+    ((entity(ip="not a host"), [op("connection_creation_rate", 1)]), "is not a valid IP or resolvable host"),
+    ((entity(user="u"), [op("connection_creation_rate", 1)]), "Invalid configuration key connection_creation_rate"),
+    ((entity(ip="1.2.3.4"), [op("producer_byte_rate", 1)]), "Invalid configuration key producer_byte_rate"),
+    ((entity(client_id="c"), [op("producer_byte_rate", 0)]), "must be greater than 0"),
+    ((entity(client_id="c"), [op("producer_byte_rate", 1.5)]), "cannot be a fractional value"),
+    ((entity(client_id="c"), [op("producer_byte_rate", 1), op("producer_byte_rate", 2)]), "duplicate entity"),
+])
+def test_refused_as_kafka_refuses(broker, entry, says):
+    with WireClient(broker.port) as client:
+        answer = client.send(Alter(entries=[Entry(entity=entry[0], ops=entry[1])], validate_only=False), version=1)
+    [result] = answer.entries
+    assert result.error_code == ErrorCode.INVALID_REQUEST and says in result.error_message, result
+
+
+def test_one_refusal_leaves_the_others_applied_and_validate_only_writes_nothing(broker):
+    with WireClient(broker.port) as client:
+        assert alter(client, (entity(client_id="good"), [op("producer_byte_rate", 5)]),
+                     (entity(client_id="bad"), [op("producer_byte_rate", -5)])) == [
+            ("NONE", {"client-id": "good"}), ("INVALID_REQUEST", {"client-id": "bad"})]
+        assert alter(client, (entity(client_id="dry"), [op("producer_byte_rate", 5)]), validate_only=True) == [
+            ("NONE", {"client-id": "dry"})]
+        assert set(describe(client, component("client-id", 2))) == {(("client-id", "good"),)}
+        # an entity named twice: the first is applied, the answer is the second's refusal (as Kafka does)
+        assert alter(client, (entity(client_id="twice"), [op("producer_byte_rate", 7)]),
+                     (entity(client_id="twice"), [op("producer_byte_rate", 8)])) == [
+            ("INVALID_REQUEST", {"client-id": "twice"})]
+        assert describe(client, component("client-id", 0, "twice")) == {
+            (("client-id", "twice"),): {"producer_byte_rate": 7.0}}
+        alter(client, (entity(client_id="good"), [op("producer_byte_rate", None)]),
+              (entity(client_id="twice"), [op("producer_byte_rate", None)]))
+
+
+@pytest.mark.parametrize("components, code", [
+    ([component("", 2)], ErrorCode.INVALID_REQUEST),
+    ([component("user", 2), component("user", 0, "bob")], ErrorCode.INVALID_REQUEST),
+    ([component("group", 2)], ErrorCode.UNSUPPORTED_VERSION),
+    ([component("user", 5)], ErrorCode.INVALID_REQUEST),
+    ([component("user", 0)], ErrorCode.INVALID_REQUEST),
+    ([component("client-id", 1, "x")], ErrorCode.INVALID_REQUEST),
+    ([component("ip", 2), component("user", 2)], ErrorCode.INVALID_REQUEST),
+])
+def test_bad_filters(broker, components, code):
+    with WireClient(broker.port) as client:
+        answer = client.send(Describe(components=components, strict=True), version=1)
+    assert (answer.error_code, answer.entries) == (code, None)
+
+
+def test_kept_in_kafkas_layout_beside_scram_credentials_and_across_a_restart(broker):
+    with WireClient(broker.port) as client:
+        alter(client, (entity(user="erin"), [op("producer_byte_rate", 4096), op("request_percentage", 50)]),
+              (entity(user="erin", client_id="app 1"), [op("consumer_byte_rate", 8192)]),
+              (entity(client_id=None), [op("producer_byte_rate", 1e7)]))
+        scram = client.send(AlterScram(deletions=[], upsertions=[AlterScram.ScramCredentialUpsertion(
+            name="erin", mechanism=2, iterations=4096, salt=b"salt", salted_password=b"p" * 64)]), 0)
+        assert scram.results[0].error_code == ErrorCode.NONE
+    nodes = json.loads((broker.data_dir / "logs" / "ebb-metadata.json").read_text())["nodes"]
+    erin = json.loads(nodes["/config/users/erin"][0])["config"]
+    assert erin["producer_byte_rate"] == "4096" and erin["request_percentage"] == "50.0"
+    assert erin["SCRAM-SHA-512"].startswith("salt=")
+    assert json.loads(nodes["/config/users/erin/clients/app%201"][0]) == {
+        "version": 1, "config": {"consumer_byte_rate": "8192"}}
+    assert json.loads(nodes["/config/clients/<default>"][0])["config"] == {"producer_byte_rate": "10000000"}
+    changes = [json.loads(data) for path, (data, _) in nodes.items() if path.startswith("/config/changes/config_")]
+    assert {"version": 2, "entity_path": "users/erin/clients/app%201"} in changes
+    broker.restart()
+    with WireClient(broker.port) as client:
+        assert describe(client, component("user", 0, "erin")) == {
+            (("user", "erin"),): {"producer_byte_rate": 4096.0, "request_percentage": 50.0},
+            (("client-id", "app 1"), ("user", "erin")): {"consumer_byte_rate": 8192.0}}
+        # removing the quotas keeps the credentials
+        alter(client, (entity(user="erin"), [op("producer_byte_rate", None), op("request_percentage", None)]),
+              (entity(user="erin", client_id="app 1"), [op("consumer_byte_rate", None)]),
+              (entity(client_id=None), [op("producer_byte_rate", None)]))
+        assert describe(client) == {}
+    nodes = json.loads((broker.data_dir / "logs" / "ebb-metadata.json").read_text())["nodes"]
+    assert list(json.loads(nodes["/config/users/erin"][0])["config"]) == ["SCRAM-SHA-512"]
