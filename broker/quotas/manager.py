@@ -22,6 +22,7 @@ from broker.quotas.entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_
 from broker.quotas.rate import SampledRate, record_and_throttle_ms
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
+from protocol.messages import FetchRequest
 
 INACTIVE_RATE_EXPIRY_MS = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
 SWEEP_EVERY_MS = 60 * 1000
@@ -69,6 +70,12 @@ class QuotaManager:
         """The bound in force for the client (None: unlimited)."""
         return self._bound(self._tags_of(user, client_id))
 
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """What one request may count without being throttled for sure: the quota over num - 1 windows
+        (Kafka's getMaxValueInQuotaWindow, which caps a consumer's fetch); None when unlimited."""
+        bound = self.quota(user, client_id)
+        return None if bound is None else bound * (self.window_num - 1) * self.window_ms / 1000
+
     def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> int:
         """Count `value` against the client's quota; the throttle time in ms (0 within it)."""
         now = int(time.monotonic() * 1000) if now_ms is None else now_ms
@@ -84,6 +91,12 @@ class QuotaManager:
         if rate is None:
             rate = self._rates[tags] = SampledRate(self.window_num, self.window_ms)
         return record_and_throttle_ms(rate, bound, value, now, self.cap_ms)
+
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back what `record` counted (Kafka's unrecordQuotaSensor: a negative value, unchecked)."""
+        rate = self._rates.get(self._tags.get((user, client_id)) or self._tags_of(user, client_id))
+        if rate is not None:
+            rate.record(-value, now_ms)
 
     def _sweep(self, now: int) -> None:
         self._swept_ms = now
@@ -156,3 +169,23 @@ class ClientQuotas:
     def update(self, quotas: Quotas) -> None:
         self.produce.update(quotas)
         self.fetch.update(quotas)
+
+
+def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float) -> int:
+    """A consumer's Fetch of `value` bytes: the throttle time (the connection muted for it, as
+    throttle_for). A throttled Fetch is answered with no data, so its bytes are taken back, as Kafka does."""
+    user, now = user_of(connection.principal), int(time.monotonic() * 1000)
+    throttle_ms = manager.record(user, client_id or "", value, now)
+    if throttle_ms:
+        manager.unrecord(user, client_id or "", value, now)
+        connection.throttle_ms = throttle_ms
+    return throttle_ms
+
+
+def cap_fetch(manager: QuotaManager, connection: RequestContext, client_id: str | None, body: FetchRequest) -> None:
+    """A consumer's Fetch reads no more than its quota's window holds (Kafka's fetchMaxBytes), and waits
+    for no more than that (fetchMinBytes)."""
+    most = manager.max_value_in_window(user_of(connection.principal), client_id or "")
+    if most is not None:
+        body.max_bytes = min(body.max_bytes, int(min(most, 2**31 - 1)))
+        body.min_bytes = min(body.min_bytes, body.max_bytes)

@@ -182,3 +182,17 @@ def test_stored_text_is_what_kafka_wrote():
     assert value_text("producer_byte_rate", 1024.0) == "1024"
     assert value_text("request_percentage", 12.5) == "12.5"
     assert [java_double(v) for v in (1e7, 200.0, 1.5e10, 1e-4)] == ["1.0E7", "200.0", "1.5E10", "1.0E-4"]
+
+
+def test_a_throttled_fetch_takes_its_bytes_back():
+    manager = _manager(**{"-__c": 1000.0})
+    assert manager.record("u", "c", 8000, 0) == 0
+    assert manager.record("u", "c", 4000, 0) == 2000  # 1200 B/s
+    manager.unrecord("u", "c", 4000, 0)  # the answer went out empty
+    assert manager.record("u", "c", 0, 0) == 0  # 800 B/s again
+
+
+def test_a_consumer_fetches_no_more_than_its_quota_window_holds():
+    manager = _manager(**{"-__c": 1000.0})
+    assert manager.max_value_in_window("u", "c") == 10_000  # 1000 B/s over num - 1 = 10 windows of 1 s
+    assert manager.max_value_in_window("u", "other") is None
