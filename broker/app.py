@@ -170,7 +170,7 @@ class Broker:
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
-                                    self.topics, self.cluster, self.groups, self.fetch_sessions)
+                                    self.topics, self.cluster, self.groups, self.fetch_sessions, self.quotas)
             self.services.append(MetricsService(sources, listener.host, listener.port))
         for service in self.services:
             await service.start()

@@ -17,6 +17,7 @@ read (`enabled`) when no quota of the kind exists anywhere, and its rate is not 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 from broker.quotas.entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
 from broker.quotas.rate import SampledRate, record_and_throttle_ms
@@ -30,6 +31,17 @@ SWEEP_EVERY_MS = 60 * 1000
 # An override's key: (user part, client part); each a name, DEFAULT, or None where the entity has no such type.
 DEFAULT = "\x00<default>"  # not a name any principal or client id can carry (no NUL in either)
 Tags = tuple[str, str]  # Kafka's metric tags (user, client-id), "" for a part the rate is not split by
+
+
+class ClientSensor:
+    """One rate and what its throttles added up to (Kafka's quota and throttle-time sensors)."""
+
+    __slots__ = ("rate", "throttle_ms_total", "throttled")
+
+    def __init__(self, rate: SampledRate) -> None:
+        self.rate = rate
+        self.throttle_ms_total = 0
+        self.throttled = 0  # requests answered with a throttle time
 
 
 def _part(entity: dict[str, str | None], kind: str) -> str | None:
@@ -51,7 +63,7 @@ class QuotaManager:
         self._overrides: dict[tuple[str | None, str | None], float] = {}
         self._tags: dict[tuple[str, str], Tags] = {}  # (user, client id) -> the rate it counts in
         self._bounds: dict[Tags, float | None] = {}
-        self._rates: dict[Tags, SampledRate] = {}
+        self._sensors: dict[Tags, ClientSensor] = {}
         self._swept_ms = 0
 
     def update(self, quotas: Quotas) -> None:
@@ -87,22 +99,32 @@ class QuotaManager:
         bound = self._bounds[tags] if tags in self._bounds else self._bound(tags)
         if bound is None:
             return 0
-        rate = self._rates.get(tags)
-        if rate is None:
-            rate = self._rates[tags] = SampledRate(self.window_num, self.window_ms)
-        return record_and_throttle_ms(rate, bound, value, now, self.cap_ms)
+        sensor = self._sensors.get(tags)
+        if sensor is None:
+            sensor = self._sensors[tags] = ClientSensor(SampledRate(self.window_num, self.window_ms))
+        throttle_ms = record_and_throttle_ms(sensor.rate, bound, value, now, self.cap_ms)
+        if throttle_ms:
+            sensor.throttle_ms_total += throttle_ms
+            sensor.throttled += 1
+        return throttle_ms
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back what `record` counted (Kafka's unrecordQuotaSensor: a negative value, unchecked)."""
-        rate = self._rates.get(self._tags.get((user, client_id)) or self._tags_of(user, client_id))
-        if rate is not None:
-            rate.record(-value, now_ms)
+        sensor = self._sensors.get(self._tags.get((user, client_id)) or self._tags_of(user, client_id))
+        if sensor is not None:
+            sensor.rate.record(-value, now_ms)
 
     def _sweep(self, now: int) -> None:
         self._swept_ms = now
-        for tags in [t for t, rate in self._rates.items() if now - rate.last_used_ms >= INACTIVE_RATE_EXPIRY_MS]:
-            del self._rates[tags]
+        for tags in [t for t, s in self._sensors.items() if now - s.rate.last_used_ms >= INACTIVE_RATE_EXPIRY_MS]:
+            del self._sensors[tags]
         self._tags.clear()  # rebuilt on use: client ids come and go
+
+    def sensors(self) -> Iterator[tuple[Tags, float, ClientSensor]]:
+        """Each measured client's (user, client-id) tags, its rate now and its sensor (the metrics)."""
+        now = int(time.monotonic() * 1000)
+        for tags, sensor in list(self._sensors.items()):
+            yield tags, sensor.rate.measure(now), sensor
 
     def _tags_of(self, user: str, client_id: str) -> Tags:
         """DefaultQuotaCallback.quotaMetricTags: the first entity of the precedence that is configured

@@ -1,12 +1,14 @@
 """Client quotas on one broker (the embedded store): AlterClientQuotas and DescribeClientQuotas at both
 versions, Kafka's checks, filters (strict or not, exact names, defaults, any name), validate_only,
 removal, where the quotas are kept (Kafka's ZooKeeper layout, beside a user's SCRAM credentials) and that
-they survive a restart. Their effect on clients is tested with real clients against Kafka too
-(tests/interop/test_client_quotas_against_kafka.py)."""
+they survive a restart; a producer over its quota gets its throttle time, its connection serves nothing
+more until the time is up, and the metrics show its rate and throttles. Their effect on real clients is
+tested against Kafka too (tests/interop/test_client_quotas_against_kafka.py)."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -14,9 +16,20 @@ from protocol.errors import ErrorCode
 from protocol.messages import AlterClientQuotasRequest as Alter
 from protocol.messages import AlterUserScramCredentialsRequest as AlterScram
 from protocol.messages import DescribeClientQuotasRequest as Describe
+from protocol.messages import MetadataRequest
+from tests.broker.data_wire import batch, create_topic, produce_request
 from tests.broker.wire_client import WireClient
+from tests.support.broker_process import free_port
+from tests.support.metrics_scrape import scrape, value
+
+METRICS_PORT = free_port()
 
 Entry, Op = Alter.EntryData, Alter.EntryData.OpData
+
+
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    return {"ebb.metrics.listener": f"http://127.0.0.1:{METRICS_PORT}"}
 
 
 def entity(**parts: str | None) -> list:
@@ -174,3 +187,30 @@ def test_kept_in_kafkas_layout_beside_scram_credentials_and_across_a_restart(bro
         assert describe(client) == {}
     nodes = json.loads((broker.data_dir / "logs" / "ebb-metadata.json").read_text())["nodes"]
     assert list(json.loads(nodes["/config/users/erin"][0])["config"]) == ["SCRAM-SHA-512"]
+
+
+def test_a_producer_over_its_quota_is_throttled_muted_and_measured(broker):
+    with WireClient(broker.port) as client:
+        create_topic(client, "metered")
+        alter(client, (entity(client_id="metered"), [op("producer_byte_rate", 10_000)]))
+    request = produce_request("metered", 0, batch([b"m" * 120_000]))
+    with WireClient(broker.port, client_id="metered") as producer:
+        answer = producer.send(request, 9)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        # 120 KB and its framing over the 10 windows a new client is given: O = 12,0xx B/s
+        throttle_ms = answer.throttle_time_ms
+        assert 2000 < throttle_ms < 2100, throttle_ms
+        sent = time.monotonic()
+        producer.send(MetadataRequest(topics=[]), 12)  # the connection serves nothing more until then
+        assert time.monotonic() - sent >= throttle_ms / 1000 * 0.95
+    with WireClient(broker.port, client_id="unmetered") as other:  # another client is not held back
+        assert other.send(request, 9).throttle_time_ms == 0
+    samples = scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics")
+    rate = value(samples, "kafka_server_produce_byte_rate", user="", client_id="metered")
+    assert rate is not None and 11_000 < rate < 12_200, rate  # 120 KB over 10 s and what passed since
+    assert value(samples, "ebb_client_quota_produce_throttled_requests_total", user="", client_id="metered") == 1
+    assert value(samples, "ebb_client_quota_produce_throttle_seconds_total", user="", client_id="metered") == \
+        throttle_ms / 1000
+    with WireClient(broker.port) as client:
+        alter(client, (entity(client_id="metered"), [op("producer_byte_rate", None)]))
+
