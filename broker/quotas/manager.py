@@ -9,9 +9,11 @@ leaves it out (every client id of `/config/users/alice` shares alice's rate), as
 them share one sensor.
 
 Enforced here: producer_byte_rate (Produce: the request's size) and consumer_byte_rate (a consumer's
-Fetch: the record bytes answered). request_percentage, controller_mutation_rate and
-connection_creation_rate are stored and described only. A client with no quota costs one attribute
-read (`enabled`) when no quota of the kind exists anywhere, and its rate is not kept otherwise either.
+Fetch: the record bytes answered); connection_creation_rate in connections.py. request_percentage and
+controller_mutation_rate are stored and described only: Ebb's one event loop has no per-request thread
+time to charge (a request's wall time includes the other clients' work done while it waits). A client
+with no quota costs one attribute read (`enabled`) when no quota of the kind exists anywhere, and its
+rate is not kept otherwise either.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from broker.quotas.connections import ConnectionRateQuotas
 from broker.quotas.entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
 from broker.quotas.rate import SampledRate, record_and_throttle_ms
 from broker.quotas.store import Quotas
@@ -187,10 +190,12 @@ class ClientQuotas:
         window_ms = window_size_seconds * 1000
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_num, window_ms)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_num, window_ms)
+        self.connections = ConnectionRateQuotas(window_num, window_ms)
 
     def update(self, quotas: Quotas) -> None:
         self.produce.update(quotas)
         self.fetch.update(quotas)
+        self.connections.update(quotas)
 
 
 def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float) -> int:

@@ -214,3 +214,24 @@ def test_a_producer_over_its_quota_is_throttled_muted_and_measured(broker):
     with WireClient(broker.port) as client:
         alter(client, (entity(client_id="metered"), [op("producer_byte_rate", None)]))
 
+
+
+def test_connections_over_their_address_rate_are_closed_unserved(broker):
+    """connection_creation_rate 2 on 127.0.0.1: over the 10 windows a new address is given, 20 connections
+    pass; the 21st takes the rate over 2, is taken back, served nothing and closed after its throttle time,
+    (O - 2) / 2 * W: under 500 ms (W is 10 s and the time the 20 took), capped at one window."""
+    with WireClient(broker.port) as admin:  # opened before the quota: it stays served
+        alter(admin, (entity(ip="127.0.0.1"), [op("connection_creation_rate", 2)]))
+        for _ in range(20):
+            with WireClient(broker.port) as client:
+                client.send(MetadataRequest(topics=[]), 12)
+        refused = WireClient(broker.port, timeout=5)
+        started = time.monotonic()
+        with pytest.raises((ConnectionError, EOFError, OSError)):
+            refused.send(MetadataRequest(topics=[]), 12)
+        assert 0.1 <= time.monotonic() - started < 1.5
+        refused.close()
+        alter(admin, (entity(ip="127.0.0.1"), [op("connection_creation_rate", None)]))
+    with WireClient(broker.port) as client:  # no quota: served again
+        client.send(MetadataRequest(topics=[]), 12)
+    assert "connection throttled" in broker.log_text()

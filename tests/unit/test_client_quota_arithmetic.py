@@ -196,3 +196,19 @@ def test_a_consumer_fetches_no_more_than_its_quota_window_holds():
     manager = _manager(**{"-__c": 1000.0})
     assert manager.max_value_in_window("u", "c") == 10_000  # 1000 B/s over num - 1 = 10 windows of 1 s
     assert manager.max_value_in_window("u", "other") is None
+
+
+def test_connection_rates_per_address():
+    from broker.quotas.connections import ConnectionRateQuotas
+
+    quotas = ConnectionRateQuotas(11, 1000)
+    quotas.update({(("ip", None),): {"connection_creation_rate": 1.0},
+                   (("ip", "10.0.0.1"),): {"connection_creation_rate": 3.0},
+                   (("user", "u"),): {"producer_byte_rate": 5.0}})
+    assert quotas.enabled
+    assert [quotas.admit("10.0.0.2", 0) for _ in range(11)] == [0] * 10 + [1000]  # 1.1/s over 10 s: capped
+    assert quotas.admit("10.0.0.2", 0) == 1000  # the refused one was taken back, not counted
+    assert all(quotas.admit("::ffff:10.0.0.1", 0) == 0 for _ in range(30))  # its own quota, one spelling
+    assert quotas.admit("10.0.0.1", 0) == 333  # 31 over 10 s against 3: (3.1 - 3) / 3 * 10 s
+    quotas.update({})
+    assert not quotas.enabled and quotas.admit("10.0.0.2", 0) == 0
