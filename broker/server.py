@@ -27,7 +27,7 @@ import structlog
 from broker.endpoints import Listener
 from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
-from broker.log.file_region import FileRegion
+from broker.log.file_region import FileRegion, release_unsent
 from broker.metrics.requests import RequestMetrics, RequestTiming
 from broker.request_context import RequestContext
 from broker.security.errors import AuthenticationFailed
@@ -167,11 +167,11 @@ class Connection(asyncio.BufferedProtocol):
                 if not await self._serve(frame, arrived):
                     return
                 await self.writable.wait()
-                if self.context.throttle_ms:
-                    await self._mute()
                 if self.timing is not None:
                     self.timing.sent()
                     self.timing = None
+                if self.context.throttle_ms:
+                    await self._mute()
         finally:
             self.worker = None
             if self.queue and not self.closed and not self.server.stopping:  # arrived while finishing
@@ -209,15 +209,8 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             regions = context.file_regions
             if regions:  # not handed to the file sender: the answer was not sent
-                # Emptied before releasing: the list serves the connection's next request too, and a
-                # release failing (a close's EIO) must not leave stale regions for it to send.
-                unsent = list(regions)
-                regions.clear()
-                for region in unsent:
-                    try:
-                        region.release()
-                    except OSError as exc:
-                        log.warning("releasing an unsent answer's files failed", peer=self.peer, error=repr(exc))
+                for failure in release_unsent(regions):
+                    log.warning("releasing an unsent answer's files failed", peer=self.peer, error=repr(failure))
 
     async def _answer(self, handler, request, context: RequestContext, version: int, correlation_id: int,
                       arrived: float) -> bool:

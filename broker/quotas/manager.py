@@ -21,12 +21,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import structlog
+
+from broker.log.file_region import release_unsent
 from broker.quotas.connections import ConnectionRateQuotas
 from broker.quotas.entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
 from broker.quotas.rate import SampledRate, record_and_throttle_ms
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
 from protocol.messages import FetchRequest
+
+log = structlog.get_logger("quotas")
 
 INACTIVE_RATE_EXPIRY_MS = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
 SWEEP_EVERY_MS = 60 * 1000
@@ -206,6 +211,10 @@ def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id:
     if throttle_ms:
         manager.unrecord(user, client_id or "", value, now)
         connection.throttle_ms = throttle_ms
+        regions = connection.file_regions
+        if regions:  # the answer carries none of the record data read for it
+            for exc in release_unsent(regions):
+                log.warning("releasing a throttled fetch's files failed", error=repr(exc))
     return throttle_ms
 
 

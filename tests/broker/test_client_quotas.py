@@ -17,7 +17,7 @@ from protocol.messages import AlterClientQuotasRequest as Alter
 from protocol.messages import AlterUserScramCredentialsRequest as AlterScram
 from protocol.messages import DescribeClientQuotasRequest as Describe
 from protocol.messages import MetadataRequest
-from tests.broker.data_wire import batch, create_topic, produce_request
+from tests.broker.data_wire import batch, create_topic, fetch_request, produce_request
 from tests.broker.wire_client import WireClient
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, value
@@ -235,3 +235,37 @@ def test_connections_over_their_address_rate_are_closed_unserved(broker):
     with WireClient(broker.port) as client:  # no quota: served again
         client.send(MetadataRequest(topics=[]), 12)
     assert "connection throttled" in broker.log_text()
+
+
+def test_a_consumer_over_its_quota_gets_no_data_and_reads_no_more_than_its_window(broker):
+    """consumer_byte_rate 10,000 B/s: a Fetch reads at most 10 windows' worth (100,000 B, Kafka's cap: 9
+    batches of 10 KB here), which is within the quota; a second goes over it: it is answered with no data
+    and a throttle time of (2n / W - 10,000) / 10,000 * W for n bytes a fetch (W: 10 s and the time since
+    the first), its bytes taken back,
+    so a third is throttled the same; asking for a new fetch session then creates none (Kafka answers it
+    sessionless)."""
+    with WireClient(broker.port) as client:
+        create_topic(client, "slow")
+        for _ in range(30):
+            answer = client.send(produce_request("slow", 0, batch([b"s" * 10_000])), 9)
+            assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        alter(client, (entity(client_id="slow-reader"), [op("consumer_byte_rate", 10_000)]))
+    with WireClient(broker.port, client_id="slow-reader") as reader:
+        first = reader.send(fetch_request("slow", 0, 0), 12)
+        assert first.throttle_time_ms == 0
+        records = first.responses[0].partitions[0].records
+        assert 90_000 < len(records) <= 100_000, len(records)
+    metrics = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+    from_files = value(scrape(metrics), "ebb_fetch_bytes_sent_from_files_total")
+    for session_epoch in (-1, -1, 0):
+        with WireClient(broker.port, client_id="slow-reader") as reader:
+            answer = reader.send(fetch_request("slow", 0, 0, session_epoch=session_epoch), 12)
+        assert (answer.error_code, answer.session_id, answer.responses) == (ErrorCode.NONE, 0, [])
+        # less the time since the first fetch, by which the 10 s window has grown
+        assert 0 <= (2 * len(records) / 10 - 10_000) - answer.throttle_time_ms < 1000, answer.throttle_time_ms
+    # the segment files read for the throttled answers were let go, not sent (the first answer's bytes may
+    # be counted only now: the count follows the send)
+    assert (value(scrape(metrics), "ebb_fetch_bytes_sent_from_files_total") or 0) - (from_files or 0) <= len(records)
+    with WireClient(broker.port) as client:
+        alter(client, (entity(client_id="slow-reader"), [op("consumer_byte_rate", None)]))
+
