@@ -3,7 +3,8 @@ serve (0 and 1): quotas set, removed and replaced on users, client ids, their de
 and ip entities; what a describe matches (exact names, defaults, any name, strict or not); every refusal
 Kafka makes (an empty entity, an unknown type, an empty name, ip beside a user, an unresolvable host, a
 key the entity does not take, a value not above 0, fractional or too large, a key named twice) and
-validate_only. Kafka applies an alteration once its metadata log reaches the broker, so each change is
+validate_only; and a consumer over its consumer_byte_rate, answered with no data, sessionless or not.
+Kafka applies an alteration once its metadata log reaches the broker, so each change is
 awaited (unrecorded) before it is described. Kafka answers entities, and the parts of each, in its hash
 maps' order: both answers are sorted before they are compared."""
 
@@ -12,10 +13,12 @@ from __future__ import annotations
 import pytest
 
 from protocol.messages import AlterClientQuotasRequest as Alter
-from protocol.messages import ApiMessage
+from protocol.messages import ApiMessage, CreateTopicsRequest
 from protocol.messages import DescribeClientQuotasRequest as Describe
+from protocol.records import build_batch
+from tests.broker.data_wire import fetch_request, produce_request
 from tests.differential.runner import Peer, compare
-from tests.differential.test_against_kafka import ALLOWED
+from tests.differential.test_against_kafka import ALLOWED, T0, topic
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -156,3 +159,31 @@ def refusals(peer: Peer) -> None:
 def test_refusals(ebb_peer, kafka_peer):
     found = compare(refusals, ebb_peer, kafka_peer, ALLOWED)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
+
+def throttled_consumer(peer: Peer) -> None:
+    """The peer's own client id under consumer_byte_rate 1,000 B/s: a Fetch may read 10 windows' worth
+    (10,000 B), takes the one 12 KB batch anyway (KIP-74), which is over the quota at once: both answer
+    no data (the throttle time itself is each broker's, not compared), also to a request for a new
+    fetch session, which neither creates."""
+    peer.send(CreateTopicsRequest(topics=[topic("throttled")], timeout_ms=30_000), 7)
+    peer.wait_for_leaders("throttled", 1)
+    data = build_batch([(None, b"t" * 12_000, [], T0)])
+    assert peer.send(produce_request("throttled", 0, data, acks=-1), 9).responses[0] \
+        .partition_responses[0].error_code == 0
+    client_id = peer.client.client_id
+    entry = [(_entity(client_id=client_id), [_op("consumer_byte_rate", 1000)])]
+    _alter(peer, "consumer quota", *entry, version=1)
+    _in_force(peer, 1)
+    for label, epoch in (("a fetch over the quota", -1), ("a new session over the quota", 0)):
+        answer = peer.ask(label, fetch_request("throttled", 0, 0, session_epoch=epoch), 12)
+        assert answer.throttle_time_ms > 0 and answer.responses == [], f"{peer.name}: {answer}"
+    _alter(peer, "quota removed", (_entity(client_id=client_id), [_op("consumer_byte_rate", None)]), version=1)
+    _in_force(peer, 0)
+    peer.ask("a fetch without the quota", fetch_request("throttled", 0, 0), 12)
+
+
+def test_a_throttled_consumer(ebb_peer, kafka_peer):
+    found = compare(throttled_consumer, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
