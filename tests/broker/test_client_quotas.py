@@ -269,3 +269,26 @@ def test_a_consumer_over_its_quota_gets_no_data_and_reads_no_more_than_its_windo
     with WireClient(broker.port) as client:
         alter(client, (entity(client_id="slow-reader"), [op("consumer_byte_rate", None)]))
 
+
+
+def test_ebb_quotas_sets_lists_and_deletes(broker):
+    from tests.support.ebb_cli import ebb
+
+    server = ["--bootstrap-server", broker.bootstrap]
+    done = ebb("quotas", "set", "--user", "gail", "--client", "app", "--add",
+               "producer_byte_rate=2048,request_percentage=12.5", *server)
+    assert done.returncode == 0, done.stderr
+    assert ebb("quotas", "set", "--client-default", "--add", "consumer_byte_rate=4096", *server).returncode == 0
+    listed = ebb("quotas", "list", "--user", "gail", *server, "--output", "json")
+    assert json.loads(listed.stdout) == {"quotas": [{"entity": {"client-id": "app", "user": "gail"},
+                                                     "quotas": {"producer_byte_rate": 2048.0,
+                                                                "request_percentage": 12.5}}]}
+    table = ebb("quotas", "list", "--client-default", *server).stdout
+    assert "client-id <default>" in table and "consumer_byte_rate" in table and "4096" in table
+    refused = ebb("quotas", "set", "--user", "gail", "--add", "producer_byte_rate=1.5", *server)
+    assert refused.returncode != 0 and "fractional" in refused.stderr
+    assert ebb("quotas", "set", "--user", "gail", "--add", "producer_byte_rate=fast", *server).returncode != 0
+    assert ebb("quotas", "delete", "--user", "gail", "--client", "app", "--key", "producer_byte_rate",
+               "--key", "request_percentage", *server).returncode == 0
+    assert ebb("quotas", "delete", "--client-default", "--key", "consumer_byte_rate", *server).returncode == 0
+    assert json.loads(ebb("quotas", "list", *server, "--output", "json").stdout) == {"quotas": []}
