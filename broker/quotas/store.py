@@ -53,6 +53,7 @@ class ClientQuotaStore:
         self._reload: asyncio.Task | None = None
         self._again = False
         self._lock = asyncio.Lock()  # one alteration written at a time from this broker
+        self._reading = asyncio.Lock()
 
     async def start(self) -> None:
         try:
@@ -85,7 +86,11 @@ class ClientQuotaStore:
                 return
 
     async def reload(self) -> None:
-        quotas = await self._read_all()
+        async with self._reading:  # one read at a time: a read begun before a change never lands after it
+            quotas = await self._read_all()
+            self._take(quotas)
+
+    def _take(self, quotas: Quotas) -> None:
         if quotas != self.quotas:
             self.quotas = quotas
             log.info("client quotas in force", entities=len(quotas))
