@@ -94,9 +94,7 @@ def check_value(keys: dict[str, str], key: str, value: float) -> None:
     kind = keys.get(key)
     if kind is None:
         raise QuotaError(f"Invalid configuration key {key}")
-    if not value > 0.0:  # NaN too: Java's `value <= 0.0` lets NaN through, then no type takes it
-        if math.isnan(value) and kind == DOUBLE:
-            return
+    if value <= 0.0:  # as Java compares: NaN passes every check below too (Kafka takes it)
         raise QuotaError(f"Quota {key} must be greater than 0")
     if kind == DOUBLE:
         return
@@ -109,7 +107,7 @@ def check_value(keys: dict[str, str], key: str, value: float) -> None:
 def value_text(key: str, value: float) -> str:
     """How a value is stored (Kafka's ZooKeeper mode: integral types as whole numbers, doubles as Java
     prints them)."""
-    if ALL_KEYS.get(key) in (LONG, INT):
+    if ALL_KEYS.get(key) in (LONG, INT) and math.isfinite(value):
         return str(int(value))
     return java_double(value)
 

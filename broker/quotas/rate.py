@@ -84,8 +84,8 @@ class SampledRate:
 
 
 def java_round(value: float) -> int:
-    """Java's Math.round: halves go up."""
-    return math.floor(value + 0.5)
+    """Java's Math.round: halves go up, NaN is 0 (a NaN quota, which Kafka takes, throttles nobody)."""
+    return 0 if math.isnan(value) else math.floor(value + 0.5)
 
 
 def record_and_throttle_ms(rate: SampledRate, bound: float, value: float, now_ms: int,

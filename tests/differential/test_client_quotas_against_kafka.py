@@ -24,6 +24,7 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.timeout(300)
 
 Entry, Op = Alter.EntryData, Alter.EntryData.OpData
+NAN = float("nan")  # Kafka's checks compare as Java does: NaN passes them
 
 
 def _entity(**parts: str | None) -> list:
@@ -140,6 +141,8 @@ def refusals(peer: Peer) -> None:
             _alter(peer, f"{label} v{version}", (entity, ops), version=version)
         _alter(peer, f"validate only v{version}", (_entity(client_id="dry"), [_op("producer_byte_rate", 5)]),
                (_entity(client_id="dry-bad"), [_op("producer_byte_rate", 0)]), version=version, validate_only=True)
+        _alter(peer, f"NaN, validate only v{version}", (_entity(client_id="c"), [_op("producer_byte_rate", NAN)]),
+               (_entity(ip="1.2.3.4"), [_op("connection_creation_rate", NAN)]), version=version, validate_only=True)
         _alter(peer, f"nothing v{version}", version=version)
     _describe(peer, "nothing was written")
     for label, components in [

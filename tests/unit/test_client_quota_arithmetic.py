@@ -152,6 +152,15 @@ def test_values_refused_for_users_and_clients(key, value, says):
         check_value(USER_AND_CLIENT_KEYS, key, value)
 
 
+def test_nan_is_taken_and_holds_nobody_back():
+    """Kafka's checks compare as Java does, so NaN passes them all; its throttle time rounds to 0."""
+    nan = float("nan")
+    check_value(USER_AND_CLIENT_KEYS, "producer_byte_rate", nan)
+    check_value(IP_KEYS, "connection_creation_rate", nan)
+    assert value_text("producer_byte_rate", nan) == "NaN"
+    assert record_and_throttle_ms(SampledRate(11, 1000), nan, 10**9, 0) == 0
+
+
 def test_values_taken():
     check_value(USER_AND_CLIENT_KEYS, "producer_byte_rate", 1024.0000001)  # within 1e-6 of whole
     check_value(USER_AND_CLIENT_KEYS, "request_percentage", 0.5)
