@@ -87,9 +87,6 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.context.client_host = peer[0] if peer else ""
-        connection_rate = self.broker.quotas.connections
-        if connection_rate.enabled and peer and self._throttled(connection_rate.admit(peer[0])):
-            return
         if self.sasl is not None:
             timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
             self.deadline = asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
@@ -98,6 +95,9 @@ class Connection(asyncio.BufferedProtocol):
             if certified is not None:
                 self.context.principal = certified
                 log.info("authenticated", peer=self.peer, principal=certified, mechanism="TLS client certificate")
+        connection_rate = self.broker.quotas.connections
+        if connection_rate.enabled and peer and self._throttled(connection_rate.admit(peer[0])):
+            return
         self.server.connections.add(self)
 
     def _throttled(self, throttle_ms: int) -> bool:
@@ -108,6 +108,8 @@ class Connection(asyncio.BufferedProtocol):
         log.info("connection throttled: over its address's connection_creation_rate", peer=self.peer,
                  throttle_ms=throttle_ms)
         self.closed = True
+        if self.deadline is not None:
+            self.deadline.cancel()
         transport = self._wire
         transport.pause_reading()
         asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
