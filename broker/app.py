@@ -31,6 +31,8 @@ from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricSources, MetricsService
+from broker.quotas.manager import ClientQuotas
+from broker.quotas.store import ClientQuotaStore
 from broker.replica import ReplicaManager
 from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
@@ -67,6 +69,8 @@ class Broker:
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
+        self.client_quotas: ClientQuotaStore  # the cluster's client quotas (KIP-546), in the metadata store
+        self.quotas: ClientQuotas  # enforcing them on Produce and Fetch
         self.authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name asks for them
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
         self.server = BrokerServer(self)
@@ -109,6 +113,9 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(self.store, config)
         await self.dynamic_config.load()
         self.group_configs = GroupConfigs(self.store, config.group_config_properties)
+        self.client_quotas = ClientQuotaStore(self.store)
+        self.quotas = ClientQuotas(config.client_quotas.window_num, config.client_quotas.window_size_seconds)
+        self.client_quotas.listeners.append(self.quotas.update)
         self.logs = LogManager(config.log_dir, config=config.log_manager,
                                default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
@@ -161,10 +168,11 @@ class Broker:
         self.services.append(CommittedTrimmer(self.groups, self.topics, self.replicas, ask_coordinators,
                                               config.log_manager.retention_check_interval_ms / 1000))
         self.services.append(self.dynamic_config)  # follows changes once every part above can take them
+        self.services.append(self.client_quotas)  # read, and followed, before the first request
         if config.metrics_listener is not None:  # last: it reads every part above
             listener = config.metrics_listener
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
-                                    self.topics, self.cluster, self.groups, self.fetch_sessions)
+                                    self.topics, self.cluster, self.groups, self.fetch_sessions, self.quotas)
             self.services.append(MetricsService(sources, listener.host, listener.port))
         for service in self.services:
             await service.start()

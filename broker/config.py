@@ -106,6 +106,15 @@ class TransactionConfig:
                                                          minimum=1, maximum=INT32_MAX)
 
 
+@dataclass(frozen=True)
+class ClientQuotaConfig:
+    """Kafka's client quota windows (broker/quotas/): a client's rate is measured over `window_num`
+    samples of `window_size_seconds` each."""
+
+    window_num: int = prop("quota.window.num", 11, minimum=1)
+    window_size_seconds: int = prop("quota.window.size.seconds", 1, minimum=1)
+
+
 # Broker property -> topic property, for the broker-wide topic defaults (Kafka's names on both sides).
 TOPIC_DEFAULTS = {
     "log.segment.bytes": "segment.bytes",
@@ -190,6 +199,7 @@ _BROKER_DEFAULTS = {
     SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
     # The transaction coordinator (broker/txn/), Kafka's names.
     **table_defaults(TransactionConfig),
+    **table_defaults(ClientQuotaConfig),
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
@@ -241,6 +251,7 @@ class BrokerConfig:
     metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
     sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
     transactions: TransactionConfig = field(default_factory=TransactionConfig)
+    client_quotas: ClientQuotaConfig = field(default_factory=ClientQuotaConfig)
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
     small_segments_enable: bool = False  # ebb.testing.small.segments.enable: segment.bytes below 1 MiB
@@ -355,6 +366,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         zookeeper_session_timeout_ms=session_timeout_ms,
         zookeeper_connection_timeout_ms=connection_timeout_ms,
         transactions=parse_table(TransactionConfig, merged),
+        client_quotas=parse_table(ClientQuotaConfig, merged),
         replication=parse_table(ReplicationConfig, merged, unclean_leader_election_enable=bool_property(
             {UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),
         log_manager=_log_manager(merged),

@@ -30,3 +30,8 @@ class RequestContext:
     # Plain TCP connections: a list for the FileRegions an answer sends from segment files (sendfile),
     # emptied by the connection once the answer is out; None where answers must be bytes (TLS, tests).
     file_regions: list[FileRegion] | None = None
+    # The size of the request being served (what a producer's byte-rate quota counts), set by the server.
+    request_bytes: int = 0
+    # How long the connection stays muted after this answer (a client quota's throttle, KIP-219); the
+    # server mutes and sets it back to 0.
+    throttle_ms: int = 0

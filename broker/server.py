@@ -28,7 +28,7 @@ from broker import loopback_tcp
 from broker.endpoints import Listener
 from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
-from broker.log.file_region import FileRegion
+from broker.log.file_region import FileRegion, release_unsent
 from broker.metrics.requests import RequestMetrics, RequestTiming
 from broker.request_context import RequestContext
 from broker.security.errors import AuthenticationFailed
@@ -102,7 +102,25 @@ class Connection(asyncio.BufferedProtocol):
             if certified is not None:
                 self.context.principal = certified
                 log.info("authenticated", peer=self.peer, principal=certified, mechanism="TLS client certificate")
+        connection_rate = self.broker.quotas.connections
+        if connection_rate.enabled and peer and self._throttled(connection_rate.admit(peer[0])):
+            return
         self.server.connections.add(self)
+
+    def _throttled(self, throttle_ms: int) -> bool:
+        """Over its IP's connection_creation_rate: served nothing and closed once the throttle time is up
+        (Kafka's acceptor closes it late, so that the client does not come straight back)."""
+        if not throttle_ms:
+            return False
+        log.info("connection throttled: over its address's connection_creation_rate", peer=self.peer,
+                 throttle_ms=throttle_ms)
+        self.closed = True
+        if self.deadline is not None:
+            self.deadline.cancel()
+        transport = self._wire
+        transport.pause_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
+        return True
 
     @property
     def _wire(self) -> asyncio.Transport:
@@ -161,6 +179,8 @@ class Connection(asyncio.BufferedProtocol):
                 if self.timing is not None:
                     self.timing.sent()
                     self.timing = None
+                if self.context.throttle_ms:
+                    await self._mute()
         finally:
             self.worker = None
             if self.queue and not self.closed and not self.server.stopping:  # arrived while finishing
@@ -194,20 +214,14 @@ class Connection(asyncio.BufferedProtocol):
         # SaslHandshake and SaslAuthenticate move the session on; Fetch puts the FileRegions it answers with
         # in file_regions
         context = self.context
+        context.request_bytes = len(frame)
         try:
             return await self._answer(handler, request, context, version, correlation_id, arrived)
         finally:
             regions = context.file_regions
             if regions:  # not handed to the file sender: the answer was not sent
-                # Emptied before releasing: the list serves the connection's next request too, and a
-                # release failing (a close's EIO) must not leave stale regions for it to send.
-                unsent = list(regions)
-                regions.clear()
-                for region in unsent:
-                    try:
-                        region.release()
-                    except OSError as exc:
-                        log.warning("releasing an unsent answer's files failed", peer=self.peer, error=repr(exc))
+                for failure in release_unsent(regions):
+                    log.warning("releasing an unsent answer's files failed", peer=self.peer, error=repr(failure))
 
     async def _answer(self, handler, request, context: RequestContext, version: int, correlation_id: int,
                       arrived: float) -> bool:
@@ -237,6 +251,18 @@ class Connection(asyncio.BufferedProtocol):
             return await self._send_from_files(chunks, context.file_regions)
         self._send(chunks)
         return self._after_sasl_step()
+
+    async def _mute(self) -> None:
+        """A client over its quota: no request of this connection is read or served for the throttle time
+        once its answer is out (Kafka mutes the channel, KIP-219); new clients also wait by themselves."""
+        delay_s = self.context.throttle_ms / 1000
+        self.context.throttle_ms = 0
+        self.flush()
+        if not self.reading_paused:
+            self._wire.pause_reading()
+        await asyncio.sleep(delay_s)  # the mute itself, not a wait for an event
+        if not self.reading_paused and not self.closed:
+            self._wire.resume_reading()
 
     async def _send_from_files(self, chunks: list, regions: list[FileRegion]) -> bool:
         """Send an answer whose record data stays in segment files. The serve loop waits (`writable`)

@@ -163,6 +163,62 @@ class AddPartitionsToTxnResponse(ApiMessage):
         results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = ...,
     ) -> None: ...
 
+class AlterClientQuotasRequest(ApiRequest[AlterClientQuotasResponse]):
+    """v0: KIP-546. v1: switches to the flexible encoding."""
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            """user, client-id or ip."""
+            entity_name: str | None
+            """The name, or null for the type's default entity."""
+            def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        class OpData(Struct):
+            key: str
+            """The quota's config name, e.g. producer_byte_rate."""
+            value: float
+            """The value to set (ignored when removing)."""
+            remove: bool
+            """Remove the quota instead of setting it."""
+            def __init__(self, *, key: str = ..., value: float = ..., remove: bool = ...) -> None: ...
+        entity: list[EntityData]
+        """The entity, one part per entity type."""
+        ops: list[OpData]
+        """What to set or remove."""
+        def __init__(self, *, entity: list[EntityData] = ..., ops: list[OpData] = ...) -> None: ...
+    entries: list[EntryData]
+    """The entities whose quotas change."""
+    validate_only: bool
+    """Check the alterations and change nothing."""
+    def __init__(self, *, entries: list[EntryData] = ..., validate_only: bool = ...) -> None: ...
+
+class AlterClientQuotasResponse(ApiMessage):
+    """v0: KIP-546. v1: switches to the flexible encoding."""
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            """user, client-id or ip."""
+            entity_name: str | None
+            """The name, or null for the type's default entity."""
+            def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        error_code: int
+        """0, or why the entity's alteration was refused."""
+        error_message: str | None
+        """Text for the error, or null."""
+        entity: list[EntityData]
+        """The entity, one part per entity type."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            entity: list[EntityData] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    entries: list[EntryData]
+    """One result per entity asked for."""
+    def __init__(self, *, throttle_time_ms: int = ..., entries: list[EntryData] = ...) -> None: ...
+
 class AlterConfigsRequest(ApiRequest[AlterConfigsResponse]):
     """v1: layout unchanged from v0 v2: switches to the flexible encoding"""
     class AlterConfigsResource(Struct):

@@ -13,6 +13,8 @@ Kafka's tools can read it. Each node is a class with `path(...)` (or `PATH`), an
 /brokers/topics/<t>/partitions/<p>/state     PartitionStateZNode
 /config/<type>/<name>                        ConfigEntityZNode (topics' and groups' configs, users' SCRAM credentials)
 /config/brokers/<id>, /config/brokers/<default>  BrokerConfigZNode (dynamic broker configs, KIP-226)
+/config/users/<u>[/clients/<c>], /config/clients/<c>, /config/ips/<ip>  ClientQuotaZNode (client quotas)
+/config/changes/config_change_<n>            ConfigChangeZNode (sequential: which entity's configs changed)
 /admin/delete_topics/<t>[/<id>]              DeleteTopicsTopicZNode (and each broker's acknowledgement)
 /log_dir_event_notification/log_dir_event_<n>  LogDirEventZNode (sequential: a broker's log dir failed or is back)
 /latest_producer_id_block                    ProducerIdBlockZNode
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
-from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, NotEmpty
 from broker.log.checkpoint import topic_id_from_str, topic_id_to_str
 from broker.security.acls import Acl
 from protocol.enums import Operation, PatternType, Permission, ResourceType
@@ -41,6 +43,11 @@ NO_CONTROLLER = -1  # what the cluster's view holds while /controller is absent 
 
 def _json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True).encode()
+
+
+def _in_sequence(children: list[str], prefix: str) -> list[str]:
+    """The sequential children named `prefix` + n, in the order they were created."""
+    return sorted((c for c in children if c.startswith(prefix)), key=lambda c: c[len(prefix):])
 
 
 def sanitized(name: str) -> str:
@@ -210,6 +217,8 @@ class ConfigType:
     USER = "users"
     BROKER = "brokers"
     GROUP = "groups"  # Ebb's place for KIP-848's group configs (Kafka keeps them in KRaft's metadata log)
+    CLIENT = "clients"
+    IP = "ips"
 
 
 class ConfigEntityTypeZNode:
@@ -244,6 +253,8 @@ class ConfigEntityZNode:
 
     @staticmethod
     def decode(data: bytes) -> dict[str, str]:
+        if not data:  # a parent made on the way to a child (a user's node above its per-client quotas)
+            return {}
         return dict(json.loads(data).get("config", {}))
 
     @staticmethod
@@ -270,7 +281,10 @@ class ConfigEntityZNode:
                 elif clean or not drop_empty:
                     await store.set(path, encoded, version)
                 else:
-                    await store.delete(path, version)
+                    try:
+                        await store.delete(path, version)
+                    except NotEmpty:  # a user with per-client quotas below: its node stays, emptied
+                        await store.set(path, encoded, version)
             except (BadVersion, NodeExists, NoNode):
                 continue  # changed meanwhile
             return clean
@@ -285,6 +299,62 @@ class BrokerConfigZNode:
     @staticmethod
     def path(entity: str) -> str:
         return f"{ConfigEntityTypeZNode.path(ConfigType.BROKER)}/{entity}"
+
+
+class ClientQuotaZNode:
+    """A client quota entity's configs, where Kafka's ZooKeeper mode kept them (data as ConfigEntityZNode's;
+    a user's node also holds its SCRAM credentials). An entity is (user, client-id) or (ip,), each part a
+    name, None for the type's default (`<default>`) or absent; users and client ids are `sanitized`."""
+
+    DEFAULT = "<default>"
+    USER_CLIENTS = "clients"  # /config/users/<u>/clients/<c>
+
+    @staticmethod
+    def _part(name: str | None, sanitize: bool = True) -> str:
+        if name is None:
+            return ClientQuotaZNode.DEFAULT
+        return sanitized(name) if sanitize else name
+
+    @staticmethod
+    def path(entity: dict[str, str | None]) -> str:
+        """`entity`: entity type ("user", "client-id", "ip") -> name, None for the default."""
+        if "ip" in entity:
+            return f"/config/{ConfigType.IP}/{ClientQuotaZNode._part(entity['ip'], sanitize=False)}"
+        if "user" in entity:
+            user = f"/config/{ConfigType.USER}/{ClientQuotaZNode._part(entity['user'])}"
+            if "client-id" in entity:
+                return f"{user}/{ClientQuotaZNode.USER_CLIENTS}/{ClientQuotaZNode._part(entity['client-id'])}"
+            return user
+        return f"/config/{ConfigType.CLIENT}/{ClientQuotaZNode._part(entity['client-id'])}"
+
+    @staticmethod
+    def name_of(child: str, sanitize: bool = True) -> str | None:
+        """The entity name a child node stands for (None: the default)."""
+        if child == ClientQuotaZNode.DEFAULT:
+            return None
+        return desanitized(child) if sanitize else child
+
+
+class ConfigChangesZNode:
+    """Kafka's config change notifications: a sequential child per change, naming the entity whose
+    configs changed (`{"version": 2, "entity_path": "users/alice/clients/c1"}`); every broker watches them."""
+
+    PATH = "/config/changes"
+    PREFIX = "config_change_"
+    VERSION = 2
+
+    @staticmethod
+    def path_prefix() -> str:
+        return f"{ConfigChangesZNode.PATH}/{ConfigChangesZNode.PREFIX}"
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        """`entity_path`: the entity's node below /config/."""
+        return _json({"version": ConfigChangesZNode.VERSION, "entity_path": entity_path.removeprefix("/config/")})
+
+    @staticmethod
+    def in_order(children: list[str]) -> list[str]:
+        return _in_sequence(children, ConfigChangesZNode.PREFIX)
 
 
 class DeleteTopicsZNode:
@@ -356,8 +426,7 @@ class LogDirEventZNode:
     @staticmethod
     def in_order(children: list[str]) -> list[str]:
         """The events in the order they were written (the 10-digit sequence suffix)."""
-        return sorted((c for c in children if c.startswith(LogDirEventZNode.PREFIX)),
-                      key=lambda c: c[len(LogDirEventZNode.PREFIX):])
+        return _in_sequence(children, LogDirEventZNode.PREFIX)
 
 
 def topic_paths(topic: str) -> tuple[str, ...]:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from broker.group import GroupCoordinator
     from broker.group_configs import GroupConfigs
     from broker.log.manager import LogManager
+    from broker.quotas.manager import ClientQuotas
+    from broker.quotas.store import ClientQuotaStore
     from broker.replica import ReplicaManager
     from broker.security.authorizer import Authorizer
     from broker.security.credentials import CredentialStore
@@ -70,3 +72,9 @@ class BrokerContext(Protocol):
 
     @property
     def authorizer(self) -> Authorizer | None: ...
+
+    @property
+    def client_quotas(self) -> ClientQuotaStore: ...
+
+    @property
+    def quotas(self) -> ClientQuotas: ...

@@ -54,6 +54,7 @@ import structlog
 
 from broker.handlers import CloseConnection, handles
 from broker.handlers.context import BrokerContext
+from broker.quotas.manager import throttle_for
 from broker.replica import AppendOrigin
 from broker.replica.outcomes import AppendEntry
 from broker.request_context import RequestContext
@@ -239,6 +240,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                 error_message=result.error_message,
                 record_errors=[_RecordError(batch_index=i, batch_index_error_message=text)
                                for i, text in result.record_errors])
+    quota = broker.quotas.produce
+    throttle_ms = throttle_for(quota, connection, client_id, connection.request_bytes) if quota.enabled else 0
     if body.acks == 0:
         errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
                   for r in t.partition_responses if r.error_code]
@@ -247,4 +250,4 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             # and refreshes its metadata.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(errors)})")
         return None
-    return ProduceResponse(responses=topics, throttle_time_ms=0)
+    return ProduceResponse(responses=topics, throttle_time_ms=throttle_ms)

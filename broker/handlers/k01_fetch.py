@@ -66,6 +66,7 @@ from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, F
 from broker.handlers import BrokerContext, handles
 from broker.handlers.fetch_quiet import ReadState, not_quiet, read_state, remember_quiet
 from broker.log import LogError, Offset, ReadBound, ReadInfo
+from broker.quotas.manager import cap_fetch, fetch_throttle
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
@@ -143,6 +144,9 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
                 session = found
     replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
     follower = replica_id >= 0
+    quota = broker.quotas.fetch  # a consumer's byte rate (followers are held by the replication throttles)
+    if quota.enabled and not follower:
+        cap_fetch(quota, connection, request.header.client_id, body)
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
     if follower:  # a replica's fetch needs CLUSTER_ACTION; a consumer's, READ on each topic
         cluster_ok = allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION)
@@ -191,11 +195,16 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         plan()
     chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
                                            connection.file_regions)
+    if session is not None and session.epoch != next_epoch(body.session_epoch):  # a duplicate moved it on
+        return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
+    if quota.enabled and not follower:  # over its quota, a consumer is answered no data (its session unchanged)
+        throttle_ms = fetch_throttle(quota, connection, request.header.client_id, sum(map(len, chunks)))
+        if throttle_ms:
+            return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE,
+                                 session_id=session.id if session is not None else 0, responses=[])
     throttled = 0
     session_id = 0
     if session is not None:
-        if session.epoch != next_epoch(body.session_epoch):  # a duplicate moved the session on meanwhile
-            return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
         if not follower:
             remember_quiet(zip(cached, wanted, strict=True), committed, leader_only)
         # Only the partitions with news are answered (and pay for their answer's offsets)

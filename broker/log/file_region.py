@@ -51,3 +51,19 @@ class FileRegion:
             self._pinned = False
             for piece in self.slices:
                 piece.file.unpin()
+
+
+def release_unsent(regions: list[FileRegion]) -> list[OSError]:
+    """Let go of the regions of an answer that will not send them, emptying the list first (it serves the
+    connection's next request too, and a release failing, a close's EIO, must not leave stale regions
+    for it to send); the errors met, for the caller to log."""
+    unsent = list(regions)
+    regions.clear()
+    errors = []
+    for region in unsent:
+        try:
+            region.release()
+        except OSError as exc:
+            errors.append(exc)
+    return errors
+

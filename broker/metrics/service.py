@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from broker.log.segment_file import OPEN_SEGMENTS
+from broker.metrics.client_quotas import ClientQuotaCollector
 from broker.metrics.controller import ControllerCollector
 from broker.metrics.fetch_sessions import FetchSessionCollector
 from broker.metrics.groups import GroupCollector
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from broker.fetch_sessions import FetchSessionCache
     from broker.group import GroupCoordinator
     from broker.log.manager import LogManager
+    from broker.quotas.manager import ClientQuotas
     from broker.replica import ReplicaManager
     from broker.server import BrokerServer
     from broker.topics import TopicManager
@@ -42,6 +44,7 @@ class MetricSources:
     cluster: Cluster | None  # None on a single broker
     groups: GroupCoordinator
     fetch_sessions: FetchSessionCache
+    quotas: ClientQuotas
 
 
 class BrokerControllerView:
@@ -105,6 +108,7 @@ def build_registry(sources: MetricSources) -> CollectorRegistry:
     registry.register(LogDirSpaceCollector(sources.logs.space))
     registry.register(LogDirHealthCollector(sources.logs.health))
     registry.register(LogCleanerCollector(sources.logs.cleaner))
+    registry.register(ClientQuotaCollector(sources.quotas))
     return registry
 
 

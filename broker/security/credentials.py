@@ -40,15 +40,12 @@ class CredentialStore:
         return await ConfigEntityTypeZNode.names(self.store, ConfigType.USER)
 
     async def alter(self, user: str, upserts: dict[str, ScramCredential], deletions: list[str]) -> None:
-        """Apply one user's changes with one write; a user left without any config loses its node."""
-        config = await self._config(user)
-        for name in deletions:
-            config.pop(name, None)
-        config.update({name: credential.to_text() for name, credential in upserts.items()})
-        if config:
-            await self.store.put(_path(user), ConfigEntityZNode.encode(config))
-        else:
-            try:
-                await self.store.delete(_path(user))
-            except NoNode:
-                pass
+        """Apply one user's changes with one compare-and-set write, keeping the node's other configs (the
+        user's client quotas); a user left without any config loses its node."""
+        def change(config: dict[str, str]) -> dict[str, str]:
+            for name in deletions:
+                config.pop(name, None)
+            config.update({name: credential.to_text() for name, credential in upserts.items()})
+            return config
+
+        await ConfigEntityZNode.replace(self.store, _path(user), change, drop_empty=True)

@@ -1,5 +1,5 @@
-"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets, users, acls,
-reassign, elect-leaders.
+"""The `ebb` admin commands on the client library: delete-records, topics, configs, offsets, users, quotas,
+acls, reassign, elect-leaders.
 
 broker/cli.py owns the `ebb` parser and calls `register` to add these subcommands.
 """
@@ -18,6 +18,7 @@ COMMANDS = {
     "configs": ("configs", "describe and alter topic and broker configs"),
     "offsets": ("offsets", "earliest, latest or by-time offsets per partition"),
     "users": ("users", "create, list and delete SCRAM users"),
+    "quotas": ("quotas", "set, list and delete client quotas (users, client ids, ips)"),
     "acls": ("acls", "add, list and remove ACLs (kafka-acls' flags)"),
     "reassign": ("reassign", "move partitions between brokers (kafka-reassign-partitions' JSON file)"),
     "elect-leaders": ("elect_leaders", "elect preferred or unclean leaders (kafka-leader-election's options)"),

@@ -3,7 +3,11 @@ its log start offset moves (followers learn it through Fetch), so after a delete
 segment configured at 1 GiB no deleted value is in any file of any replica's partition directory within
 `erasure.max.delay.ms`; DescribeErasure answers each replica's offsets from its own broker;
 `ebb delete-records --wait-erased` waits for the alive replicas, and a replica that was down erases on
-its own once it is back."""
+its own once it is back.
+
+Sharing these brokers (a cluster is costly to start): a client quota set through one broker is kept at
+Kafka's ZooKeeper path with a change notification, and every other broker describes and enforces it;
+removed through another, it stops holding the client back everywhere."""
 
 from __future__ import annotations
 
@@ -12,9 +16,12 @@ import os
 import time
 
 import pytest
+from kazoo.client import KazooClient
 
 from protocol.errors import ErrorCode
-from tests.broker.data_wire import WireClient, delete_records, fetch, values
+from protocol.messages import AlterClientQuotasRequest as Alter
+from protocol.messages import DescribeClientQuotasRequest as Describe
+from tests.broker.data_wire import WireClient, batch, delete_records, fetch, produce, produce_request, values
 from tests.cluster.reassignments import moved, reassign
 from tests.cluster.three_brokers import in_sync, leader_of, new_topic, partition_state, three_brokers
 from tests.support.ebb_cli import ebb
@@ -141,3 +148,51 @@ def test_a_replica_moved_away_right_after_a_delete_keeps_none_of_it_and_one_movi
     done = ebb("delete-records", "--bootstrap-server", leader.bootstrap, "--topic", topic, "--before-offset", 40,
                "--wait-erased")
     assert done.returncode == 0, done.stderr
+
+
+def _quotas(broker, client_id: str) -> dict:
+    with WireClient(broker.port) as client:
+        answer = client.request(Describe(components=[Describe.ComponentData(
+            entity_type="client-id", match_type=0, match=client_id)], strict=True), 1)
+    return {v.key: v.value for e in answer.entries for v in e.values}
+
+
+def _set_quota(broker, client_id: str, value: float | None) -> None:
+    entry = Alter.EntryData(entity=[Alter.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
+                            ops=[Alter.EntryData.OpData(key="producer_byte_rate", value=value or 0.0,
+                                                        remove=value is None)])
+    with WireClient(broker.port) as client:
+        [result] = client.request(Alter(entries=[entry], validate_only=False), 1).entries
+    assert result.error_code == ErrorCode.NONE, result.error_message
+
+
+def test_a_client_quota_set_through_one_broker_holds_on_every_broker(cluster, zk_server):
+    topic = new_topic(cluster, partitions=1, prefix="quota")
+    leader = leader_of(cluster, topic)
+    others = [b for b in cluster.values() if b is not leader]
+    _set_quota(others[0], "held", 1000)
+    zk = KazooClient(f"{zk_server.connect}/erasure")
+    zk.start(timeout=10)
+    try:
+        data, _ = zk.get("/config/clients/held")
+        assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "1000"}}
+        changes = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+        assert {"version": 2, "entity_path": "clients/held"} in changes
+    finally:
+        zk.stop()
+        zk.close()
+    for broker in cluster.values():
+        wait_for(lambda b=broker: _quotas(b, "held") == {"producer_byte_rate": 1000.0},
+                 what=f"broker {broker.port}: the quota in force")
+    with WireClient(leader.port, client_id="held") as client:  # 20 KB over at least 10 s: 2000 B/s, twice the quota
+        answer = client.request(produce_request(topic, 0, batch([b"x" * 20_000])), 9)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        # (O - 1000) / 1000 * 10 s, O the request's size (20 KB and its framing) over the 10 s
+        assert 10_000 < answer.throttle_time_ms < 10_500, answer.throttle_time_ms
+    _set_quota(others[1], "held", None)
+    wait_for(lambda: _quotas(leader, "held") == {}, what="the quota removed on the leader")
+    with WireClient(leader.port, client_id="held") as client:
+        assert produce(client, topic, 0, batch([b"x" * 20_000])).error_code == ErrorCode.NONE
+        answer = client.request(produce_request(topic, 0, batch([b"x" * 20_000])), 9)
+        assert answer.throttle_time_ms == 0
+

@@ -383,6 +383,14 @@ def _describe_client_quotas(target: Target, v: int):
     yield "", m.DescribeClientQuotasRequest(components=[], strict=False)
 
 
+@asks(m.AlterClientQuotasRequest)
+def _alter_client_quotas(target: Target, v: int):
+    entry = m.AlterClientQuotasRequest.EntryData
+    yield " validate only", m.AlterClientQuotasRequest(entries=[entry(
+        entity=[entry.EntityData(entity_type="client-id", entity_name="sweep")],
+        ops=[entry.OpData(key="producer_byte_rate", value=1024.0, remove=False)])], validate_only=True)
+
+
 @asks(m.DescribeUserScramCredentialsRequest)
 def _describe_scram(target: Target, v: int):
     yield "", m.DescribeUserScramCredentialsRequest(users=None)

@@ -393,6 +393,10 @@ def _requests_for_every_api():
                                                                   configs=[])]), 1),
         47: (m.OffsetDeleteRequest(group_id="g", topics=[]), 0),
         48: (m.DescribeClientQuotasRequest(components=[], strict=False), 1),
+        49: (m.AlterClientQuotasRequest(entries=[m.AlterClientQuotasRequest.EntryData(
+            entity=[m.AlterClientQuotasRequest.EntryData.EntityData(entity_type="user", entity_name="alice")],
+            ops=[m.AlterClientQuotasRequest.EntryData.OpData(key="producer_byte_rate", value=1024.0,
+                                                             remove=False)])], validate_only=False), 1),
         50: (m.DescribeUserScramCredentialsRequest(users=None), 0),
         51: (m.AlterUserScramCredentialsRequest(deletions=[
             m.AlterUserScramCredentialsRequest.ScramCredentialDeletion(name="alice", mechanism=2)],

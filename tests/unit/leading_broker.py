@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.cluster.store import EmbeddedStore
 from broker.config import BrokerConfig, ReplicationConfig, TransactionConfig, load_config
 from broker.log import LogManager, TopicPartition
+from broker.quotas.manager import ClientQuotas
 from broker.replica import Partition, ReplicaManager
 from broker.replica.producer_ids import ProducerIdManager
 from broker.topic import Topic
@@ -64,6 +65,7 @@ class LeadingBroker:
     node_id: int = LEADER
     cluster: None = None
     authorizer: None = None
+    quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(11, 1))  # none set: nobody held back
 
 
 @asynccontextmanager
