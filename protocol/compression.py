@@ -12,7 +12,9 @@ What sits on the wire, per codec (the codec id lives in bits 0-2 of the batch at
 - zstd: a standard zstd frame (several frames are read as one).
 
 `decompress` raises ProtocolError(CORRUPT_MESSAGE) for anything it cannot decode; nothing else escapes.
-Known gap: there is no cap on the decompressed size of well-formed but very compressible input.
+It has no cap on the output: a 1 MiB zstd frame can inflate to 32 GB. `decompress_prefix` writes at
+most a given number of bytes, stopping as soon as they are written (protocol/inflate.py grows that
+bound as far as the batch's records need).
 """
 
 from __future__ import annotations
@@ -60,15 +62,16 @@ def _snappy_xerial_compress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-def _snappy_decompress(data: Buffer) -> bytes:
+def _snappy_blocks(data: Buffer) -> list[memoryview]:
+    """The raw snappy blocks of `data`: itself, or those of its xerial framing."""
     view = memoryview(data)
     if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
+        return [view]
     # The version and compatibility words are ignored: some writers get their byte order wrong, and
     # there has only ever been one version of this framing.
     if len(view) < XERIAL_HEADER_SIZE:
         raise _corrupt("xerial snappy header is truncated")
-    out = bytearray()
+    blocks = []
     pos = XERIAL_HEADER_SIZE
     end = len(view)
     while pos < end:
@@ -84,9 +87,29 @@ def _snappy_decompress(data: Buffer) -> bytes:
         pos += _BLOCK_LENGTH.size
         if length < 0 or length > end - pos:
             raise _corrupt(f"xerial snappy block length {length} is out of range")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + length])
+        blocks.append(view[pos : pos + length])
         pos += length
-    return bytes(out)
+    return blocks
+
+
+def _snappy_decompress(data: Buffer) -> bytes:
+    blocks = _snappy_blocks(data)
+    if len(blocks) == 1:
+        return bytes(cramjam.snappy.decompress_raw(blocks[0]))
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)
+
+
+def _snappy_prefix(data: Buffer, size: int) -> tuple[memoryview, bool]:
+    """`decompress_prefix` for snappy: each raw block states its length up front, so a block that
+    would not fit is never decompressed (the prefix ends before it)."""
+    out = bytearray(size)
+    written = 0
+    for block in _snappy_blocks(data):
+        length = cramjam.snappy.decompress_raw_len(block)
+        if written + length > size:
+            return memoryview(out)[:written], False
+        written += cramjam.snappy.decompress_raw_into(block, memoryview(out)[written : written + length])
+    return memoryview(out)[:written], True
 
 
 # --- lz4 ------------------------------------------------------------------------------------------
@@ -118,6 +141,37 @@ def compress(codec: Compression, data: Buffer, level: int | None = None) -> byte
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise ValueError(f"unknown compression codec {codec!r}")
+
+
+_STREAMED = {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}
+_FULL = "failed to write whole buffer"  # what cramjam's *_into says when the output buffer is full
+
+
+def decompress_prefix(codec: int, data: Buffer, size: int) -> tuple[memoryview, bool]:
+    """Decompress at most `size` bytes of `data`: (the output, True) if that is all of it, else (a
+    prefix of it, False). Memory and time stay within `size`, however far the data would inflate.
+    Raises ProtocolError(CORRUPT_MESSAGE) as `decompress` does."""
+    try:
+        if codec == Compression.SNAPPY:
+            return _snappy_prefix(data, size)
+        module = _STREAMED.get(codec)  # type: ignore[call-overload]
+        if module is None:
+            if codec == Compression.NONE:
+                return memoryview(data)[:size], len(data) <= size
+            raise _corrupt(f"unknown compression codec {codec}")
+        out = bytearray(size)
+        try:
+            written = module.decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if _FULL not in str(exc):
+                raise
+            return memoryview(out), False  # the codecs write what they have before they fail
+        return memoryview(out)[:written], True
+    except ProtocolError:
+        raise
+    except Exception as exc:  # cramjam raises DecompressionError, and occasionally others, on bad input
+        name = Compression(codec).name.lower()
+        raise _corrupt(f"cannot decompress {name} data: {exc}") from exc
 
 
 def decompress(codec: int, data: Buffer) -> bytes:

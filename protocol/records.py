@@ -53,7 +53,8 @@ from protocol.batch_header import (
     set_create_time,
     set_log_append_time,
 )
-from protocol.compression import Compression, compress, decompress
+from protocol.compression import Compression, compress
+from protocol.inflate import inflate
 from protocol.record_format import NO_TIMESTAMP, Buffer, NewRecord, Record, corrupt, decode_records, write_bytes
 from protocol.varint import INT32_MAX, write_varint, write_varlong
 from protocol.wire import I8, I16, I32, I64, U32
@@ -233,11 +234,13 @@ class RecordBatch:
         return decode_records(body, count, base_offset, base_timestamp, log_append_time)
 
     def body(self) -> Buffer:
-        """The record section after the header, decompressed if need be (a view when it is not)."""
+        """The record section after the header, decompressed if need be (a view when it is not), no
+        further than its records_count records need (protocol/inflate.py: a producer's batch may be a
+        decompression bomb)."""
         section = memoryview(self.buffer)[self.position + BATCH_HEADER_SIZE : self.position + self.size]
         if not self.attributes & CODEC_MASK:  # no Compression enum made: the cleaner asks for every batch's
             return section
-        return decompress(self.compression, section)
+        return inflate(self.compression, section, self.records_count)
 
 
 # --- walking a buffer of batches ------------------------------------------------------------------
