@@ -11,7 +11,7 @@ What sits on the wire, per codec (the codec id lives in bits 0-2 of the batch at
   independent blocks.
 - zstd: a standard zstd frame (several frames are read as one).
 
-`decompress` raises ProtocolError(CORRUPT_MESSAGE) for anything it cannot decode; nothing else escapes.
+`decompress` raises CodecError (CORRUPT_MESSAGE) for anything it cannot decode; nothing else escapes.
 It has no cap on the output: a 1 MiB zstd frame can inflate to 32 GB. `decompress_prefix` writes at
 most a given number of bytes, stopping as soon as they are written (protocol/inflate.py grows that
 bound as far as the batch's records need).
@@ -45,8 +45,13 @@ XERIAL_BLOCK_SIZE = 32 * 1024  # uncompressed bytes per block, as the xerial lib
 _BLOCK_LENGTH = struct.Struct(">i")
 
 
-def _corrupt(message: str) -> ProtocolError:
-    return ProtocolError(ErrorCode.CORRUPT_MESSAGE, message)
+class CodecError(ProtocolError):
+    """Data its codec cannot decode (CORRUPT_MESSAGE); records that decode but do not parse are
+    another matter (Kafka tells them apart: broker/log/validator.py)."""
+
+
+def _corrupt(message: str) -> CodecError:
+    return CodecError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
 # --- snappy (xerial framing) ----------------------------------------------------------------------
@@ -167,7 +172,7 @@ def decompress_prefix(codec: int, data: Buffer, size: int) -> tuple[memoryview, 
                 raise
             return memoryview(out), False  # the codecs write what they have before they fail
         return memoryview(out)[:written], True
-    except ProtocolError:
+    except CodecError:
         raise
     except Exception as exc:  # cramjam raises DecompressionError, and occasionally others, on bad input
         name = Compression(codec).name.lower()
@@ -187,7 +192,7 @@ def decompress(codec: int, data: Buffer) -> bytes:
             return bytes(cramjam.zstd.decompress(data))
         if codec == Compression.NONE:
             return bytes(data)
-    except ProtocolError:
+    except CodecError:
         raise
     except Exception as exc:  # cramjam raises DecompressionError, and occasionally others, on bad input
         name = Compression(codec).name.lower()

@@ -26,8 +26,10 @@ from protocol.batch_header import (
     BatchHeader,
 )
 from protocol.compression import Compression, compress
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.record_format import NO_TIMESTAMP, decode_records, record_spans
 from protocol.records import RecordBatch, RecordBatchBuilder
+from protocol.varint import java_long
 from protocol.wire import U32
 
 
@@ -43,19 +45,31 @@ def recompressed(batch: RecordBatch, codec: Compression, level: int | None) -> b
     if not log_append_time and all(span[2] == index for index, span in enumerate(spans)) \
             and (not spans or spans[0][3] == 0):
         base = header.base_timestamp
-        max_timestamp = max((base + span[3] for span in spans), default=NO_TIMESTAMP)
-        return _framed(header, codec, compress(codec, body, level), base, max_timestamp)
+        # Kafka's builder: Java's long sums, and a maximum that starts at NO_TIMESTAMP
+        timestamps = [java_long(base + span[3]) for span in spans]
+        _refuse_negative(timestamps)
+        return _framed(header, codec, compress(codec, body, level), base, max(timestamps, default=NO_TIMESTAMP))
     builder = RecordBatchBuilder(compression=Compression.NONE, producer_id=header.producer_id,
                                  producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                                  is_transactional=bool(header.attributes & TRANSACTIONAL_BIT))
     stamped = header.max_timestamp if log_append_time else None  # what Kafka reads such records' timestamps as
-    for record in decode_records(body, count, 0, header.base_timestamp, stamped):
-        builder.append(record.key, record.value, record.headers, record.timestamp)
+    records = list(decode_records(body, count, 0, header.base_timestamp, stamped))
+    _refuse_negative([java_long(record.timestamp) for record in records])
+    for record in records:
+        builder.append(record.key, record.value, record.headers, java_long(record.timestamp))
     rebuilt = RecordBatch(builder.build())
     new_header = rebuilt.header()
     section = bytes(rebuilt.body())
     return _framed(new_header, codec, compress(codec, section, level), new_header.base_timestamp,
                    new_header.max_timestamp)
+
+
+def _refuse_negative(timestamps: list[int]) -> None:
+    """Kafka's batch builder throws on a negative timestamp other than NO_TIMESTAMP (one that wrapped
+    past Long.MAX, say), and Kafka answers that exception as UNKNOWN_SERVER_ERROR."""
+    for timestamp in timestamps:
+        if timestamp < NO_TIMESTAMP:
+            raise ProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Invalid negative timestamp {timestamp}")
 
 
 def _framed(header: BatchHeader, codec: Compression, payload: bytes, base_timestamp: int,

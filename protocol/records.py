@@ -56,7 +56,7 @@ from protocol.batch_header import (
 from protocol.compression import Compression, compress
 from protocol.inflate import inflate
 from protocol.record_format import NO_TIMESTAMP, Buffer, NewRecord, Record, corrupt, decode_records, write_bytes
-from protocol.varint import INT32_MAX, write_varint, write_varlong
+from protocol.varint import INT32_MAX, java_long, write_varint, write_varlong
 from protocol.wire import I8, I16, I32, I64, U32
 
 __all__ = [
@@ -377,7 +377,7 @@ class RecordBatchBuilder:
         record = self._scratch
         record.clear()
         record.append(0)  # record attributes
-        write_varlong(record, timestamp - self._base_timestamp)
+        write_varlong(record, java_long(timestamp - self._base_timestamp))  # a delta wraps as Java's long
         write_varint(record, offset_delta)
         write_bytes(record, key)
         write_bytes(record, value)

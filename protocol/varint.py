@@ -18,6 +18,14 @@ Buffer = bytes | bytearray | memoryview
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def java_long(value: int) -> int:
+    """`value` as Java's long arithmetic leaves it (wrapping): a base timestamp near Long.MAX plus a
+    positive delta is a negative timestamp to Kafka, and its bounds are computed so."""
+    if INT64_MIN <= value <= INT64_MAX:
+        return value
+    return (value - INT64_MIN) % (1 << 64) + INT64_MIN
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
 

@@ -131,6 +131,16 @@ class InvalidRecordError(LogError):
         self.record_errors = record_errors or []
 
 
+class UnnamedAppendError(InvalidRecordError):
+    """A batch refused by an exception Kafka's append path does not name: its InvalidRecordException
+    out of the record iterator (INVALID_RECORD: a record does not parse, bytes follow the last), or an
+    IllegalArgumentException out of its batch builder (UNKNOWN_SERVER_ERROR). Answered as Kafka does,
+    with the log start offset and without a message (the message is logged)."""
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.INVALID_RECORD) -> None:
+        super().__init__(error_code, message)
+
+
 class PolicyViolationError(FixedCodeError, LogError):
     error_code = ErrorCode.POLICY_VIOLATION
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.log.common import InvalidRecordError, TopicPartition
+from broker.log.common import InvalidRecordError, TopicPartition, UnnamedAppendError
+from protocol.compression import CodecError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import RecordBatch
 from protocol.varint import read_varint, read_varlong
@@ -53,7 +54,9 @@ def refuse_keyless_records(buf: bytearray | memoryview, positions: Sequence[int]
             continue
         try:
             keyless = _keyless_records(bytes(batch.body()), batch.records_count)
-        except ProtocolError as exc:
+        except CodecError as exc:
             raise InvalidRecordError(exc.error_code, exc.message) from exc
+        except ProtocolError as exc:  # records that do not parse: Kafka's InvalidRecordException
+            raise UnnamedAppendError(exc.message) from exc
         if keyless:
             raise rejected_for_keys([(index, f"{KEYLESS_MESSAGE} {tp}") for index in keyless])

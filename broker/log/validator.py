@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.log.batch_check import check_batches
-from broker.log.common import InvalidRecordError, TopicPartition
+from broker.log.common import InvalidRecordError, TopicPartition, UnnamedAppendError
 from broker.log.compacted_keys import KEYLESS_MESSAGE, rejected_for_keys
 from broker.log.config import LONG_MAX, LogConfig
-from protocol.compression import Compression
+from protocol.compression import CodecError, Compression
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.recompress import recompressed
 from protocol.record_format import NO_TIMESTAMP, Record, decode_records
@@ -43,16 +43,12 @@ from protocol.records import (
     RecordBatch,
     set_create_time,
 )
+from protocol.varint import java_long
 
 RunInPool = Callable[..., Awaitable[Any]]
 
 _TARGETS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
             "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
-
-
-def _long(value: int) -> int:
-    """Java's long arithmetic (wrapping), as Kafka computes the bounds."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def target_codec(config: LogConfig, attributes: int) -> Compression | None:
@@ -75,13 +71,13 @@ def needs_validation(config: LogConfig, header: BatchHeader, now: int) -> bool:
         return True
     if config.message_timestamp_type != "CreateTime":
         return False
-    if header.max_timestamp - now > config.message_timestamp_after_max_ms:
+    if java_long(header.max_timestamp - now) > config.message_timestamp_after_max_ms:
         return True
     before = config.message_timestamp_before_max_ms
     if before == LONG_MAX:
         return False
     return not (header.records_count == 1 and header.base_timestamp == header.max_timestamp
-                and now - header.base_timestamp <= before)
+                and java_long(now - header.base_timestamp) <= before)
 
 
 async def validate(config: LogConfig, tp: TopicPartition, records: memoryview, batch: RecordBatch, now: int,
@@ -115,9 +111,11 @@ def _check_and_rebuild(config: LogConfig, tp: TopicPartition, batch: RecordBatch
             return None
         level = {Compression.GZIP: config.compression_gzip_level, Compression.LZ4: config.compression_lz4_level,
                  Compression.ZSTD: config.compression_zstd_level}.get(target)
-        return recompressed(batch, target, None if level == -1 else level)
+        if target == Compression.GZIP and level == -1:  # Deflater's DEFAULT_COMPRESSION; zstd's -1 is a level
+            level = None
+        return recompressed(batch, target, level)
     except ProtocolError as exc:
-        raise InvalidRecordError(exc.error_code, exc.message) from exc
+        raise _refusal(exc) from exc
 
 
 def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, body: Any, now: int,
@@ -142,7 +140,7 @@ def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, bod
                 errors.append((index, problem))
                 timestamps_wrong = True
     except ProtocolError as exc:
-        raise InvalidRecordError(exc.error_code, exc.message) from exc
+        raise _refusal(exc) from exc
     if timestamps_wrong:
         raise InvalidRecordError(ErrorCode.INVALID_TIMESTAMP,
                                  "One or more records have been rejected due to invalid timestamp", errors)
@@ -150,14 +148,23 @@ def check_records(config: LogConfig, tp: TopicPartition, batch: RecordBatch, bod
         raise rejected_for_keys(errors)
 
 
+def _refusal(exc: ProtocolError) -> InvalidRecordError:
+    """A codec that cannot decode stays CORRUPT_MESSAGE; records that do not parse (bytes left over
+    after records_count of them included) are Kafka's InvalidRecordException."""
+    if isinstance(exc, CodecError):
+        return InvalidRecordError(exc.error_code, exc.message)
+    return UnnamedAppendError(exc.message, exc.error_code if exc.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+                              else ErrorCode.INVALID_RECORD)
+
+
 def _timestamp_problem(config: LogConfig, record: Record, stamped: bool, now: int, partial: bool) -> str | None:
-    timestamp = record.timestamp
+    timestamp = java_long(record.timestamp)  # base + delta, as Kafka adds them
     if config.message_timestamp_type == "CreateTime" and timestamp != NO_TIMESTAMP:
         before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
-        difference = _long(now - timestamp)
-        if difference > before or _long(-difference) > after:
+        difference = java_long(now - timestamp)
+        if difference > before or java_long(-difference) > after:
             return (f"Timestamp {timestamp} of message with offset {record.offset} is out of range. The timestamp "
-                    f"should be within [{_long(now - before)}, {_long(now + after)}]")
+                    f"should be within [{java_long(now - before)}, {java_long(now + after)}]")
         return None
     if stamped:  # DefaultRecord.toString counts a null key or value as 0 bytes, PartialDefaultRecord as -1
         absent = -1 if partial else 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from broker.log import LogError, StartOffsetReason, TopicPartition
+from broker.log.common import UnnamedAppendError
 from broker.metrics.data_path import DataPathCounters
 from broker.purgatory import Purgatory
 from broker.replica.delayed import await_acks, await_low_watermarks
@@ -96,7 +97,8 @@ class DataPath(ABC):
                 result = await partition.append_records_as_leader(records, batch, required_acks, origin, guard)
             except (PartitionError, LogError) as exc:
                 results.append(self._refused(name, index, exc.error_code, exc.message, origin, partition,
-                                             tuple(getattr(exc, "record_errors", ()))))
+                                             tuple(getattr(exc, "record_errors", ())),
+                                             plain=isinstance(exc, UnnamedAppendError)))
                 continue
             if counters is not None and not result.duplicate:
                 counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
@@ -110,11 +112,11 @@ class DataPath(ABC):
         return results
 
     def _refused(self, name: str, index: int, code: ErrorCode, message: str, origin: AppendOrigin,
-                 partition: Partition | None = None, record_errors: tuple[tuple[int, str], ...] = ()
-                 ) -> AppendResult:
+                 partition: Partition | None = None, record_errors: tuple[tuple[int, str], ...] = (),
+                 plain: bool = False) -> AppendResult:
         log.info("append refused", partition=f"{name}-{index}", origin=origin.value, error=ErrorCode(code).name,
                  reason=message)
-        return append_failure(code, message, partition, record_errors)
+        return append_failure(code, message, partition, record_errors, plain)
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int], timeout_ms: int, leader_only: bool,
                              reason: StartOffsetReason = StartOffsetReason.CLIENT_RECORD_DELETION

@@ -54,12 +54,14 @@ _WITHOUT_START_OFFSET = frozenset({
 
 
 def append_failure(code: ErrorCode, message: str, partition: Partition | None = None,
-                   record_errors: tuple[tuple[int, str], ...] = ()) -> AppendResult:
+                   record_errors: tuple[tuple[int, str], ...] = (), plain: bool = False) -> AppendResult:
     """The answer for a batch refused before anything was written. Refused for its records (record
-    errors: Kafka's RecordValidationException) it carries the log start offset whatever the code."""
+    errors: Kafka's RecordValidationException) it carries the log start offset whatever the code;
+    `plain` (UnnamedAppendError): the log start offset and no message, Kafka's answer for an
+    exception its append path does not name."""
     start = partition.log_start_offset if partition is not None and (
-        record_errors or code not in _WITHOUT_START_OFFSET) else -1
-    return AppendResult(-1, -1, -1, start, False, code, message, record_errors)
+        record_errors or plain or code not in _WITHOUT_START_OFFSET) else -1
+    return AppendResult(-1, -1, -1, start, False, code, None if plain else message, record_errors)
 
 
 class DeleteOutcome(NamedTuple):

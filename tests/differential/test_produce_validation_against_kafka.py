@@ -27,7 +27,7 @@ from protocol.messages import (
     InitProducerIdRequest,
     ProduceRequest,
 )
-from protocol.records import TIMESTAMP_TYPE_BIT, Compression, build_batch, iter_batches
+from protocol.records import TIMESTAMP_TYPE_BIT, Compression, RecordBatch, build_batch, iter_batches, with_records
 from tests.differential.runner import Peer, compare
 from tests.support.polling import wait_for
 
@@ -233,12 +233,62 @@ def recompression(peer: Peer) -> None:
     fetch(peer, "what codec-txn holds", "codec-txn")
 
 
+def _bomb(codec: Compression, section: bytes) -> bytes:
+    """A one-record batch of `codec` whose record section is `section`, however far it inflates."""
+    return with_records(RecordBatch(batch([NOW], compression=codec)), section, 1, NOW)
+
+
+def decompression_bombs(peer: Peer) -> None:
+    """16 MiB of zeros behind one declared record, compressed: a record of length 0, or a sound record
+    with the zeros left over. Read by the leader when it recompresses, on a compacted topic, and for a
+    batch marked LogAppendTime (a producer-codec topic keeps other batches unread)."""
+    create(peer, "bomb-uncompressed", **{"compression.type": "uncompressed"})
+    create(peer, "bomb-compact", **{"cleanup.policy": "compact"})
+    create(peer, "bomb-marked")
+    record = bytes(RecordBatch(batch([NOW])).body())
+    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
+        for kind, section in (("zeros", b"\0" * (16 << 20)), ("left over", record + b"\0" * (16 << 20))):
+            sent = _bomb(codec, section)
+            produce(peer, f"{codec.name} {kind}: recompressed", "bomb-uncompressed", sent)
+            produce(peer, f"{codec.name} {kind}: compacted", "bomb-compact", sent)
+            produce(peer, f"{codec.name} {kind}: marked LogAppendTime", "bomb-marked", _marked_log_append_time(sent))
+        produce(peer, f"{codec.name}: the sound record alone", "bomb-uncompressed", _bomb(codec, record))
+    fetch(peer, "what bomb-uncompressed holds", "bomb-uncompressed")
+
+
+def timestamps_near_long_max(peer: Peer) -> None:
+    """A base timestamp near Long.MIN or Long.MAX and deltas that carry past it: the records' timestamps
+    wrap as Java's long, are checked and recompressed so (after.max.ms at Long.MAX lets some pass)."""
+    create(peer, "wrap-append", **{"compression.type": "gzip", "message.timestamp.type": "LogAppendTime"})
+    create(peer, "wrap-create", **{"compression.type": "gzip", "message.timestamp.after.max.ms": str(LONG_MAX)})
+    create(peer, "wrap-plain")
+    ahead = _with_base(batch([0, 7]), LONG_MAX - 3)  # the second record at Long.MIN + 3
+    behind = _with_base(batch([10, 0]), -(2**63) + 2)  # the second record at Long.MAX - 7
+    for label, sent in (("ahead", ahead), ("behind", behind)):
+        for topic in ("wrap-append", "wrap-create", "wrap-plain"):
+            produce(peer, f"{label} to {topic}", topic, sent)
+            produce(peer, f"{label} marked LogAppendTime to {topic}", topic, _marked_log_append_time(sent))
+    for topic in ("wrap-append", "wrap-create", "wrap-plain"):
+        fetch(peer, f"what {topic} holds", topic)
+
+
+def _with_base(data: bytes, base_timestamp: int) -> bytes:
+    """`data` with another base timestamp (and that as its max), its deltas kept: each record's
+    timestamp moves by the same amount, wrapping as Java's long."""
+    raw = bytearray(data)
+    raw[27:35] = base_timestamp.to_bytes(8, "big", signed=True)
+    raw[35:43] = base_timestamp.to_bytes(8, "big", signed=True)
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    return bytes(raw)
+
+
 def _fetched(peer: Peer, topic: str) -> bytes:
     return bytes(peer.send(_fetch_request(topic), 12).responses[0].partitions[0].records or b"")
 
 
 @pytest.mark.parametrize("scenario", [timestamps_at_every_version, timestamps_compressed_and_per_topic,
-                                      producer_batches_marked_log_append_time, recompression],
+                                      producer_batches_marked_log_append_time, recompression,
+                                      decompression_bombs, timestamps_near_long_max],
                          ids=lambda s: s.__name__)
 def test_produce_validation_same_as_kafka(scenario, ebb_peer: Peer, kafka_peer: Peer) -> None:
     unexplained = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
