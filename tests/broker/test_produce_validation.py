@@ -3,12 +3,21 @@
 the topic's codec, their records, producer fields and offsets unchanged)."""
 
 import time
+from pathlib import Path
 
 import pytest
 from crc32c import crc32c
 
 from protocol.errors import ErrorCode
-from protocol.records import DELETE_HORIZON_BIT, TRANSACTIONAL_BIT, Compression, RecordBatchBuilder, iter_batches
+from protocol.records import (
+    DELETE_HORIZON_BIT,
+    TRANSACTIONAL_BIT,
+    Compression,
+    RecordBatch,
+    RecordBatchBuilder,
+    iter_batches,
+    with_records,
+)
 from tests.broker.data_wire import (
     batch,
     create_topic,
@@ -194,3 +203,76 @@ def test_recompressed_records_with_odd_deltas_are_rewritten(client):
     [(attributes, _, got)] = stored(client, topic)
     assert attributes & 7 == Compression.GZIP and [(r.value, r.timestamp) for r in got] == [(b"x", 5000), (b"y", 4000)]
     assert not attributes & TRANSACTIONAL_BIT
+
+
+# --- decompression bombs, timestamps past Long.MAX, levels ---------------------------------------------
+
+def _peak_rss(broker) -> int:
+    """The broker process's peak resident memory so far (bytes)."""
+    status = Path(f"/proc/{broker.process.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
+
+
+def _bomb(codec: Compression, section: bytes, max_timestamp: int) -> bytes:
+    """A one-record batch whose compressed record section is `section`."""
+    return with_records(RecordBatch(batch([b"v"], compression=codec)), section, 1, max_timestamp)
+
+
+# What a message.max.bytes of 1 MiB lets through per codec (snappy inflates least: tests/protocol/test_inflate.py)
+BOMBS = {Compression.GZIP: 256 << 20, Compression.SNAPPY: 16 << 20, Compression.LZ4: 200 << 20,
+         Compression.ZSTD: 512 << 20}
+
+
+@pytest.mark.parametrize("codec", list(BOMBS), ids=lambda c: c.name)
+def test_decompression_bombs_are_refused_without_inflating(broker, client, codec):
+    """Zeros behind one declared record, and a sound record with zeros after it: INVALID_RECORD on a
+    recompressing topic, a compacted one, and for a batch marked LogAppendTime, as Kafka answers; the
+    broker's peak memory does not grow by the size they inflate to. One stored unread on a producer-codec
+    topic is not inflated by ListOffsets either."""
+    recompressing = new_topic(client, {"compression.type": "uncompressed"})
+    compacted = new_topic(client, {"cleanup.policy": "compact"})
+    plain = new_topic(client)
+    now = now_ms()
+    sound = bytes(RecordBatch(batch([b"v"], timestamps=[now])).body())
+    zeros = _bomb(codec, bytes(BOMBS[codec]), now)
+    left_over = _bomb(codec, sound + bytes(BOMBS[codec]), now)
+    marked = bytearray(zeros)
+    marked[22] |= 0x08  # the LogAppendTime attribute
+    marked[17:21] = crc32c(bytes(marked[21:])).to_bytes(4, "big")
+    before = _peak_rss(broker)
+    for topic, sent in ((recompressing, zeros), (recompressing, left_over), (compacted, zeros),
+                        (compacted, left_over), (plain, bytes(marked))):
+        reply = produce(client, topic, 0, sent)
+        assert (reply.error_code, reply.error_message, reply.log_start_offset) == (ErrorCode.INVALID_RECORD, None, 0)
+        assert end_offset(client, topic) == 0
+    assert produce(client, plain, 0, left_over).error_code == ErrorCode.NONE  # the producer's codec: unread
+    assert list_offsets(client, plain, 0, -3).error_code == ErrorCode.NONE  # MAX_TIMESTAMP reads its batch
+    grown = _peak_rss(broker) - before
+    assert grown < 64 << 20, f"peak memory grew by {grown >> 20} MiB"
+
+
+def test_timestamps_wrapping_past_long_max_are_kafkas_unknown_server_error_when_recompressed(client):
+    """A base timestamp at Long.MAX - 3 and a delta of 7: the second record is at Long.MIN + 3 to Kafka,
+    whose batch builder refuses a negative timestamp; a topic that keeps the batch's codec stores it."""
+    raw = bytearray(batch([b"a", b"b"], timestamps=[0, 7]))
+    raw[27:35] = raw[35:43] = (2**63 - 4).to_bytes(8, "big", signed=True)
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    topic = new_topic(client, {"compression.type": "gzip", "message.timestamp.type": "LogAppendTime"})
+    reply = produce(client, topic, 0, bytes(raw))
+    assert (reply.error_code, reply.error_message, reply.log_start_offset) == \
+        (ErrorCode.UNKNOWN_SERVER_ERROR, None, 0)
+    kept = new_topic(client, {"message.timestamp.type": "LogAppendTime"})
+    assert produce(client, kept, 0, bytes(raw)).error_code == ErrorCode.NONE
+
+
+def test_zstd_level_minus_one_is_a_level(client):
+    """Only gzip's -1 means its default: zstd's -1 is the fast level, not the default 3."""
+    values = [bytes(range(256)) * 64 + b"%d" % i for i in range(50)]
+    sizes = {}
+    for level in ("-1", "3"):
+        topic = new_topic(client, {"compression.type": "zstd", "compression.zstd.level": level})
+        assert produce(client, topic, 0, batch(values)).error_code == ErrorCode.NONE
+        [got] = list(iter_batches(bytes(fetch(client, topic, 0, 0).records)))
+        assert [r.value for r in got.records()] == values
+        sizes[level] = got.size
+    assert sizes["-1"] != sizes["3"]
