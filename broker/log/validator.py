@@ -17,6 +17,10 @@ decompressing and compressing run in the replica manager's thread pool, since cr
 GIL: the loop keeps serving while a large batch is recompressed, and a thread needs no copy of the
 batch (a process would). Kafka does this work on its request handler threads.
 
+Records are read through RecordBatch.body(), which decompresses no further than the declared records
+need (protocol/inflate.py: decompression bombs); records that do not parse are INVALID_RECORD without
+a message (UnnamedAppendError), as Kafka answers its record iterator's exception.
+
 A refused batch answers INVALID_TIMESTAMP ("One or more records have been rejected due to invalid
 timestamp") with one record error per record out of range, worded as Kafka's; on a compacted topic a
 keyless record's error joins them (compacted_keys.py), as in Kafka, and the whole batch is refused.
