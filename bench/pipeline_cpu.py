@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.peers import CLOCK_TICKS, Ebb, create_topic
-from bench.pipeline import PARTITIONS, WARM_RECORDS, librdkafka_consume, librdkafka_produce, spark_read, spark_write
+from bench.pipeline import PARTITIONS, librdkafka_consume, librdkafka_produce, spark_read, spark_write, warm_up
 
 
 def _cpu(pid: int) -> float:
@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         bootstrap = broker.bootstrap
         spark = local_session("bench-pipeline-cpu", long_running=True)
         try:
-            create_topic(bootstrap, "warm", PARTITIONS)
-            spark_write(spark, bootstrap, "warm", WARM_RECORDS)
-            spark_read(spark, bootstrap, "warm", WARM_RECORDS)
+            warm_up(spark, bootstrap, ("ebb",))
             print(f"CPU-seconds per million records ({args.records} records of 100-200 B, {PARTITIONS} partitions)")
             for rep in range(args.reps):
                 loads = [
