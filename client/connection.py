@@ -11,7 +11,7 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
@@ -108,7 +108,7 @@ class BrokerConnection:
             tls = self.security.ssl_context if self.security is not None else None
             server_hostname = (self.host if self.security is not None and self.security.check_hostname else "") \
                 if tls is not None else None
-            await asyncio.wait_for(
+            transport, _ = await asyncio.wait_for(
                 asyncio.get_running_loop().create_connection(lambda: framed, self.host, self.port, ssl=tls,
                                                              server_hostname=server_hostname),
                 self.connect_timeout_s,
@@ -118,6 +118,7 @@ class BrokerConnection:
             raise BrokerUnreachableError(
                 f"cannot connect to {self.address}: {reason}", host=self.host, port=self.port
             ) from exc
+        framed.connection_made(transport)  # uvloop may call it only after create_connection has returned
         self._socket = framed
         try:
             await self._negotiate()
@@ -297,8 +298,8 @@ class _FramedSocket(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # once or twice (BrokerConnection.connect), the same transport; uvloop's are not asyncio.Transport
+        self._transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer(sizehint)

@@ -156,3 +156,14 @@ async def test_an_answer_over_max_frame_closes_the_connection():
             with pytest.raises(ConnectionClosedError, match="sent a bad frame") as info:
                 await conn.request(_metadata("t"))
             assert info.value.request_sent and not conn.connected
+
+
+def test_on_uvloop_as_the_broker_runs_it():
+    # uvloop calls connection_made after create_connection returns, and its transports are not
+    # asyncio.Transport: a broker's fetchers and peers use this client on it
+    import uvloop
+
+    async def large_then_small():
+        await test_answers_larger_than_a_read_and_than_a_buffer_step_arrive_whole()
+
+    uvloop.run(large_then_small())
