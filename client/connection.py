@@ -54,6 +54,7 @@ _R = TypeVar("_R", bound=ApiMessage)  # the response of the request sent
 # retires within the window of the lifetime where Kafka's client re-authenticates: it reports itself
 # disconnected, so callers open a fresh one, and closes once its last answer is in.
 REAUTH_WINDOW = (0.85, 0.95)
+RETIRED = "retired before its SASL session's end (KIP-368)"
 
 
 class BrokerConnection:
@@ -88,6 +89,7 @@ class BrokerConnection:
         self._closed = False
         self._close_reason = "not connected"
         self._retire_at: float | None = None  # time.monotonic() past which it serves no new caller (KIP-368)
+        self._retire_timer: asyncio.TimerHandle | None = None  # closes it then if idle (else its last answer does)
         self._log = log.bind(broker=self.address, node_id=node_id)
 
     @property
@@ -104,7 +106,17 @@ class BrokerConnection:
     def _session_lifetime(self, answer: ApiMessage) -> None:
         lifetime_ms = getattr(answer, "session_lifetime_ms", 0)
         if lifetime_ms > 0:
-            self._retire_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(*REAUTH_WINDOW)
+            delay_s = lifetime_ms / 1000 * random.uniform(*REAUTH_WINDOW)
+            self._retire_at = time.monotonic() + delay_s
+            # Callers replace a retired connection without closing it: an idle one closes itself.
+            if self._retire_timer is not None:
+                self._retire_timer.cancel()
+            self._retire_timer = asyncio.get_running_loop().call_later(delay_s, self._retire_if_idle)
+
+    def _retire_if_idle(self) -> None:
+        self._retire_timer = None
+        if not self._pending:
+            self._shut(RETIRED)
 
     @property
     def in_flight(self) -> int:
@@ -170,6 +182,9 @@ class BrokerConnection:
             return
         self._closed = True
         self._close_reason = reason
+        if self._retire_timer is not None:
+            self._retire_timer.cancel()
+            self._retire_timer = None
         pending, self._pending = self._pending, {}
         for future, api_key, version in pending.values():
             if not future.done():
@@ -254,7 +269,7 @@ class BrokerConnection:
             if future.done() and not future.cancelled():
                 future.exception()  # failed by _shut when the write failed: the write's error was raised
             if not self._pending and self._retiring():
-                self._shut("retired before its SASL session's end (KIP-368)")
+                self._shut(RETIRED)
 
     async def send_only(self, body: ApiMessage, *, version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""

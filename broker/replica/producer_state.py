@@ -57,13 +57,13 @@ from broker.log.txn_index import AbortedTxn
 from protocol.control_records import ControlType
 from protocol.errors import CodedError, ErrorCode
 from protocol.records import TRANSACTIONAL_BIT, BatchHeader
+from protocol.varint import INT32_MAX
 
 SNAPSHOT_FILE = "producer-state.json"
 SNAPSHOT_VERSION = 2
 _READABLE_SNAPSHOT_VERSIONS = (1, 2)
 BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 SNAPSHOT_INTERVAL_MS = 60_000
-INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_OFFSET = -1
