@@ -10,8 +10,10 @@ One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-20
 - Spark's own Kafka connector (format("kafka"), the jars `make bench` fetches) writes and reads the same
   way, beside format("ebb") in the same session.
 Spark runs local[2] with the settings of pipeline/session.py for a long-running job (the JVM's default
-JIT, not the tests' quick-start flags); a write and a read of WARM_RECORDS through each source go first
-so that neither Python worker start-up nor the JVM's compilation of the row conversion is timed.
+JIT, not the tests' quick-start flags). Nothing is timed before warm_up: a write through each Spark source,
+then every reader (format("ebb"), format("kafka"), the librdkafka consumer) reads the same warm topic the
+same number of times, so that neither Python worker start-up nor the JVM's compilation of the row
+conversion is timed, and each reader gets the same warm-up.
 Prints the median records/s of each, the ratio ebb/librdkafka, and each repetition's figures (their spread).
 """
 
@@ -30,7 +32,11 @@ from bench.peers import CONSUMER_DEFAULTS, Ebb, create_topic
 from tests.support.spark_kafka import connector_conf
 
 PARTITIONS = 4
-WARM_RECORDS = 200_000
+WARM_RECORDS = 500_000  # written by each Spark source into the warm topic
+# Rows each reader reads from the warm topic before anything is timed. The Spark JVM's task threads reach
+# their steady cost per row within a million rows, but its C2 compiler threads go on compiling for about
+# nine reads of a million, at 0.2-0.5 CPU-s per million rows read, taken from the same two cores
+WARM_ROWS = 10_000_000
 
 
 def librdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
@@ -112,6 +118,19 @@ def spark_read(spark, bootstrap: str, topic: str, count: int, source: str = "ebb
     return time.perf_counter() - started
 
 
+def warm_up(spark, bootstrap: str, sources: tuple[str, ...]) -> None:
+    """Each Spark source writes WARM_RECORDS into one topic; then each Spark source and the librdkafka
+    consumer read all of it, in turn, until each has read WARM_ROWS."""
+    create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
+    for source in sources:
+        spark_write(spark, bootstrap, "bench-pipeline-warm", WARM_RECORDS, source)
+    count = len(sources) * WARM_RECORDS
+    for _ in range(-(-WARM_ROWS // count)):
+        for source in sources:
+            spark_read(spark, bootstrap, "bench-pipeline-warm", count, source)
+        librdkafka_consume(bootstrap, "bench-pipeline-warm", count)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pipeline", description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -135,10 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         bootstrap = broker.bootstrap
         spark = local_session("bench-pipeline", conf=jars, long_running=True)
         try:
-            create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
-            for source in ("ebb", "kafka"):
-                spark_write(spark, bootstrap, "bench-pipeline-warm", WARM_RECORDS, source)
-                spark_read(spark, bootstrap, "bench-pipeline-warm", 2 * WARM_RECORDS, source)
+            warm_up(spark, bootstrap, ("ebb", "kafka"))
             for rep in range(args.reps):
                 ours, connector, theirs = f"bench-ebb-{rep}", f"bench-connector-{rep}", f"bench-rdkafka-{rep}"
                 for topic in (ours, connector, theirs):

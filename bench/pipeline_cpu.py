@@ -19,16 +19,18 @@ import time
 from pathlib import Path
 
 from bench.peers import CLOCK_TICKS, Ebb, create_topic
-from bench.pipeline import PARTITIONS, WARM_RECORDS, librdkafka_consume, librdkafka_produce, spark_read, spark_write
+from bench.pipeline import PARTITIONS, librdkafka_consume, librdkafka_produce, spark_read, spark_write, warm_up
 
 
-def _cpu(pid: int) -> float:
+def _cpu(pid: int) -> tuple[float, float]:
+    """User + system CPU of the process, and of its children that ended and were waited for (so that a
+    Python worker exiting between two snapshots still counts, in its parent's figures)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:  # gone meanwhile
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return 0.0, 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS, (int(fields[13]) + int(fields[14])) / CLOCK_TICKS
 
 
 def _children() -> dict[int, list[int]]:
@@ -46,16 +48,18 @@ def _children() -> dict[int, list[int]]:
 
 def snapshot(broker_pid: int) -> dict[str, float]:
     me, children = os.getpid(), _children()
-    out = {"driver": _cpu(me), "jvm": 0.0, "workers": 0.0, "broker": _cpu(broker_pid)}
+    out = {"driver": _cpu(me)[0], "jvm": 0.0, "workers": 0.0, "broker": sum(_cpu(broker_pid))}
     for child in children.get(me, []):
         with open(f"/proc/{child}/cmdline", "rb") as f:
             if b"java" not in f.read():
                 continue
-        out["jvm"] += _cpu(child)
+        jvm, ended_workers = _cpu(child)  # the JVM's children are Python workers
+        out["jvm"] += jvm
+        out["workers"] += ended_workers
         stack = list(children.get(child, []))
         while stack:
             worker = stack.pop()
-            out["workers"] += _cpu(worker)
+            out["workers"] += sum(_cpu(worker))
             stack += children.get(worker, [])
     return out
 
@@ -73,9 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         bootstrap = broker.bootstrap
         spark = local_session("bench-pipeline-cpu", long_running=True)
         try:
-            create_topic(bootstrap, "warm", PARTITIONS)
-            spark_write(spark, bootstrap, "warm", WARM_RECORDS)
-            spark_read(spark, bootstrap, "warm", WARM_RECORDS)
+            warm_up(spark, bootstrap, ("ebb",))
             print(f"CPU-seconds per million records ({args.records} records of 100-200 B, {PARTITIONS} partitions)")
             for rep in range(args.reps):
                 loads = [

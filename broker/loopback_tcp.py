@@ -29,14 +29,12 @@ def congestion_control(value: str) -> str:
     option = getattr(socket, "TCP_CONGESTION", None)
     if option is None:
         raise ConfigError(f"{PROPERTY}: this platform cannot choose a TCP congestion control; set it empty")
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        probe.setsockopt(socket.IPPROTO_TCP, option, name.encode())
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.IPPROTO_TCP, option, name.encode())
     except OSError as exc:
         raise ConfigError(f"{PROPERTY}: the kernel refuses {name!r} ({exc.strerror}); see "
                           "net.ipv4.tcp_allowed_congestion_control, or set it empty") from None
-    finally:
-        probe.close()
     return name
 
 

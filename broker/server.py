@@ -17,6 +17,7 @@ A malformed frame, an unknown API or an unsupported version closes that connecti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import struct
 import time
@@ -90,11 +91,13 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.context.client_host = peer[0] if peer else ""
         congestion = self.broker.config.loopback_congestion_control
-        if congestion and peer:
+        if congestion and peer and not self.server.congestion_control_failed:
             try:  # BBR's pacing on loopback spreads each large answer over time (broker/loopback_tcp.py)
                 loopback_tcp.apply(transport.get_extra_info("socket"), peer[0], congestion)
-            except OSError as exc:
-                log.warning("setting the congestion control failed", peer=self.peer, error=repr(exc))
+            except OSError as exc:  # said once, then left to the system (not a warning per connection)
+                self.server.congestion_control_failed = True
+                log.warning("setting the congestion control failed; loopback connections keep the system's",
+                            peer=self.peer, error=repr(exc))
         if self.sasl is not None:
             self._arm_authentication_deadline()
         else:  # on SSL listeners a verified client certificate names the client
@@ -260,7 +263,8 @@ class Connection(asyncio.BufferedProtocol):
         self.flush()
         if not self.reading_paused:
             self._wire.pause_reading()
-        await asyncio.sleep(delay_s)  # the mute itself, not a wait for an event
+        with contextlib.suppress(TimeoutError):  # the mute itself; a stopping server ends it
+            await asyncio.wait_for(self.server.stopped.wait(), delay_s)
         if not self.reading_paused and not self.closed:
             self._wire.resume_reading()
 
@@ -396,6 +400,8 @@ class BrokerServer:
         self.connections: set[Connection] = set()
         self.file_bytes_sent = 0  # record bytes of the answers sent whole from segment files (sendfile)
         self.stopping = False
+        self.congestion_control_failed = False  # ebb.socket.loopback.congestion.control refused once: not again
+        self.stopped = asyncio.Event()  # set by stop(): a muted connection's wait ends then, not at its throttle's end
         self.request_metrics = RequestMetrics()  # counts and times every request served (the metrics)
 
     async def start(self) -> None:
@@ -411,6 +417,7 @@ class BrokerServer:
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish (up to `grace_s`), then close every connection."""
         self.stopping = True
+        self.stopped.set()
         for server in self.servers:
             server.close()
         replicas = getattr(self.broker, "replicas", None)

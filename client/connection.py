@@ -11,14 +11,15 @@ import asyncio
 import itertools
 import random
 import time
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.framing import DEFAULT_MAX_FRAME, decode_response, encode_request
+from protocol.framing import DEFAULT_MAX_FRAME, FrameReader, decode_response, encode_request
 from protocol.messages import ApiMessage, ApiRequest, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.wire import I16, I32
 
@@ -44,9 +45,9 @@ except metadata.PackageNotFoundError:  # running from a source tree that was nev
 
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
-# asyncio pauses reading at twice its 64 KiB default: a large Fetch answer then costs a pause and a resume
-# (two epoll changes) per 128 KiB; at 4 MiB, per 8 MiB
-READ_BUFFER_LIMIT = 4 * 2**20
+# A large answer is received straight into a buffer of its own (FrameReader) grown by this much at a time:
+# one step holds a consumer's 8 MiB Fetch round
+FRAME_STEP = 16 * 2**20
 _CORRELATION_IDS = 2**31
 _R = TypeVar("_R", bound=ApiMessage)  # the response of the request sent
 # KIP-368: a broker that gives a SASL session a lifetime closes a connection sending a request after it.
@@ -54,6 +55,7 @@ _R = TypeVar("_R", bound=ApiMessage)  # the response of the request sent
 # retires within the window of the lifetime where Kafka's client re-authenticates: it reports itself
 # disconnected, so callers open a fresh one, and closes once its last answer is in.
 REAUTH_WINDOW = (0.85, 0.95)
+RETIRED = "retired before its SASL session's end (KIP-368)"
 
 
 class BrokerConnection:
@@ -83,11 +85,11 @@ class BrokerConnection:
         self.api_versions_version: int | None = None  # which ApiVersions version the broker answered
         self._correlation = itertools.count(1)
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}  # each its request's response
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
+        self._socket: _FramedSocket | None = None
         self._closed = False
         self._close_reason = "not connected"
         self._retire_at: float | None = None  # time.monotonic() past which it serves no new caller (KIP-368)
+        self._retire_timer: asyncio.TimerHandle | None = None  # closes it then if idle (else its last answer does)
         self._log = log.bind(broker=self.address, node_id=node_id)
 
     @property
@@ -96,7 +98,7 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._closed and not self._retiring()
+        return self._socket is not None and not self._closed and not self._retiring()
 
     def _retiring(self) -> bool:
         return self._retire_at is not None and time.monotonic() >= self._retire_at
@@ -104,7 +106,17 @@ class BrokerConnection:
     def _session_lifetime(self, answer: ApiMessage) -> None:
         lifetime_ms = getattr(answer, "session_lifetime_ms", 0)
         if lifetime_ms > 0:
-            self._retire_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(*REAUTH_WINDOW)
+            delay_s = lifetime_ms / 1000 * random.uniform(*REAUTH_WINDOW)
+            self._retire_at = time.monotonic() + delay_s
+            # Callers replace a retired connection without closing it: an idle one closes itself.
+            if self._retire_timer is not None:
+                self._retire_timer.cancel()
+            self._retire_timer = asyncio.get_running_loop().call_later(delay_s, self._retire_if_idle)
+
+    def _retire_if_idle(self) -> None:
+        self._retire_timer = None
+        if not self._pending:
+            self._shut(RETIRED)
 
     @property
     def in_flight(self) -> int:
@@ -117,15 +129,16 @@ class BrokerConnection:
     # -- lifecycle --
 
     async def connect(self) -> BrokerConnection:
-        if self._writer is not None:
+        if self._socket is not None:
             raise RuntimeError(f"{self!r} was already connected; make a new one")
+        framed = _FramedSocket(self.max_frame, self._dispatch, self._lost)
         try:
             tls = self.security.ssl_context if self.security is not None else None
             server_hostname = (self.host if self.security is not None and self.security.check_hostname else "") \
                 if tls is not None else None
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=tls, server_hostname=server_hostname,
-                                        limit=READ_BUFFER_LIMIT),
+            transport, _ = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(lambda: framed, self.host, self.port, ssl=tls,
+                                                             server_hostname=server_hostname),
                 self.connect_timeout_s,
             )
         except (OSError, TimeoutError) as exc:
@@ -133,8 +146,8 @@ class BrokerConnection:
             raise BrokerUnreachableError(
                 f"cannot connect to {self.address}: {reason}", host=self.host, port=self.port
             ) from exc
-        self._writer = writer
-        self._reader_task = asyncio.create_task(self._read_loop(reader), name=f"ebb-read-{self.address}")
+        framed.connection_made(transport)  # uvloop may call it only after create_connection has returned
+        self._socket = framed
         try:
             await self._negotiate()
             if self.security is not None and self.security.sasl_mechanism is not None:
@@ -149,14 +162,8 @@ class BrokerConnection:
         if self._closed:
             return
         self._shut("closed by the client")
-        if self._reader_task is not None and self._reader_task is not asyncio.current_task():
-            self._reader_task.cancel()
-            await asyncio.gather(self._reader_task, return_exceptions=True)
-        if self._writer is not None:
-            try:
-                await self._writer.wait_closed()
-            except OSError:
-                pass
+        if self._socket is not None:
+            await self._socket.closed
 
     async def __aenter__(self) -> BrokerConnection:
         return await self.connect()
@@ -170,6 +177,9 @@ class BrokerConnection:
             return
         self._closed = True
         self._close_reason = reason
+        if self._retire_timer is not None:
+            self._retire_timer.cancel()
+            self._retire_timer = None
         pending, self._pending = self._pending, {}
         for future, api_key, version in pending.values():
             if not future.done():
@@ -177,8 +187,8 @@ class BrokerConnection:
                     f"connection to {self.address} {reason} while waiting for {api_name(api_key)} v{version}",
                     host=self.host, port=self.port, request_sent=True,
                 ))
-        if self._writer is not None:
-            self._writer.close()
+        if self._socket is not None:
+            self._socket.close()
 
     # -- versions --
 
@@ -254,7 +264,7 @@ class BrokerConnection:
             if future.done() and not future.cancelled():
                 future.exception()  # failed by _shut when the write failed: the write's error was raised
             if not self._pending and self._retiring():
-                self._shut("retired before its SASL session's end (KIP-368)")
+                self._shut(RETIRED)
 
     async def send_only(self, body: ApiMessage, *, version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""
@@ -271,12 +281,11 @@ class BrokerConnection:
             raise
 
     async def _write(self, frame: bytes) -> None:
-        if self._closed or self._writer is None:
+        if self._closed or self._socket is None:
             raise ConnectionClosedError(f"connection to {self.address} is {self._close_reason}",
                                         host=self.host, port=self.port, request_sent=False)
         try:
-            self._writer.write(frame)
-            await self._writer.drain()
+            await self._socket.write(frame)
         except OSError as exc:
             self._shut(f"failed on write ({exc})")
             raise ConnectionClosedError(f"connection to {self.address} failed on write: {exc}",
@@ -284,28 +293,15 @@ class BrokerConnection:
 
     # -- the reader --
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        reason = "closed by the broker"
-        try:
-            while True:
-                size = I32.unpack(await reader.readexactly(4))[0]
-                if size < 4 or size > self.max_frame:
-                    reason = f"sent a frame of {size} bytes"
-                    return
-                self._dispatch(await reader.readexactly(size))
-        except asyncio.IncompleteReadError:
-            pass
-        except OSError as exc:
-            reason = f"failed on read ({exc})"
-        except asyncio.CancelledError:
-            reason = "closed by the client"
-            raise
-        finally:
-            if not self._closed:
-                self._log.info("connection_lost", reason=reason, in_flight=len(self._pending))
-            self._shut(reason)
+    def _lost(self, reason: str) -> None:
+        if not self._closed:
+            self._log.info("connection_lost", reason=reason, in_flight=len(self._pending))
+        self._shut(reason)
 
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytearray) -> None:
+        if len(frame) < 4:
+            self._lost(f"sent a frame of {len(frame)} bytes")
+            return
         correlation_id = I32.unpack_from(frame, 0)[0]
         entry = self._pending.pop(correlation_id, None)
         if entry is None:
@@ -315,10 +311,76 @@ class BrokerConnection:
         if future.done():  # the caller was cancelled
             return
         try:
-            future.set_result(_decode(frame, api_key, version))
+            future.set_result(_decode(bytes(frame), api_key, version))  # bytes: the decoder's reads share it
         except ProtocolError as exc:
             future.set_exception(MalformedResponseError(
                 f"{api_name(api_key)} v{version} response from {self.address} does not decode: {exc}"))
+
+
+class _FramedSocket(asyncio.BufferedProtocol):
+    """The socket under a BrokerConnection. The transport reads straight into protocol.framing's
+    FrameReader, so a large answer (a Fetch round of megabytes) lands in one buffer of its own as it
+    arrives; a StreamReader appended each read to a growing bytearray and copied the frame out of it,
+    which cost a consumer more CPU than decoding the records. Writes wait while the transport is full."""
+
+    def __init__(self, max_frame: int, on_frame: Callable[[bytearray], None], on_lost: Callable[[str], None]):
+        self._frames = FrameReader(max_frame, direct_step=FRAME_STEP)
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+        self._transport: asyncio.Transport | None = None
+        self._writable: asyncio.Future[None] | None = None  # set while the transport's buffer is full
+        self._error: OSError | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # once or twice (BrokerConnection.connect), the same transport; uvloop's are not asyncio.Transport
+        self._transport = cast(asyncio.Transport, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._frames.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            self._on_lost(f"sent a bad frame ({exc.message})")
+            return
+        for frame in frames:
+            self._on_frame(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._error = ConnectionResetError("connection lost") if exc is None else OSError(str(exc))
+        self._wake()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self._on_lost("closed by the broker" if exc is None else f"failed on read ({exc})")
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    async def write(self, data: bytes) -> None:
+        if self._error is not None or self._transport is None:
+            raise self._error or ConnectionResetError("not connected")
+        self._transport.write(data)
+        while self._writable is not None:
+            await asyncio.shield(self._writable)
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        elif not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _api_key(body: ApiMessage) -> int:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.property_table import apply_properties, prop
+from protocol.varint import INT32_MAX
 
 LONG_MAX = 2**63 - 1
-INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,7 @@ from pathlib import Path
 
 from broker.log.common import NO_TIMESTAMP
 from broker.log.free_space import is_out_of_space
-
-INT32_MAX = 2**31 - 1
+from protocol.varint import INT32_MAX
 
 
 class CorruptIndexError(Exception):

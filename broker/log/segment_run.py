@@ -153,10 +153,13 @@ class SegmentRun:
 
     def replace(self, old: list[LogSegment], new: LogSegment, swap_suffix: str,
                 between: Callable[[], None] | None = None) -> None:
-        """Put the cleaner's `new` in place of the consecutive closed segments `old` (the caller has
-        checked they are still here). Each rename is atomic and a restart finishes what a crash
+        """Put the cleaner's (or erasure's) `new` in place of the consecutive closed segments `old` (the
+        caller has checked they are still here). Each rename is atomic and a restart finishes what a crash
         interrupts (loader.py): `.cleaned` -> `.swap`, the old files -> `.deleted`, `.swap` -> final."""
         first = self._segments.index(old[0])
+        # Made outside (LogSegment.create), it draws its roll jitter as new_segment's do: a truncation
+        # may make it the active segment.
+        new.roll_jitter_ms = self.config.random_segment_jitter()
         new.rename_suffix(swap_suffix)
         self._segments[first : first + len(old)] = [new]
         self._bases[first : first + len(old)] = [new.base_offset]

@@ -18,6 +18,7 @@ rate is not kept otherwise either.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -30,6 +31,7 @@ from broker.quotas.rate import SampledRate, record_and_throttle_ms
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
 from protocol.messages import FetchRequest
+from protocol.varint import INT32_MAX
 
 log = structlog.get_logger("quotas")
 
@@ -127,6 +129,7 @@ class QuotaManager:
         for tags in [t for t, s in self._sensors.items() if now - s.rate.last_used_ms >= INACTIVE_RATE_EXPIRY_MS]:
             del self._sensors[tags]
         self._tags.clear()  # rebuilt on use: client ids come and go
+        self._bounds.clear()
 
     def sensors(self) -> Iterator[tuple[Tags, float, ClientSensor]]:
         """Each measured client's (user, client-id) tags, its rate now and its sensor (the metrics)."""
@@ -222,6 +225,6 @@ def cap_fetch(manager: QuotaManager, connection: RequestContext, client_id: str 
     """A consumer's Fetch reads no more than its quota's window holds (Kafka's fetchMaxBytes), and waits
     for no more than that (fetchMinBytes)."""
     most = manager.max_value_in_window(user_of(connection.principal), client_id or "")
-    if most is not None:
-        body.max_bytes = min(body.max_bytes, int(min(most, 2**31 - 1)))
+    if most is not None:  # a NaN quota caps at 0, as Kafka's toInt (one batch is still served)
+        body.max_bytes = min(body.max_bytes, 0 if math.isnan(most) else int(min(most, INT32_MAX)))
         body.min_bytes = min(body.min_bytes, body.max_bytes)

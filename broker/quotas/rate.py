@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from protocol.varint import INT32_MAX
+
 
 class _Sample:
     __slots__ = ("start_ms", "last_event_ms", "value")
@@ -96,4 +98,6 @@ def record_and_throttle_ms(rate: SampledRate, bound: float, value: float, now_ms
     if observed <= bound:
         return 0
     throttle = java_round((observed - bound) / bound * rate.window_size_ms(now_ms))
-    return min(throttle, cap_ms) if cap_ms is not None else throttle
+    # Byte rates are not capped (as in Kafka), but the answer's throttle_time_ms is an int32: a tiny quota
+    # against a large request saturates there (Kafka's int cast wraps, often to no throttle at all).
+    return min(throttle, cap_ms if cap_ms is not None else INT32_MAX)

@@ -112,9 +112,14 @@ class ClientQuotaStore:
         for key, text in ConfigEntityZNode.decode(data).items():
             if key in ALL_KEYS:  # a user's node also holds its SCRAM credentials
                 try:
-                    found[key] = float(text)
+                    value = float(text)
                 except ValueError:
                     log.warning("unreadable quota value skipped", path=path, key=key, value=text)
+                    continue
+                if value <= 0:  # written past AlterClientQuotas' checks (NaN passes them, as in Kafka)
+                    log.warning("quota value not above 0 skipped", path=path, key=key, value=text)
+                    continue
+                found[key] = value
         return found
 
     async def _read_all(self) -> Quotas:

@@ -164,7 +164,12 @@ class ReplicaManager(DataPath):
         """Kafka's producer-id expiration task: every producer.id.expiration.check.interval.ms."""
         while True:
             await asyncio.sleep(self._producer_expiry_check_s)
-            expired = sum(partition.expire_producers() for partition in list(self._partitions.values()))
+            expired = 0
+            for tp, partition in list(self._partitions.items()):
+                try:
+                    expired += partition.expire_producers()
+                except Exception as exc:  # one partition's failure must not end expiry for the broker's life
+                    log.error("producer id expiration failed", partition=str(tp), error=repr(exc))
             if expired:
                 log.info("idle producer ids expired", producers=expired, after_ms=self.producer_id_expiration_ms)
 

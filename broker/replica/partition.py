@@ -397,23 +397,18 @@ class Partition(ProducerTable):
         the coordinator (broker/txn/verification.py) that would open a transaction here presents its
         guard: gone (a marker came meanwhile), INVALID_TXN_STATE. LogError and
         PartitionError carry the error code."""
-        self.check_leader()
-        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
-            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                 f"The in-sync replicas of {self.topic_partition} ({len(self.isr)}) are fewer than "
-                                 f"min.insync.replicas ({self.log.config.min_insync_replicas})")
+        await self._ready_to_append(required_acks)
         header = batch.header()
         producer_id = header.producer_id
-        if not self.producers_loaded:
-            await self.load_producer_state()
-            self.check_leader()  # leadership may have moved while the table loaded
         if header.attributes & CONTROL_BIT:
             return await self._append_marker(records, batch, header)
         log_ = self.log
         if needs_validation(log_.config, header, now := log_.clock()):  # timestamps, recompression
             records, batch = await validate(log_.config, self.topic_partition, records, batch, now, self.host.run_io)
             header = batch.header()
-            self.check_leader()
+            # Kafka holds its locks from validation to the producer update; here leadership may have
+            # gone and come back meanwhile (each role change resets the table): check again.
+            await self._ready_to_append(required_acks)
         # From here to the producer state update nothing awaits: check, write and record are atomic.
         first_seq = last_seq = -1
         epoch = header.producer_epoch
@@ -452,6 +447,19 @@ class Partition(ProducerTable):
                                                                     info.last_offset, info.max_timestamp),
                                   transactional=transactional)
         return await self._appended(info)
+
+    async def _ready_to_append(self, required_acks: int) -> None:
+        """Return leading, with min.insync.replicas for acks=-1 and the table loaded (every reset unloads
+        it: a loaded one is this leader's log's), nothing awaited since any of them was checked."""
+        while True:
+            self.check_leader()
+            if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
+                raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                     f"The in-sync replicas of {self.topic_partition} ({len(self.isr)}) are fewer "
+                                     f"than min.insync.replicas ({self.log.config.min_insync_replicas})")
+            if self.producers_loaded:
+                return
+            await self.load_producer_state()  # then leadership and the ISR are looked at again
 
     async def _append_marker(self, records: memoryview, batch: RecordBatch, header: BatchHeader) -> AppendResult:
         """A transaction coordinator's COMMIT or ABORT marker: it closes the producer's transaction

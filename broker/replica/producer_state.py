@@ -37,7 +37,9 @@ usable snapshot) without decoding records. A snapshot beyond the log end offset 
 in a crash) is deleted and the whole log is scanned. Producers idle longer than
 `producer.id.expiration.ms` (a dynamic broker property, Kafka's default one day; the caller passes
 the value in force), counted from the timestamp of their last batch or marker as Kafka counts it, are
-forgotten, unless a transaction of theirs is open.
+forgotten, unless a transaction of theirs is open; so are verification guards (KIP-890) taken that
+long ago and never spent, as Kafka drops its verification states (keyed by producer id, aged from
+when they were made).
 """
 
 from __future__ import annotations
@@ -55,13 +57,13 @@ from broker.log.txn_index import AbortedTxn
 from protocol.control_records import ControlType
 from protocol.errors import CodedError, ErrorCode
 from protocol.records import TRANSACTIONAL_BIT, BatchHeader
+from protocol.varint import INT32_MAX
 
 SNAPSHOT_FILE = "producer-state.json"
 SNAPSHOT_VERSION = 2
 _READABLE_SNAPSHOT_VERSIONS = (1, 2)
 BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 SNAPSHOT_INTERVAL_MS = 60_000
-INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_OFFSET = -1
@@ -124,6 +126,15 @@ class ProducerEntry:
         self.last_update_ms = now_ms
 
 
+class VerificationGuard:
+    """A KIP-890 verification guard: compared by identity; `created_ms` ages it for expiry."""
+
+    __slots__ = ("created_ms",)
+
+    def __init__(self, created_ms: int) -> None:
+        self.created_ms = created_ms
+
+
 class ProducerStateManager:
     """The producer table of one partition. Not thread-safe: used on the event loop only, except
     for the blocking `load_blocking` that the caller runs in an executor (the snapshot is written by
@@ -139,7 +150,7 @@ class ProducerStateManager:
         self.dirty = False  # changed since the last snapshot
         # KIP-890 verification guards, producer id -> guard: taken before the coordinator is asked
         # whether a new transaction may start here, dropped by its first batch or any marker.
-        self.verifying: dict[int, object] = {}
+        self.verifying: dict[int, VerificationGuard] = {}
         # The offset the snapshot on disk covers, once loaded or written: a load replays only the markers
         # from there on, so the log cleaner keeps those (broker/log/cleaned_txns.py).
         self.snapshot_offset: int | None = None
@@ -228,14 +239,14 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry is not None and entry.epoch == epoch and entry.txn_first_offset != NO_OFFSET
 
-    def start_verification(self, producer_id: int, epoch: int) -> object | None:
+    def start_verification(self, producer_id: int, epoch: int, now_ms: int | None = None) -> VerificationGuard | None:
         """The guard a new transaction's first batch must present (KIP-890), or None when the
         producer's transaction is open here already and needs no verification."""
         if self.in_transaction(producer_id, epoch):
             return None
         guard = self.verifying.get(producer_id)
         if guard is None:
-            guard = self.verifying[producer_id] = object()
+            guard = self.verifying[producer_id] = VerificationGuard(_now_ms() if now_ms is None else now_ms)
         return guard
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
@@ -318,12 +329,15 @@ class ProducerStateManager:
     def expire(self, expiration_ms: int, now_ms: int | None = None) -> int:
         """Forget producers whose last batch or marker is `expiration_ms` old or older by its
         timestamp (Kafka's rule: records stamped long ago expire their producer at once), none with
-        an open transaction; returns how many."""
+        an open transaction, and the verification guards taken that long ago; returns how many
+        producers."""
         now = _now_ms() if now_ms is None else now_ms
         stale = [pid for pid, e in self.producers.items()
                  if now - e.last_timestamp >= expiration_ms and e.txn_first_offset == NO_OFFSET]
         for pid in stale:
             del self.producers[pid]
+        for pid in [pid for pid, g in self.verifying.items() if now - g.created_ms >= expiration_ms]:
+            del self.verifying[pid]  # not in the snapshot: the table is not dirtied
         if stale:
             self.dirty = True
         return len(stale)

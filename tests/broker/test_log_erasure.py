@@ -258,3 +258,20 @@ async def test_erased_offset_reads_no_file_on_the_loop_and_a_damaged_header_stay
     assert log.erased_offset == 0
     assert on_loop == [False]
     await manager.shutdown()
+
+
+async def test_a_copy_made_active_by_a_truncation_rolls_with_its_jitter(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every segment draws segment.jitter.ms's roll jitter (Kafka's LogSegment.open), the erasure copy
+    too: a follower's truncation into it makes it the active segment, which rolls by segment.ms."""
+    monkeypatch.setattr(LogConfig, "random_segment_jitter", lambda self: 4_321)
+    manager = await open_manager(tmp_path, ERASING)
+    log = await written_log(manager)
+    log.move_log_start_offset(30)  # rolls the active segment, then copies it from offset 30
+    await until(lambda: log.erased_offset == 30, "the rewrite")
+    copy = log.segments[0]
+    assert copy.base_offset == 30 and len(log.segments) == 2
+    await log.truncate_to(45)
+    assert log.segments == [copy] and log.log_end_offset == 45
+    assert copy.roll_jitter_ms == 4_321
+    await manager.shutdown()

@@ -129,3 +129,41 @@ async def test_close_fails_pending_requests():
         await conn.close()
         with pytest.raises(ConnectionClosedError, match="closed by the client"):
             await pending
+
+
+async def test_answers_larger_than_a_read_and_than_a_buffer_step_arrive_whole():
+    # 20 MiB: read straight into the frame's own buffer, which grows once past its 16 MiB step
+    big = "x" * (20 * 2**20) + "end"
+    async with FixtureCluster() as fixture:
+        async def large_then_small(broker, request):
+            name = request.body.topics[0].name
+            return MetadataResponse(cluster_id=big if name == "big" else name)
+
+        async with _connect(fixture) as conn:
+            fixture.handlers[3] = large_then_small
+            first, second = await asyncio.gather(conn.request(_metadata("big")), conn.request(_metadata("small")))
+            assert first.cluster_id == big and second.cluster_id == "small"
+            assert (await conn.request(_metadata("again"))).cluster_id == "again"  # the framing goes on after it
+
+
+async def test_an_answer_over_max_frame_closes_the_connection():
+    async with FixtureCluster() as fixture:
+        async def too_large(broker, request):
+            return MetadataResponse(cluster_id="x" * 2**20)
+
+        async with _connect(fixture, max_frame=2**19) as conn:
+            fixture.handlers[3] = too_large
+            with pytest.raises(ConnectionClosedError, match="sent a bad frame") as info:
+                await conn.request(_metadata("t"))
+            assert info.value.request_sent and not conn.connected
+
+
+def test_on_uvloop_as_the_broker_runs_it():
+    # uvloop calls connection_made after create_connection returns, and its transports are not
+    # asyncio.Transport: a broker's fetchers and peers use this client on it
+    import uvloop
+
+    async def large_then_small():
+        await test_answers_larger_than_a_read_and_than_a_buffer_step_arrive_whole()
+
+    uvloop.run(large_then_small())

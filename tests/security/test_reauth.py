@@ -105,3 +105,25 @@ def test_ebbs_own_client_retires_its_connections_before_the_session_ends(broker)
     used = asyncio.run(run())
     assert len(used) >= 3  # each retired within 85-95% of its 1.5 s
     assert "SASL session expired" not in broker.log_path.read_text(errors="replace")[logged_before:]
+
+
+def test_an_idle_connection_closes_itself_when_it_retires(broker):
+    """A retired connection callers have replaced (and so never use again) is closed at its retirement,
+    not left open for good on both ends."""
+    from client.connection import RETIRED, BrokerConnection
+    from client.security import ClientSecurity
+
+    security = ClientSecurity(sasl_mechanism="PLAIN", username="alice", password="alice-secret")
+
+    async def run() -> str:
+        connection = await BrokerConnection("127.0.0.1", broker.sasl_port, security=security).connect()
+        try:
+            await connection.request(ApiVersionsRequest(), version=0)
+            deadline = time.monotonic() + 5
+            while connection.in_flight == 0 and not connection._closed and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)  # nothing sent: only its own timer can close it (1.5 s x 0.85-0.95)
+            return connection._close_reason
+        finally:
+            await connection.close()
+
+    assert asyncio.run(run()) == RETIRED

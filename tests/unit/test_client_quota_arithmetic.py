@@ -221,3 +221,28 @@ def test_connection_rates_per_address():
     assert quotas.admit("10.0.0.1", 0) == 333  # 31 over 10 s against 3: (3.1 - 3) / 3 * 10 s
     quotas.update({})
     assert not quotas.enabled and quotas.admit("10.0.0.2", 0) == 0
+
+
+def test_a_throttle_saturates_at_the_answer_field_int32():
+    """A tiny quota against a large request: the throttle would overflow throttle_time_ms."""
+    assert record_and_throttle_ms(SampledRate(11, 1000), 1.0, 50 * 10**6, 0) == 2**31 - 1
+
+
+def test_a_nan_consumer_quota_caps_a_fetch_at_nothing_without_failing():
+    """Kafka's toInt of NaN is 0: the Fetch asks for no bytes (one batch is still served), no crash."""
+    from broker.quotas.manager import cap_fetch
+    from broker.request_context import RequestContext
+    from protocol.messages import FetchRequest
+
+    manager = _manager(**{"-__c": float("nan")})
+    body = FetchRequest(max_bytes=50 * 2**20, min_bytes=1)
+    cap_fetch(manager, RequestContext(), "c", body)
+    assert (body.max_bytes, body.min_bytes) == (0, 0)
+
+
+def test_sweeping_forgets_the_bounds_of_clients_gone():
+    manager = _manager(**{"alice__-": 1000.0})
+    for client in range(100):
+        manager.record("alice", f"task-{client}", 1, 0)
+    manager.record("alice", "last", 1, 10**9)  # far later: the sweep runs first
+    assert len(manager._bounds) == 1

@@ -55,3 +55,20 @@ async def test_a_marker_while_verifying_refuses_the_verified_batch(tmp_path):
         assert (await _append(partition, _txn(1), fresh)).base_offset == 2
     finally:
         await logs.shutdown()
+
+
+def test_a_guard_never_spent_expires_with_the_idle_producers(tmp_path):
+    """Kafka's removeExpiredProducers drops verification states producer.id.expiration.ms after they
+    were made, spent or not: a producer that never came back leaves nothing behind."""
+    from broker.replica.producer_state import ProducerStateManager
+
+    producers = ProducerStateManager(tmp_path)
+    old = producers.start_verification(PID, EPOCH, now_ms=1_000)
+    assert producers.start_verification(PID, EPOCH, now_ms=5_000) is old  # taken again: not made younger
+    young = producers.start_verification(PID + 1, EPOCH, now_ms=5_000)
+    producers.dirty = False
+    assert producers.expire(10_000, now_ms=10_999) == 0
+    assert set(producers.verifying) == {PID, PID + 1}
+    assert producers.expire(10_000, now_ms=11_000) == 0  # guards are not counted as producers
+    assert producers.verifying == {PID + 1: young}
+    assert not producers.dirty  # guards are not in the snapshot
