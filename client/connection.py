@@ -100,6 +100,15 @@ class BrokerConnection:
     def connected(self) -> bool:
         return self._socket is not None and not self._closed and not self._retiring()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def close_reason(self) -> str:
+        """Why it is not open ("not connected" before it ever was)."""
+        return self._close_reason
+
     def _retiring(self) -> bool:
         return self._retire_at is not None and time.monotonic() >= self._retire_at
 

@@ -30,6 +30,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import quote, unquote
 
 from broker.cluster.partition_state import PartitionState
@@ -335,26 +336,39 @@ class ClientQuotaZNode:
         return desanitized(child) if sanitize else child
 
 
-class ConfigChangesZNode:
+class _SequentialNotifications:
+    """Notifications as sequential children `PREFIX` + a 10-digit sequence of the node `PARENT`."""
+
+    PARENT: ClassVar[str]
+    PREFIX: ClassVar[str]
+
+    @classmethod
+    def path_prefix(cls) -> str:
+        """What ZooKeeper's sequential create appends the sequence to."""
+        return f"{cls.PARENT}/{cls.PREFIX}"
+
+    @classmethod
+    def path(cls, child: str) -> str:
+        return f"{cls.PARENT}/{child}"
+
+    @classmethod
+    def in_order(cls, children: list[str]) -> list[str]:
+        """The notifications among `children`, in the order they were written."""
+        return _in_sequence(children, cls.PREFIX)
+
+
+class ConfigChangesZNode(_SequentialNotifications):
     """Kafka's config change notifications: a sequential child per change, naming the entity whose
     configs changed (`{"version": 2, "entity_path": "users/alice/clients/c1"}`); every broker watches them."""
 
-    PATH = "/config/changes"
+    PATH = PARENT = "/config/changes"
     PREFIX = "config_change_"
     VERSION = 2
-
-    @staticmethod
-    def path_prefix() -> str:
-        return f"{ConfigChangesZNode.PATH}/{ConfigChangesZNode.PREFIX}"
 
     @staticmethod
     def encode(entity_path: str) -> bytes:
         """`entity_path`: the entity's node below /config/."""
         return _json({"version": ConfigChangesZNode.VERSION, "entity_path": entity_path.removeprefix("/config/")})
-
-    @staticmethod
-    def in_order(children: list[str]) -> list[str]:
-        return _in_sequence(children, ConfigChangesZNode.PREFIX)
 
 
 class DeleteTopicsZNode:
@@ -391,24 +405,17 @@ class LogDirEventNotificationZNode:
     PATH = "/log_dir_event_notification"
 
 
-class LogDirEventZNode:
+class LogDirEventZNode(_SequentialNotifications):
     """Kafka's LogDirEventNotificationSequenceZNode: `{"version": 1, "broker": N, "event": 1}`.
     Event 1 (a dir failed) is Kafka's; 2 (the dir is healthy again, its replicas reloaded) is Ebb's:
     Kafka brings a failed dir back only by restarting the broker. Kafka's controller reads only the
     broker id, so it would take a 2 for another failure."""
 
+    PARENT = LogDirEventNotificationZNode.PATH
     PREFIX = "log_dir_event_"
     VERSION = 1
     FAILURE = 1
     RECOVERY = 2
-
-    @staticmethod
-    def path_prefix() -> str:
-        return f"{LogDirEventNotificationZNode.PATH}/{LogDirEventZNode.PREFIX}"
-
-    @staticmethod
-    def path(child: str) -> str:
-        return f"{LogDirEventNotificationZNode.PATH}/{child}"
 
     @staticmethod
     def encode(broker_id: int, event: int) -> bytes:
@@ -422,11 +429,6 @@ class LogDirEventZNode:
             return int(raw["broker"]), int(raw.get("event", LogDirEventZNode.FAILURE))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"unreadable log dir event: {data!r}") from exc
-
-    @staticmethod
-    def in_order(children: list[str]) -> list[str]:
-        """The events in the order they were written (the 10-digit sequence suffix)."""
-        return _in_sequence(children, LogDirEventZNode.PREFIX)
 
 
 def topic_paths(topic: str) -> tuple[str, ...]:

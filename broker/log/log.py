@@ -80,11 +80,13 @@ class PartitionLog(LogState):
         return info
 
     def append_nowait(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = -1, assign_offsets: bool = True
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = -1, assign_offsets: bool = True,
+        keys_checked: bool = False,
     ) -> AppendInfo:
         """`append` without the flush policy: never waits (the caller flushes if it must). A bytearray
         or a writable memoryview (a request frame's records) is stamped in place; read-only bytes are
-        copied first."""
+        copied first. `keys_checked`: the leader's validator already read every record under this
+        config (a compacted topic's keyless check would decode them a second time)."""
         self._check_online()
         if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly
                                               and records.format == "B" and records.ndim == 1):
@@ -93,7 +95,7 @@ class PartitionLog(LogState):
             buf = bytearray(records)
         now = self.clock()
         batches = check_batches(buf, self.config, from_producer=assign_offsets)
-        if assign_offsets and self.config.compact_enabled:
+        if assign_offsets and self.config.compact_enabled and not keys_checked:
             refuse_keyless_records(buf, [batch[0] for batch in batches], self.topic_partition)
         if not batches:
             end = self.log_end_offset

@@ -131,6 +131,11 @@ class QuotaManager:
         self._tags.clear()  # rebuilt on use: client ids come and go
         self._bounds.clear()
 
+    @property
+    def cached_bounds(self) -> int:
+        """How many clients' bounds are held between sweeps (client ids come and go: the sweep forgets)."""
+        return len(self._bounds)
+
     def sensors(self) -> Iterator[tuple[Tags, float, ClientSensor]]:
         """Each measured client's (user, client-id) tags, its rate now and its sensor (the metrics)."""
         now = int(time.monotonic() * 1000)

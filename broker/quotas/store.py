@@ -193,6 +193,6 @@ class ClientQuotaStore:
         stale = ConfigChangesZNode.in_order(await self._children(ConfigChangesZNode.PATH))[:-KEPT_NOTIFICATIONS]
         for child in stale:
             try:
-                await self.store.delete(f"{ConfigChangesZNode.PATH}/{child}")
+                await self.store.delete(ConfigChangesZNode.path(child))
             except NoNode:
                 pass  # another broker's writer took it

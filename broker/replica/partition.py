@@ -204,7 +204,6 @@ class Partition(ProducerTable):
     def _replay_as_follower(self, records: memoryview) -> None:
         """Follow the leader's producers and transactions from the batches it sent (headers, and
         the one record of each marker), indexing the aborts as the leader did."""
-        now = _now_ms()
         for batch in iter_batches(records):
             header = batch.header()
             control_type = -1
@@ -213,7 +212,7 @@ class Partition(ProducerTable):
                     control_type = read_marker(batch)[0]
                 except ProtocolError:
                     control_type = -1
-            aborted = self.producers.apply(header, now, control_type)
+            aborted = self.producers.apply(header, control_type)
             if aborted is not None:
                 self.log.record_aborted_txn(aborted)
 
@@ -403,8 +402,11 @@ class Partition(ProducerTable):
         if header.attributes & CONTROL_BIT:
             return await self._append_marker(records, batch, header)
         log_ = self.log
+        validated_under = None
         if needs_validation(log_.config, header, now := log_.clock()):  # timestamps, recompression
-            records, batch = await validate(log_.config, self.topic_partition, records, batch, now, self.host.run_io)
+            validated_under = log_.config  # its records read, keys included
+            records, batch = await validate(validated_under, self.topic_partition, records, batch, now,
+                                            self.host.run_io)
             header = batch.header()
             # Kafka holds its locks from validation to the producer update; here leadership may have
             # gone and come back meanwhile (each role change resets the table): check again.
@@ -441,7 +443,8 @@ class Partition(ProducerTable):
                 append_time = duplicate.timestamp if self.log.config.log_append_time else -1
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
                                     self.log.log_start_offset, duplicate=True)
-        info = self.log.append_nowait(records, leader_epoch=self.leader_epoch)
+        info = self.log.append_nowait(records, leader_epoch=self.leader_epoch,
+                                      keys_checked=validated_under is self.log.config)
         if producer_id >= 0:
             self.producers.update(producer_id, epoch, BatchMetadata(first_seq, last_seq, info.first_offset,
                                                                     info.last_offset, info.max_timestamp),

@@ -62,7 +62,7 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
     # the table returns complete up to the log end with nothing awaited since that check.
     scanned, covered_to = 0, scan_from
     while covered_to < (end := partition_log.log_end_offset):
-        scanned += await _replay_log(partition_log, producers, run_io, covered_to, end, now)
+        scanned += await _replay_log(partition_log, producers, run_io, covered_to, end)
         covered_to = end
     # Producers whose every batch lies below the log start offset are gone with their records (an
     # open transaction keeps its producer: its marker is still to come).
@@ -75,7 +75,7 @@ async def rebuild_producer_state(partition_log: PartitionLog, producers: Produce
 
 
 async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManager, run_io: RunIO,
-                      offset: int, end: int, now_ms: int) -> int:
+                      offset: int, end: int) -> int:
     """Feed the batch headers from `offset` to `end` into the producer table: the log's own read
     names the file ranges, their headers are read off the loop, a segment file at a time."""
     scanned = 0
@@ -96,7 +96,7 @@ async def _replay_log(partition_log: PartitionLog, producers: ProducerStateManag
                 headers, position = await run_io(_headers_and_markers, piece, position)
                 for header, control_type in headers:
                     if header.last_offset >= offset and header.base_offset < end:
-                        aborted = producers.apply(header, now_ms, control_type)
+                        aborted = producers.apply(header, control_type)
                         if aborted is not None:
                             partition_log.record_aborted_txn(aborted)
                         scanned += 1

@@ -24,7 +24,7 @@ Persistence: the state is rebuilt at load from a snapshot plus the batch headers
 survives restarts, clean or not. The snapshot is `producer-state.json` in the partition directory:
 
     {"version": 2, "offset": <log end offset it covers>, "producers": {"<id>": {"epoch": e,
-     "last_update_ms": t, "batches": [[first_seq, last_seq, first_offset, last_offset, timestamp], ...],
+     "batches": [[first_seq, last_seq, first_offset, last_offset, timestamp], ...],
      "coordinator_epoch": c, "txn_first_offset": f (-1: no transaction open),
      "last_timestamp": t (of the last batch or marker; absent in older snapshots)}}}
 
@@ -96,7 +96,6 @@ class BatchMetadata(NamedTuple):  # one per idempotent batch: a NamedTuple is ma
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
-    last_update_ms: int = 0
     coordinator_epoch: int = -1
     txn_first_offset: int = NO_OFFSET  # the open transaction's first offset here
     last_timestamp: int = -1  # of its last batch or marker here (Kafka's lastTimestamp, DescribeProducers)
@@ -117,13 +116,12 @@ class ProducerEntry:
                 return batch
         return None
 
-    def add(self, epoch: int, batch: BatchMetadata, now_ms: int) -> None:
+    def add(self, epoch: int, batch: BatchMetadata) -> None:
         if epoch != self.epoch:
             self.epoch = epoch
             self.batches.clear()
         self.batches.append(batch)
         self.last_timestamp = batch.timestamp
-        self.last_update_ms = now_ms
 
 
 class VerificationGuard:
@@ -219,13 +217,11 @@ class ProducerStateManager:
                 f"offset {entry.txn_first_offset} is still open",
             )
 
-    def update(self, producer_id: int, epoch: int, batch: BatchMetadata, now_ms: int | None = None,
-               transactional: bool = False) -> None:
-        now = _now_ms() if now_ms is None else now_ms
+    def update(self, producer_id: int, epoch: int, batch: BatchMetadata, transactional: bool = False) -> None:
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
-        entry.add(epoch, batch, now)
+        entry.add(epoch, batch)
         if transactional and entry.txn_first_offset == NO_OFFSET:
             entry.txn_first_offset = batch.first_offset
             self.ongoing[producer_id] = batch.first_offset
@@ -267,10 +263,9 @@ class ProducerStateManager:
             )
 
     def complete_txn(self, producer_id: int, epoch: int, control_type: int, coordinator_epoch: int,
-                     marker_offset: int, marker_timestamp: int, now_ms: int | None = None) -> AbortedTxn | None:
+                     marker_offset: int, marker_timestamp: int) -> AbortedTxn | None:
         """A marker was written at `marker_offset`: close the producer's transaction here. Returns
         the aborted-transaction index entry for an ABORT, None for a COMMIT."""
-        now = _now_ms() if now_ms is None else now_ms
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
@@ -281,7 +276,6 @@ class ProducerStateManager:
         entry.txn_first_offset = NO_OFFSET
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = marker_timestamp
-        entry.last_update_ms = now
         self.ongoing.pop(producer_id, None)
         self.verifying.pop(producer_id, None)  # a batch verified before this marker may not reopen it
         self.unreplicated.append((first, marker_offset))
@@ -307,7 +301,7 @@ class ProducerStateManager:
                 first = txn_first
         return first
 
-    def apply(self, header: BatchHeader, now_ms: int, control_type: int = -1) -> AbortedTxn | None:
+    def apply(self, header: BatchHeader, control_type: int = -1) -> AbortedTxn | None:
         """Replay a batch read back from the log (no checks: it was checked when written); a control
         batch comes with its control type. Returns what an ABORT marker adds to the aborted index."""
         if header.producer_id < 0:
@@ -319,10 +313,10 @@ class ProducerStateManager:
             if control_type < 0:
                 return None
             return self.complete_txn(header.producer_id, header.producer_epoch, control_type, -1,
-                                     header.base_offset, header.max_timestamp, now_ms)
+                                     header.base_offset, header.max_timestamp)
         batch = BatchMetadata(header.base_sequence, last_sequence(header.base_sequence, header.last_offset_delta),
                               header.base_offset, header.last_offset, header.max_timestamp)
-        self.update(header.producer_id, header.producer_epoch, batch, now_ms,
+        self.update(header.producer_id, header.producer_epoch, batch,
                     transactional=bool(header.attributes & TRANSACTIONAL_BIT))
         return None
 
@@ -347,7 +341,7 @@ class ProducerStateManager:
     def snapshot(self, offset: int) -> bytes:
         """The table as snapshot bytes (taken on the event loop, written elsewhere)."""
         producers = {
-            str(pid): {"epoch": e.epoch, "last_update_ms": e.last_update_ms,
+            str(pid): {"epoch": e.epoch,
                        "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
                                    for b in e.batches],
                        "coordinator_epoch": e.coordinator_epoch, "txn_first_offset": e.txn_first_offset,
@@ -364,7 +358,7 @@ class ProducerStateManager:
             raise ValueError(f"unknown producer state snapshot version {raw.get('version')!r}")
         producers: dict[int, ProducerEntry] = {}
         for pid, item in raw["producers"].items():
-            entry = ProducerEntry(int(item["epoch"]), last_update_ms=int(item["last_update_ms"]),
+            entry = ProducerEntry(int(item["epoch"]),
                                   coordinator_epoch=int(item.get("coordinator_epoch", -1)),
                                   txn_first_offset=int(item.get("txn_first_offset", NO_OFFSET)))
             for first_seq, last_seq, first_offset, last_offset, timestamp in item["batches"]:

@@ -120,9 +120,9 @@ def test_an_idle_connection_closes_itself_when_it_retires(broker):
         try:
             await connection.request(ApiVersionsRequest(), version=0)
             deadline = time.monotonic() + 5
-            while connection.in_flight == 0 and not connection._closed and time.monotonic() < deadline:
+            while connection.in_flight == 0 and not connection.closed and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)  # nothing sent: only its own timer can close it (1.5 s x 0.85-0.95)
-            return connection._close_reason
+            return connection.close_reason
         finally:
             await connection.close()
 

@@ -245,4 +245,4 @@ def test_sweeping_forgets_the_bounds_of_clients_gone():
     for client in range(100):
         manager.record("alice", f"task-{client}", 1, 0)
     manager.record("alice", "last", 1, 10**9)  # far later: the sweep runs first
-    assert len(manager._bounds) == 1
+    assert manager.cached_bounds == 1

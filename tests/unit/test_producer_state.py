@@ -22,7 +22,7 @@ from protocol.records import build_batch
 def _append(state, pid, epoch, first_seq, count, offset):
     batch = BatchMetadata(first_seq, last_sequence(first_seq, count - 1), offset, offset + count - 1, 1000)
     assert state.check(pid, epoch, batch.first_seq, batch.last_seq) is None
-    state.update(pid, epoch, batch, now_ms=1)
+    state.update(pid, epoch, batch)
     return batch
 
 
@@ -98,7 +98,7 @@ def test_last_timestamp_is_the_last_batch_or_marker_and_survives_snapshots(tmp_p
     state = ProducerStateManager(tmp_path)
     _append(state, 7, 0, 0, 3, 10)  # written at 1000
     assert state.producers[7].last_timestamp == 1000
-    state.complete_txn(7, 0, ControlType.COMMIT, 3, 13, marker_timestamp=5000, now_ms=1)
+    state.complete_txn(7, 0, ControlType.COMMIT, 3, 13, marker_timestamp=5000)
     assert state.producers[7].last_timestamp == 5000  # Kafka's lastTimestamp moves with the marker
     again = ProducerStateManager(tmp_path)
     again.restore(state.snapshot(14))
@@ -135,5 +135,5 @@ def test_replay_reads_producer_fields_through_the_logs_slices(tmp_path):
         [(0, 0, 3, 1, 0), (1, 2, 3, 1, 1)]
     state = ProducerStateManager(tmp_path)
     for header in headers:
-        state.apply(header, now_ms=1)
+        state.apply(header)
     assert list(state.producers[3].batches) == [BatchMetadata(0, 0, 0, 0, 5), BatchMetadata(1, 2, 1, 2, 7)]
