@@ -1,4 +1,9 @@
-"""Produce (key 0), versions 3-11; ApiVersions advertises 0-11.
+"""Produce (key 0), versions 3-12; ApiVersions advertises 0-12.
+
+v12 is transactions version 2 (KIP-890 part 2): a transactional batch to a partition not yet in the
+producer's transaction makes this leader add it (the coordinator directly, or AddPartitionsToTxn v5
+to it: broker/txn/verification.py), whatever `transaction.partition.verification.enable` says, as
+Kafka's ReplicaManager; CONCURRENT_TRANSACTIONS is then answered as is.
 
 Kafka 4.x advertises Produce from v0 although it refuses v0-2, because librdkafka's compression
 check needs the advertised range to overlap v0 (KAFKA-18659); we do the same. A v0-2 request never
@@ -139,7 +144,7 @@ def _check_in_transaction(broker: BrokerContext, transactional_id: str | None, b
 
 
 async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote: list[int],
-                           entries: list[AppendEntry], slots: list[tuple[list, int, int]]):
+                           entries: list[AppendEntry], slots: list[tuple[list, int, int]], add: bool):
     """KIP-890 part 1 where another broker coordinates the id (broker/txn/verification.py): the
     batches refused get their answer here and leave `entries`; returns (entries, slots, guards)."""
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
@@ -149,7 +154,8 @@ async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote:
     errors: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], object] = {}
     for (producer_id, epoch), partitions in by_producer.items():
-        refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions)
+        refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions,
+                                                                   add=add)
         errors.update(refused)
         guards.update(taken)
     if not errors:
@@ -176,7 +182,7 @@ def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
                               log_start_offset=-1, error_message=message)
 
 
-@handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request,
+@handles(API_KEY, "3-12", advertised_min=0, decode=fastpath.decode_produce_request,
          encode=fastpath.encode_produce_response)
 async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                   connection: RequestContext) -> ProduceResponse | None:
@@ -212,8 +218,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             try:
                 records, batch = _one_batch(data.records, version)
                 if batch.is_transactional:
-                    if body.transactional_id is not None and \
-                            broker.transactions.verified_remotely(body.transactional_id):
+                    if body.transactional_id is not None and (
+                            version >= 12 or broker.transactions.verified_remotely(body.transactional_id)):
                         remote.append(len(entries))  # its coordinator is asked before the append
                     else:
                         _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index))
@@ -228,7 +234,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     guards: dict[tuple[str, int], object] = {}
     if remote:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify_remotely(broker, body.transactional_id, remote, entries, slots)
+        entries, slots, guards = await _verify_remotely(broker, body.transactional_id, remote, entries, slots,
+                                                        add=version >= 12)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,

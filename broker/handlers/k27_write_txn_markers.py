@@ -9,9 +9,10 @@ UNKNOWN_TOPIC_OR_PARTITION; the others get the marker through ReplicaManager.app
 append's error: NOT_LEADER_OR_FOLLOWER (the coordinator retries at the new leader),
 INVALID_PRODUCER_EPOCH (an older epoch than the partition's producer has),
 TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the last marker's),
-NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT. A v2 marker of transactions version 2 (KIP-890
-part 2, which Ebb does not finalize, so no coordinator of its sends one) is refused with
-UNSUPPORTED_VERSION rather than written under the classic rules.
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT. A v2 marker names the transaction version
+(0-2 are written; another is UNSUPPORTED_VERSION); a transactions version 2 marker is checked as a
+classic one (its epoch not below the producer's), where Kafka 4.3.1 wants it above the producer's
+epoch (docs/features.md, gaps).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS,
@@ -30,7 +31,7 @@ from protocol.framing import Request
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
-CLASSIC_TRANSACTION_VERSIONS = (0, 1)
+KNOWN_TRANSACTION_VERSIONS = (0, 1, 2)
 _Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
 _TopicResult = _Result.WritableTxnMarkerTopicResult
 _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
@@ -64,7 +65,7 @@ async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMark
                     codes[tp] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 elif TopicPartition(topic.name, index) not in hosted:
                     codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif request.api_version >= 2 and marker.transaction_version not in CLASSIC_TRANSACTION_VERSIONS:
+                elif request.api_version >= 2 and marker.transaction_version not in KNOWN_TRANSACTION_VERSIONS:
                     codes[tp] = ErrorCode.UNSUPPORTED_VERSION
                 else:
                     codes[tp] = ErrorCode.NONE

@@ -1,5 +1,9 @@
-"""TxnOffsetCommit (key 28), versions 0-4: a transactional producer commits a consumer group's offsets
-inside its transaction (`sendOffsetsToTransaction`; v5 belongs to transactions version 2).
+"""TxnOffsetCommit (key 28), versions 0-5: a transactional producer commits a consumer group's offsets
+inside its transaction (`sendOffsetsToTransaction`). v5 is transactions version 2 (KIP-890 part 2):
+no AddOffsetsToTxn comes first, this group coordinator adds the group's `__consumer_offsets`
+partition to the transaction itself (the transaction coordinator directly, or AddPartitionsToTxn v5
+to it: broker/txn/verification.py), answering its refusal per partition (PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS as is).
 
 Before `__consumer_offsets` and `__transaction_state` exist (AddOffsetsToTxn and FindCoordinator
 create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition of the group must
@@ -36,7 +40,7 @@ _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
-@handles(API_KEY, "0-4")
+@handles(API_KEY, "0-5")
 async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCommitRequest],
                             connection: RequestContext) -> TxnOffsetCommitResponse:
     version, body = request.api_version, request.body
@@ -59,8 +63,13 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
         # Kafka's group coordinator cannot have the transaction verified yet: retriable
         return [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(commits)
     offsets_partition = (OFFSETS_TOPIC, store.partition_for(body.group_id))
-    verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
-                                          offsets_partition)
+    if version >= 5:
+        refused, _ = await broker.transactions.verifier.verify(
+            body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True)
+        verified = refused.get(offsets_partition, ErrorCode.NONE)
+    else:
+        verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
+                                              offsets_partition)
     if verified != ErrorCode.NONE:
         return [verified] * len(commits)
     try:
