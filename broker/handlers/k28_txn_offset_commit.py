@@ -17,7 +17,8 @@ pending: they replace the group's committed offsets only when the COMMIT marker 
 partition, and vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
 
 Errors: NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
-TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE,
+TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE
+(TRANSACTION_ABORTABLE at v4), CONCURRENT_TRANSACTIONS (v5),
 INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
 """
@@ -70,6 +71,8 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
     else:
         verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
                                               offsets_partition)
+        if verified == ErrorCode.INVALID_TXN_STATE and version == 4:  # its client knows the abortable error
+            verified = ErrorCode.TRANSACTION_ABORTABLE
     if verified != ErrorCode.NONE:
         return [verified] * len(commits)
     try:

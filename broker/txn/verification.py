@@ -56,13 +56,16 @@ _RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXC
                         ErrorCode.NOT_COORDINATOR})
 
 
-def produce_error(code: ErrorCode, add: bool = False) -> ErrorCode:
+def produce_error(code: ErrorCode, add: bool = False, abortable: bool = False) -> ErrorCode:
     """What a Produce answers for the coordinator's verdict on one partition (`add`: v12, where
-    CONCURRENT_TRANSACTIONS is answered as is)."""
+    CONCURRENT_TRANSACTIONS is answered as is; `abortable`: Produce v11 and TxnOffsetCommit v4, whose
+    clients know TRANSACTION_ABORTABLE, Kafka's genericError operation)."""
     if add and code == ErrorCode.CONCURRENT_TRANSACTIONS:
         return code
     if code == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and abortable:
+        return code
     if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
         return ErrorCode.INVALID_TXN_STATE
     if code in _RETRIABLE:
@@ -84,10 +87,10 @@ class TxnVerifier:
         self._coordinated_here = coordinated_here
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartitionKey], *, add: bool = False
+                     partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False
                      ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
         """(the partitions refused, with Produce's error; the guards to present at the append).
-        `add`: transactions version 2, the coordinator adds the partitions."""
+        `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error."""
         errors: dict[TopicPartitionKey, ErrorCode] = {}
         guards: dict[TopicPartitionKey, object] = {}
         for tp in partitions:
@@ -106,7 +109,7 @@ class TxnVerifier:
             answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, list(guards), add)
             for tp, code in answers.items():
                 if code != ErrorCode.NONE and tp in guards:
-                    errors[tp] = produce_error(code, add)
+                    errors[tp] = produce_error(code, add, abortable)
                     log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
                              transactional_id=transactional_id, producer_id=producer_id, error=code.name)
         return errors, guards
