@@ -282,7 +282,9 @@ class TransactionCoordinator:
         self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None:
-            meta = TxnMetadata(transactional_id, await self.replicas.producer_ids.next_id(), -1, timeout_ms)
+            producer_id = await self.replicas.producer_ids.next_id()
+            # Kafka records a new id's producer id as its previous one too
+            meta = TxnMetadata(transactional_id, producer_id, -1, timeout_ms, prev_producer_id=producer_id)
             await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0, new=True)
             return meta.producer_id, meta.producer_epoch
         if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
@@ -300,7 +302,8 @@ class TransactionCoordinator:
         meta.timeout_ms = timeout_ms
         if epoch_exhausted(meta.producer_epoch):  # a new producer id starts at 0
             await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0,
-                              producer_id=await self.replicas.producer_ids.next_id())
+                              producer_id=await self.replicas.producer_ids.next_id(),
+                              prev_producer_id=meta.producer_id)
         else:
             await self._write(meta, TxnState.EMPTY, set(), -1, epoch=meta.producer_epoch + 1)
         return meta.producer_id, meta.producer_epoch

@@ -22,6 +22,7 @@ from enum import IntEnum
 
 import structlog
 
+from broker.group.offsets_store import java_string_hash
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, ReplicaManager
 from protocol.errors import CodedError, ErrorCode, ProtocolError
@@ -91,16 +92,37 @@ def key_bytes(transactional_id: str) -> bytes:
     return _I16.pack(KEY_VERSION) + TransactionLogKey[0].encode(TransactionLogKey(transactional_id=transactional_id))
 
 
+def _java_hash_order(keys: list, hash_of: Callable) -> list:
+    """The order a java.util.HashMap/HashSet of `keys` iterates in: by bucket of the spread hash in a
+    table grown from 16 until at most 0.75 full (ties keep the given order). Kafka lists a
+    transaction's partitions from a HashSet, grouped by topic in a HashMap: DumpLogSegments then
+    prints the same lists for Ebb's records as for Kafka's."""
+    capacity = 16
+    while len(keys) > capacity * 0.75:
+        capacity *= 2
+
+    def bucket(key) -> int:
+        h = hash_of(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(keys, key=bucket)
+
+
+def _topic_partition_hash(tp: TopicPartitionKey) -> int:
+    """Java's TopicPartition.hashCode."""
+    return 31 * (31 + tp[1]) + java_string_hash(tp[0])
+
+
 def value_bytes(meta: TxnMetadata, version: int) -> bytes:
     """The value recording `meta` (the id's state after the change) at value `version`."""
     by_topic: dict[str, list[int]] = {}
-    for topic, index in sorted(meta.partitions):
+    for topic, index in _java_hash_order(sorted(meta.partitions), _topic_partition_hash):
         by_topic.setdefault(topic, []).append(index)
     value = TransactionLogValue(
         producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_timeout_ms=meta.timeout_ms,
         transaction_status=int(meta.state),
         transaction_partitions=None if meta.state == TxnState.EMPTY else [
-            TransactionLogValue.PartitionsSchema(topic=t, partition_ids=ids) for t, ids in by_topic.items()],
+            TransactionLogValue.PartitionsSchema(topic=t, partition_ids=by_topic[t])
+            for t in _java_hash_order(list(by_topic), java_string_hash)],
         transaction_last_update_timestamp_ms=meta.update_ms, transaction_start_timestamp_ms=meta.start_ms,
         previous_producer_id=meta.prev_producer_id, next_producer_id=meta.next_producer_id,
         client_transaction_version=meta.client_transaction_version)
