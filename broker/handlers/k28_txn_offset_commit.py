@@ -9,10 +9,10 @@ Before `__consumer_offsets` and `__transaction_state` exist (AddOffsetsToTxn and
 create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition of the group must
 have been added to the transaction (AddOffsetsToTxn): the transaction coordinator is asked directly
 when it is this broker (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH);
-in a cluster whose transaction coordinator for the id is another broker it is not asked (the
-AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). The group rules are OffsetCommit's
-(broker/group/offsets.py): v3+ members are checked by generation, member id and instance id. The
-offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
+in a cluster whose transaction coordinator for the id is another broker it is not asked below v5
+(the AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). The group
+rules are OffsetCommit's (broker/group/offsets.py): v3+ members are checked by generation, member id
+and instance id. The offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
 pending: they replace the group's committed offsets only when the COMMIT marker reaches that
 partition, and vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
 

@@ -1,5 +1,6 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator, transactions version 0/1), a broker
-service: transactional ids, their producer ids and epochs, and the state machine
+"""The transaction coordinator (Kafka's TransactionCoordinator, transactions versions 0-2: version 2's
+EndTxn rules in broker/txn/tv2.py), a broker service: transactional ids, their producer ids and
+epochs, and the state machine
 
     Empty -> Ongoing (AddPartitionsToTxn) -> PrepareCommit | PrepareAbort (EndTxn, a timeout, a
     fencing InitProducerId) -> markers on every partition -> CompleteCommit | CompleteAbort -> Ongoing ...
@@ -35,6 +36,7 @@ from broker.aio import every, run_to_completion
 from broker.config import BrokerConfig, TransactionConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import Partition, PartitionError, ReplicaManager
+from broker.txn.expiry import remove_expired_ids
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.peers import PeerConnections
 from broker.txn.state_log import (
@@ -59,8 +61,6 @@ log = structlog.get_logger("transactions")
 
 MAX_ID_BYTES = 2**15 - 1
 MARKER_RETRY_S = 0.1
-# The states whose id may expire (Kafka's TransactionState.isExpirationAllowed): no transaction open.
-_EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 _WRITTEN_FIELDS = ("producer_id", "producer_epoch", "last_producer_epoch", "state", "partitions", "start_ms",
                    "update_ms", "prev_producer_id", "next_producer_id", "client_transaction_version")
 _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
@@ -513,33 +513,10 @@ class TransactionCoordinator:
 
     async def remove_expired(self, now_ms: int | None = None) -> int:
         """Forget the ids without a transaction whose last change is `transactional.id.expiration.ms`
-        old, as Kafka does: a tombstone in `__transaction_state` first (a replay drops the id too)."""
+        old, as Kafka does (broker/txn/expiry.py)."""
         horizon = (_now_ms() if now_ms is None else now_ms) - self.settings.transactional_id_expiration_ms
-        by_index: dict[int, list[TxnMetadata]] = {}
-        for meta in self._txns.values():
-            if meta.state in _EXPIRABLE and not meta.pending and meta.update_ms <= horizon:
-                by_index.setdefault(self.partition_of(meta.transactional_id), []).append(meta)
-        if not by_index:
-            return 0
-        metas = [meta for group in by_index.values() for meta in group]
-        for meta in metas:
-            meta.pending = True  # requests for the id answer CONCURRENT_TRANSACTIONS meanwhile
-        try:
-            results = await run_to_completion(append_state(
-                self.replicas, {index: [(key_bytes(m.transactional_id), None) for m in group]
-                                for index, group in by_index.items()}, _now_ms()))
-        finally:
-            for meta in metas:
-                meta.pending = False
-        removed = 0
-        for index, group in by_index.items():
-            if results[index][0] != ErrorCode.NONE:
-                log.warning("cannot remove expired transactional ids yet", partition=index,
-                            error=results[index][0].name)
-                continue
-            for meta in group:
-                if self._owns(meta):
-                    del self._txns[meta.transactional_id]
-                    removed += 1
-        log.info("removed expired transactional ids", removed=removed)
+        removed = await remove_expired_ids(self.replicas, self._txns, self.partition_of, self._owns, horizon,
+                                           _now_ms())
+        if removed:
+            log.info("removed expired transactional ids", removed=removed)
         return removed
