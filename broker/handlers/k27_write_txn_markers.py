@@ -10,9 +10,10 @@ append's error: NOT_LEADER_OR_FOLLOWER (the coordinator retries at the new leade
 INVALID_PRODUCER_EPOCH (an older epoch than the partition's producer has),
 TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the last marker's),
 NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT. A v2 marker names the transaction version
-(0-2 are written; another is UNSUPPORTED_VERSION); a transactions version 2 marker is checked as a
-classic one (its epoch not below the producer's), where Kafka 4.3.1 wants it above the producer's
-epoch (docs/features.md, gaps).
+(0-2 are written; another is UNSUPPORTED_VERSION); a transactions version 2 marker must carry an
+epoch above the producer's on the partition (its end bumped it), or be the retry of one already
+written (the same epoch, no transaction open), else INVALID_PRODUCER_EPOCH, as Kafka 4.3.1's
+ProducerAppendInfo.
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS,
@@ -73,7 +74,7 @@ async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMark
         if writable:
             written = await broker.transactions.markers.write(
                 marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch,
-                writable)
+                writable, marker.transaction_version if request.api_version >= 2 else 0)
             codes.update(zip(writable, written, strict=True))
         results.append(_answer(marker.producer_id, codes))
     return WriteTxnMarkersResponse(markers=results)

@@ -463,7 +463,8 @@ class TransactionCoordinator:
                 continue
             try:
                 remaining = await self._sender.send_round(meta.producer_id, meta.producer_epoch, commit,
-                                                          coordinator_epoch, remaining)
+                                                          coordinator_epoch, remaining,
+                                                          meta.client_transaction_version)
             except Exception as exc:  # anything unforeseen: logged, and the markers retried
                 log.error("transaction marker write failed", transactional_id=meta.transactional_id,
                           error=repr(exc), exc_info=exc)

@@ -4,7 +4,8 @@ entries at v3 and v4; EndTxn v5's epoch bump, its retries and fencing (Kafka's t
 broker/txn/tv2.py) and the producer id and epoch it answers; Produce v12 adding its partition to the
 transaction (v11 still refused without AddPartitionsToTxn), with the records read back at both
 isolation levels; TxnOffsetCommit v5 adding the group without AddOffsetsToTxn, the offsets settled
-by the commit.
+by the commit; WriteTxnMarkers v2 markers of transactions version 2 (an epoch above the producer's,
+their retry).
 
 Producer ids are each broker's own (ignored); ApiVersions is compared on the transaction.version
 entries only (Kafka lists KRaft features Ebb does not serve: broker/features.py) and its
@@ -24,7 +25,7 @@ from protocol.messages import (
     TxnOffsetCommitRequest,
 )
 from protocol.records import build_batch
-from tests.broker.data_wire import produce_request
+from tests.broker.data_wire import list_offsets_request, produce_request
 from tests.differential.runner import Peer, compare
 from tests.differential.test_transactions_against_kafka import (
     T0,
@@ -32,6 +33,8 @@ from tests.differential.test_transactions_against_kafka import (
     _create,
     _end,
     _latest,
+    _marker_codes,
+    _markers,
     _ready_producer,
     _wait,
 )
@@ -136,7 +139,32 @@ def txn_offset_commit_v5(peer: Peer) -> None:
     _fetch_offsets(peer, "offsets after the commit")
 
 
-SCENARIOS = [api_version_features, end_txn_v5, txn_offset_commit_v5]
+def _tv2_marker(pid: int, epoch: int, commit: bool, transaction_version: int = 2):
+    request = _markers("dtm2", [0], pid, epoch, commit, 0)
+    request.markers[0].transaction_version = transaction_version
+    return request
+
+
+def version_2_markers(peer: Peer) -> None:
+    """WriteTxnMarkers v2 naming transactions version 2, as a coordinator (or `kafka-transactions
+    abort`) sends it to the partition's leader: the epoch must be above the producer's."""
+    _create(peer, "dtm2")
+    ids = _ready_producer(peer, "dtm2-txn")
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    batch = produce_request("dtm2", 0, _batch(pid, epoch, 0, b"m0"), acks=-1, transactional_id="dtm2-txn")
+    _wait(f"{peer.name}: the transactional batch", lambda: peer.send(batch, 12).responses[0]
+          .partition_responses[0].error_code == ErrorCode.NONE)
+    stale = peer.ask("v2 marker at the producer's epoch", _tv2_marker(pid, epoch, True), 2)
+    assert _marker_codes(stale) == [ErrorCode.INVALID_PRODUCER_EPOCH], (peer.name, stale)
+    peer.ask("v2 marker below it", _tv2_marker(pid, epoch - 1 if epoch else epoch, True), 2)
+    peer.ask("v2 marker at the bumped epoch", _tv2_marker(pid, epoch + 1, True), 2)
+    _wait(f"{peer.name}: the marker is stable", lambda: peer.send(list_offsets_request(
+        "dtm2", 0, -1, isolation_level=COMMITTED), 7).topics[0].partitions[0].offset == 2)
+    peer.ask("the same marker again", _tv2_marker(pid, epoch + 1, True), 2)
+    peer.ask("latest, read_committed", list_offsets_request("dtm2", 0, -1, isolation_level=COMMITTED), 7)
+
+
+SCENARIOS = [api_version_features, end_txn_v5, txn_offset_commit_v5, version_2_markers]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
