@@ -76,3 +76,57 @@ def test_the_epoch_is_exhausted_one_below_the_maximum():
     assert epoch_exhausted(MAX_EPOCH - 1)
     assert isinstance(end_txn_verdict(_meta(TxnState.ONGOING, epoch=MAX_EPOCH - 1), PID, MAX_EPOCH - 1, True),
                       Prepare)
+
+
+class _Ids:
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+    async def next_id(self) -> int:
+        self.next += 1
+        return self.next - 1
+
+
+async def test_an_exhausted_epoch_ends_under_the_old_id_and_goes_on_under_a_new_one(monkeypatch):
+    """EndTxn v5 at epoch 32766: Prepare and the markers carry the old id at 32767, the answer and
+    CompleteCommit the new id at 0 with the old one as PreviousProducerId; the old id at its last
+    epoch is then a retry."""
+    from broker.txn import coordinator as coordinator_module
+    from broker.txn.state_log import parse_record
+    from protocol.records import iter_batches
+    from tests.unit.test_txn_coordinator_background import FlakyReplicas, coordinator, owned, wait_for
+
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    written: list[tuple] = []
+
+    class Replicas(FlakyReplicas):
+        async def append_records(self, batches, **kwargs):
+            for topic, _, data, batch in batches:
+                header = batch.header()
+                if header.is_control:
+                    written.append(("marker", topic, header.producer_id, header.producer_epoch,
+                                    kwargs.get("marker_transaction_version")))
+                else:
+                    for record in next(iter_batches(bytes(data))).records():
+                        _, meta = parse_record(record.key, record.value)
+                        written.append(("state", meta.state, meta.producer_id, meta.producer_epoch,
+                                        meta.prev_producer_id, meta.next_producer_id))
+            return await super().append_records(batches, **kwargs)
+
+    replicas = Replicas(failures=0)
+    replicas.producer_ids = _Ids(500)  # type: ignore[attr-defined]
+    txns = coordinator(replicas)
+    meta = owned(txns, TxnMetadata("tid", PID, MAX_EPOCH - 1, 60_000, TxnState.ONGOING, {("facts", 0)},
+                                   start_ms=1, client_transaction_version=2))
+    assert await txns.end_txn_v2("tid", PID, MAX_EPOCH - 1, True) == (500, 0)
+    await wait_for(lambda: meta.state == TxnState.COMPLETE_COMMIT)
+    assert written == [
+        ("state", TxnState.PREPARE_COMMIT, PID, MAX_EPOCH, -1, 500),
+        ("marker", "facts", PID, MAX_EPOCH, 2),
+        ("state", TxnState.COMPLETE_COMMIT, 500, 0, PID, -1),
+    ]
+    assert await txns.end_txn_v2("tid", PID, MAX_EPOCH - 1, True) == (500, 0)  # the old id's retry
+    with pytest.raises(TxnError) as refused:
+        await txns.end_txn_v2("tid", PID, MAX_EPOCH - 1, False)
+    assert refused.value.error_code == ErrorCode.INVALID_TXN_STATE
+    await txns.stop()
