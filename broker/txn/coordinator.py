@@ -443,9 +443,18 @@ class TransactionCoordinator:
             raise TxnError(code, message or "")
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> None:
-        """Abort the open transaction under a bumped epoch (its producer is fenced by it)."""
-        epoch = meta.producer_epoch if epoch_exhausted(meta.producer_epoch) else meta.producer_epoch + 1
-        await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch)
+        """Abort the open transaction under a bumped epoch (its producer is fenced by it), at the
+        cluster's transaction version as Kafka does (not the client's): from version 2 an exhausted
+        epoch still bumps, and the id moves to a new producer id once the markers are written."""
+        if self.transaction_version >= TV2:
+            next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
+            await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms,
+                              epoch=meta.producer_epoch + 1, next_producer_id=next_id,
+                              client_transaction_version=self.transaction_version)
+        else:
+            epoch = meta.producer_epoch if epoch_exhausted(meta.producer_epoch) else meta.producer_epoch + 1
+            await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch,
+                              client_transaction_version=self.transaction_version)
         self._spawn(self._complete(meta, commit=False))
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:

@@ -2,9 +2,12 @@
 
 import pytest
 
-from broker.txn.state_log import TxnError, TxnMetadata, TxnState
+from broker.txn import coordinator as coordinator_module
+from broker.txn.state_log import TxnError, TxnMetadata, TxnState, parse_record
 from broker.txn.tv2 import MAX_EPOCH, Answered, Prepare, end_txn_verdict, epoch_exhausted
 from protocol.errors import ErrorCode
+from protocol.records import iter_batches
+from tests.unit.test_txn_coordinator_background import FlakyReplicas, coordinator, owned, wait_for
 
 PID = 7
 EPOCH = 5
@@ -87,35 +90,38 @@ class _Ids:
         return self.next - 1
 
 
+
+
+class _Recording(FlakyReplicas):
+    """Appends that succeed, each state record and marker noted; producer ids from 500."""
+
+    def __init__(self) -> None:
+        super().__init__(failures=0)
+        self.written: list[tuple] = []
+        self.producer_ids = _Ids(500)
+
+    async def append_records(self, batches, **kwargs):
+        for topic, _, data, batch in batches:
+            header = batch.header()
+            if header.is_control:
+                self.written.append(("marker", topic, header.producer_id, header.producer_epoch,
+                                     kwargs.get("marker_transaction_version")))
+            else:
+                for record in next(iter_batches(bytes(data))).records():
+                    _, meta = parse_record(record.key, record.value)
+                    self.written.append(("state", meta.state, meta.producer_id, meta.producer_epoch,
+                                         meta.prev_producer_id, meta.next_producer_id))
+        return await super().append_records(batches, **kwargs)
+
+
 async def test_an_exhausted_epoch_ends_under_the_old_id_and_goes_on_under_a_new_one(monkeypatch):
     """EndTxn v5 at epoch 32766: Prepare and the markers carry the old id at 32767, the answer and
     CompleteCommit the new id at 0 with the old one as PreviousProducerId; the old id at its last
     epoch is then a retry."""
-    from broker.txn import coordinator as coordinator_module
-    from broker.txn.state_log import parse_record
-    from protocol.records import iter_batches
-    from tests.unit.test_txn_coordinator_background import FlakyReplicas, coordinator, owned, wait_for
-
     monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
-    written: list[tuple] = []
-
-    class Replicas(FlakyReplicas):
-        async def append_records(self, batches, **kwargs):
-            for topic, _, data, batch in batches:
-                header = batch.header()
-                if header.is_control:
-                    written.append(("marker", topic, header.producer_id, header.producer_epoch,
-                                    kwargs.get("marker_transaction_version")))
-                else:
-                    for record in next(iter_batches(bytes(data))).records():
-                        _, meta = parse_record(record.key, record.value)
-                        written.append(("state", meta.state, meta.producer_id, meta.producer_epoch,
-                                        meta.prev_producer_id, meta.next_producer_id))
-            return await super().append_records(batches, **kwargs)
-
-    replicas = Replicas(failures=0)
-    replicas.producer_ids = _Ids(500)  # type: ignore[attr-defined]
+    replicas = _Recording()
     txns = coordinator(replicas)
+    written = replicas.written
     meta = owned(txns, TxnMetadata("tid", PID, MAX_EPOCH - 1, 60_000, TxnState.ONGOING, {("facts", 0)},
                                    start_ms=1, client_transaction_version=2))
     assert await txns.end_txn_v2("tid", PID, MAX_EPOCH - 1, True) == (500, 0)
@@ -129,4 +135,24 @@ async def test_an_exhausted_epoch_ends_under_the_old_id_and_goes_on_under_a_new_
     with pytest.raises(TxnError) as refused:
         await txns.end_txn_v2("tid", PID, MAX_EPOCH - 1, False)
     assert refused.value.error_code == ErrorCode.INVALID_TXN_STATE
+    await txns.stop()
+
+
+async def test_a_timed_out_transaction_is_aborted_at_the_clusters_version(monkeypatch):
+    """The coordinator's own abort (a timeout, a fencing InitProducerId) runs at the cluster's
+    transaction version, as Kafka's: version 2 markers under the bumped epoch, and an exhausted epoch
+    moves the id to a new producer id."""
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    replicas = _Recording()
+    txns = coordinator(replicas)
+    assert txns.transaction_version == 2
+    meta = owned(txns, TxnMetadata("tid", PID, MAX_EPOCH - 1, 10, TxnState.ONGOING, {("facts", 0)}, start_ms=1))
+    assert await txns.abort_timed_out(now_ms=1_000) == 1
+    await wait_for(lambda: meta.state == TxnState.COMPLETE_ABORT)
+    assert replicas.written == [
+        ("state", TxnState.PREPARE_ABORT, PID, MAX_EPOCH, -1, 500),
+        ("marker", "facts", PID, MAX_EPOCH, 2),
+        ("state", TxnState.COMPLETE_ABORT, 500, 0, PID, -1),
+    ]
+    assert meta.client_transaction_version == 2
     await txns.stop()
