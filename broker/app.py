@@ -20,6 +20,7 @@ from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZN
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
+from broker.features import FinalizedFeatures, load_finalized
 from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
@@ -68,6 +69,7 @@ class Broker:
         self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
+        self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version)
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.client_quotas: ClientQuotaStore  # the cluster's client quotas (KIP-546), in the metadata store
         self.quotas: ClientQuotas  # enforcing them on Produce and Fetch
@@ -98,6 +100,7 @@ class Broker:
                                              config.authorizer.allow_everyone_if_no_acl_found)
                 await self.authorizer.start()
             self.cluster_id = await self._cluster_id()
+            self.features = await load_finalized(self.store, config.transactions.transaction_version)
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
             # The node id is claimed before anything shared is read or changed: a second broker with the
             # same node.id stops here.
@@ -158,7 +161,8 @@ class Broker:
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
                                                    in_cluster=self.cluster is not None,
-                                                   settings=self.dynamic_config.transactions)
+                                                   settings=self.dynamic_config.transactions,
+                                                   transaction_version=self.features.transaction_version)
         self.dynamic_config.change_listeners.append(self._producer_settings_changed)
         self.transactions.marker_listeners.append(self._offsets_settled)
         self.services.append(self.transactions)

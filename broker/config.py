@@ -99,6 +99,9 @@ class TransactionConfig:
     # false: Produce takes a transactional batch without asking the coordinator whether its partition
     # is in the transaction (KIP-890 part 1 off, as in Kafka); it makes hanging transactions possible.
     partition_verification_enable: bool = prop("transaction.partition.verification.enable", True)
+    # The transaction.version a new cluster finalizes (Kafka: `kafka-storage format --feature`); in a
+    # cluster the first broker's choice is stored in `/feature` and every broker follows it (broker/features.py).
+    transaction_version: int = prop("ebb.transaction.version", 2, minimum=0, maximum=2)
     # How long a partition leader keeps an idle producer's state (its sequences, for idempotence), and
     # how often it looks. The first is dynamic, as is the verification above (broker/dynamic_config.py).
     producer_id_expiration_ms: int = prop("producer.id.expiration.ms", 86_400_000, minimum=1, maximum=INT32_MAX)

@@ -461,6 +461,27 @@ class ProducerIdBlockZNode:
         return ProducerIdBlock(int(raw["broker"]), int(raw["block_start"]), int(raw["block_end"]))
 
 
+class FeatureZNode:
+    """The cluster's finalized feature levels (Kafka's ZooKeeper-era FeatureZNode path and JSON shape):
+    {"version": 2, "status": 1, "features": {name: {"min_version_level": l, "max_version_level": l}}}.
+    Its data version is the FinalizedFeaturesEpoch ApiVersions reports."""
+
+    PATH = "/feature"
+    VERSION = 2
+    ENABLED = 1
+
+    @staticmethod
+    def encode(levels: dict[str, int]) -> bytes:
+        return _json({"version": FeatureZNode.VERSION, "status": FeatureZNode.ENABLED,
+                      "features": {name: {"min_version_level": level, "max_version_level": level}
+                                   for name, level in levels.items()}})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, int]:
+        raw = json.loads(data)
+        return {name: int(spec["max_version_level"]) for name, spec in (raw.get("features") or {}).items()}
+
+
 _ACL_ROOTS = {PatternType.LITERAL: "/kafka-acl", PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
 _ACL_RESOURCE_TYPES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
                        ResourceType.TRANSACTIONAL_ID: "TransactionalId"}

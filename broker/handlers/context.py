@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
     from broker.dynamic_config import DynamicBrokerConfig
+    from broker.features import FinalizedFeatures
     from broker.fetch_sessions import FetchSessionCache
     from broker.group import GroupCoordinator
     from broker.group_configs import GroupConfigs
@@ -60,6 +61,9 @@ class BrokerContext(Protocol):
 
     @property
     def groups(self) -> GroupCoordinator: ...
+
+    @property
+    def features(self) -> FinalizedFeatures: ...
 
     @property
     def transactions(self) -> TransactionCoordinator: ...

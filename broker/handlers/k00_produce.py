@@ -1,4 +1,9 @@
-"""Produce (key 0), versions 3-11; ApiVersions advertises 0-11.
+"""Produce (key 0), versions 3-12; ApiVersions advertises 0-12.
+
+v12 is transactions version 2 (KIP-890 part 2): a transactional batch to a partition not yet in the
+producer's transaction makes this leader add it (the coordinator directly, or AddPartitionsToTxn v5
+to it: broker/txn/verification.py), whatever `transaction.partition.verification.enable` says, as
+Kafka's ReplicaManager; CONCURRENT_TRANSACTIONS is then answered as is.
 
 Kafka 4.x advertises Produce from v0 although it refuses v0-2, because librdkafka's compression
 check needs the advertised range to overlap v0 (KAFKA-18659); we do the same. A v0-2 request never
@@ -16,7 +21,8 @@ UnifiedLog.append):
 - a control batch from a client: INVALID_RECORD; a transactional id without WRITE on it (with an
   authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a transactional batch is written only into the
   producer's open transaction, on a partition it added (the coordinator's check, KIP-890 part 1):
-  else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
+  else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know it, as Kafka's
+  genericError), INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
   without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it). Where another
   broker coordinates the id, the first batch of a new transaction here is verified with it
   (AddPartitionsToTxn v4, broker/txn/verification.py; NOT_ENOUGH_REPLICAS when it cannot answer);
@@ -42,7 +48,7 @@ fell below min.insync.replicas meanwhile. Records stay raw bytes: only batch hea
 
 Errors: NONE, TOPIC_AUTHORIZATION_FAILED (with an authorizer: WRITE on the topic),
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_RECORD, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE, INVALID_REQUIRED_ACKS,
-INVALID_TOPIC_EXCEPTION, INVALID_TXN_STATE,
+INVALID_TOPIC_EXCEPTION, INVALID_TXN_STATE, TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS (v12),
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, CORRUPT_MESSAGE,
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT.
@@ -129,17 +135,19 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
 
 
 def _check_in_transaction(broker: BrokerContext, transactional_id: str | None, batch: RecordBatch,
-                          partition: tuple[str, int]) -> None:
+                          partition: tuple[str, int], version: int) -> None:
     if transactional_id is None:
         raise _Rejected(ErrorCode.INVALID_TXN_STATE, "a transactional batch needs the request's transactional id")
     code = broker.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+    if code == ErrorCode.INVALID_TXN_STATE and version >= 11:  # its client knows the abortable error (Kafka)
+        code = ErrorCode.TRANSACTION_ABORTABLE
     if code != ErrorCode.NONE:
         raise _Rejected(code, f"partition {partition[0]}-{partition[1]} is not in the open transaction of "
                               f"{transactional_id!r} (producer {batch.producer_id}, epoch {batch.producer_epoch})")
 
 
 async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote: list[int],
-                           entries: list[AppendEntry], slots: list[tuple[list, int, int]]):
+                           entries: list[AppendEntry], slots: list[tuple[list, int, int]], version: int):
     """KIP-890 part 1 where another broker coordinates the id (broker/txn/verification.py): the
     batches refused get their answer here and leave `entries`; returns (entries, slots, guards)."""
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
@@ -149,7 +157,8 @@ async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote:
     errors: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], object] = {}
     for (producer_id, epoch), partitions in by_producer.items():
-        refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions)
+        refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions,
+                                                                   add=version >= 12, abortable=version == 11)
         errors.update(refused)
         guards.update(taken)
     if not errors:
@@ -176,7 +185,7 @@ def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
                               log_start_offset=-1, error_message=message)
 
 
-@handles(API_KEY, "3-11", advertised_min=0, decode=fastpath.decode_produce_request,
+@handles(API_KEY, "3-12", advertised_min=0, decode=fastpath.decode_produce_request,
          encode=fastpath.encode_produce_response)
 async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                   connection: RequestContext) -> ProduceResponse | None:
@@ -212,11 +221,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             try:
                 records, batch = _one_batch(data.records, version)
                 if batch.is_transactional:
-                    if body.transactional_id is not None and \
-                            broker.transactions.verified_remotely(body.transactional_id):
+                    if body.transactional_id is not None and (
+                            version >= 12 or broker.transactions.verified_remotely(body.transactional_id)):
                         remote.append(len(entries))  # its coordinator is asked before the append
                     else:
-                        _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index))
+                        _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index), version)
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
@@ -228,7 +237,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     guards: dict[tuple[str, int], object] = {}
     if remote:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify_remotely(broker, body.transactional_id, remote, entries, slots)
+        entries, slots, guards = await _verify_remotely(broker, body.transactional_id, remote, entries, slots,
+                                                        version)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,

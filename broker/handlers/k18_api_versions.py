@@ -1,6 +1,8 @@
 """ApiVersions (key 18), versions 0-4.
 
-Lists every registered handler with its version range. A request newer than v4 is answered in the v0
+Lists every registered handler with its version range, and from v3 the features (broker/features.py):
+SupportedFeatures (ranges starting at 0 from v4 only), FinalizedFeatures (levels above 0) and
+FinalizedFeaturesEpoch, as Kafka's ApiVersionsResponse lists them. A request newer than v4 is answered in the v0
 layout with UNSUPPORTED_VERSION and our own ApiVersions range, so the client retries at a version we
 speak (KIP-511); the body of such a request is never parsed. v3+ requests must name the client
 software in Kafka's allowed characters, else INVALID_REQUEST.
@@ -50,4 +52,14 @@ async def api_versions(broker: BrokerContext, request: Request[ApiVersionsReques
         _SOFTWARE.match(body.client_software_name or "") and _SOFTWARE.match(body.client_software_version or "")
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=advertised(broker))
-    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=advertised(broker))
+    answer = ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=advertised(broker))
+    if request.api_version >= 3:
+        features = broker.features
+        answer.supported_features = [
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high) in features.supported(request.api_version).items()]
+        answer.finalized_features = [
+            ApiVersionsResponse.FinalizedFeatureKey(name=name, min_version_level=level, max_version_level=level)
+            for name, level in features.listed().items()]
+        answer.finalized_features_epoch = features.epoch
+    return answer

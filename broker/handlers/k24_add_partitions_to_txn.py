@@ -10,7 +10,10 @@ transaction gets the same answer, except that when some partitions cannot be add
 OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis): unknown topics or partitions UNKNOWN_TOPIC_OR_PARTITION,
 topics without WRITE (with an authorizer, v0-3 only) TOPIC_AUTHORIZATION_FAILED. A verify-only
 transaction is answered per partition: NONE when in the producer's open transaction,
-TRANSACTION_ABORTABLE when not (the asking leader maps it for its producer).
+TRANSACTION_ABORTABLE when not (the asking leader maps it for its producer). A v4+ transaction that
+is not verify-only is a leader adding a partition for a producer on transactions version 2 (Produce
+v12, TxnOffsetCommit v5), recorded as such (ClientTransactionVersion 2), as Kafka's
+TransactionVersion.transactionVersionForAddPartitionsToTxn.
 
 Versions 4-5 need CLUSTER_ACTION on the cluster (with an authorizer): else the whole request is
 CLUSTER_AUTHORIZATION_FAILED (the top-level error); WRITE on the ids and topics is not asked.
@@ -95,7 +98,8 @@ async def _transaction(broker: BrokerContext, request: Request[AddPartitionsToTx
     if not transactional_id:
         return dict.fromkeys(asked, ErrorCode.INVALID_REQUEST)
     try:
-        await broker.transactions.add_partitions(transactional_id, producer_id, producer_epoch, set(asked))
+        await broker.transactions.add_partitions(transactional_id, producer_id, producer_epoch, set(asked),
+                                                 client_version=2 if version >= 4 else 0)
     except TxnError as exc:
         code = exc.error_code
         if code == ErrorCode.PRODUCER_FENCED and version < 2:

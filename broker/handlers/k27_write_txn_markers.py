@@ -9,9 +9,11 @@ UNKNOWN_TOPIC_OR_PARTITION; the others get the marker through ReplicaManager.app
 append's error: NOT_LEADER_OR_FOLLOWER (the coordinator retries at the new leader),
 INVALID_PRODUCER_EPOCH (an older epoch than the partition's producer has),
 TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the last marker's),
-NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT. A v2 marker of transactions version 2 (KIP-890
-part 2, which Ebb does not finalize, so no coordinator of its sends one) is refused with
-UNSUPPORTED_VERSION rather than written under the classic rules.
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT. A v2 marker names the transaction version
+(0-2 are written; another is UNSUPPORTED_VERSION); a transactions version 2 marker must carry an
+epoch above the producer's on the partition (its end bumped it), or be the retry of one already
+written (the same epoch, no transaction open), else INVALID_PRODUCER_EPOCH, as Kafka 4.3.1's
+ProducerAppendInfo.
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS,
@@ -30,7 +32,7 @@ from protocol.framing import Request
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
-CLASSIC_TRANSACTION_VERSIONS = (0, 1)
+KNOWN_TRANSACTION_VERSIONS = (0, 1, 2)
 _Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
 _TopicResult = _Result.WritableTxnMarkerTopicResult
 _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
@@ -64,7 +66,7 @@ async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMark
                     codes[tp] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 elif TopicPartition(topic.name, index) not in hosted:
                     codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif request.api_version >= 2 and marker.transaction_version not in CLASSIC_TRANSACTION_VERSIONS:
+                elif request.api_version >= 2 and marker.transaction_version not in KNOWN_TRANSACTION_VERSIONS:
                     codes[tp] = ErrorCode.UNSUPPORTED_VERSION
                 else:
                     codes[tp] = ErrorCode.NONE
@@ -72,7 +74,7 @@ async def write_txn_markers(broker: BrokerContext, request: Request[WriteTxnMark
         if writable:
             written = await broker.transactions.markers.write(
                 marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch,
-                writable)
+                writable, marker.transaction_version if request.api_version >= 2 else 0)
             codes.update(zip(writable, written, strict=True))
         results.append(_answer(marker.producer_id, codes))
     return WriteTxnMarkersResponse(markers=results)

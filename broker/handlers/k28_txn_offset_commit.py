@@ -1,19 +1,24 @@
-"""TxnOffsetCommit (key 28), versions 0-4: a transactional producer commits a consumer group's offsets
-inside its transaction (`sendOffsetsToTransaction`; v5 belongs to transactions version 2).
+"""TxnOffsetCommit (key 28), versions 0-5: a transactional producer commits a consumer group's offsets
+inside its transaction (`sendOffsetsToTransaction`). v5 is transactions version 2 (KIP-890 part 2):
+no AddOffsetsToTxn comes first, this group coordinator adds the group's `__consumer_offsets`
+partition to the transaction itself (the transaction coordinator directly, or AddPartitionsToTxn v5
+to it: broker/txn/verification.py), answering its refusal per partition (PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS as is).
 
 Before `__consumer_offsets` and `__transaction_state` exist (AddOffsetsToTxn and FindCoordinator
 create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition of the group must
 have been added to the transaction (AddOffsetsToTxn): the transaction coordinator is asked directly
 when it is this broker (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH);
-in a cluster whose transaction coordinator for the id is another broker it is not asked (the
-AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). The group rules are OffsetCommit's
-(broker/group/offsets.py): v3+ members are checked by generation, member id and instance id. The
-offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
+in a cluster whose transaction coordinator for the id is another broker it is not asked below v5
+(the AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). The group
+rules are OffsetCommit's (broker/group/offsets.py): v3+ members are checked by generation, member id
+and instance id. The offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
 pending: they replace the group's committed offsets only when the COMMIT marker reaches that
 partition, and vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
 
 Errors: NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
-TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE,
+TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE
+(TRANSACTION_ABORTABLE at v4), CONCURRENT_TRANSACTIONS (v5),
 INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
 """
@@ -36,7 +41,7 @@ _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
-@handles(API_KEY, "0-4")
+@handles(API_KEY, "0-5")
 async def txn_offset_commit(broker: BrokerContext, request: Request[TxnOffsetCommitRequest],
                             connection: RequestContext) -> TxnOffsetCommitResponse:
     version, body = request.api_version, request.body
@@ -59,8 +64,15 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
         # Kafka's group coordinator cannot have the transaction verified yet: retriable
         return [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(commits)
     offsets_partition = (OFFSETS_TOPIC, store.partition_for(body.group_id))
-    verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
-                                          offsets_partition)
+    if version >= 5:
+        refused, _ = await broker.transactions.verifier.verify(
+            body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True)
+        verified = refused.get(offsets_partition, ErrorCode.NONE)
+    else:
+        verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
+                                              offsets_partition)
+        if verified == ErrorCode.INVALID_TXN_STATE and version == 4:  # its client knows the abortable error
+            verified = ErrorCode.TRANSACTION_ABORTABLE
     if verified != ErrorCode.NONE:
         return [verified] * len(commits)
     try:

@@ -70,12 +70,13 @@ class DataPath(ABC):
     async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
                              origin: AppendOrigin, internal_topics_allowed: bool = False,
                              verification_guards: Mapping[tuple[str, int], object] | None = None,
-                             ) -> list[AppendResult]:
+                             marker_transaction_version: int = 0) -> list[AppendResult]:
         """Kafka's ReplicaManager.appendRecords: each batch appended on its partition, led here; one
         result per entry, in order, its `error_code` NONE or why not. acks=-1 returns once the ISR
         holds every batch, or after `timeout_ms` (REQUEST_TIMED_OUT: written here, maybe not
         replicated); the batches stay in the log either way, as in Kafka. `verification_guards`: the
-        KIP-890 guards of batches verified with their coordinator (broker/txn/verification.py)."""
+        KIP-890 guards of batches verified with their coordinator (broker/txn/verification.py);
+        `marker_transaction_version`: the transaction version of the markers appended (WriteTxnMarkers v2)."""
         if required_acks not in VALID_ACKS:
             message = f"acks must be 0, 1 or -1, not {required_acks}"
             return [self._refused(name, index, ErrorCode.INVALID_REQUIRED_ACKS, message, origin)
@@ -94,7 +95,8 @@ class DataPath(ABC):
                     raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 partition = self.partition_of(topic, index)
                 guard = verification_guards.get((name, index)) if verification_guards else None
-                result = await partition.append_records_as_leader(records, batch, required_acks, origin, guard)
+                result = await partition.append_records_as_leader(records, batch, required_acks, origin, guard,
+                                                                  marker_transaction_version)
             except (PartitionError, LogError) as exc:
                 results.append(self._refused(name, index, exc.error_code, exc.message, origin, partition,
                                              tuple(getattr(exc, "record_errors", ())),

@@ -387,7 +387,8 @@ class Partition(ProducerTable):
 
     async def append_records_as_leader(self, records: memoryview, batch: RecordBatch, required_acks: int,
                                        origin: AppendOrigin = AppendOrigin.CLIENT,
-                                       verification_guard: object | None = None) -> AppendResult:
+                                       verification_guard: object | None = None,
+                                       marker_transaction_version: int = 0) -> AppendResult:
         """Append one batch (already checked for shape by its writer). With acks=-1 the ISR must hold
         min.insync.replicas first (Kafka's appendRecordsToLeader: every writer, clients and the
         group coordinator alike). Idempotent batches go through the producer checks; a duplicate
@@ -400,7 +401,7 @@ class Partition(ProducerTable):
         header = batch.header()
         producer_id = header.producer_id
         if header.attributes & CONTROL_BIT:
-            return await self._append_marker(records, batch, header)
+            return await self._append_marker(records, batch, header, marker_transaction_version)
         log_ = self.log
         validated_under = None
         if needs_validation(log_.config, header, now := log_.clock()):  # timestamps, recompression
@@ -464,7 +465,8 @@ class Partition(ProducerTable):
                 return
             await self.load_producer_state()  # then leadership and the ISR are looked at again
 
-    async def _append_marker(self, records: memoryview, batch: RecordBatch, header: BatchHeader) -> AppendResult:
+    async def _append_marker(self, records: memoryview, batch: RecordBatch, header: BatchHeader,
+                             transaction_version: int) -> AppendResult:
         """A transaction coordinator's COMMIT or ABORT marker: it closes the producer's transaction
         here, and an abort is indexed for READ_COMMITTED readers."""
         try:
@@ -476,7 +478,8 @@ class Partition(ProducerTable):
             raise PartitionError(ErrorCode.INVALID_RECORD, f"{self.topic_partition}: a control batch that is no "
                                                            "transaction marker")
         try:
-            self.producers.check_marker(header.producer_id, header.producer_epoch, coordinator_epoch)
+            self.producers.check_marker(header.producer_id, header.producer_epoch, coordinator_epoch,
+                                        transaction_version)
         except ProducerStateError as exc:
             raise PartitionError(exc.error_code, f"{self.topic_partition}: {exc.message}") from None
         info = self.log.append_nowait(records, leader_epoch=self.leader_epoch)

@@ -67,6 +67,7 @@ SNAPSHOT_INTERVAL_MS = 60_000
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 NO_OFFSET = -1
+MAX_PRODUCER_EPOCH = 2**15 - 1
 
 
 class ProducerStateError(CodedError):
@@ -245,15 +246,23 @@ class ProducerStateManager:
             guard = self.verifying[producer_id] = VerificationGuard(_now_ms() if now_ms is None else now_ms)
         return guard
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
-        """Refuse a marker from a fenced producer epoch or transaction coordinator."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
+        """Refuse a marker from a fenced producer epoch or transaction coordinator. A transactions
+        version 2 marker carries the epoch bumped at its end, so it must be above the producer's
+        (Kafka's ProducerAppendInfo): at the same epoch only the retry of a marker already written
+        (no transaction open, or the epoch at its maximum) is taken."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
-        if epoch < entry.epoch:
+        fenced = epoch <= entry.epoch if transaction_version >= 2 else epoch < entry.epoch
+        retried = (transaction_version >= 2 and epoch == entry.epoch
+                   and (entry.txn_first_offset == NO_OFFSET or epoch == MAX_PRODUCER_EPOCH))
+        if fenced and not retried:
+            relation = "at or below" if transaction_version >= 2 else "below"
             raise ProducerStateError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"marker for producer {producer_id} at epoch {epoch}, below the current epoch {entry.epoch}",
+                f"marker for producer {producer_id} at epoch {epoch}, {relation} the current epoch {entry.epoch}",
             )
         if coordinator_epoch < entry.coordinator_epoch:
             raise ProducerStateError(

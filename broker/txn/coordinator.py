@@ -1,5 +1,6 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator, transactions version 0/1), a broker
-service: transactional ids, their producer ids and epochs, and the state machine
+"""The transaction coordinator (Kafka's TransactionCoordinator, transactions versions 0-2: version 2's
+EndTxn rules in broker/txn/tv2.py), a broker service: transactional ids, their producer ids and
+epochs, and the state machine
 
     Empty -> Ongoing (AddPartitionsToTxn) -> PrepareCommit | PrepareAbort (EndTxn, a timeout, a
     fencing InitProducerId) -> markers on every partition -> CompleteCommit | CompleteAbort -> Ongoing ...
@@ -26,6 +27,7 @@ stops when its id is dropped here (the new coordinator finishes it).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import structlog
@@ -34,6 +36,7 @@ from broker.aio import every, run_to_completion
 from broker.config import BrokerConfig, TransactionConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import Partition, PartitionError, ReplicaManager
+from broker.txn.expiry import remove_expired_ids
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.peers import PeerConnections
 from broker.txn.state_log import (
@@ -47,18 +50,19 @@ from broker.txn.state_log import (
     key_bytes,
     replay_partition,
     value_bytes,
+    value_version,
 )
 from broker.txn.state_topic import TxnStateTopic, TxnTopics
+from broker.txn.tv2 import TV2, Answered, end_txn_verdict, epoch_exhausted
 from broker.txn.verification import TxnVerifier
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("transactions")
 
-MAX_EPOCH = 2**15 - 1
 MAX_ID_BYTES = 2**15 - 1
 MARKER_RETRY_S = 0.1
-# The states whose id may expire (Kafka's TransactionState.isExpirationAllowed): no transaction open.
-_EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+_WRITTEN_FIELDS = ("producer_id", "producer_epoch", "last_producer_epoch", "state", "partitions", "start_ms",
+                   "update_ms", "prev_producer_id", "next_producer_id", "client_transaction_version")
 _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
@@ -80,10 +84,14 @@ def _log_failure(task: asyncio.Task) -> None:
 
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, topics: TxnTopics, replicas: ReplicaManager, *,
-                 in_cluster: bool, settings: TransactionConfig | None = None) -> None:
+                 in_cluster: bool, settings: TransactionConfig | None = None,
+                 transaction_version: int | None = None) -> None:
         """`settings`: the transaction.* properties in force (the broker's dynamic configs give them,
-        and set them again when they change); by default the properties file's."""
+        and set them again when they change); by default the properties file's.
+        `transaction_version`: the cluster's finalized level (broker/features.py); by default the setting."""
         self.settings = config.transactions if settings is None else settings
+        self.transaction_version = (config.transactions.transaction_version if transaction_version is None
+                                    else transaction_version)
         self.topics = topics
         self.replicas = replicas
         self.in_cluster = in_cluster
@@ -98,7 +106,8 @@ class TransactionCoordinator:
         self._sender = MarkerSender(self.markers, topics, config.node_id, in_cluster, self._peers)
         # The leader's side of KIP-890 for ids coordinated elsewhere (Produce asks it).
         self.verifier = TxnVerifier(replicas, topics, self._peers, config.node_id, self.state_topic.partition_of,
-                                    self.verify_partitions)
+                                    self.verify_partitions, self.add_partitions_answer,
+                                    lambda tid: self.not_served(tid) is None)
         self.partitions = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC, self._spawn, lambda index: replicas.partition(TRANSACTION_STATE_TOPIC, index),
             load=self._load_partition, unload=self._unload_partition)
@@ -273,7 +282,9 @@ class TransactionCoordinator:
         self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None:
-            meta = TxnMetadata(transactional_id, await self.replicas.producer_ids.next_id(), -1, timeout_ms)
+            producer_id = await self.replicas.producer_ids.next_id()
+            # Kafka records a new id's producer id as its previous one too
+            meta = TxnMetadata(transactional_id, producer_id, -1, timeout_ms, prev_producer_id=producer_id)
             await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0, new=True)
             return meta.producer_id, meta.producer_epoch
         if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
@@ -289,20 +300,37 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
                            f"aborting the open transaction of {transactional_id!r} first")
         meta.timeout_ms = timeout_ms
-        if meta.producer_epoch >= MAX_EPOCH - 1:  # epoch exhausted: a new producer id starts at 0
-            meta.producer_id, meta.producer_epoch = await self.replicas.producer_ids.next_id(), -1
-        await self._write(meta, TxnState.EMPTY, set(), -1, epoch=meta.producer_epoch + 1)
+        if epoch_exhausted(meta.producer_epoch):  # a new producer id starts at 0
+            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0,
+                              producer_id=await self.replicas.producer_ids.next_id(),
+                              prev_producer_id=meta.producer_id)
+        else:
+            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=meta.producer_epoch + 1)
         return meta.producer_id, meta.producer_epoch
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: set[TopicPartitionKey]) -> None:
+                             partitions: set[TopicPartitionKey], *, client_version: int = 0) -> None:
+        """AddPartitionsToTxn (`client_version` 2: from a broker, v4+, for a producer on transactions
+        version 2: Produce v12 or TxnOffsetCommit v5 adding implicitly)."""
         meta = self._checked(transactional_id, producer_id, producer_epoch)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is completing a transaction")
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
             return
         start = meta.start_ms if meta.state == TxnState.ONGOING else _now_ms()
-        await self._write(meta, TxnState.ONGOING, meta.partitions | partitions, start, epoch=meta.producer_epoch)
+        await self._write(meta, TxnState.ONGOING, meta.partitions | partitions, start, epoch=meta.producer_epoch,
+                          client_transaction_version=client_version)
+
+    async def add_partitions_answer(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
+        """A leader here adding its partitions for a transactions version 2 producer (as a remote
+        leader does with AddPartitionsToTxn v5): each partition's answer."""
+        try:
+            await self.add_partitions(transactional_id, producer_id, producer_epoch, set(partitions),
+                                      client_version=TV2)
+        except TxnError as exc:
+            return dict.fromkeys(partitions, ErrorCode(exc.error_code))
+        return dict.fromkeys(partitions, ErrorCode.NONE)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: TopicPartitionKey) -> ErrorCode:
@@ -346,6 +374,24 @@ class TransactionCoordinator:
         return {tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE
                 for tp in partitions}
 
+    async def end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         commit: bool) -> tuple[int, int]:
+        """EndTxn v5 (transactions version 2, broker/txn/tv2.py): the epoch bumped at every end;
+        returns the producer id and epoch the producer goes on with."""
+        self._check_coordinating(transactional_id)
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, f"no transactional id {transactional_id!r}")
+        verdict = end_txn_verdict(meta, producer_id, producer_epoch, commit)
+        if isinstance(verdict, Answered):
+            return meta.producer_id, meta.producer_epoch
+        next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
+        state = TxnState.PREPARE_COMMIT if verdict.commit else TxnState.PREPARE_ABORT
+        await self._write(meta, state, meta.partitions, _now_ms() if verdict.empty else meta.start_ms,
+                          epoch=meta.producer_epoch + 1, next_producer_id=next_id, client_transaction_version=TV2)
+        self._spawn(self._complete(meta, verdict.commit))
+        return (next_id, 0) if next_id >= 0 else (meta.producer_id, meta.producer_epoch)
+
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         meta = self._checked(transactional_id, producer_id, producer_epoch)
         state = meta.state
@@ -365,39 +411,50 @@ class TransactionCoordinator:
     # --- state changes ---------------------------------------------------------------------------
 
     async def _write(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey], start_ms: int,
-                     *, epoch: int, new: bool = False) -> None:
-        """Write the id's next state, then take it in memory (run to its end even if the client goes)."""
+                     *, epoch: int, new: bool = False, **changes: int) -> None:
+        """Write the id's next state (`changes`: other fields of TxnMetadata), then take it in memory
+        (run to its end even if the client goes)."""
+        after = dataclasses.replace(meta, state=state, partitions=set(partitions), start_ms=start_ms,
+                                    producer_epoch=epoch, update_ms=_now_ms(), pending=False)
+        for name, value in changes.items():  # producer ids and the client's transaction version
+            setattr(after, name, value)
+        if epoch != meta.producer_epoch or after.producer_id != meta.producer_id:
+            after.last_producer_epoch = meta.producer_epoch
         meta.pending = True
         try:
-            await run_to_completion(self._append(meta, state, partitions, start_ms, epoch))
+            await run_to_completion(self._append(after))
         finally:
             meta.pending = False
-        if epoch != meta.producer_epoch:
-            meta.last_producer_epoch = meta.producer_epoch
-        meta.producer_epoch = epoch
-        meta.state, meta.partitions, meta.start_ms = state, set(partitions), start_ms
-        meta.update_ms = _now_ms()
+        for name in _WRITTEN_FIELDS:
+            setattr(meta, name, getattr(after, name))
         if new:
             if self.in_cluster and self.not_served(meta.transactional_id) is not None:
                 raise TxnError(ErrorCode.NOT_COORDINATOR, "the id's partition moved while its state was written")
             self._txns[meta.transactional_id] = meta
 
-    async def _append(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
-                      start_ms: int, epoch: int) -> None:
-        now = _now_ms()
-        index = self.partition_of(meta.transactional_id)
-        record = (key_bytes(meta.transactional_id), value_bytes(meta, state, partitions, start_ms, now, epoch))
-        [(error, message)] = (await append_state(self.replicas, {index: [record]}, now)).values()
+    async def _append(self, after: TxnMetadata) -> None:
+        index = self.partition_of(after.transactional_id)
+        record = (key_bytes(after.transactional_id), value_bytes(after, value_version(self.transaction_version)))
+        [(error, message)] = (await append_state(self.replicas, {index: [record]}, after.update_ms)).values()
         if error != ErrorCode.NONE:
             code = _COORDINATOR_ERRORS.get(error, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            log.warning("transaction state write failed", transactional_id=meta.transactional_id,
+            log.warning("transaction state write failed", transactional_id=after.transactional_id,
                         error=error.name, answered=code.name, reason=message)
             raise TxnError(code, message or "")
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> None:
-        """Abort the open transaction under a bumped epoch (its producer is fenced by it)."""
-        epoch = meta.producer_epoch + 1 if meta.producer_epoch < MAX_EPOCH - 1 else meta.producer_epoch
-        await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch)
+        """Abort the open transaction under a bumped epoch (its producer is fenced by it), at the
+        cluster's transaction version as Kafka does (not the client's): from version 2 an exhausted
+        epoch still bumps, and the id moves to a new producer id once the markers are written."""
+        if self.transaction_version >= TV2:
+            next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
+            await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms,
+                              epoch=meta.producer_epoch + 1, next_producer_id=next_id,
+                              client_transaction_version=self.transaction_version)
+        else:
+            epoch = meta.producer_epoch if epoch_exhausted(meta.producer_epoch) else meta.producer_epoch + 1
+            await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch,
+                              client_transaction_version=self.transaction_version)
         self._spawn(self._complete(meta, commit=False))
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
@@ -415,7 +472,8 @@ class TransactionCoordinator:
                 continue
             try:
                 remaining = await self._sender.send_round(meta.producer_id, meta.producer_epoch, commit,
-                                                          coordinator_epoch, remaining)
+                                                          coordinator_epoch, remaining,
+                                                          meta.client_transaction_version)
             except Exception as exc:  # anything unforeseen: logged, and the markers retried
                 log.error("transaction marker write failed", transactional_id=meta.transactional_id,
                           error=repr(exc), exc_info=exc)
@@ -427,7 +485,11 @@ class TransactionCoordinator:
                 log.info("transaction completion handed over", transactional_id=meta.transactional_id)
                 return
             try:
-                await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch)
+                if meta.next_producer_id >= 0:  # the epoch ran out: the new producer id takes over at 0
+                    await self._write(meta, done, set(), meta.start_ms, epoch=0, producer_id=meta.next_producer_id,
+                                      prev_producer_id=meta.producer_id, next_producer_id=-1)
+                else:
+                    await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch)
                 break
             except TxnError as exc:
                 log.warning("cannot complete transaction yet", transactional_id=meta.transactional_id,
@@ -461,33 +523,10 @@ class TransactionCoordinator:
 
     async def remove_expired(self, now_ms: int | None = None) -> int:
         """Forget the ids without a transaction whose last change is `transactional.id.expiration.ms`
-        old, as Kafka does: a tombstone in `__transaction_state` first (a replay drops the id too)."""
+        old, as Kafka does (broker/txn/expiry.py)."""
         horizon = (_now_ms() if now_ms is None else now_ms) - self.settings.transactional_id_expiration_ms
-        by_index: dict[int, list[TxnMetadata]] = {}
-        for meta in self._txns.values():
-            if meta.state in _EXPIRABLE and not meta.pending and meta.update_ms <= horizon:
-                by_index.setdefault(self.partition_of(meta.transactional_id), []).append(meta)
-        if not by_index:
-            return 0
-        metas = [meta for group in by_index.values() for meta in group]
-        for meta in metas:
-            meta.pending = True  # requests for the id answer CONCURRENT_TRANSACTIONS meanwhile
-        try:
-            results = await run_to_completion(append_state(
-                self.replicas, {index: [(key_bytes(m.transactional_id), None) for m in group]
-                                for index, group in by_index.items()}, _now_ms()))
-        finally:
-            for meta in metas:
-                meta.pending = False
-        removed = 0
-        for index, group in by_index.items():
-            if results[index][0] != ErrorCode.NONE:
-                log.warning("cannot remove expired transactional ids yet", partition=index,
-                            error=results[index][0].name)
-                continue
-            for meta in group:
-                if self._owns(meta):
-                    del self._txns[meta.transactional_id]
-                    removed += 1
-        log.info("removed expired transactional ids", removed=removed)
+        removed = await remove_expired_ids(self.replicas, self._txns, self.partition_of, self._owns, horizon,
+                                           _now_ms())
+        if removed:
+            log.info("removed expired transactional ids", removed=removed)
         return removed

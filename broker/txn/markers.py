@@ -34,7 +34,7 @@ log = structlog.get_logger("transactions")
 
 TopicPartitionKey = tuple[str, int]
 MarkerListener = Callable[[str, int, int, bool], None]  # (topic, partition, producer id, committed)
-WRITE_TXN_MARKERS_VERSION = 1  # the classic transactions' markers (v2 only adds TransactionVersion)
+WRITE_TXN_MARKERS_VERSION = 2  # v2 adds the TransactionVersion the leader checks the marker by
 # Written, or not needed any more: a newer producer epoch or coordinator has written there already.
 _SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
@@ -50,15 +50,17 @@ class MarkerWriter:
         self.listeners: list[MarkerListener] = []
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[TopicPartitionKey]) -> list[ErrorCode]:
-        """One marker on each partition (led here); one error code per partition, in order."""
+                    partitions: list[TopicPartitionKey], transaction_version: int = 0) -> list[ErrorCode]:
+        """One marker on each partition (led here); one error code per partition, in order
+        (`transaction_version` 2: the epoch must be above the producer's there)."""
         kind = ControlType.COMMIT if commit else ControlType.ABORT
         entries = []
         for topic, index in partitions:  # a batch each: the log writes its offsets into the bytes
             data = build_marker_batch(kind, producer_id, producer_epoch, coordinator_epoch, _now_ms())
             entries.append((topic, index, memoryview(data), RecordBatch(data)))
         results = await self.replicas.append_records(entries, required_acks=-1, timeout_ms=self.timeout_ms,
-                                                     origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+                                                     origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True,
+                                                     marker_transaction_version=transaction_version)
         codes = []
         for (topic, index), result in zip(partitions, results, strict=True):
             code = ErrorCode(result.error_code)
@@ -73,7 +75,7 @@ class MarkerWrites(Protocol):
     """Where the markers of partitions led here go (MarkerWriter)."""
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[TopicPartitionKey]) -> list[ErrorCode]: ...
+                    partitions: list[TopicPartitionKey], transaction_version: int = 0) -> list[ErrorCode]: ...
 
 
 class LedTopic(Protocol):
@@ -107,7 +109,7 @@ class MarkerSender:
         return topic.leader(tp[1]) if self.in_cluster else self.node_id
 
     async def send_round(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                         partitions: set[TopicPartitionKey]) -> set[TopicPartitionKey]:
+                         partitions: set[TopicPartitionKey], transaction_version: int = 0) -> set[TopicPartitionKey]:
         """Try every partition once; returns those still without their marker."""
         by_leader: dict[int, list[TopicPartitionKey]] = {}
         remaining: set[TopicPartitionKey] = set()
@@ -122,8 +124,9 @@ class MarkerSender:
         # Each leader is asked at once (its own connection, or this broker's log): one slow or
         # unreachable broker does not hold back the markers of the others in this round.
         answers = await asyncio.gather(*(
-            self.writer.write(producer_id, producer_epoch, commit, coordinator_epoch, tps) if leader == self.node_id
-            else self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+            self.writer.write(producer_id, producer_epoch, commit, coordinator_epoch, tps, transaction_version)
+            if leader == self.node_id
+            else self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps, transaction_version)
             for leader, tps in by_leader.items()))
         for (leader, tps), codes in zip(by_leader.items(), answers, strict=True):
             for tp, code in zip(tps, codes, strict=True):
@@ -140,7 +143,8 @@ class MarkerSender:
         return remaining
 
     async def _send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
-                    coordinator_epoch: int, partitions: list[TopicPartitionKey]) -> list[ErrorCode]:
+                    coordinator_epoch: int, partitions: list[TopicPartitionKey],
+                    transaction_version: int = 0) -> list[ErrorCode]:
         """WriteTxnMarkers to another broker; every partition NETWORK_EXCEPTION if it cannot be asked."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
@@ -149,7 +153,7 @@ class MarkerSender:
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()],
-            coordinator_epoch=coordinator_epoch)])
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
         try:
             answer = await self._peers.request(broker_id, request, WRITE_TXN_MARKERS_VERSION)
         except Exception as exc:  # unreachable, closed, timed out: the next round asks again

@@ -3,11 +3,13 @@
     key   = int16 key version (0) | TransactionLogKey v0 (the transactional id)
     value = int16 value version   | TransactionLogValue at that version, or null (the id expired)
 
-Ebb writes value version 0, as Kafka does for clients on transactions version 0/1 (version 1, with
-tagged fields, comes with transactions version 2), and reads both. The topic is internal and
-compacted, `transaction.state.log.num.partitions` partitions of `transaction.state.log.segment.bytes`
-segments, `min.insync.replicas` = `transaction.state.log.min.isr`; an id lives in partition
-abs(java hashCode(id)) % partitions, as a group does in `__consumer_offsets`. Records are written
+Ebb writes the value version Kafka writes for the cluster's finalized transaction.version: 0 at
+level 0, 1 (flexible, with PreviousProducerId, NextProducerId and ClientTransactionVersion as tagged
+fields) from level 1; it reads both. An Empty state's partitions are null, as Kafka writes them.
+The topic is internal and compacted, `transaction.state.log.num.partitions` partitions of
+`transaction.state.log.segment.bytes` segments, `min.insync.replicas` =
+`transaction.state.log.min.isr`; an id lives in partition abs(java hashCode(id)) % partitions, as a
+group does in `__consumer_offsets`. Records are written
 through ReplicaManager.append_records with acks=-1, like the group coordinator's.
 """
 
@@ -20,6 +22,7 @@ from enum import IntEnum
 
 import structlog
 
+from broker.group.offsets_store import java_string_hash
 from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, ReplicaManager
 from protocol.errors import CodedError, ErrorCode, ProtocolError
@@ -30,7 +33,6 @@ log = structlog.get_logger("transactions")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
-VALUE_VERSION = 0  # transactions version 0/1
 NEWEST_KNOWN_VALUE_VERSION = 1
 LOAD_READ_BYTES = 1 << 20
 WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
@@ -76,24 +78,55 @@ class TxnMetadata:
     update_ms: int = -1
     last_producer_epoch: int = -1  # the epoch before the last bump (a retried InitProducerId)
     pending: bool = False  # a state change is being written: concurrent requests wait their turn
+    prev_producer_id: int = -1  # transactions version 2: the id before the last new producer id
+    next_producer_id: int = -1  # transactions version 2: the id taken when the epoch ran out, until Complete
+    client_transaction_version: int = 0  # the transactions version the producer last spoke
+
+
+def value_version(transaction_version: int) -> int:
+    """Kafka's TransactionVersion.transactionLogValueVersion: flexible records from level 1."""
+    return 1 if transaction_version >= 1 else 0
 
 
 def key_bytes(transactional_id: str) -> bytes:
     return _I16.pack(KEY_VERSION) + TransactionLogKey[0].encode(TransactionLogKey(transactional_id=transactional_id))
 
 
-def value_bytes(meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey], start_ms: int,
-                update_ms: int, producer_epoch: int) -> bytes:
+def _java_hash_order(keys: list, hash_of: Callable) -> list:
+    """The order a java.util.HashMap/HashSet of `keys` iterates in: by bucket of the spread hash in a
+    table grown from 16 until at most 0.75 full (ties keep the given order). Kafka lists a
+    transaction's partitions from a HashSet, grouped by topic in a HashMap: DumpLogSegments then
+    prints the same lists for Ebb's records as for Kafka's."""
+    capacity = 16
+    while len(keys) > capacity * 0.75:
+        capacity *= 2
+
+    def bucket(key) -> int:
+        h = hash_of(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(keys, key=bucket)
+
+
+def _topic_partition_hash(tp: TopicPartitionKey) -> int:
+    """Java's TopicPartition.hashCode."""
+    return 31 * (31 + tp[1]) + java_string_hash(tp[0])
+
+
+def value_bytes(meta: TxnMetadata, version: int) -> bytes:
+    """The value recording `meta` (the id's state after the change) at value `version`."""
     by_topic: dict[str, list[int]] = {}
-    for topic, index in sorted(partitions):
+    for topic, index in _java_hash_order(sorted(meta.partitions), _topic_partition_hash):
         by_topic.setdefault(topic, []).append(index)
     value = TransactionLogValue(
-        producer_id=meta.producer_id, producer_epoch=producer_epoch, transaction_timeout_ms=meta.timeout_ms,
-        transaction_status=int(state),
-        transaction_partitions=[TransactionLogValue.PartitionsSchema(topic=t, partition_ids=ids)
-                                for t, ids in by_topic.items()],
-        transaction_last_update_timestamp_ms=update_ms, transaction_start_timestamp_ms=start_ms)
-    return _I16.pack(VALUE_VERSION) + TransactionLogValue[VALUE_VERSION].encode(value)
+        producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, transaction_timeout_ms=meta.timeout_ms,
+        transaction_status=int(meta.state),
+        transaction_partitions=None if meta.state == TxnState.EMPTY else [
+            TransactionLogValue.PartitionsSchema(topic=t, partition_ids=by_topic[t])
+            for t in _java_hash_order(list(by_topic), java_string_hash)],
+        transaction_last_update_timestamp_ms=meta.update_ms, transaction_start_timestamp_ms=meta.start_ms,
+        previous_producer_id=meta.prev_producer_id, next_producer_id=meta.next_producer_id,
+        client_transaction_version=meta.client_transaction_version)
+    return _I16.pack(version) + TransactionLogValue[version].encode(value)
 
 
 async def append_state(replicas: ReplicaManager, records: dict[int, list[tuple[bytes, bytes | None]]],
@@ -127,7 +160,10 @@ def parse_record(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | No
     return transactional_id, TxnMetadata(
         transactional_id, parsed.producer_id, parsed.producer_epoch, parsed.transaction_timeout_ms,
         TxnState(parsed.transaction_status), partitions, parsed.transaction_start_timestamp_ms,
-        parsed.transaction_last_update_timestamp_ms)
+        parsed.transaction_last_update_timestamp_ms,
+        prev_producer_id=getattr(parsed, "previous_producer_id", -1),
+        next_producer_id=getattr(parsed, "next_producer_id", -1),
+        client_transaction_version=getattr(parsed, "client_transaction_version", 0))
 
 
 async def replay_partition(partition, read_slices: Callable, found: dict[str, TxnMetadata | None]) -> int:

@@ -10,6 +10,11 @@ taken before asking and presented at the append: a marker written meanwhile drop
 verified against a transaction that has since ended is refused (INVALID_TXN_STATE) rather than
 opening a transaction no coordinator will close.
 
+A producer on transactions version 2 (Produce v12, TxnOffsetCommit v5) adds no partitions itself:
+the leader asks the coordinator to add them (AddPartitionsToTxn v5 with VerifyOnly false, or the
+coordinator directly where it is this broker), retrying CONCURRENT_TRANSACTIONS for up to 100 ms
+(Kafka's add.partitions.to.txn.retry.backoff.max.ms) and answering it as is after that.
+
 The coordinator's answers are mapped as Kafka maps them for Produce v3-11: PRODUCER_FENCED to
 INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE and a refused CLUSTER_ACTION to INVALID_TXN_STATE,
 and the retriable ones (CONCURRENT_TRANSACTIONS, a coordinator moving, loading or unreachable) to
@@ -18,7 +23,9 @@ NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -39,16 +46,26 @@ VERIFY_VERSION = 4
 _Transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
 # The coordinator's own check, for a leader that is also the id's coordinator's broker.
 LocalCheck = Callable[[str, int, int, list[TopicPartitionKey]], dict[TopicPartitionKey, ErrorCode]]
+LocalAdd = Callable[[str, int, int, list[TopicPartitionKey]], Awaitable[dict[TopicPartitionKey, ErrorCode]]]
+ADD_VERSION = 5
+ADD_RETRY_BACKOFF_S = 0.02  # Kafka's add.partitions.to.txn.retry.backoff.ms
+ADD_RETRY_MAX_S = 0.1  # and .max.ms
 
 _RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                         ErrorCode.NOT_COORDINATOR})
 
 
-def produce_error(code: ErrorCode) -> ErrorCode:
-    """What a Produce (v3-11) answers for the coordinator's verdict on one partition."""
+def produce_error(code: ErrorCode, add: bool = False, abortable: bool = False) -> ErrorCode:
+    """What a Produce answers for the coordinator's verdict on one partition (`add`: v12, where
+    CONCURRENT_TRANSACTIONS is answered as is; `abortable`: Produce v11 and TxnOffsetCommit v4, whose
+    clients know TRANSACTION_ABORTABLE, Kafka's genericError operation)."""
+    if add and code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        return code
     if code == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and abortable:
+        return code
     if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
         return ErrorCode.INVALID_TXN_STATE
     if code in _RETRIABLE:
@@ -58,18 +75,22 @@ def produce_error(code: ErrorCode) -> ErrorCode:
 
 class TxnVerifier:
     def __init__(self, replicas: ReplicaManager, topics: TxnTopics, peers: PeerConnections, node_id: int,
-                 partition_of: Callable[[str], int], local_check: LocalCheck) -> None:
+                 partition_of: Callable[[str], int], local_check: LocalCheck, local_add: LocalAdd,
+                 coordinated_here: Callable[[str], bool]) -> None:
         self.replicas = replicas
         self.topics = topics
         self.peers = peers
         self.node_id = node_id
         self._partition_of = partition_of
         self._local_check = local_check
+        self._local_add = local_add
+        self._coordinated_here = coordinated_here
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartitionKey]) -> tuple[dict[TopicPartitionKey, ErrorCode],
-                                                                    dict[TopicPartitionKey, object]]:
-        """(the partitions refused, with Produce's error; the guards to present at the append)."""
+                     partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False
+                     ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
+        """(the partitions refused, with Produce's error; the guards to present at the append).
+        `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error."""
         errors: dict[TopicPartitionKey, ErrorCode] = {}
         guards: dict[TopicPartitionKey, object] = {}
         for tp in partitions:
@@ -85,32 +106,45 @@ class TxnVerifier:
             if guard is not None:
                 guards[tp] = guard
         if guards:
-            answers = await self._ask(transactional_id, producer_id, producer_epoch, list(guards))
+            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, list(guards), add)
             for tp, code in answers.items():
                 if code != ErrorCode.NONE and tp in guards:
-                    errors[tp] = produce_error(code)
+                    errors[tp] = produce_error(code, add, abortable)
                     log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
                              transactional_id=transactional_id, producer_id=producer_id, error=code.name)
         return errors, guards
 
+    async def _ask_retrying(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            partitions: list[TopicPartitionKey], add: bool) -> dict[TopicPartitionKey, ErrorCode]:
+        deadline = time.monotonic() + ADD_RETRY_MAX_S
+        while True:
+            answers = await self._ask(transactional_id, producer_id, producer_epoch, partitions, add)
+            if not add or ErrorCode.CONCURRENT_TRANSACTIONS not in answers.values() or time.monotonic() >= deadline:
+                return answers
+            await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+
     async def _ask(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                   partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:
+                   partitions: list[TopicPartitionKey], add: bool) -> dict[TopicPartitionKey, ErrorCode]:
         """The coordinator's verdict per partition (only the refused ones need be named)."""
+        if add and self._coordinated_here(transactional_id):
+            return await self._local_add(transactional_id, producer_id, producer_epoch, partitions)
         state = self.topics.get(TRANSACTION_STATE_TOPIC)
         leader = state.leader(self._partition_of(transactional_id)) if state is not None else -1
         if leader < 0:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if leader == self.node_id:
+            if add:
+                return await self._local_add(transactional_id, producer_id, producer_epoch, partitions)
             return self._local_check(transactional_id, producer_id, producer_epoch, partitions)
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         request = AddPartitionsToTxnRequest(transactions=[_Transaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[_Transaction.AddPartitionsToTxnTopic(name=t, partitions=ps)
+            verify_only=not add, topics=[_Transaction.AddPartitionsToTxnTopic(name=t, partitions=ps)
                                       for t, ps in by_topic.items()])])
         try:
-            answer = await self.peers.request(leader, request, VERIFY_VERSION)
+            answer = await self.peers.request(leader, request, ADD_VERSION if add else VERIFY_VERSION)
         except Exception as exc:  # unreachable, closed, timed out: the producer retries
             log.info("cannot ask the transaction coordinator", broker=leader, error=repr(exc))
             return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)

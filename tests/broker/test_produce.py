@@ -38,7 +38,7 @@ def end_offset(client, topic, partition=0) -> int:
     return list_offsets(client, topic, partition, -1).offset
 
 
-@pytest.mark.parametrize("version", range(3, 12))
+@pytest.mark.parametrize("version", range(3, 13))
 def test_every_served_version_appends(client, version):
     topic = new_topic(client)
     first = produce(client, topic, 0, batch([b"a", b"b"]), version=version)
@@ -50,7 +50,7 @@ def test_every_served_version_appends(client, version):
 
 
 def test_produce_is_advertised_from_v0_for_librdkafka(client):
-    assert client.versions()[0] == (0, 11)
+    assert client.versions()[0] == (0, 12)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

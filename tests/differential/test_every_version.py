@@ -415,14 +415,25 @@ NOT_SWEPT = {
 }
 
 
+KRAFT_FEATURES = ("metadata.version", "kraft.version", "group.version", "share.version", "streams.version",
+                  "eligible.leader.replicas.version")
+
+
 def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
     """The sweep's own intended differences, per version asked."""
     allowed = {}
     for v in versions.get(m.ApiVersionsRequest, ()):
-        for path in ("api_keys", "supported_features", "finalized_features", "finalized_features_epoch"):
-            allowed[f"ApiVersions v{v}", path] = (
-                "each broker lists what it serves (the sweep then asks every version both serve); Ebb has "
-                "no KRaft feature levels to list")
+        allowed[f"ApiVersions v{v}", "api_keys"] = (
+            "each broker lists what it serves (the sweep then asks every version both serve)")
+        allowed[f"ApiVersions v{v}", "finalized_features_epoch"] = "each cluster's own count of feature changes"
+        if v == 3:
+            allowed[f"ApiVersions v{v}", "supported_features"] = (
+                "v3 lists only ranges starting above 0: Kafka's metadata.version alone, nothing of Ebb's")
+        # transaction.version is compared; the others name KRaft metadata or protocols Ebb does not serve
+        for name in KRAFT_FEATURES:
+            for path in (f"supported_features[{name}]", f"finalized_features[{name}]"):
+                allowed[f"ApiVersions v{v}", path] = (
+                    f"{name} is a feature of what Ebb does not serve, so it claims no level of it (broker/features.py)")
     allowed["DescribeTopicPartitions v0 all topics", "topics[__consumer_offsets].partitions"] = (
         "the Kafka node of the tests runs one offsets partition (offsets.topic.num.partitions=1), Ebb its default 50")
     for v in versions.get(m.DescribeLogDirsRequest, ()):

@@ -226,9 +226,10 @@ async def test_a_completion_stops_once_its_partition_is_not_served_here(monkeypa
     rounds: list[int] = []
     real_round = txns._sender.send_round
 
-    async def send_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions):
+    async def send_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions, transaction_version=0):
         rounds.append(coordinator_epoch)
-        return await real_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
+        return await real_round(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
+                                transaction_version)
 
     monkeypatch.setattr(txns._sender, "send_round", send_round)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))

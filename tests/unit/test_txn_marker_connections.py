@@ -53,7 +53,7 @@ class LedElsewhere:
     """This broker (1) leads no partition here: a marker written locally is a failure of the test."""
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[tuple[str, int]]) -> list[ErrorCode]:
+                    partitions: list[tuple[str, int]], transaction_version: int = 0) -> list[ErrorCode]:
         raise AssertionError(f"markers for {partitions} written on broker 1, which leads none of them")
 
 

@@ -1,5 +1,6 @@
 package ebb.interop;
 
+import java.lang.reflect.Field;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -27,16 +28,18 @@ final class TransactionChecks {
             String topic = prefix + "-txn";
             Interop.step("txn_commit_abort", () -> {
                 admin.createTopics(List.of(new NewTopic(topic, 1, Interop.replication()))).all().get();
+                boolean v2;
                 try (KafkaProducer<String, String> producer = Data.producer(bootstrap,
                         "transactional.id", prefix + "-txn-id", "client.id", "interop-txn")) {
                     producer.initTransactions();
                     send(producer, topic, "committed", 10, true);
                     send(producer, topic, "aborted", 10, false);
                     send(producer, topic, "last", 5, true);
+                    v2 = transactionV2(producer);
                 }
                 List<String> committed = read(bootstrap, topic, "read_committed", 15);
                 List<String> everything = read(bootstrap, topic, "read_uncommitted", 25);
-                Json.emit("txn_commit_abort", "read_committed", committed.size(),
+                Json.emit("txn_commit_abort", "transaction_v2", v2, "read_committed", committed.size(),
                         "aborted_seen", committed.stream().filter(v -> v.startsWith("aborted")).count(),
                         "read_uncommitted", everything.size());
             });
@@ -86,6 +89,14 @@ final class TransactionChecks {
                 Json.emit("txn_offsets", "after_commit", afterCommit, "after_abort", afterAbort);
             });
         }
+    }
+
+    /** Whether the producer runs transactions version 2 (KIP-890 part 2): the broker's ApiVersions decides. */
+    private static boolean transactionV2(KafkaProducer<?, ?> producer) throws Exception {
+        Field field = KafkaProducer.class.getDeclaredField("transactionManager");
+        field.setAccessible(true);
+        Object manager = field.get(producer);
+        return (Boolean) manager.getClass().getMethod("isTransactionV2Enabled").invoke(manager);
     }
 
     private static long committedOffset(Admin admin, String group, TopicPartition tp) throws Exception {

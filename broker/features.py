@@ -1,0 +1,66 @@
+"""Feature levels (KIP-584): what this broker supports and what the cluster finalized, for ApiVersions.
+
+Ebb supports one feature, `transaction.version` 0-2 (2: KIP-890 part 2, served by broker/txn/), and
+finalizes it at `ebb.transaction.version` (default 2, as Kafka 4.3.1 formats a new cluster). The other
+features Kafka 4.3.1 lists (metadata.version, kraft.version, group.version, share.version, ...) name
+KRaft metadata or protocols Ebb does not serve, so they are neither supported nor finalized here. Level
+0 is never listed as finalized, and supported ranges starting at 0 are hidden from ApiVersions v3, as
+Kafka's ApiVersionsResponse does.
+
+The level is the cluster's, stored in `/feature` (broker/cluster/layout.py): the first broker to start
+writes its setting there, every broker reads it back, and one whose setting differs logs it and
+follows the stored level. The node's data version is the FinalizedFeaturesEpoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from broker.cluster.layout import FeatureZNode
+from broker.cluster.store import MetadataStore, NodeExists
+
+log = structlog.get_logger("features")
+
+TRANSACTION_VERSION = "transaction.version"
+SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
+
+
+@dataclass
+class FinalizedFeatures:
+    levels: dict[str, int] = field(default_factory=dict)
+    epoch: int = -1
+
+    def level(self, name: str) -> int:
+        return self.levels.get(name, 0)
+
+    @property
+    def transaction_version(self) -> int:
+        return self.level(TRANSACTION_VERSION)
+
+    def listed(self) -> dict[str, int]:
+        """The finalized levels ApiVersions lists (level 0 is not)."""
+        return {name: level for name, level in sorted(self.levels.items()) if level > 0}
+
+    def supported(self, api_version: int) -> dict[str, tuple[int, int]]:
+        """The supported ranges ApiVersions lists at `api_version` (those from 0 only at v4+)."""
+        return {name: bounds for name, bounds in sorted(SUPPORTED.items()) if api_version >= 4 or bounds[0] > 0}
+
+
+async def load_finalized(store: MetadataStore, transaction_version: int) -> FinalizedFeatures:
+    """The cluster's finalized levels, `/feature` created with this broker's setting if absent."""
+    try:
+        await store.create(FeatureZNode.PATH, FeatureZNode.encode({TRANSACTION_VERSION: transaction_version}))
+    except NodeExists:
+        pass
+    data, version = await store.get(FeatureZNode.PATH)
+    levels = FeatureZNode.decode(data)
+    stored = levels.get(TRANSACTION_VERSION, 0)
+    if stored != transaction_version:
+        log.warning("the cluster finalized another transaction.version: following it",
+                    configured=transaction_version, finalized=stored)
+    low, high = SUPPORTED[TRANSACTION_VERSION]
+    if not low <= stored <= high:
+        raise ValueError(f"the cluster finalized {TRANSACTION_VERSION}={stored}, outside this broker's {low}-{high}")
+    return FinalizedFeatures({TRANSACTION_VERSION: stored}, version)
