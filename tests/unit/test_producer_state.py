@@ -140,7 +140,7 @@ def test_replay_reads_producer_fields_through_the_logs_slices(tmp_path):
 
 
 def _txn_append(state: ProducerStateManager, producer_id: int, epoch: int, first_offset: int) -> None:
-    state.update(producer_id, epoch, BatchMetadata(0, 0, first_offset, 0, 1000), now_ms=1, transactional=True)
+    state.update(producer_id, epoch, BatchMetadata(0, 0, first_offset, 0, 1000), transactional=True)
 
 
 def test_a_transactions_version_2_marker_must_carry_an_epoch_above_the_producers(tmp_path):
@@ -151,7 +151,7 @@ def test_a_transactions_version_2_marker_must_carry_an_epoch_above_the_producers
         state.check_marker(7, 3, 0, transaction_version=2)  # version 2 bumped it at the end: a stale one
     assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     state.check_marker(7, 4, 0, transaction_version=2)
-    state.complete_txn(7, 4, ControlType.COMMIT, 0, 1, marker_timestamp=1000, now_ms=1)
+    state.complete_txn(7, 4, ControlType.COMMIT, 0, 1, marker_timestamp=1000)
     state.check_marker(7, 4, 0, transaction_version=2)  # its retry, nothing open any more: taken
     with pytest.raises(ProducerStateError):
         state.check_marker(7, 3, 0, transaction_version=2)
