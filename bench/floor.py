@@ -1,17 +1,18 @@
 """The kernel's floor under a consume beside Ebb's and Kafka's consume CPU (issue 33):
-`python -m bench.floor [--quick] [--reps N] [--dir PATH] [--think-us N] [--floor-option ...]`.
+`python -m bench.floor [--quick] [--reps N] [--dir PATH] [--think-us-per-mb N] [--floor-option ...]`.
 
 `bench/sendfile_floor.c` (`make bench` builds it into .venv/bin/sendfile_floor) serves page-cached
 files over a loopback TCP connection as a broker's Fetch does (a header with MSG_MORE, then sendfile of
 1 MiB per partition per answer) to a reader with one request in flight that recv()s each answer into a
 buffer, and prints the sender's user and system CPU-s per 10^9 bytes. This runs it on the bytes the
-consume cases of bench.goals serve (RECORDS of 1 KiB over 1 and 6 partitions), with Reno (what Ebb sets
-on loopback connections) and with BBR (the machine's default, Kafka's), beside bench.goals' produce and
-consume runs of Ebb and Kafka 4.3.1 with the C librdkafka consumer, both brokers started once and warmed;
-every repetition runs each case on Ebb, Kafka and the floor, the order turned each time. Per case the
-medians (min-max) of MB/s and of each one's user, system and total CPU-s/GB, and the floor's share of
-Kafka's total: a broker whose CPU per consumed GB is to be at most half of Kafka's cannot get there if
-the floor alone is above that half.
+consume cases of bench.goals serve (RECORDS of 1 KiB over 1 and 6 partitions) with three socket setups:
+Reno with an autotuned send buffer (what Ebb sets on loopback connections), BBR (the machine's default)
+and BBR with Kafka's 100 KiB SO_SNDBUF (`socket.send.buffer.bytes`, what Kafka's sockets get), beside
+bench.goals' produce and consume runs of Ebb and Kafka 4.3.1 with the C librdkafka consumer, both
+brokers started once and warmed; every repetition runs each case on Ebb, Kafka and the floor, the
+order turned each time. Per case the medians (min-max) of MB/s and of each one's user, system and
+total CPU-s/GB, and the floor's share of Kafka's total: a broker whose CPU per consumed GB is to be at
+most half of Kafka's cannot get there if the floor alone is above that half.
 """
 
 from __future__ import annotations
@@ -32,15 +33,18 @@ from bench.peers import Ebb, Kafka, drop_page_cache, kafka_version, repetitions,
 
 FLOOR = Path(sys.executable).parent / "sendfile_floor"
 PARTITIONS = (1, 6)
-FLOORS = (("floor reno", "reno"), ("floor bbr", "bbr"))
+# (name, sendfile_floor's options): Ebb's loopback socket (Reno, autotuned buffer), the machine's default
+# (BBR), and Kafka's (BBR, socket.send.buffer.bytes' 100 KiB default)
+FLOORS = (("floor reno", ("--cc", "reno")), ("floor bbr", ("--cc", "bbr")),
+          ("floor kafka", ("--cc", "bbr", "--sndbuf", "102400")))
 _REP = re.compile(r"rep=\d+ bytes=(\d+) seconds=([\d.]+) sender_user=([\d.]+) sender_sys=([\d.]+)")
 
 
-def floor_run(root: Path, partitions: int, total: int, cc: str, think_us: int, extra: list[str],
+def floor_run(root: Path, partitions: int, total: int, options: tuple[str, ...], think_us: int, extra: list[str],
               reps: int = 3) -> list[tuple[float, float, float]]:
     """[(MB/s, sender user CPU-s/GB, sender system CPU-s/GB)] of `reps` reads of the same files."""
     done = subprocess.run([str(FLOOR), "--bytes", str(total), "--partitions", str(partitions), "--reps", str(reps),
-                           "--dir", str(root), "--cc", cc, "--think-us", str(think_us), *extra],
+                           "--dir", str(root), *options, "--think-us-per-mb", str(think_us), *extra],
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"sendfile_floor failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -73,8 +77,9 @@ def report(results: dict, reps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run_arguments(parser, "300,000 records per run instead of 1,000,000, 2 repetitions")
-    parser.add_argument("--think-us", type=int, default=0,
-                        help="the floor's reader spins this long after each answer, as a client parsing it")
+    parser.add_argument("--think-us-per-mb", type=int, default=0,
+                        help="the floor's reader spins this long per MB after each answer, as a client parsing "
+                             "it (librdkafka: about 200-250)")
     parser.add_argument("--floor-option", action="append", default=[], metavar="OPTION",
                         help="passed to sendfile_floor (repeatable; e.g. --floor-option=--sndbuf "
                              "--floor-option=1048576)")
@@ -103,7 +108,7 @@ def main() -> None:
                     for who in (order if rep % 2 == 0 else order[::-1]):
                         if isinstance(who, tuple):
                             results[partitions][who[0]] += floor_run(root, partitions, records * KiB, who[1],
-                                                                     args.think_us, args.floor_option)
+                                                                     args.think_us_per_mb, args.floor_option)
                         else:
                             got = runner.one(who, "rdkafka", partitions, "1")["consume"]
                             results[partitions][who.name].append((got[0], got[3], got[4]))

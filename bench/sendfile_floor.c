@@ -3,7 +3,7 @@
  *
  *   sendfile_floor [--bytes N] [--partitions P] [--fetch N] [--reps R] [--dir PATH]
  *                  [--cc NAME] [--sndbuf N] [--rcvbuf N] [--lowat N] [--chunk N]
- *                  [--mode sendfile|splice|copy] [--cork] [--think-us N]
+ *                  [--mode sendfile|splice|copy] [--cork] [--think-us-per-mb N]
  *
  * P files of N/P bytes each are written to PATH (so they sit in the page cache). Each repetition a
  * reader thread connects over 127.0.0.1 and asks like a consumer with one Fetch in flight: a 64-byte
@@ -22,9 +22,10 @@
  * (SO_SNDBUF on the sender, SO_RCVBUF on the reader; 0 autotunes), --lowat (TCP_NOTSENT_LOWAT on the
  * sender), --chunk (at most this many bytes per sendfile/splice call; 0: the whole range), --cork
  * (TCP_CORK around each answer instead of MSG_MORE on the headers), --mode splice (file -> pipe ->
- * socket) or copy (pread into a buffer, then send: what a broker without zero copy pays). --think-us
- * makes the reader spin that long after each answer, as a client parsing it (librdkafka: 1.1-1.6 ms
- * per six-partition answer), so the sender meets a full socket as it does under a real consumer.
+ * socket) or copy (pread into a buffer, then send: what a broker without zero copy pays).
+ * --think-us-per-mb makes the reader spin that long per 10^6 bytes after each answer, as a client
+ * parsing it (librdkafka: 1.1-1.6 ms per six-partition answer of 6 MB, about 200-250 per MB), so the
+ * sender meets a full socket as it does under a real consumer.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,7 +50,7 @@
 
 static long long total_bytes = 300000000LL;
 static int partitions = 1, reps = 5, sndbuf = 0, rcvbuf = 0, cork = 0;
-static long fetch_bytes = 1048576, chunk = 0, lowat = -1, think_us = 0;
+static long fetch_bytes = 1048576, chunk = 0, lowat = -1, think_us_per_mb = 0;
 static const char *cc = "reno", *mode = "sendfile", *dir = "/tmp";
 static int files[256];
 static long long file_size;
@@ -157,8 +158,8 @@ static void *reader(void *arg) {
             have += n;
         }
         got += size;
-        if (think_us) {  /* a client's parse of the answer before its next request */
-            double until = now() + think_us / 1e6;
+        if (think_us_per_mb) {  /* a client's parse of the answer before its next request */
+            double until = now() + think_us_per_mb * (size / 1e6) / 1e6;
             while (now() < until) {}
         }
     }
@@ -253,7 +254,7 @@ int main(int argc, char **argv) {
         else if (strcmp(o, "--lowat") == 0) lowat = atol(v);
         else if (strcmp(o, "--chunk") == 0) chunk = atol(v);
         else if (strcmp(o, "--mode") == 0) mode = v;
-        else if (strcmp(o, "--think-us") == 0) think_us = atol(v);
+        else if (strcmp(o, "--think-us-per-mb") == 0) think_us_per_mb = atol(v);
         else { fprintf(stderr, "unknown option %s\n", o); return 2; }
     }
     if (partitions < 1 || partitions > 256 || reps < 1 || reps > MAX_REPS || fetch_bytes < 1 ||
