@@ -17,6 +17,7 @@
  * in softirq inside the sender's system call, so the sender's system time is what any page-cache
  * broker pays per byte, before any work of its own. Per repetition one line, then medians (min-max):
  *   rep=I bytes=B seconds=S sender_user=U sender_sys=Y reader_user=U reader_sys=Y   (CPU-s per 10^9 B)
+ *   answers=A sender_switches=V+I   (the sender's voluntary + involuntary context switches)
  *
  * Socket settings: --cc (TCP_CONGESTION on the sender's socket, as Ebb sets it on accepted loopback ones; "" keeps the system's), --sndbuf/--rcvbuf
  * (SO_SNDBUF on the sender, SO_RCVBUF on the reader; 0 autotunes), --lowat (TCP_NOTSENT_LOWAT on the
@@ -130,7 +131,7 @@ static void send_file(int out, int in, off_t off, long len) {
     }
 }
 
-struct result { double seconds, su, ss, ru, rs; long long bytes; };
+struct result { double seconds, su, ss, ru, rs; long long bytes, answers, vcsw, ivcsw; };
 static int listener, port;
 
 static void *reader(void *arg) {
@@ -215,12 +216,15 @@ static void serve(struct result *res) {
         }
         position += len;
         sent += (long long)partitions * len;
+        res->answers++;
     }
     getrusage(RUSAGE_THREAD, &after);
     res->seconds = now() - start;
     res->bytes = sent;
     res->su = cpu_of(&after, 0) - cpu_of(&before, 0);
     res->ss = cpu_of(&after, 1) - cpu_of(&before, 1);
+    res->vcsw = after.ru_nvcsw - before.ru_nvcsw;
+    res->ivcsw = after.ru_nivcsw - before.ru_nivcsw;
     close(fd);
 }
 
@@ -305,8 +309,9 @@ int main(int argc, char **argv) {
         su[r] = res.su / gb, ss[r] = res.ss / gb, ru[r] = res.ru / gb, rs[r] = res.rs / gb;
         total[r] = su[r] + ss[r];
         mbs[r] = res.bytes / res.seconds / 1e6;
-        printf("rep=%d bytes=%lld seconds=%.3f sender_user=%.3f sender_sys=%.3f reader_user=%.3f reader_sys=%.3f\n",
-               r, res.bytes, res.seconds, su[r], ss[r], ru[r], rs[r]);
+        printf("rep=%d bytes=%lld seconds=%.3f sender_user=%.3f sender_sys=%.3f reader_user=%.3f reader_sys=%.3f"
+               " answers=%lld sender_switches=%lld+%lld\n", r, res.bytes, res.seconds, su[r], ss[r], ru[r], rs[r],
+               res.answers, res.vcsw, res.ivcsw);
         fflush(stdout);
     }
     printf("summary:");
