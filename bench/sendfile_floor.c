@@ -50,7 +50,7 @@
 #define MAX_REPS 64
 
 static long long total_bytes = 300000000LL;
-static int partitions = 1, reps = 5, sndbuf = 0, rcvbuf = 0, cork = 0;
+static int partitions = 1, reps = 5, sndbuf = 0, rcvbuf = 0, cork = 0, cc_on_listener = 0;
 static long fetch_bytes = 1048576, chunk = 0, lowat = -1, think_us_per_mb = 0;
 static const char *cc = "reno", *mode = "sendfile", *dir = "/tmp";
 static int files[256];
@@ -175,7 +175,7 @@ static void *reader(void *arg) {
 static void serve(struct result *res) {
     int fd = accept(listener, NULL, NULL);
     if (fd < 0) die("accept");
-    set_cc(fd);
+    if (!cc_on_listener) set_cc(fd);
     int one = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) die("TCP_NODELAY");
     if (sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) < 0) die("SO_SNDBUF");
@@ -245,6 +245,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(o, "--cork") == 0) { cork = 1; continue; }
+        if (strcmp(o, "--cc-on-listener") == 0) { cc_on_listener = 1; continue; }
         if (!v) { fprintf(stderr, "%s needs a value\n", o); return 2; }
         i++;
         if (strcmp(o, "--bytes") == 0) total_bytes = atoll(v);
@@ -295,6 +296,7 @@ int main(int argc, char **argv) {
     listener = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
     socklen_t alen = sizeof a;
+    if (cc_on_listener) set_cc(listener);
     if (bind(listener, (struct sockaddr *)&a, sizeof a) < 0 || listen(listener, 4) < 0) die("listen");
     getsockname(listener, (struct sockaddr *)&a, &alen);
     port = ntohs(a.sin_port);
