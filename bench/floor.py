@@ -5,14 +5,15 @@
 files over a loopback TCP connection as a broker's Fetch does (a header with MSG_MORE, then sendfile of
 1 MiB per partition per answer) to a reader with one request in flight that recv()s each answer into a
 buffer, and prints the sender's user and system CPU-s per 10^9 bytes. This runs it on the bytes the
-consume cases of bench.goals serve (RECORDS of 1 KiB over 1 and 6 partitions) with three socket setups:
-Reno with an autotuned send buffer (what Ebb sets on loopback connections), BBR (the machine's default)
-and BBR with Kafka's 100 KiB SO_SNDBUF (`socket.send.buffer.bytes`, what Kafka's sockets get), beside
-bench.goals' produce and consume runs of Ebb and Kafka 4.3.1 with the C librdkafka consumer, both
-brokers started once and warmed; every repetition runs each case on Ebb, Kafka and the floor, the
-order turned each time. Per case the medians (min-max) of MB/s and of each one's user, system and
-total CPU-s/GB, and the floor's share of Kafka's total: a broker whose CPU per consumed GB is to be at
-most half of Kafka's cannot get there if the floor alone is above that half.
+consume cases of bench.goals serve (RECORDS of 1 KiB over 1 and 6 partitions) with three socket
+setups: Reno from the listener on, with an autotuned send buffer (what Ebb's loopback listeners give
+their connections), BBR (the machine's default) and BBR with Kafka's 100 KiB SO_SNDBUF
+(`socket.send.buffer.bytes`, what Kafka's sockets get), beside bench.goals' produce and consume runs of
+Ebb and Kafka 4.3.1 with the C librdkafka consumer, both brokers started once and warmed; every
+repetition runs each case on Ebb, Kafka and the floor, the order turned each time. Per case the medians
+(min-max) of MB/s and of each one's user, system and total CPU-s/GB, and the floor's share of Kafka's
+total: a broker whose CPU per consumed GB is to be at most half of Kafka's cannot get there if the
+floor alone is above that half.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from bench.peers import Ebb, Kafka, drop_page_cache, kafka_version, repetitions,
 
 FLOOR = Path(sys.executable).parent / "sendfile_floor"
 PARTITIONS = (1, 6)
-# (name, sendfile_floor's options): Ebb's loopback socket (Reno, autotuned buffer), the machine's default
-# (BBR), and Kafka's (BBR, socket.send.buffer.bytes' 100 KiB default)
-FLOORS = (("floor reno", ("--cc", "reno")), ("floor bbr", ("--cc", "bbr")),
+# (name, sendfile_floor's options): Ebb's loopback socket (Reno from its listener, autotuned buffer), the
+# machine's default (BBR), and Kafka's (BBR, socket.send.buffer.bytes' 100 KiB default)
+FLOORS = (("floor reno", ("--cc", "reno", "--cc-on-listener")), ("floor bbr", ("--cc", "bbr")),
           ("floor kafka", ("--cc", "bbr", "--sndbuf", "102400")))
 _REP = re.compile(r"rep=\d+ bytes=(\d+) seconds=([\d.]+) sender_user=([\d.]+) sender_sys=([\d.]+)")
 

@@ -3,7 +3,7 @@
  *
  *   sendfile_floor [--bytes N] [--partitions P] [--fetch N] [--reps R] [--dir PATH]
  *                  [--cc NAME] [--sndbuf N] [--rcvbuf N] [--lowat N] [--chunk N]
- *                  [--mode sendfile|splice|copy] [--cork] [--think-us-per-mb N]
+ *                  [--mode sendfile|splice|copy] [--cork] [--think-us-per-mb N] [--cc-on-listener]
  *
  * P files of N/P bytes each are written to PATH (so they sit in the page cache). Each repetition a
  * reader thread connects over 127.0.0.1 and asks like a consumer with one Fetch in flight: a 64-byte
@@ -19,7 +19,9 @@
  *   rep=I bytes=B seconds=S sender_user=U sender_sys=Y reader_user=U reader_sys=Y   (CPU-s per 10^9 B)
  *   answers=A sender_switches=V+I   (the sender's voluntary + involuntary context switches)
  *
- * Socket settings: --cc (TCP_CONGESTION on the sender's socket, as Ebb sets it on accepted loopback ones; "" keeps the system's), --sndbuf/--rcvbuf
+ * Socket settings: --cc (TCP_CONGESTION on the sender's socket after the accept; with --cc-on-listener on
+ * the listening socket instead, so the connection is born with it, as Ebb's loopback listeners do: a
+ * socket switched from BBR after the accept keeps BBR's pacing); "" keeps the system's), --sndbuf/--rcvbuf
  * (SO_SNDBUF on the sender, SO_RCVBUF on the reader; 0 autotunes), --lowat (TCP_NOTSENT_LOWAT on the
  * sender), --chunk (at most this many bytes per sendfile/splice call; 0: the whole range), --cork
  * (TCP_CORK around each answer instead of MSG_MORE on the headers), --mode splice (file -> pipe ->
