@@ -95,10 +95,15 @@ $(RDKAFKAH):
 	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends librdkafka-dev gcc libc6-dev; }
 $(RDKAFKALOAD): bench/rdkafka_load.c | $(RDKAFKAH) $(RUNSTAMP)
 	cc -O2 -Wall -Wextra -o $@ bench/rdkafka_load.c -lrdkafka
+# bench/floor.py's kernel floor: page-cached files sent over loopback TCP with sendfile, no broker
+SENDFILEFLOOR := $(VENV)/bin/sendfile_floor
+$(SENDFILEFLOOR): bench/sendfile_floor.c | $(RUNSTAMP)
+	cc -O2 -Wall -Wextra -o $@ bench/sendfile_floor.c -lpthread
 
 # Ebb next to Kafka and Tansu and Ebb's own parts (docs/performance.md). Smaller and faster: make bench QUICK=--quick
-bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(RDKAFKALOAD)
+bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(RDKAFKALOAD) $(SENDFILEFLOOR)
 	$(PY) -m bench.goals $(QUICK)
+	$(PY) -m bench.floor $(QUICK)
 	$(PY) -m bench.fetch_sessions
 	$(PY) -m bench.codec
 	$(PY) -m bench.records

@@ -16,8 +16,8 @@ runs every case (1 and 6 partitions, acks=1 and acks=all; acks=all is idempotent
 order swapped every repetition: a new topic, the page cache dropped (root only), produce RECORDS of
 1 KiB, read them back while cached, delete the topic. Per case it prints the medians of produce and
 consume MB/s (10^6 bytes of values per second) and of the broker's CPU-seconds (user + system, every
-thread, /proc/<pid>/stat) per 10^9 bytes, and Ebb's ratio to Kafka as the median of the per-repetition
-ratios with their min-max (the spread).
+thread, /proc/<pid>/stat) per 10^9 bytes with its user and system parts apart (utime, stime), and
+Ebb's ratio to Kafka as the median of the per-repetition ratios with their min-max (the spread).
 
 End to end (`--loads` latency, on by default): Kafka's EndToEndLatency tool (`kafka-e2e-latency.sh`,
 Java producer and consumer, the consumer in fetch sessions) sends LATENCY_RECORDS records of 1 KiB one
@@ -141,8 +141,9 @@ class Runner:
         self.records = records
         self.serial = 0
 
-    def one(self, broker, load: str, partitions: int, acks: str) -> dict[str, tuple[float, float, float]]:
-        """{"produce": (MB/s, broker CPU-s/GB, client CPU-s/GB), "consume": (...)} of one run on a new topic."""
+    def one(self, broker, load: str, partitions: int, acks: str) -> dict[str, tuple[float, ...]]:
+        """{"produce": (MB/s, broker CPU-s/GB, client CPU-s/GB, broker user, broker system CPU-s/GB),
+        "consume": (...)} of one run on a new topic."""
         produce, consume = TOOLS[load]
         records = self.records[load]
         self.serial += 1
@@ -153,9 +154,11 @@ class Runner:
         out = {}
         for step, call in (("produce", lambda: produce(broker.bootstrap, topic, partitions, records, acks)),
                            ("consume", lambda: consume(broker.bootstrap, topic, partitions, records))):
-            before, client = broker.cpu_seconds(), _children_cpu()
+            (user, system), client = broker.cpu_split(), _children_cpu()
             mb_s = call()
-            out[step] = (mb_s, (broker.cpu_seconds() - before) / gb, (_children_cpu() - client) / gb)
+            user_after, system_after = broker.cpu_split()
+            user, system = (user_after - user) / gb, (system_after - system) / gb
+            out[step] = (mb_s, user + system, (_children_cpu() - client) / gb, user, system)
         delete_topic(broker.bootstrap, topic)
         return out
 
@@ -180,7 +183,8 @@ def spread(values: list[float]) -> str:
 def report(load: str, results: dict, reps: int) -> None:
     print(f"\n{load}: medians of {reps} repetitions; ratio = Ebb ÷ Kafka per repetition, median (min-max)")
     head = (f"  {'case':<16} {'step':<8} {'Ebb MB/s':>9} {'Kafka':>7} {'MB/s ratio':>20}"
-            f" {'Ebb CPU-s/GB':>13} {'Kafka':>7} {'CPU-s/GB ratio':>20} {'client CPU-s/GB E/K':>20}")
+            f" {'Ebb CPU-s/GB':>13} {'Kafka':>7} {'CPU-s/GB ratio':>20} {'client CPU-s/GB E/K':>20}"
+            f" {'Ebb user/sys':>13} {'Kafka user/sys':>15}")
     print(head)
     for partitions, acks in CASES:
         for step in ("produce", "consume"):
@@ -193,8 +197,14 @@ def report(load: str, results: dict, reps: int) -> None:
                   f" {statistics.median(b[0] for b in k):>7.0f} {spread(mb):>20}"
                   f" {statistics.median(a[1] for a in e):>13.2f} {statistics.median(b[1] for b in k):>7.2f}"
                   f" {spread(cpu):>20}"
-                  f" {statistics.median(a[2] for a in e):>9.2f} /{statistics.median(b[2] for b in k):>5.2f}",
-                  flush=True)
+                  f" {statistics.median(a[2] for a in e):>9.2f} /{statistics.median(b[2] for b in k):>5.2f}"
+                  f" {_user_system(e):>13} {_user_system(k):>15}", flush=True)
+
+
+def _user_system(runs: list[tuple[float, ...]]) -> str:
+    """The broker's user and system CPU-s/GB, medians: where its CPU goes (the kernel's sendfile and TCP
+    work on a consume, the process's own work in user time)."""
+    return f"{statistics.median(r[3] for r in runs):.2f}/{statistics.median(r[4] for r in runs):.2f}"
 
 
 def overrides_text(ebb_overrides: list[str]) -> str:

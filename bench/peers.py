@@ -124,9 +124,13 @@ class BrokerProcess:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the broker process so far (every thread)."""
+        return sum(self.cpu_split())
+
+    def cpu_split(self) -> tuple[float, float]:
+        """(user, system) CPU time of the broker process so far (every thread): utime and stime."""
         with open(f"/proc/{self.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
     def rss_mib(self) -> float:
         with open(f"/proc/{self.pid}/statm") as f:

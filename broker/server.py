@@ -412,7 +412,18 @@ class BrokerServer:
                                               listener.port, ssl=tls.context if tls is not None else None,
                                               reuse_address=True)
             self.servers.append(server)
+            self._listen_with_congestion_control(server)
             log.info("listening", listener=str(listener))
+
+    def _listen_with_congestion_control(self, server: asyncio.base_events.Server) -> None:
+        """A loopback listener's connections are born with the loopback congestion control: switched
+        after the accept, they would keep the pacing of the system's BBR (broker/loopback_tcp.py)."""
+        congestion = self.broker.config.loopback_congestion_control
+        for sock in server.sockets:
+            try:
+                loopback_tcp.apply_to_listener(sock, congestion)
+            except OSError as exc:  # connections are still switched one by one (Connection.connection_made)
+                log.warning("setting the congestion control on a listener failed", error=repr(exc))
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish (up to `grace_s`), then close every connection."""
