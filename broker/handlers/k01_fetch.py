@@ -168,10 +168,13 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
     awaited = committed and await _load_transactions(wanted)
 
+    # What each read saw is kept only for a consumer's session (fetch_quiet.py): librdkafka has none
+    keep_state = not follower and (session is not None or wants_session)
+
     def plan(recheck: bool = True) -> tuple[int, bool]:
         """Where each partition's read would come from now: (bytes available, any error)."""
         return _plan(replicas, wanted, body.max_bytes, replica_id if follower else None, leader_only, committed,
-                     recheck)
+                     recheck, keep_state)
 
     # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
     available, failed = plan(recheck=awaited)
@@ -349,13 +352,14 @@ def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
 
 
 def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | None, leader_only: bool,
-          committed: bool, recheck: bool) -> tuple[int, bool]:
+          committed: bool, recheck: bool, keep_state: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
     data may exceed it with its first batch (KIP-74), the others may not. READ_COMMITTED readers
     stop at the last stable offset. `recheck`: the request awaited since _resolve, so a partition may
     have been deleted or lost its leadership meanwhile. `replica_id`: the follower's (None for a
     consumer); while the leader quota is exceeded, a follower out of the ISR of a throttled partition
-    reads nothing of it (Kafka's shouldLeaderThrottle), and the wait for MinBytes counts none of it."""
+    reads nothing of it (Kafka's shouldLeaderThrottle), and the wait for MinBytes counts none of it.
+    `keep_state`: note each partition's ReadState (a consumer in a session)."""
     limit = max_bytes
     min_one = True
     total = 0
@@ -393,7 +397,7 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | Non
         if held is not None and replica_id not in w.partition.isr and held.is_throttled(w.partition.topic_partition):
             read = dataclasses.replace(read, slices=(), next_offset=Offset(w.fetch_offset))
         w.read = read
-        if not follower:
+        if keep_state:
             w.read_state = read_state(w.partition, committed)
         size = read.size
         total += size

@@ -291,7 +291,10 @@ class Partition(ProducerTable):
         (DeleteRecords may pass an open transaction), never above the high watermark. Right once the
         producer table is loaded (`load_producer_state`)."""
         high_watermark = self.log.high_watermark
-        first_unstable = self.producers.first_unstable_offset()
+        producers = self.producers
+        if not producers.ongoing and not producers.unreplicated:  # no transaction: no call (every fetch asks)
+            return high_watermark
+        first_unstable = producers.first_unstable_offset()
         if first_unstable is None:
             return high_watermark
         return min(high_watermark, max(first_unstable, self.log.log_start_offset))
