@@ -449,9 +449,10 @@ def _answer(w: _Wanted, records, committed: bool) -> None:
             response.aborted_transactions = []
         return
     partition = w.partition
-    response.high_watermark = partition.high_watermark
-    response.last_stable_offset = partition.last_stable_offset
-    response.log_start_offset = partition.log_start_offset
+    log_ = partition.log  # the log's own properties: one call each instead of two
+    response.high_watermark = log_.high_watermark
+    response.last_stable_offset = partition.last_stable_offset  # every isolation level is told it
+    response.log_start_offset = log_.log_start_offset
     if committed:
         read = w.read
         aborted = partition.aborted_transactions(w.fetch_offset, read.next_offset) if read and read.slices else ()

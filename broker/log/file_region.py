@@ -25,7 +25,8 @@ class FileRegion:
         self._pinned = False
         try:
             for piece in self.slices:
-                fd = piece.file.pin()
+                file = piece.file
+                fd = file.budget.pin(file)  # the budget's own call: one frame fewer per partition
                 self.descriptors.append(fd)
                 if piece.length:  # sendfile of nothing would read as a file cut short
                     pieces.append((fd, piece.position, piece.length))
@@ -50,7 +51,8 @@ class FileRegion:
         if self._pinned:
             self._pinned = False
             for piece in self.slices:
-                piece.file.unpin()
+                file = piece.file
+                file.budget.unpin(file)
 
 
 def release_unsent(regions: list[FileRegion]) -> list[OSError]:

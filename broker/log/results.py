@@ -66,7 +66,10 @@ class ReadInfo:
 
     @property
     def size(self) -> int:
-        return sum(s.length for s in self.slices)
+        slices = self.slices
+        if len(slices) == 1:  # a fetch's usual read: one segment, no generator frame
+            return slices[0].length
+        return sum(s.length for s in slices)
 
     def read_bytes(self) -> bytes:
         """Blocking: all slices concatenated."""

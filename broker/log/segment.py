@@ -335,7 +335,12 @@ class LogSegment:
         The next offset is where a reader continues: the first offset not returned."""
         if offset >= self.next_offset:
             return None
-        with self.file.held() as fd:  # held once for the search and the walk
+        # Pinned once for the search and the walk, straight from the budget: no context manager
+        # calls on every partition of every fetch
+        file = self.file
+        budget = file.budget
+        fd = budget.pin(file)
+        try:
             found = self._find(fd, offset)
             if found is None:
                 return None
@@ -359,6 +364,8 @@ class LogSegment:
                         end, next_offset = position, base
                         break
                     end, next_offset = batch_end, base + batch.last_offset_delta + 1
+        finally:
+            budget.unpin(file)
         self._resume = (next_offset, end)
         return start, end - start, next_offset
 

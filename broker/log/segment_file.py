@@ -47,7 +47,7 @@ class SegmentFile:
     passed so that a response being sent from it can finish; then `close` ends it for good.
     """
 
-    __slots__ = ("path", "fd", "_pins", "_close_wanted", "_ended", "_budget")
+    __slots__ = ("path", "fd", "_pins", "_close_wanted", "_ended", "budget")
 
     def __init__(self, path: Path, fd: int, budget: OpenSegments | None = None) -> None:
         self.path = path
@@ -55,8 +55,8 @@ class SegmentFile:
         self._pins = 0
         self._close_wanted = False
         self._ended = False
-        self._budget = budget if budget is not None else OPEN_SEGMENTS
-        self._budget.opened(self)
+        self.budget = budget if budget is not None else OPEN_SEGMENTS
+        self.budget.opened(self)
 
     @property
     def closed(self) -> bool:
@@ -64,20 +64,20 @@ class SegmentFile:
 
     def pin(self) -> int:
         """Hold the file open (opening it again if the budget parked it); returns its descriptor."""
-        return self._budget.pin(self)
+        return self.budget.pin(self)
 
     def unpin(self) -> None:
-        self._budget.unpin(self)
+        self.budget.unpin(self)
 
     def held(self) -> SegmentFile:
         """`with file.held() as fd:` — pinned for the block (a class, not a generator: it is on every read)."""
         return self
 
     def __enter__(self) -> int:
-        return self._budget.pin(self)
+        return self.budget.pin(self)
 
     def __exit__(self, *exc: object) -> None:
-        self._budget.unpin(self)
+        self.budget.unpin(self)
 
     def fileno(self) -> int:
         """The descriptor of a file the caller has pinned."""
@@ -87,7 +87,7 @@ class SegmentFile:
 
     def close(self) -> None:
         """End the file: closed now, or when its last holder lets go; never opened again."""
-        self._budget.end(self)
+        self.budget.end(self)
 
 
 class OpenSegments:
