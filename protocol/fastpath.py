@@ -339,11 +339,17 @@ def _write_partition(w: _ChunkWriter, p, version: int, flexible: bool) -> None:
     else:
         head += _FETCH_PARTITION_V4.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
     aborted = p.aborted_transactions
-    head += _array_length(aborted, flexible)
-    for txn in aborted or ():
-        head += I64.pack(txn.producer_id) + I64.pack(txn.first_offset)
-        if flexible:
-            head += b"\x00"
+    if not aborted:  # null (READ_UNCOMMITTED) or empty (READ_COMMITTED, nothing aborted): no call
+        if aborted is None:
+            head += b"\x00" if flexible else b"\xff\xff\xff\xff"
+        else:
+            head += b"\x01" if flexible else b"\x00\x00\x00\x00"
+    else:
+        head += _array_length(aborted, flexible)
+        for txn in aborted or ():
+            head += I64.pack(txn.producer_id) + I64.pack(txn.first_offset)
+            if flexible:
+                head += b"\x00"
     if version >= 11:
         head += I32.pack(p.preferred_read_replica)
     records = p.records
@@ -352,8 +358,11 @@ def _write_partition(w: _ChunkWriter, p, version: int, flexible: bool) -> None:
     else:
         size = len(records)
         head += uvarint_bytes(size + 1) if flexible else I32.pack(size)
-        if size:
-            w.records(records)  # a new head after it: `head` is not written to again
+        if size:  # w.records(records) spelled out (once per partition with data); `head` is done with
+            chunks = w.chunks
+            chunks.append(head)
+            chunks.append(records)
+            w.head = bytearray()
     if flexible:
         _write_partition_tags(w, p)
 

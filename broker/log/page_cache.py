@@ -12,6 +12,7 @@ import ctypes
 import errno
 import mmap
 import platform
+from collections.abc import Callable
 
 _PAGE = mmap.PAGESIZE
 # cachestat is 451 in the generic syscall table, which x86-64 and arm64 share for new calls.
@@ -59,6 +60,12 @@ _KERNEL = _CacheStat(_CACHESTAT) if _CACHESTAT is not None else None
 def available() -> bool:
     """Whether this kernel answers cachestat (False until asked once where the call is missing)."""
     return _KERNEL is not None and _KERNEL.working
+
+
+def checker() -> Callable[[int, int, int], bool] | None:
+    """`cached` itself when the kernel answers cachestat, else None (then nothing is known to be
+    cached): a caller checking many ranges at once skips the per-range tests of the module function."""
+    return _KERNEL.cached if _KERNEL is not None and _KERNEL.working else None
 
 
 def cached(fd: int, position: int, length: int) -> bool:

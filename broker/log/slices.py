@@ -74,10 +74,12 @@ _EMPTY = memoryview(b"")
 
 def _regions_if_cached(groups: Sequence[Sequence[FileSlice]]) -> list[memoryview | FileRegion] | None:
     """A pinned FileRegion per group with data, if every slice is in the page cache; else None."""
+    cached = page_cache.checker()  # the kernel's check, bound once per answer
+    if cached is None:
+        return None
     answer: list[memoryview | FileRegion] = []
     made: list[FileRegion] = []
     try:
-        cached = page_cache.cached
         for group in groups:
             if not group:  # what a partition without data has (its slices are never empty)
                 answer.append(_EMPTY)

@@ -42,6 +42,21 @@ def test_fetch_encode_matches_construct_path(version, data):
     assert b"".join(chunks) == framing.encode_response(message, version, 7)
 
 
+@pytest.mark.parametrize("version", list(FetchResponse.valid_versions))
+@pytest.mark.parametrize("aborted", [None, [], [(5, 10), (6, 11)]])
+@pytest.mark.parametrize("records", [None, b"", b"batch bytes"])
+def test_fetch_encode_of_each_aborted_and_records_shape_matches_construct_path(version, aborted, records):
+    """The shortcuts for a null or empty aborted list and a partition's record chunk, each shape."""
+    data = FetchResponse.FetchableTopicResponse.PartitionData
+    txns = None if aborted is None else [data.AbortedTransaction(producer_id=p, first_offset=o) for p, o in aborted]
+    partitions = [data(partition_index=i, high_watermark=9, last_stable_offset=8, log_start_offset=1,
+                       aborted_transactions=txns, records=records) for i in range(2)]
+    topic = FetchResponse.FetchableTopicResponse(topic="t", partitions=partitions)
+    message = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic])
+    chunks = fastpath.encode_fetch_response(message, version, 7)
+    assert b"".join(chunks) == framing.encode_response(message, version, 7)
+
+
 @pytest.mark.parametrize("version", list(ProduceResponse.valid_versions))
 @SETTINGS
 @given(data=st.data())
