@@ -15,6 +15,7 @@ Everything is a plain int or float updated in place; the collector reads them at
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -74,7 +75,9 @@ class RequestTiming:
         remote = min(self.remote, local_and_remote)
         for histogram, value in zip(stats.phases, (queue, local_and_remote - remote, remote, now - self.handled_at,
                                                    now - self.arrived), strict=True):
-            histogram.observe(value)
+            # Histogram.observe spelled out: five observations on every request served
+            histogram.counts[bisect_left(histogram.bounds, value)] += 1
+            histogram.sum += value
 
 
 class RequestMetrics:
