@@ -153,7 +153,8 @@ class Broker:
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
-        self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None)
+        self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
+                                       share_topic=self._share_topic)
         self.services.append(self.groups)
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
@@ -228,6 +229,13 @@ class Broker:
         self.replicas.throttles.set_rates(dynamic.replication_throttle(LEADER_RATE),
                                           dynamic.replication_throttle(FOLLOWER_RATE))
         self.logs.cleaner.set_io_rate(dynamic.cleaner_io_rate())
+
+    def _share_topic(self, name: str) -> tuple[uuid.UUID, int] | None:
+        """A topic a share group subscribes to, as its assignor needs it (internal topics are not shared)."""
+        topic = self.topics.get(name)
+        if topic is None or topic.internal:
+            return None
+        return topic.topic_id, len(topic.replicas)
 
     def _producer_settings_changed(self) -> None:
         """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""

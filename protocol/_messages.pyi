@@ -3482,6 +3482,159 @@ class SaslHandshakeResponse(ApiMessage):
     """Every mechanism this listener offers."""
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
 
+class ShareGroupDescribeRequest(ApiRequest[ShareGroupDescribeResponse]):
+    """v1 (Kafka 4.1) is the first version brokers serve."""
+    group_ids: list[str]
+    """Share groups to describe."""
+    include_authorized_operations: bool
+    """Whether to answer the operations the caller may perform on each group."""
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+class ShareGroupDescribeResponse(ApiMessage):
+    """v1 (Kafka 4.1) is the first version brokers serve."""
+    class DescribedGroup(Struct):
+        class Member(Struct):
+            class Assignment(Struct):
+                class TopicPartitions(Struct):
+                    topic_id: UUID
+                    """Id of the topic."""
+                    topic_name: str
+                    """Name of the topic."""
+                    partitions: list[int]
+                    """Partition indexes of the topic."""
+                    def __init__(
+                        self,
+                        *,
+                        topic_id: UUID = ...,
+                        topic_name: str = ...,
+                        partitions: list[int] = ...,
+                    ) -> None: ...
+                topic_partitions: list[TopicPartitions]
+                """Partitions held, by topic."""
+                def __init__(self, *, topic_partitions: list[TopicPartitions] = ...) -> None: ...
+            member_id: str
+            """Id of the member."""
+            rack_id: str | None
+            """Rack of the member, or null."""
+            member_epoch: int
+            """The member's current epoch."""
+            client_id: str
+            """Client id of the member's last heartbeat."""
+            client_host: str
+            """Address the member's last heartbeat came from."""
+            subscribed_topic_names: list[str]
+            """Topics the member subscribes to."""
+            assignment: Assignment
+            """Partitions the member holds now."""
+            def __init__(
+                self,
+                *,
+                member_id: str = ...,
+                rack_id: str | None = ...,
+                member_epoch: int = ...,
+                client_id: str = ...,
+                client_host: str = ...,
+                subscribed_topic_names: list[str] = ...,
+                assignment: Assignment = ...,
+            ) -> None: ...
+        error_code: int
+        """Result for this group; 0 on success."""
+        error_message: str | None
+        """Why the group could not be described, or null."""
+        group_id: str
+        """Id of the group."""
+        group_state: str
+        """Name of the group's state (Empty, Stable, Dead), or empty."""
+        group_epoch: int
+        """Epoch of the group's membership and subscriptions."""
+        assignment_epoch: int
+        """Group epoch the current target assignment was computed at."""
+        assignor_name: str
+        """Server-side assignor the group uses."""
+        members: list[Member]
+        """The group's members."""
+        authorized_operations: int
+        """Bit field of the operations the caller may perform on the group, when asked for."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            assignor_name: str = ...,
+            members: list[Member] = ...,
+            authorized_operations: int = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    groups: list[DescribedGroup]
+    """One entry per group asked for."""
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
+
+class ShareGroupHeartbeatRequest(ApiRequest[ShareGroupHeartbeatResponse]):
+    """v0 was KIP-932's early-access version; v1 (Kafka 4.1) is the first one brokers serve: the member id comes from
+    the client (KIP-1082)."""
+    group_id: str
+    """Share group the member belongs to."""
+    member_id: str
+    """Id the consumer chose for itself, kept for the whole life of the consumer."""
+    member_epoch: int
+    """Epoch the member last received; 0 joins, -1 leaves."""
+    rack_id: str | None
+    """The member's rack, or null when unknown or unchanged since the last heartbeat."""
+    subscribed_topic_names: list[str] | None
+    """Topics the member subscribes to, or null when unchanged since the last heartbeat."""
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        rack_id: str | None = ...,
+        subscribed_topic_names: list[str] | None = ...,
+    ) -> None: ...
+
+class ShareGroupHeartbeatResponse(ApiMessage):
+    """v1: the member id is the client's own (KIP-1082)."""
+    class Assignment(Struct):
+        class TopicPartitions(Struct):
+            topic_id: UUID
+            """Id of the topic."""
+            partitions: list[int]
+            """Partition indexes of the topic."""
+            def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+        topic_partitions: list[TopicPartitions]
+        """Partitions the member is given, by topic."""
+        def __init__(self, *, topic_partitions: list[TopicPartitions] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Heartbeat result; 0 on success."""
+    error_message: str | None
+    """Why the heartbeat failed, or null."""
+    member_id: str | None
+    """The member's id, as the consumer sent it."""
+    member_epoch: int
+    """The member's epoch after this heartbeat."""
+    heartbeat_interval_ms: int
+    """How often the member should heartbeat, in milliseconds."""
+    assignment: Assignment | None
+    """The member's partitions when they changed or it just joined, else null."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str | None = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        assignment: Assignment | None = ...,
+    ) -> None: ...
+
 class SyncGroupRequest(ApiRequest[SyncGroupResponse]):
     """v1-v2: layout unchanged from v0 v3: static-membership instance id added v4: switches to the flexible encoding v5:
     protocol type and name sent so the broker can reject a member that disagrees with the group"""

@@ -63,6 +63,8 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     # Ebb's own APIs, from 10000 up (no Kafka key comes near): docs/protocol.md, "Our additions".
     DESCRIBE_ERASURE = 10000
 
