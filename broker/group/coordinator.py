@@ -73,6 +73,7 @@ class GroupCoordinator:
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
         self.share = ShareGroups(config.group_share_max_size, share_topic,
                                  is_classic=lambda group_id: group_id in registry.groups)
+        registry.share_ids = self.share.groups.__contains__
 
     @property
     def groups(self) -> dict[str, Group]:

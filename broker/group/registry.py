@@ -40,6 +40,8 @@ class GroupRegistry:
         self._loaded = loaded
         self._unloaded = unloaded
         self.groups: dict[str, Group] = {}
+        # The ids share groups hold (share_groups.py): no classic group may take one. Set by the coordinator.
+        self.share_ids: Callable[[str], bool] = lambda group_id: False
         self.active = False
         # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
         self.partitions = None if offsets_partition is None else CoordinatorPartitions(
@@ -72,6 +74,9 @@ class GroupRegistry:
         error = self.not_served(group_id)
         if error is not None:
             raise GroupError(error, f"this broker does not coordinate group {group_id} now ({error.name})")
+
+    def is_share(self, group_id: str) -> bool:
+        return self.share_ids(group_id)
 
     def forget_if_unused(self, group: Group) -> None:
         """Drop an in-memory group that holds nothing (created by a request that then failed)."""

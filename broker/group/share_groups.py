@@ -56,6 +56,10 @@ class HeartbeatAnswer:
     member_epoch: int
     assignment: Assignment | None  # None: unchanged since the member's last heartbeat
 
+    @property
+    def left(self) -> bool:
+        return self.member_epoch == LEAVE_EPOCH
+
 
 class ShareGroups:
     def __init__(self, max_size: int, topic: TopicLookup, is_classic: Callable[[str], bool]) -> None:

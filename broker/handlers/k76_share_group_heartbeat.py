@@ -1,12 +1,13 @@
 """ShareGroupHeartbeat (key 76), version 1 (KIP-932, the member id the consumer's own: KIP-1082).
 
 A share consumer joins with epoch 0 and its subscribed topics, heartbeats with the epoch it was last
-given, and leaves with -1. The answer carries the member's epoch, the heartbeat interval (the group's
-share.heartbeat.interval.ms, else the broker's group.share.heartbeat.interval.ms) and, when the member
-just joined or its partitions changed, its assignment by topic id. A member silent for the group's
-share.session.timeout.ms is removed. The rules are broker/group/share_groups.py's. Needs READ on the
-group (GROUP_AUTHORIZATION_FAILED); with an authorizer, subscribing to a topic one may not DESCRIBE is
-TOPIC_AUTHORIZATION_FAILED, as Kafka checks it.
+given, and leaves with -1 (answered with interval 0). The answer carries the member's epoch, the
+heartbeat interval (the group's share.heartbeat.interval.ms, else the broker's
+group.share.heartbeat.interval.ms) and, when the member just joined or its partitions changed, its
+assignment by topic id. A member silent for the group's share.session.timeout.ms is removed. The rules
+are broker/group/share_groups.py's. Needs READ on the group (GROUP_AUTHORIZATION_FAILED); with an
+authorizer, subscribing to a topic one may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, as Kafka checks
+it.
 
 Errors: NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND,
 GROUP_MAX_SIZE_REACHED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE,
@@ -65,4 +66,5 @@ async def share_group_heartbeat(broker: BrokerContext, request: Request[ShareGro
         _Topic(topic_id=topic_id, partitions=sorted(parts)) for topic_id, parts in answer.assignment.items()])
     return ShareGroupHeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                                        member_id=answer.member_id, member_epoch=answer.member_epoch,
-                                       heartbeat_interval_ms=timeouts.heartbeat_interval_ms, assignment=assignment)
+                                       heartbeat_interval_ms=0 if answer.left else timeouts.heartbeat_interval_ms,
+                                       assignment=assignment)

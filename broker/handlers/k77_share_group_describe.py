@@ -4,7 +4,9 @@ Per share group: its state (Empty or Stable), group epoch, assignment epoch, ass
 members with rack, epoch, client id and host, subscribed topics and the partitions each holds (topic id,
 name, partitions). A group that does not exist is GROUP_ID_NOT_FOUND "Group <id> not found.", a classic
 group's id GROUP_ID_NOT_FOUND "Group <id> is not a share group.", an empty id INVALID_GROUP_ID.
-Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED). AuthorizedOperations when asked for: the
+Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED). The answer lists the refused groups first,
+then the empty ids, then the others in the order asked (Kafka orders those by __consumer_offsets
+partition: the same for one group). AuthorizedOperations when asked for: the
 group operations the caller may perform, else INT32_MIN.
 
 Errors: NONE, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, GROUP_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE,
@@ -39,13 +41,14 @@ def _entry(group_id: str, error: ErrorCode = ErrorCode.NONE, message: str | None
 async def share_group_describe(broker: BrokerContext, request: Request[ShareGroupDescribeRequest],
                                connection: RequestContext) -> ShareGroupDescribeResponse:
     body = request.body
-    answers = []
+    # Kafka's order: the groups one may not describe, then empty ids, then the others (as asked).
+    refused, invalid, answers = [], [], []
     for group_id in body.group_ids:
         if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, group_id):
-            answers.append(_entry(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            refused.append(_entry(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         if not group_id:
-            answers.append(_entry(group_id, ErrorCode.INVALID_GROUP_ID))
+            invalid.append(_entry(group_id, ErrorCode.INVALID_GROUP_ID))
             continue
         groups = broker.groups
         if (error := groups.registry.not_served(group_id)) is not None:
@@ -62,7 +65,7 @@ async def share_group_describe(broker: BrokerContext, request: Request[ShareGrou
             entry.authorized_operations = authorized(broker, connection, ResourceType.GROUP, group_id,
                                                      GROUP_OPERATIONS)
         answers.append(entry)
-    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=answers)
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=refused + invalid + answers)
 
 
 def _described(broker: BrokerContext, group: ShareGroup) -> _Described:

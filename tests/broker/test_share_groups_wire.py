@@ -18,7 +18,7 @@ from protocol.messages import (
     ShareGroupHeartbeatRequest,
 )
 from tests.broker.data_wire import WireClient, create_topic
-from tests.broker.group_wire import join
+from tests.broker.group_wire import commit, join, join_once
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
 
@@ -168,6 +168,9 @@ def test_other_group_apis_see_share_groups(client):
     assert (d.error_code, d.error_message) == (E.GROUP_ID_NOT_FOUND, f"Group {classic} is not a share group.")
     [d] = describe(client, "never-was")
     assert (d.error_code, d.error_message) == (E.GROUP_ID_NOT_FOUND, "Group never-was not found.")
+    joined = join_once(client, group, version=9)
+    assert joined.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert commit(client, group, {("s1", 0): 5}) == {("s1", 0): E.GROUP_ID_NOT_FOUND}
     [old] = client.send(DescribeGroupsRequest(groups=[group]), 6).groups
     assert (old.error_code, old.group_state) == (E.GROUP_ID_NOT_FOUND, "Dead")
     # DeleteGroups: not while it has members, then gone

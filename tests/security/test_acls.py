@@ -415,6 +415,9 @@ def _requests_for_every_api():
         65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
         66: (m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0),
         74: (m.ListConfigResourcesRequest(resource_types=[32]), 1),
+        76: (m.ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0,
+                                          subscribed_topic_names=["ledger"]), 1),
+        77: (m.ShareGroupDescribeRequest(group_ids=["g"]), 1),
         10000: (m.DescribeErasureRequest(topics=[m.DescribeErasureRequest.TopicRequest(
             name="ledger", partition_indexes=[0])]), 0),
     }

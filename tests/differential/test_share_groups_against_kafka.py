@@ -1,0 +1,126 @@
+"""Share groups (KIP-932) against Kafka 4.3.1, with share groups enabled on Kafka as tests/franzgo_suite.py
+enables them: ShareGroupHeartbeat's join, heartbeat, fencing, unknown members and groups, invalid
+requests and leave; ShareGroupDescribe of a share group, a classic group's id, a missing group and an
+empty id; ListGroups' type filter and DescribeGroups and DeleteGroups of a share group."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.messages import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    JoinGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from tests.broker.wire_client import create_topic
+from tests.differential.runner import Peer, compare
+from tests.differential.test_against_kafka import ALLOWED
+from tests.support.polling import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+KAFKA_SHARE = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
+               "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
+               "share.coordinator.state.topic.num.partitions": "5", "offsets.topic.replication.factor": "1",
+               "group.initial.rebalance.delay.ms": "0"}
+# Kafka gives a share group's partitions out only once its share coordinator has initialised their state
+# (InitializeShareGroupState, asynchronously): its first answers to a joining member hold no partition,
+# and a later heartbeat bumps the epoch with them. Ebb assigns at once. The assignment is compared in
+# the settled state only (after both have answered with partitions).
+_Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+_Commit = OffsetCommitRequest.OffsetCommitRequestTopic
+SETTLING = "Kafka assigns a share group's partitions after its share coordinator initialised their state"
+
+
+@pytest.fixture(scope="module")
+def broker_overrides() -> dict[str, str]:
+    return KAFKA_SHARE
+
+
+def _beat(peer: Peer, label: str, group: str, member: str, epoch: int, topics: list[str] | None = None,
+          rack: str | None = None):
+    return peer.ask(label, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                      rack_id=rack, subscribed_topic_names=topics), 1)
+
+
+def _settled(peer: Peer, group: str, member: str, partitions: int) -> int:
+    """Heartbeat (unrecorded) until the member holds `partitions` partitions; its epoch then."""
+    state = {"epoch": 0, "held": 0}
+
+    def holds() -> bool:
+        answer = peer.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member,
+                                                      member_epoch=state["epoch"]), 1)
+        assert answer.error_code == 0, answer
+        state["epoch"] = answer.member_epoch
+        if answer.assignment is not None:
+            state["held"] = sum(len(t.partitions) for t in answer.assignment.topic_partitions)
+        return state["held"] == partitions
+
+    joined = peer.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0,
+                                                  subscribed_topic_names=["shared"]), 1)
+    assert joined.error_code == 0, (peer.name, joined)
+    state["epoch"] = joined.member_epoch
+    if joined.assignment is not None:
+        state["held"] = sum(len(t.partitions) for t in joined.assignment.topic_partitions)
+    wait_for(holds, timeout_s=30, what=f"{peer.name}: {member} holds {partitions} partitions")
+    return state["epoch"]
+
+
+def test_share_group_heartbeats_and_errors(ebb_peer, kafka_peer):
+    for peer in (ebb_peer, kafka_peer):
+        assert create_topic(peer.client, "shared", 3).error_code == 0
+        peer.wait_for_leaders("shared", 3)
+        for group in ("sg", "sg-bad", "sg-none", "cg"):  # Kafka makes __consumer_offsets on the first ask
+            wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
+                     .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
+            # and has loaded its __consumer_offsets partition (COORDINATOR_LOAD_IN_PROGRESS until then)
+            wait_for(lambda g=group, p=peer: p.send(ShareGroupDescribeRequest(group_ids=[g]), 1)
+                     .groups[0].error_code == 69, timeout_s=60, what=f"{peer.name} loaded {group}")
+
+    def scenario(peer: Peer) -> None:
+        _beat(peer, "join without topics", "sg-bad", "m", 0, [])
+        _beat(peer, "join without a member id", "sg-bad", "", 0, ["shared"])
+        _beat(peer, "blank rack", "sg-bad", "m", 0, ["shared"], rack=" ")
+        _beat(peer, "epoch -2", "sg-bad", "m", -2)
+        _beat(peer, "unknown group, epoch 3", "sg-none", "m", 3)
+        _beat(peer, "leave an unknown group", "sg-none", "m", -1)
+        epoch = _settled(peer, "sg", "m1", 3)
+        _beat(peer, "heartbeat, settled", "sg", "m1", epoch)
+        _beat(peer, "epoch ahead", "sg", "m1", epoch + 5)
+        _beat(peer, "unknown member", "sg", "m9", epoch)
+        peer.ask("describe", ShareGroupDescribeRequest(group_ids=["sg", ""], include_authorized_operations=True), 1)
+        peer.ask("describe a missing group", ShareGroupDescribeRequest(group_ids=["sg-none"]), 1)
+        peer.ask("classic join of a share group's id", JoinGroupRequest(
+            group_id="sg", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+            protocol_type="consumer", protocols=[_Protocol(name="range", metadata=b"")]), 9)
+        peer.ask("commit to a share group's id", OffsetCommitRequest(
+            group_id="sg", generation_id_or_member_epoch=-1, member_id="", topics=[_Commit(name="shared", partitions=[
+                _Commit.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 8)
+        peer.ask("list share groups", ListGroupsRequest(types_filter=["share"]), 5)
+        peer.ask("describe groups v5", DescribeGroupsRequest(groups=["sg"]), 5)
+        peer.ask("describe groups v6", DescribeGroupsRequest(groups=["sg"]), 6)
+        peer.ask("delete while a member is in", DeleteGroupsRequest(groups_names=["sg"]), 2)
+        _beat(peer, "leave", "sg", "m1", -1)
+        _beat(peer, "leave again", "sg", "m1", -1)
+        peer.ask("describe empty", ShareGroupDescribeRequest(group_ids=["sg"]), 1)
+        peer.ask("list empty", ListGroupsRequest(types_filter=["share"]), 5)
+        peer.ask("delete", DeleteGroupsRequest(groups_names=["sg"]), 2)
+        peer.ask("describe deleted", ShareGroupDescribeRequest(group_ids=["sg"]), 1)
+        peer.ask("classic join", JoinGroupRequest(group_id="cg", session_timeout_ms=10000,
+                                                  rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
+                                                  protocols=[_Protocol(name="range", metadata=b"")]), 9)
+        _beat(peer, "share heartbeat on a classic group's id", "cg", "m", 0, ["shared"])
+        peer.ask("share describe of a classic group's id", ShareGroupDescribeRequest(group_ids=["cg"]), 1)
+
+    allowed = {**ALLOWED, ("heartbeat, settled", "member_epoch"): SETTLING,
+               ("describe", "groups[1].group_epoch"): SETTLING, ("describe", "groups[1].assignment_epoch"): SETTLING,
+               ("describe", "groups[1].members[0].member_epoch"): SETTLING,
+               ("describe empty", "groups[0].group_epoch"): SETTLING,
+               ("describe empty", "groups[0].assignment_epoch"): SETTLING}
+    found = compare(scenario, ebb_peer, kafka_peer, allowed)
+    assert not found, "\n".join(found)
