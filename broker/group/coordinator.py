@@ -74,6 +74,7 @@ class GroupCoordinator:
         self.share = ShareGroups(config.group_share_max_size, share_topic,
                                  is_classic=lambda group_id: group_id in registry.groups)
         registry.share_ids = self.share.groups.__contains__
+        registry.share_unload = self.share.unload
 
     @property
     def groups(self) -> dict[str, Group]:

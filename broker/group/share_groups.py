@@ -11,7 +11,8 @@ deleted, grown); the target assignment is then recomputed (share_group.assign) a
 its part at its next heartbeat with the new epoch.
 
 Membership lives in memory only: a restarted or failed-over coordinator starts with no share groups,
-and members are told UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND and join again (docs/features.md).
+and members are told UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND and join again (docs/features.md); a
+coordinator whose __consumer_offsets partition moves away forgets that partition's share groups.
 """
 
 from __future__ import annotations
@@ -167,8 +168,12 @@ class ShareGroups:
             log.info("share group member's session expired", group=group.group_id, member=member.member_id)
 
     def stop(self) -> None:
-        for group in self.groups.values():
-            for member in group.members.values():
+        self.unload(lambda group_id: True)
+
+    def unload(self, doomed: Callable[[str], bool]) -> None:
+        """Forget the groups `doomed` names (their __consumer_offsets partition is led elsewhere now)."""
+        for group_id in [g for g in self.groups if doomed(g)]:
+            for member in self.groups.pop(group_id).members.values():
                 if member.session_timer is not None:
                     member.session_timer.cancel()
 
