@@ -39,6 +39,7 @@ from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
+from broker.share.manager import SharePartitionManager
 from broker.topic import INTERNAL_TOPICS
 from broker.topics import TopicManager
 from broker.txn import TransactionCoordinator
@@ -66,6 +67,7 @@ class Broker:
         self.group_configs: GroupConfigs  # KIP-848's group configs, in the metadata store
         self.replicas: ReplicaManager
         self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
+        self.shares: SharePartitionManager  # KIP-932's share-partitions led here and share sessions
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
@@ -131,6 +133,7 @@ class Broker:
                                        ProducerIdManager(self.store, config.node_id), config.replication,
                                        self.dynamic_config.transactions, config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
+        self.shares = SharePartitionManager(self.replicas)
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
         self._throttle_rates_changed()

@@ -3482,6 +3482,298 @@ class SaslHandshakeResponse(ApiMessage):
     """Every mechanism this listener offers."""
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
 
+class ShareAcknowledgeRequest(ApiRequest[ShareAcknowledgeResponse]):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 adds lock renewal and the lock timeout in the answer."""
+    class AcknowledgeTopic(Struct):
+        class AcknowledgePartition(Struct):
+            class AcknowledgementBatch(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range, inclusive."""
+                acknowledge_types: list[int]
+                """One type for the whole range, or one per offset: 0 gap, 1 accept, 2 release, 3 reject, 4 renew."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    acknowledge_types: list[int] = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            acknowledgement_batches: list[AcknowledgementBatch]
+            """Ranges of offsets acknowledged."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                acknowledgement_batches: list[AcknowledgementBatch] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[AcknowledgePartition]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[AcknowledgePartition] = ...) -> None: ...
+    group_id: str | None
+    """Share group the member belongs to."""
+    member_id: str | None
+    """Id of the share group member asking."""
+    share_session_epoch: int
+    """Share session epoch: 0 opens a session, -1 closes it, else one more than the last request's."""
+    is_renew_ack: bool
+    """Whether the acknowledgements include renewals (type 4)."""
+    topics: list[AcknowledgeTopic]
+    """Topics with records to acknowledge, by id."""
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        is_renew_ack: bool = ...,
+        topics: list[AcknowledgeTopic] = ...,
+    ) -> None: ...
+
+class ShareAcknowledgeResponse(ApiMessage):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 adds lock renewal and the lock timeout in the answer."""
+    class ShareAcknowledgeTopicResponse(Struct):
+        class PartitionData(Struct):
+            class LeaderIdAndEpoch(Struct):
+                leader_id: int
+                """Id of the leader, or -1 when unknown."""
+                leader_epoch: int
+                """Epoch of the leader."""
+                def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result; 0 on success."""
+            error_message: str | None
+            """Why it failed, or null."""
+            current_leader: LeaderIdAndEpoch
+            """The partition's leader as this broker knows it."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                current_leader: LeaderIdAndEpoch = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[PartitionData]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        """Id of the broker."""
+        host: str
+        """Host name of the broker."""
+        port: int
+        """Port of the broker."""
+        rack: str | None
+        """Rack of the broker, or null."""
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    acquisition_lock_timeout_ms: int
+    """How long acquired records stay locked to the member, in milliseconds."""
+    responses: list[ShareAcknowledgeTopicResponse]
+    """Answers by topic."""
+    node_endpoints: list[NodeEndpoint]
+    """Endpoints of the leaders named in partitions answered NOT_LEADER_OR_FOLLOWER."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
+        responses: list[ShareAcknowledgeTopicResponse] = ...,
+        node_endpoints: list[NodeEndpoint] = ...,
+    ) -> None: ...
+
+class ShareFetchRequest(ApiRequest[ShareFetchResponse]):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 (KIP-1206, KIP-1222) adds the acquire mode and lock
+    renewal."""
+    class FetchTopic(Struct):
+        class FetchPartition(Struct):
+            class AcknowledgementBatch(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range, inclusive."""
+                acknowledge_types: list[int]
+                """One type for the whole range, or one per offset: 0 gap, 1 accept, 2 release, 3 reject, 4 renew."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    acknowledge_types: list[int] = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            partition_max_bytes: int
+            """Most bytes for this partition; 0 to only acknowledge."""
+            acknowledgement_batches: list[AcknowledgementBatch]
+            """Ranges of offsets acknowledged."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                partition_max_bytes: int = ...,
+                acknowledgement_batches: list[AcknowledgementBatch] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[FetchPartition]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[FetchPartition] = ...) -> None: ...
+    class ForgottenTopic(Struct):
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[int]
+        """Partition indexes to forget."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str | None
+    """Share group the member belongs to."""
+    member_id: str | None
+    """Id of the share group member asking."""
+    share_session_epoch: int
+    """Share session epoch: 0 opens a session, -1 closes it, else one more than the last request's."""
+    max_wait_ms: int
+    """Longest the broker may wait for records before answering, in milliseconds."""
+    min_bytes: int
+    """Bytes of records the broker waits for before answering (up to MaxWaitMs)."""
+    max_bytes: int
+    """Most bytes of records to answer with (the first batch may exceed it, KIP-74)."""
+    max_records: int
+    """Most records to acquire; whole batches may take it over."""
+    batch_size: int
+    """Preferred number of records per acquired range and acknowledgement."""
+    share_acquire_mode: int
+    """How records are acquired: 0 whole batches, 1 no more than MaxRecords."""
+    is_renew_ack: bool
+    """Whether the acknowledgements include renewals (type 4)."""
+    topics: list[FetchTopic]
+    """Topics of the request, by id."""
+    forgotten_topics_data: list[ForgottenTopic]
+    """Partitions to take out of the share session."""
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        max_wait_ms: int = ...,
+        min_bytes: int = ...,
+        max_bytes: int = ...,
+        max_records: int = ...,
+        batch_size: int = ...,
+        share_acquire_mode: int = ...,
+        is_renew_ack: bool = ...,
+        topics: list[FetchTopic] = ...,
+        forgotten_topics_data: list[ForgottenTopic] = ...,
+    ) -> None: ...
+
+class ShareFetchResponse(ApiMessage):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 (KIP-1206, KIP-1222) adds the acquire mode and lock
+    renewal."""
+    class ShareFetchableTopicResponse(Struct):
+        class PartitionData(Struct):
+            class LeaderIdAndEpoch(Struct):
+                leader_id: int
+                """Id of the leader, or -1 when unknown."""
+                leader_epoch: int
+                """Epoch of the leader."""
+                def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+            class AcquiredRecords(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range, inclusive."""
+                delivery_count: int
+                """How many times these records have been delivered, this one included."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    delivery_count: int = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result; 0 on success."""
+            error_message: str | None
+            """Why it failed, or null."""
+            acknowledge_error_code: int
+            """Result of the acknowledgements for this partition; 0 on success."""
+            acknowledge_error_message: str | None
+            """Why the acknowledgements failed, or null."""
+            current_leader: LeaderIdAndEpoch
+            """The partition's leader as this broker knows it."""
+            records: RecordData | None
+            """Record batches holding the acquired records, as stored."""
+            acquired_records: list[AcquiredRecords]
+            """Ranges of offsets acquired for the member."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                acknowledge_error_code: int = ...,
+                acknowledge_error_message: str | None = ...,
+                current_leader: LeaderIdAndEpoch = ...,
+                records: RecordData | None = ...,
+                acquired_records: list[AcquiredRecords] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[PartitionData]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        """Id of the broker."""
+        host: str
+        """Host name of the broker."""
+        port: int
+        """Port of the broker."""
+        rack: str | None
+        """Rack of the broker, or null."""
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    acquisition_lock_timeout_ms: int
+    """How long acquired records stay locked to the member, in milliseconds."""
+    responses: list[ShareFetchableTopicResponse]
+    """Answers by topic."""
+    node_endpoints: list[NodeEndpoint]
+    """Endpoints of the leaders named in partitions answered NOT_LEADER_OR_FOLLOWER."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
+        responses: list[ShareFetchableTopicResponse] = ...,
+        node_endpoints: list[NodeEndpoint] = ...,
+    ) -> None: ...
+
 class ShareGroupDescribeRequest(ApiRequest[ShareGroupDescribeResponse]):
     """v1 (Kafka 4.1) is the first version brokers serve."""
     group_ids: list[str]

@@ -65,6 +65,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
     # Ebb's own APIs, from 10000 up (no Kafka key comes near): docs/protocol.md, "Our additions".
     DESCRIBE_ERASURE = 10000
 
@@ -204,3 +206,16 @@ class SpecialTimestamp(IntEnum):
 class ElectionType(IntEnum):
     PREFERRED = 0  # the first replica of the assignment, if alive and in sync
     UNCLEAN = 1  # any alive replica, for a partition whose in-sync replicas are all gone
+
+
+# --- share groups (KIP-932: ShareFetch, ShareAcknowledge) ------------------------------------------------
+
+
+class AcknowledgeType(IntEnum):
+    """An AcknowledgementBatch's AcknowledgeTypes."""
+
+    GAP = 0  # an offset the batch did not hold (compacted away)
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4  # v2+ with IsRenewAck: keep the lock

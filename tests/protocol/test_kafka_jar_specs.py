@@ -20,7 +20,8 @@ from .test_oracle import wire_signature
 
 # The messages checked here instead of by kafka-python (test_oracle.test_oracle_covers_what_we_serve).
 KAFKA_ONLY = ("ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "ShareGroupDescribeRequest",
-              "ShareGroupDescribeResponse")
+              "ShareGroupDescribeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareAcknowledgeRequest",
+              "ShareAcknowledgeResponse")
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
 

@@ -418,6 +418,8 @@ def _requests_for_every_api():
         76: (m.ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0,
                                           subscribed_topic_names=["ledger"]), 1),
         77: (m.ShareGroupDescribeRequest(group_ids=["g"]), 1),
+        78: (m.ShareFetchRequest(group_id="g", member_id="m", share_session_epoch=0, max_records=10, topics=[]), 1),
+        79: (m.ShareAcknowledgeRequest(group_id="g", member_id="m", share_session_epoch=1, topics=[]), 1),
         10000: (m.DescribeErasureRequest(topics=[m.DescribeErasureRequest.TopicRequest(
             name="ledger", partition_indexes=[0])]), 0),
     }
