@@ -14,10 +14,11 @@ the acquired ranges with their delivery counts and the stored batches holding th
 are stored. Locks last the group's share.record.lock.duration.ms (AcquisitionLockTimeoutMs); records
 delivered share.delivery.count.limit times are archived when released. When nothing is acquired the
 request waits up to MaxWaitMs for records (appends and releases wake it). The answer lists the
-partitions the request named and those that acquired records or failed. Needs READ on the group
+partitions that acquired records, failed or had acknowledgements, as Kafka's. An empty GroupId is
+answered, as Kafka 4.3.1 answers it, with UNKNOWN_SERVER_ERROR for each partition named. Needs READ on the group
 (top level GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
 
-Errors: NONE, INVALID_GROUP_ID, INVALID_REQUEST, GROUP_AUTHORIZATION_FAILED, SHARE_SESSION_NOT_FOUND,
+Errors: NONE, INVALID_REQUEST, GROUP_AUTHORIZATION_FAILED, SHARE_SESSION_NOT_FOUND,
 INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED (top level); TOPIC_AUTHORIZATION_FAILED,
 UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR,
 INVALID_RECORD_STATE (per partition).
@@ -25,8 +26,20 @@ INVALID_RECORD_STATE (per partition).
 
 from __future__ import annotations
 
+import contextlib
+
 from broker.handlers import BrokerContext, handles
-from broker.handlers.share_requests import Key, ShareRequest, acknowledge, begin, end_if_final, leader_of, resolve
+from broker.handlers.share_requests import (
+    Key,
+    Outcome,
+    ShareRequest,
+    acknowledge,
+    begin,
+    end_if_final,
+    leader_of,
+    resolve,
+)
+from broker.replica import PartitionError
 from broker.request_context import RequestContext
 from broker.share.manager import PartitionRead
 from broker.share.partition import ShareError
@@ -51,18 +64,20 @@ def _refused(error: ErrorCode, message: str | None = None) -> ShareFetchResponse
 async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest],
                       connection: RequestContext) -> ShareFetchResponse:
     version, body = request.api_version, request.body
+    if not body.group_id:  # Kafka 4.3.1 answers each partition UNKNOWN_SERVER_ERROR, not the request
+        return _no_group(broker, body)
     try:
         share = await begin(broker, connection, body.group_id, body.member_id, body.share_session_epoch, fetch=True)
     except ShareError as exc:
         return _refused(exc.error_code, exc.message or None)
     renew = version >= 2 and body.is_renew_ack
-    named: dict[Key, None] = {}
+    acked: set[Key] = set()
     for topic in body.topics:
         for part in topic.partitions:
             key = (topic.topic_id, part.partition_index)
-            named[key] = None
             outcome = resolve(broker, connection, share, key)
             if part.acknowledgement_batches:
+                acked.add(key)
                 acknowledge(broker, share, outcome, part.acknowledgement_batches, renew=renew)
             if not share.final:
                 share.session.partitions[key] = None
@@ -76,7 +91,7 @@ async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]
             if await _wait(broker, share, body.max_wait_ms):
                 reads = await _acquire(broker, connection, share, body)
     end_if_final(broker, connection, share)
-    return _answer(share, named, reads)
+    return _answer(share, acked, reads)
 
 
 async def _acquire(broker: BrokerContext, connection: RequestContext, share: ShareRequest,
@@ -109,11 +124,32 @@ async def _wait(broker: BrokerContext, share: ShareRequest, max_wait_ms: int) ->
     return await broker.replicas.fetches.wait([p.topic_partition for p in partitions], ready, max_wait_ms)
 
 
-def _answer(share: ShareRequest, named: dict[Key, None], reads: dict[Key, PartitionRead]) -> ShareFetchResponse:
+def _no_group(broker: BrokerContext, body: ShareFetchRequest) -> ShareFetchResponse:
+    lock_ms = broker.group_configs.broker["group.share.record.lock.duration.ms"]
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            outcome = Outcome()
+            topic = broker.topics.by_id(t.topic_id)
+            if topic is not None:
+                with contextlib.suppress(PartitionError):
+                    outcome.partition = broker.replicas.partition_of(topic, p.partition_index)
+            leader, epoch = leader_of(outcome)
+            parts.append(_Partition(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                    current_leader=_Leader(leader_id=leader, leader_epoch=epoch), records=b"",
+                                    acquired_records=[]))
+        topics.append(_Topic(topic_id=t.topic_id, partitions=parts))
+    return ShareFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                              acquisition_lock_timeout_ms=lock_ms, node_endpoints=[], responses=topics)
+
+
+def _answer(share: ShareRequest, acked: set[Key], reads: dict[Key, PartitionRead]) -> ShareFetchResponse:
+    """The partitions with records, an error or acknowledgements answered (Kafka leaves the others out)."""
     topics: dict = {}
     for key, outcome in share.outcomes.items():
         read = reads.get(key, PartitionRead())
-        if key not in named and not read.acquired and outcome.error == ErrorCode.NONE:
+        if key not in acked and not read.acquired and outcome.error == ErrorCode.NONE:
             continue
         leader, epoch = leader_of(outcome)
         topics.setdefault(key[0], []).append(_Partition(

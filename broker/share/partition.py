@@ -146,6 +146,7 @@ class SharePartition:
             if t not in AcknowledgeType._value2member_map_ or (t == AcknowledgeType.RENEW and not renew_allowed):
                 raise ShareError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type {t}")
             kinds.append(AcknowledgeType(t))
+        first = max(first, self.start_offset)  # offsets already finished with: nothing to do (Kafka's answer)
         for offset in range(first, last + 1):
             record = self._records.get(offset)
             if record is None or record.state is not RecordState.ACQUIRED or record.member != member:
@@ -153,7 +154,8 @@ class SharePartition:
                                  f"offset {offset} is not acquired by member {member}")
         released = False
         loop = asyncio.get_running_loop()
-        for i, offset in enumerate(range(first, last + 1)):
+        skipped = first - (last + 1 - count)
+        for i, offset in enumerate(range(first, last + 1), start=skipped):
             record = self._records[offset]
             kind = kinds[0] if len(kinds) == 1 else kinds[i]
             if kind is AcknowledgeType.RENEW:
