@@ -343,6 +343,78 @@ class AlterPartitionReassignmentsResponse(ApiMessage):
         responses: list[ReassignableTopicResponse] = ...,
     ) -> None: ...
 
+class AlterShareGroupOffsetsRequest(ApiRequest[AlterShareGroupOffsetsResponse]):
+    """v0 (Kafka 4.1) is the first version."""
+    class AlterShareGroupOffsetsRequestTopic(Struct):
+        class AlterShareGroupOffsetsRequestPartition(Struct):
+            partition_index: int
+            """Index of the partition."""
+            start_offset: int
+            """The share-partition start offset: the first offset the group is not finished with (-1: none)."""
+            def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+        topic_name: str
+        """Name of the topic."""
+        partitions: list[AlterShareGroupOffsetsRequestPartition]
+        """Partitions of the topic."""
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[AlterShareGroupOffsetsRequestPartition] = ...,
+        ) -> None: ...
+    group_id: str
+    """Id of the share group."""
+    topics: list[AlterShareGroupOffsetsRequestTopic]
+    """Topics to change."""
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse(ApiMessage):
+    """v0 (Kafka 4.1) is the first version."""
+    class AlterShareGroupOffsetsResponseTopic(Struct):
+        class AlterShareGroupOffsetsResponsePartition(Struct):
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result; 0 on success."""
+            error_message: str | None
+            """Why it failed, or null."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic_name: str
+        """Name of the topic."""
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[AlterShareGroupOffsetsResponsePartition]
+        """Partitions of the topic."""
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: UUID = ...,
+            partitions: list[AlterShareGroupOffsetsResponsePartition] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    responses: list[AlterShareGroupOffsetsResponseTopic]
+    """Answers by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[AlterShareGroupOffsetsResponseTopic] = ...,
+    ) -> None: ...
+
 class AlterUserScramCredentialsRequest(ApiRequest[AlterUserScramCredentialsResponse]):
     """v0: KIP-554. The client salts the password; the broker stores only derived keys."""
     class ScramCredentialDeletion(Struct):
@@ -899,6 +971,54 @@ class DeleteRecordsResponse(ApiMessage):
     topics: list[DeleteRecordsTopicResult]
     """Trim results grouped by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsTopicResult] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsRequest(ApiRequest[DeleteShareGroupOffsetsResponse]):
+    """v0 (Kafka 4.1) is the first version."""
+    class DeleteShareGroupOffsetsRequestTopic(Struct):
+        topic_name: str
+        """Name of the topic."""
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+    group_id: str
+    """Id of the share group."""
+    topics: list[DeleteShareGroupOffsetsRequestTopic]
+    """Topics to change."""
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse(ApiMessage):
+    """v0 (Kafka 4.1) is the first version."""
+    class DeleteShareGroupOffsetsResponseTopic(Struct):
+        topic_name: str
+        """Name of the topic."""
+        topic_id: UUID
+        """Id of the topic."""
+        error_code: int
+        """Result; 0 on success."""
+        error_message: str | None
+        """Why it failed, or null."""
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: UUID = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    responses: list[DeleteShareGroupOffsetsResponseTopic]
+    """Answers by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[DeleteShareGroupOffsetsResponseTopic] = ...,
+    ) -> None: ...
 
 class DeleteTopicsRequest(ApiRequest[DeleteTopicsResponse]):
     """v1-v3: layout unchanged from v0 v4: switches to the flexible encoding v5: layout unchanged (the response gains an
@@ -1533,6 +1653,96 @@ class DescribeProducersResponse(ApiMessage):
     topics: list[TopicResponse]
     """One entry per topic asked for."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TopicResponse] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest(ApiRequest[DescribeShareGroupOffsetsResponse]):
+    """v1 (KIP-1226) adds each partition's lag."""
+    class DescribeShareGroupOffsetsRequestGroup(Struct):
+        class DescribeShareGroupOffsetsRequestTopic(Struct):
+            topic_name: str
+            """Name of the topic."""
+            partitions: list[int]
+            """Partition indexes asked about."""
+            def __init__(self, *, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+        group_id: str
+        """Id of the share group."""
+        topics: list[DescribeShareGroupOffsetsRequestTopic] | None
+        """Topics asked about; null for every topic the group has state for."""
+        def __init__(
+            self,
+            *,
+            group_id: str = ...,
+            topics: list[DescribeShareGroupOffsetsRequestTopic] | None = ...,
+        ) -> None: ...
+    groups: list[DescribeShareGroupOffsetsRequestGroup]
+    """Groups asked about, or answered."""
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequestGroup] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse(ApiMessage):
+    """v1 (KIP-1226) adds each partition's lag."""
+    class DescribeShareGroupOffsetsResponseGroup(Struct):
+        class DescribeShareGroupOffsetsResponseTopic(Struct):
+            class DescribeShareGroupOffsetsResponsePartition(Struct):
+                partition_index: int
+                """Index of the partition."""
+                start_offset: int
+                """The share-partition start offset: the first offset the group is not finished with (-1: none)."""
+                leader_epoch: int
+                """Epoch of the leader."""
+                lag: int
+                """Records from the start offset to the high watermark not yet finished with (-1: unknown)."""
+                error_code: int
+                """Result; 0 on success."""
+                error_message: str | None
+                """Why it failed, or null."""
+                def __init__(
+                    self,
+                    *,
+                    partition_index: int = ...,
+                    start_offset: int = ...,
+                    leader_epoch: int = ...,
+                    lag: int = ...,
+                    error_code: int = ...,
+                    error_message: str | None = ...,
+                ) -> None: ...
+            topic_name: str
+            """Name of the topic."""
+            topic_id: UUID
+            """Id of the topic."""
+            partitions: list[DescribeShareGroupOffsetsResponsePartition]
+            """Partitions of the topic."""
+            def __init__(
+                self,
+                *,
+                topic_name: str = ...,
+                topic_id: UUID = ...,
+                partitions: list[DescribeShareGroupOffsetsResponsePartition] = ...,
+            ) -> None: ...
+        group_id: str
+        """Id of the share group."""
+        topics: list[DescribeShareGroupOffsetsResponseTopic]
+        """Answers by topic."""
+        error_code: int
+        """Result for the group; 0 on success."""
+        error_message: str | None
+        """Why it failed, or null."""
+        def __init__(
+            self,
+            *,
+            group_id: str = ...,
+            topics: list[DescribeShareGroupOffsetsResponseTopic] = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    groups: list[DescribeShareGroupOffsetsResponseGroup]
+    """Groups asked about, or answered."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        groups: list[DescribeShareGroupOffsetsResponseGroup] = ...,
+    ) -> None: ...
 
 class DescribeTopicPartitionsRequest(ApiRequest[DescribeTopicPartitionsResponse]):
     """v0: KIP-966; what Kafka 4's Admin.describeTopics and kafka-topics --describe ask first"""

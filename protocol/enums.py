@@ -67,6 +67,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
     # Ebb's own APIs, from 10000 up (no Kafka key comes near): docs/protocol.md, "Our additions".
     DESCRIBE_ERASURE = 10000
 

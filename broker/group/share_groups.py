@@ -177,6 +177,16 @@ class ShareGroups:
                 if member.session_timer is not None:
                     member.session_timer.cancel()
 
+    # --- the admin APIs ----------------------------------------------------------------------------
+
+    def ensure(self, group_id: str) -> ShareGroup:
+        """AlterShareGroupOffsets: the group, made (Empty) if it does not exist; GroupError for a classic
+        group's id."""
+        return self._group(group_id, create=True)
+
+    def existing(self, group_id: str) -> ShareGroup:
+        return self._group(group_id, create=False)
+
     # --- listing, describing, deleting -------------------------------------------------------------
 
     def live(self) -> list[ShareGroup]:

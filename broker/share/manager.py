@@ -132,6 +132,41 @@ class SharePartitionManager:
             return PartitionRead()
         return PartitionRead(b"".join(bytes(data[spans[i][1]]) for i in taken), tuple(acquired))
 
+    # --- the admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ---
+
+    def group_state(self, group_id: str) -> dict[str, dict[int, SharePartition]]:
+        """{topic: {partition: its share-partition}} of a group, over the partitions led here."""
+        found: dict[str, dict[int, SharePartition]] = {}
+        for (group, topic, index), share in sorted(self.partitions.items(), key=lambda kv: kv[0]):
+            if group == group_id:
+                found.setdefault(topic, {})[index] = share
+        return found
+
+    def lag(self, share: SharePartition, partition: Partition) -> int:
+        """Records from the start offset up to the high watermark not finished with (KIP-1226)."""
+        return max(0, partition.high_watermark - share.start_offset - share.finished_in_flight())
+
+    def set_start(self, group_id: str, partition: Partition, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight."""
+        tp = partition.topic_partition
+        key = (group_id, tp.topic, tp.partition)
+        old = self.partitions.pop(key, None)
+        if old is not None:
+            old.close()
+        fetches = self._replicas.fetches
+        self.partitions[key] = SharePartition(offset, released=lambda: _wake(fetches, tp))
+        log.info("share-partition start offset set", group=group_id, partition=str(tp), start_offset=offset)
+
+    def delete_state(self, group_id: str, topic: str) -> None:
+        """DeleteShareGroupOffsets: the group forgets the topic (a later fetch starts from the reset rule)."""
+        for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
+            self.partitions.pop(key).close()
+
+    def forget_group(self, group_id: str) -> None:
+        """The group was deleted: its share-partitions go too."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            self.partitions.pop(key).close()
+
     def end_session(self, group_id: str, member_id: str, partitions: list[Partition], delivery_limit: int) -> None:
         """The member's share session closed: what it holds on these partitions is released."""
         for partition in partitions:

@@ -87,6 +87,10 @@ class SharePartition:
         available = [o for o, r in self._records.items() if r.state is RecordState.AVAILABLE]
         return min(available) if available else self.end_offset
 
+    def finished_in_flight(self) -> int:
+        """Offsets past the start offset already Acknowledged or Archived."""
+        return sum(r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED) for r in self._records.values())
+
     def has_available(self) -> bool:
         return any(r.state is RecordState.AVAILABLE for r in self._records.values())
 

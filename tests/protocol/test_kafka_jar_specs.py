@@ -21,7 +21,9 @@ from .test_oracle import wire_signature
 # The messages checked here instead of by kafka-python (test_oracle.test_oracle_covers_what_we_serve).
 KAFKA_ONLY = ("ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "ShareGroupDescribeRequest",
               "ShareGroupDescribeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareAcknowledgeRequest",
-              "ShareAcknowledgeResponse")
+              "ShareAcknowledgeResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse",
+              "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "DeleteShareGroupOffsetsRequest",
+              "DeleteShareGroupOffsetsResponse")
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
 
@@ -30,7 +32,16 @@ def kafka_spec(name: str) -> dict:
     build()  # Maven fetches the jars (cached) unless they are there already
     with zipfile.ZipFile(TARGET / "lib" / f"kafka-clients-{KAFKA_VERSION}.jar") as jar:
         text = jar.read(f"common/message/{name}.json").decode()
-    return json.loads(_COMMENT.sub("", text))
+    spec = json.loads(_COMMENT.sub("", text))
+    _with_abouts([*spec["fields"], *spec.get("commonStructs", [])])
+    return spec
+
+
+def _with_abouts(fields: list[dict]) -> None:
+    """Kafka leaves some fields without an `about`, which our spec loader wants (it never reaches the wire)."""
+    for f in fields:
+        f.setdefault("about", "")
+        _with_abouts(f.get("fields", []))
 
 
 @pytest.mark.parametrize("name", KAFKA_ONLY)
