@@ -1,12 +1,13 @@
-"""DescribeShareGroupOffsets (key 90), versions 0-1 (KIP-932; what `kafka-share-groups --describe`
-asks): per share group, each partition's share-partition start offset, the leader epoch and, from v1,
-the lag (KIP-1226: records from the start offset to the high watermark not finished with). Topics
-null: every partition the group has state for; a named partition without state answers start offset
--1. The state is the partition leader's (broker/share/): in a cluster only the partitions led by the
-coordinator are seen (docs/features.md, "Share group gaps"). Needs DESCRIBE on the group
-(GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+"""DescribeShareGroupOffsets (key 90), versions 0-1 (KIP-932; what `kafka-share-groups --describe` asks):
+per share group, each partition's share-partition start offset, the leader epoch and, from v1, the lag
+(KIP-1226: records from the start offset to the high watermark not finished with). Topics null: every
+partition the group has state for; a named partition without state answers start offset -1, and a group
+that does not exist no partitions (NONE), as Kafka answers. The state is the partition leader's
+(broker/share/): in a cluster only the partitions led by the coordinator are seen (docs/features.md,
+"Share group gaps"). Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
+(TOPIC_AUTHORIZATION_FAILED).
 
-Errors: NONE, GROUP_ID_NOT_FOUND (unknown, or a classic group's id), GROUP_AUTHORIZATION_FAILED,
+Errors: NONE, GROUP_ID_NOT_FOUND (a classic group's id), GROUP_AUTHORIZATION_FAILED,
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS (per group);
 TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION (per partition).
 """
@@ -17,6 +18,7 @@ import uuid
 
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
+from broker.handlers.share_requests import topic_refusal
 from broker.replica import PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed
@@ -43,9 +45,12 @@ async def describe_share_group_offsets(broker: BrokerContext, request: Request[D
             continue
         try:
             broker.groups.registry.check_served(asked.group_id)
-            broker.groups.share.existing(asked.group_id)
         except GroupError as exc:
             group.error_code, group.error_message = exc.error_code, exc.message
+            continue
+        if asked.group_id in broker.groups.registry.groups:  # one id, one type
+            group.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+            group.error_message = f"Group {asked.group_id} is not a share group."
             continue
         state = broker.shares.group_state(asked.group_id)
         wanted = ({t: sorted(parts) for t, parts in state.items()} if asked.topics is None
@@ -59,11 +64,10 @@ def _describe_topic(broker: BrokerContext, connection: RequestContext, group_id:
                     indexes: list[int]) -> _Topic:
     topic = broker.topics.get(name)
     answer = _Topic(topic_name=name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0), partitions=[])
-    refused = (ErrorCode.TOPIC_AUTHORIZATION_FAILED
-               if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, name)
-               else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else None)
+    refused = topic_refusal(broker, connection, name, Operation.DESCRIBE)
     for index in indexes:
-        entry = _Partition(partition_index=index, start_offset=-1, leader_epoch=-1, lag=-1,
+        # a partition without state: start offset -1, leader epoch 0 (Kafka's answer)
+        entry = _Partition(partition_index=index, start_offset=-1, leader_epoch=0, lag=-1,
                            error_code=ErrorCode.NONE, error_message=None)
         answer.partitions.append(entry)
         if refused is not None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import uuid
 
-from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
+from broker.handlers.share_requests import empty_share_group, topic_refusal
 from broker.replica import PartitionError
 from broker.request_context import RequestContext
-from broker.security.access import allowed
-from protocol.enums import ApiKey, Operation, ResourceType
+from broker.share.partition import ShareError
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
@@ -36,26 +36,17 @@ def _refused(error: ErrorCode, message: str | None = None) -> AlterShareGroupOff
 async def alter_share_group_offsets(broker: BrokerContext, request: Request[AlterShareGroupOffsetsRequest],
                                     connection: RequestContext) -> AlterShareGroupOffsetsResponse:
     body = request.body
-    if not body.group_id:
-        return _refused(ErrorCode.INVALID_GROUP_ID)
-    if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
-        return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
-        broker.groups.registry.check_served(body.group_id)
-        group = broker.groups.share.ensure(body.group_id)
-    except GroupError as exc:
-        return _refused(exc.error_code, exc.message)
-    if group.members:
-        return _refused(ErrorCode.NON_EMPTY_GROUP, f"Share group {body.group_id} is not empty.")
+        empty_share_group(broker, connection, body.group_id, Operation.READ, create=True)
+    except ShareError as exc:
+        return _refused(exc.error_code, exc.message or None)
     answers = []
     for asked in body.topics:
         topic = broker.topics.get(asked.topic_name)
         answer = _Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
                         partitions=[])
         answers.append(answer)
-        refused = (ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                   if not allowed(broker, connection, Operation.READ, ResourceType.TOPIC, asked.topic_name)
-                   else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else None)
+        refused = topic_refusal(broker, connection, asked.topic_name, Operation.READ)
         for part in asked.partitions:
             entry = _Partition(partition_index=part.partition_index, error_code=ErrorCode.NONE, error_message=None)
             answer.partitions.append(entry)

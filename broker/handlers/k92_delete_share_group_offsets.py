@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import uuid
 
-from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
+from broker.handlers.share_requests import empty_share_group, topic_refusal
 from broker.request_context import RequestContext
-from broker.security.access import allowed
-from protocol.enums import ApiKey, Operation, ResourceType
+from broker.share.partition import ShareError
+from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
@@ -32,23 +32,14 @@ def _refused(error: ErrorCode, message: str | None = None) -> DeleteShareGroupOf
 async def delete_share_group_offsets(broker: BrokerContext, request: Request[DeleteShareGroupOffsetsRequest],
                                      connection: RequestContext) -> DeleteShareGroupOffsetsResponse:
     body = request.body
-    if not body.group_id:
-        return _refused(ErrorCode.INVALID_GROUP_ID)
-    if not allowed(broker, connection, Operation.DELETE, ResourceType.GROUP, body.group_id):
-        return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     try:
-        broker.groups.registry.check_served(body.group_id)
-        group = broker.groups.share.existing(body.group_id)
-    except GroupError as exc:
-        return _refused(exc.error_code, exc.message)
-    if group.members:
-        return _refused(ErrorCode.NON_EMPTY_GROUP, f"Share group {body.group_id} is not empty.")
+        empty_share_group(broker, connection, body.group_id, Operation.DELETE, create=False)
+    except ShareError as exc:
+        return _refused(exc.error_code, exc.message or None)
     answers = []
     for asked in body.topics:
         topic = broker.topics.get(asked.topic_name)
-        error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                 if not allowed(broker, connection, Operation.READ, ResourceType.TOPIC, asked.topic_name)
-                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else ErrorCode.NONE)
+        error = topic_refusal(broker, connection, asked.topic_name, Operation.READ) or ErrorCode.NONE
         if error == ErrorCode.NONE:
             broker.shares.delete_state(body.group_id, asked.topic_name)
         answers.append(_Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),

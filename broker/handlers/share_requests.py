@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from broker.group import GroupError
 from broker.handlers import BrokerContext
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
@@ -107,6 +108,31 @@ def end_if_final(broker: BrokerContext, connection: RequestContext, request: Sha
         if outcome.partition is not None:
             partitions.append(outcome.partition)
     broker.shares.end_session(request.group_id, request.member_id, partitions, request.settings.limits.delivery_limit)
+
+
+def empty_share_group(broker: BrokerContext, connection: RequestContext, group_id: str, operation: Operation,
+                      *, create: bool) -> None:
+    """AlterShareGroupOffsets' and DeleteShareGroupOffsets' group checks (ShareError for the top level):
+    the id, the ACL, served here, a share group (made Empty when `create`) with no member."""
+    if not group_id:
+        raise ShareError(ErrorCode.INVALID_GROUP_ID, "")
+    if not allowed(broker, connection, operation, ResourceType.GROUP, group_id):
+        raise ShareError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
+    try:
+        broker.groups.registry.check_served(group_id)
+        group = broker.groups.share.ensure(group_id) if create else broker.groups.share.existing(group_id)
+    except GroupError as exc:
+        raise ShareError(exc.error_code, exc.message) from exc
+    if group.members:
+        raise ShareError(ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
+
+
+def topic_refusal(broker: BrokerContext, connection: RequestContext, name: str, operation: Operation
+                  ) -> ErrorCode | None:
+    """Why a topic named in an admin request is refused (its ACL, then its existence), or None."""
+    if not allowed(broker, connection, operation, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if broker.topics.get(name) is None else None
 
 
 def leader_of(outcome: Outcome) -> tuple[int, int]:

@@ -12,11 +12,15 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
+from protocol.messages import AlterShareGroupOffsetsRequest as Alter
+from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
+from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from protocol.messages import (
     IncrementalAlterConfigsRequest,
     MetadataRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
+    ShareGroupHeartbeatRequest,
 )
 from tests.broker.data_wire import WireClient, batch, create_topic, produce, values
 from tests.support.broker_process import BrokerProcess
@@ -172,3 +176,32 @@ def test_request_errors(client):
     assert fetch(client, group, "", 0, topic_id).error_code == E.INVALID_REQUEST
     p = part(fetch(client, group, "m", 0, uuid.uuid4()))
     assert p.error_code == E.UNKNOWN_TOPIC_ID
+
+
+def test_offsets_admin_sets_describes_and_deletes_start_offsets(client):
+    group, topic, topic_id = setup(client, 6)
+
+    def alter(offset: int):
+        asked = Alter.AlterShareGroupOffsetsRequestTopic
+        return client.send(Alter(group_id=group, topics=[asked(topic_name=topic, partitions=[
+            asked.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=offset)])]), 0)
+
+    def described():
+        asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+        [g] = client.send(Describe(groups=[asked]), 1).groups
+        return [(t.topic_name, p.partition_index, p.start_offset, p.lag) for t in g.topics for p in t.partitions]
+
+    assert alter(4).responses[0].partitions[0].error_code == E.NONE
+    assert described() == [(topic, 0, 4, 2)]
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(4, 5, 1)]  # the fetch starts there
+    # a member in the group: not Empty, no change
+    client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=0,
+                                           subscribed_topic_names=[topic]), 1)
+    assert alter(0).error_code == E.NON_EMPTY_GROUP
+    client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=-1), 1)
+    assert alter(-1).responses[0].partitions[0].error_code == E.INVALID_REQUEST
+    deleted = client.send(Delete(group_id=group, topics=[Delete.DeleteShareGroupOffsetsRequestTopic(
+        topic_name=topic), Delete.DeleteShareGroupOffsetsRequestTopic(topic_name="no-such-topic")]), 0)
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        (topic, E.NONE), ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert described() == []

@@ -8,8 +8,11 @@ from __future__ import annotations
 import pytest
 
 from protocol.messages import (
+    AlterShareGroupOffsetsRequest,
     DeleteGroupsRequest,
+    DeleteShareGroupOffsetsRequest,
     DescribeGroupsRequest,
+    DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     JoinGroupRequest,
@@ -198,4 +201,44 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
     allowed = {**ALLOWED, ("join", "member_epoch"): SETTLING, ("join", "assignment.topic_partitions"): SETTLING}
     # the batches are the same records, but each broker stamped its own append times (and so CRCs)
     found = compare(scenario, ebb_peer, kafka_peer, allowed, ignore=lambda path: path.endswith(".records"))
+    assert not found, "\n".join(found)
+
+
+def test_share_group_offsets_admin(ebb_peer, kafka_peer):
+    """AlterShareGroupOffsets making a group and setting start offsets, DescribeShareGroupOffsets of named
+    partitions and of all (v0 and v1's lag), DeleteShareGroupOffsets, and their group errors."""
+    for peer in (ebb_peer, kafka_peer):
+        assert create_topic(peer.client, "admin-shared", 2).error_code == 0
+        peer.wait_for_leaders("admin-shared", 2)
+        for _ in range(2):  # a new partition may refuse at first (NOT_LEADER_OR_FOLLOWER until it leads)
+            wait_for(lambda p=peer: p.send(produce_request("admin-shared", 0, batch([b"x", b"y"])), 9)
+                     .responses[0].partition_responses[0].error_code == 0, what=f"{peer.name} took the records")
+        for group in ("so", "so-none"):
+            wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
+                     .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
+    alter, describe = AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest
+    topic_ask = describe.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic
+
+    def scenario(peer: Peer) -> None:
+        peer.ask("describe a missing group", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
+            group_id="so-none", topics=None)]), 1)
+        peer.ask("delete offsets of a missing group", DeleteShareGroupOffsetsRequest(group_id="so-none", topics=[
+            DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared")]), 0)
+        peer.ask("alter makes the group", alter(group_id="so", topics=[alter.AlterShareGroupOffsetsRequestTopic(
+            topic_name="admin-shared", partitions=[
+                alter.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=1)])]), 0)
+        for version in (0, 1):
+            peer.ask(f"describe named v{version}", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id="so", topics=[topic_ask(topic_name="admin-shared", partitions=[0, 1])])]), version)
+            peer.ask(f"describe all v{version}", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id="so", topics=None)]), version)
+        peer.ask("list", ListGroupsRequest(types_filter=["share"]), 5)
+        peer.ask("delete offsets", DeleteShareGroupOffsetsRequest(group_id="so", topics=[
+            DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared")]), 0)
+        peer.ask("describe all after", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
+            group_id="so", topics=None)]), 1)
+        peer.ask("delete the group", DeleteGroupsRequest(groups_names=["so"]), 2)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)
