@@ -27,10 +27,11 @@ async def delete_groups(broker: BrokerContext, request: Request[DeleteGroupsRequ
                         connection: RequestContext) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.body.groups_names))
     permitted = [n for n in names if allowed(broker, connection, Operation.DELETE, ResourceType.GROUP, n)]
+    shares = {n for n in permitted if n in broker.groups.share.groups}
     results = await broker.groups.delete_groups(permitted) if permitted else {}
     for name, error in results.items():
-        if error == ErrorCode.NONE:  # a share group's share-partitions go with it (nothing for classic groups)
-            broker.shares.forget_group(name)
+        if error == ErrorCode.NONE and name in shares:  # a share group's share-partition state goes with it
+            await broker.shares.forget(name, broker.topics.all())
     results.update({n: ErrorCode.GROUP_AUTHORIZATION_FAILED for n in names if n not in permitted})
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         _Result(group_id=name, error_code=results[name]) for name in names])

@@ -78,7 +78,7 @@ async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]
             outcome = resolve(broker, connection, share, key)
             if part.acknowledgement_batches:
                 acked.add(key)
-                acknowledge(broker, share, outcome, part.acknowledgement_batches, renew=renew)
+                await acknowledge(broker, share, outcome, part.acknowledgement_batches, renew=renew)
             if not share.final:
                 share.session.partitions[key] = None
     for forgotten in body.forgotten_topics_data:

@@ -47,7 +47,7 @@ async def share_acknowledge(broker: BrokerContext, request: Request[ShareAcknowl
         for part in topic.partitions:
             key = (topic.topic_id, part.partition_index)
             outcome = resolve(broker, connection, share, key)
-            acknowledge(broker, share, outcome, part.acknowledgement_batches, renew=renew)
+            await acknowledge(broker, share, outcome, part.acknowledgement_batches, renew=renew)
             leader, epoch = leader_of(outcome)
             topics.setdefault(topic.topic_id, []).append(_Partition(
                 partition_index=part.partition_index, error_code=outcome.acknowledge_error,

@@ -52,15 +52,17 @@ async def describe_share_group_offsets(broker: BrokerContext, request: Request[D
             group.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             group.error_message = f"Group {asked.group_id} is not a share group."
             continue
-        state = broker.shares.group_state(asked.group_id)
-        wanted = ({t: sorted(parts) for t, parts in state.items()} if asked.topics is None
-                  else {t.topic_name: list(t.partitions) for t in asked.topics})
+        if asked.topics is None:
+            state = await broker.shares.group_state(asked.group_id, broker.topics.all())
+            wanted = {t: sorted(parts) for t, parts in state.items()}
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in asked.topics}
         for name, indexes in wanted.items():
-            group.topics.append(_describe_topic(broker, connection, asked.group_id, name, indexes))
+            group.topics.append(await _describe_topic(broker, connection, asked.group_id, name, indexes))
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=answers)
 
 
-def _describe_topic(broker: BrokerContext, connection: RequestContext, group_id: str, name: str,
+async def _describe_topic(broker: BrokerContext, connection: RequestContext, group_id: str, name: str,
                     indexes: list[int]) -> _Topic:
     topic = broker.topics.get(name)
     answer = _Topic(topic_name=name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0), partitions=[])
@@ -79,7 +81,7 @@ def _describe_topic(broker: BrokerContext, connection: RequestContext, group_id:
         except PartitionError as exc:
             entry.error_code = exc.error_code
             continue
-        share = broker.shares.share_partition(group_id, partition)
+        share = await broker.shares.stored(group_id, partition)
         if share is not None:
             entry.start_offset, entry.leader_epoch = share.start_offset, partition.leader_epoch
             entry.lag = broker.shares.lag(share, partition)

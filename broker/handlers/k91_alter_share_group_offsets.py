@@ -63,6 +63,6 @@ async def alter_share_group_offsets(broker: BrokerContext, request: Request[Alte
             except PartitionError as exc:
                 entry.error_code = exc.error_code
                 continue
-            broker.shares.set_start(body.group_id, partition, part.start_offset)
+            await broker.shares.set_start(body.group_id, partition, part.start_offset)
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                                           responses=answers)

@@ -40,8 +40,8 @@ async def delete_share_group_offsets(broker: BrokerContext, request: Request[Del
     for asked in body.topics:
         topic = broker.topics.get(asked.topic_name)
         error = topic_refusal(broker, connection, asked.topic_name, Operation.READ) or ErrorCode.NONE
-        if error == ErrorCode.NONE:
-            broker.shares.delete_state(body.group_id, asked.topic_name)
+        if error == ErrorCode.NONE and topic is not None:
+            await broker.shares.forget(body.group_id, [topic])
         answers.append(_Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
                               error_code=error, error_message=None))
     return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,

@@ -80,22 +80,28 @@ def resolve(broker: BrokerContext, connection: RequestContext, request: ShareReq
     return outcome
 
 
-def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Outcome, batches, *, renew: bool) -> None:
+async def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Outcome, batches, *,
+                      renew: bool) -> None:
     """Apply one partition's AcknowledgementBatches; the first refusal is the partition's answer (the
-    batches before it stand, as Kafka applies them in order)."""
+    batches before it stand, as Kafka applies them in order). The state file is written before the
+    answer: what was acknowledged survives a restart."""
     if outcome.error != ErrorCode.NONE or outcome.partition is None:
         outcome.acknowledge_error = outcome.error
         return
     share = broker.shares.share_partition(request.group_id, outcome.partition)
+    applied = 0
     for batch in batches:
         try:
             if share is None:
                 raise ShareError(ErrorCode.INVALID_RECORD_STATE, "nothing was acquired from this partition")
             share.acknowledge(request.member_id, batch.first_offset, batch.last_offset, list(batch.acknowledge_types),
                               request.settings.limits, renew_allowed=renew)
+            applied += 1
         except ShareError as exc:
             outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, exc.message
-            return
+            break
+    if applied:
+        await broker.shares.persist(request.group_id, outcome.partition)
 
 
 def end_if_final(broker: BrokerContext, connection: RequestContext, request: ShareRequest) -> None:

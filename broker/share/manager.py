@@ -7,15 +7,25 @@ start offset (earliest), the high watermark (latest, the default) or the first o
 minus the duration (by_duration:<ISO-8601>). Reads go to the high watermark, or to the last stable
 offset under share.isolation.level=read_committed. Record bytes are the log's own batches, read off
 the event loop and sent as stored: only their headers are looked at, to learn their offsets.
+
+Each share-partition's state is a file in its partition's directory, `share-<group id as hex>.state`
+(SharePartition.snapshot), written atomically off the event loop after every change that finishes or
+releases records and read back on the partition's first fetch after a start: the start offset, what
+was acknowledged or archived past it and the delivery counts survive a restart (records acquired then
+become Available again). A deleted topic's directory takes the files with it. The file stays with the
+replica that wrote it: a new leader elsewhere starts from share.auto.offset.reset (docs/features.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 
@@ -23,6 +33,7 @@ from broker.log.common import LogError
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
 from broker.share.sessions import ShareSessionCache
+from broker.topic import Topic
 from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
 from protocol.errors import ErrorCode
 
@@ -68,6 +79,7 @@ class SharePartitionManager:
         self._replicas = replicas
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self.sessions = ShareSessionCache(MAX_SHARE_SESSIONS)
+        self._writing: dict[tuple[str, str, int], asyncio.Lock] = {}  # one state write at a time per file
 
     def share_partition(self, group_id: str, partition: Partition) -> SharePartition | None:
         tp = partition.topic_partition
@@ -78,14 +90,39 @@ class SharePartitionManager:
         key = (group_id, tp.topic, tp.partition)
         found = self.partitions.get(key)
         if found is None:
-            start = await self._initial_offset(partition, settings.reset)
+            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+            start = None if saved is not None else await self._initial_offset(partition, settings.reset)
             found = self.partitions.get(key)  # another fetch may have made it meanwhile
             if found is None:
-                fetches = self._replicas.fetches
-                found = self.partitions[key] = SharePartition(start, released=lambda: _wake(fetches, tp))
-                log.info("share-partition initialised", group=group_id, partition=str(tp), start_offset=start)
+                if saved is not None:
+                    found = SharePartition.restore(saved, released=lambda: self._released(group_id, partition))
+                    log.info("share-partition state read back", group=group_id, partition=str(tp),
+                             start_offset=found.start_offset)
+                else:
+                    assert start is not None
+                    found = SharePartition(start, released=lambda: self._released(group_id, partition))
+                    log.info("share-partition initialised", group=group_id, partition=str(tp), start_offset=start)
+                self.partitions[key] = found
         found.move_start(partition.log_start_offset)
         return found
+
+    def _released(self, group_id: str, partition: Partition) -> None:
+        """Records went back to Available (a lock expired, a session ended): a parked ShareFetch may take
+        them, and the state file follows."""
+        self._replicas.fetches.notify(partition.topic_partition)
+        partition.log.io.spawn(self.persist(group_id, partition), "share-partition state")
+
+    async def persist(self, group_id: str, partition: Partition) -> None:
+        """Write the share-partition's state file as it is now (after acknowledgements: durable on return)."""
+        tp = partition.topic_partition
+        key = (group_id, tp.topic, tp.partition)
+        async with self._writing.setdefault(key, asyncio.Lock()):
+            share = self.partitions.get(key)
+            path = _state_path(group_id, partition)
+            if share is None:
+                await partition.log.io.remove_files([path])
+            else:
+                await partition.log.io.write_atomically(path, share.snapshot())
 
     async def _initial_offset(self, partition: Partition, reset: str) -> int:
         if reset == "earliest":
@@ -134,38 +171,63 @@ class SharePartitionManager:
 
     # --- the admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ---
 
-    def group_state(self, group_id: str) -> dict[str, dict[int, SharePartition]]:
-        """{topic: {partition: its share-partition}} of a group, over the partitions led here."""
-        found: dict[str, dict[int, SharePartition]] = {}
-        for (group, topic, index), share in sorted(self.partitions.items(), key=lambda kv: kv[0]):
-            if group == group_id:
-                found.setdefault(topic, {})[index] = share
+    async def stored(self, group_id: str, partition: Partition) -> SharePartition | None:
+        """The group's share-partition: in memory, else read back from its state file, else None."""
+        tp = partition.topic_partition
+        key = (group_id, tp.topic, tp.partition)
+        found = self.partitions.get(key)
+        if found is None:
+            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+            found = self.partitions.get(key)
+            if found is None and saved is not None:
+                found = self.partitions[key] = SharePartition.restore(
+                    saved, released=lambda: self._released(group_id, partition))
         return found
+
+    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, SharePartition]]:
+        """{topic: {partition: its share-partition}} of a group, over the partitions of `topics` led here
+        (in memory or in a state file)."""
+        found: dict[str, dict[int, SharePartition]] = {}
+        for partition in self._led(topics):
+            share = await self.stored(group_id, partition)
+            if share is not None:
+                found.setdefault(partition.topic_partition.topic, {})[partition.topic_partition.partition] = share
+        return found
+
+    def _led(self, topics: list[Topic]) -> list[Partition]:
+        led = []
+        for topic in topics:
+            for index in sorted(topic.replicas):
+                with contextlib.suppress(PartitionError):
+                    partition = self._replicas.partition_of(topic, index)
+                    if partition.is_leader:
+                        led.append(partition)
+        return led
 
     def lag(self, share: SharePartition, partition: Partition) -> int:
         """Records from the start offset up to the high watermark not finished with (KIP-1226)."""
         return max(0, partition.high_watermark - share.start_offset - share.finished_in_flight())
 
-    def set_start(self, group_id: str, partition: Partition, offset: int) -> None:
+    async def set_start(self, group_id: str, partition: Partition, offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight."""
         tp = partition.topic_partition
         key = (group_id, tp.topic, tp.partition)
         old = self.partitions.pop(key, None)
         if old is not None:
             old.close()
-        fetches = self._replicas.fetches
-        self.partitions[key] = SharePartition(offset, released=lambda: _wake(fetches, tp))
+        self.partitions[key] = SharePartition(offset, released=lambda: self._released(group_id, partition))
+        await self.persist(group_id, partition)
         log.info("share-partition start offset set", group=group_id, partition=str(tp), start_offset=offset)
 
-    def delete_state(self, group_id: str, topic: str) -> None:
-        """DeleteShareGroupOffsets: the group forgets the topic (a later fetch starts from the reset rule)."""
-        for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
-            self.partitions.pop(key).close()
-
-    def forget_group(self, group_id: str) -> None:
-        """The group was deleted: its share-partitions go too."""
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            self.partitions.pop(key).close()
+    async def forget(self, group_id: str, topics: list[Topic]) -> None:
+        """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
+        the partitions led here goes, in memory and on disk; a later fetch starts from the reset rule."""
+        for partition in self._led(topics):
+            tp = partition.topic_partition
+            old = self.partitions.pop((group_id, tp.topic, tp.partition), None)
+            if old is not None:
+                old.close()
+            await self.persist(group_id, partition)  # no state: the file is removed
 
     def end_session(self, group_id: str, member_id: str, partitions: list[Partition], delivery_limit: int) -> None:
         """The member's share session closed: what it holds on these partitions is released."""
@@ -175,8 +237,16 @@ class SharePartitionManager:
                 share.release_member(member_id, delivery_limit)
 
 
-def _wake(fetches, tp) -> None:
-    fetches.notify(tp)  # a ShareFetch parked on the partition may take the released records
+def _state_path(group_id: str, partition: Partition) -> Path:
+    return partition.log.directory / f"share-{group_id.encode().hex()}.state"
+
+
+def _read_if_there(path: Path) -> bytes | None:
+    """Blocking (the I/O pool): a state file's bytes, or None when there is none."""
+    with contextlib.suppress(FileNotFoundError):
+        with open(path, "rb") as f:
+            return f.read()
+    return None
 
 
 def _batches(data: memoryview) -> list[tuple[Batch, slice]]:

@@ -12,12 +12,15 @@ The share-partition start offset (SPSO) is the first offset not yet finished wit
                   (a control batch, an offset the log no longer has): done
 
 The SPSO moves past the finished prefix. The state is kept per offset (Kafka keeps ranges per batch
-while it can; the answer is the same), and only in memory: docs/features.md, "Share group gaps".
+while it can; the answer is the same). `snapshot()` is what survives a restart (broker/share/manager.py
+writes it): the SPSO, the end offset, and each offset in flight with its delivery count, Acquired ones
+written as Available (their locks do not survive).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -221,6 +224,23 @@ class SharePartition:
                 record.lock.cancel()
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
+
+    def snapshot(self) -> bytes:
+        in_flight = [[o, int(RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state), r.delivery_count]
+                     for o, r in sorted(self._records.items())]
+        return json.dumps({"version": 0, "start": self.start_offset, "end": self.end_offset,
+                           "records": in_flight}, separators=(",", ":")).encode()
+
+    @classmethod
+    def restore(cls, data: bytes, released: Callable[[], None]) -> SharePartition:
+        state = json.loads(data)
+        if state.get("version") != 0:
+            raise ValueError(f"share-partition state version {state.get('version')!r}")
+        share = cls(int(state["start"]), released)
+        share.end_offset = int(state["end"])
+        for offset, kind, count in state["records"]:
+            share._records[int(offset)] = _InFlight(RecordState(kind), int(count))
+        return share
 
     def close(self) -> None:
         for record in self._records.values():

@@ -6,6 +6,7 @@ share.auto.offset.reset, releasing on session close, and the record bytes sent a
 from __future__ import annotations
 
 import itertools
+import signal
 import time
 import uuid
 
@@ -205,3 +206,19 @@ def test_offsets_admin_sets_describes_and_deletes_start_offsets(client):
     assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
         (topic, E.NONE), ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION)]
     assert described() == []
+
+
+def test_state_survives_sigkill(broker):
+    """Last in the module: the broker is killed and started again on the same directory."""
+    with WireClient(broker.port) as c:
+        group, _, topic_id = setup(c, 6)
+        assert ranges(part(fetch(c, group, "m", 0, topic_id))) == [(0, 5, 1)]
+        answer = ack(c, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
+        assert answer.responses[0].partitions[0].error_code == E.NONE  # written before the answer
+    broker.restart(signal.SIGKILL)
+    with WireClient(broker.port) as c:
+        asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+        [g] = c.send(Describe(groups=[asked]), 1).groups
+        assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(2, 4)]
+        # 2-3 were released once, 4-5 held when the broker died: all come again, delivered a second time
+        assert ranges(part(fetch(c, group, "n", 0, topic_id))) == [(2, 5, 2)]
