@@ -8,7 +8,7 @@ minus the duration (by_duration:<ISO-8601>). Reads go to the high watermark, or 
 offset under share.isolation.level=read_committed. Record bytes are the log's own batches, read off
 the event loop and sent as stored: only their headers are looked at, to learn their offsets.
 
-Each share-partition's state is a file in its partition's directory, `share-<group id as hex>.state`
+Each share-partition's state is a file in its partition's directory, `share-<sha256 of the group id>.state`
 (SharePartition.snapshot), written atomically off the event loop after every change that finishes or
 releases records and read back on the partition's first fetch after a start: the start offset, what
 was acknowledged or archived past it and the delivery counts survive a restart (records acquired then
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import re
 import struct
 import time
@@ -90,12 +91,14 @@ class SharePartitionManager:
         key = (group_id, tp.topic, tp.partition)
         found = self.partitions.get(key)
         if found is None:
-            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+            saved = _checked(await partition.log.io.run(_read_if_there, _state_path(group_id, partition)), group_id,
+                             partition)
             start = None if saved is not None else await self._initial_offset(partition, settings.reset)
             found = self.partitions.get(key)  # another fetch may have made it meanwhile
             if found is None:
                 if saved is not None:
-                    found = SharePartition.restore(saved, released=lambda: self._released(group_id, partition))
+                    found = SharePartition.restore(saved, group_id,
+                                                   released=lambda: self._released(group_id, partition))
                     log.info("share-partition state read back", group=group_id, partition=str(tp),
                              start_offset=found.start_offset)
                 else:
@@ -122,7 +125,7 @@ class SharePartitionManager:
             if share is None:
                 await partition.log.io.remove_files([path])
             else:
-                await partition.log.io.write_atomically(path, share.snapshot())
+                await partition.log.io.write_atomically(path, share.snapshot(group_id))
 
     async def _initial_offset(self, partition: Partition, reset: str) -> int:
         if reset == "earliest":
@@ -177,11 +180,12 @@ class SharePartitionManager:
         key = (group_id, tp.topic, tp.partition)
         found = self.partitions.get(key)
         if found is None:
-            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+            saved = _checked(await partition.log.io.run(_read_if_there, _state_path(group_id, partition)), group_id,
+                             partition)
             found = self.partitions.get(key)
             if found is None and saved is not None:
                 found = self.partitions[key] = SharePartition.restore(
-                    saved, released=lambda: self._released(group_id, partition))
+                    saved, group_id, released=lambda: self._released(group_id, partition))
         return found
 
     async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, SharePartition]]:
@@ -238,7 +242,22 @@ class SharePartitionManager:
 
 
 def _state_path(group_id: str, partition: Partition) -> Path:
-    return partition.log.directory / f"share-{group_id.encode().hex()}.state"
+    """A name of bounded length for any group id (ids run to 32,767 bytes); the file names its group."""
+    return partition.log.directory / f"share-{hashlib.sha256(group_id.encode()).hexdigest()[:32]}.state"
+
+
+def _checked(saved: bytes | None, group_id: str, partition: Partition) -> bytes | None:
+    """A state file's bytes if they restore for this group; else None (logged): the share-partition starts
+    again from share.auto.offset.reset rather than failing every fetch."""
+    if saved is None:
+        return None
+    try:
+        SharePartition.restore(saved, group_id, released=lambda: None)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("share-partition state file unreadable: starting afresh", group=group_id,
+                    partition=str(partition.topic_partition), error=str(exc))
+        return None
+    return saved
 
 
 def _read_if_there(path: Path) -> bytes | None:

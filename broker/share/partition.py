@@ -225,17 +225,18 @@ class SharePartition:
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
 
-    def snapshot(self) -> bytes:
+    def snapshot(self, group_id: str) -> bytes:
         in_flight = [[o, int(RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state), r.delivery_count]
                      for o, r in sorted(self._records.items())]
-        return json.dumps({"version": 0, "start": self.start_offset, "end": self.end_offset,
+        return json.dumps({"version": 0, "group": group_id, "start": self.start_offset, "end": self.end_offset,
                            "records": in_flight}, separators=(",", ":")).encode()
 
     @classmethod
-    def restore(cls, data: bytes, released: Callable[[], None]) -> SharePartition:
+    def restore(cls, data: bytes, group_id: str, released: Callable[[], None]) -> SharePartition:
         state = json.loads(data)
-        if state.get("version") != 0:
-            raise ValueError(f"share-partition state version {state.get('version')!r}")
+        if state.get("version") != 0 or state.get("group") != group_id:
+            raise ValueError(f"share-partition state of version {state.get('version')!r}, group "
+                             f"{state.get('group')!r}: not {group_id!r}'s")
         share = cls(int(state["start"]), released)
         share.end_offset = int(state["end"])
         for offset, kind, count in state["records"]:
