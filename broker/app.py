@@ -159,6 +159,7 @@ class Broker:
         self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
                                        share_topic=self._share_topic)
         self.services.append(self.groups)
+        self.groups.share.member_left.append(self.shares.member_left)  # a leaving member's records are released
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
                                                    in_cluster=self.cluster is not None,

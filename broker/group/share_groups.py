@@ -66,6 +66,8 @@ class ShareGroups:
     def __init__(self, max_size: int, topic: TopicLookup, is_classic: Callable[[str], bool]) -> None:
         """`topic` resolves a subscribed name; `is_classic` says whether the id is a classic group's."""
         self.groups: dict[str, ShareGroup] = {}
+        # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
+        self.member_left: list[Callable[[str, str], None]] = []
         self._max_size = max_size
         self._topic = topic
         self._is_classic = is_classic
@@ -152,6 +154,8 @@ class ShareGroups:
         group.topics = self._subscribed_topics(group)
         group.group_epoch += 1
         self._compute_target(group)
+        for listener in self.member_left:
+            listener(group.group_id, member.member_id)
 
     # --- sessions ----------------------------------------------------------------------------------
 

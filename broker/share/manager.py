@@ -233,6 +233,16 @@ class SharePartitionManager:
                 old.close()
             await self.persist(group_id, partition)  # no state: the file is removed
 
+    def member_left(self, group_id: str, member_id: str) -> None:
+        """The member left its share group or its session timed out (Kafka's ShareGroupListener): its
+        share sessions end and what it holds here goes back to the others."""
+        session = self.sessions.sessions.get((group_id, member_id))
+        if session is not None:
+            self.sessions.close(session)
+        for (group, _, _), share in list(self.partitions.items()):
+            if group == group_id:
+                share.release_member(member_id, share.delivery_limit)
+
     def end_session(self, group_id: str, member_id: str, partitions: list[Partition], delivery_limit: int) -> None:
         """The member's share session closed: what it holds on these partitions is released."""
         for partition in partitions:

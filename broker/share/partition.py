@@ -82,6 +82,7 @@ class SharePartition:
         self.end_offset = start_offset
         self._records: dict[int, _InFlight] = {}
         self._released = released
+        self.delivery_limit = 2**15  # the group's share.delivery.count.limit as its last fetch used it
 
     # --- acquiring ---------------------------------------------------------------------------------
 
@@ -103,6 +104,7 @@ class SharePartition:
         new, whole batches at a time, until max_records or the in-flight limit. Returns the indexes of
         the batches to send and the acquired ranges."""
         loop = asyncio.get_running_loop()
+        self.delivery_limit = limits.delivery_limit
         taken: list[int] = []
         acquired: list[tuple[int, int]] = []  # (offset, delivery count)
         for index, batch in enumerate(batches):

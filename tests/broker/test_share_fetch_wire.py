@@ -208,6 +208,17 @@ def test_offsets_admin_sets_describes_and_deletes_start_offsets(client):
     assert described() == []
 
 
+def test_a_member_leaving_the_group_releases_what_it_holds(client):
+    group, topic, topic_id = setup(client, 2)
+    client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=0,
+                                           subscribed_topic_names=[topic]), 1)
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 1, 1)]
+    left = client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=-1), 1)
+    assert left.error_code == E.NONE
+    assert ranges(part(fetch(client, group, "n", 0, topic_id))) == [(0, 1, 2)]  # not after the 1 s lock
+    assert fetch(client, group, "m", 1).error_code == E.SHARE_SESSION_NOT_FOUND  # its session ended too
+
+
 def test_state_survives_sigkill(broker):
     """Last in the module: the broker is killed and started again on the same directory."""
     with WireClient(broker.port) as c:
