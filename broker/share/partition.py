@@ -45,11 +45,20 @@ class ShareError(CodedError):
 
 
 @dataclass(eq=False, slots=True)
+class _Lock:
+    """One acquisition's timer, shared by the records it acquired (one timer per fetch, not per record)."""
+
+    offsets: list[int]
+    handle: asyncio.TimerHandle | None = None
+    holders: int = 0  # records still locked by it; the timer is cancelled when none is
+
+
+@dataclass(eq=False, slots=True)
 class _InFlight:
     state: RecordState
     delivery_count: int
     member: str | None = None
-    lock: asyncio.TimerHandle | None = None
+    lock: _Lock | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +112,14 @@ class SharePartition:
         """Acquire for `member` what `batches` (read from `next_fetch_offset()`) hold that is Available or
         new, whole batches at a time, until max_records or the in-flight limit. Returns the indexes of
         the batches to send and the acquired ranges."""
-        loop = asyncio.get_running_loop()
         self.delivery_limit = limits.delivery_limit
         taken: list[int] = []
         acquired: list[tuple[int, int]] = []  # (offset, delivery count)
+        lock = _Lock([])
+        any_available = self.has_available()  # only falls while acquiring
         for index, batch in enumerate(batches):
-            if len(acquired) >= max_records or self._in_flight_full(limits):
+            if len(acquired) >= max_records or (
+                    self.end_offset - self.start_offset >= limits.max_locks and not any_available):
                 break
             got = False
             for offset in range(max(batch.base, self.start_offset), batch.last + 1):
@@ -120,24 +131,30 @@ class SharePartition:
                     record = self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
                 if record is None or record.state is not RecordState.AVAILABLE:
                     continue
-                record.state, record.member = RecordState.ACQUIRED, member
+                record.state, record.member, record.lock = RecordState.ACQUIRED, member, lock
                 record.delivery_count = min(record.delivery_count + 1, MAX_DELIVERY_COUNT)
-                record.lock = loop.call_later(limits.lock_ms / 1000, self._expire, offset, record,
-                                              limits.delivery_limit)
+                lock.offsets.append(offset)
                 acquired.append((offset, record.delivery_count))
                 got = True
             self.end_offset = max(self.end_offset, batch.last + 1)
             if got:
                 taken.append(index)
+        if lock.offsets:
+            lock.holders = len(lock.offsets)
+            lock.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, lock,
+                                                                limits.delivery_limit)
         self._advance()
         return taken, _ranges(acquired)
 
-    def _in_flight_full(self, limits: ShareLimits) -> bool:
-        return self.end_offset - self.start_offset >= limits.max_locks and not self.has_available()
-
-    def _expire(self, offset: int, record: _InFlight, delivery_limit: int) -> None:
-        if self._records.get(offset) is record and record.state is RecordState.ACQUIRED:
-            self._release(record, delivery_limit)
+    def _expire(self, lock: _Lock, delivery_limit: int) -> None:
+        lock.handle = None
+        expired = False
+        for offset in lock.offsets:
+            record = self._records.get(offset)
+            if record is not None and record.lock is lock and record.state is RecordState.ACQUIRED:
+                self._release(record, delivery_limit)
+                expired = True
+        if expired:
             self._advance()
             self._released()
 
@@ -162,20 +179,17 @@ class SharePartition:
                 raise ShareError(ErrorCode.INVALID_RECORD_STATE,
                                  f"offset {offset} is not acquired by member {member}")
         released = False
-        loop = asyncio.get_running_loop()
         skipped = first - (last + 1 - count)
         for i, offset in enumerate(range(first, last + 1), start=skipped):
             record = self._records[offset]
             kind = kinds[0] if len(kinds) == 1 else kinds[i]
-            if kind is AcknowledgeType.RENEW:
-                if record.lock is not None:
-                    record.lock.cancel()
-                record.lock = loop.call_later(limits.lock_ms / 1000, self._expire, offset, record,
-                                              limits.delivery_limit)
+            if kind is AcknowledgeType.RENEW:  # a lock of its own from now
+                _unlock(record)
+                renewed = record.lock = _Lock([offset], holders=1)
+                renewed.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, renewed,
+                                                                       limits.delivery_limit)
                 continue
-            if record.lock is not None:
-                record.lock.cancel()
-                record.lock = None
+            _unlock(record)
             record.member = None
             if kind is AcknowledgeType.ACCEPT:
                 record.state = RecordState.ACKNOWLEDGED
@@ -193,8 +207,6 @@ class SharePartition:
         released = False
         for record in self._records.values():
             if record.state is RecordState.ACQUIRED and record.member == member:
-                if record.lock is not None:
-                    record.lock.cancel()
                 self._release(record, delivery_limit)
                 released = True
         self._advance()
@@ -203,9 +215,8 @@ class SharePartition:
 
     @staticmethod
     def _release(record: _InFlight, delivery_limit: int) -> None:
-        if record.lock is not None:
-            record.lock.cancel()
-        record.lock, record.member = None, None
+        _unlock(record)
+        record.member = None
         record.state = RecordState.ARCHIVED if record.delivery_count >= delivery_limit else RecordState.AVAILABLE
 
     def _advance(self) -> None:
@@ -221,9 +232,7 @@ class SharePartition:
         if offset <= self.start_offset:
             return
         for o in [o for o in self._records if o < offset]:
-            record = self._records.pop(o)
-            if record.lock is not None:
-                record.lock.cancel()
+            _unlock(self._records.pop(o))
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
 
@@ -247,9 +256,18 @@ class SharePartition:
 
     def close(self) -> None:
         for record in self._records.values():
-            if record.lock is not None:
-                record.lock.cancel()
+            _unlock(record)
         self._records.clear()
+
+
+def _unlock(record: _InFlight) -> None:
+    """The record no longer holds its lock; the lock's timer goes with its last record."""
+    lock, record.lock = record.lock, None
+    if lock is not None:
+        lock.holders -= 1
+        if lock.holders <= 0 and lock.handle is not None:
+            lock.handle.cancel()
+            lock.handle = None
 
 
 def _ranges(acquired: list[tuple[int, int]]) -> list[Acquired]:
