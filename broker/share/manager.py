@@ -9,8 +9,9 @@ offset under share.isolation.level=read_committed. Record bytes are the log's ow
 the event loop and sent as stored: only their headers are looked at, to learn their offsets.
 
 Each share-partition's state is a file in its partition's directory, `share-<sha256 of the group id>.state`
-(SharePartition.snapshot), written atomically off the event loop after every change that finishes or
-releases records and read back on the partition's first fetch after a start: the start offset, what
+(SharePartition.snapshot), written atomically (rename, without fsync: an acknowledgement waits for the
+write, not for the disk) off the event loop after every change that finishes or releases records, and
+read back on the partition's first fetch after a start: the start offset, what
 was acknowledged or archived past it and the delivery counts survive a restart (records acquired then
 become Available again). A deleted topic's directory takes the files with it. The file stays with the
 replica that wrote it: a new leader elsewhere starts from share.auto.offset.reset (docs/features.md).
@@ -125,7 +126,7 @@ class SharePartitionManager:
             if share is None:
                 await partition.log.io.remove_files([path])
             else:
-                await partition.log.io.write_atomically(path, share.snapshot(group_id))
+                await partition.log.io.write_atomically(path, share.snapshot(group_id), sync=False)
 
     async def _initial_offset(self, partition: Partition, reset: str) -> int:
         if reset == "earliest":
