@@ -40,6 +40,7 @@ from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
+from broker.share.manager import SharePartitionManager
 from broker.topic import INTERNAL_TOPICS
 from broker.topics import TopicManager
 from broker.txn import TransactionCoordinator
@@ -67,6 +68,7 @@ class Broker:
         self.group_configs: GroupConfigs  # KIP-848's group configs, in the metadata store
         self.replicas: ReplicaManager
         self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
+        self.shares: SharePartitionManager  # KIP-932's share-partitions led here and share sessions
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version)
@@ -134,6 +136,7 @@ class Broker:
                                        ProducerIdManager(self.store, config.node_id), config.replication,
                                        self.dynamic_config.transactions, config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
+        self.shares = SharePartitionManager(self.replicas)
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
         self._throttle_rates_changed()
@@ -156,8 +159,10 @@ class Broker:
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
-        self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None)
+        self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
+                                       share_topic=self._share_topic)
         self.services.append(self.groups)
+        self.groups.share.member_left.append(self.shares.member_left)  # a leaving member's records are released
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
                                                    in_cluster=self.cluster is not None,
@@ -232,6 +237,13 @@ class Broker:
         self.replicas.throttles.set_rates(dynamic.replication_throttle(LEADER_RATE),
                                           dynamic.replication_throttle(FOLLOWER_RATE))
         self.logs.cleaner.set_io_rate(dynamic.cleaner_io_rate())
+
+    def _share_topic(self, name: str) -> tuple[uuid.UUID, int] | None:
+        """A topic a share group subscribes to, as its assignor needs it (internal topics are not shared)."""
+        topic = self.topics.get(name)
+        if topic is None or topic.internal:
+            return None
+        return topic.topic_id, len(topic.replicas)
 
     def _producer_settings_changed(self) -> None:
         """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""

@@ -182,7 +182,8 @@ _BROKER_DEFAULTS = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
-    # What bounds and backs the group configs (broker/group_configs.py); Ebb serves no group they configure.
+    "group.share.max.size": "200",  # members of one share group (KIP-932)
+    # What bounds and backs the group configs (broker/group_configs.py).
     **GROUP_BROKER_DEFAULTS,
     "broker.rack": "",
     "log.level": "INFO",
@@ -239,6 +240,7 @@ class BrokerConfig:
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     group_max_size: int
+    group_share_max_size: int
     rack: str | None
     log_level: str
     delete_records_v3_enable: bool
@@ -362,6 +364,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_min_session_timeout_ms=int_property(merged, "group.min.session.timeout.ms", minimum=0),
         group_max_session_timeout_ms=int_property(merged, "group.max.session.timeout.ms", minimum=0),
         group_max_size=int_property(merged, "group.max.size", minimum=1, maximum=INT32_MAX),
+        group_share_max_size=int_property(merged, "group.share.max.size", minimum=1, maximum=1000),
         rack=merged["broker.rack"] or None,
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),

@@ -343,6 +343,78 @@ class AlterPartitionReassignmentsResponse(ApiMessage):
         responses: list[ReassignableTopicResponse] = ...,
     ) -> None: ...
 
+class AlterShareGroupOffsetsRequest(ApiRequest[AlterShareGroupOffsetsResponse]):
+    """v0 (Kafka 4.1) is the first version."""
+    class AlterShareGroupOffsetsRequestTopic(Struct):
+        class AlterShareGroupOffsetsRequestPartition(Struct):
+            partition_index: int
+            """Index of the partition."""
+            start_offset: int
+            """The share-partition start offset: the first offset the group is not finished with (-1: none)."""
+            def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+        topic_name: str
+        """Name of the topic."""
+        partitions: list[AlterShareGroupOffsetsRequestPartition]
+        """Partitions of the topic."""
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[AlterShareGroupOffsetsRequestPartition] = ...,
+        ) -> None: ...
+    group_id: str
+    """Id of the share group."""
+    topics: list[AlterShareGroupOffsetsRequestTopic]
+    """Topics to change."""
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse(ApiMessage):
+    """v0 (Kafka 4.1) is the first version."""
+    class AlterShareGroupOffsetsResponseTopic(Struct):
+        class AlterShareGroupOffsetsResponsePartition(Struct):
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result; 0 on success."""
+            error_message: str | None
+            """Why it failed, or null."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic_name: str
+        """Name of the topic."""
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[AlterShareGroupOffsetsResponsePartition]
+        """Partitions of the topic."""
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: UUID = ...,
+            partitions: list[AlterShareGroupOffsetsResponsePartition] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    responses: list[AlterShareGroupOffsetsResponseTopic]
+    """Answers by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[AlterShareGroupOffsetsResponseTopic] = ...,
+    ) -> None: ...
+
 class AlterUserScramCredentialsRequest(ApiRequest[AlterUserScramCredentialsResponse]):
     """v0: KIP-554. The client salts the password; the broker stores only derived keys."""
     class ScramCredentialDeletion(Struct):
@@ -899,6 +971,54 @@ class DeleteRecordsResponse(ApiMessage):
     topics: list[DeleteRecordsTopicResult]
     """Trim results grouped by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsTopicResult] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsRequest(ApiRequest[DeleteShareGroupOffsetsResponse]):
+    """v0 (Kafka 4.1) is the first version."""
+    class DeleteShareGroupOffsetsRequestTopic(Struct):
+        topic_name: str
+        """Name of the topic."""
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+    group_id: str
+    """Id of the share group."""
+    topics: list[DeleteShareGroupOffsetsRequestTopic]
+    """Topics to change."""
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse(ApiMessage):
+    """v0 (Kafka 4.1) is the first version."""
+    class DeleteShareGroupOffsetsResponseTopic(Struct):
+        topic_name: str
+        """Name of the topic."""
+        topic_id: UUID
+        """Id of the topic."""
+        error_code: int
+        """Result; 0 on success."""
+        error_message: str | None
+        """Why it failed, or null."""
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: UUID = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    responses: list[DeleteShareGroupOffsetsResponseTopic]
+    """Answers by topic."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[DeleteShareGroupOffsetsResponseTopic] = ...,
+    ) -> None: ...
 
 class DeleteTopicsRequest(ApiRequest[DeleteTopicsResponse]):
     """v1-v3: layout unchanged from v0 v4: switches to the flexible encoding v5: layout unchanged (the response gains an
@@ -1533,6 +1653,96 @@ class DescribeProducersResponse(ApiMessage):
     topics: list[TopicResponse]
     """One entry per topic asked for."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TopicResponse] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest(ApiRequest[DescribeShareGroupOffsetsResponse]):
+    """v1 (KIP-1226) adds each partition's lag."""
+    class DescribeShareGroupOffsetsRequestGroup(Struct):
+        class DescribeShareGroupOffsetsRequestTopic(Struct):
+            topic_name: str
+            """Name of the topic."""
+            partitions: list[int]
+            """Partition indexes asked about."""
+            def __init__(self, *, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+        group_id: str
+        """Id of the share group."""
+        topics: list[DescribeShareGroupOffsetsRequestTopic] | None
+        """Topics asked about; null for every topic the group has state for."""
+        def __init__(
+            self,
+            *,
+            group_id: str = ...,
+            topics: list[DescribeShareGroupOffsetsRequestTopic] | None = ...,
+        ) -> None: ...
+    groups: list[DescribeShareGroupOffsetsRequestGroup]
+    """Groups asked about, or answered."""
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequestGroup] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse(ApiMessage):
+    """v1 (KIP-1226) adds each partition's lag."""
+    class DescribeShareGroupOffsetsResponseGroup(Struct):
+        class DescribeShareGroupOffsetsResponseTopic(Struct):
+            class DescribeShareGroupOffsetsResponsePartition(Struct):
+                partition_index: int
+                """Index of the partition."""
+                start_offset: int
+                """The share-partition start offset: the first offset the group is not finished with (-1: none)."""
+                leader_epoch: int
+                """Epoch of the leader."""
+                lag: int
+                """Records from the start offset to the high watermark not yet finished with (-1: unknown)."""
+                error_code: int
+                """Result; 0 on success."""
+                error_message: str | None
+                """Why it failed, or null."""
+                def __init__(
+                    self,
+                    *,
+                    partition_index: int = ...,
+                    start_offset: int = ...,
+                    leader_epoch: int = ...,
+                    lag: int = ...,
+                    error_code: int = ...,
+                    error_message: str | None = ...,
+                ) -> None: ...
+            topic_name: str
+            """Name of the topic."""
+            topic_id: UUID
+            """Id of the topic."""
+            partitions: list[DescribeShareGroupOffsetsResponsePartition]
+            """Partitions of the topic."""
+            def __init__(
+                self,
+                *,
+                topic_name: str = ...,
+                topic_id: UUID = ...,
+                partitions: list[DescribeShareGroupOffsetsResponsePartition] = ...,
+            ) -> None: ...
+        group_id: str
+        """Id of the share group."""
+        topics: list[DescribeShareGroupOffsetsResponseTopic]
+        """Answers by topic."""
+        error_code: int
+        """Result for the group; 0 on success."""
+        error_message: str | None
+        """Why it failed, or null."""
+        def __init__(
+            self,
+            *,
+            group_id: str = ...,
+            topics: list[DescribeShareGroupOffsetsResponseTopic] = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    groups: list[DescribeShareGroupOffsetsResponseGroup]
+    """Groups asked about, or answered."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        groups: list[DescribeShareGroupOffsetsResponseGroup] = ...,
+    ) -> None: ...
 
 class DescribeTopicPartitionsRequest(ApiRequest[DescribeTopicPartitionsResponse]):
     """v0: KIP-966; what Kafka 4's Admin.describeTopics and kafka-topics --describe ask first"""
@@ -3481,6 +3691,451 @@ class SaslHandshakeResponse(ApiMessage):
     mechanisms: list[str]
     """Every mechanism this listener offers."""
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
+
+class ShareAcknowledgeRequest(ApiRequest[ShareAcknowledgeResponse]):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 adds lock renewal and the lock timeout in the answer."""
+    class AcknowledgeTopic(Struct):
+        class AcknowledgePartition(Struct):
+            class AcknowledgementBatch(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range, inclusive."""
+                acknowledge_types: list[int]
+                """One type for the whole range, or one per offset: 0 gap, 1 accept, 2 release, 3 reject, 4 renew."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    acknowledge_types: list[int] = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            acknowledgement_batches: list[AcknowledgementBatch]
+            """Ranges of offsets acknowledged."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                acknowledgement_batches: list[AcknowledgementBatch] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[AcknowledgePartition]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[AcknowledgePartition] = ...) -> None: ...
+    group_id: str | None
+    """Share group the member belongs to."""
+    member_id: str | None
+    """Id of the share group member asking."""
+    share_session_epoch: int
+    """Share session epoch: 0 opens a session, -1 closes it, else one more than the last request's."""
+    is_renew_ack: bool
+    """Whether the acknowledgements include renewals (type 4)."""
+    topics: list[AcknowledgeTopic]
+    """Topics with records to acknowledge, by id."""
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        is_renew_ack: bool = ...,
+        topics: list[AcknowledgeTopic] = ...,
+    ) -> None: ...
+
+class ShareAcknowledgeResponse(ApiMessage):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 adds lock renewal and the lock timeout in the answer."""
+    class ShareAcknowledgeTopicResponse(Struct):
+        class PartitionData(Struct):
+            class LeaderIdAndEpoch(Struct):
+                leader_id: int
+                """Id of the leader, or -1 when unknown."""
+                leader_epoch: int
+                """Epoch of the leader."""
+                def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result; 0 on success."""
+            error_message: str | None
+            """Why it failed, or null."""
+            current_leader: LeaderIdAndEpoch
+            """The partition's leader as this broker knows it."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                current_leader: LeaderIdAndEpoch = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[PartitionData]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        """Id of the broker."""
+        host: str
+        """Host name of the broker."""
+        port: int
+        """Port of the broker."""
+        rack: str | None
+        """Rack of the broker, or null."""
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    acquisition_lock_timeout_ms: int
+    """How long acquired records stay locked to the member, in milliseconds."""
+    responses: list[ShareAcknowledgeTopicResponse]
+    """Answers by topic."""
+    node_endpoints: list[NodeEndpoint]
+    """Endpoints of the leaders named in partitions answered NOT_LEADER_OR_FOLLOWER."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
+        responses: list[ShareAcknowledgeTopicResponse] = ...,
+        node_endpoints: list[NodeEndpoint] = ...,
+    ) -> None: ...
+
+class ShareFetchRequest(ApiRequest[ShareFetchResponse]):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 (KIP-1206, KIP-1222) adds the acquire mode and lock
+    renewal."""
+    class FetchTopic(Struct):
+        class FetchPartition(Struct):
+            class AcknowledgementBatch(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range, inclusive."""
+                acknowledge_types: list[int]
+                """One type for the whole range, or one per offset: 0 gap, 1 accept, 2 release, 3 reject, 4 renew."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    acknowledge_types: list[int] = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            partition_max_bytes: int
+            """Most bytes for this partition; 0 to only acknowledge."""
+            acknowledgement_batches: list[AcknowledgementBatch]
+            """Ranges of offsets acknowledged."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                partition_max_bytes: int = ...,
+                acknowledgement_batches: list[AcknowledgementBatch] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[FetchPartition]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[FetchPartition] = ...) -> None: ...
+    class ForgottenTopic(Struct):
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[int]
+        """Partition indexes to forget."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str | None
+    """Share group the member belongs to."""
+    member_id: str | None
+    """Id of the share group member asking."""
+    share_session_epoch: int
+    """Share session epoch: 0 opens a session, -1 closes it, else one more than the last request's."""
+    max_wait_ms: int
+    """Longest the broker may wait for records before answering, in milliseconds."""
+    min_bytes: int
+    """Bytes of records the broker waits for before answering (up to MaxWaitMs)."""
+    max_bytes: int
+    """Most bytes of records to answer with (the first batch may exceed it, KIP-74)."""
+    max_records: int
+    """Most records to acquire; whole batches may take it over."""
+    batch_size: int
+    """Preferred number of records per acquired range and acknowledgement."""
+    share_acquire_mode: int
+    """How records are acquired: 0 whole batches, 1 no more than MaxRecords."""
+    is_renew_ack: bool
+    """Whether the acknowledgements include renewals (type 4)."""
+    topics: list[FetchTopic]
+    """Topics of the request, by id."""
+    forgotten_topics_data: list[ForgottenTopic]
+    """Partitions to take out of the share session."""
+    def __init__(
+        self,
+        *,
+        group_id: str | None = ...,
+        member_id: str | None = ...,
+        share_session_epoch: int = ...,
+        max_wait_ms: int = ...,
+        min_bytes: int = ...,
+        max_bytes: int = ...,
+        max_records: int = ...,
+        batch_size: int = ...,
+        share_acquire_mode: int = ...,
+        is_renew_ack: bool = ...,
+        topics: list[FetchTopic] = ...,
+        forgotten_topics_data: list[ForgottenTopic] = ...,
+    ) -> None: ...
+
+class ShareFetchResponse(ApiMessage):
+    """v1 (Kafka 4.1) is the first version brokers serve; v2 (KIP-1206, KIP-1222) adds the acquire mode and lock
+    renewal."""
+    class ShareFetchableTopicResponse(Struct):
+        class PartitionData(Struct):
+            class LeaderIdAndEpoch(Struct):
+                leader_id: int
+                """Id of the leader, or -1 when unknown."""
+                leader_epoch: int
+                """Epoch of the leader."""
+                def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+            class AcquiredRecords(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range, inclusive."""
+                delivery_count: int
+                """How many times these records have been delivered, this one included."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    delivery_count: int = ...,
+                ) -> None: ...
+            partition_index: int
+            """Index of the partition."""
+            error_code: int
+            """Result; 0 on success."""
+            error_message: str | None
+            """Why it failed, or null."""
+            acknowledge_error_code: int
+            """Result of the acknowledgements for this partition; 0 on success."""
+            acknowledge_error_message: str | None
+            """Why the acknowledgements failed, or null."""
+            current_leader: LeaderIdAndEpoch
+            """The partition's leader as this broker knows it."""
+            records: RecordData | None
+            """Record batches holding the acquired records, as stored."""
+            acquired_records: list[AcquiredRecords]
+            """Ranges of offsets acquired for the member."""
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                acknowledge_error_code: int = ...,
+                acknowledge_error_message: str | None = ...,
+                current_leader: LeaderIdAndEpoch = ...,
+                records: RecordData | None = ...,
+                acquired_records: list[AcquiredRecords] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[PartitionData]
+        """Partitions of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        """Id of the broker."""
+        host: str
+        """Host name of the broker."""
+        port: int
+        """Port of the broker."""
+        rack: str | None
+        """Rack of the broker, or null."""
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the whole request; 0 on success."""
+    error_message: str | None
+    """Why it failed, or null."""
+    acquisition_lock_timeout_ms: int
+    """How long acquired records stay locked to the member, in milliseconds."""
+    responses: list[ShareFetchableTopicResponse]
+    """Answers by topic."""
+    node_endpoints: list[NodeEndpoint]
+    """Endpoints of the leaders named in partitions answered NOT_LEADER_OR_FOLLOWER."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
+        responses: list[ShareFetchableTopicResponse] = ...,
+        node_endpoints: list[NodeEndpoint] = ...,
+    ) -> None: ...
+
+class ShareGroupDescribeRequest(ApiRequest[ShareGroupDescribeResponse]):
+    """v1 (Kafka 4.1) is the first version brokers serve."""
+    group_ids: list[str]
+    """Share groups to describe."""
+    include_authorized_operations: bool
+    """Whether to answer the operations the caller may perform on each group."""
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+class ShareGroupDescribeResponse(ApiMessage):
+    """v1 (Kafka 4.1) is the first version brokers serve."""
+    class DescribedGroup(Struct):
+        class Member(Struct):
+            class Assignment(Struct):
+                class TopicPartitions(Struct):
+                    topic_id: UUID
+                    """Id of the topic."""
+                    topic_name: str
+                    """Name of the topic."""
+                    partitions: list[int]
+                    """Partition indexes of the topic."""
+                    def __init__(
+                        self,
+                        *,
+                        topic_id: UUID = ...,
+                        topic_name: str = ...,
+                        partitions: list[int] = ...,
+                    ) -> None: ...
+                topic_partitions: list[TopicPartitions]
+                """Partitions held, by topic."""
+                def __init__(self, *, topic_partitions: list[TopicPartitions] = ...) -> None: ...
+            member_id: str
+            """Id of the member."""
+            rack_id: str | None
+            """Rack of the member, or null."""
+            member_epoch: int
+            """The member's current epoch."""
+            client_id: str
+            """Client id of the member's last heartbeat."""
+            client_host: str
+            """Address the member's last heartbeat came from."""
+            subscribed_topic_names: list[str]
+            """Topics the member subscribes to."""
+            assignment: Assignment
+            """Partitions the member holds now."""
+            def __init__(
+                self,
+                *,
+                member_id: str = ...,
+                rack_id: str | None = ...,
+                member_epoch: int = ...,
+                client_id: str = ...,
+                client_host: str = ...,
+                subscribed_topic_names: list[str] = ...,
+                assignment: Assignment = ...,
+            ) -> None: ...
+        error_code: int
+        """Result for this group; 0 on success."""
+        error_message: str | None
+        """Why the group could not be described, or null."""
+        group_id: str
+        """Id of the group."""
+        group_state: str
+        """Name of the group's state (Empty, Stable, Dead), or empty."""
+        group_epoch: int
+        """Epoch of the group's membership and subscriptions."""
+        assignment_epoch: int
+        """Group epoch the current target assignment was computed at."""
+        assignor_name: str
+        """Server-side assignor the group uses."""
+        members: list[Member]
+        """The group's members."""
+        authorized_operations: int
+        """Bit field of the operations the caller may perform on the group, when asked for."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            assignor_name: str = ...,
+            members: list[Member] = ...,
+            authorized_operations: int = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    groups: list[DescribedGroup]
+    """One entry per group asked for."""
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
+
+class ShareGroupHeartbeatRequest(ApiRequest[ShareGroupHeartbeatResponse]):
+    """v0 was KIP-932's early-access version; v1 (Kafka 4.1) is the first one brokers serve: the member id comes from
+    the client (KIP-1082)."""
+    group_id: str
+    """Share group the member belongs to."""
+    member_id: str
+    """Id the consumer chose for itself, kept for the whole life of the consumer."""
+    member_epoch: int
+    """Epoch the member last received; 0 joins, -1 leaves."""
+    rack_id: str | None
+    """The member's rack, or null when unknown or unchanged since the last heartbeat."""
+    subscribed_topic_names: list[str] | None
+    """Topics the member subscribes to, or null when unchanged since the last heartbeat."""
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        rack_id: str | None = ...,
+        subscribed_topic_names: list[str] | None = ...,
+    ) -> None: ...
+
+class ShareGroupHeartbeatResponse(ApiMessage):
+    """v1: the member id is the client's own (KIP-1082)."""
+    class Assignment(Struct):
+        class TopicPartitions(Struct):
+            topic_id: UUID
+            """Id of the topic."""
+            partitions: list[int]
+            """Partition indexes of the topic."""
+            def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+        topic_partitions: list[TopicPartitions]
+        """Partitions the member is given, by topic."""
+        def __init__(self, *, topic_partitions: list[TopicPartitions] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Heartbeat result; 0 on success."""
+    error_message: str | None
+    """Why the heartbeat failed, or null."""
+    member_id: str | None
+    """The member's id, as the consumer sent it."""
+    member_epoch: int
+    """The member's epoch after this heartbeat."""
+    heartbeat_interval_ms: int
+    """How often the member should heartbeat, in milliseconds."""
+    assignment: Assignment | None
+    """The member's partitions when they changed or it just joined, else null."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str | None = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        assignment: Assignment | None = ...,
+    ) -> None: ...
 
 class SyncGroupRequest(ApiRequest[SyncGroupResponse]):
     """v1-v2: layout unchanged from v0 v3: static-membership instance id added v4: switches to the flexible encoding v5:

@@ -63,6 +63,13 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
     # Ebb's own APIs, from 10000 up (no Kafka key comes near): docs/protocol.md, "Our additions".
     DESCRIBE_ERASURE = 10000
 
@@ -202,3 +209,16 @@ class SpecialTimestamp(IntEnum):
 class ElectionType(IntEnum):
     PREFERRED = 0  # the first replica of the assignment, if alive and in sync
     UNCLEAN = 1  # any alive replica, for a partition whose in-sync replicas are all gone
+
+
+# --- share groups (KIP-932: ShareFetch, ShareAcknowledge) ------------------------------------------------
+
+
+class AcknowledgeType(IntEnum):
+    """An AcknowledgementBatch's AcknowledgeTypes."""
+
+    GAP = 0  # an offset the batch did not hold (compacted away)
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4  # v2+ with IsRenewAck: keep the lock

@@ -133,7 +133,11 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    INVALID_RECORD_STATE = 121  # share groups (KIP-932): acknowledging a record not held
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
     INVALID_REGULAR_EXPRESSION = 128
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @property
     def retriable(self) -> bool:

@@ -35,6 +35,8 @@ OAUTH_JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModu
 CI_SETTINGS = {"offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
                "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0",
                "auto.create.topics.enable": "true"}
+# Share groups (KIP-932) as franz-go's CI sets them on Kafka; Ebb serves share groups without a switch.
+SHARE_SETTINGS = {"group.share.delivery.count.limit": "10"}
 RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)", re.M)
 
 
@@ -76,7 +78,8 @@ def run_suite(source: Path, plain: str, sasl: str, pattern: str, records: int | 
 
 def on_ebb(source: Path, scratch: Path, args) -> dict[str, str]:
     plain, sasl = free_port(), free_port()
-    with BrokerProcess(scratch / "ebb", {**CI_SETTINGS, **sasl_settings(sasl, plain)}, port=plain) as broker:
+    with BrokerProcess(scratch / "ebb", {**CI_SETTINGS, **SHARE_SETTINGS, **sasl_settings(sasl, plain)},
+                       port=plain) as broker:
         asyncio.run(add_scram_user(broker.bootstrap))
         return run_suite(source, broker.bootstrap, f"127.0.0.1:{sasl}", args.run, args.records, scratch / "ebb.log")
 
@@ -91,10 +94,10 @@ def on_kafka(source: Path, scratch: Path, args) -> dict[str, str]:
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "inter.broker.listener.name": "PLAINTEXT",
-        # franz-go's CI runs Kafka's share groups (KIP-932) too; Ebb serves none, so those tests skip there
+        # franz-go's CI runs Kafka's share groups (KIP-932) too (Ebb gets the delivery limit: SHARE_SETTINGS)
         "group.coordinator.rebalance.protocols": "classic,consumer,share",
         "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
-        "share.coordinator.state.topic.num.partitions": "5", "group.share.delivery.count.limit": "10"})
+        "share.coordinator.state.topic.num.partitions": "5", **SHARE_SETTINGS})
     sasl = free_port()
     props = kafka.properties
     props["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{sasl}"

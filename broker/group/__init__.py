@@ -18,6 +18,8 @@ metadata                       a group as its GroupMetadata record, and back
 requests                       JoinRequest, JoinResult, SyncResult
 records                        Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value formats
 group                          one group and its members (Kafka's ClassicGroup)
+share_groups.ShareGroups       share groups (KIP-932): ShareGroupHeartbeat's membership, epochs, sessions
+share_group                    one share group, its members, and the simple assignor
 """
 
 from broker.group.coordinator import GroupCoordinator

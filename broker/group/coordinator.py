@@ -7,10 +7,11 @@ use. It builds the parts and wires them; each part holds only what it uses, neve
     phases.RebalancePhases      the rebalance state machine (PreparingRebalance, CompletingRebalance, Stable)
     rebalance.RebalanceProtocol JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     offsets.OffsetManager       OffsetCommit, OffsetFetch, OffsetDelete, retention
+    share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment
 
-Listing, describing and deleting groups are answered here. A broker stopping answers every parked
-JoinGroup and SyncGroup with NOT_COORDINATOR and refuses new group requests with
-COORDINATOR_NOT_AVAILABLE (begin_shutdown), so shutdown does not wait for them.
+Listing, describing and deleting groups (of both types: one group id has one type) are answered here. A
+broker stopping answers every parked JoinGroup and SyncGroup with NOT_COORDINATOR and refuses new group
+requests with COORDINATOR_NOT_AVAILABLE (begin_shutdown), so shutdown does not wait for them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from broker.group.rebalance import GroupLimits, RebalanceProtocol
 from broker.group.registry import GroupRegistry
 from broker.group.requests import JoinRequest, JoinResult, SyncResult, answer_parked
 from broker.group.sessions import SessionTimers
+from broker.group.share_group import GROUP_TYPE as SHARE_TYPE
+from broker.group.share_group import ShareGroup
+from broker.group.share_groups import ShareGroups, TopicLookup
 from broker.group.tasks import BackgroundTasks
 from protocol.errors import ErrorCode
 
@@ -39,7 +43,8 @@ log = structlog.get_logger("groups")
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: OffsetsStore, replicas: ReplicaManager, *,
-                 in_cluster: bool) -> None:
+                 in_cluster: bool, share_topic: TopicLookup) -> None:
+        """`share_topic` resolves a topic a share group subscribes to: (id, partition count) or None."""
         self.store = store
         self._replicas = replicas
         self._in_cluster = in_cluster
@@ -66,6 +71,10 @@ class GroupCoordinator:
             OffsetSettings(config.offset_metadata_max_bytes, config.offsets_retention_minutes * 60_000,
                            config.offsets_retention_check_interval_ms),
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
+        self.share = ShareGroups(config.group_share_max_size, share_topic,
+                                 is_classic=lambda group_id: group_id in registry.groups)
+        registry.share_ids = self.share.groups.__contains__
+        registry.share_unload = self.share.unload
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -112,6 +121,7 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         self.begin_shutdown()
+        self.share.stop()
         for group in self.registry.groups.values():
             self.sessions.cancel_all(group)
         await self._tasks.cancel_all()
@@ -136,18 +146,23 @@ class GroupCoordinator:
 
     # --- listing, describing, deleting -------------------------------------------------------------
 
-    def list_groups(self, states: set[str], types: set[str]) -> list[Group]:
-        """Groups not Dead, filtered by state and type names (case-insensitive; empty = all)."""
+    def list_groups(self, states: set[str], types: set[str]) -> list[Group | ShareGroup]:
+        """Groups not Dead, filtered by state and type names (case-insensitive; empty = all), by id."""
         self.registry.check_active()
-        if types and GROUP_TYPE not in {t.lower() for t in types}:
-            return []
+        kinds = {t.lower() for t in types} or {GROUP_TYPE, SHARE_TYPE}
         wanted = {s.lower() for s in states}
-        return [g for g in sorted(self.registry.groups.values(), key=lambda g: g.group_id)
-                if not g.is_in(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)]
+        found: list[Group | ShareGroup] = []
+        if GROUP_TYPE in kinds:
+            found += [g for g in self.registry.groups.values() if not g.is_in(GroupState.DEAD)]
+        if SHARE_TYPE in kinds:
+            found += self.share.live()
+        return sorted((g for g in found if not wanted or g.state.value.lower() in wanted), key=lambda g: g.group_id)
 
-    def describe_group(self, group_id: str) -> Group | None:
+    def describe_group(self, group_id: str) -> Group | ShareGroup | None:
         self.registry.check_active()
         self.registry.check_served(group_id)
+        if (share := self.share.groups.get(group_id)) is not None:
+            return share
         group = self.registry.groups.get(group_id)
         return None if group is None or group.is_in(GroupState.DEAD) else group
 
@@ -157,6 +172,9 @@ class GroupCoordinator:
         for group_id in group_ids:
             if (refused := self.registry.not_served(group_id)) is not None:
                 results[group_id] = refused
+                continue
+            if group_id in self.share.groups:
+                results[group_id] = self.share.delete(group_id)
                 continue
             group = self.registry.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):

@@ -78,6 +78,8 @@ class ServedGroups(Protocol):
 
     def forget_if_unused(self, group: Group) -> None: ...
 
+    def is_share(self, group_id: str) -> bool: ...
+
 
 # Told the (topic, partition) keys of every stored commit (broker/group/trim.py).
 CommitListener = Callable[[Iterable[tuple[str, int]]], None]
@@ -110,6 +112,8 @@ class OffsetManager:
         group = groups.groups.get(group_id)
         created = False
         if group is None:
+            if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
             if generation_id >= 0:
                 if version >= 9:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")

@@ -66,6 +66,8 @@ class GroupTable(Protocol):
 
     def forget_if_unused(self, group: Group) -> None: ...
 
+    def is_share(self, group_id: str) -> bool: ...
+
 
 def _inconsistent(asked: str | None, actual: str | None) -> bool:
     return asked is not None and asked != actual
@@ -101,6 +103,8 @@ class RebalanceProtocol:
         group = self._groups.groups.get(request.group_id)
         created = group is None
         if group is None:
+            if self._groups.is_share(request.group_id):  # one id, one type (Kafka's answer)
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self._groups.groups[request.group_id] = Group(request.group_id)

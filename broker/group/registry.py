@@ -40,6 +40,10 @@ class GroupRegistry:
         self._loaded = loaded
         self._unloaded = unloaded
         self.groups: dict[str, Group] = {}
+        # The ids share groups hold (share_groups.py): no classic group may take one. Set by the coordinator.
+        self.share_ids: Callable[[str], bool] = lambda group_id: False
+        # Drops the share groups an unloaded __consumer_offsets partition holds (given which ids go).
+        self.share_unload: Callable[[Callable[[str], bool]], None] = lambda doomed: None
         self.active = False
         # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
         self.partitions = None if offsets_partition is None else CoordinatorPartitions(
@@ -72,6 +76,9 @@ class GroupRegistry:
         error = self.not_served(group_id)
         if error is not None:
             raise GroupError(error, f"this broker does not coordinate group {group_id} now ({error.name})")
+
+    def is_share(self, group_id: str) -> bool:
+        return self.share_ids(group_id)
 
     def forget_if_unused(self, group: Group) -> None:
         """Drop an in-memory group that holds nothing (created by a request that then failed)."""
@@ -116,6 +123,7 @@ class GroupRegistry:
     def _unload(self, index: int) -> None:
         count = self.store.partition_count()
         doomed = {g for g in [*self.groups, *self.store.groups_with_offsets()] if partition_for(g, count) == index}
+        self.share_unload(lambda group_id: partition_for(group_id, count) == index)
         for group_id in doomed:
             group = self.groups.pop(group_id, None)
             if group is not None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from broker.replica import ReplicaManager
     from broker.security.authorizer import Authorizer
     from broker.security.credentials import CredentialStore
+    from broker.share.manager import SharePartitionManager
     from broker.topics import TopicManager
     from broker.txn import TransactionCoordinator
 
@@ -64,6 +65,9 @@ class BrokerContext(Protocol):
 
     @property
     def features(self) -> FinalizedFeatures: ...
+
+    @property
+    def shares(self) -> SharePartitionManager: ...
 
     @property
     def transactions(self) -> TransactionCoordinator: ...

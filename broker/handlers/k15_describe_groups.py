@@ -9,7 +9,9 @@ DESCRIBE_CONFIGS and ALTER_CONFIGS the caller may do on the group (all of them w
 the bits Kafka 4.3.1 answers: tests/differential/test_security_against_kafka.py). With an authorizer a
 group needs DESCRIBE, else GROUP_AUTHORIZATION_FAILED; those groups come first in the answer, then the
 others in the order asked, as Kafka's KafkaApis answers.
-ConsumerGroupDescribe (69) is deliberately not served: librdkafka would switch to it.
+ConsumerGroupDescribe (69) is deliberately not served: librdkafka would switch to it. A share group's
+id is described as Dead, with GROUP_ID_NOT_FOUND "Group <id> is not a classic group." at v6 (NONE
+before), as Kafka answers it.
 
 Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
 """
@@ -17,6 +19,7 @@ Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from broker.group import GroupError, GroupState
+from broker.group.share_group import ShareGroup
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.request_context import RequestContext
@@ -54,10 +57,12 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
             continue
         if wanted:
             entry.authorized_operations = authorized(broker, connection, ResourceType.GROUP, group_id, GROUP_OPERATIONS)
-        if group is None:
+        if group is None or isinstance(group, ShareGroup):
             entry.group_state = GroupState.DEAD.value
             if version >= 6:
-                entry.error_code, entry.error_message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+                entry.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+                entry.error_message = (f"Group {group_id} not found." if group is None
+                                       else f"Group {group_id} is not a classic group.")
             continue
         stable = group.is_in(GroupState.STABLE)
         entry.group_state = group.state.value

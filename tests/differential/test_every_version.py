@@ -405,6 +405,49 @@ def _join_group(target: Target, v: int):
     yield "", join_request(f"{TOPIC}-join-v{v}", topics=(TOPIC,), rebalance_ms=10_000 if v >= 1 else -1)
 
 
+# Share groups (KIP-932): errors for a group, member and session that do not exist, and an
+# AlterShareGroupOffsets that makes the same empty share group on both (its topic does not exist).
+@asks(m.ShareGroupHeartbeatRequest)
+def _share_group_heartbeat(target: Target, v: int):
+    yield "", m.ShareGroupHeartbeatRequest(group_id=GROUP, member_id="ghost", member_epoch=3)
+
+
+@asks(m.ShareGroupDescribeRequest)
+def _share_group_describe(target: Target, v: int):
+    yield "", m.ShareGroupDescribeRequest(group_ids=[GROUP], include_authorized_operations=True)
+
+
+@asks(m.ShareFetchRequest)
+def _share_fetch(target: Target, v: int):
+    yield "", m.ShareFetchRequest(group_id=GROUP, member_id="ghost", share_session_epoch=5, max_wait_ms=0,
+                                  min_bytes=1, max_records=10, batch_size=10, topics=[])
+
+
+@asks(m.ShareAcknowledgeRequest)
+def _share_acknowledge(target: Target, v: int):
+    yield "", m.ShareAcknowledgeRequest(group_id=GROUP, member_id="ghost", share_session_epoch=0, topics=[])
+
+
+@asks(m.DescribeShareGroupOffsetsRequest)
+def _describe_share_group_offsets(target: Target, v: int):
+    yield "", m.DescribeShareGroupOffsetsRequest(groups=[
+        m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id=GROUP, topics=None)])
+
+
+@asks(m.AlterShareGroupOffsetsRequest)
+def _alter_share_group_offsets(target: Target, v: int):
+    topic = m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+    yield "", m.AlterShareGroupOffsetsRequest(group_id=f"{TOPIC}-share-v{v}", topics=[topic(
+        topic_name="never-was", partitions=[topic.AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                                                          start_offset=0)])])
+
+
+@asks(m.DeleteShareGroupOffsetsRequest)
+def _delete_share_group_offsets(target: Target, v: int):
+    yield "", m.DeleteShareGroupOffsetsRequest(group_id=GROUP, topics=[
+        m.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)])
+
+
 # Requests both serve that the sweep leaves to the scenarios of test_against_kafka.py, and why.
 NOT_SWEPT = {
     m.SaslHandshakeRequest.api_key: "changes the connection's state (security_apis_on_an_open_broker)",

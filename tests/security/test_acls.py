@@ -415,6 +415,15 @@ def _requests_for_every_api():
         65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
         66: (m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0),
         74: (m.ListConfigResourcesRequest(resource_types=[32]), 1),
+        76: (m.ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0,
+                                          subscribed_topic_names=["ledger"]), 1),
+        77: (m.ShareGroupDescribeRequest(group_ids=["g"]), 1),
+        78: (m.ShareFetchRequest(group_id="g", member_id="m", share_session_epoch=0, max_records=10, topics=[]), 1),
+        79: (m.ShareAcknowledgeRequest(group_id="g", member_id="m", share_session_epoch=1, topics=[]), 1),
+        90: (m.DescribeShareGroupOffsetsRequest(groups=[
+            m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1),
+        91: (m.AlterShareGroupOffsetsRequest(group_id="g", topics=[]), 0),
+        92: (m.DeleteShareGroupOffsetsRequest(group_id="g", topics=[]), 0),
         10000: (m.DescribeErasureRequest(topics=[m.DescribeErasureRequest.TopicRequest(
             name="ledger", partition_indexes=[0])]), 0),
     }

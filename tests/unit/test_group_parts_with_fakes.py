@@ -26,6 +26,10 @@ class FakeRegistry:
     def __init__(self):
         self.active = True
         self.groups: dict[str, Group] = {}
+        self.share_ids: set[str] = set()  # ids share groups hold (no classic group may take them)
+
+    def is_share(self, group_id):
+        return group_id in self.share_ids
 
     def not_served(self, group_id):
         return None

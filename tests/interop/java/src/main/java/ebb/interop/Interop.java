@@ -70,6 +70,7 @@ public final class Interop {
                         case "admin" -> AdminChecks.run(bootstrap, prefix);
                         case "groups" -> GroupChecks.run(bootstrap, prefix);
                         case "membership" -> MembershipChecks.run(bootstrap, prefix);
+                        case "share" -> ShareChecks.run(bootstrap, prefix);
                         case "producer" -> ProducerChecks.run(bootstrap, prefix);
                         case "transactions" -> TransactionChecks.run(bootstrap, prefix);
                         case "consumer" -> ConsumerChecks.run(bootstrap, prefix);

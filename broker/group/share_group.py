@@ -1,0 +1,123 @@
+"""One share group (KIP-932) and its members, and the simple assignor that shares its partitions.
+
+A share group has no rebalance: the coordinator computes a target assignment whenever the group epoch
+moves (a member joins, leaves, expires or changes its subscription, or a subscribed topic appears or
+grows), and a member takes it at its next heartbeat (share groups need no revocation: records are
+locked one by one, not partitions). States are Kafka's ShareGroupState: Empty (no members), Stable
+(members), Dead (deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+GROUP_TYPE = "share"
+ASSIGNOR_NAME = "simple"
+LEAVE_EPOCH = -1
+
+# What a member holds: topic id -> partition indexes.
+Assignment = dict[uuid.UUID, set[int]]
+
+
+class ShareGroupState(StrEnum):
+    EMPTY = "Empty"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(eq=False)
+class ShareMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    rack_id: str | None = None
+    subscribed: list[str] = field(default_factory=list)
+    epoch: int = 0
+    previous_epoch: int = 0
+    assignment: Assignment = field(default_factory=dict)
+    session_timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(eq=False)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
+    # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
+    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    dead: bool = False
+
+    @property
+    def state(self) -> ShareGroupState:
+        if self.dead:
+            return ShareGroupState.DEAD
+        return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
+
+    def subscribed_names(self) -> set[str]:
+        return {name for m in self.members.values() for name in m.subscribed}
+
+
+def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, int]],
+           current: dict[str, Assignment]) -> dict[str, Assignment]:
+    """Kafka's simple assignor's rules: members with the same subscription share its partitions so that
+    member counts differ by at most one; when there are fewer partitions than members each partition is
+    given to several members (ceil(members / partitions) at most); a member keeps what it held where the
+    balance allows (stickiness after balance). Members with different subscriptions are balanced within
+    each set of members subscribing alike."""
+    result: dict[str, Assignment] = {m: {} for m in members}
+    classes: dict[tuple[str, ...], list[str]] = {}
+    for member_id in sorted(members):
+        names = tuple(sorted(n for n in set(members[member_id]) if n in topics))
+        classes.setdefault(names, []).append(member_id)
+    for names, ids in classes.items():
+        partitions = [(topics[n][0], p) for n in names for p in range(topics[n][1])]
+        if not partitions:
+            continue
+        for member_id, held in _share(ids, partitions, current).items():
+            for topic_id, p in held:
+                result[member_id].setdefault(topic_id, set()).add(p)
+    return result
+
+
+def _share(ids: list[str], partitions: list[tuple[uuid.UUID, int]],
+           current: dict[str, Assignment]) -> dict[str, list[tuple[uuid.UUID, int]]]:
+    sharing = _ceil(len(ids), len(partitions))  # members per partition, rounded up
+    slots = sharing * len(partitions)
+    # Member i's share of the slots: ceil(slots*(i+1)/M) - ceil(slots*i/M), as Kafka spreads them.
+    desired = [_ceil(slots * (i + 1), len(ids)) - _ceil(slots * i, len(ids)) for i in range(len(ids))]
+    holders: dict[tuple[uuid.UUID, int], int] = dict.fromkeys(partitions, 0)
+    held: dict[str, list[tuple[uuid.UUID, int]]] = {m: [] for m in ids}
+    for i, member_id in enumerate(ids):  # stickiness: keep what the balance allows
+        for topic_id, parts in sorted(current.get(member_id, {}).items()):
+            for p in sorted(parts):
+                key = (topic_id, p)
+                if key in holders and holders[key] < sharing and len(held[member_id]) < desired[i]:
+                    holders[key] += 1
+                    held[member_id].append(key)
+    wanting = [m for i, m in enumerate(ids) if len(held[m]) < desired[i]]
+    want = {m: desired[ids.index(m)] for m in wanting}
+    turn = 0
+    for key in partitions:  # then fill: each partition up to its sharing, round the unfilled members
+        tries = 0
+        while holders[key] < sharing and wanting and tries < len(wanting):
+            member_id = wanting[turn % len(wanting)]
+            if key in held[member_id]:
+                turn, tries = turn + 1, tries + 1
+                continue
+            held[member_id].append(key)
+            holders[key] += 1
+            tries = 0
+            if len(held[member_id]) >= want[member_id]:
+                wanting.remove(member_id)
+            else:
+                turn += 1
+    return held
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)

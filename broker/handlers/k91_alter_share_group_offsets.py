@@ -1,0 +1,68 @@
+"""AlterShareGroupOffsets (key 91), version 0 (KIP-932; `kafka-share-groups --reset-offsets`): sets
+the share-partition start offset of an Empty share group's partitions, nothing in flight; a group
+that does not exist is made (Empty) first. The state is the partition leader's (broker/share/): in a
+cluster a partition led elsewhere is NOT_LEADER_OR_FOLLOWER (docs/features.md, "Share group gaps").
+Needs READ on the group and on each topic.
+
+Errors: NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND (a classic group's id), GROUP_AUTHORIZATION_FAILED,
+INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (top level); TOPIC_AUTHORIZATION_FAILED,
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST (a negative offset) (per partition).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers import BrokerContext, handles
+from broker.handlers.share_requests import empty_share_group, topic_refusal
+from broker.replica import PartitionError
+from broker.request_context import RequestContext
+from broker.share.partition import ShareError
+from protocol.enums import ApiKey, Operation
+from protocol.errors import ErrorCode
+from protocol.framing import Request
+from protocol.messages import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
+
+API_KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
+_Topic = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
+_Partition = _Topic.AlterShareGroupOffsetsResponsePartition
+
+
+def _refused(error: ErrorCode, message: str | None = None) -> AlterShareGroupOffsetsResponse:
+    return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=error, error_message=message, responses=[])
+
+
+@handles(API_KEY, "0")
+async def alter_share_group_offsets(broker: BrokerContext, request: Request[AlterShareGroupOffsetsRequest],
+                                    connection: RequestContext) -> AlterShareGroupOffsetsResponse:
+    body = request.body
+    try:
+        empty_share_group(broker, connection, body.group_id, Operation.READ, create=True)
+    except ShareError as exc:
+        return _refused(exc.error_code, exc.message or None)
+    answers = []
+    for asked in body.topics:
+        topic = broker.topics.get(asked.topic_name)
+        answer = _Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
+                        partitions=[])
+        answers.append(answer)
+        refused = topic_refusal(broker, connection, asked.topic_name, Operation.READ)
+        for part in asked.partitions:
+            entry = _Partition(partition_index=part.partition_index, error_code=ErrorCode.NONE, error_message=None)
+            answer.partitions.append(entry)
+            if refused is not None:
+                entry.error_code = refused
+                continue
+            if part.start_offset < 0:
+                entry.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            assert topic is not None
+            try:
+                partition = broker.replicas.partition_of(topic, part.partition_index)
+                partition.check_leader()
+            except PartitionError as exc:
+                entry.error_code = exc.error_code
+                continue
+            await broker.shares.set_start(body.group_id, partition, part.start_offset)
+    return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                                          responses=answers)

@@ -1,0 +1,281 @@
+"""One share-partition (KIP-932's SharePartition): what a share group has delivered of one topic
+partition, kept by the partition's leader.
+
+The share-partition start offset (SPSO) is the first offset not yet finished with; the end offset
+(SPEO) the first never acquired. Between them each offset is in flight, in one of Kafka's states:
+
+    Available     may be given to a member (released, or its lock expired)
+    Acquired      locked to one member until it acknowledges or the lock expires
+                  (share.record.lock.duration.ms)
+    Acknowledged  accepted by the member: done
+    Archived      rejected, or delivered share.delivery.count.limit times, or not a record at all
+                  (a control batch, an offset the log no longer has): done
+
+The SPSO moves past the finished prefix. The state is kept per offset (Kafka keeps ranges per batch
+while it can; the answer is the same). `snapshot()` is what survives a restart (broker/share/manager.py
+writes it): the SPSO, the end offset, and each offset in flight with its delivery count, Acquired ones
+written as Available (their locks do not survive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from protocol.enums import AcknowledgeType
+from protocol.errors import CodedError, ErrorCode
+
+MAX_DELIVERY_COUNT = 32767  # the answer's DeliveryCount is an int16
+
+
+class RecordState(IntEnum):
+    """Kafka's RecordState ids (its share-group state records carry them; here they stay in memory)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class ShareError(CodedError):
+    """A share fetch or acknowledgement refused with a Kafka error code."""
+
+
+@dataclass(eq=False, slots=True)
+class _Lock:
+    """One acquisition's timer, shared by the records it acquired (one timer per fetch, not per record)."""
+
+    offsets: list[int]
+    handle: asyncio.TimerHandle | None = None
+    holders: int = 0  # records still locked by it; the timer is cancelled when none is
+
+
+@dataclass(eq=False, slots=True)
+class _InFlight:
+    state: RecordState
+    delivery_count: int
+    member: str | None = None
+    lock: _Lock | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A stored batch as its header tells it: offsets [base, last], whether it is a control batch."""
+
+    base: int
+    last: int
+    control: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    first: int
+    last: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLimits:
+    lock_ms: int
+    delivery_limit: int
+    max_locks: int  # share.partition.max.record.locks: offsets in flight at most
+
+
+class SharePartition:
+    def __init__(self, start_offset: int, released: Callable[[], None] = lambda: None) -> None:
+        """`released` is told when records become Available again (a waiting ShareFetch may take them)."""
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self._records: dict[int, _InFlight] = {}
+        self._released = released
+        self.delivery_limit = 2**15  # the group's share.delivery.count.limit as its last fetch used it
+
+    # --- acquiring ---------------------------------------------------------------------------------
+
+    def next_fetch_offset(self) -> int:
+        """Where a fetch reads from: the first Available offset in flight, else the end offset."""
+        available = [o for o, r in self._records.items() if r.state is RecordState.AVAILABLE]
+        return min(available) if available else self.end_offset
+
+    def finished_in_flight(self) -> int:
+        """Offsets past the start offset already Acknowledged or Archived."""
+        return sum(r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED) for r in self._records.values())
+
+    def has_available(self) -> bool:
+        return any(r.state is RecordState.AVAILABLE for r in self._records.values())
+
+    def acquire(self, member: str, batches: list[Batch], max_records: int, limits: ShareLimits
+                ) -> tuple[list[int], list[Acquired]]:
+        """Acquire for `member` what `batches` (read from `next_fetch_offset()`) hold that is Available or
+        new, whole batches at a time, until max_records or the in-flight limit. Returns the indexes of
+        the batches to send and the acquired ranges."""
+        self.delivery_limit = limits.delivery_limit
+        taken: list[int] = []
+        acquired: list[tuple[int, int]] = []  # (offset, delivery count)
+        lock = _Lock([])
+        any_available = self.has_available()  # only falls while acquiring
+        for index, batch in enumerate(batches):
+            if len(acquired) >= max_records or (
+                    self.end_offset - self.start_offset >= limits.max_locks and not any_available):
+                break
+            got = False
+            for offset in range(max(batch.base, self.start_offset), batch.last + 1):
+                record = self._records.get(offset)
+                if offset >= self.end_offset:
+                    if batch.control:  # markers are no records: finished at once
+                        self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
+                        continue
+                    record = self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
+                if record is None or record.state is not RecordState.AVAILABLE:
+                    continue
+                record.state, record.member, record.lock = RecordState.ACQUIRED, member, lock
+                record.delivery_count = min(record.delivery_count + 1, MAX_DELIVERY_COUNT)
+                lock.offsets.append(offset)
+                acquired.append((offset, record.delivery_count))
+                got = True
+            self.end_offset = max(self.end_offset, batch.last + 1)
+            if got:
+                taken.append(index)
+        if lock.offsets:
+            lock.holders = len(lock.offsets)
+            lock.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, lock,
+                                                                limits.delivery_limit)
+        self._advance()
+        return taken, _ranges(acquired)
+
+    def _expire(self, lock: _Lock, delivery_limit: int) -> None:
+        lock.handle = None
+        expired = False
+        for offset in lock.offsets:
+            record = self._records.get(offset)
+            if record is not None and record.lock is lock and record.state is RecordState.ACQUIRED:
+                self._release(record, delivery_limit)
+                expired = True
+        if expired:
+            self._advance()
+            self._released()
+
+    # --- acknowledging ------------------------------------------------------------------------------
+
+    def acknowledge(self, member: str, first: int, last: int, types: list[int], limits: ShareLimits,
+                    *, renew_allowed: bool) -> None:
+        """One AcknowledgementBatch; ShareError(INVALID_REQUEST, INVALID_RECORD_STATE) refuses all of it."""
+        count = last - first + 1
+        if first < 0 or count <= 0 or len(types) not in (1, count):
+            raise ShareError(ErrorCode.INVALID_REQUEST, f"bad acknowledgement batch [{first}, {last}] with "
+                                                        f"{len(types)} types")
+        kinds = []
+        for t in types:
+            if t not in AcknowledgeType._value2member_map_ or (t == AcknowledgeType.RENEW and not renew_allowed):
+                raise ShareError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type {t}")
+            kinds.append(AcknowledgeType(t))
+        first = max(first, self.start_offset)  # offsets already finished with: nothing to do (Kafka's answer)
+        for offset in range(first, last + 1):
+            record = self._records.get(offset)
+            if record is None or record.state is not RecordState.ACQUIRED or record.member != member:
+                raise ShareError(ErrorCode.INVALID_RECORD_STATE,
+                                 f"offset {offset} is not acquired by member {member}")
+        released = False
+        skipped = first - (last + 1 - count)
+        for i, offset in enumerate(range(first, last + 1), start=skipped):
+            record = self._records[offset]
+            kind = kinds[0] if len(kinds) == 1 else kinds[i]
+            if kind is AcknowledgeType.RENEW:  # a lock of its own from now
+                _unlock(record)
+                renewed = record.lock = _Lock([offset], holders=1)
+                renewed.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, renewed,
+                                                                       limits.delivery_limit)
+                continue
+            _unlock(record)
+            record.member = None
+            if kind is AcknowledgeType.ACCEPT:
+                record.state = RecordState.ACKNOWLEDGED
+            elif kind is AcknowledgeType.RELEASE:
+                self._release(record, limits.delivery_limit)
+                released = released or record.state is RecordState.AVAILABLE
+            else:  # REJECT, and GAP: an offset the batch did not hold
+                record.state = RecordState.ARCHIVED
+        self._advance()
+        if released:
+            self._released()
+
+    def release_member(self, member: str, delivery_limit: int) -> None:
+        """The member's share session ended: what it still holds goes back to the others."""
+        released = False
+        for record in self._records.values():
+            if record.state is RecordState.ACQUIRED and record.member == member:
+                self._release(record, delivery_limit)
+                released = True
+        self._advance()
+        if released:
+            self._released()
+
+    @staticmethod
+    def _release(record: _InFlight, delivery_limit: int) -> None:
+        _unlock(record)
+        record.member = None
+        record.state = RecordState.ARCHIVED if record.delivery_count >= delivery_limit else RecordState.AVAILABLE
+
+    def _advance(self) -> None:
+        while self.start_offset < self.end_offset:
+            record = self._records.get(self.start_offset)
+            if record is not None and record.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+                break
+            self._records.pop(self.start_offset, None)
+            self.start_offset += 1
+
+    def move_start(self, offset: int) -> None:
+        """The log start offset passed the SPSO (retention, DeleteRecords): those offsets are gone."""
+        if offset <= self.start_offset:
+            return
+        for o in [o for o in self._records if o < offset]:
+            _unlock(self._records.pop(o))
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset)
+
+    def snapshot(self, group_id: str) -> bytes:
+        in_flight = [[o, int(RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state), r.delivery_count]
+                     for o, r in sorted(self._records.items())]
+        return json.dumps({"version": 0, "group": group_id, "start": self.start_offset, "end": self.end_offset,
+                           "records": in_flight}, separators=(",", ":")).encode()
+
+    @classmethod
+    def restore(cls, data: bytes, group_id: str, released: Callable[[], None]) -> SharePartition:
+        state = json.loads(data)
+        if state.get("version") != 0 or state.get("group") != group_id:
+            raise ValueError(f"share-partition state of version {state.get('version')!r}, group "
+                             f"{state.get('group')!r}: not {group_id!r}'s")
+        share = cls(int(state["start"]), released)
+        share.end_offset = int(state["end"])
+        for offset, kind, count in state["records"]:
+            share._records[int(offset)] = _InFlight(RecordState(kind), int(count))
+        return share
+
+    def close(self) -> None:
+        for record in self._records.values():
+            _unlock(record)
+        self._records.clear()
+
+
+def _unlock(record: _InFlight) -> None:
+    """The record no longer holds its lock; the lock's timer goes with its last record."""
+    lock, record.lock = record.lock, None
+    if lock is not None:
+        lock.holders -= 1
+        if lock.holders <= 0 and lock.handle is not None:
+            lock.handle.cancel()
+            lock.handle = None
+
+
+def _ranges(acquired: list[tuple[int, int]]) -> list[Acquired]:
+    """Consecutive offsets with one delivery count make one range."""
+    out: list[Acquired] = []
+    for offset, count in acquired:
+        if out and out[-1].last + 1 == offset and out[-1].delivery_count == count:
+            out[-1] = Acquired(out[-1].first, offset, count)
+        else:
+            out.append(Acquired(offset, offset, count))
+    return out

@@ -1,0 +1,235 @@
+"""ShareFetch (78) and ShareAcknowledge (79) through the wire against a broker process (KIP-932):
+share sessions and their epochs, acquisition of new and released records with delivery counts,
+accept/release/reject, lock expiry, the delivery count limit, the start offset from
+share.auto.offset.reset, releasing on session close, and the record bytes sent as stored."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.messages import AlterShareGroupOffsetsRequest as Alter
+from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
+from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
+from protocol.messages import (
+    IncrementalAlterConfigsRequest,
+    MetadataRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupHeartbeatRequest,
+)
+from tests.broker.data_wire import WireClient, batch, create_topic, produce, values
+from tests.support.broker_process import BrokerProcess
+
+E = ErrorCode
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+OVERRIDES = {"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "1000",
+             "group.share.delivery.count.limit": "3", "group.share.min.delivery.count.limit": "2"}
+_names = itertools.count()
+_Topic = ShareFetchRequest.FetchTopic
+_Part = _Topic.FetchPartition
+_Batch = _Part.AcknowledgementBatch
+_AckTopic = ShareAcknowledgeRequest.AcknowledgeTopic
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("share-fetch"), OVERRIDES) as process:
+        yield process
+
+
+@pytest.fixture
+def client(broker):
+    with WireClient(broker.port) as c:
+        yield c
+
+
+def setup(client, records: int, reset: str = "earliest") -> tuple[str, str, object]:
+    """A new topic holding `records` records in batches of 2, and a new group starting where `reset` says."""
+    n = next(_names)
+    topic, group = f"sf-{n}", f"sfg-{n}"
+    topic_id = create_topic(client, topic, partitions=1)
+    for i in range(0, records, 2):
+        assert produce(client, topic, 0, batch([f"v{j}".encode() for j in range(i, min(i + 2, records))])
+                       ).error_code == E.NONE
+    _set_group_config(client, group, "share.auto.offset.reset", reset)
+    return group, topic, topic_id
+
+
+def _set_group_config(client, group: str, name: str, value: str) -> None:
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    answer = client.send(IncrementalAlterConfigsRequest(resources=[res(
+        resource_type=32, resource_name=group, configs=[res.AlterableConfig(name=name, config_operation=0,
+                                                                            value=value)])]), 1)
+    assert answer.responses[0].error_code == E.NONE, answer
+
+
+def fetch(client, group, member, epoch, topic_id=None, acks=(), max_records=100, wait_ms=0, forget=()):
+    topics = [] if topic_id is None else [_Topic(topic_id=topic_id, partitions=[_Part(
+        partition_index=0, acknowledgement_batches=[_Batch(first_offset=f, last_offset=last, acknowledge_types=[t])
+                                                    for f, last, t in acks])])]
+    forgotten = [ShareFetchRequest.ForgottenTopic(topic_id=t, partitions=[0]) for t in forget]
+    return client.send(ShareFetchRequest(group_id=group, member_id=member, share_session_epoch=epoch,
+                                         max_wait_ms=wait_ms, min_bytes=1, max_bytes=1 << 20, max_records=max_records,
+                                         batch_size=500, topics=topics, forgotten_topics_data=forgotten), 1)
+
+
+def ack(client, group, member, epoch, topic_id, acks):
+    return client.send(ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=epoch, topics=[
+        _AckTopic(topic_id=topic_id, partitions=[_AckTopic.AcknowledgePartition(
+            partition_index=0, acknowledgement_batches=[
+                _AckTopic.AcknowledgePartition.AcknowledgementBatch(first_offset=f, last_offset=last,
+                                                                    acknowledge_types=[t]) for f, last, t in acks])])]),
+        1)
+
+
+def part(answer):
+    """The one partition's answer; None when left out (nothing acquired, no error, no acknowledgement)."""
+    if not answer.responses:
+        return None
+    [topic] = answer.responses
+    [p] = topic.partitions
+    return p
+
+
+def ranges(p) -> list[tuple[int, int, int]]:
+    return [] if p is None else [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+
+
+def test_fetch_accept_release_and_redelivery(client):
+    group, _, topic_id = setup(client, 6)
+    first = fetch(client, group, "m1", 0, topic_id)
+    assert (first.error_code, first.acquisition_lock_timeout_ms) == (E.NONE, 1000)
+    p = part(first)
+    assert ranges(p) == [(0, 5, 1)] and values(p) == [f"v{i}".encode() for i in range(6)]
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 0)
+    # another member of the group finds nothing while m1 holds everything
+    assert fetch(client, group, "m2", 0, topic_id).responses == []
+    # accept 0-1, release 2-3, reject 4-5 (in one ShareAcknowledge), then 2-3 come again, delivered twice
+    answer = ack(client, group, "m1", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE), (4, 5, REJECT)])
+    assert (answer.error_code, answer.responses[0].partitions[0].error_code) == (E.NONE, E.NONE)
+    again = part(fetch(client, group, "m2", 1, topic_id))
+    assert ranges(again) == [(2, 3, 2)] and values(again, 2) == [b"v2", b"v3"]
+    # m1 may not acknowledge what m2 holds now; m2 accepts through its next fetch
+    refused = ack(client, group, "m1", 2, topic_id, [(2, 3, ACCEPT)])
+    assert refused.responses[0].partitions[0].error_code == E.INVALID_RECORD_STATE
+    done = part(fetch(client, group, "m2", 2, topic_id, acks=[(2, 3, ACCEPT)]))
+    assert (done.acknowledge_error_code, done.acquired_records) == (E.NONE, [])
+
+
+def test_sessions_and_their_epochs(client):
+    group, _, topic_id = setup(client, 2)
+    assert fetch(client, group, "m", 1, topic_id).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert ack(client, group, "m", 0, topic_id, []).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    fetch(client, group, "m", 0, topic_id)
+    assert fetch(client, group, "m", 5).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    # the session remembers its partitions: an epoch-1 fetch naming none still reads it
+    assert fetch(client, group, "m", 1).error_code == E.NONE
+    # closing releases what the member holds: another member gets it, delivered a second time
+    produce(client, _topic_of(client, topic_id), 0, batch([b"late"]))
+    late = part(fetch(client, group, "m", 2, topic_id))
+    assert ranges(late) == [(2, 2, 1)]
+    closed = fetch(client, group, "m", -1, topic_id)
+    assert closed.error_code == E.NONE
+    assert fetch(client, group, "m", 3).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert ranges(part(fetch(client, group, "other", 0, topic_id))) == [(0, 2, 2)]
+
+
+def _topic_of(client, topic_id) -> str:
+    answer = client.send(MetadataRequest(topics=None), 12)
+    return next(t.name for t in answer.topics if t.topic_id == topic_id)
+
+
+def test_locks_expire_and_the_delivery_limit_archives(client):
+    group, _, topic_id = setup(client, 2)
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 1, 1)]
+    # not acknowledged: the 1 s lock ends, and the records come again (a waiting fetch is woken)
+    started = time.monotonic()
+    assert ranges(part(fetch(client, group, "m", 1, topic_id, wait_ms=10_000))) == [(0, 1, 2)]
+    assert time.monotonic() - started < 9
+    p = part(fetch(client, group, "m", 2, topic_id, acks=[(0, 1, RELEASE)]))
+    assert ranges(p) == [(0, 1, 3)]
+    # delivered 3 times (share.delivery.count.limit here): released once more, they are archived
+    p = part(fetch(client, group, "m", 3, topic_id, acks=[(0, 1, RELEASE)]))
+    assert (p.acknowledge_error_code, p.acquired_records) == (E.NONE, [])
+    # acknowledging what is finished with is no error (Kafka's answer)
+    assert part(fetch(client, group, "m", 4, topic_id, acks=[(0, 1, ACCEPT)])).acknowledge_error_code == E.NONE
+
+
+def test_latest_starts_at_the_end_and_max_records_takes_whole_batches(client):
+    group, topic, topic_id = setup(client, 4, reset="latest")
+    assert part(fetch(client, group, "m", 0, topic_id)) is None
+    for _ in range(3):
+        produce(client, topic, 0, batch([b"a", b"b"]))
+    p = part(fetch(client, group, "m", 1, topic_id, max_records=3))
+    assert ranges(p) == [(4, 7, 1)]  # two whole batches: the second goes over max_records
+
+
+def test_request_errors(client):
+    group, _, topic_id = setup(client, 1)
+    no_group = fetch(client, "", "m", 0, topic_id)  # Kafka 4.3.1's answer, judged in tests/differential
+    assert (no_group.error_code, part(no_group).error_code) == (E.NONE, E.UNKNOWN_SERVER_ERROR)
+    assert fetch(client, group, "", 0, topic_id).error_code == E.INVALID_REQUEST
+    p = part(fetch(client, group, "m", 0, uuid.uuid4()))
+    assert p.error_code == E.UNKNOWN_TOPIC_ID
+
+
+def test_offsets_admin_sets_describes_and_deletes_start_offsets(client):
+    group, topic, topic_id = setup(client, 6)
+
+    def alter(offset: int):
+        asked = Alter.AlterShareGroupOffsetsRequestTopic
+        return client.send(Alter(group_id=group, topics=[asked(topic_name=topic, partitions=[
+            asked.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=offset)])]), 0)
+
+    def described():
+        asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+        [g] = client.send(Describe(groups=[asked]), 1).groups
+        return [(t.topic_name, p.partition_index, p.start_offset, p.lag) for t in g.topics for p in t.partitions]
+
+    assert alter(4).responses[0].partitions[0].error_code == E.NONE
+    assert described() == [(topic, 0, 4, 2)]
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(4, 5, 1)]  # the fetch starts there
+    # a member in the group: not Empty, no change
+    client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=0,
+                                           subscribed_topic_names=[topic]), 1)
+    assert alter(0).error_code == E.NON_EMPTY_GROUP
+    client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=-1), 1)
+    assert alter(-1).responses[0].partitions[0].error_code == E.INVALID_REQUEST
+    deleted = client.send(Delete(group_id=group, topics=[Delete.DeleteShareGroupOffsetsRequestTopic(
+        topic_name=topic), Delete.DeleteShareGroupOffsetsRequestTopic(topic_name="no-such-topic")]), 0)
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        (topic, E.NONE), ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert described() == []
+
+
+def test_a_member_leaving_the_group_releases_what_it_holds(client):
+    group, topic, topic_id = setup(client, 2)
+    client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=0,
+                                           subscribed_topic_names=[topic]), 1)
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 1, 1)]
+    left = client.send(ShareGroupHeartbeatRequest(group_id=group, member_id="m", member_epoch=-1), 1)
+    assert left.error_code == E.NONE
+    assert ranges(part(fetch(client, group, "n", 0, topic_id))) == [(0, 1, 2)]  # not after the 1 s lock
+    assert fetch(client, group, "m", 1).error_code == E.SHARE_SESSION_NOT_FOUND  # its session ended too
+
+
+def test_state_survives_sigkill(broker):
+    """Last in the module: the broker is killed and started again on the same directory."""
+    with WireClient(broker.port) as c:
+        group, _, topic_id = setup(c, 6)
+        assert ranges(part(fetch(c, group, "m", 0, topic_id))) == [(0, 5, 1)]
+        answer = ack(c, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
+        assert answer.responses[0].partitions[0].error_code == E.NONE  # written before the answer
+    broker.restart(signal.SIGKILL)
+    with WireClient(broker.port) as c:
+        asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+        [g] = c.send(Describe(groups=[asked]), 1).groups
+        assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(2, 4)]
+        # 2-3 were released once, 4-5 held when the broker died: all come again, delivered a second time
+        assert ranges(part(fetch(c, group, "n", 0, topic_id))) == [(2, 5, 2)]

@@ -1,0 +1,24 @@
+"""KIP-932's Java share consumer (kafka-clients 4.3.1 KafkaShareConsumer) against Ebb: ten records
+read from the start of a two-partition topic (share.auto.offset.reset=earliest as a group config), the
+first five accepted and the others released in explicit acknowledgement mode, the released five
+delivered again with delivery count 2 and accepted, and the Admin client's description of the group
+with its one member. One JVM runs the `share` suite of ebb.interop.ShareChecks."""
+
+from __future__ import annotations
+
+import pytest
+
+PREFIX = "share"
+
+
+@pytest.fixture(scope="module")
+def steps(java, broker):
+    return java.interop(broker.bootstrap, PREFIX, "share")
+
+
+def test_the_share_consumer_reads_acknowledges_and_gets_released_records_again(steps):
+    line = steps.ok("share_consume")
+    assert line["accepted"] == [f"v{i}" for i in range(5)], line
+    assert line["released"] == [f"v{i}" for i in range(5, 10)], line
+    assert line["again"] == {f"v{i}": 2 for i in range(5, 10)}, line
+    assert (line["state"], line["members"]) == ("Stable", 1), line

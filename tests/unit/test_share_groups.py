@@ -1,0 +1,78 @@
+"""The share group coordinator's parts without a broker (broker/group/share_groups.py, share_group.py):
+the simple assignor's balance and stickiness over many shapes, and unloading a partition's groups."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from broker.group.group import GroupError
+from broker.group.share_group import assign
+from broker.group.share_groups import ShareGroups, ShareHeartbeat, ShareTimeouts
+from protocol.errors import ErrorCode
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def _counts(result: dict) -> tuple[dict[str, int], dict[tuple, int]]:
+    per_member = {m: sum(len(p) for p in a.values()) for m, a in result.items()}
+    per_partition: dict[tuple, int] = {}
+    for a in result.values():
+        for t, parts in a.items():
+            for p in parts:
+                per_partition[(t, p)] = per_partition.get((t, p), 0) + 1
+    return per_member, per_partition
+
+
+@pytest.mark.parametrize("members", range(1, 9))
+@pytest.mark.parametrize("partitions", range(1, 9))
+def test_every_partition_given_and_members_balanced(members, partitions):
+    topics = {"a": (T1, partitions)}
+    ids = {f"m{i}": ["a"] for i in range(members)}
+    result = assign(ids, topics, {})
+    per_member, per_partition = _counts(result)
+    sharing = -(-members // partitions)
+    assert set(per_partition) == {(T1, p) for p in range(partitions)}
+    assert max(per_partition.values()) <= sharing
+    assert max(per_member.values()) - min(per_member.values()) <= 1
+    # one more member joins: those who stay keep what the balance lets them keep
+    grown = assign({**ids, "new": ["a"]}, topics, result)
+    kept = sum(len(grown[m].get(T1, set()) & result[m].get(T1, set())) for m in ids)
+    per_member, _ = _counts(grown)
+    assert max(per_member.values()) - min(per_member.values()) <= 1
+    assert kept >= sum(per_member[m] for m in ids) - members  # at most one partition moves per member
+
+
+def test_members_subscribing_differently_get_only_their_topics():
+    result = assign({"x": ["a"], "y": ["b"], "z": ["a", "b", "missing"]}, {"a": (T1, 2), "b": (T2, 1)}, {})
+    assert set(result["x"]) == {T1} and set(result["y"]) == {T2}
+    assert result["z"] == {T1: {0, 1}, T2: {0}}
+
+
+def _beat(groups: ShareGroups, group: str, member: str, epoch: int, topics: list[str] | None = None):
+    return groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"), ShareTimeouts(45000, 5000))
+
+
+def test_unload_forgets_the_groups_of_a_partition_and_their_timers():
+    async def run() -> None:
+        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, is_classic=lambda g: g == "classic")
+        _beat(groups, "g1", "m", 0, ["a"])
+        _beat(groups, "g2", "m", 0, ["a"])
+        timer = groups.groups["g1"].members["m"].session_timer
+        groups.unload(lambda group_id: group_id == "g1")
+        assert list(groups.groups) == ["g2"] and timer is not None and timer.cancelled()
+        with pytest.raises(GroupError) as refused:
+            _beat(groups, "g1", "m", 1)
+        assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        _beat(groups, "g2", "n", 0, ["a"])
+        with pytest.raises(GroupError) as full:  # group.share.max.size, 2 here
+            _beat(groups, "g2", "o", 0, ["a"])
+        assert full.value.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+        with pytest.raises(GroupError) as classic:
+            _beat(groups, "classic", "m", 0, ["a"])
+        assert classic.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        groups.stop()
+
+    asyncio.run(run())
