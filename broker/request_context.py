@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from broker.log.file_region import FileRegion
 from broker.security.principal import ANONYMOUS
 from broker.security.sasl_session import SaslSession
+from broker.share.sessions import ShareSession
 
 
 @dataclass(slots=True)
@@ -35,3 +36,6 @@ class RequestContext:
     # How long the connection stays muted after this answer (a client quota's throttle, KIP-219); the
     # server mutes and sets it back to 0.
     throttle_ms: int = 0
+    # The share session this connection opened last (KIP-932): it ends, and what its member holds on
+    # this broker is released, when the connection closes.
+    share_session: ShareSession | None = None

@@ -164,6 +164,9 @@ class Connection(asyncio.BufferedProtocol):
             self.deadline.cancel()
         self.writable.set()
         self.server.connections.discard(self)
+        if self.context.share_session is not None:
+            self.broker.shares.disconnected(self.context.share_session)
+            self.context.share_session = None
         if self.worker is not None and not self.server.stopping:
             self.worker.cancel()  # nobody will read the answer (e.g. a parked long-poll fetch)
 

@@ -11,9 +11,9 @@ from broker.handlers import BrokerContext
 from broker.replica import Partition, PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed
-from broker.share.manager import ShareSettings
+from broker.share.manager import ShareSettings, ShareStateError
 from broker.share.partition import ShareError
-from broker.share.sessions import FINAL_EPOCH, ShareSession
+from broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from protocol.enums import Operation, ResourceType
 from protocol.errors import ErrorCode
 
@@ -51,6 +51,8 @@ async def begin(broker: BrokerContext, connection: RequestContext, group_id: str
     if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, group_id):
         raise ShareError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
     session = broker.shares.sessions.open_or_continue(group_id, member_id, epoch, fetch=fetch)
+    if epoch == INITIAL_EPOCH:  # the session ends with the connection that opened it (as Kafka's)
+        connection.share_session = session
     settings = ShareSettings.of(await broker.group_configs.get(group_id), broker.group_configs.broker)
     if epoch == FINAL_EPOCH:
         broker.shares.sessions.close(session)
@@ -101,7 +103,10 @@ async def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Out
             outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, exc.message
             break
     if applied:
-        await broker.shares.persist(request.group_id, outcome.partition)
+        try:
+            await broker.shares.persist(request.group_id, outcome.partition)
+        except ShareStateError as exc:  # applied in memory, not on disk: the client hears it
+            outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, None
 
 
 def end_if_final(broker: BrokerContext, connection: RequestContext, request: ShareRequest) -> None:

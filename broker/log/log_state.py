@@ -156,6 +156,10 @@ class LogState:
                 self.on_offline(self)
         return StorageError(f"{self.topic_partition} is offline: {self.offline_reason}")
 
+    def io_failed(self, action: str, exc: BaseException) -> StorageError:
+        """An I/O error on a file kept beside the log (share-partition state): offline, as the log's own."""
+        return self._fail(action, exc)
+
     def mark_offline(self, reason: str) -> None:
         """Offline because its log dir failed (another partition's I/O error): no listener told."""
         if self.offline_reason is None:

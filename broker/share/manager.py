@@ -25,16 +25,19 @@ import hashlib
 import re
 import struct
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
-from broker.log.common import LogError
+from broker.log.common import LogError, TopicPartition
+from broker.log.free_space import NO_SPACE_ERRNOS
+from broker.log.io import LogIO
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
-from broker.share.sessions import ShareSessionCache
+from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.topic import Topic
 from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
 from protocol.errors import ErrorCode
@@ -76,25 +79,94 @@ class PartitionRead:
     error: ErrorCode = ErrorCode.NONE
 
 
+Key = tuple[str, uuid.UUID, int]  # (group, topic id, partition): a re-created topic is another key
+
+
+class ShareStateError(Exception):
+    """A state file could not be read or written: the partition's answer carries `error_code`."""
+
+    def __init__(self, error_code: ErrorCode) -> None:
+        super().__init__(error_code.name)
+        self.error_code = error_code
+
+
 class SharePartitionManager:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
-        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self.partitions: dict[Key, SharePartition] = {}
+        self._owners: dict[Key, Partition] = {}  # the replica each share-partition was made on
         self.sessions = ShareSessionCache(MAX_SHARE_SESSIONS)
-        self._writing: dict[tuple[str, str, int], asyncio.Lock] = {}  # one state write at a time per file
+        self._writing: dict[Key, asyncio.Lock] = {}  # one state write at a time per file
+        self._drops = 0  # share-partitions dropped so far: a read begun before a drop is not trusted
+        replicas.leadership_listeners.append(self._role_changed)
+        replicas.forget_listeners.append(self._forgotten)
+
+    @staticmethod
+    def _key(group_id: str, partition: Partition) -> Key:
+        return group_id, partition.topic_id, partition.topic_partition.partition
 
     def share_partition(self, group_id: str, partition: Partition) -> SharePartition | None:
-        tp = partition.topic_partition
-        return self.partitions.get((group_id, tp.topic, tp.partition))
+        return self.partitions.get(self._key(group_id, partition))
+
+    def _put(self, key: Key, partition: Partition, share: SharePartition) -> SharePartition:
+        self.partitions[key] = share
+        self._owners[key] = partition
+        return share
+
+    def _drop(self, key: Key) -> None:
+        """The share-partition goes from memory (its locks with it); its state file is left as it is."""
+        self._drops += 1
+        self._owners.pop(key, None)
+        old = self.partitions.pop(key, None)
+        if old is not None:
+            old.close()
+        lock = self._writing.get(key)
+        if lock is not None and not lock.locked():
+            del self._writing[key]
+
+    def _role_changed(self, partition: Partition) -> None:
+        """No longer the leader: the share-partitions of this replica go (acquired records with them);
+        leading again reads the state file back, as after a restart."""
+        if not partition.is_leader:
+            for key in [k for k, owner in self._owners.items() if owner is partition]:
+                self._drop(key)
+
+    def _forgotten(self, tp: TopicPartition) -> None:
+        """The replica went (topic deleted, reassigned away, log dir failed): so do its share-partitions."""
+        for key in [k for k, owner in self._owners.items() if owner.topic_partition == tp]:
+            self._drop(key)
+
+    async def _read_state(self, group_id: str, partition: Partition) -> tuple[bytes | None, int]:
+        """The state file's bytes (None: none, or unreadable) and the drop count the read began at."""
+        drops = self._drops
+        try:
+            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+        except OSError as exc:
+            raise self._storage_failed(partition, "share-partition state read", exc) from exc
+        return _checked(saved, group_id, partition), drops
+
+    def _storage_failed(self, partition: Partition, action: str, exc: OSError) -> ShareStateError:
+        """A state file's I/O error. The dir gone (its topic deleted): UNKNOWN_TOPIC_OR_PARTITION; a
+        full disk: KAFKA_STORAGE_ERROR; any other error takes the log dir offline, as the log's own do."""
+        if isinstance(exc, FileNotFoundError):
+            return ShareStateError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        log.warning("share-partition state I/O failed", partition=str(partition.topic_partition), action=action,
+                    error=repr(exc))
+        if exc.errno not in NO_SPACE_ERRNOS:
+            partition.log.io_failed(action, exc)
+        return ShareStateError(ErrorCode.KAFKA_STORAGE_ERROR)
 
     async def _share_partition(self, group_id: str, partition: Partition, settings: ShareSettings) -> SharePartition:
+        key = self._key(group_id, partition)
         tp = partition.topic_partition
-        key = (group_id, tp.topic, tp.partition)
         found = self.partitions.get(key)
-        if found is None:
-            saved = _checked(await partition.log.io.run(_read_if_there, _state_path(group_id, partition)), group_id,
-                             partition)
+        while found is None:
+            saved, drops = await self._read_state(group_id, partition)
             start = None if saved is not None else await self._initial_offset(partition, settings.reset)
+            if drops != self._drops:  # dropped meanwhile (DeleteShareGroupOffsets, leadership): read again
+                found = self.partitions.get(key)
+                continue
+            partition.check_leader()
             found = self.partitions.get(key)  # another fetch may have made it meanwhile
             if found is None:
                 if saved is not None:
@@ -106,7 +178,7 @@ class SharePartitionManager:
                     assert start is not None
                     found = SharePartition(start, released=lambda: self._released(group_id, partition))
                     log.info("share-partition initialised", group=group_id, partition=str(tp), start_offset=start)
-                self.partitions[key] = found
+                self._put(key, partition, found)
         found.move_start(partition.log_start_offset)
         return found
 
@@ -114,19 +186,31 @@ class SharePartitionManager:
         """Records went back to Available (a lock expired, a session ended): a parked ShareFetch may take
         them, and the state file follows."""
         self._replicas.fetches.notify(partition.topic_partition)
-        partition.log.io.spawn(self.persist(group_id, partition), "share-partition state")
+        partition.log.io.spawn(self._persist_released(group_id, partition), "share-partition state")
 
-    async def persist(self, group_id: str, partition: Partition) -> None:
-        """Write the share-partition's state file as it is now (after acknowledgements: durable on return)."""
-        tp = partition.topic_partition
-        key = (group_id, tp.topic, tp.partition)
-        async with self._writing.setdefault(key, asyncio.Lock()):
-            share = self.partitions.get(key)
-            path = _state_path(group_id, partition)
-            if share is None:
-                await partition.log.io.remove_files([path])
-            else:
-                await partition.log.io.write_atomically(path, share.snapshot(group_id), sync=False)
+    async def persist(self, group_id: str, partition: Partition, *, remove: bool = False) -> None:
+        """Write the share-partition's state file as it is now (after acknowledgements: durable on return),
+        or remove it (`remove`). A share-partition dropped meanwhile (its replica no longer leads) leaves
+        the file alone. ShareStateError when the disk refuses."""
+        key = self._key(group_id, partition)
+        lock = self._writing.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                share = self.partitions.get(key)
+                path = _state_path(group_id, partition)
+                if remove:
+                    await partition.log.io.remove_files([path])
+                elif share is not None and self._owners.get(key) is partition:
+                    await partition.log.io.write_atomically(path, share.snapshot(group_id), sync=False)
+        except OSError as exc:
+            raise self._storage_failed(partition, "share-partition state write", exc) from exc
+        finally:
+            if not lock.locked() and key not in self.partitions and self._writing.get(key) is lock:
+                del self._writing[key]
+
+    async def _persist_released(self, group_id: str, partition: Partition) -> None:
+        with contextlib.suppress(ShareStateError):  # told and logged: nobody waits on this write
+            await self.persist(group_id, partition)
 
     async def _initial_offset(self, partition: Partition, reset: str) -> int:
         if reset == "earliest":
@@ -154,6 +238,7 @@ class SharePartitionManager:
 
     async def fetch(self, group_id: str, member_id: str, partition: Partition, settings: ShareSettings,
                     max_bytes: int, max_records: int) -> PartitionRead:
+        key = self._key(group_id, partition)
         try:
             partition.check_leader()
             share = await self._share_partition(group_id, partition, settings)
@@ -164,29 +249,35 @@ class SharePartitionManager:
             read = partition.log.read(offset, max(1, max_bytes), max_offset=bound)
         except (PartitionError, LogError) as exc:
             return PartitionRead(error=exc.error_code)
+        except ShareStateError as exc:
+            return PartitionRead(error=exc.error_code)
         if not read.slices:
             return PartitionRead()
         [data] = await self._replicas.read_slices([read.slices])
+        if self.partitions.get(key) is not share:  # replaced or dropped during the read: acquire nothing
+            return PartitionRead()
         spans = _batches(data)
         taken, acquired = share.acquire(member_id, [batch for batch, _ in spans], max_records, settings.limits)
         if not acquired:
             return PartitionRead()
-        return PartitionRead(b"".join(bytes(data[spans[i][1]]) for i in taken), tuple(acquired))
+        return PartitionRead(b"".join(data[spans[i][1]] for i in taken), tuple(acquired))  # one copy
 
     # --- the admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ---
 
     async def stored(self, group_id: str, partition: Partition) -> SharePartition | None:
         """The group's share-partition: in memory, else read back from its state file, else None."""
-        tp = partition.topic_partition
-        key = (group_id, tp.topic, tp.partition)
+        key = self._key(group_id, partition)
         found = self.partitions.get(key)
-        if found is None:
-            saved = _checked(await partition.log.io.run(_read_if_there, _state_path(group_id, partition)), group_id,
-                             partition)
+        while found is None:
+            saved, drops = await self._read_state(group_id, partition)
+            if drops != self._drops:
+                found = self.partitions.get(key)
+                continue
             found = self.partitions.get(key)
-            if found is None and saved is not None:
-                found = self.partitions[key] = SharePartition.restore(
-                    saved, group_id, released=lambda: self._released(group_id, partition))
+            if found is None and saved is not None and partition.is_leader:
+                found = self._put(key, partition, SharePartition.restore(
+                    saved, group_id, released=lambda: self._released(group_id, partition)))
+            break
         return found
 
     async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, SharePartition]]:
@@ -215,24 +306,34 @@ class SharePartitionManager:
 
     async def set_start(self, group_id: str, partition: Partition, offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight."""
-        tp = partition.topic_partition
-        key = (group_id, tp.topic, tp.partition)
-        old = self.partitions.pop(key, None)
-        if old is not None:
-            old.close()
-        self.partitions[key] = SharePartition(offset, released=lambda: self._released(group_id, partition))
+        key = self._key(group_id, partition)
+        self._drop(key)
+        self._put(key, partition, SharePartition(offset, released=lambda: self._released(group_id, partition)))
         await self.persist(group_id, partition)
-        log.info("share-partition start offset set", group=group_id, partition=str(tp), start_offset=offset)
+        log.info("share-partition start offset set", group=group_id, partition=str(partition.topic_partition),
+                 start_offset=offset)
 
     async def forget(self, group_id: str, topics: list[Topic]) -> None:
         """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
         the partitions led here goes, in memory and on disk; a later fetch starts from the reset rule."""
+        self._drops += 1  # a state file being read now is about to go: that read must not be kept
+        unloaded: dict[LogIO, list[Path]] = {}  # state files not in memory: one removal per log dir
         for partition in self._led(topics):
-            tp = partition.topic_partition
-            old = self.partitions.pop((group_id, tp.topic, tp.partition), None)
-            if old is not None:
-                old.close()
-            await self.persist(group_id, partition)  # no state: the file is removed
+            key = self._key(group_id, partition)
+            if key in self.partitions:  # a write may be under way: removed after it, under its lock
+                self._drop(key)
+                try:
+                    await self.persist(group_id, partition, remove=True)
+                except ShareStateError:
+                    pass  # logged; a dir that failed is offline, its files are not served
+            else:
+                unloaded.setdefault(partition.log.io, []).append(_state_path(group_id, partition))
+        for io, paths in unloaded.items():
+            try:
+                await io.remove_files(paths)
+            except OSError as exc:
+                log.warning("share-partition state files not removed", group=group_id, error=repr(exc))
+        self._drops += 1  # and one begun while the files went
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group or its session timed out (Kafka's ShareGroupListener): its
@@ -243,6 +344,12 @@ class SharePartitionManager:
         for (group, _, _), share in list(self.partitions.items()):
             if group == group_id:
                 share.release_member(member_id, share.delivery_limit)
+
+    def disconnected(self, session: ShareSession) -> None:
+        """The connection that opened `session` closed (Kafka's connection-disconnect listener): if the
+        cache still holds it, it ends and what its member holds here goes back to the others."""
+        if self.sessions.sessions.get((session.group_id, session.member_id)) is session:
+            self.member_left(session.group_id, session.member_id)
 
     def end_session(self, group_id: str, member_id: str, partitions: list[Partition], delivery_limit: int) -> None:
         """The member's share session closed: what it holds on these partitions is released."""

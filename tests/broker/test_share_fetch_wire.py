@@ -15,14 +15,15 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import AlterShareGroupOffsetsRequest as Alter
 from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
-from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from protocol.messages import (
+    DeleteTopicsRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
     ShareGroupHeartbeatRequest,
 )
+from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from tests.broker.data_wire import WireClient, batch, create_topic, produce, values
 from tests.support.broker_process import BrokerProcess
 
@@ -217,6 +218,36 @@ def test_a_member_leaving_the_group_releases_what_it_holds(client):
     assert left.error_code == E.NONE
     assert ranges(part(fetch(client, group, "n", 0, topic_id))) == [(0, 1, 2)]  # not after the 1 s lock
     assert fetch(client, group, "m", 1).error_code == E.SHARE_SESSION_NOT_FOUND  # its session ended too
+
+
+def test_a_closed_connection_ends_its_share_session(broker, client):
+    """As Kafka's connection-disconnect listener: the session goes and what its member held is released
+    at once (not at the 30 s lock's end), on the broker the member fetched from."""
+    group, _, topic_id = setup(client, 2)
+    _set_group_config(client, group, "share.record.lock.duration.ms", "30000")
+    with WireClient(broker.port) as gone:
+        assert ranges(part(fetch(gone, group, "m", 0, topic_id))) == [(0, 1, 1)]
+    again = part(fetch(client, group, "n", 0, topic_id, wait_ms=10_000))  # woken by the release
+    assert ranges(again) == [(0, 1, 2)]
+    assert fetch(client, group, "m", 1).error_code == E.SHARE_SESSION_NOT_FOUND
+
+
+def test_a_recreated_topic_starts_afresh(client):
+    """Share-partitions are the topic id's: a topic deleted and created again under its name is read
+    from the reset rule, not from the old topic's start offset."""
+    group, topic, topic_id = setup(client, 4)
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 3, 1)]
+    assert ack(client, group, "m", 1, topic_id, [(0, 3, ACCEPT)]).responses[0].partitions[0].error_code == E.NONE
+    deleted = client.send(DeleteTopicsRequest(topic_names=[topic], timeout_ms=5000), 4)
+    assert deleted.responses[0].error_code == E.NONE
+    new_id = create_topic(client, topic, partitions=1)
+    assert new_id != topic_id
+    assert produce(client, topic, 0, batch([b"w0", b"w1"])).error_code == E.NONE
+    got = part(fetch(client, group, "m2", 0, new_id))
+    assert ranges(got) == [(0, 1, 1)] and values(got) == [b"w0", b"w1"]
+    asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+    [g] = client.send(Describe(groups=[asked]), 1).groups
+    assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(0, 2)]
 
 
 def test_state_survives_sigkill(broker):
