@@ -4,7 +4,9 @@ consumer fetches from and the epoch its next request must carry.
 ShareSessionEpoch 0 opens a session (replacing the member's previous one), -1 ends it after that
 request (its records still acquired go back to the others), and any other epoch must be the one the
 session expects (INVALID_SHARE_SESSION_EPOCH) of a session that exists (SHARE_SESSION_NOT_FOUND); each
-request moves the expected epoch on by one. A ShareAcknowledge cannot open a session. At most
+request moves the expected epoch on by one. A ShareAcknowledge cannot open a session. A session also
+ends when the connection that opened it closes (RequestContext.share_session; Kafka 4.3.1's
+connection-disconnect listener), or when its member leaves the group. At most
 `max_sessions` are held (SHARE_SESSION_LIMIT_REACHED beyond: Kafka's group.share.max.share.sessions,
 2000 by default).
 """

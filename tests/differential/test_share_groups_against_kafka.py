@@ -197,6 +197,12 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
         peer.ask("released ones again", _share_fetch("sf", "m", epoch + 3, topic_id), 1)
         peer.ask("close with an accept", _share_fetch("sf", "m", -1, topic_id, acks=[(2, 3, 1)]), 1)
         peer.ask("after close", _share_fetch("sf", "m", epoch + 4, topic_id), 1)
+        # newContext's edge cases: a session opened with acknowledgements, closed naming partitions
+        peer.ask("open with acknowledgements", _share_fetch("sf", "m", 0, topic_id, acks=[(0, 1, 1)]), 1)
+        peer.ask("open again", _share_fetch("sf", "m", 0, topic_id), 1)
+        peer.ask("close naming a partition", _share_fetch("sf", "m", -1, topic_id), 1)
+        peer.ask("close naming none", _share_fetch("sf", "m", -1), 1)
+        peer.ask("after that close", _share_fetch("sf", "m", 2, topic_id), 1)
 
     allowed = {**ALLOWED, ("join", "member_epoch"): SETTLING, ("join", "assignment.topic_partitions"): SETTLING}
     # the batches are the same records, but each broker stamped its own append times (and so CRCs)
