@@ -92,20 +92,29 @@ class SharePartition:
         self._records: dict[int, _InFlight] = {}
         self._released = released
         self.delivery_limit = 2**15  # the group's share.delivery.count.limit as its last fetch used it
+        # False once a scan found nothing Available, until a release (Kafka's findNextFetchOffset): a
+        # fetch then reads from the end offset without scanning every record in flight.
+        self._maybe_available = False
 
     # --- acquiring ---------------------------------------------------------------------------------
 
     def next_fetch_offset(self) -> int:
         """Where a fetch reads from: the first Available offset in flight, else the end offset."""
-        available = [o for o, r in self._records.items() if r.state is RecordState.AVAILABLE]
-        return min(available) if available else self.end_offset
+        if self._maybe_available:
+            available = [o for o, r in self._records.items() if r.state is RecordState.AVAILABLE]
+            if available:
+                return min(available)
+            self._maybe_available = False
+        return self.end_offset
 
     def finished_in_flight(self) -> int:
         """Offsets past the start offset already Acknowledged or Archived."""
         return sum(r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED) for r in self._records.values())
 
     def has_available(self) -> bool:
-        return any(r.state is RecordState.AVAILABLE for r in self._records.values())
+        if self._maybe_available:
+            self._maybe_available = any(r.state is RecordState.AVAILABLE for r in self._records.values())
+        return self._maybe_available
 
     def acquire(self, member: str, batches: list[Batch], max_records: int, limits: ShareLimits
                 ) -> tuple[list[int], list[Acquired]]:
@@ -213,11 +222,11 @@ class SharePartition:
         if released:
             self._released()
 
-    @staticmethod
-    def _release(record: _InFlight, delivery_limit: int) -> None:
+    def _release(self, record: _InFlight, delivery_limit: int) -> None:
         _unlock(record)
         record.member = None
         record.state = RecordState.ARCHIVED if record.delivery_count >= delivery_limit else RecordState.AVAILABLE
+        self._maybe_available = self._maybe_available or record.state is RecordState.AVAILABLE
 
     def _advance(self) -> None:
         while self.start_offset < self.end_offset:
@@ -252,6 +261,7 @@ class SharePartition:
         share.end_offset = int(state["end"])
         for offset, kind, count in state["records"]:
             share._records[int(offset)] = _InFlight(RecordState(kind), int(count))
+        share._maybe_available = True
         return share
 
     def close(self) -> None:
