@@ -84,24 +84,24 @@ def resolve(broker: BrokerContext, connection: RequestContext, request: ShareReq
 
 async def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Outcome, batches, *,
                       renew: bool) -> None:
-    """Apply one partition's AcknowledgementBatches; the first refusal is the partition's answer (the
-    batches before it stand, as Kafka applies them in order). The state file is written before the
-    answer: what was acknowledged survives a restart."""
+    """Apply one partition's AcknowledgementBatches, all or none (Kafka rolls back the batches before a
+    refused one); the refusal is the partition's answer. The state file is written before the answer:
+    what was acknowledged survives a restart."""
     if outcome.error != ErrorCode.NONE or outcome.partition is None:
         outcome.acknowledge_error = outcome.error
         return
+    if not batches:
+        return
     share = broker.shares.share_partition(request.group_id, outcome.partition)
-    applied = 0
-    for batch in batches:
-        try:
-            if share is None:
-                raise ShareError(ErrorCode.INVALID_RECORD_STATE, "nothing was acquired from this partition")
-            share.acknowledge(request.member_id, batch.first_offset, batch.last_offset, list(batch.acknowledge_types),
-                              request.settings.limits, renew_allowed=renew)
-            applied += 1
-        except ShareError as exc:
-            outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, exc.message
-            break
+    applied = False
+    try:
+        if share is None:
+            raise ShareError(ErrorCode.INVALID_RECORD_STATE, "nothing was acquired from this partition")
+        share.acknowledge_all(request.member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                                                  for b in batches], request.settings.limits, renew_allowed=renew)
+        applied = True
+    except ShareError as exc:
+        outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, exc.message
     if applied:
         try:
             await broker.shares.persist(request.group_id, outcome.partition)

@@ -171,7 +171,29 @@ class SharePartition:
 
     def acknowledge(self, member: str, first: int, last: int, types: list[int], limits: ShareLimits,
                     *, renew_allowed: bool) -> None:
-        """One AcknowledgementBatch; ShareError(INVALID_REQUEST, INVALID_RECORD_STATE) refuses all of it."""
+        """One AcknowledgementBatch (see acknowledge_all)."""
+        self.acknowledge_all(member, [(first, last, types)], limits, renew_allowed=renew_allowed)
+
+    def acknowledge_all(self, member: str, batches: list[tuple[int, int, list[int]]], limits: ShareLimits,
+                        *, renew_allowed: bool) -> None:
+        """A partition's AcknowledgementBatches, all or none: ShareError (INVALID_REQUEST,
+        INVALID_RECORD_STATE) for the first batch refused, and then none is applied (Kafka 4.3.1's
+        SharePartition.acknowledge rolls back the batches before it)."""
+        finished: set[int] = set()  # offsets an earlier batch of the request finishes
+        checked = [self._checked(member, first, last, types, renew_allowed, finished) for first, last, types in batches]
+        released = False
+        for first, last, kinds, skipped in checked:
+            for i, offset in enumerate(range(first, last + 1), start=skipped):
+                kind = kinds[0] if len(kinds) == 1 else kinds[i]
+                released = self._apply(self._records[offset], offset, kind, limits) or released
+        self._advance()
+        if released:
+            self._released()
+
+    def _checked(self, member: str, first: int, last: int, types: list[int], renew_allowed: bool,
+                 finished: set[int]) -> tuple[int, int, list[AcknowledgeType], int]:
+        """One batch's offsets to apply (past the start offset: those before are done, Kafka answers
+        NONE), its types and how many offsets were skipped; ShareError when it cannot be applied."""
         count = last - first + 1
         if first < 0 or count <= 0 or len(types) not in (1, count):
             raise ShareError(ErrorCode.INVALID_REQUEST, f"bad acknowledgement batch [{first}, {last}] with "
@@ -181,35 +203,34 @@ class SharePartition:
             if t not in AcknowledgeType._value2member_map_ or (t == AcknowledgeType.RENEW and not renew_allowed):
                 raise ShareError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type {t}")
             kinds.append(AcknowledgeType(t))
-        first = max(first, self.start_offset)  # offsets already finished with: nothing to do (Kafka's answer)
-        for offset in range(first, last + 1):
+        start = max(first, self.start_offset)
+        for i, offset in enumerate(range(start, last + 1), start=start - first):
             record = self._records.get(offset)
-            if record is None or record.state is not RecordState.ACQUIRED or record.member != member:
+            if (record is None or record.state is not RecordState.ACQUIRED or record.member != member
+                    or offset in finished):
                 raise ShareError(ErrorCode.INVALID_RECORD_STATE,
                                  f"offset {offset} is not acquired by member {member}")
-        released = False
-        skipped = first - (last + 1 - count)
-        for i, offset in enumerate(range(first, last + 1), start=skipped):
-            record = self._records[offset]
-            kind = kinds[0] if len(kinds) == 1 else kinds[i]
-            if kind is AcknowledgeType.RENEW:  # a lock of its own from now
-                _unlock(record)
-                renewed = record.lock = _Lock([offset], holders=1)
-                renewed.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, renewed,
-                                                                       limits.delivery_limit)
-                continue
-            _unlock(record)
-            record.member = None
-            if kind is AcknowledgeType.ACCEPT:
-                record.state = RecordState.ACKNOWLEDGED
-            elif kind is AcknowledgeType.RELEASE:
-                self._release(record, limits.delivery_limit)
-                released = released or record.state is RecordState.AVAILABLE
-            else:  # REJECT, and GAP: an offset the batch did not hold
-                record.state = RecordState.ARCHIVED
-        self._advance()
-        if released:
-            self._released()
+            if (kinds[0] if len(kinds) == 1 else kinds[i]) is not AcknowledgeType.RENEW:
+                finished.add(offset)
+        return start, last, kinds, start - first
+
+    def _apply(self, record: _InFlight, offset: int, kind: AcknowledgeType, limits: ShareLimits) -> bool:
+        """One offset's acknowledgement; True when it became Available again."""
+        _unlock(record)
+        if kind is AcknowledgeType.RENEW:  # a lock of its own from now
+            renewed = record.lock = _Lock([offset], holders=1)
+            renewed.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, renewed,
+                                                                   limits.delivery_limit)
+            return False
+        record.member = None
+        if kind is AcknowledgeType.ACCEPT:
+            record.state = RecordState.ACKNOWLEDGED
+        elif kind is AcknowledgeType.RELEASE:
+            self._release(record, limits.delivery_limit)
+            return record.state is RecordState.AVAILABLE
+        else:  # REJECT, and GAP: an offset the batch did not hold
+            record.state = RecordState.ARCHIVED
+        return False
 
     def release_member(self, member: str, delivery_limit: int) -> None:
         """The member's share session ended: what it still holds goes back to the others."""

@@ -220,6 +220,17 @@ def test_a_member_leaving_the_group_releases_what_it_holds(client):
     assert fetch(client, group, "m", 1).error_code == E.SHARE_SESSION_NOT_FOUND  # its session ended too
 
 
+def test_acknowledgements_of_a_partition_are_all_or_none(client):
+    """Kafka 4.3.1's SharePartition.acknowledge rolls back the batches before a refused one."""
+    group, _, topic_id = setup(client, 4)
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 3, 1)]
+    refused = ack(client, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, ACCEPT), (1, 1, REJECT)])
+    assert refused.responses[0].partitions[0].error_code == E.INVALID_RECORD_STATE
+    kept = ack(client, group, "m", 2, topic_id, [(0, 3, RELEASE)])  # all four still held
+    assert kept.responses[0].partitions[0].error_code == E.NONE
+    assert ranges(part(fetch(client, group, "m", 3, topic_id))) == [(0, 3, 2)]
+
+
 def test_a_closed_connection_ends_its_share_session(broker, client):
     """As Kafka's connection-disconnect listener: the session goes and what its member held is released
     at once (not at the 30 s lock's end), on the broker the member fetched from."""
