@@ -3,7 +3,8 @@ leader, with acknowledgements of what it was given before.
 
 The share session (broker/share/sessions.py) holds the partitions fetched: ShareSessionEpoch 0 opens it
 with the request's partitions, later epochs add the request's and drop ForgottenTopicsData, -1 ends it
-(acknowledgements only: no records are acquired, and what the member still holds is released).
+(acknowledgements only: no records are acquired, and what the member still holds is released); an
+epoch 0 request carrying acknowledgements is INVALID_REQUEST, as Kafka's newContext answers it.
 Acknowledgements (1 accept, 2 release, 3 reject, 0 gap; 4 renew from v2 with IsRenewAck) are applied
 first, per partition (AcknowledgeErrorCode: INVALID_RECORD_STATE for an offset the member does not
 hold, INVALID_REQUEST for a malformed batch). Then every session partition is read from the first
@@ -67,7 +68,8 @@ async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest]
     if not body.group_id:  # Kafka 4.3.1 answers each partition UNKNOWN_SERVER_ERROR, not the request
         return _no_group(broker, body)
     try:
-        share = await begin(broker, connection, body.group_id, body.member_id, body.share_session_epoch, fetch=True)
+        share = await begin(broker, connection, body.group_id, body.member_id, body.share_session_epoch, fetch=True,
+                            acknowledging=any(p.acknowledgement_batches for t in body.topics for p in t.partitions))
     except ShareError as exc:
         return _refused(exc.error_code, exc.message or None)
     renew = version >= 2 and body.is_renew_ack
@@ -145,11 +147,12 @@ def _no_group(broker: BrokerContext, body: ShareFetchRequest) -> ShareFetchRespo
 
 
 def _answer(share: ShareRequest, acked: set[Key], reads: dict[Key, PartitionRead]) -> ShareFetchResponse:
-    """The partitions with records, an error or acknowledgements answered (Kafka leaves the others out)."""
+    """The partitions with records, an error or acknowledgements answered (Kafka leaves the others out,
+    but for a new session's first answer, which lists every partition asked)."""
     topics: dict = {}
     for key, outcome in share.outcomes.items():
         read = reads.get(key, PartitionRead())
-        if key not in acked and not read.acquired and outcome.error == ErrorCode.NONE:
+        if key not in acked and not read.acquired and outcome.error == ErrorCode.NONE and not share.opened:
             continue
         leader, epoch = leader_of(outcome)
         topics.setdefault(key[0], []).append(_Partition(

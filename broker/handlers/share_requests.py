@@ -37,11 +37,12 @@ class ShareRequest:
     session: ShareSession
     settings: ShareSettings
     final: bool  # ShareSessionEpoch -1: the session ends with this request
+    opened: bool  # ShareSessionEpoch 0: a new session (its first answer lists every partition asked)
     outcomes: dict[Key, Outcome] = field(default_factory=dict)
 
 
 async def begin(broker: BrokerContext, connection: RequestContext, group_id: str | None, member_id: str | None,
-                epoch: int, *, fetch: bool) -> ShareRequest:
+                epoch: int, *, fetch: bool, acknowledging: bool = False) -> ShareRequest:
     """The request-level checks (Kafka's order: group id, member id, READ on the group, the session);
     ShareError for the answer's top level (an empty message stands for none)."""
     if not group_id:
@@ -50,13 +51,16 @@ async def begin(broker: BrokerContext, connection: RequestContext, group_id: str
         raise ShareError(ErrorCode.INVALID_REQUEST, "the member id is empty")
     if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, group_id):
         raise ShareError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
+    if epoch == INITIAL_EPOCH and fetch and acknowledging:  # Kafka's newContext: nothing to acknowledge yet
+        raise ShareError(ErrorCode.INVALID_REQUEST, "")
     session = broker.shares.sessions.open_or_continue(group_id, member_id, epoch, fetch=fetch)
     if epoch == INITIAL_EPOCH:  # the session ends with the connection that opened it (as Kafka's)
         connection.share_session = session
     settings = ShareSettings.of(await broker.group_configs.get(group_id), broker.group_configs.broker)
     if epoch == FINAL_EPOCH:
         broker.shares.sessions.close(session)
-    return ShareRequest(group_id, member_id, session, settings, final=epoch == FINAL_EPOCH)
+    return ShareRequest(group_id, member_id, session, settings, final=epoch == FINAL_EPOCH,
+                        opened=epoch == INITIAL_EPOCH)
 
 
 def resolve(broker: BrokerContext, connection: RequestContext, request: ShareRequest, key: Key) -> Outcome:

@@ -110,7 +110,8 @@ def test_fetch_accept_release_and_redelivery(client):
     assert ranges(p) == [(0, 5, 1)] and values(p) == [f"v{i}".encode() for i in range(6)]
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 0)
     # another member of the group finds nothing while m1 holds everything
-    assert fetch(client, group, "m2", 0, topic_id).responses == []
+    # (a new session's first answer lists the partition asked, with nothing acquired, as Kafka's)
+    assert ranges(part(fetch(client, group, "m2", 0, topic_id))) == []
     # accept 0-1, release 2-3, reject 4-5 (in one ShareAcknowledge), then 2-3 come again, delivered twice
     answer = ack(client, group, "m1", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE), (4, 5, REJECT)])
     assert (answer.error_code, answer.responses[0].partitions[0].error_code) == (E.NONE, E.NONE)
@@ -164,10 +165,11 @@ def test_locks_expire_and_the_delivery_limit_archives(client):
 
 def test_latest_starts_at_the_end_and_max_records_takes_whole_batches(client):
     group, topic, topic_id = setup(client, 4, reset="latest")
-    assert part(fetch(client, group, "m", 0, topic_id)) is None
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == []
+    assert part(fetch(client, group, "m", 1, topic_id)) is None  # left out past a session's first answer
     for _ in range(3):
         produce(client, topic, 0, batch([b"a", b"b"]))
-    p = part(fetch(client, group, "m", 1, topic_id, max_records=3))
+    p = part(fetch(client, group, "m", 2, topic_id, max_records=3))
     assert ranges(p) == [(4, 7, 1)]  # two whole batches: the second goes over max_records
 
 
@@ -176,6 +178,9 @@ def test_request_errors(client):
     no_group = fetch(client, "", "m", 0, topic_id)  # Kafka 4.3.1's answer, judged in tests/differential
     assert (no_group.error_code, part(no_group).error_code) == (E.NONE, E.UNKNOWN_SERVER_ERROR)
     assert fetch(client, group, "", 0, topic_id).error_code == E.INVALID_REQUEST
+    # a session cannot open with acknowledgements (Kafka's newContext), and is not opened
+    assert fetch(client, group, "z", 0, topic_id, acks=[(0, 0, ACCEPT)]).error_code == E.INVALID_REQUEST
+    assert fetch(client, group, "z", 1, topic_id).error_code == E.SHARE_SESSION_NOT_FOUND
     p = part(fetch(client, group, "m", 0, uuid.uuid4()))
     assert p.error_code == E.UNKNOWN_TOPIC_ID
 
