@@ -13,8 +13,10 @@ import pytest
 
 from broker.log.common import TopicPartition
 from broker.log.io import LogIO
-from broker.share.manager import SharePartitionManager, ShareStateError
+from broker.share.manager import SharePartitionManager, ShareSettings, ShareStateError
+from broker.share.partition import ShareLimits
 from protocol.errors import ErrorCode
+from tests.broker.data_wire import batch
 
 
 class _Log:
@@ -93,3 +95,24 @@ async def test_a_read_under_way_when_the_offsets_are_deleted_is_not_kept(tmp_pat
     await manager.forget("g", [topic])  # type: ignore[list-item]
     assert await reading is None
     assert manager.partitions == {} and list(tmp_path.glob("share-*.state")) == []
+
+
+async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquires_nothing(tmp_path):
+    """AlterShareGroupOffsets while a ShareFetch reads the log: the records go to nobody, and the new
+    share-partition holds nothing in flight."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    partition.last_stable_offset = partition.high_watermark = 2
+    partition.check_leader = lambda: None  # type: ignore[attr-defined]
+    partition.log.read = lambda offset, max_bytes, max_offset: SimpleNamespace(slices=["slice"])  # type: ignore
+
+    async def read_slices(slices):
+        await manager.set_start("g", partition, 0)  # type: ignore[arg-type]
+        return [memoryview(batch([b"a", b"b"]))]
+
+    manager._replicas.read_slices = read_slices  # type: ignore[attr-defined]
+    limits = ShareLimits(lock_ms=30_000, delivery_limit=5, max_locks=100)
+    settings = ShareSettings(limits, "earliest", read_committed=False)
+    read = await manager.fetch("g", "m", partition, settings, 1 << 20, 100)  # type: ignore[arg-type]
+    assert (read.acquired, read.records) == ((), b"")
+    share = manager.share_partition("g", partition)  # type: ignore[arg-type]
+    assert share is not None and (share.end_offset, share.next_fetch_offset()) == (0, 0)
