@@ -35,6 +35,9 @@ log = structlog.get_logger("transactions")
 TopicPartitionKey = tuple[str, int]
 MarkerListener = Callable[[str, int, int, bool], None]  # (topic, partition, producer id, committed)
 WRITE_TXN_MARKERS_VERSION = 2  # v2 adds the TransactionVersion the leader checks the marker by
+# A leader serving only v1 (an older Ebb mid-upgrade) is sent v1, its TransactionVersion (ignorable)
+# left out, as Kafka's coordinator does: retrying v2 there would never write the marker.
+WRITE_TXN_MARKERS_OLDEST = 1
 # Written, or not needed any more: a newer producer epoch or coordinator has written there already.
 _SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
@@ -155,7 +158,8 @@ class MarkerSender:
                     for t, ps in by_topic.items()],
             coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
         try:
-            answer = await self._peers.request(broker_id, request, WRITE_TXN_MARKERS_VERSION)
+            answer = await self._peers.request(broker_id, request, WRITE_TXN_MARKERS_VERSION,
+                                               oldest=WRITE_TXN_MARKERS_OLDEST)
         except Exception as exc:  # unreachable, closed, timed out: the next round asks again
             log.info("cannot send transaction markers", broker=broker_id, error=repr(exc))
             return [ErrorCode.NETWORK_EXCEPTION] * len(partitions)
