@@ -38,8 +38,11 @@ WRITE_TXN_MARKERS_VERSION = 2  # v2 adds the TransactionVersion the leader check
 # A leader serving only v1 (an older Ebb mid-upgrade) is sent v1, its TransactionVersion (ignorable)
 # left out, as Kafka's coordinator does: retrying v2 there would never write the marker.
 WRITE_TXN_MARKERS_OLDEST = 1
-# Written, or not needed any more: a newer producer epoch or coordinator has written there already.
-_SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+# Written, or not needed any more: a newer producer epoch or coordinator has written there already;
+# or never writable there (Kafka 4.3.1 drops the partition from those waiting: its producer's batches
+# could not have been written there either).
+_SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                      ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 
 
 def _now_ms() -> int:
@@ -135,7 +138,8 @@ class MarkerSender:
             for tp, code in zip(tps, codes, strict=True):
                 if code in _SETTLED:
                     if code != ErrorCode.NONE:
-                        log.warning("transaction marker refused: a newer epoch wrote there", error=code.name,
+                        log.warning("transaction marker not written: not needed or never writable there",
+                                    error=code.name,
                                     partition=f"{tp[0]}-{tp[1]}", producer_id=producer_id)
                 elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self._leader(tp) is None:
                     pass  # deleted meanwhile

@@ -30,6 +30,7 @@ class FakeConnection:
     attempts: list[int]
     api_versions: dict[int, tuple[int, int]] = {ApiKey.WRITE_TXN_MARKERS: (0, 2)}  # what ApiVersions named
     sent: list[tuple[int, int]]  # (broker, WriteTxnMarkers version)
+    answer: ErrorCode = ErrorCode.NONE  # each partition's
 
     def __init__(self, host, port, *, node_id, **kwargs) -> None:
         self.node_id = node_id
@@ -51,7 +52,7 @@ class FakeConnection:
         encode_request(request, version, 1, "test")  # the version can carry it
         [marker] = request.markers
         return WriteTxnMarkersResponse(markers=[_Marker(producer_id=marker.producer_id, topics=[
-            _Topic(name=t.name, partitions=[_Partition(partition_index=p, error_code=ErrorCode.NONE)
+            _Topic(name=t.name, partitions=[_Partition(partition_index=p, error_code=FakeConnection.answer)
                                             for p in t.partition_indexes])
             for t in marker.topics])])
 
@@ -154,4 +155,16 @@ async def test_a_leader_without_write_txn_markers_v2_is_sent_v1(monkeypatch) -> 
     await sender._peers.close()
     assert await sender._send(HEALTHY, 7, 3, True, 4, [("t", 1)], transaction_version=2) == [ErrorCode.NONE]
     assert FakeConnection.sent == [(HEALTHY, 1), (HEALTHY, 2)]
+    await sender._peers.close()
+
+
+async def test_a_marker_the_leader_can_never_write_is_settled(monkeypatch) -> None:
+    """UNSUPPORTED_VERSION and UNSUPPORTED_FOR_MESSAGE_FORMAT: Kafka 4.3.1's coordinator drops the
+    partition from those waiting for markers; retrying would hold the transaction (and the LSO) forever."""
+    sender = _sender(monkeypatch, TopicsByName(t=SplitTopic()))
+    for code in (ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT):
+        monkeypatch.setattr(FakeConnection, "answer", code)
+        assert await sender.send_round(7, 0, True, 4, {("t", 1)}, 2) == set()
+    monkeypatch.setattr(FakeConnection, "answer", ErrorCode.NOT_ENOUGH_REPLICAS)  # while a retriable one is retried
+    assert await sender.send_round(7, 0, True, 4, {("t", 1)}, 2) == {("t", 1)}
     await sender._peers.close()
