@@ -2,10 +2,11 @@
 stored in `/feature`, every later broker follows it, and ApiVersions lists it as Kafka does."""
 
 import json
+import uuid
 
 import pytest
 
-from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, FeatureZNode, TopicZNode
+from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, FeatureZNode, TopicAssignment, TopicZNode
 from broker.cluster.store import EmbeddedStore
 from broker.features import SUPPORTED, TRANSACTION_VERSION, load_finalized
 
@@ -86,3 +87,22 @@ async def test_an_existing_cluster_without_the_node_is_finalized_at_older_ebbs_l
     await store.create(TopicZNode.path("t"), b"{}")
     assert (await load_finalized(store, 0)).transaction_version == 0  # never above the setting
     await store.close()
+
+
+async def test_a_broker_registers_its_features_and_an_upgraded_store_stays_at_level_1(tmp_path):
+    """Wired in the broker: its registration names what it supports (what later brokers cap the level
+    by), and a store an older Ebb filled (topics, no `/feature`) is finalized at 1 despite the default 2."""
+    from broker.app import METADATA_FILE, Broker
+    from broker.config import load_config
+
+    store = await EmbeddedStore.open(tmp_path / METADATA_FILE)
+    await store.create(TopicZNode.path("orders"), TopicZNode.encode(TopicAssignment(uuid.uuid4(), {0: [4]})))
+    await store.close()
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0", "node.id=4"]))
+    await broker.start()
+    try:
+        data, _ = await broker.store.get(BrokerIdZNode.path(4))
+        assert BrokerIdZNode.decode(data).features == SUPPORTED
+        assert broker.features.transaction_version == 1
+    finally:
+        await broker.stop()
