@@ -20,7 +20,7 @@ from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZN
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
-from broker.features import FinalizedFeatures, load_finalized
+from broker.features import SUPPORTED, FinalizedFeatures, load_finalized
 from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
@@ -359,7 +359,8 @@ class Broker:
         registration = BrokerRegistration(
             host=listener.host, port=listener.port, rack=self.config.rack,
             endpoints=tuple(str(item) for item in self.config.advertised_listeners),
-            security_protocols=dict(self.config.listener_protocols), timestamp=str(int(time.time() * 1000)))
+            security_protocols=dict(self.config.listener_protocols), timestamp=str(int(time.time() * 1000)),
+            features=dict(SUPPORTED))
         try:
             await self._opened_store().register(BrokerIdZNode.path(self.config.node_id),
                                                 BrokerIdZNode.encode(registration))

@@ -9,7 +9,12 @@ Kafka's ApiVersionsResponse does.
 
 The level is the cluster's, stored in `/feature` (broker/cluster/layout.py): the first broker to start
 writes its setting there, every broker reads it back, and one whose setting differs logs it and
-follows the stored level. The node's data version is the FinalizedFeaturesEpoch.
+follows the stored level. The node's data version is the FinalizedFeaturesEpoch. A level is never
+finalized above what a registered broker supports (each advertises its ranges in its registration,
+as Kafka's ZooKeeper-era brokers did): an Ebb from before that field serves up to level 1, so an
+upgraded broker meeting one, or a cluster that already holds topics (an upgrade, whose producers and
+`__transaction_state` ran at the level older Ebb served), finalizes at most 1, as Kafka keeps an
+existing cluster's levels until an operator raises them.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from broker.cluster.layout import FeatureZNode
-from broker.cluster.store import MetadataStore, NodeExists
+from broker.cluster.layout import BrokerIdsZNode, BrokerIdZNode, FeatureZNode, TopicsZNode
+from broker.cluster.store import MetadataStore, NodeExists, NoNode
 
 log = structlog.get_logger("features")
 
 TRANSACTION_VERSION = "transaction.version"
 SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
+LEGACY_TRANSACTION_VERSION = 1  # what Ebb served before it finalized features: a new cluster's ceiling otherwise
 
 
 @dataclass
@@ -49,9 +55,11 @@ class FinalizedFeatures:
 
 
 async def load_finalized(store: MetadataStore, transaction_version: int) -> FinalizedFeatures:
-    """The cluster's finalized levels, `/feature` created with this broker's setting if absent."""
+    """The cluster's finalized levels, `/feature` created if absent: this broker's setting, capped by
+    what the registered brokers support (and by 1 in a cluster that existed before the node)."""
     try:
-        await store.create(FeatureZNode.PATH, FeatureZNode.encode({TRANSACTION_VERSION: transaction_version}))
+        first = await _first_level(store, transaction_version)
+        await store.create(FeatureZNode.PATH, FeatureZNode.encode({TRANSACTION_VERSION: first}))
     except NodeExists:
         pass
     data, version = await store.get(FeatureZNode.PATH)
@@ -64,3 +72,31 @@ async def load_finalized(store: MetadataStore, transaction_version: int) -> Fina
     if not low <= stored <= high:
         raise ValueError(f"the cluster finalized {TRANSACTION_VERSION}={stored}, outside this broker's {low}-{high}")
     return FinalizedFeatures({TRANSACTION_VERSION: stored}, version)
+
+
+async def _children(store: MetadataStore, path: str) -> list[str]:
+    try:
+        return await store.children(path)
+    except NoNode:
+        return []
+
+
+async def _first_level(store: MetadataStore, configured: int) -> int:
+    """The level to finalize in a cluster without `/feature`."""
+    if await store.exists(FeatureZNode.PATH):
+        return configured  # another broker created it meanwhile: the create fails and it is read
+    level = configured
+    if await _children(store, TopicsZNode.PATH):
+        level = min(level, LEGACY_TRANSACTION_VERSION)  # an existing cluster: kept at older Ebb's level
+    for child in await _children(store, BrokerIdsZNode.PATH):
+        try:
+            data, _ = await store.get(BrokerIdZNode.path(int(child)))
+            features = BrokerIdZNode.decode(data).features
+        except (NoNode, ValueError):
+            continue  # gone meanwhile, or not a broker's node
+        high = LEGACY_TRANSACTION_VERSION if features is None else features.get(TRANSACTION_VERSION, (0, 0))[1]
+        level = min(level, high)
+    if level != configured:
+        log.warning("finalizing a lower transaction.version than configured: a registered broker or the "
+                    "cluster's existing data needs it", configured=configured, finalized=level)
+    return level

@@ -117,6 +117,9 @@ class BrokerRegistration:
     endpoints: tuple[str, ...]  # every listener's advertised address, "NAME://host:port"
     security_protocols: dict[str, str]  # listener name -> security protocol
     timestamp: str  # set at start: a new one on a node that stayed is a restart
+    # The feature ranges the broker supports (KIP-584: Kafka's ZooKeeper-era "features" field);
+    # None: registered by an Ebb from before the field, which serves transaction.version 0-1 only.
+    features: dict[str, tuple[int, int]] | None = None
 
 
 class BrokerIdZNode:
@@ -131,19 +134,26 @@ class BrokerIdZNode:
         return _json({"version": BrokerIdZNode.VERSION, "host": registration.host, "port": registration.port,
                       "rack": registration.rack, "endpoints": list(registration.endpoints),
                       "listener_security_protocol_map": registration.security_protocols,
-                      "timestamp": registration.timestamp})
+                      "timestamp": registration.timestamp,
+                      **({} if registration.features is None else {"features": {
+                          name: {"min_version": low, "max_version": high}
+                          for name, (low, high) in sorted(registration.features.items())}})})
 
     @staticmethod
     def decode(data: bytes) -> BrokerRegistration:
         """ValueError if it cannot be read."""
         try:
             raw = json.loads(data)
+            features = raw.get("features")
             return BrokerRegistration(
                 host=raw["host"], port=int(raw["port"]), rack=raw.get("rack"),
                 endpoints=tuple(str(e) for e in raw.get("endpoints", [])),
                 security_protocols=dict(raw.get("listener_security_protocol_map") or {}),
-                timestamp=str(raw.get("timestamp")))
-        except (KeyError, TypeError, AttributeError) as exc:
+                timestamp=str(raw.get("timestamp")),
+                features=None if features is None else {
+                    str(name): (int(spec["min_version"]), int(spec["max_version"]))
+                    for name, spec in features.items()})
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"unreadable broker registration: {exc!r}") from None
 
 

@@ -3,7 +3,9 @@ inside its transaction (`sendOffsetsToTransaction`). v5 is transactions version 
 no AddOffsetsToTxn comes first, this group coordinator adds the group's `__consumer_offsets`
 partition to the transaction itself (the transaction coordinator directly, or AddPartitionsToTxn v5
 to it: broker/txn/verification.py), answering its refusal per partition (PRODUCER_FENCED as
-INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS as is).
+INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS and TRANSACTION_ABORTABLE as is) in the codes Kafka's
+group coordinator answers (its normalizeException): the producer retries COORDINATOR_NOT_AVAILABLE
+and NOT_COORDINATOR, where Produce's NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER would be fatal.
 
 Before `__consumer_offsets` and `__transaction_state` exist (AddOffsetsToTxn and FindCoordinator
 create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition of the group must
@@ -39,6 +41,12 @@ from protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
+# Kafka's group coordinator answers a failed write (the implicit add's too) in its own retriable codes.
+_GROUP_ERROR = {ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+                ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
 
 
 @handles(API_KEY, "0-5")
@@ -66,8 +74,9 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
     offsets_partition = (OFFSETS_TOPIC, store.partition_for(body.group_id))
     if version >= 5:
         refused, _ = await broker.transactions.verifier.verify(
-            body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True)
-        verified = refused.get(offsets_partition, ErrorCode.NONE)
+            body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True,
+            abortable=True)
+        verified = _GROUP_ERROR.get(code := refused.get(offsets_partition, ErrorCode.NONE), code)
     else:
         verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
                                               offsets_partition)

@@ -312,9 +312,14 @@ class TransactionCoordinator:
                              partitions: set[TopicPartitionKey], *, client_version: int = 0) -> None:
         """AddPartitionsToTxn (`client_version` 2: from a broker, v4+, for a producer on transactions
         version 2: Produce v12 or TxnOffsetCommit v5 adding implicitly)."""
-        meta = self._checked(transactional_id, producer_id, producer_epoch)
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        self._check_coordinating(transactional_id)
+        current = self._txns.get(transactional_id)
+        # A change under way is answered before the producer id is compared, as Kafka 4.3.1 does: after
+        # an exhausted epoch the producer already goes on under the new id while Prepare still holds the old.
+        if current is not None and (current.pending or current.state in (TxnState.PREPARE_COMMIT,
+                                                                           TxnState.PREPARE_ABORT)):
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is completing a transaction")
+        meta = self._checked(transactional_id, producer_id, producer_epoch)
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
             return
         start = meta.start_ms if meta.state == TxnState.ONGOING else _now_ms()

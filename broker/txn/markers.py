@@ -35,8 +35,14 @@ log = structlog.get_logger("transactions")
 TopicPartitionKey = tuple[str, int]
 MarkerListener = Callable[[str, int, int, bool], None]  # (topic, partition, producer id, committed)
 WRITE_TXN_MARKERS_VERSION = 2  # v2 adds the TransactionVersion the leader checks the marker by
-# Written, or not needed any more: a newer producer epoch or coordinator has written there already.
-_SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+# A leader serving only v1 (an older Ebb mid-upgrade) is sent v1, its TransactionVersion (ignorable)
+# left out, as Kafka's coordinator does: retrying v2 there would never write the marker.
+WRITE_TXN_MARKERS_OLDEST = 1
+# Written, or not needed any more: a newer producer epoch or coordinator has written there already;
+# or never writable there (Kafka 4.3.1 drops the partition from those waiting: its producer's batches
+# could not have been written there either).
+_SETTLED = frozenset({ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                      ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 
 
 def _now_ms() -> int:
@@ -132,7 +138,8 @@ class MarkerSender:
             for tp, code in zip(tps, codes, strict=True):
                 if code in _SETTLED:
                     if code != ErrorCode.NONE:
-                        log.warning("transaction marker refused: a newer epoch wrote there", error=code.name,
+                        log.warning("transaction marker not written: not needed or never writable there",
+                                    error=code.name,
                                     partition=f"{tp[0]}-{tp[1]}", producer_id=producer_id)
                 elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self._leader(tp) is None:
                     pass  # deleted meanwhile
@@ -155,7 +162,8 @@ class MarkerSender:
                     for t, ps in by_topic.items()],
             coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
         try:
-            answer = await self._peers.request(broker_id, request, WRITE_TXN_MARKERS_VERSION)
+            answer = await self._peers.request(broker_id, request, WRITE_TXN_MARKERS_VERSION,
+                                               oldest=WRITE_TXN_MARKERS_OLDEST)
         except Exception as exc:  # unreachable, closed, timed out: the next round asks again
             log.info("cannot send transaction markers", broker=broker_id, error=repr(exc))
             return [ErrorCode.NETWORK_EXCEPTION] * len(partitions)

@@ -36,10 +36,14 @@ class PeerConnections:
         self._connecting: dict[int, asyncio.Lock] = {}
         self._failed: dict[int, tuple[float, str]] = {}  # broker id -> (monotonic time of its last failed connect, why)
 
-    async def request(self, broker_id: int, request: Any, version: int) -> Any:
-        """The answer of `broker_id`; raises (and drops the connection) when it cannot be asked."""
+    async def request(self, broker_id: int, request: Any, version: int, *, oldest: int | None = None) -> Any:
+        """The answer of `broker_id`; raises (and drops the connection) when it cannot be asked.
+        `oldest`: any version from it up to `version` will do, the highest the broker serves (as
+        Kafka's NetworkClient picks from the broker's ApiVersions: an older Ebb mid-upgrade)."""
         try:
             connection = await self._connect(broker_id)
+            if oldest is not None:
+                version = connection.pick_version(request.api_key, low=oldest, high=version)
             return await connection.request(request, version=version)
         except Exception:
             await self._disconnect(broker_id)

@@ -2,12 +2,13 @@
 stored in `/feature`, every later broker follows it, and ApiVersions lists it as Kafka does."""
 
 import json
+import uuid
 
 import pytest
 
-from broker.cluster.layout import FeatureZNode
+from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, FeatureZNode, TopicAssignment, TopicZNode
 from broker.cluster.store import EmbeddedStore
-from broker.features import TRANSACTION_VERSION, load_finalized
+from broker.features import SUPPORTED, TRANSACTION_VERSION, load_finalized
 
 
 async def test_the_first_setting_is_stored_and_later_brokers_follow_it(tmp_path):
@@ -45,3 +46,63 @@ async def test_a_stored_level_this_broker_cannot_run_stops_it(tmp_path):
     with pytest.raises(ValueError, match="outside"):
         await load_finalized(store, 2)
     await store.close()
+
+
+def _registration(features):
+    return BrokerIdZNode.encode(BrokerRegistration("h", 9092, None, ("PLAINTEXT://h:9092",),
+                                                   {"PLAINTEXT": "PLAINTEXT"}, "1", features))
+
+
+async def test_a_registered_broker_without_features_keeps_a_new_node_at_level_1(tmp_path):
+    """Rolling upgrade: an older Ebb (no "features" in its registration) serves transactions version
+    1 only; finalizing 2 would send it WriteTxnMarkers v2 and stop AddPartitionsToTxn to it."""
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    await store.create(BrokerIdZNode.path(1), _registration(None))
+    assert (await load_finalized(store, 2)).transaction_version == 1
+    await store.close()
+
+
+async def test_the_level_is_capped_by_what_registered_brokers_support(tmp_path):
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    await store.create(BrokerIdZNode.path(1), _registration({TRANSACTION_VERSION: (0, 2)}))
+    await store.create(BrokerIdZNode.path(2), _registration({TRANSACTION_VERSION: (0, 0)}))
+    assert (await load_finalized(store, 2)).transaction_version == 0
+    await store.close()
+
+
+async def test_brokers_that_support_it_finalize_the_setting(tmp_path):
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    await store.create(BrokerIdZNode.path(1), _registration(dict(SUPPORTED)))
+    assert (await load_finalized(store, 2)).transaction_version == 2
+    await store.close()
+
+
+async def test_an_existing_cluster_without_the_node_is_finalized_at_older_ebbs_level(tmp_path):
+    """Its topics (and `__transaction_state`) were written by an Ebb serving version 1."""
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    await store.create(TopicZNode.path("__transaction_state"), b"{}")
+    assert (await load_finalized(store, 2)).transaction_version == 1
+    await store.close()
+    store = await EmbeddedStore.open(tmp_path / "other.json")
+    await store.create(TopicZNode.path("t"), b"{}")
+    assert (await load_finalized(store, 0)).transaction_version == 0  # never above the setting
+    await store.close()
+
+
+async def test_a_broker_registers_its_features_and_an_upgraded_store_stays_at_level_1(tmp_path):
+    """Wired in the broker: its registration names what it supports (what later brokers cap the level
+    by), and a store an older Ebb filled (topics, no `/feature`) is finalized at 1 despite the default 2."""
+    from broker.app import METADATA_FILE, Broker
+    from broker.config import load_config
+
+    store = await EmbeddedStore.open(tmp_path / METADATA_FILE)
+    await store.create(TopicZNode.path("orders"), TopicZNode.encode(TopicAssignment(uuid.uuid4(), {0: [4]})))
+    await store.close()
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0", "node.id=4"]))
+    await broker.start()
+    try:
+        data, _ = await broker.store.get(BrokerIdZNode.path(4))
+        assert BrokerIdZNode.decode(data).features == SUPPORTED
+        assert broker.features.transaction_version == 1
+    finally:
+        await broker.stop()

@@ -72,6 +72,12 @@ def test_broker_and_controller_nodes():
     assert BrokerIdZNode.decode(BrokerIdZNode.encode(registration)) == registration
     with pytest.raises(ValueError):
         BrokerIdZNode.decode(b'{"version": 5}')
+    # the supported features, as Kafka's ZooKeeper-era brokers registered them; absent: an older Ebb
+    advertising = BrokerRegistration("h", 9092, None, (), {}, "17", {"transaction.version": (0, 2)})
+    assert json.loads(BrokerIdZNode.encode(advertising))["features"] == {
+        "transaction.version": {"min_version": 0, "max_version": 2}}
+    assert BrokerIdZNode.decode(BrokerIdZNode.encode(advertising)) == advertising
+    assert "features" not in json.loads(BrokerIdZNode.encode(registration)) and registration.features is None
     assert ControllerZNode.decode(b'{"version":1,"brokerid":3,"timestamp":"1"}') == 3
     assert ControllerZNode.decode(None) == ControllerZNode.decode(b"junk") == NO_CONTROLLER
     assert ControllerEpochZNode.decode(ControllerEpochZNode.encode(12)) == 12

@@ -156,3 +156,31 @@ async def test_a_timed_out_transaction_is_aborted_at_the_clusters_version(monkey
     ]
     assert meta.client_transaction_version == 2
     await txns.stop()
+
+
+async def test_the_new_id_meets_concurrent_transactions_until_the_overflowing_end_completes(monkeypatch):
+    """Between EndTxn v5's answer (the new id at epoch 0) and CompleteCommit, Prepare still holds the
+    old id: Kafka 4.3.1 answers an add under the new id CONCURRENT_TRANSACTIONS (a change under way is
+    checked before the producer id), which the producer retries, not INVALID_PRODUCER_ID_MAPPING."""
+    import asyncio
+    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    release = asyncio.Event()
+
+    class HeldMarkers(_Recording):
+        async def append_records(self, batches, **kwargs):
+            if any(batch.header().is_control for *_, batch in batches):
+                await release.wait()
+            return await super().append_records(batches, **kwargs)
+
+    txns = coordinator(HeldMarkers())
+    meta = owned(txns, TxnMetadata("tid", PID, MAX_EPOCH - 1, 60_000, TxnState.ONGOING, {("facts", 0)},
+                                   start_ms=1, client_transaction_version=2))
+    assert await txns.end_txn_v2("tid", PID, MAX_EPOCH - 1, True) == (500, 0)
+    with pytest.raises(TxnError) as refused:
+        await txns.add_partitions("tid", 500, 0, {("facts", 0)}, client_version=2)
+    assert refused.value.error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    release.set()
+    await wait_for(lambda: meta.state == TxnState.COMPLETE_COMMIT)
+    await txns.add_partitions("tid", 500, 0, {("facts", 0)}, client_version=2)
+    assert txns._txns["tid"].state == TxnState.ONGOING
+    await txns.stop()

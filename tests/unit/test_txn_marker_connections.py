@@ -10,7 +10,10 @@ import client.connection
 from broker.txn import peers as peers_module
 from broker.txn.markers import MarkerSender
 from broker.txn.peers import PeerConnections
+from client.versions import pick_version
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
+from protocol.framing import encode_request
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 _Marker = WriteTxnMarkersResponse.WritableTxnMarkerResult
@@ -25,10 +28,16 @@ class FakeConnection:
 
     release: asyncio.Event
     attempts: list[int]
+    api_versions: dict[int, tuple[int, int]] = {ApiKey.WRITE_TXN_MARKERS: (0, 2)}  # what ApiVersions named
+    sent: list[tuple[int, int]]  # (broker, WriteTxnMarkers version)
+    answer: ErrorCode = ErrorCode.NONE  # each partition's
 
     def __init__(self, host, port, *, node_id, **kwargs) -> None:
         self.node_id = node_id
         self.connected = False
+
+    def pick_version(self, api_key: int, *, low: int | None = None, high: int | None = None) -> int:
+        return pick_version(api_key, self.api_versions, low=low, high=high)
 
     async def connect(self) -> FakeConnection:
         FakeConnection.attempts.append(self.node_id)
@@ -39,9 +48,11 @@ class FakeConnection:
         return self
 
     async def request(self, request: WriteTxnMarkersRequest, version: int) -> WriteTxnMarkersResponse:
+        FakeConnection.sent.append((self.node_id, version))
+        encode_request(request, version, 1, "test")  # the version can carry it
         [marker] = request.markers
         return WriteTxnMarkersResponse(markers=[_Marker(producer_id=marker.producer_id, topics=[
-            _Topic(name=t.name, partitions=[_Partition(partition_index=p, error_code=ErrorCode.NONE)
+            _Topic(name=t.name, partitions=[_Partition(partition_index=p, error_code=FakeConnection.answer)
                                             for p in t.partition_indexes])
             for t in marker.topics])])
 
@@ -77,6 +88,7 @@ class TopicsByName:
 def _sender(monkeypatch, topics: TopicsByName | None = None) -> MarkerSender:
     FakeConnection.release = asyncio.Event()
     FakeConnection.attempts = []
+    FakeConnection.sent = []
     monkeypatch.setattr(client.connection, "BrokerConnection", FakeConnection)
     peers = PeerConnections(1, lambda broker: ("localhost", 9000 + broker), None, 5000)
     return MarkerSender(LedElsewhere(), topics or TopicsByName(), 1, True, peers)
@@ -129,4 +141,30 @@ async def test_a_round_asks_every_leader_at_once(monkeypatch) -> None:
     assert DEAD in FakeConnection.attempts and not round_.done()
     FakeConnection.release.set()
     assert await round_ == {("t", 0)}
+    await sender._peers.close()
+
+
+async def test_a_leader_without_write_txn_markers_v2_is_sent_v1(monkeypatch) -> None:
+    """An older Ebb (WriteTxnMarkers 0-1, mid rolling upgrade) gets v1 without the ignorable
+    TransactionVersion, as Kafka's coordinator picks the version from ApiVersions: v2 there would be
+    refused at every round and the partition's LSO would never move."""
+    sender = _sender(monkeypatch)
+    monkeypatch.setattr(FakeConnection, "api_versions", {ApiKey.WRITE_TXN_MARKERS: (0, 1)})
+    assert await sender._send(HEALTHY, 7, 3, True, 4, [("t", 1)], transaction_version=2) == [ErrorCode.NONE]
+    monkeypatch.setattr(FakeConnection, "api_versions", {ApiKey.WRITE_TXN_MARKERS: (0, 2)})
+    await sender._peers.close()
+    assert await sender._send(HEALTHY, 7, 3, True, 4, [("t", 1)], transaction_version=2) == [ErrorCode.NONE]
+    assert FakeConnection.sent == [(HEALTHY, 1), (HEALTHY, 2)]
+    await sender._peers.close()
+
+
+async def test_a_marker_the_leader_can_never_write_is_settled(monkeypatch) -> None:
+    """UNSUPPORTED_VERSION and UNSUPPORTED_FOR_MESSAGE_FORMAT: Kafka 4.3.1's coordinator drops the
+    partition from those waiting for markers; retrying would hold the transaction (and the LSO) forever."""
+    sender = _sender(monkeypatch, TopicsByName(t=SplitTopic()))
+    for code in (ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT):
+        monkeypatch.setattr(FakeConnection, "answer", code)
+        assert await sender.send_round(7, 0, True, 4, {("t", 1)}, 2) == set()
+    monkeypatch.setattr(FakeConnection, "answer", ErrorCode.NOT_ENOUGH_REPLICAS)  # while a retriable one is retried
+    assert await sender.send_round(7, 0, True, 4, {("t", 1)}, 2) == {("t", 1)}
     await sender._peers.close()
