@@ -164,7 +164,7 @@ class Connection(asyncio.BufferedProtocol):
             self.deadline.cancel()
         self.writable.set()
         self.server.connections.discard(self)
-        if self.context.share_session is not None:
+        if self.context.share_session is not None and not self.server.stopping:  # (a stop keeps the files)
             self.broker.shares.disconnected(self.context.share_session)
             self.context.share_session = None
         if self.worker is not None and not self.server.stopping:
