@@ -32,7 +32,7 @@ MAX_DELIVERY_COUNT = 32767  # the answer's DeliveryCount is an int16
 
 
 class RecordState(IntEnum):
-    """Kafka's RecordState ids (its share-group state records carry them; here they stay in memory)."""
+    """Kafka's RecordState ids (its share-group state records carry them, as the state file here does)."""
 
     AVAILABLE = 0
     ACQUIRED = 1
