@@ -20,6 +20,7 @@ from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZN
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
+from broker.feature_updates import FeatureUpdater
 from broker.features import SUPPORTED, FinalizedFeatures, load_finalized
 from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
@@ -72,6 +73,7 @@ class Broker:
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
         self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version)
+        self.feature_updates: FeatureUpdater  # follows `/feature`; UpdateFeatures where this broker controls
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.client_quotas: ClientQuotaStore  # the cluster's client quotas (KIP-546), in the metadata store
         self.quotas: ClientQuotas  # enforcing them on Produce and Fetch
@@ -171,6 +173,10 @@ class Broker:
         self.dynamic_config.change_listeners.append(self._producer_settings_changed)
         self.transactions.marker_listeners.append(self._offsets_settled)
         self.services.append(self.transactions)
+        # The coordinator writes its records and aborts at the level in force: it follows a change at once.
+        self.features.listeners.append(self._features_changed)
+        self.feature_updates = FeatureUpdater(self._opened_store(), self.features, config.node_id)
+        self.services.append(self.feature_updates)
         # retention.committed.groups; in a cluster it asks the other coordinators for their groups' commits
         ask_coordinators = None if self.cluster is None else \
             functools.partial(gather_commits, self.cluster, config.inter_broker_security)
@@ -244,6 +250,9 @@ class Broker:
         if topic is None or topic.internal:
             return None
         return topic.topic_id, len(topic.replicas)
+
+    def _features_changed(self, features: FinalizedFeatures) -> None:
+        self.transactions.transaction_version = features.transaction_version
 
     def _producer_settings_changed(self) -> None:
         """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""

@@ -9,7 +9,9 @@ Kafka's ApiVersionsResponse does.
 
 The level is the cluster's, stored in `/feature` (broker/cluster/layout.py): the first broker to start
 writes its setting there, every broker reads it back, and one whose setting differs logs it and
-follows the stored level. The node's data version is the FinalizedFeaturesEpoch. A level is never
+follows the stored level. The node's data version is the FinalizedFeaturesEpoch. Every broker watches
+the node and follows a change at once (UpdateFeatures, broker/feature_updates.py, or an operator's
+edit): `FinalizedFeatures` is updated in place and its listeners (the transaction coordinator) told. A level is never
 finalized above what a registered broker supports (each advertises its ranges in its registration,
 as Kafka's ZooKeeper-era brokers did): an Ebb from before that field serves up to level 1, so an
 upgraded broker meeting one, or a cluster that already holds topics (an upgrade, whose producers and
@@ -19,12 +21,13 @@ existing cluster's levels until an operator raises them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
 
 from broker.cluster.layout import BrokerIdsZNode, BrokerIdZNode, FeatureZNode, TopicsZNode
-from broker.cluster.store import MetadataStore, NodeExists, NoNode
+from broker.cluster.store import MetadataStore, NodeExists, NoNode, Watch
 
 log = structlog.get_logger("features")
 
@@ -37,6 +40,19 @@ LEGACY_TRANSACTION_VERSION = 1  # what Ebb served before it finalized features: 
 class FinalizedFeatures:
     levels: dict[str, int] = field(default_factory=dict)
     epoch: int = -1
+    # told after a change of the levels (not of the epoch alone)
+    listeners: list[Callable[[FinalizedFeatures], None]] = field(default_factory=list, repr=False)
+
+    def follow(self, levels: dict[str, int], epoch: int) -> None:
+        """Take the stored levels at `epoch` (the node's version); an older epoch is ignored."""
+        if epoch < self.epoch:
+            return
+        changed = {k: v for k, v in levels.items() if v > 0} != {k: v for k, v in self.levels.items() if v > 0}
+        self.levels, self.epoch = dict(levels), epoch
+        if changed:
+            log.info("finalized features changed", levels=self.levels, epoch=epoch)
+            for listener in self.listeners:
+                listener(self)
 
     def level(self, name: str) -> int:
         return self.levels.get(name, 0)
@@ -74,6 +90,43 @@ async def load_finalized(store: MetadataStore, transaction_version: int) -> Fina
     return FinalizedFeatures({TRANSACTION_VERSION: stored}, version)
 
 
+def unsupported_levels(levels: dict[str, int]) -> list[str]:
+    """The stored levels this broker cannot serve (a feature it lacks above 0, or a level outside its range)."""
+    return [f"{name}={level}" for name, level in sorted(levels.items())
+            if not SUPPORTED.get(name, (0, 0))[0] <= level <= SUPPORTED.get(name, (0, 0))[1]]
+
+
+async def watch_finalized(store: MetadataStore, features: FinalizedFeatures) -> Watch:
+    """Follow `/feature` from now on. Levels this broker cannot serve are refused (logged, the old ones
+    kept): UpdateFeatures never writes them, only a hand edit can."""
+    def changed(data: bytes | None, version: int | None) -> None:
+        if data is None or version is None:
+            return  # removed by hand: the levels in force stay until it is written again
+        try:
+            levels = FeatureZNode.decode(data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.error("unreadable /feature node: the finalized levels in force are kept", error=repr(exc))
+            return
+        if bad := unsupported_levels(levels):
+            log.error("/feature finalizes levels this broker does not support: not followed", levels=bad)
+            return
+        features.follow(levels, version)
+    return await store.watch_data(FeatureZNode.PATH, changed)
+
+
+async def registered_support(store: MetadataStore) -> dict[int, dict[str, tuple[int, int]]]:
+    """The feature ranges each registered broker supports (an Ebb from before the field: transaction.version 0-1)."""
+    found: dict[int, dict[str, tuple[int, int]]] = {}
+    for child in await _children(store, BrokerIdsZNode.PATH):
+        try:
+            data, _ = await store.get(BrokerIdZNode.path(int(child)))
+            features = BrokerIdZNode.decode(data).features
+        except (NoNode, ValueError):
+            continue  # gone meanwhile, or not a broker's node
+        found[int(child)] = {TRANSACTION_VERSION: (0, LEGACY_TRANSACTION_VERSION)} if features is None else features
+    return found
+
+
 async def _children(store: MetadataStore, path: str) -> list[str]:
     try:
         return await store.children(path)
@@ -88,14 +141,8 @@ async def _first_level(store: MetadataStore, configured: int) -> int:
     level = configured
     if await _children(store, TopicsZNode.PATH):
         level = min(level, LEGACY_TRANSACTION_VERSION)  # an existing cluster: kept at older Ebb's level
-    for child in await _children(store, BrokerIdsZNode.PATH):
-        try:
-            data, _ = await store.get(BrokerIdZNode.path(int(child)))
-            features = BrokerIdZNode.decode(data).features
-        except (NoNode, ValueError):
-            continue  # gone meanwhile, or not a broker's node
-        high = LEGACY_TRANSACTION_VERSION if features is None else features.get(TRANSACTION_VERSION, (0, 0))[1]
-        level = min(level, high)
+    for features in (await registered_support(store)).values():
+        level = min(level, features.get(TRANSACTION_VERSION, (0, 0))[1])
     if level != configured:
         log.warning("finalizing a lower transaction.version than configured: a registered broker or the "
                     "cluster's existing data needs it", configured=configured, finalized=level)

@@ -4327,6 +4327,67 @@ class TxnOffsetCommitResponse(ApiMessage):
     """The results, by topic."""
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponseTopic] = ...) -> None: ...
 
+class UpdateFeaturesRequest(ApiRequest[UpdateFeaturesResponse]):
+    """KIP-584: raise, lower or remove finalized feature levels (kafka-features). v1 (KIP-778): UpgradeType replaces
+    AllowDowngrade; ValidateOnly. v2: the answer carries no per-feature results."""
+    class FeatureUpdateKey(Struct):
+        feature: str
+        """Name of the feature."""
+        max_version_level: int
+        """The level to finalize; below 1 removes the feature's finalized level."""
+        allow_downgrade: bool
+        """v0 only: whether the level may go down (or the feature be removed)."""
+        upgrade_type: int
+        """1: upgrade only; 2: safe downgrade; 3: unsafe downgrade."""
+        def __init__(
+            self,
+            *,
+            feature: str = ...,
+            max_version_level: int = ...,
+            allow_downgrade: bool = ...,
+            upgrade_type: int = ...,
+        ) -> None: ...
+    timeout_ms: int
+    """Milliseconds the client waits for the change."""
+    feature_updates: list[FeatureUpdateKey]
+    """The levels asked for, one entry per feature."""
+    validate_only: bool
+    """Check the change without making it."""
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        feature_updates: list[FeatureUpdateKey] = ...,
+        validate_only: bool = ...,
+    ) -> None: ...
+
+class UpdateFeaturesResponse(ApiMessage):
+    """v2: Results is no longer sent."""
+    class UpdatableFeatureResult(Struct):
+        feature: str
+        """Name of the feature."""
+        error_code: int
+        """Why this feature's change failed; 0 when it succeeded."""
+        error_message: str | None
+        """Words for that error; null on success."""
+        def __init__(self, *, feature: str = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client is being held back for exceeding a quota; 0 when no quota applied."""
+    error_code: int
+    """Why the request as a whole failed; 0 otherwise."""
+    error_message: str | None
+    """Words for that error; null without one."""
+    results: list[UpdatableFeatureResult]
+    """One outcome per feature asked for (v0-1)."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[UpdatableFeatureResult] = ...,
+    ) -> None: ...
+
 class WriteTxnMarkersRequest(ApiRequest[WriteTxnMarkersResponse]):
     """v0 is gone since Kafka 4.0; v1 is the flexible baseline v2: each marker says the transaction version it belongs
     to (KIP-1228)"""

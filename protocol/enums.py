@@ -57,6 +57,7 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -204,6 +205,13 @@ class SpecialTimestamp(IntEnum):
 
 
 # --- ElectLeaders (KIP-460) ------------------------------------------------------------------------------
+
+
+class UpgradeType(IntEnum):
+    """UpdateFeatures v1+ (KIP-778): how a feature's level may move; any other code is unknown."""
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2  # lossless
+    UNSAFE_DOWNGRADE = 3  # may lose metadata
 
 
 class ElectionType(IntEnum):

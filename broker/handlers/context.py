@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
     from broker.dynamic_config import DynamicBrokerConfig
+    from broker.feature_updates import FeatureUpdater
     from broker.features import FinalizedFeatures
     from broker.fetch_sessions import FetchSessionCache
     from broker.group import GroupCoordinator
@@ -65,6 +66,9 @@ class BrokerContext(Protocol):
 
     @property
     def features(self) -> FinalizedFeatures: ...
+
+    @property
+    def feature_updates(self) -> FeatureUpdater: ...
 
     @property
     def shares(self) -> SharePartitionManager: ...

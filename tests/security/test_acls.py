@@ -410,6 +410,9 @@ def _requests_for_every_api():
                 m.AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
                     partition_index=0, replicas=None)])]), 0),
         46: (m.ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None), 0),
+        57: (m.UpdateFeaturesRequest(timeout_ms=5000, feature_updates=[
+            m.UpdateFeaturesRequest.FeatureUpdateKey(feature="transaction.version", max_version_level=2,
+                                                     upgrade_type=1)], validate_only=True), 1),
         61: (m.DescribeProducersRequest(topics=[m.DescribeProducersRequest.TopicRequest(
             name="ledger", partition_indexes=[0])]), 0),
         65: (m.DescribeTransactionsRequest(transactional_ids=["t"]), 0),
