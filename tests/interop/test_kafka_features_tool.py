@@ -1,0 +1,67 @@
+"""Kafka's own `kafka-features` (4.3.1's FeatureCommand) prints the same against Ebb as against Apache
+Kafka 4.3.1, for transaction.version (the feature Ebb serves) and a name neither knows: describe,
+upgrade, downgrade (safe and --unsafe), disable, each also with --dry-run, the refusals (a level out of
+range, a downgrade to a newer level, an unknown feature) and their exit codes, with the finalized
+level followed between the runs. describe is compared on its transaction.version line, its Epoch
+masked (Kafka's metadata offset, Ebb's node version; Kafka also lists its KRaft features,
+broker/features.py). The runs share one JVM per broker (ebb.interop.FeatureTool)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from tests.interop.conftest import TARGET
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_node import KafkaNode
+
+pytestmark = pytest.mark.timeout(300)
+
+RUNS = [
+    ["describe"],
+    ["upgrade", "--feature", "transaction.version=2", "--dry-run"],
+    ["upgrade", "--feature", "transaction.version=3"],
+    ["downgrade", "--feature", "transaction.version=1", "--dry-run"],
+    ["downgrade", "--feature", "transaction.version=1"],
+    ["describe"],
+    ["downgrade", "--feature", "transaction.version=2"],
+    ["upgrade", "--feature", "transaction.version=2", "--feature", "no.such.feature=1"],
+    ["upgrade", "--feature", "transaction.version=2"],
+    ["describe"],
+    ["downgrade", "--unsafe", "--feature", "transaction.version=1"],
+    ["disable", "--feature", "transaction.version", "--dry-run"],
+    ["disable", "--feature", "no.such.feature"],
+    ["upgrade", "--feature", "transaction.version=2"],
+    ["describe"],
+]
+
+
+def _printed(java, bootstrap: str) -> list[tuple[str, int, list[str]]]:
+    lines = "".join("\t".join(["--bootstrap-server", bootstrap, *run]) + "\n" for run in RUNS)
+    done = subprocess.run(java.command("ebb.interop.FeatureTool"), input=lines, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: list[tuple[str, int, list[str]]] = []
+    for run, block in zip(RUNS, done.stdout.split("## end\n"), strict=False):
+        head, *printed = block.splitlines()
+        assert head.startswith("## exit "), block
+        if run[0] == "describe":
+            printed = [re.sub(r"Epoch:\s*\d+", "Epoch: <epoch>", " ".join(line.split()))
+                       for line in printed if "transaction.version" in line]
+        found.append((" ".join(run), int(head.removeprefix("## exit ")), printed))
+    assert len(found) == len(RUNS), done.stdout[-3000:]
+    return found
+
+
+def test_kafka_features_prints_the_same_against_ebb_and_kafka(java, tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
+        ours = _printed(java, ebb.bootstrap)
+    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
+        theirs = _printed(java, kafka.bootstrap)
+    differing = [f"{run}:\n  Ebb:   {o}\n  Kafka: {t}"
+                 for (run, *o), (_, *t) in zip(ours, theirs, strict=True) if o != t]
+    assert not differing, "\n".join(differing)
+    assert {code for _, code, _ in theirs} == {0, 1}  # both successes and refusals were seen
+    assert all(printed for _, _, printed in theirs)  # each run printed its line (describe: transaction.version)
