@@ -1,5 +1,5 @@
 """Requests only the controller executes (ElectLeaders, AlterPartitionReassignments,
-ListPartitionReassignments): where they run and what a refusal of the whole request looks like.
+ListPartitionReassignments, UpdateFeatures): where they run and what a refusal of the whole request looks like.
 
 On the controller they run here. Any other broker forwards the request as it came, at its version,
 to the controller over the inter-broker listener (as Kafka 4's brokers forward to their controller)

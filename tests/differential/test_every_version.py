@@ -229,6 +229,15 @@ def _describe_producers(target: Target, v: int):
         name=TOPIC, partition_indexes=[0, 1, 7])])
 
 
+@asks(m.UpdateFeaturesRequest)
+def _update_features(target: Target, v: int):
+    # validate-only from v1; at v0 the level asked is the one in force, so nothing changes either way
+    Update = m.UpdateFeaturesRequest.FeatureUpdateKey
+    for label, level in (("", 2), (" out of range", 3)):
+        yield label, m.UpdateFeaturesRequest(timeout_ms=30_000, validate_only=v >= 1, feature_updates=[
+            Update(feature="transaction.version", max_version_level=level, upgrade_type=1)])
+
+
 @asks(m.DescribeTransactionsRequest)
 def _describe_transactions(target: Target, v: int):
     yield "", m.DescribeTransactionsRequest(transactional_ids=["never-initialised", ""])
