@@ -101,7 +101,9 @@ async def watch_finalized(store: MetadataStore, features: FinalizedFeatures) -> 
     kept): UpdateFeatures never writes them, only a hand edit can."""
     def changed(data: bytes | None, version: int | None) -> None:
         if data is None or version is None:
-            return  # removed by hand: the levels in force stay until it is written again
+            # removed by hand: the levels in force stay; a node made again starts its versions anew
+            features.epoch = -1
+            return
         try:
             levels = FeatureZNode.decode(data)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -82,5 +82,8 @@ async def test_every_broker_follows_the_node_and_ignores_levels_it_cannot_serve(
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 3}))  # a hand edit past this broker's range
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 1, "group.version": 1}))
     assert (features.transaction_version, told) == (1, [1])
+    await store.delete(FeatureZNode.PATH)  # removed and made again by hand: its versions start anew
+    await store.create(FeatureZNode.PATH, FeatureZNode.encode({TV: 2}))
+    assert (features.transaction_version, features.epoch, told) == (2, 0, [1, 2])
     watch.cancel()
     await store.close()
