@@ -4,7 +4,7 @@ StandardAuthorizer (which selects Ebb's ACL authorizer), one super user — answ
 the same principals the same way: authentication refused and accepted, DeleteRecords without and with
 DELETE on the topic (KIP-107 §3), what READ and DESCRIBE allow, ACLs created and deleted by the super
 user, DeleteTopics, the cluster operations a user without cluster ACLs is refused (DescribeLogDirs,
-ElectLeaders, the reassignment APIs), and who may see transactions (DescribeProducers,
+ElectLeaders, the reassignment APIs, UpdateFeatures), and who may see transactions (DescribeProducers,
 DescribeTransactions, ListTransactions).
 """
 
@@ -100,6 +100,11 @@ def cluster_operations():
     Listed = m.ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
     yield "list reassignments", m.ListPartitionReassignmentsRequest(
         timeout_ms=10_000, topics=[Listed(name=TOPIC, partition_indexes=[0])]), 0
+    Update = m.UpdateFeaturesRequest.FeatureUpdateKey
+    for version in (0, 1, 2):  # at v0 (no ValidateOnly) the level in force is asked: nothing changes
+        yield f"update features v{version}", m.UpdateFeaturesRequest(timeout_ms=10_000, validate_only=version >= 1,
+                                                                     feature_updates=[Update(
+            feature="transaction.version", max_version_level=2, upgrade_type=1)]), version
 
 
 def who_may_delete(peer: Peer) -> None:
