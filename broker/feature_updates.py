@@ -20,7 +20,7 @@ import structlog
 
 from broker.cluster.layout import FeatureZNode
 from broker.cluster.store import BadVersion, MetadataStore, Watch
-from broker.features import SUPPORTED, FinalizedFeatures, registered_support, watch_finalized
+from broker.features import SUPPORTED, FinalizedFeatures, registered_support, unsupported_levels, watch_finalized
 from protocol.enums import UpgradeType
 from protocol.errors import ErrorCode
 
@@ -102,7 +102,9 @@ class FeatureUpdater:
 
     async def update(self, updates: list[FeatureUpdate], validate_only: bool) -> tuple[ErrorCode, str | None]:
         """(NONE, None) once every update is checked and, unless `validate_only`, stored; otherwise
-        INVALID_UPDATE_VERSION and why the first failing feature failed."""
+        INVALID_UPDATE_VERSION and why the first failing feature failed. A feature named twice is
+        asked at its last entry, as Kafka's controller reads the request into a map."""
+        updates = list({update.name: update for update in updates}.values())
         async with self._lock:
             for _ in range(_WRITE_ATTEMPTS):
                 data, version = await self.store.get(FeatureZNode.PATH)
@@ -125,6 +127,7 @@ class FeatureUpdater:
                 except BadVersion:
                     continue  # changed meanwhile: checked again against what is stored now
                 log.info("finalized features updated", levels=levels, epoch=epoch)
-                self.features.follow(levels, epoch)  # in force here at once; the watch sees the same epoch
+                if not unsupported_levels(levels):  # (a hand edit's other features: the watch refuses them)
+                    self.features.follow(levels, epoch)  # in force here at once; the watch sees the same epoch
                 return ErrorCode.NONE, None
         return ErrorCode.FEATURE_UPDATE_FAILED, f"{FeatureZNode.PATH} kept changing under the update"

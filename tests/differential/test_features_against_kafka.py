@@ -65,6 +65,8 @@ def refusals(peer: Peer) -> None:
         peer.ask(f"{v}: validate a safe downgrade to 1", _update((TV, 1, SAFE), validate_only=True), version)
         peer.ask(f"{v}: validate an unsafe downgrade to 1", _update((TV, 1, UNSAFE), validate_only=True), version)
         peer.ask(f"{v}: validate disabling", _update((TV, 0, UNSAFE), validate_only=True), version)
+        peer.ask(f"{v}: one feature twice, the last entry counts",
+                 _update((TV, 3, UPGRADE), (TV, 2, UPGRADE), validate_only=True), version)
         peer.ask(f"{v}: validate disabling an unknown feature",
                  _update(("no.such.feature", 0, SAFE), validate_only=True), version)
 
