@@ -37,6 +37,27 @@ class FeatureUpdate:
     upgrade_type: int  # UpgradeType's code, or an unknown one
 
 
+def _java_string_hash(text: str) -> int:
+    encoded = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(encoded), 2):
+        h = (31 * h + int.from_bytes(encoded[i:i + 2], "big")) & 0xFFFFFFFF
+    return h
+
+
+def _in_map_order(updates: list[FeatureUpdate]) -> list[FeatureUpdate]:
+    """The order a java.util.HashMap (default capacity, load factor 0.75) filled in request order
+    iterates its keys: by bucket, then by insertion within one."""
+    capacity = 16
+    while len(updates) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(update: FeatureUpdate) -> int:
+        h = _java_string_hash(update.name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(updates, key=bucket)  # sorted() is stable: insertion order within a bucket
+
+
 def _range_text(low: int, high: int) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
@@ -103,8 +124,9 @@ class FeatureUpdater:
     async def update(self, updates: list[FeatureUpdate], validate_only: bool) -> tuple[ErrorCode, str | None]:
         """(NONE, None) once every update is checked and, unless `validate_only`, stored; otherwise
         INVALID_UPDATE_VERSION and why the first failing feature failed. A feature named twice is
-        asked at its last entry, as Kafka's controller reads the request into a map."""
-        updates = list({update.name: update for update in updates}.values())
+        asked at its last entry, and the features are checked in the order Kafka's controller walks
+        the map it reads the request into (which one a refusal names)."""
+        updates = _in_map_order(list({update.name: update for update in updates}.values()))
         async with self._lock:
             for _ in range(_WRITE_ATTEMPTS):
                 data, version = await self.store.get(FeatureZNode.PATH)

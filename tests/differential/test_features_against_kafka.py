@@ -65,6 +65,9 @@ def refusals(peer: Peer) -> None:
         peer.ask(f"{v}: validate a safe downgrade to 1", _update((TV, 1, SAFE), validate_only=True), version)
         peer.ask(f"{v}: validate an unsafe downgrade to 1", _update((TV, 1, UNSAFE), validate_only=True), version)
         peer.ask(f"{v}: validate disabling", _update((TV, 0, UNSAFE), validate_only=True), version)
+        for first, second in (((TV, 3, UPGRADE), ("no.such.feature", 1, UPGRADE)),
+                              (("no.such.feature", 1, UPGRADE), (TV, 3, UPGRADE))):
+            peer.ask(f"{v}: two refused features, {first[0]} first", _update(first, second), version)
         peer.ask(f"{v}: one feature twice, the last entry counts",
                  _update((TV, 3, UPGRADE), (TV, 2, UPGRADE), validate_only=True), version)
         peer.ask(f"{v}: validate disabling an unknown feature",
@@ -99,6 +102,8 @@ def test_same_update_features_answers_as_kafka(scenario, ebb_peer, kafka_peer):
 def test_same_refusal_words_as_kafka(ebb_peer, kafka_peer):
     """`kafka-features` prints the message: word for word the same (both brokers are node 1)."""
     asked = [_update((TV, 3, UPGRADE)), _update((TV, -1, UPGRADE)), _update((TV, 1, UPGRADE)),
+             _update((TV, 3, UPGRADE), ("no.such.feature", 1, UPGRADE)),
+             _update(("no.such.feature", 1, UPGRADE), (TV, 3, UPGRADE), ("a.feature", 1, UPGRADE)),
              _update(("no.such.feature", 1, UPGRADE)), _update(("no.such.feature", 0, SAFE)),
              _update((TV, 1, 7)), _update((TV, 3, SAFE))]
     for request in asked:
