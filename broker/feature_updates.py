@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import structlog
 
 from broker.cluster.layout import FeatureZNode
-from broker.cluster.store import BadVersion, MetadataStore, Watch
+from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
 from broker.features import SUPPORTED, FinalizedFeatures, registered_support, unsupported_levels, watch_finalized
 from protocol.enums import UpgradeType
 from protocol.errors import ErrorCode
@@ -129,8 +129,7 @@ class FeatureUpdater:
         updates = _in_map_order(list({update.name: update for update in updates}.values()))
         async with self._lock:
             for _ in range(_WRITE_ATTEMPTS):
-                data, version = await self.store.get(FeatureZNode.PATH)
-                levels = FeatureZNode.decode(data)
+                levels, version = await self._stored()
                 brokers = await registered_support(self.store)
                 for update in updates:
                     reason = refusal(update, levels.get(update.name, 0), self.node_id, brokers)
@@ -145,11 +144,28 @@ class FeatureUpdater:
                     else:
                         levels.pop(update.name, None)
                 try:
-                    epoch = await self.store.set(FeatureZNode.PATH, FeatureZNode.encode(levels), version=version)
-                except BadVersion:
+                    if version is None:
+                        await self.store.create(FeatureZNode.PATH, FeatureZNode.encode(levels))
+                        epoch = 0
+                    else:
+                        epoch = await self.store.set(FeatureZNode.PATH, FeatureZNode.encode(levels), version=version)
+                except (BadVersion, NodeExists):
                     continue  # changed meanwhile: checked again against what is stored now
                 log.info("finalized features updated", levels=levels, epoch=epoch)
                 if not unsupported_levels(levels):  # (a hand edit's other features: the watch refuses them)
                     self.features.follow(levels, epoch)  # in force here at once; the watch sees the same epoch
                 return ErrorCode.NONE, None
         return ErrorCode.FEATURE_UPDATE_FAILED, f"{FeatureZNode.PATH} kept changing under the update"
+
+    async def _stored(self) -> tuple[dict[str, int], int | None]:
+        """The stored levels and the node's version; a node removed by hand is made again (None), and
+        one that cannot be read holds no level (the update rewrites it)."""
+        try:
+            data, version = await self.store.get(FeatureZNode.PATH)
+        except NoNode:
+            return {}, None
+        try:
+            return FeatureZNode.decode(data), version
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.error("unreadable /feature node: read as holding no level")
+            return {}, version

@@ -56,6 +56,17 @@ async def test_an_update_writes_the_node_at_its_version_and_is_in_force_at_once(
     assert features.transaction_version == 0 and features.listed() == {} and told == [1, 0]
     await store.close()
 
+async def test_a_node_removed_or_spoiled_by_hand_is_written_again(tmp_path):
+    store, features, updater = await _updater(tmp_path)
+    await store.delete(FeatureZNode.PATH)
+    assert await updater.update([FeatureUpdate(TV, 1, UpgradeType.UPGRADE)], False) == (ErrorCode.NONE, None)
+    assert FeatureZNode.decode((await store.get(FeatureZNode.PATH))[0]) == {TV: 1}
+    await store.set(FeatureZNode.PATH, b"{not json")
+    assert await updater.update([FeatureUpdate(TV, 2, UpgradeType.UPGRADE)], False) == (ErrorCode.NONE, None)
+    assert FeatureZNode.decode((await store.get(FeatureZNode.PATH))[0]) == {TV: 2}
+    await store.close()
+
+
 async def test_a_change_made_meanwhile_is_checked_again(tmp_path):
     store, features, updater = await _updater(tmp_path)
     real_set, raced = store.set, []
