@@ -80,6 +80,8 @@ class ServedGroups(Protocol):
 
     def is_share(self, group_id: str) -> bool: ...
 
+    consumer_check: Callable[[str, str, int, bool], bool]
+
 
 # Told the (topic, partition) keys of every stored commit (broker/group/trim.py).
 CommitListener = Callable[[Iterable[tuple[str, int]]], None]
@@ -111,6 +113,8 @@ class OffsetManager:
         groups.check_served(group_id)
         group = groups.groups.get(group_id)
         created = False
+        if group is None and groups.consumer_check(group_id, member_id, generation_id, False):
+            return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
@@ -123,6 +127,11 @@ class OffsetManager:
         member = self._validate_commit(group, generation_id, member_id, group_instance_id)
         if member is not None and group.is_in(STABLE, PREPARING):
             self._member_seen(group, member)
+        return await self._store_commits(group_id, group, created, retention_time_ms, commits, producer)
+
+    async def _store_commits(self, group_id: str, group: Group | None, created: bool, retention_time_ms: int,
+                             commits: list[OffsetCommit], producer: tuple[int, int] | None) -> list[ErrorCode]:
+        groups = self._groups
         now = now_ms()
         # v2-v4 carry any int64 here: a time past the int64 range means never
         expire = None if retention_time_ms == NO_RETENTION else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
@@ -140,7 +149,7 @@ class OffsetManager:
                 return errors
             await self.store.commit(group_id, accepted)
         except GroupError:
-            if created:
+            if created and group is not None:
                 groups.forget_if_unused(group)
             raise
         for listener in self.commit_listeners:
@@ -168,14 +177,17 @@ class OffsetManager:
 
     # --- OffsetFetch -------------------------------------------------------------------------------
 
-    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
-              ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, member_id: str = "",
+              member_epoch: int = -1) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
         """Committed offsets per topic; None entries for partitions without one. `topics=None` means
-        every partition the group has an offset for."""
+        every partition the group has an offset for. A consumer group's member (OffsetFetch v9+) is
+        checked: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH."""
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        offsets = {} if group is None or group.is_in(DEAD) else self.store.group_offsets(group_id)
+        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True)
+        offsets = self.store.group_offsets(group_id) if consumer or (group is not None and not group.is_in(DEAD)) \
+            else {}
         if topics is None:
             by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
             for (topic, partition), committed in sorted(offsets.items()):

@@ -44,6 +44,9 @@ class GroupRegistry:
         self.share_ids: Callable[[str], bool] = lambda group_id: False
         # Drops the share groups an unloaded __consumer_offsets partition holds (given which ids go).
         self.share_unload: Callable[[Callable[[str], bool]], None] = lambda doomed: None
+        # Whether the id is a KIP-848 consumer group's, and if so its offset commit or fetch checked
+        # (GroupError): (group id, member id, member epoch, fetch). Set by the coordinator.
+        self.consumer_check: Callable[[str, str, int, bool], bool] = lambda group_id, member, epoch, fetch: False
         self.active = False
         # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
         self.partitions = None if offsets_partition is None else CoordinatorPartitions(
