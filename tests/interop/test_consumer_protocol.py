@@ -30,6 +30,11 @@ def topic(broker):
     return admin
 
 
+def rows(lines: list[str]) -> list[list[str]]:
+    """A table's rows after its header, split on whitespace."""
+    return [line.split() for line in lines[1:] if line.strip()]
+
+
 def _consumer(broker, client_id: str, **extra) -> Consumer:
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "group.protocol": "consumer",
                          "client.id": client_id, "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -50,7 +55,16 @@ def _poll_until(consumers: list[Consumer], done, limit_s: float = 30) -> list:
     return messages
 
 
-def test_two_members_share_the_topic_and_commit(broker, topic):
+@pytest.fixture(scope="module")
+def tool(java, broker):
+    def run(main: str, *args: str, expect: int = 0):
+        result = java.tool(broker.bootstrap, main, *args)
+        assert result.returncode == expect, f"exit {result.returncode}:\n{result.stdout}\n{result.stderr[-3000:]}"
+        return result
+    return run
+
+
+def test_two_members_share_the_topic_and_commit(broker, topic, tool):
     first = _consumer(broker, "first")
     read = _poll_until([first], lambda got: len(got) >= 10)
     assert read, "the first member got no partitions"
@@ -70,6 +84,26 @@ def test_two_members_share_the_topic_and_commit(broker, topic):
             consumer.commit(asynchronous=False)
         committed = first.committed(first.assignment(), timeout=10)
         assert all(tp.offset == 10 for tp in committed)
+        ids = {first.memberid(): "first", second.memberid(): "second"}
+        held = {ids[m]: sorted(tp.partition for tp in c.assignment()) for m, c in
+                ((first.memberid(), first), (second.memberid(), second))}
+        described = rows(tool(CONSUMER_GROUPS, "--describe", "--group", GROUP).lines)
+        assert sorted(row[:6] for row in described) == [[GROUP, TOPIC, str(p), "10", "10", "0"] for p in range(4)]
+        assert {(int(row[2]), ids[row[6]], row[7], row[8]) for row in described} == {
+            (p, name, "/127.0.0.1", name) for name, parts in held.items() for p in parts}
+        members = rows(tool(CONSUMER_GROUPS, "--describe", "--group", GROUP, "--members", "--verbose").lines)
+        # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH TARGET-ASSIGNMENT
+        assert sorted((row[3], row[4], row[6], row[8]) for row in members) == [
+            (name, "2", f"{TOPIC}:{','.join(map(str, held[name]))}", f"{TOPIC}:{','.join(map(str, held[name]))}")
+            for name in ("first", "second")]
+        assert {row[5] for row in members} == {row[7] for row in members}  # reconciled: epoch = target epoch
+        state = rows(tool(CONSUMER_GROUPS, "--describe", "--group", GROUP, "--state").lines)
+        assert state == [[GROUP, broker.bootstrap, "(1)", "uniform", "Stable", "2"]], state
+        assert [GROUP, "Consumer"] in rows(tool(CONSUMER_GROUPS, "--list", "--type").lines)
     finally:
         second.close()
     first.close()
+    gone = tool(CONSUMER_GROUPS, "--delete", "--group", GROUP)
+    assert gone.lines == [f"Deletion of requested consumer groups ('{GROUP}') was successful."]
+    missing = tool(CONSUMER_GROUPS, "--describe", "--group", GROUP)
+    assert f"GroupIdNotFoundException: Group {GROUP} not found." in missing.stdout + missing.stderr
