@@ -216,7 +216,9 @@ class ConsumerGroups:
             log.info("empty classic group becomes a consumer group", group=group_id)
         elif not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        group = self.groups[group_id] = ConsumerGroup(group_id, assignor=self.assignors[0])
+        # Kafka 4.3.1 answers a new group's first member with epoch 2: the group starts at epoch 1.
+        group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
+                                                      assignor=self.assignors[0])
         return group
 
     def _subscribed_topics(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
@@ -232,19 +234,22 @@ class ConsumerGroups:
         everything = self._topics()
         subscriptions = {m.member_id: [*m.subscribed, *(matching(m.regex, everything) if m.regex else [])]
                          for m in group.members.values()}
-        wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
-        group.assignor = wanted.most_common(1)[0][0] if wanted else self.assignors[0]
+        group.assignor = self.assignor_of(group)
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
+
+    def assignor_of(self, group: ConsumerGroup) -> str:
+        """The assignor the members ask for most, else group.consumer.assignors' first."""
+        wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         group.topics = self._subscribed_topics(group)
-        group.group_epoch += 1
-        self._compute_target(group)
+        group.group_epoch += 1  # the target is recomputed at the next member's heartbeat, as Kafka does
 
     # --- timers ------------------------------------------------------------------------------------
 

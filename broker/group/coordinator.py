@@ -83,8 +83,7 @@ class GroupCoordinator:
 
         def classic_empty(group_id: str) -> bool:  # an empty classic group may turn into a consumer group
             group = registry.groups[group_id]
-            return (policy in ("bidirectional", "upgrade") and group.is_in(GroupState.EMPTY)
-                    and not group.members and not group.pending_members)
+            return policy in ("bidirectional", "upgrade") and group.is_in(GroupState.EMPTY) and not group.members
 
         self.consumer = ConsumerGroups(
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
@@ -178,7 +177,9 @@ class GroupCoordinator:
     # --- listing, describing, deleting -------------------------------------------------------------
 
     def _drop_classic(self, group_id: str) -> None:
-        self.registry.groups.pop(group_id, None)
+        group = self.registry.groups.pop(group_id, None)
+        if group is not None:  # its pending members' timers go with it
+            self.sessions.cancel_all(group)
 
     def _unload_other_types(self, doomed: Callable[[str], bool]) -> None:
         self.share.unload(doomed)

@@ -15,7 +15,7 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
 
 from __future__ import annotations
 
-from broker.group.consumer_group import MEMBER_TYPE_CONSUMER, Assignment, ConsumerGroup
+from broker.group.consumer_group import MEMBER_TYPE_CONSUMER, Assignment, ConsumerGroup, ConsumerMember
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.request_context import RequestContext
@@ -71,15 +71,25 @@ async def consumer_group_describe(broker: BrokerContext, request: Request[Consum
 def _described(broker: BrokerContext, group: ConsumerGroup) -> _Described:
     entry = _entry(group.group_id)
     entry.group_state, entry.group_epoch = group.state.value, group.group_epoch
-    entry.assignment_epoch, entry.assignor_name = group.assignment_epoch, group.assignor
+    entry.assignment_epoch = group.assignment_epoch
+    entry.assignor_name = broker.groups.consumer.assignor_of(group)
     entry.members = [
         _Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.epoch,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed),
-                subscribed_topic_regex=m.regex, assignment=_Assignment(topic_partitions=_topics(broker, m.assigned)),
+                subscribed_topic_regex=m.regex or "",  # Kafka: "" without one
+                assignment=_Assignment(topic_partitions=_topics(broker, _held(m))),
                 target_assignment=_Assignment(topic_partitions=_topics(broker, group.target.get(m.member_id, {}))),
                 member_type=MEMBER_TYPE_CONSUMER)
         for m in group.members.values()]
     return entry
+
+
+def _held(member: ConsumerMember) -> Assignment:
+    """What the member owns: its partitions and those it has still to revoke (Kafka's answer)."""
+    held = {t: set(p) for t, p in member.assigned.items()}
+    for t, parts in member.pending_revocation.items():
+        held.setdefault(t, set()).update(parts)
+    return held
 
 
 def _topics(broker: BrokerContext, assignment: Assignment) -> list[_Topic]:

@@ -76,19 +76,19 @@ def test_a_partition_moves_only_after_its_owner_revoked_it():
     async def run():
         groups = _groups({"a": (T1, 4)})
         first = groups.heartbeat(_hb("m1", 0), TIMEOUTS)
-        assert (first.member_epoch, first.assignment) == (1, {T1: {0, 1, 2, 3}})
+        assert (first.member_epoch, first.assignment) == (2, {T1: {0, 1, 2, 3}})  # Kafka: a new group starts at 1
         second = groups.heartbeat(_hb("m2", 0), TIMEOUTS)
-        assert second.member_epoch == 2 and second.assignment == {}  # its partitions are still m1's
+        assert second.member_epoch == 3 and second.assignment == {}  # its partitions are still m1's
         group = groups.groups["g"]
         assert group.state.value == "Reconciling"
-        revoking = groups.heartbeat(_hb("m1", 1, owned={T1: {0, 1, 2, 3}}), TIMEOUTS)
-        assert revoking.member_epoch == 1 and len(revoking.assignment[T1]) == 2  # keeps its epoch until revoked
+        revoking = groups.heartbeat(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), TIMEOUTS)
+        assert revoking.member_epoch == 2 and len(revoking.assignment[T1]) == 2  # keeps its epoch until revoked
         kept = revoking.assignment[T1]
         assert group.members["m1"].state == MemberState.UNREVOKED_PARTITIONS
-        assert groups.heartbeat(_hb("m2", 2, owned={}), TIMEOUTS).assignment is None  # still withheld
-        done = groups.heartbeat(_hb("m1", 1, owned={T1: kept}), TIMEOUTS)
-        assert done.member_epoch == 2
-        taken = groups.heartbeat(_hb("m2", 2, owned={}), TIMEOUTS)
+        assert groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS).assignment is None  # still withheld
+        done = groups.heartbeat(_hb("m1", 2, owned={T1: kept}), TIMEOUTS)
+        assert done.member_epoch == 3
+        taken = groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
         assert taken.assignment == {T1: {0, 1, 2, 3} - kept}
         assert group.state.value == "Stable"
         groups.stop()
@@ -100,13 +100,13 @@ def test_epochs_fence_and_leaving_gives_partitions_back():
         groups = _groups({"a": (T1, 2)})
         groups.heartbeat(_hb("m1", 0), TIMEOUTS)
         assert _refused(groups, _hb("m1", 5))[0] == E.FENCED_MEMBER_EPOCH
-        assert _refused(groups, _hb("nobody", 1))[0] == E.UNKNOWN_MEMBER_ID
+        assert _refused(groups, _hb("nobody", 2))[0] == E.UNKNOWN_MEMBER_ID
         assert _refused(groups, _hb("m1", 1, group="other"))[0] == E.GROUP_ID_NOT_FOUND
         groups.heartbeat(_hb("m2", 0), TIMEOUTS)
         left = groups.heartbeat(_hb("m1", -1), TIMEOUTS)
         assert (left.member_epoch, left.assignment) == (-1, None)
-        again = groups.heartbeat(_hb("m2", 2, owned={}), TIMEOUTS)
-        assert again.assignment == {T1: {0, 1}} and again.member_epoch == 3
+        again = groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        assert again.assignment == {T1: {0, 1}} and again.member_epoch == 4
         assert groups.delete("g") == E.NON_EMPTY_GROUP
         groups.heartbeat(_hb("m2", -1), TIMEOUTS)
         assert groups.groups["g"].state.value == "Empty" and groups.delete("g") == E.NONE
@@ -122,7 +122,7 @@ def test_static_member_keeps_its_partitions_across_a_restart():
         assert groups.heartbeat(_hb("m1", -2, instance_id="i"), TIMEOUTS).member_epoch == -2
         back = groups.heartbeat(_hb("m3", 0, instance_id="i"), TIMEOUTS)
         assert back.assignment == joined.assignment and set(groups.groups["g"].members) == {"m3"}
-        assert groups.groups["g"].group_epoch == 1  # no rebalance
+        assert groups.groups["g"].group_epoch == 2  # no rebalance
         assert _refused(groups, _hb("m9", -2, instance_id="i"))[0] == E.FENCED_INSTANCE_ID
         assert _refused(groups, _hb("m9", -2, instance_id="x"))[0] == E.UNKNOWN_MEMBER_ID
         groups.stop()
@@ -138,8 +138,8 @@ def test_topics_created_and_grown_change_the_assignment_and_regex_subscriptions(
         topics["a"] = (T1, 2)
         topics["bee"] = (T2, 1)
         topics["__consumer_offsets"] = (uuid.UUID(int=3), 50)
-        grown = groups.heartbeat(_hb("m1", 1, owned={T1: {0}}), TIMEOUTS)
-        assert grown.member_epoch == 2 and grown.assignment == {T1: {0, 1}, T2: {0}}
+        grown = groups.heartbeat(_hb("m1", 2, owned={T1: {0}}), TIMEOUTS)
+        assert grown.member_epoch == 3 and grown.assignment == {T1: {0, 1}, T2: {0}}
         groups.stop()
     asyncio.run(run())
     assert matching("a.*", ["ab", "xab", "__consumer_offsets", "a"]) == ["a", "ab"]
@@ -197,12 +197,12 @@ def test_offset_commits_need_the_members_epoch():
     async def run():
         groups = _groups({"a": (T1, 1)})
         groups.heartbeat(_hb("m", 0), TIMEOUTS)
-        groups.check_commit("g", "m", 1)
+        groups.check_commit("g", "m", 2)
         with pytest.raises(GroupError) as stale:
-            groups.check_commit("g", "m", 0)
+            groups.check_commit("g", "m", 1)
         assert stale.value.error_code == E.STALE_MEMBER_EPOCH
         with pytest.raises(GroupError) as unknown:
-            groups.check_commit("g", "x", 1)
+            groups.check_commit("g", "x", 2)
         assert unknown.value.error_code == E.UNKNOWN_MEMBER_ID
         with pytest.raises(GroupError) as admin:
             groups.check_commit("g", "", -1)
