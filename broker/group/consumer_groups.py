@@ -42,7 +42,6 @@ log = structlog.get_logger("groups")
 
 # Every topic as the coordinator sees it now: name -> (id, partition count).
 TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 @dataclass(frozen=True)
@@ -382,6 +381,6 @@ def check_regex(pattern: str) -> None:
 
 
 def matching(pattern: str, names: Iterable[str]) -> list[str]:
-    """The topics a subscription regex names: the whole name must match; internal topics never do."""
+    """The topics a subscription regex names: the whole name must match (internal topics too, as Kafka)."""
     compiled = re.compile(pattern)
-    return sorted(n for n in names if n not in INTERNAL_TOPICS and compiled.fullmatch(n))
+    return sorted(n for n in names if compiled.fullmatch(n))

@@ -1,8 +1,9 @@
 """KIP-848's consumer group protocol (group.protocol=consumer) against Ebb: librdkafka (confluent-kafka)
 consumers join through ConsumerGroupHeartbeat, share a topic's partitions, hand partitions over when a
 second member joins (revocation before reassignment), commit with their member epoch, and
-kafka-consumer-groups (kafka-tools 4.3.1) lists, describes and deletes the group as against Kafka.
-A classic consumer (the default group.protocol) is unchanged by 68/69 being advertised. One broker.
+kafka-consumer-groups (kafka-tools 4.3.1) lists, describes and deletes the group as against Kafka; the
+Java consumer (kafka-console-consumer) reads and commits with the consumer protocol. A classic consumer
+(the default group.protocol) is unchanged by 68/69 being advertised. One broker.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 TOPIC = "kip848"
 GROUP = "kip848-group"
 CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 BROKER_OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500"}
 
 
@@ -107,3 +109,30 @@ def test_two_members_share_the_topic_and_commit(broker, topic, tool):
     assert gone.lines == [f"Deletion of requested consumer groups ('{GROUP}') was successful."]
     missing = tool(CONSUMER_GROUPS, "--describe", "--group", GROUP)
     assert f"GroupIdNotFoundException: Group {GROUP} not found." in missing.stdout + missing.stderr
+
+
+def test_the_java_consumer_reads_and_commits_with_the_consumer_protocol(broker, topic, tool):
+    """kafka-console-consumer (the Java KafkaConsumer of kafka-clients 4.3.1) with group.protocol=consumer:
+    it joins through ConsumerGroupHeartbeat, reads all 40 records, and its commits at close stick."""
+    group = "kip848-java"
+    read = tool(CONSOLE_CONSUMER, "--topic", TOPIC, "--group", group, "--from-beginning", "--max-messages", "40",
+                "--timeout-ms", "30000", "--command-property", "group.protocol=consumer")
+    assert sorted(read.lines, key=int) == [str(i) for i in range(40)]
+    described = rows(tool(CONSUMER_GROUPS, "--describe", "--group", group, "--offsets").lines)
+    assert sorted(row[:6] for row in described) == [[group, TOPIC, str(p), "10", "10", "0"] for p in range(4)]
+    assert [group, "Consumer", "Empty"] in rows(tool(CONSUMER_GROUPS, "--list", "--type", "--state").lines)
+
+
+def test_a_classic_consumer_is_unchanged(broker, topic, tool):
+    """librdkafka's default group.protocol (classic) still joins with JoinGroup beside a KIP-848 group."""
+    group = "kip848-classic"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "classic",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    try:
+        assert len(_poll_until([consumer], lambda got: len(got) >= 40)) == 40
+        state = rows(tool(CONSUMER_GROUPS, "--describe", "--group", group, "--state").lines)
+        assert state == [[group, broker.bootstrap, "(1)", "range", "Stable", "1"]], state
+        assert [group, "Classic"] in rows(tool(CONSUMER_GROUPS, "--list", "--type").lines)
+    finally:
+        consumer.close()

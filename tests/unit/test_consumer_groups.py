@@ -143,6 +143,7 @@ def test_topics_created_and_grown_change_the_assignment_and_regex_subscriptions(
         groups.stop()
     asyncio.run(run())
     assert matching("a.*", ["ab", "xab", "__consumer_offsets", "a"]) == ["a", "ab"]
+    assert matching("__consumer_offsets", ["__consumer_offsets", "x"]) == ["__consumer_offsets"]
 
 
 @pytest.mark.parametrize(("request_fields", "code", "message"), [
