@@ -262,5 +262,10 @@ class GroupCoordinator:
         return self.offsets.committed_offsets(topic, partition)
 
     def min_committed_offset(self, topic: str, partition: int) -> MinCommittedOffset:
-        """(smallest committed offset over all groups or None, groups with live members consuming it)."""
-        return self.offsets.min_committed_offset(topic, partition)
+        """(smallest committed offset over all groups or None, groups with live members consuming it):
+        KIP-848 consumer groups count as classic ones do (their members subscribe to the topic)."""
+        found = self.offsets.min_committed_offset(topic, partition)
+        committed = self.store.partition_offsets(topic, partition)
+        readers = [g.group_id for g in self.consumer.live()
+                   if g.members and (topic in g.topics or g.group_id in committed)]
+        return found._replace(active_groups=tuple(sorted({*found.active_groups, *readers})))
