@@ -99,7 +99,7 @@ class ConsumerGroups:
         self.check_request(request)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
-        group = self._group(request.group_id, create=request.member_epoch == 0)
+        group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id)
         member, changed = self._member(group, request)
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = request.client_id, request.client_host
@@ -178,7 +178,7 @@ class ConsumerGroups:
         return new
 
     def _leave(self, request: ConsumerHeartbeat) -> HeartbeatAnswer:
-        group = self._group(request.group_id, create=False)
+        group = self._group(request.group_id, create=False, member_id=request.member_id)
         member = group.members.get(request.member_id)
         if request.instance_id is not None:
             static = group.static_member(request.instance_id)
@@ -202,15 +202,19 @@ class ConsumerGroups:
             log.info("member left the consumer group", group=group.group_id, member=member.member_id)
         return HeartbeatAnswer(member.member_id, request.member_epoch, None)
 
-    def _group(self, group_id: str, *, create: bool) -> ConsumerGroup:
+    def _group(self, group_id: str, *, create: bool, member_id: str = "") -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
         if self._is_share(group_id):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if self._classic.exists(group_id):
-            if not create or not self._classic.empty(group_id):
+            if not self._classic.empty(group_id):
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if not create:
+                # Offsets only, as a restarted coordinator knows a consumer group (its membership is not
+                # stored): the member rejoins, which turns the id back into a consumer group.
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
             self._classic.adopt(group_id)
             log.info("empty classic group becomes a consumer group", group=group_id)
         elif not create:

@@ -136,3 +136,25 @@ def test_a_classic_consumer_is_unchanged(broker, topic, tool):
         assert [group, "Classic"] in rows(tool(CONSUMER_GROUPS, "--list", "--type").lines)
     finally:
         consumer.close()
+
+
+def test_members_rejoin_across_a_broker_restart(broker, topic):
+    """Membership is not persisted (docs/features.md): after a restart the coordinator knows the group's
+    offsets only (an Empty classic group), the member is told UNKNOWN_MEMBER_ID, rejoins — the group turns
+    into a consumer group again — and goes on from its committed offsets."""
+    consumer = _consumer(broker, "restarted", **{"group.id": "kip848-restart"})
+    try:
+        assert len(_poll_until([consumer], lambda got: len(got) >= 40)) == 40
+        consumer.commit(asynchronous=False)
+        broker.restart()
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for p in range(4):
+            producer.produce(TOPIC, value=f"after-{p}".encode(), partition=p)
+        assert producer.flush(30) == 0
+        after = _poll_until([consumer], lambda got: len(got) >= 4, limit_s=60)
+        assert sorted(m.value() for _, m in after) == [f"after-{p}".encode() for p in range(4)]
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed(consumer.assignment(), timeout=10)
+        assert sorted(tp.offset for tp in committed) == [11, 11, 11, 11]
+    finally:
+        consumer.close()

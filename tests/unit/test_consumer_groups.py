@@ -185,6 +185,8 @@ def test_group_types_and_size():
         groups = _groups({"a": (T1, 1)}, classic, max_size=1)
         assert _refused(groups, _hb("m", 0, group="share"))[0] == E.GROUP_ID_NOT_FOUND
         assert _refused(groups, _hb("m", 0, group="busy-classic"))[0] == E.GROUP_ID_NOT_FOUND
+        # offsets only (a restarted coordinator): the member is unknown and rejoins
+        assert _refused(groups, _hb("m", 5, group="empty-classic"))[0] == E.UNKNOWN_MEMBER_ID
         groups.heartbeat(_hb("m", 0, group="empty-classic"), TIMEOUTS)
         assert "empty-classic" not in classic and "empty-classic" in groups.groups
         code, message = _refused(groups, _hb("m2", 0, group="empty-classic"))
