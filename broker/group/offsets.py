@@ -81,6 +81,7 @@ class ServedGroups(Protocol):
     def is_share(self, group_id: str) -> bool: ...
 
     consumer_check: Callable[[str, str, int, bool], bool]
+    consumer_topics: Callable[[str], set[str] | None]
 
 
 # Told the (topic, partition) keys of every stored commit (broker/group/trim.py).
@@ -203,14 +204,19 @@ class OffsetManager:
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
+        consumer_topics = self._groups.consumer_topics(group_id) if group is None else None
+        if consumer_topics is not None:  # a KIP-848 group: the topics its members subscribe to stay
+            subscribed: Callable[[str], bool] = consumer_topics.__contains__
+        elif group is None or group.is_in(DEAD):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-        if group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol:
+        elif group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol:
             raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members and is not a consumer group")
+        else:
+            subscribed = group.is_subscribed_to_topic
         results: dict[tuple[str, int], ErrorCode] = {}
         doomed = []
         for topic, partition in partitions:
-            if group.is_subscribed_to_topic(topic):
+            if subscribed(topic):
                 results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = ErrorCode.NONE

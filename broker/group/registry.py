@@ -47,6 +47,8 @@ class GroupRegistry:
         # Whether the id is a KIP-848 consumer group's, and if so its offset commit or fetch checked
         # (GroupError): (group id, member id, member epoch, fetch). Set by the coordinator.
         self.consumer_check: Callable[[str, str, int, bool], bool] = lambda group_id, member, epoch, fetch: False
+        # The topics a KIP-848 consumer group's members subscribe to, or None when the id is not one's.
+        self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
         self.active = False
         # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
         self.partitions = None if offsets_partition is None else CoordinatorPartitions(

@@ -121,6 +121,9 @@ def test_the_java_consumer_reads_and_commits_with_the_consumer_protocol(broker, 
     described = rows(tool(CONSUMER_GROUPS, "--describe", "--group", group, "--offsets").lines)
     assert sorted(row[:6] for row in described) == [[group, TOPIC, str(p), "10", "10", "0"] for p in range(4)]
     assert [group, "Consumer", "Empty"] in rows(tool(CONSUMER_GROUPS, "--list", "--type", "--state").lines)
+    deleted = tool(CONSUMER_GROUPS, "--delete-offsets", "--group", group, "--topic", f"{TOPIC}:1")
+    assert deleted.lines[0] == f"Request succeeded for deleting offsets from group {group}."
+    assert rows(deleted.lines[1:]) == [[TOPIC, "1", "Successful"]]
 
 
 def test_a_classic_consumer_is_unchanged(broker, topic, tool):

@@ -257,3 +257,13 @@ async def test_kip848_consumer_groups_count_for_trimming_and_commit_with_their_e
         ErrorCode.NONE]
     assert broker.groups.min_committed_offset("t", 0) == (6, ("kip848",))
     assert broker.groups.offsets.fetch("kip848", [("t", [0])], "m", joined.member_epoch)[0][1][0][1].offset == 6
+    # OffsetDelete: a topic the members subscribe to stays; another goes
+    await simple_commit_as_member(broker, joined.member_epoch, {("u", 0): 2})
+    deleted = await broker.groups.offsets.delete("kip848", [("t", 0), ("u", 0)])
+    assert deleted == {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): ErrorCode.NONE}
+    assert broker.groups.offsets.fetch("kip848", [("u", [0])], "m", joined.member_epoch)[0][1][0][1] is None
+
+
+async def simple_commit_as_member(broker, epoch: int, offsets: dict[tuple[str, int], int]) -> None:
+    commits = [OffsetCommit(t, p, o, -1, None) for (t, p), o in offsets.items()]
+    assert set(await broker.groups.offsets.commit("kip848", epoch, "m", None, -1, commits, 9)) == {ErrorCode.NONE}
