@@ -144,6 +144,8 @@ def test_topics_created_and_grown_change_the_assignment_and_regex_subscriptions(
     asyncio.run(run())
     assert matching("a.*", ["ab", "xab", "__consumer_offsets", "a"]) == ["a", "ab"]
     assert matching("__consumer_offsets", ["__consumer_offsets", "x"]) == ["__consumer_offsets"]
+    # RE2, as Kafka's RE2J: linear time, where a backtracking engine would take ages on this
+    assert matching("(a+)+$", ["a" * 100_000 + "b"]) == []
 
 
 @pytest.mark.parametrize(("request_fields", "code", "message"), [
