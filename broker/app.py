@@ -162,7 +162,7 @@ class Broker:
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
         self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
-                                       share_topic=self._share_topic)
+                                       share_topic=self._share_topic, consumer_topics=self._consumer_topics)
         self.services.append(self.groups)
         self.groups.share.member_left.append(self.shares.member_left)  # a leaving member's records are released
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
@@ -253,6 +253,10 @@ class Broker:
 
     def _features_changed(self, features: FinalizedFeatures) -> None:
         self.transactions.transaction_version = features.transaction_version
+
+    def _consumer_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Every topic a consumer group may subscribe to (by name or regex): name -> (id, partitions)."""
+        return {t.name: (t.topic_id, len(t.replicas)) for t in self.topics.all()}
 
     def _producer_settings_changed(self) -> None:
         """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""

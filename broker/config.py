@@ -18,7 +18,13 @@ import structlog
 
 from broker import log_output, loopback_tcp
 from broker.endpoints import Listener, metrics_listener, parse_listener, zookeeper_connect
-from broker.group_configs import GROUP_BROKER_DEFAULTS, group_broker_properties
+from broker.group_configs import (
+    ASSIGNOR_CLASS_NAMES,
+    ASSIGNORS,
+    GROUP_BROKER_DEFAULTS,
+    MIGRATION_POLICIES,
+    group_broker_properties,
+)
 from broker.log.cleaner_settings import cleaner_config_problem
 from broker.log.config import INT32_MAX, LogConfig, LogManagerConfig
 from broker.log.open_files import MIN_OPEN_SEGMENTS
@@ -183,6 +189,9 @@ _BROKER_DEFAULTS = {
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
     "group.share.max.size": "200",  # members of one share group (KIP-932)
+    "group.consumer.max.size": "2147483647",  # members of one KIP-848 consumer group
+    "group.consumer.assignors": "uniform,range",  # server-side assignors; the first is the default
+    "group.consumer.migration.policy": "bidirectional",  # which empty groups change protocol
     # What bounds and backs the group configs (broker/group_configs.py).
     **GROUP_BROKER_DEFAULTS,
     "broker.rack": "",
@@ -241,6 +250,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int
     group_max_size: int
     group_share_max_size: int
+    group_consumer_max_size: int
+    group_consumer_assignors: list[str]
+    group_consumer_migration_policy: str
     rack: str | None
     log_level: str
     delete_records_v3_enable: bool
@@ -263,6 +275,23 @@ class BrokerConfig:
     loopback_congestion_control: str = loopback_tcp.DEFAULT  # ebb.socket.loopback.congestion.control; "": the system's
     # The group.consumer.*, group.share.*, group.streams.* properties: defaults and bounds of group configs.
     group_config_properties: Mapping[str, int] = field(default_factory=lambda: group_broker_properties({}))
+
+
+def _consumer_assignors(value: str) -> list[str]:
+    """group.consumer.assignors: uniform and range, by short or Kafka class name (no custom assignors)."""
+    names = [ASSIGNOR_CLASS_NAMES.get(item, item) for item in _split(value)]
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if not names or unknown:
+        raise ConfigError(f"group.consumer.assignors: {', '.join(unknown) or 'empty'}: Ebb serves only "
+                          f"{', '.join(ASSIGNORS)}")
+    return list(dict.fromkeys(names))
+
+
+def _migration_policy(value: str) -> str:
+    policy = value.strip().lower()
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"group.consumer.migration.policy: {value!r} is not one of {', '.join(MIGRATION_POLICIES)}")
+    return policy
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -365,6 +394,9 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_max_session_timeout_ms=int_property(merged, "group.max.session.timeout.ms", minimum=0),
         group_max_size=int_property(merged, "group.max.size", minimum=1, maximum=INT32_MAX),
         group_share_max_size=int_property(merged, "group.share.max.size", minimum=1, maximum=1000),
+        group_consumer_max_size=int_property(merged, "group.consumer.max.size", minimum=1, maximum=INT32_MAX),
+        group_consumer_assignors=_consumer_assignors(merged["group.consumer.assignors"]),
+        group_consumer_migration_policy=_migration_policy(merged["group.consumer.migration.policy"]),
         rack=merged["broker.rack"] or None,
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),

@@ -46,6 +46,14 @@ from protocol.enums import ConfigSource, ConfigType
 log = structlog.get_logger("group_configs")
 
 _C, _S, _T = "group.consumer.", "group.share.", "group.streams."
+# KIP-848 consumer groups' server-side assignors (group.consumer.assignors), by short name; Kafka's class
+# names are taken too. Custom assignors are not served.
+UNIFORM_ASSIGNOR, RANGE_ASSIGNOR = "uniform", "range"
+ASSIGNORS = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
+ASSIGNOR_CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
+                        "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE_ASSIGNOR}
+# group.consumer.migration.policy: which way an empty group may change protocol.
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 # The broker properties behind group configs (synonyms and bounds), Kafka 4.3.1's defaults. Ebb reads
 # them from server.properties; none is dynamic here.
 GROUP_BROKER_DEFAULTS: dict[str, str] = {

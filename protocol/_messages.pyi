@@ -542,6 +542,189 @@ class ApiVersionsResponse(ApiMessage):
         zk_migration_ready: bool = ...,
     ) -> None: ...
 
+class ConsumerGroupDescribeRequest(ApiRequest[ConsumerGroupDescribeResponse]):
+    group_ids: list[str]
+    """Ids of the consumer groups to describe."""
+    include_authorized_operations: bool
+    """Whether each answer lists the group operations the caller may perform."""
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+class ConsumerGroupDescribeResponse(ApiMessage):
+    class DescribedGroup(Struct):
+        class Member(Struct):
+            class Assignment(Struct):
+                class TopicPartitions(Struct):
+                    topic_id: UUID
+                    """Id of the topic."""
+                    topic_name: str
+                    """Name of the topic."""
+                    partitions: list[int]
+                    """Partition indexes of the topic."""
+                    def __init__(
+                        self,
+                        *,
+                        topic_id: UUID = ...,
+                        topic_name: str = ...,
+                        partitions: list[int] = ...,
+                    ) -> None: ...
+                topic_partitions: list[TopicPartitions]
+                """Partitions held, by topic."""
+                def __init__(self, *, topic_partitions: list[TopicPartitions] = ...) -> None: ...
+            member_id: str
+            """Id of the member."""
+            instance_id: str | None
+            """The static member's instance id, or null."""
+            rack_id: str | None
+            """Rack of the member, or null."""
+            member_epoch: int
+            """The member's current epoch."""
+            client_id: str
+            """Client id of the member's last heartbeat."""
+            client_host: str
+            """Address the member's last heartbeat came from."""
+            subscribed_topic_names: list[str]
+            """Topics the member subscribes to by name."""
+            subscribed_topic_regex: str | None
+            """The member's subscription regex, or null."""
+            assignment: Assignment
+            """Partitions the member holds now."""
+            target_assignment: Assignment
+            """Partitions the group's target assignment gives the member."""
+            member_type: int
+            """Which protocol the member speaks: -1 unknown, 0 classic, 1 consumer."""
+            def __init__(
+                self,
+                *,
+                member_id: str = ...,
+                instance_id: str | None = ...,
+                rack_id: str | None = ...,
+                member_epoch: int = ...,
+                client_id: str = ...,
+                client_host: str = ...,
+                subscribed_topic_names: list[str] = ...,
+                subscribed_topic_regex: str | None = ...,
+                assignment: Assignment = ...,
+                target_assignment: Assignment = ...,
+                member_type: int = ...,
+            ) -> None: ...
+        error_code: int
+        """Result for this group; 0 on success."""
+        error_message: str | None
+        """Why the group could not be described, or null."""
+        group_id: str
+        """Id of the group."""
+        group_state: str
+        """Name of the group's state (Empty, Assigning, Reconciling, Stable, Dead), or empty."""
+        group_epoch: int
+        """Epoch of the group's membership and subscriptions."""
+        assignment_epoch: int
+        """Group epoch the current target assignment was computed at."""
+        assignor_name: str
+        """Server-side assignor the group uses."""
+        members: list[Member]
+        """The group's members."""
+        authorized_operations: int
+        """Bit field of the operations the caller may perform on the group, when asked for."""
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            assignor_name: str = ...,
+            members: list[Member] = ...,
+            authorized_operations: int = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    groups: list[DescribedGroup]
+    """One entry per group asked for."""
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribedGroup] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatRequest(ApiRequest[ConsumerGroupHeartbeatResponse]):
+    """KIP-848's consumer group protocol; v1 (KIP-1082) has the client choose its member id and adds the regex
+    subscription."""
+    class TopicPartitions(Struct):
+        topic_id: UUID
+        """Id of the topic."""
+        partitions: list[int]
+        """Partition indexes of the topic."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str
+    """Consumer group the member belongs to."""
+    member_id: str
+    """Id of the member, kept for the whole life of the consumer."""
+    member_epoch: int
+    """Epoch the member last received; 0 joins, -1 leaves, -2 a static member leaving to come back."""
+    instance_id: str | None
+    """The static member's instance id, or null when none or unchanged since the last heartbeat."""
+    rack_id: str | None
+    """The member's rack, or null when unknown or unchanged since the last heartbeat."""
+    rebalance_timeout_ms: int
+    """How long the coordinator waits for the member to revoke partitions, or -1 when unchanged."""
+    subscribed_topic_names: list[str] | None
+    """Topics the member subscribes to, or null when unchanged since the last heartbeat."""
+    subscribed_topic_regex: str | None
+    """Regular expression (RE2J syntax) naming the subscribed topics, or null when unchanged."""
+    server_assignor: str | None
+    """Server-side assignor the member asks for, or null when none or unchanged."""
+    topic_partitions: list[TopicPartitions] | None
+    """Partitions the member holds now, or null when unchanged since the last heartbeat."""
+    def __init__(
+        self,
+        *,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        instance_id: str | None = ...,
+        rack_id: str | None = ...,
+        rebalance_timeout_ms: int = ...,
+        subscribed_topic_names: list[str] | None = ...,
+        subscribed_topic_regex: str | None = ...,
+        server_assignor: str | None = ...,
+        topic_partitions: list[TopicPartitions] | None = ...,
+    ) -> None: ...
+
+class ConsumerGroupHeartbeatResponse(ApiMessage):
+    class Assignment(Struct):
+        class TopicPartitions(Struct):
+            topic_id: UUID
+            """Id of the topic."""
+            partitions: list[int]
+            """Partition indexes of the topic."""
+            def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+        topic_partitions: list[TopicPartitions]
+        """Partitions the member may consume now, by topic."""
+        def __init__(self, *, topic_partitions: list[TopicPartitions] = ...) -> None: ...
+    throttle_time_ms: int
+    """Milliseconds the client should hold off because a quota was exceeded; 0 when no throttling applies."""
+    error_code: int
+    """Result of the heartbeat; 0 on success."""
+    error_message: str | None
+    """Why the heartbeat failed, or null."""
+    member_id: str | None
+    """Id of the member (the client's own from v1; v0 may have the coordinator choose it)."""
+    member_epoch: int
+    """The member's epoch now."""
+    heartbeat_interval_ms: int
+    """How often the member should heartbeat, in milliseconds."""
+    assignment: Assignment | None
+    """The member's partitions, or null when unchanged."""
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str | None = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        assignment: Assignment | None = ...,
+    ) -> None: ...
+
 class ConsumerProtocolAssignment(ApiMessage):
     """carried as SyncGroup assignment bytes; readers decode newer versions with the newest layout they know, so fields
     are only ever appended v1-v3: layout unchanged; the version moves in step with ConsumerProtocolSubscription"""

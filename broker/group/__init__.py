@@ -20,6 +20,10 @@ records                        Kafka's OffsetCommitKey/Value and GroupMetadataKe
 group                          one group and its members (Kafka's ClassicGroup)
 share_groups.ShareGroups       share groups (KIP-932): ShareGroupHeartbeat's membership, epochs, sessions
 share_group                    one share group, its members, and the simple assignor
+consumer_groups.ConsumerGroups KIP-848 consumer groups: ConsumerGroupHeartbeat's membership, epochs,
+                               reconciliation, sessions and rebalance timeouts; offset commit checks
+consumer_group                 one consumer group, its members, and reconciliation (CurrentAssignmentBuilder)
+consumer_assignors             the uniform and range server-side assignors
 """
 
 from broker.group.coordinator import GroupCoordinator

@@ -8,6 +8,7 @@ use. It builds the parts and wires them; each part holds only what it uses, neve
     rebalance.RebalanceProtocol JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     offsets.OffsetManager       OffsetCommit, OffsetFetch, OffsetDelete, retention
     share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment
+    consumer_groups.ConsumerGroups  KIP-848 consumer groups: ConsumerGroupHeartbeat, members, reconciliation
 
 Listing, describing and deleting groups (of both types: one group id has one type) are answered here. A
 broker stopping answers every parked JoinGroup and SyncGroup with NOT_COORDINATOR and refuses new group
@@ -16,10 +17,14 @@ requests with COORDINATOR_NOT_AVAILABLE (begin_shutdown), so shutdown does not w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
+from broker.group.consumer_group import ConsumerGroup
+from broker.group.consumer_groups import ClassicIds, ConsumerGroups, TopicsNow
 from broker.group.group import GROUP_TYPE, Group, GroupError, GroupState
 from broker.group.offsets import CommitListener, MinCommittedOffset, OffsetManager, OffsetSettings
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
@@ -43,8 +48,9 @@ log = structlog.get_logger("groups")
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: OffsetsStore, replicas: ReplicaManager, *,
-                 in_cluster: bool, share_topic: TopicLookup) -> None:
-        """`share_topic` resolves a topic a share group subscribes to: (id, partition count) or None."""
+                 in_cluster: bool, share_topic: TopicLookup, consumer_topics: TopicsNow) -> None:
+        """`share_topic` resolves a topic a share group subscribes to: (id, partition count) or None;
+        `consumer_topics` lists every topic a consumer group may subscribe to, by name."""
         self.store = store
         self._replicas = replicas
         self._in_cluster = in_cluster
@@ -73,8 +79,33 @@ class GroupCoordinator:
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
         self.share = ShareGroups(config.group_share_max_size, share_topic,
                                  is_classic=lambda group_id: group_id in registry.groups)
-        registry.share_ids = self.share.groups.__contains__
-        registry.share_unload = self.share.unload
+        policy = config.group_consumer_migration_policy
+
+        def classic_empty(group_id: str) -> bool:  # an empty classic group may turn into a consumer group
+            group = registry.groups[group_id]
+            return policy in ("bidirectional", "upgrade") and group.is_in(GroupState.EMPTY) and not group.members
+
+        self.consumer = ConsumerGroups(
+            config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
+            ClassicIds(exists=registry.groups.__contains__, empty=classic_empty,
+                       adopt=self._drop_classic),
+            is_share=self.share.groups.__contains__)
+        consumers = self.consumer.groups
+
+        def consumer_yields(group_id: str) -> bool:
+            """A JoinGroup for an empty consumer group's id: the group turns classic (policy allowing)."""
+            group = consumers.get(group_id)
+            if group is None or group.members or policy not in ("bidirectional", "downgrade"):
+                return False
+            del consumers[group_id]
+            return True
+
+        registry.share_ids = lambda group_id: group_id in self.share.groups or (
+            group_id in consumers and not consumer_yields(group_id))
+        registry.share_unload = self._unload_other_types
+        registry.consumer_check = self._consumer_check
+        registry.consumer_topics = lambda group_id: (
+            self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -122,6 +153,7 @@ class GroupCoordinator:
     async def stop(self) -> None:
         self.begin_shutdown()
         self.share.stop()
+        self.consumer.stop()
         for group in self.registry.groups.values():
             self.sessions.cancel_all(group)
         await self._tasks.cancel_all()
@@ -146,23 +178,41 @@ class GroupCoordinator:
 
     # --- listing, describing, deleting -------------------------------------------------------------
 
-    def list_groups(self, states: set[str], types: set[str]) -> list[Group | ShareGroup]:
+    def _drop_classic(self, group_id: str) -> None:
+        group = self.registry.groups.pop(group_id, None)
+        if group is not None:  # its pending members' timers go with it
+            self.sessions.cancel_all(group)
+
+    def _unload_other_types(self, doomed: Callable[[str], bool]) -> None:
+        self.share.unload(doomed)
+        self.consumer.unload(doomed)
+
+    def _consumer_check(self, group_id: str, member_id: str, epoch: int, fetch: bool) -> bool:
+        """Whether the id is a consumer group's; its offset commit (or fetch) checked if so."""
+        if group_id not in self.consumer.groups:
+            return False
+        self.consumer.check_commit(group_id, member_id, epoch, fetch=fetch)
+        return True
+
+    def list_groups(self, states: set[str], types: set[str]) -> list[Group | ShareGroup | ConsumerGroup]:
         """Groups not Dead, filtered by state and type names (case-insensitive; empty = all), by id."""
         self.registry.check_active()
-        kinds = {t.lower() for t in types} or {GROUP_TYPE, SHARE_TYPE}
+        kinds = {t.lower() for t in types} or {GROUP_TYPE, SHARE_TYPE, CONSUMER_TYPE}
         wanted = {s.lower() for s in states}
-        found: list[Group | ShareGroup] = []
+        found: list[Group | ShareGroup | ConsumerGroup] = []
         if GROUP_TYPE in kinds:
             found += [g for g in self.registry.groups.values() if not g.is_in(GroupState.DEAD)]
         if SHARE_TYPE in kinds:
             found += self.share.live()
+        if CONSUMER_TYPE in kinds:
+            found += self.consumer.live()
         return sorted((g for g in found if not wanted or g.state.value.lower() in wanted), key=lambda g: g.group_id)
 
-    def describe_group(self, group_id: str) -> Group | ShareGroup | None:
+    def describe_group(self, group_id: str) -> Group | ShareGroup | ConsumerGroup | None:
         self.registry.check_active()
         self.registry.check_served(group_id)
-        if (share := self.share.groups.get(group_id)) is not None:
-            return share
+        if (other := self.share.groups.get(group_id) or self.consumer.groups.get(group_id)) is not None:
+            return other
         group = self.registry.groups.get(group_id)
         return None if group is None or group.is_in(GroupState.DEAD) else group
 
@@ -175,6 +225,11 @@ class GroupCoordinator:
                 continue
             if group_id in self.share.groups:
                 results[group_id] = self.share.delete(group_id)
+                continue
+            if group_id in self.consumer.groups:
+                results[group_id] = self.consumer.delete(group_id)
+                if results[group_id] == ErrorCode.NONE:
+                    await self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True)
                 continue
             group = self.registry.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
@@ -209,5 +264,10 @@ class GroupCoordinator:
         return self.offsets.committed_offsets(topic, partition)
 
     def min_committed_offset(self, topic: str, partition: int) -> MinCommittedOffset:
-        """(smallest committed offset over all groups or None, groups with live members consuming it)."""
-        return self.offsets.min_committed_offset(topic, partition)
+        """(smallest committed offset over all groups or None, groups with live members consuming it):
+        KIP-848 consumer groups count as classic ones do (their members subscribe to the topic)."""
+        found = self.offsets.min_committed_offset(topic, partition)
+        committed = self.store.partition_offsets(topic, partition)
+        readers = [g.group_id for g in self.consumer.live()
+                   if g.members and (topic in g.topics or g.group_id in committed)]
+        return found._replace(active_groups=tuple(sorted({*found.active_groups, *readers})))

@@ -80,6 +80,9 @@ class ServedGroups(Protocol):
 
     def is_share(self, group_id: str) -> bool: ...
 
+    consumer_check: Callable[[str, str, int, bool], bool]
+    consumer_topics: Callable[[str], set[str] | None]
+
 
 # Told the (topic, partition) keys of every stored commit (broker/group/trim.py).
 CommitListener = Callable[[Iterable[tuple[str, int]]], None]
@@ -111,6 +114,8 @@ class OffsetManager:
         groups.check_served(group_id)
         group = groups.groups.get(group_id)
         created = False
+        if group is None and groups.consumer_check(group_id, member_id, generation_id, False):
+            return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
@@ -123,6 +128,11 @@ class OffsetManager:
         member = self._validate_commit(group, generation_id, member_id, group_instance_id)
         if member is not None and group.is_in(STABLE, PREPARING):
             self._member_seen(group, member)
+        return await self._store_commits(group_id, group, created, retention_time_ms, commits, producer)
+
+    async def _store_commits(self, group_id: str, group: Group | None, created: bool, retention_time_ms: int,
+                             commits: list[OffsetCommit], producer: tuple[int, int] | None) -> list[ErrorCode]:
+        groups = self._groups
         now = now_ms()
         # v2-v4 carry any int64 here: a time past the int64 range means never
         expire = None if retention_time_ms == NO_RETENTION else min(now + retention_time_ms, MAX_TIMESTAMP_MS)
@@ -140,7 +150,7 @@ class OffsetManager:
                 return errors
             await self.store.commit(group_id, accepted)
         except GroupError:
-            if created:
+            if created and group is not None:
                 groups.forget_if_unused(group)
             raise
         for listener in self.commit_listeners:
@@ -168,14 +178,17 @@ class OffsetManager:
 
     # --- OffsetFetch -------------------------------------------------------------------------------
 
-    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None
-              ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, member_id: str = "",
+              member_epoch: int = -1) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
         """Committed offsets per topic; None entries for partitions without one. `topics=None` means
-        every partition the group has an offset for."""
+        every partition the group has an offset for. A consumer group's member (OffsetFetch v9+) is
+        checked: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH."""
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        offsets = {} if group is None or group.is_in(DEAD) else self.store.group_offsets(group_id)
+        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True)
+        offsets = self.store.group_offsets(group_id) if consumer or (group is not None and not group.is_in(DEAD)) \
+            else {}
         if topics is None:
             by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
             for (topic, partition), committed in sorted(offsets.items()):
@@ -191,14 +204,19 @@ class OffsetManager:
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
+        consumer_topics = self._groups.consumer_topics(group_id) if group is None else None
+        if consumer_topics is not None:  # a KIP-848 group: the topics its members subscribe to stay
+            subscribed: Callable[[str], bool] = consumer_topics.__contains__
+        elif group is None or group.is_in(DEAD):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-        if group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol:
+        elif group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol:
             raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"group {group_id} has members and is not a consumer group")
+        else:
+            subscribed = group.is_subscribed_to_topic
         results: dict[tuple[str, int], ErrorCode] = {}
         doomed = []
         for topic, partition in partitions:
-            if group.is_subscribed_to_topic(topic):
+            if subscribed(topic):
                 results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = ErrorCode.NONE

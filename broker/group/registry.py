@@ -40,10 +40,16 @@ class GroupRegistry:
         self._loaded = loaded
         self._unloaded = unloaded
         self.groups: dict[str, Group] = {}
-        # The ids share groups hold (share_groups.py): no classic group may take one. Set by the coordinator.
+        # The ids share groups and KIP-848 consumer groups hold: no classic group may take one (an empty
+        # consumer group gives its id up when the migration policy lets it). Set by the coordinator.
         self.share_ids: Callable[[str], bool] = lambda group_id: False
-        # Drops the share groups an unloaded __consumer_offsets partition holds (given which ids go).
+        # Drops the share and KIP-848 consumer groups an unloaded __consumer_offsets partition holds.
         self.share_unload: Callable[[Callable[[str], bool]], None] = lambda doomed: None
+        # Whether the id is a KIP-848 consumer group's, and if so its offset commit or fetch checked
+        # (GroupError): (group id, member id, member epoch, fetch). Set by the coordinator.
+        self.consumer_check: Callable[[str, str, int, bool], bool] = lambda group_id, member, epoch, fetch: False
+        # The topics a KIP-848 consumer group's members subscribe to, or None when the id is not one's.
+        self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
         self.active = False
         # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
         self.partitions = None if offsets_partition is None else CoordinatorPartitions(

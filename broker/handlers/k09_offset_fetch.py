@@ -32,7 +32,8 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 
-def _fetch(broker: BrokerContext, connection: RequestContext, group_id: str, topics, require_stable: bool = False):
+def _fetch(broker: BrokerContext, connection: RequestContext, group_id: str, topics, require_stable: bool = False,
+           member: tuple[str, int] = ("", -1)):
     """[(topic, [(partition, offset, leader epoch, metadata, error)])] and the group's error. With an
     authorizer the group needs DESCRIBE, and a fetch of all topics leaves out those the client may not
     DESCRIBE."""
@@ -40,7 +41,7 @@ def _fetch(broker: BrokerContext, connection: RequestContext, group_id: str, top
     try:
         if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, group_id):
             raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "DESCRIBE on the group is needed")
-        fetched = broker.groups.offsets.fetch(group_id, asked)
+        fetched = broker.groups.offsets.fetch(group_id, asked, *member)
         if asked is None:
             fetched = [(name, parts) for name, parts in fetched
                        if allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, name)]
@@ -66,7 +67,8 @@ async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchReques
     if version >= 8:
         groups = []
         for group in body.groups:
-            topics, error = _fetch(broker, connection, group.group_id, group.topics, body.require_stable)
+            member = (group.member_id or "", group.member_epoch) if version >= 9 else ("", -1)
+            topics, error = _fetch(broker, connection, group.group_id, group.topics, body.require_stable, member)
             groups.append(_Group(group_id=group.group_id, error_code=error, topics=[] if error else [
                 _GroupTopic(name=name, partitions=[
                     _GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,

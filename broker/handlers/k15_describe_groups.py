@@ -9,9 +9,9 @@ DESCRIBE_CONFIGS and ALTER_CONFIGS the caller may do on the group (all of them w
 the bits Kafka 4.3.1 answers: tests/differential/test_security_against_kafka.py). With an authorizer a
 group needs DESCRIBE, else GROUP_AUTHORIZATION_FAILED; those groups come first in the answer, then the
 others in the order asked, as Kafka's KafkaApis answers.
-ConsumerGroupDescribe (69) is deliberately not served: librdkafka would switch to it. A share group's
-id is described as Dead, with GROUP_ID_NOT_FOUND "Group <id> is not a classic group." at v6 (NONE
-before), as Kafka answers it.
+A share group's or a KIP-848 consumer group's id (ConsumerGroupDescribe describes those) is described
+as Dead, with GROUP_ID_NOT_FOUND "Group <id> is not a classic group." at v6 (NONE before), as Kafka
+answers it.
 
 Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
 """
@@ -19,6 +19,7 @@ Errors: NONE, GROUP_ID_NOT_FOUND (v6), COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from broker.group import GroupError, GroupState
+from broker.group.consumer_group import ConsumerGroup
 from broker.group.share_group import ShareGroup
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
@@ -57,7 +58,7 @@ async def describe_groups(broker: BrokerContext, request: Request[DescribeGroups
             continue
         if wanted:
             entry.authorized_operations = authorized(broker, connection, ResourceType.GROUP, group_id, GROUP_OPERATIONS)
-        if group is None or isinstance(group, ShareGroup):
+        if group is None or isinstance(group, (ShareGroup, ConsumerGroup)):
             entry.group_state = GroupState.DEAD.value
             if version >= 6:
                 entry.error_code = ErrorCode.GROUP_ID_NOT_FOUND

@@ -3,8 +3,9 @@
 Every group this broker coordinates except Dead ones, with its protocol type ("" for a group that
 only stores offsets). v4+: StatesFilter keeps groups in one of the named states (Empty,
 PreparingRebalance, CompletingRebalance, Stable; case-insensitive) and the answer carries the state;
-v5+: TypesFilter keeps groups of the named types ("classic", or "share" for KIP-932's share groups,
-whose states are Empty and Stable and whose protocol type is "share") and the answer carries the type.
+v5+: TypesFilter keeps groups of the named types ("classic", "share" for KIP-932's share groups, whose
+states are Empty and Stable and whose protocol type is "share", or "consumer" for KIP-848's consumer
+groups, protocol type "consumer") and the answer carries the type.
 Empty filters filter nothing.
 
 Errors: NONE, COORDINATOR_NOT_AVAILABLE.
@@ -13,6 +14,8 @@ Errors: NONE, COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from broker.group import GroupError
+from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
+from broker.group.consumer_group import ConsumerGroup
 from broker.group.group import GROUP_TYPE
 from broker.group.share_group import GROUP_TYPE as SHARE_TYPE
 from broker.group.share_group import ShareGroup
@@ -43,6 +46,8 @@ async def list_groups(broker: BrokerContext, request: Request[ListGroupsRequest]
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
         _Listed(group_id=g.group_id, protocol_type=SHARE_TYPE, group_state=g.state.value, group_type=SHARE_TYPE)
         if isinstance(g, ShareGroup) else
+        _Listed(group_id=g.group_id, protocol_type=CONSUMER_TYPE, group_state=g.state.value, group_type=CONSUMER_TYPE)
+        if isinstance(g, ConsumerGroup) else
         _Listed(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
                 group_type=GROUP_TYPE) for g in groups
         if every or allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)])

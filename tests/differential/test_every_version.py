@@ -414,6 +414,18 @@ def _join_group(target: Target, v: int):
     yield "", join_request(f"{TOPIC}-join-v{v}", topics=(TOPIC,), rebalance_ms=10_000 if v >= 1 else -1)
 
 
+# KIP-848 consumer groups: a heartbeat of a member of a group that does not exist, and its description
+# (tests/differential/test_consumer_groups_against_kafka.py plays a whole group).
+@asks(m.ConsumerGroupHeartbeatRequest)
+def _consumer_group_heartbeat(target: Target, v: int):
+    yield "", m.ConsumerGroupHeartbeatRequest(group_id=f"{GROUP}-kip848", member_id="ghost", member_epoch=3)
+
+
+@asks(m.ConsumerGroupDescribeRequest)
+def _consumer_group_describe(target: Target, v: int):
+    yield "", m.ConsumerGroupDescribeRequest(group_ids=[f"{GROUP}-kip848", ""], include_authorized_operations=True)
+
+
 # Share groups (KIP-932): errors for a group, member and session that do not exist, and an
 # AlterShareGroupOffsets that makes the same empty share group on both (its topic does not exist).
 @asks(m.ShareGroupHeartbeatRequest)

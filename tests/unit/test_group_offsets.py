@@ -236,3 +236,34 @@ def test_group_records_round_trip_and_key_of_kafka():
 def test_other_record_types_are_unknown():
     with pytest.raises(group_records.UnknownRecord):
         group_records.parse_key(struct.pack(">h", 3) + _string("consumer-group-metadata"))
+
+
+async def test_kip848_consumer_groups_count_for_trimming_and_commit_with_their_epoch(broker):
+    """A KIP-848 group with a member subscribed to the topic is active until it commits, and its commit
+    (with the member's epoch) counts in the minimum like a classic group's."""
+    from broker.group import GroupError
+    from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
+
+    joined = broker.groups.consumer.heartbeat(ConsumerHeartbeat(
+        "kip848", "m", 0, None, None, 30_000, ["t"], None, None, {}, "unit", "/127.0.0.1"),
+        ConsumerTimeouts(45_000, 5_000))
+    assert broker.groups.min_committed_offset("t", 0) == (None, ("kip848",))
+    commits = [OffsetCommit("t", 0, 6, -1, None)]
+    stale = broker.groups.offsets.commit("kip848", joined.member_epoch - 1, "m", None, -1, commits, 9)
+    with pytest.raises(GroupError) as refused:
+        await stale
+    assert refused.value.error_code == ErrorCode.STALE_MEMBER_EPOCH
+    assert await broker.groups.offsets.commit("kip848", joined.member_epoch, "m", None, -1, commits, 9) == [
+        ErrorCode.NONE]
+    assert broker.groups.min_committed_offset("t", 0) == (6, ("kip848",))
+    assert broker.groups.offsets.fetch("kip848", [("t", [0])], "m", joined.member_epoch)[0][1][0][1].offset == 6
+    # OffsetDelete: a topic the members subscribe to stays; another goes
+    await simple_commit_as_member(broker, joined.member_epoch, {("u", 0): 2})
+    deleted = await broker.groups.offsets.delete("kip848", [("t", 0), ("u", 0)])
+    assert deleted == {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): ErrorCode.NONE}
+    assert broker.groups.offsets.fetch("kip848", [("u", [0])], "m", joined.member_epoch)[0][1][0][1] is None
+
+
+async def simple_commit_as_member(broker, epoch: int, offsets: dict[tuple[str, int], int]) -> None:
+    commits = [OffsetCommit(t, p, o, -1, None) for (t, p), o in offsets.items()]
+    assert set(await broker.groups.offsets.commit("kip848", epoch, "m", None, -1, commits, 9)) == {ErrorCode.NONE}

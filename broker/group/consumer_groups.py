@@ -1,0 +1,386 @@
+"""The consumer groups of KIP-848's protocol this coordinator serves, beside its classic and share groups:
+ConsumerGroupHeartbeat's membership, epochs, target assignment and reconciliation, member sessions and
+rebalance timeouts, and what listing, describing, deleting and offset commits need.
+
+One group id has one type: a heartbeat for a share group's id, or a classic group's with members, is
+GROUP_ID_NOT_FOUND; an Empty classic group (no members; offsets only, as a restarted coordinator has)
+becomes a consumer group on its first heartbeat (Kafka's empty-group conversion). The heartbeat follows
+Kafka's GroupMetadataManager: epoch 0 joins, -1 leaves, -2 is a static member leaving to come back
+(its partitions stay reserved for its instance id until its session ends); any other epoch must be the
+member's own, or the one before it with no partition outside its assignment, else FENCED_MEMBER_EPOCH.
+A member that keeps partitions to revoke past its rebalance timeout is removed.
+
+Membership lives in memory only (docs/features.md): a restarted or failed-over coordinator knows the
+committed offsets but not the members, who are told UNKNOWN_MEMBER_ID and join again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import re2
+import structlog
+
+from broker.group.consumer_assignors import assign
+from broker.group.consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    reconcile,
+)
+from broker.group.group import GroupError
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger("groups")
+
+# Every topic as the coordinator sees it now: name -> (id, partition count).
+TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
+
+
+@dataclass(frozen=True)
+class ConsumerHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed: list[str] | None
+    regex: str | None
+    server_assignor: str | None
+    owned: Assignment | None
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True)
+class ConsumerTimeouts:
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    member_id: str
+    member_epoch: int
+    assignment: Assignment | None  # None: not sent (unchanged)
+
+
+@dataclass(frozen=True)
+class ClassicIds:
+    """What the consumer groups need to know of the classic groups: is the id one, and is it empty (then
+    `adopt` drops it, as its id turns into a consumer group)."""
+    exists: Callable[[str], bool]
+    empty: Callable[[str], bool]
+    adopt: Callable[[str], None]
+
+
+class ConsumerGroups:
+    def __init__(self, max_size: int, assignors: list[str], topics: TopicsNow, classic: ClassicIds,
+                 is_share: Callable[[str], bool]) -> None:
+        """`assignors`: group.consumer.assignors' short names, the first the default."""
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._max_size = max_size
+        self.assignors = assignors
+        self._topics = topics
+        self._classic = classic
+        self._is_share = is_share
+
+    # --- ConsumerGroupHeartbeat --------------------------------------------------------------------
+
+    def heartbeat(self, request: ConsumerHeartbeat, timeouts: ConsumerTimeouts) -> HeartbeatAnswer:
+        self.check_request(request)
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(request)
+        group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id)
+        member, changed = self._member(group, request)
+        before = {t: set(p) for t, p in member.assigned.items()}
+        member.client_id, member.client_host = request.client_id, request.client_host
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.subscribed is not None and sorted(request.subscribed) != sorted(member.subscribed):
+            member.subscribed, changed = list(request.subscribed), True
+        if request.regex is not None and (request.regex or None) != member.regex:
+            member.regex, changed = request.regex or None, True
+        if request.server_assignor is not None and request.server_assignor != member.server_assignor:
+            member.server_assignor, changed = request.server_assignor, True
+        topics = self._subscribed_topics(group)
+        if changed or topics != group.topics:
+            group.topics = topics
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group)
+        was_revoking = member.state == MemberState.UNREVOKED_PARTITIONS
+        reconcile(group, member, request.owned)
+        if member.state == MemberState.UNREVOKED_PARTITIONS and not was_revoking:
+            self._arm_rebalance(group, member)
+        elif member.state != MemberState.UNREVOKED_PARTITIONS and member.rebalance_timer is not None:
+            member.rebalance_timer.cancel()
+            member.rebalance_timer = None
+        self._arm_session(group, member, timeouts.session_timeout_ms)
+        full = (request.rebalance_timeout_ms != -1 and request.owned is not None
+                and (request.subscribed is not None or request.regex is not None))
+        show = request.member_epoch == 0 or full or member.assigned != before
+        return HeartbeatAnswer(member.member_id, member.epoch, member.assigned if show else None)
+
+    def _member(self, group: ConsumerGroup, request: ConsumerHeartbeat) -> tuple[ConsumerMember, bool]:
+        """The member the heartbeat is from (made when it joins); True when it is new to the group."""
+        member_id, epoch, instance_id = request.member_id, request.member_epoch, request.instance_id
+        member = group.members.get(member_id)
+        if instance_id is not None and epoch == 0:
+            previous = group.static_member(instance_id)
+            if previous is not None and previous is not member:
+                if previous.epoch != STATIC_LEAVE_EPOCH:
+                    raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                     f"Static member {member_id} with instance id {instance_id} cannot join the "
+                                     f"group because the instance id is owned by {previous.member_id} member.")
+                # The instance comes back under a new member id: it takes over the old one's partitions.
+                return self._replace(group, previous, member_id), False
+        if member is None:
+            if epoch != 0:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {group.group_id}.")
+            if len(group.members) >= self._max_size:
+                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                 f"The consumer group has reached its maximum capacity of {self._max_size} members.")
+            member = group.members[member_id] = ConsumerMember(member_id, request.client_id, request.client_host,
+                                                               instance_id=instance_id)
+            log.info("member joins the consumer group", group=group.group_id, member=member_id)
+            return member, True
+        if epoch == 0:  # a member that lost its state rejoins: it gives up what it held
+            member.assigned, member.pending_revocation = {}, {}
+            member.state, member.epoch, member.previous_epoch = MemberState.STABLE, 0, 0
+            return member, False
+        _check_epoch(member, epoch, request.owned)
+        return member, False
+
+    def _replace(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
+        old.cancel_timers()
+        del group.members[old.member_id]
+        new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
+                             rack_id=old.rack_id, rebalance_timeout_ms=old.rebalance_timeout_ms,
+                             subscribed=list(old.subscribed), regex=old.regex, server_assignor=old.server_assignor,
+                             assigned=old.assigned, pending_revocation=old.pending_revocation, state=old.state)
+        group.members[member_id] = new
+        if (target := group.target.pop(old.member_id, None)) is not None:
+            group.target[member_id] = target
+        log.info("static member rejoins the consumer group", group=group.group_id, member=member_id,
+                 instance=old.instance_id)
+        return new
+
+    def _leave(self, request: ConsumerHeartbeat) -> HeartbeatAnswer:
+        group = self._group(request.group_id, create=False, member_id=request.member_id)
+        member = group.members.get(request.member_id)
+        if request.instance_id is not None:
+            static = group.static_member(request.instance_id)
+            if static is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
+            if static.member_id != request.member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"Static member {request.member_id} with instance id {request.instance_id} was "
+                                 f"fenced by member {static.member_id}.")
+            member = static
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                             f"Member {request.member_id} is not a member of group {group.group_id}.")
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            # Its partitions stay reserved for the instance until its session ends.
+            member.epoch = STATIC_LEAVE_EPOCH
+            log.info("static member leaves the consumer group for now", group=group.group_id,
+                     member=member.member_id)
+        else:
+            self._remove(group, member)
+            log.info("member left the consumer group", group=group.group_id, member=member.member_id)
+        return HeartbeatAnswer(member.member_id, request.member_epoch, None)
+
+    def _group(self, group_id: str, *, create: bool, member_id: str = "") -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        if self._is_share(group_id):
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if self._classic.exists(group_id):
+            if not self._classic.empty(group_id):
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if not create:
+                # Offsets only, as a restarted coordinator knows a consumer group (its membership is not
+                # stored): the member rejoins, which turns the id back into a consumer group.
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
+            self._classic.adopt(group_id)
+            log.info("empty classic group becomes a consumer group", group=group_id)
+        elif not create:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        # Kafka 4.3.1 answers a new group's first member with epoch 2: the group starts at epoch 1.
+        group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
+                                                      assignor=self.assignors[0])
+        return group
+
+    def _subscribed_topics(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        everything = self._topics()
+        wanted: set[str] = set()
+        for member in group.members.values():
+            wanted.update(member.subscribed)
+            if member.regex:
+                wanted.update(matching(member.regex, everything))
+        return {n: everything[n] for n in sorted(wanted) if n in everything}
+
+    def _compute_target(self, group: ConsumerGroup) -> None:
+        everything = self._topics()
+        subscriptions = {m.member_id: [*m.subscribed, *(matching(m.regex, everything) if m.regex else [])]
+                         for m in group.members.values()}
+        group.assignor = self.assignor_of(group)
+        group.target = assign(group.assignor, subscriptions, group.topics,
+                              {m.member_id: m.assigned for m in group.members.values()})
+        group.assignment_epoch = group.group_epoch
+
+    def assignor_of(self, group: ConsumerGroup) -> str:
+        """The assignor the members ask for most, else group.consumer.assignors' first."""
+        wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
+
+    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        member.cancel_timers()
+        del group.members[member.member_id]
+        group.target.pop(member.member_id, None)
+        group.topics = self._subscribed_topics(group)
+        group.group_epoch += 1  # the target is recomputed at the next member's heartbeat, as Kafka does
+
+    # --- timers ------------------------------------------------------------------------------------
+
+    def _arm_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+        member.session_timer = asyncio.get_running_loop().call_later(
+            timeout_ms / 1000, self._expire, group, member, "session")
+
+    def _arm_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        if member.rebalance_timer is not None:
+            member.rebalance_timer.cancel()
+        member.rebalance_timer = asyncio.get_running_loop().call_later(
+            member.rebalance_timeout_ms / 1000, self._expire, group, member, "rebalance")
+
+    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+        if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
+            self._remove(group, member)
+            log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,
+                     member=member.member_id)
+
+    def stop(self) -> None:
+        self.unload(lambda group_id: True)
+
+    def unload(self, doomed: Callable[[str], bool]) -> None:
+        """Forget the groups `doomed` names (their __consumer_offsets partition is led elsewhere now)."""
+        for group_id in [g for g in self.groups if doomed(g)]:
+            for member in self.groups.pop(group_id).members.values():
+                member.cancel_timers()
+
+    # --- offsets, listing, deleting ----------------------------------------------------------------
+
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch: a commit without a member
+        (epoch -1, no member id) only while the group is empty; else the member must exist and send its
+        epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not member_id:
+            if group.members and not fetch:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 "commits without a member are only taken by empty groups")
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                             f"Member {member_id} is not a member of group {group_id}.")
+        if member_epoch != member.epoch:
+            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH,
+                             f"The received member epoch {member_epoch} does not match the current member "
+                             f"epoch {member.epoch}.")
+
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        return set(self.groups[group_id].topics)
+
+    def live(self) -> list[ConsumerGroup]:
+        return [g for g in self.groups.values() if not g.dead]
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a consumer group: only an Empty one (its offsets are the caller's to delete)."""
+        group = self.groups[group_id]
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        group.dead = True
+        del self.groups[group_id]
+        log.info("deleted consumer group", group=group_id)
+        return ErrorCode.NONE
+
+    def check_request(self, request: ConsumerHeartbeat) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (v1: the member id always set)."""
+        for value, what in ((request.member_id, "MemberId"), (request.group_id, "GroupId"),
+                            (request.instance_id, "InstanceId"), (request.rack_id, "RackId")):
+            if value is not None and not value:
+                raise GroupError(ErrorCode.INVALID_REQUEST, f"{what} can't be empty.")
+        epoch = request.member_epoch
+        if epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if request.owned is None or request.owned:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed is None and request.regex is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex "
+                                 "must be non-null when (re-)joining.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if request.instance_id is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+        if request.server_assignor is not None and request.server_assignor not in self.assignors:
+            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
+                             f"{', '.join(self.assignors)}.")
+        if request.regex:
+            check_regex(request.regex)
+
+
+def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
+    if epoch > member.epoch:
+        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                         f"The consumer group member has a greater member epoch ({epoch}) than the one known by "
+                         f"the group coordinator ({member.epoch}). The member must abandon all its partitions "
+                         "and rejoin.")
+    if epoch < member.epoch:
+        # The answer carrying the new epoch may have been lost: the epoch before, holding no more than now.
+        subset = owned is not None and all(parts <= member.assigned.get(t, set()) for t, parts in owned.items())
+        if epoch != member.previous_epoch or not subset:
+            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                             f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
+                             f"by the group coordinator ({member.epoch}). The member must abandon all its "
+                             "partitions and rejoin.")
+
+
+# Subscription regexes run on RE2, as Kafka's on RE2J: the same syntax (no lookaround, backreferences
+# or possessive quantifiers) and matching in linear time, so that no pattern can hold the event loop.
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is its answer, not the broker's stderr
+
+
+def check_regex(pattern: str) -> None:
+    """INVALID_REGULAR_EXPRESSION for a pattern RE2 refuses."""
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {why}.") from None
+
+
+def matching(pattern: str, names: Iterable[str]) -> list[str]:
+    """The topics a subscription regex names: the whole name must match (internal topics too, as Kafka)."""
+    compiled = re2.compile(pattern, _RE2_OPTIONS)
+    return sorted(n for n in names if compiled.fullmatch(n))

@@ -1,0 +1,217 @@
+"""KIP-848 consumer groups without a broker (broker/group/consumer_groups.py, consumer_group.py,
+consumer_assignors.py): the assignors' balance and stickiness, reconciliation (a partition changes owner
+only after its old owner revoked it), epochs and fencing, static members, regex checks, the heartbeat's
+request checks with Kafka's messages, and the classic-group conversion."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from broker.group.consumer_assignors import assign
+from broker.group.consumer_group import MemberState
+from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat, ConsumerTimeouts, matching
+from broker.group.group import GroupError
+from protocol.errors import ErrorCode as E
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+TIMEOUTS = ConsumerTimeouts(45000, 5000)
+
+
+@pytest.mark.parametrize("name", ["uniform", "range"])
+@pytest.mark.parametrize("members", range(1, 6))
+@pytest.mark.parametrize("partitions", range(0, 7))
+def test_every_partition_has_one_owner_and_members_are_balanced(name, members, partitions):
+    topics = {"a": (T1, partitions)}
+    ids = {f"m{i}": ["a"] for i in range(members)}
+    result = assign(name, ids, topics, {})
+    owned = [p for a in result.values() for p in a.get(T1, set())]
+    assert sorted(owned) == list(range(partitions))
+    counts = [len(a.get(T1, set())) for a in result.values()]
+    assert max(counts) - min(counts) <= 1
+    if name == "uniform":  # one more member: the others keep all they can
+        grown = assign(name, {**ids, "new": ["a"]}, topics, result)
+        for m in ids:
+            assert grown[m].get(T1, set()) <= result[m].get(T1, set()) or len(grown[m].get(T1, set())) > len(
+                result[m].get(T1, set()))
+
+
+def test_range_gives_contiguous_ranges_by_member_id():
+    result = assign("range", {"b": ["a"], "a": ["a"]}, {"a": (T1, 5)}, {})
+    assert result == {"a": {T1: {0, 1, 2}}, "b": {T1: {3, 4}}}
+
+
+def test_members_get_only_what_they_subscribe_to():
+    result = assign("uniform", {"x": ["a"], "y": ["b"], "z": ["a", "b"]}, {"a": (T1, 2), "b": (T2, 2)}, {})
+    assert set(result["x"]) <= {T1} and set(result["y"]) <= {T2}
+    assert sorted((t, p) for a in result.values() for t, ps in a.items() for p in ps) == [
+        (T1, 0), (T1, 1), (T2, 0), (T2, 1)]
+
+
+def _groups(topics: dict, classic: dict | None = None, **kw) -> ConsumerGroups:
+    classic = {} if classic is None else classic
+    return ConsumerGroups(kw.get("max_size", 100), ["uniform", "range"], lambda: topics,
+                          ClassicIds(classic.__contains__, lambda g: classic[g], classic.pop),
+                          is_share=lambda g: g == "share")
+
+
+def _hb(member: str, epoch: int, owned=None, group: str = "g", **kw) -> ConsumerHeartbeat:
+    fields = dict(group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+                  rebalance_timeout_ms=kw.pop("rebalance", 30000 if epoch == 0 else -1),
+                  subscribed=["a"] if epoch == 0 else None, regex=None, server_assignor=None,
+                  owned=owned if owned is not None or epoch != 0 else {}, client_id="c", client_host="/h")
+    fields.update(kw)
+    return ConsumerHeartbeat(**fields)
+
+
+def _refused(groups: ConsumerGroups, request: ConsumerHeartbeat) -> tuple[E, str]:
+    with pytest.raises(GroupError) as caught:
+        groups.heartbeat(request, TIMEOUTS)
+    return caught.value.error_code, caught.value.message
+
+
+def test_a_partition_moves_only_after_its_owner_revoked_it():
+    async def run():
+        groups = _groups({"a": (T1, 4)})
+        first = groups.heartbeat(_hb("m1", 0), TIMEOUTS)
+        assert (first.member_epoch, first.assignment) == (2, {T1: {0, 1, 2, 3}})  # Kafka: a new group starts at 1
+        second = groups.heartbeat(_hb("m2", 0), TIMEOUTS)
+        assert second.member_epoch == 3 and second.assignment == {}  # its partitions are still m1's
+        group = groups.groups["g"]
+        assert group.state.value == "Reconciling"
+        revoking = groups.heartbeat(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), TIMEOUTS)
+        assert revoking.member_epoch == 2 and len(revoking.assignment[T1]) == 2  # keeps its epoch until revoked
+        kept = revoking.assignment[T1]
+        assert group.members["m1"].state == MemberState.UNREVOKED_PARTITIONS
+        assert groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS).assignment is None  # still withheld
+        done = groups.heartbeat(_hb("m1", 2, owned={T1: kept}), TIMEOUTS)
+        assert done.member_epoch == 3
+        taken = groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        assert taken.assignment == {T1: {0, 1, 2, 3} - kept}
+        assert group.state.value == "Stable"
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_epochs_fence_and_leaving_gives_partitions_back():
+    async def run():
+        groups = _groups({"a": (T1, 2)})
+        groups.heartbeat(_hb("m1", 0), TIMEOUTS)
+        assert _refused(groups, _hb("m1", 5))[0] == E.FENCED_MEMBER_EPOCH
+        assert _refused(groups, _hb("nobody", 2))[0] == E.UNKNOWN_MEMBER_ID
+        assert _refused(groups, _hb("m1", 1, group="other"))[0] == E.GROUP_ID_NOT_FOUND
+        groups.heartbeat(_hb("m2", 0), TIMEOUTS)
+        left = groups.heartbeat(_hb("m1", -1), TIMEOUTS)
+        assert (left.member_epoch, left.assignment) == (-1, None)
+        again = groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        assert again.assignment == {T1: {0, 1}} and again.member_epoch == 4
+        assert groups.delete("g") == E.NON_EMPTY_GROUP
+        groups.heartbeat(_hb("m2", -1), TIMEOUTS)
+        assert groups.groups["g"].state.value == "Empty" and groups.delete("g") == E.NONE
+    asyncio.run(run())
+
+
+def test_static_member_keeps_its_partitions_across_a_restart():
+    async def run():
+        groups = _groups({"a": (T1, 2)})
+        joined = groups.heartbeat(_hb("m1", 0, instance_id="i"), TIMEOUTS)
+        code, message = _refused(groups, _hb("m2", 0, instance_id="i"))
+        assert code == E.UNRELEASED_INSTANCE_ID and "owned by m1" in message
+        assert groups.heartbeat(_hb("m1", -2, instance_id="i"), TIMEOUTS).member_epoch == -2
+        back = groups.heartbeat(_hb("m3", 0, instance_id="i"), TIMEOUTS)
+        assert back.assignment == joined.assignment and set(groups.groups["g"].members) == {"m3"}
+        assert groups.groups["g"].group_epoch == 2  # no rebalance
+        assert _refused(groups, _hb("m9", -2, instance_id="i"))[0] == E.FENCED_INSTANCE_ID
+        assert _refused(groups, _hb("m9", -2, instance_id="x"))[0] == E.UNKNOWN_MEMBER_ID
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_topics_created_and_grown_change_the_assignment_and_regex_subscriptions():
+    async def run():
+        topics = {"a": (T1, 1)}
+        groups = _groups(topics)
+        joined = groups.heartbeat(_hb("m1", 0, subscribed=None, regex="a|b.*"), TIMEOUTS)
+        assert joined.assignment == {T1: {0}}
+        topics["a"] = (T1, 2)
+        topics["bee"] = (T2, 1)
+        topics["__consumer_offsets"] = (uuid.UUID(int=3), 50)
+        grown = groups.heartbeat(_hb("m1", 2, owned={T1: {0}}), TIMEOUTS)
+        assert grown.member_epoch == 3 and grown.assignment == {T1: {0, 1}, T2: {0}}
+        groups.stop()
+    asyncio.run(run())
+    assert matching("a.*", ["ab", "xab", "__consumer_offsets", "a"]) == ["a", "ab"]
+    assert matching("__consumer_offsets", ["__consumer_offsets", "x"]) == ["__consumer_offsets"]
+    # RE2, as Kafka's RE2J: linear time, where a backtracking engine would take ages on this
+    assert matching("(a+)+$", ["a" * 100_000 + "b"]) == []
+
+
+@pytest.mark.parametrize(("request_fields", "code", "message"), [
+    ({"member_id": ""}, E.INVALID_REQUEST, "MemberId can't be empty."),
+    ({"group_id": ""}, E.INVALID_REQUEST, "GroupId can't be empty."),
+    ({"instance_id": ""}, E.INVALID_REQUEST, "InstanceId can't be empty."),
+    ({"rack_id": ""}, E.INVALID_REQUEST, "RackId can't be empty."),
+    ({"rebalance": -1}, E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."),
+    ({"owned": {T1: {0}}}, E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."),
+    ({"subscribed": None}, E.INVALID_REQUEST,
+     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
+    ({"server_assignor": "sticky"}, E.UNSUPPORTED_ASSIGNOR,
+     "ServerAssignor sticky is not supported. Supported assignors: uniform, range."),
+    ({"regex": "(?=a)b"}, E.INVALID_REGULAR_EXPRESSION, None),
+    ({"regex": "a\\Z"}, E.INVALID_REGULAR_EXPRESSION, None),
+    ({"regex": "(a"}, E.INVALID_REGULAR_EXPRESSION, None),
+])
+def test_bad_requests_get_kafkas_errors(request_fields, code, message):
+    async def run():
+        groups = _groups({"a": (T1, 1)})
+        got = _refused(groups, _hb("m1", 0, **request_fields))
+        assert got[0] == code
+        if message is not None:
+            assert got[1] == message
+    asyncio.run(run())
+
+
+def test_other_epochs_are_checked():
+    async def run():
+        groups = _groups({})
+        assert _refused(groups, _hb("m", -3))[1] == "MemberEpoch is invalid."
+        assert _refused(groups, _hb("m", -2))[1] == "InstanceId can't be null."
+    asyncio.run(run())
+
+
+def test_group_types_and_size():
+    async def run():
+        classic = {"empty-classic": True, "busy-classic": False}
+        groups = _groups({"a": (T1, 1)}, classic, max_size=1)
+        assert _refused(groups, _hb("m", 0, group="share"))[0] == E.GROUP_ID_NOT_FOUND
+        assert _refused(groups, _hb("m", 0, group="busy-classic"))[0] == E.GROUP_ID_NOT_FOUND
+        # offsets only (a restarted coordinator): the member is unknown and rejoins
+        assert _refused(groups, _hb("m", 5, group="empty-classic"))[0] == E.UNKNOWN_MEMBER_ID
+        groups.heartbeat(_hb("m", 0, group="empty-classic"), TIMEOUTS)
+        assert "empty-classic" not in classic and "empty-classic" in groups.groups
+        code, message = _refused(groups, _hb("m2", 0, group="empty-classic"))
+        assert code == E.GROUP_MAX_SIZE_REACHED
+        assert message == "The consumer group has reached its maximum capacity of 1 members."
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_offset_commits_need_the_members_epoch():
+    async def run():
+        groups = _groups({"a": (T1, 1)})
+        groups.heartbeat(_hb("m", 0), TIMEOUTS)
+        groups.check_commit("g", "m", 2)
+        with pytest.raises(GroupError) as stale:
+            groups.check_commit("g", "m", 1)
+        assert stale.value.error_code == E.STALE_MEMBER_EPOCH
+        with pytest.raises(GroupError) as unknown:
+            groups.check_commit("g", "x", 2)
+        assert unknown.value.error_code == E.UNKNOWN_MEMBER_ID
+        with pytest.raises(GroupError) as admin:
+            groups.check_commit("g", "", -1)
+        assert admin.value.error_code == E.UNKNOWN_MEMBER_ID
+        groups.check_commit("g", "", -1, fetch=True)
+        groups.stop()
+    asyncio.run(run())
