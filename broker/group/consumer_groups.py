@@ -99,7 +99,8 @@ class ConsumerGroups:
         self.check_request(request)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
-        group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id)
+        group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id,
+                            rejoin=True)
         member, changed = self._member(group, request)
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = request.client_id, request.client_host
@@ -202,7 +203,7 @@ class ConsumerGroups:
             log.info("member left the consumer group", group=group.group_id, member=member.member_id)
         return HeartbeatAnswer(member.member_id, request.member_epoch, None)
 
-    def _group(self, group_id: str, *, create: bool, member_id: str = "") -> ConsumerGroup:
+    def _group(self, group_id: str, *, create: bool, member_id: str = "", rejoin: bool = False) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -217,6 +218,11 @@ class ConsumerGroups:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
             self._classic.adopt(group_id)
             log.info("empty classic group becomes a consumer group", group=group_id)
+        elif rejoin and not create:
+            # Membership is not kept over a coordinator restart or failover: a member heartbeating to a group
+            # this coordinator does not know is told what Kafka tells an unknown member, and joins again
+            # (GROUP_ID_NOT_FOUND would be fatal to the Java consumer).
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
         elif not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         # Kafka 4.3.1 answers a new group's first member with epoch 2: the group starts at epoch 1.

@@ -101,7 +101,9 @@ def test_epochs_fence_and_leaving_gives_partitions_back():
         groups.heartbeat(_hb("m1", 0), TIMEOUTS)
         assert _refused(groups, _hb("m1", 5))[0] == E.FENCED_MEMBER_EPOCH
         assert _refused(groups, _hb("nobody", 2))[0] == E.UNKNOWN_MEMBER_ID
-        assert _refused(groups, _hb("m1", 1, group="other"))[0] == E.GROUP_ID_NOT_FOUND
+        # a group this coordinator does not know (restarted, failed over): the member rejoins
+        assert _refused(groups, _hb("m1", 1, group="other"))[0] == E.UNKNOWN_MEMBER_ID
+        assert _refused(groups, _hb("m1", -1, group="other"))[0] == E.GROUP_ID_NOT_FOUND
         groups.heartbeat(_hb("m2", 0), TIMEOUTS)
         left = groups.heartbeat(_hb("m1", -1), TIMEOUTS)
         assert (left.member_epoch, left.assignment) == (-1, None)

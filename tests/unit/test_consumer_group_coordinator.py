@@ -1,0 +1,50 @@
+"""KIP-848 consumer groups inside a whole (one-node) broker's coordinator: how they meet the classic groups
+and the offsets (broker/group/coordinator.py, offsets.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.app import Broker
+from broker.config import build_config
+from broker.group import JoinRequest, OffsetCommit
+from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
+from protocol.errors import ErrorCode
+
+TIMEOUTS = ConsumerTimeouts(45_000, 5_000)
+
+
+@pytest.fixture
+async def broker(tmp_path):
+    b = Broker(build_config({
+        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
+        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
+        "group.consumer.migration.policy": "disabled"}))
+    await b.start()
+    await b.topics.create("t", 2, 1)
+    try:
+        yield b
+    finally:
+        await b.stop()
+
+
+def _join(group: str, member: str = "m") -> ConsumerHeartbeat:
+    return ConsumerHeartbeat(group, member, 0, None, None, 30_000, ["t"], None, None, {}, "unit", "/127.0.0.1")
+
+
+async def test_empty_groups_change_protocol_whatever_the_migration_policy(broker):
+    """Kafka's policy governs the online migration of groups with members only: an empty classic group
+    (offsets only, as a restarted coordinator loads one) becomes a consumer group, and back."""
+    groups = broker.groups
+    errors = await groups.offsets.commit("g", -1, "", None, -1, [OffsetCommit("t", 0, 5, -1, None)], 8)
+    assert errors == [ErrorCode.NONE]
+    answer = groups.consumer.heartbeat(_join("g"), TIMEOUTS)
+    assert answer.member_epoch > 0 and "g" in groups.consumer.groups and "g" not in groups.groups
+    groups.consumer.heartbeat(ConsumerHeartbeat("g", "m", -1, None, None, -1, None, None, None, None, "unit",
+                                                "/127.0.0.1"), TIMEOUTS)
+    joined = await groups.join_group(JoinRequest(
+        group_id="g", member_id="", group_instance_id=None, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+        protocol_type="consumer", protocols=[("range", b"")], client_id="unit", client_host="/127.0.0.1",
+        version=3))
+    assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
+    groups.leave_group("g", [(joined.member_id, None)])
