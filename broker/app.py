@@ -220,6 +220,9 @@ class Broker:
             await logs.shutdown()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        group_configs: GroupConfigs | None = getattr(self, "group_configs", None)
+        if group_configs is not None:
+            group_configs.stop()
         if self.store is not None:
             await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
         self._unlock_log_dir()

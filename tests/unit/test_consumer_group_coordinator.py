@@ -48,3 +48,41 @@ async def test_empty_groups_change_protocol_whatever_the_migration_policy(broker
         version=3))
     assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
     groups.leave_group("g", [(joined.member_id, None)])
+
+
+async def test_heartbeats_read_group_configs_from_a_watch_not_the_store(broker):
+    """One store read per group, then a data watch keeps the configs current: a heartbeat costs no
+    round trip to ZooKeeper; a store that cannot be read is COORDINATOR_NOT_AVAILABLE, not a dropped
+    connection."""
+    from types import SimpleNamespace
+
+    from broker.cluster.store import StoreUnavailable
+    from broker.handlers.k68_consumer_group_heartbeat import consumer_group_heartbeat
+    from protocol.messages import ConsumerGroupHeartbeatRequest
+
+    configs, store = broker.group_configs, broker.store
+    reads = []
+    real_get, real_watch = store.get, store.watch_data
+    store.get = lambda path: reads.append(path) or real_get(path)
+    store.watch_data = lambda path, callback: reads.append(path) or real_watch(path, callback)
+    try:
+        assert await configs.followed("g") == {}
+        await configs.alter("g", lambda current: {"consumer.heartbeat.interval.ms": "7000"})
+        reads.clear()
+        for _ in range(3):
+            assert await configs.followed("g") == {"consumer.heartbeat.interval.ms": "7000"}
+        assert reads == []
+        await configs.alter("g", lambda current: {})
+        assert await configs.followed("g") == {}
+
+        async def unreachable(*args):
+            raise StoreUnavailable("ZooKeeper is down")
+        store.get = store.watch_data = unreachable
+        request = SimpleNamespace(api_version=1, header=SimpleNamespace(client_id="unit"), body=(
+            ConsumerGroupHeartbeatRequest(group_id="other", member_id="m", member_epoch=0, rebalance_timeout_ms=30_000,
+                                          subscribed_topic_names=["t"], topic_partitions=[])))
+        connection = SimpleNamespace(client_host="127.0.0.1")
+        answer = await consumer_group_heartbeat(broker, request, connection)
+        assert answer.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    finally:
+        store.get, store.watch_data = real_get, real_watch
