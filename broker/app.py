@@ -161,6 +161,7 @@ class Broker:
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
+        self._consumer_topics_seen: tuple[int, dict[str, tuple[uuid.UUID, int]]] = (-1, {})
         self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
                                        share_topic=self._share_topic, consumer_topics=self._consumer_topics)
         self.services.append(self.groups)
@@ -258,8 +259,13 @@ class Broker:
         self.transactions.transaction_version = features.transaction_version
 
     def _consumer_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        """Every topic a consumer group may subscribe to (by name or regex): name -> (id, partitions)."""
-        return {t.name: (t.topic_id, len(t.replicas)) for t in self.topics.all()}
+        """Every topic a consumer group may subscribe to (by name or regex): name -> (id, partitions).
+        The same object until a topic changes: the consumer groups keep what they derive from it."""
+        changes, topics = self._consumer_topics_seen
+        if changes != self.topics.changes:
+            topics = {t.name: (t.topic_id, len(t.replicas)) for t in self.topics.all()}
+            self._consumer_topics_seen = (self.topics.changes, topics)
+        return topics
 
     def _producer_settings_changed(self) -> None:
         """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""

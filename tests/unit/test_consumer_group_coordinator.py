@@ -86,3 +86,11 @@ async def test_heartbeats_read_group_configs_from_a_watch_not_the_store(broker):
         assert answer.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     finally:
         store.get, store.watch_data = real_get, real_watch
+
+
+async def test_consumer_groups_see_one_topics_object_until_a_topic_changes(broker):
+    first = broker._consumer_topics()
+    assert broker._consumer_topics() is first and set(first) >= {"t"}
+    await broker.topics.create("u", 1, 1)
+    second = broker._consumer_topics()
+    assert second is not first and "u" in second
