@@ -321,20 +321,23 @@ class ConsumerGroups:
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False) -> None:
-        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch: a commit without a member
-        (epoch -1, no member id) only while the group is empty; else the member must exist and send its
-        epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False,
+                     version: int = -1) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch, in their order: a commit at
+        epoch < 0 while the group is empty is taken whatever its member id (a fetch: without a member);
+        else the member must exist, commit with OffsetCommit v9+ (`version`, -1: not checked), and send
+        its epoch (UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH)."""
         group = self.groups[group_id]
-        if member_epoch < 0 and not member_id:
-            if group.members and not fetch:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 "commits without a member are only taken by empty groups")
+        if member_epoch < 0 and (not member_id if fetch else not group.members):
             return
         member = group.members.get(member_id)
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                              f"Member {member_id} is not a member of group {group_id}.")
+        if 0 <= version < 9:
+            raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
+                             "OffsetCommit version 9 or above must be used by members using the modern group "
+                             "protocol")
         if member_epoch != member.epoch:
             raise GroupError(ErrorCode.STALE_MEMBER_EPOCH,
                              f"The received member epoch {member_epoch} does not match the current member "

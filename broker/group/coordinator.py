@@ -188,11 +188,11 @@ class GroupCoordinator:
         self.share.unload(doomed)
         self.consumer.unload(doomed)
 
-    def _consumer_check(self, group_id: str, member_id: str, epoch: int, fetch: bool) -> bool:
+    def _consumer_check(self, group_id: str, member_id: str, epoch: int, fetch: bool, version: int) -> bool:
         """Whether the id is a consumer group's; its offset commit (or fetch) checked if so."""
         if group_id not in self.consumer.groups:
             return False
-        self.consumer.check_commit(group_id, member_id, epoch, fetch=fetch)
+        self.consumer.check_commit(group_id, member_id, epoch, fetch=fetch, version=version)
         return True
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group | ShareGroup | ConsumerGroup]:

@@ -80,7 +80,7 @@ class ServedGroups(Protocol):
 
     def is_share(self, group_id: str) -> bool: ...
 
-    consumer_check: Callable[[str, str, int, bool], bool]
+    consumer_check: Callable[[str, str, int, bool, int], bool]
     consumer_topics: Callable[[str], set[str] | None]
 
 
@@ -114,7 +114,8 @@ class OffsetManager:
         groups.check_served(group_id)
         group = groups.groups.get(group_id)
         created = False
-        if group is None and groups.consumer_check(group_id, member_id, generation_id, False):
+        if group is None and groups.consumer_check(group_id, member_id, generation_id, False,
+                                                     version if producer is None else -1):
             return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
@@ -186,7 +187,7 @@ class OffsetManager:
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True)
+        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True, -1)
         offsets = self.store.group_offsets(group_id) if consumer or (group is not None and not group.is_in(DEAD)) \
             else {}
         if topics is None:

@@ -9,6 +9,7 @@ from broker.app import Broker
 from broker.config import build_config
 from broker.group import JoinRequest, OffsetCommit
 from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
+from broker.group.group import GroupError
 from protocol.errors import ErrorCode
 
 TIMEOUTS = ConsumerTimeouts(45_000, 5_000)
@@ -94,3 +95,23 @@ async def test_consumer_groups_see_one_topics_object_until_a_topic_changes(broke
     await broker.topics.create("u", 1, 1)
     second = broker._consumer_topics()
     assert second is not first and "u" in second
+
+
+async def test_offset_commits_to_a_consumer_group_follow_kafkas_checks(broker):
+    """ConsumerGroup.validateOffsetCommit's order: epoch < 0 on an empty group is taken whatever the member
+    id; a KIP-848 member must commit with OffsetCommit v9+ (TxnOffsetCommit is not checked)."""
+    groups = broker.groups
+    commit = [OffsetCommit("t", 0, 5, -1, None)]
+    joined = groups.consumer.heartbeat(_join("cg"), TIMEOUTS)
+    with pytest.raises(GroupError) as refused:
+        await groups.offsets.commit("cg", joined.member_epoch, "m", None, -1, commit, 8)
+    assert refused.value.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert await groups.offsets.commit("cg", joined.member_epoch, "m", None, -1, commit, 9) == [ErrorCode.NONE]
+    assert await groups.offsets.commit("cg", joined.member_epoch, "m", None, -1, commit, 3,
+                                       producer=(1, 0)) == [ErrorCode.NONE]
+    with pytest.raises(GroupError) as refused:
+        await groups.offsets.commit("cg", -1, "someone", None, -1, commit, 9)
+    assert refused.value.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    groups.consumer.heartbeat(ConsumerHeartbeat("cg", "m", -1, None, None, -1, None, None, None, None, "unit",
+                                                "/127.0.0.1"), TIMEOUTS)
+    assert await groups.offsets.commit("cg", -1, "someone", None, -1, commit, 9) == [ErrorCode.NONE]
