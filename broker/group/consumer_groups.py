@@ -128,9 +128,11 @@ class ConsumerGroups:
                 group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
-        was_revoking = member.state == MemberState.UNREVOKED_PARTITIONS
+        was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
         reconcile(group, member, request.owned)
-        if member.state == MemberState.UNREVOKED_PARTITIONS and not was_revoking:
+        if member.state == MemberState.UNREVOKED_PARTITIONS and was != (
+                member.state, member.epoch, member.pending_revocation):
+            # Kafka re-arms it whenever what the member has to revoke, or its epoch, changes.
             self._arm_rebalance(group, member)
         elif member.state != MemberState.UNREVOKED_PARTITIONS and member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
@@ -302,9 +304,12 @@ class ConsumerGroups:
         if member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
         member.rebalance_timer = asyncio.get_running_loop().call_later(
-            member.rebalance_timeout_ms / 1000, self._expire, group, member, "rebalance")
+            member.rebalance_timeout_ms / 1000, self._expire, group, member, "rebalance", member.epoch)
 
-    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str, epoch: int | None = None) -> None:
+        """`epoch`: the one a rebalance timeout was armed at; a member that moved on since is not removed."""
+        if epoch is not None and member.epoch != epoch:
+            return
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
             self._remove(group, member)
             log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,

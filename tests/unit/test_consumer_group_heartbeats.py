@@ -1,5 +1,5 @@
-"""What a KIP-848 heartbeat costs with regex subscriptions: each pattern is compiled and resolved once
-while the topics stay as they are, not at every heartbeat (broker/group/consumer_groups.py)."""
+"""KIP-848 heartbeats (broker/group/consumer_groups.py): what one costs with regex subscriptions (each
+pattern compiled and resolved once while the topics stay as they are), and the rebalance timeout."""
 
 from __future__ import annotations
 
@@ -56,3 +56,35 @@ def test_overlong_patterns_are_refused():
     else:
         raise AssertionError("an overlong pattern was taken")
     groups.check_request(_hb("a", 0, regex=pattern[:MAX_REGEX_LENGTH]))
+
+
+def test_the_rebalance_timeout_restarts_when_what_to_revoke_changes():
+    """Kafka re-arms a member's rebalance timeout whenever its epoch or its partitions to revoke change,
+    and the timeout removes the member only if it is still at the epoch it was armed for."""
+    t1 = uuid.UUID(int=1)
+    groups = ConsumerGroups(100, ["uniform"], lambda: {"a": (t1, 6)}, ClassicIds(lambda g: False, lambda g: False,
+                                                                                 lambda g: None),
+                            is_share=lambda g: False)
+
+    def join(member: str):
+        return groups.heartbeat(ConsumerHeartbeat("g", member, 0, None, None, 60_000, ["a"], None, None, {},
+                                                  "unit", "/h"), TIMEOUTS)
+
+    async def run():
+        first = join("m1")
+        assert first.assignment == {t1: set(range(6))}
+        join("m2")
+        groups.heartbeat(_hb("m1", first.member_epoch, {t1: set(range(6))}), TIMEOUTS)
+        m1 = groups.groups["g"].members["m1"]
+        armed, revoking = m1.rebalance_timer, dict(m1.pending_revocation)
+        assert armed is not None and revoking
+        join("m3")  # a new target: m1 revoked the first lot, and now has more to give up
+        kept = {t1: set(range(6)) - revoking[t1]}
+        groups.heartbeat(_hb("m1", m1.epoch, kept), TIMEOUTS)
+        assert m1.pending_revocation and m1.pending_revocation != revoking
+        assert m1.rebalance_timer is not None and m1.rebalance_timer is not armed
+        # A timeout armed at an epoch the member has left removes nothing.
+        groups._expire(groups.groups["g"], m1, "rebalance", m1.epoch - 1)
+        assert "m1" in groups.groups["g"].members
+        groups.stop()
+    asyncio.run(run())
