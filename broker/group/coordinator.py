@@ -105,6 +105,9 @@ class GroupCoordinator:
             group_id in consumers and not consumer_yields(group_id))
         registry.share_unload = self._unload_other_types
         registry.consumer_check = self._consumer_check
+        registry.consumer_ids = lambda: list(consumers)
+        registry.consumer_drop_empty = lambda group_id: (
+            group_id in consumers and self.consumer.delete(group_id) == ErrorCode.NONE)
         registry.consumer_topics = lambda group_id: (
             self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
 

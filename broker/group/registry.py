@@ -51,6 +51,10 @@ class GroupRegistry:
         # members), else -1.
         self.consumer_check: Callable[[str, str, int, bool, int], bool] = (
             lambda group_id, member, epoch, fetch, version: False)
+        # The KIP-848 consumer groups' ids, and deleting one if it is empty (True if deleted): for
+        # offset expiration. Set by the coordinator.
+        self.consumer_ids: Callable[[], list[str]] = list
+        self.consumer_drop_empty: Callable[[str], bool] = lambda group_id: False
         # The topics a KIP-848 consumer group's members subscribe to, or None when the id is not one's.
         self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
         self.active = False

@@ -115,3 +115,28 @@ async def test_offset_commits_to_a_consumer_group_follow_kafkas_checks(broker):
     groups.consumer.heartbeat(ConsumerHeartbeat("cg", "m", -1, None, None, -1, None, None, None, None, "unit",
                                                 "/127.0.0.1"), TIMEOUTS)
     assert await groups.offsets.commit("cg", -1, "someone", None, -1, commit, 9) == [ErrorCode.NONE]
+
+
+async def test_consumer_group_offsets_expire_and_empty_groups_go(broker):
+    """Kafka's rules for consumer groups: offsets of topics the group does not subscribe to expire by
+    offsets.retention.minutes from their commit, all of them once it is empty; an empty group left
+    without offsets is deleted."""
+    from broker.group.group import now_ms
+
+    groups = broker.groups
+    await broker.topics.create("other", 1, 1)
+    leave = ConsumerHeartbeat("cg", "m", -1, None, None, -1, None, None, None, None, "unit", "/127.0.0.1")
+    joined = groups.consumer.heartbeat(_join("cg"), TIMEOUTS)
+    commits = [OffsetCommit("t", 0, 4, -1, None), OffsetCommit("other", 0, 2, -1, None)]
+    assert await groups.offsets.commit("cg", joined.member_epoch, "m", None, -1, commits, 9) == [ErrorCode.NONE] * 2
+    later = now_ms() + 8 * 24 * 3_600_000  # past the 7 days' default retention
+    assert await groups.offsets.expire(now=now_ms()) == 0
+    assert await groups.offsets.expire(now=later) == 1  # "other" only: "t" is subscribed
+    assert groups.committed_offsets("t", 0) == {"cg": 4} and groups.committed_offsets("other", 0) == {}
+    groups.consumer.heartbeat(leave, TIMEOUTS)
+    assert await groups.offsets.expire(now=later) == 1
+    assert groups.committed_offsets("t", 0) == {} and "cg" not in groups.consumer.groups
+    groups.consumer.heartbeat(_join("bare"), TIMEOUTS)  # never committed
+    groups.consumer.heartbeat(leave.__class__(**{**leave.__dict__, "group_id": "bare"}), TIMEOUTS)
+    assert await groups.offsets.expire(now=now_ms()) == 0
+    assert "bare" not in groups.consumer.groups
