@@ -21,7 +21,7 @@ from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNod
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
 from broker.feature_updates import FeatureUpdater
-from broker.features import SUPPORTED, FinalizedFeatures, load_finalized
+from broker.features import SUPPORTED, FinalizedFeatures, UnservableLevels, load_finalized
 from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
@@ -61,6 +61,9 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.store: MetadataStore | None = None
+        # Set when the broker must stop by itself (a finalized feature level it cannot serve); run() does.
+        self.halted = asyncio.Event()
+        self.halt_reason: str | None = None
         # Made by start(), which serves requests only once they all exist: handlers (BrokerContext) and
         # the services never see them missing. Until then reading one raises AttributeError.
         self.logs: LogManager
@@ -176,7 +179,7 @@ class Broker:
         self.services.append(self.transactions)
         # The coordinator writes its records and aborts at the level in force: it follows a change at once.
         self.features.listeners.append(self._features_changed)
-        self.feature_updates = FeatureUpdater(self._opened_store(), self.features, config.node_id)
+        self.feature_updates = FeatureUpdater(self._opened_store(), self.features, config.node_id, halt=self._halt)
         self.services.append(self.feature_updates)
         # retention.committed.groups; in a cluster it asks the other coordinators for their groups' commits
         ask_coordinators = None if self.cluster is None else \
@@ -254,6 +257,11 @@ class Broker:
         if topic is None or topic.internal:
             return None
         return topic.topic_id, len(topic.replicas)
+
+    def _halt(self, why: str) -> None:
+        """The broker cannot go on (a finalized feature level it cannot serve): run() stops it."""
+        self.halt_reason = why
+        self.halted.set()
 
     def _features_changed(self, features: FinalizedFeatures) -> None:
         self.transactions.transaction_version = features.transaction_version
@@ -403,7 +411,12 @@ async def run(config: BrokerConfig) -> None:
     # cyclic collector's full passes, which otherwise stop the loop for ~20 ms now and then.
     gc.collect()
     gc.freeze()
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.halted.wait())]
     try:
-        await stop.wait()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for waiting in waits:
+            waiting.cancel()
         await broker.stop()
+    if broker.halt_reason is not None:
+        raise UnservableLevels(broker.halt_reason)
