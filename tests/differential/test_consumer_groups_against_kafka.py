@@ -62,18 +62,24 @@ def _describe(peer: Peer, label: str, group_ids: list[str], epochs: dict[str, in
     peer.record(label, answer)
 
 
-def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
+def _topic_and_coordinators(peers, topic: str, partitions: int, groups) -> dict:
+    """Each peer's id of a new topic, once its leaders and the groups' coordinators are ready."""
     topic_ids = {}
-    for peer in (ebb_peer, kafka_peer):
-        answer = create_topic(peer.client, "cgt", 4)
+    for peer in peers:
+        answer = create_topic(peer.client, topic, partitions)
         assert answer.error_code == 0
         topic_ids[peer.name] = answer.topic_id
-        peer.wait_for_leaders("cgt", 4)
-        for group in ("cg", "cg-bad", "cg-none", "classic"):
+        peer.wait_for_leaders(topic, partitions)
+        for group in groups:
             wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
                      .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
             wait_for(lambda g=group, p=peer: p.send(ConsumerGroupDescribeRequest(group_ids=[g]), 1)
                      .groups[0].error_code == 69, timeout_s=60, what=f"{peer.name} loaded {group}")
+    return topic_ids
+
+
+def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "cgt", 4, ("cg", "cg-bad", "cg-none", "classic"))
 
     def scenario(peer: Peer) -> None:
         tid = topic_ids[peer.name]
@@ -143,16 +149,7 @@ def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
 def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
     """OffsetCommit and OffsetFetch v10 (topics by TopicId): a known id, a partition it lacks, an id
     no topic has and the zero id; fetches by id, of all topics, and v9's by name of what v10 committed."""
-    topic_ids = {}
-    for peer in (ebb_peer, kafka_peer):
-        answer = create_topic(peer.client, "oc10", 2)
-        assert answer.error_code == 0
-        topic_ids[peer.name] = answer.topic_id
-        peer.wait_for_leaders("oc10", 2)
-        wait_for(lambda p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=["oc10-g"]), 4)
-                 .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates oc10-g")
-        wait_for(lambda p=peer: p.send(OffsetFetchRequest(groups=[_FetchGroup(group_id="oc10-g", topics=None)]), 8)
-                 .groups[0].error_code == 0, timeout_s=60, what=f"{peer.name} loaded oc10-g")
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "oc10", 2, ("oc10-g",))
     unknown = uuid.UUID("5d1f1c2e-8a4b-4c3d-9e0f-123456789abc")
 
     def scenario(peer: Peer) -> None:
