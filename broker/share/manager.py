@@ -8,13 +8,14 @@ minus the duration (by_duration:<ISO-8601>). Reads go to the high watermark, or 
 offset under share.isolation.level=read_committed. Record bytes are the log's own batches, read off
 the event loop and sent as stored: only their headers are looked at, to learn their offsets.
 
-Each share-partition's state is a file in its partition's directory, `share-<sha256 of the group id>.state`
-(SharePartition.snapshot), written atomically (rename, without fsync: an acknowledgement waits for the
-write, not for the disk) off the event loop after every change that finishes or releases records, and
-read back on the partition's first fetch after a start: the start offset, what
-was acknowledged or archived past it and the delivery counts survive a restart (records acquired then
-become Available again). A deleted topic's directory takes the files with it. The file stays with the
-replica that wrote it: a new leader elsewhere starts from share.auto.offset.reset (docs/features.md).
+Each share-partition's state (the start offset, what was acknowledged or archived past it, the
+delivery counts) is kept by its share coordinator in `__share_group_state` (broker/share/coordinator.py,
+reached through broker/share/persister.py): written after every change that finishes or releases
+records (an acknowledgement is answered once the write is), and read when this broker starts leading
+the share-partition (its first fetch after a start, a leadership move or a reassignment): a new
+leader continues where the old one stopped, records acquired then becoming Available again. A state
+file `share-<sha256 of the group id>.state` left in the partition's directory by an older Ebb is read
+once, when the coordinator has no state for it, written to the coordinator and removed.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ import structlog
 
 from broker.log.common import LogError, TopicPartition
 from broker.log.free_space import NO_SPACE_ERRNOS
-from broker.log.io import LogIO
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
+from broker.share.persister import PersisterError, StatePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.topic import Topic
 from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
@@ -83,7 +84,7 @@ Key = tuple[str, uuid.UUID, int]  # (group, topic id, partition): a re-created t
 
 
 class ShareStateError(Exception):
-    """A state file could not be read or written: the partition's answer carries `error_code`."""
+    """The state could not be read or written: the partition's answer carries `error_code`."""
 
     def __init__(self, error_code: ErrorCode) -> None:
         super().__init__(error_code.name)
@@ -91,8 +92,9 @@ class ShareStateError(Exception):
 
 
 class SharePartitionManager:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, persister: StatePersister) -> None:
         self._replicas = replicas
+        self.persister = persister
         self.partitions: dict[Key, SharePartition] = {}
         self._owners: dict[Key, Partition] = {}  # the replica each share-partition was made on
         self.sessions = ShareSessionCache(MAX_SHARE_SESSIONS)
@@ -136,14 +138,47 @@ class SharePartitionManager:
         for key in [k for k, owner in self._owners.items() if owner.topic_partition == tp]:
             self._drop(key)
 
-    async def _read_state(self, group_id: str, partition: Partition) -> tuple[bytes | None, int]:
-        """The state file's bytes (None: none, or unreadable) and the drop count the read began at."""
+    async def _read_state(self, group_id: str, partition: Partition) -> tuple[SharePartition | None, int]:
+        """The stored share-partition (None: none yet) and the drop count the read began at. An old
+        state file with no stored state is moved into the coordinator (once)."""
         drops = self._drops
+        key = self._key(group_id, partition)
+        released = lambda: self._released(group_id, partition)  # noqa: E731
         try:
-            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+            state = await self.persister.read(key, partition.leader_epoch)
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+        if state is not None:
+            try:
+                return SharePartition.from_state(state.start_offset, state.batches, released), drops
+            except ValueError as exc:
+                log.warning("share-partition state unreadable: starting afresh", group=group_id,
+                            partition=str(partition.topic_partition), error=str(exc))
+                return None, drops
+        return await self._migrated(group_id, partition, released), drops
+
+    async def _migrated(self, group_id: str, partition: Partition, released) -> SharePartition | None:
+        """An older Ebb's state file, stored with the coordinator and removed; None when there is none."""
+        path = _state_path(group_id, partition)
+        try:
+            saved = await partition.log.io.run(_read_if_there, path)
         except OSError as exc:
-            raise self._storage_failed(partition, "share-partition state read", exc) from exc
-        return _checked(saved, group_id, partition), drops
+            raise self._storage_failed(partition, "share-partition state file read", exc) from exc
+        if _checked(saved, group_id, partition) is None:
+            return None
+        assert saved is not None
+        share = SharePartition.restore(saved, group_id, released=released)
+        try:
+            await self.persister.write(self._key(group_id, partition), partition.leader_epoch, share.start_offset,
+                                       share.state_batches())
+            await partition.log.io.remove_files([path])
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+        except OSError as exc:
+            raise self._storage_failed(partition, "share-partition state file removal", exc) from exc
+        log.info("share-partition state file moved to the share coordinator", group=group_id,
+                 partition=str(partition.topic_partition))
+        return share
 
     def _storage_failed(self, partition: Partition, action: str, exc: OSError) -> ShareStateError:
         """A state file's I/O error. The dir gone (its topic deleted): UNKNOWN_TOPIC_OR_PARTITION; a
@@ -170,8 +205,7 @@ class SharePartitionManager:
             found = self.partitions.get(key)  # another fetch may have made it meanwhile
             if found is None:
                 if saved is not None:
-                    found = SharePartition.restore(saved, group_id,
-                                                   released=lambda: self._released(group_id, partition))
+                    found = saved
                     log.info("share-partition state read back", group=group_id, partition=str(tp),
                              start_offset=found.start_offset)
                 else:
@@ -189,21 +223,21 @@ class SharePartitionManager:
         partition.log.io.spawn(self._persist_released(group_id, partition), "share-partition state")
 
     async def persist(self, group_id: str, partition: Partition, *, remove: bool = False) -> None:
-        """Write the share-partition's state file as it is now (after acknowledgements: durable on return),
-        or remove it (`remove`). A share-partition dropped meanwhile (its replica no longer leads) leaves
-        the file alone. ShareStateError when the disk refuses."""
+        """Store the share-partition's state as it is now (after acknowledgements: stored on return), or
+        remove it (`remove`: stored as starting past the log end, nothing in flight, until a fetch starts
+        it again from the reset rule, see forget). A share-partition dropped meanwhile (its replica no
+        longer leads) writes nothing. ShareStateError when the coordinator cannot be had."""
         key = self._key(group_id, partition)
         lock = self._writing.setdefault(key, asyncio.Lock())
         try:
             async with lock:
                 share = self.partitions.get(key)
-                path = _state_path(group_id, partition)
                 if remove:
-                    await partition.log.io.remove_files([path])
+                    await self.persister.delete(key)
                 elif share is not None and self._owners.get(key) is partition:
-                    await partition.log.io.write_atomically(path, share.snapshot(group_id), sync=False)
-        except OSError as exc:
-            raise self._storage_failed(partition, "share-partition state write", exc) from exc
+                    await self.persister.write(key, partition.leader_epoch, share.start_offset, share.state_batches())
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
         finally:
             if not lock.locked() and key not in self.partitions and self._writing.get(key) is lock:
                 del self._writing[key]
@@ -265,7 +299,7 @@ class SharePartitionManager:
     # --- the admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ---
 
     async def stored(self, group_id: str, partition: Partition) -> SharePartition | None:
-        """The group's share-partition: in memory, else read back from its state file, else None."""
+        """The group's share-partition: in memory, else read back from its share coordinator, else None."""
         key = self._key(group_id, partition)
         found = self.partitions.get(key)
         while found is None:
@@ -275,8 +309,7 @@ class SharePartitionManager:
                 continue
             found = self.partitions.get(key)
             if found is None and saved is not None and partition.is_leader:
-                found = self._put(key, partition, SharePartition.restore(
-                    saved, group_id, released=lambda: self._released(group_id, partition)))
+                found = self._put(key, partition, saved)
             break
         return found
 
@@ -315,25 +348,20 @@ class SharePartitionManager:
 
     async def forget(self, group_id: str, topics: list[Topic]) -> None:
         """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
-        the partitions led here goes, in memory and on disk; a later fetch starts from the reset rule."""
-        self._drops += 1  # a state file being read now is about to go: that read must not be kept
-        unloaded: dict[LogIO, list[Path]] = {}  # state files not in memory: one removal per log dir
+        the partitions led here goes, in memory and with the share coordinator (and an older Ebb's
+        state file); a later fetch starts from the reset rule."""
+        self._drops += 1  # a state being read now is about to go: that read must not be kept
         for partition in self._led(topics):
             key = self._key(group_id, partition)
-            if key in self.partitions:  # a write may be under way: removed after it, under its lock
-                self._drop(key)
-                try:
-                    await self.persist(group_id, partition, remove=True)
-                except ShareStateError:
-                    pass  # logged; a dir that failed is offline, its files are not served
-            else:
-                unloaded.setdefault(partition.log.io, []).append(_state_path(group_id, partition))
-        for io, paths in unloaded.items():
+            self._drop(key)  # a write may be under way: the deletion follows it, under its lock
             try:
-                await io.remove_files(paths)
+                await self.persist(group_id, partition, remove=True)
+                await partition.log.io.remove_files([_state_path(group_id, partition)])
+            except ShareStateError:
+                pass  # logged by the persister
             except OSError as exc:
-                log.warning("share-partition state files not removed", group=group_id, error=repr(exc))
-        self._drops += 1  # and one begun while the files went
+                log.warning("share-partition state file not removed", group=group_id, error=repr(exc))
+        self._drops += 1  # and one begun while the states went
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group or its session timed out (Kafka's ShareGroupListener): its

@@ -272,6 +272,35 @@ class SharePartition:
         return json.dumps({"version": 0, "group": group_id, "start": self.start_offset, "end": self.end_offset,
                            "records": in_flight}, separators=(",", ":")).encode()
 
+    def state_batches(self) -> tuple[tuple[int, int, int, int], ...]:
+        """The in-flight offsets as Kafka's state batches: (first, last, state, delivery count) ranges of
+        consecutive offsets alike, Acquired written as Available (locks do not survive a move)."""
+        out: list[list[int]] = []
+        for offset, record in sorted(self._records.items()):
+            state = int(RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state)
+            last = out[-1] if out else None
+            if last is not None and last[1] + 1 == offset and last[2] == state and last[3] == record.delivery_count:
+                last[1] = offset
+            else:
+                out.append([offset, offset, state, record.delivery_count])
+        return tuple((f, la, st, c) for f, la, st, c in out)
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: tuple[tuple[int, int, int, int], ...],
+                   released: Callable[[], None]) -> SharePartition:
+        """A share-partition as its stored state says (the start offset, the state batches): the end
+        offset follows the last batch, and the log past it is new."""
+        share = cls(start_offset, released)
+        for first, last, state, count in batches:
+            for offset in range(max(first, start_offset), last + 1):
+                kind = RecordState(state)  # Acquired is never stored: its lock is gone
+                share._records[offset] = _InFlight(RecordState.AVAILABLE if kind is RecordState.ACQUIRED else kind,
+                                                   count)
+            share.end_offset = max(share.end_offset, last + 1)
+        share._maybe_available = bool(share._records)
+        share._advance()
+        return share
+
     @classmethod
     def restore(cls, data: bytes, group_id: str, released: Callable[[], None]) -> SharePartition:
         state = json.loads(data)
