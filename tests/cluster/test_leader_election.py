@@ -9,6 +9,10 @@
   the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
   documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
   controller does the same by itself.
+- A share consumer continues across a leader move (KIP-932): the share-partition's state is its share
+  coordinator's (`__share_group_state`), so the new leader redelivers what was released or still
+  acquired at the move, and delivers what was produced meanwhile, skipping nothing (last: it leaves
+  leadership off the preferred replica).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import pytest
 from protocol.enums import ElectionType
 from protocol.messages import ElectLeadersRequest
 from tests.broker.data_wire import WireClient, batch, fetch, produce, values
+from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, part, ranges
+from tests.broker.test_share_fetch_wire import fetch as share_fetch
 from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, value
@@ -143,3 +149,38 @@ def test_unclean_leader_election_enable_lets_the_controller_elect_an_out_of_sync
     cluster[leader].start()
     cluster[third].start()
     wait_for(lambda: all(in_sync(b, topic, 0) for b in cluster.values()), what="everyone back in sync")
+
+
+def test_a_share_consumer_continues_across_a_leader_move(cluster):
+    topic = new_topic(cluster, prefix="share")
+    first = partition_state(cluster[1], topic).leader_id
+    [meta] = metadata_of(cluster[first], [topic]).topics
+    group = "share-move"
+    with WireClient(cluster[first].port) as client:
+        # share.auto.offset.reset=latest (the default): the share-partition starts at 0, the log's end now
+        assert ranges(part(share_fetch(client, group, "m", 0, meta.topic_id))) == []
+        for i in range(0, 6, 2):
+            assert produce(client, topic, 0, batch([b"v%d" % i, b"v%d" % (i + 1)]), acks=-1).error_code == E.NONE
+        assert ranges(part(share_fetch(client, group, "m", 1, meta.topic_id))) == [(0, 5, 1)]
+        # 0-1 accepted, 2-3 released, 4-5 still acquired when the leader goes
+        answer = ack(client, group, "m", 2, meta.topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
+        assert answer.responses[0].partitions[0].error_code == E.NONE  # stored with the share coordinator
+        for i in range(6, 10, 2):  # produced, never delivered before the move
+            assert produce(client, topic, 0, batch([b"v%d" % i, b"v%d" % (i + 1)]), acks=-1).error_code == E.NONE
+    cluster[first].stop()
+    survivor = cluster[next(n for n in NODES if n != first)]
+    wait_for(lambda: partition_state(survivor, topic).leader_id not in (first, -1), what="a new leader")
+    second = cluster[partition_state(survivor, topic).leader_id]
+    got: list = []
+
+    def delivered() -> bool:  # the new leader may answer NOT_LEADER until it has heard it leads
+        with WireClient(second.port) as client:
+            p = part(share_fetch(client, group, "n", 0, meta.topic_id))
+        got[:] = [p]
+        return p is not None and p.error_code == E.NONE and bool(p.acquired_records)
+    wait_for(delivered, what="the new leader delivering")
+    # nothing skipped: 2-5 again (a second delivery), 6-9 for the first time; 0-1 stay done
+    assert ranges(got[0]) == [(2, 5, 2), (6, 9, 1)]
+    assert values(got[0]) == [b"v%d" % i for i in range(2, 10)]
+    cluster[first].start()
+    wait_for(lambda: in_sync(cluster[first], topic, 0), what="the old leader back in the ISR")
