@@ -3,11 +3,11 @@
 send it from broker/share/persister.py when the key's `__share_group_state` partition is led elsewhere).
 
 CLUSTER_ACTION on the cluster is needed (Kafka's KafkaApis), else each partition answers
-CLUSTER_AUTHORIZATION_FAILED. A partition without state answers StartOffset -1, no batches; a leader
-epoch older than the stored one FENCED_LEADER_EPOCH.
+CLUSTER_AUTHORIZATION_FAILED. A partition without state answers StartOffset -1, no batches (and the
+state epoch of a deleted state).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH.
+COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _partition(index: int, code: ErrorCode, state: ShareState | None = None) -> 
 async def read_share_group_state(broker: BrokerContext, request: Request[ReadShareGroupStateRequest],
                                  connection: RequestContext) -> ReadShareGroupStateResponse:
     async def answer(key: StateKey, asked) -> _Partition:
-        return _partition(asked.partition, *broker.share_coordinator.read(key, asked.leader_epoch))
+        return _partition(asked.partition, *broker.share_coordinator.read(key))
 
     return ReadShareGroupStateResponse(results=await answer_each(
         broker, connection, request.body, _Result, answer, lambda asked, code: _partition(asked.partition, code)))

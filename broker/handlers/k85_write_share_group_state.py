@@ -2,13 +2,14 @@
 state with the share coordinator (broker/share/coordinator.py; broker to broker, sent by
 broker/share/persister.py). Answered once the ShareSnapshot record is in `__share_group_state` at acks=-1.
 
-CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition. A leader
-epoch older than the stored one is FENCED_LEADER_EPOCH; StartOffset -1 keeps the stored start offset
+CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition. A state
+epoch older than the stored one is FENCED_STATE_EPOCH, a leader epoch older (at the same state epoch)
+FENCED_LEADER_EPOCH; StartOffset -1 keeps the stored start offset
 (INVALID_REQUEST when nothing is stored). v1's DeliveryCompleteCount is not stored (Ebb counts it
 from the batches when asked).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_REQUEST.
+COORDINATOR_NOT_AVAILABLE, FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ async def write_share_group_state(broker: BrokerContext, request: Request[WriteS
     async def answer(key: StateKey, asked) -> _Partition:
         batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                         for b in asked.state_batches)
-        return _partition(asked, await broker.share_coordinator.write(key, asked.leader_epoch, asked.start_offset,
-                                                                      batches))
+        return _partition(asked, await broker.share_coordinator.write(
+            key, asked.state_epoch, asked.leader_epoch, asked.start_offset, batches))
 
     return WriteShareGroupStateResponse(results=await answer_each(broker, connection, request.body, _Result,
                                                                   answer, _partition))

@@ -1,7 +1,8 @@
 """DeleteShareGroupState (key 86), version 0: the share coordinator (broker/share/coordinator.py)
 forgets share-partitions' states (broker to broker: DeleteShareGroupOffsets and DeleteGroups on the
-group's coordinator send it through broker/share/persister.py for keys coordinated elsewhere). A
-tombstone goes to `__share_group_state`; a key without state is NONE.
+group's coordinator send it through broker/share/persister.py for keys coordinated elsewhere). The
+state is stored as none under the next state epoch (its leader's later writes are FENCED_STATE_EPOCH);
+a key without state is NONE.
 
 CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition.
 

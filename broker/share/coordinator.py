@@ -9,8 +9,12 @@ group and transaction coordinators do. Share-partition leaders reach it through
 broker/share/persister.py: directly when it is this broker, else ReadShareGroupState (84) and
 WriteShareGroupState (85).
 
-A write carrying a leader epoch older than the stored one is FENCED_LEADER_EPOCH (an old leader that
-has not yet heard it lost the partition must not overwrite its successor's state), as Kafka's shard.
+A write carrying a state epoch older than the stored one is FENCED_STATE_EPOCH (the admin APIs reset
+or deleted the state since its leader read it: the leader reads it again), and one of the same state
+epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not yet heard it lost the
+partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
+stores the state as none (start offset -1) under the next state epoch rather than a tombstone, so that
+a leader still holding the old state is fenced too.
 """
 
 from __future__ import annotations
@@ -156,16 +160,13 @@ class ShareCoordinator:
 
     # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
 
-    def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+    def read(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
         refused = self.not_served(key)
         if refused is not None:
             return refused, None
-        state = self.states.get(key)
-        if state is not None and leader_epoch >= 0 and leader_epoch < state.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH, None
-        return ErrorCode.NONE, state
+        return ErrorCode.NONE, self.states.get(key)  # start offset -1: deleted (none), with its state epoch
 
-    async def write(self, key: StateKey, leader_epoch: int, start_offset: int,
+    async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         """Store the share-partition's state (`start_offset` -1: keep the stored one); NONE once the
         record is in the log at acks=-1."""
@@ -173,34 +174,30 @@ class ShareCoordinator:
         if refused is not None:
             return refused
         old = self.states.get(key)
-        if old is not None and leader_epoch < old.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        if start_offset < 0 and old is None:
+        if old is not None and (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
+            return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
+        if start_offset < 0 and (old is None or old.start_offset < 0):
             return ErrorCode.INVALID_REQUEST
         now = _now_ms()
-        state = ShareState(old.state_epoch if old is not None else 0, leader_epoch,
+        state = ShareState(state_epoch, leader_epoch,
                            start_offset if start_offset >= 0 else old.start_offset,  # type: ignore[union-attr]
                            batches, old.create_ms if old is not None else now,
                            old.snapshot_epoch + 1 if old is not None else 0)
-        error = await self._append(key, value_bytes(state, now), now)
-        if error == ErrorCode.NONE and self.not_served(key) is None:
-            self.states[key] = state
-        return error
+        return await self._store(key, state, now)
 
     async def delete(self, key: StateKey) -> ErrorCode:
-        """The share-partition's state goes (a tombstone)."""
+        """The share-partition's state goes: stored as none under the next state epoch (see above)."""
         refused = self.not_served(key)
         if refused is not None:
             return refused
-        if key not in self.states:
+        old = self.states.get(key)
+        if old is None or old.start_offset < 0:
             return ErrorCode.NONE
-        error = await self._append(key, None, _now_ms())
-        if error == ErrorCode.NONE:
-            self.states.pop(key, None)
-        return error
+        now = _now_ms()
+        return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
 
-    async def _append(self, key: StateKey, value: bytes | None, now_ms: int) -> ErrorCode:
-        data = build_batch([(key_bytes(key), value, [], now_ms)])
+    async def _store(self, key: StateKey, state: ShareState, now_ms: int) -> ErrorCode:
+        data = build_batch([(key_bytes(key), value_bytes(state, now_ms), [], now_ms)])
         [result] = await self.replicas.append_records(
             [(SHARE_STATE_TOPIC, self.partition_of(key), memoryview(data), RecordBatch(data))],
             required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR,
@@ -208,4 +205,7 @@ class ShareCoordinator:
         error = ErrorCode(result.error_code)
         if error != ErrorCode.NONE:
             log.warning("share group state write failed", key=str(key), error=error.name)
-        return _APPEND_ERRORS.get(error, error)
+            return _APPEND_ERRORS.get(error, error)
+        if self.not_served(key) is None:
+            self.states[key] = state
+        return error

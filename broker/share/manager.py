@@ -39,6 +39,7 @@ from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
 from broker.share.persister import PersisterError, StatePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
+from broker.share.state_log import ShareState
 from broker.topic import Topic
 from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
 from protocol.errors import ErrorCode
@@ -138,9 +139,10 @@ class SharePartitionManager:
         for key in [k for k, owner in self._owners.items() if owner.topic_partition == tp]:
             self._drop(key)
 
-    async def _read_state(self, group_id: str, partition: Partition) -> tuple[SharePartition | None, int]:
-        """The stored share-partition (None: none yet) and the drop count the read began at. An old
-        state file with no stored state is moved into the coordinator (once)."""
+    async def _read_state(self, group_id: str, partition: Partition) -> tuple[SharePartition | None, int, int]:
+        """The stored share-partition (None: none yet), the drop count the read began at and the state
+        epoch a new one takes (after a deletion). An old state file with no stored state is moved into
+        the coordinator (once)."""
         drops = self._drops
         key = self._key(group_id, partition)
         released = lambda: self._released(group_id, partition)  # noqa: E731
@@ -148,14 +150,17 @@ class SharePartitionManager:
             state = await self.persister.read(key, partition.leader_epoch)
         except PersisterError as exc:
             raise ShareStateError(exc.error_code) from None
+        if state is not None and state.start_offset < 0:  # deleted: a new one, fenced from the old
+            return None, drops, state.state_epoch
         if state is not None:
             try:
-                return SharePartition.from_state(state.start_offset, state.batches, released), drops
+                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch), \
+                    drops, state.state_epoch
             except ValueError as exc:
                 log.warning("share-partition state unreadable: starting afresh", group=group_id,
                             partition=str(partition.topic_partition), error=str(exc))
-                return None, drops
-        return await self._migrated(group_id, partition, released), drops
+                return None, drops, state.state_epoch + 1
+        return await self._migrated(group_id, partition, released), drops, 0
 
     async def _migrated(self, group_id: str, partition: Partition, released) -> SharePartition | None:
         """An older Ebb's state file, stored with the coordinator and removed; None when there is none."""
@@ -169,8 +174,8 @@ class SharePartitionManager:
         assert saved is not None
         share = SharePartition.restore(saved, group_id, released=released)
         try:
-            await self.persister.write(self._key(group_id, partition), partition.leader_epoch, share.start_offset,
-                                       share.state_batches())
+            await self.persister.write(self._key(group_id, partition), 0, partition.leader_epoch,
+                                       share.start_offset, share.state_batches())
             await partition.log.io.remove_files([path])
         except PersisterError as exc:
             raise ShareStateError(exc.error_code) from None
@@ -196,7 +201,7 @@ class SharePartitionManager:
         tp = partition.topic_partition
         found = self.partitions.get(key)
         while found is None:
-            saved, drops = await self._read_state(group_id, partition)
+            saved, drops, state_epoch = await self._read_state(group_id, partition)
             start = None if saved is not None else await self._initial_offset(partition, settings.reset)
             if drops != self._drops:  # dropped meanwhile (DeleteShareGroupOffsets, leadership): read again
                 found = self.partitions.get(key)
@@ -211,6 +216,7 @@ class SharePartitionManager:
                 else:
                     assert start is not None
                     found = SharePartition(start, released=lambda: self._released(group_id, partition))
+                    found.state_epoch = state_epoch
                     log.info("share-partition initialised", group=group_id, partition=str(tp), start_offset=start)
                 self._put(key, partition, found)
         found.move_start(partition.log_start_offset)
@@ -235,8 +241,11 @@ class SharePartitionManager:
                 if remove:
                     await self.persister.delete(key)
                 elif share is not None and self._owners.get(key) is partition:
-                    await self.persister.write(key, partition.leader_epoch, share.start_offset, share.state_batches())
+                    await self.persister.write(key, share.state_epoch, partition.leader_epoch, share.start_offset,
+                                               share.state_batches())
         except PersisterError as exc:
+            if exc.error_code == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is share:
+                self._drop(key)  # reset by the admin APIs meanwhile: the next fetch reads it again
             raise ShareStateError(exc.error_code) from None
         finally:
             if not lock.locked() and key not in self.partitions and self._writing.get(key) is lock:
@@ -303,7 +312,7 @@ class SharePartitionManager:
         key = self._key(group_id, partition)
         found = self.partitions.get(key)
         while found is None:
-            saved, drops = await self._read_state(group_id, partition)
+            saved, drops, _ = await self._read_state(group_id, partition)
             if drops != self._drops:
                 found = self.partitions.get(key)
                 continue
@@ -313,55 +322,71 @@ class SharePartitionManager:
             break
         return found
 
-    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, SharePartition]]:
-        """{topic: {partition: its share-partition}} of a group, over the partitions of `topics` led here
-        (in memory or in a state file)."""
-        found: dict[str, dict[int, SharePartition]] = {}
-        for partition in self._led(topics):
+    async def described(self, group_id: str, topic: Topic, index: int) -> tuple[SharePartition, int, int] | None:
+        """(share-partition, leader epoch, lag) of the group's partition wherever it is led: here, in
+        memory or read back; elsewhere, as its share coordinator stores it (not kept). The lag is -1
+        where this broker has no replica of the partition (no high watermark to count to)."""
+        partition = None
+        with contextlib.suppress(PartitionError):
+            partition = self._replicas.partition_of(topic, index)
+        if partition is not None and partition.is_leader:
             share = await self.stored(group_id, partition)
-            if share is not None:
-                found.setdefault(partition.topic_partition.topic, {})[partition.topic_partition.partition] = share
-        return found
+            return None if share is None else (share, partition.leader_epoch, lag(share, partition.high_watermark))
+        state = await self._coordinator_state((group_id, topic.topic_id, index))
+        if state is None or state.start_offset < 0:
+            return None
+        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch)
+        return share, state.leader_epoch, -1 if partition is None else lag(share, partition.high_watermark)
 
-    def _led(self, topics: list[Topic]) -> list[Partition]:
-        led = []
+    async def _coordinator_state(self, key: Key) -> ShareState | None:
+        try:
+            return await self.persister.read(key, -1)
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+
+    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, tuple]]:
+        """{topic: {partition: described(...)}} of a group, over every partition of `topics` with state."""
+        found: dict[str, dict[int, tuple]] = {}
         for topic in topics:
             for index in sorted(topic.replicas):
-                with contextlib.suppress(PartitionError):
-                    partition = self._replicas.partition_of(topic, index)
-                    if partition.is_leader:
-                        led.append(partition)
-        return led
+                described = await self.described(group_id, topic, index)
+                if described is not None:
+                    found.setdefault(topic.name, {})[index] = described
+        return found
 
-    def lag(self, share: SharePartition, partition: Partition) -> int:
-        """Records from the start offset up to the high watermark not finished with (KIP-1226)."""
-        return max(0, partition.high_watermark - share.start_offset - share.finished_in_flight())
-
-    async def set_start(self, group_id: str, partition: Partition, offset: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight."""
-        key = self._key(group_id, partition)
+    async def set_start(self, group_id: str, topic: Topic, index: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight, under
+        the next state epoch (its leader, here or elsewhere, is fenced and reads it again)."""
+        key = (group_id, topic.topic_id, index)
+        old = await self._coordinator_state(key)
+        self._drops += 1  # a read under way is of the old state
+        try:
+            await self.persister.write(key, (old.state_epoch if old is not None else 0) + 1,
+                                       old.leader_epoch if old is not None else -1, offset, ())
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
         self._drop(key)
-        self._put(key, partition, SharePartition(offset, released=lambda: self._released(group_id, partition)))
-        await self.persist(group_id, partition)
-        log.info("share-partition start offset set", group=group_id, partition=str(partition.topic_partition),
+        log.info("share-partition start offset set", group=group_id, topic=topic.name, partition=index,
                  start_offset=offset)
 
     async def forget(self, group_id: str, topics: list[Topic]) -> None:
         """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
-        the partitions led here goes, in memory and with the share coordinator (and an older Ebb's
-        state file); a later fetch starts from the reset rule."""
-        self._drops += 1  # a state being read now is about to go: that read must not be kept
-        for partition in self._led(topics):
-            key = self._key(group_id, partition)
-            self._drop(key)  # a write may be under way: the deletion follows it, under its lock
-            try:
-                await self.persist(group_id, partition, remove=True)
-                await partition.log.io.remove_files([_state_path(group_id, partition)])
-            except ShareStateError:
-                pass  # logged by the persister
-            except OSError as exc:
-                log.warning("share-partition state file not removed", group=group_id, error=repr(exc))
-        self._drops += 1  # and one begun while the states went
+        their partitions goes, in memory here and with the share coordinator (and an older Ebb's state
+        file on a leader here); a later fetch starts from the reset rule."""
+        for topic in topics:
+            for index in sorted(topic.replicas):
+                key = (group_id, topic.topic_id, index)
+                self._drops += 1  # a state being read now is about to go: that read must not be kept
+                self._drop(key)
+                with contextlib.suppress(PersisterError):  # logged by the persister
+                    await self.persister.delete(key)
+                self._drops += 1  # and one begun while it went
+                with contextlib.suppress(PartitionError):
+                    partition = self._replicas.partition_of(topic, index)
+                    try:
+                        await partition.log.io.remove_files([_state_path(group_id, partition)])
+                    except OSError as exc:
+                        log.warning("share-partition state file not removed", group=group_id, error=repr(exc))
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group or its session timed out (Kafka's ShareGroupListener): its
@@ -385,6 +410,11 @@ class SharePartitionManager:
             share = self.share_partition(group_id, partition)
             if share is not None:
                 share.release_member(member_id, delivery_limit)
+
+
+def lag(share: SharePartition, high_watermark: int) -> int:
+    """Records from the start offset up to the high watermark not finished with (KIP-1226)."""
+    return max(0, high_watermark - share.start_offset - share.finished_in_flight())
 
 
 def _state_path(group_id: str, partition: Partition) -> Path:

@@ -92,6 +92,7 @@ class SharePartition:
         self._records: dict[int, _InFlight] = {}
         self._released = released
         self.delivery_limit = 2**15  # the group's share.delivery.count.limit as its last fetch used it
+        self.state_epoch = 0  # the stored state's epoch it came from: the admin APIs' resets bump it
         # False once a scan found nothing Available, until a release (Kafka's findNextFetchOffset): a
         # fetch then reads from the end offset without scanning every record in flight.
         self._maybe_available = False
@@ -287,10 +288,11 @@ class SharePartition:
 
     @classmethod
     def from_state(cls, start_offset: int, batches: tuple[tuple[int, int, int, int], ...],
-                   released: Callable[[], None]) -> SharePartition:
+                   released: Callable[[], None], state_epoch: int = 0) -> SharePartition:
         """A share-partition as its stored state says (the start offset, the state batches): the end
         offset follows the last batch, and the log past it is new."""
         share = cls(start_offset, released)
+        share.state_epoch = state_epoch
         for first, last, state, count in batches:
             for offset in range(max(first, start_offset), last + 1):
                 kind = RecordState(state)  # Acquired is never stored: its lock is gone

@@ -59,11 +59,14 @@ class StatePersister:
         await self.peers.close()
 
     async def read(self, key: StateKey, leader_epoch: int) -> ShareState | None:
-        """The stored state (None: none yet); PersisterError when the coordinator cannot be had."""
+        """The stored state (None: never any; start offset -1: deleted, with the state epoch a new one
+        takes); PersisterError when the coordinator cannot be had."""
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
-    async def write(self, key: StateKey, leader_epoch: int, start_offset: int, batches: tuple[StateBatch, ...]) -> None:
-        await self._retried(key, lambda leader: self._write_once(leader, key, leader_epoch, start_offset, batches))
+    async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: tuple[StateBatch, ...]) -> None:
+        await self._retried(key, lambda leader: self._write_once(leader, key, state_epoch, leader_epoch,
+                                                                 start_offset, batches))
 
     async def delete(self, key: StateKey) -> None:
         await self._retried(key, lambda leader: self._delete_once(leader, key))
@@ -96,7 +99,7 @@ class StatePersister:
 
     async def _read_once(self, leader: int, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
         if leader == self.node_id:
-            return self.coordinator.read(key, leader_epoch)
+            return self.coordinator.read(key)
         group, topic_id, partition = key
         request = ReadShareGroupStateRequest(group_id=group, topics=[_Read(topic_id=topic_id, partitions=[
             _Read.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
@@ -105,18 +108,16 @@ class StatePersister:
             return ErrorCode.NETWORK_EXCEPTION, None
         if found.error_code:
             return ErrorCode(found.error_code), None
-        if found.start_offset < 0:
-            return ErrorCode.NONE, None
         return ErrorCode.NONE, ShareState(found.state_epoch, leader_epoch, found.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches), 0)
 
-    async def _write_once(self, leader: int, key: StateKey, leader_epoch: int, start_offset: int,
+    async def _write_once(self, leader: int, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                           batches: tuple[StateBatch, ...]) -> tuple[ErrorCode, None]:
         if leader == self.node_id:
-            return await self.coordinator.write(key, leader_epoch, start_offset, batches), None
+            return await self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches), None
         group, topic_id, partition = key
         request = WriteShareGroupStateRequest(group_id=group, topics=[_Write(topic_id=topic_id, partitions=[
-            _Write.PartitionData(partition=partition, state_epoch=0, leader_epoch=leader_epoch,
+            _Write.PartitionData(partition=partition, state_epoch=state_epoch, leader_epoch=leader_epoch,
                                  start_offset=start_offset, state_batches=[
                                      _Write.PartitionData.StateBatch(first_offset=f, last_offset=la,
                                                                      delivery_state=st, delivery_count=c)

@@ -11,8 +11,9 @@
   controller does the same by itself.
 - A share consumer continues across a leader move (KIP-932): the share-partition's state is its share
   coordinator's (`__share_group_state`), so the new leader redelivers what was released or still
-  acquired at the move, and delivers what was produced meanwhile, skipping nothing (last: it leaves
-  leadership off the preferred replica).
+  acquired at the move, and delivers what was produced meanwhile, skipping nothing; and a group
+  coordinator that does not lead the partition sets, describes and deletes its start offset (last: it
+  leaves leadership off the preferred replica).
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from __future__ import annotations
 import pytest
 
 from protocol.enums import ElectionType
+from protocol.messages import AlterShareGroupOffsetsRequest as Alter
+from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
+from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from protocol.messages import ElectLeadersRequest
 from tests.broker.data_wire import WireClient, batch, fetch, produce, values
+from tests.broker.group_wire import find_coordinator
 from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, part, ranges
 from tests.broker.test_share_fetch_wire import fetch as share_fetch
 from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
@@ -184,3 +189,29 @@ def test_a_share_consumer_continues_across_a_leader_move(cluster):
     assert values(got[0]) == [b"v%d" % i for i in range(2, 10)]
     cluster[first].start()
     wait_for(lambda: in_sync(cluster[first], topic, 0), what="the old leader back in the ISR")
+    offsets_admin_on_another_broker(cluster, topic, partition_state(survivor, topic).leader_id, meta.topic_id)
+
+
+def offsets_admin_on_another_broker(cluster, topic: str, leader_id: int, topic_id) -> None:
+    """Alter, Describe and DeleteShareGroupOffsets on a group coordinator that does not lead the partition."""
+    def coordinator_of(group: str) -> int:
+        with WireClient(cluster[leader_id].port) as client:
+            found = find_coordinator(client, group, version=4)
+        return found.node_id if found.error_code == E.NONE else -1
+    group = next(g for g in (f"share-admin-{i}" for i in range(64)) if coordinator_of(g) not in (leader_id, -1))
+    asked = Alter.AlterShareGroupOffsetsRequestTopic
+    with WireClient(cluster[coordinator_of(group)].port) as client:
+        def described():
+            [g] = client.send(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=None)]), 1).groups
+            return [(t.topic_name, p.start_offset, p.error_code) for t in g.topics for p in t.partitions]
+        altered = client.send(Alter(group_id=group, topics=[asked(topic_name=topic, partitions=[
+            asked.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=7)])]), 0)
+        assert altered.responses[0].partitions[0].error_code == E.NONE
+        assert described() == [(topic, 7, E.NONE)]
+        with WireClient(cluster[leader_id].port) as other:  # the leader starts where the coordinator set it
+            assert ranges(part(share_fetch(other, group, "a", 0, topic_id))) == [(7, 9, 1)]
+        deleted = client.send(Delete(group_id=group, topics=[Delete.DeleteShareGroupOffsetsRequestTopic(
+            topic_name=topic)]), 0)
+        assert deleted.responses[0].error_code == E.NONE
+        assert described() == []

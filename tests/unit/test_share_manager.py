@@ -62,13 +62,18 @@ class _Persister:
         await asyncio.sleep(0)  # a round trip: the loop turns
         return self.states.get(key)
 
-    async def write(self, key, leader_epoch, start_offset, batches):
+    async def write(self, key, state_epoch, leader_epoch, start_offset, batches):
         self._check()
-        self.states[key] = ShareState(0, leader_epoch, start_offset, batches, 0)
+        old = self.states.get(key)
+        if old is not None and state_epoch < old.state_epoch:
+            raise PersisterError(ErrorCode.FENCED_STATE_EPOCH)
+        self.states[key] = ShareState(state_epoch, leader_epoch, start_offset, batches, 0)
 
     async def delete(self, key):
         self._check()
-        self.states.pop(key, None)
+        old = self.states.get(key)
+        if old is not None:
+            self.states[key] = ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), 0)
 
 
 def _manager() -> SharePartitionManager:
@@ -77,10 +82,21 @@ def _manager() -> SharePartitionManager:
     return SharePartitionManager(replicas, _Persister())  # type: ignore[arg-type]
 
 
+def _topic(manager, partition):
+    """The topic of `partition` (its one replica) as the admin methods take it."""
+    manager._replicas.partition_of = lambda t, i: partition
+    return SimpleNamespace(name="t", topic_id=partition.topic_id, replicas={0: None})
+
+
+async def _started(manager, partition, offset: int):
+    """AlterShareGroupOffsets, then the first fetch's read: the share-partition in memory."""
+    await manager.set_start("g", _topic(manager, partition), 0, offset)
+    return await manager.stored("g", partition)
+
+
 async def test_leadership_leaving_drops_the_share_partition(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
-    await manager.set_start("g", partition, 5)  # type: ignore[arg-type]
-    before = manager.share_partition("g", partition)  # type: ignore[arg-type]
+    before = await _started(manager, partition, 5)
     partition.is_leader = False
     manager._role_changed(partition)  # type: ignore[arg-type]
     assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]
@@ -92,7 +108,7 @@ async def test_leadership_leaving_drops_the_share_partition(tmp_path):
 
 async def test_a_forgotten_replica_drops_its_share_partitions(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
-    await manager.set_start("g", partition, 3)  # type: ignore[arg-type]
+    await _started(manager, partition, 3)
     manager._forgotten(TopicPartition("t", 0))
     assert manager.partitions == {}
 
@@ -101,10 +117,10 @@ async def test_persister_errors_are_partition_errors(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
     manager.persister.failing = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
     with pytest.raises(ShareStateError) as refused:
-        await manager.set_start("g", partition, 1)  # type: ignore[arg-type]
+        await manager.set_start("g", _topic(manager, partition), 0, 1)
     assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     with pytest.raises(ShareStateError) as refused:  # a share-partition not in memory cannot be read
-        await manager.stored("other", partition)  # type: ignore[arg-type]
+        await manager.stored("g", partition)  # type: ignore[arg-type]
     assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
@@ -122,17 +138,17 @@ async def test_an_old_state_file_moves_into_the_coordinator_once(tmp_path):
 
 async def test_a_read_under_way_when_the_offsets_are_deleted_is_not_kept(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
-    await manager.set_start("g", partition, 7)  # type: ignore[arg-type]
+    await _started(manager, partition, 7)
     partition.is_leader = False
     manager._role_changed(partition)  # type: ignore[arg-type]
     partition.is_leader = True
     reading = asyncio.ensure_future(manager.stored("g", partition))  # type: ignore[arg-type]
     await asyncio.sleep(0)  # the read is on its way to the coordinator now
-    topic = SimpleNamespace(replicas={0: None})
-    manager._replicas.partition_of = lambda t, i: partition  # type: ignore[attr-defined]
-    await manager.forget("g", [topic])  # type: ignore[list-item]
+    await manager.forget("g", [_topic(manager, partition)])
     assert await reading is None
-    assert manager.partitions == {} and manager.persister.states == {}  # type: ignore[attr-defined]
+    assert manager.partitions == {}
+    [deleted] = manager.persister.states.values()  # type: ignore[attr-defined]
+    assert (deleted.start_offset, deleted.state_epoch) == (-1, 2)  # none, a newer epoch than the alter's
 
 
 async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquires_nothing(tmp_path):
@@ -144,7 +160,7 @@ async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquir
     partition.log.read = lambda offset, max_bytes, max_offset: SimpleNamespace(slices=["slice"])  # type: ignore
 
     async def read_slices(slices):
-        await manager.set_start("g", partition, 0)  # type: ignore[arg-type]
+        await manager.set_start("g", _topic(manager, partition), 0, 0)
         return [memoryview(batch([b"a", b"b"]))]
 
     manager._replicas.read_slices = read_slices  # type: ignore[attr-defined]
@@ -152,5 +168,6 @@ async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquir
     settings = ShareSettings(limits, "earliest", read_committed=False)
     read = await manager.fetch("g", "m", partition, settings, 1 << 20, 100)  # type: ignore[arg-type]
     assert (read.acquired, read.records) == ((), b"")
-    share = manager.share_partition("g", partition)  # type: ignore[arg-type]
-    assert share is not None and (share.end_offset, share.next_fetch_offset()) == (0, 0)
+    assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]  # read again next time
+    again = await manager.stored("g", partition)  # type: ignore[arg-type]
+    assert again is not None and (again.state_epoch, again.end_offset, again.next_fetch_offset()) == (1, 0, 0)
