@@ -54,6 +54,23 @@ def coordinator_key(key: StateKey) -> str:
     return f"{group}:{base64.urlsafe_b64encode(topic_id.bytes).rstrip(b'=').decode()}:{partition}"
 
 
+def parse_coordinator_key(text: str) -> StateKey:
+    """"group:topicId:partition" back into a key (the group may hold colons: the last two parts are the
+    topic id and partition, as Kafka's SharePartitionKey reads it); ValueError when it is not one."""
+    parts = text.split(":")
+    while parts and parts[-1] == "":  # Java's split drops trailing empty strings
+        parts.pop()
+    if len(parts) < 3:
+        raise ValueError(f"share coordinator key {text!r}: not group:topicId:partition")
+    group = ":".join(parts[:-2])
+    if not group.strip():
+        raise ValueError("the share coordinator key's group id is empty")
+    raw = base64.urlsafe_b64decode(parts[-2] + "=" * (-len(parts[-2]) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"share coordinator key: {parts[-2]!r} is not a topic id")
+    return group, uuid.UUID(bytes=raw), int(parts[-1])
+
+
 def partition_of(key: StateKey, partitions: int) -> int:
     return partition_for(coordinator_key(key), partitions)
 
