@@ -68,12 +68,7 @@ async def _lookup(broker: BrokerContext, key_type: int, key: str, listener_name:
         found.error_code, found.error_message = exc.error_code, exc.message
         return found
     coordinator = _coordinator_of(broker, key, listener_name)
-    if coordinator is None:
-        found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        found.error_message = "the group's offsets partition has no leader now"
-        return found
-    found.node_id, found.host, found.port = coordinator.node_id, coordinator.host, coordinator.port
-    return found
+    return _answered(found, coordinator, "the group's offsets partition has no leader now")
 
 
 async def _transaction_coordinator(broker: BrokerContext, found: _Coordinator, listener_name: str,
@@ -89,12 +84,7 @@ async def _transaction_coordinator(broker: BrokerContext, found: _Coordinator, l
         return found
     coordinator = _leader_endpoint(broker, TRANSACTION_STATE_TOPIC,
                                    broker.transactions.partition_of(found.key), listener_name)
-    if coordinator is None:
-        found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        found.error_message = "the transactional id's state partition has no leader now"
-        return found
-    found.node_id, found.host, found.port = coordinator.node_id, coordinator.host, coordinator.port
-    return found
+    return _answered(found, coordinator, "the transactional id's state partition has no leader now")
 
 
 async def _share_coordinator(broker: BrokerContext, found: _Coordinator, listener_name: str,
@@ -116,11 +106,15 @@ async def _share_coordinator(broker: BrokerContext, found: _Coordinator, listene
         return found
     coordinator = _leader_endpoint(broker, SHARE_STATE_TOPIC, broker.share_coordinator.partition_of(key),
                                    listener_name)
+    return _answered(found, coordinator, "the key's share group state partition has no leader now")
+
+
+def _answered(found: _Coordinator, coordinator, no_leader: str) -> _Coordinator:
+    """`found` naming `coordinator`, or COORDINATOR_NOT_AVAILABLE (`no_leader`) when there is none now."""
     if coordinator is None:
-        found.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        found.error_message = "the key's share group state partition has no leader now"
-        return found
-    found.node_id, found.host, found.port = coordinator.node_id, coordinator.host, coordinator.port
+        found.error_code, found.error_message = ErrorCode.COORDINATOR_NOT_AVAILABLE, no_leader
+    else:
+        found.node_id, found.host, found.port = coordinator.node_id, coordinator.host, coordinator.port
     return found
 
 
