@@ -4,7 +4,8 @@ send it from broker/share/persister.py when the key's `__share_group_state` part
 
 CLUSTER_ACTION on the cluster is needed (Kafka's KafkaApis), else each partition answers
 CLUSTER_AUTHORIZATION_FAILED. A partition without state answers StartOffset -1, no batches (and the
-state epoch of a deleted state).
+state epoch of a deleted state); an error StartOffset 0, as Kafka's. Before `__share_group_state`
+exists (nothing was ever stored) every key is NOT_COORDINATOR, as on Kafka.
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE.
@@ -29,7 +30,7 @@ def _partition(index: int, code: ErrorCode, state: ShareState | None = None) -> 
     return _Partition(
         partition=index, error_code=code, error_message=message_of(code),
         state_epoch=state.state_epoch if state is not None else 0,
-        start_offset=state.start_offset if state is not None else -1,
+        start_offset=state.start_offset if state is not None else -1 if code == ErrorCode.NONE else 0,
         state_batches=[_Partition.StateBatch(first_offset=f, last_offset=la, delivery_state=s, delivery_count=c)
                        for f, la, s, c in (state.batches if state is not None else ())])
 

@@ -152,8 +152,8 @@ class ShareCoordinator:
         """Why this broker cannot answer for `key` now, or None."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.topics.get(SHARE_STATE_TOPIC) is None:
-            return ErrorCode.NOT_COORDINATOR if self.in_cluster else None
+        if self.topics.get(SHARE_STATE_TOPIC) is None:  # no partition of it is led anywhere yet (Kafka's answer)
+            return ErrorCode.NOT_COORDINATOR
         if not self.in_cluster:
             return None
         return self.partitions.not_served(self.partition_of(key))

@@ -61,6 +61,8 @@ class StatePersister:
     async def read(self, key: StateKey, leader_epoch: int) -> ShareState | None:
         """The stored state (None: never any; start offset -1: deleted, with the state epoch a new one
         takes); PersisterError when the coordinator cannot be had."""
+        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is None:  # nothing was ever stored: not made for a read
+            return None
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
@@ -69,7 +71,8 @@ class StatePersister:
                                                                  start_offset, batches))
 
     async def delete(self, key: StateKey) -> None:
-        await self._retried(key, lambda leader: self._delete_once(leader, key))
+        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is not None:
+            await self._retried(key, lambda leader: self._delete_once(leader, key))
 
     async def _retried(self, key: StateKey, once):
         deadline = time.monotonic() + RETRY_DEADLINE_S
