@@ -9,7 +9,7 @@
   the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
   documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
   controller does the same by itself.
-- A share consumer continues across a leader move (KIP-932): the share-partition's state is its share
+- A share consumer continues across a leader move (its broker killed, KIP-932): the share-partition's state is its share
   coordinator's (`__share_group_state`), so the new leader redelivers what was released or still
   acquired at the move, and delivers what was produced meanwhile, skipping nothing; and a group
   coordinator that does not lead the partition sets, describes and deletes its start offset (last: it
@@ -17,6 +17,8 @@
 """
 
 from __future__ import annotations
+
+import signal
 
 import pytest
 
@@ -172,7 +174,7 @@ def test_a_share_consumer_continues_across_a_leader_move(cluster):
         assert answer.responses[0].partitions[0].error_code == E.NONE  # stored with the share coordinator
         for i in range(6, 10, 2):  # produced, never delivered before the move
             assert produce(client, topic, 0, batch([b"v%d" % i, b"v%d" % (i + 1)]), acks=-1).error_code == E.NONE
-    cluster[first].stop()
+    cluster[first].stop(signal.SIGKILL)  # the share coordinator may die with it: its state is replicated
     survivor = cluster[next(n for n in NODES if n != first)]
     wait_for(lambda: partition_state(survivor, topic).leader_id not in (first, -1), what="a new leader")
     second = cluster[partition_state(survivor, topic).leader_id]
