@@ -336,7 +336,9 @@ class SharePartitionManager:
         if state is None or state.start_offset < 0:
             return None
         share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch)
-        return share, state.leader_epoch, -1 if partition is None else lag(share, partition.high_watermark)
+        # ReadShareGroupState carries no leader epoch: a replica here knows the partition's
+        epoch = state.leader_epoch if state.leader_epoch >= 0 or partition is None else partition.leader_epoch
+        return share, epoch, -1 if partition is None else lag(share, partition.high_watermark)
 
     async def _coordinator_state(self, key: Key) -> ShareState | None:
         try:
