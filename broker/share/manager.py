@@ -117,7 +117,7 @@ class SharePartitionManager:
         return share
 
     def _drop(self, key: Key) -> None:
-        """The share-partition goes from memory (its locks with it); its state file is left as it is."""
+        """The share-partition goes from memory (its locks with it); its stored state is left as it is."""
         self._drops += 1
         self._owners.pop(key, None)
         old = self.partitions.pop(key, None)
@@ -129,7 +129,7 @@ class SharePartitionManager:
 
     def _role_changed(self, partition: Partition) -> None:
         """No longer the leader: the share-partitions of this replica go (acquired records with them);
-        leading again reads the state file back, as after a restart."""
+        leading again reads the state back from its share coordinator, as after a restart."""
         if not partition.is_leader:
             for key in [k for k, owner in self._owners.items() if owner is partition]:
                 self._drop(key)
@@ -224,7 +224,7 @@ class SharePartitionManager:
 
     def _released(self, group_id: str, partition: Partition) -> None:
         """Records went back to Available (a lock expired, a session ended): a parked ShareFetch may take
-        them, and the state file follows."""
+        them, and the stored state follows."""
         self._replicas.fetches.notify(partition.topic_partition)
         partition.log.io.spawn(self._persist_released(group_id, partition), "share-partition state")
 

@@ -32,7 +32,7 @@ MAX_DELIVERY_COUNT = 32767  # the answer's DeliveryCount is an int16
 
 
 class RecordState(IntEnum):
-    """Kafka's RecordState ids (its share-group state records carry them, as the state file here does)."""
+    """Kafka's RecordState ids (its share-group state records carry them, as Ebb's do: broker/share/state_log.py)."""
 
     AVAILABLE = 0
     ACQUIRED = 1
