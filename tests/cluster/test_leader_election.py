@@ -11,7 +11,8 @@
   controller does the same by itself.
 - A share consumer continues across a leader move (its broker killed, KIP-932): the share-partition's state is its share
   coordinator's (`__share_group_state`), so the new leader redelivers what was released or still
-  acquired at the move, and delivers what was produced meanwhile, skipping nothing; and a group
+  acquired at the move, and delivers what was produced meanwhile, skipping nothing, and again after a
+  reassignment moves the partition off its leader; and a group
   coordinator that does not lead the partition sets, describes and deletes its start offset (last: it
   leaves leadership off the preferred replica).
 """
@@ -31,6 +32,7 @@ from tests.broker.data_wire import WireClient, batch, fetch, produce, values
 from tests.broker.group_wire import find_coordinator
 from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, part, ranges
 from tests.broker.test_share_fetch_wire import fetch as share_fetch
+from tests.cluster.reassignments import moved, reassign
 from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, value
@@ -177,21 +179,46 @@ def test_a_share_consumer_continues_across_a_leader_move(cluster):
     cluster[first].stop(signal.SIGKILL)  # the share coordinator may die with it: its state is replicated
     survivor = cluster[next(n for n in NODES if n != first)]
     wait_for(lambda: partition_state(survivor, topic).leader_id not in (first, -1), what="a new leader")
-    second = cluster[partition_state(survivor, topic).leader_id]
-    got: list = []
-
-    def delivered() -> bool:  # the new leader may answer NOT_LEADER until it has heard it leads
-        with WireClient(second.port) as client:
-            p = part(share_fetch(client, group, "n", 0, meta.topic_id))
-        got[:] = [p]
-        return p is not None and p.error_code == E.NONE and bool(p.acquired_records)
-    wait_for(delivered, what="the new leader delivering")
+    second = partition_state(survivor, topic).leader_id
     # nothing skipped: 2-5 again (a second delivery), 6-9 for the first time; 0-1 stay done
-    assert ranges(got[0]) == [(2, 5, 2), (6, 9, 1)]
-    assert values(got[0]) == [b"v%d" % i for i in range(2, 10)]
-    cluster[first].start()
-    wait_for(lambda: in_sync(cluster[first], topic, 0), what="the old leader back in the ISR")
-    offsets_admin_on_another_broker(cluster, topic, partition_state(survivor, topic).leader_id, meta.topic_id)
+    with WireClient(cluster[second].port) as client:
+        counts, got, epoch = deliveries(client, group, "n", meta.topic_id, 9)
+        assert counts == {2: 2, 3: 2, 4: 2, 5: 2, 6: 1, 7: 1, 8: 1, 9: 1}
+        assert got == [b"v%d" % i for i in range(2, 10)]
+        cluster[first].start()
+        wait_for(lambda: in_sync(cluster[first], topic, 0), what="the old leader back in the ISR")
+        offsets_admin_on_another_broker(cluster, topic, second, meta.topic_id)
+        # a reassignment moving the partition off its leader: 2-5 accepted there, 6-9 held by "n" come back
+        answer = ack(client, group, "n", epoch, meta.topic_id, [(2, 5, ACCEPT)])
+        assert answer.responses[0].partitions[0].error_code == E.NONE
+    others = [n for n in NODES if n != second]
+    assert reassign(cluster, topic, others) == E.NONE
+    wait_for(lambda: moved(cluster, topic, others), what="the partition moved off its leader")
+    with WireClient(cluster[partition_state(cluster[others[0]], topic).leader_id].port) as client:
+        counts, got, _ = deliveries(client, group, "r", meta.topic_id, 9)
+    assert counts == {6: 2, 7: 2, 8: 2, 9: 2} and got == [b"v%d" % i for i in range(6, 10)]
+
+
+def deliveries(client, group: str, member: str, topic_id, last: int) -> tuple[dict[int, int], list[bytes], int]:
+    """{offset: delivery count} and the values a new share session on `client`'s connection (the session
+    ends with it) acquires, fetching until it holds offset `last` (a new leader may answer NOT_LEADER
+    until it has heard it leads, and its high watermark may reach the log's end a fetch later); and the
+    session's next epoch."""
+    counts: dict[int, int] = {}
+    got: list[bytes] = []
+    epoch = [0]
+
+    def delivered() -> bool:
+        answer = share_fetch(client, group, member, epoch[0], topic_id)
+        if answer.error_code == E.NONE:
+            epoch[0] += 1
+        p = part(answer)
+        if p is not None and p.error_code == E.NONE:
+            counts.update((o, c) for first, end, c in ranges(p) for o in range(first, end + 1))
+            got.extend(values(p))
+        return last in counts
+    wait_for(delivered, what=f"delivered up to {last}")
+    return counts, got, epoch[0]
 
 
 def offsets_admin_on_another_broker(cluster, topic: str, leader_id: int, topic_id) -> None:
