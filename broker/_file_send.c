@@ -8,12 +8,23 @@
  * ended before its piece did (sendfile wrote nothing). Any other failure raises OSError, as the
  * Python loop's calls do; an interrupted call is retried, as Python retries it (PEP 475). The GIL is
  * let go around each call, as os.sendfile and socket.send let it go.
+ *
+ * cached(fd, position, length) -> whether every page of that range of the open file is in the page
+ * cache: cachestat(2) (Linux 6.5+), as broker/log/page_cache.py asks it through ctypes where this is not
+ * built; False when the call fails, None when the kernel has no such call or refuses it (ENOSYS, EPERM).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451  /* the generic syscall table's, which x86-64 and arm64 share for new calls */
+#endif
 
 static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyList_Check(args[1])) {
@@ -79,7 +90,32 @@ static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nni)", index, done, state);
 }
 
+static PyObject *cached(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "cached(fd, position, length)");
+        return NULL;
+    }
+    int fd = (int)PyLong_AsLong(args[0]);
+    long long position = PyLong_AsLongLong(args[1]), length = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (length <= 0) Py_RETURN_TRUE;
+    if (position < 0) Py_RETURN_FALSE;
+    static long page = 0;
+    if (page == 0) page = sysconf(_SC_PAGESIZE);
+    uint64_t first = (uint64_t)position / page;
+    uint64_t pages = ((uint64_t)position + (uint64_t)length + page - 1) / page - first;
+    struct { uint64_t off, len; } range = {first * page, pages * page};
+    struct { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; } stat;
+    if (syscall(__NR_cachestat, fd, &range, &stat, 0) != 0) {
+        if (errno == ENOSYS || errno == EPERM) Py_RETURN_NONE;
+        Py_RETURN_FALSE;
+    }
+    return PyBool_FromLong(stat.nr_cache >= pages);
+}
+
 static PyMethodDef methods[] = {
+    {"cached", (PyCFunction)(void (*)(void))cached, METH_FASTCALL,
+     "cached(fd, position, length) -> True if every page of the range is in the page cache; None: no cachestat"},
     {"pump", (PyCFunction)(void (*)(void))pump, METH_FASTCALL,
      "pump(socket_fd, pieces, index, done) -> (index, done, state): 0 all sent, 1 socket full, 2 file cut short"},
     {NULL, NULL, 0, NULL},

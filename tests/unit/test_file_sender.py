@@ -131,7 +131,12 @@ def test_a_region_pins_its_files_until_released(segment):
         os.fstat(fd)
 
 
-def test_cachestat_sees_pages_come_and_go(tmp_path):
+@pytest.mark.parametrize("how", ["compiled", "ctypes"])
+def test_cachestat_sees_pages_come_and_go(tmp_path, monkeypatch, how):
+    if how == "ctypes":
+        monkeypatch.setattr(page_cache, "_KERNEL", page_cache._CacheStat(page_cache._CACHESTAT))
+    else:
+        assert page_cache._KERNEL.cached is _file_send.cached
     assert page_cache.available(), "this kernel has no cachestat(2) (Linux 6.5+): Fetch answers are copied"
     path = tmp_path / "cached"
     path.write_bytes(os.urandom(1 << 20))
@@ -147,3 +152,9 @@ def test_cachestat_sees_pages_come_and_go(tmp_path):
         assert not page_cache.cached(fd, 0, 8193)
     finally:
         os.close(fd)
+
+
+def test_a_kernel_without_cachestat_is_found_by_the_probe():
+    """The compiled check answers None where the call is missing or refused (ENOSYS, EPERM)."""
+    assert not page_cache._CompiledCacheStat(lambda fd, position, length: None).working
+    assert page_cache._CompiledCacheStat(lambda fd, position, length: False).working
