@@ -50,8 +50,8 @@ static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             do {
                 Py_BEGIN_ALLOW_THREADS
                 sent = sendfile(out, fd, &offset, (size_t)remaining);
+                error = sent < 0 ? errno : 0;  /* read before the GIL is taken back */
                 Py_END_ALLOW_THREADS
-                error = sent < 0 ? errno : 0;
             } while (error == EINTR && !PyErr_CheckSignals());
             if (PyErr_Occurred()) return NULL;
             if (sent == 0) {
@@ -66,8 +66,8 @@ static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             do {
                 Py_BEGIN_ALLOW_THREADS
                 sent = send(out, (const char *)view.buf + done, (size_t)remaining, flags);
+                error = sent < 0 ? errno : 0;  /* read before the GIL is taken back */
                 Py_END_ALLOW_THREADS
-                error = sent < 0 ? errno : 0;
             } while (error == EINTR && !PyErr_CheckSignals());
             PyBuffer_Release(&view);
             if (PyErr_Occurred()) return NULL;

@@ -267,7 +267,11 @@ static PyObject *decode_frame(Cursor *c) {
     }
     body = blank(BODY);
     state = blank(REPLICA_STATE);
-    if (body == NULL || state == NULL || put(body, S_rack_id, rack)
+    if (body == NULL || state == NULL) {
+        Py_DECREF(rack);
+        goto done;
+    }
+    if (put(body, S_rack_id, rack)
         || put(state, S_replica_id, Py_NewRef(MINUS_ONE)) || put(state, S_replica_epoch, Py_NewRef(MINUS_ONE))
         || put(body, S_replica_id, LONG(replica)) || put(body, S_replica_state, Py_NewRef(state))
         || put(body, S_max_wait_ms, LONG(max_wait)) || put(body, S_min_bytes, LONG(min_bytes))
