@@ -28,7 +28,7 @@ try:  # a request's partitions read in one call; setup.py builds it with `pip in
 except ImportError:  # a checkout without a C compiler: the Python reader alone
     _read_partitions = None
 try:  # a Fetch answer's headers written in one call (the same bytes)
-    from ._fetch_codec import encode as _encode_fetch
+    from ._fetch_write import encode as _encode_fetch
 except ImportError:
     _encode_fetch = None
 
@@ -263,7 +263,7 @@ def encode_fetch_response(body, version: int, correlation_id: int) -> list:
 
 
 def encode_fetch_response_in_python(body, version: int, correlation_id: int) -> list:
-    """What protocol/_fetch_codec.c's encode writes, and every answer it leaves (a tagged field with a
+    """What protocol/_fetch_write.c's encode writes, and every answer it leaves (a tagged field with a
     value, a number its field cannot hold, another version)."""
     if version not in FetchResponse.valid_versions:
         raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"Fetch v{version} is not supported")

@@ -2,7 +2,7 @@
 
 The generic codec reads through BytesIO with one call per field; a consumer's Fetch is the same few
 shapes every time (one or a few topics, each partition a fixed run of ints), so here each partition
-is one `struct.unpack_from` over the frame, or, where protocol/_fetch_codec.c is built, the whole
+is one `struct.unpack_from` over the frame, or, where protocol/_fetch_read.c is built, the whole
 request is read in one compiled call that builds the same objects (and gives way to this code for any
 frame this code would not read). It builds exactly the FetchRequest the generic codec
 builds (tests/protocol/test_fetch_request.py holds the two equal on random requests at every
@@ -235,8 +235,8 @@ def _null() -> int:
 
 
 try:  # _decode in C (setup.py builds it with `pip install -e .`): the same frames, the same objects
-    from ._fetch_codec import configure as _configure
-    from ._fetch_codec import decode as _compiled
+    from ._fetch_read import configure as _configure
+    from ._fetch_read import decode as _compiled
     _configure(Request, RequestHeader, FetchRequest, _ReplicaState, _Topic, _Partition, _ForgottenTopic,
                _NO_DIRECTORY, _NO_HIGH_WATERMARK, lambda raw: _uuid(raw, 0), _IDS)
 except ImportError:  # a checkout without a C compiler: the Python decoder alone

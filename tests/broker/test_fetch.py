@@ -46,7 +46,7 @@ def test_every_served_version(client, version):
 
 
 def test_the_broker_answers_what_the_python_encoder_writes(client):
-    """The broker's answers, written by protocol/_fetch_codec.c where it is built, are byte for byte what
+    """The broker's answers, written by protocol/_fetch_write.c where it is built, are byte for byte what
     the Python encoder writes for the same answer: records, and each error path the handler answers."""
     from protocol import fastpath, framing
 

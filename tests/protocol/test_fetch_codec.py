@@ -1,8 +1,8 @@
-"""protocol/_fetch_codec.c, the compiled Fetch request reader and answer writer, gives what their Python
-twins give (the same objects, the same bytes, the same chunks with the record data as it was handed
-over), steps aside for whatever they alone handle, and the Python twins serve alone where it is not
-built. (tests/protocol/test_fetch_request.py's captured and damaged frames go through the compiled
-reader too: decode_fetch_request tries it first.)"""
+"""protocol/_fetch_read.c and _fetch_write.c, the compiled Fetch request reader and answer writer, give
+what their Python twins give (the same objects, the same bytes, the same chunks with the record data as
+it was handed over), step aside for whatever the twins alone handle, and the Python twins serve alone
+where they are not built. (tests/protocol/test_fetch_request.py's captured and damaged frames go
+through the compiled reader too: decode_fetch_request tries it first.)"""
 
 import struct
 from unittest import mock
@@ -11,7 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import _fetch_codec, fastpath, fetch_request, framing  # built by make test's `pip install -e .`
+from protocol import (  # built by make test's `pip install -e .`
+    _fetch_read,
+    _fetch_write,
+    fastpath,
+    fetch_request,
+    framing,
+)
 from protocol.messages import FetchRequest, FetchResponse
 
 from .strategies import struct_of
@@ -22,8 +28,8 @@ _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
 
 
 def test_the_compiled_codec_is_built_and_used():
-    assert fetch_request._compiled is _fetch_codec.decode
-    assert fastpath._encode_fetch is _fetch_codec.encode
+    assert fetch_request._compiled is _fetch_read.decode
+    assert fastpath._encode_fetch is _fetch_write.encode
 
 
 @pytest.mark.parametrize("version", range(4, 17))
@@ -32,7 +38,7 @@ def test_the_compiled_codec_is_built_and_used():
 def test_a_consumers_request_is_read_in_c_as_in_python(version, data):
     message = _as_a_consumer_sends(data.draw(struct_of(FetchRequest, version)))
     frame = framing.encode_request(message, version, 42, data.draw(st.none() | st.text(max_size=5)))[4:]
-    compiled = _fetch_codec.decode(frame)
+    compiled = _fetch_read.decode(frame)
     python = fetch_request._decode(frame)
     if all(len(t.topic.encode()) < 127 and len(t.partitions) < 127 for t in message.topics) \
             and len(message.topics) < 127 and len(message.forgotten_topics_data) < 127 \
@@ -49,14 +55,14 @@ def test_a_consumers_request_is_read_in_c_as_in_python(version, data):
 def test_the_reader_steps_aside_where_python_reads():
     frame = framing.encode_request(FetchRequest(topics=[FetchRequest.FetchTopic(
         topic="t", partitions=[FetchRequest.FetchTopic.FetchPartition(partition=0)])]), 11, 1, "c")[4:]
-    assert _fetch_codec.decode(frame) is not None
-    assert _fetch_codec.decode(frame[:-3]) is None  # cut short
-    assert _fetch_codec.decode(frame[:2] + b"\x00\x03" + frame[4:]) is None  # a version it does not read
+    assert _fetch_read.decode(frame) is not None
+    assert _fetch_read.decode(frame[:-3]) is None  # cut short
+    assert _fetch_read.decode(frame[:2] + b"\x00\x03" + frame[4:]) is None  # a version it does not read
     huge = bytearray(frame)
     huge[frame.index(b"\x00\x01t") - 4:frame.index(b"\x00\x01t")] = b"\x7f\xff\xff\xff"  # 2^31-1 topics
-    assert _fetch_codec.decode(bytes(huge)) is None
+    assert _fetch_read.decode(bytes(huge)) is None
     bad_utf8 = frame.replace(b"\x00\x01c", b"\x00\x01\xff")  # the client id
-    assert _fetch_codec.decode(bad_utf8) is None
+    assert _fetch_read.decode(bad_utf8) is None
 
 
 def _as_the_broker_answers(message: FetchResponse, version: int) -> FetchResponse:
@@ -98,7 +104,7 @@ def test_an_answer_is_written_in_c_as_in_python(version, data):
         for p in topic.partitions:
             if p.records is not None and data.draw(st.booleans()):
                 p.records = _Region(bytes(p.records))
-    compiled = _fetch_codec.encode(message, version, 7)
+    compiled = _fetch_write.encode(message, version, 7)
     python = fastpath.encode_fetch_response_in_python(message, version, 7)
     if all(len(t.topic.encode()) < 32768 for t in message.responses):
         assert compiled is not None
@@ -111,7 +117,7 @@ def test_an_answer_is_written_in_c_as_in_python(version, data):
 @given(data=st.data())
 def test_an_answer_with_a_tagged_field_is_left_to_python(version, data):
     message = data.draw(struct_of(FetchResponse, version))
-    compiled = _fetch_codec.encode(message, version, 7)
+    compiled = _fetch_write.encode(message, version, 7)
     if compiled is not None:
         _same_chunks(compiled, fastpath.encode_fetch_response_in_python(message, version, 7))
     assert b"".join(bytes(c) if isinstance(c, _Region) else c for c in fastpath.encode_fetch_response(
@@ -121,13 +127,13 @@ def test_an_answer_with_a_tagged_field_is_left_to_python(version, data):
 def test_the_writer_steps_aside_where_python_writes():
     partition = _PartitionData(partition_index=0, records=b"x")
     message = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[partition])])
-    assert _fetch_codec.encode(message, 11, 7) is not None
-    assert _fetch_codec.encode(message, 17, 7) is None  # a version it does not write
+    assert _fetch_write.encode(message, 11, 7) is not None
+    assert _fetch_write.encode(message, 17, 7) is None  # a version it does not write
     partition.diverging_epoch = _PartitionData.EpochEndOffset(epoch=3, end_offset=9)
-    assert _fetch_codec.encode(message, 12, 7) is None  # a tagged field with a value
-    assert _fetch_codec.encode(message, 11, 7) is not None  # no tagged fields below v12
+    assert _fetch_write.encode(message, 12, 7) is None  # a tagged field with a value
+    assert _fetch_write.encode(message, 11, 7) is not None  # no tagged fields below v12
     partition.high_watermark = 2**63  # too large for its field: Python raises
-    assert _fetch_codec.encode(message, 11, 7) is None
+    assert _fetch_write.encode(message, 11, 7) is None
     with pytest.raises(struct.error):
         fastpath.encode_fetch_response(message, 11, 7)
 
@@ -140,9 +146,9 @@ def test_without_the_compiled_codec_python_serves_alone():
     partition = _PartitionData(partition_index=0, records=b"x")
     answer = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[partition])])
     with mock.patch.object(fetch_request, "_compiled", None), mock.patch.object(fastpath, "_encode_fetch", None), \
-            mock.patch.object(_fetch_codec, "decode", side_effect=AssertionError), \
-            mock.patch.object(_fetch_codec, "encode", side_effect=AssertionError):
+            mock.patch.object(_fetch_read, "decode", side_effect=AssertionError), \
+            mock.patch.object(_fetch_write, "encode", side_effect=AssertionError):
         request = fetch_request.decode_fetch_request(frame)
         chunks = fastpath.encode_fetch_response(answer, 11, 7)
-    assert request.body == _fetch_codec.decode(frame).body
-    assert b"".join(chunks) == b"".join(_fetch_codec.encode(answer, 11, 7))
+    assert request.body == _fetch_read.decode(frame).body
+    assert b"".join(chunks) == b"".join(_fetch_write.encode(answer, 11, 7))
