@@ -87,6 +87,19 @@ class ReplicationConfig:
 
 
 @dataclass(frozen=True)
+class ShareCoordinatorConfig:
+    """Kafka's share.coordinator.state.topic.* properties (broker/share/coordinator.py): the layout of
+    `__share_group_state`. Replication and min ISR default to 1 here, as offsets.topic.replication.factor
+    does (Kafka: 3 and 2)."""
+
+    num_partitions: int = prop("share.coordinator.state.topic.num.partitions", 50, minimum=1)
+    replication_factor: int = prop("share.coordinator.state.topic.replication.factor", 1, minimum=1,
+                                   maximum=32767)
+    min_isr: int = prop("share.coordinator.state.topic.min.isr", 1, minimum=1)
+    segment_bytes: int = prop("share.coordinator.state.topic.segment.bytes", 104_857_600, minimum=1)
+
+
+@dataclass(frozen=True)
 class TransactionConfig:
     """Kafka's transaction.* and transactional.id.* broker properties (broker/txn/). The topic's
     replication and min ISR default to 1 here, as offsets.topic.replication.factor does (Kafka: 3 and 2)."""
@@ -215,6 +228,7 @@ _BROKER_DEFAULTS = {
     SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
     # The transaction coordinator (broker/txn/), Kafka's names.
     **table_defaults(TransactionConfig),
+    **table_defaults(ShareCoordinatorConfig),
     **table_defaults(ClientQuotaConfig),
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
@@ -272,6 +286,7 @@ class BrokerConfig:
     metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
     sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
     transactions: TransactionConfig = field(default_factory=TransactionConfig)
+    share_coordinator: ShareCoordinatorConfig = field(default_factory=ShareCoordinatorConfig)
     client_quotas: ClientQuotaConfig = field(default_factory=ClientQuotaConfig)
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
@@ -409,6 +424,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         zookeeper_session_timeout_ms=session_timeout_ms,
         zookeeper_connection_timeout_ms=connection_timeout_ms,
         transactions=parse_table(TransactionConfig, merged),
+        share_coordinator=parse_table(ShareCoordinatorConfig, merged),
         client_quotas=parse_table(ClientQuotaConfig, merged),
         replication=parse_table(ReplicationConfig, merged, unclean_leader_election_enable=bool_property(
             {UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),
