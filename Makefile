@@ -15,20 +15,20 @@ JSSTAMP := $(JS)/node_modules/.installed
 RUNSTAMP := $(VENV)/.installed-run
 # The host's pip (22.3+) installs into the venv, pip included, when there is one: venv's own copy of pip
 # (ensurepip) took longer than all the broker's dependencies.
-$(RUNSTAMP): pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard pipeline/*.c)
+$(RUNSTAMP): pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard broker/*.c) $(wildcard pipeline/*.c)
 	test -x $(PY) || $(PYTHON) -m venv --without-pip $(VENV)
 	if $(PYTHON) -m pip --python $(PY) --version >/dev/null 2>&1; then $(PYTHON) -m pip --python $(PY) install -q pip -e .; \
 	else $(PY) -m ensurepip && $(PY) -m pip install -q -e .; fi
 	touch $(RUNSTAMP)
 
 # The tests' and the pipeline's extras on top, and gcc from Debian when it is missing: the tests hold
-# the compiled parts (protocol/*.c on the produce path, the pipeline's record decoder) equal to their
+# the compiled parts (protocol/*.c and broker/*.c on the data path, the pipeline's record decoder) equal to their
 # Python twins, so `make test` builds them.
 CCBIN  := /usr/bin/gcc
 $(CCBIN):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev \
 	  || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev; }
-$(STAMP): $(RUNSTAMP) pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard pipeline/*.c) | $(CCBIN)
+$(STAMP): $(RUNSTAMP) pyproject.toml setup.py $(wildcard protocol/*.c) $(wildcard broker/*.c) $(wildcard pipeline/*.c) | $(CCBIN)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)

@@ -41,10 +41,13 @@ from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
 from broker.server import BrokerServer
+from broker.share.coordinator import ShareCoordinator
 from broker.share.manager import SharePartitionManager
+from broker.share.persister import StatePersister
 from broker.topic import INTERNAL_TOPICS
 from broker.topics import TopicManager
 from broker.txn import TransactionCoordinator
+from broker.txn.peers import PeerConnections
 
 if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
@@ -53,6 +56,7 @@ log = structlog.get_logger("broker")
 
 METADATA_FILE = "ebb-metadata.json"
 META_PROPERTIES = "meta.properties"
+SHARE_PEER_TIMEOUT_MS = 5000  # a share coordinator's answer (Kafka's request.timeout.ms for its persister)
 LOCK_FILE = ".lock"  # as Kafka's: one broker process per log dir
 ZOOKEEPER_SESSION_FILE = "zookeeper-session"  # this broker's ZooKeeper session, to end it after a crash
 
@@ -73,9 +77,10 @@ class Broker:
         self.replicas: ReplicaManager
         self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
         self.shares: SharePartitionManager  # KIP-932's share-partitions led here and share sessions
+        self.share_coordinator: ShareCoordinator  # the share-partition states kept in __share_group_state
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
-        self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version)
+        self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version, group.version)
         self.feature_updates: FeatureUpdater  # follows `/feature`; UpdateFeatures where this broker controls
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.client_quotas: ClientQuotaStore  # the cluster's client quotas (KIP-546), in the metadata store
@@ -107,7 +112,8 @@ class Broker:
                                              config.authorizer.allow_everyone_if_no_acl_found)
                 await self.authorizer.start()
             self.cluster_id = await self._cluster_id()
-            self.features = await load_finalized(self.store, config.transactions.transaction_version)
+            self.features = await load_finalized(self.store, config.transactions.transaction_version,
+                                                 config.group_version)
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
             # The node id is claimed before anything shared is read or changed: a second broker with the
             # same node.id stops here.
@@ -141,7 +147,13 @@ class Broker:
                                        ProducerIdManager(self.store, config.node_id), config.replication,
                                        self.dynamic_config.transactions, config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
-        self.shares = SharePartitionManager(self.replicas)
+        # Share-partition state lives in __share_group_state (its coordinator: the leader of the key's partition).
+        self.share_coordinator = ShareCoordinator(config, self.topics, self.replicas,
+                                                  in_cluster=config.zookeeper_connect is not None)
+        self._share_peers = PeerConnections(config.node_id, self.replicas.endpoint, config.inter_broker_security,
+                                            SHARE_PEER_TIMEOUT_MS)
+        self.shares = SharePartitionManager(self.replicas, StatePersister(self.share_coordinator, config.node_id,
+                                                                          self._share_peers))
         self.topics.deletion_listeners.append(self.replicas.forget_topic)
         self.dynamic_config.change_listeners.append(self._throttle_rates_changed)  # in force at once
         self._throttle_rates_changed()
@@ -181,6 +193,8 @@ class Broker:
         self.features.listeners.append(self._features_changed)
         self.feature_updates = FeatureUpdater(self._opened_store(), self.features, config.node_id, halt=self._halt)
         self.services.append(self.feature_updates)
+        self.services.append(self.share_coordinator)
+        self.services.append(self.shares.persister)  # its inter-broker connections close on stop
         # retention.committed.groups; in a cluster it asks the other coordinators for their groups' commits
         ask_coordinators = None if self.cluster is None else \
             functools.partial(gather_commits, self.cluster, config.inter_broker_security)

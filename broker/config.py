@@ -87,6 +87,19 @@ class ReplicationConfig:
 
 
 @dataclass(frozen=True)
+class ShareCoordinatorConfig:
+    """Kafka's share.coordinator.state.topic.* properties (broker/share/coordinator.py): the layout of
+    `__share_group_state`. Replication and min ISR default to 1 here, as offsets.topic.replication.factor
+    does (Kafka: 3 and 2)."""
+
+    num_partitions: int = prop("share.coordinator.state.topic.num.partitions", 50, minimum=1)
+    replication_factor: int = prop("share.coordinator.state.topic.replication.factor", 1, minimum=1,
+                                   maximum=32767)
+    min_isr: int = prop("share.coordinator.state.topic.min.isr", 1, minimum=1)
+    segment_bytes: int = prop("share.coordinator.state.topic.segment.bytes", 104_857_600, minimum=1)
+
+
+@dataclass(frozen=True)
 class TransactionConfig:
     """Kafka's transaction.* and transactional.id.* broker properties (broker/txn/). The topic's
     replication and min ISR default to 1 here, as offsets.topic.replication.factor does (Kafka: 3 and 2)."""
@@ -192,6 +205,9 @@ _BROKER_DEFAULTS = {
     "group.consumer.max.size": "2147483647",  # members of one KIP-848 consumer group
     "group.consumer.assignors": "uniform,range",  # server-side assignors; the first is the default
     "group.consumer.migration.policy": "bidirectional",  # online migration of non-empty groups (not served)
+    # The group.version a new cluster finalizes (Kafka: `kafka-storage format --feature`; 1 serves
+    # KIP-848 consumer groups); in a cluster the first broker's choice is stored (broker/features.py).
+    "ebb.group.version": "1",
     # What bounds and backs the group configs (broker/group_configs.py).
     **GROUP_BROKER_DEFAULTS,
     "broker.rack": "",
@@ -212,6 +228,7 @@ _BROKER_DEFAULTS = {
     SMALL_SEGMENTS_SETTING: "false",  # Ebb's own, for tests only (broker/topic_configs.py)
     # The transaction coordinator (broker/txn/), Kafka's names.
     **table_defaults(TransactionConfig),
+    **table_defaults(ShareCoordinatorConfig),
     **table_defaults(ClientQuotaConfig),
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
@@ -253,6 +270,7 @@ class BrokerConfig:
     group_consumer_max_size: int
     group_consumer_assignors: list[str]
     group_consumer_migration_policy: str
+    group_version: int
     rack: str | None
     log_level: str
     delete_records_v3_enable: bool
@@ -268,6 +286,7 @@ class BrokerConfig:
     metrics_listener: Listener | None = None  # ebb.metrics.listener; None: no /metrics endpoint
     sasl_max_receive_size: int = 524288  # sasl.server.max.receive.size
     transactions: TransactionConfig = field(default_factory=TransactionConfig)
+    share_coordinator: ShareCoordinatorConfig = field(default_factory=ShareCoordinatorConfig)
     client_quotas: ClientQuotaConfig = field(default_factory=ClientQuotaConfig)
     authorizer: AuthorizerConfig | None = None  # authorizer.class.name; None: every request is allowed
     sasl_authentication_timeout_ms: int = 30000  # ebb.sasl.authentication.timeout.ms
@@ -397,6 +416,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_consumer_max_size=int_property(merged, "group.consumer.max.size", minimum=1, maximum=INT32_MAX),
         group_consumer_assignors=_consumer_assignors(merged["group.consumer.assignors"]),
         group_consumer_migration_policy=_migration_policy(merged["group.consumer.migration.policy"]),
+        group_version=int_property(merged, "ebb.group.version", minimum=0, maximum=1),
         rack=merged["broker.rack"] or None,
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),
@@ -404,6 +424,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         zookeeper_session_timeout_ms=session_timeout_ms,
         zookeeper_connection_timeout_ms=connection_timeout_ms,
         transactions=parse_table(TransactionConfig, merged),
+        share_coordinator=parse_table(ShareCoordinatorConfig, merged),
         client_quotas=parse_table(ClientQuotaConfig, merged),
         replication=parse_table(ReplicationConfig, merged, unclean_leader_election_enable=bool_property(
             {UNCLEAN_ELECTION: "false", **merged}, UNCLEAN_ELECTION)),

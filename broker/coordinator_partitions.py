@@ -20,9 +20,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from broker.log import TopicPartition
+from broker.log import OffsetOutOfRangeError, ReadBound, StorageError, TopicPartition
 from broker.replica import PartitionError
 from protocol.errors import ErrorCode
+from protocol.records import iter_batches
 
 log = structlog.get_logger("coordinator")
 
@@ -44,6 +45,41 @@ class LedPartition(Protocol):
 P = TypeVar("P", bound=LedPartition)
 LOAD_RETRY_S = 0.1  # the first backoff after a failed load, doubled up to LOAD_RETRY_MAX_S
 LOAD_RETRY_MAX_S = 10.0
+LOAD_READ_BYTES = 1 << 20
+
+
+async def replay_log(partition, read_slices: Callable, on_record: Callable[[int, bytes, bytes | None], None], *,
+                     stop_on_error: bool) -> int:
+    """Read one coordinator partition from its log start to its end, calling `on_record(offset, key,
+    value)` for each keyed record of a data batch; returns the records read. A read that fails stops
+    the replay (`stop_on_error`: what was read is kept) or raises (the load is tried again)."""
+    partition_log = partition.log
+    offset = partition_log.log_start_offset
+    count = 0
+    while offset < partition_log.log_end_offset:
+        try:
+            info = partition_log.read(offset, LOAD_READ_BYTES, bound=ReadBound.LOG_END, min_one_batch=True)
+        except (OffsetOutOfRangeError, StorageError) as exc:
+            log.error("coordinator partition read failed", partition=str(partition.topic_partition),
+                      offset=offset, error=exc.message)
+            if stop_on_error:
+                break
+            raise
+        if not info.slices:
+            break
+        (data,) = await read_slices([info.slices])
+        for batch in iter_batches(data, allow_partial_tail=True):
+            if batch.is_control or batch.last_offset < offset:
+                continue
+            for record in batch.records():
+                if record.offset < offset or record.key is None:
+                    continue
+                count += 1
+                on_record(record.offset, record.key, record.value)
+        if info.next_offset <= offset:
+            break
+        offset = info.next_offset
+    return count
 
 
 class CoordinatorPartitions(Generic[P]):
@@ -83,6 +119,16 @@ class CoordinatorPartitions(Generic[P]):
             loading.cancel()
         self.loaded.discard(index)
         self._unload(index)
+
+    def local(self, indexes: list[int]) -> list[P]:
+        """The replicas this broker has of these partitions of the topic."""
+        found = []
+        for index in indexes:
+            try:
+                found.append(self._lookup(index))
+            except PartitionError:
+                continue
+        return found
 
     def follow(self, local: list[P]) -> None:
         """At start: each partition led here is loaded as if leadership had just moved here."""

@@ -20,6 +20,12 @@ from broker.log.file_region import FileRegion
 
 Finished = Callable[[OSError | None], None]
 _MORE = socket.MSG_MORE
+_WRITTEN, _FULL, _FILE_ENDED = 0, 1, 2  # where broker/_file_send.c's pump stopped
+
+try:  # _pump's loop in one call (setup.py builds it with `pip install -e .`)
+    from broker._file_send import pump as _compiled_pump
+except ImportError:  # a checkout without a C compiler: the loop below
+    _compiled_pump = None
 
 
 class SegmentCutShort(OSError):
@@ -68,6 +74,26 @@ class FileSender:
         self._socket.close()
 
     def _pump(self) -> None:
+        if _compiled_pump is None:
+            self._pump_in_python()
+            return
+        try:
+            index, done, state = _compiled_pump(self._socket.fileno(), self._pieces, self._index, self._done)
+        except OSError as exc:
+            self._end(exc)
+            return
+        self._index, self._done = index, done
+        if state == _FULL:
+            if not self._watching:
+                self._watching = True
+                self._loop.add_writer(self._socket.fileno(), self._pump)
+        elif state == _FILE_ENDED:
+            self._end(SegmentCutShort(f"a segment file ended {self._pieces[index][2] - done} bytes early"))
+        else:
+            self._end(None)
+
+    def _pump_in_python(self) -> None:
+        """What broker/_file_send.c does, where it is not built."""
         # Locals, written back to the slots before any return: this loop runs for every piece of every answer
         pieces, sock, index, done = self._pieces, self._socket, self._index, self._done
         out = sock.fileno()

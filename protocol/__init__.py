@@ -8,7 +8,8 @@ errors.py (ErrorCode, and CodedError, the one base of errors carrying (code, mes
 (Kafka's enums that travel as numbers, defined once).
 
 The fast paths: fastpath.py (Produce in and its answer out, Fetch out, record data never copied) and
-fetch_request.py (a consumer's Fetch request in); _produce_read.c compiles the Produce walk.
+fetch_request.py (a consumer's Fetch request in); _produce_read.c compiles the Produce walk,
+_fetch_read.c and _fetch_write.c the Fetch request's read and the Fetch answer's headers.
 
 Record batches: records.py (the one module they are imported from: the view, the walk, building)
 over batch_header.py (the header layout); record_format.py (the records inside a batch),

@@ -1203,6 +1203,48 @@ class DeleteShareGroupOffsetsResponse(ApiMessage):
         responses: list[DeleteShareGroupOffsetsResponseTopic] = ...,
     ) -> None: ...
 
+class DeleteShareGroupStateRequest(ApiRequest[DeleteShareGroupStateResponse]):
+    class DeleteStateData(Struct):
+        class PartitionData(Struct):
+            partition: int
+            """Partition index."""
+            def __init__(self, *, partition: int = ...) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions whose state goes."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[DeleteStateData]
+    """Topics whose state goes."""
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteStateData] = ...) -> None: ...
+
+class DeleteShareGroupStateResponse(ApiMessage):
+    class DeleteStateResult(Struct):
+        class PartitionResult(Struct):
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[DeleteStateResult]
+    """Per topic."""
+    def __init__(self, *, results: list[DeleteStateResult] = ...) -> None: ...
+
 class DeleteTopicsRequest(ApiRequest[DeleteTopicsResponse]):
     """v1-v3: layout unchanged from v0 v4: switches to the flexible encoding v5: layout unchanged (the response gains an
     error message) v6: topics listed as name-or-id entries; names may be null"""
@@ -3807,6 +3849,76 @@ class ProduceResponse(ApiMessage):
         node_endpoints: list[NodeEndpoint] = ...,
     ) -> None: ...
 
+class ReadShareGroupStateRequest(ApiRequest[ReadShareGroupStateResponse]):
+    class ReadStateData(Struct):
+        class PartitionData(Struct):
+            partition: int
+            """Partition index."""
+            leader_epoch: int
+            """The asking leader's epoch."""
+            def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions asked for."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[ReadStateData]
+    """Topics asked for."""
+    def __init__(self, *, group_id: str = ..., topics: list[ReadStateData] = ...) -> None: ...
+
+class ReadShareGroupStateResponse(ApiMessage):
+    class ReadStateResult(Struct):
+        class PartitionResult(Struct):
+            class StateBatch(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range."""
+                delivery_state: int
+                """0 Available, 2 Acknowledged, 4 Archived."""
+                delivery_count: int
+                """How often the range was delivered."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    delivery_state: int = ...,
+                    delivery_count: int = ...,
+                ) -> None: ...
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            state_epoch: int
+            """State epoch of the share-partition."""
+            start_offset: int
+            """Share-partition start offset; -1 when it has none yet."""
+            state_batches: list[StateBatch]
+            """Ranges past the start offset and their states."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                state_epoch: int = ...,
+                start_offset: int = ...,
+                state_batches: list[StateBatch] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[ReadStateResult]
+    """Per topic."""
+    def __init__(self, *, results: list[ReadStateResult] = ...) -> None: ...
+
 class RequestHeader(ApiMessage):
     """v0: no client id; only ControlledShutdown v0 ever used it. v1: carries the client id. v2: first flexible version;
     a tagged-field section follows the fixed fields. ClientId keeps a classic int16 length prefix even in v2, so that
@@ -4320,6 +4432,64 @@ class ShareGroupHeartbeatResponse(ApiMessage):
         assignment: Assignment | None = ...,
     ) -> None: ...
 
+class ShareSnapshotKey(ApiMessage):
+    """the key of a snapshot record in __share_group_state; on disk it follows the int16 record type 0"""
+    group_id: str
+    """The share group."""
+    topic_id: UUID
+    """The topic's id."""
+    partition: int
+    """Partition index."""
+    def __init__(self, *, group_id: str = ..., topic_id: UUID = ..., partition: int = ...) -> None: ...
+
+class ShareSnapshotValue(ApiMessage):
+    """the value of a snapshot record in __share_group_state; on disk it follows the int16 value version 0"""
+    class StateBatch(Struct):
+        first_offset: int
+        """First offset of the range."""
+        last_offset: int
+        """Last offset of the range."""
+        delivery_state: int
+        """0 Available, 2 Acknowledged, 4 Archived."""
+        delivery_count: int
+        """How often the range was delivered."""
+        def __init__(
+            self,
+            *,
+            first_offset: int = ...,
+            last_offset: int = ...,
+            delivery_state: int = ...,
+            delivery_count: int = ...,
+        ) -> None: ...
+    snapshot_epoch: int
+    """Snapshot epoch."""
+    state_epoch: int
+    """State epoch of the share-partition."""
+    leader_epoch: int
+    """Epoch of the leader that wrote it."""
+    start_offset: int
+    """Share-partition start offset."""
+    delivery_complete_count: int
+    """Offsets at or past the start offset finished with."""
+    create_timestamp: int
+    """When the state was made."""
+    write_timestamp: int
+    """When this snapshot was written."""
+    state_batches: list[StateBatch]
+    """Ranges past the start offset and their states."""
+    def __init__(
+        self,
+        *,
+        snapshot_epoch: int = ...,
+        state_epoch: int = ...,
+        leader_epoch: int = ...,
+        start_offset: int = ...,
+        delivery_complete_count: int = ...,
+        create_timestamp: int = ...,
+        write_timestamp: int = ...,
+        state_batches: list[StateBatch] = ...,
+    ) -> None: ...
+
 class SyncGroupRequest(ApiRequest[SyncGroupResponse]):
     """v1-v2: layout unchanged from v0 v3: static-membership instance id added v4: switches to the flexible encoding v5:
     protocol type and name sent so the broker can reject a member that disagrees with the group"""
@@ -4570,6 +4740,84 @@ class UpdateFeaturesResponse(ApiMessage):
         error_message: str | None = ...,
         results: list[UpdatableFeatureResult] = ...,
     ) -> None: ...
+
+class WriteShareGroupStateRequest(ApiRequest[WriteShareGroupStateResponse]):
+    class WriteStateData(Struct):
+        class PartitionData(Struct):
+            class StateBatch(Struct):
+                first_offset: int
+                """First offset of the range."""
+                last_offset: int
+                """Last offset of the range."""
+                delivery_state: int
+                """0 Available, 2 Acknowledged, 4 Archived."""
+                delivery_count: int
+                """How often the range was delivered."""
+                def __init__(
+                    self,
+                    *,
+                    first_offset: int = ...,
+                    last_offset: int = ...,
+                    delivery_state: int = ...,
+                    delivery_count: int = ...,
+                ) -> None: ...
+            partition: int
+            """Partition index."""
+            state_epoch: int
+            """State epoch of the share-partition."""
+            leader_epoch: int
+            """The writing leader's epoch."""
+            start_offset: int
+            """Share-partition start offset, -1 to keep the stored one."""
+            delivery_complete_count: int
+            """Offsets at or past the start offset finished with (KIP-1226)."""
+            state_batches: list[StateBatch]
+            """Ranges past the start offset and their states."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                state_epoch: int = ...,
+                leader_epoch: int = ...,
+                start_offset: int = ...,
+                delivery_complete_count: int = ...,
+                state_batches: list[StateBatch] = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions written."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[WriteStateData]
+    """Topics written."""
+    def __init__(self, *, group_id: str = ..., topics: list[WriteStateData] = ...) -> None: ...
+
+class WriteShareGroupStateResponse(ApiMessage):
+    class WriteStateResult(Struct):
+        class PartitionResult(Struct):
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[WriteStateResult]
+    """Per topic."""
+    def __init__(self, *, results: list[WriteStateResult] = ...) -> None: ...
 
 class WriteTxnMarkersRequest(ApiRequest[WriteTxnMarkersResponse]):
     """v0 is gone since Kafka 4.0; v1 is the flexible baseline v2: each marker says the transaction version it belongs

@@ -136,6 +136,7 @@ class ErrorCode(IntEnum):
     INVALID_RECORD_STATE = 121  # share groups (KIP-932): acknowledging a record not held
     SHARE_SESSION_NOT_FOUND = 122
     INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124  # a share-partition's state reset by the admin APIs since its leader read it
     INVALID_REGULAR_EXPRESSION = 128
     SHARE_SESSION_LIMIT_REACHED = 133
 

@@ -27,6 +27,10 @@ try:  # a request's partitions read in one call; setup.py builds it with `pip in
     from ._produce_read import read_partitions as _read_partitions
 except ImportError:  # a checkout without a C compiler: the Python reader alone
     _read_partitions = None
+try:  # a Fetch answer's headers written in one call (the same bytes)
+    from ._fetch_write import encode as _encode_fetch
+except ImportError:
+    _encode_fetch = None
 
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = _TopicData.PartitionProduceData
@@ -251,6 +255,16 @@ def encode_produce_response(body, version: int, correlation_id: int) -> list:
 
 def encode_fetch_response(body, version: int, correlation_id: int) -> list:
     """A whole Fetch response frame as chunks (size prefix first); record data is not copied."""
+    if _encode_fetch is not None:
+        chunks = _encode_fetch(body, version, correlation_id)
+        if chunks is not None:
+            return chunks
+    return encode_fetch_response_in_python(body, version, correlation_id)
+
+
+def encode_fetch_response_in_python(body, version: int, correlation_id: int) -> list:
+    """What protocol/_fetch_write.c's encode writes, and every answer it leaves (a tagged field with a
+    value, a number its field cannot hold, another version)."""
     if version not in FetchResponse.valid_versions:
         raise ProtocolError(ErrorCode.UNSUPPORTED_VERSION, f"Fetch v{version} is not supported")
     flexible = version >= _FETCH_FLEXIBLE

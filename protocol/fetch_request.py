@@ -2,7 +2,9 @@
 
 The generic codec reads through BytesIO with one call per field; a consumer's Fetch is the same few
 shapes every time (one or a few topics, each partition a fixed run of ints), so here each partition
-is one `struct.unpack_from` over the frame. It builds exactly the FetchRequest the generic codec
+is one `struct.unpack_from` over the frame, or, where protocol/_fetch_read.c is built, the whole
+request is read in one compiled call that builds the same objects (and gives way to this code for any
+frame this code would not read). It builds exactly the FetchRequest the generic codec
 builds (tests/protocol/test_fetch_request.py holds the two equal on random requests at every
 version), and covers only the common case: a tagged field anywhere (a follower's ReplicaState or
 ReplicaDirectoryId, a ClusterId), a version the broker does not serve, or bytes that do not parse
@@ -59,6 +61,15 @@ class _Unusual(Exception):
 
 def decode_fetch_request(frame: bytes | bytearray) -> Request[FetchRequest]:
     """Parse a Fetch request frame (no size prefix), as framing.decode_request does."""
+    if _compiled is not None:
+        request = _compiled(frame)
+        if request is not None:
+            return request
+    return decode_in_python(frame)
+
+
+def decode_in_python(frame: bytes | bytearray) -> Request[FetchRequest]:
+    """decode_fetch_request without the compiled reader: its reference in the tests."""
     try:
         return _decode(frame)
     except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
@@ -221,6 +232,15 @@ def _count(frame: bytes | bytearray, pos: int, compact: bool) -> tuple[int, int]
 
 def _null() -> int:
     raise _Unusual
+
+
+try:  # _decode in C (setup.py builds it with `pip install -e .`): the same frames, the same objects
+    from ._fetch_read import configure as _configure
+    from ._fetch_read import decode as _compiled
+    _configure(Request, RequestHeader, FetchRequest, _ReplicaState, _Topic, _Partition, _ForgottenTopic,
+               _NO_DIRECTORY, _NO_HIGH_WATERMARK, lambda raw: _uuid(raw, 0), _IDS)
+except ImportError:  # a checkout without a C compiler: the Python decoder alone
+    _compiled = None
 
 
 def _no_tags(frame: bytes | bytearray, pos: int) -> int:

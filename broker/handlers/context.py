@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from broker.replica import ReplicaManager
     from broker.security.authorizer import Authorizer
     from broker.security.credentials import CredentialStore
+    from broker.share.coordinator import ShareCoordinator
     from broker.share.manager import SharePartitionManager
     from broker.topics import TopicManager
     from broker.txn import TransactionCoordinator
@@ -72,6 +73,9 @@ class BrokerContext(Protocol):
 
     @property
     def shares(self) -> SharePartitionManager: ...
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator: ...
 
     @property
     def transactions(self) -> TransactionCoordinator: ...

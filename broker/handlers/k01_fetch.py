@@ -58,7 +58,6 @@ KAFKA_STORAGE_ERROR.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -395,7 +394,7 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | Non
             failed = True
             continue
         if held is not None and replica_id not in w.partition.isr and held.is_throttled(w.partition.topic_partition):
-            read = dataclasses.replace(read, slices=(), next_offset=Offset(w.fetch_offset))
+            read = read._replace(slices=(), next_offset=Offset(w.fetch_offset))
         w.read = read
         if keep_state:
             w.read_state = read_state(w.partition, committed)

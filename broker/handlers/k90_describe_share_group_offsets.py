@@ -2,9 +2,10 @@
 per share group, each partition's share-partition start offset, the leader epoch and, from v1, the lag
 (KIP-1226: records from the start offset to the high watermark not finished with). Topics null: every
 partition the group has state for; a named partition without state answers start offset -1, and a group
-that does not exist no partitions (NONE), as Kafka answers. The state is the partition leader's
-(broker/share/): in a cluster only the partitions led by the coordinator are seen (docs/features.md,
-"Share group gaps"). Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
+that does not exist no partitions (NONE), as Kafka answers. The state is the partition leader's in
+memory when led here, else its share coordinator's (broker/share/): every partition is seen, on any
+broker; the lag of a partition with no replica here is -1 (docs/features.md, "Share group gaps").
+Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 (TOPIC_AUTHORIZATION_FAILED).
 
 Errors: NONE, GROUP_ID_NOT_FOUND (a classic group's id), GROUP_AUTHORIZATION_FAILED,
@@ -19,9 +20,9 @@ import uuid
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
 from broker.handlers.share_requests import topic_refusal
-from broker.replica import PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed
+from broker.share.manager import ShareStateError
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -52,8 +53,13 @@ async def describe_share_group_offsets(broker: BrokerContext, request: Request[D
             group.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             group.error_message = f"Group {asked.group_id} is not a share group."
             continue
-        if asked.topics is None:
-            state = await broker.shares.group_state(asked.group_id, broker.topics.all())
+        if asked.topics is None:  # internal topics are never shared
+            try:
+                state = await broker.shares.group_state(asked.group_id,
+                                                        [t for t in broker.topics.all() if not t.internal])
+            except ShareStateError as exc:
+                group.error_code = exc.error_code
+                continue
             wanted = {t: sorted(parts) for t, parts in state.items()}
         else:
             wanted = {t.topic_name: list(t.partitions) for t in asked.topics}
@@ -76,13 +82,15 @@ async def _describe_topic(broker: BrokerContext, connection: RequestContext, gro
             entry.error_code = refused
             continue
         assert topic is not None
+        if index not in topic.replicas:
+            entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
         try:
-            partition = broker.replicas.partition_of(topic, index)
-        except PartitionError as exc:
+            described = await broker.shares.described(group_id, topic, index)
+        except ShareStateError as exc:
             entry.error_code = exc.error_code
             continue
-        share = await broker.shares.stored(group_id, partition)
-        if share is not None:
-            entry.start_offset, entry.leader_epoch = share.start_offset, partition.leader_epoch
-            entry.lag = broker.shares.lag(share, partition)
+        if described is not None:
+            share, entry.leader_epoch, entry.lag = described
+            entry.start_offset = share.start_offset
     return answer

@@ -1,12 +1,14 @@
 """AlterShareGroupOffsets (key 91), version 0 (KIP-932; `kafka-share-groups --reset-offsets`): sets
 the share-partition start offset of an Empty share group's partitions, nothing in flight; a group
-that does not exist is made (Empty) first. The state is the partition leader's (broker/share/): in a
-cluster a partition led elsewhere is NOT_LEADER_OR_FOLLOWER (docs/features.md, "Share group gaps").
+that does not exist is made (Empty) first. The state is written to its share coordinator
+(broker/share/) under the next state epoch, for a partition led on any broker; its leader reads it
+again (docs/features.md, "Share group gaps").
 Needs READ on the group and on each topic.
 
 Errors: NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND (a classic group's id), GROUP_AUTHORIZATION_FAILED,
 INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (top level); TOPIC_AUTHORIZATION_FAILED,
-UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, INVALID_REQUEST (a negative offset) (per partition).
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (a negative offset), COORDINATOR_NOT_AVAILABLE and
+NOT_COORDINATOR (the share coordinator could not be had) (per partition).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import uuid
 
 from broker.handlers import BrokerContext, handles
 from broker.handlers.share_requests import empty_share_group, topic_refusal
-from broker.replica import PartitionError
 from broker.request_context import RequestContext
+from broker.share.manager import ShareStateError
 from broker.share.partition import ShareError
 from protocol.enums import ApiKey, Operation
 from protocol.errors import ErrorCode
@@ -57,12 +59,12 @@ async def alter_share_group_offsets(broker: BrokerContext, request: Request[Alte
                 entry.error_code = ErrorCode.INVALID_REQUEST
                 continue
             assert topic is not None
-            try:
-                partition = broker.replicas.partition_of(topic, part.partition_index)
-                partition.check_leader()
-            except PartitionError as exc:
-                entry.error_code = exc.error_code
+            if part.partition_index not in topic.replicas:
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            await broker.shares.set_start(body.group_id, partition, part.start_offset)
+            try:
+                await broker.shares.set_start(body.group_id, topic, part.partition_index, part.start_offset)
+            except ShareStateError as exc:
+                entry.error_code = exc.error_code
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                                           responses=answers)

@@ -89,8 +89,8 @@ def resolve(broker: BrokerContext, connection: RequestContext, request: ShareReq
 async def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Outcome, batches, *,
                       renew: bool) -> None:
     """Apply one partition's AcknowledgementBatches, all or none (Kafka rolls back the batches before a
-    refused one); the refusal is the partition's answer. The state file is written before the answer:
-    what was acknowledged survives a restart."""
+    refused one); the refusal is the partition's answer. The state is stored with the share coordinator
+    before the answer: what was acknowledged survives a restart or a leader move."""
     if outcome.error != ErrorCode.NONE or outcome.partition is None:
         outcome.acknowledge_error = outcome.error
         return

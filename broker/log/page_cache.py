@@ -3,7 +3,9 @@
 there, because sendfile on pages that are not would wait for the disk on the event loop.
 
 Where the call is missing (an older kernel, another system, seccomp) `cached` always says False and
-the callers read the bytes as before (broker/log/slices.py).
+the callers read the bytes as before (broker/log/slices.py). The call goes through broker/_file_send.c
+where that is built (once per partition of every Fetch: ctypes' own cost per call was most of it), and
+through ctypes where not.
 """
 
 from __future__ import annotations
@@ -54,7 +56,23 @@ class _CacheStat:
         return self._stat.nr_cache >= pages
 
 
-_KERNEL = _CacheStat(_CACHESTAT) if _CACHESTAT is not None else None
+class _CompiledCacheStat:
+    """The same check without ctypes' per-call cost: `cached` is broker/_file_send.c's function itself
+    (None where the kernel has no cachestat or refuses it, which the probe here finds first)."""
+
+    def __init__(self, cached: Callable[[int, int, int], bool | None]) -> None:
+        self.cached = cached
+        self.working = cached(-1, 0, 1) is not None  # a bad descriptor: False where the call exists
+
+
+try:  # built by `pip install -e .` (setup.py); ctypes where it is not
+    from broker._file_send import cached as _compiled_cached
+except ImportError:
+    _compiled_cached = None
+
+_KERNEL: _CacheStat | _CompiledCacheStat | None = None
+if _CACHESTAT is not None:
+    _KERNEL = _CompiledCacheStat(_compiled_cached) if _compiled_cached is not None else _CacheStat(_CACHESTAT)
 
 
 def available() -> bool:
@@ -62,7 +80,7 @@ def available() -> bool:
     return _KERNEL is not None and _KERNEL.working
 
 
-def checker() -> Callable[[int, int, int], bool] | None:
+def checker() -> Callable[[int, int, int], bool | None] | None:
     """`cached` itself when the kernel answers cachestat, else None (then nothing is known to be
     cached): a caller checking many ranges at once skips the per-range tests of the module function."""
     return _KERNEL.cached if _KERNEL is not None and _KERNEL.working else None
@@ -70,4 +88,4 @@ def checker() -> Callable[[int, int, int], bool] | None:
 
 def cached(fd: int, position: int, length: int) -> bool:
     """Every page of bytes [position, position + length) of the open file `fd` is in the page cache."""
-    return _KERNEL is not None and _KERNEL.working and _KERNEL.cached(fd, position, length)
+    return _KERNEL is not None and _KERNEL.working and bool(_KERNEL.cached(fd, position, length))

@@ -29,8 +29,9 @@ class AppendInfo(NamedTuple):  # a NamedTuple, not a frozen dataclass: one per a
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class FileSlice:
+# NamedTuples, not frozen dataclasses (whose __init__ sets each field through object.__setattr__): one of
+# each per partition of every fetch, made by one short __new__
+class FileSlice(NamedTuple):
     """Bytes [position, position + length) of a segment file: whole batches, ready to send."""
 
     file: SegmentFile
@@ -56,8 +57,7 @@ class FileSlice:
         return headers, start
 
 
-@dataclass(frozen=True, slots=True)
-class ReadInfo:
+class ReadInfo(NamedTuple):
     slices: tuple[FileSlice, ...]
     next_offset: Offset  # where the reader continues: the first offset not returned
     high_watermark: Offset

@@ -48,10 +48,10 @@ class _ApiStats:
 
 
 class RequestTiming:
-    __slots__ = ("_metrics", "api", "arrived", "started", "handled_at", "remote")
+    __slots__ = ("_stats", "api", "arrived", "started", "handled_at", "remote")
 
     def __init__(self, metrics: RequestMetrics, api: str, arrived: float) -> None:
-        self._metrics = metrics
+        self._stats = metrics.stats(api)  # looked up once: handled() and sent() both count into it
         self.api = api
         self.arrived = arrived
         self.started = time.perf_counter()
@@ -62,7 +62,7 @@ class RequestTiming:
         """The handler returned `response` (None: no answer is due, e.g. Produce acks=0)."""
         self.handled_at = time.perf_counter()
         _current.set(None)
-        stats = self._metrics.stats(self.api)
+        stats = self._stats
         stats.requests += 1
         if response is not None:
             count_errors(response, stats.errors)
@@ -70,7 +70,7 @@ class RequestTiming:
     def sent(self) -> None:
         """The answer is in the socket's hands and its write buffer has room: the request is done."""
         now = time.perf_counter()
-        stats = self._metrics.stats(self.api)
+        stats = self._stats
         queue, local_and_remote = self.started - self.arrived, self.handled_at - self.started
         remote = min(self.remote, local_and_remote)
         for histogram, value in zip(stats.phases, (queue, local_and_remote - remote, remote, now - self.handled_at,
@@ -135,7 +135,8 @@ def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or n
 
 
 def _count_items(items: Any, into: dict[int, int]) -> None:
-    has_error, nested = _plan(items[0])  # an array's items share one type
+    # an array's items share one type; its plan is found without a call once made
+    has_error, nested = _PLANS.get(type(items[0])) or _plan(items[0])
     for item in items:
         if has_error:
             code = item.error_code

@@ -8,13 +8,14 @@ minus the duration (by_duration:<ISO-8601>). Reads go to the high watermark, or 
 offset under share.isolation.level=read_committed. Record bytes are the log's own batches, read off
 the event loop and sent as stored: only their headers are looked at, to learn their offsets.
 
-Each share-partition's state is a file in its partition's directory, `share-<sha256 of the group id>.state`
-(SharePartition.snapshot), written atomically (rename, without fsync: an acknowledgement waits for the
-write, not for the disk) off the event loop after every change that finishes or releases records, and
-read back on the partition's first fetch after a start: the start offset, what
-was acknowledged or archived past it and the delivery counts survive a restart (records acquired then
-become Available again). A deleted topic's directory takes the files with it. The file stays with the
-replica that wrote it: a new leader elsewhere starts from share.auto.offset.reset (docs/features.md).
+Each share-partition's state (the start offset, what was acknowledged or archived past it, the
+delivery counts) is kept by its share coordinator in `__share_group_state` (broker/share/coordinator.py,
+reached through broker/share/persister.py): written after every change that finishes or releases
+records (an acknowledgement is answered once the write is), and read when this broker starts leading
+the share-partition (its first fetch after a start, a leadership move or a reassignment): a new
+leader continues where the old one stopped, records acquired then becoming Available again. A state
+file `share-<sha256 of the group id>.state` left in the partition's directory by an older Ebb is read
+once, when the coordinator has no state for it, written to the coordinator and removed.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ import structlog
 
 from broker.log.common import LogError, TopicPartition
 from broker.log.free_space import NO_SPACE_ERRNOS
-from broker.log.io import LogIO
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
+from broker.share.persister import PersisterError, StatePersister
 from broker.share.sessions import ShareSession, ShareSessionCache
+from broker.share.state_log import ShareState
 from broker.topic import Topic
 from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
 from protocol.errors import ErrorCode
@@ -83,7 +85,7 @@ Key = tuple[str, uuid.UUID, int]  # (group, topic id, partition): a re-created t
 
 
 class ShareStateError(Exception):
-    """A state file could not be read or written: the partition's answer carries `error_code`."""
+    """The state could not be read or written: the partition's answer carries `error_code`."""
 
     def __init__(self, error_code: ErrorCode) -> None:
         super().__init__(error_code.name)
@@ -91,8 +93,9 @@ class ShareStateError(Exception):
 
 
 class SharePartitionManager:
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, persister: StatePersister) -> None:
         self._replicas = replicas
+        self.persister = persister
         self.partitions: dict[Key, SharePartition] = {}
         self._owners: dict[Key, Partition] = {}  # the replica each share-partition was made on
         self.sessions = ShareSessionCache(MAX_SHARE_SESSIONS)
@@ -114,7 +117,7 @@ class SharePartitionManager:
         return share
 
     def _drop(self, key: Key) -> None:
-        """The share-partition goes from memory (its locks with it); its state file is left as it is."""
+        """The share-partition goes from memory (its locks with it); its stored state is left as it is."""
         self._drops += 1
         self._owners.pop(key, None)
         old = self.partitions.pop(key, None)
@@ -126,7 +129,7 @@ class SharePartitionManager:
 
     def _role_changed(self, partition: Partition) -> None:
         """No longer the leader: the share-partitions of this replica go (acquired records with them);
-        leading again reads the state file back, as after a restart."""
+        leading again reads the state back from its share coordinator, as after a restart."""
         if not partition.is_leader:
             for key in [k for k, owner in self._owners.items() if owner is partition]:
                 self._drop(key)
@@ -136,14 +139,51 @@ class SharePartitionManager:
         for key in [k for k, owner in self._owners.items() if owner.topic_partition == tp]:
             self._drop(key)
 
-    async def _read_state(self, group_id: str, partition: Partition) -> tuple[bytes | None, int]:
-        """The state file's bytes (None: none, or unreadable) and the drop count the read began at."""
+    async def _read_state(self, group_id: str, partition: Partition) -> tuple[SharePartition | None, int, int]:
+        """The stored share-partition (None: none yet), the drop count the read began at and the state
+        epoch a new one takes (after a deletion). An old state file with no stored state is moved into
+        the coordinator (once)."""
         drops = self._drops
+        key = self._key(group_id, partition)
+        released = lambda: self._released(group_id, partition)  # noqa: E731
         try:
-            saved = await partition.log.io.run(_read_if_there, _state_path(group_id, partition))
+            state = await self.persister.read(key, partition.leader_epoch)
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+        if state is not None and state.start_offset < 0:  # deleted: a new one, fenced from the old
+            return None, drops, state.state_epoch
+        if state is not None:
+            try:
+                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch), \
+                    drops, state.state_epoch
+            except ValueError as exc:
+                log.warning("share-partition state unreadable: starting afresh", group=group_id,
+                            partition=str(partition.topic_partition), error=str(exc))
+                return None, drops, state.state_epoch + 1
+        return await self._migrated(group_id, partition, released), drops, 0
+
+    async def _migrated(self, group_id: str, partition: Partition, released) -> SharePartition | None:
+        """An older Ebb's state file, stored with the coordinator and removed; None when there is none."""
+        path = _state_path(group_id, partition)
+        try:
+            saved = await partition.log.io.run(_read_if_there, path)
         except OSError as exc:
-            raise self._storage_failed(partition, "share-partition state read", exc) from exc
-        return _checked(saved, group_id, partition), drops
+            raise self._storage_failed(partition, "share-partition state file read", exc) from exc
+        if _checked(saved, group_id, partition) is None:
+            return None
+        assert saved is not None
+        share = SharePartition.restore(saved, group_id, released=released)
+        try:
+            await self.persister.write(self._key(group_id, partition), 0, partition.leader_epoch,
+                                       share.start_offset, share.state_batches())
+            await partition.log.io.remove_files([path])
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+        except OSError as exc:
+            raise self._storage_failed(partition, "share-partition state file removal", exc) from exc
+        log.info("share-partition state file moved to the share coordinator", group=group_id,
+                 partition=str(partition.topic_partition))
+        return share
 
     def _storage_failed(self, partition: Partition, action: str, exc: OSError) -> ShareStateError:
         """A state file's I/O error. The dir gone (its topic deleted): UNKNOWN_TOPIC_OR_PARTITION; a
@@ -161,7 +201,7 @@ class SharePartitionManager:
         tp = partition.topic_partition
         found = self.partitions.get(key)
         while found is None:
-            saved, drops = await self._read_state(group_id, partition)
+            saved, drops, state_epoch = await self._read_state(group_id, partition)
             start = None if saved is not None else await self._initial_offset(partition, settings.reset)
             if drops != self._drops:  # dropped meanwhile (DeleteShareGroupOffsets, leadership): read again
                 found = self.partitions.get(key)
@@ -170,13 +210,13 @@ class SharePartitionManager:
             found = self.partitions.get(key)  # another fetch may have made it meanwhile
             if found is None:
                 if saved is not None:
-                    found = SharePartition.restore(saved, group_id,
-                                                   released=lambda: self._released(group_id, partition))
+                    found = saved
                     log.info("share-partition state read back", group=group_id, partition=str(tp),
                              start_offset=found.start_offset)
                 else:
                     assert start is not None
                     found = SharePartition(start, released=lambda: self._released(group_id, partition))
+                    found.state_epoch = state_epoch
                     log.info("share-partition initialised", group=group_id, partition=str(tp), start_offset=start)
                 self._put(key, partition, found)
         found.move_start(partition.log_start_offset)
@@ -184,26 +224,29 @@ class SharePartitionManager:
 
     def _released(self, group_id: str, partition: Partition) -> None:
         """Records went back to Available (a lock expired, a session ended): a parked ShareFetch may take
-        them, and the state file follows."""
+        them, and the stored state follows."""
         self._replicas.fetches.notify(partition.topic_partition)
         partition.log.io.spawn(self._persist_released(group_id, partition), "share-partition state")
 
     async def persist(self, group_id: str, partition: Partition, *, remove: bool = False) -> None:
-        """Write the share-partition's state file as it is now (after acknowledgements: durable on return),
-        or remove it (`remove`). A share-partition dropped meanwhile (its replica no longer leads) leaves
-        the file alone. ShareStateError when the disk refuses."""
+        """Store the share-partition's state as it is now (after acknowledgements: stored on return), or
+        remove it (`remove`: stored as starting past the log end, nothing in flight, until a fetch starts
+        it again from the reset rule, see forget). A share-partition dropped meanwhile (its replica no
+        longer leads) writes nothing. ShareStateError when the coordinator cannot be had."""
         key = self._key(group_id, partition)
         lock = self._writing.setdefault(key, asyncio.Lock())
         try:
             async with lock:
                 share = self.partitions.get(key)
-                path = _state_path(group_id, partition)
                 if remove:
-                    await partition.log.io.remove_files([path])
+                    await self.persister.delete(key)
                 elif share is not None and self._owners.get(key) is partition:
-                    await partition.log.io.write_atomically(path, share.snapshot(group_id), sync=False)
-        except OSError as exc:
-            raise self._storage_failed(partition, "share-partition state write", exc) from exc
+                    await self.persister.write(key, share.state_epoch, partition.leader_epoch, share.start_offset,
+                                               share.state_batches())
+        except PersisterError as exc:
+            if exc.error_code == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is share:
+                self._drop(key)  # reset by the admin APIs meanwhile: the next fetch reads it again
+            raise ShareStateError(exc.error_code) from None
         finally:
             if not lock.locked() and key not in self.partitions and self._writing.get(key) is lock:
                 del self._writing[key]
@@ -265,75 +308,87 @@ class SharePartitionManager:
     # --- the admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ---
 
     async def stored(self, group_id: str, partition: Partition) -> SharePartition | None:
-        """The group's share-partition: in memory, else read back from its state file, else None."""
+        """The group's share-partition: in memory, else read back from its share coordinator, else None."""
         key = self._key(group_id, partition)
         found = self.partitions.get(key)
         while found is None:
-            saved, drops = await self._read_state(group_id, partition)
+            saved, drops, _ = await self._read_state(group_id, partition)
             if drops != self._drops:
                 found = self.partitions.get(key)
                 continue
             found = self.partitions.get(key)
             if found is None and saved is not None and partition.is_leader:
-                found = self._put(key, partition, SharePartition.restore(
-                    saved, group_id, released=lambda: self._released(group_id, partition)))
+                found = self._put(key, partition, saved)
             break
         return found
 
-    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, SharePartition]]:
-        """{topic: {partition: its share-partition}} of a group, over the partitions of `topics` led here
-        (in memory or in a state file)."""
-        found: dict[str, dict[int, SharePartition]] = {}
-        for partition in self._led(topics):
+    async def described(self, group_id: str, topic: Topic, index: int) -> tuple[SharePartition, int, int] | None:
+        """(share-partition, leader epoch, lag) of the group's partition wherever it is led: here, in
+        memory or read back; elsewhere, as its share coordinator stores it (not kept). The lag is -1
+        where this broker has no replica of the partition (no high watermark to count to)."""
+        partition = None
+        with contextlib.suppress(PartitionError):
+            partition = self._replicas.partition_of(topic, index)
+        if partition is not None and partition.is_leader:
             share = await self.stored(group_id, partition)
-            if share is not None:
-                found.setdefault(partition.topic_partition.topic, {})[partition.topic_partition.partition] = share
-        return found
+            return None if share is None else (share, partition.leader_epoch, lag(share, partition.high_watermark))
+        state = await self._coordinator_state((group_id, topic.topic_id, index))
+        if state is None or state.start_offset < 0:
+            return None
+        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch)
+        # ReadShareGroupState carries no leader epoch: a replica here knows the partition's
+        epoch = state.leader_epoch if state.leader_epoch >= 0 or partition is None else partition.leader_epoch
+        return share, epoch, -1 if partition is None else lag(share, partition.high_watermark)
 
-    def _led(self, topics: list[Topic]) -> list[Partition]:
-        led = []
+    async def _coordinator_state(self, key: Key) -> ShareState | None:
+        try:
+            return await self.persister.read(key, -1)
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+
+    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, tuple]]:
+        """{topic: {partition: described(...)}} of a group, over every partition of `topics` with state."""
+        found: dict[str, dict[int, tuple]] = {}
         for topic in topics:
             for index in sorted(topic.replicas):
-                with contextlib.suppress(PartitionError):
-                    partition = self._replicas.partition_of(topic, index)
-                    if partition.is_leader:
-                        led.append(partition)
-        return led
+                described = await self.described(group_id, topic, index)
+                if described is not None:
+                    found.setdefault(topic.name, {})[index] = described
+        return found
 
-    def lag(self, share: SharePartition, partition: Partition) -> int:
-        """Records from the start offset up to the high watermark not finished with (KIP-1226)."""
-        return max(0, partition.high_watermark - share.start_offset - share.finished_in_flight())
-
-    async def set_start(self, group_id: str, partition: Partition, offset: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight."""
-        key = self._key(group_id, partition)
+    async def set_start(self, group_id: str, topic: Topic, index: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight, under
+        the next state epoch (its leader, here or elsewhere, is fenced and reads it again)."""
+        key = (group_id, topic.topic_id, index)
+        old = await self._coordinator_state(key)
+        self._drops += 1  # a read under way is of the old state
+        try:
+            await self.persister.write(key, (old.state_epoch if old is not None else 0) + 1,
+                                       old.leader_epoch if old is not None else -1, offset, ())
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
         self._drop(key)
-        self._put(key, partition, SharePartition(offset, released=lambda: self._released(group_id, partition)))
-        await self.persist(group_id, partition)
-        log.info("share-partition start offset set", group=group_id, partition=str(partition.topic_partition),
+        log.info("share-partition start offset set", group=group_id, topic=topic.name, partition=index,
                  start_offset=offset)
 
     async def forget(self, group_id: str, topics: list[Topic]) -> None:
         """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
-        the partitions led here goes, in memory and on disk; a later fetch starts from the reset rule."""
-        self._drops += 1  # a state file being read now is about to go: that read must not be kept
-        unloaded: dict[LogIO, list[Path]] = {}  # state files not in memory: one removal per log dir
-        for partition in self._led(topics):
-            key = self._key(group_id, partition)
-            if key in self.partitions:  # a write may be under way: removed after it, under its lock
+        their partitions goes, in memory here and with the share coordinator (and an older Ebb's state
+        file on a leader here); a later fetch starts from the reset rule."""
+        for topic in topics:
+            for index in sorted(topic.replicas):
+                key = (group_id, topic.topic_id, index)
+                self._drops += 1  # a state being read now is about to go: that read must not be kept
                 self._drop(key)
-                try:
-                    await self.persist(group_id, partition, remove=True)
-                except ShareStateError:
-                    pass  # logged; a dir that failed is offline, its files are not served
-            else:
-                unloaded.setdefault(partition.log.io, []).append(_state_path(group_id, partition))
-        for io, paths in unloaded.items():
-            try:
-                await io.remove_files(paths)
-            except OSError as exc:
-                log.warning("share-partition state files not removed", group=group_id, error=repr(exc))
-        self._drops += 1  # and one begun while the files went
+                with contextlib.suppress(PersisterError):  # logged by the persister
+                    await self.persister.delete(key)
+                self._drops += 1  # and one begun while it went
+                with contextlib.suppress(PartitionError):
+                    partition = self._replicas.partition_of(topic, index)
+                    try:
+                        await partition.log.io.remove_files([_state_path(group_id, partition)])
+                    except OSError as exc:
+                        log.warning("share-partition state file not removed", group=group_id, error=repr(exc))
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group or its session timed out (Kafka's ShareGroupListener): its
@@ -357,6 +412,11 @@ class SharePartitionManager:
             share = self.share_partition(group_id, partition)
             if share is not None:
                 share.release_member(member_id, delivery_limit)
+
+
+def lag(share: SharePartition, high_watermark: int) -> int:
+    """Records from the start offset up to the high watermark not finished with (KIP-1226)."""
+    return max(0, high_watermark - share.start_offset - share.finished_in_flight())
 
 
 def _state_path(group_id: str, partition: Partition) -> Path:

@@ -32,7 +32,7 @@ MAX_DELIVERY_COUNT = 32767  # the answer's DeliveryCount is an int16
 
 
 class RecordState(IntEnum):
-    """Kafka's RecordState ids (its share-group state records carry them, as the state file here does)."""
+    """Kafka's RecordState ids (its share-group state records carry them, as Ebb's do: broker/share/state_log.py)."""
 
     AVAILABLE = 0
     ACQUIRED = 1
@@ -92,6 +92,7 @@ class SharePartition:
         self._records: dict[int, _InFlight] = {}
         self._released = released
         self.delivery_limit = 2**15  # the group's share.delivery.count.limit as its last fetch used it
+        self.state_epoch = 0  # the stored state's epoch it came from: the admin APIs' resets bump it
         # False once a scan found nothing Available, until a release (Kafka's findNextFetchOffset): a
         # fetch then reads from the end offset without scanning every record in flight.
         self._maybe_available = False
@@ -271,6 +272,36 @@ class SharePartition:
                      for o, r in sorted(self._records.items())]
         return json.dumps({"version": 0, "group": group_id, "start": self.start_offset, "end": self.end_offset,
                            "records": in_flight}, separators=(",", ":")).encode()
+
+    def state_batches(self) -> tuple[tuple[int, int, int, int], ...]:
+        """The in-flight offsets as Kafka's state batches: (first, last, state, delivery count) ranges of
+        consecutive offsets alike, Acquired written as Available (locks do not survive a move)."""
+        out: list[list[int]] = []
+        for offset, record in sorted(self._records.items()):
+            state = int(RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state)
+            last = out[-1] if out else None
+            if last is not None and last[1] + 1 == offset and last[2] == state and last[3] == record.delivery_count:
+                last[1] = offset
+            else:
+                out.append([offset, offset, state, record.delivery_count])
+        return tuple((f, la, st, c) for f, la, st, c in out)
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: tuple[tuple[int, int, int, int], ...],
+                   released: Callable[[], None], state_epoch: int = 0) -> SharePartition:
+        """A share-partition as its stored state says (the start offset, the state batches): the end
+        offset follows the last batch, and the log past it is new."""
+        share = cls(start_offset, released)
+        share.state_epoch = state_epoch
+        for first, last, state, count in batches:
+            for offset in range(max(first, start_offset), last + 1):
+                kind = RecordState(state)  # Acquired is never stored: its lock is gone
+                share._records[offset] = _InFlight(RecordState.AVAILABLE if kind is RecordState.ACQUIRED else kind,
+                                                   count)
+            share.end_offset = max(share.end_offset, last + 1)
+        share._maybe_available = bool(share._records)
+        share._advance()
+        return share
 
     @classmethod
     def restore(cls, data: bytes, group_id: str, released: Callable[[], None]) -> SharePartition:

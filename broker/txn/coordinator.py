@@ -153,13 +153,7 @@ class TransactionCoordinator:
 
     def _local_partitions(self) -> list[Partition]:
         topic = self.topics.get(TRANSACTION_STATE_TOPIC)
-        found = []
-        for index in sorted(topic.replicas) if topic is not None else []:
-            try:
-                found.append(self.replicas.partition(TRANSACTION_STATE_TOPIC, index))
-            except PartitionError:
-                continue
-        return found
+        return self.partitions.local(sorted(topic.replicas) if topic is not None else [])
 
     def _partition_moved(self, partition: Partition) -> None:
         if self.active:

@@ -22,19 +22,18 @@ from enum import IntEnum
 
 import structlog
 
+from broker.coordinator_partitions import replay_log
 from broker.group.offsets_store import java_string_hash
-from broker.log import OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, ReplicaManager
 from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.messages import TransactionLogKey, TransactionLogValue
-from protocol.records import RecordBatch, build_batch, iter_batches
+from protocol.records import RecordBatch, build_batch
 
 log = structlog.get_logger("transactions")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 NEWEST_KNOWN_VALUE_VERSION = 1
-LOAD_READ_BYTES = 1 << 20
 WRITE_TIMEOUT_MS = 5000  # Kafka's request.timeout.ms for the coordinator's own appends
 _I16 = struct.Struct(">h")
 
@@ -169,33 +168,11 @@ def parse_record(key: bytes, value: bytes | None) -> tuple[str, TxnMetadata | No
 async def replay_partition(partition, read_slices: Callable, found: dict[str, TxnMetadata | None]) -> int:
     """Read one `__transaction_state` partition from its log start to its end into `found` (the last
     record of an id wins); returns the records read. Malformed records are skipped and logged."""
-    partition_log = partition.log
-    offset = partition_log.log_start_offset
-    count = 0
-    while offset < partition_log.log_end_offset:
+    def on_record(offset: int, key: bytes, value: bytes | None) -> None:
         try:
-            info = partition_log.read(offset, LOAD_READ_BYTES, bound=ReadBound.LOG_END, min_one_batch=True)
-        except (OffsetOutOfRangeError, StorageError) as exc:
-            log.error("transaction state partition read failed", partition=str(partition.topic_partition),
-                      offset=offset, error=exc.message)
-            break
-        if not info.slices:
-            break
-        (data,) = await read_slices([info.slices])
-        for batch in iter_batches(data, allow_partial_tail=True):
-            if batch.is_control or batch.last_offset < offset:
-                continue
-            for record in batch.records():
-                if record.offset < offset or record.key is None:
-                    continue
-                count += 1
-                try:
-                    transactional_id, meta = parse_record(record.key, record.value)
-                except (ProtocolError, ValueError) as exc:
-                    log.warning("malformed transaction state record skipped", offset=record.offset, error=str(exc))
-                    continue
-                found[transactional_id] = meta
-        if info.next_offset <= offset:
-            break
-        offset = info.next_offset
-    return count
+            transactional_id, meta = parse_record(key, value)
+        except (ProtocolError, ValueError) as exc:
+            log.warning("malformed transaction state record skipped", offset=offset, error=str(exc))
+            return
+        found[transactional_id] = meta
+    return await replay_log(partition, read_slices, on_record, stop_on_error=True)

@@ -45,6 +45,32 @@ def test_every_served_version(client, version):
     assert part.log_start_offset == (0 if version >= 5 else -1)
 
 
+def test_the_broker_answers_what_the_python_encoder_writes(client):
+    """The broker's answers, written by protocol/_fetch_write.c where it is built, are byte for byte what
+    the Python encoder writes for the same answer: records, and each error path the handler answers."""
+    from protocol import fastpath, framing
+
+    name, topic_id = filled(client)
+    cases = [
+        (fetch_request(name, 0, 0), 4), (fetch_request(name, 0, 0), 11), (fetch_request(topic_id, 0, 0), 16),
+        (fetch_request(name, 0, 0, isolation_level=1), 12),  # READ_COMMITTED: an empty aborted list
+        (fetch_request(name, 0, 3), 11),  # from the middle of the log
+        (fetch_request(name, 0, 6), 11),  # at the high watermark: no records
+        (fetch_request(name, 0, 99), 11),  # OFFSET_OUT_OF_RANGE
+        (fetch_request(name, 7, 0), 11),  # UNKNOWN_TOPIC_OR_PARTITION
+        (fetch_request("no-such-topic", 0, 0), 12),
+        (fetch_request(uuid.uuid4(), 0, 0), 13),  # UNKNOWN_TOPIC_ID
+        (fetch_request(name, 0, 0, current_leader_epoch=99), 12),  # UNKNOWN_LEADER_EPOCH
+        (fetch_request(name, 0, 0, partitions=[(0, 0, 10), (0, 2, 1 << 20), (5, 0, 10)]), 12),
+    ]
+    for request, version in cases:
+        client.submit(request, version)
+        frame = client.read_frame()
+        correlation_id, answer = framing.decode_response(frame, 1, version)
+        python = b"".join(fastpath.encode_fetch_response_in_python(answer, version, correlation_id))
+        assert python[4:] == frame, (request, version)
+
+
 def test_response_names_the_topic_the_way_it_was_asked(client):
     name, topic_id = filled(client)
     by_name = client.request(fetch_request(name, 0, 0), 12)

@@ -15,6 +15,7 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import AlterShareGroupOffsetsRequest as Alter
 from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
+from protocol.messages import DeleteShareGroupStateRequest as DeleteState
 from protocol.messages import (
     DeleteTopicsRequest,
     IncrementalAlterConfigsRequest,
@@ -24,6 +25,8 @@ from protocol.messages import (
     ShareGroupHeartbeatRequest,
 )
 from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
+from protocol.messages import ReadShareGroupStateRequest as ReadState
+from protocol.messages import WriteShareGroupStateRequest as WriteState
 from tests.broker.data_wire import WireClient, batch, create_topic, produce, values
 from tests.support.broker_process import BrokerProcess
 
@@ -264,6 +267,44 @@ def test_a_recreated_topic_starts_afresh(client):
     asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
     [g] = client.send(Describe(groups=[asked]), 1).groups
     assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(0, 2)]
+
+
+def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client):
+    """ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86), as another
+    broker leading a share-partition would ask them: the state an acknowledgement wrote, fencing by
+    state and leader epoch, and a deletion that fences the old state's writers."""
+    group, _, topic_id = setup(client, 6)
+    assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 5, 1)]
+    answer = ack(client, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
+    assert answer.responses[0].partitions[0].error_code == E.NONE
+
+    def read():
+        asked = ReadState.ReadStateData
+        [result] = client.send(ReadState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
+            asked.PartitionData(partition=0, leader_epoch=0)])]), 0).results
+        [p] = result.partitions
+        return p.error_code, p.state_epoch, p.start_offset, [
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches]
+
+    def write(state_epoch: int, leader_epoch: int, start: int) -> int:
+        asked = WriteState.WriteStateData
+        [result] = client.send(WriteState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
+            asked.PartitionData(partition=0, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start,
+                                state_batches=[])])]), 1).results
+        return result.partitions[0].error_code
+
+    # the acknowledgement's state: 2-3 released (Available, delivered once), 4-5 acquired: Available when read
+    assert read() == (E.NONE, 0, 2, [(2, 5, 0, 1)])
+    assert write(0, 3, 4) == E.NONE  # a newer leader
+    assert write(0, 2, 4) == E.FENCED_LEADER_EPOCH  # the old one
+    assert write(1, 0, -1) == E.NONE and read() == (E.NONE, 1, 4, [])  # -1 keeps the start offset
+    assert write(0, 9, 0) == E.FENCED_STATE_EPOCH
+    asked = DeleteState.DeleteStateData
+    [deleted] = client.send(DeleteState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
+        asked.PartitionData(partition=0)])]), 0).results
+    assert deleted.partitions[0].error_code == E.NONE
+    assert read() == (E.NONE, 2, -1, [])  # none, under the next state epoch
+    assert write(1, 9, 0) == E.FENCED_STATE_EPOCH
 
 
 def test_state_survives_sigkill(broker):

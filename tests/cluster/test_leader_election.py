@@ -9,15 +9,30 @@
   the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
   documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
   controller does the same by itself.
+- A share consumer continues across a leader move (its broker killed, KIP-932): the share-partition's state is its share
+  coordinator's (`__share_group_state`), so the new leader redelivers what was released or still
+  acquired at the move, and delivers what was produced meanwhile, skipping nothing, and again after a
+  reassignment moves the partition off its leader; and a group
+  coordinator that does not lead the partition sets, describes and deletes its start offset (last: it
+  leaves leadership off the preferred replica).
 """
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from protocol.enums import ElectionType
+from protocol.messages import AlterShareGroupOffsetsRequest as Alter
+from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
+from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from protocol.messages import ElectLeadersRequest
 from tests.broker.data_wire import WireClient, batch, fetch, produce, values
+from tests.broker.group_wire import find_coordinator
+from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, part, ranges
+from tests.broker.test_share_fetch_wire import fetch as share_fetch
+from tests.cluster.reassignments import moved, reassign
 from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, value
@@ -143,3 +158,89 @@ def test_unclean_leader_election_enable_lets_the_controller_elect_an_out_of_sync
     cluster[leader].start()
     cluster[third].start()
     wait_for(lambda: all(in_sync(b, topic, 0) for b in cluster.values()), what="everyone back in sync")
+
+
+def test_a_share_consumer_continues_across_a_leader_move(cluster):
+    topic = new_topic(cluster, prefix="share")
+    first = partition_state(cluster[1], topic).leader_id
+    [meta] = metadata_of(cluster[first], [topic]).topics
+    group = "share-move"
+    with WireClient(cluster[first].port) as client:
+        # share.auto.offset.reset=latest (the default): the share-partition starts at 0, the log's end now
+        assert ranges(part(share_fetch(client, group, "m", 0, meta.topic_id))) == []
+        for i in range(0, 6, 2):
+            assert produce(client, topic, 0, batch([b"v%d" % i, b"v%d" % (i + 1)]), acks=-1).error_code == E.NONE
+        assert ranges(part(share_fetch(client, group, "m", 1, meta.topic_id))) == [(0, 5, 1)]
+        # 0-1 accepted, 2-3 released, 4-5 still acquired when the leader goes
+        answer = ack(client, group, "m", 2, meta.topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
+        assert answer.responses[0].partitions[0].error_code == E.NONE  # stored with the share coordinator
+        for i in range(6, 10, 2):  # produced, never delivered before the move
+            assert produce(client, topic, 0, batch([b"v%d" % i, b"v%d" % (i + 1)]), acks=-1).error_code == E.NONE
+    cluster[first].stop(signal.SIGKILL)  # the share coordinator may die with it: its state is replicated
+    survivor = cluster[next(n for n in NODES if n != first)]
+    wait_for(lambda: partition_state(survivor, topic).leader_id not in (first, -1), what="a new leader")
+    second = partition_state(survivor, topic).leader_id
+    # nothing skipped: 2-5 again (a second delivery), 6-9 for the first time; 0-1 stay done
+    with WireClient(cluster[second].port) as client:
+        counts, got, epoch = deliveries(client, group, "n", meta.topic_id, 9)
+        assert counts == {2: 2, 3: 2, 4: 2, 5: 2, 6: 1, 7: 1, 8: 1, 9: 1}
+        assert got == [b"v%d" % i for i in range(2, 10)]
+        cluster[first].start()
+        wait_for(lambda: in_sync(cluster[first], topic, 0), what="the old leader back in the ISR")
+        offsets_admin_on_another_broker(cluster, topic, second, meta.topic_id)
+        # a reassignment moving the partition off its leader: 2-5 accepted there, 6-9 held by "n" come back
+        answer = ack(client, group, "n", epoch, meta.topic_id, [(2, 5, ACCEPT)])
+        assert answer.responses[0].partitions[0].error_code == E.NONE
+    others = [n for n in NODES if n != second]
+    assert reassign(cluster, topic, others) == E.NONE
+    wait_for(lambda: moved(cluster, topic, others), what="the partition moved off its leader")
+    with WireClient(cluster[partition_state(cluster[others[0]], topic).leader_id].port) as client:
+        counts, got, _ = deliveries(client, group, "r", meta.topic_id, 9)
+    assert counts == {6: 2, 7: 2, 8: 2, 9: 2} and got == [b"v%d" % i for i in range(6, 10)]
+
+
+def deliveries(client, group: str, member: str, topic_id, last: int) -> tuple[dict[int, int], list[bytes], int]:
+    """{offset: delivery count} and the values a new share session on `client`'s connection (the session
+    ends with it) acquires, fetching until it holds offset `last` (a new leader may answer NOT_LEADER
+    until it has heard it leads, and its high watermark may reach the log's end a fetch later); and the
+    session's next epoch."""
+    counts: dict[int, int] = {}
+    got: list[bytes] = []
+    epoch = [0]
+
+    def delivered() -> bool:
+        answer = share_fetch(client, group, member, epoch[0], topic_id)
+        if answer.error_code == E.NONE:
+            epoch[0] += 1
+        p = part(answer)
+        if p is not None and p.error_code == E.NONE:
+            counts.update((o, c) for first, end, c in ranges(p) for o in range(first, end + 1))
+            got.extend(values(p))
+        return last in counts
+    wait_for(delivered, what=f"delivered up to {last}")
+    return counts, got, epoch[0]
+
+
+def offsets_admin_on_another_broker(cluster, topic: str, leader_id: int, topic_id) -> None:
+    """Alter, Describe and DeleteShareGroupOffsets on a group coordinator that does not lead the partition."""
+    def coordinator_of(group: str) -> int:
+        with WireClient(cluster[leader_id].port) as client:
+            found = find_coordinator(client, group, version=4)
+        return found.node_id if found.error_code == E.NONE else -1
+    group = next(g for g in (f"share-admin-{i}" for i in range(64)) if coordinator_of(g) not in (leader_id, -1))
+    asked = Alter.AlterShareGroupOffsetsRequestTopic
+    with WireClient(cluster[coordinator_of(group)].port) as client:
+        def described():
+            [g] = client.send(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=None)]), 1).groups
+            return [(t.topic_name, p.start_offset, p.error_code) for t in g.topics for p in t.partitions]
+        altered = client.send(Alter(group_id=group, topics=[asked(topic_name=topic, partitions=[
+            asked.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=7)])]), 0)
+        assert altered.responses[0].partitions[0].error_code == E.NONE
+        assert described() == [(topic, 7, E.NONE)]
+        with WireClient(cluster[leader_id].port) as other:  # the leader starts where the coordinator set it
+            assert ranges(part(share_fetch(other, group, "a", 0, topic_id))) == [(7, 9, 1)]
+        deleted = client.send(Delete(group_id=group, topics=[Delete.DeleteShareGroupOffsetsRequestTopic(
+            topic_name=topic)]), 0)
+        assert deleted.responses[0].error_code == E.NONE
+        assert described() == []

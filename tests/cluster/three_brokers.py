@@ -45,6 +45,8 @@ def overrides(connect: str, node_id: int) -> dict[str, str]:
         "default.replication.factor": "3",
         "offsets.topic.replication.factor": "3",
         "offsets.topic.num.partitions": "3",
+        "share.coordinator.state.topic.replication.factor": "3",
+        "share.coordinator.state.topic.num.partitions": "3",
         "replica.lag.time.max.ms": "4000",
         "replica.fetch.wait.max.ms": "200",
         "replica.fetch.backoff.ms": "200",

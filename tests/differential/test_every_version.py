@@ -469,6 +469,22 @@ def _delete_share_group_offsets(target: Target, v: int):
         m.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)])
 
 
+# The share coordinator's inter-broker APIs, for a group with no state: a read and a deletion (a write
+# would make state, and Kafka's asks for the state to be initialised first).
+@asks(m.ReadShareGroupStateRequest)
+def _read_share_group_state(target: Target, v: int):
+    asked = m.ReadShareGroupStateRequest.ReadStateData
+    yield "", m.ReadShareGroupStateRequest(group_id=GROUP, topics=[asked(topic_id=target.topic_id, partitions=[
+        asked.PartitionData(partition=0, leader_epoch=0)])])
+
+
+@asks(m.DeleteShareGroupStateRequest)
+def _delete_share_group_state(target: Target, v: int):
+    asked = m.DeleteShareGroupStateRequest.DeleteStateData
+    yield "", m.DeleteShareGroupStateRequest(group_id=GROUP, topics=[asked(topic_id=target.topic_id, partitions=[
+        asked.PartitionData(partition=0)])])
+
+
 # Requests both serve that the sweep leaves to the scenarios of test_against_kafka.py, and why.
 NOT_SWEPT = {
     m.SaslHandshakeRequest.api_key: "changes the connection's state (security_apis_on_an_open_broker)",
@@ -476,10 +492,12 @@ NOT_SWEPT = {
     m.CreateAclsRequest.api_key: "SECURITY_DISABLED without an authorizer (security_apis_on_an_open_broker)",
     m.DeleteAclsRequest.api_key: "SECURITY_DISABLED without an authorizer (security_apis_on_an_open_broker)",
     m.AlterUserScramCredentialsRequest.api_key: "changes credentials (security_apis_on_an_open_broker)",
+    m.WriteShareGroupStateRequest.api_key: "makes share-partition state (Kafka's wants InitializeShareGroupState "
+                                           "first, not served by Ebb): tests/broker/test_share_fetch_wire.py",
 }
 
 
-KRAFT_FEATURES = ("metadata.version", "kraft.version", "group.version", "share.version", "streams.version",
+KRAFT_FEATURES = ("metadata.version", "kraft.version", "share.version", "streams.version",
                   "eligible.leader.replicas.version")
 
 
@@ -493,7 +511,8 @@ def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
         if v == 3:
             allowed[f"ApiVersions v{v}", "supported_features"] = (
                 "v3 lists only ranges starting above 0: Kafka's metadata.version alone, nothing of Ebb's")
-        # transaction.version is compared; the others name KRaft metadata or protocols Ebb does not serve
+        # transaction.version and group.version are compared; the others name KRaft metadata or protocols
+        # Ebb does not serve
         for name in KRAFT_FEATURES:
             for path in (f"supported_features[{name}]", f"finalized_features[{name}]"):
                 allowed[f"ApiVersions v{v}", path] = (

@@ -212,7 +212,8 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
 
 def test_share_group_offsets_admin(ebb_peer, kafka_peer):
     """AlterShareGroupOffsets making a group and setting start offsets, DescribeShareGroupOffsets of named
-    partitions and of all (v0 and v1's lag), DeleteShareGroupOffsets, and their group errors."""
+    partitions and of all (v0 and v1's lag), DeleteShareGroupOffsets, and their group errors; FindCoordinator's
+    share coordinator keys (key type 2: v6 only, keys that parse or not)."""
     for peer in (ebb_peer, kafka_peer):
         assert create_topic(peer.client, "admin-shared", 2).error_code == 0
         peer.wait_for_leaders("admin-shared", 2)
@@ -240,6 +241,12 @@ def test_share_group_offsets_admin(ebb_peer, kafka_peer):
             peer.ask(f"describe all v{version}", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
                 group_id="so", topics=None)]), version)
         peer.ask("list", ListGroupsRequest(types_filter=["share"]), 5)
+        # the share coordinator of a share-partition's key (the state topic exists now on both)
+        key = "so:AAAAAAAAAAAAAAAAAAAAAQ:0"
+        peer.ask("share coordinator key v5", FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 5)
+        peer.ask("share coordinator keys v6", FindCoordinatorRequest(key_type=2, coordinator_keys=[
+            key, "so:with:colons:AAAAAAAAAAAAAAAAAAAAAQ:3", "no-colons", "g:not-an-id:0", "g:AAAAAAAAAAAAAAAAAAAAAQ:x",
+            " :AAAAAAAAAAAAAAAAAAAAAQ:0"]), 6)
         peer.ask("delete offsets", DeleteShareGroupOffsetsRequest(group_id="so", topics=[
             DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared")]), 0)
         peer.ask("describe all after", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(

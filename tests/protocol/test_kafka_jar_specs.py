@@ -23,7 +23,9 @@ KAFKA_ONLY = ("ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "Shar
               "ShareGroupDescribeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareAcknowledgeRequest",
               "ShareAcknowledgeResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse",
               "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "DeleteShareGroupOffsetsRequest",
-              "DeleteShareGroupOffsetsResponse")
+              "DeleteShareGroupOffsetsResponse", "ReadShareGroupStateRequest", "ReadShareGroupStateResponse",
+              "WriteShareGroupStateRequest", "WriteShareGroupStateResponse", "DeleteShareGroupStateRequest",
+              "DeleteShareGroupStateResponse")
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
 

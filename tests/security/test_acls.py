@@ -5,6 +5,8 @@ operations, prefixed and wildcard patterns, allow.everyone.if.no.acl.found) are 
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
@@ -451,6 +453,15 @@ def _requests_for_every_api():
         77: (m.ShareGroupDescribeRequest(group_ids=["g"]), 1),
         78: (m.ShareFetchRequest(group_id="g", member_id="m", share_session_epoch=0, max_records=10, topics=[]), 1),
         79: (m.ShareAcknowledgeRequest(group_id="g", member_id="m", share_session_epoch=1, topics=[]), 1),
+        84: (m.ReadShareGroupStateRequest(group_id="g", topics=[m.ReadShareGroupStateRequest.ReadStateData(
+            topic_id=uuid.UUID(int=1), partitions=[m.ReadShareGroupStateRequest.ReadStateData.PartitionData(
+                partition=0, leader_epoch=0)])]), 0),
+        85: (m.WriteShareGroupStateRequest(group_id="g", topics=[m.WriteShareGroupStateRequest.WriteStateData(
+            topic_id=uuid.UUID(int=1), partitions=[m.WriteShareGroupStateRequest.WriteStateData.PartitionData(
+                partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[])])]), 1),
+        86: (m.DeleteShareGroupStateRequest(group_id="g", topics=[m.DeleteShareGroupStateRequest.DeleteStateData(
+            topic_id=uuid.UUID(int=1), partitions=[m.DeleteShareGroupStateRequest.DeleteStateData.PartitionData(
+                partition=0)])]), 0),
         90: (m.DescribeShareGroupOffsetsRequest(groups=[
             m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1),
         91: (m.AlterShareGroupOffsetsRequest(group_id="g", topics=[]), 0),

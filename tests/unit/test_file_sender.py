@@ -1,6 +1,7 @@
 """broker/file_sender.py and broker/log/page_cache.py on real descriptors: a socket pair whose reader
 is slow (the sender waits for room), a file cut short under a region (an error, never a short answer),
-and cachestat's answer before and after the file's pages are dropped."""
+and cachestat's answer before and after the file's pages are dropped. The sender's loop is tried both
+compiled (broker/_file_send.c) and in Python (where that is not built)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,22 @@ import time
 import pytest
 import uvloop
 
+from broker import _file_send, file_sender  # built by make test's `pip install -e .`
 from broker.file_sender import FileSender, SegmentCutShort
 from broker.log import FileSlice, page_cache
 from broker.log.file_region import FileRegion
 from broker.log.segment import SegmentFile
 from tests.support.page_cache import drop_from_page_cache
+
+
+@pytest.fixture(params=["compiled", "python"])
+def pump(request, monkeypatch):
+    """Which loop writes: the compiled one, or the Python one alone."""
+    if request.param == "python":
+        monkeypatch.setattr(file_sender, "_compiled_pump", None)
+    else:
+        assert file_sender._compiled_pump is _file_send.pump
+    return request.param
 
 
 @pytest.fixture
@@ -72,7 +84,7 @@ def _send(chunks, size: int, *, slow: bool) -> tuple[bytes, list]:
     return uvloop.run(main()), outcome
 
 
-def test_bytes_and_file_ranges_arrive_in_order_through_a_full_socket(segment):
+def test_bytes_and_file_ranges_arrive_in_order_through_a_full_socket(segment, pump):
     file, data = segment
     region = FileRegion([FileSlice(file, 100, 1_000_000), FileSlice(file, 2_000_000, 1_000_000)])
     chunks = [b"head", region, bytearray(b"middle"), FileRegion([FileSlice(file, 5, 70_000)]), b"tail"]
@@ -83,13 +95,28 @@ def test_bytes_and_file_ranges_arrive_in_order_through_a_full_socket(segment):
     region.release()
 
 
-def test_a_file_shorter_than_its_region_is_an_error(segment):
+def test_a_file_shorter_than_its_region_is_an_error(segment, pump):
     file, data = segment
     region = FileRegion([FileSlice(file, len(data) - 1000, 5000)])  # 4000 bytes past the end
     got, outcome = _send([b"head", region, b"tail"], 4 + 5000 + 4, slow=False)
     assert len(outcome) == 1 and isinstance(outcome[0], SegmentCutShort)
     assert got == b"head" + data[-1000:]  # what was there, then the connection ends: no "tail"
     region.release()
+
+
+def test_a_socket_error_ends_the_answer_with_it(pump):
+    reader, writer = socket.socketpair()
+    reader.close()  # the peer is gone
+    outcome: list = []
+
+    async def main() -> None:
+        sender = FileSender(asyncio.get_running_loop(), writer.fileno())
+        sender.send([b"head", b"tail"], outcome.append)
+        sender.close()
+
+    uvloop.run(main())
+    writer.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], BrokenPipeError)
 
 
 def test_a_region_pins_its_files_until_released(segment):
@@ -104,7 +131,12 @@ def test_a_region_pins_its_files_until_released(segment):
         os.fstat(fd)
 
 
-def test_cachestat_sees_pages_come_and_go(tmp_path):
+@pytest.mark.parametrize("how", ["compiled", "ctypes"])
+def test_cachestat_sees_pages_come_and_go(tmp_path, monkeypatch, how):
+    if how == "ctypes":
+        monkeypatch.setattr(page_cache, "_KERNEL", page_cache._CacheStat(page_cache._CACHESTAT))
+    else:
+        assert page_cache._KERNEL.cached is _file_send.cached
     assert page_cache.available(), "this kernel has no cachestat(2) (Linux 6.5+): Fetch answers are copied"
     path = tmp_path / "cached"
     path.write_bytes(os.urandom(1 << 20))
@@ -120,3 +152,23 @@ def test_cachestat_sees_pages_come_and_go(tmp_path):
         assert not page_cache.cached(fd, 0, 8193)
     finally:
         os.close(fd)
+
+
+def test_a_kernel_without_cachestat_is_found_by_the_probe():
+    """The compiled check answers None where the call is missing or refused (ENOSYS, EPERM)."""
+    assert not page_cache._CompiledCacheStat(lambda fd, position, length: None).working
+    assert page_cache._CompiledCacheStat(lambda fd, position, length: False).working
+
+
+def test_the_compiled_loop_refuses_a_position_outside_its_pieces():
+    """The sender always passes a position inside its pieces; a wrong one must be an error, never bytes from
+    past a buffer or a region sent to the client."""
+    left, right = socket.socketpair()
+    with left, right:
+        for index, done in [(-1, 0), (0, -1), (0, 4)]:
+            with pytest.raises(ValueError):
+                _file_send.pump(left.fileno(), [b"abc"], index, done)
+        with pytest.raises(ValueError):
+            _file_send.pump(left.fileno(), [(right.fileno(), 0, 2)], 0, 3)
+        assert _file_send.pump(left.fileno(), [b"abc", b"de"], 0, 1) == (2, 0, 0)
+        assert right.recv(16) == b"bcde"

@@ -1,7 +1,10 @@
 """SharePartition (broker/share/partition.py): where a fetch reads from as records are acquired,
-released and restored, without scanning the records in flight when none can be Available."""
+released and restored, without scanning the records in flight when none can be Available; its state
+as Kafka's state batches, and the `__share_group_state` records and keys (broker/share/state_log.py)."""
 
 from __future__ import annotations
+
+import pytest
 
 from broker.share.partition import Batch, ShareLimits, SharePartition
 
@@ -43,3 +46,43 @@ def test_a_restored_share_partition_finds_its_available_records():
         b'{"version":0,"group":"g","start":0,"end":4,"records":[[0,2,1],[1,0,1],[2,0,1],[3,2,1]]}', "g",
         released=lambda: None)
     assert (restored.next_fetch_offset(), restored.has_available()) == (1, True)
+
+
+async def test_state_batches_round_trip_as_the_share_coordinator_stores_them():
+    share = SharePartition(0)
+    share.acquire("m", [Batch(0, 9, False)], 100, LIMITS)
+    share.acknowledge("m", 0, 1, [1], LIMITS, renew_allowed=False)  # accept 0-1: the start moves to 2
+    share.acknowledge("m", 2, 3, [2], LIMITS, renew_allowed=False)  # release 2-3
+    share.acknowledge("m", 6, 6, [3], LIMITS, renew_allowed=False)  # reject 6
+    batches = share.state_batches()  # 4-5 and 7-9 still acquired: written Available
+    assert (share.start_offset, batches) == (2, ((2, 5, 0, 1), (6, 6, 4, 1), (7, 9, 0, 1)))
+    again = SharePartition.from_state(share.start_offset, batches, released=lambda: None, state_epoch=3)
+    assert (again.start_offset, again.end_offset, again.next_fetch_offset(), again.state_epoch) == (2, 10, 2, 3)
+    assert again.state_batches() == batches
+    share.close()
+
+
+def test_state_records_and_keys_in_kafkas_layout():
+    import uuid
+
+    from broker.group.offsets_store import java_string_hash
+    from broker.share.state_log import (
+        ShareState,
+        coordinator_key,
+        key_bytes,
+        parse_coordinator_key,
+        parse_record,
+        partition_of,
+        value_bytes,
+    )
+
+    key = ("g:x", uuid.UUID(int=1), 3)
+    assert coordinator_key(key) == "g:x:AAAAAAAAAAAAAAAAAAAAAQ:3"  # Kafka's Uuid.toString
+    assert parse_coordinator_key(coordinator_key(key)) == key
+    assert partition_of(key, 50) == abs(java_string_hash("g:x:AAAAAAAAAAAAAAAAAAAAAQ:3")) % 50
+    state = ShareState(2, 5, 10, ((10, 12, 0, 1), (13, 13, 4, 3)), 1_700_000_000_000, 7)
+    assert key_bytes(key)[:2] == b"\x00\x00"  # record type 0: ShareSnapshot
+    assert parse_record(key_bytes(key), value_bytes(state, 1_700_000_000_001)) == (key, state)
+    for bad in ("no-colons", "g:not-an-id:0", "g:AAAAAAAAAAAAAAAAAAAAAQ:x", " :AAAAAAAAAAAAAAAAAAAAAQ:0"):
+        with pytest.raises(ValueError):
+            parse_coordinator_key(bad)

@@ -1,0 +1,135 @@
+/* The loop of broker/file_sender.py's FileSender._pump in one call: an answer's pieces written into a
+ * non-blocking socket in order, each bytes-like piece with send(2) (MSG_MORE on all but the last, so a
+ * small header waits for the record data behind it), each (descriptor, position, length) piece with
+ * sendfile(2), until all are in or the socket is full.
+ *
+ * pump(socket_fd, pieces, index, done) -> (index, done, state): where the writing stopped (the piece
+ * and how many of its bytes are in) and why: 0 all written, 1 the socket is full (EAGAIN), 2 a file
+ * ended before its piece did (sendfile wrote nothing). Any other failure raises OSError, as the
+ * Python loop's calls do; an interrupted call is retried, as Python retries it (PEP 475). The GIL is
+ * let go around each call, as os.sendfile and socket.send let it go.
+ *
+ * cached(fd, position, length) -> whether every page of that range of the open file is in the page
+ * cache: cachestat(2) (Linux 6.5+), as broker/log/page_cache.py asks it through ctypes where this is not
+ * built; False when the call fails, None when the kernel has no such call or refuses it (ENOSYS, EPERM).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451  /* the generic syscall table's, which x86-64 and arm64 share for new calls */
+#endif
+
+static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "pump(socket_fd, pieces, index, done)");
+        return NULL;
+    }
+    int out = (int)PyLong_AsLong(args[0]);
+    PyObject *pieces = args[1];
+    Py_ssize_t index = PyLong_AsSsize_t(args[2]), done = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (index < 0 || done < 0) {
+        PyErr_SetString(PyExc_ValueError, "pump: index and done must not be negative");
+        return NULL;
+    }
+    Py_ssize_t last = PyList_GET_SIZE(pieces) - 1;
+    int state = 0;
+    while (index <= last) {
+        PyObject *piece = PyList_GET_ITEM(pieces, index);
+        Py_ssize_t sent, remaining;
+        int error = 0;
+        if (PyTuple_Check(piece)) {
+            int fd;
+            long long position, length;
+            if (!PyArg_ParseTuple(piece, "iLL", &fd, &position, &length)) return NULL;
+            remaining = (Py_ssize_t)(length - done);
+            if (remaining < 0) return PyErr_Format(PyExc_ValueError, "pump: %zd bytes done of a %lld-byte region", done, length);
+            off_t offset = (off_t)(position + done);
+            do {
+                Py_BEGIN_ALLOW_THREADS
+                sent = sendfile(out, fd, &offset, (size_t)remaining);
+                error = sent < 0 ? errno : 0;  /* read before the GIL is taken back */
+                Py_END_ALLOW_THREADS
+            } while (error == EINTR && !PyErr_CheckSignals());
+            if (PyErr_Occurred()) return NULL;
+            if (sent == 0) {
+                state = 2;
+                break;
+            }
+        } else {
+            Py_buffer view;
+            if (PyObject_GetBuffer(piece, &view, PyBUF_SIMPLE) < 0) return NULL;
+            remaining = view.len - done;
+            if (remaining < 0) {
+                PyBuffer_Release(&view);
+                return PyErr_Format(PyExc_ValueError, "pump: %zd bytes done of a %zd-byte piece", done, view.len);
+            }
+            int flags = index < last ? MSG_MORE : 0;
+            do {
+                Py_BEGIN_ALLOW_THREADS
+                sent = send(out, (const char *)view.buf + done, (size_t)remaining, flags);
+                error = sent < 0 ? errno : 0;  /* read before the GIL is taken back */
+                Py_END_ALLOW_THREADS
+            } while (error == EINTR && !PyErr_CheckSignals());
+            PyBuffer_Release(&view);
+            if (PyErr_Occurred()) return NULL;
+        }
+        if (error == EAGAIN || error == EWOULDBLOCK) {
+            state = 1;
+            break;
+        }
+        if (error) {
+            errno = error;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        if (sent < remaining) {
+            done += sent;
+            continue;
+        }
+        index += 1;
+        done = 0;
+    }
+    return Py_BuildValue("(nni)", index, done, state);
+}
+
+static PyObject *cached(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "cached(fd, position, length)");
+        return NULL;
+    }
+    int fd = (int)PyLong_AsLong(args[0]);
+    long long position = PyLong_AsLongLong(args[1]), length = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (length <= 0) Py_RETURN_TRUE;
+    if (position < 0) Py_RETURN_FALSE;
+    static long page = 0;
+    if (page == 0) page = sysconf(_SC_PAGESIZE);
+    uint64_t first = (uint64_t)position / page;
+    uint64_t pages = ((uint64_t)position + (uint64_t)length + page - 1) / page - first;
+    struct { uint64_t off, len; } range = {first * page, pages * page};
+    struct { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; } stat;
+    if (syscall(__NR_cachestat, fd, &range, &stat, 0) != 0) {
+        if (errno == ENOSYS || errno == EPERM) Py_RETURN_NONE;
+        Py_RETURN_FALSE;
+    }
+    return PyBool_FromLong(stat.nr_cache >= pages);
+}
+
+static PyMethodDef methods[] = {
+    {"cached", (PyCFunction)(void (*)(void))cached, METH_FASTCALL,
+     "cached(fd, position, length) -> True if every page of the range is in the page cache; None: no cachestat"},
+    {"pump", (PyCFunction)(void (*)(void))pump, METH_FASTCALL,
+     "pump(socket_fd, pieces, index, done) -> (index, done, state): 0 all sent, 1 socket full, 2 file cut short"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_file_send", NULL, 0, methods};
+
+PyMODINIT_FUNC PyInit__file_send(void) { return PyModule_Create(&module_def); }

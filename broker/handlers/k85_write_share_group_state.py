@@ -1,0 +1,44 @@
+"""WriteShareGroupState (key 85), versions 0-1: a share-partition leader stores a share-partition's
+state with the share coordinator (broker/share/coordinator.py; broker to broker, sent by
+broker/share/persister.py). Answered once the ShareSnapshot record is in `__share_group_state` at acks=-1.
+
+CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition. A state
+epoch older than the stored one is FENCED_STATE_EPOCH, a leader epoch older (at the same state epoch)
+FENCED_LEADER_EPOCH; StartOffset -1 keeps the stored start offset
+(INVALID_REQUEST when nothing is stored). v1's DeliveryCompleteCount is not stored (Ebb counts it
+from the batches when asked).
+
+Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE, FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from broker.handlers import BrokerContext, handles
+from broker.handlers.share_state_requests import answer_each, message_of
+from broker.request_context import RequestContext
+from broker.share.state_log import StateKey
+from protocol.enums import ApiKey
+from protocol.errors import ErrorCode
+from protocol.framing import Request
+from protocol.messages import WriteShareGroupStateRequest, WriteShareGroupStateResponse
+
+_Result = WriteShareGroupStateResponse.WriteStateResult
+_Partition = _Result.PartitionResult
+
+
+def _partition(asked, code: ErrorCode) -> _Partition:
+    return _Partition(partition=asked.partition, error_code=code, error_message=message_of(code))
+
+
+@handles(ApiKey.WRITE_SHARE_GROUP_STATE, "0-1")
+async def write_share_group_state(broker: BrokerContext, request: Request[WriteShareGroupStateRequest],
+                                  connection: RequestContext) -> WriteShareGroupStateResponse:
+    async def answer(key: StateKey, asked) -> _Partition:
+        batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                        for b in asked.state_batches)
+        return _partition(asked, await broker.share_coordinator.write(
+            key, asked.state_epoch, asked.leader_epoch, asked.start_offset, batches))
+
+    return WriteShareGroupStateResponse(results=await answer_each(broker, connection, request.body, _Result,
+                                                                  answer, _partition))

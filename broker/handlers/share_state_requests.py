@@ -1,0 +1,37 @@
+"""What the share coordinator's inter-broker APIs (ReadShareGroupState, WriteShareGroupState,
+DeleteShareGroupState) share: CLUSTER_ACTION on the cluster, and one answer per partition asked,
+grouped by topic id as asked."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.handlers import BrokerContext
+from broker.request_context import RequestContext
+from broker.security.access import allowed_on_cluster
+from broker.share.state_log import StateKey
+from protocol.enums import Operation
+from protocol.errors import ErrorCode
+
+
+async def answer_each(broker: BrokerContext, connection: RequestContext, body: Any, result: Callable[..., Any],
+                      answer: Callable[[StateKey, Any], Awaitable[Any]],
+                      refused: Callable[[Any, ErrorCode], Any]) -> list[Any]:
+    """`answer(key, asked)` each partition asked, or `refused(asked, CLUSTER_AUTHORIZATION_FAILED)`
+    them all without CLUSTER_ACTION; `result(topic_id=, partitions=)` per topic."""
+    authorized = allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION)
+    results = []
+    for topic in body.topics:
+        answers = []
+        for asked in topic.partitions:
+            if authorized:
+                answers.append(await answer((body.group_id, topic.topic_id, asked.partition), asked))
+            else:
+                answers.append(refused(asked, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        results.append(result(topic_id=topic.topic_id, partitions=answers))
+    return results
+
+
+def message_of(code: ErrorCode) -> str | None:
+    return None if code == ErrorCode.NONE else code.name

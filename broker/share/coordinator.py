@@ -1,0 +1,211 @@
+"""The share coordinator (KIP-932's ShareCoordinatorService/Shard): the state of every share-partition
+whose key ("group:topicId:partition") falls in a `__share_group_state` partition led here, kept in
+memory and written to that partition (broker/share/state_log.py) before a write is answered.
+
+One broker replays the whole topic at start. In a cluster a key belongs to the leader of its
+partition: a partition whose leadership moves here is replayed (COORDINATOR_LOAD_IN_PROGRESS
+meanwhile), one that moves away is dropped (NOT_COORDINATOR), through CoordinatorPartitions as the
+group and transaction coordinators do. Share-partition leaders reach it through
+broker/share/persister.py: directly when it is this broker, else ReadShareGroupState (84) and
+WriteShareGroupState (85).
+
+A write carrying a state epoch older than the stored one is FENCED_STATE_EPOCH (the admin APIs reset
+or deleted the state since its leader read it: the leader reads it again), and one of the same state
+epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not yet heard it lost the
+partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
+stores the state as none (start offset -1) under the next state epoch rather than a tombstone, so that
+a leader still holding the old state is fenced too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from broker.aio import SharedRun
+from broker.config import BrokerConfig
+from broker.coordinator_partitions import CoordinatorPartitions
+from broker.replica import AppendOrigin, Partition, ReplicaManager
+from broker.share.state_log import (
+    SHARE_STATE_TOPIC,
+    ShareState,
+    StateBatch,
+    StateKey,
+    key_bytes,
+    partition_of,
+    replay_partition,
+    value_bytes,
+)
+from broker.topics import TopicError, TopicManager
+from protocol.errors import ErrorCode
+from protocol.records import RecordBatch, build_batch
+
+log = structlog.get_logger("share")
+
+WRITE_TIMEOUT_MS = 5000
+_APPEND_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ShareCoordinator:
+    def __init__(self, config: BrokerConfig, topics: TopicManager, replicas: ReplicaManager, *,
+                 in_cluster: bool) -> None:
+        self.settings = config.share_coordinator
+        self.topics = topics
+        self.replicas = replicas
+        self.in_cluster = in_cluster
+        self.active = False
+        self.states: dict[StateKey, ShareState] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._creating = SharedRun(self._create_topic)
+        self.partitions = CoordinatorPartitions(
+            SHARE_STATE_TOPIC, self._spawn, lambda index: replicas.partition(SHARE_STATE_TOPIC, index),
+            load=self._load_partition, unload=self._unload_partition)
+
+    # --- lifecycle (a broker service) ------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.in_cluster:
+            self.active = True
+            self.replicas.leadership_listeners.append(self._partition_moved)
+            self.replicas.forget_listeners.append(self.partitions.forgotten)
+            self.partitions.follow(self._local_partitions())
+        else:
+            for partition in self._local_partitions():
+                found: dict[StateKey, ShareState | None] = {}
+                await replay_partition(partition, self.replicas.read_slices, found)
+                self.states.update((k, s) for k, s in found.items() if s is not None)
+            self.active = True
+            log.info("share group state loaded", share_partitions=len(self.states))
+
+    async def stop(self) -> None:
+        self.active = False
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _local_partitions(self) -> list[Partition]:
+        topic = self.topics.get(SHARE_STATE_TOPIC)
+        return self.partitions.local(sorted(topic.replicas) if topic is not None else [])
+
+    def _partition_moved(self, partition: Partition) -> None:
+        if self.active:
+            self.partitions.moved(partition)
+
+    async def _load_partition(self, index: int, partition: Partition) -> None:
+        found: dict[StateKey, ShareState | None] = {}
+        records = await replay_partition(partition, self.replicas.read_slices, found)
+        self.states.update((k, s) for k, s in found.items() if s is not None)
+        log.info("share group state loaded: this broker leads its partition now", partition=index,
+                 records=records, share_partitions=sum(s is not None for s in found.values()))
+
+    def _unload_partition(self, index: int) -> None:
+        for key in [k for k in self.states if self.partition_of(k) == index]:
+            del self.states[key]
+
+    # --- the topic -------------------------------------------------------------------------------
+
+    def partition_count(self) -> int:
+        topic = self.topics.get(SHARE_STATE_TOPIC)
+        return len(topic.replicas) if topic is not None else self.settings.num_partitions
+
+    def partition_of(self, key: StateKey) -> int:
+        return partition_of(key, self.partition_count())
+
+    async def ensure_topic(self) -> None:
+        """Create `__share_group_state` on first use; TopicError(COORDINATOR_NOT_AVAILABLE) if that fails."""
+        if self.topics.get(SHARE_STATE_TOPIC) is None:
+            await self._creating.run()
+
+    async def _create_topic(self) -> None:
+        s = self.settings
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(s.segment_bytes),
+                   "min.insync.replicas": str(s.min_isr), "compression.type": "uncompressed",
+                   "unclean.leader.election.enable": "false"}
+        try:
+            await self.topics.create(SHARE_STATE_TOPIC, s.num_partitions, s.replication_factor, configs)
+        except TopicError as exc:
+            if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS or self.topics.get(SHARE_STATE_TOPIC):
+                return
+            raise TopicError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                             f"cannot create {SHARE_STATE_TOPIC}: {exc.message}") from None
+        log.info("created the share group state topic", partitions=s.num_partitions)
+
+    def not_served(self, key: StateKey) -> ErrorCode | None:
+        """Why this broker cannot answer for `key` now, or None."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.topics.get(SHARE_STATE_TOPIC) is None:  # no partition of it is led anywhere yet (Kafka's answer)
+            return ErrorCode.NOT_COORDINATOR
+        if not self.in_cluster:
+            return None
+        return self.partitions.not_served(self.partition_of(key))
+
+    # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
+
+    def read(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
+        refused = self.not_served(key)
+        if refused is not None:
+            return refused, None
+        return ErrorCode.NONE, self.states.get(key)  # start offset -1: deleted (none), with its state epoch
+
+    async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: tuple[StateBatch, ...]) -> ErrorCode:
+        """Store the share-partition's state (`start_offset` -1: keep the stored one); NONE once the
+        record is in the log at acks=-1."""
+        refused = self.not_served(key)
+        if refused is not None:
+            return refused
+        old = self.states.get(key)
+        if old is not None and (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
+            return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
+        if start_offset < 0 and (old is None or old.start_offset < 0):
+            return ErrorCode.INVALID_REQUEST
+        now = _now_ms()
+        state = ShareState(state_epoch, leader_epoch,
+                           start_offset if start_offset >= 0 else old.start_offset,  # type: ignore[union-attr]
+                           batches, old.create_ms if old is not None else now,
+                           old.snapshot_epoch + 1 if old is not None else 0)
+        return await self._store(key, state, now)
+
+    async def delete(self, key: StateKey) -> ErrorCode:
+        """The share-partition's state goes: stored as none under the next state epoch (see above)."""
+        refused = self.not_served(key)
+        if refused is not None:
+            return refused
+        old = self.states.get(key)
+        if old is None or old.start_offset < 0:
+            return ErrorCode.NONE
+        now = _now_ms()
+        return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
+
+    async def _store(self, key: StateKey, state: ShareState, now_ms: int) -> ErrorCode:
+        data = build_batch([(key_bytes(key), value_bytes(state, now_ms), [], now_ms)])
+        [result] = await self.replicas.append_records(
+            [(SHARE_STATE_TOPIC, self.partition_of(key), memoryview(data), RecordBatch(data))],
+            required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR,
+            internal_topics_allowed=True)
+        error = ErrorCode(result.error_code)
+        if error != ErrorCode.NONE:
+            log.warning("share group state write failed", key=str(key), error=error.name)
+            return _APPEND_ERRORS.get(error, error)
+        if self.not_served(key) is None:
+            self.states[key] = state
+        return error

@@ -1,0 +1,149 @@
+"""A share-partition leader's way to its state (Kafka's DefaultStatePersister): read when it starts
+leading the share-partition, written after each change, deleted with the group's offsets. The state's
+share coordinator is the leader of the key's `__share_group_state` partition (created on first use):
+this broker's ShareCoordinator when it leads that partition, else the other broker asked with
+ReadShareGroupState / WriteShareGroupState over the inter-broker connections.
+
+While the coordinator moves or loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE, a connection that fails) the call is retried with a backoff for up to
+RETRY_DEADLINE_S, then fails with that error: the ShareFetch or ShareAcknowledge answers it for the
+partition and the client tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import structlog
+
+from broker.share.coordinator import ShareCoordinator
+from broker.share.state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, StateKey
+from broker.topics import TopicError
+from broker.txn.peers import PeerConnections
+from protocol.errors import ErrorCode
+from protocol.messages import (
+    DeleteShareGroupStateRequest,
+    ReadShareGroupStateRequest,
+    WriteShareGroupStateRequest,
+)
+
+log = structlog.get_logger("share")
+
+RETRY_DEADLINE_S = 10.0
+RETRY_BACKOFF_S = 0.05
+_RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION})
+_Read = ReadShareGroupStateRequest.ReadStateData
+_Write = WriteShareGroupStateRequest.WriteStateData
+_Delete = DeleteShareGroupStateRequest.DeleteStateData
+
+
+class PersisterError(Exception):
+    def __init__(self, error_code: ErrorCode) -> None:
+        super().__init__(error_code.name)
+        self.error_code = error_code
+
+
+class StatePersister:
+    def __init__(self, coordinator: ShareCoordinator, node_id: int, peers: PeerConnections) -> None:
+        self.coordinator = coordinator
+        self.node_id = node_id
+        self.peers = peers
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await self.peers.close()
+
+    async def read(self, key: StateKey, leader_epoch: int) -> ShareState | None:
+        """The stored state (None: never any; start offset -1: deleted, with the state epoch a new one
+        takes); PersisterError when the coordinator cannot be had."""
+        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is None:  # nothing was ever stored: not made for a read
+            return None
+        return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
+
+    async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: tuple[StateBatch, ...]) -> None:
+        await self._retried(key, lambda leader: self._write_once(leader, key, state_epoch, leader_epoch,
+                                                                 start_offset, batches))
+
+    async def delete(self, key: StateKey) -> None:
+        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is not None:
+            await self._retried(key, lambda leader: self._delete_once(leader, key))
+
+    async def _retried(self, key: StateKey, once):
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        while True:
+            result = None
+            try:
+                await self.coordinator.ensure_topic()
+                leader = self._coordinator_of(key)
+                if leader < 0:
+                    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                else:
+                    error, result = await once(leader)
+            except TopicError as exc:
+                error = exc.error_code
+            if error == ErrorCode.NONE:
+                return result
+            if error not in _RETRIABLE or time.monotonic() >= deadline:
+                log.warning("share group state not reached", key=str(key), error=error.name)
+                raise PersisterError(error)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _coordinator_of(self, key: StateKey) -> int:
+        if not self.coordinator.in_cluster:
+            return self.node_id
+        topic = self.coordinator.topics.get(SHARE_STATE_TOPIC)
+        return -1 if topic is None else topic.leader(self.coordinator.partition_of(key))
+
+    async def _read_once(self, leader: int, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        if leader == self.node_id:
+            return self.coordinator.read(key)
+        group, topic_id, partition = key
+        request = ReadShareGroupStateRequest(group_id=group, topics=[_Read(topic_id=topic_id, partitions=[
+            _Read.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
+        found = await self._ask(leader, request)
+        if found is None:
+            return ErrorCode.NETWORK_EXCEPTION, None
+        if found.error_code:
+            return ErrorCode(found.error_code), None
+        return ErrorCode.NONE, ShareState(found.state_epoch, leader_epoch, found.start_offset, tuple(
+            (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches), 0)
+
+    async def _write_once(self, leader: int, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                          batches: tuple[StateBatch, ...]) -> tuple[ErrorCode, None]:
+        if leader == self.node_id:
+            return await self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches), None
+        group, topic_id, partition = key
+        request = WriteShareGroupStateRequest(group_id=group, topics=[_Write(topic_id=topic_id, partitions=[
+            _Write.PartitionData(partition=partition, state_epoch=state_epoch, leader_epoch=leader_epoch,
+                                 start_offset=start_offset, state_batches=[
+                                     _Write.PartitionData.StateBatch(first_offset=f, last_offset=la,
+                                                                     delivery_state=st, delivery_count=c)
+                                     for f, la, st, c in batches])])])
+        found = await self._ask(leader, request)
+        return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
+
+    async def _delete_once(self, leader: int, key: StateKey) -> tuple[ErrorCode, None]:
+        if leader == self.node_id:
+            return await self.coordinator.delete(key), None
+        group, topic_id, partition = key
+        request = DeleteShareGroupStateRequest(group_id=group, topics=[_Delete(topic_id=topic_id, partitions=[
+            _Delete.PartitionData(partition=partition)])])
+        found = await self._ask(leader, request)
+        return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
+
+    async def _ask(self, leader: int, request: Any) -> Any:
+        """The one partition's result of the coordinator's answer; None when it could not be asked
+        (unreachable, closed, timed out: tried again)."""
+        try:
+            answer = await self.peers.request(leader, request, 0)
+        except Exception as exc:
+            log.info("cannot ask the share coordinator", broker=leader, error=repr(exc))
+            return None
+        [found] = [p for r in answer.results for p in r.partitions]
+        return found
