@@ -43,7 +43,7 @@ def test_api_versions_lists_what_is_registered(broker, version):
     assert correlation_id == 7 and body.error_code == ErrorCode.NONE
     keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert keys[18] == (0, 4)
-    assert 69 not in keys and 71 not in keys  # never advertise what is not implemented
+    assert 71 not in keys and 72 not in keys  # never advertise what is not implemented (client telemetry)
 
 
 def test_too_new_api_versions_gets_the_v0_error_reply(broker):
