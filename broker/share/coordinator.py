@@ -15,12 +15,20 @@ epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not 
 partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
 stores the state as none (start offset -1) under the next state epoch rather than a tombstone, so that
 a leader still holding the old state is fenced too.
+
+A read carrying a leader epoch is a write too (Kafka's readStateAndMaybeUpdateLeaderEpoch): an older
+one than stored is FENCED_LEADER_EPOCH, a newer one is stored before the answer, so that the old
+leader's later writes are fenced. Reads, writes and deletes of one key run one at a time, from the
+fencing check through the append to the memory update: two in flight at once would both pass the
+check against the same stored state and the one appended last would win.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import structlog
 
@@ -67,8 +75,10 @@ class ShareCoordinator:
         self.in_cluster = in_cluster
         self.active = False
         self.states: dict[StateKey, ShareState] = {}
+        self._locks: dict[StateKey, asyncio.Lock] = {}  # one read/write/delete of a key at a time
         self._tasks: set[asyncio.Task] = set()
         self._creating = SharedRun(self._create_topic)
+        self.unloaded: set[int] = set()  # one broker: partitions whose replay failed at start (not served)
         self.partitions = CoordinatorPartitions(
             SHARE_STATE_TOPIC, self._spawn, lambda index: replicas.partition(SHARE_STATE_TOPIC, index),
             load=self._load_partition, unload=self._unload_partition)
@@ -84,7 +94,13 @@ class ShareCoordinator:
         else:
             for partition in self._local_partitions():
                 found: dict[StateKey, ShareState | None] = {}
-                await replay_partition(partition, self.replicas.read_slices, found)
+                try:
+                    await replay_partition(partition, self.replicas.read_slices, found)
+                except Exception as exc:  # that partition stays unserved, the others load (as in a cluster)
+                    self.unloaded.add(partition.topic_partition.partition)
+                    log.error("share group state not loaded", partition=str(partition.topic_partition),
+                              error=str(exc))
+                    continue
                 self.states.update((k, s) for k, s in found.items() if s is not None)
             self.active = True
             log.info("share group state loaded", share_partitions=len(self.states))
@@ -155,21 +171,49 @@ class ShareCoordinator:
         if self.topics.get(SHARE_STATE_TOPIC) is None:  # no partition of it is led anywhere yet (Kafka's answer)
             return ErrorCode.NOT_COORDINATOR
         if not self.in_cluster:
-            return None
+            return ErrorCode.NOT_COORDINATOR if self.partition_of(key) in self.unloaded else None
         return self.partitions.not_served(self.partition_of(key))
 
     # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
 
-    def read(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
-        refused = self.not_served(key)
-        if refused is not None:
-            return refused, None
-        return ErrorCode.NONE, self.states.get(key)  # start offset -1: deleted (none), with its state epoch
+    @contextlib.asynccontextmanager
+    async def _locked(self, key: StateKey) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and self._locks.get(key) is lock:
+                del self._locks[key]  # nobody waits on it: bounded by the keys in use
+
+    async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
+        (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
+        async with self._locked(key):
+            refused = self.not_served(key)
+            if refused is not None:
+                return refused, None
+            old = self.states.get(key)
+            if leader_epoch < 0 or (old is not None and old.leader_epoch == leader_epoch):
+                return ErrorCode.NONE, old
+            if old is not None and leader_epoch < old.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, None
+            now = _now_ms()
+            state = (ShareState(0, leader_epoch, -1, (), now) if old is None else
+                     ShareState(old.state_epoch, leader_epoch, old.start_offset, old.batches, old.create_ms,
+                                old.snapshot_epoch + 1))
+            error = await self._store(key, state, now)
+            return error, state if error == ErrorCode.NONE else None
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         """Store the share-partition's state (`start_offset` -1: keep the stored one); NONE once the
         record is in the log at acks=-1."""
+        async with self._locked(key):
+            return await self._write(key, state_epoch, leader_epoch, start_offset, batches)
+
+    async def _write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         refused = self.not_served(key)
         if refused is not None:
             return refused
@@ -187,14 +231,15 @@ class ShareCoordinator:
 
     async def delete(self, key: StateKey) -> ErrorCode:
         """The share-partition's state goes: stored as none under the next state epoch (see above)."""
-        refused = self.not_served(key)
-        if refused is not None:
-            return refused
-        old = self.states.get(key)
-        if old is None or old.start_offset < 0:
-            return ErrorCode.NONE
-        now = _now_ms()
-        return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
+        async with self._locked(key):
+            refused = self.not_served(key)
+            if refused is not None:
+                return refused
+            old = self.states.get(key)
+            if old is None or old.start_offset < 0:
+                return ErrorCode.NONE
+            now = _now_ms()
+            return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
 
     async def _store(self, key: StateKey, state: ShareState, now_ms: int) -> ErrorCode:
         data = build_batch([(key_bytes(key), value_bytes(state, now_ms), [], now_ms)])

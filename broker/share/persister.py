@@ -102,7 +102,7 @@ class StatePersister:
 
     async def _read_once(self, leader: int, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
         if leader == self.node_id:
-            return self.coordinator.read(key)
+            return await self.coordinator.read(key, leader_epoch)
         group, topic_id, partition = key
         request = ReadShareGroupStateRequest(group_id=group, topics=[_Read(topic_id=topic_id, partitions=[
             _Read.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
