@@ -228,19 +228,22 @@ class SharePartitionManager:
         self._replicas.fetches.notify(partition.topic_partition)
         partition.log.io.spawn(self._persist_released(group_id, partition), "share-partition state")
 
-    async def persist(self, group_id: str, partition: Partition, *, remove: bool = False) -> None:
-        """Store the share-partition's state as it is now (after acknowledgements: stored on return), or
-        remove it (`remove`: stored as starting past the log end, nothing in flight, until a fetch starts
-        it again from the reset rule, see forget). A share-partition dropped meanwhile (its replica no
-        longer leads) writes nothing. ShareStateError when the coordinator cannot be had."""
+    async def persist(self, group_id: str, partition: Partition, share: SharePartition | None = None) -> None:
+        """Store the share-partition's state as it is now (after acknowledgements: stored on return).
+        `share`: the one the caller changed; when it is no longer this broker's (its replica stopped
+        leading or was forgotten, or it was replaced) nothing is written and ShareStateError
+        NOT_LEADER_OR_FOLLOWER says the change is lost (the records go back to their new leader's
+        state). Without `share`, a share-partition dropped meanwhile writes nothing. ShareStateError
+        when the coordinator cannot be had."""
         key = self._key(group_id, partition)
         lock = self._writing.setdefault(key, asyncio.Lock())
         try:
             async with lock:
-                share = self.partitions.get(key)
-                if remove:
-                    await self.persister.delete(key)
-                elif share is not None and self._owners.get(key) is partition:
+                current = self.partitions.get(key)
+                if share is not None and (current is not share or self._owners.get(key) is not partition):
+                    raise ShareStateError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                share = current
+                if share is not None and self._owners.get(key) is partition:
                     await self.persister.write(key, share.state_epoch, partition.leader_epoch, share.start_offset,
                                                share.state_batches())
         except PersisterError as exc:

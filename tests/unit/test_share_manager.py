@@ -171,3 +171,26 @@ async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquir
     assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]  # read again next time
     again = await manager.stored("g", partition)  # type: ignore[arg-type]
     assert again is not None and (again.state_epoch, again.end_offset, again.next_fetch_offset()) == (1, 0, 0)
+
+
+async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_answered_as_stored(tmp_path):
+    """persist() of the share-partition an acknowledgement changed: dropped (leadership moved) or
+    replaced (AlterShareGroupOffsets) before its write, nothing is written and the caller hears
+    NOT_LEADER_OR_FOLLOWER rather than NONE (or the replacement's state written in its name)."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    acked = await _started(manager, partition, 5)
+    key = ("g", partition.topic_id, 0)
+    await manager.set_start("g", _topic(manager, partition), 0, 8)  # replaced...
+    assert await manager.stored("g", partition) is not acked  # type: ignore[arg-type]
+    with pytest.raises(ShareStateError) as refused:
+        await manager.persist("g", partition, acked)  # type: ignore[arg-type]
+    assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    stored = manager.persister.states[key]  # type: ignore[attr-defined]
+    assert stored.start_offset == 8
+    current = manager.share_partition("g", partition)  # type: ignore[arg-type]
+    partition.is_leader = False  # ...or dropped
+    manager._role_changed(partition)  # type: ignore[arg-type]
+    with pytest.raises(ShareStateError) as refused:
+        await manager.persist("g", partition, current)  # type: ignore[arg-type]
+    assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert manager.persister.states[key] is stored  # type: ignore[attr-defined]
