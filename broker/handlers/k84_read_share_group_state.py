@@ -7,10 +7,12 @@ CLUSTER_AUTHORIZATION_FAILED. A partition without state answers StartOffset -1, 
 state epoch of a deleted state); an error StartOffset 0, as Kafka's. Before `__share_group_state`
 exists (nothing was ever stored) every key is NOT_COORDINATOR, as on Kafka. A leader epoch older than
 the stored one is FENCED_LEADER_EPOCH; a newer one is stored before the answer (Kafka runs the read as
-a write), fencing the older leader's later writes.
+a write), fencing the older leader's later writes. A negative partition is INVALID_REQUEST, a topic or
+partition that does not exist UNKNOWN_TOPIC_OR_PARTITION (Kafka's checks).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH.
+COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_REQUEST,
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from broker.aio import SharedRun
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import AppendOrigin, Partition, ReplicaManager
+from broker.share.partition import RecordState
 from broker.share.state_log import (
     SHARE_STATE_TOPIC,
     ShareState,
@@ -190,7 +191,7 @@ class ShareCoordinator:
         """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
         (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
         async with self._locked(key):
-            refused = self.not_served(key)
+            refused = self.not_served(key) or self._bad_key(key)
             if refused is not None:
                 return refused, None
             old = self.states.get(key)
@@ -217,11 +218,16 @@ class ShareCoordinator:
         refused = self.not_served(key)
         if refused is not None:
             return refused
+        if key[2] < 0:
+            return ErrorCode.INVALID_REQUEST
         old = self.states.get(key)
         if old is not None and (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
             return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
         if start_offset < 0 and (old is None or old.start_offset < 0):
             return ErrorCode.INVALID_REQUEST
+        refused = self._bad_key(key) or _bad_state(start_offset, batches)
+        if refused is not None:
+            return refused
         now = _now_ms()
         state = ShareState(state_epoch, leader_epoch,
                            start_offset if start_offset >= 0 else old.start_offset,  # type: ignore[union-attr]
@@ -241,6 +247,13 @@ class ShareCoordinator:
             now = _now_ms()
             return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
 
+    def _bad_key(self, key: StateKey) -> ErrorCode | None:
+        """Kafka's checks of a read's or write's key: a partition of a topic that exists."""
+        if key[2] < 0:
+            return ErrorCode.INVALID_REQUEST
+        topic = self.topics.by_id(key[1])
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None or key[2] not in topic.replicas else None
+
     async def _store(self, key: StateKey, state: ShareState, now_ms: int) -> ErrorCode:
         data = build_batch([(key_bytes(key), value_bytes(state, now_ms), [], now_ms)])
         [result] = await self.replicas.append_records(
@@ -254,3 +267,17 @@ class ShareCoordinator:
         if self.not_served(key) is None:
             self.states[key] = state
         return error
+
+
+_STATES = frozenset(RecordState)
+
+
+def _bad_state(start_offset: int, batches: tuple[StateBatch, ...]) -> ErrorCode | None:
+    """INVALID_REQUEST for a state no leader writes: offsets below -1 or reversed, an unknown delivery
+    state, a negative delivery count (Kafka stores them as sent; Ebb's leaders would fail to read them)."""
+    if start_offset < -1:
+        return ErrorCode.INVALID_REQUEST
+    for first, last, state, count in batches:
+        if first < 0 or first > last or state not in _STATES or count < 0:
+            return ErrorCode.INVALID_REQUEST
+    return None

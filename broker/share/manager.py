@@ -154,7 +154,8 @@ class SharePartitionManager:
             return None, drops, state.state_epoch
         if state is not None:
             try:
-                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch), \
+                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch,
+                                                 limit=partition.log.log_end_offset), \
                     drops, state.state_epoch
             except ValueError as exc:
                 log.warning("share-partition state unreadable: starting afresh", group=group_id,
@@ -338,7 +339,9 @@ class SharePartitionManager:
         state = await self._coordinator_state((group_id, topic.topic_id, index))
         if state is None or state.start_offset < 0:
             return None
-        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch)
+        # no replica here: only the start offset is shown (no lag), so no record is kept
+        end = state.start_offset if partition is None else partition.log.log_end_offset
+        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch, limit=end)
         # ReadShareGroupState carries no leader epoch: a replica here knows the partition's
         epoch = state.leader_epoch if state.leader_epoch >= 0 or partition is None else partition.leader_epoch
         return share, epoch, -1 if partition is None else lag(share, partition.high_watermark)

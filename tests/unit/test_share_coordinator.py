@@ -43,13 +43,16 @@ class _Replicas:
 
 def _coordinator(partitions: int = 1) -> tuple[ShareCoordinator, _Replicas]:
     topic = SimpleNamespace(replicas={i: [0] for i in range(partitions)})
-    topics = SimpleNamespace(get=lambda name: topic if name == SHARE_STATE_TOPIC else None)
+    shared = SimpleNamespace(replicas={0: [0]})  # the share-partitions' topic
+    topics = SimpleNamespace(get=lambda name: topic if name == SHARE_STATE_TOPIC else None,
+                             by_id=lambda topic_id: shared if topic_id in (KEY[1], OTHER[1]) else None)
     replicas = _Replicas()
     config = SimpleNamespace(share_coordinator=ShareCoordinatorConfig())
     return ShareCoordinator(config, topics, replicas, in_cluster=False), replicas  # type: ignore[arg-type]
 
 
 KEY = ("g", uuid.uuid4(), 0)
+OTHER = ("g", uuid.uuid4(), 0)
 
 
 @pytest.fixture(autouse=True)
@@ -110,10 +113,28 @@ async def test_a_read_with_a_newer_leader_epoch_is_stored_and_fences_the_old_lea
     assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert (await coordinator.read(KEY, 3))[1] == state and (await coordinator.read(KEY, -1))[1] == state
     assert len(replicas.appended) == 2  # the same or no leader epoch: nothing written
-    other = ("g", uuid.uuid4(), 0)  # no state yet: its leader epoch is stored as "none"
+    other = OTHER  # no state yet: its leader epoch is stored as "none"
     error, none = await coordinator.read(other, 4)
     assert error == ErrorCode.NONE and none is not None and (none.start_offset, none.leader_epoch) == (-1, 4)
     assert (await coordinator.read(other, 3))[0] == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_writes_of_a_state_no_leader_writes_are_refused():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    for key, start, batches, error in [
+            (("g", KEY[1], -1), 0, (), ErrorCode.INVALID_REQUEST),
+            (("g", uuid.uuid4(), 0), 0, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (("g", KEY[1], 1), 0, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (KEY, -2, (), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((5, 4, 0, 1),), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((-1, 4, 0, 1),), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((0, 4, 3, 1),), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((0, 4, 0, -1),), ErrorCode.INVALID_REQUEST)]:
+        assert await coordinator.write(key, 0, 1, start, batches) == error, (key, start, batches)
+    assert (await coordinator.read(("g", KEY[1], -1), 1))[0] == ErrorCode.INVALID_REQUEST
+    assert (await coordinator.read(("g", uuid.uuid4(), 0), 1))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(replicas.appended) == 1 and coordinator.states[KEY].start_offset == 5
 
 
 async def test_a_partition_whose_replay_fails_at_start_is_left_unserved(monkeypatch):

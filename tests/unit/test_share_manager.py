@@ -28,6 +28,7 @@ class _Log:
         self.directory = directory
         self.io = LogIO()
         self.failures: list[str] = []
+        self.log_end_offset = 10
 
     def io_failed(self, action: str, exc: BaseException) -> None:
         self.failures.append(action)
