@@ -377,17 +377,24 @@ class SharePartitionManager:
         log.info("share-partition start offset set", group=group_id, topic=topic.name, partition=index,
                  start_offset=offset)
 
-    async def forget(self, group_id: str, topics: list[Topic]) -> None:
+    async def forget(self, group_id: str, topics: list[Topic]) -> dict[str, ErrorCode]:
         """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
         their partitions goes, in memory here and with the share coordinator (and an older Ebb's state
-        file on a leader here); a later fetch starts from the reset rule."""
+        file on a leader here); a later fetch starts from the reset rule. Returns each topic's error:
+        NONE, or the first error of a partition whose stored state could not be deleted (it stays;
+        the other partitions are still tried), as Kafka answers the persister's per topic."""
+        errors: dict[str, ErrorCode] = {}
         for topic in topics:
+            errors[topic.name] = ErrorCode.NONE
             for index in sorted(topic.replicas):
                 key = (group_id, topic.topic_id, index)
                 self._drops += 1  # a state being read now is about to go: that read must not be kept
                 self._drop(key)
-                with contextlib.suppress(PersisterError):  # logged by the persister
+                try:
                     await self.persister.delete(key)
+                except PersisterError as exc:  # logged by the persister
+                    if errors[topic.name] == ErrorCode.NONE:
+                        errors[topic.name] = exc.error_code
                 self._drops += 1  # and one begun while it went
                 with contextlib.suppress(PartitionError):
                     partition = self._replicas.partition_of(topic, index)
@@ -395,6 +402,7 @@ class SharePartitionManager:
                         await partition.log.io.remove_files([_state_path(group_id, partition)])
                     except OSError as exc:
                         log.warning("share-partition state file not removed", group=group_id, error=repr(exc))
+        return errors
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group or its session timed out (Kafka's ShareGroupListener): its

@@ -195,3 +195,15 @@ async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_ans
         await manager.persist("g", partition, current)  # type: ignore[arg-type]
     assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert manager.persister.states[key] is stored  # type: ignore[attr-defined]
+
+
+async def test_forgetting_tells_each_topic_whose_stored_state_could_not_be_deleted(tmp_path):
+    manager, partition = _manager(), _Partition(tmp_path)
+    await _started(manager, partition, 4)
+    topic = _topic(manager, partition)
+    manager.persister.failing = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    assert await manager.forget("g", [topic]) == {"t": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == 4  # type: ignore[attr-defined]
+    manager.persister.failing = None  # type: ignore[attr-defined]
+    assert await manager.forget("g", [topic]) == {"t": ErrorCode.NONE}
+    assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == -1  # type: ignore[attr-defined]
