@@ -60,9 +60,10 @@ class StatePersister:
 
     async def read(self, key: StateKey, leader_epoch: int) -> ShareState | None:
         """The stored state (None: never any; start offset -1: deleted, with the state epoch a new one
-        takes); PersisterError when the coordinator cannot be had."""
-        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is None:  # nothing was ever stored: not made for a read
-            return None
+        takes); PersisterError when the coordinator cannot be had. The topic is made if need be (as
+        Kafka's FindCoordinator does): one this broker has not heard of yet may exist (made by another
+        broker, its watch not yet fired), and "no state" then would restart the share-partition from
+        the reset rule over the stored state."""
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
@@ -71,8 +72,7 @@ class StatePersister:
                                                                  start_offset, batches))
 
     async def delete(self, key: StateKey) -> None:
-        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is not None:
-            await self._retried(key, lambda leader: self._delete_once(leader, key))
+        await self._retried(key, lambda leader: self._delete_once(leader, key))  # the topic as for read
 
     async def _retried(self, key: StateKey, once):
         deadline = time.monotonic() + RETRY_DEADLINE_S

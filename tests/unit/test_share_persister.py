@@ -1,0 +1,48 @@
+"""StatePersister (broker/share/persister.py) around a share coordinator stand-in: a `__share_group_state`
+this broker has not heard of yet (made by another broker) is waited for, not taken as "no state"."""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+from broker.share.persister import StatePersister
+from broker.share.state_log import SHARE_STATE_TOPIC, ShareState
+from protocol.errors import ErrorCode
+
+KEY = ("g", uuid.uuid4(), 0)
+STORED = ShareState(0, 1, 7, (), 0)
+
+
+class _Coordinator:
+    """In a cluster, leading the state's partition here; the topic's metadata arrives after `lookups` looks."""
+
+    in_cluster = True
+
+    def __init__(self, lookups: int) -> None:
+        self.lookups = lookups
+        self.created = 0
+        topic = SimpleNamespace(leader=lambda index: 0)
+        self.topics = SimpleNamespace(get=self._get)
+        self._topic = topic
+
+    def _get(self, name: str):
+        assert name == SHARE_STATE_TOPIC
+        self.lookups -= 1
+        return self._topic if self.lookups < 0 else None
+
+    async def ensure_topic(self) -> None:
+        self.created += 1  # another broker made it: TOPIC_ALREADY_EXISTS, nothing known here yet
+
+    def partition_of(self, key) -> int:
+        return 0
+
+    async def read(self, key, leader_epoch):
+        return ErrorCode.NONE, STORED
+
+
+async def test_a_state_topic_not_yet_known_here_is_waited_for_not_taken_as_no_state():
+    coordinator = _Coordinator(lookups=3)
+    persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
+    assert await persister.read(KEY, 1) == STORED
+    assert coordinator.created >= 1
