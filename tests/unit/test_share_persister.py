@@ -1,12 +1,19 @@
 """StatePersister (broker/share/persister.py) around a share coordinator stand-in: a `__share_group_state`
-this broker has not heard of yet (made by another broker) is waited for, not taken as "no state"."""
+this broker has not heard of yet (made by another broker) is waited for, not taken as "no state"; the
+calls of one request share one deadline, an attempt under way included, and an unreachable
+coordinator is asked once per request."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from types import SimpleNamespace
 
-from broker.share.persister import StatePersister
+import pytest
+
+import broker.share.persister as persister_module
+from broker.share.persister import PersisterError, StatePersister, request_budget
 from broker.share.state_log import SHARE_STATE_TOPIC, ShareState
 from protocol.errors import ErrorCode
 
@@ -19,10 +26,10 @@ class _Coordinator:
 
     in_cluster = True
 
-    def __init__(self, lookups: int) -> None:
+    def __init__(self, lookups: int, leader: int = 0) -> None:
         self.lookups = lookups
         self.created = 0
-        topic = SimpleNamespace(leader=lambda index: 0)
+        topic = SimpleNamespace(leader=lambda index: leader)
         self.topics = SimpleNamespace(get=self._get)
         self._topic = topic
 
@@ -46,3 +53,27 @@ async def test_a_state_topic_not_yet_known_here_is_waited_for_not_taken_as_no_st
     persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
     assert await persister.read(KEY, 1) == STORED
     assert coordinator.created >= 1
+
+
+class _Silent:
+    """Another broker that never answers."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def request(self, broker_id, request, version):
+        self.asked += 1
+        await asyncio.Event().wait()
+
+
+async def test_one_request_over_many_partitions_waits_once_for_an_unreachable_coordinator(monkeypatch):
+    monkeypatch.setattr(persister_module, "LATE_ATTEMPT_S", 0.05)
+    peers = _Silent()
+    persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, peers)  # type: ignore[arg-type]
+    began = time.monotonic()
+    with request_budget(0.3):
+        for index in range(5):
+            with pytest.raises(PersisterError) as refused:
+                await persister.write(("g", KEY[1], index), 0, 1, 0, ())
+            assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert time.monotonic() - began < 1.0 and peers.asked == 1
