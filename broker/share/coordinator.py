@@ -14,7 +14,8 @@ or deleted the state since its leader read it: the leader reads it again), and o
 epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not yet heard it lost the
 partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
 stores the state as none (start offset -1) under the next state epoch rather than a tombstone, so that
-a leader still holding the old state is fenced too.
+a leader still holding the old state is fenced too. The states of a deleted topic (nobody can write
+them again: writes of unknown topics are refused) are removed with tombstones, as Kafka's shard does.
 
 A read carrying a leader epoch is a write too (Kafka's readStateAndMaybeUpdateLeaderEpoch): an older
 one than stored is FENCED_LEADER_EPOCH, a newer one is stored before the answer, so that the old
@@ -87,6 +88,7 @@ class ShareCoordinator:
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
     async def start(self) -> None:
+        self.topics.deletion_listeners.append(self._topic_deleted)
         if self.in_cluster:
             self.active = True
             self.replicas.leadership_listeners.append(self._partition_moved)
@@ -254,8 +256,22 @@ class ShareCoordinator:
         topic = self.topics.by_id(key[1])
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None or key[2] not in topic.replicas else None
 
-    async def _store(self, key: StateKey, state: ShareState, now_ms: int) -> ErrorCode:
-        data = build_batch([(key_bytes(key), value_bytes(state, now_ms), [], now_ms)])
+    def _topic_deleted(self, name: str) -> None:
+        if self.active:
+            self._spawn(self._remove_deleted_topics())
+
+    async def _remove_deleted_topics(self) -> None:
+        """Tombstones for the states here whose topic is gone (any deleted topic: the listener gives
+        only its name, and the topic id is what keys hold)."""
+        for key in [k for k in self.states if self.topics.by_id(k[1]) is None]:
+            async with self._locked(key):
+                if key in self.states and self.topics.by_id(key[1]) is None and self.not_served(key) is None:
+                    await self._store(key, None, _now_ms())
+
+    async def _store(self, key: StateKey, state: ShareState | None, now_ms: int) -> ErrorCode:
+        """Append the state (None: a tombstone) at acks=-1, then hold it in memory."""
+        value = None if state is None else value_bytes(state, now_ms)
+        data = build_batch([(key_bytes(key), value, [], now_ms)])
         [result] = await self.replicas.append_records(
             [(SHARE_STATE_TOPIC, self.partition_of(key), memoryview(data), RecordBatch(data))],
             required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR,
@@ -265,7 +281,10 @@ class ShareCoordinator:
             log.warning("share group state write failed", key=str(key), error=error.name)
             return _APPEND_ERRORS.get(error, error)
         if self.not_served(key) is None:
-            self.states[key] = state
+            if state is None:
+                self.states.pop(key, None)
+            else:
+                self.states[key] = state
         return error
 
 

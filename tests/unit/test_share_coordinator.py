@@ -44,8 +44,10 @@ class _Replicas:
 def _coordinator(partitions: int = 1) -> tuple[ShareCoordinator, _Replicas]:
     topic = SimpleNamespace(replicas={i: [0] for i in range(partitions)})
     shared = SimpleNamespace(replicas={0: [0]})  # the share-partitions' topic
+    known = {KEY[1], OTHER[1]}
     topics = SimpleNamespace(get=lambda name: topic if name == SHARE_STATE_TOPIC else None,
-                             by_id=lambda topic_id: shared if topic_id in (KEY[1], OTHER[1]) else None)
+                             by_id=lambda topic_id: shared if topic_id in known else None,
+                             deletion_listeners=[], known=known)
     replicas = _Replicas()
     config = SimpleNamespace(share_coordinator=ShareCoordinatorConfig())
     return ShareCoordinator(config, topics, replicas, in_cluster=False), replicas  # type: ignore[arg-type]
@@ -135,6 +137,19 @@ async def test_writes_of_a_state_no_leader_writes_are_refused():
     assert (await coordinator.read(("g", KEY[1], -1), 1))[0] == ErrorCode.INVALID_REQUEST
     assert (await coordinator.read(("g", uuid.uuid4(), 0), 1))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert len(replicas.appended) == 1 and coordinator.states[KEY].start_offset == 5
+
+
+async def test_a_deleted_topics_states_go_with_tombstones():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    assert (await coordinator.read(OTHER, 1))[0] == ErrorCode.NONE
+    coordinator.topics.known.discard(KEY[1])  # type: ignore[attr-defined]
+    [listener] = coordinator.topics.deletion_listeners  # type: ignore[attr-defined]
+    listener("t")
+    await asyncio.gather(*coordinator._tasks)
+    assert list(coordinator.states) == [OTHER]
+    assert _record(replicas.appended[-1]) == (_record(replicas.appended[0])[0], None)  # KEY's tombstone
+    assert len(replicas.appended) == 3
 
 
 async def test_a_partition_whose_replay_fails_at_start_is_left_unserved(monkeypatch):
