@@ -150,8 +150,10 @@ class SharePartitionManager:
             state = await self.persister.read(key, partition.leader_epoch)
         except PersisterError as exc:
             raise ShareStateError(exc.error_code) from None
-        if state is not None and state.start_offset < 0:  # deleted: a new one, fenced from the old
-            return None, drops, state.state_epoch
+        if state is not None and state.start_offset < 0 and state.state_epoch > 0:  # deleted: a new one,
+            return None, drops, state.state_epoch  # fenced from the old
+        if state is not None and state.start_offset < 0:  # never any (a read stored only its leader epoch)
+            state = None
         if state is not None:
             try:
                 return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch,

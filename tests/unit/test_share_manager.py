@@ -137,6 +137,18 @@ async def test_an_old_state_file_moves_into_the_coordinator_once(tmp_path):
     assert (stored.start_offset, stored.batches) == (4, ((4, 4, 0, 1), (5, 5, 2, 1), (6, 6, 0, 2)))
 
 
+
+async def test_an_old_state_file_moves_even_when_the_coordinator_holds_only_a_leader_epoch(tmp_path):
+    """A read with a leader epoch stores a "none" state (start -1, state epoch 0): not a deletion."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    manager.persister.states[("g", partition.topic_id, 0)] = ShareState(0, 0, -1, (), 0)  # type: ignore
+    old = SharePartition.restore(b'{"version":0,"group":"g","start":4,"end":5,"records":[[4,2,1]]}',
+                                 "g", released=lambda: None)
+    (tmp_path / f"share-{hashlib.sha256(b'g').hexdigest()[:32]}.state").write_bytes(old.snapshot("g"))
+    found = await manager.stored("g", partition)  # type: ignore[arg-type]
+    assert found is not None and (found.start_offset, found.end_offset) == (4, 5)
+
+
 async def test_a_read_under_way_when_the_offsets_are_deleted_is_not_kept(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
     await _started(manager, partition, 7)
