@@ -87,10 +87,9 @@ class StatePersister:
 
     async def read(self, key: StateKey, leader_epoch: int) -> ShareState | None:
         """The stored state (None: never any; start offset -1: deleted, with the state epoch a new one
-        takes); PersisterError when the coordinator cannot be had. The topic is made if need be (as
-        Kafka's FindCoordinator does): one this broker has not heard of yet may exist (made by another
-        broker, its watch not yet fired), and "no state" then would restart the share-partition from
-        the reset rule over the stored state."""
+        takes); PersisterError when the coordinator cannot be had."""
+        if not await self._topic_exists():
+            return None
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
@@ -99,7 +98,22 @@ class StatePersister:
                                                                  start_offset, batches))
 
     async def delete(self, key: StateKey) -> None:
-        await self._retried(key, lambda leader: self._delete_once(leader, key))  # the topic as for read
+        if await self._topic_exists():
+            await self._retried(key, lambda leader: self._delete_once(leader, key))
+
+    async def _topic_exists(self) -> bool:
+        """Whether `__share_group_state` exists: not made for a read or a delete (nothing was ever
+        stored), but asked of the cluster's store when this broker has not heard of it: made by another
+        broker whose watch has not fired here, "no state" would restart the share-partition from the
+        reset rule over the stored state."""
+        topics = self.coordinator.topics
+        if topics.get(SHARE_STATE_TOPIC) is not None:
+            return True
+        try:
+            return await topics.refresh(SHARE_STATE_TOPIC) is not None
+        except Exception as exc:  # the store cannot be read now: the partition's answer, tried again
+            log.warning("share group state topic not looked up", error=repr(exc))
+            raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
 
     async def _retried(self, key: StateKey, once):
         budget = _BUDGET.get()
