@@ -44,6 +44,7 @@ from broker.replica import PartitionError
 from broker.request_context import RequestContext
 from broker.share.manager import PartitionRead
 from broker.share.partition import ShareError
+from broker.share.persister import request_budget
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -64,6 +65,12 @@ def _refused(error: ErrorCode, message: str | None = None) -> ShareFetchResponse
 @handles(API_KEY, "1-2")
 async def share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest],
                       connection: RequestContext) -> ShareFetchResponse:
+    with request_budget():  # one deadline for the request's persister calls
+        return await _share_fetch(broker, request, connection)
+
+
+async def _share_fetch(broker: BrokerContext, request: Request[ShareFetchRequest],
+                       connection: RequestContext) -> ShareFetchResponse:
     version, body = request.api_version, request.body
     if not body.group_id:  # Kafka 4.3.1 answers each partition UNKNOWN_SERVER_ERROR, not the request
         return _no_group(broker, body)

@@ -20,6 +20,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.share_requests import acknowledge, begin, end_if_final, leader_of, resolve
 from broker.request_context import RequestContext
 from broker.share.partition import ShareError
+from broker.share.persister import request_budget
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -34,6 +35,12 @@ _Leader = _Partition.LeaderIdAndEpoch
 @handles(API_KEY, "1-2")
 async def share_acknowledge(broker: BrokerContext, request: Request[ShareAcknowledgeRequest],
                             connection: RequestContext) -> ShareAcknowledgeResponse:
+    with request_budget():  # one deadline for the request's persister calls
+        return await _share_acknowledge(broker, request, connection)
+
+
+async def _share_acknowledge(broker: BrokerContext, request: Request[ShareAcknowledgeRequest],
+                             connection: RequestContext) -> ShareAcknowledgeResponse:
     version, body = request.api_version, request.body
     try:
         share = await begin(broker, connection, body.group_id, body.member_id, body.share_session_epoch, fetch=False)

@@ -5,10 +5,14 @@ send it from broker/share/persister.py when the key's `__share_group_state` part
 CLUSTER_ACTION on the cluster is needed (Kafka's KafkaApis), else each partition answers
 CLUSTER_AUTHORIZATION_FAILED. A partition without state answers StartOffset -1, no batches (and the
 state epoch of a deleted state); an error StartOffset 0, as Kafka's. Before `__share_group_state`
-exists (nothing was ever stored) every key is NOT_COORDINATOR, as on Kafka.
+exists (nothing was ever stored) every key is NOT_COORDINATOR, as on Kafka. A leader epoch older than
+the stored one is FENCED_LEADER_EPOCH; a newer one is stored before the answer (Kafka runs the read as
+a write), fencing the older leader's later writes. A negative partition is INVALID_REQUEST, a topic or
+partition that does not exist UNKNOWN_TOPIC_OR_PARTITION (Kafka's checks).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE, FENCED_LEADER_EPOCH, INVALID_REQUEST,
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def _partition(index: int, code: ErrorCode, state: ShareState | None = None) -> 
 async def read_share_group_state(broker: BrokerContext, request: Request[ReadShareGroupStateRequest],
                                  connection: RequestContext) -> ReadShareGroupStateResponse:
     async def answer(key: StateKey, asked) -> _Partition:
-        return _partition(asked.partition, *broker.share_coordinator.read(key))
+        return _partition(asked.partition, *await broker.share_coordinator.read(key, asked.leader_epoch))
 
     return ReadShareGroupStateResponse(results=await answer_each(
         broker, connection, request.body, _Result, answer, lambda asked, code: _partition(asked.partition, code)))

@@ -5,11 +5,15 @@ broker/share/persister.py). Answered once the ShareSnapshot record is in `__shar
 CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition. A state
 epoch older than the stored one is FENCED_STATE_EPOCH, a leader epoch older (at the same state epoch)
 FENCED_LEADER_EPOCH; StartOffset -1 keeps the stored start offset
-(INVALID_REQUEST when nothing is stored). v1's DeliveryCompleteCount is not stored (Ebb counts it
+(INVALID_REQUEST when nothing is stored). As Kafka's shard, a negative partition is INVALID_REQUEST
+and a topic or partition that does not exist UNKNOWN_TOPIC_OR_PARTITION; Ebb also refuses
+(INVALID_REQUEST) a batch with first > last or a negative offset or count, or an unknown delivery state.
+v1's DeliveryCompleteCount is not stored (Ebb counts it
 from the batches when asked).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE, FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, INVALID_REQUEST.
+COORDINATOR_NOT_AVAILABLE, FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH, INVALID_REQUEST,
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations

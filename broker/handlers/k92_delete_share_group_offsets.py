@@ -4,7 +4,8 @@ share.auto.offset.reset says. Needs DELETE on the group and READ on each topic.
 
 Errors: NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, GROUP_AUTHORIZATION_FAILED, INVALID_GROUP_ID,
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (top level); TOPIC_AUTHORIZATION_FAILED,
-UNKNOWN_TOPIC_OR_PARTITION (per topic).
+UNKNOWN_TOPIC_OR_PARTITION, and the share coordinator's error when a partition's stored state could not
+be deleted (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ...: that state stays, try again) (per topic).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ async def delete_share_group_offsets(broker: BrokerContext, request: Request[Del
     for asked in body.topics:
         topic = broker.topics.get(asked.topic_name)
         error = topic_refusal(broker, connection, asked.topic_name, Operation.READ) or ErrorCode.NONE
-        if error == ErrorCode.NONE and topic is not None:
-            await broker.shares.forget(body.group_id, [topic])
+        if error == ErrorCode.NONE and topic is not None:  # the state's deletion failed: that topic says why
+            error = (await broker.shares.forget(body.group_id, [topic]))[topic.name]
         answers.append(_Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
                               error_code=error, error_message=None))
     return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,

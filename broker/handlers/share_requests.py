@@ -108,7 +108,7 @@ async def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Out
         outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, exc.message
     if applied:
         try:
-            await broker.shares.persist(request.group_id, outcome.partition)
+            await broker.shares.persist(request.group_id, outcome.partition, share)
         except ShareStateError as exc:  # applied in memory, not on disk: the client hears it
             outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, None
 

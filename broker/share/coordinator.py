@@ -14,13 +14,22 @@ or deleted the state since its leader read it: the leader reads it again), and o
 epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not yet heard it lost the
 partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
 stores the state as none (start offset -1) under the next state epoch rather than a tombstone, so that
-a leader still holding the old state is fenced too.
+a leader still holding the old state is fenced too. The states of a deleted topic (nobody can write
+them again: writes of unknown topics are refused) are removed with tombstones, as Kafka's shard does.
+
+A read carrying a leader epoch is a write too (Kafka's readStateAndMaybeUpdateLeaderEpoch): an older
+one than stored is FENCED_LEADER_EPOCH, a newer one is stored before the answer, so that the old
+leader's later writes are fenced. Reads, writes and deletes of one key run one at a time, from the
+fencing check through the append to the memory update: two in flight at once would both pass the
+check against the same stored state and the one appended last would win.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import structlog
 
@@ -28,6 +37,7 @@ from broker.aio import SharedRun
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import AppendOrigin, Partition, ReplicaManager
+from broker.share.partition import RecordState
 from broker.share.state_log import (
     SHARE_STATE_TOPIC,
     ShareState,
@@ -67,8 +77,10 @@ class ShareCoordinator:
         self.in_cluster = in_cluster
         self.active = False
         self.states: dict[StateKey, ShareState] = {}
+        self._locks: dict[StateKey, asyncio.Lock] = {}  # one read/write/delete of a key at a time
         self._tasks: set[asyncio.Task] = set()
         self._creating = SharedRun(self._create_topic)
+        self.unloaded: set[int] = set()  # one broker: partitions whose replay failed at start (not served)
         self.partitions = CoordinatorPartitions(
             SHARE_STATE_TOPIC, self._spawn, lambda index: replicas.partition(SHARE_STATE_TOPIC, index),
             load=self._load_partition, unload=self._unload_partition)
@@ -76,6 +88,7 @@ class ShareCoordinator:
     # --- lifecycle (a broker service) ------------------------------------------------------------
 
     async def start(self) -> None:
+        self.topics.deletion_listeners.append(self._topic_deleted)
         if self.in_cluster:
             self.active = True
             self.replicas.leadership_listeners.append(self._partition_moved)
@@ -84,7 +97,13 @@ class ShareCoordinator:
         else:
             for partition in self._local_partitions():
                 found: dict[StateKey, ShareState | None] = {}
-                await replay_partition(partition, self.replicas.read_slices, found)
+                try:
+                    await replay_partition(partition, self.replicas.read_slices, found)
+                except Exception as exc:  # that partition stays unserved, the others load (as in a cluster)
+                    self.unloaded.add(partition.topic_partition.partition)
+                    log.error("share group state not loaded", partition=str(partition.topic_partition),
+                              error=str(exc))
+                    continue
                 self.states.update((k, s) for k, s in found.items() if s is not None)
             self.active = True
             log.info("share group state loaded", share_partitions=len(self.states))
@@ -155,29 +174,62 @@ class ShareCoordinator:
         if self.topics.get(SHARE_STATE_TOPIC) is None:  # no partition of it is led anywhere yet (Kafka's answer)
             return ErrorCode.NOT_COORDINATOR
         if not self.in_cluster:
-            return None
+            return ErrorCode.NOT_COORDINATOR if self.partition_of(key) in self.unloaded else None
         return self.partitions.not_served(self.partition_of(key))
 
     # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
 
-    def read(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
-        refused = self.not_served(key)
-        if refused is not None:
-            return refused, None
-        return ErrorCode.NONE, self.states.get(key)  # start offset -1: deleted (none), with its state epoch
+    @contextlib.asynccontextmanager
+    async def _locked(self, key: StateKey) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and self._locks.get(key) is lock:
+                del self._locks[key]  # nobody waits on it: bounded by the keys in use
+
+    async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
+        """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
+        (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
+        async with self._locked(key):
+            refused = self.not_served(key) or self._bad_key(key)
+            if refused is not None:
+                return refused, None
+            old = self.states.get(key)
+            if leader_epoch < 0 or (old is not None and old.leader_epoch == leader_epoch):
+                return ErrorCode.NONE, old
+            if old is not None and leader_epoch < old.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, None
+            now = _now_ms()
+            state = (ShareState(0, leader_epoch, -1, (), now) if old is None else
+                     ShareState(old.state_epoch, leader_epoch, old.start_offset, old.batches, old.create_ms,
+                                old.snapshot_epoch + 1))
+            error = await self._store(key, state, now)
+            return error, state if error == ErrorCode.NONE else None
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         """Store the share-partition's state (`start_offset` -1: keep the stored one); NONE once the
         record is in the log at acks=-1."""
+        async with self._locked(key):
+            return await self._write(key, state_epoch, leader_epoch, start_offset, batches)
+
+    async def _write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         refused = self.not_served(key)
         if refused is not None:
             return refused
+        if key[2] < 0:
+            return ErrorCode.INVALID_REQUEST
         old = self.states.get(key)
         if old is not None and (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
             return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
         if start_offset < 0 and (old is None or old.start_offset < 0):
             return ErrorCode.INVALID_REQUEST
+        refused = self._bad_key(key) or _bad_state(start_offset, batches)
+        if refused is not None:
+            return refused
         now = _now_ms()
         state = ShareState(state_epoch, leader_epoch,
                            start_offset if start_offset >= 0 else old.start_offset,  # type: ignore[union-attr]
@@ -187,17 +239,39 @@ class ShareCoordinator:
 
     async def delete(self, key: StateKey) -> ErrorCode:
         """The share-partition's state goes: stored as none under the next state epoch (see above)."""
-        refused = self.not_served(key)
-        if refused is not None:
-            return refused
-        old = self.states.get(key)
-        if old is None or old.start_offset < 0:
-            return ErrorCode.NONE
-        now = _now_ms()
-        return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
+        async with self._locked(key):
+            refused = self.not_served(key)
+            if refused is not None:
+                return refused
+            old = self.states.get(key)
+            if old is None or old.start_offset < 0:
+                return ErrorCode.NONE
+            now = _now_ms()
+            return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
 
-    async def _store(self, key: StateKey, state: ShareState, now_ms: int) -> ErrorCode:
-        data = build_batch([(key_bytes(key), value_bytes(state, now_ms), [], now_ms)])
+    def _bad_key(self, key: StateKey) -> ErrorCode | None:
+        """Kafka's checks of a read's or write's key: a partition of a topic that exists."""
+        if key[2] < 0:
+            return ErrorCode.INVALID_REQUEST
+        topic = self.topics.by_id(key[1])
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None or key[2] not in topic.replicas else None
+
+    def _topic_deleted(self, name: str) -> None:
+        if self.active:
+            self._spawn(self._remove_deleted_topics())
+
+    async def _remove_deleted_topics(self) -> None:
+        """Tombstones for the states here whose topic is gone (any deleted topic: the listener gives
+        only its name, and the topic id is what keys hold)."""
+        for key in [k for k in self.states if self.topics.by_id(k[1]) is None]:
+            async with self._locked(key):
+                if key in self.states and self.topics.by_id(key[1]) is None and self.not_served(key) is None:
+                    await self._store(key, None, _now_ms())
+
+    async def _store(self, key: StateKey, state: ShareState | None, now_ms: int) -> ErrorCode:
+        """Append the state (None: a tombstone) at acks=-1, then hold it in memory."""
+        value = None if state is None else value_bytes(state, now_ms)
+        data = build_batch([(key_bytes(key), value, [], now_ms)])
         [result] = await self.replicas.append_records(
             [(SHARE_STATE_TOPIC, self.partition_of(key), memoryview(data), RecordBatch(data))],
             required_acks=-1, timeout_ms=WRITE_TIMEOUT_MS, origin=AppendOrigin.COORDINATOR,
@@ -207,5 +281,22 @@ class ShareCoordinator:
             log.warning("share group state write failed", key=str(key), error=error.name)
             return _APPEND_ERRORS.get(error, error)
         if self.not_served(key) is None:
-            self.states[key] = state
+            if state is None:
+                self.states.pop(key, None)
+            else:
+                self.states[key] = state
         return error
+
+
+_STATES = frozenset(RecordState)
+
+
+def _bad_state(start_offset: int, batches: tuple[StateBatch, ...]) -> ErrorCode | None:
+    """INVALID_REQUEST for a state no leader writes: offsets below -1 or reversed, an unknown delivery
+    state, a negative delivery count (Kafka stores them as sent; Ebb's leaders would fail to read them)."""
+    if start_offset < -1:
+        return ErrorCode.INVALID_REQUEST
+    for first, last, state, count in batches:
+        if first < 0 or first > last or state not in _STATES or count < 0:
+            return ErrorCode.INVALID_REQUEST
+    return None

@@ -150,11 +150,14 @@ class SharePartitionManager:
             state = await self.persister.read(key, partition.leader_epoch)
         except PersisterError as exc:
             raise ShareStateError(exc.error_code) from None
-        if state is not None and state.start_offset < 0:  # deleted: a new one, fenced from the old
-            return None, drops, state.state_epoch
+        if state is not None and state.start_offset < 0 and state.state_epoch > 0:  # deleted: a new one,
+            return None, drops, state.state_epoch  # fenced from the old
+        if state is not None and state.start_offset < 0:  # never any (a read stored only its leader epoch)
+            state = None
         if state is not None:
             try:
-                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch), \
+                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch,
+                                                 limit=partition.log.log_end_offset), \
                     drops, state.state_epoch
             except ValueError as exc:
                 log.warning("share-partition state unreadable: starting afresh", group=group_id,
@@ -228,19 +231,22 @@ class SharePartitionManager:
         self._replicas.fetches.notify(partition.topic_partition)
         partition.log.io.spawn(self._persist_released(group_id, partition), "share-partition state")
 
-    async def persist(self, group_id: str, partition: Partition, *, remove: bool = False) -> None:
-        """Store the share-partition's state as it is now (after acknowledgements: stored on return), or
-        remove it (`remove`: stored as starting past the log end, nothing in flight, until a fetch starts
-        it again from the reset rule, see forget). A share-partition dropped meanwhile (its replica no
-        longer leads) writes nothing. ShareStateError when the coordinator cannot be had."""
+    async def persist(self, group_id: str, partition: Partition, share: SharePartition | None = None) -> None:
+        """Store the share-partition's state as it is now (after acknowledgements: stored on return).
+        `share`: the one the caller changed; when it is no longer this broker's (its replica stopped
+        leading or was forgotten, or it was replaced) nothing is written and ShareStateError
+        NOT_LEADER_OR_FOLLOWER says the change is lost (the records go back to their new leader's
+        state). Without `share`, a share-partition dropped meanwhile writes nothing. ShareStateError
+        when the coordinator cannot be had."""
         key = self._key(group_id, partition)
         lock = self._writing.setdefault(key, asyncio.Lock())
         try:
             async with lock:
-                share = self.partitions.get(key)
-                if remove:
-                    await self.persister.delete(key)
-                elif share is not None and self._owners.get(key) is partition:
+                current = self.partitions.get(key)
+                if share is not None and (current is not share or self._owners.get(key) is not partition):
+                    raise ShareStateError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                share = current
+                if share is not None and self._owners.get(key) is partition:
                     await self.persister.write(key, share.state_epoch, partition.leader_epoch, share.start_offset,
                                                share.state_batches())
         except PersisterError as exc:
@@ -335,7 +341,9 @@ class SharePartitionManager:
         state = await self._coordinator_state((group_id, topic.topic_id, index))
         if state is None or state.start_offset < 0:
             return None
-        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch)
+        # no replica here: only the start offset is shown (no lag), so no record is kept
+        end = state.start_offset if partition is None else partition.log.log_end_offset
+        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch, limit=end)
         # ReadShareGroupState carries no leader epoch: a replica here knows the partition's
         epoch = state.leader_epoch if state.leader_epoch >= 0 or partition is None else partition.leader_epoch
         return share, epoch, -1 if partition is None else lag(share, partition.high_watermark)
@@ -371,17 +379,24 @@ class SharePartitionManager:
         log.info("share-partition start offset set", group=group_id, topic=topic.name, partition=index,
                  start_offset=offset)
 
-    async def forget(self, group_id: str, topics: list[Topic]) -> None:
+    async def forget(self, group_id: str, topics: list[Topic]) -> dict[str, ErrorCode]:
         """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
         their partitions goes, in memory here and with the share coordinator (and an older Ebb's state
-        file on a leader here); a later fetch starts from the reset rule."""
+        file on a leader here); a later fetch starts from the reset rule. Returns each topic's error:
+        NONE, or the first error of a partition whose stored state could not be deleted (it stays;
+        the other partitions are still tried), as Kafka answers the persister's per topic."""
+        errors: dict[str, ErrorCode] = {}
         for topic in topics:
+            errors[topic.name] = ErrorCode.NONE
             for index in sorted(topic.replicas):
                 key = (group_id, topic.topic_id, index)
                 self._drops += 1  # a state being read now is about to go: that read must not be kept
                 self._drop(key)
-                with contextlib.suppress(PersisterError):  # logged by the persister
+                try:
                     await self.persister.delete(key)
+                except PersisterError as exc:  # logged by the persister
+                    if errors[topic.name] == ErrorCode.NONE:
+                        errors[topic.name] = exc.error_code
                 self._drops += 1  # and one begun while it went
                 with contextlib.suppress(PartitionError):
                     partition = self._replicas.partition_of(topic, index)
@@ -389,6 +404,7 @@ class SharePartitionManager:
                         await partition.log.io.remove_files([_state_path(group_id, partition)])
                     except OSError as exc:
                         log.warning("share-partition state file not removed", group=group_id, error=repr(exc))
+        return errors
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group or its session timed out (Kafka's ShareGroupListener): its

@@ -288,12 +288,16 @@ class SharePartition:
 
     @classmethod
     def from_state(cls, start_offset: int, batches: tuple[tuple[int, int, int, int], ...],
-                   released: Callable[[], None], state_epoch: int = 0) -> SharePartition:
+                   released: Callable[[], None], state_epoch: int = 0, *, limit: int) -> SharePartition:
         """A share-partition as its stored state says (the start offset, the state batches): the end
-        offset follows the last batch, and the log past it is new."""
+        offset follows the last batch, and the log past it is new. Offsets at or past `limit` (the
+        log end: no record there yet) are not kept, so a stored range is never expanded past the log."""
         share = cls(start_offset, released)
         share.state_epoch = state_epoch
         for first, last, state, count in batches:
+            last = min(last, limit - 1)
+            if last < max(first, start_offset):
+                continue
             for offset in range(max(first, start_offset), last + 1):
                 kind = RecordState(state)  # Acquired is never stored: its lock is gone
                 share._records[offset] = _InFlight(RecordState.AVAILABLE if kind is RecordState.ACQUIRED else kind,

@@ -6,14 +6,21 @@ ReadShareGroupState / WriteShareGroupState over the inter-broker connections.
 
 While the coordinator moves or loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, a connection that fails) the call is retried with a backoff for up to
-RETRY_DEADLINE_S, then fails with that error: the ShareFetch or ShareAcknowledge answers it for the
-partition and the client tries again.
+RETRY_DEADLINE_S, an attempt under way included, then fails with that error: the ShareFetch or
+ShareAcknowledge answers it for the partition and the client tries again. Within a request_budget
+(ShareFetch, ShareAcknowledge) every call shares one deadline, and a coordinator that could not be
+reached is not asked again: a request over many partitions fails within the budget, well under the
+client's request timeout, rather than one deadline per partition.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -33,11 +40,31 @@ log = structlog.get_logger("share")
 
 RETRY_DEADLINE_S = 10.0
 RETRY_BACKOFF_S = 0.05
+LATE_ATTEMPT_S = 1.0
 _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                         ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION})
 _Read = ReadShareGroupStateRequest.ReadStateData
 _Write = WriteShareGroupStateRequest.WriteStateData
 _Delete = DeleteShareGroupStateRequest.DeleteStateData
+
+
+@dataclass
+class _Budget:
+    deadline: float  # time.monotonic()
+    unreachable: dict[int, ErrorCode] = field(default_factory=dict)  # coordinators that failed, and how
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("share_persister_budget", default=None)
+
+
+@contextlib.contextmanager
+def request_budget(seconds: float = RETRY_DEADLINE_S) -> Iterator[None]:
+    """The persister calls made inside (the request's task) share one deadline (see above)."""
+    token = _BUDGET.set(_Budget(time.monotonic() + seconds))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 class PersisterError(Exception):
@@ -61,7 +88,7 @@ class StatePersister:
     async def read(self, key: StateKey, leader_epoch: int) -> ShareState | None:
         """The stored state (None: never any; start offset -1: deleted, with the state epoch a new one
         takes); PersisterError when the coordinator cannot be had."""
-        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is None:  # nothing was ever stored: not made for a read
+        if not await self._topic_exists():
             return None
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
@@ -71,25 +98,51 @@ class StatePersister:
                                                                  start_offset, batches))
 
     async def delete(self, key: StateKey) -> None:
-        if self.coordinator.topics.get(SHARE_STATE_TOPIC) is not None:
+        if await self._topic_exists():
             await self._retried(key, lambda leader: self._delete_once(leader, key))
 
+    async def _topic_exists(self) -> bool:
+        """Whether `__share_group_state` exists: not made for a read or a delete (nothing was ever
+        stored), but asked of the cluster's store when this broker has not heard of it: made by another
+        broker whose watch has not fired here, "no state" would restart the share-partition from the
+        reset rule over the stored state."""
+        topics = self.coordinator.topics
+        if topics.get(SHARE_STATE_TOPIC) is not None:
+            return True
+        try:
+            return await topics.refresh(SHARE_STATE_TOPIC) is not None
+        except Exception as exc:  # the store cannot be read now: the partition's answer, tried again
+            log.warning("share group state topic not looked up", error=repr(exc))
+            raise PersisterError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
+
     async def _retried(self, key: StateKey, once):
-        deadline = time.monotonic() + RETRY_DEADLINE_S
+        budget = _BUDGET.get()
+        # a call made late in its request (after a ShareFetch's wait) still gets one short try
+        deadline = time.monotonic() + (RETRY_DEADLINE_S if budget is None else
+                                       max(budget.deadline - time.monotonic(), LATE_ATTEMPT_S))
         while True:
-            result = None
+            result, leader = None, -1
             try:
                 await self.coordinator.ensure_topic()
                 leader = self._coordinator_of(key)
                 if leader < 0:
                     error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                elif budget is not None and leader in budget.unreachable:
+                    error = budget.unreachable[leader]  # failed already in this request: not asked again
+                elif leader == self.node_id:  # bounded by the coordinator's own append timeout; never cut
+                    error, result = await once(leader)  # short (its memory must follow its log)
                 else:
-                    error, result = await once(leader)
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        error, result = await once(leader)
             except TopicError as exc:
                 error = exc.error_code
+            except TimeoutError:  # the deadline passed while the other broker was asked
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if error == ErrorCode.NONE:
                 return result
             if error not in _RETRIABLE or time.monotonic() >= deadline:
+                if budget is not None and leader >= 0 and error in _RETRIABLE:
+                    budget.unreachable[leader] = error
                 log.warning("share group state not reached", key=str(key), error=error.name)
                 raise PersisterError(error)
             await asyncio.sleep(RETRY_BACKOFF_S)
@@ -102,7 +155,7 @@ class StatePersister:
 
     async def _read_once(self, leader: int, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
         if leader == self.node_id:
-            return self.coordinator.read(key)
+            return await self.coordinator.read(key, leader_epoch)
         group, topic_id, partition = key
         request = ReadShareGroupStateRequest(group_id=group, topics=[_Read(topic_id=topic_id, partitions=[
             _Read.PartitionData(partition=partition, leader_epoch=leader_epoch)])])

@@ -272,16 +272,17 @@ def test_a_recreated_topic_starts_afresh(client):
 def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client):
     """ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86), as another
     broker leading a share-partition would ask them: the state an acknowledgement wrote, fencing by
-    state and leader epoch, and a deletion that fences the old state's writers."""
+    state and leader epoch (a read's newer leader epoch is stored and fences the old leader), and a
+    deletion that fences the old state's writers."""
     group, _, topic_id = setup(client, 6)
     assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 5, 1)]
     answer = ack(client, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
     assert answer.responses[0].partitions[0].error_code == E.NONE
 
-    def read():
+    def read(leader_epoch: int = 0):
         asked = ReadState.ReadStateData
         [result] = client.send(ReadState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
-            asked.PartitionData(partition=0, leader_epoch=0)])]), 0).results
+            asked.PartitionData(partition=0, leader_epoch=leader_epoch)])]), 0).results
         [p] = result.partitions
         return p.error_code, p.state_epoch, p.start_offset, [
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches]
@@ -305,6 +306,10 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
     assert deleted.partitions[0].error_code == E.NONE
     assert read() == (E.NONE, 2, -1, [])  # none, under the next state epoch
     assert write(1, 9, 0) == E.FENCED_STATE_EPOCH
+    assert write(2, 1, 3) == E.NONE
+    assert read(5) == (E.NONE, 2, 3, [])  # a new leader's read: its epoch is stored before the answer
+    assert write(2, 4, 6) == E.FENCED_LEADER_EPOCH  # so the old leader's write is fenced
+    assert read(4)[0] == E.FENCED_LEADER_EPOCH and read(-1) == (E.NONE, 2, 3, [])
 
 
 def test_state_survives_sigkill(broker):

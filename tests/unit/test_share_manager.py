@@ -28,6 +28,7 @@ class _Log:
         self.directory = directory
         self.io = LogIO()
         self.failures: list[str] = []
+        self.log_end_offset = 10
 
     def io_failed(self, action: str, exc: BaseException) -> None:
         self.failures.append(action)
@@ -136,6 +137,18 @@ async def test_an_old_state_file_moves_into_the_coordinator_once(tmp_path):
     assert (stored.start_offset, stored.batches) == (4, ((4, 4, 0, 1), (5, 5, 2, 1), (6, 6, 0, 2)))
 
 
+
+async def test_an_old_state_file_moves_even_when_the_coordinator_holds_only_a_leader_epoch(tmp_path):
+    """A read with a leader epoch stores a "none" state (start -1, state epoch 0): not a deletion."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    manager.persister.states[("g", partition.topic_id, 0)] = ShareState(0, 0, -1, (), 0)  # type: ignore
+    old = SharePartition.restore(b'{"version":0,"group":"g","start":4,"end":5,"records":[[4,2,1]]}',
+                                 "g", released=lambda: None)
+    (tmp_path / f"share-{hashlib.sha256(b'g').hexdigest()[:32]}.state").write_bytes(old.snapshot("g"))
+    found = await manager.stored("g", partition)  # type: ignore[arg-type]
+    assert found is not None and (found.start_offset, found.end_offset) == (4, 5)
+
+
 async def test_a_read_under_way_when_the_offsets_are_deleted_is_not_kept(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
     await _started(manager, partition, 7)
@@ -171,3 +184,38 @@ async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquir
     assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]  # read again next time
     again = await manager.stored("g", partition)  # type: ignore[arg-type]
     assert again is not None and (again.state_epoch, again.end_offset, again.next_fetch_offset()) == (1, 0, 0)
+
+
+async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_answered_as_stored(tmp_path):
+    """persist() of the share-partition an acknowledgement changed: dropped (leadership moved) or
+    replaced (AlterShareGroupOffsets) before its write, nothing is written and the caller hears
+    NOT_LEADER_OR_FOLLOWER rather than NONE (or the replacement's state written in its name)."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    acked = await _started(manager, partition, 5)
+    key = ("g", partition.topic_id, 0)
+    await manager.set_start("g", _topic(manager, partition), 0, 8)  # replaced...
+    assert await manager.stored("g", partition) is not acked  # type: ignore[arg-type]
+    with pytest.raises(ShareStateError) as refused:
+        await manager.persist("g", partition, acked)  # type: ignore[arg-type]
+    assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    stored = manager.persister.states[key]  # type: ignore[attr-defined]
+    assert stored.start_offset == 8
+    current = manager.share_partition("g", partition)  # type: ignore[arg-type]
+    partition.is_leader = False  # ...or dropped
+    manager._role_changed(partition)  # type: ignore[arg-type]
+    with pytest.raises(ShareStateError) as refused:
+        await manager.persist("g", partition, current)  # type: ignore[arg-type]
+    assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert manager.persister.states[key] is stored  # type: ignore[attr-defined]
+
+
+async def test_forgetting_tells_each_topic_whose_stored_state_could_not_be_deleted(tmp_path):
+    manager, partition = _manager(), _Partition(tmp_path)
+    await _started(manager, partition, 4)
+    topic = _topic(manager, partition)
+    manager.persister.failing = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
+    assert await manager.forget("g", [topic]) == {"t": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == 4  # type: ignore[attr-defined]
+    manager.persister.failing = None  # type: ignore[attr-defined]
+    assert await manager.forget("g", [topic]) == {"t": ErrorCode.NONE}
+    assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == -1  # type: ignore[attr-defined]

@@ -56,10 +56,14 @@ async def test_state_batches_round_trip_as_the_share_coordinator_stores_them():
     share.acknowledge("m", 6, 6, [3], LIMITS, renew_allowed=False)  # reject 6
     batches = share.state_batches()  # 4-5 and 7-9 still acquired: written Available
     assert (share.start_offset, batches) == (2, ((2, 5, 0, 1), (6, 6, 4, 1), (7, 9, 0, 1)))
-    again = SharePartition.from_state(share.start_offset, batches, released=lambda: None, state_epoch=3)
+    again = SharePartition.from_state(share.start_offset, batches, released=lambda: None, state_epoch=3, limit=10)
     assert (again.start_offset, again.end_offset, again.next_fetch_offset(), again.state_epoch) == (2, 10, 2, 3)
     assert again.state_batches() == batches
     share.close()
+    # a range past the log end (a WriteShareGroupState of 0..2^62) is kept only up to it, at once
+    huge = SharePartition.from_state(2, ((2, 5, 0, 1), (6, 2**62, 4, 1), (2**62 + 5, 2**63 - 1, 0, 1)),
+                                     released=lambda: None, limit=12)
+    assert (huge.start_offset, huge.end_offset, huge.state_batches()) == (2, 12, ((2, 5, 0, 1), (6, 11, 4, 1)))
 
 
 def test_state_records_and_keys_in_kafkas_layout():

@@ -1,0 +1,174 @@
+"""ShareCoordinator (broker/share/coordinator.py) on one broker, around a replica stand-in whose
+appends the test holds open: operations on one key do not interleave between the fencing check and
+the append, a read with a newer leader epoch is stored (fencing the old leader), an older one is
+FENCED_LEADER_EPOCH, and a partition whose replay fails at start is left unserved."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+import broker.share.coordinator as coordinator_module
+from broker.config import ShareCoordinatorConfig
+from broker.log import StorageError
+from broker.log.common import TopicPartition
+from broker.share.coordinator import ShareCoordinator
+from broker.share.state_log import SHARE_STATE_TOPIC, parse_record
+from protocol.errors import ErrorCode
+
+
+class _Replicas:
+    """Appends of `__share_group_state` records, each held until the test releases it (`gate`)."""
+
+    def __init__(self) -> None:
+        self.appended: list = []
+        self.gate: asyncio.Event | None = None
+        self.waiting = 0
+        self.read_slices = None  # replays are stood in for (_empty_log)
+
+    def partition(self, topic: str, index: int):
+        return SimpleNamespace(topic_partition=TopicPartition(topic, index))
+
+    async def append_records(self, items, **_):
+        [(_topic, _index, _view, batch)] = items
+        if self.gate is not None:
+            self.waiting += 1
+            await self.gate.wait()
+        self.appended.append(batch)
+        return [SimpleNamespace(error_code=0)]
+
+
+def _coordinator(partitions: int = 1) -> tuple[ShareCoordinator, _Replicas]:
+    topic = SimpleNamespace(replicas={i: [0] for i in range(partitions)})
+    shared = SimpleNamespace(replicas={0: [0]})  # the share-partitions' topic
+    known = {KEY[1], OTHER[1]}
+    topics = SimpleNamespace(get=lambda name: topic if name == SHARE_STATE_TOPIC else None,
+                             by_id=lambda topic_id: shared if topic_id in known else None,
+                             deletion_listeners=[], known=known)
+    replicas = _Replicas()
+    config = SimpleNamespace(share_coordinator=ShareCoordinatorConfig())
+    return ShareCoordinator(config, topics, replicas, in_cluster=False), replicas  # type: ignore[arg-type]
+
+
+KEY = ("g", uuid.uuid4(), 0)
+OTHER = ("g", uuid.uuid4(), 0)
+
+
+@pytest.fixture(autouse=True)
+def _empty_log(monkeypatch):
+    """The topic's partitions replay as empty (a test replaces this to make one fail)."""
+    async def replay(partition, read_slices, found):
+        return 0
+    monkeypatch.setattr(coordinator_module, "replay_partition", replay)
+
+
+async def _until(condition) -> None:
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def _started(coordinator: ShareCoordinator) -> None:
+    await coordinator.start()
+    assert await coordinator.write(KEY, 0, 1, 5, ()) == ErrorCode.NONE
+
+
+async def test_an_older_leaders_write_in_flight_with_the_new_ones_does_not_land_last():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    replicas.gate = asyncio.Event()
+    new = asyncio.ensure_future(coordinator.write(KEY, 0, 2, 7, ()))  # the new leader's
+    await _until(lambda: replicas.waiting == 1)
+    old = asyncio.ensure_future(coordinator.write(KEY, 0, 1, 6, ()))  # the old leader's, while it is in flight
+    await asyncio.sleep(0)
+    replicas.gate.set()
+    assert await new == ErrorCode.NONE
+    assert await old == ErrorCode.FENCED_LEADER_EPOCH
+    assert coordinator.states[KEY].start_offset == 7
+    assert [parse_record(*_record(b))[1].start_offset for b in replicas.appended] == [5, 7]  # type: ignore[union-attr]
+    assert coordinator._locks == {}
+
+
+async def test_a_write_in_flight_with_a_delete_does_not_bring_the_state_back():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    replicas.gate = asyncio.Event()
+    deleting = asyncio.ensure_future(coordinator.delete(KEY))
+    await _until(lambda: replicas.waiting == 1)
+    writing = asyncio.ensure_future(coordinator.write(KEY, 0, 1, 9, ()))  # a release under the old state epoch
+    await asyncio.sleep(0)
+    replicas.gate.set()
+    assert await deleting == ErrorCode.NONE
+    assert await writing == ErrorCode.FENCED_STATE_EPOCH
+    assert (coordinator.states[KEY].start_offset, coordinator.states[KEY].state_epoch) == (-1, 1)
+
+
+async def test_a_read_with_a_newer_leader_epoch_is_stored_and_fences_the_old_leader():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    error, state = await coordinator.read(KEY, 3)
+    assert error == ErrorCode.NONE and state is not None and (state.start_offset, state.leader_epoch) == (5, 3)
+    assert len(replicas.appended) == 2  # stored before the answer
+    assert await coordinator.write(KEY, 0, 1, 6, ()) == ErrorCode.FENCED_LEADER_EPOCH
+    assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert (await coordinator.read(KEY, 3))[1] == state and (await coordinator.read(KEY, -1))[1] == state
+    assert len(replicas.appended) == 2  # the same or no leader epoch: nothing written
+    other = OTHER  # no state yet: its leader epoch is stored as "none"
+    error, none = await coordinator.read(other, 4)
+    assert error == ErrorCode.NONE and none is not None and (none.start_offset, none.leader_epoch) == (-1, 4)
+    assert (await coordinator.read(other, 3))[0] == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_writes_of_a_state_no_leader_writes_are_refused():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    for key, start, batches, error in [
+            (("g", KEY[1], -1), 0, (), ErrorCode.INVALID_REQUEST),
+            (("g", uuid.uuid4(), 0), 0, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (("g", KEY[1], 1), 0, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (KEY, -2, (), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((5, 4, 0, 1),), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((-1, 4, 0, 1),), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((0, 4, 3, 1),), ErrorCode.INVALID_REQUEST),
+            (KEY, 0, ((0, 4, 0, -1),), ErrorCode.INVALID_REQUEST)]:
+        assert await coordinator.write(key, 0, 1, start, batches) == error, (key, start, batches)
+    assert (await coordinator.read(("g", KEY[1], -1), 1))[0] == ErrorCode.INVALID_REQUEST
+    assert (await coordinator.read(("g", uuid.uuid4(), 0), 1))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(replicas.appended) == 1 and coordinator.states[KEY].start_offset == 5
+
+
+async def test_a_deleted_topics_states_go_with_tombstones():
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    assert (await coordinator.read(OTHER, 1))[0] == ErrorCode.NONE
+    coordinator.topics.known.discard(KEY[1])  # type: ignore[attr-defined]
+    [listener] = coordinator.topics.deletion_listeners  # type: ignore[attr-defined]
+    listener("t")
+    await asyncio.gather(*coordinator._tasks)
+    assert list(coordinator.states) == [OTHER]
+    assert _record(replicas.appended[-1]) == (_record(replicas.appended[0])[0], None)  # KEY's tombstone
+    assert len(replicas.appended) == 3
+
+
+async def test_a_partition_whose_replay_fails_at_start_is_left_unserved(monkeypatch):
+    coordinator, _ = _coordinator(partitions=2)
+    failing = coordinator.partition_of(KEY)
+
+    async def replay(partition, read_slices, found):
+        if partition.topic_partition.partition == failing:
+            raise StorageError("disk gone")
+        return 0
+
+    monkeypatch.setattr(coordinator_module, "replay_partition", replay)
+    await coordinator.start()
+    assert coordinator.active
+    assert coordinator.not_served(KEY) == ErrorCode.NOT_COORDINATOR
+    served = next(k for k in (("g", uuid.uuid4(), 0) for _ in range(64)) if coordinator.partition_of(k) != failing)
+    assert coordinator.not_served(served) is None
+
+
+def _record(batch) -> tuple[bytes, bytes | None]:
+    [record] = list(batch.records())
+    return record.key, record.value

@@ -1,0 +1,80 @@
+"""StatePersister (broker/share/persister.py) around a share coordinator stand-in: a `__share_group_state`
+this broker has not heard of yet (made by another broker) is waited for, not taken as "no state"; the
+calls of one request share one deadline, an attempt under way included, and an unreachable
+coordinator is asked once per request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+import broker.share.persister as persister_module
+from broker.share.persister import PersisterError, StatePersister, request_budget
+from broker.share.state_log import SHARE_STATE_TOPIC, ShareState
+from protocol.errors import ErrorCode
+
+KEY = ("g", uuid.uuid4(), 0)
+STORED = ShareState(0, 1, 7, (), 0)
+
+
+class _Coordinator:
+    """In a cluster, leading the state's partition here; the topic's metadata arrives after `lookups` looks."""
+
+    in_cluster = True
+
+    def __init__(self, lookups: int, leader: int = 0) -> None:
+        self.lookups = lookups
+        topic = SimpleNamespace(leader=lambda index: leader)
+        self.topics = SimpleNamespace(get=self._get, refresh=self._refresh)
+        self._topic = topic
+
+    def _get(self, name: str):
+        assert name == SHARE_STATE_TOPIC
+        self.lookups -= 1
+        return self._topic if self.lookups < 0 else None
+
+    async def _refresh(self, name: str):
+        return self._topic  # the store has it (made by another broker)
+
+    async def ensure_topic(self) -> None:
+        pass  # another broker made it: TOPIC_ALREADY_EXISTS, nothing known here yet
+
+    def partition_of(self, key) -> int:
+        return 0
+
+    async def read(self, key, leader_epoch):
+        return ErrorCode.NONE, STORED
+
+
+async def test_a_state_topic_not_yet_known_here_is_waited_for_not_taken_as_no_state():
+    coordinator = _Coordinator(lookups=3)
+    persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
+    assert await persister.read(KEY, 1) == STORED
+
+
+class _Silent:
+    """Another broker that never answers."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def request(self, broker_id, request, version):
+        self.asked += 1
+        await asyncio.Event().wait()
+
+
+async def test_one_request_over_many_partitions_waits_once_for_an_unreachable_coordinator(monkeypatch):
+    monkeypatch.setattr(persister_module, "LATE_ATTEMPT_S", 0.05)
+    peers = _Silent()
+    persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, peers)  # type: ignore[arg-type]
+    began = time.monotonic()
+    with request_budget(0.3):
+        for index in range(5):
+            with pytest.raises(PersisterError) as refused:
+                await persister.write(("g", KEY[1], index), 0, 1, 0, ())
+            assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert time.monotonic() - began < 1.0 and peers.asked == 1
