@@ -35,6 +35,10 @@ static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *pieces = args[1];
     Py_ssize_t index = PyLong_AsSsize_t(args[2]), done = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred()) return NULL;
+    if (index < 0 || done < 0) {
+        PyErr_SetString(PyExc_ValueError, "pump: index and done must not be negative");
+        return NULL;
+    }
     Py_ssize_t last = PyList_GET_SIZE(pieces) - 1;
     int state = 0;
     while (index <= last) {
@@ -46,6 +50,7 @@ static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             long long position, length;
             if (!PyArg_ParseTuple(piece, "iLL", &fd, &position, &length)) return NULL;
             remaining = (Py_ssize_t)(length - done);
+            if (remaining < 0) return PyErr_Format(PyExc_ValueError, "pump: %zd bytes done of a %lld-byte region", done, length);
             off_t offset = (off_t)(position + done);
             do {
                 Py_BEGIN_ALLOW_THREADS
@@ -62,6 +67,10 @@ static PyObject *pump(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_buffer view;
             if (PyObject_GetBuffer(piece, &view, PyBUF_SIMPLE) < 0) return NULL;
             remaining = view.len - done;
+            if (remaining < 0) {
+                PyBuffer_Release(&view);
+                return PyErr_Format(PyExc_ValueError, "pump: %zd bytes done of a %zd-byte piece", done, view.len);
+            }
             int flags = index < last ? MSG_MORE : 0;
             do {
                 Py_BEGIN_ALLOW_THREADS

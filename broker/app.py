@@ -77,7 +77,7 @@ class Broker:
         self.share_coordinator: ShareCoordinator  # the share-partition states kept in __share_group_state
         self.groups: GroupCoordinator  # consumer groups and committed offsets
         self.transactions: TransactionCoordinator  # transactional ids and their transactions
-        self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version)
+        self.features: FinalizedFeatures  # the cluster's finalized feature levels (transaction.version, group.version)
         self.feature_updates: FeatureUpdater  # follows `/feature`; UpdateFeatures where this broker controls
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.client_quotas: ClientQuotaStore  # the cluster's client quotas (KIP-546), in the metadata store
@@ -109,7 +109,8 @@ class Broker:
                                              config.authorizer.allow_everyone_if_no_acl_found)
                 await self.authorizer.start()
             self.cluster_id = await self._cluster_id()
-            self.features = await load_finalized(self.store, config.transactions.transaction_version)
+            self.features = await load_finalized(self.store, config.transactions.transaction_version,
+                                                 config.group_version)
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
             # The node id is claimed before anything shared is read or changed: a second broker with the
             # same node.id stops here.

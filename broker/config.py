@@ -205,6 +205,9 @@ _BROKER_DEFAULTS = {
     "group.consumer.max.size": "2147483647",  # members of one KIP-848 consumer group
     "group.consumer.assignors": "uniform,range",  # server-side assignors; the first is the default
     "group.consumer.migration.policy": "bidirectional",  # which empty groups change protocol
+    # The group.version a new cluster finalizes (Kafka: `kafka-storage format --feature`; 1 serves
+    # KIP-848 consumer groups); in a cluster the first broker's choice is stored (broker/features.py).
+    "ebb.group.version": "1",
     # What bounds and backs the group configs (broker/group_configs.py).
     **GROUP_BROKER_DEFAULTS,
     "broker.rack": "",
@@ -267,6 +270,7 @@ class BrokerConfig:
     group_consumer_max_size: int
     group_consumer_assignors: list[str]
     group_consumer_migration_policy: str
+    group_version: int
     rack: str | None
     log_level: str
     delete_records_v3_enable: bool
@@ -412,6 +416,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_consumer_max_size=int_property(merged, "group.consumer.max.size", minimum=1, maximum=INT32_MAX),
         group_consumer_assignors=_consumer_assignors(merged["group.consumer.assignors"]),
         group_consumer_migration_policy=_migration_policy(merged["group.consumer.migration.policy"]),
+        group_version=int_property(merged, "ebb.group.version", minimum=0, maximum=1),
         rack=merged["broker.rack"] or None,
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),

@@ -4,9 +4,9 @@ one versioned write of `/feature` (broker/features.py owns the table and the fol
 The checks are Kafka 4.3.1's FeatureControlManager's, in its order, and the first failing feature
 fails the whole request (INVALID_UPDATE_VERSION): an unknown upgrade type; a level below 0; a level
 outside this controller's range, then outside any registered broker's (an Ebb registered without
-ranges serves transaction.version 0-1); a downgrade asked as an upgrade, or an upgrade asked as a
-downgrade; last, a feature not known (asked at level 0, which passes the range checks). A feature Ebb
-does not serve (metadata.version, group.version, ...) is unknown here, as any name Kafka lacks. Level 0
+ranges serves transaction.version 0-1 and no group.version); a downgrade asked as an upgrade, or an
+upgrade asked as a downgrade; last, a feature not known (asked at level 0, which passes the range checks). A feature Ebb
+does not serve (metadata.version, share.version, ...) is unknown here, as any name Kafka lacks. Level 0
 removes the feature from `/feature`. The write carries the node's version (the epoch read): a
 concurrent change makes it fail, and the request is checked again against what is stored then.
 """

@@ -1,22 +1,28 @@
 """Feature levels (KIP-584): what this broker supports and what the cluster finalized, for ApiVersions.
 
-Ebb supports one feature, `transaction.version` 0-2 (2: KIP-890 part 2, served by broker/txn/), and
-finalizes it at `ebb.transaction.version` (default 2, as Kafka 4.3.1 formats a new cluster). The other
-features Kafka 4.3.1 lists (metadata.version, kraft.version, group.version, share.version, ...) name
-KRaft metadata or protocols Ebb does not serve, so they are neither supported nor finalized here. Level
-0 is never listed as finalized, and supported ranges starting at 0 are hidden from ApiVersions v3, as
-Kafka's ApiVersionsResponse does.
+Ebb supports `transaction.version` 0-2 (2: KIP-890 part 2, served by broker/txn/) and `group.version`
+0-1 (1: KIP-848 consumer groups, ConsumerGroupHeartbeat and ConsumerGroupDescribe; at 0 they answer
+UNSUPPORTED_VERSION, as Kafka 4.3.1's do, yet stay advertised as Kafka's are). A new cluster finalizes
+them at `ebb.transaction.version` (default 2) and `ebb.group.version` (default 1), as Kafka 4.3.1
+formats one. The other features Kafka 4.3.1 lists (metadata.version, kraft.version, share.version,
+...) name KRaft metadata or protocols Ebb does not serve, so they are neither supported nor finalized
+here. Level 0 is never listed as finalized, and supported ranges starting at 0 are hidden from
+ApiVersions v3, as Kafka's ApiVersionsResponse does.
 
-The level is the cluster's, stored in `/feature` (broker/cluster/layout.py): the first broker to start
-writes its setting there, every broker reads it back, and one whose setting differs logs it and
-follows the stored level. The node's data version is the FinalizedFeaturesEpoch. Every broker watches
-the node and follows a change at once (UpdateFeatures, broker/feature_updates.py, or an operator's
-edit): `FinalizedFeatures` is updated in place and its listeners (the transaction coordinator) told. A level is never
-finalized above what a registered broker supports (each advertises its ranges in its registration,
-as Kafka's ZooKeeper-era brokers did): an Ebb from before that field serves up to level 1, so an
-upgraded broker meeting one, or a cluster that already holds topics (an upgrade, whose producers and
-`__transaction_state` ran at the level older Ebb served), finalizes at most 1, as Kafka keeps an
-existing cluster's levels until an operator raises them.
+The levels are the cluster's, stored in `/feature` (broker/cluster/layout.py): the first broker to start
+writes its settings there, every broker reads them back, and one whose setting differs logs it and
+follows the stored level; a feature the node lacks is at level 0. The node's data version is the
+FinalizedFeaturesEpoch. Every broker watches the node and follows a change at once (UpdateFeatures,
+broker/feature_updates.py, or an operator's edit): `FinalizedFeatures` is updated in place and its
+listeners (the transaction coordinator) told; the consumer group handlers read the level per request.
+A level is never finalized above what a registered broker supports (each advertises its ranges in its
+registration, as Kafka's ZooKeeper-era brokers did): an Ebb from before that field serves
+transaction.version up to 1 and no group.version. A cluster that already holds topics is an upgrade,
+kept as Kafka keeps an upgraded cluster's levels until an operator raises them (`kafka-features
+upgrade`): transaction.version at most 1 (its producers and `__transaction_state` ran at the level
+older Ebb served) and group.version 0 (older Ebb served no KIP-848 groups; Kafka leaves group.version
+at 0 on a metadata.version upgrade). So does a cluster whose `/feature` an older Ebb wrote without
+group.version.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from broker.cluster.store import MetadataStore, NodeExists, NoNode, Watch
 log = structlog.get_logger("features")
 
 TRANSACTION_VERSION = "transaction.version"
-SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
-LEGACY_TRANSACTION_VERSION = 1  # what Ebb served before it finalized features: a new cluster's ceiling otherwise
+GROUP_VERSION = "group.version"
+SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), TRANSACTION_VERSION: (0, 2)}
+# What an existing cluster (topics, no `/feature`) or an older Ebb's registration is held to.
+LEGACY_LEVELS = {TRANSACTION_VERSION: 1, GROUP_VERSION: 0}
 
 
 @dataclass
@@ -61,6 +69,11 @@ class FinalizedFeatures:
     def transaction_version(self) -> int:
         return self.level(TRANSACTION_VERSION)
 
+    @property
+    def consumer_groups_enabled(self) -> bool:
+        """KIP-848's consumer groups are served from group.version 1 (Kafka's GroupVersion.GV_1)."""
+        return self.level(GROUP_VERSION) >= 1
+
     def listed(self) -> dict[str, int]:
         """The finalized levels ApiVersions lists (level 0 is not)."""
         return {name: level for name, level in sorted(self.levels.items()) if level > 0}
@@ -70,24 +83,28 @@ class FinalizedFeatures:
         return {name: bounds for name, bounds in sorted(SUPPORTED.items()) if api_version >= 4 or bounds[0] > 0}
 
 
-async def load_finalized(store: MetadataStore, transaction_version: int) -> FinalizedFeatures:
-    """The cluster's finalized levels, `/feature` created if absent: this broker's setting, capped by
-    what the registered brokers support (and by 1 in a cluster that existed before the node)."""
+async def load_finalized(store: MetadataStore, transaction_version: int, group_version: int = 1) -> FinalizedFeatures:
+    """The cluster's finalized levels, `/feature` created if absent: this broker's settings, capped by
+    what the registered brokers support (and by older Ebb's levels in a cluster that existed before the node)."""
+    configured = {TRANSACTION_VERSION: transaction_version, GROUP_VERSION: group_version}
     try:
-        first = await _first_level(store, transaction_version)
-        await store.create(FeatureZNode.PATH, FeatureZNode.encode({TRANSACTION_VERSION: first}))
+        first = await _first_levels(store, configured)
+        # level 0 is stored as absent, as UpdateFeatures' disable leaves it
+        await store.create(FeatureZNode.PATH, FeatureZNode.encode({k: v for k, v in first.items() if v > 0}))
     except NodeExists:
         pass
     data, version = await store.get(FeatureZNode.PATH)
     levels = FeatureZNode.decode(data)
-    stored = levels.get(TRANSACTION_VERSION, 0)
-    if stored != transaction_version:
-        log.warning("the cluster finalized another transaction.version: following it",
-                    configured=transaction_version, finalized=stored)
-    low, high = SUPPORTED[TRANSACTION_VERSION]
-    if not low <= stored <= high:
-        raise ValueError(f"the cluster finalized {TRANSACTION_VERSION}={stored}, outside this broker's {low}-{high}")
-    return FinalizedFeatures({TRANSACTION_VERSION: stored}, version)
+    finalized: dict[str, int] = {}
+    for name, (low, high) in sorted(SUPPORTED.items()):
+        stored = levels.get(name, 0)
+        if stored != configured[name]:
+            log.warning("the cluster finalized another level: following it", feature=name,
+                        configured=configured[name], finalized=stored)
+        if not low <= stored <= high:
+            raise ValueError(f"the cluster finalized {name}={stored}, outside this broker's {low}-{high}")
+        finalized[name] = stored
+    return FinalizedFeatures(finalized, version)
 
 
 def unsupported_levels(levels: dict[str, int]) -> list[str]:
@@ -125,7 +142,8 @@ async def registered_support(store: MetadataStore) -> dict[int, dict[str, tuple[
             features = BrokerIdZNode.decode(data).features
         except (NoNode, ValueError):
             continue  # gone meanwhile, or not a broker's node
-        found[int(child)] = {TRANSACTION_VERSION: (0, LEGACY_TRANSACTION_VERSION)} if features is None else features
+        found[int(child)] = ({name: (0, level) for name, level in LEGACY_LEVELS.items()} if features is None
+                             else features)
     return found
 
 
@@ -136,16 +154,16 @@ async def _children(store: MetadataStore, path: str) -> list[str]:
         return []
 
 
-async def _first_level(store: MetadataStore, configured: int) -> int:
-    """The level to finalize in a cluster without `/feature`."""
+async def _first_levels(store: MetadataStore, configured: dict[str, int]) -> dict[str, int]:
+    """The levels to finalize in a cluster without `/feature`."""
     if await store.exists(FeatureZNode.PATH):
         return configured  # another broker created it meanwhile: the create fails and it is read
-    level = configured
-    if await _children(store, TopicsZNode.PATH):
-        level = min(level, LEGACY_TRANSACTION_VERSION)  # an existing cluster: kept at older Ebb's level
+    levels = dict(configured)
+    if await _children(store, TopicsZNode.PATH):  # an existing cluster: kept at older Ebb's levels
+        levels = {name: min(level, LEGACY_LEVELS[name]) for name, level in levels.items()}
     for features in (await registered_support(store)).values():
-        level = min(level, features.get(TRANSACTION_VERSION, (0, 0))[1])
-    if level != configured:
-        log.warning("finalizing a lower transaction.version than configured: a registered broker or the "
-                    "cluster's existing data needs it", configured=configured, finalized=level)
-    return level
+        levels = {name: min(level, features.get(name, (0, 0))[1]) for name, level in levels.items()}
+    if levels != configured:
+        log.warning("finalizing lower levels than configured: a registered broker or the cluster's "
+                    "existing data needs it", configured=configured, finalized=levels)
+    return levels

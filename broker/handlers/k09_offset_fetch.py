@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), versions 1-9.
+"""OffsetFetch (key 9), versions 1-10.
 
 Two layouts: v1-7 ask for one group (GroupId, Topics), v8+ for a list of groups (Groups[], each with
 its own Topics) and answer per group. Topics null (v2+) asks for every partition the group has an
@@ -7,13 +7,17 @@ and NONE — so does every partition of an unknown group. RequireStable (v7+): a
 waits for its transaction (TxnOffsetCommit before the marker) answers UNSTABLE_OFFSET_COMMIT with
 offset -1, so a read_committed consumer retries until the transaction is settled; without it, the
 committed offset before the transaction. v9's MemberId/MemberEpoch concern KIP-848 groups and are
-ignored for classic groups.
+ignored for classic groups. v10 (KIP-848) names topics by TopicId, asked and answered: an id no topic
+has answers its partitions UNKNOWN_TOPIC_ID; a fetch of all topics gives each its id.
 A coordinator error is the group's ErrorCode (v2-7 top level, v8+ per group; v1 per partition).
 
-Errors: NONE, COORDINATOR_NOT_AVAILABLE, UNSTABLE_OFFSET_COMMIT.
+Errors: NONE, COORDINATOR_NOT_AVAILABLE, UNSTABLE_OFFSET_COMMIT, UNKNOWN_TOPIC_ID (v10).
 """
 
 from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
 
 from broker.group import GroupError
 from broker.handlers import BrokerContext, handles
@@ -23,6 +27,7 @@ from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
 from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
+from protocol.wire import ZERO_UUID
 
 API_KEY = ApiKey.OFFSET_FETCH
 _Group = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -60,7 +65,25 @@ def _fetch(broker: BrokerContext, connection: RequestContext, group_id: str, top
     return [(name, [answer(name, p, c) for p, c in parts]) for name, parts in fetched], ErrorCode.NONE
 
 
-@handles(API_KEY, "1-9")
+def _by_id(broker: BrokerContext, topics):
+    """v10's topics named by id: (the asked topics with their names, the answers for unknown ids)."""
+    named, unknown = [], []
+    for t in topics:
+        topic = broker.topics.by_id(t.topic_id)
+        if topic is None:
+            unknown.append((t.topic_id, [(p, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+        else:
+            named.append(_Named(topic.name, t.partition_indexes))
+    return named, unknown
+
+
+@dataclass
+class _Named:
+    name: str
+    partition_indexes: list[int]
+
+
+@handles(API_KEY, "1-10")
 async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchRequest],
                        connection: RequestContext) -> OffsetFetchResponse:
     version, body = request.api_version, request.body
@@ -68,12 +91,16 @@ async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchReques
         groups = []
         for group in body.groups:
             member = (group.member_id or "", group.member_epoch) if version >= 9 else ("", -1)
-            topics, error = _fetch(broker, connection, group.group_id, group.topics, body.require_stable, member)
+            by_id = version >= 10 and group.topics is not None
+            asked, unknown = _by_id(broker, group.topics) if by_id else (group.topics, [])
+            topics, error = _fetch(broker, connection, group.group_id, asked, body.require_stable, member)
+            answered = [(name, _topic_id(broker, name) if version >= 10 else ZERO_UUID, parts)
+                        for name, parts in topics] + [("", topic_id, parts) for topic_id, parts in unknown]
             groups.append(_Group(group_id=group.group_id, error_code=error, topics=[] if error else [
-                _GroupTopic(name=name, partitions=[
+                _GroupTopic(name=name, topic_id=topic_id, partitions=[
                     _GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                                     error_code=code) for p, o, e, m, code in parts])
-                for name, parts in topics]))
+                for name, topic_id, parts in answered]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics, error = _fetch(broker, connection, body.group_id, body.topics, version >= 7 and body.require_stable)
     if error and version >= 2:
@@ -83,3 +110,8 @@ async def offset_fetch(broker: BrokerContext, request: Request[OffsetFetchReques
             _Partition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                        error_code=error if version < 2 else code) for p, o, e, m, code in parts])
         for name, parts in topics])
+
+
+def _topic_id(broker: BrokerContext, name: str) -> uuid.UUID:
+    topic = broker.topics.get(name)
+    return ZERO_UUID if topic is None else topic.topic_id

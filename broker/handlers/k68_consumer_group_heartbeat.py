@@ -8,10 +8,12 @@ group.consumer.heartbeat.interval.ms; 0 when leaving) and, when it joined, sent 
 partitions changed, its assignment by topic id. A member silent for consumer.session.timeout.ms is
 removed. The rules are broker/group/consumer_groups.py's. Needs READ on the group
 (GROUP_AUTHORIZATION_FAILED); with an authorizer, subscribing by name to a topic one may not DESCRIBE
-is TOPIC_AUTHORIZATION_FAILED, as Kafka checks it.
+is TOPIC_AUTHORIZATION_FAILED, as Kafka checks it. With the cluster's group.version at 0
+(broker/features.py) every heartbeat is UNSUPPORTED_VERSION before any check, as Kafka 4.3.1 answers
+while the API stays advertised.
 
-Errors: NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
-FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR,
+Errors: NONE, UNSUPPORTED_VERSION, INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR,
 INVALID_REGULAR_EXPRESSION, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
 """
@@ -45,6 +47,8 @@ def _refused(error: ErrorCode, message: str | None = None) -> ConsumerGroupHeart
 async def consumer_group_heartbeat(broker: BrokerContext, request: Request[ConsumerGroupHeartbeatRequest],
                                    connection: RequestContext) -> ConsumerGroupHeartbeatResponse:
     body = request.body
+    if not broker.features.consumer_groups_enabled:
+        return _refused(ErrorCode.UNSUPPORTED_VERSION)
     if not allowed(broker, connection, Operation.READ, ResourceType.GROUP, body.group_id):
         return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if body.subscribed_topic_names and broker.authorizer is not None:

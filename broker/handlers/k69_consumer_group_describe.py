@@ -7,10 +7,11 @@ A group that does not exist is GROUP_ID_NOT_FOUND "Group <id> not found.", a cla
 GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.", an empty id INVALID_GROUP_ID. Needs DESCRIBE
 on the group (GROUP_AUTHORIZATION_FAILED). The answer lists the refused groups first, then the empty
 ids, then the others in the order asked. AuthorizedOperations when asked for: the group operations the
-caller may perform, else INT32_MIN.
+caller may perform, else INT32_MIN. With the cluster's group.version at 0 (broker/features.py) each
+group asked is UNSUPPORTED_VERSION, in the order asked and before any check, as Kafka 4.3.1 answers.
 
-Errors: NONE, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, GROUP_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE,
-NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
+Errors: NONE, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, GROUP_AUTHORIZATION_FAILED,
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def _entry(group_id: str, error: ErrorCode = ErrorCode.NONE, message: str | None
 async def consumer_group_describe(broker: BrokerContext, request: Request[ConsumerGroupDescribeRequest],
                                   connection: RequestContext) -> ConsumerGroupDescribeResponse:
     body = request.body
+    if not broker.features.consumer_groups_enabled:
+        return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=[
+            _entry(group_id, ErrorCode.UNSUPPORTED_VERSION) for group_id in body.group_ids])
     refused, invalid, answers = [], [], []
     for group_id in body.group_ids:
         if not allowed(broker, connection, Operation.DESCRIBE, ResourceType.GROUP, group_id):

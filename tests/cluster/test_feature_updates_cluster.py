@@ -7,7 +7,10 @@ producer decides it at each transaction's end from the brokers' ApiVersions; the
 transaction by the EndTxn version it is asked with, and the leaders check markers by their own
 version): a version 1 transaction open during an upgrade 1 -> 2 commits, a new producer then runs
 version 2; a version 2 transaction open during a downgrade 2 -> 1 commits, and a new producer runs
-version 1. A read_committed consumer then finds exactly the committed records."""
+version 1. A read_committed consumer then finds exactly the committed records.
+
+group.version disabled on the broker that is not the controller turns KIP-848 heartbeats and describes
+into UNSUPPORTED_VERSION on both brokers at once; raised again, both serve them."""
 
 from __future__ import annotations
 
@@ -19,7 +22,13 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsRequest, CreateTopicsRequest, UpdateFeaturesRequest
+from protocol.messages import (
+    ApiVersionsRequest,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    CreateTopicsRequest,
+    UpdateFeaturesRequest,
+)
 from tests.broker.data_wire import WireClient
 from tests.cluster.three_brokers import broker_ids, metadata_of, overrides
 from tests.interop.conftest import java  # noqa: F401 - the fixture that builds and runs the Java driver
@@ -58,23 +67,23 @@ def _create(broker: BrokerProcess) -> None:
     assert created.error_code == ErrorCode.NONE, created.error_message
 
 
-def _finalized(broker: BrokerProcess) -> tuple[int, int]:
+def _finalized(broker: BrokerProcess, feature: str = TV) -> tuple[int, int]:
     with WireClient(broker.port) as client:
         answer = client.send(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
-    return next((f.max_version_level for f in answer.finalized_features if f.name == TV), 0), \
+    return next((f.max_version_level for f in answer.finalized_features if f.name == feature), 0), \
         answer.finalized_features_epoch
 
 
-def _change(brokers, via: BrokerProcess, level: int, upgrade_type: int) -> None:
+def _change(brokers, via: BrokerProcess, level: int, upgrade_type: int, feature: str = TV) -> None:
     epochs = {n: _finalized(b)[1] for n, b in brokers.items()}
     with WireClient(via.port) as client:
         answer = client.send(UpdateFeaturesRequest(timeout_ms=30_000, feature_updates=[
-            UpdateFeaturesRequest.FeatureUpdateKey(feature=TV, max_version_level=level, upgrade_type=upgrade_type)]),
-            2)
+            UpdateFeaturesRequest.FeatureUpdateKey(feature=feature, max_version_level=level,
+                                                   upgrade_type=upgrade_type)]), 2)
     assert (answer.error_code, answer.error_message) == (ErrorCode.NONE, None)
     for n, broker in brokers.items():  # followed by each broker, at a newer epoch
-        wait_for(lambda b=broker, n=n: (lambda f: f[0] == level and f[1] > epochs[n])(_finalized(b)),
-                 what=f"broker {n} following {TV}={level}")
+        wait_for(lambda b=broker, n=n: (lambda f: f[0] == level and f[1] > epochs[n])(_finalized(b, feature)),
+                 what=f"broker {n} following {feature}={level}")
 
 
 class Steps:
@@ -121,3 +130,25 @@ def test_producers_in_flight_keep_their_version_and_new_ones_follow_the_change(b
         assert process.stdin is not None
         process.stdin.close()
         process.wait(timeout=60)
+
+
+def _group_answers(broker: BrokerProcess) -> tuple[int, int]:
+    """ConsumerGroupHeartbeat's and ConsumerGroupDescribe's error codes on `broker`."""
+    with WireClient(broker.port) as client:
+        beat = client.send(ConsumerGroupHeartbeatRequest(
+            group_id="gv-live", member_id="gv-live-member-00000001", member_epoch=0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=[TOPIC], topic_partitions=[]), 1)
+        described = client.send(ConsumerGroupDescribeRequest(group_ids=["gv-live"]), 1)
+    return beat.error_code, described.groups[0].error_code
+
+
+def test_group_version_changes_reach_every_broker_at_once(brokers):
+    assert {_finalized(b, "group.version")[0] for b in brokers.values()} == {1}
+    controller = metadata_of(brokers[1]).controller_id
+    other = brokers[1 if controller == 2 else 2]
+    off = (ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNSUPPORTED_VERSION)
+    assert off not in {_group_answers(b) for b in brokers.values()}
+    _change(brokers, other, 0, 2, "group.version")  # forwarded to the controller
+    assert {_group_answers(b) for b in brokers.values()} == {off}
+    _change(brokers, brokers[controller], 1, 1, "group.version")
+    assert all(ErrorCode.UNSUPPORTED_VERSION not in _group_answers(b) for b in brokers.values())

@@ -6,6 +6,8 @@ DeleteGroups, leaving, and a consumer heartbeat on a classic group's id."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from protocol.messages import (
@@ -60,18 +62,24 @@ def _describe(peer: Peer, label: str, group_ids: list[str], epochs: dict[str, in
     peer.record(label, answer)
 
 
-def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
+def _topic_and_coordinators(peers, topic: str, partitions: int, groups) -> dict:
+    """Each peer's id of a new topic, once its leaders and the groups' coordinators are ready."""
     topic_ids = {}
-    for peer in (ebb_peer, kafka_peer):
-        answer = create_topic(peer.client, "cgt", 4)
+    for peer in peers:
+        answer = create_topic(peer.client, topic, partitions)
         assert answer.error_code == 0
         topic_ids[peer.name] = answer.topic_id
-        peer.wait_for_leaders("cgt", 4)
-        for group in ("cg", "cg-bad", "cg-none", "classic"):
+        peer.wait_for_leaders(topic, partitions)
+        for group in groups:
             wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
                      .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
             wait_for(lambda g=group, p=peer: p.send(ConsumerGroupDescribeRequest(group_ids=[g]), 1)
                      .groups[0].error_code == 69, timeout_s=60, what=f"{peer.name} loaded {group}")
+    return topic_ids
+
+
+def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "cgt", 4, ("cg", "cg-bad", "cg-none", "classic"))
 
     def scenario(peer: Peer) -> None:
         tid = topic_ids[peer.name]
@@ -135,4 +143,42 @@ def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
                "Kafka 4.3.1 takes a commit at an older epoch for a partition the member has held since that "
                "epoch; Ebb asks for the member's current epoch (docs/features.md, consumer group gaps)"}
     found = compare(scenario, ebb_peer, kafka_peer, allowed)
+    assert not found, "\n".join(found)
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
+    """OffsetCommit and OffsetFetch v10 (topics by TopicId): a known id, a partition it lacks, an id
+    no topic has and the zero id; fetches by id, of all topics, and v9's by name of what v10 committed."""
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "oc10", 2, ("oc10-g",))
+    unknown = uuid.UUID("5d1f1c2e-8a4b-4c3d-9e0f-123456789abc")
+
+    def scenario(peer: Peer) -> None:
+        tid = topic_ids[peer.name]
+        Topic, Part = _Commit, _Commit.OffsetCommitRequestPartition
+
+        def commit(topic_id, *partitions):
+            return Topic(topic_id=topic_id, partitions=[
+                Part(partition_index=p, committed_offset=10 + p, committed_leader_epoch=-1, committed_metadata="m")
+                for p in partitions])
+        zero = uuid.UUID(int=0)
+        answer = peer.ask("v10 commit by id", OffsetCommitRequest(
+            group_id="oc10-g", generation_id_or_member_epoch=-1, member_id="",
+            topics=[commit(tid, 0, 1, 5), commit(unknown, 0, 1), commit(zero, 0)]), 10)
+        # (the runner masks topic ids: each broker's own) each topic is answered by the id it was asked with
+        assert [t.topic_id for t in answer.topics] == [tid, unknown, zero], (peer.name, answer)
+        Asked = _FetchGroup.OffsetFetchRequestTopics
+        answer = peer.ask("v10 fetch by id", OffsetFetchRequest(groups=[_FetchGroup(group_id="oc10-g", topics=[
+            Asked(topic_id=unknown, partition_indexes=[0]), Asked(topic_id=tid, partition_indexes=[1, 0, 5]),
+            Asked(topic_id=zero, partition_indexes=[0])])]), 10)
+        # known ids first, then the unknown ones (Kafka answers those apart from the coordinator's)
+        assert [t.topic_id for t in answer.groups[0].topics] == [tid, unknown, zero], (peer.name, answer)
+        answer = peer.ask("v10 fetch of all topics", OffsetFetchRequest(groups=[
+            _FetchGroup(group_id="oc10-g", topics=None), _FetchGroup(group_id="oc10-none", topics=None)]), 10)
+        assert [t.topic_id for t in answer.groups[0].topics] == [tid], (peer.name, answer)
+        peer.ask("v10 fetch of an unknown group", OffsetFetchRequest(groups=[_FetchGroup(group_id="oc10-none", topics=[
+            Asked(topic_id=tid, partition_indexes=[0])])]), 10)
+        peer.ask("v9 fetch by name", OffsetFetchRequest(groups=[_FetchGroup(group_id="oc10-g", topics=[
+            Asked(name="oc10", partition_indexes=[0, 1])])]), 9)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)

@@ -497,7 +497,7 @@ NOT_SWEPT = {
 }
 
 
-KRAFT_FEATURES = ("metadata.version", "kraft.version", "group.version", "share.version", "streams.version",
+KRAFT_FEATURES = ("metadata.version", "kraft.version", "share.version", "streams.version",
                   "eligible.leader.replicas.version")
 
 
@@ -511,7 +511,8 @@ def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
         if v == 3:
             allowed[f"ApiVersions v{v}", "supported_features"] = (
                 "v3 lists only ranges starting above 0: Kafka's metadata.version alone, nothing of Ebb's")
-        # transaction.version is compared; the others name KRaft metadata or protocols Ebb does not serve
+        # transaction.version and group.version are compared; the others name KRaft metadata or protocols
+        # Ebb does not serve
         for name in KRAFT_FEATURES:
             for path in (f"supported_features[{name}]", f"finalized_features[{name}]"):
                 allowed[f"ApiVersions v{v}", path] = (

@@ -3,7 +3,8 @@ consumers join through ConsumerGroupHeartbeat, share a topic's partitions, hand 
 second member joins (revocation before reassignment), commit with their member epoch, and
 kafka-consumer-groups (kafka-tools 4.3.1) lists, describes and deletes the group as against Kafka; the
 Java consumer (kafka-console-consumer) reads and commits with the consumer protocol. A classic consumer
-(the default group.protocol) is unchanged by 68/69 being advertised. One broker.
+(the default group.protocol) is unchanged by 68/69 being advertised; with group.version disabled
+librdkafka's consumer stops with a fatal error. One broker.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from protocol.errors import ErrorCode
+from protocol.messages import UpdateFeaturesRequest
+from tests.broker.wire_client import WireClient
 
 TOPIC = "kip848"
 GROUP = "kip848-group"
@@ -161,3 +166,30 @@ def test_members_rejoin_across_a_broker_restart(broker, topic):
         assert sorted(tp.offset for tp in committed) == [11, 11, 11, 11]
     finally:
         consumer.close()
+
+
+def _group_version(broker, level: int, upgrade_type: int) -> None:
+    with WireClient(broker.port) as client:
+        answer = client.send(UpdateFeaturesRequest(timeout_ms=30_000, feature_updates=[
+            UpdateFeaturesRequest.FeatureUpdateKey(feature="group.version", max_version_level=level,
+                                                   upgrade_type=upgrade_type)]), 2)
+    assert (answer.error_code, answer.error_message) == (ErrorCode.NONE, None)
+
+
+def test_group_version_0_stops_a_librdkafka_consumer_as_kafka_would(broker, topic):
+    """`kafka-features disable --feature group.version`: the heartbeat is answered UNSUPPORTED_VERSION (as
+    Kafka 4.3.1 answers it, tests/differential/test_features_against_kafka.py) and librdkafka's consumer
+    stops with a fatal error; a classic consumer is not concerned."""
+    _group_version(broker, 0, 2)
+    consumer = _consumer(broker, "gv0", **{"group.id": "kip848-gv0"})
+    try:
+        deadline, error = time.monotonic() + 30, None
+        while error is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is not None:
+                error = message.error()
+        assert error is not None and error.code() == KafkaError._FATAL, error
+        assert "API version not supported" in error.str() and "ConsumerGroupHeartbeat" in error.str(), error.str()
+    finally:
+        consumer.close()
+        _group_version(broker, 1, 1)

@@ -1,9 +1,10 @@
 """Kafka's own `kafka-features` (4.3.1's FeatureCommand) prints the same against Ebb as against Apache
-Kafka 4.3.1, for transaction.version (the feature Ebb serves) and a name neither knows: describe,
-upgrade, downgrade (safe and --unsafe), disable, each also with --dry-run, the refusals (a level out of
-range, a downgrade to a newer level, an unknown feature) and their exit codes, with the finalized
-level followed between the runs. describe is compared on its transaction.version line, its Epoch
-masked (Kafka's metadata offset, Ebb's node version; Kafka also lists its KRaft features,
+Kafka 4.3.1, for transaction.version and group.version (the features Ebb serves) and a name neither
+knows: describe, upgrade, downgrade (safe and --unsafe), disable, each also with --dry-run, the
+refusals (a level out of range, a downgrade to a newer level, an unknown feature) and their exit
+codes, with the finalized level followed between the runs. describe is compared on its
+transaction.version and group.version lines (group.version disabled, then upgraded again), their
+Epoch masked (Kafka's metadata offset, Ebb's node version; Kafka also lists its KRaft features,
 broker/features.py). The runs share one JVM per broker (ebb.interop.FeatureTool)."""
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ RUNS = [
     ["disable", "--feature", "no.such.feature"],
     ["upgrade", "--feature", "transaction.version=2"],
     ["describe"],
+    ["upgrade", "--feature", "group.version=2"],
+    ["disable", "--feature", "group.version"],
+    ["describe"],
+    ["upgrade", "--feature", "group.version=1", "--dry-run"],
+    ["upgrade", "--feature", "group.version=1"],
+    ["describe"],
 ]
 
 
@@ -49,7 +56,7 @@ def _printed(java, bootstrap: str) -> list[tuple[str, int, list[str]]]:
         assert head.startswith("## exit "), block
         if run[0] == "describe":
             printed = [re.sub(r"Epoch:\s*\d+", "Epoch: <epoch>", " ".join(line.split()))
-                       for line in printed if "transaction.version" in line]
+                       for line in printed if "transaction.version" in line or "group.version" in line]
         found.append((" ".join(run), int(head.removeprefix("## exit ")), printed))
     assert len(found) == len(RUNS), done.stdout[-3000:]
     return found
@@ -65,3 +72,4 @@ def test_kafka_features_prints_the_same_against_ebb_and_kafka(java, tmp_path_fac
     assert not differing, "\n".join(differing)
     assert {code for _, code, _ in theirs} == {0, 1}  # both successes and refusals were seen
     assert all(printed for _, _, printed in theirs)  # each run printed its line (describe: transaction.version)
+    assert all(len(printed) == 2 for run, _, printed in theirs if run == "describe")  # and group.version

@@ -17,7 +17,7 @@ def _registration(features):
 
 async def _updater(tmp_path, level=2):
     store = await EmbeddedStore.open(tmp_path / "meta.json")
-    features = await load_finalized(store, level)
+    features = await load_finalized(store, level, 0)  # transaction.version alone (group.version below)
     return store, features, FeatureUpdater(store, features, node_id=1)
 
 async def test_a_registered_broker_narrower_than_asked_refuses_the_update(tmp_path):
@@ -94,10 +94,34 @@ async def test_every_broker_follows_the_node_and_ignores_levels_it_cannot_serve(
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 1}), version)
     assert (features.transaction_version, told) == (1, [1])
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 3}))  # a hand edit past this broker's range
-    await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 1, "group.version": 1}))
+    await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 1, "share.version": 1}))
     assert (features.transaction_version, told) == (1, [1])
     await store.delete(FeatureZNode.PATH)  # removed and made again by hand: its versions start anew
     await store.create(FeatureZNode.PATH, FeatureZNode.encode({TV: 2}))
     assert (features.transaction_version, features.epoch, told) == (2, 0, [1, 2])
     watch.cancel()
+    await store.close()
+
+
+async def test_group_version_is_raised_and_disabled_and_followed_at_once(tmp_path):
+    """`kafka-features upgrade --feature group.version=1` turns KIP-848 groups on, `disable` off; a
+    broker registered without group.version (an older Ebb) refuses the upgrade."""
+    store, features, updater = await _updater(tmp_path)
+    assert not features.consumer_groups_enabled
+    await store.create(BrokerIdZNode.path(2), _registration({TV: (0, 2)}))
+    code, message = await updater.update([FeatureUpdate("group.version", 1, UpgradeType.UPGRADE)], False)
+    assert (code, message.rsplit(". ", 1)[-1]) == (ErrorCode.INVALID_UPDATE_VERSION,
+                                                   "Broker 2 does not support this feature.")
+    await store.delete(BrokerIdZNode.path(2))
+    await store.create(BrokerIdZNode.path(2), _registration(dict(SUPPORTED)))
+    assert await updater.update([FeatureUpdate("group.version", 1, UpgradeType.UPGRADE)], False) == (
+        ErrorCode.NONE, None)
+    assert features.consumer_groups_enabled
+    assert FeatureZNode.decode((await store.get(FeatureZNode.PATH))[0]) == {TV: 2, "group.version": 1}
+    code, message = await updater.update([FeatureUpdate("group.version", 2, UpgradeType.UPGRADE)], False)
+    assert message.endswith("Local controller 1 only supports versions 0-1")
+    assert await updater.update([FeatureUpdate("group.version", 0, UpgradeType.UNSAFE_DOWNGRADE)], False) == (
+        ErrorCode.NONE, None)
+    assert not features.consumer_groups_enabled
+    assert FeatureZNode.decode((await store.get(FeatureZNode.PATH))[0]) == {TV: 2}
     await store.close()

@@ -158,3 +158,17 @@ def test_a_kernel_without_cachestat_is_found_by_the_probe():
     """The compiled check answers None where the call is missing or refused (ENOSYS, EPERM)."""
     assert not page_cache._CompiledCacheStat(lambda fd, position, length: None).working
     assert page_cache._CompiledCacheStat(lambda fd, position, length: False).working
+
+
+def test_the_compiled_loop_refuses_a_position_outside_its_pieces():
+    """The sender always passes a position inside its pieces; a wrong one must be an error, never bytes from
+    past a buffer or a region sent to the client."""
+    left, right = socket.socketpair()
+    with left, right:
+        for index, done in [(-1, 0), (0, -1), (0, 4)]:
+            with pytest.raises(ValueError):
+                _file_send.pump(left.fileno(), [b"abc"], index, done)
+        with pytest.raises(ValueError):
+            _file_send.pump(left.fileno(), [(right.fileno(), 0, 2)], 0, 3)
+        assert _file_send.pump(left.fileno(), [b"abc", b"de"], 0, 1) == (2, 0, 0)
+        assert right.recv(16) == b"bcde"
