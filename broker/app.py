@@ -21,7 +21,7 @@ from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNod
 from broker.config import BrokerConfig, ConfigError
 from broker.dynamic_config import ControllerSettings, DynamicBrokerConfig
 from broker.feature_updates import FeatureUpdater
-from broker.features import SUPPORTED, FinalizedFeatures, load_finalized
+from broker.features import SUPPORTED, FinalizedFeatures, UnservableLevels, load_finalized
 from broker.fetch_sessions import FetchSessionCache
 from broker.group import GroupCoordinator
 from broker.group.cluster_commits import gather as gather_commits
@@ -65,6 +65,9 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.store: MetadataStore | None = None
+        # Set when the broker must stop by itself (a finalized feature level it cannot serve); run() does.
+        self.halted = asyncio.Event()
+        self.halt_reason: str | None = None
         # Made by start(), which serves requests only once they all exist: handlers (BrokerContext) and
         # the services never see them missing. Until then reading one raises AttributeError.
         self.logs: LogManager
@@ -173,6 +176,7 @@ class Broker:
             self.services.insert(1, self.cluster)
         # Replays __consumer_offsets through the replicas; in a cluster it follows their leadership.
         offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
+        self._consumer_topics_seen: tuple[int, dict[str, tuple[uuid.UUID, int]]] = (-1, {})
         self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
                                        share_topic=self._share_topic, consumer_topics=self._consumer_topics)
         self.services.append(self.groups)
@@ -187,7 +191,7 @@ class Broker:
         self.services.append(self.transactions)
         # The coordinator writes its records and aborts at the level in force: it follows a change at once.
         self.features.listeners.append(self._features_changed)
-        self.feature_updates = FeatureUpdater(self._opened_store(), self.features, config.node_id)
+        self.feature_updates = FeatureUpdater(self._opened_store(), self.features, config.node_id, halt=self._halt)
         self.services.append(self.feature_updates)
         self.services.append(self.share_coordinator)
         self.services.append(self.shares.persister)  # its inter-broker connections close on stop
@@ -234,6 +238,9 @@ class Broker:
             await logs.shutdown()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        group_configs: GroupConfigs | None = getattr(self, "group_configs", None)
+        if group_configs is not None:
+            group_configs.stop()
         if self.store is not None:
             await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
         self._unlock_log_dir()
@@ -265,12 +272,22 @@ class Broker:
             return None
         return topic.topic_id, len(topic.replicas)
 
+    def _halt(self, why: str) -> None:
+        """The broker cannot go on (a finalized feature level it cannot serve): run() stops it."""
+        self.halt_reason = why
+        self.halted.set()
+
     def _features_changed(self, features: FinalizedFeatures) -> None:
         self.transactions.transaction_version = features.transaction_version
 
     def _consumer_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        """Every topic a consumer group may subscribe to (by name or regex): name -> (id, partitions)."""
-        return {t.name: (t.topic_id, len(t.replicas)) for t in self.topics.all()}
+        """Every topic a consumer group may subscribe to (by name or regex): name -> (id, partitions).
+        The same object until a topic changes: the consumer groups keep what they derive from it."""
+        changes, topics = self._consumer_topics_seen
+        if changes != self.topics.changes:
+            topics = {t.name: (t.topic_id, len(t.replicas)) for t in self.topics.all()}
+            self._consumer_topics_seen = (self.topics.changes, topics)
+        return topics
 
     def _producer_settings_changed(self) -> None:
         """producer.id.expiration.ms and transaction.partition.verification.enable, as in force now."""
@@ -408,7 +425,12 @@ async def run(config: BrokerConfig) -> None:
     # cyclic collector's full passes, which otherwise stop the loop for ~20 ms now and then.
     gc.collect()
     gc.freeze()
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(broker.halted.wait())]
     try:
-        await stop.wait()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for waiting in waits:
+            waiting.cancel()
         await broker.stop()
+    if broker.halt_reason is not None:
+        raise UnservableLevels(broker.halt_reason)

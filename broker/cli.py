@@ -77,6 +77,7 @@ def cmd_broker(args) -> int:
     from broker.app import run
     from broker.cluster.store import StoreError
     from broker.config import ConfigError, load_config
+    from broker.features import UnservableLevels
     from broker.log.open_files import OpenFilesExhausted
 
     try:
@@ -93,6 +94,9 @@ def cmd_broker(args) -> int:
         return 2
     except (OSError, StoreError, OpenFilesExhausted) as exc:  # a port in use, ZooKeeper unreachable, ...
         print(f"ebb broker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except UnservableLevels as exc:  # at start, or finalized later by another broker
+        print(f"ebb broker: stopped: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass

@@ -14,6 +14,7 @@ concurrent change makes it fail, and the request is checked again against what i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -107,15 +108,18 @@ class FeatureUpdater:
     """Follows `/feature` on every broker (start: broker/features.py's watch) and runs UpdateFeatures
     where the controller is (handlers/k57_update_features.py routes it here)."""
 
-    def __init__(self, store: MetadataStore, features: FinalizedFeatures, node_id: int):
+    def __init__(self, store: MetadataStore, features: FinalizedFeatures, node_id: int, *,
+                 halt: Callable[[str], None]):
+        """`halt(why)`: the cluster finalized a level this broker cannot serve; it must stop."""
         self.store = store
+        self._halt = halt
         self.features = features
         self.node_id = node_id
         self._lock = asyncio.Lock()  # one change at a time from this controller
         self._watch: Watch | None = None
 
     async def start(self) -> None:
-        self._watch = await watch_finalized(self.store, self.features)
+        self._watch = await watch_finalized(self.store, self.features, self._halt)
 
     async def stop(self) -> None:
         if self._watch is not None:

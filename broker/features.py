@@ -96,15 +96,25 @@ async def load_finalized(store: MetadataStore, transaction_version: int, group_v
     data, version = await store.get(FeatureZNode.PATH)
     levels = FeatureZNode.decode(data)
     finalized: dict[str, int] = {}
-    for name, (low, high) in sorted(SUPPORTED.items()):
+    for name in sorted(SUPPORTED):
         stored = levels.get(name, 0)
         if stored != configured[name]:
             log.warning("the cluster finalized another level: following it", feature=name,
                         configured=configured[name], finalized=stored)
-        if not low <= stored <= high:
-            raise ValueError(f"the cluster finalized {name}={stored}, outside this broker's {low}-{high}")
         finalized[name] = stored
+    if bad := unsupported_levels(levels):
+        raise UnservableLevels(f"the cluster finalized {', '.join(bad)}, outside what this broker supports "
+                               f"({_ranges()}): it cannot serve the cluster")
     return FinalizedFeatures(finalized, version)
+
+
+class UnservableLevels(ValueError):
+    """The cluster finalized a level this broker cannot serve: it must not run (Kafka's ZooKeeper-era
+    broker exits, FinalizedFeatureChangeListener)."""
+
+
+def _ranges() -> str:
+    return ", ".join(f"{name} {low}-{high}" for name, (low, high) in sorted(SUPPORTED.items()))
 
 
 def unsupported_levels(levels: dict[str, int]) -> list[str]:
@@ -113,9 +123,10 @@ def unsupported_levels(levels: dict[str, int]) -> list[str]:
             if not SUPPORTED.get(name, (0, 0))[0] <= level <= SUPPORTED.get(name, (0, 0))[1]]
 
 
-async def watch_finalized(store: MetadataStore, features: FinalizedFeatures) -> Watch:
-    """Follow `/feature` from now on. Levels this broker cannot serve are refused (logged, the old ones
-    kept): UpdateFeatures never writes them, only a hand edit can."""
+async def watch_finalized(store: MetadataStore, features: FinalizedFeatures, halt: Callable[[str], None]) -> Watch:
+    """Follow `/feature` from now on. Levels this broker cannot serve (a hand edit, or an UpdateFeatures
+    that checked the registered brokers just before this one registered) are not followed: `halt` is
+    told why, and the broker stops, as Kafka's does, rather than run at levels the cluster left."""
     def changed(data: bytes | None, version: int | None) -> None:
         if data is None or version is None:
             # removed by hand: the levels in force stay; a node made again starts its versions anew
@@ -127,7 +138,9 @@ async def watch_finalized(store: MetadataStore, features: FinalizedFeatures) -> 
             log.error("unreadable /feature node: the finalized levels in force are kept", error=repr(exc))
             return
         if bad := unsupported_levels(levels):
-            log.error("/feature finalizes levels this broker does not support: not followed", levels=bad)
+            why = f"the cluster finalized {', '.join(bad)}, outside what this broker supports ({_ranges()})"
+            log.critical(f"{why}: the broker stops")
+            halt(why)
             return
         features.follow(levels, version)
     return await store.watch_data(FeatureZNode.PATH, changed)

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
 import structlog
 
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
-from broker.cluster.store import MetadataStore, NoNode
+from broker.cluster.store import MetadataStore, NoNode, Watch
 from broker.topic_configs import (
     BrokerLayers,
     ConfigEntry,
@@ -52,7 +53,8 @@ UNIFORM_ASSIGNOR, RANGE_ASSIGNOR = "uniform", "range"
 ASSIGNORS = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
 ASSIGNOR_CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
                         "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE_ASSIGNOR}
-# group.consumer.migration.policy: which way an empty group may change protocol.
+# group.consumer.migration.policy: which way a group with members may migrate online (Ebb does not; an
+# empty group changes protocol whatever the policy, as in Kafka).
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 # The broker properties behind group configs (synonyms and bounds), Kafka 4.3.1's defaults. Ebb reads
 # them from server.properties; none is dynamic here.
@@ -237,6 +239,9 @@ def describe(overrides: Mapping[str, str], broker: Mapping[str, int], layers: Br
     return entries
 
 
+FOLLOWED_GROUPS = 10_000  # groups whose configs a broker keeps watched for their heartbeats
+
+
 class GroupConfigs:
     """The groups' configs in the metadata store, read through (every broker answers the same)."""
 
@@ -244,6 +249,35 @@ class GroupConfigs:
         self.store = store
         self.broker = broker_properties
         self._lock = asyncio.Lock()  # one change written at a time from this broker
+        # Heartbeats' view: group -> (its configs, the watch keeping them current), least recent first.
+        self._followed: OrderedDict[str, tuple[dict[str, str], Watch]] = OrderedDict()
+
+    async def followed(self, group: str) -> dict[str, str]:
+        """The group's configs for its heartbeats: read once, then kept current by a data watch, so that
+        a heartbeat costs no store round trip. The FOLLOWED_GROUPS most recently asked are followed.
+        StoreError if the first read fails."""
+        if (entry := self._followed.get(group)) is not None:
+            self._followed.move_to_end(group)
+            return entry[0]
+        current: dict[str, str] = {}
+
+        def changed(data: bytes | None, _version: int | None) -> None:
+            current.clear()
+            current.update(ConfigEntityZNode.decode(data) if data else {})
+
+        watch = await self.store.watch_data(ConfigEntityZNode.path(EntityType.GROUP, group), changed)
+        if (entry := self._followed.get(group)) is not None:  # another heartbeat followed it meanwhile
+            watch.cancel()
+            return entry[0]
+        self._followed[group] = (current, watch)
+        if len(self._followed) > FOLLOWED_GROUPS:
+            self._followed.popitem(last=False)[1][1].cancel()
+        return current
+
+    def stop(self) -> None:
+        for _, watch in self._followed.values():
+            watch.cancel()
+        self._followed.clear()
 
     async def get(self, group: str) -> dict[str, str]:
         try:

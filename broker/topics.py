@@ -65,6 +65,8 @@ class TopicManager:
         self.config = config
         self.dynamic_config = dynamic_config  # the broker-wide topic defaults in force
         self._topics: dict[str, Topic] = {}
+        # Moves whenever a topic appears, goes or changes its partitions: readers cache what they derive.
+        self.changes = 0
         self._by_id: dict[uuid.UUID, Topic] = {}
         # One change at a time per topic (create, delete, add partitions, configs); topics whose names
         # collide ('a.b' and 'a_b') share one, so the collision check cannot race. Other topics go on.
@@ -164,6 +166,7 @@ class TopicManager:
         return True
 
     def _remember(self, topic: Topic) -> None:
+        self.changes += 1
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
@@ -196,6 +199,7 @@ class TopicManager:
                 log.info("topic appeared", topic=name, partitions=len(fresh.replicas))
             else:
                 topic.replicas, topic.adding, topic.removing = fresh.replicas, fresh.adding, fresh.removing
+                self.changes += 1
                 for partition, state in fresh.states.items():
                     topic.states.setdefault(partition, state)
             return topic
@@ -331,6 +335,7 @@ class TopicManager:
             await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
                                        for p, state in new_states.items()})
             topic.replicas = grown.replicas
+            self.changes += 1
             topic.adding, topic.removing = dict(grown.adding), dict(grown.removing)
             topic.states.update(new_states)
             await self._ensure_logs(topic)
@@ -450,6 +455,7 @@ class TopicManager:
         stop serving the topic and remove its local logs."""
         async with self._locks.held(collision_key(name)):
             topic = self._topics.pop(name, None)
+            self.changes += 1
             if topic is not None:
                 self._by_id.pop(topic.topic_id, None)
             self._deleting(name)
@@ -466,6 +472,7 @@ class TopicManager:
         store. A failure part way leaves the mark: the next DeleteTopics, or the next start, goes on
         from where this one stopped."""
         topic = self._topics.pop(name, None)
+        self.changes += 1
         here = {tp for tp in [*self.logs.logs, *self.logs.offline_partitions] if tp.topic == name}
         self._deleting(name)
         if topic is not None:

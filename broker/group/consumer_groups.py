@@ -17,6 +17,7 @@ committed offsets but not the members, who are told UNKNOWN_MEMBER_ID and join a
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -40,7 +41,8 @@ from protocol.errors import ErrorCode
 
 log = structlog.get_logger("groups")
 
-# Every topic as the coordinator sees it now: name -> (id, partition count).
+# Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
+# topic changes: what is derived from it (regex matches, each group's topics) is kept until then.
 TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
 
 
@@ -92,6 +94,11 @@ class ConsumerGroups:
         self._topics = topics
         self._classic = classic
         self._is_share = is_share
+        # Derived from one TopicsNow answer (`_seen`): each regex's matches, and the groups whose topics
+        # were last computed on it (recomputed only when a subscription or the topics change).
+        self._seen: dict[str, tuple[uuid.UUID, int]] | None = None
+        self._matches: dict[str, list[str]] = {}
+        self._groups_current: set[str] = set()
 
     # --- ConsumerGroupHeartbeat --------------------------------------------------------------------
 
@@ -99,7 +106,8 @@ class ConsumerGroups:
         self.check_request(request)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
-        group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id)
+        group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id,
+                            rejoin=True)
         member, changed = self._member(group, request)
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = request.client_id, request.client_host
@@ -113,15 +121,18 @@ class ConsumerGroups:
             member.regex, changed = request.regex or None, True
         if request.server_assignor is not None and request.server_assignor != member.server_assignor:
             member.server_assignor, changed = request.server_assignor, True
-        topics = self._subscribed_topics(group)
-        if changed or topics != group.topics:
-            group.topics = topics
-            group.group_epoch += 1
+        if changed or not self._current(group):
+            topics = self._subscribed_topics(group)
+            if changed or topics != group.topics:
+                group.topics = topics
+                group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
-        was_revoking = member.state == MemberState.UNREVOKED_PARTITIONS
+        was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
         reconcile(group, member, request.owned)
-        if member.state == MemberState.UNREVOKED_PARTITIONS and not was_revoking:
+        if member.state == MemberState.UNREVOKED_PARTITIONS and was != (
+                member.state, member.epoch, member.pending_revocation):
+            # Kafka re-arms it whenever what the member has to revoke, or its epoch, changes.
             self._arm_rebalance(group, member)
         elif member.state != MemberState.UNREVOKED_PARTITIONS and member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
@@ -202,7 +213,7 @@ class ConsumerGroups:
             log.info("member left the consumer group", group=group.group_id, member=member.member_id)
         return HeartbeatAnswer(member.member_id, request.member_epoch, None)
 
-    def _group(self, group_id: str, *, create: bool, member_id: str = "") -> ConsumerGroup:
+    def _group(self, group_id: str, *, create: bool, member_id: str = "", rejoin: bool = False) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
@@ -217,25 +228,52 @@ class ConsumerGroups:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
             self._classic.adopt(group_id)
             log.info("empty classic group becomes a consumer group", group=group_id)
+        elif rejoin and not create:
+            # Membership is not kept over a coordinator restart or failover: a member heartbeating to a group
+            # this coordinator does not know is told what Kafka tells an unknown member, and joins again
+            # (GROUP_ID_NOT_FOUND would be fatal to the Java consumer).
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
         elif not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        self._groups_current.discard(group_id)
         # Kafka 4.3.1 answers a new group's first member with epoch 2: the group starts at epoch 1.
         group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
                                                       assignor=self.assignors[0])
         return group
 
-    def _subscribed_topics(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def _current(self, group: ConsumerGroup) -> bool:
+        """Whether the group's topics were computed on the topics as they are now."""
+        self._current_topics()
+        return group.group_id in self._groups_current
+
+    def _matching(self, pattern: str) -> list[str]:
+        """A regex's topics, resolved once per pattern while the topics stay as they are."""
+        everything = self._current_topics()
+        if (found := self._matches.get(pattern)) is None:
+            if len(self._matches) >= MATCHES_KEPT:
+                self._matches.clear()
+            found = self._matches[pattern] = matching(pattern, everything)
+        return found
+
+    def _current_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         everything = self._topics()
+        if everything is not self._seen:
+            self._seen, self._matches = everything, {}
+            self._groups_current.clear()
+        return everything
+
+    def _subscribed_topics(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        everything = self._current_topics()
         wanted: set[str] = set()
         for member in group.members.values():
             wanted.update(member.subscribed)
             if member.regex:
-                wanted.update(matching(member.regex, everything))
+                wanted.update(self._matching(member.regex))
+        self._groups_current.add(group.group_id)
         return {n: everything[n] for n in sorted(wanted) if n in everything}
 
     def _compute_target(self, group: ConsumerGroup) -> None:
-        everything = self._topics()
-        subscriptions = {m.member_id: [*m.subscribed, *(matching(m.regex, everything) if m.regex else [])]
+        subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
         group.target = assign(group.assignor, subscriptions, group.topics,
@@ -266,9 +304,12 @@ class ConsumerGroups:
         if member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
         member.rebalance_timer = asyncio.get_running_loop().call_later(
-            member.rebalance_timeout_ms / 1000, self._expire, group, member, "rebalance")
+            member.rebalance_timeout_ms / 1000, self._expire, group, member, "rebalance", member.epoch)
 
-    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str, epoch: int | None = None) -> None:
+        """`epoch`: the one a rebalance timeout was armed at; a member that moved on since is not removed."""
+        if epoch is not None and member.epoch != epoch:
+            return
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
             self._remove(group, member)
             log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,
@@ -285,20 +326,23 @@ class ConsumerGroups:
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False) -> None:
-        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch: a commit without a member
-        (epoch -1, no member id) only while the group is empty; else the member must exist and send its
-        epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
+    def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False,
+                     version: int = -1) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch, in their order: a commit at
+        epoch < 0 while the group is empty is taken whatever its member id (a fetch: without a member);
+        else the member must exist, commit with OffsetCommit v9+ (`version`, -1: not checked), and send
+        its epoch (UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH)."""
         group = self.groups[group_id]
-        if member_epoch < 0 and not member_id:
-            if group.members and not fetch:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 "commits without a member are only taken by empty groups")
+        if member_epoch < 0 and (not member_id if fetch else not group.members):
             return
         member = group.members.get(member_id)
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                              f"Member {member_id} is not a member of group {group_id}.")
+        if 0 <= version < 9:
+            raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
+                             "OffsetCommit version 9 or above must be used by members using the modern group "
+                             "protocol")
         if member_epoch != member.epoch:
             raise GroupError(ErrorCode.STALE_MEMBER_EPOCH,
                              f"The received member epoch {member_epoch} does not match the current member "
@@ -364,16 +408,30 @@ def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -
                              "partitions and rejoin.")
 
 
+MATCHES_KEPT = 10_000  # regex resolutions kept (one per distinct pattern of live members)
+# Longer patterns are refused (INVALID_REGULAR_EXPRESSION): Ebb's bound on what one heartbeat may make
+# the coordinator compile (Kafka sets none; a 100k-alternative pattern takes RE2 0.15 s).
+MAX_REGEX_LENGTH = 10_000
+
 # Subscription regexes run on RE2, as Kafka's on RE2J: the same syntax (no lookaround, backreferences
 # or possessive quantifiers) and matching in linear time, so that no pattern can hold the event loop.
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a client's bad pattern is its answer, not the broker's stderr
 
 
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> re2._Regexp:
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
 def check_regex(pattern: str) -> None:
-    """INVALID_REGULAR_EXPRESSION for a pattern RE2 refuses."""
+    """INVALID_REGULAR_EXPRESSION for a pattern RE2 refuses, or one over MAX_REGEX_LENGTH."""
+    if len(pattern) > MAX_REGEX_LENGTH:
+        raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                         f"SubscribedTopicRegex is {len(pattern)} characters long; at most {MAX_REGEX_LENGTH} "
+                         "are taken.")
     try:
-        re2.compile(pattern, _RE2_OPTIONS)
+        _compiled(pattern)
     except re2.error as exc:
         why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
@@ -382,5 +440,5 @@ def check_regex(pattern: str) -> None:
 
 def matching(pattern: str, names: Iterable[str]) -> list[str]:
     """The topics a subscription regex names: the whole name must match (internal topics too, as Kafka)."""
-    compiled = re2.compile(pattern, _RE2_OPTIONS)
+    compiled = _compiled(pattern)
     return sorted(n for n in names if compiled.fullmatch(n))

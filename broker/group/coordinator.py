@@ -79,11 +79,12 @@ class GroupCoordinator:
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
         self.share = ShareGroups(config.group_share_max_size, share_topic,
                                  is_classic=lambda group_id: group_id in registry.groups)
-        policy = config.group_consumer_migration_policy
 
-        def classic_empty(group_id: str) -> bool:  # an empty classic group may turn into a consumer group
+        def classic_empty(group_id: str) -> bool:
+            """An empty classic group turns into a consumer group whatever group.consumer.migration.policy
+            says: as in Kafka, the policy governs only the online migration of groups with members."""
             group = registry.groups[group_id]
-            return policy in ("bidirectional", "upgrade") and group.is_in(GroupState.EMPTY) and not group.members
+            return group.is_in(GroupState.EMPTY) and not group.members
 
         self.consumer = ConsumerGroups(
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
@@ -93,9 +94,9 @@ class GroupCoordinator:
         consumers = self.consumer.groups
 
         def consumer_yields(group_id: str) -> bool:
-            """A JoinGroup for an empty consumer group's id: the group turns classic (policy allowing)."""
+            """A JoinGroup for an empty consumer group's id: the group turns classic, whatever the policy."""
             group = consumers.get(group_id)
-            if group is None or group.members or policy not in ("bidirectional", "downgrade"):
+            if group is None or group.members:
                 return False
             del consumers[group_id]
             return True
@@ -104,6 +105,9 @@ class GroupCoordinator:
             group_id in consumers and not consumer_yields(group_id))
         registry.share_unload = self._unload_other_types
         registry.consumer_check = self._consumer_check
+        registry.consumer_ids = lambda: list(consumers)
+        registry.consumer_drop_empty = lambda group_id: (
+            group_id in consumers and self.consumer.delete(group_id) == ErrorCode.NONE)
         registry.consumer_topics = lambda group_id: (
             self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
 
@@ -187,11 +191,11 @@ class GroupCoordinator:
         self.share.unload(doomed)
         self.consumer.unload(doomed)
 
-    def _consumer_check(self, group_id: str, member_id: str, epoch: int, fetch: bool) -> bool:
+    def _consumer_check(self, group_id: str, member_id: str, epoch: int, fetch: bool, version: int) -> bool:
         """Whether the id is a consumer group's; its offset commit (or fetch) checked if so."""
         if group_id not in self.consumer.groups:
             return False
-        self.consumer.check_commit(group_id, member_id, epoch, fetch=fetch)
+        self.consumer.check_commit(group_id, member_id, epoch, fetch=fetch, version=version)
         return True
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group | ShareGroup | ConsumerGroup]:

@@ -80,8 +80,10 @@ class ServedGroups(Protocol):
 
     def is_share(self, group_id: str) -> bool: ...
 
-    consumer_check: Callable[[str, str, int, bool], bool]
+    consumer_check: Callable[[str, str, int, bool, int], bool]
     consumer_topics: Callable[[str], set[str] | None]
+    consumer_ids: Callable[[], list[str]]
+    consumer_drop_empty: Callable[[str], bool]
 
 
 # Told the (topic, partition) keys of every stored commit (broker/group/trim.py).
@@ -114,7 +116,8 @@ class OffsetManager:
         groups.check_served(group_id)
         group = groups.groups.get(group_id)
         created = False
-        if group is None and groups.consumer_check(group_id, member_id, generation_id, False):
+        if group is None and groups.consumer_check(group_id, member_id, generation_id, False,
+                                                     version if producer is None else -1):
             return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
@@ -186,7 +189,7 @@ class OffsetManager:
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True)
+        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True, -1)
         offsets = self.store.group_offsets(group_id) if consumer or (group is not None and not group.is_in(DEAD)) \
             else {}
         if topics is None:
@@ -244,8 +247,10 @@ class OffsetManager:
         groups = self._groups
         now = now_ms() if now is None else now
         removed = 0
-        for group_id in sorted(set(groups.groups) | set(self.store.groups_with_offsets())):
+        for group_id in sorted(set(groups.groups) | set(self.store.groups_with_offsets()) | set(groups.consumer_ids())):
             group = groups.groups.get(group_id)
+            if group is None and groups.active:
+                removed += await self._expire_consumer_group(group_id, now)
             if group is None or group.is_in(DEAD) or not groups.active:
                 continue
             base = self._expiry_base(group)
@@ -272,6 +277,26 @@ class OffsetManager:
             removed += len(expired)
             log.info("expired committed offsets", group=group_id, offsets=len(expired), group_deleted=drop_group)
         return removed
+
+    async def _expire_consumer_group(self, group_id: str, now: int) -> int:
+        """Kafka's ConsumerGroup rules: offsets of topics the group does not subscribe to (all, once it is
+        empty) expire by retention from their commit; an empty group left without offsets is deleted."""
+        subscribed = self._groups.consumer_topics(group_id)
+        if subscribed is None:
+            return 0
+        offsets = self.store.group_offsets(group_id)
+        expired = [tp for tp, c in offsets.items()
+                   if tp[0] not in subscribed and self._expired(c, lambda c: c.commit_timestamp, now)]
+        if expired:
+            try:
+                await self.store.delete(group_id, expired)
+            except GroupError as exc:
+                log.warning("could not expire offsets", group=group_id, error=exc.error_code.name)
+                return 0
+            log.info("expired committed offsets", group=group_id, offsets=len(expired))
+        if len(expired) == len(offsets) and self._groups.consumer_drop_empty(group_id):
+            log.info("deleted empty consumer group without offsets", group=group_id)
+        return len(expired)
 
     def _expiry_base(self, group: Group) -> Callable[[CommittedOffset], int] | None:
         """Kafka's ClassicGroup.offsetExpirationCondition: what retention counts from, or None."""

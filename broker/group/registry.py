@@ -46,8 +46,15 @@ class GroupRegistry:
         # Drops the share and KIP-848 consumer groups an unloaded __consumer_offsets partition holds.
         self.share_unload: Callable[[Callable[[str], bool]], None] = lambda doomed: None
         # Whether the id is a KIP-848 consumer group's, and if so its offset commit or fetch checked
-        # (GroupError): (group id, member id, member epoch, fetch). Set by the coordinator.
-        self.consumer_check: Callable[[str, str, int, bool], bool] = lambda group_id, member, epoch, fetch: False
+        # (GroupError): (group id, member id, member epoch, fetch, version). Set by the coordinator.
+        # The last argument: a non-transactional OffsetCommit's version (Kafka wants 9+ from KIP-848
+        # members), else -1.
+        self.consumer_check: Callable[[str, str, int, bool, int], bool] = (
+            lambda group_id, member, epoch, fetch, version: False)
+        # The KIP-848 consumer groups' ids, and deleting one if it is empty (True if deleted): for
+        # offset expiration. Set by the coordinator.
+        self.consumer_ids: Callable[[], list[str]] = list
+        self.consumer_drop_empty: Callable[[str], bool] = lambda group_id: False
         # The topics a KIP-848 consumer group's members subscribe to, or None when the id is not one's.
         self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
         self.active = False

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import uuid
 
+from broker.cluster.store import StoreError
 from broker.group import GroupError
 from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
 from broker.handlers import BrokerContext, handles
@@ -64,7 +65,10 @@ async def consumer_group_heartbeat(broker: BrokerContext, request: Request[Consu
     groups = broker.groups
     if (error := groups.registry.not_served(body.group_id)) is not None:
         return _refused(error)
-    overrides = await broker.group_configs.get(body.group_id) if body.group_id else {}
+    try:
+        overrides = await broker.group_configs.followed(body.group_id) if body.group_id else {}
+    except StoreError:
+        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's configs cannot be read now.")
     defaults = broker.group_configs.broker
     timeouts = ConsumerTimeouts(
         int(overrides.get("consumer.session.timeout.ms", defaults["group.consumer.session.timeout.ms"])),

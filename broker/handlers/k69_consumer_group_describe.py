@@ -5,13 +5,15 @@ assignor and members with instance id, rack, epoch, client id and host, subscrip
 the partitions each holds and its target (topic id, name, partitions); v1 adds MemberType (1: consumer).
 A group that does not exist is GROUP_ID_NOT_FOUND "Group <id> not found.", a classic or share group's id
 GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.", an empty id INVALID_GROUP_ID. Needs DESCRIBE
-on the group (GROUP_AUTHORIZATION_FAILED). The answer lists the refused groups first, then the empty
+on the group (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on every topic the group's members subscribe to,
+hold or are to hold, else the group is TOPIC_AUTHORIZATION_FAILED with nothing of it shown (Kafka 4.x,
+KAFKA-18813). The answer lists the refused groups first, then the empty
 ids, then the others in the order asked. AuthorizedOperations when asked for: the group operations the
 caller may perform, else INT32_MIN. With the cluster's group.version at 0 (broker/features.py) each
 group asked is UNSUPPORTED_VERSION, in the order asked and before any check, as Kafka 4.3.1 answers.
 
 Errors: NONE, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, GROUP_AUTHORIZATION_FAILED,
-COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
+TOPIC_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ async def consumer_group_describe(broker: BrokerContext, request: Request[Consum
                                   else f"Group {group_id} not found."))
             continue
         entry = _described(broker, group)
+        if broker.authorizer is not None and not all(
+                allowed(broker, connection, Operation.DESCRIBE, ResourceType.TOPIC, name) for name in _named(entry)):
+            # KAFKA-18813: a group naming a topic the caller may not DESCRIBE is not shown at all.
+            answers.append(_entry(group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  "The group has described topic(s) that the client is not authorized to describe."))
+            continue
         if body.include_authorized_operations:
             entry.authorized_operations = authorized(broker, connection, ResourceType.GROUP, group_id,
                                                      GROUP_OPERATIONS)
@@ -86,6 +94,16 @@ def _described(broker: BrokerContext, group: ConsumerGroup) -> _Described:
                 member_type=MEMBER_TYPE_CONSUMER)
         for m in group.members.values()]
     return entry
+
+
+def _named(entry: _Described) -> set[str]:
+    """The topics the description names: subscriptions, assignments and targets."""
+    names: set[str] = set()
+    for member in entry.members:
+        names.update(member.subscribed_topic_names)
+        for assignment in (member.assignment, member.target_assignment):
+            names.update(t.topic_name for t in assignment.topic_partitions)
+    return names
 
 
 def _held(member: ConsumerMember) -> Assignment:

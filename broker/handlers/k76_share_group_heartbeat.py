@@ -16,6 +16,7 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID.
 
 from __future__ import annotations
 
+from broker.cluster.store import StoreError
 from broker.group import GroupError
 from broker.group.share_groups import ShareHeartbeat, ShareTimeouts
 from broker.handlers import BrokerContext, handles
@@ -51,7 +52,10 @@ async def share_group_heartbeat(broker: BrokerContext, request: Request[ShareGro
     groups = broker.groups
     if (error := groups.registry.not_served(body.group_id)) is not None:
         return _refused(error)
-    overrides = await broker.group_configs.get(body.group_id) if body.group_id else {}
+    try:
+        overrides = await broker.group_configs.followed(body.group_id) if body.group_id else {}
+    except StoreError:
+        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's configs cannot be read now.")
     defaults = broker.group_configs.broker
     timeouts = ShareTimeouts(
         int(overrides.get("share.session.timeout.ms", defaults["group.share.session.timeout.ms"])),

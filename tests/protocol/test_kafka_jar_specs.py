@@ -25,7 +25,8 @@ KAFKA_ONLY = ("ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "Shar
               "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "DeleteShareGroupOffsetsRequest",
               "DeleteShareGroupOffsetsResponse", "ReadShareGroupStateRequest", "ReadShareGroupStateResponse",
               "WriteShareGroupStateRequest", "WriteShareGroupStateResponse", "DeleteShareGroupStateRequest",
-              "DeleteShareGroupStateResponse")
+              "DeleteShareGroupStateResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
+              "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse")
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
 

@@ -248,6 +248,31 @@ def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(brok
         assert (describe(client), alter(client)) == (ErrorCode.NONE, ErrorCode.NONE)
 
 
+def test_consumer_group_describe_hides_a_group_naming_topics_one_may_not_describe(broker):
+    """KAFKA-18813: the group is TOPIC_AUTHORIZATION_FAILED, nothing of it shown, until the caller may
+    DESCRIBE every topic its members subscribe to or hold."""
+    from protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "described").error_code == ErrorCode.NONE
+        joined = client.request(ConsumerGroupHeartbeatRequest(
+            group_id="describing", member_id="m", member_epoch=0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=["described"], topic_partitions=[]), version=1)
+        assert joined.error_code == ErrorCode.NONE
+    create(broker, AclBinding(ResourceType.GROUP, "describing", ResourcePatternType.LITERAL, "User:bob", "*",
+                              AclOperation.DESCRIBE, AclPermissionType.ALLOW))
+
+    def described():
+        with as_user(broker, "bob") as client:
+            return client.request(ConsumerGroupDescribeRequest(group_ids=["describing"]), version=1).groups[0]
+
+    refused = described()
+    assert (refused.error_code, refused.members, refused.group_state) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, [], "")
+    create(broker, acl("bob", "described", AclOperation.DESCRIBE))
+    shown = described()
+    assert shown.error_code == ErrorCode.NONE and [m.member_id for m in shown.members] == ["m"]
+
+
 def test_metadata_shows_only_what_one_may_describe(broker):
     from protocol.messages import MetadataRequest
 

@@ -52,7 +52,8 @@ def test_members_get_only_what_they_subscribe_to():
 
 def _groups(topics: dict, classic: dict | None = None, **kw) -> ConsumerGroups:
     classic = {} if classic is None else classic
-    return ConsumerGroups(kw.get("max_size", 100), ["uniform", "range"], lambda: topics,
+    now = topics if callable(topics) else (lambda: topics)
+    return ConsumerGroups(kw.get("max_size", 100), ["uniform", "range"], now,
                           ClassicIds(classic.__contains__, lambda g: classic[g], classic.pop),
                           is_share=lambda g: g == "share")
 
@@ -101,7 +102,9 @@ def test_epochs_fence_and_leaving_gives_partitions_back():
         groups.heartbeat(_hb("m1", 0), TIMEOUTS)
         assert _refused(groups, _hb("m1", 5))[0] == E.FENCED_MEMBER_EPOCH
         assert _refused(groups, _hb("nobody", 2))[0] == E.UNKNOWN_MEMBER_ID
-        assert _refused(groups, _hb("m1", 1, group="other"))[0] == E.GROUP_ID_NOT_FOUND
+        # a group this coordinator does not know (restarted, failed over): the member rejoins
+        assert _refused(groups, _hb("m1", 1, group="other"))[0] == E.UNKNOWN_MEMBER_ID
+        assert _refused(groups, _hb("m1", -1, group="other"))[0] == E.GROUP_ID_NOT_FOUND
         groups.heartbeat(_hb("m2", 0), TIMEOUTS)
         left = groups.heartbeat(_hb("m1", -1), TIMEOUTS)
         assert (left.member_epoch, left.assignment) == (-1, None)
@@ -131,13 +134,12 @@ def test_static_member_keeps_its_partitions_across_a_restart():
 
 def test_topics_created_and_grown_change_the_assignment_and_regex_subscriptions():
     async def run():
-        topics = {"a": (T1, 1)}
-        groups = _groups(topics)
+        now = [{"a": (T1, 1)}]
+        groups = _groups(lambda: now[0])
         joined = groups.heartbeat(_hb("m1", 0, subscribed=None, regex="a|b.*"), TIMEOUTS)
         assert joined.assignment == {T1: {0}}
-        topics["a"] = (T1, 2)
-        topics["bee"] = (T2, 1)
-        topics["__consumer_offsets"] = (uuid.UUID(int=3), 50)
+        # A change of the topics is a new TopicsNow answer (the broker's is kept while none changes).
+        now[0] = {"a": (T1, 2), "bee": (T2, 1), "__consumer_offsets": (uuid.UUID(int=3), 50)}
         grown = groups.heartbeat(_hb("m1", 2, owned={T1: {0}}), TIMEOUTS)
         assert grown.member_epoch == 3 and grown.assignment == {T1: {0, 1}, T2: {0}}
         groups.stop()

@@ -2,6 +2,8 @@
 (brokers registered with narrower ranges, features Kafka has and Ebb does not, a concurrent write,
 the watch every broker follows). Kafka's own answers: tests/differential/test_features_against_kafka.py."""
 
+import pytest
+
 from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, FeatureZNode
 from broker.cluster.store import EmbeddedStore
 from broker.feature_updates import FeatureUpdate, FeatureUpdater
@@ -18,7 +20,7 @@ def _registration(features):
 async def _updater(tmp_path, level=2):
     store = await EmbeddedStore.open(tmp_path / "meta.json")
     features = await load_finalized(store, level, 0)  # transaction.version alone (group.version below)
-    return store, features, FeatureUpdater(store, features, node_id=1)
+    return store, features, FeatureUpdater(store, features, node_id=1, halt=lambda why: None)
 
 async def test_a_registered_broker_narrower_than_asked_refuses_the_update(tmp_path):
     store, features, updater = await _updater(tmp_path, level=1)
@@ -84,23 +86,51 @@ async def test_a_change_made_meanwhile_is_checked_again(tmp_path):
     assert code == ErrorCode.INVALID_UPDATE_VERSION and message.endswith("Can't downgrade to a newer version.")
     await store.close()
 
-async def test_every_broker_follows_the_node_and_ignores_levels_it_cannot_serve(tmp_path):
+async def test_every_broker_follows_the_node_and_stops_at_levels_it_cannot_serve(tmp_path):
     store = await EmbeddedStore.open(tmp_path / "meta.json")
     features = await load_finalized(store, 2)
-    told = []
+    told, halted = [], []
     features.listeners.append(lambda f: told.append(f.transaction_version))
-    watch = await watch_finalized(store, features)
+    watch = await watch_finalized(store, features, halted.append)
     _, version = await store.get(FeatureZNode.PATH)
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 1}), version)
     assert (features.transaction_version, told) == (1, [1])
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 3}))  # a hand edit past this broker's range
     await store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 1, "share.version": 1}))
-    assert (features.transaction_version, told) == (1, [1])
+    assert (features.transaction_version, told) == (1, [1])  # not followed: the broker is told to stop
+    assert [why.split(",")[0] for why in halted] == ["the cluster finalized transaction.version=3",
+                                                     "the cluster finalized share.version=1"]
     await store.delete(FeatureZNode.PATH)  # removed and made again by hand: its versions start anew
     await store.create(FeatureZNode.PATH, FeatureZNode.encode({TV: 2}))
     assert (features.transaction_version, features.epoch, told) == (2, 0, [1, 2])
     watch.cancel()
     await store.close()
+
+
+async def test_a_broker_stops_when_the_cluster_finalizes_what_it_cannot_serve(tmp_path):
+    """A level finalized past this broker's range (say an UpdateFeatures that checked the registered
+    brokers just before this one registered) halts it, as Kafka's broker exits; at start it refuses to
+    run at all, whatever the feature."""
+    from broker.app import Broker
+    from broker.config import build_config
+    from broker.features import UnservableLevels
+
+    config = build_config({"node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0",
+                           "log.dirs": str(tmp_path / "logs")})
+    broker = Broker(config)
+    await broker.start()
+    try:
+        await broker.store.set(FeatureZNode.PATH, FeatureZNode.encode({TV: 2, "no.such.feature": 1}))
+        assert broker.halted.is_set() and "no.such.feature=1" in (broker.halt_reason or "")
+        assert broker.features.transaction_version == 2
+    finally:
+        await broker.stop()
+    again = Broker(config)
+    try:
+        with pytest.raises(UnservableLevels, match="no.such.feature=1"):
+            await again.start()
+    finally:
+        await again.stop()
 
 
 async def test_group_version_is_raised_and_disabled_and_followed_at_once(tmp_path):
