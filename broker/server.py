@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import struct
 import time
 from collections import deque
@@ -143,7 +144,7 @@ class Connection(asyncio.BufferedProtocol):
         if not frames:
             return
         arrived = time.perf_counter()
-        self.queue.extend((frame, arrived) for frame in frames)
+        self.queue.extend(zip(frames, itertools.repeat(arrived)))  # pairs made in C: no generator frame
         if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
             self._wire.pause_reading()
             self.reading_paused = True
@@ -181,7 +182,8 @@ class Connection(asyncio.BufferedProtocol):
                     self.reading_paused = False
                 if not await self._serve(frame, arrived):
                     return
-                await self.writable.wait()
+                if not self.writable.is_set():  # no coroutine for an answer already out
+                    await self.writable.wait()
                 if self.timing is not None:
                     self.timing.sent()
                     self.timing = None
@@ -275,8 +277,10 @@ class Connection(asyncio.BufferedProtocol):
         """Send an answer whose record data stays in segment files. The serve loop waits (`writable`)
         until it is out; a segment cut short underneath breaks the size already sent: close then.
         The regions are released by `_serve` unless handed to the file sender, which releases them."""
-        self.flush()  # the answers before it go first, ...
-        await self.writable.wait()  # ... all the way into the socket (connection_made's buffer limits)
+        if self.outgoing:
+            self.flush()  # the answers before it go first, ...
+        if not self.writable.is_set():
+            await self.writable.wait()  # ... all the way into the socket (connection_made's buffer limits)
         if self.closed:
             return False
         transport = self._wire
@@ -293,14 +297,16 @@ class Connection(asyncio.BufferedProtocol):
         return True
 
     def _files_sent(self, regions: list[FileRegion], error: OSError | None) -> None:
+        sent = 0
         for region in regions:
             region.release()
+            sent += region.length
         if self.closed:
             return
         if error is not None:
             self._drop("sending record data from segment files failed", error=repr(error))
         else:
-            self.server.file_bytes_sent += sum(len(region) for region in regions)
+            self.server.file_bytes_sent += sent
         self.writable.set()
 
     async def _send_copied(self, chunks: list, regions: list[FileRegion]) -> bool:

@@ -74,11 +74,12 @@ class LogSegment:
         self.first_batch_timestamp = NO_TIMESTAMP
         self._bytes_since_index_entry = 0
         self.deleted = False
-        # (offset, position) where the last read stopped: the first offset it did not return and where
-        # the batch holding it starts (or the end of the file then). A consumer's next fetch asks for
-        # exactly that offset: its batch is found without the index and a header walk. Only a
-        # truncation rewrites the file from a position on, and it forgets this.
-        self._resume = (-1, -1)
+        # (offset, position, header) where the last read stopped: the first offset it did not return,
+        # where the batch holding it starts (or the end of the file then) and that batch's header if
+        # the read's walk already read it (None: read it then). A consumer's next fetch asks for exactly
+        # that offset: its batch is found without the index, a header walk or, mostly, a pread. The
+        # file is append-only: only a truncation rewrites it from a position on, and it forgets this.
+        self._resume: tuple[int, int, BatchHeader | None] = (-1, -1, None)
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -313,9 +314,9 @@ class LogSegment:
             return self._find(fd, offset)
 
     def _find(self, fd: int, offset: int) -> tuple[int, BatchHeader] | None:
-        resume_offset, position = self._resume
+        resume_offset, position, header = self._resume
         if offset == resume_offset and position < self.size:  # where the last read stopped: one header
-            return position, header_at(fd, position, self.size)
+            return position, header if header is not None else header_at(fd, position, self.size)
         for found in scan_headers(fd, self.index.lookup(offset)[1], self.size):
             header = found[1]
             if header.base_offset + header.last_offset_delta >= offset:  # .last_offset, no call: a fetch's path
@@ -349,6 +350,7 @@ class LogSegment:
             if start + size > max_position:
                 return None
             end, next_offset = start + size, first.base_offset + first.last_offset_delta + 1
+            following = None  # the header at `end`, if the walk reads it
             if size > max_bytes:
                 if not min_one_batch:
                     return None
@@ -361,12 +363,12 @@ class LogSegment:
                     batch_end = position + batch.batch_length + LOG_OVERHEAD
                     base = batch.base_offset
                     if batch_end > limit:
-                        end, next_offset = position, base
+                        end, next_offset, following = position, base, batch
                         break
                     end, next_offset = batch_end, base + batch.last_offset_delta + 1
         finally:
             budget.unpin(file)
-        self._resume = (next_offset, end)
+        self._resume = (next_offset, end, following)
         return start, end - start, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
@@ -399,7 +401,7 @@ class LogSegment:
             return 0
         position, batch = found
         removed = self.size - position
-        self._resume = (-1, -1)
+        self._resume = (-1, -1, None)
         with self.file.held() as fd:
             os.ftruncate(fd, position)
         self.size = position

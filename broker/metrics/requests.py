@@ -9,15 +9,20 @@ closes it once the answer is handed to the socket. Phases, as Kafka splits Total
   remote         time parked in a purgatory (Produce acks=-1, a long-poll Fetch, DeleteRecords);
                  purgatories add to it through `note_parked`;
   response send  the answer handed over -> the socket's write buffer has room again.
-Everything is a plain int or float updated in place; the collector reads them at scrape time.
+Counts are plain ints updated in place. A request's five phase times are appended as one tuple and
+folded into the histograms in batches (and before every scrape), where the bucket search, the counting
+and the sums run in C: five observations inline cost the Fetch path ~190 Python opcodes a request.
 """
 
 from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections import Counter, _count_elements  # type: ignore[attr-defined]  # Counter.update's C helper
 from collections.abc import Iterator
 from contextvars import ContextVar
+from functools import partial, reduce
+from operator import add, attrgetter
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -26,6 +31,7 @@ from broker.metrics.histogram import Histogram
 from protocol.errors import ErrorCode
 
 PHASES = ("requestqueuetime", "localtime", "remotetime", "responsesendtime", "totaltime")
+_FOLD_AT = 256  # pending phase-time tuples per API before they are folded into its histograms
 
 # The timing of the request the current task is serving; the purgatory adds its parked time to it.
 _current: ContextVar[RequestTiming | None] = ContextVar("ebb_request_timing", default=None)
@@ -39,12 +45,24 @@ def note_parked(seconds: float) -> None:
 
 
 class _ApiStats:
-    __slots__ = ("requests", "errors", "phases")
+    __slots__ = ("requests", "errors", "phases", "pending")
 
     def __init__(self) -> None:
         self.requests = 0
         self.errors: dict[int, int] = {}  # error code -> how many times a response carried it
         self.phases = tuple(Histogram() for _ in PHASES)
+        self.pending: list[tuple[float, float, float, float, float]] = []  # one per request, in PHASES' order
+
+    def fold(self) -> None:
+        """Observe the pending phase times: the same counts and sums as one observe() each, in C loops."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        for histogram, values in zip(self.phases, zip(*pending, strict=True), strict=True):
+            counts = histogram.counts
+            for index, count in Counter(map(partial(bisect_left, histogram.bounds), values)).items():
+                counts[index] += count
+            histogram.sum = reduce(add, values, histogram.sum)  # added in order, as observe() would
 
 
 class RequestTiming:
@@ -70,14 +88,16 @@ class RequestTiming:
     def sent(self) -> None:
         """The answer is in the socket's hands and its write buffer has room: the request is done."""
         now = time.perf_counter()
-        stats = self._stats
-        queue, local_and_remote = self.started - self.arrived, self.handled_at - self.started
-        remote = min(self.remote, local_and_remote)
-        for histogram, value in zip(stats.phases, (queue, local_and_remote - remote, remote, now - self.handled_at,
-                                                   now - self.arrived), strict=True):
-            # Histogram.observe spelled out: five observations on every request served
-            histogram.counts[bisect_left(histogram.bounds, value)] += 1
-            histogram.sum += value
+        started, handled_at = self.started, self.handled_at
+        local_and_remote = handled_at - started
+        remote = self.remote
+        if remote > local_and_remote:
+            remote = local_and_remote
+        pending = self._stats.pending
+        pending.append((started - self.arrived, local_and_remote - remote, remote, now - handled_at,
+                        now - self.arrived))
+        if len(pending) >= _FOLD_AT:
+            self._stats.fold()
 
 
 class RequestMetrics:
@@ -107,6 +127,7 @@ class RequestMetrics:
                                         f"Request {phase} in seconds, by API (Kafka's {phase} in ms)",
                                         labels=["request"]) for phase in PHASES]
         for api, stats in sorted(self._apis.items()):
+            stats.fold()
             requests.add_metric([api], stats.requests)
             for code, count in sorted(stats.errors.items()):
                 errors.add_metric([api, _error_name(code)], count)
@@ -126,6 +147,7 @@ def _error_name(code: int) -> str:
 
 # Per response class (from its spec): whether it has an ErrorCode, and its arrays of structs to walk.
 _PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+_ERROR_CODE = attrgetter("error_code")
 
 
 def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or nested struct: fields found at run time
@@ -137,11 +159,10 @@ def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or n
 def _count_items(items: Any, into: dict[int, int]) -> None:
     # an array's items share one type; its plan is found without a call once made
     has_error, nested = _PLANS.get(type(items[0])) or _plan(items[0])
-    for item in items:
-        if has_error:
-            code = item.error_code
-            into[code] = into.get(code, 0) + 1
-        for name in nested:
+    if has_error:
+        _count_elements(into, map(_ERROR_CODE, items))  # Counter's own C loop: no Python per item
+    for name in nested:
+        for item in items:
             inner = getattr(item, name)
             if inner:  # most are empty (a Produce answer's record errors): no call for those
                 _count_items(inner, into)

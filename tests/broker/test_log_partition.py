@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
+import broker.log.segment as segment_module
 from broker.log import (
     InvalidRecordError,
     LogConfig,
@@ -257,6 +258,33 @@ async def test_reading_on_from_where_a_read_stopped(tmp_path: Path) -> None:
     again = log.read(9, 10**6)
     assert [b[:2] for b in batches_of(again.read_bytes())] == [(8, 12)]
     assert log.read(stopped.next_offset, 10**6).slices == again.slices
+
+
+async def test_a_read_that_stopped_before_a_batch_keeps_its_header_for_the_next(tmp_path: Path, monkeypatch) -> None:
+    """The walk that found where a read stops has read the next batch's header: the consumer's next
+    read starts there and reads no header from the file (one pread per partition fewer), with the
+    same answer as a segment that remembers nothing."""
+    log = new_log(tmp_path)
+    await fill(log, 10, records=3)
+    one = len(batch(3))
+    first = log.read(0, 2 * one)
+    assert first.next_offset == 6
+    read_alone: list[int] = []
+    real = segment_module.header_at
+    monkeypatch.setattr(segment_module, "header_at", lambda fd, position, end: read_alone.append(position)
+                        or real(fd, position, end))
+    resumed = log.read(6, 2 * one)
+    assert read_alone == []
+    assert [b[:2] for b in batches_of(resumed.read_bytes())] == [(6, 8), (9, 11)]
+    for segment in log.segments:
+        segment._resume = (-1, -1, None)
+    assert log.read(6, 2 * one).slices == resumed.slices
+    whole = log.read(12, 10**6)  # runs to the end of the log: no header past it was read
+    assert whole.next_offset == 30 and read_alone == []
+    await fill(log, 1, records=3)  # the batch 30..32, appended where that read stopped
+    tail = log.read(30, 10**6)
+    assert [b[:2] for b in batches_of(tail.read_bytes())] == [(30, 32)]
+    assert len(read_alone) == 1  # its header read from the file, alone
 
 
 async def test_truncate_fully_and_start_at(tmp_path: Path) -> None:

@@ -9,13 +9,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+import broker.metrics.requests as request_metrics
 from broker.log import TopicPartition
 from broker.log.config import LogConfig
 from broker.log.retention import SegmentFacts, retention_cause
 from broker.metrics.histogram import Histogram
 from broker.metrics.http import SAMPLES_PER_STEP, render
 from broker.metrics.partitions import PARTITIONS_PER_STEP, PartitionCollector, PartitionView
-from broker.metrics.requests import count_errors
+from broker.metrics.requests import PHASES, RequestMetrics, count_errors
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
 
@@ -30,6 +31,38 @@ def test_histogram_buckets_are_inclusive_and_cumulative():
         histogram.observe(value)
     assert histogram.cumulative() == [("0.1", 2), ("1.0", 4), ("+Inf", 5)]
     assert histogram.count == 5 and histogram.sum == 8.65
+
+
+def test_batched_phase_times_fold_into_the_same_counts_and_sums_as_one_observe_each():
+    stats = RequestMetrics().stats("Fetch")
+    reference = [Histogram() for _ in PHASES]
+    # on, below and above bounds, zero, and past the last bound (+Inf)
+    values = [0.0005, 0.0004999, 0.00050001, 0.0, 0.3, 2.5, 31.0, 0.001, 1e-7, 10.0]
+    for i in range(len(values)):
+        row = tuple(values[(i + k) % len(values)] for k in range(len(PHASES)))
+        stats.pending.append(row)  # type: ignore[arg-type]
+        for histogram, value in zip(reference, row, strict=True):
+            histogram.observe(value)
+    stats.fold()
+    assert stats.pending == []
+    for histogram, expected in zip(stats.phases, reference, strict=True):
+        assert histogram.counts == expected.counts and histogram.sum == expected.sum  # added in the same order
+
+
+def test_request_phase_times_are_folded_at_the_batch_size_and_at_every_scrape():
+    metrics = RequestMetrics()
+    for _ in range(request_metrics._FOLD_AT + 3):
+        timing = metrics.begin("Fetch", arrived=0.0)
+        timing.handled(None)
+        timing.sent()
+    stats = metrics.stats("Fetch")
+    assert len(stats.pending) == 3 and stats.phases[4].count == request_metrics._FOLD_AT
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    scraped = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    total = {s.name: s.value for s in scraped["kafka_network_requestmetrics_totaltime_seconds"].samples}
+    assert total["kafka_network_requestmetrics_totaltime_seconds_count"] == request_metrics._FOLD_AT + 3
+    assert stats.pending == []
 
 
 def test_every_error_code_in_a_response_is_counted_nested_ones_too():
