@@ -542,6 +542,52 @@ class ApiVersionsResponse(ApiMessage):
         zk_migration_ready: bool = ...,
     ) -> None: ...
 
+class ConsumerGroupCurrentMemberAssignmentKey(ApiMessage):
+    """the key of a KIP-848 consumer group record in __consumer_offsets; on disk it follows the int16 record type 8:
+    what one member holds now"""
+    group_id: str
+    """The consumer group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ConsumerGroupCurrentMemberAssignmentValue(ApiMessage):
+    """the value of a record of type 8 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartitions(Struct):
+        topic_id: UUID
+        """A topic's id."""
+        partitions: list[int]
+        """Its partitions."""
+        assignment_epochs: list[int] | None
+        """The epoch each partition was assigned at, in the order of Partitions (not written by Ebb)."""
+        def __init__(
+            self,
+            *,
+            topic_id: UUID = ...,
+            partitions: list[int] = ...,
+            assignment_epochs: list[int] | None = ...,
+        ) -> None: ...
+    member_epoch: int
+    """The epoch the member must heartbeat with."""
+    previous_member_epoch: int
+    """The epoch before, taken while the answer with the new one may be lost."""
+    state: int
+    """The member's state: 0 stable, 1 unrevoked partitions, 2 unreleased partitions, 127 unknown."""
+    assigned_partitions: list[TopicPartitions]
+    """The partitions it holds."""
+    partitions_pending_revocation: list[TopicPartitions]
+    """The partitions it must give up."""
+    def __init__(
+        self,
+        *,
+        member_epoch: int = ...,
+        previous_member_epoch: int = ...,
+        state: int = ...,
+        assigned_partitions: list[TopicPartitions] = ...,
+        partitions_pending_revocation: list[TopicPartitions] = ...,
+    ) -> None: ...
+
 class ConsumerGroupDescribeRequest(ApiRequest[ConsumerGroupDescribeResponse]):
     group_ids: list[str]
     """Ids of the consumer groups to describe."""
@@ -724,6 +770,141 @@ class ConsumerGroupHeartbeatResponse(ApiMessage):
         heartbeat_interval_ms: int = ...,
         assignment: Assignment | None = ...,
     ) -> None: ...
+
+class ConsumerGroupMemberMetadataKey(ApiMessage):
+    """the key of a KIP-848 consumer group record in __consumer_offsets; on disk it follows the int16 record type 5: one
+    member's subscription"""
+    group_id: str
+    """The consumer group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ConsumerGroupMemberMetadataValue(ApiMessage):
+    """the value of a record of type 5 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class ClassicMemberMetadata(Struct):
+        class ClassicProtocol(Struct):
+            name: str
+            """A protocol's name."""
+            metadata: bytes
+            """That protocol's metadata."""
+            def __init__(self, *, name: str = ..., metadata: bytes = ...) -> None: ...
+        session_timeout_ms: int
+        """The classic member's session timeout, in ms."""
+        supported_protocols: list[ClassicProtocol]
+        """The protocols it offered in JoinGroup."""
+        def __init__(
+            self,
+            *,
+            session_timeout_ms: int = ...,
+            supported_protocols: list[ClassicProtocol] = ...,
+        ) -> None: ...
+    instance_id: str | None
+    """The static member's instance id, or null."""
+    rack_id: str | None
+    """The member's rack, or null."""
+    client_id: str
+    """The client id of its last heartbeat."""
+    client_host: str
+    """The client's host."""
+    subscribed_topic_names: list[str]
+    """The topics it subscribes to by name."""
+    subscribed_topic_regex: str | None
+    """Its subscription regex, or null."""
+    rebalance_timeout_ms: int
+    """How long it may take to revoke partitions, in ms."""
+    server_assignor: str | None
+    """The server-side assignor it asked for, or null."""
+    classic_member_metadata: ClassicMemberMetadata | None
+    """Set for a member that speaks the classic protocol (not written by Ebb)."""
+    def __init__(
+        self,
+        *,
+        instance_id: str | None = ...,
+        rack_id: str | None = ...,
+        client_id: str = ...,
+        client_host: str = ...,
+        subscribed_topic_names: list[str] = ...,
+        subscribed_topic_regex: str | None = ...,
+        rebalance_timeout_ms: int = ...,
+        server_assignor: str | None = ...,
+        classic_member_metadata: ClassicMemberMetadata | None = ...,
+    ) -> None: ...
+
+class ConsumerGroupMetadataKey(ApiMessage):
+    """the key of a KIP-848 consumer group record in __consumer_offsets; on disk it follows the int16 record type 3: the
+    group's epoch"""
+    group_id: str
+    """The consumer group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ConsumerGroupMetadataValue(ApiMessage):
+    """the value of a record of type 3 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    epoch: int
+    """The group epoch."""
+    metadata_hash: int
+    """A hash of the subscribed topics as the epoch last saw them."""
+    def __init__(self, *, epoch: int = ..., metadata_hash: int = ...) -> None: ...
+
+class ConsumerGroupRegularExpressionKey(ApiMessage):
+    """the key of a KIP-848 consumer group record in __consumer_offsets; on disk it follows the int16 record type 16:
+    the topics a regex matched"""
+    group_id: str
+    """The consumer group."""
+    regular_expression: str
+    """A subscription regex of the group's members."""
+    def __init__(self, *, group_id: str = ..., regular_expression: str = ...) -> None: ...
+
+class ConsumerGroupRegularExpressionValue(ApiMessage):
+    """the value of a record of type 16 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    topics: list[str]
+    """The topics the regex matched."""
+    version: int
+    """The metadata version it was resolved at."""
+    timestamp: int
+    """When it was resolved, in ms."""
+    def __init__(self, *, topics: list[str] = ..., version: int = ..., timestamp: int = ...) -> None: ...
+
+class ConsumerGroupTargetAssignmentMemberKey(ApiMessage):
+    """the key of a KIP-848 consumer group record in __consumer_offsets; on disk it follows the int16 record type 7: one
+    member's target assignment"""
+    group_id: str
+    """The consumer group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ConsumerGroupTargetAssignmentMemberValue(ApiMessage):
+    """the value of a record of type 7 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartition(Struct):
+        topic_id: UUID
+        """A topic's id."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    topic_partitions: list[TopicPartition]
+    """The member's target partitions, by topic."""
+    def __init__(self, *, topic_partitions: list[TopicPartition] = ...) -> None: ...
+
+class ConsumerGroupTargetAssignmentMetadataKey(ApiMessage):
+    """the key of a KIP-848 consumer group record in __consumer_offsets; on disk it follows the int16 record type 6: the
+    epoch of the group's target assignment"""
+    group_id: str
+    """The consumer group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ConsumerGroupTargetAssignmentMetadataValue(ApiMessage):
+    """the value of a record of type 6 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    assignment_epoch: int
+    """The group epoch the target assignment was computed at."""
+    assignment_timestamp: int
+    """When it was computed, in ms."""
+    def __init__(self, *, assignment_epoch: int = ..., assignment_timestamp: int = ...) -> None: ...
 
 class ConsumerProtocolAssignment(ApiMessage):
     """carried as SyncGroup assignment bytes; readers decode newer versions with the newest layout they know, so fields

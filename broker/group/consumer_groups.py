@@ -10,8 +10,10 @@ Kafka's GroupMetadataManager: epoch 0 joins, -1 leaves, -2 is a static member le
 member's own, or the one before it with no partition outside its assignment, else FENCED_MEMBER_EPOCH.
 A member that keeps partitions to revoke past its rebalance timeout is removed.
 
-Membership lives in memory only (docs/features.md): a restarted or failed-over coordinator knows the
-committed offsets but not the members, who are told UNKNOWN_MEMBER_ID and join again.
+Each state change is written to __consumer_offsets as Kafka's records (consumer_records.py) before the
+heartbeat is answered; a failed write answers it with the coordinator's error. A restarted or failed-over
+coordinator rebuilds the groups from those records (epochs, members, target and current assignments) and
+restarts their session timers, so the members carry on without rejoining.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import asyncio
 import functools
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import re2
 import structlog
 
+from broker.coordinator_partitions import Spawn
+from broker.group import consumer_records
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import (
     LEAVE_EPOCH,
@@ -44,6 +48,8 @@ log = structlog.get_logger("groups")
 # Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
 # topic changes: what is derived from it (regex matches, each group's topics) is kept until then.
 TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
+# OffsetsStore.append: writes one group's records as one batch (GroupError with the coordinator's error).
+AppendRecords = Callable[[str, Sequence[tuple[bytes, bytes | None]]], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -86,9 +92,14 @@ class ClassicIds:
 
 class ConsumerGroups:
     def __init__(self, max_size: int, assignors: list[str], topics: TopicsNow, classic: ClassicIds,
-                 is_share: Callable[[str], bool]) -> None:
-        """`assignors`: group.consumer.assignors' short names, the first the default."""
+                 is_share: Callable[[str], bool], append: AppendRecords, spawn: Spawn) -> None:
+        """`assignors`: group.consumer.assignors' short names, the first the default; `append` writes a
+        group's records, `spawn` runs the writes a timer's removal of a member makes."""
         self.groups: dict[str, ConsumerGroup] = {}
+        self._append = append
+        self._spawn = spawn
+        # Each group's records as __consumer_offsets holds them (written, or replayed at load).
+        self._written: dict[str, consumer_records.Records] = {}
         self._max_size = max_size
         self.assignors = assignors
         self._topics = topics
@@ -314,6 +325,68 @@ class ConsumerGroups:
             self._remove(group, member)
             log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,
                      member=member.member_id)
+            self.persist_later(group.group_id)
+
+    # --- __consumer_offsets -------------------------------------------------------------------------
+
+    async def persist(self, group_id: str) -> None:
+        """Write what changed in the group since its last write (tombstones for a group gone)."""
+        group = self.groups.get(group_id)
+        now = consumer_records.group_records(group) if group is not None else {}
+        entries = consumer_records.changes(self._written.get(group_id, {}), now)
+        if not entries:
+            return
+        await self._append(group_id, entries)
+        written = self._written.setdefault(group_id, {})
+        for key, value in entries:
+            if value is None:
+                written.pop(key, None)
+            else:
+                written[key] = value
+        if not written:
+            del self._written[group_id]
+
+    def persist_later(self, group_id: str) -> None:
+        self._spawn(self._persist_logged(group_id))
+
+    async def _persist_logged(self, group_id: str) -> None:
+        try:
+            await self.persist(group_id)
+        except GroupError as exc:  # written again with the group's next change
+            log.warning("consumer group records not written", group=group_id, error=exc.error_code.name)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
+        group_id = consumer_records.group_id_of(key)
+        if value is not None:
+            self._written.setdefault(group_id, {})[key] = value
+        elif (written := self._written.get(group_id)) is not None:
+            written.pop(key, None)
+            if not written:
+                del self._written[group_id]
+
+    def loaded(self, session_timeout_ms: int) -> list[str]:
+        """Rebuild the groups replayed since the last load; their members' sessions start now."""
+        rebuilt = []
+        for group_id, found in list(self._written.items()):
+            if group_id in self.groups:
+                continue
+            try:
+                group = consumer_records.group_from_records(group_id, found)
+            except Exception as exc:  # a malformed record: the group's members rejoin
+                log.error("consumer group records not readable", group=group_id, error=repr(exc))
+                group = None
+            if group is None:
+                continue
+            self.groups[group_id] = group
+            group.assignor = self.assignor_of(group)
+            group.topics = self._subscribed_topics(group)
+            for member in group.members.values():
+                self._arm_session(group, member, session_timeout_ms)
+                if member.state == MemberState.UNREVOKED_PARTITIONS:
+                    self._arm_rebalance(group, member)
+            rebuilt.append(group_id)
+        return rebuilt
 
     def stop(self) -> None:
         self.unload(lambda group_id: True)
@@ -323,6 +396,8 @@ class ConsumerGroups:
         for group_id in [g for g in self.groups if doomed(g)]:
             for member in self.groups.pop(group_id).members.values():
                 member.cancel_timers()
+        for group_id in [g for g in self._written if doomed(g)]:
+            del self._written[group_id]
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 

@@ -90,8 +90,10 @@ class GroupCoordinator:
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
             ClassicIds(exists=registry.groups.__contains__, empty=classic_empty,
                        adopt=self._drop_classic),
-            is_share=self.share.groups.__contains__)
+            is_share=self.share.groups.__contains__, append=store.append, spawn=spawner.spawn)
         consumers = self.consumer.groups
+        # Loaded members get the broker's session timeout; their next heartbeat applies the group's own.
+        session_ms = int(config.group_config_properties["group.consumer.session.timeout.ms"])
 
         def consumer_yields(group_id: str) -> bool:
             """A JoinGroup for an empty consumer group's id: the group turns classic, whatever the policy."""
@@ -99,6 +101,7 @@ class GroupCoordinator:
             if group is None or group.members:
                 return False
             del consumers[group_id]
+            self.consumer.persist_later(group_id)  # its records' tombstones
             return True
 
         registry.share_ids = lambda group_id: group_id in self.share.groups or (
@@ -106,8 +109,9 @@ class GroupCoordinator:
         registry.share_unload = self._unload_other_types
         registry.consumer_check = self._consumer_check
         registry.consumer_ids = lambda: list(consumers)
-        registry.consumer_drop_empty = lambda group_id: (
-            group_id in consumers and self.consumer.delete(group_id) == ErrorCode.NONE)
+        registry.consumer_drop_empty = self._drop_empty_consumer
+        registry.consumer_replay = self.consumer.replay
+        registry.consumer_loaded = lambda: self.consumer.loaded(session_ms)
         registry.consumer_topics = lambda group_id: (
             self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
 
@@ -187,6 +191,12 @@ class GroupCoordinator:
         if group is not None:  # its pending members' timers go with it
             self.sessions.cancel_all(group)
 
+    def _drop_empty_consumer(self, group_id: str) -> bool:
+        if group_id not in self.consumer.groups or self.consumer.delete(group_id) != ErrorCode.NONE:
+            return False
+        self.consumer.persist_later(group_id)
+        return True
+
     def _unload_other_types(self, doomed: Callable[[str], bool]) -> None:
         self.share.unload(doomed)
         self.consumer.unload(doomed)
@@ -233,6 +243,7 @@ class GroupCoordinator:
             if group_id in self.consumer.groups:
                 results[group_id] = self.consumer.delete(group_id)
                 if results[group_id] == ErrorCode.NONE:
+                    await self.consumer.persist(group_id)  # its records' tombstones
                     await self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True)
                 continue
             group = self.registry.groups.get(group_id)

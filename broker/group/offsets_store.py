@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from broker.aio import SharedRun, run_to_completion
-from broker.group import records
+from broker.group import consumer_records, records
 from broker.group.group import GroupError, now_ms
 from broker.log import FileSlice, OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, AppendResult, Partition, PartitionError
@@ -67,6 +67,7 @@ _COORDINATOR_ERRORS = {
 _TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE)
 
 TopicPartitionKey = tuple[str, int]
+ConsumerReplay = Callable[[bytes, bytes | None], None]
 
 
 def java_string_hash(text: str) -> int:
@@ -315,9 +316,11 @@ class OffsetsStore:
 
     # --- loading -------------------------------------------------------------------------------------
 
-    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> LoadStats:
+    async def load(self, replay_group: Callable[[str, GroupMetadataValue | None], None],
+                   replay_consumer: ConsumerReplay) -> LoadStats:
         """Replay every partition of the offsets topic (one broker): offsets into this store, group
-        metadata through `replay_group(group_id, value or None for a tombstone)`."""
+        metadata through `replay_group(group_id, value or None for a tombstone)`, KIP-848 consumer
+        group records through `replay_consumer(key, value or None)`."""
         stats = LoadStats()
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
@@ -328,7 +331,7 @@ class OffsetsStore:
             except PartitionError as exc:
                 log.error("offsets partition not loadable", partition=index, error=exc.message)
                 continue
-            await self._load_partition(partition, replay_group, stats)
+            await self._load_partition(partition, replay_group, replay_consumer, stats)
         stats.offsets = sum(len(v) for v in self._by_group.values())
         return stats
 
@@ -343,11 +346,12 @@ class OffsetsStore:
                 continue
         return found
 
-    async def load_partition(self, partition, replay_group: Callable[[str, GroupMetadataValue | None], None]) -> None:
+    async def load_partition(self, partition, replay_group: Callable[[str, GroupMetadataValue | None], None],
+                             replay_consumer: ConsumerReplay) -> None:
         """Replay one partition (this broker just became its leader)."""
-        await self._load_partition(partition, replay_group, LoadStats())
+        await self._load_partition(partition, replay_group, replay_consumer, LoadStats())
 
-    async def _load_partition(self, partition, replay_group, stats: LoadStats) -> None:
+    async def _load_partition(self, partition, replay_group, replay_consumer: ConsumerReplay, stats: LoadStats) -> None:
         partition_log = partition.log
         offset = partition_log.log_start_offset
         while offset < partition_log.log_end_offset:
@@ -369,7 +373,7 @@ class OffsetsStore:
                 transactional = batch.producer_id if batch.is_transactional else None
                 for record in batch.records():
                     if record.offset >= offset:
-                        self._replay(record, replay_group, stats, transactional)
+                        self._replay(record, replay_group, replay_consumer, stats, transactional)
             if info.next_offset <= offset:
                 return
             offset = info.next_offset
@@ -382,13 +386,18 @@ class OffsetsStore:
         if control_type >= 0:
             self.transaction_completed(partition_index, batch.producer_id, control_type == ControlType.COMMIT)
 
-    def _replay(self, record, replay_group, stats: LoadStats, producer_id: int | None = None) -> None:
+    def _replay(self, record, replay_group, replay_consumer: ConsumerReplay, stats: LoadStats,
+                producer_id: int | None = None) -> None:
         stats.records += 1
         if record.key is None:
             stats.skipped += 1
             log.debug("offsets topic record without a key skipped", offset=record.offset)
             return
         try:
+            if len(record.key) >= 2 and consumer_records.record_type(record.key) in consumer_records.KNOWN_TYPES:
+                if consumer_records.record_type(record.key) in consumer_records.WRITTEN_TYPES:
+                    replay_consumer(bytes(record.key), None if record.value is None else bytes(record.value))
+                return
             key = records.parse_key(record.key)
             if isinstance(key, GroupMetadataKey):
                 group_value = None if record.value is None else records.parse_group_value(record.value)

@@ -57,6 +57,10 @@ class GroupRegistry:
         self.consumer_drop_empty: Callable[[str], bool] = lambda group_id: False
         # The topics a KIP-848 consumer group's members subscribe to, or None when the id is not one's.
         self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
+        # A KIP-848 consumer group record at load (key, value or None), and the groups rebuilt from
+        # them once a load ends. Set by the coordinator.
+        self.consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None
+        self.consumer_loaded: Callable[[], object] = lambda: None
         self.active = False
         # In a cluster: which __consumer_offsets partitions are led (and loaded) here.
         self.partitions = None if offsets_partition is None else CoordinatorPartitions(
@@ -105,8 +109,9 @@ class GroupRegistry:
 
     async def load_all(self) -> LoadStats:
         """One broker: replay every partition of __consumer_offsets."""
-        stats = await self.store.load(self.replay_group)
+        stats = await self.store.load(self.replay_group, self.consumer_replay)
         self._adopt_loaded(self.groups)
+        self.consumer_loaded()
         return stats
 
     def replay_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
@@ -155,7 +160,8 @@ class GroupRegistry:
             if group_id in self.groups:
                 loaded[group_id] = self.groups[group_id]
 
-        await self.store.load_partition(partition, replay)
+        await self.store.load_partition(partition, replay, self.consumer_replay)
         self._adopt_loaded(loaded)
+        self.consumer_loaded()
         log.info("groups loaded: this broker leads their offsets partition now", partition=index,
                  groups=len(loaded))

@@ -15,6 +15,14 @@ from protocol.errors import ErrorCode
 TIMEOUTS = Timeouts(45_000, 5_000)
 
 
+async def _append(group_id, entries) -> int:  # no log: these tests look at the groups in memory
+    return 0
+
+
+def _spawn(coro):
+    return asyncio.get_running_loop().create_task(coro)
+
+
 def _hb(member: str, epoch: int, owned=None, regex: str | None = None) -> ConsumerHeartbeat:
     return ConsumerHeartbeat("g", member, epoch, None, None, 30_000 if epoch == 0 else -1, None, regex, None,
                              {} if owned is None else owned, "unit", "/127.0.0.1")
@@ -26,7 +34,8 @@ def test_regex_is_resolved_once_while_the_topics_stay(monkeypatch):
     monkeypatch.setattr(consumer_groups, "matching", lambda p, names: resolved.append(p) or real(p, names))
     now = [{f"topic-{i}": (uuid.UUID(int=i + 1), 1) for i in range(10_000)}]
     groups = ConsumerGroups(100, ["uniform"], lambda: now[0], ClassicIds(lambda g: False, lambda g: False,
-                                                                          lambda g: None), is_share=lambda g: False)
+                                                                          lambda g: None), is_share=lambda g: False,
+                            append=_append, spawn=_spawn)
 
     async def run():
         a = groups.heartbeat(_hb("a", 0, regex="topic-1.*"), TIMEOUTS)
@@ -47,7 +56,7 @@ def test_regex_is_resolved_once_while_the_topics_stay(monkeypatch):
 
 def test_overlong_patterns_are_refused():
     groups = ConsumerGroups(100, ["uniform"], dict, ClassicIds(lambda g: False, lambda g: False, lambda g: None),
-                            is_share=lambda g: False)
+                            is_share=lambda g: False, append=_append, spawn=_spawn)
     pattern = "|".join(f"t{i}" for i in range(MAX_REGEX_LENGTH))[:MAX_REGEX_LENGTH + 1]
     try:
         groups.check_request(_hb("a", 0, regex=pattern))
@@ -64,7 +73,7 @@ def test_the_rebalance_timeout_restarts_when_what_to_revoke_changes():
     t1 = uuid.UUID(int=1)
     groups = ConsumerGroups(100, ["uniform"], lambda: {"a": (t1, 6)}, ClassicIds(lambda g: False, lambda g: False,
                                                                                  lambda g: None),
-                            is_share=lambda g: False)
+                            is_share=lambda g: False, append=_append, spawn=_spawn)
 
     def join(member: str):
         return groups.heartbeat(ConsumerHeartbeat("g", member, 0, None, None, 60_000, ["a"], None, None, {},

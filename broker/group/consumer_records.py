@@ -1,0 +1,165 @@
+"""The KIP-848 consumer group records of `__consumer_offsets`, as Kafka 4.3.1 writes them.
+
+    key   = int16 record type | its key v0          value = int16 version 0 | its value v0, or null (tombstone)
+    3  ConsumerGroupMetadata            the group epoch
+    5  ConsumerGroupMemberMetadata      one member's subscription, client, rack, instance id
+    6  ConsumerGroupTargetAssignmentMetadata   the target assignment's epoch
+    7  ConsumerGroupTargetAssignmentMember     one member's target partitions
+    8  ConsumerGroupCurrentMemberAssignment    one member's epochs, state, held and to-revoke partitions
+
+Kafka 4.x no longer writes type 4 (PartitionMetadata: the topics are summed up in type 3's MetadataHash)
+and writes 16 (RegularExpression) for each resolved regex; Ebb resolves regexes again at load, so it
+writes neither, and skips both when replaying a log a Kafka broker wrote. Ebb writes MetadataHash 0
+(Kafka's hash function is not reproduced): a Kafka coordinator reading Ebb's log recomputes its
+groups' targets once. The specs are schemas/ConsumerGroup*Key.json and *Value.json.
+
+A group's records are kept as a map key bytes -> value bytes (what the log holds for it, as
+compaction keeps the latest per key): a state change writes the difference, and a load rebuilds
+the groups from that map.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from broker.group.consumer_group import Assignment, ConsumerGroup, ConsumerMember, MemberState
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
+
+GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
+TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGULAR_EXPRESSION = 6, 7, 8, 16
+WRITTEN_TYPES = (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+KNOWN_TYPES = (*WRITTEN_TYPES, PARTITION_METADATA, REGULAR_EXPRESSION)
+_KEYS = {GROUP_METADATA: ConsumerGroupMetadataKey, MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
+         TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
+         TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
+         CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey}
+_I16 = struct.Struct(">h")
+_VERSION = _I16.pack(0)
+# Kafka's MemberState values (the int8 of record 8).
+_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+_STATES = {code: state for state, code in _STATE_CODES.items()}
+
+Records = dict[bytes, bytes]  # key -> value, the latest of each key
+
+
+def record_type(key: bytes) -> int:
+    if len(key) < 2:
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record key of {len(key)} bytes has no record type")
+    return _I16.unpack_from(key, 0)[0]
+
+
+def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
+    cls = _KEYS[kind]
+    fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    return _I16.pack(kind) + cls[0].encode(cls(**fields))
+
+
+def _value(cls, value) -> bytes:
+    return _VERSION + cls[0].encode(value)
+
+
+def _partitions(assignment: Assignment, cls) -> list:
+    return [cls(topic_id=t, partitions=sorted(p)) for t, p in sorted(assignment.items()) if p]
+
+
+def group_records(group: ConsumerGroup) -> Records:
+    """Every record that describes the group now."""
+    gid = group.group_id
+    found: Records = {
+        _key(GROUP_METADATA, gid): _value(ConsumerGroupMetadataValue,
+                                          ConsumerGroupMetadataValue(epoch=group.group_epoch)),
+        _key(TARGET_METADATA, gid): _value(ConsumerGroupTargetAssignmentMetadataValue,
+                                           ConsumerGroupTargetAssignmentMetadataValue(
+                                               assignment_epoch=group.assignment_epoch)),
+    }
+    for member_id, target in group.target.items():
+        found[_key(TARGET_MEMBER, gid, member_id)] = _value(
+            ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMemberValue(
+                topic_partitions=_partitions(target, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
+    held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+    for member_id, m in group.members.items():
+        found[_key(MEMBER_METADATA, gid, member_id)] = _value(
+            ConsumerGroupMemberMetadataValue, ConsumerGroupMemberMetadataValue(
+            instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+        found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = _value(
+            ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupCurrentMemberAssignmentValue(
+                member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
+                assigned_partitions=_partitions(m.assigned, held),
+                partitions_pending_revocation=_partitions(m.pending_revocation, held)))
+    return found
+
+
+def changes(written: Records, now: Records) -> list[tuple[bytes, bytes | None]]:
+    """The records that turn `written` into `now`: new or changed values, tombstones for keys gone.
+    Tombstones of a member come before the group's, and member records before the group epoch, in
+    Kafka's order."""
+    out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if written.get(k) != v]
+    out += [(k, None) for k in written if k not in now]
+    return out
+
+
+def group_id_of(key: bytes) -> str:
+    kind = record_type(key)
+    return _KEYS[kind][0].decode(memoryview(key)[2:]).group_id
+
+
+def group_from_records(group_id: str, found: Records) -> ConsumerGroup | None:
+    """The group its records describe; None without its group epoch record (tombstoned or never written)."""
+    group = ConsumerGroup(group_id)
+    members: dict[str, ConsumerMember] = {}
+    seen_epoch = False
+    for key, raw in found.items():
+        kind = record_type(key)
+        if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
+            raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {kind} has no version")
+        body = memoryview(raw)[2:]  # any newer version only adds tagged fields, read as v0's
+        if kind == GROUP_METADATA:
+            group.group_epoch, seen_epoch = ConsumerGroupMetadataValue[0].decode(body).epoch, True
+        elif kind == TARGET_METADATA:
+            group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
+        elif kind == TARGET_MEMBER:
+            member_id = ConsumerGroupTargetAssignmentMemberKey[0].decode(memoryview(key)[2:]).member_id
+            value = ConsumerGroupTargetAssignmentMemberValue[0].decode(body)
+            group.target[member_id] = _assignment(value.topic_partitions)
+        elif kind in (MEMBER_METADATA, CURRENT_ASSIGNMENT):
+            member_id = _KEYS[kind][0].decode(memoryview(key)[2:]).member_id
+            member = members.setdefault(member_id, ConsumerMember(member_id, "", ""))
+            if kind == MEMBER_METADATA:
+                meta = ConsumerGroupMemberMetadataValue[0].decode(body)
+                member.instance_id, member.rack_id = meta.instance_id, meta.rack_id
+                member.client_id, member.client_host = meta.client_id, meta.client_host
+                member.subscribed, member.regex = list(meta.subscribed_topic_names), meta.subscribed_topic_regex
+                member.rebalance_timeout_ms, member.server_assignor = meta.rebalance_timeout_ms, meta.server_assignor
+            else:
+                current = ConsumerGroupCurrentMemberAssignmentValue[0].decode(body)
+                member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
+                member.state = _STATES.get(current.state, MemberState.STABLE)
+                member.assigned = _assignment(current.assigned_partitions)
+                member.pending_revocation = _assignment(current.partitions_pending_revocation)
+    if not seen_epoch:
+        return None
+    group.members = members
+    return group
+
+
+def _assignment(topics) -> Assignment:
+    found: dict[uuid.UUID, set[int]] = {}
+    for t in topics:
+        if t.partitions:
+            found.setdefault(t.topic_id, set()).update(t.partitions)
+    return found

@@ -1,0 +1,178 @@
+"""KIP-848 consumer group records of __consumer_offsets (broker/group/consumer_records.py): their bytes
+as Kafka's specs lay them out, the writes a heartbeat makes (only what changed; tombstones when a
+member or the group goes; a failed append is the heartbeat's error and is written again later), and a
+coordinator rebuilding the groups from the records it replays."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+
+import pytest
+
+from broker.group import consumer_records
+from broker.group.consumer_group import MemberState
+from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat, ConsumerTimeouts
+from broker.group.group import GroupError
+from protocol.errors import ErrorCode
+
+T1 = uuid.UUID(int=1)
+TIMEOUTS = ConsumerTimeouts(45000, 5000)
+
+
+class Log:
+    """__consumer_offsets as a list of (key, value) records, failing when told to."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.fail: ErrorCode | None = None
+
+    async def append(self, group_id: str, entries) -> int:
+        if self.fail is not None:
+            raise GroupError(self.fail, "append failed")
+        self.records.extend(entries)
+        return len(self.records) - len(entries)
+
+
+def _groups(log: Log) -> ConsumerGroups:
+    return ConsumerGroups(100, ["uniform"], lambda: {"a": (T1, 4)},
+                          ClassicIds(lambda g: False, lambda g: False, lambda g: None), is_share=lambda g: False,
+                          append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro))
+
+
+def _hb(member: str, epoch: int, owned=None, **kw) -> ConsumerHeartbeat:
+    fields = dict(group_id="g", member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+                  rebalance_timeout_ms=30000 if epoch == 0 else -1, subscribed=["a"] if epoch == 0 else None,
+                  regex=None, server_assignor=None, owned={} if epoch == 0 else owned, client_id="c",
+                  client_host="/h")
+    fields.update(kw)
+    return ConsumerHeartbeat(**fields)
+
+
+async def _beat(groups: ConsumerGroups, request: ConsumerHeartbeat):
+    answer = groups.heartbeat(request, TIMEOUTS)
+    await groups.persist(request.group_id)
+    return answer
+
+
+def _types(entries) -> list[tuple[int, bool]]:
+    return [(consumer_records.record_type(k), v is None) for k, v in entries]
+
+
+def test_record_bytes_follow_kafkas_layout():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, _hb("m1", 0, rack_id="r1"))
+        groups.stop()
+    asyncio.run(run())
+    by_type = {consumer_records.record_type(k): (k, v) for k, v in log.records}
+    assert sorted(by_type) == [3, 5, 6, 7, 8]
+    key, value = by_type[3]
+    assert key == struct.pack(">hh", 3, 1) + b"g" and value == struct.pack(">hib", 0, 2, 0)  # epoch 2, no tags
+    key, value = by_type[8]
+    assert key == struct.pack(">hh", 8, 1) + b"g" + struct.pack(">h", 2) + b"m1"
+    # v0 | epoch 2 | previous 0 | state 0 | one topic (T1, [0..3], no tags) | none to revoke | no tags
+    assert value == (struct.pack(">hiib", 0, 2, 0, 0) + b"\x02" + T1.bytes + b"\x05" + struct.pack(">4i", 0, 1, 2, 3)
+                     + b"\x00" + b"\x01" + b"\x00")
+    key, value = by_type[5]
+    assert value.startswith(struct.pack(">h", 0) + b"\x00" + b"\x03r1" + b"\x02c" + b"\x03/h" + b"\x02\x02a")
+
+
+def test_a_heartbeat_writes_what_changed_and_tombstones_what_went():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, _hb("m1", 0))
+        first = len(log.records)
+        await _beat(groups, _hb("m1", 2, owned={T1: {0, 1, 2, 3}}))
+        assert len(log.records) == first  # nothing changed: nothing written
+        await _beat(groups, _hb("m2", 0))
+        joined = _types(log.records[first:])
+        assert (5, False) in joined and (3, False) in joined and (8, False) in joined  # m2, epoch 3
+        mark = len(log.records)
+        await _beat(groups, _hb("m2", -1, owned=None))
+        left = _types(log.records[mark:])
+        assert left.count((5, True)) == 1 and left.count((8, True)) == 1 and left.count((7, True)) == 1
+        assert (3, False) in left  # the group epoch moved
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_failed_append_is_the_heartbeats_error_and_is_written_later():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, _hb("m1", 0))
+        log.fail = ErrorCode.NOT_COORDINATOR
+        with pytest.raises(GroupError) as caught:
+            await _beat(groups, _hb("m2", 0))
+        assert caught.value.error_code == ErrorCode.NOT_COORDINATOR
+        log.fail = None
+        await _beat(groups, _hb("m1", 2, owned={T1: {0, 1, 2, 3}}))
+        rebuilt = _replayed(log)
+        assert set(rebuilt.groups["g"].members) == {"m1", "m2"}
+        groups.stop()
+        rebuilt.stop()
+    asyncio.run(run())
+
+
+def _replayed(log: Log) -> ConsumerGroups:
+    groups = _groups(log)
+    for key, value in log.records:
+        groups.replay(key, value)
+    groups.loaded(45000)
+    return groups
+
+
+def test_a_restarted_coordinator_rebuilds_epochs_members_and_assignments():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, _hb("m1", 0))
+        await _beat(groups, _hb("m2", 0, instance_id="i2"))
+        revoking = await _beat(groups, _hb("m1", 2, owned={T1: {0, 1, 2, 3}}))  # m1 must give two up
+        before = groups.groups["g"]
+        rebuilt = _replayed(log)
+        after = rebuilt.groups["g"]
+        assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch) == (3, 3)
+        assert after.target == before.target
+        for member_id, was in before.members.items():
+            now = after.members[member_id]
+            assert (now.epoch, now.previous_epoch, now.state, now.assigned, now.pending_revocation,
+                    now.instance_id, now.subscribed, now.rebalance_timeout_ms, now.client_id) == (
+                was.epoch, was.previous_epoch, was.state, was.assigned, was.pending_revocation,
+                was.instance_id, was.subscribed, was.rebalance_timeout_ms, was.client_id)
+            assert now.session_timer is not None  # its session restarts at the load
+        assert after.members["m1"].state == MemberState.UNREVOKED_PARTITIONS
+        assert after.members["m1"].rebalance_timer is not None
+        assert after.topics == {"a": (T1, 4)} and after.state.value == "Reconciling"
+        groups.stop()
+        # The members carry on with the rebuilt coordinator, at their epochs.
+        done = await _beat(rebuilt, _hb("m1", 2, owned={T1: revoking.assignment[T1]}))
+        assert done.member_epoch == 3
+        taken = await _beat(rebuilt, _hb("m2", 3, owned={}))
+        assert taken.member_epoch == 3 and taken.assignment == {T1: {0, 1, 2, 3} - revoking.assignment[T1]}
+        assert rebuilt.groups["g"].group_epoch == 3  # no rebalance
+        # Everyone leaves and the group is deleted: its records are all tombstoned.
+        await _beat(rebuilt, _hb("m1", -1, owned=None))
+        await _beat(rebuilt, _hb("m2", -1, owned=None, instance_id="i2"))
+        assert rebuilt.delete("g") == ErrorCode.NONE
+        await rebuilt.persist("g")
+        rebuilt.stop()
+        assert "g" not in _replayed(log).groups
+    asyncio.run(run())
+
+
+def test_records_of_a_newer_kafka_are_read_and_unwritten_types_skipped():
+    key = struct.pack(">hh", 3, 1) + b"g"
+    groups = _groups(Log())
+    groups.replay(key, struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + struct.pack(">q", 99))  # MetadataHash tag
+    assert consumer_records.group_from_records("g", groups._written["g"]).group_epoch == 7
+    assert 4 in consumer_records.KNOWN_TYPES and 16 in consumer_records.KNOWN_TYPES
+    assert 4 not in consumer_records.WRITTEN_TYPES
