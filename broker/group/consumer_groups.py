@@ -240,9 +240,9 @@ class ConsumerGroups:
             self._classic.adopt(group_id)
             log.info("empty classic group becomes a consumer group", group=group_id)
         elif rejoin and not create:
-            # Membership is not kept over a coordinator restart or failover: a member heartbeating to a group
-            # this coordinator does not know is told what Kafka tells an unknown member, and joins again
-            # (GROUP_ID_NOT_FOUND would be fatal to the Java consumer).
+            # A group this coordinator does not know (its records tombstoned, or never written): the member
+            # is told what Kafka tells an unknown member, and joins again (GROUP_ID_NOT_FOUND would be
+            # fatal to the Java consumer).
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
         elif not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
@@ -378,6 +378,10 @@ class ConsumerGroups:
                 group = None
             if group is None:
                 continue
+            if self._classic.exists(group_id):
+                if not self._classic.empty(group_id):  # a classic group written after: it holds the id
+                    continue
+                self._classic.adopt(group_id)  # the offsets-only group the load made of its commits
             self.groups[group_id] = group
             group.assignor = self.assignor_of(group)
             group.topics = self._subscribed_topics(group)

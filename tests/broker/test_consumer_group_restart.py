@@ -1,0 +1,82 @@
+"""KIP-848 consumer groups across broker restarts, through the wire: the coordinator writes the groups'
+records to __consumer_offsets before each heartbeat's answer and rebuilds the groups when it loads, so
+after a SIGTERM or a SIGKILL the members heartbeat on at their epochs with their assignments (no
+UNKNOWN_MEMBER_ID, no rebalance), their commits are checked against their epochs, and a member that left
+stays gone."""
+
+from __future__ import annotations
+
+import signal
+
+from protocol.errors import ErrorCode
+from protocol.messages import ConsumerGroupHeartbeatRequest
+from tests.broker.data_wire import WireClient, create_topic
+from tests.broker.group_wire import commit
+from tests.broker.group_wire import fetch as fetch_offsets
+from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
+
+_Owned = ConsumerGroupHeartbeatRequest.TopicPartitions
+
+
+def _beat(c: WireClient, member: str, epoch: int, owned=None, *, join: bool = False):
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=30_000 if join else -1, subscribed_topic_names=["t"] if join else None,
+        subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=None if owned is None else [
+            _Owned(topic_id=t, partitions=sorted(p)) for t, p in owned.items()])
+    return c.request(request, 1)
+
+
+def _held(answer) -> dict:
+    return {t.topic_id: set(t.partitions) for t in answer.assignment.topic_partitions}
+
+
+def _answered(c: WireClient, member: str, epoch: int, owned):
+    """The heartbeat's answer once the coordinator has loaded (a restarted one may still be loading)."""
+    def answered():
+        answer = _beat(c, member, epoch, owned)
+        loading = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return None if answer.error_code in loading else answer
+    return wait_for(answered, what="a loaded coordinator")
+
+
+def test_members_keep_epochs_and_assignments_across_sigterm_and_sigkill(tmp_path):
+    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.session.timeout.ms": "45000"}
+    with BrokerProcess(tmp_path, overrides) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "t", partitions=4)
+            first = _beat(c, "m1", 0, {}, join=True)
+            assert (first.error_code, first.member_epoch) == (ErrorCode.NONE, 2)
+            everything = _held(first)
+            assert _beat(c, "m2", 0, {}, join=True).member_epoch == 3
+            kept = _held(_beat(c, "m1", 2, everything))  # m1 gives half up
+            assert _beat(c, "m1", 2, kept).member_epoch == 3
+            (topic_id,) = everything
+            taken = _beat(c, "m2", 3, {})
+            assert taken.member_epoch == 3 and _held(taken) == {topic_id: everything[topic_id] - kept[topic_id]}
+            assert _beat(c, "m3", 0, {}, join=True).error_code == ErrorCode.NONE
+            assert _beat(c, "m3", -1).error_code == ErrorCode.NONE  # left: epoch 5, and stays gone
+            assert set(commit(c, "g", {("t", 0): 7}, version=9, generation_id=3, member_id="m1").values()) == {0}
+            held = {"m1": kept, "m2": _held(taken)}
+            epochs = {"m1": 3, "m2": 3}
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            process.restart(sig)
+            with WireClient(process.port) as c:
+                for member in ("m1", "m2"):
+                    answer = _answered(c, member, epochs[member], held[member])
+                    assert answer.error_code == ErrorCode.NONE, (sig, member, answer)
+                    # The group epoch moved when m3 left: the target is recomputed, with no new
+                    # partitions for anyone (same members, same topic), so only the epoch moves on.
+                    assert answer.member_epoch == 5, (sig, member, answer)
+                    epochs[member] = answer.member_epoch
+                    if answer.assignment is not None:
+                        assert _held(answer) == held[member]
+                gone = _beat(c, "m3", 5, {})
+                assert gone.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+                # Its commits are a consumer group member's again (not an offsets-only classic group's).
+                assert set(commit(c, "g", {("t", 0): 8}, version=9, generation_id=5, member_id="m1").values()) == {0}
+                assert set(commit(c, "g", {("t", 0): 9}, version=9, generation_id=2, member_id="m1").values()) == {
+                    ErrorCode.STALE_MEMBER_EPOCH}
+                assert fetch_offsets(c, "g", None)[1][("t", 0)][0] == 8
