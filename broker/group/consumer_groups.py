@@ -372,12 +372,13 @@ class ConsumerGroups:
             if group_id in self.groups:
                 continue
             try:
-                group = consumer_records.group_from_records(group_id, found)
+                rebuilt_group = consumer_records.group_from_records(group_id, found)
             except Exception as exc:  # a malformed record: the group's members rejoin
                 log.error("consumer group records not readable", group=group_id, error=repr(exc))
-                group = None
-            if group is None:
+                rebuilt_group = None
+            if rebuilt_group is None:
                 continue
+            group, metadata_hash = rebuilt_group
             if self._classic.exists(group_id):
                 if not self._classic.empty(group_id):  # a classic group written after: it holds the id
                     continue
@@ -385,6 +386,10 @@ class ConsumerGroups:
             self.groups[group_id] = group
             group.assignor = self.assignor_of(group)
             group.topics = self._subscribed_topics(group)
+            if consumer_records.topics_hash(group.topics) != metadata_hash:
+                # The topics changed while away: the next heartbeat sees it and bumps the group epoch.
+                self._groups_current.discard(group_id)
+                group.topics = {}
             for member in group.members.values():
                 self._arm_session(group, member, session_timeout_ms)
                 if member.state == MemberState.UNREVOKED_PARTITIONS:

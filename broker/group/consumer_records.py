@@ -9,9 +9,10 @@
 
 Kafka 4.x no longer writes type 4 (PartitionMetadata: the topics are summed up in type 3's MetadataHash)
 and writes 16 (RegularExpression) for each resolved regex; Ebb resolves regexes again at load, so it
-writes neither, and skips both when replaying a log a Kafka broker wrote. Ebb writes MetadataHash 0
-(Kafka's hash function is not reproduced): a Kafka coordinator reading Ebb's log recomputes its
-groups' targets once. The specs are schemas/ConsumerGroup*Key.json and *Value.json.
+writes neither, and skips both when replaying a log a Kafka broker wrote. Type 3's MetadataHash is
+Ebb's own hash of the subscribed topics (Kafka's function is not reproduced): a load that finds the
+topics changed bumps the group epoch at the next heartbeat, and a Kafka coordinator reading Ebb's
+log recomputes its groups' targets once. The specs are schemas/ConsumerGroup*Key.json and *Value.json.
 
 A group's records are kept as a map key bytes -> value bytes (what the log holds for it, as
 compaction keeps the latest per key): a state change writes the difference, and a load rebuilds
@@ -20,6 +21,7 @@ the groups from that map.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import uuid
 
@@ -80,7 +82,8 @@ def group_records(group: ConsumerGroup) -> Records:
     gid = group.group_id
     found: Records = {
         _key(GROUP_METADATA, gid): _value(ConsumerGroupMetadataValue,
-                                          ConsumerGroupMetadataValue(epoch=group.group_epoch)),
+                                          ConsumerGroupMetadataValue(epoch=group.group_epoch,
+                                                                     metadata_hash=topics_hash(group.topics))),
         _key(TARGET_METADATA, gid): _value(ConsumerGroupTargetAssignmentMetadataValue,
                                            ConsumerGroupTargetAssignmentMetadataValue(
                                                assignment_epoch=group.assignment_epoch)),
@@ -104,6 +107,17 @@ def group_records(group: ConsumerGroup) -> Records:
     return found
 
 
+def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
+    """Ebb's hash of a group's subscribed topics (names, ids, partition counts), as a signed int64: a load
+    that finds another hash sees the topics changed while the coordinator was away. Not Kafka's function."""
+    if not topics:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name, (topic_id, partitions) in sorted(topics.items()):
+        digest.update(f"{name}\0{topic_id}\0{partitions}\0".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
 def changes(written: Records, now: Records) -> list[tuple[bytes, bytes | None]]:
     """The records that turn `written` into `now`: new or changed values, tombstones for keys gone.
     Tombstones of a member come before the group's, and member records before the group epoch, in
@@ -118,9 +132,11 @@ def group_id_of(key: bytes) -> str:
     return _KEYS[kind][0].decode(memoryview(key)[2:]).group_id
 
 
-def group_from_records(group_id: str, found: Records) -> ConsumerGroup | None:
-    """The group its records describe; None without its group epoch record (tombstoned or never written)."""
+def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, int] | None:
+    """The group its records describe (its topics left to the caller) and its topics' hash; None without
+    its group epoch record (tombstoned or never written)."""
     group = ConsumerGroup(group_id)
+    metadata_hash = 0
     members: dict[str, ConsumerMember] = {}
     seen_epoch = False
     for key, raw in found.items():
@@ -129,7 +145,8 @@ def group_from_records(group_id: str, found: Records) -> ConsumerGroup | None:
             raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {kind} has no version")
         body = memoryview(raw)[2:]  # any newer version only adds tagged fields, read as v0's
         if kind == GROUP_METADATA:
-            group.group_epoch, seen_epoch = ConsumerGroupMetadataValue[0].decode(body).epoch, True
+            metadata = ConsumerGroupMetadataValue[0].decode(body)
+            group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
         elif kind == TARGET_METADATA:
             group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
         elif kind == TARGET_MEMBER:
@@ -154,7 +171,7 @@ def group_from_records(group_id: str, found: Records) -> ConsumerGroup | None:
     if not seen_epoch:
         return None
     group.members = members
-    return group
+    return group, metadata_hash
 
 
 def _assignment(topics) -> Assignment:

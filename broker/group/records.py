@@ -10,7 +10,8 @@ built on Kafka's generated classes) sees the same bytes Kafka writes:
 Written versions are the ones a Kafka 2.3+ broker writes: OffsetCommitValue v3 (v1 when the commit
 carried an explicit retention time, OffsetCommit v2-v4) and GroupMetadataValue v3. Every version
 0-4 is read, and newer versions as v4 (KIP-915: they only add tagged fields). Keys of other record
-types (the KIP-848 consumer-group records of a newer Kafka) are reported as unknown and skipped.
+types are reported as unknown; the KIP-848 consumer group records (types 3-8, 16) are
+consumer_records.py's, dispatched to it before these keys are parsed.
 The specs are schemas/OffsetCommitKey.json, OffsetCommitValue.json, GroupMetadataKey.json and
 GroupMetadataValue.json.
 """

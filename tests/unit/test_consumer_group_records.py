@@ -35,8 +35,9 @@ class Log:
         return len(self.records) - len(entries)
 
 
-def _groups(log: Log) -> ConsumerGroups:
-    return ConsumerGroups(100, ["uniform"], lambda: {"a": (T1, 4)},
+def _groups(log: Log, partitions: int = 4) -> ConsumerGroups:
+    topics = {"a": (T1, partitions)}
+    return ConsumerGroups(100, ["uniform"], lambda: topics,
                           ClassicIds(lambda g: False, lambda g: False, lambda g: None), is_share=lambda g: False,
                           append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro))
 
@@ -71,7 +72,11 @@ def test_record_bytes_follow_kafkas_layout():
     by_type = {consumer_records.record_type(k): (k, v) for k, v in log.records}
     assert sorted(by_type) == [3, 5, 6, 7, 8]
     key, value = by_type[3]
-    assert key == struct.pack(">hh", 3, 1) + b"g" and value == struct.pack(">hib", 0, 2, 0)  # epoch 2, no tags
+    # epoch 2, then one tagged field: tag 0 (MetadataHash), 8 bytes
+    topics_hash = consumer_records.topics_hash({"a": (T1, 4)})
+    assert topics_hash != 0
+    assert key == struct.pack(">hh", 3, 1) + b"g" and value == struct.pack(">hi", 0, 2) + b"\x01\x00\x08" + struct.pack(
+        ">q", topics_hash)
     key, value = by_type[8]
     assert key == struct.pack(">hh", 8, 1) + b"g" + struct.pack(">h", 2) + b"m1"
     # v0 | epoch 2 | previous 0 | state 0 | one topic (T1, [0..3], no tags) | none to revoke | no tags
@@ -121,8 +126,8 @@ def test_a_failed_append_is_the_heartbeats_error_and_is_written_later():
     asyncio.run(run())
 
 
-def _replayed(log: Log) -> ConsumerGroups:
-    groups = _groups(log)
+def _replayed(log: Log, partitions: int = 4) -> ConsumerGroups:
+    groups = _groups(log, partitions)
     for key, value in log.records:
         groups.replay(key, value)
     groups.loaded(45000)
@@ -173,6 +178,23 @@ def test_records_of_a_newer_kafka_are_read_and_unwritten_types_skipped():
     key = struct.pack(">hh", 3, 1) + b"g"
     groups = _groups(Log())
     groups.replay(key, struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + struct.pack(">q", 99))  # MetadataHash tag
-    assert consumer_records.group_from_records("g", groups._written["g"]).group_epoch == 7
+    assert consumer_records.group_from_records("g", groups._written["g"])[0].group_epoch == 7
     assert 4 in consumer_records.KNOWN_TYPES and 16 in consumer_records.KNOWN_TYPES
     assert 4 not in consumer_records.WRITTEN_TYPES
+
+
+def test_topics_that_changed_while_away_move_the_group_epoch():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, _hb("m1", 0))
+        groups.stop()
+        same = _replayed(log)
+        assert (await _beat(same, _hb("m1", 2, owned={T1: {0, 1, 2, 3}}))).member_epoch == 2
+        same.stop()
+        grown = _replayed(log, partitions=6)  # the topic grew while the coordinator was down
+        answer = await _beat(grown, _hb("m1", 2, owned={T1: {0, 1, 2, 3}}))
+        assert answer.member_epoch == 3 and answer.assignment == {T1: set(range(6))}
+        grown.stop()
+    asyncio.run(run())
