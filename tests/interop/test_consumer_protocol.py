@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.errors import ErrorCode
-from protocol.messages import UpdateFeaturesRequest
+from protocol.messages import ConsumerGroupDescribeRequest, UpdateFeaturesRequest
 from tests.broker.wire_client import WireClient
 
 TOPIC = "kip848"
@@ -146,14 +146,29 @@ def test_a_classic_consumer_is_unchanged(broker, topic, tool):
         consumer.close()
 
 
-def test_members_rejoin_across_a_broker_restart(broker, topic):
-    """Membership is not persisted (docs/features.md): after a restart the coordinator knows the group's
-    offsets only (an Empty classic group), the member is told UNKNOWN_MEMBER_ID, rejoins — the group turns
-    into a consumer group again — and goes on from its committed offsets."""
+def _described(broker, group: str) -> tuple[int, list[tuple[str, int]]]:
+    """ConsumerGroupDescribe: the group epoch and its members' (id, epoch)."""
+    with WireClient(broker.port) as client:
+        (found,) = client.send(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                               0).groups
+    return found.group_epoch, sorted((m.member_id, m.member_epoch) for m in found.members)
+
+
+def test_members_carry_on_across_a_broker_restart(broker, topic):
+    """The group is in __consumer_offsets (docs/features.md): after a restart the coordinator rebuilds it,
+    and librdkafka's member heartbeats on with its id and epoch (no rejoin, no rebalance) and goes on
+    from where it was."""
     consumer = _consumer(broker, "restarted", **{"group.id": "kip848-restart"})
+    rebalances: list[str] = []
+    consumer.subscribe([TOPIC], on_assign=lambda c, parts: rebalances.append("assign"),
+                       on_revoke=lambda c, parts: rebalances.append("revoke"),
+                       on_lost=lambda c, parts: rebalances.append("lost"))
     try:
         assert len(_poll_until([consumer], lambda got: len(got) >= 40)) == 40
+        seen = len(rebalances)
         consumer.commit(asynchronous=False)
+        before = _described(broker, "kip848-restart")
+        assert len(before[1]) == 1
         broker.restart()
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for p in range(4):
@@ -164,6 +179,8 @@ def test_members_rejoin_across_a_broker_restart(broker, topic):
         consumer.commit(asynchronous=False)
         committed = consumer.committed(consumer.assignment(), timeout=10)
         assert sorted(tp.offset for tp in committed) == [11, 11, 11, 11]
+        assert _described(broker, "kip848-restart") == before  # the same member, at the same epochs
+        assert rebalances[seen:] == []  # nothing lost, revoked or assigned again
     finally:
         consumer.close()
 
