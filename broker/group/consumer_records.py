@@ -118,12 +118,20 @@ def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
+# The order Kafka's coordinator writes them in: a member's tombstones (current assignment, target,
+# subscription), then the subscription, group epoch, targets, target epoch and current assignments,
+# then the group's own tombstones.
+_WRITE_ORDER = {MEMBER_METADATA: 0, GROUP_METADATA: 1, TARGET_MEMBER: 2, TARGET_METADATA: 3, CURRENT_ASSIGNMENT: 4}
+_TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: -1, TARGET_METADATA: 5,
+                    GROUP_METADATA: 6}
+
+
 def changes(written: Records, now: Records) -> list[tuple[bytes, bytes | None]]:
-    """The records that turn `written` into `now`: new or changed values, tombstones for keys gone.
-    Tombstones of a member come before the group's, and member records before the group epoch, in
+    """The records that turn `written` into `now` (new or changed values, tombstones for keys gone), in
     Kafka's order."""
     out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if written.get(k) != v]
     out += [(k, None) for k in written if k not in now]
+    out.sort(key=lambda kv: (_WRITE_ORDER if kv[1] is not None else _TOMBSTONE_ORDER)[record_type(kv[0])])
     return out
 
 

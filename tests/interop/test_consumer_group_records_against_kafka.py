@@ -1,0 +1,54 @@
+"""Ebb's KIP-848 consumer group records in `__consumer_offsets` are Kafka 4.3.1's: Kafka's own
+DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what a short session of
+heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
+and current assignment, member and tombstone records, in Kafka's order within each write."""
+
+from __future__ import annotations
+
+import json
+
+from tests.broker.data_wire import WireClient, create_topic
+from tests.broker.test_consumer_group_restart import _beat, _held
+from tests.support.broker_process import BrokerProcess
+
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+
+
+def _decoded(java, logs) -> list[tuple[dict, dict | None]]:
+    """(key, payload) of every record, as Kafka's tool prints them (payload None: a tombstone)."""
+    found = []
+    for segment in sorted(logs.glob("__consumer_offsets-*/*.log")):
+        dumped = java.run(DUMP_LOG, "--files", str(segment), "--offsets-decoder")
+        assert dumped.returncode == 0, dumped.stderr[-2000:]
+        for line in dumped.stdout.splitlines():
+            if " key: " in line and " payload: " in line:
+                key, payload = line.split(" key: ", 1)[1].split(" payload: ", 1)
+                found.append((json.loads(key), None if payload == "<DELETE>" else json.loads(payload)))
+    return found
+
+
+def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_path):
+    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "t", partitions=4)
+            first = _beat(c, "m1", 0, {}, join=True)
+            _beat(c, "m2", 0, {}, join=True)
+            _beat(c, "m1", 2, _held(first))  # m1 must give two partitions up
+            _beat(c, "m2", -1)
+    records = _decoded(java, tmp_path / "logs")
+    kinds = [(k["type"], k["data"].get("memberId"), p is None) for k, p in records]
+    # The first write: m1's subscription, the group epoch, its target, the target epoch, its assignment.
+    assert kinds[:5] == [("5", "m1", False), ("3", None, False), ("7", "m1", False), ("6", None, False),
+                         ("8", "m1", False)]
+    # m2 leaving: its current assignment, target and subscription go, then the group epoch moves.
+    assert kinds[-4:] == [("8", "m2", True), ("7", "m2", True), ("5", "m2", True), ("3", None, False)]
+    payloads = {(k["type"], k["data"].get("memberId")): p for k, p in records if p is not None}
+    assert payloads[("3", None)]["data"]["epoch"] == 4 and payloads[("3", None)]["version"] == "0"
+    assert payloads[("6", None)]["data"] == {"assignmentEpoch": 3}
+    member = payloads[("5", "m1")]["data"]
+    assert (member["subscribedTopicNames"], member["rebalanceTimeoutMs"], member["instanceId"]) == (["t"], 30000, None)
+    current = payloads[("8", "m1")]["data"]
+    assert (current["memberEpoch"], current["state"]) == (2, 1)  # unrevoked partitions, at its old epoch
+    assert [p["partitions"] for p in current["assignedPartitions"]] == [[0, 1]]
+    assert [p["partitions"] for p in current["partitionsPendingRevocation"]] == [[2, 3]]
+    assert [p["partitions"] for p in payloads[("7", "m1")]["data"]["topicPartitions"]] == [[0, 1]]
