@@ -149,7 +149,7 @@ class FakeOffsetsStore:
     def forget_group(self, group_id):
         self.forgotten.append(group_id)
 
-    async def load_partition(self, partition, replay):
+    async def load_partition(self, partition, replay, replay_consumer):
         pass  # nothing stored yet
 
 
