@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -64,10 +64,10 @@ class KeyedLocks:
     """An asyncio.Lock per key, made on first use and dropped when nobody holds or waits for it."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._locks: dict[Hashable, tuple[asyncio.Lock, int]] = {}
 
     @contextlib.asynccontextmanager
-    async def held(self, key: str) -> AsyncIterator[None]:
+    async def held(self, key: Hashable) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (None, 0))
         if lock is None:
             lock = asyncio.Lock()

@@ -27,13 +27,11 @@ check against the same stored state and the one appended last would win.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 
 import structlog
 
-from broker.aio import SharedRun
+from broker.aio import KeyedLocks, SharedRun
 from broker.config import BrokerConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import AppendOrigin, Partition, ReplicaManager
@@ -77,7 +75,7 @@ class ShareCoordinator:
         self.in_cluster = in_cluster
         self.active = False
         self.states: dict[StateKey, ShareState] = {}
-        self._locks: dict[StateKey, asyncio.Lock] = {}  # one read/write/delete of a key at a time
+        self._locks = KeyedLocks()  # one read/write/delete of a key at a time
         self._tasks: set[asyncio.Task] = set()
         self._creating = SharedRun(self._create_topic)
         self.unloaded: set[int] = set()  # one broker: partitions whose replay failed at start (not served)
@@ -179,20 +177,10 @@ class ShareCoordinator:
 
     # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
 
-    @contextlib.asynccontextmanager
-    async def _locked(self, key: StateKey) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and self._locks.get(key) is lock:
-                del self._locks[key]  # nobody waits on it: bounded by the keys in use
-
     async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
         """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
         (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
-        async with self._locked(key):
+        async with self._locks.held(key):
             refused = self.not_served(key) or self._bad_key(key)
             if refused is not None:
                 return refused, None
@@ -212,7 +200,7 @@ class ShareCoordinator:
                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         """Store the share-partition's state (`start_offset` -1: keep the stored one); NONE once the
         record is in the log at acks=-1."""
-        async with self._locked(key):
+        async with self._locks.held(key):
             return await self._write(key, state_epoch, leader_epoch, start_offset, batches)
 
     async def _write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
@@ -239,7 +227,7 @@ class ShareCoordinator:
 
     async def delete(self, key: StateKey) -> ErrorCode:
         """The share-partition's state goes: stored as none under the next state epoch (see above)."""
-        async with self._locked(key):
+        async with self._locks.held(key):
             refused = self.not_served(key)
             if refused is not None:
                 return refused
@@ -264,7 +252,7 @@ class ShareCoordinator:
         """Tombstones for the states here whose topic is gone (any deleted topic: the listener gives
         only its name, and the topic id is what keys hold)."""
         for key in [k for k in self.states if self.topics.by_id(k[1]) is None]:
-            async with self._locked(key):
+            async with self._locks.held(key):
                 if key in self.states and self.topics.by_id(key[1]) is None and self.not_served(key) is None:
                     await self._store(key, None, _now_ms())
 

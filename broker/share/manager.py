@@ -20,7 +20,6 @@ once, when the coordinator has no state for it, written to the coordinator and r
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import re
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.aio import KeyedLocks
 from broker.log.common import LogError, TopicPartition
 from broker.log.free_space import NO_SPACE_ERRNOS
 from broker.replica import Partition, PartitionError, ReplicaManager
@@ -99,7 +99,7 @@ class SharePartitionManager:
         self.partitions: dict[Key, SharePartition] = {}
         self._owners: dict[Key, Partition] = {}  # the replica each share-partition was made on
         self.sessions = ShareSessionCache(MAX_SHARE_SESSIONS)
-        self._writing: dict[Key, asyncio.Lock] = {}  # one state write at a time per file
+        self._writing = KeyedLocks()  # one state write at a time per share-partition
         self._drops = 0  # share-partitions dropped so far: a read begun before a drop is not trusted
         replicas.leadership_listeners.append(self._role_changed)
         replicas.forget_listeners.append(self._forgotten)
@@ -123,9 +123,6 @@ class SharePartitionManager:
         old = self.partitions.pop(key, None)
         if old is not None:
             old.close()
-        lock = self._writing.get(key)
-        if lock is not None and not lock.locked():
-            del self._writing[key]
 
     def _role_changed(self, partition: Partition) -> None:
         """No longer the leader: the share-partitions of this replica go (acquired records with them);
@@ -239,9 +236,8 @@ class SharePartitionManager:
         state). Without `share`, a share-partition dropped meanwhile writes nothing. ShareStateError
         when the coordinator cannot be had."""
         key = self._key(group_id, partition)
-        lock = self._writing.setdefault(key, asyncio.Lock())
         try:
-            async with lock:
+            async with self._writing.held(key):
                 current = self.partitions.get(key)
                 if share is not None and (current is not share or self._owners.get(key) is not partition):
                     raise ShareStateError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -253,9 +249,6 @@ class SharePartitionManager:
             if exc.error_code == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is share:
                 self._drop(key)  # reset by the admin APIs meanwhile: the next fetch reads it again
             raise ShareStateError(exc.error_code) from None
-        finally:
-            if not lock.locked() and key not in self.partitions and self._writing.get(key) is lock:
-                del self._writing[key]
 
     async def _persist_released(self, group_id: str, partition: Partition) -> None:
         with contextlib.suppress(ShareStateError):  # told and logged: nobody waits on this write

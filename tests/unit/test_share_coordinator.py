@@ -27,6 +27,8 @@ class _Replicas:
         self.appended: list = []
         self.gate: asyncio.Event | None = None
         self.waiting = 0
+        self.in_flight = 0
+        self.most_in_flight = 0  # appends held open at once
         self.read_slices = None  # replays are stood in for (_empty_log)
 
     def partition(self, topic: str, index: int):
@@ -36,7 +38,10 @@ class _Replicas:
         [(_topic, _index, _view, batch)] = items
         if self.gate is not None:
             self.waiting += 1
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
             await self.gate.wait()
+            self.in_flight -= 1
         self.appended.append(batch)
         return [SimpleNamespace(error_code=0)]
 
@@ -88,7 +93,7 @@ async def test_an_older_leaders_write_in_flight_with_the_new_ones_does_not_land_
     assert await old == ErrorCode.FENCED_LEADER_EPOCH
     assert coordinator.states[KEY].start_offset == 7
     assert [parse_record(*_record(b))[1].start_offset for b in replicas.appended] == [5, 7]  # type: ignore[union-attr]
-    assert coordinator._locks == {}
+    assert len(coordinator._locks) == 0
 
 
 async def test_a_write_in_flight_with_a_delete_does_not_bring_the_state_back():
@@ -172,3 +177,26 @@ async def test_a_partition_whose_replay_fails_at_start_is_left_unserved(monkeypa
 def _record(batch) -> tuple[bytes, bytes | None]:
     [record] = list(batch.records())
     return record.key, record.value
+
+
+async def test_a_write_arriving_as_the_key_changes_hands_waits_its_turn():
+    """A released lock reads as unlocked until its next waiter runs: a third write arriving in that gap
+    must still queue behind the second, not take a fresh lock of its own."""
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    first_gate = replicas.gate = asyncio.Event()
+    first = asyncio.ensure_future(coordinator.write(KEY, 0, 1, 6, ()))
+    await _until(lambda: replicas.waiting == 1)
+    second = asyncio.ensure_future(coordinator.write(KEY, 0, 1, 7, ()))
+    await asyncio.sleep(0)  # queued on the key's lock
+    replicas.gate = asyncio.Event()  # the next appends are held again
+    first_gate.set()
+    third = asyncio.ensure_future(coordinator.write(KEY, 0, 1, 8, ()))  # runs before the second wakes
+    await _until(lambda: first.done())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert replicas.most_in_flight == 1
+    replicas.gate.set()
+    assert [await first, await second, await third] == [ErrorCode.NONE] * 3
+    assert coordinator.states[KEY].start_offset == 8
+    assert len(coordinator._locks) == 0

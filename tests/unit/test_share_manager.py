@@ -101,7 +101,7 @@ async def test_leadership_leaving_drops_the_share_partition(tmp_path):
     partition.is_leader = False
     manager._role_changed(partition)  # type: ignore[arg-type]
     assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]
-    assert manager._writing == {} and manager._owners == {}
+    assert len(manager._writing) == 0 and manager._owners == {}
     partition.is_leader = True  # leading again: read back from the coordinator, a new object
     again = await manager.stored("g", partition)  # type: ignore[arg-type]
     assert again is not None and again is not before and again.start_offset == 5
