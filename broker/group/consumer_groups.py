@@ -98,8 +98,11 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         self._append = append
         self._spawn = spawn
-        # Each group's records as __consumer_offsets holds them (written, or replayed at load).
+        # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
+        # groups whose next write must compare all their records (a member went or was replaced, or
+        # the target was recomputed).
         self._written: dict[str, consumer_records.Records] = {}
+        self._whole: set[str] = set()
         self._max_size = max_size
         self.assignors = assignors
         self._topics = topics
@@ -186,6 +189,7 @@ class ConsumerGroups:
         return member, False
 
     def _replace(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
+        self._whole.add(group.group_id)
         old.cancel_timers()
         del group.members[old.member_id]
         new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
@@ -287,6 +291,7 @@ class ConsumerGroups:
         subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
+        self._whole.add(group.group_id)
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
@@ -297,6 +302,7 @@ class ConsumerGroups:
         return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._whole.add(group.group_id)
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -329,14 +335,24 @@ class ConsumerGroups:
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    async def persist(self, group_id: str) -> None:
-        """Write what changed in the group since its last write (tombstones for a group gone)."""
+    async def persist(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in the group since its last write (tombstones for a group gone). With
+        `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
+        compared, unless the group changed as a whole since (membership, target): a heartbeat costs
+        the same whatever the group's size."""
         group = self.groups.get(group_id)
-        now = consumer_records.group_records(group) if group is not None else {}
-        entries = consumer_records.changes(self._written.get(group_id, {}), now)
+        whole = member_id is None or group_id in self._whole or group_id not in self._written
+        self._whole.discard(group_id)
+        now = {} if group is None else consumer_records.group_records(group, None if whole else member_id)
+        entries = consumer_records.changes(self._written.get(group_id, {}), now, whole=whole)
         if not entries:
             return
-        await self._append(group_id, entries)
+        try:
+            await self._append(group_id, entries)
+        except GroupError:
+            if whole:
+                self._whole.add(group_id)
+            raise
         written = self._written.setdefault(group_id, {})
         for key, value in entries:
             if value is None:
@@ -407,6 +423,7 @@ class ConsumerGroups:
                 member.cancel_timers()
         for group_id in [g for g in self._written if doomed(g)]:
             del self._written[group_id]
+        self._whole = {g for g in self._whole if not doomed(g)}
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 

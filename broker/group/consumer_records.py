@@ -77,9 +77,11 @@ def _partitions(assignment: Assignment, cls) -> list:
     return [cls(topic_id=t, partitions=sorted(p)) for t, p in sorted(assignment.items()) if p]
 
 
-def group_records(group: ConsumerGroup) -> Records:
-    """Every record that describes the group now."""
+def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
+    """Every record that describes the group now; with `only`, the group's own and that member's."""
     gid = group.group_id
+    members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
+    targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
     found: Records = {
         _key(GROUP_METADATA, gid): _value(ConsumerGroupMetadataValue,
                                           ConsumerGroupMetadataValue(epoch=group.group_epoch,
@@ -88,12 +90,12 @@ def group_records(group: ConsumerGroup) -> Records:
                                            ConsumerGroupTargetAssignmentMetadataValue(
                                                assignment_epoch=group.assignment_epoch)),
     }
-    for member_id, target in group.target.items():
+    for member_id, target in targets.items():
         found[_key(TARGET_MEMBER, gid, member_id)] = _value(
             ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMemberValue(
                 topic_partitions=_partitions(target, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
     held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
-    for member_id, m in group.members.items():
+    for member_id, m in members.items():
         found[_key(MEMBER_METADATA, gid, member_id)] = _value(
             ConsumerGroupMemberMetadataValue, ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
@@ -126,11 +128,12 @@ _TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: 
                     GROUP_METADATA: 6}
 
 
-def changes(written: Records, now: Records) -> list[tuple[bytes, bytes | None]]:
-    """The records that turn `written` into `now` (new or changed values, tombstones for keys gone), in
-    Kafka's order."""
+def changes(written: Records, now: Records, *, whole: bool = True) -> list[tuple[bytes, bytes | None]]:
+    """The records that turn `written` into `now` (new or changed values, and when `now` is the `whole`
+    group, tombstones for keys gone), in Kafka's order."""
     out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if written.get(k) != v]
-    out += [(k, None) for k in written if k not in now]
+    if whole:
+        out += [(k, None) for k in written if k not in now]
     out.sort(key=lambda kv: (_WRITE_ORDER if kv[1] is not None else _TOMBSTONE_ORDER)[record_type(kv[0])])
     return out
 

@@ -83,7 +83,7 @@ async def consumer_group_heartbeat(broker: BrokerContext, request: Request[Consu
             body.rebalance_timeout_ms, body.subscribed_topic_names, regex, body.server_assignor, owned,
             request.header.client_id or "", "/" + connection.client_host), timeouts)
         # The change is in __consumer_offsets before the member hears of it, as in Kafka.
-        await groups.consumer.persist(body.group_id)
+        await groups.consumer.persist(body.group_id, answer.member_id)
     except GroupError as exc:
         return _refused(exc.error_code, exc.message)
     assignment = None if answer.assignment is None else _Assignment(topic_partitions=[

@@ -53,7 +53,7 @@ def _hb(member: str, epoch: int, owned=None, **kw) -> ConsumerHeartbeat:
 
 async def _beat(groups: ConsumerGroups, request: ConsumerHeartbeat):
     answer = groups.heartbeat(request, TIMEOUTS)
-    await groups.persist(request.group_id)
+    await groups.persist(request.group_id, answer.member_id)
     return answer
 
 
