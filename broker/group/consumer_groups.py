@@ -373,7 +373,11 @@ class ConsumerGroups:
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
-        group_id = consumer_records.group_id_of(key)
+        try:
+            group_id = consumer_records.group_id_of(key)
+        except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
+            log.warning("malformed consumer group record skipped", error=repr(exc))
+            return
         if value is not None:
             self._written.setdefault(group_id, {})[key] = value
         elif (written := self._written.get(group_id)) is not None:

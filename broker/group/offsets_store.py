@@ -394,10 +394,6 @@ class OffsetsStore:
             log.debug("offsets topic record without a key skipped", offset=record.offset)
             return
         try:
-            if len(record.key) >= 2 and consumer_records.record_type(record.key) in consumer_records.KNOWN_TYPES:
-                if consumer_records.record_type(record.key) in consumer_records.WRITTEN_TYPES:
-                    replay_consumer(bytes(record.key), None if record.value is None else bytes(record.value))
-                return
             key = records.parse_key(record.key)
             if isinstance(key, GroupMetadataKey):
                 group_value = None if record.value is None else records.parse_group_value(record.value)
@@ -409,6 +405,11 @@ class OffsetsStore:
                 return
             value = records.parse_offset_value(record.value)
         except records.UnknownRecord as exc:
+            kind = consumer_records.record_type(record.key)
+            if kind in consumer_records.KNOWN_TYPES:  # a KIP-848 group's (checked after the classic types)
+                if kind in consumer_records.WRITTEN_TYPES:
+                    replay_consumer(bytes(record.key), None if record.value is None else bytes(record.value))
+                return
             stats.skipped += 1
             log.debug("offsets topic record of an unknown type skipped", offset=record.offset, reason=str(exc))
             return

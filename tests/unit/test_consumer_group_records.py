@@ -198,3 +198,9 @@ def test_topics_that_changed_while_away_move_the_group_epoch():
         assert answer.member_epoch == 3 and answer.assignment == {T1: set(range(6))}
         grown.stop()
     asyncio.run(run())
+
+
+def test_a_malformed_key_is_skipped_at_load():
+    groups = _groups(Log())
+    groups.replay(struct.pack(">hh", 5, 40) + b"g", b"\x00\x00")  # its group id runs past the key
+    assert groups.loaded(45000) == []
