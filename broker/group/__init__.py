@@ -24,6 +24,7 @@ consumer_groups.ConsumerGroups KIP-848 consumer groups: ConsumerGroupHeartbeat's
                                reconciliation, sessions and rebalance timeouts; offset commit checks
 consumer_group                 one consumer group, its members, and reconciliation (CurrentAssignmentBuilder)
 consumer_assignors             the uniform and range server-side assignors
+consumer_regex                 subscription regexes, checked and matched on RE2
 consumer_records               their __consumer_offsets records (types 3, 5-8), written and replayed
 """
 
