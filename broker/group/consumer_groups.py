@@ -237,8 +237,8 @@ class ConsumerGroups:
             if not self._classic.empty(group_id):
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if not create:
-                # Offsets only, as a restarted coordinator knows a consumer group (its membership is not
-                # stored): the member rejoins, which turns the id back into a consumer group.
+                # Offsets only (a group whose records were never written, as by an Ebb before they were):
+                # the member rejoins, which turns the id back into a consumer group.
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
             self._classic.adopt(group_id)
             log.info("empty classic group becomes a consumer group", group=group_id)

@@ -143,9 +143,9 @@ def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
                "Kafka 4.3.1 takes a commit at an older epoch for a partition the member has held since that "
                "epoch; Ebb asks for the member's current epoch (docs/features.md, consumer group gaps)",
                ("unknown group, epoch 3", "error_code"):
-               "Kafka keeps membership over a coordinator failover, Ebb does not: a member heartbeating to a "
-               "group the coordinator does not know gets UNKNOWN_MEMBER_ID and rejoins (GROUP_ID_NOT_FOUND "
-               "is fatal to the Java consumer)"}
+               "a member heartbeating to a group the coordinator does not know (its records lost or never "
+               "written) gets UNKNOWN_MEMBER_ID and rejoins; Kafka's GROUP_ID_NOT_FOUND is fatal to the Java "
+               "consumer (docs/features.md)"}
     found = compare(scenario, ebb_peer, kafka_peer, allowed)
     assert not found, "\n".join(found)
 
