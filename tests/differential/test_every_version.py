@@ -526,9 +526,9 @@ def sweep_allowed(versions: dict[type, range]) -> dict[tuple[str, str], str]:
         allowed[f"InitProducerId v{v}", "producer_id"] = "each broker hands out its own ids"
     for v in versions.get(m.ConsumerGroupHeartbeatRequest, ()):
         allowed[f"ConsumerGroupHeartbeat v{v}", "error_code"] = (
-            "a heartbeat (epoch 3) for a group the coordinator does not know: Kafka keeps membership over a "
-            "failover and answers GROUP_ID_NOT_FOUND; Ebb does not, and answers UNKNOWN_MEMBER_ID so that "
-            "the member rejoins (docs/features.md)")
+            "a heartbeat (epoch 3) for a group the coordinator does not know: Kafka answers "
+            "GROUP_ID_NOT_FOUND, fatal to the Java consumer; Ebb answers UNKNOWN_MEMBER_ID so that the "
+            "member rejoins (docs/features.md)")
     return allowed
 
 
