@@ -75,7 +75,7 @@ def test_metadata_lives_in_zookeeper_and_survives_restarts(zk_connect, kazoo, tm
         assert kazoo.exists("/brokers/topics/doomed") is None and kazoo.exists("/config/topics/doomed") is None
         assert kazoo.get_children("/admin/delete_topics") == []
 
-        assert broker.stop(signal.SIGTERM) == 0
+        assert broker.stop(signal.SIGTERM) == 0, broker.log_text()  # -9: not stopped within 20 s, killed
         assert kazoo.exists("/brokers/ids/1") is None  # a clean stop ends the session: unregistered at once
         broker.start()
         assert read_all(broker, "events", 1) == [b"a", b"b"]
