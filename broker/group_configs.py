@@ -3,11 +3,12 @@ values live, and what DescribeConfigs reports.
 
 Kafka 4.3 keeps per-group overrides of the settings of its new group protocols: consumer groups of the
 KIP-848 protocol (`consumer.*`), share groups (KIP-932, `share.*`) and streams groups (KIP-1071,
-`streams.*`). A classic group (JoinGroup/SyncGroup, the only protocol Ebb serves) reads none of them:
-its members bring their own session timeout. Kafka still accepts, stores and describes them for any
-group id, one that exists or not, of any protocol. Ebb does the same: every name of Kafka's table is
-validated as Kafka validates it, stored and described, and none changes how a group behaves, because
-Ebb has no group of the protocols they configure (docs/features.md). A name Kafka does not know is
+`streams.*`). A classic group (JoinGroup/SyncGroup) reads none of them: its members bring their own
+session timeout. Kafka still accepts, stores and describes them for any group id, one that exists or
+not, of any protocol. Ebb does the same: every name of Kafka's table is validated as Kafka validates it,
+stored and described; the `share.*` ones drive share groups, the consumer session timeout and heartbeat
+interval drive KIP-848 groups (`member_timeouts`, read through a watch per group: `followed`), and the
+others change nothing (docs/features.md). A name Kafka does not know is
 refused (INVALID_CONFIG, "Unknown group config name").
 
 Values live in the metadata store at `/config/groups/<group>` (cluster/layout.py), read on every
@@ -26,6 +27,7 @@ import asyncio
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import structlog
 
@@ -242,6 +244,14 @@ def describe(overrides: Mapping[str, str], broker: Mapping[str, int], layers: Br
 FOLLOWED_GROUPS = 10_000  # groups whose configs a broker keeps watched for their heartbeats
 
 
+@dataclass(frozen=True)
+class MemberTimeouts:
+    """A KIP-848 or share group member's session timeout and heartbeat interval, as in force for its group."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
 class GroupConfigs:
     """The groups' configs in the metadata store, read through (every broker answers the same)."""
 
@@ -251,6 +261,15 @@ class GroupConfigs:
         self._lock = asyncio.Lock()  # one change written at a time from this broker
         # Heartbeats' view: group -> (its configs, the watch keeping them current), least recent first.
         self._followed: OrderedDict[str, tuple[dict[str, str], Watch]] = OrderedDict()
+
+    async def member_timeouts(self, group: str, protocol: str) -> MemberTimeouts:
+        """`protocol` ("consumer" or "share"): the group's `<protocol>.session.timeout.ms` and
+        `<protocol>.heartbeat.interval.ms`, else the broker's `group.<protocol>.*`. StoreError if the group's
+        configs cannot be read."""
+        overrides = await self.followed(group) if group else {}
+        session, interval = f"{protocol}.session.timeout.ms", f"{protocol}.heartbeat.interval.ms"
+        return MemberTimeouts(int(overrides.get(session, self.broker[f"group.{session}"])),
+                              int(overrides.get(interval, self.broker[f"group.{interval}"])))
 
     async def followed(self, group: str) -> dict[str, str]:
         """The group's configs for its heartbeats: read once, then kept current by a data watch, so that

@@ -40,6 +40,7 @@ from broker.group.consumer_group import (
 )
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
 from broker.group.group import GroupError
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("groups")
@@ -65,12 +66,6 @@ class ConsumerHeartbeat:
     owned: Assignment | None
     client_id: str
     client_host: str
-
-
-@dataclass(frozen=True)
-class ConsumerTimeouts:
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
 
 
 @dataclass(frozen=True)
@@ -115,7 +110,7 @@ class ConsumerGroups:
 
     # --- ConsumerGroupHeartbeat --------------------------------------------------------------------
 
-    def heartbeat(self, request: ConsumerHeartbeat, timeouts: ConsumerTimeouts) -> HeartbeatAnswer:
+    def heartbeat(self, request: ConsumerHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         self.check_request(request)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)

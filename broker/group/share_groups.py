@@ -26,6 +26,7 @@ import structlog
 
 from broker.group.group import GroupError
 from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("groups")
@@ -43,12 +44,6 @@ class ShareHeartbeat:
     subscribed: list[str] | None
     client_id: str
     client_host: str
-
-
-@dataclass(frozen=True)
-class ShareTimeouts:
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
 
 
 @dataclass(frozen=True)
@@ -74,7 +69,7 @@ class ShareGroups:
 
     # --- ShareGroupHeartbeat -----------------------------------------------------------------------
 
-    def heartbeat(self, request: ShareHeartbeat, timeouts: ShareTimeouts) -> HeartbeatAnswer:
+    def heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         _check_request(request)
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if epoch == LEAVE_EPOCH:

@@ -26,7 +26,7 @@ import uuid
 
 from broker.cluster.store import StoreError
 from broker.group import GroupError
-from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
+from broker.group.consumer_groups import ConsumerHeartbeat
 from broker.handlers import BrokerContext, handles
 from broker.request_context import RequestContext
 from broker.security.access import allowed
@@ -67,13 +67,9 @@ async def consumer_group_heartbeat(broker: BrokerContext, request: Request[Consu
     if (error := groups.registry.not_served(body.group_id)) is not None:
         return _refused(error)
     try:
-        overrides = await broker.group_configs.followed(body.group_id) if body.group_id else {}
+        timeouts = await broker.group_configs.member_timeouts(body.group_id, "consumer")
     except StoreError:
         return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's configs cannot be read now.")
-    defaults = broker.group_configs.broker
-    timeouts = ConsumerTimeouts(
-        int(overrides.get("consumer.session.timeout.ms", defaults["group.consumer.session.timeout.ms"])),
-        int(overrides.get("consumer.heartbeat.interval.ms", defaults["group.consumer.heartbeat.interval.ms"])))
     owned = None if body.topic_partitions is None else {
         t.topic_id: set(t.partitions) for t in body.topic_partitions}
     regex = body.subscribed_topic_regex if request.api_version >= 1 else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from broker.cluster.store import StoreError
 from broker.group import GroupError
-from broker.group.share_groups import ShareHeartbeat, ShareTimeouts
+from broker.group.share_groups import ShareHeartbeat
 from broker.handlers import BrokerContext, handles
 from broker.request_context import RequestContext
 from broker.security.access import allowed
@@ -53,13 +53,9 @@ async def share_group_heartbeat(broker: BrokerContext, request: Request[ShareGro
     if (error := groups.registry.not_served(body.group_id)) is not None:
         return _refused(error)
     try:
-        overrides = await broker.group_configs.followed(body.group_id) if body.group_id else {}
+        timeouts = await broker.group_configs.member_timeouts(body.group_id, "share")
     except StoreError:
         return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's configs cannot be read now.")
-    defaults = broker.group_configs.broker
-    timeouts = ShareTimeouts(
-        int(overrides.get("share.session.timeout.ms", defaults["group.share.session.timeout.ms"])),
-        int(overrides.get("share.heartbeat.interval.ms", defaults["group.share.heartbeat.interval.ms"])))
     try:
         answer = groups.share.heartbeat(ShareHeartbeat(
             body.group_id, body.member_id, body.member_epoch, body.rack_id, body.subscribed_topic_names,

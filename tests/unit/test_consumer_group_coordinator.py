@@ -8,11 +8,12 @@ import pytest
 from broker.app import Broker
 from broker.config import build_config
 from broker.group import JoinRequest, OffsetCommit
-from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
+from broker.group.consumer_groups import ConsumerHeartbeat
 from broker.group.group import GroupError
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
-TIMEOUTS = ConsumerTimeouts(45_000, 5_000)
+TIMEOUTS = MemberTimeouts(45_000, 5_000)
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import uuid
 
 from broker.group import consumer_groups
 from broker.group.consumer_groups import MAX_REGEX_LENGTH, ClassicIds, ConsumerGroups, ConsumerHeartbeat
-from broker.group.consumer_groups import ConsumerTimeouts as Timeouts
 from broker.group.group import GroupError
+from broker.group_configs import MemberTimeouts as Timeouts
 from protocol.errors import ErrorCode
 
 TIMEOUTS = Timeouts(45_000, 5_000)

@@ -13,12 +13,13 @@ import pytest
 
 from broker.group import consumer_records
 from broker.group.consumer_group import MemberState
-from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat, ConsumerTimeouts
+from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat
 from broker.group.group import GroupError
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
 T1 = uuid.UUID(int=1)
-TIMEOUTS = ConsumerTimeouts(45000, 5000)
+TIMEOUTS = MemberTimeouts(45000, 5000)
 
 
 class Log:

@@ -12,12 +12,13 @@ import pytest
 
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import MemberState
-from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat, ConsumerTimeouts, matching
+from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat, matching
 from broker.group.group import GroupError
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode as E
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
-TIMEOUTS = ConsumerTimeouts(45000, 5000)
+TIMEOUTS = MemberTimeouts(45000, 5000)
 
 
 async def _append(group_id, entries) -> int:  # no log: these tests look at the groups in memory

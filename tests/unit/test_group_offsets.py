@@ -14,6 +14,7 @@ from broker.group import JoinRequest, MinCommittedOffset, OffsetCommit
 from broker.group import records as group_records
 from broker.group.group import now_ms
 from broker.group.offsets_store import java_string_hash, partition_for
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 from protocol.messages import GroupMetadataValue, OffsetCommitValue
 from tests.broker.group_wire import subscription
@@ -242,11 +243,11 @@ async def test_kip848_consumer_groups_count_for_trimming_and_commit_with_their_e
     """A KIP-848 group with a member subscribed to the topic is active until it commits, and its commit
     (with the member's epoch) counts in the minimum like a classic group's."""
     from broker.group import GroupError
-    from broker.group.consumer_groups import ConsumerHeartbeat, ConsumerTimeouts
+    from broker.group.consumer_groups import ConsumerHeartbeat
 
     joined = broker.groups.consumer.heartbeat(ConsumerHeartbeat(
         "kip848", "m", 0, None, None, 30_000, ["t"], None, None, {}, "unit", "/127.0.0.1"),
-        ConsumerTimeouts(45_000, 5_000))
+        MemberTimeouts(45_000, 5_000))
     assert broker.groups.min_committed_offset("t", 0) == (None, ("kip848",))
     commits = [OffsetCommit("t", 0, 6, -1, None)]
     stale = broker.groups.offsets.commit("kip848", joined.member_epoch - 1, "m", None, -1, commits, 9)

@@ -10,7 +10,8 @@ import pytest
 
 from broker.group.group import GroupError
 from broker.group.share_group import assign
-from broker.group.share_groups import ShareGroups, ShareHeartbeat, ShareTimeouts
+from broker.group.share_groups import ShareGroups, ShareHeartbeat
+from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -52,7 +53,7 @@ def test_members_subscribing_differently_get_only_their_topics():
 
 
 def _beat(groups: ShareGroups, group: str, member: str, epoch: int, topics: list[str] | None = None):
-    return groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"), ShareTimeouts(45000, 5000))
+    return groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"), MemberTimeouts(45000, 5000))
 
 
 def test_unload_forgets_the_groups_of_a_partition_and_their_timers():
