@@ -34,7 +34,7 @@ async def leave_group(broker: BrokerContext, request: Request[LeaveGroupRequest]
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    error, errors = broker.groups.leave_group(body.group_id, leaving)
+    error, errors = await broker.groups.leave_group(body.group_id, leaving)
     if version < 3:
         if error == ErrorCode.NONE:
             error = next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
