@@ -177,7 +177,8 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
             kept[topic_id] = set(both)
         if gone := have - want:
             revoke[topic_id] = set(gone)
-    if revoke:
+    # Kafka 4.3.1 waits for a revocation only if the member says it still holds what it must give up.
+    if revoke and not owned_matches_nothing_of(owned, revoke):
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.assigned, member.pending_revocation = kept, revoke  # its epoch stays until it revokes
         return
