@@ -2,9 +2,10 @@
 ConsumerGroupHeartbeat's membership, epochs, target assignment and reconciliation, member sessions and
 rebalance timeouts, and what listing, describing, deleting and offset commits need.
 
-One group id has one type: a heartbeat for a share group's id, or a classic group's with members, is
-GROUP_ID_NOT_FOUND; an Empty classic group (no members; offsets only, as a restarted coordinator has)
-becomes a consumer group on its first heartbeat (Kafka's empty-group conversion). The heartbeat follows
+One group id has one type: a heartbeat for a share group's id is GROUP_ID_NOT_FOUND; an Empty classic
+group (no members; offsets only, as a restarted coordinator has) becomes a consumer group on its first
+heartbeat (Kafka's empty-group conversion), a classic group with members by the migration policy
+(consumer_migration.py, which also turns a group left with classic members only back). The heartbeat follows
 Kafka's GroupMetadataManager: epoch 0 joins, -1 leaves, -2 is a static member leaving to come back
 (its partitions stay reserved for its instance id until its session ends); any other epoch must be the
 member's own, or the one before it with no partition outside its assignment, else FENCED_MEMBER_EPOCH.
