@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -53,6 +53,7 @@ from broker.group.consumer_requests import (
     check_epoch,
     check_request,
 )
+from broker.group.consumer_writes import AppendRecords, GroupWrites
 from broker.group.group import Group, GroupError
 from broker.group.metadata import group_value
 from broker.group.records import group_key
@@ -65,8 +66,6 @@ log = structlog.get_logger("groups")
 # Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
 # topic changes: what is derived from it (regex matches, each group's topics) is kept until then.
 TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
-# OffsetsStore.append: writes one group's records as one batch (GroupError with the coordinator's error).
-AppendRecords = Callable[[str, Sequence[tuple[bytes, bytes | None]]], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -91,17 +90,8 @@ class ConsumerGroups:
         online migration policy (consumer_migration.py)."""
         self.groups: dict[str, ConsumerGroup] = {}
         self.migration = migration
-        # Records a type change adds to the group's next write: the classic group's tombstone before
-        # (upgrade), its GroupMetadata after (downgrade), as Kafka writes them in one batch.
-        self._before: dict[str, list[tuple[bytes, bytes | None]]] = {}
-        self._after: dict[str, list[tuple[bytes, bytes | None]]] = {}
-        self._append = append
+        self._writes = GroupWrites(append)  # what __consumer_offsets holds of each group
         self._spawn = spawn
-        # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
-        # groups whose next write must compare all their records (a member went or was replaced, or
-        # the target was recomputed).
-        self._written: dict[str, consumer_records.Records] = {}
-        self._whole: set[str] = set()
         self.max_size = max_size
         self.assignors = assignors
         self._topics = topics
@@ -123,7 +113,7 @@ class ConsumerGroups:
                             rejoin=True)
         member, changed = self._member(group, request)
         if member.classic is not None:  # a heartbeat under a classic member's id: it speaks KIP-848 now
-            member.classic, changed = None, True
+            member.classic = None
             member.cancel_classic_timer()
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = request.client_id, request.client_host
@@ -185,7 +175,7 @@ class ConsumerGroups:
         return member, False
 
     def replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
-        self._whole.add(group.group_id)
+        self._writes.changed_whole(group.group_id)
         old.cancel_timers()
         del group.members[old.member_id]
         new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
@@ -262,8 +252,7 @@ class ConsumerGroups:
         self.groups[group.group_id] = group
         group.assignor = self.assignor_of(group)
         group.topics = self._subscribed_topics(group)
-        self._whole.add(group.group_id)
-        self._before[group.group_id] = [(group_key(group.group_id), None)]
+        self._writes.type_changed(group.group_id, before=[(group_key(group.group_id), None)])
         for member in group.members.values():
             assert member.classic is not None  # every member of a converted group is a classic one
             self.arm_session(group, member, member.classic.session_timeout_ms)
@@ -283,8 +272,8 @@ class ConsumerGroups:
             member.cancel_timers()
         del self.groups[group.group_id]
         self._groups_current.discard(group.group_id)
-        self._whole.add(group.group_id)
-        self._after[group.group_id] = [(group_key(group.group_id), group_value_bytes(group_value(classic)))]
+        self._writes.type_changed(group.group_id, after=[(group_key(group.group_id),
+                                                          group_value_bytes(group_value(classic)))])
         self._classic.install(classic)
         log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
 
@@ -337,7 +326,7 @@ class ConsumerGroups:
         subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
-        self._whole.add(group.group_id)
+        self._writes.changed_whole(group.group_id)
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
@@ -348,7 +337,7 @@ class ConsumerGroups:
         return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._whole.add(group.group_id)
+        self._writes.changed_whole(group.group_id)
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -382,38 +371,8 @@ class ConsumerGroups:
     # --- __consumer_offsets -------------------------------------------------------------------------
 
     async def persist(self, group_id: str, member_id: str | None = None) -> None:
-        """Write what changed in the group since its last write (tombstones for a group gone). With
-        `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
-        compared, unless the group changed as a whole since (membership, target): a heartbeat costs
-        the same whatever the group's size."""
-        group = self.groups.get(group_id)
-        whole = member_id is None or group_id in self._whole or group_id not in self._written
-        self._whole.discard(group_id)
-        now = {} if group is None else consumer_records.group_records(group, None if whole else member_id)
-        before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
-        changed = consumer_records.changes(self._written.get(group_id, {}), now, whole=whole)
-        entries = [*before, *changed, *after]
-        if not entries:
-            return
-        try:
-            await self._append(group_id, entries)
-        except GroupError:
-            if whole:
-                self._whole.add(group_id)
-            if before:
-                self._before[group_id] = before
-            if after:
-                self._after[group_id] = after
-            raise
-        entries = changed
-        written = self._written.setdefault(group_id, {})
-        for key, value in entries:
-            if value is None:
-                written.pop(key, None)
-            else:
-                written[key] = value
-        if not written:
-            del self._written[group_id]
+        """Write what changed in the group since its last write (consumer_writes.py)."""
+        await self._writes.write(group_id, self.groups.get(group_id), member_id)
 
     def persist_later(self, group_id: str) -> None:
         self._spawn(self._persist_logged(group_id))
@@ -426,22 +385,12 @@ class ConsumerGroups:
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
-        try:
-            group_id = consumer_records.group_id_of(key)
-        except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
-            log.warning("malformed consumer group record skipped", error=repr(exc))
-            return
-        if value is not None:
-            self._written.setdefault(group_id, {})[key] = value
-        elif (written := self._written.get(group_id)) is not None:
-            written.pop(key, None)
-            if not written:
-                del self._written[group_id]
+        self._writes.replay(key, value)
 
     def loaded(self, session_timeout_ms: int) -> list[str]:
         """Rebuild the groups replayed since the last load; their members' sessions start now."""
         rebuilt = []
-        for group_id, found in list(self._written.items()):
+        for group_id, found in list(self._writes.written.items()):
             if group_id in self.groups:
                 continue
             try:
@@ -479,9 +428,7 @@ class ConsumerGroups:
         for group_id in [g for g in self.groups if doomed(g)]:
             for member in self.groups.pop(group_id).members.values():
                 member.cancel_timers()
-        for group_id in [g for g in self._written if doomed(g)]:
-            del self._written[group_id]
-        self._whole = {g for g in self._whole if not doomed(g)}
+        self._writes.forget(doomed)
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 
