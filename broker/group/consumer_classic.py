@@ -30,6 +30,7 @@ import structlog
 from broker.group import consumer_protocol as cp
 from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState, reconcile
 from broker.group.consumer_groups import ConsumerGroups
+from broker.group.consumer_migration import may_downgrade
 from broker.group.group import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupError
 from broker.group.requests import JoinRequest, JoinResult, SyncResult
 from protocol.errors import ErrorCode
@@ -55,8 +56,9 @@ class ClassicMembers:
             if isinstance(member, JoinResult):
                 return member
             assert member.classic is not None  # set by _join
-            self._consumer.arm_session(group, member, member.classic.session_timeout_ms)
-            self._arm(group, member, "sync", request.rebalance_timeout_ms)
+            if self._consumer.groups.get(group.group_id) is group:  # not downgraded by the join
+                self._consumer.arm_session(group, member, member.classic.session_timeout_ms)
+                self._arm(group, member, "sync", request.rebalance_timeout_ms)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
             await self._consumer.persist(group.group_id, member.member_id)
         except GroupError as exc:
@@ -84,6 +86,7 @@ class ClassicMembers:
                      group=group.group_id, member=member_id)
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         subscription = cp.decode_subscription(request.protocols[0][1])
+        replaces_consumer = _replaces_consumer_member(group, request.group_instance_id, unknown)
         member, changed = self._member(group, member_id, request, unknown)
         if subscription.rack_id is not None:
             member.rack_id = subscription.rack_id
@@ -93,8 +96,17 @@ class ClassicMembers:
             member.subscribed, member.regex, changed = list(subscription.topics), None, True
         member.client_id, member.client_host = request.client_id, request.client_host
         member.classic = ClassicMeta(request.session_timeout_ms, list(request.protocols))
+        owned = cp.by_id(subscription.owned, consumer.topics_now())
+        if replaces_consumer and may_downgrade(group, set(), consumer.migration):
+            # The last KIP-848 member's instance comes back classic (Kafka's
+            # validateOnlineDowngradeWithReplacedMember): the group turns classic, rebalancing if the
+            # subscription changed, else with the member reconciled to the target it took over.
+            if not changed:
+                reconcile(group, member, owned)
+            consumer.downgrade(group, set(), rebalance=changed)
+            return member
         consumer.refresh(group, changed)
-        reconcile(group, member, cp.by_id(subscription.owned, consumer.topics_now()))
+        reconcile(group, member, owned)
         if member.rebalance_timer is not None:  # a classic member's join and sync timeouts stand in for it
             member.rebalance_timer.cancel()
             member.rebalance_timer = None
@@ -198,6 +210,12 @@ class ClassicMembers:
         member.classic_timer_kind = kind
         member.classic_timer = asyncio.get_running_loop().call_later(
             max(timeout_ms, 0) / 1000, self._consumer.expire, group, member, f"classic {kind}")
+
+
+def _replaces_consumer_member(group: ConsumerGroup, instance_id: str | None, unknown: bool) -> bool:
+    """Whether the join replaces a static member that speaks KIP-848's protocol."""
+    previous = None if instance_id is None or not unknown else group.static_member(instance_id)
+    return previous is not None and previous.classic is None
 
 
 def _supports(group: ConsumerGroup, protocol_type: str, names: list[str]) -> bool:

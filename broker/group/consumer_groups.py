@@ -73,12 +73,12 @@ class ClassicIds:
     """What the consumer groups need of the classic groups: is the id one, and is it empty; `adopt` drops
     it as its id turns into a consumer group (its parked joins and syncs answered REBALANCE_IN_PROGRESS);
     `group` is the classic group an upgrade converts, `install` takes a downgraded group (its members'
-    sessions, then a rebalance)."""
+    sessions, then a rebalance if asked)."""
     exists: Callable[[str], bool]
     empty: Callable[[str], bool]
     adopt: Callable[[str], None]
     group: Callable[[str], Group | None] = lambda group_id: None
-    install: Callable[[Group], None] = lambda group: None
+    install: Callable[[Group, bool], None] = lambda group, rebalance: None
 
 
 class ConsumerGroups:
@@ -267,6 +267,11 @@ class ConsumerGroups:
             for member in members:
                 self._remove(group, member)
             return
+        self.downgrade(group, leaving, rebalance=True)
+
+    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> None:
+        """The group's members but `leaving`, all classic ones, make a classic group (Kafka's
+        convertToClassicGroup); it rebalances if asked."""
         classic = to_classic_group(group, leaving, self._current_topics())
         for member in group.members.values():
             member.cancel_timers()
@@ -274,7 +279,7 @@ class ConsumerGroups:
         self._groups_current.discard(group.group_id)
         self._writes.type_changed(group.group_id, after=[(group_key(group.group_id),
                                                           group_value_bytes(group_value(classic)))])
-        self._classic.install(classic)
+        self._classic.install(classic, rebalance)
         log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
 
     def _current(self, group: ConsumerGroup) -> bool:

@@ -213,13 +213,14 @@ class GroupCoordinator:
             answer_parked(group, ErrorCode.REBALANCE_IN_PROGRESS)
             self.sessions.cancel_all(group)
 
-    def _install_classic(self, group: Group) -> None:
-        """A consumer group turned classic (its last KIP-848 member left): its members' sessions run, and
-        it rebalances, as Kafka's convertToClassicGroup does."""
+    def _install_classic(self, group: Group, rebalance: bool) -> None:
+        """A consumer group turned classic (its last KIP-848 member left or was replaced): its members'
+        sessions run, and it rebalances if asked, as Kafka's convertToClassicGroup does."""
         self.registry.groups[group.group_id] = group
         for member in group.members.values():
             self.sessions.schedule_heartbeat(group, member, member.session_timeout_ms)
-        self._phases.prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
+        if rebalance:
+            self._phases.prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
 
     def _drop_empty_consumer(self, group_id: str) -> bool:
         if group_id not in self.consumer.groups or self.consumer.delete(group_id) != ErrorCode.NONE:

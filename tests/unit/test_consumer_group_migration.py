@@ -233,3 +233,30 @@ async def test_classic_members_that_do_not_rejoin_are_fenced(broker):
     assert leader not in group.members
     groups.consumer.heartbeat(_heartbeat("new", -1), TIMEOUTS)
     assert set(groups.groups["g"].members) == {follower}
+
+
+async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_the_group(broker):
+    """Kafka's validateOnlineDowngradeWithReplacedMember: the static KIP-848 member's instance comes back
+    classic (same subscription): the group turns classic with no rebalance, the new member id holding what
+    the instance held."""
+    groups = broker.groups
+    leader, follower, generation = await _classic_group(groups)
+    static = ConsumerHeartbeat("g", "new", 0, "instance", None, 30_000, ["t"], None, None, {}, "kip848",
+                               "/127.0.0.1")
+    groups.consumer.heartbeat(static, TIMEOUTS)
+    for member_id in (leader, follower):
+        await _catch_up(groups, member_id, generation)
+    group = groups.consumer.groups["g"]
+    groups.consumer.heartbeat(ConsumerHeartbeat("g", "new", group.members["new"].epoch, None, None, -1, None, None,
+                                                None, {}, "kip848", "/127.0.0.1"), TIMEOUTS)
+    target = group.target["new"]
+    request = _join_request()
+    request.group_instance_id = "instance"
+    joined = await groups.join_group(request)
+    assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
+    classic = groups.groups["g"]
+    assert classic.is_in(GroupState.STABLE) and set(classic.members) == {leader, follower, joined.member_id}
+    expected = cp.by_name(target, broker._consumer_topics())
+    assert cp.decode_assignment(classic.members[joined.member_id].assignment)[0] == expected
+    synced = await groups.sync_group("g", joined.generation_id, joined.member_id, "instance", None, None, [])
+    assert synced.error == ErrorCode.NONE
