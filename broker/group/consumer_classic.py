@@ -4,7 +4,8 @@ LeaveGroup for a consumer group with members, served as Kafka 4.3.1's GroupMetad
 
 - JoinGroup: refused with INCONSISTENT_GROUP_PROTOCOL when group.consumer.migration.policy is disabled,
   the protocol type is not "consumer" or no protocol is one every classic member offers; a v4+ dynamic
-  member without an id gets MEMBER_ID_REQUIRED and a new id (nothing kept for it). The member's
+  member without an id gets MEMBER_ID_REQUIRED and a new id (nothing kept for it); metadata that is not
+  a ConsumerProtocolSubscription is UNKNOWN_SERVER_ERROR, as Kafka answers it. The member's
   subscription comes from its first protocol's ConsumerProtocolSubscription, a changed one moves the group
   epoch and the server assignor computes the target; the member then reconciles like a KIP-848 member,
   the partitions its metadata says it owns standing for the ones it reports. The answer: generation = the
@@ -85,7 +86,11 @@ class ClassicMembers:
             log.info("classic member without an id joins the consumer group: it rejoins with one",
                      group=group.group_id, member=member_id)
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
-        subscription = cp.decode_subscription(request.protocols[0][1])
+        try:
+            subscription = cp.decode_subscription(request.protocols[0][1])
+        except cp.MalformedProtocol as exc:  # Kafka's IllegalStateException here: UNKNOWN_SERVER_ERROR
+            raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             "Malformed embedded consumer protocol in subscription deserialization.") from exc
         replaces_consumer = _replaces_consumer_member(group, request.group_instance_id, unknown)
         member, changed = self._member(group, member_id, request, unknown)
         if subscription.rack_id is not None:
@@ -103,8 +108,8 @@ class ClassicMembers:
             # subscription changed, else with the member reconciled to the target it took over.
             if not changed:
                 reconcile(group, member, owned)
-            consumer.downgrade(group, set(), rebalance=changed)
-            return member
+            if consumer.downgrade(group, set(), rebalance=changed):
+                return member
         consumer.refresh(group, changed)
         reconcile(group, member, owned)
         if member.rebalance_timer is not None:  # a classic member's join and sync timeouts stand in for it

@@ -45,6 +45,7 @@ from broker.group.consumer_migration import (
     to_classic_group,
     to_consumer_group,
 )
+from broker.group.consumer_protocol import MalformedProtocol
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
 from broker.group.consumer_requests import (
     ConsumerHeartbeat,
@@ -263,16 +264,19 @@ class ConsumerGroups:
         """Members leave or are fenced (Kafka's consumerGroupFenceMembers): when only classic members remain
         and the policy allows, the group turns classic (a rebalance follows); else they are removed."""
         leaving = {m.member_id for m in members}
-        if not may_downgrade(group, leaving, self.migration):
+        if not may_downgrade(group, leaving, self.migration) or not self.downgrade(group, leaving, rebalance=True):
             for member in members:
                 self._remove(group, member)
-            return
-        self.downgrade(group, leaving, rebalance=True)
 
-    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> None:
+    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> bool:
         """The group's members but `leaving`, all classic ones, make a classic group (Kafka's
-        convertToClassicGroup); it rebalances if asked."""
-        classic = to_classic_group(group, leaving, self._current_topics())
+        convertToClassicGroup); it rebalances if asked. False, the group unchanged, when a member's
+        metadata for the protocol the classic group would choose is not the consumer protocol."""
+        try:
+            classic = to_classic_group(group, leaving, self._current_topics())
+        except MalformedProtocol as exc:
+            log.warning("consumer group not downgraded", group=group.group_id, error=exc.message)
+            return False
         for member in group.members.values():
             member.cancel_timers()
         del self.groups[group.group_id]
@@ -281,6 +285,7 @@ class ConsumerGroups:
                                                           group_value_bytes(group_value(classic)))])
         self._classic.install(classic, rebalance)
         log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
+        return True
 
     def _current(self, group: ConsumerGroup) -> bool:
         """Whether the group's topics were computed on the topics as they are now."""

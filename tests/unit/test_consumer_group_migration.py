@@ -260,3 +260,26 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_
     assert cp.decode_assignment(classic.members[joined.member_id].assignment)[0] == expected
     synced = await groups.sync_group("g", joined.generation_id, joined.member_id, "instance", None, None, [])
     assert synced.error == ErrorCode.NONE
+
+
+async def test_a_classic_join_with_metadata_that_is_not_the_consumer_protocol_is_kafkas_error(broker):
+    groups = broker.groups
+    groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+    request = _join_request()
+    request.protocols = [("range", b"\x00\x01\xff")]
+    assert (await groups.join_group(request)).error == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert set(groups.consumer.groups["g"].members) == {"kip848"}
+
+
+async def test_no_downgrade_when_a_member_offers_no_consumer_protocol_for_the_chosen_assignor(broker):
+    """Each classic member's first protocol is the consumer protocol, its second is not: whichever the classic
+    group would choose, one member's metadata for it cannot be read, so the group stays a consumer group."""
+    groups = broker.groups
+    groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+    members = []
+    for first, second in (("range", "roundrobin"), ("roundrobin", "range")):
+        request = _join_request(version=3)
+        request.protocols = [(first, _subscription(["t"])), (second, b"")]
+        members.append((await groups.join_group(request)).member_id)
+    groups.consumer.heartbeat(_heartbeat("kip848", -1), TIMEOUTS)
+    assert "g" not in groups.groups and set(groups.consumer.groups["g"].members) == set(members)
