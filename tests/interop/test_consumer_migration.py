@@ -5,7 +5,7 @@ group.protocol=consumer (the group becomes a consumer group with a classic membe
 restarted the same way; then back: one restarted classic (a classic member in the consumer group), the
 last KIP-848 member restarted classic (the group turns classic again). Records produced at each step are
 consumed once each, with synchronous commits, across every restart; the group's type is checked at each
-step with ListGroups.
+step with ListGroups, and kafka-consumer-groups (kafka-tools 4.3.1) describes the mixed group's members.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 TOPIC = "migrating"
 GROUP = "migrating-group"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 PARTITIONS = 4
 BROKER_OVERRIDES = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
                     "group.initial.rebalance.delay.ms": "0"}
@@ -89,7 +90,7 @@ class Run:
         return found.type
 
 
-def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker, admin):
+def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker, admin, java):
     run = Run(broker, admin)
     a, b = _consumer(broker, "a-classic", "classic"), _consumer(broker, "b-classic", "classic")
     members = [a, b]
@@ -106,6 +107,13 @@ def test_rolling_upgrade_to_the_consumer_protocol_and_back(broker, admin):
             members[index] = _consumer(broker, f"{which}-{protocol}", protocol)
             run.settle(members)
             assert run.group_type() == group_type, f"after {which} restarted with {protocol}"
+            if (which, protocol) == ("a", "consumer"):  # one member of each protocol
+                described = java.tool(broker.bootstrap, CONSUMER_GROUPS, "--describe", "--group", GROUP,
+                                      "--members")
+                assert described.returncode == 0, described.stderr[-2000:]
+                # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS
+                shown = [line.split() for line in described.stdout.splitlines() if line.startswith(GROUP)]
+                assert sorted((row[3], row[4]) for row in shown) == [("a-consumer", "2"), ("b-classic", "2")]
             run.produce(f"{which}-{protocol}")
             run.drain(members)
     finally:
