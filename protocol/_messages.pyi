@@ -4460,6 +4460,41 @@ class ShareFetchResponse(ApiMessage):
         node_endpoints: list[NodeEndpoint] = ...,
     ) -> None: ...
 
+class ShareGroupCurrentMemberAssignmentKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 14: one member's
+    epochs and partitions"""
+    group_id: str
+    """The share group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ShareGroupCurrentMemberAssignmentValue(ApiMessage):
+    """the value of a record of type 14 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartitions(Struct):
+        topic_id: UUID
+        """A topic's id."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    member_epoch: int
+    """The epoch the member must heartbeat with."""
+    previous_member_epoch: int
+    """The epoch before, taken while the answer with the new one may be lost."""
+    state: int
+    """The member's state (a share member is always 0, stable)."""
+    assigned_partitions: list[TopicPartitions]
+    """The partitions it holds."""
+    def __init__(
+        self,
+        *,
+        member_epoch: int = ...,
+        previous_member_epoch: int = ...,
+        state: int = ...,
+        assigned_partitions: list[TopicPartitions] = ...,
+    ) -> None: ...
+
 class ShareGroupDescribeRequest(ApiRequest[ShareGroupDescribeResponse]):
     """v1 (Kafka 4.1) is the first version brokers serve."""
     group_ids: list[str]
@@ -4612,6 +4647,127 @@ class ShareGroupHeartbeatResponse(ApiMessage):
         heartbeat_interval_ms: int = ...,
         assignment: Assignment | None = ...,
     ) -> None: ...
+
+class ShareGroupMemberMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 10: one member's
+    subscription"""
+    group_id: str
+    """The share group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ShareGroupMemberMetadataValue(ApiMessage):
+    """the value of a record of type 10 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    rack_id: str | None
+    """The member's rack, if it gave one."""
+    client_id: str
+    """The client id it heartbeats with."""
+    client_host: str
+    """The address it heartbeats from."""
+    subscribed_topic_names: list[str]
+    """The topics it subscribes to."""
+    def __init__(
+        self,
+        *,
+        rack_id: str | None = ...,
+        client_id: str = ...,
+        client_host: str = ...,
+        subscribed_topic_names: list[str] = ...,
+    ) -> None: ...
+
+class ShareGroupMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 11: the group's
+    epoch"""
+    group_id: str
+    """The share group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ShareGroupMetadataValue(ApiMessage):
+    """the value of a record of type 11 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    epoch: int
+    """The group epoch."""
+    metadata_hash: int
+    """A hash of the subscribed topics as last seen."""
+    def __init__(self, *, epoch: int = ..., metadata_hash: int = ...) -> None: ...
+
+class ShareGroupStatePartitionMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 15: which
+    share-partitions have state"""
+    group_id: str
+    """The share group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ShareGroupStatePartitionMetadataValue(ApiMessage):
+    """the value of a record of type 15 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartitionsInfo(Struct):
+        topic_id: UUID
+        """The topic's id."""
+        topic_name: str
+        """Its name."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    class TopicInfo(Struct):
+        topic_id: UUID
+        """The topic's id."""
+        topic_name: str
+        """Its name."""
+        def __init__(self, *, topic_id: UUID = ..., topic_name: str = ...) -> None: ...
+    initializing_topics: list[TopicPartitionsInfo]
+    """Share-partitions whose state is being initialized."""
+    initialized_topics: list[TopicPartitionsInfo]
+    """Share-partitions whose state is initialized."""
+    deleting_topics: list[TopicInfo]
+    """Topics whose share-partition states are being deleted."""
+    def __init__(
+        self,
+        *,
+        initializing_topics: list[TopicPartitionsInfo] = ...,
+        initialized_topics: list[TopicPartitionsInfo] = ...,
+        deleting_topics: list[TopicInfo] = ...,
+    ) -> None: ...
+
+class ShareGroupTargetAssignmentMemberKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 13: one member's
+    target partitions"""
+    group_id: str
+    """The share group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMemberValue(ApiMessage):
+    """the value of a record of type 13 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartition(Struct):
+        topic_id: UUID
+        """A topic's id."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    topic_partitions: list[TopicPartition]
+    """The partitions the target gives the member."""
+    def __init__(self, *, topic_partitions: list[TopicPartition] = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 12: the target
+    assignment's epoch"""
+    group_id: str
+    """The share group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMetadataValue(ApiMessage):
+    """the value of a record of type 12 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    assignment_epoch: int
+    """The group epoch the target assignment was computed at."""
+    assignment_timestamp: int
+    """When it was computed, in ms."""
+    def __init__(self, *, assignment_epoch: int = ..., assignment_timestamp: int = ...) -> None: ...
 
 class ShareSnapshotKey(ApiMessage):
     """the key of a snapshot record in __share_group_state; on disk it follows the int16 record type 0"""
