@@ -2950,6 +2950,52 @@ class InitProducerIdResponse(ApiMessage):
         ongoing_txn_producer_epoch: int = ...,
     ) -> None: ...
 
+class InitializeShareGroupStateRequest(ApiRequest[InitializeShareGroupStateResponse]):
+    class InitializeStateData(Struct):
+        class PartitionData(Struct):
+            partition: int
+            """Partition index."""
+            state_epoch: int
+            """The state epoch to store."""
+            start_offset: int
+            """The start offset to store, or -1 to leave it to the leader."""
+            def __init__(self, *, partition: int = ..., state_epoch: int = ..., start_offset: int = ...) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions to initialize."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[InitializeStateData]
+    """Topics to initialize."""
+    def __init__(self, *, group_id: str = ..., topics: list[InitializeStateData] = ...) -> None: ...
+
+class InitializeShareGroupStateResponse(ApiMessage):
+    class InitializeStateResult(Struct):
+        class PartitionResult(Struct):
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[InitializeStateResult]
+    """Per topic."""
+    def __init__(self, *, results: list[InitializeStateResult] = ...) -> None: ...
+
 class JoinGroupRequest(ApiRequest[JoinGroupResponse]):
     """v1: rebalance timeout added v2-v3: layout unchanged from v1 v4: a first join with an empty member id is answered
     MEMBER_ID_REQUIRED along with an id to rejoin with v5: static-membership instance id added v6: switches to the
@@ -4099,6 +4145,62 @@ class ReadShareGroupStateResponse(ApiMessage):
     results: list[ReadStateResult]
     """Per topic."""
     def __init__(self, *, results: list[ReadStateResult] = ...) -> None: ...
+
+class ReadShareGroupStateSummaryRequest(ApiRequest[ReadShareGroupStateSummaryResponse]):
+    class ReadStateSummaryData(Struct):
+        class PartitionData(Struct):
+            partition: int
+            """Partition index."""
+            leader_epoch: int
+            """The asker's leader epoch (not checked)."""
+            def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions asked for."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[ReadStateSummaryData]
+    """Topics asked for."""
+    def __init__(self, *, group_id: str = ..., topics: list[ReadStateSummaryData] = ...) -> None: ...
+
+class ReadShareGroupStateSummaryResponse(ApiMessage):
+    class ReadStateSummaryResult(Struct):
+        class PartitionResult(Struct):
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            state_epoch: int
+            """State epoch of the share-partition."""
+            leader_epoch: int
+            """Leader epoch last stored for it."""
+            start_offset: int
+            """Share-partition start offset; -1 when it has none."""
+            delivery_complete_count: int
+            """Offsets at or past the start offset finished with (-1: not known)."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                state_epoch: int = ...,
+                leader_epoch: int = ...,
+                start_offset: int = ...,
+                delivery_complete_count: int = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[ReadStateSummaryResult]
+    """Per topic."""
+    def __init__(self, *, results: list[ReadStateSummaryResult] = ...) -> None: ...
 
 class RequestHeader(ApiMessage):
     """v0: no client id; only ControlledShutdown v0 ever used it. v1: carries the client id. v2: first flexible version;
