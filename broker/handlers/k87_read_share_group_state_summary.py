@@ -35,7 +35,7 @@ def _partition(index: int, code: ErrorCode, state: ShareState | None = None) -> 
     if state is None:  # no state, or an error: Kafka's toResponseData / toErrorResponseData defaults
         return _Partition(partition=index, error_code=code, error_message=message_of(code), state_epoch=0,
                           leader_epoch=0, start_offset=-1 if code == ErrorCode.NONE else 0,
-                          delivery_complete_count=-1 if code == ErrorCode.NONE else 0)
+                          delivery_complete_count=-1)
     return _Partition(partition=index, error_code=code, error_message=None, state_epoch=state.state_epoch,
                       leader_epoch=state.leader_epoch, start_offset=state.start_offset,
                       delivery_complete_count=delivery_complete_count(state))
