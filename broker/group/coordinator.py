@@ -18,7 +18,7 @@ requests with COORDINATOR_NOT_AVAILABLE (begin_shutdown), so shutdown does not w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -258,13 +258,15 @@ class GroupCoordinator:
             if group_id in self.share.groups:
                 results[group_id] = self.share.delete(group_id)
                 if results[group_id] == ErrorCode.NONE:
-                    await self.share.persist(group_id)  # its records' tombstones
+                    results[group_id] = await _written(self.share.persist(group_id))  # its records' tombstones
                 continue
             if group_id in self.consumer.groups:
                 results[group_id] = self.consumer.delete(group_id)
                 if results[group_id] == ErrorCode.NONE:
-                    await self.consumer.persist(group_id)  # its records' tombstones
-                    await self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True)
+                    results[group_id] = await _written(self.consumer.persist(group_id))  # its records' tombstones
+                if results[group_id] == ErrorCode.NONE:
+                    results[group_id] = await _written(
+                        self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True))
                 continue
             group = self.registry.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
@@ -306,3 +308,14 @@ class GroupCoordinator:
         readers = [g.group_id for g in self.consumer.live()
                    if g.members and (topic in g.topics or g.group_id in committed)]
         return found._replace(active_groups=tuple(sorted({*found.active_groups, *readers})))
+
+
+async def _written(persisting: Awaitable[object]) -> ErrorCode:
+    """A deleted group's tombstones written, or the coordinator's error (the group is gone from memory;
+    its records, left in the log, bring it back at the next load: the client is told to try again)."""
+    try:
+        await persisting
+    except GroupError as exc:
+        log.warning("a deleted group's records not written", error=exc.error_code.name)
+        return exc.error_code
+    return ErrorCode.NONE
