@@ -1,9 +1,9 @@
 """ReadShareGroupStateSummary (key 87), versions 0-1: the share coordinator (broker/share/coordinator.py)
 tells a share-partition's state epoch, leader epoch and start offset, and from v1 KIP-1226's
 DeliveryCompleteCount (the offsets at or past the start offset acknowledged or archived, counted from
-the stored batches; -1 without a start offset), without its batches. Broker to broker: Kafka's group
-coordinator asks it for DescribeShareGroupOffsets; Ebb's answers that from the share coordinator's
-states directly (broker/share/persister.py), and serves this API to other brokers and tools.
+the stored batches; -1 without a start offset), without its batches. Broker to broker: the group
+coordinator asks it for DescribeShareGroupOffsets of partitions led elsewhere (Ebb's through
+broker/share/persister.py, as Kafka's).
 
 Unlike ReadShareGroupState it writes nothing and fences nothing: the leader epoch asked is not read.
 A key without state answers start offset -1, state and leader epochs 0 and count -1 (a state deleted
