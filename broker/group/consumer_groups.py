@@ -54,9 +54,9 @@ from broker.group.consumer_requests import (
     check_epoch,
     check_request,
 )
-from broker.group.consumer_writes import AppendRecords, GroupWrites
 from broker.group.group import Group, GroupError
 from broker.group.metadata import group_value
+from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.records import group_key
 from broker.group.records import group_value as group_value_bytes
 from broker.group_configs import MemberTimeouts
@@ -91,8 +91,8 @@ class ConsumerGroups:
         online migration policy (consumer_migration.py)."""
         self.groups: dict[str, ConsumerGroup] = {}
         self.migration = migration
-        self._writes = GroupWrites(append)  # what __consumer_offsets holds of each group
-        self._spawn = spawn
+        self.records = GroupRecordLog("consumer", self._records_now, consumer_records.group_id_of,
+                                      (consumer_records.WRITE_ORDER, consumer_records.TOMBSTONE_ORDER), append, spawn)
         self.max_size = max_size
         self.assignors = assignors
         self._topics = topics
@@ -176,7 +176,7 @@ class ConsumerGroups:
         return member, False
 
     def replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
-        self._writes.changed_whole(group.group_id)
+        self.records.changed_whole(group.group_id)
         old.cancel_timers()
         del group.members[old.member_id]
         new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
@@ -253,7 +253,7 @@ class ConsumerGroups:
         self.groups[group.group_id] = group
         group.assignor = self.assignor_of(group)
         group.topics = self._subscribed_topics(group)
-        self._writes.type_changed(group.group_id, before=[(group_key(group.group_id), None)])
+        self.records.type_changed(group.group_id, before=[(group_key(group.group_id), None)])
         for member in group.members.values():
             assert member.classic is not None  # every member of a converted group is a classic one
             self.arm_session(group, member, member.classic.session_timeout_ms)
@@ -281,7 +281,7 @@ class ConsumerGroups:
             member.cancel_timers()
         del self.groups[group.group_id]
         self._groups_current.discard(group.group_id)
-        self._writes.type_changed(group.group_id, after=[(group_key(group.group_id),
+        self.records.type_changed(group.group_id, after=[(group_key(group.group_id),
                                                           group_value_bytes(group_value(classic)))])
         self._classic.install(classic, rebalance)
         log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
@@ -336,7 +336,7 @@ class ConsumerGroups:
         subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
-        self._writes.changed_whole(group.group_id)
+        self.records.changed_whole(group.group_id)
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
@@ -347,7 +347,7 @@ class ConsumerGroups:
         return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._writes.changed_whole(group.group_id)
+        self.records.changed_whole(group.group_id)
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -380,27 +380,25 @@ class ConsumerGroups:
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
+    def _records_now(self, group_id: str, member_id: str | None) -> consumer_records.Records:
+        group = self.groups.get(group_id)
+        return {} if group is None else consumer_records.group_records(group, member_id)
+
     async def persist(self, group_id: str, member_id: str | None = None) -> None:
-        """Write what changed in the group since its last write (consumer_writes.py)."""
-        await self._writes.write(group_id, self.groups.get(group_id), member_id)
+        """Write what changed in the group since its last write (record_log.GroupRecordLog.persist)."""
+        await self.records.persist(group_id, member_id)
 
     def persist_later(self, group_id: str) -> None:
-        self._spawn(self._persist_logged(group_id))
-
-    async def _persist_logged(self, group_id: str) -> None:
-        try:
-            await self.persist(group_id)
-        except GroupError as exc:  # written again with the group's next change
-            log.warning("consumer group records not written", group=group_id, error=exc.error_code.name)
+        self.records.persist_later(group_id)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
-        self._writes.replay(key, value)
+        self.records.replay(key, value)
 
     def loaded(self, session_timeout_ms: int) -> list[str]:
         """Rebuild the groups replayed since the last load; their members' sessions start now."""
         rebuilt = []
-        for group_id, found in list(self._writes.written.items()):
+        for group_id, found in list(self.records.written.items()):
             if group_id in self.groups:
                 continue
             try:
@@ -438,7 +436,7 @@ class ConsumerGroups:
         for group_id in [g for g in self.groups if doomed(g)]:
             for member in self.groups.pop(group_id).members.values():
                 member.cancel_timers()
-        self._writes.forget(doomed)
+        self.records.unload(doomed)
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 
