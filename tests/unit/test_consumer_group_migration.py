@@ -283,3 +283,15 @@ async def test_no_downgrade_when_a_member_offers_no_consumer_protocol_for_the_ch
         members.append((await groups.join_group(request)).member_id)
     groups.consumer.heartbeat(_heartbeat("kip848", -1), TIMEOUTS)
     assert "g" not in groups.groups and set(groups.consumer.groups["g"].members) == set(members)
+
+
+async def test_member_ids_too_long_for_the_records_are_refused_not_a_crash(broker):
+    """A member record's key holds the member id with an int16 length: a longer id cannot be written (Kafka
+    fails the write: UNKNOWN_SERVER_ERROR), whichever protocol brings it."""
+    groups = broker.groups
+    with pytest.raises(GroupError) as refused:
+        groups.consumer.heartbeat(_heartbeat("y" * 40_000, 0), TIMEOUTS)
+    assert refused.value.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+    assert (await groups.join_group(_join_request("x" * 40_000))).error == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert set(groups.consumer.groups["g"].members) == {"kip848"}
