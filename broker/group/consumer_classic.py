@@ -32,10 +32,9 @@ from broker.group import consumer_protocol as cp
 from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState, reconcile
 from broker.group.consumer_groups import ConsumerGroups
 from broker.group.consumer_migration import may_downgrade
-from broker.group.group import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupError
+from broker.group.group import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupError, check_storable_member_id
 from broker.group.requests import JoinRequest, JoinResult, SyncResult
 from protocol.errors import ErrorCode
-from protocol.wire import fits_short_string
 
 log = structlog.get_logger("groups")
 
@@ -75,9 +74,7 @@ class ClassicMembers:
                              f"Cannot join the consumer group {group.group_id} with the classic protocol because "
                              "the group migration is disabled.")
         unknown = request.member_id == UNKNOWN_MEMBER_ID
-        if not fits_short_string(request.member_id):
-            # Its member records' keys have an int16 length: Kafka fails writing them (UNKNOWN_SERVER_ERROR).
-            raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, "The member id is too long to be stored.")
+        check_storable_member_id(request.member_id)
         member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode() if unknown \
             else request.member_id
         if member_id not in group.members and len(group.members) >= consumer.max_size:

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 from broker.group.consumer_group import STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerMember
 from broker.group.consumer_regex import check_regex
-from broker.group.group import GroupError
+from broker.group.group import GroupError, check_storable_member_id
 from protocol.errors import ErrorCode
-from protocol.wire import fits_short_string
 
 __all__ = ["ConsumerHeartbeat", "HeartbeatAnswer", "check_commit", "check_epoch", "check_request"]
 
@@ -43,9 +42,7 @@ def check_request(request: ConsumerHeartbeat, assignors: list[str]) -> None:
                         (request.instance_id, "InstanceId"), (request.rack_id, "RackId")):
         if value is not None and not value:
             raise GroupError(ErrorCode.INVALID_REQUEST, f"{what} can't be empty.")
-    if request.member_id is not None and not fits_short_string(request.member_id):
-        # Its member records' keys have an int16 length: Kafka fails writing them (UNKNOWN_SERVER_ERROR).
-        raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, "The member id is too long to be stored.")
+    check_storable_member_id(request.member_id)
     epoch = request.member_epoch
     if epoch == 0:
         if request.rebalance_timeout_ms == -1:
