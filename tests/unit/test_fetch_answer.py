@@ -1,6 +1,6 @@
 """The Fetch handler builds its per-partition answers without Struct.__init__ (hot path)."""
 
-from broker.handlers.k01_fetch import _partition_data
+from broker.handlers.fetch_resolve import partition_data as _partition_data
 from protocol.messages import FetchResponse
 
 
