@@ -192,7 +192,18 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         if not follower:
             remember_quiet(pairs, committed, leader_only)
         session_id = broker.fetch_sessions.create(follower, version >= 13, partitions)
-    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
+    return _fetch_response(session_id, topics)
+
+
+def _fetch_response(session_id: int, topics: list[_TopicResponse]) -> FetchResponse:
+    """The answer without Struct.__init__'s copies of the defaults (once per Fetch); every field set."""
+    answer = object.__new__(FetchResponse)
+    answer.throttle_time_ms = 0
+    answer.error_code = ErrorCode.NONE
+    answer.session_id = session_id
+    answer.responses = topics
+    answer.node_endpoints = []
+    return answer
 
 
 def _session_error(error: ErrorCode, session_id: int) -> FetchResponse:
