@@ -181,10 +181,11 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         session_id = session.id
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
-        if records and w.partition is not None:
-            replicas.counters.fetched(w.partition.topic_partition.topic, len(records), by_follower=follower)
+        size = len(records)  # once: a FileRegion's len is a Python call
+        if size and w.partition is not None:
+            replicas.counters.fetched(w.partition.topic_partition.topic, size, by_follower=follower)
             if follower and replicas.throttles.leader.is_throttled(w.partition.topic_partition):
-                throttled += len(records)
+                throttled += size
     if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
         replicas.throttles.leader.record(throttled)
     if wants_session:
