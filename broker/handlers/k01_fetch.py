@@ -14,6 +14,8 @@ partition, so that all are watched. A SessionId in a full fetch closes that sess
 errors come at the top level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 (also, with the session's id, when another request moved the epoch while this one waited),
 FETCH_SESSION_TOPIC_ID_ERROR (a session made with topic ids continued below v13, or the reverse).
+A consumer without a session (librdkafka) has its partitions' resolve kept on its connection while
+nothing it read changed (broker/handlers/fetch_resolve.py).
 
 Per partition, as Kafka's ReplicaManager.readFromLog:
 - CurrentLeaderEpoch (v9+) older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH;
