@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -40,6 +40,7 @@ from broker.group.consumer_group import (
 )
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
 from broker.group.group import GroupError
+from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -48,8 +49,6 @@ log = structlog.get_logger("groups")
 # Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
 # topic changes: what is derived from it (regex matches, each group's topics) is kept until then.
 TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
-# OffsetsStore.append: writes one group's records as one batch (GroupError with the coordinator's error).
-AppendRecords = Callable[[str, Sequence[tuple[bytes, bytes | None]]], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -90,13 +89,8 @@ class ConsumerGroups:
         """`assignors`: group.consumer.assignors' short names, the first the default; `append` writes a
         group's records, `spawn` runs the writes a timer's removal of a member makes."""
         self.groups: dict[str, ConsumerGroup] = {}
-        self._append = append
-        self._spawn = spawn
-        # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
-        # groups whose next write must compare all their records (a member went or was replaced, or
-        # the target was recomputed).
-        self._written: dict[str, consumer_records.Records] = {}
-        self._whole: set[str] = set()
+        self.records = GroupRecordLog("consumer", self._records_now, consumer_records.group_id_of,
+                                      (consumer_records.WRITE_ORDER, consumer_records.TOMBSTONE_ORDER), append, spawn)
         self._max_size = max_size
         self.assignors = assignors
         self._topics = topics
@@ -183,7 +177,7 @@ class ConsumerGroups:
         return member, False
 
     def _replace(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
-        self._whole.add(group.group_id)
+        self.records.changed_whole(group.group_id)
         old.cancel_timers()
         del group.members[old.member_id]
         new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
@@ -285,7 +279,7 @@ class ConsumerGroups:
         subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
-        self._whole.add(group.group_id)
+        self.records.changed_whole(group.group_id)
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
@@ -296,7 +290,7 @@ class ConsumerGroups:
         return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._whole.add(group.group_id)
+        self.records.changed_whole(group.group_id)
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -329,60 +323,25 @@ class ConsumerGroups:
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    async def persist(self, group_id: str, member_id: str | None = None) -> None:
-        """Write what changed in the group since its last write (tombstones for a group gone). With
-        `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
-        compared, unless the group changed as a whole since (membership, target): a heartbeat costs
-        the same whatever the group's size."""
+    def _records_now(self, group_id: str, member_id: str | None) -> consumer_records.Records:
         group = self.groups.get(group_id)
-        whole = member_id is None or group_id in self._whole or group_id not in self._written
-        self._whole.discard(group_id)
-        now = {} if group is None else consumer_records.group_records(group, None if whole else member_id)
-        entries = consumer_records.changes(self._written.get(group_id, {}), now, whole=whole)
-        if not entries:
-            return
-        try:
-            await self._append(group_id, entries)
-        except GroupError:
-            if whole:
-                self._whole.add(group_id)
-            raise
-        written = self._written.setdefault(group_id, {})
-        for key, value in entries:
-            if value is None:
-                written.pop(key, None)
-            else:
-                written[key] = value
-        if not written:
-            del self._written[group_id]
+        return {} if group is None else consumer_records.group_records(group, member_id)
+
+    async def persist(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in the group since its last write (record_log.GroupRecordLog.persist)."""
+        await self.records.persist(group_id, member_id)
 
     def persist_later(self, group_id: str) -> None:
-        self._spawn(self._persist_logged(group_id))
-
-    async def _persist_logged(self, group_id: str) -> None:
-        try:
-            await self.persist(group_id)
-        except GroupError as exc:  # written again with the group's next change
-            log.warning("consumer group records not written", group=group_id, error=exc.error_code.name)
+        self.records.persist_later(group_id)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
-        try:
-            group_id = consumer_records.group_id_of(key)
-        except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
-            log.warning("malformed consumer group record skipped", error=repr(exc))
-            return
-        if value is not None:
-            self._written.setdefault(group_id, {})[key] = value
-        elif (written := self._written.get(group_id)) is not None:
-            written.pop(key, None)
-            if not written:
-                del self._written[group_id]
+        self.records.replay(key, value)
 
     def loaded(self, session_timeout_ms: int) -> list[str]:
         """Rebuild the groups replayed since the last load; their members' sessions start now."""
         rebuilt = []
-        for group_id, found in list(self._written.items()):
+        for group_id, found in list(self.records.written.items()):
             if group_id in self.groups:
                 continue
             try:
@@ -419,9 +378,7 @@ class ConsumerGroups:
         for group_id in [g for g in self.groups if doomed(g)]:
             for member in self.groups.pop(group_id).members.values():
                 member.cancel_timers()
-        for group_id in [g for g in self._written if doomed(g)]:
-            del self._written[group_id]
-        self._whole = {g for g in self._whole if not doomed(g)}
+        self.records.unload(doomed)
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 

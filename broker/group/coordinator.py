@@ -7,7 +7,8 @@ use. It builds the parts and wires them; each part holds only what it uses, neve
     phases.RebalancePhases      the rebalance state machine (PreparingRebalance, CompletingRebalance, Stable)
     rebalance.RebalanceProtocol JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     offsets.OffsetManager       OffsetCommit, OffsetFetch, OffsetDelete, retention
-    share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment
+    share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment,
+                                their records (share_records.py)
     consumer_groups.ConsumerGroups  KIP-848 consumer groups: ConsumerGroupHeartbeat, members, reconciliation
 
 Listing, describing and deleting groups (of both types: one group id has one type) are answered here. A
@@ -17,11 +18,12 @@ requests with COORDINATOR_NOT_AVAILABLE (begin_shutdown), so shutdown does not w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.group import share_records
 from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
 from broker.group.consumer_group import ConsumerGroup
 from broker.group.consumer_groups import ClassicIds, ConsumerGroups, TopicsNow
@@ -30,6 +32,7 @@ from broker.group.offsets import CommitListener, MinCommittedOffset, OffsetManag
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from broker.group.phases import RebalancePhases
 from broker.group.rebalance import GroupLimits, RebalanceProtocol
+from broker.group.record_log import record_type
 from broker.group.registry import GroupRegistry
 from broker.group.requests import JoinRequest, JoinResult, SyncResult, answer_parked
 from broker.group.sessions import SessionTimers
@@ -78,7 +81,8 @@ class GroupCoordinator:
                            config.offsets_retention_check_interval_ms),
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
         self.share = ShareGroups(config.group_share_max_size, share_topic,
-                                 is_classic=lambda group_id: group_id in registry.groups)
+                                 is_classic=lambda group_id: group_id in registry.groups,
+                                 append=store.append, spawn=spawner.spawn)
 
         def classic_empty(group_id: str) -> bool:
             """An empty classic group turns into a consumer group whatever group.consumer.migration.policy
@@ -94,6 +98,7 @@ class GroupCoordinator:
         consumers = self.consumer.groups
         # Loaded members get the broker's session timeout; their next heartbeat applies the group's own.
         session_ms = int(config.group_config_properties["group.consumer.session.timeout.ms"])
+        share_session_ms = int(config.group_config_properties["group.share.session.timeout.ms"])
 
         def consumer_yields(group_id: str) -> bool:
             """A JoinGroup for an empty consumer group's id: the group turns classic, whatever the policy."""
@@ -110,8 +115,14 @@ class GroupCoordinator:
         registry.consumer_check = self._consumer_check
         registry.consumer_ids = lambda: list(consumers)
         registry.consumer_drop_empty = self._drop_empty_consumer
-        registry.consumer_replay = self.consumer.replay
-        registry.consumer_loaded = lambda: self.consumer.loaded(session_ms)
+        registry.consumer_replay = self._replay_keyed
+
+        def loaded() -> None:
+            self.consumer.loaded(session_ms)
+            self.share.loaded(share_session_ms, taken=lambda group_id: group_id in consumers or (
+                group_id in registry.groups and not classic_empty(group_id)))
+
+        registry.consumer_loaded = loaded
         registry.consumer_topics = lambda group_id: (
             self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
 
@@ -197,6 +208,13 @@ class GroupCoordinator:
         self.consumer.persist_later(group_id)
         return True
 
+    def _replay_keyed(self, key: bytes, value: bytes | None) -> None:
+        """A KIP-848 consumer group's or a share group's record at load, to its kind."""
+        if record_type(key) in share_records.WRITTEN_TYPES:
+            self.share.replay(key, value)
+        else:
+            self.consumer.replay(key, value)
+
     def _unload_other_types(self, doomed: Callable[[str], bool]) -> None:
         self.share.unload(doomed)
         self.consumer.unload(doomed)
@@ -239,12 +257,16 @@ class GroupCoordinator:
                 continue
             if group_id in self.share.groups:
                 results[group_id] = self.share.delete(group_id)
+                if results[group_id] == ErrorCode.NONE:
+                    results[group_id] = await _written(self.share.persist(group_id))  # its records' tombstones
                 continue
             if group_id in self.consumer.groups:
                 results[group_id] = self.consumer.delete(group_id)
                 if results[group_id] == ErrorCode.NONE:
-                    await self.consumer.persist(group_id)  # its records' tombstones
-                    await self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True)
+                    results[group_id] = await _written(self.consumer.persist(group_id))  # its records' tombstones
+                if results[group_id] == ErrorCode.NONE:
+                    results[group_id] = await _written(
+                        self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True))
                 continue
             group = self.registry.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
@@ -286,3 +308,14 @@ class GroupCoordinator:
         readers = [g.group_id for g in self.consumer.live()
                    if g.members and (topic in g.topics or g.group_id in committed)]
         return found._replace(active_groups=tuple(sorted({*found.active_groups, *readers})))
+
+
+async def _written(persisting: Awaitable[object]) -> ErrorCode:
+    """A deleted group's tombstones written, or the coordinator's error (the group is gone from memory;
+    its records, left in the log, bring it back at the next load: the client is told to try again)."""
+    try:
+        await persisting
+    except GroupError as exc:
+        log.warning("a deleted group's records not written", error=exc.error_code.name)
+        return exc.error_code
+    return ErrorCode.NONE

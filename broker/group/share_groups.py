@@ -10,9 +10,10 @@ member joins, leaves, expires or changes its subscription, or the subscribed top
 deleted, grown); the target assignment is then recomputed (share_group.assign) and each member takes
 its part at its next heartbeat with the new epoch.
 
-Membership lives in memory only: a restarted or failed-over coordinator starts with no share groups,
-and members are told UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND and join again (docs/features.md); a
-coordinator whose __consumer_offsets partition moves away forgets that partition's share groups.
+Each state change is written to __consumer_offsets as Kafka's records (share_records.py) before the
+heartbeat is answered; a failed write answers it with the coordinator's error. A restarted or failed-over
+coordinator rebuilds the groups from those records (epochs, members, target and current assignments) and
+restarts their members' sessions, so the members carry on without rejoining.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from broker.coordinator_partitions import Spawn
+from broker.group import consumer_records, share_records
 from broker.group.group import GroupError
+from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
@@ -58,9 +62,14 @@ class HeartbeatAnswer:
 
 
 class ShareGroups:
-    def __init__(self, max_size: int, topic: TopicLookup, is_classic: Callable[[str], bool]) -> None:
-        """`topic` resolves a subscribed name; `is_classic` says whether the id is a classic group's."""
+    def __init__(self, max_size: int, topic: TopicLookup, is_classic: Callable[[str], bool], append: AppendRecords,
+                 spawn: Spawn) -> None:
+        """`topic` resolves a subscribed name; `is_classic` says whether the id is a classic group's (or a
+        KIP-848 consumer group's); `append` writes a group's records, `spawn` runs the writes a timer's
+        removal of a member makes."""
         self.groups: dict[str, ShareGroup] = {}
+        self.records = GroupRecordLog("share", self._records_now, share_records.group_id_of,
+                                      (share_records.WRITE_ORDER, share_records.TOMBSTONE_ORDER), append, spawn)
         # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
         self.member_left: list[Callable[[str, str], None]] = []
         self._max_size = max_size
@@ -137,11 +146,13 @@ class ShareGroups:
         return found
 
     def _compute_target(self, group: ShareGroup) -> None:
+        self.records.changed_whole(group.group_id)
         group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, group.topics,
                               {m: a for m, a in group.target.items() if m in group.members})
         group.assignment_epoch = group.group_epoch
 
     def _remove(self, group: ShareGroup, member: ShareMember) -> None:
+        self.records.changed_whole(group.group_id)
         if member.session_timer is not None:
             member.session_timer.cancel()
         del group.members[member.member_id]
@@ -165,6 +176,7 @@ class ShareGroups:
             member.session_timer = None
             self._remove(group, member)
             log.info("share group member's session expired", group=group.group_id, member=member.member_id)
+            self.records.persist_later(group.group_id)
 
     def stop(self) -> None:
         self.unload(lambda group_id: True)
@@ -175,13 +187,56 @@ class ShareGroups:
             for member in self.groups.pop(group_id).members.values():
                 if member.session_timer is not None:
                     member.session_timer.cancel()
+        self.records.unload(doomed)
+
+    # --- __consumer_offsets -------------------------------------------------------------------------
+
+    def _records_now(self, group_id: str, member_id: str | None) -> share_records.Records:
+        group = self.groups.get(group_id)
+        return {} if group is None else share_records.group_records(group, member_id)
+
+    async def persist(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in the group since its last write (record_log.GroupRecordLog.persist)."""
+        await self.records.persist(group_id, member_id)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """A share group record at load (groups are rebuilt from them by `loaded`)."""
+        self.records.replay(key, value)
+
+    def loaded(self, session_timeout_ms: int, taken: Callable[[str], bool]) -> list[str]:
+        """Rebuild the groups replayed since the last load (not those whose id `taken` says another kind
+        of group holds); their members' sessions start now, as Kafka's coordinator starts them."""
+        rebuilt = []
+        for group_id, found in list(self.records.written.items()):
+            if group_id in self.groups or taken(group_id):
+                continue
+            try:
+                made = share_records.group_from_records(group_id, found)
+            except Exception as exc:  # a malformed record: the group's members rejoin
+                log.error("share group records not readable", group=group_id, error=repr(exc))
+                made = None
+            if made is None:
+                continue
+            group, metadata_hash = made
+            self.groups[group_id] = group
+            topics = self._subscribed_topics(group)
+            # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
+            group.topics = topics if consumer_records.topics_hash(topics) == metadata_hash else {}
+            for member in group.members.values():
+                self._arm_session(group, member, session_timeout_ms)
+            rebuilt.append(group_id)
+        return rebuilt
 
     # --- the admin APIs ----------------------------------------------------------------------------
 
     def ensure(self, group_id: str) -> ShareGroup:
-        """AlterShareGroupOffsets: the group, made (Empty) if it does not exist; GroupError for a classic
-        group's id."""
-        return self._group(group_id, create=True)
+        """AlterShareGroupOffsets: the group, made (Empty, and written) if it does not exist; GroupError for
+        a classic group's id."""
+        made = group_id not in self.groups
+        group = self._group(group_id, create=True)
+        if made:
+            self.records.persist_later(group_id)
+        return group
 
     def existing(self, group_id: str) -> ShareGroup:
         return self._group(group_id, create=False)
@@ -192,7 +247,8 @@ class ShareGroups:
         return [g for g in self.groups.values() if not g.dead]
 
     def delete(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an Empty one."""
+        """DeleteGroups of a share group: only an Empty one (its records' tombstones are the caller's to
+        write, with `persist`)."""
         group = self.groups[group_id]
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP

@@ -473,6 +473,10 @@ def _requests_for_every_api():
         77: (m.ShareGroupDescribeRequest(group_ids=["g"]), 1),
         78: (m.ShareFetchRequest(group_id="g", member_id="m", share_session_epoch=0, max_records=10, topics=[]), 1),
         79: (m.ShareAcknowledgeRequest(group_id="g", member_id="m", share_session_epoch=1, topics=[]), 1),
+        83: (m.InitializeShareGroupStateRequest(group_id="g", topics=[
+            m.InitializeShareGroupStateRequest.InitializeStateData(topic_id=uuid.UUID(int=1), partitions=[
+                m.InitializeShareGroupStateRequest.InitializeStateData.PartitionData(
+                    partition=0, state_epoch=0, start_offset=0)])]), 0),
         84: (m.ReadShareGroupStateRequest(group_id="g", topics=[m.ReadShareGroupStateRequest.ReadStateData(
             topic_id=uuid.UUID(int=1), partitions=[m.ReadShareGroupStateRequest.ReadStateData.PartitionData(
                 partition=0, leader_epoch=0)])]), 0),
@@ -482,6 +486,10 @@ def _requests_for_every_api():
         86: (m.DeleteShareGroupStateRequest(group_id="g", topics=[m.DeleteShareGroupStateRequest.DeleteStateData(
             topic_id=uuid.UUID(int=1), partitions=[m.DeleteShareGroupStateRequest.DeleteStateData.PartitionData(
                 partition=0)])]), 0),
+        87: (m.ReadShareGroupStateSummaryRequest(group_id="g", topics=[
+            m.ReadShareGroupStateSummaryRequest.ReadStateSummaryData(topic_id=uuid.UUID(int=1), partitions=[
+                m.ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData(partition=0, leader_epoch=0)])]),
+             1),
         90: (m.DescribeShareGroupOffsetsRequest(groups=[
             m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1),
         91: (m.AlterShareGroupOffsetsRequest(group_id="g", topics=[]), 0),

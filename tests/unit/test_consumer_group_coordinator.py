@@ -141,3 +141,27 @@ async def test_consumer_group_offsets_expire_and_empty_groups_go(broker):
     groups.consumer.heartbeat(leave.__class__(**{**leave.__dict__, "group_id": "bare"}), TIMEOUTS)
     assert await groups.offsets.expire(now=now_ms()) == 0
     assert "bare" not in groups.consumer.groups
+
+
+async def test_a_deleted_groups_tombstones_that_fail_are_its_error(broker, monkeypatch):
+    """DeleteGroups of an empty share or consumer group whose records' tombstones cannot be written
+    answers the coordinator's error for that group (not a dropped connection)."""
+    from broker.group.share_groups import ShareHeartbeat
+
+    groups = broker.groups
+    share = groups.share.heartbeat(ShareHeartbeat("s", "m", 0, None, ["t"], "unit", "/h"), TIMEOUTS)
+    await groups.share.persist("s", share.member_id)
+    groups.share.heartbeat(ShareHeartbeat("s", "m", -1, None, None, "unit", "/h"), TIMEOUTS)
+    await groups.share.persist("s", "m")
+    groups.consumer.heartbeat(_join("c"), TIMEOUTS)
+    await groups.consumer.persist("c", "m")
+    groups.consumer.heartbeat(ConsumerHeartbeat("c", "m", -1, None, None, -1, None, None, None, None, "unit",
+                                                "/127.0.0.1"), TIMEOUTS)
+    await groups.consumer.persist("c", "m")
+
+    async def refused(group_id, entries):
+        raise GroupError(ErrorCode.NOT_COORDINATOR, "moved")
+
+    monkeypatch.setattr(groups.share.records, "_append", refused)
+    monkeypatch.setattr(groups.consumer.records, "_append", refused)
+    assert await groups.delete_groups(["s", "c"]) == {"s": ErrorCode.NOT_COORDINATOR, "c": ErrorCode.NOT_COORDINATOR}

@@ -200,3 +200,32 @@ async def test_a_write_arriving_as_the_key_changes_hands_waits_its_turn():
     assert [await first, await second, await third] == [ErrorCode.NONE] * 3
     assert coordinator.states[KEY].start_offset == 8
     assert len(coordinator._locks) == 0
+
+
+async def test_initialize_stores_a_first_state_and_a_summary_writes_nothing():
+    """InitializeShareGroupState: a new snapshot at the state epoch asked (leader epoch 0, nothing in
+    flight), FENCED_STATE_EPOCH below the stored one; ReadShareGroupStateSummary: the state as stored,
+    with KIP-1226's count of finished offsets from the start offset on, no append."""
+    from broker.share.state_log import delivery_complete_count
+
+    coordinator, replicas = _coordinator()
+    await coordinator.start()
+    assert await coordinator.summary(KEY) == (ErrorCode.NONE, None)
+    assert await coordinator.initialize(KEY, 2, 10) == ErrorCode.NONE
+    error, state = await coordinator.summary(KEY)
+    assert error == ErrorCode.NONE and state is not None
+    assert (state.state_epoch, state.leader_epoch, state.start_offset, state.batches) == (2, 0, 10, ())
+    assert delivery_complete_count(state) == 0 and len(replicas.appended) == 1
+    assert await coordinator.initialize(KEY, 1, 3) == ErrorCode.FENCED_STATE_EPOCH
+    assert await coordinator.initialize(("g", KEY[1], -1), 2, 0) == ErrorCode.INVALID_REQUEST
+    assert await coordinator.initialize(("g", uuid.uuid4(), 0), 2, 0) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (await coordinator.summary(("g", KEY[1], 5)))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # archived 8-11 (partly below the start offset), acknowledged 12-13, available 14-15, acquired 16
+    assert await coordinator.write(KEY, 2, 1, 10, ((8, 11, 4, 3), (12, 13, 2, 1), (14, 15, 0, 1),
+                                                   (16, 16, 1, 1))) == ErrorCode.NONE
+    state = (await coordinator.summary(KEY))[1]
+    assert state is not None and delivery_complete_count(state) == 2 + 2
+    assert await coordinator.initialize(KEY, -1, -1) == ErrorCode.NONE  # -1: no fencing, no start offset
+    state = (await coordinator.summary(KEY))[1]
+    assert state is not None and (state.state_epoch, state.start_offset) == (-1, -1)
+    assert delivery_complete_count(state) == -1 and len(replicas.appended) == 3

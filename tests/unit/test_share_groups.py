@@ -56,9 +56,14 @@ def _beat(groups: ShareGroups, group: str, member: str, epoch: int, topics: list
     return groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"), MemberTimeouts(45000, 5000))
 
 
+async def _no_log(group_id: str, entries) -> int:
+    return 0
+
+
 def test_unload_forgets_the_groups_of_a_partition_and_their_timers():
     async def run() -> None:
-        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, is_classic=lambda g: g == "classic")
+        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, is_classic=lambda g: g == "classic",
+                             append=_no_log, spawn=asyncio.get_running_loop().create_task)
         _beat(groups, "g1", "m", 0, ["a"])
         _beat(groups, "g2", "m", 0, ["a"])
         timer = groups.groups["g1"].members["m"].session_timer

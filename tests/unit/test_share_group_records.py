@@ -1,0 +1,164 @@
+"""Share group records of __consumer_offsets (broker/group/share_records.py): their bytes as Kafka's
+specs lay them out, the writes a heartbeat makes (what changed, in Kafka's order; tombstones when a
+member or the group goes), and a coordinator rebuilding the groups from the records it replays (epochs,
+members and assignments kept, sessions running, a member carrying on without rejoining)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+
+import pytest
+
+from broker.group import share_records
+from broker.group.consumer_records import topics_hash
+from broker.group.group import GroupError
+from broker.group.record_log import record_type
+from broker.group.share_groups import ShareGroups, ShareHeartbeat
+from broker.group_configs import MemberTimeouts
+from protocol.errors import ErrorCode
+from tests.unit.test_consumer_group_records import Log
+
+T1 = uuid.UUID(int=1)
+TIMEOUTS = MemberTimeouts(45000, 5000)
+
+
+def _groups(log: Log, partitions: int = 4) -> ShareGroups:
+    return ShareGroups(100, lambda name: (T1, partitions) if name == "a" else None, is_classic=lambda g: False,
+                       append=log.append, spawn=asyncio.get_running_loop().create_task)
+
+
+async def _beat(groups: ShareGroups, member: str, epoch: int, rack: str | None = None):
+    answer = groups.heartbeat(ShareHeartbeat("g", member, epoch, rack, ["a"] if epoch == 0 else None, "c", "/h"),
+                              TIMEOUTS)
+    await groups.persist("g", answer.member_id)
+    return answer
+
+
+def _types(entries) -> list[tuple[int, bool]]:
+    return [(record_type(k), v is None) for k, v in entries]
+
+
+def test_record_bytes_follow_kafkas_layout_and_order():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, "m1", 0, rack="r1")
+        groups.stop()
+    asyncio.run(run())
+    # One write: the subscription, the group epoch, the target, the target epoch, the current assignment.
+    assert _types(log.records) == [(10, False), (11, False), (13, False), (12, False), (14, False)]
+    by_type = {record_type(k): (k, v) for k, v in log.records}
+    key, value = by_type[11]
+    assert key == struct.pack(">hh", 11, 1) + b"g"
+    # v0 | epoch 1 | hash | no tags
+    assert value == struct.pack(">hiq", 0, 1, topics_hash({"a": (T1, 4)})) + b"\x00"
+    key, value = by_type[14]
+    assert key == struct.pack(">hh", 14, 1) + b"g" + struct.pack(">h", 2) + b"m1"
+    # v0 | epoch 1 | previous 0 | state 0 | one topic (T1, [0..3], no tags) | no tags
+    assert value == (struct.pack(">hiib", 0, 1, 0, 0) + b"\x02" + T1.bytes + b"\x05" + struct.pack(">4i", 0, 1, 2, 3)
+                     + b"\x00" + b"\x00")
+    key, value = by_type[10]
+    # v0 | rack "r1" | client "c" | host "/h" | ["a"] | no tags
+    assert value == struct.pack(">h", 0) + b"\x03r1" + b"\x02c" + b"\x03/h" + b"\x02\x02a" + b"\x00"
+    key, value = by_type[12]
+    assert value == struct.pack(">hi", 0, 1) + b"\x00"
+
+
+def test_a_heartbeat_writes_what_changed_and_tombstones_what_went():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, "m1", 0)
+        first = len(log.records)
+        await _beat(groups, "m1", 1)
+        assert len(log.records) == first  # nothing changed: nothing written
+        await _beat(groups, "m2", 0)
+        joined = _types(log.records[first:])
+        assert (10, False) in joined and (11, False) in joined and joined.count((14, False)) == 1
+        assert joined.count((13, False)) == 2  # the target moved for both
+        mark = len(log.records)
+        await _beat(groups, "m2", -1)
+        left = _types(log.records[mark:])
+        assert left[:3] == [(14, True), (13, True), (10, True)] and (11, False) in left
+        await _beat(groups, "m1", -1)
+        # The group, now empty, is deleted: its own records go, the target epoch before the group epoch.
+        assert groups.delete("g") == ErrorCode.NONE
+        mark = len(log.records)
+        await groups.persist("g")
+        assert _types(log.records[mark:]) == [(12, True), (11, True)]
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_failed_append_is_the_heartbeats_error_and_is_written_later():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, "m1", 0)
+        log.fail = ErrorCode.NOT_COORDINATOR
+        with pytest.raises(GroupError) as caught:
+            await _beat(groups, "m2", 0)
+        assert caught.value.error_code == ErrorCode.NOT_COORDINATOR
+        log.fail = None
+        await _beat(groups, "m1", 1)  # m1's next heartbeat writes the whole group, m2 with it
+        rebuilt = share_records.group_from_records("g", groups.records.written["g"])
+        assert rebuilt is not None and set(rebuilt[0].members) == {"m1", "m2"}
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_restarted_coordinator_rebuilds_the_group_and_its_members_carry_on():
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        one = await _beat(groups, "m1", 0, rack="r1")
+        two = await _beat(groups, "m2", 0)
+        one = await _beat(groups, "m1", one.member_epoch)
+        before = groups.groups["g"]
+        groups.stop()
+        restarted = _groups(log)
+        for key, value in log.records:
+            restarted.replay(key, value)
+        assert restarted.loaded(45000, taken=lambda g: False) == ["g"]
+        group = restarted.groups["g"]
+        assert (group.group_epoch, group.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        assert group.target == before.target and set(group.members) == {"m1", "m2"}
+        member = group.members["m1"]
+        assert (member.epoch, member.rack_id, member.subscribed, member.assignment) == (
+            one.member_epoch, "r1", ["a"], before.members["m1"].assignment)
+        assert member.session_timer is not None
+        again = await _beat(restarted, "m2", two.member_epoch)  # no rejoin, no epoch bump
+        assert again.member_epoch == two.member_epoch and group.group_epoch == before.group_epoch
+        mark = len(log.records)
+        await _beat(restarted, "m1", one.member_epoch)
+        assert len(log.records) == mark  # what was replayed counts as written
+        restarted.stop()
+        # Topics grown while away: the next heartbeat bumps the epoch and hands the new partitions out.
+        grown = _groups(log, partitions=6)
+        for key, value in log.records:
+            grown.replay(key, value)
+        grown.loaded(45000, taken=lambda g: False)
+        answer = await _beat(grown, "m1", one.member_epoch)
+        assert answer.member_epoch == before.group_epoch + 1 and answer.assignment is not None
+        # A deleted group's tombstones leave nothing to rebuild; another kind's id is not taken.
+        grown.groups["g"].members.clear()
+        grown.delete("g")
+        await grown.persist("g")
+        grown.stop()
+        empty = _groups(log)
+        for key, value in log.records:
+            empty.replay(key, value)
+        assert empty.loaded(45000, taken=lambda g: False) == [] and not empty.records.written
+        empty.stop()
+    asyncio.run(run())
+
+
+def test_kafkas_state_partition_record_is_known_and_not_written():
+    assert share_records.STATE_PARTITION_METADATA in share_records.KNOWN_TYPES
+    assert share_records.STATE_PARTITION_METADATA not in share_records.WRITTEN_TYPES
