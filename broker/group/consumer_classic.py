@@ -29,7 +29,14 @@ import uuid
 import structlog
 
 from broker.group import consumer_protocol as cp
-from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState, reconcile
+from broker.group.consumer_group import (
+    ClassicMeta,
+    ConsumerGroup,
+    ConsumerMember,
+    GroupSnapshot,
+    MemberState,
+    reconcile,
+)
 from broker.group.consumer_groups import ConsumerGroups
 from broker.group.consumer_migration import may_downgrade
 from broker.group.group import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupError, check_storable_member_id
@@ -40,8 +47,10 @@ log = structlog.get_logger("groups")
 
 
 class ClassicMembers:
-    def __init__(self, consumer: ConsumerGroups) -> None:
+    def __init__(self, consumer: ConsumerGroups, max_record_bytes: int) -> None:
+        """`max_record_bytes`: the largest batch __consumer_offsets takes (message.max.bytes)."""
         self._consumer = consumer
+        self._max_record_bytes = max_record_bytes
 
     def serves(self, group_id: str) -> bool:
         """Whether the id is a consumer group with members (an empty one turns classic at a JoinGroup)."""
@@ -51,18 +60,33 @@ class ClassicMembers:
     # --- JoinGroup ---------------------------------------------------------------------------------
 
     async def join(self, request: JoinRequest) -> JoinResult:
-        group = self._consumer.groups[request.group_id]
+        consumer = self._consumer
+        group = consumer.groups[request.group_id]
+        before = GroupSnapshot.of(group)
+        written = dict(consumer.records.written.get(group.group_id, {}))
+        joined: ConsumerMember | None = None
         try:
             member = self._join(group, request)
             if isinstance(member, JoinResult):
                 return member
+            joined = member
             assert member.classic is not None  # set by _join
-            if self._consumer.groups.get(group.group_id) is group:  # not downgraded by the join
-                self._consumer.arm_session(group, member, member.classic.session_timeout_ms)
+            if consumer.groups.get(group.group_id) is group:  # not downgraded by the join
+                consumer.arm_session(group, member, member.classic.session_timeout_ms)
                 self._arm(group, member, "sync", request.rebalance_timeout_ms)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
-            await self._consumer.persist(group.group_id, member.member_id)
+            await consumer.persist(group.group_id, member.member_id)
         except GroupError as exc:
+            # Not written: the join is undone (a downgrade it made was by the record log), unless another
+            # write of the group went in meanwhile: then only a member it added goes.
+            if consumer.groups.get(group.group_id) is group:
+                if written == consumer.records.written.get(group.group_id, {}):
+                    for back in before.restore(group):
+                        consumer.rearm(group, back)
+                    consumer.records.changed_whole(group.group_id)
+                elif joined is not None and joined.member_id not in before.members \
+                        and group.members.get(joined.member_id) is joined:
+                    consumer.fence(group, [joined])
             return JoinResult(exc.error_code, request.member_id)
         return JoinResult(ErrorCode.NONE, member.member_id, member.epoch, CONSUMER_PROTOCOL_TYPE,
                           member.classic.protocol_name, "", [])
@@ -75,6 +99,10 @@ class ClassicMembers:
                              "the group migration is disabled.")
         unknown = request.member_id == UNKNOWN_MEMBER_ID
         check_storable_member_id(request.member_id)
+        if sum(len(name) + len(metadata) for name, metadata in request.protocols) > self._max_record_bytes:
+            # Its member record could never be written, nor any later one of the group: refused first,
+            # with the error Kafka answers for a record too large.
+            raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, "The member's protocols are too large to be stored.")
         member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode() if unknown \
             else request.member_id
         if member_id not in group.members and len(group.members) >= consumer.max_size:

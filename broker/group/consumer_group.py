@@ -14,8 +14,9 @@ Reconciling, Stable, Dead.
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 GROUP_TYPE = "consumer"
@@ -72,6 +73,7 @@ class ConsumerMember:
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     classic: ClassicMeta | None = None  # set while the member speaks the classic protocol
+    session_timeout_ms: int = 45_000  # its session timer's, last armed
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
     # A classic member's JoinGroup timeout (told to rejoin) or SyncGroup timeout (joined, not synced).
@@ -194,3 +196,38 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
     member.assigned, member.pending_revocation = assigned, {}
     if member.epoch != epoch:
         member.previous_epoch, member.epoch = member.epoch, epoch
+
+
+# A member's state without its timers: what a snapshot keeps.
+_TIMERS = ("session_timer", "rebalance_timer", "classic_timer")
+_MEMBER_STATE = tuple(f.name for f in fields(ConsumerMember) if not f.name.startswith(_TIMERS))
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """A consumer group's state at one moment, to put back when the write of what changed it fails."""
+    epochs: tuple[int, int, str]  # group epoch, assignment epoch, assignor
+    target: dict[str, Assignment]
+    topics: dict[str, tuple[uuid.UUID, int]]
+    members: dict[str, tuple[ConsumerMember, dict[str, object]]]
+
+    @classmethod
+    def of(cls, group: ConsumerGroup) -> GroupSnapshot:
+        return cls((group.group_epoch, group.assignment_epoch, group.assignor), copy.deepcopy(group.target),
+                   dict(group.topics), {mid: (m, {n: copy.deepcopy(getattr(m, n)) for n in _MEMBER_STATE})
+                                        for mid, m in group.members.items()})
+
+    def restore(self, group: ConsumerGroup) -> list[ConsumerMember]:
+        """Put the group back as it was; the members that were not in it since (their timers stopped)."""
+        kept = {mid: m for mid, (m, _) in self.members.items()}
+        for member in group.members.values():
+            if kept.get(member.member_id) is not member:
+                member.cancel_timers()
+        back = [m for mid, m in kept.items() if group.members.get(mid) is not m]
+        for member, state in self.members.values():
+            for name, value in state.items():
+                setattr(member, name, value)
+        group.members = kept
+        (group.group_epoch, group.assignment_epoch, group.assignor), group.target = self.epochs, self.target
+        group.topics = self.topics
+        return back

@@ -54,7 +54,7 @@ from broker.group.consumer_requests import (
     check_epoch,
     check_request,
 )
-from broker.group.group import Group, GroupError
+from broker.group.group import Group, GroupError, GroupState
 from broker.group.metadata import group_value
 from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.records import group_key
@@ -110,9 +110,15 @@ class ConsumerGroups:
         self.check_request(request)
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
+        known = request.group_id in self.groups
         group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id,
                             rejoin=True)
-        member, changed = self._member(group, request)
+        try:
+            member, changed = self._member(group, request)
+        except GroupError:
+            if not known:  # a classic group upgraded for a member refused: it stays classic, as in Kafka
+                self.records.undo_type_change(group.group_id)
+            raise
         if member.classic is not None:  # a heartbeat under a classic member's id: it speaks KIP-848 now
             member.classic = None
             member.cancel_classic_timer()
@@ -151,7 +157,9 @@ class ConsumerGroups:
         if instance_id is not None and epoch == 0:
             previous = group.static_member(instance_id)
             if previous is not None and previous is not member:
-                if previous.epoch != STATIC_LEAVE_EPOCH:
+                # A classic member's instance id is taken over at once (Kafka checks the instance id is
+                # released only when both members speak KIP-848's protocol).
+                if previous.epoch != STATIC_LEAVE_EPOCH and previous.classic is None:
                     raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                      f"Static member {member_id} with instance id {instance_id} cannot join the "
                                      f"group because the instance id is owned by {previous.member_id} member.")
@@ -249,11 +257,18 @@ class ConsumerGroups:
     def _upgrade(self, classic: Group) -> ConsumerGroup:
         """A consumer member joins a classic group with members: it becomes a consumer group keeping them."""
         group = to_consumer_group(classic, self.migration, self.max_size, self._current_topics())
-        self._classic.adopt(group.group_id)
-        self.groups[group.group_id] = group
+        gid, stable = group.group_id, classic.is_in(GroupState.STABLE)
+        self._classic.adopt(gid)
+        self.groups[gid] = group
         group.assignor = self.assignor_of(group)
         group.topics = self._subscribed_topics(group)
-        self.records.type_changed(group.group_id, before=[(group_key(group.group_id), None)])
+
+        def undo() -> None:  # the classic group back, its members' sessions running, as it was
+            if self.groups.get(gid) is group:
+                self._forget(group)
+                self._classic.install(classic, not stable)
+                log.info("classic group upgrade reverted", group=gid)
+        self.records.type_changed(gid, undo, before=[(group_key(gid), None)])
         for member in group.members.values():
             assert member.classic is not None  # every member of a converted group is a classic one
             self.arm_session(group, member, member.classic.session_timeout_ms)
@@ -277,15 +292,27 @@ class ConsumerGroups:
         except MalformedProtocol as exc:
             log.warning("consumer group not downgraded", group=group.group_id, error=exc.message)
             return False
+        gid = group.group_id
+        self._forget(group)
+
+        def undo() -> None:  # the consumer group back, with every member, its timers armed again
+            if gid not in self.groups and self._classic.group(gid) is classic:
+                self._classic.adopt(gid)
+                self.groups[gid] = group
+                for member in group.members.values():
+                    self.rearm(group, member)
+                log.info("consumer group downgrade reverted", group=gid)
+        self.records.type_changed(gid, undo, after=[(group_key(gid), group_value_bytes(group_value(classic)))])
+        self._classic.install(classic, rebalance)
+        log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
+        return True
+
+    def _forget(self, group: ConsumerGroup) -> None:
+        """The group leaves memory (it changed type): its members' timers stop."""
         for member in group.members.values():
             member.cancel_timers()
         del self.groups[group.group_id]
         self._groups_current.discard(group.group_id)
-        self.records.type_changed(group.group_id, after=[(group_key(group.group_id),
-                                                          group_value_bytes(group_value(classic)))])
-        self._classic.install(classic, rebalance)
-        log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
-        return True
 
     def _current(self, group: ConsumerGroup) -> bool:
         """Whether the group's topics were computed on the topics as they are now."""
@@ -359,8 +386,15 @@ class ConsumerGroups:
     def arm_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
+        member.session_timeout_ms = timeout_ms
         member.session_timer = asyncio.get_running_loop().call_later(
             timeout_ms / 1000, self.expire, group, member, "session")
+
+    def rearm(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A member put back by an undone change: its session (and revocation deadline) start again."""
+        self.arm_session(group, member, member.session_timeout_ms)
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            self._arm_rebalance(group, member)
 
     def _arm_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:

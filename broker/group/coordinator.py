@@ -99,7 +99,7 @@ class GroupCoordinator:
                        adopt=self._drop_classic, group=registry.groups.get, install=self._install_classic),
             is_share=self.share.groups.__contains__, append=store.append, spawn=spawner.spawn,
             migration=Migration(config.group_consumer_migration_policy, config.group_max_size))
-        self.classic_members = ClassicMembers(self.consumer)
+        self.classic_members = ClassicMembers(self.consumer, config.message_max_bytes)
         consumers = self.consumer.groups
         # Loaded members get the broker's session timeout; their next heartbeat applies the group's own.
         session_ms = int(config.group_config_properties["group.consumer.session.timeout.ms"])
@@ -230,8 +230,10 @@ class GroupCoordinator:
         self.registry.groups[group.group_id] = group
         for member in group.members.values():
             self.sessions.schedule_heartbeat(group, member, member.session_timeout_ms)
-        if rebalance:
+        if rebalance and group.can_rebalance():
             self._phases.prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
+        elif rebalance and group.is_in(GroupState.PREPARING_REBALANCE):  # an upgrade undone mid-rebalance
+            self.sessions.set_join_timer(group, group.rebalance_timeout_ms(), lambda: self._phases.complete_join(group))
 
     def _drop_empty_consumer(self, group_id: str) -> bool:
         if group_id not in self.consumer.groups or self.consumer.delete(group_id) != ErrorCode.NONE:

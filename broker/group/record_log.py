@@ -97,17 +97,33 @@ class GroupRecordLog:
         # group's record after the tombstones), so that the change is one batch, as Kafka writes it.
         self._before: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._after: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        # How to undo a group's type change not yet written: a failed write reverts it, as Kafka's
+        # coordinator rolls back what a failed append would have changed.
+        self._undo: dict[str, Callable[[], None]] = {}
 
     def changed_whole(self, group_id: str) -> None:
         self._whole.add(group_id)
 
-    def type_changed(self, group_id: str, *, before: list[tuple[bytes, bytes | None]] | None = None,
+    def type_changed(self, group_id: str, undo: Callable[[], None], *,
+                     before: list[tuple[bytes, bytes | None]] | None = None,
                      after: list[tuple[bytes, bytes | None]] | None = None) -> None:
+        """The group changed type: its next write carries `before` and `after` (replacing any earlier
+        change's, which that one's undo dropped); `undo` reverts the change if that write fails."""
         self._whole.add(group_id)
-        if before:
-            self._before[group_id] = before
-        if after:
-            self._after[group_id] = after
+        self._before[group_id], self._after[group_id] = before or [], after or []
+        self._undo[group_id] = undo
+
+    def undo_type_change(self, group_id: str) -> bool:
+        """Revert the group's type change not yet written (its write failed, or the request that made it
+        was refused after it); False when there is none."""
+        self._before.pop(group_id, None)
+        self._after.pop(group_id, None)
+        undo = self._undo.pop(group_id, None)
+        if undo is None:
+            return False
+        self._whole.add(group_id)
+        undo()
+        return True
 
     async def persist(self, group_id: str, member_id: str | None = None) -> None:
         """Write what changed in the group since its last write (tombstones for a group gone). With
@@ -119,6 +135,7 @@ class GroupRecordLog:
         now = self._now(group_id, None if whole else member_id)
         entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
         before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
+        undo = self._undo.pop(group_id, None)
         if not (entries or before or after):
             return
         try:
@@ -126,8 +143,9 @@ class GroupRecordLog:
         except GroupError:
             if whole:
                 self._whole.add(group_id)
-            if before or after:  # written with the group's next write
-                self.type_changed(group_id, before=before, after=after)
+            if undo is not None and self._undo.get(group_id) is None:  # no newer type change since
+                self._undo[group_id] = undo
+                self.undo_type_change(group_id)
             raise
         written = self.written.setdefault(group_id, {})
         for key, value in entries:
@@ -162,7 +180,7 @@ class GroupRecordLog:
                 del self.written[group_id]
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
-        for kept in (self.written, self._before, self._after):
+        for kept in (self.written, self._before, self._after, self._undo):
             for group_id in [g for g in kept if doomed(g)]:
                 del kept[group_id]
         self._whole = {g for g in self._whole if not doomed(g)}

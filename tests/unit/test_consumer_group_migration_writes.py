@@ -1,0 +1,171 @@
+"""Online migration when a write fails or a member is refused (broker/group/consumer_groups.py,
+consumer_classic.py, record_log.py): as Kafka's coordinator rolls back what a failed append or a refused
+request would have changed, the upgrade, the downgrade and a classic member's join are undone, nothing is
+left queued for a later write, and a restart replays the group as it was answered. Also a KIP-848 static
+member taking over a classic static member's instance id."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.app import Broker
+from broker.config import build_config
+from broker.group import consumer_protocol as cp
+from broker.group.consumer_groups import ConsumerHeartbeat
+from broker.group.group import GroupError
+from protocol.errors import ErrorCode
+from tests.unit.test_consumer_group_migration import TIMEOUTS, _classic_group, _heartbeat, _join_request
+
+
+def _config(tmp_path, **extra: str):
+    return build_config({
+        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
+        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1", **extra})
+
+
+async def _started(tmp_path, **extra: str) -> Broker:
+    broker = Broker(_config(tmp_path, **extra))
+    await broker.start()
+    if broker.topics.get("t") is None:
+        await broker.topics.create("t", 2, 1)
+    return broker
+
+
+async def _replayed(tmp_path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """What a restarted broker loads: (consumer groups' member ids, classic groups' member ids)."""
+    again = await _started(tmp_path)
+    try:
+        return ({g: set(x.members) for g, x in again.groups.consumer.groups.items()},
+                {g: set(x.members) for g, x in again.groups.groups.items() if x.members})
+    finally:
+        await again.stop()
+
+
+def _fail_next_write(groups) -> None:
+    """The group records' next append fails as a lost leadership does; later ones are written."""
+    records = groups.consumer.records
+    real = records._append
+
+    async def failing(group_id, entries):
+        records._append = real
+        raise GroupError(ErrorCode.NOT_COORDINATOR, "the write failed")
+    records._append = failing
+
+
+async def test_a_failed_upgrade_write_leaves_the_group_classic(tmp_path):
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        leader, follower, generation = await _classic_group(groups)
+        _fail_next_write(groups)
+        groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+        with pytest.raises(GroupError):
+            await groups.consumer.persist("g", "new")
+        classic = groups.groups["g"]
+        assert "g" not in groups.consumer.groups and set(classic.members) == {leader, follower}
+        assert groups.heartbeat("g", generation, leader, None) == ErrorCode.NONE  # its session runs on
+        assert not groups.consumer.records._before and not groups.consumer.records._undo
+        # The member comes again: upgraded, and written.
+        groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+        await groups.consumer.persist("g", "new")
+    finally:
+        await broker.stop()
+    assert await _replayed(tmp_path) == ({"g": {leader, follower, "new"}}, {})
+
+
+async def test_a_failed_downgrade_write_keeps_the_consumer_group_and_queues_nothing(tmp_path):
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        leader, follower, generation = await _classic_group(groups)
+        joined = groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+        await groups.consumer.persist("g", "new")
+        group = groups.consumer.groups["g"]
+        _fail_next_write(groups)
+        groups.consumer.heartbeat(_heartbeat("new", -1), TIMEOUTS)
+        with pytest.raises(GroupError):
+            await groups.consumer.persist("g")
+        # As before the leave: a consumer group with all three, their sessions running; nothing queued.
+        assert "g" not in groups.groups and groups.consumer.groups["g"] is group
+        assert set(group.members) == {leader, follower, "new"}
+        assert all(m.session_timer is not None for m in group.members.values())
+        assert not groups.consumer.records._after and not groups.consumer.records._undo
+        assert groups.consumer.heartbeat(_heartbeat("new", joined.member_epoch), TIMEOUTS).member_epoch > 0
+        # The leave again, written: classic, and so after a restart.
+        groups.consumer.heartbeat(_heartbeat("new", -1), TIMEOUTS)
+        await groups.consumer.persist("g")
+        assert set(groups.groups["g"].members) == {leader, follower}
+    finally:
+        await broker.stop()
+    assert await _replayed(tmp_path) == ({}, {"g": {leader, follower}})
+
+
+async def test_a_failed_classic_join_write_undoes_the_join_and_a_too_large_member_is_refused_first(tmp_path):
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        first = groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+        await groups.consumer.persist("g", "kip848")
+        group = groups.consumer.groups["g"]
+        epochs = (group.group_epoch, group.assignment_epoch, {m: dict(t) for m, t in group.target.items()})
+        _fail_next_write(groups)
+        refused = await groups.join_group(_join_request())
+        assert refused.error == ErrorCode.NOT_COORDINATOR
+        assert set(group.members) == {"kip848"}
+        assert (group.group_epoch, group.assignment_epoch, group.target) == epochs
+        # Protocol metadata no record can hold: refused before anything changes, and the group's writes go on.
+        big = _join_request()
+        big.protocols = [*big.protocols, ("big", b"\x00\x01" + b"x" * 1_100_000)]
+        assert (await groups.join_group(big)).error == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert set(group.members) == {"kip848"}
+        groups.consumer.heartbeat(_heartbeat("kip848", first.member_epoch), TIMEOUTS)
+        await groups.consumer.persist("g", "kip848")
+    finally:
+        await broker.stop()
+    assert await _replayed(tmp_path) == ({"g": {"kip848"}}, {})
+
+
+async def test_a_kip848_static_member_takes_over_a_classic_static_members_instance(tmp_path):
+    """Kafka checks that an instance id is released only when both members speak KIP-848's protocol."""
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        requests = [_join_request() for _ in range(2)]
+        for request, instance in zip(requests, ("i1", "i2"), strict=True):
+            request.group_instance_id = instance
+        a, b = await asyncio.gather(*(groups.join_group(r) for r in requests))
+        leader = a if a.members else b
+        assignment = [(a.member_id, cp.encode_assignment(1, {"t": {0}})),
+                      (b.member_id, cp.encode_assignment(1, {"t": {1}}))]
+        synced = await asyncio.gather(*(
+            groups.sync_group("g", x.generation_id, x.member_id, i, None, None, assignment if x is leader else [])
+            for x, i in ((a, "i1"), (b, "i2"))))
+        assert [s.error for s in synced] == [ErrorCode.NONE, ErrorCode.NONE]
+        static = ConsumerHeartbeat("g", "new", 0, "i1", None, 30_000, ["t"], None, None, {}, "kip848", "/127.0.0.1")
+        answer = groups.consumer.heartbeat(static, TIMEOUTS)
+        await groups.consumer.persist("g", "new")
+        group = groups.consumer.groups["g"]
+        assert "g" not in groups.groups and set(group.members) == {"new", b.member_id}
+        assert group.members["new"].classic is None and group.members["new"].instance_id == "i1"
+        t = broker._consumer_topics()["t"][0]
+        assert answer.member_epoch > 0 and group.members["new"].assigned == {t: {0}}
+    finally:
+        await broker.stop()
+
+
+async def test_an_upgrade_for_a_member_refused_leaves_the_group_classic(tmp_path):
+    """GROUP_MAX_SIZE_REACHED for the member that would upgrade the group: Kafka leaves it classic."""
+    broker = await _started(tmp_path, **{"group.consumer.max.size": "2"})
+    try:
+        groups = broker.groups
+        leader, follower, generation = await _classic_group(groups)
+        with pytest.raises(GroupError) as refused:
+            groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+        assert refused.value.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+        assert "g" not in groups.consumer.groups and set(groups.groups["g"].members) == {leader, follower}
+        assert groups.heartbeat("g", generation, leader, None) == ErrorCode.NONE
+        assert not groups.consumer.records._before and not groups.consumer.records._undo
+    finally:
+        await broker.stop()
