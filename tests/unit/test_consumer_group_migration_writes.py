@@ -118,8 +118,12 @@ async def test_a_failed_classic_join_write_undoes_the_join_and_a_too_large_membe
         # Protocol metadata no record can hold: refused before anything changes, and the group's writes go on.
         big = _join_request()
         big.protocols = [*big.protocols, ("big", b"\x00\x01" + b"x" * 1_100_000)]
+        records, appends = groups.consumer.records, []
+        real = records._append
+        records._append = lambda group_id, entries: appends.append(entries) or real(group_id, entries)
         assert (await groups.join_group(big)).error == ErrorCode.UNKNOWN_SERVER_ERROR
-        assert set(group.members) == {"kip848"}
+        assert set(group.members) == {"kip848"} and appends == []  # not even tried
+        records._append = real
         groups.consumer.heartbeat(_heartbeat("kip848", first.member_epoch), TIMEOUTS)
         await groups.consumer.persist("g", "kip848")
     finally:
