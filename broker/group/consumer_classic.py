@@ -12,7 +12,7 @@ LeaveGroup for a consumer group with members, served as Kafka 4.3.1's GroupMetad
   member epoch, protocol name = its first protocol's, no leader and no members (it never assigns). Its
   session timeout is its JoinGroup's; it must sync within its rebalance timeout.
 - SyncGroup: its assigned partitions as a ConsumerProtocolAssignment at its subscription's version;
-  REBALANCE_IN_PROGRESS when the group epoch moved past its epoch (unless it is still revoking).
+  REBALANCE_IN_PROGRESS when the target's epoch moved past its epoch (unless it is still revoking).
 - Heartbeat: REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved, it has partitions to
   revoke, or partitions withheld from it are free now; it must rejoin within its rebalance timeout.
 - LeaveGroup: members leave (any protocol: the admin path by instance id) as consumer_groups.fence does,
@@ -73,6 +73,7 @@ class ClassicMembers:
             assert member.classic is not None  # set by _join
             if consumer.groups.get(group.group_id) is group:  # not downgraded by the join
                 consumer.arm_session(group, member, member.classic.session_timeout_ms)
+                member.cancel_classic_timer("join")
                 self._arm(group, member, "sync", request.rebalance_timeout_ms)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
             await consumer.persist(group.group_id, member.member_id)
@@ -186,10 +187,12 @@ class ClassicMembers:
                 return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         except GroupError as exc:
             return SyncResult(exc.error_code)
-        if group.group_epoch > member.epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
+        # Kafka's throwIfRebalanceInProgress: behind the target's epoch (a member leaving moves only the
+        # group epoch), unless still revoking.
+        if group.assignment_epoch > member.epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
             self._arm(group, member, "join", member.rebalance_timeout_ms, if_absent=True)
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        member.cancel_classic_timer()
+        member.cancel_classic_timer("sync")
         self._consumer.arm_session(group, member, member.classic.session_timeout_ms)
         held = cp.by_name(member.assigned, self._consumer.topics_now())
         return SyncResult(ErrorCode.NONE, protocol_type, protocol_name,
@@ -203,6 +206,8 @@ class ClassicMembers:
             return exc.error_code
         assert member.classic is not None  # checked by _classic_member
         self._consumer.arm_session(group, member, member.classic.session_timeout_ms)
+        # Kafka compares the target's epoch; Ebb the group's, so that classic members learn at once that one
+        # left (their rejoin computes the target: Kafka waits for a member's next join or heartbeat).
         if member.epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS or (
                 member.state == MemberState.UNRELEASED_PARTITIONS and not group.waiting_on_unreleased(member)):
             self._arm(group, member, "join", member.rebalance_timeout_ms, if_absent=True)
@@ -238,12 +243,15 @@ class ClassicMembers:
     def _arm(self, group: ConsumerGroup, member: ConsumerMember, kind: str, timeout_ms: int, *,
              if_absent: bool = False) -> None:
         """The JoinGroup timeout (told to rejoin) or SyncGroup timeout (joined): past it the member is fenced."""
-        if if_absent and member.classic_timer is not None and member.classic_timer_kind == kind:
+        if if_absent and kind in member.classic_timers:
             return
-        member.cancel_classic_timer()
-        member.classic_timer_kind = kind
-        member.classic_timer = asyncio.get_running_loop().call_later(
-            max(timeout_ms, 0) / 1000, self._consumer.expire, group, member, f"classic {kind}")
+        member.cancel_classic_timer(kind)
+        member.classic_timers[kind] = asyncio.get_running_loop().call_later(
+            max(timeout_ms, 0) / 1000, self._expire, group, member, kind)
+
+    def _expire(self, group: ConsumerGroup, member: ConsumerMember, kind: str) -> None:
+        member.classic_timers.pop(kind, None)
+        self._consumer.expire(group, member, f"classic {kind}")
 
 
 def _replaces_consumer_member(group: ConsumerGroup, instance_id: str | None, unknown: bool) -> bool:

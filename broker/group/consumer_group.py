@@ -76,20 +76,22 @@ class ConsumerMember:
     session_timeout_ms: int = 45_000  # its session timer's, last armed
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
-    # A classic member's JoinGroup timeout (told to rejoin) or SyncGroup timeout (joined, not synced).
-    classic_timer: asyncio.TimerHandle | None = None
-    classic_timer_kind: str = ""
+    # A classic member's JoinGroup timeout ("join": told to rejoin) and SyncGroup timeout ("sync": joined,
+    # not synced), each on its own as in Kafka.
+    classic_timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
     def cancel_timers(self) -> None:
-        for timer in (self.session_timer, self.rebalance_timer, self.classic_timer):
+        for timer in (self.session_timer, self.rebalance_timer):
             if timer is not None:
                 timer.cancel()
-        self.session_timer = self.rebalance_timer = self.classic_timer = None
+        self.session_timer = self.rebalance_timer = None
+        self.cancel_classic_timer()
 
-    def cancel_classic_timer(self) -> None:
-        if self.classic_timer is not None:
-            self.classic_timer.cancel()
-            self.classic_timer = None
+    def cancel_classic_timer(self, kind: str | None = None) -> None:
+        """The classic timer of that kind, or both."""
+        for name in [kind] if kind is not None else list(self.classic_timers):
+            if (timer := self.classic_timers.pop(name, None)) is not None:
+                timer.cancel()
 
 
 @dataclass(eq=False)
@@ -199,7 +201,7 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
 
 
 # A member's state without its timers: what a snapshot keeps.
-_TIMERS = ("session_timer", "rebalance_timer", "classic_timer")
+_TIMERS = ("session_timer", "rebalance_timer", "classic_timers")
 _MEMBER_STATE = tuple(f.name for f in fields(ConsumerMember) if not f.name.startswith(_TIMERS))
 
 

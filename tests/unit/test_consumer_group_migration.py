@@ -225,12 +225,18 @@ async def test_classic_members_that_do_not_rejoin_are_fenced(broker):
     leader, follower, generation = await _classic_group(groups)
     groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
     group = groups.consumer.groups["g"]
+    group.members[leader].rebalance_timeout_ms = 20  # the join timeout, short for the test
     assert groups.heartbeat("g", generation, leader, None) == ErrorCode.REBALANCE_IN_PROGRESS
-    timer = group.members[leader].classic_timer
-    assert timer is not None and group.members[leader].classic_timer_kind == "join"
-    timer.cancel()
-    groups.consumer.expire(group, group.members[leader], "classic join")  # what the timer does when it fires
-    assert leader not in group.members
+    assert set(group.members[leader].classic_timers) == {"join"}
+    fired = asyncio.Event()
+    expire = groups.consumer.expire
+
+    def expiring(*args) -> None:
+        expire(*args)
+        fired.set()
+    groups.consumer.expire = expiring
+    await asyncio.wait_for(fired.wait(), 10)
+    assert leader not in group.members and follower in group.members
     groups.consumer.heartbeat(_heartbeat("new", -1), TIMEOUTS)
     assert set(groups.groups["g"].members) == {follower}
 

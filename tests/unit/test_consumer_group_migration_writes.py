@@ -173,3 +173,25 @@ async def test_an_upgrade_for_a_member_refused_leaves_the_group_classic(tmp_path
         assert not groups.consumer.records._before and not groups.consumer.records._undo
     finally:
         await broker.stop()
+
+
+async def test_a_classic_member_syncs_though_a_member_left_after_its_join(tmp_path):
+    """Kafka refuses a classic member's SyncGroup only when the target moved past its epoch; its join and sync
+    timeouts run side by side."""
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+        joined = [await groups.join_group(_join_request(version=3)) for _ in range(2)]
+        group = groups.consumer.groups["g"]
+        leaves, stays = (group.members[j.member_id] for j in joined)
+        stays_epoch = joined[1].generation_id
+        assert await groups.leave_group("g", [(leaves.member_id, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+        assert group.group_epoch > group.assignment_epoch == stays_epoch
+        # Told to rejoin by a heartbeat, it still has its sync timeout.
+        assert groups.heartbeat("g", stays_epoch, stays.member_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
+        assert set(stays.classic_timers) == {"join", "sync"}
+        synced = await groups.sync_group("g", stays_epoch, stays.member_id, None, "consumer", "range", [])
+        assert synced.error == ErrorCode.NONE and set(stays.classic_timers) == {"join"}
+    finally:
+        await broker.stop()
