@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import uuid
 
 import structlog
@@ -87,7 +88,8 @@ class ClassicMembers:
                     consumer.records.changed_whole(group.group_id)
                 elif joined is not None and joined.member_id not in before.members \
                         and group.members.get(joined.member_id) is joined:
-                    consumer.fence(group, [joined])
+                    with contextlib.suppress(GroupError):  # it stays when the group cannot turn classic
+                        consumer.fence(group, [joined])
             return JoinResult(exc.error_code, request.member_id)
         return JoinResult(ErrorCode.NONE, member.member_id, member.epoch, CONSUMER_PROTOCOL_TYPE,
                           member.classic.protocol_name, "", [])
@@ -138,8 +140,8 @@ class ClassicMembers:
             # subscription changed, else with the member reconciled to the target it took over.
             if not changed:
                 reconcile(group, member, owned)
-            if consumer.downgrade(group, set(), rebalance=changed):
-                return member
+            consumer.downgrade(group, set(), rebalance=changed)  # GroupError, undone by join, if it cannot
+            return member
         consumer.refresh(group, changed)
         reconcile(group, member, owned)
         if member.rebalance_timer is not None:  # a classic member's join and sync timeouts stand in for it
@@ -231,8 +233,8 @@ class ClassicMembers:
         if gone:
             log.info("members left the consumer group through LeaveGroup", group=group_id,
                      members=[m.member_id for m in gone])
-            self._consumer.fence(group, gone)
             try:
+                self._consumer.fence(group, gone)
                 await self._consumer.persist(group_id)
             except GroupError as exc:
                 return exc.error_code, []

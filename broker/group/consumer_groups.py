@@ -279,19 +279,23 @@ class ConsumerGroups:
         """Members leave or are fenced (Kafka's consumerGroupFenceMembers): when only classic members remain
         and the policy allows, the group turns classic (a rebalance follows); else they are removed."""
         leaving = {m.member_id for m in members}
-        if not may_downgrade(group, leaving, self.migration) or not self.downgrade(group, leaving, rebalance=True):
-            for member in members:
-                self._remove(group, member)
+        if may_downgrade(group, leaving, self.migration):
+            self.downgrade(group, leaving, rebalance=True)
+            return
+        for member in members:
+            self._remove(group, member)
 
-    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> bool:
+    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> None:
         """The group's members but `leaving`, all classic ones, make a classic group (Kafka's
-        convertToClassicGroup); it rebalances if asked. False, the group unchanged, when a member's
-        metadata for the protocol the classic group would choose is not the consumer protocol."""
+        convertToClassicGroup); it rebalances if asked. When a member's metadata for the protocol the
+        classic group would choose is not the consumer protocol: Kafka's GROUP_ID_NOT_FOUND, the group
+        unchanged (nobody leaves)."""
         try:
             classic = to_classic_group(group, leaving, self._current_topics())
         except MalformedProtocol as exc:
             log.warning("consumer group not downgraded", group=group.group_id, error=exc.message)
-            return False
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
+                             f"Cannot downgrade the classic group {group.group_id}: {exc.message}.") from exc
         gid = group.group_id
         self._forget(group)
 
@@ -305,7 +309,6 @@ class ConsumerGroups:
         self.records.type_changed(gid, undo, after=[(group_key(gid), group_value_bytes(group_value(classic)))])
         self._classic.install(classic, rebalance)
         log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
-        return True
 
     def _forget(self, group: ConsumerGroup) -> None:
         """The group leaves memory (it changed type): its members' timers stop."""
@@ -409,7 +412,13 @@ class ConsumerGroups:
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
             log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,
                      member=member.member_id)
-            self.fence(group, [member])
+            try:
+                self.fence(group, [member])
+            except GroupError as exc:  # the group cannot turn classic: the member stays, tried again later
+                log.warning("timed out member not removed", group=group.group_id, member=member.member_id,
+                            error=exc.message)
+                self.rearm(group, member)
+                return
             self.persist_later(group.group_id)
 
     # --- __consumer_offsets -------------------------------------------------------------------------

@@ -279,7 +279,8 @@ async def test_a_classic_join_with_metadata_that_is_not_the_consumer_protocol_is
 
 async def test_no_downgrade_when_a_member_offers_no_consumer_protocol_for_the_chosen_assignor(broker):
     """Each classic member's first protocol is the consumer protocol, its second is not: whichever the classic
-    group would choose, one member's metadata for it cannot be read, so the group stays a consumer group."""
+    group would choose, one member's metadata for it cannot be read. Kafka fails the leave (GROUP_ID_NOT_FOUND)
+    and removes nobody; once a member offering only the consumer protocol is gone, the last one may leave."""
     groups = broker.groups
     groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
     members = []
@@ -287,8 +288,14 @@ async def test_no_downgrade_when_a_member_offers_no_consumer_protocol_for_the_ch
         request = _join_request(version=3)
         request.protocols = [(first, _subscription(["t"])), (second, b"")]
         members.append((await groups.join_group(request)).member_id)
-    groups.consumer.heartbeat(_heartbeat("kip848", -1), TIMEOUTS)
-    assert "g" not in groups.groups and set(groups.consumer.groups["g"].members) == set(members)
+    with pytest.raises(GroupError) as refused:
+        groups.consumer.heartbeat(_heartbeat("kip848", -1), TIMEOUTS)
+    assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert refused.value.message.startswith("Cannot downgrade the classic group g: ")
+    assert "g" not in groups.groups and set(groups.consumer.groups["g"].members) == {"kip848", *members}
+    # LeaveGroup (the admin path) of the KIP-848 member: refused likewise.
+    assert await groups.leave_group("g", [("kip848", None)]) == (ErrorCode.GROUP_ID_NOT_FOUND, [])
+    assert set(groups.consumer.groups["g"].members) == {"kip848", *members}
 
 
 async def test_member_ids_too_long_for_the_records_are_refused_not_a_crash(broker):
