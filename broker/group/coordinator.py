@@ -48,6 +48,7 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.replica import ReplicaManager
+    from protocol.messages import GroupMetadataValue
 
 log = structlog.get_logger("groups")
 
@@ -73,12 +74,20 @@ class GroupCoordinator:
                                  loaded=lambda group: group_loaded(group),
                                  unloaded=lambda group: sessions.cancel_all(group))
         sessions = SessionTimers(registry, expired=lambda group, member: phases.member_expired(group, member))
-        phases = RebalancePhases(config.group_initial_rebalance_delay_ms, sessions, store.store_group, spawner.spawn)
+
+        async def store_classic(group_id: str, value: GroupMetadataValue) -> object:
+            """A classic group's record, spawned; skipped once its id is a consumer group's: the upgrade
+            wrote its records meanwhile, and this one, stale, must not land after them."""
+            if group_id in kip848.groups:
+                log.info("stale classic group record not written: the group was upgraded", group=group_id)
+                return None
+            return await store.store_group(group_id, value)
+        phases = RebalancePhases(config.group_initial_rebalance_delay_ms, sessions, store_classic, spawner.spawn)
         self.registry, self.sessions, self._phases = registry, sessions, phases
         self.rebalance = rebalance = RebalanceProtocol(
             GroupLimits(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
                         config.group_max_size),
-            registry, sessions, phases, store.store_group, spawner.spawn)
+            registry, sessions, phases, store_classic, spawner.spawn)
         self.offsets = OffsetManager(
             OffsetSettings(config.offset_metadata_max_bytes, config.offsets_retention_minutes * 60_000,
                            config.offsets_retention_check_interval_ms),
@@ -93,7 +102,7 @@ class GroupCoordinator:
             group = registry.groups[group_id]
             return group.is_in(GroupState.EMPTY) and not group.members
 
-        self.consumer = ConsumerGroups(
+        self.consumer = kip848 = ConsumerGroups(
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
             ClassicIds(exists=registry.groups.__contains__, empty=classic_empty,
                        adopt=self._drop_classic, group=registry.groups.get, install=self._install_classic),

@@ -195,3 +195,42 @@ async def test_a_classic_member_syncs_though_a_member_left_after_its_join(tmp_pa
         assert synced.error == ErrorCode.NONE and set(stays.classic_timers) == {"join"}
     finally:
         await broker.stop()
+
+
+async def test_classic_requests_for_a_mixed_group_of_a_stopping_coordinator_are_coordinator_not_available(tmp_path):
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+        joined = await groups.join_group(_join_request(version=3))
+        assert joined.error == ErrorCode.NONE
+        groups.begin_shutdown()
+        unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (await groups.join_group(_join_request(joined.member_id))).error == unavailable
+        synced = await groups.sync_group("g", joined.generation_id, joined.member_id, None, None, None, [])
+        assert synced.error == unavailable
+        assert groups.heartbeat("g", joined.generation_id, joined.member_id, None) == unavailable
+        assert (await groups.leave_group("g", [(joined.member_id, None)]))[0] == unavailable
+        assert joined.member_id in groups.consumer.groups["g"].members
+    finally:
+        await broker.stop()
+
+
+async def test_a_classic_assignment_written_after_an_upgrade_does_not_undo_it(tmp_path):
+    """The leader's SyncGroup spawns the classic group's record; an upgrade in between writes its own records
+    first: the classic record, now stale, is not written after them (a restart would load the classic group)."""
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        leader, follower, generation = await _classic_group(groups)
+        rejoined = await asyncio.gather(*(groups.join_group(_join_request(m)) for m in (leader, follower)))
+        assignment = [(leader, cp.encode_assignment(1, {"t": {0}})), (follower, cp.encode_assignment(1, {"t": {1}}))]
+        syncs = [asyncio.create_task(groups.sync_group("g", j.generation_id, j.member_id, None, None, None,
+                                                       assignment if j.members else [])) for j in rejoined]
+        await asyncio.sleep(0)  # a yield, no wait: both syncs park, the assignment's write is spawned, not begun
+        groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+        await groups.consumer.persist("g", "new")
+        assert {s.error for s in await asyncio.gather(*syncs)} == {ErrorCode.REBALANCE_IN_PROGRESS}
+    finally:
+        await broker.stop()
+    assert await _replayed(tmp_path) == ({"g": {leader, follower, "new"}}, {})
