@@ -54,6 +54,7 @@ from broker.group.consumer_requests import (
     check_epoch,
     check_request,
 )
+from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.group import Group, GroupError, GroupState
 from broker.group.metadata import group_value
 from broker.group.record_log import AppendRecords, GroupRecordLog
@@ -64,9 +65,6 @@ from protocol.errors import ErrorCode
 
 log = structlog.get_logger("groups")
 
-# Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
-# topic changes: what is derived from it (regex matches, each group's topics) is kept until then.
-TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
 
 
 @dataclass(frozen=True)
@@ -95,14 +93,9 @@ class ConsumerGroups:
                                       (consumer_records.WRITE_ORDER, consumer_records.TOMBSTONE_ORDER), append, spawn)
         self.max_size = max_size
         self.assignors = assignors
-        self._topics = topics
+        self.topics = SubscribedTopics(topics)
         self._classic = classic
         self._is_share = is_share
-        # Derived from one TopicsNow answer (`_seen`): each regex's matches, and the groups whose topics
-        # were last computed on it (recomputed only when a subscription or the topics change).
-        self._seen: dict[str, tuple[uuid.UUID, int]] | None = None
-        self._matches: dict[str, list[str]] = {}
-        self._groups_current: set[str] = set()
 
     # --- ConsumerGroupHeartbeat --------------------------------------------------------------------
 
@@ -248,7 +241,7 @@ class ConsumerGroups:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {member_id}.")
         elif not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        self._groups_current.discard(group_id)
+        self.topics.forget(group_id)
         # Kafka 4.3.1 answers a new group's first member with epoch 2: the group starts at epoch 1.
         group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
                                                       assignor=self.assignors[0])
@@ -256,12 +249,12 @@ class ConsumerGroups:
 
     def _upgrade(self, classic: Group) -> ConsumerGroup:
         """A consumer member joins a classic group with members: it becomes a consumer group keeping them."""
-        group = to_consumer_group(classic, self.migration, self.max_size, self._current_topics())
+        group = to_consumer_group(classic, self.migration, self.max_size, self.topics.now())
         gid, stable = group.group_id, classic.is_in(GroupState.STABLE)
         self._classic.adopt(gid)
         self.groups[gid] = group
         group.assignor = self.assignor_of(group)
-        group.topics = self._subscribed_topics(group)
+        group.topics = self.topics.of(group)
 
         def undo() -> None:  # the classic group back, its members' sessions running, as it was
             if self.groups.get(gid) is group:
@@ -291,7 +284,7 @@ class ConsumerGroups:
         classic group would choose is not the consumer protocol: Kafka's GROUP_ID_NOT_FOUND, the group
         unchanged (nobody leaves)."""
         try:
-            classic = to_classic_group(group, leaving, self._current_topics())
+            classic = to_classic_group(group, leaving, self.topics.now())
         except MalformedProtocol as exc:
             log.warning("consumer group not downgraded", group=group.group_id, error=exc.message)
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
@@ -315,34 +308,13 @@ class ConsumerGroups:
         for member in group.members.values():
             member.cancel_timers()
         del self.groups[group.group_id]
-        self._groups_current.discard(group.group_id)
-
-    def _current(self, group: ConsumerGroup) -> bool:
-        """Whether the group's topics were computed on the topics as they are now."""
-        self._current_topics()
-        return group.group_id in self._groups_current
-
-    def _matching(self, pattern: str) -> list[str]:
-        """A regex's topics, resolved once per pattern while the topics stay as they are."""
-        everything = self._current_topics()
-        if (found := self._matches.get(pattern)) is None:
-            if len(self._matches) >= MATCHES_KEPT:
-                self._matches.clear()
-            found = self._matches[pattern] = matching(pattern, everything)
-        return found
-
-    def _current_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
-        everything = self._topics()
-        if everything is not self._seen:
-            self._seen, self._matches = everything, {}
-            self._groups_current.clear()
-        return everything
+        self.topics.forget(group.group_id)
 
     def refresh(self, group: ConsumerGroup, changed: bool) -> None:
         """The group epoch moves when a member came or its subscription `changed`, or the subscribed topics
         changed; the target is recomputed when the group epoch is past it."""
-        if changed or not self._current(group):
-            topics = self._subscribed_topics(group)
+        if changed or not self.topics.current(group):
+            topics = self.topics.of(group)
             if changed or topics != group.topics:
                 group.topics = topics
                 group.group_epoch += 1
@@ -350,20 +322,10 @@ class ConsumerGroups:
             self.compute_target(group)
 
     def topics_now(self) -> dict[str, tuple[uuid.UUID, int]]:
-        return self._current_topics()
-
-    def _subscribed_topics(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        everything = self._current_topics()
-        wanted: set[str] = set()
-        for member in group.members.values():
-            wanted.update(member.subscribed)
-            if member.regex:
-                wanted.update(self._matching(member.regex))
-        self._groups_current.add(group.group_id)
-        return {n: everything[n] for n in sorted(wanted) if n in everything}
+        return self.topics.now()
 
     def compute_target(self, group: ConsumerGroup) -> None:
-        subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
+        subscriptions = {m.member_id: [*m.subscribed, *(self.topics.matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
         self.records.changed_whole(group.group_id)
@@ -381,7 +343,7 @@ class ConsumerGroups:
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
-        group.topics = self._subscribed_topics(group)
+        group.topics = self.topics.of(group)
         group.group_epoch += 1  # the target is recomputed at the next member's heartbeat, as Kafka does
 
     # --- timers ------------------------------------------------------------------------------------
@@ -458,10 +420,10 @@ class ConsumerGroups:
                 self._classic.adopt(group_id)  # the offsets-only group the load made of its commits
             self.groups[group_id] = group
             group.assignor = self.assignor_of(group)
-            group.topics = self._subscribed_topics(group)
+            group.topics = self.topics.of(group)
             if consumer_records.topics_hash(group.topics) != metadata_hash:
                 # The topics changed while away: the next heartbeat sees it and bumps the group epoch.
-                self._groups_current.discard(group_id)
+                self.topics.forget(group_id)
                 group.topics = {}
             for member in group.members.values():
                 self.arm_session(group, member, member.classic.session_timeout_ms if member.classic is not None
@@ -507,5 +469,4 @@ class ConsumerGroups:
         check_request(request, self.assignors)
 
 
-MATCHES_KEPT = 10_000  # regex resolutions kept (one per distinct pattern of live members)
 __all__ = ["MAX_REGEX_LENGTH", "ConsumerGroups", "ConsumerHeartbeat", "HeartbeatAnswer", "check_regex", "matching"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from broker.group import consumer_groups
+from broker.group import consumer_topics
 from broker.group.consumer_groups import MAX_REGEX_LENGTH, ClassicIds, ConsumerGroups, ConsumerHeartbeat
 from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts as Timeouts
@@ -30,8 +30,8 @@ def _hb(member: str, epoch: int, owned=None, regex: str | None = None) -> Consum
 
 def test_regex_is_resolved_once_while_the_topics_stay(monkeypatch):
     resolved = []
-    real = consumer_groups.matching
-    monkeypatch.setattr(consumer_groups, "matching", lambda p, names: resolved.append(p) or real(p, names))
+    real = consumer_topics.matching
+    monkeypatch.setattr(consumer_topics, "matching", lambda p, names: resolved.append(p) or real(p, names))
     now = [{f"topic-{i}": (uuid.UUID(int=i + 1), 1) for i in range(10_000)}]
     groups = ConsumerGroups(100, ["uniform"], lambda: now[0], ClassicIds(lambda g: False, lambda g: False,
                                                                           lambda g: None), is_share=lambda g: False,
