@@ -187,3 +187,90 @@ def test_a_restarted_coordinator_rebuilds_the_group_and_its_members_carry_on():
 def test_kafkas_state_partition_record_is_known_and_not_written():
     assert share_records.STATE_PARTITION_METADATA in share_records.KNOWN_TYPES
     assert share_records.STATE_PARTITION_METADATA not in share_records.WRITTEN_TYPES
+
+
+class _GatedLog(Log):
+    """A log whose appends wait for `gate` once `hold` is set (`held` set while one waits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = False
+        self.gate = asyncio.Event()
+        self.held = asyncio.Event()
+
+    async def append(self, group_id: str, entries) -> int:
+        if self.hold:
+            self.held.set()
+            await self.gate.wait()
+        return await super().append(group_id, entries)
+
+
+def test_a_group_made_again_while_its_tombstones_are_in_flight_is_written_after_them():
+    """AlterShareGroupOffsets' group is written before the answer (its failure is the request's error), and
+    a group deleted then made again, its records the same bytes as the deleted one's, is written after the
+    deletion's tombstones: the log ends with the group, as memory does."""
+    async def run():
+        log = _GatedLog()
+        groups = _groups(log)
+        log.fail = ErrorCode.NOT_ENOUGH_REPLICAS
+        with pytest.raises(GroupError):
+            await groups.ensure("g")
+        assert "g" not in groups.groups
+        log.fail = None
+        await groups.ensure("g")
+        made = dict(log.records)
+        assert [record_type(k) for k in made] == [11, 12] and groups.records.written["g"] == made
+        log.hold = True
+        deleting = asyncio.create_task(groups.delete("g"))
+        await log.held.wait()
+        ensuring = asyncio.create_task(groups.ensure("g"))
+        log.hold = False
+        log.gate.set()
+        assert await deleting == ErrorCode.NONE
+        await ensuring
+        assert "g" in groups.groups and groups.records.written["g"] == made
+        assert log.records[-4:] == [*((k, None) for k in sorted(made, key=record_type, reverse=True)),
+                                    *sorted(made.items(), key=lambda kv: record_type(kv[0]))]
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_write_landing_after_its_groups_unload_does_not_bring_its_records_back():
+    async def run():
+        log = _GatedLog()
+        groups = _groups(log)
+        log.hold = True
+        joining = asyncio.create_task(_beat(groups, "m1", 0))
+        await log.held.wait()
+        groups.unload(lambda group_id: group_id == "g")
+        log.gate.set()
+        await joining
+        assert "g" not in groups.records.written and "g" not in groups.groups
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_loaded_members_are_timed_by_the_groups_own_session_timeout():
+    async def run():
+        log = Log()
+        groups = _groups(log)
+        await _beat(groups, "m1", 0)
+        groups.stop()
+        restarted = _groups(log)
+        for key, value in log.records:
+            restarted.replay(key, value)
+        asked = asyncio.Event()
+
+        async def group_session_ms(group_id: str) -> int:
+            asked.set()
+            return 2_000 if group_id == "g" else 45_000
+
+        restarted.loaded(45_000, taken=lambda g: False, group_session_ms=group_session_ms)
+        member = restarted.groups["g"].members["m1"]
+        await asked.wait()
+        for _ in range(3):  # the re-arm right after the read
+            await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        assert member.session_timer is not None and member.session_timer.when() - loop.time() <= 2.0
+        restarted.stop()
+    asyncio.run(run())
