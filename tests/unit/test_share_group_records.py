@@ -274,3 +274,34 @@ def test_loaded_members_are_timed_by_the_groups_own_session_timeout():
         assert member.session_timer is not None and member.session_timer.when() - loop.time() <= 2.0
         restarted.stop()
     asyncio.run(run())
+
+
+def test_an_expiry_whose_write_fails_keeps_the_member_and_is_tried_again():
+    async def run():
+        attempts: list[bool] = []
+        tried = asyncio.Event()
+
+        class _Counting(Log):
+            async def append(self, group_id, entries):
+                attempts.append(self.fail is None)
+                tried.set()
+                return await super().append(group_id, entries)
+
+        log = _Counting()
+        groups = _groups(log)
+        gone = asyncio.Event()
+        groups.member_left.append(lambda group_id, member_id: gone.set())
+        await groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, ["a"], "c", "/h"), MemberTimeouts(20, 5000))
+        tried.clear()
+        log.fail = ErrorCode.NOT_ENOUGH_REPLICAS
+        await tried.wait()  # the expiry's write, refused
+        for _ in range(3):
+            await asyncio.sleep(0)
+        member = groups.groups["g"].members["m1"]
+        assert member.session_timer is not None and not gone.is_set()  # kept, its session running again
+        log.fail = None
+        await gone.wait()
+        assert "m1" not in groups.groups["g"].members and attempts[-1] is True
+        assert _types(log.records[-4:]) == [(14, True), (13, True), (10, True), (11, False)]
+        groups.stop()
+    asyncio.run(run())
