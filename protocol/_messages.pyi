@@ -817,7 +817,7 @@ class ConsumerGroupMemberMetadataValue(ApiMessage):
     server_assignor: str | None
     """The server-side assignor it asked for, or null."""
     classic_member_metadata: ClassicMemberMetadata | None
-    """Set for a member that speaks the classic protocol (not written by Ebb)."""
+    """Set for a member that speaks the classic protocol (JoinGroup/SyncGroup) in a consumer group."""
     def __init__(
         self,
         *,

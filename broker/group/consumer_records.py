@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from broker.group.consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
 from broker.group.record_log import (
     Records,
     assignment_of,
@@ -57,6 +57,9 @@ _KEYS = {GROUP_METADATA: ConsumerGroupMetadataKey, MEMBER_METADATA: ConsumerGrou
 _STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
 _STATES = {code: state for state, code in _STATE_CODES.items()}
 
+_Classic = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+
+
 def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
     return key_bytes(kind, _KEYS[kind], group_id, member_id)
 
@@ -84,7 +87,10 @@ def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
             ConsumerGroupMemberMetadataValue, ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=None if m.classic is None else _Classic(
+                session_timeout_ms=m.classic.session_timeout_ms, supported_protocols=[
+                    _Classic.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])))
         found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = value_bytes(
             ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
@@ -145,6 +151,9 @@ def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, in
                 member.client_id, member.client_host = meta.client_id, meta.client_host
                 member.subscribed, member.regex = list(meta.subscribed_topic_names), meta.subscribed_topic_regex
                 member.rebalance_timeout_ms, member.server_assignor = meta.rebalance_timeout_ms, meta.server_assignor
+                if (classic := meta.classic_member_metadata) is not None:
+                    member.classic = ClassicMeta(classic.session_timeout_ms, [
+                        (p.name, bytes(p.metadata)) for p in classic.supported_protocols])
             else:
                 current = ConsumerGroupCurrentMemberAssignmentValue[0].decode(body)
                 member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch

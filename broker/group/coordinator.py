@@ -10,6 +10,7 @@ use. It builds the parts and wires them; each part holds only what it uses, neve
     share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment,
                                 their records (share_records.py)
     consumer_groups.ConsumerGroups  KIP-848 consumer groups: ConsumerGroupHeartbeat, members, reconciliation
+    consumer_classic.ClassicMembers classic members inside consumer groups (online migration, both ways)
 
 Listing, describing and deleting groups (of both types: one group id has one type) are answered here. A
 broker stopping answers every parked JoinGroup and SyncGroup with NOT_COORDINATOR and refuses new group
@@ -24,9 +25,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.group import share_records
+from broker.group.consumer_classic import ClassicMembers
 from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
 from broker.group.consumer_group import ConsumerGroup
 from broker.group.consumer_groups import ClassicIds, ConsumerGroups, TopicsNow
+from broker.group.consumer_migration import Migration
 from broker.group.group import GROUP_TYPE, Group, GroupError, GroupState
 from broker.group.offsets import CommitListener, MinCommittedOffset, OffsetManager, OffsetSettings
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
@@ -77,7 +80,7 @@ class GroupCoordinator:
                                  unloaded=lambda group: sessions.cancel_all(group))
         sessions = SessionTimers(registry, expired=lambda group, member: phases.member_expired(group, member))
         phases = RebalancePhases(config.group_initial_rebalance_delay_ms, sessions, store.store_group, spawner.spawn)
-        self.registry, self.sessions = registry, sessions
+        self.registry, self.sessions, self._phases = registry, sessions, phases
         self.rebalance = rebalance = RebalanceProtocol(
             GroupLimits(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
                         config.group_max_size),
@@ -99,9 +102,10 @@ class GroupCoordinator:
         self.consumer = ConsumerGroups(
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
             ClassicIds(exists=registry.groups.__contains__, empty=classic_empty,
-                       adopt=self._drop_classic),
+                       adopt=self._drop_classic, group=registry.groups.get, install=self._install_classic),
             is_share=lambda group_id: self.kind_of(group_id) == SHARE_TYPE, append=store.append,
-            spawn=spawner.spawn)
+            spawn=spawner.spawn, migration=Migration(config.group_consumer_migration_policy, config.group_max_size))
+        self.classic_members = ClassicMembers(self.consumer)
         consumers = self.consumer.groups
         # Loaded consumer group members get the broker's session timeout; their next heartbeat applies the
         # group's own. Loaded share group members get the group's own once read (the broker's until then).
@@ -200,28 +204,54 @@ class GroupCoordinator:
 
     # --- the group requests ------------------------------------------------------------------------
 
+    # A classic request for a consumer group with members is served inside it (consumer_classic.py), once
+    # the checks every classic request gets first (coordinator active, group id, served here) pass.
+
+    def _in_consumer_group(self, group_id: str) -> bool:
+        return bool(group_id) and self.registry.not_served(group_id) is None and self.classic_members.serves(group_id)
+
     async def join_group(self, request: JoinRequest) -> JoinResult:
+        if self._in_consumer_group(request.group_id) and self.rebalance.join_refusal(request) is None:
+            return await self.classic_members.join(request)
         return await self.rebalance.join_group(request)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: list[tuple[str, bytes]]) -> SyncResult:
+        if self._in_consumer_group(group_id):
+            return self.classic_members.sync(group_id, generation_id, member_id, group_instance_id, protocol_type,
+                                             protocol_name)
         return await self.rebalance.sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
                                                protocol_name, assignments)
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        if self._in_consumer_group(group_id):
+            return self.classic_members.heartbeat(group_id, generation_id, member_id, group_instance_id)
         return self.rebalance.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+    async def leave_group(self, group_id: str,
+                          leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """(request-level error, one error per leaving member)."""
+        if self._in_consumer_group(group_id):
+            return await self.classic_members.leave(group_id, leaving)
         return self.rebalance.leave_group(group_id, leaving)
 
     # --- listing, describing, deleting -------------------------------------------------------------
 
     def _drop_classic(self, group_id: str) -> None:
         group = self.registry.groups.pop(group_id, None)
-        if group is not None:  # its pending members' timers go with it
+        if group is not None:  # its pending members' timers go with it; parked members rejoin
+            answer_parked(group, ErrorCode.REBALANCE_IN_PROGRESS)
             self.sessions.cancel_all(group)
+
+    def _install_classic(self, group: Group, rebalance: bool) -> None:
+        """A consumer group turned classic (its last KIP-848 member left or was replaced): its members'
+        sessions run, and it rebalances if asked, as Kafka's convertToClassicGroup does."""
+        self.registry.groups[group.group_id] = group
+        for member in group.members.values():
+            self.sessions.schedule_heartbeat(group, member, member.session_timeout_ms)
+        if rebalance:
+            self._phases.prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
 
     def _drop_empty_consumer(self, group_id: str) -> bool:
         if group_id not in self.consumer.groups or self.consumer.delete(group_id) != ErrorCode.NONE:

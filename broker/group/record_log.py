@@ -99,9 +99,22 @@ class GroupRecordLog:
         # The groups with a write in flight; an unload drops them, so that a write landing after it does not
         # bring back the map of a group now led elsewhere.
         self._in_flight: dict[str, object] = {}
+        # Records of another kind a group's type change adds to its next write, before and after its
+        # own (a consumer group's upgrade: the classic group's tombstone; its downgrade: the classic
+        # group's record after the tombstones), so that the change is one batch, as Kafka writes it.
+        self._before: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        self._after: dict[str, list[tuple[bytes, bytes | None]]] = {}
 
     def changed_whole(self, group_id: str) -> None:
         self._whole.add(group_id)
+
+    def type_changed(self, group_id: str, *, before: list[tuple[bytes, bytes | None]] | None = None,
+                     after: list[tuple[bytes, bytes | None]] | None = None) -> None:
+        self._whole.add(group_id)
+        if before:
+            self._before[group_id] = before
+        if after:
+            self._after[group_id] = after
 
     async def persist(self, group_id: str, member_id: str | None = None) -> None:
         """Write what changed in the group since its last write (tombstones for a group gone). With
@@ -113,14 +126,17 @@ class GroupRecordLog:
             self._whole.discard(group_id)
             now = self._now(group_id, None if whole else member_id)
             entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
-            if not entries:
+            before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
+            if not (entries or before or after):
                 return
             token = self._in_flight[group_id] = object()
             try:
-                await self._append(group_id, entries)
+                await self._append(group_id, [*before, *entries, *after])
             except GroupError:
                 if whole:
                     self._whole.add(group_id)
+                if before or after:  # written with the group's next write
+                    self.type_changed(group_id, before=before, after=after)
                 raise
             finally:
                 unloaded = self._in_flight.get(group_id) is not token
@@ -161,8 +177,7 @@ class GroupRecordLog:
                 del self.written[group_id]
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
-        for group_id in [g for g in self.written if doomed(g)]:
-            del self.written[group_id]
-        for group_id in [g for g in self._in_flight if doomed(g)]:
-            del self._in_flight[group_id]
+        for kept in (self.written, self._before, self._after, self._in_flight):
+            for group_id in [g for g in kept if doomed(g)]:
+                del kept[group_id]
         self._whole = {g for g in self._whole if not doomed(g)}

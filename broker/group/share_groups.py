@@ -33,7 +33,7 @@ from broker.aio import KeyedLocks
 from broker.cluster.store import StoreError
 from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records, share_records
-from broker.group.group import GroupError
+from broker.group.group import GroupError, check_storable_member_id
 from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
@@ -383,6 +383,7 @@ def _check_request(request: ShareHeartbeat) -> None:
                         (request.rack_id, "RackId")):
         if value is not None and not value.strip():
             raise GroupError(ErrorCode.INVALID_REQUEST, f"{what} can't be empty.")
+    check_storable_member_id(request.member_id)
     if request.member_epoch == 0:
         if not request.subscribed:
             raise GroupError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")

@@ -106,8 +106,13 @@ def test_preferred_election_after_a_brokers_return_moves_leadership_back(cluster
     cluster[preferred].start()
     wait_for(lambda: in_sync(cluster[preferred], topic, 0), what="the preferred replica back in the ISR")
     assert not leads(cluster, topic, preferred)  # nothing moves it back by itself (no auto rebalance)
-    assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.NONE
-    wait_for(lambda: leads(cluster, topic, preferred), what="every broker naming the preferred replica leader")
+    interim = partition_state(asked, topic).leader_id
+    with WireClient(cluster[interim].port) as consumer:  # a v10 consumer's resolve, kept on its connection
+        for _ in range(2):
+            assert fetch(consumer, topic, 0, 0, version=10).error_code == E.NONE
+        assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.NONE
+        wait_for(lambda: leads(cluster, topic, preferred), what="every broker naming the preferred replica leader")
+        assert fetch(consumer, topic, 0, 0, version=10).error_code == E.NOT_LEADER_OR_FOLLOWER
     wait_for(lambda: imbalance(cluster) == 0, what="no partition led elsewhere")
     assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.ELECTION_NOT_NEEDED
     assert elect(not_the_controller(cluster), ElectionType.UNCLEAN, topic) == E.ELECTION_NOT_NEEDED

@@ -220,6 +220,26 @@ def test_a_quiet_fetch_session_partition_is_authorized_again_each_time(broker):
         assert topic.partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
+def test_a_removed_read_acl_reaches_a_connections_kept_fetch_resolve(broker):
+    """A consumer without a session has its resolve, READ included, kept on its connection
+    (broker/handlers/fetch_resolve.py): removing the ACL reaches its next Fetch."""
+    from tests.broker.data_wire import fetch
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "kept").error_code == ErrorCode.NONE
+        assert produce(client, "kept", 0, batch([b"k"])).error_code == ErrorCode.NONE
+    create(broker, acl("bob", "kept", AclOperation.READ))
+    with as_user(broker, "bob") as client:
+        for _ in range(2):  # the second is served from what the first kept
+            assert fetch(client, "kept", 0, 0).error_code == ErrorCode.NONE
+        admin = admin_client(broker)
+        for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "kept", ResourcePatternType.LITERAL,
+                                                          "User:bob", None, AclOperation.READ,
+                                                          AclPermissionType.ALLOW)]).values():
+            assert len(future.result(timeout=10)) == 1
+        assert fetch(client, "kept", 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(broker):
     from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 

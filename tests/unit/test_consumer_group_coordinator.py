@@ -49,7 +49,7 @@ async def test_empty_groups_change_protocol_whatever_the_migration_policy(broker
         protocol_type="consumer", protocols=[("range", b"")], client_id="unit", client_host="/127.0.0.1",
         version=3))
     assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
-    groups.leave_group("g", [(joined.member_id, None)])
+    await groups.leave_group("g", [(joined.member_id, None)])
 
 
 async def test_heartbeats_read_group_configs_from_a_watch_not_the_store(broker):

@@ -83,3 +83,16 @@ def test_unload_forgets_the_groups_of_a_partition_and_their_timers():
         groups.stop()
 
     asyncio.run(run())
+
+
+def test_a_member_id_too_long_for_the_records_is_refused_before_the_group_changes():
+    """A share member record's key holds the member id with an int16 length; a longer id is UNKNOWN_SERVER_ERROR
+    (Kafka fails that write) and joins nothing."""
+    async def run() -> None:
+        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, other_kind=lambda g: False,
+                             append=_no_log, spawn=asyncio.get_running_loop().create_task)
+        with pytest.raises(GroupError) as refused:
+            await _beat(groups, "g", "m" * 40_000, 0, ["a"])
+        assert refused.value.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert "g" not in groups.groups or not groups.groups["g"].members
+    asyncio.run(run())
