@@ -88,12 +88,12 @@ class ShareGroups:
         self._in_flight: dict[str, bool] = {}
 
     @contextlib.asynccontextmanager
-    async def _change(self, group_id: str) -> AsyncIterator[None]:
+    async def _change(self, group_id: str, member_id: str | None = None) -> AsyncIterator[None]:
         """A change of the group and its write: undone when it fails (a GroupError), as Kafka's coordinator
         reverts to the last committed state, so that memory never runs ahead of __consumer_offsets."""
         async with self._changing.held(group_id):
             self._in_flight[group_id] = False
-            undo = self._snapshot(group_id)
+            undo = self._snapshot(group_id, member_id)
             try:
                 yield
             except GroupError:
@@ -103,25 +103,26 @@ class ShareGroups:
             finally:
                 del self._in_flight[group_id]
 
-    def _snapshot(self, group_id: str) -> Callable[[], None]:
-        """What undoes a change of the group from here (its fields and its members'; timers are kept, but for
-        members the change added)."""
+    def _snapshot(self, group_id: str, member_id: str | None) -> Callable[[], None]:
+        """What undoes a change of the group from here: its own fields and, of its members, those of
+        `member_id` (the heartbeating member: a change alters no other member's fields, so a heartbeat's
+        cost stays independent of the group's size); timers are kept, but for members the change added."""
         group = self.groups.get(group_id)
         if group is None:
             return lambda: self._drop(group_id)
         fields = {**vars(group), "members": dict(group.members), "target": dict(group.target)}
-        members = {m.member_id: {k: v for k, v in vars(m).items() if k != "session_timer"}
-                   for m in group.members.values()}
+        member = group.members.get(member_id) if member_id is not None else None
+        member_fields = {k: v for k, v in vars(member).items() if k != "session_timer"} if member else {}
 
         def undo() -> None:
             if self.groups.get(group_id) not in (group, None) or self._other_kind(group_id):
                 return  # the id was taken meanwhile: what holds it now stays
-            for member in group.members.values():
-                if member.member_id not in members and member.session_timer is not None:
-                    member.session_timer.cancel()
+            for added in [m for m_id, m in group.members.items() if m_id not in fields["members"]]:
+                if added.session_timer is not None:
+                    added.session_timer.cancel()
             vars(group).update(fields)
-            for member in group.members.values():
-                vars(member).update(members[member.member_id])
+            if member is not None:
+                vars(member).update(member_fields)
             self.groups[group_id] = group
         return undo
 
@@ -137,7 +138,7 @@ class ShareGroups:
         raised: a leaving member stays until its tombstones land, a join not written is not counted)."""
         _check_request(request)
         group_id = request.group_id
-        async with self._change(group_id):
+        async with self._change(group_id, request.member_id):
             group = self.groups.get(group_id)
             leaving = group.members.get(request.member_id) if group is not None else None
             answer = self._heartbeat(request, timeouts)

@@ -122,6 +122,11 @@ def test_a_failed_append_is_the_heartbeats_error_and_its_change_is_undone():
         assert caught.value.error_code == ErrorCode.NOT_COORDINATOR
         assert set(group.members) == {"m1"}
         assert (group.group_epoch, group.assignment_epoch, group.target, group.members["m1"].epoch) == epochs
+        with pytest.raises(GroupError):  # a subscription change not written: the member as it was
+            await groups.heartbeat(ShareHeartbeat("g", "m1", one.member_epoch, "r9", ["a", "b"], "c", "/h"), TIMEOUTS)
+        member = group.members["m1"]
+        assert (member.subscribed, member.rack_id, member.epoch) == (["a"], None, one.member_epoch)
+        assert (group.group_epoch, group.assignment_epoch, group.target) == epochs[:3]
         with pytest.raises(GroupError):
             await _beat(groups, "m1", -1)
         assert set(group.members) == {"m1"} and group.members["m1"].session_timer is not None and not released
