@@ -64,8 +64,8 @@ class ClassicMembers:
         consumer = self._consumer
         group = consumer.groups[request.group_id]
         before = GroupSnapshot.of(group)
-        written = dict(consumer.records.written.get(group.group_id, {}))
         joined: ConsumerMember | None = None
+        after: GroupSnapshot | None = None
         try:
             member = self._join(group, request)
             if isinstance(member, JoinResult):
@@ -76,13 +76,14 @@ class ClassicMembers:
                 consumer.arm_session(group, member, member.classic.session_timeout_ms)
                 member.cancel_classic_timer("join")
                 self._arm(group, member, "sync", request.rebalance_timeout_ms)
+            after = GroupSnapshot.of(group)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
             await consumer.persist(group.group_id, member.member_id)
         except GroupError as exc:
             # Not written: the join is undone (a downgrade it made was by the record log), unless another
-            # write of the group went in meanwhile: then only a member it added goes.
+            # request changed the group meanwhile (its answer stands): then only a member it added goes.
             if consumer.groups.get(group.group_id) is group:
-                if written == consumer.records.written.get(group.group_id, {}):
+                if after is None or GroupSnapshot.of(group) == after:
                     for back in before.restore(group):
                         consumer.rearm(group, back)
                     consumer.records.changed_whole(group.group_id)

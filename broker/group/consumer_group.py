@@ -205,9 +205,15 @@ _TIMERS = ("session_timer", "rebalance_timer", "classic_timers")
 _MEMBER_STATE = tuple(f.name for f in fields(ConsumerMember) if not f.name.startswith(_TIMERS))
 
 
+def _copied(value: object) -> object:
+    """A copy of a member's field that later changes cannot reach (ClassicMeta is replaced, never changed)."""
+    return copy.deepcopy(value) if isinstance(value, (dict, list, set)) else value
+
+
 @dataclass(frozen=True)
 class GroupSnapshot:
-    """A consumer group's state at one moment, to put back when the write of what changed it fails."""
+    """A consumer group's state at one moment, to put back when the write of what changed it fails; two
+    snapshots are equal when nothing changed in between."""
     epochs: tuple[int, int, str]  # group epoch, assignment epoch, assignor
     target: dict[str, Assignment]
     topics: dict[str, tuple[uuid.UUID, int]]
@@ -216,7 +222,7 @@ class GroupSnapshot:
     @classmethod
     def of(cls, group: ConsumerGroup) -> GroupSnapshot:
         return cls((group.group_epoch, group.assignment_epoch, group.assignor), copy.deepcopy(group.target),
-                   dict(group.topics), {mid: (m, {n: copy.deepcopy(getattr(m, n)) for n in _MEMBER_STATE})
+                   dict(group.topics), {mid: (m, {n: _copied(getattr(m, n)) for n in _MEMBER_STATE})
                                         for mid, m in group.members.items()})
 
     def restore(self, group: ConsumerGroup) -> list[ConsumerMember]:

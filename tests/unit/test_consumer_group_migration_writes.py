@@ -43,6 +43,13 @@ async def _replayed(tmp_path) -> tuple[dict[str, set[str]], dict[str, set[str]]]
         await again.stop()
 
 
+async def _kip848_group(groups):
+    """A consumer group of one KIP-848 member, "kip848", written: (its heartbeat's answer, the group)."""
+    first = groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
+    await groups.consumer.persist("g", "kip848")
+    return first, groups.consumer.groups["g"]
+
+
 def _fail_next_write(groups) -> None:
     """The group records' next append fails as a lost leadership does; later ones are written."""
     records = groups.consumer.records
@@ -106,9 +113,7 @@ async def test_a_failed_classic_join_write_undoes_the_join_and_a_too_large_membe
     broker = await _started(tmp_path)
     try:
         groups = broker.groups
-        first = groups.consumer.heartbeat(_heartbeat("kip848", 0), TIMEOUTS)
-        await groups.consumer.persist("g", "kip848")
-        group = groups.consumer.groups["g"]
+        first, group = await _kip848_group(groups)
         epochs = (group.group_epoch, group.assignment_epoch, {m: dict(t) for m, t in group.target.items()})
         _fail_next_write(groups)
         refused = await groups.join_group(_join_request())
@@ -234,3 +239,35 @@ async def test_a_classic_assignment_written_after_an_upgrade_does_not_undo_it(tm
     finally:
         await broker.stop()
     assert await _replayed(tmp_path) == ({"g": {leader, follower, "new"}}, {})
+
+
+async def test_a_failed_classic_join_write_keeps_what_another_member_changed_meanwhile(tmp_path):
+    """While the join's write is in flight a KIP-848 member heartbeats (and is answered): when the write
+    fails, only the member the join added goes; the other member's new epoch stands."""
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        first, group = await _kip848_group(groups)
+        records = groups.consumer.records
+        real, started, release = records._append, asyncio.Event(), asyncio.Event()
+
+        async def failing(group_id, entries):
+            records._append = real
+            started.set()
+            await release.wait()
+            raise GroupError(ErrorCode.NOT_COORDINATOR, "the write failed")
+        records._append = failing
+        join = asyncio.create_task(groups.join_group(_join_request()))
+        await started.wait()
+        revoking = groups.consumer.heartbeat(_heartbeat("kip848", first.member_epoch, owned=first.assignment),
+                                             TIMEOUTS)  # gives a partition up to the joining member
+        answer = groups.consumer.heartbeat(_heartbeat("kip848", revoking.member_epoch, owned=revoking.assignment),
+                                           TIMEOUTS)
+        assert answer.member_epoch > first.member_epoch  # it moved to the epoch the join made
+        release.set()
+        assert (await join).error == ErrorCode.NOT_COORDINATOR
+        kept = group.members["kip848"]
+        assert set(group.members) == {"kip848"} and kept.epoch == answer.member_epoch
+        assert kept.assigned == revoking.assignment
+    finally:
+        await broker.stop()
