@@ -107,6 +107,9 @@ class GroupRecordLog:
         # How to undo a group's type change not yet written: a failed write reverts it, as Kafka's
         # coordinator rolls back what a failed append would have changed.
         self._undo: dict[str, Callable[[], None]] = {}
+        # Per group: type changes reverted by a failed write, and that write's error. A request that
+        # changed the group while the write was in flight fails with it, as in Kafka (its change is gone).
+        self._reverted: dict[str, tuple[int, GroupError]] = {}
 
     def changed_whole(self, group_id: str) -> None:
         self._whole.add(group_id)
@@ -137,7 +140,10 @@ class GroupRecordLog:
         `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
         compared, unless the group changed as a whole since (membership, target): a heartbeat costs the
         same whatever the group's size."""
+        reverted = self._reverted.get(group_id)
         async with self._writing.held(group_id):
+            if (now_reverted := self._reverted.get(group_id)) is not reverted and now_reverted is not None:
+                raise now_reverted[1]
             whole = member_id is None or group_id in self._whole or group_id not in self.written
             self._whole.discard(group_id)
             now = self._now(group_id, None if whole else member_id)
@@ -149,12 +155,13 @@ class GroupRecordLog:
             token = self._in_flight[group_id] = object()
             try:
                 await self._append(group_id, [*before, *entries, *after])
-            except GroupError:
+            except GroupError as exc:
                 if whole:
                     self._whole.add(group_id)
                 if undo is not None and self._undo.get(group_id) is None:  # no newer type change since
                     self._undo[group_id] = undo
                     self.undo_type_change(group_id)
+                    self._reverted[group_id] = (self._reverted.get(group_id, (0, exc))[0] + 1, exc)
                 raise
             finally:
                 unloaded = self._in_flight.get(group_id) is not token
@@ -195,7 +202,7 @@ class GroupRecordLog:
                 del self.written[group_id]
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
-        for kept in (self.written, self._before, self._after, self._in_flight, self._undo):
+        for kept in (self.written, self._before, self._after, self._in_flight, self._undo, self._reverted):
             for group_id in [g for g in kept if doomed(g)]:
                 del kept[group_id]
         self._whole = {g for g in self._whole if not doomed(g)}

@@ -50,6 +50,20 @@ async def _kip848_group(groups):
     return first, groups.consumer.groups["g"]
 
 
+def _fail_next_write_when(groups, release: asyncio.Event) -> asyncio.Event:
+    """The group records' next append fails once `release` is set; the event returned is set as it starts."""
+    records = groups.consumer.records
+    real, started = records._append, asyncio.Event()
+
+    async def failing(group_id, entries):
+        records._append = real
+        started.set()
+        await release.wait()
+        raise GroupError(ErrorCode.NOT_COORDINATOR, "the write failed")
+    records._append = failing
+    return started
+
+
 def _fail_next_write(groups) -> None:
     """The group records' next append fails as a lost leadership does; later ones are written."""
     records = groups.consumer.records
@@ -248,15 +262,8 @@ async def test_a_failed_classic_join_write_keeps_what_another_member_changed_mea
     try:
         groups = broker.groups
         first, group = await _kip848_group(groups)
-        records = groups.consumer.records
-        real, started, release = records._append, asyncio.Event(), asyncio.Event()
-
-        async def failing(group_id, entries):
-            records._append = real
-            started.set()
-            await release.wait()
-            raise GroupError(ErrorCode.NOT_COORDINATOR, "the write failed")
-        records._append = failing
+        release = asyncio.Event()
+        started = _fail_next_write_when(groups, release)
         join = asyncio.create_task(groups.join_group(_join_request()))
         await started.wait()
         revoking = groups.consumer.heartbeat(_heartbeat("kip848", first.member_epoch, owned=first.assignment),
@@ -271,3 +278,26 @@ async def test_a_failed_classic_join_write_keeps_what_another_member_changed_mea
         assert kept.assigned == revoking.assignment
     finally:
         await broker.stop()
+
+
+async def test_a_heartbeat_answered_while_an_upgrade_write_fails_fails_with_it(tmp_path):
+    """Kafka fails every write after a failed one (its state goes back to the last written): a member that
+    joined the upgraded group while the upgrade's write was in flight is told the error, not welcomed."""
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        leader, follower, generation = await _classic_group(groups)
+        release = asyncio.Event()
+        started = _fail_next_write_when(groups, release)
+        groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+        upgrade = asyncio.create_task(groups.consumer.persist("g", "new"))
+        await started.wait()
+        groups.consumer.heartbeat(_heartbeat("other", 0), TIMEOUTS)
+        other = asyncio.create_task(groups.consumer.persist("g", "other"))
+        release.set()
+        results = await asyncio.gather(upgrade, other, return_exceptions=True)
+        assert [r.error_code for r in results if isinstance(r, GroupError)] == [ErrorCode.NOT_COORDINATOR] * 2
+        assert "g" not in groups.consumer.groups and set(groups.groups["g"].members) == {leader, follower}
+    finally:
+        await broker.stop()
+    assert await _replayed(tmp_path) == ({}, {"g": {leader, follower}})
