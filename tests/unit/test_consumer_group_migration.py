@@ -76,6 +76,18 @@ async def _classic_group(groups) -> tuple[str, str, int]:
     return leader.member_id, follower.member_id, leader.generation_id
 
 
+def _expiry_seen(groups) -> asyncio.Event:
+    """Set once a member timer armed from now on has fired (the coordinator's expire has run)."""
+    fired = asyncio.Event()
+    expire = groups.consumer.expire
+
+    def expiring(*args) -> None:
+        expire(*args)
+        fired.set()
+    groups.consumer.expire = expiring
+    return fired
+
+
 async def _catch_up(groups, member_id: str, epoch: int) -> tuple[int, dict[str, set[int]]]:
     """A classic member rejoins and syncs until its heartbeat is quiet: (its epoch, what it holds)."""
     for _ in range(4):
@@ -228,14 +240,7 @@ async def test_classic_members_that_do_not_rejoin_are_fenced(broker):
     group.members[leader].rebalance_timeout_ms = 20  # the join timeout, short for the test
     assert groups.heartbeat("g", generation, leader, None) == ErrorCode.REBALANCE_IN_PROGRESS
     assert set(group.members[leader].classic_timers) == {"join"}
-    fired = asyncio.Event()
-    expire = groups.consumer.expire
-
-    def expiring(*args) -> None:
-        expire(*args)
-        fired.set()
-    groups.consumer.expire = expiring
-    await asyncio.wait_for(fired.wait(), 10)
+    await asyncio.wait_for(_expiry_seen(groups).wait(), 10)
     assert leader not in group.members and follower in group.members
     groups.consumer.heartbeat(_heartbeat("new", -1), TIMEOUTS)
     assert set(groups.groups["g"].members) == {follower}

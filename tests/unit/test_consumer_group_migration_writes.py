@@ -16,7 +16,13 @@ from broker.group import consumer_protocol as cp
 from broker.group.consumer_groups import ConsumerHeartbeat
 from broker.group.group import GroupError
 from protocol.errors import ErrorCode
-from tests.unit.test_consumer_group_migration import TIMEOUTS, _classic_group, _heartbeat, _join_request
+from tests.unit.test_consumer_group_migration import (
+    TIMEOUTS,
+    _classic_group,
+    _expiry_seen,
+    _heartbeat,
+    _join_request,
+)
 
 
 def _config(tmp_path, **extra: str):
@@ -301,3 +307,27 @@ async def test_a_heartbeat_answered_while_an_upgrade_write_fails_fails_with_it(t
     finally:
         await broker.stop()
     assert await _replayed(tmp_path) == ({}, {"g": {leader, follower}})
+
+
+async def test_a_timed_out_member_whose_leaving_cannot_downgrade_the_group_stays_and_is_tried_again(tmp_path):
+    """The classic member's second protocol is not the consumer protocol and the classic group would choose
+    it: the KIP-848 member's session ends, the downgrade cannot be made, and it stays (Kafka removes
+    nobody), its session armed again."""
+    broker = await _started(tmp_path)
+    try:
+        groups = broker.groups
+        _, group = await _kip848_group(groups)
+        request = _join_request(version=3)
+        request.protocols = [("roundrobin", request.protocols[0][1]), ("range", b"")]
+        other = _join_request(version=3)
+        other.protocols = [("range", other.protocols[0][1]), ("roundrobin", b"")]
+        assert {(await groups.join_group(r)).error for r in (request, other)} == {ErrorCode.NONE}
+        fired = _expiry_seen(groups)
+        member = group.members["kip848"]
+        groups.consumer.arm_session(group, member, 10)
+        await asyncio.wait_for(fired.wait(), 10)
+        assert "kip848" in group.members and "g" not in groups.groups
+        assert member.session_timer is not None and member.session_timeout_ms == 10
+        member.cancel_timers()
+    finally:
+        await broker.stop()
