@@ -3,9 +3,10 @@ does before it reads (leader, leader epoch, a follower's membership), into the a
 handler fills (broker/handlers/k01_fetch.py).
 
 A consumer without a fetch session (librdkafka never opens one) asks for the same partitions at the
-same leader epochs on every Fetch; its connection keeps what its last resolves found (`ResolvedFetch`:
-per partition the leader epoch asked and a weak reference to the Partition, so that an idle
-connection pins no dropped partition or log; at most KEPT_PARTITIONS_MAX of them), and the next
+same leader epochs on every Fetch; its connection keeps what its resolves found since the counter
+below last moved (`ResolvedFetch`: per topic as named and partition, the leader epoch asked and a weak
+reference to the Partition, so that an idle connection pins no dropped partition or log; at most
+KEPT_PARTITIONS_MAX partitions, then it starts afresh), and the next
 request reuses it when it asks for kept partitions only, at those epochs, as the same principal,
 while broker/resolve_generation.py's counter has not moved: every change the resolve read (topics,
 hosted partitions, leadership, logs going offline, ACLs) moves it. Only partitions found and allowed
