@@ -47,16 +47,22 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.group_configs import MemberTimeouts
     from broker.replica import ReplicaManager
+
+# GroupConfigs.member_timeouts: (group id, "consumer" or "share") -> the timeouts in force for the group.
+MemberTimeoutsOf = Callable[[str, str], Awaitable["MemberTimeouts"]]
 
 log = structlog.get_logger("groups")
 
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: OffsetsStore, replicas: ReplicaManager, *,
-                 in_cluster: bool, share_topic: TopicLookup, consumer_topics: TopicsNow) -> None:
+                 in_cluster: bool, share_topic: TopicLookup, consumer_topics: TopicsNow,
+                 member_timeouts: MemberTimeoutsOf) -> None:
         """`share_topic` resolves a topic a share group subscribes to: (id, partition count) or None;
-        `consumer_topics` lists every topic a consumer group may subscribe to, by name."""
+        `consumer_topics` lists every topic a consumer group may subscribe to, by name; `member_timeouts`
+        reads a group's own session timeout and heartbeat interval (GroupConfigs.member_timeouts)."""
         self.store = store
         self._replicas = replicas
         self._in_cluster = in_cluster
@@ -84,7 +90,7 @@ class GroupCoordinator:
                            config.offsets_retention_check_interval_ms),
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
         self.share = ShareGroups(config.group_share_max_size, share_topic,
-                                 is_classic=lambda group_id: group_id in registry.groups,
+                                 other_kind=lambda group_id: self.kind_of(group_id) not in (None, SHARE_TYPE),
                                  append=store.append, spawn=spawner.spawn)
 
         def classic_empty(group_id: str) -> bool:
@@ -97,13 +103,17 @@ class GroupCoordinator:
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
             ClassicIds(exists=registry.groups.__contains__, empty=classic_empty,
                        adopt=self._drop_classic, group=registry.groups.get, install=self._install_classic),
-            is_share=self.share.groups.__contains__, append=store.append, spawn=spawner.spawn,
-            migration=Migration(config.group_consumer_migration_policy, config.group_max_size))
+            is_share=lambda group_id: self.kind_of(group_id) == SHARE_TYPE, append=store.append,
+            spawn=spawner.spawn, migration=Migration(config.group_consumer_migration_policy, config.group_max_size))
         self.classic_members = ClassicMembers(self.consumer)
         consumers = self.consumer.groups
-        # Loaded members get the broker's session timeout; their next heartbeat applies the group's own.
+        # Loaded consumer group members get the broker's session timeout; their next heartbeat applies the
+        # group's own. Loaded share group members get the group's own once read (the broker's until then).
         session_ms = int(config.group_config_properties["group.consumer.session.timeout.ms"])
         share_session_ms = int(config.group_config_properties["group.share.session.timeout.ms"])
+
+        async def share_group_session_ms(group_id: str) -> int:
+            return (await member_timeouts(group_id, SHARE_TYPE)).session_timeout_ms
 
         def consumer_yields(group_id: str) -> bool:
             """A JoinGroup for an empty consumer group's id: the group turns classic, whatever the policy."""
@@ -114,8 +124,8 @@ class GroupCoordinator:
             self.consumer.persist_later(group_id)  # its records' tombstones
             return True
 
-        registry.share_ids = lambda group_id: group_id in self.share.groups or (
-            group_id in consumers and not consumer_yields(group_id))
+        registry.share_ids = lambda group_id: self.kind_of(group_id) == SHARE_TYPE or (
+            self.kind_of(group_id) == CONSUMER_TYPE and not consumer_yields(group_id))
         registry.share_unload = self._unload_other_types
         registry.consumer_check = self._consumer_check
         registry.consumer_ids = lambda: list(consumers)
@@ -125,11 +135,21 @@ class GroupCoordinator:
         def loaded() -> None:
             self.consumer.loaded(session_ms)
             self.share.loaded(share_session_ms, taken=lambda group_id: group_id in consumers or (
-                group_id in registry.groups and not classic_empty(group_id)))
+                group_id in registry.groups and not classic_empty(group_id)), group_session_ms=share_group_session_ms)
 
         registry.consumer_loaded = loaded
         registry.consumer_topics = lambda group_id: (
             self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
+
+    def kind_of(self, group_id: str) -> str | None:
+        """The one place the group kinds meet (one id has one type, as in Kafka): which kind holds the id,
+        classic, consumer or share, or None. Each kind refuses an id another holds by asking this."""
+        if group_id in self.share.groups:
+            return SHARE_TYPE
+        if group_id in self.consumer.groups:
+            return CONSUMER_TYPE
+        group = self.registry.groups.get(group_id)
+        return GROUP_TYPE if group is not None and not group.is_in(GroupState.DEAD) else None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -286,18 +306,11 @@ class GroupCoordinator:
             if (refused := self.registry.not_served(group_id)) is not None:
                 results[group_id] = refused
                 continue
-            if group_id in self.share.groups:
-                results[group_id] = self.share.delete(group_id)
-                if results[group_id] == ErrorCode.NONE:
-                    results[group_id] = await _written(self.share.persist(group_id))  # its records' tombstones
+            if group_id in self.share.groups:  # gone once its records' tombstones are written
+                results[group_id] = await self.share.delete(group_id)
                 continue
             if group_id in self.consumer.groups:
-                results[group_id] = self.consumer.delete(group_id)
-                if results[group_id] == ErrorCode.NONE:
-                    results[group_id] = await _written(self.consumer.persist(group_id))  # its records' tombstones
-                if results[group_id] == ErrorCode.NONE:
-                    results[group_id] = await _written(
-                        self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True))
+                results[group_id] = await self._delete_consumer_group(group_id)
                 continue
             group = self.registry.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
@@ -308,6 +321,22 @@ class GroupCoordinator:
                 continue
             results[group_id] = await self._delete_group(group)
         return results
+
+    async def _delete_consumer_group(self, group_id: str) -> ErrorCode:
+        """An Empty consumer group's records and offsets tombstoned; a failed write puts the group back, as
+        the log still holds it (unless another group took the id meanwhile)."""
+        group = self.consumer.groups[group_id]
+        error = self.consumer.delete(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        error = await _written(self.consumer.persist(group_id))
+        if error == ErrorCode.NONE:
+            offsets = self.store.group_offsets(group_id)
+            error = await _written(self.store.delete(group_id, offsets, group_tombstone=True))
+        if error != ErrorCode.NONE and self.kind_of(group_id) is None:
+            group.dead = False
+            self.consumer.groups[group_id] = group
+        return error
 
     async def _delete_group(self, group: Group) -> ErrorCode:
         groups = self.registry.groups
@@ -342,8 +371,7 @@ class GroupCoordinator:
 
 
 async def _written(persisting: Awaitable[object]) -> ErrorCode:
-    """A deleted group's tombstones written, or the coordinator's error (the group is gone from memory;
-    its records, left in the log, bring it back at the next load: the client is told to try again)."""
+    """A deleted group's tombstones written, or the coordinator's error (the client is told to try again)."""
     try:
         await persisting
     except GroupError as exc:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
+from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
 from broker.group.group import GroupError
 from protocol.errors import ErrorCode, ProtocolError
@@ -92,6 +93,12 @@ class GroupRecordLog:
         # target was recomputed).
         self.written: dict[str, Records] = {}
         self._whole: set[str] = set()
+        # One write of a group at a time: each diff is taken against what the one before it wrote (a group
+        # re-created while its tombstones are in flight is written whole after them, equal bytes or not).
+        self._writing = KeyedLocks()
+        # The groups with a write in flight; an unload drops them, so that a write landing after it does not
+        # bring back the map of a group now led elsewhere.
+        self._in_flight: dict[str, object] = {}
         # Records of another kind a group's type change adds to its next write, before and after its
         # own (a consumer group's upgrade: the classic group's tombstone; its downgrade: the classic
         # group's record after the tombstones), so that the change is one batch, as Kafka writes it.
@@ -114,29 +121,37 @@ class GroupRecordLog:
         `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
         compared, unless the group changed as a whole since (membership, target): a heartbeat costs the
         same whatever the group's size."""
-        whole = member_id is None or group_id in self._whole or group_id not in self.written
-        self._whole.discard(group_id)
-        now = self._now(group_id, None if whole else member_id)
-        entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
-        before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
-        if not (entries or before or after):
-            return
-        try:
-            await self._append(group_id, [*before, *entries, *after])
-        except GroupError:
-            if whole:
-                self._whole.add(group_id)
-            if before or after:  # written with the group's next write
-                self.type_changed(group_id, before=before, after=after)
-            raise
-        written = self.written.setdefault(group_id, {})
-        for key, value in entries:
-            if value is None:
-                written.pop(key, None)
-            else:
-                written[key] = value
-        if not written:
-            del self.written[group_id]
+        async with self._writing.held(group_id):
+            whole = member_id is None or group_id in self._whole or group_id not in self.written
+            self._whole.discard(group_id)
+            now = self._now(group_id, None if whole else member_id)
+            entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
+            before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
+            if not (entries or before or after):
+                return
+            token = self._in_flight[group_id] = object()
+            try:
+                await self._append(group_id, [*before, *entries, *after])
+            except GroupError:
+                if whole:
+                    self._whole.add(group_id)
+                if before or after:  # written with the group's next write
+                    self.type_changed(group_id, before=before, after=after)
+                raise
+            finally:
+                unloaded = self._in_flight.get(group_id) is not token
+                if not unloaded:
+                    del self._in_flight[group_id]
+            if unloaded:
+                return
+            written = self.written.setdefault(group_id, {})
+            for key, value in entries:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+            if not written:
+                del self.written[group_id]
 
     def persist_later(self, group_id: str) -> None:
         self._spawn(self._persist_logged(group_id))
@@ -162,7 +177,7 @@ class GroupRecordLog:
                 del self.written[group_id]
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
-        for kept in (self.written, self._before, self._after):
+        for kept in (self.written, self._before, self._after, self._in_flight):
             for group_id in [g for g in kept if doomed(g)]:
                 del kept[group_id]
         self._whole = {g for g in self._whole if not doomed(g)}

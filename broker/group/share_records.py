@@ -73,7 +73,8 @@ def group_records(group: ShareGroup, only: str | None = None) -> Records:
             epoch=group.group_epoch, metadata_hash=topics_hash(group.topics))),
         _key(TARGET_METADATA, gid): value_bytes(ShareGroupTargetAssignmentMetadataValue,
                                            ShareGroupTargetAssignmentMetadataValue(
-                                               assignment_epoch=group.assignment_epoch)),
+                                               assignment_epoch=group.assignment_epoch,
+                                               assignment_timestamp=group.assignment_ms)),
     }
     for member_id, target in targets.items():
         found[_key(TARGET_MEMBER, gid, member_id)] = value_bytes(
@@ -110,7 +111,8 @@ def group_from_records(group_id: str, found: Records) -> tuple[ShareGroup, int] 
             metadata = ShareGroupMetadataValue[0].decode(body)
             group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
         elif kind == TARGET_METADATA:
-            group.assignment_epoch = ShareGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
+            target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
+            group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp
         elif kind == TARGET_MEMBER:
             member_id = ShareGroupTargetAssignmentMemberKey[0].decode(memoryview(key)[2:]).member_id
             value = ShareGroupTargetAssignmentMemberValue[0].decode(body)

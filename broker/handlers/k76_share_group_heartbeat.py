@@ -6,7 +6,7 @@ heartbeat interval (the group's share.heartbeat.interval.ms, else the broker's
 group.share.heartbeat.interval.ms) and, when the member just joined or its partitions changed, its
 assignment by topic id. A member silent for the group's share.session.timeout.ms is removed. The rules
 are broker/group/share_groups.py's; the group's changed records are appended to __consumer_offsets
-before the answer (a failed append answers the coordinator's error instead). Needs READ on the group
+before the answer (a failed append answers the coordinator's error instead, the change undone). Needs READ on the group
 (GROUP_AUTHORIZATION_FAILED); with an authorizer, subscribing to a topic one may not DESCRIBE is
 TOPIC_AUTHORIZATION_FAILED, as Kafka checks it.
 
@@ -58,11 +58,9 @@ async def share_group_heartbeat(broker: BrokerContext, request: Request[ShareGro
     except StoreError:
         return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's configs cannot be read now.")
     try:
-        answer = groups.share.heartbeat(ShareHeartbeat(
+        answer = await groups.share.heartbeat(ShareHeartbeat(
             body.group_id, body.member_id, body.member_epoch, body.rack_id, body.subscribed_topic_names,
             request.header.client_id or "", "/" + connection.client_host), timeouts)
-        # The change is in __consumer_offsets before the member hears of it, as in Kafka.
-        await groups.share.persist(body.group_id, answer.member_id)
     except GroupError as exc:
         return _refused(exc.error_code, exc.message)
     assignment = None if answer.assignment is None else _Assignment(topic_partitions=[

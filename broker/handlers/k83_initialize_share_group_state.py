@@ -42,4 +42,5 @@ async def initialize_share_group_state(broker: BrokerContext, request: Request[I
         return _partition(asked, await broker.share_coordinator.initialize(key, asked.state_epoch, asked.start_offset))
 
     return InitializeShareGroupStateResponse(results=await answer_each(
-        broker, connection, request.body, _Result, answer, _partition, empty_topics_checked=False))
+        broker, connection, request.body, _Result, answer, _partition, empty_topics_checked=False,
+        inactive_first=True))

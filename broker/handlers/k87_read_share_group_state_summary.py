@@ -48,4 +48,5 @@ async def read_share_group_state_summary(broker: BrokerContext, request: Request
         return _partition(asked.partition, *await broker.share_coordinator.summary(key))
 
     return ReadShareGroupStateSummaryResponse(results=await answer_each(
-        broker, connection, request.body, _Result, answer, lambda asked, code: _partition(asked.partition, code)))
+        broker, connection, request.body, _Result, answer, lambda asked, code: _partition(asked.partition, code),
+        inactive_first=True))

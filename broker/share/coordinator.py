@@ -226,11 +226,11 @@ class ShareCoordinator:
         return await self._store(key, state, now)
 
     async def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
-        """ReadShareGroupStateSummary: the stored state as it is (no leader epoch fencing, nothing
-        written); None when the key has none."""
-        async with self._locks.held(key):
-            refused = self.not_served(key) or self._bad_key(key)
-            return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
+        """ReadShareGroupStateSummary: the committed state as it is (no leader epoch fencing, nothing
+        written, so no wait behind the key's write in flight: memory holds only what is in the log); None
+        when the key has none."""
+        refused = self.not_served(key) or self._bad_key(key)
+        return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
 
     async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
         """InitializeShareGroupState: a new snapshot of the key at `state_epoch` with `start_offset` (-1:

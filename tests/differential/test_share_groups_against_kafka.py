@@ -1,7 +1,8 @@
 """Share groups (KIP-932) against Kafka 4.3.1, with share groups enabled on Kafka as tests/franzgo_suite.py
 enables them: ShareGroupHeartbeat's join, heartbeat, fencing, unknown members and groups, invalid
-requests and leave; ShareGroupDescribe of a share group, a classic group's id, a missing group and an
-empty id; ListGroups' type filter and DescribeGroups and DeleteGroups of a share group."""
+requests and leave, a classic or consumer group's id (AlterShareGroupOffsets' too); ShareGroupDescribe
+of a share group, a classic group's id, a missing group and an empty id; ListGroups' type filter and
+DescribeGroups and DeleteGroups of a share group."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from protocol.messages import (
     AlterShareGroupOffsetsRequest,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
     DescribeGroupsRequest,
@@ -87,7 +89,7 @@ def test_share_group_heartbeats_and_errors(ebb_peer, kafka_peer):
     for peer in (ebb_peer, kafka_peer):
         assert create_topic(peer.client, "shared", 3).error_code == 0
         peer.wait_for_leaders("shared", 3)
-        for group in ("sg", "sg-bad", "sg-none", "cg"):  # Kafka makes __consumer_offsets on the first ask
+        for group in ("sg", "sg-bad", "sg-none", "cg", "kg"):  # Kafka makes __consumer_offsets on the first ask
             wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
                      .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
             # and has loaded its __consumer_offsets partition (COORDINATOR_LOAD_IN_PROGRESS until then)
@@ -128,6 +130,16 @@ def test_share_group_heartbeats_and_errors(ebb_peer, kafka_peer):
                                                   protocols=[_Protocol(name="range", metadata=b"")]), 9)
         _beat(peer, "share heartbeat on a classic group's id", "cg", "m", 0, ["shared"])
         peer.ask("share describe of a classic group's id", ShareGroupDescribeRequest(group_ids=["cg"]), 1)
+        joined = peer.send(ConsumerGroupHeartbeatRequest(  # a KIP-848 consumer group holds "kg"
+            group_id="kg", member_id="kg-member-0000000001", member_epoch=0, rebalance_timeout_ms=10000,
+            subscribed_topic_names=["shared"], topic_partitions=[]), 1)
+        assert joined.error_code == 0, (peer.name, joined)
+        _beat(peer, "share heartbeat on a consumer group's id", "kg", "m", 0, ["shared"])
+        alter = AlterShareGroupOffsetsRequest
+        peer.ask("alter share offsets of a consumer group's id", alter(group_id="kg", topics=[
+            alter.AlterShareGroupOffsetsRequestTopic(topic_name="shared", partitions=[
+                alter.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=1)])]), 0)
 
     allowed = {**ALLOWED, ("heartbeat, settled", "member_epoch"): SETTLING,
                ("describe", "groups[1].group_epoch"): SETTLING, ("describe", "groups[1].assignment_epoch"): SETTLING,
