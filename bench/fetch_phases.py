@@ -6,7 +6,7 @@ topic with bench/goals.py's C producer (1 KiB records) and reads it back --passe
 consumer, then prints the mean wall time per Fetch of each phase and the broker's CPU per Fetch:
 
     decode      the request frame to a FetchRequest (protocol/framing.py)
-    resolve     topics and partitions looked up, authorized, leader and epoch checked (_resolve)
+    resolve     topics and partitions looked up, authorized, leader and epoch checked (fetch_resolve.py)
     log read    the log's file ranges for each partition: index lookup and header walks (_plan)
       log.read  of which PartitionLog.read; of that, seg.find: LogSegment.translate_offset (the batch
       seg.find  holding the offset), seg.read: LogSegment.read (that and the walk to the last batch
@@ -83,7 +83,8 @@ def _instrument() -> None:
     REGISTRY[ApiKey.FETCH] = dataclasses.replace(handler, decode=_timed("decode", handler.decode),
                                                  encode=_timed("encode", handler.encode),
                                                  fn=_timed_async("handler", handler.fn))
-    k01_fetch._resolve = _timed("resolve", k01_fetch._resolve)
+    k01_fetch.resolve = _timed("resolve", k01_fetch.resolve)
+    k01_fetch.resolve_consumer = _timed("resolve", k01_fetch.resolve_consumer)
     k01_fetch._plan = _timed("log read", k01_fetch._plan)
     PartitionLog.read = _timed("log.read", PartitionLog.read)
     LogSegment.translate_offset = _timed("seg.find", LogSegment.translate_offset)

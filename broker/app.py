@@ -178,7 +178,8 @@ class Broker:
         offsets_store = OffsetsStore(OffsetsTopicSettings.of(config), self.topics, self.replicas)
         self._consumer_topics_seen: tuple[int, dict[str, tuple[uuid.UUID, int]]] = (-1, {})
         self.groups = GroupCoordinator(config, offsets_store, self.replicas, in_cluster=self.cluster is not None,
-                                       share_topic=self._share_topic, consumer_topics=self._consumer_topics)
+                                       share_topic=self._share_topic, consumer_topics=self._consumer_topics,
+                                       member_timeouts=self.group_configs.member_timeouts)
         self.services.append(self.groups)
         self.groups.share.member_left.append(self.shares.member_left)  # a leaving member's records are released
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).

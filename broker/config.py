@@ -204,7 +204,7 @@ _BROKER_DEFAULTS = {
     "group.share.max.size": "200",  # members of one share group (KIP-932)
     "group.consumer.max.size": "2147483647",  # members of one KIP-848 consumer group
     "group.consumer.assignors": "uniform,range",  # server-side assignors; the first is the default
-    "group.consumer.migration.policy": "bidirectional",  # online migration of non-empty groups (not served)
+    "group.consumer.migration.policy": "bidirectional",  # online migration of groups with members
     # The group.version a new cluster finalizes (Kafka: `kafka-storage format --feature`; 1 serves
     # KIP-848 consumer groups); in a cluster the first broker's choice is stored (broker/features.py).
     "ebb.group.version": "1",

@@ -55,8 +55,8 @@ UNIFORM_ASSIGNOR, RANGE_ASSIGNOR = "uniform", "range"
 ASSIGNORS = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
 ASSIGNOR_CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
                         "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE_ASSIGNOR}
-# group.consumer.migration.policy: which way a group with members may migrate online (Ebb does not; an
-# empty group changes protocol whatever the policy, as in Kafka).
+# group.consumer.migration.policy: which way a group with members may migrate online
+# (broker/group/consumer_migration.py); an empty group changes protocol whatever the policy, as in Kafka.
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 # The broker properties behind group configs (synonyms and bounds), Kafka 4.3.1's defaults. Ebb reads
 # them from server.properties; none is dynamic here.

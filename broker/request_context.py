@@ -11,11 +11,15 @@ always true of the request being served.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.log.file_region import FileRegion
 from broker.security.principal import ANONYMOUS
 from broker.security.sasl_session import SaslSession
 from broker.share.sessions import ShareSession
+
+if TYPE_CHECKING:
+    from broker.handlers.fetch_resolve import ResolvedFetch
 
 
 @dataclass(slots=True)
@@ -39,3 +43,6 @@ class RequestContext:
     # The share session this connection opened last (KIP-932): it ends, and what its member holds on
     # this broker is released, when the connection closes.
     share_session: ShareSession | None = None
+    # The last consumer Fetch's resolve without a session (broker/handlers/fetch_resolve.py): librdkafka
+    # asks for the same partitions on every Fetch, so the next one reuses it while nothing changed.
+    fetch_resolve: ResolvedFetch | None = None

@@ -33,6 +33,7 @@ from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import StorageError, TopicPartition
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
+from broker.resolve_generation import RESOLVE_GENERATION
 from broker.topic import (
     Topic,
     collision_key,
@@ -165,8 +166,12 @@ class TopicManager:
             return False
         return True
 
-    def _remember(self, topic: Topic) -> None:
+    def _changed(self) -> None:
         self.changes += 1
+        RESOLVE_GENERATION.bump()
+
+    def _remember(self, topic: Topic) -> None:
+        self._changed()
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
@@ -199,7 +204,7 @@ class TopicManager:
                 log.info("topic appeared", topic=name, partitions=len(fresh.replicas))
             else:
                 topic.replicas, topic.adding, topic.removing = fresh.replicas, fresh.adding, fresh.removing
-                self.changes += 1
+                self._changed()
                 for partition, state in fresh.states.items():
                     topic.states.setdefault(partition, state)
             return topic
@@ -335,7 +340,7 @@ class TopicManager:
             await self.store.put_many({PartitionStateZNode.path(name, p): PartitionStateZNode.encode(state)
                                        for p, state in new_states.items()})
             topic.replicas = grown.replicas
-            self.changes += 1
+            self._changed()
             topic.adding, topic.removing = dict(grown.adding), dict(grown.removing)
             topic.states.update(new_states)
             await self._ensure_logs(topic)
@@ -375,6 +380,7 @@ class TopicManager:
             topic = self._topics.get(name)
             if topic is not None:
                 topic.replicas[partition] = list(replicas)
+                self._changed()
                 for held, value in ((topic.adding, adding), (topic.removing, removing)):
                     held.pop(partition, None)
                     if value:
@@ -455,7 +461,7 @@ class TopicManager:
         stop serving the topic and remove its local logs."""
         async with self._locks.held(collision_key(name)):
             topic = self._topics.pop(name, None)
-            self.changes += 1
+            self._changed()
             if topic is not None:
                 self._by_id.pop(topic.topic_id, None)
             self._deleting(name)
@@ -472,7 +478,7 @@ class TopicManager:
         store. A failure part way leaves the mark: the next DeleteTopics, or the next start, goes on
         from where this one stopped."""
         topic = self._topics.pop(name, None)
-        self.changes += 1
+        self._changed()
         here = {tp for tp in [*self.logs.logs, *self.logs.offline_partitions] if tp.topic == name}
         self._deleting(name)
         if topic is not None:

@@ -817,7 +817,7 @@ class ConsumerGroupMemberMetadataValue(ApiMessage):
     server_assignor: str | None
     """The server-side assignor it asked for, or null."""
     classic_member_metadata: ClassicMemberMetadata | None
-    """Set for a member that speaks the classic protocol (not written by Ebb)."""
+    """Set for a member that speaks the classic protocol (JoinGroup/SyncGroup) in a consumer group."""
     def __init__(
         self,
         *,
@@ -2950,6 +2950,52 @@ class InitProducerIdResponse(ApiMessage):
         ongoing_txn_producer_epoch: int = ...,
     ) -> None: ...
 
+class InitializeShareGroupStateRequest(ApiRequest[InitializeShareGroupStateResponse]):
+    class InitializeStateData(Struct):
+        class PartitionData(Struct):
+            partition: int
+            """Partition index."""
+            state_epoch: int
+            """The state epoch to store."""
+            start_offset: int
+            """The start offset to store, or -1 to leave it to the leader."""
+            def __init__(self, *, partition: int = ..., state_epoch: int = ..., start_offset: int = ...) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions to initialize."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[InitializeStateData]
+    """Topics to initialize."""
+    def __init__(self, *, group_id: str = ..., topics: list[InitializeStateData] = ...) -> None: ...
+
+class InitializeShareGroupStateResponse(ApiMessage):
+    class InitializeStateResult(Struct):
+        class PartitionResult(Struct):
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[InitializeStateResult]
+    """Per topic."""
+    def __init__(self, *, results: list[InitializeStateResult] = ...) -> None: ...
+
 class JoinGroupRequest(ApiRequest[JoinGroupResponse]):
     """v1: rebalance timeout added v2-v3: layout unchanged from v1 v4: a first join with an empty member id is answered
     MEMBER_ID_REQUIRED along with an id to rejoin with v5: static-membership instance id added v6: switches to the
@@ -4100,6 +4146,62 @@ class ReadShareGroupStateResponse(ApiMessage):
     """Per topic."""
     def __init__(self, *, results: list[ReadStateResult] = ...) -> None: ...
 
+class ReadShareGroupStateSummaryRequest(ApiRequest[ReadShareGroupStateSummaryResponse]):
+    class ReadStateSummaryData(Struct):
+        class PartitionData(Struct):
+            partition: int
+            """Partition index."""
+            leader_epoch: int
+            """The asker's leader epoch (not checked)."""
+            def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionData]
+        """Partitions asked for."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionData] = ...) -> None: ...
+    group_id: str
+    """The share group."""
+    topics: list[ReadStateSummaryData]
+    """Topics asked for."""
+    def __init__(self, *, group_id: str = ..., topics: list[ReadStateSummaryData] = ...) -> None: ...
+
+class ReadShareGroupStateSummaryResponse(ApiMessage):
+    class ReadStateSummaryResult(Struct):
+        class PartitionResult(Struct):
+            partition: int
+            """Partition index."""
+            error_code: int
+            """Error, 0 for none."""
+            error_message: str | None
+            """Error text or null."""
+            state_epoch: int
+            """State epoch of the share-partition."""
+            leader_epoch: int
+            """Leader epoch last stored for it."""
+            start_offset: int
+            """Share-partition start offset; -1 when it has none."""
+            delivery_complete_count: int
+            """Offsets at or past the start offset finished with (-1: not known)."""
+            def __init__(
+                self,
+                *,
+                partition: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                state_epoch: int = ...,
+                leader_epoch: int = ...,
+                start_offset: int = ...,
+                delivery_complete_count: int = ...,
+            ) -> None: ...
+        topic_id: UUID
+        """The topic's id."""
+        partitions: list[PartitionResult]
+        """Per partition."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[PartitionResult] = ...) -> None: ...
+    results: list[ReadStateSummaryResult]
+    """Per topic."""
+    def __init__(self, *, results: list[ReadStateSummaryResult] = ...) -> None: ...
+
 class RequestHeader(ApiMessage):
     """v0: no client id; only ControlledShutdown v0 ever used it. v1: carries the client id. v2: first flexible version;
     a tagged-field section follows the fixed fields. ClientId keeps a classic int16 length prefix even in v2, so that
@@ -4460,6 +4562,41 @@ class ShareFetchResponse(ApiMessage):
         node_endpoints: list[NodeEndpoint] = ...,
     ) -> None: ...
 
+class ShareGroupCurrentMemberAssignmentKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 14: one member's
+    epochs and partitions"""
+    group_id: str
+    """The share group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ShareGroupCurrentMemberAssignmentValue(ApiMessage):
+    """the value of a record of type 14 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartitions(Struct):
+        topic_id: UUID
+        """A topic's id."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    member_epoch: int
+    """The epoch the member must heartbeat with."""
+    previous_member_epoch: int
+    """The epoch before, taken while the answer with the new one may be lost."""
+    state: int
+    """The member's state (a share member is always 0, stable)."""
+    assigned_partitions: list[TopicPartitions]
+    """The partitions it holds."""
+    def __init__(
+        self,
+        *,
+        member_epoch: int = ...,
+        previous_member_epoch: int = ...,
+        state: int = ...,
+        assigned_partitions: list[TopicPartitions] = ...,
+    ) -> None: ...
+
 class ShareGroupDescribeRequest(ApiRequest[ShareGroupDescribeResponse]):
     """v1 (Kafka 4.1) is the first version brokers serve."""
     group_ids: list[str]
@@ -4612,6 +4749,127 @@ class ShareGroupHeartbeatResponse(ApiMessage):
         heartbeat_interval_ms: int = ...,
         assignment: Assignment | None = ...,
     ) -> None: ...
+
+class ShareGroupMemberMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 10: one member's
+    subscription"""
+    group_id: str
+    """The share group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ShareGroupMemberMetadataValue(ApiMessage):
+    """the value of a record of type 10 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    rack_id: str | None
+    """The member's rack, if it gave one."""
+    client_id: str
+    """The client id it heartbeats with."""
+    client_host: str
+    """The address it heartbeats from."""
+    subscribed_topic_names: list[str]
+    """The topics it subscribes to."""
+    def __init__(
+        self,
+        *,
+        rack_id: str | None = ...,
+        client_id: str = ...,
+        client_host: str = ...,
+        subscribed_topic_names: list[str] = ...,
+    ) -> None: ...
+
+class ShareGroupMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 11: the group's
+    epoch"""
+    group_id: str
+    """The share group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ShareGroupMetadataValue(ApiMessage):
+    """the value of a record of type 11 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    epoch: int
+    """The group epoch."""
+    metadata_hash: int
+    """A hash of the subscribed topics as last seen."""
+    def __init__(self, *, epoch: int = ..., metadata_hash: int = ...) -> None: ...
+
+class ShareGroupStatePartitionMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 15: which
+    share-partitions have state"""
+    group_id: str
+    """The share group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ShareGroupStatePartitionMetadataValue(ApiMessage):
+    """the value of a record of type 15 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartitionsInfo(Struct):
+        topic_id: UUID
+        """The topic's id."""
+        topic_name: str
+        """Its name."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    class TopicInfo(Struct):
+        topic_id: UUID
+        """The topic's id."""
+        topic_name: str
+        """Its name."""
+        def __init__(self, *, topic_id: UUID = ..., topic_name: str = ...) -> None: ...
+    initializing_topics: list[TopicPartitionsInfo]
+    """Share-partitions whose state is being initialized."""
+    initialized_topics: list[TopicPartitionsInfo]
+    """Share-partitions whose state is initialized."""
+    deleting_topics: list[TopicInfo]
+    """Topics whose share-partition states are being deleted."""
+    def __init__(
+        self,
+        *,
+        initializing_topics: list[TopicPartitionsInfo] = ...,
+        initialized_topics: list[TopicPartitionsInfo] = ...,
+        deleting_topics: list[TopicInfo] = ...,
+    ) -> None: ...
+
+class ShareGroupTargetAssignmentMemberKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 13: one member's
+    target partitions"""
+    group_id: str
+    """The share group."""
+    member_id: str
+    """The member."""
+    def __init__(self, *, group_id: str = ..., member_id: str = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMemberValue(ApiMessage):
+    """the value of a record of type 13 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    class TopicPartition(Struct):
+        topic_id: UUID
+        """A topic's id."""
+        partitions: list[int]
+        """Its partitions."""
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    topic_partitions: list[TopicPartition]
+    """The partitions the target gives the member."""
+    def __init__(self, *, topic_partitions: list[TopicPartition] = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMetadataKey(ApiMessage):
+    """the key of a share group record in __consumer_offsets; on disk it follows the int16 record type 12: the target
+    assignment's epoch"""
+    group_id: str
+    """The share group."""
+    def __init__(self, *, group_id: str = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMetadataValue(ApiMessage):
+    """the value of a record of type 12 in __consumer_offsets; on disk it follows its int16 version; null is the key's
+    tombstone"""
+    assignment_epoch: int
+    """The group epoch the target assignment was computed at."""
+    assignment_timestamp: int
+    """When it was computed, in ms."""
+    def __init__(self, *, assignment_epoch: int = ..., assignment_timestamp: int = ...) -> None: ...
 
 class ShareSnapshotKey(ApiMessage):
     """the key of a snapshot record in __share_group_state; on disk it follows the int16 record type 0"""

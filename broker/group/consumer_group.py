@@ -22,7 +22,7 @@ GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-MEMBER_TYPE_CONSUMER = 1
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 # What a member holds: topic id -> partition indexes.
 Assignment = dict[uuid.UUID, set[int]]
@@ -43,6 +43,19 @@ class MemberState(StrEnum):
 
 
 @dataclass(eq=False)
+class ClassicMeta:
+    """What a member speaking the classic protocol (JoinGroup/SyncGroup) brings into a consumer group:
+    Kafka's ClassicMemberMetadata, kept in its member record."""
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]  # (name, ConsumerProtocolSubscription), the JoinGroup's order
+
+    @property
+    def protocol_name(self) -> str:
+        """The name its JoinGroup answer carried and its SyncGroup must repeat: its first protocol's."""
+        return self.protocols[0][0]
+
+
+@dataclass(eq=False)
 class ConsumerMember:
     member_id: str
     client_id: str
@@ -58,14 +71,23 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMeta | None = None  # set while the member speaks the classic protocol
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
+    # A classic member's JoinGroup timeout (told to rejoin) or SyncGroup timeout (joined, not synced).
+    classic_timer: asyncio.TimerHandle | None = None
+    classic_timer_kind: str = ""
 
     def cancel_timers(self) -> None:
-        for timer in (self.session_timer, self.rebalance_timer):
+        for timer in (self.session_timer, self.rebalance_timer, self.classic_timer):
             if timer is not None:
                 timer.cancel()
-        self.session_timer = self.rebalance_timer = None
+        self.session_timer = self.rebalance_timer = self.classic_timer = None
+
+    def cancel_classic_timer(self) -> None:
+        if self.classic_timer is not None:
+            self.classic_timer.cancel()
+            self.classic_timer = None
 
 
 @dataclass(eq=False)
@@ -91,6 +113,21 @@ class ConsumerGroup:
         if any(m.epoch != self.assignment_epoch or m.state != MemberState.STABLE for m in self.members.values()):
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def classic_only_without(self, leaving: set[str]) -> bool:
+        """Whether members remain once `leaving` (member ids) are gone, and all of them speak the classic
+        protocol (Kafka's allMembersUseClassicProtocolExcept, and not empty): the group may turn classic."""
+        rest = [m for m in self.members.values() if m.member_id not in leaving]
+        return bool(rest) and all(m.classic is not None for m in rest)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still held by another member."""
+        for topic_id, parts in self.target.get(member.member_id, {}).items():
+            for p in parts - member.assigned.get(topic_id, set()):
+                holder = self.owner(topic_id, p)
+                if holder is not None and holder is not member:
+                    return True
+        return False
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
@@ -140,7 +177,8 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
             kept[topic_id] = set(both)
         if gone := have - want:
             revoke[topic_id] = set(gone)
-    if revoke:
+    # Kafka 4.3.1 waits for a revocation only if the member says it still holds what it must give up.
+    if revoke and not owned_matches_nothing_of(owned, revoke):
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.assigned, member.pending_revocation = kept, revoke  # its epoch stays until it revokes
         return

@@ -2,9 +2,10 @@
 ConsumerGroupHeartbeat's membership, epochs, target assignment and reconciliation, member sessions and
 rebalance timeouts, and what listing, describing, deleting and offset commits need.
 
-One group id has one type: a heartbeat for a share group's id, or a classic group's with members, is
-GROUP_ID_NOT_FOUND; an Empty classic group (no members; offsets only, as a restarted coordinator has)
-becomes a consumer group on its first heartbeat (Kafka's empty-group conversion). The heartbeat follows
+One group id has one type: a heartbeat for a share group's id is GROUP_ID_NOT_FOUND; an Empty classic
+group (no members; offsets only, as a restarted coordinator has) becomes a consumer group on its first
+heartbeat (Kafka's empty-group conversion), a classic group with members by the migration policy
+(consumer_migration.py, which also turns a group left with classic members only back). The heartbeat follows
 Kafka's GroupMetadataManager: epoch 0 joins, -1 leaves, -2 is a static member leaving to come back
 (its partitions stay reserved for its instance id until its session ends); any other epoch must be the
 member's own, or the one before it with no partition outside its assignment, else FENCED_MEMBER_EPOCH.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -32,14 +33,32 @@ from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
-    Assignment,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
     reconcile,
 )
+from broker.group.consumer_migration import (
+    DEFAULT_MIGRATION,
+    Migration,
+    may_downgrade,
+    to_classic_group,
+    to_consumer_group,
+)
+from broker.group.consumer_protocol import MalformedProtocol
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
-from broker.group.group import GroupError
+from broker.group.consumer_requests import (
+    ConsumerHeartbeat,
+    HeartbeatAnswer,
+    check_commit,
+    check_epoch,
+    check_request,
+)
+from broker.group.group import Group, GroupError
+from broker.group.metadata import group_value
+from broker.group.record_log import AppendRecords, GroupRecordLog
+from broker.group.records import group_key
+from broker.group.records import group_value as group_value_bytes
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -48,56 +67,33 @@ log = structlog.get_logger("groups")
 # Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
 # topic changes: what is derived from it (regex matches, each group's topics) is kept until then.
 TopicsNow = Callable[[], "dict[str, tuple[uuid.UUID, int]]"]
-# OffsetsStore.append: writes one group's records as one batch (GroupError with the coordinator's error).
-AppendRecords = Callable[[str, Sequence[tuple[bytes, bytes | None]]], Awaitable[int]]
-
-
-@dataclass(frozen=True)
-class ConsumerHeartbeat:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None
-    rack_id: str | None
-    rebalance_timeout_ms: int
-    subscribed: list[str] | None
-    regex: str | None
-    server_assignor: str | None
-    owned: Assignment | None
-    client_id: str
-    client_host: str
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    member_id: str
-    member_epoch: int
-    assignment: Assignment | None  # None: not sent (unchanged)
 
 
 @dataclass(frozen=True)
 class ClassicIds:
-    """What the consumer groups need to know of the classic groups: is the id one, and is it empty (then
-    `adopt` drops it, as its id turns into a consumer group)."""
+    """What the consumer groups need of the classic groups: is the id one, and is it empty; `adopt` drops
+    it as its id turns into a consumer group (its parked joins and syncs answered REBALANCE_IN_PROGRESS);
+    `group` is the classic group an upgrade converts, `install` takes a downgraded group (its members'
+    sessions, then a rebalance if asked)."""
     exists: Callable[[str], bool]
     empty: Callable[[str], bool]
     adopt: Callable[[str], None]
+    group: Callable[[str], Group | None] = lambda group_id: None
+    install: Callable[[Group, bool], None] = lambda group, rebalance: None
 
 
 class ConsumerGroups:
     def __init__(self, max_size: int, assignors: list[str], topics: TopicsNow, classic: ClassicIds,
-                 is_share: Callable[[str], bool], append: AppendRecords, spawn: Spawn) -> None:
+                 is_share: Callable[[str], bool], append: AppendRecords, spawn: Spawn, *,
+                 migration: Migration = DEFAULT_MIGRATION) -> None:
         """`assignors`: group.consumer.assignors' short names, the first the default; `append` writes a
-        group's records, `spawn` runs the writes a timer's removal of a member makes."""
+        group's records, `spawn` runs the writes a timer's removal of a member makes; `migration`: the
+        online migration policy (consumer_migration.py)."""
         self.groups: dict[str, ConsumerGroup] = {}
-        self._append = append
-        self._spawn = spawn
-        # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
-        # groups whose next write must compare all their records (a member went or was replaced, or
-        # the target was recomputed).
-        self._written: dict[str, consumer_records.Records] = {}
-        self._whole: set[str] = set()
-        self._max_size = max_size
+        self.migration = migration
+        self.records = GroupRecordLog("consumer", self._records_now, consumer_records.group_id_of,
+                                      (consumer_records.WRITE_ORDER, consumer_records.TOMBSTONE_ORDER), append, spawn)
+        self.max_size = max_size
         self.assignors = assignors
         self._topics = topics
         self._classic = classic
@@ -117,6 +113,9 @@ class ConsumerGroups:
         group = self._group(request.group_id, create=request.member_epoch == 0, member_id=request.member_id,
                             rejoin=True)
         member, changed = self._member(group, request)
+        if member.classic is not None:  # a heartbeat under a classic member's id: it speaks KIP-848 now
+            member.classic = None
+            member.cancel_classic_timer()
         before = {t: set(p) for t, p in member.assigned.items()}
         member.client_id, member.client_host = request.client_id, request.client_host
         if request.rack_id is not None:
@@ -129,13 +128,7 @@ class ConsumerGroups:
             member.regex, changed = request.regex or None, True
         if request.server_assignor is not None and request.server_assignor != member.server_assignor:
             member.server_assignor, changed = request.server_assignor, True
-        if changed or not self._current(group):
-            topics = self._subscribed_topics(group)
-            if changed or topics != group.topics:
-                group.topics = topics
-                group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._compute_target(group)
+        self.refresh(group, changed)
         was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
         reconcile(group, member, request.owned)
         if member.state == MemberState.UNREVOKED_PARTITIONS and was != (
@@ -145,7 +138,7 @@ class ConsumerGroups:
         elif member.state != MemberState.UNREVOKED_PARTITIONS and member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
             member.rebalance_timer = None
-        self._arm_session(group, member, timeouts.session_timeout_ms)
+        self.arm_session(group, member, timeouts.session_timeout_ms)
         full = (request.rebalance_timeout_ms != -1 and request.owned is not None
                 and (request.subscribed is not None or request.regex is not None))
         show = request.member_epoch == 0 or full or member.assigned != before
@@ -163,14 +156,14 @@ class ConsumerGroups:
                                      f"Static member {member_id} with instance id {instance_id} cannot join the "
                                      f"group because the instance id is owned by {previous.member_id} member.")
                 # The instance comes back under a new member id: it takes over the old one's partitions.
-                return self._replace(group, previous, member_id), False
+                return self.replace_static(group, previous, member_id), False
         if member is None:
             if epoch != 0:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group.group_id}.")
-            if len(group.members) >= self._max_size:
+            if len(group.members) >= self.max_size:
                 raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                                 f"The consumer group has reached its maximum capacity of {self._max_size} members.")
+                                 f"The consumer group has reached its maximum capacity of {self.max_size} members.")
             member = group.members[member_id] = ConsumerMember(member_id, request.client_id, request.client_host,
                                                                instance_id=instance_id)
             log.info("member joins the consumer group", group=group.group_id, member=member_id)
@@ -179,11 +172,11 @@ class ConsumerGroups:
             member.assigned, member.pending_revocation = {}, {}
             member.state, member.epoch, member.previous_epoch = MemberState.STABLE, 0, 0
             return member, False
-        _check_epoch(member, epoch, request.owned)
+        check_epoch(member, epoch, request.owned)
         return member, False
 
-    def _replace(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
-        self._whole.add(group.group_id)
+    def replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
+        self.records.changed_whole(group.group_id)
         old.cancel_timers()
         del group.members[old.member_id]
         new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
@@ -218,8 +211,8 @@ class ConsumerGroups:
             log.info("static member leaves the consumer group for now", group=group.group_id,
                      member=member.member_id)
         else:
-            self._remove(group, member)
             log.info("member left the consumer group", group=group.group_id, member=member.member_id)
+            self.fence(group, [member])
         return HeartbeatAnswer(member.member_id, request.member_epoch, None)
 
     def _group(self, group_id: str, *, create: bool, member_id: str = "", rejoin: bool = False) -> ConsumerGroup:
@@ -230,7 +223,10 @@ class ConsumerGroups:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if self._classic.exists(group_id):
             if not self._classic.empty(group_id):
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+                classic = self._classic.group(group_id) if create else None
+                if classic is None:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+                return self._upgrade(classic)
             if not create:
                 # Offsets only (a group whose records were never written, as by an Ebb before they were):
                 # the member rejoins, which turns the id back into a consumer group.
@@ -249,6 +245,47 @@ class ConsumerGroups:
         group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
                                                       assignor=self.assignors[0])
         return group
+
+    def _upgrade(self, classic: Group) -> ConsumerGroup:
+        """A consumer member joins a classic group with members: it becomes a consumer group keeping them."""
+        group = to_consumer_group(classic, self.migration, self.max_size, self._current_topics())
+        self._classic.adopt(group.group_id)
+        self.groups[group.group_id] = group
+        group.assignor = self.assignor_of(group)
+        group.topics = self._subscribed_topics(group)
+        self.records.type_changed(group.group_id, before=[(group_key(group.group_id), None)])
+        for member in group.members.values():
+            assert member.classic is not None  # every member of a converted group is a classic one
+            self.arm_session(group, member, member.classic.session_timeout_ms)
+        log.info("classic group upgraded to a consumer group", group=group.group_id, members=len(group.members))
+        return group
+
+    def fence(self, group: ConsumerGroup, members: list[ConsumerMember]) -> None:
+        """Members leave or are fenced (Kafka's consumerGroupFenceMembers): when only classic members remain
+        and the policy allows, the group turns classic (a rebalance follows); else they are removed."""
+        leaving = {m.member_id for m in members}
+        if not may_downgrade(group, leaving, self.migration) or not self.downgrade(group, leaving, rebalance=True):
+            for member in members:
+                self._remove(group, member)
+
+    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> bool:
+        """The group's members but `leaving`, all classic ones, make a classic group (Kafka's
+        convertToClassicGroup); it rebalances if asked. False, the group unchanged, when a member's
+        metadata for the protocol the classic group would choose is not the consumer protocol."""
+        try:
+            classic = to_classic_group(group, leaving, self._current_topics())
+        except MalformedProtocol as exc:
+            log.warning("consumer group not downgraded", group=group.group_id, error=exc.message)
+            return False
+        for member in group.members.values():
+            member.cancel_timers()
+        del self.groups[group.group_id]
+        self._groups_current.discard(group.group_id)
+        self.records.type_changed(group.group_id, after=[(group_key(group.group_id),
+                                                          group_value_bytes(group_value(classic)))])
+        self._classic.install(classic, rebalance)
+        log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
+        return True
 
     def _current(self, group: ConsumerGroup) -> bool:
         """Whether the group's topics were computed on the topics as they are now."""
@@ -271,6 +308,20 @@ class ConsumerGroups:
             self._groups_current.clear()
         return everything
 
+    def refresh(self, group: ConsumerGroup, changed: bool) -> None:
+        """The group epoch moves when a member came or its subscription `changed`, or the subscribed topics
+        changed; the target is recomputed when the group epoch is past it."""
+        if changed or not self._current(group):
+            topics = self._subscribed_topics(group)
+            if changed or topics != group.topics:
+                group.topics = topics
+                group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self.compute_target(group)
+
+    def topics_now(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return self._current_topics()
+
     def _subscribed_topics(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         everything = self._current_topics()
         wanted: set[str] = set()
@@ -281,11 +332,11 @@ class ConsumerGroups:
         self._groups_current.add(group.group_id)
         return {n: everything[n] for n in sorted(wanted) if n in everything}
 
-    def _compute_target(self, group: ConsumerGroup) -> None:
+    def compute_target(self, group: ConsumerGroup) -> None:
         subscriptions = {m.member_id: [*m.subscribed, *(self._matching(m.regex) if m.regex else [])]
                          for m in group.members.values()}
         group.assignor = self.assignor_of(group)
-        self._whole.add(group.group_id)
+        self.records.changed_whole(group.group_id)
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
@@ -296,7 +347,7 @@ class ConsumerGroups:
         return wanted.most_common(1)[0][0] if wanted else self.assignors[0]
 
     def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        self._whole.add(group.group_id)
+        self.records.changed_whole(group.group_id)
         member.cancel_timers()
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -305,84 +356,49 @@ class ConsumerGroups:
 
     # --- timers ------------------------------------------------------------------------------------
 
-    def _arm_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
+    def arm_session(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000, self._expire, group, member, "session")
+            timeout_ms / 1000, self.expire, group, member, "session")
 
     def _arm_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
         member.rebalance_timer = asyncio.get_running_loop().call_later(
-            member.rebalance_timeout_ms / 1000, self._expire, group, member, "rebalance", member.epoch)
+            member.rebalance_timeout_ms / 1000, self.expire, group, member, "rebalance", member.epoch)
 
-    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str, epoch: int | None = None) -> None:
+    def expire(self, group: ConsumerGroup, member: ConsumerMember, why: str, epoch: int | None = None) -> None:
         """`epoch`: the one a rebalance timeout was armed at; a member that moved on since is not removed."""
         if epoch is not None and member.epoch != epoch:
             return
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
-            self._remove(group, member)
             log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,
                      member=member.member_id)
+            self.fence(group, [member])
             self.persist_later(group.group_id)
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    async def persist(self, group_id: str, member_id: str | None = None) -> None:
-        """Write what changed in the group since its last write (tombstones for a group gone). With
-        `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
-        compared, unless the group changed as a whole since (membership, target): a heartbeat costs
-        the same whatever the group's size."""
+    def _records_now(self, group_id: str, member_id: str | None) -> consumer_records.Records:
         group = self.groups.get(group_id)
-        whole = member_id is None or group_id in self._whole or group_id not in self._written
-        self._whole.discard(group_id)
-        now = {} if group is None else consumer_records.group_records(group, None if whole else member_id)
-        entries = consumer_records.changes(self._written.get(group_id, {}), now, whole=whole)
-        if not entries:
-            return
-        try:
-            await self._append(group_id, entries)
-        except GroupError:
-            if whole:
-                self._whole.add(group_id)
-            raise
-        written = self._written.setdefault(group_id, {})
-        for key, value in entries:
-            if value is None:
-                written.pop(key, None)
-            else:
-                written[key] = value
-        if not written:
-            del self._written[group_id]
+        return {} if group is None else consumer_records.group_records(group, member_id)
+
+    async def persist(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in the group since its last write (record_log.GroupRecordLog.persist)."""
+        await self.records.persist(group_id, member_id)
 
     def persist_later(self, group_id: str) -> None:
-        self._spawn(self._persist_logged(group_id))
-
-    async def _persist_logged(self, group_id: str) -> None:
-        try:
-            await self.persist(group_id)
-        except GroupError as exc:  # written again with the group's next change
-            log.warning("consumer group records not written", group=group_id, error=exc.error_code.name)
+        self.records.persist_later(group_id)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
-        try:
-            group_id = consumer_records.group_id_of(key)
-        except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
-            log.warning("malformed consumer group record skipped", error=repr(exc))
-            return
-        if value is not None:
-            self._written.setdefault(group_id, {})[key] = value
-        elif (written := self._written.get(group_id)) is not None:
-            written.pop(key, None)
-            if not written:
-                del self._written[group_id]
+        self.records.replay(key, value)
 
     def loaded(self, session_timeout_ms: int) -> list[str]:
         """Rebuild the groups replayed since the last load; their members' sessions start now."""
         rebuilt = []
-        for group_id, found in list(self._written.items()):
+        for group_id, found in list(self.records.written.items()):
             if group_id in self.groups:
                 continue
             try:
@@ -405,7 +421,8 @@ class ConsumerGroups:
                 self._groups_current.discard(group_id)
                 group.topics = {}
             for member in group.members.values():
-                self._arm_session(group, member, session_timeout_ms)
+                self.arm_session(group, member, member.classic.session_timeout_ms if member.classic is not None
+                                 else session_timeout_ms)
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     self._arm_rebalance(group, member)
             rebuilt.append(group_id)
@@ -419,33 +436,13 @@ class ConsumerGroups:
         for group_id in [g for g in self.groups if doomed(g)]:
             for member in self.groups.pop(group_id).members.values():
                 member.cancel_timers()
-        for group_id in [g for g in self._written if doomed(g)]:
-            del self._written[group_id]
-        self._whole = {g for g in self._whole if not doomed(g)}
+        self.records.unload(doomed)
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 
     def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False,
                      version: int = -1) -> None:
-        """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch, in their order: a commit at
-        epoch < 0 while the group is empty is taken whatever its member id (a fetch: without a member);
-        else the member must exist, commit with OffsetCommit v9+ (`version`, -1: not checked), and send
-        its epoch (UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH)."""
-        group = self.groups[group_id]
-        if member_epoch < 0 and (not member_id if fetch else not group.members):
-            return
-        member = group.members.get(member_id)
-        if member is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                             f"Member {member_id} is not a member of group {group_id}.")
-        if 0 <= version < 9:
-            raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
-                             "OffsetCommit version 9 or above must be used by members using the modern group "
-                             "protocol")
-        if member_epoch != member.epoch:
-            raise GroupError(ErrorCode.STALE_MEMBER_EPOCH,
-                             f"The received member epoch {member_epoch} does not match the current member "
-                             f"epoch {member.epoch}.")
+        check_commit(self.groups[group_id], member_id, member_epoch, fetch=fetch, version=version)
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         return set(self.groups[group_id].topics)
@@ -464,48 +461,8 @@ class ConsumerGroups:
         return ErrorCode.NONE
 
     def check_request(self, request: ConsumerHeartbeat) -> None:
-        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (v1: the member id always set)."""
-        for value, what in ((request.member_id, "MemberId"), (request.group_id, "GroupId"),
-                            (request.instance_id, "InstanceId"), (request.rack_id, "RackId")):
-            if value is not None and not value:
-                raise GroupError(ErrorCode.INVALID_REQUEST, f"{what} can't be empty.")
-        epoch = request.member_epoch
-        if epoch == 0:
-            if request.rebalance_timeout_ms == -1:
-                raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-            if request.owned is None or request.owned:
-                raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            if request.subscribed is None and request.regex is None:
-                raise GroupError(ErrorCode.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex "
-                                 "must be non-null when (re-)joining.")
-        elif epoch == STATIC_LEAVE_EPOCH:
-            if request.instance_id is None:
-                raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
-        elif epoch < STATIC_LEAVE_EPOCH:
-            raise GroupError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
-        if request.server_assignor is not None and request.server_assignor not in self.assignors:
-            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                             f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: "
-                             f"{', '.join(self.assignors)}.")
-        if request.regex:
-            check_regex(request.regex)
-
-
-def _check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
-    if epoch > member.epoch:
-        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a greater member epoch ({epoch}) than the one known by "
-                         f"the group coordinator ({member.epoch}). The member must abandon all its partitions "
-                         "and rejoin.")
-    if epoch < member.epoch:
-        # The answer carrying the new epoch may have been lost: the epoch before, holding no more than now.
-        subset = owned is not None and all(parts <= member.assigned.get(t, set()) for t, parts in owned.items())
-        if epoch != member.previous_epoch or not subset:
-            raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                             f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
-                             f"by the group coordinator ({member.epoch}). The member must abandon all its "
-                             "partitions and rejoin.")
+        check_request(request, self.assignors)
 
 
 MATCHES_KEPT = 10_000  # regex resolutions kept (one per distinct pattern of live members)
-__all__ = ["MAX_REGEX_LENGTH", "ConsumerGroups", "check_regex", "matching"]
+__all__ = ["MAX_REGEX_LENGTH", "ConsumerGroups", "ConsumerHeartbeat", "HeartbeatAnswer", "check_regex", "matching"]

@@ -14,19 +14,24 @@ Ebb's own hash of the subscribed topics (Kafka's function is not reproduced): a 
 topics changed bumps the group epoch at the next heartbeat, and a Kafka coordinator reading Ebb's
 log recomputes its groups' targets once. The specs are schemas/ConsumerGroup*Key.json and *Value.json.
 
-A group's records are kept as a map key bytes -> value bytes (what the log holds for it, as
-compaction keeps the latest per key): a state change writes the difference, and a load rebuilds
-the groups from that map.
+A group's records are kept and written by record_log.py's GroupRecordLog.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
 import uuid
 
-from broker.group.consumer_group import Assignment, ConsumerGroup, ConsumerMember, MemberState
-from protocol.errors import ErrorCode, ProtocolError
+from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
+from broker.group.record_log import (
+    Records,
+    assignment_of,
+    key_bytes,
+    record_type,
+    topic_partitions,
+    value_body,
+    value_bytes,
+)
 from protocol.messages import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -48,33 +53,15 @@ _KEYS = {GROUP_METADATA: ConsumerGroupMetadataKey, MEMBER_METADATA: ConsumerGrou
          TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
          TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
          CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey}
-_I16 = struct.Struct(">h")
-_VERSION = _I16.pack(0)
 # Kafka's MemberState values (the int8 of record 8).
 _STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
 _STATES = {code: state for state, code in _STATE_CODES.items()}
 
-Records = dict[bytes, bytes]  # key -> value, the latest of each key
-
-
-def record_type(key: bytes) -> int:
-    if len(key) < 2:
-        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record key of {len(key)} bytes has no record type")
-    return _I16.unpack_from(key, 0)[0]
+_Classic = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 
 
 def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    cls = _KEYS[kind]
-    fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
-    return _I16.pack(kind) + cls[0].encode(cls(**fields))
-
-
-def _value(cls, value) -> bytes:
-    return _VERSION + cls[0].encode(value)
-
-
-def _partitions(assignment: Assignment, cls) -> list:
-    return [cls(topic_id=t, partitions=sorted(p)) for t, p in sorted(assignment.items()) if p]
+    return key_bytes(kind, _KEYS[kind], group_id, member_id)
 
 
 def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
@@ -83,29 +70,32 @@ def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
     members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
     targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
     found: Records = {
-        _key(GROUP_METADATA, gid): _value(ConsumerGroupMetadataValue,
+        _key(GROUP_METADATA, gid): value_bytes(ConsumerGroupMetadataValue,
                                           ConsumerGroupMetadataValue(epoch=group.group_epoch,
                                                                      metadata_hash=topics_hash(group.topics))),
-        _key(TARGET_METADATA, gid): _value(ConsumerGroupTargetAssignmentMetadataValue,
+        _key(TARGET_METADATA, gid): value_bytes(ConsumerGroupTargetAssignmentMetadataValue,
                                            ConsumerGroupTargetAssignmentMetadataValue(
                                                assignment_epoch=group.assignment_epoch)),
     }
     for member_id, target in targets.items():
-        found[_key(TARGET_MEMBER, gid, member_id)] = _value(
+        found[_key(TARGET_MEMBER, gid, member_id)] = value_bytes(
             ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMemberValue(
-                topic_partitions=_partitions(target, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
+                topic_partitions=topic_partitions(target, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
     held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
     for member_id, m in members.items():
-        found[_key(MEMBER_METADATA, gid, member_id)] = _value(
+        found[_key(MEMBER_METADATA, gid, member_id)] = value_bytes(
             ConsumerGroupMemberMetadataValue, ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
-        found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = _value(
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=None if m.classic is None else _Classic(
+                session_timeout_ms=m.classic.session_timeout_ms, supported_protocols=[
+                    _Classic.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])))
+        found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = value_bytes(
             ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
-                assigned_partitions=_partitions(m.assigned, held),
-                partitions_pending_revocation=_partitions(m.pending_revocation, held)))
+                assigned_partitions=topic_partitions(m.assigned, held),
+                partitions_pending_revocation=topic_partitions(m.pending_revocation, held)))
     return found
 
 
@@ -123,19 +113,9 @@ def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
 # The order Kafka's coordinator writes them in: a member's tombstones (current assignment, target,
 # subscription), then the subscription, group epoch, targets, target epoch and current assignments,
 # then the group's own tombstones.
-_WRITE_ORDER = {MEMBER_METADATA: 0, GROUP_METADATA: 1, TARGET_MEMBER: 2, TARGET_METADATA: 3, CURRENT_ASSIGNMENT: 4}
-_TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: -1, TARGET_METADATA: 5,
-                    GROUP_METADATA: 6}
-
-
-def changes(written: Records, now: Records, *, whole: bool = True) -> list[tuple[bytes, bytes | None]]:
-    """The records that turn `written` into `now` (new or changed values, and when `now` is the `whole`
-    group, tombstones for keys gone), in Kafka's order."""
-    out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if written.get(k) != v]
-    if whole:
-        out += [(k, None) for k in written if k not in now]
-    out.sort(key=lambda kv: (_WRITE_ORDER if kv[1] is not None else _TOMBSTONE_ORDER)[record_type(kv[0])])
-    return out
+WRITE_ORDER = {MEMBER_METADATA: 0, GROUP_METADATA: 1, TARGET_MEMBER: 2, TARGET_METADATA: 3, CURRENT_ASSIGNMENT: 4}
+TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: -1, TARGET_METADATA: 5,
+                   GROUP_METADATA: 6}
 
 
 def group_id_of(key: bytes) -> str:
@@ -152,9 +132,7 @@ def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, in
     seen_epoch = False
     for key, raw in found.items():
         kind = record_type(key)
-        if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
-            raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {kind} has no version")
-        body = memoryview(raw)[2:]  # any newer version only adds tagged fields, read as v0's
+        body = value_body(kind, raw)
         if kind == GROUP_METADATA:
             metadata = ConsumerGroupMetadataValue[0].decode(body)
             group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
@@ -163,7 +141,7 @@ def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, in
         elif kind == TARGET_MEMBER:
             member_id = ConsumerGroupTargetAssignmentMemberKey[0].decode(memoryview(key)[2:]).member_id
             value = ConsumerGroupTargetAssignmentMemberValue[0].decode(body)
-            group.target[member_id] = _assignment(value.topic_partitions)
+            group.target[member_id] = assignment_of(value.topic_partitions)
         elif kind in (MEMBER_METADATA, CURRENT_ASSIGNMENT):
             member_id = _KEYS[kind][0].decode(memoryview(key)[2:]).member_id
             member = members.setdefault(member_id, ConsumerMember(member_id, "", ""))
@@ -173,21 +151,17 @@ def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, in
                 member.client_id, member.client_host = meta.client_id, meta.client_host
                 member.subscribed, member.regex = list(meta.subscribed_topic_names), meta.subscribed_topic_regex
                 member.rebalance_timeout_ms, member.server_assignor = meta.rebalance_timeout_ms, meta.server_assignor
+                if (classic := meta.classic_member_metadata) is not None:
+                    member.classic = ClassicMeta(classic.session_timeout_ms, [
+                        (p.name, bytes(p.metadata)) for p in classic.supported_protocols])
             else:
                 current = ConsumerGroupCurrentMemberAssignmentValue[0].decode(body)
                 member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
                 member.state = _STATES.get(current.state, MemberState.STABLE)
-                member.assigned = _assignment(current.assigned_partitions)
-                member.pending_revocation = _assignment(current.partitions_pending_revocation)
+                member.assigned = assignment_of(current.assigned_partitions)
+                member.pending_revocation = assignment_of(current.partitions_pending_revocation)
     if not seen_epoch:
         return None
     group.members = members
     return group, metadata_hash
 
-
-def _assignment(topics) -> Assignment:
-    found: dict[uuid.UUID, set[int]] = {}
-    for t in topics:
-        if t.partitions:
-            found.setdefault(t.topic_id, set()).update(t.partitions)
-    return found

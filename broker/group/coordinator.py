@@ -7,8 +7,10 @@ use. It builds the parts and wires them; each part holds only what it uses, neve
     phases.RebalancePhases      the rebalance state machine (PreparingRebalance, CompletingRebalance, Stable)
     rebalance.RebalanceProtocol JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     offsets.OffsetManager       OffsetCommit, OffsetFetch, OffsetDelete, retention
-    share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment
+    share_groups.ShareGroups    share groups (KIP-932): ShareGroupHeartbeat, their members and assignment,
+                                their records (share_records.py)
     consumer_groups.ConsumerGroups  KIP-848 consumer groups: ConsumerGroupHeartbeat, members, reconciliation
+    consumer_classic.ClassicMembers classic members inside consumer groups (online migration, both ways)
 
 Listing, describing and deleting groups (of both types: one group id has one type) are answered here. A
 broker stopping answers every parked JoinGroup and SyncGroup with NOT_COORDINATOR and refuses new group
@@ -17,19 +19,23 @@ requests with COORDINATOR_NOT_AVAILABLE (begin_shutdown), so shutdown does not w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.group import share_records
+from broker.group.consumer_classic import ClassicMembers
 from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
 from broker.group.consumer_group import ConsumerGroup
 from broker.group.consumer_groups import ClassicIds, ConsumerGroups, TopicsNow
+from broker.group.consumer_migration import Migration
 from broker.group.group import GROUP_TYPE, Group, GroupError, GroupState
 from broker.group.offsets import CommitListener, MinCommittedOffset, OffsetManager, OffsetSettings
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore
 from broker.group.phases import RebalancePhases
 from broker.group.rebalance import GroupLimits, RebalanceProtocol
+from broker.group.record_log import record_type
 from broker.group.registry import GroupRegistry
 from broker.group.requests import JoinRequest, JoinResult, SyncResult, answer_parked
 from broker.group.sessions import SessionTimers
@@ -41,16 +47,22 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.group_configs import MemberTimeouts
     from broker.replica import ReplicaManager
+
+# GroupConfigs.member_timeouts: (group id, "consumer" or "share") -> the timeouts in force for the group.
+MemberTimeoutsOf = Callable[[str, str], Awaitable["MemberTimeouts"]]
 
 log = structlog.get_logger("groups")
 
 
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: OffsetsStore, replicas: ReplicaManager, *,
-                 in_cluster: bool, share_topic: TopicLookup, consumer_topics: TopicsNow) -> None:
+                 in_cluster: bool, share_topic: TopicLookup, consumer_topics: TopicsNow,
+                 member_timeouts: MemberTimeoutsOf) -> None:
         """`share_topic` resolves a topic a share group subscribes to: (id, partition count) or None;
-        `consumer_topics` lists every topic a consumer group may subscribe to, by name."""
+        `consumer_topics` lists every topic a consumer group may subscribe to, by name; `member_timeouts`
+        reads a group's own session timeout and heartbeat interval (GroupConfigs.member_timeouts)."""
         self.store = store
         self._replicas = replicas
         self._in_cluster = in_cluster
@@ -68,7 +80,7 @@ class GroupCoordinator:
                                  unloaded=lambda group: sessions.cancel_all(group))
         sessions = SessionTimers(registry, expired=lambda group, member: phases.member_expired(group, member))
         phases = RebalancePhases(config.group_initial_rebalance_delay_ms, sessions, store.store_group, spawner.spawn)
-        self.registry, self.sessions = registry, sessions
+        self.registry, self.sessions, self._phases = registry, sessions, phases
         self.rebalance = rebalance = RebalanceProtocol(
             GroupLimits(config.group_min_session_timeout_ms, config.group_max_session_timeout_ms,
                         config.group_max_size),
@@ -78,7 +90,8 @@ class GroupCoordinator:
                            config.offsets_retention_check_interval_ms),
             store, registry, member_seen=sessions.member_seen, stop_timers=sessions.cancel_all)
         self.share = ShareGroups(config.group_share_max_size, share_topic,
-                                 is_classic=lambda group_id: group_id in registry.groups)
+                                 other_kind=lambda group_id: self.kind_of(group_id) not in (None, SHARE_TYPE),
+                                 append=store.append, spawn=spawner.spawn)
 
         def classic_empty(group_id: str) -> bool:
             """An empty classic group turns into a consumer group whatever group.consumer.migration.policy
@@ -89,11 +102,18 @@ class GroupCoordinator:
         self.consumer = ConsumerGroups(
             config.group_consumer_max_size, config.group_consumer_assignors, consumer_topics,
             ClassicIds(exists=registry.groups.__contains__, empty=classic_empty,
-                       adopt=self._drop_classic),
-            is_share=self.share.groups.__contains__, append=store.append, spawn=spawner.spawn)
+                       adopt=self._drop_classic, group=registry.groups.get, install=self._install_classic),
+            is_share=lambda group_id: self.kind_of(group_id) == SHARE_TYPE, append=store.append,
+            spawn=spawner.spawn, migration=Migration(config.group_consumer_migration_policy, config.group_max_size))
+        self.classic_members = ClassicMembers(self.consumer)
         consumers = self.consumer.groups
-        # Loaded members get the broker's session timeout; their next heartbeat applies the group's own.
+        # Loaded consumer group members get the broker's session timeout; their next heartbeat applies the
+        # group's own. Loaded share group members get the group's own once read (the broker's until then).
         session_ms = int(config.group_config_properties["group.consumer.session.timeout.ms"])
+        share_session_ms = int(config.group_config_properties["group.share.session.timeout.ms"])
+
+        async def share_group_session_ms(group_id: str) -> int:
+            return (await member_timeouts(group_id, SHARE_TYPE)).session_timeout_ms
 
         def consumer_yields(group_id: str) -> bool:
             """A JoinGroup for an empty consumer group's id: the group turns classic, whatever the policy."""
@@ -104,16 +124,32 @@ class GroupCoordinator:
             self.consumer.persist_later(group_id)  # its records' tombstones
             return True
 
-        registry.share_ids = lambda group_id: group_id in self.share.groups or (
-            group_id in consumers and not consumer_yields(group_id))
+        registry.share_ids = lambda group_id: self.kind_of(group_id) == SHARE_TYPE or (
+            self.kind_of(group_id) == CONSUMER_TYPE and not consumer_yields(group_id))
         registry.share_unload = self._unload_other_types
         registry.consumer_check = self._consumer_check
         registry.consumer_ids = lambda: list(consumers)
         registry.consumer_drop_empty = self._drop_empty_consumer
-        registry.consumer_replay = self.consumer.replay
-        registry.consumer_loaded = lambda: self.consumer.loaded(session_ms)
+        registry.consumer_replay = self._replay_keyed
+
+        def loaded() -> None:
+            self.consumer.loaded(session_ms)
+            self.share.loaded(share_session_ms, taken=lambda group_id: group_id in consumers or (
+                group_id in registry.groups and not classic_empty(group_id)), group_session_ms=share_group_session_ms)
+
+        registry.consumer_loaded = loaded
         registry.consumer_topics = lambda group_id: (
             self.consumer.subscribed_topics(group_id) if group_id in consumers else None)
+
+    def kind_of(self, group_id: str) -> str | None:
+        """The one place the group kinds meet (one id has one type, as in Kafka): which kind holds the id,
+        classic, consumer or share, or None. Each kind refuses an id another holds by asking this."""
+        if group_id in self.share.groups:
+            return SHARE_TYPE
+        if group_id in self.consumer.groups:
+            return CONSUMER_TYPE
+        group = self.registry.groups.get(group_id)
+        return GROUP_TYPE if group is not None and not group.is_in(GroupState.DEAD) else None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -168,34 +204,67 @@ class GroupCoordinator:
 
     # --- the group requests ------------------------------------------------------------------------
 
+    # A classic request for a consumer group with members is served inside it (consumer_classic.py), once
+    # the checks every classic request gets first (coordinator active, group id, served here) pass.
+
+    def _in_consumer_group(self, group_id: str) -> bool:
+        return bool(group_id) and self.registry.not_served(group_id) is None and self.classic_members.serves(group_id)
+
     async def join_group(self, request: JoinRequest) -> JoinResult:
+        if self._in_consumer_group(request.group_id) and self.rebalance.join_refusal(request) is None:
+            return await self.classic_members.join(request)
         return await self.rebalance.join_group(request)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: list[tuple[str, bytes]]) -> SyncResult:
+        if self._in_consumer_group(group_id):
+            return self.classic_members.sync(group_id, generation_id, member_id, group_instance_id, protocol_type,
+                                             protocol_name)
         return await self.rebalance.sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
                                                protocol_name, assignments)
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        if self._in_consumer_group(group_id):
+            return self.classic_members.heartbeat(group_id, generation_id, member_id, group_instance_id)
         return self.rebalance.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+    async def leave_group(self, group_id: str,
+                          leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """(request-level error, one error per leaving member)."""
+        if self._in_consumer_group(group_id):
+            return await self.classic_members.leave(group_id, leaving)
         return self.rebalance.leave_group(group_id, leaving)
 
     # --- listing, describing, deleting -------------------------------------------------------------
 
     def _drop_classic(self, group_id: str) -> None:
         group = self.registry.groups.pop(group_id, None)
-        if group is not None:  # its pending members' timers go with it
+        if group is not None:  # its pending members' timers go with it; parked members rejoin
+            answer_parked(group, ErrorCode.REBALANCE_IN_PROGRESS)
             self.sessions.cancel_all(group)
+
+    def _install_classic(self, group: Group, rebalance: bool) -> None:
+        """A consumer group turned classic (its last KIP-848 member left or was replaced): its members'
+        sessions run, and it rebalances if asked, as Kafka's convertToClassicGroup does."""
+        self.registry.groups[group.group_id] = group
+        for member in group.members.values():
+            self.sessions.schedule_heartbeat(group, member, member.session_timeout_ms)
+        if rebalance:
+            self._phases.prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
 
     def _drop_empty_consumer(self, group_id: str) -> bool:
         if group_id not in self.consumer.groups or self.consumer.delete(group_id) != ErrorCode.NONE:
             return False
         self.consumer.persist_later(group_id)
         return True
+
+    def _replay_keyed(self, key: bytes, value: bytes | None) -> None:
+        """A KIP-848 consumer group's or a share group's record at load, to its kind."""
+        if record_type(key) in share_records.WRITTEN_TYPES:
+            self.share.replay(key, value)
+        else:
+            self.consumer.replay(key, value)
 
     def _unload_other_types(self, doomed: Callable[[str], bool]) -> None:
         self.share.unload(doomed)
@@ -237,14 +306,11 @@ class GroupCoordinator:
             if (refused := self.registry.not_served(group_id)) is not None:
                 results[group_id] = refused
                 continue
-            if group_id in self.share.groups:
-                results[group_id] = self.share.delete(group_id)
+            if group_id in self.share.groups:  # gone once its records' tombstones are written
+                results[group_id] = await self.share.delete(group_id)
                 continue
             if group_id in self.consumer.groups:
-                results[group_id] = self.consumer.delete(group_id)
-                if results[group_id] == ErrorCode.NONE:
-                    await self.consumer.persist(group_id)  # its records' tombstones
-                    await self.store.delete(group_id, self.store.group_offsets(group_id), group_tombstone=True)
+                results[group_id] = await self._delete_consumer_group(group_id)
                 continue
             group = self.registry.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
@@ -255,6 +321,22 @@ class GroupCoordinator:
                 continue
             results[group_id] = await self._delete_group(group)
         return results
+
+    async def _delete_consumer_group(self, group_id: str) -> ErrorCode:
+        """An Empty consumer group's records and offsets tombstoned; a failed write puts the group back, as
+        the log still holds it (unless another group took the id meanwhile)."""
+        group = self.consumer.groups[group_id]
+        error = self.consumer.delete(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        error = await _written(self.consumer.persist(group_id))
+        if error == ErrorCode.NONE:
+            offsets = self.store.group_offsets(group_id)
+            error = await _written(self.store.delete(group_id, offsets, group_tombstone=True))
+        if error != ErrorCode.NONE and self.kind_of(group_id) is None:
+            group.dead = False
+            self.consumer.groups[group_id] = group
+        return error
 
     async def _delete_group(self, group: Group) -> ErrorCode:
         groups = self.registry.groups
@@ -286,3 +368,13 @@ class GroupCoordinator:
         readers = [g.group_id for g in self.consumer.live()
                    if g.members and (topic in g.topics or g.group_id in committed)]
         return found._replace(active_groups=tuple(sorted({*found.active_groups, *readers})))
+
+
+async def _written(persisting: Awaitable[object]) -> ErrorCode:
+    """A deleted group's tombstones written, or the coordinator's error (the client is told to try again)."""
+    try:
+        await persisting
+    except GroupError as exc:
+        log.warning("a deleted group's records not written", error=exc.error_code.name)
+        return exc.error_code
+    return ErrorCode.NONE

@@ -51,6 +51,13 @@ class GroupError(CodedError):
     """A group request refused with a Kafka error code."""
 
 
+def check_storable_member_id(member_id: str | None) -> None:
+    """A member id must fit its member records' keys (an int16 length): Kafka fails writing them,
+    UNKNOWN_SERVER_ERROR, and so does Ebb, before anything changes."""
+    if member_id is not None and not fits_short_string(member_id):
+        raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, "The member id is too long to be stored.")
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

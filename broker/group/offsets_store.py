@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from broker.aio import SharedRun, run_to_completion
-from broker.group import consumer_records, records
+from broker.group import consumer_records, records, share_records
 from broker.group.group import GroupError, now_ms
 from broker.log import FileSlice, OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, AppendResult, Partition, PartitionError
@@ -320,7 +320,7 @@ class OffsetsStore:
                    replay_consumer: ConsumerReplay) -> LoadStats:
         """Replay every partition of the offsets topic (one broker): offsets into this store, group
         metadata through `replay_group(group_id, value or None for a tombstone)`, KIP-848 consumer
-        group records through `replay_consumer(key, value or None)`."""
+        and share group records through `replay_consumer(key, value or None)`."""
         stats = LoadStats()
         topic = self.topics.get(OFFSETS_TOPIC)
         if topic is None:
@@ -406,8 +406,9 @@ class OffsetsStore:
             value = records.parse_offset_value(record.value)
         except records.UnknownRecord as exc:
             kind = consumer_records.record_type(record.key)
-            if kind in consumer_records.KNOWN_TYPES:  # a KIP-848 group's (checked after the classic types)
-                if kind in consumer_records.WRITTEN_TYPES:
+            # A KIP-848 consumer group's or a share group's (checked after the classic types).
+            if kind in consumer_records.KNOWN_TYPES or kind in share_records.KNOWN_TYPES:
+                if kind in consumer_records.WRITTEN_TYPES or kind in share_records.WRITTEN_TYPES:
                     replay_consumer(bytes(record.key), None if record.value is None else bytes(record.value))
                 return
             stats.skipped += 1

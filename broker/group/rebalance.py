@@ -85,7 +85,8 @@ class RebalanceProtocol:
 
     # --- JoinGroup ---------------------------------------------------------------------------------
 
-    async def join_group(self, request: JoinRequest) -> JoinResult:
+    def join_refusal(self, request: JoinRequest) -> JoinResult | None:
+        """The checks every JoinGroup gets first, whatever the group's type."""
         member_id = request.member_id
         if not self._groups.active:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
@@ -99,6 +100,12 @@ class RebalanceProtocol:
         if not all(map(fits_short_string, [request.group_instance_id, request.protocol_type,
                                            *(name for name, _ in request.protocols)])):
             return JoinResult(ErrorCode.INVALID_REQUEST, member_id)
+        return None
+
+    async def join_group(self, request: JoinRequest) -> JoinResult:
+        member_id = request.member_id
+        if (refused_join := self.join_refusal(request)) is not None:
+            return refused_join
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self._groups.groups.get(request.group_id)
         created = group is None

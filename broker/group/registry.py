@@ -57,8 +57,8 @@ class GroupRegistry:
         self.consumer_drop_empty: Callable[[str], bool] = lambda group_id: False
         # The topics a KIP-848 consumer group's members subscribe to, or None when the id is not one's.
         self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
-        # A KIP-848 consumer group record at load (key, value or None), and the groups rebuilt from
-        # them once a load ends. Set by the coordinator.
+        # A KIP-848 consumer group's or share group's record at load (key, value or None), and the
+        # groups rebuilt from them once a load ends. Set by the coordinator.
         self.consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None
         self.consumer_loaded: Callable[[], object] = lambda: None
         self.active = False

@@ -46,6 +46,7 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assignment_ms: int = 0  # when the target was last computed (Kafka's AssignmentTimestamp)
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
     # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.

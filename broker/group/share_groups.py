@@ -1,30 +1,40 @@
 """The share groups (KIP-932) this coordinator serves, beside its classic groups: ShareGroupHeartbeat's
 membership, epochs and assignment, member sessions, and what listing, describing and deleting need.
 
-One group id has one type: a heartbeat for a classic group's id is GROUP_ID_NOT_FOUND ("is not a share
-group"), as Kafka's coordinator answers. The heartbeat follows Kafka's GroupMetadataManager: epoch 0
-joins (SubscribedTopicNames required), -1 leaves, any other epoch must be the member's own or the one
-before (a lost answer), else FENCED_MEMBER_EPOCH; a member that is not known is UNKNOWN_MEMBER_ID, a
-group that is not known with an epoch other than 0 GROUP_ID_NOT_FOUND. The group epoch moves when a
-member joins, leaves, expires or changes its subscription, or the subscribed topics change (created,
-deleted, grown); the target assignment is then recomputed (share_group.assign) and each member takes
-its part at its next heartbeat with the new epoch.
+One group id has one type: a heartbeat (or AlterShareGroupOffsets) for a classic or consumer group's id
+is GROUP_ID_NOT_FOUND ("is not a share group"), as Kafka's coordinator answers (coordinator.kind_of).
+The heartbeat follows Kafka's GroupMetadataManager: epoch 0 joins (SubscribedTopicNames required), -1
+leaves, any other epoch must be the member's own or the one before (a lost answer), else
+FENCED_MEMBER_EPOCH; a member that is not known is UNKNOWN_MEMBER_ID, a group that is not known with an
+epoch other than 0 GROUP_ID_NOT_FOUND. The group epoch moves when a member joins, leaves, expires or
+changes its subscription, or the subscribed topics change (created, deleted, grown); the target
+assignment is then recomputed (share_group.assign; after a member goes, at the next heartbeat, as Kafka)
+and each member takes its part at its next heartbeat with the new epoch.
 
-Membership lives in memory only: a restarted or failed-over coordinator starts with no share groups,
-and members are told UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND and join again (docs/features.md); a
-coordinator whose __consumer_offsets partition moves away forgets that partition's share groups.
+Each state change is written to __consumer_offsets as Kafka's records (share_records.py) before the
+heartbeat is answered, one change of a group at a time; a failed write answers it with the coordinator's
+error and undoes the change (as Kafka reverts to its last committed state). A restarted or failed-over
+coordinator rebuilds the groups from those records (epochs, members, target and current assignments) and
+restarts their members' sessions, so the members carry on without rejoining.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
 
-from broker.group.group import GroupError
+from broker.aio import KeyedLocks
+from broker.cluster.store import StoreError
+from broker.coordinator_partitions import Spawn
+from broker.group import consumer_records, share_records
+from broker.group.group import GroupError, check_storable_member_id
+from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
@@ -58,19 +68,88 @@ class HeartbeatAnswer:
 
 
 class ShareGroups:
-    def __init__(self, max_size: int, topic: TopicLookup, is_classic: Callable[[str], bool]) -> None:
-        """`topic` resolves a subscribed name; `is_classic` says whether the id is a classic group's."""
+    def __init__(self, max_size: int, topic: TopicLookup, other_kind: Callable[[str], bool], append: AppendRecords,
+                 spawn: Spawn) -> None:
+        """`topic` resolves a subscribed name; `other_kind` says whether a group of another kind (classic or
+        KIP-848 consumer) holds the id; `append` writes a group's records, `spawn` runs a timer's removal of
+        a member (and its write)."""
         self.groups: dict[str, ShareGroup] = {}
+        self.records = GroupRecordLog("share", self._records_now, share_records.group_id_of,
+                                      (share_records.WRITE_ORDER, share_records.TOMBSTONE_ORDER), append, spawn)
         # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
         self.member_left: list[Callable[[str, str], None]] = []
         self._max_size = max_size
         self._topic = topic
-        self._is_classic = is_classic
+        self._other_kind = other_kind
+        self._spawn = spawn
+        # One change of a group at a time, from its computation through its write; the groups with a change
+        # in flight -> whether their partition was unloaded meanwhile (then a failed change is not undone).
+        self._changing = KeyedLocks()
+        self._in_flight: dict[str, bool] = {}
+
+    @contextlib.asynccontextmanager
+    async def _change(self, group_id: str, member_id: str | None = None) -> AsyncIterator[None]:
+        """A change of the group and its write: undone when it fails (a GroupError), as Kafka's coordinator
+        reverts to the last committed state, so that memory never runs ahead of __consumer_offsets."""
+        async with self._changing.held(group_id):
+            self._in_flight[group_id] = False
+            undo = self._snapshot(group_id, member_id)
+            try:
+                yield
+            except GroupError:
+                if not self._in_flight[group_id]:
+                    undo()
+                raise
+            finally:
+                del self._in_flight[group_id]
+
+    def _snapshot(self, group_id: str, member_id: str | None) -> Callable[[], None]:
+        """What undoes a change of the group from here: its own fields and, of its members, those of
+        `member_id` (the heartbeating member: a change alters no other member's fields, so a heartbeat's
+        cost stays independent of the group's size); timers are kept, but for members the change added."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return lambda: self._drop(group_id)
+        fields = {**vars(group), "members": dict(group.members), "target": dict(group.target)}
+        member = group.members.get(member_id) if member_id is not None else None
+        member_fields = {k: v for k, v in vars(member).items() if k != "session_timer"} if member else {}
+
+        def undo() -> None:
+            if self.groups.get(group_id) not in (group, None) or self._other_kind(group_id):
+                return  # the id was taken meanwhile: what holds it now stays
+            for added in [m for m_id, m in group.members.items() if m_id not in fields["members"]]:
+                if added.session_timer is not None:
+                    added.session_timer.cancel()
+            vars(group).update(fields)
+            if member is not None:
+                vars(member).update(member_fields)
+            self.groups[group_id] = group
+        return undo
+
+    def _drop(self, group_id: str) -> None:
+        for member in self.groups.pop(group_id, ShareGroup(group_id)).members.values():
+            if member.session_timer is not None:
+                member.session_timer.cancel()
 
     # --- ShareGroupHeartbeat -----------------------------------------------------------------------
 
-    def heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
+    async def heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
+        """The heartbeat's change, kept once its records are written (else undone, the write's GroupError
+        raised: a leaving member stays until its tombstones land, a join not written is not counted)."""
         _check_request(request)
+        group_id = request.group_id
+        async with self._change(group_id, request.member_id):
+            group = self.groups.get(group_id)
+            leaving = group.members.get(request.member_id) if group is not None else None
+            answer = self._heartbeat(request, timeouts)
+            # The change is in __consumer_offsets before the member hears of it, as in Kafka.
+            await self.records.persist(group_id, answer.member_id)
+        if answer.left and group is not None and leaving is not None:
+            self._gone(group, leaving)
+            log.info("member left the share group", group=group_id, member=leaving.member_id)
+        return answer
+
+    def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if epoch == LEAVE_EPOCH:
             return self._leave(group_id, member_id)
@@ -115,14 +194,13 @@ class ShareGroups:
         if member is None:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         self._remove(group, member)
-        log.info("member left the share group", group=group_id, member=member_id)
         return HeartbeatAnswer(member_id, LEAVE_EPOCH, None)
 
     def _group(self, group_id: str, *, create: bool) -> ShareGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        if self._is_classic(group_id):
+        if self._other_kind(group_id):
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         if not create:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
@@ -137,34 +215,60 @@ class ShareGroups:
         return found
 
     def _compute_target(self, group: ShareGroup) -> None:
+        self.records.changed_whole(group.group_id)
         group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, group.topics,
                               {m: a for m, a in group.target.items() if m in group.members})
         group.assignment_epoch = group.group_epoch
+        group.assignment_ms = time.time_ns() // 1_000_000
 
     def _remove(self, group: ShareGroup, member: ShareMember) -> None:
-        if member.session_timer is not None:
-            member.session_timer.cancel()
+        """The member out of the group (its timer and listeners wait for the write: `_gone`); the target is
+        recomputed at the next heartbeat, as Kafka's coordinator does (its records: the member's
+        tombstones and the group epoch)."""
+        self.records.changed_whole(group.group_id)
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
         group.topics = self._subscribed_topics(group)
         group.group_epoch += 1
-        self._compute_target(group)
+
+    def _gone(self, group: ShareGroup, member: ShareMember) -> None:
+        """A member's removal written: its timer stops and what it holds is released."""
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+            member.session_timer = None
         for listener in self.member_left:
             listener(group.group_id, member.member_id)
 
     # --- sessions ----------------------------------------------------------------------------------
 
-    def _arm_session(self, group: ShareGroup, member: ShareMember, timeout_ms: int) -> None:
+    def _arm_session(self, group: ShareGroup, member: ShareMember, timeout_ms: float) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000, self._expire, group, member)
+            timeout_ms / 1000, self._expire, group, member, timeout_ms)
 
-    def _expire(self, group: ShareGroup, member: ShareMember) -> None:
+    def _expire(self, group: ShareGroup, member: ShareMember, timeout_ms: float) -> None:
         if group.members.get(member.member_id) is member:
-            member.session_timer = None
-            self._remove(group, member)
-            log.info("share group member's session expired", group=group.group_id, member=member.member_id)
+            member.session_timer = None  # a heartbeat before the removal below re-arms it: the member stays
+            self._spawn(self._expired(group, member, timeout_ms))
+
+    async def _expired(self, group: ShareGroup, member: ShareMember, timeout_ms: float) -> None:
+        group_id = group.group_id
+        try:
+            async with self._change(group_id):
+                if (self.groups.get(group_id) is not group or group.members.get(member.member_id) is not member
+                        or member.session_timer is not None):
+                    return
+                self._remove(group, member)
+                await self.records.persist(group_id)
+        except GroupError as exc:  # undone: the member's session runs once more, its removal retried then
+            log.warning("share group member's removal not written", group=group_id, error=exc.error_code.name)
+            if group.members.get(member.member_id) is member and member.session_timer is None:
+                self._arm_session(group, member, timeout_ms)
+            return
+        if member.member_id not in group.members:
+            self._gone(group, member)
+            log.info("share group member's session expired", group=group_id, member=member.member_id)
 
     def stop(self) -> None:
         self.unload(lambda group_id: True)
@@ -172,16 +276,79 @@ class ShareGroups:
     def unload(self, doomed: Callable[[str], bool]) -> None:
         """Forget the groups `doomed` names (their __consumer_offsets partition is led elsewhere now)."""
         for group_id in [g for g in self.groups if doomed(g)]:
-            for member in self.groups.pop(group_id).members.values():
-                if member.session_timer is not None:
-                    member.session_timer.cancel()
+            self._drop(group_id)
+        for group_id in [g for g in self._in_flight if doomed(g)]:
+            self._in_flight[group_id] = True
+        self.records.unload(doomed)
+
+    # --- __consumer_offsets -------------------------------------------------------------------------
+
+    def _records_now(self, group_id: str, member_id: str | None) -> share_records.Records:
+        group = self.groups.get(group_id)
+        return {} if group is None else share_records.group_records(group, member_id)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """A share group record at load (groups are rebuilt from them by `loaded`)."""
+        self.records.replay(key, value)
+
+    def loaded(self, session_timeout_ms: int, taken: Callable[[str], bool],
+               group_session_ms: Callable[[str], Awaitable[int]] | None = None) -> list[str]:
+        """Rebuild the groups replayed since the last load (not those whose id `taken` says another kind
+        of group holds); their members' sessions start now, as Kafka's coordinator starts them, timed by
+        the group's share.session.timeout.ms (`group_session_ms`, read off the loop: the broker's
+        `session_timeout_ms` until then)."""
+        rebuilt = []
+        for group_id, found in list(self.records.written.items()):
+            if group_id in self.groups or taken(group_id):
+                continue
+            try:
+                made = share_records.group_from_records(group_id, found)
+            except Exception as exc:  # a malformed record: the group's members rejoin
+                log.error("share group records not readable", group=group_id, error=repr(exc))
+                made = None
+            if made is None:
+                continue
+            group, metadata_hash = made
+            self.groups[group_id] = group
+            topics = self._subscribed_topics(group)
+            # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
+            group.topics = topics if consumer_records.topics_hash(topics) == metadata_hash else {}
+            for member in group.members.values():
+                self._arm_session(group, member, session_timeout_ms)
+            if group_session_ms is not None and group.members:
+                self._spawn(self._own_sessions(group, group_session_ms))
+            rebuilt.append(group_id)
+        return rebuilt
+
+    async def _own_sessions(self, group: ShareGroup, group_session_ms: Callable[[str], Awaitable[int]]) -> None:
+        """Loaded members' sessions re-timed by the group's own timeout (those that heartbeated since
+        have it already)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        armed = {m.member_id: m.session_timer for m in group.members.values()}
+        try:
+            timeout_ms = await group_session_ms(group.group_id)
+        except StoreError as exc:  # the broker's timeout stays
+            log.warning("share group configs not read at load", group=group.group_id, error=str(exc))
+            return
+        if self.groups.get(group.group_id) is not group:
+            return
+        left_ms = max(0.0, timeout_ms - (loop.time() - started) * 1000)
+        for member in group.members.values():
+            if member.session_timer is not None and armed.get(member.member_id) is member.session_timer:
+                self._arm_session(group, member, left_ms)
 
     # --- the admin APIs ----------------------------------------------------------------------------
 
-    def ensure(self, group_id: str) -> ShareGroup:
-        """AlterShareGroupOffsets: the group, made (Empty) if it does not exist; GroupError for a classic
-        group's id."""
-        return self._group(group_id, create=True)
+    async def ensure(self, group_id: str) -> ShareGroup:
+        """AlterShareGroupOffsets: the group, made (Empty) and written if it does not exist; GroupError for
+        another kind's id, or the write's error (the group is then not made)."""
+        async with self._change(group_id):
+            if (group := self.groups.get(group_id)) is not None:
+                return group
+            group = self._group(group_id, create=True)
+            await self.records.persist(group_id)
+        return group
 
     def existing(self, group_id: str) -> ShareGroup:
         return self._group(group_id, create=False)
@@ -191,13 +358,22 @@ class ShareGroups:
     def live(self) -> list[ShareGroup]:
         return [g for g in self.groups.values() if not g.dead]
 
-    def delete(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an Empty one."""
-        group = self.groups[group_id]
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        group.dead = True
-        del self.groups[group_id]
+    async def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: only an Empty one; gone once its records' tombstones are written
+        (the write's error leaves it as it was)."""
+        try:
+            async with self._change(group_id):
+                group = self.groups.get(group_id)
+                if group is None:
+                    return ErrorCode.GROUP_ID_NOT_FOUND
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP
+                group.dead = True
+                del self.groups[group_id]
+                await self.records.persist(group_id)
+        except GroupError as exc:
+            log.warning("a deleted share group's records not written", group=group_id, error=exc.error_code.name)
+            return exc.error_code
         log.info("deleted share group", group=group_id)
         return ErrorCode.NONE
 
@@ -208,6 +384,7 @@ def _check_request(request: ShareHeartbeat) -> None:
                         (request.rack_id, "RackId")):
         if value is not None and not value.strip():
             raise GroupError(ErrorCode.INVALID_REQUEST, f"{what} can't be empty.")
+    check_storable_member_id(request.member_id)
     if request.member_epoch == 0:
         if not request.subscribed:
             raise GroupError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")

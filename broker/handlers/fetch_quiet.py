@@ -20,7 +20,7 @@ from broker.replica import Partition, PartitionError
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.handlers.k01_fetch import _Wanted
+    from broker.handlers.fetch_resolve import Wanted
 
 
 class ReadState(NamedTuple):
@@ -46,7 +46,7 @@ def quiet_state(part: CachedPartition, state: ReadState, committed: bool, leader
     return part.asked, state, committed, leader_only
 
 
-def remember_quiet(pairs: Iterable[tuple[CachedPartition, _Wanted]], committed: bool, leader_only: bool) -> None:
+def remember_quiet(pairs: Iterable[tuple[CachedPartition, Wanted]], committed: bool, leader_only: bool) -> None:
     """After a consumer's read of session partitions: a partition that gave no error and no records
     because it asked from the end of what it may read keeps the state it was read in (`not_quiet`).
     That state is the one taken at the read: a leader epoch or log start that moved while the answer

@@ -14,6 +14,8 @@ partition, so that all are watched. A SessionId in a full fetch closes that sess
 errors come at the top level with SessionId 0 and no partitions: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
 (also, with the session's id, when another request moved the epoch while this one waited),
 FETCH_SESSION_TOPIC_ID_ERROR (a session made with topic ids continued below v13, or the reverse).
+A consumer without a session (librdkafka) has its partitions' resolve kept on its connection while
+nothing it read changed (broker/handlers/fetch_resolve.py).
 
 Per partition, as Kafka's ReplicaManager.readFromLog:
 - CurrentLeaderEpoch (v9+) older than ours: FENCED_LEADER_EPOCH; newer: UNKNOWN_LEADER_EPOCH;
@@ -58,15 +60,13 @@ KAFKA_STORAGE_ERROR.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
-from broker.handlers.fetch_quiet import ReadState, not_quiet, read_state, remember_quiet
-from broker.log import LogError, Offset, ReadBound, ReadInfo
+from broker.handlers.fetch_quiet import not_quiet, read_state, remember_quiet
+from broker.handlers.fetch_resolve import Wanted, resolve, resolve_consumer
+from broker.log import LogError, Offset, ReadBound
 from broker.quotas.manager import cap_fetch, fetch_throttle
-from broker.replica import Partition, PartitionError
+from broker.replica import PartitionError
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from protocol import fastpath, fetch_request
@@ -82,42 +82,6 @@ _PartitionData = _TopicResponse.PartitionData
 # empty AbortedTransactions list, the replica manager's errors a null one.
 _REFUSED_BEFORE_READING = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_ID,
                                      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
-# Shared, never mutated: the "absent" values of the tagged fields (a diverging follower gets its own).
-_NO_DIVERGENCE = _PartitionData.EpochEndOffset()
-_NO_LEADER = _PartitionData.LeaderIdAndEpoch()
-_NO_SNAPSHOT = _PartitionData.SnapshotId()
-
-
-def _partition_data(index: int) -> _PartitionData:
-    """A partition answer without Struct.__init__'s deep copies of the defaults (the per-partition
-    cost of a fetch); every field is set here."""
-    p = object.__new__(_PartitionData)
-    p.partition_index = index
-    p.error_code = ErrorCode.NONE
-    p.high_watermark = p.last_stable_offset = p.log_start_offset = -1
-    p.diverging_epoch = _NO_DIVERGENCE
-    p.current_leader = _NO_LEADER
-    p.snapshot_id = _NO_SNAPSHOT
-    p.aborted_transactions = None
-    p.preferred_read_replica = -1
-    p.records = b""
-    return p
-
-
-@dataclass(slots=True)
-class _Wanted:
-    """One requested partition: where it goes in the response and what was asked."""
-
-    response: _PartitionData  # this partition's answer is written into it
-    partition: Partition | None
-    fetch_offset: int
-    max_bytes: int
-    last_fetched_epoch: int
-    error: ErrorCode = ErrorCode.NONE
-    read: ReadInfo | None = None
-    follower_log_start_offset: int = -1  # what a follower reports of its own log
-    read_state: ReadState | None = None  # a consumer's partition as `read` saw it (fetch_quiet.py)
-
 
 @handles(API_KEY, "4-16", decode=fetch_request.decode_fetch_request, encode=fastpath.encode_fetch_response)
 async def fetch(broker: BrokerContext, request: Request[FetchRequest], connection: RequestContext) -> FetchResponse:
@@ -164,7 +128,10 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         kept = everything if follower else not_quiet(broker, everything, may_read, committed, leader_only)
         skipped = len(kept) < len(everything)
         asked, cached = session.request_topics(kept)
-    topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
+    if session is None and not wants_session and not follower:  # librdkafka's every Fetch
+        topics, wanted = resolve_consumer(broker, asked, version, connection, may_read, leader_only)
+    else:
+        topics, wanted = resolve(broker, asked, version, replica_id, may_read, leader_only)
     awaited = committed and await _load_transactions(wanted)
 
     # What each read saw is kept only for a consumer's session (fetch_quiet.py): librdkafka has none
@@ -181,7 +148,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         # It will wait: then every partition of the session is watched and read, as before
         assert session is not None
         asked, cached = session.request_topics()
-        topics, wanted = _resolve(broker, asked, version, replica_id, may_read, leader_only)
+        topics, wanted = resolve(broker, asked, version, replica_id, may_read, leader_only)
         awaited = committed and await _load_transactions(wanted)
         available, failed = plan(recheck=awaited)
     if follower:
@@ -216,10 +183,11 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         session_id = session.id
     for w, records in zip(wanted, chunks, strict=True):
         _answer(w, records, committed)
-        if records and w.partition is not None:
-            replicas.counters.fetched(w.partition.topic_partition.topic, len(records), by_follower=follower)
+        size = len(records)  # once: a FileRegion's len is a Python call
+        if size and w.partition is not None:
+            replicas.counters.fetched(w.partition.topic_partition.topic, size, by_follower=follower)
             if follower and replicas.throttles.leader.is_throttled(w.partition.topic_partition):
-                throttled += len(records)
+                throttled += size
     if throttled:  # what throttled partitions sent counts against the leader quota, in sync or not
         replicas.throttles.leader.record(throttled)
     if wants_session:
@@ -227,15 +195,26 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         if not follower:
             remember_quiet(pairs, committed, leader_only)
         session_id = broker.fetch_sessions.create(follower, version >= 13, partitions)
-    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=topics)
+    return _fetch_response(session_id, topics)
+
+
+def _fetch_response(session_id: int, topics: list[_TopicResponse]) -> FetchResponse:
+    """The answer without Struct.__init__'s copies of the defaults (once per Fetch); every field set."""
+    answer = object.__new__(FetchResponse)
+    answer.throttle_time_ms = 0
+    answer.error_code = ErrorCode.NONE
+    answer.session_id = session_id
+    answer.responses = topics
+    answer.node_endpoints = []
+    return answer
 
 
 def _session_error(error: ErrorCode, session_id: int) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=[])
 
 
-def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Wanted], uses_topic_ids: bool
-                        ) -> tuple[dict, list[tuple[CachedPartition, _Wanted]]]:
+def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[Wanted], uses_topic_ids: bool
+                        ) -> tuple[dict, list[tuple[CachedPartition, Wanted]]]:
     """A new session's partitions: each asked one with what this answer told the fetcher; and each
     with the partition's read."""
     partitions = {}
@@ -251,8 +230,8 @@ def _session_partitions(asked: list[FetchRequest.FetchTopic], wanted: list[_Want
     return partitions, pairs
 
 
-def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[_Wanted], chunks: list,
-                  topics: list[_TopicResponse]) -> tuple[list[_Wanted], list[_TopicResponse]]:
+def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: list[Wanted], chunks: list,
+                  topics: list[_TopicResponse]) -> tuple[list[Wanted], list[_TopicResponse]]:
     """An incremental answer: the partitions with something new (Kafka's IncrementalFetchContext), and
     their topics; the chunks of the others become None."""
     kept = []
@@ -280,52 +259,7 @@ def _changed_only(session: FetchSession, cached: list[CachedPartition], wanted: 
     return kept, answer
 
 
-def _resolve(broker: BrokerContext, asked: list[FetchRequest.FetchTopic], version: int, replica_id: int,
-             may_read: Callable[[str], bool], leader_only: bool) -> tuple[list[_TopicResponse], list[_Wanted]]:
-    replicas = broker.replicas
-    topics = []
-    wanted: list[_Wanted] = []
-    for topic in asked:
-        partitions: list[_PartitionData] = []
-        if version >= 13:
-            found = broker.topics.by_id(topic.topic_id)
-            topics.append(_TopicResponse(topic_id=topic.topic_id, partitions=partitions))
-            unknown = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            found = broker.topics.get(topic.topic)
-            topics.append(_TopicResponse(topic=topic.topic, partitions=partitions))
-            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        # Authorized once per topic named with partitions (Kafka's filterByAuthorized), before existence
-        name = found.name if found is not None else (topic.topic if version < 13 else None)
-        refused = unknown if found is None else None
-        if topic.partitions and name is not None and not may_read(name):
-            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        for part in topic.partitions:
-            response = _partition_data(part.partition)
-            partitions.append(response)
-            w = _Wanted(response, None, part.fetch_offset, part.partition_max_bytes, part.last_fetched_epoch)
-            wanted.append(w)
-            if refused is not None:
-                w.error = refused
-                continue
-            assert found is not None  # refused otherwise
-            try:
-                partition = replicas.partition_of(found, part.partition)
-                if leader_only:
-                    partition.check_leader()
-                partition.check_leader_epoch(part.current_leader_epoch)
-                if replica_id >= 0 and replica_id not in partition.replicas:
-                    raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                         f"{partition.topic_partition}: broker {replica_id} is not a replica")
-            except PartitionError as exc:
-                w.error = exc.error_code
-                continue
-            w.partition = partition
-            w.follower_log_start_offset = part.log_start_offset
-    return topics, wanted
-
-
-async def _load_transactions(wanted: list[_Wanted]) -> bool:
+async def _load_transactions(wanted: list[Wanted]) -> bool:
     """A READ_COMMITTED reader needs each partition's open transactions: its producer table, loaded
     once (from its snapshot and the log after it) if nothing has loaded it yet. Whether it awaited."""
     awaited = False
@@ -339,7 +273,7 @@ async def _load_transactions(wanted: list[_Wanted]) -> bool:
     return awaited
 
 
-def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
+def _note_follower_fetches(wanted: list[Wanted], replica_id: int) -> None:
     """A follower's position counts (high watermark, ISR, low watermark) only where its fetch read from
     this log: not where it diverges or asked out of range (Kafka's updateFollowerFetchState)."""
     for w in wanted:
@@ -350,7 +284,7 @@ def _note_follower_fetches(wanted: list[_Wanted], replica_id: int) -> None:
                 w.error, w.read, w.partition = exc.error_code, None, None
 
 
-def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | None, leader_only: bool,
+def _plan(replicas, wanted: list[Wanted], max_bytes: int, replica_id: int | None, leader_only: bool,
           committed: bool, recheck: bool, keep_state: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
     data may exceed it with its first batch (KIP-74), the others may not. READ_COMMITTED readers
@@ -406,7 +340,7 @@ def _plan(replicas, wanted: list[_Wanted], max_bytes: int, replica_id: int | Non
     return total, failed
 
 
-def _start_moved(wanted: list[_Wanted]) -> bool:
+def _start_moved(wanted: list[Wanted]) -> bool:
     """The leader's log start offset is past what a follower reported, by as much as the follower can
     follow now (its start never passes its high watermark, which never passes its fetch offset)."""
     for w in wanted:
@@ -419,7 +353,7 @@ def _start_moved(wanted: list[_Wanted]) -> bool:
     return False
 
 
-def _diverging(w: _Wanted) -> bool:
+def _diverging(w: Wanted) -> bool:
     """A follower whose last fetched epoch ends below its fetch offset here must truncate first."""
     partition = w.partition
     assert partition is not None  # _plan asks only about partitions it found
@@ -437,7 +371,7 @@ def _diverging(w: _Wanted) -> bool:
     return False
 
 
-def _answer(w: _Wanted, records, committed: bool) -> None:
+def _answer(w: Wanted, records, committed: bool) -> None:
     response = w.response
     response.records = records
     response.error_code = w.error

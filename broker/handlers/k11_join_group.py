@@ -11,6 +11,9 @@ The answer is held until the join phase ends (all members rejoined, the rebalanc
 initial rebalance delay of a new group). Only the leader gets the members' metadata. Generations
 start at 1. Member ids are `<client.id>-<uuid>` (`<group.instance.id>-<uuid>` for static members).
 
+A JoinGroup for a KIP-848 consumer group with members joins it as a classic member
+(broker/group/consumer_classic.py: no leader, its generation its member epoch), as Kafka 4.3.1 does.
+
 Errors: NONE, INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT (outside group.min/max.session.timeout.ms),
 MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL (another
 protocol type, or no protocol every member supports), REBALANCE_IN_PROGRESS (a newer JoinGroup of the

@@ -2,7 +2,8 @@
 
 A member of the current generation pushes its session deadline out by its session timeout. While the
 group prepares a rebalance the answer is REBALANCE_IN_PROGRESS: the member must rejoin. In
-CompletingRebalance and Stable the answer is NONE.
+CompletingRebalance and Stable the answer is NONE. A classic member of a KIP-848 consumer group is told
+REBALANCE_IN_PROGRESS when it must rejoin (broker/group/consumer_classic.py).
 
 Errors: NONE, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (unknown group or member, or an Empty group),
 FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.

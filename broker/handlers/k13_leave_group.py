@@ -4,7 +4,9 @@ GroupInstanceId (KIP-345), and answers per member.
 A leaving member is removed at once; a Stable or CompletingRebalance group rebalances, one that is
 preparing a rebalance may complete it. A member that got MEMBER_ID_REQUIRED but never rejoined can
 leave too. An empty member id with a GroupInstanceId removes that static member (the admin path).
-v0-2 answer the member's error at the top level; v3+ answer NONE at the top and an error per member.
+Leaving a KIP-848 consumer group (any member; the admin path by instance id) may turn it classic
+(broker/group/consumer_migration.py). v0-2 answer the member's error at the top level; v3+ answer
+NONE at the top and an error per member.
 
 Errors: NONE, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (unknown group or member), FENCED_INSTANCE_ID,
 COORDINATOR_NOT_AVAILABLE.
@@ -34,7 +36,7 @@ async def leave_group(broker: BrokerContext, request: Request[LeaveGroupRequest]
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    error, errors = broker.groups.leave_group(body.group_id, leaving)
+    error, errors = await broker.groups.leave_group(body.group_id, leaving)
     if version < 3:
         if error == ErrorCode.NONE:
             error = next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)

@@ -3,8 +3,10 @@
 The leader sends every member's assignment; it is written to `__consumer_offsets` (group metadata)
 and then each member gets its own, and the group is Stable. Followers wait for that (their answer
 is held); a member syncing a Stable group gets its assignment at once. Members missing from the
-leader's list get an empty assignment. v3+ carries GroupInstanceId; v5+ carries ProtocolType and
-ProtocolName, which must match the group's (INCONSISTENT_GROUP_PROTOCOL), and returns them.
+leader's list get an empty assignment. A classic member of a KIP-848 consumer group gets its partitions
+from the group's server-side assignment (broker/group/consumer_classic.py). v3+ carries
+GroupInstanceId; v5+ carries ProtocolType and ProtocolName, which must match the group's
+(INCONSISTENT_GROUP_PROTOCOL), and returns them.
 
 Errors: NONE, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID (unknown group or member, or an Empty group),
 FENCED_INSTANCE_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, REBALANCE_IN_PROGRESS (the group

@@ -2,7 +2,8 @@
 
 Per consumer group: its state (Empty, Assigning, Reconciling, Stable), group epoch, assignment epoch,
 assignor and members with instance id, rack, epoch, client id and host, subscription (names and regex),
-the partitions each holds and its target (topic id, name, partitions); v1 adds MemberType (1: consumer).
+the partitions each holds and its target (topic id, name, partitions); v1 adds MemberType (1: consumer,
+0: a classic member in the group).
 A group that does not exist is GROUP_ID_NOT_FOUND "Group <id> not found.", a classic or share group's id
 GROUP_ID_NOT_FOUND "Group <id> is not a consumer group.", an empty id INVALID_GROUP_ID. Needs DESCRIBE
 on the group (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on every topic the group's members subscribe to,
@@ -18,7 +19,13 @@ TOPIC_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINA
 
 from __future__ import annotations
 
-from broker.group.consumer_group import MEMBER_TYPE_CONSUMER, Assignment, ConsumerGroup, ConsumerMember
+from broker.group.consumer_group import (
+    MEMBER_TYPE_CLASSIC,
+    MEMBER_TYPE_CONSUMER,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+)
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.request_context import RequestContext
@@ -91,7 +98,7 @@ def _described(broker: BrokerContext, group: ConsumerGroup) -> _Described:
                 subscribed_topic_regex=m.regex or "",  # Kafka: "" without one
                 assignment=_Assignment(topic_partitions=_topics(broker, _held(m))),
                 target_assignment=_Assignment(topic_partitions=_topics(broker, group.target.get(m.member_id, {}))),
-                member_type=MEMBER_TYPE_CONSUMER)
+                member_type=MEMBER_TYPE_CONSUMER if m.classic is None else MEMBER_TYPE_CLASSIC)
         for m in group.members.values()]
     return entry
 

@@ -5,9 +5,10 @@ given, and leaves with -1 (answered with interval 0). The answer carries the mem
 heartbeat interval (the group's share.heartbeat.interval.ms, else the broker's
 group.share.heartbeat.interval.ms) and, when the member just joined or its partitions changed, its
 assignment by topic id. A member silent for the group's share.session.timeout.ms is removed. The rules
-are broker/group/share_groups.py's. Needs READ on the group (GROUP_AUTHORIZATION_FAILED); with an
-authorizer, subscribing to a topic one may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED, as Kafka checks
-it.
+are broker/group/share_groups.py's; the group's changed records are appended to __consumer_offsets
+before the answer (a failed append answers the coordinator's error instead, the change undone). Needs READ on the group
+(GROUP_AUTHORIZATION_FAILED); with an authorizer, subscribing to a topic one may not DESCRIBE is
+TOPIC_AUTHORIZATION_FAILED, as Kafka checks it.
 
 Errors: NONE, INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND,
 GROUP_MAX_SIZE_REACHED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, COORDINATOR_NOT_AVAILABLE,
@@ -57,7 +58,7 @@ async def share_group_heartbeat(broker: BrokerContext, request: Request[ShareGro
     except StoreError:
         return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's configs cannot be read now.")
     try:
-        answer = groups.share.heartbeat(ShareHeartbeat(
+        answer = await groups.share.heartbeat(ShareHeartbeat(
             body.group_id, body.member_id, body.member_epoch, body.rack_id, body.subscribed_topic_names,
             request.header.client_id or "", "/" + connection.client_host), timeouts)
     except GroupError as exc:

@@ -36,4 +36,4 @@ async def delete_share_group_state(broker: BrokerContext, request: Request[Delet
         return _partition(asked, await broker.share_coordinator.delete(key))
 
     return DeleteShareGroupStateResponse(results=await answer_each(broker, connection, request.body, _Result,
-                                                                   answer, _partition))
+                                                                   answer, _partition, inactive_first=True))

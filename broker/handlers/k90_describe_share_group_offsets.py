@@ -3,8 +3,9 @@ per share group, each partition's share-partition start offset, the leader epoch
 (KIP-1226: records from the start offset to the high watermark not finished with). Topics null: every
 partition the group has state for; a named partition without state answers start offset -1, and a group
 that does not exist no partitions (NONE), as Kafka answers. The state is the partition leader's in
-memory when led here, else its share coordinator's (broker/share/): every partition is seen, on any
-broker; the lag of a partition with no replica here is -1 (docs/features.md, "Share group gaps").
+memory when led here, else its share coordinator's summary (ReadShareGroupStateSummary when the
+coordinator is another broker, broker/share/persister.py): every partition is seen, on any broker;
+the lag of a partition with no replica here is -1 (docs/features.md, "Share group gaps").
 Needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and on each topic
 (TOPIC_AUTHORIZATION_FAILED).
 
@@ -91,6 +92,5 @@ async def _describe_topic(broker: BrokerContext, connection: RequestContext, gro
             entry.error_code = exc.error_code
             continue
         if described is not None:
-            share, entry.leader_epoch, entry.lag = described
-            entry.start_offset = share.start_offset
+            entry.start_offset, entry.leader_epoch, entry.lag = described
     return answer

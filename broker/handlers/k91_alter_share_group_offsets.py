@@ -39,7 +39,7 @@ async def alter_share_group_offsets(broker: BrokerContext, request: Request[Alte
                                     connection: RequestContext) -> AlterShareGroupOffsetsResponse:
     body = request.body
     try:
-        empty_share_group(broker, connection, body.group_id, Operation.READ, create=True)
+        await empty_share_group(broker, connection, body.group_id, Operation.READ, create=True)
     except ShareError as exc:
         return _refused(exc.error_code, exc.message or None)
     answers = []

@@ -34,7 +34,7 @@ async def delete_share_group_offsets(broker: BrokerContext, request: Request[Del
                                      connection: RequestContext) -> DeleteShareGroupOffsetsResponse:
     body = request.body
     try:
-        empty_share_group(broker, connection, body.group_id, Operation.DELETE, create=False)
+        await empty_share_group(broker, connection, body.group_id, Operation.DELETE, create=False)
     except ShareError as exc:
         return _refused(exc.error_code, exc.message or None)
     answers = []

@@ -125,7 +125,7 @@ def end_if_final(broker: BrokerContext, connection: RequestContext, request: Sha
     broker.shares.end_session(request.group_id, request.member_id, partitions, request.settings.limits.delivery_limit)
 
 
-def empty_share_group(broker: BrokerContext, connection: RequestContext, group_id: str, operation: Operation,
+async def empty_share_group(broker: BrokerContext, connection: RequestContext, group_id: str, operation: Operation,
                       *, create: bool) -> None:
     """AlterShareGroupOffsets' and DeleteShareGroupOffsets' group checks (ShareError for the top level):
     the id, the ACL, served here, a share group (made Empty when `create`) with no member."""
@@ -135,7 +135,7 @@ def empty_share_group(broker: BrokerContext, connection: RequestContext, group_i
         raise ShareError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
     try:
         broker.groups.registry.check_served(group_id)
-        group = broker.groups.share.ensure(group_id) if create else broker.groups.share.existing(group_id)
+        group = await broker.groups.share.ensure(group_id) if create else broker.groups.share.existing(group_id)
     except GroupError as exc:
         raise ShareError(exc.error_code, exc.message) from exc
     if group.members:

@@ -22,6 +22,7 @@ import structlog
 from broker.log.common import TMP_SUFFIX
 from broker.log.free_space import Runner
 from broker.log.repeated_failure import RepeatedFailure
+from broker.resolve_generation import RESOLVE_GENERATION
 
 logger = structlog.get_logger(__name__)
 
@@ -73,6 +74,7 @@ class DirHealth:
         if self.failed_reason is not None:
             return False
         self.failed_reason = reason
+        RESOLVE_GENERATION.bump()
         self.failures += 1
         logger.error("log dir failed: every partition on it is offline until a probe finds it healthy",
                      log_dir=str(self.directory), reason=reason, probe_interval_ms=self.probe_interval_ms)
@@ -129,6 +131,7 @@ class DirHealth:
             logger.warning("log dir healthy again: its partitions are reloaded and online",
                            log_dir=str(self.directory), was=self.failed_reason)
             self.failed_reason = None
+            RESOLVE_GENERATION.bump()
             self._tell(False)
 
     async def stop(self) -> None:

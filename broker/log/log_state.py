@@ -31,6 +31,7 @@ from broker.log.io import LogIO
 from broker.log.segment import CorruptSegmentError, LogSegment, SegmentFlush
 from broker.log.segment_run import SegmentRun, sync_to_disk
 from broker.log.txn_index import AbortedTxnIndex
+from broker.resolve_generation import RESOLVE_GENERATION
 
 logger = structlog.get_logger(__name__)
 
@@ -149,6 +150,7 @@ class LogState:
         """An I/O error: this partition goes offline (others keep working); return the error to raise."""
         if self.offline_reason is None:
             self.offline_reason = f"{action}: {exc!r}"
+            RESOLVE_GENERATION.bump()
             logger.error(
                 "partition log offline", partition=str(self.topic_partition), action=action, error=repr(exc)
             )
@@ -164,6 +166,7 @@ class LogState:
         """Offline because its log dir failed (another partition's I/O error): no listener told."""
         if self.offline_reason is None:
             self.offline_reason = reason
+            RESOLVE_GENERATION.bump()
 
     def _out_of_space(self, segment: LogSegment, exc: BaseException) -> StorageError:
         """The disk filled during an append: the part written is cut off, and the partition stays

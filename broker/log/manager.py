@@ -43,6 +43,7 @@ from broker.log.periodic import PeriodicJobs
 from broker.log.retention import cause_of_next_deletion
 from broker.log.segment_file import OPEN_SEGMENTS
 from broker.log.unloaded import UnloadedPartitions
+from broker.resolve_generation import RESOLVE_GENERATION
 
 logger = structlog.get_logger(__name__)
 
@@ -217,6 +218,7 @@ class LogManager:
             with contextlib.suppress(OSError):
                 old.abandon()
             del self._logs[tp]
+            RESOLVE_GENERATION.bump()
             self._unloaded.failed(tp, OSError(old.offline_reason), old.log_start_offset, old.recovery_point,
                                   old.high_watermark, quiet=True)
         for tp in self._unloaded.reloadable:
@@ -248,6 +250,7 @@ class LogManager:
         log.writes_into_reserve = tp.topic in self._reserve_topics
         log.on_offline = self._on_offline
         self._logs[tp] = log
+        RESOLVE_GENERATION.bump()
         log.erasure.resume()  # bytes a stop left below the start (erasure.max.delay.ms)
 
     def _on_offline(self, log: PartitionLog) -> None:
@@ -344,6 +347,7 @@ class LogManager:
         # The cleaner lets go first: a round running on this log is abandoned at its swap.
         self.cleaner.forget(tp)
         log = self._logs.pop(tp, None)
+        RESOLVE_GENERATION.bump()
         unloaded = self._unloaded.pop(tp)
         directory = self.log_dir / tp.dir_name
         if log is None and unloaded is None:

@@ -18,6 +18,8 @@ import errno
 import os
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from itertools import chain
+from operator import attrgetter
 
 from broker.log import page_cache
 from broker.log.file_region import FileRegion
@@ -37,10 +39,10 @@ class SliceReader:
         """What `read` gives, or pinned FileRegions in place of the groups with data when the whole
         answer is in the page cache and large enough; those regions are added to `regions` too, for
         the connection to release once they are sent."""
-        if page_cache.available() and sum(s.length for group in groups for s in group) >= SENDFILE_MIN_BYTES:
-            answer = _regions_if_cached(groups)
+        # The total summed in C loops (no generator frame): once per Fetch answer
+        if page_cache.available() and sum(map(_LENGTH, chain.from_iterable(groups))) >= SENDFILE_MIN_BYTES:
+            answer = _regions_if_cached(groups, regions)
             if answer is not None:
-                regions.extend(r for r in answer if isinstance(r, FileRegion))
                 return answer
         return await self.read(groups)
 
@@ -69,11 +71,14 @@ class SliceReader:
 
 
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+_LENGTH = attrgetter("length")
 _EMPTY = memoryview(b"")
 
 
-def _regions_if_cached(groups: Sequence[Sequence[FileSlice]]) -> list[memoryview | FileRegion] | None:
-    """A pinned FileRegion per group with data, if every slice is in the page cache; else None."""
+def _regions_if_cached(groups: Sequence[Sequence[FileSlice]], regions: list[FileRegion]
+                       ) -> list[memoryview | FileRegion] | None:
+    """A pinned FileRegion per group with data, if every slice is in the page cache (the regions then
+    added to `regions` too); else None."""
     cached = page_cache.checker()  # the kernel's check, bound once per answer
     if cached is None:
         return None
@@ -94,6 +99,7 @@ def _regions_if_cached(groups: Sequence[Sequence[FileSlice]]) -> list[memoryview
                 continue
             break
         else:
+            regions += made
             return answer
     except ValueError:  # a segment file closed for good since the log answered: read as before
         pass

@@ -10,6 +10,7 @@ import structlog
 
 from broker.log.checkpoint_file import Offsets
 from broker.log.common import TopicPartition
+from broker.resolve_generation import RESOLVE_GENERATION
 
 logger = structlog.get_logger(__name__)
 
@@ -50,11 +51,14 @@ class UnloadedPartitions:
         offsets = {kind: value for kind, value in zip(KINDS, (start, recovery, hw), strict=True) if value is not None}
         reloadable = isinstance(exc, OSError)
         self.entries[tp] = Entry(f"load failed: {exc!r}", offsets, reloadable)
+        RESOLVE_GENERATION.bump()
         if not quiet:
             logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc), retried=reloadable)
 
     def pop(self, tp: TopicPartition) -> Entry | None:
+        RESOLVE_GENERATION.bump()
         return self.entries.pop(tp, None)
 
     def put_back(self, tp: TopicPartition, entry: Entry) -> None:
         self.entries[tp] = entry
+        RESOLVE_GENERATION.bump()

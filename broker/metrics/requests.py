@@ -153,7 +153,40 @@ _ERROR_CODE = attrgetter("error_code")
 def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or nested struct: fields found at run time
     """Add every error code a response carries (top level and nested, e.g. per partition) to `into`,
     as Kafka's AbstractResponse.errorCounts does."""
-    _count_items((struct,), into)
+    shape = _TWO_LEVELS.get(type(struct), _UNKNOWN)
+    if shape is _UNKNOWN:
+        shape = _TWO_LEVELS[type(struct)] = _two_levels(type(struct))
+    if shape is None:
+        _count_items((struct,), into)
+        return
+    # Topics, then their partitions (Fetch, Produce): the generic walk's counts without its recursion
+    has_error, outer, inner = shape
+    if has_error:
+        code = struct.error_code
+        into[code] = into.get(code, 0) + 1
+    for item in getattr(struct, outer):
+        found = getattr(item, inner)
+        if found:
+            _count_elements(into, map(_ERROR_CODE, found))
+
+
+# Per response class: (its own ErrorCode?, the one array under it, the one array of error carriers in
+# that) when that is all it carries errors in; None for any other shape (the generic walk)
+_TWO_LEVELS: dict[type, tuple[bool, str, str] | None] = {}
+_UNKNOWN = (False, "", "")  # a class not seen yet
+
+
+def _two_levels(cls: type) -> tuple[bool, str, str] | None:
+    specs = getattr(cls, "_specs", ())
+    nested = [spec for spec in specs if spec.is_array and spec.is_struct and _carries_errors(spec.fields)]
+    if len(nested) != 1 or any(spec.attr == "error_code" for spec in nested[0].fields):
+        return None
+    inner = [spec for spec in nested[0].fields if spec.is_array and spec.is_struct and _carries_errors(spec.fields)]
+    if len(inner) != 1 or not any(spec.attr == "error_code" for spec in inner[0].fields):
+        return None
+    if any(spec.is_array and spec.is_struct and _carries_errors(spec.fields) for spec in inner[0].fields):
+        return None
+    return any(spec.attr == "error_code" for spec in specs), nested[0].attr, inner[0].attr
 
 
 def _count_items(items: Any, into: dict[int, int]) -> None:

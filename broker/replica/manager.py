@@ -36,6 +36,7 @@ from broker.replica.partition import Partition, PartitionError
 from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.producer_state import SNAPSHOT_INTERVAL_MS
 from broker.replica.throttle import ReplicationThrottles
+from broker.resolve_generation import RESOLVE_GENERATION
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ class ReplicaManager(DataPath):
             # must not take the leaving replicas back into the ISR either.
             partition.leaving = set(topic.removing.get(index, ()))
             self._partitions[tp] = partition
+            RESOLVE_GENERATION.bump()
             if state is not None:
                 self.leadership_changed(partition)
         return partition
@@ -271,6 +273,7 @@ class ReplicaManager(DataPath):
         """A partition that went away: drop it and let whoever waits on it answer now."""
         self.stop_following(tp)
         if self._partitions.pop(tp, None) is not None:
+            RESOLVE_GENERATION.bump()
             for purgatory in (self.fetches, self.produces, self.deletions):
                 purgatory.complete_all(tp)
             for listener in self.forget_listeners:

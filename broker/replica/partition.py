@@ -34,6 +34,7 @@ from broker.replica.producer_state import (
     last_sequence,
 )
 from broker.replica.producer_table import ProducerTable
+from broker.resolve_generation import RESOLVE_GENERATION
 from protocol.control_records import read_marker
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, RecordBatch, iter_batches
@@ -146,6 +147,7 @@ class Partition(ProducerTable):
             self.reset_producers()
         self.leader_id = self.local_id
         self.leader_epoch = leader_epoch
+        RESOLVE_GENERATION.bump()  # a cached Fetch resolve checked the old term
         self.isr = set(isr) | {self.local_id}
         self._note_leader_epoch()
         self.maybe_increment_high_watermark()
@@ -183,6 +185,7 @@ class Partition(ProducerTable):
             self.reset_producers()  # rebuilt from the log when it is needed
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        RESOLVE_GENERATION.bump()  # a cached Fetch resolve checked the old role
         self.isr = set(isr)
         self.followers = {}
         self.host.leadership_changed(self)

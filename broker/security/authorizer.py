@@ -13,6 +13,7 @@ import structlog
 
 from broker.cluster.layout import AclChangesZNode, AclResourceTypeZNode, AclResourceZNode, desanitized
 from broker.cluster.store import BadVersion, MetadataStore, NodeExists, NoNode, Watch
+from broker.resolve_generation import RESOLVE_GENERATION
 from broker.security.acls import Acl, AclFilter, decide
 from protocol.enums import Operation, PatternType, Permission, ResourceType
 
@@ -52,6 +53,7 @@ class Authorizer:
                 for acl in await self._read(resource_type, pattern, desanitized(child)):
                     found.setdefault(resource_type, []).append(acl)
         self._acls = found
+        RESOLVE_GENERATION.bump()
         log.info("ACLs loaded", acls=sum(len(a) for a in found.values()))
 
     async def _read(self, resource_type: ResourceType, pattern: PatternType, name: str) -> list[Acl]:

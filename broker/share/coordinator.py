@@ -225,6 +225,33 @@ class ShareCoordinator:
                            old.snapshot_epoch + 1 if old is not None else 0)
         return await self._store(key, state, now)
 
+    async def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
+        """ReadShareGroupStateSummary: the committed state as it is (no leader epoch fencing, nothing
+        written, so no wait behind the key's write in flight: memory holds only what is in the log); None
+        when the key has none."""
+        refused = self.not_served(key) or self._bad_key(key)
+        return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
+
+    async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState: a new snapshot of the key at `state_epoch` with `start_offset` (-1:
+        left to the leader's share.auto.offset.reset) and nothing in flight, as Kafka's shard stores it:
+        leader epoch 0. A state epoch older than stored (not -1) is FENCED_STATE_EPOCH."""
+        async with self._locks.held(key):
+            refused = self.not_served(key)
+            if refused is not None:
+                return refused
+            if key[2] < 0:
+                return ErrorCode.INVALID_REQUEST
+            old = self.states.get(key)
+            if state_epoch != -1 and old is not None and old.state_epoch > state_epoch:
+                return ErrorCode.FENCED_STATE_EPOCH
+            refused = self._bad_key(key) or (ErrorCode.INVALID_REQUEST if start_offset < -1 else None)
+            if refused is not None:
+                return refused
+            now = _now_ms()
+            return await self._store(key, ShareState(state_epoch, 0, start_offset, (), now,
+                                                     old.snapshot_epoch + 1 if old is not None else 0), now)
+
     async def delete(self, key: StateKey) -> ErrorCode:
         """The share-partition's state goes: stored as none under the next state epoch (see above)."""
         async with self._locks.held(key):

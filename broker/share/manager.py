@@ -321,25 +321,28 @@ class SharePartitionManager:
             break
         return found
 
-    async def described(self, group_id: str, topic: Topic, index: int) -> tuple[SharePartition, int, int] | None:
-        """(share-partition, leader epoch, lag) of the group's partition wherever it is led: here, in
-        memory or read back; elsewhere, as its share coordinator stores it (not kept). The lag is -1
-        where this broker has no replica of the partition (no high watermark to count to)."""
+    async def described(self, group_id: str, topic: Topic, index: int) -> tuple[int, int, int] | None:
+        """(start offset, leader epoch, lag) of the group's partition wherever it is led: here, from the
+        share-partition in memory or read back; elsewhere, from its share coordinator's summary (nothing
+        kept). The lag is -1 where this broker has no replica of the partition (no high watermark to
+        count to)."""
         partition = None
         with contextlib.suppress(PartitionError):
             partition = self._replicas.partition_of(topic, index)
         if partition is not None and partition.is_leader:
             share = await self.stored(group_id, partition)
-            return None if share is None else (share, partition.leader_epoch, lag(share, partition.high_watermark))
-        state = await self._coordinator_state((group_id, topic.topic_id, index))
-        if state is None or state.start_offset < 0:
+            return None if share is None else (share.start_offset, partition.leader_epoch,
+                                               lag(share, partition.high_watermark))
+        try:
+            summary = await self.persister.summary((group_id, topic.topic_id, index))
+        except PersisterError as exc:
+            raise ShareStateError(exc.error_code) from None
+        if summary is None or summary[2] < 0:
             return None
-        # no replica here: only the start offset is shown (no lag), so no record is kept
-        end = state.start_offset if partition is None else partition.log.log_end_offset
-        share = SharePartition.from_state(state.start_offset, state.batches, lambda: None, state.state_epoch, limit=end)
-        # ReadShareGroupState carries no leader epoch: a replica here knows the partition's
-        epoch = state.leader_epoch if state.leader_epoch >= 0 or partition is None else partition.leader_epoch
-        return share, epoch, -1 if partition is None else lag(share, partition.high_watermark)
+        _, leader_epoch, start, finished = summary
+        # the summary's leader epoch is the last leader's that read or wrote; a replica here knows the partition's
+        epoch = leader_epoch if leader_epoch >= 0 or partition is None else partition.leader_epoch
+        return start, epoch, -1 if partition is None else max(0, partition.high_watermark - start - max(finished, 0))
 
     async def _coordinator_state(self, key: Key) -> ShareState | None:
         try:

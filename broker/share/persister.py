@@ -2,7 +2,8 @@
 leading the share-partition, written after each change, deleted with the group's offsets. The state's
 share coordinator is the leader of the key's `__share_group_state` partition (created on first use):
 this broker's ShareCoordinator when it leads that partition, else the other broker asked with
-ReadShareGroupState / WriteShareGroupState over the inter-broker connections.
+ReadShareGroupState / WriteShareGroupState over the inter-broker connections. DescribeShareGroupOffsets
+reads a summary (ReadShareGroupStateSummary: no batches, nothing written), as Kafka's group coordinator.
 
 While the coordinator moves or loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, a connection that fails) the call is retried with a backoff for up to
@@ -26,13 +27,14 @@ from typing import Any
 import structlog
 
 from broker.share.coordinator import ShareCoordinator
-from broker.share.state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, StateKey
+from broker.share.state_log import SHARE_STATE_TOPIC, ShareState, StateBatch, StateKey, delivery_complete_count
 from broker.topics import TopicError
 from broker.txn.peers import PeerConnections
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DeleteShareGroupStateRequest,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 
@@ -46,6 +48,9 @@ _RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN
 _Read = ReadShareGroupStateRequest.ReadStateData
 _Write = WriteShareGroupStateRequest.WriteStateData
 _Delete = DeleteShareGroupStateRequest.DeleteStateData
+_Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+# What a summary tells: (state epoch, leader epoch, start offset, delivery-complete count).
+Summary = tuple[int, int, int, int]
 
 
 @dataclass
@@ -91,6 +96,12 @@ class StatePersister:
         if not await self._topic_exists():
             return None
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
+
+    async def summary(self, key: StateKey) -> Summary | None:
+        """The stored state's summary (None: never any); PersisterError when the coordinator cannot be had."""
+        if not await self._topic_exists():
+            return None
+        return await self._retried(key, lambda leader: self._summary_once(leader, key))
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> None:
@@ -167,6 +178,22 @@ class StatePersister:
         return ErrorCode.NONE, ShareState(found.state_epoch, leader_epoch, found.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches), 0)
 
+    async def _summary_once(self, leader: int, key: StateKey) -> tuple[ErrorCode, Summary | None]:
+        if leader == self.node_id:
+            error, state = await self.coordinator.summary(key)
+            return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
+                                                      delivery_complete_count(state))
+        group, topic_id, partition = key
+        request = ReadShareGroupStateSummaryRequest(group_id=group, topics=[_Summary(topic_id=topic_id, partitions=[
+            _Summary.PartitionData(partition=partition, leader_epoch=-1)])])
+        found = await self._ask(leader, request, version=1)
+        if found is None:
+            return ErrorCode.NETWORK_EXCEPTION, None
+        if found.error_code:
+            return ErrorCode(found.error_code), None
+        return ErrorCode.NONE, (found.state_epoch, found.leader_epoch, found.start_offset,
+                                found.delivery_complete_count)
+
     async def _write_once(self, leader: int, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                           batches: tuple[StateBatch, ...]) -> tuple[ErrorCode, None]:
         if leader == self.node_id:
@@ -190,11 +217,11 @@ class StatePersister:
         found = await self._ask(leader, request)
         return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
 
-    async def _ask(self, leader: int, request: Any) -> Any:
+    async def _ask(self, leader: int, request: Any, version: int = 0) -> Any:
         """The one partition's result of the coordinator's answer; None when it could not be asked
         (unreachable, closed, timed out: tried again)."""
         try:
-            answer = await self.peers.request(leader, request, 0)
+            answer = await self.peers.request(leader, request, version)
         except Exception as exc:
             log.info("cannot ask the share coordinator", broker=leader, error=repr(exc))
             return None

@@ -48,6 +48,19 @@ class ShareState:
     snapshot_epoch: int = 0
 
 
+_FINISHED = (2, 4)  # RecordState ACKNOWLEDGED and ARCHIVED (broker/share/partition.py)
+
+
+def delivery_complete_count(state: ShareState) -> int:
+    """KIP-1226's DeliveryCompleteCount of a stored state: the offsets at or past the start offset whose
+    delivery is finished (acknowledged or archived); -1 without a start offset. Ebb counts them from the
+    stored batches (Kafka stores the count its leader sends)."""
+    if state.start_offset < 0:
+        return -1
+    return sum(last - max(first, state.start_offset) + 1 for first, last, kind, _ in state.batches
+               if kind in _FINISHED and last >= state.start_offset)
+
+
 def coordinator_key(key: StateKey) -> str:
     """Kafka's SharePartitionKey as a coordinator key: "group:topicId:partition" (the id as Kafka prints it)."""
     group, topic_id, partition = key

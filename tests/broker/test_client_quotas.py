@@ -271,6 +271,28 @@ def test_a_consumer_over_its_quota_gets_no_data_and_reads_no_more_than_its_windo
 
 
 
+def test_a_quota_set_reaches_a_connection_with_a_kept_fetch_resolve(broker):
+    """A consumer without a session has its resolve kept on its connection (broker/handlers/
+    fetch_resolve.py); quotas are not part of it: one set meanwhile holds its next Fetch back."""
+    with WireClient(broker.port) as client:
+        create_topic(client, "kept-quota")
+        for _ in range(30):
+            answer = client.send(produce_request("kept-quota", 0, batch([b"k" * 10_000])), 9)
+            assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    with WireClient(broker.port, client_id="kept-reader") as reader:
+        for _ in range(2):  # the second is served from what the first kept
+            answer = reader.send(fetch_request("kept-quota", 0, 0), 12)
+            assert answer.throttle_time_ms == 0 and len(answer.responses[0].partitions[0].records) > 300_000
+        with WireClient(broker.port) as client:
+            alter(client, (entity(client_id="kept-reader"), [op("consumer_byte_rate", 10_000)]))
+        capped = reader.send(fetch_request("kept-quota", 0, 0), 12)  # read no further than the quota's window
+        assert capped.throttle_time_ms == 0 and len(capped.responses[0].partitions[0].records) <= 100_000
+        held = reader.send(fetch_request("kept-quota", 0, 0), 12)
+        assert held.throttle_time_ms > 0 and held.responses == []
+    with WireClient(broker.port) as client:
+        alter(client, (entity(client_id="kept-reader"), [op("consumer_byte_rate", None)]))
+
+
 def test_ebb_quotas_sets_lists_and_deletes(broker):
     from tests.support.ebb_cli import ebb
 

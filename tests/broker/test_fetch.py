@@ -220,3 +220,42 @@ def test_broker_stops_cleanly_with_a_parked_fetch(tmp_path):
             create_topic(c, "parked", 1)
             c.submit(fetch_request("parked", 0, 0, max_wait_ms=120_000), 12)
             assert process.stop() == 0
+
+
+def test_a_connections_kept_resolve_never_answers_stale(broker, client):
+    """A consumer without a session has its resolve kept on its connection (broker/handlers/
+    fetch_resolve.py); deleting, re-creating under the same name, growing the topic and deleting records
+    each reach the next Fetch on that connection (one asking by name at v12, one by id at v16)."""
+    from protocol.messages import CreatePartitionsRequest, DeleteTopicsRequest
+
+    name, topic_id = filled(client)
+    all_six = [b"a", b"b", b"c", b"d", b"e", b"f"]
+    with WireClient(broker.port) as by_id:
+        for _ in range(2):  # the second is served from what the first kept
+            assert values(fetch(client, name, 0, 0)) == all_six
+            assert values(fetch(by_id, topic_id, 0, 0, version=16)) == all_six
+        assert delete_records(client, name, 0, 3).error_code == 0
+        assert fetch(client, name, 0, 0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert fetch(by_id, topic_id, 0, 0, version=16).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert fetch(client, name, 0, 3).log_start_offset == 3
+        assert fetch(by_id, topic_id, 0, 3, version=16).log_start_offset == 3
+        with WireClient(broker.port) as admin:
+            answer = admin.request(DeleteTopicsRequest(topic_names=[name], timeout_ms=5000), 5)
+            assert answer.responses[0].error_code == ErrorCode.NONE
+            assert fetch(by_id, topic_id, 0, 3, version=16).error_code == ErrorCode.UNKNOWN_TOPIC_ID
+            assert fetch(client, name, 0, 3).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert create_topic(admin, name, 1) != topic_id
+            assert produce(admin, name, 0, batch([b"new"])).error_code == 0
+        again = fetch(client, name, 0, 0)  # the new topic's partition, not the deleted one's
+        assert (again.error_code, values(again), again.high_watermark) == (ErrorCode.NONE, [b"new"], 1)
+        assert fetch(by_id, topic_id, 0, 0, version=16).error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    both = [(0, 0, 1 << 20), (1, 0, 1 << 20)]
+    for _ in range(2):
+        reply = client.request(fetch_request(name, 0, 0, partitions=both), 12)
+        assert [p.error_code for p in reply.responses[0].partitions] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    with WireClient(broker.port) as admin:
+        grown = admin.request(CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+            name=name, count=2, assignments=None)], timeout_ms=5000, validate_only=False), 3)
+        assert grown.results[0].error_code == ErrorCode.NONE
+    reply = client.request(fetch_request(name, 0, 0, partitions=both), 12)
+    assert [p.error_code for p in reply.responses[0].partitions] == [0, 0]

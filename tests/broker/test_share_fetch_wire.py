@@ -19,9 +19,11 @@ from protocol.messages import DeleteShareGroupStateRequest as DeleteState
 from protocol.messages import (
     DeleteTopicsRequest,
     IncrementalAlterConfigsRequest,
+    ListGroupsRequest,
     MetadataRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
+    ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
 from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
@@ -29,6 +31,7 @@ from protocol.messages import ReadShareGroupStateRequest as ReadState
 from protocol.messages import WriteShareGroupStateRequest as WriteState
 from tests.broker.data_wire import WireClient, batch, create_topic, produce, values
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 E = ErrorCode
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -312,15 +315,42 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
     assert read(4)[0] == E.FENCED_LEADER_EPOCH and read(-1) == (E.NONE, 2, 3, [])
 
 
+def _join(c, group: str, member: str, epoch: int, topics: list[str] | None = None):
+    return c.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, rack_id=None,
+                                             subscribed_topic_names=topics), 1)
+
+
+def _described(c, group: str):
+    [g] = c.send(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 1).groups
+    return g
+
+
 def test_state_survives_sigkill(broker):
-    """Last in the module: the broker is killed and started again on the same directory."""
+    """Last in the module: the broker is killed and started again on the same directory. The share group's
+    membership is in __consumer_offsets (share group records): it comes back as it was described, and its
+    members heartbeat on at their epochs; an empty group is still listed."""
     with WireClient(broker.port) as c:
-        group, _, topic_id = setup(c, 6)
+        group, topic, topic_id = setup(c, 6)
+        assert _join(c, group, "m", 0, [topic]).member_epoch == 1
+        assert _join(c, group, "m2", 0, [topic]).member_epoch == 2
+        assert _join(c, group, "m", 1).member_epoch == 2
+        empty, _, _ = setup(c, 0)
+        assert _join(c, empty, "x", 0, [topic]).error_code == E.NONE
+        assert _join(c, empty, "x", -1).error_code == E.NONE
+        before = _described(c, group)
+        assert before.error_code == E.NONE and len(before.members) == 2 and before.group_epoch == 2
         assert ranges(part(fetch(c, group, "m", 0, topic_id))) == [(0, 5, 1)]
         answer = ack(c, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
         assert answer.responses[0].partitions[0].error_code == E.NONE  # written before the answer
     broker.restart(signal.SIGKILL)
     with WireClient(broker.port) as c:
+        after = wait_for(lambda: (g := _described(c, group)).error_code != E.COORDINATOR_LOAD_IN_PROGRESS and g,
+                         what="the group coordinator loaded")
+        assert after == before
+        listed = c.send(ListGroupsRequest(states_filter=[], types_filter=["share"]), 5).groups
+        assert {(g.group_id, g.group_state) for g in listed} >= {(group, "Stable"), (empty, "Empty")}
+        beats = (_join(c, group, "m", 2), _join(c, group, "m2", 2))  # no rejoin, same epochs
+        assert [(a.error_code, a.member_epoch, a.assignment) for a in beats] == [(E.NONE, 2, None)] * 2
         asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
         [g] = c.send(Describe(groups=[asked]), 1).groups
         assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(2, 4)]

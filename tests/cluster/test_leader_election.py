@@ -9,6 +9,8 @@
   the leader, and the records only the old leader had (acknowledged with acks=-1) are lost: Kafka's
   documented price of unclean.leader.election. With the topic's unclean.leader.election.enable the
   controller does the same by itself.
+- A share group outlives its group coordinator (KIP-932's records in `__consumer_offsets`): killed, its
+  successor loads the group as it was described and the members heartbeat on at their epochs.
 - A share consumer continues across a leader move (its broker killed, KIP-932): the share-partition's state is its share
   coordinator's (`__share_group_state`), so the new leader redelivers what was released or still
   acquired at the move, and delivers what was produced meanwhile, skipping nothing, and again after a
@@ -27,7 +29,7 @@ from protocol.enums import ElectionType
 from protocol.messages import AlterShareGroupOffsetsRequest as Alter
 from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
 from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
-from protocol.messages import ElectLeadersRequest
+from protocol.messages import ElectLeadersRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, batch, fetch, produce, values
 from tests.broker.group_wire import find_coordinator
 from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, part, ranges
@@ -104,8 +106,13 @@ def test_preferred_election_after_a_brokers_return_moves_leadership_back(cluster
     cluster[preferred].start()
     wait_for(lambda: in_sync(cluster[preferred], topic, 0), what="the preferred replica back in the ISR")
     assert not leads(cluster, topic, preferred)  # nothing moves it back by itself (no auto rebalance)
-    assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.NONE
-    wait_for(lambda: leads(cluster, topic, preferred), what="every broker naming the preferred replica leader")
+    interim = partition_state(asked, topic).leader_id
+    with WireClient(cluster[interim].port) as consumer:  # a v10 consumer's resolve, kept on its connection
+        for _ in range(2):
+            assert fetch(consumer, topic, 0, 0, version=10).error_code == E.NONE
+        assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.NONE
+        wait_for(lambda: leads(cluster, topic, preferred), what="every broker naming the preferred replica leader")
+        assert fetch(consumer, topic, 0, 0, version=10).error_code == E.NOT_LEADER_OR_FOLLOWER
     wait_for(lambda: imbalance(cluster) == 0, what="no partition led elsewhere")
     assert elect(not_the_controller(cluster), ElectionType.PREFERRED, topic) == E.ELECTION_NOT_NEEDED
     assert elect(not_the_controller(cluster), ElectionType.UNCLEAN, topic) == E.ELECTION_NOT_NEEDED
@@ -244,3 +251,45 @@ def offsets_admin_on_another_broker(cluster, topic: str, leader_id: int, topic_i
             topic_name=topic)]), 0)
         assert deleted.responses[0].error_code == E.NONE
         assert described() == []
+
+
+def test_a_share_group_outlives_its_coordinator(cluster):
+    """Last in the module: the group's coordinator is killed (and started again at the end)."""
+    topic = new_topic(cluster, prefix="share-meta")
+    group = "share-failover"
+
+    def coordinator() -> int:
+        for broker in cluster.values():
+            if broker.process is not None and broker.process.poll() is None:
+                with WireClient(broker.port) as client:
+                    found = find_coordinator(client, group, version=4)
+                return found.node_id if found.error_code == E.NONE else -1
+        return -1
+
+    def beat(node: int, member: str, epoch: int, topics=None):
+        with WireClient(cluster[node].port) as client:
+            return client.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                          subscribed_topic_names=topics), 1)
+
+    def described(node: int):
+        with WireClient(cluster[node].port) as client:
+            [g] = client.send(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+        return g
+
+    first = wait_for(lambda: (c := coordinator()) in NODES and c, what="the group's coordinator")
+    assert wait_for(lambda: beat(first, "a", 0, [topic]).error_code == E.NONE or None, what="a joined")
+    assert beat(first, "b", 0, [topic]).member_epoch == 2
+    assert beat(first, "a", 1).member_epoch == 2
+    before = described(first)
+    assert (before.error_code, before.group_epoch, len(before.members)) == (E.NONE, 2, 2)
+    cluster[first].stop(signal.SIGKILL)
+    second = wait_for(lambda: (c := coordinator()) not in (first, -1) and c, what="a new coordinator")
+    moving = (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
+    after = wait_for(lambda: (g := described(second)).error_code not in moving and g, what="the group loaded")
+    assert after == before
+    for member in ("a", "b"):  # no rejoin: the same epoch, nothing new to take
+        answer = beat(second, member, 2)
+        assert (answer.error_code, answer.member_epoch, answer.assignment) == (E.NONE, 2, None), answer
+    cluster[first].start()
+    wait_for(lambda: coordinator() in NODES and all(b.process.poll() is None for b in cluster.values()),
+             what="the old coordinator back")

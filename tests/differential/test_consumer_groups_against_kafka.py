@@ -186,3 +186,91 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)
+
+
+def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
+    """group.consumer.migration.policy=bidirectional (both brokers' default): a classic group with a member
+    upgraded by a consumer heartbeat, its classic member served inside (told to rejoin, revoking, its
+    SyncGroup assignment, commits with its epoch), ConsumerGroupDescribe's member types, and the downgrade
+    when the consumer member leaves: DescribeGroups and ListGroups at each step."""
+    from broker.group.consumer_protocol import encode_assignment
+    from protocol.messages import (
+        ConsumerProtocolSubscription,
+        HeartbeatRequest,
+        LeaveGroupRequest,
+        SyncGroupRequest,
+    )
+
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "mgt", 4, ("mig", "mig-probe"))
+    for peer in (ebb_peer, kafka_peer):  # Kafka's coordinator sees a new topic a moment after its leaders
+        def assigned(p=peer) -> bool:
+            answer = p.send(ConsumerGroupHeartbeatRequest(
+                group_id="mig-probe", member_id="probe", member_epoch=0, rebalance_timeout_ms=30000,
+                subscribed_topic_names=["mgt"], topic_partitions=[]), 1)
+            p.send(ConsumerGroupHeartbeatRequest(group_id="mig-probe", member_id="probe", member_epoch=-1), 1)
+            return answer.assignment is not None and bool(answer.assignment.topic_partitions)
+        wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees mgt")
+
+    def subscription(owned: list[int]) -> bytes:
+        value = ConsumerProtocolSubscription(topics=["mgt"], user_data=None, owned_partitions=[
+            ConsumerProtocolSubscription.TopicPartition(topic="mgt", partitions=owned)] if owned else [])
+        return b"\x00\x01" + ConsumerProtocolSubscription[1].encode(value)
+
+    def join(peer: Peer, label: str, member: str, owned: list[int]):
+        return peer.ask(label, JoinGroupRequest(group_id="mig", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                                                member_id=member, protocol_type="consumer",
+                                                protocols=[_Protocol(name="range", metadata=subscription(owned))]), 5)
+
+    def sync(peer: Peer, label: str, member: str, generation: int, assignments=()):
+        return peer.ask(label, SyncGroupRequest(group_id="mig", generation_id=generation, member_id=member,
+                                                protocol_type="consumer", protocol_name="range",
+                                                assignments=list(assignments)), 5)
+
+    def listed(peer: Peer, label: str, state: str) -> None:
+        wait_for(lambda: any(g.group_id == "mig" and g.group_state == state for g in peer.send(
+            ListGroupsRequest(), 5).groups), timeout_s=10, what=f"{peer.name}: mig {state}")
+        answer = peer.send(ListGroupsRequest(), 5)
+        answer.groups = [g for g in answer.groups if g.group_id == "mig"]
+        peer.record(label, answer)
+
+    def scenario(peer: Peer) -> None:
+        tid = topic_ids[peer.name]
+        beat = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["mgt"], "server_assignor": "range"}
+        first = peer.send(JoinGroupRequest(group_id="mig", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                                           member_id="", protocol_type="consumer",
+                                           protocols=[_Protocol(name="range", metadata=subscription([]))]), 5)
+        c1 = first.member_id
+        joined = join(peer, "classic member joins", c1, [])
+        whole = encode_assignment(1, {"mgt": {0, 1, 2, 3}})
+        sync(peer, "classic leader syncs", c1, joined.generation_id,
+             [SyncGroupRequest.SyncGroupRequestAssignment(member_id=c1, assignment=whole)])
+        listed(peer, "a classic group", "Stable")
+        _beat(peer, "consumer member upgrades the group", "mig", "m", 0, [], **beat)
+        _describe(peer, "describe the mixed group", ["mig"], {c1: 1, "m": 2})
+        peer.ask("classic heartbeat: rejoin", HeartbeatRequest(group_id="mig", generation_id=1, member_id=c1), 4)
+        sync(peer, "classic sync before rejoining", c1, 1)
+        join(peer, "classic rejoin still holding all: revoking", c1, [0, 1, 2, 3])
+        sync(peer, "classic sync: what it keeps", c1, 1)
+        peer.ask("classic heartbeat: still revoking", HeartbeatRequest(group_id="mig", generation_id=1,
+                                                                      member_id=c1), 4)
+        rejoined = join(peer, "classic rejoin: revoked", c1, [0, 1])
+        sync(peer, "classic sync at the new epoch", c1, rejoined.generation_id)
+        _beat(peer, "consumer member gets its partitions", "mig", "m", 2, [], tid)
+        commit = [_Commit(name="mgt", partitions=[_Commit.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=3)])]
+        peer.ask("classic commit with its epoch", OffsetCommitRequest(
+            group_id="mig", generation_id_or_member_epoch=rejoined.generation_id, member_id=c1, topics=commit), 8)
+        peer.ask("classic commit with a later generation", OffsetCommitRequest(
+            group_id="mig", generation_id_or_member_epoch=rejoined.generation_id + 5, member_id=c1,
+            topics=commit), 8)
+        peer.ask("describe groups of the mixed group", DescribeGroupsRequest(groups=["mig"]), 5)
+        listed(peer, "a consumer group", "Stable")
+        _beat(peer, "consumer member leaves: downgrade", "mig", "m", -1)
+        listed(peer, "a classic group again", "PreparingRebalance")
+        peer.ask("classic heartbeat after the downgrade", HeartbeatRequest(
+            group_id="mig", generation_id=rejoined.generation_id, member_id=c1), 4)
+        peer.ask("classic member leaves", LeaveGroupRequest(group_id="mig", members=[
+            LeaveGroupRequest.MemberIdentity(member_id=c1)]), 4)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)

@@ -469,8 +469,23 @@ def _delete_share_group_offsets(target: Target, v: int):
         m.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)])
 
 
-# The share coordinator's inter-broker APIs, for a group with no state: a read and a deletion (a write
-# would make state, and Kafka's asks for the state to be initialised first).
+# The share coordinator's inter-broker APIs, for a group with no state: a read, a summary, a deletion and an
+# initialisation (before the state topic exists: nothing is stored; with it, test_share_groups_against_kafka.py).
+# A write would make state, and Kafka's asks for the state to be initialised first.
+@asks(m.InitializeShareGroupStateRequest)
+def _initialize_share_group_state(target: Target, v: int):
+    asked = m.InitializeShareGroupStateRequest.InitializeStateData
+    yield "", m.InitializeShareGroupStateRequest(group_id=GROUP, topics=[asked(topic_id=target.topic_id, partitions=[
+        asked.PartitionData(partition=0, state_epoch=0, start_offset=0)])])
+
+
+@asks(m.ReadShareGroupStateSummaryRequest)
+def _read_share_group_state_summary(target: Target, v: int):
+    asked = m.ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+    yield "", m.ReadShareGroupStateSummaryRequest(group_id=GROUP, topics=[asked(
+        topic_id=target.topic_id, partitions=[asked.PartitionData(partition=0, leader_epoch=0)])])
+
+
 @asks(m.ReadShareGroupStateRequest)
 def _read_share_group_state(target: Target, v: int):
     asked = m.ReadShareGroupStateRequest.ReadStateData

@@ -1,23 +1,30 @@
 """Share groups (KIP-932) against Kafka 4.3.1, with share groups enabled on Kafka as tests/franzgo_suite.py
 enables them: ShareGroupHeartbeat's join, heartbeat, fencing, unknown members and groups, invalid
-requests and leave; ShareGroupDescribe of a share group, a classic group's id, a missing group and an
-empty id; ListGroups' type filter and DescribeGroups and DeleteGroups of a share group."""
+requests and leave, a classic or consumer group's id (AlterShareGroupOffsets' too); ShareGroupDescribe
+of a share group, a classic group's id, a missing group and an empty id; ListGroups' type filter and
+DescribeGroups and DeleteGroups of a share group."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
 from protocol.messages import (
     AlterShareGroupOffsetsRequest,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
     DescribeGroupsRequest,
     DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
+    InitializeShareGroupStateRequest,
     JoinGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
     ShareGroupDescribeRequest,
@@ -82,7 +89,7 @@ def test_share_group_heartbeats_and_errors(ebb_peer, kafka_peer):
     for peer in (ebb_peer, kafka_peer):
         assert create_topic(peer.client, "shared", 3).error_code == 0
         peer.wait_for_leaders("shared", 3)
-        for group in ("sg", "sg-bad", "sg-none", "cg"):  # Kafka makes __consumer_offsets on the first ask
+        for group in ("sg", "sg-bad", "sg-none", "cg", "kg"):  # Kafka makes __consumer_offsets on the first ask
             wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
                      .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
             # and has loaded its __consumer_offsets partition (COORDINATOR_LOAD_IN_PROGRESS until then)
@@ -123,6 +130,16 @@ def test_share_group_heartbeats_and_errors(ebb_peer, kafka_peer):
                                                   protocols=[_Protocol(name="range", metadata=b"")]), 9)
         _beat(peer, "share heartbeat on a classic group's id", "cg", "m", 0, ["shared"])
         peer.ask("share describe of a classic group's id", ShareGroupDescribeRequest(group_ids=["cg"]), 1)
+        joined = peer.send(ConsumerGroupHeartbeatRequest(  # a KIP-848 consumer group holds "kg"
+            group_id="kg", member_id="kg-member-0000000001", member_epoch=0, rebalance_timeout_ms=10000,
+            subscribed_topic_names=["shared"], topic_partitions=[]), 1)
+        assert joined.error_code == 0, (peer.name, joined)
+        _beat(peer, "share heartbeat on a consumer group's id", "kg", "m", 0, ["shared"])
+        alter = AlterShareGroupOffsetsRequest
+        peer.ask("alter share offsets of a consumer group's id", alter(group_id="kg", topics=[
+            alter.AlterShareGroupOffsetsRequestTopic(topic_name="shared", partitions=[
+                alter.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=1)])]), 0)
 
     allowed = {**ALLOWED, ("heartbeat, settled", "member_epoch"): SETTLING,
                ("describe", "groups[1].group_epoch"): SETTLING, ("describe", "groups[1].assignment_epoch"): SETTLING,
@@ -210,12 +227,56 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
+_Init = InitializeShareGroupStateRequest.InitializeStateData
+_Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+_Read = ReadShareGroupStateRequest.ReadStateData
+
+
+def _initialize(group: str, topic_id, *partitions: tuple[int, int, int]) -> InitializeShareGroupStateRequest:
+    """(partition, state epoch, start offset) each."""
+    return InitializeShareGroupStateRequest(group_id=group, topics=[_Init(topic_id=topic_id, partitions=[
+        _Init.PartitionData(partition=p, state_epoch=e, start_offset=o) for p, e, o in partitions])])
+
+
+def _summary(group: str, topic_id, *partitions: int) -> ReadShareGroupStateSummaryRequest:
+    return ReadShareGroupStateSummaryRequest(group_id=group, topics=[_Summary(topic_id=topic_id, partitions=[
+        _Summary.PartitionData(partition=p, leader_epoch=0) for p in partitions])])
+
+
+def _share_state_apis(peer: Peer, topic_id) -> None:
+    """The share coordinator's InitializeShareGroupState (83) and ReadShareGroupStateSummary (87): a
+    first state, its summary at v0 and v1, fencing, a leader epoch read in (84), and Kafka's checks."""
+    ghost = uuid.UUID(int=1)
+    peer.ask("initialize", _initialize("init-g", topic_id, (1, 3, 5), (0, 0, -1)), 0)
+    for version in (0, 1):
+        peer.ask(f"summary v{version}", _summary("init-g", topic_id, 1, 0), version)
+    peer.ask("initialize at an older state epoch", _initialize("init-g", topic_id, (1, 2, 7)), 0)
+    # (one topic a request: Kafka answers several in its hash map's order)
+    peer.ask("initialize errors", _initialize("init-g", topic_id, (-1, 0, 0), (9, 0, 0)), 0)
+    peer.ask("initialize an unknown topic", _initialize("init-g", ghost, (0, 0, 0)), 0)
+    peer.ask("initialize without a group", _initialize("", topic_id, (1, 0, 0)), 0)
+    peer.ask("initialize no topic", InitializeShareGroupStateRequest(group_id="init-g", topics=[]), 0)
+    peer.ask("read with a leader epoch", ReadShareGroupStateRequest(group_id="init-g", topics=[_Read(
+        topic_id=topic_id, partitions=[_Read.PartitionData(partition=1, leader_epoch=4)])]), 0)
+    peer.ask("summary after the read", _summary("init-g", topic_id, 1), 1)
+    peer.ask("initialize again", _initialize("init-g", topic_id, (1, 4, 2)), 0)
+    peer.ask("summary and errors", _summary("init-g", topic_id, 1, -1, 9), 1)
+    peer.ask("summary of an unknown topic", _summary("init-g", ghost, 0), 1)
+    peer.ask("summary of a never-seen group", _summary("init-none", topic_id, 0), 1)
+    peer.ask("summary without a group", _summary("", topic_id, 0), 1)
+    peer.ask("summary of a topic without partitions", _summary("init-g", topic_id), 0)
+
+
 def test_share_group_offsets_admin(ebb_peer, kafka_peer):
     """AlterShareGroupOffsets making a group and setting start offsets, DescribeShareGroupOffsets of named
     partitions and of all (v0 and v1's lag), DeleteShareGroupOffsets, and their group errors; FindCoordinator's
-    share coordinator keys (key type 2: v6 only, keys that parse or not)."""
+    share coordinator keys (key type 2: v6 only, keys that parse or not); the share coordinator's
+    InitializeShareGroupState and ReadShareGroupStateSummary once its state topic exists."""
+    topic_ids = {}
     for peer in (ebb_peer, kafka_peer):
-        assert create_topic(peer.client, "admin-shared", 2).error_code == 0
+        created = create_topic(peer.client, "admin-shared", 2)
+        assert created.error_code == 0
+        topic_ids[peer.name] = created.topic_id
         peer.wait_for_leaders("admin-shared", 2)
         for _ in range(2):  # a new partition may refuse at first (NOT_LEADER_OR_FOLLOWER until it leads)
             wait_for(lambda p=peer: p.send(produce_request("admin-shared", 0, batch([b"x", b"y"])), 9)
@@ -223,6 +284,10 @@ def test_share_group_offsets_admin(ebb_peer, kafka_peer):
         for group in ("so", "so-none"):
             wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
                      .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
+        # Kafka's coordinator may still be loading the group's partition when this runs first
+        wait_for(lambda p=peer: p.send(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id="so-none", topics=None)]),
+            1).groups[0].error_code not in (14, 15, 16), timeout_s=60, what=f"{peer.name} loaded so-none's coordinator")
     alter, describe = AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest
     topic_ask = describe.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic
 
@@ -252,6 +317,7 @@ def test_share_group_offsets_admin(ebb_peer, kafka_peer):
         peer.ask("describe all after", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
             group_id="so", topics=None)]), 1)
         peer.ask("delete the group", DeleteGroupsRequest(groups_names=["so"]), 2)
+        _share_state_apis(peer, topic_ids[peer.name])
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)

@@ -1,12 +1,14 @@
 """Ebb's KIP-848 consumer group records in `__consumer_offsets` are Kafka 4.3.1's: Kafka's own
 DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what a short session of
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
-and current assignment, member and tombstone records, in Kafka's order within each write."""
+and current assignment, member and tombstone records, in Kafka's order within each write; and the
+share group records (types 10-14) of a share group's heartbeats in the same log."""
 
 from __future__ import annotations
 
 import json
 
+from protocol.messages import ShareGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, create_topic
 from tests.broker.test_consumer_group_restart import _beat, _held
 from tests.support.broker_process import BrokerProcess
@@ -35,7 +37,12 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
             _beat(c, "m2", 0, {}, join=True)
             _beat(c, "m1", 2, _held(first))  # m1 must give two partitions up
             _beat(c, "m2", -1)
-    records = _decoded(java, tmp_path / "logs")
+            for member, epoch, topics in (("s1", 0, ["t"]), ("s2", 0, ["t"]), ("s2", -1, None)):
+                answer = c.request(ShareGroupHeartbeatRequest(group_id="s", member_id=member, member_epoch=epoch,
+                                                              rack_id=None, subscribed_topic_names=topics), 1)
+                assert answer.error_code == 0, answer
+    decoded = _decoded(java, tmp_path / "logs")
+    records = [(k, p) for k, p in decoded if k["data"]["groupId"] == "g"]
     kinds = [(k["type"], k["data"].get("memberId"), p is None) for k, p in records]
     # The first write: m1's subscription, the group epoch, its target, the target epoch, its assignment.
     assert kinds[:5] == [("5", "m1", False), ("3", None, False), ("7", "m1", False), ("6", None, False),
@@ -52,3 +59,16 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
     assert [p["partitions"] for p in current["assignedPartitions"]] == [[0, 1]]
     assert [p["partitions"] for p in current["partitionsPendingRevocation"]] == [[2, 3]]
     assert [p["partitions"] for p in payloads[("7", "m1")]["data"]["topicPartitions"]] == [[0, 1]]
+    shares = [(k, p) for k, p in decoded if k["data"]["groupId"] == "s"]
+    kinds = [(k["type"], k["data"].get("memberId"), p is None) for k, p in shares]
+    assert kinds[:5] == [("10", "s1", False), ("11", None, False), ("13", "s1", False), ("12", None, False),
+                         ("14", "s1", False)]
+    # s2 leaving: its tombstones, the group epoch, then the target recomputed for s1 (Ebb does it at once).
+    assert kinds[-6:] == [("14", "s2", True), ("13", "s2", True), ("10", "s2", True), ("11", None, False),
+                          ("13", "s1", False), ("12", None, False)]
+    payloads = {(k["type"], k["data"].get("memberId")): p["data"] for k, p in shares if p is not None}
+    assert payloads[("11", None)]["epoch"] == 3 and payloads[("12", None)]["assignmentEpoch"] == 3
+    assert payloads[("10", "s1")]["subscribedTopicNames"] == ["t"]
+    current = payloads[("14", "s1")]
+    assert (current["memberEpoch"], current["state"]) == (1, 0)
+    assert [p["partitions"] for p in current["assignedPartitions"]] == [[0, 1, 2, 3]]

@@ -25,15 +25,23 @@ KAFKA_ONLY = ("ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "Shar
               "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "DeleteShareGroupOffsetsRequest",
               "DeleteShareGroupOffsetsResponse", "ReadShareGroupStateRequest", "ReadShareGroupStateResponse",
               "WriteShareGroupStateRequest", "WriteShareGroupStateResponse", "DeleteShareGroupStateRequest",
-              "DeleteShareGroupStateResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
+              "DeleteShareGroupStateResponse", "InitializeShareGroupStateRequest", "InitializeShareGroupStateResponse",
+              "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse",
+              "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
               "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse")
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
 
+# The share group records of __consumer_offsets, in Kafka's group coordinator jar.
+GROUP_RECORDS = tuple(f"ShareGroup{record}{part}" for record in (
+    "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember", "CurrentMemberAssignment",
+    "StatePartitionMetadata") for part in ("Key", "Value"))
+
+
 @cache
-def kafka_spec(name: str) -> dict:
+def kafka_spec(name: str, jar_name: str = "kafka-clients") -> dict:
     build()  # Maven fetches the jars (cached) unless they are there already
-    with zipfile.ZipFile(TARGET / "lib" / f"kafka-clients-{KAFKA_VERSION}.jar") as jar:
+    with zipfile.ZipFile(TARGET / "lib" / f"{jar_name}-{KAFKA_VERSION}.jar") as jar:
         text = jar.read(f"common/message/{name}.json").decode()
     spec = json.loads(_COMMENT.sub("", text))
     _with_abouts([*spec["fields"], *spec.get("commonStructs", [])])
@@ -47,10 +55,11 @@ def _with_abouts(fields: list[dict]) -> None:
         _with_abouts(f.get("fields", []))
 
 
-@pytest.mark.parametrize("name", KAFKA_ONLY)
+@pytest.mark.parametrize("name", KAFKA_ONLY + GROUP_RECORDS)
 def test_same_wire_layout_as_kafkas_own_spec(name):
     ours = MESSAGES[name].spec
-    theirs = _build_message(kafka_spec(name), name)
+    theirs = _build_message(kafka_spec(name, "kafka-group-coordinator" if name in GROUP_RECORDS else "kafka-clients"),
+                            name)
     assert list(ours.valid_versions) == list(theirs.valid_versions)
     for version in ours.valid_versions:
         assert (version in ours.flexible_versions) == (version in theirs.flexible_versions)

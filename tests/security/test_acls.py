@@ -220,6 +220,26 @@ def test_a_quiet_fetch_session_partition_is_authorized_again_each_time(broker):
         assert topic.partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
+def test_a_removed_read_acl_reaches_a_connections_kept_fetch_resolve(broker):
+    """A consumer without a session has its resolve, READ included, kept on its connection
+    (broker/handlers/fetch_resolve.py): removing the ACL reaches its next Fetch."""
+    from tests.broker.data_wire import fetch
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "kept").error_code == ErrorCode.NONE
+        assert produce(client, "kept", 0, batch([b"k"])).error_code == ErrorCode.NONE
+    create(broker, acl("bob", "kept", AclOperation.READ))
+    with as_user(broker, "bob") as client:
+        for _ in range(2):  # the second is served from what the first kept
+            assert fetch(client, "kept", 0, 0).error_code == ErrorCode.NONE
+        admin = admin_client(broker)
+        for future in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "kept", ResourcePatternType.LITERAL,
+                                                          "User:bob", None, AclOperation.READ,
+                                                          AclPermissionType.ALLOW)]).values():
+            assert len(future.result(timeout=10)) == 1
+        assert fetch(client, "kept", 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(broker):
     from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
@@ -453,6 +473,10 @@ def _requests_for_every_api():
         77: (m.ShareGroupDescribeRequest(group_ids=["g"]), 1),
         78: (m.ShareFetchRequest(group_id="g", member_id="m", share_session_epoch=0, max_records=10, topics=[]), 1),
         79: (m.ShareAcknowledgeRequest(group_id="g", member_id="m", share_session_epoch=1, topics=[]), 1),
+        83: (m.InitializeShareGroupStateRequest(group_id="g", topics=[
+            m.InitializeShareGroupStateRequest.InitializeStateData(topic_id=uuid.UUID(int=1), partitions=[
+                m.InitializeShareGroupStateRequest.InitializeStateData.PartitionData(
+                    partition=0, state_epoch=0, start_offset=0)])]), 0),
         84: (m.ReadShareGroupStateRequest(group_id="g", topics=[m.ReadShareGroupStateRequest.ReadStateData(
             topic_id=uuid.UUID(int=1), partitions=[m.ReadShareGroupStateRequest.ReadStateData.PartitionData(
                 partition=0, leader_epoch=0)])]), 0),
@@ -462,6 +486,10 @@ def _requests_for_every_api():
         86: (m.DeleteShareGroupStateRequest(group_id="g", topics=[m.DeleteShareGroupStateRequest.DeleteStateData(
             topic_id=uuid.UUID(int=1), partitions=[m.DeleteShareGroupStateRequest.DeleteStateData.PartitionData(
                 partition=0)])]), 0),
+        87: (m.ReadShareGroupStateSummaryRequest(group_id="g", topics=[
+            m.ReadShareGroupStateSummaryRequest.ReadStateSummaryData(topic_id=uuid.UUID(int=1), partitions=[
+                m.ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData(partition=0, leader_epoch=0)])]),
+             1),
         90: (m.DescribeShareGroupOffsetsRequest(groups=[
             m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1),
         91: (m.AlterShareGroupOffsetsRequest(group_id="g", topics=[]), 0),

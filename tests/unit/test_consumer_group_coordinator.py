@@ -49,7 +49,7 @@ async def test_empty_groups_change_protocol_whatever_the_migration_policy(broker
         protocol_type="consumer", protocols=[("range", b"")], client_id="unit", client_host="/127.0.0.1",
         version=3))
     assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
-    groups.leave_group("g", [(joined.member_id, None)])
+    await groups.leave_group("g", [(joined.member_id, None)])
 
 
 async def test_heartbeats_read_group_configs_from_a_watch_not_the_store(broker):
@@ -141,3 +141,57 @@ async def test_consumer_group_offsets_expire_and_empty_groups_go(broker):
     groups.consumer.heartbeat(leave.__class__(**{**leave.__dict__, "group_id": "bare"}), TIMEOUTS)
     assert await groups.offsets.expire(now=now_ms()) == 0
     assert "bare" not in groups.consumer.groups
+
+
+async def test_a_deleted_groups_tombstones_that_fail_are_its_error(broker, monkeypatch):
+    """DeleteGroups of an empty share or consumer group whose records' tombstones cannot be written
+    answers the coordinator's error for that group (not a dropped connection)."""
+    from broker.group.share_groups import ShareHeartbeat
+
+    groups = broker.groups
+    await groups.share.heartbeat(ShareHeartbeat("s", "m", 0, None, ["t"], "unit", "/h"), TIMEOUTS)
+    await groups.share.heartbeat(ShareHeartbeat("s", "m", -1, None, None, "unit", "/h"), TIMEOUTS)
+    groups.consumer.heartbeat(_join("c"), TIMEOUTS)
+    await groups.consumer.persist("c", "m")
+    groups.consumer.heartbeat(ConsumerHeartbeat("c", "m", -1, None, None, -1, None, None, None, None, "unit",
+                                                "/127.0.0.1"), TIMEOUTS)
+    await groups.consumer.persist("c", "m")
+
+    async def refused(group_id, entries):
+        raise GroupError(ErrorCode.NOT_COORDINATOR, "moved")
+
+    monkeypatch.setattr(groups.share.records, "_append", refused)
+    monkeypatch.setattr(groups.consumer.records, "_append", refused)
+    assert await groups.delete_groups(["s", "c"]) == {"s": ErrorCode.NOT_COORDINATOR, "c": ErrorCode.NOT_COORDINATOR}
+    # Both are still there, as the log still holds them, and a retried deletion goes through.
+    assert groups.kind_of("s") == "share" and groups.kind_of("c") == "consumer"
+    assert [g.group_id for g in groups.list_groups(set(), set())] == ["c", "s"]
+    monkeypatch.undo()
+    assert await groups.delete_groups(["s", "c"]) == {"s": ErrorCode.NONE, "c": ErrorCode.NONE}
+    assert groups.kind_of("s") is None and groups.kind_of("c") is None
+    assert not groups.share.records.written and not groups.consumer.records.written
+
+
+async def test_one_group_id_has_one_kind_across_classic_consumer_and_share(broker):
+    """A KIP-848 consumer group's id is not a share group's (Kafka: GROUP_ID_NOT_FOUND "Group c is not a
+    share group." for ShareGroupHeartbeat and for AlterShareGroupOffsets' group), nor a classic group's;
+    a share group's id is not a consumer group's."""
+    from broker.group.share_groups import ShareHeartbeat
+
+    groups = broker.groups
+    groups.consumer.heartbeat(_join("c"), TIMEOUTS)
+    await groups.offsets.commit("k", -1, "", None, -1, [OffsetCommit("t", 0, 5, -1, None)], 8)
+    for group_id in ("c", "k"):
+        with pytest.raises(GroupError) as caught:
+            await groups.share.heartbeat(ShareHeartbeat(group_id, "s", 0, None, ["t"], "unit", "/h"), TIMEOUTS)
+        assert (caught.value.error_code, caught.value.message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        with pytest.raises(GroupError) as caught:
+            await groups.share.ensure(group_id)
+        assert caught.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert group_id not in groups.share.groups
+    assert groups.kind_of("c") == "consumer" and groups.kind_of("k") == "classic" and groups.kind_of("x") is None
+    await groups.share.heartbeat(ShareHeartbeat("s", "m", 0, None, ["t"], "unit", "/h"), TIMEOUTS)
+    with pytest.raises(GroupError) as caught:
+        groups.consumer.heartbeat(_join("s"), TIMEOUTS)
+    assert caught.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND and groups.kind_of("s") == "share"

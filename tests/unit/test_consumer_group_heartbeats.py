@@ -93,7 +93,7 @@ def test_the_rebalance_timeout_restarts_when_what_to_revoke_changes():
         assert m1.pending_revocation and m1.pending_revocation != revoking
         assert m1.rebalance_timer is not None and m1.rebalance_timer is not armed
         # A timeout armed at an epoch the member has left removes nothing.
-        groups._expire(groups.groups["g"], m1, "rebalance", m1.epoch - 1)
+        groups.expire(groups.groups["g"], m1, "rebalance", m1.epoch - 1)
         assert "m1" in groups.groups["g"].members
         groups.stop()
     asyncio.run(run())

@@ -118,7 +118,7 @@ async def test_active_groups_are_those_with_members_consuming_the_topic(broker):
     errors = await groups.offsets.commit("reading-t", 1, (member := groups.groups["reading-t"].leader_id), None, -1,
                                          [OffsetCommit("t", 0, 8, -1, None)], 8)
     assert errors == [ErrorCode.NONE]
-    assert groups.leave_group("reading-t", [(member, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+    assert await groups.leave_group("reading-t", [(member, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
     assert groups.min_committed_offset("t", 0) == (3, ())
     assert groups.committed_offsets("t", 0) == {"idle": 3, "reading-t": 8}
 
@@ -185,7 +185,7 @@ async def test_stable_consumer_group_keeps_offsets_of_subscribed_topics(broker):
     assert groups.committed_offsets("t", 0) == {"consumer": 4}
     assert groups.committed_offsets("u", 0) == {}
     # Once the group is empty, retention counts from when it emptied.
-    groups.leave_group("consumer", [(member.member_id, None)])
+    await groups.leave_group("consumer", [(member.member_id, None)])
     emptied_at = groups.groups["consumer"].state_timestamp_ms
     assert await groups.offsets.expire(now=emptied_at + RETENTION_MS - 1) == 0
     assert await groups.offsets.expire(now=emptied_at + RETENTION_MS) == 1

@@ -76,6 +76,33 @@ def test_every_error_code_in_a_response_is_counted_nested_ones_too():
     assert counts == {ErrorCode.NONE: 1, ErrorCode.NOT_LEADER_OR_FOLLOWER: 2}
 
 
+def test_a_two_level_answer_is_counted_as_the_generic_walk_counts_it():
+    """Fetch and Produce answers (topics, then partitions) are counted without the generic walk's
+    recursion: the same counts, top level included, empty topics and nested aborted lists too."""
+    from broker.metrics.requests import _count_items, _two_levels
+    from protocol.messages import FetchResponse
+
+    topic, part = FetchResponse.FetchableTopicResponse, FetchResponse.FetchableTopicResponse.PartitionData
+    aborted = [part.AbortedTransaction(producer_id=1, first_offset=0)]
+    answers = [
+        FetchResponse(error_code=ErrorCode.NONE, responses=[topic(topic="a", partitions=[
+            part(partition_index=0), part(partition_index=1, error_code=ErrorCode.OFFSET_OUT_OF_RANGE),
+            part(partition_index=2, aborted_transactions=aborted)]), topic(topic="b", partitions=[]),
+            topic(topic="c", partitions=[part(partition_index=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)])]),
+        FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, responses=[]),
+        ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[
+            ProduceResponse.TopicProduceResponse.PartitionProduceResponse(index=0, error_code=ErrorCode.NONE)])]),
+    ]
+    assert _two_levels(FetchResponse) == (True, "responses", "partitions")
+    assert _two_levels(ProduceResponse) == (False, "responses", "partition_responses")
+    for answer in answers:
+        flat: dict[int, int] = {}
+        generic: dict[int, int] = {}
+        count_errors(answer, flat)
+        _count_items((answer,), generic)
+        assert flat == generic and sum(generic.values()) > 0, answer
+
+
 def config(**overrides) -> LogConfig:
     return LogConfig.from_properties({"retention.ms": "-1", "retention.bytes": "-1", **overrides})
 

@@ -52,28 +52,47 @@ def test_members_subscribing_differently_get_only_their_topics():
     assert result["z"] == {T1: {0, 1}, T2: {0}}
 
 
-def _beat(groups: ShareGroups, group: str, member: str, epoch: int, topics: list[str] | None = None):
-    return groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"), MemberTimeouts(45000, 5000))
+async def _beat(groups: ShareGroups, group: str, member: str, epoch: int, topics: list[str] | None = None):
+    return await groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"),
+                                  MemberTimeouts(45000, 5000))
+
+
+async def _no_log(group_id: str, entries) -> int:
+    return 0
 
 
 def test_unload_forgets_the_groups_of_a_partition_and_their_timers():
     async def run() -> None:
-        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, is_classic=lambda g: g == "classic")
-        _beat(groups, "g1", "m", 0, ["a"])
-        _beat(groups, "g2", "m", 0, ["a"])
+        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, other_kind=lambda g: g == "classic",
+                             append=_no_log, spawn=asyncio.get_running_loop().create_task)
+        await _beat(groups, "g1", "m", 0, ["a"])
+        await _beat(groups, "g2", "m", 0, ["a"])
         timer = groups.groups["g1"].members["m"].session_timer
         groups.unload(lambda group_id: group_id == "g1")
         assert list(groups.groups) == ["g2"] and timer is not None and timer.cancelled()
         with pytest.raises(GroupError) as refused:
-            _beat(groups, "g1", "m", 1)
+            await _beat(groups, "g1", "m", 1)
         assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
-        _beat(groups, "g2", "n", 0, ["a"])
+        await _beat(groups, "g2", "n", 0, ["a"])
         with pytest.raises(GroupError) as full:  # group.share.max.size, 2 here
-            _beat(groups, "g2", "o", 0, ["a"])
+            await _beat(groups, "g2", "o", 0, ["a"])
         assert full.value.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
         with pytest.raises(GroupError) as classic:
-            _beat(groups, "classic", "m", 0, ["a"])
+            await _beat(groups, "classic", "m", 0, ["a"])
         assert classic.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
         groups.stop()
 
+    asyncio.run(run())
+
+
+def test_a_member_id_too_long_for_the_records_is_refused_before_the_group_changes():
+    """A share member record's key holds the member id with an int16 length; a longer id is UNKNOWN_SERVER_ERROR
+    (Kafka fails that write) and joins nothing."""
+    async def run() -> None:
+        groups = ShareGroups(2, lambda name: (T1, 3) if name == "a" else None, other_kind=lambda g: False,
+                             append=_no_log, spawn=asyncio.get_running_loop().create_task)
+        with pytest.raises(GroupError) as refused:
+            await _beat(groups, "g", "m" * 40_000, 0, ["a"])
+        assert refused.value.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert "g" not in groups.groups or not groups.groups["g"].members
     asyncio.run(run())

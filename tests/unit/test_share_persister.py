@@ -78,3 +78,23 @@ async def test_one_request_over_many_partitions_waits_once_for_an_unreachable_co
                 await persister.write(("g", KEY[1], index), 0, 1, 0, ())
             assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert time.monotonic() - began < 1.0 and peers.asked == 1
+
+
+async def test_a_summary_of_a_state_coordinated_elsewhere_is_asked_with_read_share_group_state_summary():
+    """DescribeShareGroupOffsets' way to a state on another broker: ReadShareGroupStateSummary v1 (Kafka's
+    group coordinator asks the same), its partition's answer as (state epoch, leader epoch, start, count)."""
+    from protocol.messages import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
+
+    result = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
+    asked = []
+
+    class _Peers:
+        async def request(self, broker_id, request, version):
+            asked.append((broker_id, type(request), version, request.topics[0].partitions[0].partition))
+            return ReadShareGroupStateSummaryResponse(results=[result(topic_id=KEY[1], partitions=[
+                result.PartitionResult(partition=0, error_code=0, error_message=None, state_epoch=2, leader_epoch=5,
+                                       start_offset=9, delivery_complete_count=3)])])
+
+    persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
+    assert await persister.summary(KEY) == (2, 5, 9, 3)
+    assert asked == [(1, ReadShareGroupStateSummaryRequest, 1, 0)]

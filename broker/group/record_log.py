@@ -1,0 +1,183 @@
+"""A group's records in `__consumer_offsets` as the log holds them, for the group kinds whose state is a
+set of keyed records (KIP-848 consumer groups: consumer_records.py; share groups: share_records.py).
+
+Each group's records are kept as a map key bytes -> value bytes (the latest of each key, what compaction
+keeps): a state change writes the difference, in the order Kafka's coordinator writes its records, and a
+load rebuilds the groups from the maps replayed.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+import structlog
+
+from broker.aio import KeyedLocks
+from broker.coordinator_partitions import Spawn
+from broker.group.group import GroupError
+from protocol.errors import ErrorCode, ProtocolError
+
+log = structlog.get_logger("groups")
+
+Records = dict[bytes, bytes]  # key -> value, the latest of each key
+# OffsetsStore.append: writes one group's records as one batch (GroupError with the coordinator's error).
+AppendRecords = Callable[[str, Sequence[tuple[bytes, bytes | None]]], Awaitable[int]]
+# The group's records now (empty when it is gone); with a member id, only the group's own and that member's.
+RecordsNow = Callable[[str, "str | None"], Records]
+
+_I16 = struct.Struct(">h")
+_VERSION = _I16.pack(0)
+
+
+def record_type(key: bytes) -> int:
+    if len(key) < 2:
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record key of {len(key)} bytes has no record type")
+    return _I16.unpack_from(key, 0)[0]
+
+
+def changes(written: Records, now: Records, write_order: Mapping[int, int], tombstone_order: Mapping[int, int],
+            *, whole: bool = True) -> list[tuple[bytes, bytes | None]]:
+    """The records that turn `written` into `now` (new or changed values, and when `now` is the `whole`
+    group, tombstones for keys gone), sorted by their record type's rank in Kafka's order."""
+    out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if written.get(k) != v]
+    if whole:
+        out += [(k, None) for k in written if k not in now]
+    out.sort(key=lambda kv: (write_order if kv[1] is not None else tombstone_order)[record_type(kv[0])])
+    return out
+
+
+# The layouts both kinds share: a key is its int16 record type then the key v0, a value its int16
+# version 0 then the value v0; assignments are topic id -> partitions.
+def key_bytes(kind: int, cls, group_id: str, member_id: str | None = None) -> bytes:
+    fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    return _I16.pack(kind) + cls[0].encode(cls(**fields))
+
+
+def value_bytes(cls, value) -> bytes:
+    return _VERSION + cls[0].encode(value)
+
+
+def topic_partitions(assignment: Mapping[uuid.UUID, set[int]], cls) -> list:
+    return [cls(topic_id=t, partitions=sorted(p)) for t, p in sorted(assignment.items()) if p]
+
+
+def assignment_of(topics) -> dict[uuid.UUID, set[int]]:
+    found: dict[uuid.UUID, set[int]] = {}
+    for t in topics:
+        if t.partitions:
+            found.setdefault(t.topic_id, set()).update(t.partitions)
+    return found
+
+
+def value_body(kind: int, raw: bytes) -> memoryview:
+    """A value's v0 body (any newer version only adds tagged fields, read as v0's)."""
+    if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {kind} has no version")
+    return memoryview(raw)[2:]
+
+
+class GroupRecordLog:
+    def __init__(self, kind: str, now: RecordsNow, group_id_of: Callable[[bytes], str],
+                 orders: tuple[Mapping[int, int], Mapping[int, int]], append: AppendRecords, spawn: Spawn) -> None:
+        """`kind` names the groups in logs; `orders`: the (write, tombstone) rank of each record type."""
+        self._kind = kind
+        self._now = now
+        self._group_id_of = group_id_of
+        self._orders = orders
+        self._append = append
+        self._spawn = spawn
+        # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
+        # groups whose next write must compare all their records (a member went or was replaced, or the
+        # target was recomputed).
+        self.written: dict[str, Records] = {}
+        self._whole: set[str] = set()
+        # One write of a group at a time: each diff is taken against what the one before it wrote (a group
+        # re-created while its tombstones are in flight is written whole after them, equal bytes or not).
+        self._writing = KeyedLocks()
+        # The groups with a write in flight; an unload drops them, so that a write landing after it does not
+        # bring back the map of a group now led elsewhere.
+        self._in_flight: dict[str, object] = {}
+        # Records of another kind a group's type change adds to its next write, before and after its
+        # own (a consumer group's upgrade: the classic group's tombstone; its downgrade: the classic
+        # group's record after the tombstones), so that the change is one batch, as Kafka writes it.
+        self._before: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        self._after: dict[str, list[tuple[bytes, bytes | None]]] = {}
+
+    def changed_whole(self, group_id: str) -> None:
+        self._whole.add(group_id)
+
+    def type_changed(self, group_id: str, *, before: list[tuple[bytes, bytes | None]] | None = None,
+                     after: list[tuple[bytes, bytes | None]] | None = None) -> None:
+        self._whole.add(group_id)
+        if before:
+            self._before[group_id] = before
+        if after:
+            self._after[group_id] = after
+
+    async def persist(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in the group since its last write (tombstones for a group gone). With
+        `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
+        compared, unless the group changed as a whole since (membership, target): a heartbeat costs the
+        same whatever the group's size."""
+        async with self._writing.held(group_id):
+            whole = member_id is None or group_id in self._whole or group_id not in self.written
+            self._whole.discard(group_id)
+            now = self._now(group_id, None if whole else member_id)
+            entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
+            before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
+            if not (entries or before or after):
+                return
+            token = self._in_flight[group_id] = object()
+            try:
+                await self._append(group_id, [*before, *entries, *after])
+            except GroupError:
+                if whole:
+                    self._whole.add(group_id)
+                if before or after:  # written with the group's next write
+                    self.type_changed(group_id, before=before, after=after)
+                raise
+            finally:
+                unloaded = self._in_flight.get(group_id) is not token
+                if not unloaded:
+                    del self._in_flight[group_id]
+            if unloaded:
+                return
+            written = self.written.setdefault(group_id, {})
+            for key, value in entries:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+            if not written:
+                del self.written[group_id]
+
+    def persist_later(self, group_id: str) -> None:
+        self._spawn(self._persist_logged(group_id))
+
+    async def _persist_logged(self, group_id: str) -> None:
+        try:
+            await self.persist(group_id)
+        except GroupError as exc:  # written again with the group's next change
+            log.warning(f"{self._kind} group records not written", group=group_id, error=exc.error_code.name)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """One of these groups' records at load (the groups are rebuilt from the maps afterwards)."""
+        try:
+            group_id = self._group_id_of(key)
+        except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
+            log.warning(f"malformed {self._kind} group record skipped", error=repr(exc))
+            return
+        if value is not None:
+            self.written.setdefault(group_id, {})[key] = value
+        elif (written := self.written.get(group_id)) is not None:
+            written.pop(key, None)
+            if not written:
+                del self.written[group_id]
+
+    def unload(self, doomed: Callable[[str], bool]) -> None:
+        for kept in (self.written, self._before, self._after, self._in_flight):
+            for group_id in [g for g in kept if doomed(g)]:
+                del kept[group_id]
+        self._whole = {g for g in self._whole if not doomed(g)}

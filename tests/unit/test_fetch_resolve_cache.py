@@ -1,0 +1,87 @@
+"""A consumer's sessionless resolve kept on its connection (broker/handlers/fetch_resolve.py) is reused
+only while nothing it read changed: a leader epoch bump, leadership lost, a truncated log and a log gone
+offline each reach the next Fetch on the same connection. (Topic deletion, re-creation, growth and
+DeleteRecords: tests/broker/test_fetch.py; ACLs: tests/security/test_acls.py; quotas:
+tests/broker/test_client_quotas.py.)"""
+
+import uuid
+
+import pytest
+
+from broker.handlers.k01_fetch import fetch
+from broker.request_context import RequestContext
+from broker.topic import Topic
+from protocol.errors import ErrorCode
+from protocol.messages import FetchRequest
+from protocol.records import RecordBatch, build_batch
+from tests.unit.fakes import request_of
+from tests.unit.leading_broker import FOLLOWER, LEADER, leading_broker
+
+
+@pytest.fixture
+async def broker(tmp_path):
+    async with leading_broker(tmp_path, Topic("t", uuid.uuid4(), {0: [LEADER, FOLLOWER]})) as broker:
+        partition = broker.replicas.partition("t", 0)
+        for first in (0, 5):  # two batches: a truncation to 5 keeps the first
+            data = build_batch([(None, b"v%d" % i, [], 1) for i in range(first, first + 5)])
+            await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
+        partition.followers[FOLLOWER].log_end_offset = 10  # the high watermark may reach 10
+        partition.maybe_increment_high_watermark()
+        yield broker, partition
+
+
+async def _fetch(broker, connection: RequestContext, offset: int, leader_epoch: int = -1, version: int = 12):
+    asked = [FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchTopic.FetchPartition(
+        partition=0, current_leader_epoch=leader_epoch, fetch_offset=offset, partition_max_bytes=1 << 20)])]
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=asked)
+    answer = await fetch(broker, request_of(request, version), connection)
+    return answer.responses[0].partitions[0]
+
+
+def _counting_lookups(broker, monkeypatch) -> list:
+    calls: list = []
+    real = broker.replicas.partition_of
+
+    def partition_of(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(broker.replicas, "partition_of", partition_of)
+    return calls
+
+
+async def test_the_kept_resolve_is_reused_and_a_leader_epoch_bump_fences(broker, monkeypatch):
+    broker, partition = broker
+    epoch = partition.leader_epoch
+    connection = RequestContext()
+    lookups = _counting_lookups(broker, monkeypatch)
+    for _ in range(3):
+        answer = await _fetch(broker, connection, 0, epoch)
+        assert (answer.error_code, answer.high_watermark) == (ErrorCode.NONE, 10)
+    assert len(lookups) == 1  # the second and third were served from the kept resolve
+    partition.make_leader(epoch + 1, {LEADER, FOLLOWER})
+    assert (await _fetch(broker, connection, 0, epoch)).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert (await _fetch(broker, connection, 0, epoch + 1)).error_code == ErrorCode.NONE
+    assert (await _fetch(broker, connection, 0, epoch + 2)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+async def test_leadership_lost_reaches_a_kept_resolve(broker):
+    broker, partition = broker
+    connection = RequestContext()
+    for _ in range(2):
+        assert (await _fetch(broker, connection, 0, version=10)).error_code == ErrorCode.NONE
+    partition.make_follower(FOLLOWER, partition.leader_epoch + 1, {LEADER, FOLLOWER})
+    assert (await _fetch(broker, connection, 0, version=10)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_a_truncated_or_offline_log_reaches_a_kept_resolve(broker):
+    broker, partition = broker
+    connection = RequestContext()
+    for _ in range(2):
+        assert (await _fetch(broker, connection, 8)).error_code == ErrorCode.NONE
+    await partition.log.truncate_to(5)
+    assert (await _fetch(broker, connection, 8)).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (await _fetch(broker, connection, 0)).high_watermark == 5
+    partition.log.mark_offline("a test's dead disk")
+    assert (await _fetch(broker, connection, 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
