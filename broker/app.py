@@ -29,6 +29,7 @@ from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore, OffsetsTopic
 from broker.group.trim import CommittedTrimmer
 from broker.group_configs import GroupConfigs
 from broker.handlers import load_handlers
+from broker.handlers.fetch_resolve import CHECK_ENV, CHECK_KEPT
 from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
@@ -214,6 +215,8 @@ class Broker:
         self.started_at_ms = int(time.time() * 1000)
         log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
                  topics=len(self.topics.all()), **self.logs.previous_stop())
+        if CHECK_KEPT:
+            log.warning("a test-only check runs a full resolve beside every kept Fetch resolve", env=CHECK_ENV)
 
     def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
         """A marker reached a partition: TxnOffsetCommit's offsets there count (commit) or go (abort)."""

@@ -203,10 +203,13 @@ class TopicManager:
                 topic = fresh
                 log.info("topic appeared", topic=name, partitions=len(fresh.replicas))
             else:
-                topic.replicas, topic.adding, topic.removing = fresh.replicas, fresh.adding, fresh.removing
-                self._changed()
-                for partition, state in fresh.states.items():
-                    topic.states.setdefault(partition, state)
+                new_states = {p: s for p, s in fresh.states.items() if p not in topic.states}
+                # Moved only on a change: a kept Fetch resolve (resolve_generation.py) outlives a no-op
+                if ((topic.replicas, topic.adding, topic.removing) != (fresh.replicas, fresh.adding, fresh.removing)
+                        or new_states):
+                    topic.replicas, topic.adding, topic.removing = fresh.replicas, fresh.adding, fresh.removing
+                    topic.states.update(new_states)
+                    self._changed()
             return topic
 
     async def configs_changed(self, name: str) -> None:

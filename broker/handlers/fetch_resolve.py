@@ -3,20 +3,28 @@ does before it reads (leader, leader epoch, a follower's membership), into the a
 handler fills (broker/handlers/k01_fetch.py).
 
 A consumer without a fetch session (librdkafka never opens one) asks for the same partitions at the
-same leader epochs on every Fetch; its connection keeps the last such resolve (`ResolvedFetch`) and
-the next request reuses it when it asks for exactly those partitions at those epochs, as the same
-principal, while broker/resolve_generation.py's counter has not moved: every change the resolve read
-(topics, hosted partitions, leadership, logs going offline, ACLs) moves it. Only resolves where every
-partition was found and allowed are kept; an error is always worked out afresh. What the request reads
-next (the log's offsets, the last stable offset, quotas) is read anew every time, cached or not.
+same leader epochs on every Fetch; its connection keeps what its resolves found since the counter
+below last moved (`ResolvedFetch`: per topic as named and partition, the leader epoch asked and a weak
+reference to the Partition, so that an idle connection pins no dropped partition or log; at most
+KEPT_PARTITIONS_MAX partitions, then it starts afresh), and the next
+request reuses it when it asks for kept partitions only, at those epochs, as the same principal,
+while broker/resolve_generation.py's counter has not moved: every change the resolve read (topics,
+hosted partitions, leadership, logs going offline, ACLs) moves it. Only partitions found and allowed
+are kept; an error is always worked out afresh. What the request reads next (the log's offsets, the
+last stable offset, quotas) is read anew every time, cached or not. Under the tests
+(EBB_TEST_CHECK_KEPT_RESOLVE, set by tests/conftest.py) every reuse is checked against a full resolve.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import structlog
 
 from broker.log import ReadInfo
 from broker.replica import Partition, PartitionError
@@ -28,6 +36,8 @@ if TYPE_CHECKING:
     from broker.handlers.context import BrokerContext
     from broker.handlers.fetch_quiet import ReadState
     from broker.request_context import RequestContext
+
+log = structlog.get_logger("fetch")
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
@@ -78,19 +88,31 @@ class Wanted:
     read_state: ReadState | None = None  # a consumer's partition as `read` saw it (fetch_quiet.py)
 
 
+# A connection keeps at most this many partitions (a consumer's whole assignment on this broker, as a
+# rule): past it, it starts afresh with the partitions of the request at hand.
+KEPT_PARTITIONS_MAX = 1024
+# Tests only: each reuse is checked against a full resolve. An environment variable so that the
+# brokers tests start as processes inherit it; the broker logs a warning at start when it is set.
+CHECK_ENV = "EBB_TEST_CHECK_KEPT_RESOLVE"
+CHECK_KEPT = os.environ.get(CHECK_ENV) == "1"
+MISMATCH = "kept fetch resolve differs from a full resolve"
+mismatches = 0  # seen in this process (tests/conftest.py fails a test that made one)
+
+
 class ResolvedFetch:
     """A consumer's sessionless resolves as its connection keeps them: per topic as it was named (id from
-    v13, else name), per partition index the leader epoch asked and the Partition found. librdkafka
-    leaves out of a Fetch the partitions whose queue is full, so the requests of one connection ask
-    for varying subsets: each is served from here when all of its partitions are."""
+    v13, else name), per partition index the leader epoch asked and a weak reference to the Partition
+    found. librdkafka leaves out of a Fetch the partitions whose queue is full, so the requests of one
+    connection ask for varying subsets: each is served from here when all of its partitions are."""
 
-    __slots__ = ("generation", "version", "principal", "topics")
+    __slots__ = ("generation", "version", "principal", "topics", "size")
 
     def __init__(self, generation: int, version: int, principal: str) -> None:
         self.generation = generation
         self.version = version
         self.principal = principal
-        self.topics: dict[object, dict[int, tuple[int, Partition]]] = {}
+        self.topics: dict[object, dict[int, tuple[int, weakref.ref[Partition]]]] = {}
+        self.size = 0  # partitions kept, over all topics
 
 
 def resolve(broker: BrokerContext, asked: list[FetchRequest.FetchTopic], version: int, replica_id: int,
@@ -147,13 +169,18 @@ def resolve_consumer(broker: BrokerContext, asked: list[FetchRequest.FetchTopic]
             and kept.principal is connection.principal):
         reused = _reuse(kept, asked, version)
         if reused is not None:
+            if CHECK_KEPT:
+                _check(broker, asked, version, may_read, leader_only, reused[1])
             return reused
     topics, wanted = resolve(broker, asked, version, -1, may_read, leader_only)
     # The generation is read after the resolve, which runs without an await: a Partition it created
     # moved the counter before this reads it.
     generation = RESOLVE_GENERATION.value
     if (kept is None or kept.generation != generation or kept.version != version
-            or kept.principal is not connection.principal):
+            or kept.principal is not connection.principal or kept.size + len(wanted) > KEPT_PARTITIONS_MAX):
+        if len(wanted) > KEPT_PARTITIONS_MAX:
+            connection.fetch_resolve = None
+            return topics, wanted
         kept = connection.fetch_resolve = ResolvedFetch(generation, version, connection.principal)
     _keep(kept, asked, wanted, version)
     return topics, wanted
@@ -170,7 +197,21 @@ def _keep(kept: ResolvedFetch, asked: list[FetchRequest.FetchTopic], wanted: lis
                 continue
             if parts is None:
                 parts = kept.topics.setdefault(topic.topic_id if version >= 13 else topic.topic, {})
-            parts[part.partition] = (part.current_leader_epoch, partition)
+            if part.partition not in parts:
+                kept.size += 1
+            parts[part.partition] = (part.current_leader_epoch, weakref.ref(partition))
+
+
+def _check(broker: BrokerContext, asked: list[FetchRequest.FetchTopic], version: int,
+           may_read: Callable[[str], bool], leader_only: bool, reused: list[Wanted]) -> None:
+    """Tests only: a reused resolve must be what a full one finds now, the same Partitions, no error."""
+    _, fresh = resolve(broker, asked, version, -1, may_read, leader_only)
+    if [(w.error, w.partition) for w in fresh] != [(ErrorCode.NONE, w.partition) for w in reused]:
+        global mismatches
+        mismatches += 1
+        log.error(MISMATCH, kept=[repr(w.partition) for w in reused],
+                  fresh=[(w.error.name, repr(w.partition)) for w in fresh])
+        raise AssertionError(MISMATCH)
 
 
 def _reuse(kept: ResolvedFetch, asked: list[FetchRequest.FetchTopic], version: int
@@ -195,8 +236,11 @@ def _reuse(kept: ResolvedFetch, asked: list[FetchRequest.FetchTopic], version: i
             found = parts.get(index)
             if found is None or found[0] != part.current_leader_epoch:
                 return None
+            partition = found[1]()
+            if partition is None:  # dropped (the counter moved then too)
+                return None
             response = partition_data(index)
             partitions.append(response)
-            wanted.append(Wanted(response, found[1], part.fetch_offset, part.partition_max_bytes,
+            wanted.append(Wanted(response, partition, part.fetch_offset, part.partition_max_bytes,
                                  part.last_fetched_epoch))
     return topics, wanted

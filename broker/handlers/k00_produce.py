@@ -151,14 +151,17 @@ async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote:
     """KIP-890 part 1 where another broker coordinates the id (broker/txn/verification.py): the
     batches refused get their answer here and leave `entries`; returns (entries, slots, guards)."""
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    sequences: dict[tuple[str, int], int] = {}
     for position in remote:
         name, index, _, batch = entries[position]
         by_producer.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, index))
+        sequences[(name, index)] = batch.base_sequence
     errors: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], object] = {}
     for (producer_id, epoch), partitions in by_producer.items():
         refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions,
-                                                                   add=version >= 12, abortable=version == 11)
+                                                                   add=version >= 12, abortable=version == 11,
+                                                                   sequences=sequences)
         errors.update(refused)
         guards.update(taken)
     if not errors:

@@ -50,15 +50,19 @@ class UnloadedPartitions:
         """A load failed (or a loaded log was set aside to be loaded again)."""
         offsets = {kind: value for kind, value in zip(KINDS, (start, recovery, hw), strict=True) if value is not None}
         reloadable = isinstance(exc, OSError)
+        if tp not in self.entries:  # another failed retry changes nothing a Fetch resolve reads
+            RESOLVE_GENERATION.bump()
         self.entries[tp] = Entry(f"load failed: {exc!r}", offsets, reloadable)
-        RESOLVE_GENERATION.bump()
         if not quiet:
             logger.error("partition failed to load; offline", partition=str(tp), error=repr(exc), retried=reloadable)
 
     def pop(self, tp: TopicPartition) -> Entry | None:
-        RESOLVE_GENERATION.bump()
-        return self.entries.pop(tp, None)
+        entry = self.entries.pop(tp, None)
+        if entry is not None:
+            RESOLVE_GENERATION.bump()
+        return entry
 
     def put_back(self, tp: TopicPartition, entry: Entry) -> None:
+        if tp not in self.entries:
+            RESOLVE_GENERATION.bump()
         self.entries[tp] = entry
-        RESOLVE_GENERATION.bump()

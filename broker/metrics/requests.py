@@ -164,7 +164,7 @@ def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or n
     if has_error:
         code = struct.error_code
         into[code] = into.get(code, 0) + 1
-    for item in getattr(struct, outer):
+    for item in getattr(struct, outer) or ():  # null, as the generic walk takes it
         found = getattr(item, inner)
         if found:
             _count_elements(into, map(_ERROR_CODE, found))

@@ -8,10 +8,17 @@ Checks on a client append (Kafka's `UnifiedLog.analyzeAndValidateProducerState` 
    Kafka never answers DUPLICATE_SEQUENCE_NUMBER; neither do we.
 2. An epoch below the producer's current one: INVALID_PRODUCER_EPOCH.
 3. A new (higher) epoch must start at sequence 0, the current epoch must continue at last + 1
-   (wrapping after INT32_MAX): otherwise OUT_OF_ORDER_SEQUENCE_NUMBER.
+   (wrapping after INT32_MAX), and at sequence 0 when it has no batch here yet (a transactions
+   version 2 marker moved the producer to the epoch it carries): otherwise OUT_OF_ORDER_SEQUENCE_NUMBER.
 4. A producer id with no state here (new, or its records were deleted or expired) may start at any
    sequence.
 5. A producer with a transaction open here writes transactional batches only: INVALID_TXN_STATE.
+6. While a transaction's first batch here is being verified (KIP-890, the guard below: Kafka's
+   VerificationStateEntry), no batch past the lowest sequence seen verifying, and for transactions
+   version 2 only sequence 0 while the producer has no batch here (OUT_OF_ORDER_SEQUENCE_NUMBER):
+   a later batch verified after an earlier one was refused (CONCURRENT_TRANSACTIONS while the last
+   transaction's markers are written) would leave a gap the client fills by resending from the
+   refused one, whose sequence the partition would then refuse.
 
 Transactions: a producer's first transactional batch opens its transaction here (its first offset
 is remembered); the coordinator's COMMIT or ABORT marker closes it (`complete_txn`). A marker from
@@ -126,12 +133,25 @@ class ProducerEntry:
 
 
 class VerificationGuard:
-    """A KIP-890 verification guard: compared by identity; `created_ms` ages it for expiry."""
+    """A KIP-890 verification guard: compared by identity; `created_ms` ages it for expiry. It also
+    keeps what Kafka's VerificationStateEntry keeps: the lowest sequence seen verifying at the newest
+    epoch, and whether the producer is on transactions version 2 (`epoch_bump`)."""
 
-    __slots__ = ("created_ms",)
+    __slots__ = ("created_ms", "lowest_seq", "epoch", "epoch_bump")
 
-    def __init__(self, created_ms: int) -> None:
+    def __init__(self, created_ms: int, sequence: int = NO_SEQUENCE, epoch: int = -1,
+                 epoch_bump: bool = False) -> None:
         self.created_ms = created_ms
+        self.lowest_seq = sequence
+        self.epoch = epoch
+        self.epoch_bump = epoch_bump
+
+    def saw(self, sequence: int, epoch: int) -> None:
+        """Another batch verified under this guard (Kafka's maybeUpdateLowestSequenceAndEpoch)."""
+        if epoch == self.epoch and sequence < self.lowest_seq:
+            self.lowest_seq = sequence
+        if epoch > self.epoch:
+            self.epoch, self.lowest_seq = epoch, sequence
 
 
 class ProducerStateManager:
@@ -175,6 +195,10 @@ class ProducerStateManager:
         """Validate a client batch before it is written. Returns the original batch for a duplicate,
         None for a batch to append; raises ProducerStateError otherwise."""
         entry = self.producers.get(producer_id)
+        if self.verifying:
+            guard = self.verifying.get(producer_id)
+            if guard is not None:
+                self._check_verifying(producer_id, guard, entry, first_seq)
         if entry is None:
             return None
         if epoch == entry.epoch and entry.batches and in_sequence(entry.batches[-1].last_seq, first_seq):
@@ -194,7 +218,7 @@ class ProducerStateManager:
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"producer {producer_id}: new epoch {epoch} must start at sequence 0, not {first_seq}",
                 )
-        elif entry.batches and not in_sequence(entry.last_seq, first_seq):
+        elif not in_sequence(entry.last_seq, first_seq):  # no batch at this epoch yet: NO_SEQUENCE, so 0
             raise ProducerStateError(
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {producer_id}: sequence {first_seq} does not follow {entry.last_seq}",
@@ -208,6 +232,21 @@ class ProducerStateManager:
         if entry is not None and epoch < entry.epoch:
             raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
                                      f"producer {producer_id} epoch {epoch} is below the current epoch {entry.epoch}")
+
+    @staticmethod
+    def _check_verifying(producer_id: int, guard: VerificationGuard, entry: ProducerEntry | None,
+                         first_seq: int) -> None:
+        """Kafka's ProducerAppendInfo.checkSequence with a verification under way."""
+        if guard.epoch_bump and first_seq != 0 and (entry is None or not entry.batches):
+            raise ProducerStateError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {producer_id}: sequence {first_seq}, but a transactions version 2 producer with no "
+                "batch here starts at 0")
+        if first_seq > guard.lowest_seq:
+            raise ProducerStateError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {producer_id}: sequence {first_seq} is past {guard.lowest_seq}, the earliest seen "
+                "while its transaction is verified here")
 
     @staticmethod
     def _check_txn_state(producer_id: int, entry: ProducerEntry, transactional: bool) -> None:
@@ -236,14 +275,18 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry is not None and entry.epoch == epoch and entry.txn_first_offset != NO_OFFSET
 
-    def start_verification(self, producer_id: int, epoch: int, now_ms: int | None = None) -> VerificationGuard | None:
+    def start_verification(self, producer_id: int, epoch: int, sequence: int = NO_SEQUENCE,
+                           epoch_bump: bool = False, now_ms: int | None = None) -> VerificationGuard | None:
         """The guard a new transaction's first batch must present (KIP-890), or None when the
-        producer's transaction is open here already and needs no verification."""
+        producer's transaction is open here already and needs no verification. `sequence`: the
+        batch's first (NO_SEQUENCE for a coordinator's offsets); `epoch_bump`: transactions version 2."""
         if self.in_transaction(producer_id, epoch):
             return None
         guard = self.verifying.get(producer_id)
         if guard is None:
-            guard = self.verifying[producer_id] = VerificationGuard(_now_ms() if now_ms is None else now_ms)
+            guard = self.verifying[producer_id] = VerificationGuard(_now_ms() if now_ms is None else now_ms,
+                                                                    sequence, epoch, epoch_bump)
+        guard.saw(sequence, epoch)
         return guard
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,

@@ -26,6 +26,10 @@ class Authorizer:
         self.allow_if_no_acl = allow_if_no_acl
         self._acls: dict[ResourceType, list[Acl]] = {}
         self._watch: Watch | None = None
+        # Reloads may overlap (a change announced while the last is read): each is numbered as it
+        # starts, and one that finishes after a later one has installed its set drops its older one.
+        self._reloads_started = 0
+        self._installed = 0
 
     async def start(self) -> None:
         try:
@@ -43,6 +47,8 @@ class Authorizer:
         asyncio.get_running_loop().create_task(self.reload())
 
     async def reload(self) -> None:
+        self._reloads_started += 1
+        number = self._reloads_started
         found: dict[ResourceType, list[Acl]] = {}
         for pattern, resource_type in AclResourceTypeZNode.kinds():
             try:
@@ -52,6 +58,9 @@ class Authorizer:
             for child in names:
                 for acl in await self._read(resource_type, pattern, desanitized(child)):
                     found.setdefault(resource_type, []).append(acl)
+        if number < self._installed:
+            return
+        self._installed = number
         self._acls = found
         RESOLVE_GENERATION.bump()
         log.info("ACLs loaded", acls=sum(len(a) for a in found.values()))

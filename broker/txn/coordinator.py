@@ -6,8 +6,9 @@ epochs, and the state machine
     fencing InitProducerId) -> markers on every partition -> CompleteCommit | CompleteAbort -> Ongoing ...
 
 Every change is a record in `__transaction_state` (broker/txn/state_log.py), written before the
-in-memory state changes and before the client is answered; a transactional id with a write in flight
-answers CONCURRENT_TRANSACTIONS, as Kafka's pending state does. Markers go to each partition's
+in-memory state changes and before the client is answered; a transactional id with a write in flight,
+or with its markers being written (PrepareCommit/PrepareAbort until Complete*), answers
+CONCURRENT_TRANSACTIONS, as Kafka's pending state does. Markers go to each partition's
 leader (broker/txn/markers.py: through ReplicaManager.append_records when led here, else a
 WriteTxnMarkers request), carrying the leader epoch of the id's `__transaction_state` partition as
 the coordinator epoch, and are retried until written. Transactions open longer than their timeout
@@ -188,7 +189,7 @@ class TransactionCoordinator:
     def _complete_prepared(self, found: list[TxnMetadata]) -> None:
         for meta in found:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                self._spawn(self._complete(meta, meta.state == TxnState.PREPARE_COMMIT))
+                self._start_completion(meta, meta.state == TxnState.PREPARE_COMMIT)
 
     async def _load(self) -> None:
         topic = self.topics.get(TRANSACTION_STATE_TOPIC)
@@ -388,7 +389,7 @@ class TransactionCoordinator:
         state = TxnState.PREPARE_COMMIT if verdict.commit else TxnState.PREPARE_ABORT
         await self._write(meta, state, meta.partitions, _now_ms() if verdict.empty else meta.start_ms,
                           epoch=meta.producer_epoch + 1, next_producer_id=next_id, client_transaction_version=TV2)
-        self._spawn(self._complete(meta, verdict.commit))
+        self._start_completion(meta, verdict.commit)
         return (next_id, 0) if next_id >= 0 else (meta.producer_id, meta.producer_epoch)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
@@ -405,25 +406,25 @@ class TransactionCoordinator:
                            f"{transactional_id!r} is {state.display_name}: no transaction to "
                            f"{'commit' if commit else 'abort'}")
         await self._write(meta, preparing, meta.partitions, meta.start_ms, epoch=meta.producer_epoch)
-        self._spawn(self._complete(meta, commit))
+        self._start_completion(meta, commit)
 
     # --- state changes ---------------------------------------------------------------------------
 
     async def _write(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey], start_ms: int,
                      *, epoch: int, new: bool = False, **changes: int) -> None:
         """Write the id's next state (`changes`: other fields of TxnMetadata), then take it in memory
-        (run to its end even if the client goes)."""
+        (run to its end even if the client goes). The id is pending meanwhile, and as before after."""
         after = dataclasses.replace(meta, state=state, partitions=set(partitions), start_ms=start_ms,
                                     producer_epoch=epoch, update_ms=_now_ms(), pending=False)
         for name, value in changes.items():  # producer ids and the client's transaction version
             setattr(after, name, value)
         if epoch != meta.producer_epoch or after.producer_id != meta.producer_id:
             after.last_producer_epoch = meta.producer_epoch
-        meta.pending = True
+        was_pending, meta.pending = meta.pending, True
         try:
             await run_to_completion(self._append(after))
         finally:
-            meta.pending = False
+            meta.pending = was_pending
         for name in _WRITTEN_FIELDS:
             setattr(meta, name, getattr(after, name))
         if new:
@@ -454,7 +455,16 @@ class TransactionCoordinator:
             epoch = meta.producer_epoch if epoch_exhausted(meta.producer_epoch) else meta.producer_epoch + 1
             await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch,
                               client_transaction_version=self.transaction_version)
-        self._spawn(self._complete(meta, commit=False))
+        self._start_completion(meta, commit=False)
+
+    def _start_completion(self, meta: TxnMetadata, commit: bool) -> None:
+        """The markers and the Complete state, in the background. Until Complete is written the id is
+        pending (Kafka's pendingState CompleteCommit/CompleteAbort, set before EndTxn is answered): the
+        producer's next EndTxn, add or InitProducerId waits with CONCURRENT_TRANSACTIONS, never
+        judged against a Prepare state whose epoch transactions version 2 has already bumped (an
+        EndTxn v5 at that epoch is no retry there: PRODUCER_FENCED)."""
+        meta.pending = True
+        self._spawn(self._complete(meta, commit))
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
         """Send the markers, then write the Complete state; retried until both are written, or until
@@ -489,6 +499,7 @@ class TransactionCoordinator:
                                       prev_producer_id=meta.producer_id, next_producer_id=-1)
                 else:
                     await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch)
+                meta.pending = False
                 break
             except TxnError as exc:
                 log.warning("cannot complete transaction yet", transactional_id=meta.transactional_id,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.replica import PartitionError, ReplicaManager
+from broker.replica.producer_state import NO_SEQUENCE
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest
@@ -87,10 +88,12 @@ class TxnVerifier:
         self._coordinated_here = coordinated_here
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False
+                     partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False,
+                     sequences: dict[TopicPartitionKey, int] | None = None
                      ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
         """(the partitions refused, with Produce's error; the guards to present at the append).
-        `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error."""
+        `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error;
+        `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets)."""
         errors: dict[TopicPartitionKey, ErrorCode] = {}
         guards: dict[TopicPartitionKey, object] = {}
         for tp in partitions:
@@ -102,7 +105,8 @@ class TxnVerifier:
             except PartitionError as exc:
                 errors[tp] = ErrorCode(exc.error_code)
                 continue
-            guard = partition.producers.start_verification(producer_id, producer_epoch)
+            sequence = sequences.get(tp, NO_SEQUENCE) if sequences is not None else NO_SEQUENCE
+            guard = partition.producers.start_verification(producer_id, producer_epoch, sequence, epoch_bump=add)
             if guard is not None:
                 guards[tp] = guard
         if guards:

@@ -78,8 +78,12 @@ def test_reassignment_under_an_idempotent_producer_loses_and_duplicates_nothing(
 
     writer = threading.Thread(target=keep_producing)
     writer.start()
+    # A v12 consumer (it may read a follower) whose resolve the leaving broker keeps on its connection
+    consumer = WireClient(cluster[leader].port)
     try:
         wait_for(lambda: sent[0] > 300, what="records flowing")
+        for _ in range(2):
+            assert fetch(consumer, topic, 0, 0).error_code == E.NONE
         assert reassign(cluster, topic, [staying, joining]) == E.NONE  # the leader leaves
         wait_for(lambda: moved(cluster, topic, [staying, joining]), timeout_s=60, what="the partition moved")
         assert ongoing(cluster, topic) == []
@@ -91,6 +95,8 @@ def test_reassignment_under_an_idempotent_producer_loses_and_duplicates_nothing(
     assert producer.flush(60) == 0
     assert failures == []
     wait_for(lambda: not live_dir(cluster[leader], topic), what="the leaving replica's log deleted")
+    with consumer:
+        assert fetch(consumer, topic, 0, 0).error_code == E.NOT_LEADER_OR_FOLLOWER
     expected = [b"%06d" % i for i in range(sent[0])]
     assert read_all(cluster[partition_state(cluster[staying], topic).leader_id], topic) == expected
 

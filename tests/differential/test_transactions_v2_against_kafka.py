@@ -5,7 +5,7 @@ broker/txn/tv2.py) and the producer id and epoch it answers; Produce v12 adding 
 transaction (v11 still refused without AddPartitionsToTxn), with the records read back at both
 isolation levels; TxnOffsetCommit v5 adding the group without AddOffsetsToTxn, the offsets settled
 by the commit; WriteTxnMarkers v2 markers of transactions version 2 (an epoch above the producer's,
-their retry).
+their retry); the sequences a producer starts the next transaction at after the commit's marker.
 
 Producer ids are each broker's own (ignored); ApiVersions is compared on the transaction.version
 entries only (Kafka lists KRaft features Ebb does not serve: broker/features.py) and its
@@ -164,7 +164,34 @@ def version_2_markers(peer: Peer) -> None:
     peer.ask("latest, read_committed", list_offsets_request("dtm2", 0, -1, isolation_level=COMMITTED), 7)
 
 
-SCENARIOS = [api_version_features, end_txn_v5, txn_offset_commit_v5, version_2_markers]
+def _not_concurrent(peer: Peer, request, label: str) -> None:
+    """Record the answer once the coordinator has written Complete (CONCURRENT_TRANSACTIONS until then)."""
+    answers: list = []
+    _wait(f"{peer.name}: {label}", lambda: answers.append(peer.send(request, 12))
+          or answers[-1].responses[0].partition_responses[0].error_code != ErrorCode.CONCURRENT_TRANSACTIONS)
+    peer.record(label, answers[-1])
+
+
+def sequences_after_the_bump(peer: Peer) -> None:
+    """The commit's marker moves the producer to the bumped epoch with no batch there: the next
+    transaction's batches start at sequence 0 (Kafka's checkSequence), so a later batch that overtook a
+    refused first one is refused too (franz-go's TestTxnEtl)."""
+    _create(peer, "dts")
+    ids = _ready_producer(peer, "tv2-seq")
+    pid, epoch = ids.producer_id, ids.producer_epoch
+
+    def batch(epoch: int, sequence: int, *values: bytes):
+        return produce_request("dts", 0, _batch(pid, epoch, sequence, *values), acks=-1, transactional_id="tv2-seq")
+
+    peer.ask("first transaction", batch(epoch, 0, b"a0", b"a1"), 12)
+    epoch = peer.ask("commit", _end("tv2-seq", pid, epoch, True), 5).producer_epoch
+    _not_concurrent(peer, batch(epoch, 2, b"b2"), "the next transaction's batch at sequence 2")
+    peer.ask("at sequence 0", batch(epoch, 0, b"b0", b"b1"), 12)
+    peer.ask("then at 2", batch(epoch, 2, b"b2"), 12)
+    peer.ask("latest", list_offsets_request("dts", 0, -1), 7)
+
+
+SCENARIOS = [api_version_features, end_txn_v5, txn_offset_commit_v5, version_2_markers, sequences_after_the_bump]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])

@@ -26,7 +26,7 @@ from tests.broker.wire_client import create_topic
 from tests.support.broker_process import BrokerProcess, free_port
 
 pytestmark = pytest.mark.timeout(120)
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
         + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
 
@@ -238,6 +238,28 @@ def test_a_removed_read_acl_reaches_a_connections_kept_fetch_resolve(broker):
                                                           AclPermissionType.ALLOW)]).values():
             assert len(future.result(timeout=10)) == 1
         assert fetch(client, "kept", 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_deny_literal_prefixed_or_wildcard_reaches_a_connections_kept_fetch_resolve(broker):
+    """An added DENY of each pattern reaches the next Fetch of a connection that kept its resolve
+    (carol: this test's user alone, since the wildcard DENY stays)."""
+    from tests.broker.data_wire import fetch
+
+    topics = ["carol-lit", "carol-pfx", "carol-any"]
+    with as_user(broker, "admin") as client:
+        for topic in topics:
+            assert create_topic(client, topic).error_code == ErrorCode.NONE
+            assert produce(client, topic, 0, batch([b"c"])).error_code == ErrorCode.NONE
+    create(broker, acl("carol", "carol-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED))
+    denials = [acl("carol", "carol-lit", AclOperation.READ, AclPermissionType.DENY),
+               acl("carol", "carol-pf", AclOperation.READ, AclPermissionType.DENY, ResourcePatternType.PREFIXED),
+               acl("carol", "*", AclOperation.READ, AclPermissionType.DENY)]
+    with as_user(broker, "carol") as client:
+        for topic, denial in zip(topics, denials, strict=True):
+            for _ in range(2):  # the second is served from what the first kept
+                assert fetch(client, topic, 0, 0).error_code == ErrorCode.NONE
+            create(broker, denial)
+            assert fetch(client, topic, 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED, denial
 
 
 def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(broker):

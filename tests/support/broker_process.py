@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from broker.handlers import fetch_resolve
+
 START_TIMEOUT_S = 30.0
 
 
@@ -89,10 +91,21 @@ class BrokerProcess:
             return self.process.returncode if self.process else None
         self.process.send_signal(sig)
         try:
-            return self.process.wait(timeout)
+            code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            return self.process.wait()
+            code = self.process.wait()
+        self._check_kept_resolve()
+        return code
+
+    def _check_kept_resolve(self) -> None:
+        """The broker's test-only check of its kept Fetch resolves (tests/conftest.py) found none wrong."""
+        try:
+            with open(self.log_path, "rb") as log:
+                found = fetch_resolve.MISMATCH.encode() in log.read()
+        except OSError:
+            return
+        assert not found, f"{fetch_resolve.MISMATCH}: see {self.log_path}"
 
     def restart(self, sig: int = signal.SIGTERM) -> BrokerProcess:
         self.stop(sig)

@@ -4,12 +4,18 @@ offline each reach the next Fetch on the same connection. (Topic deletion, re-cr
 DeleteRecords: tests/broker/test_fetch.py; ACLs: tests/security/test_acls.py; quotas:
 tests/broker/test_client_quotas.py.)"""
 
+import gc
+import os
 import uuid
+import weakref
 
 import pytest
 
+from broker.handlers import fetch_resolve
 from broker.handlers.k01_fetch import fetch
+from broker.log import TopicPartition
 from broker.request_context import RequestContext
+from broker.resolve_generation import Generation
 from broker.topic import Topic
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest
@@ -30,9 +36,10 @@ async def broker(tmp_path):
         yield broker, partition
 
 
-async def _fetch(broker, connection: RequestContext, offset: int, leader_epoch: int = -1, version: int = 12):
+async def _fetch(broker, connection: RequestContext, offset: int, leader_epoch: int = -1, version: int = 12,
+                 partition: int = 0):
     asked = [FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchTopic.FetchPartition(
-        partition=0, current_leader_epoch=leader_epoch, fetch_offset=offset, partition_max_bytes=1 << 20)])]
+        partition=partition, current_leader_epoch=leader_epoch, fetch_offset=offset, partition_max_bytes=1 << 20)])]
     request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=asked)
     answer = await fetch(broker, request_of(request, version), connection)
@@ -40,6 +47,8 @@ async def _fetch(broker, connection: RequestContext, offset: int, leader_epoch: 
 
 
 def _counting_lookups(broker, monkeypatch) -> list:
+    """The lookups of partitions from now on, with the suite's check of a reuse off (it looks up too)."""
+    monkeypatch.setattr(fetch_resolve, "CHECK_KEPT", False)
     calls: list = []
     real = broker.replicas.partition_of
 
@@ -85,3 +94,67 @@ async def test_a_truncated_or_offline_log_reaches_a_kept_resolve(broker):
     assert (await _fetch(broker, connection, 0)).high_watermark == 5
     partition.log.mark_offline("a test's dead disk")
     assert (await _fetch(broker, connection, 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+async def test_a_dir_failure_then_a_reload_reaches_a_kept_resolve(broker):
+    """The probe's reload makes a new PartitionLog, and so a new Partition: a connection that kept the
+    old one before the failure, and asked nothing meanwhile, reads the new one."""
+    broker, partition = broker
+    connection = RequestContext()
+    for _ in range(2):
+        assert (await _fetch(broker, connection, 0)).error_code == ErrorCode.NONE
+    partition.log.mark_offline("a test's dead disk")
+    assert await broker.logs._reload_offline()
+    answer = await _fetch(broker, connection, 0)
+    assert (answer.error_code, answer.high_watermark) == (ErrorCode.NONE, 10)
+    assert broker.replicas.partition("t", 0) is not partition
+
+
+async def test_an_idle_connection_pins_no_dropped_partition(tmp_path):
+    """What a connection keeps cannot hold a Partition (and its log) the broker let go of."""
+    async with leading_broker(tmp_path, Topic("t", uuid.uuid4(), {0: [LEADER, FOLLOWER]})) as broker:
+        connection = RequestContext()
+        for _ in range(2):
+            assert (await _fetch(broker, connection, 0)).error_code == ErrorCode.NONE
+        dropped = weakref.ref(broker.replicas.partition("t", 0))
+        broker.replicas._forget(TopicPartition("t", 0))
+        gc.collect()
+        assert dropped() is None
+        assert connection.fetch_resolve is not None  # still kept: the connection asked nothing since
+
+
+async def test_the_kept_resolve_is_bounded(tmp_path, monkeypatch):
+    """A connection asking for ever more partitions keeps at most KEPT_PARTITIONS_MAX of them, starting
+    afresh with the request at hand past it (and still reusing what it kept then)."""
+    monkeypatch.setattr(fetch_resolve, "KEPT_PARTITIONS_MAX", 2)
+    replicas = {index: [LEADER, FOLLOWER] for index in range(3)}
+    async with leading_broker(tmp_path, Topic("t", uuid.uuid4(), replicas)) as broker:
+        connection = RequestContext()
+        for index in (0, 1, 2, 2):
+            assert (await _fetch(broker, connection, 0, partition=index)).error_code == ErrorCode.NONE
+            kept = connection.fetch_resolve
+            assert kept is not None
+            assert sum(len(parts) for parts in kept.topics.values()) == kept.size <= 2
+        assert kept is not None and list(kept.topics["t"]) == [2]
+        lookups = _counting_lookups(broker, monkeypatch)
+        assert (await _fetch(broker, connection, 0, partition=2)).error_code == ErrorCode.NONE
+        assert lookups == []
+
+
+def test_the_suite_checks_every_kept_resolve():
+    """tests/conftest.py turns the check on for this process and the brokers the tests start."""
+    assert fetch_resolve.CHECK_KEPT and os.environ[fetch_resolve.CHECK_ENV] == "1"
+
+
+async def test_the_check_catches_a_change_the_counter_missed(broker, monkeypatch):
+    broker, partition = broker
+    connection = RequestContext()
+    for _ in range(2):
+        assert (await _fetch(broker, connection, 0, version=10)).error_code == ErrorCode.NONE
+    monkeypatch.setattr(Generation, "bump", lambda self: None)  # a change that forgets the counter
+    partition.make_follower(FOLLOWER, partition.leader_epoch + 1, {LEADER, FOLLOWER})
+    before = fetch_resolve.mismatches
+    with pytest.raises(AssertionError, match=fetch_resolve.MISMATCH):
+        await _fetch(broker, connection, 0, version=10)
+    assert fetch_resolve.mismatches == before + 1
+    fetch_resolve.mismatches = before  # made on purpose: not a failure for tests/conftest.py

@@ -4,6 +4,9 @@ response, which retention rule a deletion is counted under, and rendering a scra
 import asyncio
 from dataclasses import dataclass, field
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -101,6 +104,40 @@ def test_a_two_level_answer_is_counted_as_the_generic_walk_counts_it():
         count_errors(answer, flat)
         _count_items((answer,), generic)
         assert flat == generic and sum(generic.values()) > 0, answer
+
+
+def _two_level_responses() -> list[type]:
+    import protocol.messages as messages
+    from broker.metrics.requests import _two_levels
+
+    return [cls for name in dir(messages) if name.endswith("Response")
+            and isinstance(cls := getattr(messages, name), type) and _two_levels(cls) is not None]
+
+
+def test_about_twenty_response_types_are_counted_in_one_loop():
+    assert len(_two_level_responses()) >= 20
+
+
+@pytest.mark.parametrize("cls", _two_level_responses(), ids=lambda cls: cls.__name__)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_two_level_answer_is_counted_as_the_generic_walk_counts_it(cls, data):
+    """Random answers of each response type the one-loop count takes (any version, empty and null
+    arrays, any codes): the generic walk's counts, and a null outer array is no error for either."""
+    from broker.metrics.requests import _count_items, _two_levels
+    from tests.protocol.strategies import struct_of
+
+    version = data.draw(st.integers(cls.valid_versions.low, cls.valid_versions.high), label="version")
+    answer = data.draw(struct_of(cls, version), label="answer")
+    shape = _two_levels(cls)
+    assert shape is not None
+    if data.draw(st.booleans(), label="outer array null"):
+        setattr(answer, shape[1], None)
+    flat: dict[int, int] = {}
+    generic: dict[int, int] = {}
+    count_errors(answer, flat)
+    _count_items((answer,), generic)
+    assert flat == generic
 
 
 def config(**overrides) -> LogConfig:

@@ -19,7 +19,7 @@ OFFSETS_PARTITION = ("__consumer_offsets", 3)
 
 
 class Producers:
-    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
+    def start_verification(self, producer_id: int, producer_epoch: int, sequence: int, epoch_bump: bool) -> object:
         return object()
 
 
