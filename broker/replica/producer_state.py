@@ -195,13 +195,15 @@ class ProducerStateManager:
         """Validate a client batch before it is written. Returns the original batch for a duplicate,
         None for a batch to append; raises ProducerStateError otherwise."""
         entry = self.producers.get(producer_id)
-        if self.verifying:
-            guard = self.verifying.get(producer_id)
+        # Kafka's order: duplicate, epoch, then sequence (the verification bounds first among those).
+        guard = self.verifying.get(producer_id) if self.verifying else None
+        if entry is None:
             if guard is not None:
                 self._check_verifying(producer_id, guard, entry, first_seq)
-        if entry is None:
             return None
         if epoch == entry.epoch and entry.batches and in_sequence(entry.batches[-1].last_seq, first_seq):
+            if guard is not None:  # the next batch repeats no retained one and its epoch is current
+                self._check_verifying(producer_id, guard, entry, first_seq)
             self._check_txn_state(producer_id, entry, transactional)
             return None  # the usual case, the next batch: sequences only grow, so it repeats no retained batch
         duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
@@ -212,6 +214,8 @@ class ProducerStateManager:
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"producer {producer_id} epoch {epoch} is below the current epoch {entry.epoch}",
             )
+        if guard is not None:
+            self._check_verifying(producer_id, guard, entry, first_seq)
         if epoch > entry.epoch:
             if first_seq != 0:
                 raise ProducerStateError(
@@ -262,10 +266,13 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.add(epoch, batch)
-        if transactional and entry.txn_first_offset == NO_OFFSET:
-            entry.txn_first_offset = batch.first_offset
-            self.ongoing[producer_id] = batch.first_offset
+        if transactional:
+            # Kafka's updateProducers: any transactional batch spends the guard, so none outlives the
+            # transaction it was taken for (its lowest sequence would bound the next one's batches).
             self.verifying.pop(producer_id, None)
+            if entry.txn_first_offset == NO_OFFSET:
+                entry.txn_first_offset = batch.first_offset
+                self.ongoing[producer_id] = batch.first_offset
         self.dirty = True
 
     # --- transactions ----------------------------------------------------------------------------
@@ -278,10 +285,17 @@ class ProducerStateManager:
     def start_verification(self, producer_id: int, epoch: int, sequence: int = NO_SEQUENCE,
                            epoch_bump: bool = False, now_ms: int | None = None) -> VerificationGuard | None:
         """The guard a new transaction's first batch must present (KIP-890), or None when the
-        producer's transaction is open here already and needs no verification. `sequence`: the
+        producer's transaction is open here already and needs no verification; ProducerStateError
+        (INVALID_PRODUCER_EPOCH) for an epoch below the producer's. `sequence`: the
         batch's first (NO_SEQUENCE for a coordinator's offsets); `epoch_bump`: transactions version 2."""
         if self.in_transaction(producer_id, epoch):
             return None
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            # Kafka's maybeStartTransactionVerification: a fenced epoch makes no guard, whose lowest
+            # sequence would then refuse the live producer's next batch.
+            raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                     f"producer {producer_id} epoch {epoch} is below the current epoch {entry.epoch}")
         guard = self.verifying.get(producer_id)
         if guard is None:
             guard = self.verifying[producer_id] = VerificationGuard(_now_ms() if now_ms is None else now_ms,

@@ -8,7 +8,8 @@ producer's open transaction. A batch that continues a transaction already open o
 not asked about. The partition's verification guard (ProducerStateManager.start_verification) is
 taken before asking and presented at the append: a marker written meanwhile drops it, so a batch
 verified against a transaction that has since ended is refused (INVALID_TXN_STATE) rather than
-opening a transaction no coordinator will close.
+opening a transaction no coordinator will close. A batch whose epoch is below the producer's here
+is refused (INVALID_PRODUCER_EPOCH) without asking, and leaves no guard.
 
 A producer on transactions version 2 (Produce v12, TxnOffsetCommit v5) adds no partitions itself:
 the leader asks the coordinator to add them (AddPartitionsToTxn v5 with VerifyOnly false, or the
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.replica import PartitionError, ReplicaManager
-from broker.replica.producer_state import NO_SEQUENCE
+from broker.replica.producer_state import NO_SEQUENCE, ProducerStateError
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest
@@ -106,7 +107,11 @@ class TxnVerifier:
                 errors[tp] = ErrorCode(exc.error_code)
                 continue
             sequence = sequences.get(tp, NO_SEQUENCE) if sequences is not None else NO_SEQUENCE
-            guard = partition.producers.start_verification(producer_id, producer_epoch, sequence, epoch_bump=add)
+            try:
+                guard = partition.producers.start_verification(producer_id, producer_epoch, sequence, epoch_bump=add)
+            except ProducerStateError as exc:  # a fenced epoch: not asked about
+                errors[tp] = ErrorCode(exc.error_code)
+                continue
             if guard is not None:
                 guards[tp] = guard
         if guards:

@@ -141,3 +141,46 @@ def test_a_verification_under_way_bounds_the_sequences_of_a_producer_with_no_sta
     assert refused(tv2, 5)
     tv2.start_verification(PID, 0, 0, epoch_bump=True)
     assert not refused(tv2, 0)
+
+
+async def test_a_zombie_epoch_leaves_no_guard_to_refuse_the_live_producer(tmp_path):
+    """Kafka Streams' zombie fencing: a fenced producer (epoch 2) sends sequence 2 while the live one
+    (epoch 3) has 0-4 written. Kafka's maybeStartTransactionVerification refuses the older epoch
+    before making any verification state, so the live producer's sequence 5 goes through."""
+    async with _leader(tmp_path) as partition:
+        producers = partition.producers
+        live = producers.start_verification(PID, 3, 0)
+        await _append(partition, _txn(0, epoch=3, records=5), live)
+        with pytest.raises(ProducerStateError) as refused:
+            producers.start_verification(PID, 2, 2)
+        assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert PID not in producers.verifying
+        assert (await _append(partition, _txn(5, epoch=3))).base_offset == 5
+
+
+async def test_every_transactional_batch_spends_the_guard(tmp_path):
+    """Kafka's updateProducers clears the verification state on each transactional batch, not only
+    on the one that opens a transaction: a guard taken for a newer epoch while the older epoch's
+    transaction is open here is spent by the batch it verified, and bounds none after it."""
+    async with _leader(tmp_path) as partition:
+        producers = partition.producers
+        await _append(partition, _txn(0, records=3), producers.start_verification(PID, 0, 0))
+        newer = producers.start_verification(PID, 1, 0)
+        assert newer is not None
+        assert (await _append(partition, _txn(0, epoch=1), newer)).base_offset == 3
+        assert PID not in producers.verifying
+        assert (await _append(partition, _txn(1, epoch=1))).base_offset == 4
+
+
+def test_a_retry_or_a_fenced_epoch_is_judged_before_the_verification_bounds(tmp_path):
+    """Kafka checks a batch for a duplicate, then its epoch, then its sequence (the verification
+    state's lowest sequence first among those): a retry of a written batch is answered as one, and
+    a fenced epoch is INVALID_PRODUCER_EPOCH, even while a later batch of the producer is verified."""
+    producers = ProducerStateManager(tmp_path)
+    producers.update(PID, 1, BatchMetadata(0, 4, 0, 4, 1))  # idempotent, no transaction open
+    producers.update(PID, 1, BatchMetadata(5, 9, 5, 9, 1))
+    producers.start_verification(PID, 2, 0)  # a newer epoch's first batch is verified: lowest 0
+    assert producers.check(PID, 1, 5, 9, True) == BatchMetadata(5, 9, 5, 9, 1)
+    with pytest.raises(ProducerStateError) as refused:
+        producers.check(PID, 0, 7, 7, True)
+    assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
