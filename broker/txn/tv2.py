@@ -49,14 +49,16 @@ class Answered:
 
 def end_txn_verdict(meta: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool) -> Prepare | Answered:
     """What an EndTxn v5 does to the id (raises TxnError with its answer when refused)."""
-    if meta.pending:
-        raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{meta.transactional_id!r} is changing state")
     retry_on_overflow = (meta.prev_producer_id == producer_id and producer_epoch == MAX_EPOCH - 1
                          and meta.producer_epoch == 0)
     retry_on_bump = meta.producer_epoch == producer_epoch + 1
     if meta.producer_id != producer_id and not retry_on_overflow:
         raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                        f"producer id {producer_id} is not the one of transactional id {meta.transactional_id!r}")
+    # Pending before the epoch (KAFKA-18464): an EndTxn right after the last one is answered
+    # CONCURRENT_TRANSACTIONS while the epoch it bumped is being written, never fenced by it.
+    if meta.pending:
+        raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{meta.transactional_id!r} is changing state")
     state = meta.state
     if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
         valid = retry_on_bump

@@ -74,6 +74,17 @@ def test_a_write_in_flight_is_concurrent_transactions():
     assert _outcome(meta, EPOCH, True) == ErrorCode.CONCURRENT_TRANSACTIONS
 
 
+def test_while_a_write_is_in_flight_the_id_mapping_is_checked_first_then_pending_then_the_epoch():
+    """Kafka 4.3.1's handleEndTransaction (KAFKA-18464): another producer id is
+    INVALID_PRODUCER_ID_MAPPING even while the id is pending; a wrong epoch then waits with
+    CONCURRENT_TRANSACTIONS rather than being fenced by the epoch the write in flight bumps."""
+    meta = _meta(TxnState.PREPARE_COMMIT, pending=True, prev_producer_id=3)
+    assert _outcome(meta, EPOCH, True, producer_id=99) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert _outcome(meta, EPOCH, False) == ErrorCode.CONCURRENT_TRANSACTIONS  # not PRODUCER_FENCED
+    overflowed = _meta(TxnState.PREPARE_ABORT, epoch=0, pending=True, prev_producer_id=3)
+    assert _outcome(overflowed, MAX_EPOCH - 1, False, producer_id=3) == ErrorCode.CONCURRENT_TRANSACTIONS
+
+
 def test_the_epoch_is_exhausted_one_below_the_maximum():
     assert not epoch_exhausted(MAX_EPOCH - 2)
     assert epoch_exhausted(MAX_EPOCH - 1)
