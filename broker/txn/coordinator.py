@@ -388,8 +388,8 @@ class TransactionCoordinator:
         next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
         state = TxnState.PREPARE_COMMIT if verdict.commit else TxnState.PREPARE_ABORT
         await self._write(meta, state, meta.partitions, _now_ms() if verdict.empty else meta.start_ms,
-                          epoch=meta.producer_epoch + 1, next_producer_id=next_id, client_transaction_version=TV2)
-        self._start_completion(meta, verdict.commit)
+                          epoch=meta.producer_epoch + 1, complete=verdict.commit, next_producer_id=next_id,
+                          client_transaction_version=TV2)
         return (next_id, 0) if next_id >= 0 else (meta.producer_id, meta.producer_epoch)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
@@ -405,15 +405,22 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.INVALID_TXN_STATE,
                            f"{transactional_id!r} is {state.display_name}: no transaction to "
                            f"{'commit' if commit else 'abort'}")
-        await self._write(meta, preparing, meta.partitions, meta.start_ms, epoch=meta.producer_epoch)
-        self._start_completion(meta, commit)
+        await self._write(meta, preparing, meta.partitions, meta.start_ms, epoch=meta.producer_epoch, complete=commit)
 
     # --- state changes ---------------------------------------------------------------------------
 
     async def _write(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey], start_ms: int,
-                     *, epoch: int, new: bool = False, **changes: int) -> None:
-        """Write the id's next state (`changes`: other fields of TxnMetadata), then take it in memory
-        (run to its end even if the client goes). The id is pending meanwhile, and as before after."""
+                     *, epoch: int, new: bool = False, complete: bool | None = None, **changes: int) -> None:
+        """Write the id's next state (`changes`: other fields of TxnMetadata), take it in memory and,
+        for a Prepare state, start its completion (`complete`: commit or not). One uncancellable unit:
+        a client that goes mid-write leaves no state logged but not held, nor a Prepare with no markers."""
+        await run_to_completion(self._write_unit(meta, state, partitions, start_ms, epoch=epoch, new=new,
+                                                 complete=complete, **changes))
+
+    async def _write_unit(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
+                          start_ms: int, *, epoch: int, new: bool, complete: bool | None, **changes: int) -> None:
+        """_write's body. The id is pending meanwhile, and as before after (then pending until
+        Complete if a completion starts)."""
         after = dataclasses.replace(meta, state=state, partitions=set(partitions), start_ms=start_ms,
                                     producer_epoch=epoch, update_ms=_now_ms(), pending=False)
         for name, value in changes.items():  # producer ids and the client's transaction version
@@ -422,7 +429,7 @@ class TransactionCoordinator:
             after.last_producer_epoch = meta.producer_epoch
         was_pending, meta.pending = meta.pending, True
         try:
-            await run_to_completion(self._append(after))
+            await self._append(after)
         finally:
             meta.pending = was_pending
         for name in _WRITTEN_FIELDS:
@@ -431,6 +438,8 @@ class TransactionCoordinator:
             if self.in_cluster and self.not_served(meta.transactional_id) is not None:
                 raise TxnError(ErrorCode.NOT_COORDINATOR, "the id's partition moved while its state was written")
             self._txns[meta.transactional_id] = meta
+        if complete is not None:
+            self._start_completion(meta, complete)
 
     async def _append(self, after: TxnMetadata) -> None:
         index = self.partition_of(after.transactional_id)
@@ -449,13 +458,12 @@ class TransactionCoordinator:
         if self.transaction_version >= TV2:
             next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
             await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms,
-                              epoch=meta.producer_epoch + 1, next_producer_id=next_id,
+                              epoch=meta.producer_epoch + 1, complete=False, next_producer_id=next_id,
                               client_transaction_version=self.transaction_version)
         else:
             epoch = meta.producer_epoch if epoch_exhausted(meta.producer_epoch) else meta.producer_epoch + 1
             await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch,
-                              client_transaction_version=self.transaction_version)
-        self._start_completion(meta, commit=False)
+                              complete=False, client_transaction_version=self.transaction_version)
 
     def _start_completion(self, meta: TxnMetadata, commit: bool) -> None:
         """The markers and the Complete state, in the background. Until Complete is written the id is
