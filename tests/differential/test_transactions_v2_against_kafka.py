@@ -164,18 +164,22 @@ def version_2_markers(peer: Peer) -> None:
     peer.ask("latest, read_committed", list_offsets_request("dtm2", 0, -1, isolation_level=COMMITTED), 7)
 
 
-def _not_concurrent(peer: Peer, request, label: str) -> None:
-    """Record the answer once the coordinator has written Complete (CONCURRENT_TRANSACTIONS until then)."""
+def _not_concurrent(peer: Peer, request, label: str,
+                    retried: ErrorCode = ErrorCode.CONCURRENT_TRANSACTIONS) -> None:
+    """Record the answer once it is not `retried`: CONCURRENT_TRANSACTIONS until the coordinator has
+    written Complete, NOT_LEADER_OR_FOLLOWER until Kafka's partition has taken the leadership its
+    metadata already shows."""
     answers: list = []
     _wait(f"{peer.name}: {label}", lambda: answers.append(peer.send(request, 12))
-          or answers[-1].responses[0].partition_responses[0].error_code != ErrorCode.CONCURRENT_TRANSACTIONS)
+          or answers[-1].responses[0].partition_responses[0].error_code != retried)
     peer.record(label, answers[-1])
 
 
 def sequences_after_the_bump(peer: Peer) -> None:
     """The commit's marker moves the producer to the bumped epoch with no batch there: the next
     transaction's batches start at sequence 0 (Kafka's checkSequence), so a later batch that overtook a
-    refused first one is refused too (franz-go's TestTxnEtl)."""
+    refused first one is refused too (franz-go's TestTxnEtl). A batch of the fenced epoch then is
+    INVALID_PRODUCER_EPOCH and bounds no sequence of the live one (maybeStartTransactionVerification)."""
     _create(peer, "dts")
     ids = _ready_producer(peer, "tv2-seq")
     pid, epoch = ids.producer_id, ids.producer_epoch
@@ -183,11 +187,15 @@ def sequences_after_the_bump(peer: Peer) -> None:
     def batch(epoch: int, sequence: int, *values: bytes):
         return produce_request("dts", 0, _batch(pid, epoch, sequence, *values), acks=-1, transactional_id="tv2-seq")
 
-    peer.ask("first transaction", batch(epoch, 0, b"a0", b"a1"), 12)
+    _not_concurrent(peer, batch(epoch, 0, b"a0", b"a1"), "first transaction", ErrorCode.NOT_LEADER_OR_FOLLOWER)
     epoch = peer.ask("commit", _end("tv2-seq", pid, epoch, True), 5).producer_epoch
     _not_concurrent(peer, batch(epoch, 2, b"b2"), "the next transaction's batch at sequence 2")
     peer.ask("at sequence 0", batch(epoch, 0, b"b0", b"b1"), 12)
     peer.ask("then at 2", batch(epoch, 2, b"b2"), 12)
+    # a zombie at the epoch before (Kafka Streams' fencing) is refused and leaves nothing that would
+    # refuse the live producer's next sequence
+    peer.ask("a zombie at the epoch before, sequence 1", batch(epoch - 1, 1, b"z1"), 12)
+    peer.ask("the live producer at 3", batch(epoch, 3, b"b3"), 12)
     peer.ask("latest", list_offsets_request("dts", 0, -1), 7)
 
 
