@@ -249,17 +249,18 @@ class TransactionCoordinator:
                                   f"({error.name})")
 
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
-        """The id's metadata, if the producer id and epoch are its current ones."""
+        """The id's metadata, if the producer id and epoch are its current ones and no change is under
+        way: checked in Kafka 4.3.1's EndTxn order, the id, the change under way, then the epoch."""
         self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                            f"producer id {producer_id} is not the one of transactional id {transactional_id!r}")
+        if meta.pending:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is changing state")
         if meta.producer_epoch != producer_epoch:
             raise TxnError(ErrorCode.PRODUCER_FENCED,
                            f"epoch {producer_epoch} of producer {producer_id} is not the current {meta.producer_epoch}")
-        if meta.pending:
-            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is changing state")
         return meta
 
     # --- the requests ----------------------------------------------------------------------------

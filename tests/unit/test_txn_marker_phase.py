@@ -108,6 +108,9 @@ async def test_an_end_txn_v4_abort_during_the_commits_markers_is_concurrent_tran
     meta = owned(txns, TxnMetadata("tid", PID, 4, 60_000, TxnState.ONGOING, {("facts", 0)}, start_ms=1))
     await txns.end_txn("tid", PID, 4, True)
     assert await _refused(txns.end_txn("tid", PID, 4, False)) == ErrorCode.CONCURRENT_TRANSACTIONS
+    # Kafka 4.3.1 (KAFKA-18464): the id, then the change under way, then the epoch
+    assert await _refused(txns.end_txn("tid", PID, 3, False)) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert await _refused(txns.end_txn("tid", PID + 1, 4, False)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     replicas.release.set()
     await wait_for(lambda: meta.state == TxnState.COMPLETE_COMMIT and not meta.pending)
     assert await _refused(txns.end_txn("tid", PID, 4, False)) == ErrorCode.INVALID_TXN_STATE
