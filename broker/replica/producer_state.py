@@ -18,7 +18,9 @@ Checks on a client append (Kafka's `UnifiedLog.analyzeAndValidateProducerState` 
    version 2 only sequence 0 while the producer has no batch here (OUT_OF_ORDER_SEQUENCE_NUMBER):
    a later batch verified after an earlier one was refused (CONCURRENT_TRANSACTIONS while the last
    transaction's markers are written) would leave a gap the client fills by resending from the
-   refused one, whose sequence the partition would then refuse.
+   refused one, whose sequence the partition would then refuse. An epoch below the producer's makes
+   no guard (INVALID_PRODUCER_EPOCH: a zombie's would bound the live producer), and every
+   transactional batch spends the guard (Kafka's updateProducers).
 
 Transactions: a producer's first transactional batch opens its transaction here (its first offset
 is remembered); the coordinator's COMMIT or ABORT marker closes it (`complete_txn`). A marker from
