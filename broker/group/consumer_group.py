@@ -245,7 +245,8 @@ class GroupSnapshot:
 class ChangeSnapshot:
     """What undoes one request's change of a group when its write fails: the group's own fields and, of
     its members, only the requester's (a KIP-848 heartbeat or a timer alters no other member's fields, so
-    the snapshot costs the same whatever the group's size)."""
+    the snapshot costs the same whatever the group's size). Values are kept, not copied: a change replaces
+    a member's assignments and subscription, never changes them in place (reconcile, _next)."""
     epochs: tuple[int, int, str]  # group epoch, assignment epoch, assignor
     members: dict[str, ConsumerMember]
     target: dict[str, Assignment]  # replaced or popped by a change, never changed in place
@@ -258,7 +259,7 @@ class ChangeSnapshot:
         member = group.members.get(member_id) if member_id is not None else None
         return cls((group.group_epoch, group.assignment_epoch, group.assignor), dict(group.members),
                    dict(group.target), group.topics, member,
-                   {n: _copied(getattr(member, n)) for n in _MEMBER_STATE} if member is not None else {})
+                   {n: getattr(member, n) for n in _MEMBER_STATE} if member is not None else {})
 
     def restore(self, group: ConsumerGroup) -> list[ConsumerMember]:
         """Put the group back; the members the change took out (their timers stopped, to be armed again).
