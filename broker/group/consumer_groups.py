@@ -72,6 +72,15 @@ log = structlog.get_logger("groups")
 
 
 
+def _still_due(member: ConsumerMember, why: str, epoch: int | None) -> bool:
+    """Whether a timeout that fired still holds when its removal runs: no timer of its kind armed since."""
+    if why == "session":
+        return member.session_timer is None
+    if why == "rebalance":
+        return member.rebalance_timer is None and member.epoch == epoch
+    return why.removeprefix("classic ") not in member.classic_timers  # a classic JoinGroup or SyncGroup timeout
+
+
 @dataclass(frozen=True)
 class ClassicIds:
     """What the consumer groups need of the classic groups: is the id one, and is it empty; `adopt` drops
@@ -434,9 +443,10 @@ class ConsumerGroups:
         if epoch is not None and member.epoch != epoch:
             return
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
+            # A heartbeat (a classic rejoin) before the removal below arms it again: the member stays.
             if why == "rebalance":
                 member.rebalance_timer = None
-            else:  # a heartbeat before the removal below arms it again: the member stays
+            elif why == "session":
                 member.session_timer = None
             self._spawn(self._expired(group, member, why, epoch))
 
@@ -444,8 +454,7 @@ class ConsumerGroups:
         gid = group.group_id
         async with self._changing.held(gid):
             if (self.groups.get(gid) is not group or group.members.get(member.member_id) is not member
-                    or (member.rebalance_timer if why == "rebalance" else member.session_timer) is not None
-                    or (epoch is not None and member.epoch != epoch)):
+                    or not _still_due(member, why, epoch)):
                 return
             log.info(f"consumer group member removed: its {why} timeout passed", group=gid, member=member.member_id)
             undo = self._undo_of(gid, member.member_id)
