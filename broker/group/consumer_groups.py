@@ -154,7 +154,8 @@ class ConsumerGroups:
         def undo() -> None:
             if self.groups.get(group_id) is not group:
                 return
-            self.records.changed_whole(group_id)
+            if self.records.writes_asked.get(group_id, 0) > asked:  # a write was tried: the next compares all
+                self.records.changed_whole(group_id)
             if self.records.writes_asked.get(group_id, 0) > asked + 1:
                 for added in [m for mid, m in group.members.items() if snapshot.members.get(mid) is not m]:
                     self._remove(group, added)
