@@ -239,3 +239,38 @@ class GroupSnapshot:
         (group.group_epoch, group.assignment_epoch, group.assignor), group.target = self.epochs, self.target
         group.topics = self.topics
         return back
+
+
+@dataclass(frozen=True)
+class ChangeSnapshot:
+    """What undoes one request's change of a group when its write fails: the group's own fields and, of
+    its members, only the requester's (a KIP-848 heartbeat or a timer alters no other member's fields, so
+    the snapshot costs the same whatever the group's size). Values are kept, not copied: a change replaces
+    a member's assignments and subscription, never changes them in place (reconcile, _next)."""
+    epochs: tuple[int, int, str]  # group epoch, assignment epoch, assignor
+    members: dict[str, ConsumerMember]
+    target: dict[str, Assignment]  # replaced or popped by a change, never changed in place
+    topics: dict[str, tuple[uuid.UUID, int]]
+    member: ConsumerMember | None
+    state: dict[str, object]
+
+    @classmethod
+    def of(cls, group: ConsumerGroup, member_id: str | None) -> ChangeSnapshot:
+        member = group.members.get(member_id) if member_id is not None else None
+        return cls((group.group_epoch, group.assignment_epoch, group.assignor), dict(group.members),
+                   dict(group.target), group.topics, member,
+                   {n: getattr(member, n) for n in _MEMBER_STATE} if member is not None else {})
+
+    def restore(self, group: ConsumerGroup) -> list[ConsumerMember]:
+        """Put the group back; the members the change took out (their timers stopped, to be armed again).
+        Members the change added lose their timers."""
+        for member in group.members.values():
+            if self.members.get(member.member_id) is not member:
+                member.cancel_timers()
+        back = [m for mid, m in self.members.items() if group.members.get(mid) is not m]
+        (group.group_epoch, group.assignment_epoch, group.assignor) = self.epochs
+        group.members, group.target, group.topics = dict(self.members), dict(self.target), self.topics
+        if self.member is not None:
+            for name, value in self.state.items():
+                setattr(self.member, name, value)
+        return back

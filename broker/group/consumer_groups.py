@@ -12,7 +12,9 @@ member's own, or the one before it with no partition outside its assignment, els
 A member that keeps partitions to revoke past its rebalance timeout is removed.
 
 Each state change is written to __consumer_offsets as Kafka's records (consumer_records.py) before the
-heartbeat is answered; a failed write answers it with the coordinator's error. A restarted or failed-over
+heartbeat is answered, one change of a group at a time (a KIP-848 heartbeat's or a timer's); a failed
+write answers it with the coordinator's error and undoes the change, as Kafka reverts to its last committed
+state (a timer's removal is then tried again after another session). A restarted or failed-over
 coordinator rebuilds the groups from those records (epochs, members, target and current assignments) and
 restarts their session timers, so the members carry on without rejoining.
 """
@@ -22,17 +24,19 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
 
+from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
+    ChangeSnapshot,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -56,6 +60,7 @@ from broker.group.consumer_requests import (
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.group import Group, GroupError, GroupState
+from broker.group.loaded_sessions import own_sessions
 from broker.group.metadata import group_value
 from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.records import group_key
@@ -65,6 +70,15 @@ from protocol.errors import ErrorCode
 
 log = structlog.get_logger("groups")
 
+
+
+def _still_due(member: ConsumerMember, why: str, epoch: int | None) -> bool:
+    """Whether a timeout that fired still holds when its removal runs: no timer of its kind armed since."""
+    if why == "session":
+        return member.session_timer is None
+    if why == "rebalance":
+        return member.rebalance_timer is None and member.epoch == epoch
+    return why.removeprefix("classic ") not in member.classic_timers  # a classic JoinGroup or SyncGroup timeout
 
 
 @dataclass(frozen=True)
@@ -96,8 +110,66 @@ class ConsumerGroups:
         self.topics = SubscribedTopics(topics)
         self._classic = classic
         self._is_share = is_share
+        self._spawn = spawn
+        # One KIP-848 heartbeat's or timer's change of a group at a time, from its computation through its write.
+        self._changing = KeyedLocks()
 
     # --- ConsumerGroupHeartbeat --------------------------------------------------------------------
+
+    async def heartbeat_written(self, request: ConsumerHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
+        """The heartbeat's change, kept once its records are written; else undone (a join not kept nor
+        counted toward group.consumer.max.size, a leaving member kept so that a retry works) and the
+        write's GroupError raised."""
+        async with self._changing.held(request.group_id):
+            undo = self._undo_of(request.group_id, request.member_id)
+            try:
+                answer = self.heartbeat(request, timeouts)
+                # The change is in __consumer_offsets before the member hears of it, as in Kafka.
+                await self.persist(request.group_id, answer.member_id)
+            except GroupError:
+                undo()
+                raise
+        return answer
+
+    def _undo_of(self, group_id: str, member_id: str | None) -> Callable[[], None]:
+        """What undoes a change of the group from here (ChangeSnapshot). A type change is the record log's
+        to revert; when another request's change of the group was written after this one (a classic
+        member's: Kafka fails it too, Ebb answers it), only a member this change added goes."""
+        group = self.groups.get(group_id)
+        asked = self.records.writes_asked.get(group_id, 0)
+        if group is None:
+            was_classic = self._classic.exists(group_id)
+
+            def drop() -> None:  # a group the change made (from nothing, or from an offsets-only classic id)
+                made = self.groups.get(group_id)
+                if made is None or self.records.writes_asked.get(group_id, 0) > asked + 1:
+                    return
+                self._forget(made)
+                self.records.changed_whole(group_id)
+                if was_classic and not self._classic.exists(group_id):
+                    self._classic.install(Group(group_id), False)
+            return drop
+        snapshot = ChangeSnapshot.of(group, member_id)
+
+        def undo() -> None:
+            if self.groups.get(group_id) is not group:
+                return
+            if self.records.writes_asked.get(group_id, 0) > asked:  # a write was tried: the next compares all
+                self.records.changed_whole(group_id)
+            if self.records.writes_asked.get(group_id, 0) > asked + 1:
+                for added in [m for mid, m in group.members.items() if snapshot.members.get(mid) is not m]:
+                    self._remove(group, added)
+                self.persist_later(group_id)
+                return
+            for back in snapshot.restore(group):
+                self.rearm(group, back)
+            if (member := snapshot.member) is not None and group.members.get(member.member_id) is member:
+                if member.state == MemberState.UNREVOKED_PARTITIONS:
+                    self._arm_rebalance(group, member)
+                elif member.rebalance_timer is not None:
+                    member.rebalance_timer.cancel()
+                    member.rebalance_timer = None
+        return undo
 
     def heartbeat(self, request: ConsumerHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         self.check_request(request)
@@ -372,16 +444,30 @@ class ConsumerGroups:
         if epoch is not None and member.epoch != epoch:
             return
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
-            log.info(f"consumer group member removed: its {why} timeout passed", group=group.group_id,
-                     member=member.member_id)
+            # A heartbeat (a classic rejoin) before the removal below arms it again: the member stays.
+            if why == "rebalance":
+                member.rebalance_timer = None
+            elif why == "session":
+                member.session_timer = None
+            self._spawn(self._expired(group, member, why, epoch))
+
+    async def _expired(self, group: ConsumerGroup, member: ConsumerMember, why: str, epoch: int | None) -> None:
+        gid = group.group_id
+        async with self._changing.held(gid):
+            if (self.groups.get(gid) is not group or group.members.get(member.member_id) is not member
+                    or not _still_due(member, why, epoch)):
+                return
+            log.info(f"consumer group member removed: its {why} timeout passed", group=gid, member=member.member_id)
+            undo = self._undo_of(gid, member.member_id)
             try:
                 self.fence(group, [member])
-            except GroupError as exc:  # the group cannot turn classic: the member stays, tried again later
-                log.warning("timed out member not removed", group=group.group_id, member=member.member_id,
+                await self.persist(gid)
+            except GroupError as exc:  # undone: the member stays, its removal tried again after another timeout
+                log.warning("timed out member not removed", group=gid, member=member.member_id,
                             error=exc.message)
-                self.rearm(group, member)
-                return
-            self.persist_later(group.group_id)
+                undo()
+                if group.members.get(member.member_id) is member and self.groups.get(gid) is group:
+                    self.rearm(group, member)
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
@@ -400,8 +486,11 @@ class ConsumerGroups:
         """A consumer group record at load (groups are rebuilt from them by `loaded`)."""
         self.records.replay(key, value)
 
-    def loaded(self, session_timeout_ms: int) -> list[str]:
-        """Rebuild the groups replayed since the last load; their members' sessions start now."""
+    def loaded(self, session_timeout_ms: int,
+               group_session_ms: Callable[[str], Awaitable[int]] | None = None) -> list[str]:
+        """Rebuild the groups replayed since the last load; their members' sessions start now, a KIP-848
+        member's timed by the group's group.consumer.session.timeout.ms (`group_session_ms`, read off the
+        loop: the broker's `session_timeout_ms` until then), a classic member's by its own."""
         rebuilt = []
         for group_id, found in list(self.records.written.items()):
             if group_id in self.groups:
@@ -430,8 +519,16 @@ class ConsumerGroups:
                                  else session_timeout_ms)
                 if member.state == MemberState.UNREVOKED_PARTITIONS:
                     self._arm_rebalance(group, member)
+            if group_session_ms is not None and any(m.classic is None for m in group.members.values()):
+                self._spawn(self._own_sessions(group, group_session_ms))
             rebuilt.append(group_id)
         return rebuilt
+
+    async def _own_sessions(self, group: ConsumerGroup, group_session_ms: Callable[[str], Awaitable[int]]) -> None:
+        def arm(member: ConsumerMember, left_ms: float) -> None:
+            self.arm_session(group, member, int(left_ms))
+        await own_sessions(group.group_id, lambda: [m for m in group.members.values() if m.classic is None],
+                           group_session_ms, lambda: self.groups.get(group.group_id) is group, arm)
 
     def stop(self) -> None:
         self.unload(lambda group_id: True)

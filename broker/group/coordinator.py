@@ -116,13 +116,16 @@ class GroupCoordinator:
             spawn=spawner.spawn, migration=Migration(config.group_consumer_migration_policy, config.group_max_size))
         self.classic_members = ClassicMembers(self.consumer, config.message_max_bytes)
         consumers = self.consumer.groups
-        # Loaded consumer group members get the broker's session timeout; their next heartbeat applies the
-        # group's own. Loaded share group members get the group's own once read (the broker's until then).
+        # Loaded KIP-848 and share group members get their group's own session timeout once read (the
+        # broker's until then).
         session_ms = int(config.group_config_properties["group.consumer.session.timeout.ms"])
         share_session_ms = int(config.group_config_properties["group.share.session.timeout.ms"])
 
         async def share_group_session_ms(group_id: str) -> int:
             return (await member_timeouts(group_id, SHARE_TYPE)).session_timeout_ms
+
+        async def consumer_group_session_ms(group_id: str) -> int:
+            return (await member_timeouts(group_id, CONSUMER_TYPE)).session_timeout_ms
 
         def consumer_yields(group_id: str) -> bool:
             """A JoinGroup for an empty consumer group's id: the group turns classic, whatever the policy."""
@@ -142,7 +145,7 @@ class GroupCoordinator:
         registry.consumer_replay = self._replay_keyed
 
         def loaded() -> None:
-            self.consumer.loaded(session_ms)
+            self.consumer.loaded(session_ms, group_session_ms=consumer_group_session_ms)
             self.share.loaded(share_session_ms, taken=lambda group_id: group_id in consumers or (
                 group_id in registry.groups and not classic_empty(group_id)), group_session_ms=share_group_session_ms)
 

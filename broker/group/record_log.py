@@ -110,6 +110,9 @@ class GroupRecordLog:
         # Per group: type changes reverted by a failed write, and that write's error. A request that
         # changed the group while the write was in flight fails with it, as in Kafka (its change is gone).
         self._reverted: dict[str, tuple[int, GroupError]] = {}
+        # Per group: how many writes were asked for, so that an undo can tell whether another request's
+        # change of the group went to the log after its own.
+        self.writes_asked: dict[str, int] = {}
 
     def changed_whole(self, group_id: str) -> None:
         self._whole.add(group_id)
@@ -140,6 +143,7 @@ class GroupRecordLog:
         `member_id` (a heartbeat's), only the group's own records and that member's are encoded and
         compared, unless the group changed as a whole since (membership, target): a heartbeat costs the
         same whatever the group's size."""
+        self.writes_asked[group_id] = self.writes_asked.get(group_id, 0) + 1
         reverted = self._reverted.get(group_id)
         async with self._writing.held(group_id):
             if (now_reverted := self._reverted.get(group_id)) is not reverted and now_reverted is not None:
@@ -202,7 +206,8 @@ class GroupRecordLog:
                 del self.written[group_id]
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
-        for kept in (self.written, self._before, self._after, self._in_flight, self._undo, self._reverted):
+        for kept in (self.written, self._before, self._after, self._in_flight, self._undo, self._reverted,
+                     self.writes_asked):
             for group_id in [g for g in kept if doomed(g)]:
                 del kept[group_id]
         self._whole = {g for g in self._whole if not doomed(g)}

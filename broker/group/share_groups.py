@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import structlog
 
 from broker.aio import KeyedLocks
-from broker.cluster.store import StoreError
 from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records, share_records
 from broker.group.group import GroupError, check_storable_member_id
+from broker.group.loaded_sessions import own_sessions
 from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
@@ -321,22 +321,9 @@ class ShareGroups:
         return rebuilt
 
     async def _own_sessions(self, group: ShareGroup, group_session_ms: Callable[[str], Awaitable[int]]) -> None:
-        """Loaded members' sessions re-timed by the group's own timeout (those that heartbeated since
-        have it already)."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        armed = {m.member_id: m.session_timer for m in group.members.values()}
-        try:
-            timeout_ms = await group_session_ms(group.group_id)
-        except StoreError as exc:  # the broker's timeout stays
-            log.warning("share group configs not read at load", group=group.group_id, error=str(exc))
-            return
-        if self.groups.get(group.group_id) is not group:
-            return
-        left_ms = max(0.0, timeout_ms - (loop.time() - started) * 1000)
-        for member in group.members.values():
-            if member.session_timer is not None and armed.get(member.member_id) is member.session_timer:
-                self._arm_session(group, member, left_ms)
+        await own_sessions(group.group_id, group.members.values, group_session_ms,
+                           lambda: self.groups.get(group.group_id) is group,
+                           lambda member, left_ms: self._arm_session(group, member, left_ms))
 
     # --- the admin APIs ----------------------------------------------------------------------------
 

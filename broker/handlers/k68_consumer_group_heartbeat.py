@@ -7,7 +7,8 @@ the member's epoch, the heartbeat interval (the group's consumer.heartbeat.inter
 group.consumer.heartbeat.interval.ms; 0 when leaving) and, when it joined, sent a full request or its
 partitions changed, its assignment by topic id. A member silent for consumer.session.timeout.ms is
 removed. The rules are broker/group/consumer_groups.py's; the group's changed records are appended to
-__consumer_offsets before the answer (a failed append answers the coordinator's error instead). Needs READ on the group
+__consumer_offsets before the answer (a failed append answers the coordinator's error instead, the
+change undone). Needs READ on the group
 (GROUP_AUTHORIZATION_FAILED); with an authorizer, subscribing by name to a topic one may not DESCRIBE
 is TOPIC_AUTHORIZATION_FAILED, as Kafka checks it. With the cluster's group.version at 0
 (broker/features.py) every heartbeat is UNSUPPORTED_VERSION before any check, as Kafka 4.3.1 answers
@@ -74,12 +75,10 @@ async def consumer_group_heartbeat(broker: BrokerContext, request: Request[Consu
         t.topic_id: set(t.partitions) for t in body.topic_partitions}
     regex = body.subscribed_topic_regex if request.api_version >= 1 else None
     try:
-        answer = groups.consumer.heartbeat(ConsumerHeartbeat(
+        answer = await groups.consumer.heartbeat_written(ConsumerHeartbeat(
             body.group_id, member_id, body.member_epoch, body.instance_id, body.rack_id,
             body.rebalance_timeout_ms, body.subscribed_topic_names, regex, body.server_assignor, owned,
             request.header.client_id or "", "/" + connection.client_host), timeouts)
-        # The change is in __consumer_offsets before the member hears of it, as in Kafka.
-        await groups.consumer.persist(body.group_id, answer.member_id)
     except GroupError as exc:
         return _refused(exc.error_code, exc.message)
     assignment = None if answer.assignment is None else _Assignment(topic_partitions=[

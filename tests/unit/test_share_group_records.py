@@ -19,7 +19,7 @@ from broker.group.record_log import record_type
 from broker.group.share_groups import ShareGroups, ShareHeartbeat
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
-from tests.unit.test_consumer_group_records import Log
+from tests.unit.test_consumer_group_records import Log, session_left_after_load
 
 T1 = uuid.UUID(int=1)
 TIMEOUTS = MemberTimeouts(45000, 5000)
@@ -264,35 +264,18 @@ def test_loaded_members_are_timed_by_the_groups_own_session_timeout():
         restarted = _groups(log)
         for key, value in log.records:
             restarted.replay(key, value)
-        asked = asyncio.Event()
-
-        async def group_session_ms(group_id: str) -> int:
-            asked.set()
-            return 2_000 if group_id == "g" else 45_000
-
-        restarted.loaded(45_000, taken=lambda g: False, group_session_ms=group_session_ms)
-        member = restarted.groups["g"].members["m1"]
-        await asked.wait()
-        for _ in range(3):  # the re-arm right after the read
-            await asyncio.sleep(0)
-        loop = asyncio.get_running_loop()
-        assert member.session_timer is not None and member.session_timer.when() - loop.time() <= 2.0
+        left = await session_left_after_load(
+            lambda read: restarted.loaded(45_000, taken=lambda g: False, group_session_ms=read),
+            lambda: restarted.groups["g"].members["m1"])
+        assert left <= 2.0
         restarted.stop()
     asyncio.run(run())
 
 
 def test_an_expiry_whose_write_fails_keeps_the_member_and_is_tried_again():
     async def run():
-        attempts: list[bool] = []
-        tried = asyncio.Event()
-
-        class _Counting(Log):
-            async def append(self, group_id, entries):
-                attempts.append(self.fail is None)
-                tried.set()
-                return await super().append(group_id, entries)
-
-        log = _Counting()
+        log = Log()
+        attempts, tried = log.attempts, log.tried
         groups = _groups(log)
         gone = asyncio.Event()
         groups.member_left.append(lambda group_id, member_id: gone.set())
