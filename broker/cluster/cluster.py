@@ -347,8 +347,8 @@ class Cluster:
                               lambda: name in self._topic_watches)
 
     async def _apply_assignment(self, name: str) -> None:
-        if name in self.deletions.dropped:
-            return  # dropped here for its deletion mark: nothing brings it back (the mark's end clears this)
+        if await self.deletions.keeps_dropped(name):
+            return  # dropped here for its deletion mark: nothing brings it back while the mark stands
         topic = await self.topics.refresh(name)
         if topic is None:
             return

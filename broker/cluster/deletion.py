@@ -83,6 +83,17 @@ class TopicDeletions:
             log.info("topic deletion finished", topic=name)
         self.wake_controller()
 
+    async def keeps_dropped(self, name: str) -> bool:
+        """Whether a topic this broker dropped for its mark must stay dropped: while the mark stands. The
+        mark's end reaches `_on_marks` through its own watch, which may run after the topic's assignment
+        watch has already reported a topic created again under the name, so the store is asked."""
+        if name not in self.dropped:
+            return False
+        if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
+            return True
+        self.dropped.discard(name)
+        return False
+
     def assignment_changed(self, name: str) -> None:
         """A halted topic's assignment changed: its reassignments may be over, and its deletion resume."""
         if name in self.halted and name in self.marked:

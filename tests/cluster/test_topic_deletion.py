@@ -104,7 +104,13 @@ def test_deletion_waits_for_a_broker_that_is_down(cluster, kazoo):
     assert live_dirs(cluster[3], name) == []
     assert create(up[1], name).error_code == E.NONE  # the name is free again
     # The new topic of the old name is a topic like any other on every broker, the returning one too.
-    wait_for(lambda: all(in_sync(b, name, 0) for b in cluster.values()), what="the new topic in sync everywhere")
+    def views():  # each broker's view of the new topic, so a failure says whose view lags and how
+        return {n: _view(b, name) for n, b in cluster.items()}
+    try:
+        wait_for(lambda: all(in_sync(b, name, 0) for b in cluster.values()), what="the new topic in sync everywhere")
+    except AssertionError as exc:
+        returning_log = cluster[3].log_path.read_text()[-6000:]
+        raise AssertionError(f"{exc}; views {views()}; broker 3's log:\n{returning_log}") from None
 
     def produce_to_the_leader():
         # The view taken a moment ago may be a step behind on a loaded machine: like a client, retry on
@@ -135,3 +141,11 @@ def test_deletion_survives_a_controller_failover(cluster, kazoo):
     cluster[controller].start()
     assert live_dirs(cluster[controller], name) == []
     assert not listed(cluster[controller], name)
+
+
+def _view(broker, name):
+    try:
+        p = partition_state(broker, name)
+    except (StopIteration, ValueError) as exc:
+        return repr(exc)
+    return (p.error_code, p.leader_id, p.leader_epoch, sorted(p.replica_nodes), sorted(p.isr_nodes))

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from broker.cluster.cluster import Cluster
-from broker.cluster.layout import PartitionStateZNode
+from broker.cluster.layout import DeleteTopicsTopicZNode, PartitionStateZNode
 from broker.cluster.partition_state import PartitionState
 from broker.cluster.store import EmbeddedStore
 from broker.config import ReplicationConfig
@@ -116,12 +116,34 @@ async def test_a_topic_dropped_for_its_deletion_mark_is_not_brought_back_by_an_a
         return topic
 
     cluster.topics.refresh = refresh
+    await store.create(DeleteTopicsTopicZNode.path("t"), DeleteTopicsTopicZNode.encode(0), makepath=True)
     cluster.deletions.marked["t"] = None  # marked, and dropped here
     cluster.deletions.dropped.add("t")
     await cluster._apply_assignment("t")
     assert refreshed == []
+    await store.delete(DeleteTopicsTopicZNode.path("t"))
     cluster.deletions._on_marks([])  # the mark is gone (the deletion finished): the name is free again
     cluster._topic_watches["t"] = []
     await cluster._apply_assignment("t")
     assert refreshed == ["t"]
+    await store.close()
+
+
+async def test_a_topic_created_again_is_followed_before_the_marks_watch_reports_the_deletion_over(tmp_path):
+    """The mark's end and the new topic's assignment come by separate watches: when the assignment comes
+    first, the mark is already gone from the store, and the new topic must not be taken for the dropped
+    one (a returning broker never hosted the topic created again under the name)."""
+    store, topic, replicas, cluster = await _cluster(tmp_path)
+    refreshed: list[str] = []
+
+    async def refresh(name: str) -> Topic | None:
+        refreshed.append(name)
+        return topic
+
+    cluster.topics.refresh = refresh
+    cluster.deletions.marked["t"] = None  # dropped for a mark the store no longer has; _on_marks not run yet
+    cluster.deletions.dropped.add("t")
+    cluster._topic_watches["t"] = []
+    await cluster._apply_assignment("t")
+    assert refreshed == ["t"] and "t" not in cluster.deletions.dropped
     await store.close()
