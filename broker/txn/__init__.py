@@ -1,6 +1,7 @@
 """Transactions: the transaction coordinator and its `__transaction_state` topic.
 
-coordinator.TransactionCoordinator   transactional ids, epochs, the state machine, markers, timeouts
+coordinator.TransactionCoordinator   transactional ids, epochs, the state machine, timeouts
+completion.TxnCompletions            after a Prepare: the markers in rounds, then the Complete state
 state_log                            the topic's record layouts (Kafka's), replaying it, TxnState, TxnError
 state_topic                          creating the topic on first use; which partition holds an id
 markers                              writing markers: the leader's MarkerWriter, the coordinator's MarkerSender

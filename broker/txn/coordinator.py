@@ -11,8 +11,8 @@ or with its markers being written (PrepareCommit/PrepareAbort until Complete*), 
 CONCURRENT_TRANSACTIONS, as Kafka's pending state does. Markers go to each partition's
 leader (broker/txn/markers.py: through ReplicaManager.append_records when led here, else a
 WriteTxnMarkers request), carrying the leader epoch of the id's `__transaction_state` partition as
-the coordinator epoch, and are retried until written. Transactions open longer than their timeout
-are aborted with the producer epoch bumped, so the old producer is fenced (checked every
+the coordinator epoch, and are retried until written (broker/txn/completion.py). Transactions open
+longer than their timeout are aborted with the producer epoch bumped, so the old producer is fenced (checked every
 `transaction.abort.timed.out.transaction.cleanup.interval.ms`); ids idle longer than
 `transactional.id.expiration.ms` are removed by a tombstone (checked every
 `transaction.remove.expired.transaction.cleanup.interval.ms`).
@@ -37,6 +37,7 @@ from broker.aio import every, run_to_completion
 from broker.config import BrokerConfig, TransactionConfig
 from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import Partition, PartitionError, ReplicaManager
+from broker.txn.completion import TxnCompletions
 from broker.txn.expiry import remove_expired_ids
 from broker.txn.markers import MarkerListener, MarkerSender, MarkerWriter
 from broker.txn.peers import PeerConnections
@@ -61,7 +62,6 @@ from protocol.errors import ErrorCode
 log = structlog.get_logger("transactions")
 
 MAX_ID_BYTES = 2**15 - 1
-MARKER_RETRY_S = 0.1
 _WRITTEN_FIELDS = ("producer_id", "producer_epoch", "last_producer_epoch", "state", "partitions", "start_ms",
                    "update_ms", "prev_producer_id", "next_producer_id", "client_transaction_version")
 _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
@@ -112,6 +112,9 @@ class TransactionCoordinator:
         self.partitions = CoordinatorPartitions(
             TRANSACTION_STATE_TOPIC, self._spawn, lambda index: replicas.partition(TRANSACTION_STATE_TOPIC, index),
             load=self._load_partition, unload=self._unload_partition)
+        # The markers and Complete state after each Prepare (broker/txn/completion.py).
+        self._completions = TxnCompletions(self._sender, self.partitions, self.partition_of, self._owns,
+                                           self._write, self._spawn)
 
     @property
     def marker_listeners(self) -> list[MarkerListener]:
@@ -189,7 +192,7 @@ class TransactionCoordinator:
     def _complete_prepared(self, found: list[TxnMetadata]) -> None:
         for meta in found:
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                self._start_completion(meta, meta.state == TxnState.PREPARE_COMMIT)
+                self._completions.start(meta, meta.state == TxnState.PREPARE_COMMIT)
 
     async def _load(self) -> None:
         topic = self.topics.get(TRANSACTION_STATE_TOPIC)
@@ -440,7 +443,7 @@ class TransactionCoordinator:
                 raise TxnError(ErrorCode.NOT_COORDINATOR, "the id's partition moved while its state was written")
             self._txns[meta.transactional_id] = meta
         if complete is not None:
-            self._start_completion(meta, complete)
+            self._completions.start(meta, complete)
 
     async def _append(self, after: TxnMetadata) -> None:
         index = self.partition_of(after.transactional_id)
@@ -465,61 +468,6 @@ class TransactionCoordinator:
             epoch = meta.producer_epoch if epoch_exhausted(meta.producer_epoch) else meta.producer_epoch + 1
             await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms, epoch=epoch,
                               complete=False, client_transaction_version=self.transaction_version)
-
-    def _start_completion(self, meta: TxnMetadata, commit: bool) -> None:
-        """The markers and the Complete state, in the background. Until Complete is written the id is
-        pending (Kafka's pendingState CompleteCommit/CompleteAbort, set before EndTxn is answered): the
-        producer's next EndTxn, add or InitProducerId waits with CONCURRENT_TRANSACTIONS, never
-        judged against a Prepare state whose epoch transactions version 2 has already bumped (an
-        EndTxn v5 at that epoch is no retry there: PRODUCER_FENCED)."""
-        meta.pending = True
-        self._spawn(self._complete(meta, commit))
-
-    async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
-        """Send the markers, then write the Complete state; retried until both are written, or until
-        the id is no longer this coordinator's (its new coordinator completes the transaction)."""
-        index = self.partition_of(meta.transactional_id)
-        remaining = set(meta.partitions)
-        while remaining:
-            if not self._owns(meta):
-                log.info("transaction completion handed over", transactional_id=meta.transactional_id)
-                return
-            coordinator_epoch = self.partitions.leader_epoch(index)
-            if coordinator_epoch < 0:  # no replica here just now: never markers under a made-up epoch
-                await asyncio.sleep(MARKER_RETRY_S)
-                continue
-            try:
-                remaining = await self._sender.send_round(meta.producer_id, meta.producer_epoch, commit,
-                                                          coordinator_epoch, remaining,
-                                                          meta.client_transaction_version)
-            except Exception as exc:  # anything unforeseen: logged, and the markers retried
-                log.error("transaction marker write failed", transactional_id=meta.transactional_id,
-                          error=repr(exc), exc_info=exc)
-            if remaining:
-                await asyncio.sleep(MARKER_RETRY_S)
-        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        while True:
-            if not self._owns(meta):
-                log.info("transaction completion handed over", transactional_id=meta.transactional_id)
-                return
-            try:
-                if meta.next_producer_id >= 0:  # the epoch ran out: the new producer id takes over at 0
-                    await self._write(meta, done, set(), meta.start_ms, epoch=0, producer_id=meta.next_producer_id,
-                                      prev_producer_id=meta.producer_id, next_producer_id=-1)
-                else:
-                    await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch)
-                meta.pending = False
-                break
-            except TxnError as exc:
-                log.warning("cannot complete transaction yet", transactional_id=meta.transactional_id,
-                            error=exc.message)
-                await asyncio.sleep(MARKER_RETRY_S)
-            except Exception as exc:  # anything unforeseen: logged, and the write retried
-                log.error("cannot complete transaction yet", transactional_id=meta.transactional_id,
-                          error=repr(exc), exc_info=exc)
-                await asyncio.sleep(MARKER_RETRY_S)
-        log.info("transaction completed", transactional_id=meta.transactional_id, producer_id=meta.producer_id,
-                 epoch=meta.producer_epoch, result=done.display_name)
 
     async def _abort_timed_out_periodically(self) -> None:
         await every(self.settings.abort_timed_out_cleanup_interval_ms, lambda: self.abort_timed_out(),

@@ -14,7 +14,7 @@ from broker.config import load_config
 from broker.log import TopicPartition
 from broker.replica import AppendResult, PartitionError
 from broker.topic import Topic
-from broker.txn import coordinator as coordinator_module
+from broker.txn import completion as completion_module
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnMetadata, TxnState
 from protocol.errors import ErrorCode
@@ -76,12 +76,12 @@ async def wait_for(condition, seconds: float = 5.0) -> None:
 
 
 async def test_a_marker_that_raises_is_logged_and_retried_until_complete(monkeypatch) -> None:
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = FlakyReplicas(failures=2)  # the marker, then its retry, raise
     txns = coordinator(replicas)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
     with structlog.testing.capture_logs() as logs:
-        txns._spawn(txns._complete(meta, commit=True))
+        txns._spawn(txns._completions.complete(meta, commit=True))
         await wait_for(lambda: meta.state == TxnState.COMPLETE_COMMIT)
     assert replicas.appended == ["facts", TRANSACTION_STATE_TOPIC]
     failures = [e for e in logs if e["event"] == "transaction marker write failed"]
@@ -90,13 +90,13 @@ async def test_a_marker_that_raises_is_logged_and_retried_until_complete(monkeyp
 
 
 async def test_a_complete_write_that_raises_is_logged_and_retried(monkeypatch) -> None:
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = FlakyReplicas(failures=0)
     txns = coordinator(replicas)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_ABORT, set(), start_ms=1))
     replicas.failures = 1  # the Complete write raises once
     with structlog.testing.capture_logs() as logs:
-        txns._spawn(txns._complete(meta, commit=False))
+        txns._spawn(txns._completions.complete(meta, commit=False))
         await wait_for(lambda: meta.state == TxnState.COMPLETE_ABORT)
     assert [e["log_level"] for e in logs if e["event"] == "cannot complete transaction yet"] == ["error"]
     await txns.stop()
@@ -138,12 +138,12 @@ async def test_a_background_task_that_dies_is_logged() -> None:
 async def test_a_completion_stops_when_its_id_is_dropped(monkeypatch) -> None:
     """Leadership of the id's `__transaction_state` partition moved away: the new coordinator completes
     the transaction, this one neither retries markers nor writes the Complete state."""
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = FlakyReplicas(failures=1_000_000)  # every marker write fails
     txns = coordinator(replicas)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
     with structlog.testing.capture_logs() as logs:
-        task = txns._spawn(txns._complete(meta, commit=True))
+        task = txns._spawn(txns._completions.complete(meta, commit=True))
         await wait_for(lambda: replicas.failures < 1_000_000 - 2)
         txns._unload_partition(0)
         await asyncio.wait_for(task, 5)
@@ -204,11 +204,11 @@ async def test_a_forgotten_partition_is_unloaded_and_its_completions_stop(monkey
     """The replica of the id's `__transaction_state` partition is dropped here (reassigned away, its
     log dir failed): ReplicaManager tells its forget listeners, the ids are unloaded, and the
     completion stops rather than sending markers forever."""
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = ClusterReplicas(failures=1_000_000)  # every marker write fails
     txns = cluster_coordinator(replicas)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
-    task = txns._spawn(txns._complete(meta, commit=True))
+    task = txns._spawn(txns._completions.complete(meta, commit=True))
     await wait_for(lambda: replicas.failures < 1_000_000 - 2)
     replicas.hosted = False
     txns.partitions.forgotten(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
@@ -220,7 +220,7 @@ async def test_a_forgotten_partition_is_unloaded_and_its_completions_stop(monkey
 async def test_a_completion_stops_once_its_partition_is_not_served_here(monkeypatch) -> None:
     """Even before (or without) an unload: an id whose partition this broker no longer leads is not
     completed here, and no marker goes out under a made-up coordinator epoch."""
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = ClusterReplicas(failures=1_000_000)
     txns = cluster_coordinator(replicas)
     rounds: list[int] = []
@@ -233,7 +233,7 @@ async def test_a_completion_stops_once_its_partition_is_not_served_here(monkeypa
 
     monkeypatch.setattr(txns._sender, "send_round", send_round)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
-    task = txns._spawn(txns._complete(meta, commit=True))
+    task = txns._spawn(txns._completions.complete(meta, commit=True))
     await wait_for(lambda: len(rounds) >= 2)
     replicas.hosted = False  # the replica is gone, the listeners not told (yet)
     await asyncio.wait_for(task, 5)
@@ -242,13 +242,13 @@ async def test_a_completion_stops_once_its_partition_is_not_served_here(monkeypa
 
 
 async def test_no_marker_round_without_a_coordinator_epoch(monkeypatch) -> None:
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = FlakyReplicas(failures=0)
     txns = coordinator(replicas)
     epoch = -1
     monkeypatch.setattr(txns.partitions, "leader_epoch", lambda index: epoch)
     meta = owned(txns, TxnMetadata("tid", 7, 0, 60_000, TxnState.PREPARE_COMMIT, {("facts", 0)}, start_ms=1))
-    txns._spawn(txns._complete(meta, commit=True))
+    txns._spawn(txns._completions.complete(meta, commit=True))
     await asyncio.sleep(0.05)
     assert replicas.appended == [] and meta.state == TxnState.PREPARE_COMMIT
     epoch = 2

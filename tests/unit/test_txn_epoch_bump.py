@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker.txn import coordinator as coordinator_module
+from broker.txn import completion as completion_module
 from broker.txn.state_log import TxnError, TxnMetadata, TxnState, parse_record
 from broker.txn.tv2 import MAX_EPOCH, Answered, Prepare, end_txn_verdict, epoch_exhausted
 from protocol.errors import ErrorCode
@@ -129,7 +129,7 @@ async def test_an_exhausted_epoch_ends_under_the_old_id_and_goes_on_under_a_new_
     """EndTxn v5 at epoch 32766: Prepare and the markers carry the old id at 32767, the answer and
     CompleteCommit the new id at 0 with the old one as PreviousProducerId; the old id at its last
     epoch is then a retry."""
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = _Recording()
     txns = coordinator(replicas)
     written = replicas.written
@@ -153,7 +153,7 @@ async def test_a_timed_out_transaction_is_aborted_at_the_clusters_version(monkey
     """The coordinator's own abort (a timeout, a fencing InitProducerId) runs at the cluster's
     transaction version, as Kafka's: version 2 markers under the bumped epoch, and an exhausted epoch
     moves the id to a new producer id."""
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = _Recording()
     txns = coordinator(replicas)
     assert txns.transaction_version == 2
@@ -174,7 +174,7 @@ async def test_the_new_id_meets_concurrent_transactions_until_the_overflowing_en
     old id: Kafka 4.3.1 answers an add under the new id CONCURRENT_TRANSACTIONS (a change under way is
     checked before the producer id), which the producer retries, not INVALID_PRODUCER_ID_MAPPING."""
     import asyncio
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     release = asyncio.Event()
 
     class HeldMarkers(_Recording):

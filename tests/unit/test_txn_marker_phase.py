@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from broker.txn import coordinator as coordinator_module
+from broker.txn import completion as completion_module
 from broker.txn.state_log import TxnError, TxnMetadata, TxnState
 from protocol.errors import ErrorCode
 from tests.unit.test_txn_coordinator_background import FlakyReplicas, coordinator, owned, wait_for
@@ -48,7 +48,7 @@ async def _refused(call) -> ErrorCode:
 
 @pytest.fixture
 def fast_retries(monkeypatch):
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
 
 
 async def test_the_next_end_txn_v5_during_the_markers_is_concurrent_transactions(fast_retries):

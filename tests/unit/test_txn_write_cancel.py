@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.txn import coordinator as coordinator_module
+from broker.txn import completion as completion_module
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnError, TxnMetadata, TxnState
 from protocol.errors import ErrorCode
 from tests.unit.test_txn_coordinator_background import coordinator, owned, wait_for
@@ -40,7 +40,7 @@ async def _cancelled_mid_write(replicas: _HeldStateWrites, request) -> asyncio.T
 
 
 async def test_an_end_txn_cancelled_mid_write_still_takes_its_state_and_writes_the_markers(monkeypatch):
-    monkeypatch.setattr(coordinator_module, "MARKER_RETRY_S", 0.01)
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
     replicas = _HeldStateWrites()
     txns = coordinator(replicas)
     meta = owned(txns, TxnMetadata("tid", PID, 1, 60_000, TxnState.ONGOING, {("facts", 0)}, start_ms=1,
