@@ -25,7 +25,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.source:
         sys.path.insert(0, args.source)
-    from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat
+    from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
+    from broker.group.consumer_type_changes import ClassicIds
     from broker.group_configs import MemberTimeouts
     timeouts = MemberTimeouts(45000, 5000)
 

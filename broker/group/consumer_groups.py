@@ -5,10 +5,11 @@ rebalance timeouts, and what listing, describing, deleting and offset commits ne
 One group id has one type: a heartbeat for a share group's id is GROUP_ID_NOT_FOUND; an Empty classic
 group (no members; offsets only, as a restarted coordinator has) becomes a consumer group on its first
 heartbeat (Kafka's empty-group conversion), a classic group with members by the migration policy
-(consumer_migration.py, which also turns a group left with classic members only back). The heartbeat follows
-Kafka's GroupMetadataManager: epoch 0 joins, -1 leaves, -2 is a static member leaving to come back
-(its partitions stay reserved for its instance id until its session ends); any other epoch must be the
-member's own, or the one before it with no partition outside its assignment, else FENCED_MEMBER_EPOCH.
+(consumer_migration.py, which also turns a group left with classic members only back; consumer_type_changes.py
+applies both to the groups served). The heartbeat follows Kafka's GroupMetadataManager: epoch 0 joins, -1
+leaves, -2 is a static member leaving to come back (its partitions stay reserved for its instance id until its
+session ends); any other epoch must be the member's own, or the one before it with no partition outside its
+assignment, else FENCED_MEMBER_EPOCH.
 A member that keeps partitions to revoke past its rebalance timeout is removed.
 
 Each state change is written to __consumer_offsets as Kafka's records (consumer_records.py) before the
@@ -25,7 +26,6 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import structlog
 
@@ -45,11 +45,7 @@ from broker.group.consumer_group import (
 from broker.group.consumer_migration import (
     DEFAULT_MIGRATION,
     Migration,
-    may_downgrade,
-    to_classic_group,
-    to_consumer_group,
 )
-from broker.group.consumer_protocol import MalformedProtocol
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
 from broker.group.consumer_requests import (
     ConsumerHeartbeat,
@@ -59,12 +55,10 @@ from broker.group.consumer_requests import (
     check_request,
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
-from broker.group.group import Group, GroupError, GroupState
+from broker.group.consumer_type_changes import ClassicIds, TypeChanges
+from broker.group.group import Group, GroupError
 from broker.group.loaded_sessions import own_sessions
-from broker.group.metadata import group_value
 from broker.group.record_log import AppendRecords, GroupRecordLog
-from broker.group.records import group_key
-from broker.group.records import group_value as group_value_bytes
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -81,20 +75,7 @@ def _still_due(member: ConsumerMember, why: str, epoch: int | None) -> bool:
     return why.removeprefix("classic ") not in member.classic_timers  # a classic JoinGroup or SyncGroup timeout
 
 
-@dataclass(frozen=True)
-class ClassicIds:
-    """What the consumer groups need of the classic groups: is the id one, and is it empty; `adopt` drops
-    it as its id turns into a consumer group (its parked joins and syncs answered REBALANCE_IN_PROGRESS);
-    `group` is the classic group an upgrade converts, `install` takes a downgraded group (its members'
-    sessions, then a rebalance if asked)."""
-    exists: Callable[[str], bool]
-    empty: Callable[[str], bool]
-    adopt: Callable[[str], None]
-    group: Callable[[str], Group | None] = lambda group_id: None
-    install: Callable[[Group, bool], None] = lambda group, rebalance: None
-
-
-class ConsumerGroups:
+class ConsumerGroups(TypeChanges):
     def __init__(self, max_size: int, assignors: list[str], topics: TopicsNow, classic: ClassicIds,
                  is_share: Callable[[str], bool], append: AppendRecords, spawn: Spawn, *,
                  migration: Migration = DEFAULT_MIGRATION) -> None:
@@ -318,69 +299,6 @@ class ConsumerGroups:
         group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1,
                                                       assignor=self.assignors[0])
         return group
-
-    def _upgrade(self, classic: Group) -> ConsumerGroup:
-        """A consumer member joins a classic group with members: it becomes a consumer group keeping them."""
-        group = to_consumer_group(classic, self.migration, self.max_size, self.topics.now())
-        gid, stable = group.group_id, classic.is_in(GroupState.STABLE)
-        self._classic.adopt(gid)
-        self.groups[gid] = group
-        group.assignor = self.assignor_of(group)
-        group.topics = self.topics.of(group)
-
-        def undo() -> None:  # the classic group back, its members' sessions running, as it was
-            if self.groups.get(gid) is group:
-                self._forget(group)
-                self._classic.install(classic, not stable)
-                log.info("classic group upgrade reverted", group=gid)
-        self.records.type_changed(gid, undo, before=[(group_key(gid), None)])
-        for member in group.members.values():
-            assert member.classic is not None  # every member of a converted group is a classic one
-            self.arm_session(group, member, member.classic.session_timeout_ms)
-        log.info("classic group upgraded to a consumer group", group=group.group_id, members=len(group.members))
-        return group
-
-    def fence(self, group: ConsumerGroup, members: list[ConsumerMember]) -> None:
-        """Members leave or are fenced (Kafka's consumerGroupFenceMembers): when only classic members remain
-        and the policy allows, the group turns classic (a rebalance follows); else they are removed."""
-        leaving = {m.member_id for m in members}
-        if may_downgrade(group, leaving, self.migration):
-            self.downgrade(group, leaving, rebalance=True)
-            return
-        for member in members:
-            self._remove(group, member)
-
-    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, rebalance: bool) -> None:
-        """The group's members but `leaving`, all classic ones, make a classic group (Kafka's
-        convertToClassicGroup); it rebalances if asked. When a member's metadata for the protocol the
-        classic group would choose is not the consumer protocol: Kafka's GROUP_ID_NOT_FOUND, the group
-        unchanged (nobody leaves)."""
-        try:
-            classic = to_classic_group(group, leaving, self.topics.now())
-        except MalformedProtocol as exc:
-            log.warning("consumer group not downgraded", group=group.group_id, error=exc.message)
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND,
-                             f"Cannot downgrade the classic group {group.group_id}: {exc.message}.") from exc
-        gid = group.group_id
-        self._forget(group)
-
-        def undo() -> None:  # the consumer group back, with every member, its timers armed again
-            if gid not in self.groups and self._classic.group(gid) is classic:
-                self._classic.adopt(gid)
-                self.groups[gid] = group
-                for member in group.members.values():
-                    self.rearm(group, member)
-                log.info("consumer group downgrade reverted", group=gid)
-        self.records.type_changed(gid, undo, after=[(group_key(gid), group_value_bytes(group_value(classic)))])
-        self._classic.install(classic, rebalance)
-        log.info("consumer group downgraded to a classic group", group=group.group_id, members=len(classic.members))
-
-    def _forget(self, group: ConsumerGroup) -> None:
-        """The group leaves memory (it changed type): its members' timers stop."""
-        for member in group.members.values():
-            member.cancel_timers()
-        del self.groups[group.group_id]
-        self.topics.forget(group.group_id)
 
     def refresh(self, group: ConsumerGroup, changed: bool) -> None:
         """The group epoch moves when a member came or its subscription `changed`, or the subscribed topics

@@ -28,8 +28,9 @@ from broker.group import share_records
 from broker.group.consumer_classic import ClassicMembers
 from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
 from broker.group.consumer_group import ConsumerGroup
-from broker.group.consumer_groups import ClassicIds, ConsumerGroups, TopicsNow
+from broker.group.consumer_groups import ConsumerGroups, TopicsNow
 from broker.group.consumer_migration import Migration
+from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GROUP_TYPE, Group, GroupError, GroupState
 from broker.group.offsets import CommitListener, MinCommittedOffset, OffsetManager, OffsetSettings
 from broker.group.offsets_store import OFFSETS_TOPIC, OffsetsStore

@@ -7,7 +7,8 @@ import asyncio
 import uuid
 
 from broker.group import consumer_topics
-from broker.group.consumer_groups import MAX_REGEX_LENGTH, ClassicIds, ConsumerGroups, ConsumerHeartbeat
+from broker.group.consumer_groups import MAX_REGEX_LENGTH, ConsumerGroups, ConsumerHeartbeat
+from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts as Timeouts
 from protocol.errors import ErrorCode

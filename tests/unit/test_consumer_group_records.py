@@ -13,7 +13,8 @@ import pytest
 
 from broker.group import consumer_records
 from broker.group.consumer_group import MemberState
-from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat
+from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
+from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode

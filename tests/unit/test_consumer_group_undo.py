@@ -11,7 +11,8 @@ import asyncio
 import pytest
 
 from broker.group.consumer_group import MemberState
-from broker.group.consumer_groups import ClassicIds, ConsumerGroups
+from broker.group.consumer_groups import ConsumerGroups
+from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode

@@ -12,7 +12,8 @@ import pytest
 
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import MemberState
-from broker.group.consumer_groups import ClassicIds, ConsumerGroups, ConsumerHeartbeat, matching
+from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat, matching
+from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode as E
