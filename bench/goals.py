@@ -261,9 +261,21 @@ def main() -> None:
                             results[(partitions, acks)][broker.name].append(
                                 runner.one(broker, load, partitions, acks))
                 report(load, results, reps)
+    except BaseException:
+        _keep_logs(root)
+        raise
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\n{time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def _keep_logs(root: Path) -> None:
+    """A failed run's broker logs outlive the data directory removed after it: they say why a broker went."""
+    kept = Path(tempfile.mkdtemp(prefix="ebb-bench-goals-logs-"))
+    for name in ("broker.log", "kafka.log"):  # Ebb's and Kafka's (bench/peers.py), not their segments
+        for log_file in root.rglob(name):
+            shutil.copy(log_file, kept / f"{log_file.parent.name}-{log_file.name}")
+    print(f"the brokers' logs of this failed run are kept in {kept}", file=sys.stderr)
 
 
 if __name__ == "__main__":
