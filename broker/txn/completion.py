@@ -29,7 +29,7 @@ class StateWrite(Protocol):
 
     async def __call__(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
                        start_ms: int, *, epoch: int, new: bool = False, complete: bool | None = None,
-                       **changes: int) -> None: ...
+                       completing: bool = False, **changes: int) -> None: ...
 
 
 class TxnCompletions:
@@ -81,10 +81,11 @@ class TxnCompletions:
                 return
             try:
                 if meta.next_producer_id >= 0:  # the epoch ran out: the new producer id takes over at 0
-                    await self._write(meta, done, set(), meta.start_ms, epoch=0, producer_id=meta.next_producer_id,
-                                      prev_producer_id=meta.producer_id, next_producer_id=-1)
+                    await self._write(meta, done, set(), meta.start_ms, epoch=0, completing=True,
+                                      producer_id=meta.next_producer_id, prev_producer_id=meta.producer_id,
+                                      next_producer_id=-1)
                 else:
-                    await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch)
+                    await self._write(meta, done, set(), meta.start_ms, epoch=meta.producer_epoch, completing=True)
                 meta.pending = False
                 break
             except TxnError as exc:

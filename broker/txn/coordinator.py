@@ -414,25 +414,33 @@ class TransactionCoordinator:
     # --- state changes ---------------------------------------------------------------------------
 
     async def _write(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey], start_ms: int,
-                     *, epoch: int, new: bool = False, complete: bool | None = None, **changes: int) -> None:
+                     *, epoch: int, new: bool = False, complete: bool | None = None, completing: bool = False,
+                     **changes: int) -> None:
         """Write the id's next state (`changes`: other fields of TxnMetadata), take it in memory and,
         for a Prepare state, start its completion (`complete`: commit or not). One uncancellable unit:
-        a client that goes mid-write leaves no state logged but not held, nor a Prepare with no markers."""
-        await run_to_completion(self._write_unit(meta, state, partitions, start_ms, epoch=epoch, new=new,
-                                                 complete=complete, **changes))
+        a client that goes mid-write leaves no state logged but not held, nor a Prepare with no markers.
+        One write per id at a time: the id is claimed here, before the unit's task first runs, so a
+        second request checked in that gap is refused rather than written over the first (which left
+        the id pending for good, and the first write's partitions lost). Only the id's own completion
+        (`completing`) writes while the id is pending."""
+        if meta.pending and not completing:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{meta.transactional_id!r} is changing state")
+        was_pending, meta.pending = meta.pending, True
+        await run_to_completion(self._write_unit(meta, state, partitions, start_ms, was_pending, epoch=epoch,
+                                                 new=new, complete=complete, **changes))
 
     async def _write_unit(self, meta: TxnMetadata, state: TxnState, partitions: set[TopicPartitionKey],
-                          start_ms: int, *, epoch: int, new: bool, complete: bool | None, **changes: int) -> None:
+                          start_ms: int, was_pending: bool, *, epoch: int, new: bool, complete: bool | None,
+                          **changes: int) -> None:
         """_write's body. The id is pending meanwhile, and as before after (then pending until
         Complete if a completion starts)."""
-        after = dataclasses.replace(meta, state=state, partitions=set(partitions), start_ms=start_ms,
-                                    producer_epoch=epoch, update_ms=_now_ms(), pending=False)
-        for name, value in changes.items():  # producer ids and the client's transaction version
-            setattr(after, name, value)
-        if epoch != meta.producer_epoch or after.producer_id != meta.producer_id:
-            after.last_producer_epoch = meta.producer_epoch
-        was_pending, meta.pending = meta.pending, True
         try:
+            after = dataclasses.replace(meta, state=state, partitions=set(partitions), start_ms=start_ms,
+                                        producer_epoch=epoch, update_ms=_now_ms(), pending=False)
+            for name, value in changes.items():  # producer ids and the client's transaction version
+                setattr(after, name, value)
+            if epoch != meta.producer_epoch or after.producer_id != meta.producer_id:
+                after.last_producer_epoch = meta.producer_epoch
             await self._append(after)
         finally:
             meta.pending = was_pending
@@ -479,6 +487,8 @@ class TransactionCoordinator:
         expired = [m for m in self._txns.values()
                    if m.state == TxnState.ONGOING and not m.pending and now > m.start_ms + m.timeout_ms]
         for meta in expired:
+            if meta.pending or meta.state != TxnState.ONGOING:
+                continue  # changed while an earlier one was aborted (its producer ended it meanwhile)
             log.info("aborting a timed-out transaction", transactional_id=meta.transactional_id,
                      producer_id=meta.producer_id, epoch=meta.producer_epoch)
             try:

@@ -70,3 +70,61 @@ async def test_an_add_cancelled_mid_write_still_takes_its_partitions(monkeypatch
     await wait_for(lambda: not meta.pending)
     assert meta.state == TxnState.ONGOING and meta.partitions == {("facts", 0)}
     await txns.stop()
+
+
+async def test_two_adds_checked_before_either_write_started_leave_one_write_and_the_id_free():
+    """Kafka Streams' producer on transactions version 2: two leaders add partitions of one new
+    transaction at once (its Produce and its TxnOffsetCommit). Both checks ran before the first write's
+    task did; the second wrote over the first, lost its partitions and left the id pending for good, so
+    every later add was CONCURRENT_TRANSACTIONS and the transaction was never timed out."""
+    replicas = _HeldStateWrites()
+    txns = coordinator(replicas)
+    meta = owned(txns, TxnMetadata("tid", PID, 1, 60_000, TxnState.COMPLETE_COMMIT, set(), start_ms=1,
+                                   client_transaction_version=2))
+    first = asyncio.create_task(txns.add_partitions("tid", PID, 1, {("facts", 0)}, client_version=2))
+    second = asyncio.create_task(txns.add_partitions("tid", PID, 1, {("facts", 1)}, client_version=2))
+    await replicas.held.wait()
+    replicas.release.set()
+    answers = await asyncio.gather(first, second, return_exceptions=True)
+    assert answers[0] is None
+    assert isinstance(answers[1], TxnError) and answers[1].error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert not meta.pending and meta.state == TxnState.ONGOING and meta.partitions == {("facts", 0)}
+    # the retry is added to the same transaction
+    await txns.add_partitions("tid", PID, 1, {("facts", 1)}, client_version=2)
+    assert meta.partitions == {("facts", 0), ("facts", 1)} and not meta.pending
+    assert await txns.abort_timed_out(now_ms=meta.start_ms + 61_000) == 1
+    await wait_for(lambda: meta.state == TxnState.COMPLETE_ABORT and not meta.pending)
+    await txns.stop()
+
+
+class _FirstStateWriteHeld(_HeldStateWrites):
+    """Only the first state write waits for `release`."""
+
+    async def append_records(self, batches, **kwargs):
+        if any(topic == TRANSACTION_STATE_TOPIC for topic, *_ in batches) and not self.held.is_set():
+            self.held.set()
+            await self.release.wait()
+        return await _Recording.append_records(self, batches, **kwargs)
+
+
+async def test_a_timed_out_transaction_committed_while_an_earlier_one_is_aborted_is_not_aborted(monkeypatch):
+    """The timeout sweep picks every expired transaction first and aborts them one after another: one
+    whose producer commits it meanwhile is left committed (it was aborted after its CompleteCommit)."""
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
+    replicas = _FirstStateWriteHeld()
+    txns = coordinator(replicas)
+    first = owned(txns, TxnMetadata("a", PID, 1, 60_000, TxnState.ONGOING, {("facts", 0)}, start_ms=1,
+                                    client_transaction_version=2))
+    second = owned(txns, TxnMetadata("b", PID + 1, 1, 60_000, TxnState.ONGOING, {("facts", 1)}, start_ms=1,
+                                     client_transaction_version=2))
+    sweep = asyncio.create_task(txns.abort_timed_out(now_ms=61_002))
+    await replicas.held.wait()
+    assert await txns.end_txn_v2("b", PID + 1, 1, True) == (PID + 1, 2)
+    await wait_for(lambda: second.state == TxnState.COMPLETE_COMMIT and not second.pending)
+    replicas.release.set()
+    await sweep
+    await wait_for(lambda: first.state == TxnState.COMPLETE_ABORT and not first.pending)
+    assert second.state == TxnState.COMPLETE_COMMIT and second.producer_epoch == 2
+    assert [w[1] for w in replicas.written if w[0] == "state" and w[2] == PID + 1] == [
+        TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+    await txns.stop()
