@@ -147,6 +147,21 @@ def feed(cluster, topic: str, wave: int, poison_at: int | None = None) -> None:
     assert made.flush(60) == 0
 
 
+def counted(cluster, counts: Counts, wanted: dict[str, int], workers: dict[str, Worker], what: str) -> None:
+    """Wait until the counts are `wanted`; failing, say what was read then: the words off, each worker's
+    transaction at its coordinator and its log."""
+    try:
+        wait_for(lambda: counts.last == wanted, timeout_s=120, what=what)
+    except AssertionError as exc:
+        off = {word: (counts.last.get(word), n) for word, n in wanted.items() if counts.last.get(word) != n}
+        seen = []
+        for role, worker in workers.items():
+            tid = worker.steps.get("worker_running", {}).get("transactional_id")
+            found = description_at(cluster[coordinator_of(cluster, tid)], tid) if tid else None
+            seen.append(f"{role} {tid}: {found}\n{worker.stderr()}")
+        raise AssertionError(f"{exc}\n(read, wanted) of the words off: {off}\n" + "\n".join(seen)) from None
+
+
 def test_streams_instance_killed_mid_transaction(java, cluster, tmp_path):  # noqa: F811
     source = new_topic(cluster, partitions=2, prefix="failover-words")
     sink = new_topic(cluster, partitions=2, prefix="failover-counts")
@@ -160,7 +175,8 @@ def test_streams_instance_killed_mid_transaction(java, cluster, tmp_path):  # no
         victim_id = victim.step("worker_running")["transactional_id"]
         survivor.step("worker_running")
         feed(cluster, source, 1)
-        wait_for(lambda: counts.last == expected(1), timeout_s=90, what="wave 1 counted")
+        workers = {"victim": victim, "survivor": survivor}
+        counted(cluster, counts, expected(1), workers, "wave 1 counted")
 
         feed(cluster, source, 2, poison_at=len(WORDS) * ROUNDS // 2)
         victim.step("victim_blocked", timeout_s=60)
@@ -170,8 +186,7 @@ def test_streams_instance_killed_mid_transaction(java, cluster, tmp_path):  # no
                         what="the blocked instance's open transaction holding a partition's LSO")
         victim.stop()  # SIGKILL, its transaction open
 
-        wait_for(lambda: counts.last == expected(2, poisons=2), timeout_s=120,
-                 what=f"the exact counts after the kill (survivor's log:\n{survivor.stderr()})")
+        counted(cluster, counts, expected(2, poisons=2), {"survivor": survivor}, "the exact counts after the kill")
         assert counts.peak == counts.last, "a count went past the right one: a record counted twice"
         wait_for(lambda: state_of(cluster, victim_id) == "CompleteAbort", timeout_s=30,
                  what="the dead instance's transaction aborted by its coordinator")
