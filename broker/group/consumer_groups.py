@@ -414,7 +414,7 @@ class ConsumerGroups(TypeChanges):
             if group_id in self.groups:
                 continue
             try:
-                rebuilt_group = consumer_records.group_from_records(group_id, found)
+                rebuilt_group = consumer_records.KIND.group_from_records(group_id, found)
             except Exception as exc:  # a malformed record: the group's members rejoin
                 log.error("consumer group records not readable", group=group_id, error=repr(exc))
                 rebuilt_group = None

@@ -14,7 +14,8 @@ Ebb's own hash of the subscribed topics (Kafka's function is not reproduced): a 
 topics changed bumps the group epoch at the next heartbeat, and a Kafka coordinator reading Ebb's
 log recomputes its groups' targets once. The specs are schemas/ConsumerGroup*Key.json and *Value.json.
 
-A group's records are kept and written by record_log.py's GroupRecordLog.
+A group's records are kept and written by record_log.py's GroupRecordLog, and read back into a group by
+its GroupKind walk (KIND below gives what is this kind's own).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ import uuid
 
 from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
 from broker.group.record_log import (
+    GroupKind,
     Records,
     assignment_of,
     key_bytes,
     record_type,
     topic_partitions,
-    value_body,
     value_bytes,
 )
 from protocol.messages import (
@@ -123,45 +124,28 @@ def group_id_of(key: bytes) -> str:
     return _KEYS[kind][0].decode(memoryview(key)[2:]).group_id
 
 
-def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, int] | None:
-    """The group its records describe (its topics left to the caller) and its topics' hash; None without
-    its group epoch record (tombstoned or never written)."""
-    group = ConsumerGroup(group_id)
-    metadata_hash = 0
-    members: dict[str, ConsumerMember] = {}
-    seen_epoch = False
-    for key, raw in found.items():
-        kind = record_type(key)
-        body = value_body(kind, raw)
-        if kind == GROUP_METADATA:
-            metadata = ConsumerGroupMetadataValue[0].decode(body)
-            group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
-        elif kind == TARGET_METADATA:
-            group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
-        elif kind == TARGET_MEMBER:
-            member_id = ConsumerGroupTargetAssignmentMemberKey[0].decode(memoryview(key)[2:]).member_id
-            value = ConsumerGroupTargetAssignmentMemberValue[0].decode(body)
-            group.target[member_id] = assignment_of(value.topic_partitions)
-        elif kind in (MEMBER_METADATA, CURRENT_ASSIGNMENT):
-            member_id = _KEYS[kind][0].decode(memoryview(key)[2:]).member_id
-            member = members.setdefault(member_id, ConsumerMember(member_id, "", ""))
-            if kind == MEMBER_METADATA:
-                meta = ConsumerGroupMemberMetadataValue[0].decode(body)
-                member.instance_id, member.rack_id = meta.instance_id, meta.rack_id
-                member.client_id, member.client_host = meta.client_id, meta.client_host
-                member.subscribed, member.regex = list(meta.subscribed_topic_names), meta.subscribed_topic_regex
-                member.rebalance_timeout_ms, member.server_assignor = meta.rebalance_timeout_ms, meta.server_assignor
-                if (classic := meta.classic_member_metadata) is not None:
-                    member.classic = ClassicMeta(classic.session_timeout_ms, [
-                        (p.name, bytes(p.metadata)) for p in classic.supported_protocols])
-            else:
-                current = ConsumerGroupCurrentMemberAssignmentValue[0].decode(body)
-                member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
-                member.state = _STATES.get(current.state, MemberState.STABLE)
-                member.assigned = assignment_of(current.assigned_partitions)
-                member.pending_revocation = assignment_of(current.partitions_pending_revocation)
-    if not seen_epoch:
-        return None
-    group.members = members
-    return group, metadata_hash
+class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields only consumer groups' records hold
+    def read_target_metadata(self, group: ConsumerGroup, body: memoryview) -> None:
+        group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
 
+    def read_member_metadata(self, member: ConsumerMember, body: memoryview) -> None:
+        meta = ConsumerGroupMemberMetadataValue[0].decode(body)
+        member.instance_id, member.rack_id = meta.instance_id, meta.rack_id
+        member.client_id, member.client_host = meta.client_id, meta.client_host
+        member.subscribed, member.regex = list(meta.subscribed_topic_names), meta.subscribed_topic_regex
+        member.rebalance_timeout_ms, member.server_assignor = meta.rebalance_timeout_ms, meta.server_assignor
+        if (classic := meta.classic_member_metadata) is not None:
+            member.classic = ClassicMeta(classic.session_timeout_ms, [
+                (p.name, bytes(p.metadata)) for p in classic.supported_protocols])
+
+    def read_current_assignment(self, member: ConsumerMember, body: memoryview) -> None:
+        current = ConsumerGroupCurrentMemberAssignmentValue[0].decode(body)
+        member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
+        member.state = _STATES.get(current.state, MemberState.STABLE)
+        member.assigned = assignment_of(current.assigned_partitions)
+        member.pending_revocation = assignment_of(current.partitions_pending_revocation)
+
+
+KIND = _ConsumerKind(_KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT),
+                     (ConsumerGroupMetadataValue, ConsumerGroupTargetAssignmentMemberValue), ConsumerGroup,
+                     lambda member_id: ConsumerMember(member_id, "", ""))

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -76,6 +78,75 @@ def value_body(kind: int, raw: bytes) -> memoryview:
     if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
         raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {kind} has no version")
     return memoryview(raw)[2:]
+
+
+class KeyedGroup(Protocol):
+    """What the records of a group of either kind are read into beside its kind's own fields."""
+    group_epoch: int
+    target: dict[str, dict[uuid.UUID, set[int]]]  # member id -> its target assignment
+    members: dict[str, Any]
+
+
+G = TypeVar("G", bound=KeyedGroup)
+M = TypeVar("M")
+
+
+class GroupKind(ABC, Generic[G, M]):
+    """One kind's records. Consumer and share groups write the same five, numbered apart and each with
+    its own classes: the group's epoch and its topics' hash, its target's epoch, each member's target,
+    and each member's subscription and current assignment. A kind's module names its record types and
+    classes and reads the fields only it has; the walk over a group's records is this one."""
+
+    def __init__(self, keys: Mapping[int, Any], types: tuple[int, int, int, int, int],
+                 values: tuple[Any, Any], new_group: Callable[[str], G], new_member: Callable[[str], M]) -> None:
+        """`keys`: record type -> its key class; `types`: the record types of the group metadata, a member's
+        metadata, the target metadata, a target member and a current assignment; `values`: the group
+        metadata's value class (epoch, metadata_hash) and a target member's (topic_partitions);
+        `new_member` makes a member whose fields its records fill in."""
+        self.keys = keys
+        (self.group_metadata, self.member_metadata, self.target_metadata, self.target_member,
+         self.current_assignment) = types
+        self.metadata_value, self.target_member_value = values
+        self.new_group, self.new_member = new_group, new_member
+
+    @abstractmethod
+    def read_target_metadata(self, group: G, body: memoryview) -> None: ...
+
+    @abstractmethod
+    def read_member_metadata(self, member: M, body: memoryview) -> None: ...
+
+    @abstractmethod
+    def read_current_assignment(self, member: M, body: memoryview) -> None: ...
+
+    def member_id_of(self, key: bytes) -> str:
+        return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).member_id
+
+    def group_from_records(self, group_id: str, found: Records) -> tuple[G, int] | None:
+        """The group its records describe (its topics left to the caller) and its topics' hash; None
+        without its group epoch record (tombstoned or never written)."""
+        group = self.new_group(group_id)
+        metadata_hash = 0
+        seen_epoch = False
+        for key, raw in found.items():
+            kind = record_type(key)
+            body = value_body(kind, raw)
+            if kind == self.group_metadata:
+                metadata = self.metadata_value[0].decode(body)
+                group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
+            elif kind == self.target_metadata:
+                self.read_target_metadata(group, body)
+            elif kind == self.target_member:
+                value = self.target_member_value[0].decode(body)
+                group.target[self.member_id_of(key)] = assignment_of(value.topic_partitions)
+            elif kind in (self.member_metadata, self.current_assignment):
+                member_id = self.member_id_of(key)
+                if (member := group.members.get(member_id)) is None:
+                    member = group.members[member_id] = self.new_member(member_id)
+                if kind == self.member_metadata:
+                    self.read_member_metadata(member, body)
+                else:
+                    self.read_current_assignment(member, body)
+        return (group, metadata_hash) if seen_epoch else None
 
 
 class GroupRecordLog:

@@ -302,7 +302,7 @@ class ShareGroups:
             if group_id in self.groups or taken(group_id):
                 continue
             try:
-                made = share_records.group_from_records(group_id, found)
+                made = share_records.KIND.group_from_records(group_id, found)
             except Exception as exc:  # a malformed record: the group's members rejoin
                 log.error("share group records not readable", group=group_id, error=repr(exc))
                 made = None

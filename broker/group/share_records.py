@@ -11,19 +11,20 @@
 Ebb writes 10-14, and skips 15 when replaying a log a Kafka broker wrote: a share-partition's state is made
 by its leader's first write (docs/features.md, share group gaps). Type 11's MetadataHash is Ebb's hash of
 the subscribed topics (consumer_records.topics_hash), as for consumer groups. The specs are
-schemas/ShareGroup*Key.json and *Value.json; the records are kept and written by record_log.py.
+schemas/ShareGroup*Key.json and *Value.json; the records are kept, written and read back into a group by
+record_log.py (KIND below gives what is this kind's own).
 """
 
 from __future__ import annotations
 
 from broker.group.consumer_records import topics_hash
 from broker.group.record_log import (
+    GroupKind,
     Records,
     assignment_of,
     key_bytes,
     record_type,
     topic_partitions,
-    value_body,
     value_bytes,
 )
 from broker.group.share_group import ShareGroup, ShareMember
@@ -97,39 +98,22 @@ def group_id_of(key: bytes) -> str:
     return _KEYS[record_type(key)][0].decode(memoryview(key)[2:]).group_id
 
 
-def group_from_records(group_id: str, found: Records) -> tuple[ShareGroup, int] | None:
-    """The group its records describe (its topics left to the caller) and its topics' hash; None without
-    its group epoch record (tombstoned or never written)."""
-    group = ShareGroup(group_id)
-    metadata_hash = 0
-    members: dict[str, ShareMember] = {}
-    seen_epoch = False
-    for key, raw in found.items():
-        kind = record_type(key)
-        body = value_body(kind, raw)
-        if kind == GROUP_METADATA:
-            metadata = ShareGroupMetadataValue[0].decode(body)
-            group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
-        elif kind == TARGET_METADATA:
-            target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
-            group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp
-        elif kind == TARGET_MEMBER:
-            member_id = ShareGroupTargetAssignmentMemberKey[0].decode(memoryview(key)[2:]).member_id
-            value = ShareGroupTargetAssignmentMemberValue[0].decode(body)
-            group.target[member_id] = assignment_of(value.topic_partitions)
-        elif kind in (MEMBER_METADATA, CURRENT_ASSIGNMENT):
-            member_id = _KEYS[kind][0].decode(memoryview(key)[2:]).member_id
-            member = members.setdefault(member_id, ShareMember(member_id, "", ""))
-            if kind == MEMBER_METADATA:
-                meta = ShareGroupMemberMetadataValue[0].decode(body)
-                member.rack_id, member.client_id, member.client_host = meta.rack_id, meta.client_id, meta.client_host
-                member.subscribed = list(meta.subscribed_topic_names)
-            else:
-                current = ShareGroupCurrentMemberAssignmentValue[0].decode(body)
-                member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
-                member.assignment = assignment_of(current.assigned_partitions)
-    if not seen_epoch:
-        return None
-    group.members = members
-    return group, metadata_hash
+class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share groups' records hold
+    def read_target_metadata(self, group: ShareGroup, body: memoryview) -> None:
+        target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
+        group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp
 
+    def read_member_metadata(self, member: ShareMember, body: memoryview) -> None:
+        meta = ShareGroupMemberMetadataValue[0].decode(body)
+        member.rack_id, member.client_id, member.client_host = meta.rack_id, meta.client_id, meta.client_host
+        member.subscribed = list(meta.subscribed_topic_names)
+
+    def read_current_assignment(self, member: ShareMember, body: memoryview) -> None:
+        current = ShareGroupCurrentMemberAssignmentValue[0].decode(body)
+        member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
+        member.assignment = assignment_of(current.assigned_partitions)
+
+
+KIND = _ShareKind(_KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT),
+                     (ShareGroupMetadataValue, ShareGroupTargetAssignmentMemberValue), ShareGroup,
+                     lambda member_id: ShareMember(member_id, "", ""))

@@ -205,7 +205,7 @@ def test_records_of_a_newer_kafka_are_read_and_unwritten_types_skipped():
     key = struct.pack(">hh", 3, 1) + b"g"
     groups = _groups(Log())
     groups.replay(key, struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + struct.pack(">q", 99))  # MetadataHash tag
-    assert consumer_records.group_from_records("g", groups.records.written["g"])[0].group_epoch == 7
+    assert consumer_records.KIND.group_from_records("g", groups.records.written["g"])[0].group_epoch == 7
     assert 4 in consumer_records.KNOWN_TYPES and 16 in consumer_records.KNOWN_TYPES
     assert 4 not in consumer_records.WRITTEN_TYPES
 

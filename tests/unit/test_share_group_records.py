@@ -135,7 +135,7 @@ def test_a_failed_append_is_the_heartbeats_error_and_its_change_is_undone():
         assert set(groups.groups) == {"g"}
         log.fail = None
         await _beat(groups, "m2", 0)  # max size 2 would refuse it had the failed join been counted
-        rebuilt = share_records.group_from_records("g", groups.records.written["g"])
+        rebuilt = share_records.KIND.group_from_records("g", groups.records.written["g"])
         assert rebuilt is not None and set(rebuilt[0].members) == {"m1", "m2"}
         left = await _beat(groups, "m1", -1)  # the retried leave
         assert left.left and "m1" not in group.members and released == [("g", "m1")]
