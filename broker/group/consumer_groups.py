@@ -84,8 +84,7 @@ class ConsumerGroups(TypeChanges):
         online migration policy (consumer_migration.py)."""
         self.groups: dict[str, ConsumerGroup] = {}
         self.migration = migration
-        self.records = GroupRecordLog("consumer", self._records_now, consumer_records.group_id_of,
-                                      (consumer_records.WRITE_ORDER, consumer_records.TOMBSTONE_ORDER), append, spawn)
+        self.records = GroupRecordLog(consumer_records.KIND, self._records_now, append, spawn)
         self.max_size = max_size
         self.assignors = assignors
         self.topics = SubscribedTopics(topics)

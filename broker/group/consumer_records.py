@@ -29,7 +29,6 @@ from broker.group.record_log import (
     Records,
     assignment_of,
     key_bytes,
-    record_type,
     topic_partitions,
     value_bytes,
 )
@@ -111,19 +110,6 @@ def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
-# The order Kafka's coordinator writes them in: a member's tombstones (current assignment, target,
-# subscription), then the subscription, group epoch, targets, target epoch and current assignments,
-# then the group's own tombstones.
-WRITE_ORDER = {MEMBER_METADATA: 0, GROUP_METADATA: 1, TARGET_MEMBER: 2, TARGET_METADATA: 3, CURRENT_ASSIGNMENT: 4}
-TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: -1, TARGET_METADATA: 5,
-                   GROUP_METADATA: 6}
-
-
-def group_id_of(key: bytes) -> str:
-    kind = record_type(key)
-    return _KEYS[kind][0].decode(memoryview(key)[2:]).group_id
-
-
 class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields only consumer groups' records hold
     def read_target_metadata(self, group: ConsumerGroup, body: memoryview) -> None:
         group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
@@ -146,6 +132,7 @@ class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields onl
         member.pending_revocation = assignment_of(current.partitions_pending_revocation)
 
 
-KIND = _ConsumerKind(_KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT),
+KIND = _ConsumerKind("consumer", _KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
+                                         CURRENT_ASSIGNMENT),
                      (ConsumerGroupMetadataValue, ConsumerGroupTargetAssignmentMemberValue), ConsumerGroup,
                      lambda member_id: ConsumerMember(member_id, "", ""))

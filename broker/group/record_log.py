@@ -95,19 +95,28 @@ class GroupKind(ABC, Generic[G, M]):
     """One kind's records. Consumer and share groups write the same five, numbered apart and each with
     its own classes: the group's epoch and its topics' hash, its target's epoch, each member's target,
     and each member's subscription and current assignment. A kind's module names its record types and
-    classes and reads the fields only it has; the walk over a group's records is this one."""
+    classes and reads the fields only it has; what both share is here: a key's ids, the order Kafka
+    writes the records in, and the walk that reads a group back from them."""
 
-    def __init__(self, keys: Mapping[int, Any], types: tuple[int, int, int, int, int],
+    def __init__(self, name: str, keys: Mapping[int, Any], types: tuple[int, int, int, int, int],
                  values: tuple[Any, Any], new_group: Callable[[str], G], new_member: Callable[[str], M]) -> None:
-        """`keys`: record type -> its key class; `types`: the record types of the group metadata, a member's
-        metadata, the target metadata, a target member and a current assignment; `values`: the group
-        metadata's value class (epoch, metadata_hash) and a target member's (topic_partitions);
-        `new_member` makes a member whose fields its records fill in."""
+        """`name` names the groups in logs; `keys`: record type -> its key class; `types`: the record types
+        of the group metadata, a member's metadata, the target metadata, a target member and a current
+        assignment; `values`: the group metadata's value class (epoch, metadata_hash) and a target
+        member's (topic_partitions); `new_member` makes a member whose fields its records fill in."""
+        self.name = name
         self.keys = keys
         (self.group_metadata, self.member_metadata, self.target_metadata, self.target_member,
          self.current_assignment) = types
         self.metadata_value, self.target_member_value = values
         self.new_group, self.new_member = new_group, new_member
+        # The order Kafka's coordinator writes them in: a member's tombstones (current assignment, target,
+        # subscription), then subscriptions, the group epoch, targets, the target epoch and current
+        # assignments, then the group's own tombstones.
+        self.write_order = {self.member_metadata: 0, self.group_metadata: 1, self.target_member: 2,
+                            self.target_metadata: 3, self.current_assignment: 4}
+        self.tombstone_order = {self.current_assignment: -3, self.target_member: -2, self.member_metadata: -1,
+                                self.target_metadata: 5, self.group_metadata: 6}
 
     @abstractmethod
     def read_target_metadata(self, group: G, body: memoryview) -> None: ...
@@ -117,6 +126,9 @@ class GroupKind(ABC, Generic[G, M]):
 
     @abstractmethod
     def read_current_assignment(self, member: M, body: memoryview) -> None: ...
+
+    def group_id_of(self, key: bytes) -> str:
+        return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).group_id
 
     def member_id_of(self, key: bytes) -> str:
         return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).member_id
@@ -150,13 +162,9 @@ class GroupKind(ABC, Generic[G, M]):
 
 
 class GroupRecordLog:
-    def __init__(self, kind: str, now: RecordsNow, group_id_of: Callable[[bytes], str],
-                 orders: tuple[Mapping[int, int], Mapping[int, int]], append: AppendRecords, spawn: Spawn) -> None:
-        """`kind` names the groups in logs; `orders`: the (write, tombstone) rank of each record type."""
+    def __init__(self, kind: GroupKind, now: RecordsNow, append: AppendRecords, spawn: Spawn) -> None:
         self._kind = kind
         self._now = now
-        self._group_id_of = group_id_of
-        self._orders = orders
         self._append = append
         self._spawn = spawn
         # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
@@ -222,7 +230,8 @@ class GroupRecordLog:
             whole = member_id is None or group_id in self._whole or group_id not in self.written
             self._whole.discard(group_id)
             now = self._now(group_id, None if whole else member_id)
-            entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
+            entries = changes(self.written.get(group_id, {}), now, self._kind.write_order, self._kind.tombstone_order,
+                              whole=whole)
             before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
             undo = self._undo.pop(group_id, None)
             if not (entries or before or after):
@@ -260,14 +269,14 @@ class GroupRecordLog:
         try:
             await self.persist(group_id)
         except GroupError as exc:  # written again with the group's next change
-            log.warning(f"{self._kind} group records not written", group=group_id, error=exc.error_code.name)
+            log.warning(f"{self._kind.name} group records not written", group=group_id, error=exc.error_code.name)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """One of these groups' records at load (the groups are rebuilt from the maps afterwards)."""
         try:
-            group_id = self._group_id_of(key)
+            group_id = self._kind.group_id_of(key)
         except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
-            log.warning(f"malformed {self._kind} group record skipped", error=repr(exc))
+            log.warning(f"malformed {self._kind.name} group record skipped", error=repr(exc))
             return
         if value is not None:
             self.written.setdefault(group_id, {})[key] = value

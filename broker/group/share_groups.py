@@ -74,8 +74,7 @@ class ShareGroups:
         KIP-848 consumer) holds the id; `append` writes a group's records, `spawn` runs a timer's removal of
         a member (and its write)."""
         self.groups: dict[str, ShareGroup] = {}
-        self.records = GroupRecordLog("share", self._records_now, share_records.group_id_of,
-                                      (share_records.WRITE_ORDER, share_records.TOMBSTONE_ORDER), append, spawn)
+        self.records = GroupRecordLog(share_records.KIND, self._records_now, append, spawn)
         # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
         self.member_left: list[Callable[[str, str], None]] = []
         self._max_size = max_size

@@ -23,7 +23,6 @@ from broker.group.record_log import (
     Records,
     assignment_of,
     key_bytes,
-    record_type,
     topic_partitions,
     value_bytes,
 )
@@ -51,13 +50,6 @@ _KEYS = {GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMembe
          CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
          STATE_PARTITION_METADATA: ShareGroupStatePartitionMetadataKey}
 STABLE = 0  # Kafka's MemberState.STABLE: a share member has no other state
-
-# Kafka's order within one write, as for consumer groups: a member's tombstones (current assignment,
-# target, subscription), then subscriptions, group epoch, targets, target epoch, current assignments,
-# then the group's own tombstones.
-WRITE_ORDER = {MEMBER_METADATA: 0, GROUP_METADATA: 1, TARGET_MEMBER: 2, TARGET_METADATA: 3, CURRENT_ASSIGNMENT: 4}
-TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: -1, TARGET_METADATA: 5,
-                   GROUP_METADATA: 6}
 
 
 def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
@@ -94,10 +86,6 @@ def group_records(group: ShareGroup, only: str | None = None) -> Records:
     return found
 
 
-def group_id_of(key: bytes) -> str:
-    return _KEYS[record_type(key)][0].decode(memoryview(key)[2:]).group_id
-
-
 class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share groups' records hold
     def read_target_metadata(self, group: ShareGroup, body: memoryview) -> None:
         target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
@@ -114,6 +102,7 @@ class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share g
         member.assignment = assignment_of(current.assigned_partitions)
 
 
-KIND = _ShareKind(_KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT),
-                     (ShareGroupMetadataValue, ShareGroupTargetAssignmentMemberValue), ShareGroup,
-                     lambda member_id: ShareMember(member_id, "", ""))
+KIND = _ShareKind("share", _KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
+                                   CURRENT_ASSIGNMENT),
+                  (ShareGroupMetadataValue, ShareGroupTargetAssignmentMemberValue), ShareGroup,
+                  lambda member_id: ShareMember(member_id, "", ""))

@@ -16,6 +16,7 @@ from broker.group.consumer_group import MemberState
 from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
 from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
+from broker.group.record_log import record_type
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -82,7 +83,7 @@ async def _beat(groups: ConsumerGroups, request: ConsumerHeartbeat):
 
 
 def _types(entries) -> list[tuple[int, bool]]:
-    return [(consumer_records.record_type(k), v is None) for k, v in entries]
+    return [(record_type(k), v is None) for k, v in entries]
 
 
 def test_record_bytes_follow_kafkas_layout():
@@ -93,7 +94,7 @@ def test_record_bytes_follow_kafkas_layout():
         await _beat(groups, _hb("m1", 0, rack_id="r1"))
         groups.stop()
     asyncio.run(run())
-    by_type = {consumer_records.record_type(k): (k, v) for k, v in log.records}
+    by_type = {record_type(k): (k, v) for k, v in log.records}
     assert sorted(by_type) == [3, 5, 6, 7, 8]
     key, value = by_type[3]
     # epoch 2, then one tagged field: tag 0 (MetadataHash), 8 bytes
