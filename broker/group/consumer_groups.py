@@ -409,17 +409,8 @@ class ConsumerGroups(TypeChanges):
         member's timed by the group's group.consumer.session.timeout.ms (`group_session_ms`, read off the
         loop: the broker's `session_timeout_ms` until then), a classic member's by its own."""
         rebuilt = []
-        for group_id, found in list(self.records.written.items()):
-            if group_id in self.groups:
-                continue
-            try:
-                rebuilt_group = consumer_records.KIND.group_from_records(group_id, found)
-            except Exception as exc:  # a malformed record: the group's members rejoin
-                log.error("consumer group records not readable", group=group_id, error=repr(exc))
-                rebuilt_group = None
-            if rebuilt_group is None:
-                continue
-            group, metadata_hash = rebuilt_group
+        for group, metadata_hash in self.records.rebuilt(lambda group_id: group_id in self.groups):
+            group_id = group.group_id
             if self._classic.exists(group_id):
                 if not self._classic.empty(group_id):  # a classic group written after: it holds the id
                     continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
@@ -161,8 +161,8 @@ class GroupKind(ABC, Generic[G, M]):
         return (group, metadata_hash) if seen_epoch else None
 
 
-class GroupRecordLog:
-    def __init__(self, kind: GroupKind, now: RecordsNow, append: AppendRecords, spawn: Spawn) -> None:
+class GroupRecordLog(Generic[G, M]):
+    def __init__(self, kind: GroupKind[G, M], now: RecordsNow, append: AppendRecords, spawn: Spawn) -> None:
         self._kind = kind
         self._now = now
         self._append = append
@@ -284,6 +284,21 @@ class GroupRecordLog:
             written.pop(key, None)
             if not written:
                 del self.written[group_id]
+
+    def rebuilt(self, skip: Callable[[str], bool]) -> Iterator[tuple[G, int]]:
+        """The groups replayed, but those `skip` names (asked as each comes, after the one before it is
+        taken in), with their topics' hash; a group whose records cannot be read is left out (its members
+        join again)."""
+        for group_id, found in list(self.written.items()):
+            if skip(group_id):
+                continue
+            try:
+                made = self._kind.group_from_records(group_id, found)
+            except Exception as exc:  # a malformed record
+                log.error(f"{self._kind.name} group records not readable", group=group_id, error=repr(exc))
+                continue
+            if made is not None:
+                yield made
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
         for kept in (self.written, self._before, self._after, self._in_flight, self._undo, self._reverted,

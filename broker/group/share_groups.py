@@ -297,17 +297,8 @@ class ShareGroups:
         the group's share.session.timeout.ms (`group_session_ms`, read off the loop: the broker's
         `session_timeout_ms` until then)."""
         rebuilt = []
-        for group_id, found in list(self.records.written.items()):
-            if group_id in self.groups or taken(group_id):
-                continue
-            try:
-                made = share_records.KIND.group_from_records(group_id, found)
-            except Exception as exc:  # a malformed record: the group's members rejoin
-                log.error("share group records not readable", group=group_id, error=repr(exc))
-                made = None
-            if made is None:
-                continue
-            group, metadata_hash = made
+        for group, metadata_hash in self.records.rebuilt(lambda group_id: group_id in self.groups or taken(group_id)):
+            group_id = group.group_id
             self.groups[group_id] = group
             topics = self._subscribed_topics(group)
             # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.

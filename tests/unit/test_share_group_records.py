@@ -293,3 +293,24 @@ def test_an_expiry_whose_write_fails_keeps_the_member_and_is_tried_again():
         assert _types(log.records[-4:]) == [(14, True), (13, True), (10, True), (11, False)]
         groups.stop()
     asyncio.run(run())
+
+
+def test_a_group_whose_records_cannot_be_read_is_left_out_and_the_others_load():
+    """record_log.GroupRecordLog.rebuilt, which both kinds' loads walk: a value without its version leaves
+    its group out (its members join again), the next group still loads, and `taken` holds an id back."""
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        for group_id in ("g", "h", "k"):
+            await groups.heartbeat(ShareHeartbeat(group_id, "m1", 0, None, ["a"], "c", "/h"), TIMEOUTS)
+        groups.stop()
+        restarted = _groups(log)
+        for key, value in log.records:
+            restarted.replay(key, value)
+        [bad] = [k for k in restarted.records.written["g"] if record_type(k) == share_records.TARGET_METADATA]
+        restarted.records.written["g"][bad] = b"\xff"  # a value too short to carry its version
+        assert restarted.loaded(45000, taken=lambda g: g == "k") == ["h"]
+        assert set(restarted.groups) == {"h"} and restarted.groups["h"].members["m1"].session_timer is not None
+        restarted.stop()
+    asyncio.run(run())
