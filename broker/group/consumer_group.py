@@ -19,14 +19,13 @@ import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+from broker.group.group import Assignment
+
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
-LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
-# What a member holds: topic id -> partition indexes.
-Assignment = dict[uuid.UUID, set[int]]
 
 
 class ConsumerGroupState(StrEnum):

@@ -34,7 +34,6 @@ from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import (
-    LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ChangeSnapshot,
     ConsumerGroup,
@@ -49,14 +48,13 @@ from broker.group.consumer_migration import (
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
 from broker.group.consumer_requests import (
     ConsumerHeartbeat,
-    HeartbeatAnswer,
     check_commit,
     check_epoch,
     check_request,
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
-from broker.group.group import Group, GroupError
+from broker.group.group import LEAVE_EPOCH, Group, GroupError, HeartbeatAnswer
 from broker.group.loaded_sessions import own_sessions
 from broker.group.record_log import AppendRecords, GroupRecordLog
 from broker.group_configs import MemberTimeouts

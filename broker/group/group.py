@@ -10,6 +10,10 @@ States and their legal predecessors (Kafka's ClassicGroupState):
 
 The coordinator (coordinator.py) drives the transitions and owns the timers; this module holds the
 membership, the protocol vote and the subscribed topics, and answers questions about them.
+
+It also holds what every kind of group shares: GroupError, the member id's storable length, and what
+a KIP-848 or share group member holds (Assignment), leaves with (LEAVE_EPOCH) and is answered
+(HeartbeatAnswer).
 """
 
 from __future__ import annotations
@@ -56,6 +60,23 @@ def check_storable_member_id(member_id: str | None) -> None:
     UNKNOWN_SERVER_ERROR, and so does Ebb, before anything changes."""
     if member_id is not None and not fits_short_string(member_id):
         raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, "The member id is too long to be stored.")
+
+
+# What a KIP-848 consumer group's or a share group's member holds: topic id -> partition indexes.
+Assignment = dict[uuid.UUID, set[int]]
+LEAVE_EPOCH = -1  # the member epoch a KIP-848 or share group member leaves with (Kafka's LEAVE_GROUP_MEMBER_EPOCH)
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """What a ConsumerGroupHeartbeat or a ShareGroupHeartbeat answers."""
+    member_id: str
+    member_epoch: int
+    assignment: Assignment | None  # None: not sent (unchanged since the member's last heartbeat)
+
+    @property
+    def left(self) -> bool:
+        return self.member_epoch == LEAVE_EPOCH
 
 
 def now_ms() -> int:

@@ -18,7 +18,7 @@ import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group.group import GroupError
+from broker.group.group import Assignment, GroupError
 from protocol.errors import ErrorCode, ProtocolError
 
 log = structlog.get_logger("groups")
@@ -83,7 +83,7 @@ def value_body(kind: int, raw: bytes) -> memoryview:
 class KeyedGroup(Protocol):
     """What the records of a group of either kind are read into beside its kind's own fields."""
     group_epoch: int
-    target: dict[str, dict[uuid.UUID, set[int]]]  # member id -> its target assignment
+    target: dict[str, Assignment]  # member id -> its target assignment
     members: dict[str, Any]
 
 

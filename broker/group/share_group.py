@@ -14,12 +14,11 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from broker.group.group import Assignment
+
 GROUP_TYPE = "share"
 ASSIGNOR_NAME = "simple"
-LEAVE_EPOCH = -1
 
-# What a member holds: topic id -> partition indexes.
-Assignment = dict[uuid.UUID, set[int]]
 
 
 class ShareGroupState(StrEnum):

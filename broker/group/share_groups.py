@@ -32,10 +32,10 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records, share_records
-from broker.group.group import GroupError, check_storable_member_id
+from broker.group.group import LEAVE_EPOCH, GroupError, HeartbeatAnswer, check_storable_member_id
 from broker.group.loaded_sessions import own_sessions
 from broker.group.record_log import AppendRecords, GroupRecordLog
-from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
+from broker.group.share_group import ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -54,17 +54,6 @@ class ShareHeartbeat:
     subscribed: list[str] | None
     client_id: str
     client_host: str
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    member_id: str
-    member_epoch: int
-    assignment: Assignment | None  # None: unchanged since the member's last heartbeat
-
-    @property
-    def left(self) -> bool:
-        return self.member_epoch == LEAVE_EPOCH
 
 
 class ShareGroups:
