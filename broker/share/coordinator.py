@@ -223,10 +223,10 @@ class ShareCoordinator:
                            old.snapshot_epoch + 1 if old is not None else 0)
         return await self._store(key, state, now)
 
-    async def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
+    def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
         """ReadShareGroupStateSummary: the committed state as it is (no leader epoch fencing, nothing
-        written, so no wait behind the key's write in flight: memory holds only what is in the log); None
-        when the key has none."""
+        written, so no wait behind the key's write in flight, and no await: memory holds only what is in
+        the log); None when the key has none."""
         refused = self._bad_key(key) or self._unknown_topic(key)
         return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
 
