@@ -56,7 +56,7 @@ from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
 from broker.group.group import LEAVE_EPOCH, Group, GroupError, HeartbeatAnswer
 from broker.group.loaded_sessions import own_sessions
-from broker.group.record_log import AppendRecords, GroupRecordLog
+from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -386,9 +386,9 @@ class ConsumerGroups(TypeChanges):
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    def _records_now(self, group_id: str, member_id: str | None) -> consumer_records.Records:
+    def _records_now(self, group_id: str, member_id: str | None) -> Records:
         group = self.groups.get(group_id)
-        return {} if group is None else consumer_records.group_records(group, member_id)
+        return {} if group is None else consumer_records.KIND.group_records(group, member_id)
 
     async def persist(self, group_id: str, member_id: str | None = None) -> None:
         """Write what changed in the group since its last write (record_log.GroupRecordLog.persist)."""
@@ -416,7 +416,7 @@ class ConsumerGroups(TypeChanges):
             self.groups[group_id] = group
             group.assignor = self.assignor_of(group)
             group.topics = self.topics.of(group)
-            if consumer_records.topics_hash(group.topics) != metadata_hash:
+            if topics_hash(group.topics) != metadata_hash:
                 # The topics changed while away: the next heartbeat sees it and bumps the group epoch.
                 self.topics.forget(group_id)
                 group.topics = {}

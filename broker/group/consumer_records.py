@@ -14,24 +14,14 @@ Ebb's own hash of the subscribed topics (Kafka's function is not reproduced): a 
 topics changed bumps the group epoch at the next heartbeat, and a Kafka coordinator reading Ebb's
 log recomputes its groups' targets once. The specs are schemas/ConsumerGroup*Key.json and *Value.json.
 
-A group's records are kept and written by record_log.py's GroupRecordLog, and read back into a group by
-its GroupKind walk (KIND below gives what is this kind's own).
+A group's records are made, kept, written and read back by record_log.py (GroupKind, GroupRecordLog);
+KIND below gives what is this kind's own: its record types and classes, and the fields only it has.
 """
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-
 from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
-from broker.group.record_log import (
-    GroupKind,
-    Records,
-    assignment_of,
-    key_bytes,
-    topic_partitions,
-    value_bytes,
-)
+from broker.group.record_log import GroupKind, assignment_of, topic_partitions
 from protocol.messages import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -60,57 +50,26 @@ _STATES = {code: state for state, code in _STATE_CODES.items()}
 _Classic = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 
 
-def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    return key_bytes(kind, _KEYS[kind], group_id, member_id)
+class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields only consumer groups' records hold
+    def target_metadata_of(self, group: ConsumerGroup) -> ConsumerGroupTargetAssignmentMetadataValue:
+        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)
 
-
-def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
-    """Every record that describes the group now; with `only`, the group's own and that member's."""
-    gid = group.group_id
-    members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
-    targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
-    found: Records = {
-        _key(GROUP_METADATA, gid): value_bytes(ConsumerGroupMetadataValue,
-                                          ConsumerGroupMetadataValue(epoch=group.group_epoch,
-                                                                     metadata_hash=topics_hash(group.topics))),
-        _key(TARGET_METADATA, gid): value_bytes(ConsumerGroupTargetAssignmentMetadataValue,
-                                           ConsumerGroupTargetAssignmentMetadataValue(
-                                               assignment_epoch=group.assignment_epoch)),
-    }
-    for member_id, target in targets.items():
-        found[_key(TARGET_MEMBER, gid, member_id)] = value_bytes(
-            ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMemberValue(
-                topic_partitions=topic_partitions(target, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
-    held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
-    for member_id, m in members.items():
-        found[_key(MEMBER_METADATA, gid, member_id)] = value_bytes(
-            ConsumerGroupMemberMetadataValue, ConsumerGroupMemberMetadataValue(
+    def member_metadata_of(self, m: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
             rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
             classic_member_metadata=None if m.classic is None else _Classic(
                 session_timeout_ms=m.classic.session_timeout_ms, supported_protocols=[
-                    _Classic.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])))
-        found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = value_bytes(
-            ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupCurrentMemberAssignmentValue(
-                member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
-                assigned_partitions=topic_partitions(m.assigned, held),
-                partitions_pending_revocation=topic_partitions(m.pending_revocation, held)))
-    return found
+                    _Classic.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols]))
 
+    def current_assignment_of(self, m: ConsumerMember) -> ConsumerGroupCurrentMemberAssignmentValue:
+        held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
+            assigned_partitions=topic_partitions(m.assigned, held),
+            partitions_pending_revocation=topic_partitions(m.pending_revocation, held))
 
-def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
-    """Ebb's hash of a group's subscribed topics (names, ids, partition counts), as a signed int64: a load
-    that finds another hash sees the topics changed while the coordinator was away. Not Kafka's function."""
-    if not topics:
-        return 0
-    digest = hashlib.blake2b(digest_size=8)
-    for name, (topic_id, partitions) in sorted(topics.items()):
-        digest.update(f"{name}\0{topic_id}\0{partitions}\0".encode())
-    return int.from_bytes(digest.digest(), "big", signed=True)
-
-
-class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields only consumer groups' records hold
     def read_target_metadata(self, group: ConsumerGroup, body: memoryview) -> None:
         group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
 

@@ -8,6 +8,7 @@ load rebuilds the groups from the maps replayed.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import uuid
 from abc import ABC, abstractmethod
@@ -57,8 +58,8 @@ def key_bytes(kind: int, cls, group_id: str, member_id: str | None = None) -> by
     return _I16.pack(kind) + cls[0].encode(cls(**fields))
 
 
-def value_bytes(cls, value) -> bytes:
-    return _VERSION + cls[0].encode(value)
+def value_bytes(value: Any) -> bytes:
+    return _VERSION + type(value)[0].encode(value)
 
 
 def topic_partitions(assignment: Mapping[uuid.UUID, set[int]], cls) -> list:
@@ -73,6 +74,17 @@ def assignment_of(topics) -> dict[uuid.UUID, set[int]]:
     return found
 
 
+def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
+    """Ebb's hash of a group's subscribed topics (names, ids, partition counts), as a signed int64: a load
+    that finds another hash sees the topics changed while the coordinator was away. Not Kafka's function."""
+    if not topics:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name, (topic_id, partitions) in sorted(topics.items()):
+        digest.update(f"{name}\0{topic_id}\0{partitions}\0".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
 def value_body(kind: int, raw: bytes) -> memoryview:
     """A value's v0 body (any newer version only adds tagged fields, read as v0's)."""
     if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
@@ -81,10 +93,12 @@ def value_body(kind: int, raw: bytes) -> memoryview:
 
 
 class KeyedGroup(Protocol):
-    """What the records of a group of either kind are read into beside its kind's own fields."""
+    """What the records of a group of either kind say beside its kind's own fields."""
+    group_id: str
     group_epoch: int
     target: dict[str, Assignment]  # member id -> its target assignment
     members: dict[str, Any]
+    topics: dict[str, tuple[uuid.UUID, int]]  # name -> (id, partition count): their hash is recorded
 
 
 G = TypeVar("G", bound=KeyedGroup)
@@ -95,8 +109,8 @@ class GroupKind(ABC, Generic[G, M]):
     """One kind's records. Consumer and share groups write the same five, numbered apart and each with
     its own classes: the group's epoch and its topics' hash, its target's epoch, each member's target,
     and each member's subscription and current assignment. A kind's module names its record types and
-    classes and reads the fields only it has; what both share is here: a key's ids, the order Kafka
-    writes the records in, and the walk that reads a group back from them."""
+    classes and writes and reads the fields only it has; what both share is here: the keys, the order
+    Kafka writes the records in, the records a group makes, and the walk that reads a group back."""
 
     def __init__(self, name: str, keys: Mapping[int, Any], types: tuple[int, int, int, int, int],
                  values: tuple[Any, Any], new_group: Callable[[str], G], new_member: Callable[[str], M]) -> None:
@@ -119,6 +133,15 @@ class GroupKind(ABC, Generic[G, M]):
                                 self.target_metadata: 5, self.group_metadata: 6}
 
     @abstractmethod
+    def target_metadata_of(self, group: G) -> Any: ...
+
+    @abstractmethod
+    def member_metadata_of(self, member: M) -> Any: ...
+
+    @abstractmethod
+    def current_assignment_of(self, member: M) -> Any: ...
+
+    @abstractmethod
     def read_target_metadata(self, group: G, body: memoryview) -> None: ...
 
     @abstractmethod
@@ -126,6 +149,26 @@ class GroupKind(ABC, Generic[G, M]):
 
     @abstractmethod
     def read_current_assignment(self, member: M, body: memoryview) -> None: ...
+
+    def key(self, kind: int, group_id: str, member_id: str | None = None) -> bytes:
+        return key_bytes(kind, self.keys[kind], group_id, member_id)
+
+    def group_records(self, group: G, only: str | None = None) -> Records:
+        """Every record that describes the group now; with `only`, the group's own and that member's."""
+        gid = group.group_id
+        members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
+        targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
+        metadata = self.metadata_value(epoch=group.group_epoch, metadata_hash=topics_hash(group.topics))
+        found: Records = {self.key(self.group_metadata, gid): value_bytes(metadata),
+                          self.key(self.target_metadata, gid): value_bytes(self.target_metadata_of(group))}
+        partitions = self.target_member_value.TopicPartition
+        for member_id, target in targets.items():
+            found[self.key(self.target_member, gid, member_id)] = value_bytes(
+                self.target_member_value(topic_partitions=topic_partitions(target, partitions)))
+        for member_id, member in members.items():
+            found[self.key(self.member_metadata, gid, member_id)] = value_bytes(self.member_metadata_of(member))
+            found[self.key(self.current_assignment, gid, member_id)] = value_bytes(self.current_assignment_of(member))
+        return found
 
     def group_id_of(self, key: bytes) -> str:
         return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).group_id

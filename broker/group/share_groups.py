@@ -31,10 +31,10 @@ import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group import consumer_records, share_records
+from broker.group import share_records
 from broker.group.group import LEAVE_EPOCH, GroupError, HeartbeatAnswer, check_storable_member_id
 from broker.group.loaded_sessions import own_sessions
-from broker.group.record_log import AppendRecords, GroupRecordLog
+from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group.share_group import ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
@@ -271,9 +271,9 @@ class ShareGroups:
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    def _records_now(self, group_id: str, member_id: str | None) -> share_records.Records:
+    def _records_now(self, group_id: str, member_id: str | None) -> Records:
         group = self.groups.get(group_id)
-        return {} if group is None else share_records.group_records(group, member_id)
+        return {} if group is None else share_records.KIND.group_records(group, member_id)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A share group record at load (groups are rebuilt from them by `loaded`)."""
@@ -291,7 +291,7 @@ class ShareGroups:
             self.groups[group_id] = group
             topics = self._subscribed_topics(group)
             # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
-            group.topics = topics if consumer_records.topics_hash(topics) == metadata_hash else {}
+            group.topics = topics if topics_hash(topics) == metadata_hash else {}
             for member in group.members.values():
                 self._arm_session(group, member, session_timeout_ms)
             if group_session_ms is not None and group.members:

@@ -10,22 +10,14 @@
 
 Ebb writes 10-14, and skips 15 when replaying a log a Kafka broker wrote: a share-partition's state is made
 by its leader's first write (docs/features.md, share group gaps). Type 11's MetadataHash is Ebb's hash of
-the subscribed topics (consumer_records.topics_hash), as for consumer groups. The specs are
-schemas/ShareGroup*Key.json and *Value.json; the records are kept, written and read back into a group by
-record_log.py (KIND below gives what is this kind's own).
+the subscribed topics (record_log.topics_hash), as for consumer groups. The specs are
+schemas/ShareGroup*Key.json and *Value.json. The records are made, kept, written and read back by
+record_log.py; KIND below gives what is this kind's own.
 """
 
 from __future__ import annotations
 
-from broker.group.consumer_records import topics_hash
-from broker.group.record_log import (
-    GroupKind,
-    Records,
-    assignment_of,
-    key_bytes,
-    topic_partitions,
-    value_bytes,
-)
+from broker.group.record_log import GroupKind, assignment_of, topic_partitions
 from broker.group.share_group import ShareGroup, ShareMember
 from protocol.messages import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -52,41 +44,20 @@ _KEYS = {GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMembe
 STABLE = 0  # Kafka's MemberState.STABLE: a share member has no other state
 
 
-def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    return key_bytes(kind, _KEYS[kind], group_id, member_id)
-
-
-def group_records(group: ShareGroup, only: str | None = None) -> Records:
-    """Every record that describes the group now; with `only`, the group's own and that member's."""
-    gid = group.group_id
-    members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
-    targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
-    found: Records = {
-        _key(GROUP_METADATA, gid): value_bytes(ShareGroupMetadataValue, ShareGroupMetadataValue(
-            epoch=group.group_epoch, metadata_hash=topics_hash(group.topics))),
-        _key(TARGET_METADATA, gid): value_bytes(ShareGroupTargetAssignmentMetadataValue,
-                                           ShareGroupTargetAssignmentMetadataValue(
-                                               assignment_epoch=group.assignment_epoch,
-                                               assignment_timestamp=group.assignment_ms)),
-    }
-    for member_id, target in targets.items():
-        found[_key(TARGET_MEMBER, gid, member_id)] = value_bytes(
-            ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMemberValue(
-                topic_partitions=topic_partitions(target, ShareGroupTargetAssignmentMemberValue.TopicPartition)))
-    held = ShareGroupCurrentMemberAssignmentValue.TopicPartitions
-    for member_id, m in members.items():
-        found[_key(MEMBER_METADATA, gid, member_id)] = value_bytes(
-            ShareGroupMemberMetadataValue, ShareGroupMemberMetadataValue(
-                rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=list(m.subscribed)))
-        found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = value_bytes(
-            ShareGroupCurrentMemberAssignmentValue, ShareGroupCurrentMemberAssignmentValue(
-                member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=STABLE,
-                assigned_partitions=topic_partitions(m.assignment, held)))
-    return found
-
-
 class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share groups' records hold
+    def target_metadata_of(self, group: ShareGroup) -> ShareGroupTargetAssignmentMetadataValue:
+        return ShareGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch,
+                                                       assignment_timestamp=group.assignment_ms)
+
+    def member_metadata_of(self, m: ShareMember) -> ShareGroupMemberMetadataValue:
+        return ShareGroupMemberMetadataValue(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                                             subscribed_topic_names=list(m.subscribed))
+
+    def current_assignment_of(self, m: ShareMember) -> ShareGroupCurrentMemberAssignmentValue:
+        return ShareGroupCurrentMemberAssignmentValue(
+            member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=STABLE,
+            assigned_partitions=topic_partitions(m.assignment, ShareGroupCurrentMemberAssignmentValue.TopicPartitions))
+
     def read_target_metadata(self, group: ShareGroup, body: memoryview) -> None:
         target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
         group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from broker.group import consumer_records
+from broker.group import consumer_records, record_log
 from broker.group.consumer_group import MemberState
 from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
 from broker.group.consumer_type_changes import ClassicIds
@@ -98,7 +98,7 @@ def test_record_bytes_follow_kafkas_layout():
     assert sorted(by_type) == [3, 5, 6, 7, 8]
     key, value = by_type[3]
     # epoch 2, then one tagged field: tag 0 (MetadataHash), 8 bytes
-    topics_hash = consumer_records.topics_hash({"a": (T1, 4)})
+    topics_hash = record_log.topics_hash({"a": (T1, 4)})
     assert topics_hash != 0
     assert key == struct.pack(">hh", 3, 1) + b"g" and value == struct.pack(">hi", 0, 2) + b"\x01\x00\x08" + struct.pack(
         ">q", topics_hash)

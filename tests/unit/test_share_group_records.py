@@ -13,9 +13,8 @@ import uuid
 import pytest
 
 from broker.group import share_records
-from broker.group.consumer_records import topics_hash
 from broker.group.group import GroupError
-from broker.group.record_log import record_type
+from broker.group.record_log import record_type, topics_hash
 from broker.group.share_groups import ShareGroups, ShareHeartbeat
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
