@@ -54,7 +54,7 @@ from broker.group.consumer_requests import (
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
-from broker.group.group import LEAVE_EPOCH, Group, GroupError, HeartbeatAnswer
+from broker.group.group import LEAVE_EPOCH, Group, GroupError, HeartbeatAnswer, check_joining
 from broker.group.loaded_sessions import own_sessions
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group_configs import MemberTimeouts
@@ -209,12 +209,7 @@ class ConsumerGroups(TypeChanges):
                 # The instance comes back under a new member id: it takes over the old one's partitions.
                 return self.replace_static(group, previous, member_id), False
         if member is None:
-            if epoch != 0:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {member_id} is not a member of group {group.group_id}.")
-            if len(group.members) >= self.max_size:
-                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                                 f"The consumer group has reached its maximum capacity of {self.max_size} members.")
+            check_joining("consumer", group.group_id, member_id, epoch, len(group.members), self.max_size)
             member = group.members[member_id] = ConsumerMember(member_id, request.client_id, request.client_host,
                                                                instance_id=instance_id)
             log.info("member joins the consumer group", group=group.group_id, member=member_id)

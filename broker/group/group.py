@@ -12,8 +12,8 @@ The coordinator (coordinator.py) drives the transitions and owns the timers; thi
 membership, the protocol vote and the subscribed topics, and answers questions about them.
 
 It also holds what every kind of group shares: GroupError, the member id's storable length, and what
-a KIP-848 or share group member holds (Assignment), leaves with (LEAVE_EPOCH) and is answered
-(HeartbeatAnswer).
+a KIP-848 or share group member holds (Assignment), leaves with (LEAVE_EPOCH), is answered
+(HeartbeatAnswer) and is checked for when it joins (check_joining).
 """
 
 from __future__ import annotations
@@ -77,6 +77,16 @@ class HeartbeatAnswer:
     @property
     def left(self) -> bool:
         return self.member_epoch == LEAVE_EPOCH
+
+
+def check_joining(kind: str, group_id: str, member_id: str, epoch: int, size: int, max_size: int) -> None:
+    """A KIP-848 or share group member the group does not know (`kind`: "consumer" or "share"): it must
+    join (epoch 0), into a group of fewer than `max_size` members (`size` now), as Kafka checks."""
+    if epoch != 0:
+        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+    if size >= max_size:
+        raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                         f"The {kind} group has reached its maximum capacity of {max_size} members.")
 
 
 def now_ms() -> int:

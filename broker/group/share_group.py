@@ -20,7 +20,6 @@ GROUP_TYPE = "share"
 ASSIGNOR_NAME = "simple"
 
 
-
 class ShareGroupState(StrEnum):
     EMPTY = "Empty"
     STABLE = "Stable"

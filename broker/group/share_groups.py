@@ -32,7 +32,7 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
 from broker.group import share_records
-from broker.group.group import LEAVE_EPOCH, GroupError, HeartbeatAnswer, check_storable_member_id
+from broker.group.group import LEAVE_EPOCH, GroupError, HeartbeatAnswer, check_joining, check_storable_member_id
 from broker.group.loaded_sessions import own_sessions
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group.share_group import ShareGroup, ShareMember, assign
@@ -144,12 +144,7 @@ class ShareGroups:
         group = self._group(group_id, create=epoch == 0)
         member = group.members.get(member_id)
         if member is None:
-            if epoch != 0:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {member_id} is not a member of group {group_id}.")
-            if len(group.members) >= self._max_size:
-                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                                 f"The share group has reached its maximum capacity of {self._max_size} members.")
+            check_joining("share", group_id, member_id, epoch, len(group.members), self._max_size)
             member = ShareMember(member_id, request.client_id, request.client_host)
             log.info("member joins the share group", group=group_id, member=member_id)
         else:
