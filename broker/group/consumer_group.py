@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
-from broker.group.group import Assignment
+from broker.group.group import Assignment, MemberGroup
 
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
@@ -94,16 +94,8 @@ class ConsumerMember:
 
 
 @dataclass(eq=False)
-class ConsumerGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+class ConsumerGroup(MemberGroup[ConsumerMember]):
     assignor: str = ""
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
-    # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
-    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    dead: bool = False
 
     @property
     def state(self) -> ConsumerGroupState:

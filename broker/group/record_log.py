@@ -13,13 +13,13 @@ import struct
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group.group import Assignment, GroupError
+from broker.group.group import GroupError, MemberGroup
 from protocol.errors import ErrorCode, ProtocolError
 
 log = structlog.get_logger("groups")
@@ -92,16 +92,7 @@ def value_body(kind: int, raw: bytes) -> memoryview:
     return memoryview(raw)[2:]
 
 
-class KeyedGroup(Protocol):
-    """What the records of a group of either kind say beside its kind's own fields."""
-    group_id: str
-    group_epoch: int
-    target: dict[str, Assignment]  # member id -> its target assignment
-    members: dict[str, Any]
-    topics: dict[str, tuple[uuid.UUID, int]]  # name -> (id, partition count): their hash is recorded
-
-
-G = TypeVar("G", bound=KeyedGroup)
+G = TypeVar("G", bound=MemberGroup)
 M = TypeVar("M")
 
 
