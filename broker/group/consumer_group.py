@@ -27,7 +27,6 @@ STATIC_LEAVE_EPOCH = -2
 MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
 
-
 class ConsumerGroupState(StrEnum):
     EMPTY = "Empty"
     ASSIGNING = "Assigning"
