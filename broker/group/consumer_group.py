@@ -19,14 +19,12 @@ import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
+from broker.group.group import Assignment, MemberGroup
+
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"
-LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
-
-# What a member holds: topic id -> partition indexes.
-Assignment = dict[uuid.UUID, set[int]]
 
 
 class ConsumerGroupState(StrEnum):
@@ -95,16 +93,8 @@ class ConsumerMember:
 
 
 @dataclass(eq=False)
-class ConsumerGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+class ConsumerGroup(MemberGroup[ConsumerMember]):
     assignor: str = ""
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
-    # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
-    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    dead: bool = False
 
     @property
     def state(self) -> ConsumerGroupState:

@@ -34,7 +34,6 @@ from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import (
-    LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ChangeSnapshot,
     ConsumerGroup,
@@ -49,16 +48,15 @@ from broker.group.consumer_migration import (
 from broker.group.consumer_regex import MAX_REGEX_LENGTH, check_regex, matching
 from broker.group.consumer_requests import (
     ConsumerHeartbeat,
-    HeartbeatAnswer,
     check_commit,
     check_epoch,
     check_request,
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
-from broker.group.group import Group, GroupError
+from broker.group.group import LEAVE_EPOCH, Group, GroupError, HeartbeatAnswer, check_joining
 from broker.group.loaded_sessions import own_sessions
-from broker.group.record_log import AppendRecords, GroupRecordLog
+from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -84,8 +82,7 @@ class ConsumerGroups(TypeChanges):
         online migration policy (consumer_migration.py)."""
         self.groups: dict[str, ConsumerGroup] = {}
         self.migration = migration
-        self.records = GroupRecordLog("consumer", self._records_now, consumer_records.group_id_of,
-                                      (consumer_records.WRITE_ORDER, consumer_records.TOMBSTONE_ORDER), append, spawn)
+        self.records = GroupRecordLog(consumer_records.KIND, self._records_now, append, spawn)
         self.max_size = max_size
         self.assignors = assignors
         self.topics = SubscribedTopics(topics)
@@ -212,12 +209,7 @@ class ConsumerGroups(TypeChanges):
                 # The instance comes back under a new member id: it takes over the old one's partitions.
                 return self.replace_static(group, previous, member_id), False
         if member is None:
-            if epoch != 0:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {member_id} is not a member of group {group.group_id}.")
-            if len(group.members) >= self.max_size:
-                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                                 f"The consumer group has reached its maximum capacity of {self.max_size} members.")
+            check_joining("consumer", group.group_id, member_id, epoch, len(group.members), self.max_size)
             member = group.members[member_id] = ConsumerMember(member_id, request.client_id, request.client_host,
                                                                instance_id=instance_id)
             log.info("member joins the consumer group", group=group.group_id, member=member_id)
@@ -389,9 +381,9 @@ class ConsumerGroups(TypeChanges):
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    def _records_now(self, group_id: str, member_id: str | None) -> consumer_records.Records:
+    def _records_now(self, group_id: str, member_id: str | None) -> Records:
         group = self.groups.get(group_id)
-        return {} if group is None else consumer_records.group_records(group, member_id)
+        return {} if group is None else consumer_records.KIND.group_records(group, member_id)
 
     async def persist(self, group_id: str, member_id: str | None = None) -> None:
         """Write what changed in the group since its last write (record_log.GroupRecordLog.persist)."""
@@ -410,17 +402,8 @@ class ConsumerGroups(TypeChanges):
         member's timed by the group's group.consumer.session.timeout.ms (`group_session_ms`, read off the
         loop: the broker's `session_timeout_ms` until then), a classic member's by its own."""
         rebuilt = []
-        for group_id, found in list(self.records.written.items()):
-            if group_id in self.groups:
-                continue
-            try:
-                rebuilt_group = consumer_records.group_from_records(group_id, found)
-            except Exception as exc:  # a malformed record: the group's members rejoin
-                log.error("consumer group records not readable", group=group_id, error=repr(exc))
-                rebuilt_group = None
-            if rebuilt_group is None:
-                continue
-            group, metadata_hash = rebuilt_group
+        for group, metadata_hash in self.records.rebuilt(lambda group_id: group_id in self.groups):
+            group_id = group.group_id
             if self._classic.exists(group_id):
                 if not self._classic.empty(group_id):  # a classic group written after: it holds the id
                     continue
@@ -428,7 +411,7 @@ class ConsumerGroups(TypeChanges):
             self.groups[group_id] = group
             group.assignor = self.assignor_of(group)
             group.topics = self.topics.of(group)
-            if consumer_records.topics_hash(group.topics) != metadata_hash:
+            if topics_hash(group.topics) != metadata_hash:
                 # The topics changed while away: the next heartbeat sees it and bumps the group epoch.
                 self.topics.forget(group_id)
                 group.topics = {}

@@ -1,16 +1,17 @@
-"""What a ConsumerGroupHeartbeat brings and answers, and the checks Kafka makes of it before the group is
-touched (throwIfConsumerGroupHeartbeatRequestIsInvalid) and of a member's epoch."""
+"""What a ConsumerGroupHeartbeat brings (its answer is group.py's HeartbeatAnswer, as a share group's),
+and the checks Kafka makes of it before the group is touched (throwIfConsumerGroupHeartbeatRequestIsInvalid)
+and of a member's epoch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.group.consumer_group import STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerMember
+from broker.group.consumer_group import STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from broker.group.consumer_regex import check_regex
-from broker.group.group import GroupError, check_storable_member_id
+from broker.group.group import Assignment, GroupError, check_storable_member_id
 from protocol.errors import ErrorCode
 
-__all__ = ["ConsumerHeartbeat", "HeartbeatAnswer", "check_commit", "check_epoch", "check_request"]
+__all__ = ["ConsumerHeartbeat", "check_commit", "check_epoch", "check_request"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,6 @@ class ConsumerHeartbeat:
     owned: Assignment | None
     client_id: str
     client_host: str
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    member_id: str
-    member_epoch: int
-    assignment: Assignment | None  # None: not sent (unchanged)
 
 
 def check_request(request: ConsumerHeartbeat, assignors: list[str]) -> None:

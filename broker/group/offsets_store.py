@@ -36,6 +36,7 @@ import structlog
 from broker.aio import SharedRun, run_to_completion
 from broker.group import consumer_records, records, share_records
 from broker.group.group import GroupError, now_ms
+from broker.group.record_log import record_type
 from broker.log import FileSlice, OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, AppendResult, Partition, PartitionError
 from broker.replica.outcomes import AppendEntry
@@ -405,7 +406,7 @@ class OffsetsStore:
                 return
             value = records.parse_offset_value(record.value)
         except records.UnknownRecord as exc:
-            kind = consumer_records.record_type(record.key)
+            kind = record_type(record.key)
             # A KIP-848 consumer group's or a share group's (checked after the classic types).
             if kind in consumer_records.KNOWN_TYPES or kind in share_records.KNOWN_TYPES:
                 if kind in consumer_records.WRITTEN_TYPES or kind in share_records.WRITTEN_TYPES:

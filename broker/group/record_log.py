@@ -8,15 +8,18 @@ load rebuilds the groups from the maps replayed.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group.group import GroupError
+from broker.group.group import GroupError, MemberGroup
 from protocol.errors import ErrorCode, ProtocolError
 
 log = structlog.get_logger("groups")
@@ -55,8 +58,8 @@ def key_bytes(kind: int, cls, group_id: str, member_id: str | None = None) -> by
     return _I16.pack(kind) + cls[0].encode(cls(**fields))
 
 
-def value_bytes(cls, value) -> bytes:
-    return _VERSION + cls[0].encode(value)
+def value_bytes(value: Any) -> bytes:
+    return _VERSION + type(value)[0].encode(value)
 
 
 def topic_partitions(assignment: Mapping[uuid.UUID, set[int]], cls) -> list:
@@ -71,6 +74,17 @@ def assignment_of(topics) -> dict[uuid.UUID, set[int]]:
     return found
 
 
+def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
+    """Ebb's hash of a group's subscribed topics (names, ids, partition counts), as a signed int64: a load
+    that finds another hash sees the topics changed while the coordinator was away. Not Kafka's function."""
+    if not topics:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name, (topic_id, partitions) in sorted(topics.items()):
+        digest.update(f"{name}\0{topic_id}\0{partitions}\0".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
 def value_body(kind: int, raw: bytes) -> memoryview:
     """A value's v0 body (any newer version only adds tagged fields, read as v0's)."""
     if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
@@ -78,14 +92,113 @@ def value_body(kind: int, raw: bytes) -> memoryview:
     return memoryview(raw)[2:]
 
 
-class GroupRecordLog:
-    def __init__(self, kind: str, now: RecordsNow, group_id_of: Callable[[bytes], str],
-                 orders: tuple[Mapping[int, int], Mapping[int, int]], append: AppendRecords, spawn: Spawn) -> None:
-        """`kind` names the groups in logs; `orders`: the (write, tombstone) rank of each record type."""
+G = TypeVar("G", bound=MemberGroup)
+M = TypeVar("M")
+
+
+class GroupKind(ABC, Generic[G, M]):
+    """One kind's records. Consumer and share groups write the same five, numbered apart and each with
+    its own classes: the group's epoch and its topics' hash, its target's epoch, each member's target,
+    and each member's subscription and current assignment. A kind's module names its record types and
+    classes and writes and reads the fields only it has; what both share is here: the keys, the order
+    Kafka writes the records in, the records a group makes, and the walk that reads a group back."""
+
+    def __init__(self, name: str, keys: Mapping[int, Any], types: tuple[int, int, int, int, int],
+                 values: tuple[Any, Any], new_group: Callable[[str], G], new_member: Callable[[str], M]) -> None:
+        """`name` names the groups in logs; `keys`: record type -> its key class; `types`: the record types
+        of the group metadata, a member's metadata, the target metadata, a target member and a current
+        assignment; `values`: the group metadata's value class (epoch, metadata_hash) and a target
+        member's (topic_partitions); `new_member` makes a member whose fields its records fill in."""
+        self.name = name
+        self.keys = keys
+        (self.group_metadata, self.member_metadata, self.target_metadata, self.target_member,
+         self.current_assignment) = types
+        self.metadata_value, self.target_member_value = values
+        self.new_group, self.new_member = new_group, new_member
+        # The order Kafka's coordinator writes them in: a member's tombstones (current assignment, target,
+        # subscription), then subscriptions, the group epoch, targets, the target epoch and current
+        # assignments, then the group's own tombstones.
+        self.write_order = {self.member_metadata: 0, self.group_metadata: 1, self.target_member: 2,
+                            self.target_metadata: 3, self.current_assignment: 4}
+        self.tombstone_order = {self.current_assignment: -3, self.target_member: -2, self.member_metadata: -1,
+                                self.target_metadata: 5, self.group_metadata: 6}
+
+    @abstractmethod
+    def target_metadata_of(self, group: G) -> Any: ...
+
+    @abstractmethod
+    def member_metadata_of(self, member: M) -> Any: ...
+
+    @abstractmethod
+    def current_assignment_of(self, member: M) -> Any: ...
+
+    @abstractmethod
+    def read_target_metadata(self, group: G, body: memoryview) -> None: ...
+
+    @abstractmethod
+    def read_member_metadata(self, member: M, body: memoryview) -> None: ...
+
+    @abstractmethod
+    def read_current_assignment(self, member: M, body: memoryview) -> None: ...
+
+    def key(self, kind: int, group_id: str, member_id: str | None = None) -> bytes:
+        return key_bytes(kind, self.keys[kind], group_id, member_id)
+
+    def group_records(self, group: G, only: str | None = None) -> Records:
+        """Every record that describes the group now; with `only`, the group's own and that member's."""
+        gid = group.group_id
+        members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
+        targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
+        metadata = self.metadata_value(epoch=group.group_epoch, metadata_hash=topics_hash(group.topics))
+        found: Records = {self.key(self.group_metadata, gid): value_bytes(metadata),
+                          self.key(self.target_metadata, gid): value_bytes(self.target_metadata_of(group))}
+        partitions = self.target_member_value.TopicPartition
+        for member_id, target in targets.items():
+            found[self.key(self.target_member, gid, member_id)] = value_bytes(
+                self.target_member_value(topic_partitions=topic_partitions(target, partitions)))
+        for member_id, member in members.items():
+            found[self.key(self.member_metadata, gid, member_id)] = value_bytes(self.member_metadata_of(member))
+            found[self.key(self.current_assignment, gid, member_id)] = value_bytes(self.current_assignment_of(member))
+        return found
+
+    def group_id_of(self, key: bytes) -> str:
+        return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).group_id
+
+    def member_id_of(self, key: bytes) -> str:
+        return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).member_id
+
+    def group_from_records(self, group_id: str, found: Records) -> tuple[G, int] | None:
+        """The group its records describe (its topics left to the caller) and its topics' hash; None
+        without its group epoch record (tombstoned or never written)."""
+        group = self.new_group(group_id)
+        metadata_hash = 0
+        seen_epoch = False
+        for key, raw in found.items():
+            kind = record_type(key)
+            body = value_body(kind, raw)
+            if kind == self.group_metadata:
+                metadata = self.metadata_value[0].decode(body)
+                group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
+            elif kind == self.target_metadata:
+                self.read_target_metadata(group, body)
+            elif kind == self.target_member:
+                value = self.target_member_value[0].decode(body)
+                group.target[self.member_id_of(key)] = assignment_of(value.topic_partitions)
+            elif kind in (self.member_metadata, self.current_assignment):
+                member_id = self.member_id_of(key)
+                if (member := group.members.get(member_id)) is None:
+                    member = group.members[member_id] = self.new_member(member_id)
+                if kind == self.member_metadata:
+                    self.read_member_metadata(member, body)
+                else:
+                    self.read_current_assignment(member, body)
+        return (group, metadata_hash) if seen_epoch else None
+
+
+class GroupRecordLog(Generic[G, M]):
+    def __init__(self, kind: GroupKind[G, M], now: RecordsNow, append: AppendRecords, spawn: Spawn) -> None:
         self._kind = kind
         self._now = now
-        self._group_id_of = group_id_of
-        self._orders = orders
         self._append = append
         self._spawn = spawn
         # Each group's records as __consumer_offsets holds them (written, or replayed at load), and the
@@ -151,7 +264,8 @@ class GroupRecordLog:
             whole = member_id is None or group_id in self._whole or group_id not in self.written
             self._whole.discard(group_id)
             now = self._now(group_id, None if whole else member_id)
-            entries = changes(self.written.get(group_id, {}), now, *self._orders, whole=whole)
+            entries = changes(self.written.get(group_id, {}), now, self._kind.write_order, self._kind.tombstone_order,
+                              whole=whole)
             before, after = self._before.pop(group_id, []), self._after.pop(group_id, [])
             undo = self._undo.pop(group_id, None)
             if not (entries or before or after):
@@ -189,14 +303,14 @@ class GroupRecordLog:
         try:
             await self.persist(group_id)
         except GroupError as exc:  # written again with the group's next change
-            log.warning(f"{self._kind} group records not written", group=group_id, error=exc.error_code.name)
+            log.warning(f"{self._kind.name} group records not written", group=group_id, error=exc.error_code.name)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """One of these groups' records at load (the groups are rebuilt from the maps afterwards)."""
         try:
-            group_id = self._group_id_of(key)
+            group_id = self._kind.group_id_of(key)
         except Exception as exc:  # a malformed key: skipped, as the store skips malformed records
-            log.warning(f"malformed {self._kind} group record skipped", error=repr(exc))
+            log.warning(f"malformed {self._kind.name} group record skipped", error=repr(exc))
             return
         if value is not None:
             self.written.setdefault(group_id, {})[key] = value
@@ -204,6 +318,21 @@ class GroupRecordLog:
             written.pop(key, None)
             if not written:
                 del self.written[group_id]
+
+    def rebuilt(self, skip: Callable[[str], bool]) -> Iterator[tuple[G, int]]:
+        """The groups replayed, but those `skip` names (asked as each comes, after the one before it is
+        taken in), with their topics' hash; a group whose records cannot be read is left out (its members
+        join again)."""
+        for group_id, found in list(self.written.items()):
+            if skip(group_id):
+                continue
+            try:
+                made = self._kind.group_from_records(group_id, found)
+            except Exception as exc:  # a malformed record
+                log.error(f"{self._kind.name} group records not readable", group=group_id, error=repr(exc))
+                continue
+            if made is not None:
+                yield made
 
     def unload(self, doomed: Callable[[str], bool]) -> None:
         for kept in (self.written, self._before, self._after, self._in_flight, self._undo, self._reverted,

@@ -14,12 +14,10 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from broker.group.group import Assignment, MemberGroup
+
 GROUP_TYPE = "share"
 ASSIGNOR_NAME = "simple"
-LEAVE_EPOCH = -1
-
-# What a member holds: topic id -> partition indexes.
-Assignment = dict[uuid.UUID, set[int]]
 
 
 class ShareGroupState(StrEnum):
@@ -42,16 +40,8 @@ class ShareMember:
 
 
 @dataclass(eq=False)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
+class ShareGroup(MemberGroup[ShareMember]):
     assignment_ms: int = 0  # when the target was last computed (Kafka's AssignmentTimestamp)
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
-    # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
-    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    dead: bool = False
 
     @property
     def state(self) -> ShareGroupState:

@@ -31,11 +31,11 @@ import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group import consumer_records, share_records
-from broker.group.group import GroupError, check_storable_member_id
+from broker.group import share_records
+from broker.group.group import LEAVE_EPOCH, GroupError, HeartbeatAnswer, check_joining, check_storable_member_id
 from broker.group.loaded_sessions import own_sessions
-from broker.group.record_log import AppendRecords, GroupRecordLog
-from broker.group.share_group import LEAVE_EPOCH, Assignment, ShareGroup, ShareMember, assign
+from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
+from broker.group.share_group import ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -56,17 +56,6 @@ class ShareHeartbeat:
     client_host: str
 
 
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    member_id: str
-    member_epoch: int
-    assignment: Assignment | None  # None: unchanged since the member's last heartbeat
-
-    @property
-    def left(self) -> bool:
-        return self.member_epoch == LEAVE_EPOCH
-
-
 class ShareGroups:
     def __init__(self, max_size: int, topic: TopicLookup, other_kind: Callable[[str], bool], append: AppendRecords,
                  spawn: Spawn) -> None:
@@ -74,8 +63,7 @@ class ShareGroups:
         KIP-848 consumer) holds the id; `append` writes a group's records, `spawn` runs a timer's removal of
         a member (and its write)."""
         self.groups: dict[str, ShareGroup] = {}
-        self.records = GroupRecordLog("share", self._records_now, share_records.group_id_of,
-                                      (share_records.WRITE_ORDER, share_records.TOMBSTONE_ORDER), append, spawn)
+        self.records = GroupRecordLog(share_records.KIND, self._records_now, append, spawn)
         # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
         self.member_left: list[Callable[[str, str], None]] = []
         self._max_size = max_size
@@ -156,12 +144,7 @@ class ShareGroups:
         group = self._group(group_id, create=epoch == 0)
         member = group.members.get(member_id)
         if member is None:
-            if epoch != 0:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {member_id} is not a member of group {group_id}.")
-            if len(group.members) >= self._max_size:
-                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                                 f"The share group has reached its maximum capacity of {self._max_size} members.")
+            check_joining("share", group_id, member_id, epoch, len(group.members), self._max_size)
             member = ShareMember(member_id, request.client_id, request.client_host)
             log.info("member joins the share group", group=group_id, member=member_id)
         else:
@@ -283,9 +266,9 @@ class ShareGroups:
 
     # --- __consumer_offsets -------------------------------------------------------------------------
 
-    def _records_now(self, group_id: str, member_id: str | None) -> share_records.Records:
+    def _records_now(self, group_id: str, member_id: str | None) -> Records:
         group = self.groups.get(group_id)
-        return {} if group is None else share_records.group_records(group, member_id)
+        return {} if group is None else share_records.KIND.group_records(group, member_id)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A share group record at load (groups are rebuilt from them by `loaded`)."""
@@ -298,21 +281,12 @@ class ShareGroups:
         the group's share.session.timeout.ms (`group_session_ms`, read off the loop: the broker's
         `session_timeout_ms` until then)."""
         rebuilt = []
-        for group_id, found in list(self.records.written.items()):
-            if group_id in self.groups or taken(group_id):
-                continue
-            try:
-                made = share_records.group_from_records(group_id, found)
-            except Exception as exc:  # a malformed record: the group's members rejoin
-                log.error("share group records not readable", group=group_id, error=repr(exc))
-                made = None
-            if made is None:
-                continue
-            group, metadata_hash = made
+        for group, metadata_hash in self.records.rebuilt(lambda group_id: group_id in self.groups or taken(group_id)):
+            group_id = group.group_id
             self.groups[group_id] = group
             topics = self._subscribed_topics(group)
             # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
-            group.topics = topics if consumer_records.topics_hash(topics) == metadata_hash else {}
+            group.topics = topics if topics_hash(topics) == metadata_hash else {}
             for member in group.members.values():
                 self._arm_session(group, member, session_timeout_ms)
             if group_session_ms is not None and group.members:

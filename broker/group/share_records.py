@@ -10,22 +10,14 @@
 
 Ebb writes 10-14, and skips 15 when replaying a log a Kafka broker wrote: a share-partition's state is made
 by its leader's first write (docs/features.md, share group gaps). Type 11's MetadataHash is Ebb's hash of
-the subscribed topics (consumer_records.topics_hash), as for consumer groups. The specs are
-schemas/ShareGroup*Key.json and *Value.json; the records are kept and written by record_log.py.
+the subscribed topics (record_log.topics_hash), as for consumer groups. The specs are
+schemas/ShareGroup*Key.json and *Value.json. The records are made, kept, written and read back by
+record_log.py; KIND below gives what is this kind's own.
 """
 
 from __future__ import annotations
 
-from broker.group.consumer_records import topics_hash
-from broker.group.record_log import (
-    Records,
-    assignment_of,
-    key_bytes,
-    record_type,
-    topic_partitions,
-    value_body,
-    value_bytes,
-)
+from broker.group.record_log import GroupKind, assignment_of, topic_partitions
 from broker.group.share_group import ShareGroup, ShareMember
 from protocol.messages import (
     ShareGroupCurrentMemberAssignmentKey,
@@ -51,85 +43,37 @@ _KEYS = {GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMembe
          STATE_PARTITION_METADATA: ShareGroupStatePartitionMetadataKey}
 STABLE = 0  # Kafka's MemberState.STABLE: a share member has no other state
 
-# Kafka's order within one write, as for consumer groups: a member's tombstones (current assignment,
-# target, subscription), then subscriptions, group epoch, targets, target epoch, current assignments,
-# then the group's own tombstones.
-WRITE_ORDER = {MEMBER_METADATA: 0, GROUP_METADATA: 1, TARGET_MEMBER: 2, TARGET_METADATA: 3, CURRENT_ASSIGNMENT: 4}
-TOMBSTONE_ORDER = {CURRENT_ASSIGNMENT: -3, TARGET_MEMBER: -2, MEMBER_METADATA: -1, TARGET_METADATA: 5,
-                   GROUP_METADATA: 6}
+
+class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share groups' records hold
+    def target_metadata_of(self, group: ShareGroup) -> ShareGroupTargetAssignmentMetadataValue:
+        return ShareGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch,
+                                                       assignment_timestamp=group.assignment_ms)
+
+    def member_metadata_of(self, m: ShareMember) -> ShareGroupMemberMetadataValue:
+        return ShareGroupMemberMetadataValue(rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                                             subscribed_topic_names=list(m.subscribed))
+
+    def current_assignment_of(self, m: ShareMember) -> ShareGroupCurrentMemberAssignmentValue:
+        return ShareGroupCurrentMemberAssignmentValue(
+            member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=STABLE,
+            assigned_partitions=topic_partitions(m.assignment, ShareGroupCurrentMemberAssignmentValue.TopicPartitions))
+
+    def read_target_metadata(self, group: ShareGroup, body: memoryview) -> None:
+        target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
+        group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp
+
+    def read_member_metadata(self, member: ShareMember, body: memoryview) -> None:
+        meta = ShareGroupMemberMetadataValue[0].decode(body)
+        member.rack_id, member.client_id, member.client_host = meta.rack_id, meta.client_id, meta.client_host
+        member.subscribed = list(meta.subscribed_topic_names)
+
+    def read_current_assignment(self, member: ShareMember, body: memoryview) -> None:
+        current = ShareGroupCurrentMemberAssignmentValue[0].decode(body)
+        member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
+        member.assignment = assignment_of(current.assigned_partitions)
 
 
-def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    return key_bytes(kind, _KEYS[kind], group_id, member_id)
-
-
-def group_records(group: ShareGroup, only: str | None = None) -> Records:
-    """Every record that describes the group now; with `only`, the group's own and that member's."""
-    gid = group.group_id
-    members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
-    targets = group.target if only is None else {only: group.target[only]} if only in group.target else {}
-    found: Records = {
-        _key(GROUP_METADATA, gid): value_bytes(ShareGroupMetadataValue, ShareGroupMetadataValue(
-            epoch=group.group_epoch, metadata_hash=topics_hash(group.topics))),
-        _key(TARGET_METADATA, gid): value_bytes(ShareGroupTargetAssignmentMetadataValue,
-                                           ShareGroupTargetAssignmentMetadataValue(
-                                               assignment_epoch=group.assignment_epoch,
-                                               assignment_timestamp=group.assignment_ms)),
-    }
-    for member_id, target in targets.items():
-        found[_key(TARGET_MEMBER, gid, member_id)] = value_bytes(
-            ShareGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMemberValue(
-                topic_partitions=topic_partitions(target, ShareGroupTargetAssignmentMemberValue.TopicPartition)))
-    held = ShareGroupCurrentMemberAssignmentValue.TopicPartitions
-    for member_id, m in members.items():
-        found[_key(MEMBER_METADATA, gid, member_id)] = value_bytes(
-            ShareGroupMemberMetadataValue, ShareGroupMemberMetadataValue(
-                rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=list(m.subscribed)))
-        found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = value_bytes(
-            ShareGroupCurrentMemberAssignmentValue, ShareGroupCurrentMemberAssignmentValue(
-                member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=STABLE,
-                assigned_partitions=topic_partitions(m.assignment, held)))
-    return found
-
-
-def group_id_of(key: bytes) -> str:
-    return _KEYS[record_type(key)][0].decode(memoryview(key)[2:]).group_id
-
-
-def group_from_records(group_id: str, found: Records) -> tuple[ShareGroup, int] | None:
-    """The group its records describe (its topics left to the caller) and its topics' hash; None without
-    its group epoch record (tombstoned or never written)."""
-    group = ShareGroup(group_id)
-    metadata_hash = 0
-    members: dict[str, ShareMember] = {}
-    seen_epoch = False
-    for key, raw in found.items():
-        kind = record_type(key)
-        body = value_body(kind, raw)
-        if kind == GROUP_METADATA:
-            metadata = ShareGroupMetadataValue[0].decode(body)
-            group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
-        elif kind == TARGET_METADATA:
-            target = ShareGroupTargetAssignmentMetadataValue[0].decode(body)
-            group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp
-        elif kind == TARGET_MEMBER:
-            member_id = ShareGroupTargetAssignmentMemberKey[0].decode(memoryview(key)[2:]).member_id
-            value = ShareGroupTargetAssignmentMemberValue[0].decode(body)
-            group.target[member_id] = assignment_of(value.topic_partitions)
-        elif kind in (MEMBER_METADATA, CURRENT_ASSIGNMENT):
-            member_id = _KEYS[kind][0].decode(memoryview(key)[2:]).member_id
-            member = members.setdefault(member_id, ShareMember(member_id, "", ""))
-            if kind == MEMBER_METADATA:
-                meta = ShareGroupMemberMetadataValue[0].decode(body)
-                member.rack_id, member.client_id, member.client_host = meta.rack_id, meta.client_id, meta.client_host
-                member.subscribed = list(meta.subscribed_topic_names)
-            else:
-                current = ShareGroupCurrentMemberAssignmentValue[0].decode(body)
-                member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
-                member.assignment = assignment_of(current.assigned_partitions)
-    if not seen_epoch:
-        return None
-    group.members = members
-    return group, metadata_hash
-
+KIND = _ShareKind("share", _KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
+                                   CURRENT_ASSIGNMENT),
+                  (ShareGroupMetadataValue, ShareGroupTargetAssignmentMemberValue), ShareGroup,
+                  lambda member_id: ShareMember(member_id, "", ""))

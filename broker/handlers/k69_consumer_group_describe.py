@@ -22,10 +22,10 @@ from __future__ import annotations
 from broker.group.consumer_group import (
     MEMBER_TYPE_CLASSIC,
     MEMBER_TYPE_CONSUMER,
-    Assignment,
     ConsumerGroup,
     ConsumerMember,
 )
+from broker.group.group import Assignment
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.request_context import RequestContext

@@ -45,7 +45,7 @@ def _partition(index: int, code: ErrorCode, state: ShareState | None = None) -> 
 async def read_share_group_state_summary(broker: BrokerContext, request: Request[ReadShareGroupStateSummaryRequest],
                                          connection: RequestContext) -> ReadShareGroupStateSummaryResponse:
     async def answer(key: StateKey, asked) -> _Partition:
-        return _partition(asked.partition, *await broker.share_coordinator.summary(key))
+        return _partition(asked.partition, *broker.share_coordinator.summary(key))
 
     return ReadShareGroupStateSummaryResponse(results=await answer_each(
         broker, connection, request.body, _Result, answer, lambda asked, code: _partition(asked.partition, code),

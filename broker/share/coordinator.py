@@ -181,7 +181,7 @@ class ShareCoordinator:
         """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
         (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
         async with self._locks.held(key):
-            refused = self.not_served(key) or self._bad_key(key)
+            refused = self._bad_key(key) or self._unknown_topic(key)
             if refused is not None:
                 return refused, None
             old = self.states.get(key)
@@ -205,17 +205,15 @@ class ShareCoordinator:
 
     async def _write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                      batches: tuple[StateBatch, ...]) -> ErrorCode:
-        refused = self.not_served(key)
+        refused = self._bad_key(key)
         if refused is not None:
             return refused
-        if key[2] < 0:
-            return ErrorCode.INVALID_REQUEST
         old = self.states.get(key)
         if old is not None and (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
             return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
         if start_offset < 0 and (old is None or old.start_offset < 0):
             return ErrorCode.INVALID_REQUEST
-        refused = self._bad_key(key) or _bad_state(start_offset, batches)
+        refused = self._unknown_topic(key) or _bad_state(start_offset, batches)
         if refused is not None:
             return refused
         now = _now_ms()
@@ -225,11 +223,11 @@ class ShareCoordinator:
                            old.snapshot_epoch + 1 if old is not None else 0)
         return await self._store(key, state, now)
 
-    async def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
+    def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
         """ReadShareGroupStateSummary: the committed state as it is (no leader epoch fencing, nothing
-        written, so no wait behind the key's write in flight: memory holds only what is in the log); None
-        when the key has none."""
-        refused = self.not_served(key) or self._bad_key(key)
+        written, so no wait behind the key's write in flight, and no await: memory holds only what is in
+        the log); None when the key has none."""
+        refused = self._bad_key(key) or self._unknown_topic(key)
         return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
 
     async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
@@ -237,15 +235,13 @@ class ShareCoordinator:
         left to the leader's share.auto.offset.reset) and nothing in flight, as Kafka's shard stores it:
         leader epoch 0. A state epoch older than stored (not -1) is FENCED_STATE_EPOCH."""
         async with self._locks.held(key):
-            refused = self.not_served(key)
+            refused = self._bad_key(key)
             if refused is not None:
                 return refused
-            if key[2] < 0:
-                return ErrorCode.INVALID_REQUEST
             old = self.states.get(key)
             if state_epoch != -1 and old is not None and old.state_epoch > state_epoch:
                 return ErrorCode.FENCED_STATE_EPOCH
-            refused = self._bad_key(key) or (ErrorCode.INVALID_REQUEST if start_offset < -1 else None)
+            refused = self._unknown_topic(key) or (ErrorCode.INVALID_REQUEST if start_offset < -1 else None)
             if refused is not None:
                 return refused
             now = _now_ms()
@@ -265,9 +261,14 @@ class ShareCoordinator:
             return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
 
     def _bad_key(self, key: StateKey) -> ErrorCode | None:
-        """Kafka's checks of a read's or write's key: a partition of a topic that exists."""
-        if key[2] < 0:
-            return ErrorCode.INVALID_REQUEST
+        """Why a read, write or initialization of `key` is refused before its stored state is looked at:
+        not served here, or a negative partition (INVALID_REQUEST)."""
+        refused = self.not_served(key)
+        return ErrorCode.INVALID_REQUEST if refused is None and key[2] < 0 else refused
+
+    def _unknown_topic(self, key: StateKey) -> ErrorCode | None:
+        """The last check of a key: a partition of a topic that exists (a write's and an initialization's
+        after their fencing)."""
         topic = self.topics.by_id(key[1])
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None or key[2] not in topic.replicas else None
 

@@ -180,7 +180,7 @@ class StatePersister:
 
     async def _summary_once(self, leader: int, key: StateKey) -> tuple[ErrorCode, Summary | None]:
         if leader == self.node_id:
-            error, state = await self.coordinator.summary(key)
+            error, state = self.coordinator.summary(key)
             return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
                                                       delivery_complete_count(state))
         group, topic_id, partition = key

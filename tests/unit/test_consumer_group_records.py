@@ -11,11 +11,12 @@ import uuid
 
 import pytest
 
-from broker.group import consumer_records
+from broker.group import consumer_records, record_log
 from broker.group.consumer_group import MemberState
 from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
 from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
+from broker.group.record_log import record_type
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -82,7 +83,7 @@ async def _beat(groups: ConsumerGroups, request: ConsumerHeartbeat):
 
 
 def _types(entries) -> list[tuple[int, bool]]:
-    return [(consumer_records.record_type(k), v is None) for k, v in entries]
+    return [(record_type(k), v is None) for k, v in entries]
 
 
 def test_record_bytes_follow_kafkas_layout():
@@ -93,11 +94,11 @@ def test_record_bytes_follow_kafkas_layout():
         await _beat(groups, _hb("m1", 0, rack_id="r1"))
         groups.stop()
     asyncio.run(run())
-    by_type = {consumer_records.record_type(k): (k, v) for k, v in log.records}
+    by_type = {record_type(k): (k, v) for k, v in log.records}
     assert sorted(by_type) == [3, 5, 6, 7, 8]
     key, value = by_type[3]
     # epoch 2, then one tagged field: tag 0 (MetadataHash), 8 bytes
-    topics_hash = consumer_records.topics_hash({"a": (T1, 4)})
+    topics_hash = record_log.topics_hash({"a": (T1, 4)})
     assert topics_hash != 0
     assert key == struct.pack(">hh", 3, 1) + b"g" and value == struct.pack(">hi", 0, 2) + b"\x01\x00\x08" + struct.pack(
         ">q", topics_hash)
@@ -205,7 +206,7 @@ def test_records_of_a_newer_kafka_are_read_and_unwritten_types_skipped():
     key = struct.pack(">hh", 3, 1) + b"g"
     groups = _groups(Log())
     groups.replay(key, struct.pack(">hi", 0, 7) + b"\x01\x00\x08" + struct.pack(">q", 99))  # MetadataHash tag
-    assert consumer_records.group_from_records("g", groups.records.written["g"])[0].group_epoch == 7
+    assert consumer_records.KIND.group_from_records("g", groups.records.written["g"])[0].group_epoch == 7
     assert 4 in consumer_records.KNOWN_TYPES and 16 in consumer_records.KNOWN_TYPES
     assert 4 not in consumer_records.WRITTEN_TYPES
 

@@ -210,23 +210,23 @@ async def test_initialize_stores_a_first_state_and_a_summary_writes_nothing():
 
     coordinator, replicas = _coordinator()
     await coordinator.start()
-    assert await coordinator.summary(KEY) == (ErrorCode.NONE, None)
+    assert coordinator.summary(KEY) == (ErrorCode.NONE, None)
     assert await coordinator.initialize(KEY, 2, 10) == ErrorCode.NONE
-    error, state = await coordinator.summary(KEY)
+    error, state = coordinator.summary(KEY)
     assert error == ErrorCode.NONE and state is not None
     assert (state.state_epoch, state.leader_epoch, state.start_offset, state.batches) == (2, 0, 10, ())
     assert delivery_complete_count(state) == 0 and len(replicas.appended) == 1
     assert await coordinator.initialize(KEY, 1, 3) == ErrorCode.FENCED_STATE_EPOCH
     assert await coordinator.initialize(("g", KEY[1], -1), 2, 0) == ErrorCode.INVALID_REQUEST
     assert await coordinator.initialize(("g", uuid.uuid4(), 0), 2, 0) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert (await coordinator.summary(("g", KEY[1], 5)))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert coordinator.summary(("g", KEY[1], 5))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # archived 8-11 (partly below the start offset), acknowledged 12-13, available 14-15, acquired 16
     assert await coordinator.write(KEY, 2, 1, 10, ((8, 11, 4, 3), (12, 13, 2, 1), (14, 15, 0, 1),
                                                    (16, 16, 1, 1))) == ErrorCode.NONE
-    state = (await coordinator.summary(KEY))[1]
+    state = coordinator.summary(KEY)[1]
     assert state is not None and delivery_complete_count(state) == 2 + 2
     assert await coordinator.initialize(KEY, -1, -1) == ErrorCode.NONE  # -1: no fencing, no start offset
-    state = (await coordinator.summary(KEY))[1]
+    state = coordinator.summary(KEY)[1]
     assert state is not None and (state.state_epoch, state.start_offset) == (-1, -1)
     assert delivery_complete_count(state) == -1 and len(replicas.appended) == 3
 
@@ -237,14 +237,10 @@ async def test_a_summary_reads_the_committed_state_without_waiting_for_a_write_i
     replicas.gate = asyncio.Event()
     writing = asyncio.ensure_future(coordinator.write(KEY, 0, 1, 9, ()))
     await _until(lambda: replicas.waiting == 1)
-    summary = asyncio.ensure_future(coordinator.summary(KEY))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert summary.done()  # not behind the key's write lock
-    error, state = summary.result()
+    error, state = coordinator.summary(KEY)  # a plain call: nothing to wait for behind the key's write lock
     assert error == ErrorCode.NONE and state is not None and state.start_offset == 5  # what the log holds
     replicas.gate.set()
-    assert await writing == ErrorCode.NONE and (await coordinator.summary(KEY))[1].start_offset == 9  # type: ignore[union-attr]
+    assert await writing == ErrorCode.NONE and coordinator.summary(KEY)[1].start_offset == 9  # type: ignore[union-attr]
 
 
 async def test_an_inactive_coordinator_is_answered_before_the_empty_request_checks_as_kafka():
