@@ -63,7 +63,7 @@ log = structlog.get_logger("transactions")
 
 MAX_ID_BYTES = 2**15 - 1
 _WRITTEN_FIELDS = ("producer_id", "producer_epoch", "last_producer_epoch", "state", "partitions", "start_ms",
-                   "update_ms", "prev_producer_id", "next_producer_id", "client_transaction_version")
+                   "timeout_ms", "update_ms", "prev_producer_id", "next_producer_id", "client_transaction_version")
 _COORDINATOR_ERRORS = {  # an append's error as the coordinator answers it (Kafka's mapping)
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
@@ -98,6 +98,7 @@ class TransactionCoordinator:
         self.in_cluster = in_cluster
         self.active = False
         self._txns: dict[str, TxnMetadata] = {}
+        self._creating: set[str] = set()  # new ids whose first state is being written
         self.state_topic = TxnStateTopic(topics, self.settings)
         self._tasks: set[asyncio.Task] = set()
         # The partition leader's side of markers (WriteTxnMarkers is served through it) and ours.
@@ -281,11 +282,7 @@ class TransactionCoordinator:
         self._check_coordinating(transactional_id)
         meta = self._txns.get(transactional_id)
         if meta is None:
-            producer_id = await self.replicas.producer_ids.next_id()
-            # Kafka records a new id's producer id as its previous one too
-            meta = TxnMetadata(transactional_id, producer_id, -1, timeout_ms, prev_producer_id=producer_id)
-            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0, new=True)
-            return meta.producer_id, meta.producer_epoch
+            return await self._create(transactional_id, timeout_ms)
         if meta.pending or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
                                           TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is completing a transaction")
@@ -298,14 +295,36 @@ class TransactionCoordinator:
             await self._fence_and_abort(meta)
             raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS,
                            f"aborting the open transaction of {transactional_id!r} first")
-        meta.timeout_ms = timeout_ms
         if epoch_exhausted(meta.producer_epoch):  # a new producer id starts at 0
-            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0,
-                              producer_id=await self.replicas.producer_ids.next_id(),
-                              prev_producer_id=meta.producer_id)
+            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0, timeout_ms=timeout_ms,
+                              producer_id=await self._next_producer_id(meta), prev_producer_id=meta.producer_id)
         else:
-            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=meta.producer_epoch + 1)
+            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=meta.producer_epoch + 1, timeout_ms=timeout_ms)
         return meta.producer_id, meta.producer_epoch
+
+    async def _create(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """A new id's first state. Its metadata exists only once written, so a second InitProducerId
+        meanwhile is refused by name (else each would take its own producer id and both believe it theirs)."""
+        if transactional_id in self._creating:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{transactional_id!r} is being created")
+        self._creating.add(transactional_id)
+        try:
+            producer_id = await self.replicas.producer_ids.next_id()
+            # Kafka records a new id's producer id as its previous one too
+            meta = TxnMetadata(transactional_id, producer_id, -1, timeout_ms, prev_producer_id=producer_id)
+            await self._write(meta, TxnState.EMPTY, set(), -1, epoch=0, new=True)
+        finally:
+            self._creating.discard(transactional_id)
+        return meta.producer_id, meta.producer_epoch
+
+    async def _next_producer_id(self, meta: TxnMetadata) -> int:
+        """A new producer id for an id whose epoch ran out. Claiming one may wait on the metadata store, so
+        the id is checked again after: another request that changed it meanwhile wins, this one is retried."""
+        seen = (meta.state, meta.producer_id, meta.producer_epoch)
+        next_id = await self.replicas.producer_ids.next_id()
+        if meta.pending or (meta.state, meta.producer_id, meta.producer_epoch) != seen:
+            raise TxnError(ErrorCode.CONCURRENT_TRANSACTIONS, f"{meta.transactional_id!r} changed state meanwhile")
+        return next_id
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: set[TopicPartitionKey], *, client_version: int = 0) -> None:
@@ -389,7 +408,7 @@ class TransactionCoordinator:
         verdict = end_txn_verdict(meta, producer_id, producer_epoch, commit)
         if isinstance(verdict, Answered):
             return meta.producer_id, meta.producer_epoch
-        next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
+        next_id = await self._next_producer_id(meta) if epoch_exhausted(meta.producer_epoch) else -1
         state = TxnState.PREPARE_COMMIT if verdict.commit else TxnState.PREPARE_ABORT
         await self._write(meta, state, meta.partitions, _now_ms() if verdict.empty else meta.start_ms,
                           epoch=meta.producer_epoch + 1, complete=verdict.commit, next_producer_id=next_id,
@@ -468,7 +487,7 @@ class TransactionCoordinator:
         cluster's transaction version as Kafka does (not the client's): from version 2 an exhausted
         epoch still bumps, and the id moves to a new producer id once the markers are written."""
         if self.transaction_version >= TV2:
-            next_id = await self.replicas.producer_ids.next_id() if epoch_exhausted(meta.producer_epoch) else -1
+            next_id = await self._next_producer_id(meta) if epoch_exhausted(meta.producer_epoch) else -1
             await self._write(meta, TxnState.PREPARE_ABORT, meta.partitions, meta.start_ms,
                               epoch=meta.producer_epoch + 1, complete=False, next_producer_id=next_id,
                               client_transaction_version=self.transaction_version)
@@ -482,13 +501,16 @@ class TransactionCoordinator:
                     log, "aborting timed-out transactions failed")
 
     async def abort_timed_out(self, now_ms: int | None = None) -> int:
-        """Abort, with the epoch bumped, every transaction open longer than its timeout."""
+        """Abort, with the epoch bumped, every transaction open longer than its timeout; returns how many
+        it set out to abort."""
         now = _now_ms() if now_ms is None else now_ms
         expired = [m for m in self._txns.values()
                    if m.state == TxnState.ONGOING and not m.pending and now > m.start_ms + m.timeout_ms]
+        aborting = 0
         for meta in expired:
             if meta.pending or meta.state != TxnState.ONGOING:
                 continue  # changed while an earlier one was aborted (its producer ended it meanwhile)
+            aborting += 1
             log.info("aborting a timed-out transaction", transactional_id=meta.transactional_id,
                      producer_id=meta.producer_id, epoch=meta.producer_epoch)
             try:
@@ -496,7 +518,7 @@ class TransactionCoordinator:
             except TxnError as exc:
                 log.warning("cannot abort timed-out transaction yet", transactional_id=meta.transactional_id,
                             error=exc.message)
-        return len(expired)
+        return aborting
 
     async def remove_expired(self, now_ms: int | None = None) -> int:
         """Forget the ids without a transaction whose last change is `transactional.id.expiration.ms`
