@@ -19,7 +19,8 @@ import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group.group import GroupError, MemberGroup
+from broker.group.group import GroupError
+from broker.group.member_group import MemberGroup
 from protocol.errors import ErrorCode, ProtocolError
 
 log = structlog.get_logger("groups")
