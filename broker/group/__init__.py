@@ -18,6 +18,8 @@ metadata                       a group as its GroupMetadata record, and back
 requests                       JoinRequest, JoinResult, SyncResult
 records                        Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value formats
 group                          one group and its members (Kafka's ClassicGroup)
+member_group                   what KIP-848 and share groups share: their fields, Assignment, the heartbeat
+                               answer, the check of a joining member
 share_groups.ShareGroups       share groups (KIP-932): ShareGroupHeartbeat's membership, epochs, sessions
 share_group                    one share group, its members, and the simple assignor
 consumer_groups.ConsumerGroups KIP-848 consumer groups: ConsumerGroupHeartbeat's membership, epochs,

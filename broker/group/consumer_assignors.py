@@ -15,7 +15,7 @@ import heapq
 import uuid
 from collections import Counter
 
-from broker.group.group import Assignment
+from broker.group.member_group import Assignment
 from broker.group_configs import RANGE_ASSIGNOR as RANGE
 
 Topics = dict[str, tuple[uuid.UUID, int]]

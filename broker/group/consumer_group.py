@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
-from broker.group.group import Assignment, MemberGroup
+from broker.group.member_group import Assignment, MemberGroup
 
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = "consumer"

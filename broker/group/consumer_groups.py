@@ -34,6 +34,7 @@ from broker.coordinator_partitions import Spawn
 from broker.group import consumer_records
 from broker.group.consumer_assignors import assign
 from broker.group.consumer_group import (
+    GROUP_TYPE,
     STATIC_LEAVE_EPOCH,
     ChangeSnapshot,
     ConsumerGroup,
@@ -54,8 +55,9 @@ from broker.group.consumer_requests import (
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
-from broker.group.group import LEAVE_EPOCH, Group, GroupError, HeartbeatAnswer, check_joining
+from broker.group.group import Group, GroupError
 from broker.group.loaded_sessions import own_sessions
+from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
@@ -209,7 +211,7 @@ class ConsumerGroups(TypeChanges):
                 # The instance comes back under a new member id: it takes over the old one's partitions.
                 return self.replace_static(group, previous, member_id), False
         if member is None:
-            check_joining("consumer", group.group_id, member_id, epoch, len(group.members), self.max_size)
+            check_joining(group, GROUP_TYPE, member_id, epoch=epoch, max_size=self.max_size)
             member = group.members[member_id] = ConsumerMember(member_id, request.client_id, request.client_host,
                                                                instance_id=instance_id)
             log.info("member joins the consumer group", group=group.group_id, member=member_id)

@@ -20,9 +20,10 @@ KIND below gives what is this kind's own: its record types and classes, and the 
 
 from __future__ import annotations
 
-from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
+from broker.group.consumer_group import GROUP_TYPE, ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
 from broker.group.record_log import GroupKind, assignment_of, topic_partitions
 from protocol.messages import (
+    ApiMessage,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -39,10 +40,13 @@ GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGULAR_EXPRESSION = 6, 7, 8, 16
 WRITTEN_TYPES = (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 KNOWN_TYPES = (*WRITTEN_TYPES, PARTITION_METADATA, REGULAR_EXPRESSION)
-_KEYS = {GROUP_METADATA: ConsumerGroupMetadataKey, MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
-         TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
-         TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
-         CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey}
+_KEYS: dict[int, type[ApiMessage]] = {
+    GROUP_METADATA: ConsumerGroupMetadataKey,
+    MEMBER_METADATA: ConsumerGroupMemberMetadataKey,
+    TARGET_METADATA: ConsumerGroupTargetAssignmentMetadataKey,
+    TARGET_MEMBER: ConsumerGroupTargetAssignmentMemberKey,
+    CURRENT_ASSIGNMENT: ConsumerGroupCurrentMemberAssignmentKey,
+}
 # Kafka's MemberState values (the int8 of record 8).
 _STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
 _STATES = {code: state for state, code in _STATE_CODES.items()}
@@ -91,7 +95,8 @@ class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields onl
         member.pending_revocation = assignment_of(current.partitions_pending_revocation)
 
 
-KIND = _ConsumerKind("consumer", _KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
-                                         CURRENT_ASSIGNMENT),
-                     (ConsumerGroupMetadataValue, ConsumerGroupTargetAssignmentMemberValue), ConsumerGroup,
-                     lambda member_id: ConsumerMember(member_id, "", ""))
+KIND = _ConsumerKind(
+    name=GROUP_TYPE, keys=_KEYS, group_metadata=GROUP_METADATA, member_metadata=MEMBER_METADATA,
+    target_metadata=TARGET_METADATA, target_member=TARGET_MEMBER, current_assignment=CURRENT_ASSIGNMENT,
+    metadata_value=ConsumerGroupMetadataValue, target_member_value=ConsumerGroupTargetAssignmentMemberValue,
+    new_group=ConsumerGroup, new_member=lambda member_id: ConsumerMember(member_id, "", ""))

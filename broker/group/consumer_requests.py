@@ -1,4 +1,4 @@
-"""What a ConsumerGroupHeartbeat brings (its answer is group.py's HeartbeatAnswer, as a share group's),
+"""What a ConsumerGroupHeartbeat brings (its answer is member_group.py's HeartbeatAnswer, as a share group's),
 and the checks Kafka makes of it before the group is touched (throwIfConsumerGroupHeartbeatRequestIsInvalid)
 and of a member's epoch."""
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from broker.group.consumer_group import STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from broker.group.consumer_regex import check_regex
-from broker.group.group import Assignment, GroupError, check_storable_member_id
+from broker.group.group import GroupError, check_storable_member_id
+from broker.group.member_group import Assignment
 from protocol.errors import ErrorCode
 
 __all__ = ["ConsumerHeartbeat", "check_commit", "check_epoch", "check_request"]

@@ -11,9 +11,8 @@ States and their legal predecessors (Kafka's ClassicGroupState):
 The coordinator (coordinator.py) drives the transitions and owns the timers; this module holds the
 membership, the protocol vote and the subscribed topics, and answers questions about them.
 
-It also holds what every kind of group shares: GroupError, the member id's storable length; the fields
-KIP-848 and share groups both have (MemberGroup), what their members hold (Assignment), leave with
-(LEAVE_EPOCH), are answered (HeartbeatAnswer) and are checked for when they join (check_joining).
+It also holds what every kind of group shares: GroupError and the member id's storable length (what
+KIP-848 and share groups alone share is in member_group.py).
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from io import BytesIO
-from typing import Generic, TypeVar
 
 from protocol.errors import CodedError, ErrorCode, ProtocolError
 from protocol.messages import ConsumerProtocolSubscription
@@ -61,47 +59,6 @@ def check_storable_member_id(member_id: str | None) -> None:
     UNKNOWN_SERVER_ERROR, and so does Ebb, before anything changes."""
     if member_id is not None and not fits_short_string(member_id):
         raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR, "The member id is too long to be stored.")
-
-
-# What a KIP-848 consumer group's or a share group's member holds: topic id -> partition indexes.
-Assignment = dict[uuid.UUID, set[int]]
-M = TypeVar("M")
-LEAVE_EPOCH = -1  # the member epoch a KIP-848 or share group member leaves with (Kafka's LEAVE_GROUP_MEMBER_EPOCH)
-
-
-@dataclass(eq=False)
-class MemberGroup(Generic[M]):
-    """What a KIP-848 consumer group and a share group both hold (`M`: their member type)."""
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, M] = field(default_factory=dict)
-    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
-    # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
-    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
-    dead: bool = False
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    """What a ConsumerGroupHeartbeat or a ShareGroupHeartbeat answers."""
-    member_id: str
-    member_epoch: int
-    assignment: Assignment | None  # None: not sent (unchanged since the member's last heartbeat)
-
-    @property
-    def left(self) -> bool:
-        return self.member_epoch == LEAVE_EPOCH
-
-
-def check_joining(kind: str, group_id: str, member_id: str, epoch: int, size: int, max_size: int) -> None:
-    """A KIP-848 or share group member the group does not know (`kind`: "consumer" or "share"): it must
-    join (epoch 0), into a group of fewer than `max_size` members (`size` now), as Kafka checks."""
-    if epoch != 0:
-        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-    if size >= max_size:
-        raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                         f"The {kind} group has reached its maximum capacity of {max_size} members.")
 
 
 def now_ms() -> int:

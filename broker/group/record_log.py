@@ -13,14 +13,22 @@ import struct
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 import structlog
 
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
-from broker.group.group import GroupError, MemberGroup
+from broker.group.group import GroupError
+from broker.group.member_group import MemberGroup
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import (
+    ApiMessage,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ShareGroupMetadataValue,
+    ShareGroupTargetAssignmentMemberValue,
+)
 
 log = structlog.get_logger("groups")
 
@@ -53,12 +61,12 @@ def changes(written: Records, now: Records, write_order: Mapping[int, int], tomb
 
 # The layouts both kinds share: a key is its int16 record type then the key v0, a value its int16
 # version 0 then the value v0; assignments are topic id -> partitions.
-def key_bytes(kind: int, cls, group_id: str, member_id: str | None = None) -> bytes:
+def key_bytes(record_type: int, cls: type[ApiMessage], group_id: str, member_id: str | None = None) -> bytes:
     fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
-    return _I16.pack(kind) + cls[0].encode(cls(**fields))
+    return _I16.pack(record_type) + cls[0].encode(cls(**fields))
 
 
-def value_bytes(value: Any) -> bytes:
+def value_bytes(value: ApiMessage) -> bytes:
     return _VERSION + type(value)[0].encode(value)
 
 
@@ -85,35 +93,49 @@ def topics_hash(topics: dict[str, tuple[uuid.UUID, int]]) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
-def value_body(kind: int, raw: bytes) -> memoryview:
+def value_body(record_type: int, raw: bytes) -> memoryview:
     """A value's v0 body (any newer version only adds tagged fields, read as v0's)."""
     if len(raw) < 2 or _I16.unpack_from(raw, 0)[0] < 0:
-        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {kind} has no version")
+        raise ProtocolError(ErrorCode.CORRUPT_MESSAGE, f"record value of type {record_type} has no version")
     return memoryview(raw)[2:]
 
 
-G = TypeVar("G", bound=MemberGroup)
-M = TypeVar("M")
+_G = TypeVar("_G", bound=MemberGroup)
+_M = TypeVar("_M")
+# The value classes GroupKind builds and reads itself: the group's epoch record, a member's target.
+MetadataValue = type[ConsumerGroupMetadataValue] | type[ShareGroupMetadataValue]
+TargetMemberValue = type[ConsumerGroupTargetAssignmentMemberValue] | type[ShareGroupTargetAssignmentMemberValue]
 
 
-class GroupKind(ABC, Generic[G, M]):
+class _GroupKey(Protocol):  # what every key class of these records holds
+    group_id: str
+
+
+class _MemberKey(_GroupKey, Protocol):  # and a member record's key
+    member_id: str
+
+
+class GroupKind(ABC, Generic[_G, _M]):
     """One kind's records. Consumer and share groups write the same five, numbered apart and each with
     its own classes: the group's epoch and its topics' hash, its target's epoch, each member's target,
     and each member's subscription and current assignment. A kind's module names its record types and
     classes and writes and reads the fields only it has; what both share is here: the keys, the order
     Kafka writes the records in, the records a group makes, and the walk that reads a group back."""
 
-    def __init__(self, name: str, keys: Mapping[int, Any], types: tuple[int, int, int, int, int],
-                 values: tuple[Any, Any], new_group: Callable[[str], G], new_member: Callable[[str], M]) -> None:
-        """`name` names the groups in logs; `keys`: record type -> its key class; `types`: the record types
-        of the group metadata, a member's metadata, the target metadata, a target member and a current
-        assignment; `values`: the group metadata's value class (epoch, metadata_hash) and a target
-        member's (topic_partitions); `new_member` makes a member whose fields its records fill in."""
+    def __init__(self, *, name: str, keys: Mapping[int, type[ApiMessage]], group_metadata: int,
+                 member_metadata: int, target_metadata: int, target_member: int, current_assignment: int,
+                 metadata_value: MetadataValue, target_member_value: TargetMemberValue,
+                 new_group: Callable[[str], _G], new_member: Callable[[str], _M]) -> None:
+        """`name` names the groups in logs; `keys`: record type -> its key class (every type the kind
+        reads back, not only the five it writes); one argument names each written record's type;
+        `metadata_value` and `target_member_value` are the two value classes built and read here;
+        `new_member` makes a member whose fields its records fill in."""
         self.name = name
         self.keys = keys
-        (self.group_metadata, self.member_metadata, self.target_metadata, self.target_member,
-         self.current_assignment) = types
-        self.metadata_value, self.target_member_value = values
+        self.group_metadata, self.member_metadata = group_metadata, member_metadata
+        self.target_metadata, self.target_member = target_metadata, target_member
+        self.current_assignment = current_assignment
+        self.metadata_value, self.target_member_value = metadata_value, target_member_value
         self.new_group, self.new_member = new_group, new_member
         # The order Kafka's coordinator writes them in: a member's tombstones (current assignment, target,
         # subscription), then subscriptions, the group epoch, targets, the target epoch and current
@@ -124,27 +146,33 @@ class GroupKind(ABC, Generic[G, M]):
                                 self.target_metadata: 5, self.group_metadata: 6}
 
     @abstractmethod
-    def target_metadata_of(self, group: G) -> Any: ...
+    def target_metadata_of(self, group: _G) -> ApiMessage:
+        """The value of the group's target metadata record (the target assignment's epoch)."""
 
     @abstractmethod
-    def member_metadata_of(self, member: M) -> Any: ...
+    def member_metadata_of(self, member: _M) -> ApiMessage:
+        """The value of the member's metadata record (its subscription and client)."""
 
     @abstractmethod
-    def current_assignment_of(self, member: M) -> Any: ...
+    def current_assignment_of(self, member: _M) -> ApiMessage:
+        """The value of the member's current assignment record (its epochs and partitions)."""
 
     @abstractmethod
-    def read_target_metadata(self, group: G, body: memoryview) -> None: ...
+    def read_target_metadata(self, group: _G, body: memoryview) -> None:
+        """Sets the group's fields from its target metadata record's value."""
 
     @abstractmethod
-    def read_member_metadata(self, member: M, body: memoryview) -> None: ...
+    def read_member_metadata(self, member: _M, body: memoryview) -> None:
+        """Sets the member's fields from its member metadata record's value."""
 
     @abstractmethod
-    def read_current_assignment(self, member: M, body: memoryview) -> None: ...
+    def read_current_assignment(self, member: _M, body: memoryview) -> None:
+        """Sets the member's fields from its current assignment record's value."""
 
-    def key(self, kind: int, group_id: str, member_id: str | None = None) -> bytes:
-        return key_bytes(kind, self.keys[kind], group_id, member_id)
+    def key(self, record_type: int, group_id: str, member_id: str | None = None) -> bytes:
+        return key_bytes(record_type, self.keys[record_type], group_id, member_id)
 
-    def group_records(self, group: G, only: str | None = None) -> Records:
+    def group_records(self, group: _G, only: str | None = None) -> Records:
         """Every record that describes the group now; with `only`, the group's own and that member's."""
         gid = group.group_id
         members = group.members if only is None else {only: group.members[only]} if only in group.members else {}
@@ -162,41 +190,41 @@ class GroupKind(ABC, Generic[G, M]):
         return found
 
     def group_id_of(self, key: bytes) -> str:
-        return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).group_id
+        return cast(_GroupKey, self.keys[record_type(key)][0].decode(memoryview(key)[2:])).group_id
 
     def member_id_of(self, key: bytes) -> str:
-        return self.keys[record_type(key)][0].decode(memoryview(key)[2:]).member_id
+        return cast(_MemberKey, self.keys[record_type(key)][0].decode(memoryview(key)[2:])).member_id
 
-    def group_from_records(self, group_id: str, found: Records) -> tuple[G, int] | None:
+    def group_from_records(self, group_id: str, found: Records) -> tuple[_G, int] | None:
         """The group its records describe (its topics left to the caller) and its topics' hash; None
         without its group epoch record (tombstoned or never written)."""
         group = self.new_group(group_id)
         metadata_hash = 0
         seen_epoch = False
         for key, raw in found.items():
-            kind = record_type(key)
-            body = value_body(kind, raw)
-            if kind == self.group_metadata:
+            key_type = record_type(key)
+            body = value_body(key_type, raw)
+            if key_type == self.group_metadata:
                 metadata = self.metadata_value[0].decode(body)
                 group.group_epoch, metadata_hash, seen_epoch = metadata.epoch, metadata.metadata_hash, True
-            elif kind == self.target_metadata:
+            elif key_type == self.target_metadata:
                 self.read_target_metadata(group, body)
-            elif kind == self.target_member:
+            elif key_type == self.target_member:
                 value = self.target_member_value[0].decode(body)
                 group.target[self.member_id_of(key)] = assignment_of(value.topic_partitions)
-            elif kind in (self.member_metadata, self.current_assignment):
+            elif key_type in (self.member_metadata, self.current_assignment):
                 member_id = self.member_id_of(key)
                 if (member := group.members.get(member_id)) is None:
                     member = group.members[member_id] = self.new_member(member_id)
-                if kind == self.member_metadata:
+                if key_type == self.member_metadata:
                     self.read_member_metadata(member, body)
                 else:
                     self.read_current_assignment(member, body)
         return (group, metadata_hash) if seen_epoch else None
 
 
-class GroupRecordLog(Generic[G, M]):
-    def __init__(self, kind: GroupKind[G, M], now: RecordsNow, append: AppendRecords, spawn: Spawn) -> None:
+class GroupRecordLog(Generic[_G, _M]):
+    def __init__(self, kind: GroupKind[_G, _M], now: RecordsNow, append: AppendRecords, spawn: Spawn) -> None:
         self._kind = kind
         self._now = now
         self._append = append
@@ -319,7 +347,7 @@ class GroupRecordLog(Generic[G, M]):
             if not written:
                 del self.written[group_id]
 
-    def rebuilt(self, skip: Callable[[str], bool]) -> Iterator[tuple[G, int]]:
+    def rebuilt(self, skip: Callable[[str], bool]) -> Iterator[tuple[_G, int]]:
         """The groups replayed, but those `skip` names (asked as each comes, after the one before it is
         taken in), with their topics' hash; a group whose records cannot be read is left out (its members
         join again)."""

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from broker.group.group import Assignment, MemberGroup
+from broker.group.member_group import Assignment, MemberGroup
 
 GROUP_TYPE = "share"
 ASSIGNOR_NAME = "simple"

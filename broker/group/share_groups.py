@@ -32,10 +32,11 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
 from broker.group import share_records
-from broker.group.group import LEAVE_EPOCH, GroupError, HeartbeatAnswer, check_joining, check_storable_member_id
+from broker.group.group import GroupError, check_storable_member_id
 from broker.group.loaded_sessions import own_sessions
+from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
-from broker.group.share_group import ShareGroup, ShareMember, assign
+from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -144,7 +145,7 @@ class ShareGroups:
         group = self._group(group_id, create=epoch == 0)
         member = group.members.get(member_id)
         if member is None:
-            check_joining("share", group_id, member_id, epoch, len(group.members), self._max_size)
+            check_joining(group, GROUP_TYPE, member_id, epoch=epoch, max_size=self._max_size)
             member = ShareMember(member_id, request.client_id, request.client_host)
             log.info("member joins the share group", group=group_id, member=member_id)
         else:

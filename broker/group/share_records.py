@@ -18,8 +18,9 @@ record_log.py; KIND below gives what is this kind's own.
 from __future__ import annotations
 
 from broker.group.record_log import GroupKind, assignment_of, topic_partitions
-from broker.group.share_group import ShareGroup, ShareMember
+from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember
 from protocol.messages import (
+    ApiMessage,
     ShareGroupCurrentMemberAssignmentKey,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataKey,
@@ -37,10 +38,14 @@ MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNM
 STATE_PARTITION_METADATA = 15
 WRITTEN_TYPES = (MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 KNOWN_TYPES = (*WRITTEN_TYPES, STATE_PARTITION_METADATA)
-_KEYS = {GROUP_METADATA: ShareGroupMetadataKey, MEMBER_METADATA: ShareGroupMemberMetadataKey,
-         TARGET_METADATA: ShareGroupTargetAssignmentMetadataKey, TARGET_MEMBER: ShareGroupTargetAssignmentMemberKey,
-         CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
-         STATE_PARTITION_METADATA: ShareGroupStatePartitionMetadataKey}
+_KEYS: dict[int, type[ApiMessage]] = {
+    GROUP_METADATA: ShareGroupMetadataKey,
+    MEMBER_METADATA: ShareGroupMemberMetadataKey,
+    TARGET_METADATA: ShareGroupTargetAssignmentMetadataKey,
+    TARGET_MEMBER: ShareGroupTargetAssignmentMemberKey,
+    CURRENT_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
+    STATE_PARTITION_METADATA: ShareGroupStatePartitionMetadataKey,
+}
 STABLE = 0  # Kafka's MemberState.STABLE: a share member has no other state
 
 
@@ -73,7 +78,8 @@ class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share g
         member.assignment = assignment_of(current.assigned_partitions)
 
 
-KIND = _ShareKind("share", _KEYS, (GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER,
-                                   CURRENT_ASSIGNMENT),
-                  (ShareGroupMetadataValue, ShareGroupTargetAssignmentMemberValue), ShareGroup,
-                  lambda member_id: ShareMember(member_id, "", ""))
+KIND = _ShareKind(
+    name=GROUP_TYPE, keys=_KEYS, group_metadata=GROUP_METADATA, member_metadata=MEMBER_METADATA,
+    target_metadata=TARGET_METADATA, target_member=TARGET_MEMBER, current_assignment=CURRENT_ASSIGNMENT,
+    metadata_value=ShareGroupMetadataValue, target_member_value=ShareGroupTargetAssignmentMemberValue,
+    new_group=ShareGroup, new_member=lambda member_id: ShareMember(member_id, "", ""))

@@ -25,7 +25,7 @@ from broker.group.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
 )
-from broker.group.group import Assignment
+from broker.group.member_group import Assignment
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.request_context import RequestContext

@@ -15,7 +15,7 @@ NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
 
 from __future__ import annotations
 
-from broker.group.group import Assignment
+from broker.group.member_group import Assignment
 from broker.group.share_group import ASSIGNOR_NAME, ShareGroup
 from broker.handlers import BrokerContext, handles
 from broker.handlers.acl_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized

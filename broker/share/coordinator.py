@@ -181,7 +181,7 @@ class ShareCoordinator:
         """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
         (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
         async with self._locks.held(key):
-            refused = self._bad_key(key) or self._unknown_topic(key)
+            refused = self._refused_before_lookup(key) or self._unknown_topic(key)
             if refused is not None:
                 return refused, None
             old = self.states.get(key)
@@ -205,7 +205,7 @@ class ShareCoordinator:
 
     async def _write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                      batches: tuple[StateBatch, ...]) -> ErrorCode:
-        refused = self._bad_key(key)
+        refused = self._refused_before_lookup(key)
         if refused is not None:
             return refused
         old = self.states.get(key)
@@ -227,7 +227,7 @@ class ShareCoordinator:
         """ReadShareGroupStateSummary: the committed state as it is (no leader epoch fencing, nothing
         written, so no wait behind the key's write in flight, and no await: memory holds only what is in
         the log); None when the key has none."""
-        refused = self._bad_key(key) or self._unknown_topic(key)
+        refused = self._refused_before_lookup(key) or self._unknown_topic(key)
         return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
 
     async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
@@ -235,7 +235,7 @@ class ShareCoordinator:
         left to the leader's share.auto.offset.reset) and nothing in flight, as Kafka's shard stores it:
         leader epoch 0. A state epoch older than stored (not -1) is FENCED_STATE_EPOCH."""
         async with self._locks.held(key):
-            refused = self._bad_key(key)
+            refused = self._refused_before_lookup(key)
             if refused is not None:
                 return refused
             old = self.states.get(key)
@@ -260,15 +260,16 @@ class ShareCoordinator:
             now = _now_ms()
             return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
 
-    def _bad_key(self, key: StateKey) -> ErrorCode | None:
-        """Why a read, write or initialization of `key` is refused before its stored state is looked at:
-        not served here, or a negative partition (INVALID_REQUEST)."""
+    def _refused_before_lookup(self, key: StateKey) -> ErrorCode | None:
+        """Why a read, write or initialization of `key` is refused before its stored state is looked up:
+        not served here (not_served's error), or a negative partition (INVALID_REQUEST)."""
         refused = self.not_served(key)
         return ErrorCode.INVALID_REQUEST if refused is None and key[2] < 0 else refused
 
     def _unknown_topic(self, key: StateKey) -> ErrorCode | None:
-        """The last check of a key: a partition of a topic that exists (a write's and an initialization's
-        after their fencing)."""
+        """UNKNOWN_TOPIC_OR_PARTITION unless the key names a partition of a topic that exists: a read checks
+        it with the refusals before any lookup, a write and an initialization after their fencing (a write
+        then checks the state it brings, `_bad_state`)."""
         topic = self.topics.by_id(key[1])
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None or key[2] not in topic.replicas else None
 

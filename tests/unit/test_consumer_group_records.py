@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from broker.group import consumer_records, record_log
+from broker.group import consumer_records, record_log, share_records
 from broker.group.consumer_group import MemberState
 from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
 from broker.group.consumer_type_changes import ClassicIds
@@ -232,3 +232,25 @@ def test_a_malformed_key_is_skipped_at_load():
     groups = _groups(Log())
     groups.replay(struct.pack(">hh", 5, 40) + b"g", b"\x00\x00")  # its group id runs past the key
     assert groups.loaded(45000) == []
+
+
+_NAMED = {"group_metadata": "Metadata", "member_metadata": "MemberMetadata",
+          "target_metadata": "TargetAssignmentMetadata", "target_member": "TargetAssignmentMember",
+          "current_assignment": "CurrentMemberAssignment"}
+
+
+@pytest.mark.parametrize(("module", "prefix"), [(consumer_records, "ConsumerGroup"), (share_records, "ShareGroup")])
+def test_each_kind_names_its_record_types_by_keyword(module, prefix):
+    """record_log.GroupKind takes each written record's type by name (the two kinds number them in
+    different orders): each named type keys to its own record's class, it is in the kind's WRITTEN_TYPES,
+    and the write order is Kafka's whatever the numbering. A call by position is refused."""
+    kind = module.KIND
+    for attr, record in _NAMED.items():
+        assert kind.keys[getattr(kind, attr)].__name__ == f"{prefix}{record}Key"
+    assert sorted(getattr(kind, attr) for attr in _NAMED) == sorted(module.WRITTEN_TYPES)
+    assert sorted(_NAMED, key=lambda attr: kind.write_order[getattr(kind, attr)]) == [
+        "member_metadata", "group_metadata", "target_member", "target_metadata", "current_assignment"]
+    types = tuple(getattr(kind, attr) for attr in _NAMED)
+    with pytest.raises(TypeError):  # the five types as one positional tuple, as it was taken before
+        type(kind)(kind.name, kind.keys, types, (kind.metadata_value, kind.target_member_value),
+                   kind.new_group, kind.new_member)

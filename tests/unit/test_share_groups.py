@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from broker.group.group import GroupError
-from broker.group.share_group import assign
+from broker.group.member_group import check_joining
+from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember, assign
 from broker.group.share_groups import ShareGroups, ShareHeartbeat
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
@@ -96,3 +97,18 @@ def test_a_member_id_too_long_for_the_records_is_refused_before_the_group_change
         assert refused.value.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
         assert "g" not in groups.groups or not groups.groups["g"].members
     asyncio.run(run())
+
+
+def test_a_member_the_group_does_not_know_is_checked_against_the_group_itself():
+    """member_group.check_joining reads the group's id and size from the group it is given, and names the
+    group's kind by its GROUP_TYPE in Kafka's message."""
+    group = ShareGroup("g", members={"a": ShareMember("a", "client", "host")})
+    check_joining(group, GROUP_TYPE, "b", epoch=0, max_size=2)
+    with pytest.raises(GroupError) as full:
+        check_joining(group, GROUP_TYPE, "b", epoch=0, max_size=1)
+    assert full.value.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert full.value.message == "The share group has reached its maximum capacity of 1 members."
+    with pytest.raises(GroupError) as unknown:
+        check_joining(group, GROUP_TYPE, "b", epoch=3, max_size=2)
+    assert unknown.value.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert unknown.value.message == "Member b is not a member of group g."

@@ -1,0 +1,55 @@
+"""What KIP-848 consumer groups and share groups alone share (classic groups have none of it): the fields
+both kinds of group hold (MemberGroup), what their members hold (Assignment), the epoch they leave with
+(LEAVE_EPOCH), what their heartbeats are answered (HeartbeatAnswer), and the check of a member the group
+does not know (check_joining)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from broker.group.group import GroupError
+from protocol.errors import ErrorCode
+
+# What a KIP-848 consumer group's or a share group's member holds: topic id -> partition indexes.
+Assignment = dict[uuid.UUID, set[int]]
+LEAVE_EPOCH = -1  # the member epoch a KIP-848 or share group member leaves with (Kafka's LEAVE_GROUP_MEMBER_EPOCH)
+
+_M = TypeVar("_M")
+
+
+@dataclass(eq=False)
+class MemberGroup(Generic[_M]):
+    """What a KIP-848 consumer group and a share group both hold (`_M`: their member type)."""
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, _M] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> its target assignment
+    # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
+    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    dead: bool = False
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    """What a ConsumerGroupHeartbeat or a ShareGroupHeartbeat answers."""
+    member_id: str
+    member_epoch: int
+    assignment: Assignment | None  # None: not sent (unchanged since the member's last heartbeat)
+
+    @property
+    def left(self) -> bool:
+        return self.member_epoch == LEAVE_EPOCH
+
+
+def check_joining(group: MemberGroup, group_type: str, member_id: str, *, epoch: int, max_size: int) -> None:
+    """A member `group` does not know (`group_type`: its kind's GROUP_TYPE, as ListGroups names it): it
+    must join (epoch 0), into a group of fewer than `max_size` members, as Kafka checks."""
+    if epoch != 0:
+        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                         f"Member {member_id} is not a member of group {group.group_id}.")
+    if len(group.members) >= max_size:
+        raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                         f"The {group_type} group has reached its maximum capacity of {max_size} members.")
