@@ -96,6 +96,16 @@ class CommittedOffset:
     record_offset: int = -1  # position of its record in __consumer_offsets
 
 
+@dataclass(slots=True, eq=False)
+class PendingOffset:
+    """A TxnOffsetCommit's offset until its transaction's marker. Registered before its append (Kafka's
+    prepareTxnOffsetCommit), so a marker landing before the commit's task resumes still finds it."""
+
+    offset: CommittedOffset
+    written: bool  # the append ended and `offset.record_offset` is known (always, when replayed)
+    committed_early: bool = False  # a commit marker came before that: the commit's task puts it in place
+
+
 @dataclass
 class LoadStats:
     records: int = 0
@@ -145,7 +155,7 @@ class OffsetsStore:
         self._by_group: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
         self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
         # TxnOffsetCommit's offsets, by producer id, until their transaction's marker.
-        self._pending: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
+        self._pending: dict[int, dict[tuple[str, str, int], PendingOffset]] = {}
         self.commit_timeout_ms = settings.commit_timeout_ms
 
     # --- the topic ---------------------------------------------------------------------------------
@@ -236,23 +246,45 @@ class OffsetsStore:
         entries = [(records.offset_key(group_id, topic, partition),
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
-        base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-                                 producer=(producer_id, producer_epoch))
-        pending = self._pending.setdefault(producer_id, {})
-        for i, ((topic, partition), committed) in enumerate(offsets.items()):
-            committed.record_offset = base + i
-            pending[(group_id, topic, partition)] = committed
+        # Pending before the append: its marker may be written, and reported, before this task resumes.
+        mine = {(group_id, topic, partition): PendingOffset(committed, written=False)
+                for (topic, partition), committed in offsets.items()}
+        self._pending.setdefault(producer_id, {}).update(mine)
+        try:
+            base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+                                     producer=(producer_id, producer_epoch))
+        except BaseException:
+            self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
+            raise
+        for i, (key, entry) in enumerate(mine.items()):
+            entry.offset.record_offset = base + i
+            entry.written = True
+            if entry.committed_early:
+                self._put(*key, entry.offset)
+
+    def _drop_pending(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset]) -> None:
+        pending = self._pending.get(producer_id, {})
+        for key, entry in entries.items():
+            if pending.get(key) is entry:
+                del pending[key]
+        if not pending:
+            self._pending.pop(producer_id, None)
 
     def transaction_completed(self, partition_index: int, producer_id: int, committed: bool) -> None:
         """A marker for `producer_id` reached offsets partition `partition_index`: its offsets there
-        are committed (kept in place of older ones) or dropped."""
+        are committed (kept in place of older ones) or dropped. A commit of offsets whose append has
+        not ended yet is left to their TxnOffsetCommit's task, which alone learns their record offsets."""
         pending = self._pending.get(producer_id)
         if not pending:
             return
         for key in [k for k in pending if self.partition_for(k[0]) == partition_index]:
-            offset = pending.pop(key)
-            if committed:
-                self._put(key[0], key[1], key[2], offset)
+            entry = pending.pop(key)
+            if not committed:
+                continue
+            if entry.written:
+                self._put(*key, entry.offset)
+            else:
+                entry.committed_early = True
         if not pending:
             del self._pending[producer_id]
 
@@ -423,7 +455,8 @@ class OffsetsStore:
         committed = CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, expire,
                                     record.offset)
         if producer_id is not None:  # a TxnOffsetCommit's: it counts once its marker says commit
-            self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = committed
+            self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = PendingOffset(
+                committed, written=True)
             return
         self._put(key.group, key.topic, key.partition, committed)
 
