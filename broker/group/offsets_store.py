@@ -10,9 +10,9 @@ Writes go through ReplicaManager.append_records, as Produce's do, with acks=-1 a
 `offsets.commit.timeout.ms`: the ISR must hold min.insync.replicas before the append, and the write
 waits until the high watermark covers it, so offsets replicate like any partition. Only then does the
 in-memory view change, and an entry remembers the log offset of its record, so a slower write never
-overwrites a newer one. At start-up every partition is replayed from its log start to its log end
-(committed offsets, their tombstones, group metadata), so a restart — clean or SIGKILL — loses no
-acknowledged commit.
+overwrites a newer one (nor brings back an offset a newer tombstone deleted). At start-up every
+partition is replayed from its log start to its log end (committed offsets, their tombstones, group
+metadata), so a restart — clean or SIGKILL — loses no acknowledged commit.
 
 Append errors are mapped as Kafka maps them for the coordinator (CoordinatorOperationExceptionHelper;
 the older GroupMetadataManager mapped the same): UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS
@@ -156,6 +156,11 @@ class OffsetsStore:
         self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
         # TxnOffsetCommit's offsets, by producer id, until their transaction's marker.
         self._pending: dict[int, dict[tuple[str, str, int], PendingOffset]] = {}
+        # OffsetCommits between their append and their `_put`, and the record offsets of the
+        # tombstones written meanwhile: a commit whose task resumes after a later tombstone's must
+        # not bring back what the log deleted. Emptied when no commit is in flight.
+        self._commits_in_flight = 0
+        self._tombstones: dict[tuple[str, str, int], int] = {}
         self.commit_timeout_ms = settings.commit_timeout_ms
 
     # --- the topic ---------------------------------------------------------------------------------
@@ -230,10 +235,19 @@ class OffsetsStore:
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
         timestamp = max(c.commit_timestamp for c in offsets.values())
-        base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE, timestamp=timestamp)
-        for i, ((topic, partition), committed) in enumerate(offsets.items()):
-            committed.record_offset = base + i
-            self._put(group_id, topic, partition, committed)
+        self._commits_in_flight += 1
+        try:
+            base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+                                     timestamp=timestamp)
+            for i, ((topic, partition), committed) in enumerate(offsets.items()):
+                committed.record_offset = base + i
+                if self._tombstones.get((group_id, topic, partition), -1) > committed.record_offset:
+                    continue  # deleted by a tombstone written after it
+                self._put(group_id, topic, partition, committed)
+        finally:
+            self._commits_in_flight -= 1
+            if not self._commits_in_flight:
+                self._tombstones.clear()
 
     async def commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
                                    producer_id: int, producer_epoch: int) -> None:
@@ -304,6 +318,9 @@ class OffsetsStore:
             return
         base = await self.append(group_id, entries)
         for i, (topic, partition) in enumerate(keys):
+            if self._commits_in_flight:
+                key = (group_id, topic, partition)
+                self._tombstones[key] = max(self._tombstones.get(key, -1), base + i)
             self._remove(group_id, topic, partition, base + i)
 
     async def store_group(self, group_id: str, value: GroupMetadataValue) -> int:

@@ -197,3 +197,30 @@ async def test_a_failed_txn_offset_commit_takes_back_only_its_own_pending_offset
     assert committed is not None and (committed.offset, committed.record_offset) == (7, 20)
     assert store.get("g", "t", 1) is None
 
+
+async def test_a_commit_resuming_after_a_later_tombstone_does_not_bring_the_offset_back():
+    """A commit appended at 10, its tombstone (OffsetDelete, expiry) at 11: the tombstone's task resumed
+    first, then the commit's stored 10 — an offset the log had deleted, gone again after a reload."""
+    replicas = HeldReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    commit = asyncio.create_task(store.commit("g", {("t", 0): offset(5)}))
+    await replicas.wait_for(1)
+    delete = asyncio.create_task(store.delete("g", [("t", 0)]))
+    await replicas.wait_for(2)
+    replicas.release(1, 11)
+    await delete
+    newer = asyncio.create_task(store.commit("g", {("t", 1): offset(8)}))
+    await replicas.wait_for(3)
+    replicas.release(2, 12)
+    await newer
+    replicas.release(0, 10)
+    await commit
+    assert store.get("g", "t", 0) is None
+    assert store.get("g", "t", 1) is not None  # written after the tombstone: stored
+    # with nothing in flight, the tombstones are forgotten: a new commit of the partition is stored
+    again = asyncio.create_task(store.commit("g", {("t", 0): offset(9)}))
+    await replicas.wait_for(4)
+    replicas.release(3, 13)
+    await again
+    committed = store.get("g", "t", 0)
+    assert committed is not None and committed.offset == 9
