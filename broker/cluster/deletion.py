@@ -56,6 +56,10 @@ class TopicDeletions:
         # Marked topics this broker has dropped (or is dropping): an assignment change (a reassignment
         # that raced the mark, and its undoing) must not bring them back here.
         self.dropped: set[str] = set()
+        # When each name was last dropped (a count over all drops, never reused): `keeps_dropped` forgets a
+        # name only if no new mark dropped it again while it asked the store.
+        self._drop_count = 0
+        self._dropped_at: dict[str, int] = {}
         self._waiters: dict[str, list[asyncio.Future]] = {}
 
     async def start(self) -> None:
@@ -74,6 +78,7 @@ class TopicDeletions:
         for name in set(self.marked) - names:
             self.halted.discard(name)
             self.dropped.discard(name)
+            self._dropped_at.pop(name, None)
             watch = self.marked.pop(name)
             if watch is not None:
                 watch.cancel()
@@ -87,11 +92,14 @@ class TopicDeletions:
         """Whether a topic this broker dropped for its mark must stay dropped: while the mark stands. The
         mark's end reaches `_on_marks` through its own watch, which may run after the topic's assignment
         watch has already reported a topic created again under the name, so the store is asked."""
-        if name not in self.dropped:
-            return False
-        if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
-            return True
-        self.dropped.discard(name)
+        while name in self.dropped:
+            dropped_at = self._dropped_at.get(name)
+            if await self.store.exists(DeleteTopicsTopicZNode.path(name)):
+                return True
+            if self._dropped_at.get(name) == dropped_at:
+                self.dropped.discard(name)
+                return False
+            # dropped again for a new mark while the store was asked: ask about that one
         return False
 
     def assignment_changed(self, name: str) -> None:
@@ -111,6 +119,8 @@ class TopicDeletions:
             log.info("no partition of the topic moves any more; its deletion resumes", topic=name)
         log.info("topic marked for deletion; dropping local replicas", topic=name)
         self.dropped.add(name)
+        self._drop_count += 1
+        self._dropped_at[name] = self._drop_count
         await self.drop_local(name)
         try:
             await self.store.create(DeleteTopicsTopicZNode.acknowledgement_path(name, self.node_id), makepath=False)

@@ -294,7 +294,8 @@ class OffsetManager:
                 log.warning("could not expire offsets", group=group_id, error=exc.error_code.name)
                 return 0
             log.info("expired committed offsets", group=group_id, offsets=len(expired))
-        if len(expired) == len(offsets) and self._groups.consumer_drop_empty(group_id):
+        # Asked after the tombstones' write: an offset committed meanwhile keeps the group.
+        if not self.store.has_offsets(group_id) and self._groups.consumer_drop_empty(group_id):
             log.info("deleted empty consumer group without offsets", group=group_id)
         return len(expired)
 

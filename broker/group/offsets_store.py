@@ -10,9 +10,9 @@ Writes go through ReplicaManager.append_records, as Produce's do, with acks=-1 a
 `offsets.commit.timeout.ms`: the ISR must hold min.insync.replicas before the append, and the write
 waits until the high watermark covers it, so offsets replicate like any partition. Only then does the
 in-memory view change, and an entry remembers the log offset of its record, so a slower write never
-overwrites a newer one. At start-up every partition is replayed from its log start to its log end
-(committed offsets, their tombstones, group metadata), so a restart — clean or SIGKILL — loses no
-acknowledged commit.
+overwrites a newer one (nor brings back an offset a newer tombstone deleted). At start-up every
+partition is replayed from its log start to its log end (committed offsets, their tombstones, group
+metadata), so a restart — clean or SIGKILL — loses no acknowledged commit.
 
 Append errors are mapped as Kafka maps them for the coordinator (CoordinatorOperationExceptionHelper;
 the older GroupMetadataManager mapped the same): UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS
@@ -96,6 +96,16 @@ class CommittedOffset:
     record_offset: int = -1  # position of its record in __consumer_offsets
 
 
+@dataclass(slots=True, eq=False)
+class PendingOffset:
+    """A TxnOffsetCommit's offset until its transaction's marker. Registered before its append (Kafka's
+    prepareTxnOffsetCommit), so a marker landing before the commit's task resumes still finds it."""
+
+    offset: CommittedOffset
+    written: bool  # the append ended and `offset.record_offset` is known (always, when replayed)
+    committed_early: bool = False  # a commit marker came before that: the commit's task puts it in place
+
+
 @dataclass
 class LoadStats:
     records: int = 0
@@ -145,7 +155,12 @@ class OffsetsStore:
         self._by_group: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
         self._by_partition: dict[TopicPartitionKey, dict[str, CommittedOffset]] = {}
         # TxnOffsetCommit's offsets, by producer id, until their transaction's marker.
-        self._pending: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
+        self._pending: dict[int, dict[tuple[str, str, int], PendingOffset]] = {}
+        # OffsetCommits between their append and their `_put`, and the record offsets of the
+        # tombstones written meanwhile: a commit whose task resumes after a later tombstone's must
+        # not bring back what the log deleted. Emptied when no commit is in flight.
+        self._commits_in_flight = 0
+        self._tombstones: dict[tuple[str, str, int], int] = {}
         self.commit_timeout_ms = settings.commit_timeout_ms
 
     # --- the topic ---------------------------------------------------------------------------------
@@ -220,10 +235,19 @@ class OffsetsStore:
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
         timestamp = max(c.commit_timestamp for c in offsets.values())
-        base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE, timestamp=timestamp)
-        for i, ((topic, partition), committed) in enumerate(offsets.items()):
-            committed.record_offset = base + i
-            self._put(group_id, topic, partition, committed)
+        self._commits_in_flight += 1
+        try:
+            base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+                                     timestamp=timestamp)
+            for i, ((topic, partition), committed) in enumerate(offsets.items()):
+                committed.record_offset = base + i
+                if self._tombstones.get((group_id, topic, partition), -1) > committed.record_offset:
+                    continue  # deleted by a tombstone written after it
+                self._put(group_id, topic, partition, committed)
+        finally:
+            self._commits_in_flight -= 1
+            if not self._commits_in_flight:
+                self._tombstones.clear()
 
     async def commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
                                    producer_id: int, producer_epoch: int) -> None:
@@ -236,23 +260,45 @@ class OffsetsStore:
         entries = [(records.offset_key(group_id, topic, partition),
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
-        base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-                                 producer=(producer_id, producer_epoch))
-        pending = self._pending.setdefault(producer_id, {})
-        for i, ((topic, partition), committed) in enumerate(offsets.items()):
-            committed.record_offset = base + i
-            pending[(group_id, topic, partition)] = committed
+        # Pending before the append: its marker may be written, and reported, before this task resumes.
+        mine = {(group_id, topic, partition): PendingOffset(committed, written=False)
+                for (topic, partition), committed in offsets.items()}
+        self._pending.setdefault(producer_id, {}).update(mine)
+        try:
+            base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+                                     producer=(producer_id, producer_epoch))
+        except BaseException:
+            self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
+            raise
+        for i, (key, entry) in enumerate(mine.items()):
+            entry.offset.record_offset = base + i
+            entry.written = True
+            if entry.committed_early:
+                self._put(*key, entry.offset)
+
+    def _drop_pending(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset]) -> None:
+        pending = self._pending.get(producer_id, {})
+        for key, entry in entries.items():
+            if pending.get(key) is entry:
+                del pending[key]
+        if not pending:
+            self._pending.pop(producer_id, None)
 
     def transaction_completed(self, partition_index: int, producer_id: int, committed: bool) -> None:
         """A marker for `producer_id` reached offsets partition `partition_index`: its offsets there
-        are committed (kept in place of older ones) or dropped."""
+        are committed (kept in place of older ones) or dropped. A commit of offsets whose append has
+        not ended yet is left to their TxnOffsetCommit's task, which alone learns their record offsets."""
         pending = self._pending.get(producer_id)
         if not pending:
             return
         for key in [k for k in pending if self.partition_for(k[0]) == partition_index]:
-            offset = pending.pop(key)
-            if committed:
-                self._put(key[0], key[1], key[2], offset)
+            entry = pending.pop(key)
+            if not committed:
+                continue
+            if entry.written:
+                self._put(*key, entry.offset)
+            else:
+                entry.committed_early = True
         if not pending:
             del self._pending[producer_id]
 
@@ -272,6 +318,9 @@ class OffsetsStore:
             return
         base = await self.append(group_id, entries)
         for i, (topic, partition) in enumerate(keys):
+            if self._commits_in_flight:
+                key = (group_id, topic, partition)
+                self._tombstones[key] = max(self._tombstones.get(key, -1), base + i)
             self._remove(group_id, topic, partition, base + i)
 
     async def store_group(self, group_id: str, value: GroupMetadataValue) -> int:
@@ -423,7 +472,8 @@ class OffsetsStore:
         committed = CommittedOffset(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, expire,
                                     record.offset)
         if producer_id is not None:  # a TxnOffsetCommit's: it counts once its marker says commit
-            self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = committed
+            self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = PendingOffset(
+                committed, written=True)
             return
         self._put(key.group, key.topic, key.partition, committed)
 

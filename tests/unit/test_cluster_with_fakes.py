@@ -2,6 +2,7 @@
 a real embedded store and small fakes show a partition state reaching the replicas, and the leader's
 ISR change written on the version it read."""
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 
@@ -146,4 +147,31 @@ async def test_a_topic_created_again_is_followed_before_the_marks_watch_reports_
     cluster._topic_watches["t"] = []
     await cluster._apply_assignment("t")
     assert refreshed == ["t"] and "t" not in cluster.deletions.dropped
+    await store.close()
+
+
+async def test_a_new_mark_dropping_the_topic_while_the_old_ones_end_is_asked_keeps_it_dropped(tmp_path):
+    """keeps_dropped found the old mark gone, and while it waited for the store a new mark dropped the
+    topic again: its discard erased that drop, and an assignment change could bring the topic back."""
+    store, topic, replicas, cluster = await _cluster(tmp_path)
+    deletions = cluster.deletions
+    deletions.dropped.add("t")  # dropped for a mark the store no longer has
+    asked, answer = asyncio.Event(), asyncio.Event()
+    exists = store.exists
+
+    async def held_exists(path):
+        found = await exists(path)
+        if not asked.is_set():
+            asked.set()
+            await answer.wait()
+        return found
+
+    store.exists = held_exists
+    keeps = asyncio.create_task(deletions.keeps_dropped("t"))
+    await asked.wait()
+    await store.create(DeleteTopicsTopicZNode.path("t"), DeleteTopicsTopicZNode.encode(0), makepath=True)
+    deletions.marked["t"] = None
+    await deletions._drop("t")  # the new mark's drop, while the store's answer is on its way
+    answer.set()
+    assert await keeps and "t" in deletions.dropped
     await store.close()

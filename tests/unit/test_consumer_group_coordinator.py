@@ -3,6 +3,8 @@ and the offsets (broker/group/coordinator.py, offsets.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.app import Broker
@@ -142,6 +144,36 @@ async def test_consumer_group_offsets_expire_and_empty_groups_go(broker):
     assert await groups.offsets.expire(now=now_ms()) == 0
     assert "bare" not in groups.consumer.groups
 
+
+
+async def test_an_offset_committed_while_the_last_ones_expire_keeps_the_empty_group(broker, monkeypatch):
+    """Expiry counted the group's offsets before writing the tombstones and dropped the group after them:
+    an offset committed meanwhile was left to a group that no longer existed."""
+    from broker.group.group import now_ms
+
+    groups, store = broker.groups, broker.groups.offsets.store
+    joined = groups.consumer.heartbeat(_join("cg"), TIMEOUTS)
+    assert await groups.offsets.commit("cg", joined.member_epoch, "m", None, -1,
+                                       [OffsetCommit("t", 0, 4, -1, None)], 9) == [ErrorCode.NONE]
+    groups.consumer.heartbeat(ConsumerHeartbeat("cg", "m", -1, None, None, -1, None, None, None, None, "unit",
+                                                "/127.0.0.1"), TIMEOUTS)  # empty: every offset may expire
+    writing, written = asyncio.Event(), asyncio.Event()
+    append = store.append
+
+    async def held_tombstones(group_id, entries, *args, **kwargs):
+        if all(value is None for _, value in entries):
+            writing.set()
+            await written.wait()
+        return await append(group_id, entries, *args, **kwargs)
+
+    monkeypatch.setattr(store, "append", held_tombstones)
+    expiry = asyncio.create_task(groups.offsets.expire(now=now_ms() + 8 * 24 * 3_600_000))
+    await writing.wait()
+    assert await groups.offsets.commit("cg", -1, "", None, -1, [OffsetCommit("t", 1, 9, -1, None)], 9) == [
+        ErrorCode.NONE]
+    written.set()
+    assert await expiry == 1
+    assert groups.committed_offsets("t", 1) == {"cg": 9} and "cg" in groups.consumer.groups
 
 async def test_a_deleted_groups_tombstones_that_fail_are_its_error(broker, monkeypatch):
     """DeleteGroups of an empty share or consumer group whose records' tombstones cannot be written

@@ -2,6 +2,7 @@
 fakes stand in for them: a topic table that records creations, a data path that answers each append
 with the result a test chooses."""
 
+import asyncio
 from dataclasses import dataclass, field
 
 import pytest
@@ -10,6 +11,7 @@ from broker.group.group import GroupError
 from broker.group.offsets_store import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
+    CommittedOffset,
     OffsetsStore,
     OffsetsTopicSettings,
     partition_for,
@@ -112,3 +114,113 @@ async def test_a_failed_topic_creation_is_coordinator_not_available_and_a_lost_r
     raced = OffsetsStore(SETTINGS, FakeTopics(refuse=TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, "exists")),
                          FakeReplicas())
     await raced.ensure_topic()  # created meanwhile by another broker: no error
+
+
+class HeldReplicas(FakeReplicas):
+    """Each append waits until the test answers it: `release(i, base_offset)` or `fail(i)`. Answering
+    only schedules the writer's task, so what runs before it resumes is up to the test."""
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[asyncio.Future] = []
+        self.arrived = asyncio.Condition()
+
+    async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False):
+        self.appends.append((entries, required_acks, timeout_ms, origin, internal_topics_allowed))
+        answer = asyncio.get_running_loop().create_future()
+        async with self.arrived:
+            self.held.append(answer)
+            self.arrived.notify_all()
+        return [await answer]
+
+    async def wait_for(self, count):
+        async with self.arrived:
+            await self.arrived.wait_for(lambda: len(self.held) >= count)
+
+    def release(self, index, base_offset):
+        self.held[index].set_result(AppendResult(base_offset, base_offset, -1, 0))
+
+    def fail(self, index):
+        self.held[index].set_result(AppendResult(-1, -1, -1, -1, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+
+
+PID = 4000
+
+
+def offset(value):
+    return CommittedOffset(value, -1, "", 1, None)
+
+
+async def _txn_commit_answered_then_marker(commit):
+    replicas = HeldReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
+    await replicas.wait_for(1)
+    replicas.release(0, 10)
+    store.transaction_completed(0, PID, commit)  # the marker's listener, before the commit's task resumes
+    await task
+    return store
+
+
+async def test_a_commit_marker_before_the_txn_offset_commit_resumes_commits_its_offsets():
+    """The offsets were made pending only after their append: a marker reported in between found nothing,
+    and they stayed pending for good (OffsetFetch with require_stable UNSTABLE_OFFSET_COMMIT forever)."""
+    store = await _txn_commit_answered_then_marker(commit=True)
+    committed = store.get("g", "t", 0)
+    assert committed is not None and (committed.offset, committed.record_offset) == (5, 10)
+    assert not store.has_pending("g", "t", 0)
+
+
+async def test_an_abort_marker_before_the_txn_offset_commit_resumes_drops_its_offsets():
+    """...and a later commit marker of the same producer id (kept across epochs) committed them."""
+    store = await _txn_commit_answered_then_marker(commit=False)
+    assert store.get("g", "t", 0) is None and not store.has_pending("g", "t", 0)
+    store.transaction_completed(0, PID, True)
+    assert store.get("g", "t", 0) is None
+
+
+async def test_a_failed_txn_offset_commit_takes_back_only_its_own_pending_offsets():
+    replicas = HeldReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    first = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5), ("t", 1): offset(6)}, PID, 0))
+    await replicas.wait_for(1)
+    second = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(7)}, PID, 0))
+    await replicas.wait_for(2)
+    replicas.fail(0)
+    with pytest.raises(GroupError):
+        await first
+    assert store.has_pending("g", "t", 0) and not store.has_pending("g", "t", 1)  # t-0 is the second's now
+    replicas.release(1, 20)
+    await second
+    store.transaction_completed(0, PID, True)
+    committed = store.get("g", "t", 0)
+    assert committed is not None and (committed.offset, committed.record_offset) == (7, 20)
+    assert store.get("g", "t", 1) is None
+
+
+async def test_a_commit_resuming_after_a_later_tombstone_does_not_bring_the_offset_back():
+    """A commit appended at 10, its tombstone (OffsetDelete, expiry) at 11: the tombstone's task resumed
+    first, then the commit's stored 10 — an offset the log had deleted, gone again after a reload."""
+    replicas = HeldReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    commit = asyncio.create_task(store.commit("g", {("t", 0): offset(5)}))
+    await replicas.wait_for(1)
+    delete = asyncio.create_task(store.delete("g", [("t", 0)]))
+    await replicas.wait_for(2)
+    replicas.release(1, 11)
+    await delete
+    newer = asyncio.create_task(store.commit("g", {("t", 1): offset(8)}))
+    await replicas.wait_for(3)
+    replicas.release(2, 12)
+    await newer
+    replicas.release(0, 10)
+    await commit
+    assert store.get("g", "t", 0) is None
+    assert store.get("g", "t", 1) is not None  # written after the tombstone: stored
+    # with nothing in flight, the tombstones are forgotten: a new commit of the partition is stored
+    again = asyncio.create_task(store.commit("g", {("t", 0): offset(9)}))
+    await replicas.wait_for(4)
+    replicas.release(3, 13)
+    await again
+    committed = store.get("g", "t", 0)
+    assert committed is not None and committed.offset == 9
