@@ -22,7 +22,14 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from broker.group.consumer_group import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
+from broker.group.consumer_group import (
+    Assignment,
+    ClassicMeta,
+    ConsumerGroup,
+    ConsumerMember,
+    HeldSince,
+    MemberState,
+)
 from broker.group.record_log import (
     Records,
     assignment_of,
@@ -81,7 +88,6 @@ def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
         found[_key(TARGET_MEMBER, gid, member_id)] = value_bytes(
             ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMemberValue(
                 topic_partitions=topic_partitions(target, ConsumerGroupTargetAssignmentMemberValue.TopicPartition)))
-    held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
     for member_id, m in members.items():
         found[_key(MEMBER_METADATA, gid, member_id)] = value_bytes(
             ConsumerGroupMemberMetadataValue, ConsumerGroupMemberMetadataValue(
@@ -94,8 +100,35 @@ def group_records(group: ConsumerGroup, only: str | None = None) -> Records:
         found[_key(CURRENT_ASSIGNMENT, gid, member_id)] = value_bytes(
             ConsumerGroupCurrentMemberAssignmentValue, ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
-                assigned_partitions=topic_partitions(m.assigned, held),
-                partitions_pending_revocation=topic_partitions(m.pending_revocation, held)))
+                assigned_partitions=_held_with_epochs(m, m.assigned),
+                partitions_pending_revocation=_held_with_epochs(m, m.pending_revocation)))
+    return found
+
+
+_Held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+
+
+def _held_with_epochs(member: ConsumerMember, assignment: Assignment) -> list:
+    """Record 8's partitions with the epoch each was given at (AssignmentEpochs, written as Kafka 4.3.1
+    writes them: a commit at an older epoch is judged by them, KIP-1251)."""
+    found = []
+    for topic_id, parts in sorted(assignment.items()):
+        if parts:
+            ordered = sorted(parts)
+            found.append(_Held(topic_id=topic_id, partitions=ordered, assignment_epochs=[
+                member.held_since.get((topic_id, p), member.epoch) for p in ordered]))
+    return found
+
+
+def _held_since(topics, member_epoch: int) -> HeldSince:
+    """The assignment epochs record 8 carries; a topic without them (a log of Kafka before 4.3, or a
+    count that does not match its partitions) counts from the member epoch, as Kafka reads it."""
+    found: HeldSince = {}
+    for t in topics:
+        epochs = t.assignment_epochs
+        if epochs is None or len(epochs) != len(t.partitions):
+            epochs = [member_epoch] * len(t.partitions)
+        found.update(((t.topic_id, p), e) for p, e in zip(t.partitions, epochs, strict=True))
     return found
 
 
@@ -160,6 +193,8 @@ def group_from_records(group_id: str, found: Records) -> tuple[ConsumerGroup, in
                 member.state = _STATES.get(current.state, MemberState.STABLE)
                 member.assigned = assignment_of(current.assigned_partitions)
                 member.pending_revocation = assignment_of(current.partitions_pending_revocation)
+                member.held_since = _held_since(
+                    [*current.assigned_partitions, *current.partitions_pending_revocation], current.member_epoch)
     if not seen_epoch:
         return None
     group.members = members

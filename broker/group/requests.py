@@ -9,6 +9,19 @@ from broker.group.group import UNKNOWN_MEMBER_ID, Group, Member
 from protocol.errors import ErrorCode
 
 
+@dataclass(frozen=True)
+class MemberCheck:
+    """Who commits (or fetches) offsets of a KIP-848 consumer group, as its coordinator checks them."""
+    member_id: str
+    epoch: int  # the member epoch, or a classic member's generation
+    fetch: bool = False  # OffsetFetch: the epoch must be the member's
+    version: int = -1  # a non-transactional OffsetCommit's version (KIP-848 members need 9+); -1 unchecked
+    transactional: bool = False  # TxnOffsetCommit: its stale epochs are ILLEGAL_GENERATION
+    instance_id: str | None = None
+    # The partitions committed (topic, index) whose metadata is storable: an older epoch is judged by them.
+    partitions: tuple[tuple[str, int], ...] = ()
+
+
 @dataclass
 class JoinRequest:
     group_id: str

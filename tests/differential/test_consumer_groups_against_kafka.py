@@ -139,10 +139,7 @@ def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
         _beat(peer, "consumer heartbeat on a classic group's id", "classic", "m", 0, [], **join)
         _describe(peer, "consumer describe of a classic group's id", ["classic"], {"m": 2})
 
-    allowed = {**ALLOWED, ("commit with an old epoch", "topics[cgt].partitions[0].error_code"):
-               "Kafka 4.3.1 takes a commit at an older epoch for a partition the member has held since that "
-               "epoch; Ebb asks for the member's current epoch (docs/features.md, consumer group gaps)",
-               ("unknown group, epoch 3", "error_code"):
+    allowed = {**ALLOWED, ("unknown group, epoch 3", "error_code"):
                "a member heartbeating to a group the coordinator does not know (its records lost or never "
                "written) gets UNKNOWN_MEMBER_ID and rejoins; Kafka's GROUP_ID_NOT_FOUND is fatal to the Java "
                "consumer (docs/features.md)"}
@@ -188,10 +185,79 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
+def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
+    """KIP-1251: o1 holds partitions 0-3 since epoch 2, keeps 0-1 when o2 joins (epoch 3) and is given 2-3
+    again at epoch 4 once o2 leaves. Commits at its older epochs, of partitions held since (taken), given
+    later or never held (refused), and at a newer epoch, at every OffsetCommit version both serve (v2-8:
+    UNSUPPORTED_VERSION for a KIP-848 member) and by TxnOffsetCommit v5; then what was stored."""
+    from protocol.messages import EndTxnRequest, TxnOffsetCommitRequest
+    from tests.differential.test_transactions_against_kafka import _ready_producer
+
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "ocg", 4, ("oc",))
+
+    def scenario(peer: Peer) -> None:
+        tid = topic_ids[peer.name]
+        join = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["ocg"], "server_assignor": "range"}
+        _beat(peer, "o1 joins: all four partitions at epoch 2", "oc", "o1", 0, [], **join)
+        _beat(peer, "o2 joins at epoch 3", "oc", "o2", 0, [], **join)
+        _beat(peer, "o1 is told to revoke 2-3", "oc", "o1", 2, [0, 1, 2, 3], tid)
+        _beat(peer, "o1 revoked: epoch 3, 0-1 held since 2", "oc", "o1", 2, [0, 1], tid)
+        _beat(peer, "o2 leaves", "oc", "o2", -1)
+        _beat(peer, "o1 is given 2-3 at epoch 4", "oc", "o1", 3, [0, 1], tid)
+        _describe(peer, "o1 at epoch 4", ["oc"], {"o1": 4})
+        Part = _Commit.OffsetCommitRequestPartition
+
+        def commit(version: int, label: str, epoch: int, partitions: list[int]) -> None:
+            named = {"topic_id": tid} if version >= 10 else {"name": "ocg"}
+            topic = _Commit(**named, partitions=[Part(partition_index=p, committed_offset=100 * version + p)
+                                                 for p in partitions])
+            peer.ask(f"v{version} {label}", OffsetCommitRequest(
+                group_id="oc", generation_id_or_member_epoch=epoch, member_id="o1", topics=[topic]), version)
+
+        for version in range(2, 11):
+            commit(version, "epoch 2, partitions held since 2", 2, [0, 1])
+            commit(version, "epoch 3, partitions held since 2", 3, [1])
+            commit(version, "epoch 2, one partition given at 4", 2, [0, 2])
+            commit(version, "epoch 3, partitions given at 4", 3, [2, 3])
+            commit(version, "epoch 4, all", 4, [0, 1, 2, 3])
+            commit(version, "epoch 5, newer than the member's", 5, [0])
+        ids = _ready_producer(peer, "oc-txn")
+        T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+
+        def txn_commit(label: str, epoch: int, partitions: list[int]) -> None:
+            peer.ask(f"txn {label}", TxnOffsetCommitRequest(
+                transactional_id="oc-txn", group_id="oc", producer_id=ids.producer_id,
+                producer_epoch=ids.producer_epoch, generation_id=epoch, member_id="o1", group_instance_id=None,
+                topics=[T(name="ocg", partitions=[T.TxnOffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=2000 + p, committed_leader_epoch=-1, committed_metadata="")
+                    for p in partitions])]), 5)
+
+        txn_commit("epoch 2, partitions held since 2", 2, [0, 1])
+        txn_commit("epoch 2, one partition given at 4", 2, [1, 3])
+        txn_commit("epoch 5, newer than the member's", 5, [0])
+        peer.ask("end the transaction", EndTxnRequest(transactional_id="oc-txn", producer_id=ids.producer_id,
+                                                      producer_epoch=ids.producer_epoch, committed=True), 5)
+        Asked = _FetchGroup.OffsetFetchRequestTopics
+
+        def stored():
+            answer = peer.send(OffsetFetchRequest(require_stable=True, groups=[_FetchGroup(
+                group_id="oc", member_id="o1", member_epoch=4,
+                topics=[Asked(name="ocg", partition_indexes=[0, 1, 2, 3])])]), 9)
+            group = answer.groups[0]
+            settled = group.error_code == 0 and all(p.error_code == 0 for t in group.topics for p in t.partitions)
+            return answer if settled else None
+        answer = wait_for(stored, timeout_s=10, what=f"{peer.name}: the transaction's offsets settled")
+        peer.record("what was stored", answer)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
 def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
     """group.consumer.migration.policy=bidirectional (both brokers' default): a classic group with a member
     upgraded by a consumer heartbeat, its classic member served inside (told to rejoin, revoking, its
-    SyncGroup assignment, commits with its epoch), ConsumerGroupDescribe's member types, and the downgrade
+    SyncGroup assignment, commits with its epoch and an older one), ConsumerGroupDescribe's member types, and the
+    downgrade
     when the consumer member leaves: DescribeGroups and ListGroups at each step."""
     from broker.group.consumer_protocol import encode_assignment
     from protocol.messages import (
@@ -260,6 +326,13 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
             partition_index=0, committed_offset=3)])]
         peer.ask("classic commit with its epoch", OffsetCommitRequest(
             group_id="mig", generation_id_or_member_epoch=rejoined.generation_id, member_id=c1, topics=commit), 8)
+        for version in (2, 8, 9):  # KIP-1251: at the upgrade's generation, for a partition held since
+            peer.ask(f"v{version} classic commit at its older generation", OffsetCommitRequest(
+                group_id="mig", generation_id_or_member_epoch=1, member_id=c1, topics=commit), version)
+        gave_up = [_Commit(name="mgt", partitions=[_Commit.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=4) for p in (1, 2)])]
+        peer.ask("classic commit at its older generation of a partition it gave up", OffsetCommitRequest(
+            group_id="mig", generation_id_or_member_epoch=1, member_id=c1, topics=gave_up), 8)
         peer.ask("classic commit with a later generation", OffsetCommitRequest(
             group_id="mig", generation_id_or_member_epoch=rejoined.generation_id + 5, member_id=c1,
             topics=commit), 8)
