@@ -185,6 +185,60 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
+def _subscription(topic: str, owned: list[int]) -> bytes:
+    """A classic member's JoinGroup metadata: a v1 ConsumerProtocolSubscription to the topic."""
+    from protocol.messages import ConsumerProtocolSubscription
+    value = ConsumerProtocolSubscription(topics=[topic], user_data=None, owned_partitions=[
+        ConsumerProtocolSubscription.TopicPartition(topic=topic, partitions=owned)] if owned else [])
+    return b"\x00\x01" + ConsumerProtocolSubscription[1].encode(value)
+
+
+def test_a_classic_heartbeat_after_a_member_left(ebb_peer, kafka_peer):
+    """Classic members c1 and c2 inside a consumer group with member m (a topic that does not exist: no
+    partitions to hand over). c2 leaving moves the group epoch but not the target's: c1's heartbeat is
+    answered NONE until m's heartbeat recomputes the target, then REBALANCE_IN_PROGRESS."""
+    from protocol.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
+
+    _topic_and_coordinators((ebb_peer, kafka_peer), "cl-probe", 1, ("cl",))
+
+    def scenario(peer: Peer) -> None:
+        protocols = [_Protocol(name="range", metadata=_subscription("cl-none", []))]
+
+        def join(label: str, member: str):
+            return peer.ask(label, JoinGroupRequest(
+                group_id="cl", session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id=member,
+                protocol_type="consumer", protocols=protocols), 5)
+
+        def sync(label: str, member: str, generation: int) -> None:
+            peer.ask(label, SyncGroupRequest(group_id="cl", generation_id=generation, member_id=member,
+                                             protocol_type="consumer", protocol_name="range", assignments=[]), 5)
+
+        def heartbeat(label: str, member: str, generation: int) -> None:
+            peer.ask(label, HeartbeatRequest(group_id="cl", generation_id=generation, member_id=member), 4)
+
+        m = _beat(peer, "m joins", "cl", "m", 0, [], rebalance_timeout_ms=30000,
+                  subscribed_topic_names=["cl-none"], server_assignor="range")
+        ids = []
+        for name in ("c1", "c2"):
+            ids.append(join(f"{name} asks for a member id", "").member_id)
+            joined = join(f"{name} joins", ids[-1])
+            sync(f"{name} syncs", ids[-1], joined.generation_id)
+        c1, c2 = ids
+        heartbeat("c1 heartbeat: c2 moved the target", c1, joined.generation_id - 1)
+        epoch = join("c1 rejoins", c1).generation_id
+        sync("c1 syncs again", c1, epoch)
+        _beat(peer, "m catches up", "cl", "m", m.member_epoch, None)
+        heartbeat("c1 heartbeat: stable", c1, epoch)
+        peer.ask("c2 leaves", LeaveGroupRequest(group_id="cl", members=[
+            LeaveGroupRequest.MemberIdentity(member_id=c2)]), 4)
+        heartbeat("c1 heartbeat after c2 left: the target has not moved", c1, epoch)
+        _beat(peer, "m heartbeats: the target moves", "cl", "m", epoch, None)
+        heartbeat("c1 heartbeat once the target moved", c1, epoch)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
 def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
     """KIP-1251: o1 holds partitions 0-3 since epoch 2, keeps 0-1 when o2 joins (epoch 3) and is given 2-3
     again at epoch 4 once o2 leaves. Commits at its older epochs, of partitions held since (taken), given
@@ -260,12 +314,7 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
     downgrade
     when the consumer member leaves: DescribeGroups and ListGroups at each step."""
     from broker.group.consumer_protocol import encode_assignment
-    from protocol.messages import (
-        ConsumerProtocolSubscription,
-        HeartbeatRequest,
-        LeaveGroupRequest,
-        SyncGroupRequest,
-    )
+    from protocol.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
 
     topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "mgt", 4, ("mig", "mig-probe"))
     for peer in (ebb_peer, kafka_peer):  # Kafka's coordinator sees a new topic a moment after its leaders
@@ -278,9 +327,7 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
         wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees mgt")
 
     def subscription(owned: list[int]) -> bytes:
-        value = ConsumerProtocolSubscription(topics=["mgt"], user_data=None, owned_partitions=[
-            ConsumerProtocolSubscription.TopicPartition(topic="mgt", partitions=owned)] if owned else [])
-        return b"\x00\x01" + ConsumerProtocolSubscription[1].encode(value)
+        return _subscription("mgt", owned)
 
     def join(peer: Peer, label: str, member: str, owned: list[int]):
         return peer.ask(label, JoinGroupRequest(group_id="mig", session_timeout_ms=30000, rebalance_timeout_ms=30000,
