@@ -185,6 +185,19 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
+def _assignable(peers, topic: str, probe_group: str) -> None:
+    """Wait until each coordinator assigns the new topic's partitions (Kafka's sees a topic a moment after
+    its leaders), probing with a member of a group of its own that then leaves."""
+    for peer in peers:
+        def assigned(p=peer) -> bool:
+            answer = p.send(ConsumerGroupHeartbeatRequest(
+                group_id=probe_group, member_id="probe", member_epoch=0, rebalance_timeout_ms=30000,
+                subscribed_topic_names=[topic], topic_partitions=[]), 1)
+            p.send(ConsumerGroupHeartbeatRequest(group_id=probe_group, member_id="probe", member_epoch=-1), 1)
+            return answer.assignment is not None and bool(answer.assignment.topic_partitions)
+        wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees {topic}")
+
+
 def _subscription(topic: str, owned: list[int]) -> bytes:
     """A classic member's JoinGroup metadata: a v1 ConsumerProtocolSubscription to the topic."""
     from protocol.messages import ConsumerProtocolSubscription
@@ -247,7 +260,8 @@ def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
     from protocol.messages import EndTxnRequest, TxnOffsetCommitRequest
     from tests.differential.test_transactions_against_kafka import _ready_producer
 
-    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "ocg", 4, ("oc",))
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "ocg", 4, ("oc", "oc-probe"))
+    _assignable((ebb_peer, kafka_peer), "ocg", "oc-probe")
 
     def scenario(peer: Peer) -> None:
         tid = topic_ids[peer.name]
@@ -317,14 +331,7 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
     from protocol.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
 
     topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "mgt", 4, ("mig", "mig-probe"))
-    for peer in (ebb_peer, kafka_peer):  # Kafka's coordinator sees a new topic a moment after its leaders
-        def assigned(p=peer) -> bool:
-            answer = p.send(ConsumerGroupHeartbeatRequest(
-                group_id="mig-probe", member_id="probe", member_epoch=0, rebalance_timeout_ms=30000,
-                subscribed_topic_names=["mgt"], topic_partitions=[]), 1)
-            p.send(ConsumerGroupHeartbeatRequest(group_id="mig-probe", member_id="probe", member_epoch=-1), 1)
-            return answer.assignment is not None and bool(answer.assignment.topic_partitions)
-        wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees mgt")
+    _assignable((ebb_peer, kafka_peer), "mgt", "mig-probe")
 
     def subscription(owned: list[int]) -> bytes:
         return _subscription("mgt", owned)
