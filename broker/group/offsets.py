@@ -117,11 +117,10 @@ class OffsetManager:
         groups.check_served(group_id)
         group = groups.groups.get(group_id)
         created = False
-        storable = tuple((c.topic, c.partition) for c in commits
-                         if c.metadata is None or len(c.metadata) <= self.metadata_max_bytes)
-        check = MemberCheck(member_id, generation_id, version=version if producer is None else -1,
-                            transactional=producer is not None, instance_id=group_instance_id, partitions=storable)
-        if group is None and groups.consumer_check(group_id, check):
+        if group is None and groups.consumer_check(group_id, MemberCheck(
+                member_id, generation_id, version=version if producer is None else -1,
+                transactional=producer is not None, instance_id=group_instance_id,
+                partitions=tuple((c.topic, c.partition) for c in commits if self._storable(c)))):
             return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
@@ -146,7 +145,7 @@ class OffsetManager:
         errors = []
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for c in commits:
-            if c.metadata is not None and len(c.metadata) > self.metadata_max_bytes:
+            if not self._storable(c):
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             errors.append(ErrorCode.NONE)
@@ -163,6 +162,10 @@ class OffsetManager:
         for listener in self.commit_listeners:
             listener(accepted.keys())
         return errors
+
+    def _storable(self, commit: OffsetCommit) -> bool:
+        """Whether the commit's metadata fits `offset.metadata.max.bytes` (else OFFSET_METADATA_TOO_LARGE)."""
+        return commit.metadata is None or len(commit.metadata) <= self.metadata_max_bytes
 
     @staticmethod
     def _validate_commit(group: Group, generation_id: int, member_id: str,

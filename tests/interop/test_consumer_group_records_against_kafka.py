@@ -1,8 +1,9 @@
 """Ebb's KIP-848 consumer group records in `__consumer_offsets` are Kafka 4.3.1's: Kafka's own
 DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what a short session of
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
-and current assignment (with the epoch each partition was given at), member and tombstone records, in Kafka's order within each write; and the
-share group records (types 10-14) of a share group's heartbeats in the same log."""
+and current assignment (with the epoch each partition was given at), member and tombstone records,
+in Kafka's order within each write; and the share group records (types 10-14) of a share group's
+heartbeats in the same log."""
 
 from __future__ import annotations
 
