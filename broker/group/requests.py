@@ -1,5 +1,6 @@
-"""What the group coordinator takes and answers for JoinGroup and SyncGroup: the handlers build a
-JoinRequest and turn the results into responses."""
+"""What the group coordinator takes and answers for JoinGroup and SyncGroup (the handlers build a
+JoinRequest and turn the results into responses), and who commits or fetches a KIP-848 consumer
+group's offsets (MemberCheck, built by offsets.py, judged by consumer_requests.check_commit)."""
 
 from __future__ import annotations
 

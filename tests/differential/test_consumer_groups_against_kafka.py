@@ -2,7 +2,9 @@
 ConsumerGroupHeartbeat's request checks, joins, the range assignor's target, revocation before
 reassignment, fencing and unknown members, ConsumerGroupDescribe, ListGroups' type filter,
 DescribeGroups of a consumer group's id, OffsetCommit and OffsetFetch v9 with member epochs,
-DeleteGroups, leaving, and a consumer heartbeat on a classic group's id."""
+DeleteGroups, leaving, and a consumer heartbeat on a classic group's id; commits at an older member
+epoch (KIP-1251) at OffsetCommit v2-10 and TxnOffsetCommit v5; a classic member's Heartbeat inside a
+consumer group after another left."""
 
 from __future__ import annotations
 
