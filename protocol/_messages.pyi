@@ -560,7 +560,7 @@ class ConsumerGroupCurrentMemberAssignmentValue(ApiMessage):
         partitions: list[int]
         """Its partitions."""
         assignment_epochs: list[int] | None
-        """The epoch each partition was assigned at, in the order of Partitions (not written by Ebb)."""
+        """The member epoch each partition was assigned at, in the order of Partitions."""
         def __init__(
             self,
             *,

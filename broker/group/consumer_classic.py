@@ -13,8 +13,10 @@ LeaveGroup for a consumer group with members, served as Kafka 4.3.1's GroupMetad
   session timeout is its JoinGroup's; it must sync within its rebalance timeout.
 - SyncGroup: its assigned partitions as a ConsumerProtocolAssignment at its subscription's version;
   REBALANCE_IN_PROGRESS when the target's epoch moved past its epoch (unless it is still revoking).
-- Heartbeat: REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved, it has partitions to
-  revoke, or partitions withheld from it are free now; it must rejoin within its rebalance timeout.
+- Heartbeat: REBALANCE_IN_PROGRESS when it must rejoin: the target's epoch passed its own (not the
+  group epoch: a member that left changes no target until a member joins or heartbeats), it has
+  partitions to revoke, or partitions withheld from it are free now; it must rejoin within its
+  rebalance timeout.
 - LeaveGroup: members leave (any protocol: the admin path by instance id) as consumer_groups.fence does,
   which turns the group classic when only classic members remain and the policy allows.
 Changes are written to __consumer_offsets before the answer (member records carry ClassicMemberMetadata).
@@ -209,9 +211,9 @@ class ClassicMembers:
             return exc.error_code
         assert member.classic is not None  # checked by _classic_member
         self._consumer.arm_session(group, member, member.classic.session_timeout_ms)
-        # Kafka compares the target's epoch; Ebb the group's, so that classic members learn at once that one
-        # left (their rejoin computes the target: Kafka waits for a member's next join or heartbeat).
-        if member.epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS or (
+        # The target's epoch, as Kafka 4.3.1: a member leaving moves only the group epoch, and the
+        # others are told once a join or a KIP-848 heartbeat has recomputed the target.
+        if member.epoch < group.assignment_epoch or member.state == MemberState.UNREVOKED_PARTITIONS or (
                 member.state == MemberState.UNRELEASED_PARTITIONS and not group.waiting_on_unreleased(member)):
             self._arm(group, member, "join", member.rebalance_timeout_ms, if_absent=True)
             return ErrorCode.REBALANCE_IN_PROGRESS

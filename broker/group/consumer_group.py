@@ -26,6 +26,9 @@ PROTOCOL_TYPE = "consumer"
 STATIC_LEAVE_EPOCH = -2
 MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 
+# The member epoch since which a member holds each of its partitions (KIP-1251's assignment epochs).
+HeldSince = dict[tuple[uuid.UUID, int], int]
+
 
 class ConsumerGroupState(StrEnum):
     EMPTY = "Empty"
@@ -70,6 +73,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # For each partition in `assigned` or `pending_revocation`: the epoch the member was given it at.
+    # Replaced whole, never changed in place (ChangeSnapshot keeps the old map).
+    held_since: HeldSince = field(default_factory=dict)
     classic: ClassicMeta | None = None  # set while the member speaks the classic protocol
     session_timeout_ms: int = 45_000  # its session timer's, last armed
     session_timer: asyncio.TimerHandle | None = None
@@ -77,6 +83,14 @@ class ConsumerMember:
     # A classic member's JoinGroup timeout ("join": told to rejoin) and SyncGroup timeout ("sync": joined,
     # not synced), each on its own as in Kafka.
     classic_timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+
+    def epoch_held_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch since which the member holds the partition (assigned or to revoke); None if it does
+        not. A held partition missing from `held_since` counts from the member's epoch, as Kafka reads a
+        record without assignment epochs."""
+        if partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ()):
+            return self.held_since.get((topic_id, partition), self.epoch)
+        return None
 
     def cancel_timers(self) -> None:
         for timer in (self.session_timer, self.rebalance_timer):
@@ -175,7 +189,7 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
     if revoke and not owned_matches_nothing_of(owned, revoke):
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.assigned, member.pending_revocation = kept, revoke  # its epoch stays until it revokes
-        return
+        return  # every partition it held it still holds, since the same epoch
     assigned = {t: set(p) for t, p in kept.items()}
     for topic_id, want in target.items():
         for p in sorted(want - kept.get(topic_id, set())):
@@ -185,6 +199,10 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
             else:
                 unreleased = True
     member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+    # Kept partitions keep the epoch they were given at; new ones count from the epoch the member moves to.
+    old = member.held_since
+    member.held_since = {(t, p): old.get((t, p), member.epoch) if p in kept.get(t, ()) else epoch
+                         for t, parts in assigned.items() for p in parts}
     member.assigned, member.pending_revocation = assigned, {}
     if member.epoch != epoch:
         member.previous_epoch, member.epoch = member.epoch, epoch

@@ -59,6 +59,7 @@ from broker.group.group import Group, GroupError
 from broker.group.loaded_sessions import own_sessions
 from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
+from broker.group.requests import MemberCheck
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -217,7 +218,7 @@ class ConsumerGroups(TypeChanges):
             log.info("member joins the consumer group", group=group.group_id, member=member_id)
             return member, True
         if epoch == 0:  # a member that lost its state rejoins: it gives up what it held
-            member.assigned, member.pending_revocation = {}, {}
+            member.assigned, member.pending_revocation, member.held_since = {}, {}, {}
             member.state, member.epoch, member.previous_epoch = MemberState.STABLE, 0, 0
             return member, False
         check_epoch(member, epoch, request.owned)
@@ -230,7 +231,8 @@ class ConsumerGroups(TypeChanges):
         new = ConsumerMember(member_id, old.client_id, old.client_host, instance_id=old.instance_id,
                              rack_id=old.rack_id, rebalance_timeout_ms=old.rebalance_timeout_ms,
                              subscribed=list(old.subscribed), regex=old.regex, server_assignor=old.server_assignor,
-                             assigned=old.assigned, pending_revocation=old.pending_revocation, state=old.state)
+                             assigned=old.assigned, pending_revocation=old.pending_revocation,
+                             held_since=old.held_since, state=old.state)
         group.members[member_id] = new
         if (target := group.target.pop(old.member_id, None)) is not None:
             group.target[member_id] = target
@@ -256,6 +258,8 @@ class ConsumerGroups(TypeChanges):
         if request.member_epoch == STATIC_LEAVE_EPOCH:
             # Its partitions stay reserved for the instance until its session ends.
             member.epoch = STATIC_LEAVE_EPOCH
+            # As Kafka: whoever takes the instance over holds its partitions since epoch 0.
+            member.held_since = dict.fromkeys(member.held_since, 0)
             log.info("static member leaves the consumer group for now", group=group.group_id,
                      member=member.member_id)
         else:
@@ -445,9 +449,9 @@ class ConsumerGroups(TypeChanges):
 
     # --- offsets, listing, deleting ----------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int, *, fetch: bool = False,
-                     version: int = -1) -> None:
-        check_commit(self.groups[group_id], member_id, member_epoch, fetch=fetch, version=version)
+    def check_commit(self, group_id: str, check: MemberCheck) -> None:
+        topics = self.topics_now() if check.partitions else {}
+        check_commit(self.groups[group_id], check, {name: topic_id for name, (topic_id, _) in topics.items()})
 
     def subscribed_topics(self, group_id: str) -> set[str]:
         return set(self.groups[group_id].topics)

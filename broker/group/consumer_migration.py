@@ -74,6 +74,7 @@ def to_consumer_group(classic: Group, migration: Migration, consumer_max_size: i
             m.member_id, m.client_id, m.client_host, instance_id=m.group_instance_id, rack_id=subscription.rack_id,
             rebalance_timeout_ms=m.rebalance_timeout_ms, subscribed=list(subscription.topics), epoch=generation,
             previous_epoch=generation, state=MemberState.STABLE, assigned=assigned,
+            held_since={(t, p): generation for t, parts in assigned.items() for p in parts},
             classic=ClassicMeta(m.session_timeout_ms, list(m.protocols)))
         group.target[m.member_id] = {t: set(p) for t, p in assigned.items()}
     return group

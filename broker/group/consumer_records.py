@@ -20,8 +20,9 @@ KIND below gives what is this kind's own: its record types and classes, and the 
 
 from __future__ import annotations
 
-from broker.group.consumer_group import GROUP_TYPE, ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
-from broker.group.record_log import GroupKind, assignment_of, topic_partitions
+from broker.group.consumer_group import GROUP_TYPE, ClassicMeta, ConsumerGroup, ConsumerMember, HeldSince, MemberState
+from broker.group.member_group import Assignment
+from broker.group.record_log import GroupKind, assignment_of
 from protocol.messages import (
     ApiMessage,
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -68,11 +69,10 @@ class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields onl
                     _Classic.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols]))
 
     def current_assignment_of(self, m: ConsumerMember) -> ConsumerGroupCurrentMemberAssignmentValue:
-        held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
         return ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=m.epoch, previous_member_epoch=m.previous_epoch, state=_STATE_CODES[m.state],
-            assigned_partitions=topic_partitions(m.assigned, held),
-            partitions_pending_revocation=topic_partitions(m.pending_revocation, held))
+            assigned_partitions=_held_with_epochs(m, m.assigned),
+            partitions_pending_revocation=_held_with_epochs(m, m.pending_revocation))
 
     def read_target_metadata(self, group: ConsumerGroup, body: memoryview) -> None:
         group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
@@ -93,6 +93,35 @@ class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields onl
         member.state = _STATES.get(current.state, MemberState.STABLE)
         member.assigned = assignment_of(current.assigned_partitions)
         member.pending_revocation = assignment_of(current.partitions_pending_revocation)
+        member.held_since = _held_since(
+            [*current.assigned_partitions, *current.partitions_pending_revocation], current.member_epoch)
+
+
+_Held = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+
+
+def _held_with_epochs(member: ConsumerMember, assignment: Assignment) -> list:
+    """Record 8's partitions with the epoch each was given at (AssignmentEpochs, written as Kafka 4.3.1
+    writes them: a commit at an older epoch is judged by them, KIP-1251)."""
+    found = []
+    for topic_id, parts in sorted(assignment.items()):
+        if parts:
+            ordered = sorted(parts)
+            found.append(_Held(topic_id=topic_id, partitions=ordered, assignment_epochs=[
+                member.held_since.get((topic_id, p), member.epoch) for p in ordered]))
+    return found
+
+
+def _held_since(topics, member_epoch: int) -> HeldSince:
+    """The assignment epochs record 8 carries; a topic without them (a log of Kafka before 4.3, or a
+    count that does not match its partitions) counts from the member epoch, as Kafka reads it."""
+    found: HeldSince = {}
+    for t in topics:
+        epochs = t.assignment_epochs
+        if epochs is None or len(epochs) != len(t.partitions):
+            epochs = [member_epoch] * len(t.partitions)
+        found.update(((t.topic_id, p), e) for p, e in zip(t.partitions, epochs, strict=True))
+    return found
 
 
 KIND = _ConsumerKind(

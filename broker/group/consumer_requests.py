@@ -4,12 +4,15 @@ and of a member's epoch."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.group.consumer_group import STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from broker.group.consumer_regex import check_regex
 from broker.group.group import GroupError, check_storable_member_id
 from broker.group.member_group import Assignment
+from broker.group.requests import MemberCheck
 from protocol.errors import ErrorCode
 
 __all__ = ["ConsumerHeartbeat", "check_commit", "check_epoch", "check_request"]
@@ -76,29 +79,41 @@ def check_epoch(member: ConsumerMember, epoch: int, owned: Assignment | None) ->
                              "partitions and rejoin.")
 
 
-def check_commit(group: ConsumerGroup, member_id: str, member_epoch: int, *, fetch: bool = False,
-                 version: int = -1) -> None:
-    """Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch, in their order: a commit at
-    epoch < 0 while the group is empty is taken whatever its member id (a fetch: without a member);
-    else the member must exist, commit with OffsetCommit v9+ (`version`, -1: not checked), and send
-    its epoch (UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH)."""
-    if member_epoch < 0 and (not member_id if fetch else not group.members):
+def check_commit(group: ConsumerGroup, check: MemberCheck, topic_ids: Mapping[str, uuid.UUID]) -> None:
+    """Kafka 4.3.1's ConsumerGroup.validateOffsetCommit / validateOffsetFetch, in their order: a commit at
+    epoch < 0 while the group is empty is taken whatever its member id (a fetch: without a member), as
+    is a transactional one without member, generation or instance id; else the member must exist, a
+    KIP-848 member commit with OffsetCommit v9+, and send its epoch. A commit at an older epoch is taken
+    when the member has held every partition committed since that epoch or before (KIP-1251; `topic_ids`
+    names the topics); a fetch wants the epoch itself. Refusals: UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION,
+    STALE_MEMBER_EPOCH, ILLEGAL_GENERATION (a classic member's, or any transactional commit's)."""
+    epoch = check.epoch
+    if epoch < 0 and (not check.member_id if check.fetch else not group.members):
         return
-    member = group.members.get(member_id)
+    if check.transactional and epoch == -1 and not check.member_id and check.instance_id is None:
+        return  # a producer committing for the group without being one of its members
+    member = group.members.get(check.member_id)
     if member is None:
         raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    if member.classic is not None:  # its generation is its member epoch, its OffsetCommit any version
-        if member_epoch != member.epoch:
-            raise GroupError(ErrorCode.ILLEGAL_GENERATION,
-                             f"The received generation id {member_epoch} does not match the current member "
-                             f"epoch {member.epoch}.")
-        return
-    if 0 <= version < 9:
+                         f"Member {check.member_id} is not a member of group {group.group_id}.")
+    classic = member.classic is not None  # its generation is its member epoch, its OffsetCommit any version
+    if not classic and 0 <= check.version < 9:
         raise GroupError(ErrorCode.UNSUPPORTED_VERSION,
                          "OffsetCommit version 9 or above must be used by members using the modern group "
                          "protocol")
-    if member_epoch != member.epoch:
-        raise GroupError(ErrorCode.STALE_MEMBER_EPOCH,
-                         f"The received member epoch {member_epoch} does not match the current member "
-                         f"epoch {member.epoch}.")
+    if epoch == member.epoch:
+        return
+    code = ErrorCode.ILLEGAL_GENERATION if classic or check.transactional else ErrorCode.STALE_MEMBER_EPOCH
+    what = "generation id" if classic else "member epoch"
+    if check.fetch or epoch > member.epoch:
+        raise GroupError(code, f"The received {what} {epoch} does not match the current member epoch "
+                               f"{member.epoch}.")
+    for topic, partition in check.partitions:
+        topic_id = topic_ids.get(topic)
+        since = None if topic_id is None else member.epoch_held_since(topic_id, partition)
+        if since is None:
+            raise GroupError(code, f"Partition {topic}-{partition} is neither assigned to the member nor "
+                                   "being revoked from it.")
+        if epoch < since:
+            raise GroupError(code, f"The received {what} {epoch} is older than the epoch {since} the member "
+                                   f"was given partition {topic}-{partition} at.")

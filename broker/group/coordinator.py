@@ -38,7 +38,7 @@ from broker.group.phases import RebalancePhases
 from broker.group.rebalance import GroupLimits, RebalanceProtocol
 from broker.group.record_log import record_type
 from broker.group.registry import GroupRegistry
-from broker.group.requests import JoinRequest, JoinResult, SyncResult, answer_parked
+from broker.group.requests import JoinRequest, JoinResult, MemberCheck, SyncResult, answer_parked
 from broker.group.sessions import SessionTimers
 from broker.group.share_group import GROUP_TYPE as SHARE_TYPE
 from broker.group.share_group import ShareGroup
@@ -285,11 +285,11 @@ class GroupCoordinator:
         self.share.unload(doomed)
         self.consumer.unload(doomed)
 
-    def _consumer_check(self, group_id: str, member_id: str, epoch: int, fetch: bool, version: int) -> bool:
+    def _consumer_check(self, group_id: str, check: MemberCheck) -> bool:
         """Whether the id is a consumer group's; its offset commit (or fetch) checked if so."""
         if group_id not in self.consumer.groups:
             return False
-        self.consumer.check_commit(group_id, member_id, epoch, fetch=fetch, version=version)
+        self.consumer.check_commit(group_id, check)
         return True
 
     def list_groups(self, states: set[str], types: set[str]) -> list[Group | ShareGroup | ConsumerGroup]:

@@ -32,6 +32,7 @@ import structlog
 
 from broker.group.group import Group, GroupError, GroupState, Member, now_ms
 from broker.group.offsets_store import CommittedOffset, OffsetsStore
+from broker.group.requests import MemberCheck
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("groups")
@@ -80,7 +81,7 @@ class ServedGroups(Protocol):
 
     def is_share(self, group_id: str) -> bool: ...
 
-    consumer_check: Callable[[str, str, int, bool, int], bool]
+    consumer_check: Callable[[str, MemberCheck], bool]
     consumer_topics: Callable[[str], set[str] | None]
     consumer_ids: Callable[[], list[str]]
     consumer_drop_empty: Callable[[str], bool]
@@ -116,8 +117,10 @@ class OffsetManager:
         groups.check_served(group_id)
         group = groups.groups.get(group_id)
         created = False
-        if group is None and groups.consumer_check(group_id, member_id, generation_id, False,
-                                                     version if producer is None else -1):
+        if group is None and groups.consumer_check(group_id, MemberCheck(
+                member_id, generation_id, version=version if producer is None else -1,
+                transactional=producer is not None, instance_id=group_instance_id,
+                partitions=tuple((c.topic, c.partition) for c in commits if self._storable(c)))):
             return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
@@ -142,7 +145,7 @@ class OffsetManager:
         errors = []
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for c in commits:
-            if c.metadata is not None and len(c.metadata) > self.metadata_max_bytes:
+            if not self._storable(c):
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             errors.append(ErrorCode.NONE)
@@ -159,6 +162,10 @@ class OffsetManager:
         for listener in self.commit_listeners:
             listener(accepted.keys())
         return errors
+
+    def _storable(self, commit: OffsetCommit) -> bool:
+        """Whether the commit's metadata fits `offset.metadata.max.bytes` (else OFFSET_METADATA_TOO_LARGE)."""
+        return commit.metadata is None or len(commit.metadata) <= self.metadata_max_bytes
 
     @staticmethod
     def _validate_commit(group: Group, generation_id: int, member_id: str,
@@ -189,7 +196,8 @@ class OffsetManager:
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
-        consumer = group is None and self._groups.consumer_check(group_id, member_id, member_epoch, True, -1)
+        consumer = group is None and self._groups.consumer_check(group_id, MemberCheck(member_id, member_epoch,
+                                                                                             fetch=True))
         offsets = self.store.group_offsets(group_id) if consumer or (group is not None and not group.is_in(DEAD)) \
             else {}
         if topics is None:

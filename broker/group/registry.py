@@ -20,7 +20,7 @@ from broker.coordinator_partitions import CoordinatorPartitions
 from broker.group.group import Group, GroupError, GroupState
 from broker.group.metadata import group_from_value
 from broker.group.offsets_store import OFFSETS_TOPIC, LoadStats, OffsetsStore, partition_for
-from broker.group.requests import answer_parked
+from broker.group.requests import MemberCheck, answer_parked
 from broker.group.tasks import Spawn
 from broker.replica import Partition
 from protocol.errors import ErrorCode
@@ -46,11 +46,8 @@ class GroupRegistry:
         # Drops the share and KIP-848 consumer groups an unloaded __consumer_offsets partition holds.
         self.share_unload: Callable[[Callable[[str], bool]], None] = lambda doomed: None
         # Whether the id is a KIP-848 consumer group's, and if so its offset commit or fetch checked
-        # (GroupError): (group id, member id, member epoch, fetch, version). Set by the coordinator.
-        # The last argument: a non-transactional OffsetCommit's version (Kafka wants 9+ from KIP-848
-        # members), else -1.
-        self.consumer_check: Callable[[str, str, int, bool, int], bool] = (
-            lambda group_id, member, epoch, fetch, version: False)
+        # (GroupError). Set by the coordinator.
+        self.consumer_check: Callable[[str, MemberCheck], bool] = lambda group_id, check: False
         # The KIP-848 consumer groups' ids, and deleting one if it is empty (True if deleted): for
         # offset expiration. Set by the coordinator.
         self.consumer_ids: Callable[[], list[str]] = list

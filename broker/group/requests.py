@@ -1,5 +1,6 @@
-"""What the group coordinator takes and answers for JoinGroup and SyncGroup: the handlers build a
-JoinRequest and turn the results into responses."""
+"""What the group coordinator takes and answers for JoinGroup and SyncGroup (the handlers build a
+JoinRequest and turn the results into responses), and who commits or fetches a KIP-848 consumer
+group's offsets (MemberCheck, built by offsets.py, judged by consumer_requests.check_commit)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,19 @@ from dataclasses import dataclass, field
 
 from broker.group.group import UNKNOWN_MEMBER_ID, Group, Member
 from protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True)
+class MemberCheck:
+    """Who commits (or fetches) offsets of a KIP-848 consumer group, as its coordinator checks them."""
+    member_id: str
+    epoch: int  # the member epoch, or a classic member's generation
+    fetch: bool = False  # OffsetFetch: the epoch must be the member's
+    version: int = -1  # a non-transactional OffsetCommit's version (KIP-848 members need 9+); -1 unchecked
+    transactional: bool = False  # TxnOffsetCommit: its stale epochs are ILLEGAL_GENERATION
+    instance_id: str | None = None
+    # The partitions committed (topic, index) whose metadata is storable: an older epoch is judged by them.
+    partitions: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass

@@ -2,7 +2,9 @@
 ConsumerGroupHeartbeat's request checks, joins, the range assignor's target, revocation before
 reassignment, fencing and unknown members, ConsumerGroupDescribe, ListGroups' type filter,
 DescribeGroups of a consumer group's id, OffsetCommit and OffsetFetch v9 with member epochs,
-DeleteGroups, leaving, and a consumer heartbeat on a classic group's id."""
+DeleteGroups, leaving, and a consumer heartbeat on a classic group's id; commits at an older member
+epoch (KIP-1251) at OffsetCommit v2-10 and TxnOffsetCommit v5; a classic member's Heartbeat inside a
+consumer group after another left."""
 
 from __future__ import annotations
 
@@ -139,10 +141,7 @@ def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
         _beat(peer, "consumer heartbeat on a classic group's id", "classic", "m", 0, [], **join)
         _describe(peer, "consumer describe of a classic group's id", ["classic"], {"m": 2})
 
-    allowed = {**ALLOWED, ("commit with an old epoch", "topics[cgt].partitions[0].error_code"):
-               "Kafka 4.3.1 takes a commit at an older epoch for a partition the member has held since that "
-               "epoch; Ebb asks for the member's current epoch (docs/features.md, consumer group gaps)",
-               ("unknown group, epoch 3", "error_code"):
+    allowed = {**ALLOWED, ("unknown group, epoch 3", "error_code"):
                "a member heartbeating to a group the coordinator does not know (its records lost or never "
                "written) gets UNKNOWN_MEMBER_ID and rejoins; Kafka's GROUP_ID_NOT_FOUND is fatal to the Java "
                "consumer (docs/features.md)"}
@@ -188,33 +187,156 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
+def _assignable(peers, topic: str, probe_group: str) -> None:
+    """Wait until each coordinator assigns the new topic's partitions (Kafka's sees a topic a moment after
+    its leaders), probing with a member of a group of its own that then leaves."""
+    for peer in peers:
+        def assigned(p=peer) -> bool:
+            answer = p.send(ConsumerGroupHeartbeatRequest(
+                group_id=probe_group, member_id="probe", member_epoch=0, rebalance_timeout_ms=30000,
+                subscribed_topic_names=[topic], topic_partitions=[]), 1)
+            p.send(ConsumerGroupHeartbeatRequest(group_id=probe_group, member_id="probe", member_epoch=-1), 1)
+            return answer.assignment is not None and bool(answer.assignment.topic_partitions)
+        wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees {topic}")
+
+
+def _subscription(topic: str, owned: list[int]) -> bytes:
+    """A classic member's JoinGroup metadata: a v1 ConsumerProtocolSubscription to the topic."""
+    from protocol.messages import ConsumerProtocolSubscription
+    value = ConsumerProtocolSubscription(topics=[topic], user_data=None, owned_partitions=[
+        ConsumerProtocolSubscription.TopicPartition(topic=topic, partitions=owned)] if owned else [])
+    return b"\x00\x01" + ConsumerProtocolSubscription[1].encode(value)
+
+
+def test_a_classic_heartbeat_after_a_member_left(ebb_peer, kafka_peer):
+    """Classic members c1 and c2 inside a consumer group with member m (a topic that does not exist: no
+    partitions to hand over). c2 leaving moves the group epoch but not the target's: c1's heartbeat is
+    answered NONE until m's heartbeat recomputes the target, then REBALANCE_IN_PROGRESS."""
+    from protocol.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
+
+    _topic_and_coordinators((ebb_peer, kafka_peer), "cl-probe", 1, ("cl",))
+
+    def scenario(peer: Peer) -> None:
+        protocols = [_Protocol(name="range", metadata=_subscription("cl-none", []))]
+
+        def join(label: str, member: str):
+            return peer.ask(label, JoinGroupRequest(
+                group_id="cl", session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id=member,
+                protocol_type="consumer", protocols=protocols), 5)
+
+        def sync(label: str, member: str, generation: int) -> None:
+            peer.ask(label, SyncGroupRequest(group_id="cl", generation_id=generation, member_id=member,
+                                             protocol_type="consumer", protocol_name="range", assignments=[]), 5)
+
+        def heartbeat(label: str, member: str, generation: int) -> None:
+            peer.ask(label, HeartbeatRequest(group_id="cl", generation_id=generation, member_id=member), 4)
+
+        m = _beat(peer, "m joins", "cl", "m", 0, [], rebalance_timeout_ms=30000,
+                  subscribed_topic_names=["cl-none"], server_assignor="range")
+        ids = []
+        for name in ("c1", "c2"):
+            ids.append(join(f"{name} asks for a member id", "").member_id)
+            joined = join(f"{name} joins", ids[-1])
+            sync(f"{name} syncs", ids[-1], joined.generation_id)
+        c1, c2 = ids
+        heartbeat("c1 heartbeat: c2 moved the target", c1, joined.generation_id - 1)
+        epoch = join("c1 rejoins", c1).generation_id
+        sync("c1 syncs again", c1, epoch)
+        _beat(peer, "m catches up", "cl", "m", m.member_epoch, None)
+        heartbeat("c1 heartbeat: stable", c1, epoch)
+        peer.ask("c2 leaves", LeaveGroupRequest(group_id="cl", members=[
+            LeaveGroupRequest.MemberIdentity(member_id=c2)]), 4)
+        heartbeat("c1 heartbeat after c2 left: the target has not moved", c1, epoch)
+        _beat(peer, "m heartbeats: the target moves", "cl", "m", epoch, None)
+        heartbeat("c1 heartbeat once the target moved", c1, epoch)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
+def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
+    """KIP-1251: o1 holds partitions 0-3 since epoch 2, keeps 0-1 when o2 joins (epoch 3) and is given 2-3
+    again at epoch 4 once o2 leaves. Commits at its older epochs, of partitions held since (taken), given
+    later or never held (refused), and at a newer epoch, at every OffsetCommit version both serve (v2-8:
+    UNSUPPORTED_VERSION for a KIP-848 member) and by TxnOffsetCommit v5; then what was stored."""
+    from protocol.messages import EndTxnRequest, TxnOffsetCommitRequest
+    from tests.differential.test_transactions_against_kafka import _ready_producer
+
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "ocg", 4, ("oc", "oc-probe"))
+    _assignable((ebb_peer, kafka_peer), "ocg", "oc-probe")
+
+    def scenario(peer: Peer) -> None:
+        tid = topic_ids[peer.name]
+        join = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["ocg"], "server_assignor": "range"}
+        _beat(peer, "o1 joins: all four partitions at epoch 2", "oc", "o1", 0, [], **join)
+        _beat(peer, "o2 joins at epoch 3", "oc", "o2", 0, [], **join)
+        _beat(peer, "o1 is told to revoke 2-3", "oc", "o1", 2, [0, 1, 2, 3], tid)
+        _beat(peer, "o1 revoked: epoch 3, 0-1 held since 2", "oc", "o1", 2, [0, 1], tid)
+        _beat(peer, "o2 leaves", "oc", "o2", -1)
+        _beat(peer, "o1 is given 2-3 at epoch 4", "oc", "o1", 3, [0, 1], tid)
+        _describe(peer, "o1 at epoch 4", ["oc"], {"o1": 4})
+        Part = _Commit.OffsetCommitRequestPartition
+
+        def commit(version: int, label: str, epoch: int, partitions: list[int]) -> None:
+            named = {"topic_id": tid} if version >= 10 else {"name": "ocg"}
+            topic = _Commit(**named, partitions=[Part(partition_index=p, committed_offset=100 * version + p)
+                                                 for p in partitions])
+            peer.ask(f"v{version} {label}", OffsetCommitRequest(
+                group_id="oc", generation_id_or_member_epoch=epoch, member_id="o1", topics=[topic]), version)
+
+        for version in range(2, 11):
+            commit(version, "epoch 2, partitions held since 2", 2, [0, 1])
+            commit(version, "epoch 3, partitions held since 2", 3, [1])
+            commit(version, "epoch 2, one partition given at 4", 2, [0, 2])
+            commit(version, "epoch 3, partitions given at 4", 3, [2, 3])
+            commit(version, "epoch 4, all", 4, [0, 1, 2, 3])
+            commit(version, "epoch 5, newer than the member's", 5, [0])
+        ids = _ready_producer(peer, "oc-txn")
+        T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+
+        def txn_commit(label: str, epoch: int, partitions: list[int]) -> None:
+            peer.ask(f"txn {label}", TxnOffsetCommitRequest(
+                transactional_id="oc-txn", group_id="oc", producer_id=ids.producer_id,
+                producer_epoch=ids.producer_epoch, generation_id=epoch, member_id="o1", group_instance_id=None,
+                topics=[T(name="ocg", partitions=[T.TxnOffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=2000 + p, committed_leader_epoch=-1, committed_metadata="")
+                    for p in partitions])]), 5)
+
+        txn_commit("epoch 2, partitions held since 2", 2, [0, 1])
+        txn_commit("epoch 2, one partition given at 4", 2, [1, 3])
+        txn_commit("epoch 5, newer than the member's", 5, [0])
+        peer.ask("end the transaction", EndTxnRequest(transactional_id="oc-txn", producer_id=ids.producer_id,
+                                                      producer_epoch=ids.producer_epoch, committed=True), 5)
+        Asked = _FetchGroup.OffsetFetchRequestTopics
+
+        def stored():
+            answer = peer.send(OffsetFetchRequest(require_stable=True, groups=[_FetchGroup(
+                group_id="oc", member_id="o1", member_epoch=4,
+                topics=[Asked(name="ocg", partition_indexes=[0, 1, 2, 3])])]), 9)
+            group = answer.groups[0]
+            settled = group.error_code == 0 and all(p.error_code == 0 for t in group.topics for p in t.partitions)
+            return answer if settled else None
+        answer = wait_for(stored, timeout_s=10, what=f"{peer.name}: the transaction's offsets settled")
+        peer.record("what was stored", answer)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
 def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
     """group.consumer.migration.policy=bidirectional (both brokers' default): a classic group with a member
     upgraded by a consumer heartbeat, its classic member served inside (told to rejoin, revoking, its
-    SyncGroup assignment, commits with its epoch), ConsumerGroupDescribe's member types, and the downgrade
+    SyncGroup assignment, commits with its epoch and an older one), ConsumerGroupDescribe's member types, and the
+    downgrade
     when the consumer member leaves: DescribeGroups and ListGroups at each step."""
     from broker.group.consumer_protocol import encode_assignment
-    from protocol.messages import (
-        ConsumerProtocolSubscription,
-        HeartbeatRequest,
-        LeaveGroupRequest,
-        SyncGroupRequest,
-    )
+    from protocol.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
 
     topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "mgt", 4, ("mig", "mig-probe"))
-    for peer in (ebb_peer, kafka_peer):  # Kafka's coordinator sees a new topic a moment after its leaders
-        def assigned(p=peer) -> bool:
-            answer = p.send(ConsumerGroupHeartbeatRequest(
-                group_id="mig-probe", member_id="probe", member_epoch=0, rebalance_timeout_ms=30000,
-                subscribed_topic_names=["mgt"], topic_partitions=[]), 1)
-            p.send(ConsumerGroupHeartbeatRequest(group_id="mig-probe", member_id="probe", member_epoch=-1), 1)
-            return answer.assignment is not None and bool(answer.assignment.topic_partitions)
-        wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees mgt")
+    _assignable((ebb_peer, kafka_peer), "mgt", "mig-probe")
 
     def subscription(owned: list[int]) -> bytes:
-        value = ConsumerProtocolSubscription(topics=["mgt"], user_data=None, owned_partitions=[
-            ConsumerProtocolSubscription.TopicPartition(topic="mgt", partitions=owned)] if owned else [])
-        return b"\x00\x01" + ConsumerProtocolSubscription[1].encode(value)
+        return _subscription("mgt", owned)
 
     def join(peer: Peer, label: str, member: str, owned: list[int]):
         return peer.ask(label, JoinGroupRequest(group_id="mig", session_timeout_ms=30000, rebalance_timeout_ms=30000,
@@ -260,6 +382,13 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
             partition_index=0, committed_offset=3)])]
         peer.ask("classic commit with its epoch", OffsetCommitRequest(
             group_id="mig", generation_id_or_member_epoch=rejoined.generation_id, member_id=c1, topics=commit), 8)
+        for version in (2, 8, 9):  # KIP-1251: at the upgrade's generation, for a partition held since
+            peer.ask(f"v{version} classic commit at its older generation", OffsetCommitRequest(
+                group_id="mig", generation_id_or_member_epoch=1, member_id=c1, topics=commit), version)
+        gave_up = [_Commit(name="mgt", partitions=[_Commit.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=4) for p in (1, 2)])]
+        peer.ask("classic commit at its older generation of a partition it gave up", OffsetCommitRequest(
+            group_id="mig", generation_id_or_member_epoch=1, member_id=c1, topics=gave_up), 8)
         peer.ask("classic commit with a later generation", OffsetCommitRequest(
             group_id="mig", generation_id_or_member_epoch=rejoined.generation_id + 5, member_id=c1,
             topics=commit), 8)

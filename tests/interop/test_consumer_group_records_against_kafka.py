@@ -1,8 +1,9 @@
 """Ebb's KIP-848 consumer group records in `__consumer_offsets` are Kafka 4.3.1's: Kafka's own
 DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what a short session of
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
-and current assignment, member and tombstone records, in Kafka's order within each write; and the
-share group records (types 10-14) of a share group's heartbeats in the same log."""
+and current assignment (with the epoch each partition was given at), member and tombstone records,
+in Kafka's order within each write; and the share group records (types 10-14) of a share group's
+heartbeats in the same log."""
 
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
     assert (current["memberEpoch"], current["state"]) == (2, 1)  # unrevoked partitions, at its old epoch
     assert [p["partitions"] for p in current["assignedPartitions"]] == [[0, 1]]
     assert [p["partitions"] for p in current["partitionsPendingRevocation"]] == [[2, 3]]
+    # the epoch each partition was given at (KIP-1251's AssignmentEpochs, a tagged field), as Kafka reads it
+    assert [p["assignmentEpochs"] for p in current["assignedPartitions"]] == [[2, 2]]
+    assert [p["assignmentEpochs"] for p in current["partitionsPendingRevocation"]] == [[2, 2]]
     assert [p["partitions"] for p in payloads[("7", "m1")]["data"]["topicPartitions"]] == [[0, 1]]
     shares = [(k, p) for k, p in decoded if k["data"]["groupId"] == "s"]
     kinds = [(k["type"], k["data"].get("memberId"), p is None) for k, p in shares]

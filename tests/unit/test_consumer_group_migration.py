@@ -138,6 +138,26 @@ async def test_upgrade_serves_classic_members_then_downgrades_when_the_last_cons
     assert groups.heartbeat("g", classic.generation_id, leader, None) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
+async def test_a_classic_heartbeat_compares_the_targets_epoch_not_the_groups(broker):
+    """Kafka 4.3.1 tells a classic member to rejoin when the target assignment's epoch passed its own: a
+    member leaving moves the group epoch only, the target moves at the next join or KIP-848 heartbeat."""
+    groups = broker.groups
+    leader, follower, generation = await _classic_group(groups)
+    answer = groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+    epochs = {}
+    for member_id in (leader, follower):
+        epochs[member_id], _ = await _catch_up(groups, member_id, generation)
+    groups.consumer.heartbeat(_heartbeat("new", answer.member_epoch), TIMEOUTS)
+    group = groups.consumer.groups["g"]
+    assert epochs[leader] == group.assignment_epoch == group.group_epoch
+    assert await groups.leave_group("g", [(follower, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+    assert group.group_epoch == group.assignment_epoch + 1  # no target yet
+    assert groups.heartbeat("g", epochs[leader], leader, None) == ErrorCode.NONE
+    groups.consumer.heartbeat(_heartbeat("new", group.members["new"].epoch), TIMEOUTS)  # computes the target
+    assert group.assignment_epoch == group.group_epoch
+    assert groups.heartbeat("g", epochs[leader], leader, None) == ErrorCode.REBALANCE_IN_PROGRESS
+
+
 async def test_a_restart_keeps_a_mixed_group_and_a_downgraded_one(tmp_path):
     first = Broker(_config(tmp_path, "bidirectional"))
     await first.start()

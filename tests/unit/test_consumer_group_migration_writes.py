@@ -201,8 +201,8 @@ async def test_an_upgrade_for_a_member_refused_leaves_the_group_classic(tmp_path
 
 
 async def test_a_classic_member_syncs_though_a_member_left_after_its_join(tmp_path):
-    """Kafka refuses a classic member's SyncGroup only when the target moved past its epoch; its join and sync
-    timeouts run side by side."""
+    """Kafka refuses a classic member's SyncGroup, and its Heartbeat tells it to rejoin, only when the target
+    moved past its epoch: a member leaving moves the group epoch alone."""
     broker = await _started(tmp_path)
     try:
         groups = broker.groups
@@ -213,11 +213,17 @@ async def test_a_classic_member_syncs_though_a_member_left_after_its_join(tmp_pa
         stays_epoch = joined[1].generation_id
         assert await groups.leave_group("g", [(leaves.member_id, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
         assert group.group_epoch > group.assignment_epoch == stays_epoch
-        # Told to rejoin by a heartbeat, it still has its sync timeout.
-        assert groups.heartbeat("g", stays_epoch, stays.member_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
-        assert set(stays.classic_timers) == {"join", "sync"}
+        assert groups.heartbeat("g", stays_epoch, stays.member_id, None) == ErrorCode.NONE
+        assert set(stays.classic_timers) == {"sync"}
         synced = await groups.sync_group("g", stays_epoch, stays.member_id, None, "consumer", "range", [])
-        assert synced.error == ErrorCode.NONE and set(stays.classic_timers) == {"join"}
+        assert synced.error == ErrorCode.NONE and not stays.classic_timers
+        # The KIP-848 member's heartbeat moves the target: now it must rejoin, and a sync is refused.
+        groups.consumer.heartbeat(_heartbeat("kip848", group.members["kip848"].epoch), TIMEOUTS)
+        assert group.assignment_epoch == group.group_epoch > stays_epoch
+        assert groups.heartbeat("g", stays_epoch, stays.member_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
+        assert set(stays.classic_timers) == {"join"}
+        synced = await groups.sync_group("g", stays_epoch, stays.member_id, None, "consumer", "range", [])
+        assert synced.error == ErrorCode.REBALANCE_IN_PROGRESS
     finally:
         await broker.stop()
 

@@ -17,6 +17,7 @@ from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
 from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
 from broker.group.record_log import record_type
+from broker.group.requests import MemberCheck
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -104,9 +105,10 @@ def test_record_bytes_follow_kafkas_layout():
         ">q", topics_hash)
     key, value = by_type[8]
     assert key == struct.pack(">hh", 8, 1) + b"g" + struct.pack(">h", 2) + b"m1"
-    # v0 | epoch 2 | previous 0 | state 0 | one topic (T1, [0..3], no tags) | none to revoke | no tags
+    # v0 | epoch 2 | previous 0 | state 0 | one topic (T1, [0..3], one tag: 0, AssignmentEpochs, 17 bytes:
+    # all given at epoch 2) | none to revoke | no tags
     assert value == (struct.pack(">hiib", 0, 2, 0, 0) + b"\x02" + T1.bytes + b"\x05" + struct.pack(">4i", 0, 1, 2, 3)
-                     + b"\x00" + b"\x01" + b"\x00")
+                     + b"\x01\x00\x11\x05" + struct.pack(">4i", 2, 2, 2, 2) + b"\x01" + b"\x00")
     key, value = by_type[5]
     assert value.startswith(struct.pack(">h", 0) + b"\x00" + b"\x03r1" + b"\x02c" + b"\x03/h" + b"\x02\x02a")
 
@@ -177,9 +179,9 @@ def test_a_restarted_coordinator_rebuilds_epochs_members_and_assignments():
         assert after.target == before.target
         for member_id, was in before.members.items():
             now = after.members[member_id]
-            assert (now.epoch, now.previous_epoch, now.state, now.assigned, now.pending_revocation,
+            assert (now.epoch, now.previous_epoch, now.state, now.assigned, now.pending_revocation, now.held_since,
                     now.instance_id, now.subscribed, now.rebalance_timeout_ms, now.client_id) == (
-                was.epoch, was.previous_epoch, was.state, was.assigned, was.pending_revocation,
+                was.epoch, was.previous_epoch, was.state, was.assigned, was.pending_revocation, was.held_since,
                 was.instance_id, was.subscribed, was.rebalance_timeout_ms, was.client_id)
             assert now.session_timer is not None  # its session restarts at the load
         assert after.members["m1"].state == MemberState.UNREVOKED_PARTITIONS
@@ -189,6 +191,12 @@ def test_a_restarted_coordinator_rebuilds_epochs_members_and_assignments():
         # The members carry on with the rebuilt coordinator, at their epochs.
         done = await _beat(rebuilt, _hb("m1", 2, owned={T1: revoking.assignment[T1]}))
         assert done.member_epoch == 3
+        # what m1 kept it holds since epoch 2, also for the coordinator loaded after it moved to 3
+        moved = _replayed(log).groups["g"].members["m1"]
+        assert moved.epoch == 3 and moved.held_since == {(T1, p): 2 for p in revoking.assignment[T1]}
+        moved_groups = _replayed(log)
+        moved_groups.check_commit("g", MemberCheck("m1", 2, partitions=(("a", min(revoking.assignment[T1])),)))
+        moved_groups.stop()
         taken = await _beat(rebuilt, _hb("m2", 3, owned={}))
         assert taken.member_epoch == 3 and taken.assignment == {T1: {0, 1, 2, 3} - revoking.assignment[T1]}
         assert rebuilt.groups["g"].group_epoch == 3  # no rebalance
@@ -200,6 +208,23 @@ def test_a_restarted_coordinator_rebuilds_epochs_members_and_assignments():
         rebuilt.stop()
         assert "g" not in _replayed(log).groups
     asyncio.run(run())
+
+
+def test_a_held_partition_without_assignment_epochs_counts_from_the_member_epoch():
+    """Kafka before 4.3 wrote record 8 without AssignmentEpochs, and a count that does not match the
+    partitions is not trusted: Kafka 4.3.1 takes the member epoch for that topic's partitions."""
+    groups = _groups(Log())
+    meta = struct.pack(">hh", 3, 1) + b"g"
+    groups.replay(meta, struct.pack(">hi", 0, 5) + b"\x00")
+    key = struct.pack(">hh", 8, 1) + b"g" + struct.pack(">h", 2) + b"m1"
+    topic = b"\x02" + T1.bytes + b"\x03" + struct.pack(">2i", 0, 1)
+    groups.replay(key, struct.pack(">hiib", 0, 5, 4, 0) + topic + b"\x00" + b"\x01" + b"\x00")
+    member = consumer_records.KIND.group_from_records("g", groups.records.written["g"])[0].members["m1"]
+    assert member.held_since == {(T1, 0): 5, (T1, 1): 5}
+    short = b"\x01\x00\x05\x02" + struct.pack(">i", 3)  # one epoch for two partitions
+    groups.replay(key, struct.pack(">hiib", 0, 5, 4, 0) + topic + short + b"\x01" + b"\x00")
+    member = consumer_records.KIND.group_from_records("g", groups.records.written["g"])[0].members["m1"]
+    assert member.held_since == {(T1, 0): 5, (T1, 1): 5}
 
 
 def test_records_of_a_newer_kafka_are_read_and_unwritten_types_skipped():

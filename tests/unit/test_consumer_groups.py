@@ -11,10 +11,11 @@ import uuid
 import pytest
 
 from broker.group.consumer_assignors import assign
-from broker.group.consumer_group import MemberState
+from broker.group.consumer_group import ClassicMeta, MemberState
 from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat, matching
 from broker.group.consumer_type_changes import ClassicIds
 from broker.group.group import GroupError
+from broker.group.requests import MemberCheck
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode as E
 
@@ -210,20 +211,89 @@ def test_group_types_and_size():
     asyncio.run(run())
 
 
+def _check(groups: ConsumerGroups, member: str, epoch: int, *partitions: tuple[str, int], **kw) -> E:
+    """The error a commit (or fetch) of those partitions gets; NONE when taken."""
+    try:
+        groups.check_commit("g", MemberCheck(member, epoch, partitions=partitions, **kw))
+    except GroupError as exc:
+        return exc.error_code
+    return E.NONE
+
+
 def test_offset_commits_need_the_members_epoch():
     async def run():
         groups = _groups({"a": (T1, 1)})
         groups.heartbeat(_hb("m", 0), TIMEOUTS)
-        groups.check_commit("g", "m", 2)
-        with pytest.raises(GroupError) as stale:
-            groups.check_commit("g", "m", 1)
-        assert stale.value.error_code == E.STALE_MEMBER_EPOCH
-        with pytest.raises(GroupError) as unknown:
-            groups.check_commit("g", "x", 2)
-        assert unknown.value.error_code == E.UNKNOWN_MEMBER_ID
-        with pytest.raises(GroupError) as admin:
-            groups.check_commit("g", "", -1)
-        assert admin.value.error_code == E.UNKNOWN_MEMBER_ID
-        groups.check_commit("g", "", -1, fetch=True)
+        assert _check(groups, "m", 2, ("a", 0)) == E.NONE
+        assert _check(groups, "m", 3, ("a", 0)) == E.STALE_MEMBER_EPOCH  # newer than the member's
+        assert _check(groups, "m", 1, ("a", 0)) == E.STALE_MEMBER_EPOCH  # older than the partition's
+        assert _check(groups, "m", 2, ("a", 0), version=8) == E.UNSUPPORTED_VERSION
+        assert _check(groups, "x", 2) == E.UNKNOWN_MEMBER_ID
+        assert _check(groups, "", -1) == E.UNKNOWN_MEMBER_ID
+        assert _check(groups, "", -1, fetch=True) == E.NONE
+        # a producer committing without membership is taken; with a stale epoch ILLEGAL_GENERATION
+        assert _check(groups, "", -1, ("a", 0), transactional=True) == E.NONE
+        assert _check(groups, "", -1, ("a", 0), transactional=True, instance_id="i") == E.UNKNOWN_MEMBER_ID
+        assert _check(groups, "m", 1, ("a", 0), transactional=True) == E.ILLEGAL_GENERATION
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_commit_at_an_older_epoch_is_taken_for_partitions_held_since():
+    """KIP-1251 (Kafka 4.3.1): after a rebalance moved m1's epoch, a commit at its old epoch is taken for
+    the partitions it kept, refused for one it was given at the new epoch or does not hold."""
+    async def run():
+        groups = _groups({"a": (T1, 4)})
+        assert groups.heartbeat(_hb("m1", 0), TIMEOUTS).member_epoch == 2  # all 4 partitions, since 2
+        groups.heartbeat(_hb("m2", 0), TIMEOUTS)  # epoch 3: m1 must give up two partitions
+        groups.heartbeat(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), TIMEOUTS)
+        m1 = groups.groups["g"].members["m1"]
+        revoking = sorted(p for parts in m1.pending_revocation.values() for p in parts)
+        kept = sorted(p for parts in m1.assigned.values() for p in parts)
+        assert len(revoking) == 2 and m1.epoch == 2
+        # still at epoch 2 while revoking: a partition being revoked is still held
+        assert _check(groups, "m1", 2, ("a", revoking[0])) == E.NONE
+        groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS)
+        assert m1.epoch == 3 and not m1.pending_revocation
+        assert _check(groups, "m1", 2, *[("a", p) for p in kept]) == E.NONE  # held since 2
+        assert _check(groups, "m1", 2, ("a", kept[0]), ("a", revoking[0])) == E.STALE_MEMBER_EPOCH  # gone
+        assert _check(groups, "m1", 2, ("a", kept[0]), ("b", 0)) == E.STALE_MEMBER_EPOCH  # never held
+        assert _check(groups, "m1", 2, ("a", kept[0]), fetch=True) == E.STALE_MEMBER_EPOCH  # a fetch: exact
+        assert _check(groups, "m1", 1, ("a", kept[0])) == E.STALE_MEMBER_EPOCH  # older than held
+        # m2 was given m1's old partitions at epoch 3 (after joining at 3 with nothing): not before
+        groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        m2 = groups.groups["g"].members["m2"]
+        assert sorted(p for parts in m2.assigned.values() for p in parts) == revoking
+        assert m2.held_since == {(T1, p): 3 for p in revoking}
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_classic_member_commits_at_an_older_generation_for_partitions_held_since():
+    async def run():
+        groups = _groups({"a": (T1, 2)})
+        groups.heartbeat(_hb("m", 0), TIMEOUTS)
+        member = groups.groups["g"].members["m"]
+        member.classic = ClassicMeta(10000, [("range", b"")])
+        member.held_since = {(T1, 0): 1, (T1, 1): 2}
+        member.epoch = 3
+        assert _check(groups, "m", 1, ("a", 0)) == E.NONE
+        assert _check(groups, "m", 1, ("a", 0), ("a", 1)) == E.ILLEGAL_GENERATION
+        assert _check(groups, "m", 4, ("a", 0)) == E.ILLEGAL_GENERATION
+        assert _check(groups, "m", 2, ("a", 1), version=2) == E.NONE  # any OffsetCommit version
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_static_member_leaving_for_now_holds_its_partitions_since_epoch_0():
+    async def run():
+        groups = _groups({"a": (T1, 2)})
+        groups.heartbeat(_hb("m", 0, instance_id="i"), TIMEOUTS)
+        groups.heartbeat(_hb("m", -2, instance_id="i"), TIMEOUTS)
+        assert groups.groups["g"].members["m"].held_since == {(T1, 0): 0, (T1, 1): 0}
+        groups.heartbeat(_hb("n", 0, instance_id="i"), TIMEOUTS)  # takes over what m held, at epoch 2
+        n = groups.groups["g"].members["n"]
+        assert n.epoch == 2 and n.held_since == {(T1, 0): 0, (T1, 1): 0}
+        assert _check(groups, "n", 0, ("a", 0), ("a", 1)) == E.NONE
         groups.stop()
     asyncio.run(run())

@@ -256,6 +256,10 @@ async def test_kip848_consumer_groups_count_for_trimming_and_commit_with_their_e
     assert refused.value.error_code == ErrorCode.STALE_MEMBER_EPOCH
     assert await broker.groups.offsets.commit("kip848", joined.member_epoch, "m", None, -1, commits, 9) == [
         ErrorCode.NONE]
+    # As Kafka: a partition whose metadata is too large is not judged by the epoch, only refused for that
+    too_large = [OffsetCommit("t", 0, 6, -1, "x" * (broker.groups.offsets.metadata_max_bytes + 1))]
+    assert await broker.groups.offsets.commit("kip848", joined.member_epoch - 1, "m", None, -1, too_large, 9) == [
+        ErrorCode.OFFSET_METADATA_TOO_LARGE]
     assert broker.groups.min_committed_offset("t", 0) == (6, ("kip848",))
     assert broker.groups.offsets.fetch("kip848", [("t", [0])], "m", joined.member_epoch)[0][1][0][1].offset == 6
     # OffsetDelete: a topic the members subscribe to stays; another goes
