@@ -441,6 +441,7 @@ async def test_a_round_whose_log_is_deleted_before_the_swap_leaves_the_new_log_a
         if recreate:
             new_log = await filled_log(manager, [[(b"same", b"new%d" % i + b"y" * 100)] for i in range(40)])
             new_written = records(new_log)
+            await new_log.flush()  # its files settled: a flush after a roll may still be writing a checkpoint
             new_files = sorted(os.listdir(new_log.directory))
         return opened
 
@@ -460,6 +461,7 @@ async def test_a_round_whose_log_is_deleted_before_the_swap_leaves_the_new_log_a
     if recreate:
         assert manager.get_log(TP) is new_log
         assert records(new_log) == new_written
+        await new_log.flush()
         assert sorted(os.listdir(new_log.directory)) == new_files
     await manager.shutdown()
 
