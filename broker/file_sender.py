@@ -51,7 +51,7 @@ class RoomWatch:
     __slots__ = ("_loop", "_epoll", "_senders", "__weakref__")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)  # the loop's entry in _WATCHES must not keep the loop alive
         self._epoll = select.epoll()
         self._senders: dict[int, FileSender] = {}
 
@@ -60,9 +60,17 @@ class RoomWatch:
         return len(self._senders)
 
     def add(self, fd: int, sender: FileSender) -> None:
+        loop = self._loop()
+        assert loop is not None, "senders are made inside their loop"
+        # The registration outlives a close of this descriptor while the transport's keeps the socket
+        # open: remove() takes it out first, and a failed add leaves none behind.
         self._epoll.register(fd, select.EPOLLOUT | select.EPOLLET)
         if not self._senders:
-            self._loop.add_reader(self._epoll.fileno(), self._ready)
+            try:
+                loop.add_reader(self._epoll.fileno(), self._ready)
+            except BaseException:
+                self._epoll.unregister(fd)
+                raise
         self._senders[fd] = sender
 
     def remove(self, fd: int) -> None:
@@ -71,8 +79,9 @@ class RoomWatch:
             return
         with contextlib.suppress(OSError):
             self._epoll.unregister(fd)
-        if not self._senders:
-            self._loop.remove_reader(self._epoll.fileno())
+        loop = self._loop()
+        if not self._senders and loop is not None and not loop.is_closed():
+            loop.remove_reader(self._epoll.fileno())
 
     def _ready(self) -> None:
         for fd, _ in self._epoll.poll(0):

@@ -6,10 +6,12 @@ compiled (broker/_file_send.c) and in Python (where that is not built)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import threading
 import time
+import weakref
 
 import pytest
 import uvloop
@@ -141,6 +143,25 @@ def test_waits_for_room_register_nothing_with_the_loop(segment, pump, monkeypatc
 
     assert uvloop.run(main()) == [expected] * 4
     assert writers == []
+
+
+def test_a_loop_with_a_room_watch_is_collected():
+    """The loop's RoomWatch (in a weak mapping keyed by the loop) does not keep its loop, or its epoll's
+    descriptor, alive once the loop is gone."""
+    left, right = socket.socketpair()
+    loop = uvloop.new_event_loop()
+
+    async def main() -> None:
+        FileSender(asyncio.get_running_loop(), left.fileno()).close()
+
+    loop.run_until_complete(main())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
+    left.close()
+    right.close()
 
 
 def test_a_file_shorter_than_its_region_is_an_error(segment, pump):
