@@ -190,6 +190,9 @@ def report(partitions: int, calls: collections.Counter, requests: float, ebb: co
     def per_gb(counts: collections.Counter, key: str) -> str:
         return f"{counts[key] * SAMPLE_S / size * 1e9:>9.4f}"
 
+    def floor_per_gb(key: str) -> str:  # its other calls are the writing of its files before it serves
+        return per_gb(floor, key) if key in (*serving, "user", "kernel", "sendfile softirq") else f"{'—':>9}"
+
     # The floor's main thread also writes its files before serving: only its serving calls are its floor
     serving = ("sys:sendfile64", "sys:sendto", "sys:poll", "sys:recvfrom")
     floor["kernel"] = sum(floor[key] for key in serving)
@@ -197,9 +200,10 @@ def report(partitions: int, calls: collections.Counter, requests: float, ebb: co
     rows += sorted({key for key in ebb if key.startswith("sys:") and key not in rows} | set(serving[1:]),
                    key=lambda key: -ebb[key] - floor[key])
     print(f"  event-loop thread, CPU-s per 10^9 bytes (4 kHz samples)  {'Ebb':>9} {'floor':>9}")
-    for key in [*rows, "irq"]:
-        if ebb[key] or floor[key]:
-            print(f"  {key:<55}{per_gb(ebb, key)} {per_gb(floor, key)}")
+    for key in rows:
+        if ebb[key] or (key in serving and floor[key]):
+            print(f"  {key:<55}{per_gb(ebb, key)} {floor_per_gb(key)}")
+    print(f"  {'irq (kernel samples outside a call)':<55}{per_gb(ebb, 'irq')}")
 
 
 if __name__ == "__main__":
