@@ -7,13 +7,22 @@ nothing queued, and the connection holds its other answers until this one is out
 interleave. It writes through a duplicate of the socket's descriptor: the event loop watches one
 descriptor for one owner, and the duplicate, the same socket under another number, is ours to watch
 for room when the socket's buffer is full.
+
+That watch is `RoomWatch`'s: each duplicate is registered once, edge-triggered, in one epoll of the
+loop's own, which the loop watches as a reader. The loop's add_writer and remove_writer around every
+wait for room (a six-partition Fetch meets a full socket about once) would make and close a libuv poll
+handle on the duplicate each time: with uvloop eight system calls (epoll_ctl probes, FIONBIO, an
+io_uring submit) where the edge needs one epoll_wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import select
 import socket
+import weakref
 from collections.abc import Callable, Sequence
 
 from broker.log.file_region import FileRegion
@@ -32,11 +41,70 @@ class SegmentCutShort(OSError):
     """A segment file ended before the range promised in the answer's header (truncated meanwhile)."""
 
 
+class RoomWatch:
+    """The room waits of one event loop's FileSenders. Each sender's socket is in this epoll for its
+    life with EPOLLOUT | EPOLLET: the kernel reports room once per wait (its write-space wake-up comes
+    only after a send found the buffer full), so nothing is registered or removed per wait, and a wait
+    that begins after the room came finds the edge already queued. The loop watches the epoll's own
+    descriptor (readable while an edge is queued) while any sender is registered."""
+
+    __slots__ = ("_loop", "_epoll", "_senders", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # the loop's entry in _WATCHES must not keep the loop alive
+        self._epoll = select.epoll()
+        self._senders: dict[int, FileSender] = {}
+
+    @property
+    def watched(self) -> int:
+        return len(self._senders)
+
+    def add(self, fd: int, sender: FileSender) -> None:
+        loop = self._loop()
+        assert loop is not None, "senders are made inside their loop"
+        # The registration outlives a close of this descriptor while the transport's keeps the socket
+        # open: remove() takes it out first, and a failed add leaves none behind.
+        self._epoll.register(fd, select.EPOLLOUT | select.EPOLLET)
+        if not self._senders:
+            try:
+                loop.add_reader(self._epoll.fileno(), self._ready)
+            except BaseException:
+                self._epoll.unregister(fd)
+                raise
+        self._senders[fd] = sender
+
+    def remove(self, fd: int) -> None:
+        """Before the descriptor closes (its number may be reused)."""
+        if self._senders.pop(fd, None) is None:
+            return
+        with contextlib.suppress(OSError):
+            self._epoll.unregister(fd)
+        loop = self._loop()
+        if not self._senders and loop is not None and not loop.is_closed():
+            loop.remove_reader(self._epoll.fileno())
+
+    def _ready(self) -> None:
+        for fd, _ in self._epoll.poll(0):
+            sender = self._senders.get(fd)
+            if sender is not None:
+                sender.room()
+
+
+_WATCHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RoomWatch] = weakref.WeakKeyDictionary()
+
+
+def room_watch(loop: asyncio.AbstractEventLoop) -> RoomWatch:
+    """The loop's one RoomWatch (it goes with the loop)."""
+    watch = _WATCHES.get(loop)
+    if watch is None:
+        watch = _WATCHES[loop] = RoomWatch(loop)
+    return watch
+
+
 class FileSender:
-    __slots__ = ("_loop", "_socket", "_pieces", "_index", "_done", "_finished", "_watching")
+    __slots__ = ("_watch", "_socket", "_pieces", "_index", "_done", "_finished")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        self._loop = loop
         duplicate = os.dup(fd)
         try:
             self._socket = socket.socket(fileno=duplicate)
@@ -44,11 +112,16 @@ class FileSender:
             os.close(duplicate)
             raise
         self._socket.setblocking(False)
+        self._watch = room_watch(loop)
+        try:
+            self._watch.add(duplicate, self)
+        except OSError:
+            self._socket.close()
+            raise
         self._pieces: list[memoryview | tuple[int, int, int]] = []
         self._index = 0
         self._done = 0  # bytes of the current piece already written
         self._finished: Finished | None = None
-        self._watching = False
 
     @property
     def busy(self) -> bool:
@@ -67,10 +140,17 @@ class FileSender:
         self._pieces, self._index, self._done, self._finished = pieces, 0, 0, finished
         self._pump()
 
+    def room(self) -> None:
+        """The socket has room again (RoomWatch): go on, if an answer waits for it (an edge left from an
+        earlier answer finds none)."""
+        if self._finished is not None:
+            self._pump()
+
     def close(self) -> None:
         """The connection is gone: stop, tell the caller (its regions must be released), free the descriptor."""
         if self._finished is not None:
             self._end(ConnectionResetError("connection closed while sending"))
+        self._watch.remove(self._socket.fileno())
         self._socket.close()
 
     def _pump(self) -> None:
@@ -84,10 +164,8 @@ class FileSender:
             return
         self._index, self._done = index, done
         if state == _FULL:
-            if not self._watching:
-                self._watching = True
-                self._loop.add_writer(self._socket.fileno(), self._pump)
-        elif state == _FILE_ENDED:
+            return  # the room watch calls again once there is room
+        if state == _FILE_ENDED:
             self._end(SegmentCutShort(f"a segment file ended {self._pieces[index][2] - done} bytes early"))
         else:
             self._end(None)
@@ -119,10 +197,7 @@ class FileSender:
                 done = 0
         except BlockingIOError:
             self._index, self._done = index, done
-            if not self._watching:
-                self._watching = True
-                self._loop.add_writer(sock.fileno(), self._pump)
-            return
+            return  # the room watch calls again once there is room
         except OSError as exc:
             self._index, self._done = index, done
             self._end(exc)
@@ -131,9 +206,6 @@ class FileSender:
         self._end(None)
 
     def _end(self, error: OSError | None) -> None:
-        if self._watching:
-            self._watching = False
-            self._loop.remove_writer(self._socket.fileno())
         finished, self._finished = self._finished, None
         self._pieces = []
         if finished is not None:

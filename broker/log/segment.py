@@ -357,8 +357,12 @@ class LogSegment:
             else:
                 limit = min(max_position, start + max_bytes)
                 # Batches are back to back and every one before the last indexed batch at or below
-                # `limit` fits, so the header walk starts there instead of at `end`.
-                for position, batch in scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size):
+                # `limit` fits, so the header walk starts there instead of at `end`. Batches larger
+                # than the index interval are each indexed, so that batch's header is mostly all the
+                # walk needs: its first read is that header alone, not a window of record bytes
+                # (16 KiB copied per partition per Fetch from librdkafka's 1 MB batches).
+                walk = scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size, BATCH_HEADER_SIZE)
+                for position, batch in walk:
                     # .size and .last_offset spelled out: this loop runs for every batch a fetch returns
                     batch_end = position + batch.batch_length + LOG_OVERHEAD
                     base = batch.base_offset

@@ -174,17 +174,20 @@ class OpenSegments:
 OPEN_SEGMENTS = OpenSegments(4096)
 
 
-def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+def scan_headers(fd: int, start: int, end: int, first_window: int = _SCAN_WINDOW) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each batch in [start, end) of a file already known to be well formed,
-    read in windows; batch bodies larger than a window are skipped, not read."""
+    read in windows; batch bodies larger than a window are skipped, not read. `first_window` bounds
+    the first read: a walk that mostly needs one header asks for BATCH_HEADER_SIZE, so that a batch
+    larger than a window costs no copy of its records."""
     position = start
     window = b""
     window_start = start
+    wanted = first_window
     while position < end:
         rel = position - window_start
         if rel < 0 or rel + BATCH_HEADER_SIZE > len(window):
-            window = os.pread(fd, max(BATCH_HEADER_SIZE, min(_SCAN_WINDOW, end - position)), position)
-            window_start, rel = position, 0
+            window = os.pread(fd, max(BATCH_HEADER_SIZE, min(wanted, end - position)), position)
+            window_start, rel, wanted = position, 0, _SCAN_WINDOW
             if len(window) < BATCH_HEADER_SIZE:
                 raise CorruptSegmentError(f"batch header at {position} is cut short")
         header = read_header(window, rel)

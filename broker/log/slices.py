@@ -6,9 +6,10 @@ consumers read what was just written), and a thread of the pool reads whatever w
 Where RWF_NOWAIT is missing, reads of at most `INLINE_READ_BYTES` run inline and larger ones in the
 pool. Files are pinned while read, so a segment deleted meanwhile stays open.
 
-A connection that can send from files (plain TCP) gets FileRegions instead when the whole answer is
-in the page cache (broker/log/page_cache.py) and large enough for the copy to matter: the bytes then
-go from the page cache to the socket with sendfile (broker/file_sender.py) and are never read here.
+A connection that can send from files (plain TCP) gets FileRegions instead, for each partition whose
+bytes are all in the page cache (broker/log/page_cache.py), when the answer is large enough for the
+copy to matter: those bytes then go from the page cache to the socket with sendfile
+(broker/file_sender.py) and are never read here.
 """
 
 from __future__ import annotations
@@ -36,13 +37,19 @@ class SliceReader:
 
     async def for_sending(self, groups: Sequence[Sequence[FileSlice]],
                           regions: list[FileRegion]) -> Sequence[memoryview | FileRegion]:
-        """What `read` gives, or pinned FileRegions in place of the groups with data when the whole
-        answer is in the page cache and large enough; those regions are added to `regions` too, for
-        the connection to release once they are sent."""
+        """What `read` gives, or, when the answer is large enough, pinned FileRegions in place of the
+        groups whose data is all in the page cache (added to `regions` too, for the connection to release
+        once they are sent); the other groups are read. Pages go missing from a segment just written
+        (on this project's VM, a few to 64 pages of a megabyte, with no reclaim counted): only that
+        partition's bytes are then copied, not the whole answer's."""
         # The total summed in C loops (no generator frame): once per Fetch answer
         if page_cache.available() and sum(map(_LENGTH, chain.from_iterable(groups))) >= SENDFILE_MIN_BYTES:
-            answer = _regions_if_cached(groups, regions)
-            if answer is not None:
+            found = _regions_where_cached(groups, regions)
+            if found is not None:
+                answer, missing = found
+                if missing:
+                    for index, copy in zip(missing, await self.read([groups[i] for i in missing]), strict=True):
+                        answer[index] = copy
                 return answer
         return await self.read(groups)
 
@@ -75,37 +82,38 @@ _LENGTH = attrgetter("length")
 _EMPTY = memoryview(b"")
 
 
-def _regions_if_cached(groups: Sequence[Sequence[FileSlice]], regions: list[FileRegion]
-                       ) -> list[memoryview | FileRegion] | None:
-    """A pinned FileRegion per group with data, if every slice is in the page cache (the regions then
-    added to `regions` too); else None."""
+def _regions_where_cached(groups: Sequence[Sequence[FileSlice]], regions: list[FileRegion]
+                          ) -> tuple[list[memoryview | FileRegion], list[int]] | None:
+    """The answer with a pinned FileRegion for each group whose slices are all in the page cache (those
+    regions added to `regions` too) and the indexes of the groups that are not, to be read; None when
+    nothing is known to be cached or a segment file closed for good since the log answered."""
     cached = page_cache.checker()  # the kernel's check, bound once per answer
     if cached is None:
         return None
     answer: list[memoryview | FileRegion] = []
     made: list[FileRegion] = []
+    missing: list[int] = []
     try:
         for group in groups:
             if not group:  # what a partition without data has (its slices are never empty)
                 answer.append(_EMPTY)
                 continue
             region = FileRegion(group)
-            made.append(region)
-            answer.append(region)
             for fd, position, length in region.pieces():
                 if not cached(fd, position, length):
+                    region.release()
+                    missing.append(len(answer))
+                    answer.append(_EMPTY)  # replaced by the bytes read
                     break
             else:
-                continue
-            break
-        else:
-            regions += made
-            return answer
+                made.append(region)
+                answer.append(region)
     except ValueError:  # a segment file closed for good since the log answered: read as before
-        pass
-    for region in made:
-        region.release()
-    return None
+        for region in made:
+            region.release()
+        return None
+    regions += made
+    return answer, missing
 
 
 class _GroupRead:

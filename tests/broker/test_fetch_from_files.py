@@ -123,6 +123,18 @@ def test_pages_not_in_the_page_cache_are_read_and_copied(broker, client):
     assert sent_from_files() - before == _expected(len(again.records))
 
 
+def test_only_the_partition_whose_pages_are_missing_is_copied(broker, client):
+    """Two partitions in one answer, one of them out of the page cache: that one is read and copied,
+    the other still leaves from its files (before, the whole answer was copied)."""
+    written = _fill(client, "zero-copy-half", partitions=2)
+    _drop_from_page_cache(broker, "zero-copy-half-1")
+    before = sent_from_files()
+    reply = client.request(fetch_request("zero-copy-half", 0, 0, partitions=[(p, 0, 4 << 20) for p in range(2)]), 12)
+    answers = reply.responses[0].partitions
+    assert [values(a) for a in answers] == [written[0], written[1]]
+    assert sent_from_files() - before == _expected(len(answers[0].records))
+
+
 def test_a_small_answer_is_copied(broker, client):
     create_topic(client, "zero-copy-small")
     assert produce(client, "zero-copy-small", 0, batch([b"v" * 100] * 10)).error_code == ErrorCode.NONE

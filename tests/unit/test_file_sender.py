@@ -6,10 +6,12 @@ compiled (broker/_file_send.c) and in Python (where that is not built)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import threading
 import time
+import weakref
 
 import pytest
 import uvloop
@@ -54,22 +56,28 @@ def _read_all(sock: socket.socket, size: int, slow: bool) -> bytes:
     return bytes(got)
 
 
+def _connected(slow: bool, size: int) -> tuple[socket.socket, socket.socket, threading.Thread, list[bytes]]:
+    """A loopback TCP connection with small buffers, its reading end read by a thread."""
+    server = socket.create_server(("127.0.0.1", 0))
+    reader = socket.create_connection(server.getsockname())
+    writer, _ = server.accept()
+    server.close()
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    writer.setblocking(False)
+    received: list[bytes] = []
+    thread = threading.Thread(target=lambda: received.append(_read_all(reader, size, slow)))
+    thread.start()
+    return reader, writer, thread, received
+
+
 def _send(chunks, size: int, *, slow: bool) -> tuple[bytes, list]:
     """Send the chunks through a FileSender on one end of a TCP connection; what the other end read,
     and what `finished` was called with."""
     outcome: list = []
 
     async def main() -> bytes:
-        server = socket.create_server(("127.0.0.1", 0))
-        reader = socket.create_connection(server.getsockname())
-        writer, _ = server.accept()
-        server.close()
-        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
-        writer.setblocking(False)
-        received: list[bytes] = []
-        thread = threading.Thread(target=lambda: received.append(_read_all(reader, size, slow)))
-        thread.start()
+        reader, writer, thread, received = _connected(slow, size)
         done = asyncio.Event()
         sender = FileSender(asyncio.get_running_loop(), writer.fileno())
         sender.send(chunks, lambda error: (outcome.append(error), done.set()))
@@ -93,6 +101,67 @@ def test_bytes_and_file_ranges_arrive_in_order_through_a_full_socket(segment, pu
     assert outcome == [None]
     assert got == expected
     region.release()
+
+
+def test_waits_for_room_register_nothing_with_the_loop(segment, pump, monkeypatch):
+    """Two connections answered at once through full sockets, then closed and others made (descriptor
+    numbers come back): every answer arrives whole, while the loop's add_writer is never called (the
+    senders' sockets stay in the loop's one RoomWatch; registering a writer per wait costs uvloop eight
+    system calls), and a closed sender leaves nothing in the watch."""
+    file, data = segment
+    writers: list[int] = []
+    real_add_writer = uvloop.Loop.add_writer
+    monkeypatch.setattr(uvloop.Loop, "add_writer", lambda loop, fd, *args: writers.append(fd)
+                        or real_add_writer(loop, fd, *args))
+    expected = b"head" + data[:2_000_000] + b"tail"
+
+    async def answer_both() -> list[bytes]:
+        connections = [_connected(True, len(expected)) for _ in range(2)]
+        finished: list = []
+        done = asyncio.Event()
+        senders, regions = [], []
+        for _, writer, _, _ in connections:
+            region = FileRegion([FileSlice(file, 0, 2_000_000)])
+            sender = FileSender(asyncio.get_running_loop(), writer.fileno())
+            sender.send([b"head", region, b"tail"], lambda error: (finished.append(error),
+                                                                   len(finished) == 2 and done.set()))
+            senders.append(sender)
+            regions.append(region)
+        await asyncio.wait_for(done.wait(), 30)
+        assert finished == [None, None]
+        for sender, region, (reader, writer, thread, _) in zip(senders, regions, connections, strict=True):
+            sender.close()
+            region.release()
+            writer.close()
+            await asyncio.to_thread(thread.join, 30)
+            reader.close()
+        assert file_sender.room_watch(asyncio.get_running_loop()).watched == 0
+        return [received[0] for _, _, _, received in connections]
+
+    async def main() -> list[bytes]:
+        return await answer_both() + await answer_both()
+
+    assert uvloop.run(main()) == [expected] * 4
+    assert writers == []
+
+
+def test_a_loop_with_a_room_watch_is_collected():
+    """The loop's RoomWatch (in a weak mapping keyed by the loop) does not keep its loop, or its epoll's
+    descriptor, alive once the loop is gone."""
+    left, right = socket.socketpair()
+    loop = uvloop.new_event_loop()
+
+    async def main() -> None:
+        FileSender(asyncio.get_running_loop(), left.fileno()).close()
+
+    loop.run_until_complete(main())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
+    left.close()
+    right.close()
 
 
 def test_a_file_shorter_than_its_region_is_an_error(segment, pump):
