@@ -86,10 +86,10 @@ class ConsumerMember:
 
     def epoch_held_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
         """The epoch since which the member holds the partition (assigned or to revoke); None if it does
-        not. A held partition missing from `held_since` counts from the member's epoch, as Kafka reads a
-        record without assignment epochs."""
+        not. A held partition missing from `held_since` counts from the member's epoch (0 for a static member
+        gone for now), as Kafka reads a record without assignment epochs."""
         if partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ()):
-            return self.held_since.get((topic_id, partition), self.epoch)
+            return self.held_since.get((topic_id, partition), max(self.epoch, 0))
         return None
 
     def cancel_timers(self) -> None:

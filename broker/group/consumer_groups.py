@@ -217,9 +217,9 @@ class ConsumerGroups(TypeChanges):
                                                                instance_id=instance_id)
             log.info("member joins the consumer group", group=group.group_id, member=member_id)
             return member, True
-        if epoch == 0:  # a member that lost its state rejoins: it gives up what it held
-            member.assigned, member.pending_revocation, member.held_since = {}, {}, {}
-            member.state, member.epoch, member.previous_epoch = MemberState.STABLE, 0, 0
+        if epoch == 0:
+            # A member that lost its state rejoins: as in Kafka 4.3.1 it stays as it was (its epoch, its
+            # partitions and the epochs it holds them since) and is sent its whole assignment again.
             return member, False
         check_epoch(member, epoch, request.owned)
         return member, False

@@ -114,12 +114,12 @@ def _held_with_epochs(member: ConsumerMember, assignment: Assignment) -> list:
 
 def _held_since(topics, member_epoch: int) -> HeldSince:
     """The assignment epochs record 8 carries; a topic without them (a log of Kafka before 4.3, or a
-    count that does not match its partitions) counts from the member epoch, as Kafka reads it."""
+    count that does not match its partitions) counts from the member epoch (at least 0), as Kafka reads it."""
     found: HeldSince = {}
     for t in topics:
         epochs = t.assignment_epochs
         if epochs is None or len(epochs) != len(t.partitions):
-            epochs = [member_epoch] * len(t.partitions)
+            epochs = [max(member_epoch, 0)] * len(t.partitions)  # a static member gone for now is at -2
         found.update(((t.topic_id, p), e) for p, e in zip(t.partitions, epochs, strict=True))
     return found
 

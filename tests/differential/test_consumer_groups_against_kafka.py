@@ -258,7 +258,8 @@ def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
     """KIP-1251: o1 holds partitions 0-3 since epoch 2, keeps 0-1 when o2 joins (epoch 3) and is given 2-3
     again at epoch 4 once o2 leaves. Commits at its older epochs, of partitions held since (taken), given
     later or never held (refused), and at a newer epoch, at every OffsetCommit version both serve (v2-8:
-    UNSUPPORTED_VERSION for a KIP-848 member) and by TxnOffsetCommit v5; then what was stored."""
+    UNSUPPORTED_VERSION for a KIP-848 member) and by TxnOffsetCommit v5; then what was stored; then o1
+    rejoins at epoch 0 and commits at epoch 2 again."""
     from protocol.messages import EndTxnRequest, TxnOffsetCommitRequest
     from tests.differential.test_transactions_against_kafka import _ready_producer
 
@@ -318,6 +319,9 @@ def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
             return answer if settled else None
         answer = wait_for(stored, timeout_s=10, what=f"{peer.name}: the transaction's offsets settled")
         peer.record("what was stored", answer)
+        # A member that lost its state rejoins at epoch 0: Kafka keeps it as it was, its partitions held since
+        _beat(peer, "o1 rejoins at epoch 0, owning nothing", "oc", "o1", 0, [], **join)
+        commit(9, "after the rejoin: epoch 2, partitions held since 2", 2, [0, 1])
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)

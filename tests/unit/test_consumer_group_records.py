@@ -225,6 +225,12 @@ def test_a_held_partition_without_assignment_epochs_counts_from_the_member_epoch
     groups.replay(key, struct.pack(">hiib", 0, 5, 4, 0) + topic + short + b"\x01" + b"\x00")
     member = consumer_records.KIND.group_from_records("g", groups.records.written["g"])[0].members["m1"]
     assert member.held_since == {(T1, 0): 5, (T1, 1): 5}
+    # a static member gone for now (epoch -2): its partitions count from 0, as Kafka's max(epoch, 0)
+    groups.replay(key, struct.pack(">hiib", 0, -2, 4, 0) + topic + b"\x00" + b"\x01" + b"\x00")
+    member = consumer_records.KIND.group_from_records("g", groups.records.written["g"])[0].members["m1"]
+    assert member.held_since == {(T1, 0): 0, (T1, 1): 0}
+    member.held_since = {}
+    assert member.epoch_held_since(T1, 0) == 0
 
 
 def test_records_of_a_newer_kafka_are_read_and_unwritten_types_skipped():
