@@ -191,6 +191,7 @@ def _next(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None
     if revoke and not owned_matches_nothing_of(owned, revoke):
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.assigned, member.pending_revocation = kept, revoke  # its epoch stays until it revokes
+        member.previous_epoch = member.epoch  # Kafka re-sets the epoch here: the one before is forgotten
         return  # every partition it held it still holds, since the same epoch
     assigned = {t: set(p) for t, p in kept.items()}
     for topic_id, want in target.items():
@@ -206,8 +207,8 @@ def _next(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None
     member.held_since = {(t, p): old.get((t, p), member.epoch) if p in kept.get(t, ()) else epoch
                          for t, parts in assigned.items() for p in parts}
     member.assigned, member.pending_revocation = assigned, {}
-    if member.epoch != epoch:
-        member.previous_epoch, member.epoch = member.epoch, epoch
+    # As Kafka's updateMemberEpoch: the epoch before this step, even when it does not move.
+    member.previous_epoch, member.epoch = member.epoch, epoch
 
 
 # A member's state without its timers: what a snapshot keeps.

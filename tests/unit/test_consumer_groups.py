@@ -143,6 +143,25 @@ def test_partitions_given_back_after_a_revocation_are_held_since_the_target_epoc
     asyncio.run(run())
 
 
+def test_a_member_told_to_revoke_forgets_its_epoch_before():
+    """Kafka sets the previous epoch at every step of the reconciliation, one that keeps the epoch too: a
+    heartbeat at the epoch before the revocation started is fenced, even holding no more than assigned."""
+    async def run():
+        groups = _groups({"a": (T1, 6)})
+        groups.heartbeat(_hb("m1", 0), TIMEOUTS)  # epoch 2
+        groups.heartbeat(_hb("m2", 0), TIMEOUTS)  # epoch 3
+        kept = groups.heartbeat(_hb("m1", 2, owned={T1: set(range(6))}), TIMEOUTS).assignment[T1]
+        assert groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS).member_epoch == 3
+        groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        assert groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS).member_epoch == 3  # the one before
+        groups.heartbeat(_hb("m3", 0), TIMEOUTS)  # epoch 4: m1 must give up one of its three
+        told = groups.heartbeat(_hb("m1", 3, owned={T1: set(kept)}), TIMEOUTS)
+        assert told.member_epoch == 3 and groups.groups["g"].members["m1"].previous_epoch == 3
+        assert _refused(groups, _hb("m1", 2, owned=told.assignment))[0] == E.FENCED_MEMBER_EPOCH
+        groups.stop()
+    asyncio.run(run())
+
+
 def test_epochs_fence_and_leaving_gives_partitions_back():
     async def run():
         groups = _groups({"a": (T1, 2)})
