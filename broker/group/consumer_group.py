@@ -158,22 +158,24 @@ def owned_matches_nothing_of(owned: Assignment | None, revoked: Assignment) -> b
 
 def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
     """Move the member one step towards its target (Kafka's CurrentAssignmentBuilder)."""
-    target_epoch = group.assignment_epoch
     if member.state == MemberState.UNREVOKED_PARTITIONS:
         if not owned_matches_nothing_of(owned, member.pending_revocation):
             return
         member.pending_revocation = {}
-        _next(group, member, min(member.epoch + 1, target_epoch), owned)
+        _next(group, member, owned)
         return
-    if member.epoch != target_epoch or member.state == MemberState.UNRELEASED_PARTITIONS:
-        _next(group, member, target_epoch, owned)
+    if member.epoch != group.assignment_epoch or member.state == MemberState.UNRELEASED_PARTITIONS:
+        _next(group, member, owned)
         return
     # Same epoch: a subscription change may have dropped topics the target no longer gives it.
     if any(t not in group.target.get(member.member_id, {}) for t in member.assigned):
-        _next(group, member, target_epoch, owned)
+        _next(group, member, owned)
 
 
-def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assignment | None) -> None:
+def _next(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+    """Kafka's computeNextAssignment: revoke first (at the member's epoch), else take what is free of the
+    target and its epoch, the same after a revocation as from STABLE (no step of one epoch at a time)."""
+    epoch = group.assignment_epoch
     target = group.target.get(member.member_id, {})
     kept: Assignment = {}
     revoke: Assignment = {}
@@ -189,6 +191,7 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
     if revoke and not owned_matches_nothing_of(owned, revoke):
         member.state = MemberState.UNREVOKED_PARTITIONS
         member.assigned, member.pending_revocation = kept, revoke  # its epoch stays until it revokes
+        member.previous_epoch = member.epoch  # Kafka re-sets the epoch here: the one before is forgotten
         return  # every partition it held it still holds, since the same epoch
     assigned = {t: set(p) for t, p in kept.items()}
     for topic_id, want in target.items():
@@ -199,13 +202,13 @@ def _next(group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Assig
             else:
                 unreleased = True
     member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    # Kept partitions keep the epoch they were given at; new ones count from the epoch the member moves to.
+    # Kept partitions keep the epoch they were given at; new ones count from the target's epoch.
     old = member.held_since
     member.held_since = {(t, p): old.get((t, p), member.epoch) if p in kept.get(t, ()) else epoch
                          for t, parts in assigned.items() for p in parts}
     member.assigned, member.pending_revocation = assigned, {}
-    if member.epoch != epoch:
-        member.previous_epoch, member.epoch = member.epoch, epoch
+    # As Kafka's updateMemberEpoch: the epoch before this step, even when it does not move.
+    member.previous_epoch, member.epoch = member.epoch, epoch
 
 
 # A member's state without its timers: what a snapshot keeps.

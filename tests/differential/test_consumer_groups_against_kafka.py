@@ -4,7 +4,8 @@ reassignment, fencing and unknown members, ConsumerGroupDescribe, ListGroups' ty
 DescribeGroups of a consumer group's id, OffsetCommit and OffsetFetch v9 with member epochs,
 DeleteGroups, leaving, and a consumer heartbeat on a classic group's id; commits at an older member
 epoch (KIP-1251) at OffsetCommit v2-10 and TxnOffsetCommit v5; a classic member's Heartbeat inside a
-consumer group after another left."""
+consumer group after another left; a member's epoch, previous epoch and held-since epochs after it
+revokes while the target moved on."""
 
 from __future__ import annotations
 
@@ -49,6 +50,11 @@ def _beat(peer: Peer, label: str, group: str, member: str, epoch: int, owned: li
                                                          topic_partitions=partitions, **fields), 1)
 
 
+def _range_join(topic: str) -> dict:
+    """A ConsumerGroupHeartbeat's join fields: the topic by name, the range assignor (deterministic)."""
+    return {"rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic], "server_assignor": "range"}
+
+
 def _describe(peer: Peer, label: str, group_ids: list[str], epochs: dict[str, int], **fields) -> None:
     """ConsumerGroupDescribe once the group shows the members at `epochs` (Kafka describes what its log
     has committed, a moment behind the heartbeats' answers); members in member id order (Kafka lists
@@ -85,7 +91,7 @@ def test_consumer_group_heartbeats_and_the_group_apis(ebb_peer, kafka_peer):
 
     def scenario(peer: Peer) -> None:
         tid = topic_ids[peer.name]
-        join = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["cgt"], "server_assignor": "range"}
+        join = _range_join("cgt")
         _beat(peer, "join without a rebalance timeout", "cg-bad", "m", 0, [], subscribed_topic_names=["cgt"])
         _beat(peer, "join holding partitions", "cg-bad", "m", 0, [1], tid, **join)
         _beat(peer, "join without a subscription", "cg-bad", "m", 0, [], rebalance_timeout_ms=30000)
@@ -200,6 +206,14 @@ def _assignable(peers, topic: str, probe_group: str) -> None:
         wait_for(assigned, timeout_s=30, what=f"{peer.name}'s coordinator sees {topic}")
 
 
+def _assignable_topic(peers, topic: str, partitions: int, group: str) -> dict:
+    """Each peer's id of a new topic whose partitions its coordinator of `group` assigns (probed by a
+    group of its own, `group`-probe)."""
+    topic_ids = _topic_and_coordinators(peers, topic, partitions, (group, f"{group}-probe"))
+    _assignable(peers, topic, f"{group}-probe")
+    return topic_ids
+
+
 def _subscription(topic: str, owned: list[int]) -> bytes:
     """A classic member's JoinGroup metadata: a v1 ConsumerProtocolSubscription to the topic."""
     from protocol.messages import ConsumerProtocolSubscription
@@ -263,12 +277,11 @@ def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
     from protocol.messages import EndTxnRequest, TxnOffsetCommitRequest
     from tests.differential.test_transactions_against_kafka import _ready_producer
 
-    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "ocg", 4, ("oc", "oc-probe"))
-    _assignable((ebb_peer, kafka_peer), "ocg", "oc-probe")
+    topic_ids = _assignable_topic((ebb_peer, kafka_peer), "ocg", 4, "oc")
 
     def scenario(peer: Peer) -> None:
         tid = topic_ids[peer.name]
-        join = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["ocg"], "server_assignor": "range"}
+        join = _range_join("ocg")
         _beat(peer, "o1 joins: all four partitions at epoch 2", "oc", "o1", 0, [], **join)
         _beat(peer, "o2 joins at epoch 3", "oc", "o2", 0, [], **join)
         _beat(peer, "o1 is told to revoke 2-3", "oc", "o1", 2, [0, 1, 2, 3], tid)
@@ -327,6 +340,49 @@ def test_commits_at_an_older_member_epoch(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
+def test_after_revoking_a_member_takes_the_target_epoch(ebb_peer, kafka_peer):
+    """r1 holds all six partitions at epoch 2 and is told to revoke; two target bumps come before it has
+    (r2 joins at 3, r3 at 4). Once it reports them gone it goes straight to epoch 4, not 3. Later, revoking
+    again at epoch 6, its epoch before (4) is forgotten: a heartbeat at 4 is fenced. Partitions given back
+    after the revocation (r4 came and went) count as held since the target's epoch (8): a commit of one
+    at 7 is stale. The heartbeats' answers and ConsumerGroupDescribe at each step."""
+    topic_ids = _assignable_topic((ebb_peer, kafka_peer), "rvt", 6, "rv")
+
+    def scenario(peer: Peer) -> None:
+        tid = topic_ids[peer.name]
+        join = _range_join("rvt")
+        _beat(peer, "r1 joins: all six at epoch 2", "rv", "r1", 0, [], **join)
+        _beat(peer, "r2 joins at epoch 3", "rv", "r2", 0, [], **join)
+        _beat(peer, "r1 is told to revoke 3-5", "rv", "r1", 2, [0, 1, 2, 3, 4, 5], tid)
+        _beat(peer, "r3 joins at epoch 4", "rv", "r3", 0, [], **join)
+        _beat(peer, "r1 still holds 3-5", "rv", "r1", 2, [0, 1, 2, 3, 4, 5], tid)
+        _describe(peer, "describe while r1 revokes", ["rv"], {"r1": 2, "r2": 3, "r3": 4})
+        _beat(peer, "r1 revoked 3-5: now 2 as well, at epoch 2", "rv", "r1", 2, [0, 1, 2], tid)
+        _beat(peer, "r1 revoked 2: epoch 4 straight", "rv", "r1", 2, [0, 1], tid)
+        _describe(peer, "describe once r1 revoked", ["rv"], {"r1": 4, "r2": 3, "r3": 4})
+        _beat(peer, "r2 gets 2-3", "rv", "r2", 3, [], tid)
+        _beat(peer, "r3 gets 4-5", "rv", "r3", 4, [], tid)
+        _describe(peer, "describe stable", ["rv"], {"r1": 4, "r2": 4, "r3": 4})
+        _beat(peer, "r2 leaves", "rv", "r2", -1)
+        _beat(peer, "r3 leaves", "rv", "r3", -1)
+        _beat(peer, "r1 is given all six at epoch 6", "rv", "r1", 4, [0, 1], tid)
+        _beat(peer, "r4 joins at epoch 7", "rv", "r4", 0, [], **join)
+        _beat(peer, "r1 is told to revoke 3-5 at epoch 6", "rv", "r1", 6, [0, 1, 2, 3, 4, 5], tid)
+        _beat(peer, "r1 at its epoch before, 4", "rv", "r1", 4, [0, 1, 2], tid)
+        _beat(peer, "r4 leaves", "rv", "r4", -1)
+        _beat(peer, "r1 revoked 3-5: given them back at epoch 8", "rv", "r1", 6, [0, 1, 2], tid)
+        _describe(peer, "describe r1 alone", ["rv"], {"r1": 8})
+        Part = _Commit.OffsetCommitRequestPartition
+        for epoch, partitions in ((7, [0, 1, 2]), (7, [3]), (6, [2]), (5, [2]), (2, [0, 1])):
+            topic = _Commit(name="rvt", partitions=[Part(partition_index=p, committed_offset=epoch)
+                                                    for p in partitions])
+            peer.ask(f"r1 commits {partitions} at epoch {epoch}", OffsetCommitRequest(
+                group_id="rv", generation_id_or_member_epoch=epoch, member_id="r1", topics=[topic]), 9)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
 def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
     """group.consumer.migration.policy=bidirectional (both brokers' default): a classic group with a member
     upgraded by a consumer heartbeat, its classic member served inside (told to rejoin, revoking, its
@@ -361,7 +417,7 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
 
     def scenario(peer: Peer) -> None:
         tid = topic_ids[peer.name]
-        beat = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["mgt"], "server_assignor": "range"}
+        beat = _range_join("mgt")
         first = peer.send(JoinGroupRequest(group_id="mig", session_timeout_ms=30000, rebalance_timeout_ms=30000,
                                            member_id="", protocol_type="consumer",
                                            protocols=[_Protocol(name="range", metadata=subscription([]))]), 5)

@@ -107,6 +107,61 @@ def test_a_partition_moves_only_after_its_owner_revoked_it():
     asyncio.run(run())
 
 
+def test_after_revoking_a_member_goes_straight_to_the_target_epoch():
+    """Kafka 4.3.1's CurrentAssignmentBuilder: once a member in UNREVOKED_PARTITIONS reports its partitions
+    gone it is reconciled against the latest target and takes its epoch, however many bumps came between
+    (not one epoch at a time); partitions given back then count as held since that epoch."""
+    async def run():
+        groups = _groups({"a": (T1, 4)})
+        groups.heartbeat(_hb("m1", 0), TIMEOUTS)  # epoch 2, all four
+        groups.heartbeat(_hb("m2", 0), TIMEOUTS)  # epoch 3
+        groups.heartbeat(_hb("m3", 0), TIMEOUTS)  # epoch 4: two bumps while m1 holds everything
+        told = groups.heartbeat(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), TIMEOUTS)
+        m1 = groups.groups["g"].members["m1"]
+        assert told.member_epoch == 2 and m1.state == MemberState.UNREVOKED_PARTITIONS
+        kept = told.assignment[T1]
+        done = groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS)
+        assert (done.member_epoch, m1.state, m1.assigned) == (4, MemberState.STABLE, {T1: kept})
+        assert m1.previous_epoch == 2 and m1.held_since == {(T1, p): 2 for p in kept}
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_partitions_given_back_after_a_revocation_are_held_since_the_target_epoch():
+    async def run():
+        groups = _groups({"a": (T1, 4)})
+        groups.heartbeat(_hb("m1", 0), TIMEOUTS)  # epoch 2, all four
+        groups.heartbeat(_hb("m2", 0), TIMEOUTS)  # epoch 3: m1 must give up two
+        kept = groups.heartbeat(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), TIMEOUTS).assignment[T1]
+        groups.heartbeat(_hb("m2", -1), TIMEOUTS)  # epoch 4: all four are m1's again
+        done = groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS)
+        m1 = groups.groups["g"].members["m1"]
+        assert (done.member_epoch, done.assignment) == (4, {T1: {0, 1, 2, 3}})
+        assert m1.held_since == {(T1, p): 2 if p in kept else 4 for p in range(4)}
+        assert _check(groups, "m1", 3, ("a", next(p for p in range(4) if p not in kept))) == E.STALE_MEMBER_EPOCH
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_member_told_to_revoke_forgets_its_epoch_before():
+    """Kafka sets the previous epoch at every step of the reconciliation, one that keeps the epoch too: a
+    heartbeat at the epoch before the revocation started is fenced, even holding no more than assigned."""
+    async def run():
+        groups = _groups({"a": (T1, 6)})
+        groups.heartbeat(_hb("m1", 0), TIMEOUTS)  # epoch 2
+        groups.heartbeat(_hb("m2", 0), TIMEOUTS)  # epoch 3
+        kept = groups.heartbeat(_hb("m1", 2, owned={T1: set(range(6))}), TIMEOUTS).assignment[T1]
+        assert groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS).member_epoch == 3
+        groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        assert groups.heartbeat(_hb("m1", 2, owned={T1: set(kept)}), TIMEOUTS).member_epoch == 3  # the one before
+        groups.heartbeat(_hb("m3", 0), TIMEOUTS)  # epoch 4: m1 must give up one of its three
+        told = groups.heartbeat(_hb("m1", 3, owned={T1: set(kept)}), TIMEOUTS)
+        assert told.member_epoch == 3 and groups.groups["g"].members["m1"].previous_epoch == 3
+        assert _refused(groups, _hb("m1", 2, owned=told.assignment))[0] == E.FENCED_MEMBER_EPOCH
+        groups.stop()
+    asyncio.run(run())
+
+
 def test_epochs_fence_and_leaving_gives_partitions_back():
     async def run():
         groups = _groups({"a": (T1, 2)})
