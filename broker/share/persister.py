@@ -3,7 +3,8 @@ leading the share-partition, written after each change, deleted with the group's
 share coordinator is the leader of the key's `__share_group_state` partition (created on first use):
 this broker's ShareCoordinator when it leads that partition, else the other broker asked with
 ReadShareGroupState / WriteShareGroupState over the inter-broker connections. DescribeShareGroupOffsets
-reads a summary (ReadShareGroupStateSummary: no batches, nothing written), as Kafka's group coordinator.
+reads a summary (ReadShareGroupStateSummary: no batches, nothing written), and a share group's first
+heartbeat over a share-partition has it initialized (InitializeShareGroupState), as Kafka's group coordinator.
 
 While the coordinator moves or loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, a connection that fails) the call is retried with a backoff for up to
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from broker.txn.peers import PeerConnections
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DeleteShareGroupStateRequest,
+    InitializeShareGroupStateRequest,
     ReadShareGroupStateRequest,
     ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
@@ -49,6 +52,7 @@ _Read = ReadShareGroupStateRequest.ReadStateData
 _Write = WriteShareGroupStateRequest.WriteStateData
 _Delete = DeleteShareGroupStateRequest.DeleteStateData
 _Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+_Initialize = InitializeShareGroupStateRequest.InitializeStateData
 # What a summary tells: (state epoch, leader epoch, start offset, delivery-complete count).
 Summary = tuple[int, int, int, int]
 
@@ -107,6 +111,20 @@ class StatePersister:
                     batches: tuple[StateBatch, ...]) -> None:
         await self._retried(key, lambda leader: self._write_once(leader, key, state_epoch, leader_epoch,
                                                                  start_offset, batches))
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        """The group coordinator's ask that these share-partitions' states start (start offset -1: the
+        leader's share.auto.offset.reset), all at once; the first error met, NONE when all are stored."""
+        keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
+
+        async def one(key: StateKey) -> ErrorCode:
+            try:
+                await self._retried(key, lambda leader: self._initialize_once(leader, key, state_epoch))
+            except PersisterError as exc:
+                return exc.error_code
+            return ErrorCode.NONE
+        errors = await asyncio.gather(*(one(key) for key in keys))
+        return next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
 
     async def delete(self, key: StateKey) -> None:
         if await self._topic_exists():
@@ -205,6 +223,15 @@ class StatePersister:
                                      _Write.PartitionData.StateBatch(first_offset=f, last_offset=la,
                                                                      delivery_state=st, delivery_count=c)
                                      for f, la, st, c in batches])])])
+        found = await self._ask(leader, request)
+        return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
+
+    async def _initialize_once(self, leader: int, key: StateKey, state_epoch: int) -> tuple[ErrorCode, None]:
+        if leader == self.node_id:
+            return await self.coordinator.initialize(key, state_epoch, -1), None
+        group, topic_id, partition = key
+        request = InitializeShareGroupStateRequest(group_id=group, topics=[_Initialize(topic_id=topic_id, partitions=[
+            _Initialize.PartitionData(partition=partition, state_epoch=state_epoch, start_offset=-1)])])
         found = await self._ask(leader, request)
         return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
 

@@ -98,3 +98,38 @@ async def test_a_summary_of_a_state_coordinated_elsewhere_is_asked_with_read_sha
     persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
     assert await persister.summary(KEY) == (2, 5, 9, 3)
     assert asked == [(1, ReadShareGroupStateSummaryRequest, 1, 0)]
+
+
+async def test_a_group_coordinators_initialize_asks_each_partitions_coordinator_at_start_offset_minus_one():
+    """A share group's new share-partitions: InitializeShareGroupState v0 to the broker coordinating each
+    key (the group epoch as state epoch, start offset -1), or the local coordinator; the first error."""
+    from protocol.messages import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
+
+    result = InitializeShareGroupStateResponse.InitializeStateResult
+    asked = []
+
+    class _Peers:
+        async def request(self, broker_id, request, version):
+            [topic] = request.topics
+            [p] = topic.partitions
+            asked.append((broker_id, type(request), version, request.group_id, p.partition, p.state_epoch,
+                          p.start_offset))
+            code = ErrorCode.FENCED_STATE_EPOCH if p.partition == 1 else ErrorCode.NONE
+            return InitializeShareGroupStateResponse(results=[result(topic_id=topic.topic_id, partitions=[
+                result.PartitionResult(partition=p.partition, error_code=code, error_message=None)])])
+
+    persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
+    assert await persister.initialize("g", 3, {KEY[1]: {0}}) == ErrorCode.NONE
+    assert await persister.initialize("g", 3, {KEY[1]: {0, 1}}) == ErrorCode.FENCED_STATE_EPOCH
+    assert sorted(asked) == [(1, InitializeShareGroupStateRequest, 0, "g", 0, 3, -1)] * 2 + [
+        (1, InitializeShareGroupStateRequest, 0, "g", 1, 3, -1)]
+
+    class _Local(_Coordinator):
+        async def initialize(self, key, state_epoch, start_offset):
+            asked.append(("local", key, state_epoch, start_offset))
+            return ErrorCode.NONE
+
+    asked.clear()
+    local = StatePersister(_Local(lookups=0, leader=0), 0, _Peers())  # type: ignore[arg-type]
+    assert await local.initialize("g", 2, {KEY[1]: {4}}) == ErrorCode.NONE
+    assert asked == [("local", ("g", KEY[1], 4), 2, -1)]
