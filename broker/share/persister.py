@@ -101,11 +101,70 @@ class StatePersister:
             return None
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
-    async def summary(self, key: StateKey) -> Summary | None:
-        """The stored state's summary (None: never any); PersisterError when the coordinator cannot be had."""
-        if not await self._topic_exists():
-            return None
-        return await self._retried(key, lambda leader: self._summary_once(leader, key))
+    async def summaries(self, keys: list[StateKey]) -> dict[StateKey, Summary | None | ErrorCode]:
+        """Each key's summary (None: never any; an ErrorCode: its coordinator could not be had), asked of
+        each share coordinator once for all its keys (one ReadShareGroupStateSummary per other broker, as
+        Kafka's group coordinator batches them), the keys whose coordinator moved or loads asked again
+        with the others' until RETRY_DEADLINE_S."""
+        if not keys or not await self._topic_exists():
+            return dict.fromkeys(keys)
+        found: dict[StateKey, Summary | None | ErrorCode] = {}
+        pending = list(keys)
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        while True:
+            errors: dict[StateKey, ErrorCode] = {}
+            try:
+                await self.coordinator.ensure_topic()
+                by_leader: dict[int, list[StateKey]] = {}
+                for key in pending:
+                    by_leader.setdefault(self._coordinator_of(key), []).append(key)
+            except TopicError as exc:
+                by_leader, errors = {}, dict.fromkeys(pending, exc.error_code)
+            for leader, asked in by_leader.items():
+                if leader < 0:
+                    errors.update(dict.fromkeys(asked, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                    continue
+                for key, (error, summary) in (await self._summaries_once(leader, asked, deadline)).items():
+                    if error == ErrorCode.NONE:
+                        found[key] = summary
+                    else:
+                        errors[key] = error
+            pending = [key for key, error in errors.items() if error in _RETRIABLE]
+            if not pending or time.monotonic() >= deadline:
+                for key, error in errors.items():
+                    log.warning("share group state summary not reached", key=str(key), error=error.name)
+                    found[key] = error
+                return found
+            for key in errors.keys() - set(pending):
+                found[key] = errors[key]
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _summaries_once(self, leader: int, keys: list[StateKey],
+                              deadline: float) -> dict[StateKey, tuple[ErrorCode, Summary | None]]:
+        if leader == self.node_id:
+            return {key: self._local_summary(key) for key in keys}
+        by_topic: dict[tuple[str, uuid.UUID], list[int]] = {}
+        for group, topic_id, partition in keys:
+            by_topic.setdefault((group, topic_id), []).append(partition)
+        out: dict[StateKey, tuple[ErrorCode, Summary | None]] = dict.fromkeys(keys, (ErrorCode.NETWORK_EXCEPTION, None))
+        for group in {g for g, _ in by_topic}:  # one request per group (a request names one group)
+            request = ReadShareGroupStateSummaryRequest(group_id=group, topics=[
+                _Summary(topic_id=topic_id, partitions=[_Summary.PartitionData(partition=p, leader_epoch=-1)
+                                                        for p in parts])
+                for (g, topic_id), parts in by_topic.items() if g == group])
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    answer = await self.peers.request(leader, request, 1)
+            except Exception as exc:  # unreachable, closed, timed out: asked again
+                log.info("cannot ask the share coordinator", broker=leader, error=repr(exc))
+                continue
+            for result in answer.results:
+                for p in result.partitions:
+                    key = (group, result.topic_id, p.partition)
+                    out[key] = ((ErrorCode(p.error_code), None) if p.error_code else
+                                (ErrorCode.NONE, (p.state_epoch, p.leader_epoch, p.start_offset,
+                                                  p.delivery_complete_count)))
+        return out
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> None:
@@ -196,21 +255,10 @@ class StatePersister:
         return ErrorCode.NONE, ShareState(found.state_epoch, leader_epoch, found.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches), 0)
 
-    async def _summary_once(self, leader: int, key: StateKey) -> tuple[ErrorCode, Summary | None]:
-        if leader == self.node_id:
-            error, state = self.coordinator.summary(key)
-            return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
-                                                      delivery_complete_count(state))
-        group, topic_id, partition = key
-        request = ReadShareGroupStateSummaryRequest(group_id=group, topics=[_Summary(topic_id=topic_id, partitions=[
-            _Summary.PartitionData(partition=partition, leader_epoch=-1)])])
-        found = await self._ask(leader, request, version=1)
-        if found is None:
-            return ErrorCode.NETWORK_EXCEPTION, None
-        if found.error_code:
-            return ErrorCode(found.error_code), None
-        return ErrorCode.NONE, (found.state_epoch, found.leader_epoch, found.start_offset,
-                                found.delivery_complete_count)
+    def _local_summary(self, key: StateKey) -> tuple[ErrorCode, Summary | None]:
+        error, state = self.coordinator.summary(key)
+        return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
+                                                  delivery_complete_count(state))
 
     async def _write_once(self, leader: int, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                           batches: tuple[StateBatch, ...]) -> tuple[ErrorCode, None]:

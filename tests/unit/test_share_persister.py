@@ -80,24 +80,42 @@ async def test_one_request_over_many_partitions_waits_once_for_an_unreachable_co
     assert time.monotonic() - began < 1.0 and peers.asked == 1
 
 
-async def test_a_summary_of_a_state_coordinated_elsewhere_is_asked_with_read_share_group_state_summary():
-    """DescribeShareGroupOffsets' way to a state on another broker: ReadShareGroupStateSummary v1 (Kafka's
-    group coordinator asks the same), its partition's answer as (state epoch, leader epoch, start, count)."""
+async def test_summaries_of_states_coordinated_elsewhere_are_asked_once_per_coordinator():
+    """DescribeShareGroupOffsets' way to states on another broker: one ReadShareGroupStateSummary v1 for all
+    the keys it coordinates (Kafka's group coordinator batches them alike), each partition's answer as
+    (state epoch, leader epoch, start, count); a key whose coordinator loads is asked again alone, one
+    refused for good answers its error."""
     from protocol.messages import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
 
     result = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
+    other = uuid.uuid4()
     asked = []
 
     class _Peers:
         async def request(self, broker_id, request, version):
-            asked.append((broker_id, type(request), version, request.topics[0].partitions[0].partition))
-            return ReadShareGroupStateSummaryResponse(results=[result(topic_id=KEY[1], partitions=[
-                result.PartitionResult(partition=0, error_code=0, error_message=None, state_epoch=2, leader_epoch=5,
-                                       start_offset=9, delivery_complete_count=3)])])
+            asked.append((broker_id, type(request), version,
+                          sorted((t.topic_id == KEY[1], p.partition) for t in request.topics for p in t.partitions)))
+            loading = len(asked) == 1
+
+            def answer(topic_id, p):
+                if topic_id == other:
+                    return result.PartitionResult(partition=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  error_message=None, state_epoch=0, leader_epoch=0, start_offset=-1,
+                                                  delivery_complete_count=-1)
+                code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading and p == 2 else ErrorCode.NONE
+                return result.PartitionResult(partition=p, error_code=code, error_message=None, state_epoch=2,
+                                              leader_epoch=5, start_offset=9 + p, delivery_complete_count=3)
+            return ReadShareGroupStateSummaryResponse(results=[
+                result(topic_id=t.topic_id, partitions=[answer(t.topic_id, p.partition) for p in t.partitions])
+                for t in request.topics])
 
     persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
-    assert await persister.summary(KEY) == (2, 5, 9, 3)
-    assert asked == [(1, ReadShareGroupStateSummaryRequest, 1, 0)]
+    keys = [("g", KEY[1], 0), ("g", KEY[1], 1), ("g", KEY[1], 2), ("g", other, 0)]
+    assert await persister.summaries(keys) == {
+        keys[0]: (2, 5, 9, 3), keys[1]: (2, 5, 10, 3), keys[2]: (2, 5, 11, 3),
+        keys[3]: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert asked == [(1, ReadShareGroupStateSummaryRequest, 1, [(False, 0), (True, 0), (True, 1), (True, 2)]),
+                     (1, ReadShareGroupStateSummaryRequest, 1, [(True, 2)])]
 
 
 async def test_a_group_coordinators_initialize_asks_each_partitions_coordinator_at_start_offset_minus_one():
