@@ -104,11 +104,46 @@ class StatePersister:
     async def summaries(self, keys: list[StateKey]) -> dict[StateKey, Summary | None | ErrorCode]:
         """Each key's summary (None: never any; an ErrorCode: its coordinator could not be had), asked of
         each share coordinator once for all its keys (one ReadShareGroupStateSummary per other broker, as
-        Kafka's group coordinator batches them), the keys whose coordinator moved or loads asked again
-        with the others' until RETRY_DEADLINE_S."""
+        Kafka's group coordinator batches them)."""
         if not keys or not await self._topic_exists():
             return dict.fromkeys(keys)
-        found: dict[StateKey, Summary | None | ErrorCode] = {}
+
+        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[Any, int]:
+            return ReadShareGroupStateSummaryRequest(group_id=group, topics=[
+                _Summary(topic_id=topic_id, partitions=[_Summary.PartitionData(partition=p, leader_epoch=-1)
+                                                        for p in parts])
+                for topic_id, parts in by_topic.items()]), 1
+
+        async def local(key: StateKey) -> tuple[ErrorCode, Summary | None]:
+            error, state = self.coordinator.summary(key)
+            return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
+                                                      delivery_complete_count(state))
+        return await self._per_coordinator(keys, local, remote, lambda p: (
+            p.state_epoch, p.leader_epoch, p.start_offset, p.delivery_complete_count))
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        """The group coordinator's ask that these share-partitions' states start (start offset -1: the
+        leader's share.auto.offset.reset), one InitializeShareGroupState per share coordinator (as Kafka's
+        persister batches it); the first error met, NONE when all are stored."""
+        keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
+
+        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[Any, int]:
+            return InitializeShareGroupStateRequest(group_id=group, topics=[
+                _Initialize(topic_id=topic_id, partitions=[
+                    _Initialize.PartitionData(partition=p, state_epoch=state_epoch, start_offset=-1) for p in parts])
+                for topic_id, parts in by_topic.items()]), 0
+
+        async def local(key: StateKey) -> tuple[ErrorCode, None]:
+            return await self.coordinator.initialize(key, state_epoch, -1), None
+        found = await self._per_coordinator(keys, local, remote, lambda p: None)
+        return next((e for e in found.values() if isinstance(e, ErrorCode)), ErrorCode.NONE)
+
+    async def _per_coordinator(self, keys: list[StateKey], local, remote, result) -> dict[StateKey, Any]:
+        """Each key's `result` of its partition's answer, or the ErrorCode its coordinator gave: the keys
+        asked of each coordinator at once (`local` per key here, `remote` making one request per group for
+        another broker); the keys whose coordinator moved, loads or could not be reached asked again with
+        the others' until RETRY_DEADLINE_S."""
+        found: dict[StateKey, Any] = {}
         pending = list(keys)
         deadline = time.monotonic() + RETRY_DEADLINE_S
         while True:
@@ -124,66 +159,46 @@ class StatePersister:
                 if leader < 0:
                     errors.update(dict.fromkeys(asked, ErrorCode.COORDINATOR_NOT_AVAILABLE))
                     continue
-                for key, (error, summary) in (await self._summaries_once(leader, asked, deadline)).items():
+                answers = ({key: await local(key) for key in asked} if leader == self.node_id else
+                           await self._ask_many(leader, asked, remote, result, deadline))
+                for key, (error, value) in answers.items():
                     if error == ErrorCode.NONE:
-                        found[key] = summary
+                        found[key] = value
                     else:
                         errors[key] = error
             pending = [key for key, error in errors.items() if error in _RETRIABLE]
             if not pending or time.monotonic() >= deadline:
                 for key, error in errors.items():
-                    log.warning("share group state summary not reached", key=str(key), error=error.name)
-                    found[key] = error
+                    log.warning("share group state not reached", key=str(key), error=error.name)
+                found.update(errors)
                 return found
-            for key in errors.keys() - set(pending):
-                found[key] = errors[key]
+            found.update((key, error) for key, error in errors.items() if error not in _RETRIABLE)
             await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def _summaries_once(self, leader: int, keys: list[StateKey],
-                              deadline: float) -> dict[StateKey, tuple[ErrorCode, Summary | None]]:
-        if leader == self.node_id:
-            return {key: self._local_summary(key) for key in keys}
-        by_topic: dict[tuple[str, uuid.UUID], list[int]] = {}
+    async def _ask_many(self, leader: int, keys: list[StateKey], remote, result,
+                        deadline: float) -> dict[StateKey, tuple[ErrorCode, Any]]:
+        by_group: dict[str, dict[uuid.UUID, list[int]]] = {}
         for group, topic_id, partition in keys:
-            by_topic.setdefault((group, topic_id), []).append(partition)
-        out: dict[StateKey, tuple[ErrorCode, Summary | None]] = dict.fromkeys(keys, (ErrorCode.NETWORK_EXCEPTION, None))
-        for group in {g for g, _ in by_topic}:  # one request per group (a request names one group)
-            request = ReadShareGroupStateSummaryRequest(group_id=group, topics=[
-                _Summary(topic_id=topic_id, partitions=[_Summary.PartitionData(partition=p, leader_epoch=-1)
-                                                        for p in parts])
-                for (g, topic_id), parts in by_topic.items() if g == group])
+            by_group.setdefault(group, {}).setdefault(topic_id, []).append(partition)
+        out: dict[StateKey, tuple[ErrorCode, Any]] = dict.fromkeys(keys, (ErrorCode.NETWORK_EXCEPTION, None))
+        for group, by_topic in by_group.items():  # a request names one group
+            request, version = remote(group, by_topic)
             try:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    answer = await self.peers.request(leader, request, 1)
+                    answer = await self.peers.request(leader, request, version)
             except Exception as exc:  # unreachable, closed, timed out: asked again
                 log.info("cannot ask the share coordinator", broker=leader, error=repr(exc))
                 continue
-            for result in answer.results:
-                for p in result.partitions:
-                    key = (group, result.topic_id, p.partition)
-                    out[key] = ((ErrorCode(p.error_code), None) if p.error_code else
-                                (ErrorCode.NONE, (p.state_epoch, p.leader_epoch, p.start_offset,
-                                                  p.delivery_complete_count)))
+            for topic in answer.results:
+                for p in topic.partitions:
+                    out[(group, topic.topic_id, p.partition)] = (
+                        (ErrorCode(p.error_code), None) if p.error_code else (ErrorCode.NONE, result(p)))
         return out
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> None:
         await self._retried(key, lambda leader: self._write_once(leader, key, state_epoch, leader_epoch,
                                                                  start_offset, batches))
-
-    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
-        """The group coordinator's ask that these share-partitions' states start (start offset -1: the
-        leader's share.auto.offset.reset), all at once; the first error met, NONE when all are stored."""
-        keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
-
-        async def one(key: StateKey) -> ErrorCode:
-            try:
-                await self._retried(key, lambda leader: self._initialize_once(leader, key, state_epoch))
-            except PersisterError as exc:
-                return exc.error_code
-            return ErrorCode.NONE
-        errors = await asyncio.gather(*(one(key) for key in keys))
-        return next((e for e in errors if e != ErrorCode.NONE), ErrorCode.NONE)
 
     async def delete(self, key: StateKey) -> None:
         if await self._topic_exists():
@@ -255,11 +270,6 @@ class StatePersister:
         return ErrorCode.NONE, ShareState(found.state_epoch, leader_epoch, found.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches), 0)
 
-    def _local_summary(self, key: StateKey) -> tuple[ErrorCode, Summary | None]:
-        error, state = self.coordinator.summary(key)
-        return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
-                                                  delivery_complete_count(state))
-
     async def _write_once(self, leader: int, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                           batches: tuple[StateBatch, ...]) -> tuple[ErrorCode, None]:
         if leader == self.node_id:
@@ -271,15 +281,6 @@ class StatePersister:
                                      _Write.PartitionData.StateBatch(first_offset=f, last_offset=la,
                                                                      delivery_state=st, delivery_count=c)
                                      for f, la, st, c in batches])])])
-        found = await self._ask(leader, request)
-        return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
-
-    async def _initialize_once(self, leader: int, key: StateKey, state_epoch: int) -> tuple[ErrorCode, None]:
-        if leader == self.node_id:
-            return await self.coordinator.initialize(key, state_epoch, -1), None
-        group, topic_id, partition = key
-        request = InitializeShareGroupStateRequest(group_id=group, topics=[_Initialize(topic_id=topic_id, partitions=[
-            _Initialize.PartitionData(partition=partition, state_epoch=state_epoch, start_offset=-1)])])
         found = await self._ask(leader, request)
         return (ErrorCode.NETWORK_EXCEPTION if found is None else ErrorCode(found.error_code)), None
 

@@ -118,9 +118,10 @@ async def test_summaries_of_states_coordinated_elsewhere_are_asked_once_per_coor
                      (1, ReadShareGroupStateSummaryRequest, 1, [(True, 2)])]
 
 
-async def test_a_group_coordinators_initialize_asks_each_partitions_coordinator_at_start_offset_minus_one():
-    """A share group's new share-partitions: InitializeShareGroupState v0 to the broker coordinating each
-    key (the group epoch as state epoch, start offset -1), or the local coordinator; the first error."""
+async def test_a_group_coordinators_initialize_asks_each_coordinator_once_at_start_offset_minus_one():
+    """A share group's new share-partitions: one InitializeShareGroupState v0 to each broker coordinating
+    some of the keys (the group epoch as state epoch, start offset -1), or the local coordinator; the first
+    error."""
     from protocol.messages import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
 
     result = InitializeShareGroupStateResponse.InitializeStateResult
@@ -129,18 +130,18 @@ async def test_a_group_coordinators_initialize_asks_each_partitions_coordinator_
     class _Peers:
         async def request(self, broker_id, request, version):
             [topic] = request.topics
-            [p] = topic.partitions
-            asked.append((broker_id, type(request), version, request.group_id, p.partition, p.state_epoch,
-                          p.start_offset))
-            code = ErrorCode.FENCED_STATE_EPOCH if p.partition == 1 else ErrorCode.NONE
+            asked.append((broker_id, type(request), version, request.group_id,
+                          [(p.partition, p.state_epoch, p.start_offset) for p in topic.partitions]))
             return InitializeShareGroupStateResponse(results=[result(topic_id=topic.topic_id, partitions=[
-                result.PartitionResult(partition=p.partition, error_code=code, error_message=None)])])
+                result.PartitionResult(partition=p.partition, error_code=ErrorCode.FENCED_STATE_EPOCH
+                                       if p.partition == 1 else ErrorCode.NONE, error_message=None)
+                for p in topic.partitions])])
 
     persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
     assert await persister.initialize("g", 3, {KEY[1]: {0}}) == ErrorCode.NONE
-    assert await persister.initialize("g", 3, {KEY[1]: {0, 1}}) == ErrorCode.FENCED_STATE_EPOCH
-    assert sorted(asked) == [(1, InitializeShareGroupStateRequest, 0, "g", 0, 3, -1)] * 2 + [
-        (1, InitializeShareGroupStateRequest, 0, "g", 1, 3, -1)]
+    assert await persister.initialize("g", 3, {KEY[1]: {0, 1, 2}}) == ErrorCode.FENCED_STATE_EPOCH
+    assert asked == [(1, InitializeShareGroupStateRequest, 0, "g", [(0, 3, -1)]),
+                     (1, InitializeShareGroupStateRequest, 0, "g", [(0, 3, -1), (1, 3, -1), (2, 3, -1)])]
 
     class _Local(_Coordinator):
         async def initialize(self, key, state_epoch, start_offset):
