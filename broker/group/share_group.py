@@ -1,8 +1,9 @@
 """One share group (KIP-932) and its members, and the simple assignor that shares its partitions.
 
 A share group has no rebalance: the coordinator computes a target assignment whenever the group epoch
-moves (a member joins, leaves, expires or changes its subscription, or a subscribed topic appears or
-grows), and a member takes it at its next heartbeat (share groups need no revocation: records are
+moves (a member joins, leaves, expires or changes its subscription, a subscribed topic appears or
+grows, or a heartbeat finds newly initialized share-partitions: only those are assigned, as Kafka), and
+a member takes it at its next heartbeat (share groups need no revocation: records are
 locked one by one, not partitions). States are Kafka's ShareGroupState: Empty (no members), Stable
 (members), Dead (deleted).
 """
@@ -84,6 +85,26 @@ class StatePartitions:
                 initialized[topic_id] = (name, initialized.get(topic_id, ("", frozenset()))[1] | parts)
         return StatePartitions(initialized, initializing, dict(self.deleting))
 
+    def assignable(self, topics: dict[str, tuple[uuid.UUID, int]]) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:
+        """The subscribed partitions the assignor may give out: only initialized ones (Kafka's
+        topicAssignablePartitionsMap), so that no member fetches before the state is made."""
+        found = {}
+        for name, (topic_id, count) in topics.items():
+            if (done := self.initialized.get(topic_id)) is not None:
+                found[name] = (topic_id, frozenset(p for p in done[1] if p < count))
+        return found
+
+    def pending(self, topics: dict[str, tuple[uuid.UUID, int]], target: dict[str, Assignment]) -> bool:
+        """Initialized subscribed partitions the target does not give out exactly (Kafka's
+        initializedAssignmentPending): the next heartbeat moves the group epoch to assign them."""
+        given: dict[uuid.UUID, set[int]] = {}
+        for assignment in target.values():
+            for topic_id, parts in assignment.items():
+                given.setdefault(topic_id, set()).update(parts)
+        subscribed = {topic_id for topic_id, _ in topics.values()}
+        return any(topic_id in subscribed and given.get(topic_id) != set(parts)
+                   for topic_id, (_, parts) in self.initialized.items())
+
     def forgotten(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
         """Topics whose states were deleted (DeleteShareGroupOffsets): initialized again when subscribed."""
         return StatePartitions({t: v for t, v in self.initialized.items() if t not in topic_ids},
@@ -114,9 +135,10 @@ class ShareGroup(MemberGroup[ShareMember]):
         return {name for m in self.members.values() for name in m.subscribed}
 
 
-def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, int]],
+def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, frozenset[int]]],
            current: dict[str, Assignment]) -> dict[str, Assignment]:
-    """Kafka's simple assignor's rules: members with the same subscription share its partitions so that
+    """Kafka's simple assignor's rules, over each topic's assignable partitions (`topics`: name -> (id,
+    partitions), those whose states are initialized): members with the same subscription share its partitions so that
     member counts differ by at most one; when there are fewer partitions than members each partition is
     given to several members (ceil(members / partitions) at most); a member keeps what it held where the
     balance allows (stickiness after balance). Members with different subscriptions are balanced within
@@ -127,7 +149,7 @@ def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, int
         names = tuple(sorted(n for n in set(members[member_id]) if n in topics))
         classes.setdefault(names, []).append(member_id)
     for names, ids in classes.items():
-        partitions = [(topics[n][0], p) for n in names for p in range(topics[n][1])]
+        partitions = [(topics[n][0], p) for n in names for p in sorted(topics[n][1])]
         if not partitions:
             continue
         for member_id, held in _share(ids, partitions, current).items():

@@ -22,7 +22,11 @@ partitions neither initialized nor asked for lately (a new topic, one that grew,
 INIT_RETRY_MS) writes them as initializing in record 15 with its change, then asks their share coordinators
 (InitializeShareGroupState at the group epoch as state epoch, start offset -1: the leader applies
 share.auto.offset.reset) and answers once that is done: written initialized, or on an error taken back from
-initializing (asked again at the next heartbeat) and the heartbeat answered with the error. A group rebuilt
+initializing (asked again at the next heartbeat) and the heartbeat answered with the error. The assignor
+is given only initialized partitions, so no member fetches one whose state may yet be replaced by the
+initialization; the first heartbeat after an initialization finished (any member's: initialized partitions
+the target does not give out) moves the group epoch, and each member takes them at its next heartbeat,
+as Kafka's initializedAssignmentPending does. A group rebuilt
 from records that hold no record 15 (an Ebb before it wrote one, whose leaders made the states) takes the
 partitions its next heartbeat would ask for as initialized, without asking: asking would reset them.
 """
@@ -166,10 +170,6 @@ class ShareGroups:
         if not wanted:
             return None
         names = {topic_id: name for name, (topic_id, _) in group.topics.items()}
-        if group.legacy_states:  # see above: its leaders made these states
-            group.legacy_states = False
-            group.state_partitions = state.asked(names, wanted, now).answered(wanted, done=True)
-            return None
         group.state_partitions = state.asked(names, wanted, now)
         return group.group_epoch, wanted
 
@@ -232,7 +232,10 @@ class ShareGroups:
             member.subscribed = list(request.subscribed)
             changed = True
         topics = self._subscribed_topics(group)
-        if changed or topics != group.topics:
+        if group.legacy_states:
+            self._legacy_initialized(group, topics)
+        if (changed or topics != group.topics
+                or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)):
             group.topics = topics
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
@@ -270,9 +273,30 @@ class ShareGroups:
                 found[name] = topic
         return found
 
+    def _legacy_initialized(self, group: ShareGroup, topics: dict[str, tuple[uuid.UUID, int]]) -> None:
+        """A group rebuilt without record 15 (module docstring): the partitions it subscribes taken as
+        initialized, before anything is assigned, without asking (asking would reset its leaders' states)."""
+        group.legacy_states = False
+        now = time.time_ns() // 1_000_000
+        state = group.state_partitions or StatePartitions()
+        if wanted := state.to_initialize(topics, now):
+            names = {topic_id: name for name, (topic_id, _) in topics.items()}
+            group.state_partitions = state.asked(names, wanted, now).answered(wanted, done=True)
+
+    def _initialized_pending(self, group: ShareGroup) -> bool:
+        return (bool(group.members) and group.state_partitions is not None
+                and group.state_partitions.pending(group.topics, group.target))
+
+    def _assignable(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:
+        """What the assignor may give out: the initialized partitions; every subscribed one where no share
+        coordinators are wired to initialize them (initialize_states None: nothing has state to wait for)."""
+        if self.initialize_states is None:
+            return {name: (topic_id, frozenset(range(count))) for name, (topic_id, count) in group.topics.items()}
+        return (group.state_partitions or StatePartitions()).assignable(group.topics)
+
     def _compute_target(self, group: ShareGroup) -> None:
         self.records.changed_whole(group.group_id)
-        group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, group.topics,
+        group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
                               {m: a for m, a in group.target.items() if m in group.members})
         group.assignment_epoch = group.group_epoch
         group.assignment_ms = time.time_ns() // 1_000_000

@@ -3,7 +3,7 @@
 coordinators asked (InitializeShareGroupState at the group epoch, start offset -1), record 15 written
 initialized; a failure answered, taken back and asked again; what a topic grew by asked alone; record 15
 read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
-(no record 15) not reset."""
+(no record 15) not reset; a partition assigned only once initialized, at the heartbeat after."""
 
 from __future__ import annotations
 
@@ -162,7 +162,8 @@ def test_a_group_an_older_ebb_wrote_keeps_its_states():
         older.stop()
         assert not _state_records(log)
         now = _reloaded(log, coordinators)
-        await _beat(now, "m1", 1)
+        joined = await _beat(now, "m2", 0)  # the epoch moves at once: the target is computed on those states
+        assert joined.assignment is not None and joined.assignment[T1]
         now.stop()
     asyncio.run(run())
     assert coordinators.asked == []  # asking would reset them to share.auto.offset.reset
@@ -178,3 +179,46 @@ def test_an_ask_is_made_again_only_once_the_retry_interval_passed():
     done = state.answered({T1: {0}}, done=True)
     assert done.initialized == {T1: ("a", frozenset({0}))} and done.initializing[T1][1] == frozenset({1})
     assert done.forgotten({T1}) == StatePartitions()
+
+
+class HeldCoordinators(Coordinators):
+    """Coordinators that answer only once `release` is set, so that others heartbeat meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asking = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        self.asking.set()
+        await self.release.wait()
+        return await super().initialize(group_id, state_epoch, partitions)
+
+
+def test_a_partition_is_assigned_only_once_its_state_is_initialized():
+    log, coordinators = Log(), HeldCoordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        first = asyncio.create_task(_beat(groups, "m1", 0))
+        await coordinators.asking.wait()
+        # m2 joins while m1's initialization is under way: nothing of the uninitialized topic for it
+        joined = await _beat(groups, "m2", 0)
+        assert joined.member_epoch == 2 and joined.assignment == {}
+        assert groups.groups["g"].target == {"m1": {}, "m2": {}}
+        coordinators.release.set()
+        answered = await first
+        assert answered.member_epoch == 1 and answered.assignment == {}
+        # the next heartbeat (any member's) finds initialized partitions unassigned: the group epoch moves
+        again = await _beat(groups, "m2", 2)
+        assert again.member_epoch == 3 and again.assignment is not None
+        caught_up = await _beat(groups, "m1", 1)
+        assert caught_up.member_epoch == 3 and caught_up.assignment is not None
+        assert sorted(again.assignment[T1] | caught_up.assignment[T1]) == [0, 1, 2, 3]
+        assert not again.assignment[T1] & caught_up.assignment[T1]
+        steady = await _beat(groups, "m1", 3)  # all given out: the epoch stays
+        assert steady.member_epoch == 3
+        groups.stop()
+    asyncio.run(run())
+    assert [epoch for _, epoch, _ in coordinators.asked] == [1]  # m2's join asked nothing again
+
