@@ -183,6 +183,7 @@ class Broker:
                                        member_timeouts=self.group_configs.member_timeouts)
         self.services.append(self.groups)
         self.groups.share.member_left.append(self.shares.member_left)  # a leaving member's records are released
+        self.groups.share.initialize_states = self.shares.persister.initialize  # a new share-partition's state
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
                                                    in_cluster=self.cluster is not None,

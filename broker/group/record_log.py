@@ -142,8 +142,9 @@ class GroupKind(ABC, Generic[_G, _M]):
         # assignments, then the group's own tombstones.
         self.write_order = {self.member_metadata: 0, self.group_metadata: 1, self.target_member: 2,
                             self.target_metadata: 3, self.current_assignment: 4}
+        # (6 is left for a kind's own group record between them: share groups' type 15.)
         self.tombstone_order = {self.current_assignment: -3, self.target_member: -2, self.member_metadata: -1,
-                                self.target_metadata: 5, self.group_metadata: 6}
+                                self.target_metadata: 5, self.group_metadata: 7}
 
     @abstractmethod
     def target_metadata_of(self, group: _G) -> ApiMessage:
@@ -169,6 +170,14 @@ class GroupKind(ABC, Generic[_G, _M]):
     def read_current_assignment(self, member: _M, body: memoryview) -> None:
         """Sets the member's fields from its current assignment record's value."""
 
+    def own_records(self, group: _G) -> Records:
+        """The group records only this kind writes (none unless it says), written after the five and
+        tombstoned with the group."""
+        return {}
+
+    def read_own(self, group: _G, record_type: int, body: memoryview) -> None:
+        """Sets the group's fields from one of its own records (`own_records`); other types are skipped."""
+
     def key(self, record_type: int, group_id: str, member_id: str | None = None) -> bytes:
         return key_bytes(record_type, self.keys[record_type], group_id, member_id)
 
@@ -187,6 +196,7 @@ class GroupKind(ABC, Generic[_G, _M]):
         for member_id, member in members.items():
             found[self.key(self.member_metadata, gid, member_id)] = value_bytes(self.member_metadata_of(member))
             found[self.key(self.current_assignment, gid, member_id)] = value_bytes(self.current_assignment_of(member))
+        found.update(self.own_records(group))
         return found
 
     def group_id_of(self, key: bytes) -> str:
@@ -220,6 +230,8 @@ class GroupKind(ABC, Generic[_G, _M]):
                     self.read_member_metadata(member, body)
                 else:
                     self.read_current_assignment(member, body)
+            else:
+                self.read_own(group, key_type, body)
         return (group, metadata_hash) if seen_epoch else None
 
 

@@ -1,8 +1,9 @@
 """One share group (KIP-932) and its members, and the simple assignor that shares its partitions.
 
 A share group has no rebalance: the coordinator computes a target assignment whenever the group epoch
-moves (a member joins, leaves, expires or changes its subscription, or a subscribed topic appears or
-grows), and a member takes it at its next heartbeat (share groups need no revocation: records are
+moves (a member joins, leaves, expires or changes its subscription, a subscribed topic appears or
+grows, or a heartbeat finds newly initialized share-partitions: only those are assigned, as Kafka), and
+a member takes it at its next heartbeat (share groups need no revocation: records are
 locked one by one, not partitions). States are Kafka's ShareGroupState: Empty (no members), Stable
 (members), Dead (deleted).
 """
@@ -39,9 +40,90 @@ class ShareMember:
     session_timer: asyncio.TimerHandle | None = None
 
 
+@dataclass(frozen=True)
+class StatePartitions:
+    """Which share-partitions of the group have state with the share coordinators (Kafka's
+    ShareGroupStatePartitionMetadataInfo, record type 15): topic id -> (name, partitions) initialized, and
+    being initialized with when that was asked (ms, the load's time for a replayed record: an ask older than
+    INIT_RETRY_MS is made again); topic id -> name of topics whose states are being deleted. Replaced, never
+    changed in place, so that a failed change's undo restores the one before."""
+    initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
+    initializing: dict[uuid.UUID, tuple[str, frozenset[int], int]] = field(default_factory=dict)
+    deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+
+    def to_initialize(self, topics: dict[str, tuple[uuid.UUID, int]], now_ms: int) -> dict[uuid.UUID, set[int]]:
+        """The subscribed partitions neither initialized nor asked for within INIT_RETRY_MS (Kafka's
+        subscribedTopicsChangeMap): a new topic's, and those a topic grew by."""
+        wanted: dict[uuid.UUID, set[int]] = {}
+        for topic_id, count in topics.values():
+            done = set(self.initialized.get(topic_id, ("", frozenset()))[1])
+            if (asked := self.initializing.get(topic_id)) is not None and now_ms - asked[2] < INIT_RETRY_MS:
+                done |= asked[1]
+            if missing := set(range(count)) - done:
+                wanted[topic_id] = missing
+        return wanted
+
+    def asked(self, names: dict[uuid.UUID, str], partitions: dict[uuid.UUID, set[int]],
+              now_ms: int) -> StatePartitions:
+        """With `partitions` being initialized from now (no longer deleting)."""
+        initializing = dict(self.initializing)
+        for topic_id, parts in partitions.items():
+            before = initializing.get(topic_id, ("", frozenset(), 0))[1]
+            initializing[topic_id] = (names[topic_id], before | parts, now_ms)
+        deleting = {t: n for t, n in self.deleting.items() if t not in partitions}
+        return StatePartitions(dict(self.initialized), initializing, deleting)
+
+    def answered(self, partitions: dict[uuid.UUID, set[int]], *, done: bool) -> StatePartitions:
+        """`partitions` no longer being initialized: initialized when `done` (Kafka's
+        initializeShareGroupState), else to be asked again (its uninitializeShareGroupState)."""
+        initializing, initialized = dict(self.initializing), dict(self.initialized)
+        for topic_id, parts in partitions.items():
+            if (asked := initializing.pop(topic_id, None)) is not None and (left := asked[1] - parts):
+                initializing[topic_id] = (asked[0], left, asked[2])
+            if done:
+                name = asked[0] if asked is not None else initialized.get(topic_id, ("", frozenset()))[0]
+                initialized[topic_id] = (name, initialized.get(topic_id, ("", frozenset()))[1] | parts)
+        return StatePartitions(initialized, initializing, dict(self.deleting))
+
+    def assignable(self, topics: dict[str, tuple[uuid.UUID, int]]) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:
+        """The subscribed partitions the assignor may give out: only initialized ones (Kafka's
+        topicAssignablePartitionsMap), so that no member fetches before the state is made."""
+        found = {}
+        for name, (topic_id, count) in topics.items():
+            if (done := self.initialized.get(topic_id)) is not None:
+                found[name] = (topic_id, frozenset(p for p in done[1] if p < count))
+        return found
+
+    def pending(self, topics: dict[str, tuple[uuid.UUID, int]], target: dict[str, Assignment]) -> bool:
+        """Initialized subscribed partitions the target does not give out exactly (Kafka's
+        initializedAssignmentPending): the next heartbeat moves the group epoch to assign them."""
+        given: dict[uuid.UUID, set[int]] = {}
+        for assignment in target.values():
+            for topic_id, parts in assignment.items():
+                given.setdefault(topic_id, set()).update(parts)
+        subscribed = {topic_id for topic_id, _ in topics.values()}
+        return any(topic_id in subscribed and given.get(topic_id) != set(parts)
+                   for topic_id, (_, parts) in self.initialized.items())
+
+    def forgotten(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
+        """Topics whose states were deleted (DeleteShareGroupOffsets): initialized again when subscribed."""
+        return StatePartitions({t: v for t, v in self.initialized.items() if t not in topic_ids},
+                               {t: v for t, v in self.initializing.items() if t not in topic_ids},
+                               {t: n for t, n in self.deleting.items() if t not in topic_ids})
+
+
+# Kafka's group.share.initialize.retry.interval.ms default: an initialization asked for and not answered
+# (its coordinator moved meanwhile) is asked again after this long.
+INIT_RETRY_MS = 30_000
+
+
 @dataclass(eq=False)
 class ShareGroup(MemberGroup[ShareMember]):
     assignment_ms: int = 0  # when the target was last computed (Kafka's AssignmentTimestamp)
+    # Its record 15, once anything was initialized (None: none written, as a group Ebb wrote before it had one).
+    state_partitions: StatePartitions | None = None
+    # Rebuilt from records without a record 15 (share_groups.py: its states were made by their leaders).
+    legacy_states: bool = False
 
     @property
     def state(self) -> ShareGroupState:
@@ -53,9 +135,10 @@ class ShareGroup(MemberGroup[ShareMember]):
         return {name for m in self.members.values() for name in m.subscribed}
 
 
-def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, int]],
+def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, frozenset[int]]],
            current: dict[str, Assignment]) -> dict[str, Assignment]:
-    """Kafka's simple assignor's rules: members with the same subscription share its partitions so that
+    """Kafka's simple assignor's rules, over each topic's assignable partitions (`topics`: name -> (id,
+    partitions), those whose states are initialized): members with the same subscription share its partitions so that
     member counts differ by at most one; when there are fewer partitions than members each partition is
     given to several members (ceil(members / partitions) at most); a member keeps what it held where the
     balance allows (stickiness after balance). Members with different subscriptions are balanced within
@@ -66,7 +149,7 @@ def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, int
         names = tuple(sorted(n for n in set(members[member_id]) if n in topics))
         classes.setdefault(names, []).append(member_id)
     for names, ids in classes.items():
-        partitions = [(topics[n][0], p) for n in names for p in range(topics[n][1])]
+        partitions = [(topics[n][0], p) for n in names for p in sorted(topics[n][1])]
         if not partitions:
             continue
         for member_id, held in _share(ids, partitions, current).items():

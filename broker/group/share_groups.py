@@ -16,6 +16,19 @@ heartbeat is answered, one change of a group at a time; a failed write answers i
 error and undoes the change (as Kafka reverts to its last committed state). A restarted or failed-over
 coordinator rebuilds the groups from those records (epochs, members, target and current assignments) and
 restarts their members' sessions, so the members carry on without rejoining.
+
+Share-partition state is initialized as Kafka's coordinator does it: a heartbeat that finds subscribed
+partitions neither initialized nor asked for lately (a new topic, one that grew, an ask older than
+INIT_RETRY_MS) writes them as initializing in record 15 with its change, then asks their share coordinators
+(InitializeShareGroupState at the group epoch as state epoch, start offset -1: the leader applies
+share.auto.offset.reset) and answers once that is done: written initialized, or on an error taken back from
+initializing (asked again at the next heartbeat) and the heartbeat answered with the error. The assignor
+is given only initialized partitions, so no member fetches one whose state may yet be replaced by the
+initialization; the first heartbeat after an initialization finished (any member's: initialized partitions
+the target does not give out) moves the group epoch, and each member takes them at its next heartbeat,
+as Kafka's initializedAssignmentPending does. A group rebuilt
+from records that hold no record 15 (an Ebb before it wrote one, whose leaders made the states) takes the
+partitions its next heartbeat would ask for as initialized, without asking: asking would reset them.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from broker.group.group import GroupError, check_storable_member_id
 from broker.group.loaded_sessions import own_sessions
 from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
-from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember, assign
+from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember, StatePartitions, assign
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
@@ -44,6 +57,8 @@ log = structlog.get_logger("groups")
 
 # A subscribed topic as the coordinator sees it: (id, partition count), or None when it does not exist.
 TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
+# Asks the share coordinators to initialize (group id, state epoch, topic id -> partitions): the first error.
+InitializeStates = Callable[[str, int, dict[uuid.UUID, set[int]]], Awaitable[ErrorCode]]
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,8 @@ class ShareGroups:
         self.records = GroupRecordLog(share_records.KIND, self._records_now, append, spawn)
         # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
         self.member_left: list[Callable[[str, str], None]] = []
+        # The share coordinators' InitializeShareGroupState (broker/share/persister.py); None: nothing asked.
+        self.initialize_states: InitializeStates | None = None
         self._max_size = max_size
         self._topic = topic
         self._other_kind = other_kind
@@ -131,12 +148,67 @@ class ShareGroups:
             group = self.groups.get(group_id)
             leaving = group.members.get(request.member_id) if group is not None else None
             answer = self._heartbeat(request, timeouts)
+            asked = None if answer.left else self._ask_initialize(group_id)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
             await self.records.persist(group_id, answer.member_id)
         if answer.left and group is not None and leaving is not None:
             self._gone(group, leaving)
             log.info("member left the share group", group=group_id, member=leaving.member_id)
+        if asked is not None:
+            await self._initialize(group_id, *asked)
         return answer
+
+    def _ask_initialize(self, group_id: str) -> tuple[int, dict[uuid.UUID, set[int]]] | None:
+        """The subscribed partitions to initialize now, marked initializing (written with the heartbeat's
+        change), with the group epoch they are asked at; None when there are none."""
+        group = self.groups.get(group_id)
+        if group is None or self.initialize_states is None:
+            return None
+        now = time.time_ns() // 1_000_000
+        state = group.state_partitions or StatePartitions()
+        wanted = state.to_initialize(group.topics, now)
+        if not wanted:
+            return None
+        names = {topic_id: name for name, (topic_id, _) in group.topics.items()}
+        group.state_partitions = state.asked(names, wanted, now)
+        return group.group_epoch, wanted
+
+    async def _initialize(self, group_id: str, epoch: int, wanted: dict[uuid.UUID, set[int]]) -> None:
+        """Kafka's persisterInitialize: ask, then write the answer (GroupError: the coordinators' error, or
+        the write's; the partitions are then asked again, at the next heartbeat or after INIT_RETRY_MS)."""
+        assert self.initialize_states is not None
+        error = await self.initialize_states(group_id, epoch, wanted)
+        async with self._change(group_id):
+            group = self.groups.get(group_id)
+            if group is not None and group.state_partitions is not None:
+                group.state_partitions = group.state_partitions.answered(wanted, done=error == ErrorCode.NONE)
+                await self.records.persist(group_id)
+        if error != ErrorCode.NONE:
+            log.warning("share group state not initialized", group=group_id, error=error.name)
+            raise GroupError(error, error.name)
+
+    async def states_set(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, set[int]]]) -> None:
+        """AlterShareGroupOffsets set these partitions' states: initialized (not to be reset by a
+        subscribing heartbeat), written before it answers; GroupError for the write's error."""
+        async with self._change(group_id):
+            group = self.groups.get(group_id)
+            if group is None or not partitions:
+                return
+            now = time.time_ns() // 1_000_000
+            names = {topic_id: name for topic_id, (name, _) in partitions.items()}
+            parts = {topic_id: set(p) for topic_id, (_, p) in partitions.items()}
+            state = group.state_partitions or StatePartitions()
+            group.state_partitions = state.asked(names, parts, now).answered(parts, done=True)
+            await self.records.persist(group_id)
+
+    async def states_deleted(self, group_id: str, topic_ids: set[uuid.UUID]) -> None:
+        """DeleteShareGroupOffsets deleted these topics' states: initialized again once subscribed."""
+        async with self._change(group_id):
+            group = self.groups.get(group_id)
+            if group is None or group.state_partitions is None:
+                return
+            group.state_partitions = group.state_partitions.forgotten(topic_ids)
+            await self.records.persist(group_id)
 
     def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
@@ -160,7 +232,10 @@ class ShareGroups:
             member.subscribed = list(request.subscribed)
             changed = True
         topics = self._subscribed_topics(group)
-        if changed or topics != group.topics:
+        if group.legacy_states:
+            self._legacy_initialized(group, topics)
+        if (changed or topics != group.topics
+                or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)):
             group.topics = topics
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
@@ -198,9 +273,30 @@ class ShareGroups:
                 found[name] = topic
         return found
 
+    def _legacy_initialized(self, group: ShareGroup, topics: dict[str, tuple[uuid.UUID, int]]) -> None:
+        """A group rebuilt without record 15 (module docstring): the partitions it subscribes taken as
+        initialized, before anything is assigned, without asking (asking would reset its leaders' states)."""
+        group.legacy_states = False
+        now = time.time_ns() // 1_000_000
+        state = group.state_partitions or StatePartitions()
+        if wanted := state.to_initialize(topics, now):
+            names = {topic_id: name for name, (topic_id, _) in topics.items()}
+            group.state_partitions = state.asked(names, wanted, now).answered(wanted, done=True)
+
+    def _initialized_pending(self, group: ShareGroup) -> bool:
+        return (bool(group.members) and group.state_partitions is not None
+                and group.state_partitions.pending(group.topics, group.target))
+
+    def _assignable(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:
+        """What the assignor may give out: the initialized partitions; every subscribed one where no share
+        coordinators are wired to initialize them (initialize_states None: nothing has state to wait for)."""
+        if self.initialize_states is None:
+            return {name: (topic_id, frozenset(range(count))) for name, (topic_id, count) in group.topics.items()}
+        return (group.state_partitions or StatePartitions()).assignable(group.topics)
+
     def _compute_target(self, group: ShareGroup) -> None:
         self.records.changed_whole(group.group_id)
-        group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, group.topics,
+        group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
                               {m: a for m, a in group.target.items() if m in group.members})
         group.assignment_epoch = group.group_epoch
         group.assignment_ms = time.time_ns() // 1_000_000
@@ -288,6 +384,7 @@ class ShareGroups:
             topics = self._subscribed_topics(group)
             # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
             group.topics = topics if topics_hash(topics) == metadata_hash else {}
+            group.legacy_states = group.state_partitions is None
             for member in group.members.values():
                 self._arm_session(group, member, session_timeout_ms)
             if group_session_ms is not None and group.members:

@@ -8,8 +8,9 @@
     14 ShareGroupCurrentMemberAssignment   one member's epochs and partitions (state always 0: stable)
     15 ShareGroupStatePartitionMetadata    which share-partitions have state (initializing, initialized, deleting)
 
-Ebb writes 10-14, and skips 15 when replaying a log a Kafka broker wrote: a share-partition's state is made
-by its leader's first write (docs/features.md, share group gaps). Type 11's MetadataHash is Ebb's hash of
+Type 15 is written once a subscribed share-partition's state is asked to be initialized (share_groups.py),
+and again when that is answered; its tombstone goes with the group's (after the target epoch's, before the
+group epoch's, as Kafka orders them). Type 11's MetadataHash is Ebb's hash of
 the subscribed topics (record_log.topics_hash), as for consumer groups. The specs are
 schemas/ShareGroup*Key.json and *Value.json. The records are made, kept, written and read back by
 record_log.py; KIND below gives what is this kind's own.
@@ -17,8 +18,10 @@ record_log.py; KIND below gives what is this kind's own.
 
 from __future__ import annotations
 
-from broker.group.record_log import GroupKind, assignment_of, topic_partitions
-from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember
+import time
+
+from broker.group.record_log import GroupKind, Records, assignment_of, topic_partitions, value_bytes
+from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember, StatePartitions
 from protocol.messages import (
     ApiMessage,
     ShareGroupCurrentMemberAssignmentKey,
@@ -28,6 +31,7 @@ from protocol.messages import (
     ShareGroupMetadataKey,
     ShareGroupMetadataValue,
     ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
     ShareGroupTargetAssignmentMemberKey,
     ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataKey,
@@ -36,8 +40,9 @@ from protocol.messages import (
 
 MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 10, 11, 12, 13, 14
 STATE_PARTITION_METADATA = 15
-WRITTEN_TYPES = (MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
-KNOWN_TYPES = (*WRITTEN_TYPES, STATE_PARTITION_METADATA)
+OWN_TYPES = (STATE_PARTITION_METADATA,)  # beside the five both kinds write (record_log.GroupKind.own_records)
+WRITTEN_TYPES = (MEMBER_METADATA, GROUP_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, *OWN_TYPES)
+KNOWN_TYPES = WRITTEN_TYPES
 _KEYS: dict[int, type[ApiMessage]] = {
     GROUP_METADATA: ShareGroupMetadataKey,
     MEMBER_METADATA: ShareGroupMemberMetadataKey,
@@ -77,9 +82,36 @@ class _ShareKind(GroupKind[ShareGroup, ShareMember]):  # the fields only share g
         member.epoch, member.previous_epoch = current.member_epoch, current.previous_member_epoch
         member.assignment = assignment_of(current.assigned_partitions)
 
+    def own_records(self, group: ShareGroup) -> Records:
+        state = group.state_partitions
+        if state is None:
+            return {}
+        value = ShareGroupStatePartitionMetadataValue
+        info = value.TopicPartitionsInfo
+        return {self.key(STATE_PARTITION_METADATA, group.group_id): value_bytes(value(
+            initializing_topics=[info(topic_id=t, topic_name=name, partitions=sorted(parts))
+                                 for t, (name, parts, _) in sorted(state.initializing.items())],
+            initialized_topics=[info(topic_id=t, topic_name=name, partitions=sorted(parts))
+                                for t, (name, parts) in sorted(state.initialized.items())],
+            deleting_topics=[value.TopicInfo(topic_id=t, topic_name=name)
+                             for t, name in sorted(state.deleting.items())]))}
+
+    def read_own(self, group: ShareGroup, record_type: int, body: memoryview) -> None:
+        if record_type != STATE_PARTITION_METADATA:
+            return
+        found = ShareGroupStatePartitionMetadataValue[0].decode(body)
+        now_ms = time.time_ns() // 1_000_000  # an ask read back counts from the load, as Kafka's replay
+        group.state_partitions = StatePartitions(
+            initialized={t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in found.initialized_topics},
+            initializing={t.topic_id: (t.topic_name, frozenset(t.partitions), now_ms)
+                          for t in found.initializing_topics},
+            deleting={t.topic_id: t.topic_name for t in found.deleting_topics})
+
 
 KIND = _ShareKind(
     name=GROUP_TYPE, keys=_KEYS, group_metadata=GROUP_METADATA, member_metadata=MEMBER_METADATA,
     target_metadata=TARGET_METADATA, target_member=TARGET_MEMBER, current_assignment=CURRENT_ASSIGNMENT,
     metadata_value=ShareGroupMetadataValue, target_member_value=ShareGroupTargetAssignmentMemberValue,
     new_group=ShareGroup, new_member=lambda member_id: ShareMember(member_id, "", ""))
+KIND.write_order[STATE_PARTITION_METADATA] = 5  # after the current assignments, as Kafka's heartbeat adds it
+KIND.tombstone_order[STATE_PARTITION_METADATA] = 6  # between the target epoch's tombstone and the group epoch's

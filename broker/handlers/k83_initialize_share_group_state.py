@@ -1,10 +1,8 @@
 """InitializeShareGroupState (key 83), version 0: the share coordinator (broker/share/coordinator.py)
 stores a share-partition's first state: the state epoch and start offset asked (-1: the leader picks
 it from share.auto.offset.reset when it starts leading), leader epoch 0, nothing in flight, under the
-next snapshot epoch, at acks=-1 before the answer. Broker to broker: Kafka's group coordinator sends it
-when it first assigns a share-partition, or when AlterShareGroupOffsets sets a start offset; Ebb's
-group coordinator does not (a share-partition's state is made by its leader's first write,
-docs/features.md), so this serves Kafka's brokers and tools.
+next snapshot epoch, at acks=-1 before the answer. Broker to broker: a group coordinator (Ebb's, through
+broker/share/persister.py, or Kafka's) sends it when a share group first subscribes a share-partition.
 
 A state epoch older than the stored one (and not -1) is FENCED_STATE_EPOCH; a negative partition
 INVALID_REQUEST, as is a start offset below -1 (Ebb's: Kafka stores it); a topic or partition that does

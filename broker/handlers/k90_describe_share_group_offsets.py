@@ -23,7 +23,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.share_requests import topic_refusal
 from broker.request_context import RequestContext
 from broker.security.access import allowed
-from broker.share.manager import ShareStateError
+from broker.share.manager import Described, ShareStateError
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.framing import Request
@@ -56,41 +56,50 @@ async def describe_share_group_offsets(broker: BrokerContext, request: Request[D
             continue
         if asked.topics is None:  # internal topics are never shared
             try:
-                state = await broker.shares.group_state(asked.group_id,
+                known = await broker.shares.group_state(asked.group_id,
                                                         [t for t in broker.topics.all() if not t.internal])
             except ShareStateError as exc:
                 group.error_code = exc.error_code
                 continue
-            wanted = {t: sorted(parts) for t, parts in state.items()}
+            wanted: dict[str, list[int]] = {}
+            for name, index in known:
+                wanted.setdefault(name, []).append(index)
         else:
+            known = None
             wanted = {t.topic_name: list(t.partitions) for t in asked.topics}
-        for name, indexes in wanted.items():
-            group.topics.append(await _describe_topic(broker, connection, asked.group_id, name, indexes))
+        group.topics = await _describe_topics(broker, connection, asked.group_id, wanted, known)
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=answers)
 
 
-async def _describe_topic(broker: BrokerContext, connection: RequestContext, group_id: str, name: str,
-                    indexes: list[int]) -> _Topic:
-    topic = broker.topics.get(name)
-    answer = _Topic(topic_name=name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0), partitions=[])
-    refused = topic_refusal(broker, connection, name, Operation.DESCRIBE)
-    for index in indexes:
-        # a partition without state: start offset -1, leader epoch 0 (Kafka's answer)
-        entry = _Partition(partition_index=index, start_offset=-1, leader_epoch=0, lag=-1,
-                           error_code=ErrorCode.NONE, error_message=None)
-        answer.partitions.append(entry)
-        if refused is not None:
-            entry.error_code = refused
-            continue
-        assert topic is not None
-        if index not in topic.replicas:
-            entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        try:
-            described = await broker.shares.described(group_id, topic, index)
-        except ShareStateError as exc:
-            entry.error_code = exc.error_code
-            continue
-        if described is not None:
-            entry.start_offset, entry.leader_epoch, entry.lag = described
-    return answer
+async def _describe_topics(broker: BrokerContext, connection: RequestContext, group_id: str,
+                           wanted: dict[str, list[int]],
+                           known: dict[tuple[str, int], Described] | None) -> list[_Topic]:
+    """The topics' answers, every partition's state described at once (one summary request per share
+    coordinator for the partitions led elsewhere), or taken from `known` when already described."""
+    answers, asked = [], []
+    for name, indexes in wanted.items():
+        topic = broker.topics.get(name)
+        answer = _Topic(topic_name=name, topic_id=topic.topic_id if topic is not None else uuid.UUID(int=0),
+                        partitions=[])
+        answers.append(answer)
+        refused = topic_refusal(broker, connection, name, Operation.DESCRIBE)
+        for index in indexes:
+            # a partition without state: start offset -1, leader epoch 0 (Kafka's answer)
+            entry = _Partition(partition_index=index, start_offset=-1, leader_epoch=0, lag=-1,
+                               error_code=ErrorCode.NONE, error_message=None)
+            answer.partitions.append(entry)
+            if refused is not None:
+                entry.error_code = refused
+            elif topic is None or index not in topic.replicas:
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                asked.append((topic, index, entry))
+    described = known if known is not None else \
+        await broker.shares.described(group_id, [(topic, index) for topic, index, _ in asked])
+    for topic, index, entry in asked:
+        state = described[(topic.name, index)]
+        if isinstance(state, ErrorCode):
+            entry.error_code = state
+        elif state is not None:
+            entry.start_offset, entry.leader_epoch, entry.lag = state
+    return answers

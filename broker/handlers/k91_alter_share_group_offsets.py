@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.group.group import GroupError
 from broker.handlers import BrokerContext, handles
 from broker.handlers.share_requests import empty_share_group, topic_refusal
 from broker.request_context import RequestContext
@@ -43,6 +44,7 @@ async def alter_share_group_offsets(broker: BrokerContext, request: Request[Alte
     except ShareError as exc:
         return _refused(exc.error_code, exc.message or None)
     answers = []
+    done: dict[uuid.UUID, tuple[str, set[int]]] = {}
     for asked in body.topics:
         topic = broker.topics.get(asked.topic_name)
         answer = _Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
@@ -66,5 +68,11 @@ async def alter_share_group_offsets(broker: BrokerContext, request: Request[Alte
                 await broker.shares.set_start(body.group_id, topic, part.partition_index, part.start_offset)
             except ShareStateError as exc:
                 entry.error_code = exc.error_code
+            else:
+                done.setdefault(topic.topic_id, (topic.name, set()))[1].add(part.partition_index)
+    try:  # record 15: these states are set, not to be reset by the group's next subscribing heartbeat
+        await broker.groups.share.states_set(body.group_id, done)
+    except GroupError as exc:
+        return _refused(exc.error_code, exc.message or None)
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
                                           responses=answers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker.group.group import GroupError
 from broker.handlers import BrokerContext, handles
 from broker.handlers.share_requests import empty_share_group, topic_refusal
 from broker.request_context import RequestContext
@@ -43,6 +44,11 @@ async def delete_share_group_offsets(broker: BrokerContext, request: Request[Del
         error = topic_refusal(broker, connection, asked.topic_name, Operation.READ) or ErrorCode.NONE
         if error == ErrorCode.NONE and topic is not None:  # the state's deletion failed: that topic says why
             error = (await broker.shares.forget(body.group_id, [topic]))[topic.name]
+            if error == ErrorCode.NONE:  # record 15: initialized again when next subscribed
+                try:
+                    await broker.groups.share.states_deleted(body.group_id, {topic.topic_id})
+                except GroupError as exc:
+                    error = exc.error_code
         answers.append(_Topic(topic_name=asked.topic_name, topic_id=topic.topic_id if topic else uuid.UUID(int=0),
                               error_code=error, error_message=None))
     return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,

@@ -37,15 +37,18 @@ from broker.log.common import LogError, TopicPartition
 from broker.log.free_space import NO_SPACE_ERRNOS
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
-from broker.share.persister import PersisterError, StatePersister
+from broker.share.persister import PersisterError, StatePersister, Summary
 from broker.share.sessions import ShareSession, ShareSessionCache
-from broker.share.state_log import ShareState
+from broker.share.state_log import ShareState, StateKey
 from broker.topic import Topic
 from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("share")
 
+# What DescribeShareGroupOffsets shows of a partition: (start offset, leader epoch, lag), None without
+# state, or the error its share coordinator could not be had with.
+Described = tuple[int, int, int] | None | ErrorCode
 MAX_SHARE_SESSIONS = 2000  # Kafka's group.share.max.share.sessions default
 _FRAME = struct.Struct(">qi")  # base offset, batch length
 _SMALL = struct.Struct(">h")
@@ -321,28 +324,33 @@ class SharePartitionManager:
             break
         return found
 
-    async def described(self, group_id: str, topic: Topic, index: int) -> tuple[int, int, int] | None:
-        """(start offset, leader epoch, lag) of the group's partition wherever it is led: here, from the
-        share-partition in memory or read back; elsewhere, from its share coordinator's summary (nothing
-        kept). The lag is -1 where this broker has no replica of the partition (no high watermark to
-        count to)."""
-        partition = None
-        with contextlib.suppress(PartitionError):
-            partition = self._replicas.partition_of(topic, index)
-        if partition is not None and partition.is_leader:
-            share = await self.stored(group_id, partition)
-            return None if share is None else (share.start_offset, partition.leader_epoch,
-                                               lag(share, partition.high_watermark))
-        try:
-            summary = await self.persister.summary((group_id, topic.topic_id, index))
-        except PersisterError as exc:
-            raise ShareStateError(exc.error_code) from None
-        if summary is None or summary[2] < 0:
-            return None
-        _, leader_epoch, start, finished = summary
-        # the summary's leader epoch is the last leader's that read or wrote; a replica here knows the partition's
-        epoch = leader_epoch if leader_epoch >= 0 or partition is None else partition.leader_epoch
-        return start, epoch, -1 if partition is None else max(0, partition.high_watermark - start - max(finished, 0))
+    async def described(self, group_id: str, wanted: list[tuple[Topic, int]]) -> dict[tuple[str, int], Described]:
+        """(start offset, leader epoch, lag) of each of the group's partitions named (topic, index),
+        wherever it is led: here, from the share-partition in memory or read back; elsewhere, from its
+        share coordinator's summary (nothing kept; one ask per coordinator for all of them). None: no
+        state; an ErrorCode: its coordinator could not be had. The lag is -1 where this broker has no
+        replica of the partition (no high watermark to count to)."""
+        found: dict[tuple[str, int], Described] = {}
+        elsewhere: dict[StateKey, tuple[tuple[str, int], Partition | None]] = {}
+        for topic, index in wanted:
+            partition = None
+            with contextlib.suppress(PartitionError):
+                partition = self._replicas.partition_of(topic, index)
+            if partition is not None and partition.is_leader:
+                try:
+                    share = await self.stored(group_id, partition)
+                except ShareStateError as exc:
+                    found[(topic.name, index)] = exc.error_code
+                    continue
+                found[(topic.name, index)] = None if share is None else (
+                    share.start_offset, partition.leader_epoch, lag(share, partition.high_watermark))
+            else:
+                elsewhere[(group_id, topic.topic_id, index)] = ((topic.name, index), partition)
+        summaries = await self.persister.summaries(list(elsewhere))
+        for key, (where, partition) in elsewhere.items():
+            summary = summaries[key]
+            found[where] = summary if isinstance(summary, ErrorCode) else _from_summary(summary, partition)
+        return found
 
     async def _coordinator_state(self, key: Key) -> ShareState | None:
         try:
@@ -350,15 +358,14 @@ class SharePartitionManager:
         except PersisterError as exc:
             raise ShareStateError(exc.error_code) from None
 
-    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[str, dict[int, tuple]]:
-        """{topic: {partition: described(...)}} of a group, over every partition of `topics` with state."""
-        found: dict[str, dict[int, tuple]] = {}
-        for topic in topics:
-            for index in sorted(topic.replicas):
-                described = await self.described(group_id, topic, index)
-                if described is not None:
-                    found.setdefault(topic.name, {})[index] = described
-        return found
+    async def group_state(self, group_id: str, topics: list[Topic]) -> dict[tuple[str, int], Described]:
+        """`described` of a group's partitions with state, over every partition of `topics`;
+        ShareStateError when a coordinator could not be had."""
+        described = await self.described(group_id, [(t, i) for t in topics for i in sorted(t.replicas)])
+        for state in described.values():
+            if isinstance(state, ErrorCode):
+                raise ShareStateError(state)
+        return {where: state for where, state in described.items() if state is not None}
 
     async def set_start(self, group_id: str, topic: Topic, index: int, offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight, under
@@ -473,3 +480,13 @@ def _batches(data: memoryview) -> list[tuple[Batch, slice]]:
         position += size
     return out
 
+
+
+def _from_summary(summary: Summary | None, partition: Partition | None) -> tuple[int, int, int] | None:
+    """(start offset, leader epoch, lag) from a share coordinator's summary (None: no state)."""
+    if summary is None or summary[2] < 0:
+        return None
+    _, leader_epoch, start, finished = summary
+    # the summary's leader epoch is the last leader's that read or wrote; a replica here knows the partition's
+    epoch = leader_epoch if leader_epoch >= 0 or partition is None else partition.leader_epoch
+    return start, epoch, -1 if partition is None else max(0, partition.high_watermark - start - max(finished, 0))

@@ -3,7 +3,8 @@ leading the share-partition, written after each change, deleted with the group's
 share coordinator is the leader of the key's `__share_group_state` partition (created on first use):
 this broker's ShareCoordinator when it leads that partition, else the other broker asked with
 ReadShareGroupState / WriteShareGroupState over the inter-broker connections. DescribeShareGroupOffsets
-reads a summary (ReadShareGroupStateSummary: no batches, nothing written), as Kafka's group coordinator.
+reads a summary (ReadShareGroupStateSummary: no batches, nothing written), and a share group's first
+heartbeat over a share-partition has it initialized (InitializeShareGroupState), as Kafka's group coordinator.
 
 While the coordinator moves or loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, a connection that fails) the call is retried with a backoff for up to
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from broker.txn.peers import PeerConnections
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DeleteShareGroupStateRequest,
+    InitializeShareGroupStateRequest,
     ReadShareGroupStateRequest,
     ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
@@ -49,6 +52,7 @@ _Read = ReadShareGroupStateRequest.ReadStateData
 _Write = WriteShareGroupStateRequest.WriteStateData
 _Delete = DeleteShareGroupStateRequest.DeleteStateData
 _Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+_Initialize = InitializeShareGroupStateRequest.InitializeStateData
 # What a summary tells: (state epoch, leader epoch, start offset, delivery-complete count).
 Summary = tuple[int, int, int, int]
 
@@ -97,11 +101,99 @@ class StatePersister:
             return None
         return await self._retried(key, lambda leader: self._read_once(leader, key, leader_epoch))
 
-    async def summary(self, key: StateKey) -> Summary | None:
-        """The stored state's summary (None: never any); PersisterError when the coordinator cannot be had."""
-        if not await self._topic_exists():
-            return None
-        return await self._retried(key, lambda leader: self._summary_once(leader, key))
+    async def summaries(self, keys: list[StateKey]) -> dict[StateKey, Summary | None | ErrorCode]:
+        """Each key's summary (None: never any; an ErrorCode: its coordinator could not be had), asked of
+        each share coordinator once for all its keys (one ReadShareGroupStateSummary per other broker, as
+        Kafka's group coordinator batches them)."""
+        if not keys or not await self._topic_exists():
+            return dict.fromkeys(keys)
+
+        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[Any, int]:
+            return ReadShareGroupStateSummaryRequest(group_id=group, topics=[
+                _Summary(topic_id=topic_id, partitions=[_Summary.PartitionData(partition=p, leader_epoch=-1)
+                                                        for p in parts])
+                for topic_id, parts in by_topic.items()]), 1
+
+        async def local(key: StateKey) -> tuple[ErrorCode, Summary | None]:
+            error, state = self.coordinator.summary(key)
+            return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
+                                                      delivery_complete_count(state))
+        return await self._per_coordinator(keys, local, remote, lambda p: (
+            p.state_epoch, p.leader_epoch, p.start_offset, p.delivery_complete_count))
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        """The group coordinator's ask that these share-partitions' states start (start offset -1: the
+        leader's share.auto.offset.reset), one InitializeShareGroupState per share coordinator (as Kafka's
+        persister batches it); the first error met, NONE when all are stored."""
+        keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
+
+        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[Any, int]:
+            return InitializeShareGroupStateRequest(group_id=group, topics=[
+                _Initialize(topic_id=topic_id, partitions=[
+                    _Initialize.PartitionData(partition=p, state_epoch=state_epoch, start_offset=-1) for p in parts])
+                for topic_id, parts in by_topic.items()]), 0
+
+        async def local(key: StateKey) -> tuple[ErrorCode, None]:
+            return await self.coordinator.initialize(key, state_epoch, -1), None
+        found = await self._per_coordinator(keys, local, remote, lambda p: None)
+        return next((e for e in found.values() if isinstance(e, ErrorCode)), ErrorCode.NONE)
+
+    async def _per_coordinator(self, keys: list[StateKey], local, remote, result) -> dict[StateKey, Any]:
+        """Each key's `result` of its partition's answer, or the ErrorCode its coordinator gave: the keys
+        asked of each coordinator at once (`local` per key here, `remote` making one request per group for
+        another broker); the keys whose coordinator moved, loads or could not be reached asked again with
+        the others' until RETRY_DEADLINE_S."""
+        found: dict[StateKey, Any] = {}
+        pending = list(keys)
+        deadline = time.monotonic() + RETRY_DEADLINE_S
+        while True:
+            errors: dict[StateKey, ErrorCode] = {}
+            try:
+                await self.coordinator.ensure_topic()
+                by_leader: dict[int, list[StateKey]] = {}
+                for key in pending:
+                    by_leader.setdefault(self._coordinator_of(key), []).append(key)
+            except TopicError as exc:
+                by_leader, errors = {}, dict.fromkeys(pending, exc.error_code)
+            for leader, asked in by_leader.items():
+                if leader < 0:
+                    errors.update(dict.fromkeys(asked, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                    continue
+                answers = ({key: await local(key) for key in asked} if leader == self.node_id else
+                           await self._ask_many(leader, asked, remote, result, deadline))
+                for key, (error, value) in answers.items():
+                    if error == ErrorCode.NONE:
+                        found[key] = value
+                    else:
+                        errors[key] = error
+            pending = [key for key, error in errors.items() if error in _RETRIABLE]
+            if not pending or time.monotonic() >= deadline:
+                for key, error in errors.items():
+                    log.warning("share group state not reached", key=str(key), error=error.name)
+                found.update(errors)
+                return found
+            found.update((key, error) for key, error in errors.items() if error not in _RETRIABLE)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _ask_many(self, leader: int, keys: list[StateKey], remote, result,
+                        deadline: float) -> dict[StateKey, tuple[ErrorCode, Any]]:
+        by_group: dict[str, dict[uuid.UUID, list[int]]] = {}
+        for group, topic_id, partition in keys:
+            by_group.setdefault(group, {}).setdefault(topic_id, []).append(partition)
+        out: dict[StateKey, tuple[ErrorCode, Any]] = dict.fromkeys(keys, (ErrorCode.NETWORK_EXCEPTION, None))
+        for group, by_topic in by_group.items():  # a request names one group
+            request, version = remote(group, by_topic)
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    answer = await self.peers.request(leader, request, version)
+            except Exception as exc:  # unreachable, closed, timed out: asked again
+                log.info("cannot ask the share coordinator", broker=leader, error=repr(exc))
+                continue
+            for topic in answer.results:
+                for p in topic.partitions:
+                    out[(group, topic.topic_id, p.partition)] = (
+                        (ErrorCode(p.error_code), None) if p.error_code else (ErrorCode.NONE, result(p)))
+        return out
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> None:
@@ -177,22 +269,6 @@ class StatePersister:
             return ErrorCode(found.error_code), None
         return ErrorCode.NONE, ShareState(found.state_epoch, leader_epoch, found.start_offset, tuple(
             (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in found.state_batches), 0)
-
-    async def _summary_once(self, leader: int, key: StateKey) -> tuple[ErrorCode, Summary | None]:
-        if leader == self.node_id:
-            error, state = self.coordinator.summary(key)
-            return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
-                                                      delivery_complete_count(state))
-        group, topic_id, partition = key
-        request = ReadShareGroupStateSummaryRequest(group_id=group, topics=[_Summary(topic_id=topic_id, partitions=[
-            _Summary.PartitionData(partition=partition, leader_epoch=-1)])])
-        found = await self._ask(leader, request, version=1)
-        if found is None:
-            return ErrorCode.NETWORK_EXCEPTION, None
-        if found.error_code:
-            return ErrorCode(found.error_code), None
-        return ErrorCode.NONE, (found.state_epoch, found.leader_epoch, found.start_offset,
-                                found.delivery_complete_count)
 
     async def _write_once(self, leader: int, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                           batches: tuple[StateBatch, ...]) -> tuple[ErrorCode, None]:

@@ -66,14 +66,17 @@ def test_a_member_joins_gets_every_partition_and_heartbeats(client, broker):
     first = beat(client, group, "m1", 0, ["s3"])
     assert (first.error_code, first.member_id, first.member_epoch) == (E.NONE, "m1", 1)
     assert first.heartbeat_interval_ms == 500
-    assert held(first) == {broker.topic_ids["s3"]: [0, 1, 2]}
-    again = beat(client, group, "m1", 1)  # nothing changed: no assignment in the answer
-    assert (again.error_code, again.member_epoch, again.assignment) == (E.NONE, 1, None)
+    # nothing yet: a share-partition is assigned once its state is initialized, which the join asked for
+    assert held(first) == {}
+    initialized = beat(client, group, "m1", 1)  # the initialized partitions move the group epoch
+    assert (initialized.member_epoch, held(initialized)) == (2, {broker.topic_ids["s3"]: [0, 1, 2]})
+    again = beat(client, group, "m1", 2)  # nothing changed: no assignment in the answer
+    assert (again.error_code, again.member_epoch, again.assignment) == (E.NONE, 2, None)
     [described] = describe(client, group)
     assert (described.error_code, described.group_state, described.group_epoch, described.assignment_epoch,
-            described.assignor_name) == (E.NONE, "Stable", 1, 1, "simple")
+            described.assignor_name) == (E.NONE, "Stable", 2, 2, "simple")
     [member] = described.members
-    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == ("m1", 1, ["s3"])
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == ("m1", 2, ["s3"])
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("s3", [0, 1, 2])]
     assert member.client_host.startswith("/")
 
@@ -93,7 +96,8 @@ def test_a_second_member_splits_the_partitions_and_the_first_takes_its_part_at_i
     beat(client, group2, "a", 0, ["s1"])
     b = beat(client, group2, "b", 0, ["s1"])
     a = beat(client, group2, "a", 1)
-    assert (a.member_epoch, a.assignment) == (2, None)  # a keeps the partition: nothing new to tell it
+    # a joined before the partition was initialized: it takes it now, with b
+    assert (a.member_epoch, held(a)) == (2, {broker.topic_ids["s1"]: [0]})
     assert held(b) == {broker.topic_ids["s1"]: [0]}
     [described] = describe(client, group2)
     assert [[t.partitions for t in m.assignment.topic_partitions] for m in described.members] == [[[0]], [[0]]]
@@ -146,8 +150,10 @@ def test_a_new_topic_or_more_partitions_reach_the_members(client, broker):
     first = beat(client, group, "m", 0, ["later"])
     assert (first.member_epoch, held(first)) == (1, {})
     topic_id = create_topic(client, "later", partitions=2)
-    answer = beat(client, group, "m", 1)
-    assert (answer.member_epoch, held(answer)) == (2, {topic_id: [0, 1]})
+    grown = beat(client, group, "m", 1)  # the new topic moves the epoch; its partitions are initialized
+    assert (grown.member_epoch, grown.assignment) == (2, None)
+    answer = beat(client, group, "m", 2)  # and assigned at the heartbeat after
+    assert (answer.member_epoch, held(answer)) == (3, {topic_id: [0, 1]})
 
 
 def test_other_group_apis_see_share_groups(client):

@@ -42,13 +42,13 @@ KAFKA_SHARE = {"group.coordinator.rebalance.protocols": "classic,consumer,share"
                "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
                "share.coordinator.state.topic.num.partitions": "5", "offsets.topic.replication.factor": "1",
                "group.initial.rebalance.delay.ms": "0"}
-# Kafka gives a share group's partitions out only once its share coordinator has initialised their state
-# (InitializeShareGroupState, asynchronously): its first answers to a joining member hold no partition,
-# and a later heartbeat bumps the epoch with them. Ebb assigns at once. The assignment is compared in
-# the settled state only (after both have answered with partitions).
+# Both give a share group's partitions out only once their states are initialised (InitializeShareGroupState):
+# the first answer to a joining member holds no partition, and a later heartbeat bumps the epoch with them.
+# Kafka's epochs still run one ahead of Ebb's here (its join answers epoch 2 to a new group's first member;
+# why is not established), so epochs are compared in the settled state only.
 _Protocol = JoinGroupRequest.JoinGroupRequestProtocol
 _Commit = OffsetCommitRequest.OffsetCommitRequestTopic
-SETTLING = "Kafka assigns a share group's partitions after its share coordinator initialised their state"
+SETTLING = "Kafka's share group epochs run one ahead of Ebb's (see above)"
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +221,7 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
         peer.ask("close naming none", _share_fetch("sf", "m", -1), 1)
         peer.ask("after that close", _share_fetch("sf", "m", 2, topic_id), 1)
 
-    allowed = {**ALLOWED, ("join", "member_epoch"): SETTLING, ("join", "assignment.topic_partitions"): SETTLING}
+    allowed = {**ALLOWED, ("join", "member_epoch"): SETTLING}
     # the batches are the same records, but each broker stamped its own append times (and so CRCs)
     found = compare(scenario, ebb_peer, kafka_peer, allowed, ignore=lambda path: path.endswith(".records"))
     assert not found, "\n".join(found)

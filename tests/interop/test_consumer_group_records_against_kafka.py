@@ -2,17 +2,20 @@
 DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what a short session of
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
 and current assignment (with the epoch each partition was given at), member and tombstone records,
-in Kafka's order within each write; and the share group records (types 10-14) of a share group's
-heartbeats in the same log."""
+in Kafka's order within each write; and the share group records (types 10-15) of a share group's
+heartbeats in the same log, record 15 (the share-partitions initialized) read back after a SIGKILL."""
 
 from __future__ import annotations
 
 import json
+import signal
 
-from protocol.messages import ShareGroupHeartbeatRequest
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteGroupsRequest, ShareGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, create_topic
 from tests.broker.test_consumer_group_restart import _beat, _held
 from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_for
 
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 
@@ -38,7 +41,8 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
             _beat(c, "m2", 0, {}, join=True)
             _beat(c, "m1", 2, _held(first))  # m1 must give two partitions up
             _beat(c, "m2", -1)
-            for member, epoch, topics in (("s1", 0, ["t"]), ("s2", 0, ["t"]), ("s2", -1, None)):
+            # s1 takes the partitions at its heartbeat after their initialization (Kafka's way)
+            for member, epoch, topics in (("s1", 0, ["t"]), ("s1", 1, None), ("s2", 0, ["t"]), ("s2", -1, None)):
                 answer = c.request(ShareGroupHeartbeatRequest(group_id="s", member_id=member, member_epoch=epoch,
                                                               rack_id=None, subscribed_topic_names=topics), 1)
                 assert answer.error_code == 0, answer
@@ -70,8 +74,44 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
     # s2 leaving: its tombstones, then the group epoch; as in Kafka, the target waits for the next heartbeat.
     assert kinds[-4:] == [("14", "s2", True), ("13", "s2", True), ("10", "s2", True), ("11", None, False)]
     payloads = {(k["type"], k["data"].get("memberId")): p["data"] for k, p in shares if p is not None}
-    assert payloads[("11", None)]["epoch"] == 3 and payloads[("12", None)]["assignmentEpoch"] == 2
+    assert payloads[("11", None)]["epoch"] == 4 and payloads[("12", None)]["assignmentEpoch"] == 3
     assert payloads[("10", "s1")]["subscribedTopicNames"] == ["t"]
     current = payloads[("14", "s1")]
-    assert (current["memberEpoch"], current["state"]) == (1, 0)
+    assert (current["memberEpoch"], current["state"]) == (2, 0)
     assert [p["partitions"] for p in current["assignedPartitions"]] == [[0, 1, 2, 3]]
+
+
+def _share_beat(c, group: str, member: str, epoch: int, topics=None):
+    return c.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, rack_id=None,
+                                                subscribed_topic_names=topics), 1)
+
+
+def test_share_partition_metadata_is_written_read_back_after_sigkill_and_tombstoned(java, tmp_path):
+    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "t", partitions=2)
+            # the join answers once the share coordinator initialized t-0 and t-1
+            assert _share_beat(c, "d", "d1", 0, ["t"]).error_code == ErrorCode.NONE
+        process.restart(signal.SIGKILL)
+        with WireClient(process.port) as c:
+            again = wait_for(lambda: (a := _share_beat(c, "d", "d1", 1)).error_code
+                             != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and a, what="the group coordinator loaded")
+            # the partitions initialized before the kill (record 15 read back) are assigned now, not asked again
+            assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, 2)
+            assert again.assignment is not None and [sorted(t.partitions) for t in
+                                                     again.assignment.topic_partitions] == [[0, 1]]
+            assert _share_beat(c, "d", "d1", -1).error_code == ErrorCode.NONE
+            [deleted] = c.send(DeleteGroupsRequest(groups_names=["d"]), 2).results
+            assert deleted.error_code == ErrorCode.NONE
+    records = [(k, p) for k, p in _decoded(java, tmp_path / "logs") if k["data"]["groupId"] == "d"]
+    states = [p for k, p in records if k["type"] == "15"]
+    # Initializing with the join, initialized once answered; after the restart nothing is asked or written
+    # again (record 15 was read back), and the group's deletion tombstones it.
+    assert len(states) == 3 and states[2] is None
+    asking, answered = states[0]["data"], states[1]["data"]
+    assert [(t["topicName"], t["partitions"]) for t in asking["initializingTopics"]] == [("t", [0, 1])]
+    assert asking["initializedTopics"] == [] and asking["deletingTopics"] == []
+    assert [(t["topicName"], t["partitions"]) for t in answered["initializedTopics"]] == [("t", [0, 1])]
+    assert answered["initializingTopics"] == []
+    tombstones = [k["type"] for k, p in records if p is None]
+    assert tombstones.index("12") < tombstones.index("15") < tombstones.index("11")

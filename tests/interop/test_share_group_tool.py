@@ -24,7 +24,11 @@ def member(broker):
         joined = client.send(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=MEMBER, member_epoch=0,
                                                         subscribed_topic_names=[TOPIC]), 1)
         assert joined.error_code == 0, joined
-        yield client, joined.member_epoch
+        # the partitions are assigned at the heartbeat after their states were initialized (Kafka's way)
+        assigned = client.send(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=MEMBER,
+                                                          member_epoch=joined.member_epoch), 1)
+        assert assigned.error_code == 0 and assigned.assignment is not None, assigned
+        yield client, assigned.member_epoch
 
 
 def test_list_describe_and_delete(java, broker, member):
@@ -38,7 +42,7 @@ def test_list_describe_and_delete(java, broker, member):
         ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
         [GROUP, MEMBER, "/127.0.0.1", "ebb-data-test", "2", f"{TOPIC}:0,1"]]
     assert tool("--describe", "--group", GROUP, "--members", "--verbose")[1] == [
-        GROUP, MEMBER, "/127.0.0.1", "ebb-data-test", "2", "1", f"{TOPIC}:0,1"]
+        GROUP, MEMBER, "/127.0.0.1", "ebb-data-test", "2", "2", f"{TOPIC}:0,1"]
     [header, state] = tool("--describe", "--group", GROUP, "--state")
     assert (header, state[0], state[-2:]) == (["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"], GROUP,
                                               ["Stable", "1"])

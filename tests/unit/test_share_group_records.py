@@ -188,11 +188,6 @@ def test_a_restarted_coordinator_rebuilds_the_group_and_its_members_carry_on():
     asyncio.run(run())
 
 
-def test_kafkas_state_partition_record_is_known_and_not_written():
-    assert share_records.STATE_PARTITION_METADATA in share_records.KNOWN_TYPES
-    assert share_records.STATE_PARTITION_METADATA not in share_records.WRITTEN_TYPES
-
-
 class _GatedLog(Log):
     """A log whose appends wait for `gate` once `hold` is set (`held` set while one waits)."""
 

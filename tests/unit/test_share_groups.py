@@ -31,7 +31,7 @@ def _counts(result: dict) -> tuple[dict[str, int], dict[tuple, int]]:
 @pytest.mark.parametrize("members", range(1, 9))
 @pytest.mark.parametrize("partitions", range(1, 9))
 def test_every_partition_given_and_members_balanced(members, partitions):
-    topics = {"a": (T1, partitions)}
+    topics = {"a": (T1, frozenset(range(partitions)))}
     ids = {f"m{i}": ["a"] for i in range(members)}
     result = assign(ids, topics, {})
     per_member, per_partition = _counts(result)
@@ -48,7 +48,8 @@ def test_every_partition_given_and_members_balanced(members, partitions):
 
 
 def test_members_subscribing_differently_get_only_their_topics():
-    result = assign({"x": ["a"], "y": ["b"], "z": ["a", "b", "missing"]}, {"a": (T1, 2), "b": (T2, 1)}, {})
+    topics = {"a": (T1, frozenset({0, 1})), "b": (T2, frozenset({0}))}
+    result = assign({"x": ["a"], "y": ["b"], "z": ["a", "b", "missing"]}, topics, {})
     assert set(result["x"]) == {T1} and set(result["y"]) == {T2}
     assert result["z"] == {T1: {0, 1}, T2: {0}}
 

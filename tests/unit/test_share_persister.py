@@ -80,21 +80,75 @@ async def test_one_request_over_many_partitions_waits_once_for_an_unreachable_co
     assert time.monotonic() - began < 1.0 and peers.asked == 1
 
 
-async def test_a_summary_of_a_state_coordinated_elsewhere_is_asked_with_read_share_group_state_summary():
-    """DescribeShareGroupOffsets' way to a state on another broker: ReadShareGroupStateSummary v1 (Kafka's
-    group coordinator asks the same), its partition's answer as (state epoch, leader epoch, start, count)."""
+async def test_summaries_of_states_coordinated_elsewhere_are_asked_once_per_coordinator():
+    """DescribeShareGroupOffsets' way to states on another broker: one ReadShareGroupStateSummary v1 for all
+    the keys it coordinates (Kafka's group coordinator batches them alike), each partition's answer as
+    (state epoch, leader epoch, start, count); a key whose coordinator loads is asked again alone, one
+    refused for good answers its error."""
     from protocol.messages import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
 
     result = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
+    other = uuid.uuid4()
     asked = []
 
     class _Peers:
         async def request(self, broker_id, request, version):
-            asked.append((broker_id, type(request), version, request.topics[0].partitions[0].partition))
-            return ReadShareGroupStateSummaryResponse(results=[result(topic_id=KEY[1], partitions=[
-                result.PartitionResult(partition=0, error_code=0, error_message=None, state_epoch=2, leader_epoch=5,
-                                       start_offset=9, delivery_complete_count=3)])])
+            asked.append((broker_id, type(request), version,
+                          sorted((t.topic_id == KEY[1], p.partition) for t in request.topics for p in t.partitions)))
+            loading = len(asked) == 1
+
+            def answer(topic_id, p):
+                if topic_id == other:
+                    return result.PartitionResult(partition=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  error_message=None, state_epoch=0, leader_epoch=0, start_offset=-1,
+                                                  delivery_complete_count=-1)
+                code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading and p == 2 else ErrorCode.NONE
+                return result.PartitionResult(partition=p, error_code=code, error_message=None, state_epoch=2,
+                                              leader_epoch=5, start_offset=9 + p, delivery_complete_count=3)
+            return ReadShareGroupStateSummaryResponse(results=[
+                result(topic_id=t.topic_id, partitions=[answer(t.topic_id, p.partition) for p in t.partitions])
+                for t in request.topics])
 
     persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
-    assert await persister.summary(KEY) == (2, 5, 9, 3)
-    assert asked == [(1, ReadShareGroupStateSummaryRequest, 1, 0)]
+    keys = [("g", KEY[1], 0), ("g", KEY[1], 1), ("g", KEY[1], 2), ("g", other, 0)]
+    assert await persister.summaries(keys) == {
+        keys[0]: (2, 5, 9, 3), keys[1]: (2, 5, 10, 3), keys[2]: (2, 5, 11, 3),
+        keys[3]: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert asked == [(1, ReadShareGroupStateSummaryRequest, 1, [(False, 0), (True, 0), (True, 1), (True, 2)]),
+                     (1, ReadShareGroupStateSummaryRequest, 1, [(True, 2)])]
+
+
+async def test_a_group_coordinators_initialize_asks_each_coordinator_once_at_start_offset_minus_one():
+    """A share group's new share-partitions: one InitializeShareGroupState v0 to each broker coordinating
+    some of the keys (the group epoch as state epoch, start offset -1), or the local coordinator; the first
+    error."""
+    from protocol.messages import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
+
+    result = InitializeShareGroupStateResponse.InitializeStateResult
+    asked = []
+
+    class _Peers:
+        async def request(self, broker_id, request, version):
+            [topic] = request.topics
+            asked.append((broker_id, type(request), version, request.group_id,
+                          [(p.partition, p.state_epoch, p.start_offset) for p in topic.partitions]))
+            return InitializeShareGroupStateResponse(results=[result(topic_id=topic.topic_id, partitions=[
+                result.PartitionResult(partition=p.partition, error_code=ErrorCode.FENCED_STATE_EPOCH
+                                       if p.partition == 1 else ErrorCode.NONE, error_message=None)
+                for p in topic.partitions])])
+
+    persister = StatePersister(_Coordinator(lookups=0, leader=1), 0, _Peers())  # type: ignore[arg-type]
+    assert await persister.initialize("g", 3, {KEY[1]: {0}}) == ErrorCode.NONE
+    assert await persister.initialize("g", 3, {KEY[1]: {0, 1, 2}}) == ErrorCode.FENCED_STATE_EPOCH
+    assert asked == [(1, InitializeShareGroupStateRequest, 0, "g", [(0, 3, -1)]),
+                     (1, InitializeShareGroupStateRequest, 0, "g", [(0, 3, -1), (1, 3, -1), (2, 3, -1)])]
+
+    class _Local(_Coordinator):
+        async def initialize(self, key, state_epoch, start_offset):
+            asked.append(("local", key, state_epoch, start_offset))
+            return ErrorCode.NONE
+
+    asked.clear()
+    local = StatePersister(_Local(lookups=0, leader=0), 0, _Peers())  # type: ignore[arg-type]
+    assert await local.initialize("g", 2, {KEY[1]: {4}}) == ErrorCode.NONE
+    assert asked == [("local", ("g", KEY[1], 4), 2, -1)]

@@ -1,0 +1,224 @@
+"""A share group's coordinator has its share-partitions' states initialized as Kafka's does
+(broker/group/share_groups.py): record 15 written initializing with the heartbeat's change, the share
+coordinators asked (InitializeShareGroupState at the group epoch, start offset -1), record 15 written
+initialized; a failure answered, taken back and asked again; what a topic grew by asked alone; record 15
+read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
+(no record 15) not reset; a partition assigned only once initialized, at the heartbeat after."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+
+import pytest
+
+from broker.group import share_records
+from broker.group.group import GroupError
+from broker.group.record_log import record_type
+from broker.group.share_group import INIT_RETRY_MS, StatePartitions
+from broker.group.share_groups import ShareGroups, ShareHeartbeat
+from broker.group_configs import MemberTimeouts
+from protocol.errors import ErrorCode
+from protocol.messages import ShareGroupStatePartitionMetadataValue
+from tests.unit.test_consumer_group_records import Log
+
+T1 = uuid.UUID(int=1)
+TIMEOUTS = MemberTimeouts(45000, 5000)
+
+
+class Coordinators:
+    """The share coordinators as the group coordinator asks them: each ask kept, answered `error`."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int, dict[uuid.UUID, set[int]]]] = []
+        self.error = ErrorCode.NONE
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        self.asked.append((group_id, state_epoch, {t: set(p) for t, p in partitions.items()}))
+        return self.error
+
+
+def _groups(log: Log, coordinators: Coordinators | None, partitions: int = 4) -> ShareGroups:
+    groups = ShareGroups(100, lambda name: (T1, partitions) if name == "a" else None, other_kind=lambda g: False,
+                         append=log.append, spawn=asyncio.get_running_loop().create_task)
+    if coordinators is not None:
+        groups.initialize_states = coordinators.initialize
+    return groups
+
+
+def _reloaded(log: Log, coordinators: Coordinators, partitions: int = 4) -> ShareGroups:
+    """A coordinator that replayed the log and rebuilt its groups."""
+    groups = _groups(log, coordinators, partitions)
+    for key, value in log.records:
+        groups.replay(key, value)
+    groups.loaded(45000, taken=lambda g: False)
+    return groups
+
+
+async def _beat(groups: ShareGroups, member: str, epoch: int):
+    return await groups.heartbeat(ShareHeartbeat("g", member, epoch, None, ["a"] if epoch == 0 else None, "c", "/h"),
+                                  TIMEOUTS)
+
+
+def _state_records(log: Log) -> list[ShareGroupStatePartitionMetadataValue | None]:
+    found = []
+    for key, value in log.records:
+        if record_type(key) == share_records.STATE_PARTITION_METADATA:
+            assert key == struct.pack(">hh", 15, 1) + b"g"
+            found.append(None if value is None else
+                         ShareGroupStatePartitionMetadataValue[0].decode(memoryview(value)[2:]))
+    return found
+
+
+def _topics(infos) -> dict[uuid.UUID, tuple[str, list[int]]]:
+    return {t.topic_id: (t.topic_name, list(t.partitions)) for t in infos}
+
+
+def test_a_first_heartbeat_initializes_the_subscribed_partitions_around_its_ask():
+    log, coordinators = Log(), Coordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        await _beat(groups, "m1", 0)
+        await _beat(groups, "m1", 1)
+        await _beat(groups, "m2", 0)
+        groups.stop()
+    asyncio.run(run())
+    assert coordinators.asked == [("g", 1, {T1: {0, 1, 2, 3}})]  # once, at the group epoch
+    # The heartbeat's write ends with record 15 (initializing), after the current assignment, as Kafka's.
+    types = [record_type(k) for k, _ in log.records]
+    assert types[:6] == [10, 11, 13, 12, 14, 15] and types[6] == 15
+    asking, answered = _state_records(log)
+    assert asking is not None and answered is not None
+    assert _topics(asking.initializing_topics) == {T1: ("a", [0, 1, 2, 3])} and not asking.initialized_topics
+    assert _topics(answered.initialized_topics) == {T1: ("a", [0, 1, 2, 3])} and not answered.initializing_topics
+    assert not answered.deleting_topics
+
+
+def test_a_failed_ask_is_the_heartbeats_error_taken_back_and_asked_again():
+    log, coordinators = Log(), Coordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        coordinators.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        with pytest.raises(GroupError) as failed:
+            await _beat(groups, "m1", 0)
+        assert failed.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert groups.groups["g"].members["m1"].epoch == 1  # the join itself was written and stays
+        coordinators.error = ErrorCode.NONE
+        await _beat(groups, "m1", 1)
+        groups.stop()
+    asyncio.run(run())
+    assert [epoch for _, epoch, _ in coordinators.asked] == [1, 1]
+    asking, taken_back, asking_again, answered = _state_records(log)
+    assert taken_back is not None and not taken_back.initializing_topics and not taken_back.initialized_topics
+    assert answered is not None and _topics(answered.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+def test_a_grown_topic_has_only_its_new_partitions_asked():
+    log, coordinators = Log(), Coordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        await _beat(groups, "m1", 0)
+        groups.stop()
+        grown = _reloaded(log, coordinators, partitions=6)
+        await _beat(grown, "m1", 1)
+        grown.stop()
+    asyncio.run(run())
+    assert [asked for _, _, asked in coordinators.asked] == [{T1: {0, 1, 2, 3}}, {T1: {4, 5}}]
+    assert coordinators.asked[1][1] == 2  # the epoch the growth moved the group to
+    assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3, 4, 5])}
+
+
+def test_record_15_is_read_back_and_tombstoned_with_the_group():
+    log, coordinators = Log(), Coordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        await _beat(groups, "m1", 0)
+        kept = groups.groups["g"].state_partitions
+        groups.stop()
+        restarted = _reloaded(log, coordinators)
+        assert list(restarted.groups) == ["g"]
+        assert restarted.groups["g"].state_partitions == kept
+        await _beat(restarted, "m1", 1)  # nothing asked again
+        restarted.groups["g"].members.clear()
+        assert await restarted.delete("g") == ErrorCode.NONE
+        restarted.stop()
+    asyncio.run(run())
+    assert len(coordinators.asked) == 1
+    tombstones = [record_type(k) for k, v in log.records if v is None]
+    assert tombstones.index(12) < tombstones.index(15) < tombstones.index(11)
+
+
+def test_a_group_an_older_ebb_wrote_keeps_its_states():
+    log, coordinators = Log(), Coordinators()
+
+    async def run():
+        older = _groups(log, None)  # no record 15: its leaders made the states
+        await _beat(older, "m1", 0)
+        older.stop()
+        assert not _state_records(log)
+        now = _reloaded(log, coordinators)
+        joined = await _beat(now, "m2", 0)  # the epoch moves at once: the target is computed on those states
+        assert joined.assignment is not None and joined.assignment[T1]
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.asked == []  # asking would reset them to share.auto.offset.reset
+    [written] = _state_records(log)
+    assert written is not None and _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+def test_an_ask_is_made_again_only_once_the_retry_interval_passed():
+    state = StatePartitions().asked({T1: "a"}, {T1: {0, 1}}, now_ms=1000)
+    topics = {"a": (T1, 2)}
+    assert state.to_initialize(topics, 1000 + INIT_RETRY_MS - 1) == {}
+    assert state.to_initialize(topics, 1000 + INIT_RETRY_MS) == {T1: {0, 1}}
+    done = state.answered({T1: {0}}, done=True)
+    assert done.initialized == {T1: ("a", frozenset({0}))} and done.initializing[T1][1] == frozenset({1})
+    assert done.forgotten({T1}) == StatePartitions()
+
+
+class HeldCoordinators(Coordinators):
+    """Coordinators that answer only once `release` is set, so that others heartbeat meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asking = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        self.asking.set()
+        await self.release.wait()
+        return await super().initialize(group_id, state_epoch, partitions)
+
+
+def test_a_partition_is_assigned_only_once_its_state_is_initialized():
+    log, coordinators = Log(), HeldCoordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        first = asyncio.create_task(_beat(groups, "m1", 0))
+        await coordinators.asking.wait()
+        # m2 joins while m1's initialization is under way: nothing of the uninitialized topic for it
+        joined = await _beat(groups, "m2", 0)
+        assert joined.member_epoch == 2 and joined.assignment == {}
+        assert groups.groups["g"].target == {"m1": {}, "m2": {}}
+        coordinators.release.set()
+        answered = await first
+        assert answered.member_epoch == 1 and answered.assignment == {}
+        # the next heartbeat (any member's) finds initialized partitions unassigned: the group epoch moves
+        again = await _beat(groups, "m2", 2)
+        assert again.member_epoch == 3 and again.assignment is not None
+        caught_up = await _beat(groups, "m1", 1)
+        assert caught_up.member_epoch == 3 and caught_up.assignment is not None
+        assert sorted(again.assignment[T1] | caught_up.assignment[T1]) == [0, 1, 2, 3]
+        assert not again.assignment[T1] & caught_up.assignment[T1]
+        steady = await _beat(groups, "m1", 3)  # all given out: the epoch stays
+        assert steady.member_epoch == 3
+        groups.stop()
+    asyncio.run(run())
+    assert [epoch for _, epoch, _ in coordinators.asked] == [1]  # m2's join asked nothing again
+
