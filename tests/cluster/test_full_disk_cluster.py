@@ -7,6 +7,7 @@ record after the deletion is read back, CRC-checked by librdkafka."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,9 @@ def test_a_follower_with_a_full_disk_keeps_up_what_it_can_and_frees_itself_by_fo
         acked: dict = {}
         bootstrap = cluster[1].bootstrap
         produce_while(bootstrap, acked, lambda: free_bytes(disk) >= THRESHOLD)
-        wait_for(lambda: isr(cluster) == [1, 2], timeout_s=30, what="the full follower out of the ISR")
+        # On until the full follower drops out of the ISR: when the round that filled its disk was applied
+        # whole, it is in sync and stays there until a record it refuses (waiting could not drop it).
+        produce_while(bootstrap, acked, lambda: isr(cluster) != [1, 2])
         produce_while(bootstrap, acked, lambda: len(acked) <= 70_000)  # acks=all goes on with two
         assert cluster[3].process.poll() is None
         assert partition_state(cluster[3], TOPIC).leader_id == 1  # the full broker is up and answers
@@ -74,8 +77,11 @@ def test_a_follower_with_a_full_disk_keeps_up_what_it_can_and_frees_itself_by_fo
         assert {key: got.get(key) for key in after} == after
         assert min(offset for _, _, offset in got) >= end
 
-        # Refused at every fetch backoff while full, yet logged once, then summarised, then its end.
+        # Refused at every fetch backoff while full, yet each streak of refusals logged once, then
+        # summarised, then its end. The freed disk may dip below the threshold once more while the follower's
+        # old segments go one by one and it appends again: a second short streak, logged the same way.
         lines = [line for line in cluster[3].log_text().splitlines() if "follower could not apply" in line]
         first = [line for line in lines if "(still failing)" not in line and "works again" not in line]
-        assert len(first) == 1, first[:3]
-        assert sum("works again" in line for line in lines) == 1, lines[-3:]
+        ends = [json.loads(line) for line in lines if "works again" in line]
+        assert 1 <= len(first) == len(ends) <= 3, lines[-6:]
+        assert sum(end["failures"] for end in ends) > 2 * len(first), ends  # not a line per refusal
