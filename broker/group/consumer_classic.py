@@ -132,7 +132,8 @@ class ClassicMembers:
             member.rack_id = subscription.rack_id
         if request.rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        if sorted(subscription.topics) != sorted(member.subscribed) or member.regex is not None:
+        resubscribed = sorted(subscription.topics) != sorted(member.subscribed) or member.regex is not None
+        if resubscribed:
             member.subscribed, member.regex, changed = list(subscription.topics), None, True
         member.client_id, member.client_host = request.client_id, request.client_host
         member.classic = ClassicMeta(request.session_timeout_ms, list(request.protocols))
@@ -146,7 +147,7 @@ class ClassicMembers:
             consumer.downgrade(group, set(), rebalance=changed)  # GroupError, undone by join, if it cannot
             return member
         consumer.refresh(group, changed)
-        reconcile(group, member, owned)
+        reconcile(group, member, owned, consumer.subscribed_ids(group, member) if resubscribed else None)
         if member.rebalance_timer is not None:  # a classic member's join and sync timeouts stand in for it
             member.rebalance_timer.cancel()
             member.rebalance_timer = None

@@ -5,10 +5,10 @@ The group epoch moves when a member joins, leaves, expires or changes its subscr
 topic appears, goes or grows; the target assignment is then recomputed by the group's server-side
 assignor (consumer_assignors.py). A member reconciles at its heartbeats: partitions it holds that the
 target gives elsewhere are revoked first (UNREVOKED_PARTITIONS, the member keeps its epoch until it
-reports them gone); a partition of its target still held by another member is withheld until released
-(UNRELEASED_PARTITIONS); otherwise it takes the target and the assignment epoch (STABLE). A partition
-is thus never held by two members at once. States are Kafka's ConsumerGroupState: Empty, Assigning,
-Reconciling, Stable, Dead.
+reports them gone; a topic it leaves meanwhile is added to them at once); a partition of its target
+still held by another member is withheld until released (UNRELEASED_PARTITIONS); otherwise it takes the
+target and the assignment epoch (STABLE). A partition is thus never held by two members at once. States
+are Kafka's ConsumerGroupState: Empty, Assigning, Reconciling, Stable, Dead.
 """
 
 from __future__ import annotations
@@ -156,20 +156,36 @@ def owned_matches_nothing_of(owned: Assignment | None, revoked: Assignment) -> b
     return all(not (owned.get(t, set()) & parts) for t, parts in revoked.items())
 
 
-def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
-    """Move the member one step towards its target (Kafka's CurrentAssignmentBuilder)."""
+def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
+              subscribed: set[uuid.UUID] | None = None) -> None:
+    """Move the member one step towards its target (Kafka's CurrentAssignmentBuilder). `subscribed`: the
+    ids of the topics the member subscribes to now, when this request changed its subscription."""
     if member.state == MemberState.UNREVOKED_PARTITIONS:
         if not owned_matches_nothing_of(owned, member.pending_revocation):
+            if subscribed is not None:
+                _revoke_unsubscribed(member, subscribed)
             return
         member.pending_revocation = {}
         _next(group, member, owned)
         return
+    # A subscription change moves the target's epoch past the member's (targets are computed at once), so
+    # a member at the target's epoch has had no subscription change to act on here.
     if member.epoch != group.assignment_epoch or member.state == MemberState.UNRELEASED_PARTITIONS:
         _next(group, member, owned)
+
+
+def _revoke_unsubscribed(member: ConsumerMember, subscribed: set[uuid.UUID]) -> None:
+    """Kafka's updateCurrentAssignment for a member still revoking: the topics it left are added to its
+    revocation at once, at its epoch, not once it has revoked; their partitions keep their epochs."""
+    gone = {t: parts for t, parts in member.assigned.items() if t not in subscribed}
+    if not gone:
         return
-    # Same epoch: a subscription change may have dropped topics the target no longer gives it.
-    if any(t not in group.target.get(member.member_id, {}) for t in member.assigned):
-        _next(group, member, owned)
+    revoke = {t: set(p) for t, p in member.pending_revocation.items()}
+    for topic_id, parts in gone.items():
+        revoke.setdefault(topic_id, set()).update(parts)
+    member.assigned = {t: parts for t, parts in member.assigned.items() if t in subscribed}
+    member.pending_revocation = revoke
+    member.previous_epoch = member.epoch  # a step at the same epoch, as Kafka's updateMemberEpoch
 
 
 def _next(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:

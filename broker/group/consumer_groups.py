@@ -174,15 +174,16 @@ class ConsumerGroups(TypeChanges):
             member.rack_id = request.rack_id
         if request.rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        resubscribed = False  # the topics it names or its regex changed (Kafka's hasSubscriptionChanged)
         if request.subscribed is not None and sorted(request.subscribed) != sorted(member.subscribed):
-            member.subscribed, changed = list(request.subscribed), True
+            member.subscribed, resubscribed = list(request.subscribed), True
         if request.regex is not None and (request.regex or None) != member.regex:
-            member.regex, changed = request.regex or None, True
+            member.regex, resubscribed = request.regex or None, True
         if request.server_assignor is not None and request.server_assignor != member.server_assignor:
             member.server_assignor, changed = request.server_assignor, True
-        self.refresh(group, changed)
+        self.refresh(group, changed or resubscribed)
         was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
-        reconcile(group, member, request.owned)
+        reconcile(group, member, request.owned, self.subscribed_ids(group, member) if resubscribed else None)
         if member.state == MemberState.UNREVOKED_PARTITIONS and was != (
                 member.state, member.epoch, member.pending_revocation):
             # Kafka re-arms it whenever what the member has to revoke, or its epoch, changes.
@@ -312,9 +313,12 @@ class ConsumerGroups(TypeChanges):
     def topics_now(self) -> dict[str, tuple[uuid.UUID, int]]:
         return self.topics.now()
 
+    def subscribed_ids(self, group: ConsumerGroup, member: ConsumerMember) -> set[uuid.UUID]:
+        """The ids of the existing topics the member subscribes to (the group's topics are current)."""
+        return {group.topics[name][0] for name in self.topics.names_of(member) if name in group.topics}
+
     def compute_target(self, group: ConsumerGroup) -> None:
-        subscriptions = {m.member_id: [*m.subscribed, *(self.topics.matching(m.regex) if m.regex else [])]
-                         for m in group.members.values()}
+        subscriptions = {m.member_id: self.topics.names_of(m) for m in group.members.values()}
         group.assignor = self.assignor_of(group)
         self.records.changed_whole(group.group_id)
         group.target = assign(group.assignor, subscriptions, group.topics,

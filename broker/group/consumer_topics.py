@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from broker.group.consumer_group import ConsumerGroup
+from broker.group.consumer_group import ConsumerGroup, ConsumerMember
 from broker.group.consumer_regex import matching
 
 # Every topic as the coordinator sees it now: name -> (id, partition count). The same object while no
@@ -51,13 +51,15 @@ class SubscribedTopics:
             found = self._matches[pattern] = matching(pattern, everything)
         return found
 
+    def names_of(self, member: ConsumerMember) -> list[str]:
+        """The topic names the member subscribes to: by name, then its regex's matches."""
+        return [*member.subscribed, *(self.matching(member.regex) if member.regex else [])]
+
     def of(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
         """The topics the group's members subscribe to (by name or regex) that exist now."""
         everything = self.now()
         wanted: set[str] = set()
         for member in group.members.values():
-            wanted.update(member.subscribed)
-            if member.regex:
-                wanted.update(self.matching(member.regex))
+            wanted.update(self.names_of(member))
         self._groups_current.add(group.group_id)
         return {n: everything[n] for n in sorted(wanted) if n in everything}

@@ -15,6 +15,7 @@ from broker.app import Broker
 from broker.config import build_config
 from broker.group import JoinRequest, OffsetCommit
 from broker.group import consumer_protocol as cp
+from broker.group.consumer_group import MemberState
 from broker.group.consumer_groups import ConsumerHeartbeat
 from broker.group.group import GroupError, GroupState
 from broker.group_configs import MemberTimeouts
@@ -291,6 +292,39 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_
     assert cp.decode_assignment(classic.members[joined.member_id].assignment)[0] == expected
     synced = await groups.sync_group("g", joined.generation_id, joined.member_id, "instance", None, None, [])
     assert synced.error == ErrorCode.NONE
+
+
+async def test_a_classic_member_revoking_that_leaves_a_topic_gives_it_up_at_that_join(broker):
+    """Kafka 4.3.1 reconciles a classic member's JoinGroup as a heartbeat: still revoking, it rejoins
+    subscribed to t alone while owning all it held, and u's partitions join those it must revoke at once."""
+    groups = broker.groups
+    await broker.topics.create("u", 2, 1)
+
+    def kip848(epoch: int, subscribed: list[str] | None):
+        return groups.consumer.heartbeat(ConsumerHeartbeat("g", "m", epoch, None, None, 30_000 if epoch == 0 else -1,
+                                                           subscribed, None, "range", {}, "kip848", "/127.0.0.1"),
+                                         TIMEOUTS)
+
+    def join(member_id: str, topics: list[str], owned: dict[str, list[int]]) -> JoinRequest:
+        return JoinRequest(group_id="g", member_id=member_id, group_instance_id=None, session_timeout_ms=30_000,
+                           rebalance_timeout_ms=30_000, protocol_type="consumer",
+                           protocols=[("range", _subscription(topics, owned))], client_id="classic",
+                           client_host="/127.0.0.1", version=3)
+
+    kip848(0, ["none"])  # a consumer group whose KIP-848 member holds nothing
+    joined = await groups.join_group(join("", ["t", "u"], {}))
+    c = groups.consumer.groups["g"].members[joined.member_id]
+    ids = {name: topic_id for name, (topic_id, _) in broker._consumer_topics().items()}
+    assert c.assigned == {ids["t"]: {0, 1}, ids["u"]: {0, 1}}
+    kip848(2, ["t", "u"])  # m takes a partition of each topic in the target: c must give them up
+    every = {"t": [0, 1], "u": [0, 1]}
+    await groups.join_group(join(c.member_id, ["t", "u"], every))
+    assert c.state == MemberState.UNREVOKED_PARTITIONS
+    kept = next(iter(c.assigned[ids["t"]]))
+    assert c.assigned == {ids["t"]: {kept}, ids["u"]: {kept}}
+    rejoined = await groups.join_group(join(c.member_id, ["t"], every))
+    assert rejoined.generation_id == c.epoch == joined.generation_id
+    assert (c.assigned, c.pending_revocation) == ({ids["t"]: {kept}}, {ids["t"]: {1 - kept}, ids["u"]: {0, 1}})
 
 
 async def test_a_classic_join_with_metadata_that_is_not_the_consumer_protocol_is_kafkas_error(broker):

@@ -61,9 +61,9 @@ async def session_left_after_load(load, member_of) -> float:
     return timer.when() - asyncio.get_running_loop().time()
 
 
-def _groups(log: Log, partitions: int = 4) -> ConsumerGroups:
-    topics = {"a": (T1, partitions)}
-    return ConsumerGroups(100, ["uniform"], lambda: topics,
+def _groups(log: Log, partitions: int = 4, topics: dict | None = None) -> ConsumerGroups:
+    topics = {"a": (T1, partitions)} if topics is None else topics
+    return ConsumerGroups(100, ["uniform", "range"], lambda: topics,
                           ClassicIds(lambda g: False, lambda g: False, lambda g: None), is_share=lambda g: False,
                           append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro))
 
@@ -156,8 +156,8 @@ def test_a_failed_append_is_the_heartbeats_error_and_its_change_is_undone():
     asyncio.run(run())
 
 
-def _replayed(log: Log, partitions: int = 4) -> ConsumerGroups:
-    groups = _groups(log, partitions)
+def _replayed(log: Log, partitions: int = 4, topics: dict | None = None) -> ConsumerGroups:
+    groups = _groups(log, partitions, topics)
     for key, value in log.records:
         groups.replay(key, value)
     groups.loaded(45000)
@@ -207,6 +207,36 @@ def test_a_restarted_coordinator_rebuilds_epochs_members_and_assignments():
         await rebuilt.persist("g")
         rebuilt.stop()
         assert "g" not in _replayed(log).groups
+    asyncio.run(run())
+
+
+def test_a_topic_left_while_revoking_is_written_as_partitions_to_revoke():
+    """The heartbeat at which a member still revoking leaves a topic writes its current assignment (record
+    8): that topic's partitions among those to revoke, with the epochs they were given at, as Kafka writes
+    it; a coordinator loading the log has the member so."""
+    log, t2 = Log(), uuid.UUID(int=2)
+    topics = {"a": (T1, 2), "b": (t2, 2)}
+
+    async def run():
+        groups = _groups(log, topics=topics)
+        both = {"subscribed": ["a", "b"], "server_assignor": "range"}
+        await _beat(groups, _hb("m1", 0, **both))  # epoch 2: all four
+        await _beat(groups, _hb("m2", 0, **both))  # epoch 3
+        held = {T1: {0, 1}, t2: {0, 1}}
+        await _beat(groups, _hb("m1", 2, owned=held))  # told to revoke a-1 and b-1
+        mark = len(log.records)
+        await _beat(groups, _hb("m1", 2, owned=held, subscribed=["a"]))
+        written = [(record_type(k), v is None) for k, v in log.records[mark:]]
+        assert (8, False) in written
+        m1 = groups.groups["g"].members["m1"]
+        assert (m1.assigned, m1.pending_revocation) == ({T1: {0}}, {T1: {1}, t2: {0, 1}})
+        loaded = _replayed(log, topics=topics)
+        now = loaded.groups["g"].members["m1"]
+        assert (now.epoch, now.previous_epoch, now.state, now.assigned, now.pending_revocation, now.held_since) == (
+            2, 2, MemberState.UNREVOKED_PARTITIONS, m1.assigned, m1.pending_revocation,
+            {(t, p): 2 for t in (T1, t2) for p in (0, 1)})
+        groups.stop()
+        loaded.stop()
     asyncio.run(run())
 
 

@@ -162,6 +162,36 @@ def test_a_member_told_to_revoke_forgets_its_epoch_before():
     asyncio.run(run())
 
 
+def test_a_member_revoking_that_leaves_a_topic_gives_it_up_at_that_heartbeat():
+    """Kafka 4.3.1 (CurrentAssignmentBuilder's updateCurrentAssignment): a member still revoking that drops
+    a topic from its subscription is told at that heartbeat to give up the topic's partitions too, at its
+    epoch; they go to the others only once it has revoked all of them."""
+    async def run():
+        groups = _groups({"a": (T1, 2), "b": (T2, 2)})
+        both = {"subscribed": ["a", "b"], "server_assignor": "range"}
+        groups.heartbeat(_hb("m1", 0, **both), TIMEOUTS)  # epoch 2: all four
+        groups.heartbeat(_hb("m2", 0, **both), TIMEOUTS)  # epoch 3: m1 keeps a-0 and b-0
+        held = {T1: {0, 1}, T2: {0, 1}}
+        assert groups.heartbeat(_hb("m1", 2, owned=held), TIMEOUTS).assignment == {T1: {0}, T2: {0}}
+        m1 = groups.groups["g"].members["m1"]
+        left = groups.heartbeat(_hb("m1", 2, owned=held, subscribed=["a"]), TIMEOUTS)  # epoch 4
+        assert (left.member_epoch, left.assignment) == (2, {T1: {0}})
+        assert (m1.state, m1.previous_epoch) == (MemberState.UNREVOKED_PARTITIONS, 2)
+        assert m1.pending_revocation == {T1: {1}, T2: {0, 1}}
+        assert m1.held_since == {(t, p): 2 for t in (T1, T2) for p in (0, 1)}
+        m2 = groups.groups["g"].members["m2"]
+        waiting = groups.heartbeat(_hb("m2", 3, owned={}), TIMEOUTS)
+        assert (waiting.member_epoch, m2.state, m2.assigned) == (4, MemberState.UNRELEASED_PARTITIONS, {})
+        partly = groups.heartbeat(_hb("m1", 2, owned={T1: {0}, T2: {0}}), TIMEOUTS)  # b-0 still held
+        assert (partly.member_epoch, partly.assignment) == (2, None)
+        done = groups.heartbeat(_hb("m1", 2, owned={T1: {0}}), TIMEOUTS)
+        assert (done.member_epoch, m1.state, m1.assigned) == (4, MemberState.STABLE, {T1: {0}})
+        taken = groups.heartbeat(_hb("m2", 4, owned={}), TIMEOUTS)
+        assert taken.assignment == {T1: {1}, T2: {0, 1}}
+        groups.stop()
+    asyncio.run(run())
+
+
 def test_epochs_fence_and_leaving_gives_partitions_back():
     async def run():
         groups = _groups({"a": (T1, 2)})
