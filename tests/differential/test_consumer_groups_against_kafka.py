@@ -5,7 +5,7 @@ DescribeGroups of a consumer group's id, OffsetCommit and OffsetFetch v9 with me
 DeleteGroups, leaving, and a consumer heartbeat on a classic group's id; commits at an older member
 epoch (KIP-1251) at OffsetCommit v2-10 and TxnOffsetCommit v5; a classic member's Heartbeat inside a
 consumer group after another left; a member's epoch, previous epoch and held-since epochs after it
-revokes while the target moved on."""
+revokes while the target moved on; a member revoking that leaves a topic."""
 
 from __future__ import annotations
 
@@ -55,18 +55,26 @@ def _range_join(topic: str) -> dict:
     return {"rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic], "server_assignor": "range"}
 
 
-def _describe(peer: Peer, label: str, group_ids: list[str], epochs: dict[str, int], **fields) -> None:
-    """ConsumerGroupDescribe once the group shows the members at `epochs` (Kafka describes what its log
-    has committed, a moment behind the heartbeats' answers); members in member id order (Kafka lists
-    them in its hash map's order)."""
+def _describe(peer: Peer, label: str, group_ids: list[str], epochs: dict[str, int],
+              subscribed: dict[str, list[str]] | None = None, **fields) -> None:
+    """ConsumerGroupDescribe once the group shows the members at `epochs` (and with the topic names of
+    `subscribed`, member id -> names) (Kafka describes what its log has committed, a moment behind the
+    heartbeats' answers); members in member id order, their topics in name order (Kafka lists them in
+    its hash sets' and maps' order)."""
     def settled():
         answer = peer.send(ConsumerGroupDescribeRequest(group_ids=group_ids, **fields), 1)
-        shown = {m.member_id: m.member_epoch for g in answer.groups for m in g.members}
-        return answer if shown == epochs else None
+        members = [m for g in answer.groups for m in g.members]
+        shown = {m.member_id: m.member_epoch for m in members}
+        names = {m.member_id: sorted(m.subscribed_topic_names) for m in members if m.member_id in (subscribed or {})}
+        return answer if shown == epochs and names == (subscribed or {}) else None
 
     answer = wait_for(settled, timeout_s=10, what=f"{peer.name}: {label} shows {epochs}")
     for group in answer.groups:
         group.members.sort(key=lambda m: m.member_id)
+        for member in group.members:
+            member.subscribed_topic_names.sort()
+            for assignment in (member.assignment, member.target_assignment):
+                assignment.topic_partitions.sort(key=lambda t: t.topic_name)
     peer.record(label, answer)
 
 
@@ -460,6 +468,56 @@ def test_online_migration_of_a_group_both_ways(ebb_peer, kafka_peer):
             group_id="mig", generation_id=rejoined.generation_id, member_id=c1), 4)
         peer.ask("classic member leaves", LeaveGroupRequest(group_id="mig", members=[
             LeaveGroupRequest.MemberIdentity(member_id=c1)]), 4)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
+def test_a_member_revoking_that_leaves_a_topic(ebb_peer, kafka_peer):
+    """s1 holds both partitions of topics sca and scb at epoch 2; s2 joins (epoch 3) and s1 is told to
+    revoke sca-1 and scb-1. Still holding all four, s1 drops scb from its subscription (epoch 4): it is told
+    at that heartbeat to give up scb-0 as well, keeping epoch 2. s2 waits; s1 revokes sca-1 and scb-1 but
+    still holds scb-0 (it stays revoking), then gives up scb-0: epoch 4; s2 gets the other three. The
+    heartbeats' answers, ConsumerGroupDescribe at each step and commits at s1's epochs."""
+    peers = (ebb_peer, kafka_peer)
+    ids_a = _topic_and_coordinators(peers, "sca", 2, ("sc", "sc-probe"))
+    ids_b = _topic_and_coordinators(peers, "scb", 2, ())
+    for topic in ("sca", "scb"):
+        _assignable(peers, topic, "sc-probe")
+
+    def scenario(peer: Peer) -> None:
+        a, b = ids_a[peer.name], ids_b[peer.name]
+
+        def beat(label: str, member: str, epoch: int, owned: dict | None, **fields) -> None:
+            partitions = None if owned is None else [_Owned(topic_id=t, partitions=p) for t, p in owned.items() if p]
+            answer = peer.send(ConsumerGroupHeartbeatRequest(group_id="sc", member_id=member, member_epoch=epoch,
+                                                             topic_partitions=partitions, **fields), 1)
+            if answer.assignment is not None:  # in topic order (Kafka lists them in its hash map's order)
+                answer.assignment.topic_partitions.sort(key=lambda t: [a, b].index(t.topic_id))
+            peer.record(label, answer)
+
+        join = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["sca", "scb"], "server_assignor": "range"}
+        held = {a: [0, 1], b: [0, 1]}
+        beat("s1 joins: all four at epoch 2", "s1", 0, {}, **join)
+        beat("s2 joins at epoch 3", "s2", 0, {}, **join)
+        beat("s1 is told to revoke sca-1 and scb-1", "s1", 2, held)
+        _describe(peer, "describe while s1 revokes", ["sc"], {"s1": 2, "s2": 3})
+        beat("s1 leaves scb holding all four: scb-0 to revoke too", "s1", 2, held, subscribed_topic_names=["sca"])
+        _describe(peer, "describe once s1 left scb", ["sc"], {"s1": 2, "s2": 3}, {"s1": ["sca"]})
+        beat("s2 waits at epoch 4", "s2", 3, {})
+        beat("s1 revoked sca-1 and scb-1, holds scb-0", "s1", 2, {a: [0], b: [0]})
+        _describe(peer, "describe while s1 holds scb-0", ["sc"], {"s1": 2, "s2": 4})
+        beat("s1 revoked scb-0: epoch 4", "s1", 2, {a: [0]})
+        beat("s2 gets sca-1, scb-0 and scb-1", "s2", 4, {})
+        _describe(peer, "describe stable", ["sc"], {"s1": 4, "s2": 4})
+        Part = _Commit.OffsetCommitRequestPartition
+        for label, epoch, topic, partition in (("sca-0 at epoch 2", 2, "sca", 0), ("scb-0 at epoch 2", 2, "scb", 0),
+                                               ("sca-0 at epoch 4", 4, "sca", 0)):
+            peer.ask(f"s1 commits {label}", OffsetCommitRequest(
+                group_id="sc", generation_id_or_member_epoch=epoch, member_id="s1",
+                topics=[_Commit(name=topic, partitions=[Part(partition_index=partition, committed_offset=1)])]), 9)
+        beat("s1 leaves", "s1", -1, None)
+        beat("s2 leaves", "s2", -1, None)
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)
