@@ -11,6 +11,14 @@ and sooner when the bytes appended since the last reading have eaten half of the
 threshold. Between readings the appends are subtracted from the last figure, so the refusal starts
 on time without a statvfs per produce. When space comes back (a deletion, a file removed by hand)
 the next reading clears the state: writes are accepted again within one interval, no restart.
+
+Once low, the dir takes client appends again only when a reading finds the threshold plus a margin
+free (`resume_bytes`), not the threshold alone: space freed by a deletion comes back one segment at
+a time, and a dir that resumed at the line would be pushed back under it by the first appends (a
+follower catching up, producers retrying) before the rest is freed: refusals that flap. The margin
+is the threshold again (resume at twice it, where the EbbLogDirFillingUp warning clears), but at
+most a quarter of the filesystem above the threshold, so that a small disk or a large percentage
+can still reach it. Leaders' produce and followers' appends go by the same state: one dir, one rule.
 """
 
 from __future__ import annotations
@@ -84,10 +92,20 @@ class DirSpace:
     def threshold_bytes(self) -> int:
         return max(self.min_free_bytes, self.total_bytes * self.min_free_percent // 100)
 
+    @property
+    def resume_bytes(self) -> int:
+        """The free bytes a low dir must find before it takes client appends again (the module says why)."""
+        threshold = self.threshold_bytes
+        return threshold + min(threshold, max(self.total_bytes - threshold, 0) // 4)
+
     def describe_threshold(self) -> str:
         percent = f", log.dir.min.free.percent={self.min_free_percent}" if self.min_free_percent else ""
-        return (f"log dir {self.directory} has {max(self.free_bytes - self._appended, 0)} bytes free, below "
-                f"{self.threshold_bytes} (log.dir.min.free.bytes={self.min_free_bytes}{percent})")
+        free, threshold = max(self.free_bytes - self._appended, 0), self.threshold_bytes
+        setting = f"(log.dir.min.free.bytes={self.min_free_bytes}{percent})"
+        if free < threshold:
+            return f"log dir {self.directory} has {free} bytes free, below {threshold} {setting}"
+        return (f"log dir {self.directory} has {free} bytes free: it fell below {threshold} {setting} and "
+                f"takes appends again from {self.resume_bytes}")
 
     # --- the append path (event loop, no I/O) ----------------------------------------------------
 
@@ -136,7 +154,8 @@ class DirSpace:
         self._appended = 0 if appended_before is None else max(self._appended - appended_before, 0)
         self._threshold = self.threshold_bytes
         margin = self.free_bytes - self._threshold
-        self._set_low(margin - self._appended < 0)
+        # Into the low state below the threshold, out of it only above resume_bytes.
+        self._set_low(self.free_bytes - self._appended < (self.resume_bytes if self.low else self._threshold))
         # Read again once half of the margin is used (at least 1 MiB apart, so a nearly full dir is
         # not read at every append).
         self._recheck_after = max(margin // 2, 1 << 20)
@@ -151,7 +170,8 @@ class DirSpace:
                          detail=self.describe_threshold())
         else:
             logger.warning("log dir has room again: produce accepted", log_dir=str(self.directory),
-                           free_bytes=self.free_bytes, threshold_bytes=self.threshold_bytes)
+                           free_bytes=self.free_bytes, threshold_bytes=self.threshold_bytes,
+                           resume_bytes=self.resume_bytes)
         for listener in self.listeners:
             listener(low)
 

@@ -19,6 +19,8 @@ class DirSpaceView(Protocol):
 
     @property
     def threshold_bytes(self) -> int: ...
+    @property
+    def resume_bytes(self) -> int: ...
 
 
 class DirHealthView(Protocol):
@@ -63,6 +65,8 @@ class LogDirSpaceCollector:
                                "reading", labels=labels), space.free_bytes),
             (GaugeMetricFamily("ebb_log_dir_min_free_bytes", "The headroom kept free: below it produce is "
                                "refused (log.dir.min.free.bytes, .percent)", labels=labels), space.threshold_bytes),
+            (GaugeMetricFamily("ebb_log_dir_resume_free_bytes", "The free bytes a dir below its headroom needs "
+                               "before produce is accepted again", labels=labels), space.resume_bytes),
             (GaugeMetricFamily("ebb_log_dir_below_min_free", "1 while the log dir is below its headroom: "
                                "produce refused, reads and deletes go on", labels=labels), int(space.low)),
             (CounterMetricFamily("ebb_log_dir_below_min_free_transitions", "Times the log dir went below its "

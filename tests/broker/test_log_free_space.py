@@ -1,5 +1,6 @@
 """The log dir's headroom (broker/log/free_space.py) with real logs: appends of client topics refused
-below the threshold while the partition stays online, internal topics writing into the reserve,
+below the threshold (and, once refused, until the threshold plus a margin is free) while the
+partition stays online, internal topics writing into the reserve,
 deletions that skip file.delete.delay.ms on a low dir, and a real ENOSPC (a 2 MiB tmpfs) that cuts
 the torn tail and keeps the partition online. The repeated-failure log is checked with a fake clock."""
 
@@ -14,6 +15,7 @@ from broker.config import ConfigError, build_config
 from broker.log import StartOffsetReason, TopicPartition
 from broker.log.free_space import DirSpace, LowDiskSpaceError, SpaceReading
 from broker.log.repeated_failure import RepeatedFailure
+from broker.metrics.log_dirs import LogDirSpaceCollector
 from tests.broker.test_log_support import QUIET, SMALL, batch, files, open_manager, settle
 from tests.support.small_disk import small_filesystem
 
@@ -22,6 +24,10 @@ CLIENT = TopicPartition("events", 0)
 OFFSETS = TopicPartition("__consumer_offsets", 0)
 SLOW_DELETES = replace(SMALL, file_delete_delay_ms=600_000)
 HEADROOM = replace(QUIET, min_free_bytes=64 * MiB)
+
+
+async def never_read(fn):
+    raise AssertionError("these tests feed the readings themselves")
 
 
 def low(space: DirSpace) -> None:
@@ -65,15 +71,66 @@ async def test_the_estimate_refuses_before_the_next_reading(tmp_path):
 
 
 def test_the_threshold_is_the_larger_of_bytes_and_percent(tmp_path):
-    async def never(fn):
-        raise AssertionError("not read in this test")
-
-    space = DirSpace(tmp_path, min_free_bytes=10 * MiB, min_free_percent=5, check_interval_ms=1000, run=never)
+    space = DirSpace(tmp_path, min_free_bytes=10 * MiB, min_free_percent=5, check_interval_ms=1000, run=never_read)
     space.apply(SpaceReading(free_bytes=40 * MiB, total_bytes=1000 * MiB))
     assert space.threshold_bytes == 50 * MiB and space.low
     assert "log.dir.min.free.percent=5" in space.describe_threshold()
     space.apply(SpaceReading(free_bytes=40 * MiB, total_bytes=100 * MiB))
     assert space.threshold_bytes == 10 * MiB and not space.low
+
+
+def reading(free_mib: int, total_mib: int = 1024) -> SpaceReading:
+    return SpaceReading(free_bytes=free_mib * MiB, total_bytes=total_mib * MiB)
+
+
+def test_once_low_the_dir_takes_appends_again_only_at_the_threshold_plus_a_margin(tmp_path):
+    """Readings crossing the threshold back and forth (a deletion freeing segments one by one while
+    a follower appends) make one low streak, not one per crossing."""
+    space = DirSpace(tmp_path, min_free_bytes=8 * MiB, min_free_percent=0, check_interval_ms=1000, run=never_read)
+    told: list[bool] = []
+    space.listeners.append(told.append)
+    states = []
+    for free_mib in (9, 7, 9, 12, 8, 15, 16, 12, 9, 7):
+        space.apply(reading(free_mib))
+        states.append(space.low)
+    assert states == [False, True, True, True, True, True, False, False, False, True]
+    assert told == [True, False, True] and space.times_low == 2
+    assert space.resume_bytes == 16 * MiB  # twice the threshold on a disk with room
+    space.apply(reading(12))
+    assert "has 12582912 bytes free: it fell below 8388608 (log.dir.min.free.bytes=8388608) and takes " \
+           "appends again from 16777216" in space.describe_threshold()
+    gauges = {family.name: family.samples[0].value for family in LogDirSpaceCollector(space).collect()}
+    assert (gauges["ebb_log_dir_below_min_free"], gauges["ebb_log_dir_free_bytes"],
+            gauges["ebb_log_dir_resume_free_bytes"]) == (1, 12 * MiB, 16 * MiB)  # why 1 with 12 MiB free
+    with pytest.raises(LowDiskSpaceError):
+        space.admit(100)  # the same rule for every client append, a leader's or a follower's
+    space.admit(100, into_reserve=True)
+
+
+def test_the_margin_stays_within_reach_on_a_small_disk(tmp_path):
+    space = DirSpace(tmp_path, min_free_bytes=32 * MiB, min_free_percent=0, check_interval_ms=1000, run=never_read)
+    space.apply(reading(20, total_mib=64))
+    assert space.low and space.resume_bytes == 40 * MiB  # a quarter of the 32 MiB above the threshold
+    space.apply(reading(39, total_mib=64))
+    assert space.low
+    space.apply(reading(40, total_mib=64))
+    assert not space.low
+    percent = DirSpace(tmp_path, min_free_bytes=0, min_free_percent=60, check_interval_ms=1000, run=never_read)
+    percent.apply(reading(500, total_mib=1000))
+    assert percent.low and percent.resume_bytes == 700 * MiB
+
+
+async def test_a_leader_on_a_dir_freed_to_just_above_its_threshold_still_refuses(tmp_path):
+    manager = await open_manager(tmp_path, manager_config=replace(QUIET, min_free_bytes=8 * MiB))
+    log = await manager.get_or_create_log(CLIENT)
+    manager.space.apply(reading(7))
+    manager.space.apply(reading(9))
+    with pytest.raises(LowDiskSpaceError, match="takes appends again from 16777216"):
+        await log.append(batch(1))
+    manager.space.apply(reading(16))
+    await log.append(batch(1))
+    assert log.log_end_offset == 1
+    await manager.shutdown()
 
 
 async def test_on_a_low_dir_delete_records_rolls_the_active_segment_and_frees_it_at_once(tmp_path):

@@ -77,11 +77,13 @@ def test_a_follower_with_a_full_disk_keeps_up_what_it_can_and_frees_itself_by_fo
         assert {key: got.get(key) for key in after} == after
         assert min(offset for _, _, offset in got) >= end
 
-        # Refused at every fetch backoff while full, yet each streak of refusals logged once, then
-        # summarised, then its end. The freed disk may dip below the threshold once more while the follower's
-        # old segments go one by one and it appends again: a second short streak, logged the same way.
-        lines = [line for line in cluster[3].log_text().splitlines() if "follower could not apply" in line]
+        # The dir went low once and had room once: freed a segment at a time, it does not take appends
+        # again until the threshold plus a margin is free, so it cannot flap back under the threshold.
+        text = cluster[3].log_text()
+        assert (text.count("log dir below its free space threshold"), text.count("log dir has room again")) == (1, 1)
+        # Refused at every fetch backoff while full, yet logged once, then summarised, then its end.
+        lines = [line for line in text.splitlines() if "follower could not apply" in line]
         first = [line for line in lines if "(still failing)" not in line and "works again" not in line]
         ends = [json.loads(line) for line in lines if "works again" in line]
-        assert 1 <= len(first) == len(ends) <= 3, lines[-6:]
-        assert sum(end["failures"] for end in ends) > 2 * len(first), ends  # not a line per refusal
+        assert len(first) == len(ends) == 1, lines[-6:]
+        assert ends[0]["failures"] > 2, ends  # not a line per refusal
