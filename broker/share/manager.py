@@ -5,8 +5,10 @@ acknowledgements.
 A share-partition starts, on its first fetch, where the group's share.auto.offset.reset says: the log
 start offset (earliest), the high watermark (latest, the default) or the first offset at or after now
 minus the duration (by_duration:<ISO-8601>). Reads go to the high watermark, or to the last stable
-offset under share.isolation.level=read_committed. Record bytes are the log's own batches, read off
-the event loop and sent as stored: only their headers are looked at, to learn their offsets.
+offset under share.isolation.level=read_committed, where the data batches of aborted transactions
+(told by the log's aborted transaction index) are acquired and archived at once, never delivered, as
+Kafka's SharePartition does. Record bytes are the log's own batches, read off the event loop and sent
+as stored: only their headers are looked at, to learn their offsets, producers and kinds.
 
 Each share-partition's state (the start offset, what was acknowledged or archived past it, the
 delivery counts) is kept by its share coordinator in `__share_group_state` (broker/share/coordinator.py,
@@ -35,13 +37,21 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.log.common import LogError, TopicPartition
 from broker.log.free_space import NO_SPACE_ERRNOS
+from broker.log.txn_index import AbortedTxn
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
 from broker.share.persister import PersisterError, StatePersister, Summary
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import ShareState, StateKey
 from broker.topic import Topic
-from protocol.batch_header import ATTRIBUTES_AT, CONTROL_BIT, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD
+from protocol.batch_header import (
+    ATTRIBUTES_AT,
+    CONTROL_BIT,
+    LAST_OFFSET_DELTA_AT,
+    LOG_OVERHEAD,
+    PRODUCER_ID_AT,
+    TRANSACTIONAL_BIT,
+)
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("share")
@@ -53,6 +63,7 @@ MAX_SHARE_SESSIONS = 2000  # Kafka's group.share.max.share.sessions default
 _FRAME = struct.Struct(">qi")  # base offset, batch length
 _SMALL = struct.Struct(">h")
 _INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 _DURATION = re.compile(r"\+?P(?:\+?(\d+)D)?(?:T(?:\+?(\d+)H)?(?:\+?(\d+)M)?(?:\+?(\d+(?:[.,]\d{0,9})?)S)?)?",
                        re.IGNORECASE)
 
@@ -292,6 +303,8 @@ class SharePartitionManager:
             if offset >= bound or max_records <= 0:
                 return PartitionRead()
             read = partition.log.read(offset, max(1, max_bytes), max_offset=bound)
+            aborted = partition.aborted_transactions(offset, read.next_offset) \
+                if settings.read_committed and read.slices else []
         except (PartitionError, LogError) as exc:
             return PartitionRead(error=exc.error_code)
         except ShareStateError as exc:
@@ -301,7 +314,7 @@ class SharePartitionManager:
         [data] = await self._replicas.read_slices([read.slices])
         if self.partitions.get(key) is not share:  # replaced or dropped during the read: acquire nothing
             return PartitionRead()
-        spans = _batches(data)
+        spans = _batches(data, aborted)
         taken, acquired = share.acquire(member_id, [batch for batch, _ in spans], max_records, settings.limits)
         if not acquired:
             return PartitionRead()
@@ -465,9 +478,16 @@ def _read_if_there(path: Path) -> bytes | None:
     return None
 
 
-def _batches(data: memoryview) -> list[tuple[Batch, slice]]:
-    """The batches of a read as their headers tell them (records are not looked at), with where each lies."""
+def _batches(data: memoryview, aborted: list[AbortedTxn]) -> list[tuple[Batch, slice]]:
+    """The batches of a read as their headers tell them (records are not looked at), with where each lies.
+
+    `aborted`: the aborted transactions the read overlaps (read_committed; else none). A transactional
+    data batch is aborted when its producer has one that began at or before the batch's last offset and
+    whose ABORT marker lies after the batch: Kafka's rule over the same list, which walks to the marker;
+    the index holds the marker's offset, so no marker is decoded."""
     out = []
+    pending = sorted(aborted, key=lambda txn: txn.first_offset, reverse=True)  # pop() takes the earliest
+    begun: dict[int, int] = {}  # producer id -> the ABORT marker's offset of its transaction begun so far
     position, end = 0, len(data)
     while position + LOG_OVERHEAD <= end:
         base, length = _FRAME.unpack_from(data, position)
@@ -475,8 +495,16 @@ def _batches(data: memoryview) -> list[tuple[Batch, slice]]:
         if position + size > end:
             break  # a partial batch at the end of a read is not sent
         last = base + _INT.unpack_from(data, position + LAST_OFFSET_DELTA_AT)[0]
-        control = bool(_SMALL.unpack_from(data, position + ATTRIBUTES_AT)[0] & CONTROL_BIT)
-        out.append((Batch(base, last, control), slice(position, position + size)))
+        is_aborted = False
+        if pending or begun:
+            while pending and pending[-1].first_offset <= last:
+                txn = pending.pop()
+                begun[txn.producer_id] = txn.last_offset
+            attributes = _SMALL.unpack_from(data, position + ATTRIBUTES_AT)[0]
+            if attributes & TRANSACTIONAL_BIT and not attributes & CONTROL_BIT:
+                marker = begun.get(_LONG.unpack_from(data, position + PRODUCER_ID_AT)[0])
+                is_aborted = marker is not None and base < marker
+        out.append((Batch(base, last, is_aborted), slice(position, position + size)))
         position += size
     return out
 

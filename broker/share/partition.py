@@ -8,8 +8,11 @@ The share-partition start offset (SPSO) is the first offset not yet finished wit
     Acquired      locked to one member until it acknowledges or the lock expires
                   (share.record.lock.duration.ms)
     Acknowledged  accepted by the member: done
-    Archived      rejected, or delivered share.delivery.count.limit times, or not a record at all
-                  (a control batch, an offset the log no longer has): done
+    Archived      rejected (a consumer acknowledges the offsets of control batches, which it is
+                  given as Kafka gives them, as gaps), or delivered share.delivery.count.limit times,
+                  or an aborted transaction's under share.isolation.level=read_committed (acquired,
+                  then archived at once: Kafka's SharePartition counts that delivery), or an offset
+                  the log no longer has: done
 
 The SPSO moves past the finished prefix. The state is kept per offset (Kafka keeps ranges per batch
 while it can; the answer is the same). `snapshot()` is what survives a restart (broker/share/manager.py
@@ -63,11 +66,12 @@ class _InFlight:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A stored batch as its header tells it: offsets [base, last], whether it is a control batch."""
+    """A stored batch as its header tells it: offsets [base, last], and whether it is data of an aborted
+    transaction that a read_committed fetch must not deliver (broker/share/manager.py decides)."""
 
     base: int
     last: int
-    control: bool
+    aborted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +125,9 @@ class SharePartition:
                 ) -> tuple[list[int], list[Acquired]]:
         """Acquire for `member` what `batches` (read from `next_fetch_offset()`) hold that is Available or
         new, whole batches at a time, until max_records or the in-flight limit. Returns the indexes of
-        the batches to send and the acquired ranges."""
+        the batches to send and the acquired ranges. The offsets of aborted batches are acquired (they
+        count towards max_records, and their delivery counts grow) and then archived, as Kafka's
+        SharePartition does: they are neither sent nor in the ranges."""
         self.delivery_limit = limits.delivery_limit
         taken: list[int] = []
         acquired: list[tuple[int, int]] = []  # (offset, delivery count)
@@ -135,9 +141,6 @@ class SharePartition:
             for offset in range(max(batch.base, self.start_offset), batch.last + 1):
                 record = self._records.get(offset)
                 if offset >= self.end_offset:
-                    if batch.control:  # markers are no records: finished at once
-                        self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
-                        continue
                     record = self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
                 if record is None or record.state is not RecordState.AVAILABLE:
                     continue
@@ -149,12 +152,37 @@ class SharePartition:
             self.end_offset = max(self.end_offset, batch.last + 1)
             if got:
                 taken.append(index)
+        if any(batch.aborted for batch in batches):
+            archived = self._archive_aborted(batches, lock)
+            taken = [i for i in taken if not batches[i].aborted]
+            acquired = [(offset, count) for offset, count in acquired if offset not in archived]
         if lock.offsets:
             lock.holders = len(lock.offsets)
             lock.handle = asyncio.get_running_loop().call_later(limits.lock_ms / 1000, self._expire, lock,
                                                                 limits.delivery_limit)
         self._advance()
         return taken, _ranges(acquired)
+
+    def _archive_aborted(self, batches: list[Batch], lock: _Lock) -> set[int]:
+        """Every Acquired offset of the aborted batches becomes Archived (Kafka's rule: whoever holds it);
+        returns those the acquisition under way (`lock`, not yet timed) had taken."""
+        archived: set[int] = set()
+        for batch in batches:
+            if not batch.aborted:
+                continue
+            for offset in range(max(batch.base, self.start_offset), batch.last + 1):
+                record = self._records.get(offset)
+                if record is None or record.state is not RecordState.ACQUIRED:
+                    continue
+                if record.lock is lock:
+                    record.lock = None
+                    archived.add(offset)
+                else:
+                    _unlock(record)
+                record.state, record.member = RecordState.ARCHIVED, None
+        if archived:
+            lock.offsets = [offset for offset in lock.offsets if offset not in archived]
+        return archived
 
     def _expire(self, lock: _Lock, delivery_limit: int) -> None:
         lock.handle = None

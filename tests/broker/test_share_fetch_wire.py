@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from protocol.enums import IsolationLevel
 from protocol.errors import ErrorCode
 from protocol.messages import AlterShareGroupOffsetsRequest as Alter
 from protocol.messages import DeleteShareGroupOffsetsRequest as Delete
@@ -29,11 +30,14 @@ from protocol.messages import (
 from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from protocol.messages import ReadShareGroupStateRequest as ReadState
 from protocol.messages import WriteShareGroupStateRequest as WriteState
-from tests.broker.data_wire import WireClient, batch, create_topic, produce, values
+from protocol.records import iter_batches
+from tests.broker.data_wire import WireClient, batch, create_topic, init_producer_id, produce, values
+from tests.broker.test_transactions import _add_partitions, _end_txn, _latest, _txn_batch
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
 
 E = ErrorCode
+COMMITTED = IsolationLevel.READ_COMMITTED
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 OVERRIDES = {"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "1000",
              "group.share.delivery.count.limit": "3", "group.share.min.delivery.count.limit": "2"}
@@ -356,3 +360,52 @@ def test_state_survives_sigkill(broker):
         assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(2, 4)]
         # 2-3 were released once, 4-5 held when the broker died: all come again, delivered a second time
         assert ranges(part(fetch(c, group, "n", 0, topic_id))) == [(2, 5, 2)]
+
+
+def _data_values(p) -> list[bytes]:
+    """The values a share consumer hands over: the data records of the acquired ranges."""
+    wanted = {o for a in p.acquired_records for o in range(a.first_offset, a.last_offset + 1)}
+    return [r.value for b in iter_batches(bytes(p.records or b"")) if not b.is_control for r in b.records()
+            if r.offset in wanted]
+
+
+def test_read_committed_share_fetches_archive_aborted_transactions(client):
+    """A transactional producer writes and aborts, writes and commits, between plain records (0; 1-2 and
+    3 aborted, marker 4; 5-6 committed, marker 7; 8): under read_committed the aborted records are
+    acquired and archived, never sent; under read_uncommitted everything is delivered."""
+    n = next(_names)
+    topic, transactional_id = f"sf-{n}", f"sft-{n}"
+    topic_id = create_topic(client, topic, partitions=1)
+    ids = init_producer_id(client, transactional_id=transactional_id)
+    assert produce(client, topic, 0, batch([b"plain-0"])).error_code == E.NONE
+    sequence = 0
+    for commit, batches in ((False, [[b"aborted-1", b"aborted-2"], [b"aborted-3"]]),
+                            (True, [[b"committed-5", b"committed-6"]])):
+        wait_for(lambda: _add_partitions(client, transactional_id, ids, topic) == E.NONE, what="partition added")
+        for values_ in batches:
+            assert produce(client, topic, 0, _txn_batch(ids, sequence, *values_),
+                           transactional_id=transactional_id).error_code == E.NONE
+            sequence += len(values_)
+        assert _end_txn(client, transactional_id, ids, commit) == E.NONE
+        wait_for(lambda: _latest(client, topic, COMMITTED) == _latest(client, topic, 0), what="the marker")
+    assert produce(client, topic, 0, batch([b"plain-8"])).error_code == E.NONE
+    delivered = {}
+    for level in ("read_committed", "read_uncommitted"):
+        group = f"sfg-{n}-{level}"
+        _set_group_config(client, group, "share.auto.offset.reset", "earliest")
+        _set_group_config(client, group, "share.isolation.level", level)
+        p = part(fetch(client, group, "m", 0, topic_id))
+        delivered[level] = (ranges(p), _data_values(p))
+        if level == "read_committed":
+            sent = values(p)
+        # accepting every acquired offset (the markers' too, as a consumer's gaps) finishes the partition
+        assert ack(client, group, "m", 1, topic_id, [(f, last, ACCEPT) for f, last, _ in ranges(p)]
+                   ).responses[0].partitions[0].error_code == E.NONE
+        asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
+        [g] = client.send(Describe(groups=[asked]), 1).groups
+        assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(9, 0)]
+    assert delivered["read_committed"] == ([(0, 0, 1), (4, 8, 1)], [b"plain-0", b"committed-5", b"committed-6",
+                                                                     b"plain-8"])
+    assert delivered["read_uncommitted"] == ([(0, 8, 1)], [b"plain-0", b"aborted-1", b"aborted-2", b"aborted-3",
+                                                           b"committed-5", b"committed-6", b"plain-8"])
+    assert not any(v.startswith(b"aborted") for v in sent)  # not even their bytes went out

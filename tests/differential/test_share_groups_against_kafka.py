@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from protocol.enums import IsolationLevel
+from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterShareGroupOffsetsRequest,
     ConsumerGroupHeartbeatRequest,
@@ -30,10 +32,12 @@ from protocol.messages import (
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
-from tests.broker.data_wire import batch, produce_request, values
+from protocol.records import build_batch, iter_batches
+from tests.broker.data_wire import batch, list_offsets_request, produce_request, values
 from tests.broker.wire_client import create_topic
 from tests.differential.runner import Peer, compare
 from tests.differential.test_against_kafka import ALLOWED
+from tests.differential.test_transactions_against_kafka import T0, _add, _end, _ready_producer, _wait
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -49,6 +53,7 @@ KAFKA_SHARE = {"group.coordinator.rebalance.protocols": "classic,consumer,share"
 _Protocol = JoinGroupRequest.JoinGroupRequestProtocol
 _Commit = OffsetCommitRequest.OffsetCommitRequestTopic
 SETTLING = "Kafka's share group epochs run one ahead of Ebb's (see above)"
+COMMITTED = IsolationLevel.READ_COMMITTED
 
 
 @pytest.fixture(scope="module")
@@ -169,26 +174,51 @@ def _share_ack(group: str, member: str, epoch: int, topic_id, acks):
             for f, last, t in acks])])])
 
 
+def _new_topic(peer: Peer, name: str):
+    """A topic of one partition, led: its id."""
+    created = create_topic(peer.client, name, 1)
+    assert created.error_code == 0
+    peer.wait_for_leaders(name, 1)
+    return created.topic_id
+
+
+def _share_group_configs(peer: Peer, group: str, configs: dict[str, str]) -> None:
+    """Set the group's configs once its coordinator answers (it makes __consumer_offsets on the first ask)."""
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    assert peer.send(IncrementalAlterConfigsRequest(resources=[res(
+        resource_type=32, resource_name=group, configs=[res.AlterableConfig(
+            name=name, config_operation=0, value=value) for name, value in configs.items()])]), 1
+    ).responses[0].error_code == 0
+    wait_for(lambda: peer.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+             .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
+
+
+def _first_acquired(peer: Peer, group: str, topic_id):
+    """Fetch (unrecorded, epochs 0, 1, ...) until records are acquired, as Kafka initialises the
+    share-partition first: that answer and the session's next epoch."""
+    epoch = 0
+
+    def acquired():
+        nonlocal epoch
+        answer = peer.send(_share_fetch(group, "m", epoch, topic_id), 1)
+        epoch += 1
+        assert answer.error_code == 0, (peer.name, answer)
+        return answer if any(p.acquired_records for t in answer.responses for p in t.partitions) else None
+
+    return wait_for(acquired, timeout_s=30, what=f"{peer.name}: {group} acquires records"), epoch
+
+
 def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
     """Records produced, a member fetching from the start (share.auto.offset.reset=earliest), accepting,
     releasing and rejecting, the released records delivered again; and the session errors."""
     topic_ids = {}
     for peer in (ebb_peer, kafka_peer):
-        answer = create_topic(peer.client, "fetched", 1)
-        assert answer.error_code == 0
-        topic_ids[peer.name] = answer.topic_id
-        peer.wait_for_leaders("fetched", 1)
+        topic_ids[peer.name] = _new_topic(peer, "fetched")
         for i in range(3):
             produced = peer.send(produce_request("fetched", 0, batch([f"r{2 * i}".encode(), f"r{2 * i + 1}".encode()])),
                                  9)
             assert produced.responses[0].partition_responses[0].error_code == 0
-        res = IncrementalAlterConfigsRequest.AlterConfigsResource
-        assert peer.send(IncrementalAlterConfigsRequest(resources=[res(
-            resource_type=32, resource_name="sf", configs=[res.AlterableConfig(
-                name="share.auto.offset.reset", config_operation=0, value="earliest")])]), 1
-        ).responses[0].error_code == 0
-        wait_for(lambda p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=["sf"]), 4)
-                 .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates sf")
+        _share_group_configs(peer, "sf", {"share.auto.offset.reset": "earliest"})
 
     def scenario(peer: Peer) -> None:
         topic_id = topic_ids[peer.name]
@@ -196,16 +226,8 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
         peer.ask("acknowledge opening a session", _share_ack("sf", "m", 0, topic_id, []), 1)
         peer.ask("fetch without a group id", _share_fetch("", "m", 0, topic_id), 1)
         _beat(peer, "join", "sf", "m", 0, ["fetched"])
-        epoch = 0
-
-        def acquired():  # Kafka initialises the share-partition first: fetch until records come
-            nonlocal epoch
-            answer = peer.send(_share_fetch("sf", "m", epoch, topic_id), 1)
-            epoch += 1
-            assert answer.error_code == 0, (peer.name, answer)
-            return answer if any(p.acquired_records for t in answer.responses for p in t.partitions) else None
-
-        first = peer.record("first records", wait_for(acquired, timeout_s=30, what=f"{peer.name}: records acquired"))
+        first, epoch = _first_acquired(peer, "sf", topic_id)
+        peer.record("first records", first)
         assert values(first.responses[0].partitions[0]) == [f"r{i}".encode() for i in range(6)]
         peer.ask("fetch again: all held", _share_fetch("sf", "m", epoch, topic_id), 1)
         peer.ask("wrong epoch", _share_fetch("sf", "m", epoch + 7, topic_id), 1)
@@ -321,3 +343,98 @@ def test_share_group_offsets_admin(ebb_peer, kafka_peer):
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)
+
+
+def _transactions(peer: Peer, topic: str, transactional_id: str) -> None:
+    """On `topic`: a plain record, a transaction of two batches aborted, one of one batch committed and
+    a last plain record (offsets 0, 1-2 and 3-4 aborted with the marker at 5, 6-7 with the marker at 8,
+    9)."""
+    ids = _ready_producer(peer, transactional_id)
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    sequence = 0
+
+    def txn_batch(*values_: bytes) -> bytes:
+        nonlocal sequence
+        data = build_batch([(None, v, [], T0) for v in values_], producer_id=pid, producer_epoch=epoch,
+                           base_sequence=sequence, is_transactional=True)
+        sequence += len(values_)
+        return data
+
+    def produce(data: bytes, transactional: bool = False) -> None:
+        request = produce_request(topic, 0, data, acks=-1, transactional_id=transactional_id if transactional else None)
+        _wait(f"{peer.name}: produced to {topic}", lambda: peer.send(request, 9).responses[0]
+              .partition_responses[0].error_code == ErrorCode.NONE)
+
+    def end(commit: bool) -> None:
+        assert peer.send(_end(transactional_id, pid, epoch, commit), 3).error_code == ErrorCode.NONE
+        _wait(f"{peer.name}: the marker", lambda: _latest(peer, topic, COMMITTED) == _latest(peer, topic, 0))
+
+    def add() -> None:  # CONCURRENT_TRANSACTIONS while the last transaction completes: retried
+        _wait(f"{peer.name}: partition added", lambda: peer.send(_add(topic, transactional_id, pid, epoch), 3)
+              .results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == ErrorCode.NONE)
+
+    produce(build_batch([(None, b"plain-0", [], T0)]))
+    add()
+    produce(txn_batch(b"aborted-1", b"aborted-2"), True)
+    produce(txn_batch(b"aborted-3", b"aborted-4"), True)
+    end(False)
+    add()
+    produce(txn_batch(b"committed-6", b"committed-7"), True)
+    end(True)
+    produce(build_batch([(None, b"plain-9", [], T0)]))
+
+
+def _latest(peer: Peer, topic: str, isolation: int) -> int:
+    return peer.send(list_offsets_request(topic, 0, -1, isolation_level=isolation), 7).topics[0].partitions[0].offset
+
+
+def _acquired_values(answer) -> list[bytes]:
+    """What a share consumer takes from a partition's answer: the records of the acquired ranges."""
+    part = answer.responses[0].partitions[0]
+    wanted = {o for a in part.acquired_records for o in range(a.first_offset, a.last_offset + 1)}
+    return [r.value for b in iter_batches(bytes(part.records or b"")) if not b.is_control
+            for r in b.records() if r.offset in wanted]
+
+
+def test_share_fetch_of_transactions(ebb_peer, kafka_peer):
+    """A transactional producer's aborted and committed records fetched by two share groups, one under
+    share.isolation.level=read_committed (the aborted ones archived, never delivered), one under
+    read_uncommitted (everything); acknowledged, fetched again, and the start offsets described."""
+    topic_ids = {}
+    for peer in (ebb_peer, kafka_peer):
+        topic_ids[peer.name] = _new_topic(peer, "txn-shared")
+        _transactions(peer, "txn-shared", "stx")
+        for group, level in (("stx-rc", "read_committed"), ("stx-ru", "read_uncommitted")):
+            _share_group_configs(peer, group, {"share.auto.offset.reset": "earliest", "share.isolation.level": level})
+            # and has loaded its __consumer_offsets partition (COORDINATOR_LOAD_IN_PROGRESS until then)
+            wait_for(lambda p=peer, g=group: p.send(ShareGroupDescribeRequest(group_ids=[g]), 1)
+                     .groups[0].error_code == 69, timeout_s=60, what=f"{peer.name} loaded {group}")
+    delivered: dict[tuple[str, str], list[bytes]] = {}
+    describe = DescribeShareGroupOffsetsRequest
+    topic_ask = describe.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic
+
+    def scenario(peer: Peer) -> None:
+        topic_id = topic_ids[peer.name]
+        for group in ("stx-rc", "stx-ru"):
+            _beat(peer, f"{group}: join", group, "m", 0, ["txn-shared"])
+            first, epoch = _first_acquired(peer, group, topic_id)
+            peer.record(f"{group}: records", first)
+            delivered[(peer.name, group)] = _acquired_values(first)
+            ranges = [(a.first_offset, a.last_offset, 1) for a in first.responses[0].partitions[0].acquired_records]
+            peer.ask(f"{group}: accept them all", _share_ack(group, "m", epoch, topic_id, ranges), 1)
+            peer.ask(f"{group}: nothing left", _share_fetch(group, "m", epoch + 1, topic_id), 1)
+            peer.ask(f"{group}: start offset", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=[topic_ask(topic_name="txn-shared", partitions=[0])])]), 1)
+
+    start = "Kafka answers start offset 0 once every record is acknowledged, plain records too (lag 0 alike)"
+    allowed = {**ALLOWED, **{(f"{g}: join", "member_epoch"): SETTLING for g in ("stx-rc", "stx-ru")},
+               **{(f"{g}: start offset", "groups[0].topics[0].partitions[0].start_offset"): start
+                  for g in ("stx-rc", "stx-ru")}}
+    # the batches are the same records, but each broker stamped its own append times (and so CRCs)
+    found = compare(scenario, ebb_peer, kafka_peer, allowed, ignore=lambda path: path.endswith(".records"))
+    assert not found, "\n".join(found)
+    plain, committed = [b"plain-0", b"plain-9"], [b"committed-6", b"committed-7"]
+    for name in ("ebb", "kafka"):
+        assert delivered[(name, "stx-rc")] == [plain[0], *committed, plain[1]], name
+        assert delivered[(name, "stx-ru")] == [plain[0], b"aborted-1", b"aborted-2", b"aborted-3", b"aborted-4",
+                                               *committed, plain[1]], name

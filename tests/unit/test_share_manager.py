@@ -15,11 +15,15 @@ import pytest
 
 from broker.log.common import TopicPartition
 from broker.log.io import LogIO
-from broker.share.manager import SharePartitionManager, ShareSettings, ShareStateError
+from broker.log.txn_index import AbortedTxn
+from broker.share.manager import SharePartitionManager, ShareSettings, ShareStateError, _batches
 from broker.share.partition import ShareLimits, SharePartition
 from broker.share.persister import PersisterError
 from broker.share.state_log import ShareState
+from protocol.batch_header import assign_offsets
+from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import ErrorCode
+from protocol.records import build_batch
 from tests.broker.data_wire import batch
 
 
@@ -219,3 +223,29 @@ async def test_forgetting_tells_each_topic_whose_stored_state_could_not_be_delet
     manager.persister.failing = None  # type: ignore[attr-defined]
     assert await manager.forget("g", [topic]) == {"t": ErrorCode.NONE}
     assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == -1  # type: ignore[attr-defined]
+
+
+def test_read_committed_batches_of_aborted_transactions_are_told_from_their_headers():
+    """Producer 7 aborts 1-4 (marker at 5), producer 8's transaction beside it commits, and 7's next
+    transaction (7-8, marker 9) commits: only 7's data batches before its ABORT marker are aborted."""
+    def data(base: int, count: int, producer_id: int = -1, transactional: bool = False) -> bytes:
+        return build_batch([(None, b"v", [], 1)] * count, base_offset=base, producer_id=producer_id,
+                           producer_epoch=0 if producer_id >= 0 else -1, base_sequence=0 if producer_id >= 0 else -1,
+                           is_transactional=transactional)
+
+    def marker(offset: int, producer_id: int, kind: ControlType) -> bytes:
+        stamped = bytearray(build_marker_batch(kind, producer_id, 0, 0, 1))
+        assign_offsets(stamped, 0, offset, 0)
+        return bytes(stamped)
+
+    log = b"".join([data(0, 1), data(1, 2, 7, True), data(3, 1, 8, True), data(4, 1, 7, True),
+                    marker(5, 7, ControlType.ABORT), marker(6, 8, ControlType.COMMIT), data(7, 2, 7, True),
+                    marker(9, 7, ControlType.COMMIT), data(10, 1, 7)])
+    read = memoryview(log)
+    aborted = [AbortedTxn(producer_id=7, first_offset=1, last_offset=5, last_stable_offset=3)]
+    assert [(b.base, b.aborted) for b, _ in _batches(read, aborted)] == [
+        (0, False), (1, True), (3, False), (4, True), (5, False), (6, False), (7, False), (9, False), (10, False)]
+    assert not any(b.aborted for b, _ in _batches(read, []))  # read_uncommitted: nothing aborted
+    # a read from inside the transaction (its first offset below the read) still knows it
+    from_three = memoryview(log)[len(data(0, 1)) + len(data(1, 2, 7, True)):]
+    assert [(b.base, b.aborted) for b, _ in _batches(from_three, aborted)][:2] == [(3, False), (4, True)]

@@ -90,3 +90,42 @@ def test_state_records_and_keys_in_kafkas_layout():
     for bad in ("no-colons", "g:not-an-id:0", "g:AAAAAAAAAAAAAAAAAAAAAQ:x", " :AAAAAAAAAAAAAAAAAAAAAQ:0"):
         with pytest.raises(ValueError):
             parse_coordinator_key(bad)
+
+
+async def test_aborted_batches_are_acquired_then_archived_and_markers_are_acquired_like_records():
+    """Kafka 4.3.1's acquisition under read_committed: a plain record (0), an aborted transaction's
+    two batches (1-2, 3-4) and its marker (5), a committed one (6-7) and its marker (8), a plain record
+    (9). The aborted offsets count one delivery and are archived; the markers are acquired (the
+    consumer acknowledges them as gaps)."""
+    share = SharePartition(0)
+    batches = [Batch(0, 0), Batch(1, 2, aborted=True), Batch(3, 4, aborted=True), Batch(5, 5), Batch(6, 7),
+               Batch(8, 8), Batch(9, 9)]
+    taken, acquired = share.acquire("m", batches, 100, LIMITS)
+    assert taken == [0, 3, 4, 5, 6]
+    assert [(a.first, a.last, a.delivery_count) for a in acquired] == [(0, 0, 1), (5, 9, 1)]
+    assert share.state_batches() == ((0, 0, 0, 1), (1, 4, 4, 1), (5, 9, 0, 1))  # Acquired written Available
+    assert share.finished_in_flight() == 4
+    share.acknowledge("m", 0, 0, [1], LIMITS, renew_allowed=False)  # the start moves past the archived too
+    assert (share.start_offset, share.state_batches()) == (5, ((5, 9, 0, 1),))
+    share.acknowledge("m", 5, 9, [1], LIMITS, renew_allowed=False)
+    assert (share.start_offset, share.next_fetch_offset()) == (10, 10)
+
+
+async def test_aborted_records_count_towards_max_records_and_a_holder_loses_them():
+    share = SharePartition(0)
+    taken, acquired = share.acquire("m", [Batch(0, 1, aborted=True), Batch(2, 3), Batch(4, 5)], 3, LIMITS)
+    assert (taken, [(a.first, a.last) for a in acquired]) == ([1], [(2, 3)])  # 0-1 counted: no room for 4-5
+    assert share.start_offset == 2 and share.end_offset == 4
+    # records another member acquired before (the group read uncommitted then) are archived as Kafka does
+    other = SharePartition(0)
+    other.acquire("n", [Batch(0, 3)], 100, LIMITS)
+    taken, acquired = other.acquire("m", [Batch(0, 3, aborted=True)], 100, LIMITS)
+    assert (taken, acquired, other.start_offset) == ([], [], 4)
+    share.close()
+    other.close()
+
+
+async def test_an_all_aborted_fetch_acquires_nothing_and_sets_no_lock():
+    share = SharePartition(0)
+    assert share.acquire("m", [Batch(0, 4, aborted=True)], 100, LIMITS) == ([], [])
+    assert (share.start_offset, share.end_offset, share.state_batches()) == (5, 5, ())

@@ -9,13 +9,16 @@ import java.util.TreeMap;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -24,7 +27,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * KIP-932's share consumer (KafkaShareConsumer) against a share group: records read from the start
  * (share.auto.offset.reset=earliest set as a group config), half accepted and half released in
  * explicit acknowledgement mode, the released half delivered again with delivery count 2, and the
- * group as the Admin client describes it while the consumer is in.
+ * group as the Admin client describes it while the consumer is in; and a read_committed share group over
+ * a transactional producer's commits and abort.
  */
 final class ShareChecks {
     private ShareChecks() {}
@@ -44,6 +48,54 @@ final class ShareChecks {
                 }
             }
             Interop.step("share_consume", () -> consume(bootstrap, admin, topic, group));
+            Interop.step("share_read_committed", () -> readCommitted(bootstrap, admin, prefix));
+        }
+    }
+
+    /**
+     * A transactional producer commits three records, aborts four and commits three more; a share consumer
+     * of a group with share.isolation.level=read_committed, in implicit acknowledgement mode, gets the six
+     * committed ones, and once its acknowledgements (the markers' offsets as gaps) are in, the group's lag
+     * on the partition is 0: the aborted records were archived, never delivered.
+     */
+    private static void readCommitted(String bootstrap, Admin admin, String prefix) throws Exception {
+        String topic = prefix + "-txn-shared";
+        String group = prefix + "-share-rc";
+        admin.createTopics(List.of(new NewTopic(topic, 1, Interop.replication()))).all().get();
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+        admin.incrementalAlterConfigs(Map.of(resource, List.of(
+                new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("share.isolation.level", "read_committed"),
+                        AlterConfigOp.OpType.SET)))).all().get();
+        try (KafkaProducer<String, String> producer = Data.producer(bootstrap, "transactional.id",
+                prefix + "-share-txn-id")) {
+            producer.initTransactions();
+            TransactionChecks.send(producer, topic, "first", 3, true);
+            TransactionChecks.send(producer, topic, "aborted", 4, false);
+            TransactionChecks.send(producer, topic, "second", 3, true);
+        }
+        TopicPartition partition = new TopicPartition(topic, 0);
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(
+                Interop.props(bootstrap, "group.id", group, "client.id", "share-rc"),
+                new StringDeserializer(), new StringDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            List<String> received = new ArrayList<>();
+            SharePartitionOffsetInfo offsets = null;
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(500))) {
+                    received.add(record.value());
+                }
+                consumer.commitSync();
+                offsets = admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                        .partitionsToOffsetInfo(group).get().get(partition);
+                if (received.size() >= 6 && offsets != null && offsets.lag().orElse(-1L) == 0) {
+                    break;
+                }
+            }
+            received.sort(null);
+            Json.emit("share_read_committed", "received", received,
+                    "lag", offsets == null ? null : offsets.lag().orElse(-1L));
         }
     }
 

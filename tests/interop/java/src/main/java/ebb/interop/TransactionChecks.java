@@ -104,8 +104,9 @@ final class TransactionChecks {
         return found == null ? -1 : found.offset();
     }
 
-    private static void send(KafkaProducer<String, String> producer, String topic, String value, int count,
-                             boolean commit) throws Exception {
+    /** One transaction of `count` records "value-i" to partition 0, committed or aborted (ShareChecks too). */
+    static void send(KafkaProducer<String, String> producer, String topic, String value, int count,
+                     boolean commit) throws Exception {
         producer.beginTransaction();
         for (int i = 0; i < count; i++) {
             producer.send(new ProducerRecord<>(topic, 0, "k" + i, value + "-" + i));
