@@ -15,7 +15,9 @@ records (an acknowledgement is answered once the write is), and read when this b
 the share-partition (its first fetch after a start, a leadership move or a reassignment): a new
 leader continues where the old one stopped, records acquired then becoming Available again. A state
 file `share-<sha256 of the group id>.state` left in the partition's directory by an older Ebb is read
-once, when the coordinator has no state for it, written to the coordinator and removed.
+once, when the coordinator has no state for it, written to the coordinator at state epoch 1 (so that the
+group coordinator's initialization of an older Ebb's group's missing states, at 0, cannot reset it) and
+removed.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from broker.log.common import LogError, TopicPartition
 from broker.log.free_space import NO_SPACE_ERRNOS
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
-from broker.share.persister import PersisterError, StatePersister, Summary
+from broker.share.persister import MIGRATED_STATE_EPOCH, PersisterError, StatePersister, Summary
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import ShareState, StateKey
 from broker.topic import Topic
@@ -163,10 +165,12 @@ class SharePartitionManager:
                 log.warning("share-partition state unreadable: starting afresh", group=group_id,
                             partition=str(partition.topic_partition), error=str(exc))
                 return None, drops, state.state_epoch + 1
-        return await self._migrated(group_id, partition, released), drops, 0
+        migrated = await self._migrated(group_id, partition, released)
+        return migrated, drops, MIGRATED_STATE_EPOCH if migrated is not None else 0
 
     async def _migrated(self, group_id: str, partition: Partition, released) -> SharePartition | None:
-        """An older Ebb's state file, stored with the coordinator and removed; None when there is none."""
+        """An older Ebb's state file, stored with the coordinator (at MIGRATED_STATE_EPOCH) and removed;
+        None when there is none."""
         path = _state_path(group_id, partition)
         try:
             saved = await partition.log.io.run(_read_if_there, path)
@@ -176,8 +180,9 @@ class SharePartitionManager:
             return None
         assert saved is not None
         share = SharePartition.restore(saved, group_id, released=released)
+        share.state_epoch = MIGRATED_STATE_EPOCH
         try:
-            await self.persister.write(self._key(group_id, partition), 0, partition.leader_epoch,
+            await self.persister.write(self._key(group_id, partition), MIGRATED_STATE_EPOCH, partition.leader_epoch,
                                        share.start_offset, share.state_batches())
             await partition.log.io.remove_files([path])
         except PersisterError as exc:

@@ -3,7 +3,8 @@
 coordinators asked (InitializeShareGroupState at the group epoch, start offset -1), record 15 written
 initialized; a failure answered, taken back and asked again; what a topic grew by asked alone; record 15
 read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
-(no record 15) not reset; a partition assigned only once initialized, at the heartbeat after."""
+(no record 15) not reset, only its missing states initialized; a partition assigned only once
+initialized, at the heartbeat after."""
 
 from __future__ import annotations
 
@@ -167,6 +168,50 @@ def test_a_group_an_older_ebb_wrote_keeps_its_states():
         now.stop()
     asyncio.run(run())
     assert coordinators.asked == []  # asking would reset them to share.auto.offset.reset
+    [written] = _state_records(log)
+    assert written is not None and _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+class OlderGroupCoordinators(Coordinators):
+    """Also asked to initialize only what they hold no state for (a group an older Ebb wrote)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.missing_asked: list[tuple[str, dict[uuid.UUID, set[int]]]] = []
+        self.missing_error = ErrorCode.NONE
+
+    async def initialize_missing(self, group_id: str, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        self.missing_asked.append((group_id, {t: set(p) for t, p in partitions.items()}))
+        return self.missing_error
+
+
+def test_a_group_an_older_ebb_wrote_has_its_missing_states_initialized_first():
+    """Its leaders made the states of the partitions they served, and no longer make the others: the
+    first heartbeat has the coordinators initialize those missing (not all at the group epoch: that would
+    reset the others), and only then takes them as initialized; a failure is the heartbeat's answer, with
+    nothing taken, and the next heartbeat asks again."""
+    log, coordinators = Log(), OlderGroupCoordinators()
+
+    async def run():
+        older = _groups(log, None)
+        await _beat(older, "m1", 0)
+        older.stop()
+        now = _reloaded(log, coordinators)
+        now.initialize_missing = coordinators.initialize_missing
+        coordinators.missing_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        with pytest.raises(GroupError) as failed:
+            await _beat(now, "m2", 0)
+        assert failed.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert not _state_records(log) and now.groups["g"].legacy_states and "m2" not in now.groups["g"].members
+        coordinators.missing_error = ErrorCode.NONE
+        joined = await _beat(now, "m2", 0)
+        assert joined.assignment is not None and joined.assignment[T1]
+        await _beat(now, "m2", joined.member_epoch)  # taken as initialized now: not asked again
+        await now.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)  # a leave asks nothing
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.asked == []
+    assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}})] * 2
     [written] = _state_records(log)
     assert written is not None and _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
 

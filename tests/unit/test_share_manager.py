@@ -135,6 +135,8 @@ async def test_an_old_state_file_moves_into_the_coordinator_once(tmp_path):
     assert list(tmp_path.glob("share-*.state")) == []  # read once: the coordinator has it now
     stored = manager.persister.states[("g", partition.topic_id, 0)]  # type: ignore[attr-defined]
     assert (stored.start_offset, stored.batches) == (4, ((4, 4, 0, 1), (5, 5, 2, 1), (6, 6, 0, 2)))
+    # above the state epoch an older Ebb's group has its missing states initialized at: that cannot reset it
+    assert stored.state_epoch == found.state_epoch == 1
 
 
 
