@@ -216,6 +216,42 @@ def test_a_group_an_older_ebb_wrote_has_its_missing_states_initialized_first():
     assert written is not None and _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
 
 
+def test_an_older_ebbs_group_keeps_its_leaders_states_and_has_the_others_initialized():
+    """End to end over the persister and a share coordinator: of an older Ebb's group, the state its
+    leader wrote stays as it was, one its leader only read (no start offset) and those never made are
+    initialized at state epoch 0, so that each partition's leader can read a state now (none is refused)."""
+    from types import SimpleNamespace
+
+    from broker.share.persister import StatePersister
+    from tests.unit.test_share_coordinator import _coordinator
+
+    log = Log()
+    keys = [("g", T1, p) for p in range(4)]
+
+    async def run():
+        coordinator, _ = _coordinator()
+        coordinator.active = True  # its partition loaded
+        four = SimpleNamespace(replicas={p: [0] for p in range(4)})
+        coordinator.topics.by_id = lambda topic_id: four if topic_id == T1 else None  # type: ignore[attr-defined]
+        # what the older Ebb's leaders left: partition 0 read and written, partition 1 read only
+        assert await coordinator.initialize(keys[0], 0, -1) == await coordinator.initialize(keys[1], 0, -1)
+        assert (await coordinator.read(keys[0], 2))[0] == (await coordinator.read(keys[1], 2))[0] == ErrorCode.NONE
+        assert await coordinator.write(keys[0], 0, 2, 5, ((5, 6, 2, 1),)) == ErrorCode.NONE
+        assert [(await coordinator.read(k, 0))[0] for k in keys[2:]] == [ErrorCode.INVALID_REQUEST] * 2
+        older = _groups(log, None)
+        await _beat(older, "m1", 0)
+        older.stop()
+        now = _reloaded(log, Coordinators())
+        persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
+        now.initialize_states, now.initialize_missing = persister.initialize, persister.initialize_missing
+        joined = await _beat(now, "m2", 0)
+        assert joined.assignment is not None and joined.assignment[T1]
+        now.stop()
+        assert [(await coordinator.read(k, 3))[0] for k in keys] == [ErrorCode.NONE] * 4
+        return {k[2]: (s.state_epoch, s.start_offset, s.batches) for k, s in coordinator.states.items()}
+    assert asyncio.run(run()) == {0: (0, 5, ((5, 6, 2, 1),)), 1: (0, -1, ()), 2: (0, -1, ()), 3: (0, -1, ())}
+
+
 def test_an_ask_is_made_again_only_once_the_retry_interval_passed():
     state = StatePartitions().asked({T1: "a"}, {T1: {0, 1}}, now_ms=1000)
     topics = {"a": (T1, 2)}
