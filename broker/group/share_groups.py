@@ -31,7 +31,11 @@ before it wrote one, whose leaders made the states of the partitions they served
 states reset, and its leaders no longer make the missing ones: its next heartbeat (but a leave) first has
 the share coordinators initialize only the subscribed partitions they hold no state for
 (`initialize_missing`; on an error the heartbeat answers it and the next one asks again), then takes them
-all as initialized, assignable at once.
+all as initialized, assignable at once. The Ebb before this one took such a group's partitions as
+initialized without asking and wrote record 15 so, leaving its leaders to make the states: any group
+rebuilt with a record 15 has, at its first heartbeat, the share coordinators initialize those of its
+initialized subscribed partitions they hold no state for (none, if all were fetched); an error there is
+only logged, and the next heartbeat asks again.
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ class ShareGroups:
         # in flight -> whether their partition was unloaded meanwhile (then a failed change is not undone).
         self._changing = KeyedLocks()
         self._in_flight: dict[str, bool] = {}
+        # Groups rebuilt with a record 15 whose initialized partitions' states are not checked yet (module
+        # docstring: an older Ebb may have taken some as initialized that no leader ever made).
+        self._unchecked: set[str] = set()
 
     @contextlib.asynccontextmanager
     async def _change(self, group_id: str, member_id: str | None = None) -> AsyncIterator[None]:
@@ -151,7 +158,10 @@ class ShareGroups:
         raised: a leaving member stays until its tombstones land, a join not written is not counted)."""
         _check_request(request)
         group_id = request.group_id
-        older = await self._older_states(group_id) if request.member_epoch != LEAVE_EPOCH else None
+        older = None
+        if request.member_epoch != LEAVE_EPOCH:
+            older = await self._older_states(group_id)
+            await self._check_initialized(group_id)
         async with self._change(group_id, request.member_id):
             group = self.groups.get(group_id)
             leaving = group.members.get(request.member_id) if group is not None else None
@@ -233,6 +243,24 @@ class ShareGroups:
                             error=error.name)
                 raise GroupError(error, error.name)
         return topics
+
+    async def _check_initialized(self, group_id: str) -> None:
+        """For a group rebuilt with a record 15, once: those of its initialized subscribed partitions without
+        state at their share coordinators initialized (module docstring). A failure is logged only (the
+        partitions stay initialized, as they were), and asked again at the next heartbeat."""
+        group = self.groups.get(group_id)
+        if group_id not in self._unchecked or group is None or group.state_partitions is None:
+            self._unchecked.discard(group_id)
+            return
+        subscribed = {topic_id for topic_id, _ in self._subscribed_topics(group).values()}
+        wanted = {t: set(parts) for t, (_, parts) in group.state_partitions.initialized.items()
+                  if t in subscribed and parts}
+        if wanted and self.initialize_missing is not None:
+            error = await self.initialize_missing(group_id, wanted)
+            if error != ErrorCode.NONE:
+                log.warning("share group states not checked", group=group_id, error=error.name)
+                return
+        self._unchecked.discard(group_id)
 
     def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts,
                    older: dict[str, tuple[uuid.UUID, int]] | None = None) -> HeartbeatAnswer:
@@ -411,6 +439,8 @@ class ShareGroups:
             # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
             group.topics = topics if topics_hash(topics) == metadata_hash else {}
             group.legacy_states = group.state_partitions is None
+            if not group.legacy_states:
+                self._unchecked.add(group_id)
             for member in group.members.values():
                 self._arm_session(group, member, session_timeout_ms)
             if group_session_ms is not None and group.members:
