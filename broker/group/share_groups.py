@@ -26,9 +26,16 @@ initializing (asked again at the next heartbeat) and the heartbeat answered with
 is given only initialized partitions, so no member fetches one whose state may yet be replaced by the
 initialization; the first heartbeat after an initialization finished (any member's: initialized partitions
 the target does not give out) moves the group epoch, and each member takes them at its next heartbeat,
-as Kafka's initializedAssignmentPending does. A group rebuilt
-from records that hold no record 15 (an Ebb before it wrote one, whose leaders made the states) takes the
-partitions its next heartbeat would ask for as initialized, without asking: asking would reset them.
+as Kafka's initializedAssignmentPending does. A group rebuilt from records that hold no record 15 (an Ebb
+before it wrote one, whose leaders made the states of the partitions they served) must not have its
+states reset, and its leaders no longer make the missing ones: its next heartbeat (but a leave) first has
+the share coordinators initialize only the subscribed partitions they hold no state for
+(`initialize_missing`; on an error the heartbeat answers it and the next one asks again), then takes them
+all as initialized, assignable at once. The Ebb before this one took such a group's partitions as
+initialized without asking and wrote record 15 so, leaving its leaders to make the states: any group
+rebuilt with a record 15 has, at its first heartbeat, the share coordinators initialize those of its
+initialized subscribed partitions they hold no state for (none, if all were fetched); an error there is
+only logged, and the next heartbeat asks again.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ log = structlog.get_logger("groups")
 TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
 # Asks the share coordinators to initialize (group id, state epoch, topic id -> partitions): the first error.
 InitializeStates = Callable[[str, int, dict[uuid.UUID, set[int]]], Awaitable[ErrorCode]]
+# Asks them to initialize those of (group id, topic id -> partitions) they hold no state for: the first error.
+InitializeMissing = Callable[[str, dict[uuid.UUID, set[int]]], Awaitable[ErrorCode]]
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ class ShareGroups:
         self.member_left: list[Callable[[str, str], None]] = []
         # The share coordinators' InitializeShareGroupState (broker/share/persister.py); None: nothing asked.
         self.initialize_states: InitializeStates | None = None
+        # Theirs for a group an older Ebb wrote (module docstring); None: its partitions taken as they are.
+        self.initialize_missing: InitializeMissing | None = None
         self._max_size = max_size
         self._topic = topic
         self._other_kind = other_kind
@@ -92,6 +103,9 @@ class ShareGroups:
         # in flight -> whether their partition was unloaded meanwhile (then a failed change is not undone).
         self._changing = KeyedLocks()
         self._in_flight: dict[str, bool] = {}
+        # Groups rebuilt with a record 15 whose initialized partitions' states are not checked yet (module
+        # docstring: an older Ebb may have taken some as initialized that no leader ever made).
+        self._unchecked: set[str] = set()
 
     @contextlib.asynccontextmanager
     async def _change(self, group_id: str, member_id: str | None = None) -> AsyncIterator[None]:
@@ -144,10 +158,14 @@ class ShareGroups:
         raised: a leaving member stays until its tombstones land, a join not written is not counted)."""
         _check_request(request)
         group_id = request.group_id
+        older = None
+        if request.member_epoch != LEAVE_EPOCH:
+            older = await self._older_states(group_id)
+            await self._check_initialized(group_id)
         async with self._change(group_id, request.member_id):
             group = self.groups.get(group_id)
             leaving = group.members.get(request.member_id) if group is not None else None
-            answer = self._heartbeat(request, timeouts)
+            answer = self._heartbeat(request, timeouts, older)
             asked = None if answer.left else self._ask_initialize(group_id)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
             await self.records.persist(group_id, answer.member_id)
@@ -210,7 +228,42 @@ class ShareGroups:
             group.state_partitions = group.state_partitions.forgotten(topic_ids)
             await self.records.persist(group_id)
 
-    def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
+    async def _older_states(self, group_id: str) -> dict[str, tuple[uuid.UUID, int]] | None:
+        """For a group an older Ebb wrote (module docstring), its subscribed topics once each of their
+        partitions has state with its share coordinator; None for any other group. GroupError when the
+        coordinators failed: nothing changed, the next heartbeat asks again."""
+        group = self.groups.get(group_id)
+        if group is None or not group.legacy_states:
+            return None
+        topics = self._subscribed_topics(group)
+        if self.initialize_missing is not None and topics:
+            error = await self.initialize_missing(group_id, {t: set(range(count)) for t, count in topics.values()})
+            if error != ErrorCode.NONE:
+                log.warning("share group state of an older Ebb's group not initialized", group=group_id,
+                            error=error.name)
+                raise GroupError(error, error.name)
+        return topics
+
+    async def _check_initialized(self, group_id: str) -> None:
+        """For a group rebuilt with a record 15, once: those of its initialized subscribed partitions without
+        state at their share coordinators initialized (module docstring). A failure is logged only (the
+        partitions stay initialized, as they were), and asked again at the next heartbeat."""
+        group = self.groups.get(group_id)
+        if group_id not in self._unchecked or group is None or group.state_partitions is None:
+            self._unchecked.discard(group_id)
+            return
+        subscribed = {topic_id for topic_id, _ in self._subscribed_topics(group).values()}
+        wanted = {t: set(parts) for t, (_, parts) in group.state_partitions.initialized.items()
+                  if t in subscribed and parts}
+        if wanted and self.initialize_missing is not None:
+            error = await self.initialize_missing(group_id, wanted)
+            if error != ErrorCode.NONE:
+                log.warning("share group states not checked", group=group_id, error=error.name)
+                return
+        self._unchecked.discard(group_id)
+
+    def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts,
+                   older: dict[str, tuple[uuid.UUID, int]] | None = None) -> HeartbeatAnswer:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if epoch == LEAVE_EPOCH:
             return self._leave(group_id, member_id)
@@ -232,8 +285,8 @@ class ShareGroups:
             member.subscribed = list(request.subscribed)
             changed = True
         topics = self._subscribed_topics(group)
-        if group.legacy_states:
-            self._legacy_initialized(group, topics)
+        if group.legacy_states and older is not None:
+            self._legacy_initialized(group, older)
         if (changed or topics != group.topics
                 or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)):
             group.topics = topics
@@ -274,8 +327,9 @@ class ShareGroups:
         return found
 
     def _legacy_initialized(self, group: ShareGroup, topics: dict[str, tuple[uuid.UUID, int]]) -> None:
-        """A group rebuilt without record 15 (module docstring): the partitions it subscribes taken as
-        initialized, before anything is assigned, without asking (asking would reset its leaders' states)."""
+        """A group rebuilt without record 15 (module docstring): the partitions of `topics` (each with state
+        now: `_older_states`) taken as initialized, before anything is assigned, without asking to
+        initialize them at the group epoch (that would reset its leaders' states)."""
         group.legacy_states = False
         now = time.time_ns() // 1_000_000
         state = group.state_partitions or StatePartitions()
@@ -385,6 +439,8 @@ class ShareGroups:
             # Topics changed while away: left unseen, so that the next heartbeat bumps the group epoch.
             group.topics = topics if topics_hash(topics) == metadata_hash else {}
             group.legacy_states = group.state_partitions is None
+            if not group.legacy_states:
+                self._unchecked.add(group_id)
             for member in group.members.values():
                 self._arm_session(group, member, session_timeout_ms)
             if group_session_ms is not None and group.members:

@@ -16,13 +16,16 @@ are stored. Locks last the group's share.record.lock.duration.ms (AcquisitionLoc
 delivered share.delivery.count.limit times are archived when released. When nothing is acquired the
 request waits up to MaxWaitMs for records (appends and releases wake it). The answer lists the
 partitions that acquired records, failed or had acknowledgements, as Kafka's. An empty GroupId is
-answered, as Kafka 4.3.1 answers it, with UNKNOWN_SERVER_ERROR for each partition named. Needs READ on the group
-(top level GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+answered, as Kafka 4.3.1 answers it, with UNKNOWN_SERVER_ERROR for each partition named; so is a
+share-partition whose state its group never initialized (the leader makes none: broker/share/manager.py),
+and a state read that fails otherwise as Kafka's leader maps it (COORDINATOR_NOT_AVAILABLE,
+NOT_LEADER_OR_FOLLOWER). Needs READ on the group (top level GROUP_AUTHORIZATION_FAILED) and on each topic
+(TOPIC_AUTHORIZATION_FAILED).
 
 Errors: NONE, INVALID_REQUEST, GROUP_AUTHORIZATION_FAILED, SHARE_SESSION_NOT_FOUND,
 INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED (top level); TOPIC_AUTHORIZATION_FAILED,
 UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR,
-INVALID_RECORD_STATE (per partition).
+INVALID_RECORD_STATE, COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, UNKNOWN_SERVER_ERROR (per partition).
 """
 
 from __future__ import annotations

@@ -17,11 +17,15 @@ stores the state as none (start offset -1) under the next state epoch rather tha
 a leader still holding the old state is fenced too. The states of a deleted topic (nobody can write
 them again: writes of unknown topics are refused) are removed with tombstones, as Kafka's shard does.
 
-A read carrying a leader epoch is a write too (Kafka's readStateAndMaybeUpdateLeaderEpoch): an older
-one than stored is FENCED_LEADER_EPOCH, a newer one is stored before the answer, so that the old
-leader's later writes are fenced. Reads, writes and deletes of one key run one at a time, from the
-fencing check through the append to the memory update: two in flight at once would both pass the
-check against the same stored state and the one appended last would win.
+A read of a key with no state is refused (INVALID_REQUEST, as Kafka's shard refuses a read of an
+uninitialized share-partition): a state is made only by InitializeShareGroupState (the group
+coordinator, before it assigns the partition), or by a write with a start offset (AlterShareGroupOffsets,
+an older Ebb's state file), never by a leader. A read carrying a leader epoch is a write too (Kafka's
+readStateAndMaybeUpdateLeaderEpoch): an older one than stored is FENCED_LEADER_EPOCH, a newer one is
+stored before the answer, so that the old leader's later writes are fenced. Reads, writes and deletes
+of one key run one at a time, from the fencing check through the append to the memory update: two in
+flight at once would both pass the check against the same stored state and the one appended last would
+win.
 """
 
 from __future__ import annotations
@@ -178,21 +182,27 @@ class ShareCoordinator:
     # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
 
     async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
-        """The stored state (start offset -1: deleted or none, with its state epoch). A leader epoch
-        (not -1) older than the stored one is fenced; a newer one is stored first (see above)."""
+        """The stored state (start offset -1: left to the leader's share.auto.offset.reset, or deleted,
+        with its state epoch); INVALID_REQUEST when there is none (see above). A leader epoch (not -1)
+        older than the stored one is fenced; a newer one is stored first. Kafka's order of checks:
+        not served or a negative partition, no state, the leader epoch, the topic."""
         async with self._locks.held(key):
-            refused = self._refused_before_lookup(key) or self._unknown_topic(key)
+            refused = self._refused_before_lookup(key)
             if refused is not None:
                 return refused, None
             old = self.states.get(key)
-            if leader_epoch < 0 or (old is not None and old.leader_epoch == leader_epoch):
-                return ErrorCode.NONE, old
-            if old is not None and leader_epoch < old.leader_epoch:
+            if old is None:
+                return ErrorCode.INVALID_REQUEST, None
+            if leader_epoch >= 0 and leader_epoch < old.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH, None
+            refused = self._unknown_topic(key)
+            if refused is not None:
+                return refused, None
+            if leader_epoch < 0 or old.leader_epoch == leader_epoch:
+                return ErrorCode.NONE, old
             now = _now_ms()
-            state = (ShareState(0, leader_epoch, -1, (), now) if old is None else
-                     ShareState(old.state_epoch, leader_epoch, old.start_offset, old.batches, old.create_ms,
-                                old.snapshot_epoch + 1))
+            state = ShareState(old.state_epoch, leader_epoch, old.start_offset, old.batches, old.create_ms,
+                               old.snapshot_epoch + 1)
             error = await self._store(key, state, now)
             return error, state if error == ErrorCode.NONE else None
 
@@ -267,9 +277,9 @@ class ShareCoordinator:
         return ErrorCode.INVALID_REQUEST if refused is None and key[2] < 0 else refused
 
     def _unknown_topic(self, key: StateKey) -> ErrorCode | None:
-        """UNKNOWN_TOPIC_OR_PARTITION unless the key names a partition of a topic that exists: a read checks
-        it with the refusals before any lookup, a write and an initialization after their fencing (a write
-        then checks the state it brings, `_bad_state`)."""
+        """UNKNOWN_TOPIC_OR_PARTITION unless the key names a partition of a topic that exists: checked after
+        the fencing (a write then checks the state it brings, `_bad_state`), and for a summary with the
+        refusals before any lookup."""
         topic = self.topics.by_id(key[1])
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None or key[2] not in topic.replicas else None
 

@@ -2,13 +2,17 @@
 (Kafka's SharePartitionManager): ShareFetch's reads and acquisitions, ShareAcknowledge's
 acknowledgements.
 
-A share-partition starts, on its first fetch, where the group's share.auto.offset.reset says: the log
-start offset (earliest), the high watermark (latest, the default) or the first offset at or after now
-minus the duration (by_duration:<ISO-8601>). Reads go to the high watermark, or to the last stable
-offset under share.isolation.level=read_committed, where the data batches of aborted transactions
-(told by the log's aborted transaction index) are acquired and archived at once, never delivered, as
-Kafka's SharePartition does. Record bytes are the log's own batches, read off the event loop and sent
-as stored: only their headers are looked at, to learn their offsets, producers and kinds.
+A share-partition whose state was initialized without a start offset (its group coordinator's
+InitializeShareGroupState) starts, on its first fetch, where the group's share.auto.offset.reset says: the
+log start offset (earliest), the high watermark (latest, the default) or the first offset at or after now
+minus the duration (by_duration:<ISO-8601>). One its share coordinator has no state for is not made here:
+the fetch answers it UNKNOWN_SERVER_ERROR and keeps nothing, and the next fetch reads again (Kafka 4.3.1's
+leader, whose share coordinator refuses the read with INVALID_REQUEST); that is a member fetching a
+partition its group never assigned. Reads go to the high watermark, or to the last stable offset under
+share.isolation.level=read_committed, where the data batches of aborted transactions (told by the log's
+aborted transaction index) are acquired and archived at once, never delivered, as Kafka's SharePartition
+does. Record bytes are the log's own batches, read off the event loop and sent as stored: only their
+headers are looked at, to learn their offsets, producers and kinds.
 
 Each share-partition's state (the start offset, what was acknowledged or archived past it, the
 delivery counts) is kept by its share coordinator in `__share_group_state` (broker/share/coordinator.py,
@@ -17,7 +21,9 @@ records (an acknowledgement is answered once the write is), and read when this b
 the share-partition (its first fetch after a start, a leadership move or a reassignment): a new
 leader continues where the old one stopped, records acquired then becoming Available again. A state
 file `share-<sha256 of the group id>.state` left in the partition's directory by an older Ebb is read
-once, when the coordinator has no state for it, written to the coordinator and removed.
+once, when the coordinator has no state for it (or only an older Ebb's group's, at state epoch 0), written
+to the coordinator at state epoch 1 (so that the group coordinator's initialization of a state it found
+missing, at 0, cannot reset it) and removed.
 """
 
 from __future__ import annotations
@@ -40,7 +46,13 @@ from broker.log.free_space import NO_SPACE_ERRNOS
 from broker.log.txn_index import AbortedTxn
 from broker.replica import Partition, PartitionError, ReplicaManager
 from broker.share.partition import Acquired, Batch, ShareLimits, SharePartition
-from broker.share.persister import PersisterError, StatePersister, Summary
+from broker.share.persister import (
+    MIGRATED_STATE_EPOCH,
+    OLDER_EBB_STATE_EPOCH,
+    PersisterError,
+    StatePersister,
+    Summary,
+)
 from broker.share.sessions import ShareSession, ShareSessionCache
 from broker.share.state_log import ShareState, StateKey
 from broker.topic import Topic
@@ -106,6 +118,37 @@ class ShareStateError(Exception):
         self.error_code = error_code
 
 
+class StateReadError(ShareStateError):
+    """The share coordinator refused or could not answer the read of a share-partition's state (its
+    error): a ShareFetch answers it as Kafka's SharePartition does (`fetch_error`)."""
+
+
+class Uninitialized(StateReadError):
+    """The share coordinator holds no state for the share-partition (Kafka's shard refuses the read with
+    INVALID_REQUEST): its group coordinator has not initialized it, so its leader does not make one."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.INVALID_REQUEST)
+
+
+_COORDINATOR_AWAY = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+def fetch_error(error: ErrorCode) -> ErrorCode:
+    """A failed state read as a ShareFetch answers it (Kafka's SharePartition.fetchPersisterError): the
+    coordinator moving or loading COORDINATOR_NOT_AVAILABLE, fencing NOT_LEADER_OR_FOLLOWER, a missing group,
+    topic or partition as it is, anything else (an uninitialized share-partition's INVALID_REQUEST too)
+    UNKNOWN_SERVER_ERROR."""
+    if error in _COORDINATOR_AWAY:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+        return error
+    if error in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class SharePartitionManager:
     def __init__(self, replicas: ReplicaManager, persister: StatePersister) -> None:
         self._replicas = replicas
@@ -151,33 +194,39 @@ class SharePartitionManager:
             self._drop(key)
 
     async def _read_state(self, group_id: str, partition: Partition) -> tuple[SharePartition | None, int, int]:
-        """The stored share-partition (None: none yet), the drop count the read began at and the state
-        epoch a new one takes (after a deletion). An old state file with no stored state is moved into
-        the coordinator (once)."""
+        """The stored share-partition (None: its start is left to share.auto.offset.reset, or it was
+        deleted), the drop count the read began at and the state epoch it has. Uninitialized when its
+        share coordinator has no state for it; StateReadError when the coordinator failed. An older Ebb's
+        state file is moved into the coordinator (once) when there is no state, or only one no leader
+        wrote at state epoch 0 (an older Ebb's leader's read, or its group's initialization)."""
         drops = self._drops
         key = self._key(group_id, partition)
         released = lambda: self._released(group_id, partition)  # noqa: E731
         try:
             state = await self.persister.read(key, partition.leader_epoch)
         except PersisterError as exc:
-            raise ShareStateError(exc.error_code) from None
-        if state is not None and state.start_offset < 0 and state.state_epoch > 0:  # deleted: a new one,
-            return None, drops, state.state_epoch  # fenced from the old
-        if state is not None and state.start_offset < 0:  # never any (a read stored only its leader epoch)
-            state = None
-        if state is not None:
-            try:
-                return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch,
-                                                 limit=partition.log.log_end_offset), \
-                    drops, state.state_epoch
-            except ValueError as exc:
-                log.warning("share-partition state unreadable: starting afresh", group=group_id,
-                            partition=str(partition.topic_partition), error=str(exc))
-                return None, drops, state.state_epoch + 1
-        return await self._migrated(group_id, partition, released), drops, 0
+            if exc.error_code != ErrorCode.INVALID_REQUEST:
+                raise StateReadError(exc.error_code) from None
+            state = None  # refused: no state (a read of ours names no negative partition)
+        if state is None or (state.start_offset < 0 and state.state_epoch == OLDER_EBB_STATE_EPOCH):
+            migrated = await self._migrated(group_id, partition, released)
+            if migrated is not None:
+                return migrated, drops, MIGRATED_STATE_EPOCH
+            if state is None:
+                raise Uninitialized()
+        if state.start_offset < 0:  # initialized without a start offset, or deleted: the reset rule's
+            return None, drops, state.state_epoch
+        try:
+            return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch,
+                                             limit=partition.log.log_end_offset), drops, state.state_epoch
+        except ValueError as exc:
+            log.warning("share-partition state unreadable: starting afresh", group=group_id,
+                        partition=str(partition.topic_partition), error=str(exc))
+            return None, drops, state.state_epoch + 1
 
     async def _migrated(self, group_id: str, partition: Partition, released) -> SharePartition | None:
-        """An older Ebb's state file, stored with the coordinator and removed; None when there is none."""
+        """An older Ebb's state file, stored with the coordinator (at MIGRATED_STATE_EPOCH) and removed;
+        None when there is none."""
         path = _state_path(group_id, partition)
         try:
             saved = await partition.log.io.run(_read_if_there, path)
@@ -187,12 +236,13 @@ class SharePartitionManager:
             return None
         assert saved is not None
         share = SharePartition.restore(saved, group_id, released=released)
+        share.state_epoch = MIGRATED_STATE_EPOCH
         try:
-            await self.persister.write(self._key(group_id, partition), 0, partition.leader_epoch,
+            await self.persister.write(self._key(group_id, partition), MIGRATED_STATE_EPOCH, partition.leader_epoch,
                                        share.start_offset, share.state_batches())
             await partition.log.io.remove_files([path])
         except PersisterError as exc:
-            raise ShareStateError(exc.error_code) from None
+            raise StateReadError(exc.error_code) from None
         except OSError as exc:
             raise self._storage_failed(partition, "share-partition state file removal", exc) from exc
         log.info("share-partition state file moved to the share coordinator", group=group_id,
@@ -307,6 +357,8 @@ class SharePartitionManager:
                 if settings.read_committed and read.slices else []
         except (PartitionError, LogError) as exc:
             return PartitionRead(error=exc.error_code)
+        except StateReadError as exc:  # nothing kept: the next ShareFetch reads again, as Kafka's
+            return PartitionRead(error=fetch_error(exc.error_code))
         except ShareStateError as exc:
             return PartitionRead(error=exc.error_code)
         if not read.slices:
@@ -323,11 +375,15 @@ class SharePartitionManager:
     # --- the admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets) ---
 
     async def stored(self, group_id: str, partition: Partition) -> SharePartition | None:
-        """The group's share-partition: in memory, else read back from its share coordinator, else None."""
+        """The group's share-partition: in memory, else read back from its share coordinator, else None
+        (no state, or none with a start offset yet)."""
         key = self._key(group_id, partition)
         found = self.partitions.get(key)
         while found is None:
-            saved, drops, _ = await self._read_state(group_id, partition)
+            try:
+                saved, drops, _ = await self._read_state(group_id, partition)
+            except Uninitialized:
+                return None
             if drops != self._drops:
                 found = self.partitions.get(key)
                 continue
@@ -366,9 +422,12 @@ class SharePartitionManager:
         return found
 
     async def _coordinator_state(self, key: Key) -> ShareState | None:
+        """The state as stored (no leader epoch), None when there is none."""
         try:
             return await self.persister.read(key, -1)
         except PersisterError as exc:
+            if exc.error_code == ErrorCode.INVALID_REQUEST:  # the coordinator's refusal: no state
+                return None
             raise ShareStateError(exc.error_code) from None
 
     async def group_state(self, group_id: str, topics: list[Topic]) -> dict[tuple[str, int], Described]:

@@ -55,6 +55,11 @@ _Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
 _Initialize = InitializeShareGroupStateRequest.InitializeStateData
 # What a summary tells: (state epoch, leader epoch, start offset, delivery-complete count).
 Summary = tuple[int, int, int, int]
+# The state epoch a group written by an older Ebb (no record 15) has its missing share-partition states
+# initialized at, and the one above it an older Ebb's state file moves in at (broker/share/manager.py):
+# whichever lands second, the file's state stays.
+OLDER_EBB_STATE_EPOCH = 0
+MIGRATED_STATE_EPOCH = OLDER_EBB_STATE_EPOCH + 1
 
 
 @dataclass
@@ -203,6 +208,29 @@ class StatePersister:
     async def delete(self, key: StateKey) -> None:
         if await self._topic_exists():
             await self._retried(key, lambda leader: self._delete_once(leader, key))
+
+    async def initialize_missing(self, group_id: str, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        """For a group an older Ebb wrote (its leaders made the states they fetched): those of `partitions`
+        without state initialized at OLDER_EBB_STATE_EPOCH, the others left as they are. Without state is
+        a summary with no start offset at that state epoch (none, or an older leader's read that wrote
+        nothing: the summaries of both look alike). A state file moved in meanwhile fences the
+        initialization (FENCED_STATE_EPOCH): asked again, it is no longer missing. The first error, NONE
+        once each has state."""
+        keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
+        error = ErrorCode.NONE
+        for _ in range(3):
+            missing: dict[uuid.UUID, set[int]] = {}
+            for key, summary in (await self.summaries(keys)).items():
+                if isinstance(summary, ErrorCode):
+                    return summary
+                if summary is None or (summary[0] == OLDER_EBB_STATE_EPOCH and summary[2] < 0):
+                    missing.setdefault(key[1], set()).add(key[2])
+            if not missing:
+                return ErrorCode.NONE
+            error = await self.initialize(group_id, OLDER_EBB_STATE_EPOCH, missing)
+            if error != ErrorCode.FENCED_STATE_EPOCH:
+                return error
+        return error
 
     async def _topic_exists(self) -> bool:
         """Whether `__share_group_state` exists: not made for a read or a delete (nothing was ever

@@ -1,7 +1,8 @@
 """ShareFetch (78) and ShareAcknowledge (79) through the wire against a broker process (KIP-932):
 share sessions and their epochs, acquisition of new and released records with delivery counts,
 accept/release/reject, lock expiry, the delivery count limit, the start offset from
-share.auto.offset.reset, releasing on session close, and the record bytes sent as stored."""
+share.auto.offset.reset, releasing on session close, the record bytes sent as stored, and no state made
+by a leader for a share-partition its group never initialized."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ def client(broker):
         yield c
 
 
-def setup(client, records: int, reset: str = "earliest") -> tuple[str, str, object]:
-    """A new topic holding `records` records in batches of 2, and a new group starting where `reset` says."""
+def setup(client, records: int, reset: str = "earliest", *, initialized: bool = True) -> tuple[str, str, object]:
+    """A new topic holding `records` records in batches of 2, and a new group starting where `reset` says
+    (its share-partition's state `initialized` by its group coordinator, else left to the test)."""
     n = next(_names)
     topic, group = f"sf-{n}", f"sfg-{n}"
     topic_id = create_topic(client, topic, partitions=1)
@@ -69,7 +71,27 @@ def setup(client, records: int, reset: str = "earliest") -> tuple[str, str, obje
         assert produce(client, topic, 0, batch([f"v{j}".encode() for j in range(i, min(i + 2, records))])
                        ).error_code == E.NONE
     _set_group_config(client, group, "share.auto.offset.reset", reset)
+    if initialized:
+        initialize(client, group, topic)
     return group, topic, topic_id
+
+
+def initialize(client, group: str, topic: str) -> None:
+    """Have the group's coordinator initialize the topic's share-partition states, as it does before it
+    assigns them (a leader no longer makes a state its share coordinator does not have): a member joins
+    (the join waits for the initialization), takes the partitions at its next heartbeat, and leaves."""
+    member = f"init-{next(_names)}"
+    moving = (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
+    joined = wait_for(lambda: (a := client.send(ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=[topic]), 1)).error_code not in moving
+        and a, what=f"{member} joined {group}")  # a new cluster's coordinator may still be loading
+    assert joined.error_code == E.NONE, joined
+    beat = client.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member,
+                                                  member_epoch=joined.member_epoch), 1)
+    assert beat.error_code == E.NONE and beat.assignment is not None, beat
+    assert [t.partitions for t in beat.assignment.topic_partitions] == [[0]], beat
+    left = client.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1), 1)
+    assert left.error_code == E.NONE, left
 
 
 def _set_group_config(client, group: str, name: str, value: str) -> None:
@@ -132,6 +154,20 @@ def test_fetch_accept_release_and_redelivery(client):
     assert refused.responses[0].partitions[0].error_code == E.INVALID_RECORD_STATE
     done = part(fetch(client, group, "m2", 2, topic_id, acks=[(2, 3, ACCEPT)]))
     assert (done.acknowledge_error_code, done.acquired_records) == (E.NONE, [])
+
+
+def test_a_share_partition_its_group_never_initialized_is_not_made_by_its_leader(client):
+    """Kafka 4.3.1: the share coordinator refuses the leader's read of a state never initialized, and the
+    fetch answers the partition UNKNOWN_SERVER_ERROR, again at each fetch, until the group's coordinator
+    initializes it (a member subscribing); a member of another group fetching the topic gets the same."""
+    group, topic, topic_id = setup(client, 2, initialized=False)
+    for epoch in (0, 1):
+        refused = part(fetch(client, group, "m", epoch, topic_id))
+        assert (refused.error_code, ranges(refused)) == (E.UNKNOWN_SERVER_ERROR, [])
+    initialize(client, group, topic)
+    assert ranges(part(fetch(client, group, "m", 2, topic_id))) == [(0, 1, 1)]
+    other, _, _ = setup(client, 0)  # a group whose member fetches a topic it never subscribed to
+    assert part(fetch(client, other, "m", 0, topic_id)).error_code == E.UNKNOWN_SERVER_ERROR
 
 
 def test_sessions_and_their_epochs(client):
@@ -269,6 +305,7 @@ def test_a_recreated_topic_starts_afresh(client):
     new_id = create_topic(client, topic, partitions=1)
     assert new_id != topic_id
     assert produce(client, topic, 0, batch([b"w0", b"w1"])).error_code == E.NONE
+    initialize(client, group, topic)  # the new topic's share-partition
     got = part(fetch(client, group, "m2", 0, new_id))
     assert ranges(got) == [(0, 1, 1)] and values(got) == [b"w0", b"w1"]
     asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
@@ -301,22 +338,28 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
                                 state_batches=[])])]), 1).results
         return result.partitions[0].error_code
 
-    # the acknowledgement's state: 2-3 released (Available, delivered once), 4-5 acquired: Available when read
-    assert read() == (E.NONE, 0, 2, [(2, 5, 0, 1)])
-    assert write(0, 3, 4) == E.NONE  # a newer leader
-    assert write(0, 2, 4) == E.FENCED_LEADER_EPOCH  # the old one
-    assert write(1, 0, -1) == E.NONE and read() == (E.NONE, 1, 4, [])  # -1 keeps the start offset
-    assert write(0, 9, 0) == E.FENCED_STATE_EPOCH
+    # the acknowledgement's state: 2-3 released (Available, delivered once), 4-5 acquired: Available when read;
+    # its state epoch is the group epoch the group coordinator initialized it at (the initializing member's join)
+    s = 1
+    assert read() == (E.NONE, s, 2, [(2, 5, 0, 1)])
+    assert write(s, 3, 4) == E.NONE  # a newer leader
+    assert write(s, 2, 4) == E.FENCED_LEADER_EPOCH  # the old one
+    assert write(s + 1, 0, -1) == E.NONE and read() == (E.NONE, s + 1, 4, [])  # -1 keeps the start offset
+    assert write(s, 9, 0) == E.FENCED_STATE_EPOCH
     asked = DeleteState.DeleteStateData
     [deleted] = client.send(DeleteState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
         asked.PartitionData(partition=0)])]), 0).results
     assert deleted.partitions[0].error_code == E.NONE
-    assert read() == (E.NONE, 2, -1, [])  # none, under the next state epoch
-    assert write(1, 9, 0) == E.FENCED_STATE_EPOCH
-    assert write(2, 1, 3) == E.NONE
-    assert read(5) == (E.NONE, 2, 3, [])  # a new leader's read: its epoch is stored before the answer
-    assert write(2, 4, 6) == E.FENCED_LEADER_EPOCH  # so the old leader's write is fenced
-    assert read(4)[0] == E.FENCED_LEADER_EPOCH and read(-1) == (E.NONE, 2, 3, [])
+    assert read() == (E.NONE, s + 2, -1, [])  # none, under the next state epoch
+    assert write(s + 1, 9, 0) == E.FENCED_STATE_EPOCH
+    assert write(s + 2, 1, 3) == E.NONE
+    assert read(5) == (E.NONE, s + 2, 3, [])  # a new leader's read: its epoch is stored before the answer
+    assert write(s + 2, 4, 6) == E.FENCED_LEADER_EPOCH  # so the old leader's write is fenced
+    assert read(4)[0] == E.FENCED_LEADER_EPOCH and read(-1) == (E.NONE, s + 2, 3, [])
+    other = uuid.uuid4()  # a state never initialized: refused, as Kafka's share coordinator refuses it
+    [refused] = client.send(ReadState(group_id=group, topics=[ReadState.ReadStateData(topic_id=other, partitions=[
+        ReadState.ReadStateData.PartitionData(partition=0, leader_epoch=0)])]), 0).results
+    assert (refused.partitions[0].error_code, refused.partitions[0].start_offset) == (E.INVALID_REQUEST, 0)
 
 
 def _join(c, group: str, member: str, epoch: int, topics: list[str] | None = None):
@@ -334,11 +377,11 @@ def test_state_survives_sigkill(broker):
     membership is in __consumer_offsets (share group records): it comes back as it was described, and its
     members heartbeat on at their epochs; an empty group is still listed."""
     with WireClient(broker.port) as c:
-        group, topic, topic_id = setup(c, 6)
+        group, topic, topic_id = setup(c, 6, initialized=False)  # the first join initializes it
         assert _join(c, group, "m", 0, [topic]).member_epoch == 1
         assert _join(c, group, "m2", 0, [topic]).member_epoch == 2
         assert _join(c, group, "m", 1).member_epoch == 2
-        empty, _, _ = setup(c, 0)
+        empty, _, _ = setup(c, 0, initialized=False)
         assert _join(c, empty, "x", 0, [topic]).error_code == E.NONE
         assert _join(c, empty, "x", -1).error_code == E.NONE
         before = _described(c, group)

@@ -32,7 +32,7 @@ from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
 from protocol.messages import ElectLeadersRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, batch, fetch, produce, values
 from tests.broker.group_wire import find_coordinator
-from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, part, ranges
+from tests.broker.test_share_fetch_wire import ACCEPT, RELEASE, ack, initialize, part, ranges
 from tests.broker.test_share_fetch_wire import fetch as share_fetch
 from tests.cluster.reassignments import moved, reassign
 from tests.cluster.three_brokers import NODES, E, in_sync, metadata_of, new_topic, partition_state, three_brokers
@@ -172,6 +172,7 @@ def test_a_share_consumer_continues_across_a_leader_move(cluster):
     first = partition_state(cluster[1], topic).leader_id
     [meta] = metadata_of(cluster[first], [topic]).topics
     group = "share-move"
+    state_initialized(cluster, group, topic)
     with WireClient(cluster[first].port) as client:
         # share.auto.offset.reset=latest (the default): the share-partition starts at 0, the log's end now
         assert ranges(part(share_fetch(client, group, "m", 0, meta.topic_id))) == []
@@ -204,6 +205,18 @@ def test_a_share_consumer_continues_across_a_leader_move(cluster):
     with WireClient(cluster[partition_state(cluster[others[0]], topic).leader_id].port) as client:
         counts, got, _ = deliveries(client, group, "r", meta.topic_id, 9)
     assert counts == {6: 2, 7: 2, 8: 2, 9: 2} and got == [b"v%d" % i for i in range(6, 10)]
+
+
+def state_initialized(cluster, group: str, topic: str) -> None:
+    """The group's coordinator, wherever it is, has initialized the topic's share-partition state (a
+    leader makes none it is not given)."""
+    def coordinator() -> int | None:
+        with WireClient(cluster[NODES[0]].port) as client:
+            found = find_coordinator(client, group, version=4)
+        return found.node_id if found.error_code == E.NONE and found.node_id in NODES else None
+    node = wait_for(coordinator, what=f"{group}'s coordinator")
+    with WireClient(cluster[node].port) as client:
+        initialize(client, group, topic)
 
 
 def deliveries(client, group: str, member: str, topic_id, last: int) -> tuple[dict[int, int], list[bytes], int]:

@@ -155,14 +155,15 @@ def test_share_group_heartbeats_and_errors(ebb_peer, kafka_peer):
     assert not found, "\n".join(found)
 
 
-def _share_fetch(group: str, member: str, epoch: int, topic_id=None, acks=(), max_records: int = 100):
+def _share_fetch(group: str, member: str, epoch: int, topic_id=None, acks=(), max_records: int = 100,
+                 wait_ms: int = 0):
     topic = ShareFetchRequest.FetchTopic
     topics = [] if topic_id is None else [topic(topic_id=topic_id, partitions=[topic.FetchPartition(
         partition_index=0, acknowledgement_batches=[
             topic.FetchPartition.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t])
             for f, last, t in acks])])]
-    return ShareFetchRequest(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0, min_bytes=1,
-                             max_bytes=1 << 20, max_records=max_records, batch_size=500, topics=topics,
+    return ShareFetchRequest(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait_ms,
+                             min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=500, topics=topics,
                              forgotten_topics_data=[])
 
 
@@ -242,6 +243,11 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
         peer.ask("close naming a partition", _share_fetch("sf", "m", -1, topic_id), 1)
         peer.ask("close naming none", _share_fetch("sf", "m", -1), 1)
         peer.ask("after that close", _share_fetch("sf", "m", 2, topic_id), 1)
+        # a group that never had the share-partition initialized (no member subscribed to its topic): its
+        # share coordinator refuses the leader's read, and the leader makes no state (asked twice: again).
+        # Kafka reads the state while the fetch waits: without a wait it may answer before the refusal.
+        for label, epoch in (("fetch of an uninitialized share-partition", 0), ("and again", 1)):
+            peer.ask(label, _share_fetch("sf-none", "u", epoch, topic_id, wait_ms=5000), 1)
 
     allowed = {**ALLOWED, ("join", "member_epoch"): SETTLING}
     # the batches are the same records, but each broker stamped its own append times (and so CRCs)
@@ -267,7 +273,8 @@ def _summary(group: str, topic_id, *partitions: int) -> ReadShareGroupStateSumma
 
 def _share_state_apis(peer: Peer, topic_id) -> None:
     """The share coordinator's InitializeShareGroupState (83) and ReadShareGroupStateSummary (87): a
-    first state, its summary at v0 and v1, fencing, a leader epoch read in (84), and Kafka's checks."""
+    first state, its summary at v0 and v1, fencing, a leader epoch read in (84), a read of a state never
+    initialized (84: refused), and Kafka's checks."""
     ghost = uuid.UUID(int=1)
     peer.ask("initialize", _initialize("init-g", topic_id, (1, 3, 5), (0, 0, -1)), 0)
     for version in (0, 1):
@@ -280,6 +287,12 @@ def _share_state_apis(peer: Peer, topic_id) -> None:
     peer.ask("initialize no topic", InitializeShareGroupStateRequest(group_id="init-g", topics=[]), 0)
     peer.ask("read with a leader epoch", ReadShareGroupStateRequest(group_id="init-g", topics=[_Read(
         topic_id=topic_id, partitions=[_Read.PartitionData(partition=1, leader_epoch=4)])]), 0)
+    for leader_epoch in (0, -1):  # a state never initialized: refused, with or without a leader epoch
+        peer.ask(f"read never initialized, leader epoch {leader_epoch}", ReadShareGroupStateRequest(
+            group_id="init-none", topics=[_Read(topic_id=topic_id, partitions=[
+                _Read.PartitionData(partition=0, leader_epoch=leader_epoch)])]), 0)
+    peer.ask("read never initialized, unknown topic", ReadShareGroupStateRequest(group_id="init-none", topics=[
+        _Read(topic_id=ghost, partitions=[_Read.PartitionData(partition=0, leader_epoch=0)])]), 0)
     peer.ask("summary after the read", _summary("init-g", topic_id, 1), 1)
     peer.ask("initialize again", _initialize("init-g", topic_id, (1, 4, 2)), 0)
     peer.ask("summary and errors", _summary("init-g", topic_id, 1, -1, 9), 1)

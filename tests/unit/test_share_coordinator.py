@@ -1,7 +1,8 @@
 """ShareCoordinator (broker/share/coordinator.py) on one broker, around a replica stand-in whose
 appends the test holds open: operations on one key do not interleave between the fencing check and
 the append, a read with a newer leader epoch is stored (fencing the old leader), an older one is
-FENCED_LEADER_EPOCH, and a partition whose replay fails at start is left unserved."""
+FENCED_LEADER_EPOCH, a read of a key never initialized is INVALID_REQUEST, and a partition whose replay
+fails at start is left unserved."""
 
 from __future__ import annotations
 
@@ -120,10 +121,20 @@ async def test_a_read_with_a_newer_leader_epoch_is_stored_and_fences_the_old_lea
     assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert (await coordinator.read(KEY, 3))[1] == state and (await coordinator.read(KEY, -1))[1] == state
     assert len(replicas.appended) == 2  # the same or no leader epoch: nothing written
-    other = OTHER  # no state yet: its leader epoch is stored as "none"
-    error, none = await coordinator.read(other, 4)
-    assert error == ErrorCode.NONE and none is not None and (none.start_offset, none.leader_epoch) == (-1, 4)
-    assert (await coordinator.read(other, 3))[0] == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_a_read_of_a_share_partition_never_initialized_is_refused_and_stores_nothing():
+    """Kafka 4.3.1's shard: INVALID_REQUEST for a key it holds no state for, whatever the leader epoch
+    (a leader does not make the state: the group coordinator initializes it); once initialized, read."""
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)
+    for leader_epoch in (4, -1):
+        assert await coordinator.read(OTHER, leader_epoch) == (ErrorCode.INVALID_REQUEST, None)
+    assert OTHER not in coordinator.states and len(replicas.appended) == 1
+    assert await coordinator.initialize(OTHER, 2, -1) == ErrorCode.NONE
+    error, state = await coordinator.read(OTHER, 4)
+    assert error == ErrorCode.NONE and state is not None
+    assert (state.state_epoch, state.leader_epoch, state.start_offset) == (2, 4, -1)
 
 
 async def test_writes_of_a_state_no_leader_writes_are_refused():
@@ -140,14 +151,18 @@ async def test_writes_of_a_state_no_leader_writes_are_refused():
             (KEY, 0, ((0, 4, 0, -1),), ErrorCode.INVALID_REQUEST)]:
         assert await coordinator.write(key, 0, 1, start, batches) == error, (key, start, batches)
     assert (await coordinator.read(("g", KEY[1], -1), 1))[0] == ErrorCode.INVALID_REQUEST
-    assert (await coordinator.read(("g", uuid.uuid4(), 0), 1))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Kafka's order for reads: no state (INVALID_REQUEST), then the leader epoch, then the topic
+    assert (await coordinator.read(("g", uuid.uuid4(), 0), 1))[0] == ErrorCode.INVALID_REQUEST
+    coordinator.topics.known.discard(KEY[1])  # type: ignore[attr-defined]
+    assert (await coordinator.read(KEY, 0))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert (await coordinator.read(KEY, 1))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert len(replicas.appended) == 1 and coordinator.states[KEY].start_offset == 5
 
 
 async def test_a_deleted_topics_states_go_with_tombstones():
     coordinator, replicas = _coordinator()
     await _started(coordinator)
-    assert (await coordinator.read(OTHER, 1))[0] == ErrorCode.NONE
+    assert await coordinator.initialize(OTHER, 1, -1) == ErrorCode.NONE
     coordinator.topics.known.discard(KEY[1])  # type: ignore[attr-defined]
     [listener] = coordinator.topics.deletion_listeners  # type: ignore[attr-defined]
     listener("t")

@@ -3,7 +3,8 @@
 coordinators asked (InitializeShareGroupState at the group epoch, start offset -1), record 15 written
 initialized; a failure answered, taken back and asked again; what a topic grew by asked alone; record 15
 read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
-(no record 15) not reset; a partition assigned only once initialized, at the heartbeat after."""
+(no record 15) not reset, only its missing states initialized; a partition assigned only once
+initialized, at the heartbeat after."""
 
 from __future__ import annotations
 
@@ -169,6 +170,148 @@ def test_a_group_an_older_ebb_wrote_keeps_its_states():
     assert coordinators.asked == []  # asking would reset them to share.auto.offset.reset
     [written] = _state_records(log)
     assert written is not None and _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+class OlderGroupCoordinators(Coordinators):
+    """Also asked to initialize only what they hold no state for (a group an older Ebb wrote)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.missing_asked: list[tuple[str, dict[uuid.UUID, set[int]]]] = []
+        self.missing_error = ErrorCode.NONE
+
+    async def initialize_missing(self, group_id: str, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        self.missing_asked.append((group_id, {t: set(p) for t, p in partitions.items()}))
+        return self.missing_error
+
+
+async def _rebuilt_failing(log: Log, coordinators: OlderGroupCoordinators,
+                           written_by: Coordinators | None) -> ShareGroups:
+    """m1's group as a coordinator asking `written_by` wrote it (None: an Ebb before record 15), rebuilt
+    by one asking `coordinators`, whose initialize_missing fails until told otherwise."""
+    before = _groups(log, written_by)
+    await _beat(before, "m1", 0)
+    before.stop()
+    now = _reloaded(log, coordinators)
+    now.initialize_missing = coordinators.initialize_missing
+    coordinators.missing_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return now
+
+
+def test_a_group_an_older_ebb_wrote_has_its_missing_states_initialized_first():
+    """Its leaders made the states of the partitions they served, and no longer make the others: the
+    first heartbeat has the coordinators initialize those missing (not all at the group epoch: that would
+    reset the others), and only then takes them as initialized; a failure is the heartbeat's answer, with
+    nothing taken, and the next heartbeat asks again."""
+    log, coordinators = Log(), OlderGroupCoordinators()
+
+    async def run():
+        now = await _rebuilt_failing(log, coordinators, None)
+        with pytest.raises(GroupError) as failed:
+            await _beat(now, "m2", 0)
+        assert failed.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert not _state_records(log) and now.groups["g"].legacy_states and "m2" not in now.groups["g"].members
+        coordinators.missing_error = ErrorCode.NONE
+        joined = await _beat(now, "m2", 0)
+        assert joined.assignment is not None and joined.assignment[T1]
+        await _beat(now, "m2", joined.member_epoch)  # taken as initialized now: not asked again
+        await now.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)  # a leave asks nothing
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.asked == []
+    assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}})] * 2
+    [written] = _state_records(log)
+    assert written is not None and _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+def test_a_group_rebuilt_with_record_15_has_states_missing_behind_it_initialized_once():
+    """The Ebb before this one wrote an older group's record 15 with every partition initialized without
+    asking (its leaders made the states): at the first heartbeat after a load the coordinators initialize
+    those missing; a failure does not fail the heartbeat and is asked again; once done, not again."""
+    log, coordinators = Log(), OlderGroupCoordinators()
+
+    async def run():
+        now = await _rebuilt_failing(log, coordinators, coordinators)
+        epoch = (await _beat(now, "m1", 1)).member_epoch  # answered all the same (no GroupError)
+        coordinators.missing_error = ErrorCode.NONE
+        for _ in range(2):
+            epoch = (await _beat(now, "m1", epoch)).member_epoch
+        await now.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}})] * 2
+    assert len(coordinators.asked) == 1  # the first initialization only: nothing reset at a group epoch
+
+
+def _share_coordinator():
+    """A share coordinator (its partition loaded, empty) over topic T1 of four partitions."""
+    from types import SimpleNamespace
+
+    from tests.unit.test_share_coordinator import _coordinator
+
+    coordinator, _ = _coordinator()
+    coordinator.active = True
+    four = SimpleNamespace(replicas={p: [0] for p in range(4)})
+    coordinator.topics.by_id = lambda topic_id: four if topic_id == T1 else None  # type: ignore[attr-defined]
+    return coordinator
+
+
+def _wired(groups: ShareGroups, coordinator) -> ShareGroups:
+    """The group coordinator asking `coordinator` through a persister, as app.py wires it."""
+    from types import SimpleNamespace
+
+    from broker.share.persister import StatePersister
+
+    persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
+    groups.initialize_states, groups.initialize_missing = persister.initialize, persister.initialize_missing
+    return groups
+
+
+def test_a_record_15_written_without_asking_is_made_good_over_a_share_coordinator():
+    """End to end: the Ebb before this one marked an older group's partitions initialized in record 15
+    and asked nothing (its leaders made the states they fetched; here none was fetched). After a load the
+    first heartbeat has every one initialized at state epoch 0, and each leader can read its state."""
+    log = Log()
+
+    async def run():
+        coordinator = _share_coordinator()
+        before = _groups(log, Coordinators())  # record 15 written initialized, nothing stored: that Ebb's way
+        await _beat(before, "m1", 0)
+        before.stop()
+        assert coordinator.states == {}
+        now = _wired(_reloaded(log, Coordinators()), coordinator)
+        await _beat(now, "m1", 1)
+        now.stop()
+        keys = [("g", T1, p) for p in range(4)]
+        assert [(await coordinator.read(k, 1))[0] for k in keys] == [ErrorCode.NONE] * 4
+        return {k[2]: (s.state_epoch, s.start_offset) for k, s in coordinator.states.items()}
+    assert asyncio.run(run()) == dict.fromkeys(range(4), (0, -1))
+
+
+def test_an_older_ebbs_group_keeps_its_leaders_states_and_has_the_others_initialized():
+    """End to end over the persister and a share coordinator: of an older Ebb's group, the state its
+    leader wrote stays as it was, one its leader only read (no start offset) and those never made are
+    initialized at state epoch 0, so that each partition's leader can read a state now (none is refused)."""
+    log = Log()
+    keys = [("g", T1, p) for p in range(4)]
+
+    async def run():
+        coordinator = _share_coordinator()
+        # what the older Ebb's leaders left: partition 0 read and written, partition 1 read only
+        assert await coordinator.initialize(keys[0], 0, -1) == await coordinator.initialize(keys[1], 0, -1)
+        assert (await coordinator.read(keys[0], 2))[0] == (await coordinator.read(keys[1], 2))[0] == ErrorCode.NONE
+        assert await coordinator.write(keys[0], 0, 2, 5, ((5, 6, 2, 1),)) == ErrorCode.NONE
+        assert [(await coordinator.read(k, 0))[0] for k in keys[2:]] == [ErrorCode.INVALID_REQUEST] * 2
+        older = _groups(log, None)
+        await _beat(older, "m1", 0)
+        older.stop()
+        now = _wired(_reloaded(log, Coordinators()), coordinator)
+        joined = await _beat(now, "m2", 0)
+        assert joined.assignment is not None and joined.assignment[T1]
+        now.stop()
+        assert [(await coordinator.read(k, 3))[0] for k in keys] == [ErrorCode.NONE] * 4
+        return {k[2]: (s.state_epoch, s.start_offset, s.batches) for k, s in coordinator.states.items()}
+    assert asyncio.run(run()) == {0: (0, 5, ((5, 6, 2, 1),)), 1: (0, -1, ()), 2: (0, -1, ()), 3: (0, -1, ())}
 
 
 def test_an_ask_is_made_again_only_once_the_retry_interval_passed():

@@ -1,7 +1,8 @@
 """SharePartitionManager (broker/share/manager.py) around one replica stand-in and an in-memory share
 coordinator: share-partitions go with their leadership and come back from the coordinator, the
-persister's errors become partition error codes, a read under way when its group's offsets are
-deleted is not kept, and an older Ebb's state file moves into the coordinator once."""
+persister's errors become partition error codes (a share-partition without state is not made by its
+leader), a read under way when its group's offsets are deleted is not kept, and an older Ebb's state file
+moves into the coordinator once."""
 
 from __future__ import annotations
 
@@ -65,7 +66,9 @@ class _Persister:
         self._check()
         self.reads += 1
         await asyncio.sleep(0)  # a round trip: the loop turns
-        return self.states.get(key)
+        if key not in self.states:  # never initialized: refused, as Kafka's share coordinator refuses it
+            raise PersisterError(ErrorCode.INVALID_REQUEST)
+        return self.states[key]
 
     async def write(self, key, state_epoch, leader_epoch, start_offset, batches):
         self._check()
@@ -139,6 +142,8 @@ async def test_an_old_state_file_moves_into_the_coordinator_once(tmp_path):
     assert list(tmp_path.glob("share-*.state")) == []  # read once: the coordinator has it now
     stored = manager.persister.states[("g", partition.topic_id, 0)]  # type: ignore[attr-defined]
     assert (stored.start_offset, stored.batches) == (4, ((4, 4, 0, 1), (5, 5, 2, 1), (6, 6, 0, 2)))
+    # above the state epoch an older Ebb's group has its missing states initialized at: that cannot reset it
+    assert stored.state_epoch == found.state_epoch == 1
 
 
 
@@ -172,22 +177,77 @@ async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquir
     """AlterShareGroupOffsets while a ShareFetch reads the log: the records go to nobody, and the new
     share-partition holds nothing in flight."""
     manager, partition = _manager(), _Partition(tmp_path)
-    partition.last_stable_offset = partition.high_watermark = 2
-    partition.check_leader = lambda: None  # type: ignore[attr-defined]
-    partition.log.read = lambda offset, max_bytes, max_offset: SimpleNamespace(slices=["slice"])  # type: ignore
+    _readable(partition)
 
     async def read_slices(slices):
         await manager.set_start("g", _topic(manager, partition), 0, 0)
         return [memoryview(batch([b"a", b"b"]))]
 
     manager._replicas.read_slices = read_slices  # type: ignore[attr-defined]
-    limits = ShareLimits(lock_ms=30_000, delivery_limit=5, max_locks=100)
-    settings = ShareSettings(limits, "earliest", read_committed=False)
-    read = await manager.fetch("g", "m", partition, settings, 1 << 20, 100)  # type: ignore[arg-type]
-    assert (read.acquired, read.records) == ((), b"")
+    _initialized(manager, partition)
+    read = await manager.fetch("g", "m", partition, EARLIEST, 1 << 20, 100)  # type: ignore[arg-type]
+    assert (read.error, read.acquired, read.records) == (ErrorCode.NONE, (), b"")
     assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]  # read again next time
     again = await manager.stored("g", partition)  # type: ignore[arg-type]
-    assert again is not None and (again.state_epoch, again.end_offset, again.next_fetch_offset()) == (1, 0, 0)
+    assert again is not None and (again.state_epoch, again.end_offset, again.next_fetch_offset()) == (2, 0, 0)
+
+
+EARLIEST = ShareSettings(ShareLimits(lock_ms=30_000, delivery_limit=5, max_locks=100), "earliest",
+                         read_committed=False)
+
+
+def _initialized(manager, partition, state_epoch: int = 1) -> None:
+    """The group coordinator's InitializeShareGroupState: a state with no start offset (the reset rule's)."""
+    manager.persister.states[("g", partition.topic_id, 0)] = ShareState(state_epoch, 0, -1, (), 0)
+
+
+def _readable(partition) -> None:
+    """A leader whose log holds two records at offsets 0-1."""
+    partition.last_stable_offset = partition.high_watermark = 2
+    partition.check_leader = lambda: None
+    partition.log.read = lambda offset, max_bytes, max_offset: SimpleNamespace(slices=["slice"])
+
+
+async def test_a_share_partition_its_coordinator_has_no_state_for_is_not_made_by_its_leader(tmp_path):
+    """Kafka 4.3.1: the share coordinator refuses the read (INVALID_REQUEST), the leader answers the fetch
+    UNKNOWN_SERVER_ERROR, keeps nothing and writes nothing; once the group coordinator initialized the
+    state, the next fetch reads it and starts where share.auto.offset.reset says."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    _readable(partition)
+
+    async def read_slices(slices):
+        return [memoryview(batch([b"a", b"b"]))]
+
+    manager._replicas.read_slices = read_slices  # type: ignore[attr-defined]
+    for _ in range(2):  # asked again at each fetch, as Kafka's leader drops the failed share-partition
+        read = await manager.fetch("g", "m", partition, EARLIEST, 1 << 20, 100)  # type: ignore[arg-type]
+        assert (read.error, read.acquired) == (ErrorCode.UNKNOWN_SERVER_ERROR, ())
+        assert manager.partitions == {} and manager.persister.states == {}  # type: ignore[attr-defined]
+    assert manager.persister.reads == 2  # type: ignore[attr-defined]
+    assert await manager.stored("g", partition) is None  # type: ignore[arg-type]  # described as no state
+    _initialized(manager, partition, state_epoch=3)
+    read = await manager.fetch("g", "m", partition, EARLIEST, 1 << 20, 100)  # type: ignore[arg-type]
+    assert read.error == ErrorCode.NONE and [(a.first, a.last) for a in read.acquired] == [(0, 1)]
+    assert manager.share_partition("g", partition).state_epoch == 3  # type: ignore[arg-type,union-attr]
+
+
+@pytest.mark.parametrize("refused, answered", [
+    (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.GROUP_ID_NOT_FOUND),
+    (ErrorCode.NETWORK_EXCEPTION, ErrorCode.UNKNOWN_SERVER_ERROR),
+])
+async def test_a_failed_state_read_is_answered_as_kafkas_leader_answers_it(tmp_path, refused, answered):
+    manager, partition = _manager(), _Partition(tmp_path)
+    _readable(partition)
+    _initialized(manager, partition)
+    manager.persister.failing = refused  # type: ignore[attr-defined]
+    read = await manager.fetch("g", "m", partition, EARLIEST, 1 << 20, 100)  # type: ignore[arg-type]
+    assert read.error == answered and manager.partitions == {}
 
 
 async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_answered_as_stored(tmp_path):

@@ -152,3 +152,39 @@ async def test_a_group_coordinators_initialize_asks_each_coordinator_once_at_sta
     local = StatePersister(_Local(lookups=0, leader=0), 0, _Peers())  # type: ignore[arg-type]
     assert await local.initialize("g", 2, {KEY[1]: {4}}) == ErrorCode.NONE
     assert asked == [("local", ("g", KEY[1], 4), 2, -1)]
+
+
+async def test_an_older_ebbs_group_has_only_its_missing_states_initialized():
+    """initialize_missing over the local share coordinator: a state an older Ebb's leader wrote stays, as
+    does one at a later state epoch (deleted, or initialized by the group coordinator); one never made
+    is initialized at state epoch 0 (no start offset: the reset rule's). A state file moved in by a leader
+    between the summary and the initialization (at state epoch 1) fences it, and stays."""
+    from tests.unit.test_share_coordinator import _coordinator
+
+    coordinator, _ = _coordinator()
+    coordinator.active = True  # its partition loaded (empty)
+    written, later, missing, moved = (("g", uuid.uuid4(), 0) for _ in range(4))
+    coordinator.topics.known.update(key[1] for key in (written, later, missing, moved))  # type: ignore[attr-defined]
+    assert await coordinator.write(written, 0, 3, 5, ((5, 6, 2, 1),)) == ErrorCode.NONE
+    assert await coordinator.initialize(later, 4, -1) == ErrorCode.NONE
+    initialize = coordinator.initialize
+    asked = []
+
+    async def a_file_moves_in_first(key, state_epoch, start_offset):
+        asked.append((key, state_epoch, start_offset))
+        if key == moved and coordinator.states.get(moved) is None:  # the leader's write lands first
+            assert await coordinator.write(moved, persister_module.MIGRATED_STATE_EPOCH, 1, 8, ()) == ErrorCode.NONE
+        return await initialize(key, state_epoch, start_offset)
+
+    coordinator.initialize = a_file_moves_in_first  # type: ignore[method-assign]
+    persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
+    partitions = {key[1]: {0} for key in (written, later, missing, moved)}
+    assert await persister.initialize_missing("g", partitions) == ErrorCode.NONE
+    states = {key: coordinator.states[key] for key in (written, later, missing, moved)}
+    seen = {key: (s.state_epoch, s.leader_epoch, s.start_offset, s.batches) for key, s in states.items()}
+    assert seen == {written: (0, 3, 5, ((5, 6, 2, 1),)), later: (4, 0, -1, ()), missing: (0, 0, -1, ()),
+                    moved: (1, 1, 8, ())}
+    assert {key for key, _, _ in asked} == {missing, moved} and {epoch for _, epoch, _ in asked} == {0}
+    asked.clear()  # asked again, all have state: nothing initialized (the one made at 0 looks missing: made again)
+    assert await persister.initialize_missing("g", partitions) == ErrorCode.NONE
+    assert [key for key, _, _ in asked] == [missing] and coordinator.states[written] == states[written]
