@@ -28,7 +28,7 @@ appends with acks=1 and its high watermark does not move while the ISR is below 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -99,11 +99,14 @@ class CommittedOffset:
 @dataclass(slots=True, eq=False)
 class PendingOffset:
     """A TxnOffsetCommit's offset until its transaction's marker. Registered before its append (Kafka's
-    prepareTxnOffsetCommit), so a marker landing before the commit's task resumes still finds it."""
+    prepareTxnOffsetCommit), so a marker landing before the commit's task resumes still finds it.
+    A marker settles only the offsets written before it in the log, as a replay of the partition (and
+    Kafka's, OffsetMetadataManager) sees them; `offset.record_offset` is -1 until the append."""
 
     offset: CommittedOffset
-    written: bool  # the append ended and `offset.record_offset` is known (always, when replayed)
-    committed_early: bool = False  # a commit marker came before that: the commit's task puts it in place
+    # Markers (log offset, committed) of its producer reported before its record offset was known:
+    # the first one after that offset settles it once it is.
+    markers: list[tuple[int, bool]] = field(default_factory=list)
 
 
 @dataclass
@@ -261,7 +264,7 @@ class OffsetsStore:
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
         # Pending before the append: its marker may be written, and reported, before this task resumes.
-        mine = {(group_id, topic, partition): PendingOffset(committed, written=False)
+        mine = {(group_id, topic, partition): PendingOffset(committed)
                 for (topic, partition), committed in offsets.items()}
         self._pending.setdefault(producer_id, {}).update(mine)
         try:
@@ -270,11 +273,27 @@ class OffsetsStore:
         except BaseException:
             self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
             raise
-        for i, (key, entry) in enumerate(mine.items()):
+        self._placed(producer_id, mine, base)
+
+    def _placed(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset], base: int) -> None:
+        """A TxnOffsetCommit's batch is in the log from `base`: its offsets learn their record offsets,
+        and a marker reported before that settles them if it lies after them."""
+        pending = self._pending.get(producer_id, {})
+        for i, (key, entry) in enumerate(entries.items()):
             entry.offset.record_offset = base + i
-            entry.written = True
-            if entry.committed_early:
-                self._put(*key, entry.offset)
+            after = [marker for marker in entry.markers if marker[0] > entry.offset.record_offset]
+            entry.markers.clear()
+            if after and pending.get(key) is entry:
+                self._settle(producer_id, key, committed=min(after)[1])
+
+    def _settle(self, producer_id: int, key: tuple[str, str, int], committed: bool) -> None:
+        """The producer's pending offset of `key` meets its marker: stored (commit) or dropped (abort)."""
+        pending = self._pending[producer_id]
+        entry = pending.pop(key)
+        if not pending:
+            del self._pending[producer_id]
+        if committed:
+            self._put(*key, entry.offset)
 
     def _drop_pending(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset]) -> None:
         pending = self._pending.get(producer_id, {})
@@ -284,23 +303,22 @@ class OffsetsStore:
         if not pending:
             self._pending.pop(producer_id, None)
 
-    def transaction_completed(self, partition_index: int, producer_id: int, committed: bool) -> None:
-        """A marker for `producer_id` reached offsets partition `partition_index`: its offsets there
-        are committed (kept in place of older ones) or dropped. A commit of offsets whose append has
-        not ended yet is left to their TxnOffsetCommit's task, which alone learns their record offsets."""
+    def transaction_completed(self, partition_index: int, producer_id: int, committed: bool,
+                              marker_offset: int) -> None:
+        """A marker for `producer_id` at `marker_offset` of offsets partition `partition_index`: its
+        offsets written there before the marker are committed (kept in place of older ones) or dropped.
+        Those written after it wait for a later marker, as a replay of the partition leaves them (and
+        Kafka's); those not yet written are settled when their append says where they went."""
         pending = self._pending.get(producer_id)
         if not pending:
             return
-        for key in [k for k in pending if self.partition_for(k[0]) == partition_index]:
-            entry = pending.pop(key)
-            if not committed:
+        for key, entry in list(pending.items()):
+            if self.partition_for(key[0]) != partition_index:
                 continue
-            if entry.written:
-                self._put(*key, entry.offset)
-            else:
-                entry.committed_early = True
-        if not pending:
-            del self._pending[producer_id]
+            if entry.offset.record_offset < 0:
+                entry.markers.append((marker_offset, committed))
+            elif entry.offset.record_offset < marker_offset:
+                self._settle(producer_id, key, committed)
 
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
         """An offset of this group and partition waits for its transaction (OffsetFetch's require_stable)."""
@@ -434,7 +452,8 @@ class OffsetsStore:
         except ProtocolError:
             return
         if control_type >= 0:
-            self.transaction_completed(partition_index, batch.producer_id, control_type == ControlType.COMMIT)
+            self.transaction_completed(partition_index, batch.producer_id, control_type == ControlType.COMMIT,
+                                       batch.base_offset)
 
     def _replay(self, record, replay_group, replay_consumer: ConsumerReplay, stats: LoadStats,
                 producer_id: int | None = None) -> None:
@@ -473,7 +492,7 @@ class OffsetsStore:
                                     record.offset)
         if producer_id is not None:  # a TxnOffsetCommit's: it counts once its marker says commit
             self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = PendingOffset(
-                committed, written=True)
+                committed)
             return
         self._put(key.group, key.topic, key.partition, committed)
 
