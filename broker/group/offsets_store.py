@@ -39,7 +39,7 @@ from broker.group.group import GroupError, now_ms
 from broker.group.record_log import record_type
 from broker.log import FileSlice, OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, AppendResult, Partition, PartitionError
-from broker.replica.outcomes import AppendEntry
+from broker.replica.outcomes import Appended, AppendEntry
 from broker.topic_placement import TopicError
 from protocol.control_records import ControlType, read_marker
 from protocol.errors import ErrorCode, ProtocolError
@@ -144,7 +144,8 @@ class OffsetsReplicas(Protocol):
     partitions and bytes it replays."""
 
     async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
-                             origin: AppendOrigin, internal_topics_allowed: bool = False) -> list[AppendResult]: ...
+                             origin: AppendOrigin, internal_topics_allowed: bool = False, *,
+                             appended: Appended | None = None) -> list[AppendResult]: ...
     def partition(self, topic: str, index: int) -> Partition: ...
     async def read_slices(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]: ...
 
@@ -206,10 +207,11 @@ class OffsetsStore:
 
     async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
                      too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None,
-                     producer: tuple[int, int] | None = None) -> int:
+                     producer: tuple[int, int] | None = None, appended: Callable[[int], None] | None = None) -> int:
         """Append records for one group as one batch; returns the offset of the first. Waits until
         the high watermark covers them. GroupError with the coordinator's error code otherwise.
-        `producer` (id, epoch): a transactional batch, pending until its transaction's marker."""
+        `producer` (id, epoch): a transactional batch, pending until its transaction's marker.
+        `appended` is told the first offset once the batch is in this log, before that wait."""
         await self.ensure_topic()
         index = self.partition_for(group_id)
         timestamp = now_ms() if timestamp is None else timestamp
@@ -218,7 +220,8 @@ class OffsetsStore:
                            producer_epoch=producer_epoch, is_transactional=producer is not None)
         [result] = await self.replicas.append_records(
             [(OFFSETS_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
-            timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+            timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True,
+            appended=None if appended is None else lambda _, placed: appended(placed.base_offset))
         code = result.error_code
         if code != ErrorCode.NONE:
             # Leadership moved, or the ISR did not take it in time: the record may be cut from this
@@ -269,15 +272,18 @@ class OffsetsStore:
         self._pending.setdefault(producer_id, {}).update(mine)
         try:
             base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-                                     producer=(producer_id, producer_epoch))
+                                     producer=(producer_id, producer_epoch),
+                                     appended=lambda first: self._placed(producer_id, mine, first))
         except BaseException:
             self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
             raise
-        self._placed(producer_id, mine, base)
+        self._placed(producer_id, mine, base)  # nothing left to do once the data path has told
 
     def _placed(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset], base: int) -> None:
-        """A TxnOffsetCommit's batch is in the log from `base`: its offsets learn their record offsets,
-        and a marker reported before that settles them if it lies after them."""
+        """A TxnOffsetCommit's batch is in the log from `base`, maybe not replicated yet: its offsets
+        learn their record offsets, and a marker reported before that settles them if it lies after them."""
+        if any(entry.offset.record_offset >= 0 for entry in entries.values()):
+            return  # told already
         pending = self._pending.get(producer_id, {})
         for i, (key, entry) in enumerate(entries.items()):
             entry.offset.record_offset = base + i

@@ -322,3 +322,16 @@ async def test_a_marker_reported_before_the_batch_says_where_it_went_settles_it_
     await task
     assert _state(store) == ((5, 10), False)
 
+
+async def test_a_commit_marker_stores_the_offsets_at_once_though_the_commits_task_has_not_resumed():
+    """The batch is in the log and replicated, its marker after it reported: until the commit's task
+    resumed (one step of the event loop at least) an OffsetFetch still read the old offset."""
+    replicas = LoggedReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
+    await replicas.wait_for(1)
+    replicas.release(0)  # at 0: acknowledged, the task not resumed yet
+    store.transaction_completed(0, PID, True, replicas.marker(True))
+    assert _state(store) == ((5, 0), False)
+    await task
+    assert _state(store) == _state(await _replayed(replicas)) == ((5, 0), False)
