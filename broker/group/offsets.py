@@ -109,9 +109,11 @@ class OffsetManager:
 
     async def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                      retention_time_ms: int, commits: list[OffsetCommit], version: int,
-                     producer: tuple[int, int] | None = None) -> list[ErrorCode]:
+                     producer: tuple[int, int] | None = None,
+                     verification_guard: object | None = None) -> list[ErrorCode]:
         """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request.
-        `producer` (id, epoch): TxnOffsetCommit, whose offsets count once the transaction commits."""
+        `producer` (id, epoch): TxnOffsetCommit, whose offsets count once the transaction commits;
+        `verification_guard`: the offsets partition's KIP-890 guard its append presents."""
         groups = self._groups
         groups.check_active()
         groups.check_served(group_id)
@@ -121,7 +123,8 @@ class OffsetManager:
                 member_id, generation_id, version=version if producer is None else -1,
                 transactional=producer is not None, instance_id=group_instance_id,
                 partitions=tuple((c.topic, c.partition) for c in commits if self._storable(c)))):
-            return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
+            return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer,
+                                             verification_guard)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
@@ -134,10 +137,12 @@ class OffsetManager:
         member = self._validate_commit(group, generation_id, member_id, group_instance_id)
         if member is not None and group.is_in(STABLE, PREPARING):
             self._member_seen(group, member)
-        return await self._store_commits(group_id, group, created, retention_time_ms, commits, producer)
+        return await self._store_commits(group_id, group, created, retention_time_ms, commits, producer,
+                                         verification_guard)
 
     async def _store_commits(self, group_id: str, group: Group | None, created: bool, retention_time_ms: int,
-                             commits: list[OffsetCommit], producer: tuple[int, int] | None) -> list[ErrorCode]:
+                             commits: list[OffsetCommit], producer: tuple[int, int] | None,
+                             verification_guard: object | None) -> list[ErrorCode]:
         groups = self._groups
         now = now_ms()
         # v2-v4 carry any int64 here: a time past the int64 range means never
@@ -152,7 +157,7 @@ class OffsetManager:
             accepted[(c.topic, c.partition)] = CommittedOffset(c.offset, c.leader_epoch, c.metadata or "", now, expire)
         try:
             if producer is not None:
-                await self.store.commit_transactional(group_id, accepted, *producer)
+                await self.store.commit_transactional(group_id, accepted, *producer, verification_guard)
                 return errors
             await self.store.commit(group_id, accepted)
         except GroupError:

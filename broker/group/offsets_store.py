@@ -144,7 +144,8 @@ class OffsetsReplicas(Protocol):
     partitions and bytes it replays."""
 
     async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
-                             origin: AppendOrigin, internal_topics_allowed: bool = False, *,
+                             origin: AppendOrigin, internal_topics_allowed: bool = False,
+                             verification_guards: Mapping[tuple[str, int], object] | None = None, *,
                              appended: Appended | None = None) -> list[AppendResult]: ...
     def partition(self, topic: str, index: int) -> Partition: ...
     async def read_slices(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]: ...
@@ -207,11 +208,13 @@ class OffsetsStore:
 
     async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
                      too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None,
-                     producer: tuple[int, int] | None = None, appended: Callable[[int], None] | None = None) -> int:
+                     producer: tuple[int, int] | None = None, appended: Callable[[int], None] | None = None,
+                     verification_guard: object | None = None) -> int:
         """Append records for one group as one batch; returns the offset of the first. Waits until
         the high watermark covers them. GroupError with the coordinator's error code otherwise.
-        `producer` (id, epoch): a transactional batch, pending until its transaction's marker.
-        `appended` is told the first offset once the batch is in this log, before that wait."""
+        `producer` (id, epoch): a transactional batch, pending until its transaction's marker, and
+        `verification_guard` the one it presents (KIP-890). `appended` is told the first offset once
+        the batch is in this log, before that wait."""
         await self.ensure_topic()
         index = self.partition_for(group_id)
         timestamp = now_ms() if timestamp is None else timestamp
@@ -221,6 +224,7 @@ class OffsetsStore:
         [result] = await self.replicas.append_records(
             [(OFFSETS_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
             timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True,
+            verification_guards=None if verification_guard is None else {(OFFSETS_TOPIC, index): verification_guard},
             appended=None if appended is None else lambda _, placed: appended(placed.base_offset))
         code = result.error_code
         if code != ErrorCode.NONE:
@@ -256,13 +260,15 @@ class OffsetsStore:
                 self._tombstones.clear()
 
     async def commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
-                                   producer_id: int, producer_epoch: int) -> None:
+                                   producer_id: int, producer_epoch: int,
+                                   verification_guard: object | None = None) -> None:
         """TxnOffsetCommit: the offsets are written now and count once their transaction commits."""
         if offsets:
-            await run_to_completion(self._commit_transactional(group_id, offsets, producer_id, producer_epoch))
+            await run_to_completion(self._commit_transactional(group_id, offsets, producer_id, producer_epoch,
+                                                               verification_guard))
 
     async def _commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
-                                    producer_id: int, producer_epoch: int) -> None:
+                                    producer_id: int, producer_epoch: int, verification_guard: object | None) -> None:
         entries = [(records.offset_key(group_id, topic, partition),
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
@@ -273,7 +279,8 @@ class OffsetsStore:
         try:
             base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
                                      producer=(producer_id, producer_epoch),
-                                     appended=lambda first: self._placed(producer_id, mine, first))
+                                     appended=lambda first: self._placed(producer_id, mine, first),
+                                     verification_guard=verification_guard)
         except BaseException:
             self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
             raise

@@ -61,7 +61,7 @@ class FakeReplicas:
     appends: list[tuple] = field(default_factory=list)
 
     async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False,
-                             appended=None):
+                             verification_guards=None, appended=None):
         self.appends.append((entries, required_acks, timeout_ms, origin, internal_topics_allowed))
         return [self.answer for _ in entries]
 
@@ -132,7 +132,7 @@ class HeldReplicas(FakeReplicas):
         self.arrived = asyncio.Condition()
 
     async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False,
-                             appended=None):
+                             verification_guards=None, appended=None):
         self.appends.append((entries, required_acks, timeout_ms, origin, internal_topics_allowed))
         answer = asyncio.get_running_loop().create_future()
         async with self.arrived:
