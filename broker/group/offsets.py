@@ -18,7 +18,9 @@ an offset with an explicit expire timestamp (OffsetCommit v2-v4 RetentionTimeMs)
 otherwise after offsets.retention.minutes counted from when an Empty group became empty, from the
 commit for a group without a protocol type, and from the commit for topics a Stable consumer group
 no longer subscribes to. Groups with members keep the offsets of topics they consume. Expired
-offsets get tombstones; an Empty group left without offsets is deleted (a group tombstone).
+offsets get tombstones; an Empty group left without offsets is deleted (a group tombstone). A
+partition with a TxnOffsetCommit offset pending keeps its committed offset until that transaction
+ends, and a group with one is not deleted (Kafka's cleanupExpiredOffsets).
 """
 
 from __future__ import annotations
@@ -216,7 +218,8 @@ class OffsetManager:
 
     async def delete(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """Kafka's OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes;
-        GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request."""
+        GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request. A partition with a committed
+        or a pending transactional offset gets a tombstone, which takes the pending one too."""
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
@@ -236,7 +239,9 @@ class OffsetManager:
                 results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = ErrorCode.NONE
-            if self.store.get(group_id, topic, partition) is not None and (topic, partition) not in doomed:
+            stored = self.store.get(group_id, topic, partition) is not None or \
+                self.store.has_pending(group_id, topic, partition)  # Kafka tombstones a pending one too
+            if stored and (topic, partition) not in doomed:
                 doomed.append((topic, partition))
         await self.store.delete(group_id, doomed)
         if doomed:
@@ -268,11 +273,12 @@ class OffsetManager:
                 continue
             base = self._expiry_base(group)
             offsets = self.store.group_offsets(group_id)
+            pending = self.store.pending_partitions(group_id)
             expired = [tp for tp, c in offsets.items()
                        if base is not None and not group.is_subscribed_to_topic(tp[0])
-                       and self._expired(c, base, now)]
+                       and tp not in pending and self._expired(c, base, now)]
             drop_group = (group.is_in(EMPTY) and not group.members and not group.pending_members
-                          and len(expired) == len(offsets))
+                          and len(expired) == len(offsets) and not pending)
             if not expired and not drop_group:
                 continue
             if drop_group:
@@ -298,8 +304,9 @@ class OffsetManager:
         if subscribed is None:
             return 0
         offsets = self.store.group_offsets(group_id)
-        expired = [tp for tp, c in offsets.items()
-                   if tp[0] not in subscribed and self._expired(c, lambda c: c.commit_timestamp, now)]
+        pending = self.store.pending_partitions(group_id)
+        expired = [tp for tp, c in offsets.items() if tp[0] not in subscribed and tp not in pending
+                   and self._expired(c, lambda c: c.commit_timestamp, now)]
         if expired:
             try:
                 await self.store.delete(group_id, expired)
@@ -308,7 +315,8 @@ class OffsetManager:
                 return 0
             log.info("expired committed offsets", group=group_id, offsets=len(expired))
         # Asked after the tombstones' write: an offset committed meanwhile keeps the group.
-        if not self.store.has_offsets(group_id) and self._groups.consumer_drop_empty(group_id):
+        if not self.store.has_offsets(group_id) and not self.store.pending_partitions(group_id) \
+                and self._groups.consumer_drop_empty(group_id):
             log.info("deleted empty consumer group without offsets", group=group_id)
         return len(expired)
 

@@ -334,8 +334,31 @@ class OffsetsStore:
                 self._settle(producer_id, key, committed)
 
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
-        """An offset of this group and partition waits for its transaction (OffsetFetch's require_stable)."""
+        """An offset of this group and partition waits for its transaction (OffsetFetch's require_stable;
+        retention leaves the partition's committed offset alone meanwhile)."""
         return any((group_id, topic, partition) in p for p in self._pending.values())
+
+    def pending_partitions(self, group_id: str) -> set[TopicPartitionKey]:
+        """The partitions of the group with an offset waiting for its transaction."""
+        return {(topic, partition) for p in self._pending.values() for group, topic, partition in p
+                if group == group_id}
+
+    def offset_keys(self, group_id: str) -> list[TopicPartitionKey]:
+        """The partitions with a committed or a pending offset: what deleting the group tombstones
+        (Kafka's deleteAllOffsets)."""
+        committed = self._by_group.get(group_id, {})
+        return [*committed, *sorted(self.pending_partitions(group_id) - committed.keys())]
+
+    def _drop_pending_before(self, group_id: str, topic: str, partition: int, tombstone_offset: int) -> None:
+        """A tombstone takes with it the pending offsets of its key written before it, as Kafka's replay
+        of one does: their transaction's commit marker no longer brings them back."""
+        key = (group_id, topic, partition)
+        for producer_id, pending in list(self._pending.items()):
+            entry = pending.get(key)
+            if entry is not None and 0 <= entry.offset.record_offset < tombstone_offset:
+                del pending[key]
+                if not pending:
+                    del self._pending[producer_id]
 
     async def delete(self, group_id: str, keys: Iterable[TopicPartitionKey], *, group_tombstone: bool = False) -> None:
         """Tombstones for these offsets (and the group's metadata if asked), then forget them."""
@@ -353,6 +376,7 @@ class OffsetsStore:
                 key = (group_id, topic, partition)
                 self._tombstones[key] = max(self._tombstones.get(key, -1), base + i)
             self._remove(group_id, topic, partition, base + i)
+            self._drop_pending_before(group_id, topic, partition, base + i)
 
     async def store_group(self, group_id: str, value: GroupMetadataValue) -> int:
         record = (records.group_key(group_id), records.group_value(value))
@@ -484,6 +508,7 @@ class OffsetsStore:
                 return
             if record.value is None:
                 self._remove(key.group, key.topic, key.partition, record.offset)
+                self._drop_pending_before(key.group, key.topic, key.partition, record.offset)
                 return
             value = records.parse_offset_value(record.value)
         except records.UnknownRecord as exc:
