@@ -537,3 +537,13 @@ class OffsetsStore:
     def forget_group(self, group_id: str) -> None:
         for topic, partition in list(self._by_group.get(group_id, {})):
             self._remove(group_id, topic, partition, 1 << 62)
+
+    def forget_pending(self, partition_index: int) -> None:
+        """Offsets partition `partition_index` is led elsewhere now: its pending offsets go with its
+        groups, so that a later load holds exactly what its replay finds (not an entry whose marker
+        another leader wrote meanwhile, or whose batch it truncated)."""
+        for producer_id, pending in list(self._pending.items()):
+            for key in [key for key in pending if self.partition_for(key[0]) == partition_index]:
+                del pending[key]
+            if not pending:
+                del self._pending[producer_id]

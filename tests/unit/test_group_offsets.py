@@ -15,8 +15,11 @@ from broker.group import records as group_records
 from broker.group.group import now_ms
 from broker.group.offsets_store import OFFSETS_TOPIC, java_string_hash, partition_for
 from broker.group_configs import MemberTimeouts
+from broker.replica import AppendOrigin
+from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.messages import GroupMetadataValue, OffsetCommitValue
+from protocol.records import RecordBatch
 from tests.broker.group_wire import subscription
 
 RETENTION_MS = 10_080 * 60_000  # offsets.retention.minutes default
@@ -350,3 +353,26 @@ async def test_retention_leaves_an_offset_with_a_pending_one_and_its_group(broke
     assert offset_state(broker, "simple") == (5, True) and "simple" in groups.groups
     await end_txn(broker, "simple", commit=True)
     assert offset_state(broker, "simple") == (7, False)
+
+
+async def test_an_unloaded_offsets_partition_forgets_its_pending_offsets(broker):
+    """Leadership of the group's offsets partition moves away (a cluster): the groups and committed
+    offsets were dropped but the pending ones stayed, so when the partition came back its load held
+    them on top of what the replay found (a batch the other leader truncated: pending for good, its
+    partition UNSTABLE_OFFSET_COMMIT and never expired)."""
+    registry, store = broker.groups.registry, broker.groups.store
+    await simple_commit(broker, "g", {("t", 0): 5})
+    await txn_commit(broker, "g", {("t", 0): 7})
+    index = store.partition_for("g")
+    registry._unload(index)
+    assert offset_state(broker, "g") == (None, False)
+    # ... its marker written while another broker led it; then back here and loaded from the log
+    partition = broker.replicas.partition(OFFSETS_TOPIC, index)
+    await partition.append_records_as_leader(*_marker(commit=False), -1, AppendOrigin.COORDINATOR)
+    await registry._load(index, partition)
+    assert offset_state(broker, "g") == (5, False)
+
+
+def _marker(commit: bool):
+    data = build_marker_batch(ControlType.COMMIT if commit else ControlType.ABORT, PRODUCER, 0, 0, 1)
+    return memoryview(bytearray(data)), RecordBatch(data)
