@@ -220,10 +220,11 @@ class Broker:
         if CHECK_KEPT:
             log.warning("a test-only check runs a full resolve beside every kept Fetch resolve", env=CHECK_ENV)
 
-    def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
-        """A marker reached a partition: TxnOffsetCommit's offsets there count (commit) or go (abort)."""
+    def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool, offset: int) -> None:
+        """A marker reached a partition at `offset`: TxnOffsetCommit's offsets before it there count
+        (commit) or go (abort)."""
         if topic == OFFSETS_TOPIC:
-            self.groups.store.transaction_completed(partition, producer_id, committed)
+            self.groups.store.transaction_completed(partition, producer_id, committed, offset)
 
     async def stop(self) -> None:
         log.info("broker stopping")

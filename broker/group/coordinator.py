@@ -346,8 +346,7 @@ class GroupCoordinator:
             return error
         error = await _written(self.consumer.persist(group_id))
         if error == ErrorCode.NONE:
-            offsets = self.store.group_offsets(group_id)
-            error = await _written(self.store.delete(group_id, offsets, group_tombstone=True))
+            error = await _written(self.store.delete(group_id, self.store.offset_keys(group_id), group_tombstone=True))
         if error != ErrorCode.NONE and self.kind_of(group_id) is None:
             group.dead = False
             self.consumer.groups[group_id] = group
@@ -359,7 +358,7 @@ class GroupCoordinator:
         self.sessions.cancel_all(group)
         del groups[group.group_id]
         try:
-            await self.store.delete(group.group_id, self.store.group_offsets(group.group_id), group_tombstone=True)
+            await self.store.delete(group.group_id, self.store.offset_keys(group.group_id), group_tombstone=True)
         except GroupError as exc:
             log.warning("deleting a group failed", group=group.group_id, error=exc.error_code.name)
             if group.group_id not in groups:

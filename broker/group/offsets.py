@@ -18,7 +18,9 @@ an offset with an explicit expire timestamp (OffsetCommit v2-v4 RetentionTimeMs)
 otherwise after offsets.retention.minutes counted from when an Empty group became empty, from the
 commit for a group without a protocol type, and from the commit for topics a Stable consumer group
 no longer subscribes to. Groups with members keep the offsets of topics they consume. Expired
-offsets get tombstones; an Empty group left without offsets is deleted (a group tombstone).
+offsets get tombstones; an Empty group left without offsets is deleted (a group tombstone). A
+partition with a TxnOffsetCommit offset pending keeps its committed offset until that transaction
+ends, and a group with one is not deleted (Kafka's cleanupExpiredOffsets).
 """
 
 from __future__ import annotations
@@ -109,9 +111,11 @@ class OffsetManager:
 
     async def commit(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                      retention_time_ms: int, commits: list[OffsetCommit], version: int,
-                     producer: tuple[int, int] | None = None) -> list[ErrorCode]:
+                     producer: tuple[int, int] | None = None,
+                     verification_guard: object | None = None) -> list[ErrorCode]:
         """One error per commit (NONE or OFFSET_METADATA_TOO_LARGE); GroupError for the whole request.
-        `producer` (id, epoch): TxnOffsetCommit, whose offsets count once the transaction commits."""
+        `producer` (id, epoch): TxnOffsetCommit, whose offsets count once the transaction commits;
+        `verification_guard`: the offsets partition's KIP-890 guard its append presents."""
         groups = self._groups
         groups.check_active()
         groups.check_served(group_id)
@@ -121,7 +125,8 @@ class OffsetManager:
                 member_id, generation_id, version=version if producer is None else -1,
                 transactional=producer is not None, instance_id=group_instance_id,
                 partitions=tuple((c.topic, c.partition) for c in commits if self._storable(c)))):
-            return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer)
+            return await self._store_commits(group_id, None, False, retention_time_ms, commits, producer,
+                                             verification_guard)
         if group is None:
             if groups.is_share(group_id):  # one id, one type: Kafka answers GROUP_ID_NOT_FOUND
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
@@ -134,10 +139,12 @@ class OffsetManager:
         member = self._validate_commit(group, generation_id, member_id, group_instance_id)
         if member is not None and group.is_in(STABLE, PREPARING):
             self._member_seen(group, member)
-        return await self._store_commits(group_id, group, created, retention_time_ms, commits, producer)
+        return await self._store_commits(group_id, group, created, retention_time_ms, commits, producer,
+                                         verification_guard)
 
     async def _store_commits(self, group_id: str, group: Group | None, created: bool, retention_time_ms: int,
-                             commits: list[OffsetCommit], producer: tuple[int, int] | None) -> list[ErrorCode]:
+                             commits: list[OffsetCommit], producer: tuple[int, int] | None,
+                             verification_guard: object | None) -> list[ErrorCode]:
         groups = self._groups
         now = now_ms()
         # v2-v4 carry any int64 here: a time past the int64 range means never
@@ -152,7 +159,7 @@ class OffsetManager:
             accepted[(c.topic, c.partition)] = CommittedOffset(c.offset, c.leader_epoch, c.metadata or "", now, expire)
         try:
             if producer is not None:
-                await self.store.commit_transactional(group_id, accepted, *producer)
+                await self.store.commit_transactional(group_id, accepted, *producer, verification_guard)
                 return errors
             await self.store.commit(group_id, accepted)
         except GroupError:
@@ -211,7 +218,8 @@ class OffsetManager:
 
     async def delete(self, group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         """Kafka's OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes;
-        GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request."""
+        GroupError(GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP) for the request. A partition with a committed
+        or a pending transactional offset gets a tombstone, which takes the pending one too."""
         self._groups.check_active()
         self._groups.check_served(group_id)
         group = self._groups.groups.get(group_id)
@@ -231,7 +239,9 @@ class OffsetManager:
                 results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             results[(topic, partition)] = ErrorCode.NONE
-            if self.store.get(group_id, topic, partition) is not None and (topic, partition) not in doomed:
+            stored = self.store.get(group_id, topic, partition) is not None or \
+                self.store.has_pending(group_id, topic, partition)  # Kafka tombstones a pending one too
+            if stored and (topic, partition) not in doomed:
                 doomed.append((topic, partition))
         await self.store.delete(group_id, doomed)
         if doomed:
@@ -263,11 +273,12 @@ class OffsetManager:
                 continue
             base = self._expiry_base(group)
             offsets = self.store.group_offsets(group_id)
+            pending = self.store.pending_partitions(group_id)
             expired = [tp for tp, c in offsets.items()
                        if base is not None and not group.is_subscribed_to_topic(tp[0])
-                       and self._expired(c, base, now)]
+                       and tp not in pending and self._expired(c, base, now)]
             drop_group = (group.is_in(EMPTY) and not group.members and not group.pending_members
-                          and len(expired) == len(offsets))
+                          and len(expired) == len(offsets) and not pending)
             if not expired and not drop_group:
                 continue
             if drop_group:
@@ -293,8 +304,9 @@ class OffsetManager:
         if subscribed is None:
             return 0
         offsets = self.store.group_offsets(group_id)
-        expired = [tp for tp, c in offsets.items()
-                   if tp[0] not in subscribed and self._expired(c, lambda c: c.commit_timestamp, now)]
+        pending = self.store.pending_partitions(group_id)
+        expired = [tp for tp, c in offsets.items() if tp[0] not in subscribed and tp not in pending
+                   and self._expired(c, lambda c: c.commit_timestamp, now)]
         if expired:
             try:
                 await self.store.delete(group_id, expired)
@@ -303,7 +315,8 @@ class OffsetManager:
                 return 0
             log.info("expired committed offsets", group=group_id, offsets=len(expired))
         # Asked after the tombstones' write: an offset committed meanwhile keeps the group.
-        if not self.store.has_offsets(group_id) and self._groups.consumer_drop_empty(group_id):
+        if not self.store.has_offsets(group_id) and not self.store.pending_partitions(group_id) \
+                and self._groups.consumer_drop_empty(group_id):
             log.info("deleted empty consumer group without offsets", group=group_id)
         return len(expired)
 

@@ -28,7 +28,7 @@ appends with acks=1 and its high watermark does not move while the ISR is below 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -39,7 +39,7 @@ from broker.group.group import GroupError, now_ms
 from broker.group.record_log import record_type
 from broker.log import FileSlice, OffsetOutOfRangeError, ReadBound, StorageError
 from broker.replica import AppendOrigin, AppendResult, Partition, PartitionError
-from broker.replica.outcomes import AppendEntry
+from broker.replica.outcomes import Appended, AppendEntry
 from broker.topic_placement import TopicError
 from protocol.control_records import ControlType, read_marker
 from protocol.errors import ErrorCode, ProtocolError
@@ -99,11 +99,14 @@ class CommittedOffset:
 @dataclass(slots=True, eq=False)
 class PendingOffset:
     """A TxnOffsetCommit's offset until its transaction's marker. Registered before its append (Kafka's
-    prepareTxnOffsetCommit), so a marker landing before the commit's task resumes still finds it."""
+    prepareTxnOffsetCommit), so a marker landing before the commit's task resumes still finds it.
+    A marker settles only the offsets written before it in the log, as a replay of the partition (and
+    Kafka's, OffsetMetadataManager) sees them; `offset.record_offset` is -1 until the append."""
 
     offset: CommittedOffset
-    written: bool  # the append ended and `offset.record_offset` is known (always, when replayed)
-    committed_early: bool = False  # a commit marker came before that: the commit's task puts it in place
+    # Markers (log offset, committed) of its producer reported before its record offset was known:
+    # the first one after that offset settles it once it is.
+    markers: list[tuple[int, bool]] = field(default_factory=list)
 
 
 @dataclass
@@ -141,7 +144,9 @@ class OffsetsReplicas(Protocol):
     partitions and bytes it replays."""
 
     async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
-                             origin: AppendOrigin, internal_topics_allowed: bool = False) -> list[AppendResult]: ...
+                             origin: AppendOrigin, internal_topics_allowed: bool = False,
+                             verification_guards: Mapping[tuple[str, int], object] | None = None, *,
+                             appended: Appended | None = None) -> list[AppendResult]: ...
     def partition(self, topic: str, index: int) -> Partition: ...
     async def read_slices(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]: ...
 
@@ -203,10 +208,13 @@ class OffsetsStore:
 
     async def append(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]],
                      too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR, timestamp: int | None = None,
-                     producer: tuple[int, int] | None = None) -> int:
+                     producer: tuple[int, int] | None = None, appended: Callable[[int], None] | None = None,
+                     verification_guard: object | None = None) -> int:
         """Append records for one group as one batch; returns the offset of the first. Waits until
         the high watermark covers them. GroupError with the coordinator's error code otherwise.
-        `producer` (id, epoch): a transactional batch, pending until its transaction's marker."""
+        `producer` (id, epoch): a transactional batch, pending until its transaction's marker, and
+        `verification_guard` the one it presents (KIP-890). `appended` is told the first offset once
+        the batch is in this log, before that wait."""
         await self.ensure_topic()
         index = self.partition_for(group_id)
         timestamp = now_ms() if timestamp is None else timestamp
@@ -215,7 +223,9 @@ class OffsetsStore:
                            producer_epoch=producer_epoch, is_transactional=producer is not None)
         [result] = await self.replicas.append_records(
             [(OFFSETS_TOPIC, index, memoryview(data), RecordBatch(data))], required_acks=-1,
-            timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True)
+            timeout_ms=self.commit_timeout_ms, origin=AppendOrigin.COORDINATOR, internal_topics_allowed=True,
+            verification_guards=None if verification_guard is None else {(OFFSETS_TOPIC, index): verification_guard},
+            appended=None if appended is None else lambda _, placed: appended(placed.base_offset))
         code = result.error_code
         if code != ErrorCode.NONE:
             # Leadership moved, or the ISR did not take it in time: the record may be cut from this
@@ -250,31 +260,53 @@ class OffsetsStore:
                 self._tombstones.clear()
 
     async def commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
-                                   producer_id: int, producer_epoch: int) -> None:
+                                   producer_id: int, producer_epoch: int,
+                                   verification_guard: object | None = None) -> None:
         """TxnOffsetCommit: the offsets are written now and count once their transaction commits."""
         if offsets:
-            await run_to_completion(self._commit_transactional(group_id, offsets, producer_id, producer_epoch))
+            await run_to_completion(self._commit_transactional(group_id, offsets, producer_id, producer_epoch,
+                                                               verification_guard))
 
     async def _commit_transactional(self, group_id: str, offsets: dict[TopicPartitionKey, CommittedOffset],
-                                    producer_id: int, producer_epoch: int) -> None:
+                                    producer_id: int, producer_epoch: int, verification_guard: object | None) -> None:
         entries = [(records.offset_key(group_id, topic, partition),
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
         # Pending before the append: its marker may be written, and reported, before this task resumes.
-        mine = {(group_id, topic, partition): PendingOffset(committed, written=False)
+        mine = {(group_id, topic, partition): PendingOffset(committed)
                 for (topic, partition), committed in offsets.items()}
         self._pending.setdefault(producer_id, {}).update(mine)
         try:
             base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-                                     producer=(producer_id, producer_epoch))
+                                     producer=(producer_id, producer_epoch),
+                                     appended=lambda first: self._placed(producer_id, mine, first),
+                                     verification_guard=verification_guard)
         except BaseException:
             self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
             raise
-        for i, (key, entry) in enumerate(mine.items()):
+        self._placed(producer_id, mine, base)  # nothing left to do once the data path has told
+
+    def _placed(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset], base: int) -> None:
+        """A TxnOffsetCommit's batch is in the log from `base`, maybe not replicated yet: its offsets
+        learn their record offsets, and a marker reported before that settles them if it lies after them."""
+        if any(entry.offset.record_offset >= 0 for entry in entries.values()):
+            return  # told already
+        pending = self._pending.get(producer_id, {})
+        for i, (key, entry) in enumerate(entries.items()):
             entry.offset.record_offset = base + i
-            entry.written = True
-            if entry.committed_early:
-                self._put(*key, entry.offset)
+            after = [marker for marker in entry.markers if marker[0] > entry.offset.record_offset]
+            entry.markers.clear()
+            if after and pending.get(key) is entry:
+                self._settle(producer_id, key, committed=min(after)[1])
+
+    def _settle(self, producer_id: int, key: tuple[str, str, int], committed: bool) -> None:
+        """The producer's pending offset of `key` meets its marker: stored (commit) or dropped (abort)."""
+        pending = self._pending[producer_id]
+        entry = pending.pop(key)
+        if not pending:
+            del self._pending[producer_id]
+        if committed:
+            self._put(*key, entry.offset)
 
     def _drop_pending(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset]) -> None:
         pending = self._pending.get(producer_id, {})
@@ -284,27 +316,49 @@ class OffsetsStore:
         if not pending:
             self._pending.pop(producer_id, None)
 
-    def transaction_completed(self, partition_index: int, producer_id: int, committed: bool) -> None:
-        """A marker for `producer_id` reached offsets partition `partition_index`: its offsets there
-        are committed (kept in place of older ones) or dropped. A commit of offsets whose append has
-        not ended yet is left to their TxnOffsetCommit's task, which alone learns their record offsets."""
+    def transaction_completed(self, partition_index: int, producer_id: int, committed: bool,
+                              marker_offset: int) -> None:
+        """A marker for `producer_id` at `marker_offset` of offsets partition `partition_index`: its
+        offsets written there before the marker are committed (kept in place of older ones) or dropped.
+        Those written after it wait for a later marker, as a replay of the partition leaves them (and
+        Kafka's); those not yet written are settled when their append says where they went."""
         pending = self._pending.get(producer_id)
         if not pending:
             return
-        for key in [k for k in pending if self.partition_for(k[0]) == partition_index]:
-            entry = pending.pop(key)
-            if not committed:
+        for key, entry in list(pending.items()):
+            if self.partition_for(key[0]) != partition_index:
                 continue
-            if entry.written:
-                self._put(*key, entry.offset)
-            else:
-                entry.committed_early = True
-        if not pending:
-            del self._pending[producer_id]
+            if entry.offset.record_offset < 0:
+                entry.markers.append((marker_offset, committed))
+            elif entry.offset.record_offset < marker_offset:
+                self._settle(producer_id, key, committed)
 
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
-        """An offset of this group and partition waits for its transaction (OffsetFetch's require_stable)."""
+        """An offset of this group and partition waits for its transaction (OffsetFetch's require_stable;
+        retention leaves the partition's committed offset alone meanwhile)."""
         return any((group_id, topic, partition) in p for p in self._pending.values())
+
+    def pending_partitions(self, group_id: str) -> set[TopicPartitionKey]:
+        """The partitions of the group with an offset waiting for its transaction."""
+        return {(topic, partition) for p in self._pending.values() for group, topic, partition in p
+                if group == group_id}
+
+    def offset_keys(self, group_id: str) -> list[TopicPartitionKey]:
+        """The partitions with a committed or a pending offset: what deleting the group tombstones
+        (Kafka's deleteAllOffsets)."""
+        committed = self._by_group.get(group_id, {})
+        return [*committed, *sorted(self.pending_partitions(group_id) - committed.keys())]
+
+    def _drop_pending_before(self, group_id: str, topic: str, partition: int, tombstone_offset: int) -> None:
+        """A tombstone takes with it the pending offsets of its key written before it, as Kafka's replay
+        of one does: their transaction's commit marker no longer brings them back."""
+        key = (group_id, topic, partition)
+        for producer_id, pending in list(self._pending.items()):
+            entry = pending.get(key)
+            if entry is not None and 0 <= entry.offset.record_offset < tombstone_offset:
+                del pending[key]
+                if not pending:
+                    del self._pending[producer_id]
 
     async def delete(self, group_id: str, keys: Iterable[TopicPartitionKey], *, group_tombstone: bool = False) -> None:
         """Tombstones for these offsets (and the group's metadata if asked), then forget them."""
@@ -322,6 +376,7 @@ class OffsetsStore:
                 key = (group_id, topic, partition)
                 self._tombstones[key] = max(self._tombstones.get(key, -1), base + i)
             self._remove(group_id, topic, partition, base + i)
+            self._drop_pending_before(group_id, topic, partition, base + i)
 
     async def store_group(self, group_id: str, value: GroupMetadataValue) -> int:
         record = (records.group_key(group_id), records.group_value(value))
@@ -434,7 +489,8 @@ class OffsetsStore:
         except ProtocolError:
             return
         if control_type >= 0:
-            self.transaction_completed(partition_index, batch.producer_id, control_type == ControlType.COMMIT)
+            self.transaction_completed(partition_index, batch.producer_id, control_type == ControlType.COMMIT,
+                                       batch.base_offset)
 
     def _replay(self, record, replay_group, replay_consumer: ConsumerReplay, stats: LoadStats,
                 producer_id: int | None = None) -> None:
@@ -452,6 +508,7 @@ class OffsetsStore:
                 return
             if record.value is None:
                 self._remove(key.group, key.topic, key.partition, record.offset)
+                self._drop_pending_before(key.group, key.topic, key.partition, record.offset)
                 return
             value = records.parse_offset_value(record.value)
         except records.UnknownRecord as exc:
@@ -473,10 +530,20 @@ class OffsetsStore:
                                     record.offset)
         if producer_id is not None:  # a TxnOffsetCommit's: it counts once its marker says commit
             self._pending.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = PendingOffset(
-                committed, written=True)
+                committed)
             return
         self._put(key.group, key.topic, key.partition, committed)
 
     def forget_group(self, group_id: str) -> None:
         for topic, partition in list(self._by_group.get(group_id, {})):
             self._remove(group_id, topic, partition, 1 << 62)
+
+    def forget_pending(self, partition_index: int) -> None:
+        """Offsets partition `partition_index` is led elsewhere now: its pending offsets go with its
+        groups, so that a later load holds exactly what its replay finds (not an entry whose marker
+        another leader wrote meanwhile, or whose batch it truncated)."""
+        for producer_id, pending in list(self._pending.items()):
+            for key in [key for key in pending if self.partition_for(key[0]) == partition_index]:
+                del pending[key]
+            if not pending:
+                del self._pending[producer_id]

@@ -145,6 +145,7 @@ class GroupRegistry:
                 answer_parked(group, ErrorCode.NOT_COORDINATOR)
                 self._unloaded(group)
             self.store.forget_group(group_id)
+        self.store.forget_pending(index)
         if doomed:
             log.info("groups unloaded: their offsets partition is led elsewhere now", partition=index,
                      groups=len(doomed))

@@ -12,7 +12,11 @@ create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition 
 have been added to the transaction (AddOffsetsToTxn): the transaction coordinator is asked directly
 when it is this broker (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH);
 in a cluster whose transaction coordinator for the id is another broker it is not asked below v5
-(the AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). The group
+(the AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). Where the
+transaction is checked, the offsets partition's KIP-890 guard is taken first and presented at the
+append, as Kafka's group coordinator does: a marker written in between (a transaction ended by a
+client that did not wait for this answer) refuses the batch, INVALID_TXN_STATE (INVALID_PRODUCER_EPOCH
+when the marker bumped the epoch), instead of letting it open a transaction after its marker. The group
 rules are OffsetCommit's (broker/group/offsets.py): v3+ members are checked by generation, member id
 and instance id. The offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
 pending: they replace the group's committed offsets only when the COMMIT marker reaches that
@@ -31,6 +35,7 @@ from broker.group import GroupError, OffsetCommit
 from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.offset_commits import gather_commits
+from broker.replica.producer_state import OPEN_TRANSACTION_ONLY
 from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -72,22 +77,35 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
         # Kafka's group coordinator cannot have the transaction verified yet: retriable
         return [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(commits)
     offsets_partition = (OFFSETS_TOPIC, store.partition_for(body.group_id))
+    txns = broker.transactions
+    # The guard is taken before the transaction is checked and presented at the append (Kafka's
+    # scheduleTransactionalWriteOperation): a marker written in between drops it and the batch is
+    # refused, rather than landing after the marker and opening a transaction nobody will end.
+    guard: object | None = None
     if version >= 5:
-        refused, _ = await broker.transactions.verifier.verify(
+        refused, guards = await txns.verifier.verify(
             body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True,
             abortable=True)
         verified = _GROUP_ERROR.get(code := refused.get(offsets_partition, ErrorCode.NONE), code)
+        guard = guards.get(offsets_partition, OPEN_TRANSACTION_ONLY)
     else:
-        verified = broker.transactions.verify(body.transactional_id, body.producer_id, body.producer_epoch,
-                                              offsets_partition)
+        taken = None
+        if txns.verifies_here(body.transactional_id):
+            not_taken, guards = await txns.verifier.take_guards(body.producer_id, body.producer_epoch,
+                                                                [offsets_partition])
+            taken = not_taken.get(offsets_partition, ErrorCode.NONE)
+            guard = guards.get(offsets_partition, OPEN_TRANSACTION_ONLY)
+        verified = txns.verify(body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition)
         if verified == ErrorCode.INVALID_TXN_STATE and version == 4:  # its client knows the abortable error
             verified = ErrorCode.TRANSACTION_ABORTABLE
+        if verified == ErrorCode.NONE and taken:
+            verified = _GROUP_ERROR.get(taken, taken)
     if verified != ErrorCode.NONE:
         return [verified] * len(commits)
     try:
         return await broker.groups.offsets.commit(
             body.group_id, body.generation_id if version >= 3 else -1, body.member_id if version >= 3 else "",
             body.group_instance_id if version >= 3 else None, -1, commits, version,
-            producer=(body.producer_id, body.producer_epoch))
+            producer=(body.producer_id, body.producer_epoch), verification_guard=guard)
     except GroupError as exc:
         return [exc.error_code] * len(commits)

@@ -24,6 +24,7 @@ from broker.purgatory import Purgatory
 from broker.replica.delayed import await_acks, await_low_watermarks
 from broker.replica.outcomes import (
     VALID_ACKS,
+    Appended,
     AppendEntry,
     AppendOrigin,
     AppendResult,
@@ -70,13 +71,15 @@ class DataPath(ABC):
     async def append_records(self, entries: Sequence[AppendEntry], required_acks: int, timeout_ms: int,
                              origin: AppendOrigin, internal_topics_allowed: bool = False,
                              verification_guards: Mapping[tuple[str, int], object] | None = None,
-                             marker_transaction_version: int = 0) -> list[AppendResult]:
+                             marker_transaction_version: int = 0, *, appended: Appended | None = None
+                             ) -> list[AppendResult]:
         """Kafka's ReplicaManager.appendRecords: each batch appended on its partition, led here; one
         result per entry, in order, its `error_code` NONE or why not. acks=-1 returns once the ISR
         holds every batch, or after `timeout_ms` (REQUEST_TIMED_OUT: written here, maybe not
         replicated); the batches stay in the log either way, as in Kafka. `verification_guards`: the
         KIP-890 guards of batches verified with their coordinator (broker/txn/verification.py);
-        `marker_transaction_version`: the transaction version of the markers appended (WriteTxnMarkers v2)."""
+        `marker_transaction_version`: the transaction version of the markers appended (WriteTxnMarkers v2);
+        `appended`: told each batch written here, before the acks wait."""
         if required_acks not in VALID_ACKS:
             message = f"acks must be 0, 1 or -1, not {required_acks}"
             return [self._refused(name, index, ErrorCode.INVALID_REQUIRED_ACKS, message, origin)
@@ -104,6 +107,8 @@ class DataPath(ABC):
                 continue
             if counters is not None and not result.duplicate:
                 counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
+            if appended is not None and not result.duplicate:
+                appended(len(results), result)
             if required_acks == -1:
                 waiting.append((len(results), partition, result.last_offset + 1))
             results.append(result)

@@ -7,6 +7,7 @@ partition's log start offset, and the acks values a writer may ask for.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.errors import CodedError, ErrorCode
@@ -40,6 +41,12 @@ class AppendResult(NamedTuple):  # one per produced batch: a NamedTuple is made 
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): broker/log/validator.py
+
+
+# Told an entry's position in the request and its result as soon as its batch is in the leader's log,
+# before any acks wait: a coordinator's own records learn where they went (Kafka's runtime knows the
+# offset when it appends, and waits for the high watermark apart).
+Appended = Callable[[int, AppendResult], None]
 
 
 # Append errors Kafka answers without the partition's log start offset (ReplicaManager.appendToLocalLog's

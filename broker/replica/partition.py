@@ -425,13 +425,14 @@ class Partition(ProducerTable):
         if producer_id >= 0:
             first_seq = header.base_sequence
             last_seq = last_sequence(first_seq, header.last_offset_delta)
-            if (verification_guard is not None and transactional
-                    and not self.producers.in_transaction(producer_id, epoch)
-                    and self.producers.verifying.get(producer_id) is not verification_guard):
-                raise PartitionError(ErrorCode.INVALID_TXN_STATE,
-                                     f"{self.topic_partition}: the transaction of producer {producer_id} ended "
-                                     "while the batch was verified")
             try:
+                if (verification_guard is not None and transactional
+                        and not self.producers.in_transaction(producer_id, epoch)):
+                    self.producers.check_epoch(producer_id, epoch)  # a fenced epoch first, as Kafka 4.3.1
+                    if self.producers.verifying.get(producer_id) is not verification_guard:
+                        raise PartitionError(ErrorCode.INVALID_TXN_STATE,
+                                             f"{self.topic_partition}: the transaction of producer {producer_id} "
+                                             "ended while the batch was verified")
                 if origin is AppendOrigin.COORDINATOR:
                     self.producers.check_epoch(producer_id, epoch)
                     duplicate = None

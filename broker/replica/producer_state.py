@@ -156,6 +156,12 @@ class VerificationGuard:
             self.epoch, self.lowest_seq = epoch, sequence
 
 
+# Presented by a group coordinator's batch verified while its producer's transaction was open on the
+# partition already (start_verification's None; Kafka's SENTINEL guard with verification on): never
+# taken, so it lets the batch in only while that transaction is still open, not after its marker.
+OPEN_TRANSACTION_ONLY = VerificationGuard(0)
+
+
 class ProducerStateManager:
     """The producer table of one partition. Not thread-safe: used on the event loop only, except
     for the blocking `load_blocking` that the caller runs in an executor (the snapshot is written by

@@ -361,7 +361,7 @@ class TransactionCoordinator:
         open transaction (KIP-890 part 1), asked here directly where this broker coordinates the id;
         NONE elsewhere (Produce asks the coordinator through `verifier`: `verified_remotely`) and
         when `transaction.partition.verification.enable` is false."""
-        if not self.settings.partition_verification_enable or self.verified_remotely(transactional_id):
+        if not self.verifies_here(transactional_id):
             return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
@@ -371,6 +371,10 @@ class TransactionCoordinator:
         if meta.state != TxnState.ONGOING or partition not in meta.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def verifies_here(self, transactional_id: str) -> bool:
+        """Whether `verify` checks the id's transaction here (else it answers NONE unchecked)."""
+        return self.settings.partition_verification_enable and not self.verified_remotely(transactional_id)
 
     def verified_remotely(self, transactional_id: str) -> bool:
         """A leader in a cluster asks the id's coordinator with AddPartitionsToTxn v4 when it is not it."""

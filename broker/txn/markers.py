@@ -3,7 +3,7 @@
 MarkerWriter is the leader's side (WriteTxnMarkers, and the coordinator's own partitions): a COMMIT
 or ABORT control batch per partition through ReplicaManager.append_records (origin COORDINATOR,
 acks=-1), carrying the coordinator epoch; whoever listens (the group store, for TxnOffsetCommit's
-offsets in `__consumer_offsets`) is told of each marker written.
+offsets in `__consumer_offsets`) is told of each marker written, and its offset.
 
 MarkerSender is the coordinator's side (Kafka's TransactionMarkerChannelManager): each round it
 groups the partitions still without their marker by leader, writes those led here through the
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("transactions")
 
 TopicPartitionKey = tuple[str, int]
-MarkerListener = Callable[[str, int, int, bool], None]  # (topic, partition, producer id, committed)
+MarkerListener = Callable[[str, int, int, bool, int], None]  # (topic, partition, producer id, committed, offset)
 WRITE_TXN_MARKERS_VERSION = 2  # v2 adds the TransactionVersion the leader checks the marker by
 # A leader serving only v1 (an older Ebb mid-upgrade) is sent v1, its TransactionVersion (ignorable)
 # left out, as Kafka's coordinator does: retrying v2 there would never write the marker.
@@ -72,7 +72,7 @@ class MarkerWriter:
             code = ErrorCode(result.error_code)
             if code == ErrorCode.NONE:
                 for listener in self.listeners:
-                    listener(topic, index, producer_id, commit)
+                    listener(topic, index, producer_id, commit, result.base_offset)
             codes.append(code)
         return codes
 

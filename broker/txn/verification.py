@@ -95,6 +95,22 @@ class TxnVerifier:
         """(the partitions refused, with Produce's error; the guards to present at the append).
         `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error;
         `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets)."""
+        errors, guards = await self.take_guards(producer_id, producer_epoch, partitions, add, sequences)
+        if guards:
+            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, list(guards), add)
+            for tp, code in answers.items():
+                if code != ErrorCode.NONE and tp in guards:
+                    errors[tp] = produce_error(code, add, abortable)
+                    log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
+                             transactional_id=transactional_id, producer_id=producer_id, error=code.name)
+        return errors, guards
+
+    async def take_guards(self, producer_id: int, producer_epoch: int, partitions: list[TopicPartitionKey],
+                          add: bool = False, sequences: dict[TopicPartitionKey, int] | None = None
+                          ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
+        """Each partition's guard, taken before the coordinator is asked so that a marker written after
+        its answer drops it (none where the transaction is open there already); the refused partitions
+        (not led here, a fenced epoch) with their error."""
         errors: dict[TopicPartitionKey, ErrorCode] = {}
         guards: dict[TopicPartitionKey, object] = {}
         for tp in partitions:
@@ -114,13 +130,6 @@ class TxnVerifier:
                 continue
             if guard is not None:
                 guards[tp] = guard
-        if guards:
-            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, list(guards), add)
-            for tp, code in answers.items():
-                if code != ErrorCode.NONE and tp in guards:
-                    errors[tp] = produce_error(code, add, abortable)
-                    log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
-                             transactional_id=transactional_id, producer_id=producer_id, error=code.name)
         return errors, guards
 
     async def _ask_retrying(self, transactional_id: str, producer_id: int, producer_epoch: int,

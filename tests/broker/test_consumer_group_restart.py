@@ -2,16 +2,18 @@
 records to __consumer_offsets before each heartbeat's answer and rebuilds the groups when it loads, so
 after a SIGTERM or a SIGKILL the members heartbeat on at their epochs with their assignments (no
 UNKNOWN_MEMBER_ID, no rebalance), their commits are checked against their epochs, and a member that left
-stays gone."""
+stays gone. Transactional offsets and the tombstones written around them replay as they stood."""
 
 from __future__ import annotations
 
 import signal
 
+from confluent_kafka import Consumer, Producer, TopicPartition
+
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, create_topic
-from tests.broker.group_wire import commit
+from tests.broker.group_wire import commit, delete_offsets
 from tests.broker.group_wire import fetch as fetch_offsets
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
@@ -87,3 +89,37 @@ def test_members_keep_epochs_and_assignments_across_sigterm_and_sigkill(tmp_path
                                       member_id="m1").values()) == {ErrorCode.STALE_MEMBER_EPOCH}
                 stored = fetch_offsets(c, "g", None)[1]
                 assert (stored[("t", 0)][0], stored[("t", kept_p)][0]) == (8 if kept_p else 9, 9)
+
+
+def _offsets_after_load(port: int, group: str) -> dict:
+    """OffsetFetch with require_stable once the (restarted) coordinator answers it."""
+    with WireClient(port) as c:
+        def loaded():
+            error, found = fetch_offsets(c, group, {"t": [0, 1]}, require_stable=True)
+            return None if error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE) \
+                else found
+        return wait_for(loaded, what="a loaded coordinator")
+
+
+def test_transactional_offsets_and_tombstones_replay_as_they_stood_across_sigkill(tmp_path):
+    """librdkafka's sendOffsetsToTransaction with tombstones around it: an OffsetDelete written between
+    the TxnOffsetCommit and its commit marker takes the pending offset (Kafka's OffsetMetadataManager), a
+    partition of the same transaction not deleted commits, and a SIGKILL's replay agrees with memory."""
+    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "t", partitions=2)
+            assert set(commit(c, "g", {("t", 0): 5, ("t", 1): 5}).values()) == {0}
+        metadata = Consumer({"bootstrap.servers": process.bootstrap, "group.id": "g"}).consumer_group_metadata()
+        producer = Producer({"bootstrap.servers": process.bootstrap, "transactional.id": "offsets-then-deleted"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition("t", 0, 7), TopicPartition("t", 1, 7)], metadata, 30)
+        with WireClient(process.port) as c:
+            assert delete_offsets(c, "g", {"t": [0]}) == (0, {("t", 0): 0})
+        producer.commit_transaction(30)
+        expected = {("t", 0): (-1, 0), ("t", 1): (7, 0)}
+        stored = _offsets_after_load(process.port, "g")
+        assert {tp: (found[0], found[3]) for tp, found in stored.items()} == expected
+        process.restart(signal.SIGKILL)
+        stored = _offsets_after_load(process.port, "g")
+        assert {tp: (found[0], found[3]) for tp, found in stored.items()} == expected

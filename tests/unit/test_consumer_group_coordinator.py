@@ -7,29 +7,22 @@ import asyncio
 
 import pytest
 
-from broker.app import Broker
-from broker.config import build_config
 from broker.group import JoinRequest, OffsetCommit
 from broker.group.consumer_groups import ConsumerHeartbeat
 from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
+from tests.unit.whole_broker import one_node_config, whole_broker
 
 TIMEOUTS = MemberTimeouts(45_000, 5_000)
 
 
 @pytest.fixture
 async def broker(tmp_path):
-    b = Broker(build_config({
-        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
-        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-        "group.consumer.migration.policy": "disabled"}))
-    await b.start()
-    await b.topics.create("t", 2, 1)
-    try:
+    config = one_node_config(tmp_path, {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
+                                        "group.consumer.migration.policy": "disabled"})
+    async with whole_broker(config, {"t": 2}) as b:
         yield b
-    finally:
-        await b.stop()
 
 
 def _join(group: str, member: str = "m") -> ConsumerHeartbeat:

@@ -12,7 +12,6 @@ import struct
 import pytest
 
 from broker.app import Broker
-from broker.config import build_config
 from broker.group import JoinRequest, OffsetCommit
 from broker.group import consumer_protocol as cp
 from broker.group.consumer_group import MemberState
@@ -21,27 +20,20 @@ from broker.group.group import GroupError, GroupState
 from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 from protocol.messages import ConsumerProtocolSubscription
+from tests.unit.whole_broker import one_node_config, whole_broker
 
 TIMEOUTS = MemberTimeouts(45_000, 5_000)
 
 
 def _config(tmp_path, policy: str):
-    return build_config({
-        "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
-        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-        "group.consumer.migration.policy": policy})
+    return one_node_config(tmp_path, {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
+                                      "group.consumer.migration.policy": policy})
 
 
 @pytest.fixture
 async def broker(tmp_path, request):
-    policy = getattr(request, "param", "bidirectional")
-    b = Broker(_config(tmp_path, policy))
-    await b.start()
-    await b.topics.create("t", 2, 1)
-    try:
+    async with whole_broker(_config(tmp_path, getattr(request, "param", "bidirectional")), {"t": 2}) as b:
         yield b
-    finally:
-        await b.stop()
 
 
 def _subscription(topics: list[str], owned: dict[str, list[int]] | None = None) -> bytes:

@@ -16,6 +16,7 @@ import pytest
 from broker.handlers.k00_produce import produce
 from broker.handlers.k21_delete_records import delete_records
 from broker.log import TopicPartition
+from broker.replica import AppendOrigin
 from broker.request_context import RequestContext
 from broker.topic import Topic
 from protocol.errors import ErrorCode
@@ -142,6 +143,24 @@ async def test_acks_all_waits_for_the_isr(cluster):
     done = (await asyncio.wait_for(waiting, 10)).responses[0].partition_responses[0]
     assert (done.error_code, done.base_offset) == (ErrorCode.NONE, 11)
     assert partition.high_watermark == 12
+
+
+async def test_a_writer_learns_where_its_batch_went_before_the_acks_wait_ends(cluster):
+    """The group store's TxnOffsetCommit needs its records' offsets as soon as they are in the log: a
+    marker after them may be reported (its own wait over) before this wait's task resumes."""
+    broker, partition = cluster
+    partition.make_leader(partition.leader_epoch, {LEADER, FOLLOWER})
+    partition.update_follower_state(FOLLOWER, fetch_offset=10, log_start_offset=0)
+    told = []
+    data = build_batch([(None, b"x", [], 1)])
+    waiting = asyncio.ensure_future(broker.replicas.append_records(
+        [("t", 0, memoryview(bytearray(data)), RecordBatch(data))], required_acks=-1, timeout_ms=600_000,
+        origin=AppendOrigin.COORDINATOR, appended=lambda position, result: told.append((position, result.base_offset))))
+    await _parked(broker.replicas.produces, partition.topic_partition, waiting)
+    assert told == [(0, 10)]
+    partition.update_follower_state(FOLLOWER, fetch_offset=11, log_start_offset=0)
+    [result] = await asyncio.wait_for(waiting, 10)
+    assert (result.error_code, result.base_offset, told) == (ErrorCode.NONE, 10, [(0, 10)])
 
 
 async def test_acks_all_after_the_isr_shrank_below_the_minimum(cluster):

@@ -13,10 +13,13 @@ from broker.config import build_config
 from broker.group import JoinRequest, MinCommittedOffset, OffsetCommit
 from broker.group import records as group_records
 from broker.group.group import now_ms
-from broker.group.offsets_store import java_string_hash, partition_for
+from broker.group.offsets_store import OFFSETS_TOPIC, java_string_hash, partition_for
 from broker.group_configs import MemberTimeouts
+from broker.replica import AppendOrigin
+from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.messages import GroupMetadataValue, OffsetCommitValue
+from protocol.records import RecordBatch
 from tests.broker.group_wire import subscription
 
 RETENTION_MS = 10_080 * 60_000  # offsets.retention.minutes default
@@ -272,3 +275,104 @@ async def test_kip848_consumer_groups_count_for_trimming_and_commit_with_their_e
 async def simple_commit_as_member(broker, epoch: int, offsets: dict[tuple[str, int], int]) -> None:
     commits = [OffsetCommit(t, p, o, -1, None) for (t, p), o in offsets.items()]
     assert set(await broker.groups.offsets.commit("kip848", epoch, "m", None, -1, commits, 9)) == {ErrorCode.NONE}
+
+
+# --- tombstones and TxnOffsetCommit's pending offsets (Kafka's OffsetMetadataManager) ---------------
+
+PRODUCER = 4000
+
+
+async def txn_commit(broker, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """TxnOffsetCommit's offsets, pending until `end_txn` (the transaction's checks are the handler's)."""
+    commits = [OffsetCommit(t, p, o, -1, None) for (t, p), o in offsets.items()]
+    errors = await broker.groups.offsets.commit(group, -1, "", None, -1, commits, 3, producer=(PRODUCER, 0))
+    assert set(errors) == {ErrorCode.NONE}
+
+
+async def end_txn(broker, group: str, commit: bool) -> None:
+    """The transaction's marker on the group's offsets partition, written as the coordinator writes it."""
+    index = broker.groups.store.partition_for(group)
+    assert await broker.transactions.markers.write(PRODUCER, 0, commit, 0, [(OFFSETS_TOPIC, index)]) == \
+        [ErrorCode.NONE]
+
+
+def offset_state(broker, group: str) -> tuple[int | None, bool]:
+    committed = broker.groups.store.get(group, "t", 0)
+    return None if committed is None else committed.offset, broker.groups.store.has_pending(group, "t", 0)
+
+
+async def _in_memory_and_replayed(tmp_path, steps) -> list[tuple[int | None, bool]]:
+    """The state of g's t-0 after `steps`, then after a restart (the replay of the same log)."""
+    first = Broker(_config(tmp_path / "logs"))
+    await first.start()
+    try:
+        await first.topics.create("t", 1, 1)
+        await steps(first)
+        states = [offset_state(first, "g")]
+    finally:
+        await first.stop()
+    again = Broker(_config(tmp_path / "logs"))
+    await again.start()
+    try:
+        return [*states, offset_state(again, "g")]
+    finally:
+        await again.stop()
+
+
+async def test_a_tombstone_takes_the_pending_offsets_written_before_it(tmp_path):
+    """OffsetDelete after a TxnOffsetCommit, then its commit marker: the marker stored the offset the
+    delete had been asked to remove (in memory and replayed alike); Kafka's tombstone drops the pending one."""
+    async def steps(broker):
+        await simple_commit(broker, "g", {("t", 0): 5})
+        await txn_commit(broker, "g", {("t", 0): 7})
+        assert await broker.groups.offsets.delete("g", [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+        await end_txn(broker, "g", commit=True)
+
+    assert await _in_memory_and_replayed(tmp_path, steps) == [(None, False)] * 2
+
+
+async def test_offset_delete_and_delete_groups_tombstone_a_partition_with_only_a_pending_offset(tmp_path):
+    async def steps(broker):
+        await txn_commit(broker, "g", {("t", 0): 7})
+        assert await broker.groups.offsets.delete("g", [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+        await end_txn(broker, "g", commit=True)
+        assert offset_state(broker, "g") == (None, False)
+        await txn_commit(broker, "g", {("t", 0): 8})
+        assert await broker.groups.delete_groups(["g"]) == {"g": ErrorCode.NONE}
+        await end_txn(broker, "g", commit=True)
+
+    assert await _in_memory_and_replayed(tmp_path, steps) == [(None, False)] * 2
+
+
+async def test_retention_leaves_an_offset_with_a_pending_one_and_its_group(broker):
+    groups = broker.groups
+    await simple_commit(broker, "simple", {("t", 0): 5})
+    await txn_commit(broker, "simple", {("t", 0): 7})
+    committed_at = groups.store.get("simple", "t", 0).commit_timestamp
+    assert await groups.offsets.expire(now=committed_at + RETENTION_MS) == 0
+    assert offset_state(broker, "simple") == (5, True) and "simple" in groups.groups
+    await end_txn(broker, "simple", commit=True)
+    assert offset_state(broker, "simple") == (7, False)
+
+
+async def test_an_unloaded_offsets_partition_forgets_its_pending_offsets(broker):
+    """Leadership of the group's offsets partition moves away (a cluster): the groups and committed
+    offsets were dropped but the pending ones stayed, so when the partition came back its load held
+    them on top of what the replay found (a batch the other leader truncated: pending for good, its
+    partition UNSTABLE_OFFSET_COMMIT and never expired)."""
+    registry, store = broker.groups.registry, broker.groups.store
+    await simple_commit(broker, "g", {("t", 0): 5})
+    await txn_commit(broker, "g", {("t", 0): 7})
+    index = store.partition_for("g")
+    registry._unload(index)
+    assert offset_state(broker, "g") == (None, False)
+    # ... its marker written while another broker led it; then back here and loaded from the log
+    partition = broker.replicas.partition(OFFSETS_TOPIC, index)
+    await partition.append_records_as_leader(*_marker(commit=False), -1, AppendOrigin.COORDINATOR)
+    await registry._load(index, partition)
+    assert offset_state(broker, "g") == (5, False)
+
+
+def _marker(commit: bool):
+    data = build_marker_batch(ControlType.COMMIT if commit else ControlType.ABORT, PRODUCER, 0, 0, 1)
+    return memoryview(bytearray(data)), RecordBatch(data)

@@ -4,6 +4,7 @@ with the result a test chooses."""
 
 import asyncio
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,8 @@ from broker.group.offsets_store import (
 )
 from broker.replica import AppendOrigin, AppendResult
 from broker.topic_placement import TopicError
+from protocol.batch_header import assign_offsets
+from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.records import iter_batches
 
@@ -57,7 +60,8 @@ class FakeReplicas:
     answer: AppendResult = AppendResult(7, 7, -1, 0)
     appends: list[tuple] = field(default_factory=list)
 
-    async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False):
+    async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False,
+                             verification_guards=None, appended=None):
         self.appends.append((entries, required_acks, timeout_ms, origin, internal_topics_allowed))
         return [self.answer for _ in entries]
 
@@ -118,18 +122,22 @@ async def test_a_failed_topic_creation_is_coordinator_not_available_and_a_lost_r
 
 class HeldReplicas(FakeReplicas):
     """Each append waits until the test answers it: `release(i, base_offset)` or `fail(i)`. Answering
-    only schedules the writer's task, so what runs before it resumes is up to the test."""
+    only schedules the writer's task, so what runs before it resumes is up to the test. `place(i,
+    base_offset)` alone puts the batch in the log, its acks still awaited (the writer is told if it asked)."""
 
     def __init__(self):
         super().__init__()
         self.held: list[asyncio.Future] = []
+        self.told: list = []  # each append's `appended`
         self.arrived = asyncio.Condition()
 
-    async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False):
+    async def append_records(self, entries, required_acks, timeout_ms, origin, internal_topics_allowed=False,
+                             verification_guards=None, appended=None):
         self.appends.append((entries, required_acks, timeout_ms, origin, internal_topics_allowed))
         answer = asyncio.get_running_loop().create_future()
         async with self.arrived:
             self.held.append(answer)
+            self.told.append(appended)
             self.arrived.notify_all()
         return [await answer]
 
@@ -137,7 +145,13 @@ class HeldReplicas(FakeReplicas):
         async with self.arrived:
             await self.arrived.wait_for(lambda: len(self.held) >= count)
 
+    def place(self, index, base_offset):
+        appended, self.told[index] = self.told[index], None
+        if appended is not None:
+            appended(0, AppendResult(base_offset, base_offset, -1, 0))
+
     def release(self, index, base_offset):
+        self.place(index, base_offset)
         self.held[index].set_result(AppendResult(base_offset, base_offset, -1, 0))
 
     def fail(self, index):
@@ -157,7 +171,7 @@ async def _txn_commit_answered_then_marker(commit):
     task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
     await replicas.wait_for(1)
     replicas.release(0, 10)
-    store.transaction_completed(0, PID, commit)  # the marker's listener, before the commit's task resumes
+    store.transaction_completed(0, PID, commit, 11)  # the marker's listener, before the commit's task resumes
     await task
     return store
 
@@ -175,7 +189,7 @@ async def test_an_abort_marker_before_the_txn_offset_commit_resumes_drops_its_of
     """...and a later commit marker of the same producer id (kept across epochs) committed them."""
     store = await _txn_commit_answered_then_marker(commit=False)
     assert store.get("g", "t", 0) is None and not store.has_pending("g", "t", 0)
-    store.transaction_completed(0, PID, True)
+    store.transaction_completed(0, PID, True, 12)
     assert store.get("g", "t", 0) is None
 
 
@@ -192,7 +206,7 @@ async def test_a_failed_txn_offset_commit_takes_back_only_its_own_pending_offset
     assert store.has_pending("g", "t", 0) and not store.has_pending("g", "t", 1)  # t-0 is the second's now
     replicas.release(1, 20)
     await second
-    store.transaction_completed(0, PID, True)
+    store.transaction_completed(0, PID, True, 21)
     committed = store.get("g", "t", 0)
     assert committed is not None and (committed.offset, committed.record_offset) == (7, 20)
     assert store.get("g", "t", 1) is None
@@ -224,3 +238,100 @@ async def test_a_commit_resuming_after_a_later_tombstone_does_not_bring_the_offs
     await again
     committed = store.get("g", "t", 0)
     assert committed is not None and committed.offset == 9
+
+
+class LoggedReplicas(HeldReplicas):
+    """HeldReplicas over one real log of bytes: a batch takes the next offset when the test places it,
+    `marker(commit)` writes a marker there as the transaction coordinator's MarkerWriter would, and a
+    store's `load` replays what was written, as after a restart or on a new coordinator."""
+
+    def __init__(self):
+        super().__init__()
+        self.log = bytearray()
+        self.end = 0
+        self.placed: dict[int, int] = {}  # append -> its offset
+
+    def _write(self, data) -> int:
+        batch = bytearray(data)
+        base = self.end
+        self.end = assign_offsets(batch, 0, base, 0) + 1
+        self.log += batch
+        return base
+
+    def place(self, index, base_offset=None):
+        if index not in self.placed:
+            self.placed[index] = self._write(self.appends[index][0][0][2])
+            super().place(index, self.placed[index])
+
+    def release(self, index, base_offset=None):
+        self.place(index)
+        self.held[index].set_result(AppendResult(self.placed[index], self.placed[index], -1, 0))
+
+    def marker(self, commit) -> int:
+        return self._write(build_marker_batch(ControlType.COMMIT if commit else ControlType.ABORT, PID, 0, 0, 1))
+
+    def partition(self, topic, index):
+        end = self.end
+        log = SimpleNamespace(log_start_offset=0, log_end_offset=end,
+                              read=lambda offset, size, bound, min_one_batch: SimpleNamespace(slices=[end],
+                                                                                              next_offset=end))
+        return SimpleNamespace(log=log, topic_partition=SimpleNamespace(partition=index))
+
+    async def read_slices(self, groups):
+        return [memoryview(bytes(self.log))]
+
+
+async def _replayed(replicas):
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    await store.load(lambda group_id, value: None, lambda key, value: None)
+    return store
+
+
+def _state(store):
+    committed = store.get("g", "t", 0)
+    return (None if committed is None else (committed.offset, committed.record_offset)), store.has_pending("g", "t", 0)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+async def test_a_marker_written_before_the_txn_offset_commits_batch_leaves_it_pending_as_a_replay_does(commit):
+    """The offsets are pending from before their append; a marker of their producer landing in the log
+    ahead of their batch settled them in memory, while a replay (Kafka's too) sees the marker first and
+    leaves the batch pending until a later marker: after a restart they were pending again, or committed
+    where memory had dropped them."""
+    replicas = LoggedReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
+    await replicas.wait_for(1)
+    store.transaction_completed(0, PID, commit, replicas.marker(commit))  # at 0, the batch not in the log yet
+    replicas.release(0)  # at 1
+    await task
+    assert _state(store) == _state(await _replayed(replicas)) == (None, True)
+    store.transaction_completed(0, PID, True, replicas.marker(True))  # the next transaction's commit, at 2
+    assert _state(store) == _state(await _replayed(replicas)) == ((5, 1), False)
+
+
+async def test_a_marker_reported_before_the_batch_says_where_it_went_settles_it_by_the_log_order():
+    """The data path may tell the marker before the batch's offset (a flush awaited between): the store
+    keeps the marker until the offset is known, then applies it only if it lies after the batch."""
+    replicas = HeldReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
+    await replicas.wait_for(1)
+    store.transaction_completed(0, PID, True, 11)
+    replicas.release(0, 10)
+    await task
+    assert _state(store) == ((5, 10), False)
+
+
+async def test_a_commit_marker_stores_the_offsets_at_once_though_the_commits_task_has_not_resumed():
+    """The batch is in the log and replicated, its marker after it reported: until the commit's task
+    resumed (one step of the event loop at least) an OffsetFetch still read the old offset."""
+    replicas = LoggedReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
+    await replicas.wait_for(1)
+    replicas.release(0)  # at 0: acknowledged, the task not resumed yet
+    store.transaction_completed(0, PID, True, replicas.marker(True))
+    assert _state(store) == ((5, 0), False)
+    await task
+    assert _state(store) == _state(await _replayed(replicas)) == ((5, 0), False)

@@ -11,7 +11,12 @@ from broker.cluster.partition_state import PartitionState
 from broker.log import LogManager, TopicPartition
 from broker.replica import AppendOrigin, PartitionError
 from broker.replica.partition import Partition
-from broker.replica.producer_state import BatchMetadata, ProducerStateError, ProducerStateManager
+from broker.replica.producer_state import (
+    OPEN_TRANSACTION_ONLY,
+    BatchMetadata,
+    ProducerStateError,
+    ProducerStateManager,
+)
 from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.records import RecordBatch, build_batch
@@ -184,3 +189,33 @@ def test_a_retry_or_a_fenced_epoch_is_judged_before_the_verification_bounds(tmp_
     with pytest.raises(ProducerStateError) as refused:
         producers.check(PID, 0, 7, 7, True)
     assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+async def test_a_coordinators_batch_verified_inside_an_open_transaction_needs_it_still_open(tmp_path):
+    """TxnOffsetCommit checked while its transaction was open on the offsets partition already takes no
+    guard; it presents OPEN_TRANSACTION_ONLY (Kafka's sentinel), which a marker written before the
+    append turns into INVALID_TXN_STATE, where no guard at all let the batch open a transaction."""
+    async with _leader(tmp_path) as partition:
+        producers = partition.producers
+        await _append(partition, _txn(-1), producers.start_verification(PID, EPOCH), AppendOrigin.COORDINATOR)
+        assert producers.start_verification(PID, EPOCH) is None  # open here: nothing to verify
+        assert (await _append(partition, _txn(-1), OPEN_TRANSACTION_ONLY, AppendOrigin.COORDINATOR)).base_offset == 1
+        await _append(partition, build_marker_batch(ControlType.COMMIT, PID, EPOCH, 0, 1),
+                      origin=AppendOrigin.COORDINATOR)
+        with pytest.raises(PartitionError) as refused:
+            await _append(partition, _txn(-1), OPEN_TRANSACTION_ONLY, AppendOrigin.COORDINATOR)
+        assert refused.value.error_code == ErrorCode.INVALID_TXN_STATE
+        assert partition.producers.first_unstable_offset() is None
+
+
+async def test_a_fenced_epoch_is_answered_before_a_dropped_guard(tmp_path):
+    """Kafka 4.3.1's UnifiedLog checks a transactional batch's epoch before its verification: a batch
+    verified at epoch 0 whose transaction ended with a bumped epoch (transactions version 2) is
+    INVALID_PRODUCER_EPOCH, not INVALID_TXN_STATE."""
+    async with _leader(tmp_path) as partition:
+        stale = partition.producers.start_verification(PID, EPOCH, 0)
+        await _append(partition, build_marker_batch(ControlType.ABORT, PID, EPOCH + 1, 0, 1),
+                      origin=AppendOrigin.COORDINATOR)
+        with pytest.raises(PartitionError) as refused:
+            await _append(partition, _txn(0), stale)
+        assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
