@@ -62,12 +62,13 @@ class SliceReader:
     async def _send_cold(self, groups: Sequence[Sequence[FileSlice]], answer: list[memoryview | FileRegion],
                          cold: list[tuple[int, FileRegion]], regions: list[FileRegion]) -> None:
         """Fill `answer` at the cold groups' indexes: their regions once their pages are brought into the
-        page cache, or their bytes read for the groups whose pages are still missing after that."""
+        page cache, or their bytes read for the groups whose pages are still missing after that (their
+        regions pinned until then: a segment deleted meanwhile stays open for the read)."""
+        still: list[tuple[int, FileRegion]] = []
         try:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, _bring_into_page_cache, [region.pieces() for _, region in cold])
             cached = page_cache.checker()
-            still: list[int] = []
             while cold:
                 index, region = cold.pop()
                 if cached is not None and all(cached(fd, position, length)
@@ -75,16 +76,17 @@ class SliceReader:
                     answer[index] = region
                     regions.append(region)
                 else:
-                    region.release()
-                    still.append(index)
+                    still.append((index, region))
+            if still:  # read under the regions' pins (every cold group has bytes: its total is theirs)
+                copies = await self._read_pinned([groups[index] for index, _ in still],
+                                                 sum(region.length for _, region in still))
+                for (index, _), copy in zip(still, copies, strict=True):
+                    answer[index] = copy
         finally:
-            # Cancelled, or the pool failed: let the files go (a thread still warming them after a
-            # cancel only sends to /dev/null)
-            for _, region in cold:
+            # Read, cancelled, or failed: let the files go (a thread still warming them after a cancel
+            # only sends to /dev/null)
+            for _, region in chain(cold, still):
                 region.release()
-        if still:
-            for index, copy in zip(still, await self.read([groups[i] for i in still]), strict=True):
-                answer[index] = copy
 
     async def read(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
         """The bytes of each group of file slices (one group per partition), read in one go."""
@@ -95,19 +97,24 @@ class SliceReader:
         for file in pinned:
             file.pin()
         try:
-            read = _GroupRead(groups, total)
-            loop = asyncio.get_running_loop()
-            if _NOWAIT is not None:
-                if not read.fill(_NOWAIT):
-                    await loop.run_in_executor(self._executor, read.fill, 0)
-            elif total <= INLINE_READ_BYTES:
-                read.fill(0)
-            else:
-                await loop.run_in_executor(self._executor, read.fill, 0)
-            return read.views()
+            return await self._read_pinned(groups, total)
         finally:
             for file in pinned:
                 file.unpin()
+
+    async def _read_pinned(self, groups: Sequence[Sequence[FileSlice]], total: int) -> list[memoryview]:
+        """`read` of files the caller holds pinned (a segment deleted since stays readable, though a new
+        pin of it is refused)."""
+        read = _GroupRead(groups, total)
+        loop = asyncio.get_running_loop()
+        if _NOWAIT is not None:
+            if not read.fill(_NOWAIT):
+                await loop.run_in_executor(self._executor, read.fill, 0)
+        elif total <= INLINE_READ_BYTES:
+            read.fill(0)
+        else:
+            await loop.run_in_executor(self._executor, read.fill, 0)
+        return read.views()
 
 
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
