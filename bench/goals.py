@@ -1,5 +1,5 @@
 """Ebb against a warm Apache Kafka with load generators that are not the limit (issue 33):
-`python -m bench.goals [--quick] [--reps N] [--loads rdkafka,java] [--dir PATH]`.
+`python -m bench.goals [--quick] [--reps N] [--loads rdkafka,java] [--dir PATH] [--pause-damon]`.
 
 Two loads, each run against both brokers:
 - rdkafka: bench/rdkafka_load.c, a few lines of C on librdkafka (`make bench` builds it into
@@ -24,11 +24,17 @@ Java producer and consumer, the consumer in fetch sessions) sends LATENCY_RECORD
 at a time to a new 1-partition topic, each consumed before the next is sent, with acks=1 and acks=all;
 per case the medians over repetitions of its p50/p99/p99.9 (whole ms) and Ebb's p99 ratio to Kafka's
 (< 1: Ebb faster).
+
+The kernel's DAMON proactive reclaim (bench/damon.py) evicts the page cache under a run where it is on:
+then each case's figures have the bytes it paged out beside them (the whole machine's, during that
+broker's steps: medians over repetitions), and `--pause-damon` turns the kdamonds off for the run and
+back on after it (root).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import resource
@@ -41,6 +47,7 @@ import time
 from pathlib import Path
 
 from bench import perf_tools
+from bench.damon import Damon
 from bench.peers import (
     Ebb,
     Kafka,
@@ -98,7 +105,8 @@ TOOLS = {"rdkafka": (rdkafka_produce, rdkafka_consume), "java": (java_produce, j
 
 
 def latency_runs(runner: Runner, brokers: list, records: int, reps: int) -> dict:
-    """{(acks, broker name): [(p50, p99, p99.9) per repetition]}, the brokers' order swapped each time."""
+    """{(acks, broker name): [(p50, p99, p99.9, bytes paged out or None) per repetition]}, the brokers'
+    order swapped each time."""
     results: dict = {}
     for rep in range(reps):
         for acks in ("1", "all"):
@@ -106,21 +114,24 @@ def latency_runs(runner: Runner, brokers: list, records: int, reps: int) -> dict
                 runner.serial += 1
                 topic = f"goals-latency-{acks}-{runner.serial}"
                 create_topic(broker.bootstrap, topic, 1)
+                pageout = runner.pageout()
                 got = perf_tools.end_to_end_latency(broker.bootstrap, topic, records, acks)
-                results.setdefault((acks, broker.name), []).append(got)
+                results.setdefault((acks, broker.name), []).append((*got, _since(pageout, runner.pageout())))
                 delete_topic(broker.bootstrap, topic)
     return results
 
 
-def report_latency(results: dict, records: int, reps: int) -> None:
+def report_latency(results: dict, records: int, reps: int, pageouts: bool) -> None:
     print(f"\nend to end (EndToEndLatency, {records} records one at a time, 1 partition): medians of {reps} "
           f"repetitions in ms; p99 ratio = Ebb ÷ Kafka per repetition, median (min-max)")
-    print(f"  {'case':<10} {'Ebb p50/p99/p99.9':>18} {'Kafka p50/p99/p99.9':>20} {'p99 ratio':>20}")
+    print(f"  {'case':<10} {'Ebb p50/p99/p99.9':>18} {'Kafka p50/p99/p99.9':>20} {'p99 ratio':>20}"
+          + (f" {PAGEOUT_HEAD:>20}" if pageouts else ""))
     for acks in ("1", "all"):
         e, k = results[(acks, "ebb")], results[(acks, "kafka")]
         medians = ["/".join(f"{statistics.median(r[i] for r in runs):g}" for i in range(3)) for runs in (e, k)]
         ratios = [a[1] / max(b[1], 1) for a, b in zip(e, k, strict=True)]
-        print(f"  {f'acks={acks}':<10} {medians[0]:>18} {medians[1]:>20} {spread(ratios):>20}", flush=True)
+        print(f"  {f'acks={acks}':<10} {medians[0]:>18} {medians[1]:>20} {spread(ratios):>20}"
+              + (f" {_pageout_mb(e, k, 3):>20}" if pageouts else ""), flush=True)
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -136,14 +147,35 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def _since(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else after - before
+
+
+PAGEOUT_HEAD = "DAMON pageout MB E/K"
+
+
+def _pageout_mb(ebb: list[tuple], kafka: list[tuple], at: int) -> str:
+    """The medians of the bytes DAMON paged out during Ebb's and Kafka's runs (field `at`), in MB."""
+    medians = []
+    for runs in (ebb, kafka):
+        known = [r[at] for r in runs if r[at] is not None]
+        medians.append(f"{statistics.median(known) / 1e6:.0f}" if known else "?")
+    return " / ".join(medians)
+
+
 class Runner:
-    def __init__(self, records: dict[str, int]) -> None:
+    def __init__(self, records: dict[str, int], damon: Damon | None = None) -> None:
         self.records = records
         self.serial = 0
+        self.damon = damon  # running DAMON whose pageouts each run counts; None when off, paused or absent
 
-    def one(self, broker, load: str, partitions: int, acks: str) -> dict[str, tuple[float, ...]]:
-        """{"produce": (MB/s, broker CPU-s/GB, client CPU-s/GB, broker user, broker system CPU-s/GB),
-        "consume": (...)} of one run on a new topic."""
+    def pageout(self) -> int | None:
+        """Bytes DAMON has paged out so far (None without a DAMON to ask)."""
+        return None if self.damon is None else self.damon.pageout_bytes()
+
+    def one(self, broker, load: str, partitions: int, acks: str) -> dict[str, tuple]:
+        """{"produce": (MB/s, broker CPU-s/GB, client CPU-s/GB, broker user, broker system CPU-s/GB,
+        bytes DAMON paged out meanwhile or None), "consume": (...)} of one run on a new topic."""
         produce, consume = TOOLS[load]
         records = self.records[load]
         self.serial += 1
@@ -154,11 +186,12 @@ class Runner:
         out = {}
         for step, call in (("produce", lambda: produce(broker.bootstrap, topic, partitions, records, acks)),
                            ("consume", lambda: consume(broker.bootstrap, topic, partitions, records))):
-            (user, system), client = broker.cpu_split(), _children_cpu()
+            (user, system), client, pageout = broker.cpu_split(), _children_cpu(), self.pageout()
             mb_s = call()
             user_after, system_after = broker.cpu_split()
             user, system = (user_after - user) / gb, (system_after - system) / gb
-            out[step] = (mb_s, user + system, (_children_cpu() - client) / gb, user, system)
+            out[step] = (mb_s, user + system, (_children_cpu() - client) / gb, user, system,
+                         _since(pageout, self.pageout()))
         delete_topic(broker.bootstrap, topic)
         return out
 
@@ -180,11 +213,11 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}× ({min(values):.2f}-{max(values):.2f})"
 
 
-def report(load: str, results: dict, reps: int) -> None:
+def report(load: str, results: dict, reps: int, pageouts: bool) -> None:
     print(f"\n{load}: medians of {reps} repetitions; ratio = Ebb ÷ Kafka per repetition, median (min-max)")
     head = (f"  {'case':<16} {'step':<8} {'Ebb MB/s':>9} {'Kafka':>7} {'MB/s ratio':>20}"
             f" {'Ebb CPU-s/GB':>13} {'Kafka':>7} {'CPU-s/GB ratio':>20} {'client CPU-s/GB E/K':>20}"
-            f" {'Ebb user/sys':>13} {'Kafka user/sys':>15}")
+            f" {'Ebb user/sys':>13} {'Kafka user/sys':>15}" + (f" {PAGEOUT_HEAD:>20}" if pageouts else ""))
     print(head)
     for partitions, acks in CASES:
         for step in ("produce", "consume"):
@@ -198,7 +231,8 @@ def report(load: str, results: dict, reps: int) -> None:
                   f" {statistics.median(a[1] for a in e):>13.2f} {statistics.median(b[1] for b in k):>7.2f}"
                   f" {spread(cpu):>20}"
                   f" {statistics.median(a[2] for a in e):>9.2f} /{statistics.median(b[2] for b in k):>5.2f}"
-                  f" {_user_system(e):>13} {_user_system(k):>15}", flush=True)
+                  f" {_user_system(e):>13} {_user_system(k):>15}"
+                  + (f" {_pageout_mb(e, k, 5):>20}" if pageouts else ""), flush=True)
 
 
 def _user_system(runs: list[tuple[float, ...]]) -> str:
@@ -222,6 +256,9 @@ def main() -> None:
     parser.add_argument("--ebb-override", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker property for Ebb (repeatable), e.g. max.incremental.fetch.session.cache.slots=0 "
                              "for sessionless fetches")
+    parser.add_argument("--pause-damon", action="store_true",
+                        help="turn the kernel's DAMON proactive reclaim (its running kdamonds) off for the run and "
+                             "back on after it, also on a failure or an interrupt (root)")
     args = parser.parse_args()
     loads = [name for name in args.loads.split(",") if name]
     for name in loads:
@@ -241,17 +278,28 @@ def main() -> None:
           f"Ebb's loopback connections: {overrides_text(args.ebb_override)}")
     print("the page cache is dropped before each run" if drop_page_cache() else
           "the page cache is NOT dropped before each run (needs root)")
-    runner = Runner(records)
+    damon = Damon.find()
+    counted = damon if damon.kdamonds and not args.pause_damon and damon.pageout_bytes() is not None else None
+    if damon.kdamonds and not args.pause_damon:
+        print(f"DAMON proactive reclaim is on (kdamond {damon.names}): the page cache is being evicted under the "
+              f"run; " + ("each case's pageout beside its figures" if counted else "its pageouts cannot be counted"
+                          " (its stats need root)") + "; --pause-damon turns it off for the run")
+    elif args.pause_damon and not damon.kdamonds:
+        print("--pause-damon: no DAMON kdamond with a pageout scheme is running, nothing to pause")
+    runner = Runner(records, counted)
+    pageout_at_start = runner.pageout()
     started = time.monotonic()
     try:
         overrides = dict(item.split("=", 1) for item in args.ebb_override)
-        with Ebb(root, overrides) as ebb, Kafka(root) as kafka:
+        with (damon.paused() if args.pause_damon else contextlib.nullcontext(),
+              Ebb(root, overrides) as ebb, Kafka(root) as kafka):
             for broker in (ebb, kafka):
                 warm_up(broker.bootstrap)
             for load in loads:
                 if load == "latency":
                     latency_records = 2_000 if args.quick else 10_000
-                    report_latency(latency_runs(runner, [ebb, kafka], latency_records, reps), latency_records, reps)
+                    report_latency(latency_runs(runner, [ebb, kafka], latency_records, reps), latency_records, reps,
+                                   counted is not None)
                     continue
                 warm(runner, [ebb, kafka], load)
                 results: dict = {case: {"ebb": [], "kafka": []} for case in CASES}
@@ -260,13 +308,15 @@ def main() -> None:
                         for broker in ([ebb, kafka] if rep % 2 == 0 else [kafka, ebb]):
                             results[(partitions, acks)][broker.name].append(
                                 runner.one(broker, load, partitions, acks))
-                report(load, results, reps)
+                report(load, results, reps, counted is not None)
     except BaseException:
         _keep_logs(root)
         raise
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\n{time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+    paged_out = _since(pageout_at_start, runner.pageout())
+    print(f"\n{time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end"
+          + (f"; DAMON paged out {paged_out / 1e6:.0f} MB during the run" if paged_out is not None else ""))
 
 
 def _keep_logs(root: Path) -> None:

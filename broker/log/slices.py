@@ -6,10 +6,15 @@ consumers read what was just written), and a thread of the pool reads whatever w
 Where RWF_NOWAIT is missing, reads of at most `INLINE_READ_BYTES` run inline and larger ones in the
 pool. Files are pinned while read, so a segment deleted meanwhile stays open.
 
-A connection that can send from files (plain TCP) gets FileRegions instead, for each partition whose
-bytes are all in the page cache (broker/log/page_cache.py), when the answer is large enough for the
-copy to matter: those bytes then go from the page cache to the socket with sendfile
-(broker/file_sender.py) and are never read here.
+A connection that can send from files (plain TCP) gets FileRegions instead, when the answer is large
+enough for the copy to matter: those bytes go from the page cache to the socket with sendfile
+(broker/file_sender.py) and are never read here. A partition whose pages are not all in the page
+cache (broker/log/page_cache.py) has them brought in first by a pool thread, with sendfile to
+/dev/null: the kernel reads the pages and drops what it would have written, so nothing is copied into
+the process. It costs that thread 0.02-0.03 CPU-s per GB here, as little as mmap with
+MADV_POPULATE_READ without a mapping to make (nor page-aligned offsets, nor a fault past the end of a
+file cut short), against 0.2 for reads into a small reused buffer and over 1 for the copy
+(docs/performance.md). Only a partition still not all cached after that is copied.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from itertools import chain
@@ -38,20 +44,49 @@ class SliceReader:
     async def for_sending(self, groups: Sequence[Sequence[FileSlice]],
                           regions: list[FileRegion]) -> Sequence[memoryview | FileRegion]:
         """What `read` gives, or, when the answer is large enough, pinned FileRegions in place of the
-        groups whose data is all in the page cache (added to `regions` too, for the connection to release
-        once they are sent); the other groups are read. Pages go missing from a segment just written
-        (on this project's VM, a few to 64 pages of a megabyte, with no reclaim counted): only that
-        partition's bytes are then copied, not the whole answer's."""
+        groups (added to `regions` too, for the connection to release once they are sent). Pages go
+        missing from segments just written (on this project's VM a proactive reclaimer, DAMON, pages the
+        cache out): a group with pages missing has them brought into the page cache in the pool, still
+        pinned, and is sent from its files if they are all there then; only the groups still missing
+        pages are read and copied."""
         # The total summed in C loops (no generator frame): once per Fetch answer
         if page_cache.available() and sum(map(_LENGTH, chain.from_iterable(groups))) >= SENDFILE_MIN_BYTES:
             found = _regions_where_cached(groups, regions)
             if found is not None:
-                answer, missing = found
-                if missing:
-                    for index, copy in zip(missing, await self.read([groups[i] for i in missing]), strict=True):
-                        answer[index] = copy
+                answer, cold = found
+                if cold:
+                    await self._send_cold(groups, answer, cold, regions)
                 return answer
         return await self.read(groups)
+
+    async def _send_cold(self, groups: Sequence[Sequence[FileSlice]], answer: list[memoryview | FileRegion],
+                         cold: list[tuple[int, FileRegion]], regions: list[FileRegion]) -> None:
+        """Fill `answer` at the cold groups' indexes: their regions once their pages are brought into the
+        page cache, or their bytes read for the groups whose pages are still missing after that (their
+        regions pinned until then: a segment deleted meanwhile stays open for the read)."""
+        still: list[tuple[int, FileRegion]] = []
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, _bring_into_page_cache, [region.pieces() for _, region in cold])
+            cached = page_cache.checker()
+            while cold:
+                index, region = cold.pop()
+                if cached is not None and all(cached(fd, position, length)
+                                              for fd, position, length in region.pieces()):
+                    answer[index] = region
+                    regions.append(region)
+                else:
+                    still.append((index, region))
+            if still:  # read under the regions' pins (every cold group has bytes: its total is theirs)
+                copies = await self._read_pinned([groups[index] for index, _ in still],
+                                                 sum(region.length for _, region in still))
+                for (index, _), copy in zip(still, copies, strict=True):
+                    answer[index] = copy
+        finally:
+            # Read, cancelled, or failed: let the files go (a thread still warming them after a cancel
+            # only sends to /dev/null)
+            for _, region in chain(cold, still):
+                region.release()
 
     async def read(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
         """The bytes of each group of file slices (one group per partition), read in one go."""
@@ -62,37 +97,77 @@ class SliceReader:
         for file in pinned:
             file.pin()
         try:
-            read = _GroupRead(groups, total)
-            loop = asyncio.get_running_loop()
-            if _NOWAIT is not None:
-                if not read.fill(_NOWAIT):
-                    await loop.run_in_executor(self._executor, read.fill, 0)
-            elif total <= INLINE_READ_BYTES:
-                read.fill(0)
-            else:
-                await loop.run_in_executor(self._executor, read.fill, 0)
-            return read.views()
+            return await self._read_pinned(groups, total)
         finally:
             for file in pinned:
                 file.unpin()
+
+    async def _read_pinned(self, groups: Sequence[Sequence[FileSlice]], total: int) -> list[memoryview]:
+        """`read` of files the caller holds pinned (a segment deleted since stays readable, though a new
+        pin of it is refused)."""
+        read = _GroupRead(groups, total)
+        loop = asyncio.get_running_loop()
+        if _NOWAIT is not None:
+            if not read.fill(_NOWAIT):
+                await loop.run_in_executor(self._executor, read.fill, 0)
+        elif total <= INLINE_READ_BYTES:
+            read.fill(0)
+        else:
+            await loop.run_in_executor(self._executor, read.fill, 0)
+        return read.views()
 
 
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 _LENGTH = attrgetter("length")
 _EMPTY = memoryview(b"")
+_null: int | None = None
+_null_lock = threading.Lock()
+
+
+def _null_descriptor() -> int:
+    """/dev/null, opened once for the process and shared by the pool's threads (sendfile keeps no
+    position on it)."""
+    global _null
+    with _null_lock:
+        if _null is None:
+            _null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        return _null
+
+
+def _bring_into_page_cache(pieces_of_groups: list[list[tuple[int, int, int]]]) -> None:
+    """In a pool thread: read these (descriptor, position, length) ranges into the page cache without
+    copying them anywhere, by sendfile to /dev/null. A range that fails (an I/O error, a kernel that will
+    not send to /dev/null) or ends early (a file cut short) is left as it is: the caller's cachestat
+    check then finds pages missing and the copy that follows reads them or reports the error."""
+    try:
+        null = _null_descriptor()
+    except OSError:  # no /dev/null to open (a bare container): every group is copied
+        return
+    for pieces in pieces_of_groups:
+        for fd, position, length in pieces:
+            end = position + length
+            try:
+                while position < end:
+                    sent = os.sendfile(null, fd, position, end - position)
+                    if sent <= 0:
+                        break
+                    position += sent
+            except OSError:
+                continue
 
 
 def _regions_where_cached(groups: Sequence[Sequence[FileSlice]], regions: list[FileRegion]
-                          ) -> tuple[list[memoryview | FileRegion], list[int]] | None:
+                          ) -> tuple[list[memoryview | FileRegion], list[tuple[int, FileRegion]]] | None:
     """The answer with a pinned FileRegion for each group whose slices are all in the page cache (those
-    regions added to `regions` too) and the indexes of the groups that are not, to be read; None when
-    nothing is known to be cached or a segment file closed for good since the log answered."""
+    regions added to `regions` too), and the groups that are not as (index in the answer, their pinned
+    region), for the caller to warm or read; None when nothing is known to be cached or a segment file
+    closed for good since the log answered."""
     cached = page_cache.checker()  # the kernel's check, bound once per answer
     if cached is None:
         return None
     answer: list[memoryview | FileRegion] = []
     made: list[FileRegion] = []
-    missing: list[int] = []
+    cold: list[tuple[int, FileRegion]] = []
     try:
         for group in groups:
             if not group:  # what a partition without data has (its slices are never empty)
@@ -101,19 +176,18 @@ def _regions_where_cached(groups: Sequence[Sequence[FileSlice]], regions: list[F
             region = FileRegion(group)
             for fd, position, length in region.pieces():
                 if not cached(fd, position, length):
-                    region.release()
-                    missing.append(len(answer))
-                    answer.append(_EMPTY)  # replaced by the bytes read
+                    cold.append((len(answer), region))
+                    answer.append(_EMPTY)  # replaced by the region or the bytes read
                     break
             else:
                 made.append(region)
                 answer.append(region)
     except ValueError:  # a segment file closed for good since the log answered: read as before
-        for region in made:
+        for region in chain(made, (region for _, region in cold)):
             region.release()
         return None
     regions += made
-    return answer, missing
+    return answer, cold
 
 
 class _GroupRead:

@@ -1,4 +1,5 @@
-"""broker/log/slices.py: page-cache reads on the loop (RWF_NOWAIT), the rest in the pool."""
+"""broker/log/slices.py: page-cache reads on the loop (RWF_NOWAIT), the rest in the pool; answers sent from
+files, their missing pages brought into the page cache in the pool first."""
 
 import asyncio
 import os
@@ -6,10 +7,12 @@ from concurrent.futures import Executor, Future
 
 import pytest
 
-from broker.log import FileSlice
+from broker.log import FileSlice, page_cache
 from broker.log import slices as slices_module
+from broker.log.file_region import FileRegion
 from broker.log.segment import SegmentFile
 from broker.log.slices import SliceReader, _GroupRead
+from tests.support.page_cache import drop_from_page_cache
 
 
 class InlineExecutor(Executor):
@@ -92,3 +95,124 @@ def test_nothing_to_read(files):
     pool = InlineExecutor()
     assert [bytes(v) for v in asyncio.run(SliceReader(pool).read([[], []]))] == [b"", b""]
     assert pool.jobs == []
+
+
+# --- for_sending: FileRegions, and pages brought back into the page cache first ---------------------
+
+needs_cachestat = pytest.mark.skipif(not page_cache.available(), reason="no cachestat(2): nothing is sent from files")
+
+
+class HookedExecutor(InlineExecutor):
+    """Runs `before` on the caller's thread ahead of each job: what happens while a pool thread works."""
+
+    def __init__(self, before):
+        super().__init__()
+        self.before = before
+
+    def submit(self, fn, *args, **kwargs):
+        self.before()
+        return super().submit(fn, *args, **kwargs)
+
+
+def region_bytes(region: FileRegion) -> bytes:
+    return b"".join(os.pread(fd, length, position) for fd, position, length in region.pieces())
+
+
+def cold_and_warm(files, tmp_path):
+    """Two segment files of 100 KiB, the first taken out of the page cache, the second in it; one group
+    from each, large enough (together) to be sent from files."""
+    cold_data, warm_data = os.urandom(100_000), os.urandom(100_000)
+    cold, warm = files("cold", cold_data), files("warm", warm_data)
+    drop_from_page_cache(tmp_path / "cold")
+    assert not page_cache.cached(cold.fileno(), 0, 100_000)
+    assert page_cache.cached(warm.fileno(), 0, 100_000)
+    groups = [[FileSlice(cold, 1000, 30_000), FileSlice(cold, 31_000, 40_000)], [], [FileSlice(warm, 5, 50_000)]]
+    return cold, warm, groups, [cold_data[1000:71_000], b"", warm_data[5:50_005]]
+
+
+@needs_cachestat
+def test_a_group_out_of_the_page_cache_is_brought_in_and_sent_from_its_files(files, tmp_path):
+    cold, warm, groups, wanted = cold_and_warm(files, tmp_path)
+    pool, regions = InlineExecutor(), []
+    answer = asyncio.run(SliceReader(pool).for_sending(groups, regions))
+    assert isinstance(answer[0], FileRegion) and isinstance(answer[2], FileRegion) and len(pool.jobs) == 1
+    assert sorted(map(id, regions)) == sorted([id(answer[0]), id(answer[2])])
+    assert [region_bytes(answer[0]), bytes(answer[1]), region_bytes(answer[2])] == wanted
+    assert page_cache.cached(cold.fileno(), 1000, 70_000)
+    for region in regions:
+        region.release()
+    assert not any(f._pins for f in (cold, warm))
+
+
+@needs_cachestat
+@pytest.mark.parametrize("brought_in", [True, False])
+def test_a_segment_deleted_while_its_pages_are_brought_in_stays_open_for_the_answer(files, tmp_path, monkeypatch,
+                                                                                    brought_in):
+    """The region's pin holds the file from the warm-up to the answer, or into the copy when the pages
+    stay missing: a deleted segment is never let go in between (it would be closed for good, and a
+    read of it refused)."""
+    cold, warm, groups, wanted = cold_and_warm(files, tmp_path)
+    if not brought_in:
+        monkeypatch.setattr(slices_module, "_bring_into_page_cache", lambda pieces: None)
+
+    def delete():  # as retention does: the file ended, its name gone
+        if not cold.closed:
+            (tmp_path / "cold").unlink()
+            cold.close()
+
+    regions = []
+    answer = asyncio.run(SliceReader(HookedExecutor(delete)).for_sending(groups, regions))
+    assert isinstance(answer[0], FileRegion if brought_in else memoryview)
+    assert (region_bytes(answer[0]) if brought_in else bytes(answer[0])) == wanted[0]
+    for region in regions:
+        region.release()
+    assert cold.fd == -1 and not warm._pins
+
+
+@needs_cachestat
+def test_pages_still_missing_after_being_brought_in_are_copied(files, tmp_path, monkeypatch):
+    """Evicted again before the check (or the warming failed): that group alone is read and copied."""
+    cold, warm, groups, wanted = cold_and_warm(files, tmp_path)
+    monkeypatch.setattr(slices_module, "_bring_into_page_cache", lambda pieces: None)
+    regions = []
+    answer = asyncio.run(SliceReader(InlineExecutor()).for_sending(groups, regions))
+    assert isinstance(answer[0], memoryview) and bytes(answer[0]) == wanted[0]
+    assert regions == [answer[2]] and region_bytes(answer[2]) == wanted[2]
+    regions[0].release()
+    assert not any(f._pins for f in (cold, warm))
+
+
+@needs_cachestat
+def test_an_answer_cancelled_while_its_pages_are_brought_in_lets_its_files_go(files, tmp_path):
+    cold, warm, groups, _ = cold_and_warm(files, tmp_path)
+
+    class Stuck(Executor):
+        def submit(self, fn, *args, **kwargs):
+            return Future()  # never done
+
+    async def cancelled():
+        regions = []
+        task = asyncio.ensure_future(SliceReader(Stuck()).for_sending(groups, regions))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for region in regions:  # the warm group's region, which the connection releases
+            region.release()
+
+    asyncio.run(cancelled())
+    assert not any(f._pins for f in (cold, warm))
+
+
+@needs_cachestat
+def test_pages_are_brought_in_up_to_the_end_of_a_file_cut_short(files, tmp_path):
+    """sendfile to /dev/null reads the pages in; a range past the end stops there without an error."""
+    data = os.urandom(50_000)
+    f = files("short", data)
+    drop_from_page_cache(tmp_path / "short")
+    fd = f.pin()
+    try:
+        slices_module._bring_into_page_cache([[(fd, 0, 20_000), (fd, 40_000, 30_000)]])
+        assert page_cache.cached(fd, 0, 50_000)
+    finally:
+        f.unpin()
