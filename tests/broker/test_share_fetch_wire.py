@@ -437,6 +437,7 @@ def test_read_committed_share_fetches_archive_aborted_transactions(client):
         group = f"sfg-{n}-{level}"
         _set_group_config(client, group, "share.auto.offset.reset", "earliest")
         _set_group_config(client, group, "share.isolation.level", level)
+        initialize(client, group, topic)
         p = part(fetch(client, group, "m", 0, topic_id))
         delivered[level] = (ranges(p), _data_values(p))
         if level == "read_committed":
