@@ -94,15 +94,12 @@ class StatePartitions:
                 found[name] = (topic_id, frozenset(p for p in done[1] if p < count))
         return found
 
-    def pending(self, topics: dict[str, tuple[uuid.UUID, int]], target: dict[str, Assignment]) -> bool:
-        """Initialized subscribed partitions the target does not give out exactly (Kafka's
-        initializedAssignmentPending): the next heartbeat moves the group epoch to assign them."""
-        given: dict[uuid.UUID, set[int]] = {}
-        for assignment in target.values():
-            for topic_id, parts in assignment.items():
-                given.setdefault(topic_id, set()).update(parts)
+    def pending(self, topics: dict[str, tuple[uuid.UUID, int]], given: dict[uuid.UUID, frozenset[int]]) -> bool:
+        """Initialized subscribed partitions the target does not give out exactly (`given`: what it gives
+        out, ShareGroup.target_given; Kafka's initializedAssignmentPending): the next heartbeat moves the
+        group epoch to assign them."""
         subscribed = {topic_id for topic_id, _ in topics.values()}
-        return any(topic_id in subscribed and given.get(topic_id) != set(parts)
+        return any(topic_id in subscribed and given.get(topic_id) != parts
                    for topic_id, (_, parts) in self.initialized.items())
 
     def forgotten(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
@@ -124,6 +121,10 @@ class ShareGroup(MemberGroup[ShareMember]):
     state_partitions: StatePartitions | None = None
     # Rebuilt from records without a record 15 (share_groups.py: its states were made by their leaders).
     legacy_states: bool = False
+    # What the target gives out over all its members (topic id -> partitions), derived once per target so
+    # that a heartbeat's check for initialized partitions not given out walks no member; None: derived at
+    # the next need (the target was read back, or lost a member). Replaced, never changed in place.
+    given: dict[uuid.UUID, frozenset[int]] | None = None
 
     @property
     def state(self) -> ShareGroupState:
@@ -133,6 +134,23 @@ class ShareGroup(MemberGroup[ShareMember]):
 
     def subscribed_names(self) -> set[str]:
         return {name for m in self.members.values() for name in m.subscribed}
+
+    def set_target(self, target: dict[str, Assignment]) -> None:
+        self.target = target
+        self.given = _given(target)
+
+    def target_given(self) -> dict[uuid.UUID, frozenset[int]]:
+        if self.given is None:
+            self.given = _given(self.target)
+        return self.given
+
+
+def _given(target: dict[str, Assignment]) -> dict[uuid.UUID, frozenset[int]]:
+    found: dict[uuid.UUID, set[int]] = {}
+    for assignment in target.values():
+        for topic_id, parts in assignment.items():
+            found.setdefault(topic_id, set()).update(parts)
+    return {topic_id: frozenset(parts) for topic_id, parts in found.items()}
 
 
 def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, frozenset[int]]],

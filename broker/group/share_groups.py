@@ -285,7 +285,7 @@ class ShareGroups:
 
     def _initialized_pending(self, group: ShareGroup) -> bool:
         return (bool(group.members) and group.state_partitions is not None
-                and group.state_partitions.pending(group.topics, group.target))
+                and group.state_partitions.pending(group.topics, group.target_given()))
 
     def _assignable(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:
         """What the assignor may give out: the initialized partitions; every subscribed one where no share
@@ -296,8 +296,8 @@ class ShareGroups:
 
     def _compute_target(self, group: ShareGroup) -> None:
         self.records.changed_whole(group.group_id)
-        group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
-                              {m: a for m, a in group.target.items() if m in group.members})
+        group.set_target(assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
+                                {m: a for m, a in group.target.items() if m in group.members}))
         group.assignment_epoch = group.group_epoch
         group.assignment_ms = time.time_ns() // 1_000_000
 
@@ -308,6 +308,7 @@ class ShareGroups:
         self.records.changed_whole(group.group_id)
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
+        group.given = None
         group.topics = self._subscribed_topics(group)
         group.group_epoch += 1
 
