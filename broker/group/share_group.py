@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -103,10 +104,49 @@ class StatePartitions:
                    for topic_id, (_, parts) in self.initialized.items())
 
     def forgotten(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
-        """Topics whose states were deleted (DeleteShareGroupOffsets): initialized again when subscribed."""
+        """Without these topics anywhere (Kafka's maybeCleanupShareGroupState: they were deleted)."""
         return StatePartitions({t: v for t, v in self.initialized.items() if t not in topic_ids},
                                {t: v for t, v in self.initializing.items() if t not in topic_ids},
                                {t: n for t, n in self.deleting.items() if t not in topic_ids})
+
+    def named(self) -> dict[uuid.UUID, str]:
+        """Every topic held here, by id."""
+        return {**{t: v[0] for t, v in self.initialized.items()}, **{t: v[0] for t, v in self.initializing.items()},
+                **self.deleting}
+
+    def offsets_to_delete(self, topic_id: uuid.UUID, count: int) -> frozenset[int] | None:
+        """DeleteShareGroupOffsets' share-partitions of a topic (Kafka's
+        sharePartitionsEligibleForOffsetDeletion): its initialized ones, or all `count` of a topic whose
+        deletion is unfinished; None when it has no state to delete."""
+        if (done := self.initialized.get(topic_id)) is not None:
+            return done[1]
+        return frozenset(range(count)) if topic_id in self.deleting else None
+
+    def deleting_from(self, topics: dict[uuid.UUID, str]) -> StatePartitions:
+        """These topics' states about to be deleted: no longer initialized, listed as deleting until done
+        (written before the share coordinators are asked, as Kafka does)."""
+        return StatePartitions({t: v for t, v in self.initialized.items() if t not in topics},
+                               dict(self.initializing), {**self.deleting, **topics})
+
+    def deleted(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
+        """These topics' states deleted: no longer deleting (initialized again when next subscribed)."""
+        return StatePartitions(dict(self.initialized), dict(self.initializing),
+                               {t: n for t, n in self.deleting.items() if t not in topic_ids})
+
+    def all_to_delete(self, count_of: Callable[[uuid.UUID, str], int | None]
+                      ) -> dict[uuid.UUID, tuple[str, frozenset[int]]]:
+        """A deleted group's share-partitions (Kafka's shareGroupBuildPartitionDeleteRequest): those
+        initialized or being initialized, and every partition of a topic still being deleted, if it
+        exists (`count_of`: its partition count, None when gone)."""
+        held = [(t, name, parts) for t, (name, parts) in self.initialized.items()]
+        held += [(t, name, parts) for t, (name, parts, _) in self.initializing.items()]
+        for topic_id, name in self.deleting.items():
+            if (count := count_of(topic_id, name)) is not None:
+                held.append((topic_id, name, frozenset(range(count))))
+        found: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+        for topic_id, name, parts in held:
+            found[topic_id] = (name, found.get(topic_id, (name, frozenset()))[1] | parts)
+        return found
 
 
 # Kafka's group.share.initialize.retry.interval.ms default: an initialization asked for and not answered

@@ -59,6 +59,17 @@ log = structlog.get_logger("groups")
 TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
 # Asks the share coordinators to initialize (group id, state epoch, topic id -> partitions): the first error.
 InitializeStates = Callable[[str, int, dict[uuid.UUID, set[int]]], Awaitable[ErrorCode]]
+# Deletes share-partitions' states (group id, topic id -> (name, partitions)): each topic's error.
+DeleteStates = Callable[[str, dict[uuid.UUID, tuple[str, frozenset[int]]]], Awaitable[dict[uuid.UUID, ErrorCode]]]
+
+
+@dataclass(frozen=True)
+class OffsetsDeleted:
+    """One topic's part of DeleteShareGroupOffsets' answer (topic_id None: no such topic)."""
+    name: str
+    topic_id: uuid.UUID | None
+    error: ErrorCode
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,8 @@ class ShareGroups:
         self.member_left: list[Callable[[str, str], None]] = []
         # The share coordinators' InitializeShareGroupState (broker/share/persister.py); None: nothing asked.
         self.initialize_states: InitializeStates | None = None
+        # Their deletion of states (broker/share/manager.py's forget); None: nothing to delete.
+        self.delete_states: DeleteStates | None = None
         self._max_size = max_size
         self._topic = topic
         self._other_kind = other_kind
@@ -201,14 +214,48 @@ class ShareGroups:
             group.state_partitions = state.asked(names, parts, now).answered(parts, done=True)
             await self.records.persist(group_id)
 
-    async def states_deleted(self, group_id: str, topic_ids: set[uuid.UUID]) -> None:
-        """DeleteShareGroupOffsets deleted these topics' states: initialized again once subscribed."""
+    async def delete_offsets(self, group_id: str, names: list[str]) -> list[OffsetsDeleted]:
+        """DeleteShareGroupOffsets of an Empty group, in Kafka's order: the topics with state are written as
+        deleting (no longer initialized) in record 15, their states deleted with the share coordinators,
+        and those deleted taken off the deleting list (a topic whose deletion failed stays there, tried
+        again by the next delete). Answered as Kafka's coordinator: the deleted topics, then those without
+        state (UNKNOWN_TOPIC_OR_PARTITION), then those a coordinator refused; no topic at all for a group
+        that never had state (no record 15). GroupError: no such group, members, or a write's error."""
         async with self._change(group_id):
-            group = self.groups.get(group_id)
-            if group is None or group.state_partitions is None:
-                return
-            group.state_partitions = group.state_partitions.forgotten(topic_ids)
+            group = self._deletable(group_id)
+            state = group.state_partitions
+            if state is None:
+                return []
+            refused, eligible = [], {}
+            for name in names:
+                found = self._topic(name)
+                if found is None:
+                    refused.append(OffsetsDeleted(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  f"Topic {name} does not exist."))
+                elif (parts := state.offsets_to_delete(*found)) is None:
+                    refused.append(OffsetsDeleted(name, found[0], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  f"The group has no state of topic {name} to delete."))
+                else:
+                    eligible[found[0]] = (name, parts)
+            group.state_partitions = state.deleting_from({t: name for t, (name, _) in eligible.items()})
             await self.records.persist(group_id)
+        errors = await self.delete_states(group_id, eligible) if eligible and self.delete_states else {}
+        done = {t for t in eligible if errors.get(t, ErrorCode.NONE) == ErrorCode.NONE}
+        failed = [OffsetsDeleted(eligible[t][0], t, e) for t, e in errors.items() if e != ErrorCode.NONE]
+        if done:
+            async with self._change(group_id):
+                now = self.groups.get(group_id)
+                if now is not None and now.state_partitions is not None:
+                    now.state_partitions = now.state_partitions.deleted(done)
+                    await self.records.persist(group_id)
+        return [OffsetsDeleted(eligible[t][0], t, ErrorCode.NONE) for t in eligible if t in done] + refused + failed
+
+    def _deletable(self, group_id: str) -> ShareGroup:
+        """The group DeleteShareGroupOffsets or DeleteGroups may change: it exists and is Empty."""
+        group = self._group(group_id, create=False)
+        if group.members:
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
+        return group
 
     def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
@@ -419,23 +466,39 @@ class ShareGroups:
         return [g for g in self.groups.values() if not g.dead]
 
     async def delete(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an Empty one; gone once its records' tombstones are written
-        (the write's error leaves it as it was)."""
+        """DeleteGroups of a share group: only an Empty one. As Kafka: record 15 first lists every topic
+        with state as deleting (none initialized), then the share coordinators delete those states, and
+        only then is the group gone with its records' tombstones; a deletion a coordinator refused is the
+        group's answer and the group stays (a later delete tries again). A write's error leaves the group
+        as it was."""
         try:
             async with self._change(group_id):
-                group = self.groups.get(group_id)
-                if group is None:
-                    return ErrorCode.GROUP_ID_NOT_FOUND
-                if group.members:
-                    return ErrorCode.NON_EMPTY_GROUP
+                group = self._deletable(group_id)
+                doomed: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+                if group.state_partitions is not None:
+                    doomed = group.state_partitions.all_to_delete(self._count_of)
+                    group.state_partitions = StatePartitions(deleting={t: n for t, (n, _) in doomed.items()})
+                    await self.records.persist(group_id)
+            errors = await self.delete_states(group_id, doomed) if doomed and self.delete_states else {}
+            if (failed := next((e for e in errors.values() if e != ErrorCode.NONE), None)) is not None:
+                log.warning("a deleted share group's states not deleted", group=group_id, error=failed.name)
+                return failed
+            async with self._change(group_id):
+                group = self._deletable(group_id)
                 group.dead = True
                 del self.groups[group_id]
                 await self.records.persist(group_id)
         except GroupError as exc:
-            log.warning("a deleted share group's records not written", group=group_id, error=exc.error_code.name)
+            if exc.error_code not in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NON_EMPTY_GROUP):
+                log.warning("a deleted share group's records not written", group=group_id,
+                            error=exc.error_code.name)
             return exc.error_code
         log.info("deleted share group", group=group_id)
         return ErrorCode.NONE
+
+    def _count_of(self, topic_id: uuid.UUID, name: str) -> int | None:
+        found = self._topic(name)
+        return found[1] if found is not None and found[0] == topic_id else None
 
 
 def _check_request(request: ShareHeartbeat) -> None:
