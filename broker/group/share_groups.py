@@ -257,6 +257,31 @@ class ShareGroups:
             raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
         return group
 
+    def topic_deleted(self, name: str) -> None:
+        """A topic was deleted: its entries leave record 15 of every group holding them (Kafka's
+        maybeCleanupShareGroupState), written in the background (the share coordinators drop the states)."""
+        if self.groups:
+            self._spawn(self._forget_deleted(name))
+
+    async def _forget_deleted(self, name: str) -> None:
+        for group_id in list(self.groups):
+            try:
+                async with self._change(group_id):
+                    group = self.groups.get(group_id)
+                    if group is None or (state := group.state_partitions) is None:
+                        continue
+                    gone = {t for t, held in state.named().items() if held == name and not self._exists(t, name)}
+                    if gone:
+                        group.state_partitions = state.forgotten(gone)
+                        await self.records.persist(group_id)
+            except GroupError as exc:  # left as it was, as Kafka leaves it when that write fails
+                log.warning("a deleted topic's share group state not forgotten", group=group_id, topic=name,
+                            error=exc.error_code.name)
+
+    def _exists(self, topic_id: uuid.UUID, name: str) -> bool:
+        found = self._topic(name)
+        return found is not None and found[0] == topic_id
+
     def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if epoch == LEAVE_EPOCH:

@@ -10,7 +10,7 @@
 
 Type 15 is written once a subscribed share-partition's state is asked to be initialized (share_groups.py),
 and again when that is answered, around a deletion of states (DeleteShareGroupOffsets, DeleteGroups: its
-deleting list); its tombstone goes with the group's (after the
+deleting list) and when a topic it names is deleted; its tombstone goes with the group's (after the
 target epoch's, before the group epoch's, as Kafka orders them). Type 11's MetadataHash is Ebb's hash of
 the subscribed topics (record_log.topics_hash), as for consumer groups. The specs are
 schemas/ShareGroup*Key.json and *Value.json. The records are made, kept, written and read back by

@@ -4,7 +4,7 @@ heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the gro
 and current assignment (with the epoch each partition was given at), member and tombstone records,
 in Kafka's order within each write; and the share group records (types 10-15) of a share group's
 heartbeats in the same log, record 15 (the share-partitions initialized) read back after a SIGKILL, and
-its deleting list as DeleteShareGroupOffsets and DeleteGroups write it."""
+its deleting list as DeleteShareGroupOffsets and DeleteGroups write it, and a deleted topic leaving it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ import json
 import signal
 
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteGroupsRequest, DeleteShareGroupOffsetsRequest, ShareGroupHeartbeatRequest
+from protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DeleteTopicsRequest,
+    ShareGroupHeartbeatRequest,
+)
 from tests.broker.data_wire import WireClient, create_topic
 from tests.broker.test_consumer_group_restart import _beat, _held
 from tests.support.broker_process import BrokerProcess
@@ -129,3 +134,24 @@ def test_share_partition_metadata_is_written_read_back_after_sigkill_and_tombsto
     assert topics(deleting_all, "deletingTopics") == [("u", None)]
     tombstones = [k["type"] for k, p in records if p is None]
     assert tombstones.index("12") < tombstones.index("15") < tombstones.index("11")
+
+
+def test_a_deleted_topic_leaves_record_15(java, tmp_path):
+    """Deleting a topic rewrites record 15 of a group holding it without it (Kafka's
+    maybeCleanupShareGroupState), at once, in the background; Kafka's tool decodes what is left."""
+    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "v", partitions=1)
+            create_topic(c, "w", partitions=1)
+            assert _share_beat(c, "e", "e1", 0, ["v", "w"]).error_code == ErrorCode.NONE
+            assert _share_beat(c, "e", "e1", -1).error_code == ErrorCode.NONE
+            [gone] = c.send(DeleteTopicsRequest(topic_names=["v"], timeout_ms=5000), 4).responses
+            assert gone.error_code == ErrorCode.NONE
+
+            def last_state():
+                states = [p for k, p in _decoded(java, tmp_path / "logs")
+                          if k["data"]["groupId"] == "e" and k["type"] == "15"]
+                return len(states) == 3 and states[-1]
+            last = wait_for(last_state, timeout_s=30, what="record 15 written without the deleted topic")
+    assert [t["topicName"] for t in last["data"]["initializedTopics"]] == ["w"]
+    assert last["data"]["initializingTopics"] == [] and last["data"]["deletingTopics"] == []

@@ -147,3 +147,20 @@ def test_a_deleted_group_deletes_its_states_first_and_stays_when_that_fails():
     deleting = kinds.index((share_records.STATE_PARTITION_METADATA, False), kinds.index((11, False)) + 3)
     assert kinds.index((share_records.STATE_PARTITION_METADATA, True)) > deleting  # tombstones after
     assert _state_records(log)[-1] is None
+
+
+def test_a_deleted_topic_leaves_record_15():
+    log, tasks = Log(), []
+    topics = {"a": (T1, 4), "b": (T2, 2)}
+
+    async def run():
+        groups, _ = _groups(log, topics, tasks)
+        await _joined_and_left(groups, ["a", "b"])
+        topics["a"] = (uuid.UUID(int=3), 1)  # deleted and made again: another topic
+        groups.topic_deleted("a")
+        await asyncio.gather(*tasks)
+        groups.stop()
+    asyncio.run(run())
+    last = _state_records(log)[-1]
+    assert last is not None and _topics(last.initialized_topics) == {T2: ("b", [0, 1])}
+    assert not last.initializing_topics and not last.deleting_topics
