@@ -165,6 +165,9 @@ class ShareGroup(MemberGroup[ShareMember]):
     # that a heartbeat's check for initialized partitions not given out walks no member; None: derived at
     # the next need (the target was read back, or lost a member). Replaced, never changed in place.
     given: dict[uuid.UUID, frozenset[int]] | None = None
+    # The topic names its members subscribe to, derived once per change of membership or subscriptions
+    # (None: at the next need), so that a steady heartbeat walks no member either.
+    subscribed: frozenset[str] | None = None
 
     @property
     def state(self) -> ShareGroupState:
@@ -172,8 +175,10 @@ class ShareGroup(MemberGroup[ShareMember]):
             return ShareGroupState.DEAD
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
-    def subscribed_names(self) -> set[str]:
-        return {name for m in self.members.values() for name in m.subscribed}
+    def subscribed_names(self) -> frozenset[str]:
+        if self.subscribed is None:
+            self.subscribed = frozenset(name for m in self.members.values() for name in m.subscribed)
+        return self.subscribed
 
     def set_target(self, target: dict[str, Assignment]) -> None:
         self.target = target

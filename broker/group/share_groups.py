@@ -303,6 +303,8 @@ class ShareGroups:
         if request.subscribed is not None and list(request.subscribed) != member.subscribed:
             member.subscribed = list(request.subscribed)
             changed = True
+        if changed:
+            group.subscribed = None  # derived again below
         topics = self._subscribed_topics(group)
         if group.legacy_states:
             self._legacy_initialized(group, topics)
@@ -379,6 +381,7 @@ class ShareGroups:
         tombstones and the group epoch)."""
         self.records.changed_whole(group.group_id)
         del group.members[member.member_id]
+        group.subscribed = None
         group.target.pop(member.member_id, None)
         group.given = None
         group.topics = self._subscribed_topics(group)

@@ -233,7 +233,16 @@ class WalkedAssignment(dict):
         return super().items()
 
 
-def test_a_steady_heartbeat_walks_no_other_members_target():
+class WalkedSubscription(list):
+    """A member's subscribed topic names that count the walks over them."""
+    walks = 0
+
+    def __iter__(self):
+        WalkedSubscription.walks += 1
+        return super().__iter__()
+
+
+def test_a_steady_heartbeat_walks_no_other_members_target_or_subscription():
     log, coordinators = Log(), Coordinators()
 
     async def run():
@@ -247,9 +256,13 @@ def test_a_steady_heartbeat_walks_no_other_members_target():
         assert sorted(p for a in group.target.values() for p in a[T1]) == [0, 1, 2, 3]
         # what the others are given, the same partitions, in assignments that count their walks
         group.target = {m: a if m == "m1" else WalkedAssignment(a) for m, a in group.target.items()}
-        WalkedAssignment.walks = 0
+        for member_id, member in group.members.items():
+            if member_id != "m1":
+                member.subscribed = WalkedSubscription(member.subscribed)
+        WalkedAssignment.walks = WalkedSubscription.walks = 0
         steady = await _beat(groups, "m1", epoch)
         assert steady.member_epoch == epoch and group.group_epoch == epoch
         assert WalkedAssignment.walks == 0  # the check for initialized partitions not given out walks none
+        assert WalkedSubscription.walks == 0  # nor does the look at the subscribed topics
         groups.stop()
     asyncio.run(run())
