@@ -29,6 +29,10 @@ the target does not give out) moves the group epoch, and each member takes them 
 as Kafka's initializedAssignmentPending does. A group rebuilt
 from records that hold no record 15 (an Ebb before it wrote one, whose leaders made the states) takes the
 partitions its next heartbeat would ask for as initialized, without asking: asking would reset them.
+
+Deleting states keeps record 15's deleting list as Kafka's coordinator does (delete_offsets for
+DeleteShareGroupOffsets, delete for DeleteGroups: the topics written as deleting before the share
+coordinators delete their states, taken off after), and a deleted topic leaves record 15 (topic_deleted).
 """
 
 from __future__ import annotations
