@@ -185,6 +185,8 @@ class Broker:
         self.groups.share.member_left.append(self.shares.member_left)  # a leaving member's records are released
         self.groups.share.initialize_states = self.shares.persister.initialize  # a new share-partition's state
         self.groups.share.initialize_missing = self.shares.persister.initialize_missing  # an older Ebb's group's
+        self.groups.share.delete_states = self.shares.forget  # DeleteShareGroupOffsets', DeleteGroups' states
+        self.topics.deletion_listeners.append(self.groups.share.topic_deleted)  # record 15 forgets the topic
         # Replays __transaction_state and completes what it left prepared (one broker; see broker/txn/).
         self.transactions = TransactionCoordinator(config, self.topics, self.replicas,
                                                    in_cluster=self.cluster is not None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -94,22 +95,58 @@ class StatePartitions:
                 found[name] = (topic_id, frozenset(p for p in done[1] if p < count))
         return found
 
-    def pending(self, topics: dict[str, tuple[uuid.UUID, int]], target: dict[str, Assignment]) -> bool:
-        """Initialized subscribed partitions the target does not give out exactly (Kafka's
-        initializedAssignmentPending): the next heartbeat moves the group epoch to assign them."""
-        given: dict[uuid.UUID, set[int]] = {}
-        for assignment in target.values():
-            for topic_id, parts in assignment.items():
-                given.setdefault(topic_id, set()).update(parts)
+    def pending(self, topics: dict[str, tuple[uuid.UUID, int]], given: dict[uuid.UUID, frozenset[int]]) -> bool:
+        """Initialized subscribed partitions the target does not give out exactly (`given`: what it gives
+        out, ShareGroup.target_given; Kafka's initializedAssignmentPending): the next heartbeat moves the
+        group epoch to assign them."""
         subscribed = {topic_id for topic_id, _ in topics.values()}
-        return any(topic_id in subscribed and given.get(topic_id) != set(parts)
+        return any(topic_id in subscribed and given.get(topic_id) != parts
                    for topic_id, (_, parts) in self.initialized.items())
 
     def forgotten(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
-        """Topics whose states were deleted (DeleteShareGroupOffsets): initialized again when subscribed."""
+        """Without these topics anywhere (Kafka's maybeCleanupShareGroupState: they were deleted)."""
         return StatePartitions({t: v for t, v in self.initialized.items() if t not in topic_ids},
                                {t: v for t, v in self.initializing.items() if t not in topic_ids},
                                {t: n for t, n in self.deleting.items() if t not in topic_ids})
+
+    def named(self) -> dict[uuid.UUID, str]:
+        """Every topic held here, by id."""
+        return {**{t: v[0] for t, v in self.initialized.items()}, **{t: v[0] for t, v in self.initializing.items()},
+                **self.deleting}
+
+    def offsets_to_delete(self, topic_id: uuid.UUID, count: int) -> frozenset[int] | None:
+        """DeleteShareGroupOffsets' share-partitions of a topic (Kafka's
+        sharePartitionsEligibleForOffsetDeletion): its initialized ones, or all `count` of a topic whose
+        deletion is unfinished; None when it has no state to delete."""
+        if (done := self.initialized.get(topic_id)) is not None:
+            return done[1]
+        return frozenset(range(count)) if topic_id in self.deleting else None
+
+    def deleting_from(self, topics: dict[uuid.UUID, str]) -> StatePartitions:
+        """These topics' states about to be deleted: no longer initialized, listed as deleting until done
+        (written before the share coordinators are asked, as Kafka does)."""
+        return StatePartitions({t: v for t, v in self.initialized.items() if t not in topics},
+                               dict(self.initializing), {**self.deleting, **topics})
+
+    def deleted(self, topic_ids: set[uuid.UUID]) -> StatePartitions:
+        """These topics' states deleted: no longer deleting (initialized again when next subscribed)."""
+        return StatePartitions(dict(self.initialized), dict(self.initializing),
+                               {t: n for t, n in self.deleting.items() if t not in topic_ids})
+
+    def all_to_delete(self, count_of: Callable[[uuid.UUID, str], int | None]
+                      ) -> dict[uuid.UUID, tuple[str, frozenset[int]]]:
+        """A deleted group's share-partitions (Kafka's shareGroupBuildPartitionDeleteRequest): those
+        initialized or being initialized, and every partition of a topic still being deleted, if it
+        exists (`count_of`: its partition count, None when gone)."""
+        held = [(t, name, parts) for t, (name, parts) in self.initialized.items()]
+        held += [(t, name, parts) for t, (name, parts, _) in self.initializing.items()]
+        for topic_id, name in self.deleting.items():
+            if (count := count_of(topic_id, name)) is not None:
+                held.append((topic_id, name, frozenset(range(count))))
+        found: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+        for topic_id, name, parts in held:
+            found[topic_id] = (name, found.get(topic_id, (name, frozenset()))[1] | parts)
+        return found
 
 
 # Kafka's group.share.initialize.retry.interval.ms default: an initialization asked for and not answered
@@ -124,6 +161,13 @@ class ShareGroup(MemberGroup[ShareMember]):
     state_partitions: StatePartitions | None = None
     # Rebuilt from records without a record 15 (share_groups.py: its states were made by their leaders).
     legacy_states: bool = False
+    # What the target gives out over all its members (topic id -> partitions), derived once per target so
+    # that a heartbeat's check for initialized partitions not given out walks no member; None: derived at
+    # the next need (the target was read back, or lost a member). Replaced, never changed in place.
+    given: dict[uuid.UUID, frozenset[int]] | None = None
+    # The topic names its members subscribe to, derived once per change of membership or subscriptions
+    # (None: at the next need), so that a steady heartbeat walks no member either.
+    subscribed: frozenset[str] | None = None
 
     @property
     def state(self) -> ShareGroupState:
@@ -131,8 +175,27 @@ class ShareGroup(MemberGroup[ShareMember]):
             return ShareGroupState.DEAD
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
-    def subscribed_names(self) -> set[str]:
-        return {name for m in self.members.values() for name in m.subscribed}
+    def subscribed_names(self) -> frozenset[str]:
+        if self.subscribed is None:
+            self.subscribed = frozenset(name for m in self.members.values() for name in m.subscribed)
+        return self.subscribed
+
+    def set_target(self, target: dict[str, Assignment]) -> None:
+        self.target = target
+        self.given = _given(target)
+
+    def target_given(self) -> dict[uuid.UUID, frozenset[int]]:
+        if self.given is None:
+            self.given = _given(self.target)
+        return self.given
+
+
+def _given(target: dict[str, Assignment]) -> dict[uuid.UUID, frozenset[int]]:
+    found: dict[uuid.UUID, set[int]] = {}
+    for assignment in target.values():
+        for topic_id, parts in assignment.items():
+            found.setdefault(topic_id, set()).update(parts)
+    return {topic_id: frozenset(parts) for topic_id, parts in found.items()}
 
 
 def assign(members: dict[str, list[str]], topics: dict[str, tuple[uuid.UUID, frozenset[int]]],

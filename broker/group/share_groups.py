@@ -36,6 +36,10 @@ initialized without asking and wrote record 15 so, leaving its leaders to make t
 rebuilt with a record 15 has, at its first heartbeat, the share coordinators initialize those of its
 initialized subscribed partitions they hold no state for (none, if all were fetched); an error there is
 only logged, and the next heartbeat asks again.
+
+Deleting states keeps record 15's deleting list as Kafka's coordinator does (delete_offsets for
+DeleteShareGroupOffsets, delete for DeleteGroups: the topics written as deleting before the share
+coordinators delete their states, taken off after), and a deleted topic leaves record 15 (topic_deleted).
 """
 
 from __future__ import annotations
@@ -68,6 +72,17 @@ TopicLookup = Callable[[str], "tuple[uuid.UUID, int] | None"]
 InitializeStates = Callable[[str, int, dict[uuid.UUID, set[int]]], Awaitable[ErrorCode]]
 # Asks them to initialize those of (group id, topic id -> partitions) they hold no state for: the first error.
 InitializeMissing = Callable[[str, dict[uuid.UUID, set[int]]], Awaitable[ErrorCode]]
+# Deletes share-partitions' states (group id, topic id -> (name, partitions)): each topic's error.
+DeleteStates = Callable[[str, dict[uuid.UUID, tuple[str, frozenset[int]]]], Awaitable[dict[uuid.UUID, ErrorCode]]]
+
+
+@dataclass(frozen=True)
+class OffsetsDeleted:
+    """One topic's part of DeleteShareGroupOffsets' answer (topic_id None: no such topic)."""
+    name: str
+    topic_id: uuid.UUID | None
+    error: ErrorCode
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,8 @@ class ShareGroups:
         self.initialize_states: InitializeStates | None = None
         # Theirs for a group an older Ebb wrote (module docstring); None: its partitions taken as they are.
         self.initialize_missing: InitializeMissing | None = None
+        # Their deletion of states (broker/share/manager.py's forget); None: nothing to delete.
+        self.delete_states: DeleteStates | None = None
         self._max_size = max_size
         self._topic = topic
         self._other_kind = other_kind
@@ -219,14 +236,73 @@ class ShareGroups:
             group.state_partitions = state.asked(names, parts, now).answered(parts, done=True)
             await self.records.persist(group_id)
 
-    async def states_deleted(self, group_id: str, topic_ids: set[uuid.UUID]) -> None:
-        """DeleteShareGroupOffsets deleted these topics' states: initialized again once subscribed."""
+    async def delete_offsets(self, group_id: str, names: list[str]) -> list[OffsetsDeleted]:
+        """DeleteShareGroupOffsets of an Empty group, in Kafka's order: the topics with state are written as
+        deleting (no longer initialized) in record 15, their states deleted with the share coordinators,
+        and those deleted taken off the deleting list (a topic whose deletion failed stays there, tried
+        again by the next delete). Answered as Kafka's coordinator: the deleted topics, then those without
+        state (UNKNOWN_TOPIC_OR_PARTITION), then those a coordinator refused; no topic at all for a group
+        that never had state (no record 15). GroupError: no such group, members, or a write's error."""
         async with self._change(group_id):
-            group = self.groups.get(group_id)
-            if group is None or group.state_partitions is None:
-                return
-            group.state_partitions = group.state_partitions.forgotten(topic_ids)
+            group = self._deletable(group_id)
+            state = group.state_partitions
+            if state is None:
+                return []
+            refused, eligible = [], {}
+            for name in names:
+                found = self._topic(name)
+                if found is None:
+                    refused.append(OffsetsDeleted(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  f"Topic {name} does not exist."))
+                elif (parts := state.offsets_to_delete(*found)) is None:
+                    refused.append(OffsetsDeleted(name, found[0], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  f"The group has no state of topic {name} to delete."))
+                else:
+                    eligible[found[0]] = (name, parts)
+            group.state_partitions = state.deleting_from({t: name for t, (name, _) in eligible.items()})
             await self.records.persist(group_id)
+        errors = await self.delete_states(group_id, eligible) if eligible and self.delete_states else {}
+        done = {t for t in eligible if errors.get(t, ErrorCode.NONE) == ErrorCode.NONE}
+        failed = [OffsetsDeleted(eligible[t][0], t, e) for t, e in errors.items() if e != ErrorCode.NONE]
+        if done:
+            async with self._change(group_id):
+                now = self.groups.get(group_id)
+                if now is not None and now.state_partitions is not None:
+                    now.state_partitions = now.state_partitions.deleted(done)
+                    await self.records.persist(group_id)
+        return [OffsetsDeleted(eligible[t][0], t, ErrorCode.NONE) for t in eligible if t in done] + refused + failed
+
+    def _deletable(self, group_id: str) -> ShareGroup:
+        """The group DeleteShareGroupOffsets or DeleteGroups may change: it exists and is Empty."""
+        group = self._group(group_id, create=False)
+        if group.members:
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
+        return group
+
+    def topic_deleted(self, name: str) -> None:
+        """A topic was deleted: its entries leave record 15 of every group holding them (Kafka's
+        maybeCleanupShareGroupState), written in the background (the share coordinators drop the states)."""
+        if self.groups:
+            self._spawn(self._forget_deleted(name))
+
+    async def _forget_deleted(self, name: str) -> None:
+        for group_id in list(self.groups):
+            try:
+                async with self._change(group_id):
+                    group = self.groups.get(group_id)
+                    if group is None or (state := group.state_partitions) is None:
+                        continue
+                    gone = {t for t, held in state.named().items() if held == name and not self._exists(t, name)}
+                    if gone:
+                        group.state_partitions = state.forgotten(gone)
+                        await self.records.persist(group_id)
+            except GroupError as exc:  # left as it was, as Kafka leaves it when that write fails
+                log.warning("a deleted topic's share group state not forgotten", group=group_id, topic=name,
+                            error=exc.error_code.name)
+
+    def _exists(self, topic_id: uuid.UUID, name: str) -> bool:
+        found = self._topic(name)
+        return found is not None and found[0] == topic_id
 
     async def _older_states(self, group_id: str) -> dict[str, tuple[uuid.UUID, int]] | None:
         """For a group an older Ebb wrote (module docstring), its subscribed topics once each of their
@@ -284,6 +360,8 @@ class ShareGroups:
         if request.subscribed is not None and list(request.subscribed) != member.subscribed:
             member.subscribed = list(request.subscribed)
             changed = True
+        if changed:
+            group.subscribed = None  # derived again below
         topics = self._subscribed_topics(group)
         if group.legacy_states and older is not None:
             self._legacy_initialized(group, older)
@@ -339,7 +417,7 @@ class ShareGroups:
 
     def _initialized_pending(self, group: ShareGroup) -> bool:
         return (bool(group.members) and group.state_partitions is not None
-                and group.state_partitions.pending(group.topics, group.target))
+                and group.state_partitions.pending(group.topics, group.target_given()))
 
     def _assignable(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:
         """What the assignor may give out: the initialized partitions; every subscribed one where no share
@@ -350,8 +428,8 @@ class ShareGroups:
 
     def _compute_target(self, group: ShareGroup) -> None:
         self.records.changed_whole(group.group_id)
-        group.target = assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
-                              {m: a for m, a in group.target.items() if m in group.members})
+        group.set_target(assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
+                                {m: a for m, a in group.target.items() if m in group.members}))
         group.assignment_epoch = group.group_epoch
         group.assignment_ms = time.time_ns() // 1_000_000
 
@@ -361,7 +439,9 @@ class ShareGroups:
         tombstones and the group epoch)."""
         self.records.changed_whole(group.group_id)
         del group.members[member.member_id]
+        group.subscribed = None
         group.target.pop(member.member_id, None)
+        group.given = None
         group.topics = self._subscribed_topics(group)
         group.group_epoch += 1
 
@@ -474,23 +554,39 @@ class ShareGroups:
         return [g for g in self.groups.values() if not g.dead]
 
     async def delete(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an Empty one; gone once its records' tombstones are written
-        (the write's error leaves it as it was)."""
+        """DeleteGroups of a share group: only an Empty one. As Kafka: record 15 first lists every topic
+        with state as deleting (none initialized), then the share coordinators delete those states, and
+        only then is the group gone with its records' tombstones; a deletion a coordinator refused is the
+        group's answer and the group stays (a later delete tries again). A write's error leaves the group
+        as it was."""
         try:
             async with self._change(group_id):
-                group = self.groups.get(group_id)
-                if group is None:
-                    return ErrorCode.GROUP_ID_NOT_FOUND
-                if group.members:
-                    return ErrorCode.NON_EMPTY_GROUP
+                group = self._deletable(group_id)
+                doomed: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+                if group.state_partitions is not None:
+                    doomed = group.state_partitions.all_to_delete(self._count_of)
+                    group.state_partitions = StatePartitions(deleting={t: n for t, (n, _) in doomed.items()})
+                    await self.records.persist(group_id)
+            errors = await self.delete_states(group_id, doomed) if doomed and self.delete_states else {}
+            if (failed := next((e for e in errors.values() if e != ErrorCode.NONE), None)) is not None:
+                log.warning("a deleted share group's states not deleted", group=group_id, error=failed.name)
+                return failed
+            async with self._change(group_id):
+                group = self._deletable(group_id)
                 group.dead = True
                 del self.groups[group_id]
                 await self.records.persist(group_id)
         except GroupError as exc:
-            log.warning("a deleted share group's records not written", group=group_id, error=exc.error_code.name)
+            if exc.error_code not in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NON_EMPTY_GROUP):
+                log.warning("a deleted share group's records not written", group=group_id,
+                            error=exc.error_code.name)
             return exc.error_code
         log.info("deleted share group", group=group_id)
         return ErrorCode.NONE
+
+    def _count_of(self, topic_id: uuid.UUID, name: str) -> int | None:
+        found = self._topic(name)
+        return found[1] if found is not None and found[0] == topic_id else None
 
 
 def _check_request(request: ShareHeartbeat) -> None:

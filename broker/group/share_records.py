@@ -9,8 +9,9 @@
     15 ShareGroupStatePartitionMetadata    which share-partitions have state (initializing, initialized, deleting)
 
 Type 15 is written once a subscribed share-partition's state is asked to be initialized (share_groups.py),
-and again when that is answered; its tombstone goes with the group's (after the target epoch's, before the
-group epoch's, as Kafka orders them). Type 11's MetadataHash is Ebb's hash of
+and again when that is answered, around a deletion of states (DeleteShareGroupOffsets, DeleteGroups: its
+deleting list) and when a topic it names is deleted; its tombstone goes with the group's (after the
+target epoch's, before the group epoch's, as Kafka orders them). Type 11's MetadataHash is Ebb's hash of
 the subscribed topics (record_log.topics_hash), as for consumer groups. The specs are
 schemas/ShareGroup*Key.json and *Value.json. The records are made, kept, written and read back by
 record_log.py; KIND below gives what is this kind's own.

@@ -34,7 +34,7 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -454,27 +454,30 @@ class SharePartitionManager:
         log.info("share-partition start offset set", group=group_id, topic=topic.name, partition=index,
                  start_offset=offset)
 
-    async def forget(self, group_id: str, topics: list[Topic]) -> dict[str, ErrorCode]:
-        """DeleteShareGroupOffsets (those topics) and a deleted group (every topic): the group's state of
-        their partitions goes, in memory here and with the share coordinator (and an older Ebb's state
-        file on a leader here); a later fetch starts from the reset rule. Returns each topic's error:
-        NONE, or the first error of a partition whose stored state could not be deleted (it stays;
-        the other partitions are still tried), as Kafka answers the persister's per topic."""
-        errors: dict[str, ErrorCode] = {}
-        for topic in topics:
-            errors[topic.name] = ErrorCode.NONE
-            for index in sorted(topic.replicas):
-                key = (group_id, topic.topic_id, index)
+    async def forget(self, group_id: str, topics: Mapping[uuid.UUID, tuple[str, Iterable[int]]]
+                     ) -> dict[uuid.UUID, ErrorCode]:
+        """The group coordinator's deletion of share-partitions' states (DeleteShareGroupOffsets, a deleted
+        group: topic id -> (name, partitions)): in memory here and with the share coordinator (and an older
+        Ebb's state file on a leader here); a later fetch starts from the reset rule. Returns each topic's
+        error: NONE, or the first error of a partition whose stored state could not be deleted (it stays;
+        the other partitions are still tried), as Kafka's persister answers per topic."""
+        errors: dict[uuid.UUID, ErrorCode] = {}
+        for topic_id, (name, indexes) in topics.items():
+            errors[topic_id] = ErrorCode.NONE
+            for index in sorted(indexes):
+                key = (group_id, topic_id, index)
                 self._drops += 1  # a state being read now is about to go: that read must not be kept
                 self._drop(key)
                 try:
                     await self.persister.delete(key)
                 except PersisterError as exc:  # logged by the persister
-                    if errors[topic.name] == ErrorCode.NONE:
-                        errors[topic.name] = exc.error_code
+                    if errors[topic_id] == ErrorCode.NONE:
+                        errors[topic_id] = exc.error_code
                 self._drops += 1  # and one begun while it went
                 with contextlib.suppress(PartitionError):
-                    partition = self._replicas.partition_of(topic, index)
+                    partition = self._replicas.partition(name, index)
+                    if partition.topic_id != topic_id:
+                        continue  # the name is another topic's now
                     try:
                         await partition.log.io.remove_files([_state_path(group_id, partition)])
                     except OSError as exc:

@@ -21,10 +21,10 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -34,10 +34,13 @@ from broker.topics import TopicError
 from broker.txn.peers import PeerConnections
 from protocol.errors import ErrorCode
 from protocol.messages import (
+    ApiMessage,
     DeleteShareGroupStateRequest,
     InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
 )
 
@@ -53,6 +56,8 @@ _Write = WriteShareGroupStateRequest.WriteStateData
 _Delete = DeleteShareGroupStateRequest.DeleteStateData
 _Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
 _Initialize = InitializeShareGroupStateRequest.InitializeStateData
+_SummaryResult = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult
+_InitializeResult = InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult
 # What a summary tells: (state epoch, leader epoch, start offset, delivery-complete count).
 Summary = tuple[int, int, int, int]
 # The state epoch a group written by an older Ebb (no record 15) has its missing share-partition states
@@ -60,6 +65,13 @@ Summary = tuple[int, int, int, int]
 # whichever lands second, the file's state stays.
 OLDER_EBB_STATE_EPOCH = 0
 MIGRATED_STATE_EPOCH = OLDER_EBB_STATE_EPOCH + 1
+_T = TypeVar("_T")  # what one key's answer is read into
+_P = TypeVar("_P")  # a partition's result in another broker's answer
+# How a share coordinator is asked for some keys (StatePersister._per_coordinator): this broker's one key
+# by key (the key's error and value); another broker's one request per group (its partitions of each
+# topic id), the request and the version to send it at.
+LocalAsk = Callable[[StateKey], Awaitable[tuple[ErrorCode, _T]]]
+RemoteAsk = Callable[[str, dict[uuid.UUID, list[int]]], tuple[ApiMessage, int]]
 
 
 @dataclass
@@ -113,7 +125,7 @@ class StatePersister:
         if not keys or not await self._topic_exists():
             return dict.fromkeys(keys)
 
-        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[Any, int]:
+        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[ApiMessage, int]:
             return ReadShareGroupStateSummaryRequest(group_id=group, topics=[
                 _Summary(topic_id=topic_id, partitions=[_Summary.PartitionData(partition=p, leader_epoch=-1)
                                                         for p in parts])
@@ -123,8 +135,10 @@ class StatePersister:
             error, state = self.coordinator.summary(key)
             return error, None if state is None else (state.state_epoch, state.leader_epoch, state.start_offset,
                                                       delivery_complete_count(state))
-        return await self._per_coordinator(keys, local, remote, lambda p: (
-            p.state_epoch, p.leader_epoch, p.start_offset, p.delivery_complete_count))
+
+        def result(p: _SummaryResult) -> Summary | None:
+            return p.state_epoch, p.leader_epoch, p.start_offset, p.delivery_complete_count
+        return await self._per_coordinator(keys, local, remote, result)
 
     async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
         """The group coordinator's ask that these share-partitions' states start (start offset -1: the
@@ -132,7 +146,7 @@ class StatePersister:
         persister batches it); the first error met, NONE when all are stored."""
         keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
 
-        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[Any, int]:
+        def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[ApiMessage, int]:
             return InitializeShareGroupStateRequest(group_id=group, topics=[
                 _Initialize(topic_id=topic_id, partitions=[
                     _Initialize.PartitionData(partition=p, state_epoch=state_epoch, start_offset=-1) for p in parts])
@@ -140,37 +154,42 @@ class StatePersister:
 
         async def local(key: StateKey) -> tuple[ErrorCode, None]:
             return await self.coordinator.initialize(key, state_epoch, -1), None
-        found = await self._per_coordinator(keys, local, remote, lambda p: None)
+
+        def result(p: _InitializeResult) -> None:
+            return None
+        found = await self._per_coordinator(keys, local, remote, result)
         return next((e for e in found.values() if isinstance(e, ErrorCode)), ErrorCode.NONE)
 
-    async def _per_coordinator(self, keys: list[StateKey], local, remote, result) -> dict[StateKey, Any]:
-        """Each key's `result` of its partition's answer, or the ErrorCode its coordinator gave: the keys
-        asked of each coordinator at once (`local` per key here, `remote` making one request per group for
-        another broker); the keys whose coordinator moved, loads or could not be reached asked again with
-        the others' until RETRY_DEADLINE_S."""
-        found: dict[StateKey, Any] = {}
+    async def _per_coordinator(self, keys: list[StateKey], local: LocalAsk[_T], remote: RemoteAsk,
+                               result: Callable[[_P], _T]) -> dict[StateKey, _T | ErrorCode]:
+        """Each key's `result` of its partition's answer, or the ErrorCode its coordinator gave: every
+        coordinator asked at once (`local` per key here, `remote` making one request per group for
+        another broker), so that one slow or unreachable coordinator holds back no other's answers; the
+        keys whose coordinator moved, loads or could not be reached asked again with the others' until
+        RETRY_DEADLINE_S."""
+        found: dict[StateKey, _T | ErrorCode] = {}
         pending = list(keys)
         deadline = time.monotonic() + RETRY_DEADLINE_S
         while True:
             errors: dict[StateKey, ErrorCode] = {}
+            by_leader: dict[int, list[StateKey]] = {}
             try:
                 await self.coordinator.ensure_topic()
-                by_leader: dict[int, list[StateKey]] = {}
                 for key in pending:
                     by_leader.setdefault(self._coordinator_of(key), []).append(key)
             except TopicError as exc:
                 by_leader, errors = {}, dict.fromkeys(pending, exc.error_code)
-            for leader, asked in by_leader.items():
-                if leader < 0:
-                    errors.update(dict.fromkeys(asked, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-                    continue
-                answers = ({key: await local(key) for key in asked} if leader == self.node_id else
-                           await self._ask_many(leader, asked, remote, result, deadline))
-                for key, (error, value) in answers.items():
-                    if error == ErrorCode.NONE:
-                        found[key] = value
+            errors.update(dict.fromkeys(by_leader.pop(-1, []), ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            answers = await asyncio.gather(*(
+                self._ask_local(asked, local) if leader == self.node_id
+                else self._ask_many(leader, asked, remote, result, deadline)
+                for leader, asked in by_leader.items()))
+            for answer in answers:
+                for key, value in answer.items():
+                    if isinstance(value, ErrorCode):
+                        errors[key] = value
                     else:
-                        errors[key] = error
+                        found[key] = value
             pending = [key for key, error in errors.items() if error in _RETRIABLE]
             if not pending or time.monotonic() >= deadline:
                 for key, error in errors.items():
@@ -180,12 +199,31 @@ class StatePersister:
             found.update((key, error) for key, error in errors.items() if error not in _RETRIABLE)
             await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def _ask_many(self, leader: int, keys: list[StateKey], remote, result,
-                        deadline: float) -> dict[StateKey, tuple[ErrorCode, Any]]:
+    @staticmethod
+    async def _ask_local(keys: list[StateKey], local: LocalAsk[_T]) -> dict[StateKey, _T | ErrorCode]:
+        """This broker's coordinator, each key at once (a key's own lock orders its writes): each key's
+        value, or its error."""
+        answers = await asyncio.gather(*(local(key) for key in keys), return_exceptions=True)
+        out: dict[StateKey, _T | ErrorCode] = {}
+        for key, answer in zip(keys, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, Exception):
+                    raise answer  # cancelled: not an answer
+                log.error("share coordinator failed", key=str(key), error=repr(answer))
+                out[key] = ErrorCode.UNKNOWN_SERVER_ERROR
+            else:
+                error, value = answer
+                out[key] = value if error == ErrorCode.NONE else error
+        return out
+
+    async def _ask_many(self, leader: int, keys: list[StateKey], remote: RemoteAsk, result: Callable[[_P], _T],
+                        deadline: float) -> dict[StateKey, _T | ErrorCode]:
+        """Another broker's coordinator, one request per group: each key's value, or its error
+        (NETWORK_EXCEPTION where it could not be asked)."""
         by_group: dict[str, dict[uuid.UUID, list[int]]] = {}
         for group, topic_id, partition in keys:
             by_group.setdefault(group, {}).setdefault(topic_id, []).append(partition)
-        out: dict[StateKey, tuple[ErrorCode, Any]] = dict.fromkeys(keys, (ErrorCode.NETWORK_EXCEPTION, None))
+        out: dict[StateKey, _T | ErrorCode] = dict.fromkeys(keys, ErrorCode.NETWORK_EXCEPTION)
         for group, by_topic in by_group.items():  # a request names one group
             request, version = remote(group, by_topic)
             try:
@@ -196,8 +234,7 @@ class StatePersister:
                 continue
             for topic in answer.results:
                 for p in topic.partitions:
-                    out[(group, topic.topic_id, p.partition)] = (
-                        (ErrorCode(p.error_code), None) if p.error_code else (ErrorCode.NONE, result(p)))
+                    out[(group, topic.topic_id, p.partition)] = ErrorCode(p.error_code) if p.error_code else result(p)
         return out
 
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,

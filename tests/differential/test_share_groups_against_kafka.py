@@ -304,7 +304,8 @@ def _share_state_apis(peer: Peer, topic_id) -> None:
 
 def test_share_group_offsets_admin(ebb_peer, kafka_peer):
     """AlterShareGroupOffsets making a group and setting start offsets, DescribeShareGroupOffsets of named
-    partitions and of all (v0 and v1's lag), DeleteShareGroupOffsets, and their group errors; FindCoordinator's
+    partitions and of all (v0 and v1's lag), DeleteShareGroupOffsets (of a topic with state, of one without or
+missing, of a group that never had state), and their group errors; FindCoordinator's
     share coordinator keys (key type 2: v6 only, keys that parse or not); the share coordinator's
     InitializeShareGroupState and ReadShareGroupStateSummary once its state topic exists."""
     topic_ids = {}
@@ -316,7 +317,7 @@ def test_share_group_offsets_admin(ebb_peer, kafka_peer):
         for _ in range(2):  # a new partition may refuse at first (NOT_LEADER_OR_FOLLOWER until it leads)
             wait_for(lambda p=peer: p.send(produce_request("admin-shared", 0, batch([b"x", b"y"])), 9)
                      .responses[0].partition_responses[0].error_code == 0, what=f"{peer.name} took the records")
-        for group in ("so", "so-none"):
+        for group in ("so", "so-none", "so-bare"):
             wait_for(lambda g=group, p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=[g]), 4)
                      .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates {group}")
         # Kafka's coordinator may still be loading the group's partition when this runs first
@@ -351,7 +352,20 @@ def test_share_group_offsets_admin(ebb_peer, kafka_peer):
             DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared")]), 0)
         peer.ask("describe all after", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
             group_id="so", topics=None)]), 1)
+        # its state deleted (no longer initialized nor deleting), and a topic that does not exist
+        peer.ask("delete offsets again", DeleteShareGroupOffsetsRequest(group_id="so", topics=[
+            DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared"),
+            DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="no-such-topic")]), 0)
         peer.ask("delete the group", DeleteGroupsRequest(groups_names=["so"]), 2)
+        # a group that never had a share-partition initialized (its only topic does not exist): no topic answered
+        joined = peer.send(ShareGroupHeartbeatRequest(group_id="so-bare", member_id="m", member_epoch=0,
+                                                      subscribed_topic_names=["no-such-topic"]), 1)
+        assert joined.error_code == 0, (peer.name, joined)
+        left = peer.send(ShareGroupHeartbeatRequest(group_id="so-bare", member_id="m", member_epoch=-1), 1)
+        assert left.error_code == 0, (peer.name, left)
+        peer.ask("delete offsets of a group without state", DeleteShareGroupOffsetsRequest(group_id="so-bare", topics=[
+            DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared")]), 0)
+        peer.ask("delete the group without state", DeleteGroupsRequest(groups_names=["so-bare"]), 2)
         _share_state_apis(peer, topic_ids[peer.name])
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)

@@ -3,7 +3,8 @@ DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
 and current assignment (with the epoch each partition was given at), member and tombstone records,
 in Kafka's order within each write; and the share group records (types 10-15) of a share group's
-heartbeats in the same log, record 15 (the share-partitions initialized) read back after a SIGKILL."""
+heartbeats in the same log, record 15 (the share-partitions initialized) read back after a SIGKILL, and
+its deleting list as DeleteShareGroupOffsets and DeleteGroups write it, and a deleted topic leaving it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import json
 import signal
 
 from protocol.errors import ErrorCode
-from protocol.messages import DeleteGroupsRequest, ShareGroupHeartbeatRequest
+from protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DeleteTopicsRequest,
+    ShareGroupHeartbeatRequest,
+)
 from tests.broker.data_wire import WireClient, create_topic
 from tests.broker.test_consumer_group_restart import _beat, _held
 from tests.support.broker_process import BrokerProcess
@@ -90,28 +96,62 @@ def test_share_partition_metadata_is_written_read_back_after_sigkill_and_tombsto
     with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
         with WireClient(process.port) as c:
             create_topic(c, "t", partitions=2)
-            # the join answers once the share coordinator initialized t-0 and t-1
-            assert _share_beat(c, "d", "d1", 0, ["t"]).error_code == ErrorCode.NONE
+            create_topic(c, "u", partitions=1)
+            # the join answers once the share coordinator initialized t-0, t-1 and u-0
+            assert _share_beat(c, "d", "d1", 0, ["t", "u"]).error_code == ErrorCode.NONE
         process.restart(signal.SIGKILL)
         with WireClient(process.port) as c:
             again = wait_for(lambda: (a := _share_beat(c, "d", "d1", 1)).error_code
                              != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and a, what="the group coordinator loaded")
             # the partitions initialized before the kill (record 15 read back) are assigned now, not asked again
             assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, 2)
-            assert again.assignment is not None and [sorted(t.partitions) for t in
-                                                     again.assignment.topic_partitions] == [[0, 1]]
+            assert again.assignment is not None and sorted(sorted(t.partitions) for t in
+                                                           again.assignment.topic_partitions) == [[0], [0, 1]]
             assert _share_beat(c, "d", "d1", -1).error_code == ErrorCode.NONE
+            [offsets] = c.send(DeleteShareGroupOffsetsRequest(group_id="d", topics=[
+                DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="t")]), 0).responses
+            assert (offsets.topic_name, offsets.error_code) == ("t", ErrorCode.NONE)
             [deleted] = c.send(DeleteGroupsRequest(groups_names=["d"]), 2).results
             assert deleted.error_code == ErrorCode.NONE
     records = [(k, p) for k, p in _decoded(java, tmp_path / "logs") if k["data"]["groupId"] == "d"]
-    states = [p for k, p in records if k["type"] == "15"]
+    states = [None if p is None else p["data"] for k, p in records if k["type"] == "15"]
+
+    def topics(state, kind: str) -> list:
+        return sorted((t["topicName"], t.get("partitions")) for t in state[kind])
     # Initializing with the join, initialized once answered; after the restart nothing is asked or written
-    # again (record 15 was read back), and the group's deletion tombstones it.
-    assert len(states) == 3 and states[2] is None
-    asking, answered = states[0]["data"], states[1]["data"]
-    assert [(t["topicName"], t["partitions"]) for t in asking["initializingTopics"]] == [("t", [0, 1])]
+    # again (record 15 was read back). DeleteShareGroupOffsets lists t as deleting before its states go and
+    # takes it off after; DeleteGroups lists every topic with state as deleting, then tombstones the group.
+    assert len(states) == 6 and states[5] is None
+    asking, answered, deleting_t, deleted_t, deleting_all = states[:5]
+    assert topics(asking, "initializingTopics") == [("t", [0, 1]), ("u", [0])]
     assert asking["initializedTopics"] == [] and asking["deletingTopics"] == []
-    assert [(t["topicName"], t["partitions"]) for t in answered["initializedTopics"]] == [("t", [0, 1])]
+    assert topics(answered, "initializedTopics") == [("t", [0, 1]), ("u", [0])]
     assert answered["initializingTopics"] == []
+    assert topics(deleting_t, "initializedTopics") == [("u", [0])]
+    assert topics(deleting_t, "deletingTopics") == [("t", None)]
+    assert topics(deleted_t, "initializedTopics") == [("u", [0])] and deleted_t["deletingTopics"] == []
+    assert deleting_all["initializedTopics"] == [] and deleting_all["initializingTopics"] == []
+    assert topics(deleting_all, "deletingTopics") == [("u", None)]
     tombstones = [k["type"] for k, p in records if p is None]
     assert tombstones.index("12") < tombstones.index("15") < tombstones.index("11")
+
+
+def test_a_deleted_topic_leaves_record_15(java, tmp_path):
+    """Deleting a topic rewrites record 15 of a group holding it without it (Kafka's
+    maybeCleanupShareGroupState), at once, in the background; Kafka's tool decodes what is left."""
+    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "v", partitions=1)
+            create_topic(c, "w", partitions=1)
+            assert _share_beat(c, "e", "e1", 0, ["v", "w"]).error_code == ErrorCode.NONE
+            assert _share_beat(c, "e", "e1", -1).error_code == ErrorCode.NONE
+            [gone] = c.send(DeleteTopicsRequest(topic_names=["v"], timeout_ms=5000), 4).responses
+            assert gone.error_code == ErrorCode.NONE
+
+            def last_state():
+                states = [p for k, p in _decoded(java, tmp_path / "logs")
+                          if k["data"]["groupId"] == "e" and k["type"] == "15"]
+                return len(states) == 3 and states[-1]
+            last = wait_for(last_state, timeout_s=30, what="record 15 written without the deleted topic")
+    assert [t["topicName"] for t in last["data"]["initializedTopics"]] == ["w"]
+    assert last["data"]["initializingTopics"] == [] and last["data"]["deletingTopics"] == []

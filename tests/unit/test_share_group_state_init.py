@@ -365,3 +365,47 @@ def test_a_partition_is_assigned_only_once_its_state_is_initialized():
     asyncio.run(run())
     assert [epoch for _, epoch, _ in coordinators.asked] == [1]  # m2's join asked nothing again
 
+
+
+class WalkedAssignment(dict):
+    """A member's target assignment that counts the walks over it."""
+    walks = 0
+
+    def items(self):
+        WalkedAssignment.walks += 1
+        return super().items()
+
+
+class WalkedSubscription(list):
+    """A member's subscribed topic names that count the walks over them."""
+    walks = 0
+
+    def __iter__(self):
+        WalkedSubscription.walks += 1
+        return super().__iter__()
+
+
+def test_a_steady_heartbeat_walks_no_other_members_target_or_subscription():
+    log, coordinators = Log(), Coordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        epochs = {member: (await _beat(groups, member, 0)).member_epoch for member in ("m1", "m2", "m3")}
+        for member in ("m1", "m2", "m3"):  # the first after the initialization moves the group epoch
+            epochs[member] = (await _beat(groups, member, epochs[member])).member_epoch
+        group = groups.groups["g"]
+        epoch = group.group_epoch
+        assert set(epochs.values()) == {epoch}
+        assert sorted(p for a in group.target.values() for p in a[T1]) == [0, 1, 2, 3]
+        # what the others are given, the same partitions, in assignments that count their walks
+        group.target = {m: a if m == "m1" else WalkedAssignment(a) for m, a in group.target.items()}
+        for member_id, member in group.members.items():
+            if member_id != "m1":
+                member.subscribed = WalkedSubscription(member.subscribed)
+        WalkedAssignment.walks = WalkedSubscription.walks = 0
+        steady = await _beat(groups, "m1", epoch)
+        assert steady.member_epoch == epoch and group.group_epoch == epoch
+        assert WalkedAssignment.walks == 0  # the check for initialized partitions not given out walks none
+        assert WalkedSubscription.walks == 0  # nor does the look at the subscribed topics
+        groups.stop()
+    asyncio.run(run())

@@ -93,6 +93,7 @@ def _manager() -> SharePartitionManager:
 def _topic(manager, partition):
     """The topic of `partition` (its one replica) as the admin methods take it."""
     manager._replicas.partition_of = lambda t, i: partition
+    manager._replicas.partition = lambda name, i: partition
     return SimpleNamespace(name="t", topic_id=partition.topic_id, replicas={0: None})
 
 
@@ -166,7 +167,8 @@ async def test_a_read_under_way_when_the_offsets_are_deleted_is_not_kept(tmp_pat
     partition.is_leader = True
     reading = asyncio.ensure_future(manager.stored("g", partition))  # type: ignore[arg-type]
     await asyncio.sleep(0)  # the read is on its way to the coordinator now
-    await manager.forget("g", [_topic(manager, partition)])
+    _topic(manager, partition)
+    await manager.forget("g", {partition.topic_id: ("t", [0])})
     assert await reading is None
     assert manager.partitions == {}
     [deleted] = manager.persister.states.values()  # type: ignore[attr-defined]
@@ -276,12 +278,13 @@ async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_ans
 async def test_forgetting_tells_each_topic_whose_stored_state_could_not_be_deleted(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
     await _started(manager, partition, 4)
-    topic = _topic(manager, partition)
+    _topic(manager, partition)
+    topics = {partition.topic_id: ("t", [0])}
     manager.persister.failing = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
-    assert await manager.forget("g", [topic]) == {"t": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert await manager.forget("g", topics) == {partition.topic_id: ErrorCode.COORDINATOR_NOT_AVAILABLE}
     assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == 4  # type: ignore[attr-defined]
     manager.persister.failing = None  # type: ignore[attr-defined]
-    assert await manager.forget("g", [topic]) == {"t": ErrorCode.NONE}
+    assert await manager.forget("g", topics) == {partition.topic_id: ErrorCode.NONE}
     assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == -1  # type: ignore[attr-defined]
 
 

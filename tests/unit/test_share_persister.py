@@ -1,7 +1,8 @@
 """StatePersister (broker/share/persister.py) around a share coordinator stand-in: a `__share_group_state`
 this broker has not heard of yet (made by another broker) is waited for, not taken as "no state"; the
 calls of one request share one deadline, an attempt under way included, and an unreachable
-coordinator is asked once per request."""
+coordinator is asked once per request; the group coordinator's batched asks go to every coordinator at
+once, one failing losing none of the others' answers."""
 
 from __future__ import annotations
 
@@ -188,3 +189,46 @@ async def test_an_older_ebbs_group_has_only_its_missing_states_initialized():
     asked.clear()  # asked again, all have state: nothing initialized (the one made at 0 looks missing: made again)
     assert await persister.initialize_missing("g", partitions) == ErrorCode.NONE
     assert [key for key, _, _ in asked] == [missing] and coordinator.states[written] == states[written]
+
+
+async def test_every_coordinator_is_asked_at_once_and_one_failing_loses_no_others_answer(monkeypatch):
+    """Summaries over keys coordinated by a broker that never answers, another that does, and this one (one
+    of whose keys fails): the silent broker's key is NETWORK_EXCEPTION once the deadline passes, and every
+    other key has its answer (asked one after another, the silent broker took the whole deadline first)."""
+    from protocol.messages import ReadShareGroupStateSummaryResponse
+
+    monkeypatch.setattr(persister_module, "RETRY_DEADLINE_S", 0.3)
+    result = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
+    silent, answering, here, broken = (("g", KEY[1], p) for p in range(4))
+    leaders = {0: 1, 1: 2, 2: 0, 3: 0}  # partition -> the broker coordinating it
+    asked = []
+
+    class _Peers:
+        async def request(self, broker_id, request, version):
+            asked.append(broker_id)
+            if broker_id == 1:
+                await asyncio.Event().wait()
+            await asyncio.sleep(0)  # the answer comes over the network
+            return ReadShareGroupStateSummaryResponse(results=[result(topic_id=t.topic_id, partitions=[
+                result.PartitionResult(partition=p.partition, error_code=ErrorCode.NONE, error_message=None,
+                                       state_epoch=1, leader_epoch=2, start_offset=3, delivery_complete_count=0)
+                for p in t.partitions]) for t in request.topics])
+
+    class _Spread(_Coordinator):
+        def __init__(self) -> None:
+            super().__init__(lookups=0)
+            self._topic = SimpleNamespace(leader=lambda index: leaders[index])
+
+        def partition_of(self, key) -> int:
+            return key[2]
+
+        def summary(self, key):
+            if key == broken:
+                raise RuntimeError("a bug in the coordinator")
+            return ErrorCode.NONE, STORED
+
+    persister = StatePersister(_Spread(), 0, _Peers())  # type: ignore[arg-type]
+    assert await persister.summaries([silent, answering, here, broken]) == {
+        silent: ErrorCode.NETWORK_EXCEPTION, answering: (1, 2, 3, 0), here: (0, 1, 7, 0),
+        broken: ErrorCode.UNKNOWN_SERVER_ERROR}
+    assert sorted(set(asked)) == [1, 2]
