@@ -76,14 +76,17 @@ class StatePartitions:
 
     def answered(self, partitions: dict[uuid.UUID, set[int]], *, done: bool) -> StatePartitions:
         """`partitions` no longer being initialized: initialized when `done` (Kafka's
-        initializeShareGroupState), else to be asked again (its uninitializeShareGroupState)."""
+        initializeShareGroupState), else to be asked again (its uninitializeShareGroupState). A topic no
+        longer initializing (deleted, or its group's states deleted, while the answer was awaited) is left
+        out: the answer must not bring it back."""
         initializing, initialized = dict(self.initializing), dict(self.initialized)
         for topic_id, parts in partitions.items():
-            if (asked := initializing.pop(topic_id, None)) is not None and (left := asked[1] - parts):
+            if (asked := initializing.pop(topic_id, None)) is None:
+                continue
+            if left := asked[1] - parts:
                 initializing[topic_id] = (asked[0], left, asked[2])
             if done:
-                name = asked[0] if asked is not None else initialized.get(topic_id, ("", frozenset()))[0]
-                initialized[topic_id] = (name, initialized.get(topic_id, ("", frozenset()))[1] | parts)
+                initialized[topic_id] = (asked[0], initialized.get(topic_id, ("", frozenset()))[1] | parts)
         return StatePartitions(initialized, initializing, dict(self.deleting))
 
     def assignable(self, topics: dict[str, tuple[uuid.UUID, int]]) -> dict[str, tuple[uuid.UUID, frozenset[int]]]:

@@ -15,10 +15,18 @@ import pytest
 from broker.group import share_records
 from broker.group.group import GroupError
 from broker.group.record_log import record_type
-from broker.group.share_groups import OffsetsDeleted, ShareGroups
+from broker.group.share_groups import OffsetsDeleted, ShareGroups, ShareHeartbeat
 from protocol.errors import ErrorCode
 from tests.unit.test_consumer_group_records import Log
-from tests.unit.test_share_group_state_init import T1, Coordinators, _beat, _state_records, _topics
+from tests.unit.test_share_group_state_init import (
+    T1,
+    TIMEOUTS,
+    Coordinators,
+    HeldCoordinators,
+    _beat,
+    _state_records,
+    _topics,
+)
 
 T2 = uuid.UUID(int=2)
 
@@ -159,6 +167,33 @@ def test_a_deleted_topic_leaves_record_15():
         topics["a"] = (uuid.UUID(int=3), 1)  # deleted and made again: another topic
         groups.topic_deleted("a")
         await asyncio.gather(*tasks)
+        groups.stop()
+    asyncio.run(run())
+    last = _state_records(log)[-1]
+    assert last is not None and _topics(last.initialized_topics) == {T2: ("b", [0, 1])}
+    assert not last.initializing_topics and not last.deleting_topics
+
+
+def test_a_topic_deleted_while_its_initialization_is_asked_does_not_come_back():
+    """The share coordinators answer an initialization after the topic was deleted and forgotten: the
+    answer finds the topic no longer initializing and does not write it back into record 15 for good."""
+    log, tasks = Log(), []
+    topics = {"a": (T1, 4), "b": (T2, 2)}
+
+    async def run():
+        groups, _ = _groups(log, topics, tasks)
+        coordinators = HeldCoordinators()
+        groups.initialize_states = coordinators.initialize
+        joining = asyncio.create_task(groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, ["a", "b"], "c", "/h"),
+                                                       TIMEOUTS))
+        await coordinators.asking.wait()
+        del topics["a"]
+        groups.topic_deleted("a")
+        await asyncio.gather(*tasks)
+        forgotten = _state_records(log)[-1]  # written by the deletion, before the answer
+        assert forgotten is not None and _topics(forgotten.initializing_topics) == {T2: ("b", [0, 1])}
+        coordinators.release.set()
+        await joining
         groups.stop()
     asyncio.run(run())
     last = _state_records(log)[-1]
