@@ -177,7 +177,7 @@ class ShareGroups:
         group_id = request.group_id
         older = None
         if request.member_epoch != LEAVE_EPOCH:
-            older = await self._older_states(group_id)
+            older = await self._older_states(group_id, request.subscribed or [])
             await self._check_initialized(group_id)
         async with self._change(group_id, request.member_id):
             group = self.groups.get(group_id)
@@ -304,14 +304,15 @@ class ShareGroups:
         found = self._topic(name)
         return found is not None and found[0] == topic_id
 
-    async def _older_states(self, group_id: str) -> dict[str, tuple[uuid.UUID, int]] | None:
-        """For a group an older Ebb wrote (module docstring), its subscribed topics once each of their
+    async def _older_states(self, group_id: str, requested: list[str]) -> dict[str, tuple[uuid.UUID, int]] | None:
+        """For a group an older Ebb wrote (module docstring), its subscribed topics and those the heartbeat
+        subscribes to (`requested`: an Empty group's states are its next member's) once each of their
         partitions has state with its share coordinator; None for any other group. GroupError when the
         coordinators failed: nothing changed, the next heartbeat asks again."""
         group = self.groups.get(group_id)
         if group is None or not group.legacy_states:
             return None
-        topics = self._subscribed_topics(group)
+        topics = self._topics_of(group.subscribed_names() | frozenset(requested))
         if self.initialize_missing is not None and topics:
             error = await self.initialize_missing(group_id, {t: set(range(count)) for t, count in topics.values()})
             if error != ErrorCode.NONE:
@@ -398,8 +399,11 @@ class ShareGroups:
         return group
 
     def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
+        return self._topics_of(group.subscribed_names())
+
+    def _topics_of(self, names: frozenset[str]) -> dict[str, tuple[uuid.UUID, int]]:
         found = {}
-        for name in sorted(group.subscribed_names()):
+        for name in sorted(names):
             if (topic := self._topic(name)) is not None:
                 found[name] = topic
         return found

@@ -409,3 +409,56 @@ def test_a_steady_heartbeat_walks_no_other_members_target_or_subscription():
         assert WalkedSubscription.walks == 0  # nor does the look at the subscribed topics
         groups.stop()
     asyncio.run(run())
+
+
+T2 = uuid.UUID(int=2)
+
+
+async def _older_group_reloaded(log: Log, coordinators: OlderGroupCoordinators, subscribed: list[str],
+                                leave: bool) -> ShareGroups:
+    """A group an older Ebb wrote (no record 15: m1 on `subscribed`, gone again when `leave`), rebuilt by a
+    coordinator asking `coordinators` over topics a (4 partitions) and b (2)."""
+    topics = {"a": (T1, 4), "b": (T2, 2)}
+    older = ShareGroups(100, topics.get, other_kind=lambda g: False, append=log.append,
+                        spawn=asyncio.get_running_loop().create_task)
+    await older.heartbeat(ShareHeartbeat("g", "m1", 0, None, subscribed, "c", "/h"), TIMEOUTS)
+    if leave:
+        await older.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)
+    older.stop()
+    now = ShareGroups(100, topics.get, other_kind=lambda g: False, append=log.append,
+                      spawn=asyncio.get_running_loop().create_task)
+    now.initialize_states, now.initialize_missing = coordinators.initialize, coordinators.initialize_missing
+    for key, value in log.records:
+        now.replay(key, value)
+    now.loaded(45000, taken=lambda g: False)
+    return now
+
+
+def test_an_older_ebbs_empty_group_is_not_reset_by_the_next_join():
+    """An older Ebb's group left Empty: the joining member's topics are its states' topics; asked to
+    initialize at the group epoch (start offset -1) they would lose the progress its leaders stored."""
+    log, coordinators = Log(), OlderGroupCoordinators()
+
+    async def run():
+        now = await _older_group_reloaded(log, coordinators, ["a"], leave=True)
+        await now.heartbeat(ShareHeartbeat("g", "m2", 0, None, ["a"], "c", "/h"), TIMEOUTS)
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.asked == []
+    assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}})]
+    assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+def test_a_topic_an_older_ebbs_member_subscribes_to_anew_is_not_reset():
+    """Its member adds topic b at its first heartbeat after the load: b's states (an earlier member's,
+    say) are checked with a's, not initialized at the group epoch."""
+    log, coordinators = Log(), OlderGroupCoordinators()
+
+    async def run():
+        now = await _older_group_reloaded(log, coordinators, ["a"], leave=False)
+        await now.heartbeat(ShareHeartbeat("g", "m1", 1, None, ["a", "b"], "c", "/h"), TIMEOUTS)
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.asked == []
+    assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}, T2: {0, 1}})]
+    assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3]), T2: ("b", [0, 1])}
