@@ -26,16 +26,23 @@ initializing (asked again at the next heartbeat) and the heartbeat answered with
 is given only initialized partitions, so no member fetches one whose state may yet be replaced by the
 initialization; the first heartbeat after an initialization finished (any member's: initialized partitions
 the target does not give out) moves the group epoch, and each member takes them at its next heartbeat,
-as Kafka's initializedAssignmentPending does. A group rebuilt from records that hold no record 15 (an Ebb
-before it wrote one, whose leaders made the states of the partitions they served) must not have its
-states reset, and its leaders no longer make the missing ones: its next heartbeat (but a leave) first has
-the share coordinators initialize only the subscribed partitions they hold no state for
-(`initialize_missing`; on an error the heartbeat answers it and the next one asks again), then takes them
-all as initialized, assignable at once. The Ebb before this one took such a group's partitions as
-initialized without asking and wrote record 15 so, leaving its leaders to make the states: any group
-rebuilt with a record 15 has, at its first heartbeat, the share coordinators initialize those of its
-initialized subscribed partitions they hold no state for (none, if all were fetched); an error there is
-only logged, and the next heartbeat asks again.
+as Kafka's initializedAssignmentPending does.
+
+Two checks make good what older Ebbs left; each runs in the background, one per group at a time, started
+by a heartbeat (not a leave) and never awaited by one, so that a share coordinator that does not answer
+holds back no heartbeat (the persister bounds each call) and a group's members start one check, not one
+each; a failure is logged and the next heartbeat starts another. A group rebuilt from records holding no
+record 15 (an Ebb before it wrote one, whose leaders made the states of the partitions they served) must
+not have its states reset, and its leaders no longer make the missing ones: nothing of it is asked to be
+initialized at the group epoch, and `_take_older_states` has the share coordinators initialize only those
+partitions of its subscribed topics (with the heartbeat's subscription applied first: an Empty group's
+states are its next member's) they hold no state for (`initialize_missing`), then writes them all as
+initialized; until then the group gives out no partition (no member fetches one without state), and its
+members take them at their next heartbeat. The Ebb before this one took such a group's partitions as
+initialized without asking and wrote record 15 so, leaving its leaders to make the states: every group
+rebuilt with a record 15 (after each load: which were such groups cannot be told) has, once,
+`_check_initialized` have the share coordinators initialize those of its initialized subscribed partitions
+they hold no state for (none, if all were fetched); meanwhile it gives out what record 15 says.
 
 Deleting states keeps record 15's deleting list as Kafka's coordinator does (delete_offsets for
 DeleteShareGroupOffsets, delete for DeleteGroups: the topics written as deleting before the share
@@ -123,6 +130,10 @@ class ShareGroups:
         # Groups rebuilt with a record 15 whose initialized partitions' states are not checked yet (module
         # docstring: an older Ebb may have taken some as initialized that no leader ever made).
         self._unchecked: set[str] = set()
+        # The one check of a group's states under way (an older Ebb's group, or one in _unchecked): started
+        # by a heartbeat, never awaited by one, so that a share coordinator that is down holds back no
+        # heartbeat and N members make one check, not N.
+        self._checks: dict[str, asyncio.Task] = {}
 
     @contextlib.asynccontextmanager
     async def _change(self, group_id: str, member_id: str | None = None) -> AsyncIterator[None]:
@@ -175,20 +186,18 @@ class ShareGroups:
         raised: a leaving member stays until its tombstones land, a join not written is not counted)."""
         _check_request(request)
         group_id = request.group_id
-        older = None
-        if request.member_epoch != LEAVE_EPOCH:
-            older = await self._older_states(group_id, request.subscribed or [])
-            await self._check_initialized(group_id)
         async with self._change(group_id, request.member_id):
             group = self.groups.get(group_id)
             leaving = group.members.get(request.member_id) if group is not None else None
-            answer = self._heartbeat(request, timeouts, older)
+            answer = self._heartbeat(request, timeouts)
             asked = None if answer.left else self._ask_initialize(group_id)
             # The change is in __consumer_offsets before the member hears of it, as in Kafka.
             await self.records.persist(group_id, answer.member_id)
         if answer.left and group is not None and leaving is not None:
             self._gone(group, leaving)
             log.info("member left the share group", group=group_id, member=leaving.member_id)
+        if not answer.left:
+            self._start_check(group_id)  # after the change: its subscription is among the topics checked
         if asked is not None:
             await self._initialize(group_id, *asked)
         return answer
@@ -197,8 +206,8 @@ class ShareGroups:
         """The subscribed partitions to initialize now, marked initializing (written with the heartbeat's
         change), with the group epoch they are asked at; None when there are none."""
         group = self.groups.get(group_id)
-        if group is None or self.initialize_states is None:
-            return None
+        if group is None or self.initialize_states is None or group.legacy_states:
+            return None  # an older Ebb's group: its states are checked instead (_take_older_states)
         now = time.time_ns() // 1_000_000
         state = group.state_partitions or StatePartitions()
         wanted = state.to_initialize(group.topics, now)
@@ -304,43 +313,70 @@ class ShareGroups:
         found = self._topic(name)
         return found is not None and found[0] == topic_id
 
-    async def _older_states(self, group_id: str, requested: list[str]) -> dict[str, tuple[uuid.UUID, int]] | None:
-        """For a group an older Ebb wrote (module docstring), its subscribed topics and those the heartbeat
-        subscribes to (`requested`: an Empty group's states are its next member's) once each of their
-        partitions has state with its share coordinator; None for any other group. GroupError when the
-        coordinators failed: nothing changed, the next heartbeat asks again."""
+    def _start_check(self, group_id: str) -> None:
+        """The group's states checked in the background, if they need it and no check is under way: an
+        older Ebb's group (_take_older_states), one rebuilt with a record 15 (_check_initialized). Either
+        fails only with a log line; the next heartbeat starts another."""
         group = self.groups.get(group_id)
-        if group is None or not group.legacy_states:
-            return None
-        topics = self._topics_of(group.subscribed_names() | frozenset(requested))
-        if self.initialize_missing is not None and topics:
+        if group is None or group_id in self._checks or self.initialize_missing is None:
+            return
+        if group.legacy_states:
+            check = self._take_older_states(group)
+        elif group_id in self._unchecked:
+            check = self._check_initialized(group)
+        else:
+            return
+        task = self._checks[group_id] = self._spawn(check)
+        task.add_done_callback(lambda done: self._checks.pop(group_id) if self._checks.get(group_id) is done
+                               else None)
+
+    async def _take_older_states(self, group: ShareGroup) -> None:
+        """An older Ebb's group (module docstring): the share coordinators initialize those partitions of
+        its subscribed topics they hold no state for; then, if its members subscribe to nothing more
+        meanwhile, all are taken as initialized, written in record 15, and given out from the next
+        heartbeat (until then it gives out none: no member fetches a partition without state)."""
+        assert self.initialize_missing is not None
+        group_id = group.group_id
+        for _ in range(3):  # a subscription that keeps growing is left to the next heartbeat's check
+            topics = self._subscribed_topics(group)
+            if not topics:
+                return  # nothing to check yet: the group stays an older Ebb's until something is
             error = await self.initialize_missing(group_id, {t: set(range(count)) for t, count in topics.values()})
             if error != ErrorCode.NONE:
                 log.warning("share group state of an older Ebb's group not initialized", group=group_id,
                             error=error.name)
-                raise GroupError(error, error.name)
-        return topics
+                return
+            try:
+                async with self._change(group_id):
+                    if self.groups.get(group_id) is not group or not group.legacy_states:
+                        return  # unloaded, deleted or taken meanwhile
+                    if any(topics.get(name) != topic for name, topic in self._subscribed_topics(group).items()):
+                        continue  # subscribed to a topic (or partitions) not checked: checked again
+                    self._legacy_initialized(group, {n: t for n, t in topics.items() if self._topic(n) == t})
+                    await self.records.persist(group_id)
+                    return
+            except GroupError as exc:  # undone: still an older Ebb's group, checked again
+                log.warning("an older Ebb's share group's record 15 not written", group=group_id,
+                            error=exc.error_code.name)
+                return
 
-    async def _check_initialized(self, group_id: str) -> None:
+    async def _check_initialized(self, group: ShareGroup) -> None:
         """For a group rebuilt with a record 15, once: those of its initialized subscribed partitions without
         state at their share coordinators initialized (module docstring). A failure is logged only (the
         partitions stay initialized, as they were), and asked again at the next heartbeat."""
-        group = self.groups.get(group_id)
-        if group_id not in self._unchecked or group is None or group.state_partitions is None:
-            self._unchecked.discard(group_id)
-            return
-        subscribed = {topic_id for topic_id, _ in self._subscribed_topics(group).values()}
-        wanted = {t: set(parts) for t, (_, parts) in group.state_partitions.initialized.items()
-                  if t in subscribed and parts}
-        if wanted and self.initialize_missing is not None:
-            error = await self.initialize_missing(group_id, wanted)
-            if error != ErrorCode.NONE:
+        assert self.initialize_missing is not None
+        group_id = group.group_id
+        if group.state_partitions is not None:
+            subscribed = {topic_id for topic_id, _ in self._subscribed_topics(group).values()}
+            wanted = {t: set(parts) for t, (_, parts) in group.state_partitions.initialized.items()
+                      if t in subscribed and parts}
+            if wanted and (error := await self.initialize_missing(group_id, wanted)) != ErrorCode.NONE:
                 log.warning("share group states not checked", group=group_id, error=error.name)
                 return
-        self._unchecked.discard(group_id)
+        if self.groups.get(group_id) is group:  # not a later load's group, which has its own check
+            self._unchecked.discard(group_id)
 
-    def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts,
-                   older: dict[str, tuple[uuid.UUID, int]] | None = None) -> HeartbeatAnswer:
+    def _heartbeat(self, request: ShareHeartbeat, timeouts: MemberTimeouts) -> HeartbeatAnswer:
         group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
         if epoch == LEAVE_EPOCH:
             return self._leave(group_id, member_id)
@@ -364,8 +400,8 @@ class ShareGroups:
         if changed:
             group.subscribed = None  # derived again below
         topics = self._subscribed_topics(group)
-        if group.legacy_states and older is not None:
-            self._legacy_initialized(group, older)
+        if group.legacy_states and self.initialize_missing is None:
+            self._legacy_initialized(group, topics)  # nothing to check them with: taken as they are
         if (changed or topics != group.topics
                 or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)):
             group.topics = topics
@@ -399,18 +435,15 @@ class ShareGroups:
         return group
 
     def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        return self._topics_of(group.subscribed_names())
-
-    def _topics_of(self, names: frozenset[str]) -> dict[str, tuple[uuid.UUID, int]]:
         found = {}
-        for name in sorted(names):
+        for name in sorted(group.subscribed_names()):
             if (topic := self._topic(name)) is not None:
                 found[name] = topic
         return found
 
     def _legacy_initialized(self, group: ShareGroup, topics: dict[str, tuple[uuid.UUID, int]]) -> None:
         """A group rebuilt without record 15 (module docstring): the partitions of `topics` (each with state
-        now: `_older_states`) taken as initialized, before anything is assigned, without asking to
+        now: `_take_older_states`) taken as initialized, before anything is assigned, without asking to
         initialize them at the group epoch (that would reset its leaders' states)."""
         group.legacy_states = False
         now = time.time_ns() // 1_000_000
@@ -497,6 +530,8 @@ class ShareGroups:
             self._drop(group_id)
         for group_id in [g for g in self._in_flight if doomed(g)]:
             self._in_flight[group_id] = True
+        for group_id in [g for g in self._checks if doomed(g)]:
+            self._checks[group_id].cancel()
         self.records.unload(doomed)
 
     # --- __consumer_offsets -------------------------------------------------------------------------

@@ -62,6 +62,11 @@ async def _beat(groups: ShareGroups, member: str, epoch: int):
                                   TIMEOUTS)
 
 
+async def _checked(groups: ShareGroups) -> None:
+    """The checks of group states the heartbeats started in the background, finished."""
+    await asyncio.gather(*groups._checks.values())
+
+
 def _state_records(log: Log) -> list[ShareGroupStatePartitionMetadataValue | None]:
     found = []
     for key, value in log.records:
@@ -201,20 +206,24 @@ async def _rebuilt_failing(log: Log, coordinators: OlderGroupCoordinators,
 def test_a_group_an_older_ebb_wrote_has_its_missing_states_initialized_first():
     """Its leaders made the states of the partitions they served, and no longer make the others: the
     first heartbeat has the coordinators initialize those missing (not all at the group epoch: that would
-    reset the others), and only then takes them as initialized; a failure is the heartbeat's answer, with
-    nothing taken, and the next heartbeat asks again."""
+    reset the others), in the background, and only then are they taken as initialized and given out. A
+    failure is logged, nothing taken (the heartbeat answered, without partitions), and the next heartbeat
+    asks again."""
     log, coordinators = Log(), OlderGroupCoordinators()
 
     async def run():
         now = await _rebuilt_failing(log, coordinators, None)
-        with pytest.raises(GroupError) as failed:
-            await _beat(now, "m2", 0)
-        assert failed.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert not _state_records(log) and now.groups["g"].legacy_states and "m2" not in now.groups["g"].members
+        joined = await _beat(now, "m2", 0)  # no error Kafka would not send: nothing given out yet
+        assert joined.assignment == {}
+        await _checked(now)
+        assert not _state_records(log) and now.groups["g"].legacy_states
         coordinators.missing_error = ErrorCode.NONE
-        joined = await _beat(now, "m2", 0)
-        assert joined.assignment is not None and joined.assignment[T1]
-        await _beat(now, "m2", joined.member_epoch)  # taken as initialized now: not asked again
+        epoch = (await _beat(now, "m2", joined.member_epoch)).member_epoch
+        await _checked(now)
+        taken = await _beat(now, "m2", epoch)  # the first heartbeat after: initialized partitions given out
+        assert taken.assignment is not None and taken.assignment[T1]
+        await _beat(now, "m2", taken.member_epoch)  # taken as initialized now: not asked again
+        await _checked(now)
         await now.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)  # a leave asks nothing
         now.stop()
     asyncio.run(run())
@@ -233,9 +242,11 @@ def test_a_group_rebuilt_with_record_15_has_states_missing_behind_it_initialized
     async def run():
         now = await _rebuilt_failing(log, coordinators, coordinators)
         epoch = (await _beat(now, "m1", 1)).member_epoch  # answered all the same (no GroupError)
+        await _checked(now)
         coordinators.missing_error = ErrorCode.NONE
         for _ in range(2):
             epoch = (await _beat(now, "m1", epoch)).member_epoch
+            await _checked(now)
         await now.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)
         now.stop()
     asyncio.run(run())
@@ -281,6 +292,7 @@ def test_a_record_15_written_without_asking_is_made_good_over_a_share_coordinato
         assert coordinator.states == {}
         now = _wired(_reloaded(log, Coordinators()), coordinator)
         await _beat(now, "m1", 1)
+        await _checked(now)
         now.stop()
         keys = [("g", T1, p) for p in range(4)]
         assert [(await coordinator.read(k, 1))[0] for k in keys] == [ErrorCode.NONE] * 4
@@ -307,7 +319,9 @@ def test_an_older_ebbs_group_keeps_its_leaders_states_and_has_the_others_initial
         older.stop()
         now = _wired(_reloaded(log, Coordinators()), coordinator)
         joined = await _beat(now, "m2", 0)
-        assert joined.assignment is not None and joined.assignment[T1]
+        await _checked(now)
+        taken = await _beat(now, "m2", joined.member_epoch)
+        assert taken.assignment is not None and taken.assignment[T1]
         now.stop()
         assert [(await coordinator.read(k, 3))[0] for k in keys] == [ErrorCode.NONE] * 4
         return {k[2]: (s.state_epoch, s.start_offset, s.batches) for k, s in coordinator.states.items()}
@@ -442,6 +456,7 @@ def test_an_older_ebbs_empty_group_is_not_reset_by_the_next_join():
     async def run():
         now = await _older_group_reloaded(log, coordinators, ["a"], leave=True)
         await now.heartbeat(ShareHeartbeat("g", "m2", 0, None, ["a"], "c", "/h"), TIMEOUTS)
+        await _checked(now)
         now.stop()
     asyncio.run(run())
     assert coordinators.asked == []
@@ -457,8 +472,46 @@ def test_a_topic_an_older_ebbs_member_subscribes_to_anew_is_not_reset():
     async def run():
         now = await _older_group_reloaded(log, coordinators, ["a"], leave=False)
         await now.heartbeat(ShareHeartbeat("g", "m1", 1, None, ["a", "b"], "c", "/h"), TIMEOUTS)
+        await _checked(now)
         now.stop()
     asyncio.run(run())
     assert coordinators.asked == []
     assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}, T2: {0, 1}})]
     assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3]), T2: ("b", [0, 1])}
+
+
+@pytest.mark.parametrize("written_by", [None, Coordinators], ids=["older-ebb", "record-15"])
+def test_a_share_coordinator_that_does_not_answer_holds_back_no_heartbeat(written_by):
+    """The check of a group's states waits on the share coordinators' summaries, which here never come:
+    the heartbeats are answered all the same (an older Ebb's group gives out nothing meanwhile, a group
+    with a record 15 what it had), and the members' heartbeats make one check, not one each."""
+    from types import SimpleNamespace
+
+    from broker.share.persister import StatePersister
+    log = Log()
+    summaries: list[list] = []
+
+    async def silent(keys):
+        summaries.append(keys)
+        await asyncio.Event().wait()
+
+    async def run():
+        before = _groups(log, None if written_by is None else written_by())
+        await _beat(before, "m1", 0)
+        before.stop()
+        now = _reloaded(log, Coordinators())
+        persister = StatePersister(_share_coordinator(), 0, SimpleNamespace())  # type: ignore[arg-type]
+        persister.summaries = silent  # type: ignore[method-assign]
+        now.initialize_missing = persister.initialize_missing
+        async with asyncio.timeout(5):
+            answers = await asyncio.gather(*(_beat(now, m, 0) for m in ("m2", "m3", "m4")))
+            answers.append(await _beat(now, "m2", answers[0].member_epoch))
+        assert len(summaries) == 1 and all(answer.member_epoch > 0 for answer in answers)
+        given = {p for assignment in now.groups["g"].target.values() for p in assignment.get(T1, set())}
+        assert given == (set() if written_by is None else {0, 1, 2, 3})
+        assert now.groups["g"].legacy_states == (written_by is None)
+        checks = list(now._checks.values())
+        now.stop()  # cancels the check
+        await asyncio.gather(*checks, return_exceptions=True)
+        assert not now._checks
+    asyncio.run(run())
