@@ -515,3 +515,35 @@ def test_a_share_coordinator_that_does_not_answer_holds_back_no_heartbeat(writte
         await asyncio.gather(*checks, return_exceptions=True)
         assert not now._checks
     asyncio.run(run())
+
+
+def test_a_topic_subscribed_while_an_older_ebbs_group_is_checked_is_checked_before_record_15():
+    """A member subscribes to b while the check over a waits on the share coordinators: record 15 is not
+    written with a alone (the group would stop being an older Ebb's, and b be initialized at the group
+    epoch): the check runs again over a and b first."""
+    log = Log()
+
+    class Held(OlderGroupCoordinators):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asking, self.release = asyncio.Event(), asyncio.Event()
+
+        async def initialize_missing(self, group_id: str, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+            self.asking.set()
+            await self.release.wait()
+            return await super().initialize_missing(group_id, partitions)
+    coordinators = Held()
+
+    async def run():
+        now = await _older_group_reloaded(log, coordinators, ["a"], leave=False)
+        epoch = (await now.heartbeat(ShareHeartbeat("g", "m1", 1, None, None, "c", "/h"), TIMEOUTS)).member_epoch
+        await coordinators.asking.wait()
+        await now.heartbeat(ShareHeartbeat("g", "m1", epoch, None, ["a", "b"], "c", "/h"), TIMEOUTS)
+        coordinators.release.set()
+        await _checked(now)
+        now.stop()
+    asyncio.run(run())
+    assert coordinators.asked == []
+    assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}}), ("g", {T1: {0, 1, 2, 3}, T2: {0, 1}})]
+    [written] = _state_records(log)
+    assert _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3]), T2: ("b", [0, 1])}
