@@ -3,8 +3,8 @@
 coordinators asked (InitializeShareGroupState at the group epoch, start offset -1), record 15 written
 initialized; a failure answered, taken back and asked again; what a topic grew by asked alone; record 15
 read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
-(no record 15) not reset, only its missing states initialized; a partition assigned only once
-initialized, at the heartbeat after."""
+(no record 15) not reset, only its missing states initialized, by one check per group in the background
+that no heartbeat waits for; a partition assigned only once initialized, at the heartbeat after."""
 
 from __future__ import annotations
 
