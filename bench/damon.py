@@ -24,22 +24,31 @@ from pathlib import Path
 KDAMONDS = Path("/sys/kernel/mm/damon/admin/kdamonds")
 
 
+# What a pause blocks while it turns kdamonds off or back on: a signal then (a second Ctrl-C, the
+# terminal closing) would leave some off for the whole machine; it is handled once the step is done.
+_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 class Damon:
-    def __init__(self, kdamonds: list[Path]) -> None:
+    def __init__(self, kdamonds: list[Path], unreadable: list[Path] | None = None) -> None:
         self.kdamonds = kdamonds  # the kdamonds found running, by their sysfs directories
+        # kdamonds whose state this user cannot read (mode 0600: not root), so maybe running
+        self.unreadable = unreadable if unreadable is not None else []
 
     @classmethod
     def find(cls, root: Path = KDAMONDS) -> Damon:
-        """The kdamonds running under `root` that have a pageout scheme, as far as this user can read."""
-        running = []
+        """The kdamonds running under `root` that have a pageout scheme, and those whose state cannot be
+        read (this user is not root)."""
+        running, unreadable = [], []
         for kdamond in sorted(root.glob("[0-9]*"), key=lambda path: int(path.name)):
             try:
                 on = (kdamond / "state").read_text().strip() == "on"
             except OSError:
+                unreadable.append(kdamond)
                 continue
             if on and any(_pageout_schemes(kdamond)):
                 running.append(kdamond)
-        return cls(running)
+        return cls(running, unreadable)
 
     @property
     def names(self) -> str:
@@ -60,25 +69,38 @@ class Damon:
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Each running kdamond off for the block and on again after it, also when the block fails or
-        the run is interrupted (Ctrl-C, or SIGTERM, turned into SystemExit meanwhile). A kdamond that
-        cannot be turned off (not root) raises PermissionError before the block runs."""
-        previous = signal.signal(signal.SIGTERM, _exit)
+        the run is interrupted (Ctrl-C, or SIGTERM or SIGHUP, turned into SystemExit meanwhile). A kdamond
+        that cannot be turned off (not root) raises PermissionError before the block runs. Nothing to
+        pause: nothing is done or printed."""
+        if not self.kdamonds:
+            yield
+            return
+        previous = {signum: signal.signal(signum, _exit) for signum in (signal.SIGTERM, signal.SIGHUP)}
         stopped: list[Path] = []
         try:
-            for kdamond in self.kdamonds:
-                (kdamond / "state").write_text("off")
-                stopped.append(kdamond)
-            print(f"DAMON: kdamond {self.names} turned off for the run", flush=True)
+            with _signals_held():
+                for kdamond in self.kdamonds:
+                    stopped.append(kdamond)  # first: turned on again even if the write below is cut short
+                    try:
+                        (kdamond / "state").write_text("off")
+                    except OSError:
+                        stopped.pop()  # still on
+                        raise
+            print(f"DAMON: kdamond {self.names} turned off for the run; should the run be killed, turn "
+                  f"{'it' if len(stopped) == 1 else 'them'} back on with: "
+                  + "; ".join(_turn_on_command(kdamond) for kdamond in stopped), flush=True)
             yield
         finally:
-            for kdamond in stopped:  # each one tried: a kdamond left off stays off for the whole machine
-                try:
-                    (kdamond / "state").write_text("on")
-                    print(f"DAMON: kdamond {kdamond.name} turned back on", flush=True)
-                except OSError as exc:
-                    print(f"DAMON: kdamond {kdamond} not turned back on ({exc}); by hand: echo on > "
-                          f"{kdamond / 'state'}", file=sys.stderr, flush=True)
-            signal.signal(signal.SIGTERM, previous)
+            with _signals_held():
+                for kdamond in stopped:  # each one tried: a kdamond left off stays off for the whole machine
+                    try:
+                        (kdamond / "state").write_text("on")
+                        print(f"DAMON: kdamond {kdamond.name} turned back on", flush=True)
+                    except OSError as exc:
+                        print(f"DAMON: kdamond {kdamond} not turned back on ({exc}); by hand: "
+                              f"{_turn_on_command(kdamond)}", file=sys.stderr, flush=True)
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
 
 
 def _pageout_schemes(kdamond: Path) -> Iterator[Path]:
@@ -86,6 +108,20 @@ def _pageout_schemes(kdamond: Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             if (scheme / "action").read_text().strip() == "pageout":
                 yield scheme
+
+
+def _turn_on_command(kdamond: Path) -> str:
+    return f"echo on > {kdamond / 'state'}"
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (then they act as they would have)."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _exit(signum: int, frame: object) -> None:

@@ -249,6 +249,21 @@ def overrides_text(ebb_overrides: list[str]) -> str:
     return chosen or "the system's"
 
 
+def damon_note(damon: Damon, pause: bool, counted: bool) -> str | None:
+    """What a run says of DAMON before it starts (a pause says itself what it turned off)."""
+    if damon.kdamonds and not pause:
+        return (f"DAMON proactive reclaim is on (kdamond {damon.names}): the page cache is being evicted under the "
+                f"run; " + ("each case's pageout beside its figures" if counted else "its pageouts cannot be counted"
+                            " (its stats need root)") + "; --pause-damon turns it off for the run")
+    if not damon.kdamonds and damon.unreadable:  # mode 0600: a user other than root sees no state
+        return (f"DAMON: the state of kdamond {', '.join(k.name for k in damon.unreadable)} cannot be read "
+                "(not root): whether it evicts the page cache under the run is unknown"
+                + ("; --pause-damon pauses nothing" if pause else ""))
+    if pause and not damon.kdamonds:
+        return "--pause-damon: no DAMON kdamond with a pageout scheme is running, nothing to pause"
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     run_arguments(parser, "fewer records and repetitions")
@@ -280,12 +295,9 @@ def main() -> None:
           "the page cache is NOT dropped before each run (needs root)")
     damon = Damon.find()
     counted = damon if damon.kdamonds and not args.pause_damon and damon.pageout_bytes() is not None else None
-    if damon.kdamonds and not args.pause_damon:
-        print(f"DAMON proactive reclaim is on (kdamond {damon.names}): the page cache is being evicted under the "
-              f"run; " + ("each case's pageout beside its figures" if counted else "its pageouts cannot be counted"
-                          " (its stats need root)") + "; --pause-damon turns it off for the run")
-    elif args.pause_damon and not damon.kdamonds:
-        print("--pause-damon: no DAMON kdamond with a pageout scheme is running, nothing to pause")
+    note = damon_note(damon, args.pause_damon, counted is not None)
+    if note:
+        print(note)
     runner = Runner(records, counted)
     pageout_at_start = runner.pageout()
     started = time.monotonic()

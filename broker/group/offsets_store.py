@@ -166,6 +166,10 @@ class OffsetsStore:
         # not bring back what the log deleted. Emptied when no commit is in flight.
         self._commits_in_flight = 0
         self._tombstones: dict[tuple[str, str, int], int] = {}
+        # Bumped each time an offsets partition is unloaded: a write begun before that finds its
+        # in-memory state replaced (maybe by a replay that did not see its batch), and answers
+        # NOT_COORDINATOR as Kafka fails the writes of an unloaded coordinator.
+        self._unloads: dict[int, int] = {}
         self.commit_timeout_ms = settings.commit_timeout_ms
 
     # --- the topic ---------------------------------------------------------------------------------
@@ -245,10 +249,12 @@ class OffsetsStore:
                     records.offset_value(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp))
                    for (topic, partition), c in offsets.items()]
         timestamp = max(c.commit_timestamp for c in offsets.values())
+        unloads = self._unloads_of(group_id)
         self._commits_in_flight += 1
         try:
             base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
                                      timestamp=timestamp)
+            self._check_still_loaded(group_id, unloads)
             for i, ((topic, partition), committed) in enumerate(offsets.items()):
                 committed.record_offset = base + i
                 if self._tombstones.get((group_id, topic, partition), -1) > committed.record_offset:
@@ -275,16 +281,32 @@ class OffsetsStore:
         # Pending before the append: its marker may be written, and reported, before this task resumes.
         mine = {(group_id, topic, partition): PendingOffset(committed)
                 for (topic, partition), committed in offsets.items()}
+        unloads = self._unloads_of(group_id)
         self._pending.setdefault(producer_id, {}).update(mine)
+
+        def placed(first: int) -> None:
+            if self._unloads_of(group_id) == unloads:  # else its entries went with the unload
+                self._placed(producer_id, mine, first)
+
         try:
             base = await self.append(group_id, entries, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-                                     producer=(producer_id, producer_epoch),
-                                     appended=lambda first: self._placed(producer_id, mine, first),
+                                     producer=(producer_id, producer_epoch), appended=placed,
                                      verification_guard=verification_guard)
+            self._check_still_loaded(group_id, unloads)
         except BaseException:
             self._drop_pending(producer_id, mine)  # a later commit of the same key keeps its own entry
             raise
-        self._placed(producer_id, mine, base)  # nothing left to do once the data path has told
+        placed(base)  # nothing left to do once the data path has told
+
+    def _unloads_of(self, group_id: str) -> int:
+        return self._unloads.get(self.partition_for(group_id), 0)
+
+    def _check_still_loaded(self, group_id: str, unloads: int) -> None:
+        """A write that began when the group's offsets partition had been unloaded `unloads` times: if
+        it was unloaded since, what the write would change in memory is gone (a reload replayed the log,
+        maybe before this batch was in it), so the write answers NOT_COORDINATOR and the client retries."""
+        if self._unloads_of(group_id) != unloads:
+            raise GroupError(ErrorCode.NOT_COORDINATOR, "the group's offsets partition was unloaded during the write")
 
     def _placed(self, producer_id: int, entries: Mapping[tuple[str, str, int], PendingOffset], base: int) -> None:
         """A TxnOffsetCommit's batch is in the log from `base`, maybe not replicated yet: its offsets
@@ -541,7 +563,9 @@ class OffsetsStore:
     def forget_pending(self, partition_index: int) -> None:
         """Offsets partition `partition_index` is led elsewhere now: its pending offsets go with its
         groups, so that a later load holds exactly what its replay finds (not an entry whose marker
-        another leader wrote meanwhile, or whose batch it truncated)."""
+        another leader wrote meanwhile, or whose batch it truncated). The writes in flight to it see
+        the unload after their append (`_check_still_loaded`)."""
+        self._unloads[partition_index] = self._unloads.get(partition_index, 0) + 1
         for producer_id, pending in list(self._pending.items()):
             for key in [key for key in pending if self.partition_for(key[0]) == partition_index]:
                 del pending[key]

@@ -23,18 +23,23 @@ import asyncio
 import errno
 import os
 import threading
-from collections.abc import Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from itertools import chain
 from operator import attrgetter
+from typing import TYPE_CHECKING, TypeVar
 
 from broker.log import page_cache
 from broker.log.file_region import FileRegion
 from broker.log.results import FileSlice
 
+if TYPE_CHECKING:
+    from broker.log.segment_file import SegmentFile
+
 INLINE_READ_BYTES = 64 * 1024
 # Below this an answer is copied: one write of a small answer costs less than a sendfile per slice.
 SENDFILE_MIN_BYTES = 32 * 1024
+_T = TypeVar("_T")
 
 
 class SliceReader:
@@ -65,9 +70,9 @@ class SliceReader:
         page cache, or their bytes read for the groups whose pages are still missing after that (their
         regions pinned until then: a segment deleted meanwhile stays open for the read)."""
         still: list[tuple[int, FileRegion]] = []
+        jobs = _PoolJobs(self._executor)
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, _bring_into_page_cache, [region.pieces() for _, region in cold])
+            await jobs.run(_bring_into_page_cache, [region.pieces() for _, region in cold])
             cached = page_cache.checker()
             while cold:
                 index, region = cold.pop()
@@ -79,14 +84,13 @@ class SliceReader:
                     still.append((index, region))
             if still:  # read under the regions' pins (every cold group has bytes: its total is theirs)
                 copies = await self._read_pinned([groups[index] for index, _ in still],
-                                                 sum(region.length for _, region in still))
+                                                 sum(region.length for _, region in still), jobs)
                 for (index, _), copy in zip(still, copies, strict=True):
                     answer[index] = copy
         finally:
-            # Read, cancelled, or failed: let the files go (a thread still warming them after a cancel
-            # only sends to /dev/null)
-            for _, region in chain(cold, still):
-                region.release()
+            # Read, cancelled, or failed: let the files go, once no pool thread uses their descriptors
+            left = [region for _, region in chain(cold, still)]
+            jobs.then(lambda: _release_all(left))
 
     async def read(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
         """The bytes of each group of file slices (one group per partition), read in one go."""
@@ -96,25 +100,69 @@ class SliceReader:
         pinned = [s.file for group in groups for s in group]
         for file in pinned:
             file.pin()
+        jobs = _PoolJobs(self._executor)
         try:
-            return await self._read_pinned(groups, total)
+            return await self._read_pinned(groups, total, jobs)
         finally:
-            for file in pinned:
-                file.unpin()
+            jobs.then(lambda: _unpin_all(pinned))
 
-    async def _read_pinned(self, groups: Sequence[Sequence[FileSlice]], total: int) -> list[memoryview]:
+    async def _read_pinned(self, groups: Sequence[Sequence[FileSlice]], total: int,
+                           jobs: _PoolJobs) -> list[memoryview]:
         """`read` of files the caller holds pinned (a segment deleted since stays readable, though a new
-        pin of it is refused)."""
+        pin of it is refused) until `jobs` has no read left running."""
         read = _GroupRead(groups, total)
-        loop = asyncio.get_running_loop()
         if _NOWAIT is not None:
             if not read.fill(_NOWAIT):
-                await loop.run_in_executor(self._executor, read.fill, 0)
+                await jobs.run(read.fill, 0)
         elif total <= INLINE_READ_BYTES:
             read.fill(0)
         else:
-            await loop.run_in_executor(self._executor, read.fill, 0)
+            await jobs.run(read.fill, 0)
         return read.views()
+
+
+class _PoolJobs:
+    """The pool jobs of one answer, run one after another, and what lets its files go: a task cancelled
+    while a thread still reads or warms them (the job cannot be stopped) lets them go only once that job
+    ends, or the thread would use descriptors a deleted segment's unpin closed, maybe reused for
+    another file."""
+
+    __slots__ = ("_executor", "_job")
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self._job: Future | None = None
+
+    async def run(self, fn: Callable[..., _T], *args: object) -> _T:
+        self._job = self._executor.submit(fn, *args)
+        return await asyncio.wrap_future(self._job)
+
+    def then(self, release: Callable[[], None]) -> None:
+        """`release` now when no job runs (or the last one could still be cancelled before it started),
+        else on the loop once it ends."""
+        job = self._job
+        if job is None or job.cancel() or job.done():
+            release()
+            return
+        loop = asyncio.get_running_loop()
+
+        def ended(_: Future) -> None:
+            try:
+                loop.call_soon_threadsafe(release)
+            except RuntimeError:  # the loop closed (shutting down): the files close with the process
+                pass
+
+        job.add_done_callback(ended)
+
+
+def _release_all(regions: list[FileRegion]) -> None:
+    for region in regions:
+        region.release()
+
+
+def _unpin_all(files: list[SegmentFile]) -> None:
+    for file in files:
+        file.unpin()
 
 
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -98,8 +99,10 @@ class DataPath(ABC):
                     raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 partition = self.partition_of(topic, index)
                 guard = verification_guards.get((name, index)) if verification_guards else None
+                # told as soon as the batch is in the log (a flush may be awaited after)
+                written = None if appended is None else partial(appended, len(results))
                 result = await partition.append_records_as_leader(records, batch, required_acks, origin, guard,
-                                                                  marker_transaction_version)
+                                                                  marker_transaction_version, written)
             except (PartitionError, LogError) as exc:
                 results.append(self._refused(name, index, exc.error_code, exc.message, origin, partition,
                                              tuple(getattr(exc, "record_errors", ())),
@@ -107,8 +110,6 @@ class DataPath(ABC):
                 continue
             if counters is not None and not result.duplicate:
                 counters.produced(name, len(records), result.last_offset - result.base_offset + 1)
-            if appended is not None and not result.duplicate:
-                appended(len(results), result)
             if required_acks == -1:
                 waiting.append((len(results), partition, result.last_offset + 1))
             results.append(result)

@@ -394,20 +394,22 @@ class Partition(ProducerTable):
     async def append_records_as_leader(self, records: memoryview, batch: RecordBatch, required_acks: int,
                                        origin: AppendOrigin = AppendOrigin.CLIENT,
                                        verification_guard: object | None = None,
-                                       marker_transaction_version: int = 0) -> AppendResult:
+                                       marker_transaction_version: int = 0,
+                                       written: Callable[[AppendResult], None] | None = None) -> AppendResult:
         """Append one batch (already checked for shape by its writer). With acks=-1 the ISR must hold
         min.insync.replicas first (Kafka's appendRecordsToLeader: every writer, clients and the
         group coordinator alike). Idempotent batches go through the producer checks; a duplicate
         returns the original offsets unwritten; a coordinator's transactional batch (TxnOffsetCommit's
         offsets) carries no sequence, so only its epoch is checked, as in Kafka. A batch verified with
         the coordinator (broker/txn/verification.py) that would open a transaction here presents its
-        guard: gone (a marker came meanwhile), INVALID_TXN_STATE. LogError and
-        PartitionError carry the error code."""
+        guard: gone (a marker came meanwhile), INVALID_TXN_STATE. `written` is told the result once the
+        batch is in the log, before any flush is awaited (the writer's view of the log must not lag it).
+        LogError and PartitionError carry the error code."""
         await self._ready_to_append(required_acks)
         header = batch.header()
         producer_id = header.producer_id
         if header.attributes & CONTROL_BIT:
-            return await self._append_marker(records, batch, header, marker_transaction_version)
+            return await self._append_marker(records, batch, header, marker_transaction_version, written)
         log_ = self.log
         validated_under = None
         if needs_validation(log_.config, header, now := log_.clock()):  # timestamps, recompression
@@ -457,7 +459,7 @@ class Partition(ProducerTable):
             self.producers.update(producer_id, epoch, BatchMetadata(first_seq, last_seq, info.first_offset,
                                                                     info.last_offset, info.max_timestamp),
                                   transactional=transactional)
-        return await self._appended(info)
+        return await self._appended(info, written)
 
     async def _ready_to_append(self, required_acks: int) -> None:
         """Return leading, with min.insync.replicas for acks=-1 and the table loaded (every reset unloads
@@ -473,7 +475,8 @@ class Partition(ProducerTable):
             await self.load_producer_state()  # then leadership and the ISR are looked at again
 
     async def _append_marker(self, records: memoryview, batch: RecordBatch, header: BatchHeader,
-                             transaction_version: int) -> AppendResult:
+                             transaction_version: int, written: Callable[[AppendResult], None] | None
+                             ) -> AppendResult:
         """A transaction coordinator's COMMIT or ABORT marker: it closes the producer's transaction
         here, and an abort is indexed for READ_COMMITTED readers."""
         try:
@@ -495,14 +498,18 @@ class Partition(ProducerTable):
                                               coordinator_epoch, info.first_offset, written_at)
         if aborted is not None:
             self.log.record_aborted_txn(aborted)
-        return await self._appended(info)
+        return await self._appended(info, written)
 
-    async def _appended(self, info: AppendInfo) -> AppendResult:
+    async def _appended(self, info: AppendInfo, written: Callable[[AppendResult], None] | None = None
+                        ) -> AppendResult:
         if not self.maybe_increment_high_watermark():  # when it moves, waiting fetches hear of that
             self.host.appended(self)
+        result = AppendResult(info.first_offset, info.last_offset, info.log_append_time, info.log_start_offset)
+        if written is not None:
+            written(result)
         if self.log.log_end_offset - self.log.recovery_point >= self.log.config.flush_messages:
             await self.log.flush()  # flush.messages, as PartitionLog.append would
-        return AppendResult(info.first_offset, info.last_offset, info.log_append_time, info.log_start_offset)
+        return result
 
     def acks_outcome(self, required_offset: int) -> ErrorCode | None:
         """Where an acks=-1 append that ends before `required_offset` stands (Kafka's

@@ -3,7 +3,8 @@ files, their missing pages brought into the page cache in the pool first."""
 
 import asyncio
 import os
-from concurrent.futures import Executor, Future
+import threading
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 import pytest
 
@@ -202,6 +203,68 @@ def test_an_answer_cancelled_while_its_pages_are_brought_in_lets_its_files_go(fi
 
     asyncio.run(cancelled())
     assert not any(f._pins for f in (cold, warm))
+
+
+def _cancelled_while_the_pool_works(make_answer, held: SegmentFile, path, monkeypatch, name, real):
+    """Run `make_answer(reader)` on a real one-thread pool whose `os.<name>` (`real`) blocks until the
+    test lets it go; cancel the answer while it blocks, delete `held`'s segment as retention does, let
+    the thread go on. Returns, for each call on `held`'s descriptor, whether it was still the file's open,
+    pinned one."""
+    entered, go = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def blocking(*args):
+        if threading.current_thread() is threading.main_thread():
+            return real(*args)
+        entered.set()
+        go.wait()
+        seen.append(held.fd in args and held._pins > 0)
+        return real(*args)
+
+    monkeypatch.setattr(slices_module.os, name, blocking)
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    async def cancelled():
+        regions: list[FileRegion] = []
+        task = asyncio.ensure_future(make_answer(SliceReader(pool), regions))
+        await asyncio.to_thread(entered.wait)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for region in regions:
+            region.release()
+        path.unlink()
+        held.close()
+        go.set()
+        await asyncio.to_thread(pool.shutdown)
+        await asyncio.sleep(0)  # the release the thread's end scheduled on the loop
+
+    asyncio.run(cancelled())
+    return seen
+
+
+@needs_cachestat
+def test_an_answer_cancelled_while_a_thread_warms_its_files_keeps_them_open_until_the_thread_is_done(
+        files, tmp_path, monkeypatch):
+    """The cancelled task let its regions go at once: a segment deleted meanwhile closed its descriptor,
+    and the thread then sent from a closed descriptor, or one reused for another file."""
+    cold, warm, groups, _ = cold_and_warm(files, tmp_path)
+    seen = _cancelled_while_the_pool_works(lambda reader, regions: reader.for_sending(groups, regions), cold,
+                                           tmp_path / "cold", monkeypatch, "sendfile", os.sendfile)
+    assert seen and all(seen)
+    assert cold.fd == -1 and not any(f._pins for f in (cold, warm))
+
+
+def test_a_read_cancelled_while_a_thread_reads_keeps_its_files_open_until_the_thread_is_done(
+        files, tmp_path, monkeypatch):
+    """The same for a copy: the files were unpinned while the thread still read them."""
+    a = files("a", os.urandom(1000))
+    monkeypatch.setattr(slices_module, "_NOWAIT", None)  # the read goes to the pool
+    monkeypatch.setattr(slices_module, "INLINE_READ_BYTES", 0)
+    seen = _cancelled_while_the_pool_works(lambda reader, regions: reader.read([[FileSlice(a, 0, 1000)]]), a,
+                                           tmp_path / "a", monkeypatch, "preadv", os.preadv)
+    assert seen and all(seen)
+    assert a.fd == -1 and not a._pins
 
 
 @needs_cachestat

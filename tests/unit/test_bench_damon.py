@@ -54,23 +54,73 @@ def test_stats_that_cannot_be_refreshed_are_not_guessed(tmp_path):
     assert damon.pageout_bytes() is None
 
 
-@pytest.mark.parametrize("ending", [RuntimeError, KeyboardInterrupt, "SIGTERM"])
+@pytest.mark.parametrize("ending", [RuntimeError, KeyboardInterrupt, "SIGTERM", "SIGHUP"])
 def test_a_pause_turns_the_kdamonds_back_on_however_the_run_ends(tmp_path, ending, capsys):
+    """SIGHUP (the terminal closed) killed the run with DAMON left off for the machine."""
     kdamond(tmp_path, "0", "on", {"pageout": 1})
     kdamond(tmp_path, "1", "on", {"pageout": 2})
     damon = Damon.find(tmp_path)
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(SystemExit if ending == "SIGTERM" else ending):
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    with pytest.raises(SystemExit if isinstance(ending, str) else ending):
         with damon.paused():
             assert [(tmp_path / n / "state").read_text() for n in "01"] == ["off", "off"]
-            if ending == "SIGTERM":
-                signal.raise_signal(signal.SIGTERM)
-                raise AssertionError("SIGTERM did not end the block")
+            if isinstance(ending, str):
+                signal.raise_signal(getattr(signal, ending))
+                raise AssertionError(f"{ending} did not end the block")
             raise ending()
     assert [(tmp_path / n / "state").read_text() for n in "01"] == ["on", "on"]
-    assert signal.getsignal(signal.SIGTERM) is before
+    assert {signum: signal.getsignal(signum) for signum in before} == before
     out = capsys.readouterr().out
     assert "kdamond 0, 1 turned off for the run" in out and "kdamond 1 turned back on" in out
+    # what to type should the run be killed where nothing can turn them back on (SIGKILL)
+    assert f"echo on > {tmp_path / '0' / 'state'}; echo on > {tmp_path / '1' / 'state'}" in out
+
+
+@pytest.mark.parametrize("written", ["off", "on"])
+def test_ctrl_c_while_kdamonds_are_turned_off_or_on_waits_until_each_is_done(tmp_path, written, monkeypatch):
+    """Ctrl-C just after kdamond 0 took "off" (before it was noted as turned off), or a second Ctrl-C
+    while the first were turned back on, left kdamonds off for the machine."""
+    kdamond(tmp_path, "0", "on", {"pageout": 1})
+    kdamond(tmp_path, "1", "on", {"pageout": 2})
+    damon = Damon.find(tmp_path)
+    write_text = Path.write_text
+
+    def interrupted(path, text, *args, **kwargs):
+        done = write_text(path, text, *args, **kwargs)
+        if text == written and path == tmp_path / "0" / "state":
+            signal.raise_signal(signal.SIGINT)
+        return done
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with damon.paused():
+            if written == "on":
+                raise KeyboardInterrupt  # the first Ctrl-C
+            raise AssertionError("the Ctrl-C while turning off did not end the run")
+    assert [(tmp_path / n / "state").read_text() for n in "01"] == ["on", "on"]
+
+
+def test_nothing_to_pause_says_nothing(tmp_path, capsys):
+    """It said "kdamond  turned off for the run", with no name, after "nothing to pause"."""
+    with Damon.find(tmp_path).paused():
+        pass
+    assert capsys.readouterr().out == ""
+
+
+def test_kdamonds_that_cannot_be_read_are_told_apart_from_none(tmp_path):
+    """Not root: the state files (mode 0600) cannot be read, and the run said nothing ran, nothing to pause."""
+    unreadable = kdamond(tmp_path, "0", "on", {"pageout": 1})
+    (unreadable / "state").unlink()
+    (unreadable / "state").mkdir()  # unreadable, as for a user other than root
+    damon = Damon.find(tmp_path)
+    assert damon.kdamonds == [] and damon.unreadable == [unreadable]
+    for pause in (False, True):
+        note = goals.damon_note(damon, pause, counted=False)
+        assert note is not None and "kdamond 0 cannot be read (not root)" in note
+        assert ("pauses nothing" in note) == pause
+    assert goals.damon_note(Damon.find(tmp_path / "missing"), True, False) == (
+        "--pause-damon: no DAMON kdamond with a pageout scheme is running, nothing to pause")
+    assert goals.damon_note(Damon.find(tmp_path / "missing"), False, False) is None
 
 
 def test_a_kdamond_that_cannot_be_turned_off_stops_the_run_and_the_others_go_back_on(tmp_path):

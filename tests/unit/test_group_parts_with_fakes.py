@@ -133,6 +133,7 @@ class FakeOffsetsStore:
 
     def __init__(self):
         self.forgotten = []
+        self.pending_forgotten = []  # partitions whose pending transactional offsets were dropped
 
     def topic_exists(self):
         return True
@@ -148,6 +149,9 @@ class FakeOffsetsStore:
 
     def forget_group(self, group_id):
         self.forgotten.append(group_id)
+
+    def forget_pending(self, partition_index):
+        self.pending_forgotten.append(partition_index)
 
     async def load_partition(self, partition, replay, replay_consumer):
         pass  # nothing stored yet
@@ -194,6 +198,7 @@ async def test_the_registry_serves_only_groups_of_partitions_led_here_and_unload
     registry.offsets_partition_moved(replicas[0])  # led elsewhere now: unloaded, nothing loaded
     assert parked.result().error == ErrorCode.NOT_COORDINATOR
     assert unloaded == [group] and store.forgotten == ["b"] and "b" not in registry.groups
+    assert store.pending_forgotten == [0, 0]  # before the load, and at the unload
     assert registry.not_served("b") == ErrorCode.NOT_COORDINATOR and not registry.loading
 
 

@@ -335,3 +335,44 @@ async def test_a_commit_marker_stores_the_offsets_at_once_though_the_commits_tas
     assert _state(store) == ((5, 0), False)
     await task
     assert _state(store) == _state(await _replayed(replicas)) == ((5, 0), False)
+
+
+async def _reload(store, replicas):
+    """The partition's role changed with this broker still its leader (a leader epoch bump): unloaded
+    and replayed at once, as the registry's coordinator partitions do."""
+    store.forget_group("g")
+    store.forget_pending(0)
+    await store.load_partition(replicas.partition(OFFSETS_TOPIC, 0), lambda group_id, value: None,
+                               lambda key, value: None)
+
+
+async def test_a_txn_offset_commit_whose_partition_was_reloaded_during_its_append_is_not_coordinator():
+    """Its pending entries went with the unload, the replay ran before its batch was in the log: it was
+    answered NONE and its commit marker stored nothing (OffsetFetch read the old offset until a reload)."""
+    replicas = LoggedReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit_transactional("g", {("t", 0): offset(5)}, PID, 0))
+    await replicas.wait_for(1)
+    await _reload(store, replicas)
+    replicas.release(0)  # at 0, after the replay's end
+    store.transaction_completed(0, PID, True, replicas.marker(True))
+    with pytest.raises(GroupError) as refused:
+        await task
+    assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
+    assert _state(store) == (None, False)  # the client retries; a later reload finds the batch committed
+    assert _state(await _replayed(replicas)) == ((5, 0), False)
+
+
+async def test_an_offset_commit_whose_partition_was_unloaded_during_its_append_is_not_coordinator():
+    """Led elsewhere now: the commit stored its offset in memory anyway, for a group not coordinated here."""
+    replicas = HeldReplicas()
+    store = OffsetsStore(SETTINGS, FakeTopics(partitions=1), replicas)
+    task = asyncio.create_task(store.commit("g", {("t", 0): offset(5)}))
+    await replicas.wait_for(1)
+    store.forget_group("g")
+    store.forget_pending(0)
+    replicas.release(0, 10)
+    with pytest.raises(GroupError) as refused:
+        await task
+    assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
+    assert store.get("g", "t", 0) is None
