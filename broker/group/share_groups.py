@@ -19,11 +19,14 @@ restarts their members' sessions, so the members carry on without rejoining.
 
 Share-partition state is initialized as Kafka's coordinator does it: a heartbeat that finds subscribed
 partitions neither initialized nor asked for lately (a new topic, one that grew, an ask older than
-INIT_RETRY_MS) writes them as initializing in record 15 with its change, then asks their share coordinators
-(InitializeShareGroupState at the group epoch as state epoch, start offset -1: the leader applies
-share.auto.offset.reset) and answers once that is done: written initialized, or on an error taken back from
-initializing (asked again at the next heartbeat) and the heartbeat answered with the error. The assignor
-is given only initialized partitions, so no member fetches one whose state may yet be replaced by the
+INIT_RETRY_MS) writes them as initializing in record 15 with its change and is answered once that is
+written; then, apart from it (as Kafka's GroupCoordinatorService runs persisterInitialize after the shard's
+write), their share coordinators are asked (InitializeShareGroupState at the group epoch as state epoch,
+start offset -1: the leader applies share.auto.offset.reset), and the answer written: initialized, or on an
+error taken back from initializing (asked again at the next heartbeat) and logged, never a member's answer.
+One initialization asks for a partition at a time; it is cancelled when its group is unloaded, and writes
+nothing for a group deleted or unloaded meanwhile (nor a topic deleted: StatePartitions.answered).
+The assignor is given only initialized partitions, so no member fetches one whose state may yet be replaced by the
 initialization; the first heartbeat after an initialization finished (any member's: initialized partitions
 the target does not give out) moves the group epoch, and each member takes them at its next heartbeat,
 as Kafka's initializedAssignmentPending does.
@@ -134,6 +137,9 @@ class ShareGroups:
         # by a heartbeat, never awaited by one, so that a share coordinator that is down holds back no
         # heartbeat and N members make one check, not N.
         self._checks: dict[str, asyncio.Task] = {}
+        # The initializations under way, by group (started after a heartbeat's write, never awaited by it):
+        # each task -> its group and the partitions it asks for, which no other asks for meanwhile.
+        self._initializing: dict[str, dict[asyncio.Task, tuple[ShareGroup, dict[uuid.UUID, set[int]]]]] = {}
 
     @contextlib.asynccontextmanager
     async def _change(self, group_id: str, member_id: str | None = None) -> AsyncIterator[None]:
@@ -199,37 +205,69 @@ class ShareGroups:
         if not answer.left:
             self._start_check(group_id)  # after the change: its subscription is among the topics checked
         if asked is not None:
-            await self._initialize(group_id, *asked)
+            self._start_initialize(group_id, *asked)
         return answer
 
     def _ask_initialize(self, group_id: str) -> tuple[int, dict[uuid.UUID, set[int]]] | None:
         """The subscribed partitions to initialize now, marked initializing (written with the heartbeat's
-        change), with the group epoch they are asked at; None when there are none."""
+        change), with the group epoch they are asked at; None when there are none. Partitions an
+        initialization still under way asks for are left to it, even past INIT_RETRY_MS."""
         group = self.groups.get(group_id)
         if group is None or self.initialize_states is None or group.legacy_states:
             return None  # an older Ebb's group: its states are checked instead (_take_older_states)
         now = time.time_ns() // 1_000_000
         state = group.state_partitions or StatePartitions()
         wanted = state.to_initialize(group.topics, now)
+        for asker, asking in self._initializing.get(group_id, {}).values():
+            if asker is not group:
+                continue  # a deleted group's, whose answer is written nowhere
+            for topic_id, parts in asking.items():
+                wanted.get(topic_id, set()).difference_update(parts)
+        wanted = {topic_id: parts for topic_id, parts in wanted.items() if parts}
         if not wanted:
             return None
         names = {topic_id: name for name, (topic_id, _) in group.topics.items()}
         group.state_partitions = state.asked(names, wanted, now)
         return group.group_epoch, wanted
 
-    async def _initialize(self, group_id: str, epoch: int, wanted: dict[uuid.UUID, set[int]]) -> None:
-        """Kafka's persisterInitialize: ask, then write the answer (GroupError: the coordinators' error, or
-        the write's; the partitions are then asked again, at the next heartbeat or after INIT_RETRY_MS)."""
+    def _start_initialize(self, group_id: str, epoch: int, wanted: dict[uuid.UUID, set[int]]) -> None:
+        """Kafka's persisterInitialize, run apart from the heartbeat that asked (answered already from its
+        own write, as Kafka's GroupCoordinatorService answers it): a share coordinator that is slow or down
+        holds back no heartbeat, and its error is no member's answer."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        in_flight = self._initializing.setdefault(group_id, {})
+        task = self._spawn(self._initialize(group, epoch, wanted))
+        in_flight[task] = (group, wanted)
+
+        def done(finished: asyncio.Task) -> None:
+            if (tasks := self._initializing.get(group_id)) is not None:
+                tasks.pop(finished, None)
+                if not tasks:
+                    del self._initializing[group_id]
+        task.add_done_callback(done)
+
+    async def _initialize(self, group: ShareGroup, epoch: int, wanted: dict[uuid.UUID, set[int]]) -> None:
+        """Ask the share coordinators, then write the answer in record 15 (Kafka's initializeShareGroupState
+        on success, uninitializeShareGroupState on an error: the partitions asked again at the next
+        heartbeat). Only for the same group still served here: one deleted, unloaded or replaced meanwhile
+        gets nothing written. An answer not written leaves them initializing, asked again after
+        INIT_RETRY_MS. Errors are logged only, as Kafka does."""
         assert self.initialize_states is not None
+        group_id = group.group_id
         error = await self.initialize_states(group_id, epoch, wanted)
-        async with self._change(group_id):
-            group = self.groups.get(group_id)
-            if group is not None and group.state_partitions is not None:
-                group.state_partitions = group.state_partitions.answered(wanted, done=error == ErrorCode.NONE)
-                await self.records.persist(group_id)
         if error != ErrorCode.NONE:
             log.warning("share group state not initialized", group=group_id, error=error.name)
-            raise GroupError(error, error.name)
+        try:
+            async with self._change(group_id):
+                if self.groups.get(group_id) is not group or group.state_partitions is None:
+                    return
+                group.state_partitions = group.state_partitions.answered(wanted, done=error == ErrorCode.NONE)
+                await self.records.persist(group_id)
+        except GroupError as exc:
+            log.warning("share group state's initialization not written", group=group_id,
+                        error=exc.error_code.name)
 
     async def states_set(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, set[int]]]) -> None:
         """AlterShareGroupOffsets set these partitions' states: initialized (not to be reset by a
@@ -532,6 +570,9 @@ class ShareGroups:
             self._in_flight[group_id] = True
         for group_id in [g for g in self._checks if doomed(g)]:
             self._checks[group_id].cancel()
+        for group_id in [g for g in self._initializing if doomed(g)]:
+            for task in self._initializing[group_id]:
+                task.cancel()
         self.records.unload(doomed)
 
     # --- __consumer_offsets -------------------------------------------------------------------------

@@ -25,8 +25,10 @@ from protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    ShareGroupHeartbeatRequest,
     SyncGroupRequest,
 )
+from tests.support.polling import wait_for
 
 _Protocol = JoinGroupRequest.JoinGroupRequestProtocol
 _Assignment = SyncGroupRequest.SyncGroupRequestAssignment
@@ -180,3 +182,14 @@ def delete_offsets(client, group_id: str, partitions: dict[str, list[int]]):
         T(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
         for t, ps in partitions.items()]), 0)
     return reply.error_code, {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
+
+
+def share_settled(c, group: str, member: str, epoch: int):
+    """The answer to `member`'s share heartbeats at `epoch` once its group epoch moved (or an error): after
+    an initialization a heartbeat asked for finished, the next heartbeat moves the epoch to assign the
+    initialized partitions. The asking heartbeat is answered before the share coordinators answer (as
+    Kafka's), so a member finds them at a later heartbeat."""
+    def moved():
+        answer = c.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch), 1)
+        return answer if answer.error_code != ErrorCode.NONE or answer.member_epoch != epoch else None
+    return wait_for(moved, what=f"{group}'s initialization")

@@ -33,6 +33,7 @@ from protocol.messages import ReadShareGroupStateRequest as ReadState
 from protocol.messages import WriteShareGroupStateRequest as WriteState
 from protocol.records import iter_batches
 from tests.broker.data_wire import WireClient, batch, create_topic, init_producer_id, produce, values
+from tests.broker.group_wire import share_settled
 from tests.broker.test_transactions import _add_partitions, _end_txn, _latest, _txn_batch
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
@@ -79,15 +80,15 @@ def setup(client, records: int, reset: str = "earliest", *, initialized: bool = 
 def initialize(client, group: str, topic: str) -> None:
     """Have the group's coordinator initialize the topic's share-partition states, as it does before it
     assigns them (a leader no longer makes a state its share coordinator does not have): a member joins
-    (the join waits for the initialization), takes the partitions at its next heartbeat, and leaves."""
+    (the join asks for the initialization and is answered before it ends, as Kafka's), takes the partitions at a
+    later heartbeat once they are initialized, and leaves."""
     member = f"init-{next(_names)}"
     moving = (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
     joined = wait_for(lambda: (a := client.send(ShareGroupHeartbeatRequest(
         group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=[topic]), 1)).error_code not in moving
         and a, what=f"{member} joined {group}")  # a new cluster's coordinator may still be loading
     assert joined.error_code == E.NONE, joined
-    beat = client.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member,
-                                                  member_epoch=joined.member_epoch), 1)
+    beat = share_settled(client, group, member, joined.member_epoch)
     assert beat.error_code == E.NONE and beat.assignment is not None, beat
     assert [t.partitions for t in beat.assignment.topic_partitions] == [[0]], beat
     left = client.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1), 1)
@@ -379,13 +380,14 @@ def test_state_survives_sigkill(broker):
     with WireClient(broker.port) as c:
         group, topic, topic_id = setup(c, 6, initialized=False)  # the first join initializes it
         assert _join(c, group, "m", 0, [topic]).member_epoch == 1
-        assert _join(c, group, "m2", 0, [topic]).member_epoch == 2
-        assert _join(c, group, "m", 1).member_epoch == 2
+        assert share_settled(c, group, "m", 1).member_epoch == 2  # the partition given out once initialized
+        assert _join(c, group, "m2", 0, [topic]).member_epoch == 3
+        assert _join(c, group, "m", 2).member_epoch == 3
         empty, _, _ = setup(c, 0, initialized=False)
         assert _join(c, empty, "x", 0, [topic]).error_code == E.NONE
         assert _join(c, empty, "x", -1).error_code == E.NONE
         before = _described(c, group)
-        assert before.error_code == E.NONE and len(before.members) == 2 and before.group_epoch == 2
+        assert before.error_code == E.NONE and len(before.members) == 2 and before.group_epoch == 3
         assert ranges(part(fetch(c, group, "m", 0, topic_id))) == [(0, 5, 1)]
         answer = ack(c, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
         assert answer.responses[0].partitions[0].error_code == E.NONE  # written before the answer
@@ -396,8 +398,8 @@ def test_state_survives_sigkill(broker):
         assert after == before
         listed = c.send(ListGroupsRequest(states_filter=[], types_filter=["share"]), 5).groups
         assert {(g.group_id, g.group_state) for g in listed} >= {(group, "Stable"), (empty, "Empty")}
-        beats = (_join(c, group, "m", 2), _join(c, group, "m2", 2))  # no rejoin, same epochs
-        assert [(a.error_code, a.member_epoch, a.assignment) for a in beats] == [(E.NONE, 2, None)] * 2
+        beats = (_join(c, group, "m", 3), _join(c, group, "m2", 3))  # no rejoin, same epochs
+        assert [(a.error_code, a.member_epoch, a.assignment) for a in beats] == [(E.NONE, 3, None)] * 2
         asked = Describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)
         [g] = c.send(Describe(groups=[asked]), 1).groups
         assert [(p.start_offset, p.lag) for t in g.topics for p in t.partitions] == [(2, 4)]

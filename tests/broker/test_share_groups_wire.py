@@ -19,6 +19,7 @@ from protocol.messages import (
 )
 from tests.broker.data_wire import WireClient, create_topic
 from tests.broker.group_wire import commit, join, join_once
+from tests.broker.group_wire import share_settled as settled
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
 
@@ -68,7 +69,7 @@ def test_a_member_joins_gets_every_partition_and_heartbeats(client, broker):
     assert first.heartbeat_interval_ms == 500
     # nothing yet: a share-partition is assigned once its state is initialized, which the join asked for
     assert held(first) == {}
-    initialized = beat(client, group, "m1", 1)  # the initialized partitions move the group epoch
+    initialized = settled(client, group, "m1", 1)  # the initialized partitions move the group epoch
     assert (initialized.member_epoch, held(initialized)) == (2, {broker.topic_ids["s3"]: [0, 1, 2]})
     again = beat(client, group, "m1", 2)  # nothing changed: no assignment in the answer
     assert (again.error_code, again.member_epoch, again.assignment) == (E.NONE, 2, None)
@@ -83,22 +84,22 @@ def test_a_member_joins_gets_every_partition_and_heartbeats(client, broker):
 
 def test_a_second_member_splits_the_partitions_and_the_first_takes_its_part_at_its_next_heartbeat(client, broker):
     group = new_group()
-    beat(client, group, "a", 0, ["s3"])
+    settled(client, group, "a", beat(client, group, "a", 0, ["s3"]).member_epoch)  # a holds all three at 2
     second = beat(client, group, "b", 0, ["s3"])
-    assert second.member_epoch == 2
-    first = beat(client, group, "a", 1)
-    assert first.member_epoch == 2
+    assert second.member_epoch == 3
+    first = beat(client, group, "a", 2)
+    assert first.member_epoch == 3
     together = sorted(held(first)[broker.topic_ids["s3"]] + held(second)[broker.topic_ids["s3"]])
     assert together == [0, 1, 2] and {len(held(first)[broker.topic_ids["s3"]]),
                                       len(held(second)[broker.topic_ids["s3"]])} == {1, 2}
     # fewer partitions than members: the one partition is shared by both
     group2 = new_group()
     beat(client, group2, "a", 0, ["s1"])
-    b = beat(client, group2, "b", 0, ["s1"])
-    a = beat(client, group2, "a", 1)
-    # a joined before the partition was initialized: it takes it now, with b
+    a = settled(client, group2, "a", 1)  # a joined before the partition was initialized: it takes it now
     assert (a.member_epoch, held(a)) == (2, {broker.topic_ids["s1"]: [0]})
-    assert held(b) == {broker.topic_ids["s1"]: [0]}
+    b = beat(client, group2, "b", 0, ["s1"])
+    assert (b.member_epoch, held(b)) == (3, {broker.topic_ids["s1"]: [0]})
+    assert beat(client, group2, "a", 2).member_epoch == 3
     [described] = describe(client, group2)
     assert [[t.partitions for t in m.assignment.topic_partitions] for m in described.members] == [[[0]], [[0]]]
 
@@ -107,11 +108,12 @@ def test_epochs_are_checked(client):
     group = new_group()
     beat(client, group, "m", 0, ["s1"])
     assert beat(client, group, "m", 5).error_code == E.FENCED_MEMBER_EPOCH
-    beat(client, group, "n", 0, ["s1"])  # group epoch 2; m is at 1, n at 2
-    assert beat(client, group, "m", 1).member_epoch == 2
-    assert beat(client, group, "m", 0, ["s1"]).error_code == E.FENCED_MEMBER_EPOCH  # neither 2 nor previous 1
-    assert beat(client, group, "m", 1).error_code == E.NONE  # the previous epoch: its answer may have been lost
-    assert beat(client, group, "stranger", 2).error_code == E.UNKNOWN_MEMBER_ID
+    assert settled(client, group, "m", 1).member_epoch == 2  # the initialized partition given out
+    beat(client, group, "n", 0, ["s1"])  # group epoch 3; m is at 2, n at 3
+    assert beat(client, group, "m", 2).member_epoch == 3
+    assert beat(client, group, "m", 0, ["s1"]).error_code == E.FENCED_MEMBER_EPOCH  # neither 3 nor previous 2
+    assert beat(client, group, "m", 2).error_code == E.NONE  # the previous epoch: its answer may have been lost
+    assert beat(client, group, "stranger", 3).error_code == E.UNKNOWN_MEMBER_ID
     assert beat(client, "no-such-share-group", "m", 3).error_code == E.GROUP_ID_NOT_FOUND
 
 
@@ -132,17 +134,18 @@ def test_bad_requests_are_invalid_request(client):
 def test_leaving_and_a_silent_member_expiring(client, broker):
     group = new_group()
     beat(client, group, "stays", 0, ["s3"])
+    settled(client, group, "stays", 1)
     beat(client, group, "goes", 0, ["s3"])
-    assert len(held(beat(client, group, "stays", 1))[broker.topic_ids["s3"]]) < 3
+    assert len(held(beat(client, group, "stays", 2))[broker.topic_ids["s3"]]) < 3
     left = beat(client, group, "goes", -1)
     assert (left.error_code, left.member_id, left.member_epoch) == (E.NONE, "goes", -1)
     assert beat(client, group, "goes", -1).error_code == E.UNKNOWN_MEMBER_ID
-    back = beat(client, group, "stays", 2)
-    assert back.member_epoch == 3 and held(back) == {broker.topic_ids["s3"]: [0, 1, 2]}
+    back = beat(client, group, "stays", 3)
+    assert back.member_epoch == 4 and held(back) == {broker.topic_ids["s3"]: [0, 1, 2]}
     # stop heartbeating: the session (1.5 s here) ends and the group is Empty, its epoch moved
     wait_for(lambda: describe(client, group)[0].group_state == "Empty", timeout_s=10)
     [described] = describe(client, group)
-    assert (described.members, described.group_epoch) == ([], 4)
+    assert (described.members, described.group_epoch) == ([], 5)
 
 
 def test_a_new_topic_or_more_partitions_reach_the_members(client, broker):
@@ -152,7 +155,7 @@ def test_a_new_topic_or_more_partitions_reach_the_members(client, broker):
     topic_id = create_topic(client, "later", partitions=2)
     grown = beat(client, group, "m", 1)  # the new topic moves the epoch; its partitions are initialized
     assert (grown.member_epoch, grown.assignment) == (2, None)
-    answer = beat(client, group, "m", 2)  # and assigned at the heartbeat after
+    answer = settled(client, group, "m", 2)  # and assigned at a heartbeat after
     assert (answer.member_epoch, held(answer)) == (3, {topic_id: [0, 1]})
 
 

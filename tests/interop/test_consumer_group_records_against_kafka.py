@@ -19,6 +19,7 @@ from protocol.messages import (
     ShareGroupHeartbeatRequest,
 )
 from tests.broker.data_wire import WireClient, create_topic
+from tests.broker.group_wire import share_settled
 from tests.broker.test_consumer_group_restart import _beat, _held
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
@@ -47,8 +48,10 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
             _beat(c, "m2", 0, {}, join=True)
             _beat(c, "m1", 2, _held(first))  # m1 must give two partitions up
             _beat(c, "m2", -1)
-            # s1 takes the partitions at its heartbeat after their initialization (Kafka's way)
-            for member, epoch, topics in (("s1", 0, ["t"]), ("s1", 1, None), ("s2", 0, ["t"]), ("s2", -1, None)):
+            # s1 takes the partitions at a heartbeat after their initialization (Kafka's way)
+            assert _share_beat(c, "s", "s1", 0, ["t"]).error_code == 0
+            assert share_settled(c, "s", "s1", 1).member_epoch == 2
+            for member, epoch, topics in (("s2", 0, ["t"]), ("s2", -1, None)):
                 answer = c.request(ShareGroupHeartbeatRequest(group_id="s", member_id=member, member_epoch=epoch,
                                                               rack_id=None, subscribed_topic_names=topics), 1)
                 assert answer.error_code == 0, answer
@@ -97,16 +100,19 @@ def test_share_partition_metadata_is_written_read_back_after_sigkill_and_tombsto
         with WireClient(process.port) as c:
             create_topic(c, "t", partitions=2)
             create_topic(c, "u", partitions=1)
-            # the join answers once the share coordinator initialized t-0, t-1 and u-0
+            # the join asks the share coordinator to initialize t-0, t-1 and u-0, answered before it is done;
+            # a later heartbeat takes them once initialized
             assert _share_beat(c, "d", "d1", 0, ["t", "u"]).error_code == ErrorCode.NONE
+            taken = share_settled(c, "d", "d1", 1)
+            assert (taken.error_code, taken.member_epoch) == (ErrorCode.NONE, 2)
+            assert taken.assignment is not None and sorted(sorted(t.partitions) for t in
+                                                           taken.assignment.topic_partitions) == [[0], [0, 1]]
         process.restart(signal.SIGKILL)
         with WireClient(process.port) as c:
-            again = wait_for(lambda: (a := _share_beat(c, "d", "d1", 1)).error_code
+            again = wait_for(lambda: (a := _share_beat(c, "d", "d1", 2)).error_code
                              != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and a, what="the group coordinator loaded")
-            # the partitions initialized before the kill (record 15 read back) are assigned now, not asked again
-            assert (again.error_code, again.member_epoch) == (ErrorCode.NONE, 2)
-            assert again.assignment is not None and sorted(sorted(t.partitions) for t in
-                                                           again.assignment.topic_partitions) == [[0], [0, 1]]
+            # record 15 read back: the partitions stay assigned, nothing asked again
+            assert (again.error_code, again.member_epoch, again.assignment) == (ErrorCode.NONE, 2, None)
             assert _share_beat(c, "d", "d1", -1).error_code == ErrorCode.NONE
             [offsets] = c.send(DeleteShareGroupOffsetsRequest(group_id="d", topics=[
                 DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="t")]), 0).responses
@@ -144,6 +150,7 @@ def test_a_deleted_topic_leaves_record_15(java, tmp_path):
             create_topic(c, "v", partitions=1)
             create_topic(c, "w", partitions=1)
             assert _share_beat(c, "e", "e1", 0, ["v", "w"]).error_code == ErrorCode.NONE
+            assert share_settled(c, "e", "e1", 1).member_epoch == 2  # v and w initialized
             assert _share_beat(c, "e", "e1", -1).error_code == ErrorCode.NONE
             [gone] = c.send(DeleteTopicsRequest(topic_names=["v"], timeout_ms=5000), 4).responses
             assert gone.error_code == ErrorCode.NONE

@@ -10,6 +10,7 @@ import pytest
 
 from protocol.messages import ShareGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, batch, create_topic, produce
+from tests.broker.group_wire import share_settled
 
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 GROUP, TOPIC, MEMBER = "tool-share", "tool-share-topic", "member-1"
@@ -24,9 +25,8 @@ def member(broker):
         joined = client.send(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=MEMBER, member_epoch=0,
                                                         subscribed_topic_names=[TOPIC]), 1)
         assert joined.error_code == 0, joined
-        # the partitions are assigned at the heartbeat after their states were initialized (Kafka's way)
-        assigned = client.send(ShareGroupHeartbeatRequest(group_id=GROUP, member_id=MEMBER,
-                                                          member_epoch=joined.member_epoch), 1)
+        # the partitions are assigned at a heartbeat after their states were initialized (Kafka's way)
+        assigned = share_settled(client, GROUP, MEMBER, joined.member_epoch)
         assert assigned.error_code == 0 and assigned.assignment is not None, assigned
         yield client, assigned.member_epoch
 

@@ -24,6 +24,7 @@ from tests.unit.test_share_group_state_init import (
     Coordinators,
     HeldCoordinators,
     _beat,
+    _initialized,
     _state_records,
     _topics,
 )
@@ -66,6 +67,7 @@ async def _joined_and_left(groups: ShareGroups, topics: list[str]) -> None:
     from broker.group.share_groups import ShareHeartbeat
     from tests.unit.test_share_group_state_init import TIMEOUTS
     await groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, topics, "c", "/h"), TIMEOUTS)
+    await _initialized(groups)
     await _beat(groups, "m1", -1)
 
 
@@ -184,16 +186,15 @@ def test_a_topic_deleted_while_its_initialization_is_asked_does_not_come_back():
         groups, _ = _groups(log, topics, tasks)
         coordinators = HeldCoordinators()
         groups.initialize_states = coordinators.initialize
-        joining = asyncio.create_task(groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, ["a", "b"], "c", "/h"),
-                                                       TIMEOUTS))
+        await groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, ["a", "b"], "c", "/h"), TIMEOUTS)
         await coordinators.asking.wait()
         del topics["a"]
         groups.topic_deleted("a")
-        await asyncio.gather(*tasks)
+        await tasks[-1]  # the deletion's write (the initialization's task waits before it)
         forgotten = _state_records(log)[-1]  # written by the deletion, before the answer
         assert forgotten is not None and _topics(forgotten.initializing_topics) == {T2: ("b", [0, 1])}
         coordinators.release.set()
-        await joining
+        await _initialized(groups)
         groups.stop()
     asyncio.run(run())
     last = _state_records(log)[-1]

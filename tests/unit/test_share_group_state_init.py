@@ -1,8 +1,10 @@
 """A share group's coordinator has its share-partitions' states initialized as Kafka's does
-(broker/group/share_groups.py): record 15 written initializing with the heartbeat's change, the share
-coordinators asked (InitializeShareGroupState at the group epoch, start offset -1), record 15 written
-initialized; a failure answered, taken back and asked again; what a topic grew by asked alone; record 15
-read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
+(broker/group/share_groups.py): record 15 written initializing with the heartbeat's change, the heartbeat
+answered, then apart from it the share coordinators asked (InitializeShareGroupState at the group epoch,
+start offset -1) and record 15 written initialized; a failure logged (no member's answer), taken back and
+asked again; an initialization that does not answer holds back no heartbeat and is the only one asking for
+its partitions; one finishing after its group was deleted writes nothing; what a topic grew by asked
+alone; record 15 read back at load (nothing asked again), its tombstone with the group's; a group an older Ebb wrote
 (no record 15) not reset, only its missing states initialized, by one check per group in the background
 that no heartbeat waits for; a partition assigned only once initialized, at the heartbeat after."""
 
@@ -15,7 +17,6 @@ import uuid
 import pytest
 
 from broker.group import share_records
-from broker.group.group import GroupError
 from broker.group.record_log import record_type
 from broker.group.share_group import INIT_RETRY_MS, StatePartitions
 from broker.group.share_groups import ShareGroups, ShareHeartbeat
@@ -62,6 +63,18 @@ async def _beat(groups: ShareGroups, member: str, epoch: int):
                                   TIMEOUTS)
 
 
+async def _initialized(groups: ShareGroups) -> None:
+    """The initializations the heartbeats started in the background, finished."""
+    await asyncio.gather(*(task for tasks in groups._initializing.values() for task in tasks))
+
+
+def _aged(state: StatePartitions | None) -> StatePartitions:
+    """`state` with its asks made INIT_RETRY_MS earlier (due to be asked again)."""
+    assert state is not None
+    return StatePartitions(state.initialized, {t: (name, parts, at - INIT_RETRY_MS)
+                                               for t, (name, parts, at) in state.initializing.items()}, state.deleting)
+
+
 async def _checked(groups: ShareGroups) -> None:
     """The checks of group states the heartbeats started in the background, finished."""
     await asyncio.gather(*groups._checks.values())
@@ -87,6 +100,7 @@ def test_a_first_heartbeat_initializes_the_subscribed_partitions_around_its_ask(
     async def run():
         groups = _groups(log, coordinators)
         await _beat(groups, "m1", 0)
+        await _initialized(groups)
         await _beat(groups, "m1", 1)
         await _beat(groups, "m2", 0)
         groups.stop()
@@ -102,18 +116,22 @@ def test_a_first_heartbeat_initializes_the_subscribed_partitions_around_its_ask(
     assert not answered.deleting_topics
 
 
-def test_a_failed_ask_is_the_heartbeats_error_taken_back_and_asked_again():
+def test_a_failed_ask_is_no_members_answer_and_is_taken_back_and_asked_again():
+    """Kafka answers the heartbeat from its own write and runs the initialization after: the share
+    coordinators' error is logged, the partitions taken back from initializing (its
+    uninitializeShareGroupState) and asked again at the next heartbeat."""
     log, coordinators = Log(), Coordinators()
 
     async def run():
         groups = _groups(log, coordinators)
         coordinators.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        with pytest.raises(GroupError) as failed:
-            await _beat(groups, "m1", 0)
-        assert failed.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert groups.groups["g"].members["m1"].epoch == 1  # the join itself was written and stays
+        joined = await _beat(groups, "m1", 0)
+        assert joined.member_epoch == 1 and groups.groups["g"].members["m1"].epoch == 1
+        await _initialized(groups)
+        assert groups.groups["g"].state_partitions == StatePartitions()
         coordinators.error = ErrorCode.NONE
         await _beat(groups, "m1", 1)
+        await _initialized(groups)
         groups.stop()
     asyncio.run(run())
     assert [epoch for _, epoch, _ in coordinators.asked] == [1, 1]
@@ -128,9 +146,11 @@ def test_a_grown_topic_has_only_its_new_partitions_asked():
     async def run():
         groups = _groups(log, coordinators)
         await _beat(groups, "m1", 0)
+        await _initialized(groups)
         groups.stop()
         grown = _reloaded(log, coordinators, partitions=6)
         await _beat(grown, "m1", 1)
+        await _initialized(grown)
         grown.stop()
     asyncio.run(run())
     assert [asked for _, _, asked in coordinators.asked] == [{T1: {0, 1, 2, 3}}, {T1: {4, 5}}]
@@ -144,6 +164,7 @@ def test_record_15_is_read_back_and_tombstoned_with_the_group():
     async def run():
         groups = _groups(log, coordinators)
         await _beat(groups, "m1", 0)
+        await _initialized(groups)
         kept = groups.groups["g"].state_partitions
         groups.stop()
         restarted = _reloaded(log, coordinators)
@@ -196,6 +217,7 @@ async def _rebuilt_failing(log: Log, coordinators: OlderGroupCoordinators,
     by one asking `coordinators`, whose initialize_missing fails until told otherwise."""
     before = _groups(log, written_by)
     await _beat(before, "m1", 0)
+    await _initialized(before)
     before.stop()
     now = _reloaded(log, coordinators)
     now.initialize_missing = coordinators.initialize_missing
@@ -288,6 +310,7 @@ def test_a_record_15_written_without_asking_is_made_good_over_a_share_coordinato
         coordinator = _share_coordinator()
         before = _groups(log, Coordinators())  # record 15 written initialized, nothing stored: that Ebb's way
         await _beat(before, "m1", 0)
+        await _initialized(before)
         before.stop()
         assert coordinator.states == {}
         now = _wired(_reloaded(log, Coordinators()), coordinator)
@@ -345,8 +368,10 @@ class HeldCoordinators(Coordinators):
         super().__init__()
         self.asking = asyncio.Event()
         self.release = asyncio.Event()
+        self.calls = 0
 
     async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        self.calls += 1
         self.asking.set()
         await self.release.wait()
         return await super().initialize(group_id, state_epoch, partitions)
@@ -357,15 +382,15 @@ def test_a_partition_is_assigned_only_once_its_state_is_initialized():
 
     async def run():
         groups = _groups(log, coordinators)
-        first = asyncio.create_task(_beat(groups, "m1", 0))
+        answered = await _beat(groups, "m1", 0)  # answered while the initialization it asked for waits
+        assert answered.member_epoch == 1 and answered.assignment == {}
         await coordinators.asking.wait()
         # m2 joins while m1's initialization is under way: nothing of the uninitialized topic for it
         joined = await _beat(groups, "m2", 0)
         assert joined.member_epoch == 2 and joined.assignment == {}
         assert groups.groups["g"].target == {"m1": {}, "m2": {}}
         coordinators.release.set()
-        answered = await first
-        assert answered.member_epoch == 1 and answered.assignment == {}
+        await _initialized(groups)
         # the next heartbeat (any member's) finds initialized partitions unassigned: the group epoch moves
         again = await _beat(groups, "m2", 2)
         assert again.member_epoch == 3 and again.assignment is not None
@@ -405,6 +430,7 @@ def test_a_steady_heartbeat_walks_no_other_members_target_or_subscription():
     async def run():
         groups = _groups(log, coordinators)
         epochs = {member: (await _beat(groups, member, 0)).member_epoch for member in ("m1", "m2", "m3")}
+        await _initialized(groups)
         for member in ("m1", "m2", "m3"):  # the first after the initialization moves the group epoch
             epochs[member] = (await _beat(groups, member, epochs[member])).member_epoch
         group = groups.groups["g"]
@@ -498,6 +524,7 @@ def test_a_share_coordinator_that_does_not_answer_holds_back_no_heartbeat(writte
     async def run():
         before = _groups(log, None if written_by is None else written_by())
         await _beat(before, "m1", 0)
+        await _initialized(before)
         before.stop()
         now = _reloaded(log, Coordinators())
         persister = StatePersister(_share_coordinator(), 0, SimpleNamespace())  # type: ignore[arg-type]
@@ -547,3 +574,104 @@ def test_a_topic_subscribed_while_an_older_ebbs_group_is_checked_is_checked_befo
     assert coordinators.missing_asked == [("g", {T1: {0, 1, 2, 3}}), ("g", {T1: {0, 1, 2, 3}, T2: {0, 1}})]
     [written] = _state_records(log)
     assert _topics(written.initialized_topics) == {T1: ("a", [0, 1, 2, 3]), T2: ("b", [0, 1])}
+
+
+def test_an_initialization_that_does_not_answer_holds_back_no_heartbeat():
+    """The share coordinators never answer: each heartbeat is answered from its own write (Kafka's
+    GroupCoordinatorService runs persisterInitialize after it); the partitions are not asked again while
+    that initialization is under way, even past INIT_RETRY_MS; unloading the group cancels it."""
+    log, coordinators = Log(), HeldCoordinators()  # never released
+
+    async def run():
+        groups = _groups(log, coordinators)
+        async with asyncio.timeout(5):
+            joined = await _beat(groups, "m1", 0)
+            await coordinators.asking.wait()
+            group = groups.groups["g"]
+            group.state_partitions = _aged(group.state_partitions)
+            again = await _beat(groups, "m1", joined.member_epoch)
+        assert joined.member_epoch == again.member_epoch == 1 and again.assignment is None
+        [task] = [task for tasks in groups._initializing.values() for task in tasks]
+        groups.stop()
+        await asyncio.gather(task, return_exceptions=True)
+        assert task.cancelled() and not groups._initializing
+    asyncio.run(run())
+    assert coordinators.calls == 1
+
+
+def test_an_answer_not_written_is_asked_again_once_the_retry_interval_passed():
+    """The share coordinators fail, and the write taking the partitions back fails too: they stay
+    initializing as record 15 holds them, and are asked again only after INIT_RETRY_MS (Kafka's
+    group.share.initialize.retry.interval.ms); the heartbeats meanwhile are answered without error."""
+    log, coordinators = Log(), HeldCoordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        coordinators.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        epoch = (await _beat(groups, "m1", 0)).member_epoch
+        await coordinators.asking.wait()
+        log.fail = ErrorCode.NOT_COORDINATOR
+        coordinators.release.set()
+        await _initialized(groups)
+        log.fail = None
+        group = groups.groups["g"]
+        assert group.state_partitions is not None and group.state_partitions.initializing
+        coordinators.error = ErrorCode.NONE
+        assert (await _beat(groups, "m1", epoch)).member_epoch == epoch
+        await _initialized(groups)
+        assert coordinators.calls == 1  # asked within the interval: not again
+        group.state_partitions = _aged(group.state_partitions)
+        await _beat(groups, "m1", epoch)
+        await _initialized(groups)
+        groups.stop()
+    asyncio.run(run())
+    assert coordinators.calls == 2 and [epoch for _, epoch, _ in coordinators.asked] == [1, 1]
+    assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+
+
+class GatedCoordinators(Coordinators):
+    """Coordinators that answer each ask once its own gate is opened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gates: list[asyncio.Event] = []
+        self.arrived: asyncio.Queue[None] = asyncio.Queue()  # one item per ask made
+
+    async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        self.arrived.put_nowait(None)
+        await gate.wait()
+        return await super().initialize(group_id, state_epoch, partitions)
+
+
+def test_an_initialization_finishing_after_its_group_was_deleted_writes_nothing():
+    """m1's group is deleted while its initialization waits, and a group of the same id made again by m2
+    asks for its own (the deleted group's ask holds back none of it). The deleted group's answer writes
+    nothing, not even into the new group's record 15; the new group's answer is written."""
+    log, coordinators = Log(), GatedCoordinators()
+
+    async def run():
+        groups = _groups(log, coordinators)
+        await _beat(groups, "m1", 0)
+        [deleted_ask] = list(groups._initializing["g"])
+        await groups.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)
+        assert await groups.delete("g") == ErrorCode.NONE
+        await _beat(groups, "m2", 0)
+        [new_ask] = [task for task in groups._initializing["g"] if task is not deleted_ask]
+        for _ in range(2):
+            await coordinators.arrived.get()
+        written = len(log.records)
+        coordinators.gates[0].set()
+        await deleted_ask
+        assert len(log.records) == written
+        state = groups.groups["g"].state_partitions
+        assert state is not None and state.initializing
+        coordinators.gates[1].set()
+        await new_ask
+        groups.stop()
+        return log.records[written:]
+    after = asyncio.run(run())
+    assert [record_type(key) for key, _ in after] == [15]
+    assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
+    assert [epoch for _, epoch, _ in coordinators.asked] == [1, 1]
