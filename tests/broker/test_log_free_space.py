@@ -17,6 +17,7 @@ from broker.log.free_space import DirSpace, LowDiskSpaceError, SpaceReading
 from broker.log.repeated_failure import RepeatedFailure
 from broker.metrics.log_dirs import LogDirSpaceCollector
 from tests.broker.test_log_support import QUIET, SMALL, batch, files, open_manager, settle
+from tests.support.polling import until
 from tests.support.small_disk import small_filesystem
 
 MiB = 1 << 20
@@ -143,7 +144,9 @@ async def test_on_a_low_dir_delete_records_rolls_the_active_segment_and_frees_it
     low(manager.space)
     log.move_log_start_offset(log.high_watermark, StartOffsetReason.CLIENT_RECORD_DELETION)
     await log.make_start_offset_durable()
-    await settle()
+    # removed in the background at once (a deletion left to its 60 s delay would not be within the bound)
+    await until(lambda: not any(name.endswith(".deleted") for name in files(log.directory)), timeout_s=10,
+                what="the old segment's files removed")
     assert [s.base_offset for s in log.segments] == [6]
     assert files(log.directory) == ["00000000000000000006.index", "00000000000000000006.log",
                                     "00000000000000000006.timeindex"]  # not kept for file.delete.delay.ms
@@ -163,8 +166,8 @@ async def test_deletions_waiting_out_their_delay_run_when_the_dir_goes_low(tmp_p
     assert waiting  # kept for file.delete.delay.ms on a dir with room
     assert await manager.delete_log(TopicPartition("events", 0))
     low(manager.space)
-    await settle()
-    assert [p.name for p in tmp_path.iterdir() if p.name.endswith("-delete")] == []
+    await until(lambda: not [p for p in tmp_path.iterdir() if p.name.endswith("-delete")], timeout_s=10,
+                what="the deleted log's directory removed")  # at once: its delay is not waited out
     await manager.shutdown()
 
 
@@ -190,6 +193,10 @@ async def test_enospc_in_an_append_cuts_the_torn_tail_and_keeps_the_partition_on
     assert log.read(0, 1 << 30).next_offset == log.log_end_offset
     log.move_log_start_offset(log.log_end_offset, StartOffsetReason.CLIENT_RECORD_DELETION)
     await log.make_start_offset_durable()
+    # The retired segment's files are removed in the background, at once on a low dir: only then is
+    # the space back (one left to its 60 s file.delete.delay.ms would not be within the bound).
+    await until(lambda: not any(name.endswith(".deleted") for name in files(log.directory)), timeout_s=10,
+                what="the old segment's files removed")
     await manager.space.check()  # the deletion freed the disk: accepted again
     await log.append(batch(1, value=value))
     await manager.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -33,3 +34,16 @@ def holds_for(predicate: Callable[[], object], /, duration_s: float, interval_s:
         if not value:
             raise AssertionError(f"{what} stopped holding; last result: {value!r}")
         time.sleep(interval_s)
+
+
+async def until(predicate: Callable[[], T], /, timeout_s: float = 20.0, interval_s: float = 0.01,
+                what: str = "condition") -> T:
+    """`wait_for` inside a test's event loop: polls without blocking the loop that does the work."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s}s; last result: {value!r}")
+        await asyncio.sleep(interval_s)
