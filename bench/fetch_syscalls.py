@@ -12,7 +12,8 @@ born Reno as Ebb's loopback listeners are, its reader spinning --think-us-per-mb
 client) is sampled the same way. Counting slows the broker: read the CPU from the sampled runs.
 
 Needs perf and the right to trace (root, or kernel.perf_event_paranoid <= -1); `make bench` builds the
-two C tools. docs/performance.md ("System time above the floor") used it.
+two C tools. docs/performance.md ("Findings behind the design":
+system time above the floor) used it.
 """
 
 from __future__ import annotations

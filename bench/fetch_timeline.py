@@ -13,7 +13,8 @@ recvmsg, sendmsg). Each Fetch cycle is cut at its request's arrival; printed are
     client recv  the consumer's first -> last recvmsg of the answer
 
 Tracing slows both brokers: compare shapes, not MB/s. Needs perf and the right to trace (root, or
-kernel.perf_event_paranoid <= -1). docs/performance.md ("The six-partition anomaly") used it.
+kernel.perf_event_paranoid <= -1). docs/performance.md ("Findings behind the design": the six-partition
+anomaly) used it.
 """
 
 from __future__ import annotations

@@ -287,7 +287,7 @@ def main() -> None:
     load_average = os.getloadavg()[0]
     print(f"Ebb and {kafka_version()} on disk ({root}), {os.cpu_count()} cpus, load average {load_average:.1f} at "
           f"the start; records of 1 KiB per run: {records}; Ebb overrides: {args.ebb_override or 'none'}")
-    # Consume figures depend on it: BBR paces loopback sends (docs/performance.md, the six-partition anomaly)
+    # Consume figures depend on it: BBR paces loopback sends (docs/performance.md, Findings: six-partition anomaly)
     congestion = Path("/proc/sys/net/ipv4/tcp_congestion_control")
     print(f"TCP congestion control: {congestion.read_text().strip() if congestion.exists() else '?'} (Kafka); "
           f"Ebb's loopback connections: {overrides_text(args.ebb_override)}")

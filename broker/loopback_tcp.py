@@ -6,7 +6,7 @@ the pacing timer spreads the next answer over that time (a 6 MB Fetch answer lef
 1.8-2.3 ms with Reno) and runs late when the CPUs are busy. A loopback connection cannot congest
 anything, so by default Ebb gives its accepted loopback sockets Reno, which sends as fast as the
 receiver's window allows (any process may choose Reno). Connections from other hosts keep the system's
-choice. docs/performance.md has the measurements.
+choice. docs/performance.md ("Findings behind the design") has the measurements.
 
 A listener bound to a loopback address gets the algorithm itself, so that its connections are born with
 it: a socket that starts under BBR keeps the kernel's pacing after a switch to Reno (BBR's init asks for
