@@ -164,13 +164,14 @@ class ShareGroup(MemberGroup[ShareMember]):
     state_partitions: StatePartitions | None = None
     # Rebuilt from records without a record 15 (share_groups.py: its states were made by their leaders).
     legacy_states: bool = False
-    # What the target gives out over all its members (topic id -> partitions), derived once per target so
-    # that a heartbeat's check for initialized partitions not given out walks no member; None: derived at
-    # the next need (the target was read back, or lost a member). Replaced, never changed in place.
-    given: dict[uuid.UUID, frozenset[int]] | None = None
-    # The topic names its members subscribe to, derived once per change of membership or subscriptions
-    # (None: at the next need), so that a steady heartbeat walks no member either.
-    subscribed: frozenset[str] | None = None
+    # Two things derived from the members, kept so that a steady heartbeat walks no member: what the target
+    # gives out over all of them (topic id -> partitions: the check for initialized partitions not given
+    # out) and the topic names they subscribe to. None: derived at the next need. Only the methods below
+    # change what they derive from (membership, subscriptions, the target), and each drops what it
+    # outdates, so no caller has to; a group read back from its records starts without them. Replaced,
+    # never changed in place, so that an undo restoring the fields restores them consistently.
+    _given: dict[uuid.UUID, frozenset[int]] | None = field(default=None, init=False, repr=False)
+    _subscribed: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     @property
     def state(self) -> ShareGroupState:
@@ -179,18 +180,40 @@ class ShareGroup(MemberGroup[ShareMember]):
         return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
 
     def subscribed_names(self) -> frozenset[str]:
-        if self.subscribed is None:
-            self.subscribed = frozenset(name for m in self.members.values() for name in m.subscribed)
-        return self.subscribed
+        if self._subscribed is None:
+            self._subscribed = frozenset(name for m in self.members.values() for name in m.subscribed)
+        return self._subscribed
+
+    def target_given(self) -> dict[uuid.UUID, frozenset[int]]:
+        if self._given is None:
+            self._given = _given(self.target)
+        return self._given
+
+    def join(self, member: ShareMember) -> bool:
+        """`member` in the group (again, at each of its heartbeats); whether it is new here."""
+        if self.members.get(member.member_id) is member:
+            return False
+        self.members[member.member_id] = member
+        self._subscribed = None
+        return True
+
+    def subscribe(self, member: ShareMember, names: list[str]) -> bool:
+        """A member of the group subscribing to `names`; whether that changed its subscription."""
+        if names == member.subscribed:
+            return False
+        member.subscribed = names
+        self._subscribed = None
+        return True
+
+    def remove(self, member_id: str) -> None:
+        """The member and its target out of the group."""
+        del self.members[member_id]
+        self.target.pop(member_id, None)
+        self._subscribed = self._given = None
 
     def set_target(self, target: dict[str, Assignment]) -> None:
         self.target = target
-        self.given = _given(target)
-
-    def target_given(self) -> dict[uuid.UUID, frozenset[int]]:
-        if self.given is None:
-            self.given = _given(self.target)
-        return self.given
+        self._given = _given(target)
 
 
 def _given(target: dict[str, Assignment]) -> dict[uuid.UUID, frozenset[int]]:

@@ -427,16 +427,12 @@ class ShareGroups:
         else:
             _check_epoch(member, epoch)
         before = {t: set(p) for t, p in member.assignment.items()}
-        changed = member_id not in group.members
-        group.members[member_id] = member
+        changed = group.join(member)
         member.client_id, member.client_host = request.client_id, request.client_host
         if request.rack_id is not None:
             member.rack_id = request.rack_id
-        if request.subscribed is not None and list(request.subscribed) != member.subscribed:
-            member.subscribed = list(request.subscribed)
-            changed = True
-        if changed:
-            group.subscribed = None  # derived again below
+        if request.subscribed is not None:
+            changed = group.subscribe(member, list(request.subscribed)) or changed
         topics = self._subscribed_topics(group)
         if group.legacy_states and self.initialize_missing is None:
             self._legacy_initialized(group, topics)  # nothing to check them with: taken as they are
@@ -513,10 +509,7 @@ class ShareGroups:
         recomputed at the next heartbeat, as Kafka's coordinator does (its records: the member's
         tombstones and the group epoch)."""
         self.records.changed_whole(group.group_id)
-        del group.members[member.member_id]
-        group.subscribed = None
-        group.target.pop(member.member_id, None)
-        group.given = None
+        group.remove(member.member_id)
         group.topics = self._subscribed_topics(group)
         group.group_epoch += 1
 

@@ -16,6 +16,7 @@ from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX
 from broker.log.common import StartOffsetReason
 from protocol.records import build_batch, iter_batches
 from tests.broker.test_log_support import open_manager, settle
+from tests.support import polling
 
 TP = TopicPartition("secrets", 0)
 ERASING = LogConfig(segment_bytes=1024 * 1024 * 1024, index_interval_bytes=100, erasure_max_delay_ms=0)
@@ -45,11 +46,7 @@ async def written_log(manager, batches: int = 20, per_batch: int = 3):
 
 
 async def until(condition, what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+    await polling.until(condition, timeout_s=5.0, what=what)  # the bound these tests always had
 
 
 @pytest.mark.parametrize("start", [30, 31])  # a batch boundary; inside a batch (its batch stays whole)

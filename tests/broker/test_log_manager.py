@@ -32,6 +32,7 @@ from tests.broker.test_log_support import (
     settle,
 )
 from tests.support.log_start import move_start
+from tests.support.polling import until
 
 T0 = TopicPartition("events", 0)
 T1 = TopicPartition("events", 1)
@@ -328,12 +329,10 @@ async def test_background_tasks_run_and_stop(tmp_path: Path) -> None:
     manager._start_background_tasks()
     log = await filled(manager, T0, 40, ts0=1)
     checkpoint = tmp_path / ck.REPLICATION_OFFSET_CHECKPOINT
-    deadline = asyncio.get_running_loop().time() + 20  # a bound for a loaded machine, not a timing check
     # Both tasks ran: retention moved the start, and a high watermark checkpoint written after the
     # log was filled lists it (an earlier one may not list the partition at all).
-    while not (log.log_start_offset > 0 and checkpoint.exists() and ck.read_offsets(checkpoint).get(T0) == 80):
-        assert asyncio.get_running_loop().time() < deadline, "retention and the checkpoint task did not run"
-        await asyncio.sleep(0.01)
+    await until(lambda: log.log_start_offset > 0 and checkpoint.exists() and ck.read_offsets(checkpoint).get(T0) == 80,
+                timeout_s=20, what="retention and the checkpoint task")
     await manager.shutdown()
 
 

@@ -1,21 +1,16 @@
-"""Polling with a deadline, for the cluster tests on the event loop (no sleeps as synchronization); the
-blocking one is tests/broker/group_wire.py's `wait_for`."""
+"""Polling with a deadline, for the cluster tests on the event loop (no sleeps as synchronization): the
+cluster tests' bound and pace on tests/support/polling.py's `until`."""
 
 from __future__ import annotations
 
-import asyncio
-import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from tests.support.polling import until
+
+T = TypeVar("T")
 
 
-async def eventually(check, timeout: float = 15.0, what: str = "condition"):
+async def eventually(check: Callable[[], T | Awaitable[T]], timeout: float = 15.0, what: str = "condition") -> T:
     """Poll `check()` (sync or async) until it returns a true value; fail with `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+    return await until(check, timeout_s=timeout, interval_s=0.02, what=what)

@@ -41,6 +41,7 @@ import pytest
 
 from tests.broker.data_wire import WireClient, batch, create_topic, produce
 from tests.conformance.scenario import RDKAFKA_LOG
+from tests.support import polling
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -328,14 +329,15 @@ async def _aiokafka_group(run: Run) -> None:
             await consumer.stop()  # LeaveGroup (aiokafka sends it for a generation > 0)
 
     async def until(check, what: str) -> None:
-        deadline = asyncio.get_running_loop().time() + WAIT_S
-        while not check():
-            for task in tasks.values():
+        def reached() -> bool:
+            if check():
+                return True
+            for task in tasks.values():  # a member that failed fails the wait at once, with its error
                 if task.done():
                     task.result()
-            if asyncio.get_running_loop().time() > deadline:
-                pytest.fail(f"timed out waiting for {what}")
-            await asyncio.sleep(0.05)
+            return False
+
+        await polling.until(reached, timeout_s=WAIT_S, interval_s=0.05, what=what)
 
     def total() -> int:
         return len(state["a"]["seen"]) + len(state["b"]["seen"])

@@ -10,7 +10,6 @@ allow-list (`ALLOWED` in the test module) does not name with its reason.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -71,15 +70,11 @@ class Peer:
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
         """Kafka answers CreateTopics before its brokers serve the partitions; wait, unrecorded."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            reply = self.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
-            found = reply.topics[0]
-            if found.error_code == 0 and len(found.partitions) == partitions and all(
-                    p.leader_id >= 0 for p in found.partitions) and self._serving(topic, partitions):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"{self.name}: {topic} has no leaders after {timeout_s}s")
+        def led() -> bool:
+            found = self.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12).topics[0]
+            return found.error_code == 0 and len(found.partitions) == partitions and all(
+                p.leader_id >= 0 for p in found.partitions) and self._serving(topic, partitions)
+        wait_for(led, timeout_s=timeout_s, interval_s=0.1, what=f"{self.name}: leaders of {topic}")
 
     def _serving(self, topic: str, partitions: int) -> bool:
         """Kafka's metadata can name a leader a moment before that broker serves the partition

@@ -21,6 +21,7 @@ from protocol.messages import (
 from protocol.records import build_batch
 from tests.broker.data_wire import produce_request
 from tests.differential.runner import Peer, compare
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -235,10 +236,8 @@ def classic_group(peer: Peer) -> None:
     from tests.broker.group_wire import assignment, join_request
 
     filled(peer, "gt")
-    deadline = time.monotonic() + 30
-    while peer.send(FindCoordinatorRequest(key="g1", key_type=0), 3).error_code != 0:  # offsets topic coming up
-        assert time.monotonic() < deadline, f"{peer.name}: no coordinator for g1"
-        time.sleep(0.2)
+    wait_for(lambda: peer.send(FindCoordinatorRequest(key="g1", key_type=0), 3).error_code == 0,
+             timeout_s=30, interval_s=0.2, what=f"{peer.name}: a coordinator for g1")  # the offsets topic coming up
     peer.ask("find coordinator", FindCoordinatorRequest(key="g1", key_type=0), 3)
     first = peer.ask("join without a member id", join_request("g1", topics=("gt",)), 7)
     joined = peer.ask("join with the member id", join_request("g1", first.member_id, topics=("gt",)), 7)

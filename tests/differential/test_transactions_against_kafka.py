@@ -30,6 +30,7 @@ from protocol.messages import (
 from protocol.records import build_batch, iter_batches
 from tests.broker.data_wire import fetch_request, list_offsets_request, produce_request
 from tests.differential.runner import Peer, compare
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,11 +46,7 @@ def _ignored(path: str) -> bool:
 
 
 def _wait(what: str, check, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen in {timeout_s}s")
-        time.sleep(0.1)
+    wait_for(check, timeout_s=timeout_s, interval_s=0.1, what=what)
 
 
 def _create(peer: Peer, name: str) -> None:

@@ -13,12 +13,12 @@ that bound (ebb.interop.RestoreChecks samples them after each wave).
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.interop.test_streams import ok
+from tests.support.polling import wait_for
 
 PREFIX = "restore"
 CHANGELOG = f"{PREFIX}-app-{PREFIX}-counts-changelog"
@@ -50,14 +50,6 @@ def checkpoint(logs: Path) -> int:
     return -1
 
 
-def wait_for(what: str, condition, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
-
-
 @pytest.fixture(scope="module")
 def run(java, broker, tmp_path_factory):
     logs = broker.data_dir / "logs"
@@ -67,7 +59,7 @@ def run(java, broker, tmp_path_factory):
                   "ebb.streams.checkpoint": str(logs / "cleaner-offset-checkpoint"),
                   "ebb.streams.churn.waves": str(CHURN)}
     first = java.interop(broker.bootstrap, PREFIX, "restore_count", properties=properties)
-    cleaned = wait_for("a cleaning round of the changelog", lambda: max(checkpoint(logs), 0))
+    cleaned = wait_for(lambda: max(checkpoint(logs), 0), timeout_s=30.0, what="a cleaning round of the changelog")
     rocksdb = sorted(p.name for p in state.rglob("rocksdb"))
     shutil.rmtree(state)
     second = java.interop(broker.bootstrap, PREFIX, "restore_again", properties=properties)

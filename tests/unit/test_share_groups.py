@@ -113,3 +113,71 @@ def test_a_member_the_group_does_not_know_is_checked_against_the_group_itself():
         check_joining(group, GROUP_TYPE, "b", epoch=3, max_size=2)
     assert unknown.value.error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert unknown.value.message == "Member b is not a member of group g."
+
+
+def _derived_afresh(group: ShareGroup) -> tuple[frozenset[str], dict[uuid.UUID, frozenset[int]]]:
+    """What ShareGroup keeps derived (subscribed_names, target_given), walked from its members now."""
+    given: dict[uuid.UUID, set[int]] = {}
+    for assignment in group.target.values():
+        for topic_id, parts in assignment.items():
+            given.setdefault(topic_id, set()).update(parts)
+    return (frozenset(name for m in group.members.values() for name in m.subscribed),
+            {topic_id: frozenset(parts) for topic_id, parts in given.items()})
+
+
+def _kept_right(group: ShareGroup) -> bool:
+    return (group.subscribed_names(), group.target_given()) == _derived_afresh(group)
+
+
+def test_each_change_of_members_subscriptions_or_target_keeps_the_derived_views_right():
+    """ShareGroup's derived views are dropped by the methods that change what they derive from, so that
+    the caller need not: after each change, derived once before it, they equal a fresh walk."""
+    group = ShareGroup("g")
+    a, b = ShareMember("a", "c", "h"), ShareMember("b", "c", "h")
+    assert group.join(a) and group.subscribe(a, ["x"]) and _kept_right(group)
+    group.set_target({"a": {T1: {0, 1}}})
+    assert _kept_right(group)
+    assert group.join(b) and _kept_right(group)  # a new member's subscription counts at once
+    assert group.subscribe(b, ["y"]) and _kept_right(group)
+    group.set_target({"a": {T1: {0}}, "b": {T2: {0}}})
+    assert _kept_right(group)
+    assert group.subscribe(a, ["x", "z"]) and _kept_right(group)
+    group.remove("b")  # its subscription and its target go
+    assert _kept_right(group) and group.subscribed_names() == {"x", "z"} and group.target_given() == {T1: {0}}
+    assert not group.join(a) and not group.subscribe(a, ["x", "z"])  # a heartbeat changing nothing
+    assert group.join(b) and group.subscribed_names() == {"x", "y", "z"}  # re-joined with its subscription
+
+
+def test_heartbeats_and_an_undone_write_keep_the_derived_views_right():
+    """Through ShareGroups: joins, a subscription changed, a member leaving, and a heartbeat whose write
+    failed (its change undone with the group's fields)."""
+    failing = False
+
+    async def append(group_id: str, entries) -> int:
+        if failing:
+            raise GroupError(ErrorCode.NOT_COORDINATOR, "not written")
+        return 0
+
+    async def run() -> None:
+        nonlocal failing
+        groups = ShareGroups(5, {"a": (T1, 3), "b": (T2, 2)}.get, other_kind=lambda g: False,
+                             append=append, spawn=asyncio.get_running_loop().create_task)
+        await _beat(groups, "g", "m1", 0, ["a"])
+        group = groups.groups["g"]
+        assert _kept_right(group) and group.subscribed_names() == {"a"}
+        await _beat(groups, "g", "m2", 0, ["b"])
+        assert _kept_right(group) and group.subscribed_names() == {"a", "b"} and set(group.target_given()) == {T1, T2}
+        await _beat(groups, "g", "m1", group.members["m1"].epoch, ["a", "b"])
+        assert _kept_right(group)
+        failing = True
+        with pytest.raises(GroupError):
+            await _beat(groups, "g", "m1", group.members["m1"].epoch, ["b"])
+        assert _kept_right(group) and group.members["m1"].subscribed == ["a", "b"]
+        failing = False
+        await _beat(groups, "g", "m1", group.members["m1"].epoch, ["a"])
+        assert _kept_right(group) and group.target_given() == {T1: {0, 1, 2}, T2: {0, 1}}  # m2 holds b's
+        await _beat(groups, "g", "m2", -1)  # leaves
+        assert _kept_right(group) and group.subscribed_names() == {"a"} and group.target_given() == {T1: {0, 1, 2}}
+        groups.stop()
+
+    asyncio.run(run())

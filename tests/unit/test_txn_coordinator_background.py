@@ -18,6 +18,7 @@ from broker.txn import completion as completion_module
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC, TxnMetadata, TxnState
 from protocol.errors import ErrorCode
+from tests.support.polling import until
 from tests.unit.fakes import FakeReplica, TopicsOf
 
 OK = AppendResult(0, 0, -1, 0)
@@ -70,9 +71,7 @@ def owned(txns: TransactionCoordinator, meta: TxnMetadata) -> TxnMetadata:
 
 
 async def wait_for(condition, seconds: float = 5.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.01)
+    await until(condition, timeout_s=seconds)
 
 
 async def test_a_marker_that_raises_is_logged_and_retried_until_complete(monkeypatch) -> None:
