@@ -308,6 +308,14 @@ def describe_and_alter_topic_configs(peer: Peer) -> None:
                        ("append to a list", [Op(name="cleanup.policy", config_operation=2, value="compact")])):
         peer.ask(label, IncrementalAlterConfigsRequest(resources=[Alter(
             resource_type=2, resource_name="cf", configs=ops)], validate_only=False), 1)
+    # Kafka's broker answers from its metadata cache, which takes the controller's change a moment later
+    policy = Resource(resource_type=2, resource_name="cf", configuration_keys=["cleanup.policy"])
+
+    def altered() -> bool:
+        answer = peer.send(DescribeConfigsRequest(resources=[policy]), 4)
+        return any(c.value == "delete,compact" for c in answer.results[0].configs)
+
+    wait_for(altered, timeout_s=30, what="the appended cleanup.policy described")
     peer.ask("describe after", DescribeConfigsRequest(resources=[Resource(
         resource_type=2, resource_name="cf", configuration_keys=["retention.ms", "retention.bytes", "cleanup.policy"])],
         include_synonyms=True), 4)
