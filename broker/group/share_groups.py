@@ -269,18 +269,28 @@ class ShareGroups:
             log.warning("share group state's initialization not written", group=group_id,
                         error=exc.error_code.name)
 
-    async def states_set(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, set[int]]]) -> None:
-        """AlterShareGroupOffsets set these partitions' states: initialized (not to be reset by a
-        subscribing heartbeat), written before it answers; GroupError for the write's error."""
+    async def states_altering(self, group_id: str, partitions: dict[uuid.UUID, tuple[str, set[int]]]) -> int:
+        """AlterShareGroupOffsets of an Empty group, before its share coordinators initialize these
+        partitions' states: written as initializing in record 15 (no longer deleting), as Kafka's shard does;
+        the group epoch they are to be initialized at. GroupError: no such group, members, or the write's."""
+        async with self._change(group_id):
+            group = self._deletable(group_id)
+            if partitions:
+                names = {topic_id: name for topic_id, (name, _) in partitions.items()}
+                parts = {topic_id: set(p) for topic_id, (_, p) in partitions.items()}
+                state = group.state_partitions or StatePartitions()
+                group.state_partitions = state.asked(names, parts, time.time_ns() // 1_000_000)
+                await self.records.persist(group_id)
+            return group.group_epoch
+
+    async def states_set(self, group_id: str, partitions: dict[uuid.UUID, set[int]]) -> None:
+        """AlterShareGroupOffsets had every partition's state initialized: initialized in record 15 (not to
+        be reset by a subscribing heartbeat); GroupError for the write's error."""
         async with self._change(group_id):
             group = self.groups.get(group_id)
-            if group is None or not partitions:
+            if group is None or group.state_partitions is None or not partitions:
                 return
-            now = time.time_ns() // 1_000_000
-            names = {topic_id: name for topic_id, (name, _) in partitions.items()}
-            parts = {topic_id: set(p) for topic_id, (_, p) in partitions.items()}
-            state = group.state_partitions or StatePartitions()
-            group.state_partitions = state.asked(names, parts, now).answered(parts, done=True)
+            group.state_partitions = group.state_partitions.answered(partitions, done=True)
             await self.records.persist(group_id)
 
     async def delete_offsets(self, group_id: str, names: list[str]) -> list[OffsetsDeleted]:

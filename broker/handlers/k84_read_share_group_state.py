@@ -3,9 +3,9 @@
 send it from broker/share/persister.py when the key's `__share_group_state` partition is led elsewhere).
 
 CLUSTER_ACTION on the cluster is needed (Kafka's KafkaApis), else each partition answers
-CLUSTER_AUTHORIZATION_FAILED. A partition whose state was never initialized (InitializeShareGroupState)
-is INVALID_REQUEST, as Kafka 4.3.1's share coordinator refuses it; one initialized without a start offset,
-or deleted, answers StartOffset -1 and no batches under its state epoch; an error StartOffset 0, as
+CLUSTER_AUTHORIZATION_FAILED. A partition whose state was never initialized (InitializeShareGroupState),
+or was deleted since, is INVALID_REQUEST, as Kafka 4.3.1's share coordinator refuses it; one initialized
+without a start offset answers StartOffset -1 and no batches under its state epoch; an error StartOffset 0, as
 Kafka's. Before `__share_group_state` exists (nothing was ever stored) every key is NOT_COORDINATOR, as
 on Kafka. A leader epoch older than the stored one is FENCED_LEADER_EPOCH; a newer one is stored before
 the answer (Kafka runs the read as a write), fencing the older leader's later writes. A negative

@@ -1,8 +1,8 @@
 """DeleteShareGroupState (key 86), version 0: the share coordinator (broker/share/coordinator.py)
 forgets share-partitions' states (broker to broker: DeleteShareGroupOffsets and DeleteGroups on the
 group's coordinator send it through broker/share/persister.py for keys coordinated elsewhere). The
-state is stored as none under the next state epoch (its leader's later writes are FENCED_STATE_EPOCH);
-a key without state is NONE.
+state is marked deleted under the next state epoch: no state to reads, writes and summaries (as after
+Kafka's tombstone), its leader's later writes refused; a key without state is NONE, nothing written.
 
 CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition.
 

@@ -13,14 +13,16 @@ A write carrying a state epoch older than the stored one is FENCED_STATE_EPOCH (
 or deleted the state since its leader read it: the leader reads it again), and one of the same state
 epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not yet heard it lost the
 partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
-stores the state as none (start offset -1) under the next state epoch rather than a tombstone, so that
-a leader still holding the old state is fenced too. The states of a deleted topic (nobody can write
+stores a deleted mark (state_log.DELETED_START) under the next state epoch rather than a tombstone: it is no
+state to every API, as Kafka's tombstone leaves none (a read or write of it INVALID_REQUEST, a delete NONE,
+a summary none), but an initialization under a lower state epoch (the group's next) stores the mark's, so
+that a leader still holding the old state stays fenced after it. The states of a deleted topic (nobody can write
 them again: writes of unknown topics are refused) are removed with tombstones, as Kafka's shard does.
 
-A read of a key with no state is refused (INVALID_REQUEST, as Kafka's shard refuses a read of an
-uninitialized share-partition): a state is made only by InitializeShareGroupState (the group
-coordinator, before it assigns the partition), or by a write with a start offset (AlterShareGroupOffsets,
-an older Ebb's state file), never by a leader. A read carrying a leader epoch is a write too (Kafka's
+A read or write of a key with no state is refused (INVALID_REQUEST, as Kafka's shard refuses those of an
+uninitialized share-partition, before any fencing): a state is made only by InitializeShareGroupState (the
+group coordinator, before it assigns the partition or for AlterShareGroupOffsets; the persister, moving an
+older Ebb's state file in), never by a leader. A read carrying a leader epoch is a write too (Kafka's
 readStateAndMaybeUpdateLeaderEpoch): an older one than stored is FENCED_LEADER_EPOCH, a newer one is
 stored before the answer, so that the old leader's later writes are fenced. Reads, writes and deletes
 of one key run one at a time, from the fencing check through the append to the memory update: two in
@@ -41,6 +43,7 @@ from broker.coordinator_partitions import CoordinatorPartitions
 from broker.replica import AppendOrigin, Partition, ReplicaManager
 from broker.share.partition import RecordState
 from broker.share.state_log import (
+    DELETED_START,
     SHARE_STATE_TOPIC,
     ShareState,
     StateBatch,
@@ -182,8 +185,8 @@ class ShareCoordinator:
     # --- reads and writes (ReadShareGroupState, WriteShareGroupState) ----------------------------
 
     async def read(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
-        """The stored state (start offset -1: left to the leader's share.auto.offset.reset, or deleted,
-        with its state epoch); INVALID_REQUEST when there is none (see above). A leader epoch (not -1)
+        """The stored state (start offset -1: left to the leader's share.auto.offset.reset); INVALID_REQUEST
+        when there is none, or it was deleted (see above). A leader epoch (not -1)
         older than the stored one is fenced; a newer one is stored first. Kafka's order of checks:
         not served or a negative partition, no state, the leader epoch, the topic."""
         async with self._locks.held(key):
@@ -191,7 +194,7 @@ class ShareCoordinator:
             if refused is not None:
                 return refused, None
             old = self.states.get(key)
-            if old is None:
+            if old is None or old.deleted:
                 return ErrorCode.INVALID_REQUEST, None
             if leader_epoch >= 0 and leader_epoch < old.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH, None
@@ -209,7 +212,8 @@ class ShareCoordinator:
     async def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: tuple[StateBatch, ...]) -> ErrorCode:
         """Store the share-partition's state (`start_offset` -1: keep the stored one); NONE once the
-        record is in the log at acks=-1."""
+        record is in the log at acks=-1. Kafka's order of checks: not served or a negative partition, no
+        state (INVALID_REQUEST), the epochs, the topic; then Ebb's own of the state written."""
         async with self._locks.held(key):
             return await self._write(key, state_epoch, leader_epoch, start_offset, batches)
 
@@ -219,56 +223,65 @@ class ShareCoordinator:
         if refused is not None:
             return refused
         old = self.states.get(key)
-        if old is not None and (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
+        if old is None or old.deleted:
+            return ErrorCode.INVALID_REQUEST
+        if (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
             return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
-        if start_offset < 0 and (old is None or old.start_offset < 0):
+        if start_offset < 0 and old.start_offset < 0:
             return ErrorCode.INVALID_REQUEST
         refused = self._unknown_topic(key) or _bad_state(start_offset, batches)
         if refused is not None:
             return refused
         now = _now_ms()
-        state = ShareState(state_epoch, leader_epoch,
-                           start_offset if start_offset >= 0 else old.start_offset,  # type: ignore[union-attr]
-                           batches, old.create_ms if old is not None else now,
-                           old.snapshot_epoch + 1 if old is not None else 0)
+        state = ShareState(state_epoch, leader_epoch, start_offset if start_offset >= 0 else old.start_offset,
+                           batches, old.create_ms, old.snapshot_epoch + 1)
         return await self._store(key, state, now)
 
     def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
         """ReadShareGroupStateSummary: the committed state as it is (no leader epoch fencing, nothing
         written, so no wait behind the key's write in flight, and no await: memory holds only what is in
-        the log); None when the key has none."""
+        the log); None when the key has none (or it was deleted)."""
         refused = self._refused_before_lookup(key) or self._unknown_topic(key)
-        return (refused, None) if refused is not None else (ErrorCode.NONE, self.states.get(key))
+        if refused is not None:
+            return refused, None
+        state = self.states.get(key)
+        return ErrorCode.NONE, None if state is None or state.deleted else state
 
     async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
         """InitializeShareGroupState: a new snapshot of the key at `state_epoch` with `start_offset` (-1:
         left to the leader's share.auto.offset.reset) and nothing in flight, as Kafka's shard stores it:
-        leader epoch 0. A state epoch older than stored (not -1) is FENCED_STATE_EPOCH."""
+        leader epoch 0. A state epoch older than stored (not -1) is FENCED_STATE_EPOCH; a deleted state fences
+        nothing (Kafka's tombstone forgot its epochs) but lends its state epoch to a lower one asked, so that
+        the leader that held the deleted state stays fenced."""
         async with self._locks.held(key):
             refused = self._refused_before_lookup(key)
             if refused is not None:
                 return refused
             old = self.states.get(key)
-            if state_epoch != -1 and old is not None and old.state_epoch > state_epoch:
+            if state_epoch != -1 and old is not None and not old.deleted and old.state_epoch > state_epoch:
                 return ErrorCode.FENCED_STATE_EPOCH
             refused = self._unknown_topic(key) or (ErrorCode.INVALID_REQUEST if start_offset < -1 else None)
             if refused is not None:
                 return refused
+            if old is not None and old.deleted:
+                state_epoch = max(state_epoch, old.state_epoch)
             now = _now_ms()
             return await self._store(key, ShareState(state_epoch, 0, start_offset, (), now,
                                                      old.snapshot_epoch + 1 if old is not None else 0), now)
 
     async def delete(self, key: StateKey) -> ErrorCode:
-        """The share-partition's state goes: stored as none under the next state epoch (see above)."""
+        """The share-partition's state goes: a deleted mark under the next state epoch (see above); NONE
+        without writing when there is none."""
         async with self._locks.held(key):
             refused = self.not_served(key)
             if refused is not None:
                 return refused
             old = self.states.get(key)
-            if old is None or old.start_offset < 0:
+            if old is None or old.deleted:
                 return ErrorCode.NONE
             now = _now_ms()
-            return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), now), now)
+            return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, DELETED_START, (), now,
+                                                     old.snapshot_epoch + 1), now)
 
     def _refused_before_lookup(self, key: StateKey) -> ErrorCode | None:
         """Why a read, write or initialization of `key` is refused before its stored state is looked up:

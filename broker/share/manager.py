@@ -54,7 +54,7 @@ from broker.share.persister import (
     Summary,
 )
 from broker.share.sessions import ShareSession, ShareSessionCache
-from broker.share.state_log import ShareState, StateKey
+from broker.share.state_log import StateKey
 from broker.topic import Topic
 from protocol.batch_header import (
     ATTRIBUTES_AT,
@@ -131,6 +131,9 @@ class Uninitialized(StateReadError):
         super().__init__(ErrorCode.INVALID_REQUEST)
 
 
+# A state write's refusals that say the state this leader holds was replaced (AlterShareGroupOffsets) or
+# deleted (DeleteShareGroupOffsets, DeleteGroups: no state, INVALID_REQUEST) since it was read.
+_STATE_GONE = (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.INVALID_REQUEST)
 _COORDINATOR_AWAY = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
@@ -194,9 +197,9 @@ class SharePartitionManager:
             self._drop(key)
 
     async def _read_state(self, group_id: str, partition: Partition) -> tuple[SharePartition | None, int, int]:
-        """The stored share-partition (None: its start is left to share.auto.offset.reset, or it was
-        deleted), the drop count the read began at and the state epoch it has. Uninitialized when its
-        share coordinator has no state for it; StateReadError when the coordinator failed. An older Ebb's
+        """The stored share-partition (None: its start is left to share.auto.offset.reset), the drop count
+        the read began at and the state epoch it has. Uninitialized when its share coordinator has no state
+        for it (never initialized, or deleted); StateReadError when the coordinator failed. An older Ebb's
         state file is moved into the coordinator (once) when there is no state, or only one no leader
         wrote at state epoch 0 (an older Ebb's leader's read, or its group's initialization)."""
         drops = self._drops
@@ -207,14 +210,14 @@ class SharePartitionManager:
         except PersisterError as exc:
             if exc.error_code != ErrorCode.INVALID_REQUEST:
                 raise StateReadError(exc.error_code) from None
-            state = None  # refused: no state (a read of ours names no negative partition)
+            state = None  # refused: no state, or deleted (a read of ours names no negative partition)
         if state is None or (state.start_offset < 0 and state.state_epoch == OLDER_EBB_STATE_EPOCH):
             migrated = await self._migrated(group_id, partition, released)
             if migrated is not None:
                 return migrated, drops, MIGRATED_STATE_EPOCH
             if state is None:
                 raise Uninitialized()
-        if state.start_offset < 0:  # initialized without a start offset, or deleted: the reset rule's
+        if state.start_offset < 0:  # initialized without a start offset: the reset rule's
             return None, drops, state.state_epoch
         try:
             return SharePartition.from_state(state.start_offset, state.batches, released, state.state_epoch,
@@ -225,8 +228,8 @@ class SharePartitionManager:
             return None, drops, state.state_epoch + 1
 
     async def _migrated(self, group_id: str, partition: Partition, released) -> SharePartition | None:
-        """An older Ebb's state file, stored with the coordinator (at MIGRATED_STATE_EPOCH) and removed;
-        None when there is none."""
+        """An older Ebb's state file, moved into the coordinator (initialized at MIGRATED_STATE_EPOCH, then
+        written) and removed; None when there is none."""
         path = _state_path(group_id, partition)
         try:
             saved = await partition.log.io.run(_read_if_there, path)
@@ -238,8 +241,8 @@ class SharePartitionManager:
         share = SharePartition.restore(saved, group_id, released=released)
         share.state_epoch = MIGRATED_STATE_EPOCH
         try:
-            await self.persister.write(self._key(group_id, partition), MIGRATED_STATE_EPOCH, partition.leader_epoch,
-                                       share.start_offset, share.state_batches())
+            await self.persister.move_in(self._key(group_id, partition), MIGRATED_STATE_EPOCH, partition.leader_epoch,
+                                         share.start_offset, share.state_batches())
             await partition.log.io.remove_files([path])
         except PersisterError as exc:
             raise StateReadError(exc.error_code) from None
@@ -310,8 +313,8 @@ class SharePartitionManager:
                     await self.persister.write(key, share.state_epoch, partition.leader_epoch, share.start_offset,
                                                share.state_batches())
         except PersisterError as exc:
-            if exc.error_code == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is share:
-                self._drop(key)  # reset by the admin APIs meanwhile: the next fetch reads it again
+            if exc.error_code in _STATE_GONE and self.partitions.get(key) is share:
+                self._drop(key)  # reset or deleted by the admin APIs meanwhile: the next fetch reads it again
             raise ShareStateError(exc.error_code) from None
 
     async def _persist_released(self, group_id: str, partition: Partition) -> None:
@@ -421,15 +424,6 @@ class SharePartitionManager:
             found[where] = summary if isinstance(summary, ErrorCode) else _from_summary(summary, partition)
         return found
 
-    async def _coordinator_state(self, key: Key) -> ShareState | None:
-        """The state as stored (no leader epoch), None when there is none."""
-        try:
-            return await self.persister.read(key, -1)
-        except PersisterError as exc:
-            if exc.error_code == ErrorCode.INVALID_REQUEST:  # the coordinator's refusal: no state
-                return None
-            raise ShareStateError(exc.error_code) from None
-
     async def group_state(self, group_id: str, topics: list[Topic]) -> dict[tuple[str, int], Described]:
         """`described` of a group's partitions with state, over every partition of `topics`;
         ShareStateError when a coordinator could not be had."""
@@ -439,20 +433,21 @@ class SharePartitionManager:
                 raise ShareStateError(state)
         return {where: state for where, state in described.items() if state is not None}
 
-    async def set_start(self, group_id: str, topic: Topic, index: int, offset: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts again at `offset`, nothing in flight, under
-        the next state epoch (its leader, here or elsewhere, is fenced and reads it again)."""
-        key = (group_id, topic.topic_id, index)
-        old = await self._coordinator_state(key)
+    async def set_starts(self, group_id: str, state_epoch: int, starts: dict[tuple[uuid.UUID, int], int]
+                         ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+        """AlterShareGroupOffsets: these share-partitions (topic id, partition -> start offset) start again,
+        nothing in flight, initialized by their share coordinators under `state_epoch` (the group's epoch,
+        as Kafka's group coordinator asks); a leader here drops what it holds and reads the state again.
+        Each one's error (NONE: set)."""
+        keys = {(group_id, topic_id, index): offset for (topic_id, index), offset in starts.items()}
         self._drops += 1  # a read under way is of the old state
-        try:
-            await self.persister.write(key, (old.state_epoch if old is not None else 0) + 1,
-                                       old.leader_epoch if old is not None else -1, offset, ())
-        except PersisterError as exc:
-            raise ShareStateError(exc.error_code) from None
-        self._drop(key)
-        log.info("share-partition start offset set", group=group_id, topic=topic.name, partition=index,
-                 start_offset=offset)
+        errors = await self.persister.initialize_at(state_epoch, keys)
+        for key, error in errors.items():
+            self._drop(key)
+            if error == ErrorCode.NONE:
+                log.info("share-partition start offset set", group=group_id, topic_id=str(key[1]),
+                         partition=key[2], start_offset=keys[key])
+        return {(topic_id, index): error for (_, topic_id, index), error in errors.items()}
 
     async def forget(self, group_id: str, topics: Mapping[uuid.UUID, tuple[str, Iterable[int]]]
                      ) -> dict[uuid.UUID, ErrorCode]:

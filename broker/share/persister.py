@@ -142,23 +142,39 @@ class StatePersister:
 
     async def initialize(self, group_id: str, state_epoch: int, partitions: dict[uuid.UUID, set[int]]) -> ErrorCode:
         """The group coordinator's ask that these share-partitions' states start (start offset -1: the
-        leader's share.auto.offset.reset), one InitializeShareGroupState per share coordinator (as Kafka's
-        persister batches it); the first error met, NONE when all are stored."""
-        keys = [(group_id, topic_id, p) for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)]
+        leader's share.auto.offset.reset); the first error met, NONE when all are stored."""
+        starts = {(group_id, topic_id, p): -1 for topic_id, parts in sorted(partitions.items()) for p in sorted(parts)}
+        errors = await self.initialize_at(state_epoch, starts)
+        return next((e for e in errors.values() if e != ErrorCode.NONE), ErrorCode.NONE)
 
+    async def initialize_at(self, state_epoch: int, starts: dict[StateKey, int]) -> dict[StateKey, ErrorCode]:
+        """These share-partitions' states start afresh at their start offsets (-1: the leader's
+        share.auto.offset.reset) under `state_epoch`, nothing in flight: one InitializeShareGroupState per
+        share coordinator and group (as Kafka's persister batches it). Each key's error, NONE once stored."""
         def remote(group: str, by_topic: dict[uuid.UUID, list[int]]) -> tuple[ApiMessage, int]:
             return InitializeShareGroupStateRequest(group_id=group, topics=[
                 _Initialize(topic_id=topic_id, partitions=[
-                    _Initialize.PartitionData(partition=p, state_epoch=state_epoch, start_offset=-1) for p in parts])
+                    _Initialize.PartitionData(partition=p, state_epoch=state_epoch,
+                                              start_offset=starts[(group, topic_id, p)]) for p in parts])
                 for topic_id, parts in by_topic.items()]), 0
 
         async def local(key: StateKey) -> tuple[ErrorCode, None]:
-            return await self.coordinator.initialize(key, state_epoch, -1), None
+            return await self.coordinator.initialize(key, state_epoch, starts[key]), None
 
         def result(p: _InitializeResult) -> None:
             return None
-        found = await self._per_coordinator(keys, local, remote, result)
-        return next((e for e in found.values() if isinstance(e, ErrorCode)), ErrorCode.NONE)
+        found = await self._per_coordinator(list(starts), local, remote, result)
+        return {key: ErrorCode.NONE if value is None else value for key, value in found.items()}
+
+    async def move_in(self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                      batches: tuple[StateBatch, ...]) -> None:
+        """An older Ebb's state file taken in by its leader: the state initialized at its start offset under
+        `state_epoch`, then its batches written, as a group coordinator and a leader would (no API writes a
+        share-partition without state). PersisterError when either fails."""
+        errors = await self.initialize_at(state_epoch, {key: start_offset})
+        if errors[key] != ErrorCode.NONE:
+            raise PersisterError(errors[key])
+        await self.write(key, state_epoch, leader_epoch, start_offset, batches)
 
     async def _per_coordinator(self, keys: list[StateKey], local: LocalAsk[_T], remote: RemoteAsk,
                                result: Callable[[_P], _T]) -> dict[StateKey, _T | ErrorCode]:

@@ -34,6 +34,10 @@ _I16 = struct.Struct(">h")
 
 StateKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 StateBatch = tuple[int, int, int, int]  # first offset, last offset, delivery state, delivery count
+# The start offset of a deleted state (Ebb's own mark; Kafka writes a tombstone): no write, initialization or
+# leader stores an offset below -1, so it cannot be taken for a state. Kept rather than a tombstone so that
+# its state epoch survives a reload and fences the old leader (broker/share/coordinator.py).
+DELETED_START = -2
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,12 @@ class ShareState:
     batches: tuple[StateBatch, ...]
     create_ms: int
     snapshot_epoch: int = 0
+
+    @property
+    def deleted(self) -> bool:
+        """DeleteShareGroupState's mark (DELETED_START): the share-partition has no state, as after Kafka's
+        tombstone, but its state epoch still fences the leader that held it."""
+        return self.start_offset == DELETED_START
 
 
 _FINISHED = (2, 4)  # RecordState ACKNOWLEDGED and ARCHIVED (broker/share/partition.py)

@@ -29,6 +29,7 @@ from protocol.messages import (
     ShareGroupHeartbeatRequest,
 )
 from protocol.messages import DescribeShareGroupOffsetsRequest as Describe
+from protocol.messages import InitializeShareGroupStateRequest as InitializeState
 from protocol.messages import ReadShareGroupStateRequest as ReadState
 from protocol.messages import WriteShareGroupStateRequest as WriteState
 from protocol.records import iter_batches
@@ -318,7 +319,8 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
     """ReadShareGroupState (84), WriteShareGroupState (85) and DeleteShareGroupState (86), as another
     broker leading a share-partition would ask them: the state an acknowledgement wrote, fencing by
     state and leader epoch (a read's newer leader epoch is stored and fences the old leader), and a
-    deletion that fences the old state's writers."""
+    deletion that leaves no state (reads and writes refused) until it is initialized again, still fencing the
+    old state's writers."""
     group, _, topic_id = setup(client, 6)
     assert ranges(part(fetch(client, group, "m", 0, topic_id))) == [(0, 5, 1)]
     answer = ack(client, group, "m", 1, topic_id, [(0, 1, ACCEPT), (2, 3, RELEASE)])
@@ -351,8 +353,13 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
     [deleted] = client.send(DeleteState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
         asked.PartitionData(partition=0)])]), 0).results
     assert deleted.partitions[0].error_code == E.NONE
-    assert read() == (E.NONE, s + 2, -1, [])  # none, under the next state epoch
-    assert write(s + 1, 9, 0) == E.FENCED_STATE_EPOCH
+    assert read() == (E.INVALID_REQUEST, 0, 0, [])  # no state, as after Kafka's tombstone
+    assert write(s + 1, 9, 0) == write(s + 2, 1, 3) == E.INVALID_REQUEST  # nor written without one
+    init = InitializeState.InitializeStateData
+    [again] = client.send(InitializeState(group_id=group, topics=[init(topic_id=topic_id, partitions=[
+        init.PartitionData(partition=0, state_epoch=s, start_offset=3)])]), 0).results
+    assert again.partitions[0].error_code == E.NONE  # initialized again, under the deleted state's epoch
+    assert write(s + 1, 9, 0) == E.FENCED_STATE_EPOCH  # the leader of before the deletion stays fenced
     assert write(s + 2, 1, 3) == E.NONE
     assert read(5) == (E.NONE, s + 2, 3, [])  # a new leader's read: its epoch is stored before the answer
     assert write(s + 2, 4, 6) == E.FENCED_LEADER_EPOCH  # so the old leader's write is fenced

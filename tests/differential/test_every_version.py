@@ -469,9 +469,8 @@ def _delete_share_group_offsets(target: Target, v: int):
         m.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)])
 
 
-# The share coordinator's inter-broker APIs, for a group with no state: a read, a summary, a deletion and an
-# initialisation (before the state topic exists: nothing is stored; with it, test_share_groups_against_kafka.py).
-# A write would make state, and Kafka's asks for the state to be initialised first.
+# The share coordinator's inter-broker APIs, for a group with no state: a read, a summary, a write, a deletion and
+# an initialisation (before the state topic exists: nothing is stored; with it, test_share_groups_against_kafka.py).
 @asks(m.InitializeShareGroupStateRequest)
 def _initialize_share_group_state(target: Target, v: int):
     asked = m.InitializeShareGroupStateRequest.InitializeStateData
@@ -493,6 +492,13 @@ def _read_share_group_state(target: Target, v: int):
         asked.PartitionData(partition=0, leader_epoch=0)])])
 
 
+@asks(m.WriteShareGroupStateRequest)
+def _write_share_group_state(target: Target, v: int):
+    asked = m.WriteShareGroupStateRequest.WriteStateData
+    yield "", m.WriteShareGroupStateRequest(group_id=GROUP, topics=[asked(topic_id=target.topic_id, partitions=[
+        asked.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[])])])
+
+
 @asks(m.DeleteShareGroupStateRequest)
 def _delete_share_group_state(target: Target, v: int):
     asked = m.DeleteShareGroupStateRequest.DeleteStateData
@@ -507,8 +513,6 @@ NOT_SWEPT = {
     m.CreateAclsRequest.api_key: "SECURITY_DISABLED without an authorizer (security_apis_on_an_open_broker)",
     m.DeleteAclsRequest.api_key: "SECURITY_DISABLED without an authorizer (security_apis_on_an_open_broker)",
     m.AlterUserScramCredentialsRequest.api_key: "changes credentials (security_apis_on_an_open_broker)",
-    m.WriteShareGroupStateRequest.api_key: "makes share-partition state (Kafka's wants InitializeShareGroupState "
-                                           "first, not served by Ebb): tests/broker/test_share_fetch_wire.py",
 }
 
 

@@ -31,6 +31,7 @@ from protocol.messages import (
     ShareFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
+    WriteShareGroupStateRequest,
 )
 from protocol.records import build_batch, iter_batches
 from tests.broker.data_wire import batch, list_offsets_request, produce_request, values
@@ -258,6 +259,7 @@ def test_share_fetch_and_acknowledge(ebb_peer, kafka_peer):
 _Init = InitializeShareGroupStateRequest.InitializeStateData
 _Summary = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
 _Read = ReadShareGroupStateRequest.ReadStateData
+_Write = WriteShareGroupStateRequest.WriteStateData
 
 
 def _initialize(group: str, topic_id, *partitions: tuple[int, int, int]) -> InitializeShareGroupStateRequest:
@@ -269,6 +271,41 @@ def _initialize(group: str, topic_id, *partitions: tuple[int, int, int]) -> Init
 def _summary(group: str, topic_id, *partitions: int) -> ReadShareGroupStateSummaryRequest:
     return ReadShareGroupStateSummaryRequest(group_id=group, topics=[_Summary(topic_id=topic_id, partitions=[
         _Summary.PartitionData(partition=p, leader_epoch=0) for p in partitions])])
+
+
+def _read(group: str, topic_id, partition: int, leader_epoch: int) -> ReadShareGroupStateRequest:
+    return ReadShareGroupStateRequest(group_id=group, topics=[_Read(topic_id=topic_id, partitions=[
+        _Read.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
+
+
+def _write(group: str, topic_id, partition: int, start_offset: int) -> WriteShareGroupStateRequest:
+    """A leader's write at state and leader epoch 0 of `start_offset` and one acknowledged record there."""
+    return WriteShareGroupStateRequest(group_id=group, topics=[_Write(topic_id=topic_id, partitions=[
+        _Write.PartitionData(partition=partition, state_epoch=0, leader_epoch=0, start_offset=start_offset,
+                             state_batches=[_Write.PartitionData.StateBatch(
+                                 first_offset=start_offset, last_offset=start_offset, delivery_state=2,
+                                 delivery_count=1)])])])
+
+
+def _member_holds(peer: Peer, group: str, member: str, topic: str, partitions: int) -> None:
+    """Unrecorded: `member` joins `group` subscribing `topic` and heartbeats until it holds `partitions`
+    partitions (their states initialized by the group's coordinator), then leaves."""
+    joined = peer.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0,
+                                                  subscribed_topic_names=[topic]), 1)
+    assert joined.error_code == 0, (peer.name, joined)
+    state = {"epoch": joined.member_epoch}
+
+    def holds() -> bool:
+        answer = peer.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member,
+                                                      member_epoch=state["epoch"]), 1)
+        assert answer.error_code == 0, (peer.name, answer)
+        state["epoch"] = answer.member_epoch
+        return answer.assignment is not None and sum(
+            len(t.partitions) for t in answer.assignment.topic_partitions) == partitions
+
+    wait_for(holds, timeout_s=30, what=f"{peer.name}: {member} holds {partitions} partitions")
+    left = peer.send(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1), 1)
+    assert left.error_code == 0, (peer.name, left)
 
 
 def _share_state_apis(peer: Peer, topic_id) -> None:
@@ -293,6 +330,10 @@ def _share_state_apis(peer: Peer, topic_id) -> None:
                 _Read.PartitionData(partition=0, leader_epoch=leader_epoch)])]), 0)
     peer.ask("read never initialized, unknown topic", ReadShareGroupStateRequest(group_id="init-none", topics=[
         _Read(topic_id=ghost, partitions=[_Read.PartitionData(partition=0, leader_epoch=0)])]), 0)
+    # a write makes no state, even carrying a start offset (only an initialization does), refused before the
+    # topic's check
+    peer.ask("write never initialized", _write("init-none", topic_id, 0, 5), 1)
+    peer.ask("write never initialized, unknown topic", _write("init-none", ghost, 0, 5), 1)
     peer.ask("summary after the read", _summary("init-g", topic_id, 1), 1)
     peer.ask("initialize again", _initialize("init-g", topic_id, (1, 4, 2)), 0)
     peer.ask("summary and errors", _summary("init-g", topic_id, 1, -1, 9), 1)
@@ -336,6 +377,8 @@ missing, of a group that never had state), and their group errors; FindCoordinat
             topic_name="admin-shared", partitions=[
                 alter.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
                     partition_index=0, start_offset=1)])]), 0)
+        # initialized at the start offset asked (not written), as Kafka's group coordinator does it
+        peer.ask("summary after the alter", _summary("so", topic_ids[peer.name], 0), 1)
         for version in (0, 1):
             peer.ask(f"describe named v{version}", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
                 group_id="so", topics=[topic_ask(topic_name="admin-shared", partitions=[0, 1])])]), version)
@@ -352,6 +395,15 @@ missing, of a group that never had state), and their group errors; FindCoordinat
             DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared")]), 0)
         peer.ask("describe all after", describe(groups=[describe.DescribeShareGroupOffsetsRequestGroup(
             group_id="so", topics=None)]), 1)
+        # the deleted state is no state to its share coordinator (a leader's read and write refused, the
+        # summary none) until the group initializes it again, when a member subscribes
+        tid = topic_ids[peer.name]
+        for leader_epoch in (0, -1):
+            peer.ask(f"read deleted, leader epoch {leader_epoch}", _read("so", tid, 0, leader_epoch), 0)
+        peer.ask("write deleted", _write("so", tid, 0, 1), 1)
+        peer.ask("summary deleted", _summary("so", tid, 0), 1)
+        _member_holds(peer, "so", "again", "admin-shared", 2)
+        peer.ask("read initialized again", _read("so", tid, 0, -1), 0)
         # its state deleted (no longer initialized nor deleting), and a topic that does not exist
         peer.ask("delete offsets again", DeleteShareGroupOffsetsRequest(group_id="so", topics=[
             DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="admin-shared"),
@@ -368,7 +420,11 @@ missing, of a group that never had state), and their group errors; FindCoordinat
         peer.ask("delete the group without state", DeleteGroupsRequest(groups_names=["so-bare"]), 2)
         _share_state_apis(peer, topic_ids[peer.name])
 
-    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    # Both initialize at the group epoch, which runs one ahead on Kafka (SETTLING): a new group's is already 1
+    # at its AlterShareGroupOffsets, where Ebb's is 0.
+    allowed = {**ALLOWED, **{(label, "results[0].partitions[0].state_epoch"): SETTLING
+                             for label in ("summary after the alter", "read initialized again")}}
+    found = compare(scenario, ebb_peer, kafka_peer, allowed)
     assert not found, "\n".join(found)
 
 

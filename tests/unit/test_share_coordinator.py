@@ -77,7 +77,9 @@ async def _until(condition) -> None:
 
 
 async def _started(coordinator: ShareCoordinator) -> None:
+    """KEY initialized at start offset 5, then written by its leader (leader epoch 1): two appends."""
     await coordinator.start()
+    assert await coordinator.initialize(KEY, 0, 5) == ErrorCode.NONE
     assert await coordinator.write(KEY, 0, 1, 5, ()) == ErrorCode.NONE
 
 
@@ -93,7 +95,7 @@ async def test_an_older_leaders_write_in_flight_with_the_new_ones_does_not_land_
     assert await new == ErrorCode.NONE
     assert await old == ErrorCode.FENCED_LEADER_EPOCH
     assert coordinator.states[KEY].start_offset == 7
-    assert [parse_record(*_record(b))[1].start_offset for b in replicas.appended] == [5, 7]  # type: ignore[union-attr]
+    assert [parse_record(*_record(b))[1].start_offset for b in replicas.appended] == [5, 5, 7]  # type: ignore[union-attr]
     assert len(coordinator._locks) == 0
 
 
@@ -107,8 +109,8 @@ async def test_a_write_in_flight_with_a_delete_does_not_bring_the_state_back():
     await asyncio.sleep(0)
     replicas.gate.set()
     assert await deleting == ErrorCode.NONE
-    assert await writing == ErrorCode.FENCED_STATE_EPOCH
-    assert (coordinator.states[KEY].start_offset, coordinator.states[KEY].state_epoch) == (-1, 1)
+    assert await writing == ErrorCode.INVALID_REQUEST  # no state now, as after Kafka's tombstone
+    assert coordinator.states[KEY].deleted and coordinator.states[KEY].state_epoch == 1
 
 
 async def test_a_read_with_a_newer_leader_epoch_is_stored_and_fences_the_old_leader():
@@ -116,11 +118,11 @@ async def test_a_read_with_a_newer_leader_epoch_is_stored_and_fences_the_old_lea
     await _started(coordinator)
     error, state = await coordinator.read(KEY, 3)
     assert error == ErrorCode.NONE and state is not None and (state.start_offset, state.leader_epoch) == (5, 3)
-    assert len(replicas.appended) == 2  # stored before the answer
+    assert len(replicas.appended) == 3  # stored before the answer
     assert await coordinator.write(KEY, 0, 1, 6, ()) == ErrorCode.FENCED_LEADER_EPOCH
     assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert (await coordinator.read(KEY, 3))[1] == state and (await coordinator.read(KEY, -1))[1] == state
-    assert len(replicas.appended) == 2  # the same or no leader epoch: nothing written
+    assert len(replicas.appended) == 3  # the same or no leader epoch: nothing written
 
 
 async def test_a_read_of_a_share_partition_never_initialized_is_refused_and_stores_nothing():
@@ -130,7 +132,7 @@ async def test_a_read_of_a_share_partition_never_initialized_is_refused_and_stor
     await _started(coordinator)
     for leader_epoch in (4, -1):
         assert await coordinator.read(OTHER, leader_epoch) == (ErrorCode.INVALID_REQUEST, None)
-    assert OTHER not in coordinator.states and len(replicas.appended) == 1
+    assert OTHER not in coordinator.states and len(replicas.appended) == 2
     assert await coordinator.initialize(OTHER, 2, -1) == ErrorCode.NONE
     error, state = await coordinator.read(OTHER, 4)
     assert error == ErrorCode.NONE and state is not None
@@ -142,8 +144,8 @@ async def test_writes_of_a_state_no_leader_writes_are_refused():
     await _started(coordinator)
     for key, start, batches, error in [
             (("g", KEY[1], -1), 0, (), ErrorCode.INVALID_REQUEST),
-            (("g", uuid.uuid4(), 0), 0, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-            (("g", KEY[1], 1), 0, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            (("g", uuid.uuid4(), 0), 0, (), ErrorCode.INVALID_REQUEST),  # no state: before the topic's check
+            (("g", KEY[1], 1), 0, (), ErrorCode.INVALID_REQUEST),
             (KEY, -2, (), ErrorCode.INVALID_REQUEST),
             (KEY, 0, ((5, 4, 0, 1),), ErrorCode.INVALID_REQUEST),
             (KEY, 0, ((-1, 4, 0, 1),), ErrorCode.INVALID_REQUEST),
@@ -156,7 +158,8 @@ async def test_writes_of_a_state_no_leader_writes_are_refused():
     coordinator.topics.known.discard(KEY[1])  # type: ignore[attr-defined]
     assert (await coordinator.read(KEY, 0))[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert (await coordinator.read(KEY, 1))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert len(replicas.appended) == 1 and coordinator.states[KEY].start_offset == 5
+    assert await coordinator.write(KEY, 0, 1, 6, ()) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(replicas.appended) == 2 and coordinator.states[KEY].start_offset == 5
 
 
 async def test_a_deleted_topics_states_go_with_tombstones():
@@ -169,7 +172,7 @@ async def test_a_deleted_topics_states_go_with_tombstones():
     await asyncio.gather(*coordinator._tasks)
     assert list(coordinator.states) == [OTHER]
     assert _record(replicas.appended[-1]) == (_record(replicas.appended[0])[0], None)  # KEY's tombstone
-    assert len(replicas.appended) == 3
+    assert len(replicas.appended) == 4
 
 
 async def test_a_partition_whose_replay_fails_at_start_is_left_unserved(monkeypatch):
@@ -284,3 +287,44 @@ async def test_an_inactive_coordinator_is_answered_before_the_empty_request_chec
                                                 (1, ErrorCode.COORDINATOR_NOT_AVAILABLE)]}]
     body = SimpleNamespace(group_id="", topics=[topic])
     assert await answer_each(broker, connection, body, result, answer, refused) == []
+
+
+async def test_a_write_of_a_share_partition_without_state_is_refused_before_its_fencing():
+    """Kafka 4.3.1's shard: a write of a key it holds no state for is INVALID_REQUEST, even carrying a start
+    offset (only InitializeShareGroupState makes a state), checked after the negative partition's and
+    before the epochs' and the topic's; nothing is stored."""
+    coordinator, replicas = _coordinator()
+    await coordinator.start()
+    for state_epoch, leader_epoch in ((0, 0), (5, 5), (-1, -1)):
+        written = await coordinator.write(OTHER, state_epoch, leader_epoch, 5, ((5, 6, 2, 1),))
+        assert written == ErrorCode.INVALID_REQUEST
+    coordinator.topics.known.discard(OTHER[1])  # type: ignore[attr-defined]
+    assert await coordinator.write(OTHER, 0, 0, 5, ()) == ErrorCode.INVALID_REQUEST  # not UNKNOWN_TOPIC_OR_PARTITION
+    assert OTHER not in coordinator.states and replicas.appended == []
+
+
+async def test_a_deleted_state_is_no_state_until_initialized_again_and_still_fences_its_old_leader():
+    """DeleteShareGroupState leaves no state, as Kafka's tombstone: a read (any leader epoch) and a write are
+    INVALID_REQUEST, a summary none, a second delete writes nothing. The group's next initialization (at a
+    state epoch at or below the deleted one's: Kafka's tombstone forgot the epochs) is stored, at the
+    deleted state's epoch, so that the leader that read the old state is still fenced."""
+    coordinator, replicas = _coordinator()
+    await _started(coordinator)  # state epoch 0, leader epoch 1, start offset 5
+    assert await coordinator.delete(KEY) == ErrorCode.NONE
+    for leader_epoch in (1, 2, -1):
+        assert await coordinator.read(KEY, leader_epoch) == (ErrorCode.INVALID_REQUEST, None)
+    assert await coordinator.write(KEY, 1, 2, 7, ()) == ErrorCode.INVALID_REQUEST
+    assert coordinator.summary(KEY) == (ErrorCode.NONE, None)
+    assert await coordinator.delete(KEY) == ErrorCode.NONE
+    assert len(replicas.appended) == 3
+    assert await coordinator.initialize(KEY, 0, -1) == ErrorCode.NONE
+    error, state = await coordinator.read(KEY, 2)
+    assert error == ErrorCode.NONE and state is not None and (state.state_epoch, state.start_offset) == (1, -1)
+    assert await coordinator.write(KEY, 0, 2, 6, ()) == ErrorCode.FENCED_STATE_EPOCH  # the old leader's
+    assert await coordinator.write(KEY, 1, 2, 6, ()) == ErrorCode.NONE  # the leader that read it again
+    # a state initialized without a start offset is deleted too (nothing is left to read)
+    assert await coordinator.initialize(OTHER, 3, -1) == ErrorCode.NONE
+    assert await coordinator.delete(OTHER) == ErrorCode.NONE
+    assert (await coordinator.read(OTHER, 0))[0] == ErrorCode.INVALID_REQUEST
+    assert await coordinator.initialize(OTHER, 6, 4) == ErrorCode.NONE  # a higher state epoch is kept
+    assert coordinator.states[OTHER].state_epoch == 6

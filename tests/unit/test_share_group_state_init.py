@@ -675,3 +675,64 @@ def test_an_initialization_finishing_after_its_group_was_deleted_writes_nothing(
     assert [record_type(key) for key, _ in after] == [15]
     assert _topics(_state_records(log)[-1].initialized_topics) == {T1: ("a", [0, 1, 2, 3])}
     assert [epoch for _, epoch, _ in coordinators.asked] == [1, 1]
+
+
+def test_deleted_offsets_leave_no_state_until_the_next_subscribing_heartbeat_initializes_them_again():
+    """End to end over the persister and a share coordinator: DeleteShareGroupOffsets leaves its states
+    unreadable (INVALID_REQUEST, as after Kafka's tombstone: the leader answers UNKNOWN_SERVER_ERROR rather
+    than start from share.auto.offset.reset) and takes the topic out of record 15, so that the next member
+    subscribing has them initialized again; the leader that held a state before the deletion stays fenced."""
+    log = Log()
+
+    async def run():
+        coordinator = _share_coordinator()
+        groups = _wired(_groups(log, None), coordinator)
+        persister = groups.initialize_states.__self__  # type: ignore[union-attr]
+
+        async def delete_states(group_id, topics):
+            for topic_id, (_, parts) in topics.items():
+                for p in parts:
+                    await persister.delete((group_id, topic_id, p))
+            return dict.fromkeys(topics, ErrorCode.NONE)
+        groups.delete_states = delete_states
+        keys = [("g", T1, p) for p in range(4)]
+        await _beat(groups, "m1", 0)
+        await _initialized(groups)
+        assert [(await coordinator.read(k, 1))[0] for k in keys] == [ErrorCode.NONE] * 4
+        await groups.heartbeat(ShareHeartbeat("g", "m1", -1, None, None, "c", "/h"), TIMEOUTS)
+        assert [d.error for d in await groups.delete_offsets("g", ["a"])] == [ErrorCode.NONE]
+        assert [(await coordinator.read(k, 1))[0] for k in keys] == [ErrorCode.INVALID_REQUEST] * 4
+        await _beat(groups, "m2", 0)
+        await _initialized(groups)
+        groups.stop()
+        read = [await coordinator.read(k, 1) for k in keys]
+        assert [(e, s.start_offset) for e, s in read] == [(ErrorCode.NONE, -1)] * 4  # type: ignore[union-attr]
+        assert await coordinator.write(keys[0], 1, 1, 5, ()) == ErrorCode.FENCED_STATE_EPOCH  # read before
+    asyncio.run(run())
+
+
+def test_altered_offsets_are_written_initializing_then_initialized_around_their_initialization():
+    """AlterShareGroupOffsets' part in record 15, as Kafka's coordinator writes it: the partitions as
+    initializing before their share coordinators are asked (at the group epoch, which it returns), then
+    initialized once all are; a group with members is NON_EMPTY_GROUP and nothing is written."""
+    from broker.group.group import GroupError
+
+    log = Log()
+
+    async def run():
+        groups = _groups(log, Coordinators())
+        await groups.ensure("g")
+        assert await groups.states_altering("g", {T1: ("a", {1, 2})}) == 0
+        asking = _state_records(log)[-1]
+        assert asking is not None and _topics(asking.initializing_topics) == {T1: ("a", [1, 2])}
+        await groups.states_set("g", {T1: {1, 2}})
+        done = _state_records(log)[-1]
+        assert done is not None and _topics(done.initialized_topics) == {T1: ("a", [1, 2])}
+        assert not done.initializing_topics
+        await _beat(groups, "m1", 0)
+        written = len(log.records)
+        with pytest.raises(GroupError) as refused:
+            await groups.states_altering("g", {T1: ("a", {0})})
+        assert refused.value.error_code == ErrorCode.NON_EMPTY_GROUP and len(log.records) == written
+        groups.stop()
+    asyncio.run(run())

@@ -20,7 +20,7 @@ from broker.log.txn_index import AbortedTxn
 from broker.share.manager import SharePartitionManager, ShareSettings, ShareStateError, _batches
 from broker.share.partition import ShareLimits, SharePartition
 from broker.share.persister import PersisterError
-from broker.share.state_log import ShareState
+from broker.share.state_log import DELETED_START, ShareState
 from protocol.batch_header import assign_offsets
 from protocol.control_records import ControlType, build_marker_batch
 from protocol.errors import ErrorCode
@@ -66,22 +66,44 @@ class _Persister:
         self._check()
         self.reads += 1
         await asyncio.sleep(0)  # a round trip: the loop turns
-        if key not in self.states:  # never initialized: refused, as Kafka's share coordinator refuses it
+        if key not in self.states or self.states[key].deleted:  # no state: refused, as Kafka's coordinator does
             raise PersisterError(ErrorCode.INVALID_REQUEST)
         return self.states[key]
 
     async def write(self, key, state_epoch, leader_epoch, start_offset, batches):
         self._check()
         old = self.states.get(key)
-        if old is not None and state_epoch < old.state_epoch:
+        if old is None or old.deleted:
+            raise PersisterError(ErrorCode.INVALID_REQUEST)
+        if state_epoch < old.state_epoch:
             raise PersisterError(ErrorCode.FENCED_STATE_EPOCH)
         self.states[key] = ShareState(state_epoch, leader_epoch, start_offset, batches, 0)
+
+    async def initialize_at(self, state_epoch, starts):
+        errors = {}
+        for key, start in starts.items():
+            old = self.states.get(key)
+            if self.failing is not None:
+                errors[key] = self.failing
+            elif old is not None and not old.deleted and old.state_epoch > state_epoch:
+                errors[key] = ErrorCode.FENCED_STATE_EPOCH
+            else:
+                epoch = max(state_epoch, old.state_epoch) if old is not None and old.deleted else state_epoch
+                self.states[key] = ShareState(epoch, 0, start, (), 0)
+                errors[key] = ErrorCode.NONE
+        return errors
+
+    async def move_in(self, key, state_epoch, leader_epoch, start_offset, batches):
+        errors = await self.initialize_at(state_epoch, {key: start_offset})
+        if errors[key] != ErrorCode.NONE:
+            raise PersisterError(errors[key])
+        await self.write(key, state_epoch, leader_epoch, start_offset, batches)
 
     async def delete(self, key):
         self._check()
         old = self.states.get(key)
-        if old is not None:
-            self.states[key] = ShareState(old.state_epoch + 1, old.leader_epoch, -1, (), 0)
+        if old is not None and not old.deleted:
+            self.states[key] = ShareState(old.state_epoch + 1, old.leader_epoch, DELETED_START, (), 0)
 
 
 def _manager() -> SharePartitionManager:
@@ -97,9 +119,12 @@ def _topic(manager, partition):
     return SimpleNamespace(name="t", topic_id=partition.topic_id, replicas={0: None})
 
 
-async def _started(manager, partition, offset: int):
-    """AlterShareGroupOffsets, then the first fetch's read: the share-partition in memory."""
-    await manager.set_start("g", _topic(manager, partition), 0, offset)
+async def _started(manager, partition, offset: int, state_epoch: int = 1):
+    """AlterShareGroupOffsets (at the group epoch `state_epoch`), then the first fetch's read: the
+    share-partition in memory."""
+    _topic(manager, partition)
+    assert await manager.set_starts("g", state_epoch, {(partition.topic_id, 0): offset}) == {
+        (partition.topic_id, 0): ErrorCode.NONE}
     return await manager.stored("g", partition)
 
 
@@ -125,9 +150,8 @@ async def test_a_forgotten_replica_drops_its_share_partitions(tmp_path):
 async def test_persister_errors_are_partition_errors(tmp_path):
     manager, partition = _manager(), _Partition(tmp_path)
     manager.persister.failing = ErrorCode.COORDINATOR_NOT_AVAILABLE  # type: ignore[attr-defined]
-    with pytest.raises(ShareStateError) as refused:
-        await manager.set_start("g", _topic(manager, partition), 0, 1)
-    assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    where = (partition.topic_id, 0)
+    assert await manager.set_starts("g", 1, {where: 1}) == {where: ErrorCode.COORDINATOR_NOT_AVAILABLE}
     with pytest.raises(ShareStateError) as refused:  # a share-partition not in memory cannot be read
         await manager.stored("g", partition)  # type: ignore[arg-type]
     assert refused.value.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -172,7 +196,7 @@ async def test_a_read_under_way_when_the_offsets_are_deleted_is_not_kept(tmp_pat
     assert await reading is None
     assert manager.partitions == {}
     [deleted] = manager.persister.states.values()  # type: ignore[attr-defined]
-    assert (deleted.start_offset, deleted.state_epoch) == (-1, 2)  # none, a newer epoch than the alter's
+    assert deleted.deleted and deleted.state_epoch == 2  # a newer epoch than the alter's
 
 
 async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquires_nothing(tmp_path):
@@ -182,7 +206,7 @@ async def test_a_fetch_whose_share_partition_was_replaced_during_its_read_acquir
     _readable(partition)
 
     async def read_slices(slices):
-        await manager.set_start("g", _topic(manager, partition), 0, 0)
+        await manager.set_starts("g", 2, {(partition.topic_id, 0): 0})
         return [memoryview(batch([b"a", b"b"]))]
 
     manager._replicas.read_slices = read_slices  # type: ignore[attr-defined]
@@ -259,7 +283,7 @@ async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_ans
     manager, partition = _manager(), _Partition(tmp_path)
     acked = await _started(manager, partition, 5)
     key = ("g", partition.topic_id, 0)
-    await manager.set_start("g", _topic(manager, partition), 0, 8)  # replaced...
+    await manager.set_starts("g", 1, {(partition.topic_id, 0): 8})  # replaced...
     assert await manager.stored("g", partition) is not acked  # type: ignore[arg-type]
     with pytest.raises(ShareStateError) as refused:
         await manager.persist("g", partition, acked)  # type: ignore[arg-type]
@@ -285,7 +309,7 @@ async def test_forgetting_tells_each_topic_whose_stored_state_could_not_be_delet
     assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == 4  # type: ignore[attr-defined]
     manager.persister.failing = None  # type: ignore[attr-defined]
     assert await manager.forget("g", topics) == {partition.topic_id: ErrorCode.NONE}
-    assert manager.persister.states[("g", partition.topic_id, 0)].start_offset == -1  # type: ignore[attr-defined]
+    assert manager.persister.states[("g", partition.topic_id, 0)].deleted  # type: ignore[attr-defined]
 
 
 def test_read_committed_batches_of_aborted_transactions_are_told_from_their_headers():
@@ -312,3 +336,17 @@ def test_read_committed_batches_of_aborted_transactions_are_told_from_their_head
     # a read from inside the transaction (its first offset below the read) still knows it
     from_three = memoryview(log)[len(data(0, 1)) + len(data(1, 2, 7, True)):]
     assert [(b.base, b.aborted) for b, _ in _batches(from_three, aborted)][:2] == [(3, False), (4, True)]
+
+
+async def test_a_write_refused_because_the_state_was_deleted_drops_the_share_partition(tmp_path):
+    """DeleteShareGroupOffsets through another broker's coordinator: the leader here still holds the
+    share-partition; its next write is refused (INVALID_REQUEST: no state, as Kafka's coordinator answers),
+    and it drops it, so that the next fetch reads again (and is refused until the group initializes it)."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    held = await _started(manager, partition, 5)
+    await manager.persister.delete(("g", partition.topic_id, 0))  # type: ignore[attr-defined]
+    with pytest.raises(ShareStateError) as refused:
+        await manager.persist("g", partition, held)  # type: ignore[arg-type]
+    assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+    assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]
+    assert await manager.stored("g", partition) is None  # type: ignore[arg-type]  # no state to read

@@ -166,6 +166,7 @@ async def test_an_older_ebbs_group_has_only_its_missing_states_initialized():
     coordinator.active = True  # its partition loaded (empty)
     written, later, missing, moved = (("g", uuid.uuid4(), 0) for _ in range(4))
     coordinator.topics.known.update(key[1] for key in (written, later, missing, moved))  # type: ignore[attr-defined]
+    assert await coordinator.initialize(written, 0, 5) == ErrorCode.NONE
     assert await coordinator.write(written, 0, 3, 5, ((5, 6, 2, 1),)) == ErrorCode.NONE
     assert await coordinator.initialize(later, 4, -1) == ErrorCode.NONE
     initialize = coordinator.initialize
@@ -173,7 +174,8 @@ async def test_an_older_ebbs_group_has_only_its_missing_states_initialized():
 
     async def a_file_moves_in_first(key, state_epoch, start_offset):
         asked.append((key, state_epoch, start_offset))
-        if key == moved and coordinator.states.get(moved) is None:  # the leader's write lands first
+        if key == moved and coordinator.states.get(moved) is None:  # the leader's move lands first
+            assert await initialize(moved, persister_module.MIGRATED_STATE_EPOCH, 8) == ErrorCode.NONE
             assert await coordinator.write(moved, persister_module.MIGRATED_STATE_EPOCH, 1, 8, ()) == ErrorCode.NONE
         return await initialize(key, state_epoch, start_offset)
 
@@ -232,3 +234,27 @@ async def test_every_coordinator_is_asked_at_once_and_one_failing_loses_no_other
         silent: ErrorCode.NETWORK_EXCEPTION, answering: (1, 2, 3, 0), here: (0, 1, 7, 0),
         broken: ErrorCode.UNKNOWN_SERVER_ERROR}
     assert sorted(set(asked)) == [1, 2]
+
+
+async def test_a_state_file_moves_in_through_an_initialization_then_a_write():
+    """move_in (an older Ebb's state file, taken in by its leader): the share coordinator refuses a write of
+    a share-partition without state, so the state is first initialized at the file's start offset under
+    the state epoch asked, then written with its batches; a later state epoch stored refuses it
+    (FENCED_STATE_EPOCH) and nothing is written."""
+    from tests.unit.test_share_coordinator import _coordinator
+
+    coordinator, replicas = _coordinator()
+    coordinator.active = True
+    fresh, newer = ("g", uuid.uuid4(), 0), ("g", uuid.uuid4(), 0)
+    coordinator.topics.known.update({fresh[1], newer[1]})  # type: ignore[attr-defined]
+    persister = StatePersister(coordinator, 0, SimpleNamespace())  # type: ignore[arg-type]
+    await persister.move_in(fresh, 1, 2, 4, ((4, 4, 0, 1), (5, 5, 2, 1)))
+    stored = coordinator.states[fresh]
+    assert (stored.state_epoch, stored.leader_epoch, stored.start_offset, stored.batches) == (
+        1, 2, 4, ((4, 4, 0, 1), (5, 5, 2, 1)))
+    assert len(replicas.appended) == 2
+    assert await coordinator.initialize(newer, 3, -1) == ErrorCode.NONE
+    with pytest.raises(PersisterError) as refused:
+        await persister.move_in(newer, 1, 2, 4, ())
+    assert refused.value.error_code == ErrorCode.FENCED_STATE_EPOCH
+    assert coordinator.states[newer].state_epoch == 3 and len(replicas.appended) == 3
