@@ -66,7 +66,7 @@ async def test_a_marker_while_verifying_refuses_the_verified_batch(tmp_path):
         assert fresh is not None and fresh is not stale
         assert (await _append(partition, _txn(0), fresh)).base_offset == 1
         # the transaction is open here now: no further verification, and the guard is spent
-        assert partition.producers.start_verification(PID, EPOCH) is None
+        assert partition.producers.start_verification(PID, EPOCH) is OPEN_TRANSACTION_ONLY
         assert PID not in partition.producers.verifying
         assert (await _append(partition, _txn(1), fresh)).base_offset == 2
 
@@ -198,7 +198,7 @@ async def test_a_coordinators_batch_verified_inside_an_open_transaction_needs_it
     async with _leader(tmp_path) as partition:
         producers = partition.producers
         await _append(partition, _txn(-1), producers.start_verification(PID, EPOCH), AppendOrigin.COORDINATOR)
-        assert producers.start_verification(PID, EPOCH) is None  # open here: nothing to verify
+        assert producers.start_verification(PID, EPOCH) is OPEN_TRANSACTION_ONLY  # open here: nothing to verify
         assert (await _append(partition, _txn(-1), OPEN_TRANSACTION_ONLY, AppendOrigin.COORDINATOR)).base_offset == 1
         await _append(partition, build_marker_batch(ControlType.COMMIT, PID, EPOCH, 0, 1),
                       origin=AppendOrigin.COORDINATOR)
