@@ -292,6 +292,11 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry is not None and entry.epoch == epoch and entry.txn_first_offset != NO_OFFSET
 
+    def duplicate_of(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The retained batch a client's batch repeats, if any: Kafka looks for it before any other check."""
+        entry = self.producers.get(producer_id)
+        return None if entry is None else entry.find_duplicate(epoch, first_seq, last_seq)
+
     def start_verification(self, producer_id: int, epoch: int, sequence: int = NO_SEQUENCE,
                            epoch_bump: bool = False, now_ms: int | None = None) -> VerificationGuard:
         """The guard a new transaction's first batch must present (KIP-890), or OPEN_TRANSACTION_ONLY

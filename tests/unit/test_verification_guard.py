@@ -219,3 +219,20 @@ async def test_a_fenced_epoch_is_answered_before_a_dropped_guard(tmp_path):
         with pytest.raises(PartitionError) as refused:
             await _append(partition, _txn(0), stale)
         assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+async def test_a_retried_batch_is_a_duplicate_before_its_guard_is_checked(tmp_path):
+    """Kafka 4.3.1's UnifiedLog answers a client's retry with its original offsets before it checks the
+    verification: a batch retried after its transaction's marker presents OPEN_TRANSACTION_ONLY (the
+    transaction was open when it was checked) and is still the duplicate it is, not INVALID_TXN_STATE."""
+    async with _leader(tmp_path) as partition:
+        batch = _txn(0, records=2)
+        assert (await _append(partition, batch, partition.producers.start_verification(PID, EPOCH, 0))).base_offset == 0
+        await _append(partition, build_marker_batch(ControlType.COMMIT, PID, EPOCH, 0, 1),
+                      origin=AppendOrigin.COORDINATOR)
+        retried = await _append(partition, batch, OPEN_TRANSACTION_ONLY)
+        assert (retried.duplicate, retried.base_offset, retried.last_offset) == (True, 0, 1)
+        with pytest.raises(PartitionError) as refused:  # a new batch is refused as before
+            await _append(partition, _txn(2), OPEN_TRANSACTION_ONLY)
+        assert refused.value.error_code == ErrorCode.INVALID_TXN_STATE
+        assert partition.log.log_end_offset == 3
