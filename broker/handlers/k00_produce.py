@@ -25,7 +25,12 @@ UnifiedLog.append):
   genericError), INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
   without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it). Where another
   broker coordinates the id, the first batch of a new transaction here is verified with it
-  (AddPartitionsToTxn v4, broker/txn/verification.py; NOT_ENOUGH_REPLICAS when it cannot answer);
+  (AddPartitionsToTxn v4, broker/txn/verification.py; NOT_ENOUGH_REPLICAS when it cannot answer).
+  Either way (with verification on, and always at v12) the partition's KIP-890 guard is taken
+  before the check and presented at the append
+  (OPEN_TRANSACTION_ONLY where the transaction is open there already, Kafka's sentinel): a marker
+  written in between refuses the batch, INVALID_TXN_STATE at every version as Kafka's log answers
+  it (INVALID_PRODUCER_EPOCH when the marker bumped the epoch);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
@@ -134,34 +139,39 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
     return records[:size], batch
 
 
-def _check_in_transaction(broker: BrokerContext, transactional_id: str | None, batch: RecordBatch,
-                          partition: tuple[str, int], version: int) -> None:
-    if transactional_id is None:
-        raise _Rejected(ErrorCode.INVALID_TXN_STATE, "a transactional batch needs the request's transactional id")
-    code = broker.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+def _checked_here(broker: BrokerContext, transactional_id: str, producer_id: int, epoch: int,
+                  partition: tuple[str, int], version: int) -> ErrorCode:
+    """The coordinator's own check where this broker coordinates the id (v3-11)."""
+    code = broker.transactions.verify(transactional_id, producer_id, epoch, partition)
     if code == ErrorCode.INVALID_TXN_STATE and version >= 11:  # its client knows the abortable error (Kafka)
         code = ErrorCode.TRANSACTION_ABORTABLE
-    if code != ErrorCode.NONE:
-        raise _Rejected(code, f"partition {partition[0]}-{partition[1]} is not in the open transaction of "
-                              f"{transactional_id!r} (producer {batch.producer_id}, epoch {batch.producer_epoch})")
+    return code
 
 
-async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote: list[int],
-                           entries: list[AppendEntry], slots: list[tuple[list, int, int]], version: int):
-    """KIP-890 part 1 where another broker coordinates the id (broker/txn/verification.py): the
-    batches refused get their answer here and leave `entries`; returns (entries, slots, guards)."""
+async def _verify(broker: BrokerContext, transactional_id: str, verified: list[int], entries: list[AppendEntry],
+                  slots: list[tuple[list, int, int]], version: int, here: bool):
+    """KIP-890 part 1 for the transactional batches at `verified` in `entries`: each partition's guard
+    is taken (broker/txn/verification.py), then the id's coordinator asked, directly when `here`. A
+    batch presents its guard at the append, OPEN_TRANSACTION_ONLY where its transaction was open on
+    the partition already, so that a marker written meanwhile refuses it. The batches refused get
+    their answer here and leave `entries`; returns (entries, slots, guards)."""
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     sequences: dict[tuple[str, int], int] = {}
-    for position in remote:
+    for position in verified:
         name, index, _, batch = entries[position]
         by_producer.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, index))
         sequences[(name, index)] = batch.base_sequence
+    verifier = broker.transactions.verifier
     errors: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], object] = {}
     for (producer_id, epoch), partitions in by_producer.items():
-        refused, taken = await broker.transactions.verifier.verify(transactional_id, producer_id, epoch, partitions,
-                                                                   add=version >= 12, abortable=version == 11,
-                                                                   sequences=sequences)
+        if here:  # the guards first, then the coordinator's own check: a marker after it drops them
+            refused, taken = await verifier.take_guards(producer_id, epoch, partitions, sequences=sequences)
+            checked = {tp: _checked_here(broker, transactional_id, producer_id, epoch, tp, version) for tp in taken}
+            refused.update((tp, code) for tp, code in checked.items() if code != ErrorCode.NONE)
+        else:
+            refused, taken = await verifier.verify(transactional_id, producer_id, epoch, partitions,
+                                                   add=version >= 12, abortable=version == 11, sequences=sequences)
         errors.update(refused)
         guards.update(taken)
     if not errors:
@@ -175,7 +185,7 @@ async def _verify_remotely(broker: BrokerContext, transactional_id: str, remote:
             continue
         results, position, index = slot
         message = (f"Partition {entry[0]}-{index} was not added to the transaction"
-                   if code == ErrorCode.INVALID_TXN_STATE
+                   if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
                    else f"Unable to verify the partition has been added to the transaction ({code.name})")
         log.info("produce rejected", partition=f"{entry[0]}-{index}", error=code.name, reason=message)
         results[position] = _error(index, code, message)
@@ -201,7 +211,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     transactional = body.transactional_id is not None
     may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
-    remote: list[int] = []  # positions in entries of transactional batches verified with another broker
+    verified: list[int] = []  # positions in entries of the transactional batches verified (KIP-890)
+    # by this broker as the id's coordinator (v3-11), or by asking the coordinator
+    here = transactional and version < 12 and not broker.transactions.verified_remotely(body.transactional_id or "")
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -224,11 +236,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             try:
                 records, batch = _one_batch(data.records, version)
                 if batch.is_transactional:
-                    if body.transactional_id is not None and (
-                            version >= 12 or broker.transactions.verified_remotely(body.transactional_id)):
-                        remote.append(len(entries))  # its coordinator is asked before the append
-                    else:
-                        _check_in_transaction(broker, body.transactional_id, batch, (topic.name, index), version)
+                    if body.transactional_id is None:
+                        raise _Rejected(ErrorCode.INVALID_TXN_STATE,
+                                        "a transactional batch needs the request's transactional id")
+                    if not here or broker.transactions.verifies_here(body.transactional_id):
+                        verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
@@ -238,10 +250,9 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             results.append(None)  # the replica manager's answer goes here
             entries.append((topic_data.name, index, records, batch))
     guards: dict[tuple[str, int], object] = {}
-    if remote:
+    if verified:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify_remotely(broker, body.transactional_id, remote, entries, slots,
-                                                        version)
+        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version, here)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,

@@ -15,12 +15,14 @@ in a cluster whose transaction coordinator for the id is another broker it is no
 (the AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). Where the
 transaction is checked, the offsets partition's KIP-890 guard is taken first and presented at the
 append, as Kafka's group coordinator does: a marker written in between (a transaction ended by a
-client that did not wait for this answer) refuses the batch, INVALID_TXN_STATE (INVALID_PRODUCER_EPOCH
-when the marker bumped the epoch), instead of letting it open a transaction after its marker. The group
-rules are OffsetCommit's (broker/group/offsets.py): v3+ members are checked by generation, member id
-and instance id. The offset records go to `__consumer_offsets` as one transactional batch of the producer and stay
-pending: they replace the group's committed offsets only when the COMMIT marker reaches that
-partition, and vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
+client that did not wait for this answer) refuses the batch, INVALID_TXN_STATE at every version
+(Kafka's group coordinator passes its log's refusal through; TRANSACTION_ABORTABLE at v4 is the
+check's answer only), or INVALID_PRODUCER_EPOCH when the marker bumped the epoch, instead of
+letting it open a transaction after its marker. The group rules are OffsetCommit's
+(broker/group/offsets.py): v3+ members are checked by generation, member id and instance id. The
+offset records go to `__consumer_offsets` as one transactional batch of the producer and stay pending:
+they replace the group's committed offsets only when the COMMIT marker reaches that partition, and
+vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
 
 Errors: NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
 TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE
@@ -35,7 +37,6 @@ from broker.group import GroupError, OffsetCommit
 from broker.group.offsets_store import OFFSETS_TOPIC
 from broker.handlers import BrokerContext, handles
 from broker.handlers.offset_commits import gather_commits
-from broker.replica.producer_state import OPEN_TRANSACTION_ONLY
 from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol.enums import ApiKey, Operation, ResourceType
@@ -87,14 +88,14 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
             body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True,
             abortable=True)
         verified = _GROUP_ERROR.get(code := refused.get(offsets_partition, ErrorCode.NONE), code)
-        guard = guards.get(offsets_partition, OPEN_TRANSACTION_ONLY)
+        guard = guards.get(offsets_partition)
     else:
         taken = None
         if txns.verifies_here(body.transactional_id):
             not_taken, guards = await txns.verifier.take_guards(body.producer_id, body.producer_epoch,
                                                                 [offsets_partition])
             taken = not_taken.get(offsets_partition, ErrorCode.NONE)
-            guard = guards.get(offsets_partition, OPEN_TRANSACTION_ONLY)
+            guard = guards.get(offsets_partition)
         verified = txns.verify(body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition)
         if verified == ErrorCode.INVALID_TXN_STATE and version == 4:  # its client knows the abortable error
             verified = ErrorCode.TRANSACTION_ABORTABLE

@@ -428,8 +428,12 @@ class Partition(ProducerTable):
             first_seq = header.base_sequence
             last_seq = last_sequence(first_seq, header.last_offset_delta)
             try:
+                # A client's retry is answered with its original offsets before the guard is looked at
+                # (check() below finds it), as Kafka 4.3.1's UnifiedLog does.
                 if (verification_guard is not None and transactional
-                        and not self.producers.in_transaction(producer_id, epoch)):
+                        and not self.producers.in_transaction(producer_id, epoch)
+                        and (origin is not AppendOrigin.CLIENT
+                             or self.producers.duplicate_of(producer_id, epoch, first_seq, last_seq) is None)):
                     self.producers.check_epoch(producer_id, epoch)  # a fenced epoch first, as Kafka 4.3.1
                     if self.producers.verifying.get(producer_id) is not verification_guard:
                         raise PartitionError(ErrorCode.INVALID_TXN_STATE,

@@ -20,7 +20,9 @@ Checks on a client append (Kafka's `UnifiedLog.analyzeAndValidateProducerState` 
    transaction's markers are written) would leave a gap the client fills by resending from the
    refused one, whose sequence the partition would then refuse. An epoch below the producer's makes
    no guard (INVALID_PRODUCER_EPOCH: a zombie's would bound the live producer), and every
-   transactional batch spends the guard (Kafka's updateProducers).
+   transactional batch spends the guard (Kafka's updateProducers). A batch whose transaction is
+   open here already presents OPEN_TRANSACTION_ONLY instead, refused (INVALID_TXN_STATE) if a marker
+   ended that transaction before its append.
 
 Transactions: a producer's first transactional batch opens its transaction here (its first offset
 is remembered); the coordinator's COMMIT or ABORT marker closes it (`complete_txn`). A marker from
@@ -156,9 +158,9 @@ class VerificationGuard:
             self.epoch, self.lowest_seq = epoch, sequence
 
 
-# Presented by a group coordinator's batch verified while its producer's transaction was open on the
-# partition already (start_verification's None; Kafka's SENTINEL guard with verification on): never
-# taken, so it lets the batch in only while that transaction is still open, not after its marker.
+# The guard of a batch whose producer's transaction was open on the partition already when it was
+# verified (start_verification's answer then; Kafka's SENTINEL with verification on): never taken, so
+# it lets the batch in only while that transaction is still open, not after its marker.
 OPEN_TRANSACTION_ONLY = VerificationGuard(0)
 
 
@@ -290,14 +292,19 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry is not None and entry.epoch == epoch and entry.txn_first_offset != NO_OFFSET
 
+    def duplicate_of(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The retained batch a client's batch repeats, if any: Kafka looks for it before any other check."""
+        entry = self.producers.get(producer_id)
+        return None if entry is None else entry.find_duplicate(epoch, first_seq, last_seq)
+
     def start_verification(self, producer_id: int, epoch: int, sequence: int = NO_SEQUENCE,
-                           epoch_bump: bool = False, now_ms: int | None = None) -> VerificationGuard | None:
-        """The guard a new transaction's first batch must present (KIP-890), or None when the
-        producer's transaction is open here already and needs no verification; ProducerStateError
+                           epoch_bump: bool = False, now_ms: int | None = None) -> VerificationGuard:
+        """The guard a new transaction's first batch must present (KIP-890), or OPEN_TRANSACTION_ONLY
+        when the producer's transaction is open here already and needs no verification; ProducerStateError
         (INVALID_PRODUCER_EPOCH) for an epoch below the producer's. `sequence`: the
         batch's first (NO_SEQUENCE for a coordinator's offsets); `epoch_bump`: transactions version 2."""
         if self.in_transaction(producer_id, epoch):
-            return None
+            return OPEN_TRANSACTION_ONLY
         entry = self.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             # Kafka's maybeStartTransactionVerification: a fenced epoch makes no guard, whose lowest

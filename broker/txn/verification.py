@@ -5,9 +5,11 @@ transactional batch of a producer's new transaction is written on a partition, t
 id's coordinator (the leader of its `__transaction_state` partition, from the cluster metadata: no
 FindCoordinator) with AddPartitionsToTxn v4, verify-only, whether the partition is in the
 producer's open transaction. A batch that continues a transaction already open on the partition is
-not asked about. The partition's verification guard (ProducerStateManager.start_verification) is
-taken before asking and presented at the append: a marker written meanwhile drops it, so a batch
-verified against a transaction that has since ended is refused (INVALID_TXN_STATE) rather than
+not asked about, but presents OPEN_TRANSACTION_ONLY at the append, which lets it in only while that
+transaction is still open there (Kafka's sentinel guard). The partition's verification guard
+(ProducerStateManager.start_verification) is taken before asking and presented at the append: a
+marker written meanwhile drops it, so a batch verified against a transaction that has since ended is
+refused (INVALID_TXN_STATE, at every Produce version, as Kafka's UnifiedLog refuses it) rather than
 opening a transaction no coordinator will close. A batch whose epoch is below the producer's here
 is refused (INVALID_PRODUCER_EPOCH) without asking, and leaves no guard.
 
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.replica import PartitionError, ReplicaManager
-from broker.replica.producer_state import NO_SEQUENCE, ProducerStateError
+from broker.replica.producer_state import NO_SEQUENCE, OPEN_TRANSACTION_ONLY, ProducerStateError
 from broker.txn.state_log import TRANSACTION_STATE_TOPIC
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest
@@ -96,10 +98,11 @@ class TxnVerifier:
         `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error;
         `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets)."""
         errors, guards = await self.take_guards(producer_id, producer_epoch, partitions, add, sequences)
-        if guards:
-            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, list(guards), add)
+        asked = [tp for tp, guard in guards.items() if guard is not OPEN_TRANSACTION_ONLY]
+        if asked:
+            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, asked, add)
             for tp, code in answers.items():
-                if code != ErrorCode.NONE and tp in guards:
+                if code != ErrorCode.NONE and tp in asked:
                     errors[tp] = produce_error(code, add, abortable)
                     log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
                              transactional_id=transactional_id, producer_id=producer_id, error=code.name)
@@ -109,8 +112,8 @@ class TxnVerifier:
                           add: bool = False, sequences: dict[TopicPartitionKey, int] | None = None
                           ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
         """Each partition's guard, taken before the coordinator is asked so that a marker written after
-        its answer drops it (none where the transaction is open there already); the refused partitions
-        (not led here, a fenced epoch) with their error."""
+        its answer drops it (OPEN_TRANSACTION_ONLY where the transaction is open there already: not
+        asked about); the refused partitions (not led here, a fenced epoch) with their error."""
         errors: dict[TopicPartitionKey, ErrorCode] = {}
         guards: dict[TopicPartitionKey, object] = {}
         for tp in partitions:
@@ -128,8 +131,7 @@ class TxnVerifier:
             except ProducerStateError as exc:  # a fenced epoch: not asked about
                 errors[tp] = ErrorCode(exc.error_code)
                 continue
-            if guard is not None:
-                guards[tp] = guard
+            guards[tp] = guard
         return errors, guards
 
     async def _ask_retrying(self, transactional_id: str, producer_id: int, producer_epoch: int,

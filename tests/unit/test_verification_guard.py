@@ -66,7 +66,7 @@ async def test_a_marker_while_verifying_refuses_the_verified_batch(tmp_path):
         assert fresh is not None and fresh is not stale
         assert (await _append(partition, _txn(0), fresh)).base_offset == 1
         # the transaction is open here now: no further verification, and the guard is spent
-        assert partition.producers.start_verification(PID, EPOCH) is None
+        assert partition.producers.start_verification(PID, EPOCH) is OPEN_TRANSACTION_ONLY
         assert PID not in partition.producers.verifying
         assert (await _append(partition, _txn(1), fresh)).base_offset == 2
 
@@ -198,7 +198,7 @@ async def test_a_coordinators_batch_verified_inside_an_open_transaction_needs_it
     async with _leader(tmp_path) as partition:
         producers = partition.producers
         await _append(partition, _txn(-1), producers.start_verification(PID, EPOCH), AppendOrigin.COORDINATOR)
-        assert producers.start_verification(PID, EPOCH) is None  # open here: nothing to verify
+        assert producers.start_verification(PID, EPOCH) is OPEN_TRANSACTION_ONLY  # open here: nothing to verify
         assert (await _append(partition, _txn(-1), OPEN_TRANSACTION_ONLY, AppendOrigin.COORDINATOR)).base_offset == 1
         await _append(partition, build_marker_batch(ControlType.COMMIT, PID, EPOCH, 0, 1),
                       origin=AppendOrigin.COORDINATOR)
@@ -219,3 +219,20 @@ async def test_a_fenced_epoch_is_answered_before_a_dropped_guard(tmp_path):
         with pytest.raises(PartitionError) as refused:
             await _append(partition, _txn(0), stale)
         assert refused.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+async def test_a_retried_batch_is_a_duplicate_before_its_guard_is_checked(tmp_path):
+    """Kafka 4.3.1's UnifiedLog answers a client's retry with its original offsets before it checks the
+    verification: a batch retried after its transaction's marker presents OPEN_TRANSACTION_ONLY (the
+    transaction was open when it was checked) and is still the duplicate it is, not INVALID_TXN_STATE."""
+    async with _leader(tmp_path) as partition:
+        batch = _txn(0, records=2)
+        assert (await _append(partition, batch, partition.producers.start_verification(PID, EPOCH, 0))).base_offset == 0
+        await _append(partition, build_marker_batch(ControlType.COMMIT, PID, EPOCH, 0, 1),
+                      origin=AppendOrigin.COORDINATOR)
+        retried = await _append(partition, batch, OPEN_TRANSACTION_ONLY)
+        assert (retried.duplicate, retried.base_offset, retried.last_offset) == (True, 0, 1)
+        with pytest.raises(PartitionError) as refused:  # a new batch is refused as before
+            await _append(partition, _txn(2), OPEN_TRANSACTION_ONLY)
+        assert refused.value.error_code == ErrorCode.INVALID_TXN_STATE
+        assert partition.log.log_end_offset == 3
