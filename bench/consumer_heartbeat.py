@@ -28,7 +28,7 @@ def main() -> None:
     from broker.group.consumer_groups import ConsumerGroups, ConsumerHeartbeat
     from broker.group.consumer_type_changes import ClassicIds
     from broker.group_configs import MemberTimeouts
-    timeouts = MemberTimeouts(45000, 5000)
+    timeouts = MemberTimeouts(45000, 5000, 0)
 
     async def append(group_id, entries) -> int:
         return 0
