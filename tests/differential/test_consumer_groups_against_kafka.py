@@ -46,8 +46,8 @@ _Described = DescribeConfigsRequest.DescribeConfigsResource
 @pytest.fixture(scope="module")
 def broker_overrides() -> dict[str, str]:
     # Targets at once (Kafka batches them, one per interval, 1 s by default): the scenarios follow each
-    # step's new target; the one on the interval sets its groups' own.
-    return {"group.consumer.assignment.interval.ms": "0"}
+    # step's new target; the one on the interval sets its groups' own, up to an hour.
+    return {"group.consumer.assignment.interval.ms": "0", "group.consumer.max.assignment.interval.ms": "3600000"}
 
 
 def _beat(peer: Peer, label: str, group: str, member: str, epoch: int, owned: list[int] | None = None,
@@ -532,7 +532,7 @@ def test_a_member_revoking_that_leaves_a_topic(ebb_peer, kafka_peer):
 
 def test_a_group_assignment_interval_holds_the_target_back(ebb_peer, kafka_peer):
     """KIP-1263 at both ConsumerGroupHeartbeat versions, one group each, whose own
-    consumer.assignment.interval.ms is 15 s (set beforehand: Kafka applies a group config once its
+    consumer.assignment.interval.ms is an hour (set beforehand: Kafka applies a group config once its
     metadata reaches the coordinator): p1 joins and gets all of pca and pcb at epoch 2; p2 joins within the
     interval and gets the old target's epoch and nothing (the group epoch is 3, Assigning); p1, at the
     target's epoch, leaves pcb holding all four and is told to revoke it at once, then takes the old target
@@ -560,8 +560,8 @@ def test_a_group_assignment_interval_holds_the_target_back(ebb_peer, kafka_peer)
 
     for peer in peers:
         for group in groups:
-            assert alter(peer, group, 0, "15000").responses[0].error_code == 0
-            wait_for(lambda p=peer, g=group: in_force(p, g) == "15000", what=f"{peer.name}: {group}'s interval")
+            assert alter(peer, group, 0, "3600000").responses[0].error_code == 0
+            wait_for(lambda p=peer, g=group: in_force(p, g) == "3600000", what=f"{peer.name}: {group}'s interval")
 
     def paced(peer: Peer, version: int, group: str) -> None:
         a, b = ids_a[peer.name], ids_b[peer.name]
