@@ -12,6 +12,7 @@ import struct
 import pytest
 
 from broker.app import Broker
+from broker.cluster.store import StoreError
 from broker.group import JoinRequest, OffsetCommit
 from broker.group import consumer_protocol as cp
 from broker.group.consumer_group import MemberState
@@ -311,6 +312,24 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_under_a_sta
     joined = await groups.join_group(request)
     assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
     assert groups.groups["g"].is_in(GroupState.PREPARING_REBALANCE)
+
+
+async def test_a_classic_join_into_a_consumer_group_whose_configs_cannot_be_read(broker):
+    """The join needs the group's consumer.assignment.interval.ms: unreadable, it is answered
+    COORDINATOR_NOT_AVAILABLE (as a KIP-848 heartbeat is) and changes nothing."""
+    groups = broker.groups
+    leader, _, generation = await _classic_group(groups)
+    groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+    group = groups.consumer.groups["g"]
+    epochs = (group.group_epoch, group.assignment_epoch, group.members[leader].epoch)
+
+    async def unreadable(group_id: str, protocol: str) -> MemberTimeouts:
+        raise StoreError("the store is away")
+    groups._member_timeouts = unreadable
+    joined = await groups.join_group(_join_request(leader))
+    assert (joined.error, joined.member_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, leader)
+    assert (group.group_epoch, group.assignment_epoch, group.members[leader].epoch) == epochs == (
+        generation + 1, generation + 1, generation)
 
 
 async def test_a_classic_member_revoking_that_leaves_a_topic_gives_it_up_at_that_join(broker):
