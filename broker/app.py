@@ -129,7 +129,8 @@ class Broker:
         # Dynamic broker configs are read before the logs open, so they start with the defaults in force.
         self.dynamic_config = DynamicBrokerConfig(self.store, config)
         await self.dynamic_config.load()
-        self.group_configs = GroupConfigs(self.store, config.group_config_properties)
+        self.group_configs = GroupConfigs(self.store, config.group_config_properties,
+                                          intervals=lambda: self.dynamic_config.group_intervals)
         self.client_quotas = ClientQuotaStore(self.store)
         self.quotas = ClientQuotas(config.client_quotas.window_num, config.client_quotas.window_size_seconds)
         self.client_quotas.listeners.append(self.quotas.update)

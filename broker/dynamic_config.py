@@ -9,8 +9,10 @@ value, then the cluster-wide default, then server.properties, then Kafka's defau
 What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic configs (`log.*`,
 `message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig), the replication
 throttles (in force at once: broker/replica/throttle.py; the log-dirs I/O rate is stored and reported
-only, Ebb has one log dir per broker), the log cleaner's I/O rate (from the next round on) and the
-groups' assignment intervals (stored and reported only: no group of Ebb's reads them), and Kafka's
+only, Ebb has one log dir per broker), the log cleaner's I/O rate (from the next round on), the
+groups' assignment intervals (`group_intervals`: a KIP-848 consumer group's next heartbeat paces its
+target by `group.consumer.assignment.interval.ms` unless the group sets its own; the share and streams
+ones are stored and reported only), and Kafka's
 producer-state settings (`producer.id.expiration.ms`, read by the next expiration round, and
 `transaction.partition.verification.enable`, by the next transactional Produce), per broker or
 cluster-wide. A TLS listener's key material, per broker
@@ -80,7 +82,8 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
                                     check=lambda v: "Value must be above 0" if not v > 0 else None),
     # Kafka 4.3's GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS Ebb has: cluster-wide (per broker too), an
     # INT of at least 0 and within the group.*.{min,max}.assignment.interval.ms in force (check_group_bounds).
-    # Stored and reported: they pace KIP-848, share and streams groups, which Ebb does not serve.
+    # The consumer one paces KIP-848 consumer groups' targets (group_intervals); the share and streams ones
+    # are stored and reported only.
     **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0))
        for name in _GROUP_INTERVALS},
     # Kafka's DynamicProducerStateManagerConfig (its TransactionLogConfig types and bounds).
@@ -144,6 +147,9 @@ class DynamicBrokerConfig:
         # The transaction.* and producer.id.* settings in force (two of them dynamic): `transactions_changed`
         # hands them to the replica manager and the transaction coordinator.
         self.transactions: TransactionConfig = config.transactions
+        # The groups' group.*.assignment.interval.ms in force here (the broker default behind a group's own
+        # *.assignment.interval.ms), derived again at each change.
+        self.group_intervals: dict[str, int] = {k: config.group_config_properties[k] for k in _GROUP_INTERVALS}
         # Called (old, new) when the broker-wide topic defaults change: the topics re-derive their configs.
         self.topic_defaults_listeners: list[TopicDefaultsListener] = []
         # Called when unclean.leader.election.enable in force here changes: the controller elects again.
@@ -179,6 +185,7 @@ class DynamicBrokerConfig:
             self._take(entity, data)
         self.topic_defaults = self._derive_topic_defaults() or self.topic_defaults
         self.transactions = self._derive_transactions()
+        self.group_intervals = self._derive_group_intervals()
         await self.tls.reload(self.layers.merged())
 
     async def start(self) -> None:
@@ -269,6 +276,16 @@ class DynamicBrokerConfig:
             log.error("dynamic producer-state configs not applied", error=str(exc))
             return self.transactions
 
+    def _derive_group_intervals(self) -> dict[str, int]:
+        merged, found = self.layers.merged(), dict(self.group_intervals)
+        for key in _GROUP_INTERVALS:
+            value = merged.get(key, GROUP_BROKER_DEFAULTS[key])
+            try:
+                found[key] = int(value)
+            except ValueError:  # written past our checks (another tool): the previous value stays
+                log.error("group assignment interval not applied", config=key, value=value)
+        return found
+
     @property
     def unclean_leader_election_enable(self) -> bool:
         """unclean.leader.election.enable in force here (this broker's dynamic value, the cluster-wide one,
@@ -298,6 +315,7 @@ class DynamicBrokerConfig:
         unclean = self.unclean_leader_election_enable
         self._take(entity, data)
         self.transactions = self._derive_transactions()
+        self.group_intervals = self._derive_group_intervals()
         for changed in self.change_listeners:
             changed()
         if entity == self.own_entity and self.tls.listeners:  # written by another tool: loaded here (no-op if in force)

@@ -6,9 +6,10 @@ KIP-848 protocol (`consumer.*`), share groups (KIP-932, `share.*`) and streams g
 `streams.*`). A classic group (JoinGroup/SyncGroup) reads none of them: its members bring their own
 session timeout. Kafka still accepts, stores and describes them for any group id, one that exists or
 not, of any protocol. Ebb does the same: every name of Kafka's table is validated as Kafka validates it,
-stored and described; the `share.*` ones drive share groups, the consumer session timeout and heartbeat
-interval drive KIP-848 groups (`member_timeouts`, read through a watch per group: `followed`), and the
-others change nothing (docs/features.md). A name Kafka does not know is
+stored and described; the `share.*` ones drive share groups (but for the assignment interval), the
+consumer session timeout, heartbeat interval and assignment interval drive KIP-848 groups
+(`member_timeouts`, read through a watch per group: `followed`), and the others change nothing
+(docs/features.md). A name Kafka does not know is
 refused (INVALID_CONFIG, "Unknown group config name").
 
 Values live in the metadata store at `/config/groups/<group>` (cluster/layout.py), read on every
@@ -246,30 +247,39 @@ FOLLOWED_GROUPS = 10_000  # groups whose configs a broker keeps watched for thei
 
 @dataclass(frozen=True)
 class MemberTimeouts:
-    """A KIP-848 or share group member's session timeout and heartbeat interval, as in force for its group."""
+    """A KIP-848 or share group member's session timeout and heartbeat interval, and its group's assignment
+    interval (the least time between two target computations), as in force for its group."""
 
     session_timeout_ms: int
     heartbeat_interval_ms: int
+    assignment_interval_ms: int
 
 
 class GroupConfigs:
     """The groups' configs in the metadata store, read through (every broker answers the same)."""
 
-    def __init__(self, store: MetadataStore, broker_properties: Mapping[str, int]) -> None:
+    def __init__(self, store: MetadataStore, broker_properties: Mapping[str, int], *,
+                 intervals: Callable[[], Mapping[str, int]] | None = None) -> None:
+        """`intervals`: the group.*.assignment.interval.ms in force now (dynamic: DynamicBrokerConfig's
+        group_intervals), else those of `broker_properties`."""
         self.store = store
         self.broker = broker_properties
+        self._intervals = intervals if intervals is not None else lambda: broker_properties
         self._lock = asyncio.Lock()  # one change written at a time from this broker
         # Heartbeats' view: group -> (its configs, the watch keeping them current), least recent first.
         self._followed: OrderedDict[str, tuple[dict[str, str], Watch]] = OrderedDict()
 
     async def member_timeouts(self, group: str, protocol: str) -> MemberTimeouts:
-        """`protocol` ("consumer" or "share"): the group's `<protocol>.session.timeout.ms` and
-        `<protocol>.heartbeat.interval.ms`, else the broker's `group.<protocol>.*`. StoreError if the group's
+        """`protocol` ("consumer" or "share"): the group's `<protocol>.session.timeout.ms`,
+        `<protocol>.heartbeat.interval.ms` and `<protocol>.assignment.interval.ms`, else the broker's
+        `group.<protocol>.*` (the assignment interval's as changed at runtime). StoreError if the group's
         configs cannot be read."""
         overrides = await self.followed(group) if group else {}
         session, interval = f"{protocol}.session.timeout.ms", f"{protocol}.heartbeat.interval.ms"
+        assignment = f"{protocol}.assignment.interval.ms"
         return MemberTimeouts(int(overrides.get(session, self.broker[f"group.{session}"])),
-                              int(overrides.get(interval, self.broker[f"group.{interval}"])))
+                              int(overrides.get(interval, self.broker[f"group.{interval}"])),
+                              int(overrides.get(assignment, self._intervals()[f"group.{assignment}"])))
 
     async def followed(self, group: str) -> dict[str, str]:
         """The group's configs for its heartbeats: read once, then kept current by a data watch, so that

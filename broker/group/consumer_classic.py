@@ -7,7 +7,8 @@ LeaveGroup for a consumer group with members, served as Kafka 4.3.1's GroupMetad
   member without an id gets MEMBER_ID_REQUIRED and a new id (nothing kept for it); metadata that is not
   a ConsumerProtocolSubscription is UNKNOWN_SERVER_ERROR, as Kafka answers it. The member's
   subscription comes from its first protocol's ConsumerProtocolSubscription, a changed one moves the group
-  epoch and the server assignor computes the target; the member then reconciles like a KIP-848 member,
+  epoch and the server assignor computes the target (once the group's assignment interval has passed, as
+  for a KIP-848 heartbeat); the member then reconciles like a KIP-848 member,
   the partitions its metadata says it owns standing for the ones it reports. The answer: generation = the
   member epoch, protocol name = its first protocol's, no leader and no members (it never assigns). Its
   session timeout is its JoinGroup's; it must sync within its rebalance timeout.
@@ -62,14 +63,15 @@ class ClassicMembers:
 
     # --- JoinGroup ---------------------------------------------------------------------------------
 
-    async def join(self, request: JoinRequest) -> JoinResult:
+    async def join(self, request: JoinRequest, interval_ms: int) -> JoinResult:
+        """`interval_ms`: the group's consumer.assignment.interval.ms in force (a new target waits for it)."""
         consumer = self._consumer
         group = consumer.groups[request.group_id]
         before = GroupSnapshot.of(group)
         joined: ConsumerMember | None = None
         after: GroupSnapshot | None = None
         try:
-            member = self._join(group, request)
+            member = self._join(group, request, interval_ms)
             if isinstance(member, JoinResult):
                 return member
             joined = member
@@ -97,7 +99,7 @@ class ClassicMembers:
         return JoinResult(ErrorCode.NONE, member.member_id, member.epoch, CONSUMER_PROTOCOL_TYPE,
                           member.classic.protocol_name, "", [])
 
-    def _join(self, group: ConsumerGroup, request: JoinRequest) -> ConsumerMember | JoinResult:
+    def _join(self, group: ConsumerGroup, request: JoinRequest, interval_ms: int) -> ConsumerMember | JoinResult:
         consumer = self._consumer
         if not consumer.migration.classic_may_join:
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
@@ -138,16 +140,21 @@ class ClassicMembers:
         member.client_id, member.client_host = request.client_id, request.client_host
         member.classic = ClassicMeta(request.session_timeout_ms, list(request.protocols))
         owned = cp.by_id(subscription.owned, consumer.topics_now())
+
+        def subscribed() -> set[uuid.UUID]:
+            return consumer.subscribed_ids(group, member)
         if replaces_consumer and may_downgrade(group, set(), consumer.migration):
             # The last KIP-848 member's instance comes back classic (Kafka's
             # validateOnlineDowngradeWithReplacedMember): the group turns classic, rebalancing if the
-            # subscription changed, else with the member reconciled to the target it took over.
-            if not changed:
-                reconcile(group, member, owned)
-            consumer.downgrade(group, set(), rebalance=changed)  # GroupError, undone by join, if it cannot
+            # subscription changed or the target is behind the group epoch (a target waiting for the
+            # assignment interval), else with the member reconciled to the target it took over.
+            stale = changed or group.assignment_epoch < group.group_epoch
+            if not stale:
+                reconcile(group, member, owned, subscribed)
+            consumer.downgrade(group, set(), rebalance=stale)  # GroupError, undone by join, if it cannot
             return member
-        consumer.refresh(group, changed)
-        reconcile(group, member, owned, consumer.subscribed_ids(group, member) if resubscribed else None)
+        consumer.refresh(group, changed, interval_ms)
+        reconcile(group, member, owned, subscribed, resubscribed)
         if member.rebalance_timer is not None:  # a classic member's join and sync timeouts stand in for it
             member.rebalance_timer.cancel()
             member.rebalance_timer = None

@@ -3,9 +3,12 @@
 
 The group epoch moves when a member joins, leaves, expires or changes its subscription, or a subscribed
 topic appears, goes or grows; the target assignment is then recomputed by the group's server-side
-assignor (consumer_assignors.py). A member reconciles at its heartbeats: partitions it holds that the
-target gives elsewhere are revoked first (UNREVOKED_PARTITIONS, the member keeps its epoch until it
-reports them gone; a topic it leaves meanwhile is added to them at once); a partition of its target
+assignor (consumer_assignors.py) at a heartbeat, once the group's assignment interval has passed since
+the last computation (KIP-1263: member_group.target_due); meanwhile the members reconcile towards the
+target they have, of which a member gets only the topics it still subscribes to. A member reconciles at
+its heartbeats: partitions it holds that the target gives elsewhere, or of a topic it left, are revoked
+first (UNREVOKED_PARTITIONS, the member keeps its epoch until it reports them gone; a topic it leaves
+meanwhile is added to them at once); a partition of its target
 still held by another member is withheld until released (UNRELEASED_PARTITIONS); otherwise it takes the
 target and the assignment epoch (STABLE). A partition is thus never held by two members at once. States
 are Kafka's ConsumerGroupState: Empty, Assigning, Reconciling, Stable, Dead.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
@@ -157,26 +161,29 @@ def owned_matches_nothing_of(owned: Assignment | None, revoked: Assignment) -> b
 
 
 def reconcile(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
-              subscribed: set[uuid.UUID] | None = None) -> None:
+              subscribed: Callable[[], set[uuid.UUID]], resubscribed: bool = False) -> None:
     """Move the member one step towards its target (Kafka's CurrentAssignmentBuilder). `subscribed`: the
-    ids of the topics the member subscribes to now, when this request changed its subscription."""
+    ids of the existing topics the member subscribes to now (asked only when needed); `resubscribed`: this
+    request changed its subscription."""
     if member.state == MemberState.UNREVOKED_PARTITIONS:
         if not owned_matches_nothing_of(owned, member.pending_revocation):
-            if subscribed is not None:
-                _revoke_unsubscribed(member, subscribed)
+            if resubscribed:
+                _revoke_unsubscribed(member, subscribed(), owned)
             return
         member.pending_revocation = {}
-        _next(group, member, owned)
+        _next(group, member, owned, subscribed())
         return
-    # A subscription change moves the target's epoch past the member's (targets are computed at once), so
-    # a member at the target's epoch has had no subscription change to act on here.
     if member.epoch != group.assignment_epoch or member.state == MemberState.UNRELEASED_PARTITIONS:
-        _next(group, member, owned)
+        _next(group, member, owned, subscribed())
+    elif resubscribed:
+        # At the target's epoch with a new subscription: the target waits for the assignment interval
+        # (target_due), so the topics the member left are given up now, before any new target.
+        _revoke_unsubscribed(member, subscribed(), owned)
 
 
-def _revoke_unsubscribed(member: ConsumerMember, subscribed: set[uuid.UUID]) -> None:
-    """Kafka's updateCurrentAssignment for a member still revoking: the topics it left are added to its
-    revocation at once, at its epoch, not once it has revoked; their partitions keep their epochs."""
+def _revoke_unsubscribed(member: ConsumerMember, subscribed: set[uuid.UUID], owned: Assignment | None) -> None:
+    """Kafka's updateCurrentAssignment: the topics the member left are taken from its assignment at once, at
+    its epoch; it must revoke them first if it may still hold them (their partitions keep their epochs)."""
     gone = {t: parts for t, parts in member.assigned.items() if t not in subscribed}
     if not gone:
         return
@@ -184,15 +191,20 @@ def _revoke_unsubscribed(member: ConsumerMember, subscribed: set[uuid.UUID]) -> 
     for topic_id, parts in gone.items():
         revoke.setdefault(topic_id, set()).update(parts)
     member.assigned = {t: parts for t, parts in member.assigned.items() if t in subscribed}
-    member.pending_revocation = revoke
     member.previous_epoch = member.epoch  # a step at the same epoch, as Kafka's updateMemberEpoch
+    if not owned_matches_nothing_of(owned, revoke):
+        member.state, member.pending_revocation = MemberState.UNREVOKED_PARTITIONS, revoke
+    else:  # it reported holding none of them: they are gone already
+        member.held_since = {k: e for k, e in member.held_since.items() if k[0] not in gone}
 
 
-def _next(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+def _next(group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None, subscribed: set[uuid.UUID]) -> None:
     """Kafka's computeNextAssignment: revoke first (at the member's epoch), else take what is free of the
-    target and its epoch, the same after a revocation as from STABLE (no step of one epoch at a time)."""
+    target and its epoch, the same after a revocation as from STABLE (no step of one epoch at a time). The
+    target counts only for the topics the member subscribes to now: a target computed before it changed
+    its subscription, or before a topic went, gives it nothing of the others."""
     epoch = group.assignment_epoch
-    target = group.target.get(member.member_id, {})
+    target = {t: parts for t, parts in group.target.get(member.member_id, {}).items() if t in subscribed}
     kept: Assignment = {}
     revoke: Assignment = {}
     unreleased = False
@@ -237,18 +249,29 @@ def _copied(value: object) -> object:
     return copy.deepcopy(value) if isinstance(value, (dict, list, set)) else value
 
 
+_Epochs = tuple[int, int, int, str]  # group epoch, assignment epoch, when the target was computed, assignor
+
+
+def _epochs_of(group: ConsumerGroup) -> _Epochs:
+    return group.group_epoch, group.assignment_epoch, group.assignment_ms, group.assignor
+
+
+def _put_epochs(group: ConsumerGroup, epochs: _Epochs) -> None:
+    group.group_epoch, group.assignment_epoch, group.assignment_ms, group.assignor = epochs
+
+
 @dataclass(frozen=True)
 class GroupSnapshot:
     """A consumer group's state at one moment, to put back when the write of what changed it fails; two
     snapshots are equal when nothing changed in between."""
-    epochs: tuple[int, int, str]  # group epoch, assignment epoch, assignor
+    epochs: _Epochs
     target: dict[str, Assignment]
     topics: dict[str, tuple[uuid.UUID, int]]
     members: dict[str, tuple[ConsumerMember, dict[str, object]]]
 
     @classmethod
     def of(cls, group: ConsumerGroup) -> GroupSnapshot:
-        return cls((group.group_epoch, group.assignment_epoch, group.assignor), copy.deepcopy(group.target),
+        return cls(_epochs_of(group), copy.deepcopy(group.target),
                    dict(group.topics), {mid: (m, {n: _copied(getattr(m, n)) for n in _MEMBER_STATE})
                                         for mid, m in group.members.items()})
 
@@ -263,8 +286,8 @@ class GroupSnapshot:
             for name, value in state.items():
                 setattr(member, name, value)
         group.members = kept
-        (group.group_epoch, group.assignment_epoch, group.assignor), group.target = self.epochs, self.target
-        group.topics = self.topics
+        _put_epochs(group, self.epochs)
+        group.target, group.topics = self.target, self.topics
         return back
 
 
@@ -274,7 +297,7 @@ class ChangeSnapshot:
     its members, only the requester's (a KIP-848 heartbeat or a timer alters no other member's fields, so
     the snapshot costs the same whatever the group's size). Values are kept, not copied: a change replaces
     a member's assignments and subscription, never changes them in place (reconcile, _next)."""
-    epochs: tuple[int, int, str]  # group epoch, assignment epoch, assignor
+    epochs: _Epochs
     members: dict[str, ConsumerMember]
     target: dict[str, Assignment]  # replaced or popped by a change, never changed in place
     topics: dict[str, tuple[uuid.UUID, int]]
@@ -284,7 +307,7 @@ class ChangeSnapshot:
     @classmethod
     def of(cls, group: ConsumerGroup, member_id: str | None) -> ChangeSnapshot:
         member = group.members.get(member_id) if member_id is not None else None
-        return cls((group.group_epoch, group.assignment_epoch, group.assignor), dict(group.members),
+        return cls(_epochs_of(group), dict(group.members),
                    dict(group.target), group.topics, member,
                    {n: getattr(member, n) for n in _MEMBER_STATE} if member is not None else {})
 
@@ -295,7 +318,7 @@ class ChangeSnapshot:
             if self.members.get(member.member_id) is not member:
                 member.cancel_timers()
         back = [m for mid, m in self.members.items() if group.members.get(mid) is not m]
-        (group.group_epoch, group.assignment_epoch, group.assignor) = self.epochs
+        _put_epochs(group, self.epochs)
         group.members, group.target, group.topics = dict(self.members), dict(self.target), self.topics
         if self.member is not None:
             for name, value in self.state.items():

@@ -10,6 +10,9 @@ applies both to the groups served). The heartbeat follows Kafka's GroupMetadataM
 leaves, -2 is a static member leaving to come back (its partitions stay reserved for its instance id until its
 session ends); any other epoch must be the member's own, or the one before it with no partition outside its
 assignment, else FENCED_MEMBER_EPOCH.
+A new target is computed at a heartbeat that finds the group epoch past it, once the group's
+consumer.assignment.interval.ms (else the broker's group.consumer.assignment.interval.ms, dynamic) has
+passed since the last computation (KIP-1263; 0: at once); the group epoch itself moves at once.
 A member that keeps partitions to revoke past its rebalance timeout is removed.
 
 Each state change is written to __consumer_offsets as Kafka's records (consumer_records.py) before the
@@ -55,9 +58,9 @@ from broker.group.consumer_requests import (
 )
 from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
-from broker.group.group import Group, GroupError
+from broker.group.group import Group, GroupError, now_ms
 from broker.group.loaded_sessions import own_sessions
-from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining
+from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining, target_due
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group.requests import MemberCheck
 from broker.group_configs import MemberTimeouts
@@ -79,10 +82,11 @@ def _still_due(member: ConsumerMember, why: str, epoch: int | None) -> bool:
 class ConsumerGroups(TypeChanges):
     def __init__(self, max_size: int, assignors: list[str], topics: TopicsNow, classic: ClassicIds,
                  is_share: Callable[[str], bool], append: AppendRecords, spawn: Spawn, *,
-                 migration: Migration = DEFAULT_MIGRATION) -> None:
+                 migration: Migration = DEFAULT_MIGRATION, clock: Callable[[], int] = now_ms) -> None:
         """`assignors`: group.consumer.assignors' short names, the first the default; `append` writes a
         group's records, `spawn` runs the writes a timer's removal of a member makes; `migration`: the
-        online migration policy (consumer_migration.py)."""
+        online migration policy (consumer_migration.py); `clock`: the wall clock in ms that times the
+        targets (kept in record 6, so read back after a restart)."""
         self.groups: dict[str, ConsumerGroup] = {}
         self.migration = migration
         self.records = GroupRecordLog(consumer_records.KIND, self._records_now, append, spawn)
@@ -92,6 +96,7 @@ class ConsumerGroups(TypeChanges):
         self._classic = classic
         self._is_share = is_share
         self._spawn = spawn
+        self._clock = clock
         # One KIP-848 heartbeat's or timer's change of a group at a time, from its computation through its write.
         self._changing = KeyedLocks()
 
@@ -181,9 +186,9 @@ class ConsumerGroups(TypeChanges):
             member.regex, resubscribed = request.regex or None, True
         if request.server_assignor is not None and request.server_assignor != member.server_assignor:
             member.server_assignor, changed = request.server_assignor, True
-        self.refresh(group, changed or resubscribed)
+        self.refresh(group, changed or resubscribed, timeouts.assignment_interval_ms)
         was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
-        reconcile(group, member, request.owned, self.subscribed_ids(group, member) if resubscribed else None)
+        reconcile(group, member, request.owned, lambda: self.subscribed_ids(group, member), resubscribed)
         if member.state == MemberState.UNREVOKED_PARTITIONS and was != (
                 member.state, member.epoch, member.pending_revocation):
             # Kafka re-arms it whenever what the member has to revoke, or its epoch, changes.
@@ -299,15 +304,16 @@ class ConsumerGroups(TypeChanges):
                                                       assignor=self.assignors[0])
         return group
 
-    def refresh(self, group: ConsumerGroup, changed: bool) -> None:
+    def refresh(self, group: ConsumerGroup, changed: bool, interval_ms: int) -> None:
         """The group epoch moves when a member came or its subscription `changed`, or the subscribed topics
-        changed; the target is recomputed when the group epoch is past it."""
+        changed; the target is recomputed when the group epoch is past it and the group's assignment
+        interval (`interval_ms`, consumer.assignment.interval.ms in force) has passed since the last one."""
         if changed or not self.topics.current(group):
             topics = self.topics.of(group)
             if changed or topics != group.topics:
                 group.topics = topics
                 group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
+        if group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, self._clock()):
             self.compute_target(group)
 
     def topics_now(self) -> dict[str, tuple[uuid.UUID, int]]:
@@ -324,6 +330,7 @@ class ConsumerGroups(TypeChanges):
         group.target = assign(group.assignor, subscriptions, group.topics,
                               {m.member_id: m.assigned for m in group.members.values()})
         group.assignment_epoch = group.group_epoch
+        group.assignment_ms = self._clock()
 
     def assignor_of(self, group: ConsumerGroup) -> str:
         """The assignor the members ask for most, else group.consumer.assignors' first."""

@@ -3,7 +3,8 @@
     key   = int16 record type | its key v0          value = int16 version 0 | its value v0, or null (tombstone)
     3  ConsumerGroupMetadata            the group epoch
     5  ConsumerGroupMemberMetadata      one member's subscription, client, rack, instance id
-    6  ConsumerGroupTargetAssignmentMetadata   the target assignment's epoch
+    6  ConsumerGroupTargetAssignmentMetadata   the target assignment's epoch and when it was computed
+                                            (tagged AssignmentTimestamp: a restart keeps the interval)
     7  ConsumerGroupTargetAssignmentMember     one member's target partitions
     8  ConsumerGroupCurrentMemberAssignment    one member's epochs, state, held and to-revoke partitions
 
@@ -57,7 +58,8 @@ _Classic = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
 
 class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields only consumer groups' records hold
     def target_metadata_of(self, group: ConsumerGroup) -> ConsumerGroupTargetAssignmentMetadataValue:
-        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch)
+        return ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.assignment_epoch,
+                                                          assignment_timestamp=group.assignment_ms)
 
     def member_metadata_of(self, m: ConsumerMember) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
@@ -75,7 +77,8 @@ class _ConsumerKind(GroupKind[ConsumerGroup, ConsumerMember]):  # the fields onl
             partitions_pending_revocation=_held_with_epochs(m, m.pending_revocation))
 
     def read_target_metadata(self, group: ConsumerGroup, body: memoryview) -> None:
-        group.assignment_epoch = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body).assignment_epoch
+        target = ConsumerGroupTargetAssignmentMetadataValue[0].decode(body)
+        group.assignment_epoch, group.assignment_ms = target.assignment_epoch, target.assignment_timestamp
 
     def read_member_metadata(self, member: ConsumerMember, body: memoryview) -> None:
         meta = ConsumerGroupMemberMetadataValue[0].decode(body)

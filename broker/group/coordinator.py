@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.cluster.store import StoreError
 from broker.group import share_records
 from broker.group.consumer_classic import ClassicMembers
 from broker.group.consumer_group import GROUP_TYPE as CONSUMER_TYPE
@@ -64,8 +65,10 @@ class GroupCoordinator:
                  member_timeouts: MemberTimeoutsOf) -> None:
         """`share_topic` resolves a topic a share group subscribes to: (id, partition count) or None;
         `consumer_topics` lists every topic a consumer group may subscribe to, by name; `member_timeouts`
-        reads a group's own session timeout and heartbeat interval (GroupConfigs.member_timeouts)."""
+        reads a group's own session timeout, heartbeat interval and assignment interval
+        (GroupConfigs.member_timeouts)."""
         self.store = store
+        self._member_timeouts = member_timeouts
         self._replicas = replicas
         self._in_cluster = in_cluster
         self._tasks = spawner = BackgroundTasks()
@@ -224,8 +227,15 @@ class GroupCoordinator:
         return bool(group_id) and self.registry.not_served(group_id) is None and self.classic_members.serves(group_id)
 
     async def join_group(self, request: JoinRequest) -> JoinResult:
-        if self._in_consumer_group(request.group_id) and self.rebalance.join_refusal(request) is None:
-            return await self.classic_members.join(request)
+        def inside() -> bool:
+            return self._in_consumer_group(request.group_id) and self.rebalance.join_refusal(request) is None
+        if inside():
+            try:  # the group's consumer.assignment.interval.ms paces its targets for classic members too
+                interval_ms = (await self._member_timeouts(request.group_id, CONSUMER_TYPE)).assignment_interval_ms
+            except StoreError:
+                return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+            if inside():  # still so after the read
+                return await self.classic_members.join(request, interval_ms)
         return await self.rebalance.join_group(request)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,

@@ -1,7 +1,7 @@
 """What KIP-848 consumer groups and share groups alone share (classic groups have none of it): the fields
 both kinds of group hold (MemberGroup), what their members hold (Assignment), the epoch they leave with
-(LEAVE_EPOCH), what their heartbeats are answered (HeartbeatAnswer), and the check of a member the group
-does not know (check_joining)."""
+(LEAVE_EPOCH), what their heartbeats are answered (HeartbeatAnswer), when a new target may be computed
+(target_due), and the check of a member the group does not know (check_joining)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,15 @@ class MemberGroup(Generic[_M]):
     # The subscribed topics as last seen: name -> (id, partition count); a change bumps the group epoch.
     topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     dead: bool = False
+    assignment_ms: int = 0  # when the target was last computed, wall clock (record 6's AssignmentTimestamp)
+
+
+def target_due(group: MemberGroup, interval_ms: int, now_ms: int) -> bool:
+    """Whether a target moved behind the group epoch may be computed now (Kafka's
+    canComputeNextTargetAssignment, KIP-1263): at once for a target never computed (or whose time is not
+    known: 0) or an interval of 0, else once `interval_ms` have passed since the last computation. Until
+    then the members reconcile towards the target they have."""
+    return group.assignment_ms == 0 or interval_ms == 0 or now_ms >= group.assignment_ms + interval_ms
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,6 @@ INIT_RETRY_MS = 30_000
 
 @dataclass(eq=False)
 class ShareGroup(MemberGroup[ShareMember]):
-    assignment_ms: int = 0  # when the target was last computed (Kafka's AssignmentTimestamp)
     # Its record 15, once anything was initialized (None: none written, as a group Ebb wrote before it had one).
     state_partitions: StatePartitions | None = None
     # Rebuilt from records without a record 15 (share_groups.py: its states were made by their leaders).

@@ -2,7 +2,8 @@
 records to __consumer_offsets before each heartbeat's answer and rebuilds the groups when it loads, so
 after a SIGTERM or a SIGKILL the members heartbeat on at their epochs with their assignments (no
 UNKNOWN_MEMBER_ID, no rebalance), their commits are checked against their epochs, and a member that left
-stays gone. Transactional offsets and the tombstones written around them replay as they stood."""
+stays gone; the assignment interval runs on from the last target computed before the restart.
+Transactional offsets and the tombstones written around them replay as they stood."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from protocol.messages import ConsumerGroupHeartbeatRequest
 from tests.broker.data_wire import WireClient, create_topic
 from tests.broker.group_wire import commit, delete_offsets
 from tests.broker.group_wire import fetch as fetch_offsets
+from tests.broker.test_configs import BROKER, DELETE, SET, _incremental
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
 
 _Owned = ConsumerGroupHeartbeatRequest.TopicPartitions
+GROUP = 32  # the GROUP config resource
 
 
 def _beat(c: WireClient, member: str, epoch: int, owned=None, *, join: bool = False):
@@ -45,7 +48,9 @@ def _answered(c: WireClient, member: str, epoch: int, owned):
 
 
 def test_members_keep_epochs_and_assignments_across_sigterm_and_sigkill(tmp_path):
-    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.session.timeout.ms": "45000"}
+    # Targets at once (no assignment interval): each join and leave below moves the target.
+    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.session.timeout.ms": "45000",
+                 "group.consumer.assignment.interval.ms": "0"}
     with BrokerProcess(tmp_path, overrides) as process:
         with WireClient(process.port) as c:
             create_topic(c, "t", partitions=4)
@@ -89,6 +94,36 @@ def test_members_keep_epochs_and_assignments_across_sigterm_and_sigkill(tmp_path
                                       member_id="m1").values()) == {ErrorCode.STALE_MEMBER_EPOCH}
                 stored = fetch_offsets(c, "g", None)[1]
                 assert (stored[("t", 0)][0], stored[("t", kept_p)][0]) == (8 if kept_p else 9, 9)
+
+
+def test_the_assignment_interval_outlives_a_sigkill_and_follows_config_changes(tmp_path):
+    """KIP-1263: the group's own consumer.assignment.interval.ms paces its targets; record 6's
+    AssignmentTimestamp is read back, so a restart does not compute a waiting target early; once the
+    group's config is gone, the broker's group.consumer.assignment.interval.ms, changed at runtime to 0,
+    lets the next heartbeat compute it."""
+    # an hour's interval (its bound raised from 15 s), so that no restart, however slow, waits it out
+    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.max.assignment.interval.ms": "3600000"}
+    with BrokerProcess(tmp_path, overrides) as process:
+        with WireClient(process.port) as c:
+            create_topic(c, "t", partitions=2)
+            assert _incremental(c, "g", [("consumer.assignment.interval.ms", SET, "3600000")],
+                                resource_type=GROUP).error_code == ErrorCode.NONE
+            assert _beat(c, "m1", 0, {}, join=True).member_epoch == 2  # the first target: at once
+            joined = _beat(c, "m2", 0, {}, join=True)  # the group epoch moves to 3, the target waits
+            assert (joined.error_code, joined.member_epoch, _held(joined)) == (ErrorCode.NONE, 2, {})
+        process.restart(signal.SIGKILL)
+        with WireClient(process.port) as c:
+            answer = _answered(c, "m2", 2, {})
+            assert (answer.error_code, answer.member_epoch) == (ErrorCode.NONE, 2)  # still waiting
+            assert _incremental(c, "", [("group.consumer.assignment.interval.ms", SET, "0")],
+                                resource_type=BROKER).error_code == ErrorCode.NONE
+            assert _beat(c, "m2", 2, {}).member_epoch == 2  # the group's own hour still stands
+            assert _incremental(c, "g", [("consumer.assignment.interval.ms", DELETE, None)],
+                                resource_type=GROUP).error_code == ErrorCode.NONE
+            # the group's config is followed through a watch: its removal is seen at a heartbeat soon after
+            moved = wait_for(lambda: (a := _beat(c, "m2", 2, {})).member_epoch == 3 and a,
+                             what="the target computed under the broker's interval")
+            assert moved.error_code == ErrorCode.NONE
 
 
 def _offsets_after_load(port: int, group: str) -> dict:

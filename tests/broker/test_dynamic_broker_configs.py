@@ -113,8 +113,8 @@ def test_refused_by_name_and_nothing_stored(client, changes, message, entity):
 
 
 def test_group_assignment_intervals_are_dynamic_cluster_wide(client):
-    """Kafka 4.3 lets these change at runtime; Ebb stores and reports them (no group of its own reads them),
-    and a group's config lists the broker's value behind its own."""
+    """Kafka 4.3 lets these change at runtime; Ebb stores and reports them (the consumer one paces KIP-848
+    groups: test_consumer_group_restart.py), and a group's config lists the broker's value behind its own."""
     result = _incremental(client, "", [("group.consumer.assignment.interval.ms", SET, "2000")], resource_type=BROKER)
     assert result.error_code == 0, result.error_message
     assert _incremental(client, "1", [("group.streams.assignment.interval.ms", SET, "3000")],

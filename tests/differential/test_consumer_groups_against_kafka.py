@@ -5,7 +5,8 @@ DescribeGroups of a consumer group's id, OffsetCommit and OffsetFetch v9 with me
 DeleteGroups, leaving, and a consumer heartbeat on a classic group's id; commits at an older member
 epoch (KIP-1251) at OffsetCommit v2-10 and TxnOffsetCommit v5; a classic member's Heartbeat inside a
 consumer group after another left; a member's epoch, previous epoch and held-since epochs after it
-revokes while the target moved on; a member revoking that leaves a topic."""
+revokes while the target moved on; a member revoking that leaves a topic; a group's own assignment
+interval (KIP-1263) holding its target back, then changed."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest,
     JoinGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
@@ -35,12 +38,16 @@ _Owned = ConsumerGroupHeartbeatRequest.TopicPartitions
 _Protocol = JoinGroupRequest.JoinGroupRequestProtocol
 _Commit = OffsetCommitRequest.OffsetCommitRequestTopic
 _FetchGroup = OffsetFetchRequest.OffsetFetchRequestGroup
+_Alter = IncrementalAlterConfigsRequest.AlterConfigsResource
+_Op = _Alter.AlterableConfig
+_Described = DescribeConfigsRequest.DescribeConfigsResource
 
 
 @pytest.fixture(scope="module")
 def broker_overrides() -> dict[str, str]:
-    # Kafka batches target assignments (one per interval, 1 s by default); Ebb computes them at once.
-    return {"group.consumer.assignment.interval.ms": "0"}
+    # Targets at once (Kafka batches them, one per interval, 1 s by default): the scenarios follow each
+    # step's new target; the one on the interval sets its groups' own, up to an hour.
+    return {"group.consumer.assignment.interval.ms": "0", "group.consumer.max.assignment.interval.ms": "3600000"}
 
 
 def _beat(peer: Peer, label: str, group: str, member: str, epoch: int, owned: list[int] | None = None,
@@ -518,6 +525,85 @@ def test_a_member_revoking_that_leaves_a_topic(ebb_peer, kafka_peer):
                 topics=[_Commit(name=topic, partitions=[Part(partition_index=partition, committed_offset=1)])]), 9)
         beat("s1 leaves", "s1", -1, None)
         beat("s2 leaves", "s2", -1, None)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
+def test_a_group_assignment_interval_holds_the_target_back(ebb_peer, kafka_peer):
+    """KIP-1263 at both ConsumerGroupHeartbeat versions, one group each, whose own
+    consumer.assignment.interval.ms is an hour (set beforehand: Kafka applies a group config once its
+    metadata reaches the coordinator): p1 joins and gets all of pca and pcb at epoch 2; p2 joins within the
+    interval and gets the old target's epoch and nothing (the group epoch is 3, Assigning); p1, at the
+    target's epoch, leaves pcb holding all four and is told to revoke it at once, then takes the old target
+    without pcb. The group's interval is then deleted (the broker's 0 is in force) for one group and set to
+    1 s for the other; p2's next heartbeats, once the change is in force and the interval has passed,
+    compute the target of epoch 4; the members reconcile to it."""
+    peers = (ebb_peer, kafka_peer)
+    groups = [f"pc{v}" for v in (0, 1)]
+    ids_a = _topic_and_coordinators(peers, "pca", 2, (*groups, "pc-probe"))
+    ids_b = _topic_and_coordinators(peers, "pcb", 2, ())
+    for topic in ("pca", "pcb"):
+        _assignable(peers, topic, "pc-probe")
+    interval = "consumer.assignment.interval.ms"
+
+    def alter(peer: Peer, group: str, op: int, value: str | None):
+        return peer.send(IncrementalAlterConfigsRequest(resources=[_Alter(resource_type=32, resource_name=group,
+                                                                          configs=[_Op(name=interval,
+                                                                                       config_operation=op,
+                                                                                       value=value)])]), 1)
+
+    def in_force(peer: Peer, group: str) -> str | None:
+        [described] = peer.send(DescribeConfigsRequest(resources=[_Described(
+            resource_type=32, resource_name=group, configuration_keys=[interval])]), 4).results
+        return next((c.value for c in described.configs if c.config_source == 8), None)  # GROUP_CONFIG
+
+    for peer in peers:
+        for group in groups:
+            assert alter(peer, group, 0, "3600000").responses[0].error_code == 0
+            wait_for(lambda p=peer, g=group: in_force(p, g) == "3600000", what=f"{peer.name}: {group}'s interval")
+
+    def paced(peer: Peer, version: int, group: str) -> None:
+        a, b = ids_a[peer.name], ids_b[peer.name]
+
+        def beat(member: str, epoch: int, owned: dict | None, **fields):
+            partitions = None if owned is None else [_Owned(topic_id=t, partitions=p) for t, p in owned.items() if p]
+            answer = peer.send(ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=member, member_epoch=epoch, topic_partitions=partitions, **fields),
+                version)
+            if answer.assignment is not None:  # in topic order (Kafka lists them in its hash map's order)
+                answer.assignment.topic_partitions.sort(key=lambda t: [a, b].index(t.topic_id))
+            return answer
+
+        def asked(label: str, member: str, epoch: int, owned: dict | None, **fields) -> None:
+            peer.record(f"v{version}: {label}", beat(member, epoch, owned, **fields))
+
+        join = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["pca", "pcb"], "server_assignor": "range"}
+        held = {a: [0, 1], b: [0, 1]}
+        asked("p1 joins: all four at epoch 2", "p1", 0, {}, **join)
+        asked("p2 joins within the interval: epoch 2, nothing", "p2", 0, {}, **join)
+        _describe(peer, f"v{version}: describe while the target waits", [group], {"p1": 2, "p2": 2})
+        asked("p1 within the interval: unchanged", "p1", 2, held)
+        asked("p1 leaves pcb holding all four: pcb to revoke", "p1", 2, held, subscribed_topic_names=["pca"])
+        asked("p1 revoked pcb: the old target without it", "p1", 2, {a: [0, 1]})
+        _describe(peer, f"v{version}: describe once p1 left pcb", [group], {"p1": 2, "p2": 2}, {"p1": ["pca"]})
+        if version == 0:  # the broker's interval (0) takes over
+            peer.record("v0: the group's interval deleted", alter(peer, group, 1, None))
+        else:
+            peer.record("v1: the group's interval set to 1 s", alter(peer, group, 0, "1000"))
+        moved = wait_for(lambda: (r := beat("p2", 2, {})).member_epoch != 2 and r,
+                         what=f"{peer.name}: {group}'s next target")
+        peer.record(f"v{version}: p2 computes the target of epoch 4, gets pcb", moved)
+        asked("p1 is told to revoke pca-1", "p1", 2, {a: [0, 1]})
+        asked("p1 revoked pca-1: epoch 4", "p1", 2, {a: [0]})
+        asked("p2 gets pca-1", "p2", 4, {b: [0, 1]})
+        _describe(peer, f"v{version}: describe stable", [group], {"p1": 4, "p2": 4})
+        asked("p1 leaves", "p1", -1, None)
+        asked("p2 leaves", "p2", -1, None)
+
+    def scenario(peer: Peer) -> None:
+        for version, group in enumerate(groups):
+            paced(peer, version, group)
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)

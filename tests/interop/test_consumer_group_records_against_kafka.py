@@ -2,14 +2,16 @@
 DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what a short session of
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
 and current assignment (with the epoch each partition was given at), member and tombstone records,
-in Kafka's order within each write; and the share group records (types 10-15) of a share group's
-heartbeats in the same log, record 15 (the share-partitions initialized) read back after a SIGKILL, and
-its deleting list as DeleteShareGroupOffsets and DeleteGroups write it, and a deleted topic leaving it."""
+in Kafka's order within each write, the target's record with the time it was computed; and the share
+group records (types 10-15) of a share group's heartbeats in the same log, record 15 (the share-partitions
+initialized) read back after a SIGKILL, and its deleting list as DeleteShareGroupOffsets and DeleteGroups
+write it, and a deleted topic leaving it."""
 
 from __future__ import annotations
 
 import json
 import signal
+import time
 
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -41,7 +43,10 @@ def _decoded(java, logs) -> list[tuple[dict, dict | None]]:
 
 
 def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_path):
-    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1"}) as process:
+    # Targets at once (no assignment interval): m2's join moves the target.
+    with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1",
+                                  "group.consumer.assignment.interval.ms": "0"}) as process:
+        started_ms = time.time_ns() // 1_000_000
         with WireClient(process.port) as c:
             create_topic(c, "t", partitions=4)
             first = _beat(c, "m1", 0, {}, join=True)
@@ -65,7 +70,8 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
     assert kinds[-4:] == [("8", "m2", True), ("7", "m2", True), ("5", "m2", True), ("3", None, False)]
     payloads = {(k["type"], k["data"].get("memberId")): p for k, p in records if p is not None}
     assert payloads[("3", None)]["data"]["epoch"] == 4 and payloads[("3", None)]["version"] == "0"
-    assert payloads[("6", None)]["data"] == {"assignmentEpoch": 3}
+    target = payloads[("6", None)]["data"]  # with when it was computed (the tagged AssignmentTimestamp)
+    assert target["assignmentEpoch"] == 3 and started_ms <= target["assignmentTimestamp"] <= time.time_ns() // 1_000_000
     member = payloads[("5", "m1")]["data"]
     assert (member["subscribedTopicNames"], member["rebalanceTimeoutMs"], member["instanceId"]) == (["t"], 30000, None)
     current = payloads[("8", "m1")]["data"]

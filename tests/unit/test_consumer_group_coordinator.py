@@ -14,7 +14,7 @@ from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 from tests.unit.whole_broker import one_node_config, whole_broker
 
-TIMEOUTS = MemberTimeouts(45_000, 5_000)
+TIMEOUTS = MemberTimeouts(45_000, 5_000, 0)
 
 
 @pytest.fixture

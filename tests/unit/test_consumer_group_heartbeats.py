@@ -13,7 +13,7 @@ from broker.group.group import GroupError
 from broker.group_configs import MemberTimeouts as Timeouts
 from protocol.errors import ErrorCode
 
-TIMEOUTS = Timeouts(45_000, 5_000)
+TIMEOUTS = Timeouts(45_000, 5_000, 0)
 
 
 async def _append(group_id, entries) -> int:  # no log: these tests look at the groups in memory

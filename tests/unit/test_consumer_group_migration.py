@@ -12,6 +12,7 @@ import struct
 import pytest
 
 from broker.app import Broker
+from broker.cluster.store import StoreError
 from broker.group import JoinRequest, OffsetCommit
 from broker.group import consumer_protocol as cp
 from broker.group.consumer_group import MemberState
@@ -22,12 +23,14 @@ from protocol.errors import ErrorCode
 from protocol.messages import ConsumerProtocolSubscription
 from tests.unit.whole_broker import one_node_config, whole_broker
 
-TIMEOUTS = MemberTimeouts(45_000, 5_000)
+TIMEOUTS = MemberTimeouts(45_000, 5_000, 0)
 
 
 def _config(tmp_path, policy: str):
+    # Targets at once (no consumer.assignment.interval.ms): these tests follow each step's new target.
     return one_node_config(tmp_path, {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
-                                      "group.consumer.migration.policy": policy})
+                                      "group.consumer.migration.policy": policy,
+                                      "group.consumer.assignment.interval.ms": "0"})
 
 
 @pytest.fixture
@@ -259,11 +262,9 @@ async def test_classic_members_that_do_not_rejoin_are_fenced(broker):
     assert set(groups.groups["g"].members) == {follower}
 
 
-async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_the_group(broker):
-    """Kafka's validateOnlineDowngradeWithReplacedMember: the static KIP-848 member's instance comes back
-    classic (same subscription): the group turns classic with no rebalance, the new member id holding what
-    the instance held."""
-    groups = broker.groups
+async def _two_classic_and_a_static_member(groups):
+    """A consumer group upgraded from two classic members, with a KIP-848 static member (instance
+    "instance", id "new") joined and caught up: (leader id, follower id, the consumer group)."""
     leader, follower, generation = await _classic_group(groups)
     static = ConsumerHeartbeat("g", "new", 0, "instance", None, 30_000, ["t"], None, None, {}, "kip848",
                                "/127.0.0.1")
@@ -273,6 +274,15 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_
     group = groups.consumer.groups["g"]
     groups.consumer.heartbeat(ConsumerHeartbeat("g", "new", group.members["new"].epoch, None, None, -1, None, None,
                                                 None, {}, "kip848", "/127.0.0.1"), TIMEOUTS)
+    return leader, follower, group
+
+
+async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_the_group(broker):
+    """Kafka's validateOnlineDowngradeWithReplacedMember: the static KIP-848 member's instance comes back
+    classic (same subscription): the group turns classic with no rebalance, the new member id holding what
+    the instance held."""
+    groups = broker.groups
+    leader, follower, group = await _two_classic_and_a_static_member(groups)
     target = group.target["new"]
     request = _join_request()
     request.group_instance_id = "instance"
@@ -284,6 +294,42 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_downgrades_
     assert cp.decode_assignment(classic.members[joined.member_id].assignment)[0] == expected
     synced = await groups.sync_group("g", joined.generation_id, joined.member_id, "instance", None, None, [])
     assert synced.error == ErrorCode.NONE
+
+
+async def test_a_classic_instance_replacing_the_last_consumer_member_under_a_stale_target_rebalances(broker):
+    """The same replacement while the target is behind the group epoch (a member left, or a target waiting
+    for the assignment interval): Kafka's downgrade rebalances the classic group, since the assignments it
+    would keep are stale."""
+    groups = broker.groups
+    leader, follower, group = await _two_classic_and_a_static_member(groups)
+    for epoch in (0, -1):  # another KIP-848 member comes and goes: the group epoch moves past the target's
+        groups.consumer.heartbeat(ConsumerHeartbeat("g", "passing", epoch, None, None, 30_000 if epoch == 0 else -1,
+                                                    ["t"] if epoch == 0 else None, None, None, {}, "kip848",
+                                                    "/127.0.0.1"), TIMEOUTS)
+    assert group.assignment_epoch < group.group_epoch
+    request = _join_request()
+    request.group_instance_id = "instance"
+    joined = await groups.join_group(request)
+    assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
+    assert groups.groups["g"].is_in(GroupState.PREPARING_REBALANCE)
+
+
+async def test_a_classic_join_into_a_consumer_group_whose_configs_cannot_be_read(broker):
+    """The join needs the group's consumer.assignment.interval.ms: unreadable, it is answered
+    COORDINATOR_NOT_AVAILABLE (as a KIP-848 heartbeat is) and changes nothing."""
+    groups = broker.groups
+    leader, _, generation = await _classic_group(groups)
+    groups.consumer.heartbeat(_heartbeat("new", 0), TIMEOUTS)
+    group = groups.consumer.groups["g"]
+    epochs = (group.group_epoch, group.assignment_epoch, group.members[leader].epoch)
+
+    async def unreadable(group_id: str, protocol: str) -> MemberTimeouts:
+        raise StoreError("the store is away")
+    groups._member_timeouts = unreadable
+    joined = await groups.join_group(_join_request(leader))
+    assert (joined.error, joined.member_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, leader)
+    assert (group.group_epoch, group.assignment_epoch, group.members[leader].epoch) == epochs == (
+        generation + 1, generation + 1, generation)
 
 
 async def test_a_classic_member_revoking_that_leaves_a_topic_gives_it_up_at_that_join(broker):

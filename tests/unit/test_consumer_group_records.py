@@ -22,7 +22,7 @@ from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode
 
 T1 = uuid.UUID(int=1)
-TIMEOUTS = MemberTimeouts(45000, 5000)
+TIMEOUTS = MemberTimeouts(45000, 5000, 0)
 
 
 class Log:
@@ -61,11 +61,11 @@ async def session_left_after_load(load, member_of) -> float:
     return timer.when() - asyncio.get_running_loop().time()
 
 
-def _groups(log: Log, partitions: int = 4, topics: dict | None = None) -> ConsumerGroups:
+def _groups(log: Log, partitions: int = 4, topics: dict | None = None, **kw) -> ConsumerGroups:
     topics = {"a": (T1, partitions)} if topics is None else topics
     return ConsumerGroups(100, ["uniform", "range"], lambda: topics,
                           ClassicIds(lambda g: False, lambda g: False, lambda g: None), is_share=lambda g: False,
-                          append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro))
+                          append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro), **kw)
 
 
 def _hb(member: str, epoch: int, owned=None, **kw) -> ConsumerHeartbeat:
@@ -91,12 +91,15 @@ def test_record_bytes_follow_kafkas_layout():
     log = Log()
 
     async def run():
-        groups = _groups(log)
+        groups = _groups(log, clock=lambda: 1_700_000_000_123)
         await _beat(groups, _hb("m1", 0, rack_id="r1"))
         groups.stop()
     asyncio.run(run())
     by_type = {record_type(k): (k, v) for k, v in log.records}
     assert sorted(by_type) == [3, 5, 6, 7, 8]
+    # v0 | assignment epoch 2 | one tagged field: tag 0 (AssignmentTimestamp), 8 bytes: when it was computed
+    assert by_type[6] == (struct.pack(">hh", 6, 1) + b"g",
+                          struct.pack(">hi", 0, 2) + b"\x01\x00\x08" + struct.pack(">q", 1_700_000_000_123))
     key, value = by_type[3]
     # epoch 2, then one tagged field: tag 0 (MetadataHash), 8 bytes
     topics_hash = record_log.topics_hash({"a": (T1, 4)})
@@ -177,6 +180,7 @@ def test_a_restarted_coordinator_rebuilds_epochs_members_and_assignments():
         after = rebuilt.groups["g"]
         assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch) == (3, 3)
         assert after.target == before.target
+        assert after.assignment_ms == before.assignment_ms > 0  # the interval counts from it after a restart
         for member_id, was in before.members.items():
             now = after.members[member_id]
             assert (now.epoch, now.previous_epoch, now.state, now.assigned, now.pending_revocation, now.held_since,

@@ -113,7 +113,7 @@ def test_a_session_expiry_whose_write_fails_is_tried_again():
         attempts, tried = log.attempts, log.tried
         groups = _groups(log)
         await groups.heartbeat_written(_hb("m1", 0), TIMEOUTS)
-        await groups.heartbeat_written(_hb("m2", 0), MemberTimeouts(20, 5000))
+        await groups.heartbeat_written(_hb("m2", 0), MemberTimeouts(20, 5000, 0))
         group = groups.groups["g"]
         epoch = group.group_epoch
         tried.clear()

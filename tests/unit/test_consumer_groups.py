@@ -20,7 +20,7 @@ from broker.group_configs import MemberTimeouts
 from protocol.errors import ErrorCode as E
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
-TIMEOUTS = MemberTimeouts(45000, 5000)
+TIMEOUTS = MemberTimeouts(45000, 5000, 0)
 
 
 async def _append(group_id, entries) -> int:  # no log: these tests look at the groups in memory

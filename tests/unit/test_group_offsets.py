@@ -250,7 +250,7 @@ async def test_kip848_consumer_groups_count_for_trimming_and_commit_with_their_e
 
     joined = broker.groups.consumer.heartbeat(ConsumerHeartbeat(
         "kip848", "m", 0, None, None, 30_000, ["t"], None, None, {}, "unit", "/127.0.0.1"),
-        MemberTimeouts(45_000, 5_000))
+        MemberTimeouts(45_000, 5_000, 0))
     assert broker.groups.min_committed_offset("t", 0) == (None, ("kip848",))
     commits = [OffsetCommit("t", 0, 6, -1, None)]
     stale = broker.groups.offsets.commit("kip848", joined.member_epoch - 1, "m", None, -1, commits, 9)

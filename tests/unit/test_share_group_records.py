@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode
 from tests.unit.test_consumer_group_records import Log, session_left_after_load
 
 T1 = uuid.UUID(int=1)
-TIMEOUTS = MemberTimeouts(45000, 5000)
+TIMEOUTS = MemberTimeouts(45000, 5000, 0)
 
 
 def _groups(log: Log, partitions: int = 4) -> ShareGroups:
@@ -273,7 +273,7 @@ def test_an_expiry_whose_write_fails_keeps_the_member_and_is_tried_again():
         groups = _groups(log)
         gone = asyncio.Event()
         groups.member_left.append(lambda group_id, member_id: gone.set())
-        await groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, ["a"], "c", "/h"), MemberTimeouts(20, 5000))
+        await groups.heartbeat(ShareHeartbeat("g", "m1", 0, None, ["a"], "c", "/h"), MemberTimeouts(20, 5000, 0))
         tried.clear()
         log.fail = ErrorCode.NOT_ENOUGH_REPLICAS
         await tried.wait()  # the expiry's write, refused

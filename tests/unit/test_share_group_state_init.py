@@ -26,7 +26,7 @@ from protocol.messages import ShareGroupStatePartitionMetadataValue
 from tests.unit.test_consumer_group_records import Log
 
 T1 = uuid.UUID(int=1)
-TIMEOUTS = MemberTimeouts(45000, 5000)
+TIMEOUTS = MemberTimeouts(45000, 5000, 0)
 
 
 class Coordinators:

@@ -56,7 +56,7 @@ def test_members_subscribing_differently_get_only_their_topics():
 
 async def _beat(groups: ShareGroups, group: str, member: str, epoch: int, topics: list[str] | None = None):
     return await groups.heartbeat(ShareHeartbeat(group, member, epoch, None, topics, "c", "/h"),
-                                  MemberTimeouts(45000, 5000))
+                                  MemberTimeouts(45000, 5000, 0))
 
 
 async def _no_log(group_id: str, entries) -> int:
