@@ -149,7 +149,7 @@ def _checked_here(broker: BrokerContext, transactional_id: str, producer_id: int
 
 
 async def _verify(broker: BrokerContext, transactional_id: str, verified: list[int], entries: list[AppendEntry],
-                  slots: list[tuple[list, int, int]], version: int, here: bool):
+                  slots: list[tuple[list, int, int]], version: int, here: bool, client_id: str | None):
     """KIP-890 part 1 for the transactional batches at `verified` in `entries`: each partition's guard
     is taken (broker/txn/verification.py), then the id's coordinator asked, directly when `here`. A
     batch presents its guard at the append, OPEN_TRANSACTION_ONLY where its transaction was open on
@@ -187,7 +187,8 @@ async def _verify(broker: BrokerContext, transactional_id: str, verified: list[i
         message = (f"Partition {entry[0]}-{index} was not added to the transaction"
                    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
                    else f"Unable to verify the partition has been added to the transaction ({code.name})")
-        log.info("produce rejected", partition=f"{entry[0]}-{index}", error=code.name, reason=message)
+        log.info("produce rejected", partition=f"{entry[0]}-{index}", client_id=client_id, error=code.name,
+                 reason=message)
         results[position] = _error(index, code, message)
     return kept_entries, kept_slots, guards
 
@@ -252,7 +253,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     guards: dict[tuple[str, int], object] = {}
     if verified:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version, here)
+        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version, here,
+                                              client_id)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,
