@@ -268,14 +268,15 @@ class ShareCoordinator:
         """InitializeShareGroupState: a new snapshot of the key at `state_epoch` with `start_offset` (-1:
         left to the leader's share.auto.offset.reset) and nothing in flight, as Kafka's shard stores it:
         leader epoch 0 (the fencing keeps the highest, `leader_epochs`). A state epoch older than stored
-        (not -1) is FENCED_STATE_EPOCH, unless the stored state is deleted (Kafka's tombstone forgot it)."""
+        (not -1) is FENCED_STATE_EPOCH, unless the stored state is deleted (Kafka's tombstone forgot it) or
+        empty (`_empty`)."""
         async with self._locks.held(key):
             refused = self._refused_before_lookup(key)
             if refused is not None:
                 return refused
             old = self.states.get(key)
             live = old is not None and not old.deleted
-            if live and self._fenced(key, old, state_epoch, -1) is not None:  # type: ignore[arg-type]
+            if live and not _empty(old) and self._fenced(key, old, state_epoch, -1) is not None:  # type: ignore[arg-type]
                 return ErrorCode.FENCED_STATE_EPOCH
             refused = self._unknown_topic(key) or (ErrorCode.INVALID_REQUEST if start_offset < -1 else None)
             if refused is not None:
@@ -351,6 +352,16 @@ class ShareCoordinator:
                 self.states[key] = state
             raise_leader_epoch(self.leader_epochs, key, state)
         return error
+
+
+def _empty(state: ShareState) -> bool:
+    """No start offset and nothing in flight: what an initialization without a start offset stores, and
+    also what an older Ebb wrote for a deletion (start offset -1 under the next state epoch; the two records
+    cannot be told apart). Such a state fences no initialization, so that the older Ebb's deletion does not
+    refuse the recreated group's initializations at its lower group epochs. (Kafka fences a stale one over
+    an empty state too; Ebb's group coordinator initializes in group epoch order, so only a late request
+    from an older group epoch is stored where Kafka refuses it.)"""
+    return state.start_offset == -1 and not state.batches
 
 
 _STATES = frozenset(RecordState)

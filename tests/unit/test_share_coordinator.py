@@ -13,11 +13,20 @@ from types import SimpleNamespace
 import pytest
 
 import broker.share.coordinator as coordinator_module
+import broker.share.state_log as state_log
 from broker.config import ShareCoordinatorConfig
 from broker.log import StorageError
 from broker.log.common import TopicPartition
 from broker.share.coordinator import ShareCoordinator
-from broker.share.state_log import DELETED_START, SHARE_STATE_TOPIC, ShareState, parse_record, raise_leader_epoch
+from broker.share.state_log import (
+    DELETED_START,
+    SHARE_STATE_TOPIC,
+    ShareState,
+    key_bytes,
+    parse_record,
+    raise_leader_epoch,
+    value_bytes,
+)
 from protocol.errors import ErrorCode
 
 
@@ -360,3 +369,33 @@ def test_the_leader_epoch_fence_is_the_highest_of_the_records_since_the_last_del
                             (ShareState(1, 0, -1, (), 0), 0), (None, None)):
         raise_leader_epoch(epochs, KEY, state)
         assert epochs.get(KEY) == expected
+
+
+async def test_an_older_ebbs_deletion_record_fences_no_initialization(monkeypatch):
+    """An older Ebb stored a deletion as start offset -1, nothing in flight, under the next state epoch and the
+    old leader epoch: replayed, it reads as a state initialized without a start offset. The recreated group's
+    initializations at its lower group epochs are stored (not FENCED_STATE_EPOCH until the group epoch passes
+    the deleted state's), the leader epoch fence is kept; a state with a start offset or batches still fences."""
+    def as_older_ebb_wrote(offset: int, state: ShareState):  # its initialize, read, write and delete
+        return offset, key_bytes(KEY), value_bytes(state, 0)
+    written = [as_older_ebb_wrote(0, ShareState(5, 0, -1, (), 0, 0)),
+               as_older_ebb_wrote(1, ShareState(5, 3, -1, (), 0, 1)),
+               as_older_ebb_wrote(2, ShareState(5, 3, 10, ((10, 11, 2, 1),), 0, 2)),
+               as_older_ebb_wrote(3, ShareState(6, 3, -1, (), 0))]
+
+    async def replay_log(partition, read_slices, on_record, *, stop_on_error):
+        for record in written:
+            on_record(*record)
+        return len(written)
+    monkeypatch.setattr(coordinator_module, "replay_partition", state_log.replay_partition)
+    monkeypatch.setattr(state_log, "replay_log", replay_log)
+    coordinator, _ = _coordinator()
+    await coordinator.start()
+    assert (coordinator.states[KEY].state_epoch, coordinator.leader_epochs[KEY]) == (6, 3)
+    assert await coordinator.initialize(KEY, 1, -1) == ErrorCode.NONE  # the recreated group's first join
+    assert coordinator.states[KEY].state_epoch == 1 and coordinator.leader_epochs[KEY] == 3
+    assert await coordinator.initialize(KEY, 2, 7) == ErrorCode.NONE  # its AlterShareGroupOffsets
+    assert await coordinator.initialize(KEY, 1, 8) == ErrorCode.FENCED_STATE_EPOCH  # a start offset now
+    assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert await coordinator.write(KEY, 2, 3, 9, ((9, 9, 2, 1),)) == ErrorCode.NONE
+    assert await coordinator.initialize(KEY, 1, -1) == ErrorCode.FENCED_STATE_EPOCH  # batches now
