@@ -109,7 +109,7 @@ async def acknowledge(broker: BrokerContext, request: ShareRequest, outcome: Out
     if applied:
         try:
             await broker.shares.persist(request.group_id, outcome.partition, share)
-        except ShareStateError as exc:  # applied in memory, not on disk: the client hears it
+        except ShareStateError as exc:  # applied in memory, not on disk: the client hears it (as Kafka maps it)
             outcome.acknowledge_error, outcome.acknowledge_message = exc.error_code, None
 
 

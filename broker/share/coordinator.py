@@ -9,15 +9,18 @@ group and transaction coordinators do. Share-partition leaders reach it through
 broker/share/persister.py: directly when it is this broker, else ReadShareGroupState (84) and
 WriteShareGroupState (85).
 
-A write carrying a state epoch older than the stored one is FENCED_STATE_EPOCH (the admin APIs reset
-or deleted the state since its leader read it: the leader reads it again), and one of the same state
-epoch but an older leader epoch FENCED_LEADER_EPOCH (an old leader that has not yet heard it lost the
-partition must not overwrite its successor's state), as Kafka's shard. A deletion (DeleteShareGroupState)
-stores a deleted mark (state_log.DELETED_START) under the next state epoch rather than a tombstone: it is no
-state to every API, as Kafka's tombstone leaves none (a read or write of it INVALID_REQUEST, a delete NONE,
-a summary none), but an initialization under a lower state epoch (the group's next) stores the mark's, so
-that a leader still holding the old state stays fenced after it. The states of a deleted topic (nobody can write
-them again: writes of unknown topics are refused) are removed with tombstones, as Kafka's shard does.
+As Kafka's shard, a read or write carrying an older leader epoch than the stored one is FENCED_LEADER_EPOCH
+(an old leader that has not yet heard it lost the partition must not overwrite its successor's state), checked
+first and on its own; then a write carrying an older state epoch is FENCED_STATE_EPOCH (the admin APIs reset the
+state since its leader read it: the leader reads it again). The leader epoch fencing is the highest
+since the key's last deletion (Kafka's leaderEpochMap: an initialization's record carries 0 but lowers
+nothing); the state epoch is the last initialization's (a write keeps it). A deletion
+(DeleteShareGroupState) stores a deleted mark (state_log.DELETED_START) rather than a tombstone: it is no state
+to every API, as Kafka's tombstone leaves none (a read or write of it INVALID_REQUEST, a delete NONE, a summary
+none, an initialization fenced by nothing and stored at the epochs asked). A leader refused as INVALID_REQUEST
+drops its share-partition (broker/share/manager.py); one that wrote nothing while the state was deleted is then
+not fenced, as in Kafka. The states of a deleted topic (nobody can write them again: writes of unknown topics
+are refused) are removed with tombstones, as Kafka's shard does.
 
 A read or write of a key with no state is refused (INVALID_REQUEST, as Kafka's shard refuses those of an
 uninitialized share-partition, before any fencing): a state is made only by InitializeShareGroupState (the
@@ -50,6 +53,7 @@ from broker.share.state_log import (
     StateKey,
     key_bytes,
     partition_of,
+    raise_leader_epoch,
     replay_partition,
     value_bytes,
 )
@@ -82,6 +86,10 @@ class ShareCoordinator:
         self.in_cluster = in_cluster
         self.active = False
         self.states: dict[StateKey, ShareState] = {}
+        # Kafka's leaderEpochMap: the highest leader epoch of a key's records since its last deletion, which
+        # fences reads and writes (a record's own leader epoch is what it was written with: 0 by an
+        # initialization, as a summary shows)
+        self.leader_epochs: dict[StateKey, int] = {}
         self._locks = KeyedLocks()  # one read/write/delete of a key at a time
         self._tasks: set[asyncio.Task] = set()
         self._creating = SharedRun(self._create_topic)
@@ -102,14 +110,16 @@ class ShareCoordinator:
         else:
             for partition in self._local_partitions():
                 found: dict[StateKey, ShareState | None] = {}
+                epochs: dict[StateKey, int] = {}
                 try:
-                    await replay_partition(partition, self.replicas.read_slices, found)
+                    await replay_partition(partition, self.replicas.read_slices, found, epochs)
                 except Exception as exc:  # that partition stays unserved, the others load (as in a cluster)
                     self.unloaded.add(partition.topic_partition.partition)
                     log.error("share group state not loaded", partition=str(partition.topic_partition),
                               error=str(exc))
                     continue
                 self.states.update((k, s) for k, s in found.items() if s is not None)
+                self.leader_epochs.update(epochs)
             self.active = True
             log.info("share group state loaded", share_partitions=len(self.states))
 
@@ -135,14 +145,17 @@ class ShareCoordinator:
 
     async def _load_partition(self, index: int, partition: Partition) -> None:
         found: dict[StateKey, ShareState | None] = {}
-        records = await replay_partition(partition, self.replicas.read_slices, found)
+        epochs: dict[StateKey, int] = {}
+        records = await replay_partition(partition, self.replicas.read_slices, found, epochs)
         self.states.update((k, s) for k, s in found.items() if s is not None)
+        self.leader_epochs.update(epochs)
         log.info("share group state loaded: this broker leads its partition now", partition=index,
                  records=records, share_partitions=sum(s is not None for s in found.values()))
 
     def _unload_partition(self, index: int) -> None:
         for key in [k for k in self.states if self.partition_of(k) == index]:
             del self.states[key]
+            self.leader_epochs.pop(key, None)
 
     # --- the topic -------------------------------------------------------------------------------
 
@@ -196,12 +209,13 @@ class ShareCoordinator:
             old = self.states.get(key)
             if old is None or old.deleted:
                 return ErrorCode.INVALID_REQUEST, None
-            if leader_epoch >= 0 and leader_epoch < old.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH, None
+            fenced = self._fenced(key, old, -1, leader_epoch)
+            if fenced is not None:
+                return fenced, None
             refused = self._unknown_topic(key)
             if refused is not None:
                 return refused, None
-            if leader_epoch < 0 or old.leader_epoch == leader_epoch:
+            if leader_epoch < 0 or self.leader_epochs.get(key) == leader_epoch:
                 return ErrorCode.NONE, old
             now = _now_ms()
             state = ShareState(old.state_epoch, leader_epoch, old.start_offset, old.batches, old.create_ms,
@@ -225,16 +239,19 @@ class ShareCoordinator:
         old = self.states.get(key)
         if old is None or old.deleted:
             return ErrorCode.INVALID_REQUEST
-        if (state_epoch, leader_epoch) < (old.state_epoch, old.leader_epoch):
-            return ErrorCode.FENCED_STATE_EPOCH if state_epoch < old.state_epoch else ErrorCode.FENCED_LEADER_EPOCH
+        fenced = self._fenced(key, old, state_epoch, leader_epoch)
+        if fenced is not None:
+            return fenced
         if start_offset < 0 and old.start_offset < 0:
             return ErrorCode.INVALID_REQUEST
         refused = self._unknown_topic(key) or _bad_state(start_offset, batches)
         if refused is not None:
             return refused
         now = _now_ms()
-        state = ShareState(state_epoch, leader_epoch, start_offset if start_offset >= 0 else old.start_offset,
-                           batches, old.create_ms, old.snapshot_epoch + 1)
+        # the state epoch is the initialization's (Kafka's write keeps it)
+        state = ShareState(old.state_epoch, leader_epoch if leader_epoch != -1 else old.leader_epoch,
+                           start_offset if start_offset >= 0 else old.start_offset, batches, old.create_ms,
+                           old.snapshot_epoch + 1)
         return await self._store(key, state, now)
 
     def summary(self, key: StateKey) -> tuple[ErrorCode, ShareState | None]:
@@ -250,28 +267,27 @@ class ShareCoordinator:
     async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
         """InitializeShareGroupState: a new snapshot of the key at `state_epoch` with `start_offset` (-1:
         left to the leader's share.auto.offset.reset) and nothing in flight, as Kafka's shard stores it:
-        leader epoch 0. A state epoch older than stored (not -1) is FENCED_STATE_EPOCH; a deleted state fences
-        nothing (Kafka's tombstone forgot its epochs) but lends its state epoch to a lower one asked, so that
-        the leader that held the deleted state stays fenced."""
+        leader epoch 0 (the fencing keeps the highest, `leader_epochs`). A state epoch older than stored
+        (not -1) is FENCED_STATE_EPOCH, unless the stored state is deleted (Kafka's tombstone forgot it) or
+        empty (`_empty`)."""
         async with self._locks.held(key):
             refused = self._refused_before_lookup(key)
             if refused is not None:
                 return refused
             old = self.states.get(key)
-            if state_epoch != -1 and old is not None and not old.deleted and old.state_epoch > state_epoch:
+            live = old is not None and not old.deleted
+            if live and not _empty(old) and self._fenced(key, old, state_epoch, -1) is not None:  # type: ignore[arg-type]
                 return ErrorCode.FENCED_STATE_EPOCH
             refused = self._unknown_topic(key) or (ErrorCode.INVALID_REQUEST if start_offset < -1 else None)
             if refused is not None:
                 return refused
-            if old is not None and old.deleted:
-                state_epoch = max(state_epoch, old.state_epoch)
             now = _now_ms()
             return await self._store(key, ShareState(state_epoch, 0, start_offset, (), now,
                                                      old.snapshot_epoch + 1 if old is not None else 0), now)
 
     async def delete(self, key: StateKey) -> ErrorCode:
-        """The share-partition's state goes: a deleted mark under the next state epoch (see above); NONE
-        without writing when there is none."""
+        """The share-partition's state goes: a deleted mark (see above); NONE without writing when there is
+        none."""
         async with self._locks.held(key):
             refused = self.not_served(key)
             if refused is not None:
@@ -282,6 +298,15 @@ class ShareCoordinator:
             now = _now_ms()
             return await self._store(key, ShareState(old.state_epoch + 1, old.leader_epoch, DELETED_START, (), now,
                                                      old.snapshot_epoch + 1), now)
+
+    def _fenced(self, key: StateKey, old: ShareState, state_epoch: int, leader_epoch: int) -> ErrorCode | None:
+        """Kafka's shard fencing of a read, write or initialization against the stored state: the leader epoch
+        (the highest since its last deletion) first and on its own, then the state epoch; -1 asks for neither."""
+        if leader_epoch != -1 and self.leader_epochs.get(key, old.leader_epoch) > leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if state_epoch != -1 and old.state_epoch > state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH
+        return None
 
     def _refused_before_lookup(self, key: StateKey) -> ErrorCode | None:
         """Why a read, write or initialization of `key` is refused before its stored state is looked up:
@@ -325,7 +350,18 @@ class ShareCoordinator:
                 self.states.pop(key, None)
             else:
                 self.states[key] = state
+            raise_leader_epoch(self.leader_epochs, key, state)
         return error
+
+
+def _empty(state: ShareState) -> bool:
+    """No start offset and nothing in flight: what an initialization without a start offset stores, and
+    also what an older Ebb wrote for a deletion (start offset -1 under the next state epoch; the two records
+    cannot be told apart). Such a state fences no initialization, so that the older Ebb's deletion does not
+    refuse the recreated group's initializations at its lower group epochs. (Kafka fences a stale one over
+    an empty state too; Ebb's group coordinator initializes in group epoch order, so only a late request
+    from an older group epoch is stored where Kafka refuses it.)"""
+    return state.start_offset == -1 and not state.batches
 
 
 _STATES = frozenset(RecordState)

@@ -120,7 +120,7 @@ class ShareStateError(Exception):
 
 class StateReadError(ShareStateError):
     """The share coordinator refused or could not answer the read of a share-partition's state (its
-    error): a ShareFetch answers it as Kafka's SharePartition does (`fetch_error`)."""
+    error): a ShareFetch answers it as Kafka's SharePartition does (`persister_error`)."""
 
 
 class Uninitialized(StateReadError):
@@ -138,11 +138,11 @@ _COORDINATOR_AWAY = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILA
                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
-def fetch_error(error: ErrorCode) -> ErrorCode:
-    """A failed state read as a ShareFetch answers it (Kafka's SharePartition.fetchPersisterError): the
-    coordinator moving or loading COORDINATOR_NOT_AVAILABLE, fencing NOT_LEADER_OR_FOLLOWER, a missing group,
-    topic or partition as it is, anything else (an uninitialized share-partition's INVALID_REQUEST too)
-    UNKNOWN_SERVER_ERROR."""
+def persister_error(error: ErrorCode) -> ErrorCode:
+    """A failed state read or write as a ShareFetch or an acknowledgement answers it (Kafka's
+    SharePartition.fetchPersisterError): the coordinator moving or loading COORDINATOR_NOT_AVAILABLE,
+    fencing NOT_LEADER_OR_FOLLOWER, a missing group, topic or partition as it is, anything else (an
+    uninitialized or deleted share-partition's INVALID_REQUEST too) UNKNOWN_SERVER_ERROR."""
     if error in _COORDINATOR_AWAY:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if error in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
@@ -301,7 +301,7 @@ class SharePartitionManager:
         leading or was forgotten, or it was replaced) nothing is written and ShareStateError
         NOT_LEADER_OR_FOLLOWER says the change is lost (the records go back to their new leader's
         state). Without `share`, a share-partition dropped meanwhile writes nothing. ShareStateError
-        when the coordinator cannot be had."""
+        when the coordinator refused the write or cannot be had (its error as `persister_error` maps it)."""
         key = self._key(group_id, partition)
         try:
             async with self._writing.held(key):
@@ -315,7 +315,7 @@ class SharePartitionManager:
         except PersisterError as exc:
             if exc.error_code in _STATE_GONE and self.partitions.get(key) is share:
                 self._drop(key)  # reset or deleted by the admin APIs meanwhile: the next fetch reads it again
-            raise ShareStateError(exc.error_code) from None
+            raise ShareStateError(persister_error(exc.error_code)) from None
 
     async def _persist_released(self, group_id: str, partition: Partition) -> None:
         with contextlib.suppress(ShareStateError):  # told and logged: nobody waits on this write
@@ -361,7 +361,7 @@ class SharePartitionManager:
         except (PartitionError, LogError) as exc:
             return PartitionRead(error=exc.error_code)
         except StateReadError as exc:  # nothing kept: the next ShareFetch reads again, as Kafka's
-            return PartitionRead(error=fetch_error(exc.error_code))
+            return PartitionRead(error=persister_error(exc.error_code))
         except ShareStateError as exc:
             return PartitionRead(error=exc.error_code)
         if not read.slices:

@@ -35,8 +35,7 @@ _I16 = struct.Struct(">h")
 StateKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 StateBatch = tuple[int, int, int, int]  # first offset, last offset, delivery state, delivery count
 # The start offset of a deleted state (Ebb's own mark; Kafka writes a tombstone): no write, initialization or
-# leader stores an offset below -1, so it cannot be taken for a state. Kept rather than a tombstone so that
-# its state epoch survives a reload and fences the old leader (broker/share/coordinator.py).
+# leader stores an offset below -1, so it cannot be taken for a state (broker/share/coordinator.py).
 DELETED_START = -2
 
 
@@ -54,7 +53,7 @@ class ShareState:
     @property
     def deleted(self) -> bool:
         """DeleteShareGroupState's mark (DELETED_START): the share-partition has no state, as after Kafka's
-        tombstone, but its state epoch still fences the leader that held it."""
+        tombstone."""
         return self.start_offset == DELETED_START
 
 
@@ -129,10 +128,21 @@ def parse_record(key: bytes, value: bytes | None) -> tuple[StateKey, ShareState 
                                        for b in v.state_batches), v.create_timestamp, v.snapshot_epoch)
 
 
-async def replay_partition(partition, read_slices: Callable, found: dict[StateKey, ShareState | None]) -> int:
+def raise_leader_epoch(leader_epochs: dict[StateKey, int], key: StateKey, state: ShareState | None) -> None:
+    """Kafka's leaderEpochMap after a record of `key`: the highest leader epoch since its last deletion
+    (a tombstone or DELETED_START forget it)."""
+    if state is None or state.deleted:
+        leader_epochs.pop(key, None)
+    else:
+        leader_epochs[key] = max(leader_epochs.get(key, state.leader_epoch), state.leader_epoch)
+
+
+async def replay_partition(partition, read_slices: Callable, found: dict[StateKey, ShareState | None],
+                           leader_epochs: dict[StateKey, int]) -> int:
     """Read one `__share_group_state` partition from its log start to its end into `found` (the last
-    record of a key wins); returns the records read. Malformed records are skipped and logged; a read
-    that fails raises (the load is tried again: a partial state would restart share-partitions)."""
+    record of a key wins) and `leader_epochs` (raise_leader_epoch); returns the records read. Malformed
+    records are skipped and logged; a read that fails raises (the load is tried again: a partial state
+    would restart share-partitions)."""
     def on_record(offset: int, key: bytes, value: bytes | None) -> None:
         try:
             state_key, state = parse_record(key, value)
@@ -140,4 +150,5 @@ async def replay_partition(partition, read_slices: Callable, found: dict[StateKe
             log.warning("malformed share state record skipped", offset=offset, error=str(exc))
             return
         found[state_key] = state
+        raise_leader_epoch(leader_epochs, state_key, state)
     return await replay_log(partition, read_slices, on_record, stop_on_error=False)

@@ -347,8 +347,10 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
     assert read() == (E.NONE, s, 2, [(2, 5, 0, 1)])
     assert write(s, 3, 4) == E.NONE  # a newer leader
     assert write(s, 2, 4) == E.FENCED_LEADER_EPOCH  # the old one
-    assert write(s + 1, 0, -1) == E.NONE and read() == (E.NONE, s + 1, 4, [])  # -1 keeps the start offset
-    assert write(s, 9, 0) == E.FENCED_STATE_EPOCH
+    assert write(s + 1, 2, 4) == E.FENCED_LEADER_EPOCH  # checked first and on its own, as Kafka's
+    # -1 keeps the start offset; a write keeps the initialization's state epoch, as Kafka's
+    assert write(s + 1, 3, -1) == E.NONE and read(3) == (E.NONE, s, 4, [])
+    assert write(s - 1, 9, 0) == E.FENCED_STATE_EPOCH
     asked = DeleteState.DeleteStateData
     [deleted] = client.send(DeleteState(group_id=group, topics=[asked(topic_id=topic_id, partitions=[
         asked.PartitionData(partition=0)])]), 0).results
@@ -357,9 +359,9 @@ def test_the_share_coordinator_reads_and_writes_state_as_its_leaders_ask(client)
     assert write(s + 1, 9, 0) == write(s + 2, 1, 3) == E.INVALID_REQUEST  # nor written without one
     init = InitializeState.InitializeStateData
     [again] = client.send(InitializeState(group_id=group, topics=[init(topic_id=topic_id, partitions=[
-        init.PartitionData(partition=0, state_epoch=s, start_offset=3)])]), 0).results
-    assert again.partitions[0].error_code == E.NONE  # initialized again, under the deleted state's epoch
-    assert write(s + 1, 9, 0) == E.FENCED_STATE_EPOCH  # the leader of before the deletion stays fenced
+        init.PartitionData(partition=0, state_epoch=s + 2, start_offset=3)])]), 0).results
+    assert again.partitions[0].error_code == E.NONE  # initialized again: its epochs are the ones asked
+    assert write(s, 9, 0) == E.FENCED_STATE_EPOCH  # the leader of before the deletion, at its state epoch
     assert write(s + 2, 1, 3) == E.NONE
     assert read(5) == (E.NONE, s + 2, 3, [])  # a new leader's read: its epoch is stored before the answer
     assert write(s + 2, 4, 6) == E.FENCED_LEADER_EPOCH  # so the old leader's write is fenced

@@ -17,6 +17,7 @@ from protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupStateRequest,
     DescribeGroupsRequest,
     DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
@@ -278,10 +279,12 @@ def _read(group: str, topic_id, partition: int, leader_epoch: int) -> ReadShareG
         _Read.PartitionData(partition=partition, leader_epoch=leader_epoch)])])
 
 
-def _write(group: str, topic_id, partition: int, start_offset: int) -> WriteShareGroupStateRequest:
-    """A leader's write at state and leader epoch 0 of `start_offset` and one acknowledged record there."""
+def _write(group: str, topic_id, partition: int, start_offset: int, state_epoch: int = 0,
+           leader_epoch: int = 0) -> WriteShareGroupStateRequest:
+    """A leader's write of `start_offset` and one acknowledged record there."""
     return WriteShareGroupStateRequest(group_id=group, topics=[_Write(topic_id=topic_id, partitions=[
-        _Write.PartitionData(partition=partition, state_epoch=0, leader_epoch=0, start_offset=start_offset,
+        _Write.PartitionData(partition=partition, state_epoch=state_epoch, leader_epoch=leader_epoch,
+                             start_offset=start_offset,
                              state_batches=[_Write.PartitionData.StateBatch(
                                  first_offset=start_offset, last_offset=start_offset, delivery_state=2,
                                  delivery_count=1)])])])
@@ -341,6 +344,22 @@ def _share_state_apis(peer: Peer, topic_id) -> None:
     peer.ask("summary of a never-seen group", _summary("init-none", topic_id, 0), 1)
     peer.ask("summary without a group", _summary("", topic_id, 0), 1)
     peer.ask("summary of a topic without partitions", _summary("init-g", topic_id), 0)
+    # the leader epoch fences first and on its own, then the state epoch; a write keeps the state epoch and an
+    # initialization the leader epoch; a deleted state's next initialization takes the epochs asked
+    peer.ask("initialize at 5", _initialize("init-e", topic_id, (0, 5, 0)), 0)
+    peer.ask("read at leader epoch 3", _read("init-e", topic_id, 0, 3), 0)
+    peer.ask("write at a newer state, older leader epoch", _write("init-e", topic_id, 0, 1, 6, 2), 1)
+    peer.ask("write at an older state epoch", _write("init-e", topic_id, 0, 1, 4, 3), 1)
+    peer.ask("write at a newer state epoch", _write("init-e", topic_id, 0, 1, 6, -1), 1)
+    peer.ask("read after the write", _read("init-e", topic_id, 0, -1), 0)
+    peer.ask("initialize at 6", _initialize("init-e", topic_id, (0, 6, 2)), 0)
+    peer.ask("read at the old leader epoch", _read("init-e", topic_id, 0, 2), 0)
+    _Delete = DeleteShareGroupStateRequest.DeleteStateData
+    peer.ask("delete", DeleteShareGroupStateRequest(group_id="init-e", topics=[_Delete(topic_id=topic_id, partitions=[
+        _Delete.PartitionData(partition=0)])]), 0)
+    peer.ask("initialize after the delete at 1", _initialize("init-e", topic_id, (0, 1, -1)), 0)
+    peer.ask("initialize after the delete at 2", _initialize("init-e", topic_id, (0, 2, 7)), 0)
+    peer.ask("read at leader epoch 0 after the delete", _read("init-e", topic_id, 0, 0), 0)
 
 
 def test_share_group_offsets_admin(ebb_peer, kafka_peer):

@@ -13,11 +13,20 @@ from types import SimpleNamespace
 import pytest
 
 import broker.share.coordinator as coordinator_module
+import broker.share.state_log as state_log
 from broker.config import ShareCoordinatorConfig
 from broker.log import StorageError
 from broker.log.common import TopicPartition
 from broker.share.coordinator import ShareCoordinator
-from broker.share.state_log import SHARE_STATE_TOPIC, parse_record
+from broker.share.state_log import (
+    DELETED_START,
+    SHARE_STATE_TOPIC,
+    ShareState,
+    key_bytes,
+    parse_record,
+    raise_leader_epoch,
+    value_bytes,
+)
 from protocol.errors import ErrorCode
 
 
@@ -66,7 +75,7 @@ OTHER = ("g", uuid.uuid4(), 0)
 @pytest.fixture(autouse=True)
 def _empty_log(monkeypatch):
     """The topic's partitions replay as empty (a test replaces this to make one fail)."""
-    async def replay(partition, read_slices, found):
+    async def replay(partition, read_slices, found, leader_epochs):
         return 0
     monkeypatch.setattr(coordinator_module, "replay_partition", replay)
 
@@ -179,7 +188,7 @@ async def test_a_partition_whose_replay_fails_at_start_is_left_unserved(monkeypa
     coordinator, _ = _coordinator(partitions=2)
     failing = coordinator.partition_of(KEY)
 
-    async def replay(partition, read_slices, found):
+    async def replay(partition, read_slices, found, leader_epochs):
         if partition.topic_partition.partition == failing:
             raise StorageError("disk gone")
         return 0
@@ -303,28 +312,90 @@ async def test_a_write_of_a_share_partition_without_state_is_refused_before_its_
     assert OTHER not in coordinator.states and replicas.appended == []
 
 
-async def test_a_deleted_state_is_no_state_until_initialized_again_and_still_fences_its_old_leader():
+async def test_a_deleted_state_is_no_state_and_its_next_initialization_takes_the_epochs_asked():
     """DeleteShareGroupState leaves no state, as Kafka's tombstone: a read (any leader epoch) and a write are
-    INVALID_REQUEST, a summary none, a second delete writes nothing. The group's next initialization (at a
-    state epoch at or below the deleted one's: Kafka's tombstone forgot the epochs) is stored, at the
-    deleted state's epoch, so that the leader that read the old state is still fenced."""
+    INVALID_REQUEST, a summary none, a second delete writes nothing. The group's next initialization is fenced
+    by nothing and stored at the state epoch asked and leader epoch 0 (the tombstone forgot both), so that the
+    recreated group's later initializations at its own group epochs are accepted, as Kafka 4.3.1's."""
     coordinator, replicas = _coordinator()
     await _started(coordinator)  # state epoch 0, leader epoch 1, start offset 5
+    assert await coordinator.initialize(KEY, 5, 5) == ErrorCode.NONE
     assert await coordinator.delete(KEY) == ErrorCode.NONE
     for leader_epoch in (1, 2, -1):
         assert await coordinator.read(KEY, leader_epoch) == (ErrorCode.INVALID_REQUEST, None)
-    assert await coordinator.write(KEY, 1, 2, 7, ()) == ErrorCode.INVALID_REQUEST
+    assert await coordinator.write(KEY, 6, 2, 7, ()) == ErrorCode.INVALID_REQUEST
     assert coordinator.summary(KEY) == (ErrorCode.NONE, None)
     assert await coordinator.delete(KEY) == ErrorCode.NONE
-    assert len(replicas.appended) == 3
-    assert await coordinator.initialize(KEY, 0, -1) == ErrorCode.NONE
-    error, state = await coordinator.read(KEY, 2)
-    assert error == ErrorCode.NONE and state is not None and (state.state_epoch, state.start_offset) == (1, -1)
-    assert await coordinator.write(KEY, 0, 2, 6, ()) == ErrorCode.FENCED_STATE_EPOCH  # the old leader's
-    assert await coordinator.write(KEY, 1, 2, 6, ()) == ErrorCode.NONE  # the leader that read it again
+    assert len(replicas.appended) == 4
+    assert await coordinator.initialize(KEY, 1, -1) == ErrorCode.NONE  # the recreated group's first join
+    assert (coordinator.states[KEY].state_epoch, coordinator.states[KEY].leader_epoch) == (1, 0)
+    assert await coordinator.initialize(KEY, 2, 7) == ErrorCode.NONE  # its AlterShareGroupOffsets later
+    error, state = await coordinator.read(KEY, 0)
+    assert error == ErrorCode.NONE and state is not None and (state.state_epoch, state.start_offset) == (2, 7)
+    assert await coordinator.write(KEY, 1, 0, 6, ()) == ErrorCode.FENCED_STATE_EPOCH
     # a state initialized without a start offset is deleted too (nothing is left to read)
     assert await coordinator.initialize(OTHER, 3, -1) == ErrorCode.NONE
     assert await coordinator.delete(OTHER) == ErrorCode.NONE
     assert (await coordinator.read(OTHER, 0))[0] == ErrorCode.INVALID_REQUEST
-    assert await coordinator.initialize(OTHER, 6, 4) == ErrorCode.NONE  # a higher state epoch is kept
+    assert await coordinator.initialize(OTHER, 6, 4) == ErrorCode.NONE
     assert coordinator.states[OTHER].state_epoch == 6
+
+
+async def test_the_leader_epoch_fences_first_and_only_rises():
+    """Kafka 4.3.1's shard checks the leader epoch first and on its own, then the state epoch; its leader epoch
+    map only rises (an initialization's record carries 0, a write at -1 the record's, neither lowers it), and a
+    write keeps the initialization's state epoch."""
+    coordinator, _ = _coordinator()
+    await coordinator.start()
+    assert await coordinator.initialize(KEY, 5, 0) == ErrorCode.NONE
+    assert (await coordinator.read(KEY, 3))[0] == ErrorCode.NONE
+    assert await coordinator.write(KEY, 6, 2, 4, ()) == ErrorCode.FENCED_LEADER_EPOCH  # not by the pair (6, 2)
+    assert await coordinator.write(KEY, 4, 3, 4, ()) == ErrorCode.FENCED_STATE_EPOCH
+    assert await coordinator.write(KEY, 6, -1, 4, ()) == ErrorCode.NONE
+    assert (coordinator.states[KEY].state_epoch, coordinator.states[KEY].leader_epoch) == (5, 3)
+    assert await coordinator.initialize(KEY, 6, 10) == ErrorCode.NONE  # AlterShareGroupOffsets
+    assert (coordinator.states[KEY].leader_epoch, coordinator.leader_epochs[KEY]) == (0, 3)  # the record's: 0
+    assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert await coordinator.write(KEY, 6, 2, 11, ()) == ErrorCode.FENCED_LEADER_EPOCH
+    assert (await coordinator.read(KEY, 3))[0] == ErrorCode.NONE
+
+
+def test_the_leader_epoch_fence_is_the_highest_of_the_records_since_the_last_deletion():
+    """Kafka's leaderEpochMap as a replay rebuilds it: a record's leader epoch raises it, never lowers it (an
+    initialization's record carries 0), and a deletion (tombstone or deleted mark) forgets it."""
+    epochs: dict = {}
+    for state, expected in ((ShareState(1, 0, -1, (), 0), 0), (ShareState(1, 4, 5, (), 0), 4),
+                            (ShareState(2, 0, 7, (), 0), 4), (ShareState(3, 4, DELETED_START, (), 0), None),
+                            (ShareState(1, 0, -1, (), 0), 0), (None, None)):
+        raise_leader_epoch(epochs, KEY, state)
+        assert epochs.get(KEY) == expected
+
+
+async def test_an_older_ebbs_deletion_record_fences_no_initialization(monkeypatch):
+    """An older Ebb stored a deletion as start offset -1, nothing in flight, under the next state epoch and the
+    old leader epoch: replayed, it reads as a state initialized without a start offset. The recreated group's
+    initializations at its lower group epochs are stored (not FENCED_STATE_EPOCH until the group epoch passes
+    the deleted state's), the leader epoch fence is kept; a state with a start offset or batches still fences."""
+    def as_older_ebb_wrote(offset: int, state: ShareState):  # its initialize, read, write and delete
+        return offset, key_bytes(KEY), value_bytes(state, 0)
+    written = [as_older_ebb_wrote(0, ShareState(5, 0, -1, (), 0, 0)),
+               as_older_ebb_wrote(1, ShareState(5, 3, -1, (), 0, 1)),
+               as_older_ebb_wrote(2, ShareState(5, 3, 10, ((10, 11, 2, 1),), 0, 2)),
+               as_older_ebb_wrote(3, ShareState(6, 3, -1, (), 0))]
+
+    async def replay_log(partition, read_slices, on_record, *, stop_on_error):
+        for record in written:
+            on_record(*record)
+        return len(written)
+    monkeypatch.setattr(coordinator_module, "replay_partition", state_log.replay_partition)
+    monkeypatch.setattr(state_log, "replay_log", replay_log)
+    coordinator, _ = _coordinator()
+    await coordinator.start()
+    assert (coordinator.states[KEY].state_epoch, coordinator.leader_epochs[KEY]) == (6, 3)
+    assert await coordinator.initialize(KEY, 1, -1) == ErrorCode.NONE  # the recreated group's first join
+    assert coordinator.states[KEY].state_epoch == 1 and coordinator.leader_epochs[KEY] == 3
+    assert await coordinator.initialize(KEY, 2, 7) == ErrorCode.NONE  # its AlterShareGroupOffsets
+    assert await coordinator.initialize(KEY, 1, 8) == ErrorCode.FENCED_STATE_EPOCH  # a start offset now
+    assert (await coordinator.read(KEY, 2))[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert await coordinator.write(KEY, 2, 3, 9, ((9, 9, 2, 1),)) == ErrorCode.NONE
+    assert await coordinator.initialize(KEY, 1, -1) == ErrorCode.FENCED_STATE_EPOCH  # batches now

@@ -88,8 +88,7 @@ class _Persister:
             elif old is not None and not old.deleted and old.state_epoch > state_epoch:
                 errors[key] = ErrorCode.FENCED_STATE_EPOCH
             else:
-                epoch = max(state_epoch, old.state_epoch) if old is not None and old.deleted else state_epoch
-                self.states[key] = ShareState(epoch, 0, start, (), 0)
+                self.states[key] = ShareState(state_epoch, 0, start, (), 0)
                 errors[key] = ErrorCode.NONE
         return errors
 
@@ -257,7 +256,8 @@ async def test_a_share_partition_its_coordinator_has_no_state_for_is_not_made_by
     assert manager.share_partition("g", partition).state_epoch == 3  # type: ignore[arg-type,union-attr]
 
 
-@pytest.mark.parametrize("refused, answered", [
+# A share coordinator's error and the leader's answer for it (Kafka 4.3.1's SharePartition.fetchPersisterError)
+_PERSISTER_ERRORS = [
     (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE),
     (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE),
     (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE),
@@ -266,7 +266,11 @@ async def test_a_share_partition_its_coordinator_has_no_state_for_is_not_made_by
     (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.GROUP_ID_NOT_FOUND),
     (ErrorCode.NETWORK_EXCEPTION, ErrorCode.UNKNOWN_SERVER_ERROR),
-])
+    (ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_SERVER_ERROR),
+]
+
+
+@pytest.mark.parametrize("refused, answered", _PERSISTER_ERRORS)
 async def test_a_failed_state_read_is_answered_as_kafkas_leader_answers_it(tmp_path, refused, answered):
     manager, partition = _manager(), _Partition(tmp_path)
     _readable(partition)
@@ -274,6 +278,18 @@ async def test_a_failed_state_read_is_answered_as_kafkas_leader_answers_it(tmp_p
     manager.persister.failing = refused  # type: ignore[attr-defined]
     read = await manager.fetch("g", "m", partition, EARLIEST, 1 << 20, 100)  # type: ignore[arg-type]
     assert read.error == answered and manager.partitions == {}
+
+
+@pytest.mark.parametrize("refused, answered", _PERSISTER_ERRORS)
+async def test_a_failed_state_write_is_answered_as_kafkas_leader_answers_it(tmp_path, refused, answered):
+    """An acknowledgement whose write the share coordinator refuses hears the error as Kafka's
+    SharePartition maps it (fetchPersisterError, as for a read), never the coordinator's own code."""
+    manager, partition = _manager(), _Partition(tmp_path)
+    held = await _started(manager, partition, 5)
+    manager.persister.failing = refused  # type: ignore[attr-defined]
+    with pytest.raises(ShareStateError) as failed:
+        await manager.persist("g", partition, held)  # type: ignore[arg-type]
+    assert failed.value.error_code == answered
 
 
 async def test_an_acknowledgement_of_a_share_partition_gone_meanwhile_is_not_answered_as_stored(tmp_path):
@@ -347,6 +363,6 @@ async def test_a_write_refused_because_the_state_was_deleted_drops_the_share_par
     await manager.persister.delete(("g", partition.topic_id, 0))  # type: ignore[attr-defined]
     with pytest.raises(ShareStateError) as refused:
         await manager.persist("g", partition, held)  # type: ignore[arg-type]
-    assert refused.value.error_code == ErrorCode.INVALID_REQUEST
+    assert refused.value.error_code == ErrorCode.UNKNOWN_SERVER_ERROR  # as Kafka's leader maps INVALID_REQUEST
     assert manager.share_partition("g", partition) is None  # type: ignore[arg-type]
     assert await manager.stored("g", partition) is None  # type: ignore[arg-type]  # no state to read

@@ -239,8 +239,8 @@ async def test_every_coordinator_is_asked_at_once_and_one_failing_loses_no_other
 async def test_a_state_file_moves_in_through_an_initialization_then_a_write():
     """move_in (an older Ebb's state file, taken in by its leader): the share coordinator refuses a write of
     a share-partition without state, so the state is first initialized at the file's start offset under
-    the state epoch asked, then written with its batches; a later state epoch stored refuses it
-    (FENCED_STATE_EPOCH) and nothing is written."""
+    the state epoch asked, then written with its batches; a later state epoch stored with a start offset
+    refuses it (FENCED_STATE_EPOCH) and nothing is written."""
     from tests.unit.test_share_coordinator import _coordinator
 
     coordinator, replicas = _coordinator()
@@ -253,7 +253,7 @@ async def test_a_state_file_moves_in_through_an_initialization_then_a_write():
     assert (stored.state_epoch, stored.leader_epoch, stored.start_offset, stored.batches) == (
         1, 2, 4, ((4, 4, 0, 1), (5, 5, 2, 1)))
     assert len(replicas.appended) == 2
-    assert await coordinator.initialize(newer, 3, -1) == ErrorCode.NONE
+    assert await coordinator.initialize(newer, 3, 0) == ErrorCode.NONE  # with a start offset: it fences
     with pytest.raises(PersisterError) as refused:
         await persister.move_in(newer, 1, 2, 4, ())
     assert refused.value.error_code == ErrorCode.FENCED_STATE_EPOCH
