@@ -305,16 +305,21 @@ class ConsumerGroups(TypeChanges):
         return group
 
     def refresh(self, group: ConsumerGroup, changed: bool, interval_ms: int) -> None:
+        """The group epoch moves (bump); the target is recomputed when the group epoch is past it and the
+        group's assignment interval (`interval_ms`, consumer.assignment.interval.ms in force) has passed
+        since the last one."""
+        self.bump(group, changed)
+        if group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, self._clock()):
+            self.compute_target(group)
+
+    def bump(self, group: ConsumerGroup, changed: bool) -> None:
         """The group epoch moves when a member came or its subscription `changed`, or the subscribed topics
-        changed; the target is recomputed when the group epoch is past it and the group's assignment
-        interval (`interval_ms`, consumer.assignment.interval.ms in force) has passed since the last one."""
+        changed since the group last looked (Kafka's updateSubscriptionMetadata)."""
         if changed or not self.topics.current(group):
             topics = self.topics.of(group)
             if changed or topics != group.topics:
                 group.topics = topics
                 group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, self._clock()):
-            self.compute_target(group)
 
     def topics_now(self) -> dict[str, tuple[uuid.UUID, int]]:
         return self.topics.now()
