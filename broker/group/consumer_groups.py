@@ -184,8 +184,10 @@ class ConsumerGroups(TypeChanges):
             member.subscribed, resubscribed = list(request.subscribed), True
         if request.regex is not None and (request.regex or None) != member.regex:
             member.regex, resubscribed = request.regex or None, True
-        if request.server_assignor is not None and request.server_assignor != member.server_assignor:
-            member.server_assignor, changed = request.server_assignor, True
+        if request.server_assignor is not None:
+            # Kept and written, but as in Kafka 4.3.1 (hasMemberSubscriptionChanged) no subscription change:
+            # the group epoch stays, and the next target computed uses the assignor then most asked for.
+            member.server_assignor = request.server_assignor
         self.refresh(group, changed or resubscribed, timeouts.assignment_interval_ms)
         was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
         reconcile(group, member, request.owned, lambda: self.subscribed_ids(group, member), resubscribed)
