@@ -60,7 +60,8 @@ ASSIGNOR_CLASS_NAMES = {"org.apache.kafka.coordinator.group.assignor.UniformAssi
 # (broker/group/consumer_migration.py); an empty group changes protocol whatever the policy, as in Kafka.
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 # The broker properties behind group configs (synonyms and bounds), Kafka 4.3.1's defaults. Ebb reads
-# them from server.properties; none is dynamic here.
+# them from server.properties; of them only the three assignment intervals are dynamic too, as in Kafka
+# (broker/dynamic_config.py: the `intervals` a GroupConfigs is given).
 GROUP_BROKER_DEFAULTS: dict[str, str] = {
     _C + "session.timeout.ms": "45000", _C + "min.session.timeout.ms": "45000",
     _C + "max.session.timeout.ms": "60000",

@@ -145,10 +145,12 @@ class ClassicMembers:
             return consumer.subscribed_ids(group, member)
         if replaces_consumer and may_downgrade(group, set(), consumer.migration):
             # The last KIP-848 member's instance comes back classic (Kafka's
-            # validateOnlineDowngradeWithReplacedMember): the group turns classic, rebalancing if the
-            # subscription changed or the target is behind the group epoch (a target waiting for the
-            # assignment interval), else with the member reconciled to the target it took over.
-            stale = changed or group.assignment_epoch < group.group_epoch
+            # validateOnlineDowngradeWithReplacedMember): the group epoch moves first for a changed
+            # subscription or topics no heartbeat has seen yet; the group turns classic, rebalancing if the
+            # target is behind the group epoch (so too a target waiting for the assignment interval), else
+            # with the member reconciled to the target it took over.
+            consumer.bump(group, changed)
+            stale = group.assignment_epoch < group.group_epoch
             if not stale:
                 reconcile(group, member, owned, subscribed)
             consumer.downgrade(group, set(), rebalance=stale)  # GroupError, undone by join, if it cannot

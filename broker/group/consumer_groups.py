@@ -184,8 +184,10 @@ class ConsumerGroups(TypeChanges):
             member.subscribed, resubscribed = list(request.subscribed), True
         if request.regex is not None and (request.regex or None) != member.regex:
             member.regex, resubscribed = request.regex or None, True
-        if request.server_assignor is not None and request.server_assignor != member.server_assignor:
-            member.server_assignor, changed = request.server_assignor, True
+        if request.server_assignor is not None:
+            # Kept and written, but as in Kafka 4.3.1 (hasMemberSubscriptionChanged) no subscription change:
+            # the group epoch stays, and the next target computed uses the assignor then most asked for.
+            member.server_assignor = request.server_assignor
         self.refresh(group, changed or resubscribed, timeouts.assignment_interval_ms)
         was = (member.state, member.epoch, {t: set(p) for t, p in member.pending_revocation.items()})
         reconcile(group, member, request.owned, lambda: self.subscribed_ids(group, member), resubscribed)
@@ -305,16 +307,21 @@ class ConsumerGroups(TypeChanges):
         return group
 
     def refresh(self, group: ConsumerGroup, changed: bool, interval_ms: int) -> None:
+        """The group epoch moves (bump); the target is recomputed when the group epoch is past it and the
+        group's assignment interval (`interval_ms`, consumer.assignment.interval.ms in force) has passed
+        since the last one."""
+        self.bump(group, changed)
+        if group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, self._clock()):
+            self.compute_target(group)
+
+    def bump(self, group: ConsumerGroup, changed: bool) -> None:
         """The group epoch moves when a member came or its subscription `changed`, or the subscribed topics
-        changed; the target is recomputed when the group epoch is past it and the group's assignment
-        interval (`interval_ms`, consumer.assignment.interval.ms in force) has passed since the last one."""
+        changed since the group last looked (Kafka's updateSubscriptionMetadata)."""
         if changed or not self.topics.current(group):
             topics = self.topics.of(group)
             if changed or topics != group.topics:
                 group.topics = topics
                 group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, self._clock()):
-            self.compute_target(group)
 
     def topics_now(self) -> dict[str, tuple[uuid.UUID, int]]:
         return self.topics.now()

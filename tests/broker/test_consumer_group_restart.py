@@ -101,8 +101,10 @@ def test_the_assignment_interval_outlives_a_sigkill_and_follows_config_changes(t
     AssignmentTimestamp is read back, so a restart does not compute a waiting target early; once the
     group's config is gone, the broker's group.consumer.assignment.interval.ms, changed at runtime to 0,
     lets the next heartbeat compute it."""
-    # an hour's interval (its bound raised from 15 s), so that no restart, however slow, waits it out
-    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.max.assignment.interval.ms": "3600000"}
+    # an hour's interval (its bound raised from 15 s), so that no restart, however slow, waits it out; the
+    # broker's own hour in server.properties too, so only its runtime change to 0 computes the target
+    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.max.assignment.interval.ms": "3600000",
+                 "group.consumer.assignment.interval.ms": "3600000"}
     with BrokerProcess(tmp_path, overrides) as process:
         with WireClient(process.port) as c:
             create_topic(c, "t", partitions=2)
@@ -124,6 +126,27 @@ def test_the_assignment_interval_outlives_a_sigkill_and_follows_config_changes(t
             moved = wait_for(lambda: (a := _beat(c, "m2", 2, {})).member_epoch == 3 and a,
                              what="the target computed under the broker's interval")
             assert moved.error_code == ErrorCode.NONE
+
+
+def test_the_brokers_dynamic_assignment_interval_paces_targets_at_runtime(tmp_path):
+    """group.consumer.assignment.interval.ms changed at runtime (cluster-wide, no group config): an hour holds
+    the next target back, 0 lets the next heartbeat compute it. server.properties says 0, so a broker not
+    following its dynamic value would compute the target at once."""
+    overrides = {"offsets.topic.num.partitions": "1", "group.consumer.max.assignment.interval.ms": "3600000",
+                 "group.consumer.assignment.interval.ms": "0"}
+    with BrokerProcess(tmp_path, overrides) as process, WireClient(process.port) as c:
+        create_topic(c, "t", partitions=2)
+        assert _incremental(c, "", [("group.consumer.assignment.interval.ms", SET, "3600000")],
+                            resource_type=BROKER).error_code == ErrorCode.NONE
+        assert _beat(c, "m1", 0, {}, join=True).member_epoch == 2  # the first target: at once
+        joined = _beat(c, "m2", 0, {}, join=True)  # the group epoch moves to 3, the target waits the hour
+        assert (joined.error_code, joined.member_epoch, _held(joined)) == (ErrorCode.NONE, 2, {})
+        assert _beat(c, "m2", 2, {}).member_epoch == 2
+        assert _incremental(c, "", [("group.consumer.assignment.interval.ms", SET, "0")],
+                            resource_type=BROKER).error_code == ErrorCode.NONE
+        # in force here once the alter is answered: the next heartbeat computes the target
+        moved = _beat(c, "m2", 2, {})
+        assert (moved.error_code, moved.member_epoch) == (ErrorCode.NONE, 3)
 
 
 def _offsets_after_load(port: int, group: str) -> dict:

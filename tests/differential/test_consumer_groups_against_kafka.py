@@ -5,8 +5,8 @@ DescribeGroups of a consumer group's id, OffsetCommit and OffsetFetch v9 with me
 DeleteGroups, leaving, and a consumer heartbeat on a classic group's id; commits at an older member
 epoch (KIP-1251) at OffsetCommit v2-10 and TxnOffsetCommit v5; a classic member's Heartbeat inside a
 consumer group after another left; a member's epoch, previous epoch and held-since epochs after it
-revokes while the target moved on; a member revoking that leaves a topic; a group's own assignment
-interval (KIP-1263) holding its target back, then changed."""
+revokes while the target moved on; a member revoking that leaves a topic; a member changing only its
+server assignor; a group's own assignment interval (KIP-1263) holding its target back, then changed."""
 
 from __future__ import annotations
 
@@ -525,6 +525,24 @@ def test_a_member_revoking_that_leaves_a_topic(ebb_peer, kafka_peer):
                 topics=[_Commit(name=topic, partitions=[Part(partition_index=partition, committed_offset=1)])]), 9)
         beat("s1 leaves", "s1", -1, None)
         beat("s2 leaves", "s2", -1, None)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)
+
+
+def test_a_server_assignor_change_alone_moves_no_epoch(ebb_peer, kafka_peer):
+    """a1 joins with the range assignor (epoch 2, both partitions), then names the uniform one at a heartbeat:
+    not a subscription change, so the group epoch and a1's stay at 2; ConsumerGroupDescribe shows the
+    assignor now asked for."""
+    topic_ids = _topic_and_coordinators((ebb_peer, kafka_peer), "sat", 2, ("sa",))
+
+    def scenario(peer: Peer) -> None:
+        tid = topic_ids[peer.name]
+        _beat(peer, "a1 joins with range: epoch 2", "sa", "a1", 0, [], **_range_join("sat"))
+        _beat(peer, "a1 holds both", "sa", "a1", 2, [0, 1], tid)
+        _beat(peer, "a1 asks for uniform: epoch 2 still", "sa", "a1", 2, [0, 1], tid, server_assignor="uniform")
+        _describe(peer, "describe after the assignor change", ["sa"], {"a1": 2})
+        _beat(peer, "a1 leaves", "sa", "a1", -1)
 
     found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
     assert not found, "\n".join(found)

@@ -314,6 +314,21 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_under_a_sta
     assert groups.groups["g"].is_in(GroupState.PREPARING_REBALANCE)
 
 
+async def test_a_classic_instance_replacing_the_last_consumer_member_after_a_topic_grew_rebalances(broker):
+    """The same replacement after t grew to 3 partitions, which no heartbeat has seen yet: as Kafka's
+    classicGroupJoinToConsumerGroup, the join looks at the topics first, so the group epoch moves past the
+    target and the downgraded group rebalances (t-2 is not left unassigned)."""
+    groups = broker.groups
+    _, _, group = await _two_classic_and_a_static_member(groups)
+    assert group.assignment_epoch == group.group_epoch
+    await broker.topics.add_partitions("t", 3)
+    request = _join_request()
+    request.group_instance_id = "instance"
+    joined = await groups.join_group(request)
+    assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
+    assert groups.groups["g"].is_in(GroupState.PREPARING_REBALANCE)
+
+
 async def test_a_classic_join_into_a_consumer_group_whose_configs_cannot_be_read(broker):
     """The join needs the group's consumer.assignment.interval.ms: unreadable, it is answered
     COORDINATOR_NOT_AVAILABLE (as a KIP-848 heartbeat is) and changes nothing."""

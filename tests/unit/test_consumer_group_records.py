@@ -244,6 +244,29 @@ def test_a_topic_left_while_revoking_is_written_as_partitions_to_revoke():
     asyncio.run(run())
 
 
+def test_a_server_assignor_change_alone_is_written_and_moves_no_epoch():
+    """As Kafka 4.3.1 (hasMemberSubscriptionChanged looks at the topic names only): a member naming another
+    assignor has its member record (5) written, but the group epoch stays; the next target computed
+    uses it."""
+    log = Log()
+
+    async def run():
+        groups = _groups(log)
+        await _beat(groups, _hb("m1", 0, server_assignor="range"))  # epoch 2
+        group = groups.groups["g"]
+        mark = len(log.records)
+        answer = await _beat(groups, _hb("m1", 2, owned={T1: {0, 1, 2, 3}}, server_assignor="uniform"))
+        assert (answer.member_epoch, group.group_epoch, group.assignment_epoch) == (2, 2, 2)
+        assert _types(log.records[mark:]) == [(5, False)]
+        loaded = _replayed(log)
+        assert loaded.groups["g"].members["m1"].server_assignor == "uniform"
+        loaded.stop()
+        await _beat(groups, _hb("m2", 0))
+        assert (group.assignment_epoch, group.assignor) == (3, "uniform")
+        groups.stop()
+    asyncio.run(run())
+
+
 def test_a_held_partition_without_assignment_epochs_counts_from_the_member_epoch():
     """Kafka before 4.3 wrote record 8 without AssignmentEpochs, and a count that does not match the
     partitions is not trusted: Kafka 4.3.1 takes the member epoch for that topic's partitions."""

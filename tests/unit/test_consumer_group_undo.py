@@ -7,6 +7,7 @@ their group's own session timeout once it is read."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -19,11 +20,12 @@ from protocol.errors import ErrorCode
 from tests.unit.test_consumer_group_records import T1, TIMEOUTS, Log, _hb, _types, session_left_after_load
 
 
-def _groups(log: Log, max_size: int = 100) -> ConsumerGroups:
+def _groups(log: Log, max_size: int = 100, clock: Callable[[], int] | None = None) -> ConsumerGroups:
     topics = {"a": (T1, 4), "b": (T1.__class__(int=2), 2)}
     return ConsumerGroups(max_size, ["uniform"], lambda: topics,
                           ClassicIds(lambda g: False, lambda g: False, lambda g: None), is_share=lambda g: False,
-                          append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro))
+                          append=log.append, spawn=lambda coro: asyncio.get_running_loop().create_task(coro),
+                          **({} if clock is None else {"clock": clock}))
 
 
 def _replayed(log: Log) -> ConsumerGroups:
@@ -36,7 +38,8 @@ def _replayed(log: Log) -> ConsumerGroups:
 
 def _state(groups: ConsumerGroups) -> tuple:
     group = groups.groups["g"]
-    return (group.group_epoch, group.assignment_epoch, group.assignor, {m: dict(t) for m, t in group.target.items()},
+    return (group.group_epoch, group.assignment_epoch, group.assignment_ms, group.assignor,
+            {m: dict(t) for m, t in group.target.items()},
             dict(group.topics), {mid: (m.epoch, m.previous_epoch, m.state, dict(m.assigned),
                                        dict(m.pending_revocation), list(m.subscribed))
                                  for mid, m in group.members.items()})
@@ -103,6 +106,34 @@ def test_a_revocation_not_written_is_undone_with_its_deadline():
         rebuilt = _replayed(log)
         assert _state(rebuilt) == _state(groups)
         rebuilt.stop()
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_a_target_computed_by_a_failed_write_leaves_the_interval_running_from_the_one_before():
+    """The assignment interval counts from the last target written: a target computed by a heartbeat whose
+    write fails is undone with its time, so the member's retry computes it again at once (not an interval
+    after the failed computation)."""
+    log, now = Log(), [1_000_000]
+    paced = MemberTimeouts(45000, 5000, 1000)
+
+    async def run():
+        groups = _groups(log, clock=lambda: now[0])
+        await groups.heartbeat_written(_hb("m1", 0), paced)  # the first target: at once
+        now[0] += 400
+        await groups.heartbeat_written(_hb("m2", 0), paced)  # within the interval: the target waits
+        group = groups.groups["g"]
+        before = _state(groups)
+        assert (group.group_epoch, group.assignment_epoch, group.assignment_ms) == (3, 2, 1_000_000)
+        now[0] += 700  # the interval has passed: m1's heartbeat computes the target, but its write fails
+        log.fail = ErrorCode.NOT_ENOUGH_REPLICAS
+        with pytest.raises(GroupError):
+            await groups.heartbeat_written(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), paced)
+        assert _state(groups) == before
+        log.fail = None
+        now[0] += 10  # well within an interval of the failed computation
+        await groups.heartbeat_written(_hb("m1", 2, owned={T1: {0, 1, 2, 3}}), paced)
+        assert (group.assignment_epoch, group.assignment_ms) == (3, now[0])
         groups.stop()
     asyncio.run(run())
 
