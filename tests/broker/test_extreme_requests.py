@@ -56,7 +56,7 @@ async def test_extreme_but_well_formed_requests(tmp_path):
             advertised = {key: (low, high) for key, (low, high) in conn.api_versions.items()}
             frames = extreme_frames(advertised, PER_VERSION, SEED)
             outcomes: dict[str, str] = {}
-            semaphore = asyncio.Semaphore(8)
+            semaphore = asyncio.Semaphore(64)
 
             async def one(label: str, frame: bytes) -> None:
                 async with semaphore:
