@@ -5,11 +5,15 @@ Makefile's stamp, or the `java` fixture when the stamp is missing or older than 
 them to java/target/lib and compiles the Interop driver (java/src/main/java/ebb/interop) to
 java/target/classes. Without Java or Maven the tests fail; they never skip.
 
-Two ways to drive Java, each one JVM per call:
+Two ways to drive Java:
 - `java.interop(bootstrap, prefix, *suites)` runs Interop's suites (admin, groups, producer,
-  consumer, streams); every step prints a JSON line of what the client saw, and the tests judge those lines;
-- `java.tool(bootstrap, ToolClass, *args)` runs one of Kafka's command-line tools as
-  `java -cp <jars> <ToolClass> --bootstrap-server <bootstrap> <args>`, as the kafka-*.sh scripts do.
+  consumer, streams) in a JVM of their own; every step prints a JSON line of what the client saw, and
+  the tests judge those lines;
+- `java.tool(bootstrap, ToolClass, *args)` runs one of Kafka's command-line tools with
+  `--bootstrap-server <bootstrap> <args>`, as the kafka-*.sh scripts do, but in a JVM kept per broker
+  for the test module (java/src/main/java/ebb/interop/ToolRunner.java): a tool's JVM start and class
+  loading cost more than most calls themselves, and some modules make a hundred calls. `java.run`
+  starts a JVM per call (the perf tools, the console consumer, DumpLogSegments).
 
 Each test module gets its own broker; when it stops, its log must show no failed handler.
 """
@@ -17,9 +21,14 @@ Each test module gets its own broker; when it stops, its log must show no failed
 from __future__ import annotations
 
 import json
+import os
+import re
+import select
 import shutil
 import subprocess
-from dataclasses import dataclass
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -78,6 +87,10 @@ class ToolRun:
 @dataclass
 class Java:
     classpath: str
+    # ToolRunner JVMs by bootstrap address, started by `tool`: one per broker, so that a client a tool left
+    # open (some close none and leave that to the JVM's exit) only ever talks to that broker, and never
+    # logs into another broker's calls when its own goes away
+    tool_jvms: dict[str, ToolJvm] = field(default_factory=dict, repr=False)
 
     def command(self, main: str, *args: str, properties: dict[str, str] | None = None) -> list[str]:
         # C1 only: these JVMs live seconds, so start-up matters more than peak speed. What the
@@ -112,15 +125,104 @@ class Java:
             f"Interop {' '.join(suites)} exited {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
         return steps
 
-    def tool(self, bootstrap: str, main: str, *args: str) -> ToolRun:
-        result = self.run(main, "--bootstrap-server", bootstrap, *args)
-        return ToolRun(result.returncode, result.stdout, result.stderr)
+    def tool(self, bootstrap: str, main: str, *args: str, timeout: float = 180) -> ToolRun:
+        jvm = self.tool_jvms.get(bootstrap)
+        if jvm is None or not jvm.alive():
+            jvm = self.tool_jvms[bootstrap] = ToolJvm(self.command("ebb.interop.ToolRunner"))
+        code, out, err = jvm.call([main, "--bootstrap-server", bootstrap, *args], timeout)
+        return ToolRun(code, _own_jvm(out, main), _own_jvm(err, main))
+
+    def close(self) -> None:
+        """Ends the tools' JVMs (the next `tool` starts another)."""
+        for jvm in self.tool_jvms.values():
+            jvm.close()
+        self.tool_jvms.clear()
 
 
-@pytest.fixture(scope="session")
-def java() -> Java:
+class ToolJvm:
+    """One ToolRunner JVM (java/src/main/java/ebb/interop/ToolRunner.java): Kafka's tools called in turn."""
+
+    def __init__(self, command: list[str]):
+        self.log = tempfile.TemporaryFile()  # its stderr: a file, since nothing reads it while it runs
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                        bufsize=0)
+        self.pending = b""  # what its stdout gave beyond the last answer read
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def call(self, words: list[str], timeout: float) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of the tool words[0] with the rest as its arguments."""
+        assert not any("\n" in word for word in words), "ToolRunner takes one word per line"
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{len(words)}\n{''.join(w + chr(10) for w in words)}".encode())
+        answer = json.loads(self._answer_line(timeout, words))
+        return answer["code"], answer["out"], answer["err"]
+
+    def _answer_line(self, timeout: float, words: list[str]) -> bytes:
+        """The answer to the call just sent (a line a thread left over from an earlier call printed is
+        passed over); a JVM that hangs past `timeout` or dies fails the call and goes."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            line, newline, rest = self.pending.partition(b"\n")
+            if newline:
+                self.pending = rest
+                if line.startswith(b'{"step":"tool"'):
+                    return line
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([stdout], [], [], left)[0]:
+                self.close()
+                raise subprocess.TimeoutExpired(words, timeout)
+            chunk = os.read(stdout.fileno(), 1 << 16)
+            if not chunk:
+                self.log.seek(0)
+                tail = self.log.read().decode(errors="replace")[-3000:]
+                self.close()
+                raise RuntimeError(f"the ToolRunner JVM ended during {words}:\n{tail}")
+            self.pending += chunk
+
+    def close(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout, self.log):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
+
+def _own_jvm(printed: str, main: str) -> str:
+    """A stack trace as the tool in a JVM of its own prints it: the runner's frames below the tool's
+    main (reflection, ToolRunner, the thread) taken out, and the "... N more" of each cause shortened
+    by as many, since they are part of the frames it shares with the trace it caused."""
+    lines, below_main, runner_frames = [], False, 0
+    for line in printed.split("\n"):
+        if below_main and line.startswith("\tat "):
+            runner_frames += 1
+            continue
+        below_main = False
+        more = re.fullmatch(r"\t\.\.\. (\d+) more", line)
+        if more and runner_frames:
+            shared = int(more.group(1)) - runner_frames
+            if shared <= 0:
+                continue
+            line = f"\t... {shared} more"
+        lines.append(line)
+        if line.startswith(f"\tat {main}.main("):
+            below_main, runner_frames = True, 0
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def java():
+    """Per module, so that the tools' JVM (Java.tool) and what calls that ended early left in it
+    (a thread parked at its exit) go with the module."""
     build()
-    return Java(f"{TARGET / 'classes'}:{TARGET / 'lib'}/*")
+    driver = Java(f"{TARGET / 'classes'}:{TARGET / 'lib'}/*")
+    yield driver
+    driver.close()
 
 
 @pytest.fixture(scope="module")
