@@ -307,11 +307,7 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_under_a_sta
                                                     ["t"] if epoch == 0 else None, None, None, {}, "kip848",
                                                     "/127.0.0.1"), TIMEOUTS)
     assert group.assignment_epoch < group.group_epoch
-    request = _join_request()
-    request.group_instance_id = "instance"
-    joined = await groups.join_group(request)
-    assert joined.error == ErrorCode.NONE and "g" not in groups.consumer.groups
-    assert groups.groups["g"].is_in(GroupState.PREPARING_REBALANCE)
+    await _instance_comes_back_classic_and_the_group_rebalances(groups)
 
 
 async def test_a_classic_instance_replacing_the_last_consumer_member_after_a_topic_grew_rebalances(broker):
@@ -322,6 +318,10 @@ async def test_a_classic_instance_replacing_the_last_consumer_member_after_a_top
     _, _, group = await _two_classic_and_a_static_member(groups)
     assert group.assignment_epoch == group.group_epoch
     await broker.topics.add_partitions("t", 3)
+    await _instance_comes_back_classic_and_the_group_rebalances(groups)
+
+
+async def _instance_comes_back_classic_and_the_group_rebalances(groups) -> None:
     request = _join_request()
     request.group_instance_id = "instance"
     joined = await groups.join_group(request)
