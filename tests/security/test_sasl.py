@@ -284,7 +284,7 @@ def test_deleted_credentials_no_longer_authenticate(broker):
         future.result(timeout=10)
     options = dict(bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", security_protocol="SASL_PLAINTEXT",
                    sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="dave", sasl_plain_password="d",
-                   max_block_ms=5000)
+                   max_block_ms=5000, bootstrap_timeout_ms=5000)
     KafkaProducer(**options).close()
     from confluent_kafka.admin import UserScramCredentialDeletion
     for future in admin.alter_user_scram_credentials(
@@ -311,7 +311,7 @@ def test_ebb_users_cli_sets_lists_and_deletes(broker):
         {"mechanism": "SCRAM-SHA-256", "iterations": 5000}]}]}
     options = dict(bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", security_protocol="SASL_PLAINTEXT",
                    sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="erin", sasl_plain_password="erin-pw",
-                   max_block_ms=5000)
+                   max_block_ms=5000, bootstrap_timeout_ms=5000)
     KafkaProducer(**options).close()
     assert ebb("users", "delete", "erin", "--mechanism", "SCRAM-SHA-256").returncode == 0
     with pytest.raises(KafkaError):
