@@ -4,12 +4,12 @@ it from share.auto.offset.reset when it starts leading), leader epoch 0, nothing
 next snapshot epoch, at acks=-1 before the answer. Broker to broker: a group coordinator (Ebb's, through
 broker/share/persister.py, or Kafka's) sends it when a share group first subscribes a share-partition.
 
-A state epoch older than the stored one (and not -1) is FENCED_STATE_EPOCH (a deleted state fences
-nothing: a lower state epoch asked is stored as the deleted one's, so its old leader stays fenced); a negative partition
-INVALID_REQUEST, as is a start offset below -1 (Ebb's: Kafka stores it); a topic or partition that does
-not exist UNKNOWN_TOPIC_OR_PARTITION (Kafka's checks); NOT_COORDINATOR before `__share_group_state`
-exists or for a key led elsewhere. CLUSTER_ACTION on the cluster is needed, else
-CLUSTER_AUTHORIZATION_FAILED per partition.
+A state epoch older than the stored one (and not -1) is FENCED_STATE_EPOCH, but a deleted state, or one
+without start offset and batches, fences nothing (the epoch asked is stored; the leader epoch fence stays,
+broker/share/coordinator.py); a negative partition INVALID_REQUEST, as is a start offset below -1 (Ebb's:
+Kafka stores it); a topic or partition that does not exist UNKNOWN_TOPIC_OR_PARTITION (Kafka's checks);
+NOT_COORDINATOR before `__share_group_state` exists or for a key led elsewhere. CLUSTER_ACTION on the
+cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition.
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, FENCED_STATE_EPOCH, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.

@@ -5,8 +5,9 @@ broker/share/persister.py). Answered once the ShareSnapshot record is in `__shar
 CLUSTER_ACTION on the cluster is needed, else CLUSTER_AUTHORIZATION_FAILED per partition. A
 share-partition without state (never initialized, or deleted) is INVALID_REQUEST, whatever the write
 carries, checked before the epochs as Kafka 4.3.1's share coordinator does: only InitializeShareGroupState
-makes a state. A state epoch older than the stored one is FENCED_STATE_EPOCH, a leader epoch older (at
-the same state epoch) FENCED_LEADER_EPOCH; StartOffset -1 keeps the stored start offset (INVALID_REQUEST
+makes a state. A leader epoch older than the highest stored is FENCED_LEADER_EPOCH, checked first and on
+its own, then a state epoch older than the stored one FENCED_STATE_EPOCH (the state epoch stays the
+initialization's); StartOffset -1 keeps the stored start offset (INVALID_REQUEST
 when the stored state has none). As Kafka's shard, a negative partition is INVALID_REQUEST
 and a topic or partition that does not exist UNKNOWN_TOPIC_OR_PARTITION; Ebb also refuses
 (INVALID_REQUEST) a batch with first > last or a negative offset or count, or an unknown delivery state.

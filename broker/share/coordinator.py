@@ -109,17 +109,12 @@ class ShareCoordinator:
             self.partitions.follow(self._local_partitions())
         else:
             for partition in self._local_partitions():
-                found: dict[StateKey, ShareState | None] = {}
-                epochs: dict[StateKey, int] = {}
                 try:
-                    await replay_partition(partition, self.replicas.read_slices, found, epochs)
+                    await self._replay(partition)
                 except Exception as exc:  # that partition stays unserved, the others load (as in a cluster)
                     self.unloaded.add(partition.topic_partition.partition)
                     log.error("share group state not loaded", partition=str(partition.topic_partition),
                               error=str(exc))
-                    continue
-                self.states.update((k, s) for k, s in found.items() if s is not None)
-                self.leader_epochs.update(epochs)
             self.active = True
             log.info("share group state loaded", share_partitions=len(self.states))
 
@@ -143,14 +138,21 @@ class ShareCoordinator:
         if self.active:
             self.partitions.moved(partition)
 
-    async def _load_partition(self, index: int, partition: Partition) -> None:
+    async def _replay(self, partition: Partition) -> tuple[int, int]:
+        """One `__share_group_state` partition read into memory, all or nothing (its states and leader epoch
+        fences): (records read, share-partitions with state)."""
         found: dict[StateKey, ShareState | None] = {}
         epochs: dict[StateKey, int] = {}
         records = await replay_partition(partition, self.replicas.read_slices, found, epochs)
-        self.states.update((k, s) for k, s in found.items() if s is not None)
+        kept = {k: s for k, s in found.items() if s is not None}
+        self.states.update(kept)
         self.leader_epochs.update(epochs)
+        return records, len(kept)
+
+    async def _load_partition(self, index: int, partition: Partition) -> None:
+        records, states = await self._replay(partition)
         log.info("share group state loaded: this broker leads its partition now", partition=index,
-                 records=records, share_partitions=sum(s is not None for s in found.values()))
+                 records=records, share_partitions=states)
 
     def _unload_partition(self, index: int) -> None:
         for key in [k for k in self.states if self.partition_of(k) == index]:
