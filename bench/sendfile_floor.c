@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
         su[r] = res.su / gb, ss[r] = res.ss / gb, ru[r] = res.ru / gb, rs[r] = res.rs / gb;
         total[r] = su[r] + ss[r];
         mbs[r] = res.bytes / res.seconds / 1e6;
-        printf("rep=%d bytes=%lld seconds=%.3f sender_user=%.3f sender_sys=%.3f reader_user=%.3f reader_sys=%.3f"
+        printf("rep=%d bytes=%lld seconds=%.6f sender_user=%.3f sender_sys=%.3f reader_user=%.3f reader_sys=%.3f"
                " answers=%lld sender_switches=%lld+%lld\n", r, res.bytes, res.seconds, su[r], ss[r], ru[r], rs[r],
                res.answers, res.vcsw, res.ivcsw);
         fflush(stdout);
