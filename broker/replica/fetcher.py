@@ -188,15 +188,8 @@ class ReplicaFetcher:
                     if partition is None or self.partitions.get(tp) is not partition \
                             or partition.is_leader or partition.leader_epoch != epochs[tp]:
                         continue  # removed, replaced or in another term since the fetch went out
-                    try:
-                        if await self._apply(partition, answer):
-                            starts_moved.append(partition)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:
-                        self._failed(_APPLY_FAILED, tp, getattr(exc, "message", repr(exc)))
-                    else:
-                        self._succeeded(_APPLY_FAILED, tp)
+                    if await self._take(partition, answer):
+                        starts_moved.append(partition)
             failed = await self.make_starts_durable(starts_moved) if starts_moved else {}
             for partition in starts_moved:
                 tp = partition.topic_partition
@@ -245,6 +238,24 @@ class ReplicaFetcher:
         return request
 
     # --- one partition's answer ------------------------------------------------------------------
+
+    async def _take(self, partition: Partition, answer) -> bool:
+        """_apply, its failures counted into one streak per partition: True when the start moved."""
+        tp = partition.topic_partition
+        try:
+            moved = await self._apply(partition, answer)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._failed(_APPLY_FAILED, tp, getattr(exc, "message", repr(exc)))
+            return False
+        # On a dir still low an answer that needed no append (a reset to the leader's new start after a
+        # deletion) shows nothing: the next append is refused until a reading finds room, so the streak
+        # ends only once the dir has room.
+        space = partition.log.space
+        if space is None or not space.low:
+            self._succeeded(_APPLY_FAILED, tp)
+        return moved
 
     async def _apply(self, partition: Partition, answer) -> bool:
         """True when the answer moved the partition's log start offset (still to be made durable)."""

@@ -236,3 +236,37 @@ def test_the_settings_are_read_and_checked():
                 {"log.dir.free.space.check.interval.ms": "0"}):
         with pytest.raises(ConfigError, match="log.dir"):
             build_config(bad)
+
+
+async def test_a_follower_refused_for_space_ends_its_streak_only_once_the_dir_has_room(monkeypatch):
+    # After a deletion the leader's new start is past the full follower's end: the follower resets to it,
+    # an answer without an append, while the dir's last reading is still low; its next append is refused
+    # again. That reset must not log the streak as over (one streak per full spell, not two).
+    from types import SimpleNamespace
+
+    import broker.replica.fetcher as fetcher_module
+    from broker.config import ReplicationConfig
+
+    recorder = Recorder()
+    monkeypatch.setattr(fetcher_module, "log", recorder)
+    space = DirSpace(Path("."), min_free_bytes=64 * MiB, min_free_percent=0, check_interval_ms=1_000, run=never_read)
+    low(space)
+    partition = SimpleNamespace(topic_partition=CLIENT, log=SimpleNamespace(space=space))
+    outcomes: list = [LowDiskSpaceError("refused"), False, LowDiskSpaceError("refused"), False]
+
+    async def apply(_partition, _answer) -> bool:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    fetcher = fetcher_module.ReplicaFetcher(1, 2, lambda _: None, lambda _: None, ReplicationConfig())
+    monkeypatch.setattr(fetcher, "_apply", apply)
+    for _ in range(3):  # refused, reset on the low dir, refused again
+        await fetcher._take(partition, None)
+    roomy(space)
+    await fetcher._take(partition, None)  # an append on a dir with room
+    streak = [(level, event) for level, event, _ in recorder.lines if "could not apply" in event]
+    assert streak == [("error", fetcher_module._APPLY_FAILED),
+                      ("warning", f"{fetcher_module._APPLY_FAILED}: works again")], recorder.lines
+    assert recorder.lines[-1][2]["failures"] == 2
