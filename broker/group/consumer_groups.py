@@ -60,7 +60,7 @@ from broker.group.consumer_topics import SubscribedTopics, TopicsNow
 from broker.group.consumer_type_changes import ClassicIds, TypeChanges
 from broker.group.group import Group, GroupError, now_ms
 from broker.group.loaded_sessions import own_sessions
-from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining, target_due
+from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining, new_target_now
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group.requests import MemberCheck
 from broker.group_configs import MemberTimeouts
@@ -311,7 +311,7 @@ class ConsumerGroups(TypeChanges):
         group's assignment interval (`interval_ms`, consumer.assignment.interval.ms in force) has passed
         since the last one."""
         self.bump(group, changed)
-        if group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, self._clock()):
+        if new_target_now(group, interval_ms, self._clock()):
             self.compute_target(group)
 
     def bump(self, group: ConsumerGroup, changed: bool) -> None:

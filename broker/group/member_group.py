@@ -1,7 +1,8 @@
 """What KIP-848 consumer groups and share groups alone share (classic groups have none of it): the fields
 both kinds of group hold (MemberGroup), what their members hold (Assignment), the epoch they leave with
-(LEAVE_EPOCH), what their heartbeats are answered (HeartbeatAnswer), when a new target may be computed
-(target_due), and the check of a member the group does not know (check_joining)."""
+(LEAVE_EPOCH), what their heartbeats are answered (HeartbeatAnswer), when a heartbeat computes a new target
+(target_due, new_target_now: the assignment interval of KIP-1263, the same rule for both kinds), and the
+check of a member the group does not know (check_joining)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,13 @@ def target_due(group: MemberGroup, interval_ms: int, now_ms: int) -> bool:
     known: 0) or an interval of 0, else once `interval_ms` have passed since the last computation. Until
     then the members reconcile towards the target they have."""
     return group.assignment_ms == 0 or interval_ms == 0 or now_ms >= group.assignment_ms + interval_ms
+
+
+def new_target_now(group: MemberGroup, interval_ms: int, now_ms: int) -> bool:
+    """Whether a heartbeat computes a new target now (Kafka's maybeUpdateTargetAssignment, for consumer and
+    share groups alike): the group epoch moved past the target and `target_due`. Otherwise the members are
+    given the target they have, at its epoch."""
+    return group.group_epoch > group.assignment_epoch and target_due(group, interval_ms, now_ms)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """One share group (KIP-932) and its members, and the simple assignor that shares its partitions.
 
-A share group has no rebalance: the coordinator computes a target assignment whenever the group epoch
+A share group has no rebalance: the coordinator computes a target assignment after the group epoch
 moves (a member joins, leaves, expires or changes its subscription, a subscribed topic appears or
-grows, or a heartbeat finds newly initialized share-partitions: only those are assigned, as Kafka), and
-a member takes it at its next heartbeat (share groups need no revocation: records are
-locked one by one, not partitions). States are Kafka's ShareGroupState: Empty (no members), Stable
-(members), Dead (deleted).
+grows, or a heartbeat finds newly initialized share-partitions: only those are assigned, as Kafka), at
+most once per assignment interval (share_groups.py), and a member takes it at its next heartbeat (share
+groups need no revocation: records are locked one by one, not partitions). States are Kafka's
+ShareGroupState: Empty (no members), Stable (members), Dead (deleted).
 """
 
 from __future__ import annotations

@@ -7,9 +7,13 @@ The heartbeat follows Kafka's GroupMetadataManager: epoch 0 joins (SubscribedTop
 leaves, any other epoch must be the member's own or the one before (a lost answer), else
 FENCED_MEMBER_EPOCH; a member that is not known is UNKNOWN_MEMBER_ID, a group that is not known with an
 epoch other than 0 GROUP_ID_NOT_FOUND. The group epoch moves when a member joins, leaves, expires or
-changes its subscription, or the subscribed topics change (created, deleted, grown); the target
-assignment is then recomputed (share_group.assign; after a member goes, at the next heartbeat, as Kafka)
-and each member takes its part at its next heartbeat with the new epoch.
+changes its subscription, or the subscribed topics change (created, deleted, grown); a heartbeat that
+finds the group epoch past the target recomputes it (share_group.assign) once the group's
+share.assignment.interval.ms (else the broker's group.share.assignment.interval.ms, dynamic; 0: at once)
+has passed since the last computation (KIP-1263, member_group.new_target_now, as for consumer groups).
+Each member takes its part of the target at its next heartbeat, with the target's epoch: while a new
+target waits, a member is given the one it has (a member joining meanwhile, nothing of it), only of
+topics it still subscribes to that exist, as Kafka's ShareGroupAssignmentBuilder.
 
 Each state change is written to __consumer_offsets as Kafka's records (share_records.py) before the
 heartbeat is answered, one change of a group at a time; a failed write answers it with the coordinator's
@@ -66,9 +70,9 @@ import structlog
 from broker.aio import KeyedLocks
 from broker.coordinator_partitions import Spawn
 from broker.group import share_records
-from broker.group.group import GroupError, check_storable_member_id
+from broker.group.group import GroupError, check_storable_member_id, now_ms
 from broker.group.loaded_sessions import own_sessions
-from broker.group.member_group import LEAVE_EPOCH, HeartbeatAnswer, check_joining
+from broker.group.member_group import LEAVE_EPOCH, Assignment, HeartbeatAnswer, check_joining, new_target_now
 from broker.group.record_log import AppendRecords, GroupRecordLog, Records, topics_hash
 from broker.group.share_group import GROUP_TYPE, ShareGroup, ShareMember, StatePartitions, assign
 from broker.group_configs import MemberTimeouts
@@ -108,10 +112,11 @@ class ShareHeartbeat:
 
 class ShareGroups:
     def __init__(self, max_size: int, topic: TopicLookup, other_kind: Callable[[str], bool], append: AppendRecords,
-                 spawn: Spawn) -> None:
+                 spawn: Spawn, *, clock: Callable[[], int] = now_ms) -> None:
         """`topic` resolves a subscribed name; `other_kind` says whether a group of another kind (classic or
         KIP-848 consumer) holds the id; `append` writes a group's records, `spawn` runs a timer's removal of
-        a member (and its write)."""
+        a member (and its write); `clock`: the wall clock in ms that times the targets (kept in record 12,
+        so read back after a restart)."""
         self.groups: dict[str, ShareGroup] = {}
         self.records = GroupRecordLog(share_records.KIND, self._records_now, append, spawn)
         # Told (group id, member id) when a member leaves or expires (what it holds is released: broker/share/).
@@ -126,6 +131,7 @@ class ShareGroups:
         self._topic = topic
         self._other_kind = other_kind
         self._spawn = spawn
+        self._clock = clock
         # One change of a group at a time, from its computation through its write; the groups with a change
         # in flight -> whether their partition was unloaded meanwhile (then a failed change is not undone).
         self._changing = KeyedLocks()
@@ -446,18 +452,32 @@ class ShareGroups:
         topics = self._subscribed_topics(group)
         if group.legacy_states and self.initialize_missing is None:
             self._legacy_initialized(group, topics)  # nothing to check them with: taken as they are
-        if (changed or topics != group.topics
-                or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)):
+        # Kafka's bumpGroupEpoch: a member came or changed its subscription, or newly initialized partitions
+        # wait for a target that has caught up.
+        changed = changed or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)
+        if changed or topics != group.topics:
             group.topics = topics
             group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
+        if new_target_now(group, timeouts.assignment_interval_ms, self._clock()):
             self._compute_target(group)
-        if member.epoch != group.assignment_epoch:  # reconcile: share groups take the target at once
+        # Reconcile: share groups need no revocation, so a member takes the target at once (the one it has,
+        # while a new one waits for the assignment interval), and, at the target's epoch, gives up at once
+        # a topic it no longer subscribes to.
+        if member.epoch != group.assignment_epoch:
             member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
-            member.assignment = {t: set(p) for t, p in group.target.get(member_id, {}).items()}
+            member.assignment = self._target_of(group, member)
+        elif changed:
+            member.assignment = self._target_of(group, member)
         self._arm_session(group, member, timeouts.session_timeout_ms)
-        show = epoch == 0 or member.assignment != before
+        # Kafka sends the assignment to a joining member, to one that sent its subscription, and when it changed.
+        show = epoch == 0 or request.subscribed is not None or member.assignment != before
         return HeartbeatAnswer(member_id, member.epoch, member.assignment if show else None)
+
+    def _target_of(self, group: ShareGroup, member: ShareMember) -> Assignment:
+        """The member's part of the target, of the topics it subscribes to that exist (a target computed
+        before it left a topic, or before the topic was deleted, may hold more)."""
+        subscribed = {found[0] for name in member.subscribed if (found := self._topic(name)) is not None}
+        return {t: set(p) for t, p in group.target.get(member.member_id, {}).items() if t in subscribed}
 
     def _leave(self, group_id: str, member_id: str) -> HeartbeatAnswer:
         group = self._group(group_id, create=False)
@@ -512,7 +532,7 @@ class ShareGroups:
         group.set_target(assign({m.member_id: m.subscribed for m in group.members.values()}, self._assignable(group),
                                 {m: a for m, a in group.target.items() if m in group.members}))
         group.assignment_epoch = group.group_epoch
-        group.assignment_ms = time.time_ns() // 1_000_000
+        group.assignment_ms = self._clock()
 
     def _remove(self, group: ShareGroup, member: ShareMember) -> None:
         """The member out of the group (its timer and listeners wait for the write: `_gone`); the target is

@@ -42,8 +42,10 @@ from tests.support.polling import wait_for
 E = ErrorCode
 COMMITTED = IsolationLevel.READ_COMMITTED
 ACCEPT, RELEASE, REJECT = 1, 2, 3
+# Targets at once (no share.assignment.interval.ms): the SIGKILL test's second member joins at the next epoch.
 OVERRIDES = {"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "1000",
-             "group.share.delivery.count.limit": "3", "group.share.min.delivery.count.limit": "2"}
+             "group.share.delivery.count.limit": "3", "group.share.min.delivery.count.limit": "2",
+             "group.share.assignment.interval.ms": "0"}
 _names = itertools.count()
 _Topic = ShareFetchRequest.FetchTopic
 _Part = _Topic.FetchPartition

@@ -24,7 +24,10 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_for
 
 E = ErrorCode
-OVERRIDES = {"group.share.min.session.timeout.ms": "1000", "group.share.session.timeout.ms": "1500",
+# Targets at once (no share.assignment.interval.ms): these tests follow each step's new target; the interval
+# is tested in test_share_group_assignment_interval.py.
+OVERRIDES = {"group.share.assignment.interval.ms": "0",
+             "group.share.min.session.timeout.ms": "1000", "group.share.session.timeout.ms": "1500",
              "group.share.min.heartbeat.interval.ms": "500", "group.share.heartbeat.interval.ms": "500",
              "group.initial.rebalance.delay.ms": "0"}
 _groups = itertools.count()
