@@ -10,9 +10,10 @@ What may change, as Kafka 4.3 classifies it: the broker-level defaults of topic 
 `message.max.bytes`, `min.insync.replicas`, ...; Kafka's DynamicLogConfig), the replication
 throttles (in force at once: broker/replica/throttle.py; the log-dirs I/O rate is stored and reported
 only, Ebb has one log dir per broker), the log cleaner's I/O rate (from the next round on), the
-groups' assignment intervals (`group_intervals`: a KIP-848 consumer group's next heartbeat paces its
-target by `group.consumer.assignment.interval.ms` unless the group sets its own; the share and streams
-ones are stored and reported only), and Kafka's
+groups' assignment intervals (`group_intervals`: a KIP-848 consumer group's or a share group's next
+heartbeat paces its target by `group.consumer.assignment.interval.ms` or
+`group.share.assignment.interval.ms` unless the group sets its own; the streams one is stored and
+reported only), and Kafka's
 producer-state settings (`producer.id.expiration.ms`, read by the next expiration round, and
 `transaction.partition.verification.enable`, by the next transactional Produce), per broker or
 cluster-wide. A TLS listener's key material, per broker
@@ -82,8 +83,8 @@ DYNAMIC_BROKER_CONFIGS: dict[str, TopicConfigDef] = {
                                     check=lambda v: "Value must be above 0" if not v > 0 else None),
     # Kafka 4.3's GroupCoordinatorConfig.RECONFIGURABLE_CONFIGS Ebb has: cluster-wide (per broker too), an
     # INT of at least 0 and within the group.*.{min,max}.assignment.interval.ms in force (check_group_bounds).
-    # The consumer one paces KIP-848 consumer groups' targets (group_intervals); the share and streams ones
-    # are stored and reported only.
+    # The consumer and share ones pace those groups' targets (group_intervals); the streams one is stored
+    # and reported only.
     **{name: TopicConfigDef(name, ConfigType.INT, GROUP_BROKER_DEFAULTS[name], "", check=at_least(0))
        for name in _GROUP_INTERVALS},
     # Kafka's DynamicProducerStateManagerConfig (its TransactionLogConfig types and bounds).

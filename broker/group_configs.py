@@ -6,9 +6,9 @@ KIP-848 protocol (`consumer.*`), share groups (KIP-932, `share.*`) and streams g
 `streams.*`). A classic group (JoinGroup/SyncGroup) reads none of them: its members bring their own
 session timeout. Kafka still accepts, stores and describes them for any group id, one that exists or
 not, of any protocol. Ebb does the same: every name of Kafka's table is validated as Kafka validates it,
-stored and described; the `share.*` ones drive share groups (but for the assignment interval), the
-consumer session timeout, heartbeat interval and assignment interval drive KIP-848 groups
-(`member_timeouts`, read through a watch per group: `followed`), and the others change nothing
+stored and described; the `share.*` ones drive share groups, the consumer session timeout, heartbeat
+interval and assignment interval drive KIP-848 groups (`member_timeouts`, read through a watch per
+group: `followed`), and the others change nothing
 (docs/features.md). A name Kafka does not know is
 refused (INVALID_CONFIG, "Unknown group config name").
 
