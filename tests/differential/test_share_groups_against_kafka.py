@@ -2,7 +2,8 @@
 enables them: ShareGroupHeartbeat's join, heartbeat, fencing, unknown members and groups, invalid
 requests and leave, a classic or consumer group's id (AlterShareGroupOffsets' too); ShareGroupDescribe
 of a share group, a classic group's id, a missing group and an empty id; ListGroups' type filter and
-DescribeGroups and DeleteGroups of a share group."""
+DescribeGroups and DeleteGroups of a share group; a group's own share.assignment.interval.ms (KIP-1263)
+holding its target back, then deleted."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from protocol.messages import (
     DeleteGroupsRequest,
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupStateRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
@@ -32,6 +34,7 @@ from protocol.messages import (
     ShareFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
     WriteShareGroupStateRequest,
 )
 from protocol.records import build_batch, iter_batches
@@ -47,7 +50,9 @@ pytestmark = pytest.mark.timeout(300)
 KAFKA_SHARE = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
                "share.coordinator.state.topic.replication.factor": "1", "share.coordinator.state.topic.min.isr": "1",
                "share.coordinator.state.topic.num.partitions": "5", "offsets.topic.replication.factor": "1",
-               "group.initial.rebalance.delay.ms": "0"}
+               "group.initial.rebalance.delay.ms": "0",
+               # a group's share.assignment.interval.ms of an hour, which no slow machine waits out
+               "group.share.max.assignment.interval.ms": "3600000"}
 # Both give a share group's partitions out only once their states are initialised (InitializeShareGroupState):
 # the first answer to a joining member holds no partition, and a later heartbeat bumps the epoch with them.
 # Kafka's epochs still run one ahead of Ebb's here (its join answers epoch 2 to a new group's first member;
@@ -540,3 +545,123 @@ def test_share_fetch_of_transactions(ebb_peer, kafka_peer):
         assert delivered[(name, "stx-rc")] == [plain[0], *committed, plain[1]], name
         assert delivered[(name, "stx-ru")] == [plain[0], b"aborted-1", b"aborted-2", b"aborted-3", b"aborted-4",
                                                *committed, plain[1]], name
+
+
+def _share_interval(peer: Peer, group: str, value: str | None):
+    """IncrementalAlterConfigs of the group's share.assignment.interval.ms (None: deleted)."""
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    return peer.send(IncrementalAlterConfigsRequest(resources=[res(
+        resource_type=32, resource_name=group, configs=[res.AlterableConfig(
+            name="share.assignment.interval.ms", config_operation=0 if value is not None else 1, value=value)])]), 1)
+
+
+def _interval_in_force(peer: Peer, group: str, value: str | None) -> None:
+    """Until the group describes `value` as its own interval (None: none of its own): Kafka applies a group
+    config once its metadata reaches the group coordinator."""
+    def shown() -> bool:
+        [described] = peer.send(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=32, resource_name=group, configuration_keys=["share.assignment.interval.ms"])]), 4).results
+        return next((c.value for c in described.configs if c.config_source == 8), None) == value  # GROUP_CONFIG
+    wait_for(shown, what=f"{peer.name}: {group}'s interval {value}")
+
+
+def _relative(answer, base: int):
+    """A heartbeat's or ShareGroupDescribe's answer with its epochs counted from `base`: Kafka's share group
+    epochs run one ahead of Ebb's (module comment), so a scenario that follows them compares how far each
+    moved from the same point instead."""
+    if isinstance(answer, ShareGroupHeartbeatResponse):
+        if answer.member_epoch > 0:
+            answer.member_epoch -= base
+        return answer
+    for group in answer.groups:
+        group.group_epoch -= base
+        group.assignment_epoch -= base
+        for member in group.members:
+            member.member_epoch -= base
+    return answer
+
+
+def test_a_group_assignment_interval_holds_the_share_target_back(ebb_peer, kafka_peer):
+    """KIP-1263 for share groups at ShareGroupHeartbeat v1 (the one version both serve), over two topics of
+    one partition each (the simple assignor shares it, so no hash order picks who keeps what): the group's
+    own share.assignment.interval.ms, 0 while p1 settles holding sia-0, is set to an hour
+    (IncrementalAlterConfigs, awaited until in force); p2 joining within it gets the old target's epoch
+    and nothing (the group epoch moved, the assignment epoch not); p1 subscribing to sib too is answered
+    with what it holds (sib-0 is initialized meanwhile, but the target giving it out waits), leaving sia
+    gives it up at once, coming back takes the old target again. Once the group's interval is deleted (the
+    broker's 1 s is in force, long passed since the last target), p2's next heartbeat computes the new
+    target: both members share sia-0. Epochs are compared as counted from p1's settled one (_relative)."""
+    peers = (ebb_peer, kafka_peer)
+    ids = {}
+    for peer in peers:
+        ids[peer.name] = {name: create_topic(peer.client, name, 1).topic_id for name in ("sia", "sib")}
+        for name in ("sia", "sib"):
+            peer.wait_for_leaders(name, 1)
+        assert _share_interval(peer, "si", "0").responses[0].error_code == 0
+        _interval_in_force(peer, "si", "0")
+        # Kafka makes __consumer_offsets on the first FindCoordinator, then loads the group's partition
+        wait_for(lambda p=peer: p.send(FindCoordinatorRequest(key_type=0, coordinator_keys=["si"]), 4)
+                 .coordinators[0].error_code == 0, timeout_s=60, what=f"{peer.name} coordinates si")
+        wait_for(lambda p=peer: p.send(ShareGroupDescribeRequest(group_ids=["si"]), 1).groups[0].error_code == 69,
+                 timeout_s=60, what=f"{peer.name} loaded si")
+
+    def scenario(peer: Peer) -> None:
+        a, b = ids[peer.name]["sia"], ids[peer.name]["sib"]
+
+        def send(member: str, epoch: int, topics: list[str] | None = None):
+            answer = peer.send(ShareGroupHeartbeatRequest(group_id="si", member_id=member, member_epoch=epoch,
+                                                          subscribed_topic_names=topics), 1)
+            assert answer.error_code == 0, (peer.name, answer)
+            if answer.assignment is not None:  # in topic order (Kafka lists them in its hash map's order)
+                answer.assignment.topic_partitions.sort(key=lambda t: [a, b].index(t.topic_id))
+            return answer
+
+        def holds_sia() -> int | None:
+            """p1's heartbeats (unrecorded) until it holds sia-0: its epoch then."""
+            answer = send("p1", state["epoch"])
+            state["epoch"] = answer.member_epoch
+            if answer.assignment is not None:
+                state["held"] = [(t.topic_id, t.partitions) for t in answer.assignment.topic_partitions]
+            return answer.member_epoch if state["held"] == [(a, [0])] else None
+
+        state = {"epoch": send("p1", 0, ["sia"]).member_epoch, "held": []}
+        base = wait_for(holds_sia, timeout_s=30, what=f"{peer.name}: p1 holds sia-0")
+
+        def beat(label: str, member: str, epoch: int, topics: list[str] | None = None):
+            peer.record(label, _relative(send(member, epoch, topics), base))
+
+        def describe(label: str, epochs: dict[str, int]) -> None:
+            def settled():
+                answer = peer.send(ShareGroupDescribeRequest(group_ids=["si"]), 1)
+                return answer if {m.member_id: m.member_epoch for m in answer.groups[0].members} == epochs else None
+
+            answer = wait_for(settled, timeout_s=10, what=f"{peer.name}: {label} shows {epochs}")
+            for member in answer.groups[0].members:
+                member.subscribed_topic_names.sort()
+                member.assignment.topic_partitions.sort(key=lambda t: t.topic_name)
+            answer.groups[0].members.sort(key=lambda m: m.member_id)
+            peer.record(label, _relative(answer, base))
+
+        describe("p1 settled holding sia-0", {"p1": base})
+        peer.record("the group's interval set to an hour", _share_interval(peer, "si", "3600000"))
+        _interval_in_force(peer, "si", "3600000")
+        beat("p2 joins within the interval: the old target's epoch, nothing", "p2", 0, ["sia"])
+        describe("describe while the target waits", {"p1": base, "p2": base})
+        beat("p1 within the interval: unchanged", "p1", base)
+        beat("p1 subscribes to sib too: what it holds", "p1", base, ["sia", "sib"])
+        beat("p1 leaves sia: gives it up at once", "p1", base, ["sib"])
+        beat("p1 takes sia again: the old target", "p1", base, ["sia"])
+        beat("p1 sends the same subscription: answered with it", "p1", base, ["sia"])
+        peer.record("the group's interval deleted", _share_interval(peer, "si", None))
+        _interval_in_force(peer, "si", None)
+        moved = wait_for(lambda: (r := send("p2", base)).member_epoch != base and r,
+                         what=f"{peer.name}: si's next target")
+        epoch = moved.member_epoch
+        peer.record("p2 computes the next target: shares sia-0", _relative(moved, base))
+        beat("p1 takes its part", "p1", base)
+        describe("describe once both took it", {"p1": epoch, "p2": epoch})
+        beat("p1 leaves", "p1", -1)
+        beat("p2 leaves", "p2", -1)
+
+    found = compare(scenario, ebb_peer, kafka_peer, ALLOWED)
+    assert not found, "\n".join(found)

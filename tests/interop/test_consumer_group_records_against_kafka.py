@@ -3,7 +3,8 @@ DumpLogSegments (`--offsets-decoder`, its generated record classes) decodes what
 heartbeats wrote on Ebb (two members join, one revokes, one leaves) into the group epoch, target
 and current assignment (with the epoch each partition was given at), member and tombstone records,
 in Kafka's order within each write, the target's record with the time it was computed; and the share
-group records (types 10-15) of a share group's heartbeats in the same log, record 15 (the share-partitions
+group records (types 10-15) of a share group's heartbeats in the same log (the target's record with the
+time it was computed too), record 15 (the share-partitions
 initialized) read back after a SIGKILL, and its deleting list as DeleteShareGroupOffsets and DeleteGroups
 write it, and a deleted topic leaving it."""
 
@@ -43,9 +44,10 @@ def _decoded(java, logs) -> list[tuple[dict, dict | None]]:
 
 
 def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_path):
-    # Targets at once (no assignment interval): m2's join moves the target.
+    # Targets at once (no assignment interval): m2's and s2's joins move the targets.
     with BrokerProcess(tmp_path, {"offsets.topic.num.partitions": "1",
-                                  "group.consumer.assignment.interval.ms": "0"}) as process:
+                                  "group.consumer.assignment.interval.ms": "0",
+                                  "group.share.assignment.interval.ms": "0"}) as process:
         started_ms = time.time_ns() // 1_000_000
         with WireClient(process.port) as c:
             create_topic(c, "t", partitions=4)
@@ -90,6 +92,8 @@ def test_kafkas_dump_log_segments_decodes_ebbs_consumer_group_records(java, tmp_
     assert kinds[-4:] == [("14", "s2", True), ("13", "s2", True), ("10", "s2", True), ("11", None, False)]
     payloads = {(k["type"], k["data"].get("memberId")): p["data"] for k, p in shares if p is not None}
     assert payloads[("11", None)]["epoch"] == 4 and payloads[("12", None)]["assignmentEpoch"] == 3
+    # when the share target was computed (the tagged AssignmentTimestamp), as Kafka reads it
+    assert started_ms <= payloads[("12", None)]["assignmentTimestamp"] <= time.time_ns() // 1_000_000
     assert payloads[("10", "s1")]["subscribedTopicNames"] == ["t"]
     current = payloads[("14", "s1")]
     assert (current["memberEpoch"], current["state"]) == (2, 0)
