@@ -50,7 +50,9 @@ IMBALANCE = "kafka_controller_kafkacontroller_preferredreplicaimbalancecount"
 @pytest.fixture(scope="module")
 def cluster(zk_server, tmp_path_factory):
     connect = f"{zk_server.connect}/elections"
-    with three_brokers(connect, tmp_path_factory.mktemp("elections"), extra={"auto.leader.rebalance.enable": "false"},
+    # share targets at once (no share.assignment.interval.ms): the share group test's b joins at the next epoch
+    extra = {"auto.leader.rebalance.enable": "false", "group.share.assignment.interval.ms": "0"}
+    with three_brokers(connect, tmp_path_factory.mktemp("elections"), extra=extra,
                        per_node={n: {"ebb.metrics.listener": f"http://127.0.0.1:{port}"}
                                  for n, port in METRICS.items()}) as brokers:
         yield brokers
