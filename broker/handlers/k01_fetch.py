@@ -34,6 +34,12 @@ Per partition, as Kafka's ReplicaManager.readFromLog:
   records returned, from the aborted-transaction index (broker/log/txn_index.py), and the records
   end before the last stable offset (Partition.last_stable_offset).
 
+Reading from the closest replica (KIP-392): with replica.selector.class set (Kafka's
+RackAwareReplicaSelector), a consumer's Fetch from v11 naming a rack is answered, for each partition
+led here that an in-sync follower of that rack can serve from the fetch offset, with that follower as
+PreferredReadReplica, the leader's offsets, no records and no aborted transactions, at once
+(broker/replica/read_replica.py); a follower serves consumers from v11 up to its high watermark.
+
 Replication throttles (broker/replica/throttle.py): while the leader quota is exceeded, a follower
 not in the ISR of a partition in leader.replication.throttled.replicas here gets that partition's
 answer without records (offsets and errors as usual), as Kafka's readFromLog does; the bytes sent to
