@@ -137,8 +137,8 @@ class Broker:
         self.logs = LogManager(config.log_dir, config=config.log_manager,
                                default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
-        broker_ids = self._alive_ids if in_cluster else None
-        self.topics = TopicManager(self.store, self.logs, config, self.dynamic_config, broker_ids=broker_ids,
+        brokers = self._alive_brokers if in_cluster else None
+        self.topics = TopicManager(self.store, self.logs, config, self.dynamic_config, brokers=brokers,
                                    controlled_deletion=in_cluster)
         self.dynamic_config.topic_defaults_listeners.append(self.topics.topic_defaults_changed)
         await self.topics.load()
@@ -365,9 +365,9 @@ class Broker:
         log.warning("broker registered again after a new ZooKeeper session", node_id=self.node_id,
                     session=str(self._zookeeper().session))
 
-    def _alive_ids(self) -> list[int]:
+    def _alive_brokers(self) -> dict[int, str | None]:
         assert self.cluster is not None  # asked in a cluster only, once start() made the Cluster
-        return self.cluster.alive_ids()
+        return self.cluster.alive_racks()
 
     def _opened_store(self) -> MetadataStore:
         assert self.store is not None, "the metadata store opens first in start()"

@@ -58,6 +58,8 @@ from client.security import ClientSecurity
 log = structlog.get_logger("config")
 
 UNCLEAN_ELECTION = "unclean.leader.election.enable"
+REPLICA_SELECTOR_PROPERTY = "replica.selector.class"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 @dataclass(frozen=True)
@@ -233,10 +235,11 @@ _BROKER_DEFAULTS = {
 }
 # Known broker properties without a default (Kafka's null): ZooKeeper is off unless zookeeper.connect is
 # set, and the connection timeout falls back to the session timeout. The replication throttles
-# (bytes/s, dynamic in Kafka; broker/replica/throttle.py) are unlimited when unset.
-_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "leader.replication.throttled.rate",
-               "follower.replication.throttled.rate", "replica.alter.log.dirs.io.max.bytes.per.second")
-_THROTTLE_RATES = _NO_DEFAULT[2:]
+# (bytes/s, dynamic in Kafka; broker/replica/throttle.py) are unlimited when unset. Without a replica
+# selector the leader serves every consumer.
+_THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                   "replica.alter.log.dirs.io.max.bytes.per.second")
+_NO_DEFAULT = ("zookeeper.connect", "zookeeper.connection.timeout.ms", *_THROTTLE_RATES, REPLICA_SELECTOR_PROPERTY)
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,7 @@ class BrokerConfig:
     group_consumer_migration_policy: str
     group_version: int
     rack: str | None
+    rack_aware_reads: bool  # replica.selector.class is Kafka's RackAwareReplicaSelector (KIP-392)
     log_level: str
     delete_records_v3_enable: bool
     zookeeper_connect: str | None  # None: the embedded metadata store (one broker)
@@ -304,6 +308,16 @@ def _consumer_assignors(value: str) -> list[str]:
         raise ConfigError(f"group.consumer.assignors: {', '.join(unknown) or 'empty'}: Ebb serves only "
                           f"{', '.join(ASSIGNORS)}")
     return list(dict.fromkeys(names))
+
+
+def _rack_aware_selector(value: str) -> bool:
+    """replica.selector.class: unset (the leader serves every consumer) or Kafka's rack-aware selector
+    (broker/replica/read_replica.py); any other class stops start-up, as Ebb cannot run Java selectors."""
+    name = value.strip()
+    if name and name != RACK_AWARE_SELECTOR:
+        raise ConfigError(f"{REPLICA_SELECTOR_PROPERTY}: {name!r} is not supported: Ebb serves only "
+                          f"{RACK_AWARE_SELECTOR} (or leave it unset)")
+    return bool(name)
 
 
 def _migration_policy(value: str) -> str:
@@ -418,6 +432,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_consumer_migration_policy=_migration_policy(merged["group.consumer.migration.policy"]),
         group_version=int_property(merged, "ebb.group.version", minimum=0, maximum=1),
         rack=merged["broker.rack"] or None,
+        rack_aware_reads=_rack_aware_selector(merged.get(REPLICA_SELECTOR_PROPERTY, "")),
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),
         zookeeper_connect=zookeeper_connect(merged.get("zookeeper.connect", "")),

@@ -1,13 +1,16 @@
-"""Where a topic's replicas go: Kafka's checks of manual assignments and its round-robin placement."""
+"""Where a topic's replicas go: Kafka's checks of manual assignments, its rack-aware striping when
+brokers have racks (broker/striped_placement.py), and a round robin when none has one."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from broker.striped_placement import PlacementRandom, SystemRandom, place_striped
 from protocol.errors import CodedError, ErrorCode
 
 # Partitions one CreateTopics or CreatePartitions request may create (Kafka's MAX_PARTITIONS_PER_BATCH).
 MAX_PARTITIONS_PER_REQUEST = 10_000
+_RANDOM = SystemRandom()
 
 
 class TopicError(CodedError):
@@ -16,9 +19,11 @@ class TopicError(CodedError):
 
 def assign_replicas(num_partitions: int, replication_factor: int,
                     assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None,
-                    broker_ids: list[int], default_partitions: int, default_replication_factor: int,
-                    ) -> dict[int, list[int]]:
-    """Replica placement as Kafka's ReplicationControlManager.createTopic decides it (-1: the default)."""
+                    brokers: Mapping[int, str | None], default_partitions: int, default_replication_factor: int,
+                    rng: PlacementRandom = _RANDOM) -> dict[int, list[int]]:
+    """Replica placement as Kafka's ReplicationControlManager.createTopic decides it (-1: the default);
+    `brokers`: the alive brokers' ids and racks."""
+    broker_ids = list(brokers)
     pairs = list(assignments.items() if isinstance(assignments, Mapping) else assignments or [])
     if pairs:
         if replication_factor != -1:
@@ -50,13 +55,15 @@ def assign_replicas(num_partitions: int, replication_factor: int,
         num_partitions = default_partitions
     if replication_factor == -1:
         replication_factor = default_replication_factor
-    return place_replicas(0, num_partitions, replication_factor, broker_ids)
+    return place_replicas(0, num_partitions, replication_factor, brokers, rng)
 
 
 def grown_partitions(name: str, current: int, count: int, replication_factor: int,
-                     assignments: list[list[int]] | None, broker_ids: list[int]) -> dict[int, list[int]]:
+                     assignments: list[list[int]] | None, brokers: Mapping[int, str | None],
+                     rng: PlacementRandom = _RANDOM) -> dict[int, list[int]]:
     """The replicas of the partitions that grow topic `name` from `current` partitions to `count`
     (CreatePartitions), checked as Kafka checks them."""
+    broker_ids = list(brokers)
     if count == current:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
     if count < current:
@@ -66,7 +73,7 @@ def grown_partitions(name: str, current: int, count: int, replication_factor: in
     if additional > MAX_PARTITIONS_PER_REQUEST:
         raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
     if assignments is None:
-        return place_replicas(current, additional, replication_factor, broker_ids)
+        return place_replicas(current, additional, replication_factor, brokers, rng)
     if len(assignments) != additional:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          f"Attempted to add {additional} additional partition(s), but only "
@@ -76,13 +83,21 @@ def grown_partitions(name: str, current: int, count: int, replication_factor: in
     return {current + i: list(r) for i, r in enumerate(assignments)}
 
 
-def place_replicas(first: int, count: int, replication_factor: int, broker_ids: list[int]) -> dict[int, list[int]]:
-    """Partitions first .. first+count-1 spread round robin over the brokers."""
+def place_replicas(first: int, count: int, replication_factor: int, brokers: Mapping[int, str | None],
+                   rng: PlacementRandom = _RANDOM) -> dict[int, list[int]]:
+    """Partitions first .. first+count-1 over the brokers (id -> rack): Kafka's striping over racks when
+    any broker has one; otherwise round robin by id (partition p starts at the p-th broker), which is
+    Kafka's striping without its random offsets and reshuffles: placement stays predictable where racks
+    do not matter."""
+    broker_ids = sorted(brokers)
     if replication_factor > len(broker_ids):
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"Unable to replicate the partition {replication_factor} time(s): The target "
                          f"replication factor of {replication_factor} cannot be reached because only "
                          f"{len(broker_ids)} broker(s) are registered.")
+    if any(rack is not None for rack in brokers.values()):
+        placed = place_striped(count, replication_factor, brokers, rng)
+        return {first + i: replicas for i, replicas in enumerate(placed)}
     return {p: [broker_ids[(p + i) % len(broker_ids)] for i in range(replication_factor)]
             for p in range(first, first + count)}
 

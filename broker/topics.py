@@ -60,7 +60,7 @@ RETENTION_CONFIGS = frozenset({"retention.ms", "retention.bytes", "retention.min
 class TopicManager:
     def __init__(self, store: MetadataStore, logs: LogManager, config: BrokerConfig,
                  dynamic_config: DynamicBrokerConfig, *,
-                 broker_ids: Callable[[], list[int]] | None = None, controlled_deletion: bool = False):
+                 brokers: Callable[[], dict[int, str | None]] | None = None, controlled_deletion: bool = False):
         self.store = store
         self.logs = logs
         self.config = config
@@ -76,8 +76,8 @@ class TopicManager:
         # Called with a topic's name as its deletion begins here, before its logs go: whoever holds state
         # of its partitions (the replicas, the per-topic counters) lets it go, as Kafka drops their metrics.
         self.deletion_listeners: list[Callable[[str], None]] = []
-        # The brokers new replicas may go to: this one alone, or the alive ones in a cluster.
-        self.broker_ids: Callable[[], list[int]] = broker_ids or (lambda: [config.node_id])
+        # The brokers new replicas may go to, with their racks: this one alone, or the alive ones in a cluster.
+        self.brokers: Callable[[], dict[int, str | None]] = brokers or (lambda: {config.node_id: config.rack})
         # In a cluster a deletion is finished by the controller, not by the broker that marks it.
         self.controlled_deletion = controlled_deletion
         self.deletion_retries = DeletionRetries(self._finish_marked_deletion, (StorageError, StoreWriteFailed))
@@ -283,7 +283,7 @@ class TopicManager:
                 raise TopicError(ErrorCode.INVALID_CONFIG,
                                  f"Null value not supported for topic configs: {','.join(nulls)}")
             clean = self.validate_configs(configs or {})
-            replicas = assign_replicas(num_partitions, replication_factor, assignments, self.broker_ids(),
+            replicas = assign_replicas(num_partitions, replication_factor, assignments, self.brokers(),
                                        self.config.num_partitions, self.config.default_replication_factor)
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
             topic.states = {p: PartitionState.initial(r) for p, r in replicas.items()}
@@ -330,7 +330,7 @@ class TopicManager:
                 if stored.topic_id != topic.topic_id:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' was re-created meanwhile.")
                 new = grown_partitions(name, len(stored.replicas), count, topic.replication_factor,
-                                       assignments, self.broker_ids())
+                                       assignments, self.brokers())
                 if validate_only:
                     return topic
                 grown = TopicAssignment(stored.topic_id, {**stored.replicas, **new}, stored.adding, stored.removing)

@@ -235,6 +235,10 @@ class Cluster:
     def alive_ids(self) -> list[int]:
         return sorted(self.registrations)
 
+    def alive_racks(self) -> dict[int, str | None]:
+        """The alive brokers and their racks (`broker.rack`, None without one), by id."""
+        return {broker_id: self.registrations[broker_id].rack for broker_id in sorted(self.registrations)}
+
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         found = self.registrations.get(broker_id)
         return None if found is None else (found.host, found.port)

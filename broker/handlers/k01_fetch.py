@@ -34,6 +34,12 @@ Per partition, as Kafka's ReplicaManager.readFromLog:
   records returned, from the aborted-transaction index (broker/log/txn_index.py), and the records
   end before the last stable offset (Partition.last_stable_offset).
 
+Reading from the closest replica (KIP-392): with replica.selector.class set (Kafka's
+RackAwareReplicaSelector), a consumer's Fetch from v11 naming a rack is answered, for each partition
+led here that an in-sync follower of that rack can serve from the fetch offset, with that follower as
+PreferredReadReplica, the leader's offsets, no records and no aborted transactions, at once
+(broker/replica/read_replica.py); a follower serves consumers from v11 up to its high watermark.
+
 Replication throttles (broker/replica/throttle.py): while the leader quota is exceeded, a follower
 not in the ISR of a partition in leader.replication.throttled.replicas here gets that partition's
 answer without records (offsets and errors as usual), as Kafka's readFromLog does; the bytes sent to
@@ -60,13 +66,17 @@ KAFKA_STORAGE_ERROR.
 
 from __future__ import annotations
 
+import time
+
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
+from broker.handlers.cluster_view import alive_brokers
 from broker.handlers.fetch_quiet import not_quiet, read_state, remember_quiet
 from broker.handlers.fetch_resolve import Wanted, resolve, resolve_consumer
 from broker.log import LogError, Offset, ReadBound
 from broker.quotas.manager import cap_fetch, fetch_throttle
 from broker.replica import PartitionError
+from broker.replica.read_replica import preferred_read_replica
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from protocol import fastpath, fetch_request
@@ -142,9 +152,11 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         return _plan(replicas, wanted, body.max_bytes, replica_id if follower else None, leader_only, committed,
                      recheck, keep_state)
 
+    redirected = (not follower and version >= 11 and broker.config.rack_aware_reads and bool(body.rack_id)
+                  and _redirect(broker, wanted, body.rack_id, connection.listener_name))
     # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
     available, failed = plan(recheck=awaited)
-    if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes:
+    if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes and not redirected:
         # It will wait: then every partition of the session is watched and read, as before
         assert session is not None
         asked, cached = session.request_topics()
@@ -153,7 +165,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         available, failed = plan(recheck=awaited)
     if follower:
         _note_follower_fetches(wanted, replica_id)
-    if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes
+    if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes and not redirected
             and not (follower and _start_moved(wanted))):
         def enough() -> bool:
             size, error = plan()
@@ -284,6 +296,23 @@ def _note_follower_fetches(wanted: list[Wanted], replica_id: int) -> None:
                 w.error, w.read, w.partition = exc.error_code, None, None
 
 
+def _redirect(broker: BrokerContext, wanted: list[Wanted], client_rack: str, listener_name: str) -> bool:
+    """KIP-392 with the rack-aware selector: each partition led here that a follower in the consumer's
+    rack can serve (broker/replica/read_replica.py) is answered with that follower as PreferredReadReplica
+    and not read (Kafka's readFromLog); such an answer goes at once. Whether any partition was."""
+    racks = {b.node_id: b.rack for b in alive_brokers(broker, listener_name)}
+    now_ms = time.time_ns() // 1_000_000
+    redirected = False
+    for w in wanted:
+        if w.partition is None:
+            continue
+        chosen = preferred_read_replica(w.partition, w.fetch_offset, client_rack, racks, now_ms)
+        if chosen is not None:
+            w.response.preferred_read_replica = chosen
+            redirected = True
+    return redirected
+
+
 def _plan(replicas, wanted: list[Wanted], max_bytes: int, replica_id: int | None, leader_only: bool,
           committed: bool, recheck: bool, keep_state: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
@@ -307,6 +336,8 @@ def _plan(replicas, wanted: list[Wanted], max_bytes: int, replica_id: int | None
             continue
         w.error = ErrorCode.NONE
         w.read = None
+        if w.response.preferred_read_replica >= 0:  # sent to a follower (_redirect): the leader reads nothing
+            continue
         if recheck:
             if not replicas.still_hosted(w.partition):  # deleted while the request waited
                 w.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -386,7 +417,7 @@ def _answer(w: Wanted, records, committed: bool) -> None:
     response.high_watermark = log_.high_watermark
     response.last_stable_offset = partition.last_stable_offset  # every isolation level is told it
     response.log_start_offset = log_.log_start_offset
-    if committed:
+    if committed and w.response.preferred_read_replica < 0:  # a redirected answer has none, as Kafka's
         read = w.read
         aborted = partition.aborted_transactions(w.fetch_offset, read.next_offset) if read and read.slices else ()
         response.aborted_transactions = [_PartitionData.AbortedTransaction(producer_id=a.producer_id,

@@ -13,6 +13,7 @@ throttle                   replication throttles (Kafka's ReplicationQuotaManage
 producer_recovery          producer state rebuilt from a log at load
 producer_state             per-producer epoch and last five batches; snapshot + header scan on load
 producer_ids               producer id blocks claimed from the metadata store
+read_replica               the preferred read replica a leader names to a consumer (KIP-392)
 """
 
 from broker.replica.manager import ReplicaManager

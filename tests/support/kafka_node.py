@@ -149,11 +149,14 @@ def _answers_api_versions(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def kafka_cluster(root: Path, classpath: str, size: int, overrides: dict[str, str] | None = None
-                  ) -> Iterator[list[KafkaNode]]:
-    """`size` Kafka nodes of one cluster: node 1 combined (the single controller), the others brokers."""
-    first = KafkaNode(root / "kafka-1", classpath, overrides)
-    nodes = [first] + [KafkaNode(root / f"kafka-{n}", classpath, overrides, node_id=n, cluster_id=first.cluster_id,
+def kafka_cluster(root: Path, classpath: str, size: int, overrides: dict[str, str] | None = None,
+                  per_node: dict[int, dict[str, str]] | None = None) -> Iterator[list[KafkaNode]]:
+    """`size` Kafka nodes of one cluster: node 1 combined (the single controller), the others brokers;
+    `per_node`: settings of one node (node id -> settings) over `overrides`."""
+    def settings(n: int) -> dict[str, str]:
+        return {**(overrides or {}), **(per_node or {}).get(n, {})}
+    first = KafkaNode(root / "kafka-1", classpath, settings(1))
+    nodes = [first] + [KafkaNode(root / f"kafka-{n}", classpath, settings(n), node_id=n, cluster_id=first.cluster_id,
                                  controller=(1, first.controller_port)) for n in range(2, size + 1)]
     with contextlib.ExitStack() as stack:
         for node in nodes:

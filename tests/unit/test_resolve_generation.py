@@ -36,7 +36,7 @@ async def test_a_refresh_that_finds_the_topic_as_it_was_leaves_the_counter(tmp_p
     await dynamic.load()
     logs = LogManager(tmp_path / "logs")
     await logs.startup(background_tasks=False)
-    topics = TopicManager(store, logs, config, dynamic, broker_ids=lambda: [1])
+    topics = TopicManager(store, logs, config, dynamic, brokers=lambda: {1: None})
     try:
         await topics.create("t", 2, 1)
         assert await topics.refresh("t") is not None
