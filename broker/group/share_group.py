@@ -197,8 +197,9 @@ class ShareGroup(MemberGroup[ShareMember]):
         return True
 
     def subscribe(self, member: ShareMember, names: list[str]) -> bool:
-        """A member of the group subscribing to `names`; whether that changed its subscription."""
-        if names == member.subscribed:
+        """A member of the group subscribing to `names`; whether that changed its subscription (a set:
+        the same names in another order are no change, as Kafka's)."""
+        if set(names) == set(member.subscribed):
             return False
         member.subscribed = names
         self._subscribed = None

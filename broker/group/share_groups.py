@@ -455,18 +455,19 @@ class ShareGroups:
         # Kafka's bumpGroupEpoch: a member came or changed its subscription, or newly initialized partitions
         # wait for a target that has caught up.
         changed = changed or group.assignment_epoch >= group.group_epoch and self._initialized_pending(group)
-        if changed or topics != group.topics:
+        bumped = changed or topics != group.topics  # a subscribed topic created or deleted moves the epoch too
+        if bumped:
             group.topics = topics
             group.group_epoch += 1
         if new_target_now(group, timeouts.assignment_interval_ms, self._clock()):
             self._compute_target(group)
         # Reconcile: share groups need no revocation, so a member takes the target at once (the one it has,
         # while a new one waits for the assignment interval), and, at the target's epoch, gives up at once
-        # a topic it no longer subscribes to.
+        # a topic it no longer subscribes to or that is gone.
         if member.epoch != group.assignment_epoch:
             member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
             member.assignment = self._target_of(group, member)
-        elif changed:
+        elif bumped:
             member.assignment = self._target_of(group, member)
         self._arm_session(group, member, timeouts.session_timeout_ms)
         # Kafka sends the assignment to a joining member, to one that sent its subscription, and when it changed.

@@ -3,9 +3,9 @@
 A share consumer joins with epoch 0 and its subscribed topics, heartbeats with the epoch it was last
 given, and leaves with -1 (answered with interval 0). The answer carries the member's epoch, the
 heartbeat interval (the group's share.heartbeat.interval.ms, else the broker's
-group.share.heartbeat.interval.ms) and, when the member just joined or its partitions changed, its
-assignment by topic id. A member silent for the group's share.session.timeout.ms is removed. The rules
-are broker/group/share_groups.py's; the group's changed records are appended to __consumer_offsets
+group.share.heartbeat.interval.ms) and, when the member just joined, sent its subscribed topics or its
+partitions changed, its assignment by topic id. A member silent for the group's share.session.timeout.ms
+is removed. The rules are broker/group/share_groups.py's; the group's changed records are appended to __consumer_offsets
 before the answer (a failed append answers the coordinator's error instead, the change undone). Needs READ on the group
 (GROUP_AUTHORIZATION_FAILED); with an authorizer, subscribing to a topic one may not DESCRIBE is
 TOPIC_AUTHORIZATION_FAILED, as Kafka checks it.

@@ -103,6 +103,37 @@ def test_a_member_at_the_target_epoch_leaving_a_topic_gives_it_up_at_once():
     asyncio.run(run())
 
 
+def test_a_member_at_the_target_epoch_gives_up_a_deleted_topic_at_the_heartbeat_that_sees_it():
+    """As Kafka: a topic gone moves the group epoch, and the member whose heartbeat notices it is given the
+    target it has of the topics that still exist, while the new target waits for the interval."""
+    async def run():
+        clock = Clock(1_000_000)
+        topics = {"a": (A, 2), "b": (B, 2)}
+        groups = _groups(topics, clock)
+        first = await _beat(groups, "m1", 0, ["a", "b"])
+        assert first.assignment == {A: {0, 1}, B: {0, 1}}
+        clock.now_ms += 10
+        del topics["b"]
+        noticed = await _beat(groups, "m1", 1)
+        group = groups.groups["g"]
+        assert (group.group_epoch, group.assignment_epoch) == (2, 1)
+        assert (noticed.member_epoch, noticed.assignment) == (1, {A: {0, 1}})
+        assert group.members["m1"].assignment == {A: {0, 1}}
+        groups.stop()
+    asyncio.run(run())
+
+
+def test_the_same_topics_in_another_order_are_no_new_subscription():
+    async def run():
+        clock = Clock(1_000_000)
+        groups = _groups({"a": (A, 2), "b": (B, 2)}, clock)
+        await _beat(groups, "m1", 0, ["a", "b"])
+        again = await _beat(groups, "m1", 1, ["b", "a"])
+        assert (groups.groups["g"].group_epoch, again.member_epoch) == (1, 1)
+        groups.stop()
+    asyncio.run(run())
+
+
 def test_the_interval_in_force_is_the_one_each_heartbeat_brings():
     """The group's share.assignment.interval.ms (else the broker's) as read for that heartbeat: shortened
     or set to 0 between heartbeats, the next one computes the target."""
