@@ -19,18 +19,19 @@ UnifiedLog.append):
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
 - a control batch from a client: INVALID_RECORD; a transactional id without WRITE on it (with an
-  authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a transactional batch is written only into the
-  producer's open transaction, on a partition it added (the coordinator's check, KIP-890 part 1):
-  else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know it, as Kafka's
-  genericError), INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
-  without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it). Where another
-  broker coordinates the id, the first batch of a new transaction here is verified with it
-  (AddPartitionsToTxn v4, broker/txn/verification.py; NOT_ENOUGH_REPLICAS when it cannot answer).
-  Either way (with verification on, and always at v12) the partition's KIP-890 guard is taken
-  before the check and presented at the append
-  (OPEN_TRANSACTION_ONLY where the transaction is open there already, Kafka's sentinel): a marker
-  written in between refuses the batch, INVALID_TXN_STATE at every version as Kafka's log answers
-  it (INVALID_PRODUCER_EPOCH when the marker bumped the epoch);
+  authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; one in a request without a transactional id is
+  INVALID_TXN_STATE (no coordinator could ever end it). With verification on (and always at v12) a
+  transactional batch whose producer has no transaction open on its partition yet is verified with
+  the id's coordinator, this broker's own or another's, by one rule (KIP-890,
+  broker/txn/verification.py: AddPartitionsToTxn v4 verify-only, v5 adding at v12): not in the
+  producer's open transaction, INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know
+  it, as Kafka's genericError); INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH; NOT_ENOUGH_REPLICAS
+  when no coordinator can answer (none yet, loading, unreachable). A batch of a transaction open on
+  its partition already is not verified, as in Kafka. Either way the partition's KIP-890 guard is
+  taken before the check and presented at the append (OPEN_TRANSACTION_ONLY where the transaction is
+  open there already, Kafka's sentinel): a marker written in between refuses the batch,
+  INVALID_TXN_STATE at every version as Kafka's log answers it (INVALID_PRODUCER_EPOCH when the
+  marker bumped the epoch);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
@@ -139,21 +140,13 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
     return records[:size], batch
 
 
-def _checked_here(broker: BrokerContext, transactional_id: str, producer_id: int, epoch: int,
-                  partition: tuple[str, int], version: int) -> ErrorCode:
-    """The coordinator's own check where this broker coordinates the id (v3-11)."""
-    code = broker.transactions.verify(transactional_id, producer_id, epoch, partition)
-    if code == ErrorCode.INVALID_TXN_STATE and version >= 11:  # its client knows the abortable error (Kafka)
-        code = ErrorCode.TRANSACTION_ABORTABLE
-    return code
-
-
 async def _verify(broker: BrokerContext, transactional_id: str, verified: list[int], entries: list[AppendEntry],
-                  slots: list[tuple[list, int, int]], version: int, here: bool, client_id: str | None):
-    """KIP-890 part 1 for the transactional batches at `verified` in `entries`: each partition's guard
-    is taken (broker/txn/verification.py), then the id's coordinator asked, directly when `here`. A
-    batch presents its guard at the append, OPEN_TRANSACTION_ONLY where its transaction was open on
-    the partition already, so that a marker written meanwhile refuses it. The batches refused get
+                  slots: list[tuple[list, int, int]], version: int, client_id: str | None):
+    """KIP-890 for the transactional batches at `verified` in `entries`, per producer (id, epoch):
+    broker/txn/verification.py takes each partition's guard and asks the id's coordinator (this
+    broker's own, or another's) about the partitions where the producer has no transaction open yet;
+    a batch of a transaction open on its partition is not asked about and presents
+    OPEN_TRANSACTION_ONLY, so that a marker written meanwhile refuses it. The batches refused get
     their answer here and leave `entries`; returns (entries, slots, guards)."""
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     sequences: dict[tuple[str, int], int] = {}
@@ -161,17 +154,12 @@ async def _verify(broker: BrokerContext, transactional_id: str, verified: list[i
         name, index, _, batch = entries[position]
         by_producer.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, index))
         sequences[(name, index)] = batch.base_sequence
-    verifier = broker.transactions.verifier
     errors: dict[tuple[str, int], ErrorCode] = {}
     guards: dict[tuple[str, int], object] = {}
     for (producer_id, epoch), partitions in by_producer.items():
-        if here:  # the guards first, then the coordinator's own check: a marker after it drops them
-            refused, taken = await verifier.take_guards(producer_id, epoch, partitions, sequences=sequences)
-            checked = {tp: _checked_here(broker, transactional_id, producer_id, epoch, tp, version) for tp in taken}
-            refused.update((tp, code) for tp, code in checked.items() if code != ErrorCode.NONE)
-        else:
-            refused, taken = await verifier.verify(transactional_id, producer_id, epoch, partitions,
-                                                   add=version >= 12, abortable=version == 11, sequences=sequences)
+        refused, taken = await broker.transactions.verifier.verify(
+            transactional_id, producer_id, epoch, partitions, add=version >= 12, abortable=version == 11,
+            sequences=sequences)
         errors.update(refused)
         guards.update(taken)
     if not errors:
@@ -213,8 +201,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
     verified: list[int] = []  # positions in entries of the transactional batches verified (KIP-890)
-    # by this broker as the id's coordinator (v3-11), or by asking the coordinator
-    here = transactional and version < 12 and not broker.transactions.verified_remotely(body.transactional_id or "")
+    verifies = transactional and broker.transactions.verifies(adds=version >= 12)
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -240,7 +227,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                     if body.transactional_id is None:
                         raise _Rejected(ErrorCode.INVALID_TXN_STATE,
                                         "a transactional batch needs the request's transactional id")
-                    if not here or broker.transactions.verifies_here(body.transactional_id):
+                    if verifies:
                         verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
@@ -253,7 +240,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     guards: dict[tuple[str, int], object] = {}
     if verified:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version, here,
+        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version,
                                               client_id)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,

@@ -372,6 +372,12 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
 
+    def verifies(self, adds: bool) -> bool:
+        """Whether a leader verifies a transactional batch with the id's coordinator before its append
+        (KIP-890, `verifier`): always for a producer on transactions version 2 (`adds`: the leader adds
+        the partition), else as `transaction.partition.verification.enable` says (Kafka's ReplicaManager)."""
+        return adds or self.settings.partition_verification_enable
+
     def verifies_here(self, transactional_id: str) -> bool:
         """Whether `verify` checks the id's transaction here (else it answers NONE unchecked)."""
         return self.settings.partition_verification_enable and not self.verified_remotely(transactional_id)
