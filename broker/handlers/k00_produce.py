@@ -16,6 +16,10 @@ UnifiedLog.append):
 - the records are not exactly one complete magic-2 batch: INVALID_RECORD (ProduceRequest
   .validateRecords for v3+: legacy magic 0/1 message sets are INVALID_RECORD, not
   UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
+- transactional batches of more than one producer (two ids, or one id at two epochs) among those
+  that passed the checks above: the whole request is refused before anything is verified or written,
+  every partition it names answered INVALID_PRODUCER_ID_MAPPING (acks=0: the connection closes), as
+  Kafka's ReplicaManager refuses it;
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
 - a control batch from a client: INVALID_RECORD; a transactional id without WRITE on it (with an
@@ -81,7 +85,6 @@ from protocol.records import (
     BATCH_FRAMING,
     BATCH_HEADER_SIZE,
     CODEC_MASK,
-    CONTROL_BIT,
     FRAMING_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -95,6 +98,9 @@ ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write inter
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
 _RecordError = _PartitionResponse.BatchIndexAndErrorMessage
+
+
+_TWO_PRODUCERS = "the transactional batches of one request must all be of one producer id and epoch"
 
 
 class _Rejected(CodedError):
@@ -135,33 +141,24 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
             raise _Rejected(ErrorCode.INVALID_RECORD,
                             f"Produce requests with version {version} are only allowed to contain exactly one "
                             "record batch per partition")
-    if attributes & CONTROL_BIT:
-        raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
     return records[:size], batch
 
 
-async def _verify(broker: BrokerContext, transactional_id: str, verified: list[int], entries: list[AppendEntry],
-                  slots: list[tuple[list, int, int]], version: int, client_id: str | None):
-    """KIP-890 for the transactional batches at `verified` in `entries`, per producer (id, epoch):
+async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[int, int], verified: list[int],
+                  entries: list[AppendEntry], slots: list[tuple[list, int, int]], version: int,
+                  client_id: str | None):
+    """KIP-890 for the transactional batches at `verified` in `entries`, all of `producer` (id, epoch):
     broker/txn/verification.py takes each partition's guard and asks the id's coordinator (this
     broker's own, or another's) about the partitions where the producer has no transaction open yet;
     a batch of a transaction open on its partition is not asked about and presents
     OPEN_TRANSACTION_ONLY, so that a marker written meanwhile refuses it. The batches refused get
     their answer here and leave `entries`; returns (entries, slots, guards)."""
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     sequences: dict[tuple[str, int], int] = {}
     for position in verified:
         name, index, _, batch = entries[position]
-        by_producer.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, index))
         sequences[(name, index)] = batch.base_sequence
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    guards: dict[tuple[str, int], object] = {}
-    for (producer_id, epoch), partitions in by_producer.items():
-        refused, taken = await broker.transactions.verifier.verify(
-            transactional_id, producer_id, epoch, partitions, add=version >= 12, abortable=version == 11,
-            sequences=sequences)
-        errors.update(refused)
-        guards.update(taken)
+    errors, guards = await broker.transactions.verifier.verify(
+        transactional_id, *producer, list(sequences), add=version >= 12, abortable=version == 11, sequences=sequences)
     if not errors:
         return entries, slots, guards
     kept_entries, kept_slots = [], []
@@ -179,6 +176,20 @@ async def _verify(broker: BrokerContext, transactional_id: str, verified: list[i
                  reason=message)
         results[position] = _error(index, code, message)
     return kept_entries, kept_slots, guards
+
+
+def _two_producers(body: ProduceRequest, client_id: str | None) -> ProduceResponse | None:
+    """Kafka's ReplicaManager refuses a request whose transactional batches carry more than one
+    producer (id, epoch) before verifying or appending any of it: the whole request fails, so every
+    partition it names is answered INVALID_PRODUCER_ID_MAPPING, those refused earlier and those without
+    transactional records too; with acks=0 the connection closes."""
+    log.info("produce rejected", client_id=client_id, error=ErrorCode.INVALID_PRODUCER_ID_MAPPING.name,
+             reason=_TWO_PRODUCERS)
+    if body.acks == 0:
+        raise CloseConnection(f"acks=0 produce failed ({_TWO_PRODUCERS})")
+    return ProduceResponse(throttle_time_ms=0, responses=[_TopicResponse(
+        name=topic.name, partition_responses=[_error(data.index, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS)
+                                              for data in topic.partition_data]) for topic in body.topic_data])
 
 
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
@@ -202,6 +213,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                                               body.transactional_id or "")
     verified: list[int] = []  # positions in entries of the transactional batches verified (KIP-890)
     verifies = transactional and broker.transactions.verifies(adds=version >= 12)
+    producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches that reach the log
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -223,11 +235,19 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                 continue
             try:
                 records, batch = _one_batch(data.records, version)
-                if batch.is_transactional:
+                # Kafka counts a control batch's producer too (its log refuses the batch later) and
+                # leaves alone a transactional batch without a producer id
+                in_txn = batch.is_transactional
+                producer = batch.producer_id if in_txn else -1
+                if producer >= 0:
+                    producers.add((producer, batch.producer_epoch))
+                if batch.is_control:
+                    raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+                if in_txn:
                     if body.transactional_id is None:
                         raise _Rejected(ErrorCode.INVALID_TXN_STATE,
                                         "a transactional batch needs the request's transactional id")
-                    if verifies:
+                    if verifies and producer >= 0:
                         verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
@@ -237,11 +257,13 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             slots.append((results, len(results), index))
             results.append(None)  # the replica manager's answer goes here
             entries.append((topic_data.name, index, records, batch))
+    if len(producers) > 1:
+        return _two_producers(body, client_id)
     guards: dict[tuple[str, int], object] = {}
     if verified:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version,
-                                              client_id)
+        entries, slots, guards = await _verify(broker, body.transactional_id, producers.pop(), verified, entries,
+                                              slots, version, client_id)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,

@@ -1,6 +1,10 @@
 """Apache Kafka 4.3.1 and Ebb verify a Produce request's transactional batches the same way, at every
 Produce version both serve (v3-12; v12 is transactions version 2, where the leader adds the partition):
 
+- a request whose transactional batches carry more than one producer (two ids, or one id at two
+  epochs) is refused whole: every partition it names, with or without transactional records, even
+  one of an unknown topic, is answered INVALID_PRODUCER_ID_MAPPING and nothing is written; one
+  transactional producer beside an idempotent one is answered partition by partition;
 - a batch of a transaction already open on its partition is not verified with the coordinator (it
   is written even under another transactional id), while one where its producer has no transaction
   open is (another id's producer: INVALID_PRODUCER_ID_MAPPING; an epoch above the open one's:
@@ -96,6 +100,29 @@ def before_any_coordinator(peer: Peer) -> None:
             "dpv-nobody", {"dpv-early": {0: _batch((1, 0), 0, b"early")}}), version)
 
 
+def two_producers(peer: Peer) -> None:
+    _create(peer, "dpv", 3)
+    a, b = _producer(peer, "dpv-a"), _producer(peer, "dpv-b")
+    idempotent = peer.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4)
+    c = (idempotent.producer_id, idempotent.producer_epoch)
+    peer.ask("add dpv-0 to a's transaction", _add("dpv", "dpv-a", *a), 3)
+    a_seq = _written(peer.ask("a's first batch", _produce("dpv-a", {"dpv": {0: _batch(a, 0, b"a")}}), 9), 0)
+    c_seq = 0
+    for version in VERSIONS:
+        peer.ask(f"v{version}: two producers' transactional batches", _produce("dpv-a", {
+            "dpv": {0: _batch(a, a_seq, b"two"), 1: _batch(b, 0, b"two"), 2: _batch((-1, -1), -1, b"plain", False)},
+            "no-such-topic": {0: _batch(a, a_seq, b"two")}}), version)
+        peer.ask(f"v{version}: one producer at two epochs", _produce("dpv-a", {
+            "dpv": {0: _batch(a, a_seq, b"epochs"), 1: _batch((a[0], a[1] + 1), 0, b"epochs")}}), version)
+        answer = peer.ask(f"v{version}: one transactional producer beside an idempotent one", _produce("dpv-a", {
+            "dpv": {0: _batch(a, a_seq, f"a{version}".encode()), 2: _batch(c, c_seq, b"c", False)}}), version)
+        a_seq += _written(answer, 0)
+        c_seq += _written(answer, 2)
+    peer.ask("abort a's transaction", _end("dpv-a", *a, False), 3)
+    _settled(peer, "dpv", 0)
+    _read(peer, "after the abort", "dpv", 3)
+
+
 def open_transaction(peer: Peer) -> None:
     _create(peer, "dpo", 2)
     a, b = _producer(peer, "dpo-a"), _producer(peer, "dpo-b")
@@ -120,7 +147,7 @@ def open_transaction(peer: Peer) -> None:
     _read(peer, "after the abort", "dpo", 2)
 
 
-SCENARIOS = [before_any_coordinator, open_transaction]
+SCENARIOS = [before_any_coordinator, two_producers, open_transaction]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])

@@ -1,14 +1,17 @@
 """Produce's transaction verification as Kafka 4.3.1's ReplicaManager does it, on a whole one-node
-broker (this broker is the ids' coordinator): a batch of a transaction already open on its partition
-is not checked with the coordinator (the open-transaction guard stands for it), and the others are
-checked as the coordinator answers another leader's AddPartitionsToTxn verify-only request
-(tests/differential/test_produce_txn_verification_against_kafka.py holds the same against Kafka)."""
+broker (this broker is the ids' coordinator): a request whose transactional batches carry more than
+one producer (id, epoch) is refused whole, INVALID_PRODUCER_ID_MAPPING for every partition it names;
+a batch of a transaction already open on its partition is not checked with the coordinator (the
+open-transaction guard stands for it), and the others are checked as the coordinator answers another
+leader's AddPartitionsToTxn verify-only request (tests/differential/test_produce_txn_verification_against_kafka.py
+holds the same against Kafka)."""
 
 from __future__ import annotations
 
 import pytest
 
 from broker.app import Broker
+from broker.handlers import CloseConnection
 from broker.handlers.k00_produce import produce
 from broker.request_context import RequestContext
 from protocol.errors import ErrorCode
@@ -56,6 +59,26 @@ async def _producer(broker: Broker, transactional_id: str, partitions: set[tuple
 
 def _ends(broker: Broker) -> list[int]:
     return [broker.replicas.partition("t", i).log.log_end_offset for i in range(3)]
+
+
+@pytest.mark.parametrize("version", [3, 10, 11, 12])
+async def test_two_producers_refuse_the_whole_request(broker, version):
+    a = await _producer(broker, "a", {("t", 0)})
+    b = await _producer(broker, "b", {("t", 1)})
+    for second in (b, (a[0], a[1] + 1)):  # another id, or the same id at another epoch
+        answer = await _send(broker, version, {
+            "t": {0: _batch(*a, 0), 1: _batch(*second, 0), 2: _batch(-1, -1, -1, transactional=False)},
+            "no-such-topic": {0: _batch(*a, 0)}})
+        assert _codes(answer) == dict.fromkeys([("t", 0), ("t", 1), ("t", 2), ("no-such-topic", 0)],
+                                               ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    assert _ends(broker) == [0, 0, 0]
+    with pytest.raises(CloseConnection):  # acks=0: no answer can say it
+        await _send(broker, version, {"t": {0: _batch(*a, 0), 1: _batch(*b, 0)}}, acks=0)
+    assert _ends(broker) == [0, 0, 0]
+    # one transactional producer beside an idempotent one is answered partition by partition
+    answer = await _send(broker, version, {"t": {0: _batch(*a, 0), 2: _batch(b[0] + 100, 0, 0, transactional=False)}})
+    assert _codes(answer) == {("t", 0): ErrorCode.NONE, ("t", 2): ErrorCode.NONE}
+    assert _ends(broker) == [1, 0, 1]
 
 
 @pytest.mark.parametrize("version", [3, 11, 12])
