@@ -357,10 +357,10 @@ class TransactionCoordinator:
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: TopicPartitionKey) -> ErrorCode:
-        """Whether a transactional batch may be written: its partition was added to the producer's
-        open transaction (KIP-890 part 1), asked here directly where this broker coordinates the id;
-        NONE elsewhere (Produce asks the coordinator through `verifier`: `verified_remotely`) and
-        when `transaction.partition.verification.enable` is false."""
+        """TxnOffsetCommit v0-4's check where this broker coordinates the id: its offsets partition was
+        added to the producer's open transaction (KIP-890 part 1); NONE elsewhere and when
+        `transaction.partition.verification.enable` is false. (Produce asks through `verifier`, whose
+        verify-only answer is `verify_partitions`, wherever the coordinator is.)"""
         if not self.verifies_here(transactional_id):
             return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
