@@ -1,13 +1,14 @@
-"""KIP-890 part 1 on a partition leader, for Produce (and TxnOffsetCommit v5).
+"""KIP-890 on a partition leader: Produce's verification (TxnOffsetCommit's too, v5; v0-4 take its guard).
 
 Kafka's AddPartitionsToTxnManager and ReplicaManager's transaction verification: before the first
 transactional batch of a producer's new transaction is written on a partition, the leader asks the
 id's coordinator (the leader of its `__transaction_state` partition, from the cluster metadata: no
 FindCoordinator) with AddPartitionsToTxn v4, verify-only, whether the partition is in the
 producer's open transaction; where that coordinator is this broker's own, it answers exactly as it
-answers another leader's request (one rule). A batch that continues a transaction already open on the partition is
-not asked about, but presents OPEN_TRANSACTION_ONLY at the append, which lets it in only while that
-transaction is still open there (Kafka's sentinel guard). The partition's verification guard
+answers another leader's request (one rule). A batch that continues a transaction already open on
+the partition (its producer's, at its epoch: Kafka's hasOngoingTransaction) is not asked about, but
+presents OPEN_TRANSACTION_ONLY at the append, which lets it in only while that transaction is still
+open there (Kafka's sentinel guard). The partition's verification guard
 (ProducerStateManager.start_verification) is taken before asking and presented at the append: a
 marker written meanwhile drops it, so a batch verified against a transaction that has since ended is
 refused (INVALID_TXN_STATE, at every Produce version, as Kafka's UnifiedLog refuses it) rather than
