@@ -16,21 +16,26 @@ UnifiedLog.append):
 - the records are not exactly one complete magic-2 batch: INVALID_RECORD (ProduceRequest
   .validateRecords for v3+: legacy magic 0/1 message sets are INVALID_RECORD, not
   UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
+- transactional batches of more than one producer (two ids, or one id at two epochs) among those
+  that passed the checks above: the whole request is refused before anything is verified or written,
+  every partition it names answered INVALID_PRODUCER_ID_MAPPING (acks=0: the connection closes), as
+  Kafka's ReplicaManager refuses it;
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
 - a control batch from a client: INVALID_RECORD; a transactional id without WRITE on it (with an
-  authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a transactional batch is written only into the
-  producer's open transaction, on a partition it added (the coordinator's check, KIP-890 part 1):
-  else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know it, as Kafka's
-  genericError), INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH; one in a request
-  without a transactional id is INVALID_TXN_STATE (no coordinator could ever end it). Where another
-  broker coordinates the id, the first batch of a new transaction here is verified with it
-  (AddPartitionsToTxn v4, broker/txn/verification.py; NOT_ENOUGH_REPLICAS when it cannot answer).
-  Either way (with verification on, and always at v12) the partition's KIP-890 guard is taken
-  before the check and presented at the append
-  (OPEN_TRANSACTION_ONLY where the transaction is open there already, Kafka's sentinel): a marker
-  written in between refuses the batch, INVALID_TXN_STATE at every version as Kafka's log answers
-  it (INVALID_PRODUCER_EPOCH when the marker bumped the epoch);
+  authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; one in a request without a transactional id is
+  INVALID_TXN_STATE (no coordinator could ever end it). With verification on (and always at v12) a
+  transactional batch whose producer has no transaction open on its partition yet is verified with
+  the id's coordinator, this broker's own or another's, by one rule (KIP-890,
+  broker/txn/verification.py: AddPartitionsToTxn v4 verify-only, v5 adding at v12): not in the
+  producer's open transaction, INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know
+  it, as Kafka's genericError); INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH; NOT_ENOUGH_REPLICAS
+  when no coordinator can answer (none yet, loading, unreachable). A batch of a transaction open on
+  its partition already is not verified, as in Kafka. Either way the partition's KIP-890 guard is
+  taken before the check and presented at the append (OPEN_TRANSACTION_ONLY where the transaction is
+  open there already, Kafka's sentinel): a marker written in between refuses the batch,
+  INVALID_TXN_STATE at every version as Kafka's log answers it (INVALID_PRODUCER_EPOCH when the
+  marker bumped the epoch);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
@@ -80,7 +85,6 @@ from protocol.records import (
     BATCH_FRAMING,
     BATCH_HEADER_SIZE,
     CODEC_MASK,
-    CONTROL_BIT,
     FRAMING_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -94,6 +98,9 @@ ADMIN_CLIENT_ID = "__admin_client"  # Kafka lets only this client id write inter
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
 _RecordError = _PartitionResponse.BatchIndexAndErrorMessage
+
+
+_TWO_PRODUCERS = "the transactional batches of one request must all be of one producer id and epoch"
 
 
 class _Rejected(CodedError):
@@ -134,46 +141,24 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
             raise _Rejected(ErrorCode.INVALID_RECORD,
                             f"Produce requests with version {version} are only allowed to contain exactly one "
                             "record batch per partition")
-    if attributes & CONTROL_BIT:
-        raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
     return records[:size], batch
 
 
-def _checked_here(broker: BrokerContext, transactional_id: str, producer_id: int, epoch: int,
-                  partition: tuple[str, int], version: int) -> ErrorCode:
-    """The coordinator's own check where this broker coordinates the id (v3-11)."""
-    code = broker.transactions.verify(transactional_id, producer_id, epoch, partition)
-    if code == ErrorCode.INVALID_TXN_STATE and version >= 11:  # its client knows the abortable error (Kafka)
-        code = ErrorCode.TRANSACTION_ABORTABLE
-    return code
-
-
-async def _verify(broker: BrokerContext, transactional_id: str, verified: list[int], entries: list[AppendEntry],
-                  slots: list[tuple[list, int, int]], version: int, here: bool, client_id: str | None):
-    """KIP-890 part 1 for the transactional batches at `verified` in `entries`: each partition's guard
-    is taken (broker/txn/verification.py), then the id's coordinator asked, directly when `here`. A
-    batch presents its guard at the append, OPEN_TRANSACTION_ONLY where its transaction was open on
-    the partition already, so that a marker written meanwhile refuses it. The batches refused get
+async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[int, int], verified: list[int],
+                  entries: list[AppendEntry], slots: list[tuple[list, int, int]], version: int,
+                  client_id: str | None):
+    """KIP-890 for the transactional batches at `verified` in `entries`, all of `producer` (id, epoch):
+    broker/txn/verification.py takes each partition's guard and asks the id's coordinator (this
+    broker's own, or another's) about the partitions where the producer has no transaction open yet;
+    a batch of a transaction open on its partition is not asked about and presents
+    OPEN_TRANSACTION_ONLY, so that a marker written meanwhile refuses it. The batches refused get
     their answer here and leave `entries`; returns (entries, slots, guards)."""
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     sequences: dict[tuple[str, int], int] = {}
     for position in verified:
         name, index, _, batch = entries[position]
-        by_producer.setdefault((batch.producer_id, batch.producer_epoch), []).append((name, index))
         sequences[(name, index)] = batch.base_sequence
-    verifier = broker.transactions.verifier
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    guards: dict[tuple[str, int], object] = {}
-    for (producer_id, epoch), partitions in by_producer.items():
-        if here:  # the guards first, then the coordinator's own check: a marker after it drops them
-            refused, taken = await verifier.take_guards(producer_id, epoch, partitions, sequences=sequences)
-            checked = {tp: _checked_here(broker, transactional_id, producer_id, epoch, tp, version) for tp in taken}
-            refused.update((tp, code) for tp, code in checked.items() if code != ErrorCode.NONE)
-        else:
-            refused, taken = await verifier.verify(transactional_id, producer_id, epoch, partitions,
-                                                   add=version >= 12, abortable=version == 11, sequences=sequences)
-        errors.update(refused)
-        guards.update(taken)
+    errors, guards = await broker.transactions.verifier.verify(
+        transactional_id, *producer, list(sequences), add=version >= 12, abortable=version == 11, sequences=sequences)
     if not errors:
         return entries, slots, guards
     kept_entries, kept_slots = [], []
@@ -191,6 +176,20 @@ async def _verify(broker: BrokerContext, transactional_id: str, verified: list[i
                  reason=message)
         results[position] = _error(index, code, message)
     return kept_entries, kept_slots, guards
+
+
+def _two_producers(body: ProduceRequest, client_id: str | None) -> ProduceResponse | None:
+    """Kafka's ReplicaManager refuses a request whose transactional batches carry more than one
+    producer (id, epoch) before verifying or appending any of it: the whole request fails, so every
+    partition it names is answered INVALID_PRODUCER_ID_MAPPING, those refused earlier and those without
+    transactional records too; with acks=0 the connection closes."""
+    log.info("produce rejected", client_id=client_id, error=ErrorCode.INVALID_PRODUCER_ID_MAPPING.name,
+             reason=_TWO_PRODUCERS)
+    if body.acks == 0:
+        raise CloseConnection(f"acks=0 produce failed ({_TWO_PRODUCERS})")
+    return ProduceResponse(throttle_time_ms=0, responses=[_TopicResponse(
+        name=topic.name, partition_responses=[_error(data.index, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS)
+                                              for data in topic.partition_data]) for topic in body.topic_data])
 
 
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
@@ -213,8 +212,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
     verified: list[int] = []  # positions in entries of the transactional batches verified (KIP-890)
-    # by this broker as the id's coordinator (v3-11), or by asking the coordinator
-    here = transactional and version < 12 and not broker.transactions.verified_remotely(body.transactional_id or "")
+    verifies = transactional and broker.transactions.verifies(adds=version >= 12)
+    producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches that reach the log
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -236,11 +235,19 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                 continue
             try:
                 records, batch = _one_batch(data.records, version)
-                if batch.is_transactional:
+                # Kafka counts a control batch's producer too (its log refuses the batch later) and
+                # leaves alone a transactional batch without a producer id
+                in_txn = batch.is_transactional
+                producer = batch.producer_id if in_txn else -1
+                if producer >= 0:
+                    producers.add((producer, batch.producer_epoch))
+                if batch.is_control:
+                    raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+                if in_txn:
                     if body.transactional_id is None:
                         raise _Rejected(ErrorCode.INVALID_TXN_STATE,
                                         "a transactional batch needs the request's transactional id")
-                    if not here or broker.transactions.verifies_here(body.transactional_id):
+                    if verifies and producer >= 0:
                         verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
@@ -250,11 +257,13 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             slots.append((results, len(results), index))
             results.append(None)  # the replica manager's answer goes here
             entries.append((topic_data.name, index, records, batch))
+    if len(producers) > 1:
+        return _two_producers(body, client_id)
     guards: dict[tuple[str, int], object] = {}
     if verified:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify(broker, body.transactional_id, verified, entries, slots, version, here,
-                                              client_id)
+        entries, slots, guards = await _verify(broker, body.transactional_id, producers.pop(), verified, entries,
+                                              slots, version, client_id)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,

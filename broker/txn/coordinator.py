@@ -357,10 +357,10 @@ class TransactionCoordinator:
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partition: TopicPartitionKey) -> ErrorCode:
-        """Whether a transactional batch may be written: its partition was added to the producer's
-        open transaction (KIP-890 part 1), asked here directly where this broker coordinates the id;
-        NONE elsewhere (Produce asks the coordinator through `verifier`: `verified_remotely`) and
-        when `transaction.partition.verification.enable` is false."""
+        """TxnOffsetCommit v0-4's check where this broker coordinates the id: its offsets partition was
+        added to the producer's open transaction (KIP-890 part 1); NONE elsewhere and when
+        `transaction.partition.verification.enable` is false. (Produce asks through `verifier`, whose
+        verify-only answer is `verify_partitions`, wherever the coordinator is.)"""
         if not self.verifies_here(transactional_id):
             return ErrorCode.NONE
         meta = self._txns.get(transactional_id)
@@ -371,6 +371,12 @@ class TransactionCoordinator:
         if meta.state != TxnState.ONGOING or partition not in meta.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return ErrorCode.NONE
+
+    def verifies(self, adds: bool) -> bool:
+        """Whether a leader verifies a transactional batch with the id's coordinator before its append
+        (KIP-890, `verifier`): always for a producer on transactions version 2 (`adds`: the leader adds
+        the partition), else as `transaction.partition.verification.enable` says (Kafka's ReplicaManager)."""
+        return adds or self.settings.partition_verification_enable
 
     def verifies_here(self, transactional_id: str) -> bool:
         """Whether `verify` checks the id's transaction here (else it answers NONE unchecked)."""

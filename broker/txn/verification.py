@@ -1,12 +1,14 @@
-"""KIP-890 part 1 on a partition leader that is not the transactional id's coordinator.
+"""KIP-890 on a partition leader: Produce's verification (TxnOffsetCommit's too, v5; v0-4 take its guard).
 
 Kafka's AddPartitionsToTxnManager and ReplicaManager's transaction verification: before the first
 transactional batch of a producer's new transaction is written on a partition, the leader asks the
 id's coordinator (the leader of its `__transaction_state` partition, from the cluster metadata: no
 FindCoordinator) with AddPartitionsToTxn v4, verify-only, whether the partition is in the
-producer's open transaction. A batch that continues a transaction already open on the partition is
-not asked about, but presents OPEN_TRANSACTION_ONLY at the append, which lets it in only while that
-transaction is still open there (Kafka's sentinel guard). The partition's verification guard
+producer's open transaction; where that coordinator is this broker's own, it answers exactly as it
+answers another leader's request (one rule). A batch that continues a transaction already open on
+the partition (its producer's, at its epoch: Kafka's hasOngoingTransaction) is not asked about, but
+presents OPEN_TRANSACTION_ONLY at the append, which lets it in only while that transaction is still
+open there (Kafka's sentinel guard). The partition's verification guard
 (ProducerStateManager.start_verification) is taken before asking and presented at the append: a
 marker written meanwhile drops it, so a batch verified against a transaction that has since ended is
 refused (INVALID_TXN_STATE, at every Produce version, as Kafka's UnifiedLog refuses it) rather than
@@ -146,10 +148,11 @@ class TxnVerifier:
     async def _ask(self, transactional_id: str, producer_id: int, producer_epoch: int,
                    partitions: list[TopicPartitionKey], add: bool) -> dict[TopicPartitionKey, ErrorCode]:
         """The coordinator's verdict per partition (only the refused ones need be named)."""
-        if add and self._coordinated_here(transactional_id):
-            return await self._local_add(transactional_id, producer_id, producer_epoch, partitions)
-        state = self.topics.get(TRANSACTION_STATE_TOPIC)
-        leader = state.leader(self._partition_of(transactional_id)) if state is not None else -1
+        if self._coordinated_here(transactional_id):
+            leader = self.node_id  # this broker's coordinator answers as it answers another leader's request
+        else:
+            state = self.topics.get(TRANSACTION_STATE_TOPIC)
+            leader = state.leader(self._partition_of(transactional_id)) if state is not None else -1
         if leader < 0:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if leader == self.node_id:

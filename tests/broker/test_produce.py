@@ -162,11 +162,12 @@ def test_errors_are_per_partition(client):
 
 def test_a_transactional_batch_needs_its_partition_in_an_open_transaction(client):
     topic = new_topic(client)
+    # first, so that __transaction_state exists: before it no coordinator can answer (NOT_ENOUGH_REPLICAS)
+    ids = init_producer_id(client, transactional_id="txn-not-added")
     txn_batch = build_batch([(None, b"t", [], 1)], is_transactional=True, producer_id=1, producer_epoch=0,
                             base_sequence=0)
     reply = produce(client, topic, 0, txn_batch, transactional_id="txn-never-initialised")
     assert reply.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    ids = init_producer_id(client, transactional_id="txn-not-added")
     txn_batch = build_batch([(None, b"t", [], 1)], is_transactional=True, producer_id=ids.producer_id,
                             producer_epoch=ids.producer_epoch, base_sequence=0)
     assert produce(client, topic, 0, txn_batch, transactional_id="txn-not-added").error_code == \
