@@ -310,14 +310,19 @@ def _consumer_assignors(value: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _rack_aware_selector(value: str) -> bool:
+def _rack_aware_selector(value: str | None) -> bool:
     """replica.selector.class: unset (the leader serves every consumer) or Kafka's rack-aware selector
-    (broker/replica/read_replica.py); any other class stops start-up, as Ebb cannot run Java selectors."""
+    (broker/replica/read_replica.py); any other class stops start-up, as Ebb cannot run Java selectors,
+    and so does an empty one (Kafka cannot load a class named "")."""
+    if value is None:
+        return False
     name = value.strip()
-    if name and name != RACK_AWARE_SELECTOR:
+    if not name:
+        raise ConfigError(f"{REPLICA_SELECTOR_PROPERTY} is empty: name {RACK_AWARE_SELECTOR} or leave it unset")
+    if name != RACK_AWARE_SELECTOR:
         raise ConfigError(f"{REPLICA_SELECTOR_PROPERTY}: {name!r} is not supported: Ebb serves only "
                           f"{RACK_AWARE_SELECTOR} (or leave it unset)")
-    return bool(name)
+    return True
 
 
 def _migration_policy(value: str) -> str:
@@ -432,7 +437,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         group_consumer_migration_policy=_migration_policy(merged["group.consumer.migration.policy"]),
         group_version=int_property(merged, "ebb.group.version", minimum=0, maximum=1),
         rack=merged["broker.rack"] or None,
-        rack_aware_reads=_rack_aware_selector(merged.get(REPLICA_SELECTOR_PROPERTY, "")),
+        rack_aware_reads=_rack_aware_selector(merged.get(REPLICA_SELECTOR_PROPERTY)),
         log_level=_log_level(merged["log.level"]),
         delete_records_v3_enable=bool_property(merged, "delete.records.v3.enable"),
         zookeeper_connect=zookeeper_connect(merged.get("zookeeper.connect", "")),

@@ -152,8 +152,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
         return _plan(replicas, wanted, body.max_bytes, replica_id if follower else None, leader_only, committed,
                      recheck, keep_state)
 
-    redirected = (not follower and version >= 11 and broker.config.rack_aware_reads and bool(body.rack_id)
-                  and _redirect(broker, wanted, body.rack_id, connection.listener_name))
+    rack_aware = not follower and version >= 11 and broker.config.rack_aware_reads and bool(body.rack_id)
+    redirected = rack_aware and _redirect(broker, wanted, body.rack_id, connection.listener_name)
     # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
     available, failed = plan(recheck=awaited)
     if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes and not redirected:
@@ -173,6 +173,8 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
 
         keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
         await replicas.fetches.wait(keys, enough, body.max_wait_ms)
+        if rack_aware:  # a follower of the consumer's rack may have caught up meanwhile (Kafka asks again too)
+            _redirect(broker, wanted, body.rack_id, connection.listener_name)
         plan()
     chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
                                            connection.file_regions)

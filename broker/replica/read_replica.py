@@ -49,8 +49,8 @@ def preferred_read_replica(partition: Partition, fetch_offset: int, client_rack:
     """For a partition led here: the follower a consumer in `client_rack` fetching at `fetch_offset`
     should be sent to, or None (read from the leader). `racks`: the alive brokers on the consumer's
     listener and their racks."""
-    if not client_rack or not partition.is_leader:
-        return None
+    if not client_rack or not partition.is_leader or racks.get(partition.local_id) == client_rack:
+        return None  # the common case, a consumer in the leader's rack, looks at no follower
     leader = ReplicaView(partition.local_id, racks.get(partition.local_id), partition.log.log_end_offset, 0)
     isr = partition.isr
     followers = [ReplicaView(state.replica_id, racks.get(state.replica_id), state.log_end_offset,

@@ -3,7 +3,8 @@ Kafka's RackAwareReplicaSelector: Metadata and DescribeCluster name each broker'
 and CreatePartitions stripe replicas over the racks (broker/striped_placement.py); a librdkafka
 consumer with client.rack=b reads a partition led in rack "a" from the follower in its own rack (the
 follower's consumer byte counter moves, the leader's does not), and when that follower stops it goes on
-from the leader with no record lost or read twice. One cluster for the module."""
+from the leader with no record lost or read twice; a fetch parked at the leader is sent to the follower
+that came back in sync while it waited. One cluster for the module."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from broker.config import RACK_AWARE_SELECTOR
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DescribeClusterRequest
 from tests.broker.data_wire import WireClient
-from tests.cluster.three_brokers import create_assigned, in_sync, metadata_of, three_brokers
+from tests.cluster.three_brokers import create_assigned, in_sync, metadata_of, partition_state, three_brokers
 from tests.support.broker_process import free_port
 from tests.support.metrics_scrape import scrape, value
 from tests.support.polling import wait_for
@@ -118,3 +119,39 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_then_from_the_leader(rac
             cluster[3].start()
     assert [offset for offset, _ in seen] == list(range(400))  # none lost, none twice, in order
     assert [v for _, v in seen] == [b"m%d" % i for i in range(400)]
+
+
+def _parked_fetches(url: str) -> float:
+    return value(scrape(url), "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                 delayedOperation="Fetch") or 0.0
+
+
+def test_a_parked_fetch_is_sent_to_the_follower_that_caught_up_while_it_waited(racked):
+    """A consumer in rack "b" at the end of a partition whose rack-"b" follower is out of the ISR waits at
+    the leader; the follower comes back in sync, then a record arrives: the answer names the follower
+    instead of carrying the record from the leader (Kafka asks the selector again when a wait ends)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.broker.data_wire import batch, fetch_request, produce_request
+
+    cluster, urls = racked
+    topic = "parked"
+    create_assigned(cluster[1].port, topic, [1, 3, 2], {})
+    wait_for(lambda: all(in_sync(b, topic, 0) for b in cluster.values()), what="three replicas in sync")
+    cluster[3].stop(signal.SIGTERM)
+    wait_for(lambda: 3 not in partition_state(cluster[1], topic).isr_nodes, what="broker 3 out of the ISR")
+    request = fetch_request(topic, 0, 0, max_wait_ms=60_000)
+    request.rack_id = "b"
+    with WireClient(cluster[1].port) as waiting, ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(waiting.request, request, 12)
+        wait_for(lambda: _parked_fetches(urls[1]) >= 1, what="the consumer's fetch parked at the leader")
+        cluster[3].start()
+        wait_for(lambda: all(in_sync(b, topic, 0) for b in (cluster[1], cluster[3])), timeout_s=60,
+                 what="broker 3 back in the ISR")
+        assert not answer.done()
+        with WireClient(cluster[1].port) as producer:
+            produced = producer.request(produce_request(topic, 0, batch([b"late"]), acks=1), 9)
+        assert produced.responses[0].partition_responses[0].error_code == E.NONE
+        reply = answer.result(timeout=60).responses[0].partitions[0]
+    assert (reply.error_code, reply.preferred_read_replica) == (E.NONE, 3)
+    assert not reply.records

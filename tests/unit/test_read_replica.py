@@ -56,6 +56,8 @@ def test_selector_setting() -> None:
     assert load_config(None, ["node.id=1", f"replica.selector.class={RACK_AWARE_SELECTOR}"]).rack_aware_reads
     with pytest.raises(ConfigError, match="replica.selector.class: 'org.example.Nearest' is not supported"):
         load_config(None, ["node.id=1", "replica.selector.class=org.example.Nearest"])
+    with pytest.raises(ConfigError, match="replica.selector.class is empty"):
+        load_config(None, ["node.id=1", "replica.selector.class= "])
 
 
 def test_another_selector_stops_start_up(tmp_path, capsys) -> None:
