@@ -36,6 +36,12 @@ def zk_connect(zk_server, chroot) -> str:
     return zk_server.connect + chroot
 
 
+@pytest.fixture(scope="module")
+def module_zk_connect(zk_server, request) -> str:
+    """A namespace for a cluster a whole module shares (tests/cluster/three_brokers.py's `restore`)."""
+    return f"{zk_server.connect}/{request.module.__name__.rsplit('.', 1)[-1]}-{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture(params=["embedded", "zookeeper"])
 async def store_factory(request, tmp_path):
     """`await open_store()` opens the store under test; a second call is a second session on the same

@@ -37,6 +37,21 @@ def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = No
         yield brokers
 
 
+def restore(brokers: dict[int, BrokerProcess]) -> None:
+    """After a test on a cluster its module shares: a broker the test stopped (killed, or left stopped when it
+    failed) is started again on its data, and the next test waits until every broker sees the three and the
+    same live controller, as a fresh cluster would be."""
+    for process in brokers.values():
+        if process.process is None or process.process.poll() is not None:
+            process.start()
+
+    def settled() -> bool:
+        views = [metadata_of(b) for b in brokers.values()]
+        controllers = {v.controller_id for v in views}
+        return all(len(v.brokers) == 3 for v in views) and len(controllers) == 1 and controllers <= set(NODES)
+    wait_for(settled, what="every broker seeing the three and one controller")
+
+
 def overrides(connect: str, node_id: int) -> dict[str, str]:
     return {
         "node.id": str(node_id),
