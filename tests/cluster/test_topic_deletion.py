@@ -19,6 +19,7 @@ from tests.cluster.three_brokers import (
     metadata_of,
     new_topic,
     partition_state,
+    restore,
     segment_batches,
     three_brokers,
 )
@@ -27,15 +28,23 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture
-def cluster(zk_connect, tmp_path):
-    with three_brokers(zk_connect, tmp_path) as brokers:
+@pytest.fixture(scope="module")
+def shared_brokers(module_zk_connect, tmp_path_factory):
+    with three_brokers(module_zk_connect, tmp_path_factory.mktemp("topic-deletion")) as brokers:
         yield brokers
 
 
 @pytest.fixture
-def kazoo(zk_connect):
-    client = KazooClient(zk_connect)
+def cluster(shared_brokers):
+    """The module's cluster: each test deletes topics of its own; the brokers a test kills are started
+    again, by the test or after it (`restore`)."""
+    yield shared_brokers
+    restore(shared_brokers)
+
+
+@pytest.fixture
+def kazoo(module_zk_connect):
+    client = KazooClient(module_zk_connect)
     client.start(timeout=10)
     yield client
     client.stop()
