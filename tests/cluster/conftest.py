@@ -13,6 +13,7 @@ import pytest
 
 from broker.cluster.store import EmbeddedStore
 from broker.cluster.zookeeper import ZooKeeperStore
+from tests.cluster.three_brokers import restore, three_brokers
 from tests.support import zookeeper
 
 
@@ -34,6 +35,28 @@ def chroot() -> str:
 @pytest.fixture
 def zk_connect(zk_server, chroot) -> str:
     return zk_server.connect + chroot
+
+
+@pytest.fixture(scope="module")
+def module_zk_connect(zk_server, request) -> str:
+    """A namespace for a cluster a whole module shares (tests/cluster/three_brokers.py's `restore`)."""
+    return f"{zk_server.connect}/{request.module.__name__.rsplit('.', 1)[-1]}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def shared_three_brokers(module_zk_connect, tmp_path_factory, request):
+    """Three brokers a whole module's tests share (each test its own topics and groups)."""
+    root = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    with three_brokers(module_zk_connect, root) as brokers:
+        yield brokers
+
+
+@pytest.fixture
+def restored_three_brokers(shared_three_brokers):
+    """The module's three brokers; those a test stopped are started again after it (`restore`), so the
+    next test finds three brokers and one controller."""
+    yield shared_three_brokers
+    restore(shared_three_brokers)
 
 
 @pytest.fixture(params=["embedded", "zookeeper"])

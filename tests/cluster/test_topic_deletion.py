@@ -20,7 +20,6 @@ from tests.cluster.three_brokers import (
     new_topic,
     partition_state,
     segment_batches,
-    three_brokers,
 )
 from tests.support.polling import wait_for
 
@@ -28,14 +27,15 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def cluster(zk_connect, tmp_path):
-    with three_brokers(zk_connect, tmp_path) as brokers:
-        yield brokers
+def cluster(restored_three_brokers):
+    """The module's cluster: each test deletes topics of its own; the brokers a test kills are started
+    again, by the test or after it (`restore`)."""
+    return restored_three_brokers
 
 
 @pytest.fixture
-def kazoo(zk_connect):
-    client = KazooClient(zk_connect)
+def kazoo(module_zk_connect):
+    client = KazooClient(module_zk_connect)
     client.start(timeout=10)
     yield client
     client.stop()

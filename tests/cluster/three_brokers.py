@@ -31,10 +31,30 @@ def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = No
     for n, process in brokers.items():
         process.overrides.update({k: v.format(port=process.port) for k, v in (per_node or {}).get(n, {}).items()})
     with contextlib.ExitStack() as stack:
+        for process in brokers.values():  # side by side: each start is mostly the interpreter's imports
+            stack.callback(process.stop)
+            process.launch()
         for process in brokers.values():
-            stack.enter_context(process)
-        wait_for(lambda: all(len(broker_ids(b)) == 3 for b in brokers.values()), what="every broker seeing three")
+            process.wait_listening()
+        wait_for(lambda: settled(brokers), what="every broker seeing the three and one controller")
         yield brokers
+
+
+def settled(brokers: dict[int, BrokerProcess]) -> bool:
+    """Every broker lists the three and names the same live controller: how a test finds the cluster."""
+    views = [metadata_of(b) for b in brokers.values()]
+    controllers = {v.controller_id for v in views}
+    return all(len(v.brokers) == 3 for v in views) and len(controllers) == 1 and controllers <= set(NODES)
+
+
+def restore(brokers: dict[int, BrokerProcess]) -> None:
+    """After a test on a cluster its module shares: a broker the test stopped (killed, or left stopped when it
+    failed) is started again on its data, and the next test waits for the cluster `settled`, as a fresh
+    one is handed out."""
+    for process in brokers.values():
+        if process.process is None or process.process.poll() is not None:
+            process.start()
+    wait_for(lambda: settled(brokers), what="every broker seeing the three and one controller")
 
 
 def overrides(connect: str, node_id: int) -> dict[str, str]:

@@ -63,6 +63,12 @@ class BrokerProcess:
         return self.data_dir / "broker.log"
 
     def start(self) -> BrokerProcess:
+        self.launch()
+        return self.wait_listening()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it: `wait_listening` then waits, so that several brokers
+        start side by side (tests/cluster/three_brokers.py)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "broker"]
         for key, value in self.overrides.items():
@@ -71,6 +77,9 @@ class BrokerProcess:
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ},
                                         preexec_fn=self._limit_open_files if self.open_files_limit else None)
         log.close()
+
+    def wait_listening(self) -> BrokerProcess:
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -15,6 +15,7 @@ its broker port answers ApiVersions.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import os
 import signal
@@ -79,21 +80,34 @@ class KafkaNode:
     def _java(self, *args: str) -> list[str]:
         return ["java", *self.jvm, "-cp", self.classpath, *args]
 
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "server.properties"
+
     def start(self) -> KafkaNode:
+        self.format()
+        self.launch()
+        return self.wait_ready()
+
+    def format(self) -> None:
+        """Write server.properties and format the log dir (a JVM of its own, about a second)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        config = self.data_dir / "server.properties"
+        config = self.config_path
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
         # "--cluster-id=" keeps an id that starts with "-" (a random one does, 1 in 64) from reading as a flag
         format_args = ("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config))
         formatted = subprocess.run(self._java(*format_args), capture_output=True, text=True, timeout=120)
         if formatted.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout}\n{formatted.stderr}")
-        return self._launch(config)
 
-    def _launch(self, config: Path) -> KafkaNode:
+    def launch(self) -> None:
+        """Start the formatted node without waiting for it (`wait_ready`)."""
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self._java("kafka.Kafka", str(config)), stdout=log,
+            self.process = subprocess.Popen(self._java("kafka.Kafka", str(self.config_path)), stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self) -> KafkaNode:
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -112,7 +126,8 @@ class KafkaNode:
         self.process.wait(120)
 
     def relaunch(self) -> KafkaNode:
-        return self._launch(self.data_dir / "server.properties")
+        self.launch()
+        return self.wait_ready()
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -152,14 +167,20 @@ def _answers_api_versions(port: int) -> bool:
 def kafka_cluster(root: Path, classpath: str, size: int, overrides: dict[str, str] | None = None,
                   per_node: dict[int, dict[str, str]] | None = None) -> Iterator[list[KafkaNode]]:
     """`size` Kafka nodes of one cluster: node 1 combined (the single controller), the others brokers;
-    `per_node`: settings of one node (node id -> settings) over `overrides`."""
+    `per_node`: settings of one node (node id -> settings) over `overrides`. They are formatted and
+    started side by side (the brokers retry the controller until it listens)."""
     def settings(n: int) -> dict[str, str]:
         return {**(overrides or {}), **(per_node or {}).get(n, {})}
     first = KafkaNode(root / "kafka-1", classpath, settings(1))
     nodes = [first] + [KafkaNode(root / f"kafka-{n}", classpath, settings(n), node_id=n, cluster_id=first.cluster_id,
                                  controller=(1, first.controller_port)) for n in range(2, size + 1)]
     with contextlib.ExitStack() as stack:
+        with concurrent.futures.ThreadPoolExecutor(size) as pool:
+            list(pool.map(KafkaNode.format, nodes))
         for node in nodes:
-            stack.enter_context(node)
+            stack.callback(node.stop)
+            node.launch()
+        for node in nodes:
+            node.wait_ready()
         yield nodes
 
