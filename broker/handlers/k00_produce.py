@@ -9,6 +9,13 @@ Kafka 4.x advertises Produce from v0 although it refuses v0-2, because librdkafk
 check needs the advertised range to overlap v0 (KAFKA-18659); we do the same. A v0-2 request never
 reaches this handler: the server closes the connection, as for any version outside 3-11.
 
+Refused whole (every partition it names answered the error, nothing verified or written; acks=0:
+the connection closes), as Kafka refuses it:
+- a partition's first batch is transactional and the request has no transactional id, or (with an
+  authorizer) no WRITE on it: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (KafkaApis, before anything else);
+- transactional batches of more than one producer (two ids, or one id at two epochs) among those
+  that pass the partition checks below: INVALID_PRODUCER_ID_MAPPING (ReplicaManager).
+
 Per partition, in Kafka's order (KafkaApis.handleProduceRequest, ReplicaManager.appendRecords,
 UnifiedLog.append):
 - the topic or partition is unknown: UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics;
@@ -16,15 +23,9 @@ UnifiedLog.append):
 - the records are not exactly one complete magic-2 batch: INVALID_RECORD (ProduceRequest
   .validateRecords for v3+: legacy magic 0/1 message sets are INVALID_RECORD, not
   UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
-- transactional batches of more than one producer (two ids, or one id at two epochs) among those
-  that passed the checks above: the whole request is refused before anything is verified or written,
-  every partition it names answered INVALID_PRODUCER_ID_MAPPING (acks=0: the connection closes), as
-  Kafka's ReplicaManager refuses it;
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
-- a control batch from a client: INVALID_RECORD; a transactional id without WRITE on it (with an
-  authorizer): TRANSACTIONAL_ID_AUTHORIZATION_FAILED; one in a request without a transactional id is
-  INVALID_TXN_STATE (no coordinator could ever end it). With verification on (and always at v12) a
+- a control batch from a client: INVALID_RECORD. With verification on (and always at v12) a
   transactional batch whose producer has no transaction open on its partition yet is verified with
   the id's coordinator, this broker's own or another's, by one rule (KIP-890,
   broker/txn/verification.py: AddPartitionsToTxn v4 verify-only, v5 adding at v12): not in the
@@ -76,6 +77,7 @@ from broker.replica.outcomes import AppendEntry
 from broker.request_context import RequestContext
 from broker.security.access import allowed
 from protocol import fastpath
+from protocol.batch_header import ATTRIBUTES_AT
 from protocol.compression import Compression
 from protocol.enums import ApiKey, Operation, ResourceType
 from protocol.errors import CodedError, ErrorCode, ProtocolError
@@ -85,11 +87,14 @@ from protocol.records import (
     BATCH_FRAMING,
     BATCH_HEADER_SIZE,
     CODEC_MASK,
+    CONTROL_BIT,
     FRAMING_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    TRANSACTIONAL_BIT,
     RecordBatch,
 )
+from protocol.wire import I16
 
 log = structlog.get_logger("produce")
 
@@ -101,6 +106,8 @@ _RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 
 
 _TWO_PRODUCERS = "the transactional batches of one request must all be of one producer id and epoch"
+_NO_TXN_ID = "transactional batches need the request's transactional id"
+_NO_TXN_WRITE = "WRITE on the transactional id is needed to produce transactional batches"
 
 
 class _Rejected(CodedError):
@@ -178,18 +185,27 @@ async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[
     return kept_entries, kept_slots, guards
 
 
-def _two_producers(body: ProduceRequest, client_id: str | None) -> ProduceResponse | None:
-    """Kafka's ReplicaManager refuses a request whose transactional batches carry more than one
-    producer (id, epoch) before verifying or appending any of it: the whole request fails, so every
-    partition it names is answered INVALID_PRODUCER_ID_MAPPING, those refused earlier and those without
-    transactional records too; with acks=0 the connection closes."""
-    log.info("produce rejected", client_id=client_id, error=ErrorCode.INVALID_PRODUCER_ID_MAPPING.name,
-             reason=_TWO_PRODUCERS)
+def _first_batch_transactional(records) -> bool:
+    """Whether a partition's records open with a complete transactional batch: what Kafka's
+    RequestUtils.hasTransactionalRecords looks at (only headers are read)."""
+    if records is None or len(records) < BATCH_HEADER_SIZE:
+        return False
+    batch_length, magic = BATCH_FRAMING.unpack_from(records)
+    if magic != MAGIC or batch_length + LOG_OVERHEAD > len(records):
+        return False
+    return bool(I16.unpack_from(records, ATTRIBUTES_AT)[0] & TRANSACTIONAL_BIT)
+
+
+def _refused_whole(body: ProduceRequest, code: ErrorCode, reason: str, client_id: str | None) -> ProduceResponse:
+    """A request Kafka refuses whole before verifying or appending any of it: every partition it names
+    is answered `code`, those refused earlier and those without transactional records too; with acks=0
+    the connection closes."""
+    log.info("produce rejected", client_id=client_id, error=code.name, reason=reason)
     if body.acks == 0:
-        raise CloseConnection(f"acks=0 produce failed ({_TWO_PRODUCERS})")
+        raise CloseConnection(f"acks=0 produce failed ({reason})")
     return ProduceResponse(throttle_time_ms=0, responses=[_TopicResponse(
-        name=topic.name, partition_responses=[_error(data.index, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS)
-                                              for data in topic.partition_data]) for topic in body.topic_data])
+        name=topic.name, partition_responses=[_error(data.index, code, reason) for data in topic.partition_data])
+        for topic in body.topic_data])
 
 
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
@@ -214,6 +230,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     verified: list[int] = []  # positions in entries of the transactional batches verified (KIP-890)
     verifies = transactional and broker.transactions.verifies(adds=version >= 12)
     producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches that reach the log
+    # Transactional records where the request has no transactional id, or one without WRITE: Kafka refuses
+    # the whole request (looked at where each partition's batch is read; on a refused partition's records
+    # only then)
+    txn_unauthorized = False
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -221,35 +241,33 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
         may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
-            if transactional and not may_write_txn:
-                results.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      "WRITE on the transactional id is needed"))
-                continue
             if not may_write:  # before existence, as Kafka checks it
+                txn_unauthorized = txn_unauthorized or not may_write_txn and _first_batch_transactional(data.records)
                 results.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                       "WRITE on the topic is needed to produce to it."))
                 continue
             if topic is None or index not in topic.replicas:
+                txn_unauthorized = txn_unauthorized or not may_write_txn and _first_batch_transactional(data.records)
                 results.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       "This server does not host this topic-partition."))
                 continue
             try:
                 records, batch = _one_batch(data.records, version)
+                attributes = batch.attributes
                 # Kafka counts a control batch's producer too (its log refuses the batch later) and
                 # leaves alone a transactional batch without a producer id
-                in_txn = batch.is_transactional
+                in_txn = attributes & TRANSACTIONAL_BIT
                 producer = batch.producer_id if in_txn else -1
                 if producer >= 0:
                     producers.add((producer, batch.producer_epoch))
-                if batch.is_control:
+                if in_txn and not may_write_txn:
+                    txn_unauthorized = True
+                if attributes & CONTROL_BIT:
                     raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-                if in_txn:
-                    if body.transactional_id is None:
-                        raise _Rejected(ErrorCode.INVALID_TXN_STATE,
-                                        "a transactional batch needs the request's transactional id")
-                    if verifies and producer >= 0:
-                        verified.append(len(entries))  # checked after the loop, before the append
+                if verifies and producer >= 0:
+                    verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
+                txn_unauthorized = txn_unauthorized or not may_write_txn and _first_batch_transactional(data.records)
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
                 results.append(_error(index, exc.error_code, exc.message))
@@ -257,8 +275,11 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             slots.append((results, len(results), index))
             results.append(None)  # the replica manager's answer goes here
             entries.append((topic_data.name, index, records, batch))
+    if txn_unauthorized:
+        return _refused_whole(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              _NO_TXN_ID if body.transactional_id is None else _NO_TXN_WRITE, client_id)
     if len(producers) > 1:
-        return _two_producers(body, client_id)
+        return _refused_whole(body, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS, client_id)
     guards: dict[tuple[str, int], object] = {}
     if verified:
         assert body.transactional_id is not None

@@ -120,8 +120,9 @@ def _legacy_message_set(magic: int) -> bytes:
     (_legacy_message_set(0), ErrorCode.INVALID_RECORD),           # magic 0: INVALID_RECORD for v3+, as Kafka
     (_legacy_message_set(1), ErrorCode.INVALID_RECORD),
     (build_batch([(None, b"c", [], 1)], is_control=True), ErrorCode.INVALID_RECORD),
+    # a transactional batch in a request without a transactional id: refused whole, as Kafka's KafkaApis
     (build_batch([(None, b"t", [], 1)], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0),
-     ErrorCode.INVALID_TXN_STATE),
+     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
 ], ids=["null", "empty", "two-batches", "partial", "magic0", "magic1", "control", "transactional"])
 def test_record_shape_is_checked(client, data, code):
     topic = new_topic(client)

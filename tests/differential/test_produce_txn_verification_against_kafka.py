@@ -9,7 +9,9 @@ Produce version both serve (v3-12; v12 is transactions version 2, where the lead
   is written even under another transactional id), while one where its producer has no transaction
   open is (another id's producer: INVALID_PRODUCER_ID_MAPPING; an epoch above the open one's:
   fenced);
-- before any transactional id exists (no `__transaction_state`) no coordinator can verify a batch.
+- before any transactional id exists (no `__transaction_state`) no coordinator can verify a batch;
+- transactional records in a request without a transactional id refuse it whole
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition).
 
 Both brokers coordinate the ids themselves (one node each). The records are read back and compared
 as a reader sees them (offsets, values, transactional and control flags)."""
@@ -147,7 +149,22 @@ def open_transaction(peer: Peer) -> None:
     _read(peer, "after the abort", "dpo", 2)
 
 
-SCENARIOS = [before_any_coordinator, two_producers, open_transaction]
+def without_transactional_id(peer: Peer) -> None:
+    """Transactional records in a request without a transactional id: refused whole, wherever they are
+    (a partition Kafka would otherwise answer, one of an unknown topic, one whose records hold two batches)."""
+    _create(peer, "dpn", 2)
+    plain = _batch((-1, -1), -1, b"plain", False)
+    for version in VERSIONS:
+        peer.ask(f"v{version}: a transactional batch beside a plain one", _produce(None, {
+            "dpn": {0: _batch((1, 0), 0, b"txn"), 1: plain}}), version)
+        peer.ask(f"v{version}: a transactional batch to an unknown topic beside a plain one", _produce(None, {
+            "dpn": {1: plain}, "no-such-topic": {0: _batch((1, 0), 0, b"txn")}}), version)
+        peer.ask(f"v{version}: a transactional batch followed by a second batch", _produce(None, {
+            "dpn": {0: _batch((1, 0), 0, b"txn") + plain, 1: plain}}), version)
+    _read(peer, "nothing written", "dpn", 2)
+
+
+SCENARIOS = [before_any_coordinator, two_producers, open_transaction, without_transactional_id]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])

@@ -194,6 +194,22 @@ def test_producing_needs_write_and_reading_needs_read(broker):
         assert answer.error_code == ErrorCode.NONE and answer.high_watermark == 1
 
 
+def test_a_transactional_id_without_write_refuses_only_transactional_records(broker):
+    """As Kafka's KafkaApis: WRITE on the request's transactional id is asked only when the request holds
+    transactional records, and then refuses it whole; plain records under that id are written."""
+    from protocol.records import build_batch
+
+    with as_user(broker, "admin") as client:
+        assert create_topic(client, "txn-acl").error_code == ErrorCode.NONE
+    create(broker, acl("alice", "txn-acl", AclOperation.WRITE))
+    transactional = build_batch([(None, b"t", [], 1)], is_transactional=True, producer_id=1, producer_epoch=0,
+                                base_sequence=0)
+    with as_user(broker, "alice") as client:
+        assert produce(client, "txn-acl", 0, batch([b"plain"]), transactional_id="tid").error_code == ErrorCode.NONE
+        refused = produce(client, "txn-acl", 0, transactional, transactional_id="tid")
+        assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 def test_a_quiet_fetch_session_partition_is_authorized_again_each_time(broker):
     """A caught-up consumer's session partition is not read while nothing changed
     (broker/handlers/fetch_quiet.py), but READ is still asked each time: a DENY made meanwhile
