@@ -4,6 +4,7 @@ and shuts them down in the order that loses nothing (stop accepting, finish requ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import gc
@@ -11,6 +12,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import structlog
@@ -54,6 +56,21 @@ if TYPE_CHECKING:
     from broker.cluster.zookeeper import ZooKeeperStore
 
 log = structlog.get_logger("broker")
+
+
+SLOW_STOP_S = 1.0  # a part of the broker taking longer than this to stop is logged (what a hung stop waits on)
+
+
+@contextlib.asynccontextmanager
+async def _timed_stop(part: str) -> AsyncIterator[None]:
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        took = time.monotonic() - began
+        if took > SLOW_STOP_S:
+            log.warning("a part of the broker was slow to stop", part=part, seconds=round(took, 1))
+
 
 METADATA_FILE = "ebb-metadata.json"
 META_PROPERTIES = "meta.properties"
@@ -237,22 +254,26 @@ class Broker:
             begin_shutdown = getattr(service, "begin_shutdown", None)
             if begin_shutdown is not None:
                 begin_shutdown()
-        await self.server.stop()
+        async with _timed_stop("network"):
+            await self.server.stop()
         for service in reversed(self.services):
-            await service.stop()
+            async with _timed_stop(type(service).__name__):
+                await service.stop()
         topics: TopicManager | None = getattr(self, "topics", None)  # absent when start() failed early
         if topics is not None:
             await topics.deletion_retries.stop()
         logs: LogManager | None = getattr(self, "logs", None)  # absent when start() failed early
         if logs is not None:
-            await logs.shutdown()
+            async with _timed_stop("logs"):
+                await logs.shutdown()
         if self.authorizer is not None:
             await self.authorizer.stop()
         group_configs: GroupConfigs | None = getattr(self, "group_configs", None)
         if group_configs is not None:
             group_configs.stop()
         if self.store is not None:
-            await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
+            async with _timed_stop("metadata store"):
+                await self.store.close()  # on ZooKeeper this ends the session: the registration goes now
         self._unlock_log_dir()
         log.info("broker stopped")
 

@@ -443,9 +443,12 @@ class BrokerServer:
         replicas = getattr(self.broker, "replicas", None)
         if replicas is not None:
             replicas.wake_all()  # parked long polls answer now instead of holding shutdown
-        workers = [c.worker for c in self.connections if c.worker is not None]
+        workers = {c.worker: c for c in self.connections if c.worker is not None}
         if workers:
-            await asyncio.wait(workers, timeout=grace_s)
+            _, pending = await asyncio.wait(workers, timeout=grace_s)
+            if pending:  # a request that never finished (or a client not reading its answer): say whose
+                log.warning("requests still in flight after the shutdown grace period; closing their connections",
+                            grace_s=grace_s, peers=sorted(workers[w].peer for w in pending))
         for connection in list(self.connections):
             if connection.transport is not None:
                 connection.flush()  # answers finished in the grace period still go out
