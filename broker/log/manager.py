@@ -81,6 +81,10 @@ class LogManager:
         self._unloaded = UnloadedPartitions()
         self.health = DirHealth(self.log_dir, probe_interval_ms=self.config.failure_probe_interval_ms,
                                 run=lambda fn: self._io.run(fn), reload=self._reload_offline)
+        # Partitions reloaded while the dir still counts as failed: their logs are served (and their
+        # listeners told) once it is healthy again, first of the dir's listeners.
+        self._reloaded_while_failed: list[TopicPartition] = []
+        self.health.listeners.append(self._health_changed)
         # Creating a topic's logs is one at a time per topic; other topics' creations go on meanwhile.
         self._create_locks = KeyedLocks()
         self._jobs = PeriodicJobs()
@@ -236,9 +240,23 @@ class LogManager:
             self.load_reports[tp] = report
             logger.warning("partition loaded again after being offline", partition=str(tp),
                            log_end_offset=log.log_end_offset, truncated_bytes=report.truncated_bytes)
-            for listener in self.reload_listeners:
-                listener(tp)
+            if self.health.failed:  # get_log still refuses it: its replica takes its role once the dir is back
+                self._reloaded_while_failed.append(tp)
+            else:
+                self._tell_reloaded(tp)
         return not self._unloaded.reloadable
+
+    def _health_changed(self, failed: bool) -> None:
+        reloaded, self._reloaded_while_failed = self._reloaded_while_failed, []
+        if failed:  # failed again before it was back: they are reloaded (and listed) again
+            return
+        for tp in reloaded:
+            if tp in self._logs:  # not taken offline again meanwhile
+                self._tell_reloaded(tp)
+
+    def _tell_reloaded(self, tp: TopicPartition) -> None:
+        for listener in self.reload_listeners:
+            listener(tp)
 
     def previous_stop(self) -> dict[str, bool]:
         """How the log dir was left, for start-up log lines: a new dir had no stop to speak of."""

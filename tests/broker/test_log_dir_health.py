@@ -29,6 +29,13 @@ def reloaded_events(manager) -> asyncio.Queue[TopicPartition]:
     return queue
 
 
+def _served(manager, tp: TopicPartition) -> bool:
+    try:
+        return manager.get_log(tp) is not None
+    except StorageError:
+        return False
+
+
 async def test_an_io_error_takes_the_whole_dir_offline_until_the_probe_passes(tmp_path: Path) -> None:
     manager = await open_manager(tmp_path, manager_config=FAST_PROBE)
     broken = await manager.get_or_create_log(T0)
@@ -56,8 +63,11 @@ async def test_an_io_error_takes_the_whole_dir_offline_until_the_probe_passes(tm
     assert failing is not None and not failing.done()
 
     reloaded = reloaded_events(manager)
+    served: list[bool] = []  # whether a told partition's log is served when it is told (its replica takes
+    manager.reload_listeners.append(lambda tp: served.append(_served(manager, tp)))  # its role then)
     (tmp_path / PROBE_FILE).rmdir()  # healthy again
     assert {await reloaded.get(), await reloaded.get()} == {T0, T1}
+    assert served == [True, True]
     await failing
     assert not manager.health.failed and manager.health.recoveries == 1
     assert not manager.offline_partitions
