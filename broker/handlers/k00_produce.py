@@ -231,9 +231,10 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     verifies = transactional and broker.transactions.verifies(adds=version >= 12)
     producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches that reach the log
     # Transactional records where the request has no transactional id, or one without WRITE: Kafka refuses
-    # the whole request (looked at where each partition's batch is read; on a refused partition's records
-    # only then)
+    # the whole request (seen where each partition's batch is read; a refused partition's records are
+    # looked at after the loop, only then)
     txn_unauthorized = False
+    refused_records: list = []  # the records of partitions refused before their batch was read
     for topic_data in body.topic_data:
         results: list = []
         topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
@@ -242,12 +243,12 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
         for data in topic_data.partition_data:
             index = data.index
             if not may_write:  # before existence, as Kafka checks it
-                txn_unauthorized = txn_unauthorized or not may_write_txn and _first_batch_transactional(data.records)
+                refused_records.append(data.records)
                 results.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                       "WRITE on the topic is needed to produce to it."))
                 continue
             if topic is None or index not in topic.replicas:
-                txn_unauthorized = txn_unauthorized or not may_write_txn and _first_batch_transactional(data.records)
+                refused_records.append(data.records)
                 results.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       "This server does not host this topic-partition."))
                 continue
@@ -267,7 +268,7 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                 if verifies and producer >= 0:
                     verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
-                txn_unauthorized = txn_unauthorized or not may_write_txn and _first_batch_transactional(data.records)
+                refused_records.append(data.records)
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
                 results.append(_error(index, exc.error_code, exc.message))
@@ -275,6 +276,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
             slots.append((results, len(results), index))
             results.append(None)  # the replica manager's answer goes here
             entries.append((topic_data.name, index, records, batch))
+    if not may_write_txn and not txn_unauthorized:
+        txn_unauthorized = any(_first_batch_transactional(records) for records in refused_records)
     if txn_unauthorized:
         return _refused_whole(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                               _NO_TXN_ID if body.transactional_id is None else _NO_TXN_WRITE, client_id)
