@@ -9,7 +9,7 @@ import java.util.Properties;
  *
  *     java -cp target/classes:target/lib/* ebb.interop.Interop BOOTSTRAP PREFIX SUITE...
  *
- * Each suite (admin, groups, producer, transactions, consumer, streams, restore_count, restore_again,
+ * Each suite (admin, groups, producer, transactions, consumer, streams, streams_topology, restore_count, restore_again,
  * streams_worker) runs its steps in order and prints one JSON line
  * per step with what the client saw ({"step": ..., ...}), or {"step": ..., "error": ...} when the
  * client threw; pytest judges the lines. Names start with PREFIX so runs never share a topic.
@@ -76,6 +76,7 @@ public final class Interop {
                         case "consumer" -> ConsumerChecks.run(bootstrap, prefix);
                         case "streams" -> StreamsChecks.run(bootstrap, prefix);
                         case "streams_eos" -> StreamsChecks.run(bootstrap, prefix, "exactly_once_v2");
+                        case "streams_topology" -> StreamsTopologyChecks.run(bootstrap, prefix);
                         case "restore_count" -> RestoreChecks.count(bootstrap, prefix);
                         case "restore_again" -> RestoreChecks.again(bootstrap, prefix);
                         case "streams_worker" -> StreamsWorker.run(bootstrap);
