@@ -154,6 +154,32 @@ def test_the_broker_registers_again_when_its_session_expires(zk_server, zk_conne
         assert kazoo.exists("/brokers/topics/after-expiry") is not None
 
 
+def test_a_session_that_expires_while_the_logs_load_does_not_register_early(zk_server, zk_connect, kazoo, tmp_path):
+    """The new session's listener leaves the registration to start-up, which makes it in the session of
+    the moment once the logs are loaded."""
+    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect))
+    session_file = broker.data_dir / "logs" / "zookeeper-session"
+    with HeldLoad(broker.data_dir / "logs") as load:
+        try:
+            broker.launch()
+            wait_for(load.held, what="the broker loading its logs")
+            old = load_session(session_file)
+            thief = KazooClient(zk_server.connect, client_id=(old.session_id, old.password))
+            thief.start(timeout=10)
+            thief.stop()
+            thief.close()
+            new = wait_for(lambda: (found := load_session(session_file)).session_id != old.session_id and found,
+                           what="the broker's new session recorded")
+            assert owner(kazoo, "/brokers/ids/1") is None
+            load.release()
+            broker.wait_listening()
+            assert owner(kazoo, "/brokers/ids/1") == new.session_id
+            assert "broker registered again after a new ZooKeeper session" not in broker.log_text()
+        finally:
+            load.end(broker)
+            broker.stop()
+
+
 def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):
     broker = BrokerProcess(tmp_path, {"zookeeper.connect": f"127.0.0.1:{free_port()}",
                                       "zookeeper.connection.timeout.ms": "1000"})
