@@ -118,6 +118,7 @@ bench: $(BENCHSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(RDKAFKALOAD) 
 	$(PY) -m bench.delete_records_cluster $(QUICK)
 	$(PY) -m bench.erasure $(QUICK)
 	$(PY) -m bench.startup $(QUICK)
+	$(PY) -m bench.registration_window $(QUICK)
 	$(PY) -m bench.start_budgets
 	$(PY) -m bench.scale $(QUICK)
 	$(PY) -m bench.pipeline $(QUICK)

@@ -109,6 +109,7 @@ class Broker:
         self.cluster_id = ""
         self.started_at_ms = 0
         self._lock_fd: int | None = None
+        self._registered = False  # in the store as alive: only once the logs are loaded (start())
         # Services started after the topics and stopped before the logs (data path, groups, ...),
         # each with async start() and stop().
         self.services: list = []
@@ -133,9 +134,9 @@ class Broker:
             self.features = await load_finalized(self.store, config.transactions.transaction_version,
                                                  config.group_version)
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
-            # The node id is claimed before anything shared is read or changed: a second broker with the
-            # same node.id stops here.
-            await self._register()
+            # A second broker with the same node.id stops here, before anything shared is read or changed;
+            # the registration itself waits for the logs (below).
+            await self._check_node_id_free()
         except BaseException:
             if self.store is not None:
                 await self.store.close()
@@ -231,6 +232,10 @@ class Broker:
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
                                     self.topics, self.cluster, self.groups, self.fetch_sessions, self.quotas)
             self.services.append(MetricsService(sources, listener.host, listener.port))
+        # Registered only now that every log is loaded and recovered (Kafka's ZooKeeper-era order; KRaft keeps
+        # a broker fenced until then): until this the controller neither counts it alive nor elects it, and
+        # places no new replica on it. Then the services: the Cluster's roles start the follower fetchers.
+        await self._register_once_loaded()
         for service in self.services:
             await service.start()
         await self.server.start()
@@ -378,6 +383,8 @@ class Broker:
     async def _on_new_session(self) -> None:
         """The ZooKeeper session expired and a new one began: the registration went with the old one."""
         await self._save_session()
+        if not self._registered:
+            return  # start-up registers once the logs are loaded, in the session current then
         try:
             await self._register()
         except ConfigError as exc:
@@ -427,6 +434,28 @@ class Broker:
             return
         path.write_text("".join(f"{k}={v}\n" for k, v in wanted.items()))
 
+    async def _check_node_id_free(self) -> None:
+        try:
+            await self._opened_store().free_registration(BrokerIdZNode.path(self.config.node_id))
+        except NodeExists as exc:
+            raise self._duplicate(exc) from None
+
+    async def _register_once_loaded(self) -> None:
+        """The first registration, after the logs loaded. Another broker that took the node id meanwhile
+        stops start-up, the logs closed cleanly first."""
+        try:
+            await self._register()
+        except ConfigError:
+            await self.logs.shutdown()
+            await self._opened_store().close()
+            self._unlock_log_dir()
+            raise
+        self._registered = True
+
+    def _duplicate(self, exc: NodeExists) -> ConfigError:
+        return ConfigError(f"node.id={self.config.node_id} is already registered by another live broker "
+                           f"(NodeExists: {exc}); every broker of a cluster needs its own node.id")
+
     async def _register(self) -> None:
         listener = self.config.advertised_listener
         # host/port: the inter-broker listener, which the other brokers use; endpoints: every listener's
@@ -440,8 +469,7 @@ class Broker:
             await self._opened_store().register(BrokerIdZNode.path(self.config.node_id),
                                                 BrokerIdZNode.encode(registration))
         except NodeExists as exc:
-            raise ConfigError(f"node.id={self.config.node_id} is already registered by another live broker "
-                              f"(NodeExists: {exc}); every broker of a cluster needs its own node.id") from None
+            raise self._duplicate(exc) from None
 
 
 async def run(config: BrokerConfig) -> None:

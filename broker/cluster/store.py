@@ -153,6 +153,11 @@ class MetadataStore(ABC):
             # Embedded ephemeral nodes are never persisted: one that exists is this process's own.
             await self.set(path, data)
 
+    async def free_registration(self, path: str) -> None:
+        """Check, before `register`, that no live session other than ours holds `path` (NodeExists);
+        a store that keeps what an earlier run of this broker left frees it."""
+        return None  # embedded ephemeral nodes are never persisted
+
     @abstractmethod
     async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
         """Call `callback(sorted children)` now and after every change of the children of `path`;

@@ -346,9 +346,8 @@ class ZooKeeperStore(MetadataStore):
 
     async def register(self, path: str, data: bytes) -> None:
         """Create the ephemeral `path` for this session. A node of this session (a retry after a lost
-        connection) is updated; a node of `previous_session` (this broker before a crash, still held
-        until the server expires it) is freed by ending that session; any other owner is a live broker
-        with the same id: NodeExists."""
+        connection) is updated; a node of `previous_session` is freed first (`_owned`); any other owner
+        is a live broker with the same id: NodeExists."""
         for _ in range(5):
             try:
                 await self.create(path, data, ephemeral=True)
@@ -359,21 +358,39 @@ class ZooKeeperStore(MetadataStore):
                 _, stat = await self._call(path, self._client.get_async, path)
             except NoNode:
                 continue  # its owner went away meanwhile
-            owner = stat.ephemeralOwner
-            assert self.session is not None  # set when the store connected, before any call
-            if owner == self.session.session_id:
+            if await self._owned(path, stat.ephemeralOwner):
                 await self.set(path, data)
                 return
-            previous = self.previous_session
-            if previous is not None and owner == previous.session_id:
-                log.info("ending this broker's session from before its restart, which still holds its "
-                         "registration", path=path, session=str(previous))
-                await self._loop.run_in_executor(None, self._end_session, previous)
-                self.previous_session = None
-                continue
+        raise NodeExists(f"{path}: could not create it")
+
+    async def free_registration(self, path: str) -> None:
+        """Long before `register`: a node of `previous_session` is freed (`_owned`); any other owner is a
+        live broker with the same id: NodeExists."""
+        for _ in range(5):
+            try:
+                _, stat = await self._call(path, self._client.get_async, path)
+            except NoNode:
+                return
+            if await self._owned(path, stat.ephemeralOwner):
+                return
+        raise NodeExists(f"{path}: could not free it")
+
+    async def _owned(self, path: str, owner: int) -> bool:
+        """Whether `path`, held by session `owner`, is this session's. A node of `previous_session` (this
+        broker before a crash, held until the server expires it) is deleted by ending that session (False:
+        look again); any other owner is a live broker with the same id: NodeExists."""
+        assert self.session is not None  # set when the store connected, before any call
+        if owner == self.session.session_id:
+            return True
+        previous = self.previous_session
+        if previous is None or owner != previous.session_id:
             holder = f"the live ZooKeeper session 0x{owner:x}" if owner else "a persistent (non-ephemeral) node"
             raise NodeExists(f"{path} is held by {holder}")
-        raise NodeExists(f"{path}: could not create it")
+        log.info("ending this broker's session from before its restart, which still holds its "
+                 "registration", path=path, session=str(previous))
+        await self._loop.run_in_executor(None, self._end_session, previous)
+        self.previous_session = None
+        return False
 
     def _end_session(self, session: Session) -> None:
         """Blocking: resume `session` with its password and close it, which deletes its ephemeral nodes.

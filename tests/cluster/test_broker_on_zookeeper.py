@@ -1,7 +1,8 @@
 """One broker process on a real ZooKeeper (`zookeeper.connect`): its metadata lives in ZooKeeper, it
-survives SIGTERM and SIGKILL restarts, it refuses a node.id that a live broker holds, it registers
-again after its session expires, and it stops with a clear error when ZooKeeper cannot be reached.
-Driven over the wire with the project's codec; znodes checked with a plain kazoo client."""
+survives SIGTERM and SIGKILL restarts, it refuses a node.id that a live broker holds (also one taken
+while its logs loaded, before it registered), it registers again after its session expires, and it
+stops with a clear error when ZooKeeper cannot be reached. Driven over the wire with the project's
+codec; znodes checked with a plain kazoo client."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from protocol.messages import DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, produce, values
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.held_load import HeldLoad
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,7 +86,8 @@ def test_metadata_lives_in_zookeeper_and_survives_restarts(zk_connect, kazoo, tm
         assert before_kill
 
         # SIGKILL leaves the old session (and its registration) on the server for up to 6 s; the
-        # restarted broker ends that session, which it recorded in its log dir, and registers at once.
+        # restarted broker ends that session, which it recorded in its log dir, at once, and registers
+        # once its logs are loaded.
         broker.restart(signal.SIGKILL)
         assert read_all(broker, "events", 1) == [b"a", b"b"]
         assert owner(kazoo, "/brokers/ids/1") not in (None, before_kill)
@@ -107,6 +110,29 @@ def test_a_second_broker_with_the_same_node_id_refuses_to_start(zk_connect, kazo
             create_topic(client, "still-served")
 
 
+def test_a_broker_loading_its_logs_is_not_registered_and_loses_its_node_id_to_one_that_is(zk_connect, kazoo,
+                                                                                           tmp_path):
+    """The registration waits for the logs: while the first broker's load is held, a second with the same
+    node.id starts and registers; the first, once loaded, finds the id taken and exits as a duplicate does."""
+    loading = BrokerProcess(tmp_path / "first", on_zookeeper(zk_connect))
+    with HeldLoad(loading.data_dir / "logs") as load:
+        try:
+            loading.launch()
+            wait_for(load.held, what="the first broker loading its logs")
+            assert owner(kazoo, "/brokers/ids/1") is None
+            with BrokerProcess(tmp_path / "second", on_zookeeper(zk_connect)) as second:
+                registered = owner(kazoo, "/brokers/ids/1")
+                assert registered
+                load.release()
+                assert loading.process is not None and loading.process.wait(30) == 2, loading.log_text()
+                assert "node.id=1 is already registered by another live broker (NodeExists" in loading.log_text()
+                assert owner(kazoo, "/brokers/ids/1") == registered
+                with WireClient(second.port) as client:
+                    create_topic(client, "served-by-the-second")
+        finally:
+            loading.stop(signal.SIGKILL)
+
+
 def test_the_broker_registers_again_when_its_session_expires(zk_server, zk_connect, kazoo, tmp_path):
     with BrokerProcess(tmp_path, on_zookeeper(zk_connect)) as broker:
         session_file = broker.data_dir / "logs" / "zookeeper-session"
@@ -126,6 +152,32 @@ def test_the_broker_registers_again_when_its_session_expires(zk_server, zk_conne
             wait_for(lambda: [b.node_id for b in metadata(client, []).brokers] == [1], what="itself among the brokers")
             create_topic(client, "after-expiry")
         assert kazoo.exists("/brokers/topics/after-expiry") is not None
+
+
+def test_a_session_that_expires_while_the_logs_load_does_not_register_early(zk_server, zk_connect, kazoo, tmp_path):
+    """The new session's listener leaves the registration to start-up, which makes it in the session of
+    the moment once the logs are loaded."""
+    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect))
+    session_file = broker.data_dir / "logs" / "zookeeper-session"
+    with HeldLoad(broker.data_dir / "logs") as load:
+        try:
+            broker.launch()
+            wait_for(load.held, what="the broker loading its logs")
+            old = load_session(session_file)
+            thief = KazooClient(zk_server.connect, client_id=(old.session_id, old.password))
+            thief.start(timeout=10)
+            thief.stop()
+            thief.close()
+            new = wait_for(lambda: (found := load_session(session_file)).session_id != old.session_id and found,
+                           what="the broker's new session recorded")
+            assert owner(kazoo, "/brokers/ids/1") is None
+            load.release()
+            broker.wait_listening()
+            assert owner(kazoo, "/brokers/ids/1") == new.session_id
+            assert "broker registered again after a new ZooKeeper session" not in broker.log_text()
+        finally:
+            load.end(broker)
+            broker.stop()
 
 
 def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):

@@ -18,7 +18,7 @@ import signal
 import pytest
 
 from broker.group.offsets_store import OFFSETS_TOPIC, partition_for
-from protocol.messages import IncrementalAlterConfigsRequest
+from protocol.messages import CreateTopicsRequest, IncrementalAlterConfigsRequest
 from tests.broker.data_wire import (
     WireClient,
     batch,
@@ -34,6 +34,7 @@ from tests.broker.group_wire import fetch as fetch_offsets
 from tests.cluster.three_brokers import (
     NODES,
     E,
+    create_assigned,
     in_sync,
     leader_of,
     metadata_of,
@@ -44,6 +45,7 @@ from tests.cluster.three_brokers import (
     three_brokers,
 )
 from tests.support.broker_process import BrokerProcess
+from tests.support.held_load import HeldLoad
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -351,3 +353,45 @@ def test_committed_offsets_survive_a_coordinator_failover(cluster):
         return offsets[(topic, 0)] if error == E.NONE and offsets[(topic, 0)][3] == E.NONE else None
 
     assert wait_for(committed, what="the commit on the new coordinator")[0] == 7
+
+
+def test_a_restarted_broker_counts_as_alive_only_once_its_logs_are_loaded(cluster, module_zk_connect):
+    """Broker 3 is killed and restarted with its log load held (tests/support/held_load.py). Until the load
+    goes on it is not registered, the controller leaves its partition (replicas [3]) without a leader and
+    places new replicas on the other two; once loaded it registers, leads again and serves what it had."""
+    from kazoo.client import KazooClient
+
+    topic = "only-on-3"
+    create_assigned(cluster[1].port, topic, [3], {})
+    with WireClient(cluster[3].port) as client:  # NOT_LEADER_OR_FOLLOWER until its watch gives it the role
+        wait_for(lambda: produce(client, topic, 0, batch([b"kept"])).error_code == E.NONE, what="broker 3 leading")
+    cluster[3].stop(signal.SIGKILL)
+    kazoo = KazooClient(module_zk_connect)
+    kazoo.start(timeout=10)
+    try:
+        with HeldLoad(cluster[3].data_dir / "logs") as load:
+            try:
+                cluster[3].launch()
+                wait_for(load.held, what="broker 3 loading its logs")
+                assert "3" not in kazoo.get_children("/brokers/ids")  # its crashed run's registration ended too
+                wait_for(lambda: [b.node_id for b in metadata_of(cluster[1]).brokers] == [1, 2],
+                         what="the other brokers counting broker 3 gone")
+                assert partition_state(cluster[1], topic).leader_id == -1  # not elected while loading
+                spread = CreateTopicsRequest.CreatableTopic(name="placed-while-3-loads", num_partitions=6,
+                                                            replication_factor=2)
+                with WireClient(cluster[1].port) as client:
+                    [created] = client.request(CreateTopicsRequest(topics=[spread], timeout_ms=10_000), 7).topics
+                assert created.error_code == E.NONE, created.error_message
+                placed = json.loads(kazoo.get("/brokers/topics/placed-while-3-loads")[0])["partitions"]
+                assert all(3 not in replicas for replicas in placed.values()), placed
+                assert "3" not in kazoo.get_children("/brokers/ids")
+                load.release()
+                cluster[3].wait_listening()
+            finally:
+                load.end(cluster[3])
+        wait_for(lambda: partition_state(cluster[1], topic).leader_id == 3, what="broker 3 leading again")
+        with WireClient(cluster[3].port) as client:
+            assert values(fetch(client, topic, 0, 0)) == [b"kept"]
+    finally:
+        kazoo.stop()
+        kazoo.close()

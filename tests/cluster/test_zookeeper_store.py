@@ -69,16 +69,43 @@ async def test_another_live_session_keeps_its_registration(zk_connect):
 
 
 async def test_a_restart_ends_its_previous_session_to_take_back_its_registration(zk_connect, tmp_path):
-    crashed = await ZooKeeperStore.open(zk_connect, session_timeout_ms=30000)
-    await crashed.register("/brokers/ids/1", b"before the crash")
-    await save_session(tmp_path / "session", crashed.session)
-    # `crashed` is never closed, as after SIGKILL: the server would keep its node for 30 s.
-    restarted = await ZooKeeperStore.open(zk_connect, previous_session=load_session(tmp_path / "session"))
+    crashed, restarted = await _crashed_and_restarted(zk_connect, tmp_path)
     try:
         await restarted.register("/brokers/ids/1", b"after")
         assert (await restarted.get("/brokers/ids/1"))[0] == b"after"
         assert await _owner(restarted, "/brokers/ids/1") == restarted.session.session_id
     finally:
+        await restarted.close()
+        await crashed.close()
+
+
+async def _crashed_and_restarted(zk_connect: str, tmp_path) -> tuple[ZooKeeperStore, ZooKeeperStore]:
+    """A store that registered broker 1 and recorded its session, then one started with that session as
+    its previous one. The first is never closed, as after SIGKILL: the server would keep its node for 30 s."""
+    crashed = await ZooKeeperStore.open(zk_connect, session_timeout_ms=30000)
+    await crashed.register("/brokers/ids/1", b"before the crash")
+    await save_session(tmp_path / "session", crashed.session)
+    return crashed, await ZooKeeperStore.open(zk_connect, previous_session=load_session(tmp_path / "session"))
+
+
+async def test_freeing_the_registration_before_it_is_made(zk_connect, tmp_path):
+    """A restarted broker frees its node id long before it registers (its logs load in between): the
+    node its crashed run left goes at once, a live duplicate's stays and is NodeExists."""
+    crashed, restarted = await _crashed_and_restarted(zk_connect, tmp_path)
+    live = await ZooKeeperStore.open(zk_connect)
+    try:
+        await restarted.free_registration("/brokers/ids/1")
+        assert not await restarted.exists("/brokers/ids/1")  # not alive while its logs load
+        await restarted.free_registration("/brokers/ids/1")  # nothing there: nothing to do
+        await live.register("/brokers/ids/1", b"live")  # another broker took the id meanwhile
+        held_by_live = f"0x{live.session.session_id:x}"
+        for attempt in (lambda: restarted.free_registration("/brokers/ids/1"),
+                        lambda: restarted.register("/brokers/ids/1", b"after")):
+            with pytest.raises(NodeExists, match=held_by_live):
+                await attempt()
+        assert await _owner(restarted, "/brokers/ids/1") == live.session.session_id
+    finally:
+        await live.close()
         await restarted.close()
         await crashed.close()
 
