@@ -269,6 +269,15 @@ class ConfigEntityZNode:
         return dict(json.loads(data).get("config", {}))
 
     @staticmethod
+    async def read(store: MetadataStore, entity_type: str, name: str) -> dict[str, str]:
+        """The entity's configs; none when it has no node."""
+        try:
+            data, _ = await store.get(ConfigEntityZNode.path(entity_type, name))
+        except NoNode:
+            return {}
+        return ConfigEntityZNode.decode(data)
+
+    @staticmethod
     async def replace(store: MetadataStore, path: str,
                       change: Callable[[dict[str, str]], dict[str, str] | None], *,
                       drop_empty: bool) -> dict[str, str] | None:
