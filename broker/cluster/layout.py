@@ -228,6 +228,7 @@ class ConfigType:
     USER = "users"
     BROKER = "brokers"
     GROUP = "groups"  # Ebb's place for KIP-848's group configs (Kafka keeps them in KRaft's metadata log)
+    CLIENT_METRICS = "client-metrics"  # KIP-714's subscriptions, where Kafka's ZooKeeper mode kept them
     CLIENT = "clients"
     IP = "ips"
 
