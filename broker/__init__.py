@@ -13,7 +13,8 @@ allocator.py (freed memory kept in the process), aio.py (small asyncio helpers).
 
 Settings: config.py (BrokerConfig), property_table.py (how a typed property is declared and parsed),
 endpoints.py (listener, metrics and ZooKeeper addresses), dynamic_config.py (what changes at runtime,
-KIP-226), topic_configs.py (the topic config table), group_configs.py (KIP-848's group configs).
+KIP-226), topic_configs.py (the topic config table), group_configs.py (KIP-848's group configs),
+client_metrics_configs.py (KIP-714's client metrics subscriptions).
 
 Topics: topics.py (TopicManager), topic.py (one topic, its name rules), topic_store.py (topics read
 back from the store), topic_placement.py (where replicas go), deletion_retries.py (deletions that

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.client_metrics_configs import ClientMetricsConfigs
 from broker.cluster.cluster import Cluster
 from broker.cluster.layout import BrokerIdZNode, BrokerRegistration, ClusterIdZNode
 from broker.cluster.store import EmbeddedStore, MetadataStore, NodeExists, NoNode
@@ -92,6 +93,7 @@ class Broker:
         self.topics: TopicManager
         self.dynamic_config: DynamicBrokerConfig
         self.group_configs: GroupConfigs  # KIP-848's group configs, in the metadata store
+        self.client_metrics: ClientMetricsConfigs  # KIP-714's subscriptions, in the metadata store
         self.replicas: ReplicaManager
         self.fetch_sessions: FetchSessionCache  # KIP-227's sessions of consumers and followers
         self.shares: SharePartitionManager  # KIP-932's share-partitions led here and share sessions
@@ -149,6 +151,7 @@ class Broker:
         await self.dynamic_config.load()
         self.group_configs = GroupConfigs(self.store, config.group_config_properties,
                                           intervals=lambda: self.dynamic_config.group_intervals)
+        self.client_metrics = ClientMetricsConfigs(self.store)
         self.client_quotas = ClientQuotaStore(self.store)
         self.quotas = ClientQuotas(config.client_quotas.window_num, config.client_quotas.window_size_seconds)
         self.client_quotas.listeners.append(self.quotas.update)

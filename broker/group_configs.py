@@ -34,7 +34,7 @@ import structlog
 
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
-from broker.cluster.store import MetadataStore, NoNode, Watch
+from broker.cluster.store import MetadataStore, Watch
 from broker.topic_configs import (
     BrokerLayers,
     ConfigEntry,
@@ -310,11 +310,7 @@ class GroupConfigs:
         self._followed.clear()
 
     async def get(self, group: str) -> dict[str, str]:
-        try:
-            data, _ = await self.store.get(ConfigEntityZNode.path(EntityType.GROUP, group))
-        except NoNode:
-            return {}
-        return ConfigEntityZNode.decode(data)
+        return await ConfigEntityZNode.read(self.store, EntityType.GROUP, group)
 
     async def group_ids(self) -> list[str]:
         """The groups that have configs (ListConfigResources)."""

@@ -131,11 +131,12 @@ class Permission(IntEnum):
 
 
 class ConfigResourceType(IntEnum):
-    """What a config belongs to (Kafka's ConfigResource.Type). CLIENT_METRICS (16) is not served."""
+    """What a config belongs to (Kafka's ConfigResource.Type)."""
 
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
     GROUP = 32
 
 

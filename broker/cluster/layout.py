@@ -228,6 +228,7 @@ class ConfigType:
     USER = "users"
     BROKER = "brokers"
     GROUP = "groups"  # Ebb's place for KIP-848's group configs (Kafka keeps them in KRaft's metadata log)
+    CLIENT_METRICS = "client-metrics"  # KIP-714's subscriptions, where Kafka's ZooKeeper mode kept them
     CLIENT = "clients"
     IP = "ips"
 
@@ -267,6 +268,15 @@ class ConfigEntityZNode:
         if not data:  # a parent made on the way to a child (a user's node above its per-client quotas)
             return {}
         return dict(json.loads(data).get("config", {}))
+
+    @staticmethod
+    async def read(store: MetadataStore, entity_type: str, name: str) -> dict[str, str]:
+        """The entity's configs; none when it has no node."""
+        try:
+            data, _ = await store.get(ConfigEntityZNode.path(entity_type, name))
+        except NoNode:
+            return {}
+        return ConfigEntityZNode.decode(data)
 
     @staticmethod
     async def replace(store: MetadataStore, path: str,

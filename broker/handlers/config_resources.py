@@ -8,6 +8,7 @@ from collections import Counter
 import structlog
 
 from broker import log_output
+from broker.client_metrics_configs import ClientMetricsError
 from broker.cluster.store import StoreError, store_error_answer
 from broker.config import INT_PROPERTIES, known_broker_properties
 from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, DynamicConfigError
@@ -98,6 +99,15 @@ async def alter_group_configs(broker: BrokerContext, name: str, change, validate
         await broker.group_configs.alter(name, change, validate_only=validate_only)
     except InvalidConfig as exc:
         raise ResourceError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+async def alter_client_metrics(broker: BrokerContext, name: str, change, validate_only: bool) -> None:
+    """Replace the configs of the CLIENT_METRICS subscription `name` with `change(current)`
+    (broker/client_metrics_configs.py: Kafka's checks, each with the code Kafka answers it with)."""
+    try:
+        await broker.client_metrics.alter(name, change, validate_only=validate_only)
+    except ClientMetricsError as exc:
+        raise ResourceError(exc.error_code, exc.message) from None
 
 
 def group_list(name: str) -> bool:

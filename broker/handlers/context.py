@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from broker.client_metrics_configs import ClientMetricsConfigs
     from broker.cluster.cluster import Cluster
     from broker.config import BrokerConfig
     from broker.dynamic_config import DynamicBrokerConfig
@@ -43,6 +44,9 @@ class BrokerContext(Protocol):
 
     @property
     def group_configs(self) -> GroupConfigs: ...
+
+    @property
+    def client_metrics(self) -> ClientMetricsConfigs: ...
 
     @property
     def node_id(self) -> int: ...

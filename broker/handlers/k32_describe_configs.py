@@ -18,7 +18,10 @@ another id or a non-number is INVALID_REQUEST. BROKER_LOGGER (8): the broker's o
 every logger with the level in force (broker/log_output.py). GROUP (32): any group id, existing or not,
 lists Kafka 4.3's group configs (broker/group_configs.py), the group's own values as GROUP_CONFIG before
 the broker property behind each; an empty id is INVALID_REQUEST, and without DESCRIBE_CONFIGS on the
-group GROUP_AUTHORIZATION_FAILED. Other resource types are INVALID_REQUEST.
+group GROUP_AUTHORIZATION_FAILED. CLIENT_METRICS (16): any subscription name, set or not, lists its three
+configs (broker/client_metrics_configs.py), each set one as CLIENT_METRICS_CONFIG, the others at Kafka's
+defaults; an empty name is INVALID_REQUEST, and without DESCRIBE_CONFIGS on the cluster
+CLUSTER_AUTHORIZATION_FAILED. Other resource types are INVALID_REQUEST.
 
 configuration_keys filters each resource's entries; null or empty means all (as in Kafka).
 
@@ -100,6 +103,10 @@ async def _entries(broker: BrokerContext, resource) -> list[ConfigEntry]:
         if name == "":
             raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
         return await broker.group_configs.describe(name, broker.dynamic_config.layers)
+    if kind == ConfigResourceType.CLIENT_METRICS:
+        if name == "":
+            raise ResourceError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+        return await broker.client_metrics.describe(name)
     raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 

@@ -13,7 +13,10 @@ broker's id, or "" for the cluster-wide defaults) has its dynamic configs replac
 (broker/dynamic_config.py); a property that cannot change at runtime, or a bad value, is
 INVALID_REQUEST, as in Kafka. A GROUP (any id but "") has its configs replaced by the given set
 (broker/group_configs.py: Kafka 4.3's names and checks; an unknown name or a bad value is
-INVALID_CONFIG). BROKER_LOGGER and other types are INVALID_REQUEST ("Unknown resource type").
+INVALID_CONFIG). A CLIENT_METRICS subscription (any name but "") has its configs replaced by the given
+set (broker/client_metrics_configs.py: Kafka's checks and codes; an empty set removes it), given
+ALTER_CONFIGS on the cluster. BROKER_LOGGER and other types are INVALID_REQUEST ("Unknown resource
+type").
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -27,6 +30,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     ResourceError,
     alter_broker_configs,
+    alter_client_metrics,
     alter_each,
     alter_group_configs,
     check_access,
@@ -66,6 +70,9 @@ async def _alter(broker: BrokerContext, connection: RequestContext, resource, va
             c.name: c.value for c in resource.configs}, validate_only)
     elif resource.resource_type == ConfigResourceType.GROUP:
         await alter_group_configs(broker, resource.resource_name, lambda _current: {
+            c.name: c.value for c in resource.configs}, validate_only)
+    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:
+        await alter_client_metrics(broker, resource.resource_name, lambda _current: {
             c.name: c.value for c in resource.configs}, validate_only)
     else:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")

@@ -21,7 +21,10 @@ BROKER_LOGGER (this broker's id) sets a logger's level (SET: OFF, FATAL, ERROR, 
 TRACE, ALL) or gives it back the root's (DELETE), in force at once; an unknown logger or level is
 INVALID_CONFIG, APPEND, SUBTRACT and deleting root's level INVALID_REQUEST, as in Kafka. A GROUP (any
 id but "") gets SET and DELETE on its configs (broker/group_configs.py), validated as a whole as Kafka 4.3
-does (INVALID_CONFIG); APPEND and SUBTRACT are INVALID_CONFIG (no group config is a list). Other
+does (INVALID_CONFIG); APPEND and SUBTRACT are INVALID_CONFIG (no group config is a list). A
+CLIENT_METRICS subscription (any name but "") gets SET and DELETE on its configs, checked as a whole
+as Kafka does (broker/client_metrics_configs.py; deleting every one removes the subscription); APPEND
+and SUBTRACT are INVALID_CONFIG even on its two lists, as Kafka's controller treats them. Other
 resource types are INVALID_REQUEST.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
@@ -37,6 +40,7 @@ from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     ResourceError,
     alter_broker_configs,
+    alter_client_metrics,
     alter_each,
     alter_group_configs,
     alter_log_levels,
@@ -95,6 +99,9 @@ async def _alter(broker: BrokerContext, connection: RequestContext, resource, va
     elif resource.resource_type == ConfigResourceType.GROUP:
         await alter_group_configs(broker, resource.resource_name, lambda current: apply_operations(
             current, resource.configs, group_list, lambda _key: None), validate_only)
+    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:  # no list here either, for Kafka
+        await alter_client_metrics(broker, resource.resource_name, lambda current: apply_operations(
+            current, resource.configs, lambda _key: False, lambda _key: None), validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
         alter_log_levels(broker, resource.resource_name, resource.configs, validate_only)
     else:

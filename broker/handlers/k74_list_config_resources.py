@@ -3,10 +3,10 @@ asks to tell a group with configs from one without.
 
 The config resources of the types asked for (v1; empty: every type), as Kafka 4.3's KafkaApis lists
 them, in its order: GROUP (32) the groups that have group configs (broker/group_configs.py),
-CLIENT_METRICS (16) none (Ebb holds no client-metrics resource: AlterConfigs refuses the type, so an
-empty list is the truth), BROKER_LOGGER (8) and BROKER (4) each alive broker's id, TOPIC (2) every
-topic. Any other type is UNSUPPORTED_VERSION for the whole request, as in Kafka. Version 0 (it was
-ListClientMetricsResources) lists the client-metrics resources only: none. Needs DESCRIBE_CONFIGS on
+CLIENT_METRICS (16) the client metrics subscriptions that have configs
+(broker/client_metrics_configs.py), BROKER_LOGGER (8) and BROKER (4) each alive broker's id, TOPIC (2)
+every topic. Any other type is UNSUPPORTED_VERSION for the whole request, as in Kafka. Version 0 (it
+was ListClientMetricsResources) lists the client metrics subscriptions only. Needs DESCRIBE_CONFIGS on
 the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 Errors: NONE, CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION.
@@ -25,8 +25,7 @@ from protocol.messages import ListConfigResourcesRequest, ListConfigResourcesRes
 
 API_KEY = ApiKey.LIST_CONFIG_RESOURCES
 Listed = ListConfigResourcesResponse.ConfigResource
-CLIENT_METRICS = 16  # a config resource type Ebb does not serve (protocol/enums.py)
-_LISTED = frozenset({*ConfigResourceType, CLIENT_METRICS})
+_LISTED = frozenset(ConfigResourceType)
 
 
 @handles(API_KEY, "0-1")
@@ -35,15 +34,18 @@ async def list_config_resources(broker: BrokerContext, request: Request[ListConf
                                 ) -> ListConfigResourcesResponse:
     if not allowed_on_cluster(broker, connection, Operation.DESCRIBE_CONFIGS):
         return ListConfigResourcesResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, config_resources=[])
-    if request.api_version == 0:
-        return ListConfigResourcesResponse(error_code=ErrorCode.NONE, config_resources=[])
-    kinds = set(request.body.resource_types) or set(_LISTED)
+    kinds: set[int] = {ConfigResourceType.CLIENT_METRICS}
+    if request.api_version > 0:
+        kinds = set(request.body.resource_types) or set(_LISTED)
     if not kinds <= _LISTED:
         return ListConfigResourcesResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, config_resources=[])
     listed = []
     if ConfigResourceType.GROUP in kinds:
         listed += [Listed(resource_name=g, resource_type=ConfigResourceType.GROUP)
                    for g in await broker.group_configs.group_ids()]
+    if ConfigResourceType.CLIENT_METRICS in kinds:
+        listed += [Listed(resource_name=name, resource_type=ConfigResourceType.CLIENT_METRICS)
+                   for name in await broker.client_metrics.names()]
     brokers = [str(b.node_id) for b in alive_brokers(broker, connection.listener_name)]
     for kind in (ConfigResourceType.BROKER_LOGGER, ConfigResourceType.BROKER):
         if kind in kinds:

@@ -159,7 +159,7 @@ def test_describe_errors_are_per_resource(client, version):
         (BROKER_LOGGER, "", ErrorCode.INVALID_REQUEST),
         (32, "group", ErrorCode.NONE),  # any group id: Kafka 4.3's group configs (test_group_configs.py)
         (32, "", ErrorCode.INVALID_REQUEST),
-        (16, "metrics", ErrorCode.INVALID_REQUEST),  # CLIENT_METRICS: not served
+        (16, "metrics", ErrorCode.NONE),  # any subscription name: KIP-714's (test_client_metrics_configs.py)
         (0, "unknown-type", ErrorCode.INVALID_REQUEST),
     ]
     assert all(r.error_message and r.configs == [] for r in results if r.error_code)
@@ -311,12 +311,13 @@ def test_incremental_resources(client, version):
         IncResource(resource_type=BROKER, resource_name="", configs=[]),
         IncResource(resource_type=BROKER_LOGGER, resource_name="1",
                     configs=[IncAlterable(name="root", config_operation=SET, value="INFO")]),
-        IncResource(resource_type=16, resource_name="metrics", configs=[]),
+        IncResource(resource_type=16, resource_name="metrics", configs=[]),  # a client metrics subscription
+        IncResource(resource_type=64, resource_name="metrics", configs=[]),  # no such resource type
     ], validate_only=False)
     results = client.send(request, version).responses
     assert [r.error_code for r in results] == [ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST,
                                               ErrorCode.INVALID_REQUEST, ErrorCode.NONE,
-                                              ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+                                              ErrorCode.NONE, ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
 
 
 # --- effective at once, and durable ---------------------------------------------------------------

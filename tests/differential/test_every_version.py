@@ -281,7 +281,9 @@ def _describe_configs(target: Target, v: int):
         Resource(resource_type=2, resource_name=TOPIC, configuration_keys=["retention.ms", "cleanup.policy"]),
         Resource(resource_type=2, resource_name="never-was", configuration_keys=None),
         Resource(resource_type=32, resource_name=GROUP, configuration_keys=None),  # KIP-848's group configs
-        Resource(resource_type=32, resource_name="", configuration_keys=None)], include_synonyms=True)
+        Resource(resource_type=32, resource_name="", configuration_keys=None),
+        Resource(resource_type=16, resource_name="swept", configuration_keys=None),  # KIP-714's subscriptions
+        Resource(resource_type=16, resource_name="", configuration_keys=None)], include_synonyms=True)
 
 
 @asks(m.AlterConfigsRequest)
@@ -293,7 +295,9 @@ def _alter_configs(target: Target, v: int):
         Resource(resource_type=2, resource_name="never-was", configs=[]),
         Resource(resource_type=32, resource_name=GROUP,
                  configs=[Resource.AlterableConfig(name="consumer.heartbeat.interval.ms", value="6000")]),
-        Resource(resource_type=32, resource_name="", configs=[])])
+        Resource(resource_type=32, resource_name="", configs=[]),
+        Resource(resource_type=16, resource_name="swept",
+                 configs=[Resource.AlterableConfig(name="interval.ms", value="99")])])
 
 
 @asks(m.IncrementalAlterConfigsRequest)
@@ -306,7 +310,9 @@ def _incremental_alter_configs(target: Target, v: int):
         Resource(resource_type=32, resource_name=GROUP, configs=[
             Resource.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="50000")]),
         Resource(resource_type=32, resource_name=f"{GROUP}-too", configs=[
-            Resource.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="1")])])
+            Resource.AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="1")]),
+        Resource(resource_type=16, resource_name="swept", configs=[
+            Resource.AlterableConfig(name="match", config_operation=0, value="client_id=.*")])])
 
 
 @asks(m.ListConfigResourcesRequest)

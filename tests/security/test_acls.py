@@ -306,6 +306,33 @@ def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(brok
         assert (describe(client), alter(client)) == (ErrorCode.NONE, ErrorCode.NONE)
 
 
+def test_client_metrics_need_describe_configs_and_alter_configs_on_the_cluster(broker):
+    """KIP-714's subscriptions (CLIENT_METRICS configs) are the cluster's, as Kafka checks them."""
+    from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListConfigResourcesRequest
+
+    Alter = IncrementalAlterConfigsRequest.AlterConfigsResource
+
+    def asked(client) -> tuple[int, int, int]:
+        described = client.request(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=16, resource_name="subscribed", configuration_keys=None)]), version=4).results[0]
+        altered = client.request(IncrementalAlterConfigsRequest(resources=[Alter(
+            resource_type=16, resource_name="subscribed", configs=[Alter.AlterableConfig(
+                name="metrics", config_operation=0, value="*")])], validate_only=False), version=1).responses[0]
+        listed = client.request(ListConfigResourcesRequest(), version=0)
+        return described.error_code, altered.error_code, listed.error_code
+
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with as_user(broker, "carol") as client:
+        assert asked(client) == (denied, denied, denied)
+    for operation in (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS):
+        create(broker, AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:carol",
+                                  "*", operation, AclPermissionType.ALLOW))
+        with as_user(broker, "carol") as client:
+            expected = (ErrorCode.NONE, denied if operation == AclOperation.DESCRIBE_CONFIGS else ErrorCode.NONE,
+                        ErrorCode.NONE)
+            assert asked(client) == expected
+
+
 def test_consumer_group_describe_hides_a_group_naming_topics_one_may_not_describe(broker):
     """KAFKA-18813: the group is TOPIC_AUTHORIZATION_FAILED, nothing of it shown, until the caller may
     DESCRIBE every topic its members subscribe to or hold."""
