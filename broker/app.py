@@ -158,21 +158,22 @@ class Broker:
     async def _load_and_serve(self) -> None:
         """start() once the metadata store is open: the logs, every service, then the listeners."""
         config = self.config
+        store = self._opened_store()
         in_cluster = config.zookeeper_connect is not None
         # Internal topics (committed offsets) keep being written below the free-space threshold.
         # Dynamic broker configs are read before the logs open, so they start with the defaults in force.
-        self.dynamic_config = DynamicBrokerConfig(self.store, config)
+        self.dynamic_config = DynamicBrokerConfig(store, config)
         await self.dynamic_config.load()
-        self.group_configs = GroupConfigs(self.store, config.group_config_properties,
+        self.group_configs = GroupConfigs(store, config.group_config_properties,
                                           intervals=lambda: self.dynamic_config.group_intervals)
-        self.client_quotas = ClientQuotaStore(self.store)
+        self.client_quotas = ClientQuotaStore(store)
         self.quotas = ClientQuotas(config.client_quotas.window_num, config.client_quotas.window_size_seconds)
         self.client_quotas.listeners.append(self.quotas.update)
         self.logs = LogManager(config.log_dir, config=config.log_manager,
                                default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
         brokers = self._alive_brokers if in_cluster else None
-        self.topics = TopicManager(self.store, self.logs, config, self.dynamic_config, brokers=brokers,
+        self.topics = TopicManager(store, self.logs, config, self.dynamic_config, brokers=brokers,
                                    controlled_deletion=in_cluster)
         self.dynamic_config.topic_defaults_listeners.append(self.topics.topic_defaults_changed)
         await self.topics.load()
@@ -181,7 +182,7 @@ class Broker:
         await self.topics.reconcile()
         # the data path: partitions, purgatories, producer ids
         self.replicas = ReplicaManager(config.node_id, self.topics, self.logs,
-                                       ProducerIdManager(self.store, config.node_id), config.replication,
+                                       ProducerIdManager(store, config.node_id), config.replication,
                                        self.dynamic_config.transactions, config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
         # Share-partition state lives in __share_group_state (its coordinator: the leader of the key's partition).
@@ -202,7 +203,7 @@ class Broker:
             # brokers, partition states and roles, the controller election
             # unclean.leader.election.enable can change dynamically: the controller reads it each round
             # and has one at once when it changes (offline partitions may get a leader now).
-            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id,
+            self.cluster = Cluster(store, self.topics, self.replicas, config.node_id,
                                    ControllerSettings(config.replication, self.dynamic_config),
                                    config.inter_broker_security, log_dir_failed=lambda: self.logs.health.failed)
             self.replicas.join_cluster(self.cluster)
