@@ -112,6 +112,8 @@ class Broker:
         self.started_at_ms = 0
         self._lock_fd: int | None = None
         self._registered = False  # in the store as alive: only once the logs are loaded (start())
+        self._logs_loaded = False  # every log loaded and recovered: a failed start closes them cleanly
+        self._started: list = []  # services started so far, stopped again by a failed start
         # Services started after the topics and stopped before the logs (data path, groups, ...),
         # each with async start() and stop().
         self.services: list = []
@@ -136,38 +138,54 @@ class Broker:
             self.features = await load_finalized(self.store, config.transactions.transaction_version,
                                                  config.group_version)
             await asyncio.get_running_loop().run_in_executor(None, self._check_meta_properties)
-            # A second broker with the same node.id stops here, before anything shared is read or changed;
-            # the registration itself waits for the logs (below).
+            # A live broker registered with this node.id stops start-up here, before anything shared is changed;
+            # the registration itself waits for the logs (below), where one that registered meanwhile is found.
             await self._check_node_id_free()
         except BaseException:
             if self.store is not None:
                 await self.store.close()
             self._unlock_log_dir()
             raise
+        try:
+            await self._load_and_serve()
+        except BaseException:
+            await self._abandon_start()
+            raise
+        self.started_at_ms = int(time.time() * 1000)
+        log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
+                 topics=len(self.topics.all()), **self.logs.previous_stop())
+        if CHECK_KEPT:
+            log.warning("a test-only check runs a full resolve beside every kept Fetch resolve", env=CHECK_ENV)
+
+    async def _load_and_serve(self) -> None:
+        """start() once the metadata store is open: the logs, every service, then the listeners."""
+        config = self.config
+        store = self._opened_store()
         in_cluster = config.zookeeper_connect is not None
         # Internal topics (committed offsets) keep being written below the free-space threshold.
         # Dynamic broker configs are read before the logs open, so they start with the defaults in force.
-        self.dynamic_config = DynamicBrokerConfig(self.store, config)
+        self.dynamic_config = DynamicBrokerConfig(store, config)
         await self.dynamic_config.load()
-        self.group_configs = GroupConfigs(self.store, config.group_config_properties,
+        self.group_configs = GroupConfigs(store, config.group_config_properties,
                                           intervals=lambda: self.dynamic_config.group_intervals)
-        self.client_metrics = ClientMetricsConfigs(self.store)
-        self.client_quotas = ClientQuotaStore(self.store)
+        self.client_metrics = ClientMetricsConfigs(store)
+        self.client_quotas = ClientQuotaStore(store)
         self.quotas = ClientQuotas(config.client_quotas.window_num, config.client_quotas.window_size_seconds)
         self.client_quotas.listeners.append(self.quotas.update)
         self.logs = LogManager(config.log_dir, config=config.log_manager,
                                default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)
         # In a cluster new replicas go to the alive brokers (the Cluster, created below, knows them).
         brokers = self._alive_brokers if in_cluster else None
-        self.topics = TopicManager(self.store, self.logs, config, self.dynamic_config, brokers=brokers,
+        self.topics = TopicManager(store, self.logs, config, self.dynamic_config, brokers=brokers,
                                    controlled_deletion=in_cluster)
         self.dynamic_config.topic_defaults_listeners.append(self.topics.topic_defaults_changed)
         await self.topics.load()
         await self.logs.startup()
+        self._logs_loaded = True
         await self.topics.reconcile()
         # the data path: partitions, purgatories, producer ids
         self.replicas = ReplicaManager(config.node_id, self.topics, self.logs,
-                                       ProducerIdManager(self.store, config.node_id), config.replication,
+                                       ProducerIdManager(store, config.node_id), config.replication,
                                        self.dynamic_config.transactions, config.inter_broker_security)
         self.fetch_sessions = FetchSessionCache(config.replication.fetch_session_cache_slots)
         # Share-partition state lives in __share_group_state (its coordinator: the leader of the key's partition).
@@ -188,7 +206,7 @@ class Broker:
             # brokers, partition states and roles, the controller election
             # unclean.leader.election.enable can change dynamically: the controller reads it each round
             # and has one at once when it changes (offline partitions may get a leader now).
-            self.cluster = Cluster(self.store, self.topics, self.replicas, config.node_id,
+            self.cluster = Cluster(store, self.topics, self.replicas, config.node_id,
                                    ControllerSettings(config.replication, self.dynamic_config),
                                    config.inter_broker_security, log_dir_failed=lambda: self.logs.health.failed)
             self.replicas.join_cluster(self.cluster)
@@ -241,12 +259,27 @@ class Broker:
         await self._register_once_loaded()
         for service in self.services:
             await service.start()
+            self._started.append(service)
         await self.server.start()
-        self.started_at_ms = int(time.time() * 1000)
-        log.info("broker started", node_id=config.node_id, cluster_id=self.cluster_id,
-                 topics=len(self.topics.all()), **self.logs.previous_stop())
-        if CHECK_KEPT:
-            log.warning("a test-only check runs a full resolve beside every kept Fetch resolve", env=CHECK_ENV)
+
+    async def _abandon_start(self) -> None:
+        """start() failed once the store was open (the store unreachable while registering, a service's
+        start): what started stops, and logs that finished loading close cleanly, so the next start does
+        not recover them all again. Logs whose load failed part way are left to that recovery."""
+        log.warning("start-up failed: stopping what had started")
+        for service in reversed(self._started):
+            try:
+                await service.stop()
+            except Exception as exc:  # the failure that stopped start-up is the one raised
+                log.warning("a service failed to stop after a failed start", service=type(service).__name__,
+                            error=repr(exc))
+        if self._logs_loaded:
+            await self.logs.shutdown()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
+        if self.store is not None:
+            await self.store.close()
+        self._unlock_log_dir()
 
     def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool, offset: int) -> None:
         """A marker reached a partition at `offset`: TxnOffsetCommit's offsets before it there count
@@ -445,14 +478,8 @@ class Broker:
 
     async def _register_once_loaded(self) -> None:
         """The first registration, after the logs loaded. Another broker that took the node id meanwhile
-        stops start-up, the logs closed cleanly first."""
-        try:
-            await self._register()
-        except ConfigError:
-            await self.logs.shutdown()
-            await self._opened_store().close()
-            self._unlock_log_dir()
-            raise
+        stops start-up (ConfigError; `_abandon_start` closes the logs cleanly)."""
+        await self._register()
         self._registered = True
 
     def _duplicate(self, exc: NodeExists) -> ConfigError:

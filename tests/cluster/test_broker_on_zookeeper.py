@@ -13,6 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker.cluster.zookeeper import load_session
+from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteTopicsRequest
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch, produce, values
@@ -20,6 +21,7 @@ from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.held_load import HeldLoad
 from tests.support.polling import wait_for
+from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -187,3 +189,31 @@ def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):
         broker.start()
     assert "could not connect to ZooKeeper at 127.0.0.1:" in broker.log_text()
     assert "zookeeper.connection.timeout.ms" in broker.log_text()
+
+
+def test_zookeeper_lost_while_the_logs_load_stops_start_up_with_the_logs_closed_cleanly(tmp_path):
+    """ZooKeeper goes away while the logs load (its own server here, so that stopping it leaves the other
+    tests theirs): the registration after the load fails and start-up stops, and the logs it had loaded
+    and recovered are closed cleanly, so the next start does not recover them all again."""
+    server = ZooKeeperServer(tmp_path / "zookeeper").start()
+    try:
+        broker = BrokerProcess(tmp_path / "broker", on_zookeeper(server.connect + "/lost"))
+        with broker:
+            with WireClient(broker.port) as client:
+                create_topic(client, "kept")
+                assert produce(client, "kept", 0, batch([b"x"])).error_code == ErrorCode.NONE
+        marker = broker.data_dir / "logs" / CLEAN_SHUTDOWN_FILE
+        with HeldLoad(broker.data_dir / "logs") as load:
+            try:
+                broker.launch()
+                wait_for(load.held, what="the broker loading its logs")
+                server.stop()
+                load.release()
+                assert broker.process is not None and broker.process.wait(60) == 1, broker.log_text()
+            finally:
+                load.end(broker)
+                broker.stop(signal.SIGKILL)
+        assert "start-up failed: stopping what had started" in broker.log_text()
+        assert marker.exists(), broker.log_text()
+    finally:
+        server.stop()

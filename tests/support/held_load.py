@@ -37,7 +37,7 @@ class HeldLoad:
     def held(self) -> bool:
         """Whether the broker now waits at the marker (our end opens only once it does: ENXIO before,
         and after `release` once the broker has read it, or ENOENT once it has removed it)."""
-        if self._fd is None:
+        if self._fd is None and self.marker.is_fifo():  # a file there is the broker's own marker, written since
             try:
                 self._fd = os.open(self.marker, os.O_WRONLY | os.O_NONBLOCK)
             except OSError as exc:
