@@ -1,6 +1,6 @@
 """Client quota metrics, per client as its quota groups them (Kafka's `kafka.server:type=Produce`,
-`type=Fetch` and `type=ControllerMutation` with user and client-id tags): the byte rate (the mutation
-rate) measured now and the throttles it earned.
+`type=Fetch`, `type=Request` and `type=ControllerMutation` with user and client-id tags): the byte rate
+(the request time, the mutation rate) measured now and the throttles it earned.
 Only clients under a quota are measured (Kafka measures every client once any quota is set)."""
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ class ClientQuotaCollector:
                              "Bytes per second of produce over the quota windows, per client", self._quotas.produce)
         yield from _families("fetch", "kafka_server_fetch_byte_rate",
                              "Bytes per second of fetch over the quota windows, per client", self._quotas.fetch)
+        yield from _families("request", "kafka_server_request_time",
+                             "Percentage of the event loop the client's requests took over the quota windows, "
+                             "per client", self._quotas.requests)
         yield from _families("controller_mutation", "kafka_server_controller_mutation_rate",
                              "Partitions created or deleted per second over the quota windows, per client",
                              self._quotas.mutations)

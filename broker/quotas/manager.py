@@ -10,7 +10,7 @@ them share one sensor.
 
 Enforced here: producer_byte_rate (Produce: the request's size) and consumer_byte_rate (a consumer's
 Fetch: the record bytes answered); connection_creation_rate in connections.py, controller_mutation_rate
-in mutations.py (on this class's precedence). request_percentage is stored and described only. A client
+in mutations.py and request_percentage in request_time.py (both on this class's precedence). A client
 with no quota costs one attribute read (`enabled`) when no quota of the kind exists anywhere, and its
 rate is not kept otherwise either.
 """

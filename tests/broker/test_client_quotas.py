@@ -15,7 +15,13 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import AlterClientQuotasRequest as Alter
 from protocol.messages import AlterUserScramCredentialsRequest as AlterScram
-from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest
+from protocol.messages import (
+    ApiVersionsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    MetadataRequest,
+)
 from protocol.messages import DescribeClientQuotasRequest as Describe
 from tests.broker.data_wire import batch, create_topic, fetch_request, produce_request
 from tests.broker.wire_client import WireClient
@@ -347,12 +353,41 @@ def test_topic_mutations_over_their_quota_are_refused_or_throttled(broker):
         assert ErrorCode(answer.results[0].error_code).name == "UNKNOWN_TOPIC_OR_PARTITION"  # checked first
         answer = client.send(CreateTopicsRequest(topics=topics[1:2], timeout_ms=10_000, validate_only=True), 6)
         assert ErrorCode(answer.topics[0].error_code).name == "THROTTLING_QUOTA_EXCEEDED"
-    samples = scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics")
-    labels = {"user": "", "client_id": "mutator"}
-    assert value(samples, "ebb_client_quota_controller_mutation_throttled_requests_total", **labels) == 3
-    assert value(samples, "kafka_server_controller_mutation_rate", **labels) > 0
+    throttled, rate = _measured("mutator", "controller_mutation", "kafka_server_controller_mutation_rate")
+    assert throttled == 3 and rate > 0, (throttled, rate)
     with WireClient(broker.port) as admin:
         alter(admin, (entity(client_id="mutator"), [op("controller_mutation_rate", None)]))
     with WireClient(broker.port, client_id="mutator") as client:  # no quota: nothing is charged
         answer = client.send(CreateTopicsRequest(topics=topics[1:2], timeout_ms=10_000), 7)
         assert (answer.topics[0].error_code, answer.throttle_time_ms) == (ErrorCode.NONE, 0)
+
+
+def test_a_client_over_its_request_percentage_is_throttled_for_at_most_a_window(broker):
+    """request_percentage 0.0001 (a millionth of the loop): any request's loop time puts the client over
+    it, by far; the throttle is capped at one window (1 s), given in the answer and as a mute of the
+    connection. ApiVersions is charged as Kafka charges it; another client is not held back."""
+    with WireClient(broker.port) as admin:
+        alter(admin, (entity(client_id="busy"), [op("request_percentage", 0.0001)]))
+    with WireClient(broker.port, client_id="busy") as client:
+        answer = client.send(MetadataRequest(topics=[]), 12)
+        assert answer.throttle_time_ms == 1000, answer.throttle_time_ms
+        sent = time.monotonic()
+        answer = client.send(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+        assert time.monotonic() - sent >= 0.95  # muted for the throttle of the Metadata answer
+        assert answer.throttle_time_ms == 1000
+    with WireClient(broker.port, client_id="idle") as other:
+        assert other.send(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
+    throttled, rate = _measured("busy", "request", "kafka_server_request_time")
+    assert throttled == 2 and rate > 0, (throttled, rate)
+    with WireClient(broker.port) as admin:
+        alter(admin, (entity(client_id="busy"), [op("request_percentage", None)]))
+    with WireClient(broker.port, client_id="busy") as client:
+        assert client.send(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
+
+
+def _measured(client_id: str, kind: str, rate_name: str) -> tuple[float, float]:
+    """The client's throttled requests of a quota kind and its rate, as scraped (0 when not shown)."""
+    samples = scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics")
+    labels = {"user": "", "client_id": client_id}
+    return (value(samples, f"ebb_client_quota_{kind}_throttled_requests_total", **labels) or 0,
+            value(samples, rate_name, **labels) or 0)
