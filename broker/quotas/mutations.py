@@ -1,6 +1,7 @@
 """Controller mutation quotas (KIP-599, controller_mutation_rate): the partitions a client creates
-(CreateTopics, CreatePartitions) and deletes (DeleteTopics) are charged to its token bucket
-(rate.py's TokenBucket), found with KIP-55's precedence of entities as the byte rates' (manager.py).
+(CreateTopics, CreatePartitions, and Metadata's auto-creation) and deletes (DeleteTopics) are charged
+to its token bucket (rate.py's TokenBucket), found with KIP-55's precedence of entities as the byte
+rates' (manager.py).
 
 Each topic of a request is charged when it has passed every other check, just before it is changed;
 validate_only requests are charged too, as Kafka 4.3.1's controller charges them. How a charge over the
@@ -109,9 +110,14 @@ class MutationQuotas(QuotaManager):
         """The charge of a CreateTopics, CreatePartitions or DeleteTopics request, strict or not by its
         version."""
         strict = request.api_version >= STRICT_SINCE[ApiKey(request.api_key)]
+        return self.for_client(connection, request.header.client_id, strict)
+
+    def for_client(self, connection: RequestContext, client_id: str | None, strict: bool) -> MutationCharge:
+        """The charge of mutations the client asked for some other way (Metadata's auto-creation, which
+        Kafka's broker forwards to its controller as a CreateTopics of the latest version: strict)."""
         if not self.enabled:
             return MutationCharge(None, 0.0, 0.0, strict)
-        found = self.sensor(user_of(connection.principal), request.header.client_id or "", _now_ms())
+        found = self.sensor(user_of(connection.principal), client_id or "", _now_ms())
         if found is None:
             return MutationCharge(None, 0.0, 0.0, strict)
         sensor, bound = found

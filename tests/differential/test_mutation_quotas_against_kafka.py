@@ -10,18 +10,27 @@ The answers are compared field by field as every scenario's; throttle_time_ms, w
 leaves out, is asserted on each broker by itself: 0 while the bucket was not below zero before the
 answer, else the time the refill needs to bring it back to zero (9 s less the little time since, or 10 s
 once the second topic was taken too). Each request goes over a connection of its own: both brokers
-mute a throttled client's connection for its throttle time."""
+mute a throttled client's connection for its throttle time. Topics Metadata creates are charged too
+(auto_creation)."""
 
 from __future__ import annotations
 
 import pytest
 
 from protocol.messages import AlterClientQuotasRequest as Alter
-from protocol.messages import ApiMessage, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from protocol.messages import (
+    ApiMessage,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    MetadataRequest,
+)
+from protocol.messages import DescribeClientQuotasRequest as Describe
 from tests.broker.wire_client import WireClient
 from tests.differential.runner import Peer, compare
 from tests.differential.test_against_kafka import ALLOWED, _config_difference, topic
 from tests.differential.test_client_quotas_against_kafka import _entity, _in_force, _op
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,6 +110,30 @@ def mutations(peer: Peer) -> None:
         _throttle(peer, label, answer, low, high)
 
 
+def auto_creation(peer: Peer) -> None:
+    """A topic Metadata would create (auto.create.topics.enable, true on both) is charged to its client
+    strictly: Kafka's broker forwards the creation to its controller as a CreateTopics in the client's
+    name. Past the burst it is not created, and the topic stays unknown."""
+    quota = Alter.EntryData(entity=_entity(client_id="auto"), ops=[_op("controller_mutation_rate", 1.0)])
+    peer.send(Alter(entries=[quota], validate_only=False), 1)
+    described = Describe(components=[Describe.ComponentData(entity_type="client-id", match_type=0, match="auto")],
+                         strict=True)
+    wait_for(lambda: bool(peer.send(described, 1).entries), what=f"{peer.name}: the quota in force")
+    _as(peer, "auto", "create past the burst", CreateTopicsRequest(topics=[topic("a-big", BIG)], timeout_ms=30_000),
+        7)
+    wanted = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="a-new")],
+                             allow_auto_topic_creation=True)
+    answer = _as(peer, "auto", "metadata creating a topic over the quota", wanted, 12)
+    _throttle(peer, "metadata creating a topic over the quota", answer, 0, 0)
+    wanted.allow_auto_topic_creation = False
+    peer.ask("the topic was not created", wanted, 12)
+
+
 def test_controller_mutation_quotas(ebb_peer, kafka_peer):
     found = compare(mutations, ebb_peer, kafka_peer, ALLOWED, ignore=_config_difference)
+    assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
+
+
+def test_auto_created_topics(ebb_peer, kafka_peer):
+    found = compare(auto_creation, ebb_peer, kafka_peer, ALLOWED, ignore=_config_difference)
     assert not found, f"{len(found)} unexplained differences:\n" + "\n".join(found)
