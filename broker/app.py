@@ -37,7 +37,7 @@ from broker.log.checkpoint import topic_id_to_str
 from broker.log.common import TopicPartition
 from broker.log.manager import LogManager
 from broker.metrics.service import MetricSources, MetricsService
-from broker.quotas.manager import ClientQuotas
+from broker.quotas.enforced import ClientQuotas
 from broker.quotas.store import ClientQuotaStore
 from broker.replica import ReplicaManager
 from broker.replica.producer_ids import ProducerIdManager
@@ -104,7 +104,7 @@ class Broker:
         self.feature_updates: FeatureUpdater  # follows `/feature`; UpdateFeatures where this broker controls
         self.credentials: CredentialStore  # SCRAM credentials (SASL listeners, KIP-554)
         self.client_quotas: ClientQuotaStore  # the cluster's client quotas (KIP-546), in the metadata store
-        self.quotas: ClientQuotas  # enforcing them on Produce and Fetch
+        self.quotas: ClientQuotas  # enforcing them: Produce, Fetch, connections, topic mutations
         self.authorizer: Authorizer | None = None  # ACLs, when authorizer.class.name asks for them
         self.cluster: Cluster | None = None  # the other brokers, leaders and the controller (ZooKeeper only)
         self.server = BrokerServer(self)
@@ -170,7 +170,9 @@ class Broker:
                                           intervals=lambda: self.dynamic_config.group_intervals)
         self.client_metrics = ClientMetricsConfigs(store)
         self.client_quotas = ClientQuotaStore(store)
-        self.quotas = ClientQuotas(config.client_quotas.window_num, config.client_quotas.window_size_seconds)
+        windows = config.client_quotas
+        self.quotas = ClientQuotas(windows.window_num, windows.window_size_seconds,
+                                   windows.mutation_window_num, windows.mutation_window_size_seconds)
         self.client_quotas.listeners.append(self.quotas.update)
         self.logs = LogManager(config.log_dir, config=config.log_manager,
                                default_log_config=self.dynamic_config.topic_defaults, reserve_topics=INTERNAL_TOPICS)

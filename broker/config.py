@@ -133,10 +133,13 @@ class TransactionConfig:
 @dataclass(frozen=True)
 class ClientQuotaConfig:
     """Kafka's client quota windows (broker/quotas/): a client's rate is measured over `window_num`
-    samples of `window_size_seconds` each."""
+    samples of `window_size_seconds` each; its controller mutations over the `mutation_` pair."""
 
     window_num: int = prop("quota.window.num", 11, minimum=1)
     window_size_seconds: int = prop("quota.window.size.seconds", 1, minimum=1)
+    # controller_mutation_rate's token bucket holds this many windows' worth of mutations (its burst)
+    mutation_window_num: int = prop("controller.quota.window.num", 11, minimum=1)
+    mutation_window_size_seconds: int = prop("controller.quota.window.size.seconds", 1, minimum=1)
 
 
 # Broker property -> topic property, for the broker-wide topic defaults (Kafka's names on both sides).

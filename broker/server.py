@@ -32,6 +32,8 @@ from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
 from broker.log.file_region import FileRegion, release_unsent
 from broker.metrics.requests import RequestMetrics, RequestTiming
+from broker.quotas.request_time import LoopTime
+from broker.quotas.request_time import exempt as exempt_from_request_quota
 from broker.request_context import RequestContext
 from broker.security.errors import AuthenticationFailed
 from broker.security.principal import ANONYMOUS
@@ -234,8 +236,14 @@ class Connection(asyncio.BufferedProtocol):
     async def _answer(self, handler, request, context: RequestContext, version: int, correlation_id: int,
                       arrived: float) -> bool:
         self.timing = self.server.request_metrics.begin(handler.name, arrived)
+        request_quotas = self.broker.quotas.requests
+        metered = request_quotas.enabled and not exempt_from_request_quota(request)
         try:
-            response = await handler.fn(self.broker, request, context)
+            if metered:
+                loop_time = LoopTime(handler.fn(self.broker, request, context))
+                response = await loop_time
+            else:
+                response = await handler.fn(self.broker, request, context)
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:
@@ -249,12 +257,19 @@ class Connection(asyncio.BufferedProtocol):
             return True
         if response is None:  # no answer due (acks=0, or a refused re-authentication that just closes)
             return self._after_sasl_step()
+        if metered:  # the handler's loop time, checked against the quota before the answer is made
+            throttle_ms = request_quotas.charge(context, request.header.client_id, loop_time.seconds)
+            if throttle_ms > getattr(response, "throttle_time_ms", throttle_ms):
+                response.throttle_time_ms = throttle_ms  # the larger of the two quotas' (Produce, Fetch, ...)
+            encoding = time.perf_counter()
         try:
             chunks = handler.encode(response, version, correlation_id)
         except Exception:
             # A response the version cannot carry is our bug; the client must not wait for it forever.
             log.exception("response encoding failed", api=handler.name, version=version, peer=self.peer)
             return self._drop("response encoding failed", api=handler.name)
+        if metered:  # and the encoding's, unchecked (Kafka's network thread time)
+            request_quotas.record_unchecked(context, request.header.client_id, time.perf_counter() - encoding)
         if context.file_regions:
             return await self._send_from_files(chunks, context.file_regions)
         self._send(chunks)

@@ -3,7 +3,7 @@ brokers have racks (broker/striped_placement.py), and a round robin when none ha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from broker.striped_placement import PlacementRandom, SystemRandom, place_striped
 from protocol.errors import CodedError, ErrorCode
@@ -11,6 +11,9 @@ from protocol.errors import CodedError, ErrorCode
 # Partitions one CreateTopics or CreatePartitions request may create (Kafka's MAX_PARTITIONS_PER_BATCH).
 MAX_PARTITIONS_PER_REQUEST = 10_000
 _RANDOM = SystemRandom()
+# Takes a change of n partitions from the client's controller mutation quota (broker/quotas/mutations.py),
+# raising the refusal when the quota is strict and spent.
+Charge = Callable[[int], None]
 
 
 class TopicError(CodedError):
@@ -60,9 +63,10 @@ def assign_replicas(num_partitions: int, replication_factor: int,
 
 def grown_partitions(name: str, current: int, count: int, replication_factor: int,
                      assignments: list[list[int]] | None, brokers: Mapping[int, str | None],
-                     rng: PlacementRandom = _RANDOM) -> dict[int, list[int]]:
+                     rng: PlacementRandom = _RANDOM, charge: Charge | None = None) -> dict[int, list[int]]:
     """The replicas of the partitions that grow topic `name` from `current` partitions to `count`
-    (CreatePartitions), checked as Kafka checks them."""
+    (CreatePartitions), checked as Kafka checks them; `charge` takes the added partitions from the
+    client's mutation quota where Kafka's controller does, before the placement and its checks."""
     broker_ids = list(brokers)
     if count == current:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
@@ -72,12 +76,14 @@ def grown_partitions(name: str, current: int, count: int, replication_factor: in
     additional = count - current
     if additional > MAX_PARTITIONS_PER_REQUEST:
         raise TopicError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
-    if assignments is None:
-        return place_replicas(current, additional, replication_factor, brokers, rng)
-    if len(assignments) != additional:
+    if assignments is not None and len(assignments) != additional:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          f"Attempted to add {additional} additional partition(s), but only "
                          f"{len(assignments)} assignment(s) were specified.")
+    if charge is not None:
+        charge(additional)
+    if assignments is None:
+        return place_replicas(current, additional, replication_factor, brokers, rng)
     for replicas in assignments:
         validate_manual_assignment(list(replicas), replication_factor, broker_ids)
     return {current + i: list(r) for i, r in enumerate(assignments)}

@@ -42,7 +42,7 @@ from broker.topic import (
     validate_topic_name,
 )
 from broker.topic_configs import STORED_ONLY_DEFAULTS, InvalidConfig, validate_overrides
-from broker.topic_placement import TopicError, assign_replicas, grown_partitions
+from broker.topic_placement import Charge, TopicError, assign_replicas, grown_partitions
 from broker.topic_store import pending_deletions, read_configs, read_topic, topic_names
 from protocol.errors import ErrorCode
 from protocol.wire import MAX_SHORT_STRING_BYTES, fits_short_string
@@ -259,9 +259,11 @@ class TopicManager:
     async def create(self, name: str, num_partitions: int, replication_factor: int,
                      configs: Mapping[str, str | None] | None = None,
                      assignments: Mapping[int, list[int]] | Iterable[tuple[int, list[int]]] | None = None,
-                     validate_only: bool = False) -> Topic:
+                     validate_only: bool = False, charge: Charge | None = None) -> Topic:
         """Create a topic, checking in Kafka's order: name, existence, configs, then partitions and
-        replicas. -1 partitions or replication factor means the broker default (KIP-464)."""
+        replicas. -1 partitions or replication factor means the broker default (KIP-464). `charge`
+        takes its partitions from the client's mutation quota once every check passed (validate_only
+        too, as Kafka's controller)."""
         async with self._locks.held(collision_key(name)):
             validate_topic_name(name)
             collision = self._collision(name)
@@ -285,6 +287,8 @@ class TopicManager:
             clean = self.validate_configs(configs or {})
             replicas = assign_replicas(num_partitions, replication_factor, assignments, self.brokers(),
                                        self.config.num_partitions, self.config.default_replication_factor)
+            if charge is not None:
+                charge(len(replicas))
             topic = Topic(name, new_topic_id(), replicas, clean, self.log_config_for(clean))
             topic.states = {p: PartitionState.initial(r) for p, r in replicas.items()}
             if validate_only:
@@ -311,7 +315,7 @@ class TopicManager:
     @uncancellable
     @storage_failures_answered
     async def add_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
-                             validate_only: bool = False) -> Topic:
+                             validate_only: bool = False, charge: Charge | None = None) -> Topic:
         """Grow a topic to `count` partitions (CreatePartitions): the store first, then the new logs.
         The topic's node is read and written back conditionally on its version (retried when another
         writer got in between), so a reassignment's state in it that this broker's watch has not seen
@@ -330,7 +334,8 @@ class TopicManager:
                 if stored.topic_id != topic.topic_id:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' was re-created meanwhile.")
                 new = grown_partitions(name, len(stored.replicas), count, topic.replication_factor,
-                                       assignments, self.brokers())
+                                       assignments, self.brokers(), charge=charge)
+                charge = None  # a retry after another writer's change is the same request: charged once
                 if validate_only:
                     return topic
                 grown = TopicAssignment(stored.topic_id, {**stored.replicas, **new}, stored.adding, stored.removing)
@@ -432,11 +437,12 @@ class TopicManager:
 
     @uncancellable
     @storage_failures_answered
-    async def delete(self, name: str) -> bool:
+    async def delete(self, name: str, charge: Charge | None = None) -> bool:
         """Mark for deletion (the ZooKeeper way, `/admin/delete_topics/<t>`). On one broker the deletion
         follows at once (a crash in between finishes it at start-up): True. In a cluster every broker
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
-        removes the topic once all have (broker/cluster/deletion.py): False, still in progress."""
+        removes the topic once all have (broker/cluster/deletion.py): False, still in progress.
+        `charge` takes its partitions from the client's mutation quota before it is marked."""
         async with self._locks.held(collision_key(name)):
             marker = DeleteTopicsTopicZNode.path(name)
             if name not in self._topics:
@@ -446,6 +452,8 @@ class TopicManager:
             elif not self.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
             else:
+                if charge is not None:
+                    charge(len(self._topics[name].replicas))
                 try:
                     await self.store.create(marker, DeleteTopicsTopicZNode.encode(int(time.time() * 1000)))
                 except NodeExists:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from broker.group import GroupCoordinator
     from broker.group_configs import GroupConfigs
     from broker.log.manager import LogManager
-    from broker.quotas.manager import ClientQuotas
+    from broker.quotas.enforced import ClientQuotas
     from broker.quotas.store import ClientQuotaStore
     from broker.replica import ReplicaManager
     from broker.security.authorizer import Authorizer

@@ -21,9 +21,11 @@ is allowed.
 
 With an authorizer, the topics a client may not DESCRIBE are left out of an all-topics answer; named,
 they are TOPIC_AUTHORIZATION_FAILED (by id, UNKNOWN_TOPIC_ID); auto-creation needs CREATE on the cluster
-or the topic. Authorized operations (v8+): INT32_MIN unless requested, then the operations the caller
-may do on the topic and on the cluster (all of them without an authorizer). v13 adds a top-level error
-code, always NONE unless the request is invalid.
+or the topic, and is charged to the client's controller_mutation_rate strictly (Kafka's broker forwards
+it to its controller as a CreateTopics in the client's name): over the quota the topic stays unknown
+(UNKNOWN_TOPIC_OR_PARTITION), the answer unthrottled. Authorized operations (v8+): INT32_MIN unless
+requested, then the operations the caller may do on the topic and on the cluster (all of them without an
+authorizer). v13 adds a top-level error code, always NONE unless the request is invalid.
 
 Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, LEADER_NOT_AVAILABLE (partition log offline), and whatever
@@ -44,6 +46,7 @@ from broker.handlers.acl_operations import (
     authorized_on_cluster,
 )
 from broker.handlers.cluster_view import alive_brokers, controller_id, offline_logs, partition_views
+from broker.quotas.mutations import ThrottlingQuotaExceeded
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic import INTERNAL_TOPICS, validate_topic_name
@@ -112,7 +115,7 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest],
                                                topic_authorized_operations=NOT_REQUESTED))
             continue
         if topic is None:
-            error = await _missing(broker, name, allow_create)
+            error = await _missing(broker, name, allow_create, connection, request.header.client_id)
             topic = broker.topics.get(name) if error == ErrorCode.NONE else None
             if topic is None:
                 response.topics.append(TopicResult(error_code=error, name=name, is_internal=name in INTERNAL_TOPICS,
@@ -123,8 +126,12 @@ async def metadata(broker: BrokerContext, request: Request[MetadataRequest],
     return response
 
 
-async def _missing(broker: BrokerContext, name: str, allow_create: bool) -> ErrorCode:
-    """The error for a topic that does not exist, creating it first when allowed."""
+async def _missing(broker: BrokerContext, name: str, allow_create: bool, connection: RequestContext,
+                   client_id: str | None) -> ErrorCode:
+    """The error for a topic that does not exist, creating it first when allowed. Its partitions are
+    charged to the client's controller_mutation_rate, strictly, as Kafka's controller charges the
+    creation the broker forwards for it; refused, the topic stays unknown (what Kafka answers
+    meanwhile), and the answer is not throttled."""
     try:
         validate_topic_name(name)
     except TopicError:
@@ -132,7 +139,11 @@ async def _missing(broker: BrokerContext, name: str, allow_create: bool) -> Erro
     if not allow_create or name in INTERNAL_TOPICS:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
-        await broker.topics.create(name, -1, -1)
+        await broker.topics.create(name, -1, -1, charge=broker.quotas.mutations.for_client(connection, client_id,
+                                                                                           strict=True).charge)
+    except ThrottlingQuotaExceeded:
+        log.info("auto-creation over the client's controller mutation quota", topic=name, client_id=client_id)
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     except TopicError as exc:
         if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return ErrorCode.NONE if broker.topics.get(name) else ErrorCode.LEADER_NOT_AVAILABLE

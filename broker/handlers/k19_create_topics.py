@@ -14,9 +14,12 @@ v5+ results carry the partition count, replication factor and every topic config
 source (as DescribeConfigs); v7 the topic id. Failed topics carry an error message (v1+).
 
 With an authorizer, a topic needs CREATE on the cluster or on itself (TOPIC_AUTHORIZATION_FAILED).
+Its partitions are charged to the client's controller_mutation_rate once every check passed
+(broker/quotas/mutations.py: refused from v6, throttled below).
 
-Errors: NONE, TOPIC_AUTHORIZATION_FAILED, TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG,
-INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION.
+Errors: NONE, THROTTLING_QUOTA_EXCEEDED (v6+), TOPIC_AUTHORIZATION_FAILED, TOPIC_ALREADY_EXISTS,
+INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.quotas.mutations import ThrottlingQuotaExceeded
 from broker.request_context import RequestContext
 from broker.security.access import allowed, allowed_on_cluster
 from broker.topic_configs import describe_topic_configs
@@ -53,6 +57,7 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
         return CreateTopicsResponse(topics=[_failed(t.name, ErrorCode.POLICY_VIOLATION, message) for t in topics])
     counts = Counter(t.name for t in topics)
     results = []
+    quota = broker.quotas.mutations.for_request(request, connection)
     may_create_any = allowed_on_cluster(broker, connection, Operation.CREATE)
     for wanted in topics:
         if counts[wanted.name] > 1:
@@ -66,8 +71,8 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
                 wanted.name, wanted.num_partitions, wanted.replication_factor,
                 configs={c.name: c.value for c in wanted.configs},
                 assignments=[(a.partition_index, list(a.broker_ids)) for a in wanted.assignments],
-                validate_only=body.validate_only)
-        except TopicError as exc:
+                validate_only=body.validate_only, charge=quota.charge)
+        except (TopicError, ThrottlingQuotaExceeded) as exc:
             log.info("topic not created", topic=wanted.name, error=exc.error_code.name, message=exc.message)
             results.append(_failed(wanted.name, exc.error_code, exc.message))
             continue
@@ -83,7 +88,7 @@ async def create_topics(broker: BrokerContext, request: Request[CreateTopicsRequ
     for name, count in counts.items():
         if count > 1:
             results.append(_failed(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
-    return CreateTopicsResponse(topics=results)
+    return CreateTopicsResponse(topics=results, throttle_time_ms=quota.finish(connection))
 
 
 def _failed(name: str, error: ErrorCode, message: str) -> CreateTopicsResponse.CreatableTopicResult:

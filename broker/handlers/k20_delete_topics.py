@@ -19,7 +19,10 @@ error message (v5+).
 With an authorizer a topic needs DELETE: by name, TOPIC_AUTHORIZATION_FAILED before its existence is
 looked at; by id, one the client may not DESCRIBE is UNKNOWN_TOPIC_ID (its existence stays hidden).
 
-Errors: NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+A topic's partitions are charged to the client's controller_mutation_rate once these checks passed
+(broker/quotas/mutations.py: refused from v5, throttled below).
+
+Errors: NONE, THROTTLING_QUOTA_EXCEEDED (v5+), TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, TOPIC_DELETION_DISABLED, REQUEST_TIMED_OUT (cluster).
 """
 
@@ -32,6 +35,7 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.quotas.mutations import MutationCharge, ThrottlingQuotaExceeded
 from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.topic_placement import TopicError
@@ -63,6 +67,7 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
     reported: set = set()
     pending: list[Result] = []  # marked in a cluster, not deleted yet
     ids_given = {topic_id for topic_id, count in id_counts.items() if count == 1}
+    quota = broker.quotas.mutations.for_request(request, connection)
     before = {name: broker.topics.get(name) for name in name_counts}  # deletions below must not change this
     for name, topic_id in rows:
         if name is None and topic_id == ZERO_UUID:
@@ -87,7 +92,7 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
                 results.append(_result(name, topic.topic_id, ErrorCode.INVALID_REQUEST,
                                        "The provided topic name maps to an ID that was already supplied."))
                 continue
-            results.append(await _delete(broker, name, topic.topic_id if topic else ZERO_UUID, version, pending))
+            results.append(await _delete(broker, name, topic.topic_id if topic else ZERO_UUID, version, pending, quota))
         else:
             if topic_id in reported:
                 continue
@@ -104,10 +109,10 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
                 results.append(_result(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                        "DELETE on the topic is needed to delete it."))
                 continue
-            results.append(await _delete(broker, topic.name, topic_id, version, pending))
+            results.append(await _delete(broker, topic.name, topic_id, version, pending, quota))
     if pending:
         await _await_deletions(broker, pending, body.timeout_ms)
-    return DeleteTopicsResponse(responses=results)
+    return DeleteTopicsResponse(responses=results, throttle_time_ms=quota.finish(connection))
 
 
 async def _await_deletions(broker: BrokerContext, pending: list[Result], timeout_ms: int) -> None:
@@ -126,12 +131,14 @@ async def _await_deletions(broker: BrokerContext, pending: list[Result], timeout
 
 
 async def _delete(broker: BrokerContext, name: str, topic_id: uuid.UUID, version: int,
-                  pending: list[Result]) -> DeleteTopicsResponse.DeletableTopicResult:
+                  pending: list[Result], quota: MutationCharge) -> DeleteTopicsResponse.DeletableTopicResult:
     topic = broker.topics.get(name)
     if topic is not None and topic.internal:
         return _result(name, topic_id, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted.")
     try:
-        done = await broker.topics.delete(name)
+        done = await broker.topics.delete(name, charge=quota.charge)
+    except ThrottlingQuotaExceeded as exc:
+        return _result(name, topic_id, exc.error_code, exc.message)
     except TopicError as exc:
         error = exc.error_code
         if error == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:

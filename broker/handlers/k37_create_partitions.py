@@ -7,10 +7,12 @@ one too. Explicit assignments, when given, must list exactly the added partition
 distinct registered brokers as the topic's replication factor (INVALID_REPLICA_ASSIGNMENT). A topic
 named twice gets one INVALID_REQUEST result. Internal topics keep their partition count (their
 owners hash keys over it): INVALID_REQUEST. Adding more than 10000 partitions at once is
-POLICY_VIOLATION. validate_only checks without changing anything.
+POLICY_VIOLATION. validate_only checks without changing anything. The added partitions are charged to
+the client's controller_mutation_rate after the count checks, before the placement
+(broker/quotas/mutations.py: refused from v3, throttled below).
 
-Errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
-INVALID_REQUEST, POLICY_VIOLATION.
+Errors: NONE, THROTTLING_QUOTA_EXCEEDED (v3+), UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS,
+INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, POLICY_VIOLATION.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections import Counter
 import structlog
 
 from broker.handlers import BrokerContext, handles
+from broker.quotas.mutations import ThrottlingQuotaExceeded
 from broker.request_context import RequestContext
 from broker.security.access import allowed
 from broker.topic_placement import TopicError
@@ -41,6 +44,7 @@ async def create_partitions(broker: BrokerContext,
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = []
+    quota = broker.quotas.mutations.for_request(request, connection)
     for wanted in body.topics:
         if counts[wanted.name] > 1:
             continue
@@ -56,8 +60,8 @@ async def create_partitions(broker: BrokerContext,
         assignments = None if wanted.assignments is None else [list(a.broker_ids) for a in wanted.assignments]
         try:
             await broker.topics.add_partitions(wanted.name, wanted.count, assignments,
-                                               validate_only=body.validate_only)
-        except TopicError as exc:
+                                               validate_only=body.validate_only, charge=quota.charge)
+        except (TopicError, ThrottlingQuotaExceeded) as exc:
             log.info("partitions not added", topic=wanted.name, error=exc.error_code.name, message=exc.message)
             results.append(Result(name=wanted.name, error_code=exc.error_code, error_message=exc.message))
             continue
@@ -66,4 +70,4 @@ async def create_partitions(broker: BrokerContext,
         if count > 1:
             results.append(Result(name=name, error_code=ErrorCode.INVALID_REQUEST,
                                   error_message="Duplicate topic name."))
-    return CreatePartitionsResponse(results=results)
+    return CreatePartitionsResponse(results=results, throttle_time_ms=quota.finish(connection))

@@ -1,5 +1,6 @@
-"""Client quota metrics, per client as its quota groups them (Kafka's `kafka.server:type=Produce` and
-`type=Fetch` with user and client-id tags): the byte rate measured now and the throttles it earned.
+"""Client quota metrics, per client as its quota groups them (Kafka's `kafka.server:type=Produce`,
+`type=Fetch`, `type=Request` and `type=ControllerMutation` with user and client-id tags): the byte rate
+(the request time, the mutation rate) measured now and the throttles it earned.
 Only clients under a quota are measured (Kafka measures every client once any quota is set)."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from broker.quotas.manager import ClientQuotas, QuotaManager
+from broker.quotas.enforced import ClientQuotas
+from broker.quotas.manager import QuotaManager
 
 
 class ClientQuotaCollector:
@@ -16,20 +18,27 @@ class ClientQuotaCollector:
         self._quotas = quotas
 
     def collect(self) -> Iterator[Metric]:
-        for kind, manager in (("produce", self._quotas.produce), ("fetch", self._quotas.fetch)):
-            yield from _families(kind, manager)
+        yield from _families("produce", "kafka_server_produce_byte_rate",
+                             "Bytes per second of produce over the quota windows, per client", self._quotas.produce)
+        yield from _families("fetch", "kafka_server_fetch_byte_rate",
+                             "Bytes per second of fetch over the quota windows, per client", self._quotas.fetch)
+        yield from _families("request", "kafka_server_request_time",
+                             "Percentage of the event loop the client's requests took over the quota windows, "
+                             "per client", self._quotas.requests)
+        yield from _families("controller_mutation", "kafka_server_controller_mutation_rate",
+                             "Partitions created or deleted per second over the quota windows, per client",
+                             self._quotas.mutations)
 
 
-def _families(kind: str, manager: QuotaManager) -> Iterator[Metric]:
+def _families(kind: str, rate_name: str, rate_help: str, manager: QuotaManager) -> Iterator[Metric]:
     labels = ["user", "client_id"]
-    rate = GaugeMetricFamily(f"kafka_server_{kind}_byte_rate",
-                             f"Bytes per second of {kind} over the quota windows, per client", labels=labels)
+    rate = GaugeMetricFamily(rate_name, rate_help, labels=labels)
     throttle = CounterMetricFamily(f"ebb_client_quota_{kind}_throttle_seconds",
                                    f"Throttle time {kind} clients over their quota were given", labels=labels)
     throttled = CounterMetricFamily(f"ebb_client_quota_{kind}_throttled_requests",
                                     f"{kind} requests answered with a throttle time", labels=labels)
-    for (user, client_id), bytes_per_s, sensor in manager.sensors():
-        rate.add_metric([user, client_id], bytes_per_s)
+    for (user, client_id), per_s, sensor in manager.sensors():
+        rate.add_metric([user, client_id], per_s)
         throttle.add_metric([user, client_id], sensor.throttle_ms_total / 1000)
         throttled.add_metric([user, client_id], sensor.throttled)
     yield from (rate, throttle, throttled)

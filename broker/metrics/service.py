@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from broker.fetch_sessions import FetchSessionCache
     from broker.group import GroupCoordinator
     from broker.log.manager import LogManager
-    from broker.quotas.manager import ClientQuotas
+    from broker.quotas.enforced import ClientQuotas
     from broker.replica import ReplicaManager
     from broker.server import BrokerServer
     from broker.topics import TopicManager

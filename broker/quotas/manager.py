@@ -9,9 +9,8 @@ leaves it out (every client id of `/config/users/alice` shares alice's rate), as
 them share one sensor.
 
 Enforced here: producer_byte_rate (Produce: the request's size) and consumer_byte_rate (a consumer's
-Fetch: the record bytes answered); connection_creation_rate in connections.py. request_percentage and
-controller_mutation_rate are stored and described only: Ebb's one event loop has no per-request thread
-time to charge (a request's wall time includes the other clients' work done while it waits). A client
+Fetch: the record bytes answered); connection_creation_rate in connections.py, controller_mutation_rate
+in mutations.py and request_percentage in request_time.py (both on this class's precedence). A client
 with no quota costs one attribute read (`enabled`) when no quota of the kind exists anywhere, and its
 rate is not kept otherwise either.
 """
@@ -25,9 +24,8 @@ from collections.abc import Iterator
 import structlog
 
 from broker.log.file_region import release_unsent
-from broker.quotas.connections import ConnectionRateQuotas
-from broker.quotas.entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
-from broker.quotas.rate import SampledRate, record_and_throttle_ms
+from broker.quotas.entities import CLIENT_ID, USER
+from broker.quotas.rate import SampledRate, TokenBucket, record_and_throttle_ms
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
 from protocol.messages import FetchRequest
@@ -46,10 +44,11 @@ Tags = tuple[str, str]  # Kafka's metric tags (user, client-id), "" for a part t
 class ClientSensor:
     """One rate and what its throttles added up to (Kafka's quota and throttle-time sensors)."""
 
-    __slots__ = ("rate", "throttle_ms_total", "throttled")
+    __slots__ = ("rate", "bucket", "throttle_ms_total", "throttled")
 
     def __init__(self, rate: SampledRate) -> None:
         self.rate = rate
+        self.bucket = TokenBucket()  # what bounds controller mutations (mutations.py); unused by the rates
         self.throttle_ms_total = 0
         self.throttled = 0  # requests answered with a throttle time
 
@@ -101,22 +100,30 @@ class QuotaManager:
     def record(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> int:
         """Count `value` against the client's quota; the throttle time in ms (0 within it)."""
         now = int(time.monotonic() * 1000) if now_ms is None else now_ms
-        if now - self._swept_ms >= SWEEP_EVERY_MS:
-            self._sweep(now)
-        tags = self._tags.get((user, client_id))
-        if tags is None:
-            tags = self._tags_of(user, client_id)
-        bound = self._bounds[tags] if tags in self._bounds else self._bound(tags)
-        if bound is None:
+        found = self.sensor(user, client_id, now)
+        if found is None:
             return 0
-        sensor = self._sensors.get(tags)
-        if sensor is None:
-            sensor = self._sensors[tags] = ClientSensor(SampledRate(self.window_num, self.window_ms))
+        sensor, bound = found
         throttle_ms = record_and_throttle_ms(sensor.rate, bound, value, now, self.cap_ms)
         if throttle_ms:
             sensor.throttle_ms_total += throttle_ms
             sensor.throttled += 1
         return throttle_ms
+
+    def sensor(self, user: str, client_id: str, now_ms: int) -> tuple[ClientSensor, float] | None:
+        """The client's sensor (made on first use) and the bound in force for it; None when unlimited."""
+        if now_ms - self._swept_ms >= SWEEP_EVERY_MS:
+            self._sweep(now_ms)
+        tags = self._tags.get((user, client_id))
+        if tags is None:
+            tags = self._tags_of(user, client_id)
+        bound = self._bounds[tags] if tags in self._bounds else self._bound(tags)
+        if bound is None:
+            return None
+        sensor = self._sensors.get(tags)
+        if sensor is None:
+            sensor = self._sensors[tags] = ClientSensor(SampledRate(self.window_num, self.window_ms))
+        return sensor, bound
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back what `record` counted (Kafka's unrecordQuotaSensor: a negative value, unchecked)."""
@@ -194,21 +201,6 @@ def throttle_for(manager: QuotaManager, connection: RequestContext, client_id: s
     if throttle_ms:
         connection.throttle_ms = throttle_ms
     return throttle_ms
-
-
-class ClientQuotas:
-    """The managers of the quotas enforced here, fed by the store."""
-
-    def __init__(self, window_num: int, window_size_seconds: int) -> None:
-        window_ms = window_size_seconds * 1000
-        self.produce = QuotaManager(PRODUCER_BYTE_RATE, window_num, window_ms)
-        self.fetch = QuotaManager(CONSUMER_BYTE_RATE, window_num, window_ms)
-        self.connections = ConnectionRateQuotas(window_num, window_ms)
-
-    def update(self, quotas: Quotas) -> None:
-        self.produce.update(quotas)
-        self.fetch.update(quotas)
-        self.connections.update(quotas)
 
 
 def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float) -> int:

@@ -8,6 +8,11 @@ quota checked after (Sensor.record with checkQuotas): over the bound, the thrott
 the observed rate O back to the bound T if nothing else came, X = (O - T) / T * W (QuotaUtils.throttleTime),
 rounded as Java's Math.round. Byte-rate quotas leave it uncapped (ClientQuotaManager); the request
 quota caps it at one window (ClientRequestQuotaManager): `cap_ms`.
+
+Controller mutations are bounded by Kafka's `TokenBucket` instead (KIP-599): credits flow in at the
+quota's rate up to a burst of `num` windows' worth, a mutation takes its partitions out, possibly below
+zero, and the client is over its quota while the credits are below zero; the throttle time is how long
+the refill takes to bring them back to zero.
 """
 
 from __future__ import annotations
@@ -101,3 +106,31 @@ def record_and_throttle_ms(rate: SampledRate, bound: float, value: float, now_ms
     # Byte rates are not capped (as in Kafka), but the answer's throttle_time_ms is an int32: a tiny quota
     # against a large request saturates there (Kafka's int cast wraps, often to no throttle at all).
     return min(throttle, cap_ms if cap_ms is not None else INT32_MAX)
+
+
+class TokenBucket:
+    """Kafka's TokenBucket in seconds: its credits now, refilled lazily on each look. A new bucket is full
+    (Kafka's starts empty at time 0, which the first refill fills)."""
+
+    __slots__ = ("tokens", "updated_ms")
+
+    def __init__(self) -> None:
+        self.tokens = math.inf  # the first refill caps it at the burst
+        self.updated_ms = 0
+
+    def refill(self, bound: float, burst: float, now_ms: int) -> float:
+        """The credits at `now_ms` under a quota of `bound` per second and a cap of `burst`."""
+        self.tokens = min(burst, self.tokens + bound * (now_ms - self.updated_ms) / 1000)
+        self.updated_ms = now_ms
+        return self.tokens
+
+    def take(self, value: float, bound: float, burst: float, now_ms: int) -> None:
+        self.tokens = min(burst, self.refill(bound, burst, now_ms) - value)
+
+    def throttle_ms(self, bound: float, burst: float, now_ms: int) -> int:
+        """0 while the credits are not below zero; else how long the refill takes to bring them there
+        (ControllerMutationQuotaManager.throttleTimeMs), as an int32."""
+        tokens = self.refill(bound, burst, now_ms)
+        if not tokens < 0:  # NaN (a NaN quota) is never below: nobody is throttled, as in Kafka
+            return 0
+        return min(java_round(-tokens / bound * 1000), INT32_MAX)

@@ -15,8 +15,14 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.messages import AlterClientQuotasRequest as Alter
 from protocol.messages import AlterUserScramCredentialsRequest as AlterScram
+from protocol.messages import (
+    ApiVersionsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    MetadataRequest,
+)
 from protocol.messages import DescribeClientQuotasRequest as Describe
-from protocol.messages import MetadataRequest
 from tests.broker.data_wire import batch, create_topic, fetch_request, produce_request
 from tests.broker.wire_client import WireClient
 from tests.support.broker_process import free_port
@@ -314,3 +320,74 @@ def test_ebb_quotas_sets_lists_and_deletes(broker):
                "--key", "request_percentage", *server).returncode == 0
     assert ebb("quotas", "delete", "--client-default", "--key", "consumer_byte_rate", *server).returncode == 0
     assert json.loads(ebb("quotas", "list", *server, "--output", "json").stdout) == {"quotas": []}
+
+
+def test_topic_mutations_over_their_quota_are_refused_or_throttled(broker):
+    """controller_mutation_rate 5/s: a bucket of 55 partitions (11 windows of 1 s). CreateTopics v7
+    (strict) takes a topic of 60 whole, as the bucket was full, and refuses the next one with
+    THROTTLING_QUOTA_EXCEEDED and the time the bucket needs back to zero (5 below: 1 s), for which the
+    connection serves nothing; DeleteTopics v4 (permissive) deletes both topics and throttles;
+    CreatePartitions v3 is refused while the bucket is below zero. The metrics count the throttles."""
+    with WireClient(broker.port) as admin:
+        alter(admin, (entity(client_id="mutator"), [op("controller_mutation_rate", 5)]))
+    with WireClient(broker.port, client_id="mutator") as client:
+        topics = [CreateTopicsRequest.CreatableTopic(name=name, num_partitions=count, replication_factor=1)
+                  for name, count in (("m-big", 60), ("m-small", 1), ("m-next", 1))]
+        answer = client.send(CreateTopicsRequest(topics=topics, timeout_ms=10_000), 7)
+        assert [(t.name, ErrorCode(t.error_code).name) for t in answer.topics] == [
+            ("m-big", "NONE"), ("m-small", "THROTTLING_QUOTA_EXCEEDED"), ("m-next", "THROTTLING_QUOTA_EXCEEDED")]
+        assert answer.topics[1].error_message == "The throttling quota has been exceeded."
+        throttle_ms = answer.throttle_time_ms
+        assert 800 < throttle_ms <= 1000, throttle_ms
+        sent = time.monotonic()
+        answer = client.send(CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+            name="m-big", count=61, assignments=None)], timeout_ms=10_000, validate_only=False), 3)
+        assert time.monotonic() - sent >= throttle_ms / 1000 * 0.95  # muted until the throttle was over
+        assert ErrorCode(answer.results[0].error_code).name == "NONE"  # 1 s later: back at 0, taken: -1
+        answer = client.send(DeleteTopicsRequest(topic_names=["m-big"], timeout_ms=10_000), 4)
+        assert ErrorCode(answer.responses[0].error_code).name == "NONE"  # permissive: deleted, -62
+        assert 11_000 < answer.throttle_time_ms <= 12_400, answer.throttle_time_ms  # less the deletion's time
+    with WireClient(broker.port, client_id="mutator") as client:  # a new connection: not muted
+        answer = client.send(CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+            name="m-none", count=2, assignments=None)], timeout_ms=10_000, validate_only=False), 3)
+        assert ErrorCode(answer.results[0].error_code).name == "UNKNOWN_TOPIC_OR_PARTITION"  # checked first
+        answer = client.send(CreateTopicsRequest(topics=topics[1:2], timeout_ms=10_000, validate_only=True), 6)
+        assert ErrorCode(answer.topics[0].error_code).name == "THROTTLING_QUOTA_EXCEEDED"
+    throttled, rate = _measured("mutator", "controller_mutation", "kafka_server_controller_mutation_rate")
+    assert throttled == 3 and rate > 0, (throttled, rate)
+    with WireClient(broker.port) as admin:
+        alter(admin, (entity(client_id="mutator"), [op("controller_mutation_rate", None)]))
+    with WireClient(broker.port, client_id="mutator") as client:  # no quota: nothing is charged
+        answer = client.send(CreateTopicsRequest(topics=topics[1:2], timeout_ms=10_000), 7)
+        assert (answer.topics[0].error_code, answer.throttle_time_ms) == (ErrorCode.NONE, 0)
+
+
+def test_a_client_over_its_request_percentage_is_throttled_for_at_most_a_window(broker):
+    """request_percentage 0.0001 (a millionth of the loop): any request's loop time puts the client over
+    it, by far; the throttle is capped at one window (1 s), given in the answer and as a mute of the
+    connection. ApiVersions is charged as Kafka charges it; another client is not held back."""
+    with WireClient(broker.port) as admin:
+        alter(admin, (entity(client_id="busy"), [op("request_percentage", 0.0001)]))
+    with WireClient(broker.port, client_id="busy") as client:
+        answer = client.send(MetadataRequest(topics=[]), 12)
+        assert answer.throttle_time_ms == 1000, answer.throttle_time_ms
+        sent = time.monotonic()
+        answer = client.send(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+        assert time.monotonic() - sent >= 0.95  # muted for the throttle of the Metadata answer
+        assert answer.throttle_time_ms == 1000
+    with WireClient(broker.port, client_id="idle") as other:
+        assert other.send(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
+    throttled, rate = _measured("busy", "request", "kafka_server_request_time")
+    assert throttled == 2 and rate > 0, (throttled, rate)
+    with WireClient(broker.port) as admin:
+        alter(admin, (entity(client_id="busy"), [op("request_percentage", None)]))
+    with WireClient(broker.port, client_id="busy") as client:
+        assert client.send(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
+
+
+def _measured(client_id: str, kind: str, rate_name: str) -> tuple[float, float]:
+    """The client's throttled requests of a quota kind and its rate, as scraped (0 when not shown)."""
+    samples = scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics")
+    labels = {"user": "", "client_id": client_id}
+    return (value(samples, f"ebb_client_quota_{kind}_throttled_requests_total", **labels) or 0,
+            value(samples, rate_name, **labels) or 0)

@@ -13,7 +13,7 @@ from pathlib import Path
 from broker.cluster.store import EmbeddedStore
 from broker.config import BrokerConfig, ReplicationConfig, TransactionConfig, load_config
 from broker.log import LogManager, TopicPartition
-from broker.quotas.manager import ClientQuotas
+from broker.quotas.enforced import ClientQuotas
 from broker.replica import Partition, ReplicaManager
 from broker.replica.producer_ids import ProducerIdManager
 from broker.topic import Topic

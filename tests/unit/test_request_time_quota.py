@@ -1,0 +1,118 @@
+"""request_percentage (KIP-124): what a request is charged (the loop time of its own steps, none of the
+time it waits), the percentage arithmetic of Kafka 4.3.1's ClientRequestQuotaManager (a share of one
+thread over quota.window.num windows, the throttle capped at one window) and the requests exempt."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from broker.quotas.request_time import LoopTime, RequestQuotas, exempt
+from broker.request_context import RequestContext
+from protocol.messages import ApiVersionsRequest, FetchRequest, MetadataRequest, WriteTxnMarkersRequest
+from tests.unit.fakes import request_of
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_the_time_a_request_waits_is_not_charged_and_its_own_steps_are():
+    async def handler() -> str:
+        _busy(0.03)
+        await asyncio.sleep(0.2)  # the loop runs others meanwhile (here: the busy task below)
+        _busy(0.02)
+        return "answer"
+
+    async def other() -> None:
+        await asyncio.sleep(0.05)
+        _busy(0.1)  # another request's work while the handler waits
+
+    async def main() -> tuple[str, float, float]:
+        metered = LoopTime(handler())
+        started = time.perf_counter()
+        answer, _ = await asyncio.gather(metered, other())
+        return answer, metered.seconds, time.perf_counter() - started
+
+    answer, charged, wall = asyncio.run(main())
+    assert answer == "answer"
+    assert 0.05 <= charged < 0.08, charged  # its two busy steps
+    assert wall >= 0.2
+
+
+def test_a_cancelled_request_is_cancelled_inside_and_its_steps_counted():
+    reached = []
+
+    async def handler() -> None:
+        _busy(0.01)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            reached.append("cancelled inside")
+            raise
+
+    async def main() -> float:
+        metered = LoopTime(handler())
+        task = asyncio.ensure_future(metered)
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return metered.seconds
+
+    assert asyncio.run(main()) >= 0.01
+    assert reached == ["cancelled inside"]
+
+
+def test_an_error_of_the_handler_reaches_the_server():
+    async def handler() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("bug")
+
+    async def main() -> None:
+        await LoopTime(handler())
+
+    with pytest.raises(ValueError, match="bug"):
+        asyncio.run(main())
+
+
+def _manager(percent: float) -> RequestQuotas:
+    manager = RequestQuotas(11, 1000)
+    manager.update({(("client-id", "c"),): {"request_percentage": percent}})
+    return manager
+
+
+def test_loop_time_is_a_percentage_of_one_thread_and_the_throttle_is_capped_at_one_window():
+    manager = _manager(10.0)  # 10% of a thread: 1 s of loop time over the 10 s a new client is judged on
+    connection = RequestContext()
+    assert manager.charge(connection, "c", 0.5) == 0  # 50 percent-seconds / 10 s = 5%
+    assert manager.charge(connection, "c", 0.5) == 0  # 10%: at the bound
+    # 12% over 10 s: (12 - 10) / 10 * 10 s = 2 s, capped at the 1 s window (QuotaUtils.boundedThrottleTime)
+    assert manager.charge(connection, "c", 0.2) == 1000
+    assert connection.throttle_ms == 1000
+    assert manager.charge(RequestContext(), "other", 100.0) == 0  # no quota for this client
+
+
+def test_the_encoding_is_counted_unchecked():
+    manager = _manager(10.0)
+    connection = RequestContext()
+    manager.record_unchecked(connection, "c", 1.1)  # over the bound, but recorded without a check
+    assert connection.throttle_ms == 0
+    assert manager.charge(connection, "c", 0.0) > 0  # the next request finds the rate over
+
+
+def test_exempt_as_kafka():
+    fetch = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[])
+    follower = FetchRequest(replica_id=2, max_wait_ms=0, min_bytes=0, topics=[])
+    assert not exempt(request_of(fetch, 12))
+    assert exempt(request_of(follower, 12))
+    follower_v15 = FetchRequest(max_wait_ms=0, min_bytes=0, topics=[],
+                                replica_state=FetchRequest.ReplicaState(replica_id=2, replica_epoch=1))
+    assert exempt(request_of(follower_v15, 15))
+    assert exempt(request_of(WriteTxnMarkersRequest(markers=[]), 1))
+    assert not exempt(request_of(ApiVersionsRequest(), 3))  # Kafka charges ApiVersions
+    assert not exempt(request_of(MetadataRequest(topics=[]), 12))
