@@ -85,6 +85,7 @@ from broker.replica import AppendOrigin
 from broker.replica.outcomes import AppendEntry
 from broker.request_context import RequestContext
 from broker.security.access import allowed
+from broker.txn.verification import produce_error
 from protocol import fastpath
 from protocol.batch_header import ATTRIBUTES_AT
 from protocol.compression import Compression
@@ -174,7 +175,8 @@ async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[
         transactional_id, *producer, list(batches), add=version >= 12, abortable=version == 11,
         sequences={tp: batch.base_sequence for tp, batch in batches.items()})
     refused = {}
-    for (name, index), code in errors.items():
+    for (name, index), found in errors.items():
+        code = produce_error(found, add=version >= 12)
         message = (f"Partition {name}-{index} was not added to the transaction"
                    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
                    else f"Unable to verify the partition has been added to the transaction ({code.name})")

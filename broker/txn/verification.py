@@ -1,4 +1,4 @@
-"""KIP-890 on a partition leader: Produce's verification (TxnOffsetCommit's too, v5; v0-4 take its guard).
+"""KIP-890 on a partition leader: Produce's verification, and TxnOffsetCommit's of its offsets partition.
 
 Kafka's AddPartitionsToTxnManager and ReplicaManager's transaction verification: before the first
 transactional batch of a producer's new transaction is written on a partition, the leader asks the
@@ -20,10 +20,13 @@ the leader asks the coordinator to add them (AddPartitionsToTxn v5 with VerifyOn
 coordinator directly where it is this broker), retrying CONCURRENT_TRANSACTIONS for up to 100 ms
 (Kafka's add.partitions.to.txn.retry.backoff.max.ms) and answering it as is after that.
 
-The coordinator's answers are mapped as Kafka maps them for Produce v3-11: PRODUCER_FENCED to
-INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE and a refused CLUSTER_ACTION to INVALID_TXN_STATE,
-and the retriable ones (CONCURRENT_TRANSACTIONS, a coordinator moving, loading or unreachable) to
-NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh.
+The coordinator's answers are mapped as Kafka's AddPartitionsToTxnManager maps them for both callers
+(`verdict`): PRODUCER_FENCED to INVALID_PRODUCER_EPOCH, a refused CLUSTER_ACTION to INVALID_TXN_STATE,
+and TRANSACTION_ABORTABLE too for clients that do not know it. Each caller then answers in its own
+codes: Produce turns the retriable ones (CONCURRENT_TRANSACTIONS below v12, a coordinator moving,
+loading or unreachable) into NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh
+(`produce_error`); the group coordinator words them as it words its own write's errors
+(broker/group/offsets_store.py coordinator_error).
 """
 
 from __future__ import annotations
@@ -62,18 +65,22 @@ _RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXC
                         ErrorCode.NOT_COORDINATOR})
 
 
-def produce_error(code: ErrorCode, add: bool = False, abortable: bool = False) -> ErrorCode:
-    """What a Produce answers for the coordinator's verdict on one partition (`add`: v12, where
-    CONCURRENT_TRANSACTIONS is answered as is; `abortable`: Produce v11 and TxnOffsetCommit v4, whose
-    clients know TRANSACTION_ABORTABLE, Kafka's genericError operation)."""
-    if add and code == ErrorCode.CONCURRENT_TRANSACTIONS:
-        return code
+def verdict(code: ErrorCode, abortable: bool = False) -> ErrorCode:
+    """The coordinator's answer on one partition as Kafka's AddPartitionsToTxnManager hands it to both
+    its callers, Produce and the group coordinator (`abortable`: the caller's client knows
+    TRANSACTION_ABORTABLE, Kafka's genericError operation; else it is INVALID_TXN_STATE)."""
     if code == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
-    if code == ErrorCode.TRANSACTION_ABORTABLE and abortable:
-        return code
-    if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED or (code == ErrorCode.TRANSACTION_ABORTABLE and not abortable):
         return ErrorCode.INVALID_TXN_STATE
+    return code
+
+
+def produce_error(code: ErrorCode, add: bool = False) -> ErrorCode:
+    """What a Produce answers for a `verdict` (`add`: v12, where CONCURRENT_TRANSACTIONS is answered as is):
+    the retriable ones become NOT_ENOUGH_REPLICAS, which older clients retry (Kafka's ReplicaManager)."""
+    if add and code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        return code
     if code in _RETRIABLE:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     return code
@@ -96,8 +103,8 @@ class TxnVerifier:
                      partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False,
                      sequences: dict[TopicPartitionKey, int] | None = None
                      ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
-        """(the partitions refused, with Produce's error; the guards to present at the append).
-        `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error;
+        """(the partitions refused, with their `verdict` or why no guard was taken; the guards to present at
+        the append). `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see verdict;
         `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets)."""
         errors, guards = await self.take_guards(producer_id, producer_epoch, partitions, add, sequences)
         asked = [tp for tp, guard in guards.items() if guard is not OPEN_TRANSACTION_ONLY]
@@ -105,7 +112,7 @@ class TxnVerifier:
             answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, asked, add)
             for tp, code in answers.items():
                 if code != ErrorCode.NONE and tp in asked:
-                    errors[tp] = produce_error(code, add, abortable)
+                    errors[tp] = verdict(code, abortable)
                     log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
                              transactional_id=transactional_id, producer_id=producer_id, error=code.name)
         return errors, guards
