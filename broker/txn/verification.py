@@ -17,8 +17,10 @@ is refused (INVALID_PRODUCER_EPOCH) without asking, and leaves no guard.
 
 A producer on transactions version 2 (Produce v12, TxnOffsetCommit v5) adds no partitions itself:
 the leader asks the coordinator to add them (AddPartitionsToTxn v5 with VerifyOnly false, or the
-coordinator directly where it is this broker), retrying CONCURRENT_TRANSACTIONS for up to 100 ms
-(Kafka's add.partitions.to.txn.retry.backoff.max.ms) and answering it as is after that.
+coordinator directly where it is this broker). For Produce CONCURRENT_TRANSACTIONS is asked again
+for up to 100 ms (Kafka's add.partitions.to.txn.retry.backoff.max.ms, in its ReplicaManager's Produce
+path only) and answered as is after that; TxnOffsetCommit answers it at once, as Kafka's group
+coordinator does.
 
 The coordinator's answers are mapped as Kafka's AddPartitionsToTxnManager maps them for both callers
 (`verdict`): PRODUCER_FENCED to INVALID_PRODUCER_EPOCH, a refused CLUSTER_ACTION to INVALID_TXN_STATE,
@@ -101,15 +103,17 @@ class TxnVerifier:
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False,
-                     sequences: dict[TopicPartitionKey, int] | None = None
+                     sequences: dict[TopicPartitionKey, int] | None = None, retry_concurrent: bool = False
                      ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
         """(the partitions refused, with their `verdict` or why no guard was taken; the guards to present at
         the append). `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see verdict;
-        `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets)."""
+        `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets);
+        `retry_concurrent`: CONCURRENT_TRANSACTIONS asked again for up to 100 ms (Produce v12 only, as Kafka)."""
         errors, guards = await self.take_guards(producer_id, producer_epoch, partitions, add, sequences)
         asked = [tp for tp, guard in guards.items() if guard is not OPEN_TRANSACTION_ONLY]
         if asked:
-            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, asked, add)
+            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, asked, add,
+                                               retry_concurrent)
             for tp, code in answers.items():
                 if code != ErrorCode.NONE and tp in asked:
                     errors[tp] = verdict(code, abortable)
@@ -144,11 +148,12 @@ class TxnVerifier:
         return errors, guards
 
     async def _ask_retrying(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                            partitions: list[TopicPartitionKey], add: bool) -> dict[TopicPartitionKey, ErrorCode]:
+                            partitions: list[TopicPartitionKey], add: bool,
+                            retry: bool) -> dict[TopicPartitionKey, ErrorCode]:
         deadline = time.monotonic() + ADD_RETRY_MAX_S
         while True:
             answers = await self._ask(transactional_id, producer_id, producer_epoch, partitions, add)
-            if not add or ErrorCode.CONCURRENT_TRANSACTIONS not in answers.values() or time.monotonic() >= deadline:
+            if not retry or ErrorCode.CONCURRENT_TRANSACTIONS not in answers.values() or time.monotonic() >= deadline:
                 return answers
             await asyncio.sleep(ADD_RETRY_BACKOFF_S)
 

@@ -114,6 +114,14 @@ async def test_the_implicit_adds_refusal_is_answered_as_kafkas_group_coordinator
     assert broker.peers.asked[0] == (2, 5, False)  # v5: the coordinator is asked to add the partition
 
 
+async def test_v5_answers_concurrent_transactions_at_once():
+    """Kafka retries the coordinator's CONCURRENT_TRANSACTIONS for Produce v12 only (its ReplicaManager's
+    Produce path); its group coordinator answers it, and the producer retries the TxnOffsetCommit."""
+    broker = _broker(ErrorCode.CONCURRENT_TRANSACTIONS)
+    assert await _answer(broker, 5) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert broker.peers.asked == [(2, 5, False)]
+
+
 @pytest.mark.parametrize(("version", "answered"), [
     (0, ErrorCode.INVALID_TXN_STATE), (3, ErrorCode.INVALID_TXN_STATE), (4, ErrorCode.TRANSACTION_ABORTABLE)])
 async def test_v0_4_ask_a_coordinator_on_another_broker(version, answered):
