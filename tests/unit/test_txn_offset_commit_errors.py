@@ -7,8 +7,8 @@ COORDINATOR_LOAD_IN_PROGRESS, a lost offsets partition as NOT_COORDINATOR), whic
 TxnOffsetCommitHandler retries, not Produce's NOT_ENOUGH_REPLICAS, which it treats as fatal.
 
 The id's transaction coordinator on another broker is faked at the verifier's boundary (its peer
-connections): a two-broker test would need the group's and the id's coordinators apart, which the
-shared clusters of tests/cluster do not arrange; one node's answers are compared with Kafka in
+connections), so that every answer it may give can be had; a real one answers in
+tests/cluster/test_transactions_cluster.py, and one node's answers are compared with Kafka in
 tests/differential/test_txn_offset_commit_verification_against_kafka.py."""
 
 from __future__ import annotations
