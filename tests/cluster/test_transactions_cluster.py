@@ -239,12 +239,8 @@ def _txn_produce(cluster, leader: int, topic: str, index: int, transactional_id:
     return answer.responses[0].partition_responses[0].error_code
 
 
-def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
-    topic = spread_topic(cluster)
-    transactional_id = f"verified-{next(_ids)}"
-    coordinator = coordinator_of(cluster, transactional_id)
-    led_elsewhere = [(p, partition_state(cluster[1], topic, p).leader_id) for p in range(PARTITIONS)]
-    (added, added_leader), (not_added, other_leader) = [(p, b) for p, b in led_elsewhere if b != coordinator]
+def _init_producer(cluster, coordinator: int, transactional_id: str):
+    """InitProducerId at the id's coordinator, retried until it answers (it may still be loading)."""
     found: list = []
 
     def initialised() -> bool:
@@ -253,7 +249,16 @@ def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
                                                               transaction_timeout_ms=60_000), 4))
         return found[-1].error_code == E.NONE
     wait_for(initialised, timeout_s=30, what="a producer id")
-    ids = found[-1]
+    return found[-1]
+
+
+def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"verified-{next(_ids)}"
+    coordinator = coordinator_of(cluster, transactional_id)
+    led_elsewhere = [(p, partition_state(cluster[1], topic, p).leader_id) for p in range(PARTITIONS)]
+    (added, added_leader), (not_added, other_leader) = [(p, b) for p, b in led_elsewhere if b != coordinator]
+    ids = _init_producer(cluster, coordinator, transactional_id)
 
     def add(index: int) -> None:
         with WireClient(cluster[coordinator].port) as client:
@@ -285,15 +290,7 @@ def test_a_group_coordinator_verifies_txn_offsets_with_the_transactions_coordina
     transactional_id = f"offsets-verified-{next(_ids)}"
     group, coordinator = _group_elsewhere(cluster, transactional_id)
     group_coordinator = coordinator_of(cluster, group, CoordinatorType.GROUP)
-    found: list = []
-
-    def initialised() -> bool:
-        with WireClient(cluster[coordinator].port) as client:
-            found.append(client.request(InitProducerIdRequest(transactional_id=transactional_id,
-                                                              transaction_timeout_ms=60_000), 4))
-        return found[-1].error_code == E.NONE
-    wait_for(initialised, timeout_s=30, what="a producer id")
-    ids = found[-1]
+    ids = _init_producer(cluster, coordinator, transactional_id)
     T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
 
     def commit_offsets(version: int) -> int:
