@@ -200,22 +200,17 @@ def _first_batch_transactional(records) -> bool:
 def _refused_whole(named: Iterable[TopicPartition], acks: int, code: ErrorCode, reason: str,
                    client_id: str | None) -> ProduceResponse:
     """A request Kafka refuses whole before verifying or appending any of it: every partition it names
-    (once, as Kafka lists them from its map of the request's partitions) is answered `code`, those
-    refused earlier and those without transactional records too; with acks=0 the connection closes."""
+    (once, as Kafka lists them from its map of the request's partitions, one entry per topic) is answered
+    `code`, those refused earlier and those without transactional records too; with acks=0 the
+    connection closes."""
     log.info("produce rejected", client_id=client_id, error=code.name, reason=reason)
     if acks == 0:
         raise CloseConnection(f"acks=0 produce failed ({reason})")
-    return ProduceResponse(throttle_time_ms=0, responses=_by_topic(
-        {tp: _error(tp[1], code, reason) for tp in named}))
-
-
-def _by_topic(answers: dict[TopicPartition, _PartitionResponse]) -> list[_TopicResponse]:
-    """The answers grouped by topic, each topic and partition once (a topic named twice in the request
-    is one topic in the answer, as Kafka builds it from its map)."""
     topics: dict[str, list[_PartitionResponse]] = {}
-    for (name, _), answer in answers.items():
-        topics.setdefault(name, []).append(answer)
-    return [_TopicResponse(name=name, partition_responses=answers) for name, answers in topics.items()]
+    for name, index in named:
+        topics.setdefault(name, []).append(_error(index, code, reason))
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        _TopicResponse(name=name, partition_responses=answers) for name, answers in topics.items()])
 
 
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
@@ -234,9 +229,12 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     # Kafka keys what it checks and appends by partition: a partition named twice keeps its last valid
     # entry for the log, while an entry refused before the log (last one wins) is what it is answered,
     # even where an earlier entry of it was written; the answer names each partition once.
-    named: dict[TopicPartition, None] = {}  # every partition the request names, in order
+    # each partition the request names, once: where its answer goes (its topic's answers, position)
+    slots: dict[TopicPartition, tuple[list, int]] = {}
+    topic_answers: dict[str, list] = {}  # each topic named, once: its partitions' answers
     refused: dict[TopicPartition, _PartitionResponse] = {}  # refused before the replica manager
-    kept: dict[TopicPartition, AppendEntry] = {}  # each partition's last entry that passed the checks here
+    # each partition's last entry that passed the checks here, with its batch's attributes
+    kept: dict[TopicPartition, tuple[AppendEntry, int]] = {}
     transactional = body.transactional_id is not None
     may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
@@ -247,11 +245,16 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     refused_records: list = []  # the records of partitions refused before their batch was read
     for topic_data in body.topic_data:
         topic = broker.topics.get(topic_data.name)
+        results = topic_answers.get(topic_data.name)
+        if results is None:
+            results = topic_answers[topic_data.name] = []
         may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
             tp = (topic_data.name, index)
-            named[tp] = None
+            if tp not in slots:
+                slots[tp] = (results, len(results))
+                results.append(None)  # its answer, once known
             if not may_write:  # before existence, as Kafka checks it
                 refused_records.append(data.records)
                 refused[tp] = _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -270,21 +273,21 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
                 refused[tp] = _error(index, exc.error_code, exc.message)
                 continue
-            if batch.attributes & TRANSACTIONAL_BIT and not may_write_txn:
+            attributes = batch.attributes
+            if attributes & TRANSACTIONAL_BIT and not may_write_txn:
                 txn_unauthorized = True
-            kept[tp] = (topic_data.name, index, records, batch)
+            kept[tp] = ((topic_data.name, index, records, batch), attributes)
     if not may_write_txn and not txn_unauthorized:
         txn_unauthorized = any(_first_batch_transactional(records) for records in refused_records)
     if txn_unauthorized:
-        return _refused_whole(named, body.acks, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return _refused_whole(slots, body.acks, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                               _NO_TXN_ID if body.transactional_id is None else _NO_TXN_WRITE, client_id)
     # What Kafka's replica manager and log check of the entries kept, before any append
     verifies = transactional and broker.transactions.verifies(adds=version >= 12)
     producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches
     to_verify: dict[TopicPartition, RecordBatch] = {}
     in_log: dict[TopicPartition, _PartitionResponse] = {}  # refused as the log refuses them
-    for tp, (_, index, _, batch) in kept.items():
-        attributes = batch.attributes
+    for tp, ((_, index, _, batch), attributes) in kept.items():
         # Kafka counts a control batch's producer too (its log refuses the batch later) and leaves
         # alone a transactional batch without a producer id
         producer = batch.producer_id if attributes & TRANSACTIONAL_BIT else -1
@@ -297,14 +300,14 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
         elif verifies and producer >= 0:
             to_verify[tp] = batch
     if len(producers) > 1:
-        return _refused_whole(named, body.acks, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS, client_id)
+        return _refused_whole(slots, body.acks, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS, client_id)
     guards: dict[TopicPartition, object] = {}
     if to_verify:
         assert body.transactional_id is not None
         not_verified, guards = await _verify(broker, body.transactional_id, producers.pop(), to_verify, version,
                                              client_id)
         in_log.update(not_verified)
-    entries = [entry for tp, entry in kept.items() if tp not in in_log]
+    entries = [entry for tp, (entry, _) in kept.items() if tp not in in_log]
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,
@@ -316,15 +319,17 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                 error_message=result.error_message,
                 record_errors=[_RecordError(batch_index=i, batch_index_error_message=text)
                                for i, text in result.record_errors])
-    answers = {tp: refused[tp] if tp in refused else in_log[tp] for tp in named}
+    for tp, (results, position) in slots.items():
+        results[position] = refused[tp] if tp in refused else in_log[tp]
     quota = broker.quotas.produce
     throttle_ms = throttle_for(quota, connection, client_id, connection.request_bytes) if quota.enabled else 0
     if body.acks == 0:
-        errors = [f"{name}-{index}: {ErrorCode(answer.error_code).name}"
-                  for (name, index), answer in answers.items() if answer.error_code]
+        errors = [f"{name}-{answer.index}: {ErrorCode(answer.error_code).name}"
+                  for name, results in topic_answers.items() for answer in results if answer.error_code]
         if errors:
             # No response can carry the error, so Kafka closes the connection: the client reconnects
             # and refreshes its metadata.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(errors)})")
         return None
-    return ProduceResponse(responses=_by_topic(answers), throttle_time_ms=throttle_ms)
+    return ProduceResponse(responses=[_TopicResponse(name=name, partition_responses=results)
+                                      for name, results in topic_answers.items()], throttle_time_ms=throttle_ms)
