@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from protocol import framing
+from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest, InitProducerIdRequest, ProduceRequest
 from tests.broker.wire_client import WireClient
 from tests.differential.runner import Peer, compare
@@ -25,7 +26,7 @@ from tests.differential.test_produce_txn_verification_against_kafka import (
     _read,
     _settled,
 )
-from tests.differential.test_transactions_against_kafka import _add, _end
+from tests.differential.test_transactions_against_kafka import _add, _end, _wait
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -91,11 +92,20 @@ def _fire(peer: Peer, label: str, request: ProduceRequest, version: int) -> None
     peer.record(label, NoAnswer(kept))
 
 
+def _idempotent_producer(peer: Peer) -> tuple[int, int]:
+    """An idempotent producer's id and epoch; Kafka answers COORDINATOR_LOAD_IN_PROGRESS (id -1) until its
+    controller has handed it a block of ids, and a batch of producer -1 is not idempotent: retried."""
+    found: list = []
+    _wait(f"{peer.name}: an idempotent producer id", lambda: found.append(peer.send(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4))
+        or found[-1].error_code == ErrorCode.NONE)
+    return found[-1].producer_id, found[-1].producer_epoch
+
+
 def plain_and_idempotent(peer: Peer) -> None:
     _create(peer, "dtw", 2)
     two_batches = _batch(PLAIN, -1, b"one", False) + _batch(PLAIN, -1, b"two", False)
-    idem = peer.send(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), 4)
-    producer = (idem.producer_id, idem.producer_epoch)
+    producer = _idempotent_producer(peer)
     sequences = [0, 0]  # the producer's next sequence on each partition
     for version in VERSIONS:
         v = f"v{version}"
