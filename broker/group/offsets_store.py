@@ -17,12 +17,14 @@ metadata), so a restart — clean or SIGKILL — loses no acknowledged commit.
 Append errors are mapped as Kafka maps them for the coordinator (CoordinatorOperationExceptionHelper;
 the older GroupMetadataManager mapped the same): UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS
 (also after the append) and REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER
-and KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE -> the caller's
-choice (INVALID_COMMIT_OFFSET_SIZE for commits, UNKNOWN_SERVER_ERROR for group metadata). So with
-min.insync.replicas=2 and an ISR of one an OffsetCommit is COORDINATOR_NOT_AVAILABLE and stores
-nothing. Kafka 4.3 answers it the same, but only after `offsets.commit.timeout.ms`: its coordinator
-appends with acks=1 and its high watermark does not move while the ISR is below the minimum
-(KAFKA-15583), a rule Ebb's high watermark does not follow (docs/cluster.md).
+and KAFKA_STORAGE_ERROR -> NOT_COORDINATOR (and, where TxnOffsetCommit's transaction coordinator was
+out of reach, NETWORK_EXCEPTION -> COORDINATOR_LOAD_IN_PROGRESS); MESSAGE_TOO_LARGE,
+RECORD_LIST_TOO_LARGE -> the caller's choice (INVALID_COMMIT_OFFSET_SIZE for commits,
+UNKNOWN_SERVER_ERROR for group metadata). So with min.insync.replicas=2 and an ISR of one an
+OffsetCommit is COORDINATOR_NOT_AVAILABLE and stores nothing. Kafka 4.3 answers it the same, but
+only after `offsets.commit.timeout.ms`: its coordinator appends with acks=1 and its high watermark
+does not move while the ISR is below the minimum (KAFKA-15583), a rule Ebb's high watermark does
+not follow (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -64,11 +66,19 @@ _COORDINATOR_ERRORS = {
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    # a transaction coordinator out of reach while TxnOffsetCommit's transaction is verified
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
 }
 _TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE)
 
 TopicPartitionKey = tuple[str, int]
 ConsumerReplay = Callable[[bytes, bytes | None], None]
+
+
+def coordinator_error(code: ErrorCode) -> ErrorCode:
+    """What the group coordinator answers for an error of its write or of the transaction verification
+    before it (Kafka's CoordinatorOperationExceptionHelper; too large a write is the caller's to word)."""
+    return _COORDINATOR_ERRORS.get(code, code)
 
 
 def java_string_hash(text: str) -> int:
@@ -234,7 +244,7 @@ class OffsetsStore:
         if code != ErrorCode.NONE:
             # Leadership moved, or the ISR did not take it in time: the record may be cut from this
             # log, and the write is not acknowledged.
-            mapped = too_large if code in _TOO_LARGE else _COORDINATOR_ERRORS.get(code, code)
+            mapped = too_large if code in _TOO_LARGE else coordinator_error(code)
             log.warning("offsets topic append failed", group=group_id, partition=index, error=ErrorCode(code).name,
                         answered=ErrorCode(mapped).name, reason=result.error_message)
             raise GroupError(mapped, result.error_message or "")

@@ -9,8 +9,15 @@ Kafka 4.x advertises Produce from v0 although it refuses v0-2, because librdkafk
 check needs the advertised range to overlap v0 (KAFKA-18659); we do the same. A v0-2 request never
 reaches this handler: the server closes the connection, as for any version outside 3-11.
 
-Refused whole (every partition it names answered the error, nothing verified or written; acks=0:
-the connection closes), as Kafka refuses it:
+A partition named more than once (in one topic entry or in two entries of its topic) is taken as
+Kafka's maps take it: the last of its entries that passes the checks here (authorization, existence,
+the batch's shape) is the one verified and written, and only the entries so kept count as the
+request's producers below; an entry refused by those checks is the partition's answer (the last one
+refused), even where an earlier entry of it was written. The answer names each partition once, under
+one entry per topic.
+
+Refused whole (every partition it names answered the error, once; nothing verified or written;
+acks=0: the connection closes), as Kafka refuses it:
 - a partition's first batch is transactional and the request has no transactional id, or (with an
   authorizer) no WRITE on it: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (KafkaApis, before anything else);
 - transactional batches of more than one producer (two ids, or one id at two epochs) among those
@@ -67,6 +74,8 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND, KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import structlog
 
 from broker.handlers import CloseConnection, handles
@@ -76,6 +85,7 @@ from broker.replica import AppendOrigin
 from broker.replica.outcomes import AppendEntry
 from broker.request_context import RequestContext
 from broker.security.access import allowed
+from broker.txn.verification import produce_error
 from protocol import fastpath
 from protocol.batch_header import ATTRIBUTES_AT
 from protocol.compression import Compression
@@ -108,6 +118,8 @@ _RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 _TWO_PRODUCERS = "the transactional batches of one request must all be of one producer id and epoch"
 _NO_TXN_ID = "transactional batches need the request's transactional id"
 _NO_TXN_WRITE = "WRITE on the transactional id is needed to produce transactional batches"
+_CONTROL = "Clients are not allowed to write control records"
+TopicPartition = tuple[str, int]
 
 
 class _Rejected(CodedError):
@@ -151,38 +163,27 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
     return records[:size], batch
 
 
-async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[int, int], verified: list[int],
-                  entries: list[AppendEntry], slots: list[tuple[list, int, int]], version: int,
-                  client_id: str | None):
-    """KIP-890 for the transactional batches at `verified` in `entries`, all of `producer` (id, epoch):
-    broker/txn/verification.py takes each partition's guard and asks the id's coordinator (this
-    broker's own, or another's) about the partitions where the producer has no transaction open yet;
-    a batch of a transaction open on its partition is not asked about and presents
-    OPEN_TRANSACTION_ONLY, so that a marker written meanwhile refuses it. The batches refused get
-    their answer here and leave `entries`; returns (entries, slots, guards)."""
-    sequences: dict[tuple[str, int], int] = {}
-    for position in verified:
-        name, index, _, batch = entries[position]
-        sequences[(name, index)] = batch.base_sequence
+async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[int, int],
+                  batches: dict[TopicPartition, RecordBatch], version: int, client_id: str | None
+                  ) -> tuple[dict[TopicPartition, _PartitionResponse], dict[TopicPartition, object]]:
+    """KIP-890 for the transactional `batches`, all of `producer` (id, epoch): broker/txn/verification.py
+    takes each partition's guard and asks the id's coordinator (this broker's own, or another's) about
+    the partitions where the producer has no transaction open yet; a batch of a transaction open on its
+    partition is not asked about and presents OPEN_TRANSACTION_ONLY, so that a marker written meanwhile
+    refuses it. Returns (the answers of the partitions refused, the guards)."""
     errors, guards = await broker.transactions.verifier.verify(
-        transactional_id, *producer, list(sequences), add=version >= 12, abortable=version == 11, sequences=sequences)
-    if not errors:
-        return entries, slots, guards
-    kept_entries, kept_slots = [], []
-    for entry, slot in zip(entries, slots, strict=True):
-        code = errors.get((entry[0], entry[1]))
-        if code is None:
-            kept_entries.append(entry)
-            kept_slots.append(slot)
-            continue
-        results, position, index = slot
-        message = (f"Partition {entry[0]}-{index} was not added to the transaction"
+        transactional_id, *producer, list(batches), add=version >= 12, abortable=version == 11,
+        sequences={tp: batch.base_sequence for tp, batch in batches.items()}, retry_concurrent=version >= 12)
+    refused = {}
+    for (name, index), found in errors.items():
+        code = produce_error(found, add=version >= 12)
+        message = (f"Partition {name}-{index} was not added to the transaction"
                    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
                    else f"Unable to verify the partition has been added to the transaction ({code.name})")
-        log.info("produce rejected", partition=f"{entry[0]}-{index}", client_id=client_id, error=code.name,
+        log.info("produce rejected", partition=f"{name}-{index}", client_id=client_id, error=code.name,
                  reason=message)
-        results[position] = _error(index, code, message)
-    return kept_entries, kept_slots, guards
+        refused[(name, index)] = _error(index, code, message)
+    return refused, guards
 
 
 def _first_batch_transactional(records) -> bool:
@@ -196,16 +197,20 @@ def _first_batch_transactional(records) -> bool:
     return bool(I16.unpack_from(records, ATTRIBUTES_AT)[0] & TRANSACTIONAL_BIT)
 
 
-def _refused_whole(body: ProduceRequest, code: ErrorCode, reason: str, client_id: str | None) -> ProduceResponse:
+def _refused_whole(named: Iterable[TopicPartition], acks: int, code: ErrorCode, reason: str,
+                   client_id: str | None) -> ProduceResponse:
     """A request Kafka refuses whole before verifying or appending any of it: every partition it names
-    is answered `code`, those refused earlier and those without transactional records too; with acks=0
-    the connection closes."""
+    (once, as Kafka lists them from its map of the request's partitions, one entry per topic) is answered
+    `code`, those refused earlier and those without transactional records too; with acks=0 the
+    connection closes."""
     log.info("produce rejected", client_id=client_id, error=code.name, reason=reason)
-    if body.acks == 0:
+    if acks == 0:
         raise CloseConnection(f"acks=0 produce failed ({reason})")
-    return ProduceResponse(throttle_time_ms=0, responses=[_TopicResponse(
-        name=topic.name, partition_responses=[_error(data.index, code, reason) for data in topic.partition_data])
-        for topic in body.topic_data])
+    topics: dict[str, list[_PartitionResponse]] = {}
+    for name, index in named:
+        topics.setdefault(name, []).append(_error(index, code, reason))
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        _TopicResponse(name=name, partition_responses=answers) for name, answers in topics.items()])
 
 
 def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
@@ -221,92 +226,110 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     body = request.body
     version = request.api_version
     client_id = request.header.client_id
-    topics = []
-    entries: list[AppendEntry] = []  # what passed the checks here, for the replica manager
-    slots: list[tuple[list, int, int]] = []  # where each entry's answer goes: (topic's answers, position, index)
+    # Kafka keys what it checks and appends by partition: a partition named twice keeps its last valid
+    # entry for the log, while an entry refused before the log (last one wins) is what it is answered,
+    # even where an earlier entry of it was written; the answer names each partition once.
+    # each partition the request names, once: where its answer goes (its topic's answers, position)
+    slots: dict[TopicPartition, tuple[list, int]] = {}
+    topic_answers: dict[str, list] = {}  # each topic named, once: its partitions' answers
+    refused: dict[TopicPartition, _PartitionResponse] = {}  # refused before the replica manager
+    # each partition's last entry that passed the checks here, with its batch's attributes
+    kept: dict[TopicPartition, tuple[AppendEntry, int]] = {}
     transactional = body.transactional_id is not None
     may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
-    verified: list[int] = []  # positions in entries of the transactional batches verified (KIP-890)
-    verifies = transactional and broker.transactions.verifies(adds=version >= 12)
-    producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches that reach the log
     # Transactional records where the request has no transactional id, or one without WRITE: Kafka refuses
     # the whole request (seen where each partition's batch is read; a refused partition's records are
     # looked at after the loop, only then)
     txn_unauthorized = False
     refused_records: list = []  # the records of partitions refused before their batch was read
     for topic_data in body.topic_data:
-        results: list = []
-        topics.append(_TopicResponse(name=topic_data.name, partition_responses=results))
         topic = broker.topics.get(topic_data.name)
+        results = topic_answers.get(topic_data.name)
+        if results is None:
+            results = topic_answers[topic_data.name] = []
         may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
         for data in topic_data.partition_data:
             index = data.index
+            tp = (topic_data.name, index)
+            if tp not in slots:
+                slots[tp] = (results, len(results))
+                results.append(None)  # its answer, once known
             if not may_write:  # before existence, as Kafka checks it
                 refused_records.append(data.records)
-                results.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                      "WRITE on the topic is needed to produce to it."))
+                refused[tp] = _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                     "WRITE on the topic is needed to produce to it.")
                 continue
             if topic is None or index not in topic.replicas:
                 refused_records.append(data.records)
-                results.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                      "This server does not host this topic-partition."))
+                refused[tp] = _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     "This server does not host this topic-partition.")
                 continue
             try:
                 records, batch = _one_batch(data.records, version)
-                attributes = batch.attributes
-                # Kafka counts a control batch's producer too (its log refuses the batch later) and
-                # leaves alone a transactional batch without a producer id
-                in_txn = attributes & TRANSACTIONAL_BIT
-                producer = batch.producer_id if in_txn else -1
-                if producer >= 0:
-                    producers.add((producer, batch.producer_epoch))
-                if in_txn and not may_write_txn:
-                    txn_unauthorized = True
-                if attributes & CONTROL_BIT:
-                    raise _Rejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
-                if verifies and producer >= 0:
-                    verified.append(len(entries))  # checked after the loop, before the append
             except _Rejected as exc:
                 refused_records.append(data.records)
                 log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
                          error=ErrorCode(exc.error_code).name, reason=exc.message)
-                results.append(_error(index, exc.error_code, exc.message))
+                refused[tp] = _error(index, exc.error_code, exc.message)
                 continue
-            slots.append((results, len(results), index))
-            results.append(None)  # the replica manager's answer goes here
-            entries.append((topic_data.name, index, records, batch))
+            attributes = batch.attributes
+            if attributes & TRANSACTIONAL_BIT and not may_write_txn:
+                txn_unauthorized = True
+            kept[tp] = ((topic_data.name, index, records, batch), attributes)
     if not may_write_txn and not txn_unauthorized:
         txn_unauthorized = any(_first_batch_transactional(records) for records in refused_records)
     if txn_unauthorized:
-        return _refused_whole(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return _refused_whole(slots, body.acks, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                               _NO_TXN_ID if body.transactional_id is None else _NO_TXN_WRITE, client_id)
+    # What Kafka's replica manager and log check of the entries kept, before any append
+    verifies = transactional and broker.transactions.verifies(adds=version >= 12)
+    producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches
+    to_verify: dict[TopicPartition, RecordBatch] = {}
+    in_log: dict[TopicPartition, _PartitionResponse] = {}  # refused as the log refuses them
+    for tp, ((_, index, _, batch), attributes) in kept.items():
+        # Kafka counts a control batch's producer too (its log refuses the batch later) and leaves
+        # alone a transactional batch without a producer id
+        producer = batch.producer_id if attributes & TRANSACTIONAL_BIT else -1
+        if producer >= 0:
+            producers.add((producer, batch.producer_epoch))
+        if attributes & CONTROL_BIT:
+            log.info("produce rejected", partition=f"{tp[0]}-{index}", client_id=client_id,
+                     error=ErrorCode.INVALID_RECORD.name, reason=_CONTROL)
+            in_log[tp] = _error(index, ErrorCode.INVALID_RECORD, _CONTROL)
+        elif verifies and producer >= 0:
+            to_verify[tp] = batch
     if len(producers) > 1:
-        return _refused_whole(body, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS, client_id)
-    guards: dict[tuple[str, int], object] = {}
-    if verified:
+        return _refused_whole(slots, body.acks, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS, client_id)
+    guards: dict[TopicPartition, object] = {}
+    if to_verify:
         assert body.transactional_id is not None
-        entries, slots, guards = await _verify(broker, body.transactional_id, producers.pop(), verified, entries,
-                                              slots, version, client_id)
+        not_verified, guards = await _verify(broker, body.transactional_id, producers.pop(), to_verify, version,
+                                             client_id)
+        in_log.update(not_verified)
+    entries = [entry for tp, (entry, _) in kept.items() if tp not in in_log]
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,
                                                         verification_guards=guards)
-        for (results, position, index), result in zip(slots, appended, strict=True):
-            results[position] = _PartitionResponse(
+        for (name, index, _, _), result in zip(entries, appended, strict=True):
+            in_log[(name, index)] = _PartitionResponse(
                 index=index, error_code=result.error_code, base_offset=result.base_offset,
                 log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
                 error_message=result.error_message,
                 record_errors=[_RecordError(batch_index=i, batch_index_error_message=text)
                                for i, text in result.record_errors])
+    for tp, (results, position) in slots.items():
+        results[position] = refused[tp] if tp in refused else in_log[tp]
     quota = broker.quotas.produce
     throttle_ms = throttle_for(quota, connection, client_id, connection.request_bytes) if quota.enabled else 0
     if body.acks == 0:
-        errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
-                  for r in t.partition_responses if r.error_code]
+        errors = [f"{name}-{answer.index}: {ErrorCode(answer.error_code).name}"
+                  for name, results in topic_answers.items() for answer in results if answer.error_code]
         if errors:
             # No response can carry the error, so Kafka closes the connection: the client reconnects
             # and refreshes its metadata.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(errors)})")
         return None
-    return ProduceResponse(responses=topics, throttle_time_ms=throttle_ms)
+    return ProduceResponse(responses=[_TopicResponse(name=name, partition_responses=results)
+                                      for name, results in topic_answers.items()], throttle_time_ms=throttle_ms)

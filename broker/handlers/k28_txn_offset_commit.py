@@ -1,40 +1,46 @@
 """TxnOffsetCommit (key 28), versions 0-5: a transactional producer commits a consumer group's offsets
-inside its transaction (`sendOffsetsToTransaction`). v5 is transactions version 2 (KIP-890 part 2):
-no AddOffsetsToTxn comes first, this group coordinator adds the group's `__consumer_offsets`
-partition to the transaction itself (the transaction coordinator directly, or AddPartitionsToTxn v5
-to it: broker/txn/verification.py), answering its refusal per partition (PRODUCER_FENCED as
-INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS and TRANSACTION_ABORTABLE as is) in the codes Kafka's
-group coordinator answers (its normalizeException): the producer retries COORDINATOR_NOT_AVAILABLE
-and NOT_COORDINATOR, where Produce's NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER would be fatal.
+inside its transaction (`sendOffsetsToTransaction`).
 
-Before `__consumer_offsets` and `__transaction_state` exist (AddOffsetsToTxn and FindCoordinator
-create them) COORDINATOR_NOT_AVAILABLE, as Kafka answers. The offsets partition of the group must
-have been added to the transaction (AddOffsetsToTxn): the transaction coordinator is asked directly
-when it is this broker (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH);
-in a cluster whose transaction coordinator for the id is another broker it is not asked below v5
-(the AddPartitionsToTxn v4 verification is Produce's only here; docs/features.md gaps). Where the
-transaction is checked, the offsets partition's KIP-890 guard is taken first and presented at the
-append, as Kafka's group coordinator does: a marker written in between (a transaction ended by a
-client that did not wait for this answer) refuses the batch, INVALID_TXN_STATE at every version
-(Kafka's group coordinator passes its log's refusal through; TRANSACTION_ABORTABLE at v4 is the
-check's answer only), or INVALID_PRODUCER_EPOCH when the marker bumped the epoch, instead of
-letting it open a transaction after its marker. The group rules are OffsetCommit's
-(broker/group/offsets.py): v3+ members are checked by generation, member id and instance id. The
-offset records go to `__consumer_offsets` as one transactional batch of the producer and stay pending:
-they replace the group's committed offsets only when the COMMIT marker reaches that partition, and
-vanish on ABORT (broker/group/offsets_store.py, also when replaying the topic).
+The transaction is verified as Produce's is, by the one verifier (broker/txn/verification.py), for
+the group's `__consumer_offsets` partition, as Kafka 4.3.1's group coordinator does before its write:
+below v5 with `transaction.partition.verification.enable` (else not at all), the id's transaction
+coordinator (this broker's own, or another's with AddPartitionsToTxn v4) says whether the partition
+was added to the producer's open transaction (AddOffsetsToTxn); at v5 (transactions version 2,
+KIP-890 part 2) no AddOffsetsToTxn comes first and the coordinator is asked to add it (v5 of
+AddPartitionsToTxn). Where the producer has a transaction open on the offsets partition already,
+the coordinator is not asked, at any version. Either way the partition's KIP-890 guard is taken
+first and presented at the append: a marker written in between (a transaction ended by a client that
+did not wait for this answer) refuses the batch, INVALID_TXN_STATE at every version (Kafka's group
+coordinator passes its log's refusal through), or INVALID_PRODUCER_EPOCH when the marker bumped the
+epoch, instead of letting it open a transaction after its marker.
+
+A refusal is answered in the group coordinator's codes: the coordinator's verdict (PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE as INVALID_TXN_STATE below v4; INVALID_PRODUCER_ID_MAPPING,
+CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS as is; COORDINATOR_NOT_AVAILABLE
+when no broker leads the id's `__transaction_state` partition), then the wording of the coordinator's
+own errors (broker/group/offsets_store.py coordinator_error: a coordinator out of reach is
+COORDINATOR_LOAD_IN_PROGRESS, a lost offsets partition NOT_COORDINATOR), which the producer retries
+where Produce's NOT_ENOUGH_REPLICAS would be fatal to it. Before `__consumer_offsets` and
+`__transaction_state` exist (AddOffsetsToTxn and FindCoordinator create them)
+COORDINATOR_NOT_AVAILABLE, as Kafka answers.
+
+The group rules are OffsetCommit's (broker/group/offsets.py): v3+ members are checked by generation,
+member id and instance id. The offset records go to `__consumer_offsets` as one transactional batch
+of the producer and stay pending: they replace the group's committed offsets only when the COMMIT
+marker reaches that partition, and vanish on ABORT (broker/group/offsets_store.py, also when
+replaying the topic).
 
 Errors: NONE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
 TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_TXN_STATE
-(TRANSACTION_ABORTABLE at v4), CONCURRENT_TRANSACTIONS (v5),
-INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+(TRANSACTION_ABORTABLE from v4), CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_ID_MAPPING,
+INVALID_PRODUCER_EPOCH, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR.
 """
 
 from __future__ import annotations
 
 from broker.group import GroupError, OffsetCommit
-from broker.group.offsets_store import OFFSETS_TOPIC
+from broker.group.offsets_store import OFFSETS_TOPIC, coordinator_error
 from broker.handlers import BrokerContext, handles
 from broker.handlers.offset_commits import gather_commits
 from broker.request_context import RequestContext
@@ -47,12 +53,6 @@ from protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
-# Kafka's group coordinator answers a failed write (the implicit add's too) in its own retriable codes.
-_GROUP_ERROR = {ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-                ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR}
 
 
 @handles(API_KEY, "0-5")
@@ -79,30 +79,17 @@ async def _commit(broker: BrokerContext, body: TxnOffsetCommitRequest, version: 
         return [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(commits)
     offsets_partition = (OFFSETS_TOPIC, store.partition_for(body.group_id))
     txns = broker.transactions
-    # The guard is taken before the transaction is checked and presented at the append (Kafka's
-    # scheduleTransactionalWriteOperation): a marker written in between drops it and the batch is
-    # refused, rather than landing after the marker and opening a transaction nobody will end.
+    # Produce's verification, by the one verifier: the guard is taken before the coordinator is asked
+    # and presented at the append (Kafka's scheduleTransactionalWriteOperation), so a marker written in
+    # between refuses the batch rather than letting it open a transaction nobody will end.
     guard: object | None = None
-    if version >= 5:
+    if txns.verifies(adds=version >= 5):
         refused, guards = await txns.verifier.verify(
-            body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=True,
-            abortable=True)
-        verified = _GROUP_ERROR.get(code := refused.get(offsets_partition, ErrorCode.NONE), code)
+            body.transactional_id, body.producer_id, body.producer_epoch, [offsets_partition], add=version >= 5,
+            abortable=version >= 4)
+        if offsets_partition in refused:
+            return [coordinator_error(refused[offsets_partition])] * len(commits)
         guard = guards.get(offsets_partition)
-    else:
-        taken = None
-        if txns.verifies_here(body.transactional_id):
-            not_taken, guards = await txns.verifier.take_guards(body.producer_id, body.producer_epoch,
-                                                                [offsets_partition])
-            taken = not_taken.get(offsets_partition, ErrorCode.NONE)
-            guard = guards.get(offsets_partition)
-        verified = txns.verify(body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition)
-        if verified == ErrorCode.INVALID_TXN_STATE and version == 4:  # its client knows the abortable error
-            verified = ErrorCode.TRANSACTION_ABORTABLE
-        if verified == ErrorCode.NONE and taken:
-            verified = _GROUP_ERROR.get(taken, taken)
-    if verified != ErrorCode.NONE:
-        return [verified] * len(commits)
     try:
         return await broker.groups.offsets.commit(
             body.group_id, body.generation_id if version >= 3 else -1, body.member_id if version >= 3 else "",

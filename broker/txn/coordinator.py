@@ -355,37 +355,11 @@ class TransactionCoordinator:
             return dict.fromkeys(partitions, ErrorCode(exc.error_code))
         return dict.fromkeys(partitions, ErrorCode.NONE)
 
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               partition: TopicPartitionKey) -> ErrorCode:
-        """TxnOffsetCommit v0-4's check where this broker coordinates the id: its offsets partition was
-        added to the producer's open transaction (KIP-890 part 1); NONE elsewhere and when
-        `transaction.partition.verification.enable` is false. (Produce asks through `verifier`, whose
-        verify-only answer is `verify_partitions`, wherever the coordinator is.)"""
-        if not self.verifies_here(transactional_id):
-            return ErrorCode.NONE
-        meta = self._txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch < meta.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        if meta.state != TxnState.ONGOING or partition not in meta.partitions:
-            return ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.NONE
-
     def verifies(self, adds: bool) -> bool:
         """Whether a leader verifies a transactional batch with the id's coordinator before its append
         (KIP-890, `verifier`): always for a producer on transactions version 2 (`adds`: the leader adds
         the partition), else as `transaction.partition.verification.enable` says (Kafka's ReplicaManager)."""
         return adds or self.settings.partition_verification_enable
-
-    def verifies_here(self, transactional_id: str) -> bool:
-        """Whether `verify` checks the id's transaction here (else it answers NONE unchecked)."""
-        return self.settings.partition_verification_enable and not self.verified_remotely(transactional_id)
-
-    def verified_remotely(self, transactional_id: str) -> bool:
-        """A leader in a cluster asks the id's coordinator with AddPartitionsToTxn v4 when it is not it."""
-        return (self.settings.partition_verification_enable and self.in_cluster
-                and self.not_served(transactional_id) is not None)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, ErrorCode]:

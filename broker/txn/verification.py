@@ -1,4 +1,4 @@
-"""KIP-890 on a partition leader: Produce's verification (TxnOffsetCommit's too, v5; v0-4 take its guard).
+"""KIP-890 on a partition leader: Produce's verification, and TxnOffsetCommit's of its offsets partition.
 
 Kafka's AddPartitionsToTxnManager and ReplicaManager's transaction verification: before the first
 transactional batch of a producer's new transaction is written on a partition, the leader asks the
@@ -17,13 +17,18 @@ is refused (INVALID_PRODUCER_EPOCH) without asking, and leaves no guard.
 
 A producer on transactions version 2 (Produce v12, TxnOffsetCommit v5) adds no partitions itself:
 the leader asks the coordinator to add them (AddPartitionsToTxn v5 with VerifyOnly false, or the
-coordinator directly where it is this broker), retrying CONCURRENT_TRANSACTIONS for up to 100 ms
-(Kafka's add.partitions.to.txn.retry.backoff.max.ms) and answering it as is after that.
+coordinator directly where it is this broker). For Produce CONCURRENT_TRANSACTIONS is asked again
+for up to 100 ms (Kafka's add.partitions.to.txn.retry.backoff.max.ms, in its ReplicaManager's Produce
+path only) and answered as is after that; TxnOffsetCommit answers it at once, as Kafka's group
+coordinator does.
 
-The coordinator's answers are mapped as Kafka maps them for Produce v3-11: PRODUCER_FENCED to
-INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE and a refused CLUSTER_ACTION to INVALID_TXN_STATE,
-and the retriable ones (CONCURRENT_TRANSACTIONS, a coordinator moving, loading or unreachable) to
-NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh.
+The coordinator's answers are mapped as Kafka's AddPartitionsToTxnManager maps them for both callers
+(`verdict`): PRODUCER_FENCED to INVALID_PRODUCER_EPOCH, a refused CLUSTER_ACTION to INVALID_TXN_STATE,
+and TRANSACTION_ABORTABLE too for clients that do not know it. Each caller then answers in its own
+codes: Produce turns the retriable ones (CONCURRENT_TRANSACTIONS below v12, a coordinator moving,
+loading or unreachable) into NOT_ENOUGH_REPLICAS, which clients retry without a metadata refresh
+(`produce_error`); the group coordinator words them as it words its own write's errors
+(broker/group/offsets_store.py coordinator_error).
 """
 
 from __future__ import annotations
@@ -62,18 +67,22 @@ _RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXC
                         ErrorCode.NOT_COORDINATOR})
 
 
-def produce_error(code: ErrorCode, add: bool = False, abortable: bool = False) -> ErrorCode:
-    """What a Produce answers for the coordinator's verdict on one partition (`add`: v12, where
-    CONCURRENT_TRANSACTIONS is answered as is; `abortable`: Produce v11 and TxnOffsetCommit v4, whose
-    clients know TRANSACTION_ABORTABLE, Kafka's genericError operation)."""
-    if add and code == ErrorCode.CONCURRENT_TRANSACTIONS:
-        return code
+def verdict(code: ErrorCode, abortable: bool = False) -> ErrorCode:
+    """The coordinator's answer on one partition as Kafka's AddPartitionsToTxnManager hands it to both
+    its callers, Produce and the group coordinator (`abortable`: the caller's client knows
+    TRANSACTION_ABORTABLE, Kafka's genericError operation; else it is INVALID_TXN_STATE)."""
     if code == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
-    if code == ErrorCode.TRANSACTION_ABORTABLE and abortable:
-        return code
-    if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED or (code == ErrorCode.TRANSACTION_ABORTABLE and not abortable):
         return ErrorCode.INVALID_TXN_STATE
+    return code
+
+
+def produce_error(code: ErrorCode, add: bool = False) -> ErrorCode:
+    """What a Produce answers for a `verdict` (`add`: v12, where CONCURRENT_TRANSACTIONS is answered as is):
+    the retriable ones become NOT_ENOUGH_REPLICAS, which older clients retry (Kafka's ReplicaManager)."""
+    if add and code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        return code
     if code in _RETRIABLE:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     return code
@@ -94,18 +103,20 @@ class TxnVerifier:
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartitionKey], *, add: bool = False, abortable: bool = False,
-                     sequences: dict[TopicPartitionKey, int] | None = None
+                     sequences: dict[TopicPartitionKey, int] | None = None, retry_concurrent: bool = False
                      ) -> tuple[dict[TopicPartitionKey, ErrorCode], dict[TopicPartitionKey, object]]:
-        """(the partitions refused, with Produce's error; the guards to present at the append).
-        `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see produce_error;
-        `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets)."""
+        """(the partitions refused, with their `verdict` or why no guard was taken; the guards to present at
+        the append). `add`: transactions version 2, the coordinator adds the partitions; `abortable`: see verdict;
+        `sequences`: each batch's first sequence, which the guard remembers (none for a coordinator's offsets);
+        `retry_concurrent`: CONCURRENT_TRANSACTIONS asked again for up to 100 ms (Produce v12 only, as Kafka)."""
         errors, guards = await self.take_guards(producer_id, producer_epoch, partitions, add, sequences)
         asked = [tp for tp, guard in guards.items() if guard is not OPEN_TRANSACTION_ONLY]
         if asked:
-            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, asked, add)
+            answers = await self._ask_retrying(transactional_id, producer_id, producer_epoch, asked, add,
+                                               retry_concurrent)
             for tp, code in answers.items():
                 if code != ErrorCode.NONE and tp in asked:
-                    errors[tp] = produce_error(code, add, abortable)
+                    errors[tp] = verdict(code, abortable)
                     log.info("transactional batch not verified", partition=f"{tp[0]}-{tp[1]}",
                              transactional_id=transactional_id, producer_id=producer_id, error=code.name)
         return errors, guards
@@ -137,11 +148,12 @@ class TxnVerifier:
         return errors, guards
 
     async def _ask_retrying(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                            partitions: list[TopicPartitionKey], add: bool) -> dict[TopicPartitionKey, ErrorCode]:
+                            partitions: list[TopicPartitionKey], add: bool,
+                            retry: bool) -> dict[TopicPartitionKey, ErrorCode]:
         deadline = time.monotonic() + ADD_RETRY_MAX_S
         while True:
             answers = await self._ask(transactional_id, producer_id, producer_epoch, partitions, add)
-            if not add or ErrorCode.CONCURRENT_TRANSACTIONS not in answers.values() or time.monotonic() >= deadline:
+            if not retry or ErrorCode.CONCURRENT_TRANSACTIONS not in answers.values() or time.monotonic() >= deadline:
                 return answers
             await asyncio.sleep(ADD_RETRY_BACKOFF_S)
 

@@ -161,6 +161,20 @@ def test_errors_are_per_partition(client):
     assert codes == [(0, ErrorCode.NONE), (1, ErrorCode.INVALID_RECORD), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
 
 
+def test_a_partition_named_twice_is_answered_once(client):
+    """Kafka keys a Produce by partition: the last valid entry is written, a refused entry's answer
+    stands over a written one's, and the answer names each partition once
+    (tests/differential/test_produce_one_partition_twice_against_kafka.py compares the cases)."""
+    topic = new_topic(client, partitions=2)
+    reply = client.request(produce_request(topic, 0, batch([b"first"]), extra=[
+        (0, batch([b"second"])), (1, batch([b"written"])), (1, b"junk"), (7, b"x"), (7, b"y")]), 9)
+    codes = sorted((r.index, r.error_code, r.base_offset) for r in reply.responses[0].partition_responses)
+    assert codes == [(0, ErrorCode.NONE, 0), (1, ErrorCode.INVALID_RECORD, -1),
+                     (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    assert values(fetch(client, topic, 0, 0)) == [b"second"]
+    assert values(fetch(client, topic, 1, 0)) == [b"written"]  # answered INVALID_RECORD all the same
+
+
 def test_a_transactional_batch_needs_its_partition_in_an_open_transaction(client):
     topic = new_topic(client)
     # first, so that __transaction_state exists: before it no coordinator can answer (NOT_ENOUGH_REPLICAS)

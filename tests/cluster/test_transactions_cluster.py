@@ -21,7 +21,10 @@ the other leaders with WriteTxnMarkers, and read_committed consumers read it bac
   is refused INVALID_TXN_STATE, an added one taken; once the transaction committed (its marker
   written), the producer's next batch there is refused until the partition is added again.
 - sendOffsetsToTransaction with the group's coordinator on another broker than the transaction's:
-  the offsets count once the COMMIT marker reaches `__consumer_offsets` there, not after an abort.
+  the offsets count once the COMMIT marker reaches `__consumer_offsets` there, not after an abort;
+  with raw requests, that group coordinator asks the id's coordinator (AddPartitionsToTxn v4) whether
+  the group was added to the transaction: TxnOffsetCommit before AddOffsetsToTxn is refused
+  (INVALID_TXN_STATE, TRANSACTION_ABORTABLE at v4), after it taken.
 Every wait is on an event (answers, offsets), bounded; "stuck" means longer than the producer's
 transaction.timeout.ms after the brokers are back.
 """
@@ -39,11 +42,13 @@ from broker.group.offsets_store import partition_for
 from broker.txn import TRANSACTION_STATE_TOPIC
 from protocol.enums import CoordinatorType, ElectionType, IsolationLevel, SpecialTimestamp
 from protocol.messages import (
+    AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     DescribeTransactionsRequest,
     EndTxnRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
+    TxnOffsetCommitRequest,
 )
 from protocol.records import build_batch
 from tests.broker.data_wire import WireClient, list_offsets, produce_request
@@ -234,12 +239,8 @@ def _txn_produce(cluster, leader: int, topic: str, index: int, transactional_id:
     return answer.responses[0].partition_responses[0].error_code
 
 
-def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
-    topic = spread_topic(cluster)
-    transactional_id = f"verified-{next(_ids)}"
-    coordinator = coordinator_of(cluster, transactional_id)
-    led_elsewhere = [(p, partition_state(cluster[1], topic, p).leader_id) for p in range(PARTITIONS)]
-    (added, added_leader), (not_added, other_leader) = [(p, b) for p, b in led_elsewhere if b != coordinator]
+def _init_producer(cluster, coordinator: int, transactional_id: str):
+    """InitProducerId at the id's coordinator, retried until it answers (it may still be loading)."""
     found: list = []
 
     def initialised() -> bool:
@@ -248,7 +249,16 @@ def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
                                                               transaction_timeout_ms=60_000), 4))
         return found[-1].error_code == E.NONE
     wait_for(initialised, timeout_s=30, what="a producer id")
-    ids = found[-1]
+    return found[-1]
+
+
+def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"verified-{next(_ids)}"
+    coordinator = coordinator_of(cluster, transactional_id)
+    led_elsewhere = [(p, partition_state(cluster[1], topic, p).leader_id) for p in range(PARTITIONS)]
+    (added, added_leader), (not_added, other_leader) = [(p, b) for p, b in led_elsewhere if b != coordinator]
+    ids = _init_producer(cluster, coordinator, transactional_id)
 
     def add(index: int) -> None:
         with WireClient(cluster[coordinator].port) as client:
@@ -274,6 +284,38 @@ def test_a_leader_verifies_transactional_batches_with_the_coordinator(cluster):
     assert _txn_produce(cluster, added_leader, topic, added, transactional_id, ids, 2) == E.NONE
     assert lso_and_hw(cluster, topic, not_added) == (0, 0)  # the refused batch was never written
 
+
+def test_a_group_coordinator_verifies_txn_offsets_with_the_transactions_coordinator(cluster):
+    topic = spread_topic(cluster)
+    transactional_id = f"offsets-verified-{next(_ids)}"
+    group, coordinator = _group_elsewhere(cluster, transactional_id)
+    group_coordinator = coordinator_of(cluster, group, CoordinatorType.GROUP)
+    ids = _init_producer(cluster, coordinator, transactional_id)
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+
+    def commit_offsets(version: int) -> int:
+        with WireClient(cluster[group_coordinator].port) as client:
+            answer = client.request(TxnOffsetCommitRequest(
+                transactional_id=transactional_id, group_id=group, producer_id=ids.producer_id,
+                producer_epoch=ids.producer_epoch, generation_id=-1, member_id="", group_instance_id=None,
+                topics=[T(name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata="")])]),
+                version)
+        return answer.topics[0].partitions[0].error_code
+
+    assert commit_offsets(3) == E.INVALID_TXN_STATE  # the group not in the transaction
+    assert commit_offsets(4) == E.TRANSACTION_ABORTABLE
+    with WireClient(cluster[coordinator].port) as client:
+        added = client.request(AddOffsetsToTxnRequest(transactional_id=transactional_id, producer_id=ids.producer_id,
+                                                      producer_epoch=ids.producer_epoch, group_id=group), 3)
+    assert added.error_code == E.NONE
+    assert commit_offsets(3) == E.NONE
+    with WireClient(cluster[coordinator].port) as client:
+        ended = client.request(EndTxnRequest(transactional_id=transactional_id, producer_id=ids.producer_id,
+                                             producer_epoch=ids.producer_epoch, committed=True), 3)
+    assert ended.error_code == E.NONE
+    wait_for(lambda: committed_offsets(cluster, group, topic)[0] == 7, timeout_s=30,
+             what="the offsets committed with the transaction")
 
 def test_coordinator_killed_before_end_txn(cluster):
     topic = spread_topic(cluster)

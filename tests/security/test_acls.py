@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from broker.security import acls as model
 from protocol.errors import ErrorCode
 from protocol.messages import CreateAclsRequest, DeleteTopicsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
-from tests.broker.data_wire import WireClient, batch, delete_records, produce
+from tests.broker.data_wire import WireClient, batch, delete_records, produce, produce_request
 from tests.broker.wire_client import create_topic
 from tests.support.broker_process import BrokerProcess, free_port
 
@@ -183,6 +183,9 @@ def test_producing_needs_write_and_reading_needs_read(broker):
     with as_user(broker, "alice") as client:
         assert produce(client, "events", 0, batch([b"e"])).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
         assert produce(client, "nowhere", 0, batch([b"e"])).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        twice = client.request(produce_request("events", 0, batch([b"e"]), extra=[(0, batch([b"f"]))]), 9)
+        assert [(p.index, p.error_code) for t in twice.responses for p in t.partition_responses] == [
+            (0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]  # a partition named twice is answered once, as Kafka
         assert fetch(client, "events", 0, 0).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     create(broker, acl("alice", "events", AclOperation.WRITE))
     with as_user(broker, "alice") as client:

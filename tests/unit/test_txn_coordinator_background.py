@@ -171,12 +171,12 @@ async def test_expired_ids_stay_while_their_tombstones_are_not_written() -> None
 
 
 def test_partition_verification_can_be_turned_off() -> None:
-    """`transaction.partition.verification.enable=false`: Produce's check passes whatever the
-    coordinator knows (Kafka's behaviour with the check off), so a transaction can hang."""
-    assert coordinator(FlakyReplicas(failures=0)).verify("unknown", 7, 0, ("facts", 0)) \
-        == ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    assert coordinator(FlakyReplicas(failures=0), verification=False).verify("unknown", 7, 0, ("facts", 0)) \
-        == ErrorCode.NONE
+    """`transaction.partition.verification.enable=false`: leaders write transactional batches (Produce
+    below v12, TxnOffsetCommit below v5) without asking the coordinator (Kafka's behaviour with the check
+    off), so a transaction can hang; a producer on transactions version 2 still has its partitions added."""
+    assert coordinator(FlakyReplicas(failures=0)).verifies(adds=False)
+    off = coordinator(FlakyReplicas(failures=0), verification=False)
+    assert not off.verifies(adds=False) and off.verifies(adds=True)
 
 
 class ClusterReplicas(FlakyReplicas):
