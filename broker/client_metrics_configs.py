@@ -30,7 +30,7 @@ import structlog
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
 from broker.cluster.store import MetadataStore
-from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef
+from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef, java_trim
 from protocol.enums import ConfigSource, ConfigType
 from protocol.errors import CodedError, ErrorCode
 
@@ -70,7 +70,7 @@ def validate(name: str, configs: Mapping[str, object]) -> dict[str, str]:
         if key not in configs:
             continue
         raw = configs[key]
-        text = "" if raw is None else str(raw).strip()
+        text = "" if raw is None else java_trim(str(raw))
         if definition.type is ConfigType.LIST and text and any(not item.strip() for item in text.split(",")):
             raise ClientMetricsError(ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be empty.")
         try:

@@ -40,6 +40,8 @@ def test_values_are_kept_as_kafka_writes_them_back():
      "Invalid value 3600001 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
     ("s", {"interval.ms": "2147483648"}, ErrorCode.INVALID_CONFIG,
      "Invalid value 2147483648 for configuration interval.ms: Not a number of type INT"),
+    ("s", {"interval.ms": "1_000"}, ErrorCode.INVALID_CONFIG,  # Python's int() takes it, Java's parseInt not
+     "Invalid value 1_000 for configuration interval.ms: Not a number of type INT"),
     ("s", {"interval.ms": ""}, ErrorCode.INVALID_CONFIG,
      "Invalid value  for configuration interval.ms: Not a number of type INT"),
     ("s", {"metrics": "a,,b"}, ErrorCode.INVALID_CONFIG, "Configuration 'metrics' values must not be empty."),
