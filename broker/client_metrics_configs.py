@@ -15,14 +15,13 @@ cluster answers the same at once. A subscription left with no config has no node
 Checks, in Kafka's order: an empty name, then a name outside the table (both INVALID_REQUEST); then
 each value by its type in the table's order (a list with an empty item, a non-int interval:
 INVALID_CONFIG); then the interval's bounds (INVALID_REQUEST); then each match item (INVALID_CONFIG).
-A match regex is compiled by Python's `re`, not Java's: the few constructs only one of them knows
-(`\\p{L}` is Java's alone) are judged differently (docs/features.md).
+A match regex is judged as Java's Pattern.compile judges it (broker/java_regex.py; docs/features.md
+says where that may still differ).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping
 
 import structlog
@@ -30,6 +29,7 @@ import structlog
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
 from broker.cluster.store import MetadataStore
+from broker.java_regex import JavaRegexError, check_java_regex
 from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef, java_trim
 from protocol.enums import ConfigSource, ConfigType
 from protocol.errors import CodedError, ErrorCode
@@ -88,18 +88,21 @@ def validate(name: str, configs: Mapping[str, object]) -> dict[str, str]:
     return clean
 
 
-def match_pattern(item: str) -> tuple[str, re.Pattern[str]]:
-    """One match item, `<selector>=<regex>`, as (selector, compiled regex). One '=' exactly: Java's
-    split, which Kafka uses, drops trailing empty parts, so `client_id=` has no regex either."""
+def match_pattern(item: str) -> tuple[str, str]:
+    """One match item, `<selector>=<regex>`, as (selector, regex), the regex one Java compiles (Ebb
+    never runs it). One '=' exactly: Java's split, which Kafka uses, drops trailing empty parts, so
+    `client_id=` has no regex either (and no regex can hold an '=')."""
     parts = item.split("=")
     while parts and parts[-1] == "":
         parts.pop()
-    if len(parts) != 2 or parts[0].strip() not in MATCH_SELECTORS:
+    if len(parts) != 2 or java_trim(parts[0]) not in MATCH_SELECTORS:
         raise ClientMetricsError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {item}")
+    regex = java_trim(parts[1])
     try:
-        return parts[0].strip(), re.compile(parts[1].strip())
-    except re.error:
+        check_java_regex(regex)
+    except JavaRegexError:
         raise ClientMetricsError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {item}") from None
+    return java_trim(parts[0]), regex
 
 
 def describe(configs: Mapping[str, str]) -> list[ConfigEntry]:
