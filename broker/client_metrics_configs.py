@@ -16,7 +16,8 @@ Checks, in Kafka's order: an empty name, then a name outside the table (both INV
 each value by its type in the table's order (a list with an empty item, a non-int interval:
 INVALID_CONFIG); then the interval's bounds (INVALID_REQUEST); then each match item (INVALID_CONFIG).
 A match regex is judged as Java's Pattern.compile judges it (broker/java_regex.py; docs/features.md
-says where that may still differ).
+says where that may still differ). Kafka judges the operations before the name: APPEND to an unnamed
+subscription is INVALID_CONFIG, as on a named one.
 """
 
 from __future__ import annotations
@@ -141,8 +142,8 @@ class ClientMetricsConfigs:
                     validate_only: bool = False) -> None:
         """Replace the subscription's configs with `change(current)`, validated (ClientMetricsError);
         written only if nobody changed them meanwhile (another broker may alter the same one)."""
-        if not name:  # refused before anything is read, as Kafka does
-            validate(name, {})
+        if not name:  # refused before anything is read, after the operations (APPEND: INVALID_CONFIG), as Kafka
+            validate(name, change({}))
 
         def validated(current: dict[str, str]) -> dict[str, str] | None:
             clean = validate(name, change(current))  # checked also when only validating
