@@ -342,6 +342,15 @@ def test_values_longer_than_kafkas_controller_stores_are_refused(client):
     appended = _incremental(client, "m", [("metrics", APPEND, "a" * 32768)], 1, resource_type=CLIENT_METRICS)
     assert "because its type is not LIST" in appended.error_message  # the operation is judged first
 
+    # What Kafka can be sent (its parser closes the connection on any string past 32,767 bytes): a list
+    # grown past the limit by APPEND, refused so by Kafka 4.3.1 too (checked against a live node)
+    throttled = "leader.replication.throttled.replicas"
+    first, second = (",".join(f"{p}:1" for p in range(low, high)) for low, high in ((0, 4000), (4000, 5000)))
+    assert _incremental(client, "long-values", [(throttled, APPEND, first)]).error_code == ErrorCode.NONE
+    grown = _incremental(client, "long-values", [(throttled, APPEND, second)])
+    assert (grown.error_code, grown.error_message) == (ErrorCode.INVALID_CONFIG, TOO_LONG)
+    assert _values(client, "long-values")[throttled] == first
+
 
 # --- effective at once, and durable ---------------------------------------------------------------
 
