@@ -8,14 +8,16 @@ intersections (`[a-z&&[^b]]`) and flags mid-pattern (`a(?i)b`); Python alone `(?
 parser does, step for step (the same reads, look-aheads and error checks, comments mode included),
 building nothing. JavaRegexError carries Java's description of the first problem.
 
-Where it may still differ (docs/features.md): `\\N{name}` is looked up in Python's Unicode database,
-not Java 17's; and a look-behind is refused only for a back reference in it (what Java 17 refuses:
-it bounds everything else).
+It keeps, of each node, what Java's TreeInfo needs to bound a look-behind's longest match (Java
+refuses a look-behind it cannot bound: a back reference, a group it must loop over, a length past
+2^31 by its int arithmetic). Where it may still differ (docs/features.md): `\\N{name}` is looked up in
+Python's Unicode database, not Java 17's.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 
 from broker.java_unicode_names import UNICODE_BLOCKS, UNICODE_SCRIPTS
 
@@ -38,6 +40,75 @@ _UNICODE_PROPERTIES = frozenset(
     "ALPHABETIC ASSIGNED CONTROL HEXDIGIT HEX_DIGIT IDEOGRAPHIC JOINCONTROL JOIN_CONTROL LETTER LOWERCASE "
     "NONCHARACTERCODEPOINT NONCHARACTER_CODE_POINT TITLECASE PUNCTUATION UPPERCASE WHITESPACE WHITE_SPACE WORD".split())
 _POSIX = frozenset("ALPHA LOWER UPPER SPACE PUNCT XDIGIT ALNUM CNTRL DIGIT BLANK GRAPH PRINT".split())
+
+
+# What the parser keeps of each node, for one check only: Java refuses a look-behind whose longest match
+# its TreeInfo cannot bound. ("len", n): n chars; ("zero",): an anchor or look-around; ("chars", min): one
+# char or class repeated greedily by * or + (Java adds 2^31-1, unchecked); ("curly", chain, min, max): a
+# counted repeat (its length checked); ("ques", chain): optional; ("indep", chain): (?>..); ("loop",): a
+# group Java repeats by looping (unbounded); ("branch", alternatives): alternation, the rest of the chain
+# measured apart, as Java does; and the three below.
+Node = tuple
+Chain = list
+_ONE, _ZERO = ("len", 1), ("zero",)
+_BACK_REFERENCE, _LINE_ENDING, _GRAPHEME = ("backref",), ("R",), ("X",)
+MAX_REPS = 2**31 - 1
+
+
+@dataclass
+class _TreeInfo:
+    max_length: int = 0
+    max_valid: bool = True
+    deterministic: bool = True
+
+
+def _study(chain: Chain, info: _TreeInfo | None = None) -> _TreeInfo:
+    """Java's TreeInfo over a chain (int arithmetic, as Java's, wrapping): its longest match, whether
+    that is bounded, whether the chain is deterministic."""
+    info = _TreeInfo() if info is None else info
+    for index, node in enumerate(chain):
+        kind = node[0]
+        if kind == "len":
+            info.max_length = _int32(info.max_length + node[1])
+        elif kind == "R":
+            info.max_length = _int32(info.max_length + 2)
+        elif kind == "X":
+            info.deterministic = False
+        elif kind == "backref":
+            info.max_valid = False
+        elif kind == "chars":
+            if info.max_valid:
+                info.max_length = _int32(info.max_length + MAX_REPS)
+            info.deterministic = False
+        elif kind == "curly":
+            _, atom, low, high = node
+            before = _TreeInfo(info.max_length, info.max_valid, info.deterministic)
+            inner = _study(atom)
+            info.max_length, info.max_valid = inner.max_length, inner.max_valid
+            if before.max_valid and inner.max_valid:
+                info.max_length = _int32(inner.max_length * high + before.max_length)
+                info.max_valid = info.max_length >= before.max_length  # Java's overflow check
+            else:
+                info.max_valid = False
+            info.deterministic = before.deterministic if inner.deterministic and low == high else False
+        elif kind == "ques":
+            _study(node[1], info)
+            info.deterministic = False
+        elif kind == "indep":
+            _study(node[1], info)
+        elif kind == "loop":
+            info.max_valid = info.deterministic = False
+            return info
+        elif kind == "branch":
+            longest, valid = -1, info.max_valid
+            for alternative in node[1]:
+                measured = _study(alternative)
+                longest, valid = max(longest, measured.max_length), valid and measured.max_valid
+            rest = _study(chain[index + 1:])
+            info.max_length = _int32(rest.max_length + _int32(info.max_length + longest))
+            info.max_valid, info.deterministic = rest.max_valid and valid, False
+            return info
+    return info
 
 
 class JavaRegexError(ValueError):
@@ -129,7 +200,7 @@ class _Parser:
         self.flags = 0
         self.groups = 1  # Java counts group 0
         self.names: set[str] = set()
-        self.lookbehind_refs = [False]  # per look-around body being read: has it a back reference?
+        self.escaped: Node = _ZERO  # what the last escape that is no literal stands for
 
     def error(self, description: str) -> JavaRegexError:
         return JavaRegexError(description)
@@ -219,48 +290,58 @@ class _Parser:
         if self.cursor != self.length:
             raise self.error("Unmatched closing ')'" if self.peek() == ord(")") else "Unexpected internal error")
 
-    def expr(self) -> None:
+    # Each structural method returns the nodes it read as a chain, for _study (look-behinds).
+    def expr(self) -> Chain:
+        alternatives = []
         while True:
-            self.sequence()
+            alternatives.append(self.sequence())
             if self.peek() != ord("|"):
-                return
+                return alternatives[0] if len(alternatives) == 1 else [("branch", alternatives)]
             self.next()
 
-    def sequence(self) -> None:
+    def sequence(self) -> Chain:
+        chain: Chain = []
         while True:
             ch = self.peek()
+            single = True  # one char, class or property: what Java repeats greedily without a loop
             if ch == ord("("):
-                if not self.group0():
-                    continue  # flags only: nothing to repeat
-            elif ch == ord("["):
+                chain.extend(self.group0())  # a group reads its own quantifier; flags alone: nothing
+                continue
+            if ch == ord("["):
                 self.clazz(True)
+                nodes: Chain = [_ONE]
             elif ch == ord("\\"):
                 ch = self.next_escaped()
                 if ch in (ord("p"), ord("P")):
                     self.property()
+                    nodes = [_ONE]
                 else:
                     self.unread()
-                    self.atom()
+                    nodes, single = self.atom()
             elif ch in (ord("^"), ord("$"), ord(".")):
                 self.next()
+                nodes, single = ([_ONE], True) if ch == ord(".") else ([_ZERO], False)
             elif ch in (ord("|"), ord(")")):
-                return
+                return chain
             elif ch in (ord("?"), ord("*"), ord("+")):
                 self.next()
                 raise self.error(f"Dangling meta character '{chr(ch)}'")
             elif ch == 0 and self.cursor >= self.length:
-                return
+                return chain
             else:
-                self.atom()
-            self.closure()
+                nodes, single = self.atom()
+            chain.extend(self.closure(nodes, single))
 
-    def atom(self) -> None:
+    def atom(self) -> tuple[Chain, bool]:
+        """A run of literal chars, or one escape that is not one; the nodes, and whether they are one
+        char or class."""
         first, prev = 0, -1
         ch = self.peek()
         while True:
             if ch in (ord("*"), ord("+"), ord("?"), ord("{")):
                 if first > 1:
                     self.cursor = prev
+                    first -= 1
                 break
             if ch in (ord("$"), ord("."), ord("^"), ord("("), ord("["), ord("|"), ord(")")):
                 break
@@ -271,7 +352,7 @@ class _Parser:
                         self.unread()
                         break
                     self.property()
-                    return
+                    return [_ONE], True
                 self.unread()
                 prev = self.cursor
                 ch = self.escape(False)
@@ -280,7 +361,7 @@ class _Parser:
                     ch = self.peek()
                     continue
                 if first == 0:
-                    return
+                    return [self.escaped], self.escaped is _ONE
                 self.cursor = prev  # a meta escape ends the literal run; it is read again on its own
                 break
             if ch == 0 and self.cursor >= self.length:
@@ -288,15 +369,15 @@ class _Parser:
             prev = self.cursor
             first += 1
             ch = self.next()
+        return [("len", first)], first == 1
 
-    def closure(self) -> None:
+    def quantifier(self) -> tuple[str, int, int, str] | None:
+        """The quantifier that follows, if any: ("?", "*", "+", "{" or "{," when open-ended), min, max,
+        and "greedy", "lazy" or "possessive"."""
         ch = self.peek()
-        if ch == ord("?"):
-            if self.next() in (ord("?"), ord("+")):
-                self.next()
-        elif ch in (ord("*"), ord("+")):
-            if self.next() in (ord("?"), ord("+")):
-                self.next()
+        if ch in (ord("?"), ord("*"), ord("+")):
+            kind, low = chr(ch), 1 if ch == ord("+") else 0
+            high = 1 if ch == ord("?") else MAX_REPS
         elif ch == ord("{"):
             ch = self._at(self.cursor + 1)
             if not _is_digit(ch):
@@ -309,10 +390,12 @@ class _Parser:
                 if not _is_digit(ch):
                     break
             high = low
+            kind = "{"
             if ch == ord(","):
                 ch = self.read()
-                high = 2**31 - 1
+                high, kind = MAX_REPS, "{,"  # open-ended: repeated as * and + are
                 if ch != ord("}"):
+                    kind = "{"
                     high = 0
                     while _is_digit(ch):
                         high = _int32(high * 10 + (ch - 0x30))
@@ -321,19 +404,42 @@ class _Parser:
                 raise self.error("Unclosed counted closure")
             if (low | high | _int32(high - low)) < 0:
                 raise self.error("Illegal repetition range")
-            if self.peek() in (ord("?"), ord("+")):
-                self.next()
+            self.unread()  # the closing brace is consumed below, as '?', '*' and '+' are
+        else:
+            return None
+        ch = self.next()
+        mode = {ord("?"): "lazy", ord("+"): "possessive"}.get(ch, "greedy")
+        if mode != "greedy":
+            self.next()
+        return kind, low, high, mode
 
-    def group0(self) -> bool:
-        """A group; False for flags alone, `(?i)`, which stay set to the end of the enclosing group."""
+    def closure(self, nodes: Chain, single: bool) -> Chain:
+        """`nodes` under the quantifier that follows, as Java builds them."""
+        quantified = self.quantifier()
+        if quantified is None:
+            return nodes
+        kind, low, high, mode = quantified
+        if kind == "?":
+            return [("ques", nodes)]
+        if kind in ("*", "+", "{,") and mode == "greedy" and single:
+            return [("chars", low)]
+        return [("curly", nodes, low, high)]
+
+    def group0(self) -> Chain:
+        """A group, under its quantifier; nothing for flags alone, `(?i)`, which stay set to the end of
+        the enclosing group."""
         saved = self.flags
         ch = self.next()
+        grouping = True  # a capturing or plain group; look-arounds and (?>..) are single nodes
         if ch == ord("?"):
             ch = self.skip()
-            if ch in (ord(":"), ord(">")):
-                self.expr()
+            if ch == ord(":"):
+                body = self.expr()
+            elif ch == ord(">"):
+                body, grouping = [("indep", self.expr())], False
             elif ch in (ord("="), ord("!")):
-                self._lookaround()
+                self.expr()
+                body, grouping = [_ZERO], False
             elif ch == ord("<"):
                 ch = self.read()
                 if ch not in (ord("="), ord("!")):
@@ -342,9 +448,11 @@ class _Parser:
                         raise self.error(f"Named capturing group <{name}> is already defined")
                     self.groups += 1
                     self.names.add(name)
-                    self.expr()
-                elif self._lookaround():
-                    raise self.error("Look-behind group does not have an obvious maximum length")
+                    body = self.expr()
+                else:
+                    if not _study(self.expr()).max_valid:
+                        raise self.error("Look-behind group does not have an obvious maximum length")
+                    body, grouping = [_ZERO], False
             elif ch in (ord("$"), ord("@")):
                 raise self.error("Unknown group type")
             else:
@@ -352,22 +460,27 @@ class _Parser:
                 self.add_flags()
                 ch = self.read()
                 if ch == ord(")"):
-                    return False
+                    return []
                 if ch != ord(":"):
                     raise self.error("Unknown inline modifier")
-                self.expr()
+                body = self.expr()
         else:
             self.groups += 1
-            self.expr()
+            body = self.expr()
         self.accept(ord(")"), "Unclosed group")
         self.flags = saved
-        return True
-
-    def _lookaround(self) -> bool:
-        """A look-around's body; whether it has a back reference of its own (Java cannot bound one)."""
-        self.lookbehind_refs.append(False)
-        self.expr()
-        return self.lookbehind_refs.pop()
+        if not grouping:
+            return self.closure(body, False)
+        quantified = self.quantifier()
+        if quantified is None:
+            return body
+        kind, low, high, mode = quantified
+        if mode == "possessive":
+            return [("ques", body)] if kind == "?" else [("curly", body, low, high)]
+        if kind == "?":
+            return [("branch", [body, []])]
+        # a group Java can repeat as one piece (deterministic) is bounded; else it loops, unbounded
+        return [("curly", body, low, high)] if _study(body).deterministic else [("loop",)]
 
     def add_flags(self) -> None:
         ch = self.peek()
@@ -528,10 +641,12 @@ class _Parser:
         if c in "ABGRXZz":  # anchors and \R, \X: not in a class
             if in_class:
                 raise self.error("Illegal/unsupported escape sequence")
+            self.escaped = {"R": _LINE_ENDING, "X": _GRAPHEME}.get(c, _ZERO)
             return -1
         if c == "b":
             if in_class:
                 raise self.error("Illegal/unsupported escape sequence")
+            self.escaped = _ZERO
             if self.peek() == ord("{"):
                 if self.skip() == ord("g"):
                     if self.read() == ord("}"):
@@ -541,8 +656,10 @@ class _Parser:
                 self.unread()
             return -1
         if c in "DHSVWdhsw":
+            self.escaped = _ONE
             return -1
         if c == "v":
+            self.escaped = _ONE
             return 0x0B if is_range else -1
         if c == "k":
             if in_class:
@@ -552,7 +669,7 @@ class _Parser:
             name = self.group_name(self.read())
             if name not in self.names:
                 raise self.error(f"named capturing group <{name}> does not exist")
-            self.lookbehind_refs[-1] = True
+            self.escaped = _BACK_REFERENCE
             return -1
         simple = {"a": 0x07, "e": 0x1B, "f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09}
         if c in simple:
@@ -579,7 +696,7 @@ class _Parser:
                 break
             number = longer
             self.read()
-        self.lookbehind_refs[-1] = True
+        self.escaped = _BACK_REFERENCE
 
     def octal(self) -> int:
         n = self.read()

@@ -17,13 +17,14 @@ ACCEPTED = [
     '\\p{InBasic_Latin}', '\\p{IsAlphabetic}', '\\p{javaLowerCase}', '\\pL', '\\P{Lu}', '(?U)\\p{alpha}', '\\b{g}',
     '(?<a1>x)', '\\Q', '\\Q(\\E+', '\\_', '\\-', '\\é', '[[:alpha:]]', '\\Z', '\\b', '\\B', '\\A', '\\v', '\\V',
     '\\H', '(?<!a*)x', '(?x)a #comment', 'é+', '\\x{1F600}+', 'a\\\\',
+    '(?<!(a)*)', '(?<!a*?(?:b|c)d*?)', '(?<!a{1073741824}(?:b|c)a{1073741824})', '(?<!(?:\\R){2})',
 ]
 REFUSED = [
     '(?P<n>a)', '(?#c)a', '{foo}', 'x{', '\\U0001F600', '(?a)a', 'client-\\d{1,3}', '[', '[a-', '(', ')', 'a)', '*a',
     'a**', 'a{2,}', '(?L)a', '(?$)', '(?<!\\1)', '[]', '[^]', '[&&]', '[a-\\d]', '[z-a]', '[\\1]', '\\0', '\\08',
     '\\u00', '\\x4', '\\x{110000}', '\\x{}', '\\N{NOPE}', '\\p{isalpha}', '\\p{Lx}', '\\pX', '\\p{}', '\\p{L',
     '\\p{alpha}', '\\b{x}', '\\k<a>', '(?<1a>x)', '(?<a_b>x)', '(?<a>x)(?<a>y)', '\\E', '\\y', '\\g', '\\c',
-    '(?(1)a|b)', 'a{2147483648}', '\\',
+    '(?(1)a|b)', 'a{2147483648}', '\\', '(?<!(?:ab)*)x',
 ]
 
 
@@ -52,6 +53,12 @@ def test_kafka_refuses(regex):
     ("(?<1>x)", "capturing group name does not start with a Latin letter"),
     ("(?<a_>x)", "named capturing group is missing trailing '>'"),
     ("(?<!\\1)", "Look-behind group does not have an obvious maximum length"),
+    # Java's bound on a look-behind: a group it loops over, and its int arithmetic overflowing
+    ("(?<!(?:a|bc){2})", "Look-behind group does not have an obvious maximum length"),
+    ("(?<!(?:ab)*)", "Look-behind group does not have an obvious maximum length"),
+    ("(?<!a{1073741824}a{1073741824})", "Look-behind group does not have an obvious maximum length"),
+    ("(?<!ab{2,}?)", "Look-behind group does not have an obvious maximum length"),
+    ("(?<!a(?:b){2,}", "Look-behind group does not have an obvious maximum length"),  # before the ')' is missed
     ("\\0", "Illegal octal escape sequence"), ("\\x{110000}", "Hexadecimal codepoint is too big"),
     ("\\x{41", "Unclosed hexadecimal escape sequence"), ("\\xg", "Illegal hexadecimal escape sequence"),
     ("\\u12", "Illegal Unicode escape sequence"), ("\\c", "Illegal control escape sequence"),
