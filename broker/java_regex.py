@@ -6,7 +6,7 @@ dialects: Java alone knows `\\p{Alpha}`, `\\Q..\\E`, `\\h`, `\\R`, `\\X`, `\\z`,
 intersections (`[a-z&&[^b]]`) and flags mid-pattern (`a(?i)b`); Python alone `(?P<n>..)`, `(?#..)`,
 `\\U0001F600`, `(?a)`, and it reads `{foo}` as a literal. So this module walks the pattern as Java's
 parser does, step for step (the same reads, look-aheads and error checks, comments mode included),
-building nothing. JavaRegexError carries Java's description of the first problem.
+building no matcher. JavaRegexError carries Java's description of the first problem.
 
 It keeps, of each node, what Java's TreeInfo needs to bound a look-behind's longest match (Java
 refuses a look-behind it cannot bound: a back reference, a group it must loop over, a length past
