@@ -15,14 +15,14 @@ cluster answers the same at once. A subscription left with no config has no node
 Checks, in Kafka's order: an empty name, then a name outside the table (both INVALID_REQUEST); then
 each value by its type in the table's order (a list with an empty item, a non-int interval:
 INVALID_CONFIG); then the interval's bounds (INVALID_REQUEST); then each match item (INVALID_CONFIG).
-A match regex is compiled by Python's `re`, not Java's: the few constructs only one of them knows
-(`\\p{L}` is Java's alone) are judged differently (docs/features.md).
+A match regex is judged as Java's Pattern.compile judges it (broker/java_regex.py; docs/features.md
+says where that may still differ). Kafka judges the operations before the name: APPEND to an unnamed
+subscription is INVALID_CONFIG, as on a named one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping
 
 import structlog
@@ -30,7 +30,8 @@ import structlog
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
 from broker.cluster.store import MetadataStore
-from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef
+from broker.java_regex import JavaRegexError, check_java_regex
+from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef, java_trim
 from protocol.enums import ConfigSource, ConfigType
 from protocol.errors import CodedError, ErrorCode
 
@@ -70,7 +71,7 @@ def validate(name: str, configs: Mapping[str, object]) -> dict[str, str]:
         if key not in configs:
             continue
         raw = configs[key]
-        text = "" if raw is None else str(raw).strip()
+        text = "" if raw is None else java_trim(str(raw))
         if definition.type is ConfigType.LIST and text and any(not item.strip() for item in text.split(",")):
             raise ClientMetricsError(ErrorCode.INVALID_CONFIG, f"Configuration '{key}' values must not be empty.")
         try:
@@ -88,18 +89,21 @@ def validate(name: str, configs: Mapping[str, object]) -> dict[str, str]:
     return clean
 
 
-def match_pattern(item: str) -> tuple[str, re.Pattern[str]]:
-    """One match item, `<selector>=<regex>`, as (selector, compiled regex). One '=' exactly: Java's
-    split, which Kafka uses, drops trailing empty parts, so `client_id=` has no regex either."""
+def match_pattern(item: str) -> tuple[str, str]:
+    """One match item, `<selector>=<regex>`, as (selector, regex), the regex one Java compiles (Ebb
+    never runs it). One '=' exactly: Java's split, which Kafka uses, drops trailing empty parts, so
+    `client_id=` has no regex either (and no regex can hold an '=')."""
     parts = item.split("=")
     while parts and parts[-1] == "":
         parts.pop()
-    if len(parts) != 2 or parts[0].strip() not in MATCH_SELECTORS:
+    if len(parts) != 2 or java_trim(parts[0]) not in MATCH_SELECTORS:
         raise ClientMetricsError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {item}")
+    regex = java_trim(parts[1])
     try:
-        return parts[0].strip(), re.compile(parts[1].strip())
-    except re.error:
+        check_java_regex(regex)
+    except JavaRegexError:
         raise ClientMetricsError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {item}") from None
+    return java_trim(parts[0]), regex
 
 
 def describe(configs: Mapping[str, str]) -> list[ConfigEntry]:
@@ -138,8 +142,8 @@ class ClientMetricsConfigs:
                     validate_only: bool = False) -> None:
         """Replace the subscription's configs with `change(current)`, validated (ClientMetricsError);
         written only if nobody changed them meanwhile (another broker may alter the same one)."""
-        if not name:  # refused before anything is read, as Kafka does
-            validate(name, {})
+        if not name:  # refused before anything is read, after the operations (APPEND: INVALID_CONFIG), as Kafka
+            validate(name, change({}))
 
         def validated(current: dict[str, str]) -> dict[str, str] | None:
             clean = validate(name, change(current))  # checked also when only validating

@@ -103,7 +103,7 @@ class TopicConfigDef:
 
     def parse(self, raw: object):
         """The value `raw` stands for, checked; InvalidConfig with Kafka's message if it is not one."""
-        text = "" if raw is None else str(raw).strip()
+        text = "" if raw is None else java_trim(str(raw))
         value = _parse(self.type, text, self.name, raw)
         if self.check is not None and value is not None:
             problem = self.check(value)
@@ -118,6 +118,43 @@ class TopicConfigDef:
         return text
 
 
+_JAVA_BLANKS = "".join(map(chr, range(0x21)))  # what Java's String.trim drops: every char up to ' '
+
+
+def java_trim(text: str) -> str:
+    """`text` trimmed as Kafka trims a value before parsing it: control chars and spaces, no other
+    Unicode blank (Python's strip() also drops a no-break space, which Java's parsers then refuse)."""
+    return text.strip(_JAVA_BLANKS)
+
+
+def _java_int(text: str) -> int:
+    """Java's Integer/Long.parseLong: an optional sign and decimal digits (any script's, as Java's
+    Character.digit), nothing else; Python's int() would also take '1_000'. ValueError otherwise."""
+    if "_" in text or text != text.strip():
+        raise ValueError(text)
+    return int(text)
+
+
+# Java's Double.parseDouble (the grammar of Double.valueOf): ASCII digits only, a decimal or hexadecimal
+# (binary exponent required) numeral with an optional f/d suffix, or NaN / Infinity spelled so. Python's
+# float() would also take 'inf', 'nan', '1_0' and other scripts' digits.
+_JAVA_DOUBLE = re.compile(r"""[+-]?(?:
+      NaN | Infinity
+    | (?P<dec>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?
+    | (?P<hex>0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?
+)""", re.VERBOSE)
+
+
+def _java_double(text: str) -> float:
+    match = _JAVA_DOUBLE.fullmatch(text)
+    if match is None:
+        raise ValueError(text)
+    sign = "-" if text.startswith("-") else ""
+    if match["hex"]:
+        return float.fromhex(sign + match["hex"])
+    return float(sign + match["dec"]) if match["dec"] else float(text.replace("Infinity", "inf"))
+
+
 def _parse(kind: ConfigType, text: str, name: str, raw: object):
     def fail(what: str):
         return InvalidConfig(f"Invalid value {raw} for configuration {name}: {what}")
@@ -130,7 +167,7 @@ def _parse(kind: ConfigType, text: str, name: str, raw: object):
         low, high = {ConfigType.INT: (INT32_MIN, INT32_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX),
                      ConfigType.SHORT: (-(2**15), 2**15 - 1)}[kind]
         try:
-            value = int(text)
+            value = _java_int(text)
         except ValueError:
             raise fail(f"Not a number of type {kind.name}") from None
         if not low <= value <= high:
@@ -138,7 +175,7 @@ def _parse(kind: ConfigType, text: str, name: str, raw: object):
         return value
     if kind is ConfigType.DOUBLE:
         try:
-            real = float(text)
+            real = _java_double(text)
         except ValueError:
             raise fail("Not a number of type DOUBLE") from None
         return real  # NaN passes Kafka's range checks (every comparison with it is false), and ours

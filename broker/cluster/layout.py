@@ -52,8 +52,12 @@ def _in_sequence(children: list[str], prefix: str) -> list[str]:
 
 
 def sanitized(name: str) -> str:
-    """A user's or resource's name as one path element: URL-encoded, as Kafka's Sanitizer does."""
-    return quote(name, safe="")
+    """A user's or resource's name as one path element: URL-encoded, as Kafka's Sanitizer does. The
+    names "." and ".." (which Kafka accepts for groups, subscriptions, users) are ZooKeeper's relative
+    path elements, refused as node names: their dots are encoded too. Only these two, so that every
+    name stored before keeps its node."""
+    quoted = quote(name, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def desanitized(child: str) -> str:

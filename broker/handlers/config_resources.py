@@ -4,6 +4,7 @@ Kafka's ConfigAdminManager makes before touching anything, and the broker's own 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -17,6 +18,7 @@ from broker.handlers.context import BrokerContext
 from broker.security.access import Asker, allowed, allowed_on_cluster
 from broker.security.dynamic_tls import RELOADABLE, STORE_PASSWORDS, listener_key
 from broker.security.passwords import is_password
+from broker.topic import validate_topic_name
 from broker.topic_configs import TOPIC_CONFIGS, ConfigEntry, InvalidConfig, layered_synonyms
 from broker.topic_placement import TopicError
 from protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType, Operation, ResourceType
@@ -64,6 +66,27 @@ def check_alterations(configs, *, null_allowed_for_op: int | None = None) -> Non
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
 
 
+MAX_VALUE_CHARS = 32767
+VALUE_TOO_LONG = ("The configuration value cannot be added because it exceeds the maximum value size of "
+                  f"{MAX_VALUE_CHARS} bytes.")
+
+
+def within_value_size(change: Callable[[dict[str, str]], Mapping[str, str | None]]
+                      ) -> Callable[[dict[str, str]], dict[str, str | None]]:
+    """`change`, whose result is refused INVALID_CONFIG where a value it sets or changes is longer than
+    Kafka's controller stores: 32,767 Java chars (UTF-16 units, whatever the message says), for every
+    type the controller alters (topics, brokers, groups, client metrics), before the type's own checks."""
+    def checked(current: dict[str, str]) -> dict[str, str | None]:
+        new = dict(change(dict(current)))
+        for key, value in new.items():
+            if (value is not None and value != current.get(key)
+                    and len(value.encode("utf-16-le", "surrogatepass")) // 2 > MAX_VALUE_CHARS):
+                raise ResourceError(ErrorCode.INVALID_CONFIG, VALUE_TOO_LONG)
+        return new
+
+    return checked
+
+
 def check_broker_name(broker: BrokerContext, name: str, *, empty_allowed: bool = True) -> None:
     """A BROKER resource names this broker's id, or "" for the cluster-wide defaults."""
     if name == "" and empty_allowed:
@@ -108,6 +131,26 @@ async def alter_client_metrics(broker: BrokerContext, name: str, change, validat
         await broker.client_metrics.alter(name, change, validate_only=validate_only)
     except ClientMetricsError as exc:
         raise ResourceError(exc.error_code, exc.message) from None
+
+
+async def alter_stored_configs(broker: BrokerContext, resource, change: Callable[[dict[str, str]], Mapping],
+                               validate_only: bool) -> None:
+    """A TOPIC, BROKER, GROUP or CLIENT_METRICS resource (the types Kafka's controller alters) has its
+    configs replaced by `change(current)`: each value's size checked first, then the type's own checks;
+    any other type is INVALID_REQUEST."""
+    change = within_value_size(change)
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == ConfigResourceType.TOPIC:
+        validate_topic_name(name)
+        await broker.topics.alter_configs(name, change, validate_only=validate_only)
+    elif kind == ConfigResourceType.BROKER:
+        await alter_broker_configs(broker, name, change, validate_only)
+    elif kind == ConfigResourceType.GROUP:
+        await alter_group_configs(broker, name, change, validate_only)
+    elif kind == ConfigResourceType.CLIENT_METRICS:
+        await alter_client_metrics(broker, name, change, validate_only)
+    else:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {kind}")
 
 
 def group_list(name: str) -> bool:

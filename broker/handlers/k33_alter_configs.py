@@ -16,7 +16,8 @@ INVALID_REQUEST, as in Kafka. A GROUP (any id but "") has its configs replaced b
 INVALID_CONFIG). A CLIENT_METRICS subscription (any name but "") has its configs replaced by the given
 set (broker/client_metrics_configs.py: Kafka's checks and codes; an empty set removes it), given
 ALTER_CONFIGS on the cluster. BROKER_LOGGER and other types are INVALID_REQUEST ("Unknown resource
-type").
+type"). A value longer than 32,767 chars is INVALID_CONFIG before the type's own checks, as Kafka's
+controller refuses it.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -27,19 +28,9 @@ from __future__ import annotations
 import structlog
 
 from broker.handlers import BrokerContext, handles
-from broker.handlers.config_resources import (
-    ResourceError,
-    alter_broker_configs,
-    alter_client_metrics,
-    alter_each,
-    alter_group_configs,
-    check_access,
-    check_alterations,
-)
+from broker.handlers.config_resources import alter_each, alter_stored_configs, check_access, check_alterations
 from broker.request_context import RequestContext
-from broker.topic import validate_topic_name
-from protocol.enums import ApiKey, ConfigResourceType, Operation
-from protocol.errors import ErrorCode
+from protocol.enums import ApiKey, Operation
 from protocol.framing import Request
 from protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 
@@ -61,18 +52,5 @@ async def alter_configs(broker: BrokerContext, request: Request[AlterConfigsRequ
 async def _alter(broker: BrokerContext, connection: RequestContext, resource, validate_only: bool) -> None:
     check_access(broker, connection, resource, Operation.ALTER_CONFIGS)
     check_alterations(resource.configs)
-    if resource.resource_type == ConfigResourceType.TOPIC:
-        validate_topic_name(resource.resource_name)
-        await broker.topics.alter_configs(resource.resource_name, {c.name: c.value for c in resource.configs},
-                                          validate_only=validate_only)
-    elif resource.resource_type == ConfigResourceType.BROKER:
-        await alter_broker_configs(broker, resource.resource_name, lambda _current: {
-            c.name: c.value for c in resource.configs}, validate_only)
-    elif resource.resource_type == ConfigResourceType.GROUP:
-        await alter_group_configs(broker, resource.resource_name, lambda _current: {
-            c.name: c.value for c in resource.configs}, validate_only)
-    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:
-        await alter_client_metrics(broker, resource.resource_name, lambda _current: {
-            c.name: c.value for c in resource.configs}, validate_only)
-    else:
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
+    await alter_stored_configs(broker, resource, lambda _current: {c.name: c.value for c in resource.configs},
+                               validate_only)

@@ -25,7 +25,8 @@ does (INVALID_CONFIG); APPEND and SUBTRACT are INVALID_CONFIG (no group config i
 CLIENT_METRICS subscription (any name but "") gets SET and DELETE on its configs, checked as a whole
 as Kafka does (broker/client_metrics_configs.py; deleting every one removes the subscription); APPEND
 and SUBTRACT are INVALID_CONFIG even on its two lists, as Kafka's controller treats them. Other
-resource types are INVALID_REQUEST.
+resource types are INVALID_REQUEST. For every type but BROKER_LOGGER a value set longer than 32,767
+chars is INVALID_CONFIG before the type's own checks, as Kafka's controller refuses it.
 
 Errors (per resource): NONE, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION.
@@ -39,17 +40,14 @@ from broker.dynamic_config import DYNAMIC_BROKER_CONFIGS
 from broker.handlers import BrokerContext, handles
 from broker.handlers.config_resources import (
     ResourceError,
-    alter_broker_configs,
-    alter_client_metrics,
     alter_each,
-    alter_group_configs,
     alter_log_levels,
+    alter_stored_configs,
     check_access,
     check_alterations,
     group_list,
 )
 from broker.request_context import RequestContext
-from broker.topic import validate_topic_name
 from broker.topic_configs import TOPIC_CONFIGS, is_list, log_config_value, stored_only_default
 from protocol.enums import AlterConfigOp, ApiKey, ConfigResourceType, ConfigType, Operation
 from protocol.errors import ErrorCode
@@ -79,33 +77,22 @@ async def _alter(broker: BrokerContext, connection: RequestContext, resource, va
     unknown = [c.config_operation for c in resource.configs if c.config_operation not in _OPERATIONS]
     if unknown:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {unknown[0]}")
-    if resource.resource_type == ConfigResourceType.TOPIC:
-        validate_topic_name(resource.resource_name)
-        topic = broker.topics.get(resource.resource_name)
-        if topic is None:
-            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"Topic '{resource.resource_name}' does not exist.")
-
+    kind = resource.resource_type
+    if kind == ConfigResourceType.BROKER_LOGGER:
+        alter_log_levels(broker, resource.resource_name, resource.configs, validate_only)
+        return
+    if kind == ConfigResourceType.TOPIC:
         def change(current: dict[str, str]) -> dict[str, str]:  # runs under the topic lock: no lost updates
             return apply_operations(current, resource.configs, is_list, lambda key: _default(broker, key))
-
-        await broker.topics.alter_configs(topic.name, change, validate_only=validate_only)
-    elif resource.resource_type == ConfigResourceType.BROKER:
-        def change_broker(current: dict[str, str]) -> dict[str, str]:  # under the dynamic configs' lock
+    elif kind == ConfigResourceType.BROKER:
+        def change(current: dict[str, str]) -> dict[str, str]:  # under the dynamic configs' lock
             return apply_operations(current, resource.configs, _broker_list,
                                     lambda key: broker.dynamic_config.layers.merged().get(key, _broker_default(key)))
-
-        await alter_broker_configs(broker, resource.resource_name, change_broker, validate_only)
-    elif resource.resource_type == ConfigResourceType.GROUP:
-        await alter_group_configs(broker, resource.resource_name, lambda current: apply_operations(
-            current, resource.configs, group_list, lambda _key: None), validate_only)
-    elif resource.resource_type == ConfigResourceType.CLIENT_METRICS:  # no list here either, for Kafka
-        await alter_client_metrics(broker, resource.resource_name, lambda current: apply_operations(
-            current, resource.configs, lambda _key: False, lambda _key: None), validate_only)
-    elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
-        alter_log_levels(broker, resource.resource_name, resource.configs, validate_only)
-    else:
-        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
+    else:  # no group config is a list; nor, for Kafka, is any client metrics one
+        def change(current: dict[str, str]) -> dict[str, str]:
+            return apply_operations(current, resource.configs, group_list if kind == ConfigResourceType.GROUP
+                                    else lambda _key: False, lambda _key: None)
+    await alter_stored_configs(broker, resource, change, validate_only)
 
 
 def apply_operations(overrides: dict[str, str], operations, list_config, in_force) -> dict[str, str]:

@@ -14,7 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest, ListConfigResourcesRequest
 from tests.broker.wire_client import WireClient
 
-CLIENT_METRICS, SET, DELETE = 16, 0, 1
+CLIENT_METRICS, SET, DELETE, APPEND, SUBTRACT = 16, 0, 1, 2, 3
 Resource = DescribeConfigsRequest.DescribeConfigsResource
 Alter = IncrementalAlterConfigsRequest.AlterConfigsResource
 
@@ -40,6 +40,8 @@ def test_values_are_kept_as_kafka_writes_them_back():
      "Invalid value 3600001 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
     ("s", {"interval.ms": "2147483648"}, ErrorCode.INVALID_CONFIG,
      "Invalid value 2147483648 for configuration interval.ms: Not a number of type INT"),
+    ("s", {"interval.ms": "1_000"}, ErrorCode.INVALID_CONFIG,  # Python's int() takes it, Java's parseInt not
+     "Invalid value 1_000 for configuration interval.ms: Not a number of type INT"),
     ("s", {"interval.ms": ""}, ErrorCode.INVALID_CONFIG,
      "Invalid value  for configuration interval.ms: Not a number of type INT"),
     ("s", {"metrics": "a,,b"}, ErrorCode.INVALID_CONFIG, "Configuration 'metrics' values must not be empty."),
@@ -116,3 +118,14 @@ def test_kept_across_a_restart_and_gone_when_deleted(broker):
         assert _listed(client) == ["also/kept"]
     store = (broker.data_dir / "logs" / "ebb-metadata.json").read_text()
     assert "/config/client-metrics/also%2Fkept" in store and "/config/client-metrics/kept" not in store
+
+
+def test_an_unnamed_subscription_has_its_operations_judged_first(broker):
+    """Kafka builds the changes (APPEND and SUBTRACT: INVALID_CONFIG) before it checks the name
+    (INVALID_REQUEST); a SET or DELETE on no name is refused for the name."""
+    with WireClient(broker.port) as client:
+        for ops, code in ((("metrics", APPEND, "a"), ErrorCode.INVALID_CONFIG),
+                          (("match", SUBTRACT, "client_id=a"), ErrorCode.INVALID_CONFIG),
+                          (("metrics", SET, "a"), ErrorCode.INVALID_REQUEST),
+                          (("metrics", DELETE, None), ErrorCode.INVALID_REQUEST)):
+            assert _alter(client, "", ops).error_code == code, ops

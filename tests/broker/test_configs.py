@@ -320,6 +320,38 @@ def test_incremental_resources(client, version):
                                               ErrorCode.NONE, ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
 
 
+TOO_LONG = "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes."
+CLIENT_METRICS, GROUP = 16, 32
+
+
+def test_values_longer_than_kafkas_controller_stores_are_refused(client):
+    """Kafka's controller refuses a value over 32,767 Java chars (UTF-16 units) for every type it alters,
+    before the type's own checks; only flexible versions carry such a string (v1, legacy v2)."""
+    create_topic(client, "long-values")
+    emoji = "\U0001F600" * 16384  # 16,384 code points, 32,768 UTF-16 units
+    for kind, name, key, value in ((TOPIC, "long-values", "compression.type", "x" * 32768),
+                                   (BROKER, "", "log.retention.ms", "1" * 32768),
+                                   (GROUP, "g", "consumer.session.timeout.ms", "4" * 32768),
+                                   (CLIENT_METRICS, "m", "metrics", "a" * 32768),
+                                   (CLIENT_METRICS, "m", "metrics", emoji)):
+        for result in (_incremental(client, name, [(key, SET, value)], 1, resource_type=kind),
+                       _alter(client, name, [(key, value)], 2, resource_type=kind)):
+            assert (result.error_code, result.error_message) == (ErrorCode.INVALID_CONFIG, TOO_LONG), (kind, key)
+    assert _incremental(client, "m", [("metrics", SET, "a" * 32767)], 1, resource_type=CLIENT_METRICS,
+                        validate_only=True).error_code == ErrorCode.NONE
+    appended = _incremental(client, "m", [("metrics", APPEND, "a" * 32768)], 1, resource_type=CLIENT_METRICS)
+    assert "because its type is not LIST" in appended.error_message  # the operation is judged first
+
+    # What Kafka can be sent (its parser closes the connection on any string past 32,767 bytes): a list
+    # grown past the limit by APPEND, refused so by Kafka 4.3.1 too (checked against a live node)
+    throttled = "leader.replication.throttled.replicas"
+    first, second = (",".join(f"{p}:1" for p in range(low, high)) for low, high in ((0, 4000), (4000, 5000)))
+    assert _incremental(client, "long-values", [(throttled, APPEND, first)]).error_code == ErrorCode.NONE
+    grown = _incremental(client, "long-values", [(throttled, APPEND, second)])
+    assert (grown.error_code, grown.error_message) == (ErrorCode.INVALID_CONFIG, TOO_LONG)
+    assert _values(client, "long-values")[throttled] == first
+
+
 # --- effective at once, and durable ---------------------------------------------------------------
 
 

@@ -43,6 +43,17 @@ async def test_one_broker_sets_another_reads(store_factory):
     assert await second.names() == []
 
 
+@pytest.mark.parametrize("name", [".", ".."])
+async def test_subscriptions_named_dot_and_dot_dot_are_stored(store_factory, name):
+    """Relative path elements to ZooKeeper, which refused them as nodes (the handlers raised)."""
+    configs = ClientMetricsConfigs(await store_factory())
+    await configs.alter(name, lambda current: {**current, "interval.ms": "1000"})
+    again = ClientMetricsConfigs(await store_factory())
+    assert (await again.get(name), await again.names()) == ({"interval.ms": "1000"}, [name])
+    await again.alter(name, lambda current: {})
+    assert await again.names() == []
+
+
 def test_every_broker_of_a_cluster_answers_the_same_after_an_alter(zk_connect, tmp_path):
     """Kafka's brokers answer once its metadata log reaches them; Ebb's read ZooKeeper, so at once."""
     Alter = IncrementalAlterConfigsRequest.AlterConfigsResource

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from broker.cluster.layout import ConfigEntityZNode, ConfigType
+from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode, ConfigType
 from broker.cluster.store import NoNode
 from broker.cluster.zookeeper import ZooKeeperStore
 from broker.group_configs import GroupConfigs, group_broker_properties
@@ -40,6 +40,17 @@ async def test_one_broker_sets_another_reads(store_factory):
     await second.alter(GROUP, lambda current: {})
     with pytest.raises(NoNode):
         await second.store.get(ConfigEntityZNode.path(ConfigType.GROUP, GROUP))
+
+
+@pytest.mark.parametrize("group", [".", ".."])
+async def test_groups_named_dot_and_dot_dot_are_stored(store_factory, group):
+    """Relative path elements to ZooKeeper, which refused them as nodes; ordinary group names to Kafka."""
+    configs = GroupConfigs(await store_factory(), BROKER)
+    await configs.alter(group, setting("consumer.heartbeat.interval.ms", "7000"))
+    assert await GroupConfigs(await store_factory(), BROKER).get(group) == {"consumer.heartbeat.interval.ms": "7000"}
+    assert group in await ConfigEntityTypeZNode.names(configs.store, ConfigType.GROUP)
+    await configs.alter(group, lambda current: {})
+    assert await configs.get(group) == {}
 
 
 async def test_two_brokers_at_once_lose_no_change(zk_connect):

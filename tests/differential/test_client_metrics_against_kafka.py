@@ -155,12 +155,19 @@ REFUSED = [
     ("an interval beyond an int", ("interval.ms", SET, "2147483648")),
     ("an interval not a number", ("interval.ms", SET, "soon")),
     ("an empty interval", ("interval.ms", SET, "")),
+    ("an interval with an underscore", ("interval.ms", SET, "1_000")),
     ("a match without a regex", ("match", SET, "client_id")),
     ("a match with an empty regex", ("match", SET, "client_id=")),
     ("a match on an unknown selector", ("match", SET, "client_name=x")),
     ("a match with no selector", ("match", SET, "=x")),
     ("a match with two '='", ("match", SET, "client_id=a=b")),
     ("a match with a bad regex", ("match", SET, "client_software_version=[1-")),
+    ("a Python-only named group", ("match", SET, "client_id=(?P<n>a)")),
+    ("a Python-only comment group", ("match", SET, "client_id=(?#c)a")),
+    ("braces Python reads as literals", ("match", SET, "client_id={foo}")),
+    ("a Python-only escape", ("match", SET, "client_id=\\U0001F600")),
+    ("a Python-only flag", ("match", SET, "client_id=(?a)a")),
+    ("an unknown Java property", ("match", SET, "client_id=\\p{Lx}")),
     ("a match with an empty item", ("match", SET, "client_id=a,,client_id=b")),
     ("metrics with an empty item", ("metrics", SET, "a,,b")),
     ("metrics of commas only", ("metrics", SET, " ,")),
@@ -175,6 +182,8 @@ def refusals(peer: Peer) -> None:
         _incremental(peer, label, "refused", op)
     _incremental(peer, "an empty name", "", ("metrics", SET, "a"))
     _incremental(peer, "an empty name, deleting", "", ("metrics", DELETE, None))
+    _incremental(peer, "an empty name, appending", "", ("metrics", APPEND, "a"))
+    _incremental(peer, "an empty name, subtracting", "", ("match", SUBTRACT, "client_id=a"))
     _incremental(peer, "an unknown config before a bad regex", "refused", ("match", SET, "client_id=["),
                  ("metricz", SET, "a"))
     _incremental(peer, "a bad interval before a bad regex", "refused", ("match", SET, "client_id=["),
@@ -184,6 +193,10 @@ def refusals(peer: Peer) -> None:
     _incremental(peer, "one bad among good ones", "refused", ("metrics", SET, "a"), ("interval.ms", SET, "0"))
     _incremental(peer, "a null value", "refused", ("metrics", SET, None))
     _incremental(peer, "a key twice", "refused", ("metrics", SET, "a"), ("metrics", SET, "b"))
+    for regex in ("\\p{L}+", "\\p{Alpha}", "\\Qa.b\\E", "(?<n>a)\\k<n>", "a(?i)b", "\\h\\R\\z\\G\\X", "\\x{41}\\e\\cA",
+                  "(?U)[\\d-z]\\8", "[a-z&&[^b]]"):  # Java's own, which Python's re refused
+        _incremental(peer, f"a Java-only regex {regex}", "refused", ("match", SET, f"client_id={regex}"),
+                     validate_only=True)
     _describe(peer, "nothing was stored", "refused")
 
 

@@ -65,6 +65,14 @@ def test_user_names_are_url_encoded_as_kafkas_sanitizer_does():
     assert desanitized(path.rsplit("/", 1)[1]) == "alice@example.com/x y"
 
 
+def test_the_names_dot_and_dot_dot_get_nodes_zookeeper_takes_and_other_names_keep_theirs():
+    """ZooKeeper refuses "." and ".." as path elements (relative paths); Kafka accepts them as names."""
+    for name, child in ((".", "%2E"), ("..", "%2E%2E"), ("...", "..."), ("a.b", "a.b"), (".a", ".a")):
+        path = ConfigEntityZNode.path(ConfigType.GROUP, name)
+        assert path == f"/config/groups/{child}"
+        assert desanitized(path.rsplit("/", 1)[1]) == name
+
+
 def test_broker_and_controller_nodes():
     registration = BrokerRegistration("h", 9092, None, ("PLAINTEXT://h:9092",), {"PLAINTEXT": "PLAINTEXT"}, "17")
     node = json.loads(BrokerIdZNode.encode(registration))

@@ -12,11 +12,12 @@ from broker.topic_configs import (
     EFFECTIVE_CONFIGS,
     TOPIC_CONFIGS,
     InvalidConfig,
+    TopicConfigDef,
     describe_topic_configs,
     validate_overrides,
 )
 from broker.topics import STORED_ONLY_CONFIGS
-from protocol.enums import ConfigSource
+from protocol.enums import ConfigSource, ConfigType
 
 FEATURES = Path(__file__).parents[2] / "docs" / "features.md"
 
@@ -63,6 +64,29 @@ def test_docs_list_every_config_in_its_section():
 def test_bad_values_are_refused_in_kafkas_words(overrides, message):
     with pytest.raises(InvalidConfig, match=re.escape(message)):
         validate_overrides(overrides)
+
+
+# What Java's Integer.parseInt / Long.parseLong / Double.parseDouble make of a value Kafka has trimmed
+# (String.trim: chars up to ' ' only); each verdict read from a JDK 17 run, X for refused.
+JAVA_NUMBERS = [
+    ("1_000", "X", "X"), ("+5", "5", "5.0"), ("-5", "-5", "-5.0"), ("007", "7", "7.0"),
+    ("\u0661\u0660\u0660\u0660", "1000", "X"),  # Arabic-Indic digits: parseInt takes any script's, parseDouble not
+    ("1\u00a0", "X", "X"), ("\x01 1\t", "1", "1.0"), ("+", "X", "X"), ("1.5", "X", "1.5"), ("1d", "X", "1.0"),
+    ("1.5F", "X", "1.5"), (".5", "X", "0.5"), ("5.", "X", "5.0"), ("-1.5e3", "X", "-1500.0"), ("1e", "X", "X"),
+    ("NaN", "X", "nan"), ("nan", "X", "X"), ("-Infinity", "X", "-inf"), ("inf", "X", "X"), ("NaNd", "X", "X"),
+    ("0x1.8p1", "X", "3.0"), ("0X1P0", "X", "1.0"), ("0x1p3f", "X", "8.0"), ("0x1.8", "X", "X"), ("1_0.5", "X", "X"),
+]
+
+
+@pytest.mark.parametrize("text, as_long, as_double", JAVA_NUMBERS)
+def test_numbers_are_read_as_javas_parsers_read_them(text, as_long, as_double):
+    for kind, verdict in ((ConfigType.LONG, as_long), (ConfigType.INT, as_long), (ConfigType.DOUBLE, as_double)):
+        definition = TopicConfigDef("x", kind, None, "")  # no range check
+        if verdict == "X":
+            with pytest.raises(InvalidConfig, match="Not a number of type"):
+                definition.parse(text)
+        else:
+            assert repr(definition.parse(text)) == verdict
 
 
 def test_small_segments_only_behind_the_escape_hatch():
