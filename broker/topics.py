@@ -481,6 +481,7 @@ class TopicManager:
                     await self.logs.delete_log(tp)
 
     def _deleting(self, name: str) -> None:
+        self.logs.topic_configs.pop(name, None)  # one per topic ever created otherwise, for the process's life
         for listener in self.deletion_listeners:
             listener(name)
 
