@@ -385,6 +385,27 @@ def test_a_client_over_its_request_percentage_is_throttled_for_at_most_a_window(
         assert client.send(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
 
 
+def test_a_consumer_over_its_request_percentage_gets_no_data(broker):
+    """As over its byte rate (Kafka's handleFetchRequest takes the larger of the two throttles): a consumer
+    over its request_percentage is answered with no records and no new fetch session, with the throttle;
+    once the quota is gone the same Fetch carries the records."""
+    with WireClient(broker.port) as client:
+        create_topic(client, "busy-read")
+        answer = client.send(produce_request("busy-read", 0, batch([b"r" * 1000])), 9)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        alter(client, (entity(client_id="busy-reader"), [op("request_percentage", 0.0001)]))
+    for session_epoch in (-1, 0):
+        with WireClient(broker.port, client_id="busy-reader") as reader:
+            answer = reader.send(fetch_request("busy-read", 0, 0, session_epoch=session_epoch), 12)
+        assert (answer.error_code, answer.session_id, answer.responses, answer.throttle_time_ms) == (
+            ErrorCode.NONE, 0, [], 1000), answer
+    with WireClient(broker.port) as client:
+        alter(client, (entity(client_id="busy-reader"), [op("request_percentage", None)]))
+    with WireClient(broker.port, client_id="busy-reader") as reader:
+        answer = reader.send(fetch_request("busy-read", 0, 0), 12)
+    assert answer.throttle_time_ms == 0 and len(answer.responses[0].partitions[0].records) > 1000
+
+
 def _measured(client_id: str, kind: str, rate_name: str) -> tuple[float, float]:
     """The client's throttled requests of a quota kind and its rate, as scraped (0 when not shown)."""
     samples = scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics")
