@@ -52,6 +52,12 @@ def test_the_throttle_is_the_refill_time_back_to_zero():
     assert bucket.throttle_ms(2.0, 22.0, 4_000) == 0  # exactly zero is within the quota
 
 
+def test_a_tiny_quota_saturates_at_the_largest_throttle():
+    bucket = TokenBucket()
+    bucket.take(1, 1e-310, 1e-309, 0)  # -1 / 1e-310 * 1000 is infinite: Math.round's Long.MAX_VALUE, then int32
+    assert bucket.throttle_ms(1e-310, 1e-309, 0) == 2**31 - 1
+
+
 def test_a_nan_quota_throttles_nobody():
     bucket = TokenBucket()
     bucket.take(100, math.nan, math.nan, 0)

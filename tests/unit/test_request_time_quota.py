@@ -97,6 +97,14 @@ def test_loop_time_is_a_percentage_of_one_thread_and_the_throttle_is_capped_at_o
     assert manager.charge(RequestContext(), "other", 100.0) == 0  # no quota for this client
 
 
+def test_a_tiny_quota_saturates_and_is_capped_at_one_window():
+    # (O - T) / T * W overflows a double: Java's Math.round gives Long.MAX_VALUE, then the window's cap
+    manager = _manager(1e-310)
+    connection = RequestContext()
+    assert manager.charge(connection, "c", 0.001) == 1000
+    assert connection.throttle_ms == 1000
+
+
 def test_the_encoding_is_counted_unchecked():
     manager = _manager(10.0)
     connection = RequestContext()
