@@ -30,47 +30,29 @@ class _Clock:
 def test_the_time_a_request_waits_is_not_charged_and_its_own_steps_are():
     clock = _Clock()
     turn = asyncio.Event()
+    so_far = []
 
     async def handler() -> str:
         clock.busy(0.03)
         await turn.wait()  # the loop runs others meanwhile (here: the busy task below)
         clock.busy(0.02)
+        so_far.append(metered.so_far())  # the running step included: what a consumer's Fetch charges itself
+        clock.busy(0.01)
         return "answer"
 
     async def other() -> None:
         clock.busy(0.1)  # another request's work while the handler waits
         turn.set()
 
-    async def main() -> tuple[str, float]:
-        metered = LoopTime(handler(), clock)
-        answer, _ = await asyncio.gather(metered, other())
-        return answer, metered.seconds
-
-    answer, charged = asyncio.run(main())
-    assert answer == "answer"
-    assert charged == pytest.approx(0.05)  # its two busy steps, none of the other's 0.1
-    assert clock.now == pytest.approx(0.15)
-
-
-def test_the_time_so_far_includes_the_running_step():
-    clock = _Clock()
-    seen = []
-
-    async def handler() -> None:
-        clock.busy(0.01)
-        await asyncio.sleep(0)
-        clock.busy(0.02)
-        seen.append(metered.so_far())  # what a handler charging itself (a consumer's Fetch) counts
-        clock.busy(0.04)
-
     metered = LoopTime(handler(), clock)
 
-    async def main() -> None:
-        await metered
+    async def main() -> list:
+        return await asyncio.gather(metered, other())
 
-    asyncio.run(main())
-    assert seen == [pytest.approx(0.03)]
-    assert metered.seconds == pytest.approx(0.07)
+    assert asyncio.run(main())[0] == "answer"
+    assert so_far == [pytest.approx(0.05)]
+    assert metered.seconds == pytest.approx(0.06)  # its own steps, none of the other's 0.1
+    assert clock.now == pytest.approx(0.16)
 
 
 def test_a_cancelled_request_is_cancelled_inside_and_its_steps_counted():
