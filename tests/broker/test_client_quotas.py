@@ -353,8 +353,12 @@ def test_topic_mutations_over_their_quota_are_refused_or_throttled(broker):
         assert ErrorCode(answer.results[0].error_code).name == "UNKNOWN_TOPIC_OR_PARTITION"  # checked first
         answer = client.send(CreateTopicsRequest(topics=topics[1:2], timeout_ms=10_000, validate_only=True), 6)
         assert ErrorCode(answer.topics[0].error_code).name == "THROTTLING_QUOTA_EXCEEDED"
-    throttled, rate = _measured("mutator", "controller_mutation", "kafka_server_controller_mutation_rate")
+    throttled, rate = _measured("mutator", "controller_mutation", "kafka_server_controllermutation_mutation_rate")
     assert throttled == 3 and rate > 0, (throttled, rate)
+    tokens = value(scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics"), "kafka_server_controllermutation_tokens",
+                   user="", client_id="mutator")
+    # below zero since the deletion (-62, refilling at 5/s): the refusal just before showed it
+    assert tokens is not None and -62 <= tokens < 0, tokens
     with WireClient(broker.port) as admin:
         alter(admin, (entity(client_id="mutator"), [op("controller_mutation_rate", None)]))
     with WireClient(broker.port, client_id="mutator") as client:  # no quota: nothing is charged
