@@ -20,6 +20,7 @@ from broker.share.sessions import ShareSession
 
 if TYPE_CHECKING:
     from broker.handlers.fetch_resolve import ResolvedFetch
+    from broker.quotas.request_time import LoopTime
 
 
 @dataclass(slots=True)
@@ -40,6 +41,10 @@ class RequestContext:
     # How long the connection stays muted after this answer (a client quota's throttle, KIP-219); the
     # server mutes and sets it back to 0.
     throttle_ms: int = 0
+    # The loop time of the request being served while its client's request_percentage is metered, for the
+    # server to charge once the handler is done; a handler deciding its answer on the throttle (a consumer's
+    # Fetch) charges it itself, which empties this (RequestQuotas.charge_so_far). None otherwise.
+    request_time: LoopTime | None = None
     # The share session this connection opened last (KIP-932): it ends, and what its member holds on
     # this broker is released, when the connection closes.
     share_session: ShareSession | None = None

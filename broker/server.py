@@ -228,6 +228,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             return await self._answer(handler, request, context, version, correlation_id, arrived)
         finally:
+            context.request_time = None  # never seen by the connection's next request
             regions = context.file_regions
             if regions:  # not handed to the file sender: the answer was not sent
                 for failure in release_unsent(regions):
@@ -240,7 +241,7 @@ class Connection(asyncio.BufferedProtocol):
         metered = request_quotas.enabled and not exempt_from_request_quota(request)
         try:
             if metered:
-                loop_time = LoopTime(handler.fn(self.broker, request, context))
+                loop_time = context.request_time = LoopTime(handler.fn(self.broker, request, context))
                 response = await loop_time
             else:
                 response = await handler.fn(self.broker, request, context)
@@ -257,10 +258,12 @@ class Connection(asyncio.BufferedProtocol):
             return True
         if response is None:  # no answer due (acks=0, or a refused re-authentication that just closes)
             return self._after_sasl_step()
-        if metered:  # the handler's loop time, checked against the quota before the answer is made
-            throttle_ms = request_quotas.charge(context, request.header.client_id, loop_time.seconds)
-            if throttle_ms > getattr(response, "throttle_time_ms", throttle_ms):
-                response.throttle_time_ms = throttle_ms  # the larger of the two quotas' (Produce, Fetch, ...)
+        if metered:
+            if context.request_time is not None:  # checked against the quota before the answer is made
+                context.request_time = None  # (unless the handler charged it: a consumer's Fetch)
+                throttle_ms = request_quotas.charge(context, request.header.client_id, loop_time.seconds)
+                if throttle_ms > getattr(response, "throttle_time_ms", throttle_ms):
+                    response.throttle_time_ms = throttle_ms  # the larger of the two quotas' (Produce, ...)
             encoding = time.perf_counter()
         try:
             chunks = handler.encode(response, version, correlation_id)

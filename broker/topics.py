@@ -442,7 +442,8 @@ class TopicManager:
         follows at once (a crash in between finishes it at start-up): True. In a cluster every broker
         drops its replicas when it sees the mark, at once or when it comes back, and the controller
         removes the topic once all have (broker/cluster/deletion.py): False, still in progress.
-        `charge` takes its partitions from the client's mutation quota before it is marked."""
+        `charge` takes its partitions from the client's mutation quota before it is marked. A cluster's topic
+        marked already is gone as far as a deletion goes (Kafka 4.3.1 removes a topic at once), and free."""
         async with self._locks.held(collision_key(name)):
             marker = DeleteTopicsTopicZNode.path(name)
             if name not in self._topics:
@@ -451,6 +452,8 @@ class TopicManager:
                     raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
             elif not self.config.delete_topic_enable:
                 raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            elif self.controlled_deletion and await self.store.exists(marker):  # not dropped here yet, or moving
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' is marked for deletion.")
             else:
                 if charge is not None:
                     charge(len(self._topics[name].replicas))

@@ -180,8 +180,11 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
                                            connection.file_regions)
     if session is not None and session.epoch != next_epoch(body.session_epoch):  # a duplicate moved it on
         return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
-    if quota.enabled and not follower:  # over its quota, a consumer is answered no data (its session unchanged)
-        throttle_ms = fetch_throttle(quota, connection, request.header.client_id, sum(map(len, chunks)))
+    # Over its byte rate or its request_percentage, a consumer is answered no data (its session unchanged)
+    if not follower and (quota.enabled or connection.request_time is not None):
+        client_id = request.header.client_id
+        throttle_ms = fetch_throttle(quota, connection, client_id, sum(map(len, chunks)),
+                                     broker.quotas.requests.charge_so_far(connection, client_id))
         if throttle_ms:
             return FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE,
                                  session_id=session.id if session is not None else 0, responses=[])

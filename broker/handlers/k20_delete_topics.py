@@ -11,7 +11,8 @@ replica's broker is down, say) — as Kafka does.
 Checks, as Kafka's controller makes them: a v6 entry with neither name nor id, or with both, is
 INVALID_REQUEST; a name or id given twice gets one INVALID_REQUEST result; a name whose id another
 entry already gave is INVALID_REQUEST. Unknown names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids
-UNKNOWN_TOPIC_ID. Internal topics (__consumer_offsets, ...) cannot be deleted:
+UNKNOWN_TOPIC_ID (also a topic a cluster has marked for deletion already, which Kafka 4.3.1 has
+removed: nothing is charged for it). Internal topics (__consumer_offsets, ...) cannot be deleted:
 INVALID_TOPIC_EXCEPTION. With delete.topic.enable=false every topic fails with
 TOPIC_DELETION_DISABLED (v3+) or INVALID_REQUEST (v1-2). Results carry the name, the id (v6) and an
 error message (v5+).
@@ -109,7 +110,7 @@ async def delete_topics(broker: BrokerContext, request: Request[DeleteTopicsRequ
                 results.append(_result(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                        "DELETE on the topic is needed to delete it."))
                 continue
-            results.append(await _delete(broker, topic.name, topic_id, version, pending, quota))
+            results.append(await _delete(broker, topic.name, topic_id, version, pending, quota, by_id=True))
     if pending:
         await _await_deletions(broker, pending, body.timeout_ms)
     return DeleteTopicsResponse(responses=results, throttle_time_ms=quota.finish(connection))
@@ -131,7 +132,8 @@ async def _await_deletions(broker: BrokerContext, pending: list[Result], timeout
 
 
 async def _delete(broker: BrokerContext, name: str, topic_id: uuid.UUID, version: int,
-                  pending: list[Result], quota: MutationCharge) -> DeleteTopicsResponse.DeletableTopicResult:
+                  pending: list[Result], quota: MutationCharge, by_id: bool = False
+                  ) -> DeleteTopicsResponse.DeletableTopicResult:
     topic = broker.topics.get(name)
     if topic is not None and topic.internal:
         return _result(name, topic_id, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted.")
@@ -143,6 +145,8 @@ async def _delete(broker: BrokerContext, name: str, topic_id: uuid.UUID, version
         error = exc.error_code
         if error == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
             error = ErrorCode.INVALID_REQUEST
+        if by_id and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:  # gone meanwhile, or marked in a cluster
+            return _result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
         return _result(name, topic_id, error, exc.message)
     result = _result(name, topic_id, ErrorCode.NONE, None)
     if done:

@@ -1,6 +1,7 @@
 """Client quota metrics, per client as its quota groups them (Kafka's `kafka.server:type=Produce`,
-`type=Fetch`, `type=Request` and `type=ControllerMutation` with user and client-id tags): the byte rate
-(the request time, the mutation rate) measured now and the throttles it earned.
+`type=Fetch`, `type=Request` and `type=ControllerMutation` with user and client-id tags, named
+kafka_server_<type>_<attribute> as the other kafka_* series): the byte rate (the request time, the
+mutation rate and the bucket's tokens) measured now and the throttles it earned.
 Only clients under a quota are measured (Kafka measures every client once any quota is set)."""
 
 from __future__ import annotations
@@ -25,9 +26,16 @@ class ClientQuotaCollector:
         yield from _families("request", "kafka_server_request_time",
                              "Percentage of the event loop the client's requests took over the quota windows, "
                              "per client", self._quotas.requests)
-        yield from _families("controller_mutation", "kafka_server_controller_mutation_rate",
+        mutations = self._quotas.mutations
+        yield from _families("controller_mutation", "kafka_server_controllermutation_mutation_rate",
                              "Partitions created or deleted per second over the quota windows, per client",
-                             self._quotas.mutations)
+                             mutations)
+        tokens = GaugeMetricFamily("kafka_server_controllermutation_tokens",
+                                   "Mutations left in the client's token bucket (below zero: throttled), per client",
+                                   labels=["user", "client_id"])
+        for (user, client_id), left in mutations.tokens():
+            tokens.add_metric([user, client_id], left)
+        yield tokens
 
 
 def _families(kind: str, rate_name: str, rate_help: str, manager: QuotaManager) -> Iterator[Metric]:

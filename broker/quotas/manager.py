@@ -203,14 +203,19 @@ def throttle_for(manager: QuotaManager, connection: RequestContext, client_id: s
     return throttle_ms
 
 
-def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float) -> int:
-    """A consumer's Fetch of `value` bytes: the throttle time (the connection muted for it, as
-    throttle_for). A throttled Fetch is answered with no data, so its bytes are taken back, as Kafka does."""
+def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float,
+                   request_throttle_ms: int = 0) -> int:
+    """A consumer's Fetch of `value` bytes: the throttle time, the larger of its byte rate's and
+    `request_throttle_ms` (its request_percentage's, charged already), as Kafka's handleFetchRequest (the
+    connection muted for it, as throttle_for). A Fetch throttled by either is answered with no data, so its
+    bytes are taken back and its files released, as Kafka does."""
     user, now = user_of(connection.principal), int(time.monotonic() * 1000)
-    throttle_ms = manager.record(user, client_id or "", value, now)
+    recorded = manager.enabled
+    throttle_ms = max(manager.record(user, client_id or "", value, now) if recorded else 0, request_throttle_ms)
     if throttle_ms:
-        manager.unrecord(user, client_id or "", value, now)
-        connection.throttle_ms = throttle_ms
+        if recorded:
+            manager.unrecord(user, client_id or "", value, now)
+        connection.throttle_ms = max(connection.throttle_ms, throttle_ms)
         regions = connection.file_regions
         if regions:  # the answer carries none of the record data read for it
             for exc in release_unsent(regions):

@@ -27,10 +27,11 @@ spread over n brokers may mutate n times its quota.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from broker.quotas.entities import CONTROLLER_MUTATION_RATE
-from broker.quotas.manager import ClientSensor, QuotaManager, user_of
+from broker.quotas.manager import ClientSensor, QuotaManager, Tags, user_of
 from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode, FixedCodeError
@@ -121,4 +122,16 @@ class MutationQuotas(QuotaManager):
         if found is None:
             return MutationCharge(None, 0.0, 0.0, strict)
         sensor, bound = found
-        return MutationCharge(sensor, bound, self.window_num * self.window_ms / 1000 * bound, strict)
+        return MutationCharge(sensor, bound, self._burst(bound), strict)
+
+    def tokens(self) -> Iterator[tuple[Tags, float]]:
+        """Each measured client's credits now (Kafka's `tokens` metric of its ControllerMutation sensor)."""
+        now = _now_ms()
+        for tags, sensor in list(self._sensors.items()):
+            bound = self._bound(tags)
+            if bound is not None:  # a quota removed since: its sensor goes at the sweep
+                yield tags, sensor.bucket.refill(bound, self._burst(bound), now)
+
+    def _burst(self, bound: float) -> float:
+        """What a bucket holds at most: quota.window.num windows' worth (Kafka's TokenBucket)."""
+        return self.window_num * self.window_ms / 1000 * bound

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from broker.java_math import java_round
 from protocol.varint import INT32_MAX
 
 
@@ -90,11 +91,6 @@ class SampledRate:
         return total / (self.window_size_ms(now_ms) / 1000.0)
 
 
-def java_round(value: float) -> int:
-    """Java's Math.round: halves go up, NaN is 0 (a NaN quota, which Kafka takes, throttles nobody)."""
-    return 0 if math.isnan(value) else math.floor(value + 0.5)
-
-
 def record_and_throttle_ms(rate: SampledRate, bound: float, value: float, now_ms: int,
                            cap_ms: int | None = None) -> int:
     """Record `value` and answer the throttle time if the rate now exceeds `bound` (0 if not)."""
@@ -102,6 +98,7 @@ def record_and_throttle_ms(rate: SampledRate, bound: float, value: float, now_ms
     observed = rate.measure(now_ms)
     if observed <= bound:
         return 0
+    # A NaN quota, which Kafka takes, throttles nobody (0); a tiny one saturates (Long.MAX_VALUE), then the cap
     throttle = java_round((observed - bound) / bound * rate.window_size_ms(now_ms))
     # Byte rates are not capped (as in Kafka), but the answer's throttle_time_ms is an int32: a tiny quota
     # against a large request saturates there (Kafka's int cast wraps, often to no throttle at all).

@@ -23,7 +23,7 @@ acks=0).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from broker.quotas.entities import REQUEST_PERCENTAGE
@@ -54,18 +54,24 @@ class LoopTime(Awaitable[_T]):
     """Awaits a coroutine, adding up the time each of its steps held the event loop (`seconds`): the
     time between being resumed and suspending again, none of the time it waited."""
 
-    __slots__ = ("_coro", "seconds")
+    __slots__ = ("_coro", "_clock", "_step_started", "seconds")
 
-    def __init__(self, coro: Coroutine[Any, Any, _T]) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, _T], clock: Callable[[], float] = time.perf_counter) -> None:
         self._coro = coro
+        self._clock = clock
+        self._step_started = 0.0
         self.seconds = 0.0
 
+    def so_far(self) -> float:
+        """The loop time until now, the step running included (for the coroutine itself to charge)."""
+        return self.seconds + (self._clock() - self._step_started)
+
     def __await__(self) -> Generator[Any, Any, _T]:
-        coro, clock = self._coro, time.perf_counter
+        coro, clock = self._coro, self._clock
         value: Any = None
         error: BaseException | None = None
         while True:
-            started = clock()
+            started = self._step_started = clock()
             try:
                 awaited = coro.send(value) if error is None else coro.throw(error)
             except StopIteration as done:
@@ -94,6 +100,16 @@ class RequestQuotas(QuotaManager):
         if throttle_ms > connection.throttle_ms:
             connection.throttle_ms = throttle_ms
         return throttle_ms
+
+    def charge_so_far(self, connection: RequestContext, client_id: str | None) -> int:
+        """Charge the loop time the request took until now from inside its handler, where its answer is decided
+        (a consumer's Fetch: Kafka decides its request throttle with its byte-rate one); the throttle time, 0 if
+        the request is not metered. The server then charges the request no second time."""
+        loop_time = connection.request_time
+        if loop_time is None:
+            return 0
+        connection.request_time = None
+        return self.charge(connection, client_id, loop_time.so_far())
 
     def record_unchecked(self, connection: RequestContext, client_id: str | None, seconds: float) -> None:
         """Count time spent on an answer already judged (Kafka's recordNoThrottle of network time)."""

@@ -22,6 +22,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 
+from broker.java_math import java_round
 from broker.security.errors import AuthenticationFailed, InvalidCredentials
 from client.jaas import JaasEntry
 
@@ -178,18 +179,6 @@ def validated(jws: str, validator: UnsecuredValidator, now_ms: float) -> tuple[s
             raise _Rejected(f"The provided scope was missing a required scope ({required})",
                             scope="[" + ", ".join(validator.required_scope) + "]")
     return principal, java_round(1000 * exp)
-
-
-def java_round(value: float) -> int:
-    """Java's Math.round of a double (exp seconds to ms, as OAuthBearerUnsecuredJws): half up, saturating
-    at Long's bounds."""
-    if math.isnan(value):
-        return 0
-    if value >= 2**63 - 1:
-        return 2**63 - 1
-    if value <= -2**63:
-        return -2**63
-    return math.floor(value + 0.5)
 
 
 def _json_object(split: str) -> dict[str, object]:

@@ -353,8 +353,12 @@ def test_topic_mutations_over_their_quota_are_refused_or_throttled(broker):
         assert ErrorCode(answer.results[0].error_code).name == "UNKNOWN_TOPIC_OR_PARTITION"  # checked first
         answer = client.send(CreateTopicsRequest(topics=topics[1:2], timeout_ms=10_000, validate_only=True), 6)
         assert ErrorCode(answer.topics[0].error_code).name == "THROTTLING_QUOTA_EXCEEDED"
-    throttled, rate = _measured("mutator", "controller_mutation", "kafka_server_controller_mutation_rate")
+    throttled, rate = _measured("mutator", "controller_mutation", "kafka_server_controllermutation_mutation_rate")
     assert throttled == 3 and rate > 0, (throttled, rate)
+    tokens = value(scrape(f"http://127.0.0.1:{METRICS_PORT}/metrics"), "kafka_server_controllermutation_tokens",
+                   user="", client_id="mutator")
+    # below zero since the deletion (-62, refilling at 5/s): the refusal just before showed it
+    assert tokens is not None and -62 <= tokens < 0, tokens
     with WireClient(broker.port) as admin:
         alter(admin, (entity(client_id="mutator"), [op("controller_mutation_rate", None)]))
     with WireClient(broker.port, client_id="mutator") as client:  # no quota: nothing is charged
@@ -383,6 +387,27 @@ def test_a_client_over_its_request_percentage_is_throttled_for_at_most_a_window(
         alter(admin, (entity(client_id="busy"), [op("request_percentage", None)]))
     with WireClient(broker.port, client_id="busy") as client:
         assert client.send(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
+
+
+def test_a_consumer_over_its_request_percentage_gets_no_data(broker):
+    """As over its byte rate (Kafka's handleFetchRequest takes the larger of the two throttles): a consumer
+    over its request_percentage is answered with no records and no new fetch session, with the throttle;
+    once the quota is gone the same Fetch carries the records."""
+    with WireClient(broker.port) as client:
+        create_topic(client, "busy-read")
+        answer = client.send(produce_request("busy-read", 0, batch([b"r" * 1000])), 9)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        alter(client, (entity(client_id="busy-reader"), [op("request_percentage", 0.0001)]))
+    for session_epoch in (-1, 0):
+        with WireClient(broker.port, client_id="busy-reader") as reader:
+            answer = reader.send(fetch_request("busy-read", 0, 0, session_epoch=session_epoch), 12)
+        assert (answer.error_code, answer.session_id, answer.responses, answer.throttle_time_ms) == (
+            ErrorCode.NONE, 0, [], 1000), answer
+    with WireClient(broker.port) as client:
+        alter(client, (entity(client_id="busy-reader"), [op("request_percentage", None)]))
+    with WireClient(broker.port, client_id="busy-reader") as reader:
+        answer = reader.send(fetch_request("busy-read", 0, 0), 12)
+    assert answer.throttle_time_ms == 0 and len(answer.responses[0].partitions[0].records) > 1000
 
 
 def _measured(client_id: str, kind: str, rate_name: str) -> tuple[float, float]:

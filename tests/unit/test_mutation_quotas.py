@@ -6,15 +6,22 @@ and where the topic changes charge it."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
+from broker.cluster.store import EmbeddedStore
+from broker.config import load_config
+from broker.dynamic_config import DynamicBrokerConfig
+from broker.handlers.k20_delete_topics import delete_topics
+from broker.log import LogManager
 from broker.quotas.enforced import ClientQuotas
 from broker.quotas.mutations import MutationQuotas, ThrottlingQuotaExceeded
 from broker.quotas.rate import TokenBucket
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
 from broker.topic_placement import TopicError, grown_partitions
+from broker.topics import TopicManager
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from tests.unit.fakes import request_of
@@ -50,6 +57,12 @@ def test_the_throttle_is_the_refill_time_back_to_zero():
     assert bucket.throttle_ms(2.0, 22.0, 1_001) == 2999  # -5.998 / 2 * 1000, rounded as Java
     bucket.take(0, 2.0, 22.0, 4_000)
     assert bucket.throttle_ms(2.0, 22.0, 4_000) == 0  # exactly zero is within the quota
+
+
+def test_a_tiny_quota_saturates_at_the_largest_throttle():
+    bucket = TokenBucket()
+    bucket.take(1, 1e-310, 1e-309, 0)  # -1 / 1e-310 * 1000 is infinite: Math.round's Long.MAX_VALUE, then int32
+    assert bucket.throttle_ms(1e-310, 1e-309, 0) == 2**31 - 1
 
 
 def test_a_nan_quota_throttles_nobody():
@@ -159,3 +172,41 @@ def test_create_partitions_charges_after_the_count_checks_and_before_the_placeme
         grown_partitions("t", 2, 3, 1, [[9]], brokers, charge=charged.append)
     assert grown_partitions("t", 2, 5, 1, None, brokers, charge=charged.append) == {2: [1], 3: [1], 4: [1]}
     assert charged == [1, 3]
+
+
+async def test_a_topic_marked_for_deletion_in_a_cluster_is_unknown_to_a_second_deletion_and_not_charged(tmp_path):
+    """Kafka 4.3.1 removes a deleted topic at once: a second DeleteTopics finds it unknown, charging nothing.
+    A cluster's broker keeps the topic until it sees the mark (or while it moves): the mark decides."""
+    config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", "listeners=PLAINTEXT://127.0.0.1:0", "node.id=1"])
+    store = await EmbeddedStore.open(tmp_path / "meta.json")
+    dynamic = DynamicBrokerConfig(store, config)
+    await dynamic.load()
+    logs = LogManager(tmp_path / "logs")
+    await logs.startup(background_tasks=False)
+    topics = TopicManager(store, logs, config, dynamic, brokers=lambda: {1: None}, controlled_deletion=True)
+    charged: list[int] = []
+    try:
+        await topics.create("t", 2, 1)
+        assert await topics.delete("t", charge=charged.append) is False  # marked, left to the controller
+        marked = topics.get("t")
+        assert marked is not None and charged == [2]
+        with pytest.raises(TopicError) as refused:
+            await topics.delete("t", charge=charged.append)
+        assert refused.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert charged == [2]
+        # The handler's answers, by name and by id, under a quota the second deletion would have gone past
+        topic_id = marked.topic_id
+        broker = SimpleNamespace(config=config, topics=topics, authorizer=None, cluster=None,
+                                 quotas=SimpleNamespace(mutations=_manager()))
+        connection = RequestContext()
+        by_name = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name="t")], timeout_ms=1000)
+        by_id = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(topic_id=topic_id)],
+                                    timeout_ms=1000)
+        for request, error in ((by_name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (by_id, ErrorCode.UNKNOWN_TOPIC_ID)):
+            answer = await delete_topics(broker, request_of(request, 6), connection)
+            assert [(r.error_code, r.topic_id) for r in answer.responses] == [(error, topic_id)], answer
+            assert answer.throttle_time_ms == 0
+        # nothing taken from the bucket (a new one is full: refilled to the burst, 22, on its first look)
+        assert all(sensor.bucket.tokens >= 22.0 for _, _, sensor in broker.quotas.mutations.sensors())
+    finally:
+        await logs.shutdown()

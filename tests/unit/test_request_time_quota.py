@@ -5,7 +5,6 @@ thread over quota.window.num windows, the throttle capped at one window) and the
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -15,56 +14,71 @@ from protocol.messages import ApiVersionsRequest, FetchRequest, MetadataRequest,
 from tests.unit.fakes import request_of
 
 
-def _busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+class _Clock:
+    """perf_counter for LoopTime: time passes only where a test says work is done (no wall clock to flake)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def busy(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def test_the_time_a_request_waits_is_not_charged_and_its_own_steps_are():
+    clock = _Clock()
+    turn = asyncio.Event()
+    so_far = []
+
     async def handler() -> str:
-        _busy(0.03)
-        await asyncio.sleep(0.2)  # the loop runs others meanwhile (here: the busy task below)
-        _busy(0.02)
+        clock.busy(0.03)
+        await turn.wait()  # the loop runs others meanwhile (here: the busy task below)
+        clock.busy(0.02)
+        so_far.append(metered.so_far())  # the running step included: what a consumer's Fetch charges itself
+        clock.busy(0.01)
         return "answer"
 
     async def other() -> None:
-        await asyncio.sleep(0.05)
-        _busy(0.1)  # another request's work while the handler waits
+        clock.busy(0.1)  # another request's work while the handler waits
+        turn.set()
 
-    async def main() -> tuple[str, float, float]:
-        metered = LoopTime(handler())
-        started = time.perf_counter()
+    metered = LoopTime(handler(), clock)
+
+    async def main() -> str:
         answer, _ = await asyncio.gather(metered, other())
-        return answer, metered.seconds, time.perf_counter() - started
+        return answer
 
-    answer, charged, wall = asyncio.run(main())
-    assert answer == "answer"
-    assert 0.05 <= charged < 0.08, charged  # its two busy steps
-    assert wall >= 0.2
+    assert asyncio.run(main()) == "answer"
+    assert so_far == [pytest.approx(0.05)]
+    assert metered.seconds == pytest.approx(0.06)  # its own steps, none of the other's 0.1
+    assert clock.now == pytest.approx(0.16)
 
 
 def test_a_cancelled_request_is_cancelled_inside_and_its_steps_counted():
+    clock = _Clock()
     reached = []
 
     async def handler() -> None:
-        _busy(0.01)
+        clock.busy(0.01)
         try:
-            await asyncio.sleep(10)
+            await asyncio.Event().wait()  # forever
         except asyncio.CancelledError:
+            clock.busy(0.005)
             reached.append("cancelled inside")
             raise
 
     async def main() -> float:
-        metered = LoopTime(handler())
+        metered = LoopTime(handler(), clock)
         task = asyncio.ensure_future(metered)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the handler's first step runs
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         return metered.seconds
 
-    assert asyncio.run(main()) >= 0.01
+    assert asyncio.run(main()) == pytest.approx(0.015)
     assert reached == ["cancelled inside"]
 
 
@@ -95,6 +109,14 @@ def test_loop_time_is_a_percentage_of_one_thread_and_the_throttle_is_capped_at_o
     assert manager.charge(connection, "c", 0.2) == 1000
     assert connection.throttle_ms == 1000
     assert manager.charge(RequestContext(), "other", 100.0) == 0  # no quota for this client
+
+
+def test_a_tiny_quota_saturates_and_is_capped_at_one_window():
+    # (O - T) / T * W overflows a double: Java's Math.round gives Long.MAX_VALUE, then the window's cap
+    manager = _manager(1e-310)
+    connection = RequestContext()
+    assert manager.charge(connection, "c", 0.001) == 1000
+    assert connection.throttle_ms == 1000
 
 
 def test_the_encoding_is_counted_unchecked():
