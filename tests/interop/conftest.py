@@ -28,18 +28,22 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_node import KafkaNode
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
 BUILT = TARGET / ".built"  # the Makefile's stamp too
 KAFKA_VERSION = "4.3.1"
 # A broker log line that means a request reached a broken code path (broker/server.py)
+_T = TypeVar("_T")
 BROKER_FAILURES = ("handler failed", "response encoding failed", "Traceback")
 
 
@@ -213,6 +217,16 @@ def _own_jvm(printed: str, main: str) -> str:
         if line.startswith(f"\tat {main}.main("):
             below_main, runner_frames = True, 0
     return "\n".join(lines)
+
+
+def on_ebb_and_kafka(tmp_path_factory, play: Callable[[str, Path], _T]) -> tuple[_T, _T]:
+    """`play(bootstrap, workdir)` against a fresh Ebb broker, then against a fresh Kafka node (KRaft, the
+    pinned jars): (Ebb's result, Kafka's)."""
+    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
+        ours = play(ebb.bootstrap, tmp_path_factory.mktemp("ebb-run"))
+    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
+        theirs = play(kafka.bootstrap, tmp_path_factory.mktemp("kafka-run"))
+    return ours, theirs
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,9 @@ import pytest
 
 from protocol.messages import DescribeClientQuotasRequest as Describe
 from tests.broker.wire_client import WireClient
-from tests.interop.conftest import TARGET
+from tests.interop.conftest import on_ebb_and_kafka
 from tests.interop.test_tools import TOPICS
 from tests.interop.test_tools_against_kafka import CONFIGS, normalise
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -55,11 +53,7 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = play(java, ebb.bootstrap, tmp_path_factory.mktemp("ebb-run"))
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = play(java, kafka.bootstrap, tmp_path_factory.mktemp("kafka-run"))
-    return ours, theirs
+    return on_ebb_and_kafka(tmp_path_factory, lambda bootstrap, workdir: play(java, bootstrap, workdir))
 
 
 @pytest.mark.parametrize("label", [label for label, _, _, _ in SESSION])

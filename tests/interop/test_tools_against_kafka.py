@@ -19,10 +19,8 @@ import pytest
 from protocol.enums import ConfigSource
 from protocol.messages import DescribeConfigsRequest
 from tests.broker.wire_client import WireClient
-from tests.interop.conftest import TARGET
+from tests.interop.conftest import on_ebb_and_kafka
 from tests.interop.test_tools import CONSUMER_GROUPS, DELETE_RECORDS, GET_OFFSETS, TOPICS
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
 from tests.support.polling import wait_for
 
 CONFIGS = "kafka.admin.ConfigCommand"
@@ -182,11 +180,7 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = play(java, ebb.bootstrap, tmp_path_factory.mktemp("ebb-run"))
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = play(java, kafka.bootstrap, tmp_path_factory.mktemp("kafka-run"))
-    return ours, theirs
+    return on_ebb_and_kafka(tmp_path_factory, lambda bootstrap, workdir: play(java, bootstrap, workdir))
 
 
 def judged(label: str, answer: tuple[int, list[str]], kafka: bool) -> tuple[int, list[str]]:

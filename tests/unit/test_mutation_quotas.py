@@ -10,20 +10,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.cluster.store import EmbeddedStore
-from broker.config import load_config
-from broker.dynamic_config import DynamicBrokerConfig
 from broker.handlers.k20_delete_topics import delete_topics
-from broker.log import LogManager
 from broker.quotas.enforced import ClientQuotas
 from broker.quotas.mutations import MutationQuotas, ThrottlingQuotaExceeded
 from broker.quotas.rate import TokenBucket
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
 from broker.topic_placement import TopicError, grown_partitions
-from broker.topics import TopicManager
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from tests.support.topic_manager import broker_config, embedded_topics
 from tests.unit.fakes import request_of
 
 
@@ -177,15 +173,9 @@ def test_create_partitions_charges_after_the_count_checks_and_before_the_placeme
 async def test_a_topic_marked_for_deletion_in_a_cluster_is_unknown_to_a_second_deletion_and_not_charged(tmp_path):
     """Kafka 4.3.1 removes a deleted topic at once: a second DeleteTopics finds it unknown, charging nothing.
     A cluster's broker keeps the topic until it sees the mark (or while it moves): the mark decides."""
-    config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", "listeners=PLAINTEXT://127.0.0.1:0", "node.id=1"])
-    store = await EmbeddedStore.open(tmp_path / "meta.json")
-    dynamic = DynamicBrokerConfig(store, config)
-    await dynamic.load()
-    logs = LogManager(tmp_path / "logs")
-    await logs.startup(background_tasks=False)
-    topics = TopicManager(store, logs, config, dynamic, brokers=lambda: {1: None}, controlled_deletion=True)
+    config = broker_config(tmp_path)
     charged: list[int] = []
-    try:
+    async with embedded_topics(tmp_path, controlled_deletion=True) as (topics, _):
         await topics.create("t", 2, 1)
         assert await topics.delete("t", charge=charged.append) is False  # marked, left to the controller
         marked = topics.get("t")
@@ -208,5 +198,4 @@ async def test_a_topic_marked_for_deletion_in_a_cluster_is_unknown_to_a_second_d
             assert answer.throttle_time_ms == 0
         # nothing taken from the bucket (a new one is full: refilled to the burst, 22, on its first look)
         assert all(sensor.bucket.tokens >= 22.0 for _, _, sensor in broker.quotas.mutations.sensors())
-    finally:
-        await logs.shutdown()
+

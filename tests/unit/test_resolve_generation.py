@@ -2,13 +2,10 @@
 (broker/handlers/fetch_resolve.py) outlives a probe's retry of a partition that keeps failing, a pop
 of a partition that was not unloaded, and a topic refresh that found the topic as it was."""
 
-from broker.cluster.store import EmbeddedStore
-from broker.config import load_config
-from broker.dynamic_config import DynamicBrokerConfig
-from broker.log import LogManager, TopicPartition
+from broker.log import TopicPartition
 from broker.log.unloaded import UnloadedPartitions
 from broker.resolve_generation import RESOLVE_GENERATION
-from broker.topics import TopicManager
+from tests.support.topic_manager import embedded_topics
 
 TP = TopicPartition("t", 0)
 
@@ -29,19 +26,9 @@ def test_unloaded_partitions_move_the_counter_only_when_one_comes_or_goes():
 
 
 async def test_a_refresh_that_finds_the_topic_as_it_was_leaves_the_counter(tmp_path):
-    config = load_config(None, [f"log.dirs={tmp_path / 'logs'}", "listeners=PLAINTEXT://127.0.0.1:0",
-                                "node.id=1"])
-    store = await EmbeddedStore.open(tmp_path / "meta.json")
-    dynamic = DynamicBrokerConfig(store, config)
-    await dynamic.load()
-    logs = LogManager(tmp_path / "logs")
-    await logs.startup(background_tasks=False)
-    topics = TopicManager(store, logs, config, dynamic, brokers=lambda: {1: None})
-    try:
+    async with embedded_topics(tmp_path) as (topics, _):
         await topics.create("t", 2, 1)
         assert await topics.refresh("t") is not None
         start = RESOLVE_GENERATION.value
         assert await topics.refresh("t") is not None
         assert RESOLVE_GENERATION.value == start
-    finally:
-        await logs.shutdown()
