@@ -172,7 +172,7 @@ async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[
     partition is not asked about and presents OPEN_TRANSACTION_ONLY, so that a marker written meanwhile
     refuses it. Returns (the answers of the partitions refused, the guards)."""
     errors, guards = await broker.transactions.verifier.verify(
-        transactional_id, *producer, list(batches), add=version >= 12, abortable=version == 11,
+        transactional_id, *producer, list(batches), add=version >= 12, abortable=version >= 11,
         sequences={tp: batch.base_sequence for tp, batch in batches.items()}, retry_concurrent=version >= 12)
     refused = {}
     for (name, index), found in errors.items():
