@@ -32,9 +32,8 @@ UnifiedLog.append):
   UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
-- a control batch from a client: INVALID_RECORD. With verification on (and always at v12) a
-  transactional batch whose producer has no transaction open on its partition yet is verified with
-  the id's coordinator, this broker's own or another's, by one rule (KIP-890,
+- with verification on (and always at v12) a transactional batch whose producer has no transaction
+  open on its partition yet is verified with the id's coordinator, this broker's own or another's, by one rule (KIP-890,
   broker/txn/verification.py: AddPartitionsToTxn v4 verify-only, v5 adding at v12): not in the
   producer's open transaction, INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know
   it, as Kafka's genericError); INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH; NOT_ENOUGH_REPLICAS
@@ -46,6 +45,10 @@ UnifiedLog.append):
   marker bumped the epoch);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
+- a control batch from a client: INVALID_RECORD from the log (with the log start offset), as Kafka's
+  LogValidator: a transactional one is verified first like any transactional batch (Kafka selects
+  hasProducerId and isTransactional), so the coordinator's refusal is its answer, and at v12 its
+  partition is added;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
   CORRUPT_MESSAGE / INVALID_RECORD; a CreateTime record outside message.timestamp.after/before.max.ms
   of the leader's clock: INVALID_TIMESTAMP with record errors (broker/log/validator.py, which also
@@ -98,7 +101,6 @@ from protocol.records import (
     BATCH_FRAMING,
     BATCH_HEADER_SIZE,
     CODEC_MASK,
-    CONTROL_BIT,
     FRAMING_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -119,7 +121,6 @@ _RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 _TWO_PRODUCERS = "the transactional batches of one request must all be of one producer id and epoch"
 _NO_TXN_ID = "transactional batches need the request's transactional id"
 _NO_TXN_WRITE = "WRITE on the transactional id is needed to produce transactional batches"
-_CONTROL = "Clients are not allowed to write control records"
 TopicPartition = tuple[str, int]
 _Slot = tuple[list, int, int]  # where an entry's answer goes: (its topic's answers, position, partition index)
 # what the request's own checks leave: (the topics' answers, the entries kept for the log and their slots,
@@ -222,28 +223,20 @@ def _admit(topic: Topic | None, may_write: bool, data: ProduceRequest.TopicProdu
 
 _VERIFY = 1  # _screen's findings: the batch is verified with the transaction's coordinator (KIP-890)
 _NO_TXN_RIGHT = 2  # a transactional batch without the request's transactional id or WRITE on it
-_SCREENED = TRANSACTIONAL_BIT | CONTROL_BIT  # the batches _screen has anything to say about: the others pass
 
 
-def _screen(name: str, index: int, batch: RecordBatch, attributes: int, may_write_txn: bool, verifies: bool,
-            producers: set[tuple[int, int]], client_id: str | None) -> _PartitionResponse | int:
-    """What Kafka's replica manager and log check of an entry kept whose batch is _SCREENED, before
-    anything is appended: its answer if refused (a control batch: INVALID_RECORD), else _VERIFY and
-    _NO_TXN_RIGHT as they apply (the latter refuses the request whole, as more than one producer among
-    `producers` does)."""
-    in_txn = attributes & TRANSACTIONAL_BIT
-    # Kafka counts a control batch's producer too (its log refuses the batch later) and leaves alone a
-    # transactional batch without a producer id
-    producer = batch.producer_id if in_txn else -1
-    if producer >= 0:
-        producers.add((producer, batch.producer_epoch))
-    if in_txn and not may_write_txn:
-        return _NO_TXN_RIGHT  # the request is refused whole: nothing else about the entry matters
-    if attributes & CONTROL_BIT:
-        log.info("produce rejected", partition=f"{name}-{index}", client_id=client_id,
-                 error=ErrorCode.INVALID_RECORD.name, reason=_CONTROL)
-        return _error(index, ErrorCode.INVALID_RECORD, _CONTROL)
-    return _VERIFY if verifies and producer >= 0 else 0
+def _screen(batch: RecordBatch, may_write_txn: bool, verifies: bool, producers: set[tuple[int, int]]) -> int:
+    """What Kafka's replica manager checks of a transactional batch kept, before anything is appended:
+    its producer (more than one among `producers` refuses the request whole), _NO_TXN_RIGHT (refuses
+    it whole too), and _VERIFY where KIP-890 applies (hasProducerId and isTransactional: a client's
+    control batch too, which the log refuses after, INVALID_RECORD). The other batches pass."""
+    producer = batch.producer_id
+    if producer < 0:
+        return 0 if may_write_txn else _NO_TXN_RIGHT
+    producers.add((producer, batch.producer_epoch))
+    if not may_write_txn:
+        return _NO_TXN_RIGHT
+    return _VERIFY if verifies else 0
 
 
 def _first_batch_transactional(records) -> bool:
@@ -335,11 +328,8 @@ def _keyed(broker: BrokerContext, connection: RequestContext, body: ProduceReque
     for (name, index), (records, batch, attributes) in kept.items():
         # a partition refused by another entry is still written, its answer unused
         results, position = places[(name, index)] if (name, index) not in refused else (unused, 0)
-        if attributes & _SCREENED:
-            screened = _screen(name, index, batch, attributes, may_write_txn, verifies, producers, client_id)
-            if isinstance(screened, _PartitionResponse):
-                results[position] = screened
-                continue
+        if attributes & TRANSACTIONAL_BIT:
+            screened = _screen(batch, may_write_txn, verifies, producers)
             found |= screened
             if screened & _VERIFY:
                 verified.append(len(entries))
@@ -387,11 +377,8 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
                     continue
                 index = data.index
                 records, batch, attributes = admitted
-                if attributes & _SCREENED:
-                    screened = _screen(name, index, batch, attributes, may_write_txn, verifies, producers, client_id)
-                    if isinstance(screened, _PartitionResponse):
-                        results.append(screened)
-                        continue
+                if attributes & TRANSACTIONAL_BIT:
+                    screened = _screen(batch, may_write_txn, verifies, producers)
                     found |= screened
                     if screened & _VERIFY:
                         verified.append(len(entries))  # checked after the loop, before the append
