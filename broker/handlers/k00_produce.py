@@ -32,9 +32,8 @@ UnifiedLog.append):
   UNSUPPORTED_FOR_MESSAGE_FORMAT); zstd before v7: UNSUPPORTED_COMPRESSION_TYPE;
 - acks other than 0, 1 or -1: INVALID_REQUIRED_ACKS;
 - an internal topic (`__consumer_offsets`, ...) written by a client: INVALID_TOPIC_EXCEPTION;
-- a control batch from a client: INVALID_RECORD. With verification on (and always at v12) a
-  transactional batch whose producer has no transaction open on its partition yet is verified with
-  the id's coordinator, this broker's own or another's, by one rule (KIP-890,
+- with verification on (and always at v12) a transactional batch whose producer has no transaction
+  open on its partition yet is verified with the id's coordinator, this broker's own or another's, by one rule (KIP-890,
   broker/txn/verification.py: AddPartitionsToTxn v4 verify-only, v5 adding at v12): not in the
   producer's open transaction, INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11, whose clients know
   it, as Kafka's genericError); INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH; NOT_ENOUGH_REPLICAS
@@ -46,6 +45,10 @@ UnifiedLog.append):
   marker bumped the epoch);
 - not led here: NOT_LEADER_OR_FOLLOWER; acks=-1 with fewer in-sync replicas than
   min.insync.replicas: NOT_ENOUGH_REPLICAS;
+- a control batch from a client: INVALID_RECORD from the log (with the log start offset), as Kafka's
+  LogValidator: a transactional one is verified first like any transactional batch (Kafka selects
+  hasProducerId and isTransactional), so the coordinator's refusal is its answer, and at v12 its
+  partition is added;
 - batch larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE; bad CRC or counts:
   CORRUPT_MESSAGE / INVALID_RECORD; a CreateTime record outside message.timestamp.after/before.max.ms
   of the leader's clock: INVALID_TIMESTAMP with record errors (broker/log/validator.py, which also
@@ -85,6 +88,7 @@ from broker.replica import AppendOrigin
 from broker.replica.outcomes import AppendEntry
 from broker.request_context import RequestContext
 from broker.security.access import allowed
+from broker.topic import Topic
 from broker.txn.verification import produce_error
 from protocol import fastpath
 from protocol.batch_header import ATTRIBUTES_AT
@@ -97,7 +101,6 @@ from protocol.records import (
     BATCH_FRAMING,
     BATCH_HEADER_SIZE,
     CODEC_MASK,
-    CONTROL_BIT,
     FRAMING_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -118,17 +121,22 @@ _RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 _TWO_PRODUCERS = "the transactional batches of one request must all be of one producer id and epoch"
 _NO_TXN_ID = "transactional batches need the request's transactional id"
 _NO_TXN_WRITE = "WRITE on the transactional id is needed to produce transactional batches"
-_CONTROL = "Clients are not allowed to write control records"
 TopicPartition = tuple[str, int]
+_Slot = tuple[list, int, int]  # where an entry's answer goes: (its topic's answers, position, partition index)
+# what the request's own checks leave: (the topics' answers, the entries kept for the log and their slots,
+# the positions of those verified, the records of the entries not screened, every partition named once,
+# whether a transactional batch among those screened lacks the request's transactional id or WRITE on it)
+_Admitted = tuple[list, list[AppendEntry], list[_Slot], list[int], list, Iterable[TopicPartition], bool]
 
 
 class _Rejected(CodedError):
     """A partition's batch refused before the log is touched."""
 
 
-def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
+def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch, int]:
     """ProduceRequest.validateRecords for v3+: exactly one complete magic-2 batch. Returns that
-    batch's bytes (a partial tail shorter than a header is dropped, as Kafka trims it)."""
+    batch's bytes (a partial tail shorter than a header is dropped, as Kafka trims it), the batch and
+    its attributes (read once)."""
     if records is None or len(records) < FRAMING_SIZE:
         raise _Rejected(ErrorCode.INVALID_RECORD,
                         f"Produce requests with version {version} must have at least one record batch per partition")
@@ -160,30 +168,75 @@ def _one_batch(records, version: int) -> tuple[memoryview, RecordBatch]:
             raise _Rejected(ErrorCode.INVALID_RECORD,
                             f"Produce requests with version {version} are only allowed to contain exactly one "
                             "record batch per partition")
-    return records[:size], batch
+    return records[:size], batch, attributes
 
 
-async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[int, int],
-                  batches: dict[TopicPartition, RecordBatch], version: int, client_id: str | None
-                  ) -> tuple[dict[TopicPartition, _PartitionResponse], dict[TopicPartition, object]]:
-    """KIP-890 for the transactional `batches`, all of `producer` (id, epoch): broker/txn/verification.py
-    takes each partition's guard and asks the id's coordinator (this broker's own, or another's) about
-    the partitions where the producer has no transaction open yet; a batch of a transaction open on its
-    partition is not asked about and presents OPEN_TRANSACTION_ONLY, so that a marker written meanwhile
-    refuses it. Returns (the answers of the partitions refused, the guards)."""
+async def _verify(broker: BrokerContext, transactional_id: str, producer: tuple[int, int], verified: list[int],
+                  entries: list[AppendEntry], slots: list[_Slot], version: int, client_id: str | None
+                  ) -> tuple[list[AppendEntry], list[_Slot], dict[TopicPartition, object]]:
+    """KIP-890 for the transactional batches at `verified` in `entries`, all of `producer` (id, epoch):
+    broker/txn/verification.py takes each partition's guard and asks the id's coordinator (this
+    broker's own, or another's) about the partitions where the producer has no transaction open yet;
+    a batch of a transaction open on its partition is not asked about and presents
+    OPEN_TRANSACTION_ONLY, so that a marker written meanwhile refuses it. The batches refused get
+    their answer here and leave `entries`; returns (entries, slots, guards)."""
+    sequences = {(name, index): batch.base_sequence for name, index, _, batch in map(entries.__getitem__, verified)}
     errors, guards = await broker.transactions.verifier.verify(
-        transactional_id, *producer, list(batches), add=version >= 12, abortable=version == 11,
-        sequences={tp: batch.base_sequence for tp, batch in batches.items()}, retry_concurrent=version >= 12)
-    refused = {}
-    for (name, index), found in errors.items():
+        transactional_id, *producer, list(sequences), add=version >= 12, abortable=version >= 11,
+        sequences=sequences, retry_concurrent=version >= 12)
+    if not errors:
+        return entries, slots, guards
+    kept_entries, kept_slots = [], []
+    for entry, slot in zip(entries, slots, strict=True):
+        found = errors.get((entry[0], entry[1]))
+        if found is None:
+            kept_entries.append(entry)
+            kept_slots.append(slot)
+            continue
         code = produce_error(found, add=version >= 12)
-        message = (f"Partition {name}-{index} was not added to the transaction"
+        results, position, index = slot
+        message = (f"Partition {entry[0]}-{index} was not added to the transaction"
                    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
                    else f"Unable to verify the partition has been added to the transaction ({code.name})")
-        log.info("produce rejected", partition=f"{name}-{index}", client_id=client_id, error=code.name,
+        log.info("produce rejected", partition=f"{entry[0]}-{index}", client_id=client_id, error=code.name,
                  reason=message)
-        refused[(name, index)] = _error(index, code, message)
-    return refused, guards
+        results[position] = _error(index, code, message)
+    return kept_entries, kept_slots, guards
+
+
+def _admit(topic: Topic | None, may_write: bool, data: ProduceRequest.TopicProduceData.PartitionProduceData,
+           version: int, client_id: str | None) -> tuple[memoryview, RecordBatch, int] | _PartitionResponse:
+    """The request's own checks of one partition entry, in KafkaApis' order (WRITE on the topic, the
+    partition's existence, the batch's shape): its batch (see _one_batch), or its answer."""
+    index = data.index
+    if not may_write:  # before existence, as Kafka checks it
+        return _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "WRITE on the topic is needed to produce to it.")
+    if topic is None or index not in topic.replicas:
+        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+    try:
+        return _one_batch(data.records, version)
+    except _Rejected as exc:
+        log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
+                 error=ErrorCode(exc.error_code).name, reason=exc.message)
+        return _error(index, exc.error_code, exc.message)
+
+
+_VERIFY = 1  # _screen's findings: the batch is verified with the transaction's coordinator (KIP-890)
+_NO_TXN_RIGHT = 2  # a transactional batch without the request's transactional id or WRITE on it
+
+
+def _screen(batch: RecordBatch, may_write_txn: bool, verifies: bool, producers: set[tuple[int, int]]) -> int:
+    """What Kafka's replica manager checks of a transactional batch kept, before anything is appended:
+    its producer (more than one among `producers` refuses the request whole), _NO_TXN_RIGHT (refuses
+    it whole too), and _VERIFY where KIP-890 applies (hasProducerId and isTransactional: a client's
+    control batch too, which the log refuses after, INVALID_RECORD). The other batches pass."""
+    producer = batch.producer_id
+    if producer < 0:
+        return 0 if may_write_txn else _NO_TXN_RIGHT
+    producers.add((producer, batch.producer_epoch))
+    if not may_write_txn:
+        return _NO_TXN_RIGHT
+    return _VERIFY if verifies else 0
 
 
 def _first_batch_transactional(records) -> bool:
@@ -219,6 +272,72 @@ def _error(index: int, code: ErrorCode, message: str) -> _PartitionResponse:
                               log_start_offset=-1, error_message=message)
 
 
+def _named(topic_data: list[ProduceRequest.TopicProduceData]) -> Iterable[TopicPartition]:
+    """The partitions a request names, as it names them."""
+    return ((t.name, p.index) for t in topic_data for p in t.partition_data)
+
+
+def _repeats(topic_data: list[ProduceRequest.TopicProduceData]) -> bool:
+    """Whether the request names a partition more than once."""
+    return len(set(_named(topic_data))) != sum(len(t.partition_data) for t in topic_data)
+
+
+def _keyed(broker: BrokerContext, connection: RequestContext, body: ProduceRequest, version: int,
+           client_id: str | None, may_write_txn: bool, verifies: bool, producers: set[tuple[int, int]]
+           ) -> _Admitted:
+    """A request naming a partition more than once, taken as Kafka's maps key it: a partition's last
+    entry that passes the request's checks is the one screened and written; an entry refused by them
+    (the last) is its answer even where an earlier entry of it is written; the answer names each
+    partition once, under one entry per topic."""
+    topics = []
+    topic_answers: dict[str, list] = {}  # each topic named, once: its partitions' answers
+    places: dict[TopicPartition, tuple[list, int]] = {}  # each partition named, once: where its answer goes
+    refused: dict[TopicPartition, _PartitionResponse] = {}
+    kept: dict[TopicPartition, tuple[memoryview, RecordBatch, int]] = {}
+    unscreened: list = []  # refused, or superseded by a later entry of their partition
+    for topic_data in body.topic_data:
+        name = topic_data.name
+        results = topic_answers.get(name)
+        if results is None:
+            results = topic_answers[name] = []
+            topics.append(_TopicResponse(name=name, partition_responses=results))
+        topic = broker.topics.get(name)
+        may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, name)
+        for data in topic_data.partition_data:
+            tp = (name, data.index)
+            if tp not in places:
+                places[tp] = (results, len(results))
+                results.append(None)  # its answer, once known
+            admitted = _admit(topic, may_write, data, version, client_id)
+            if isinstance(admitted, _PartitionResponse):
+                unscreened.append(data.records)
+                refused[tp] = admitted
+                continue
+            earlier = kept.get(tp)
+            if earlier is not None:
+                unscreened.append(earlier[0])
+            kept[tp] = admitted
+    for tp, answer in refused.items():
+        results, position = places[tp]
+        results[position] = answer
+    entries: list[AppendEntry] = []
+    slots: list[_Slot] = []
+    verified: list[int] = []
+    unused: list = [None]  # where the answers of the partitions refused by another entry go
+    found = 0
+    for (name, index), (records, batch, attributes) in kept.items():
+        # a partition refused by another entry is still written, its answer unused
+        results, position = places[(name, index)] if (name, index) not in refused else (unused, 0)
+        if attributes & TRANSACTIONAL_BIT:
+            screened = _screen(batch, may_write_txn, verifies, producers)
+            found |= screened
+            if screened & _VERIFY:
+                verified.append(len(entries))
+        slots.append((results, position, index))
+        entries.append((name, index, records, batch))
+    return topics, entries, slots, verified, unscreened, places, bool(found & _NO_TXN_RIGHT)
+
+
 @handles(API_KEY, "3-12", advertised_min=0, decode=fastpath.decode_produce_request,
          encode=fastpath.encode_produce_response)
 async def produce(broker: BrokerContext, request: Request[ProduceRequest],
@@ -226,110 +345,80 @@ async def produce(broker: BrokerContext, request: Request[ProduceRequest],
     body = request.body
     version = request.api_version
     client_id = request.header.client_id
-    # Kafka keys what it checks and appends by partition: a partition named twice keeps its last valid
-    # entry for the log, while an entry refused before the log (last one wins) is what it is answered,
-    # even where an earlier entry of it was written; the answer names each partition once.
-    # each partition the request names, once: where its answer goes (its topic's answers, position)
-    slots: dict[TopicPartition, tuple[list, int]] = {}
-    topic_answers: dict[str, list] = {}  # each topic named, once: its partitions' answers
-    refused: dict[TopicPartition, _PartitionResponse] = {}  # refused before the replica manager
-    # each partition's last entry that passed the checks here, with its batch's attributes
-    kept: dict[TopicPartition, tuple[AppendEntry, int]] = {}
     transactional = body.transactional_id is not None
     may_write_txn = transactional and allowed(broker, connection, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                               body.transactional_id or "")
-    # Transactional records where the request has no transactional id, or one without WRITE: Kafka refuses
-    # the whole request (seen where each partition's batch is read; a refused partition's records are
-    # looked at after the loop, only then)
-    txn_unauthorized = False
-    refused_records: list = []  # the records of partitions refused before their batch was read
-    for topic_data in body.topic_data:
-        topic = broker.topics.get(topic_data.name)
-        results = topic_answers.get(topic_data.name)
-        if results is None:
-            results = topic_answers[topic_data.name] = []
-        may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, topic_data.name)
-        for data in topic_data.partition_data:
-            index = data.index
-            tp = (topic_data.name, index)
-            if tp not in slots:
-                slots[tp] = (results, len(results))
-                results.append(None)  # its answer, once known
-            if not may_write:  # before existence, as Kafka checks it
-                refused_records.append(data.records)
-                refused[tp] = _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                     "WRITE on the topic is needed to produce to it.")
-                continue
-            if topic is None or index not in topic.replicas:
-                refused_records.append(data.records)
-                refused[tp] = _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                     "This server does not host this topic-partition.")
-                continue
-            try:
-                records, batch = _one_batch(data.records, version)
-            except _Rejected as exc:
-                refused_records.append(data.records)
-                log.info("produce rejected", partition=f"{topic.name}-{index}", client_id=client_id,
-                         error=ErrorCode(exc.error_code).name, reason=exc.message)
-                refused[tp] = _error(index, exc.error_code, exc.message)
-                continue
-            attributes = batch.attributes
-            if attributes & TRANSACTIONAL_BIT and not may_write_txn:
-                txn_unauthorized = True
-            kept[tp] = ((topic_data.name, index, records, batch), attributes)
-    if not may_write_txn and not txn_unauthorized:
-        txn_unauthorized = any(_first_batch_transactional(records) for records in refused_records)
-    if txn_unauthorized:
-        return _refused_whole(slots, body.acks, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                              _NO_TXN_ID if body.transactional_id is None else _NO_TXN_WRITE, client_id)
-    # What Kafka's replica manager and log check of the entries kept, before any append
     verifies = transactional and broker.transactions.verifies(adds=version >= 12)
-    producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches
-    to_verify: dict[TopicPartition, RecordBatch] = {}
-    in_log: dict[TopicPartition, _PartitionResponse] = {}  # refused as the log refuses them
-    for tp, ((_, index, _, batch), attributes) in kept.items():
-        # Kafka counts a control batch's producer too (its log refuses the batch later) and leaves
-        # alone a transactional batch without a producer id
-        producer = batch.producer_id if attributes & TRANSACTIONAL_BIT else -1
-        if producer >= 0:
-            producers.add((producer, batch.producer_epoch))
-        if attributes & CONTROL_BIT:
-            log.info("produce rejected", partition=f"{tp[0]}-{index}", client_id=client_id,
-                     error=ErrorCode.INVALID_RECORD.name, reason=_CONTROL)
-            in_log[tp] = _error(index, ErrorCode.INVALID_RECORD, _CONTROL)
-        elif verifies and producer >= 0:
-            to_verify[tp] = batch
+    producers: set[tuple[int, int]] = set()  # (id, epoch) of the transactional batches kept
+    topic_data = body.topic_data
+    named: Iterable[TopicPartition] | None = None  # each partition named, once; None: as the request names them
+    # one topic entry with one partition cannot name a partition twice: the common request, not counted
+    if (len(topic_data) != 1 or len(topic_data[0].partition_data) > 1) and _repeats(topic_data):
+        topics, entries, slots, verified, unscreened, named, unauthorized = _keyed(
+            broker, connection, body, version, client_id, may_write_txn, verifies, producers)
+    else:  # each partition named once (the common request): every entry checked and answered in place
+        topics = []
+        entries = []  # what passed the checks here, for the replica manager
+        slots = []
+        verified = []  # positions in entries of the transactional batches verified (KIP-890)
+        unscreened = []  # the records of the entries refused before their batch was read
+        found = 0  # _screen's findings, together
+        for topic_entry in topic_data:
+            name = topic_entry.name
+            results: list = []
+            topics.append(_TopicResponse(name=name, partition_responses=results))
+            topic = broker.topics.get(name)
+            may_write = allowed(broker, connection, Operation.WRITE, ResourceType.TOPIC, name)
+            for data in topic_entry.partition_data:
+                admitted = _admit(topic, may_write, data, version, client_id)
+                if isinstance(admitted, _PartitionResponse):
+                    unscreened.append(data.records)
+                    results.append(admitted)
+                    continue
+                index = data.index
+                records, batch, attributes = admitted
+                if attributes & TRANSACTIONAL_BIT:
+                    screened = _screen(batch, may_write_txn, verifies, producers)
+                    found |= screened
+                    if screened & _VERIFY:
+                        verified.append(len(entries))  # checked after the loop, before the append
+                slots.append((results, len(results), index))
+                results.append(None)  # the replica manager's answer goes here
+                entries.append((name, index, records, batch))
+        unauthorized = bool(found & _NO_TXN_RIGHT)
+    # Transactional records where the request has no transactional id, or one without WRITE: Kafka refuses
+    # the whole request (seen as each kept batch is screened; the records of the entries not screened are
+    # looked at only now)
+    if not may_write_txn and (unauthorized or any(_first_batch_transactional(r) for r in unscreened)):
+        return _refused_whole(named or _named(topic_data), body.acks, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                              _NO_TXN_ID if body.transactional_id is None else _NO_TXN_WRITE, client_id)
     if len(producers) > 1:
-        return _refused_whole(slots, body.acks, ErrorCode.INVALID_PRODUCER_ID_MAPPING, _TWO_PRODUCERS, client_id)
+        return _refused_whole(named or _named(topic_data), body.acks, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                              _TWO_PRODUCERS, client_id)
     guards: dict[TopicPartition, object] = {}
-    if to_verify:
+    if verified:
         assert body.transactional_id is not None
-        not_verified, guards = await _verify(broker, body.transactional_id, producers.pop(), to_verify, version,
-                                             client_id)
-        in_log.update(not_verified)
-    entries = [entry for tp, (entry, _) in kept.items() if tp not in in_log]
+        entries, slots, guards = await _verify(broker, body.transactional_id, producers.pop(), verified,
+                                               entries, slots, version, client_id)
     if entries:
         appended = await broker.replicas.append_records(entries, body.acks, body.timeout_ms, AppendOrigin.CLIENT,
                                                         internal_topics_allowed=client_id == ADMIN_CLIENT_ID,
                                                         verification_guards=guards)
-        for (name, index, _, _), result in zip(entries, appended, strict=True):
-            in_log[(name, index)] = _PartitionResponse(
+        for (results, position, index), result in zip(slots, appended, strict=True):
+            results[position] = _PartitionResponse(
                 index=index, error_code=result.error_code, base_offset=result.base_offset,
                 log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
                 error_message=result.error_message,
                 record_errors=[_RecordError(batch_index=i, batch_index_error_message=text)
                                for i, text in result.record_errors])
-    for tp, (results, position) in slots.items():
-        results[position] = refused[tp] if tp in refused else in_log[tp]
     quota = broker.quotas.produce
     throttle_ms = throttle_for(quota, connection, client_id, connection.request_bytes) if quota.enabled else 0
     if body.acks == 0:
-        errors = [f"{name}-{answer.index}: {ErrorCode(answer.error_code).name}"
-                  for name, results in topic_answers.items() for answer in results if answer.error_code]
+        errors = [f"{t.name}-{r.index}: {ErrorCode(r.error_code).name}" for t in topics
+                  for r in t.partition_responses if r.error_code]
         if errors:
             # No response can carry the error, so Kafka closes the connection: the client reconnects
             # and refreshes its metadata.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(errors)})")
         return None
-    return ProduceResponse(responses=[_TopicResponse(name=name, partition_responses=results)
-                                      for name, results in topic_answers.items()], throttle_time_ms=throttle_ms)
+    return ProduceResponse(responses=topics, throttle_time_ms=throttle_ms)

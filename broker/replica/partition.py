@@ -24,6 +24,7 @@ import structlog
 
 from broker.cluster.partition_state import PartitionState
 from broker.log import AppendInfo, PartitionLog, StartOffsetReason, TopicPartition
+from broker.log.common import UnnamedAppendError
 from broker.log.txn_index import AbortedTxn
 from broker.log.validator import needs_validation, validate
 from broker.replica.outcomes import AppendOrigin, AppendResult, PartitionError
@@ -409,6 +410,8 @@ class Partition(ProducerTable):
         header = batch.header()
         producer_id = header.producer_id
         if header.attributes & CONTROL_BIT:
+            if origin is AppendOrigin.CLIENT:  # Kafka's LogValidator: markers are the coordinators' alone
+                raise UnnamedAppendError("Clients are not allowed to write control records")
             return await self._append_marker(records, batch, header, marker_transaction_version, written)
         log_ = self.log
         validated_under = None

@@ -15,6 +15,7 @@ from broker.log import LogConfig, TopicPartition
 from broker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, CleaningJob, SegmentView, clean_group, plan
 from broker.log.offset_map import KeyOffsetMap
 from broker.log.txn_index import read_txn_index, txn_index_path
+from broker.replica import AppendOrigin
 from broker.replica.partition import Partition
 from protocol.control_records import ControlType, build_marker_batch
 from protocol.records import RecordBatch, build_batch
@@ -51,8 +52,9 @@ class Writer:
         await self.manager.shutdown()
 
     async def _append(self, data: bytes) -> int:
-        result = await self.partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data),
-                                                               required_acks=1)
+        batch = RecordBatch(data)  # markers are the coordinator's: a client's are refused
+        origin = AppendOrigin.COORDINATOR if batch.is_control else AppendOrigin.CLIENT
+        result = await self.partition.append_records_as_leader(memoryview(bytearray(data)), batch, 1, origin)
         return result.base_offset
 
     async def plain(self, key: bytes, value: bytes | None) -> int:

@@ -11,7 +11,10 @@ Produce version both serve (v3-12; v12 is transactions version 2, where the lead
   fenced);
 - before any transactional id exists (no `__transaction_state`) no coordinator can verify a batch;
 - transactional records in a request without a transactional id refuse it whole
-  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition).
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition);
+- a client's transactional control batch is verified as any transactional batch (the coordinator's
+  refusal is its answer; at v12 the coordinator adds its partition) before the log refuses it
+  INVALID_RECORD; a control batch outside transactions is INVALID_RECORD at once.
 
 Both brokers coordinate the ids themselves (one node each). The records are read back and compared
 as a reader sees them (offsets, values, transactional and control flags)."""
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.control_records import read_marker
+from protocol.control_records import ControlType, build_marker_batch, read_marker
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest, InitProducerIdRequest, ProduceRequest
 from protocol.records import build_batch, iter_batches
@@ -164,7 +167,38 @@ def without_transactional_id(peer: Peer) -> None:
     _read(peer, "nothing written", "dpn", 2)
 
 
-SCENARIOS = [before_any_coordinator, two_producers, open_transaction, without_transactional_id]
+def control_batches(peer: Peer) -> None:
+    """A marker sent by a client, on a partition in the producer's transaction and on one not in it:
+    v3-11 in a transaction of version 1 (AddPartitionsToTxn, EndTxn v3), v12 in one of version 2 (its
+    partitions added by the leader, EndTxn v5)."""
+    _create(peer, "dpc", 2)
+    a = _producer(peer, "dpc-a")
+    peer.ask("add dpc-0 to a's transaction", _add("dpc", "dpc-a", *a), 3)
+    peer.ask("a's first batch", _produce("dpc-a", {"dpc": {0: _batch(a, 0, b"a")}}), 9)
+    for version in range(3, 12):
+        _control_batches(peer, "dpc-a", a, version)
+    peer.ask("abort a's transaction", _end("dpc-a", *a, False), 3)
+    _settled(peer, "dpc", 0)
+    b = _producer(peer, "dpc-b")
+    peer.ask("v12: b's first batch adds dpc-0", _produce("dpc-b", {"dpc": {0: _batch(b, 0, b"b")}}), 12)
+    _control_batches(peer, "dpc-b", b, 12)
+    peer.ask("abort b's transaction", _end("dpc-b", *b, False), 5)
+    _settled(peer, "dpc", 0)
+    _settled(peer, "dpc", 1)
+    _read(peer, "after the aborts", "dpc", 2)
+
+
+def _control_batches(peer: Peer, transactional_id: str, producer: tuple[int, int], version: int) -> None:
+    marker = build_marker_batch(ControlType.ABORT, *producer, 0, T0)
+    peer.ask(f"v{version}: a control batch on a partition in the transaction", _produce(
+        transactional_id, {"dpc": {0: marker}}), version)
+    peer.ask(f"v{version}: a control batch on a partition not in the transaction", _produce(
+        transactional_id, {"dpc": {1: marker}}), version)
+    peer.ask(f"v{version}: a control batch outside transactions", _produce(None, {"dpc": {1: build_batch(
+        [(None, b"c", [], T0)], producer_id=producer[0], producer_epoch=producer[1], is_control=True)}}), version)
+
+
+SCENARIOS = [before_any_coordinator, two_producers, open_transaction, without_transactional_id, control_batches]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])

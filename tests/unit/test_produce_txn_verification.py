@@ -124,3 +124,24 @@ async def test_before_any_coordinator_a_transactional_batch_is_retriable(broker,
     answer = await _send(broker, version, {"t": {0: _batch(1, 0, 0)}})
     assert _codes(answer) == {("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS}
     assert _ends(broker) == [0, 0, 0]
+
+
+@pytest.mark.parametrize(("version", "answered"), [
+    (3, ErrorCode.INVALID_TXN_STATE), (10, ErrorCode.INVALID_TXN_STATE),
+    (11, ErrorCode.TRANSACTION_ABORTABLE), (12, ErrorCode.TRANSACTION_ABORTABLE)])
+async def test_the_coordinators_transaction_abortable_is_worded_for_the_version(broker, monkeypatch, version, answered):
+    """Kafka 4.3.1's AddPartitionsToTxnManager turns TRANSACTION_ABORTABLE into INVALID_TXN_STATE only for
+    the clients that predate it (DEFAULT_ERROR: Produce v10 and below); v11 and the adding v12 get it as is."""
+    producer = await _producer(broker, "a", set())
+    verifier = broker.transactions.verifier
+
+    def abortable(transactional_id, producer_id, epoch, partitions):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTION_ABORTABLE)
+
+    async def abortable_add(transactional_id, producer_id, epoch, partitions):
+        return abortable(transactional_id, producer_id, epoch, partitions)
+
+    monkeypatch.setattr(verifier, "_local_check", abortable)
+    monkeypatch.setattr(verifier, "_local_add", abortable_add)
+    assert _codes(await _send(broker, version, {"t": {0: _batch(*producer, 0)}})) == {("t", 0): answered}
+    assert _ends(broker) == [0, 0, 0]

@@ -9,6 +9,7 @@ import pytest
 
 from broker.log import LogManager, StartOffsetReason, TopicPartition
 from broker.log.txn_index import AbortedTxn, txn_index_path
+from broker.replica import AppendOrigin
 from broker.replica.partition import Partition, PartitionError
 from protocol.control_records import ControlType, build_marker_batch, read_marker
 from protocol.errors import ErrorCode
@@ -19,7 +20,9 @@ TP = TopicPartition("t", 0)
 
 
 async def _append(partition: Partition, data: bytes):
-    return await partition.append_records_as_leader(memoryview(bytearray(data)), RecordBatch(data), required_acks=1)
+    batch = RecordBatch(data)  # markers are the coordinator's: a client's are refused
+    origin = AppendOrigin.COORDINATOR if batch.is_control else AppendOrigin.CLIENT
+    return await partition.append_records_as_leader(memoryview(bytearray(data)), batch, 1, origin)
 
 
 def _txn_batch(pid: int, epoch: int, seq: int, count: int = 2) -> bytes:
