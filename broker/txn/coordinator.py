@@ -412,7 +412,10 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.INVALID_TXN_STATE,
                            f"{transactional_id!r} is {state.display_name}: no transaction to "
                            f"{'commit' if commit else 'abort'}")
-        await self._write(meta, preparing, meta.partitions, meta.start_ms, epoch=meta.producer_epoch, complete=commit)
+        # EndTxn below v5 ends the transaction at transactions version 0 whatever added its partitions (a
+        # Produce v12 adds at version 2), as Kafka's KafkaApis passes it: no epoch bump, version 0 markers
+        await self._write(meta, preparing, meta.partitions, meta.start_ms, epoch=meta.producer_epoch, complete=commit,
+                          client_transaction_version=0)
 
     # --- state changes ---------------------------------------------------------------------------
 

@@ -169,6 +169,23 @@ async def test_a_timed_out_transaction_is_aborted_at_the_clusters_version(monkey
     await txns.stop()
 
 
+async def test_an_end_txn_below_v5_ends_at_version_0_what_a_produce_v12_added(monkeypatch):
+    """A partition added by a Produce v12 (transactions version 2) to a transaction the producer ends with
+    EndTxn v3: Kafka ends it at version 0 (no epoch bump, version 0 markers). At version 2 the markers
+    under the unbumped epoch were refused by the partition, and the transaction never completed."""
+    monkeypatch.setattr(completion_module, "MARKER_RETRY_S", 0.01)
+    replicas = _Recording()
+    txns = coordinator(replicas)
+    meta = owned(txns, TxnMetadata("tid", PID, EPOCH, 60_000, TxnState.EMPTY, set()))
+    assert await txns.add_partitions_answer("tid", PID, EPOCH, [("facts", 0)]) == {("facts", 0): ErrorCode.NONE}
+    assert meta.client_transaction_version == 2
+    await txns.end_txn("tid", PID, EPOCH, False)
+    await wait_for(lambda: meta.state == TxnState.COMPLETE_ABORT)
+    assert ("marker", "facts", PID, EPOCH, 0) in replicas.written
+    assert meta.producer_epoch == EPOCH and meta.client_transaction_version == 0
+    await txns.stop()
+
+
 async def test_the_new_id_meets_concurrent_transactions_until_the_overflowing_end_completes(monkeypatch):
     """Between EndTxn v5's answer (the new id at epoch 0) and CompleteCommit, Prepare still holds the
     old id: Kafka 4.3.1 answers an add under the new id CONCURRENT_TRANSACTIONS (a change under way is
