@@ -4,12 +4,12 @@
 One Ebb broker (its defaults, data on disk, retention checked every second) is driven through rounds
 of what a busy cluster's clients do, each with new client connections: create a topic, produce keyed
 records with an idempotent producer, read them back in a consumer group that commits and leaves, trim
-the topic with DeleteRecords, delete it; a transactional producer commits one transaction and aborts
-another; a long-lived compacted topic takes updates to the same keys. Every `--sample-s` seconds the
-broker's resident memory, open file descriptors and threads are read from /proc. The report compares
-the second quarter of the samples with the last (the first is the warm-up): what grows with the number
-of rounds (not with the data kept, which retention and deletion bound) is what an operator would see
-grow over months.
+the topic with DeleteRecords, delete the group and the topic; a transactional producer commits one
+transaction and aborts another; a long-lived compacted topic takes updates to the same keys. Every
+`--sample-s` seconds the broker's resident memory, open file descriptors and threads are read from
+/proc. The report compares the second quarter of the samples with the last (the first is the warm-up):
+what grows with the number of rounds (not with the data kept, which retention and deletion bound) is
+what an operator would see grow over months.
 """
 
 from __future__ import annotations

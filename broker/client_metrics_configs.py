@@ -30,8 +30,9 @@ import structlog
 from broker.cluster.layout import ConfigEntityTypeZNode, ConfigEntityZNode
 from broker.cluster.layout import ConfigType as EntityType
 from broker.cluster.store import MetadataStore
+from broker.java_math import java_trim
 from broker.java_regex import JavaRegexError, check_java_regex
-from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef, java_trim
+from broker.topic_configs import ConfigEntry, InvalidConfig, Synonym, TopicConfigDef
 from protocol.enums import ConfigSource, ConfigType
 from protocol.errors import CodedError, ErrorCode
 

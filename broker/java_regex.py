@@ -19,6 +19,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
+from broker.java_math import java_trim
 from broker.java_unicode_names import UNICODE_BLOCKS, UNICODE_SCRIPTS
 
 # Inline flags (Pattern's bit values do not matter here, only which are set).
@@ -26,7 +27,6 @@ CASE_INSENSITIVE, UNIX_LINES, COMMENTS, UNICODE_CHARACTER_CLASS = 1, 2, 4, 8
 _FLAG_LETTERS = {"i": CASE_INSENSITIVE, "m": 0, "s": 0, "d": UNIX_LINES, "u": 0, "c": 0, "x": COMMENTS,
                  "U": UNICODE_CHARACTER_CLASS}
 MAX_CODE_POINT = 0x10FFFF
-_JAVA_BLANKS = "".join(map(chr, range(0x21)))  # what String.trim drops
 
 # \p{name}: Pattern's property names (case matters), then, for \p{Is<name>}, its Unicode binary
 # properties and POSIX classes (upper-cased first); with (?U) the POSIX classes come before the names.
@@ -758,7 +758,7 @@ class _Parser:
                 raise self.error("Unclosed character name escape sequence")
         name = "".join(map(chr, self.temp[start:self.cursor - 1]))
         try:
-            found = unicodedata.lookup(name.strip(_JAVA_BLANKS))
+            found = unicodedata.lookup(java_trim(name))
         except KeyError:
             found = ""
         if len(found) != 1:  # Python also knows named sequences; Java names single code points

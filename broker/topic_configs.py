@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from broker.java_math import java_double, java_int, java_trim
 from broker.log.config import LogConfig
 from protocol.enums import ConfigSource, ConfigType
 
@@ -118,43 +119,6 @@ class TopicConfigDef:
         return text
 
 
-_JAVA_BLANKS = "".join(map(chr, range(0x21)))  # what Java's String.trim drops: every char up to ' '
-
-
-def java_trim(text: str) -> str:
-    """`text` trimmed as Kafka trims a value before parsing it: control chars and spaces, no other
-    Unicode blank (Python's strip() also drops a no-break space, which Java's parsers then refuse)."""
-    return text.strip(_JAVA_BLANKS)
-
-
-def _java_int(text: str) -> int:
-    """Java's Integer/Long.parseLong: an optional sign and decimal digits (any script's, as Java's
-    Character.digit), nothing else; Python's int() would also take '1_000'. ValueError otherwise."""
-    if "_" in text or text != text.strip():
-        raise ValueError(text)
-    return int(text)
-
-
-# Java's Double.parseDouble (the grammar of Double.valueOf): ASCII digits only, a decimal or hexadecimal
-# (binary exponent required) numeral with an optional f/d suffix, or NaN / Infinity spelled so. Python's
-# float() would also take 'inf', 'nan', '1_0' and other scripts' digits.
-_JAVA_DOUBLE = re.compile(r"""[+-]?(?:
-      NaN | Infinity
-    | (?P<dec>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?
-    | (?P<hex>0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?
-)""", re.VERBOSE)
-
-
-def _java_double(text: str) -> float:
-    match = _JAVA_DOUBLE.fullmatch(text)
-    if match is None:
-        raise ValueError(text)
-    sign = "-" if text.startswith("-") else ""
-    if match["hex"]:
-        return float.fromhex(sign + match["hex"])
-    return float(sign + match["dec"]) if match["dec"] else float(text.replace("Infinity", "inf"))
-
-
 def _parse(kind: ConfigType, text: str, name: str, raw: object):
     def fail(what: str):
         return InvalidConfig(f"Invalid value {raw} for configuration {name}: {what}")
@@ -167,7 +131,7 @@ def _parse(kind: ConfigType, text: str, name: str, raw: object):
         low, high = {ConfigType.INT: (INT32_MIN, INT32_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX),
                      ConfigType.SHORT: (-(2**15), 2**15 - 1)}[kind]
         try:
-            value = _java_int(text)
+            value = java_int(text)
         except ValueError:
             raise fail(f"Not a number of type {kind.name}") from None
         if not low <= value <= high:
@@ -175,7 +139,7 @@ def _parse(kind: ConfigType, text: str, name: str, raw: object):
         return value
     if kind is ConfigType.DOUBLE:
         try:
-            real = _java_double(text)
+            real = java_double(text)
         except ValueError:
             raise fail("Not a number of type DOUBLE") from None
         return real  # NaN passes Kafka's range checks (every comparison with it is false), and ours

@@ -397,16 +397,16 @@ class TopicManager:
 
     @uncancellable
     @storage_failures_answered
-    async def alter_configs(self, name: str, configs: Mapping[str, str | None] | Callable[[dict], Mapping],
+    async def alter_configs(self, name: str, configs: Callable[[dict], Mapping[str, str | None]],
                             validate_only: bool = False) -> Topic:
-        """Replace the topic's overrides with `configs` — or with `configs(current overrides)`, computed
-        under the topic lock, for incremental changes — persist them, and push the new LogConfig to every
+        """Replace the topic's overrides with `configs(current overrides)`, computed under the topic lock
+        (a legacy AlterConfigs ignores the current ones), persist them, and push the new LogConfig to every
         partition log. A change to a retention config runs a retention pass on the topic's logs at once."""
         async with self._locks.held(collision_key(name)):
             topic = self._topics.get(name)
             if topic is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-            clean = self.validate_configs(configs(dict(topic.configs)) if callable(configs) else configs)
+            clean = self.validate_configs(configs(dict(topic.configs)))
             if validate_only:
                 return topic
             changed = {k for k in set(clean) | set(topic.configs) if clean.get(k) != topic.configs.get(k)}
@@ -484,7 +484,7 @@ class TopicManager:
                     await self.logs.delete_log(tp)
 
     def _deleting(self, name: str) -> None:
-        self.logs.topic_configs.pop(name, None)  # one per topic ever created otherwise, for the process's life
+        self.logs.forget_topic(name)
         for listener in self.deletion_listeners:
             listener(name)
 

@@ -346,8 +346,8 @@ class ZooKeeperStore(MetadataStore):
 
     async def register(self, path: str, data: bytes) -> None:
         """Create the ephemeral `path` for this session. A node of this session (a retry after a lost
-        connection) is updated; a node of `previous_session` is freed first (`_owned`); any other owner
-        is a live broker with the same id: NodeExists."""
+        connection) is updated; a node of `previous_session` is freed first (`_ours_after_freeing`);
+        any other owner is a live broker with the same id: NodeExists."""
         for _ in range(5):
             try:
                 await self.create(path, data, ephemeral=True)
@@ -358,24 +358,24 @@ class ZooKeeperStore(MetadataStore):
                 _, stat = await self._call(path, self._client.get_async, path)
             except NoNode:
                 continue  # its owner went away meanwhile
-            if await self._owned(path, stat.ephemeralOwner):
+            if await self._ours_after_freeing(path, stat.ephemeralOwner):
                 await self.set(path, data)
                 return
         raise NodeExists(f"{path}: could not create it")
 
     async def free_registration(self, path: str) -> None:
-        """Long before `register`: a node of `previous_session` is freed (`_owned`); any other owner is a
-        live broker with the same id: NodeExists."""
+        """Before `register` (start-up's node id check): a node of `previous_session` is freed
+        (`_ours_after_freeing`); any other owner is a live broker with the same id: NodeExists."""
         for _ in range(5):
             try:
                 _, stat = await self._call(path, self._client.get_async, path)
             except NoNode:
                 return
-            if await self._owned(path, stat.ephemeralOwner):
+            if await self._ours_after_freeing(path, stat.ephemeralOwner):
                 return
         raise NodeExists(f"{path}: could not free it")
 
-    async def _owned(self, path: str, owner: int) -> bool:
+    async def _ours_after_freeing(self, path: str, owner: int) -> bool:
         """Whether `path`, held by session `owner`, is this session's. A node of `previous_session` (this
         broker before a crash, held until the server expires it) is deleted by ending that session (False:
         look again); any other owner is a live broker with the same id: NodeExists."""

@@ -13,7 +13,7 @@ A partition named more than once (in one topic entry or in two entries of its to
 Kafka's maps take it: the last of its entries that passes the checks here (authorization, existence,
 the batch's shape) is the one verified and written, and only the entries so kept count as the
 request's producers below; an entry refused by those checks is the partition's answer (the last one
-refused), even where an earlier entry of it was written. The answer names each partition once, under
+refused), whether it came before or after the entry written. The answer names each partition once, under
 one entry per topic.
 
 Refused whole (every partition it names answered the error, once; nothing verified or written;
@@ -287,7 +287,7 @@ def _keyed(broker: BrokerContext, connection: RequestContext, body: ProduceReque
            ) -> _Admitted:
     """A request naming a partition more than once, taken as Kafka's maps key it: a partition's last
     entry that passes the request's checks is the one screened and written; an entry refused by them
-    (the last) is its answer even where an earlier entry of it is written; the answer names each
+    (the last) is its answer whether it came before or after the entry written; the answer names each
     partition once, under one entry per topic."""
     topics = []
     topic_answers: dict[str, list] = {}  # each topic named, once: its partitions' answers

@@ -108,6 +108,11 @@ class LogManager:
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_log_config)
 
+    def forget_topic(self, topic: str) -> None:
+        """The topic is deleted: its config goes too (else one is kept per topic ever created, for the
+        process's life)."""
+        self.topic_configs.pop(topic, None)
+
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         """The partition's log, None if this dir has none; KAFKA_STORAGE_ERROR if it is offline."""
         if tp in self._unloaded:

@@ -133,5 +133,5 @@ class MutationQuotas(QuotaManager):
                 yield tags, sensor.bucket.refill(bound, self._burst(bound), now)
 
     def _burst(self, bound: float) -> float:
-        """What a bucket holds at most: quota.window.num windows' worth (Kafka's TokenBucket)."""
+        """What a bucket holds at most: controller.quota.window.num windows' worth (Kafka's TokenBucket)."""
         return self.window_num * self.window_ms / 1000 * bound

@@ -403,7 +403,8 @@ class Partition(ProducerTable):
         returns the original offsets unwritten; a coordinator's transactional batch (TxnOffsetCommit's
         offsets) carries no sequence, so only its epoch is checked, as in Kafka. A batch verified with
         the coordinator (broker/txn/verification.py) that would open a transaction here presents its
-        guard: gone (a marker came meanwhile), INVALID_TXN_STATE. `written` is told the result once the
+        guard: gone (a marker came meanwhile), INVALID_TXN_STATE. A client's control batch is refused
+        here, INVALID_RECORD, after its verification (Kafka's log refuses it). `written` is told the result once the
         batch is in the log, before any flush is awaited (the writer's view of the log must not lag it).
         LogError and PartitionError carry the error code."""
         await self._ready_to_append(required_acks)

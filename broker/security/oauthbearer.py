@@ -22,7 +22,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 
-from broker.java_math import java_round
+from broker.java_math import java_int, java_round, java_trim
 from broker.security.errors import AuthenticationFailed, InvalidCredentials
 from client.jaas import JaasEntry
 
@@ -55,15 +55,7 @@ class UnsecuredValidator:
                    clock_skew_ms=_clock_skew(options.get("unsecuredValidatorAllowableClockSkewMs", "")))
 
 
-def java_trim(text: str) -> str:
-    """Java's String.trim, which Kafka's Utils.isBlank also uses: strips characters <= U+0020 only
-    (not Python's Unicode whitespace: "\\u00a0" stays, "\\x01" goes)."""
-    return text.strip(_JAVA_TRIMMED)
-
-
-_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
 _SCOPE_ITEM = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")  # RFC 6749 3.3, as OAuthBearerScopeUtils checks it
-_INT = re.compile(r"[+-]?\d+")  # Integer.parseInt: a sign and decimal digits (Unicode ones too), no "_"
 
 
 def _required_scope(text: str) -> tuple[str, ...]:
@@ -79,7 +71,10 @@ def _clock_skew(text: str) -> int:
     trimmed = java_trim(text)
     if not trimmed:
         return 0
-    value = int(trimmed) if _INT.fullmatch(trimmed) else None
+    try:
+        value: int | None = java_int(trimmed)
+    except ValueError:
+        value = None
     if value is None or not -2**31 <= value < 2**31:
         raise ValueError(f'unsecuredValidatorAllowableClockSkewMs: For input string: "{trimmed}"')
     if value < 0:

@@ -55,7 +55,7 @@ from broker.txn.state_log import (
     value_version,
 )
 from broker.txn.state_topic import TxnStateTopic, TxnTopics
-from broker.txn.tv2 import TV2, Answered, end_txn_verdict, epoch_exhausted
+from broker.txn.tv2 import TV0, TV2, Answered, end_txn_verdict, epoch_exhausted
 from broker.txn.verification import TxnVerifier
 from protocol.errors import ErrorCode
 
@@ -415,7 +415,7 @@ class TransactionCoordinator:
         # EndTxn below v5 ends the transaction at transactions version 0 whatever added its partitions (a
         # Produce v12 adds at version 2), as Kafka's KafkaApis passes it: no epoch bump, version 0 markers
         await self._write(meta, preparing, meta.partitions, meta.start_ms, epoch=meta.producer_epoch, complete=commit,
-                          client_transaction_version=0)
+                          client_transaction_version=TV0)
 
     # --- state changes ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from broker.txn.state_log import TxnError, TxnMetadata, TxnState
 from protocol.errors import ErrorCode
 
 MAX_EPOCH = 2**15 - 1
+TV0 = 0  # transactions version 0: EndTxn below v5, no epoch bump at the end
 TV2 = 2
 
 
