@@ -158,7 +158,8 @@ class Broker:
             log.warning("a test-only check runs a full resolve beside every kept Fetch resolve", env=CHECK_ENV)
 
     async def _load_and_serve(self) -> None:
-        """start() once the metadata store is open: the logs, every service, then the listeners."""
+        """start() once the metadata store is open: the logs; the listeners bound, holding connections; the
+        registration; every service; then the requests served."""
         config = self.config
         store = self._opened_store()
         in_cluster = config.zookeeper_connect is not None
@@ -255,6 +256,10 @@ class Broker:
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
                                     self.topics, self.cluster, self.groups, self.fetch_sessions, self.quotas)
             self.services.append(MetricsService(sources, listener.host, listener.port))
+        # The listeners are bound before the registration makes this broker alive to the controller (and
+        # to the clients' Metadata), so that from then on a connection waits instead of being refused; no
+        # request is read until every service has started (BrokerServer.bind, serve).
+        await self.server.bind()
         # Registered only now that every log is loaded and recovered (Kafka's ZooKeeper-era order; KRaft keeps
         # a broker fenced until then): until this the controller neither counts it alive nor elects it, and
         # places no new replica on it. Then the services: the Cluster's roles start the follower fetchers.
@@ -262,13 +267,15 @@ class Broker:
         for service in self.services:
             await service.start()
             self._started.append(service)
-        await self.server.start()
+        await self.server.serve()
 
     async def _abandon_start(self) -> None:
-        """start() failed once the store was open (the store unreachable while registering, a service's
-        start): what started stops, and logs that finished loading close cleanly, so the next start does
-        not recover them all again. Logs whose load failed part way are left to that recovery."""
+        """start() failed once the store was open (a listener's port in use, the store unreachable while
+        registering, a service's start): the listeners close, what started stops, and logs that finished
+        loading close cleanly, so the next start does not recover them all again. Logs whose load failed
+        part way are left to that recovery."""
         log.warning("start-up failed: stopping what had started")
+        await self.server.stop()  # the bound listeners close: connections they held are reset
         for service in reversed(self._started):
             try:
                 await service.stop()

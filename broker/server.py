@@ -48,6 +48,8 @@ log = structlog.get_logger("server")
 MAX_QUEUED_REQUESTS = 32
 SEND_AT_ONCE_BYTES = 64 * 1024  # responses queued past this go out without waiting for the loop's turn
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms default
+# Connections the kernel holds for a listener not accepting yet (start-up) or not keeping up; asyncio's default
+LISTEN_BACKLOG = 100
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -431,15 +433,27 @@ class BrokerServer:
         self.stopped = asyncio.Event()  # set by stop(): a muted connection's wait ends then, not at its throttle's end
         self.request_metrics = RequestMetrics()  # counts and times every request served (the metrics)
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """Bind every listener and let the kernel take connections, but accept none: a client connects
+        and its requests wait, unread, until `serve` (Kafka binds its acceptors before registering the
+        broker and starts them once its services are up). A port in use fails start-up here."""
         loop = asyncio.get_running_loop()
         for listener in self.broker.config.listeners:
             tls = self.broker.config.tls_listeners.get(listener.name)
             server = await loop.create_server(functools.partial(Connection, self, listener), listener.host or None,
                                               listener.port, ssl=tls.context if tls is not None else None,
-                                              reuse_address=True)
+                                              reuse_address=True, backlog=LISTEN_BACKLOG, start_serving=False)
             self.servers.append(server)
+            for sock in server.sockets:  # asyncio listens only once serving; its socket wrapper has no listen()
+                with sock.dup() as same_socket:
+                    same_socket.listen(LISTEN_BACKLOG)
             self._listen_with_congestion_control(server)
+            log.info("bound; connections wait until the broker serves", listener=str(listener))
+
+    async def serve(self) -> None:
+        """Accept the connections waiting since `bind`, and every new one."""
+        for server, listener in zip(self.servers, self.broker.config.listeners, strict=True):
+            await server.start_serving()
             log.info("listening", listener=str(listener))
 
     def _listen_with_congestion_control(self, server: asyncio.base_events.Server) -> None:

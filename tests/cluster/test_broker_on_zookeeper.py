@@ -7,21 +7,25 @@ codec; znodes checked with a plain kazoo client."""
 from __future__ import annotations
 
 import json
+import select
 import signal
+import socket
 
 import pytest
 from kazoo.client import KazooClient
 
 from broker.cluster.zookeeper import load_session
 from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteTopicsRequest
-from tests.broker.data_wire import WireClient, batch, create_topic, fetch, produce, values
+from tests.broker.data_wire import WireClient, batch, create_topic, fetch, list_offsets_request, produce, values
 from tests.broker.wire_client import metadata
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.held_load import HeldLoad
 from tests.support.polling import wait_for
 from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper_gate import ZooKeeperGate
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -180,6 +184,57 @@ def test_a_session_that_expires_while_the_logs_load_does_not_register_early(zk_s
         finally:
             load.end(broker)
             broker.stop()
+
+
+def test_a_registered_broker_holds_connections_until_it_serves_them(zk_server, chroot, kazoo, tmp_path):
+    """From its registration on, the broker is alive to the controller and listed by Metadata: a client
+    connecting then is held, not refused, and answered once every service has started, as the leader it
+    is. The broker is kept registered but not started by holding ZooKeeper's answers from its
+    registration's create on (tests/support/zookeeper_gate.py): the node is made, the broker waits."""
+    with ZooKeeperGate(zk_server.connect) as gate:
+        # a long session: the held broker hears nothing from ZooKeeper meanwhile
+        broker = BrokerProcess(tmp_path, on_zookeeper(gate.connect + chroot,
+                                                      **{"zookeeper.session.timeout.ms": "30000"}))
+        with broker:
+            with WireClient(broker.port) as client:
+                create_topic(client, "held")
+                assert produce(client, "held", 0, batch([b"a", b"b"])).error_code == ErrorCode.NONE
+        with HeldLoad(broker.data_dir / "logs") as load:
+            try:
+                broker.launch()
+                wait_for(load.held, what="the broker loading its logs")  # its node id check is answered
+                gate.close_after(b"/brokers/ids/1")
+                load.release()
+                wait_for(gate.closed_on.is_set, what="the broker registering")
+                wait_for(lambda: kazoo.exists("/brokers/ids/1") is not None, what="the registration in ZooKeeper")
+                with WireClient(broker.port) as client:  # refused when the listeners opened after the services
+                    asked = client.submit(list_offsets_request("held", 0, -1), 7)
+                    assert select.select([client.sock], [], [], 0.5)[0] == [], "answered by a broker not started"
+                    gate.release()
+                    [answer] = client.receive(ApiKey.LIST_OFFSETS, 7, asked).topics[0].partitions
+                assert (answer.error_code, answer.offset) == (ErrorCode.NONE, 2)
+            finally:
+                gate.release()
+                load.end(broker)
+                broker.stop()
+
+
+def test_a_listener_port_in_use_stops_start_up_before_the_registration(zk_connect, kazoo, tmp_path):
+    """The listeners are bound before the broker registers: a port taken by another process stops start-up
+    with the logs closed cleanly and without the broker having been alive to the controller at all."""
+    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect))
+    with broker, WireClient(broker.port) as client:
+        create_topic(client, "kept")
+    seen: list[list[str]] = []  # every list of registered brokers, from a watch armed before the start
+    kazoo.ChildrenWatch("/brokers/ids", lambda children: seen.append(list(children)))
+    with socket.create_server(("127.0.0.1", broker.port)):
+        with pytest.raises(RuntimeError, match="broker exited with 1"):
+            broker.start()
+    log_text = broker.log_text()
+    assert "cannot start" in log_text and "address already in use" in log_text, log_text
+    assert "start-up failed: stopping what had started" in log_text
+    assert (broker.data_dir / "logs" / CLEAN_SHUTDOWN_FILE).exists(), log_text
+    assert seen and all("1" not in children for children in seen), seen
 
 
 def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):

@@ -53,6 +53,7 @@ class BrokerProcess:
             **(overrides or {}),
         }
         self.process: subprocess.Popen | None = None
+        self._log_start = 0  # where this run's log lines begin (launch)
 
     @property
     def bootstrap(self) -> str:
@@ -70,6 +71,7 @@ class BrokerProcess:
         """Start the process without waiting for it: `wait_listening` then waits, so that several brokers
         start side by side (tests/cluster/three_brokers.py)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0  # this run's lines follow
         args = [sys.executable, "-m", "broker"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
@@ -79,18 +81,26 @@ class BrokerProcess:
         log.close()
 
     def wait_listening(self) -> BrokerProcess:
+        """Until the broker serves: its port accepts a moment before (connections wait until every service
+        has started, broker/app.py), so its "broker started" line of this run is what says so."""
         assert self.process is not None, "launch() first"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.log_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+            if self._started_line_written():
+                return self
+            time.sleep(0.05)
         self.stop(signal.SIGKILL)
         raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s:\n{self.log_text()}")
+
+    def _started_line_written(self) -> bool:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return b'"event": "broker started"' in log.read()
+        except OSError:
+            return False
 
     def _limit_open_files(self) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
