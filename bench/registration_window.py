@@ -8,9 +8,12 @@ started again, and, from the spawn of its process:
   - registered: `/brokers/ids/2` appears (a ZooKeeper watch);
   - logs loaded: its "loaded logs" line (the log's own timestamp);
   - elected: the controller writes broker 2 as leader of partition 0 (a ZooKeeper watch);
-  - served: the first ListOffsets broker 2 answers for partition 0 without an error.
+  - accepting: the first connection to its port that the kernel accepts (a probe every 5 ms);
+  - served: the first ListOffsets broker 2 answers for partition 0 without an error (asked on that
+    connection: a broker that holds connections answers it once it serves).
 The window the controller counts the broker alive (and elects it) before its logs are loaded is
-"logs loaded" minus "registered", when positive. Medians over the restarts.
+"logs loaded" minus "registered"; the one it is registered but refuses connections, "accepting" minus
+"registered"; each when positive. Medians over the restarts.
 """
 
 from __future__ import annotations
@@ -81,11 +84,21 @@ class Moments:
 
 
 def served(port: int) -> bool:
+    return probe(port)[1]
+
+
+def probe(port: int) -> tuple[float | None, bool]:
+    """When a connection was accepted (None: refused) and whether ListOffsets on it was answered well."""
     try:
-        with WireClient(port) as client:
-            return list_offsets(client, TOPIC, 0, -1).error_code == 0
+        client = WireClient(port)
     except OSError:
-        return False
+        return None, False
+    accepted = time.monotonic()
+    try:
+        with client:
+            return accepted, list_offsets(client, TOPIC, 0, -1).error_code == 0
+    except OSError:
+        return accepted, False
 
 
 def loaded_at(process: BrokerProcess, after_wall: float) -> float:
@@ -105,15 +118,22 @@ def restart(process: BrokerProcess, moments: Moments) -> dict[str, float]:
     moments.arm()
     wall, start = time.time(), time.monotonic()
     process.launch()
-    while not served(process.port):
+    accepting = None
+    while True:
+        accepted, answered = probe(process.port)
+        if accepting is None and accepted is not None:
+            accepting = accepted - start
+        if answered:
+            break
         time.sleep(0.005)
     serving = time.monotonic() - start
+    assert accepting is not None
     deadline = time.monotonic() + 30
     while (moments.registered is None or moments.elected is None) and time.monotonic() < deadline:
         time.sleep(0.005)
     assert moments.registered is not None and moments.elected is not None, "no registration or election seen"
     return {"registered": moments.registered - start, "loaded": loaded_at(process, wall) - wall,
-            "elected": moments.elected - start, "served": serving}
+            "elected": moments.elected - start, "accepting": accepting, "served": serving}
 
 
 def main() -> None:
@@ -145,11 +165,14 @@ def main() -> None:
         mib = per_partition * partitions * KiB / 2**20
         print(f"{partitions} partitions on broker 2, {mib:.0f} MiB of 1 KiB records unflushed before each SIGKILL, "
               f"1 MiB segments; medians of {reps} restarts, seconds from the process spawn:")
-        for key in ("registered", "loaded", "elected", "served"):
+        for key in ("registered", "loaded", "elected", "accepting", "served"):
             print(f"  {key:<11} {statistics.median(r[key] for r in rows):6.2f}   "
                   + " ".join(f"{r[key]:.2f}" for r in rows))
         window = [max(0.0, r["loaded"] - r["registered"]) for r in rows]
         print(f"  alive before its logs were loaded: {statistics.median(window):.2f} s (median)")
+        refusing = [max(0.0, r["accepting"] - r["registered"]) for r in rows]
+        print(f"  registered but refusing connections: {statistics.median(refusing):.2f} s (median)   "
+              + " ".join(f"{r:.2f}" for r in refusing))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -435,8 +435,8 @@ class BrokerServer:
 
     async def bind(self) -> None:
         """Bind every listener and let the kernel take connections, but accept none: a client connects
-        and its requests wait, unread, until `serve` (Kafka binds its acceptors before registering the
-        broker and starts them once its services are up). A port in use fails start-up here."""
+        and its requests wait, unread, until `serve` (Kafka's ZooKeeper-era broker too binds before it
+        registers and reads no request until its services are up). A port in use fails start-up here."""
         loop = asyncio.get_running_loop()
         for listener in self.broker.config.listeners:
             tls = self.broker.config.tls_listeners.get(listener.name)
