@@ -24,6 +24,7 @@ import os
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -73,20 +74,34 @@ def tansu_version() -> str:
     return out.stdout.strip()
 
 
-def wait_listening(port: int, process: subprocess.Popen, what: str, timeout_s: float = START_TIMEOUT_S) -> float:
-    """Seconds until `port` accepts a connection (the process must stay up meanwhile)."""
+# ApiVersions v0 (key 18), correlation id 1, client id "bench": any Kafka broker answers it
+_API_VERSIONS_V0 = struct.pack(">ihhih5s", 15, 18, 0, 1, 5, b"bench")
+
+
+def _answers(port: int) -> bool:
+    """Whether the broker on `port` answers an ApiVersions request: accepting a connection is not enough,
+    as Ebb binds its listeners before its services start and holds what arrives until then."""
+    with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+        sock.settimeout(2.0)
+        sock.sendall(_API_VERSIONS_V0)
+        return len(sock.recv(4)) > 0
+
+
+def wait_serving(port: int, process: subprocess.Popen, what: str, timeout_s: float = START_TIMEOUT_S) -> float:
+    """Seconds until the broker on `port` answers a request (the process must stay up meanwhile)."""
     start = time.monotonic()
     deadline = start + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            if _answers(port):
                 return time.monotonic() - start
         except OSError:
-            time.sleep(0.005)
+            pass
+        time.sleep(0.005)
     process.kill()
-    raise RuntimeError(f"{what} did not listen on {port} within {timeout_s}s")
+    raise RuntimeError(f"{what} did not answer on {port} within {timeout_s}s")
 
 
 class BrokerProcess:
@@ -113,7 +128,7 @@ class BrokerProcess:
         self.log_file = open(self.log_path(), "ab")  # noqa: SIM115 - kept open for the process's life
         self.process = subprocess.Popen(self.command(), stdout=self.log_file, stderr=subprocess.STDOUT,
                                         env=self.env(), preexec_fn=_die_with_parent)
-        self.started_in_s = wait_listening(self.port, self.process, self.name)
+        self.started_in_s = wait_serving(self.port, self.process, self.name)
         return self
 
     def env(self) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
   - `ebb --help`                                      budget 0.2 s
   - `ebb offsets --topic T` against a local broker    budget 0.5 s (wall, the whole process)
-  - a broker on an empty data dir, spawn to listening budget 1 s
+  - a broker on an empty data dir, spawn to its first answer (ApiVersions) budget 1 s
 
 Each figure is the whole process timed from outside (interpreter start and imports included), the
 median of --reps runs, with the fastest and slowest beside it. Each broker start gets a new, empty
@@ -67,7 +67,7 @@ def main() -> None:
         print(f"\n  {'':<40} {'budget':>8} {'median':>9} {'min':>9} {'max':>9}  within")
         row("ebb --help", 0.2, help_s)
         row("ebb offsets (3 partitions, local broker)", 0.5, offsets_s)
-        row("broker, empty data dir: to listening", 1.0, starts)
+        row("broker, empty data dir: to first answer", 1.0, starts)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -7,7 +7,7 @@ the broker is stopped and started again, alternately:
   - after an unclean stop (SIGKILL right after more records were produced and acknowledged, never
     flushed: every partition is recovered from its recovery point, each batch's CRC checked, and
     the indexes rebuilt).
-Start-up time = from spawning `python -m broker` to the port accepting connections (Ebb listens only
+Start-up time = from spawning `python -m broker` to its first answer (an ApiVersions; Ebb listens only
 once every log is loaded), then to the first Metadata answer listing all partitions with leaders.
 The interpreter's own start and imports are included; an empty broker's start is shown for scale.
 
@@ -31,18 +31,18 @@ TOPIC = "bench-startup"
 
 
 def ready_in(broker: Ebb, partitions: int) -> tuple[float, float]:
-    """Start the (stopped) broker; seconds to listening and to a complete Metadata answer."""
+    """Start the (stopped) broker; seconds to its first answer and to a complete Metadata answer."""
     from confluent_kafka.admin import AdminClient
 
     start = time.monotonic()
     broker.start()
-    listening = time.monotonic() - start
+    answering = time.monotonic() - start
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     while True:
         topic = admin.list_topics(TOPIC, timeout=30).topics.get(TOPIC)
         if topic is not None and topic.error is None and len(topic.partitions) == partitions and all(
                 p.leader >= 0 for p in topic.partitions.values()):
-            return listening, time.monotonic() - start
+            return answering, time.monotonic() - start
         time.sleep(0.01)
 
 
@@ -79,7 +79,7 @@ def main() -> None:
             del rep
         broker.stop()
         print(f"\n{partitions:,} partitions, {data_mib:,.0f} MiB of 1 KiB records; medians of {reps} restarts each")
-        print(f"  {'':<46} {'listening':>10} {'Metadata answered':>18}")
+        print(f"  {'':<46} {'answering':>10} {'Metadata answered':>18}")
         print(f"  {'Ebb, empty (interpreter, imports, no logs)':<46} {median(empty_s):>9.2f}s")
         print(f"  {'Ebb after a clean stop (SIGTERM)':<46} {median([c[0] for c in clean]):>9.2f}s "
               f"{median([c[1] for c in clean]):>17.2f}s")
