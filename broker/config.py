@@ -195,6 +195,7 @@ _BROKER_DEFAULTS = {
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "socket.request.max.bytes": "104857600",
+    "socket.listen.backlog.size": "50",
     "message.max.bytes": "1048588",
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
@@ -262,6 +263,7 @@ class BrokerConfig:
     delete_topic_enable: bool
     message_max_bytes: int
     socket_request_max_bytes: int
+    socket_listen_backlog_size: int  # connections the kernel queues per listener before the broker accepts them
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     offsets_retention_minutes: int
@@ -424,6 +426,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         delete_topic_enable=bool_property(merged, "delete.topic.enable"),
         message_max_bytes=int_property(merged, "message.max.bytes", minimum=0),
         socket_request_max_bytes=int_property(merged, "socket.request.max.bytes", minimum=1024),
+        socket_listen_backlog_size=int_property(merged, "socket.listen.backlog.size", minimum=1),
         offsets_topic_num_partitions=int_property(merged, "offsets.topic.num.partitions", minimum=1),
         offsets_topic_replication_factor=int_property(merged, "offsets.topic.replication.factor", minimum=1),
         offsets_retention_minutes=int_property(merged, "offsets.retention.minutes", minimum=1),

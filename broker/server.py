@@ -48,8 +48,6 @@ log = structlog.get_logger("server")
 MAX_QUEUED_REQUESTS = 32
 SEND_AT_ONCE_BYTES = 64 * 1024  # responses queued past this go out without waiting for the loop's turn
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms default
-# Connections the kernel holds for a listener not accepting yet (start-up) or not keeping up; asyncio's default
-LISTEN_BACKLOG = 100
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -438,15 +436,16 @@ class BrokerServer:
         and its requests wait, unread, until `serve` (Kafka's ZooKeeper-era broker too binds before it
         registers and reads no request until its services are up). A port in use fails start-up here."""
         loop = asyncio.get_running_loop()
+        backlog = self.broker.config.socket_listen_backlog_size
         for listener in self.broker.config.listeners:
             tls = self.broker.config.tls_listeners.get(listener.name)
             server = await loop.create_server(functools.partial(Connection, self, listener), listener.host or None,
                                               listener.port, ssl=tls.context if tls is not None else None,
-                                              reuse_address=True, backlog=LISTEN_BACKLOG, start_serving=False)
+                                              reuse_address=True, backlog=backlog, start_serving=False)
             self.servers.append(server)
             for sock in server.sockets:  # asyncio listens only once serving; its socket wrapper has no listen()
                 with sock.dup() as same_socket:
-                    same_socket.listen(LISTEN_BACKLOG)
+                    same_socket.listen(backlog)
             self._listen_with_congestion_control(server)
             log.info("bound; connections wait until the broker serves", listener=str(listener))
 

@@ -139,3 +139,23 @@ async def test_answers_finished_together_leave_in_one_write(tmp_path):
         assert sum(writes) == 20 and len(writes) <= 2, f"{len(writes)} writes for 20 answers: {writes}"
     finally:
         await broker.stop()
+
+
+@pytest.mark.parametrize("overrides, backlog", [([], 50), (["socket.listen.backlog.size=7"], 7)])
+async def test_listeners_queue_what_socket_listen_backlog_size_says(tmp_path, overrides, backlog):
+    """Kafka's socket.listen.backlog.size (default 50) bounds the connections the kernel queues for a
+    listener that has not accepted them yet: at start-up, before the services are up, that is every one."""
+    import subprocess
+
+    from broker.app import Broker
+    from broker.config import load_config
+
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0", *overrides]))
+    await broker.start()
+    try:
+        port = broker.server.servers[0].sockets[0].getsockname()[1]
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True)
+        (line,) = listening.stdout.splitlines()
+        assert int(line.split()[2]) == backlog, line  # a listening socket's Send-Q is its backlog
+    finally:
+        await broker.stop()
