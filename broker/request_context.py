@@ -43,7 +43,8 @@ class RequestContext:
     throttle_ms: int = 0
     # The loop time of the request being served while its client's request_percentage is metered, for the
     # server to charge once the handler is done; a handler deciding its answer on the throttle (a consumer's
-    # Fetch) charges it itself, which empties this (RequestQuotas.charge_so_far). None otherwise.
+    # Fetch) charges it itself, which empties this (RequestQuotas.charge_so_far); the server empties it
+    # when the handler ends, however it ends. None otherwise.
     request_time: LoopTime | None = None
     # The share session this connection opened last (KIP-932): it ends, and what its member holds on
     # this broker is released, when the connection closes.

@@ -228,7 +228,6 @@ class Connection(asyncio.BufferedProtocol):
         try:
             return await self._answer(handler, request, context, version, correlation_id, arrived)
         finally:
-            context.request_time = None  # never seen by the connection's next request
             regions = context.file_regions
             if regions:  # not handed to the file sender: the answer was not sent
                 for failure in release_unsent(regions):
@@ -242,7 +241,11 @@ class Connection(asyncio.BufferedProtocol):
         try:
             if metered:
                 loop_time = context.request_time = LoopTime(handler.fn(self.broker, request, context))
-                response = await loop_time
+                try:
+                    response = await loop_time
+                finally:  # however it ended: the connection's next request never sees this one's loop time
+                    # (cleared already where the handler charged it itself: a consumer's Fetch)
+                    uncharged, context.request_time = context.request_time is not None, None
             else:
                 response = await handler.fn(self.broker, request, context)
         except asyncio.CancelledError:
@@ -259,8 +262,7 @@ class Connection(asyncio.BufferedProtocol):
         if response is None:  # no answer due (acks=0, or a refused re-authentication that just closes)
             return self._after_sasl_step()
         if metered:
-            if context.request_time is not None:  # checked against the quota before the answer is made
-                context.request_time = None  # (unless the handler charged it: a consumer's Fetch)
+            if uncharged:  # checked against the quota before the answer is made
                 throttle_ms = request_quotas.charge(context, request.header.client_id, loop_time.seconds)
                 if throttle_ms > getattr(response, "throttle_time_ms", throttle_ms):
                     response.throttle_time_ms = throttle_ms  # the larger of the two quotas' (Produce, ...)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.quotas.enforced import ClientQuotas
-from broker.quotas.manager import QuotaManager
+from broker.quotas.manager import ClientSensor, QuotaManager
 
 
 class ClientQuotaCollector:
@@ -38,7 +38,7 @@ class ClientQuotaCollector:
         yield tokens
 
 
-def _families(kind: str, rate_name: str, rate_help: str, manager: QuotaManager) -> Iterator[Metric]:
+def _families(kind: str, rate_name: str, rate_help: str, manager: QuotaManager[ClientSensor]) -> Iterator[Metric]:
     labels = ["user", "client_id"]
     rate = GaugeMetricFamily(rate_name, rate_help, labels=labels)
     throttle = CounterMetricFamily(f"ebb_client_quota_{kind}_throttle_seconds",

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 import structlog
 
 from broker.log.file_region import release_unsent
 from broker.quotas.entities import CLIENT_ID, USER
-from broker.quotas.rate import SampledRate, TokenBucket, record_and_throttle_ms
+from broker.quotas.rate import SampledRate, record_and_throttle_ms
 from broker.quotas.store import Quotas
 from broker.request_context import RequestContext
 from protocol.messages import FetchRequest
@@ -44,13 +45,17 @@ Tags = tuple[str, str]  # Kafka's metric tags (user, client-id), "" for a part t
 class ClientSensor:
     """One rate and what its throttles added up to (Kafka's quota and throttle-time sensors)."""
 
-    __slots__ = ("rate", "bucket", "throttle_ms_total", "throttled")
+    __slots__ = ("rate", "throttle_ms_total", "throttled")
 
     def __init__(self, rate: SampledRate) -> None:
         self.rate = rate
-        self.bucket = TokenBucket()  # what bounds controller mutations (mutations.py); unused by the rates
         self.throttle_ms_total = 0
         self.throttled = 0  # requests answered with a throttle time
+
+
+# The sensor a manager keeps per client: ClientSensor, or one that holds more (mutations.py's MutationSensor).
+# Covariant: a manager is only read through its sensors, never handed one.
+SensorT = TypeVar("SensorT", bound=ClientSensor, covariant=True)
 
 
 def _part(entity: dict[str, str | None], kind: str) -> str | None:
@@ -60,19 +65,22 @@ def _part(entity: dict[str, str | None], kind: str) -> str | None:
     return DEFAULT if name is None else name
 
 
-class QuotaManager:
-    """One quota key (producer_byte_rate, consumer_byte_rate): every client's rate and throttle."""
+class QuotaManager(Generic[SensorT]):
+    """One quota key (producer_byte_rate, consumer_byte_rate, ...): every client's rate and throttle, each
+    client's measures in a sensor `new_sensor` makes from its rate."""
 
-    def __init__(self, key: str, window_num: int, window_ms: int, cap_ms: int | None = None) -> None:
+    def __init__(self, key: str, window_num: int, window_ms: int, new_sensor: Callable[[SampledRate], SensorT],
+                 cap_ms: int | None = None) -> None:
         self.key = key
         self.window_num = window_num
         self.window_ms = window_ms
         self.cap_ms = cap_ms
+        self._new_sensor = new_sensor
         self.enabled = False  # any quota of this key anywhere: the hot path's only test
         self._overrides: dict[tuple[str | None, str | None], float] = {}
         self._tags: dict[tuple[str, str], Tags] = {}  # (user, client id) -> the rate it counts in
         self._bounds: dict[Tags, float | None] = {}
-        self._sensors: dict[Tags, ClientSensor] = {}
+        self._sensors: dict[Tags, SensorT] = {}
         self._swept_ms = 0
 
     def update(self, quotas: Quotas) -> None:
@@ -110,7 +118,7 @@ class QuotaManager:
             sensor.throttled += 1
         return throttle_ms
 
-    def sensor(self, user: str, client_id: str, now_ms: int) -> tuple[ClientSensor, float] | None:
+    def sensor(self, user: str, client_id: str, now_ms: int) -> tuple[SensorT, float] | None:
         """The client's sensor (made on first use) and the bound in force for it; None when unlimited."""
         if now_ms - self._swept_ms >= SWEEP_EVERY_MS:
             self._sweep(now_ms)
@@ -122,7 +130,7 @@ class QuotaManager:
             return None
         sensor = self._sensors.get(tags)
         if sensor is None:
-            sensor = self._sensors[tags] = ClientSensor(SampledRate(self.window_num, self.window_ms))
+            sensor = self._sensors[tags] = self._new_sensor(SampledRate(self.window_num, self.window_ms))
         return sensor, bound
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
@@ -143,7 +151,7 @@ class QuotaManager:
         """How many clients' bounds are held between sweeps (client ids come and go: the sweep forgets)."""
         return len(self._bounds)
 
-    def sensors(self) -> Iterator[tuple[Tags, float, ClientSensor]]:
+    def sensors(self) -> Iterator[tuple[Tags, float, SensorT]]:
         """Each measured client's (user, client-id) tags, its rate now and its sensor (the metrics)."""
         now = int(time.monotonic() * 1000)
         for tags, sensor in list(self._sensors.items()):
@@ -194,7 +202,8 @@ def user_of(principal: str) -> str:
     return principal.partition(":")[2] or principal
 
 
-def throttle_for(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float) -> int:
+def throttle_for(manager: QuotaManager[ClientSensor], connection: RequestContext, client_id: str | None,
+                 value: float) -> int:
     """Count `value` against the connection's client; the throttle time, which the server also mutes the
     connection for once the answer is out."""
     throttle_ms = manager.record(user_of(connection.principal), client_id or "", value)
@@ -203,7 +212,7 @@ def throttle_for(manager: QuotaManager, connection: RequestContext, client_id: s
     return throttle_ms
 
 
-def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id: str | None, value: float,
+def fetch_throttle(manager: QuotaManager[ClientSensor], connection: RequestContext, client_id: str | None, value: float,
                    request_throttle_ms: int = 0) -> int:
     """A consumer's Fetch of `value` bytes: the throttle time, the larger of its byte rate's and
     `request_throttle_ms` (its request_percentage's, charged already), as Kafka's handleFetchRequest (the
@@ -223,7 +232,8 @@ def fetch_throttle(manager: QuotaManager, connection: RequestContext, client_id:
     return throttle_ms
 
 
-def cap_fetch(manager: QuotaManager, connection: RequestContext, client_id: str | None, body: FetchRequest) -> None:
+def cap_fetch(manager: QuotaManager[ClientSensor], connection: RequestContext, client_id: str | None,
+              body: FetchRequest) -> None:
     """A consumer's Fetch reads no more than its quota's window holds (Kafka's fetchMaxBytes), and waits
     for no more than that (fetchMinBytes)."""
     most = manager.max_value_in_window(user_of(connection.principal), client_id or "")

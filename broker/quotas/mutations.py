@@ -32,6 +32,7 @@ from typing import Any
 
 from broker.quotas.entities import CONTROLLER_MUTATION_RATE
 from broker.quotas.manager import ClientSensor, QuotaManager, Tags, user_of
+from broker.quotas.rate import SampledRate, TokenBucket
 from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.errors import ErrorCode, FixedCodeError
@@ -51,13 +52,24 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+class MutationSensor(ClientSensor):
+    """A client's controller mutations: their rate and throttles, and the token bucket that bounds them (the byte
+    rates' sensors keep no bucket)."""
+
+    __slots__ = ("bucket",)
+
+    def __init__(self, rate: SampledRate) -> None:
+        super().__init__(rate)
+        self.bucket = TokenBucket()
+
+
 class MutationCharge:
     """One request's charges (Kafka's Strict- and PermissiveControllerMutationQuota); a client under no
     quota gets one whose charges cost nothing."""
 
     __slots__ = ("_sensor", "_bound", "_burst", "strict", "_throttle_ms", "_at_ms")
 
-    def __init__(self, sensor: ClientSensor | None, bound: float, burst: float, strict: bool) -> None:
+    def __init__(self, sensor: MutationSensor | None, bound: float, burst: float, strict: bool) -> None:
         self._sensor = sensor
         self._bound = bound
         self._burst = burst
@@ -101,11 +113,11 @@ class MutationCharge:
         return throttle_ms
 
 
-class MutationQuotas(QuotaManager):
+class MutationQuotas(QuotaManager[MutationSensor]):
     """controller_mutation_rate: each client's bucket, under the byte rates' precedence of entities."""
 
     def __init__(self, window_num: int, window_ms: int) -> None:
-        super().__init__(CONTROLLER_MUTATION_RATE, window_num, window_ms)
+        super().__init__(CONTROLLER_MUTATION_RATE, window_num, window_ms, MutationSensor)
 
     def for_request(self, request: Request[Any], connection: RequestContext) -> MutationCharge:
         """The charge of a CreateTopics, CreatePartitions or DeleteTopics request, strict or not by its

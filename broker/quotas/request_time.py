@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from broker.quotas.entities import REQUEST_PERCENTAGE
-from broker.quotas.manager import QuotaManager, user_of
+from broker.quotas.manager import ClientSensor, QuotaManager, user_of
 from broker.request_context import RequestContext
 from protocol.enums import ApiKey
 from protocol.framing import Request
@@ -87,11 +87,11 @@ class LoopTime(Awaitable[_T]):
                 value, error = None, thrown
 
 
-class RequestQuotas(QuotaManager):
+class RequestQuotas(QuotaManager[ClientSensor]):
     """request_percentage: each client's share of the loop, throttled for at most one window."""
 
     def __init__(self, window_num: int, window_ms: int) -> None:
-        super().__init__(REQUEST_PERCENTAGE, window_num, window_ms, cap_ms=window_ms)
+        super().__init__(REQUEST_PERCENTAGE, window_num, window_ms, ClientSensor, cap_ms=window_ms)
 
     def charge(self, connection: RequestContext, client_id: str | None, seconds: float) -> int:
         """Count `seconds` of loop time against the client's quota; the throttle time, which the

@@ -17,7 +17,7 @@ from broker.quotas.entities import (
     java_double,
     value_text,
 )
-from broker.quotas.manager import DEFAULT, QuotaManager, user_of
+from broker.quotas.manager import DEFAULT, ClientSensor, QuotaManager, user_of
 from broker.quotas.rate import SampledRate, java_round, record_and_throttle_ms
 
 
@@ -75,7 +75,7 @@ def test_throttle_times_round_as_java_does():
 
 def _manager(**quotas: float) -> QuotaManager:
     """Quotas by entity keyed 'user__client' ('D' for the default, '-' for absent)."""
-    manager = QuotaManager("producer_byte_rate", 11, 1000)
+    manager = QuotaManager("producer_byte_rate", 11, 1000, ClientSensor)
     entities = {}
     for key, value in quotas.items():
         user, client = key.split("__")
@@ -107,7 +107,7 @@ def test_kip_55_precedence(configured, expected):
 
 
 def test_no_quota_of_the_key_leaves_the_manager_off():
-    manager = QuotaManager("consumer_byte_rate", 11, 1000)
+    manager = QuotaManager("consumer_byte_rate", 11, 1000, ClientSensor)
     manager.update({(("user", "alice"),): {"producer_byte_rate": 10.0}})
     assert not manager.enabled and manager.quota("alice", "c1") is None
     assert manager.record("alice", "c1", 10**9, 0) == 0

@@ -134,6 +134,21 @@ def test_a_user_quota_is_one_bucket_for_all_its_client_ids():
     manager.for_request(_create(7, client_id="two"), RequestContext(principal="User:bob")).charge(100, now_ms=0)
 
 
+def test_only_controller_mutations_keep_a_token_bucket():
+    """Every quota key measures its clients in sensors; only controller_mutation_rate's hold a bucket."""
+    quotas = ClientQuotas(11, 1)
+    keys = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+    quotas.update({(("client-id", "c"),): dict.fromkeys(keys, 1000.0)})
+    for manager in (quotas.produce, quotas.fetch, quotas.requests):
+        manager.record("ANONYMOUS", "c", 1.0)
+    quotas.mutations.for_request(_create(7), RequestContext()).charge(1)
+    for manager in (quotas.produce, quotas.fetch, quotas.requests):
+        [(_, _, sensor)] = manager.sensors()
+        assert not hasattr(sensor, "bucket"), manager.key
+    [(_, _, sensor)] = quotas.mutations.sensors()
+    assert isinstance(sensor.bucket, TokenBucket) and sensor.bucket.tokens == 10999.0
+
+
 def test_the_answer_mutes_the_connection_and_counts_in_the_metrics():
     manager = _manager()
     connection = RequestContext()

@@ -5,12 +5,25 @@ thread over quota.window.num windows, the throttle capped at one window) and the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
+from broker.handlers import REGISTRY, load_handlers
+from broker.metrics.requests import RequestMetrics
 from broker.quotas.request_time import LoopTime, RequestQuotas, exempt
 from broker.request_context import RequestContext
-from protocol.messages import ApiVersionsRequest, FetchRequest, MetadataRequest, WriteTxnMarkersRequest
+from broker.server import Connection
+from protocol import framing
+from protocol.enums import ApiKey
+from protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    MetadataRequest,
+    WriteTxnMarkersRequest,
+)
 from tests.unit.fakes import request_of
 
 
@@ -138,3 +151,91 @@ def test_exempt_as_kafka():
     assert exempt(request_of(WriteTxnMarkersRequest(markers=[]), 1))
     assert not exempt(request_of(ApiVersionsRequest(), 3))  # Kafka charges ApiVersions
     assert not exempt(request_of(MetadataRequest(topics=[]), 12))
+
+
+class _Wire:
+    """The transport of a connection under test: what it was sent, and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.aborted = False
+
+    def writelines(self, pieces) -> None:
+        self.sent += pieces
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def _served(requests: RequestQuotas, wire: _Wire | None = None) -> Connection:
+    """A plain-TCP connection of a broker whose only quotas are `requests`, its transport `wire`."""
+    config = SimpleNamespace(sasl_listeners={}, tls_listeners={}, socket_request_max_bytes=1 << 20)
+    broker = SimpleNamespace(config=config, credentials=None, quotas=SimpleNamespace(requests=requests))
+    server = SimpleNamespace(broker=broker, request_metrics=RequestMetrics(), connections=set(), stopping=False)
+    connection = Connection(server, SimpleNamespace(name="PLAINTEXT"))  # type: ignore[arg-type]
+    connection.transport = wire or _Wire()  # type: ignore[assignment]
+    return connection
+
+
+def _frame_served_by(monkeypatch, handler) -> bytearray:
+    """An ApiVersions request, served by `handler` (its answer encoded as b"answer")."""
+    api_versions = load_handlers()[ApiKey.API_VERSIONS]
+    monkeypatch.setitem(REGISTRY, ApiKey.API_VERSIONS, dataclasses.replace(
+        api_versions, fn=handler, encode=lambda response, version, correlation_id: [b"answer"]))
+    return bytearray(framing.encode_request(ApiVersionsRequest(), 3, 1, "c")[framing.SIZE_BYTES:])
+
+
+@pytest.mark.parametrize("ending", ["error", "cancelled"])
+async def test_a_requests_loop_time_is_never_seen_by_the_next_one_however_it_ended(monkeypatch, ending):
+    """A metered request that fails or is cancelled leaves no LoopTime behind: the connection's next request,
+    not metered (the quota removed meanwhile), finds none to charge itself with."""
+    requests = _manager(50.0)
+    wire = _Wire()
+    connection = _served(requests, wire)
+    seen: list = []
+    started = asyncio.Event()
+
+    async def handler(broker, request, context):
+        seen.append(context.request_time)
+        if len(seen) == 1:
+            started.set()
+            if ending == "error":
+                raise RuntimeError("bug")
+            await asyncio.Event().wait()  # until cancelled
+        return ApiVersionsResponse()
+
+    frame = _frame_served_by(monkeypatch, handler)
+    serving = asyncio.ensure_future(connection._serve(frame, 0.0))
+    await started.wait()
+    if ending == "cancelled":
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+    else:
+        assert await serving is False and wire.aborted  # a handler's error closes the connection
+    assert isinstance(seen[0], LoopTime)
+    requests.update({})
+    assert await connection._serve(frame, 0.0) is True
+    assert seen[1] is None and connection.context.request_time is None
+
+
+@pytest.mark.parametrize("itself", [False, True])
+async def test_a_request_is_charged_once_by_the_server_or_by_its_handler(monkeypatch, itself):
+    requests = _manager(50.0)
+    connection = _served(requests)
+    charged: list[float] = []
+    charge = requests.charge
+
+    def counted(context: RequestContext, client_id: str | None, seconds: float) -> int:
+        charged.append(seconds)
+        return charge(context, client_id, seconds)
+
+    monkeypatch.setattr(requests, "charge", counted)
+
+    async def handler(broker, request, context):
+        if itself:  # as a consumer's Fetch does
+            requests.charge_so_far(context, request.header.client_id)
+        return ApiVersionsResponse()
+
+    assert await connection._serve(_frame_served_by(monkeypatch, handler), 0.0) is True
+    assert len(charged) == 1 and connection.context.request_time is None
