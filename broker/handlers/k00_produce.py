@@ -240,20 +240,20 @@ def _screen(batch: RecordBatch, may_write_txn: bool, verifies: bool, producers: 
     return _VERIFY if verifies else 0
 
 
-def _keep(kept: _Kept, name: str, index: int, batch: tuple[memoryview, RecordBatch, int], results: list,
+def _keep(kept: _Kept, name: str, index: int, admitted: tuple[memoryview, RecordBatch, int], results: list,
           position: int, may_write_txn: bool, verifies: bool) -> int:
-    """An entry that passed _admit (`batch` is what it returned) kept for the log, its answer to go to
+    """An entry that passed _admit (`admitted` is what it returned) kept for the log, its answer to go to
     results[position]; a transactional batch is also screened. Returns _screen's findings (0 if not
     screened)."""
-    records, read, attributes = batch
-    entries = kept[0]
-    kept[1].append((results, position, index))
+    records, read, attributes = admitted
+    entries, slots, to_verify, producers = kept
+    slots.append((results, position, index))
     entries.append((name, index, records, read))
     if not attributes & TRANSACTIONAL_BIT:
         return 0
-    found = _screen(read, may_write_txn, verifies, kept[3])
+    found = _screen(read, may_write_txn, verifies, producers)
     if found & _VERIFY:
-        kept[2].append(len(entries) - 1)  # checked after the walk, before the append
+        to_verify.append(len(entries) - 1)  # checked after the walk, before the append
     return found
 
 
