@@ -17,9 +17,14 @@ same way inside a transaction (its records on the brokers, a partition's LSO hel
 with SIGKILL, (a) the transaction coordinator of the instance's transactional id, (b) the leader of a
 repartition partition the transaction holds (not the coordinator); the instance resumes at once. The
 counts must end exact with the broker down and again after it is restarted and back in every ISR, never
-passing the right count; the instance must stay RUNNING with no stream thread dying (it did in every
-run: the producer retries its writes and its EndTxn at the new leader or coordinator), and close cleanly.
-The cluster is the module's: the killed broker is restarted before the next test.
+passing the right count; the instance must stay RUNNING with no stream thread dying, and close cleanly.
+Its producer retries its writes and its commit at the new leader or coordinator, and no task is closed.
+(c) the coordinator again, the instance resuming only once the new coordinator has aborted the open
+transaction at transaction.timeout.ms (bumping the epoch): its next write is refused
+(INVALID_PRODUCER_EPOCH, from the leader's check with the coordinator, as Kafka 4.3.1 maps PRODUCER_FENCED
+there), Streams takes its thread as fenced, closes its tasks and makes them again (the worker reports
+its task-closed/created counts), still RUNNING; the counts end exact. The cluster is the module's: the
+killed broker is restarted before the next test.
 """
 
 from __future__ import annotations
@@ -109,6 +114,12 @@ class Worker:
         closed = self.step("worker_closed", timeout_s=60)
         assert closed["closed"] is True and closed["final"] == "NOT_RUNNING", closed
         return closed
+
+    def tasks(self) -> dict[str, float]:
+        """How many tasks the instance has made and closed so far (Streams' thread metrics)."""
+        self.steps.pop("worker_tasks", None)
+        self.send("tasks")
+        return self.step("worker_tasks", timeout_s=30)["tasks"]
 
     def states(self) -> list[str]:
         """The instance's states in order, and any stream thread that died, as read so far."""
@@ -260,6 +271,14 @@ def leader_victim(cluster, transactional_id: str, held, app: str, sink: str) -> 
     return next(leader for leader in leaders if leader != coordinator)
 
 
+def state_while_moving(cluster, transactional_id: str) -> str | None:
+    """state_of, None while the brokers still name the killed coordinator (its port refuses)."""
+    try:
+        return state_of(cluster, transactional_id)
+    except OSError:
+        return None
+
+
 def back_in_sync(cluster, node: int, topics: dict[str, int]) -> None:
     """Broker `node` started again on its data and back in the ISR of every partition of `topics`
     (name -> partition count)."""
@@ -268,9 +287,12 @@ def back_in_sync(cluster, node: int, topics: dict[str, int]) -> None:
              timeout_s=60, what=f"broker {node} back in every ISR")
 
 
-@pytest.mark.parametrize("choose_victim", [coordinator_victim, leader_victim], ids=["coordinator", "leader"])
-def test_streams_rides_a_broker_killed_mid_transaction(java, cluster, tmp_path, choose_victim):  # noqa: F811
-    """The module's docstring says what is checked; `choose_victim` picks the broker to kill."""
+@pytest.mark.parametrize(("choose_victim", "timed_out"), [(coordinator_victim, False), (leader_victim, False),
+                                                         (coordinator_victim, True)],
+                         ids=["coordinator", "leader", "coordinator-then-timeout"])
+def test_streams_rides_a_broker_killed_mid_transaction(java, cluster, tmp_path, choose_victim, timed_out):  # noqa: F811
+    """The module's docstring says what is checked; `choose_victim` picks the broker to kill; with
+    `timed_out` the instance resumes only once the new coordinator has aborted its transaction."""
     source = new_topic(cluster, partitions=2, prefix="brokerkill-words")
     sink = new_topic(cluster, partitions=2, prefix="brokerkill-counts")
     app = f"brokerkill-app-{uuid.uuid4().hex[:8]}"
@@ -282,8 +304,12 @@ def test_streams_rides_a_broker_killed_mid_transaction(java, cluster, tmp_path, 
     try:
         transactional_id = worker.step("worker_running")["transactional_id"]
         held = stopped_mid_transaction(cluster, source, counts, workers, worker, transactional_id, "worker_paused")
+        before = worker.tasks()  # the start-up's rebalances done
         victim = choose_victim(cluster, transactional_id, held, app, sink)
         cluster[victim].stop(signal.SIGKILL)
+        if timed_out:
+            wait_for(lambda: state_while_moving(cluster, transactional_id) == "CompleteAbort", timeout_s=60,
+                     what="the paused instance's transaction aborted by the new coordinator")
         worker.send("resume")
         counted(cluster, counts, expected(2, poisons=2), workers, f"the exact counts with broker {victim} down")
         if choose_victim is coordinator_victim:
@@ -296,8 +322,11 @@ def test_streams_rides_a_broker_killed_mid_transaction(java, cluster, tmp_path, 
         counted(cluster, counts, expected(3, poisons=2), workers, f"the exact counts with broker {victim} back")
         assert counts.peak == counts.last, "a count went past the right one: a record counted twice"
         states = worker.states()
-        print(f"broker {victim} killed; the instance's states: {states}")
         assert states[-1] == "RUNNING", states
+        closed = worker.tasks()["task-closed-total"] - before["task-closed-total"]
+        print(f"broker {victim} killed; the instance's states: {states}; tasks closed since: {closed}")
+        # fenced by the abort, the thread closes its tasks and makes them again; else it never has to
+        assert (closed > 0) == timed_out, closed
         worker.close()
     finally:
         worker.stop()

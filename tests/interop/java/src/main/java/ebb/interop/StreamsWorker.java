@@ -5,6 +5,8 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -35,8 +37,9 @@ import org.apache.kafka.streams.kstream.Produced;
  * A pausing instance stops its stream thread the same way the first time only, prints "worker_paused"
  * and goes on once a line "resume" arrives on standard input (the test kills a broker meanwhile).
  * Others count "poison" as any word. Every state change is printed ("worker_state", from and to), and
- * every stream thread that dies ("worker_thread_died"; it is replaced). On EOF of standard input it
- * closes and prints "worker_closed".
+ * every stream thread that dies ("worker_thread_died"; it is replaced); a line "tasks" prints
+ * "worker_tasks", how many tasks were made and closed so far. On EOF of standard input it closes and
+ * prints "worker_closed".
  */
 final class StreamsWorker {
     private StreamsWorker() {}
@@ -104,14 +107,30 @@ final class StreamsWorker {
             Json.emit("worker_running", "transactional_id", transactionalId, "thread", name);
             BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             for (String line; (line = stdin.readLine()) != null; ) {
-                if (line.trim().equals("resume")) {
-                    resume.countDown();
+                switch (line.trim()) {
+                    case "resume" -> resume.countDown();
+                    case "tasks" -> Json.emit("worker_tasks", "tasks", taskCounts(streams));
+                    default -> { }
                 }
             }
             resume.countDown();  // the test closes standard input to stop an instance; never left paused
             boolean closed = streams.close(Duration.ofSeconds(30));
             Json.emit("worker_closed", "closed", closed, "final", streams.state().name(), "errors", errors);
         }
+    }
+
+    /**
+     * How many tasks its threads have made and closed so far: a thread fenced (its tasks migrated)
+     * closes them all and makes them again; so does the start-up's second rebalance, at times.
+     */
+    private static Map<String, Double> taskCounts(KafkaStreams streams) {
+        Map<String, Double> tasks = new TreeMap<>();
+        streams.metrics().forEach((id, metric) -> {
+            if (id.group().equals("stream-thread-metrics") && id.name().matches("task-(created|closed)-total")) {
+                tasks.merge(id.name(), (Double) metric.metricValue(), Double::sum);
+            }
+        });
+        return tasks;
     }
 
     private static void awaitQuietly(CountDownLatch latch) {
