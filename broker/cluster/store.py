@@ -133,11 +133,15 @@ class MetadataStore(ABC):
         return True
 
     async def put(self, path: str, data: bytes) -> None:
-        """Set the node, or create it (and its parents) if absent."""
+        """Set the node, or create it (and its parents) if absent. Another writer (a broker creating the
+        same topic) may create it between the two: then it is set, as if this put had come second."""
         try:
             await self.set(path, data)
         except NoNode:
-            await self.create(path, data)
+            try:
+                await self.create(path, data)
+            except NodeExists:
+                await self.set(path, data)
 
     async def put_many(self, values: Mapping[str, bytes]) -> None:
         """put for each path; a store that can makes them durable with one write."""

@@ -79,6 +79,19 @@ async def test_put_creates_then_updates(store):
     assert (await store.get("/config/topics/t"))[1] == 1
 
 
+async def test_put_sets_a_node_another_writer_created_after_its_set_missed(store, monkeypatch):
+    """Two brokers putting one absent node at once (two FindCoordinators creating `__transaction_state`,
+    its config node first): the other's create lands between this put's set (NoNode) and its create."""
+    create = store.create
+
+    async def other_writer_first(path: str, data: bytes = b"", **options) -> None:
+        await create(path, b"other")
+        await create(path, data, **options)
+    monkeypatch.setattr(store, "create", other_writer_first)
+    await store.put("/config/topics/t", b"mine")
+    assert await store.get("/config/topics/t") == (b"mine", 1)
+
+
 async def test_persistent_nodes_outlive_the_session_and_ephemeral_ones_do_not(store_factory):
     first = await store_factory()
     await first.create("/kept", b"k")
