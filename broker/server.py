@@ -445,10 +445,11 @@ class BrokerServer:
                                               listener.port, ssl=tls.context if tls is not None else None,
                                               reuse_address=True, backlog=backlog, start_serving=False)
             self.servers.append(server)
+            # Before listen(): a connection the kernel completes from then on is born with it.
+            self._listen_with_congestion_control(server)
             for sock in server.sockets:  # asyncio listens only once serving; its socket wrapper has no listen()
                 with sock.dup() as same_socket:
                     same_socket.listen(backlog)
-            self._listen_with_congestion_control(server)
             log.info("bound; connections wait until the broker serves", listener=str(listener))
 
     async def serve(self) -> None:

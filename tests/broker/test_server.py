@@ -159,3 +159,24 @@ async def test_listeners_queue_what_socket_listen_backlog_size_says(tmp_path, ov
         assert int(line.split()[2]) == backlog, line  # a listening socket's Send-Q is its backlog
     finally:
         await broker.stop()
+
+
+async def test_a_loopback_listener_has_its_congestion_control_before_it_listens(tmp_path, monkeypatch):
+    """The kernel completes connections from listen() on, before the broker accepts any: a listener that
+    got the loopback congestion control only after listen() could hold connections born without it."""
+    from broker import loopback_tcp
+    from broker.app import Broker
+    from broker.config import load_config
+
+    listening_when_set = []
+    real_apply = loopback_tcp.apply_to_listener
+
+    def recording(sock, name):
+        listening_when_set.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+        return real_apply(sock, name)
+
+    monkeypatch.setattr(loopback_tcp, "apply_to_listener", recording)
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    await broker.start()
+    await broker.stop()
+    assert listening_when_set == [0], listening_when_set
