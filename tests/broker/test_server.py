@@ -180,3 +180,34 @@ async def test_a_loopback_listener_has_its_congestion_control_before_it_listens(
     await broker.start()
     await broker.stop()
     assert listening_when_set == [0], listening_when_set
+
+
+async def test_a_server_stopped_while_the_services_start_aborts_the_start_clearly(tmp_path):
+    """An embedding program may stop the server while the broker's services start: start() then fails with
+    StartAborted (not asyncio's TypeError on the closed listeners) and ends cleanly, its logs closed."""
+    import asyncio
+
+    from broker.app import Broker
+    from broker.config import load_config
+    from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
+    from broker.server import StartAborted
+
+    starting, go_on = asyncio.Event(), asyncio.Event()
+
+    class HeldService:
+        async def start(self) -> None:
+            starting.set()
+            await go_on.wait()
+
+        async def stop(self) -> None:
+            pass
+
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    broker.services.append(HeldService())  # started with (after) the broker's own services
+    start = asyncio.create_task(broker.start())
+    await starting.wait()
+    await broker.server.stop()
+    go_on.set()
+    with pytest.raises(StartAborted, match="stopped before it served"):
+        await start
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
