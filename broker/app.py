@@ -271,9 +271,9 @@ class Broker:
 
     async def _abandon_start(self) -> None:
         """start() failed once the store was open (a listener's port in use, the store unreachable while
-        registering, a service's start): the listeners close, what started stops, and logs that finished
-        loading close cleanly, so the next start does not recover them all again. Logs whose load failed
-        part way are left to that recovery."""
+        registering, a service's start): the listeners close, what started stops, the registration ends,
+        and logs that finished loading close cleanly, so the next start does not recover them all again.
+        Logs whose load failed part way are left to that recovery."""
         log.warning("start-up failed: stopping what had started")
         await self.server.stop()  # the bound listeners close: connections they held are reset
         for service in reversed(self._started):
@@ -282,12 +282,14 @@ class Broker:
             except Exception as exc:  # the failure that stopped start-up is the one raised
                 log.warning("a service failed to stop after a failed start", service=type(service).__name__,
                             error=repr(exc))
-        if self._logs_loaded:
-            await self.logs.shutdown()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        # Closing the store ends the session and with it the registration, before the logs' shutdown (seconds
+        # with many partitions): the controller stops counting on a broker that will not serve.
         if self.store is not None:
             await self.store.close()
+        if self._logs_loaded:
+            await self.logs.shutdown()
         self._unlock_log_dir()
 
     def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool, offset: int) -> None:

@@ -237,6 +237,37 @@ def test_a_listener_port_in_use_stops_start_up_before_the_registration(zk_connec
     assert seen and all("1" not in children for children in seen), seen
 
 
+async def test_a_failed_start_ends_the_registration_before_the_logs_close(zk_connect, kazoo, tmp_path, monkeypatch):
+    """A start that fails once the broker is registered (here the Cluster's start) ends the registration
+    before the logs' shutdown, which takes seconds with many partitions: the controller does not count on
+    the broker meanwhile."""
+    from broker.app import Broker
+    from broker.cluster.cluster import Cluster
+    from broker.config import load_config
+    from broker.log.manager import LogManager
+
+    async def failing_start(self) -> None:
+        assert kazoo.exists("/brokers/ids/1") is not None, "the broker was not registered before its services"
+        raise RuntimeError("the Cluster failed to start")
+
+    registered_at_logs_shutdown = []
+    real_shutdown = LogManager.shutdown
+
+    async def probed_shutdown(self) -> None:
+        registered_at_logs_shutdown.append(kazoo.exists("/brokers/ids/1") is not None)
+        await real_shutdown(self)
+
+    monkeypatch.setattr(Cluster, "start", failing_start)
+    monkeypatch.setattr(LogManager, "shutdown", probed_shutdown)
+    settings = {"log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1",
+                **on_zookeeper(zk_connect)}
+    broker = Broker(load_config(None, [f"{key}={value}" for key, value in settings.items()]))
+    with pytest.raises(RuntimeError, match="the Cluster failed to start"):
+        await broker.start()
+    assert registered_at_logs_shutdown == [False]
+    assert (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+
+
 def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):
     broker = BrokerProcess(tmp_path, {"zookeeper.connect": f"127.0.0.1:{free_port()}",
                                       "zookeeper.connection.timeout.ms": "1000"})
