@@ -219,16 +219,20 @@ def test_a_registered_broker_holds_connections_until_it_serves_them(zk_server, c
                 broker.stop()
 
 
-def test_a_listener_port_in_use_stops_start_up_before_the_registration(zk_connect, kazoo, tmp_path):
-    """The listeners are bound before the broker registers: a port taken by another process stops start-up
-    with the logs closed cleanly and without the broker having been alive to the controller at all."""
-    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect))
+@pytest.mark.parametrize("taken", ["kafka", "metrics"])
+def test_a_listener_port_in_use_stops_start_up_before_the_registration(zk_connect, kazoo, tmp_path, taken):
+    """The listeners, the metrics endpoint's too, are bound before the broker registers: a port taken by
+    another process stops start-up with the logs closed cleanly and without the broker having been alive
+    to the controller at all."""
+    metrics_port = free_port()
+    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect, **{"ebb.metrics.listener":
+                                                                 f"http://127.0.0.1:{metrics_port}"}))
     with broker, WireClient(broker.port) as client:
         create_topic(client, "kept")
     # Each child created or deleted moves the parent's cversion: a registration however brief shows (a
     # watch, being one-shot, can miss a create and delete that come together).
     children_changes = kazoo.exists("/brokers/ids").cversion
-    with socket.create_server(("127.0.0.1", broker.port)):
+    with socket.create_server(("127.0.0.1", broker.port if taken == "kafka" else metrics_port)):
         with pytest.raises(RuntimeError, match="broker exited with 1"):
             broker.start()
     log_text = broker.log_text()
