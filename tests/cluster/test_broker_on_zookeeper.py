@@ -178,7 +178,7 @@ def test_a_session_that_expires_while_the_logs_load_does_not_register_early(zk_s
                            what="the broker's new session recorded")
             assert owner(kazoo, "/brokers/ids/1") is None
             load.release()
-            broker.wait_listening()
+            broker.wait_started()
             assert owner(kazoo, "/brokers/ids/1") == new.session_id
             assert "broker registered again after a new ZooKeeper session" not in broker.log_text()
         finally:
