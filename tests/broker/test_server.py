@@ -211,3 +211,15 @@ async def test_a_server_stopped_while_the_services_start_aborts_the_start_clearl
     with pytest.raises(StartAborted, match="stopped before it served"):
         await start
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_the_start_up_probe_tells_a_serving_broker_from_a_port_that_only_accepts(broker):
+    """client/probe.py, which tests, benchmarks and the pipeline demo wait on: a port that accepts but
+    never answers (Ebb's listeners before it serves) is not ready; a serving broker is, with its APIs."""
+    from client.probe import answers, api_versions
+
+    advertised = _api_versions(broker, 0)[1].api_keys
+    assert api_versions("127.0.0.1", broker.port) == {k.api_key: (k.min_version, k.max_version) for k in advertised}
+    assert answers("127.0.0.1", broker.port)
+    with socket.create_server(("127.0.0.1", 0)) as held:  # the kernel completes connections; no one reads
+        assert not answers("127.0.0.1", held.getsockname()[1], timeout_s=0.3)
