@@ -24,12 +24,13 @@ import os
 import signal
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from client.probe import answers
 
 START_TIMEOUT_S = 60.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -74,19 +75,6 @@ def tansu_version() -> str:
     return out.stdout.strip()
 
 
-# ApiVersions v0 (key 18), correlation id 1, client id "bench": any Kafka broker answers it
-_API_VERSIONS_V0 = struct.pack(">ihhih5s", 15, 18, 0, 1, 5, b"bench")
-
-
-def _answers(port: int) -> bool:
-    """Whether the broker on `port` answers an ApiVersions request: accepting a connection is not enough,
-    as Ebb binds its listeners before its services start and holds what arrives until then."""
-    with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
-        sock.settimeout(2.0)
-        sock.sendall(_API_VERSIONS_V0)
-        return len(sock.recv(4)) > 0
-
-
 def wait_serving(port: int, process: subprocess.Popen, what: str, timeout_s: float = START_TIMEOUT_S) -> float:
     """Seconds until the broker on `port` answers a request (the process must stay up meanwhile)."""
     start = time.monotonic()
@@ -94,11 +82,8 @@ def wait_serving(port: int, process: subprocess.Popen, what: str, timeout_s: flo
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}")
-        try:
-            if _answers(port):
-                return time.monotonic() - start
-        except OSError:
-            pass
+        if answers("127.0.0.1", port):  # accepting is not enough: Ebb holds connections until it serves
+            return time.monotonic() - start
         time.sleep(0.005)
     process.kill()
     raise RuntimeError(f"{what} did not answer on {port} within {timeout_s}s")

@@ -114,6 +114,7 @@ class Broker:
         self._registered = False  # in the store as alive: only once the logs are loaded (start())
         self._logs_loaded = False  # every log loaded and recovered: a failed start closes them cleanly
         self._started: list = []  # services started so far, stopped again by a failed start
+        self._metrics: MetricsService | None = None  # the /metrics endpoint (ebb.metrics.listener), bound early
         # Services started after the topics and stopped before the logs (data path, groups, ...),
         # each with async start() and stop().
         self.services: list = []
@@ -255,11 +256,15 @@ class Broker:
             listener = config.metrics_listener
             sources = MetricSources([item.name for item in config.listeners], self.server, self.replicas, self.logs,
                                     self.topics, self.cluster, self.groups, self.fetch_sessions, self.quotas)
-            self.services.append(MetricsService(sources, listener.host, listener.port))
+            self._metrics = MetricsService(sources, listener.host, listener.port)
+            self.services.append(self._metrics)
         # The listeners are bound before the registration makes this broker alive to the controller (and
         # to the clients' Metadata), so that from then on a connection waits instead of being refused; no
-        # request is read until every service has started (BrokerServer.bind, serve).
+        # request is read until every service has started (BrokerServer.bind, serve). The metrics port is
+        # taken with them: a port in use stops start-up before the registration, whichever it is.
         await self.server.bind()
+        if self._metrics is not None:
+            await self._metrics.bind()
         # Registered only now that every log is loaded and recovered (Kafka's ZooKeeper-era order; KRaft keeps
         # a broker fenced until then): until this the controller neither counts it alive nor elects it, and
         # places no new replica on it. Then the services: the Cluster's roles start the follower fetchers.
@@ -271,23 +276,27 @@ class Broker:
 
     async def _abandon_start(self) -> None:
         """start() failed once the store was open (a listener's port in use, the store unreachable while
-        registering, a service's start): the listeners close, what started stops, and logs that finished
-        loading close cleanly, so the next start does not recover them all again. Logs whose load failed
-        part way are left to that recovery."""
+        registering, a service's start): the listeners close, what started stops, the registration ends,
+        and logs that finished loading close cleanly, so the next start does not recover them all again.
+        Logs whose load failed part way are left to that recovery."""
         log.warning("start-up failed: stopping what had started")
         await self.server.stop()  # the bound listeners close: connections they held are reset
+        if self._metrics is not None and self._metrics not in self._started:
+            await self._metrics.stop()  # bound, not started: its port is let go
         for service in reversed(self._started):
             try:
                 await service.stop()
             except Exception as exc:  # the failure that stopped start-up is the one raised
                 log.warning("a service failed to stop after a failed start", service=type(service).__name__,
                             error=repr(exc))
-        if self._logs_loaded:
-            await self.logs.shutdown()
         if self.authorizer is not None:
             await self.authorizer.stop()
+        # Closing the store ends the session and with it the registration, before the logs' shutdown (seconds
+        # with many partitions): the controller stops counting on a broker that will not serve.
         if self.store is not None:
             await self.store.close()
+        if self._logs_loaded:
+            await self.logs.shutdown()
         self._unlock_log_dir()
 
     def _offsets_settled(self, topic: str, partition: int, producer_id: int, committed: bool, offset: int) -> None:

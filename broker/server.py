@@ -422,6 +422,11 @@ class Connection(asyncio.BufferedProtocol):
         return False
 
 
+class StartAborted(RuntimeError):
+    """The server was stopped between `bind` and `serve` (an embedding program stopping a broker still
+    starting): there is nothing left to serve, and the start is abandoned."""
+
+
 class BrokerServer:
     def __init__(self, broker: BrokerContext):
         self.broker = broker
@@ -445,14 +450,18 @@ class BrokerServer:
                                               listener.port, ssl=tls.context if tls is not None else None,
                                               reuse_address=True, backlog=backlog, start_serving=False)
             self.servers.append(server)
+            # Before listen(): a connection the kernel completes from then on is born with it.
+            self._listen_with_congestion_control(server)
             for sock in server.sockets:  # asyncio listens only once serving; its socket wrapper has no listen()
                 with sock.dup() as same_socket:
                     same_socket.listen(backlog)
-            self._listen_with_congestion_control(server)
             log.info("bound; connections wait until the broker serves", listener=str(listener))
 
     async def serve(self) -> None:
-        """Accept the connections waiting since `bind`, and every new one."""
+        """Accept the connections waiting since `bind`, and every new one; StartAborted once stopped (its
+        listeners are closed: asyncio would fail on their sockets gone)."""
+        if self.stopping:
+            raise StartAborted("the broker was stopped before it served: start-up abandoned")
         for server, listener in zip(self.servers, self.broker.config.listeners, strict=True):
             await server.start_serving()
             log.info("listening", listener=str(listener))

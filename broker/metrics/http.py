@@ -35,11 +35,19 @@ class MetricsEndpoint:
         self.port = port
         self._server: asyncio.Server | None = None
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """Take the port, serving nothing yet: the broker binds it beside its Kafka listeners, before it
+        registers, so that a port in use stops start-up there (broker/app.py)."""
         self._server = await asyncio.start_server(self._serve, self.host or None, self.port, reuse_address=True,
-                                                  limit=MAX_HEADER_BYTES)
+                                                  limit=MAX_HEADER_BYTES, start_serving=False)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+
+    async def start(self) -> None:
+        if self._server is None:
+            await self.bind()
+        assert self._server is not None
+        await self._server.start_serving()
         log.info("metrics listening", url=f"http://{self.host}:{self.port}/metrics")
 
     async def stop(self) -> None:

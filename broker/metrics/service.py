@@ -118,8 +118,15 @@ class MetricsService:
         self._host, self._port = host, port
         self.endpoint: MetricsEndpoint | None = None
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """The endpoint's port taken, before the broker registers; `start` serves it."""
         self.endpoint = MetricsEndpoint(build_registry(self._sources), self._host, self._port)
+        await self.endpoint.bind()
+
+    async def start(self) -> None:
+        if self.endpoint is None:
+            await self.bind()
+        assert self.endpoint is not None
         await self.endpoint.start()
 
     async def stop(self) -> None:

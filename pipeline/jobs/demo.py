@@ -34,6 +34,7 @@ import structlog
 from pyspark.sql import SparkSession
 
 from client import EARLIEST, Admin, Consumer, Producer
+from client.probe import answers
 
 SOURCE, PARSED, ENRICHED, TOTALS = "demo-events", "demo-parsed", "demo-enriched", "demo-totals"
 PARTITIONS = 4
@@ -186,13 +187,11 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str, Path]:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the broker exited with {process.returncode}; see {data_dir / 'broker.log'}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return process, f"127.0.0.1:{port}", log_dir
-        except OSError:
-            time.sleep(0.1)
+        if answers("127.0.0.1", port):  # its port accepts a moment before it serves
+            return process, f"127.0.0.1:{port}", log_dir
+        time.sleep(0.1)
     process.kill()
-    raise RuntimeError("the broker did not listen within 60 s")
+    raise RuntimeError("the broker did not answer within 60 s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import time
 import pytest
 
 from broker.config import ConfigError, load_config
+from client.probe import answers
 from protocol.errors import ErrorCode
 from tests.broker.data_wire import WireClient, batch, create_topic, fetch_request, produce_request, values
 from tests.broker.wire_client import metadata
@@ -101,16 +101,15 @@ def _start(tmp_path, port: int, soft: int, hard: int) -> subprocess.Popen:
                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
 
 
-def wait_listening(port: int, process: subprocess.Popen, timeout_s: float = 30.0) -> None:
+def wait_serving(port: int, process: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Until the broker answers: its port accepts before it serves (connections wait meanwhile)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()[1]
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        if answers("127.0.0.1", port):
             return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"the broker did not listen on {port} within {timeout_s} s")
+        time.sleep(0.05)
+    raise AssertionError(f"the broker did not answer on {port} within {timeout_s} s")
 
 
 def test_start_up_refuses_a_limit_with_no_room_for_segment_files(tmp_path):
@@ -135,7 +134,7 @@ def test_the_soft_limit_is_raised_to_the_hard_limit(tmp_path):
     port = free_port()
     process = _start(tmp_path, port, 1100, hard)
     try:
-        wait_listening(port, process)
+        wait_serving(port, process)
         with WireClient(port, timeout=30) as client:
             metadata(client, None)
         with open(f"/proc/{process.pid}/limits") as f:

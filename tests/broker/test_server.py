@@ -159,3 +159,67 @@ async def test_listeners_queue_what_socket_listen_backlog_size_says(tmp_path, ov
         assert int(line.split()[2]) == backlog, line  # a listening socket's Send-Q is its backlog
     finally:
         await broker.stop()
+
+
+async def test_a_loopback_listener_has_its_congestion_control_before_it_listens(tmp_path, monkeypatch):
+    """The kernel completes connections from listen() on, before the broker accepts any: a listener that
+    got the loopback congestion control only after listen() could hold connections born without it."""
+    from broker import loopback_tcp
+    from broker.app import Broker
+    from broker.config import load_config
+
+    listening_when_set = []
+    real_apply = loopback_tcp.apply_to_listener
+
+    def recording(sock, name):
+        listening_when_set.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+        return real_apply(sock, name)
+
+    monkeypatch.setattr(loopback_tcp, "apply_to_listener", recording)
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    await broker.start()
+    await broker.stop()
+    assert listening_when_set == [0], listening_when_set
+
+
+async def test_a_server_stopped_while_the_services_start_aborts_the_start_clearly(tmp_path):
+    """An embedding program may stop the server while the broker's services start: start() then fails with
+    StartAborted (not asyncio's TypeError on the closed listeners) and ends cleanly, its logs closed."""
+    import asyncio
+
+    from broker.app import Broker
+    from broker.config import load_config
+    from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
+    from broker.server import StartAborted
+
+    starting, go_on = asyncio.Event(), asyncio.Event()
+
+    class HeldService:
+        async def start(self) -> None:
+            starting.set()
+            await go_on.wait()
+
+        async def stop(self) -> None:
+            pass
+
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    broker.services.append(HeldService())  # started with (after) the broker's own services
+    start = asyncio.create_task(broker.start())
+    await starting.wait()
+    await broker.server.stop()
+    go_on.set()
+    with pytest.raises(StartAborted, match="stopped before it served"):
+        await start
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_the_start_up_probe_tells_a_serving_broker_from_a_port_that_only_accepts(broker):
+    """client/probe.py, which tests, benchmarks and the pipeline demo wait on: a port that accepts but
+    never answers (Ebb's listeners before it serves) is not ready; a serving broker is, with its APIs."""
+    from client.probe import answers, api_versions
+
+    advertised = _api_versions(broker, 0)[1].api_keys
+    assert api_versions("127.0.0.1", broker.port) == {k.api_key: (k.min_version, k.max_version) for k in advertised}
+    assert answers("127.0.0.1", broker.port)
+    with socket.create_server(("127.0.0.1", 0)) as held:  # the kernel completes connections; no one reads
+        assert not answers("127.0.0.1", held.getsockname()[1], timeout_s=0.3)

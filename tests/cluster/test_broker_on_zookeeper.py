@@ -178,7 +178,7 @@ def test_a_session_that_expires_while_the_logs_load_does_not_register_early(zk_s
                            what="the broker's new session recorded")
             assert owner(kazoo, "/brokers/ids/1") is None
             load.release()
-            broker.wait_listening()
+            broker.wait_started()
             assert owner(kazoo, "/brokers/ids/1") == new.session_id
             assert "broker registered again after a new ZooKeeper session" not in broker.log_text()
         finally:
@@ -219,22 +219,58 @@ def test_a_registered_broker_holds_connections_until_it_serves_them(zk_server, c
                 broker.stop()
 
 
-def test_a_listener_port_in_use_stops_start_up_before_the_registration(zk_connect, kazoo, tmp_path):
-    """The listeners are bound before the broker registers: a port taken by another process stops start-up
-    with the logs closed cleanly and without the broker having been alive to the controller at all."""
-    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect))
+@pytest.mark.parametrize("taken", ["kafka", "metrics"])
+def test_a_listener_port_in_use_stops_start_up_before_the_registration(zk_connect, kazoo, tmp_path, taken):
+    """The listeners, the metrics endpoint's too, are bound before the broker registers: a port taken by
+    another process stops start-up with the logs closed cleanly and without the broker having been alive
+    to the controller at all."""
+    metrics_port = free_port()
+    broker = BrokerProcess(tmp_path, on_zookeeper(zk_connect, **{"ebb.metrics.listener":
+                                                                 f"http://127.0.0.1:{metrics_port}"}))
     with broker, WireClient(broker.port) as client:
         create_topic(client, "kept")
-    seen: list[list[str]] = []  # every list of registered brokers, from a watch armed before the start
-    kazoo.ChildrenWatch("/brokers/ids", lambda children: seen.append(list(children)))
-    with socket.create_server(("127.0.0.1", broker.port)):
+    # Each child created or deleted moves the parent's cversion: a registration however brief shows (a
+    # watch, being one-shot, can miss a create and delete that come together).
+    children_changes = kazoo.exists("/brokers/ids").cversion
+    with socket.create_server(("127.0.0.1", broker.port if taken == "kafka" else metrics_port)):
         with pytest.raises(RuntimeError, match="broker exited with 1"):
             broker.start()
     log_text = broker.log_text()
     assert "cannot start" in log_text and "address already in use" in log_text, log_text
     assert "start-up failed: stopping what had started" in log_text
     assert (broker.data_dir / "logs" / CLEAN_SHUTDOWN_FILE).exists(), log_text
-    assert seen and all("1" not in children for children in seen), seen
+    assert kazoo.exists("/brokers/ids").cversion == children_changes
+
+
+async def test_a_failed_start_ends_the_registration_before_the_logs_close(zk_connect, kazoo, tmp_path, monkeypatch):
+    """A start that fails once the broker is registered (here the Cluster's start) ends the registration
+    before the logs' shutdown, which takes seconds with many partitions: the controller does not count on
+    the broker meanwhile."""
+    from broker.app import Broker
+    from broker.cluster.cluster import Cluster
+    from broker.config import load_config
+    from broker.log.manager import LogManager
+
+    async def failing_start(self) -> None:
+        assert kazoo.exists("/brokers/ids/1") is not None, "the broker was not registered before its services"
+        raise RuntimeError("the Cluster failed to start")
+
+    registered_at_logs_shutdown = []
+    real_shutdown = LogManager.shutdown
+
+    async def probed_shutdown(self) -> None:
+        registered_at_logs_shutdown.append(kazoo.exists("/brokers/ids/1") is not None)
+        await real_shutdown(self)
+
+    monkeypatch.setattr(Cluster, "start", failing_start)
+    monkeypatch.setattr(LogManager, "shutdown", probed_shutdown)
+    settings = {"log.dirs": str(tmp_path / "logs"), "listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "1",
+                **on_zookeeper(zk_connect)}
+    broker = Broker(load_config(None, [f"{key}={value}" for key, value in settings.items()]))
+    with pytest.raises(RuntimeError, match="the Cluster failed to start"):
+        await broker.start()
+    assert registered_at_logs_shutdown == [False]
+    assert (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
 
 
 def test_unreachable_zookeeper_stops_start_up_with_a_clear_error(tmp_path):

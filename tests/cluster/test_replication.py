@@ -391,7 +391,7 @@ def test_a_restarted_broker_counts_as_alive_only_once_its_logs_are_loaded(cluste
                 assert "3" not in kazoo.get_children("/brokers/ids")
                 assert stored_leader() == -1  # not elected while loading
                 load.release()
-                cluster[3].wait_listening()
+                cluster[3].wait_started()
             finally:
                 load.end(cluster[3])
         wait_for(lambda: partition_state(cluster[1], topic).leader_id == 3, what="broker 3 leading again")

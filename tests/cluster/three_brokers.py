@@ -41,7 +41,7 @@ def three_brokers(zk_connect: str, root: Path, extra: dict[str, str] | None = No
             stack.callback(process.stop)
             process.launch()
         for process in others:
-            process.wait_listening()
+            process.wait_started()
         wait_for(lambda: settled(brokers), what="every broker seeing the three and one controller")
         yield brokers
 

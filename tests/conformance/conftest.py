@@ -15,13 +15,12 @@ is a regression); against an external broker the test is skipped, naming the API
 from __future__ import annotations
 
 import os
-import socket
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from client.probe import api_versions
 from tests.support.broker_process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,22 +61,9 @@ def external_bootstrap() -> str | None:
 
 
 def advertised_apis(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
-    """ApiVersions v0 on a raw socket: {api_key: (min_version, max_version)}."""
+    """{api_key: (min_version, max_version)} as the broker at `bootstrap` advertises them."""
     host, port = bootstrap.rsplit(":", 1)
-    client_id = b"conformance-probe"
-    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(struct.pack(">i", len(body)) + body)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ConnectionError(f"broker at {bootstrap} closed the connection during ApiVersions")
-            data += chunk
-    correlation_id, error_code, count = struct.unpack(">ihi", data[4:14])
-    assert (correlation_id, error_code) == (1, 0), (correlation_id, error_code)
-    entries = [struct.unpack(">hhh", data[14 + 6 * i : 20 + 6 * i]) for i in range(count)]
-    return {key: (low, high) for key, low, high in entries}
+    return api_versions(host, int(port), timeout_s, client_id="conformance-probe")
 
 
 _advertised: dict[str, dict[int, tuple[int, int]]] = {}

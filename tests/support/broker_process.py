@@ -65,10 +65,10 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         self.launch()
-        return self.wait_listening()
+        return self.wait_started()
 
     def launch(self) -> None:
-        """Start the process without waiting for it: `wait_listening` then waits, so that several brokers
+        """Start the process without waiting for it: `wait_started` then waits, so that several brokers
         start side by side (tests/cluster/three_brokers.py)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0  # this run's lines follow
@@ -80,7 +80,7 @@ class BrokerProcess:
                                         preexec_fn=self._limit_open_files if self.open_files_limit else None)
         log.close()
 
-    def wait_listening(self) -> BrokerProcess:
+    def wait_started(self) -> BrokerProcess:
         """Until the broker serves: its port accepts a moment before (connections wait until every service
         has started, broker/app.py), so its "broker started" line of this run is what says so."""
         assert self.process is not None, "launch() first"
@@ -92,7 +92,7 @@ class BrokerProcess:
                 return self
             time.sleep(0.05)
         self.stop(signal.SIGKILL)
-        raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s:\n{self.log_text()}")
+        raise RuntimeError(f"broker did not start within {START_TIMEOUT_S}s:\n{self.log_text()}")
 
     def _started_line_written(self) -> bool:
         try:

@@ -56,7 +56,7 @@ class HeldLoad:
         it again)."""
         if self.held():
             self.release()
-            process.wait_listening()
+            process.wait_started()
         elif self.marker.is_fifo() and process.process is not None and process.process.poll() is None:
             process.stop(signal.SIGKILL)
 

@@ -19,14 +19,13 @@ import concurrent.futures
 import contextlib
 import os
 import signal
-import socket
-import struct
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from client.probe import answers
 from tests.support.broker_process import free_port
 
 START_TIMEOUT_S = 90.0
@@ -112,7 +111,7 @@ class KafkaNode:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"Kafka exited with {self.process.returncode}:\n{self.log_text()}")
-            if _answers_api_versions(self.port):
+            if answers("127.0.0.1", self.port, timeout_s=1.0):
                 return self
             time.sleep(0.2)
         self.stop()
@@ -150,17 +149,6 @@ class KafkaNode:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _answers_api_versions(port: int) -> bool:
-    body = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            head = sock.recv(10)
-            return len(head) >= 10 and struct.unpack(">ih", head[4:10]) == (1, 0)
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager
