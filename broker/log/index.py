@@ -43,6 +43,9 @@ class _Index:
         self._values = array("i")
         self._persisted = 0  # leading entries the file is known to hold
         self._low_water = 0  # smallest length since the last persist began (truncations)
+        # Set on the loop before the segment's files are renamed for deletion: a write queued before
+        # then must not create the file again under its old name (nothing would ever remove it).
+        self.retired = False
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -92,7 +95,7 @@ class _Index:
     def prepare_persist(self) -> PendingIndexWrite | None:
         """On the event loop: capture what the file lacks. None if the file is up to date."""
         start, count = self._persisted, len(self._keys)
-        if start == count and self.path.exists():
+        if self.retired or (start == count and self.path.exists()):
             return None
         pairs = chain.from_iterable(zip(self._keys[start:count], self._values[start:count], strict=True))
         payload = struct.pack(">" + self._entry.format[1:] * (count - start), *pairs)
@@ -128,7 +131,14 @@ class PendingIndexWrite:
         self.index, self.position, self.payload, self.count = index, position, payload, count
 
     def run(self) -> None:
-        fd = os.open(self.index.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.index.path, os.O_WRONLY)
+        except FileNotFoundError:
+            # Renamed away for deletion since this write was prepared (`retired` is set before the
+            # rename, so it is seen here): nothing to keep. Otherwise the file is new or went missing.
+            if self.index.retired:
+                return
+            fd = os.open(self.index.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, self.position)
             if self.payload and os.pwrite(fd, self.payload, self.position) < len(self.payload):

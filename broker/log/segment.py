@@ -443,6 +443,7 @@ class LogSegment:
     def rename_to_deleted(self) -> list[Path]:
         """Rename the segment's files with the `.deleted` suffix; return the new paths."""
         self.deleted = True
+        self.index.retired = self.time_index.retired = True
         renamed = []
         txn_index = self.log_path.with_suffix(TXN_INDEX_SUFFIX)  # present once a transaction aborted here
         for path in (self.log_path, self.index.path, self.time_index.path, txn_index):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import struct
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from crc32c import crc32c
 
+import broker.log.log_state as log_state
 import broker.log.segment as segment_module
 from broker.log import (
     InvalidRecordError,
@@ -425,3 +428,34 @@ async def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Pa
     assert ts_offset(log.offset_for_timestamp(SpecialTimestamp.MAX_TIMESTAMP)) == (400, 3)
     await move_start(log, 2)
     assert ts_offset(log.offset_for_timestamp(150)) == (200, 2)  # never below the log start offset
+
+
+async def test_a_flush_after_its_segment_was_deleted_leaves_no_index_file(tmp_path: Path, monkeypatch) -> None:
+    """Over months every roll queues a flush of the finished segment; when retention or a deletion
+    renames that segment away before the flush runs, the flush must not create its index files again
+    under the old names (they were never removed while the broker ran: one orphan per such race)."""
+    gate = threading.Event()
+    original = log_state.sync_to_disk
+
+    def held(*args: object) -> None:
+        gate.wait(10)
+        original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log_state, "sync_to_disk", held)
+    log = new_log(tmp_path)
+    for _ in range(20):
+        gate.clear()
+        segments = len(log.segments)
+        while len(log.segments) == segments:  # a roll: its flush of the finished segment is spawned
+            await log.append(batch(2))
+        log.update_high_watermark(log.log_end_offset)
+        for _ in range(3):  # the flush prepares its index writes and waits in the pool
+            await asyncio.sleep(0)
+        await move_start(log, log.log_end_offset)  # the finished segment renamed and removed
+        gate.set()
+        await settle(log.io)
+    names = files(log.directory)
+    logs = {name.split(".")[0] for name in names if name.endswith(".log")}
+    orphans = [name for name in names if name.endswith(("index", ".txnindex")) and name.split(".")[0] not in logs]
+    assert orphans == []
+    await log.close()
