@@ -11,6 +11,15 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+async def wait_for(awaitable: Awaitable[T], timeout_s: float | None) -> T:
+    """`awaitable`'s result, or TimeoutError after `timeout_s`: asyncio.wait_for as Python 3.12 made it,
+    awaited in the caller's own task under asyncio.timeout. Python 3.11's wait_for returns the result of
+    an awaitable that finished as the caller was cancelled, and so swallows the cancellation: a service
+    loop stopped at that moment (its wake-up event just set) runs on, and the stop awaiting it hangs."""
+    async with asyncio.timeout(timeout_s):
+        return await awaitable
+
+
 def retrieve_exception(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()  # the awaiting caller saw it, or was cancelled; nobody else needs it

@@ -27,6 +27,7 @@ from collections import deque
 import structlog
 
 from broker import loopback_tcp
+from broker.aio import wait_for
 from broker.endpoints import Listener
 from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
@@ -289,7 +290,7 @@ class Connection(asyncio.BufferedProtocol):
         if not self.reading_paused:
             self._wire.pause_reading()
         with contextlib.suppress(TimeoutError):  # the mute itself; a stopping server ends it
-            await asyncio.wait_for(self.server.stopped.wait(), delay_s)
+            await wait_for(self.server.stopped.wait(), delay_s)
         if not self.reading_paused and not self.closed:
             self._wire.resume_reading()
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.aio import wait_for
 from broker.cluster.layout import DeleteTopicsTopicZNode, DeleteTopicsZNode, TopicZNode, topic_paths
 from broker.cluster.store import NodeExists, NoNode, Watch
 
@@ -140,7 +141,7 @@ class TopicDeletions:
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(name, []).append(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), max(0, timeout_ms) / 1000)
+            await wait_for(asyncio.shield(waiter), max(0, timeout_ms) / 1000)
             return True
         except TimeoutError:
             return False

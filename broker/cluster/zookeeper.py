@@ -28,6 +28,7 @@ from kazoo import exceptions as kz
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from broker.aio import wait_for
 from broker.cluster.store import (
     BadVersion,
     ChildrenCallback,
@@ -257,7 +258,7 @@ class ZooKeeperStore(MetadataStore):
         timeout_s = self.session_timeout_ms / 1000
         if not self._connected.is_set():
             try:
-                await asyncio.wait_for(self._connected.wait(), timeout_s)
+                await wait_for(self._connected.wait(), timeout_s)
             except TimeoutError:
                 raise StoreUnavailable(f"{path}: no connection to ZooKeeper at {self.connect} "
                                        f"for {self.session_timeout_ms} ms") from None
@@ -283,7 +284,7 @@ class ZooKeeperStore(MetadataStore):
         except kz.KazooException as exc:
             raise _translate(exc, path) from exc
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            return await wait_for(future, timeout_s)
         except TimeoutError:
             raise StoreUnavailable(f"{path}: no answer from ZooKeeper within {self.session_timeout_ms} ms") from None
 

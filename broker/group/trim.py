@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.aio import wait_for
 from broker.group.cluster_commits import ClusterCommits
 from broker.log import StartOffsetReason, TopicPartition
 from broker.replica import PartitionError
@@ -121,7 +122,7 @@ class CommittedTrimmer:
         while True:
             timeout = max(0.0, next_full - asyncio.get_running_loop().time())
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                await wait_for(self._wakeup.wait(), timeout)
             except TimeoutError:
                 pass
             self._wakeup.clear()

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from broker.aio import wait_for
 from broker.log import checkpoint
 from broker.log.checkpoint_file import CheckpointFile, Offsets, nothing_more
 from broker.log.cleaner import (
@@ -290,7 +291,7 @@ class LogCleaner:
             if not cleaned:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.config.cleaner_backoff_ms / 1000)
+                    await wait_for(self._wake.wait(), self.config.cleaner_backoff_ms / 1000)
 
     async def clean_filthiest(self, worker: Executor | None = None) -> bool:
         """One round on the filthiest log in `worker` (a cleaner process; None: the log I/O pool, for

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.aio import wait_for
 from broker.log.common import TMP_SUFFIX
 from broker.log.free_space import Runner
 from broker.log.repeated_failure import RepeatedFailure
@@ -106,7 +107,7 @@ class DirHealth:
         failures = RepeatedFailure(logger, "log dir probe failed", summary_interval_s=60.0)
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), self.probe_interval_ms / 1000)
+                await wait_for(self._wake.wait(), self.probe_interval_ms / 1000)
             except TimeoutError:
                 pass
             self._wake.clear()

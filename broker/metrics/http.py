@@ -20,6 +20,8 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
+from broker.aio import wait_for
+
 log = structlog.get_logger("metrics")
 
 MAX_HEADER_BYTES = 16 * 1024
@@ -58,7 +60,7 @@ class MetricsEndpoint:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            head = await wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             status, body = await self._answer(head)
             method = head.split(b" ", 1)[0]
             content_type = CONTENT_TYPE_LATEST if status == 200 else "text/plain; charset=utf-8"

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.aio import wait_for
 from broker.log import LogError, TopicPartition
 from broker.log.free_space import LowDiskSpaceError
 from broker.log.repeated_failure import RepeatedFailure
@@ -215,7 +216,7 @@ class ReplicaFetcher:
             upcoming.append(loop.time() + at_most)
         timeout = max(0.0, min(upcoming) - loop.time()) if upcoming else None
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await wait_for(self._changed.wait(), timeout)
         except TimeoutError:
             pass
 
