@@ -205,7 +205,9 @@ async def test_a_server_stopped_while_the_services_start_aborts_the_start_clearl
     broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
     broker.services.append(HeldService())  # started with (after) the broker's own services
     start = asyncio.create_task(broker.start())
-    await starting.wait()
+    held = asyncio.create_task(starting.wait())
+    await asyncio.wait([start, held], return_when=asyncio.FIRST_COMPLETED)
+    assert starting.is_set(), f"start() ended before the held service started: {start}"
     await broker.server.stop()
     go_on.set()
     with pytest.raises(StartAborted, match="stopped before it served"):
