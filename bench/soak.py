@@ -98,6 +98,13 @@ def one_round(bootstrap: str, number: int) -> None:
         transactional.begin_transaction()
         for i in range(50):
             transactional.produce(topic, key=b"t", value=str(i).encode())
+        if not commit:
+            # The records reach the log before the abort, so the broker aborts a real transaction (else
+            # librdkafka mostly ends it locally), and no AddPartitionsToTxn is still unanswered when
+            # abort_transaction starts: librdkafka then sends EndTxn even where the coordinator refused the add
+            # (CONCURRENT_TRANSACTIONS, the commit still completing), and the abort of a completed commit is
+            # INVALID_TXN_STATE, a fatal error, from Kafka 4.3.1 as from Ebb (confluentinc/librdkafka#4849).
+            assert transactional.flush(30) == 0, "transactional records left unsent"
         transactional.commit_transaction(30) if commit else transactional.abort_transaction(30)
 
     half = [TopicPartition(topic, p, RECORDS // PARTITIONS // 2) for p in range(PARTITIONS)]
