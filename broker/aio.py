@@ -8,16 +8,9 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable
 from typing import Any, TypeVar
 
+from client.aio import wait_for as wait_for  # the broker's one wait with a timeout (client/aio.py says why)
+
 T = TypeVar("T")
-
-
-async def wait_for(awaitable: Awaitable[T], timeout_s: float | None) -> T:
-    """`awaitable`'s result, or TimeoutError after `timeout_s`: asyncio.wait_for as Python 3.12 made it,
-    awaited in the caller's own task under asyncio.timeout. Python 3.11's wait_for returns the result of
-    an awaitable that finished as the caller was cancelled, and so swallows the cancellation: a service
-    loop stopped at that moment (its wake-up event just set) runs on, and the stop awaiting it hangs."""
-    async with asyncio.timeout(timeout_s):
-        return await awaitable
 
 
 def retrieve_exception(task: asyncio.Task) -> None:

@@ -23,6 +23,7 @@ from protocol.framing import DEFAULT_MAX_FRAME, FrameReader, decode_response, en
 from protocol.messages import ApiMessage, ApiRequest, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.wire import I16, I32
 
+from .aio import wait_for
 from .errors import (
     BrokerConnectionError,
     BrokerUnreachableError,
@@ -145,7 +146,7 @@ class BrokerConnection:
             tls = self.security.ssl_context if self.security is not None else None
             server_hostname = (self.host if self.security is not None and self.security.check_hostname else "") \
                 if tls is not None else None
-            transport, _ = await asyncio.wait_for(
+            transport, _ = await wait_for(
                 asyncio.get_running_loop().create_connection(lambda: framed, self.host, self.port, ssl=tls,
                                                              server_hostname=server_hostname),
                 self.connect_timeout_s,
@@ -262,7 +263,7 @@ class BrokerConnection:
         timeout = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             await self._write(frame)
-            return await asyncio.wait_for(future, timeout)
+            return await wait_for(future, timeout)
         except TimeoutError:
             raise RequestTimeoutError(
                 f"{api_name(api_key)} v{version} to {self.address}: no response within {timeout:g}s"

@@ -1,4 +1,4 @@
-"""broker.aio.wait_for: a cancellation that arrives as the awaited thing finishes is kept.
+"""client.aio.wait_for (the broker's too): a cancellation that arrives as the awaited thing finishes is kept.
 
 Python 3.11's asyncio.wait_for returns the inner result then, swallowing the cancel: the full test run
 hung in Broker.start's clean-up when CommittedTrimmer.stop cancelled its loop just as its wake-up event
@@ -14,7 +14,7 @@ import pytest
 
 from broker.aio import wait_for
 
-BROKER = Path(__file__).resolve().parents[2] / "broker"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _cancel_as_the_wait_finishes(waiting) -> tuple[bool, asyncio.Task]:
@@ -51,8 +51,11 @@ async def test_wait_for_times_out():
         await wait_for(asyncio.Event().wait(), 0.01)
 
 
-def test_the_broker_waits_with_its_own_wait_for_only():
-    """One owner: a service loop written with asyncio.wait_for could hang its stop again."""
-    users = [str(path.relative_to(BROKER.parent)) for path in BROKER.rglob("*.py")
-             if "asyncio.wait_for(" in path.read_text() and path.name != "aio.py"]
+def test_the_broker_and_its_client_wait_with_their_own_wait_for_only():
+    """One owner: a service loop written with asyncio.wait_for, directly or through the client's requests
+    (the replica fetcher, the trimmer asking other coordinators), could hang its stop again."""
+    users = [str(path.relative_to(ROOT)) for package in ("broker", "client", "protocol", "pipeline")
+             for path in (ROOT / package).rglob("*.py")
+             if ("asyncio.wait_for(" in (text := path.read_text()) or "from asyncio import wait_for" in text)
+             and path != ROOT / "client" / "aio.py"]
     assert users == []
