@@ -131,14 +131,26 @@ class PendingIndexWrite:
         self.index, self.position, self.payload, self.count = index, position, payload, count
 
     def run(self) -> None:
+        # `retired` is set on the loop before the segment's files are renamed for deletion: a write that
+        # sees it keeps nothing (the name may even be a newer segment's by now, after a truncation).
+        if self.index.retired:
+            return
         try:
             fd = os.open(self.index.path, os.O_WRONLY)
         except FileNotFoundError:
-            # Renamed away for deletion since this write was prepared (`retired` is set before the
-            # rename, so it is seen here): nothing to keep. Otherwise the file is new or went missing.
-            if self.index.retired:
+            if self.index.retired:  # renamed away since the check above
                 return
-            fd = os.open(self.index.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(self.index.path, os.O_WRONLY | os.O_CREAT, 0o644)  # a new index's first write
+            if self.index.retired:
+                # Retired between the check and the create: the rename may have run before the file
+                # existed, so this one would be left behind under the old name. Remove it, if still ours.
+                try:
+                    if os.path.samestat(os.fstat(fd), os.stat(self.index.path)):
+                        os.unlink(self.index.path)
+                except FileNotFoundError:  # renamed with the segment after all
+                    pass
+                os.close(fd)
+                return
         try:
             os.ftruncate(fd, self.position)
             if self.payload and os.pwrite(fd, self.payload, self.position) < len(self.payload):

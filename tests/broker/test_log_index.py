@@ -108,3 +108,29 @@ def test_index_full(tmp_path: Path) -> None:
     assert not index.is_full
     index.append(2, 20)
     assert index.is_full
+
+
+def test_an_index_retired_while_its_first_write_creates_the_file_leaves_no_file(tmp_path, monkeypatch):
+    """The segment is retired (then renamed for deletion) between the write's check and its create of a new
+    index file: the rename found no file to take, so the write must remove the one it made."""
+    import os
+
+    from broker.log import index as index_module
+    from broker.log.index import OffsetIndex
+
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 100)
+    index.append(0, 0)
+    pending = index.prepare_persist()
+    assert pending is not None and not path.exists()
+    real_open = os.open
+
+    def open_then_retire(file, flags, *args):
+        fd = real_open(file, flags, *args)
+        if flags & os.O_CREAT:
+            index.retired = True  # the loop retires it now; its rename runs meanwhile and finds nothing
+        return fd
+
+    monkeypatch.setattr(index_module.os, "open", open_then_retire)
+    pending.run()
+    assert not path.exists()
