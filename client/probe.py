@@ -12,7 +12,7 @@ import struct
 
 from protocol import framing
 from protocol.enums import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 _CORRELATION_ID = 1
@@ -25,10 +25,10 @@ def api_versions(host: str, port: int, timeout_s: float = 5.0, client_id: str = 
         sock.sendall(framing.encode_request(ApiVersionsRequest(), 0, _CORRELATION_ID, client_id))
         size = struct.unpack(">i", _read(sock, 4))[0]
         correlation_id, answer = framing.decode_response(_read(sock, size), ApiKey.API_VERSIONS, 0)
-    assert isinstance(answer, ApiVersionsResponse)
-    if correlation_id != _CORRELATION_ID or answer.error_code != ErrorCode.NONE:
+    if not isinstance(answer, ApiVersionsResponse) or correlation_id != _CORRELATION_ID \
+            or answer.error_code != ErrorCode.NONE:
         raise ConnectionError(f"{host}:{port} answered ApiVersions with correlation id {correlation_id}, "
-                              f"error {answer.error_code}")
+                              f"error {getattr(answer, 'error_code', None)}")
     return {item.api_key: (item.min_version, item.max_version) for item in answer.api_keys}
 
 
@@ -36,7 +36,7 @@ def answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
     """Whether the broker on host:port answers ApiVersions within `timeout_s`."""
     try:
         api_versions(host, port, timeout_s)
-    except OSError:  # refused, reset, timed out, closed (ConnectionError is one)
+    except (OSError, ProtocolError, struct.error):  # refused, reset, timed out, closed; not Kafka's answer
         return False
     return True
 

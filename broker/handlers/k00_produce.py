@@ -341,10 +341,10 @@ def _keyed(broker: BrokerContext, connection: RequestContext, body: ProduceReque
         results[position] = answer
     unused: list = [None]  # where the answers of the partitions refused by another entry go
     found = 0
-    for (name, index), batch in last.items():
+    for (name, index), admitted in last.items():
         # a partition refused by another entry is still written, its answer unused
         results, position = places[(name, index)] if (name, index) not in refused else (unused, 0)
-        found |= _keep(kept, name, index, batch, results, position, may_write_txn, verifies)
+        found |= _keep(kept, name, index, admitted, results, position, may_write_txn, verifies)
     return topics, places, found
 
 
