@@ -44,7 +44,7 @@ from broker.replica.producer_ids import ProducerIdManager
 from broker.replica.throttle import FOLLOWER_RATE, LEADER_RATE
 from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialStore
-from broker.server import BrokerServer
+from broker.server import BrokerServer, StartAborted
 from broker.share.coordinator import ShareCoordinator
 from broker.share.manager import SharePartitionManager
 from broker.share.persister import StatePersister
@@ -115,6 +115,8 @@ class Broker:
         self._logs_loaded = False  # every log loaded and recovered: a failed start closes them cleanly
         self._started: list = []  # services started so far, stopped again by a failed start
         self._metrics: MetricsService | None = None  # the /metrics endpoint (ebb.metrics.listener), bound early
+        self._start_ended: asyncio.Event | None = None  # made by start(), set when it returns or raises
+        self._abandoned = False  # a start that failed (or was stopped) and undid itself
         # Services started after the topics and stopped before the logs (data path, groups, ...),
         # each with async start() and stop().
         self.services: list = []
@@ -124,6 +126,13 @@ class Broker:
         return self.config.node_id
 
     async def start(self) -> None:
+        self._start_ended = asyncio.Event()
+        try:
+            await self._start()
+        finally:
+            self._start_ended.set()
+
+    async def _start(self) -> None:
         load_handlers()
         config = self.config
         config.log_dir.mkdir(parents=True, exist_ok=True)
@@ -270,6 +279,8 @@ class Broker:
         # places no new replica on it. Then the services: the Cluster's roles start the follower fetchers.
         await self._register_once_loaded()
         for service in self.services:
+            if self.server.stopping:  # stop() while starting: the rest is not started, what is is undone
+                raise StartAborted("the broker was stopped while its services started: start-up abandoned")
             await service.start()
             self._started.append(service)
         await self.server.serve()
@@ -280,6 +291,7 @@ class Broker:
         and logs that finished loading close cleanly, so the next start does not recover them all again.
         Logs whose load failed part way are left to that recovery."""
         log.warning("start-up failed: stopping what had started")
+        self._abandoned = True
         await self.server.stop()  # the bound listeners close: connections they held are reset
         if self._metrics is not None and self._metrics not in self._started:
             await self._metrics.stop()  # bound, not started: its port is let go
@@ -306,6 +318,15 @@ class Broker:
             self.groups.store.transaction_completed(partition, producer_id, committed, offset)
 
     async def stop(self) -> None:
+        if self._start_ended is not None and not self._start_ended.is_set():
+            # Stopped while it starts (an embedding program; run() waits for start): the start sees its server
+            # stopped at its next step and undoes itself; tearing down beside it would stop services it has
+            # yet to start and close the logs and store under it.
+            log.info("broker stopping while it starts: the start is abandoned")
+            await self.server.stop()
+            await self._start_ended.wait()
+            if self._abandoned:
+                return
         log.info("broker stopping")
         for service in self.services:
             # Requests parked by a service (JoinGroup, SyncGroup) are answered before the network waits

@@ -443,6 +443,8 @@ class BrokerServer:
         """Bind every listener and let the kernel take connections, but accept none: a client connects
         and its requests wait, unread, until `serve` (Kafka's ZooKeeper-era broker too binds before it
         registers and reads no request until its services are up). A port in use fails start-up here."""
+        if self.stopping:
+            raise StartAborted("the broker was stopped before its listeners were bound: start-up abandoned")
         loop = asyncio.get_running_loop()
         backlog = self.broker.config.socket_listen_backlog_size
         for listener in self.broker.config.listeners:

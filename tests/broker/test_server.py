@@ -210,7 +210,7 @@ async def test_a_server_stopped_while_the_services_start_aborts_the_start_clearl
     assert starting.is_set(), f"start() ended before the held service started: {start}"
     await broker.server.stop()
     go_on.set()
-    with pytest.raises(StartAborted, match="stopped before it served"):
+    with pytest.raises(StartAborted, match="start-up abandoned"):
         await start
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
 
@@ -225,3 +225,48 @@ def test_the_start_up_probe_tells_a_serving_broker_from_a_port_that_only_accepts
     assert answers("127.0.0.1", broker.port)
     with socket.create_server(("127.0.0.1", 0)) as held:  # the kernel completes connections; no one reads
         assert not answers("127.0.0.1", held.getsockname()[1], timeout_s=0.3)
+
+
+async def test_a_broker_stopped_while_its_services_start_undoes_the_start_and_starts_nothing_more(tmp_path):
+    """Broker.stop() during start (an embedding program): the start stops at its next service, undoes what it
+    started and closes the logs cleanly; the stop returns once that is done, tearing nothing down beside it."""
+    import asyncio
+
+    from broker.app import Broker
+    from broker.config import load_config
+    from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
+    from broker.server import StartAborted
+
+    starting, go_on = asyncio.Event(), asyncio.Event()
+    started_after: list[str] = []
+
+    class HeldService:
+        async def start(self) -> None:
+            starting.set()
+            await go_on.wait()
+
+        async def stop(self) -> None:
+            pass
+
+    class NextService:
+        async def start(self) -> None:
+            started_after.append("started")
+
+        async def stop(self) -> None:
+            pass
+
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    broker.services += [HeldService(), NextService()]  # started right after the replicas, in this order
+    start = asyncio.create_task(broker.start())
+    held = asyncio.create_task(starting.wait())
+    await asyncio.wait([start, held], return_when=asyncio.FIRST_COMPLETED)
+    assert starting.is_set(), f"start() ended before the held service started: {start}"
+    stop = asyncio.create_task(broker.stop())
+    await asyncio.sleep(0.05)
+    assert not stop.done() and not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # nothing torn down beside the start
+    go_on.set()
+    with pytest.raises(StartAborted, match="stopped while its services started"):
+        await start
+    await asyncio.wait_for(stop, 10)
+    assert started_after == []
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
