@@ -1,10 +1,15 @@
 """The network layer and ApiVersions, against a real broker process on loopback."""
 
+import asyncio
 import socket
 import struct
 
 import pytest
 
+from broker.app import Broker
+from broker.config import load_config
+from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
+from broker.server import StartAborted
 from protocol import framing
 from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest, MetadataRequest
@@ -182,34 +187,38 @@ async def test_a_loopback_listener_has_its_congestion_control_before_it_listens(
     assert listening_when_set == [0], listening_when_set
 
 
+class _HeldService:
+    """A service whose start waits for `go_on` once it has said it is `starting`."""
+
+    def __init__(self) -> None:
+        self.starting, self.go_on = asyncio.Event(), asyncio.Event()
+
+    async def start(self) -> None:
+        self.starting.set()
+        await self.go_on.wait()
+
+    async def stop(self) -> None:
+        pass
+
+
+async def _start_held(tmp_path, *later_services) -> tuple[Broker, asyncio.Task, _HeldService]:
+    """A broker whose start is held at a service started right after the replicas (then `later_services`)."""
+    held_service = _HeldService()
+    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    broker.services += [held_service, *later_services]
+    start = asyncio.create_task(broker.start())
+    held = asyncio.create_task(held_service.starting.wait())
+    await asyncio.wait([start, held], return_when=asyncio.FIRST_COMPLETED)
+    assert held_service.starting.is_set(), f"start() ended before the held service started: {start}"
+    return broker, start, held_service
+
+
 async def test_a_server_stopped_while_the_services_start_aborts_the_start_clearly(tmp_path):
     """An embedding program may stop the server while the broker's services start: start() then fails with
     StartAborted (not asyncio's TypeError on the closed listeners) and ends cleanly, its logs closed."""
-    import asyncio
-
-    from broker.app import Broker
-    from broker.config import load_config
-    from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
-    from broker.server import StartAborted
-
-    starting, go_on = asyncio.Event(), asyncio.Event()
-
-    class HeldService:
-        async def start(self) -> None:
-            starting.set()
-            await go_on.wait()
-
-        async def stop(self) -> None:
-            pass
-
-    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
-    broker.services.append(HeldService())  # started with (after) the broker's own services
-    start = asyncio.create_task(broker.start())
-    held = asyncio.create_task(starting.wait())
-    await asyncio.wait([start, held], return_when=asyncio.FIRST_COMPLETED)
-    assert starting.is_set(), f"start() ended before the held service started: {start}"
+    broker, start, held = await _start_held(tmp_path)
     await broker.server.stop()
-    go_on.set()
+    held.go_on.set()
     with pytest.raises(StartAborted, match="start-up abandoned"):
         await start
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
@@ -230,23 +239,7 @@ def test_the_start_up_probe_tells_a_serving_broker_from_a_port_that_only_accepts
 async def test_a_broker_stopped_while_its_services_start_undoes_the_start_and_starts_nothing_more(tmp_path):
     """Broker.stop() during start (an embedding program): the start stops at its next service, undoes what it
     started and closes the logs cleanly; the stop returns once that is done, tearing nothing down beside it."""
-    import asyncio
-
-    from broker.app import Broker
-    from broker.config import load_config
-    from broker.log.checkpoint import CLEAN_SHUTDOWN_FILE
-    from broker.server import StartAborted
-
-    starting, go_on = asyncio.Event(), asyncio.Event()
     started_after: list[str] = []
-
-    class HeldService:
-        async def start(self) -> None:
-            starting.set()
-            await go_on.wait()
-
-        async def stop(self) -> None:
-            pass
 
     class NextService:
         async def start(self) -> None:
@@ -255,16 +248,11 @@ async def test_a_broker_stopped_while_its_services_start_undoes_the_start_and_st
         async def stop(self) -> None:
             pass
 
-    broker = Broker(load_config(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
-    broker.services += [HeldService(), NextService()]  # started right after the replicas, in this order
-    start = asyncio.create_task(broker.start())
-    held = asyncio.create_task(starting.wait())
-    await asyncio.wait([start, held], return_when=asyncio.FIRST_COMPLETED)
-    assert starting.is_set(), f"start() ended before the held service started: {start}"
+    broker, start, held = await _start_held(tmp_path, NextService())
     stop = asyncio.create_task(broker.stop())
     await asyncio.sleep(0.05)
     assert not stop.done() and not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # nothing torn down beside the start
-    go_on.set()
+    held.go_on.set()
     with pytest.raises(StartAborted, match="stopped while its services started"):
         await start
     await asyncio.wait_for(stop, 10)
