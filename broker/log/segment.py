@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from broker.log.batch_read import NO_RESUME, Resume, compiled_read_batches, find_batch, read_batches
 from broker.log.common import DELETED_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TXN_INDEX_SUFFIX, segment_paths
 from broker.log.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from broker.log.segment_file import (
@@ -24,7 +25,6 @@ from broker.log.segment_file import (
     CorruptSegmentError,
     SegmentFile,
     SegmentFlush,
-    header_at,
     scan_headers,
 )
 from protocol.errors import ProtocolError
@@ -79,7 +79,7 @@ class LogSegment:
         # the read's walk already read it (None: read it then). A consumer's next fetch asks for exactly
         # that offset: its batch is found without the index, a header walk or, mostly, a pread. The
         # file is append-only: only a truncation rewrites it from a position on, and it forgets this.
-        self._resume: tuple[int, int, BatchHeader | None] = (-1, -1, None)
+        self._resume: Resume = NO_RESUME
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -311,17 +311,7 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         with self.file.held() as fd:
-            return self._find(fd, offset)
-
-    def _find(self, fd: int, offset: int) -> tuple[int, BatchHeader] | None:
-        resume_offset, position, header = self._resume
-        if offset == resume_offset and position < self.size:  # where the last read stopped: one header
-            return position, header if header is not None else header_at(fd, position, self.size)
-        for found in scan_headers(fd, self.index.lookup(offset)[1], self.size):
-            header = found[1]
-            if header.base_offset + header.last_offset_delta >= offset:  # .last_offset, no call: a fetch's path
-                return found
-        return None
+            return find_batch(fd, offset, self.size, self._resume, self.index)
 
     def position_of(self, offset: int) -> int:
         """Where the batch holding `offset` starts; the end of the file if no batch reaches it."""
@@ -342,38 +332,17 @@ class LogSegment:
         budget = file.budget
         fd = budget.pin(file)
         try:
-            found = self._find(fd, offset)
-            if found is None:
-                return None
-            start, first = found
-            size = first.batch_length + LOG_OVERHEAD
-            if start + size > max_position:
-                return None
-            end, next_offset = start + size, first.base_offset + first.last_offset_delta + 1
-            following = None  # the header at `end`, if the walk reads it
-            if size > max_bytes:
-                if not min_one_batch:
-                    return None
-            else:
-                limit = min(max_position, start + max_bytes)
-                # Batches are back to back and every one before the last indexed batch at or below
-                # `limit` fits, so the header walk starts there instead of at `end`. Batches larger
-                # than the index interval are each indexed, so that batch's header is mostly all the
-                # walk needs: its first read is that header alone, not a window of record bytes
-                # (16 KiB copied per partition per Fetch from librdkafka's 1 MB batches).
-                walk = scan_headers(fd, max(end, self.index.lookup_position(limit)), self.size, BATCH_HEADER_SIZE)
-                for position, batch in walk:
-                    # .size and .last_offset spelled out: this loop runs for every batch a fetch returns
-                    batch_end = position + batch.batch_length + LOG_OVERHEAD
-                    base = batch.base_offset
-                    if batch_end > limit:
-                        end, next_offset, following = position, base, batch
-                        break
-                    end, next_offset = batch_end, base + batch.last_offset_delta + 1
+            found = NotImplemented if compiled_read_batches is None else compiled_read_batches(
+                fd, offset, max_bytes, max_position, min_one_batch, self.size, self._resume, self.index)
+            if found is NotImplemented:  # not where the last read stopped, or something to word
+                found = read_batches(fd, offset, max_bytes, max_position, min_one_batch, self.size, self._resume,
+                                     self.index)
         finally:
             budget.unpin(file)
-        self._resume = (next_offset, end, following)
-        return start, end - start, next_offset
+        if found is None:
+            return None
+        start, length, next_offset, self._resume = found
+        return start, length, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after `starting_offset` whose timestamp is at
@@ -405,7 +374,7 @@ class LogSegment:
             return 0
         position, batch = found
         removed = self.size - position
-        self._resume = (-1, -1, None)
+        self._resume = NO_RESUME
         with self.file.held() as fd:
             os.ftruncate(fd, position)
         self.size = position

@@ -264,34 +264,76 @@ async def test_reading_on_from_where_a_read_stopped(tmp_path: Path) -> None:
     assert log.read(stopped.next_offset, 10**6).slices == again.slices
 
 
-async def test_a_read_that_stopped_before_a_batch_keeps_its_header_for_the_next(tmp_path: Path, monkeypatch) -> None:
+class FileReads:
+    """The reads a segment read makes of its file, through the Python twin (broker/log/batch_read.py, its
+    preads seen one by one) or the compiled one (broker/log/_batch_read.c, counted by the kernel for this
+    thread: /proc/thread-self/io, less what reading that file costs)."""
+
+    def __init__(self, twin: str, monkeypatch) -> None:
+        self.twin = twin
+        self.sizes: list[int] = []  # the Python twin's, each pread's size
+        if twin == "python":
+            monkeypatch.setattr(segment_module, "compiled_read_batches", None)
+            real = os.pread
+            monkeypatch.setattr(os, "pread", lambda fd, size, position: self.sizes.append(size)
+                                or real(fd, size, position))
+        else:
+            assert segment_module.compiled_read_batches is not None  # built by make test's pip install -e .
+            first, second = self._counters(), self._counters()
+            self._overhead = (second[0] - first[0], second[1] - first[1])
+
+    @staticmethod
+    def _counters() -> tuple[int, int]:
+        with open("/proc/thread-self/io", "rb") as f:
+            fields = dict(line.split(b": ") for line in f.read().splitlines())
+        return int(fields[b"syscr"]), int(fields[b"rchar"])
+
+    def during(self, read):
+        """(reads, bytes read) while `read()` ran, and what it returned."""
+        if self.twin == "python":
+            self.sizes.clear()
+            got = read()
+            return (len(self.sizes), sum(self.sizes)), got
+        before = self._counters()
+        got = read()
+        after = self._counters()
+        return (after[0] - before[0] - self._overhead[0], after[1] - before[1] - self._overhead[1]), got
+
+
+@pytest.mark.parametrize("twin", ["compiled", "python"])
+async def test_a_read_that_stopped_before_a_batch_keeps_its_header_for_the_next(tmp_path: Path, monkeypatch,
+                                                                                twin: str) -> None:
     """The walk that found where a read stops has read the next batch's header: the consumer's next
-    read starts there and reads no header from the file (one pread per partition fewer), with the
+    read starts there without reading its header (one pread per partition fewer), with the
     same answer as a segment that remembers nothing."""
     log = new_log(tmp_path)
     await fill(log, 10, records=3)
     one = len(batch(3))
     first = log.read(0, 2 * one)
     assert first.next_offset == 6
-    read_alone: list[int] = []
-    real = segment_module.header_at
-    monkeypatch.setattr(segment_module, "header_at", lambda fd, position, end: read_alone.append(position)
-                        or real(fd, position, end))
-    resumed = log.read(6, 2 * one)
-    assert read_alone == []
+    kept = log.segments[0]._resume  # the segment holding offset 6
+    assert kept[0] == 6 and kept[2] is not None
+    reads = FileReads(twin, monkeypatch)
+    (count, _), resumed = reads.during(lambda: log.read(6, 2 * one))
+    assert count == 1  # the walk to where it stops; the first batch's header was kept
     assert [b[:2] for b in batches_of(resumed.read_bytes())] == [(6, 8), (9, 11)]
+    log.segments[0]._resume = (kept[0], kept[1], None)
+    (count, _), again = reads.during(lambda: log.read(6, 2 * one))
+    assert count == 2 and again.slices == resumed.slices  # without it, its header is read too
     for segment in log.segments:
         segment._resume = (-1, -1, None)
     assert log.read(6, 2 * one).slices == resumed.slices
-    whole = log.read(12, 10**6)  # runs to the end of the log: no header past it was read
-    assert whole.next_offset == 30 and read_alone == []
+    whole = log.read(12, 10**6)  # runs to the end of the log: no header past it is kept
+    assert whole.next_offset == 30
     await fill(log, 1, records=3)  # the batch 30..32, appended where that read stopped
-    tail = log.read(30, 10**6)
+    (count, size), tail = reads.during(lambda: log.read(30, 10**6))
     assert [b[:2] for b in batches_of(tail.read_bytes())] == [(30, 32)]
-    assert len(read_alone) == 1  # its header read from the file, alone
+    assert (count, size) == (1, BATCH_HEADER_SIZE)  # its header read from the file, alone
 
 
-async def test_reading_on_through_large_batches_reads_their_headers_alone(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("twin", ["compiled", "python"])
+async def test_reading_on_through_large_batches_reads_their_headers_alone(tmp_path: Path, monkeypatch,
+                                                                          twin: str) -> None:
     """Batches larger than the index interval are each indexed, so the walk that finds where a read
     stops needs the header of one batch: it reads that header alone, not a window of the records
     behind it (librdkafka's 1 MB batches cost a 16 KiB copy per partition per Fetch that way). The
@@ -303,13 +345,14 @@ async def test_reading_on_through_large_batches_reads_their_headers_alone(tmp_pa
     log.update_high_watermark(log.log_end_offset)
     one = len(batch(2, value=value))
     assert log.read(0, one + one // 2).next_offset == 2
-    read_sizes: list[int] = []
-    real = os.pread
-    monkeypatch.setattr(os, "pread", lambda fd, size, position: read_sizes.append(size) or real(fd, size, position))
-    reads = [log.read(offset, one + one // 2) for offset in (2, 4, 6, 8)]
-    monkeypatch.setattr(os, "pread", real)
+    file_reads = FileReads(twin, monkeypatch)
+    reads = []
+    for offset in (2, 4, 6, 8):
+        (count, size), read = file_reads.during(lambda offset=offset: log.read(offset, one + one // 2))
+        assert count and size <= count * BATCH_HEADER_SIZE  # headers alone
+        reads.append(read)
+    monkeypatch.undo()
     assert [r.next_offset for r in reads] == [4, 6, 8, 10]
-    assert read_sizes and max(read_sizes) <= BATCH_HEADER_SIZE
     for segment in log.segments:
         segment._resume = (-1, -1, None)
     assert [log.read(offset, one + one // 2).slices for offset in (2, 4, 6, 8)] == [r.slices for r in reads]

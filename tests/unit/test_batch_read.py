@@ -1,0 +1,128 @@
+"""broker/log/_batch_read.c against its Python twin, broker/log/batch_read.py's read_batches: on segment
+files of random batches, with a sparse offset index, a consumer's read on from where the last one
+stopped gives the same answer from both (whole batches, the limits, KIP-74's first batch, where the
+next read resumes and the header it keeps), read after read; anything else (another offset, a file cut
+short, a header claiming too much) makes the compiled one step aside for the Python one, which words it."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.log import _batch_read, batch_read  # built by make test's `pip install -e .`
+from broker.log.index import OffsetIndex
+from broker.log.segment_file import CorruptSegmentError
+from protocol.records import build_batch, read_header
+
+compiled = _batch_read.read_batches
+
+
+def _segment(tmp_path, sizes: list[tuple[int, int]], index_every: int, seed: int):
+    """A segment file of batches (records, value bytes), its index (an entry each `index_every` batches,
+    as the log's interval would make) and each batch's (base offset, position, header)."""
+    rng = random.Random(seed)
+    index = OffsetIndex(tmp_path / "0.index", 0, 10_000)
+    data = bytearray()
+    batches = []
+    offset = 0
+    for n, (records, value) in enumerate(sizes):
+        batch = build_batch([(None, rng.randbytes(value), [], 0) for _ in range(records)], base_offset=offset)
+        header = read_header(batch)
+        if n % index_every == index_every - 1:
+            index.append(offset + records - 1, len(data))
+        batches.append((offset, len(data), header))
+        data += batch
+        offset += records
+    path = tmp_path / f"seg-{seed}.log"
+    path.write_bytes(data)
+    return path, len(data), index, batches
+
+
+_sizes = st.lists(st.tuples(st.integers(1, 5), st.integers(0, 3000)), min_size=1, max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=_sizes, index_every=st.integers(1, 4), seed=st.integers(0, 1000), data=st.data())
+def test_reads_on_equal(tmp_path_factory, sizes, index_every, seed, data):
+    tmp_path = tmp_path_factory.mktemp("seg")
+    path, size, index, batches = _segment(tmp_path, sizes, index_every, seed)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        i = data.draw(st.integers(0, len(batches) - 1))
+        base, position, header = batches[i]
+        resume = (base, position, data.draw(st.sampled_from([header, None])))
+        for _ in range(4):  # read on, each read from where the one before stopped
+            max_bytes = data.draw(st.integers(0, 12_000))
+            max_position = data.draw(st.sampled_from([size] + [p for _, p, _ in batches] + [size - 1]))
+            min_one = data.draw(st.booleans())
+            args = (fd, resume[0], max_bytes, max_position, min_one, size, resume, index)
+            expected = batch_read.read_batches(*args)
+            got = compiled(*args)
+            assert got is not NotImplemented, (args, expected)
+            assert got == expected
+            if got is None or got[3][1] >= size:
+                break
+            resume = got[3]
+            if got[3][2] is not None:
+                assert type(got[3][2]) is type(header)
+    finally:
+        os.close(fd)
+
+
+def test_steps_aside_off_the_resume_point(tmp_path):
+    path, size, index, batches = _segment(tmp_path, [(3, 500)] * 10, 2, 1)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        base, position, header = batches[4]
+        for resume, offset in [((base, position, header), base + 1), ((-1, -1, None), base),
+                               ((base, size, None), base)]:
+            assert compiled(fd, offset, 2000, size, True, size, resume, index) is NotImplemented
+            found = batch_read.read_batches(fd, offset, 2000, size, True, size, resume, index)
+            assert found is not None and found[0] == position
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("damage", ["cut", "claims_too_much", "claims_too_little"])
+def test_bad_file_steps_aside_and_python_words_it(tmp_path, damage):
+    path, size, index, batches = _segment(tmp_path, [(2, 800)] * 6, 1, 2)
+    base, position, _ = batches[3]
+    raw = bytearray(path.read_bytes())
+    if damage == "cut":
+        raw = raw[:position + 30]
+    else:  # batch_length of the batch at `position`
+        raw[position + 8:position + 12] = (10**7 if damage == "claims_too_much" else 10).to_bytes(4, "big")
+    path.write_bytes(raw)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        args = (fd, base, 4000, len(raw), True, len(raw), (base, position, None), index)
+        assert compiled(*args) is NotImplemented
+        with pytest.raises(CorruptSegmentError):
+            batch_read.read_batches(*args)
+    finally:
+        os.close(fd)
+
+
+def test_a_bad_header_in_the_walk_steps_aside(tmp_path):
+    path, size, index, batches = _segment(tmp_path, [(2, 800)] * 6, 100, 3)
+    base, position, header = batches[1]
+    raw = bytearray(path.read_bytes())
+    later = batches[3][1]
+    raw[later + 8:later + 12] = (10**7).to_bytes(4, "big")
+    path.write_bytes(raw)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        args = (fd, base, 100_000, size, True, size, (base, position, header), index)
+        assert compiled(*args) is NotImplemented
+        with pytest.raises(CorruptSegmentError):
+            batch_read.read_batches(*args)
+    finally:
+        os.close(fd)
+
+
+def test_the_segment_uses_the_compiled_twin():
+    assert batch_read.compiled_read_batches is compiled
