@@ -74,6 +74,7 @@ from broker.handlers.cluster_view import alive_brokers
 from broker.handlers.fetch_quiet import not_quiet, read_state, remember_quiet
 from broker.handlers.fetch_resolve import Wanted, resolve, resolve_consumer
 from broker.log import LogError, Offset, ReadBound
+from broker.log.file_region import release_slices
 from broker.quotas.manager import cap_fetch, fetch_throttle
 from broker.replica import PartitionError
 from broker.replica.read_replica import preferred_read_replica
@@ -154,30 +155,38 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
 
     rack_aware = not follower and version >= 11 and broker.config.rack_aware_reads and bool(body.rack_id)
     redirected = rack_aware and _redirect(broker, wanted, body.rack_id, connection.listener_name)
-    # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
-    available, failed = plan(recheck=awaited)
-    if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes and not redirected:
-        # It will wait: then every partition of the session is watched and read, as before
-        assert session is not None
-        asked, cached = session.request_topics()
-        topics, wanted = resolve(broker, asked, version, replica_id, may_read, leader_only)
-        awaited = committed and await _load_transactions(wanted)
+    # Each read keeps its segment files pinned (one pin per partition, which the answer's FileRegion
+    # takes over) until slices_to_send has them; a re-plan lets the last reads go, and so does any
+    # exception or cancellation before then
+    try:
+        # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
         available, failed = plan(recheck=awaited)
-    if follower:
-        _note_follower_fetches(wanted, replica_id)
-    if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes and not redirected
-            and not (follower and _start_moved(wanted))):
-        def enough() -> bool:
-            size, error = plan()
-            return error or size >= body.min_bytes or (follower and _start_moved(wanted))
+        if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes and not redirected:
+            # It will wait: then every partition of the session is watched and read, as before
+            assert session is not None
+            _release_reads(wanted)
+            asked, cached = session.request_topics()
+            topics, wanted = resolve(broker, asked, version, replica_id, may_read, leader_only)
+            awaited = committed and await _load_transactions(wanted)
+            available, failed = plan(recheck=awaited)
+        if follower:
+            _note_follower_fetches(wanted, replica_id)
+        if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes and not redirected
+                and not (follower and _start_moved(wanted))):
+            def enough() -> bool:
+                size, error = plan()
+                return error or size >= body.min_bytes or (follower and _start_moved(wanted))
 
-        keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
-        await replicas.fetches.wait(keys, enough, body.max_wait_ms)
-        if rack_aware:  # a follower of the consumer's rack may have caught up meanwhile (Kafka asks again too)
-            _redirect(broker, wanted, body.rack_id, connection.listener_name)
-        plan()
-    chunks = await replicas.slices_to_send([w.read.slices if w.read is not None else () for w in wanted],
-                                           connection.file_regions)
+            keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
+            await replicas.fetches.wait(keys, enough, body.max_wait_ms)
+            if rack_aware:  # a follower of the consumer's rack may have caught up meanwhile (Kafka asks again too)
+                _redirect(broker, wanted, body.rack_id, connection.listener_name)
+            plan()
+        groups = [w.read.slices if w.read is not None else () for w in wanted]
+    except BaseException:
+        _release_reads(wanted)
+        raise
+    chunks = await replicas.slices_to_send(groups, connection.file_regions)
     if session is not None and session.epoch != next_epoch(body.session_epoch):  # a duplicate moved it on
         return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id)
     # Over its byte rate or its request_percentage, a consumer is answered no data (its session unchanged)
@@ -290,6 +299,15 @@ async def _load_transactions(wanted: list[Wanted]) -> bool:
     return awaited
 
 
+def _release_reads(wanted: list[Wanted]) -> None:
+    """Let go of the pins of the partitions' reads (_plan's), which no answer will send."""
+    for w in wanted:
+        read = w.read
+        if read is not None:
+            w.read = None
+            release_slices((read.slices,))
+
+
 def _note_follower_fetches(wanted: list[Wanted], replica_id: int) -> None:
     """A follower's position counts (high watermark, ISR, low watermark) only where its fetch read from
     this log: not where it diverges or asked out of range (Kafka's updateFollowerFetchState)."""
@@ -298,6 +316,7 @@ def _note_follower_fetches(wanted: list[Wanted], replica_id: int) -> None:
             try:
                 w.partition.update_follower_state(replica_id, w.fetch_offset, w.follower_log_start_offset)
             except PartitionError as exc:
+                release_slices((w.read.slices,))
                 w.error, w.read, w.partition = exc.error_code, None, None
 
 
@@ -336,11 +355,13 @@ def _plan(replicas, wanted: list[Wanted], max_bytes: int, replica_id: int | None
     quota = replicas.throttles.leader if follower else None
     held = quota if quota is not None and quota.exceeded() else None
     for w in wanted:
+        if w.read is not None:  # a re-plan: the last read's pins go
+            release_slices((w.read.slices,))
+            w.read = None
         if w.partition is None:
             failed = True
             continue
         w.error = ErrorCode.NONE
-        w.read = None
         if w.response.preferred_read_replica >= 0:  # sent to a follower (_redirect): the leader reads nothing
             continue
         if recheck:
@@ -358,12 +379,13 @@ def _plan(replicas, wanted: list[Wanted], max_bytes: int, replica_id: int | None
             continue
         try:
             read = log_.read(w.fetch_offset, max(0, min(w.max_bytes, limit)), bound=bound, min_one_batch=min_one,
-                             max_offset=w.partition.last_stable_offset if committed else None)
+                             max_offset=w.partition.last_stable_offset if committed else None, pinned=True)
         except LogError as exc:
             w.error = exc.error_code
             failed = True
             continue
         if held is not None and replica_id not in w.partition.isr and held.is_throttled(w.partition.topic_partition):
+            release_slices((read.slices,))
             read = read._replace(slices=(), next_offset=Offset(w.fetch_offset))
         w.read = read
         if keep_state:

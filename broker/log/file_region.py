@@ -3,36 +3,39 @@
 A Fetch answer carries one FileRegion per partition in place of the record bytes: the encoder needs
 only its length, and the connection hands the slices to sendfile(2), so the data goes from the page
 cache to the socket without passing through Python. The files are pinned from the moment the region
-is made until `release`, so a segment deleted or parked by the open-file budget meanwhile stays open.
+is made (or, for a Fetch, from its log read, whose pins the region takes over) until `release`, so a
+segment deleted or parked by the open-file budget meanwhile stays open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from broker.log.results import FileSlice
 
 
 class FileRegion:
-    __slots__ = ("slices", "descriptors", "length", "_pieces", "_pinned")
+    __slots__ = ("slices", "length", "_pieces", "_pinned")
 
-    def __init__(self, slices: Sequence[FileSlice]) -> None:
+    def __init__(self, slices: Sequence[FileSlice], pinned: bool = False) -> None:
+        """`pinned`: the caller pinned each slice's file once for this region, which takes those pins
+        over (a Fetch's read keeps its pins for the answer: one pin and unpin per partition, not two)."""
         self.slices = tuple(slices)
-        self.descriptors: list[int] = []
         # Made once here, in the pinning loop: the page-cache check and the sender both walk them
         pieces: list[tuple[int, int, int]] = []
         length = 0
         self._pinned = False
+        taken = 0
         try:
             for piece in self.slices:
                 file = piece.file
-                fd = file.budget.pin(file)  # the budget's own call: one frame fewer per partition
-                self.descriptors.append(fd)
+                fd = file.fd if pinned else file.budget.pin(file)  # the budget's own call: one frame fewer
+                taken += 1
                 if piece.length:  # sendfile of nothing would read as a file cut short
                     pieces.append((fd, piece.position, piece.length))
                     length += piece.length
         except BaseException:
-            for piece in self.slices[:len(self.descriptors)]:
+            for piece in self.slices[:0 if pinned else taken]:
                 piece.file.unpin()
             raise
         self.length = length
@@ -53,6 +56,14 @@ class FileRegion:
             for piece in self.slices:
                 file = piece.file
                 file.budget.unpin(file)
+
+
+def release_slices(groups: Iterable[Sequence[FileSlice]]) -> None:
+    """Let go of the pins a pinned read (PartitionLog.read(pinned=True)) took, one per slice."""
+    for group in groups:
+        for piece in group:
+            file = piece.file
+            file.budget.unpin(file)
 
 
 def release_unsent(regions: list[FileRegion]) -> list[OSError]:

@@ -152,6 +152,7 @@ class PartitionLog(LogState):
         bound: ReadBound = ReadBound.HIGH_WATERMARK,
         min_one_batch: bool = True,
         max_offset: int | None = None,
+        pinned: bool = False,
     ) -> ReadInfo:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but one batch at least
         when `min_one_batch`), never past `bound`. Nothing is copied: the result names file ranges.
@@ -159,7 +160,8 @@ class PartitionLog(LogState):
         OFFSET_OUT_OF_RANGE below the log start offset or above the log end offset; an empty result
         at the bound. The first batch may begin below `offset` (and below the log start offset):
         clients skip records they did not ask for. `max_offset` bounds the read further (a
-        READ_COMMITTED reader's last stable offset).
+        READ_COMMITTED reader's last stable offset). `pinned`: each slice's segment file stays pinned
+        once, for the caller to hand to a FileRegion or let go (broker/log/file_region.py's release_slices).
         """
         self._check_online()
         start, end = self._log_start_offset, self._run.active.next_offset
@@ -172,7 +174,7 @@ class PartitionLog(LogState):
         if max_offset is not None:
             upper = min(upper, max_offset)
         try:  # self._guard("read") spelled out (online checked above): once per partition of every fetch
-            slices, next_offset = self._run.slices(offset, max_bytes, upper, min_one_batch)
+            slices, next_offset = self._run.slices(offset, max_bytes, upper, min_one_batch, pinned)
         except (OSError, CorruptSegmentError) as exc:
             raise self._fail("read", exc) from exc
         return ReadInfo(tuple(slices), Offset(next_offset), Offset(high_watermark), Offset(start), Offset(end))

@@ -319,11 +319,12 @@ class LogSegment:
         return self.size if found is None else found[0]
 
     def read(
-        self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool
+        self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool, pinned: bool = False
     ) -> tuple[int, int, int] | None:
         """(position, length, next offset) of whole batches from the one holding `offset`, at most
         `max_bytes` (one batch even if larger when `min_one_batch`), never past `max_position`.
-        The next offset is where a reader continues: the first offset not returned."""
+        The next offset is where a reader continues: the first offset not returned. `pinned`: a read
+        that returns batches leaves the file pinned once more, for the caller to let go."""
         if offset >= self.next_offset:
             return None
         # Pinned once for the search and the walk, straight from the budget: no context manager
@@ -337,10 +338,14 @@ class LogSegment:
             if found is NotImplemented:  # not where the last read stopped, or something to word
                 found = read_batches(fd, offset, max_bytes, max_position, min_one_batch, self.size, self._resume,
                                      self.index)
-        finally:
+        except BaseException:
             budget.unpin(file)
+            raise
         if found is None:
+            budget.unpin(file)
             return None
+        if not pinned:
+            budget.unpin(file)
         start, length, next_offset, self._resume = found
         return start, length, next_offset
 

@@ -195,29 +195,37 @@ class SegmentRun:
         delay = 0 if self.config.erasure_enabled else self.config.file_delete_delay_ms
         self.io.delete_later(delay, files, remove)
 
-    def slices(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> tuple[list[FileSlice], int]:
+    def slices(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool, pinned: bool = False
+               ) -> tuple[list[FileSlice], int]:
         """Whole batches from the one holding `offset`, at most `max_bytes` (one batch at least when
-        `min_one_batch`), none reaching `upper`. Returns the slices and the offset a reader continues at."""
+        `min_one_batch`), none reaching `upper`. Returns the slices and the offset a reader continues at.
+        `pinned`: each slice's file stays pinned once for the caller (LogSegment.read)."""
         slices: list[FileSlice] = []
         remaining = max_bytes
         i = self.index_of(offset)
         next_offset = offset
-        while offset < upper and i < len(self._segments) and (remaining > 0 or not slices):
-            segment = self._segments[i]
-            bounded = upper < segment.next_offset
-            max_position = segment.position_of(upper) if bounded else segment.size
-            found = segment.read(offset, remaining, max_position, min_one_batch and not slices)
-            if found is None:
-                if offset < segment.next_offset and segment.size:
-                    break  # the next batch does not fit (size or bound); a cleaned segment may be empty
-            else:
-                position, length, next_offset = found
-                slices.append(FileSlice(segment.file, position, length))
-                remaining -= length
-                if bounded or position + length < segment.size:
-                    break
-            offset = max(offset, segment.next_offset)
-            i += 1
+        try:
+            while offset < upper and i < len(self._segments) and (remaining > 0 or not slices):
+                segment = self._segments[i]
+                bounded = upper < segment.next_offset
+                max_position = segment.position_of(upper) if bounded else segment.size
+                found = segment.read(offset, remaining, max_position, min_one_batch and not slices, pinned)
+                if found is None:
+                    if offset < segment.next_offset and segment.size:
+                        break  # the next batch does not fit (size or bound); a cleaned segment may be empty
+                else:
+                    position, length, next_offset = found
+                    slices.append(FileSlice(segment.file, position, length))
+                    remaining -= length
+                    if bounded or position + length < segment.size:
+                        break
+                offset = max(offset, segment.next_offset)
+                i += 1
+        except BaseException:
+            if pinned:  # a later segment failed: the pins taken so far go with the read
+                for piece in slices:
+                    piece.file.unpin()
+            raise
         return slices, (next_offset if slices else offset)
 
     def close(self) -> None:

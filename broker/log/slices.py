@@ -30,7 +30,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
 
 from broker.log import page_cache
-from broker.log.file_region import FileRegion
+from broker.log.file_region import FileRegion, release_slices
 from broker.log.results import FileSlice
 
 if TYPE_CHECKING:
@@ -48,12 +48,13 @@ class SliceReader:
 
     async def for_sending(self, groups: Sequence[Sequence[FileSlice]],
                           regions: list[FileRegion]) -> Sequence[memoryview | FileRegion]:
-        """What `read` gives, or, when the answer is large enough, pinned FileRegions in place of the
-        groups (added to `regions` too, for the connection to release once they are sent). Pages go
-        missing from segments just written (on this project's VM a proactive reclaimer, DAMON, pages the
-        cache out): a group with pages missing has them brought into the page cache in the pool, still
-        pinned, and is sent from its files if they are all there then; only the groups still missing
-        pages are read and copied."""
+        """What `read` gives, or, when the answer is large enough, FileRegions in place of the groups
+        (added to `regions` too, for the connection to release once they are sent). The groups come
+        pinned (PartitionLog.read(pinned=True)): the regions take those pins over, and what is read
+        instead lets them go. Pages go missing from segments just written (on this project's VM a
+        proactive reclaimer, DAMON, pages the cache out): a group with pages missing has them brought
+        into the page cache in the pool, still pinned, and is sent from its files if they are all there
+        then; only the groups still missing pages are read and copied."""
         # The total summed in C loops (no generator frame): once per Fetch answer
         if page_cache.available() and sum(map(_LENGTH, chain.from_iterable(groups))) >= SENDFILE_MIN_BYTES:
             found = _regions_where_cached(groups, regions)
@@ -62,7 +63,7 @@ class SliceReader:
                 if cold:
                     await self._send_cold(groups, answer, cold, regions)
                 return answer
-        return await self.read(groups)
+        return await self.read_held(groups)
 
     async def _send_cold(self, groups: Sequence[Sequence[FileSlice]], answer: list[memoryview | FileRegion],
                          cold: list[tuple[int, FileRegion]], regions: list[FileRegion]) -> None:
@@ -105,6 +106,17 @@ class SliceReader:
             return await self._read_pinned(groups, total, jobs)
         finally:
             jobs.then(lambda: _unpin_all(pinned))
+
+    async def read_held(self, groups: Sequence[Sequence[FileSlice]]) -> list[memoryview]:
+        """`read` of groups that come pinned (PartitionLog.read(pinned=True)), whose pins go once read."""
+        jobs = _PoolJobs(self._executor)
+        try:
+            total = sum(s.length for group in groups for s in group)
+            if total == 0:
+                return [memoryview(b"") for _ in groups]
+            return await self._read_pinned(groups, total, jobs)
+        finally:
+            jobs.then(lambda: release_slices(groups))
 
     async def _read_pinned(self, groups: Sequence[Sequence[FileSlice]], total: int,
                            jobs: _PoolJobs) -> list[memoryview]:
@@ -206,35 +218,28 @@ def _bring_into_page_cache(pieces_of_groups: list[list[tuple[int, int, int]]]) -
 
 def _regions_where_cached(groups: Sequence[Sequence[FileSlice]], regions: list[FileRegion]
                           ) -> tuple[list[memoryview | FileRegion], list[tuple[int, FileRegion]]] | None:
-    """The answer with a pinned FileRegion for each group whose slices are all in the page cache (those
-    regions added to `regions` too), and the groups that are not as (index in the answer, their pinned
-    region), for the caller to warm or read; None when nothing is known to be cached or a segment file
-    closed for good since the log answered."""
+    """The answer with a FileRegion, taking over the groups' pins, for each group whose slices are all
+    in the page cache (those regions added to `regions` too), and the groups that are not as (index in
+    the answer, their region), for the caller to warm or read; None, every pin left with the groups,
+    when nothing is known to be cached."""
     cached = page_cache.checker()  # the kernel's check, bound once per answer
     if cached is None:
         return None
     answer: list[memoryview | FileRegion] = []
-    made: list[FileRegion] = []
     cold: list[tuple[int, FileRegion]] = []
-    try:
-        for group in groups:
-            if not group:  # what a partition without data has (its slices are never empty)
-                answer.append(_EMPTY)
-                continue
-            region = FileRegion(group)
-            for fd, position, length in region.pieces():
-                if not cached(fd, position, length):
-                    cold.append((len(answer), region))
-                    answer.append(_EMPTY)  # replaced by the region or the bytes read
-                    break
-            else:
-                made.append(region)
-                answer.append(region)
-    except ValueError:  # a segment file closed for good since the log answered: read as before
-        for region in chain(made, (region for _, region in cold)):
-            region.release()
-        return None
-    regions += made
+    for group in groups:
+        if not group:  # what a partition without data has (its slices are never empty)
+            answer.append(_EMPTY)
+            continue
+        region = FileRegion(group, True)
+        for fd, position, length in region.pieces():
+            if not cached(fd, position, length):
+                cold.append((len(answer), region))
+                answer.append(_EMPTY)  # replaced by the region or the bytes read
+                break
+        else:
+            regions.append(region)
+            answer.append(region)
     return answer, cold
 
 

@@ -429,8 +429,9 @@ class ReplicaManager(DataPath):
     async def slices_to_send(self, groups: Sequence[Sequence[FileSlice]],
                              regions: list[FileRegion] | None) -> Sequence[memoryview | FileRegion]:
         """read_slices, or FileRegions sent from the files where the connection can (`regions` not
-        None): broker/log/slices.py."""
+        None): broker/log/slices.py. The groups come pinned (PartitionLog.read(pinned=True)): their
+        pins go to the regions or are let go here."""
         assert self._slices is not None, "read before start()"
         if regions is None:
-            return await self._slices.read(groups)
+            return await self._slices.read_held(groups)
         return await self._slices.for_sending(groups, regions)

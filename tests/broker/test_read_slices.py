@@ -126,6 +126,14 @@ class HookedExecutor(InlineExecutor):
         return super().submit(fn, *args, **kwargs)
 
 
+def pinned(groups):
+    """The groups with each slice's file pinned once, as a Fetch's read leaves them for for_sending."""
+    for group in groups:
+        for piece in group:
+            piece.file.pin()
+    return groups
+
+
 def region_bytes(region: FileRegion) -> bytes:
     return b"".join(os.pread(fd, length, position) for fd, position, length in region.pieces())
 
@@ -146,7 +154,7 @@ def cold_and_warm(files, tmp_path):
 def test_a_group_out_of_the_page_cache_is_brought_in_and_sent_from_its_files(files, tmp_path):
     cold, warm, groups, wanted = cold_and_warm(files, tmp_path)
     pool, regions = InlineExecutor(), []
-    answer = asyncio.run(SliceReader(pool).for_sending(groups, regions))
+    answer = asyncio.run(SliceReader(pool).for_sending(pinned(groups), regions))
     assert isinstance(answer[0], FileRegion) and isinstance(answer[2], FileRegion) and len(pool.jobs) == 1
     assert sorted(map(id, regions)) == sorted([id(answer[0]), id(answer[2])])
     assert [region_bytes(answer[0]), bytes(answer[1]), region_bytes(answer[2])] == wanted
@@ -173,7 +181,7 @@ def test_a_segment_deleted_while_its_pages_are_brought_in_stays_open_for_the_ans
             cold.close()
 
     regions = []
-    answer = asyncio.run(SliceReader(HookedExecutor(delete)).for_sending(groups, regions))
+    answer = asyncio.run(SliceReader(HookedExecutor(delete)).for_sending(pinned(groups), regions))
     assert isinstance(answer[0], FileRegion if brought_in else memoryview)
     assert (region_bytes(answer[0]) if brought_in else bytes(answer[0])) == wanted[0]
     for region in regions:
@@ -187,7 +195,7 @@ def test_pages_still_missing_after_being_brought_in_are_copied(files, tmp_path, 
     cold, warm, groups, wanted = cold_and_warm(files, tmp_path)
     monkeypatch.setattr(slices_module, "_bring_into_page_cache", lambda pieces: None)
     regions = []
-    answer = asyncio.run(SliceReader(InlineExecutor()).for_sending(groups, regions))
+    answer = asyncio.run(SliceReader(InlineExecutor()).for_sending(pinned(groups), regions))
     assert isinstance(answer[0], memoryview) and bytes(answer[0]) == wanted[0]
     assert regions == [answer[2]] and region_bytes(answer[2]) == wanted[2]
     regions[0].release()
@@ -204,7 +212,7 @@ def test_an_answer_cancelled_while_its_pages_are_brought_in_lets_its_files_go(fi
 
     async def cancelled():
         regions = []
-        task = asyncio.ensure_future(SliceReader(Stuck()).for_sending(groups, regions))
+        task = asyncio.ensure_future(SliceReader(Stuck()).for_sending(pinned(groups), regions))
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -260,7 +268,7 @@ def test_an_answer_cancelled_while_a_thread_warms_its_files_keeps_them_open_unti
     """The cancelled task let its regions go at once: a segment deleted meanwhile closed its descriptor,
     and the thread then sent from a closed descriptor, or one reused for another file."""
     cold, warm, groups, _ = cold_and_warm(files, tmp_path)
-    seen = _cancelled_while_the_pool_works(lambda reader, regions: reader.for_sending(groups, regions), cold,
+    seen = _cancelled_while_the_pool_works(lambda reader, regions: reader.for_sending(pinned(groups), regions), cold,
                                            tmp_path / "cold", monkeypatch, "sendfile", os.sendfile)
     assert seen and all(seen)
     assert cold.fd == -1 and not any(f._pins for f in (cold, warm))

@@ -188,14 +188,23 @@ def test_a_socket_error_ends_the_answer_with_it(pump):
     assert len(outcome) == 1 and isinstance(outcome[0], BrokenPipeError)
 
 
-def test_a_region_pins_its_files_until_released(segment):
+@pytest.mark.parametrize("pinned", [False, True])
+def test_a_region_pins_its_files_until_released(segment, pinned):
+    """A region pins each slice's file, or takes over the pins its caller took (a Fetch's read); either
+    way they hold until it is released, once."""
     file, _ = segment
-    region = FileRegion([FileSlice(file, 0, 10), FileSlice(file, 10, 10)])
+    slices = [FileSlice(file, 0, 10), FileSlice(file, 10, 10)]
+    if pinned:
+        for piece in slices:
+            piece.file.pin()
+    region = FileRegion(slices, pinned)
+    assert file._pins == 2
     file.close()  # deleted meanwhile: the descriptor stays open while pinned
-    fd = region.descriptors[0]
+    fd = region.pieces()[0][0]
     assert os.pread(fd, 10, 0)
     region.release()
     region.release()  # twice is harmless
+    assert file._pins == 0
     with pytest.raises(OSError):
         os.fstat(fd)
 
