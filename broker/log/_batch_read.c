@@ -11,6 +11,14 @@
  * header claiming fewer bytes than a header or more than the file holds. `index` is the segment's
  * OffsetIndex: its `_values` array (int32 batch starts, ascending) is read in place. The header kept
  * is built as protocol/batch_header.py's BatchHeader, the 13 big-endian fields of its HEADER struct.
+ *
+ * run_slices(segments, bases, offset, max_bytes, upper, min_one_batch) -> (slices, next_offset)
+ *      | NotImplemented
+ * SegmentRun.slices(..., pinned=True) (broker/log/segment_run.py) for a read that stays in one segment:
+ * the segment holding `offset` found by its base offsets, its file pinned through its budget (the
+ * budget's own Python pin, which the read's FileSlice keeps), read as above, its `_resume` set. Steps
+ * aside, pinning nothing, where the read is bounded inside the segment (`upper` below its next offset),
+ * starts past its batches, would go on into the next segment, or read_batches steps aside.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -103,22 +111,13 @@ static int lookup_position(PyObject *index, long long position, long long *found
 
 static PyObject *step_aside(void) { Py_RETURN_NOTIMPLEMENTED; }
 
-static PyObject *read_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8 || !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 3) {
-        PyErr_SetString(PyExc_TypeError,
-                        "read_batches(fd, offset, max_bytes, max_position, min_one_batch, size, resume, index)");
-        return NULL;
-    }
-    int fd = (int)PyLong_AsLong(args[0]);
-    long long offset = PyLong_AsLongLong(args[1]);
-    long long max_bytes = PyLong_AsLongLong(args[2]);
-    long long max_position = PyLong_AsLongLong(args[3]);
-    int min_one_batch = PyObject_IsTrue(args[4]);
-    long long size = PyLong_AsLongLong(args[5]);
-    PyObject *resume = args[6];
+/* read_batches on C values: the segment's resume tuple and OffsetIndex as they are */
+static PyObject *segment_read(int fd, long long offset, long long max_bytes, long long max_position, int min_one_batch,
+                              long long size, PyObject *resume, PyObject *index) {
+    if (!PyTuple_Check(resume) || PyTuple_GET_SIZE(resume) != 3) return step_aside();
     long long resume_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(resume, 0));
     long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(resume, 1));
-    if (PyErr_Occurred() || min_one_batch < 0) return NULL;
+    if (PyErr_Occurred()) return NULL;
     if (offset != resume_offset || start >= size || start < 0) return step_aside();
 
     unsigned char first_bytes[HEADER_SIZE];
@@ -147,7 +146,7 @@ static PyObject *read_batches(PyObject *module, PyObject *const *args, Py_ssize_
     } else {
         long long limit = max_position < start + max_bytes ? max_position : start + max_bytes;
         long long indexed;
-        int looked = lookup_position(args[7], limit, &indexed);
+        int looked = lookup_position(index, limit, &indexed);
         if (looked < 0) return NULL;
         if (looked > 0) return step_aside();
         long long position = end > indexed ? end : indexed;
@@ -185,9 +184,137 @@ static PyObject *read_batches(PyObject *module, PyObject *const *args, Py_ssize_
     return Py_BuildValue("(LLL(LLN))", start, end - start, next_offset, next_offset, end, following);
 }
 
+static PyObject *read_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_batches(fd, offset, max_bytes, max_position, min_one_batch, size, resume, index)");
+        return NULL;
+    }
+    int fd = (int)PyLong_AsLong(args[0]);
+    long long offset = PyLong_AsLongLong(args[1]);
+    long long max_bytes = PyLong_AsLongLong(args[2]);
+    long long max_position = PyLong_AsLongLong(args[3]);
+    int min_one_batch = PyObject_IsTrue(args[4]);
+    long long size = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred() || min_one_batch < 0) return NULL;
+    return segment_read(fd, offset, max_bytes, max_position, min_one_batch, size, args[6], args[7]);
+}
+
+static PyObject *file_slice_type;  /* broker.log.results.FileSlice, looked up on the first run_slices */
+
+static long long attr_long(PyObject *object, const char *name) {
+    PyObject *value = PyObject_GetAttrString(object, name);
+    if (value == NULL) return -1;
+    long long v = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return v;
+}
+
+/* budget.unpin(file), keeping an exception already set */
+static void unpin(PyObject *budget, PyObject *file) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *done = PyObject_CallMethod(budget, "unpin", "O", file);
+    if (done == NULL && type != NULL) PyErr_Clear();
+    Py_XDECREF(done);
+    if (type != NULL) PyErr_Restore(type, value, traceback);
+}
+
+static PyObject *empty_read(long long offset) { return Py_BuildValue("([]L)", offset); }
+
+/* SegmentRun.slices(offset, max_bytes, upper, min_one_batch, pinned=True) for a read that stays in one
+ * segment (see broker/log/segment_run.py) */
+static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_slices(segments, bases, offset, max_bytes, upper, min_one_batch)");
+        return NULL;
+    }
+    PyObject *segments = args[0], *bases = args[1];
+    long long offset = PyLong_AsLongLong(args[2]);
+    long long max_bytes = PyLong_AsLongLong(args[3]);
+    long long upper = PyLong_AsLongLong(args[4]);
+    int min_one_batch = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred() || min_one_batch < 0) return NULL;
+    if (file_slice_type == NULL) {
+        PyObject *results = PyImport_ImportModule("broker.log.results");
+        if (results == NULL) return NULL;
+        file_slice_type = PyObject_GetAttrString(results, "FileSlice");
+        Py_DECREF(results);
+        if (file_slice_type == NULL) return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(segments), lo = 0, hi = PyList_GET_SIZE(bases);
+    if (hi != n) return step_aside();
+    while (lo < hi) {  /* SegmentRun.index_of: bisect_right on the base offsets */
+        Py_ssize_t mid = (lo + hi) / 2;
+        long long base = PyLong_AsLongLong(PyList_GET_ITEM(bases, mid));
+        if (base == -1 && PyErr_Occurred()) return NULL;
+        if (offset < base) hi = mid; else lo = mid + 1;
+    }
+    Py_ssize_t i = lo > 0 ? lo - 1 : 0;
+    if (!(offset < upper && i < n)) return empty_read(offset);
+    PyObject *segment = PyList_GET_ITEM(segments, i);
+    long long next = attr_long(segment, "next_offset");
+    long long size = attr_long(segment, "size");
+    if (PyErr_Occurred()) return NULL;
+    /* bounded by `upper` inside the segment, an offset past its batches, an empty segment: the Python code */
+    if (upper < next || offset >= next || size <= 0) return step_aside();
+    PyObject *file = PyObject_GetAttrString(segment, "file");
+    if (file == NULL) return NULL;
+    PyObject *budget = PyObject_GetAttrString(file, "budget");
+    PyObject *resume = PyObject_GetAttrString(segment, "_resume");
+    PyObject *index = PyObject_GetAttrString(segment, "index");
+    PyObject *pinned = NULL, *found = NULL, *answer = NULL;
+    if (budget == NULL || resume == NULL || index == NULL) goto done;
+    pinned = PyObject_CallMethod(budget, "pin", "O", file);
+    if (pinned == NULL) goto done;
+    int fd = (int)PyLong_AsLong(pinned);
+    if (PyErr_Occurred()) {
+        unpin(budget, file);
+        goto done;
+    }
+    found = segment_read(fd, offset, max_bytes, size, min_one_batch, size, resume, index);
+    if (found == NULL || found == Py_NotImplemented || found == Py_None) {
+        unpin(budget, file);
+        if (found == Py_None) answer = empty_read(offset);  /* the next batch does not fit */
+        else if (found == Py_NotImplemented) answer = step_aside();
+        goto done;
+    }
+    long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 0));
+    long long length = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 1));
+    if (start + length >= size && i + 1 < n) {  /* it would read on into the next segment: the Python code */
+        unpin(budget, file);
+        answer = step_aside();
+        goto done;
+    }
+    if (PyObject_SetAttrString(segment, "_resume", PyTuple_GET_ITEM(found, 3)) < 0) {
+        unpin(budget, file);
+        goto done;
+    }
+    PyObject *fields = Py_BuildValue("((OLL))", file, start, length);  /* tuple.__new__(FileSlice, fields) */
+    PyObject *slice = fields == NULL ? NULL : PyTuple_Type.tp_new((PyTypeObject *)file_slice_type, fields, NULL);
+    Py_XDECREF(fields);
+    if (slice == NULL) {
+        unpin(budget, file);
+        goto done;
+    }
+    answer = Py_BuildValue("([N]O)", slice, PyTuple_GET_ITEM(found, 2));
+done:
+    Py_XDECREF(found);
+    Py_XDECREF(pinned);
+    Py_XDECREF(index);
+    Py_XDECREF(resume);
+    Py_XDECREF(budget);
+    Py_DECREF(file);
+    return answer;
+}
+
 static PyMethodDef methods[] = {
     {"read_batches", (PyCFunction)(void (*)(void))read_batches, METH_FASTCALL,
      "A consumer's read on from where the segment's last read stopped; NotImplemented otherwise."},
+    {"run_slices", (PyCFunction)(void (*)(void))run_slices, METH_FASTCALL,
+     "SegmentRun.slices of a pinned read in one segment; NotImplemented otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

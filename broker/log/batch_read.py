@@ -9,8 +9,9 @@ of the batch there), else from the offset index's entry at or below it and a wal
 
 broker/log/_batch_read.c is the compiled twin of `read_batches` for the first case (a consumer reading
 on); it steps aside (NotImplemented) for anything else, a file cut short or a header it would not
-trust included, and this code then runs and words the error. tests/unit/test_batch_read.py holds the
-two equal.
+trust included, and this code then runs and words the error. Its `run_slices` is the twin of
+SegmentRun.slices for a Fetch's pinned read that stays in one segment (the lookup of the segment, its
+pin and this read in one call). tests/unit/test_batch_read.py holds each pair equal.
 """
 
 from __future__ import annotations
@@ -77,10 +78,14 @@ def read_batches(fd: int, offset: int, max_bytes: int, max_position: int, min_on
     return start, end - start, next_offset, (next_offset, end, following)
 
 
-try:  # the compiled twin, where it is built (setup.py)
+try:  # the compiled twins, where they are built (setup.py)
     from broker.log._batch_read import read_batches as _compiled
+    from broker.log._batch_read import run_slices as _compiled_run
 except ImportError:  # pragma: no cover - the package installed without a C compiler
-    _compiled = None
+    _compiled = _compiled_run = None
 
 # What LogSegment.read calls: the compiled twin for a consumer reading on, this module otherwise
 compiled_read_batches = _compiled
+# What SegmentRun.slices calls first for a pinned read (a Fetch's): the read above and the segment's
+# lookup and pin in one compiled call, where the read stays in one segment
+compiled_run_slices = _compiled_run

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.log import checkpoint
+from broker.log.batch_read import compiled_run_slices
 from broker.log.cleaner import open_for_reading
 from broker.log.config import LogConfig
 from broker.log.io import LogIO
@@ -200,6 +201,10 @@ class SegmentRun:
         """Whole batches from the one holding `offset`, at most `max_bytes` (one batch at least when
         `min_one_batch`), none reaching `upper`. Returns the slices and the offset a reader continues at.
         `pinned`: each slice's file stays pinned once for the caller (LogSegment.read)."""
+        if pinned and compiled_run_slices is not None:  # a Fetch's read in one segment: one compiled call
+            found = compiled_run_slices(self._segments, self._bases, offset, max_bytes, upper, min_one_batch)
+            if found is not NotImplemented:
+                return found
         slices: list[FileSlice] = []
         remaining = max_bytes
         i = self.index_of(offset)

@@ -126,3 +126,63 @@ def test_a_bad_header_in_the_walk_steps_aside(tmp_path):
 
 def test_the_segment_uses_the_compiled_twin():
     assert batch_read.compiled_read_batches is compiled
+
+
+# --- run_slices: SegmentRun.slices of a Fetch's pinned read, in one segment ---------------------------
+
+
+async def test_run_slices_equal_to_the_python_run(tmp_path, monkeypatch):
+    """A consumer's reads through a log of many small segments (reading on, jumping, bounded below the
+    log end, at segment ends): the compiled call answers as SegmentRun.slices does, leaves the same
+    resume point and the same pins, or steps aside before pinning anything."""
+    from dataclasses import replace
+
+    import broker.log.segment_run as segment_run_module
+    from broker.log.opening import create_partition_log
+    from tests.broker.test_log_support import SMALL, FakeClock, batch
+
+    log = create_partition_log(tmp_path / "topic-0", replace(SMALL, segment_bytes=6000), clock=FakeClock())
+    rng = random.Random(7)
+    for i in range(120):
+        await log.append(batch(rng.randint(1, 4), timestamp=1000 + i, value=rng.randbytes(rng.randint(10, 600))),
+                         leader_epoch=3)
+    log.update_high_watermark(log.log_end_offset)
+    run = log._run
+    segments = run.all()
+    assert len(segments) > 5
+    compiled_run = segment_run_module.compiled_run_slices
+    assert compiled_run is _batch_read.run_slices
+    end = log.log_end_offset
+
+    def state():
+        return [s._resume for s in segments], [s.file._pins for s in segments]
+
+    def release(slices):
+        for piece in slices:
+            piece.file.unpin()
+
+    offset, answered, stepped = 0, 0, 0
+    for _ in range(600):
+        max_bytes = rng.choice([rng.randint(0, 3000), rng.randint(3000, 20_000)])
+        upper = end if rng.random() < 0.8 else rng.randint(offset, end)
+        min_one = rng.random() < 0.7
+        before = state()
+        got = compiled_run(run._segments, run._bases, offset, max_bytes, upper, min_one)
+        after = state()
+        if got is not NotImplemented:
+            release(got[0])
+        monkeypatch.setattr(segment_run_module, "compiled_run_slices", None)
+        for segment, resume in zip(segments, before[0], strict=True):
+            segment._resume = resume
+        expected = run.slices(offset, max_bytes, upper, min_one, pinned=True)
+        monkeypatch.setattr(segment_run_module, "compiled_run_slices", compiled_run)
+        if got is NotImplemented:
+            stepped += 1
+            assert after == before  # nothing pinned, no resume point moved
+        else:
+            answered += 1
+            assert got == expected and state() == after
+        release(expected[0])
+        assert sum(state()[1]) == 0
+        offset = expected[1] if expected[0] and rng.random() < 0.9 else rng.randint(0, end - 1)
+    assert answered > 100 and stepped > 10
