@@ -12,6 +12,13 @@
  * cached(fd, position, length) -> whether every page of that range of the open file is in the page
  * cache: cachestat(2) (Linux 6.5+), as broker/log/page_cache.py asks it through ctypes where this is not
  * built; False when the call fails, None when the kernel has no such call or refuses it (ENOSYS, EPERM).
+ *
+ * regions(groups, regions, cached, region_type, empty) -> (answer, cold): broker/log/slices.py's
+ * _regions_where_cached once its page-cache check `cached` is known: per group of FileSlices (whose files
+ * the caller pinned once each) a FileRegion taking those pins over, made as FileRegion(group, True)
+ * makes it, `empty` for a group without slices; each region whose pieces `cached` says are all in the
+ * page cache goes into the answer and `regions`, the others' places hold `empty` and they go into
+ * `cold` as (index in the answer, region).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -122,7 +129,122 @@ static PyObject *cached(PyObject *module, PyObject *const *args, Py_ssize_t narg
     return PyBool_FromLong(stat.nr_cache >= pages);
 }
 
+/* FileRegion(group, True): the slices as a tuple, their (fd, position, length) pieces with bytes, the total */
+static PyObject *make_region(PyObject *region_type, PyObject *group) {
+    PyObject *slices = PySequence_Tuple(group);
+    if (slices == NULL) return NULL;
+    PyObject *pieces = PyList_New(0), *region = NULL;
+    long long length = 0;
+    if (pieces == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slices); i++) {
+        PyObject *piece = PyTuple_GET_ITEM(slices, i);
+        if (!PyTuple_Check(piece) || PyTuple_GET_SIZE(piece) != 3) {
+            PyErr_SetString(PyExc_TypeError, "regions: a slice is (file, position, length)");
+            goto fail;
+        }
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(piece, 2));
+        if (size == -1 && PyErr_Occurred()) goto fail;
+        if (!size) continue;  /* sendfile of nothing would read as a file cut short */
+        PyObject *fd = PyObject_GetAttrString(PyTuple_GET_ITEM(piece, 0), "fd");
+        if (fd == NULL) goto fail;
+        PyObject *entry = PyTuple_Pack(3, fd, PyTuple_GET_ITEM(piece, 1), PyTuple_GET_ITEM(piece, 2));
+        Py_DECREF(fd);
+        if (entry == NULL || PyList_Append(pieces, entry) < 0) {
+            Py_XDECREF(entry);
+            goto fail;
+        }
+        Py_DECREF(entry);
+        length += size;
+    }
+    PyTypeObject *type = (PyTypeObject *)region_type;
+    PyObject *no_args = PyTuple_New(0);
+    if (no_args == NULL) goto fail;
+    region = type->tp_new(type, no_args, NULL);  /* object.__new__(FileRegion): no __init__ */
+    Py_DECREF(no_args);
+    if (region == NULL) goto fail;
+    PyObject *total = PyLong_FromLongLong(length);
+    if (total == NULL || PyObject_SetAttrString(region, "slices", slices) < 0
+            || PyObject_SetAttrString(region, "length", total) < 0
+            || PyObject_SetAttrString(region, "_pieces", pieces) < 0
+            || PyObject_SetAttrString(region, "_pinned", Py_True) < 0) {
+        Py_XDECREF(total);
+        Py_CLEAR(region);
+        goto fail;
+    }
+    Py_DECREF(total);
+    Py_DECREF(pieces);
+    Py_DECREF(slices);
+    return region;
+fail:
+    Py_XDECREF(pieces);
+    Py_DECREF(slices);
+    return NULL;
+}
+
+static PyObject *regions(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "regions(groups, regions, cached, region_type, empty)");
+        return NULL;
+    }
+    PyObject *groups = PySequence_Fast(args[0], "regions: groups must be a sequence");
+    if (groups == NULL) return NULL;
+    PyObject *made = args[1], *cached = args[2], *region_type = args[3], *empty = args[4];
+    PyObject *answer = PyList_New(0), *cold = PyList_New(0), *region = NULL;
+    if (answer == NULL || cold == NULL) goto fail;
+    for (Py_ssize_t g = 0; g < PySequence_Fast_GET_SIZE(groups); g++) {
+        PyObject *group = PySequence_Fast_GET_ITEM(groups, g);
+        Py_ssize_t count = PyObject_Length(group);
+        if (count < 0) goto fail;
+        if (count == 0) {  /* what a partition without data has */
+            if (PyList_Append(answer, empty) < 0) goto fail;
+            continue;
+        }
+        region = make_region(region_type, group);
+        if (region == NULL) goto fail;
+        PyObject *pieces = PyObject_GetAttrString(region, "_pieces");
+        if (pieces == NULL) goto fail;
+        int all_cached = 1;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pieces) && all_cached; i++) {
+            PyObject *piece = PyList_GET_ITEM(pieces, i);
+            PyObject *said = PyObject_Vectorcall(cached, &PyTuple_GET_ITEM(piece, 0), 3, NULL);
+            if (said == NULL) {
+                Py_DECREF(pieces);
+                goto fail;
+            }
+            all_cached = PyObject_IsTrue(said);
+            Py_DECREF(said);
+            if (all_cached < 0) {
+                Py_DECREF(pieces);
+                goto fail;
+            }
+        }
+        Py_DECREF(pieces);
+        if (all_cached) {
+            if (PyList_Append(made, region) < 0 || PyList_Append(answer, region) < 0) goto fail;
+        } else {
+            PyObject *entry = Py_BuildValue("(nO)", PyList_GET_SIZE(answer), region);
+            if (entry == NULL || PyList_Append(cold, entry) < 0 || PyList_Append(answer, empty) < 0) {
+                Py_XDECREF(entry);
+                goto fail;
+            }
+            Py_DECREF(entry);
+        }
+        Py_CLEAR(region);
+    }
+    Py_DECREF(groups);
+    return Py_BuildValue("(NN)", answer, cold);
+fail:
+    Py_XDECREF(region);
+    Py_XDECREF(answer);
+    Py_XDECREF(cold);
+    Py_DECREF(groups);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"regions", (PyCFunction)(void (*)(void))regions, METH_FASTCALL,
+     "regions(groups, regions, cached, region_type, empty) -> (answer, cold): FileRegions where cached"},
     {"cached", (PyCFunction)(void (*)(void))cached, METH_FASTCALL,
      "cached(fd, position, length) -> True if every page of the range is in the page cache; None: no cachestat"},
     {"pump", (PyCFunction)(void (*)(void))pump, METH_FASTCALL,

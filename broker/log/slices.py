@@ -177,6 +177,10 @@ def _unpin_all(files: list[SegmentFile]) -> None:
         file.unpin()
 
 
+try:  # where it is built (setup.py); tests/broker/test_read_slices.py holds it equal to the loop
+    from broker._file_send import regions as _compiled_regions
+except ImportError:  # pragma: no cover - the package installed without a C compiler
+    _compiled_regions = None
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
 _LENGTH = attrgetter("length")
 _EMPTY = memoryview(b"")
@@ -225,6 +229,8 @@ def _regions_where_cached(groups: Sequence[Sequence[FileSlice]], regions: list[F
     cached = page_cache.checker()  # the kernel's check, bound once per answer
     if cached is None:
         return None
+    if _compiled_regions is not None:  # the loop below in one call (broker/_file_send.c)
+        return _compiled_regions(groups, regions, cached, FileRegion, _EMPTY)
     answer: list[memoryview | FileRegion] = []
     cold: list[tuple[int, FileRegion]] = []
     for group in groups:

@@ -298,3 +298,43 @@ def test_pages_are_brought_in_up_to_the_end_of_a_file_cut_short(files, tmp_path)
         assert page_cache.cached(fd, 0, 50_000)
     finally:
         f.unpin()
+
+
+def _shape(answer_and_cold, regions):
+    """What an answer of _regions_where_cached holds, as plain values."""
+    def region(r):
+        return ("region", r.slices, r.pieces(), r.length, r._pinned)
+
+    answer, cold = answer_and_cold
+    return ([region(a) if isinstance(a, FileRegion) else bytes(a) for a in answer],
+            [(index, region(r)) for index, r in cold], [region(r) for r in regions])
+
+
+def test_the_compiled_regions_loop_equals_the_python_one(files, monkeypatch):
+    """broker/_file_send.c's regions against _regions_where_cached's Python loop: groups of slices (some
+    empty, some with empty slices) over two files, a page-cache answer per (descriptor, position) that
+    says yes, no or cannot tell (None); the same answer, cold groups and regions from both."""
+    import random
+
+    from broker import _file_send  # built by make test's `pip install -e .`
+
+    assert slices_module._compiled_regions is _file_send.regions
+    a, b = files("a", os.urandom(5000)), files("b", os.urandom(5000))
+    rng = random.Random(5)
+    for _ in range(300):
+        groups = [tuple(FileSlice(rng.choice([a, b]), rng.randint(0, 4000), rng.choice([0, rng.randint(1, 900)]))
+                        for _ in range(rng.choice([0, 1, 1, 2, 3]))) for _ in range(rng.randint(0, 6))]
+        verdicts = {}
+
+        def cached(fd, position, length, verdicts=verdicts):
+            return verdicts.setdefault((fd, position, length), rng.choice([True, True, True, False, None]))
+
+        monkeypatch.setattr(page_cache, "checker", lambda cached=cached: cached)
+        made: list = []
+        compiled = slices_module._regions_where_cached(groups, made)
+        monkeypatch.setattr(slices_module, "_compiled_regions", None)
+        python_made: list = []
+        python = slices_module._regions_where_cached(groups, python_made)
+        monkeypatch.setattr(slices_module, "_compiled_regions", _file_send.regions)
+        assert _shape(compiled, made) == _shape(python, python_made)
+    assert not a._pins and not b._pins  # the regions took over pins they were given; none here
