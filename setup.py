@@ -2,9 +2,10 @@
 cleaner, each with a Python counterpart that tests hold it equal to and that runs where they are not
 built (protocol/_batch_scan.c, the check of incoming batches; protocol/_produce_read.c, a Produce
 request's partitions; protocol/_fetch_read.c and _fetch_write.c, a consumer's Fetch request in and
-the Fetch answer's headers out; broker/_file_send.c, the loop writing an answer's bytes and file ranges into the socket and the
-answer's FileRegions where their pages are cached;
-broker/log/_batch_read.c, a consumer's read of a segment on from where the last one stopped;
+the Fetch answer's headers out; broker/_file_send.c, the loop writing an answer's bytes and file
+ranges into the socket and the answer's FileRegions where their pages are cached;
+broker/log/_batch_read.c, a consumer's read of a segment on from where the last one stopped, the
+open-file budget's pin and unpin on their common path and the release of an answer's regions;
 protocol/_record_spans.c, where a batch's records lie and their keys), the Spark reader's
 record decoder (pipeline/_recordcols.c) and the Spark writer's record encoder (pipeline/_recordenc.c).
 They are optional: without a C compiler the install goes on without them (`make run` needs none; the

@@ -31,7 +31,7 @@ from broker.aio import wait_for
 from broker.endpoints import Listener
 from broker.file_sender import FileSender
 from broker.handlers import REGISTRY, BrokerContext, CloseConnection
-from broker.log.file_region import FileRegion, release_unsent
+from broker.log.file_region import FileRegion, release_sent, release_unsent
 from broker.metrics.requests import RequestMetrics, RequestTiming
 from broker.quotas.request_time import LoopTime
 from broker.quotas.request_time import exempt as exempt_from_request_quota
@@ -318,10 +318,7 @@ class Connection(asyncio.BufferedProtocol):
         return True
 
     def _files_sent(self, regions: list[FileRegion], error: OSError | None) -> None:
-        sent = 0
-        for region in regions:
-            region.release()
-            sent += region.length
+        sent = release_sent(regions)
         if self.closed:
             return
         if error is not None:

@@ -211,14 +211,174 @@ static long long attr_long(PyObject *object, const char *name) {
     return v;
 }
 
+static int unpin_file(PyObject *budget, PyObject *file);
+
 /* budget.unpin(file), keeping an exception already set */
 static void unpin(PyObject *budget, PyObject *file) {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    PyObject *done = PyObject_CallMethod(budget, "unpin", "O", file);
-    if (done == NULL && type != NULL) PyErr_Clear();
-    Py_XDECREF(done);
+    if (unpin_file(budget, file) < 0 && type != NULL) PyErr_Clear();
     if (type != NULL) PyErr_Restore(type, value, traceback);
+}
+
+/* broker/log/segment_file.py's OpenSegments.pin and unpin on their common path, under the budget's lock:
+ * a pin of an open file needing no shrink, an unpin leaving the file open and idle within the
+ * capacity. Anything else (a parked or ended file, a close wanted, the capacity passed) is the
+ * Python methods', called instead, before anything changed. */
+static int with_lock(PyObject *budget, PyObject **lock) {
+    *lock = PyObject_GetAttrString(budget, "_lock");
+    if (*lock == NULL) return -1;
+    PyObject *got = PyObject_CallMethod(*lock, "acquire", NULL);
+    if (got == NULL) {
+        Py_CLEAR(*lock);
+        return -1;
+    }
+    Py_DECREF(got);
+    return 0;
+}
+
+static int unlock(PyObject *lock, int result) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *done = PyObject_CallMethod(lock, "release", NULL);
+    Py_DECREF(lock);
+    if (done == NULL) {
+        Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(traceback);
+        return -1;
+    }
+    Py_DECREF(done);
+    PyErr_Restore(type, value, traceback);
+    return result;
+}
+
+static long long attr_long(PyObject *object, const char *name);
+
+static int set_long(PyObject *object, const char *name, long long v) {
+    PyObject *value = PyLong_FromLongLong(v);
+    if (value == NULL) return -1;
+    int result = PyObject_SetAttrString(object, name, value);
+    Py_DECREF(value);
+    return result;
+}
+
+/* The descriptor, or -1 with an exception set */
+static long long pin_file(PyObject *budget, PyObject *file) {
+    PyObject *lock;
+    if (with_lock(budget, &lock) < 0) return -1;
+    PyObject *ended = PyObject_GetAttrString(file, "_ended");
+    int is_ended = ended == NULL ? -1 : PyObject_IsTrue(ended);
+    Py_XDECREF(ended);
+    long long fd = attr_long(file, "fd"), pins = attr_long(file, "_pins");
+    long long open_count = attr_long(budget, "open_count"), capacity = attr_long(budget, "capacity");
+    if (is_ended < 0 || PyErr_Occurred()) return unlock(lock, -1);
+    int common = !is_ended && fd >= 0 && (pins > 0 || open_count <= capacity);
+    if (common) {
+        if (pins == 0) {
+            PyObject *idle = PyObject_GetAttrString(budget, "_idle");
+            int removed = idle == NULL ? -1 : PyObject_DelItem(idle, file);
+            Py_XDECREF(idle);
+            if (removed < 0) return unlock(lock, -1);
+        }
+        if (set_long(file, "_pins", pins + 1) < 0) return unlock(lock, -1);
+    }
+    if (unlock(lock, 0) < 0) return -1;
+    if (common) return fd;
+    PyObject *got = PyObject_CallMethod(budget, "pin", "O", file);
+    if (got == NULL) return -1;
+    fd = PyLong_AsLongLong(got);
+    Py_DECREF(got);
+    return fd;
+}
+
+static int unpin_file(PyObject *budget, PyObject *file) {
+    PyObject *lock;
+    if (with_lock(budget, &lock) < 0) return -1;
+    PyObject *wanted = PyObject_GetAttrString(file, "_close_wanted");
+    int close_wanted = wanted == NULL ? -1 : PyObject_IsTrue(wanted);
+    Py_XDECREF(wanted);
+    long long pins = attr_long(file, "_pins");
+    long long open_count = attr_long(budget, "open_count"), capacity = attr_long(budget, "capacity");
+    if (close_wanted < 0 || PyErr_Occurred()) return unlock(lock, -1);
+    int common = pins > 1 || (pins == 1 && !close_wanted && open_count <= capacity);
+    if (common) {
+        if (set_long(file, "_pins", pins - 1) < 0) return unlock(lock, -1);
+        if (pins == 1) {
+            PyObject *idle = PyObject_GetAttrString(budget, "_idle");
+            int added = idle == NULL ? -1 : PyObject_SetItem(idle, file, Py_None);
+            Py_XDECREF(idle);
+            if (added < 0) return unlock(lock, -1);
+        }
+    }
+    if (unlock(lock, 0) < 0) return -1;
+    if (common) return 0;
+    PyObject *done = PyObject_CallMethod(budget, "unpin", "O", file);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *pin(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "pin(budget, file)");
+        return NULL;
+    }
+    long long fd = pin_file(args[0], args[1]);
+    return fd < 0 && PyErr_Occurred() ? NULL : PyLong_FromLongLong(fd);
+}
+
+static PyObject *unpin_(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "unpin(budget, file)");
+        return NULL;
+    }
+    if (unpin_file(args[0], args[1]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* broker/log/file_region.py's release_regions: each region still pinned let go (unpin_file per slice),
+ * and the bytes they held summed */
+static PyObject *release_regions(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 1 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "release_regions(regions)");
+        return NULL;
+    }
+    PyObject *regions = args[0];
+    long long total = 0;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(regions); r++) {
+        PyObject *region = PyList_GET_ITEM(regions, r);
+        PyObject *flag = PyObject_GetAttrString(region, "_pinned");
+        int pinned = flag == NULL ? -1 : PyObject_IsTrue(flag);
+        Py_XDECREF(flag);
+        if (pinned < 0) return NULL;
+        if (pinned) {
+            if (PyObject_SetAttrString(region, "_pinned", Py_False) < 0) return NULL;
+            PyObject *slices = PyObject_GetAttrString(region, "slices");
+            if (slices == NULL) return NULL;
+            if (!PyTuple_Check(slices)) {
+                Py_DECREF(slices);
+                PyErr_SetString(PyExc_TypeError, "release_regions: a region's slices are a tuple");
+                return NULL;
+            }
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slices); i++) {
+                PyObject *file = PyTuple_GET_ITEM(PyTuple_GET_ITEM(slices, i), 0);
+                PyObject *budget = PyObject_GetAttrString(file, "budget");
+                int failed = budget == NULL || unpin_file(budget, file) < 0;
+                Py_XDECREF(budget);
+                if (failed) {
+                    Py_DECREF(slices);
+                    return NULL;
+                }
+            }
+            Py_DECREF(slices);
+        }
+        long long length = attr_long(region, "length");
+        if (length == -1 && PyErr_Occurred()) return NULL;
+        total += length;
+    }
+    return PyLong_FromLongLong(total);
 }
 
 static PyObject *empty_read(long long offset) { return Py_BuildValue("([]L)", offset); }
@@ -265,15 +425,11 @@ static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *budget = PyObject_GetAttrString(file, "budget");
     PyObject *resume = PyObject_GetAttrString(segment, "_resume");
     PyObject *index = PyObject_GetAttrString(segment, "index");
-    PyObject *pinned = NULL, *found = NULL, *answer = NULL;
+    PyObject *found = NULL, *answer = NULL;
     if (budget == NULL || resume == NULL || index == NULL) goto done;
-    pinned = PyObject_CallMethod(budget, "pin", "O", file);
-    if (pinned == NULL) goto done;
-    int fd = (int)PyLong_AsLong(pinned);
-    if (PyErr_Occurred()) {
-        unpin(budget, file);
-        goto done;
-    }
+    long long pinned_fd = pin_file(budget, file);
+    if (pinned_fd < 0) goto done;
+    int fd = (int)pinned_fd;
     found = segment_read(fd, offset, max_bytes, size, min_one_batch, size, resume, index);
     if (found == NULL || found == Py_NotImplemented || found == Py_None) {
         unpin(budget, file);
@@ -302,7 +458,6 @@ static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t 
     answer = Py_BuildValue("([N]O)", slice, PyTuple_GET_ITEM(found, 2));
 done:
     Py_XDECREF(found);
-    Py_XDECREF(pinned);
     Py_XDECREF(index);
     Py_XDECREF(resume);
     Py_XDECREF(budget);
@@ -313,6 +468,10 @@ done:
 static PyMethodDef methods[] = {
     {"read_batches", (PyCFunction)(void (*)(void))read_batches, METH_FASTCALL,
      "A consumer's read on from where the segment's last read stopped; NotImplemented otherwise."},
+    {"pin", (PyCFunction)(void (*)(void))pin, METH_FASTCALL, "OpenSegments.pin(file) as pin(budget, file)"},
+    {"unpin", (PyCFunction)(void (*)(void))unpin_, METH_FASTCALL, "OpenSegments.unpin(file) as unpin(budget, file)"},
+    {"release_regions", (PyCFunction)(void (*)(void))release_regions, METH_FASTCALL,
+     "release_regions(regions) -> the bytes they held: each still pinned let go"},
     {"run_slices", (PyCFunction)(void (*)(void))run_slices, METH_FASTCALL,
      "SegmentRun.slices of a pinned read in one segment; NotImplemented otherwise."},
     {NULL, NULL, 0, NULL},

@@ -250,3 +250,33 @@ def test_the_compiled_loop_refuses_a_position_outside_its_pieces():
             _file_send.pump(left.fileno(), [(right.fileno(), 0, 2)], 0, 3)
         assert _file_send.pump(left.fileno(), [b"abc", b"de"], 0, 1) == (2, 0, 0)
         assert right.recv(16) == b"bcde"
+
+
+def test_the_compiled_release_of_sent_regions_equals_the_python_loop(tmp_path):
+    """broker/log/_batch_read.c's release_regions against file_region.py's: regions of one and two
+    slices, one released already, the bytes they held summed and every pin given back once."""
+    from broker.log import _batch_read, file_region
+
+    assert file_region.release_sent is _batch_read.release_regions
+
+    def regions_of(name: str) -> tuple[list[FileRegion], list[SegmentFile]]:
+        made = []
+        for i in range(3):
+            path = tmp_path / f"{name}{i}.log"
+            path.write_bytes(os.urandom(5000))
+            made.append(SegmentFile(path, os.open(path, os.O_RDWR)))
+        regions = [FileRegion([FileSlice(made[0], 0, 100)]),
+                   FileRegion([FileSlice(made[1], 10, 2000), FileSlice(made[2], 0, 0)]),
+                   FileRegion([FileSlice(made[0], 200, 300), FileSlice(made[1], 0, 50)])]
+        regions[2].release()
+        return regions, made
+
+    compiled, c_files = regions_of("c")
+    python, p_files = regions_of("p")
+    assert [f._pins for f in c_files] == [1, 1, 1]
+    assert _batch_read.release_regions(compiled) == file_region.release_regions(python) == 2450
+    assert [f._pins for f in c_files] == [f._pins for f in p_files] == [0, 0, 0]
+    assert _batch_read.release_regions(compiled) == 2450  # released once: nothing more to give back
+    assert [f._pins for f in c_files] == [0, 0, 0]
+    for f in c_files + p_files:
+        f.close()
