@@ -1,4 +1,4 @@
-"""The compiled parts: two on the broker's produce path, four on its fetch path and one in its log
+"""The compiled parts: two on the broker's produce path, five on its fetch path and one in its log
 cleaner, each with a Python counterpart that tests hold it equal to and that runs where they are not
 built (protocol/_batch_scan.c, the check of incoming batches; protocol/_produce_read.c, a Produce
 request's partitions; protocol/_fetch_read.c and _fetch_write.c, a consumer's Fetch request in and
@@ -6,6 +6,7 @@ the Fetch answer's headers out; broker/_file_send.c, the loop writing an answer'
 ranges into the socket and the answer's FileRegions where their pages are cached;
 broker/log/_batch_read.c, a consumer's read of a segment on from where the last one stopped, the
 open-file budget's pin and unpin on their common path and the release of an answer's regions;
+broker/handlers/_fetch_reuse.c, a sessionless consumer's Fetch answered from what its connection kept;
 protocol/_record_spans.c, where a batch's records lie and their keys), the Spark reader's
 record decoder (pipeline/_recordcols.c) and the Spark writer's record encoder (pipeline/_recordenc.c).
 They are optional: without a C compiler the install goes on without them (`make run` needs none; the
@@ -21,6 +22,8 @@ setup(ext_modules=[
     Extension("protocol._fetch_write", ["protocol/_fetch_write.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker._file_send", ["broker/_file_send.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker.log._batch_read", ["broker/log/_batch_read.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("broker.handlers._fetch_reuse", ["broker/handlers/_fetch_reuse.c"], extra_compile_args=["-O2"],
+              optional=True),
     Extension("protocol._record_spans", ["protocol/_record_spans.c"], extra_compile_args=["-O2"], optional=True),
     Extension("pipeline._recordcols", ["pipeline/_recordcols.c"], extra_compile_args=["-O2"], optional=True),
     Extension("pipeline._recordenc", ["pipeline/_recordenc.c"], extra_compile_args=["-O2"], optional=True),

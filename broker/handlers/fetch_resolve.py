@@ -17,6 +17,7 @@ last stable offset, quotas) is read anew every time, cached or not. Under the te
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 import weakref
@@ -167,7 +168,8 @@ def resolve_consumer(broker: BrokerContext, asked: list[FetchRequest.FetchTopic]
     kept = connection.fetch_resolve
     if (kept is not None and kept.generation == RESOLVE_GENERATION.value and kept.version == version
             and kept.principal is connection.principal):
-        reused = _reuse(kept, asked, version)
+        reused = _reuse(kept, asked, version) if _compiled_reuse is None else _compiled_reuse(
+            kept.topics, asked, version >= 13)
         if reused is not None:
             if CHECK_KEPT:
                 _check(broker, asked, version, may_read, leader_only, reused[1])
@@ -244,3 +246,13 @@ def _reuse(kept: ResolvedFetch, asked: list[FetchRequest.FetchTopic], version: i
             wanted.append(Wanted(response, partition, part.fetch_offset, part.partition_max_bytes,
                                  part.last_fetched_epoch))
     return topics, wanted
+
+
+try:  # _reuse in one call, where it is built (setup.py): broker/handlers/_fetch_reuse.c
+    from broker.handlers._fetch_reuse import reuse as _reuse_in_c
+except ImportError:  # pragma: no cover - the package installed without a C compiler
+    _reuse_in_c = None
+# Its answer objects are copies of these (partition_data's defaults, the dataclass's), not its own
+_compiled_reuse = None if _reuse_in_c is None else functools.partial(
+    _reuse_in_c, partition_data(0), PartitionData.__slots__, Wanted(partition_data(0), None, 0, 0, -1),
+    Wanted.__slots__, TopicResponse, _NO_TOPIC_ID)

@@ -158,3 +158,63 @@ async def test_the_check_catches_a_change_the_counter_missed(broker, monkeypatch
         await _fetch(broker, connection, 0, version=10)
     assert fetch_resolve.mismatches == before + 1
     fetch_resolve.mismatches = before  # made on purpose: not a failure for tests/conftest.py
+
+
+def test_the_compiled_reuse_answers_as_the_python_one():
+    """broker/handlers/_fetch_reuse.c against fetch_resolve._reuse: random kept partitions (by topic id and
+    by name, some dropped) and requests for kept ones, unkept ones and other leader epochs: the same None,
+    or answer objects alike field by field, holding the same Partitions."""
+    import random
+
+    from broker.handlers.fetch_resolve import PartitionData, ResolvedFetch, TopicResponse, Wanted, _reuse
+    from protocol.messages import FetchRequest
+
+    assert fetch_resolve._compiled_reuse is not None  # built by make test's `pip install -e .`
+
+    class Alive:  # stands for a Partition: only its identity and weak references matter here
+        pass
+
+    rng = random.Random(3)
+    alive = [Alive() for _ in range(6)]
+    answer_fields: tuple[str, ...] = PartitionData.__slots__
+    answered = 0
+    for _ in range(400):
+        by_id = rng.random() < 0.5
+        version = 16 if by_id else 12
+        kept = ResolvedFetch(1, version, "User:A")
+        names: list[uuid.UUID | str] = [uuid.uuid4() if by_id else f"t{i}" for i in range(3)]
+        gone = Alive()
+        for name in names:
+            for index in range(rng.randint(0, 4)):
+                partition = gone if rng.random() < 0.05 else rng.choice(alive)
+                kept.topics.setdefault(name, {})[index] = (rng.randint(-1, 2),
+                                                           weakref.ref(partition))  # type: ignore[arg-type]
+        del gone
+        asked = []
+        for name in rng.sample(names, rng.randint(0, 3)):
+            parts = [FetchRequest.FetchTopic.FetchPartition(
+                partition=rng.randint(0, 4), current_leader_epoch=rng.randint(-1, 2),
+                fetch_offset=rng.randint(0, 10**9), partition_max_bytes=rng.randint(0, 10**6),
+                last_fetched_epoch=rng.randint(-1, 3)) for _ in range(rng.randint(0, 3))]
+            asked.append(FetchRequest.FetchTopic(topic_id=name, partitions=parts) if isinstance(name, uuid.UUID)
+                         else FetchRequest.FetchTopic(topic=name, partitions=parts))
+        expected = _reuse(kept, asked, version)
+        got = fetch_resolve._compiled_reuse(kept.topics, asked, by_id)
+        if expected is None:
+            assert got is None
+            continue
+        answered += 1
+        (topics, wanted), (want_topics, want_wanted) = got, expected
+
+        def topic_fields(t: TopicResponse) -> tuple:
+            return (type(t), t.topic, t.topic_id, [[getattr(p, n) for n in answer_fields]
+                                                   for p in t.partitions])
+
+        assert [topic_fields(t) for t in topics] == [topic_fields(t) for t in want_topics]
+        assert all(type(t) is TopicResponse for t in topics)
+        assert [[getattr(w, n) for n in Wanted.__slots__ if n != "response"] for w in wanted] == \
+               [[getattr(w, n) for n in Wanted.__slots__ if n != "response"] for w in want_wanted]
+        # each Wanted answers into its own partition answer, the one listed under its topic
+        assert [id(w.response) for w in wanted] == [id(p) for t in topics for p in t.partitions]
+        assert all(type(w) is Wanted for w in wanted)
+    assert answered > 40

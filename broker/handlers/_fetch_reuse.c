@@ -1,0 +1,162 @@
+/* broker/handlers/fetch_resolve.py's _reuse in one call: a sessionless consumer's Fetch answered from
+ * what its connection kept, the answer objects made as partition_data, topic_response and Wanted make
+ * them.
+ *
+ * reuse(partition_template, partition_slots, wanted_template, wanted_slots, topic_type, no_topic_id,
+ *       known, asked, by_id) -> (topics, wanted) | None
+ * known: {topic id or name: {partition index: (leader epoch asked, weakref to the Partition)}};
+ * asked: the request's FetchTopics. None, as _reuse, unless every partition asked was kept at the
+ * leader epoch asked now and its Partition is alive. Each PartitionData is a copy of
+ * `partition_template` (partition_data(0): every field at its answer's default, which partition_data
+ * owns) with its partition_index; each Wanted a copy of `wanted_template` (the dataclass's defaults)
+ * with its response, partition and what the request asked. The fetch_resolve module binds the first
+ * six arguments once (functools.partial); tests/unit/test_fetch_resolve_cache.py holds the answers
+ * equal to _reuse's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *copy_of(PyObject *template, PyObject *slots) {
+    PyTypeObject *type = Py_TYPE(template);
+    PyObject *no_args = PyTuple_New(0);
+    if (no_args == NULL) return NULL;
+    PyObject *made = type->tp_new(type, no_args, NULL);  /* object.__new__: no __init__ */
+    Py_DECREF(no_args);
+    if (made == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); i++) {
+        PyObject *name = PyTuple_GET_ITEM(slots, i);
+        PyObject *value = PyObject_GetAttr(template, name);
+        if (value == NULL || PyObject_SetAttr(made, name, value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(made);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    return made;
+}
+
+static int set(PyObject *object, const char *name, PyObject *value) {
+    if (value == NULL) return -1;
+    int result = PyObject_SetAttrString(object, name, value);
+    Py_DECREF(value);
+    return result;
+}
+
+static PyObject *reuse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 9 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[3]) || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "reuse(partition_template, partition_slots, wanted_template, wanted_slots, "
+                                         "topic_type, no_topic_id, known, asked, by_id)");
+        return NULL;
+    }
+    PyObject *partition_template = args[0], *partition_slots = args[1], *wanted_template = args[2];
+    PyObject *wanted_slots = args[3], *topic_type = args[4], *no_topic_id = args[5], *known = args[6];
+    int by_id = PyObject_IsTrue(args[8]);
+    if (by_id < 0) return NULL;
+    PyObject *asked = PySequence_Fast(args[7], "reuse: asked must be a sequence");
+    if (asked == NULL) return NULL;
+    PyObject *topics = PyList_New(0), *wanted = PyList_New(0), *answer = NULL;
+    PyObject *topic = NULL, *partitions = NULL, *parts_asked = NULL, *key = NULL;
+    if (topics == NULL || wanted == NULL) goto done;
+    for (Py_ssize_t t = 0; t < PySequence_Fast_GET_SIZE(asked); t++) {
+        PyObject *asked_topic = PySequence_Fast_GET_ITEM(asked, t);
+        key = PyObject_GetAttrString(asked_topic, by_id ? "topic_id" : "topic");
+        if (key == NULL) goto done;
+        PyObject *parts = PyDict_GetItemWithError(known, key);  /* borrowed */
+        if (parts == NULL) {
+            if (!PyErr_Occurred()) answer = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (!PyDict_Check(parts)) {
+            PyErr_SetString(PyExc_TypeError, "reuse: a kept topic is a dict");
+            goto done;
+        }
+        partitions = PyList_New(0);
+        if (partitions == NULL) goto done;
+        PyTypeObject *type = (PyTypeObject *)topic_type;
+        PyObject *no_args = PyTuple_New(0);
+        if (no_args == NULL) goto done;
+        topic = type->tp_new(type, no_args, NULL);  /* topic_response(): no Struct.__init__ */
+        Py_DECREF(no_args);
+        if (topic == NULL) goto done;
+        if (by_id) {
+            if (set(topic, "topic", PyUnicode_FromString("")) < 0
+                    || PyObject_SetAttrString(topic, "topic_id", key) < 0) goto done;
+        } else {
+            if (PyObject_SetAttrString(topic, "topic", key) < 0
+                    || PyObject_SetAttrString(topic, "topic_id", no_topic_id) < 0) goto done;
+        }
+        if (PyObject_SetAttrString(topic, "partitions", partitions) < 0 || PyList_Append(topics, topic) < 0) goto done;
+        Py_CLEAR(topic);
+        Py_CLEAR(key);
+        PyObject *listed = PyObject_GetAttrString(asked_topic, "partitions");
+        if (listed == NULL) goto done;
+        parts_asked = PySequence_Fast(listed, "reuse: a topic's partitions must be a sequence");
+        Py_DECREF(listed);
+        if (parts_asked == NULL) goto done;
+        for (Py_ssize_t p = 0; p < PySequence_Fast_GET_SIZE(parts_asked); p++) {
+            PyObject *part = PySequence_Fast_GET_ITEM(parts_asked, p);
+            PyObject *index = PyObject_GetAttrString(part, "partition");
+            if (index == NULL) goto done;
+            PyObject *found = PyDict_GetItemWithError(parts, index);  /* borrowed */
+            if (found == NULL || !PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2) {
+                Py_DECREF(index);
+                if (found == NULL && !PyErr_Occurred()) answer = Py_NewRef(Py_None);
+                else if (found != NULL) PyErr_SetString(PyExc_TypeError, "reuse: a kept partition is (epoch, ref)");
+                goto done;
+            }
+            PyObject *epoch = PyObject_GetAttrString(part, "current_leader_epoch");
+            int same = epoch == NULL ? -1 : PyObject_RichCompareBool(PyTuple_GET_ITEM(found, 0), epoch, Py_EQ);
+            Py_XDECREF(epoch);
+            if (same <= 0) {
+                Py_DECREF(index);
+                if (same == 0) answer = Py_NewRef(Py_None);
+                goto done;
+            }
+            PyObject *partition = PyObject_CallNoArgs(PyTuple_GET_ITEM(found, 1));  /* the weak reference */
+            if (partition == NULL || partition == Py_None) {
+                Py_DECREF(index);
+                if (partition == Py_None) {  /* dropped (the counter moved then too) */
+                    Py_DECREF(partition);
+                    answer = Py_NewRef(Py_None);
+                }
+                goto done;
+            }
+            PyObject *response = copy_of(partition_template, partition_slots);
+            int failed = response == NULL || PyObject_SetAttrString(response, "partition_index", index) < 0
+                         || PyList_Append(partitions, response) < 0;
+            Py_DECREF(index);
+            PyObject *w = failed ? NULL : copy_of(wanted_template, wanted_slots);
+            failed = failed || w == NULL || PyObject_SetAttrString(w, "response", response) < 0
+                     || PyObject_SetAttrString(w, "partition", partition) < 0
+                     || set(w, "fetch_offset", PyObject_GetAttrString(part, "fetch_offset")) < 0
+                     || set(w, "max_bytes", PyObject_GetAttrString(part, "partition_max_bytes")) < 0
+                     || set(w, "last_fetched_epoch", PyObject_GetAttrString(part, "last_fetched_epoch")) < 0
+                     || PyList_Append(wanted, w) < 0;
+            Py_XDECREF(w);
+            Py_XDECREF(response);
+            Py_DECREF(partition);
+            if (failed) goto done;
+        }
+        Py_CLEAR(parts_asked);
+        Py_CLEAR(partitions);
+    }
+    answer = PyTuple_Pack(2, topics, wanted);
+done:  /* the references this call still holds, whichever way it ends */
+    Py_XDECREF(key), Py_XDECREF(topic), Py_XDECREF(parts_asked), Py_XDECREF(partitions);
+    Py_XDECREF(topics), Py_XDECREF(wanted), Py_DECREF(asked);
+    return answer;
+}
+
+static PyMethodDef methods[] = {
+    {.ml_name = "reuse", .ml_meth = (PyCFunction)(void (*)(void))reuse, .ml_flags = METH_FASTCALL,
+     .ml_doc = "fetch_resolve._reuse: (topics, wanted) from what a connection kept, or None"},
+    {0},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, .m_name = "_fetch_reuse", .m_size = 0, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__fetch_reuse(void) { return PyModule_Create(&module_def); }
