@@ -203,6 +203,16 @@ static PyObject *read_batches(PyObject *module, PyObject *const *args, Py_ssize_
 
 static PyObject *file_slice_type;  /* broker.log.results.FileSlice, looked up on the first run_slices */
 
+/* broker.log.results.<name> into *slot, looked up once (the module imports this one's importers) */
+static int result_type(PyObject **slot, const char *name) {
+    if (*slot != NULL) return 0;
+    PyObject *results = PyImport_ImportModule("broker.log.results");
+    if (results == NULL) return -1;
+    *slot = PyObject_GetAttrString(results, name);
+    Py_DECREF(results);
+    return *slot == NULL ? -1 : 0;
+}
+
 static long long attr_long(PyObject *object, const char *name) {
     PyObject *value = PyObject_GetAttrString(object, name);
     if (value == NULL) return -1;
@@ -385,25 +395,10 @@ static PyObject *empty_read(long long offset) { return Py_BuildValue("([]L)", of
 
 /* SegmentRun.slices(offset, max_bytes, upper, min_one_batch, pinned=True) for a read that stays in one
  * segment (see broker/log/segment_run.py) */
-static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "run_slices(segments, bases, offset, max_bytes, upper, min_one_batch)");
-        return NULL;
-    }
-    PyObject *segments = args[0], *bases = args[1];
-    long long offset = PyLong_AsLongLong(args[2]);
-    long long max_bytes = PyLong_AsLongLong(args[3]);
-    long long upper = PyLong_AsLongLong(args[4]);
-    int min_one_batch = PyObject_IsTrue(args[5]);
-    if (PyErr_Occurred() || min_one_batch < 0) return NULL;
-    if (file_slice_type == NULL) {
-        PyObject *results = PyImport_ImportModule("broker.log.results");
-        if (results == NULL) return NULL;
-        file_slice_type = PyObject_GetAttrString(results, "FileSlice");
-        Py_DECREF(results);
-        if (file_slice_type == NULL) return NULL;
-    }
+static PyObject *slices_in_one(PyObject *segments, PyObject *bases, long long offset, long long max_bytes,
+                               long long upper, int min_one_batch) {
+    if (!PyList_Check(segments) || !PyList_Check(bases)) return step_aside();
+    if (result_type(&file_slice_type, "FileSlice") < 0) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(segments), lo = 0, hi = PyList_GET_SIZE(bases);
     if (hi != n) return step_aside();
     while (lo < hi) {  /* SegmentRun.index_of: bisect_right on the base offsets */
@@ -465,6 +460,94 @@ done:
     return answer;
 }
 
+static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_slices(segments, bases, offset, max_bytes, upper, min_one_batch)");
+        return NULL;
+    }
+    long long offset = PyLong_AsLongLong(args[2]);
+    long long max_bytes = PyLong_AsLongLong(args[3]);
+    long long upper = PyLong_AsLongLong(args[4]);
+    int min_one_batch = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred() || min_one_batch < 0) return NULL;
+    return slices_in_one(args[0], args[1], offset, max_bytes, upper, min_one_batch);
+}
+
+static PyObject *read_info_type;  /* broker.log.results.ReadInfo */
+
+/* PartitionLog.read(offset, max_bytes, bound=..., min_one_batch=..., max_offset=..., pinned=True) of an
+ * online log, in range, whose read stays in one segment; NotImplemented, nothing pinned, otherwise (and
+ * on any failure: the Python read then meets it again and words it) */
+static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "log_read(log, offset, max_bytes, to_high_watermark, min_one_batch, max_offset)");
+        return NULL;
+    }
+    PyObject *log = args[0];
+    long long offset = PyLong_AsLongLong(args[1]);
+    long long max_bytes = PyLong_AsLongLong(args[2]);
+    int to_high_watermark = PyObject_IsTrue(args[3]);
+    int min_one_batch = PyObject_IsTrue(args[4]);
+    long long max_offset = args[5] == Py_None ? 0 : PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred() || to_high_watermark < 0 || min_one_batch < 0) return NULL;
+    if (result_type(&read_info_type, "ReadInfo") < 0) return NULL;
+    PyObject *offline = PyObject_GetAttrString(log, "offline_reason");
+    if (offline == NULL) return NULL;
+    Py_DECREF(offline);
+    if (offline != Py_None) return step_aside();
+    PyObject *run = PyObject_GetAttrString(log, "_run");
+    if (run == NULL) return NULL;
+    PyObject *segments = PyObject_GetAttrString(run, "_segments"), *bases = PyObject_GetAttrString(run, "_bases");
+    Py_DECREF(run);
+    PyObject *found = NULL, *answer = NULL;
+    if (segments == NULL || bases == NULL) goto done;
+    if (!PyList_Check(segments) || PyList_GET_SIZE(segments) == 0) {
+        answer = step_aside();
+        goto done;
+    }
+    long long start = attr_long(log, "_log_start_offset");
+    long long end = attr_long(PyList_GET_ITEM(segments, PyList_GET_SIZE(segments) - 1), "next_offset");
+    long long high_watermark = attr_long(log, "_high_watermark");
+    if (PyErr_Occurred()) goto done;
+    if (offset < start || offset > end) {  /* OFFSET_OUT_OF_RANGE: the Python read's to word */
+        answer = step_aside();
+        goto done;
+    }
+    long long upper = to_high_watermark ? high_watermark : end;
+    if (args[5] != Py_None && max_offset < upper) upper = max_offset;
+    found = slices_in_one(segments, bases, offset, max_bytes, upper, min_one_batch);
+    if (found == NULL) {  /* a pin or a read that failed: the Python read fails the same way, in its words */
+        PyErr_Clear();
+        answer = step_aside();
+        goto done;
+    }
+    if (found == Py_NotImplemented) {
+        answer = Py_NewRef(found);
+        goto done;
+    }
+    PyObject *slices = PyList_AsTuple(PyTuple_GET_ITEM(found, 0));
+    PyObject *fields = slices == NULL ? NULL : Py_BuildValue("((NOLLL))", slices, PyTuple_GET_ITEM(found, 1),
+                                                             high_watermark, start, end);
+    if (fields != NULL) {  /* tuple.__new__(ReadInfo, fields) */
+        answer = PyTuple_Type.tp_new((PyTypeObject *)read_info_type, fields, NULL);
+        Py_DECREF(fields);
+    }
+    if (answer == NULL) {  /* no answer: the pins it took go back */
+        PyObject *taken = PyTuple_GET_ITEM(found, 0);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(taken); i++) {
+            PyObject *file = PyTuple_GET_ITEM(PyList_GET_ITEM(taken, i), 0);
+            PyObject *budget = PyObject_GetAttrString(file, "budget");
+            if (budget != NULL) unpin(budget, file);
+            Py_XDECREF(budget);
+        }
+    }
+done:
+    Py_XDECREF(found), Py_XDECREF(segments), Py_XDECREF(bases);
+    return answer;
+}
+
 static PyMethodDef methods[] = {
     {"read_batches", (PyCFunction)(void (*)(void))read_batches, METH_FASTCALL,
      "A consumer's read on from where the segment's last read stopped; NotImplemented otherwise."},
@@ -472,6 +555,8 @@ static PyMethodDef methods[] = {
     {"unpin", (PyCFunction)(void (*)(void))unpin_, METH_FASTCALL, "OpenSegments.unpin(file) as unpin(budget, file)"},
     {"release_regions", (PyCFunction)(void (*)(void))release_regions, METH_FASTCALL,
      "release_regions(regions) -> the bytes they held: each still pinned let go"},
+    {"log_read", (PyCFunction)(void (*)(void))log_read, METH_FASTCALL,
+     "PartitionLog.read of a Fetch (pinned) in one segment; NotImplemented otherwise."},
     {"run_slices", (PyCFunction)(void (*)(void))run_slices, METH_FASTCALL,
      "SegmentRun.slices of a pinned read in one segment; NotImplemented otherwise."},
     {NULL, NULL, 0, NULL},

@@ -11,7 +11,8 @@ broker/log/_batch_read.c is the compiled twin of `read_batches` for the first ca
 on); it steps aside (NotImplemented) for anything else, a file cut short or a header it would not
 trust included, and this code then runs and words the error. Its `run_slices` is the twin of
 SegmentRun.slices for a Fetch's pinned read that stays in one segment (the lookup of the segment, its
-pin and this read in one call). tests/unit/test_batch_read.py holds each pair equal.
+pin and this read in one call), and its `log_read` that of PartitionLog.read for such a read of an
+online log, in range. tests/unit/test_batch_read.py holds each pair equal.
 """
 
 from __future__ import annotations
@@ -79,13 +80,16 @@ def read_batches(fd: int, offset: int, max_bytes: int, max_position: int, min_on
 
 
 try:  # the compiled twins, where they are built (setup.py)
+    from broker.log._batch_read import log_read as _compiled_log_read
     from broker.log._batch_read import read_batches as _compiled
     from broker.log._batch_read import run_slices as _compiled_run
 except ImportError:  # pragma: no cover - the package installed without a C compiler
-    _compiled = _compiled_run = None
+    _compiled = _compiled_run = _compiled_log_read = None
 
 # What LogSegment.read calls: the compiled twin for a consumer reading on, this module otherwise
 compiled_read_batches = _compiled
 # What SegmentRun.slices calls first for a pinned read (a Fetch's): the read above and the segment's
 # lookup and pin in one compiled call, where the read stays in one segment
 compiled_run_slices = _compiled_run
+# What PartitionLog.read calls first for a pinned read: its checks and bounds, then the above
+compiled_log_read = _compiled_log_read

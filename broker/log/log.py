@@ -18,6 +18,7 @@ from collections.abc import Callable
 import structlog
 
 from broker.log.batch_check import check_batches
+from broker.log.batch_read import compiled_log_read
 from broker.log.common import (
     NO_TIMESTAMP,
     InvalidRecordError,
@@ -163,6 +164,11 @@ class PartitionLog(LogState):
         READ_COMMITTED reader's last stable offset). `pinned`: each slice's segment file stays pinned
         once, for the caller to hand to a FileRegion or let go (broker/log/file_region.py's release_slices).
         """
+        if pinned and compiled_log_read is not None:  # a Fetch's read in one segment: one compiled call
+            found = compiled_log_read(self, offset, max_bytes, bound is ReadBound.HIGH_WATERMARK, min_one_batch,
+                                      max_offset)
+            if found is not NotImplemented:
+                return found
         self._check_online()
         start, end = self._log_start_offset, self._run.active.next_offset
         if offset < start or offset > end:

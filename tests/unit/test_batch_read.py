@@ -186,3 +186,69 @@ async def test_run_slices_equal_to_the_python_run(tmp_path, monkeypatch):
         assert sum(state()[1]) == 0
         offset = expected[1] if expected[0] and rng.random() < 0.9 else rng.randint(0, end - 1)
     assert answered > 100 and stepped > 10
+
+
+async def test_log_read_equal_to_the_python_read(tmp_path, monkeypatch):
+    """PartitionLog.read(pinned=True) through the compiled log_read and through the Python read alone:
+    a consumer's reads (to the high watermark, the log end, a last stable offset below it) give equal
+    ReadInfos, resume points and pins, or step aside; out of range and offline it steps aside, pinning
+    nothing, for the Python read to raise."""
+    from dataclasses import replace
+
+    import broker.log.log as log_module
+    from broker.log import ReadBound
+    from broker.log.common import LogError
+    from broker.log.opening import create_partition_log
+    from tests.broker.test_log_support import SMALL, FakeClock, batch
+
+    log = create_partition_log(tmp_path / "topic-0", replace(SMALL, segment_bytes=8000), clock=FakeClock())
+    rng = random.Random(9)
+    for i in range(100):
+        await log.append(batch(rng.randint(1, 4), timestamp=1000 + i, value=rng.randbytes(rng.randint(10, 600))),
+                         leader_epoch=3)
+    end = log.log_end_offset
+    log.update_high_watermark(end - 7)
+    compiled_read = log_module.compiled_log_read
+    assert compiled_read is _batch_read.log_read
+    segments = log._run.all()
+
+    def state():
+        return [s._resume for s in segments], [s.file._pins for s in segments]
+
+    def release(info):
+        for piece in info.slices:
+            piece.file.unpin()
+
+    offset, answered = 0, 0
+    for _ in range(500):
+        max_bytes = rng.randint(0, 12_000)
+        bound = rng.choice([ReadBound.HIGH_WATERMARK, ReadBound.LOG_END])
+        max_offset = rng.choice([None, None, rng.randint(0, end)])
+        min_one = rng.random() < 0.7
+        before = state()
+        got = compiled_read(log, offset, max_bytes, bound is ReadBound.HIGH_WATERMARK, min_one, max_offset)
+        after = state()
+        if got is not NotImplemented:
+            release(got)
+        for segment, resume in zip(segments, before[0], strict=True):
+            segment._resume = resume
+        monkeypatch.setattr(log_module, "compiled_log_read", None)
+        expected = log.read(offset, max_bytes, bound=bound, min_one_batch=min_one, max_offset=max_offset,
+                            pinned=True)
+        monkeypatch.setattr(log_module, "compiled_log_read", compiled_read)
+        if got is NotImplemented:
+            assert after == before
+        else:
+            answered += 1
+            assert got == expected and type(got) is type(expected) and state() == after
+        release(expected)
+        assert sum(state()[1]) == 0
+        offset = expected.next_offset if expected.slices and rng.random() < 0.9 else rng.randint(0, end)
+    assert answered > 150
+    for offset in (end + 1, -1):
+        assert compiled_read(log, offset, 1000, True, True, None) is NotImplemented
+        with pytest.raises(LogError):
+            log.read(offset, 1000, pinned=True)
+    log.offline_reason = "a test"
+    assert compiled_read(log, 0, 1000, True, True, None) is NotImplemented
+    assert sum(state()[1]) == 0
