@@ -1,7 +1,8 @@
 """The compiled parts: two on the broker's produce path, five on its fetch path and one in its log
 cleaner, each with a Python counterpart that tests hold it equal to and that runs where they are not
 built (protocol/_batch_scan.c, the check of incoming batches; protocol/_produce_read.c, a Produce
-request's partitions; protocol/_fetch_read.c and _fetch_write.c, a consumer's Fetch request in and
+request's partitions; protocol/_frames.c, a connection's whole request frames out of what it read;
+protocol/_fetch_read.c and _fetch_write.c, a consumer's Fetch request in and
 the Fetch answer's headers out; broker/_file_send.c, the loop writing an answer's bytes and file
 ranges into the socket and the answer's FileRegions where their pages are cached;
 broker/log/_batch_read.c, a consumer's read of a segment on from where the last one stopped, the
@@ -18,6 +19,7 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("protocol._batch_scan", ["protocol/_batch_scan.c"], extra_compile_args=["-O2"], optional=True),
     Extension("protocol._produce_read", ["protocol/_produce_read.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("protocol._frames", ["protocol/_frames.c"], extra_compile_args=["-O2"], optional=True),
     Extension("protocol._fetch_read", ["protocol/_fetch_read.c"], extra_compile_args=["-O2"], optional=True),
     Extension("protocol._fetch_write", ["protocol/_fetch_write.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker._file_send", ["broker/_file_send.c"], extra_compile_args=["-O2"], optional=True),

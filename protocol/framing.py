@@ -75,6 +75,29 @@ class FrameDecoder:
         return len(self._buffer)
 
 
+def complete_frames(view: memoryview, start: int, end: int, max_frame: int) -> tuple[list[bytearray], int]:
+    """The whole frames in view[start:end], each a bytearray of its own, and where the first frame not
+    all there starts (`end` when none is). A size below 0 or above `max_frame` is a ProtocolError.
+    protocol/_frames.c is its compiled twin (tests/protocol/test_framing.py holds them equal)."""
+    frames: list[bytearray] = []
+    while end - start >= SIZE_BYTES:
+        size = I32.unpack_from(view, start)[0]
+        if size < 0 or size > max_frame:
+            raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{max_frame}")
+        stop = start + SIZE_BYTES + size
+        if stop > end:
+            break
+        frames.append(bytearray(view[start + SIZE_BYTES:stop]))
+        start = stop
+    return frames, start
+
+
+try:  # where it is built (setup.py): one call per read from a connection
+    from protocol._frames import complete_frames as _compiled_frames
+except ImportError:  # pragma: no cover - the package installed without a C compiler
+    _compiled_frames = None
+
+
 class FrameReader:
     """The same splitting for an `asyncio.BufferedProtocol` (sans-IO): the transport reads straight
     into `get_buffer()`, then `buffer_updated(n)` returns the frames completed.
@@ -126,17 +149,11 @@ class FrameReader:
             self._frame = self._frame_view = None
             return [whole]
         self._end += nbytes
-        frames: list[bytearray] = []
         view, start, end = self._view, self._start, self._end
-        while end - start >= SIZE_BYTES:
+        found = None if _compiled_frames is None else _compiled_frames(view, start, end, self.max_frame)
+        frames, start = found if found is not None else complete_frames(view, start, end, self.max_frame)
+        if end - start >= SIZE_BYTES:  # a frame not all here yet
             size = I32.unpack_from(view, start)[0]
-            if size < 0 or size > self.max_frame:
-                raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{self.max_frame}")
-            stop = start + SIZE_BYTES + size
-            if stop <= end:
-                frames.append(bytearray(view[start + SIZE_BYTES:stop]))
-                start = stop
-                continue
             if size >= self.direct_min or size + SIZE_BYTES > len(self._scratch):
                 # Receive the rest of this frame into its own buffer.
                 have = end - start - SIZE_BYTES
@@ -144,7 +161,6 @@ class FrameReader:
                 frame[:have] = view[start + SIZE_BYTES:end]
                 self._frame, self._frame_view, self._filled, self._size = frame, memoryview(frame), have, size
                 start = end = 0
-            break
         if start == end:
             start = end = 0
         self._start, self._end = start, end

@@ -76,3 +76,35 @@ def test_bad_sizes_are_rejected(size):
     buffer[:len(data)] = data
     with pytest.raises(ProtocolError):
         reader.buffer_updated(len(data))
+
+
+def test_the_compiled_frame_split_equals_the_python_one():
+    """protocol/_frames.c against framing.complete_frames: random runs of frames (empty ones, ones cut
+    off at the end, sizes below 0 or above the limit) read from random starts and ends of a buffer give
+    the same frames and resume point, or None where the Python one raises ProtocolError."""
+    import random
+    import struct
+
+    from protocol import _frames, framing  # built by make test's `pip install -e .`
+    from protocol.errors import ProtocolError
+
+    assert framing._compiled_frames is _frames.complete_frames
+    rng = random.Random(4)
+    for _ in range(2000):
+        data = bytearray()
+        for _ in range(rng.randint(0, 6)):
+            size = rng.choice([0, rng.randint(1, 40), rng.randint(40, 3000)])
+            claimed = rng.choice([size] * 8 + [-1, -(2**31), 5000, 2**31 - 1])
+            data += struct.pack(">i", claimed) + rng.randbytes(size)
+        data += rng.randbytes(rng.randint(0, 6))
+        view = memoryview(data)
+        start = rng.randint(0, len(data))
+        end = rng.randint(start, len(data))
+        got = _frames.complete_frames(view, start, end, 4000)
+        try:
+            expected = framing.complete_frames(view, start, end, 4000)
+        except ProtocolError:
+            assert got is None
+            continue
+        assert got is not None and got == expected
+        assert all(type(frame) is bytearray for frame in got[0])
