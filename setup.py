@@ -4,7 +4,7 @@ built (protocol/_batch_scan.c, the check of incoming batches; protocol/_produce_
 request's partitions; protocol/_frames.c, a connection's whole request frames out of what it read;
 protocol/_fetch_read.c and _fetch_write.c, a consumer's Fetch request in and
 the Fetch answer's headers out; broker/_file_send.c, the loop writing an answer's bytes and file
-ranges into the socket and the answer's FileRegions where their pages are cached;
+ranges into the socket, the pieces it writes and the answer's FileRegions where their pages are cached;
 broker/log/_batch_read.c, a consumer's read of a segment on from where the last one stopped, the
 open-file budget's pin and unpin on their common path and the release of an answer's regions;
 broker/handlers/_fetch_reuse.c, a sessionless consumer's Fetch answered from what its connection kept;

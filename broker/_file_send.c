@@ -13,6 +13,8 @@
  * cache: cachestat(2) (Linux 6.5+), as broker/log/page_cache.py asks it through ctypes where this is not
  * built; False when the call fails, None when the kernel has no such call or refuses it (ENOSYS, EPERM).
  *
+ * pieces(chunks, region_type) -> the pieces pump takes: broker/file_sender.py's pieces_of.
+ *
  * regions(groups, regions, cached, region_type, empty) -> (answer, cold): broker/log/slices.py's
  * _regions_where_cached once its page-cache check `cached` is known: per group of FileSlices (whose files
  * the caller pinned once each) a FileRegion taking those pins over, made as FileRegion(group, True)
@@ -242,7 +244,39 @@ fail:
     return NULL;
 }
 
+/* file_sender.py's pieces_of: an answer's chunks as pump's pieces, each FileRegion's (fd, position,
+ * length) pieces with bytes in place of it, each non-empty bytes-like chunk as a memoryview */
+static PyObject *pieces(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "pieces(chunks, region_type)");
+        return NULL;
+    }
+    PyObject *chunks = PySequence_Fast(args[0], "pieces: chunks must be a sequence");
+    if (chunks == NULL) return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out != NULL && i < PySequence_Fast_GET_SIZE(chunks); i++) {
+        PyObject *chunk = PySequence_Fast_GET_ITEM(chunks, i);
+        int failed;
+        if ((PyObject *)Py_TYPE(chunk) == args[1]) {
+            PyObject *held = PyObject_GetAttrString(chunk, "_pieces");  /* FileRegion.pieces() */
+            failed = held == NULL || PyList_SetSlice(out, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, held) < 0;
+            Py_XDECREF(held);
+        } else {
+            Py_ssize_t length = PyObject_Length(chunk);
+            PyObject *view = length > 0 ? PyMemoryView_FromObject(chunk) : NULL;
+            failed = length < 0 || (length > 0 && (view == NULL || PyList_Append(out, view) < 0));
+            Py_XDECREF(view);
+        }
+        if (failed) Py_CLEAR(out);
+    }
+    Py_DECREF(chunks);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"pieces", (PyCFunction)(void (*)(void))pieces, METH_FASTCALL,
+     "pieces(chunks, region_type) -> the pieces pump writes: FileRegions' file ranges, other chunks' bytes"},
     {"regions", (PyCFunction)(void (*)(void))regions, METH_FASTCALL,
      "regions(groups, regions, cached, region_type, empty) -> (answer, cold): FileRegions where cached"},
     {"cached", (PyCFunction)(void (*)(void))cached, METH_FASTCALL,

@@ -31,10 +31,23 @@ Finished = Callable[[OSError | None], None]
 _MORE = socket.MSG_MORE
 _WRITTEN, _FULL, _FILE_ENDED = 0, 1, 2  # where broker/_file_send.c's pump stopped
 
-try:  # _pump's loop in one call (setup.py builds it with `pip install -e .`)
+try:  # _pump's loop and pieces_of in one call each (setup.py builds them with `pip install -e .`)
+    from broker._file_send import pieces as _compiled_pieces
     from broker._file_send import pump as _compiled_pump
-except ImportError:  # a checkout without a C compiler: the loop below
-    _compiled_pump = None
+except ImportError:  # a checkout without a C compiler: the loops below
+    _compiled_pump = _compiled_pieces = None
+
+
+def pieces_of(chunks: Sequence) -> list[memoryview | tuple[int, int, int]]:
+    """An answer's chunks as the pieces the pump writes: each FileRegion's (descriptor, position, length)
+    pieces with bytes in its place, each non-empty bytes-like chunk as a memoryview."""
+    pieces: list[memoryview | tuple[int, int, int]] = []
+    for chunk in chunks:
+        if type(chunk) is FileRegion:
+            pieces += chunk.pieces()  # those with bytes only
+        elif len(chunk):
+            pieces.append(memoryview(chunk))
+    return pieces
 
 
 class SegmentCutShort(OSError):
@@ -131,12 +144,7 @@ class FileSender:
         """Write the chunks (bytes-like or FileRegion) in order; `finished(None)` once all are in the
         socket, `finished(error)` if the socket or a file failed. It may be called before this returns."""
         assert self._finished is None, "one answer at a time"
-        pieces: list[memoryview | tuple[int, int, int]] = []
-        for chunk in chunks:
-            if type(chunk) is FileRegion:
-                pieces += chunk.pieces()  # those with bytes only
-            elif len(chunk):
-                pieces.append(memoryview(chunk))
+        pieces = pieces_of(chunks) if _compiled_pieces is None else _compiled_pieces(chunks, FileRegion)
         self._pieces, self._index, self._done, self._finished = pieces, 0, 0, finished
         self._pump()
 

@@ -280,3 +280,26 @@ def test_the_compiled_release_of_sent_regions_equals_the_python_loop(tmp_path):
     assert [f._pins for f in c_files] == [0, 0, 0]
     for f in c_files + p_files:
         f.close()
+
+
+def test_the_compiled_pieces_equal_the_python_ones(segment):
+    """broker/_file_send.c's pieces against file_sender.pieces_of: an answer's chunks (bytes, bytearrays,
+    empty ones, FileRegions with and without bytes) become the same pieces, in order."""
+    import random
+
+    file, _ = segment
+    rng = random.Random(2)
+    regions = [FileRegion([FileSlice(file, 0, 100), FileSlice(file, 500, 0)]), FileRegion([FileSlice(file, 9, 0)]),
+               FileRegion([FileSlice(file, 1000, 7), FileSlice(file, 2000, 3000)])]
+
+    def plain(pieces):
+        return [bytes(p) if isinstance(p, memoryview) else p for p in pieces]
+
+    for _ in range(200):
+        chunks = [rng.choice([b"", b"head", bytearray(b"middle"), bytearray(), rng.randbytes(50),
+                              rng.choice(regions)]) for _ in range(rng.randint(0, 6))]
+        compiled = _file_send.pieces(chunks, FileRegion)
+        assert all(type(p) in (memoryview, tuple) for p in compiled)
+        assert plain(compiled) == plain(file_sender.pieces_of(chunks))
+    for region in regions:
+        region.release()
