@@ -65,13 +65,14 @@ static PyObject *reuse(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     PyObject *asked = PySequence_Fast(args[7], "reuse: asked must be a sequence");
     if (asked == NULL) return NULL;
     PyObject *topics = PyList_New(0), *wanted = PyList_New(0), *answer = NULL;
-    PyObject *topic = NULL, *partitions = NULL, *parts_asked = NULL, *key = NULL;
+    PyObject *topic = NULL, *partitions = NULL, *parts_asked = NULL, *key = NULL, *parts = NULL;
     if (topics == NULL || wanted == NULL) goto done;
     for (Py_ssize_t t = 0; t < PySequence_Fast_GET_SIZE(asked); t++) {
         PyObject *asked_topic = PySequence_Fast_GET_ITEM(asked, t);
         key = PyObject_GetAttr(asked_topic, by_id ? NAME("topic_id") : NAME("topic"));
         if (key == NULL) goto done;
-        PyObject *parts = PyDict_GetItemWithError(known, key);  /* borrowed */
+        /* held, not borrowed: the lookups run Python code (a UUID's hash) */
+        Py_XSETREF(parts, Py_XNewRef(PyDict_GetItemWithError(known, key)));
         if (parts == NULL) {
             if (!PyErr_Occurred()) answer = Py_NewRef(Py_None);
             goto done;
@@ -152,7 +153,7 @@ static PyObject *reuse(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     }
     answer = PyTuple_Pack(2, topics, wanted);
 done:  /* the references this call still holds, whichever way it ends */
-    Py_XDECREF(key), Py_XDECREF(topic), Py_XDECREF(parts_asked), Py_XDECREF(partitions);
+    Py_XDECREF(key), Py_XDECREF(topic), Py_XDECREF(parts_asked), Py_XDECREF(partitions), Py_XDECREF(parts);
     Py_XDECREF(topics), Py_XDECREF(wanted), Py_DECREF(asked);
     return answer;
 }

@@ -66,7 +66,8 @@ static void parse(const unsigned char *p, Header *h) {
 /* The BatchHeader of the 61 bytes at p: HEADER = ">qiibIhiqqqhii" */
 static PyObject *header_object(const unsigned char *p) {
     PyObject *fields = Py_BuildValue("(LiiikhiLLLhii)", (long long)be64(p), (int)be32(p + 8), (int)be32(p + 12),
-                                     (int)(signed char)p[16], (unsigned long)(uint32_t)be32(p + 17), (short)be16(p + 21),
+                                     (int)(signed char)p[16], (unsigned long)(uint32_t)be32(p + 17),
+                                     (short)be16(p + 21),
                                      (int)be32(p + 23), (long long)be64(p + 27), (long long)be64(p + 35),
                                      (long long)be64(p + 43), (short)be16(p + 51), (int)be32(p + 53),
                                      (int)be32(p + 57));
@@ -269,8 +270,6 @@ static int unlock(PyObject *lock, int result) {
     return result;
 }
 
-static long long attr_long(PyObject *object, PyObject *name);
-
 static int set_long(PyObject *object, PyObject *name, long long v) {
     PyObject *value = PyLong_FromLongLong(v);
     if (value == NULL) return -1;
@@ -425,6 +424,7 @@ static PyObject *slices_in_one(PyObject *segments, PyObject *bases, long long of
     if (upper < next || offset >= next || size <= 0) return step_aside();
     PyObject *file = PyObject_GetAttr(segment, NAME("file"));
     if (file == NULL) return NULL;
+    Py_INCREF(segment);  /* held across the calls below, which may run Python code (a parked file's pin) */
     PyObject *budget = PyObject_GetAttr(file, NAME("budget"));
     PyObject *resume = PyObject_GetAttr(segment, NAME("_resume"));
     PyObject *index = PyObject_GetAttr(segment, NAME("index"));
@@ -465,6 +465,7 @@ done:
     Py_XDECREF(resume);
     Py_XDECREF(budget);
     Py_DECREF(file);
+    Py_DECREF(segment);
     return answer;
 }
 
@@ -490,7 +491,8 @@ static PyObject *read_info_type;  /* broker.log.results.ReadInfo */
 static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "log_read(log, offset, max_bytes, to_high_watermark, min_one_batch, max_offset)");
+        PyErr_SetString(PyExc_TypeError,
+                        "log_read(log, offset, max_bytes, to_high_watermark, min_one_batch, max_offset)");
         return NULL;
     }
     PyObject *log = args[0];
