@@ -78,7 +78,7 @@ class FrameDecoder:
 def complete_frames(view: memoryview, start: int, end: int, max_frame: int) -> tuple[list[bytearray], int]:
     """The whole frames in view[start:end], each a bytearray of its own, and where the first frame not
     all there starts (`end` when none is). A size below 0 or above `max_frame` is a ProtocolError.
-    protocol/_frames.c is its compiled twin (tests/protocol/test_framing.py holds them equal)."""
+    protocol/_frames.c is its compiled twin (tests/protocol/test_frame_reader.py holds them equal)."""
     frames: list[bytearray] = []
     while end - start >= SIZE_BYTES:
         size = I32.unpack_from(view, start)[0]
