@@ -93,3 +93,61 @@ def test_shrinking_the_capacity_closes_idle_files_at_once(files):
     made = files(budget, 5)
     budget.resize(2)
     assert budget.open_count == 2 and [is_open(f) for f in made] == [False, False, False, True, True]
+
+
+# --- the compiled pin and unpin (broker/log/_batch_read.c) against these methods ------------------
+
+
+def _budget_state(budget: OpenSegments, files: list[SegmentFile]):
+    return (budget.open_count, budget.reopened, [files.index(f) for f in budget._idle],
+            [(is_open(f), f._pins, f._close_wanted, f._ended) for f in files])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_compiled_pin_and_unpin_keep_the_budget_as_the_methods_do(tmp_path, seed):
+    """Two budgets of six files, one pinned and unpinned through the compiled calls, the other through
+    OpenSegments' methods, take the same 400 random pins, unpins, ends, resizes and reads: the whole
+    state (counts, the idle order, each file's descriptor, pins and end) is equal after every step."""
+    import random
+
+    from broker.log import _batch_read  # built by make test's `pip install -e .`
+
+    rng = random.Random(seed)
+    sides = []
+    for side in ("compiled", "python"):
+        budget = OpenSegments(rng.randint(0, 4) if side == "compiled" else sides[0][0].capacity)
+        made = []
+        for i in range(6):
+            path = tmp_path / f"{side}-{i}.log"
+            path.write_bytes(b"x")
+            made.append(SegmentFile(path, os.open(path, os.O_RDWR | os.O_APPEND), budget))
+        sides.append((budget, made))
+    for step in range(400):
+        op = rng.choice(["pin", "pin", "unpin", "unpin", "end", "resize", "read"])
+        i = rng.randrange(6)
+        size = rng.randint(0, 4)
+        results = []
+        for (budget, made), compiled in zip(sides, (True, False), strict=True):
+            file = made[i]
+            try:
+                if op == "pin":
+                    fd = _batch_read.pin(budget, file) if compiled else budget.pin(file)
+                    results.append(fd >= 0 and fd == file.fd)
+                elif op == "unpin":
+                    if file._pins > 0:
+                        (_batch_read.unpin if compiled else OpenSegments.unpin)(budget, file)
+                elif op == "end":
+                    budget.end(file)
+                elif op == "resize":
+                    budget.resize(size)
+                else:
+                    results.append(read(file))
+            except ValueError as exc:  # a pin of an ended file
+                results.append(type(exc).__name__)
+        assert results[:len(results) // 2] == results[len(results) // 2:], (step, op, i)
+        assert _budget_state(*sides[0]) == _budget_state(*sides[1]), (step, op, i)
+    for budget, made in sides:
+        for file in made:
+            while file._pins:
+                budget.unpin(file)
+            budget.end(file)
