@@ -232,12 +232,29 @@ static long long attr_long(PyObject *object, PyObject *name) {
 
 static int unpin_file(PyObject *budget, PyObject *file);
 
-/* budget.unpin(file), keeping an exception already set */
-static void unpin(PyObject *budget, PyObject *file) {
+/* file.budget.unpin(file) as the Python read's `except BaseException: budget.unpin(file); raise` does it:
+ * -1 when the unpin failed, its error then raised, with an error already set as its context */
+static int unpin(PyObject *file) {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    if (unpin_file(budget, file) < 0 && type != NULL) PyErr_Clear();
-    if (type != NULL) PyErr_Restore(type, value, traceback);
+    PyObject *budget = PyObject_GetAttr(file, NAME("budget"));
+    int failed = budget == NULL || unpin_file(budget, file) < 0;
+    Py_XDECREF(budget);
+    if (!failed) {
+        PyErr_Restore(type, value, traceback);
+        return 0;
+    }
+    if (type != NULL) {
+        PyObject *new_type, *new_value, *new_traceback;
+        PyErr_Fetch(&new_type, &new_value, &new_traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        PyErr_NormalizeException(&new_type, &new_value, &new_traceback);
+        if (traceback != NULL) PyException_SetTraceback(value, traceback);
+        if (new_value != value) PyException_SetContext(new_value, Py_NewRef(value));
+        Py_DECREF(type), Py_XDECREF(value), Py_XDECREF(traceback);
+        PyErr_Restore(new_type, new_value, new_traceback);
+    }
+    return -1;
 }
 
 /* broker/log/segment_file.py's OpenSegments.pin and unpin on their common path, under the budget's lock:
@@ -435,27 +452,25 @@ static PyObject *slices_in_one(PyObject *segments, PyObject *bases, long long of
     int fd = (int)pinned_fd;
     found = segment_read(fd, offset, max_bytes, size, min_one_batch, size, resume, index);
     if (found == NULL || found == Py_NotImplemented || found == Py_None) {
-        unpin(budget, file);
-        if (found == Py_None) answer = empty_read(offset);  /* the next batch does not fit */
-        else if (found == Py_NotImplemented) answer = step_aside();
+        if (unpin(file) < 0 || found == NULL) goto done;
+        answer = found == Py_None ? empty_read(offset) : step_aside();  /* None: the next batch does not fit */
         goto done;
     }
     long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 0));
     long long length = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 1));
     if (start + length >= size && i + 1 < n) {  /* it would read on into the next segment: the Python code */
-        unpin(budget, file);
-        answer = step_aside();
+        if (unpin(file) == 0) answer = step_aside();
         goto done;
     }
     if (PyObject_SetAttr(segment, NAME("_resume"), PyTuple_GET_ITEM(found, 3)) < 0) {
-        unpin(budget, file);
+        (void)unpin(file);
         goto done;
     }
     PyObject *fields = Py_BuildValue("((OLL))", file, start, length);  /* tuple.__new__(FileSlice, fields) */
     PyObject *slice = fields == NULL ? NULL : PyTuple_Type.tp_new((PyTypeObject *)file_slice_type, fields, NULL);
     Py_XDECREF(fields);
     if (slice == NULL) {
-        unpin(budget, file);
+        (void)unpin(file);
         goto done;
     }
     answer = Py_BuildValue("([N]O)", slice, PyTuple_GET_ITEM(found, 2));
@@ -548,9 +563,7 @@ static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t na
         PyObject *taken = PyTuple_GET_ITEM(found, 0);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(taken); i++) {
             PyObject *file = PyTuple_GET_ITEM(PyList_GET_ITEM(taken, i), 0);
-            PyObject *budget = PyObject_GetAttr(file, NAME("budget"));
-            if (budget != NULL) unpin(budget, file);
-            Py_XDECREF(budget);
+            (void)unpin(file);
         }
     }
 done:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from broker.log import _batch_read, batch_read  # built by make test's `pip install -e .`
 from broker.log.index import OffsetIndex
-from broker.log.segment_file import CorruptSegmentError
+from broker.log.segment_file import CorruptSegmentError, OpenSegments
 from protocol.records import build_batch, read_header
 
 compiled = _batch_read.read_batches
@@ -252,3 +252,46 @@ async def test_log_read_equal_to_the_python_read(tmp_path, monkeypatch):
     log.offline_reason = "a test"
     assert compiled_read(log, 0, 1000, True, True, None) is NotImplemented
     assert sum(state()[1]) == 0
+
+
+class _FailingUnpin(OpenSegments):
+    """A budget whose unpin fails (a close meeting EIO)."""
+
+    def unpin(self, file):
+        raise OSError(5, "EIO from close")
+
+
+async def _one_segment_log(path):
+    """A log of one segment, read on from its start, its file on a budget whose unpin fails."""
+    from dataclasses import replace
+
+    from broker.log.opening import create_partition_log
+    from tests.broker.test_log_support import SMALL, FakeClock, batch
+
+    log = create_partition_log(path, replace(SMALL, segment_bytes=60_000), clock=FakeClock())
+    for _ in range(5):
+        await log.append(batch(2), leader_epoch=1)
+    log.update_high_watermark(log.log_end_offset)
+    segment = log._run.all()[0]
+    segment._resume = (0, 0, None)
+    budget = _FailingUnpin(0)
+    budget.open_count = 1
+    budget._idle[segment.file] = None
+    segment.file.budget = budget
+    return log, segment
+
+
+async def test_a_failed_unpin_is_raised_as_the_python_run_raises_it(tmp_path, monkeypatch):
+    """A read whose next batch does not fit lets its pin go; when that unpin fails, the compiled run
+    raises the unpin's error, as SegmentRun.slices does, not an answer with an error left set."""
+    import broker.log.segment_run as segment_run_module
+
+    log, segment = await _one_segment_log(tmp_path / "t-0")
+    run = log._run
+    with pytest.raises(OSError, match="EIO from close"):
+        _batch_read.run_slices(run._segments, run._bases, 0, 0, log.log_end_offset, False)
+    monkeypatch.setattr(segment_run_module, "compiled_run_slices", None)
+    segment.file._pins = 0
+    segment.file.budget._idle[segment.file] = None
+    with pytest.raises(OSError, match="EIO from close"):
+        run.slices(0, 0, log.log_end_offset, False, pinned=True)
