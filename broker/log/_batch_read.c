@@ -501,8 +501,9 @@ static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t 
 static PyObject *read_info_type;  /* broker.log.results.ReadInfo */
 
 /* PartitionLog.read(offset, max_bytes, bound=..., min_one_batch=..., max_offset=..., pinned=True) of an
- * online log, in range, whose read stays in one segment; NotImplemented, nothing pinned, otherwise (and
- * on any failure: the Python read then meets it again and words it) */
+ * online log, in range, whose read stays in one segment; NotImplemented, nothing pinned, otherwise. A
+ * failure (a pin, an unpin, a signal handler's error during a read) is raised, nothing pinned, as the
+ * Python run raises it; the caller turns an I/O error into the partition's StorageError */
 static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 6) {
@@ -543,11 +544,7 @@ static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t na
     long long upper = to_high_watermark ? high_watermark : end;
     if (args[5] != Py_None && max_offset < upper) upper = max_offset;
     found = slices_in_one(segments, bases, offset, max_bytes, upper, min_one_batch);
-    if (found == NULL) {  /* a pin or a read that failed: the Python read fails the same way, in its words */
-        PyErr_Clear();
-        answer = step_aside();
-        goto done;
-    }
+    if (found == NULL) goto done;  /* raised as the Python run raises it; PartitionLog.read words an I/O error */
     if (found == Py_NotImplemented) {
         answer = Py_NewRef(found);
         goto done;

@@ -164,22 +164,24 @@ class PartitionLog(LogState):
         READ_COMMITTED reader's last stable offset). `pinned`: each slice's segment file stays pinned
         once, for the caller to hand to a FileRegion or let go (broker/log/file_region.py's release_slices).
         """
-        if pinned and compiled_log_read is not None:  # a Fetch's read in one segment: one compiled call
-            found = compiled_log_read(self, offset, max_bytes, bound is ReadBound.HIGH_WATERMARK, min_one_batch,
-                                      max_offset)
-            if found is not NotImplemented:
-                return found
-        self._check_online()
-        start, end = self._log_start_offset, self._run.active.next_offset
-        if offset < start or offset > end:
-            raise OffsetOutOfRangeError(
-                f"{self.topic_partition}: offset {offset} is outside [{start}, {end}]"
-            )
-        high_watermark = self._high_watermark
-        upper = high_watermark if bound is ReadBound.HIGH_WATERMARK else end
-        if max_offset is not None:
-            upper = min(upper, max_offset)
-        try:  # self._guard("read") spelled out (online checked above): once per partition of every fetch
+        # self._guard("read") spelled out, its online check inside (once per partition of every fetch);
+        # the compiled read's I/O errors are worded as the Python run's
+        try:
+            if pinned and compiled_log_read is not None:  # a Fetch's read in one segment: one compiled call
+                found = compiled_log_read(self, offset, max_bytes, bound is ReadBound.HIGH_WATERMARK, min_one_batch,
+                                          max_offset)
+                if found is not NotImplemented:
+                    return found
+            self._check_online()
+            start, end = self._log_start_offset, self._run.active.next_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: offset {offset} is outside [{start}, {end}]"
+                )
+            high_watermark = self._high_watermark
+            upper = high_watermark if bound is ReadBound.HIGH_WATERMARK else end
+            if max_offset is not None:
+                upper = min(upper, max_offset)
             slices, next_offset = self._run.slices(offset, max_bytes, upper, min_one_batch, pinned)
         except (OSError, CorruptSegmentError) as exc:
             raise self._fail("read", exc) from exc

@@ -295,3 +295,49 @@ async def test_a_failed_unpin_is_raised_as_the_python_run_raises_it(tmp_path, mo
     segment.file.budget._idle[segment.file] = None
     with pytest.raises(OSError, match="EIO from close"):
         run.slices(0, 0, log.log_end_offset, False, pinned=True)
+
+
+async def test_a_failed_unpin_takes_the_log_offline_as_the_python_read_does(tmp_path, monkeypatch):
+    """Through PartitionLog.read, the compiled read's failed unpin is the partition's StorageError and
+    takes it offline, as the Python read's is (a raw OSError escaped, then it was dropped for a second read)."""
+    import broker.log.log as log_module
+    from broker.log.common import StorageError
+
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(log_module, "compiled_log_read", None)
+        log, _ = await _one_segment_log(tmp_path / f"t-{int(compiled)}")
+        with pytest.raises(StorageError) as raised:
+            log.read(0, 0, min_one_batch=False, pinned=True)
+        assert isinstance(raised.value.__cause__, OSError)
+        assert log.offline_reason == "read: OSError(5, 'EIO from close')"
+
+
+class _PinInterrupted(OpenSegments):
+    """A budget whose first pin of a parked file raises what a signal handler raised meanwhile."""
+
+    interrupted = False
+
+    def pin(self, file):
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return super().pin(file)
+
+
+async def test_an_error_that_is_no_step_aside_is_raised_not_retried(tmp_path, monkeypatch):
+    """The compiled read steps aside only where it cannot answer: an exception of its pin (here a
+    signal handler's) is raised as the Python read raises it, not dropped for a second read."""
+    import broker.log.log as log_module
+
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(log_module, "compiled_log_read", None)
+        log, segment = await _one_segment_log(tmp_path / f"t-{int(compiled)}")
+        budget = _PinInterrupted(0)
+        budget.open_count = 1
+        budget._idle[segment.file] = None
+        segment.file.budget = budget
+        with pytest.raises(KeyboardInterrupt):
+            log.read(0, 10**6, pinned=True)
+        assert segment.file._pins == 0 and log.offline_reason is None
