@@ -8,7 +8,8 @@
  *      | NotImplemented
  * NotImplemented steps aside for the Python code, which then runs alone and words any error: an offset
  * other than the resume offset, a resume position at or past the end, a read failing or cut short, a
- * header claiming fewer bytes than a header or more than the file holds. `index` is the segment's
+ * header claiming fewer bytes than a header or more than the file holds, a batch ending at Long.MAX_VALUE
+ * (its next offset, 2**63, is no C long long). `index` is the segment's
  * OffsetIndex: its `_values` array (int32 batch starts, ascending) is read in place. The header kept
  * is built as protocol/batch_header.py's BatchHeader, the 13 big-endian fields of its HEADER struct.
  *
@@ -120,14 +121,29 @@ static int lookup_position(PyObject *index, long long position, long long *found
 
 static PyObject *step_aside(void) { Py_RETURN_NOTIMPLEMENTED; }
 
+/* An offset as a C long long: 1, no error set, for one past Long.MAX_VALUE (the next offset after a
+ * batch ending there), which the Python code holds as it is: the callers step aside */
+static int as_offset(PyObject *value, long long *out) {
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow) return 1;
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* The offset after the batch of header h, 0 when it is past Long.MAX_VALUE (see as_offset) */
+static int next_after(const Header *h, long long *next) {
+    return !__builtin_add_overflow(h->base_offset, (long long)h->last_offset_delta + 1, next);
+}
+
 /* read_batches on C values: the segment's resume tuple and OffsetIndex as they are */
 static PyObject *segment_read(int fd, long long offset, long long max_bytes, long long max_position, int min_one_batch,
                               long long size, PyObject *resume, PyObject *index) {
     if (!PyTuple_Check(resume) || PyTuple_GET_SIZE(resume) != 3) return step_aside();
-    long long resume_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(resume, 0));
+    long long resume_offset;
+    int unfit = as_offset(PyTuple_GET_ITEM(resume, 0), &resume_offset);
     long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(resume, 1));
-    if (PyErr_Occurred()) return NULL;
-    if (offset != resume_offset || start >= size || start < 0) return step_aside();
+    if (unfit < 0 || PyErr_Occurred()) return NULL;
+    if (unfit || offset != resume_offset || start >= size || start < 0) return step_aside();
 
     unsigned char first_bytes[HEADER_SIZE];
     Header first;
@@ -148,7 +164,8 @@ static PyObject *segment_read(int fd, long long offset, long long max_bytes, lon
     }
     long long batch = (long long)first.batch_length + LOG_OVERHEAD;
     if (start + batch > max_position) Py_RETURN_NONE;
-    long long end = start + batch, next_offset = first.base_offset + first.last_offset_delta + 1;
+    long long end = start + batch, next_offset;
+    if (!next_after(&first, &next_offset)) return step_aside();
     PyObject *following = NULL;
     if (batch > max_bytes) {
         if (!min_one_batch) Py_RETURN_NONE;
@@ -185,7 +202,8 @@ static PyObject *segment_read(int fd, long long offset, long long max_bytes, lon
                 end = position, next_offset = h.base_offset;
                 break;
             }
-            end = batch_end, next_offset = h.base_offset + h.last_offset_delta + 1;
+            if (!next_after(&h, &next_offset)) return step_aside();
+            end = batch_end;
             position = batch_end;
         }
     }
@@ -231,6 +249,15 @@ static long long attr_long(PyObject *object, PyObject *name) {
 }
 
 static int unpin_file(PyObject *budget, PyObject *file);
+
+/* as_offset of an attribute */
+static int attr_offset(PyObject *object, PyObject *name, long long *out) {
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL) return -1;
+    int result = as_offset(value, out);
+    Py_DECREF(value);
+    return result;
+}
 
 /* file.budget.unpin(file) as the Python read's `except BaseException: budget.unpin(file); raise` does it:
  * -1 when the unpin failed, its error then raised, with an error already set as its context */
@@ -434,11 +461,12 @@ static PyObject *slices_in_one(PyObject *segments, PyObject *bases, long long of
     Py_ssize_t i = lo > 0 ? lo - 1 : 0;
     if (!(offset < upper && i < n)) return empty_read(offset);
     PyObject *segment = PyList_GET_ITEM(segments, i);
-    long long next = attr_long(segment, NAME("next_offset"));
+    long long next;
+    int unfit = attr_offset(segment, NAME("next_offset"), &next);
     long long size = attr_long(segment, NAME("size"));
-    if (PyErr_Occurred()) return NULL;
+    if (unfit < 0 || PyErr_Occurred()) return NULL;
     /* bounded by `upper` inside the segment, an offset past its batches, an empty segment: the Python code */
-    if (upper < next || offset >= next || size <= 0) return step_aside();
+    if (unfit || upper < next || offset >= next || size <= 0) return step_aside();
     PyObject *file = PyObject_GetAttr(segment, NAME("file"));
     if (file == NULL) return NULL;
     Py_INCREF(segment);  /* held across the calls below, which may run Python code (a parked file's pin) */
@@ -492,9 +520,11 @@ static PyObject *run_slices(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     long long offset = PyLong_AsLongLong(args[2]);
     long long max_bytes = PyLong_AsLongLong(args[3]);
-    long long upper = PyLong_AsLongLong(args[4]);
+    long long upper;
+    int unfit = as_offset(args[4], &upper);
     int min_one_batch = PyObject_IsTrue(args[5]);
-    if (PyErr_Occurred() || min_one_batch < 0) return NULL;
+    if (unfit < 0 || PyErr_Occurred() || min_one_batch < 0) return NULL;
+    if (unfit) return step_aside();  /* a bound past Long.MAX_VALUE: the Python run's */
     return slices_in_one(args[0], args[1], offset, max_bytes, upper, min_one_batch);
 }
 
@@ -516,7 +546,9 @@ static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t na
     long long max_bytes = PyLong_AsLongLong(args[2]);
     int to_high_watermark = PyObject_IsTrue(args[3]);
     int min_one_batch = PyObject_IsTrue(args[4]);
-    long long max_offset = args[5] == Py_None ? 0 : PyLong_AsLongLong(args[5]);
+    long long max_offset = 0;  /* no bound: None, or past Long.MAX_VALUE (above any offset held here) */
+    int unbounded = args[5] == Py_None ? 1 : as_offset(args[5], &max_offset);
+    if (unbounded < 0) return NULL;
     if (PyErr_Occurred() || to_high_watermark < 0 || min_one_batch < 0) return NULL;
     if (result_type(&read_info_type, "ReadInfo") < 0) return NULL;
     PyObject *offline = PyObject_GetAttr(log, NAME("offline_reason"));
@@ -533,16 +565,19 @@ static PyObject *log_read(PyObject *module, PyObject *const *args, Py_ssize_t na
         answer = step_aside();
         goto done;
     }
-    long long start = attr_long(log, NAME("_log_start_offset"));
-    long long end = attr_long(PyList_GET_ITEM(segments, PyList_GET_SIZE(segments) - 1), NAME("next_offset"));
-    long long high_watermark = attr_long(log, NAME("_high_watermark"));
-    if (PyErr_Occurred()) goto done;
-    if (offset < start || offset > end) {  /* OFFSET_OUT_OF_RANGE: the Python read's to word */
+    long long start, end, high_watermark;
+    int unfit = attr_offset(log, NAME("_log_start_offset"), &start);
+    PyObject *active = PyList_GET_ITEM(segments, PyList_GET_SIZE(segments) - 1);
+    if (unfit == 0) unfit = attr_offset(active, NAME("next_offset"), &end);
+    if (unfit == 0) unfit = attr_offset(log, NAME("_high_watermark"), &high_watermark);
+    if (unfit < 0) goto done;
+    /* OFFSET_OUT_OF_RANGE, or offsets past Long.MAX_VALUE: the Python read's */
+    if (unfit || offset < start || offset > end) {
         answer = step_aside();
         goto done;
     }
     long long upper = to_high_watermark ? high_watermark : end;
-    if (args[5] != Py_None && max_offset < upper) upper = max_offset;
+    if (!unbounded && max_offset < upper) upper = max_offset;
     found = slices_in_one(segments, bases, offset, max_bytes, upper, min_one_batch);
     if (found == NULL) goto done;  /* raised as the Python run raises it; PartitionLog.read words an I/O error */
     if (found == Py_NotImplemented) {

@@ -341,3 +341,47 @@ async def test_an_error_that_is_no_step_aside_is_raised_not_retried(tmp_path, mo
         with pytest.raises(KeyboardInterrupt):
             log.read(0, 10**6, pinned=True)
         assert segment.file._pins == 0 and log.offline_reason is None
+
+
+LONG_MAX = 2**63 - 1
+
+
+def test_a_batch_ending_at_long_max_reads_as_the_python_read(tmp_path):
+    """A batch whose last offset is Long.MAX_VALUE: the next offset, 2**63, does not fit a C long long.
+    The compiled read steps aside for it (the first batch, or one its walk meets) and the Python read
+    answers; before, it wrapped to -2**63."""
+    from protocol.records import build_batch
+
+    first = build_batch([(None, b"v", [], 0)] * 3, base_offset=LONG_MAX - 5)
+    last = build_batch([(None, b"v", [], 0)] * 3, base_offset=LONG_MAX - 2)
+    path = tmp_path / "s.log"
+    path.write_bytes(first + last)
+    size = len(first + last)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        index = OffsetIndex(tmp_path / "s.index", 0, 100)
+        for offset, position in ((LONG_MAX - 5, 0), (LONG_MAX - 2, len(first))):
+            args = (fd, offset, 10**6, size, True, size, (offset, position, None), index)
+            expected = batch_read.read_batches(*args)
+            assert expected[2] == 2**63
+            assert compiled(*args) is NotImplemented
+    finally:
+        os.close(fd)
+
+
+def test_offsets_past_long_max_step_aside(tmp_path):
+    """A segment's next offset, a log's end or high watermark or a last stable offset of 2**63 (after a
+    batch ending at Long.MAX_VALUE) make run_slices and log_read step aside for the Python code, which
+    holds them as they are, instead of failing with OverflowError."""
+    from types import SimpleNamespace
+
+    segment = SimpleNamespace(next_offset=2**63, size=100, _resume=(2**63, 100, None))
+    assert _batch_read.run_slices([segment], [LONG_MAX - 2], LONG_MAX - 2, 1000, 2**63, True) is NotImplemented
+    log = SimpleNamespace(offline_reason=None, _run=SimpleNamespace(_segments=[segment], _bases=[LONG_MAX - 2]),
+                          _log_start_offset=0, _high_watermark=2**63)
+    assert _batch_read.log_read(log, LONG_MAX - 2, 1000, True, True, None) is NotImplemented
+    segment.next_offset = LONG_MAX
+    assert _batch_read.run_slices([segment], [LONG_MAX - 2], LONG_MAX - 2, 1000, 2**63, True) is NotImplemented
+    log._high_watermark = LONG_MAX
+    log._log_start_offset = LONG_MAX - 1  # the read is out of range: no segment's file is reached
+    assert _batch_read.log_read(log, LONG_MAX - 2, 1000, True, True, 2**63) is NotImplemented
