@@ -135,15 +135,23 @@ static int next_after(const Header *h, long long *next) {
     return !__builtin_add_overflow(h->base_offset, (long long)h->last_offset_delta + 1, next);
 }
 
+/* Where a read of `offset` starts in *start when `resume` is at it, inside the file: 1; 0 to step aside,
+ * -1 on an error */
+static int resumes_at(PyObject *resume, long long offset, long long size, long long *start) {
+    if (!PyTuple_Check(resume) || PyTuple_GET_SIZE(resume) != 3) return 0;
+    long long resume_offset;
+    int unfit = as_offset(PyTuple_GET_ITEM(resume, 0), &resume_offset);
+    *start = PyLong_AsLongLong(PyTuple_GET_ITEM(resume, 1));
+    if (unfit < 0 || PyErr_Occurred()) return -1;
+    return !unfit && offset == resume_offset && *start < size && *start >= 0;
+}
+
 /* read_batches on C values: the segment's resume tuple and OffsetIndex as they are */
 static PyObject *segment_read(int fd, long long offset, long long max_bytes, long long max_position, int min_one_batch,
                               long long size, PyObject *resume, PyObject *index) {
-    if (!PyTuple_Check(resume) || PyTuple_GET_SIZE(resume) != 3) return step_aside();
-    long long resume_offset;
-    int unfit = as_offset(PyTuple_GET_ITEM(resume, 0), &resume_offset);
-    long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(resume, 1));
-    if (unfit < 0 || PyErr_Occurred()) return NULL;
-    if (unfit || offset != resume_offset || start >= size || start < 0) return step_aside();
+    long long start;
+    int resumes = resumes_at(resume, offset, size, &start);
+    if (resumes <= 0) return resumes < 0 ? NULL : step_aside();
 
     unsigned char first_bytes[HEADER_SIZE];
     Header first;
@@ -475,6 +483,16 @@ static PyObject *slices_in_one(PyObject *segments, PyObject *bases, long long of
     PyObject *index = PyObject_GetAttr(segment, NAME("index"));
     PyObject *found = NULL, *answer = NULL;
     if (budget == NULL || resume == NULL || index == NULL) goto done;
+    /* What steps aside below, seen before the pin where it can be: a parked file is not opened for
+     * nothing. Not where the last read stopped; or every batch from there to the end fits, so the read
+     * would go on into the next segment */
+    long long start;
+    int resumes = resumes_at(resume, offset, size, &start);
+    if (resumes < 0) goto done;
+    if (resumes == 0 || (i + 1 < n && max_bytes >= size - start)) {
+        answer = step_aside();
+        goto done;
+    }
     long long pinned_fd = pin_file(budget, file);
     if (pinned_fd < 0) goto done;
     int fd = (int)pinned_fd;
@@ -484,9 +502,9 @@ static PyObject *slices_in_one(PyObject *segments, PyObject *bases, long long of
         answer = found == Py_None ? empty_read(offset) : step_aside();  /* None: the next batch does not fit */
         goto done;
     }
-    long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 0));
+    start = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 0));
     long long length = PyLong_AsLongLong(PyTuple_GET_ITEM(found, 1));
-    if (start + length >= size && i + 1 < n) {  /* it would read on into the next segment: the Python code */
+    if (start + length >= size && i + 1 < n) {  /* on into the next segment (a last batch past max_bytes) */
         if (unpin(file) == 0) answer = step_aside();
         goto done;
     }

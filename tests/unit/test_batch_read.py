@@ -274,11 +274,17 @@ async def _one_segment_log(path):
     log.update_high_watermark(log.log_end_offset)
     segment = log._run.all()[0]
     segment._resume = (0, 0, None)
-    budget = _FailingUnpin(0)
-    budget.open_count = 1
-    budget._idle[segment.file] = None
-    segment.file.budget = budget
+    _move(segment.file, _FailingUnpin(0))
     return log, segment
+
+
+def _move(file, budget):
+    """The open, idle `file` counted by `budget` (past its capacity of 0), no longer by its own."""
+    file.budget._idle.pop(file)
+    file.budget.open_count -= 1
+    budget.open_count += 1
+    budget._idle[file] = None
+    file.budget = budget
 
 
 async def test_a_failed_unpin_is_raised_as_the_python_run_raises_it(tmp_path, monkeypatch):
@@ -334,10 +340,7 @@ async def test_an_error_that_is_no_step_aside_is_raised_not_retried(tmp_path, mo
         if not compiled:
             monkeypatch.setattr(log_module, "compiled_log_read", None)
         log, segment = await _one_segment_log(tmp_path / f"t-{int(compiled)}")
-        budget = _PinInterrupted(0)
-        budget.open_count = 1
-        budget._idle[segment.file] = None
-        segment.file.budget = budget
+        _move(segment.file, _PinInterrupted(0))
         with pytest.raises(KeyboardInterrupt):
             log.read(0, 10**6, pinned=True)
         assert segment.file._pins == 0 and log.offline_reason is None
@@ -385,3 +388,42 @@ def test_offsets_past_long_max_step_aside(tmp_path):
     log._high_watermark = LONG_MAX
     log._log_start_offset = LONG_MAX - 1  # the read is out of range: no segment's file is reached
     assert _batch_read.log_read(log, LONG_MAX - 2, 1000, True, True, 2**63) is NotImplemented
+
+
+async def test_a_read_going_on_into_the_next_segment_opens_a_parked_file_once(tmp_path, monkeypatch):
+    """With every idle file parked, a Fetch's read from a segment's last batch on into the next ones
+    opens each file once, as the Python read does: the compiled read sees before its pin that it will
+    step aside, not after (it opened the first file, closed it and left it to be opened again, twice)."""
+    from dataclasses import replace
+
+    import broker.log.log as log_module
+    import broker.log.segment_run as segment_run_module
+    from broker.log.opening import create_partition_log
+    from broker.log.segment_file import OPEN_SEGMENTS
+    from tests.broker.test_log_support import SMALL, FakeClock, batch
+
+    log = create_partition_log(tmp_path / "t-0", replace(SMALL, segment_bytes=4000), clock=FakeClock())
+    for _ in range(20):
+        await log.append(batch(2, value=b"v" * 300), leader_epoch=1)
+    log.update_high_watermark(log.log_end_offset)
+    first = log._run.all()[0]
+    log.read(0, 3000)  # a consumer's read stops at the first segment's last batch
+    resume = first._resume
+    assert 0 < resume[1] < first.size
+    opens = []
+    capacity = OPEN_SEGMENTS.capacity
+    try:
+        OPEN_SEGMENTS.resize(0)
+        for compiled in (True, False):
+            if not compiled:
+                monkeypatch.setattr(log_module, "compiled_log_read", None)
+                monkeypatch.setattr(segment_run_module, "compiled_run_slices", None)
+            first._resume = resume
+            before = OPEN_SEGMENTS.reopened
+            info = log.read(resume[0], 10**6, pinned=True)
+            opens.append(OPEN_SEGMENTS.reopened - before)
+            for piece in info.slices:
+                piece.file.unpin()
+    finally:
+        OPEN_SEGMENTS.resize(capacity)
+    assert opens[0] == opens[1] == len(info.slices) > 1
