@@ -178,7 +178,8 @@ static PyObject *segment_read(int fd, long long offset, long long max_bytes, lon
     if (batch > max_bytes) {
         if (!min_one_batch) Py_RETURN_NONE;
     } else {
-        long long limit = max_position < start + max_bytes ? max_position : start + max_bytes;
+        /* min(max_position, start + max_bytes) without the sum: max_bytes may be Long.MAX (a read of the rest) */
+        long long limit = max_bytes > max_position - start ? max_position : start + max_bytes;
         long long indexed;
         int looked = lookup_position(index, limit, &indexed);
         if (looked < 0) return NULL;

@@ -56,7 +56,8 @@ def test_reads_on_equal(tmp_path_factory, sizes, index_every, seed, data):
         base, position, header = batches[i]
         resume = (base, position, data.draw(st.sampled_from([header, None])))
         for _ in range(4):  # read on, each read from where the one before stopped
-            max_bytes = data.draw(st.integers(0, 12_000))
+            # up to Long.MAX too: the producer-state rebuild reads the rest of the log in one read
+            max_bytes = data.draw(st.one_of(st.integers(0, 12_000), st.sampled_from([2**31 - 1, 2**63 - 1])))
             max_position = data.draw(st.sampled_from([size] + [p for _, p, _ in batches] + [size - 1]))
             min_one = data.draw(st.booleans())
             args = (fd, resume[0], max_bytes, max_position, min_one, size, resume, index)
@@ -69,6 +70,19 @@ def test_reads_on_equal(tmp_path_factory, sizes, index_every, seed, data):
             resume = got[3]
             if got[3][2] is not None:
                 assert type(got[3][2]) is type(header)
+    finally:
+        os.close(fd)
+
+
+def test_a_read_of_the_rest_of_the_log_from_the_resume_point_reads_every_batch(tmp_path):
+    """max_bytes of Long.MAX (the producer-state rebuild's read) added to the start position must not wrap."""
+    path, size, index, batches = _segment(tmp_path, [(2, 10)] * 3, 10, 2)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        base, position, header = batches[1]
+        args = (fd, base, 2**63 - 1, size, True, size, (base, position, None), index)
+        assert compiled(*args) == batch_read.read_batches(*args)
+        assert compiled(*args)[:3] == (position, size - position, 6)
     finally:
         os.close(fd)
 
