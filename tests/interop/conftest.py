@@ -213,7 +213,7 @@ class ToolJvm:
             assert self.process.stdin is not None
             self.process.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(30)
+                self.process.wait(15)
         if self.alive():
             self.process.kill()
         self.process.wait()

@@ -29,6 +29,9 @@ ARCHIVES = Path(__file__).resolve().parents[1] / "interop" / "java" / "target" /
 # CDS writes its warnings (a class it cannot archive, an archive it cannot map) to stdout, which
 # tests read: off, so that a JVM prints the same with an archive, without one or while writing one.
 QUIET = "-Xlog:cds*=off"
+# Kinds whose writing JVM was killed in this run: not tried again (a JVM that has to be killed
+# would be killed again, after the same wait)
+_GIVEN_UP: set[Path] = set()
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Sharing:
             os.replace(self.writing, self.archive)  # atomic: a JVM maps the old file or the new one
         else:
             self.writing.unlink()
+            _GIVEN_UP.add(self.archive)
 
 
 def sharing(options: list[str], classpath: str, main: str, *, write: bool = True) -> Sharing:
@@ -56,7 +60,7 @@ def sharing(options: list[str], classpath: str, main: str, *, write: bool = True
         return Sharing((), archive, None)  # CDS takes jars only: a JVM asked to archive a directory fails
     if archive.exists():
         return Sharing((QUIET, f"-XX:SharedArchiveFile={archive}"), archive, None)
-    if not write:
+    if not write or archive in _GIVEN_UP:
         return Sharing((QUIET,), archive, None)
     ARCHIVES.mkdir(parents=True, exist_ok=True)
     writing = archive.with_name(f"{archive.stem}.{uuid.uuid4().hex}.part")

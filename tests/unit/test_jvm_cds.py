@@ -35,13 +35,16 @@ def test_the_first_jvm_writes_the_archive_and_the_next_maps_it(jars):
     assert first.archive.read_bytes() == b"archive"
 
 
-def test_a_killed_jvm_s_file_is_dropped(jars):
-    for returncode in (-9, None):  # SIGKILL; a JVM killed at a timeout
-        sharing = jvm_cds.sharing(OPTIONS, f"{jars}/*", "Main")
-        assert sharing.writing is not None
-        sharing.writing.write_bytes(b"half")
-        sharing.keep(returncode)
-        assert not sharing.writing.exists() and not sharing.archive.exists()
+@pytest.mark.parametrize("returncode", [-9, None])  # SIGKILL; a JVM killed at a timeout
+def test_a_killed_jvm_s_file_is_dropped_and_its_kind_not_written_again(jars, monkeypatch, returncode):
+    monkeypatch.setattr(jvm_cds, "_GIVEN_UP", set(), raising=False)
+    sharing = jvm_cds.sharing(OPTIONS, f"{jars}/*", "Main")
+    assert sharing.writing is not None
+    sharing.writing.write_bytes(b"half")
+    sharing.keep(returncode)
+    assert not sharing.writing.exists() and not sharing.archive.exists()
+    assert jvm_cds.sharing(OPTIONS, f"{jars}/*", "Main").options == (jvm_cds.QUIET,)
+    assert jvm_cds.sharing(OPTIONS, f"{jars}/*", "Other").writing is not None  # other kinds still are
 
 
 def test_a_jvm_that_may_not_write_maps_nothing_until_there_is_an_archive(jars):
