@@ -20,6 +20,7 @@ Each test module gets its own broker; when it stops, its log must show no failed
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -245,14 +246,24 @@ def _own_jvm(printed: str, main: str) -> str:
     return "\n".join(lines)
 
 
-def on_ebb_and_kafka(tmp_path_factory, play: Callable[[str, Path], _T]) -> tuple[_T, _T]:
-    """`play(bootstrap, workdir)` against a fresh Ebb broker, then against a fresh Kafka node (KRaft, the
-    pinned jars): (Ebb's result, Kafka's)."""
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = play(ebb.bootstrap, tmp_path_factory.mktemp("ebb-run"))
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = play(kafka.bootstrap, tmp_path_factory.mktemp("kafka-run"))
-    return ours, theirs
+def on_ebb_and_kafka(tmp_path_factory, play: Callable[[BrokerProcess | KafkaNode, Path], _T],
+                     overrides: dict[str, str] | None = None) -> tuple[_T, _T]:
+    """`play(server, workdir)` against a fresh Ebb broker and, side by side in a thread, against a fresh
+    Kafka node (KRaft, the pinned jars), both started with `overrides`: (Ebb's result, Kafka's). The
+    two share nothing but `play`'s code, and the node's start and the plays' waits (throttles,
+    metadata catching up) overlap. Both servers have `bootstrap`, `port` and `data_dir`, node id 1."""
+    ebb_dir, ebb_run = tmp_path_factory.mktemp("ebb"), tmp_path_factory.mktemp("ebb-run")
+    kafka_dir, kafka_run = tmp_path_factory.mktemp("kafka"), tmp_path_factory.mktemp("kafka-run")
+
+    def on_kafka() -> _T:
+        with KafkaNode(kafka_dir, f"{TARGET / 'lib'}/*", overrides) as kafka:
+            return play(kafka, kafka_run)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(on_kafka)
+        with BrokerProcess(ebb_dir, overrides) as ebb:
+            ours = play(ebb, ebb_run)
+        return ours, theirs.result()
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    return on_ebb_and_kafka(tmp_path_factory, lambda bootstrap, workdir: play(java, bootstrap, workdir))
+    return on_ebb_and_kafka(tmp_path_factory, lambda server, workdir: play(java, server.bootstrap, workdir))
 
 
 @pytest.mark.parametrize("label", [label for label, _, _, _ in SESSION])
