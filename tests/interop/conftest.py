@@ -276,11 +276,18 @@ def java():
     driver.close()
 
 
+# What every module's broker starts with, under the module's BROKER_OVERRIDES: a new group's first
+# rebalance is not held back (the Kafka nodes here are set so too, tests/support/kafka_node.py), or
+# each group the clients form waits out the 3 s default before its members get their partitions
+BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, request):
-    """One Ebb broker for the module (with the module's BROKER_OVERRIDES, if it has them); its log must
-    show no failed handler when the module ends."""
-    process = BrokerProcess(tmp_path_factory.mktemp("broker"), getattr(request.module, "BROKER_OVERRIDES", None))
+    """One Ebb broker for the module (BROKER_DEFAULTS with the module's BROKER_OVERRIDES, if it has them);
+    its log must show no failed handler when the module ends."""
+    overrides = {**BROKER_DEFAULTS, **getattr(request.module, "BROKER_OVERRIDES", {})}
+    process = BrokerProcess(tmp_path_factory.mktemp("broker"), overrides)
     process.start()
     request.node.interop_broker = process
     try:
