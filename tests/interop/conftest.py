@@ -20,6 +20,8 @@ Each test module gets its own broker; when it stops, its log must show no failed
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -35,12 +37,17 @@ from typing import TypeVar
 
 import pytest
 
+from tests.support import jvm_cds
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_node import KafkaNode
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
 BUILT = TARGET / ".built"  # the Makefile's stamp too
+DRIVER_JAR = TARGET / "ebb-interop-1.jar"  # the driver as `mvn package` jars it (CDS maps classes from jars only)
+# C1 only: these JVMs live seconds, so start-up matters more than peak speed. What the clients log at
+# WARN and above goes to stderr (slf4j-simple).
+JVM = ["-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
 KAFKA_VERSION = "4.3.1"
 # A broker log line that means a request reached a broken code path (broker/server.py)
 _T = TypeVar("_T")
@@ -96,16 +103,27 @@ class Java:
     # logs into another broker's calls when its own goes away
     tool_jvms: dict[str, ToolJvm] = field(default_factory=dict, repr=False)
 
-    def command(self, main: str, *args: str, properties: dict[str, str] | None = None) -> list[str]:
-        # C1 only: these JVMs live seconds, so start-up matters more than peak speed. What the
-        # clients log at WARN and above goes to stderr (slf4j-simple).
-        return ["java", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                *(f"-D{k}={v}" for k, v in (properties or {}).items()), "-cp", self.classpath, main, *args]
+    def command(self, main: str, *args: str, properties: dict[str, str] | None = None,
+                sharing: jvm_cds.Sharing | None = None) -> list[str]:
+        """`sharing`: the class archive's options (jvm_cds); by default the kind's archive if there is one."""
+        sharing = sharing or self.sharing(main, write=False)
+        return ["java", *JVM, *sharing.options, *(f"-D{k}={v}" for k, v in (properties or {}).items()),
+                "-cp", self.classpath, main, *args]
+
+    def sharing(self, main: str, *, write: bool = True) -> jvm_cds.Sharing:
+        return jvm_cds.sharing(JVM, self.classpath, main, write=write)
 
     def run(self, main: str, *args: str, timeout: float = 180,
             properties: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(main, *args, properties=properties), capture_output=True, text=True,
-                              timeout=timeout)
+        sharing = self.sharing(main)
+        returncode = None  # a JVM that outlived `timeout` was killed
+        try:
+            result = subprocess.run(self.command(main, *args, properties=properties, sharing=sharing),
+                                    capture_output=True, text=True, timeout=timeout)
+            returncode = result.returncode
+        finally:
+            sharing.keep(returncode)
+        return result
 
     def start(self, bootstrap: str, suite: str, stderr, properties: dict[str, str] | None = None) -> subprocess.Popen:
         """Interop's `suite` in a JVM left running: its JSON lines on the pipe `stdout`, its standard
@@ -132,7 +150,8 @@ class Java:
     def tool(self, bootstrap: str, main: str, *args: str, timeout: float = 180) -> ToolRun:
         jvm = self.tool_jvms.get(bootstrap)
         if jvm is None or not jvm.alive():
-            jvm = self.tool_jvms[bootstrap] = ToolJvm(self.command("ebb.interop.ToolRunner"))
+            sharing = self.sharing("ebb.interop.ToolRunner")
+            jvm = self.tool_jvms[bootstrap] = ToolJvm(self.command("ebb.interop.ToolRunner", sharing=sharing), sharing)
         code, out, err = jvm.call([main, "--bootstrap-server", bootstrap, *args], timeout)
         return ToolRun(code, _own_jvm(out, main), _own_jvm(err, main))
 
@@ -146,7 +165,8 @@ class Java:
 class ToolJvm:
     """One ToolRunner JVM (java/src/main/java/ebb/interop/ToolRunner.java): Kafka's tools called in turn."""
 
-    def __init__(self, command: list[str]):
+    def __init__(self, command: list[str], sharing: jvm_cds.Sharing):
+        self.sharing = sharing
         self.log = tempfile.TemporaryFile()  # its stderr: a file, since nothing reads it while it runs
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                         bufsize=0)
@@ -189,9 +209,16 @@ class ToolJvm:
             self.pending += chunk
 
     def close(self) -> None:
+        if self.alive() and self.sharing.writing is not None:
+            # it writes the class archive at its exit: its input's end ends it (tools' threads are daemons)
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(15)
         if self.alive():
             self.process.kill()
         self.process.wait()
+        self.sharing.keep(self.process.returncode)
         for pipe in (self.process.stdin, self.process.stdout, self.log):
             if pipe is not None and not pipe.closed:
                 pipe.close()
@@ -219,14 +246,24 @@ def _own_jvm(printed: str, main: str) -> str:
     return "\n".join(lines)
 
 
-def on_ebb_and_kafka(tmp_path_factory, play: Callable[[str, Path], _T]) -> tuple[_T, _T]:
-    """`play(bootstrap, workdir)` against a fresh Ebb broker, then against a fresh Kafka node (KRaft, the
-    pinned jars): (Ebb's result, Kafka's)."""
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = play(ebb.bootstrap, tmp_path_factory.mktemp("ebb-run"))
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = play(kafka.bootstrap, tmp_path_factory.mktemp("kafka-run"))
-    return ours, theirs
+def on_ebb_and_kafka(tmp_path_factory, play: Callable[[BrokerProcess | KafkaNode, Path], _T],
+                     overrides: dict[str, str] | None = None) -> tuple[_T, _T]:
+    """`play(server, workdir)` against a fresh Ebb broker and, side by side in a thread, against a fresh
+    Kafka node (KRaft, the pinned jars), both started with `overrides`: (Ebb's result, Kafka's). The
+    two share nothing but `play`'s code, and the node's start and the plays' waits (throttles,
+    metadata catching up) overlap. Both servers have `bootstrap`, `port` and `data_dir`, node id 1."""
+    ebb_dir, ebb_run = tmp_path_factory.mktemp("ebb"), tmp_path_factory.mktemp("ebb-run")
+    kafka_dir, kafka_run = tmp_path_factory.mktemp("kafka"), tmp_path_factory.mktemp("kafka-run")
+
+    def on_kafka() -> _T:
+        with KafkaNode(kafka_dir, f"{TARGET / 'lib'}/*", overrides) as kafka:
+            return play(kafka, kafka_run)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(on_kafka)
+        with BrokerProcess(ebb_dir, overrides) as ebb:
+            ours = play(ebb, ebb_run)
+        return ours, theirs.result()
 
 
 @pytest.fixture(scope="module")
@@ -234,16 +271,23 @@ def java():
     """Per module, so that the tools' JVM (Java.tool) and what calls that ended early left in it
     (a thread parked at its exit) go with the module."""
     build()
-    driver = Java(f"{TARGET / 'classes'}:{TARGET / 'lib'}/*")
+    driver = Java(f"{DRIVER_JAR}:{TARGET / 'lib'}/*")
     yield driver
     driver.close()
 
 
+# What every module's broker starts with, under the module's BROKER_OVERRIDES: a new group's first
+# rebalance is not held back (the Kafka nodes here are set so too, tests/support/kafka_node.py), or
+# each group the clients form waits out the 3 s default before its members get their partitions
+BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, request):
-    """One Ebb broker for the module (with the module's BROKER_OVERRIDES, if it has them); its log must
-    show no failed handler when the module ends."""
-    process = BrokerProcess(tmp_path_factory.mktemp("broker"), getattr(request.module, "BROKER_OVERRIDES", None))
+    """One Ebb broker for the module (BROKER_DEFAULTS with the module's BROKER_OVERRIDES, if it has them);
+    its log must show no failed handler when the module ends."""
+    overrides = {**BROKER_DEFAULTS, **getattr(request.module, "BROKER_OVERRIDES", {})}
+    process = BrokerProcess(tmp_path_factory.mktemp("broker"), overrides)
     process.start()
     request.node.interop_broker = process
     try:

@@ -17,10 +17,8 @@ import pytest
 from protocol.enums import ConfigSource
 from protocol.messages import DescribeConfigsRequest, ListConfigResourcesRequest
 from tests.broker.wire_client import WireClient
-from tests.interop.conftest import TARGET
+from tests.interop.conftest import on_ebb_and_kafka
 from tests.interop.test_tools_against_kafka import CONFIGS, normalise
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
 from tests.support.polling import wait_for
 
 CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
@@ -107,11 +105,7 @@ def play(java, bootstrap: str) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = play(java, ebb.bootstrap)
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = play(java, kafka.bootstrap)
-    return ours, theirs
+    return on_ebb_and_kafka(tmp_path_factory, lambda server, _: play(java, server.bootstrap))
 
 
 @pytest.mark.parametrize("label", [label for label, _, _ in SESSION])

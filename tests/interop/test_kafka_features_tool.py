@@ -14,9 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.interop.conftest import TARGET
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
+from tests.interop.conftest import on_ebb_and_kafka
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -63,10 +61,7 @@ def _printed(java, bootstrap: str) -> list[tuple[str, int, list[str]]]:
 
 
 def test_kafka_features_prints_the_same_against_ebb_and_kafka(java, tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = _printed(java, ebb.bootstrap)
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = _printed(java, kafka.bootstrap)
+    ours, theirs = on_ebb_and_kafka(tmp_path_factory, lambda server, _: _printed(java, server.bootstrap))
     differing = [f"{run}:\n  Ebb:   {o}\n  Kafka: {t}"
                  for (run, *o), (_, *t) in zip(ours, theirs, strict=True) if o != t]
     assert not differing, "\n".join(differing)

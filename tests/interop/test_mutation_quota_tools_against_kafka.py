@@ -1,7 +1,7 @@
 """kafka-topics under a controller_mutation_rate prints the same against Ebb as against Kafka 4.3.1: the
-tool's client id (client.id in its --command-config) gets 0.5 partitions/s, a bucket of 5.5
+tool's client id (client.id in its --command-config) gets 1 partition/s, a bucket of 11
 (controller.quota.window.num 11 x 1 s); a topic of 20 partitions is created whole, which leaves the
-bucket 14.5 below zero for 29 s, so the next creation, the deletion and the growth the tool asks for
+bucket 9 below zero for 9 s, so the next creation, the deletion and the growth the tool asks for
 meanwhile are refused with THROTTLING_QUOTA_EXCEEDED (the tool does not retry them: KIP-599's
 retryOnQuotaViolation is off in kafka-topics), and a client under no quota is not held back. The growth
 comes last: kafka-topics --alter returns only once the throttle time it was given is over (against
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(300)
 CLIENT = "quota-tool"
 SESSION = [  # (label, tool, arguments, with the quota'd client's --command-config)
     ("set the quota", CONFIGS, ["--alter", "--entity-type", "clients", "--entity-name", CLIENT, "--add-config",
-                                "controller_mutation_rate=0.5"], False),
+                                "controller_mutation_rate=1"], False),
     ("create past the burst", TOPICS, ["--create", "--topic", "q-big", "--partitions", "20",
                                        "--replication-factor", "1"], True),
     ("create over the quota", TOPICS, ["--create", "--topic", "q-small", "--partitions", "1"], True),
@@ -53,7 +53,7 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    return on_ebb_and_kafka(tmp_path_factory, lambda bootstrap, workdir: play(java, bootstrap, workdir))
+    return on_ebb_and_kafka(tmp_path_factory, lambda server, workdir: play(java, server.bootstrap, workdir))
 
 
 @pytest.mark.parametrize("label", [label for label, _, _, _ in SESSION])

@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 
 PREFIX = "share"
+# A member gets its partitions at a heartbeat after they are initialized: at the default 5 s interval
+# each group's consumer waited seconds for its first records
+BROKER_OVERRIDES = {"group.share.min.heartbeat.interval.ms": "500", "group.share.heartbeat.interval.ms": "500"}
 
 
 @pytest.fixture(scope="module")

@@ -25,18 +25,22 @@ PHASES = ["topology_orders", "topology_changes"]
 
 @pytest.fixture(scope="module")
 def runs(java, broker, tmp_path_factory):
-    """The suite's steps against Ebb and against Kafka; Kafka's node starts while Ebb's run goes on."""
+    """The suite's steps against Ebb and against Kafka; Kafka's node starts, and the suite's run against
+    it goes on, while Ebb's run goes on (each run waits mostly on Streams: commits, rebalances)."""
+    kafka = KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*")
+
+    def on_kafka():
+        kafka.start()
+        return java.interop(kafka.bootstrap, PREFIX, "streams_topology")
+
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        kafka = KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*")
-        starting = pool.submit(kafka.start)
+        theirs = pool.submit(on_kafka)
         try:
             ours = java.interop(broker.bootstrap, PREFIX, "streams_topology")
-            starting.result()
-            theirs = java.interop(kafka.bootstrap, PREFIX, "streams_topology")
         finally:
-            starting.result()
+            concurrent.futures.wait([theirs])
             kafka.stop()
-    return ours, theirs
+    return ours, theirs.result()
 
 
 def ok(steps, name: str) -> dict:

@@ -180,7 +180,7 @@ def play(java, bootstrap: str, workdir) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    return on_ebb_and_kafka(tmp_path_factory, lambda bootstrap, workdir: play(java, bootstrap, workdir))
+    return on_ebb_and_kafka(tmp_path_factory, lambda server, workdir: play(java, server.bootstrap, workdir))
 
 
 def judged(label: str, answer: tuple[int, list[str]], kafka: bool) -> tuple[int, list[str]]:

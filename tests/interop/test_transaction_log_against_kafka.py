@@ -24,9 +24,7 @@ from protocol.records import build_batch
 from tests.broker.data_wire import list_offsets_request, produce_request
 from tests.differential.runner import Peer
 from tests.differential.test_transactions_against_kafka import _create, _end, _ready_producer, _wait
-from tests.interop.conftest import TARGET
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
+from tests.interop.conftest import on_ebb_and_kafka
 
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 FEATURES = "org.apache.kafka.tools.FeatureCommand"
@@ -119,11 +117,8 @@ def _play(java, port: int, bootstrap: str, logs: Path) -> tuple[list[str], list[
 
 @pytest.fixture(scope="module")
 def traces(java, tmp_path_factory) -> tuple[tuple, tuple]:
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = _play(java, ebb.port, ebb.bootstrap, ebb.data_dir / "logs")
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = _play(java, kafka.port, kafka.bootstrap, kafka.data_dir / "logs")
-    return ours, theirs
+    return on_ebb_and_kafka(tmp_path_factory,
+                            lambda server, _: _play(java, server.port, server.bootstrap, server.data_dir / "logs"))
 
 
 def test_the_transaction_log_decodes_as_kafkas(traces):

@@ -27,11 +27,9 @@ from protocol.records import build_batch
 from tests.broker.data_wire import list_offsets_request, produce_request
 from tests.differential.runner import Peer
 from tests.differential.test_transactions_against_kafka import _ready_producer
-from tests.interop.conftest import TARGET
+from tests.interop.conftest import on_ebb_and_kafka
 from tests.interop.test_tools_against_kafka import normalise
 from tests.interop.test_transaction_tools_against_kafka import TRANSACTIONS, _columns
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
 from tests.support.polling import wait_for
 
 TOPIC = "repaired"
@@ -119,11 +117,8 @@ def play(java, port: int, bootstrap: str, node_id: int) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    with BrokerProcess(tmp_path_factory.mktemp("ebb"), OVERRIDES) as ebb:
-        ours = play(java, ebb.port, ebb.bootstrap, int(ebb.overrides["node.id"]))
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*", OVERRIDES) as kafka:
-        theirs = play(java, kafka.port, kafka.bootstrap, 1)
-    return ours, theirs
+    # node id 1 on both (BrokerProcess's node.id, the node's own)
+    return on_ebb_and_kafka(tmp_path_factory, lambda server, _: play(java, server.port, server.bootstrap, 1), OVERRIDES)
 
 
 LABELS = ["describe-producers before", "find-hanging in the partition", "find-hanging on the broker",

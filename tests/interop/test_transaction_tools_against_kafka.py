@@ -20,10 +20,8 @@ from protocol.records import build_batch
 from tests.broker.data_wire import list_offsets_request, produce_request
 from tests.differential.runner import Peer
 from tests.differential.test_transactions_against_kafka import _add, _create, _end, _ready_producer, _wait
-from tests.interop.conftest import TARGET
+from tests.interop.conftest import on_ebb_and_kafka
 from tests.interop.test_tools_against_kafka import normalise
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_node import KafkaNode
 
 TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 TOPIC = "tooled"
@@ -86,11 +84,7 @@ def play(java, port: int, bootstrap: str) -> dict[str, tuple[int, list[str]]]:
 
 @pytest.fixture(scope="module")
 def sessions(java, tmp_path_factory) -> tuple[dict, dict]:
-    with BrokerProcess(tmp_path_factory.mktemp("ebb")) as ebb:
-        ours = play(java, ebb.port, ebb.bootstrap)
-    with KafkaNode(tmp_path_factory.mktemp("kafka"), f"{TARGET / 'lib'}/*") as kafka:
-        theirs = play(java, kafka.port, kafka.bootstrap)
-    return ours, theirs
+    return on_ebb_and_kafka(tmp_path_factory, lambda server, _: play(java, server.port, server.bootstrap))
 
 
 @pytest.mark.parametrize("label", [label for label, _ in SESSION])

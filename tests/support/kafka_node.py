@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from client.probe import answers
+from tests.support import jvm_cds
 from tests.support.broker_process import free_port
 
 START_TIMEOUT_S = 90.0
@@ -67,6 +68,7 @@ class KafkaNode:
             **(overrides or {}),
         }
         self.process: subprocess.Popen | None = None
+        self._sharing: jvm_cds.Sharing | None = None  # the running node's class archive (launch)
 
     @property
     def bootstrap(self) -> str:
@@ -76,8 +78,11 @@ class KafkaNode:
     def log_path(self) -> Path:
         return self.data_dir / "kafka.log"
 
-    def _java(self, *args: str) -> list[str]:
-        return ["java", *self.jvm, "-cp", self.classpath, *args]
+    def _java(self, sharing: jvm_cds.Sharing, main: str, *args: str) -> list[str]:
+        return ["java", *self.jvm, *sharing.options, "-cp", self.classpath, main, *args]
+
+    def _sharing_for(self, main: str) -> jvm_cds.Sharing:
+        return jvm_cds.sharing(self.jvm, self.classpath, main)
 
     @property
     def config_path(self) -> Path:
@@ -94,16 +99,25 @@ class KafkaNode:
         config = self.config_path
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
         # "--cluster-id=" keeps an id that starts with "-" (a random one does, 1 in 64) from reading as a flag
-        format_args = ("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}", "-c", str(config))
-        formatted = subprocess.run(self._java(*format_args), capture_output=True, text=True, timeout=120)
+        format_args = ("format", f"--cluster-id={self.cluster_id}", "-c", str(config))
+        sharing = self._sharing_for("kafka.tools.StorageTool")
+        formatted = subprocess.run(self._java(sharing, "kafka.tools.StorageTool", *format_args), capture_output=True,
+                                   text=True, timeout=120)
+        sharing.keep(formatted.returncode)
         if formatted.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout}\n{formatted.stderr}")
 
     def launch(self) -> None:
         """Start the formatted node without waiting for it (`wait_ready`)."""
+        self._sharing = self._sharing_for("kafka.Kafka")
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self._java("kafka.Kafka", str(self.config_path)), stdout=log,
+            self.process = subprocess.Popen(self._java(self._sharing, "kafka.Kafka", str(self.config_path)), stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _ended(self) -> None:
+        """The node's process has ended: the class archive it wrote, if any, is kept (jvm_cds)."""
+        assert self.process is not None and self._sharing is not None
+        self._sharing.keep(self.process.returncode)
 
     def wait_ready(self) -> KafkaNode:
         assert self.process is not None, "launch() first"
@@ -123,20 +137,23 @@ class KafkaNode:
         assert self.process is not None
         os.killpg(self.process.pid, sig)
         self.process.wait(120)
+        self._ended()
 
     def relaunch(self) -> KafkaNode:
         self.launch()
         return self.wait_ready()
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._ended()
 
     def log_text(self) -> str:
         try:
