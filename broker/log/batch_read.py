@@ -79,17 +79,14 @@ def read_batches(fd: int, offset: int, max_bytes: int, max_position: int, min_on
     return start, end - start, next_offset, (next_offset, end, following)
 
 
-try:  # the compiled twins, where they are built (setup.py)
-    from broker.log._batch_read import log_read as _compiled_log_read
-    from broker.log._batch_read import read_batches as _compiled
-    from broker.log._batch_read import run_slices as _compiled_run
+# The compiled twins, where they are built (setup.py). compiled_read_batches is what LogSegment.read
+# calls for a consumer reading on (this module otherwise); compiled_run_slices what SegmentRun.slices
+# calls first for a pinned read (a Fetch's): the read above and the segment's lookup and pin in one
+# call, where the read stays in one segment; compiled_log_read what PartitionLog.read calls first for
+# a pinned read: its checks and bounds, then the above.
+try:
+    from broker.log._batch_read import log_read as compiled_log_read
+    from broker.log._batch_read import read_batches as compiled_read_batches
+    from broker.log._batch_read import run_slices as compiled_run_slices
 except ImportError:  # pragma: no cover - the package installed without a C compiler
-    _compiled = _compiled_run = _compiled_log_read = None
-
-# What LogSegment.read calls: the compiled twin for a consumer reading on, this module otherwise
-compiled_read_batches = _compiled
-# What SegmentRun.slices calls first for a pinned read (a Fetch's): the read above and the segment's
-# lookup and pin in one compiled call, where the read stays in one segment
-compiled_run_slices = _compiled_run
-# What PartitionLog.read calls first for a pinned read: its checks and bounds, then the above
-compiled_log_read = _compiled_log_read
+    compiled_read_batches = compiled_run_slices = compiled_log_read = None

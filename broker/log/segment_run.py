@@ -23,6 +23,7 @@ from broker.log import checkpoint
 from broker.log.batch_read import compiled_run_slices
 from broker.log.cleaner import open_for_reading
 from broker.log.config import LogConfig
+from broker.log.file_region import release_slices
 from broker.log.io import LogIO
 from broker.log.results import FileSlice
 from broker.log.segment import LogSegment, SegmentFlush
@@ -228,8 +229,7 @@ class SegmentRun:
                 i += 1
         except BaseException:
             if pinned:  # a later segment failed: the pins taken so far go with the read
-                for piece in slices:
-                    piece.file.unpin()
+                release_slices((slices,))
             raise
         return slices, (next_offset if slices else offset)
 
