@@ -66,7 +66,7 @@ def test_latest_and_earliest_in_every_version(client, version):
     (T0 + 31, (0, 4, T0 + 40)),      # offset 3 (T0+5) is earlier in time
     (T0 + 45, (0, 5, T0 + 50)),
     (T0 + 51, (0, -1, -1)),          # after the last record: -1/-1, not an error
-])
+], ids=lambda value: f"T0+{value - T0}" if isinstance(value, int) else None)  # ids the same in every xdist worker
 def test_by_timestamp(client, timestamp, expected):
     name = filled(client)
     assert answer(list_offsets(client, name, 0, timestamp)) == expected

@@ -263,10 +263,11 @@ async def test_bad_input_exits_2_before_deleting_anything(bootstrap, bad_topic, 
 
 
 @pytest.mark.parametrize(("server", "message"), [
-    (f"127.0.0.1:{free_port()}", "cannot reach the bootstrap server 127.0.0.1:"),
+    ("127.0.0.1:{free_port}", "cannot reach the bootstrap server 127.0.0.1:"),
     ("localhost", "'localhost' is not host:port"),
 ])
 def test_unreachable_or_malformed_bootstrap_server(server, message):
+    server = server.format(free_port=free_port())  # taken here: ids the same in every xdist worker
     out = ebb("delete-records", "--bootstrap-server", server, "--topic", "cli-bad", "--before-offset", 1)
     assert out.returncode == 2
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1

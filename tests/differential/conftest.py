@@ -6,7 +6,7 @@ import concurrent.futures
 
 import pytest
 
-from tests.differential.runner import TALLY, Peer
+from tests.differential.runner import Peer
 from tests.interop.conftest import TARGET, build
 from tests.support.broker_process import BrokerProcess
 from tests.support.kafka_node import KafkaNode
@@ -47,9 +47,3 @@ def ebb_peer(tmp_path_factory, broker_overrides, kafka_starting):
         yield peer
         peer.close()
 
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if TALLY.pairs:
-        terminalreporter.write_line(
-            f"Kafka as the judge: {TALLY.scenarios} scenarios, {TALLY.pairs} request/answer pairs: "
-            f"{TALLY.equal} equal, {TALLY.allowed} with allowed differences only, {TALLY.differing} differing")

@@ -205,7 +205,7 @@ def _named(items: list) -> bool:
 
 @dataclass
 class Tally:
-    """What the judge saw over a session, printed at its end (tests/differential/conftest.py)."""
+    """What the judge saw over a session, printed at its end, summed over the xdist workers (tests/conftest.py)."""
 
     scenarios: int = 0
     pairs: int = 0  # request/answer pairs compared

@@ -26,6 +26,12 @@ START_TIMEOUT_S = 30.0
 
 _HANDED_OUT: set[int] = set()
 
+# Under pytest-xdist (make test runs two workers) each worker keeps to its own share of the ports, so that
+# one worker never hands out a port the other holds or is about to bind again (a restart on the same port).
+# The kernel gives bind(0) odd ports only, so the share is taken on port // 2.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+
 
 def free_port() -> int:
     """A loopback port nothing listens on, never one this process handed out before: the kernel may give the
@@ -35,7 +41,7 @@ def free_port() -> int:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port not in _HANDED_OUT:
+        if port not in _HANDED_OUT and (port // 2) % _WORKERS == _WORKER:
             _HANDED_OUT.add(port)
             return port
 
