@@ -78,8 +78,13 @@ $(SPARKKAFKASTAMP): $(SPARKKAFKA)/pom.xml | $(MVN)
 	cd $(SPARKKAFKA) && mvn -q -B package
 	touch $(SPARKKAFKASTAMP)
 
+# Two pytest-xdist workers, each module whole in one of them (tests/conftest.py's scheduler): most tests
+# wait on brokers, JVMs and timeouts more than they compute. Then the few that bound a time or a rate
+# (marked `alone`), with nothing beside them. TESTWORKERS=0 runs the first pass in this process.
+TESTWORKERS ?= 2
 test: $(STAMP) $(JSSTAMP) $(ZKJAR) $(INTEROPSTAMP) $(SPARKKAFKASTAMP) $(PROMTOOL)
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TESTWORKERS) -m "not alone" tests
+	$(PY) -m pytest -m alone tests
 
 lint: $(STAMP) $(PROMTOOL)
 	$(VENV)/bin/ruff check .

@@ -30,6 +30,8 @@ from tests.support.metrics_scrape import scrape, value
 
 METRICS_PORT = free_port()
 
+pytestmark = pytest.mark.alone  # throttle times bounded to the millisecond
+
 Entry, Op = Alter.EntryData, Alter.EntryData.OpData
 
 

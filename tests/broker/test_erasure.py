@@ -23,7 +23,7 @@ from tests.support.metrics_scrape import scrape
 from tests.support.metrics_scrape import value as metric
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.alone]
 METRICS_PORT = free_port()
 BOUND_MS = 2000
 

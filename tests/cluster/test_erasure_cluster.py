@@ -28,7 +28,7 @@ from tests.support.ebb_cli import ebb
 from tests.support.erasure import GIB, describe_erasure, partition_dir, produce_values, value, values_on_disk
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.alone]
 BOUND_MS = 3000
 
 

@@ -22,7 +22,7 @@ MiB = 1 << 20
 THRESHOLD = 8 * MiB
 TOPIC = "filled"
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.alone]
 
 
 def create_led_by_one(port: int) -> None:

@@ -47,7 +47,7 @@ from tests.interop.conftest import java  # noqa: F401 - the fixture that builds 
 from tests.support.ebb_cli import ebb
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.alone]
 FETCH_MAX = 100_000  # replica.fetch.max.bytes here: the most one fetch moves past a throttle's rate
 
 @pytest.fixture(scope="module")
