@@ -152,7 +152,9 @@ def test_the_broker_registers_again_when_its_session_expires(zk_server, zk_conne
         new_owner = wait_for(lambda: owner(kazoo, "/brokers/ids/1") not in (None, old.session_id) and
                                owner(kazoo, "/brokers/ids/1"), what="the broker's new registration")
         assert wait_for(lambda: load_session(session_file).session_id == new_owner, what="the new session file")
-        assert "broker registered again after a new ZooKeeper session" in broker.log_text()
+        # the broker logs it once its registration is made, a moment after kazoo can see the node
+        wait_for(lambda: "broker registered again after a new ZooKeeper session" in broker.log_text(),
+                 what="the re-registration logged")
         with WireClient(broker.port) as client:  # and it serves as before
             # its view of the live brokers follows /brokers/ids by a watch, a moment after the registration
             wait_for(lambda: [b.node_id for b in metadata(client, []).brokers] == [1], what="itself among the brokers")
