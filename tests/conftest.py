@@ -15,7 +15,8 @@ from hypothesis import settings  # noqa: E402
 from broker.handlers import fetch_resolve  # noqa: E402
 from tests.differential.runner import TALLY  # noqa: E402
 
-# No per-example deadline (Hypothesis' default is 200 ms): make test runs two workers on two cores, where an
+# No per-example deadline for any test (Hypothesis' default is 200 ms; this is the one place that says so):
+# examples here start brokers and write files, and make test runs two workers on two cores, where an
 # example's time says what the other worker does, not what the example does.
 settings.register_profile("ebb", deadline=None)
 settings.load_profile("ebb")

@@ -84,7 +84,7 @@ def _python_answer(buf, config, from_producer):
         return exc
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(run=st.lists(batches, min_size=0, max_size=4), damage=damages, from_producer=st.booleans(),
        max_message_bytes=st.sampled_from([1024 * 1024, 200, 90]), as_view=st.booleans())
 def test_compiled_and_python_agree(run, damage, from_producer, max_message_bytes, as_view):

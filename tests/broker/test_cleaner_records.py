@@ -49,7 +49,7 @@ def _damaged(body: bytes, at: int, byte: int) -> bytes:
     return bytes(data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(records, st.integers(0, 10_000), st.integers(0, 255), st.integers(-1, 2), st.booleans())
 def test_spans_compiled_equal_python(recs, at, byte, count_change, damage):
     body, count = _section(recs)
@@ -80,7 +80,7 @@ mapped = st.dictionaries(st.sampled_from([b"a", b"b", b"k" * 15, b"k" * 16, b"k"
                          st.integers(0, 30), max_size=4)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(records, mapped, st.integers(1, 12), st.integers(0, 20), st.integers(0, 20),
        st.integers(0, 10_000), st.integers(0, 255), st.booleans())
 def test_map_batch_compiled_equals_python(recs, entries, capacity, base_offset, start, at, byte, damage):
@@ -100,7 +100,7 @@ def test_map_batch_compiled_equals_python(recs, entries, capacity, base_offset, 
     assert ours.latest_offset == reference.latest_offset
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(records, mapped, st.integers(-1, 40), st.integers(0, 20), st.booleans(),
        st.integers(0, 10_000), st.integers(0, 255), st.booleans())
 def test_retain_compiled_equals_python(recs, entries, latest, base_offset, tombstones_stay, at, byte, damage):

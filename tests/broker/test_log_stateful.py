@@ -293,7 +293,6 @@ class LogModel(RuleBasedStateMachine):
 LogModel.TestCase.settings = settings(
     max_examples=40,
     stateful_step_count=30,
-    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestLogModel = LogModel.TestCase

@@ -15,7 +15,7 @@ from .test_fuzz import FRAMES, mutated
 
 PRODUCE_FRAMES = [(d, e) for d, e in FRAMES if e["api_key"] == 0 and e["direction"] == "request"]
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("version", list(ProduceRequest.valid_versions))
@@ -102,7 +102,7 @@ def test_produce_fast_path_refuses_a_frame_that_ends_inside_a_varint():
         fastpath.decode_produce_request(b"\x00\x00\x00\x09\x00\x00\x00\x00\x00\x00\x80")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(mutated(PRODUCE_FRAMES))
 def test_produce_fast_path_only_raises_the_typed_error(case):
     data, _ = case
@@ -131,7 +131,7 @@ def test_the_compiled_partition_reader_is_built_and_used():
     assert fastpath._read_partitions is _produce_read.read_partitions
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(mutated(PRODUCE_FRAMES))
 def test_compiled_partition_reader_matches_the_python_one_on_damaged_frames(case):
     data, _ = case

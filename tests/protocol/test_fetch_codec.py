@@ -23,7 +23,7 @@ from protocol.messages import FetchRequest, FetchResponse
 from .strategies import struct_of
 from .test_fetch_request import _as_a_consumer_sends, _outcome
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 _PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
 
 

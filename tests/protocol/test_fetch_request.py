@@ -13,7 +13,7 @@ from .strategies import struct_of
 from .test_fuzz import FRAMES, mutated
 
 FETCH_FRAMES = [(d, e) for d, e in FRAMES if e["api_key"] == 1 and e["direction"] == "request"]
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 _Partition = FetchRequest.FetchTopic.FetchPartition
 
 
@@ -68,7 +68,7 @@ def test_captured_fetch_requests():
         assert _outcome(fetch_request.decode_fetch_request, data) == _outcome(framing.decode_request, data)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated(FETCH_FRAMES))
 def test_damaged_frames_get_what_the_generic_codec_gives(case):
     data, _ = case

@@ -26,7 +26,7 @@ def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> li
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     sizes=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 3000)), max_size=30),
     reads=st.lists(st.integers(1, 5000), min_size=1, max_size=10),

@@ -16,7 +16,7 @@ ENTRIES = [e for e in json.loads((GOLDEN / "MANIFEST.json").read_text()) if e["a
 FRAMES = [((GOLDEN / e["file"]).read_bytes(), e) for e in ENTRIES]
 CODECS = [(name, v) for name, cls in sorted(MESSAGES.items()) for v in cls.valid_versions]
 
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _decode(data: bytes, entry) -> None:
@@ -62,7 +62,7 @@ def test_random_request_frames(tail, api_key, version):
     _decode(head + tail, {"direction": "request"})
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1500)
 @given(st.sampled_from(CODECS), st.binary(max_size=48))
 def test_random_bodies_for_every_codec(case, data):
     name, version = case

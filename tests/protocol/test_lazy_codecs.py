@@ -24,7 +24,7 @@ def test_importing_the_messages_compiles_no_codec():
 
 
 @pytest.mark.parametrize("name, version", CASES, ids=[f"{n}-v{v}" for n, v in CASES])
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_codec_built_on_first_use_equals_a_fresh_one(name, version, data):
     cls = MESSAGES[name]

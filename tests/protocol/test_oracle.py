@@ -87,7 +87,7 @@ def test_same_wire_layout_as_kafka(name, version):
 
 
 @pytest.mark.parametrize("name, version", CASES, ids=IDS)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_values_cross_codecs(name, version, data):
     cls = MESSAGES[name]

@@ -45,7 +45,7 @@ from protocol.varint import (
 )
 
 ALL_CODECS = list(Compression)
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 
 
 # kafka-python reads and writes snappy, lz4 and zstd through its optional packages (python-snappy, lz4,
@@ -433,7 +433,7 @@ def exercise(buf: bytes | bytearray, partial: bool) -> None:
         pass
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(st.binary(max_size=300), st.booleans())
 def test_fuzz_random_bytes(data: bytes, partial: bool) -> None:
     exercise(data, partial)
@@ -464,13 +464,13 @@ def mutated_batches(draw: st.DrawFn) -> bytearray:
     return buf
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(mutated_batches(), st.booleans())
 def test_fuzz_mutated_batches(buf: bytearray, partial: bool) -> None:
     exercise(buf, partial)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(record_lists, st.sampled_from(ALL_CODECS), st.data())
 def test_fuzz_mutated_record_sections(records: list[tuple], codec: Compression, data: st.DataObject) -> None:
     # Mutate the uncompressed record section and re-wrap it with a valid CRC (and compression), so the

@@ -12,7 +12,7 @@ CASES = [(name, v) for name, cls in sorted(MESSAGES.items()) for v in cls.valid_
 
 
 @pytest.mark.parametrize("name, version", CASES, ids=[f"{n}-v{v}" for n, v in CASES])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_round_trip(name, version, data):
     cls = MESSAGES[name]

@@ -45,7 +45,7 @@ def _segment(tmp_path, sizes: list[tuple[int, int]], index_every: int, seed: int
 _sizes = st.lists(st.tuples(st.integers(1, 5), st.integers(0, 3000)), min_size=1, max_size=30)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(sizes=_sizes, index_every=st.integers(1, 4), seed=st.integers(0, 1000), data=st.data())
 def test_reads_on_equal(tmp_path_factory, sizes, index_every, seed, data):
     tmp_path = tmp_path_factory.mktemp("seg")

@@ -154,7 +154,7 @@ def test_validate_returns_the_batch_unchanged_when_there_is_nothing_to_rebuild()
     assert same is batch
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(source=st.sampled_from(list(Compression)), target=st.sampled_from(list(Compression)),
        timestamps=st.lists(st.integers(-1, 2**41), min_size=1, max_size=8), transactional=st.booleans(),
        level=st.sampled_from([None, 1]))

@@ -119,7 +119,7 @@ def test_about_twenty_response_types_are_counted_in_one_loop():
 
 
 @pytest.mark.parametrize("cls", _two_level_responses(), ids=lambda cls: cls.__name__)
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_two_level_answer_is_counted_as_the_generic_walk_counts_it(cls, data):
     """Random answers of each response type the one-loop count takes (any version, empty and null

@@ -46,7 +46,7 @@ batches = st.lists(st.tuples(records, st.sampled_from(list(Compression)), st.sam
                              st.booleans()), min_size=1, max_size=4)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(batches, st.integers(0, 20), st.integers(0, 60), st.booleans(), st.integers(0, 30))
 def test_the_compiled_decoder_gives_the_python_decoders_rows(spec, position, span, with_headers, cut):
     data, offset = b"", 0

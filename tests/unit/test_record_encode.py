@@ -118,7 +118,7 @@ def test_damaged_buffers_are_refused(rows, values, partitions, message):
     assert _recordenc.finish(encoder) == []  # nothing half-written stays behind
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.integers(0, 6), st.binary(max_size=64), st.binary(max_size=16), st.integers(-3, 3))
 def test_arbitrary_buffers_never_crash(rows, offsets, data, offset):
     encoder = _recordenc.encoder(2, 64)
