@@ -12,8 +12,9 @@ One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-20
 Spark runs local[2] with the settings of pipeline/session.py for a long-running job (the JVM's default
 JIT, not the tests' quick-start flags). Nothing is timed before warm_up: a write through each Spark source,
 then every reader (format("ebb"), format("kafka"), the librdkafka consumer) reads the same warm topic the
-same number of times, so that neither Python worker start-up nor the JVM's compilation of the row
-conversion is timed, and each reader gets the same warm-up.
+same number of times, then each writer (both Spark sources and the librdkafka producer) writes rounds of
+WARM_RECORDS until a Spark source's two last rounds agree within 15%, so that neither Python worker start-up
+nor the JVM's compilation of the row conversion is timed, and each reader and writer gets the same warm-up.
 Prints the median records/s of each, the ratio ebb/librdkafka, and each repetition's figures (their spread).
 """
 
@@ -37,6 +38,11 @@ WARM_RECORDS = 500_000  # written by each Spark source into the warm topic
 # their steady cost per row within a million rows, but its C2 compiler threads go on compiling for about
 # nine reads of a million, at 0.2-0.5 CPU-s per million rows read, taken from the same two cores
 WARM_ROWS = 10_000_000
+# Write rounds: after the reads' warm-up one write of half a million rows left the first timed format("ebb")
+# write at 0.34-0.85x of the next ones in every run of 2026-11-27 to 29 (the JVM still compiling the write
+# path), so rounds go on until the last two of each Spark source agree within WRITES_AGREE
+WRITE_ROUNDS = 8
+WRITES_AGREE = 0.15
 
 
 def librdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
@@ -120,7 +126,7 @@ def spark_read(spark, bootstrap: str, topic: str, count: int, source: str = "ebb
 
 def warm_up(spark, bootstrap: str, sources: tuple[str, ...]) -> None:
     """Each Spark source writes WARM_RECORDS into one topic; then each Spark source and the librdkafka
-    consumer read all of it, in turn, until each has read WARM_ROWS."""
+    consumer read all of it, in turn, until each has read WARM_ROWS; then the writers' rounds (WRITE_ROUNDS)."""
     create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
     for source in sources:
         spark_write(spark, bootstrap, "bench-pipeline-warm", WARM_RECORDS, source)
@@ -129,6 +135,18 @@ def warm_up(spark, bootstrap: str, sources: tuple[str, ...]) -> None:
         for source in sources:
             spark_read(spark, bootstrap, "bench-pipeline-warm", count, source)
         librdkafka_consume(bootstrap, "bench-pipeline-warm", count)
+    create_topic(bootstrap, "bench-pipeline-warm-writes", PARTITIONS)
+    values = [b"x" * (100 + i % 100) for i in range(WARM_RECORDS)]
+    rates: dict[str, list[float]] = {source: [] for source in sources}
+    for _ in range(WRITE_ROUNDS):
+        for source in sources:
+            rates[source].append(WARM_RECORDS / spark_write(spark, bootstrap, "bench-pipeline-warm-writes",
+                                                            WARM_RECORDS, source))
+        librdkafka_produce(bootstrap, "bench-pipeline-warm-writes", values)
+        print("  warm-up writes, rows/s: " + ", ".join(f"{source} {rates[source][-1]:,.0f}" for source in sources),
+              flush=True)
+        if all(len(r) >= 2 and abs(r[-1] - r[-2]) <= WRITES_AGREE * max(r[-2:]) for r in rates.values()):
+            break
 
 
 def main(argv: list[str] | None = None) -> None:
