@@ -38,6 +38,7 @@ from protocol.records import batch_of_section
 from .config import WriteConfig, cluster_options
 from .loop_thread import LoopThread
 from .options import EbbSourceError
+from .planning import quiet_client_logs
 from .worker_memory import keep_freed_memory
 
 try:
@@ -276,6 +277,7 @@ def _binary(column: pa.Array) -> tuple:
 def write_batches(config: WriteConfig, batches: Iterable[pa.RecordBatch]) -> int:
     """Produce every row of `batches`; return how many. Raises on the first record the broker refuses."""
     keep_freed_memory()
+    quiet_client_logs()  # runs in a Spark worker: its connections are not worth a line each
     topic = config.topic
     if topic is not None and config.headers_index is None:
         encoded = _Encoded(config, topic)
