@@ -65,7 +65,12 @@ class Connection(asyncio.BufferedProtocol):
             self.reader.max_frame = min(self.reader.max_frame, server.broker.config.sasl_max_receive_size)
         self.queue: deque[tuple[bytearray, float]] = deque()  # (frame, when it arrived)
         self.timing: RequestTiming | None = None  # the request being served (metrics)
+        # Made by the server in its loop; kept, as asking for the running loop costs a getpid(2) each time
+        self.loop = asyncio.get_running_loop()
+        # The connection's one serving task, from its first request to its end, and what it awaits while
+        # no request is queued (a task per request cost the loop a task's making and ending per Fetch)
         self.worker: asyncio.Task | None = None
+        self.idle: asyncio.Future | None = None
         self.writable = asyncio.Event()
         self.writable.set()
         self.reading_paused = False
@@ -126,7 +131,7 @@ class Connection(asyncio.BufferedProtocol):
             self.deadline.cancel()
         transport = self._wire
         transport.pause_reading()
-        asyncio.get_running_loop().call_later(throttle_ms / 1000, transport.close)
+        self.loop.call_later(throttle_ms / 1000, transport.close)
         return True
 
     @property
@@ -151,8 +156,19 @@ class Connection(asyncio.BufferedProtocol):
         if len(self.queue) >= MAX_QUEUED_REQUESTS and not self.reading_paused:
             self._wire.pause_reading()
             self.reading_paused = True
-        if self.worker is None:
-            self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
+        idle = self.idle
+        if idle is not None:  # wake()'s work, without its call: once per request
+            self.idle = None
+            if not idle.done():
+                idle.set_result(None)
+        elif self.worker is None and not self.closed:
+            self.worker = self.loop.create_task(self._serve_queue())
+
+    def wake(self) -> None:
+        """An idle worker looks again at its queue and at whether it should stop (the server stopping)."""
+        idle, self.idle = self.idle, None
+        if idle is not None and not idle.done():
+            idle.set_result(None)
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -178,7 +194,11 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _serve_queue(self) -> None:
         try:
-            while self.queue and not self.closed and not self.server.stopping:
+            while not self.closed and not self.server.stopping:
+                if not self.queue:  # buffer_updated or the server's stop wakes it
+                    self.idle = self.loop.create_future()
+                    await self.idle
+                    continue
                 frame, arrived = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self._wire.resume_reading()
@@ -193,30 +213,30 @@ class Connection(asyncio.BufferedProtocol):
                 if self.context.throttle_ms:
                     await self._mute()
         finally:
-            self.worker = None
-            if self.queue and not self.closed and not self.server.stopping:  # arrived while finishing
-                self.worker = asyncio.get_running_loop().create_task(self._serve_queue())
+            self.worker = self.idle = None
 
     async def _serve(self, frame: bytearray, arrived: float) -> bool:
         """Serve one request; False when the connection must close."""
-        if self.sasl is not None and self.sasl.stage is Stage.RAW_TOKENS:
+        sasl = self.sasl
+        if sasl is not None and sasl.stage is Stage.RAW_TOKENS:
             return await self._serve_raw_token(frame)
         try:
             api_key, version, correlation_id = framing.peek_request(frame)
         except ProtocolError as exc:
             return self._drop("bad request header", error=str(exc))
-        if self.sasl is not None and self.sasl.authenticated and not self._session_current(api_key):
-            return False
-        if self.sasl is not None and not self.sasl.admits(api_key):
-            return self._drop("request not allowed before SASL authentication", api_key=api_key,
-                              stage=self.sasl.stage.value)
+        if sasl is not None:
+            if sasl.authenticated and not self._session_current(api_key):
+                return False
+            if not sasl.admits(api_key):
+                return self._drop("request not allowed before SASL authentication", api_key=api_key,
+                                  stage=sasl.stage.value)
         handler = REGISTRY.get(api_key)
         if handler is None:
             return self._drop("request for an API we do not serve", api_key=api_key, version=version)
-        if handler.reply_to_newer is not None and version > handler.versions.high:
-            self._send([framing.encode_response(handler.reply_to_newer(), 0, correlation_id)])
-            return True
-        if version not in handler.versions:
+        if version not in handler.accepts:
+            if handler.reply_to_newer is not None and version > handler.versions.high:
+                self._send([framing.encode_response(handler.reply_to_newer(), 0, correlation_id)])
+                return True
             return self._drop("unsupported version", api=handler.name, version=version)
         try:
             request = handler.decode(frame)
@@ -307,7 +327,7 @@ class Connection(asyncio.BufferedProtocol):
         transport = self._wire
         if self.file_sender is None:
             try:
-                self.file_sender = FileSender(asyncio.get_running_loop(), transport.get_extra_info("socket").fileno())
+                self.file_sender = FileSender(self.loop, transport.get_extra_info("socket").fileno())
             except OSError as exc:  # no descriptor left for the duplicate (ulimit -n): copy this time
                 log.warning("sending from files not possible", peer=self.peer, error=repr(exc))
                 return await self._send_copied(chunks, regions)
@@ -343,7 +363,7 @@ class Connection(asyncio.BufferedProtocol):
             self.flush()
         elif not self.send_scheduled:
             self.send_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self.send_scheduled = False
@@ -369,7 +389,7 @@ class Connection(asyncio.BufferedProtocol):
             self.flush()  # the failure's answer goes out before the close
             self.closed = True
             transport = self._wire
-            asyncio.get_running_loop().call_later(FAILED_AUTHENTICATION_DELAY_S, transport.close)
+            self.loop.call_later(FAILED_AUTHENTICATION_DELAY_S, transport.close)
             return False
         return True
 
@@ -393,7 +413,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.deadline is not None:
             self.deadline.cancel()
         timeout_s = self.broker.config.sasl_authentication_timeout_ms / 1000
-        self.deadline = asyncio.get_running_loop().call_later(timeout_s, self._authentication_deadline)
+        self.deadline = self.loop.call_later(timeout_s, self._authentication_deadline)
 
     def _authentication_deadline(self) -> None:
         if not self.closed and self.sasl is not None and not self.sasl.authenticated:
@@ -485,6 +505,8 @@ class BrokerServer:
         replicas = getattr(self.broker, "replicas", None)
         if replicas is not None:
             replicas.wake_all()  # parked long polls answer now instead of holding shutdown
+        for connection in self.connections:  # idle workers end (busy ones once their request is answered)
+            connection.wake()
         workers = {c.worker: c for c in self.connections if c.worker is not None}
         if workers:
             _, pending = await asyncio.wait(workers, timeout=grace_s)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from broker.handlers.context import BrokerContext
@@ -62,10 +62,14 @@ class Handler:
     decode: Decoder = framing.decode_request
     encode: Encoder = encode_frame
     reply_to_newer: Callable[[], ApiMessage] | None = None  # a v0 answer for versions above the range
+    # Made once from the above, as they are read for every request: the API's name (metrics and logs call
+    # it so) and `versions` as a set, whose `in` runs in C
+    name: str = field(init=False)
+    accepts: frozenset[int] = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return messages.api(self.api_key).name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", messages.api(self.api_key).name)  # (frozen)
+        object.__setattr__(self, "accepts", frozenset(self.versions))
 
 
 REGISTRY: dict[int, Handler] = {}

@@ -2,7 +2,7 @@
  * what its connection kept, the answer objects made as partition_data, topic_response and Wanted make
  * them.
  *
- * reuse(partition_template, partition_slots, wanted_template, wanted_slots, topic_type, no_topic_id,
+ * reuse(partition_template, partition_offsets, wanted_template, wanted_offsets, topic_type, no_topic_id,
  *       known, asked, by_id) -> (topics, wanted) | None
  * known: {topic id or name: {partition index: (leader epoch asked, weakref to the Partition)}};
  * asked: the request's FetchTopics. None, as _reuse, unless every partition asked was kept at the
@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 /* An attribute or method name made once and interned: PyObject_GetAttrString makes and hashes a new str
  * on every call, which cost these per-Fetch paths more than the Python they replace */
@@ -24,24 +25,51 @@
     interned_;                                                      \
 })
 
-static PyObject *copy_of(PyObject *template, PyObject *slots) {
+/* A copy of `template` with no __init__: its slots (the member offsets `offsets` holds, from member_offsets)
+ * copied as references, as getattr and setattr of each would, without looking each name up twice */
+static PyObject *copy_of(PyObject *template, PyObject *offsets) {
     PyTypeObject *type = Py_TYPE(template);
     PyObject *no_args = PyTuple_New(0);
     if (no_args == NULL) return NULL;
-    PyObject *made = type->tp_new(type, no_args, NULL);  /* object.__new__: no __init__ */
+    PyObject *made = type->tp_new(type, no_args, NULL);  /* object.__new__: every slot empty */
     Py_DECREF(no_args);
     if (made == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); i++) {
-        PyObject *name = PyTuple_GET_ITEM(slots, i);
-        PyObject *value = PyObject_GetAttr(template, name);
-        if (value == NULL || PyObject_SetAttr(made, name, value) < 0) {
-            Py_XDECREF(value);
-            Py_DECREF(made);
-            return NULL;
-        }
-        Py_DECREF(value);
+    const Py_ssize_t *offset = (const Py_ssize_t *)PyBytes_AS_STRING(offsets);
+    Py_ssize_t count = PyBytes_GET_SIZE(offsets) / (Py_ssize_t)sizeof(Py_ssize_t);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = *(PyObject **)((char *)template + offset[i]);
+        Py_XSETREF(*(PyObject **)((char *)made + offset[i]), Py_XNewRef(value));
     }
     return made;
+}
+
+/* member_offsets(cls, names) -> bytes: where each named slot of `cls` lives in its instances (for copy_of).
+ * TypeError unless each is a writable object slot of cls itself */
+static PyObject *member_offsets(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "member_offsets(cls, names: tuple)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    Py_ssize_t count = PyTuple_GET_SIZE(args[1]);
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(Py_ssize_t));
+    if (offsets == NULL) return NULL;
+    Py_ssize_t *offset = (Py_ssize_t *)PyBytes_AS_STRING(offsets);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *name = PyTuple_GET_ITEM(args[1], i);
+        PyObject *found = PyDict_GetItemWithError(type->tp_dict, name);  /* borrowed; the class's own */
+        PyMemberDef *member = found != NULL && Py_IS_TYPE(found, &PyMemberDescr_Type)
+                              ? ((PyMemberDescrObject *)found)->d_member : NULL;
+        if (member == NULL || member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "member_offsets: %R is not a slot of %s", name,
+                                                type->tp_name);
+            Py_DECREF(offsets);
+            return NULL;
+        }
+        offset[i] = member->offset;
+    }
+    return offsets;
 }
 
 static int set(PyObject *object, PyObject *name, PyObject *value) {
@@ -53,13 +81,13 @@ static int set(PyObject *object, PyObject *name, PyObject *value) {
 
 static PyObject *reuse(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 9 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[3]) || !PyDict_Check(args[6])) {
-        PyErr_SetString(PyExc_TypeError, "reuse(partition_template, partition_slots, wanted_template, wanted_slots, "
+    if (nargs != 9 || !PyBytes_Check(args[1]) || !PyBytes_Check(args[3]) || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "reuse(partition_template, partition_offsets, wanted_template, wanted_offsets, "
                                          "topic_type, no_topic_id, known, asked, by_id)");
         return NULL;
     }
-    PyObject *partition_template = args[0], *partition_slots = args[1], *wanted_template = args[2];
-    PyObject *wanted_slots = args[3], *topic_type = args[4], *no_topic_id = args[5], *known = args[6];
+    PyObject *partition_template = args[0], *partition_offsets = args[1], *wanted_template = args[2];
+    PyObject *wanted_offsets = args[3], *topic_type = args[4], *no_topic_id = args[5], *known = args[6];
     int by_id = PyObject_IsTrue(args[8]);
     if (by_id < 0) return NULL;
     PyObject *asked = PySequence_Fast(args[7], "reuse: asked must be a sequence");
@@ -132,11 +160,11 @@ static PyObject *reuse(PyObject *module, PyObject *const *args, Py_ssize_t nargs
                 }
                 goto done;
             }
-            PyObject *response = copy_of(partition_template, partition_slots);
+            PyObject *response = copy_of(partition_template, partition_offsets);
             int failed = response == NULL || PyObject_SetAttr(response, NAME("partition_index"), index) < 0
                          || PyList_Append(partitions, response) < 0;
             Py_DECREF(index);
-            PyObject *w = failed ? NULL : copy_of(wanted_template, wanted_slots);
+            PyObject *w = failed ? NULL : copy_of(wanted_template, wanted_offsets);
             failed = failed || w == NULL || PyObject_SetAttr(w, NAME("response"), response) < 0
                      || PyObject_SetAttr(w, NAME("partition"), partition) < 0
                      || set(w, NAME("fetch_offset"), PyObject_GetAttr(part, NAME("fetch_offset"))) < 0
@@ -161,6 +189,8 @@ done:  /* the references this call still holds, whichever way it ends */
 static PyMethodDef methods[] = {
     {.ml_name = "reuse", .ml_meth = (PyCFunction)(void (*)(void))reuse, .ml_flags = METH_FASTCALL,
      .ml_doc = "fetch_resolve._reuse: (topics, wanted) from what a connection kept, or None"},
+    {.ml_name = "member_offsets", .ml_meth = (PyCFunction)(void (*)(void))member_offsets, .ml_flags = METH_FASTCALL,
+     .ml_doc = "member_offsets(cls, names) -> bytes: the slots' offsets in instances of cls (reuse's copies)"},
     {0},
 };
 

@@ -249,10 +249,12 @@ def _reuse(kept: ResolvedFetch, asked: list[FetchRequest.FetchTopic], version: i
 
 
 try:  # _reuse in one call, where it is built (setup.py): broker/handlers/_fetch_reuse.c
+    from broker.handlers._fetch_reuse import member_offsets
     from broker.handlers._fetch_reuse import reuse as _reuse_in_c
 except ImportError:  # pragma: no cover - the package installed without a C compiler
     _reuse_in_c = None
-# Its answer objects are copies of these (partition_data's defaults, the dataclass's), not its own
+# Its answer objects are copies of these (partition_data's defaults, the dataclass's), not its own, each
+# slot copied by its offset
 _compiled_reuse = None if _reuse_in_c is None else functools.partial(
-    _reuse_in_c, partition_data(0), PartitionData.__slots__, Wanted(partition_data(0), None, 0, 0, -1),
-    Wanted.__slots__, TopicResponse, _NO_TOPIC_ID)
+    _reuse_in_c, partition_data(0), member_offsets(PartitionData, PartitionData.__slots__),
+    Wanted(partition_data(0), None, 0, 0, -1), member_offsets(Wanted, Wanted.__slots__), TopicResponse, _NO_TOPIC_ID)

@@ -66,7 +66,9 @@ KAFKA_STORAGE_ERROR.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSession, next_epoch, topic_key
 from broker.handlers import BrokerContext, handles
@@ -122,14 +124,11 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     if quota.enabled and not follower:
         cap_fetch(quota, connection, request.header.client_id, body)
     committed = body.isolation_level == IsolationLevel.READ_COMMITTED and not follower
-    if follower:  # a replica's fetch needs CLUSTER_ACTION; a consumer's, READ on each topic
-        cluster_ok = allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION)
-
-        def may_read(name: str) -> bool:
-            return cluster_ok
-    else:
-        def may_read(name: str) -> bool:
-            return allowed(broker, connection, Operation.READ, ResourceType.TOPIC, name)
+    # A replica's fetch needs CLUSTER_ACTION; a consumer's, READ on each topic. (Partials, not closures:
+    # no function object made per Fetch.)
+    may_read: Callable[[str], bool] = (
+        functools.partial(_every_topic, allowed_on_cluster(broker, connection, Operation.CLUSTER_ACTION)) if follower
+        else functools.partial(allowed, broker, connection, Operation.READ, ResourceType.TOPIC))
     # KIP-392: from v11 (the consumer's rack id comes along) a consumer may read a follower's log up to
     # the follower's high watermark; older consumers and replicas are served by the leader only.
     leader_only = follower or version < 11
@@ -148,11 +147,9 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     # What each read saw is kept only for a consumer's session (fetch_quiet.py): librdkafka has none
     keep_state = not follower and (session is not None or wants_session)
 
-    def plan(recheck: bool = True) -> tuple[int, bool]:
-        """Where each partition's read would come from now: (bytes available, any error)."""
-        return _plan(replicas, wanted, body.max_bytes, replica_id if follower else None, leader_only, committed,
-                     recheck, keep_state)
-
+    # plan(recheck): where each partition's read would come from now: (bytes available, any error)
+    limits = (body.max_bytes, replica_id if follower else None, leader_only, committed, keep_state)
+    plan = functools.partial(_plan, replicas, wanted, *limits)
     rack_aware = not follower and version >= 11 and broker.config.rack_aware_reads and bool(body.rack_id)
     redirected = rack_aware and _redirect(broker, wanted, body.rack_id, connection.listener_name)
     # Each read keeps its segment files pinned (one pin per partition, which the answer's FileRegion
@@ -160,7 +157,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     # exception or cancellation before then
     try:
         # Nothing else ran since _resolve unless producer state was loaded (an await): no recheck then
-        available, failed = plan(recheck=awaited)
+        available, failed = plan(awaited)
         if skipped and body.max_wait_ms > 0 and not failed and available < body.min_bytes and not redirected:
             # It will wait: then every partition of the session is watched and read, as before
             assert session is not None
@@ -168,20 +165,21 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
             asked, cached = session.request_topics()
             topics, wanted = resolve(broker, asked, version, replica_id, may_read, leader_only)
             awaited = committed and await _load_transactions(wanted)
-            available, failed = plan(recheck=awaited)
+            plan = functools.partial(_plan, replicas, wanted, *limits)
+            available, failed = plan(awaited)
         if follower:
             _note_follower_fetches(wanted, replica_id)
         if (body.max_wait_ms > 0 and wanted and not failed and available < body.min_bytes and not redirected
                 and not (follower and _start_moved(wanted))):
             def enough() -> bool:
-                size, error = plan()
+                size, error = plan(True)
                 return error or size >= body.min_bytes or (follower and _start_moved(wanted))
 
             keys = [w.partition.topic_partition for w in wanted if w.partition is not None]
             await replicas.fetches.wait(keys, enough, body.max_wait_ms)
             if rack_aware:  # a follower of the consumer's rack may have caught up meanwhile (Kafka asks again too)
                 _redirect(broker, wanted, body.rack_id, connection.listener_name)
-            plan()
+            plan(True)
         groups = [w.read.slices if w.read is not None else () for w in wanted]
     except BaseException:
         _release_reads(wanted)
@@ -337,8 +335,13 @@ def _redirect(broker: BrokerContext, wanted: list[Wanted], client_rack: str, lis
     return redirected
 
 
+def _every_topic(cluster_action_allowed: bool, name: str) -> bool:
+    """A follower may read any topic if it may CLUSTER_ACTION."""
+    return cluster_action_allowed
+
+
 def _plan(replicas, wanted: list[Wanted], max_bytes: int, replica_id: int | None, leader_only: bool,
-          committed: bool, recheck: bool, keep_state: bool) -> tuple[int, bool]:
+          committed: bool, keep_state: bool, recheck: bool) -> tuple[int, bool]:
     """Kafka's readFromLog: partitions in request order share MaxBytes; the first one that returns
     data may exceed it with its first batch (KIP-74), the others may not. READ_COMMITTED readers
     stop at the last stable offset. `recheck`: the request awaited since _resolve, so a partition may

@@ -66,11 +66,10 @@ class _ApiStats:
 
 
 class RequestTiming:
-    __slots__ = ("_stats", "api", "arrived", "started", "handled_at", "remote")
+    __slots__ = ("_stats", "arrived", "started", "handled_at", "remote")
 
-    def __init__(self, metrics: RequestMetrics, api: str, arrived: float) -> None:
-        self._stats = metrics.stats(api)  # looked up once: handled() and sent() both count into it
-        self.api = api
+    def __init__(self, stats: _ApiStats, arrived: float) -> None:
+        self._stats = stats  # the request's API's: handled() and sent() both count into it
         self.arrived = arrived
         self.started = time.perf_counter()
         self.handled_at = self.started
@@ -113,7 +112,7 @@ class RequestMetrics:
     def begin(self, api: str, arrived: float) -> RequestTiming:
         """Start timing a request that arrived at `arrived` (time.perf_counter()) and whose handler
         runs now, in the current task."""
-        timing = RequestTiming(self, api, arrived)
+        timing = RequestTiming(self._apis.get(api) or self.stats(api), arrived)
         _current.set(timing)
         return timing
 
