@@ -61,6 +61,8 @@ class Connection(asyncio.BufferedProtocol):
         sasl = server.broker.config.sasl_listeners.get(listener.name)
         self.sasl = SaslSession(sasl, server.broker.credentials) if sasl is not None else None
         self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
+        # The transport reads into the frame reader's buffers: its get_buffer, with no call of ours around it
+        self.get_buffer = self.reader.get_buffer  # type: ignore[method-assign]
         if self.sasl is not None:  # frames before authentication are small (sasl.server.max.receive.size)
             self.reader.max_frame = min(self.reader.max_frame, server.broker.config.sasl_max_receive_size)
         self.queue: deque[tuple[bytearray, float]] = deque()  # (frame, when it arrived)
@@ -139,9 +141,6 @@ class Connection(asyncio.BufferedProtocol):
         """The transport: every caller runs after connection_made gave it."""
         assert self.transport is not None, "no transport before connection_made"
         return self.transport
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
         try:

@@ -42,8 +42,18 @@ def test_batched_phase_times_fold_into_the_same_counts_and_sums_as_one_observe_e
     # on, below and above bounds, zero, and past the last bound (+Inf)
     values = [0.0005, 0.0004999, 0.00050001, 0.0, 0.3, 2.5, 31.0, 0.001, 1e-7, 10.0]
     for i in range(len(values)):
-        row = tuple(values[(i + k) % len(values)] for k in range(len(PHASES)))
-        stats.pending.append(row)  # type: ignore[arg-type]
+        queued, local, parked, sending = (values[(i + k) % len(values)] for k in range(4))
+        if i % 3 == 0:
+            parked = 100.0  # longer than the handler took: its remote time is the handler's whole time
+        arrived = 0.0
+        started = arrived + queued
+        handled = started + local + min(parked, 50.0)
+        sent = handled + sending
+        stats.pending.append((arrived, started, handled, sent, parked))
+        # each phase as one request's observe() would take it
+        local_and_remote = handled - started
+        remote = min(parked, local_and_remote)
+        row = (started - arrived, local_and_remote - remote, remote, sent - handled, sent - arrived)
         for histogram, value in zip(reference, row, strict=True):
             histogram.observe(value)
     stats.fold()
