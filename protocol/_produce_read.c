@@ -1,4 +1,11 @@
-/* The partitions of one topic in a Produce request, read in one call (protocol/fastpath.py).
+/* A Produce request read in C (protocol/fastpath.py): the whole request, or one topic's partitions.
+ *
+ * decode(frame) builds the same Request[ProduceRequest] as fastpath's Python decoder (the reference,
+ * which runs alone where this is not built and which tests hold it equal to) for versions 3-12: the
+ * header, the transactional id, acks and timeout, each topic's name and partitions, tagged fields
+ * skipped. Any frame that does not fit (cut short, a null where none may be, bytes that are not UTF-8,
+ * another API or version) gives None: the Python decoder then reads it and words the error.
+ * configure(...) hands over, once, the classes and the default topic id it uses.
  *
  * read_partitions(view, pos, flexible, cls) reads the partition array that starts at byte `pos` of
  * the memoryview `view` and returns (partitions, pos after the array): each partition an instance of
@@ -18,6 +25,16 @@
 
 static PyObject *INDEX, *RECORDS, *EMPTY;
 
+/* Set by configure(). */
+static PyObject *REQUEST, *HEADER, *BODY, *TOPIC, *PARTITION, *NO_TOPIC_ID, *EMPTY_STR;
+static int configured = 0;
+
+/* Attribute names, interned once. */
+#define NAMES(X) X(request_api_key) X(request_api_version) X(correlation_id) X(client_id) \
+    X(transactional_id) X(acks) X(timeout_ms) X(topic_data) X(name) X(topic_id) X(partition_data)
+#define DECLARE(name) static PyObject *S_##name;
+NAMES(DECLARE)
+
 typedef struct {
     const unsigned char *data;
     Py_ssize_t pos, end;
@@ -29,6 +46,14 @@ static int read_int32(Cursor *c, int64_t *out) {
     const unsigned char *p = c->data + c->pos;
     *out = (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
     c->pos += 4;
+    return 0;
+}
+
+static int read_int16(Cursor *c, int64_t *out) {
+    if (c->end - c->pos < 2) return -1;
+    const unsigned char *p = c->data + c->pos;
+    *out = (int16_t)((uint16_t)p[0] << 8 | (uint16_t)p[1]);
+    c->pos += 2;
     return 0;
 }
 
@@ -141,7 +166,167 @@ done:
     return result;
 }
 
+/* ---- the whole request ------------------------------------------------------------------------- */
+
+/* A string as the Python reader's `string` reads it: compact or with an int16 length. A new reference
+ * (Py_None for a null one where `nullable`); NULL when the bytes do not fit, with an error set only
+ * when Python itself failed. */
+static PyObject *string(Cursor *c, int compact, int nullable) {
+    int64_t n;
+    if (compact) {
+        if (read_uvarint(c, &n)) return NULL;
+        n -= 1;
+    } else if (read_int16(c, &n)) {
+        return NULL;
+    }
+    if (n < 0) return n == -1 && nullable ? Py_NewRef(Py_None) : NULL;
+    if (c->end - c->pos < n) return NULL;
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)c->data + c->pos, (Py_ssize_t)n, NULL);
+    if (text == NULL) PyErr_Clear();  /* not UTF-8: Python words it */
+    c->pos += (Py_ssize_t)n;
+    return text;
+}
+
+static PyObject *blank(PyObject *cls) {
+    return ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, EMPTY, NULL);
+}
+
+/* Sets `value` (stolen) as `name` of `obj`; -1 on failure or a NULL value. */
+static int put(PyObject *obj, PyObject *name, PyObject *value) {
+    if (value == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* Python failed (memory): NULL out with its error. The bytes did not fit: None out. */
+#define UNFIT do { if (!PyErr_Occurred()) { result = Py_NewRef(Py_None); } goto done; } while (0)
+
+/* One topic's partition array, as read_partitions reads it: a new list; Py_None (a new reference) when
+ * the bytes do not fit; NULL on a failure of Python's own. */
+static PyObject *partitions_of(Cursor *c, PyObject *view, int flexible) {
+    int64_t count;
+    /* Each partition takes at least 5 bytes: a count larger than the frame could hold is refused
+     * before any list is sized by it. */
+    if (read_length(c, flexible, &count) || count < 0 || count > (c->end - c->pos) / 5 + 1) return Py_NewRef(Py_None);
+    PyObject *partitions = PyList_New((Py_ssize_t)count);
+    if (partitions == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        PyObject *partition = read_one(c, view, (PyTypeObject *)PARTITION, flexible);
+        if (partition == NULL || partition == Py_None) {
+            Py_DECREF(partitions);
+            return partition == NULL ? NULL : Py_NewRef(Py_None);
+        }
+        PyList_SET_ITEM(partitions, i, partition);
+    }
+    return partitions;
+}
+
+static PyObject *decode_frame(Cursor *c, PyObject *view) {
+    PyObject *result = NULL, *header = NULL, *body = NULL, *topics = NULL;
+    int64_t key, version, correlation, acks, timeout, count;
+    if (read_int16(c, &key) || read_int16(c, &version) || read_int32(c, &correlation)) UNFIT;
+    if (key != 0 || version < 3 || version > 12) UNFIT;
+    int flexible = version >= 9;
+    PyObject *client_id = string(c, 0, 1);
+    if (client_id == NULL) UNFIT;
+    if (client_id == Py_None) Py_SETREF(client_id, Py_NewRef(EMPTY_STR));
+    header = blank(HEADER);
+    if (header == NULL) {
+        Py_DECREF(client_id);
+        goto done;
+    }
+    if (put(header, S_request_api_key, PyLong_FromLongLong(key))
+        || put(header, S_request_api_version, PyLong_FromLongLong(version))
+        || put(header, S_correlation_id, PyLong_FromLongLong(correlation)) || put(header, S_client_id, client_id))
+        goto done;
+    if (flexible && skip_tags(c)) UNFIT;
+    body = blank(BODY);
+    if (body == NULL) goto done;
+    PyObject *transactional_id = string(c, flexible, 1);
+    if (transactional_id == NULL) UNFIT;
+    if (put(body, S_transactional_id, transactional_id)) goto done;
+    if (read_int16(c, &acks) || read_int32(c, &timeout)) UNFIT;
+    if (put(body, S_acks, PyLong_FromLongLong(acks)) || put(body, S_timeout_ms, PyLong_FromLongLong(timeout)))
+        goto done;
+    /* a topic takes at least two bytes */
+    if (read_length(c, flexible, &count) || count < 0 || count > (c->end - c->pos) / 2 + 1) UNFIT;
+    topics = PyList_New((Py_ssize_t)count);
+    if (topics == NULL) goto done;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        PyObject *topic = blank(TOPIC);
+        if (topic == NULL) goto done;
+        PyList_SET_ITEM(topics, i, topic);
+        PyObject *name = string(c, flexible, 0);
+        if (name == NULL) UNFIT;
+        if (put(topic, S_name, name) || put(topic, S_topic_id, Py_NewRef(NO_TOPIC_ID))) goto done;
+        PyObject *partitions = partitions_of(c, view, flexible);
+        if (partitions == NULL) goto done;
+        if (partitions == Py_None) {
+            Py_DECREF(partitions);
+            UNFIT;
+        }
+        if (put(topic, S_partition_data, partitions)) goto done;
+        if (flexible && skip_tags(c)) UNFIT;
+    }
+    if (put(body, S_topic_data, Py_NewRef(topics))) goto done;
+    if (flexible && skip_tags(c)) UNFIT;  /* then any trailing bytes are ignored, as the Python decoder does */
+    PyObject *key_obj = PyLong_FromLongLong(key), *version_obj = PyLong_FromLongLong(version);
+    PyObject *correlation_obj = PyLong_FromLongLong(correlation);
+    if (key_obj && version_obj && correlation_obj) {
+        PyObject *args[] = {header, key_obj, version_obj, correlation_obj, body};
+        result = PyObject_Vectorcall(REQUEST, args, 5, NULL);
+    }
+    Py_XDECREF(key_obj);
+    Py_XDECREF(version_obj);
+    Py_XDECREF(correlation_obj);
+done:
+    Py_XDECREF(header);
+    Py_XDECREF(body);
+    Py_XDECREF(topics);
+    return result;
+}
+
+static PyObject *decode(PyObject *module, PyObject *frame) {
+    (void)module;
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_produce_read.configure() was not called");
+        return NULL;
+    }
+    PyObject *view = PyMemoryView_FromObject(frame);  /* the records are slices of it, as in Python */
+    if (view == NULL) return NULL;
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(view, &buffer, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(view);
+        return NULL;
+    }
+    Cursor c = {buffer.buf, 0, buffer.len};
+    PyObject *result = decode_frame(&c, view);
+    PyBuffer_Release(&buffer);
+    Py_DECREF(view);
+    return result;
+}
+
+static PyObject *configure(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *request, *header, *body, *topic, *partition, *no_topic_id;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O", &request, &PyType_Type, &header, &PyType_Type, &body, &PyType_Type,
+                          &topic, &PyType_Type, &partition, &no_topic_id))
+        return NULL;
+    Py_XSETREF(REQUEST, Py_NewRef(request));
+    Py_XSETREF(HEADER, Py_NewRef(header));
+    Py_XSETREF(BODY, Py_NewRef(body));
+    Py_XSETREF(TOPIC, Py_NewRef(topic));
+    Py_XSETREF(PARTITION, Py_NewRef(partition));
+    Py_XSETREF(NO_TOPIC_ID, Py_NewRef(no_topic_id));
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(Request, RequestHeader, ProduceRequest, TopicProduceData, PartitionProduceData, no_topic_id)"},
+    {"decode", decode, METH_O, "decode(frame) -> Request[ProduceRequest], or None: the Python decoder's"},
     {"read_partitions", (PyCFunction)(void (*)(void))read_partitions, METH_FASTCALL,
      "read_partitions(view, pos, flexible, cls) -> (list of cls, pos after the array), or None if the "
      "bytes do not fit the layout"},
@@ -154,6 +339,9 @@ PyMODINIT_FUNC PyInit__produce_read(void) {
     INDEX = PyUnicode_InternFromString("index");
     RECORDS = PyUnicode_InternFromString("records");
     EMPTY = PyTuple_New(0);
-    if (INDEX == NULL || RECORDS == NULL || EMPTY == NULL) return NULL;
+    EMPTY_STR = PyUnicode_FromString("");
+    if (INDEX == NULL || RECORDS == NULL || EMPTY == NULL || EMPTY_STR == NULL) return NULL;
+#define INTERN(name) if ((S_##name = PyUnicode_InternFromString(#name)) == NULL) return NULL;
+    NAMES(INTERN)
     return PyModule_Create(&module);
 }

@@ -150,6 +150,16 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 
 def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     """Parse a Produce request frame (no size prefix). `records` are memoryviews into `frame`."""
+    if _compiled_decode is not None:
+        request = _compiled_decode(frame)
+        if request is not None:
+            return request
+    return decode_produce_in_python(frame)
+
+
+def decode_produce_in_python(frame: bytes | bytearray) -> Request[ProduceRequest]:
+    """decode_produce_request without the compiled decoder: its reference in the tests, and the reader of
+    every frame that one leaves (v13, bytes that do not fit), whose errors it words."""
     r = _Reader(memoryview(frame))
     api_key, version, correlation_id = r.fields(_KEY_VERSION_CORRELATION)
     if api_key != ApiKey.PRODUCE:
@@ -169,6 +179,14 @@ def decode_produce_request(frame: bytes | bytearray) -> Request[ProduceRequest]:
     if flexible:
         r.skip_tags()
     return Request(header, api_key, version, correlation_id, body)  # trailing bytes ignored, as decode_request
+
+
+try:  # decode_produce_request's common case in one call (setup.py builds it): the same frames, the same objects
+    from ._produce_read import configure as _configure_decode
+    from ._produce_read import decode as _compiled_decode
+    _configure_decode(Request, RequestHeader, ProduceRequest, _TopicData, _PartitionData, ZERO_UUID)
+except ImportError:  # a checkout without a C compiler: the Python decoder alone
+    _compiled_decode = None
 
 
 def _read_topic(r: _Reader, version: int, flexible: bool):

@@ -114,7 +114,13 @@ def test_produce_fast_path_only_raises_the_typed_error(case):
 
 def _decode_in_python(data):
     with mock.patch.object(fastpath, "_read_partitions", None):
-        return fastpath.decode_produce_request(data)
+        return fastpath.decode_produce_in_python(data)
+
+
+def _partitions_in_c(data):
+    """The Python decoder with the compiled partition reader under it (the path of every frame the compiled
+    whole-request decoder leaves, v13 among them)."""
+    return fastpath.decode_produce_in_python(data)
 
 
 def _outcome(decode, data):
@@ -125,27 +131,44 @@ def _outcome(decode, data):
     return ("ok", request.header, request.body)
 
 
-def test_the_compiled_partition_reader_is_built_and_used():
+def test_the_compiled_readers_are_built_and_used():
     from protocol import _produce_read  # built by make test's `pip install -e .`
 
     assert fastpath._read_partitions is _produce_read.read_partitions
+    assert fastpath._compiled_decode is _produce_read.decode
+    frame = framing.encode_request(ProduceRequest(acks=-1, timeout_ms=5, topic_data=[]), 9, 42, "c")[4:]
+    with mock.patch.object(fastpath, "decode_produce_in_python", side_effect=AssertionError("Python decoder used")):
+        assert fastpath.decode_produce_request(frame).correlation_id == 42
+
+
+def _records_shared(request, frame) -> bool:
+    """Every partition's records a view of the frame itself (the log stamps offsets into them in place)."""
+    views = [p.records for t in request.body.topic_data for p in t.partition_data if p.records is not None]
+    return all(isinstance(v, memoryview) and v.obj is frame for v in views)
 
 
 @settings(max_examples=300)
 @given(mutated(PRODUCE_FRAMES))
-def test_compiled_partition_reader_matches_the_python_one_on_damaged_frames(case):
+def test_compiled_readers_match_the_python_one_on_damaged_frames(case):
     data, _ = case
-    assert _outcome(fastpath.decode_produce_request, data) == _outcome(_decode_in_python, data)
+    python = _outcome(_decode_in_python, data)
+    assert _outcome(fastpath.decode_produce_request, data) == python
+    assert _outcome(_partitions_in_c, data) == python
 
 
-@pytest.mark.parametrize("version", [3, 8, 9, 11])
+@pytest.mark.parametrize("version", list(ProduceRequest.valid_versions))
 @SETTINGS
 @given(data=st.data())
-def test_compiled_partition_reader_matches_the_python_one_on_generated_requests(version, data):
+def test_compiled_readers_match_the_python_one_on_generated_requests(version, data):
     message = data.draw(struct_of(ProduceRequest, version))
-    frame = framing.encode_request(message, version, 42, "c")[4:]
+    frame = bytearray(framing.encode_request(message, version, 42, data.draw(st.none() | st.text(max_size=5)))[4:])
     cut = data.draw(st.integers(0, len(frame)))  # whole, or cut anywhere
-    assert _outcome(fastpath.decode_produce_request, frame[:cut]) == _outcome(_decode_in_python, frame[:cut])
+    part = frame[:cut]
+    python = _outcome(_decode_in_python, part)
+    assert _outcome(fastpath.decode_produce_request, part) == python
+    assert _outcome(_partitions_in_c, part) == python
+    if python[0] == "ok":
+        assert _records_shared(fastpath.decode_produce_request(part), part)
 
 
 def test_compiled_partition_reader_steps_aside_on_bytes_that_do_not_fit():
