@@ -18,9 +18,11 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("protocol._batch_scan", ["protocol/_batch_scan.c"], extra_compile_args=["-O2"], optional=True),
-    Extension("protocol._produce_read", ["protocol/_produce_read.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("protocol._produce_read", ["protocol/_produce_read.c"], depends=["protocol/_request_objects.h"],
+              extra_compile_args=["-O2"], optional=True),
     Extension("protocol._frames", ["protocol/_frames.c"], extra_compile_args=["-O2"], optional=True),
-    Extension("protocol._fetch_read", ["protocol/_fetch_read.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("protocol._fetch_read", ["protocol/_fetch_read.c"], depends=["protocol/_request_objects.h"],
+              extra_compile_args=["-O2"], optional=True),
     Extension("protocol._fetch_write", ["protocol/_fetch_write.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker._file_send", ["broker/_file_send.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker.log._batch_read", ["broker/log/_batch_read.c"], extra_compile_args=["-O2"], optional=True),

@@ -12,10 +12,12 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_request_objects.h"
+
 /* Set by configure(). */
 static PyObject *REQUEST, *HEADER, *BODY, *REPLICA_STATE, *TOPIC, *PARTITION, *FORGOTTEN;
 static PyObject *NO_DIRECTORY, *NO_HIGH_WATERMARK, *UUID_OF, *IDS;
-static PyObject *EMPTY, *EMPTY_STR, *MINUS_ONE;
+static PyObject *EMPTY_STR, *MINUS_ONE;
 static int configured = 0;
 
 /* Attribute names, interned once. */
@@ -28,11 +30,6 @@ static int configured = 0;
 NAMES(DECLARE)
 
 /* ---- decode ------------------------------------------------------------------------------------ */
-
-typedef struct {
-    const unsigned char *data;
-    Py_ssize_t pos, end;
-} Cursor;
 
 /* The readers give 0 on success, -1 where the bytes do not fit the common layout. */
 static int need(Cursor *c, Py_ssize_t n) { return c->end - c->pos < n ? -1 : 0; }
@@ -103,18 +100,6 @@ static PyObject *topic_id(Cursor *c) {
     found = PyErr_Occurred() ? NULL : PyObject_CallOneArg(UUID_OF, raw);
     Py_DECREF(raw);
     return found;
-}
-
-static PyObject *blank(PyObject *cls) {
-    return ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, EMPTY, NULL);
-}
-
-/* Sets `value` (stolen) as `name` of `obj`; -1 on failure or a NULL value. */
-static int put(PyObject *obj, PyObject *name, PyObject *value) {
-    if (value == NULL) return -1;
-    int rc = PyObject_SetAttr(obj, name, value);
-    Py_DECREF(value);
-    return rc;
 }
 
 #define LONG(v) PyLong_FromLongLong(v)
@@ -269,14 +254,7 @@ static PyObject *decode_frame(Cursor *c) {
         || put(body, S_cluster_id, Py_NewRef(Py_None)) || put(body, S_topics, Py_NewRef(topics))
         || put(body, S_forgotten_topics_data, Py_NewRef(forgotten)))
         goto done;
-    PyObject *key_obj = LONG(key), *version_obj = LONG(version), *correlation_obj = LONG(correlation);
-    if (key_obj && version_obj && correlation_obj) {
-        PyObject *args[] = {header, key_obj, version_obj, correlation_obj, body};
-        result = PyObject_Vectorcall(REQUEST, args, 5, NULL);
-    }
-    Py_XDECREF(key_obj);
-    Py_XDECREF(version_obj);
-    Py_XDECREF(correlation_obj);
+    result = request_of(REQUEST, header, key, version, correlation, body);
 done:
     Py_XDECREF(header);
     Py_XDECREF(body);

@@ -23,7 +23,9 @@
 #include <Python.h>
 #include <stdint.h>
 
-static PyObject *INDEX, *RECORDS, *EMPTY;
+#include "_request_objects.h"
+
+static PyObject *INDEX, *RECORDS;
 
 /* Set by configure(). */
 static PyObject *REQUEST, *HEADER, *BODY, *TOPIC, *PARTITION, *NO_TOPIC_ID, *EMPTY_STR;
@@ -34,11 +36,6 @@ static int configured = 0;
     X(transactional_id) X(acks) X(timeout_ms) X(topic_data) X(name) X(topic_id) X(partition_data)
 #define DECLARE(name) static PyObject *S_##name;
 NAMES(DECLARE)
-
-typedef struct {
-    const unsigned char *data;
-    Py_ssize_t pos, end;
-} Cursor;
 
 /* 0 on success; -1 when the bytes do not fit. */
 static int read_int32(Cursor *c, int64_t *out) {
@@ -105,7 +102,7 @@ static PyObject *read_one(Cursor *c, PyObject *view, PyTypeObject *cls, int flex
     if (flexible && skip_tags(c)) return Py_None;
     PyObject *records = length < 0 ? Py_NewRef(Py_None) : PySequence_GetSlice(view, start, start + length);
     if (records == NULL) return NULL;
-    PyObject *partition = cls->tp_new(cls, EMPTY, NULL);
+    PyObject *partition = blank((PyObject *)cls);
     PyObject *index_obj = PyLong_FromLongLong(index);
     if (partition == NULL || index_obj == NULL || PyObject_SetAttr(partition, INDEX, index_obj) < 0
         || PyObject_SetAttr(partition, RECORDS, records) < 0) {
@@ -187,18 +184,6 @@ static PyObject *string(Cursor *c, int compact, int nullable) {
     return text;
 }
 
-static PyObject *blank(PyObject *cls) {
-    return ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, EMPTY, NULL);
-}
-
-/* Sets `value` (stolen) as `name` of `obj`; -1 on failure or a NULL value. */
-static int put(PyObject *obj, PyObject *name, PyObject *value) {
-    if (value == NULL) return -1;
-    int rc = PyObject_SetAttr(obj, name, value);
-    Py_DECREF(value);
-    return rc;
-}
-
 /* Python failed (memory): NULL out with its error. The bytes did not fit: None out. */
 #define UNFIT do { if (!PyErr_Occurred()) { result = Py_NewRef(Py_None); } goto done; } while (0)
 
@@ -271,15 +256,7 @@ static PyObject *decode_frame(Cursor *c, PyObject *view) {
     }
     if (put(body, S_topic_data, Py_NewRef(topics))) goto done;
     if (flexible && skip_tags(c)) UNFIT;  /* then any trailing bytes are ignored, as the Python decoder does */
-    PyObject *key_obj = PyLong_FromLongLong(key), *version_obj = PyLong_FromLongLong(version);
-    PyObject *correlation_obj = PyLong_FromLongLong(correlation);
-    if (key_obj && version_obj && correlation_obj) {
-        PyObject *args[] = {header, key_obj, version_obj, correlation_obj, body};
-        result = PyObject_Vectorcall(REQUEST, args, 5, NULL);
-    }
-    Py_XDECREF(key_obj);
-    Py_XDECREF(version_obj);
-    Py_XDECREF(correlation_obj);
+    result = request_of(REQUEST, header, key, version, correlation, body);
 done:
     Py_XDECREF(header);
     Py_XDECREF(body);
