@@ -1,7 +1,8 @@
-"""The compiled parts: two on the broker's produce path, five on its fetch path and one in its log
+"""The compiled parts: three on the broker's produce path, five on its fetch path and one in its log
 cleaner, each with a Python counterpart that tests hold it equal to and that runs where they are not
 built (protocol/_batch_scan.c, the check of incoming batches; protocol/_produce_read.c, a Produce
-request's partitions; protocol/_frames.c, a connection's whole request frames out of what it read;
+request in, and protocol/_produce_write.c, its usual answer out; protocol/_frames.c, a connection's
+whole request frames out of what it read;
 protocol/_fetch_read.c and _fetch_write.c, a consumer's Fetch request in and
 the Fetch answer's headers out; broker/_file_send.c, the loop writing an answer's bytes and file
 ranges into the socket, the pieces it writes and the answer's FileRegions where their pages are cached;
@@ -23,7 +24,10 @@ setup(ext_modules=[
     Extension("protocol._frames", ["protocol/_frames.c"], extra_compile_args=["-O2"], optional=True),
     Extension("protocol._fetch_read", ["protocol/_fetch_read.c"], depends=["protocol/_request_objects.h"],
               extra_compile_args=["-O2"], optional=True),
-    Extension("protocol._fetch_write", ["protocol/_fetch_write.c"], extra_compile_args=["-O2"], optional=True),
+    Extension("protocol._fetch_write", ["protocol/_fetch_write.c"], depends=["protocol/_response_bytes.h"],
+              extra_compile_args=["-O2"], optional=True),
+    Extension("protocol._produce_write", ["protocol/_produce_write.c"], depends=["protocol/_response_bytes.h"],
+              extra_compile_args=["-O2"], optional=True),
     Extension("broker._file_send", ["broker/_file_send.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker.log._batch_read", ["broker/log/_batch_read.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker.handlers._fetch_reuse", ["broker/handlers/_fetch_reuse.c"], extra_compile_args=["-O2"],

@@ -31,6 +31,10 @@ try:  # a Fetch answer's headers written in one call (the same bytes)
     from ._fetch_write import encode as _encode_fetch
 except ImportError:
     _encode_fetch = None
+try:  # the usual Produce answer written in one call (the same bytes)
+    from ._produce_write import encode as _encode_produce
+except ImportError:
+    _encode_produce = None
 
 _TopicData = ProduceRequest.TopicProduceData
 _PartitionData = _TopicData.PartitionProduceData
@@ -234,7 +238,16 @@ _PRODUCE_NO_DETAILS_FLEXIBLE = b"\x01\x00\x00"
 
 
 def encode_produce_response(body, version: int, correlation_id: int) -> list:
-    """A whole Produce response frame (size prefix first) as one chunk. Partitions with record
+    """A whole Produce response frame (size prefix first) as one chunk."""
+    if _encode_produce is not None:
+        chunks = _encode_produce(body, version, correlation_id)
+        if chunks is not None:
+            return chunks
+    return encode_produce_response_in_python(body, version, correlation_id)
+
+
+def encode_produce_response_in_python(body, version: int, correlation_id: int) -> list:
+    """What protocol/_produce_write.c's encode writes, and every answer it leaves. Partitions with record
     errors, an error message or a leader hint, leader endpoints, and the versions that name topics by
     id go through the generic builder: rare answers, where speed does not matter."""
     if version >= _PRODUCE_TOPIC_IDS or (version >= _PRODUCE_CURRENT_LEADER and body.node_endpoints):
