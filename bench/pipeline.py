@@ -13,7 +13,7 @@ Spark runs local[2] with the settings of pipeline/session.py for a long-running 
 JIT, not the tests' quick-start flags). Nothing is timed before warm_up: a write through each Spark source,
 then every reader (format("ebb"), format("kafka"), the librdkafka consumer) reads the same warm topic the
 same number of times, then each writer (both Spark sources and the librdkafka producer) writes rounds of
-WARM_RECORDS until a Spark source's two last rounds agree within 15%, so that neither Python worker start-up
+WARM_RECORDS until each Spark source's two last rounds agree within 15%, so that neither Python worker start-up
 nor the JVM's compilation of the row conversion is timed, and each reader and writer gets the same warm-up.
 Prints the median records/s of each, the ratio ebb/librdkafka, and each repetition's figures (their spread).
 """

@@ -202,7 +202,14 @@ class Connection(asyncio.BufferedProtocol):
                 if self.reading_paused and len(self.queue) < MAX_QUEUED_REQUESTS // 2:
                     self._wire.resume_reading()
                     self.reading_paused = False
-                if not await self._serve(frame, arrived):
+                try:
+                    served = await self._serve(frame, arrived)
+                except Exception:  # our bug (a handler's own failure is caught in _answer): the client must not wait
+                    log.exception("serving a request failed", peer=self.peer)
+                    self._drop("serving a request failed")
+                    return
+                del frame  # not held while the connection idles: a Produce request's frame can be megabytes
+                if not served:
                     return
                 if not self.writable.is_set():  # no coroutine for an answer already out
                     await self.writable.wait()

@@ -221,9 +221,9 @@ static PyObject *decode_frame(Cursor *c, PyObject *view) {
         Py_DECREF(client_id);
         goto done;
     }
-    if (put(header, S_request_api_key, PyLong_FromLongLong(key))
+    if (put(header, S_client_id, client_id) || put(header, S_request_api_key, PyLong_FromLongLong(key))
         || put(header, S_request_api_version, PyLong_FromLongLong(version))
-        || put(header, S_correlation_id, PyLong_FromLongLong(correlation)) || put(header, S_client_id, client_id))
+        || put(header, S_correlation_id, PyLong_FromLongLong(correlation)))  /* client_id first: put takes it */
         goto done;
     if (flexible && skip_tags(c)) UNFIT;
     body = blank(BODY);

@@ -76,16 +76,21 @@ static int topics(Head *h, PyObject *body, int version, int flexible) {
     PyObject *responses = PyObject_GetAttr(body, S_responses);
     if (responses == NULL) return -1;
     int rc = array_length(h, responses, flexible);
+    /* Items are held while read: reading an attribute may run Python code, which could change the list */
     for (Py_ssize_t t = 0; rc == 0 && t < PyList_GET_SIZE(responses); t++) {
-        PyObject *topic = PyList_GET_ITEM(responses, t);
+        PyObject *topic = Py_NewRef(PyList_GET_ITEM(responses, t));
         PyObject *name = PyObject_GetAttr(topic, S_name);
         rc = name == NULL ? -1 : string(h, name, flexible);
         Py_XDECREF(name);
         PyObject *parts = rc ? NULL : PyObject_GetAttr(topic, S_partition_responses);
+        Py_DECREF(topic);
         if (rc == 0 && parts == NULL) rc = -1;
         if (rc == 0) rc = array_length(h, parts, flexible);
-        for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(parts); i++)
-            rc = partition(h, PyList_GET_ITEM(parts, i), version, flexible);
+        for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(parts); i++) {
+            PyObject *item = Py_NewRef(PyList_GET_ITEM(parts, i));
+            rc = partition(h, item, version, flexible);
+            Py_DECREF(item);
+        }
         Py_XDECREF(parts);
         if (rc == 0 && flexible) rc = uvarint(h, 0);
     }

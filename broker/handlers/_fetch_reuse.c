@@ -36,6 +36,13 @@ static PyObject *copy_of(PyObject *template, PyObject *offsets) {
     if (made == NULL) return NULL;
     const Py_ssize_t *offset = (const Py_ssize_t *)PyBytes_AS_STRING(offsets);
     Py_ssize_t count = PyBytes_GET_SIZE(offsets) / (Py_ssize_t)sizeof(Py_ssize_t);
+    for (Py_ssize_t i = 0; i < count; i++)  /* never a write outside the object, whatever the offsets */
+        if (offset[i] < (Py_ssize_t)sizeof(PyObject)
+                || offset[i] > type->tp_basicsize - (Py_ssize_t)sizeof(PyObject *)) {
+            Py_DECREF(made);
+            PyErr_SetString(PyExc_TypeError, "copy_of: an offset outside the template's type");
+            return NULL;
+        }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *value = *(PyObject **)((char *)template + offset[i]);
         Py_XSETREF(*(PyObject **)((char *)made + offset[i]), Py_XNewRef(value));

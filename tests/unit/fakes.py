@@ -6,17 +6,25 @@ mypy holds it to that type (tests/unit/test_mypy.py checks the tests that use it
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TypeVar
 
+from broker.handlers import REGISTRY, load_handlers
 from broker.log import TopicPartition
+from broker.metrics.requests import RequestMetrics
+from broker.quotas.request_time import RequestQuotas
+from broker.server import Connection
 from broker.topic import Topic
 from broker.topics import TopicError
+from protocol import framing
+from protocol.enums import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import Request
-from protocol.messages import ApiMessage, RequestHeader
+from protocol.messages import ApiMessage, ApiVersionsRequest, RequestHeader
 
 BodyT = TypeVar("BodyT", bound=ApiMessage)
 
@@ -66,3 +74,35 @@ class TopicsOf:
         topic = Topic(name, uuid.uuid4(), replicas, {k: v for k, v in (configs or {}).items() if v is not None})
         self.topics[name] = topic
         return topic
+
+
+class FakeWire:
+    """The transport of a connection under test: what it was sent, and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.sent: list = []
+        self.aborted = False
+
+    def writelines(self, pieces) -> None:
+        self.sent += pieces
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def connection_of(requests: RequestQuotas, wire: FakeWire | None = None) -> Connection:
+    """A plain-TCP connection of a broker whose only quotas are `requests`, its transport `wire`."""
+    config = SimpleNamespace(sasl_listeners={}, tls_listeners={}, socket_request_max_bytes=1 << 20)
+    broker = SimpleNamespace(config=config, credentials=None, quotas=SimpleNamespace(requests=requests))
+    server = SimpleNamespace(broker=broker, request_metrics=RequestMetrics(), connections=set(), stopping=False)
+    connection = Connection(server, SimpleNamespace(name="PLAINTEXT"))  # type: ignore[arg-type]
+    connection.transport = wire or FakeWire()  # type: ignore[assignment]
+    return connection
+
+
+def frame_served_by(monkeypatch, handler) -> bytearray:
+    """An ApiVersions request, served by `handler` (its answer encoded as b"answer")."""
+    api_versions = load_handlers()[ApiKey.API_VERSIONS]
+    monkeypatch.setitem(REGISTRY, ApiKey.API_VERSIONS, dataclasses.replace(
+        api_versions, fn=handler, encode=lambda response, version, correlation_id: [b"answer"]))
+    return bytearray(framing.encode_request(ApiVersionsRequest(), 3, 1, "c")[framing.SIZE_BYTES:])

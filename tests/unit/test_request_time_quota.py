@@ -5,18 +5,11 @@ thread over quota.window.num windows, the throttle capped at one window) and the
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from types import SimpleNamespace
 
 import pytest
 
-from broker.handlers import REGISTRY, load_handlers
-from broker.metrics.requests import RequestMetrics
 from broker.quotas.request_time import LoopTime, RequestQuotas, exempt
 from broker.request_context import RequestContext
-from broker.server import Connection
-from protocol import framing
-from protocol.enums import ApiKey
 from protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -24,7 +17,7 @@ from protocol.messages import (
     MetadataRequest,
     WriteTxnMarkersRequest,
 )
-from tests.unit.fakes import request_of
+from tests.unit.fakes import FakeWire, connection_of, frame_served_by, request_of
 
 
 class _Clock:
@@ -153,45 +146,13 @@ def test_exempt_as_kafka():
     assert not exempt(request_of(MetadataRequest(topics=[]), 12))
 
 
-class _Wire:
-    """The transport of a connection under test: what it was sent, and whether it was closed."""
-
-    def __init__(self) -> None:
-        self.sent: list = []
-        self.aborted = False
-
-    def writelines(self, pieces) -> None:
-        self.sent += pieces
-
-    def abort(self) -> None:
-        self.aborted = True
-
-
-def _served(requests: RequestQuotas, wire: _Wire | None = None) -> Connection:
-    """A plain-TCP connection of a broker whose only quotas are `requests`, its transport `wire`."""
-    config = SimpleNamespace(sasl_listeners={}, tls_listeners={}, socket_request_max_bytes=1 << 20)
-    broker = SimpleNamespace(config=config, credentials=None, quotas=SimpleNamespace(requests=requests))
-    server = SimpleNamespace(broker=broker, request_metrics=RequestMetrics(), connections=set(), stopping=False)
-    connection = Connection(server, SimpleNamespace(name="PLAINTEXT"))  # type: ignore[arg-type]
-    connection.transport = wire or _Wire()  # type: ignore[assignment]
-    return connection
-
-
-def _frame_served_by(monkeypatch, handler) -> bytearray:
-    """An ApiVersions request, served by `handler` (its answer encoded as b"answer")."""
-    api_versions = load_handlers()[ApiKey.API_VERSIONS]
-    monkeypatch.setitem(REGISTRY, ApiKey.API_VERSIONS, dataclasses.replace(
-        api_versions, fn=handler, encode=lambda response, version, correlation_id: [b"answer"]))
-    return bytearray(framing.encode_request(ApiVersionsRequest(), 3, 1, "c")[framing.SIZE_BYTES:])
-
-
 @pytest.mark.parametrize("ending", ["error", "cancelled"])
 async def test_a_requests_loop_time_is_never_seen_by_the_next_one_however_it_ended(monkeypatch, ending):
     """A metered request that fails or is cancelled leaves no LoopTime behind: the connection's next request,
     not metered (the quota removed meanwhile), finds none to charge itself with."""
     requests = _manager(50.0)
-    wire = _Wire()
-    connection = _served(requests, wire)
+    wire = FakeWire()
+    connection = connection_of(requests, wire)
     seen: list = []
     started = asyncio.Event()
 
@@ -204,7 +165,7 @@ async def test_a_requests_loop_time_is_never_seen_by_the_next_one_however_it_end
             await asyncio.Event().wait()  # until cancelled
         return ApiVersionsResponse()
 
-    frame = _frame_served_by(monkeypatch, handler)
+    frame = frame_served_by(monkeypatch, handler)
     serving = asyncio.ensure_future(connection._serve(frame, 0.0))
     await started.wait()
     if ending == "cancelled":
@@ -222,7 +183,7 @@ async def test_a_requests_loop_time_is_never_seen_by_the_next_one_however_it_end
 @pytest.mark.parametrize("itself", [False, True])
 async def test_a_request_is_charged_once_by_the_server_or_by_its_handler(monkeypatch, itself):
     requests = _manager(50.0)
-    connection = _served(requests)
+    connection = connection_of(requests)
     charged: list[float] = []
     charge = requests.charge
 
@@ -237,5 +198,5 @@ async def test_a_request_is_charged_once_by_the_server_or_by_its_handler(monkeyp
             requests.charge_so_far(context, request.header.client_id)
         return ApiVersionsResponse()
 
-    assert await connection._serve(_frame_served_by(monkeypatch, handler), 0.0) is True
+    assert await connection._serve(frame_served_by(monkeypatch, handler), 0.0) is True
     assert len(charged) == 1 and connection.context.request_time is None
