@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from types import CoroutineType
+from typing import cast
 
 from broker.handlers import REGISTRY
 from broker.quotas.request_time import RequestQuotas
@@ -44,9 +46,11 @@ async def test_the_worker_serves_in_order_then_waits_for_the_next_requests(monke
     connection = connection_of(RequestQuotas(11, 1000), wire)
     _arrive(connection, 1, 2, 3)
     worker = connection.worker
+    assert worker is not None
     await _until(lambda: connection.idle is not None)
     assert served == [1, 2, 3] and not worker.done()
-    assert "frame" not in worker.get_coro().cr_frame.f_locals  # the last request's bytes are not held while idle
+    suspended = cast(CoroutineType, worker.get_coro()).cr_frame
+    assert suspended is not None and "frame" not in suspended.f_locals  # the last request's bytes are not held
     _arrive(connection, 4)
     await _until(lambda: served == [1, 2, 3, 4] and connection.idle is not None)
     assert connection.worker is worker  # the same task all along
@@ -56,7 +60,7 @@ async def test_a_request_failing_outside_its_handler_closes_the_connection(monke
     served: list[int] = []
     _answering(monkeypatch, served)
     decode = REGISTRY[ApiKey.API_VERSIONS].decode
-    failed = []
+    failed: list[bool] = []
 
     def decode_failing_once(frame):
         if not failed:
@@ -70,6 +74,7 @@ async def test_a_request_failing_outside_its_handler_closes_the_connection(monke
     connection = connection_of(RequestQuotas(11, 1000), wire)
     _arrive(connection, 1, 2, 3)
     worker = connection.worker
+    assert worker is not None
     await _until(worker.done)
     assert wire.aborted and connection.closed and connection.worker is None  # the client learns at once
     assert served == [] and worker.exception() is None
