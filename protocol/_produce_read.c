@@ -114,6 +114,26 @@ static PyObject *read_one(Cursor *c, PyObject *view, PyTypeObject *cls, int flex
     return partition;
 }
 
+/* One topic's partition array, each partition an instance of `cls`: a new list; Py_None (a new reference) when
+ * the bytes do not fit; NULL on a failure of Python's own. */
+static PyObject *partitions_of(Cursor *c, PyObject *view, PyTypeObject *cls, int flexible) {
+    int64_t count;
+    /* Each partition takes at least 5 bytes: a count larger than the frame could hold is refused
+     * before any list is sized by it. */
+    if (read_length(c, flexible, &count) || count < 0 || count > (c->end - c->pos) / 5 + 1) return Py_NewRef(Py_None);
+    PyObject *partitions = PyList_New((Py_ssize_t)count);
+    if (partitions == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        PyObject *partition = read_one(c, view, cls, flexible);
+        if (partition == NULL || partition == Py_None) {
+            Py_DECREF(partitions);
+            return partition == NULL ? NULL : Py_NewRef(Py_None);
+        }
+        PyList_SET_ITEM(partitions, i, partition);
+    }
+    return partitions;
+}
+
 static PyObject *read_partitions(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyMemoryView_Check(args[0]) || !PyType_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "read_partitions(memoryview, pos, flexible, cls)");
@@ -134,27 +154,11 @@ static PyObject *read_partitions(PyObject *module, PyObject *const *args, Py_ssi
         goto done;
     }
     Cursor c = {buffer.buf, pos, buffer.len};
-    int64_t count;
-    if (read_length(&c, flexible, &count) || count < 0) {
-        result = Py_NewRef(Py_None);
+    partitions = partitions_of(&c, view, cls, flexible);
+    if (partitions == NULL || partitions == Py_None) {
+        result = partitions;
+        partitions = NULL;
         goto done;
-    }
-    /* Each partition takes at least 5 bytes: a count larger than the frame could hold is refused
-     * before any list is sized by it. */
-    if (count > (c.end - c.pos) / 5 + 1) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    partitions = PyList_New((Py_ssize_t)count);
-    if (partitions == NULL) goto done;
-    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
-        PyObject *partition = read_one(&c, view, cls, flexible);
-        if (partition == NULL) goto done;
-        if (partition == Py_None) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
-        PyList_SET_ITEM(partitions, i, partition);
     }
     result = Py_BuildValue("(On)", partitions, c.pos);
 done:
@@ -186,26 +190,6 @@ static PyObject *string(Cursor *c, int compact, int nullable) {
 
 /* Python failed (memory): NULL out with its error. The bytes did not fit: None out. */
 #define UNFIT do { if (!PyErr_Occurred()) { result = Py_NewRef(Py_None); } goto done; } while (0)
-
-/* One topic's partition array, as read_partitions reads it: a new list; Py_None (a new reference) when
- * the bytes do not fit; NULL on a failure of Python's own. */
-static PyObject *partitions_of(Cursor *c, PyObject *view, int flexible) {
-    int64_t count;
-    /* Each partition takes at least 5 bytes: a count larger than the frame could hold is refused
-     * before any list is sized by it. */
-    if (read_length(c, flexible, &count) || count < 0 || count > (c->end - c->pos) / 5 + 1) return Py_NewRef(Py_None);
-    PyObject *partitions = PyList_New((Py_ssize_t)count);
-    if (partitions == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
-        PyObject *partition = read_one(c, view, (PyTypeObject *)PARTITION, flexible);
-        if (partition == NULL || partition == Py_None) {
-            Py_DECREF(partitions);
-            return partition == NULL ? NULL : Py_NewRef(Py_None);
-        }
-        PyList_SET_ITEM(partitions, i, partition);
-    }
-    return partitions;
-}
 
 static PyObject *decode_frame(Cursor *c, PyObject *view) {
     PyObject *result = NULL, *header = NULL, *body = NULL, *topics = NULL;
@@ -245,7 +229,7 @@ static PyObject *decode_frame(Cursor *c, PyObject *view) {
         PyObject *name = string(c, flexible, 0);
         if (name == NULL) UNFIT;
         if (put(topic, S_name, name) || put(topic, S_topic_id, Py_NewRef(NO_TOPIC_ID))) goto done;
-        PyObject *partitions = partitions_of(c, view, flexible);
+        PyObject *partitions = partitions_of(c, view, (PyTypeObject *)PARTITION, flexible);
         if (partitions == NULL) goto done;
         if (partitions == Py_None) {
             Py_DECREF(partitions);
