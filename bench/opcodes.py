@@ -1,5 +1,6 @@
 """Python bytecode per request on a broker under load: `python -m bench.opcodes
-{java-produce,java-consume,produce,rdkafka-consume} [--partitions N] [--records N] [--top N]`.
+{java-produce,java-consume,produce,rdkafka-consume} [--partitions N] [--records N] [--top N]
+[--lines N]`.
 
 A deterministic measure of the broker's own Python work, for comparing two versions of the code on a
 machine whose timings swing from run to run (no hardware counters in a VM, steal time): the broker
@@ -8,8 +9,8 @@ load starts, and the load is one of bench.profile's (Kafka's ProducerPerformance
 ConsumerPerformance, librdkafka's producer of bench.produce, or bench.goals' C consumer on
 librdkafka reading the topic from offset 0). Prints the opcodes and Python calls
 per request served (every API; the loads are nearly all Produce or Fetch) and the functions with the
-most, per request. C code (uvloop, struct, crc32c, the kernel) is not counted: pair it with
-bench.profile or perf for where the time goes.
+most, per request (`--lines N`: and the N lines with the most, slower still). C code (uvloop, struct,
+crc32c, the kernel) is not counted: pair it with bench.profile or perf for where the time goes.
 """
 
 from __future__ import annotations
@@ -31,15 +32,18 @@ _SERVE = "Connection._serve ("  # one call per request served (broker/server.py)
 
 
 class TracedEbb(Ebb):
-    def __init__(self, root: Path, counts: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, counts: Path, overrides: dict[str, str] | None = None,
+                 by_line: bool = False) -> None:
         super().__init__(root, overrides)
         self.counts = counts
+        self.by_line = by_line
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "bench.traced_broker", *super().command()[3:]]  # after "python -m broker"
 
     def env(self) -> dict[str, str]:
-        return {**super().env(), "EBB_OPCODES_OUT": str(self.counts)}
+        return {**super().env(), "EBB_OPCODES_OUT": str(self.counts),
+                **({"EBB_OPCODES_LINES": "1"} if self.by_line else {})}
 
 
 def run_load(load: str, bootstrap: str, partitions: int, records: int) -> None:
@@ -68,13 +72,15 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000,
                         help="1 KiB records (default 100,000: tracing slows the broker down a lot)")
     parser.add_argument("--top", type=int, default=30, help="functions listed")
+    parser.add_argument("--lines", type=int, default=0, help="lines listed (default none: not counted)")
     parser.add_argument("--ebb-override", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker property (repeatable), e.g. max.incremental.fetch.session.cache.slots=0")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ebb-bench-opcodes-"))
     counts = root / "counts.json"
     try:
-        with TracedEbb(root, counts, dict(item.split("=", 1) for item in args.ebb_override)) as ebb:
+        overrides = dict(item.split("=", 1) for item in args.ebb_override)
+        with TracedEbb(root, counts, overrides, by_line=args.lines > 0) as ebb:
             create_topic(ebb.bootstrap, "opcodes", args.partitions)
             if args.load in ("java-consume", "rdkafka-consume"):
                 from bench.goals import rdkafka_produce
@@ -99,6 +105,10 @@ def main() -> None:
     print(f"{'opcodes':>9} {'calls':>7}  function (per request)")
     for name, n in sorted(opcodes.items(), key=lambda item: -item[1])[:args.top]:
         print(f"{n / requests:9.0f} {calls.get(name, 0) / requests:7.1f}  {name}")
+    if args.lines:
+        print(f"\n{'opcodes':>9}  line (per request)")
+        for name, n in sorted(found["lines"].items(), key=lambda item: -item[1])[:args.lines]:
+            print(f"{n / requests:9.1f}  {name}")
 
 
 if __name__ == "__main__":

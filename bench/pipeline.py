@@ -2,8 +2,9 @@
 
 One Ebb broker (fresh, on disk), one topic of four partitions, records of 100-200 bytes.
 - write: N rows produced by `df.write.format("ebb")` from a DataFrame built in Spark (spark.range,
-  so no Python reading feeds it), beside N records from one confluent-kafka Producer (acks=all,
-  librdkafka's defaults otherwise: batching, no compression).
+  so no Python reading feeds it) and cached in the JVM before the time starts, beside N records from
+  one confluent-kafka Producer (acks=all, librdkafka's defaults otherwise: batching, no compression)
+  whose values are built before its time starts.
 - read: the same N records read by `spark.read.format("ebb")...load()` into a no-op sink (every row
   crosses into the JVM), beside one confluent-kafka Consumer (assigned partitions, no group).
 - reader: one partition read by pipeline/fast_read.py alone (no Spark) beside a bare consume() loop.
@@ -106,11 +107,17 @@ def librdkafka_one_partition(bootstrap: str, topic: str, count: int) -> float:
         consumer.close()
 
 
-def spark_write(spark, bootstrap: str, topic: str, count: int, source: str = "ebb") -> float:
-    # 100-200 bytes per value, built by Spark itself
+def rows_to_write(spark, count: int):
+    """`count` rows of 100-200 byte values built by Spark itself, cached in the JVM's memory before any
+    write is timed, as the librdkafka producer's values are built before its time starts."""
     df = spark.range(count, numPartitions=2).selectExpr(
         f"cast(id % {PARTITIONS} as int) as partition",
-        "concat(cast(id as string), ',', repeat('x', 100 + cast(id % 100 as int))) as value")
+        "concat(cast(id as string), ',', repeat('x', 100 + cast(id % 100 as int))) as value").cache()
+    df.count()
+    return df
+
+
+def spark_write(df, bootstrap: str, topic: str, source: str = "ebb") -> float:
     started = time.perf_counter()
     (df.write.format(source).mode("append").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
      .save())
@@ -128,8 +135,9 @@ def warm_up(spark, bootstrap: str, sources: tuple[str, ...]) -> None:
     """Each Spark source writes WARM_RECORDS into one topic; then each Spark source and the librdkafka
     consumer read all of it, in turn, until each has read WARM_ROWS; then the writers' rounds (WRITE_ROUNDS)."""
     create_topic(bootstrap, "bench-pipeline-warm", PARTITIONS)
+    rows = rows_to_write(spark, WARM_RECORDS)
     for source in sources:
-        spark_write(spark, bootstrap, "bench-pipeline-warm", WARM_RECORDS, source)
+        spark_write(rows, bootstrap, "bench-pipeline-warm", source)
     count = len(sources) * WARM_RECORDS
     for _ in range(-(-WARM_ROWS // count)):
         for source in sources:
@@ -140,13 +148,13 @@ def warm_up(spark, bootstrap: str, sources: tuple[str, ...]) -> None:
     rates: dict[str, list[float]] = {source: [] for source in sources}
     for _ in range(WRITE_ROUNDS):
         for source in sources:
-            rates[source].append(WARM_RECORDS / spark_write(spark, bootstrap, "bench-pipeline-warm-writes",
-                                                            WARM_RECORDS, source))
+            rates[source].append(WARM_RECORDS / spark_write(rows, bootstrap, "bench-pipeline-warm-writes", source))
         librdkafka_produce(bootstrap, "bench-pipeline-warm-writes", values)
         print("  warm-up writes, rows/s: " + ", ".join(f"{source} {rates[source][-1]:,.0f}" for source in sources),
               flush=True)
         if all(len(r) >= 2 and abs(r[-1] - r[-2]) <= WRITES_AGREE * max(r[-2:]) for r in rates.values()):
             break
+    rows.unpersist()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -173,13 +181,13 @@ def main(argv: list[str] | None = None) -> None:
         spark = local_session("bench-pipeline", conf=jars, long_running=True)
         try:
             warm_up(spark, bootstrap, ("ebb", "kafka"))
+            rows = rows_to_write(spark, args.records)
             for rep in range(args.reps):
                 ours, connector, theirs = f"bench-ebb-{rep}", f"bench-connector-{rep}", f"bench-rdkafka-{rep}"
                 for topic in (ours, connector, theirs):
                     create_topic(bootstrap, topic, PARTITIONS)
-                rates["ebb write"].append(args.records / spark_write(spark, bootstrap, ours, args.records))
-                rates["kafka write"].append(args.records / spark_write(spark, bootstrap, connector, args.records,
-                                                                       "kafka"))
+                rates["ebb write"].append(args.records / spark_write(rows, bootstrap, ours))
+                rates["kafka write"].append(args.records / spark_write(rows, bootstrap, connector, "kafka"))
                 rates["librdkafka write"].append(args.records / librdkafka_produce(bootstrap, theirs, values))
                 rates["ebb read"].append(args.records / spark_read(spark, bootstrap, theirs, args.records))
                 rates["kafka read"].append(args.records / spark_read(spark, bootstrap, theirs, args.records, "kafka"))

@@ -19,7 +19,15 @@ import time
 from pathlib import Path
 
 from bench.peers import CLOCK_TICKS, Ebb, create_topic
-from bench.pipeline import PARTITIONS, librdkafka_consume, librdkafka_produce, spark_read, spark_write, warm_up
+from bench.pipeline import (
+    PARTITIONS,
+    librdkafka_consume,
+    librdkafka_produce,
+    rows_to_write,
+    spark_read,
+    spark_write,
+    warm_up,
+)
 
 
 def _cpu(pid: int) -> tuple[float, float]:
@@ -78,10 +86,11 @@ def main(argv: list[str] | None = None) -> None:
         spark = local_session("bench-pipeline-cpu", long_running=True)
         try:
             warm_up(spark, bootstrap, ("ebb",))
+            rows = rows_to_write(spark, args.records)
             print(f"CPU-seconds per million records ({args.records} records of 100-200 B, {PARTITIONS} partitions)")
             for rep in range(args.reps):
                 loads = [
-                    ("ebb write", lambda t: spark_write(spark, bootstrap, t, args.records)),
+                    ("ebb write", lambda t: spark_write(rows, bootstrap, t)),
                     ("librdkafka write", lambda t: librdkafka_produce(bootstrap, t, values)),
                     ("ebb read", lambda t: spark_read(spark, bootstrap, t, args.records)),
                     ("librdkafka read", lambda t: librdkafka_consume(bootstrap, t, args.records)),

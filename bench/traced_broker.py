@@ -2,7 +2,8 @@
 
 Counting starts at SIGUSR1, after start-up, and covers the event loop's thread; at exit the counts
 (Python opcodes executed and calls made, per function) go to the JSON file named by
-$EBB_OPCODES_OUT. Tracing every opcode makes the broker many times slower: the counts, not its
+$EBB_OPCODES_OUT; with $EBB_OPCODES_LINES set, opcodes are counted per line too (under
+"lines"). Tracing every opcode makes the broker many times slower: the counts, not its
 speed, are the figure.
 """
 
@@ -19,6 +20,8 @@ from typing import Any
 
 _opcodes: dict[str, int] = {}
 _calls: dict[str, int] = {}
+_lines: dict[str, int] = {}
+_BY_LINE = bool(os.environ.get("EBB_OPCODES_LINES"))
 
 
 def _name(frame: FrameType) -> str:
@@ -31,6 +34,9 @@ def _count(frame: FrameType, event: str, arg: Any) -> Any:
     if event == "opcode":
         key = _name(frame)
         _opcodes[key] = _opcodes.get(key, 0) + 1
+        if _BY_LINE:
+            line = f"{key} line {frame.f_lineno}"
+            _lines[line] = _lines.get(line, 0) + 1
     elif event == "call":
         key = _name(frame)
         _calls[key] = _calls.get(key, 0) + 1
@@ -47,7 +53,7 @@ def _start(signum: int, frame: FrameType | None) -> None:
 def _dump() -> None:
     sys.settrace(None)
     with open(os.environ["EBB_OPCODES_OUT"], "w") as out:
-        json.dump({"opcodes": _opcodes, "calls": _calls}, out)
+        json.dump({"opcodes": _opcodes, "calls": _calls, "lines": _lines}, out)
 
 
 if __name__ == "__main__":
