@@ -31,6 +31,13 @@ Finished = Callable[[OSError | None], None]
 _MORE = socket.MSG_MORE
 _WRITTEN, _FULL, _FILE_ENDED = 0, 1, 2  # where broker/_file_send.c's pump stopped
 
+
+class _Waiting:
+    """The socket is full: the answer goes on once the room watch says there is room."""
+
+
+_WAITING = _Waiting()
+
 try:  # _pump's loop and pieces_of in one call each (setup.py builds them with `pip install -e .`)
     from broker._file_send import pieces as _compiled_pieces
     from broker._file_send import pump as _compiled_pump
@@ -115,7 +122,7 @@ def room_watch(loop: asyncio.AbstractEventLoop) -> RoomWatch:
 
 
 class FileSender:
-    __slots__ = ("_watch", "_socket", "_pieces", "_index", "_done", "_finished")
+    __slots__ = ("_watch", "_socket", "_fd", "_pieces", "_index", "_done", "_finished")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
         duplicate = os.dup(fd)
@@ -125,6 +132,7 @@ class FileSender:
             os.close(duplicate)
             raise
         self._socket.setblocking(False)
+        self._fd = duplicate  # the pump's, without a call for it
         self._watch = room_watch(loop)
         try:
             self._watch.add(duplicate, self)
@@ -138,51 +146,63 @@ class FileSender:
 
     @property
     def busy(self) -> bool:
+        """An answer waits for room (its `finished` not called yet)."""
         return self._finished is not None
 
-    def send(self, chunks: Sequence, finished: Finished) -> None:
-        """Write the chunks (bytes-like or FileRegion) in order; `finished(None)` once all are in the
-        socket, `finished(error)` if the socket or a file failed. It may be called before this returns."""
+    def send(self, chunks: Sequence, finished: Finished) -> bool:
+        """Write the chunks (bytes-like or FileRegion) in order. True: all are in the socket already, and
+        `finished` is never called (a consumer's answer usually fits the socket's buffer). False:
+        `finished(None)` once all are in the socket, `finished(error)` if the socket or a file failed; it
+        may be called before this returns."""
         assert self._finished is None, "one answer at a time"
-        pieces = pieces_of(chunks) if _compiled_pieces is None else _compiled_pieces(chunks, FileRegion)
-        self._pieces, self._index, self._done, self._finished = pieces, 0, 0, finished
-        self._pump()
+        self._pieces = pieces_of(chunks) if _compiled_pieces is None else _compiled_pieces(chunks, FileRegion)
+        self._index = self._done = 0
+        outcome = self._write()
+        if outcome is None:
+            self._pieces = []
+            return True
+        self._finished = finished
+        if outcome is not _WAITING:
+            self._end(outcome)
+        return False
 
     def room(self) -> None:
         """The socket has room again (RoomWatch): go on, if an answer waits for it (an edge left from an
         earlier answer finds none)."""
         if self._finished is not None:
-            self._pump()
+            outcome = self._write()
+            if outcome is not _WAITING:
+                self._end(outcome)
 
     def close(self) -> None:
         """The connection is gone: stop, tell the caller (its regions must be released), free the descriptor."""
         if self._finished is not None:
             self._end(ConnectionResetError("connection closed while sending"))
-        self._watch.remove(self._socket.fileno())
+        self._watch.remove(self._fd)
         self._socket.close()
+        self._fd = -1  # the number may be reused: a late write must fail, not reach another file
 
-    def _pump(self) -> None:
+    def _write(self) -> OSError | _Waiting | None:
+        """Write on from where the last write stopped: None once every piece is in the socket, _WAITING
+        while the socket is full (the room watch calls again), or the error that ended the answer."""
         if _compiled_pump is None:
-            self._pump_in_python()
-            return
+            return self._write_in_python()
         try:
-            index, done, state = _compiled_pump(self._socket.fileno(), self._pieces, self._index, self._done)
+            index, done, state = _compiled_pump(self._fd, self._pieces, self._index, self._done)
         except OSError as exc:
-            self._end(exc)
-            return
+            return exc
+        if state == _WRITTEN:
+            return None
         self._index, self._done = index, done
         if state == _FULL:
-            return  # the room watch calls again once there is room
-        if state == _FILE_ENDED:
-            self._end(SegmentCutShort(f"a segment file ended {self._pieces[index][2] - done} bytes early"))
-        else:
-            self._end(None)
+            return _WAITING
+        return SegmentCutShort(f"a segment file ended {self._pieces[index][2] - done} bytes early")
 
-    def _pump_in_python(self) -> None:
+    def _write_in_python(self) -> OSError | _Waiting | None:
         """What broker/_file_send.c does, where it is not built."""
         # Locals, written back to the slots before any return: this loop runs for every piece of every answer
         pieces, sock, index, done = self._pieces, self._socket, self._index, self._done
-        out = sock.fileno()
+        out = self._fd
         last = len(pieces) - 1
         try:
             while index <= last:
@@ -205,13 +225,12 @@ class FileSender:
                 done = 0
         except BlockingIOError:
             self._index, self._done = index, done
-            return  # the room watch calls again once there is room
+            return _WAITING
         except OSError as exc:
             self._index, self._done = index, done
-            self._end(exc)
-            return
+            return exc
         self._index, self._done = index, done
-        self._end(None)
+        return None
 
     def _end(self, error: OSError | None) -> None:
         finished, self._finished = self._finished, None

@@ -302,8 +302,12 @@ class Connection(asyncio.BufferedProtocol):
             return self._drop("response encoding failed", api=handler.name)
         if metered:  # and the encoding's, unchecked (Kafka's network thread time)
             request_quotas.record_unchecked(context, request.header.client_id, time.perf_counter() - encoding)
-        if context.file_regions:
-            return await self._send_from_files(chunks, context.file_regions)
+        regions = context.file_regions
+        if regions:
+            sender = self.file_sender
+            if sender is None or self.outgoing or self.closed or not self.writable.is_set():
+                return await self._send_from_files_later(chunks, regions)
+            return self._send_from_files(sender, chunks, regions)
         self._send(chunks)
         return self._after_sasl_step()
 
@@ -320,27 +324,33 @@ class Connection(asyncio.BufferedProtocol):
         if not self.reading_paused and not self.closed:
             self._wire.resume_reading()
 
-    async def _send_from_files(self, chunks: list, regions: list[FileRegion]) -> bool:
-        """Send an answer whose record data stays in segment files. The serve loop waits (`writable`)
-        until it is out; a segment cut short underneath breaks the size already sent: close then.
-        The regions are released by `_serve` unless handed to the file sender, which releases them."""
+    async def _send_from_files_later(self, chunks: list, regions: list[FileRegion]) -> bool:
+        """_send_from_files once the answers before it are out (or the connection is gone), with the
+        file sender made at the connection's first answer from files."""
         if self.outgoing:
             self.flush()  # the answers before it go first, ...
         if not self.writable.is_set():
             await self.writable.wait()  # ... all the way into the socket (connection_made's buffer limits)
         if self.closed:
             return False
-        transport = self._wire
         if self.file_sender is None:
             try:
-                self.file_sender = FileSender(self.loop, transport.get_extra_info("socket").fileno())
+                self.file_sender = FileSender(self.loop, self._wire.get_extra_info("socket").fileno())
             except OSError as exc:  # no descriptor left for the duplicate (ulimit -n): copy this time
                 log.warning("sending from files not possible", peer=self.peer, error=repr(exc))
                 return await self._send_copied(chunks, regions)
+        return self._send_from_files(self.file_sender, chunks, regions)
+
+    def _send_from_files(self, sender: FileSender, chunks: list, regions: list[FileRegion]) -> bool:
+        """Send an answer whose record data stays in segment files, with nothing before it left to send.
+        The serve loop waits (`writable`) until it is out; a segment cut short underneath breaks the size
+        already sent: close then. The regions are released by `_serve` unless handed to the file sender."""
         handed = list(regions)
         regions.clear()
-        self.writable.clear()
-        self.file_sender.send(chunks, functools.partial(self._files_sent, handed))
+        if sender.send(chunks, functools.partial(self._files_sent, handed)):  # all in the socket already
+            self.server.file_bytes_sent += release_sent(handed)
+        elif sender.busy:  # _files_sent once it is out (unless it failed at once: called already)
+            self.writable.clear()
         return True
 
     def _files_sent(self, regions: list[FileRegion], error: OSError | None) -> None:

@@ -73,14 +73,16 @@ def _connected(slow: bool, size: int) -> tuple[socket.socket, socket.socket, thr
 
 def _send(chunks, size: int, *, slow: bool) -> tuple[bytes, list]:
     """Send the chunks through a FileSender on one end of a TCP connection; what the other end read,
-    and what `finished` was called with."""
+    and what `finished` was called with ("at once" where send said all was in the socket)."""
     outcome: list = []
 
     async def main() -> bytes:
         reader, writer, thread, received = _connected(slow, size)
         done = asyncio.Event()
         sender = FileSender(asyncio.get_running_loop(), writer.fileno())
-        sender.send(chunks, lambda error: (outcome.append(error), done.set()))
+        if sender.send(chunks, lambda error: (outcome.append(error), done.set())):
+            outcome.append("at once")
+            done.set()
         await asyncio.wait_for(done.wait(), 30)
         assert not sender.busy
         sender.close()
@@ -100,6 +102,16 @@ def test_bytes_and_file_ranges_arrive_in_order_through_a_full_socket(segment, pu
     got, outcome = _send(chunks, len(expected), slow=True)
     assert outcome == [None]
     assert got == expected
+    region.release()
+
+
+def test_an_answer_that_fits_the_socket_is_in_it_when_send_returns(segment, pump):
+    """send says so, and never calls `finished` (the connection releases the regions itself)."""
+    file, data = segment
+    region = FileRegion([FileSlice(file, 10, 4000)])
+    got, outcome = _send([b"head", region, b"tail"], 4 + 4000 + 4, slow=False)
+    assert outcome == ["at once"]
+    assert got == b"head" + data[10:4010] + b"tail"
     region.release()
 
 
@@ -123,8 +135,8 @@ def test_waits_for_room_register_nothing_with_the_loop(segment, pump, monkeypatc
         for _, writer, _, _ in connections:
             region = FileRegion([FileSlice(file, 0, 2_000_000)])
             sender = FileSender(asyncio.get_running_loop(), writer.fileno())
-            sender.send([b"head", region, b"tail"], lambda error: (finished.append(error),
-                                                                   len(finished) == 2 and done.set()))
+            assert not sender.send([b"head", region, b"tail"], lambda error: (finished.append(error),
+                                                                              len(finished) == 2 and done.set()))
             senders.append(sender)
             regions.append(region)
         await asyncio.wait_for(done.wait(), 30)
@@ -180,7 +192,8 @@ def test_a_socket_error_ends_the_answer_with_it(pump):
 
     async def main() -> None:
         sender = FileSender(asyncio.get_running_loop(), writer.fileno())
-        sender.send([b"head", b"tail"], outcome.append)
+        assert not sender.send([b"head", b"tail"], outcome.append)
+        assert not sender.busy
         sender.close()
 
     uvloop.run(main())
