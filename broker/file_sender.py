@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import os
 import select
 import socket
 import weakref
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from broker.log.file_region import FileRegion
 
@@ -32,11 +34,13 @@ _MORE = socket.MSG_MORE
 _WRITTEN, _FULL, _FILE_ENDED = 0, 1, 2  # where broker/_file_send.c's pump stopped
 
 
-class _Waiting:
-    """The socket is full: the answer goes on once the room watch says there is room."""
+class _Waiting(enum.Enum):
+    """The socket is full: the answer goes on once the room watch says there is room (an enum's one
+    member, so that the type checker narrows by identity)."""
+    FOR_ROOM = 0
 
 
-_WAITING = _Waiting()
+_WAITING: Final = _Waiting.FOR_ROOM
 
 try:  # _pump's loop and pieces_of in one call each (setup.py builds them with `pip install -e .`)
     from broker._file_send import pieces as _compiled_pieces
