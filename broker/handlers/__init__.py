@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,7 +38,7 @@ from protocol.messages import ApiMessage
 from protocol.specs import Versions
 
 # A handler names its own request class (Request[DeleteRecordsRequest]); the registry keys it by API.
-HandlerFn = Callable[[BrokerContext, framing.Request[Any], RequestContext], Awaitable[ApiMessage | None]]
+HandlerFn = Callable[[BrokerContext, framing.Request[Any], RequestContext], Coroutine[Any, Any, ApiMessage | None]]
 _Fn = TypeVar("_Fn", bound=HandlerFn)
 Decoder = Callable[[bytearray], framing.Request[Any]]
 Encoder = Callable[[Any, int, int], list]  # (response, version, correlation id) -> frame chunks
