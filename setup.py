@@ -32,6 +32,8 @@ setup(ext_modules=[
     Extension("broker.log._batch_read", ["broker/log/_batch_read.c"], extra_compile_args=["-O2"], optional=True),
     Extension("broker.handlers._fetch_reuse", ["broker/handlers/_fetch_reuse.c"], extra_compile_args=["-O2"],
               optional=True),
+    Extension("broker.metrics._error_counts", ["broker/metrics/_error_counts.c"], extra_compile_args=["-O2"],
+              optional=True),
     Extension("protocol._record_spans", ["protocol/_record_spans.c"], extra_compile_args=["-O2"], optional=True),
     Extension("pipeline._recordcols", ["pipeline/_recordcols.c"], extra_compile_args=["-O2"], optional=True),
     Extension("pipeline._recordenc", ["pipeline/_recordenc.c"], extra_compile_args=["-O2"], optional=True),

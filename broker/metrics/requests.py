@@ -161,6 +161,9 @@ def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or n
         return
     # Topics, then their partitions (Fetch, Produce): the generic walk's counts without its recursion
     has_error, outer, inner = shape
+    if _compiled_count is not None:
+        _compiled_count(struct, has_error, outer, inner, into)
+        return
     if has_error:
         code = struct.error_code
         into[code] = into.get(code, 0) + 1
@@ -169,6 +172,11 @@ def count_errors(struct: Any, into: dict[int, int]) -> None:  # any message or n
         if found:
             _count_elements(into, map(_ERROR_CODE, found))
 
+
+try:  # the loop below in one call (setup.py builds it)
+    from broker.metrics._error_counts import count_two_levels as _compiled_count
+except ImportError:  # pragma: no cover - the package installed without a C compiler
+    _compiled_count = None
 
 # Per response class: (its own ErrorCode?, the one array under it, the one array of error carriers in
 # that) when that is all it carries errors in; None for any other shape (the generic walk)

@@ -89,7 +89,19 @@ def test_every_error_code_in_a_response_is_counted_nested_ones_too():
     assert counts == {ErrorCode.NONE: 1, ErrorCode.NOT_LEADER_OR_FOLLOWER: 2}
 
 
-def test_a_two_level_answer_is_counted_as_the_generic_walk_counts_it():
+@pytest.fixture(params=["compiled", "python"])
+def two_level_count(request, monkeypatch):
+    """Which loop counts a two-level answer: broker/metrics/_error_counts.c, or the Python one alone."""
+    if request.param == "python":
+        monkeypatch.setattr(request_metrics, "_compiled_count", None)
+    else:
+        from broker.metrics import _error_counts  # built by make test's `pip install -e .`
+
+        assert request_metrics._compiled_count is _error_counts.count_two_levels
+    return request.param
+
+
+def test_a_two_level_answer_is_counted_as_the_generic_walk_counts_it(two_level_count):
     """Fetch and Produce answers (topics, then partitions) are counted without the generic walk's
     recursion: the same counts, top level included, empty topics and nested aborted lists too."""
     from broker.metrics.requests import _count_items, _two_levels
@@ -128,12 +140,14 @@ def test_about_twenty_response_types_are_counted_in_one_loop():
     assert len(_two_level_responses()) >= 20
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @pytest.mark.parametrize("cls", _two_level_responses(), ids=lambda cls: cls.__name__)
 @settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_every_two_level_answer_is_counted_as_the_generic_walk_counts_it(cls, data):
+def test_every_two_level_answer_is_counted_as_the_generic_walk_counts_it(cls, compiled, data):
     """Random answers of each response type the one-loop count takes (any version, empty and null
-    arrays, any codes): the generic walk's counts, and a null outer array is no error for either."""
+    arrays, any codes), counted by the compiled loop or the Python one: the generic walk's counts,
+    and a null outer array is no error for either."""
     from broker.metrics.requests import _count_items, _two_levels
     from tests.protocol.strategies import struct_of
 
@@ -145,7 +159,14 @@ def test_every_two_level_answer_is_counted_as_the_generic_walk_counts_it(cls, da
         setattr(answer, shape[1], None)
     flat: dict[int, int] = {}
     generic: dict[int, int] = {}
-    count_errors(answer, flat)
+    kept = request_metrics._compiled_count
+    assert kept is not None  # built by make test's `pip install -e .`
+    if not compiled:
+        request_metrics._compiled_count = None
+    try:
+        count_errors(answer, flat)
+    finally:
+        request_metrics._compiled_count = kept
     _count_items((answer,), generic)
     assert flat == generic
 
