@@ -323,5 +323,6 @@ PyMODINIT_FUNC PyInit__fetch_read(void) {
     EMPTY_STR = PyUnicode_FromString("");
     MINUS_ONE = PyLong_FromLong(-1);
     if (EMPTY == NULL || EMPTY_STR == NULL || MINUS_ONE == NULL) return NULL;
+    if (request_fields_init() < 0) return NULL;
     return PyModule_Create(&module_def);
 }

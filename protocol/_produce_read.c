@@ -302,6 +302,7 @@ PyMODINIT_FUNC PyInit__produce_read(void) {
     EMPTY = PyTuple_New(0);
     EMPTY_STR = PyUnicode_FromString("");
     if (INDEX == NULL || RECORDS == NULL || EMPTY == NULL || EMPTY_STR == NULL) return NULL;
+    if (request_fields_init() < 0) return NULL;
 #define INTERN(name) if ((S_##name = PyUnicode_InternFromString(#name)) == NULL) return NULL;
     NAMES(INTERN)
     return PyModule_Create(&module);

@@ -25,18 +25,32 @@ static int put(PyObject *obj, PyObject *name, PyObject *value) {
     return rc;
 }
 
-/* request_class(header, key, version, correlation, body): framing.Request, as the Python decoders make it. */
+/* framing.Request's fields, interned by request_fields_init (from the module's init). */
+static PyObject *REQUEST_FIELDS[5];
+
+static int request_fields_init(void) {
+    static const char *const names[] = {"header", "api_key", "api_version", "correlation_id", "body"};
+    for (int i = 0; i < 5; i++) {
+        REQUEST_FIELDS[i] = PyUnicode_InternFromString(names[i]);
+        if (REQUEST_FIELDS[i] == NULL) return -1;
+    }
+    return 0;
+}
+
+/* framing.Request(header, key, version, correlation, body) as its __init__ would make it, without running
+ * that Python function (once per request): each field set on a blank instance. */
 static PyObject *request_of(PyObject *request_class, PyObject *header, int64_t key, int64_t version,
                             int64_t correlation, PyObject *body) {
-    PyObject *result = NULL, *key_obj = PyLong_FromLongLong(key), *version_obj = PyLong_FromLongLong(version);
-    PyObject *correlation_obj = PyLong_FromLongLong(correlation);
-    if (key_obj && version_obj && correlation_obj) {
-        PyObject *args[] = {header, key_obj, version_obj, correlation_obj, body};
-        result = PyObject_Vectorcall(request_class, args, 5, NULL);
+    PyObject *result = blank(request_class);
+    if (result == NULL) return NULL;
+    if (PyObject_SetAttr(result, REQUEST_FIELDS[0], header) < 0
+            || put(result, REQUEST_FIELDS[1], PyLong_FromLongLong(key)) < 0
+            || put(result, REQUEST_FIELDS[2], PyLong_FromLongLong(version)) < 0
+            || put(result, REQUEST_FIELDS[3], PyLong_FromLongLong(correlation)) < 0
+            || PyObject_SetAttr(result, REQUEST_FIELDS[4], body) < 0) {
+        Py_DECREF(result);
+        return NULL;
     }
-    Py_XDECREF(key_obj);
-    Py_XDECREF(version_obj);
-    Py_XDECREF(correlation_obj);
     return result;
 }
 

@@ -185,6 +185,8 @@ class FrameReader:
 
 @dataclass
 class Request(Generic[BodyT]):
+    # The compiled decoders (protocol/_request_objects.h request_of) set these fields on an instance made
+    # without __init__: a __post_init__ here would not run for them.
     header: RequestHeader
     api_key: int
     api_version: int

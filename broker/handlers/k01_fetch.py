@@ -150,7 +150,7 @@ async def fetch(broker: BrokerContext, request: Request[FetchRequest], connectio
     # plan(recheck): where each partition's read would come from now: (bytes available, any error)
     limits = (body.max_bytes, replica_id if follower else None, leader_only, committed, keep_state)
     plan = functools.partial(_plan, replicas, wanted, *limits)
-    rack_aware = not follower and version >= 11 and broker.config.rack_aware_reads and bool(body.rack_id)
+    rack_aware = not follower and version >= 11 and bool(body.rack_id) and broker.config.rack_aware_reads
     redirected = rack_aware and _redirect(broker, wanted, body.rack_id, connection.listener_name)
     # Each read keeps its segment files pinned (one pin per partition, which the answer's FileRegion
     # takes over) until slices_to_send has them; a re-plan lets the last reads go, and so does any

@@ -19,7 +19,7 @@ manager's thread pool, never blocking the event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -426,12 +426,13 @@ class ReplicaManager(DataPath):
         assert self._slices is not None, "read before start()"
         return await self._slices.read(groups)
 
-    async def slices_to_send(self, groups: Sequence[Sequence[FileSlice]],
-                             regions: list[FileRegion] | None) -> Sequence[memoryview | FileRegion]:
+    def slices_to_send(self, groups: Sequence[Sequence[FileSlice]],
+                       regions: list[FileRegion] | None) -> Awaitable[Sequence[memoryview | FileRegion]]:
         """read_slices, or FileRegions sent from the files where the connection can (`regions` not
         None): broker/log/slices.py. The groups come pinned (PartitionLog.read(pinned=True)): their
-        pins go to the regions or are let go here."""
+        pins go to the regions or are let go by the reader. (The reader's coroutine itself, not one
+        around it: once per Fetch.)"""
         assert self._slices is not None, "read before start()"
         if regions is None:
-            return await self._slices.read_held(groups)
-        return await self._slices.for_sending(groups, regions)
+            return self._slices.read_held(groups)
+        return self._slices.for_sending(groups, regions)
