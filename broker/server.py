@@ -1,8 +1,8 @@
 """The network layer: one asyncio.BufferedProtocol per connection.
 
-Frames are split by protocol.framing.FrameReader (int32 size, capped by socket.request.max.bytes): the
-transport reads into its buffers, so a large request (a Produce) lands in a buffer of its own with no
-copy in between, and its records are appended to the log from there.
+Frames are split by protocol.framing's FrameReader (compiled where built; int32 size, capped by
+socket.request.max.bytes): the transport reads into its buffers, so a large request (a Produce) lands
+in a buffer of its own with no copy in between, and its records are appended to the log from there.
 Requests on one connection are served one at a time in arrival order, as Kafka does, so responses
 always come back in request order however deeply the client pipelines. The responses finished in one
 turn of the event loop leave in one write (a pipelining client — the Java producer keeps five requests
@@ -60,7 +60,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         sasl = server.broker.config.sasl_listeners.get(listener.name)
         self.sasl = SaslSession(sasl, server.broker.credentials) if sasl is not None else None
-        self.reader = framing.FrameReader(server.broker.config.socket_request_max_bytes)
+        self.reader = framing.frame_reader(server.broker.config.socket_request_max_bytes)
         # The transport reads into the frame reader's buffers: its get_buffer, with no call of ours around it
         self.get_buffer = self.reader.get_buffer  # type: ignore[method-assign]
         if self.sasl is not None:  # frames before authentication are small (sasl.server.max.receive.size)

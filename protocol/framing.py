@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 from protocol.enums import ApiKey
 
@@ -132,8 +132,10 @@ class FrameReader:
                 self._frame_view.release()
                 frame = self._frame
                 assert frame is not None  # set and cleared together with _frame_view
-                frame.extend(bytes(min(self._size - self._filled, self.direct_step)))
-                self._frame_view = memoryview(frame)
+                try:  # a BufferError while the transport still holds the last buffer
+                    frame.extend(bytes(min(self._size - self._filled, self.direct_step)))
+                finally:  # either way: the next call tries again
+                    self._frame_view = memoryview(frame)
             return self._frame_view[self._filled:]
         if self._end == len(self._scratch):
             self._compact()
@@ -181,6 +183,20 @@ class FrameReader:
         if self._frame_view is not None:
             return self._filled + SIZE_BYTES
         return self._end - self._start
+
+
+try:  # FrameReader's compiled twin (setup.py builds it): no Python run per read from a connection
+    from protocol._frames import FrameReader as _CompiledFrameReader
+except ImportError:  # pragma: no cover - the package installed without a C compiler
+    _CompiledFrameReader = None
+
+
+def frame_reader(max_frame: int = DEFAULT_MAX_FRAME) -> FrameReader:
+    """A connection's FrameReader: the compiled one where built (tests/protocol/test_frame_reader.py holds
+    the two equal), else the Python one."""
+    if _CompiledFrameReader is not None:
+        return cast(FrameReader, _CompiledFrameReader(max_frame))
+    return FrameReader(max_frame)
 
 
 @dataclass

@@ -1,11 +1,24 @@
-"""FrameReader (the BufferedProtocol framing) splits any stream exactly as FrameDecoder does."""
+"""FrameReader (the BufferedProtocol framing) splits any stream exactly as FrameDecoder does, in Python
+and compiled (protocol/_frames.c: every test runs both)."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import framing
+from protocol import _frames, framing  # built by make test's `pip install -e .`
 from protocol.errors import ProtocolError
+
+READERS = [framing.FrameReader, _frames.FrameReader]
+
+
+@pytest.fixture(params=READERS, ids=["python", "compiled"])
+def reader_class(request):
+    return request.param
+
+
+def test_connections_read_with_the_compiled_reader():
+    assert type(framing.frame_reader(1024)) is _frames.FrameReader
+    assert framing.frame_reader(1024).max_frame == 1024
 
 
 def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> list[bytes]:
@@ -26,6 +39,7 @@ def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> li
     return out
 
 
+@pytest.mark.parametrize("reader_class", READERS, ids=["python", "compiled"])
 @settings(max_examples=300)
 @given(
     sizes=st.lists(st.one_of(st.integers(0, 40), st.integers(0, 3000)), max_size=30),
@@ -34,24 +48,24 @@ def read_all(reader: framing.FrameReader, stream: bytes, reads: list[int]) -> li
     direct=st.sampled_from([8, 100, 1000]),
     step=st.sampled_from([1, 7, 500, 8 << 20]),
 )
-def test_same_frames_as_frame_decoder(sizes, reads, scratch, direct, step):
+def test_same_frames_as_frame_decoder(reader_class, sizes, reads, scratch, direct, step):
     payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
     stream = b"".join(framing.frame(p) for p in payloads)
-    reader = framing.FrameReader(scratch_bytes=scratch, direct_min=min(direct, scratch - 4), direct_step=step)
+    reader = reader_class(scratch_bytes=scratch, direct_min=min(direct, scratch - 4), direct_step=step)
     assert read_all(reader, stream, reads) == payloads
     assert reader.pending == 0
 
 
-def test_large_frame_lands_in_its_own_buffer():
+def test_large_frame_lands_in_its_own_buffer(reader_class):
     payload = bytes(range(256)) * 400  # 100 KiB: above direct_min and the scratch buffer
-    reader = framing.FrameReader(scratch_bytes=4096, direct_min=1024)
+    reader = reader_class(scratch_bytes=4096, direct_min=1024)
     stream = framing.frame(b"small") + framing.frame(payload) + framing.frame(b"after")
     frames = read_all(reader, stream, [4096])
     assert frames == [b"small", payload, b"after"]
 
 
-def test_a_bare_size_header_does_not_allocate_the_whole_frame():
-    reader = framing.FrameReader(max_frame=100 << 20, direct_step=1 << 20)
+def test_a_bare_size_header_does_not_allocate_the_whole_frame(reader_class):
+    reader = reader_class(max_frame=100 << 20, direct_step=1 << 20)
     header = (100 << 20).to_bytes(4, "big")
     buffer = reader.get_buffer(-1)
     buffer[:4] = header
@@ -59,8 +73,8 @@ def test_a_bare_size_header_does_not_allocate_the_whole_frame():
     assert len(reader.get_buffer(-1)) == 1 << 20
 
 
-def test_frames_are_writable_bytearrays():
-    reader = framing.FrameReader()
+def test_frames_are_writable_bytearrays(reader_class):
+    reader = reader_class()
     buffer = reader.get_buffer(-1)
     data = framing.frame(b"abc")
     buffer[:len(data)] = data
@@ -69,13 +83,30 @@ def test_frames_are_writable_bytearrays():
 
 
 @pytest.mark.parametrize("size", [-1, -2**31, 1025])
-def test_bad_sizes_are_rejected(size):
-    reader = framing.FrameReader(max_frame=1024)
+def test_bad_sizes_are_rejected(reader_class, size):
+    reader = reader_class(max_frame=1024)
     data = size.to_bytes(4, "big", signed=True) + b"x"
     buffer = reader.get_buffer(-1)
     buffer[:len(data)] = data
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProtocolError, match=f"frame size {size} outside 0..1024"):
         reader.buffer_updated(len(data))
+
+
+def test_a_buffer_still_held_is_never_resized_under_it(reader_class):
+    """A large frame's buffer grows in get_buffer; a transport still holding the last one makes that
+    fail (BufferError) rather than leave it pointing at memory the frame moved from."""
+    reader = reader_class(scratch_bytes=64, direct_min=16, direct_step=8)
+    buffer = reader.get_buffer(-1)
+    data = framing.frame(b"x" * 40)[:12]  # the size, then 8 bytes: the frame's own buffer, full
+    buffer[:len(data)] = data
+    assert reader.buffer_updated(len(data)) == []
+    held = reader.get_buffer(-1)  # the next 8 bytes
+    held[:8] = b"y" * 8
+    assert reader.buffer_updated(8) == []
+    with pytest.raises(BufferError):
+        reader.get_buffer(-1)
+    del held
+    assert len(reader.get_buffer(-1)) == 8
 
 
 def test_the_compiled_frame_split_equals_the_python_one():
