@@ -343,11 +343,15 @@ class Connection(asyncio.BufferedProtocol):
         already sent: close then. The regions are released by `_serve` unless handed to the file sender."""
         handed = list(regions)
         regions.clear()
-        if sender.send(chunks, functools.partial(self._files_sent, handed)):  # all in the socket already
-            self.server.file_bytes_sent += release_sent(handed)
-        elif sender.busy:  # _files_sent once it is out (unless it failed at once: called already)
-            self.writable.clear()
-        return True
+        try:
+            if sender.send(chunks, functools.partial(self._files_sent, handed)):  # all in the socket already
+                self.server.file_bytes_sent += release_sent(handed)
+            elif sender.busy:  # _files_sent once it is out (unless it failed at once: called already)
+                self.writable.clear()
+        except BaseException:  # not an OSError (those reach _files_sent): our bug; the pins must still go
+            release_unsent(handed)
+            raise
+        return not self.closed
 
     def _files_sent(self, regions: list[FileRegion], error: OSError | None) -> None:
         sent = release_sent(regions)

@@ -284,8 +284,8 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!", &request, &header, &body, &state, &topic, &part, &forgotten,
                           &no_dir, &no_hw, &uuid_of, &PyDict_Type, &ids))
         return NULL;
-    PyObject *classes[] = {header, body, state, topic, part, forgotten};
-    for (int i = 0; i < 6; i++)
+    PyObject *classes[] = {request, header, body, state, topic, part, forgotten};
+    for (int i = 0; i < 7; i++)
         if (!PyType_Check(classes[i])) {
             PyErr_SetString(PyExc_TypeError, "configure: a class expected");
             return NULL;

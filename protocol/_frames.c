@@ -32,7 +32,7 @@ static int split(const unsigned char *bytes, Py_ssize_t *start, Py_ssize_t end, 
             *bad = size;
             return 1;
         }
-        if (*start + 4 + (Py_ssize_t)size > end) break;
+        if ((Py_ssize_t)size > end - *start - 4) break;
         PyObject *frame = PyByteArray_FromStringAndSize((const char *)p + 4, size);
         if (frame == NULL || PyList_Append(frames, frame) < 0) {
             Py_XDECREF(frame);
@@ -84,7 +84,7 @@ typedef struct {
     PyObject *view;        /* memoryview(scratch) */
     Py_ssize_t start, end; /* the bytes received into scratch and not yet taken out */
     PyObject *frame;       /* bytearray of a large frame being received into its own buffer, or NULL */
-    PyObject *frame_view;  /* memoryview(frame), or NULL */
+    PyObject *frame_view;  /* memoryview(frame), made by get_buffer; NULL until then */
     Py_ssize_t filled, size;
 } Reader;
 
@@ -134,6 +134,11 @@ static int release_view(PyObject *view) {
     return done == NULL ? -1 : 0;
 }
 
+static PyObject *not_initialised(void) {
+    PyErr_SetString(PyExc_RuntimeError, "FrameReader.__init__ was not called");
+    return NULL;
+}
+
 /* Moves the unfinished frame to the front of the scratch buffer. */
 static void compact(Reader *self) {
     if (self->start) {
@@ -150,23 +155,20 @@ static PyObject *reader_get_buffer(Reader *self, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "get_buffer(sizehint=-1)");
         return NULL;
     }
-    if (self->frame_view != NULL) {
+    if (self->scratch == NULL) return not_initialised();
+    if (self->frame != NULL) {  /* a large frame: its view is remade here whenever it is missing */
         Py_ssize_t length = PyByteArray_GET_SIZE(self->frame);
         if (self->filled == length) {
-            /* Grown here, not in buffer_updated: the transport has let go of the last buffer now */
-            if (release_view(self->frame_view) < 0) return NULL;
+            /* Grown here, not in buffer_updated: the transport has let go of the last buffer now (a resize
+             * fails with BufferError while a buffer is still held, and the next call tries again) */
+            if (self->frame_view != NULL && release_view(self->frame_view) < 0) return NULL;
             Py_CLEAR(self->frame_view);
             Py_ssize_t more = self->size - self->filled < self->direct_step ? self->size - self->filled
                                                                             : self->direct_step;
-            if (PyByteArray_Resize(self->frame, length + more) < 0) {  /* a buffer still held: BufferError */
-                PyObject *type, *value, *traceback;
-                PyErr_Fetch(&type, &value, &traceback);
-                self->frame_view = PyMemoryView_FromObject(self->frame);  /* the next call tries again */
-                if (self->frame_view == NULL) PyErr_Clear();  /* the resize's error is the one to tell */
-                PyErr_Restore(type, value, traceback);
-                return NULL;
-            }
+            if (PyByteArray_Resize(self->frame, length + more) < 0) return NULL;
             memset(PyByteArray_AS_STRING(self->frame) + length, 0, more);
+        }
+        if (self->frame_view == NULL) {
             self->frame_view = PyMemoryView_FromObject(self->frame);
             if (self->frame_view == NULL) return NULL;
         }
@@ -206,7 +208,8 @@ static PyObject *reader_buffer_updated(Reader *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "buffer_updated: a negative count");
         return NULL;
     }
-    if (self->frame_view != NULL) {
+    if (self->scratch == NULL) return not_initialised();
+    if (self->frame != NULL) {
         if (nbytes > PyByteArray_GET_SIZE(self->frame) - self->filled) {
             PyErr_SetString(PyExc_ValueError, "buffer_updated: more bytes than the buffer given");
             return NULL;
@@ -241,18 +244,15 @@ static PyObject *reader_buffer_updated(Reader *self, PyObject *arg) {
         if (size >= self->direct_min || size + 4 > capacity) {
             /* The rest of this frame is received into its own buffer */
             Py_ssize_t have = end - start - 4;
-            Py_ssize_t length = size < have + self->direct_step ? size : have + self->direct_step;
+            Py_ssize_t length = size - have <= self->direct_step ? size : have + self->direct_step;
             PyObject *frame = PyByteArray_FromStringAndSize(NULL, length);
-            PyObject *frame_view = frame == NULL ? NULL : PyMemoryView_FromObject(frame);
-            if (frame_view == NULL) {
-                Py_XDECREF(frame);
+            if (frame == NULL) {
                 Py_DECREF(frames);
                 return NULL;
             }
             memcpy(PyByteArray_AS_STRING(frame), bytes + start + 4, have);
             memset(PyByteArray_AS_STRING(frame) + have, 0, length - have);
-            self->frame = frame;
-            self->frame_view = frame_view;
+            self->frame = frame;  /* its view is made by the next get_buffer */
             self->filled = have;
             self->size = size;
             start = end = 0;
@@ -261,13 +261,13 @@ static PyObject *reader_buffer_updated(Reader *self, PyObject *arg) {
     if (start == end) start = end = 0;
     self->start = start;
     self->end = end;
-    if (self->frame_view == NULL && end == capacity) compact(self);
+    if (self->frame == NULL && end == capacity) compact(self);
     return frames;
 }
 
 static PyObject *reader_pending(Reader *self, void *closure) {
     (void)closure;
-    if (self->frame_view != NULL) return PyLong_FromSsize_t(self->filled + 4);
+    if (self->frame != NULL) return PyLong_FromSsize_t(self->filled + 4);
     return PyLong_FromSsize_t(self->end - self->start);
 }
 

@@ -271,8 +271,8 @@ static PyObject *decode(PyObject *module, PyObject *frame) {
 static PyObject *configure(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *request, *header, *body, *topic, *partition, *no_topic_id;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O", &request, &PyType_Type, &header, &PyType_Type, &body, &PyType_Type,
-                          &topic, &PyType_Type, &partition, &no_topic_id))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O", &PyType_Type, &request, &PyType_Type, &header, &PyType_Type, &body,
+                          &PyType_Type, &topic, &PyType_Type, &partition, &no_topic_id))
         return NULL;
     Py_XSETREF(REQUEST, Py_NewRef(request));
     Py_XSETREF(HEADER, Py_NewRef(header));

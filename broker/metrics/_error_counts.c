@@ -36,22 +36,23 @@ static int walk(PyObject *array, PyObject *into, PyObject *inner) {
     if (array == Py_None) return 0;
     PyObject *items = PySequence_Fast(array, "an answer's array must be a sequence");
     if (items == NULL) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
-    PyObject **item = PySequence_Fast_ITEMS(items);
     int failed = 0;
-    for (Py_ssize_t i = 0; i < n && !failed; i++) {
+    /* The size read again and each item held while it is read: an attribute's Python code may change a list */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items) && !failed; i++) {
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(items, i));
         if (inner == NULL) {
-            failed = add_code(into, item[i]);
-            continue;
+            failed = add_code(into, item);
+        } else {
+            PyObject *found = PyObject_GetAttr(item, inner);
+            if (found == NULL) {
+                failed = 1;
+            } else {
+                int some = PyObject_IsTrue(found);  /* most are empty (a Produce answer's record errors) */
+                failed = some < 0 || (some && walk(found, into, NULL) < 0);
+                Py_DECREF(found);
+            }
         }
-        PyObject *found = PyObject_GetAttr(item[i], inner);
-        if (found == NULL) {
-            failed = 1;
-            continue;
-        }
-        int some = PyObject_IsTrue(found);  /* most are empty (a Produce answer's record errors) */
-        failed = some < 0 || (some && walk(found, into, NULL) < 0);
-        Py_DECREF(found);
+        Py_DECREF(item);
     }
     Py_DECREF(items);
     return failed ? -1 : 0;

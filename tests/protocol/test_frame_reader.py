@@ -97,16 +97,24 @@ def test_a_buffer_still_held_is_never_resized_under_it(reader_class):
     fail (BufferError) rather than leave it pointing at memory the frame moved from."""
     reader = reader_class(scratch_bytes=64, direct_min=16, direct_step=8)
     buffer = reader.get_buffer(-1)
-    data = framing.frame(b"x" * 40)[:12]  # the size, then 8 bytes: the frame's own buffer, full
+    data = framing.frame(b"x" * 40)[:12]  # the size, then 8 bytes: into a buffer of the frame's own (16 bytes)
     buffer[:len(data)] = data
     assert reader.buffer_updated(len(data)) == []
-    held = reader.get_buffer(-1)  # the next 8 bytes
+    held = reader.get_buffer(-1)  # the next 8 bytes: that buffer full after them
     held[:8] = b"y" * 8
     assert reader.buffer_updated(8) == []
     with pytest.raises(BufferError):
         reader.get_buffer(-1)
     del held
     assert len(reader.get_buffer(-1)) == 8
+
+
+def test_a_compiled_reader_never_initialised_is_an_error_not_a_crash():
+    reader = _frames.FrameReader.__new__(_frames.FrameReader)
+    with pytest.raises(RuntimeError, match="__init__ was not called"):
+        reader.get_buffer(-1)
+    with pytest.raises(RuntimeError, match="__init__ was not called"):
+        reader.buffer_updated(0)
 
 
 def test_the_compiled_frame_split_equals_the_python_one():
