@@ -6,7 +6,8 @@
  * `max_frame`: the Python code then words the error. Each frame is a bytearray of its own (the caller
  * owns and may stamp it).
  *
- * FrameReader(max_frame, scratch_bytes, direct_min, direct_step): framing.FrameReader's get_buffer,
+ * FrameReader(max_frame, scratch_bytes, direct_min, direct_step), made by framing.frame_reader (which
+ * names the defaults): framing.FrameReader's get_buffer,
  * buffer_updated, max_frame and pending, step for step, with no Python run per read from a connection
  * (the Python one cost a consumer's Fetch ~90 opcodes). Its buffers are real memoryviews of its
  * bytearrays, as the Python one's, so a transport still holding one makes the next resize fail loudly
@@ -92,9 +93,8 @@ static PyObject *RELEASE;  /* "release", interned */
 
 static int reader_init(Reader *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"max_frame", "scratch_bytes", "direct_min", "direct_step", NULL};
-    Py_ssize_t max_frame = 104857600, scratch_bytes = 64 * 1024, direct_min = 16 * 1024,
-               direct_step = 8 * 1024 * 1024;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|nnnn:FrameReader", names, &max_frame, &scratch_bytes,
+    Py_ssize_t max_frame, scratch_bytes, direct_min, direct_step;  /* no defaults: framing.py names them */
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nnnn:FrameReader", names, &max_frame, &scratch_bytes,
                                      &direct_min, &direct_step))
         return -1;
     if (scratch_bytes < 5 || direct_step < 1) {

@@ -21,6 +21,11 @@ from .wire import I32
 
 SIZE_BYTES = 4
 DEFAULT_MAX_FRAME = 104857600  # socket.request.max.bytes
+# A FrameReader's buffers (its docstring): the scratch buffer's size, the frame size from which a frame gets
+# a buffer of its own, and how far ahead of the bytes received that buffer grows
+SCRATCH_BYTES = 64 * 1024
+DIRECT_MIN = 16 * 1024
+DIRECT_STEP = 8 * 1024 * 1024
 
 # The body of a Request: handlers name their own request class, e.g. Request[DeleteRecordsRequest].
 BodyT = TypeVar("BodyT", bound=ApiMessage | None)
@@ -111,8 +116,8 @@ class FrameReader:
     broker commit up to socket.request.max.bytes of memory at once.
     """
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, scratch_bytes: int = 64 * 1024,
-                 direct_min: int = 16 * 1024, direct_step: int = 8 * 1024 * 1024):
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, scratch_bytes: int = SCRATCH_BYTES,
+                 direct_min: int = DIRECT_MIN, direct_step: int = DIRECT_STEP):
         self.max_frame = max_frame
         self.direct_min = direct_min
         self.direct_step = direct_step
@@ -191,12 +196,13 @@ except ImportError:  # pragma: no cover - the package installed without a C comp
     _CompiledFrameReader = None
 
 
-def frame_reader(max_frame: int = DEFAULT_MAX_FRAME) -> FrameReader:
+def frame_reader(max_frame: int = DEFAULT_MAX_FRAME, scratch_bytes: int = SCRATCH_BYTES,
+                 direct_min: int = DIRECT_MIN, direct_step: int = DIRECT_STEP) -> FrameReader:
     """A connection's FrameReader: the compiled one where built (tests/protocol/test_frame_reader.py holds
     the two equal), else the Python one."""
     if _CompiledFrameReader is not None:
-        return cast(FrameReader, _CompiledFrameReader(max_frame))
-    return FrameReader(max_frame)
+        return cast(FrameReader, _CompiledFrameReader(max_frame, scratch_bytes, direct_min, direct_step))
+    return FrameReader(max_frame, scratch_bytes, direct_min, direct_step)
 
 
 @dataclass
