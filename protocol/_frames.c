@@ -179,25 +179,16 @@ static PyObject *reader_get_buffer(Reader *self, PyObject *const *args, Py_ssize
     return PySequence_GetSlice(self->view, self->end, capacity);
 }
 
+/* framing.frame_size_error's exception raised: the wording has one owner. */
 static PyObject *bad_size(Reader *self, int32_t size) {
-    PyObject *errors = PyImport_ImportModule("protocol.errors");
-    if (errors == NULL) return NULL;
-    PyObject *error_class = PyObject_GetAttrString(errors, "ProtocolError");
-    PyObject *codes = PyObject_GetAttrString(errors, "ErrorCode");
-    PyObject *code = codes == NULL ? NULL : PyObject_GetAttrString(codes, "INVALID_REQUEST");
-    PyObject *message = PyUnicode_FromFormat("frame size %d outside 0..%zd", (int)size, self->max_frame);
-    if (error_class != NULL && code != NULL && message != NULL) {
-        PyObject *error = PyObject_CallFunctionObjArgs(error_class, code, message, NULL);
-        if (error != NULL) {
-            PyErr_SetObject(error_class, error);
-            Py_DECREF(error);
-        }
+    PyObject *framing = PyImport_ImportModule("protocol.framing");
+    if (framing == NULL) return NULL;
+    PyObject *error = PyObject_CallMethod(framing, "frame_size_error", "in", (int)size, self->max_frame);
+    if (error != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        Py_DECREF(error);
     }
-    Py_XDECREF(message);
-    Py_XDECREF(code);
-    Py_XDECREF(codes);
-    Py_XDECREF(error_class);
-    Py_DECREF(errors);
+    Py_DECREF(framing);
     return NULL;
 }
 

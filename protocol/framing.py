@@ -41,6 +41,11 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if api_version in messages.api(api_key).response.flexible_versions else 0
 
 
+def frame_size_error(size: int, max_frame: int) -> ProtocolError:
+    """What a frame size below 0 or above `max_frame` is, for every reader (protocol/_frames.c's too)."""
+    return ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{max_frame}")
+
+
 def frame(payload: bytes) -> bytes:
     return I32.pack(len(payload)) + payload
 
@@ -64,7 +69,7 @@ class FrameDecoder:
         while len(buf) - pos >= SIZE_BYTES:
             size = I32.unpack_from(buf, pos)[0]
             if size < 0 or size > self.max_frame:
-                raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{self.max_frame}")
+                raise frame_size_error(size, self.max_frame)
             end = pos + SIZE_BYTES + size
             if end > len(buf):
                 break
@@ -88,7 +93,7 @@ def complete_frames(view: memoryview, start: int, end: int, max_frame: int) -> t
     while end - start >= SIZE_BYTES:
         size = I32.unpack_from(view, start)[0]
         if size < 0 or size > max_frame:
-            raise ProtocolError(ErrorCode.INVALID_REQUEST, f"frame size {size} outside 0..{max_frame}")
+            raise frame_size_error(size, max_frame)
         stop = start + SIZE_BYTES + size
         if stop > end:
             break

@@ -76,8 +76,18 @@ def test_a_pause_turns_the_kdamonds_back_on_however_the_run_ends(tmp_path, endin
     assert f"echo on > {tmp_path / '0' / 'state'}; echo on > {tmp_path / '1' / 'state'}" in out
 
 
+@pytest.fixture
+def default_sigint():
+    """Ctrl-C raises KeyboardInterrupt, whatever an earlier test in this process left: a closed uvloop loop
+    that handled SIGINT (broker.app.run) stays its handler, and a Ctrl-C then does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("written", ["off", "on"])
-def test_ctrl_c_while_kdamonds_are_turned_off_or_on_waits_until_each_is_done(tmp_path, written, monkeypatch):
+def test_ctrl_c_while_kdamonds_are_turned_off_or_on_waits_until_each_is_done(tmp_path, written, monkeypatch,
+                                                                           default_sigint):
     """Ctrl-C just after kdamond 0 took "off" (before it was noted as turned off), or a second Ctrl-C
     while the first were turned back on, left kdamonds off for the machine."""
     kdamond(tmp_path, "0", "on", {"pageout": 1})
